@@ -1,0 +1,64 @@
+# mlplat — PGXS build.
+#
+# The install script is assembled from the ordered parts in sql/install/ so each
+# part stays small and readable; sql/upgrade/ holds upgrade scripts and
+# sql/frozen/ the full scripts of released versions (kept so the upgrade test can
+# install an old version and update it).  Top-level sql/ + expected/ are the
+# pg_regress suite, as in PostgreSQL's contrib modules.
+
+EXTENSION   = mlplat
+EXTVERSION  = $(shell sed -n "s/^default_version *= *'\(.*\)'/\1/p" $(dir $(firstword $(MAKEFILE_LIST)))mlplat.control)
+# The first released version: its full script is frozen, and the upgrade from it
+# is assembled from the parts it did not contain (every part but 00_*).
+PREV_VERSION = 0.1.0
+
+MODULE_big  = mlplat
+SRCS        = $(sort $(shell find src -name '*.c'))
+OBJS        = $(SRCS:.c=.o)
+
+INSTALL_PARTS = $(sort $(wildcard sql/install/*.sql))
+UPGRADE_PARTS = $(filter-out sql/install/00_%,$(INSTALL_PARTS))
+
+DATA_built  = $(EXTENSION)--$(EXTVERSION).sql $(EXTENSION)--$(PREV_VERSION)--$(EXTVERSION).sql
+DATA        = $(wildcard sql/frozen/*.sql) $(wildcard sql/upgrade/*.sql)
+EXTRA_CLEAN = $(DATA_built) results/ output_iso/ regression.diffs regression.out
+
+# pg_regress: every sql/*.sql is a test; "setup" runs first.
+REGRESS_ALL  = $(sort $(basename $(notdir $(wildcard sql/*.sql))))
+REGRESS      = $(filter setup,$(REGRESS_ALL)) $(filter-out setup,$(REGRESS_ALL))
+REGRESS_OPTS = --load-extension=mlplat
+
+# isolation specs live in test/isolation/{specs,expected}
+ISOLATION      = $(sort $(basename $(notdir $(wildcard test/isolation/specs/*.spec))))
+ISOLATION_OPTS = --inputdir=test/isolation --load-extension=mlplat
+
+PG_CPPFLAGS = -I$(CURDIR)/include -DMLPLAT_VERSION='"$(EXTVERSION)"'
+# Our code is warning-free; extra flags (sanitizers, coverage) come in through MLPLAT_CFLAGS.
+PG_CFLAGS   = -Wall -Wextra -Werror -Wno-unused-parameter -Wno-missing-field-initializers \
+              -Wno-sign-compare $(MLPLAT_CFLAGS)
+SHLIB_LINK  = -lcurl -lcrypto $(MLPLAT_LDFLAGS)
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+$(EXTENSION)--$(EXTVERSION).sql: $(INSTALL_PARTS) mlplat.control
+	@{ echo "-- mlplat $(EXTVERSION): generated from sql/install/*.sql; edit the parts, not this file."; \
+	   echo '\echo Use "CREATE EXTENSION mlplat" to load this file. \quit'; \
+	   for f in $(INSTALL_PARTS); do echo; echo "-- ==== $$f"; cat $$f; done; } > $@
+
+$(EXTENSION)--$(PREV_VERSION)--$(EXTVERSION).sql: $(UPGRADE_PARTS) mlplat.control
+	@{ echo "-- mlplat $(PREV_VERSION) -> $(EXTVERSION): generated from sql/install/ parts after 00_*."; \
+	   echo '\echo Use "ALTER EXTENSION mlplat UPDATE" to load this file. \quit'; \
+	   for f in $(UPGRADE_PARTS); do echo; echo "-- ==== $$f"; cat $$f; done; } > $@
+
+# Everything (build, private install, throwaway cluster, every suite): see test/run.sh.
+.PHONY: test test-sanitize
+test:
+	test/run.sh
+test-sanitize:
+	test/run.sh --sanitize
+
+# Let scripts read the lists above (e.g. make -s print-REGRESS).
+print-%:
+	@echo $($*)

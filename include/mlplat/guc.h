@@ -1,0 +1,44 @@
+/*
+ * guc.h — every mlplat setting, declared in one place (src/guc.c).
+ *
+ * Settings that name secrets hold file paths only; the secrets themselves are
+ * read from those files by the workers and never live in settings or tables.
+ */
+#ifndef MLPLAT_GUC_H
+#define MLPLAT_GUC_H
+
+#include "postgres.h"
+
+/* where and how many reconcilers run (postmaster start) */
+extern char *mlplat_database;
+extern int	mlplat_replicas;
+
+/* leadership and pacing (reloadable) */
+extern bool mlplat_workers_enabled;
+extern int	mlplat_leader_retry_interval_ms;
+extern int	mlplat_resync_interval_ms;
+extern int	mlplat_backoff_max_ms;
+
+/* Kubernetes connection (reloadable; token and CA are files) */
+extern char *mlplat_kube_url;
+extern char *mlplat_kube_token_file;
+extern char *mlplat_kube_ca_file;
+extern bool mlplat_lease_fence;
+extern char *mlplat_lease_namespace;
+extern int	mlplat_lease_duration_s;
+
+/* HTTP client */
+extern int	mlplat_http_max_concurrency;
+extern int	mlplat_http_connect_timeout_ms;
+extern int	mlplat_http_timeout_ms;
+
+/* housekeeping */
+extern int	mlplat_ledger_retention_days;
+extern int	mlplat_idempotency_retention_days;
+
+/* per session: W3C trace context supplied by the caller */
+extern char *mlplat_traceparent;
+
+extern void mlplat_define_gucs(void);
+
+#endif							/* MLPLAT_GUC_H */

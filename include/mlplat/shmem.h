@@ -1,0 +1,69 @@
+/*
+ * shmem.h — the little state mlplat keeps in shared memory.
+ *
+ * Only what must cross processes lives here: which process leads each kind
+ * (so a committing backend can set its latch), and what each replica is doing
+ * (so the health view can show it).  Curl handles, sockets and anything else
+ * process-local never do.  Everything durable lives in tables.
+ */
+#ifndef MLPLAT_SHMEM_H
+#define MLPLAT_SHMEM_H
+
+#include "postgres.h"
+
+#include "datatype/timestamp.h"
+#include "storage/latch.h"
+#include "storage/spin.h"
+
+#include "mlplat/kinds.h"
+
+#define MLPLAT_MAX_REPLICAS 8
+#define MLPLAT_STATUS_LEN 128
+
+typedef enum MlplatReplicaRole
+{
+	MLPLAT_ROLE_STOPPED = 0,	/* not running */
+	MLPLAT_ROLE_STARTING,		/* connecting */
+	MLPLAT_ROLE_STANDBY,		/* waiting for the leader lock */
+	MLPLAT_ROLE_LEADER,			/* holds the lock, reconciles */
+	MLPLAT_ROLE_IDLE			/* leader, but nothing to act on (see status) */
+} MlplatReplicaRole;
+
+typedef struct MlplatReplicaState
+{
+	int			pid;
+	MlplatReplicaRole role;
+	int64		epoch;			/* epoch held while leader */
+	TimestampTz started_at;
+	TimestampTz last_pass_start;
+	TimestampTz last_pass_end;
+	int64		passes;
+	int64		http_requests;
+	int64		http_errors;
+	double		http_latency_ms_total;
+	char		status[MLPLAT_STATUS_LEN];
+} MlplatReplicaState;
+
+typedef struct MlplatKindState
+{
+	Latch	   *leader_latch;	/* latch of the current leader, or NULL */
+	int			leader_pid;
+	uint64		wakes;			/* commits that asked this kind to run */
+	MlplatReplicaState replicas[MLPLAT_MAX_REPLICAS];
+} MlplatKindState;
+
+typedef struct MlplatShared
+{
+	slock_t		mutex;			/* protects everything below */
+	MlplatKindState kinds[MLPLAT_NUM_KINDS];
+} MlplatShared;
+
+/* NULL unless the library was loaded through shared_preload_libraries */
+extern MlplatShared *mlplat_shared;
+
+extern void mlplat_shmem_init_hooks(void);
+
+/* Set the leader's latch of one kind (no-op without shared memory). */
+extern void mlplat_wake_kind(int kind);
+
+#endif							/* MLPLAT_SHMEM_H */

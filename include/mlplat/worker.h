@@ -1,0 +1,17 @@
+/*
+ * worker.h — reconciler background workers.
+ *
+ * Each kind runs mlplat.replicas workers; one leads (session advisory lock on
+ * the kind), the others stand by.  See src/worker/ for the loop.
+ */
+#ifndef MLPLAT_WORKER_H
+#define MLPLAT_WORKER_H
+
+#include "postgres.h"
+
+/* Register every kind's replicas; only from _PG_init while preloading. */
+extern void mlplat_register_workers(void);
+
+extern PGDLLEXPORT void mlplat_worker_main(Datum main_arg);
+
+#endif							/* MLPLAT_WORKER_H */

@@ -1,0 +1,137 @@
+/*
+ * guc.c — the one place where mlplat's settings are declared.
+ *
+ * Each setting's context says when it may change: PGC_POSTMASTER for what
+ * shapes the set of background workers, PGC_SIGHUP for what workers re-read on
+ * reload, PGC_USERSET for per-session caller context.  Paths to credentials are
+ * GUC_SUPERUSER_ONLY so ordinary roles cannot even learn where they live.
+ */
+#include "postgres.h"
+
+#include "utils/guc.h"
+
+#include "mlplat/guc.h"
+#include "mlplat/validate.h"
+
+char	   *mlplat_database = NULL;
+int			mlplat_replicas = 2;
+bool		mlplat_workers_enabled = true;
+int			mlplat_leader_retry_interval_ms = 250;
+int			mlplat_resync_interval_ms = 30000;
+int			mlplat_backoff_max_ms = 300000;
+char	   *mlplat_kube_url = NULL;
+char	   *mlplat_kube_token_file = NULL;
+char	   *mlplat_kube_ca_file = NULL;
+bool		mlplat_lease_fence = false;
+char	   *mlplat_lease_namespace = NULL;
+int			mlplat_lease_duration_s = 15;
+int			mlplat_http_max_concurrency = 32;
+int			mlplat_http_connect_timeout_ms = 2000;
+int			mlplat_http_timeout_ms = 10000;
+int			mlplat_ledger_retention_days = 30;
+int			mlplat_idempotency_retention_days = 7;
+char	   *mlplat_traceparent = NULL;
+
+/* A malformed traceparent is refused when set, not discovered later in a span. */
+static bool
+check_traceparent(char **newval, void **extra, GucSource source)
+{
+	if (*newval == NULL || **newval == '\0')
+		return true;
+	if (!mlplat_traceparent_is_valid(*newval))
+	{
+		GUC_check_errcode(ERRCODE_INVALID_PARAMETER_VALUE);
+		GUC_check_errmsg("invalid value for \"mlplat.traceparent\"");
+		GUC_check_errdetail("A traceparent is \"00-<32 hex trace id>-<16 hex span id>-<2 hex flags>\" "
+							"in lower case, with neither id all zeros.");
+		return false;
+	}
+	return true;
+}
+
+void
+mlplat_define_gucs(void)
+{
+	DefineCustomStringVariable("mlplat.database",
+							   "Database the reconcilers connect to.",
+							   "The extension must be installed in this database.",
+							   &mlplat_database, "postgres",
+							   PGC_POSTMASTER, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("mlplat.replicas",
+							"Background worker replicas per reconciler kind.",
+							"One replica leads; the others stand by to take over.",
+							&mlplat_replicas, 2, 1, 8,
+							PGC_POSTMASTER, 0, NULL, NULL, NULL);
+	DefineCustomBoolVariable("mlplat.workers_enabled",
+							 "Whether reconcilers act on the cluster.",
+							 "When off, workers stay connected and idle; reload to resume.",
+							 &mlplat_workers_enabled, true,
+							 PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("mlplat.leader_retry_interval",
+							"How often a standby replica tries to become leader.",
+							NULL, &mlplat_leader_retry_interval_ms, 250, 10, 60000,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomIntVariable("mlplat.resync_interval",
+							"Period of the full resync that detects drift.",
+							"Committed intents wake the reconciler at once; the resync catches changes made outside mlplat.",
+							&mlplat_resync_interval_ms, 30000, 100, 86400000,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomIntVariable("mlplat.backoff_max",
+							"Upper bound of the per-entity retry backoff.",
+							NULL, &mlplat_backoff_max_ms, 300000, 100, 86400000,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomStringVariable("mlplat.kube_url",
+							   "Kubernetes API server URL (http or https).",
+							   "Empty: use the in-cluster service account when KUBERNETES_SERVICE_HOST is set, otherwise no cluster.",
+							   &mlplat_kube_url, "",
+							   PGC_SIGHUP, GUC_SUPERUSER_ONLY, NULL, NULL, NULL);
+	DefineCustomStringVariable("mlplat.kube_token_file",
+							   "File holding the bearer token for the Kubernetes API.",
+							   "Re-read whenever it changes, so projected tokens may rotate.",
+							   &mlplat_kube_token_file, "",
+							   PGC_SIGHUP, GUC_SUPERUSER_ONLY, NULL, NULL, NULL);
+	DefineCustomStringVariable("mlplat.kube_ca_file",
+							   "CA bundle used to verify the Kubernetes API server.",
+							   NULL, &mlplat_kube_ca_file, "",
+							   PGC_SIGHUP, GUC_SUPERUSER_ONLY, NULL, NULL, NULL);
+	DefineCustomBoolVariable("mlplat.lease_fence",
+							 "Also require a Kubernetes Lease per kind before applying.",
+							 "Guards against two database clusters driving one Kubernetes cluster.",
+							 &mlplat_lease_fence, false,
+							 PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomStringVariable("mlplat.lease_namespace",
+							   "Namespace of the reconcilers' Leases.",
+							   NULL, &mlplat_lease_namespace, "mlplat-system",
+							   PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("mlplat.lease_duration",
+							"Lease duration for the Kubernetes fence.",
+							NULL, &mlplat_lease_duration_s, 15, 1, 3600,
+							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
+	DefineCustomIntVariable("mlplat.http_max_concurrency",
+							"Most HTTP requests a reconciler has in flight at once.",
+							NULL, &mlplat_http_max_concurrency, 32, 1, 1024,
+							PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("mlplat.http_connect_timeout",
+							"Connect timeout of one HTTP request.",
+							NULL, &mlplat_http_connect_timeout_ms, 2000, 10, 600000,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomIntVariable("mlplat.http_timeout",
+							"Total timeout of one HTTP request.",
+							NULL, &mlplat_http_timeout_ms, 10000, 10, 3600000,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomIntVariable("mlplat.ledger_retention",
+							"Days of reconcile-ledger rows kept by the retention job.",
+							NULL, &mlplat_ledger_retention_days, 30, 1, 36500,
+							PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("mlplat.idempotency_retention",
+							"Days an idempotency key is remembered.",
+							NULL, &mlplat_idempotency_retention_days, 7, 1, 36500,
+							PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomStringVariable("mlplat.traceparent",
+							   "W3C traceparent of the caller's request.",
+							   "Stored with the entity and audit event an intent writes; reconciler spans continue the trace.",
+							   &mlplat_traceparent, "",
+							   PGC_USERSET, 0, check_traceparent, NULL, NULL);
+
+	MarkGUCPrefixReserved("mlplat");
+}
