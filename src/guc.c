@@ -31,6 +31,7 @@ int			mlplat_http_timeout_ms = 10000;
 int			mlplat_ledger_retention_days = 30;
 int			mlplat_idempotency_retention_days = 7;
 char	   *mlplat_traceparent = NULL;
+char	   *mlplat_on_behalf_of = NULL;
 
 /* A malformed traceparent is refused when set, not discovered later in a span. */
 static bool
@@ -132,6 +133,12 @@ mlplat_define_gucs(void)
 							   "Stored with the entity and audit event an intent writes; reconciler spans continue the trace.",
 							   &mlplat_traceparent, "",
 							   PGC_USERSET, 0, check_traceparent, NULL, NULL);
+
+	DefineCustomStringVariable("mlplat.on_behalf_of",
+							   "Person an application role acts for.",
+							   "Honoured only when the session's role holds the impersonation right; the audit keeps both names.",
+							   &mlplat_on_behalf_of, "",
+							   PGC_USERSET, 0, NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("mlplat");
 }

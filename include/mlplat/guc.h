@@ -38,6 +38,7 @@ extern int	mlplat_idempotency_retention_days;
 
 /* per session: W3C trace context supplied by the caller */
 extern char *mlplat_traceparent;
+extern char *mlplat_on_behalf_of;
 
 extern void mlplat_define_gucs(void);
 
