@@ -5,6 +5,8 @@
 // See README.md for the contract.
 
 const http = require('http');
+const https = require('https');
+const { execFileSync } = require('child_process');
 const fs = require('fs');
 const path = require('path');
 const crypto = require('crypto');
@@ -23,11 +25,11 @@ const { Faults } = require('./lib/faults');
 
 // ---------------------------------------------------------------- options
 function parseArgs(argv) {
-  const o = { port: 0, s3Port: 0, host: '127.0.0.1', seed: 1, stateDir: null, token: null, readyDelayMs: 200,
+  const o = { port: 0, s3Port: 0, tlsPort: null, tlsCert: null, tlsKey: null, host: '127.0.0.1', seed: 1, stateDir: null, token: null, readyDelayMs: 200,
     argoStepMs: 100, continueTtlMs: 60000, nsDeleteMs: 300, watchMaxS: 60, s3Buckets: 'models,artifacts,mlflow', domain: 'example.com', logFile: true };
   const map = { '--port': 'port', '--s3-port': 's3Port', '--host': 'host', '--seed': 'seed', '--state-dir': 'stateDir', '--token': 'token',
     '--ready-delay-ms': 'readyDelayMs', '--argo-step-ms': 'argoStepMs', '--continue-ttl-ms': 'continueTtlMs', '--ns-delete-ms': 'nsDeleteMs',
-    '--watch-max-s': 'watchMaxS', '--s3-buckets': 's3Buckets', '--domain': 'domain' };
+    '--watch-max-s': 'watchMaxS', '--tls-port': 'tlsPort', '--tls-cert': 'tlsCert', '--tls-key': 'tlsKey', '--s3-buckets': 's3Buckets', '--domain': 'domain' };
   for (let i = 0; i < argv.length; i++) {
     let a = argv[i], v;
     if (a === '--help' || a === '-h') { console.log(fs.readFileSync(path.join(__dirname, 'README.md'), 'utf8').split('\n## Options')[1] || ''); process.exit(0); }
@@ -37,7 +39,7 @@ function parseArgs(argv) {
     if (!k) { console.error(`standin: unknown option ${a}`); process.exit(2); }
     if (v === undefined) v = argv[++i];
     if (v === undefined) { console.error(`standin: ${a} needs a value`); process.exit(2); }
-    o[k] = ['host', 'stateDir', 'token', 's3Buckets', 'domain'].includes(k) ? v : Number(v);
+    o[k] = ['host', 'stateDir', 'token', 's3Buckets', 'domain', 'tlsCert', 'tlsKey'].includes(k) ? v : Number(v);
     if (typeof o[k] === 'number' && !Number.isFinite(o[k])) { console.error(`standin: ${a} needs a number`); process.exit(2); }
   }
   if (o.host !== '127.0.0.1' && o.host !== 'localhost' && o.host !== '::1') { console.error('standin: listens on loopback only'); process.exit(2); }
@@ -228,7 +230,12 @@ async function handle(req, resp) {
       out = { status: r.status, text: JSON.stringify(r.body), extra: { area, mlflow: ep, write: req.method !== 'GET' && r.status === 200 ? 'mlflow' : undefined } };
     } else if (p === '/version') out = { status: 200, text: JSON.stringify(VERSION) };
     else if (p === '/healthz' || p === '/readyz' || p === '/livez') { resp.writeHead(200, { 'Content-Type': 'text/plain' }); resp.end('ok'); finish(200, {}); return; }
-    else if (seg[0] === 'openapi') throw E.pathNotFound();
+    else if (p === '/openapi/v3') out = { status: 200, text: JSON.stringify(R.openapiV3Root()) };
+    else if (seg[0] === 'openapi' && seg[1] === 'v3') {
+      const doc = R.openapiV3GroupVersion(seg.slice(2).join('/'));
+      if (!doc) throw E.pathNotFound();
+      out = { status: 200, text: JSON.stringify(doc) };
+    } else if (seg[0] === 'openapi') throw E.pathNotFound(); // v2 is not served: kubectl uses v3
     else {
       const r = await kube.handle(req, rt, url, raw);
       if (r.watch) { kube.watch(req, resp, rt, url); finish(200, { verb: 'watch' }); return; }
@@ -377,12 +384,14 @@ async function admin(req, url, seg, raw) {
 }
 
 // ---------------------------------------------------------------- start / stop
-const server = http.createServer((req, resp) => {
+function onRequest(req, resp) {
   handle(req, resp).catch((e) => {
     console.error('standin: unhandled', e);
     if (!resp.headersSent) send(resp, 500, E.internal(String(e)).body());
   });
-});
+}
+const server = http.createServer(onRequest);
+let tlsServer = null;
 server.keepAliveTimeout = 30000;
 server.headersTimeout = 35000;
 server.requestTimeout = 120000;
@@ -393,8 +402,25 @@ async function main() {
   const addr = await s3.run();
   s3Port = addr.port;
   await new Promise((resolve, reject) => { server.once('error', reject); server.listen(opt.port, opt.host, resolve); });
-  fs.writeFileSync(path.join(opt.stateDir, 'ports.json'), JSON.stringify({ port: server.address().port, s3Port }));
-  console.log(`standin ready port=${server.address().port} s3_port=${s3Port}`);
+  const ports = { port: server.address().port, s3Port };
+  let line = `standin ready port=${ports.port} s3_port=${s3Port}`;
+  if (opt.tlsPort !== null) {
+    // The same routes over HTTPS. kubectl only sends kubeconfig credentials over TLS, so
+    // token-authenticated kubectl needs this; the certificate is self-signed for 127.0.0.1.
+    let cert = opt.tlsCert, key = opt.tlsKey;
+    if (!cert || !key) {
+      cert = path.join(opt.stateDir, 'tls.crt'); key = path.join(opt.stateDir, 'tls.key');
+      execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '2',
+        '-subj', '/CN=standin', '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost', '-keyout', key, '-out', cert], { stdio: 'ignore', timeout: 10000 });
+    }
+    tlsServer = https.createServer({ cert: fs.readFileSync(cert), key: fs.readFileSync(key) }, onRequest);
+    tlsServer.keepAliveTimeout = 30000;
+    await new Promise((resolve, reject) => { tlsServer.once('error', reject); tlsServer.listen(opt.tlsPort, opt.host, resolve); });
+    ports.tlsPort = tlsServer.address().port; ports.tlsCert = cert;
+    line += ` tls_port=${ports.tlsPort}`;
+  }
+  fs.writeFileSync(path.join(opt.stateDir, 'ports.json'), JSON.stringify(ports));
+  console.log(line);
 }
 
 let stopping = false;
@@ -404,6 +430,7 @@ async function stop(sig) {
   resetAll();
   server.close();
   server.closeAllConnections();
+  if (tlsServer) { tlsServer.close(); tlsServer.closeAllConnections(); }
   try { await Promise.race([s3.close(), sleep(2000)]); } catch (e) { /* ignore */ }
   if (logStream) logStream.end();
   console.log(`standin stopped (${sig})`);

@@ -70,3 +70,40 @@ function resourceListDoc(group, version) {
 }
 
 module.exports = { RESOURCES, findResource, apiVersionsDoc, apiGroupListDoc, apiGroupDoc, resourceListDoc };
+
+// Minimal OpenAPI v3 discovery: kubectl reads it to learn that the server validates fields
+// itself (the `fieldValidation` query parameter on PATCH), then sends ?fieldValidation=Strict
+// instead of validating client-side. Schemas are deliberately not served.
+function gvKey(group, version) { return group ? `apis/${group}/${version}` : `api/${version}`; }
+
+function openapiV3Root() {
+  const paths = {};
+  const seen = new Set();
+  for (const r of RESOURCES) {
+    const k = gvKey(r.group, r.version);
+    if (seen.has(k)) continue;
+    seen.add(k);
+    paths[k] = { serverRelativeURL: `/openapi/v3/${k}?hash=standin${r.group ? r.group.length : 0}` };
+  }
+  return { paths };
+}
+
+function openapiV3GroupVersion(key) {
+  const rs = RESOURCES.filter((r) => gvKey(r.group, r.version) === key);
+  if (!rs.length) return null;
+  const qp = (name) => ({ name, in: 'query', uniqueItems: true, schema: { type: 'string', uniqueItems: true } });
+  const common = ['dryRun', 'fieldManager', 'fieldValidation'].map(qp);
+  const paths = {};
+  for (const r of rs) {
+    const gvk = { group: r.group, version: r.version, kind: r.kind };
+    const base = `/${key}${r.namespaced ? '/namespaces/{namespace}' : ''}/${r.plural}`;
+    const op = (action, extra = []) => ({ operationId: `${action}${r.kind}`, 'x-kubernetes-action': action, 'x-kubernetes-group-version-kind': gvk,
+      parameters: common.concat(extra.map(qp)), responses: { 200: { description: 'OK' } } });
+    paths[base] = { get: op('list'), post: op('post') };
+    paths[`${base}/{name}`] = { get: op('get'), put: op('put'), patch: op('patch', ['force']), delete: op('delete') };
+  }
+  return { openapi: '3.0.0', info: { title: 'Kubernetes (mlplat stand-in)', version: 'v1.31.0' }, paths, components: { schemas: {} } };
+}
+
+module.exports.openapiV3Root = openapiV3Root;
+module.exports.openapiV3GroupVersion = openapiV3GroupVersion;
