@@ -268,8 +268,8 @@ class Kube {
     if (!old) this.requireNamespaceOpen(res, ns, name);
     if (!old && sub === 'status') throw E.notFound(res, name);
     const paths = new Set(ownablePaths(applied, res, sub || undefined));
-    const conflicts = force ? [] : this.store.applyConflicts(res, old, manager, paths, applied);
-    if (conflicts.length) {
+    const conflicts = this.store.applyConflicts(res, old, manager, paths, applied);
+    if (conflicts.length && !force) {
       const byMgr = new Map();
       for (const c of conflicts) {
         const k = `conflict with "${c.manager}" using ${c.apiVersion}`;
@@ -303,7 +303,7 @@ class Kube {
     }
     if (!old && res.status) delete next.status;
     if (!U.isObj(next.metadata)) next.metadata = { name };
-    const { rec, changed } = this.store.commit(res, old, next, { manager, operation: 'Apply', paths, force, subresource: sub || undefined }, { verb: 'apply' });
+    const { rec, changed } = this.store.commit(res, old, next, { manager, operation: 'Apply', paths, force, conflicts, subresource: sub || undefined }, { verb: 'apply' });
     return { status: old ? 200 : 201, rec, write: changed ? (old ? 'apply' : 'create') : null };
   }
 
@@ -319,7 +319,7 @@ class Kube {
         const next = U.clone(rec.obj);
         next.metadata.deletionTimestamp = U.nowIso();
         next.status = { ...(next.status || {}), phase: 'Terminating' };
-        const { rec: r2 } = this.store.commit(res, rec, next, null, { verb: 'delete' });
+        const { rec: r2 } = this.store.commit(res, rec, next, null, { verb: 'delete', internal: true });
         this.later(this.cfg.nsDeleteMs, () => this.finishNamespace(name));
         return { status: 200, rec: r2, write: 'delete' };
       }

@@ -107,7 +107,7 @@ class Store {
     const meta = obj.metadata;
     if (old) {
       // Server-owned metadata is never taken from the request.
-      for (const k of ['uid', 'creationTimestamp', 'generation', 'deletionTimestamp', 'namespace', 'name']) {
+      for (const k of opt.internal ? ['uid', 'creationTimestamp', 'generation', 'namespace', 'name'] : ['uid', 'creationTimestamp', 'generation', 'deletionTimestamp', 'namespace', 'name']) {
         if (old.obj.metadata[k] !== undefined) meta[k] = old.obj.metadata[k]; else delete meta[k];
       }
     }
@@ -122,8 +122,12 @@ class Store {
       const oldPaths = new Set(old ? ownablePaths(old.obj, res, own.subresource) : []);
       const newPaths = new Set(ownablePaths(obj, res, own.subresource));
       if (own.operation === 'Apply') {
-        if (own.force) {
-          for (const m of managers) if (m.manager !== own.manager) for (const p of [...m.paths]) if ([...own.paths].some((q) => U.overlaps(p, q))) m.paths.delete(p);
+        if (own.force && own.conflicts) {
+          // Forcing takes only the conflicting fields; fields applied with equal values stay shared.
+          for (const c of own.conflicts) {
+            const m = managers.find((x) => x.manager === c.manager && x.paths.has(c.owned));
+            if (m) m.paths.delete(c.owned);
+          }
         }
         let entry = managers.find((m) => m.manager === own.manager && m.operation === 'Apply' && (m.subresource || '') === (own.subresource || ''));
         if (!entry) { entry = { manager: own.manager, operation: 'Apply', apiVersion: res.apiVersion, subresource: own.subresource, paths: new Set(), time: now }; managers.push(entry); }
@@ -203,7 +207,7 @@ class Store {
           if (!U.overlaps(p, q)) continue;
           const qp = U.keyPath(q);
           if (U.deepEqual(U.getPath(old.obj, qp), U.getPath(applied, qp))) continue;
-          out.push({ manager: m.manager, apiVersion: m.apiVersion, field: U.dotted(q) });
+          out.push({ manager: m.manager, apiVersion: m.apiVersion, field: U.dotted(q), owned: p });
         }
       }
     }
