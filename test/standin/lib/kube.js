@@ -349,6 +349,7 @@ class Kube {
     } catch (e) { throw E.badRequest(e.message); }
     const timeout = Math.min(Number(q.get('timeoutSeconds') || this.cfg.watchMaxS), this.cfg.watchMaxS) * 1000;
     resp.writeHead(200, { 'Content-Type': 'application/json', 'Transfer-Encoding': 'chunked', 'Cache-Control': 'no-cache, private' });
+    resp.flushHeaders(); // clients wait for the headers before they start reading events
     const match = (ev) => ev.res === res && (!ns || ev.ns === ns) && S.matchLabels(labelReqs, ev.object.metadata.labels) && S.matchFields(fieldReqs, ev.object);
     const send = (ev) => { if (match(ev)) resp.write(JSON.stringify({ type: ev.type, object: ev.object }) + '\n'); };
     const from = q.get('resourceVersion');
