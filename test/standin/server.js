@@ -32,7 +32,7 @@ function parseArgs(argv) {
     '--watch-max-s': 'watchMaxS', '--tls-port': 'tlsPort', '--tls-cert': 'tlsCert', '--tls-key': 'tlsKey', '--s3-buckets': 's3Buckets', '--domain': 'domain' };
   for (let i = 0; i < argv.length; i++) {
     let a = argv[i], v;
-    if (a === '--help' || a === '-h') { console.log(fs.readFileSync(path.join(__dirname, 'README.md'), 'utf8').split('\n## Options')[1] || ''); process.exit(0); }
+    if (a === '--help' || a === '-h') { console.log('usage: server.js [options]\n' + ((fs.readFileSync(path.join(__dirname, 'README.md'), 'utf8').split('\n## Options')[1] || '').split('\n## ')[0])); process.exit(0); }
     if (a === '--no-log-file') { o.logFile = false; continue; }
     if (a.includes('=')) [a, v] = [a.slice(0, a.indexOf('=')), a.slice(a.indexOf('=') + 1)];
     const k = map[a];
