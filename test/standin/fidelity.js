@@ -138,6 +138,20 @@ check('server-side apply: create 201, no-op keeps resourceVersion, spec change b
   expect(mf.fieldsV1['f:spec']['f:predictor']['f:model']['f:storageUri'], 'owns storageUri', mf);
 });
 
+check('dryRun=All: apply returns the defaulted object and stores nothing', async () => {
+  const p = `${ISVC}/namespaces/fid-a/inferenceservices/dry`;
+  const r = await k('PATCH', `${p}?fieldManager=mlplat&force=true&dryRun=All`, isvcObj('dry', { modelFormat: { name: 'sklearn' }, storageUri: 's3://x', env: [] }), { ct: 'application/apply-patch+yaml' });
+  eq([r.status, r.body.metadata.generation, 'env' in r.body.spec.predictor.model], [201, 1, false], 'dry-run create');
+  eq((await k('GET', p)).status, 404, 'not stored');
+  const cur = (await k('GET', `${ISVC}/namespaces/fid-a/inferenceservices/ssa`)).body;
+  const u = await k('PATCH', `${ISVC}/namespaces/fid-a/inferenceservices/ssa?dryRun=All`, { metadata: { labels: { dry: 'yes' } } }, { ct: 'application/merge-patch+json' });
+  eq([u.body.metadata.labels.dry, u.body.metadata.resourceVersion], ['yes', cur.metadata.resourceVersion], 'dry-run patch');
+  eq((await k('GET', `${ISVC}/namespaces/fid-a/inferenceservices/ssa`)).body.metadata.resourceVersion, cur.metadata.resourceVersion, 'unchanged');
+  eq((await k('DELETE', `${ISVC}/namespaces/fid-a/inferenceservices/ssa?dryRun=All`)).status, 200, 'dry-run delete');
+  eq((await k('GET', `${ISVC}/namespaces/fid-a/inferenceservices/ssa`)).status, 200, 'still there');
+  eq((await k('GET', `${ISVC}/namespaces/fid-a/inferenceservices/ssa?dryRun=Bogus`)).status, 200, 'GET ignores dryRun');
+});
+
 check('server-side apply: a field dropped from the applied config is removed', async () => {
   const p = `${ISVC}/namespaces/fid-a/inferenceservices/ssa`;
   const cur = (await k('GET', p)).body;

@@ -22,6 +22,7 @@ const { Argo, Jobs, Plans, admitJob } = require('./lib/argo');
 const { Mlflow } = require('./lib/mlflow');
 const { Metrics } = require('./lib/metrics');
 const { Faults } = require('./lib/faults');
+const T = require('./lib/table');
 
 // ---------------------------------------------------------------- options
 function parseArgs(argv) {
@@ -242,7 +243,11 @@ async function handle(req, resp) {
       const extra = {};
       if (r.write) { extra.write = r.write; entry.fieldManager = url.searchParams.get('fieldManager') || undefined; }
       if (r.rec) { extra.name = r.rec.obj.metadata.name; extra.namespace = r.rec.obj.metadata.namespace; }
-      out = { status: r.status, text: r.list ? listJson(r.list) : r.rec ? recJson(r.rec) : JSON.stringify(r.body), extra };
+      let text;
+      if (req.method === 'GET' && T.wantsTable(req) && (r.list || r.rec)) {
+        text = JSON.stringify(r.list ? T.table(r.list.res, r.list.items, r.list.meta) : T.table(r.rec.res, [r.rec], { resourceVersion: r.rec.obj.metadata.resourceVersion }));
+      } else text = r.list ? listJson(r.list) : r.rec ? recJson(r.rec) : JSON.stringify(r.body);
+      out = { status: r.status, text, extra };
     }
   } catch (e) {
     if (!(e instanceof ApiError)) { console.error('standin: internal error', e); e = E.internal(e.message || String(e)); }

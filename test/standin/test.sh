@@ -76,6 +76,10 @@ t "apply --server-side -f an InferenceService, twice" bash -c "
   rv1=\$(K get isvc -n mlp-kubectl iris -o jsonpath='{.metadata.resourceVersion}') &&
   K apply --server-side -f '$HERE/testdata/isvc.yaml' | grep -q 'serverside-applied'"
 t "wait --for=condition=Ready on the InferenceService (watch)" K wait --for=condition=Ready -n mlp-kubectl inferenceservice/iris --timeout=15s
+t "get prints the server's Table columns (STATUS, URL, READY)" bash -c '
+  K() { timeout 30 kubectl --request-timeout=20s "$@"; }
+  K get ns mlp-kubectl | grep -Eq "^mlp-kubectl +Active +[0-9]+s" &&
+  K get isvc -n mlp-kubectl | grep -Eq "^iris +http://iris.mlp-kubectl.example.com +True +100 "'
 t "get -o json on namespaces" bash -c 'timeout 30 kubectl get namespaces -o json | /usr/bin/python3 -c "
 import json,sys; d=json.load(sys.stdin)
 assert d[\"kind\"] == \"List\" or d[\"kind\"] == \"NamespaceList\", d[\"kind\"]

@@ -8,6 +8,7 @@ const R = require('./resources');
 const { E, ApiError } = require('./errors');
 const { ownablePaths } = require('./store');
 const S = require('./selectors');
+const T = require('./table');
 
 const NS = R.RESOURCES.find((r) => r.kind === 'Namespace');
 
@@ -60,6 +61,14 @@ class Kube {
   describe(rt) {
     if (!rt || !rt.res) return {};
     return { kind: rt.res.kind, namespace: rt.ns || undefined, name: rt.name || undefined };
+  }
+
+  // ?dryRun=All runs the write through admission and defaulting without storing it.
+  dry(q) {
+    const d = q.getAll('dryRun');
+    if (!d.length) return false;
+    if (d.some((v) => v !== 'All')) throw E.invalidRaw(`dryRun: Unsupported value: "${d.find((v) => v !== 'All')}": supported values: "All"`);
+    return true;
   }
 
   managerFrom(q, req) {
@@ -131,7 +140,7 @@ class Kube {
     if (m === 'POST' && isList) return this.create(res, ns, this.parseBody(raw, ct), q, req);
     if (m === 'PUT' && !isList) return this.update(res, ns, name, sub, this.parseBody(raw, ct), q, req);
     if (m === 'PATCH' && !isList) return this.patch(res, ns, name, sub, raw, ct, q, req);
-    if (m === 'DELETE' && !isList && !sub) return this.remove(res, ns, name, raw && raw.length ? this.parseBody(raw, 'application/json') : null);
+    if (m === 'DELETE' && !isList && !sub) return this.remove(res, ns, name, raw && raw.length ? this.parseBody(raw, 'application/json') : null, this.dry(q));
     throw E.methodNotAllowed();
   }
 
@@ -198,8 +207,8 @@ class Kube {
     this.requireNamespaceOpen(res, ns, name);
     if (this.store.get(res, ns, name)) throw E.alreadyExists(res, name);
     if (res.status) delete obj.status;
-    const { rec } = this.store.commit(res, null, obj, { manager: this.managerFrom(q, req), operation: 'Update' }, { verb: 'create' });
-    return { status: 201, rec, write: 'create' };
+    const { rec } = this.store.commit(res, null, obj, { manager: this.managerFrom(q, req), operation: 'Update' }, { verb: 'create', dryRun: this.dry(q) });
+    return { status: 201, rec, write: this.dry(q) ? null : 'create' };
   }
 
   // ---- UPDATE (PUT) ----
@@ -216,8 +225,8 @@ class Kube {
     if (sub === 'status') { next = U.clone(old.obj); next.status = obj.status; }
     else { next = obj; if (res.status) { if (old.obj.status !== undefined) next.status = U.clone(old.obj.status); else delete next.status; } }
     next.metadata.name = name;
-    const { rec, changed } = this.store.commit(res, old, next, { manager: this.managerFrom(q, req), operation: 'Update', subresource: sub || undefined }, { verb: 'update' });
-    return { status: 200, rec, write: changed ? (sub ? 'status' : 'update') : null };
+    const { rec, changed } = this.store.commit(res, old, next, { manager: this.managerFrom(q, req), operation: 'Update', subresource: sub || undefined }, { verb: 'update', dryRun: this.dry(q) });
+    return { status: 200, rec, write: changed && !this.dry(q) ? (sub ? 'status' : 'update') : null };
   }
 
   // ---- PATCH ----
@@ -247,8 +256,8 @@ class Kube {
     if (sub === 'status') { const n = U.clone(old.obj); n.status = next.status; next = n; }
     else if (res.status) { if (old.obj.status !== undefined) next.status = U.clone(old.obj.status); else delete next.status; }
     next.apiVersion = res.apiVersion; next.kind = res.kind;
-    const { rec, changed } = this.store.commit(res, old, next, { manager: this.managerFrom(q, req), operation: 'Update', subresource: sub || undefined }, { verb: 'patch' });
-    return { status: 200, rec, write: changed ? (sub ? 'status' : 'patch') : null };
+    const { rec, changed } = this.store.commit(res, old, next, { manager: this.managerFrom(q, req), operation: 'Update', subresource: sub || undefined }, { verb: 'patch', dryRun: this.dry(q) });
+    return { status: 200, rec, write: changed && !this.dry(q) ? (sub ? 'status' : 'patch') : null };
   }
 
   apply(res, ns, name, sub, old, applied, q) {
@@ -303,14 +312,18 @@ class Kube {
     }
     if (!old && res.status) delete next.status;
     if (!U.isObj(next.metadata)) next.metadata = { name };
-    const { rec, changed } = this.store.commit(res, old, next, { manager, operation: 'Apply', paths, force, conflicts, subresource: sub || undefined }, { verb: 'apply' });
-    return { status: old ? 200 : 201, rec, write: changed ? (old ? 'apply' : 'create') : null };
+    const { rec, changed } = this.store.commit(res, old, next, { manager, operation: 'Apply', paths, force, conflicts, subresource: sub || undefined }, { verb: 'apply', dryRun: this.dry(q) });
+    return { status: old ? 200 : 201, rec, write: changed && !this.dry(q) ? (old ? 'apply' : 'create') : null };
   }
 
   // ---- DELETE ----
-  remove(res, ns, name, opts) {
+  remove(res, ns, name, opts, dryRun) {
     const rec = this.store.get(res, ns, name);
     if (!rec) throw E.notFound(res, name);
+    if (dryRun) {
+      if (res.kind === 'Namespace') return { status: 200, rec };
+      return { status: 200, body: { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Success', details: { name, group: res.group || undefined, kind: res.plural, uid: rec.obj.metadata.uid } } };
+    }
     const pre = opts && opts.preconditions;
     if (pre && pre.uid && pre.uid !== rec.obj.metadata.uid) throw E.conflict(res, name, `Precondition failed: UID in precondition: ${pre.uid}, UID in object meta: ${rec.obj.metadata.uid}`);
     if (pre && pre.resourceVersion && pre.resourceVersion !== rec.obj.metadata.resourceVersion) throw E.conflict(res, name, `Precondition failed: ResourceVersion in precondition: ${pre.resourceVersion}, ResourceVersion in object meta: ${rec.obj.metadata.resourceVersion}`);
@@ -351,7 +364,12 @@ class Kube {
     resp.writeHead(200, { 'Content-Type': 'application/json', 'Transfer-Encoding': 'chunked', 'Cache-Control': 'no-cache, private' });
     resp.flushHeaders(); // clients wait for the headers before they start reading events
     const match = (ev) => ev.res === res && (!ns || ev.ns === ns) && S.matchLabels(labelReqs, ev.object.metadata.labels) && S.matchFields(fieldReqs, ev.object);
-    const send = (ev) => { if (match(ev)) resp.write(JSON.stringify({ type: ev.type, object: ev.object }) + '\n'); };
+    const asTable = T.wantsTable(req);
+    const send = (ev) => {
+      if (!match(ev)) return;
+      const object = asTable ? T.table(res, [{ obj: ev.object }], { resourceVersion: ev.object.metadata.resourceVersion }) : ev.object;
+      resp.write(JSON.stringify({ type: ev.type, object }) + '\n');
+    };
     const from = q.get('resourceVersion');
     if (from && from !== '0') {
       const fromN = Number(from);

@@ -164,6 +164,13 @@ class Store {
       meta.creationTimestamp = now;
       if (res.generation) meta.generation = 1;
     }
+    if (opt.dryRun) {
+      // Server-side dry run: the full admission and defaulting pipeline, nothing stored.
+      if (old) meta.resourceVersion = old.obj.metadata.resourceVersion;
+      meta.managedFields = old ? U.clone(old.obj.metadata.managedFields) : [];
+      const o = { apiVersion: res.apiVersion, kind: res.kind, ...obj, metadata: meta };
+      return { rec: { res, obj: o, managers, json: null }, changed: true, dryRun: true };
+    }
     meta.resourceVersion = this.nextRv();
     meta.managedFields = managers.map((m) => {
       const e = { manager: m.manager, operation: m.operation, apiVersion: m.apiVersion, time: m.time, fieldsType: 'FieldsV1', fieldsV1: toFieldsV1(m.paths) };
