@@ -62,6 +62,9 @@ const ISVC = '/apis/serving.kserve.io/v1beta1';
 const WF = '/apis/argoproj.io/v1alpha1';
 const isvcObj = (name, model, extra = {}) => ({ apiVersion: 'serving.kserve.io/v1beta1', kind: 'InferenceService', metadata: { name, labels: { 'app.kubernetes.io/managed-by': 'mlplat' } }, spec: { predictor: { model, ...extra } } });
 const ready = (o) => ((o.status && o.status.conditions) || []).find((c) => c.type === 'Ready');
+// Wait until the KServe controller has settled the current generation (no status write pending),
+// so a GET-then-PUT is not raced by the controller's own status update (which is a real 409).
+const settle = (p) => until(async () => { const o = (await k('GET', p)).body; const r = ready(o); return o.status && o.status.observedGeneration === o.metadata.generation && r && r.status !== 'Unknown' && o; });
 async function ns(name, labels = {}) {
   const r = await k('POST', '/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name, labels } });
   expect(r.status === 201, `create namespace ${name}`, r.body);
@@ -121,8 +124,7 @@ check('server-side apply: create 201, no-op keeps resourceVersion, spec change b
   const obj = isvcObj('ssa', { modelFormat: { name: 'sklearn' }, storageUri: 's3://models/ssa/1' });
   const c = await apply(p, obj);
   eq([c.status, c.body.metadata.generation], [201, 1], 'create');
-  await until(async () => (await k('GET', p)).body.status?.observedGeneration === 1);
-  const before = (await k('GET', p)).body;
+  const before = await settle(p);
   const n = await apply(p, obj);
   eq([n.status, n.body.metadata.resourceVersion, n.body.metadata.generation], [200, before.metadata.resourceVersion, 1], 'no-op apply');
   obj.spec.predictor.model.storageUri = 's3://models/ssa/2';
@@ -143,7 +145,7 @@ check('dryRun=All: apply returns the defaulted object and stores nothing', async
   const r = await k('PATCH', `${p}?fieldManager=mlplat&force=true&dryRun=All`, isvcObj('dry', { modelFormat: { name: 'sklearn' }, storageUri: 's3://x', env: [] }), { ct: 'application/apply-patch+yaml' });
   eq([r.status, r.body.metadata.generation, 'env' in r.body.spec.predictor.model], [201, 1, false], 'dry-run create');
   eq((await k('GET', p)).status, 404, 'not stored');
-  const cur = (await k('GET', `${ISVC}/namespaces/fid-a/inferenceservices/ssa`)).body;
+  const cur = await settle(`${ISVC}/namespaces/fid-a/inferenceservices/ssa`);
   const u = await k('PATCH', `${ISVC}/namespaces/fid-a/inferenceservices/ssa?dryRun=All`, { metadata: { labels: { dry: 'yes' } } }, { ct: 'application/merge-patch+json' });
   eq([u.body.metadata.labels.dry, u.body.metadata.resourceVersion], ['yes', cur.metadata.resourceVersion], 'dry-run patch');
   eq((await k('GET', `${ISVC}/namespaces/fid-a/inferenceservices/ssa`)).body.metadata.resourceVersion, cur.metadata.resourceVersion, 'unchanged');
@@ -189,7 +191,7 @@ check('server-side apply conflict: another manager changing an owned field gets 
 
 check('PUT with a stale resourceVersion is 409 Conflict; current one succeeds; CRD PUT without rv is 422', async () => {
   const p = `${ISVC}/namespaces/fid-a/inferenceservices/ssa`;
-  const cur = (await k('GET', p)).body;
+  const cur = await settle(p);
   const stale = JSON.parse(JSON.stringify(cur));
   stale.metadata.resourceVersion = String(Number(cur.metadata.resourceVersion) - 1);
   const r = await k('PUT', p, stale);
@@ -221,7 +223,7 @@ check('merge-patch and json-patch apply; a failed json-patch test is 422; status
 
 check('status subresource: PUT /status changes status only and leaves generation alone', async () => {
   const p = `${ISVC}/namespaces/fid-a/inferenceservices/ssa`;
-  const cur = (await k('GET', p)).body;
+  const cur = await settle(p);
   const body = JSON.parse(JSON.stringify(cur));
   body.status.url = 'http://changed.example.com';
   body.spec.predictor.model.storageUri = 's3://ignored';
@@ -340,7 +342,7 @@ check('KServe defaulting: probe zero delay and empty env dropped, deploymentMode
 });
 
 check('KServe readiness: Ready Unknown for the new generation, then True with url and 100% traffic on revision 00001', async () => {
-  await admin('PUT', 'config', { readyDelayMs: 300 });
+  await admin('PUT', 'config', { readyDelayMs: 800 });
   try {
     const p = `${ISVC}/namespaces/fid-a/inferenceservices/rd`;
     await apply(p, isvcObj('rd', { modelFormat: { name: 'sklearn' }, storageUri: 's3://models/rd/1' }));
@@ -386,18 +388,30 @@ check('KServe: a storage URI flagged bad gives Ready=False (RevisionFailed) with
   await until(async () => { const x = (await k('GET', p)).body; return ready(x).status === 'True'; });
 });
 
-async function watchPhases(p, until_) {
-  // Poll quickly and record every distinct phase seen, starting with the one at creation.
-  const seen = [];
-  const end = Date.now() + 8000;
-  while (Date.now() < end) {
-    const o = (await k('GET', p)).body;
-    const ph = (o.status && o.status.phase) || '';
-    if (seen[seen.length - 1] !== ph) seen.push(ph);
-    if (until_(ph)) return { seen, o };
-    await sleep(10);
-  }
-  throw new Fail(`phases seen ${JSON.stringify(seen)}`);
+// Record every phase a workflow goes through, from a watch (so no short-lived phase is missed).
+function watchPhases(p, until_, fromRv) {
+  const slash = p.lastIndexOf('/');
+  const coll = p.slice(0, slash), name = p.slice(slash + 1);
+  return new Promise((resolve, reject) => {
+    const seen = [];
+    let buf = '';
+    const u = new URL(`${BASE}${coll}?watch=true&fieldSelector=metadata.name%3D${name}&timeoutSeconds=20${fromRv ? `&resourceVersion=${fromRv}` : ''}`);
+    const r = http.request({ host: u.hostname, port: u.port, path: u.pathname + u.search, headers: { Authorization: `Bearer ${TOKEN}` } }, (resp) => {
+      resp.on('data', (d) => {
+        buf += d;
+        let i;
+        while ((i = buf.indexOf('\n')) >= 0) {
+          const ev = JSON.parse(buf.slice(0, i)); buf = buf.slice(i + 1);
+          const ph = (ev.object.status && ev.object.status.phase) || '';
+          if (seen[seen.length - 1] !== ph) seen.push(ph);
+          if (until_(ph)) { r.destroy(); resolve({ seen, o: ev.object }); return; }
+        }
+      });
+      resp.on('end', () => reject(new Fail(`watch ended; phases seen ${JSON.stringify(seen)}`)));
+    });
+    r.on('error', (e) => { if (!r.destroyed || !seen.length) reject(e); });
+    r.end();
+  });
 }
 
 const dagWorkflow = (name) => ({ apiVersion: 'argoproj.io/v1alpha1', kind: 'Workflow', metadata: { name, labels: { 'app.kubernetes.io/managed-by': 'mlplat' } },
@@ -407,10 +421,11 @@ const dagWorkflow = (name) => ({ apiVersion: 'argoproj.io/v1alpha1', kind: 'Work
 
 check('Argo: "" -> Pending -> Running -> Failed; the scripted train step exits "2"; dependents never start', async () => {
   await admin('POST', 'argo/plan', { namespace: 'fid-a', name: 'wf-fail', steps: { train: { exitCode: 2 } } });
+  const rv = (await k('GET', `${WF}/namespaces/fid-a/workflows`)).body.metadata.resourceVersion;
   const c = await k('POST', `${WF}/namespaces/fid-a/workflows`, dagWorkflow('wf-fail'));
   eq(c.status, 201, 'create');
   expect(!c.body.status || !c.body.status.phase, 'phase "" at creation');
-  const { seen, o } = await watchPhases(`${WF}/namespaces/fid-a/workflows/wf-fail`, (ph) => ph === 'Failed' || ph === 'Succeeded');
+  const { seen, o } = await watchPhases(`${WF}/namespaces/fid-a/workflows/wf-fail`, (ph) => ph === 'Failed' || ph === 'Succeeded', rv);
   eq(seen, ['', 'Pending', 'Running', 'Failed'], 'phase sequence');
   const nodes = Object.values(o.status.nodes);
   const by = (d) => nodes.find((n) => n.displayName === d);
