@@ -154,6 +154,19 @@ check('dryRun=All: apply returns the defaulted object and stores nothing', async
   eq((await k('GET', `${ISVC}/namespaces/fid-a/inferenceservices/ssa?dryRun=Bogus`)).status, 200, 'GET ignores dryRun');
 });
 
+check('CRD pruning: undeclared fields are dropped with a Warning header, or rejected with fieldValidation=Strict', async () => {
+  const p = `${ISVC}/namespaces/fid-a/inferenceservices/prune`;
+  const obj = isvcObj('prune', { modelFormat: { name: 'sklearn' }, storageUri: 's3://x', notInSchema: true });
+  const s = await k('PATCH', `${p}?fieldManager=mlplat&force=true&fieldValidation=Strict`, obj, { ct: 'application/apply-patch+yaml' });
+  eq([s.status, s.body.reason], [400, 'BadRequest'], 'strict');
+  expect(/strict decoding error: unknown field "spec.predictor.model.notInSchema"/.test(s.body.message), 'strict message', s.body.message);
+  const w = await apply(p, obj);
+  eq([w.status, 'notInSchema' in w.body.spec.predictor.model], [201, false], 'pruned');
+  expect(/unknown field \\"spec.predictor.model.notInSchema\\"/.test(w.headers.warning || ''), 'Warning header', w.headers.warning);
+  const again = await apply(p, obj);
+  eq(again.status, 200, 're-apply of the same (pruned) config');
+});
+
 check('server-side apply: a field dropped from the applied config is removed', async () => {
   const p = `${ISVC}/namespaces/fid-a/inferenceservices/ssa`;
   const cur = (await k('GET', p)).body;

@@ -23,14 +23,15 @@ const { Mlflow } = require('./lib/mlflow');
 const { Metrics } = require('./lib/metrics');
 const { Faults } = require('./lib/faults');
 const T = require('./lib/table');
+const { Pruner } = require('./lib/prune');
 
 // ---------------------------------------------------------------- options
 function parseArgs(argv) {
-  const o = { port: 0, s3Port: 0, tlsPort: null, tlsCert: null, tlsKey: null, host: '127.0.0.1', seed: 1, stateDir: null, token: null, readyDelayMs: 200,
+  const o = { crdSchemas: path.join(__dirname, '..', '..', '..', 'shared', 'schemas'), port: 0, s3Port: 0, tlsPort: null, tlsCert: null, tlsKey: null, host: '127.0.0.1', seed: 1, stateDir: null, token: null, readyDelayMs: 200,
     argoStepMs: 100, continueTtlMs: 60000, nsDeleteMs: 300, watchMaxS: 60, s3Buckets: 'models,artifacts,mlflow', domain: 'example.com', logFile: true };
   const map = { '--port': 'port', '--s3-port': 's3Port', '--host': 'host', '--seed': 'seed', '--state-dir': 'stateDir', '--token': 'token',
     '--ready-delay-ms': 'readyDelayMs', '--argo-step-ms': 'argoStepMs', '--continue-ttl-ms': 'continueTtlMs', '--ns-delete-ms': 'nsDeleteMs',
-    '--watch-max-s': 'watchMaxS', '--tls-port': 'tlsPort', '--tls-cert': 'tlsCert', '--tls-key': 'tlsKey', '--s3-buckets': 's3Buckets', '--domain': 'domain' };
+    '--watch-max-s': 'watchMaxS', '--tls-port': 'tlsPort', '--crd-schemas': 'crdSchemas', '--tls-cert': 'tlsCert', '--tls-key': 'tlsKey', '--s3-buckets': 's3Buckets', '--domain': 'domain' };
   for (let i = 0; i < argv.length; i++) {
     let a = argv[i], v;
     if (a === '--help' || a === '-h') { console.log('usage: server.js [options]\n' + ((fs.readFileSync(path.join(__dirname, 'README.md'), 'utf8').split('\n## Options')[1] || '').split('\n## ')[0])); process.exit(0); }
@@ -40,7 +41,7 @@ function parseArgs(argv) {
     if (!k) { console.error(`standin: unknown option ${a}`); process.exit(2); }
     if (v === undefined) v = argv[++i];
     if (v === undefined) { console.error(`standin: ${a} needs a value`); process.exit(2); }
-    o[k] = ['host', 'stateDir', 'token', 's3Buckets', 'domain', 'tlsCert', 'tlsKey'].includes(k) ? v : Number(v);
+    o[k] = ['host', 'stateDir', 'token', 's3Buckets', 'domain', 'tlsCert', 'tlsKey', 'crdSchemas'].includes(k) ? v : Number(v);
     if (typeof o[k] === 'number' && !Number.isFinite(o[k])) { console.error(`standin: ${a} needs a number`); process.exit(2); }
   }
   if (o.host !== '127.0.0.1' && o.host !== 'localhost' && o.host !== '::1') { console.error('standin: listens on loopback only'); process.exit(2); }
@@ -50,7 +51,9 @@ function parseArgs(argv) {
 
 const opt = parseArgs(process.argv.slice(2));
 fs.mkdirSync(opt.stateDir, { recursive: true });
-const cfg = { readyDelayMs: opt.readyDelayMs, argoStepMs: opt.argoStepMs, continueTtlMs: opt.continueTtlMs, nsDeleteMs: opt.nsDeleteMs, watchMaxS: opt.watchMaxS, domain: opt.domain };
+const pruner = new Pruner(opt.crdSchemas && fs.existsSync(opt.crdSchemas) ? opt.crdSchemas : null);
+if (!pruner.kinds().length) console.error(`standin: no CRD schemas in ${opt.crdSchemas}: unknown CRD fields are kept, not pruned`);
+const cfg = { pruner, readyDelayMs: opt.readyDelayMs, argoStepMs: opt.argoStepMs, continueTtlMs: opt.continueTtlMs, nsDeleteMs: opt.nsDeleteMs, watchMaxS: opt.watchMaxS, domain: opt.domain };
 
 // ---------------------------------------------------------------- state
 let rng = U.makeRng(opt.seed);
@@ -247,7 +250,7 @@ async function handle(req, resp) {
       if (req.method === 'GET' && T.wantsTable(req) && (r.list || r.rec)) {
         text = JSON.stringify(r.list ? T.table(r.list.res, r.list.items, r.list.meta) : T.table(r.rec.res, [r.rec], { resourceVersion: r.rec.obj.metadata.resourceVersion }));
       } else text = r.list ? listJson(r.list) : r.rec ? recJson(r.rec) : JSON.stringify(r.body);
-      out = { status: r.status, text, extra };
+      out = { status: r.status, text, extra, headers: r.warnings && r.warnings.length ? { Warning: r.warnings } : undefined };
     }
   } catch (e) {
     if (!(e instanceof ApiError)) { console.error('standin: internal error', e); e = E.internal(e.message || String(e)); }
@@ -333,7 +336,7 @@ async function admin(req, url, seg, raw) {
   if (route === 'health') return { status: 200, body: { ok: true, port: server.address().port, s3Port, seed: opt.seed, resourceVersion: String(store.rv), stateDir: opt.stateDir } };
   if (route === 'config') {
     if (m === 'PUT' || m === 'PATCH' || m === 'POST') for (const k of ['readyDelayMs', 'argoStepMs', 'continueTtlMs', 'nsDeleteMs', 'watchMaxS']) if (body[k] !== undefined) cfg[k] = Number(body[k]);
-    const { rng: _r, ...shown } = cfg;
+    const { rng: _r, pruner: _p, ...shown } = cfg;
     return { status: 200, body: shown };
   }
   if (route === 'reset' && m === 'POST') { resetAll(); resetS3(); return { status: 200, body: { ok: true } }; }

@@ -23,7 +23,7 @@ fail_setup() { echo "1..1"; echo "not ok 1 - $1"; sed 's/^/#   /' "$2" 2>/dev/nu
 "$HERE/setup.sh" >"$STATE/setup.log" 2>&1 || fail_setup "npm ci in test/standin" "$STATE/setup.log"
 [ -n "$VALIDATOR" ] || { echo "$ROOT/../shared/tools/validate-manifest not found" >"$STATE/v.log"; fail_setup "locate validate-manifest" "$STATE/v.log"; }
 # --port 0 and friends: the kernel picks free loopback ports; the stand-in reports them in ports.json.
-timeout 20 "$HERE/start.sh" --state-dir "$STATE" --port 0 --s3-port 0 --tls-port 0 --token "$TOKEN" --seed 42 \
+timeout 20 "$HERE/start.sh" --state-dir "$STATE" --crd-schemas "$(dirname "$VALIDATOR")/../schemas" --port 0 --s3-port 0 --tls-port 0 --token "$TOKEN" --seed 42 \
   --ready-delay-ms 100 --argo-step-ms 50 >"$STATE/start.out" 2>&1 || fail_setup "start the stand-in" "$STATE/start.out"
 port() { /usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$STATE/ports.json" "$1"; }
 PORT=$(port port); S3PORT=$(port s3Port); TLSPORT=$(port tlsPort)

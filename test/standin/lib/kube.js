@@ -63,6 +63,19 @@ class Kube {
     return { kind: rt.res.kind, namespace: rt.ns || undefined, name: rt.name || undefined };
   }
 
+  // Drop (or with fieldValidation=Strict, reject) fields the CRD schema does not declare.
+  // Returns warnings for the `Warning` header (fieldValidation=Warn, the default).
+  pruneCrd(res, obj, q) {
+    if (!res.crd || !this.cfg.pruner) return [];
+    const unknown = this.cfg.pruner.prune(res.kind, obj);
+    if (!unknown.length) return [];
+    const mode = q.get('fieldValidation') || 'Warn';
+    if (mode === 'Strict') {
+      throw E.badRequest(`${res.kind} in version "${res.version}" cannot be handled as a ${res.kind}: strict decoding error: ${unknown.map((f) => `unknown field "${f}"`).join(', ')}`);
+    }
+    return mode === 'Ignore' ? [] : unknown.map((f) => `299 - "unknown field \\"${f}\\""`);
+  }
+
   // ?dryRun=All runs the write through admission and defaulting without storing it.
   dry(q) {
     const d = q.getAll('dryRun');
@@ -207,8 +220,9 @@ class Kube {
     this.requireNamespaceOpen(res, ns, name);
     if (this.store.get(res, ns, name)) throw E.alreadyExists(res, name);
     if (res.status) delete obj.status;
+    const warnings = this.pruneCrd(res, obj, q);
     const { rec } = this.store.commit(res, null, obj, { manager: this.managerFrom(q, req), operation: 'Update' }, { verb: 'create', dryRun: this.dry(q) });
-    return { status: 201, rec, write: this.dry(q) ? null : 'create' };
+    return { status: 201, rec, write: this.dry(q) ? null : 'create', warnings };
   }
 
   // ---- UPDATE (PUT) ----
@@ -225,8 +239,9 @@ class Kube {
     if (sub === 'status') { next = U.clone(old.obj); next.status = obj.status; }
     else { next = obj; if (res.status) { if (old.obj.status !== undefined) next.status = U.clone(old.obj.status); else delete next.status; } }
     next.metadata.name = name;
+    const warnings = this.pruneCrd(res, next, q);
     const { rec, changed } = this.store.commit(res, old, next, { manager: this.managerFrom(q, req), operation: 'Update', subresource: sub || undefined }, { verb: 'update', dryRun: this.dry(q) });
-    return { status: 200, rec, write: changed && !this.dry(q) ? (sub ? 'status' : 'update') : null };
+    return { status: 200, rec, write: changed && !this.dry(q) ? (sub ? 'status' : 'update') : null, warnings };
   }
 
   // ---- PATCH ----
@@ -256,8 +271,9 @@ class Kube {
     if (sub === 'status') { const n = U.clone(old.obj); n.status = next.status; next = n; }
     else if (res.status) { if (old.obj.status !== undefined) next.status = U.clone(old.obj.status); else delete next.status; }
     next.apiVersion = res.apiVersion; next.kind = res.kind;
+    const warnings = this.pruneCrd(res, next, q);
     const { rec, changed } = this.store.commit(res, old, next, { manager: this.managerFrom(q, req), operation: 'Update', subresource: sub || undefined }, { verb: 'patch', dryRun: this.dry(q) });
-    return { status: 200, rec, write: changed && !this.dry(q) ? (sub ? 'status' : 'patch') : null };
+    return { status: 200, rec, write: changed && !this.dry(q) ? (sub ? 'status' : 'patch') : null, warnings };
   }
 
   apply(res, ns, name, sub, old, applied, q) {
@@ -276,6 +292,7 @@ class Kube {
     if (rv && (!old || rv !== old.obj.metadata.resourceVersion)) throw E.conflict(res, name);
     if (!old) this.requireNamespaceOpen(res, ns, name);
     if (!old && sub === 'status') throw E.notFound(res, name);
+    const warnings = this.pruneCrd(res, applied, q);
     const paths = new Set(ownablePaths(applied, res, sub || undefined));
     const conflicts = this.store.applyConflicts(res, old, manager, paths, applied);
     if (conflicts.length && !force) {
@@ -313,7 +330,7 @@ class Kube {
     if (!old && res.status) delete next.status;
     if (!U.isObj(next.metadata)) next.metadata = { name };
     const { rec, changed } = this.store.commit(res, old, next, { manager, operation: 'Apply', paths, force, conflicts, subresource: sub || undefined }, { verb: 'apply', dryRun: this.dry(q) });
-    return { status: old ? 200 : 201, rec, write: changed && !this.dry(q) ? (old ? 'apply' : 'create') : null };
+    return { status: old ? 200 : 201, rec, write: changed && !this.dry(q) ? (old ? 'apply' : 'create') : null, warnings };
   }
 
   // ---- DELETE ----
