@@ -478,6 +478,24 @@ check('Argo: spec.shutdown=Terminate ends a running workflow as Failed "Stopped 
   eq([prep.phase, prep.message], ['Failed', "Stopped with strategy 'Terminate'"], 'running node stopped');
 });
 
+check('Argo: steps workflow (generateName) and a single-container workflow exiting 3', async () => {
+  const steps = { apiVersion: 'argoproj.io/v1alpha1', kind: 'Workflow', metadata: { generateName: 'train-' },
+    spec: { entrypoint: 'main', templates: [{ name: 'main', steps: [[{ name: 'fetch', template: 'c' }], [{ name: 'a', template: 'c' }, { name: 'b', template: 'c' }]] }, { name: 'c', container: { image: 'busybox' } }] } };
+  const c = await k('POST', `${WF}/namespaces/fid-a/workflows`, steps);
+  expect(c.status === 201 && /^train-[a-z0-9]{5}$/.test(c.body.metadata.name), 'generateName', c.body.metadata);
+  const { o } = await watchPhases(`${WF}/namespaces/fid-a/workflows/${c.body.metadata.name}`, (ph) => ph === 'Succeeded' || ph === 'Failed');
+  const n = Object.values(o.status.nodes);
+  eq([o.status.phase, o.status.nodes[o.metadata.name].type, n.filter((x) => x.type === 'Pod').map((x) => x.name).sort()],
+    ['Succeeded', 'Steps', [`${o.metadata.name}[0].fetch`, `${o.metadata.name}[1].a`, `${o.metadata.name}[1].b`]], 'steps');
+  const fetch = n.find((x) => x.displayName === 'fetch'), a = n.find((x) => x.displayName === 'a');
+  expect(fetch.finishedAt <= a.startedAt, 'groups in order');
+  await admin('POST', 'argo/plan', { namespace: 'fid-a', name: 'single', steps: { main: { exitCode: 3 } } });
+  await k('POST', `${WF}/namespaces/fid-a/workflows`, { apiVersion: 'argoproj.io/v1alpha1', kind: 'Workflow', metadata: { name: 'single' }, spec: { entrypoint: 'main', templates: [{ name: 'main', container: { image: 'busybox' } }] } });
+  const r = await watchPhases(`${WF}/namespaces/fid-a/workflows/single`, (ph) => ph === 'Succeeded' || ph === 'Failed');
+  const root = r.o.status.nodes.single;
+  eq([r.o.status.phase, root.type, root.outputs.exitCode, r.o.status.message], ['Failed', 'Pod', '3', 'Error (exit code 3)'], 'single pod');
+});
+
 check('Jobs: Complete condition on success, Failed (BackoffLimitExceeded) per the plan', async () => {
   const job = (name) => ({ apiVersion: 'batch/v1', kind: 'Job', metadata: { name }, spec: { template: { spec: { restartPolicy: 'Never', containers: [{ name: 'c', image: 'busybox' }] } } } });
   await admin('POST', 'argo/plan', { kind: 'job', namespace: 'fid-a', name: 'job-bad', steps: { '*': { exitCode: 1 } } });
