@@ -151,11 +151,23 @@ function readBody(req, limit = 3 * 1024 * 1024) {
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+let logBuf = [];
+let logTimer = null;
+function flushLog() {
+  logTimer = null;
+  if (logStream && logBuf.length) logStream.write(logBuf.join('\n') + '\n');
+  logBuf = [];
+}
+
 function logRequest(e) {
   e.seq = ++seq;
   requestLog.push(e);
   if (requestLog.length > 200000) requestLog.splice(0, 100000);
-  if (logStream) logStream.write(JSON.stringify(e) + '\n');
+  if (logStream) {
+    // Batched: one write per 50 ms instead of one per request keeps the log cheap at load.
+    logBuf.push(JSON.stringify(e));
+    if (!logTimer) logTimer = setTimeout(flushLog, 50);
+  }
   if (e.write && e.kind) {
     const k = `${e.kind}/${e.namespace || ''}/${e.name || ''}`;
     const w = writes.get(k) || { create: 0, update: 0, patch: 0, apply: 0, delete: 0, status: 0 };
@@ -440,7 +452,9 @@ async function stop(sig) {
   server.closeAllConnections();
   if (tlsServer) { tlsServer.close(); tlsServer.closeAllConnections(); }
   try { await Promise.race([s3.close(), sleep(2000)]); } catch (e) { /* ignore */ }
-  if (logStream) logStream.end();
+  if (logTimer) clearTimeout(logTimer);
+  flushLog();
+  if (logStream) await new Promise((r) => logStream.end(r));
   console.log(`standin stopped (${sig})`);
   process.exit(0);
 }
