@@ -54,13 +54,13 @@ class Argo {
     const phase = U.getPath(rec.obj, ['status', 'phase']) || '';
     if (['Succeeded', 'Failed', 'Error'].includes(phase)) return;
     const shutdown = U.getPath(rec.obj, ['spec', 'shutdown']);
-    if (shutdown === 'Terminate' || shutdown === 'Stop') { setImmediate(() => this.terminate(ns, name, shutdown)); return; }
+    if (shutdown === 'Terminate' || shutdown === 'Stop') { setImmediate(U.guarded('argo terminate', () => this.terminate(ns, name, shutdown))); return; }
     if (!this.timers.has(k) && !this.engines.has(k)) this.arm(ns, name);
   }
 
   arm(ns, name) {
     const k = `${ns}/${name}`;
-    this.timers.set(k, setTimeout(() => { this.timers.delete(k); this.tick(ns, name); }, this.cfg.argoStepMs));
+    this.timers.set(k, setTimeout(U.guarded('argo tick', () => { this.timers.delete(k); this.tick(ns, name); }), this.cfg.argoStepMs));
   }
 
   write(ns, name, fn) {
@@ -79,26 +79,39 @@ class Argo {
   build(wf) {
     const name = wf.metadata.name;
     const spec = wf.spec || {};
-    const templates = new Map((spec.templates || []).map((t) => [t.name, t]));
+    if (!Array.isArray(spec.templates)) return { error: 'invalid spec: spec.templates must be a list' };
+    const templates = new Map(spec.templates.filter(U.isObj).map((t) => [t.name, t]));
     const entry = templates.get(spec.entrypoint);
     if (!entry) return { error: `invalid spec: template name '${spec.entrypoint}' undefined` };
     const nodeId = (nodeName) => `${name}-${U.fnv32a(nodeName)}`;
     const tasks = [];
     if (entry.dag) {
-      const list = entry.dag.tasks || [];
+      const list = (Array.isArray(entry.dag.tasks) ? entry.dag.tasks : []).filter((t) => U.isObj(t) && t.name);
       const names = new Set(list.map((t) => t.name));
       for (const t of list) {
         const deps = t.depends ? parseDepends(t.depends, names) : (t.dependencies || []).filter((d) => names.has(d));
         const nodeName = `${name}.${t.name}`;
         tasks.push({ task: t.name, template: t.template || t.name, deps, nodeName, id: nodeId(nodeName) });
       }
+      // Argo rejects dependency cycles at validation time.
+      const state = new Map();
+      const visit = (t) => {
+        if (state.get(t.task) === 2) return false;
+        if (state.get(t.task) === 1) return true;
+        state.set(t.task, 1);
+        const cyc = t.deps.some((d) => visit(tasks.find((x) => x.task === d)));
+        state.set(t.task, 2);
+        return cyc;
+      };
+      if (tasks.some(visit)) return { error: `invalid spec: templates.${entry.name} dependency cycle detected` };
       return { rootType: 'DAG', tasks };
     }
     if (entry.steps) {
       let prev = [];
-      entry.steps.forEach((group, i) => {
+      (Array.isArray(entry.steps) ? entry.steps : []).forEach((group, i) => {
+        if (!Array.isArray(group)) group = [];
         const cur = [];
-        for (const s of group || []) {
+        for (const s of group.filter(U.isObj)) {
           const nodeName = `${name}[${i}].${s.name}`;
           tasks.push({ task: s.name, template: s.template || s.name, deps: prev.slice(), nodeName, id: nodeId(nodeName) });
           cur.push(s.name);
@@ -224,7 +237,7 @@ class Argo {
 class Jobs {
   constructor(store, res, cfg, plans) { this.store = store; this.res = res; this.cfg = cfg; this.plans = plans; this.reset(); }
   reset() { if (this.timers) for (const t of this.timers) clearTimeout(t); this.timers = new Set(); }
-  later(ms, fn) { const t = setTimeout(() => { this.timers.delete(t); fn(); }, ms); this.timers.add(t); }
+  later(ms, fn) { const t = setTimeout(U.guarded('job controller', () => { this.timers.delete(t); fn(); }), ms); this.timers.add(t); }
   write(ns, name, fn) {
     const rec = this.store.get(this.res, ns, name);
     if (!rec) return;

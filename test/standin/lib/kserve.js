@@ -58,7 +58,7 @@ class KServe {
     this.timers = new Set();
   }
 
-  later(ms, fn) { const t = setTimeout(() => { this.timers.delete(t); fn(); }, ms); this.timers.add(t); }
+  later(ms, fn) { const t = setTimeout(U.guarded('kserve controller', () => { this.timers.delete(t); fn(); }), ms); this.timers.add(t); }
 
   setStorage(uri, bad, reason, message) {
     if (bad) this.badUris.set(uri, { reason: reason || 'ModelLoadFailed', message: message || `failed to download model from ${uri}: storage error` });
@@ -78,7 +78,7 @@ class KServe {
 
   schedule(ns, name, force) {
     // First pass right away (controller observes the new generation), readiness after the delay.
-    setImmediate(() => this.observe(ns, name, force));
+    setImmediate(U.guarded('kserve observe', () => this.observe(ns, name, force)));
   }
 
   writeStatus(ns, name, fn) {

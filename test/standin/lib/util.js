@@ -173,5 +173,12 @@ function fnv32a(s) {
   return h >>> 0;
 }
 
-module.exports = { makeRng, nowIso, clone, isObj, deepEqual, leafPaths, getPath, setPath, deletePath,
+// Controllers run from timers: a surprise in one object must not take the process down.
+function guarded(what, fn) {
+  return (...a) => {
+    try { return fn(...a); } catch (e) { console.error(`standin: ${what} failed:`, e && e.stack ? e.stack : e); return undefined; }
+  };
+}
+
+module.exports = { guarded, makeRng, nowIso, clone, isObj, deepEqual, leafPaths, getPath, setPath, deletePath,
   SEP, pathKey, keyPath, dotted, overlaps, mergePatch, jsonPatch, fnv32a };
