@@ -45,7 +45,7 @@ function parseArgs(argv) {
     if (typeof o[k] === 'number' && !Number.isFinite(o[k])) { console.error(`standin: ${a} needs a number`); process.exit(2); }
   }
   if (o.host !== '127.0.0.1' && o.host !== 'localhost' && o.host !== '::1') { console.error('standin: listens on loopback only'); process.exit(2); }
-  if (!o.stateDir) o.stateDir = fs.mkdtempSync('/tmp/standin-');
+  if (!o.stateDir) { o.stateDir = fs.mkdtempSync('/tmp/standin-'); o.stateDirAuto = true; } // removed at exit
   return o;
 }
 
@@ -455,6 +455,7 @@ async function stop(sig) {
   if (logTimer) clearTimeout(logTimer);
   flushLog();
   if (logStream) await new Promise((r) => logStream.end(r));
+  if (opt.stateDirAuto) fs.rmSync(opt.stateDir, { recursive: true, force: true });
   console.log(`standin stopped (${sig})`);
   process.exit(0);
 }
