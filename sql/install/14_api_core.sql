@@ -4,6 +4,11 @@
 --   SECURITY DEFINER, SET search_path = pg_catalog, mlplat, pg_temp, every
 --   reference schema-qualified; authorize -> idempotency claim -> validate ->
 --   write desired state + audit -> wake on commit -> return mlplat.accepted.
+-- Internal helpers (names starting with '_') are PL/pgSQL without a SET clause: they are
+-- not executable by PUBLIC (45_api_views.sql revokes them), so they only ever run inside an
+-- entry point and inherit its pinned search_path.  A SET clause per helper call costs a GUC
+-- save/restore and a search-path recomputation, and SQL-language helpers re-plan on every
+-- transaction; together that tripled the cost of deploy().
 
 CREATE FUNCTION mlplat._wake_on_commit(kind text) RETURNS void
 LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'mlplat_wake_on_commit';
@@ -96,27 +101,30 @@ CREATE TRIGGER audit_events_no_truncate BEFORE TRUNCATE ON mlplat.audit_events
 
 -- The database role that called us (SET ROLE honoured; current_user is the definer here).
 CREATE FUNCTION mlplat._db_role() RETURNS text
-LANGUAGE sql STABLE SET search_path = pg_catalog, mlplat, pg_temp AS $$
-  SELECT CASE WHEN pg_catalog.current_setting('role') = 'none'
-              THEN SESSION_USER::text ELSE pg_catalog.current_setting('role') END
-$$;
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+  RETURN (SELECT CASE WHEN pg_catalog.current_setting('role') = 'none'
+                THEN SESSION_USER::text ELSE pg_catalog.current_setting('role') END);
+END $$;
 
 CREATE FUNCTION mlplat._is_superuser(r text) RETURNS boolean
-LANGUAGE sql STABLE SET search_path = pg_catalog, mlplat, pg_temp AS $$
-  SELECT coalesce((SELECT a.rolsuper FROM pg_catalog.pg_roles a WHERE a.rolname = r), false)
-$$;
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+  RETURN (SELECT coalesce((SELECT a.rolsuper FROM pg_catalog.pg_roles a WHERE a.rolname = r), false));
+END $$;
 
 -- The person the request is for: mlplat.on_behalf_of when the caller holds the
 -- impersonation right, else the database role.
 CREATE FUNCTION mlplat._actor() RETURNS text
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, mlplat, pg_temp AS $$
+LANGUAGE plpgsql STABLE AS $$
 DECLARE
-  r text := mlplat._db_role();
   obo text := coalesce(pg_catalog.current_setting('mlplat.on_behalf_of', true), '');
+  r text;
 BEGIN
   IF obo = '' THEN
-    RETURN r;
+    RETURN mlplat._db_role();
   END IF;
+  r := mlplat._db_role();
   IF NOT mlplat._is_superuser(r)
      AND NOT EXISTS (SELECT 1 FROM mlplat.impersonators i WHERE i.app_role = r) THEN
     RAISE EXCEPTION USING ERRCODE = '42501',
@@ -133,26 +141,28 @@ BEGIN
 END $$;
 
 CREATE FUNCTION mlplat._is_admin() RETURNS boolean
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, mlplat, pg_temp AS $$
-  SELECT mlplat._is_superuser(mlplat._db_role()) AND coalesce(pg_catalog.current_setting('mlplat.on_behalf_of', true), '') = ''
-      OR EXISTS (SELECT 1 FROM mlplat.admins a WHERE a.principal = mlplat._actor())
-$$;
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+  RETURN (SELECT mlplat._is_superuser(mlplat._db_role()) AND coalesce(pg_catalog.current_setting('mlplat.on_behalf_of', true), '') = ''
+        OR EXISTS (SELECT 1 FROM mlplat.admins a WHERE a.principal = mlplat._actor()));
+END $$;
 
 -- ---------------------------------------------------------------- trace context
 
 CREATE FUNCTION mlplat._traceparent() RETURNS text
-LANGUAGE sql VOLATILE SET search_path = pg_catalog, mlplat, pg_temp AS $$
-  SELECT CASE WHEN coalesce(pg_catalog.current_setting('mlplat.traceparent', true), '') <> ''
-              THEN pg_catalog.current_setting('mlplat.traceparent', true)
-              ELSE '00-' || pg_catalog.replace(pg_catalog.gen_random_uuid()::text, '-', '')
-                   || '-' || pg_catalog.substr(pg_catalog.replace(pg_catalog.gen_random_uuid()::text, '-', ''), 1, 16)
-                   || '-01' END
-$$;
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+  RETURN (SELECT CASE WHEN coalesce(pg_catalog.current_setting('mlplat.traceparent', true), '') <> ''
+                THEN pg_catalog.current_setting('mlplat.traceparent', true)
+                ELSE '00-' || pg_catalog.replace(pg_catalog.gen_random_uuid()::text, '-', '')
+                     || '-' || pg_catalog.substr(pg_catalog.replace(pg_catalog.gen_random_uuid()::text, '-', ''), 1, 16)
+                     || '-01' END);
+END $$;
 
 -- ---------------------------------------------------------------- validation helpers
 
 CREATE FUNCTION mlplat._bad_input(field text, rule text, hint text, code text DEFAULT '22023')
-RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, mlplat, pg_temp AS $$
+RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
   RAISE EXCEPTION USING ERRCODE = code,
     MESSAGE = pg_catalog.format('invalid %s: %s', field, rule),
@@ -162,7 +172,7 @@ END $$;
 
 -- DNS-1123 label of at most max_len characters.
 CREATE FUNCTION mlplat._check_label(field text, v text, max_len int) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog, mlplat, pg_temp AS $$
+LANGUAGE plpgsql AS $$
 BEGIN
   IF v IS NULL THEN
     PERFORM mlplat._bad_input(field, 'must not be null', 'Pass a name.');
@@ -174,7 +184,7 @@ BEGIN
 END $$;
 
 CREATE FUNCTION mlplat._check_quantity(field text, v text) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog, mlplat, pg_temp AS $$
+LANGUAGE plpgsql AS $$
 BEGIN
   IF v IS NOT NULL AND (pg_catalog.length(v) > 32
       OR v !~ '^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$') THEN
@@ -184,7 +194,7 @@ BEGIN
 END $$;
 
 CREATE FUNCTION mlplat._check_key(k text) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog, mlplat, pg_temp AS $$
+LANGUAGE plpgsql AS $$
 BEGIN
   IF k IS NOT NULL AND (pg_catalog.length(k) < 1 OR pg_catalog.length(k) > 128) THEN
     PERFORM mlplat._bad_input('idempotency_key', 'must have 1 to 128 characters',
@@ -194,7 +204,7 @@ END $$;
 
 -- env: an object of string -> string, names like environment variables.
 CREATE FUNCTION mlplat._check_env(field text, env jsonb) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog, mlplat, pg_temp AS $$
+LANGUAGE plpgsql AS $$
 DECLARE
   e record;
 BEGIN
@@ -204,6 +214,14 @@ BEGIN
   IF pg_catalog.jsonb_typeof(env) <> 'object' THEN
     PERFORM mlplat._bad_input(field, 'must be a JSON object of name -> string value',
       'Pass e.g. ''{"LOG_LEVEL": "info"}''.');
+  END IF;
+  -- fast path: one query decides; the loop below only names the offending variable
+  IF (SELECT pg_catalog.count(*) <= 64
+             AND coalesce(pg_catalog.bool_and(kv.key ~ '^[A-Za-z_][A-Za-z0-9_]{0,127}$'
+                                              AND pg_catalog.jsonb_typeof(kv.value) = 'string'
+                                              AND pg_catalog.length(kv.value #>> '{}') <= 4096), true)
+      FROM pg_catalog.jsonb_each(env) kv) THEN
+    RETURN;
   END IF;
   IF (SELECT pg_catalog.count(*) FROM pg_catalog.jsonb_object_keys(env)) > 64 THEN
     PERFORM mlplat._bad_input(field, 'has more than 64 variables', 'Keep configuration small; use a config file for more.');
@@ -229,15 +247,15 @@ END $$;
 -- Project id if the actor may perform action on the project, else 42501.
 -- A missing project is reported as a denial to non-administrators (no existence leak).
 CREATE FUNCTION mlplat._authorize(p_action text, p_project text) RETURNS bigint
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, mlplat, pg_temp AS $$
+LANGUAGE plpgsql STABLE AS $$
 DECLARE
   pid bigint;
   who text := mlplat._actor();
 BEGIN
   SELECT p.id INTO pid FROM mlplat.projects p WHERE p.name = p_project;
-  IF pid IS NOT NULL AND (mlplat._is_admin() OR EXISTS (
+  IF pid IS NOT NULL AND (EXISTS (
        SELECT 1 FROM mlplat.members m JOIN mlplat.policies po ON po.role = m.role
-       WHERE m.project_id = pid AND m.principal = who AND po.action = p_action)) THEN
+       WHERE m.project_id = pid AND m.principal = who AND po.action = p_action) OR mlplat._is_admin()) THEN
     RETURN pid;
   END IF;
   IF pid IS NULL AND mlplat._is_admin() THEN
@@ -256,9 +274,9 @@ END $$;
 CREATE FUNCTION mlplat._can_view(p_project_id bigint) RETURNS boolean
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, mlplat, pg_temp AS $$
 BEGIN
-  RETURN mlplat._is_admin() OR EXISTS (
+  RETURN EXISTS (
     SELECT 1 FROM mlplat.members m JOIN mlplat.policies po ON po.role = m.role
-    WHERE m.project_id = p_project_id AND m.principal = mlplat._actor() AND po.action = 'view');
+    WHERE m.project_id = p_project_id AND m.principal = mlplat._actor() AND po.action = 'view') OR mlplat._is_admin();
 END $$;
 
 -- ---------------------------------------------------------------- idempotency
@@ -266,11 +284,11 @@ END $$;
 -- Claim (principal, action, key).  Returns NULL when this call owns the key (go on and
 -- do the work, then _idem_store), or the stored result marked replayed.  A concurrent
 -- claimer of the same key waits for the first to commit (unique index), then replays.
-CREATE FUNCTION mlplat._idem_claim(p_action text, p_key text, p_request jsonb) RETURNS mlplat.accepted
-LANGUAGE plpgsql SET search_path = pg_catalog, mlplat, pg_temp AS $$
+CREATE FUNCTION mlplat._idem_claim(p_action text, p_key text, p_request jsonb, p_who text DEFAULT NULL)
+RETURNS mlplat.accepted LANGUAGE plpgsql AS $$
 DECLARE
-  h text := pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(p_request::text, 'UTF8')), 'hex');
-  who text := mlplat._actor();
+  h text;
+  who text;
   rec mlplat.idempotency_keys;
   res mlplat.accepted;
 BEGIN
@@ -278,6 +296,8 @@ BEGIN
     RETURN NULL;
   END IF;
   PERFORM mlplat._check_key(p_key);
+  h := pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(p_request::text, 'UTF8')), 'hex');
+  who := coalesce(p_who, mlplat._actor());
   INSERT INTO mlplat.idempotency_keys (principal, action, key, request_hash)
   VALUES (who, p_action, p_key, h) ON CONFLICT DO NOTHING;
   IF FOUND THEN
@@ -296,27 +316,32 @@ BEGIN
   RETURN res;
 END $$;
 
-CREATE FUNCTION mlplat._idem_store(p_action text, p_key text, r mlplat.accepted) RETURNS void
-LANGUAGE sql SET search_path = pg_catalog, mlplat, pg_temp AS $$
-  UPDATE mlplat.idempotency_keys k SET result = r
-  WHERE p_key IS NOT NULL AND k.principal = mlplat._actor() AND k.action = p_action AND k.key = p_key
-$$;
+CREATE FUNCTION mlplat._idem_store(p_action text, p_key text, r mlplat.accepted, p_who text DEFAULT NULL)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+  IF p_key IS NOT NULL THEN
+    UPDATE mlplat.idempotency_keys k SET result = r
+    WHERE k.principal = coalesce(p_who, mlplat._actor()) AND k.action = p_action AND k.key = p_key;
+  END IF;
+END $$;
 
 -- ---------------------------------------------------------------- audit
 
 CREATE FUNCTION mlplat._audit(p_action text, p_project text, p_project_id bigint, p_entity text,
-                              p_entity_id bigint, p_request_id uuid, p_traceparent text, p_detail jsonb)
-RETURNS void LANGUAGE sql SET search_path = pg_catalog, mlplat, pg_temp AS $$
+                              p_entity_id bigint, p_request_id uuid, p_traceparent text, p_detail jsonb,
+                              p_who text DEFAULT NULL)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
   INSERT INTO mlplat.audit_events (actor, db_role, action, project, project_id, entity, entity_id,
                                    request_id, trace_id, traceparent, detail)
-  VALUES (mlplat._actor(), mlplat._db_role(), p_action, p_project, p_project_id, p_entity, p_entity_id,
-          p_request_id, pg_catalog.split_part(p_traceparent, '-', 2), p_traceparent,
-          coalesce(p_detail, '{}'))
-$$;
+  VALUES (coalesce(p_who, mlplat._actor()), mlplat._db_role(), p_action, p_project, p_project_id, p_entity,
+          p_entity_id, p_request_id, pg_catalog.split_part(p_traceparent, '-', 2), p_traceparent,
+          coalesce(p_detail, '{}'));
+END $$;
 
 -- A lost compare-and-swap.
 CREATE FUNCTION mlplat._cas_lost(p_entity text, p_name text) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog, mlplat, pg_temp AS $$
+LANGUAGE plpgsql AS $$
 BEGIN
   RAISE EXCEPTION USING ERRCODE = '40001',
     MESSAGE = pg_catalog.format('%s "%s" changed concurrently', p_entity, p_name),

@@ -4,17 +4,18 @@
 -- that is not yet DELETED, plus every active run's GPUs.  Callers that need a stable answer
 -- hold the project row lock.
 CREATE FUNCTION mlplat._gpus_in_use(p_project_id bigint, p_except_deployment bigint DEFAULT NULL)
-RETURNS bigint LANGUAGE sql STABLE SET search_path = pg_catalog, mlplat, pg_temp AS $$
-  SELECT coalesce((SELECT pg_catalog.sum(d.desired_gpus) FROM mlplat.deployments d
-                   WHERE d.project_id = p_project_id AND d.status <> 'DELETED'
-                     AND d.id IS DISTINCT FROM p_except_deployment), 0)
-       + coalesce((SELECT pg_catalog.sum(r.gpus) FROM mlplat.runs r
-                   WHERE r.project_id = p_project_id
-                     AND r.status IN ('PENDING', 'SUBMITTED', 'RUNNING', 'CANCEL_REQUESTED')), 0)
-$$;
+RETURNS bigint LANGUAGE plpgsql STABLE AS $$
+BEGIN
+  RETURN (SELECT coalesce((SELECT pg_catalog.sum(d.desired_gpus) FROM mlplat.deployments d
+                     WHERE d.project_id = p_project_id AND d.status <> 'DELETED'
+                       AND d.id IS DISTINCT FROM p_except_deployment), 0)
+         + coalesce((SELECT pg_catalog.sum(r.gpus) FROM mlplat.runs r
+                     WHERE r.project_id = p_project_id
+                       AND r.status IN ('PENDING', 'SUBMITTED', 'RUNNING', 'CANCEL_REQUESTED')), 0));
+END $$;
 
 CREATE FUNCTION mlplat._check_quotas(gpu_quota int, cpu_quota text, memory_quota text) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog, mlplat, pg_temp AS $$
+LANGUAGE plpgsql AS $$
 BEGIN
   IF gpu_quota IS NULL OR gpu_quota < 0 OR gpu_quota > 100000 THEN
     PERFORM mlplat._bad_input('gpu_quota', 'must be an integer from 0 to 100000', 'Pass the number of GPUs the project may use.');
@@ -24,7 +25,7 @@ BEGIN
 END $$;
 
 CREATE FUNCTION mlplat._wrong_state(p_entity text, p_name text, p_status text, p_action text, p_hint text)
-RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, mlplat, pg_temp AS $$
+RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
   RAISE EXCEPTION USING ERRCODE = '55000',
     MESSAGE = pg_catalog.format('%s "%s" is %s: %s is not possible', p_entity, p_name, p_status, p_action),
@@ -121,7 +122,8 @@ BEGIN
                                       set_project_quota.cpu_quota, set_project_quota.memory_quota));
   IF r.request_id IS NOT NULL THEN RETURN r; END IF;
   PERFORM mlplat._check_quotas(set_project_quota.gpu_quota, set_project_quota.cpu_quota, set_project_quota.memory_quota);
-  -- FOR UPDATE waits for deploys that are raising their allocation (they hold FOR NO KEY UPDATE).
+  -- Exclusive project lock: waits for every deploy or run start in flight (they hold it shared).
+  PERFORM pg_catalog.pg_advisory_xact_lock(mlplat._project_lock_key(1), pid::int);
   SELECT * INTO p FROM mlplat.projects x WHERE x.id = pid FOR UPDATE;
   IF p.status IN ('DELETING', 'DELETED') THEN
     PERFORM mlplat._wrong_state('project', p.name, p.status, 'set_project_quota', 'The project is being deleted.');
@@ -163,8 +165,10 @@ BEGIN
     r.status := seen.status;       -- already asked for: nothing changes
     RETURN r;
   END IF;
-  -- Compare-and-swap: lock, and insist the row is still the one we read.  FOR UPDATE also
-  -- waits for deploys in flight (they hold FOR KEY SHARE), so the count below is final.
+  -- Compare-and-swap: lock, and insist the row is still the one we read.  The exclusive
+  -- project lock also waits for deploys in flight (they hold it shared), so the count below
+  -- is final.
+  PERFORM pg_catalog.pg_advisory_xact_lock(mlplat._project_lock_key(1), pid::int);
   SELECT * INTO p FROM mlplat.projects x WHERE x.id = pid FOR UPDATE;
   IF p.row_version <> seen.row_version OR p.status <> seen.status THEN
     PERFORM mlplat._cas_lost('project', seen.name);
@@ -188,7 +192,7 @@ BEGIN
 END $$;
 
 CREATE FUNCTION mlplat._check_role_args(principal text, role text) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog, mlplat, pg_temp AS $$
+LANGUAGE plpgsql AS $$
 BEGIN
   IF principal IS NULL OR pg_catalog.length(principal) NOT BETWEEN 1 AND 63 OR principal ~ '[[:cntrl:]]' THEN
     PERFORM mlplat._bad_input('principal', 'must be a name of 1 to 63 printable characters', 'Pass the person''s or role''s name.');

@@ -1,7 +1,7 @@
 -- 25_api_models: model versions, stages and the registry aliases that follow them.
 
 CREATE FUNCTION mlplat._find_version(p_project_id bigint, p_model text, p_version text)
-RETURNS mlplat.model_versions LANGUAGE plpgsql STABLE SET search_path = pg_catalog, mlplat, pg_temp AS $$
+RETURNS mlplat.model_versions LANGUAGE plpgsql STABLE AS $$
 DECLARE
   v mlplat.model_versions;
 BEGIN
@@ -88,7 +88,7 @@ END $$;
 -- Make the desired aliases follow the stages: champion -> the CHAMPION version,
 -- candidate -> the CANDIDATE most recently staged.  Returns whether anything moved.
 CREATE FUNCTION mlplat._sync_aliases(p_model_id bigint, p_traceparent text) RETURNS boolean
-LANGUAGE plpgsql SET search_path = pg_catalog, mlplat, pg_temp AS $$
+LANGUAGE plpgsql AS $$
 DECLARE
   pid bigint;
   a record;

@@ -6,51 +6,52 @@
 CREATE FUNCTION mlplat._render_isvc(p_project text, p_deployment text, p_revision int, p_instance text,
                                     p_model_format text, p_runtime text, p_storage_uri text, p_sha256 text,
                                     p_gpus int, p_min_replicas int, p_max_replicas int, p_env jsonb)
-RETURNS jsonb LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, mlplat, pg_temp AS $$
-  SELECT pg_catalog.jsonb_build_object(
-    'apiVersion', 'serving.kserve.io/v1beta1',
-    'kind', 'InferenceService',
-    'metadata', pg_catalog.jsonb_build_object(
-      'name', p_deployment,
-      'namespace', 'mlp-' || p_project,
-      'labels', pg_catalog.jsonb_build_object(
-        'app.kubernetes.io/managed-by', 'mlplat',
-        'mlplat.io/project', p_project,
-        'mlplat.io/deployment', p_deployment,
-        'mlplat.io/revision', p_revision::text,
-        'mlplat.io/instance', p_instance),
-      'annotations', pg_catalog.jsonb_build_object('mlplat.io/artifact-sha256', p_sha256)),
-    'spec', pg_catalog.jsonb_build_object(
-      'predictor', pg_catalog.jsonb_build_object(
-        'minReplicas', p_min_replicas,
-        'maxReplicas', p_max_replicas,
-        'model', pg_catalog.jsonb_build_object(
-            'modelFormat', pg_catalog.jsonb_build_object('name', p_model_format),
-            'runtime', p_runtime,
-            'storageUri', p_storage_uri,
-            'readinessProbe', pg_catalog.jsonb_build_object(
-              'tcpSocket', pg_catalog.jsonb_build_object('port', 8080),
-              'periodSeconds', 10,
-              'failureThreshold', 3))
-          -- KServe omits empty lists and empty resources: render them absent, not empty.
-          || CASE WHEN p_env IS NULL OR p_env = '{}'::jsonb THEN '{}'::jsonb
-                  ELSE pg_catalog.jsonb_build_object('env',
-                         (SELECT pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object('name', e.key, 'value', e.value)
-                                                      ORDER BY e.key)
-                          FROM pg_catalog.jsonb_each_text(p_env) e)) END
-          || CASE WHEN p_gpus > 0 THEN pg_catalog.jsonb_build_object('resources',
-                    pg_catalog.jsonb_build_object('limits',
-                      pg_catalog.jsonb_build_object('nvidia.com/gpu', p_gpus::text)))
-                  ELSE '{}'::jsonb END)))
-$$;
+RETURNS jsonb LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+  RETURN (SELECT pg_catalog.jsonb_build_object(
+      'apiVersion', 'serving.kserve.io/v1beta1',
+      'kind', 'InferenceService',
+      'metadata', pg_catalog.jsonb_build_object(
+        'name', p_deployment,
+        'namespace', 'mlp-' || p_project,
+        'labels', pg_catalog.jsonb_build_object(
+          'app.kubernetes.io/managed-by', 'mlplat',
+          'mlplat.io/project', p_project,
+          'mlplat.io/deployment', p_deployment,
+          'mlplat.io/revision', p_revision::text,
+          'mlplat.io/instance', p_instance),
+        'annotations', pg_catalog.jsonb_build_object('mlplat.io/artifact-sha256', p_sha256)),
+      'spec', pg_catalog.jsonb_build_object(
+        'predictor', pg_catalog.jsonb_build_object(
+          'minReplicas', p_min_replicas,
+          'maxReplicas', p_max_replicas,
+          'model', pg_catalog.jsonb_build_object(
+              'modelFormat', pg_catalog.jsonb_build_object('name', p_model_format),
+              'runtime', p_runtime,
+              'storageUri', p_storage_uri,
+              'readinessProbe', pg_catalog.jsonb_build_object(
+                'tcpSocket', pg_catalog.jsonb_build_object('port', 8080),
+                'periodSeconds', 10,
+                'failureThreshold', 3))
+            -- KServe omits empty lists and empty resources: render them absent, not empty.
+            || CASE WHEN p_env IS NULL OR p_env = '{}'::jsonb THEN '{}'::jsonb
+                    ELSE pg_catalog.jsonb_build_object('env',
+                           (SELECT pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object('name', e.key, 'value', e.value)
+                                                        ORDER BY e.key)
+                            FROM pg_catalog.jsonb_each_text(p_env) e)) END
+            || CASE WHEN p_gpus > 0 THEN pg_catalog.jsonb_build_object('resources',
+                      pg_catalog.jsonb_build_object('limits',
+                        pg_catalog.jsonb_build_object('nvidia.com/gpu', p_gpus::text)))
+                    ELSE '{}'::jsonb END))));
+END $$;
 
 CREATE FUNCTION mlplat._spec_digest(spec jsonb) RETURNS text
-LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, mlplat, pg_temp AS $$
+LANGUAGE sql STABLE AS $$   -- STABLE like convert_to, so it is inlined
   SELECT pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(spec::text, 'UTF8')), 'hex')
 $$;
 
 CREATE FUNCTION mlplat._find_deployment(p_project_id bigint, p_deployment text)
-RETURNS mlplat.deployments LANGUAGE plpgsql STABLE SET search_path = pg_catalog, mlplat, pg_temp AS $$
+RETURNS mlplat.deployments LANGUAGE plpgsql STABLE AS $$
 DECLARE
   d mlplat.deployments;
 BEGIN
@@ -64,7 +65,7 @@ BEGIN
 END $$;
 
 CREATE FUNCTION mlplat._no_active_rollout(d mlplat.deployments, p_action text) RETURNS void
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, mlplat, pg_temp AS $$
+LANGUAGE plpgsql STABLE AS $$
 BEGIN
   IF EXISTS (SELECT 1 FROM mlplat.rollouts ro WHERE ro.deployment_id = d.id
              AND ro.status IN ('PROGRESSING', 'HOLDING', 'AT_CEILING', 'ROLLING_BACK')) THEN
@@ -75,19 +76,26 @@ BEGIN
   END IF;
 END $$;
 
--- Lock the project for a deployment change: FOR NO KEY UPDATE when the change raises the
--- project's GPU allocation (quota checks serialize), else FOR KEY SHARE (deploys run
--- concurrently; delete_project and set_project_quota still wait for them).
+-- Project locks are transaction-scoped advisory locks (lock manager only: no tuple lock, no
+-- WAL, no MultiXact on a hot project row):
+--   mlplat._project_lock_key(1) on the project id: SHARED by every change that adds to the
+--     project (deploy, start_run, ...), EXCLUSIVE by delete_project and set_project_quota;
+--   mlplat._project_lock_key(2): EXCLUSIVE by changes that raise the GPU allocation, so quota
+--     checks serialize while ordinary redeploys run concurrently.
+-- Lock order everywhere: key 1, key 2, then the entity row.
+CREATE FUNCTION mlplat._project_lock_key(kind int) RETURNS int
+LANGUAGE sql IMMUTABLE AS $$ SELECT 1836871680 + kind $$;   -- 0x6D7C0000 + kind ("ml")
+
 CREATE FUNCTION mlplat._lock_project(p_project_id bigint, p_for_quota boolean, p_action text)
-RETURNS mlplat.projects LANGUAGE plpgsql SET search_path = pg_catalog, mlplat, pg_temp AS $$
+RETURNS mlplat.projects LANGUAGE plpgsql AS $$
 DECLARE
   p mlplat.projects;
 BEGIN
+  PERFORM pg_catalog.pg_advisory_xact_lock_shared(mlplat._project_lock_key(1), p_project_id::int);
   IF p_for_quota THEN
-    SELECT * INTO p FROM mlplat.projects x WHERE x.id = p_project_id FOR NO KEY UPDATE;
-  ELSE
-    SELECT * INTO p FROM mlplat.projects x WHERE x.id = p_project_id FOR KEY SHARE;
+    PERFORM pg_catalog.pg_advisory_xact_lock(mlplat._project_lock_key(2), p_project_id::int);
   END IF;
+  SELECT * INTO p FROM mlplat.projects x WHERE x.id = p_project_id;
   IF p.status IN ('DELETING', 'DELETED') THEN
     PERFORM mlplat._wrong_state('project', p.name, p.status, p_action, 'The project is being deleted.');
   END IF;
@@ -95,7 +103,7 @@ BEGIN
 END $$;
 
 CREATE FUNCTION mlplat._check_gpu_quota(p mlplat.projects, p_more bigint, p_except_deployment bigint) RETURNS void
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, mlplat, pg_temp AS $$
+LANGUAGE plpgsql STABLE AS $$
 DECLARE
   used bigint := mlplat._gpus_in_use(p.id, p_except_deployment);
 BEGIN
@@ -115,6 +123,7 @@ RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, mlplat, pg_temp AS $$
 DECLARE
   pid bigint := mlplat._authorize('deploy', deploy.project);
+  who text := mlplat._actor();
   r mlplat.accepted;
   tp text := mlplat._traceparent();
   v mlplat.model_versions;
@@ -130,7 +139,7 @@ DECLARE
 BEGIN
   r := mlplat._idem_claim('deploy', deploy.idempotency_key,
          pg_catalog.jsonb_build_array(deploy.project, deploy.deployment, deploy.model, deploy.version,
-           deploy.runtime_kind, deploy.gpus, deploy.min_replicas, deploy.max_replicas, deploy.env));
+           deploy.runtime_kind, deploy.gpus, deploy.min_replicas, deploy.max_replicas, deploy.env), who);
   IF r.request_id IS NOT NULL THEN RETURN r; END IF;
 
   -- validate (nothing is written before this passes)
@@ -177,9 +186,12 @@ BEGIN
   need_quota := alloc > coalesce(seen_alloc, 0);
   p := mlplat._lock_project(pid, need_quota, 'deploy');
 
-  INSERT INTO mlplat.deployments (project_id, name, traceparent) VALUES (pid, deploy.deployment, tp)
-  ON CONFLICT ON CONSTRAINT deployments_project_id_name_key DO NOTHING;
-  SELECT * INTO d FROM mlplat.deployments x WHERE x.project_id = pid AND x.name = deploy.deployment FOR UPDATE;
+  SELECT * INTO d FROM mlplat.deployments x WHERE x.project_id = pid AND x.name = deploy.deployment FOR NO KEY UPDATE;
+  IF d.id IS NULL THEN
+    INSERT INTO mlplat.deployments (project_id, name, traceparent) VALUES (pid, deploy.deployment, tp)
+    ON CONFLICT ON CONSTRAINT deployments_project_id_name_key DO NOTHING;
+    SELECT * INTO d FROM mlplat.deployments x WHERE x.project_id = pid AND x.name = deploy.deployment FOR NO KEY UPDATE;
+  END IF;
   old_alloc := CASE WHEN d.status = 'DELETED' THEN 0 ELSE d.desired_gpus END;
   IF alloc > old_alloc AND NOT need_quota THEN
     PERFORM mlplat._cas_lost('deployment', d.name);   -- its allocation dropped under us
@@ -197,8 +209,8 @@ BEGIN
          AND dr.model_version_id = v.id) THEN
     r.revision := d.desired_revision; r.status := d.status;
     PERFORM mlplat._audit('deploy', deploy.project, pid, 'deployment', d.id, r.request_id, tp,
-      pg_catalog.jsonb_build_object('revision', d.desired_revision, 'unchanged', true));
-    PERFORM mlplat._idem_store('deploy', deploy.idempotency_key, r);
+      pg_catalog.jsonb_build_object('revision', d.desired_revision, 'unchanged', true), who);
+    PERFORM mlplat._idem_store('deploy', deploy.idempotency_key, r, who);
     RETURN r;
   END IF;
   IF need_quota THEN
@@ -211,7 +223,7 @@ BEGIN
             v.artifact_sha256, deploy.gpus, deploy.min_replicas, deploy.max_replicas, deploy.env);
   INSERT INTO mlplat.deployment_revisions (deployment_id, revision, project_id, model_version_id, intent,
                                            spec, spec_digest, created_by, traceparent)
-  VALUES (d.id, rev, pid, v.id, v_intent, v_spec, mlplat._spec_digest(v_spec), mlplat._actor(), tp);
+  VALUES (d.id, rev, pid, v.id, v_intent, v_spec, mlplat._spec_digest(v_spec), who, tp);
   UPDATE mlplat.deployments x
   SET previous_revision = CASE WHEN x.status = 'DELETED' THEN NULL ELSE x.desired_revision END,
       desired_revision = rev, latest_revision = rev, desired_gpus = alloc,
@@ -223,8 +235,8 @@ BEGIN
   r.revision := rev; r.status := 'DEPLOYING';
   PERFORM mlplat._audit('deploy', deploy.project, pid, 'deployment', d.id, r.request_id, tp,
     pg_catalog.jsonb_build_object('revision', rev, 'model', deploy.model, 'version', deploy.version,
-                                  'gpus', deploy.gpus, 'max_replicas', deploy.max_replicas));
-  PERFORM mlplat._idem_store('deploy', deploy.idempotency_key, r);
+                                  'gpus', deploy.gpus, 'max_replicas', deploy.max_replicas), who);
+  PERFORM mlplat._idem_store('deploy', deploy.idempotency_key, r, who);
   PERFORM mlplat._wake_on_commit('deployments');
   RETURN r;
 END $$;
@@ -256,7 +268,7 @@ BEGIN
   WHERE dr.deployment_id = seen.id AND dr.revision = seen.previous_revision;
   alloc := (prev->>'gpus')::int * (prev->>'max_replicas')::int;
   p := mlplat._lock_project(pid, alloc > seen.desired_gpus, 'rollback_deployment');
-  SELECT * INTO d FROM mlplat.deployments x WHERE x.id = seen.id FOR UPDATE;
+  SELECT * INTO d FROM mlplat.deployments x WHERE x.id = seen.id FOR NO KEY UPDATE;
   IF d.row_version <> seen.row_version OR d.status <> seen.status THEN
     PERFORM mlplat._cas_lost('deployment', seen.name);
   END IF;

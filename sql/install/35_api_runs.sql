@@ -4,7 +4,7 @@
 -- jsonb cannot hold NaN or Infinity, and their string spellings are not numbers.
 CREATE FUNCTION mlplat._json_num(field text, val jsonb, lo numeric, hi numeric, integral boolean,
                                  lo_open boolean DEFAULT false)
-RETURNS numeric LANGUAGE plpgsql SET search_path = pg_catalog, mlplat, pg_temp AS $$
+RETURNS numeric LANGUAGE plpgsql AS $$
 DECLARE
   n numeric;
 BEGIN
@@ -24,7 +24,7 @@ BEGIN
 END $$;
 
 CREATE FUNCTION mlplat._json_strings(field text, val jsonb, max_items int) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog, mlplat, pg_temp AS $$
+LANGUAGE plpgsql AS $$
 BEGIN
   IF val IS NULL THEN RETURN; END IF;
   IF pg_catalog.jsonb_typeof(val) <> 'array' OR pg_catalog.jsonb_array_length(val) > max_items
@@ -38,7 +38,7 @@ END $$;
 -- One container spec: image, command, args, env, gpus, cpu, memory (+ extra allowed keys).
 -- Returns its GPUs.
 CREATE FUNCTION mlplat._check_container(field text, s jsonb, extra_keys text[] DEFAULT '{}') RETURNS int
-LANGUAGE plpgsql SET search_path = pg_catalog, mlplat, pg_temp AS $$
+LANGUAGE plpgsql AS $$
 DECLARE
   k text;
   g int := 0;
@@ -81,7 +81,7 @@ END $$;
 -- Validate a pipeline's steps: unique names, known dependencies, no cycle (the cycle is
 -- reported).  Returns the total GPUs of all steps (the quota reservation).
 CREATE FUNCTION mlplat._check_steps(steps jsonb) RETURNS int
-LANGUAGE plpgsql SET search_path = pg_catalog, mlplat, pg_temp AS $$
+LANGUAGE plpgsql AS $$
 DECLARE
   st jsonb;
   i int := 0;
@@ -156,7 +156,7 @@ END $$;
 
 CREATE FUNCTION mlplat._start_run(p_action text, p_project text, p_name text, p_kind text, p_spec jsonb,
                                   p_gpus int, p_steps jsonb, p_key text, p_request jsonb)
-RETURNS mlplat.accepted LANGUAGE plpgsql SET search_path = pg_catalog, mlplat, pg_temp AS $$
+RETURNS mlplat.accepted LANGUAGE plpgsql AS $$
 DECLARE
   pid bigint := mlplat._authorize(p_action, p_project);
   r mlplat.accepted;

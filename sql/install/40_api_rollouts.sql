@@ -3,7 +3,7 @@
 
 -- Validate a rollout policy and return it with defaults filled in.
 CREATE FUNCTION mlplat._check_policy(policy jsonb) RETURNS jsonb
-LANGUAGE plpgsql SET search_path = pg_catalog, mlplat, pg_temp AS $$
+LANGUAGE plpgsql AS $$
 DECLARE
   allowed text[] := ARRAY['steps', 'ceiling', 'min_samples', 'window_seconds', 'max_error_rate',
                           'max_p95_ms', 'max_error_rate_ratio', 'max_p95_ratio'];
@@ -138,7 +138,7 @@ END $$;
 
 -- promote/abort: CAS on the active rollout's status + row_version.
 CREATE FUNCTION mlplat._rollout_request(p_action text, p_project text, p_deployment text) RETURNS mlplat.accepted
-LANGUAGE plpgsql SET search_path = pg_catalog, mlplat, pg_temp AS $$
+LANGUAGE plpgsql AS $$
 DECLARE
   pid bigint := mlplat._authorize(p_action, p_project);
   r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'rollout', NULL, NULL, NULL, false)::mlplat.accepted;
