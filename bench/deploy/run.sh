@@ -40,7 +40,7 @@ make -s -C "$ROOT" SHELL=/bin/bash install DESTDIR="$W" >/dev/null
   -o "-k $W -p $PORT -c listen_addresses='' -c shared_preload_libraries=mlplat -c mlplat.database=postgres -c max_worker_processes=32 -c mlplat.workers_enabled=off -c max_connections=50" >/dev/null
 PSQL=(psql -X -q -v ON_ERROR_STOP=1 -h "$W" -p "$PORT" -U postgres -d postgres)
 
-"${PSQL[@]}" <<'SQL'
+"${PSQL[@]}" -o /dev/null <<'SQL'
 CREATE EXTENSION mlplat;
 CREATE ROLE bench_deployer LOGIN;
 SELECT mlplat.create_project('bench', 100000, NULL, NULL, NULL, 'bench_deployer');

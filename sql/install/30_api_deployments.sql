@@ -84,7 +84,7 @@ END $$;
 --     checks serialize while ordinary redeploys run concurrently.
 -- Lock order everywhere: key 1, key 2, then the entity row.
 CREATE FUNCTION mlplat._project_lock_key(kind int) RETURNS int
-LANGUAGE sql IMMUTABLE AS $$ SELECT 1836871680 + kind $$;   -- 0x6D7C0000 + kind ("ml")
+LANGUAGE sql IMMUTABLE AS $$ SELECT 1836871680 + kind $$;   -- an arbitrary constant, "mlplat"-specific
 
 CREATE FUNCTION mlplat._lock_project(p_project_id bigint, p_for_quota boolean, p_action text)
 RETURNS mlplat.projects LANGUAGE plpgsql AS $$
@@ -136,6 +136,9 @@ DECLARE
   v_intent jsonb;
   rev int;
   v_spec jsonb;
+  rollout_active boolean;
+  unchanged boolean;
+  q record;
 BEGIN
   r := mlplat._idem_claim('deploy', deploy.idempotency_key,
          pg_catalog.jsonb_build_array(deploy.project, deploy.deployment, deploy.model, deploy.version,
@@ -180,17 +183,35 @@ BEGIN
               'max_replicas', deploy.max_replicas, 'env', coalesce(deploy.env, '{}'::jsonb));
   alloc := deploy.gpus * deploy.max_replicas;
 
-  -- lock order everywhere: project, then deployment
+  -- lock order everywhere: project lock(s), then the deployment row
   SELECT CASE WHEN x.status = 'DELETED' THEN 0 ELSE x.desired_gpus END INTO seen_alloc
   FROM mlplat.deployments x WHERE x.project_id = pid AND x.name = deploy.deployment;
   need_quota := alloc > coalesce(seen_alloc, 0);
-  p := mlplat._lock_project(pid, need_quota, 'deploy');
+  PERFORM pg_catalog.pg_advisory_xact_lock_shared(1836871681, pid::int);   -- _project_lock_key(1)
+  IF need_quota THEN
+    PERFORM pg_catalog.pg_advisory_xact_lock(1836871682, pid::int);        -- _project_lock_key(2)
+  END IF;
+  SELECT * INTO p FROM mlplat.projects x WHERE x.id = pid;
+  IF p.status IN ('DELETING', 'DELETED') THEN
+    PERFORM mlplat._wrong_state('project', p.name, p.status, 'deploy', 'The project is being deleted.');
+  END IF;
 
-  SELECT * INTO d FROM mlplat.deployments x WHERE x.project_id = pid AND x.name = deploy.deployment FOR NO KEY UPDATE;
-  IF d.id IS NULL THEN
+  -- the deployment row, whether a rollout is active, and whether the desired revision is this request
+  SELECT x AS dep,
+         EXISTS (SELECT 1 FROM mlplat.rollouts ro WHERE ro.deployment_id = x.id
+                 AND ro.status IN ('PROGRESSING', 'HOLDING', 'AT_CEILING', 'ROLLING_BACK')) AS ra,
+         x.status <> 'DELETED' AND EXISTS (SELECT 1 FROM mlplat.deployment_revisions dr
+                 WHERE dr.deployment_id = x.id AND dr.revision = x.desired_revision
+                   AND dr.intent = v_intent AND dr.model_version_id = v.id) AS un
+  INTO q
+  FROM mlplat.deployments x WHERE x.project_id = pid AND x.name = deploy.deployment FOR NO KEY UPDATE OF x;
+  IF FOUND THEN
+    d := q.dep; rollout_active := q.ra; unchanged := q.un;
+  ELSE
     INSERT INTO mlplat.deployments (project_id, name, traceparent) VALUES (pid, deploy.deployment, tp)
     ON CONFLICT ON CONSTRAINT deployments_project_id_name_key DO NOTHING;
     SELECT * INTO d FROM mlplat.deployments x WHERE x.project_id = pid AND x.name = deploy.deployment FOR NO KEY UPDATE;
+    rollout_active := false; unchanged := false;
   END IF;
   old_alloc := CASE WHEN d.status = 'DELETED' THEN 0 ELSE d.desired_gpus END;
   IF alloc > old_alloc AND NOT need_quota THEN
@@ -199,14 +220,13 @@ BEGIN
   IF d.status = 'DELETING' THEN
     PERFORM mlplat._wrong_state('deployment', d.name, d.status, 'deploy', 'Wait until it is DELETED, then deploy again.');
   END IF;
-  PERFORM mlplat._no_active_rollout(d, 'deploy');
+  IF rollout_active THEN
+    PERFORM mlplat._no_active_rollout(d, 'deploy');   -- raises the error
+  END IF;
 
   r := (pg_catalog.gen_random_uuid(), 'deployment', d.id, NULL, NULL, false)::mlplat.accepted;
   -- Deploying what is already desired changes nothing: the existing revision is the answer.
-  IF d.desired_revision IS NOT NULL AND d.status <> 'DELETED' AND EXISTS (
-       SELECT 1 FROM mlplat.deployment_revisions dr
-       WHERE dr.deployment_id = d.id AND dr.revision = d.desired_revision AND dr.intent = v_intent
-         AND dr.model_version_id = v.id) THEN
+  IF unchanged THEN
     r.revision := d.desired_revision; r.status := d.status;
     PERFORM mlplat._audit('deploy', deploy.project, pid, 'deployment', d.id, r.request_id, tp,
       pg_catalog.jsonb_build_object('revision', d.desired_revision, 'unchanged', true), who);
@@ -221,21 +241,28 @@ BEGIN
   v_spec := mlplat._render_isvc(deploy.project, deploy.deployment, rev,
             (SELECT i.instance_id FROM mlplat.installation i), v.model_format, v.runtime_kind, v.artifact_uri,
             v.artifact_sha256, deploy.gpus, deploy.min_replicas, deploy.max_replicas, deploy.env);
-  INSERT INTO mlplat.deployment_revisions (deployment_id, revision, project_id, model_version_id, intent,
-                                           spec, spec_digest, created_by, traceparent)
-  VALUES (d.id, rev, pid, v.id, v_intent, v_spec, mlplat._spec_digest(v_spec), who, tp);
-  UPDATE mlplat.deployments x
-  SET previous_revision = CASE WHEN x.status = 'DELETED' THEN NULL ELSE x.desired_revision END,
-      desired_revision = rev, latest_revision = rev, desired_gpus = alloc,
-      generation = x.generation + 1, row_version = x.row_version + 1,
-      status = 'DEPLOYING', status_reason = pg_catalog.format('revision %s requested', rev),
-      attempts = 0, last_error = NULL, next_attempt_at = pg_catalog.now(), traceparent = tp,
-      updated_at = pg_catalog.now()
-  WHERE x.id = d.id;
+  -- one statement: the new revision, the deployment's desired state, the audit event
+  WITH new_rev AS (
+    INSERT INTO mlplat.deployment_revisions (deployment_id, revision, project_id, model_version_id, intent,
+                                             spec, spec_digest, created_by, traceparent)
+    VALUES (d.id, rev, pid, v.id, v_intent, v_spec, mlplat._spec_digest(v_spec), who, tp)
+  ), upd AS (
+    UPDATE mlplat.deployments x
+    SET previous_revision = CASE WHEN x.status = 'DELETED' THEN NULL ELSE x.desired_revision END,
+        desired_revision = rev, latest_revision = rev, desired_gpus = alloc,
+        generation = x.generation + 1, row_version = x.row_version + 1,
+        status = 'DEPLOYING', status_reason = pg_catalog.format('revision %s requested', rev),
+        attempts = 0, last_error = NULL, next_attempt_at = pg_catalog.now(), traceparent = tp,
+        updated_at = pg_catalog.now()
+    WHERE x.id = d.id
+  )
+  INSERT INTO mlplat.audit_events (actor, db_role, action, project, project_id, entity, entity_id,
+                                   request_id, trace_id, traceparent, detail)
+  VALUES (who, mlplat._db_role(), 'deploy', deploy.project, pid, 'deployment', d.id, r.request_id,
+          pg_catalog.split_part(tp, '-', 2), tp,
+          pg_catalog.jsonb_build_object('revision', rev, 'model', deploy.model, 'version', deploy.version,
+                                        'gpus', deploy.gpus, 'max_replicas', deploy.max_replicas));
   r.revision := rev; r.status := 'DEPLOYING';
-  PERFORM mlplat._audit('deploy', deploy.project, pid, 'deployment', d.id, r.request_id, tp,
-    pg_catalog.jsonb_build_object('revision', rev, 'model', deploy.model, 'version', deploy.version,
-                                  'gpus', deploy.gpus, 'max_replicas', deploy.max_replicas), who);
   PERFORM mlplat._idem_store('deploy', deploy.idempotency_key, r, who);
   PERFORM mlplat._wake_on_commit('deployments');
   RETURN r;
