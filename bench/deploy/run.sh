@@ -32,8 +32,8 @@ trap cleanup EXIT
 mkdir -p "$W/usr/lib/postgresql" "$W/usr/share/postgresql"
 cp -a "/usr/lib/postgresql/$PGVER" "$W/usr/lib/postgresql/"
 cp -a "/usr/share/postgresql/$PGVER" "$W/usr/share/postgresql/"
-make -s -C "$ROOT" SHELL=/bin/bash >/dev/null
-make -s -C "$ROOT" SHELL=/bin/bash install DESTDIR="$W" >/dev/null
+make -s -C "$ROOT" >/dev/null
+make -s -C "$ROOT" install DESTDIR="$W" >/dev/null
 [ "$(id -u)" = 0 ] && chown -R postgres "$W"
 "${RUNAS[@]}" "$B/initdb" -D "$W/data" -A trust -U postgres >/dev/null
 "${RUNAS[@]}" "$B/pg_ctl" -D "$W/data" -l "$W/log" -w start \

@@ -250,12 +250,14 @@ CREATE FUNCTION mlplat._authorize(p_action text, p_project text) RETURNS bigint
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
   pid bigint;
+  allowed boolean;
   who text := mlplat._actor();
 BEGIN
-  SELECT p.id INTO pid FROM mlplat.projects p WHERE p.name = p_project;
-  IF pid IS NOT NULL AND (EXISTS (
-       SELECT 1 FROM mlplat.members m JOIN mlplat.policies po ON po.role = m.role
-       WHERE m.project_id = pid AND m.principal = who AND po.action = p_action) OR mlplat._is_admin()) THEN
+  SELECT p.id, EXISTS (SELECT 1 FROM mlplat.members m JOIN mlplat.policies po ON po.role = m.role
+                        WHERE m.project_id = p.id AND m.principal = who AND po.action = p_action)
+  INTO pid, allowed
+  FROM mlplat.projects p WHERE p.name = p_project;
+  IF pid IS NOT NULL AND (allowed OR mlplat._is_admin()) THEN
     RETURN pid;
   END IF;
   IF pid IS NULL AND mlplat._is_admin() THEN
