@@ -172,17 +172,26 @@ done:
 	return bad;
 }
 
+/* compiled once per pattern (the fuzz targets call this millions of times) */
 static bool
 regex_match(const char *re, const char *s)
 {
-	regex_t		r;
-	bool		m;
+	static const char *cached_re[4];
+	static regex_t cached[4];
+	int			i;
 
-	if (regcomp(&r, re, REG_EXTENDED | REG_NOSUB) != 0)
+	for (i = 0; i < 4 && cached_re[i] != NULL; i++)
+		if (cached_re[i] == re)
+			break;
+	if (i == 4)
 		abort();
-	m = regexec(&r, s, 0, NULL, 0) == 0;
-	regfree(&r);
-	return m;
+	if (cached_re[i] == NULL)
+	{
+		if (regcomp(&cached[i], re, REG_EXTENDED | REG_NOSUB) != 0)
+			abort();
+		cached_re[i] = re;
+	}
+	return regexec(&cached[i], s, 0, NULL, 0) == 0;
 }
 
 static bool

@@ -8,7 +8,7 @@
  *   - a field absent (or null) in observed equals the value the server would
  *     default it to (a table of rules, see src/json/diff.c and docs/drift.md);
  *   - an absent list equals an empty list, an absent map an empty map;
- *   - numbers compare by exact decimal value (1 == 1.0 == 1e0);
+ *   - numbers compare by value as doubles, like the canonical form (1 == 1.0);
  *   - Kubernetes quantities compare by value ("1" == 1 == "1000m",
  *     "1Gi" == "1073741824", "500m" == 0.5);
  *   - lists Kubernetes merges by key (env and containers by name, ports by
@@ -62,7 +62,7 @@ extern char *ml_spec_diff_to_json(MlJsonArena *arena, const MlSpecDiff *diff,
  */
 extern bool ml_quantity_equal(const MlJsonValue *a, const MlJsonValue *b, bool *ok);
 
-/* Exact equality of two JSON numbers by decimal value (1 == 1.0 == 10e-1). */
+/* Equality of two JSON numbers as IEEE 754 doubles, like the canonical form (1 == 1.0 == 10e-1). */
 extern bool ml_json_number_equal(const MlJsonValue *a, const MlJsonValue *b);
 
 #endif							/* MLPLAT_SPEC_DIFF_H */

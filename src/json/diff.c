@@ -6,7 +6,7 @@
  * so adding a rule is adding a row (docs/drift.md says how and why each row
  * is there).  Generic rules that need no row: absent == null, an absent list
  * equals an empty list, an absent map equals a map whose members all equal
- * absent, numbers compare by exact decimal value.
+ * absent, numbers compare as IEEE 754 doubles (as in the canonical form).
  *
  * No PostgreSQL headers (see json.h).
  */
@@ -85,7 +85,7 @@ static const DiffRule diff_rules[] = {
 
 #define NUM_RULES (sizeof(diff_rules) / sizeof(diff_rules[0]))
 
-/* ---- exact decimals (numbers and quantities) -------------------------- */
+/* ---- exact decimals (quantities) --------------------------------------- */
 
 #define DEC_MAX_DIGITS 128
 
@@ -287,18 +287,16 @@ dec_equal(const BigDec *a, const BigDec *b)
 		memcmp(a->d, b->d, a->n) == 0;
 }
 
+/*
+ * Numbers are IEEE 754 doubles, as in the canonical form (RFC 8785 / I-JSON):
+ * two documents with the same content id never drift.  So 1 == 1.0 == 1e0,
+ * and integers beyond 2^53 that round to the same double are equal.
+ */
 bool
 ml_json_number_equal(const MlJsonValue *a, const MlJsonValue *b)
 {
-	BigDec		x,
-				y;
-
 	if (a->type != ML_JSON_NUMBER || b->type != ML_JSON_NUMBER)
 		return false;
-	if (dec_parse(a->u.number.text, a->u.number.text_len, false, &x) &&
-		dec_parse(b->u.number.text, b->u.number.text_len, false, &y))
-		return dec_equal(&x, &y);
-	/* too many digits to compare exactly: compare as doubles */
 	return a->u.number.value == b->u.number.value;
 }
 
@@ -313,6 +311,10 @@ quantity_of(const MlJsonValue *v, BigDec *x)
 	return false;
 }
 
+/*
+ * Two JSON numbers compare as numbers (doubles, see above); otherwise exact
+ * decimal values, so "1Ei" and "1152921504606846976" are equal to the unit.
+ */
 bool
 ml_quantity_equal(const MlJsonValue *a, const MlJsonValue *b, bool *ok)
 {
@@ -320,6 +322,8 @@ ml_quantity_equal(const MlJsonValue *a, const MlJsonValue *b, bool *ok)
 				y;
 
 	*ok = quantity_of(a, &x) && quantity_of(b, &y);
+	if (*ok && a->type == ML_JSON_NUMBER && b->type == ML_JSON_NUMBER)
+		return ml_json_number_equal(a, b);
 	return *ok && dec_equal(&x, &y);
 }
 

@@ -374,6 +374,7 @@ static const struct
 	{"ResourceQuota hard GPUs", "{\"spec\":{\"hard\":{\"requests.nvidia.com/gpu\":\"4\"}}}",
 	"{\"spec\":{\"hard\":{\"requests.nvidia.com/gpu\":4}}}", "[]"},
 	{"numbers equal numerically: 1 vs 1.0 vs 1e0", "{\"replicas\":1,\"x\":[1.0]}", "{\"replicas\":1.0,\"x\":[1e0]}", "[]"},
+	{"numbers are doubles, as in the canonical form", "{\"n\":9007199254740993}", "{\"n\":9007199254740992}", "[]"},
 	{"number vs string is drift", "{\"replicas\":1}", "{\"replicas\":\"1\"}",
 	"[{\"path\":\"replicas\",\"desired\":1,\"observed\":\"1\"}]"},
 	{"fields we do not own are ignored", "{\"spec\":{\"a\":1}}",
