@@ -481,6 +481,77 @@ test_names(void)
 	ok(mlfuzz_check_names((const uint8_t *) "\x3e" "abc", 4) == NULL, "%s", "names property on a sample");
 }
 
+/* ---- allocation failure ------------------------------------------------ */
+
+typedef struct FailingAlloc
+{
+	int			budget;			/* allocations left before failing */
+	int			live;			/* blocks not yet freed */
+} FailingAlloc;
+
+static void *
+failing_alloc(void *ctx, size_t size)
+{
+	FailingAlloc *f = ctx;
+
+	if (f->budget-- <= 0)
+		return NULL;
+	f->live++;
+	return malloc(size);
+}
+
+static void
+failing_free(void *ctx, void *ptr)
+{
+	FailingAlloc *f = ctx;
+
+	f->live--;
+	free(ptr);
+}
+
+static void
+test_out_of_memory(void)
+{
+	const char *doc = "{\"env\":[{\"name\":\"A\",\"value\":\"1\"}],\"r\":{\"requests\":{\"cpu\":\"1\"}},"
+		"\"big\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}";
+	int			bad = 0,
+				leaks = 0,
+				succeeded = 0;
+
+	for (int budget = 0; budget < 40; budget++)
+	{
+		FailingAlloc f = {budget, 0};
+		MlJsonArena *a = ml_json_arena_new_with(failing_alloc, failing_free, &f);
+		MlJsonError err;
+		MlJsonValue *v;
+		MlSpecDiff	d;
+		char		id[ML_CONTENT_ID_LEN + 1];
+
+		if (a == NULL)
+			continue;
+		v = ml_json_parse(a, doc, strlen(doc), NULL, &err);
+		if (v == NULL && err.code != ML_JSON_ERR_NOMEM)
+			bad++;
+		if (v != NULL)
+		{
+			bool		ok1 = ml_json_content_id(a, v, id, &err);
+
+			if (!ok1 && err.code != ML_JSON_ERR_NOMEM)
+				bad++;
+			if (!ml_spec_diff(a, v, v, &d, &err) && err.code != ML_JSON_ERR_NOMEM)
+				bad++;
+			if (ok1)
+				succeeded++;
+		}
+		ml_json_arena_free(a);
+		if (f.live != 0)
+			leaks++;
+	}
+	ok(bad == 0, "%s", "allocation failures surface as ML_JSON_ERR_NOMEM");
+	ok(leaks == 0, "%s", "the arena frees every block through the caller's free");
+	ok(succeeded > 0, "%s", "with enough memory the same calls succeed");
+}
+
 /* ---- regressions ------------------------------------------------------ */
 
 static void
@@ -537,6 +608,7 @@ main(int argc, char **argv)
 	test_spec_diff();
 	test_quantities();
 	test_names();
+	test_out_of_memory();
 	test_regressions(argc > 1 ? argv[1] : "fuzz/regressions");
 	printf("1..%d\n", tests_run);
 	return tests_failed == 0 ? 0 : 1;
