@@ -22,3 +22,38 @@ AS 'MODULE_PATHNAME', 'mlplat_backoff_delay_sql';
 COMMENT ON FUNCTION mlplat._backoff_delay_ms(int, int, int, int, int) IS
   'Test hook: the retry delay after attempts failures (exponential, full jitter, Retry-After honoured).';
 REVOKE EXECUTE ON FUNCTION mlplat._backoff_delay_ms(int, int, int, int, int) FROM PUBLIC;
+
+-- Kubernetes client hooks.  _kube_configure points only the calling backend at
+-- a server (NULL url: back to the mlplat.kube_* settings), so tests never
+-- change what the workers use.
+CREATE FUNCTION mlplat._kube_configure(url text, token_file text DEFAULT NULL,
+                                       ca_file text DEFAULT NULL)
+RETURNS text
+LANGUAGE C VOLATILE
+AS 'MODULE_PATHNAME', 'mlplat_kube_configure_sql';
+COMMENT ON FUNCTION mlplat._kube_configure(text, text, text) IS
+  'Test hook: use this Kubernetes API URL, token file and CA file in this backend only.';
+REVOKE EXECUTE ON FUNCTION mlplat._kube_configure(text, text, text) FROM PUBLIC;
+
+CREATE FUNCTION mlplat._kube_call(op text, api_group text, api_version text, plural text,
+                                  namespace text DEFAULT NULL, name text DEFAULT NULL,
+                                  body jsonb DEFAULT NULL, label_selector text DEFAULT NULL,
+                                  lim int DEFAULT 0, continue_token text DEFAULT NULL,
+                                  OUT url text, OUT outcome text, OUT status int,
+                                  OUT reason text, OUT message text, OUT resp_body jsonb,
+                                  OUT next_continue text)
+RETURNS record
+LANGUAGE C VOLATILE
+AS 'MODULE_PATHNAME', 'mlplat_kube_call_sql';
+COMMENT ON FUNCTION mlplat._kube_call(text, text, text, text, text, text, jsonb, text, int, text) IS
+  'Test hook: one Kubernetes request (get, list, apply, create, replace, merge_patch, delete) and its classified result.';
+REVOKE EXECUTE ON FUNCTION mlplat._kube_call(text, text, text, text, text, text, jsonb, text, int, text) FROM PUBLIC;
+
+CREATE FUNCTION mlplat._kube_lease(namespace text, name text, identity text, duration_s int,
+                                   OUT result text, OUT detail text)
+RETURNS record
+LANGUAGE C VOLATILE STRICT
+AS 'MODULE_PATHNAME', 'mlplat_kube_lease_sql';
+COMMENT ON FUNCTION mlplat._kube_lease(text, text, text, int) IS
+  'Test hook: one round of the Lease fence (GET, create if missing, PUT with resourceVersion).';
+REVOKE EXECUTE ON FUNCTION mlplat._kube_lease(text, text, text, int) FROM PUBLIC;

@@ -276,6 +276,9 @@ batch_release(MlplatHttpBatch *b)
 			curl_multi_remove_handle(http_multi, priv->easy);
 			easy_put(priv->easy);
 			priv->easy = NULL;
+			b->reqs[i]->done = true;
+			b->reqs[i]->failed = true;
+			strlcpy(b->reqs[i]->error, "interrupted before completion", MLPLAT_HTTP_ERROR_LEN);
 		}
 		if (priv->slist)
 		{

@@ -27,6 +27,7 @@ N=0
 FAILED=0
 ok() {	# ok COND DESCRIPTION [DIAG]
 	N=$((N + 1))
+	[ -n "${MLPLAT_HTTP_TIMING:-}" ] && echo "# $(date +%T.%N | cut -c1-12)" >&2
 	if [ "$1" = 1 ]; then
 		echo "ok $N - $2"
 	else
@@ -165,11 +166,90 @@ if [ "${MLPLAT_TEST_CLUSTER:-}" != 1 ] || [ -z "${PGHOST:-}" ] || [ "${PGHOST#/}
 	fi
 fi
 
+# ---- Kubernetes client against the in-memory API of server.py
+TOK=$W/token
+printf 'tok-A-0123456789\n' > "$TOK"; chmod 644 "$TOK"
+kq() { printf '%s\n' "select mlplat._kube_configure('$U', '$TOK') as cfg \\gset" "$1" | q; }
+kcall() { kq "select outcome, status, coalesce(reason,'-'), coalesce(message,'-') from mlplat._kube_call($1)"; }
+last() { q -c "select body from mlplat._http_probe(array['$U/_debug/last'])"; }
+
+r=$(q -c "select mlplat._kube_configure(null), current_setting('mlplat.kube_url')")
+ok "$(echo "$r" | grep -qE '^(not_configured: no Kubernetes cluster configured.*\||ready\|.+)$' && echo 1)" "no cluster configured is a distinct state" "$r"
+r=$(q -c "select mlplat._kube_configure('ftp://x/')")
+ok "$([ "$r" = "error: mlplat.kube_url must be an http:// or https:// URL" ] && echo 1)" "a non-http kube URL is a configuration error" "$r"
+r=$(q -c "select mlplat._kube_configure('$U', '$W/missing')")
+ok "$(echo "$r" | grep -q '^error: cannot read Kubernetes token file .*No such file' && echo 1)" "an unreadable token file is a configuration error" "$r"
+r=$(q -c "select mlplat._kube_configure('$U', '$TOK')")
+ok "$([ "$r" = ready ] && echo 1)" "URL + token file configuration is ready" "$r"
+
+CM='{"metadata":{"name":"cm1","labels":{"app.kubernetes.io/managed-by":"mlplat"}},"data":{"a":"1"}}'
+r=$(kq "select outcome, status, url from mlplat._kube_call('create', '', 'v1', 'configmaps', 'team-a', body => '$CM')")
+ok "$([ "$r" = "ok|201|$U/api/v1/namespaces/team-a/configmaps?fieldManager=mlplat" ] && echo 1)" "create (POST) a core object" "$r"
+r=$(kcall "'create', '', 'v1', 'configmaps', 'team-a', body => '$CM'")
+ok "$([ "$r" = 'exists|409|AlreadyExists|Kubernetes API 409 AlreadyExists: configmaps "cm1" already exists' ] && echo 1)" "409 AlreadyExists on create is the 'exists' outcome with a clear message" "$r"
+r=$(kq "select outcome, resp_body->'data'->>'a', url from mlplat._kube_call('get', '', 'v1', 'configmaps', 'team-a', 'cm1')")
+ok "$([ "$r" = "ok|1|$U/api/v1/namespaces/team-a/configmaps/cm1" ] && echo 1)" "get returns the object as jsonb" "$r"
+r=$(kcall "'get', '', 'v1', 'configmaps', 'team-a', 'nope'")
+ok "$([ "$r" = 'not_found|404|NotFound|Kubernetes API 404 NotFound: configmaps "nope" not found' ] && echo 1)" "404 Status body becomes not_found with reason and message" "$r"
+r=$(last)
+ok "$(echo "$r" | grep -q '"authorization": "Bearer tok-A-0123456789"' && echo 1)" "the bearer token is sent" "$r"
+
+r=$(kq "select outcome, status, url from mlplat._kube_call('apply', 'serving.kserve.io', 'v1beta1', 'inferenceservices', 'team-a', 'a b/c', '{\"apiVersion\":\"serving.kserve.io/v1beta1\",\"kind\":\"InferenceService\",\"metadata\":{\"name\":\"m1\"}}')")
+ok "$([ "$r" = "ok|201|$U/apis/serving.kserve.io/v1beta1/namespaces/team-a/inferenceservices/a%20b%2Fc?fieldManager=mlplat&force=true" ] && echo 1)" "server-side apply on a group resource, name URL-encoded" "$r"
+r=$(last)
+ok "$(echo "$r" | grep -q '"method": "PATCH".*"content_type": "application/apply-patch+yaml"' && echo 1)" "apply is a PATCH with application/apply-patch+yaml" "$r"
+
+# token rotation: same size, new content and mtime
+sleep 0.05; printf 'tok-B-0123456789\n' > "$TOK"; touch -d '+1 sec' "$TOK"
+r=$(kq "select outcome from mlplat._kube_call('get', '', 'v1', 'configmaps', 'team-a', 'cm1')"; last)
+ok "$(echo "$r" | grep -q '"authorization": "Bearer tok-B-0123456789"' && echo 1)" "a rotated token file is re-read" "$r"
+
+for i in 2 3 4 5; do
+	kq "select outcome from mlplat._kube_call('create', '', 'v1', 'configmaps', 'team-b', body => '{\"metadata\":{\"name\":\"cm$i\",\"labels\":{\"app.kubernetes.io/managed-by\":\"mlplat\"}}}')" >/dev/null
+done
+kq "select outcome from mlplat._kube_call('create', '', 'v1', 'configmaps', 'team-b', body => '{\"metadata\":{\"name\":\"other\",\"labels\":{\"app.kubernetes.io/managed-by\":\"helm\"}}}')" >/dev/null
+r=$(kq "select url, jsonb_array_length(resp_body->'items'), next_continue from mlplat._kube_call('list', '', 'v1', 'configmaps', null, label_selector => 'app.kubernetes.io/managed-by=mlplat', lim => 2)")
+ok "$([ "$r" = "$U/api/v1/configmaps?labelSelector=app.kubernetes.io%2Fmanaged-by%3Dmlplat&limit=2|2|c-2" ] && echo 1)" "all-namespaces LIST with an encoded label selector and limit" "$r"
+r=$(kq "select string_agg(coalesce(next_continue, 'end') || ':' || jsonb_array_length(resp_body->'items'), ' ') from (select * from mlplat._kube_call('list', '', 'v1', 'configmaps', null, label_selector => 'app.kubernetes.io/managed-by=mlplat', lim => 2, continue_token => 'c-2') union all select * from mlplat._kube_call('list', '', 'v1', 'configmaps', null, label_selector => 'app.kubernetes.io/managed-by=mlplat', lim => 2, continue_token => 'c-4')) p")
+ok "$([ "$r" = "c-4:2 end:1" ] && echo 1)" "pagination follows continue tokens to the last page (5 of 6 match)" "$r"
+r=$(kcall "'list', '', 'v1', 'configmaps', 'team-b', lim => 2, continue_token => 'expired'")
+ok "$(echo "$r" | grep -q '^expired|410|Expired|' && echo 1)" "410 on an expired continue token is the 'expired' outcome" "$r"
+
+r=$(kcall "'replace', '', 'v1', 'configmaps', 'team-a', 'cm1', '{\"metadata\":{\"name\":\"cm1\",\"resourceVersion\":\"1\"}}'")
+ok "$(echo "$r" | grep -q '^conflict|409|Conflict|Kubernetes API 409 Conflict: Operation cannot be fulfilled' && echo 1)" "PUT with a stale resourceVersion is a conflict" "$r"
+r=$(kq "select outcome, resp_body->'data'->>'a', resp_body->'data'->>'b' from mlplat._kube_call('merge_patch', '', 'v1', 'configmaps', 'team-a', 'cm1', '{\"data\":{\"b\":\"2\"}}')"; last)
+ok "$(echo "$r" | head -1 | grep -qx 'ok|1|2' && echo "$r" | grep -q 'merge-patch+json' && echo 1)" "merge patch" "$r"
+r=$(kq "select outcome, url from mlplat._kube_call('delete', '', 'v1', 'configmaps', 'team-a', 'cm1')"; kcall "'delete', '', 'v1', 'configmaps', 'team-a', 'cm1'")
+ok "$([ "$(echo "$r" | head -1)" = "ok|$U/api/v1/namespaces/team-a/configmaps/cm1?propagationPolicy=Background" ] && echo "$r" | tail -1 | grep -q '^not_found|404' && echo 1)" "delete with propagationPolicy=Background; again is not_found" "$r"
+r=$(kq "select outcome, url from mlplat._kube_call('get', '', 'v1', 'namespaces', null, 'team-a')")
+ok "$([ "$r" = "not_found|$U/api/v1/namespaces/team-a" ] && echo 1)" "cluster-scoped path" "$r"
+
+r=$(kcall "'get', '', 'v1', 'echoauth', 'team-a', 'x'")
+ok "$(echo "$r" | grep -q '^retry|500|-|Kubernetes API returned HTTP 500: backend error; auth was: Bearer \*\{16\}$' && echo 1)" "non-JSON error body: status + excerpt, token masked, 5xx is retry" "$r"
+r=$(printf '%s\n' "select mlplat._kube_configure('http://127.0.0.1:$CLOSED', '$TOK') as cfg \\gset" "select outcome, status, message from mlplat._kube_call('get', '', 'v1', 'configmaps', 'a', 'b')" | q)
+ok "$(echo "$r" | grep -q '^retry|0|Kubernetes API GET request failed: .*onnect' && echo 1)" "transport failure is retry with status 0" "$r"
+
+# Lease fence: create, renew, another holder waits for expiry on our clock, then takes it
+r=$(kq "select result || ':' || coalesce(detail, '') from mlplat._kube_lease('mlplat-system', 'deployments', 'replica-a', 1)
+union all select result || ':' || coalesce(detail, '') from mlplat._kube_lease('mlplat-system', 'deployments', 'replica-a', 1)
+union all select result || ':' || coalesce(detail, '') from mlplat._kube_lease('mlplat-system', 'deployments', 'replica-b', 1)")
+ok "$(echo "$r" | tr '\n' ' ' | grep -q '^held: held: other:lease mlplat-system/deployments is held by "replica-a"' && echo 1)" "lease: created, renewed, refused to another holder while fresh" "$r"
+r=$(printf '%s\n' "select mlplat._kube_configure('$U', '$TOK') as cfg \\gset" \
+	"select result from mlplat._kube_lease('mlplat-system', 'deployments', 'replica-b', 1);" \
+	"select pg_sleep(1.3);" \
+	"select result from mlplat._kube_lease('mlplat-system', 'deployments', 'replica-b', 1);" \
+	"select result from mlplat._kube_lease('mlplat-system', 'deployments', 'replica-a', 1);" | q | grep -v '^$')
+ok "$(echo "$r" | tr '\n' ' ' | grep -q '^other held other $' && echo 1)" "lease: taken over only after leaseDurationSeconds on our clock" "$r"
+r=$(kq "select resp_body->'spec'->>'holderIdentity', resp_body->'spec'->>'leaseTransitions', resp_body->'spec'->>'leaseDurationSeconds', resp_body->'spec'->>'renewTime' ~ '^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$' from mlplat._kube_call('get', 'coordination.k8s.io', 'v1', 'leases', 'mlplat-system', 'deployments')")
+ok "$([ "$r" = "replica-b|1|1|t" ] && echo 1)" "lease spec: holder, transitions + 1, duration, RFC 3339 micro renewTime" "$r"
+r=$(printf '%s\n' "select mlplat._kube_configure('http://127.0.0.1:$CLOSED', '$TOK') as cfg \\gset" "select result from mlplat._kube_lease('mlplat-system', 'x', 'replica-a', 1)" | q)
+ok "$([ "$r" = error ] && echo 1)" "lease: an unreachable API is an error, not a takeover" "$r"
+
 # ---- backoff through SQL, and the hooks are superuser-only
 r=$(q -c "select mlplat._backoff_delay_ms(0,100,10000,0,1), mlplat._backoff_delay_ms(1,100,10000,0,1), mlplat._backoff_delay_ms(3,100,10000,0,1) between 100 and 400, mlplat._backoff_delay_ms(30,100,10000,0,1) <= 10000, mlplat._backoff_delay_ms(1,100,10000,30,1)")
 ok "$([ "$r" = "0|100|t|t|30000" ] && echo 1)" "_backoff_delay_ms via SQL" "$r"
-r=$(q -c "select has_function_privilege('public', 'mlplat._http_probe(text[],text,int,int,int)', 'execute'), has_function_privilege('public', 'mlplat._backoff_delay_ms(int,int,int,int,int)', 'execute')")
-ok "$([ "$r" = "f|f" ] && echo 1)" "test hooks are not executable by PUBLIC" "$r"
+r=$(q -c "select count(*) filter (where has_function_privilege('public', p.oid, 'execute')), count(*) from pg_proc p where pronamespace = 'mlplat'::regnamespace and proname in ('_http_probe', '_backoff_delay_ms', '_kube_configure', '_kube_call', '_kube_lease')")
+ok "$([ "$r" = "0|5" ] && echo 1)" "the five test hooks are not executable by PUBLIC" "$r"
 
 echo "1..$N"
 [ "$FAILED" = 0 ]
