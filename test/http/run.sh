@@ -145,6 +145,19 @@ r=$(psql -XAtq -c "set statement_timeout = 300" -c "select 1 from mlplat._http_p
 	-c "reset statement_timeout" -c "select status || ':' || body from mlplat._http_probe(array['$U/ok', '$U/slow?ms=50'])" 2>&1)
 ok "$(echo "$r" | tail -2 | tr '\n' ' ' | grep -q '^200:ok 200:slow $' && echo 1)" "same session: the client recovers after a cancel" "$r"
 
+# ---- pg_terminate_backend ends a backend that waits on a batch (SIGTERM -> die)
+psql -XAtq -c "select count(*) from mlplat._http_probe(array['$U/slow?ms=8000', '$U/slow?ms=8000'])" >"$W/term.out" 2>&1 &
+TP=$!
+for _ in $(seq 50); do
+	n=$(q -c "select count(*) from pg_stat_activity where query like '%slow?ms=8000%' and pid <> pg_backend_pid()")
+	[ "$n" = 1 ] && break; sleep 0.1
+done
+t0=$(now_ms)
+q -c "select pg_terminate_backend(pid) from pg_stat_activity where query like '%slow?ms=8000%' and pid <> pg_backend_pid()" >/dev/null
+wait $TP
+t=$(( $(now_ms) - t0 ))
+ok "$([ "$t" -lt 2000 ] && grep -q 'terminating connection' "$W/term.out" && echo 1)" "pg_terminate_backend ends a backend in a batch promptly ($t ms)" "$(cat "$W/term.out")"
+
 # ---- no leaks: memory and file descriptors stay flat over many passes
 cat > "$W/leak.sql" <<SQL
 select pg_backend_pid() as pid \gset
@@ -246,6 +259,8 @@ r=$(printf '%s\n' "select mlplat._kube_configure('$U', '$TOK') as cfg \\gset" \
 ok "$(echo "$r" | tr '\n' ' ' | grep -q '^other held other $' && echo 1)" "lease: taken over only after leaseDurationSeconds on our clock" "$r"
 r=$(kq "select resp_body->'spec'->>'holderIdentity', resp_body->'spec'->>'leaseTransitions', resp_body->'spec'->>'leaseDurationSeconds', resp_body->'spec'->>'renewTime' ~ '^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$' from mlplat._kube_call('get', 'coordination.k8s.io', 'v1', 'leases', 'mlplat-system', 'deployments')")
 ok "$([ "$r" = "replica-b|1|1|t" ] && echo 1)" "lease spec: holder, transitions + 1, duration, RFC 3339 micro renewTime" "$r"
+r=$(q -c "select body from mlplat._http_probe(array['$U/_debug/conflict_next_put'])"; kq "select result, detail from mlplat._kube_lease('mlplat-system', 'deployments', 'replica-b', 1)")
+ok "$(echo "$r" | tail -1 | grep -q '^lost|Kubernetes API 409 Conflict' && echo 1)" "lease: a 409 on the PUT means the lease was lost" "$r"
 r=$(printf '%s\n' "select mlplat._kube_configure('http://127.0.0.1:$CLOSED', '$TOK') as cfg \\gset" "select result from mlplat._kube_lease('mlplat-system', 'x', 'replica-a', 1)" | q)
 ok "$([ "$r" = error ] && echo 1)" "lease: an unreachable API is an error, not a takeover" "$r"
 

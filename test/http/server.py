@@ -10,6 +10,7 @@ Routes:
   /redirect                   302 to /ok
   /echo                       200 with "METHOD len=<body length>"
   /api/..., /apis/...          a tiny in-memory Kubernetes API (see Kube below)
+  /_debug/conflict_next_put   the next Kubernetes PUT answers 409 Conflict
   /_debug/last                JSON of the last Kubernetes request (method, path,
                               query, content type, authorization)
 Also opens a "blackhole" port: a listening socket whose backlog is full and is
@@ -39,6 +40,7 @@ class Kube:
         self.objs = {}
         self.rv = 100
         self.last = {}
+        self.conflict_next_put = False
 
     @staticmethod
     def status(code, reason, message):
@@ -110,6 +112,9 @@ class Kube:
                 body.setdefault("metadata", {})["resourceVersion"] = str(self.rv)
                 self.objs[key] = body
                 return 201, body
+            if method == "PUT" and self.conflict_next_put:
+                self.conflict_next_put = False  # as if another writer got in first
+                return self.status(409, "Conflict", "Operation cannot be fulfilled on %s: the object has been modified" % what)
             if method == "PUT":
                 if key not in self.objs:
                     return self.status(404, "NotFound", what + " not found")
@@ -186,6 +191,9 @@ class Handler(BaseHTTPRequestHandler):
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
+        elif u.path == "/_debug/conflict_next_put":
+            KUBE.conflict_next_put = True
+            self.reply(200, b"armed")
         elif u.path == "/_debug/last":
             data = json.dumps(KUBE.last).encode()
             self.reply(200, data)
