@@ -70,11 +70,7 @@ if [ "${MLPLAT_TEST_CLUSTER:-}" != 1 ]; then
 	mkdir -p "$W/usr/lib/postgresql" "$W/usr/share/postgresql"
 	cp -a /usr/lib/postgresql/15 "$W/usr/lib/postgresql/"
 	cp -a /usr/share/postgresql/15 "$W/usr/share/postgresql/"
-	# SHELL=/bin/bash: dash's echo once mangled the generated script's "\echo" line;
-	# drop a script generated that way so it is rebuilt.
-	for f in "$ROOT"/mlplat--*.sql; do grep -q $'\033' "$f" 2>/dev/null && rm -f "$f"; done
-	(cd "$ROOT" && make -s SHELL=/bin/bash >/dev/null && make -s SHELL=/bin/bash install DESTDIR="$W" >/dev/null) ||
-		bail "build failed"
+	(cd "$ROOT" && make -s >/dev/null && make -s install DESTDIR="$W" >/dev/null) || bail "build failed"
 	chown -R postgres "$W"
 	B=$W/usr/lib/postgresql/15/bin
 	runuser -u postgres -- "$B/initdb" -D "$W/data" -A trust -U postgres >/dev/null || bail "initdb failed"
