@@ -1,0 +1,116 @@
+#!/bin/bash
+# bench/deploy/run.sh — throughput and p99 latency of mlplat.deploy() against a baseline that
+# writes the same rows (new revision, deployment update, audit event, idempotency record)
+# with plain INSERT/UPDATE and no checks, in the same run on the same throwaway cluster.
+#
+#   bench/deploy/run.sh [--duration S] [--reps N] [--clients "1 4 8"] [--port P]
+#
+# Builds and stages the extension (make install DESTDIR=...), starts a private cluster as the
+# postgres user (PostgreSQL refuses root), runs pgbench for each client count and mode
+# (fixed duration, median of N repetitions), prints a table, and stops the cluster.
+set -euo pipefail
+DURATION=10 REPS=3 CLIENTS="1 4 8" PORT=55470
+while [ $# -gt 0 ]; do
+  case $1 in
+    --duration) DURATION=$2; shift 2 ;;
+    --reps) REPS=$2; shift 2 ;;
+    --clients) CLIENTS=$2; shift 2 ;;
+    --port) PORT=$2; shift 2 ;;
+    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    *) echo "unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+PGBIN=$(pg_config --bindir)
+PGVER=$(basename "$(dirname "$PGBIN")")
+W=$(mktemp -d /tmp/mlplat-bench-deploy.XXXXXX)
+B=$W/usr/lib/postgresql/$PGVER/bin
+RUNAS=(); [ "$(id -u)" = 0 ] && RUNAS=(runuser -u postgres --)
+cleanup() { "${RUNAS[@]}" "$B/pg_ctl" -D "$W/data" -w stop -m fast >/dev/null 2>&1 || true; rm -rf "$W"; }
+trap cleanup EXIT
+
+mkdir -p "$W/usr/lib/postgresql" "$W/usr/share/postgresql"
+cp -a "/usr/lib/postgresql/$PGVER" "$W/usr/lib/postgresql/"
+cp -a "/usr/share/postgresql/$PGVER" "$W/usr/share/postgresql/"
+make -s -C "$ROOT" >/dev/null
+make -s -C "$ROOT" install DESTDIR="$W" >/dev/null
+[ "$(id -u)" = 0 ] && chown -R postgres "$W"
+"${RUNAS[@]}" "$B/initdb" -D "$W/data" -A trust -U postgres >/dev/null
+"${RUNAS[@]}" "$B/pg_ctl" -D "$W/data" -l "$W/log" -w start \
+  -o "-k $W -p $PORT -c listen_addresses='' -c shared_preload_libraries=mlplat -c mlplat.database=postgres -c max_worker_processes=32 -c mlplat.workers_enabled=off -c max_connections=50" >/dev/null
+PSQL=(psql -X -q -v ON_ERROR_STOP=1 -h "$W" -p "$PORT" -U postgres -d postgres)
+
+"${PSQL[@]}" -o /dev/null <<'SQL'
+CREATE EXTENSION mlplat;
+CREATE ROLE bench_deployer LOGIN;
+SELECT mlplat.create_project('bench', 100000, NULL, NULL, NULL, 'bench_deployer');
+SELECT mlplat.register_model_version('bench', 'm', '1', 's3://bench/m1', repeat('a', 64), 'kserve-sklearnserver', 'sklearn');
+SELECT mlplat.set_model_stage('bench', 'm', '1', 'CHAMPION');
+SET ROLE bench_deployer;
+SELECT mlplat.deploy('bench', 'd' || i, 'm', '1', 'kserve-sklearnserver', 1, 1, 1, jsonb_build_object('N', '0'))
+FROM generate_series(1, 64) i;
+RESET ROLE;
+-- the baseline's own deployments (same tables, same indexes) and a spec of the same size
+SELECT mlplat.deploy('bench', 'b' || i, 'm', '1', 'kserve-sklearnserver', 1, 1, 1, jsonb_build_object('N', '0'))
+FROM generate_series(1, 64) i;
+CREATE TABLE public.bench_tpl AS
+SELECT r.spec, r.intent, r.model_version_id, r.project_id FROM mlplat.deployment_revisions r LIMIT 1;
+SQL
+
+cat > "$W/deploy.sql" <<'SQL'
+\set d random(1, 64)
+\set n random(1, 1000000000)
+SELECT revision FROM mlplat.deploy('bench', 'd' || :d, 'm', '1', 'kserve-sklearnserver', 1, 1, 1, jsonb_build_object('N', :n::text), gen_random_uuid()::text);
+SQL
+cat > "$W/baseline.sql" <<'SQL'
+\set d random(1, 64)
+\set n random(1, 1000000000)
+WITH t AS (SELECT * FROM public.bench_tpl),
+d AS (UPDATE mlplat.deployments x
+      SET previous_revision = x.desired_revision, desired_revision = x.latest_revision + 1,
+          latest_revision = x.latest_revision + 1, generation = x.generation + 1, row_version = x.row_version + 1,
+          status = 'DEPLOYING', updated_at = now(), traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'
+      WHERE x.project_id = (SELECT project_id FROM t) AND x.name = 'b' || :d
+      RETURNING x.id, x.latest_revision, x.project_id),
+r AS (INSERT INTO mlplat.deployment_revisions (deployment_id, revision, project_id, model_version_id, intent, spec,
+                                               spec_digest, created_by, traceparent)
+      SELECT d.id, d.latest_revision, d.project_id, t.model_version_id, t.intent || jsonb_build_object('N', :n::text),
+             t.spec, 'digest', 'bench', '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01' FROM d, t
+      RETURNING deployment_id),
+a AS (INSERT INTO mlplat.audit_events (actor, db_role, action, project, project_id, entity, entity_id, request_id,
+                                       trace_id, traceparent, detail)
+      SELECT 'bench', 'bench', 'deploy', 'bench', d.project_id, 'deployment', d.id, gen_random_uuid(),
+             '4bf92f3577b34da6a3ce929d0e0e4736', '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01', '{}' FROM d)
+INSERT INTO mlplat.idempotency_keys (principal, action, key, request_hash) VALUES ('bench', 'deploy', gen_random_uuid()::text, 'h');
+SQL
+[ "$(id -u)" = 0 ] && chown -R postgres "$W"
+
+# one point: prints "tps p99_ms"
+run_point() {  # mode clients
+  local mode=$1 c=$2 user=postgres logdir
+  [ "$mode" = deploy ] && user=bench_deployer
+  logdir=$(mktemp -d "$W/log.XXXX"); [ "$(id -u)" = 0 ] && chown postgres "$logdir"
+  local out
+  out=$(cd "$logdir" && "${RUNAS[@]}" pgbench -n -h "$W" -p "$PORT" -U "$user" -c "$c" -j "$c" -T "$DURATION" \
+          -f "$W/$mode.sql" -l --log-prefix="$logdir/tx" postgres 2>&1) || { echo "$out" >&2; exit 1; }
+  local tps p99
+  tps=$(echo "$out" | sed -n 's/^tps = \([0-9.]*\) .*/\1/p' | head -1)
+  p99=$(cat "$logdir"/tx.* | awk '{print $3}' | sort -n | awk '{a[NR]=$1} END {i=int(NR*0.99); if (i<1) i=1; printf "%.2f", a[i]/1000}')
+  echo "$tps $p99"
+}
+median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+
+printf '%-8s %-9s %10s %10s %12s %12s %8s\n' clients mode_a "tps" "p99_ms" "baseline_tps" "base_p99_ms" ratio
+for c in $CLIENTS; do
+  dt=(); dp=(); bt=(); bp=()
+  for i in $(seq "$REPS"); do
+    read -r t p < <(run_point baseline "$c"); bt+=("$t"); bp+=("$p")
+    read -r t p < <(run_point deploy "$c"); dt+=("$t"); dp+=("$p")
+  done
+  DT=$(printf '%s\n' "${dt[@]}" | median); DP=$(printf '%s\n' "${dp[@]}" | median)
+  BT=$(printf '%s\n' "${bt[@]}" | median); BP=$(printf '%s\n' "${bp[@]}" | median)
+  printf '%-8s %-9s %10.1f %10s %12.1f %12s %8.2f\n' "$c" deploy "$DT" "$DP" "$BT" "$BP" "$(echo "$DT / $BT" | bc -l)"
+done
+echo "(median of $REPS runs of ${DURATION}s each; ratio = deploy tps / baseline tps; target >= 0.70 at 8 clients)"
+# sanity: every deploy made a revision, every revision is distinct
+"${PSQL[@]}" -At -c "SELECT 'revisions=' || count(*) || ' audit=' || (SELECT count(*) FROM mlplat.audit_events) FROM mlplat.deployment_revisions"

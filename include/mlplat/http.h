@@ -1,0 +1,104 @@
+/*
+ * http.h — the concurrent HTTP client (libcurl multi) used by the reconcilers.
+ *
+ * A pass builds a batch of requests, runs it (all requests concurrently, at
+ * most mlplat.http_max_concurrency at a time), and reads the results.  Nothing
+ * is retried here: reconcilers persist per-entity backoff (see backoff.h).
+ *
+ *     MlplatHttpBatch *b = mlplat_http_batch_create(pass_cxt);
+ *     MlplatHttpRequest *r = mlplat_http_batch_add(b, "GET", url);
+ *     mlplat_http_request_add_header(r, "Accept", "application/json");
+ *     mlplat_http_batch_run(b);        -- no transaction may be open
+ *     if (r->failed) ... r->error ... else ... r->status, r->body ...
+ *     mlplat_http_batch_free(b);       -- or just reset pass_cxt
+ *
+ * Waiting is done on curl's sockets, curl's timer, the process latch and
+ * postmaster death together (one WaitEventSet), with CHECK_FOR_INTERRUPTS() in
+ * the loop: SIGTERM, query cancel and statement_timeout interrupt a batch
+ * promptly; an ERROR thrown from inside the run detaches every transfer.
+ *
+ * Per process there is one long-lived curl multi handle (connection cache,
+ * keep-alive, DNS cache) and a pool of easy handles; none of it ever lives in
+ * shared memory.  Only http and https URLs are accepted, redirects are never
+ * followed, TLS peers and host names are verified, response bodies are bounded.
+ * Header values (Authorization!) and bodies are never logged or copied into
+ * error texts.
+ */
+#ifndef MLPLAT_HTTP_H
+#define MLPLAT_HTTP_H
+
+#include "postgres.h"
+
+#include "utils/memutils.h"
+
+#define MLPLAT_HTTP_ERROR_LEN 256
+/* default bound on response bodies */
+#define MLPLAT_HTTP_DEFAULT_MAX_BODY (32 * 1024 * 1024)
+
+typedef struct MlplatHttpBatch MlplatHttpBatch;
+
+typedef struct MlplatHttpRequest
+{
+	/* ---- input (set by mlplat_http_batch_add and the setters; may be edited before run) */
+	char	   *method;			/* "GET", "POST", "PUT", "PATCH", "DELETE", "HEAD" */
+	char	   *url;			/* http:// or https:// only */
+	char	   *body;			/* request body or NULL */
+	size_t		body_len;
+	char	   *ca_file;		/* CA bundle for TLS (NULL: system default) */
+	int			connect_timeout_ms; /* default mlplat.http_connect_timeout */
+	int			timeout_ms;		/* whole transfer; default mlplat.http_timeout */
+	size_t		max_body;		/* response bound; default MLPLAT_HTTP_DEFAULT_MAX_BODY */
+	void	   *user;			/* opaque, for the caller */
+
+	/* ---- output (valid after mlplat_http_batch_run) */
+	bool		done;			/* the request ran (false: never started) */
+	bool		failed;			/* no usable response: see error */
+	int			status;			/* HTTP status received, 0 if none */
+	char		error[MLPLAT_HTTP_ERROR_LEN];	/* "" unless failed */
+	int			retry_after_s;	/* parsed Retry-After (seconds or HTTP date), 0 if absent */
+	char	   *content_type;	/* response Content-Type or NULL */
+	char	   *resp_body;		/* NUL-terminated (the NUL is not counted) */
+	size_t		resp_len;
+	double		elapsed_ms;
+
+	/* ---- private to http.c */
+	struct MlplatHttpPriv *priv;
+} MlplatHttpRequest;
+
+/* Per-process counters; the worker runtime copies them into shared memory. */
+typedef struct MlplatHttpStats
+{
+	int64		requests;		/* completed requests */
+	int64		errors;			/* transport failures + HTTP 5xx */
+	double		latency_ms_total;	/* sum of elapsed_ms */
+} MlplatHttpStats;
+
+/* All request/response memory is allocated in cxt (reset it per pass, or free the batch). */
+extern MlplatHttpBatch *mlplat_http_batch_create(MemoryContext cxt);
+extern MlplatHttpRequest *mlplat_http_batch_add(MlplatHttpBatch *batch,
+												const char *method, const char *url);
+/* "Name", "value"; the value is never logged. */
+extern void mlplat_http_request_add_header(MlplatHttpRequest *req,
+										   const char *name, const char *value);
+extern void mlplat_http_request_set_body(MlplatHttpRequest *req, const char *content_type,
+										 const char *body, size_t len);
+extern int	mlplat_http_batch_count(const MlplatHttpBatch *batch);
+extern MlplatHttpRequest *mlplat_http_batch_get(const MlplatHttpBatch *batch, int i);
+
+/*
+ * Run every request not yet done; return when all are complete.  Asserts that
+ * no transaction is open (HTTP inside a transaction holds xmin and repeats calls
+ * after a crash) unless the batch was created for a SQL test hook.
+ */
+extern void mlplat_http_batch_run(MlplatHttpBatch *batch);
+extern void mlplat_http_batch_free(MlplatHttpBatch *batch);
+
+/* ONLY for SQL-callable test hooks: allow running inside a transaction. */
+extern void mlplat_http_batch_allow_transaction(MlplatHttpBatch *batch);
+
+extern void mlplat_http_stats_get(MlplatHttpStats *out);
+
+/* Pure helper: true if url starts with http:// or https:// (case-insensitive). */
+extern bool mlplat_http_url_allowed(const char *url);
+
+#endif							/* MLPLAT_HTTP_H */

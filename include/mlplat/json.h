@@ -1,0 +1,146 @@
+/*
+ * json.h — a small, strict, I/O-free JSON parser and value tree (RFC 8259).
+ *
+ * Used by the SQL functions (canonical JSON, content ids, spec_diff), by the
+ * reconcilers, and linked alone into the libFuzzer targets and the plain-C
+ * unit test: nothing here includes PostgreSQL headers.
+ *
+ * Strict means: exactly one value with optional whitespace around it; no
+ * trailing garbage; valid UTF-8 only (no overlong forms, no encoded
+ * surrogates); \u escapes must pair surrogates; no leading zeros; no raw
+ * control characters in strings; no duplicate object keys; numbers must be
+ * finite as IEEE 754 doubles; nesting and input size are bounded.  Errors
+ * carry a message and the byte offset where the problem was found; the
+ * parser never aborts.
+ *
+ * Memory comes from an MlJsonArena: many small allocations, freed at once.
+ * The default arena uses malloc; the backend supplies palloc-based callbacks
+ * so an ereport() anywhere cannot leak.
+ */
+#ifndef MLPLAT_JSON_H
+#define MLPLAT_JSON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* ---- arena ------------------------------------------------------------ */
+
+typedef struct MlJsonArena MlJsonArena;
+
+/* alloc returns NULL when out of memory; free may be NULL (nothing to do). */
+typedef void *(*MlJsonAllocFn) (void *ctx, size_t size);
+typedef void (*MlJsonFreeFn) (void *ctx, void *ptr);
+
+/* A malloc-backed arena; NULL when out of memory. */
+extern MlJsonArena *ml_json_arena_new(void);
+
+/* An arena whose blocks come from the caller's allocator. */
+extern MlJsonArena *ml_json_arena_new_with(MlJsonAllocFn alloc, MlJsonFreeFn free_fn, void *ctx);
+
+/* Free every block and the arena itself; NULL is fine. */
+extern void ml_json_arena_free(MlJsonArena *arena);
+
+/* size bytes aligned for any scalar type; NULL when out of memory. */
+extern void *ml_json_arena_alloc(MlJsonArena *arena, size_t size);
+
+/* ---- errors ----------------------------------------------------------- */
+
+typedef enum MlJsonErrorCode
+{
+	ML_JSON_OK = 0,
+	ML_JSON_ERR_SYNTAX,			/* not JSON: bad token, trailing garbage, ... */
+	ML_JSON_ERR_ENCODING,		/* invalid UTF-8, lone surrogate escape */
+	ML_JSON_ERR_LIMIT,			/* too deep, too large */
+	ML_JSON_ERR_VALUE,			/* JSON, but not acceptable: duplicate key,
+								 * number out of double range, NaN/Infinity */
+	ML_JSON_ERR_NOMEM			/* the allocator said no */
+} MlJsonErrorCode;
+
+typedef struct MlJsonError
+{
+	MlJsonErrorCode code;
+	size_t		offset;			/* byte offset in the input (parse errors) */
+	char		message[160];	/* human-readable, never echoes input text */
+} MlJsonError;
+
+/* ---- values ----------------------------------------------------------- */
+
+typedef enum MlJsonType
+{
+	ML_JSON_NULL = 0,
+	ML_JSON_BOOL,
+	ML_JSON_NUMBER,
+	ML_JSON_STRING,
+	ML_JSON_ARRAY,
+	ML_JSON_OBJECT
+} MlJsonType;
+
+typedef struct MlJsonValue MlJsonValue;
+
+typedef struct MlJsonMember
+{
+	const char *key;			/* UTF-8, NUL-terminated, may contain NUL */
+	size_t		key_len;
+	MlJsonValue *value;
+} MlJsonMember;
+
+struct MlJsonValue
+{
+	MlJsonType	type;
+	union
+	{
+		bool		boolean;
+		struct
+		{
+			const char *text;	/* the source text, NUL-terminated */
+			size_t		text_len;
+			double		value;	/* finite */
+			bool		is_integer; /* written without fraction or exponent */
+		}			number;
+		struct
+		{
+			const char *str;	/* decoded UTF-8, NUL-terminated, may contain NUL */
+			size_t		len;
+		}			string;
+		struct
+		{
+			MlJsonValue **items;
+			size_t		count;
+		}			array;
+		struct
+		{
+			MlJsonMember *members;	/* insertion order */
+			const MlJsonMember **by_key;	/* sorted by key bytes, for lookup */
+			size_t		count;
+		}			object;
+	}			u;
+};
+
+typedef struct MlJsonLimits
+{
+	size_t		max_depth;		/* nesting of arrays/objects; 0 = default */
+	size_t		max_bytes;		/* input length; 0 = default */
+} MlJsonLimits;
+
+#define ML_JSON_DEFAULT_MAX_DEPTH	256
+#define ML_JSON_DEFAULT_MAX_BYTES	(64 * 1024 * 1024)
+
+/*
+ * Parse text[0..len) (need not be NUL-terminated).  limits may be NULL.
+ * Returns the root, or NULL with *err filled in.  The tree lives in arena.
+ */
+extern MlJsonValue *ml_json_parse(MlJsonArena *arena, const char *text, size_t len,
+								  const MlJsonLimits *limits, MlJsonError *err);
+
+/* Member value for key (bytes, key_len), or NULL (also when obj is no object). */
+extern const MlJsonValue *ml_json_object_get_n(const MlJsonValue *obj, const char *key, size_t key_len);
+extern const MlJsonValue *ml_json_object_get(const MlJsonValue *obj, const char *key);
+
+/* Name of a type, for messages ("object", "number", ...). */
+extern const char *ml_json_type_name(MlJsonType type);
+
+/* Fill *err (offset 0) — for callers that report their own errors. */
+extern void ml_json_set_error(MlJsonError *err, MlJsonErrorCode code, size_t offset,
+							  const char *message);
+
+#endif							/* MLPLAT_JSON_H */

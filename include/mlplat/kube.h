@@ -1,0 +1,141 @@
+/*
+ * kube.h — the Kubernetes REST client, on top of the batch HTTP client.
+ *
+ * Configuration comes from mlplat.kube_url + mlplat.kube_token_file +
+ * mlplat.kube_ca_file, or, when mlplat.kube_url is empty, from the in-cluster
+ * service account (KUBERNETES_SERVICE_HOST/PORT, the token and ca.crt under
+ * /var/run/secrets/kubernetes.io/serviceaccount/).  Call
+ * mlplat_kube_config_refresh() at the start of every pass: it is cheap, re-reads
+ * the token when its file changes (projected tokens rotate), and tells "no
+ * cluster configured" (idle, say so once) apart from a broken configuration.
+ *
+ * Builders add one request to a batch and return it; after the batch has run,
+ * mlplat_kube_parse_response() classifies the answer and parses the body into
+ * jsonb in the current memory context (no catalog access: fine outside a
+ * transaction).  The token goes only into the Authorization header, which is
+ * never logged; error texts never contain it.
+ */
+#ifndef MLPLAT_KUBE_H
+#define MLPLAT_KUBE_H
+
+#include "postgres.h"
+
+#include "utils/jsonb.h"
+
+#include "mlplat/http.h"
+
+#define MLPLAT_KUBE_FIELD_MANAGER "mlplat"
+#define MLPLAT_KUBE_SA_DIR "/var/run/secrets/kubernetes.io/serviceaccount"
+
+typedef enum MlplatKubeConfigState
+{
+	MLPLAT_KUBE_NOT_CONFIGURED = 0, /* no URL and not in a cluster: idle quietly */
+	MLPLAT_KUBE_READY,
+	MLPLAT_KUBE_CONFIG_ERROR	/* configured but unusable (bad URL, unreadable token) */
+} MlplatKubeConfigState;
+
+/* A resource type: group "" (or NULL) is the core API. */
+typedef struct MlplatKubeResource
+{
+	const char *group;			/* "", "apps", "serving.kserve.io", ... */
+	const char *version;		/* "v1", "v1beta1", "v1alpha1" */
+	const char *plural;			/* "configmaps", "inferenceservices", ... */
+	bool		namespaced;
+} MlplatKubeResource;
+
+typedef enum MlplatKubeOutcome
+{
+	MLPLAT_KUBE_OK = 0,			/* 2xx */
+	MLPLAT_KUBE_NOT_FOUND,		/* 404 */
+	MLPLAT_KUBE_EXISTS,			/* 409 AlreadyExists (create): adopt the object */
+	MLPLAT_KUBE_CONFLICT,		/* 409 Conflict (stale resourceVersion): re-read */
+	MLPLAT_KUBE_EXPIRED,		/* 410 Gone (expired continue token): restart the LIST */
+	MLPLAT_KUBE_RETRY,			/* transport failure, 429, 5xx: back off and retry */
+	MLPLAT_KUBE_FAILED			/* other 4xx (400, 401, 403, 422): permanent until fixed */
+} MlplatKubeOutcome;
+
+typedef struct MlplatKubeResult
+{
+	MlplatKubeOutcome outcome;
+	int			status;			/* HTTP status, 0 on transport failure */
+	int			retry_after_s;
+	Jsonb	   *body;			/* parsed JSON body (object, list or Status), or NULL */
+	char	   *reason;			/* Status.reason ("NotFound", "AlreadyExists", ...) or NULL */
+	char	   *message;		/* one clear line for logs and views; NULL when OK */
+} MlplatKubeResult;
+
+/* ---- configuration */
+extern MlplatKubeConfigState mlplat_kube_config_refresh(const char **why);
+/* base URL ("https://10.0.0.1:443"); NULL unless READY */
+extern const char *mlplat_kube_base_url(void);
+
+/* ---- pure helpers (palloc'd results) */
+extern char *mlplat_url_encode(const char *s);
+/* "/api/v1/namespaces/ns/pods/name"; ns NULL for cluster-scoped or all namespaces,
+ * name NULL for the collection */
+extern char *mlplat_kube_path(const MlplatKubeResource *res, const char *ns, const char *name);
+
+/* ---- request builders (ERROR unless the configuration is READY) */
+extern MlplatHttpRequest *mlplat_kube_get(MlplatHttpBatch *b, const MlplatKubeResource *res,
+										  const char *ns, const char *name);
+/* LIST by label selector; pass the previous page's continue token, NULL first.
+ * limit <= 0: no limit.  On MLPLAT_KUBE_EXPIRED start again without a token. */
+extern MlplatHttpRequest *mlplat_kube_list(MlplatHttpBatch *b, const MlplatKubeResource *res,
+										   const char *ns, const char *label_selector,
+										   int limit, const char *continue_token);
+/* Server-Side Apply: PATCH application/apply-patch+yaml, fieldManager=mlplat, force */
+extern MlplatHttpRequest *mlplat_kube_apply(MlplatHttpBatch *b, const MlplatKubeResource *res,
+											const char *ns, const char *name, const char *json);
+extern MlplatHttpRequest *mlplat_kube_create(MlplatHttpBatch *b, const MlplatKubeResource *res,
+											 const char *ns, const char *json);
+/* PUT; json carries metadata.resourceVersion (optimistic concurrency) */
+extern MlplatHttpRequest *mlplat_kube_replace(MlplatHttpBatch *b, const MlplatKubeResource *res,
+											  const char *ns, const char *name, const char *json);
+extern MlplatHttpRequest *mlplat_kube_merge_patch(MlplatHttpBatch *b, const MlplatKubeResource *res,
+												  const char *ns, const char *name, const char *json);
+/* DELETE with propagationPolicy=Background */
+extern MlplatHttpRequest *mlplat_kube_delete(MlplatHttpBatch *b, const MlplatKubeResource *res,
+											 const char *ns, const char *name);
+
+/* ---- responses */
+extern void mlplat_kube_parse_response(const MlplatHttpRequest *req, MlplatKubeResult *out);
+/* metadata.continue of a LIST body, NULL when it is the last page */
+extern char *mlplat_kube_list_continue(Jsonb *list);
+/* a top-level or nested string field: path of keys, NULL when absent or not a string */
+extern char *mlplat_jsonb_get_text(Jsonb *j, int npath, const char *const *path);
+extern const char *mlplat_kube_outcome_name(MlplatKubeOutcome outcome);
+
+/* ---- Lease fence (client-go's tryAcquireOrRenew) */
+typedef enum MlplatLeaseResult
+{
+	MLPLAT_LEASE_HELD = 0,		/* we hold it (acquired, renewed or created) */
+	MLPLAT_LEASE_OTHER,			/* another holder whose lease has not expired by our clock */
+	MLPLAT_LEASE_LOST,			/* 409: someone else won the race */
+	MLPLAT_LEASE_ERROR,			/* could not tell (transport, permissions, ...) */
+	MLPLAT_LEASE_NO_CLUSTER		/* no cluster configured */
+} MlplatLeaseResult;
+
+/* What we last saw of a lease; keep one per lease for the life of the process. */
+typedef struct MlplatLeaseObservation
+{
+	bool		valid;
+	char		holder[256];
+	char		renew_time[64];
+	double		observed_ms;	/* our monotonic clock when holder/renewTime last changed */
+	int			duration_s;
+} MlplatLeaseObservation;
+
+/*
+ * GET the lease; create it if missing; leave it alone while another holder's
+ * renewTime has changed within leaseDurationSeconds as measured on our own
+ * clock; otherwise PUT (with resourceVersion) taking or renewing it.
+ * Runs synchronously (a batch of one; no transaction may be open).  *detail
+ * (palloc'd, may be NULL) explains anything but a plain HELD.
+ */
+extern MlplatLeaseResult mlplat_kube_lease_try_acquire_or_renew(MlplatLeaseObservation *obs,
+																const char *ns, const char *name,
+																const char *identity, int duration_s,
+																char **detail);
+extern const char *mlplat_lease_result_name(MlplatLeaseResult r);
+
+#endif							/* MLPLAT_KUBE_H */

@@ -1,0 +1,352 @@
+-- 10_api_core: identity, authorization as data, idempotency, audit, trace context.
+--
+-- Conventions for every API function in later parts:
+--   SECURITY DEFINER, SET search_path = pg_catalog, mlplat, pg_temp, every
+--   reference schema-qualified; authorize -> idempotency claim -> validate ->
+--   write desired state + audit -> wake on commit -> return mlplat.accepted.
+-- Internal helpers (names starting with '_') are PL/pgSQL without a SET clause: they are
+-- not executable by PUBLIC (45_api_views.sql revokes them), so they only ever run inside an
+-- entry point and inherit its pinned search_path.  A SET clause per helper call costs a GUC
+-- save/restore and a search-path recomputation, and SQL-language helpers re-plan on every
+-- transaction; together that tripled the cost of deploy().
+
+CREATE FUNCTION mlplat._wake_on_commit(kind text) RETURNS void
+LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'mlplat_wake_on_commit';
+REVOKE ALL ON FUNCTION mlplat._wake_on_commit(text) FROM PUBLIC;
+
+CREATE TYPE mlplat.accepted AS (
+  request_id uuid,
+  entity     text,
+  entity_id  bigint,
+  revision   int,
+  status     text,
+  replayed   boolean
+);
+
+-- One row: the identity of this installation, stamped on every external object
+-- (label mlplat.io/instance) so two installations never adopt each other's objects.
+CREATE TABLE mlplat.installation (
+  singleton   boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+  instance_id text NOT NULL DEFAULT pg_catalog.replace(pg_catalog.gen_random_uuid()::text, '-', ''),
+  created_at  timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+INSERT INTO mlplat.installation DEFAULT VALUES;
+
+-- Platform administrators (superusers are administrators too).
+CREATE TABLE mlplat.admins (
+  principal  text PRIMARY KEY,
+  granted_at timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+
+-- Database roles allowed to act for a person via SET mlplat.on_behalf_of.
+CREATE TABLE mlplat.impersonators (
+  app_role   text PRIMARY KEY,
+  granted_at timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+
+-- Authorization is data: which project role may perform which action.
+CREATE TABLE mlplat.policies (
+  role   text NOT NULL CHECK (role IN ('viewer', 'developer', 'deployer', 'owner')),
+  action text NOT NULL,
+  PRIMARY KEY (role, action)
+);
+INSERT INTO mlplat.policies (role, action)
+SELECT r.role, a.action
+FROM (VALUES ('viewer', 1), ('developer', 2), ('deployer', 3), ('owner', 4)) AS r(role, rank)
+JOIN (VALUES ('view', 1),
+             ('register_model', 2), ('start_run', 2), ('start_pipeline_run', 2), ('cancel_run', 2),
+             ('deploy', 3), ('rollback_deployment', 3), ('undeploy', 3), ('set_model_stage', 3),
+             ('start_rollout', 3), ('promote_rollout', 3), ('abort_rollout', 3),
+             ('set_project_quota', 4), ('delete_project', 4), ('grant_role', 4), ('revoke_role', 4))
+     AS a(action, min_rank) ON r.rank >= a.min_rank;
+
+-- Idempotency records: one per (principal, action, key).
+CREATE TABLE mlplat.idempotency_keys (
+  principal    text NOT NULL,
+  action       text NOT NULL,
+  key          text NOT NULL,
+  request_hash text NOT NULL,
+  result       mlplat.accepted,
+  created_at   timestamptz NOT NULL DEFAULT pg_catalog.now(),
+  PRIMARY KEY (principal, action, key)
+);
+
+-- Append-only audit trail.
+CREATE TABLE mlplat.audit_events (
+  id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  at          timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+  actor       text NOT NULL,
+  db_role     text NOT NULL,
+  action      text NOT NULL,
+  project     text,
+  project_id  bigint,
+  entity      text,
+  entity_id   bigint,
+  request_id  uuid,
+  trace_id    text,
+  traceparent text,
+  detail      jsonb NOT NULL DEFAULT '{}',
+  epoch       bigint,
+  controller  text
+);
+CREATE INDEX ON mlplat.audit_events (project_id, at);
+
+
+CREATE TRIGGER audit_events_immutable BEFORE UPDATE OR DELETE ON mlplat.audit_events
+  FOR EACH ROW EXECUTE FUNCTION mlplat._refuse_change();
+CREATE TRIGGER audit_events_no_truncate BEFORE TRUNCATE ON mlplat.audit_events
+  FOR EACH STATEMENT EXECUTE FUNCTION mlplat._refuse_change();
+
+-- ---------------------------------------------------------------- identity
+
+-- The database role that called us (SET ROLE honoured; current_user is the definer here).
+CREATE FUNCTION mlplat._db_role() RETURNS text
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+  RETURN (SELECT CASE WHEN pg_catalog.current_setting('role') = 'none'
+                THEN SESSION_USER::text ELSE pg_catalog.current_setting('role') END);
+END $$;
+
+CREATE FUNCTION mlplat._is_superuser(r text) RETURNS boolean
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+  RETURN (SELECT coalesce((SELECT a.rolsuper FROM pg_catalog.pg_roles a WHERE a.rolname = r), false));
+END $$;
+
+-- The person the request is for: mlplat.on_behalf_of when the caller holds the
+-- impersonation right, else the database role.
+CREATE FUNCTION mlplat._actor() RETURNS text
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  obo text := coalesce(pg_catalog.current_setting('mlplat.on_behalf_of', true), '');
+  r text;
+BEGIN
+  IF obo = '' THEN
+    RETURN mlplat._db_role();
+  END IF;
+  r := mlplat._db_role();
+  IF NOT mlplat._is_superuser(r)
+     AND NOT EXISTS (SELECT 1 FROM mlplat.impersonators i WHERE i.app_role = r) THEN
+    RAISE EXCEPTION USING ERRCODE = '42501',
+      MESSAGE = pg_catalog.format('role "%s" may not act on behalf of another person', r),
+      DETAIL = 'mlplat.on_behalf_of is set but the role holds no impersonation right.',
+      HINT = 'An administrator must add the role to mlplat.impersonators, or RESET mlplat.on_behalf_of.';
+  END IF;
+  IF pg_catalog.length(obo) > 63 THEN
+    RAISE EXCEPTION USING ERRCODE = '22023',
+      MESSAGE = 'mlplat.on_behalf_of is too long',
+      DETAIL = 'A principal name has at most 63 characters.', HINT = 'Use the person''s principal name.';
+  END IF;
+  RETURN obo;
+END $$;
+
+CREATE FUNCTION mlplat._is_admin() RETURNS boolean
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+  RETURN (SELECT mlplat._is_superuser(mlplat._db_role()) AND coalesce(pg_catalog.current_setting('mlplat.on_behalf_of', true), '') = ''
+        OR EXISTS (SELECT 1 FROM mlplat.admins a WHERE a.principal = mlplat._actor()));
+END $$;
+
+-- ---------------------------------------------------------------- trace context
+
+CREATE FUNCTION mlplat._traceparent() RETURNS text
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+  RETURN (SELECT CASE WHEN coalesce(pg_catalog.current_setting('mlplat.traceparent', true), '') <> ''
+                THEN pg_catalog.current_setting('mlplat.traceparent', true)
+                ELSE '00-' || pg_catalog.replace(pg_catalog.gen_random_uuid()::text, '-', '')
+                     || '-' || pg_catalog.substr(pg_catalog.replace(pg_catalog.gen_random_uuid()::text, '-', ''), 1, 16)
+                     || '-01' END);
+END $$;
+
+-- ---------------------------------------------------------------- validation helpers
+
+CREATE FUNCTION mlplat._bad_input(field text, rule text, hint text, code text DEFAULT '22023')
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+  RAISE EXCEPTION USING ERRCODE = code,
+    MESSAGE = pg_catalog.format('invalid %s: %s', field, rule),
+    DETAIL = pg_catalog.format('The argument %s was rejected before anything was written.', field),
+    HINT = hint;
+END $$;
+
+-- DNS-1123 label of at most max_len characters.
+CREATE FUNCTION mlplat._check_label(field text, v text, max_len int) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF v IS NULL THEN
+    PERFORM mlplat._bad_input(field, 'must not be null', 'Pass a name.');
+  ELSIF pg_catalog.length(v) OPERATOR(pg_catalog.>) max_len OR v !~ '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$' THEN
+    PERFORM mlplat._bad_input(field,
+      pg_catalog.format('must be a DNS-1123 label of 1 to %s characters', max_len),
+      'Use lower-case letters, digits and ''-'', starting and ending with a letter or digit.');
+  END IF;
+END $$;
+
+CREATE FUNCTION mlplat._check_quantity(field text, v text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF v IS NOT NULL AND (pg_catalog.length(v) > 32
+      OR v !~ '^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$') THEN
+    PERFORM mlplat._bad_input(field, 'must be a Kubernetes quantity such as 4, 500m or 16Gi',
+      'Use a non-negative number with an optional suffix m, k, M, G, Ki, Mi, Gi, ...');
+  END IF;
+END $$;
+
+CREATE FUNCTION mlplat._check_key(k text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF k IS NOT NULL AND (pg_catalog.length(k) < 1 OR pg_catalog.length(k) > 128) THEN
+    PERFORM mlplat._bad_input('idempotency_key', 'must have 1 to 128 characters',
+      'Use a client-generated UUID or similar token.');
+  END IF;
+END $$;
+
+-- env: an object of string -> string, names like environment variables.
+CREATE FUNCTION mlplat._check_env(field text, env jsonb) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+  e record;
+BEGIN
+  IF env IS NULL THEN
+    RETURN;
+  END IF;
+  IF pg_catalog.jsonb_typeof(env) <> 'object' THEN
+    PERFORM mlplat._bad_input(field, 'must be a JSON object of name -> string value',
+      'Pass e.g. ''{"LOG_LEVEL": "info"}''.');
+  END IF;
+  -- fast path: one query decides; the loop below only names the offending variable
+  IF (SELECT pg_catalog.count(*) <= 64
+             AND coalesce(pg_catalog.bool_and(kv.key ~ '^[A-Za-z_][A-Za-z0-9_]{0,127}$'
+                                              AND pg_catalog.jsonb_typeof(kv.value) = 'string'
+                                              AND pg_catalog.length(kv.value #>> '{}') <= 4096), true)
+      FROM pg_catalog.jsonb_each(env) kv) THEN
+    RETURN;
+  END IF;
+  IF (SELECT pg_catalog.count(*) FROM pg_catalog.jsonb_object_keys(env)) > 64 THEN
+    PERFORM mlplat._bad_input(field, 'has more than 64 variables', 'Keep configuration small; use a config file for more.');
+  END IF;
+  FOR e IN SELECT * FROM pg_catalog.jsonb_each(env) LOOP
+    IF e.key !~ '^[A-Za-z_][A-Za-z0-9_]{0,127}$' THEN
+      PERFORM mlplat._bad_input(field, 'variable names must match [A-Za-z_][A-Za-z0-9_]* (at most 128 characters)',
+        'Rename the variable.');
+    END IF;
+    IF pg_catalog.jsonb_typeof(e.value) <> 'string' THEN
+      PERFORM mlplat._bad_input(field, pg_catalog.format('value of %s must be a string', e.key),
+        'Quote numbers and booleans: {"N": "1"}.');
+    END IF;
+    IF pg_catalog.length(e.value #>> '{}') > 4096 THEN
+      PERFORM mlplat._bad_input(field, pg_catalog.format('value of %s is longer than 4096 characters', e.key),
+        'Keep values short; mount large configuration as a file.');
+    END IF;
+  END LOOP;
+END $$;
+
+-- ---------------------------------------------------------------- authorization
+
+-- Project id if the actor may perform action on the project, else 42501.
+-- A missing project is reported as a denial to non-administrators (no existence leak).
+CREATE FUNCTION mlplat._authorize(p_action text, p_project text) RETURNS bigint
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  pid bigint;
+  allowed boolean;
+  who text := mlplat._actor();
+BEGIN
+  SELECT p.id, EXISTS (SELECT 1 FROM mlplat.members m JOIN mlplat.policies po ON po.role = m.role
+                        WHERE m.project_id = p.id AND m.principal = who AND po.action = p_action)
+  INTO pid, allowed
+  FROM mlplat.projects p WHERE p.name = p_project;
+  IF pid IS NOT NULL AND (allowed OR mlplat._is_admin()) THEN
+    RETURN pid;
+  END IF;
+  IF pid IS NULL AND mlplat._is_admin() THEN
+    RAISE EXCEPTION USING ERRCODE = '42704',
+      MESSAGE = pg_catalog.format('project "%s" does not exist', p_project),
+      HINT = 'Create it with mlplat.create_project().';
+  END IF;
+  RAISE EXCEPTION USING ERRCODE = '42501',
+    MESSAGE = pg_catalog.format('permission denied: %s on project "%s"', p_action, p_project),
+    DETAIL = pg_catalog.format('Principal "%s" holds no role in the project whose policy allows %s.', who, p_action),
+    HINT = 'Ask a project owner to grant a role that allows this action.';
+END $$;
+
+-- May the actor read the project's rows?  Used by row-level security; SECURITY DEFINER so
+-- the membership lookup itself is not subject to RLS (no recursion).
+CREATE FUNCTION mlplat._can_view(p_project_id bigint) RETURNS boolean
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, mlplat, pg_temp AS $$
+BEGIN
+  RETURN EXISTS (
+    SELECT 1 FROM mlplat.members m JOIN mlplat.policies po ON po.role = m.role
+    WHERE m.project_id = p_project_id AND m.principal = mlplat._actor() AND po.action = 'view') OR mlplat._is_admin();
+END $$;
+
+-- ---------------------------------------------------------------- idempotency
+
+-- Claim (principal, action, key).  Returns NULL when this call owns the key (go on and
+-- do the work, then _idem_store), or the stored result marked replayed.  A concurrent
+-- claimer of the same key waits for the first to commit (unique index), then replays.
+CREATE FUNCTION mlplat._idem_claim(p_action text, p_key text, p_request jsonb, p_who text DEFAULT NULL)
+RETURNS mlplat.accepted LANGUAGE plpgsql AS $$
+DECLARE
+  h text;
+  who text;
+  rec mlplat.idempotency_keys;
+  res mlplat.accepted;
+BEGIN
+  IF p_key IS NULL THEN
+    RETURN NULL;
+  END IF;
+  PERFORM mlplat._check_key(p_key);
+  h := pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(p_request::text, 'UTF8')), 'hex');
+  who := coalesce(p_who, mlplat._actor());
+  INSERT INTO mlplat.idempotency_keys (principal, action, key, request_hash)
+  VALUES (who, p_action, p_key, h) ON CONFLICT DO NOTHING;
+  IF FOUND THEN
+    RETURN NULL;
+  END IF;
+  SELECT * INTO rec FROM mlplat.idempotency_keys k
+  WHERE k.principal = who AND k.action = p_action AND k.key = p_key;
+  IF rec.request_hash <> h THEN
+    RAISE EXCEPTION USING ERRCODE = '22023',
+      MESSAGE = pg_catalog.format('idempotency key already used for a different %s request', p_action),
+      DETAIL = 'The same key was used before with different arguments.',
+      HINT = 'Use a new idempotency key for a new request.';
+  END IF;
+  res := rec.result;
+  res.replayed := true;
+  RETURN res;
+END $$;
+
+CREATE FUNCTION mlplat._idem_store(p_action text, p_key text, r mlplat.accepted, p_who text DEFAULT NULL)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+  IF p_key IS NOT NULL THEN
+    UPDATE mlplat.idempotency_keys k SET result = r
+    WHERE k.principal = coalesce(p_who, mlplat._actor()) AND k.action = p_action AND k.key = p_key;
+  END IF;
+END $$;
+
+-- ---------------------------------------------------------------- audit
+
+CREATE FUNCTION mlplat._audit(p_action text, p_project text, p_project_id bigint, p_entity text,
+                              p_entity_id bigint, p_request_id uuid, p_traceparent text, p_detail jsonb,
+                              p_who text DEFAULT NULL)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO mlplat.audit_events (actor, db_role, action, project, project_id, entity, entity_id,
+                                   request_id, trace_id, traceparent, detail)
+  VALUES (coalesce(p_who, mlplat._actor()), mlplat._db_role(), p_action, p_project, p_project_id, p_entity,
+          p_entity_id, p_request_id, pg_catalog.split_part(p_traceparent, '-', 2), p_traceparent,
+          coalesce(p_detail, '{}'));
+END $$;
+
+-- A lost compare-and-swap.
+CREATE FUNCTION mlplat._cas_lost(p_entity text, p_name text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  RAISE EXCEPTION USING ERRCODE = '40001',
+    MESSAGE = pg_catalog.format('%s "%s" changed concurrently', p_entity, p_name),
+    DETAIL = 'Its status or row version is no longer the one this transaction read.',
+    HINT = 'Retry the transaction: re-read the current state and decide again.';
+END $$;

@@ -1,0 +1,251 @@
+-- 20_api_projects: projects, quotas and membership.
+
+-- GPUs the project has committed: every deployment's desired allocation (gpus x max_replicas)
+-- that is not yet DELETED, plus every active run's GPUs.  Callers that need a stable answer
+-- hold the project row lock.
+CREATE FUNCTION mlplat._gpus_in_use(p_project_id bigint, p_except_deployment bigint DEFAULT NULL)
+RETURNS bigint LANGUAGE plpgsql STABLE AS $$
+BEGIN
+  RETURN (SELECT coalesce((SELECT pg_catalog.sum(d.desired_gpus) FROM mlplat.deployments d
+                     WHERE d.project_id = p_project_id AND d.status <> 'DELETED'
+                       AND d.id IS DISTINCT FROM p_except_deployment), 0)
+         + coalesce((SELECT pg_catalog.sum(r.gpus) FROM mlplat.runs r
+                     WHERE r.project_id = p_project_id
+                       AND r.status IN ('PENDING', 'SUBMITTED', 'RUNNING', 'CANCEL_REQUESTED')), 0));
+END $$;
+
+CREATE FUNCTION mlplat._check_quotas(gpu_quota int, cpu_quota text, memory_quota text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF gpu_quota IS NULL OR gpu_quota < 0 OR gpu_quota > 100000 THEN
+    PERFORM mlplat._bad_input('gpu_quota', 'must be an integer from 0 to 100000', 'Pass the number of GPUs the project may use.');
+  END IF;
+  PERFORM mlplat._check_quantity('cpu_quota', cpu_quota);
+  PERFORM mlplat._check_quantity('memory_quota', memory_quota);
+END $$;
+
+CREATE FUNCTION mlplat._wrong_state(p_entity text, p_name text, p_status text, p_action text, p_hint text)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+  RAISE EXCEPTION USING ERRCODE = '55000',
+    MESSAGE = pg_catalog.format('%s "%s" is %s: %s is not possible', p_entity, p_name, p_status, p_action),
+    DETAIL = pg_catalog.format('The %s''s current status does not allow %s.', p_entity, p_action),
+    HINT = p_hint;
+END $$;
+
+CREATE FUNCTION mlplat.create_project(name text, gpu_quota int, cpu_quota text DEFAULT NULL,
+                                      memory_quota text DEFAULT NULL, idempotency_key text DEFAULT NULL,
+                                      owner text DEFAULT NULL)
+RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, mlplat, pg_temp AS $$
+DECLARE
+  r mlplat.accepted;
+  tp text := mlplat._traceparent();
+  p mlplat.projects;
+BEGIN
+  IF NOT mlplat._is_admin() THEN
+    RAISE EXCEPTION USING ERRCODE = '42501',
+      MESSAGE = pg_catalog.format('permission denied: create_project on project "%s"', create_project.name),
+      DETAIL = 'Only platform administrators create projects.',
+      HINT = 'Ask an administrator (a member of mlplat.admins) to create the project and grant you a role.';
+  END IF;
+  r := mlplat._idem_claim('create_project', create_project.idempotency_key,
+         pg_catalog.jsonb_build_array(create_project.name, create_project.gpu_quota, create_project.cpu_quota,
+                                      create_project.memory_quota, create_project.owner));
+  IF r.request_id IS NOT NULL THEN RETURN r; END IF;
+
+  PERFORM mlplat._check_label('name', create_project.name, 59);
+  PERFORM mlplat._check_quotas(create_project.gpu_quota, create_project.cpu_quota, create_project.memory_quota);
+  IF create_project.owner IS NOT NULL AND (pg_catalog.length(create_project.owner) NOT BETWEEN 1 AND 63
+                                           OR create_project.owner ~ '[[:cntrl:]]') THEN
+    PERFORM mlplat._bad_input('owner', 'must be a principal name of 1 to 63 printable characters', 'Pass the person''s role name.');
+  END IF;
+
+  r := (pg_catalog.gen_random_uuid(), 'project', NULL, NULL, NULL, false)::mlplat.accepted;
+  INSERT INTO mlplat.projects (name, gpu_quota, cpu_quota, memory_quota, traceparent)
+  VALUES (create_project.name, create_project.gpu_quota, create_project.cpu_quota, create_project.memory_quota, tp)
+  ON CONFLICT ON CONSTRAINT projects_name_key DO NOTHING
+  RETURNING * INTO p;
+  IF p.id IS NULL THEN
+    SELECT * INTO p FROM mlplat.projects x WHERE x.name = create_project.name FOR UPDATE;
+    IF p.status = 'DELETED' THEN
+      UPDATE mlplat.projects x SET gpu_quota = create_project.gpu_quota, cpu_quota = create_project.cpu_quota,
+             memory_quota = create_project.memory_quota, status = 'PROVISIONING', status_reason = NULL,
+             generation = x.generation + 1, row_version = x.row_version + 1, attempts = 0, last_error = NULL,
+             next_attempt_at = pg_catalog.now(), traceparent = tp, updated_at = pg_catalog.now()
+      WHERE x.id = p.id RETURNING * INTO p;
+      -- A re-created project starts with no members: old grants do not come back.
+      DELETE FROM mlplat.members m WHERE m.project_id = p.id;
+    ELSIF p.status = 'DELETING' THEN
+      PERFORM mlplat._wrong_state('project', p.name, p.status, 'create_project', 'Wait until the project is DELETED, then create it again.');
+    ELSIF (p.gpu_quota, p.cpu_quota, p.memory_quota) IS DISTINCT FROM
+          (create_project.gpu_quota, create_project.cpu_quota, create_project.memory_quota) THEN
+      RAISE EXCEPTION USING ERRCODE = '42710',
+        MESSAGE = pg_catalog.format('project "%s" already exists with different quotas', p.name),
+        DETAIL = 'create_project is repeatable only with the same arguments.',
+        HINT = 'Use mlplat.set_project_quota() to change quotas.';
+    ELSE
+      -- Nothing to change: the existing project is the answer.
+      r.entity_id := p.id; r.status := p.status;
+      PERFORM mlplat._audit('create_project', p.name, p.id, 'project', p.id, r.request_id, tp,
+                            pg_catalog.jsonb_build_object('unchanged', true));
+      PERFORM mlplat._idem_store('create_project', create_project.idempotency_key, r);
+      RETURN r;
+    END IF;
+  END IF;
+  IF create_project.owner IS NOT NULL THEN
+    INSERT INTO mlplat.members (project_id, principal, role, granted_by)
+    VALUES (p.id, create_project.owner, 'owner', mlplat._actor()) ON CONFLICT DO NOTHING;
+  END IF;
+  r.entity_id := p.id; r.status := p.status;
+  PERFORM mlplat._audit('create_project', p.name, p.id, 'project', p.id, r.request_id, tp,
+    pg_catalog.jsonb_build_object('gpu_quota', p.gpu_quota, 'cpu_quota', p.cpu_quota,
+                                  'memory_quota', p.memory_quota, 'owner', create_project.owner));
+  PERFORM mlplat._idem_store('create_project', create_project.idempotency_key, r);
+  PERFORM mlplat._wake_on_commit('projects');
+  RETURN r;
+END $$;
+
+CREATE FUNCTION mlplat.set_project_quota(project text, gpu_quota int, cpu_quota text DEFAULT NULL,
+                                         memory_quota text DEFAULT NULL, idempotency_key text DEFAULT NULL)
+RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, mlplat, pg_temp AS $$
+DECLARE
+  pid bigint := mlplat._authorize('set_project_quota', set_project_quota.project);
+  r mlplat.accepted;
+  tp text := mlplat._traceparent();
+  p mlplat.projects;
+  used bigint;
+BEGIN
+  r := mlplat._idem_claim('set_project_quota', set_project_quota.idempotency_key,
+         pg_catalog.jsonb_build_array(set_project_quota.project, set_project_quota.gpu_quota,
+                                      set_project_quota.cpu_quota, set_project_quota.memory_quota));
+  IF r.request_id IS NOT NULL THEN RETURN r; END IF;
+  PERFORM mlplat._check_quotas(set_project_quota.gpu_quota, set_project_quota.cpu_quota, set_project_quota.memory_quota);
+  -- Exclusive project lock: waits for every deploy or run start in flight (they hold it shared).
+  PERFORM pg_catalog.pg_advisory_xact_lock(mlplat._project_lock_key(1), pid::int);
+  SELECT * INTO p FROM mlplat.projects x WHERE x.id = pid FOR UPDATE;
+  IF p.status IN ('DELETING', 'DELETED') THEN
+    PERFORM mlplat._wrong_state('project', p.name, p.status, 'set_project_quota', 'The project is being deleted.');
+  END IF;
+  used := mlplat._gpus_in_use(pid);
+  IF set_project_quota.gpu_quota < used THEN
+    RAISE EXCEPTION USING ERRCODE = '23514',
+      MESSAGE = pg_catalog.format('invalid gpu_quota: %s is below the %s GPUs project "%s" already uses',
+                                  set_project_quota.gpu_quota, used, p.name),
+      DETAIL = 'Deployments'' desired GPUs (gpus x max_replicas) and active runs count against the quota.',
+      HINT = 'Scale down or undeploy first, or choose a larger quota.';
+  END IF;
+  UPDATE mlplat.projects x SET gpu_quota = set_project_quota.gpu_quota, cpu_quota = set_project_quota.cpu_quota,
+         memory_quota = set_project_quota.memory_quota, generation = x.generation + 1,
+         row_version = x.row_version + 1, traceparent = tp, attempts = 0, next_attempt_at = pg_catalog.now(),
+         updated_at = pg_catalog.now()
+  WHERE x.id = pid RETURNING * INTO p;
+  r := (pg_catalog.gen_random_uuid(), 'project', pid, NULL, p.status, false)::mlplat.accepted;
+  PERFORM mlplat._audit('set_project_quota', p.name, pid, 'project', pid, r.request_id, tp,
+    pg_catalog.jsonb_build_object('gpu_quota', p.gpu_quota, 'cpu_quota', p.cpu_quota, 'memory_quota', p.memory_quota));
+  PERFORM mlplat._idem_store('set_project_quota', set_project_quota.idempotency_key, r);
+  PERFORM mlplat._wake_on_commit('projects');
+  RETURN r;
+END $$;
+
+CREATE FUNCTION mlplat.delete_project(name text)
+RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, mlplat, pg_temp AS $$
+DECLARE
+  pid bigint := mlplat._authorize('delete_project', delete_project.name);
+  r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'project', NULL, NULL, NULL, false)::mlplat.accepted;
+  tp text := mlplat._traceparent();
+  seen mlplat.projects;
+  p mlplat.projects;
+BEGIN
+  SELECT * INTO seen FROM mlplat.projects x WHERE x.id = pid;
+  r.entity_id := pid;
+  IF seen.status IN ('DELETING', 'DELETED') THEN
+    r.status := seen.status;       -- already asked for: nothing changes
+    RETURN r;
+  END IF;
+  -- Compare-and-swap: lock, and insist the row is still the one we read.  The exclusive
+  -- project lock also waits for deploys in flight (they hold it shared), so the count below
+  -- is final.
+  PERFORM pg_catalog.pg_advisory_xact_lock(mlplat._project_lock_key(1), pid::int);
+  SELECT * INTO p FROM mlplat.projects x WHERE x.id = pid FOR UPDATE;
+  IF p.row_version <> seen.row_version OR p.status <> seen.status THEN
+    PERFORM mlplat._cas_lost('project', seen.name);
+  END IF;
+  IF EXISTS (SELECT 1 FROM mlplat.deployments d WHERE d.project_id = pid AND d.status <> 'DELETED')
+     OR EXISTS (SELECT 1 FROM mlplat.runs u WHERE u.project_id = pid
+                AND u.status IN ('PENDING', 'SUBMITTED', 'RUNNING', 'CANCEL_REQUESTED')) THEN
+    RAISE EXCEPTION USING ERRCODE = '55000',
+      MESSAGE = pg_catalog.format('project "%s" still has deployments or active runs', p.name),
+      DETAIL = 'A project is deleted only once nothing in it is live.',
+      HINT = 'Undeploy its deployments and cancel its runs, wait for DELETED/CANCELLED, then retry.';
+  END IF;
+  UPDATE mlplat.projects x SET status = 'DELETING', status_reason = 'deletion requested',
+         generation = x.generation + 1, row_version = x.row_version + 1, traceparent = tp,
+         attempts = 0, next_attempt_at = pg_catalog.now(), updated_at = pg_catalog.now()
+  WHERE x.id = pid AND x.row_version = seen.row_version RETURNING * INTO p;
+  r.status := p.status;
+  PERFORM mlplat._audit('delete_project', p.name, pid, 'project', pid, r.request_id, tp, '{}');
+  PERFORM mlplat._wake_on_commit('projects');
+  RETURN r;
+END $$;
+
+CREATE FUNCTION mlplat._check_role_args(principal text, role text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF principal IS NULL OR pg_catalog.length(principal) NOT BETWEEN 1 AND 63 OR principal ~ '[[:cntrl:]]' THEN
+    PERFORM mlplat._bad_input('principal', 'must be a name of 1 to 63 printable characters', 'Pass the person''s or role''s name.');
+  END IF;
+  IF role IS NULL OR role NOT IN ('viewer', 'developer', 'deployer', 'owner') THEN
+    PERFORM mlplat._bad_input('role', 'must be one of viewer, developer, deployer, owner',
+      'Roles are cumulative: developer can do what viewer can, and so on; see mlplat.policies.');
+  END IF;
+END $$;
+
+CREATE FUNCTION mlplat.grant_role(project text, principal text, role text)
+RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, mlplat, pg_temp AS $$
+DECLARE
+  pid bigint := mlplat._authorize('grant_role', grant_role.project);
+  r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'member', NULL, NULL, 'GRANTED', false)::mlplat.accepted;
+  tp text := mlplat._traceparent();
+BEGIN
+  PERFORM mlplat._check_role_args(grant_role.principal, grant_role.role);
+  r.entity_id := pid;
+  INSERT INTO mlplat.members (project_id, principal, role, granted_by)
+  VALUES (pid, grant_role.principal, grant_role.role, mlplat._actor()) ON CONFLICT DO NOTHING;
+  PERFORM mlplat._audit('grant_role', grant_role.project, pid, 'member', pid, r.request_id, tp,
+    pg_catalog.jsonb_build_object('principal', grant_role.principal, 'role', grant_role.role, 'changed', FOUND));
+  PERFORM mlplat._wake_on_commit('projects');
+  RETURN r;
+END $$;
+
+CREATE FUNCTION mlplat.revoke_role(project text, principal text, role text)
+RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, mlplat, pg_temp AS $$
+DECLARE
+  pid bigint := mlplat._authorize('revoke_role', revoke_role.project);
+  r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'member', NULL, NULL, 'REVOKED', false)::mlplat.accepted;
+  tp text := mlplat._traceparent();
+  changed boolean;
+BEGIN
+  PERFORM mlplat._check_role_args(revoke_role.principal, revoke_role.role);
+  r.entity_id := pid;
+  -- Serialize membership changes of this project so "last owner" is decided on settled data.
+  PERFORM 1 FROM mlplat.projects x WHERE x.id = pid FOR NO KEY UPDATE;
+  DELETE FROM mlplat.members m
+  WHERE m.project_id = pid AND m.principal = revoke_role.principal AND m.role = revoke_role.role;
+  changed := FOUND;
+  IF revoke_role.role = 'owner' AND changed
+     AND NOT EXISTS (SELECT 1 FROM mlplat.members m WHERE m.project_id = pid AND m.role = 'owner') THEN
+    RAISE EXCEPTION USING ERRCODE = '55000',
+      MESSAGE = pg_catalog.format('cannot revoke the last owner of project "%s"', revoke_role.project),
+      DETAIL = 'Every project keeps at least one owner.',
+      HINT = 'Grant owner to someone else first.';
+  END IF;
+  PERFORM mlplat._audit('revoke_role', revoke_role.project, pid, 'member', pid, r.request_id, tp,
+    pg_catalog.jsonb_build_object('principal', revoke_role.principal, 'role', revoke_role.role, 'changed', changed));
+  PERFORM mlplat._wake_on_commit('projects');
+  RETURN r;
+END $$;

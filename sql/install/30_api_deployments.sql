@@ -1,0 +1,371 @@
+-- 30_api_deployments: deploy, roll back, undeploy; the KServe manifest each revision applies.
+
+-- Pure renderer: the exact KServe v1beta1 InferenceService for one revision.  Deterministic
+-- (same arguments, same jsonb), no I/O.  The result is stored in the revision at deploy time
+-- and the deployments reconciler applies exactly that.
+CREATE FUNCTION mlplat._render_isvc(p_project text, p_deployment text, p_revision int, p_instance text,
+                                    p_model_format text, p_runtime text, p_storage_uri text, p_sha256 text,
+                                    p_gpus int, p_min_replicas int, p_max_replicas int, p_env jsonb)
+RETURNS jsonb LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+  RETURN (SELECT pg_catalog.jsonb_build_object(
+      'apiVersion', 'serving.kserve.io/v1beta1',
+      'kind', 'InferenceService',
+      'metadata', pg_catalog.jsonb_build_object(
+        'name', p_deployment,
+        'namespace', 'mlp-' || p_project,
+        'labels', pg_catalog.jsonb_build_object(
+          'app.kubernetes.io/managed-by', 'mlplat',
+          'mlplat.io/project', p_project,
+          'mlplat.io/deployment', p_deployment,
+          'mlplat.io/revision', p_revision::text,
+          'mlplat.io/instance', p_instance),
+        'annotations', pg_catalog.jsonb_build_object('mlplat.io/artifact-sha256', p_sha256)),
+      'spec', pg_catalog.jsonb_build_object(
+        'predictor', pg_catalog.jsonb_build_object(
+          'minReplicas', p_min_replicas,
+          'maxReplicas', p_max_replicas,
+          'model', pg_catalog.jsonb_build_object(
+              'modelFormat', pg_catalog.jsonb_build_object('name', p_model_format),
+              'runtime', p_runtime,
+              'storageUri', p_storage_uri,
+              'readinessProbe', pg_catalog.jsonb_build_object(
+                'tcpSocket', pg_catalog.jsonb_build_object('port', 8080),
+                'periodSeconds', 10,
+                'failureThreshold', 3))
+            -- KServe omits empty lists and empty resources: render them absent, not empty.
+            || CASE WHEN p_env IS NULL OR p_env = '{}'::jsonb THEN '{}'::jsonb
+                    ELSE pg_catalog.jsonb_build_object('env',
+                           (SELECT pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object('name', e.key, 'value', e.value)
+                                                        ORDER BY e.key)
+                            FROM pg_catalog.jsonb_each_text(p_env) e)) END
+            || CASE WHEN p_gpus > 0 THEN pg_catalog.jsonb_build_object('resources',
+                      pg_catalog.jsonb_build_object('limits',
+                        pg_catalog.jsonb_build_object('nvidia.com/gpu', p_gpus::text)))
+                    ELSE '{}'::jsonb END))));
+END $$;
+
+CREATE FUNCTION mlplat._spec_digest(spec jsonb) RETURNS text
+LANGUAGE sql STABLE AS $$   -- STABLE like convert_to, so it is inlined
+  SELECT pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(spec::text, 'UTF8')), 'hex')
+$$;
+
+CREATE FUNCTION mlplat._find_deployment(p_project_id bigint, p_deployment text)
+RETURNS mlplat.deployments LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  d mlplat.deployments;
+BEGIN
+  SELECT * INTO d FROM mlplat.deployments x WHERE x.project_id = p_project_id AND x.name = p_deployment;
+  IF d.id IS NULL THEN
+    RAISE EXCEPTION USING ERRCODE = '42704',
+      MESSAGE = pg_catalog.format('deployment "%s" does not exist', pg_catalog.left(p_deployment, 64)),
+      HINT = 'Create it with mlplat.deploy().';
+  END IF;
+  RETURN d;
+END $$;
+
+CREATE FUNCTION mlplat._no_active_rollout(d mlplat.deployments, p_action text) RETURNS void
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+  IF EXISTS (SELECT 1 FROM mlplat.rollouts ro WHERE ro.deployment_id = d.id
+             AND ro.status IN ('PROGRESSING', 'HOLDING', 'AT_CEILING', 'ROLLING_BACK')) THEN
+    RAISE EXCEPTION USING ERRCODE = '55000',
+      MESSAGE = pg_catalog.format('deployment "%s" has an active rollout: %s is not possible', d.name, p_action),
+      DETAIL = 'While a rollout runs, the rollout controller owns the deployment''s traffic.',
+      HINT = 'Promote or abort the rollout first.';
+  END IF;
+END $$;
+
+-- Project locks are transaction-scoped advisory locks (lock manager only: no tuple lock, no
+-- WAL, no MultiXact on a hot project row):
+--   mlplat._project_lock_key(1) on the project id: SHARED by every change that adds to the
+--     project (deploy, start_run, ...), EXCLUSIVE by delete_project and set_project_quota;
+--   mlplat._project_lock_key(2): EXCLUSIVE by changes that raise the GPU allocation, so quota
+--     checks serialize while ordinary redeploys run concurrently.
+-- Lock order everywhere: key 1, key 2, then the entity row.
+CREATE FUNCTION mlplat._project_lock_key(kind int) RETURNS int
+LANGUAGE sql IMMUTABLE AS $$ SELECT 1836871680 + kind $$;   -- an arbitrary constant, "mlplat"-specific
+
+CREATE FUNCTION mlplat._lock_project(p_project_id bigint, p_for_quota boolean, p_action text)
+RETURNS mlplat.projects LANGUAGE plpgsql AS $$
+DECLARE
+  p mlplat.projects;
+BEGIN
+  PERFORM pg_catalog.pg_advisory_xact_lock_shared(mlplat._project_lock_key(1), p_project_id::int);
+  IF p_for_quota THEN
+    PERFORM pg_catalog.pg_advisory_xact_lock(mlplat._project_lock_key(2), p_project_id::int);
+  END IF;
+  SELECT * INTO p FROM mlplat.projects x WHERE x.id = p_project_id;
+  IF p.status IN ('DELETING', 'DELETED') THEN
+    PERFORM mlplat._wrong_state('project', p.name, p.status, p_action, 'The project is being deleted.');
+  END IF;
+  RETURN p;
+END $$;
+
+CREATE FUNCTION mlplat._check_gpu_quota(p mlplat.projects, p_more bigint, p_except_deployment bigint) RETURNS void
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  used bigint := mlplat._gpus_in_use(p.id, p_except_deployment);
+BEGIN
+  IF used + p_more > p.gpu_quota THEN
+    RAISE EXCEPTION USING ERRCODE = '23514',
+      MESSAGE = pg_catalog.format('GPU quota of project "%s" exceeded: %s requested, %s of %s in use',
+                                  p.name, p_more, used, p.gpu_quota),
+      DETAIL = 'A deployment counts gpus x max_replicas; active runs count their GPUs.',
+      HINT = 'Ask a project owner to raise the quota (set_project_quota), or request fewer GPUs or replicas.';
+  END IF;
+END $$;
+
+CREATE FUNCTION mlplat.deploy(project text, deployment text, model text, version text, runtime_kind text,
+                              gpus int DEFAULT 0, min_replicas int DEFAULT 1, max_replicas int DEFAULT 1,
+                              env jsonb DEFAULT '{}', idempotency_key text DEFAULT NULL)
+RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, mlplat, pg_temp AS $$
+DECLARE
+  pid bigint := mlplat._authorize('deploy', deploy.project);
+  who text := mlplat._actor();
+  r mlplat.accepted;
+  tp text := mlplat._traceparent();
+  v mlplat.model_versions;
+  p mlplat.projects;
+  d mlplat.deployments;
+  seen_alloc int;
+  old_alloc int;
+  alloc int;
+  need_quota boolean;
+  v_intent jsonb;
+  rev int;
+  v_spec jsonb;
+  rollout_active boolean;
+  unchanged boolean;
+  q record;
+BEGIN
+  r := mlplat._idem_claim('deploy', deploy.idempotency_key,
+         pg_catalog.jsonb_build_array(deploy.project, deploy.deployment, deploy.model, deploy.version,
+           deploy.runtime_kind, deploy.gpus, deploy.min_replicas, deploy.max_replicas, deploy.env), who);
+  IF r.request_id IS NOT NULL THEN RETURN r; END IF;
+
+  -- validate (nothing is written before this passes)
+  IF deploy.deployment IS NULL OR pg_catalog.length(deploy.deployment) > 45
+     OR deploy.deployment !~ '^[a-z]([-a-z0-9]*[a-z0-9])?$' THEN
+    PERFORM mlplat._bad_input('deployment', 'must be a DNS-1035 label of 1 to 45 characters',
+      'Start with a letter; use lower-case letters, digits and ''-''. KServe appends suffixes up to 63 characters.');
+  END IF;
+  PERFORM mlplat._check_label('runtime_kind', deploy.runtime_kind, 63);
+  IF deploy.gpus IS NULL OR deploy.gpus NOT BETWEEN 0 AND 64 THEN
+    PERFORM mlplat._bad_input('gpus', 'must be an integer from 0 to 64 (GPUs per replica)', 'Pass 0 for CPU-only serving.');
+  END IF;
+  IF deploy.min_replicas IS NULL OR deploy.min_replicas NOT BETWEEN 0 AND 100 THEN
+    PERFORM mlplat._bad_input('min_replicas', 'must be an integer from 0 to 100', '0 allows scale to zero.');
+  END IF;
+  IF deploy.max_replicas IS NULL OR deploy.max_replicas NOT BETWEEN 1 AND 100 OR deploy.max_replicas < deploy.min_replicas THEN
+    PERFORM mlplat._bad_input('max_replicas', 'must be an integer from 1 to 100 and at least min_replicas',
+      'Raise max_replicas or lower min_replicas.');
+  END IF;
+  PERFORM mlplat._check_env('env', deploy.env);
+  v := mlplat._find_version(pid, deploy.model, deploy.version);
+  IF v.stage NOT IN ('CANDIDATE', 'CHAMPION') THEN
+    RAISE EXCEPTION USING ERRCODE = '55000',
+      MESSAGE = pg_catalog.format('model version "%s" of "%s" is %s: deploy needs CANDIDATE or CHAMPION',
+                                  v.version, deploy.model, v.stage),
+      DETAIL = 'Only versions staged for serving may be deployed.',
+      HINT = 'Stage it with mlplat.set_model_stage(..., ''CANDIDATE'') first.';
+  END IF;
+  IF v.runtime_kind <> deploy.runtime_kind THEN
+    RAISE EXCEPTION USING ERRCODE = '22023',
+      MESSAGE = 'invalid runtime_kind: does not match the model version''s runtime kind',
+      DETAIL = pg_catalog.format('The version was registered for runtime kind "%s".', v.runtime_kind),
+      HINT = 'Deploy with the runtime kind the version was registered with.';
+  END IF;
+
+  v_intent := pg_catalog.jsonb_build_object('model', deploy.model, 'version', deploy.version,
+              'runtime_kind', deploy.runtime_kind, 'gpus', deploy.gpus, 'min_replicas', deploy.min_replicas,
+              'max_replicas', deploy.max_replicas, 'env', coalesce(deploy.env, '{}'::jsonb));
+  alloc := deploy.gpus * deploy.max_replicas;
+
+  -- lock order everywhere: project lock(s), then the deployment row
+  SELECT CASE WHEN x.status = 'DELETED' THEN 0 ELSE x.desired_gpus END INTO seen_alloc
+  FROM mlplat.deployments x WHERE x.project_id = pid AND x.name = deploy.deployment;
+  need_quota := alloc > coalesce(seen_alloc, 0);
+  PERFORM pg_catalog.pg_advisory_xact_lock_shared(1836871681, pid::int);   -- _project_lock_key(1)
+  IF need_quota THEN
+    PERFORM pg_catalog.pg_advisory_xact_lock(1836871682, pid::int);        -- _project_lock_key(2)
+  END IF;
+  SELECT * INTO p FROM mlplat.projects x WHERE x.id = pid;
+  IF p.status IN ('DELETING', 'DELETED') THEN
+    PERFORM mlplat._wrong_state('project', p.name, p.status, 'deploy', 'The project is being deleted.');
+  END IF;
+
+  -- the deployment row, whether a rollout is active, and whether the desired revision is this request
+  SELECT x AS dep,
+         EXISTS (SELECT 1 FROM mlplat.rollouts ro WHERE ro.deployment_id = x.id
+                 AND ro.status IN ('PROGRESSING', 'HOLDING', 'AT_CEILING', 'ROLLING_BACK')) AS ra,
+         x.status <> 'DELETED' AND EXISTS (SELECT 1 FROM mlplat.deployment_revisions dr
+                 WHERE dr.deployment_id = x.id AND dr.revision = x.desired_revision
+                   AND dr.intent = v_intent AND dr.model_version_id = v.id) AS un
+  INTO q
+  FROM mlplat.deployments x WHERE x.project_id = pid AND x.name = deploy.deployment FOR NO KEY UPDATE OF x;
+  IF FOUND THEN
+    d := q.dep; rollout_active := q.ra; unchanged := q.un;
+  ELSE
+    INSERT INTO mlplat.deployments (project_id, name, traceparent) VALUES (pid, deploy.deployment, tp)
+    ON CONFLICT ON CONSTRAINT deployments_project_id_name_key DO NOTHING;
+    SELECT * INTO d FROM mlplat.deployments x WHERE x.project_id = pid AND x.name = deploy.deployment FOR NO KEY UPDATE;
+    rollout_active := false; unchanged := false;
+  END IF;
+  old_alloc := CASE WHEN d.status = 'DELETED' THEN 0 ELSE d.desired_gpus END;
+  IF alloc > old_alloc AND NOT need_quota THEN
+    PERFORM mlplat._cas_lost('deployment', d.name);   -- its allocation dropped under us
+  END IF;
+  IF d.status = 'DELETING' THEN
+    PERFORM mlplat._wrong_state('deployment', d.name, d.status, 'deploy', 'Wait until it is DELETED, then deploy again.');
+  END IF;
+  IF rollout_active THEN
+    PERFORM mlplat._no_active_rollout(d, 'deploy');   -- raises the error
+  END IF;
+
+  r := (pg_catalog.gen_random_uuid(), 'deployment', d.id, NULL, NULL, false)::mlplat.accepted;
+  -- Deploying what is already desired changes nothing: the existing revision is the answer.
+  IF unchanged THEN
+    r.revision := d.desired_revision; r.status := d.status;
+    PERFORM mlplat._audit('deploy', deploy.project, pid, 'deployment', d.id, r.request_id, tp,
+      pg_catalog.jsonb_build_object('revision', d.desired_revision, 'unchanged', true), who);
+    PERFORM mlplat._idem_store('deploy', deploy.idempotency_key, r, who);
+    RETURN r;
+  END IF;
+  IF need_quota THEN
+    PERFORM mlplat._check_gpu_quota(p, alloc, d.id);
+  END IF;
+
+  rev := d.latest_revision + 1;
+  v_spec := mlplat._render_isvc(deploy.project, deploy.deployment, rev,
+            (SELECT i.instance_id FROM mlplat.installation i), v.model_format, v.runtime_kind, v.artifact_uri,
+            v.artifact_sha256, deploy.gpus, deploy.min_replicas, deploy.max_replicas, deploy.env);
+  -- one statement: the new revision, the deployment's desired state, the audit event
+  WITH new_rev AS (
+    INSERT INTO mlplat.deployment_revisions (deployment_id, revision, project_id, model_version_id, intent,
+                                             spec, spec_digest, created_by, traceparent)
+    VALUES (d.id, rev, pid, v.id, v_intent, v_spec, mlplat._spec_digest(v_spec), who, tp)
+  ), upd AS (
+    UPDATE mlplat.deployments x
+    SET previous_revision = CASE WHEN x.status = 'DELETED' THEN NULL ELSE x.desired_revision END,
+        desired_revision = rev, latest_revision = rev, desired_gpus = alloc,
+        generation = x.generation + 1, row_version = x.row_version + 1,
+        status = 'DEPLOYING', status_reason = pg_catalog.format('revision %s requested', rev),
+        attempts = 0, last_error = NULL, next_attempt_at = pg_catalog.now(), traceparent = tp,
+        updated_at = pg_catalog.now()
+    WHERE x.id = d.id
+  )
+  INSERT INTO mlplat.audit_events (actor, db_role, action, project, project_id, entity, entity_id,
+                                   request_id, trace_id, traceparent, detail)
+  VALUES (who, mlplat._db_role(), 'deploy', deploy.project, pid, 'deployment', d.id, r.request_id,
+          pg_catalog.split_part(tp, '-', 2), tp,
+          pg_catalog.jsonb_build_object('revision', rev, 'model', deploy.model, 'version', deploy.version,
+                                        'gpus', deploy.gpus, 'max_replicas', deploy.max_replicas));
+  r.revision := rev; r.status := 'DEPLOYING';
+  PERFORM mlplat._idem_store('deploy', deploy.idempotency_key, r, who);
+  PERFORM mlplat._wake_on_commit('deployments');
+  RETURN r;
+END $$;
+
+CREATE FUNCTION mlplat.rollback_deployment(project text, deployment text)
+RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, mlplat, pg_temp AS $$
+DECLARE
+  pid bigint := mlplat._authorize('rollback_deployment', rollback_deployment.project);
+  r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'deployment', NULL, NULL, NULL, false)::mlplat.accepted;
+  tp text := mlplat._traceparent();
+  seen mlplat.deployments;
+  d mlplat.deployments;
+  p mlplat.projects;
+  prev jsonb;
+  alloc int;
+BEGIN
+  seen := mlplat._find_deployment(pid, rollback_deployment.deployment);
+  IF seen.status IN ('DELETING', 'DELETED') THEN
+    PERFORM mlplat._wrong_state('deployment', seen.name, seen.status, 'rollback_deployment', 'Deploy it again instead.');
+  END IF;
+  IF seen.previous_revision IS NULL THEN
+    RAISE EXCEPTION USING ERRCODE = '55000',
+      MESSAGE = pg_catalog.format('deployment "%s" has no previous revision to roll back to', seen.name),
+      DETAIL = 'Only one revision has been desired since the deployment was created.',
+      HINT = 'Deploy the version you want instead.';
+  END IF;
+  SELECT dr.intent INTO prev FROM mlplat.deployment_revisions dr
+  WHERE dr.deployment_id = seen.id AND dr.revision = seen.previous_revision;
+  alloc := (prev->>'gpus')::int * (prev->>'max_replicas')::int;
+  p := mlplat._lock_project(pid, alloc > seen.desired_gpus, 'rollback_deployment');
+  SELECT * INTO d FROM mlplat.deployments x WHERE x.id = seen.id FOR NO KEY UPDATE;
+  IF d.row_version <> seen.row_version OR d.status <> seen.status THEN
+    PERFORM mlplat._cas_lost('deployment', seen.name);
+  END IF;
+  PERFORM mlplat._no_active_rollout(d, 'rollback_deployment');
+  IF alloc > d.desired_gpus THEN
+    PERFORM mlplat._check_gpu_quota(p, alloc, d.id);
+  END IF;
+  -- Revisions are never edited: the previous one becomes desired again (a new intent).
+  UPDATE mlplat.deployments x
+  SET desired_revision = d.previous_revision, previous_revision = d.desired_revision, desired_gpus = alloc,
+      generation = x.generation + 1, row_version = x.row_version + 1, status = 'DEPLOYING',
+      status_reason = pg_catalog.format('rollback to revision %s requested', d.previous_revision),
+      attempts = 0, last_error = NULL, next_attempt_at = pg_catalog.now(), traceparent = tp,
+      updated_at = pg_catalog.now()
+  WHERE x.id = d.id;
+  r.entity_id := d.id; r.revision := d.previous_revision; r.status := 'DEPLOYING';
+  PERFORM mlplat._audit('rollback_deployment', rollback_deployment.project, pid, 'deployment', d.id, r.request_id, tp,
+    pg_catalog.jsonb_build_object('from_revision', d.desired_revision, 'to_revision', d.previous_revision));
+  PERFORM mlplat._wake_on_commit('deployments');
+  RETURN r;
+END $$;
+
+CREATE FUNCTION mlplat.undeploy(project text, deployment text)
+RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, mlplat, pg_temp AS $$
+DECLARE
+  pid bigint := mlplat._authorize('undeploy', undeploy.project);
+  r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'deployment', NULL, NULL, NULL, false)::mlplat.accepted;
+  tp text := mlplat._traceparent();
+  seen mlplat.deployments;
+BEGIN
+  seen := mlplat._find_deployment(pid, undeploy.deployment);
+  r.entity_id := seen.id; r.revision := seen.desired_revision;
+  IF seen.status IN ('DELETING', 'DELETED') THEN
+    r.status := seen.status;      -- already asked for
+    RETURN r;
+  END IF;
+  PERFORM mlplat._no_active_rollout(seen, 'undeploy');
+  -- compare-and-swap on status + row_version
+  UPDATE mlplat.deployments x
+  SET status = 'DELETING', status_reason = 'undeploy requested', generation = x.generation + 1,
+      row_version = x.row_version + 1, attempts = 0, last_error = NULL, next_attempt_at = pg_catalog.now(),
+      traceparent = tp, updated_at = pg_catalog.now()
+  WHERE x.id = seen.id AND x.row_version = seen.row_version AND x.status = seen.status;
+  IF NOT FOUND THEN
+    PERFORM mlplat._cas_lost('deployment', seen.name);
+  END IF;
+  r.status := 'DELETING';
+  PERFORM mlplat._audit('undeploy', undeploy.project, pid, 'deployment', seen.id, r.request_id, tp,
+    pg_catalog.jsonb_build_object('revision', seen.desired_revision));
+  PERFORM mlplat._wake_on_commit('deployments');
+  RETURN r;
+END $$;
+
+-- Preview: the manifest the reconciler applies for a revision (default: the desired one).
+CREATE FUNCTION mlplat.render_inference_service(project text, deployment text, revision int DEFAULT NULL)
+RETURNS jsonb LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, mlplat, pg_temp AS $$
+DECLARE
+  pid bigint := mlplat._authorize('view', render_inference_service.project);
+  d mlplat.deployments := mlplat._find_deployment(pid, render_inference_service.deployment);
+  s jsonb;
+BEGIN
+  SELECT dr.spec INTO s FROM mlplat.deployment_revisions dr
+  WHERE dr.deployment_id = d.id AND dr.revision = coalesce(render_inference_service.revision, d.desired_revision);
+  IF s IS NULL THEN
+    RAISE EXCEPTION USING ERRCODE = '42704',
+      MESSAGE = pg_catalog.format('deployment "%s" has no revision %s', d.name,
+                                  coalesce(render_inference_service.revision::text, '(desired)')),
+      HINT = 'List revisions in mlplat.deployment_revisions.';
+  END IF;
+  RETURN s;
+END $$;

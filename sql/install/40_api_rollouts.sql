@@ -1,0 +1,194 @@
+-- 40_api_rollouts: canary rollout intents.  The rollouts reconciler (its own issue) shifts
+-- traffic, reads metrics and records decisions; these functions only record what is wanted.
+
+-- Validate a rollout policy and return it with defaults filled in.
+CREATE FUNCTION mlplat._check_policy(policy jsonb) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+  allowed text[] := ARRAY['steps', 'ceiling', 'min_samples', 'window_seconds', 'max_error_rate',
+                          'max_p95_ms', 'max_error_rate_ratio', 'max_p95_ratio'];
+  k text;
+  s jsonb;
+  i int := 0;
+  prev numeric := 0;
+  f numeric;
+  ceiling numeric := 1;
+  res jsonb;
+BEGIN
+  IF policy IS NULL OR pg_catalog.jsonb_typeof(policy) <> 'object' THEN
+    PERFORM mlplat._bad_input('policy', 'must be a JSON object', 'Pass e.g. {"steps": [0.1, 0.5, 1]}.');
+  END IF;
+  FOR k IN SELECT pg_catalog.jsonb_object_keys(policy) LOOP
+    IF NOT k = ANY (allowed) THEN
+      PERFORM mlplat._bad_input('policy', pg_catalog.format('unknown key "%s"', pg_catalog.left(k, 64)),
+        pg_catalog.format('Allowed keys: %s.', pg_catalog.array_to_string(allowed, ', ')));
+    END IF;
+  END LOOP;
+  IF policy ? 'ceiling' THEN
+    ceiling := mlplat._json_num('policy.ceiling', policy->'ceiling', 0, 1, false, true);
+  END IF;
+  IF pg_catalog.jsonb_typeof(policy->'steps') IS DISTINCT FROM 'array'
+     OR pg_catalog.jsonb_array_length(policy->'steps') NOT BETWEEN 1 AND 20 THEN
+    PERFORM mlplat._bad_input('policy.steps', 'is required: an array of 1 to 20 traffic fractions',
+      'Fractions are in (0, 1], e.g. [0.05, 0.25, 0.5, 1].');
+  END IF;
+  FOR s IN SELECT e FROM pg_catalog.jsonb_array_elements(policy->'steps') e LOOP
+    i := i + 1;
+    f := mlplat._json_num(pg_catalog.format('policy.steps[%s]', i), s, 0, 1, false, true);
+    IF f <= prev THEN
+      PERFORM mlplat._bad_input('policy.steps', 'fractions must increase strictly', 'Sort the steps and drop repeats.');
+    END IF;
+    IF f > ceiling THEN
+      PERFORM mlplat._bad_input('policy.steps', 'a step exceeds the ceiling', 'Lower the step or raise policy.ceiling.');
+    END IF;
+    prev := f;
+  END LOOP;
+  res := pg_catalog.jsonb_build_object(
+    'steps', policy->'steps',
+    'ceiling', ceiling,
+    'min_samples', CASE WHEN policy ? 'min_samples'
+                        THEN mlplat._json_num('policy.min_samples', policy->'min_samples', 1, 1000000000, true) ELSE 100 END,
+    'window_seconds', CASE WHEN policy ? 'window_seconds'
+                        THEN mlplat._json_num('policy.window_seconds', policy->'window_seconds', 10, 86400, true) ELSE 300 END,
+    'max_error_rate', CASE WHEN policy ? 'max_error_rate'
+                        THEN mlplat._json_num('policy.max_error_rate', policy->'max_error_rate', 0, 1, false) ELSE 0.01 END);
+  IF policy ? 'max_p95_ms' THEN
+    res := res || pg_catalog.jsonb_build_object('max_p95_ms',
+      mlplat._json_num('policy.max_p95_ms', policy->'max_p95_ms', 0, 600000, false, true));
+  END IF;
+  IF policy ? 'max_error_rate_ratio' THEN
+    res := res || pg_catalog.jsonb_build_object('max_error_rate_ratio',
+      mlplat._json_num('policy.max_error_rate_ratio', policy->'max_error_rate_ratio', 1, 100, false));
+  END IF;
+  IF policy ? 'max_p95_ratio' THEN
+    res := res || pg_catalog.jsonb_build_object('max_p95_ratio',
+      mlplat._json_num('policy.max_p95_ratio', policy->'max_p95_ratio', 1, 100, false));
+  END IF;
+  RETURN res;
+END $$;
+
+CREATE FUNCTION mlplat.start_rollout(project text, deployment text, model text, version text, policy jsonb,
+                                     idempotency_key text DEFAULT NULL)
+RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, mlplat, pg_temp AS $$
+DECLARE
+  pid bigint := mlplat._authorize('start_rollout', start_rollout.project);
+  r mlplat.accepted;
+  tp text := mlplat._traceparent();
+  pol jsonb;
+  v mlplat.model_versions;
+  d mlplat.deployments;
+  base jsonb;
+  v_intent jsonb;
+  v_spec jsonb;
+  rev int;
+  ro_id bigint;
+BEGIN
+  r := mlplat._idem_claim('start_rollout', start_rollout.idempotency_key,
+         pg_catalog.jsonb_build_array(start_rollout.project, start_rollout.deployment, start_rollout.model,
+                                      start_rollout.version, start_rollout.policy));
+  IF r.request_id IS NOT NULL THEN RETURN r; END IF;
+  pol := mlplat._check_policy(start_rollout.policy);
+  d := mlplat._find_deployment(pid, start_rollout.deployment);
+  v := mlplat._find_version(pid, start_rollout.model, start_rollout.version);
+  IF v.stage NOT IN ('CANDIDATE', 'CHAMPION') THEN
+    RAISE EXCEPTION USING ERRCODE = '55000',
+      MESSAGE = pg_catalog.format('model version "%s" of "%s" is %s: a rollout needs CANDIDATE or CHAMPION',
+                                  v.version, start_rollout.model, v.stage),
+      HINT = 'Stage it with mlplat.set_model_stage(..., ''CANDIDATE'') first.';
+  END IF;
+  PERFORM mlplat._lock_project(pid, false, 'start_rollout');
+  SELECT * INTO d FROM mlplat.deployments x WHERE x.id = d.id FOR UPDATE;
+  IF d.status NOT IN ('READY', 'DRIFTED') THEN
+    PERFORM mlplat._wrong_state('deployment', d.name, d.status, 'start_rollout',
+      'A rollout starts from a READY deployment; wait for the current change to finish.');
+  END IF;
+  PERFORM mlplat._no_active_rollout(d, 'start_rollout');
+  SELECT dr.intent INTO base FROM mlplat.deployment_revisions dr
+  WHERE dr.deployment_id = d.id AND dr.revision = d.desired_revision;
+  IF v.runtime_kind <> base->>'runtime_kind' THEN
+    RAISE EXCEPTION USING ERRCODE = '22023',
+      MESSAGE = 'invalid version: its runtime kind differs from the deployment''s',
+      DETAIL = pg_catalog.format('The deployment serves runtime kind "%s"; the version needs "%s".',
+                                 base->>'runtime_kind', v.runtime_kind),
+      HINT = 'Roll out a version built for the same runtime, or deploy a new deployment.';
+  END IF;
+  -- The canary revision: the desired revision's shape with the new model version.
+  v_intent := base || pg_catalog.jsonb_build_object('model', start_rollout.model, 'version', v.version);
+  rev := d.latest_revision + 1;
+  v_spec := mlplat._render_isvc(start_rollout.project, d.name, rev, (SELECT i.instance_id FROM mlplat.installation i),
+              v.model_format, v.runtime_kind, v.artifact_uri, v.artifact_sha256, (base->>'gpus')::int,
+              (base->>'min_replicas')::int, (base->>'max_replicas')::int, base->'env');
+  INSERT INTO mlplat.deployment_revisions (deployment_id, revision, project_id, model_version_id, intent,
+                                           spec, spec_digest, created_by, traceparent)
+  VALUES (d.id, rev, pid, v.id, v_intent, v_spec, mlplat._spec_digest(v_spec), mlplat._actor(), tp);
+  UPDATE mlplat.deployments x SET latest_revision = rev, row_version = x.row_version + 1, updated_at = pg_catalog.now()
+  WHERE x.id = d.id;
+  INSERT INTO mlplat.rollouts (project_id, deployment_id, baseline_revision, target_revision, policy, created_by, traceparent)
+  VALUES (pid, d.id, d.desired_revision, rev, pol, mlplat._actor(), tp)
+  RETURNING id INTO ro_id;
+  r := (pg_catalog.gen_random_uuid(), 'rollout', ro_id, rev, 'PROGRESSING', false)::mlplat.accepted;
+  PERFORM mlplat._audit('start_rollout', start_rollout.project, pid, 'rollout', ro_id, r.request_id, tp,
+    pg_catalog.jsonb_build_object('deployment', d.name, 'baseline_revision', d.desired_revision,
+                                  'target_revision', rev, 'policy', pol));
+  PERFORM mlplat._idem_store('start_rollout', start_rollout.idempotency_key, r);
+  PERFORM mlplat._wake_on_commit('rollouts');
+  RETURN r;
+END $$;
+
+-- promote/abort: CAS on the active rollout's status + row_version.
+CREATE FUNCTION mlplat._rollout_request(p_action text, p_project text, p_deployment text) RETURNS mlplat.accepted
+LANGUAGE plpgsql AS $$
+DECLARE
+  pid bigint := mlplat._authorize(p_action, p_project);
+  r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'rollout', NULL, NULL, NULL, false)::mlplat.accepted;
+  tp text := mlplat._traceparent();
+  d mlplat.deployments := mlplat._find_deployment(pid, p_deployment);
+  seen mlplat.rollouts;
+  want text := CASE p_action WHEN 'promote_rollout' THEN 'PROMOTE' ELSE 'ABORT' END;
+  new_status text;
+BEGIN
+  SELECT * INTO seen FROM mlplat.rollouts ro WHERE ro.deployment_id = d.id ORDER BY ro.id DESC LIMIT 1;
+  IF seen.id IS NULL OR seen.status NOT IN ('PROGRESSING', 'HOLDING', 'AT_CEILING', 'ROLLING_BACK') THEN
+    RAISE EXCEPTION USING ERRCODE = '55000',
+      MESSAGE = pg_catalog.format('deployment "%s" has no active rollout: %s is not possible', d.name, p_action),
+      DETAIL = pg_catalog.format('The latest rollout is %s.', coalesce(seen.status, 'absent')),
+      HINT = 'Start one with mlplat.start_rollout().';
+  END IF;
+  r.entity_id := seen.id; r.revision := seen.target_revision;
+  IF seen.requested_action IS NOT DISTINCT FROM want THEN
+    r.status := seen.status;    -- already requested
+    RETURN r;
+  END IF;
+  IF seen.status = 'ROLLING_BACK' OR seen.requested_action IS NOT NULL THEN
+    PERFORM mlplat._wrong_state('rollout of deployment', d.name, coalesce(seen.requested_action || ' requested', seen.status),
+      p_action, 'The rollout is already being finished; watch mlplat.rollout_status.');
+  END IF;
+  new_status := CASE want WHEN 'ABORT' THEN 'ROLLING_BACK' ELSE seen.status END;
+  UPDATE mlplat.rollouts ro
+  SET requested_action = want, status = new_status,
+      status_reason = pg_catalog.format('%s requested', pg_catalog.lower(want)),
+      generation = ro.generation + 1, row_version = ro.row_version + 1, attempts = 0,
+      next_attempt_at = pg_catalog.now(), traceparent = tp, updated_at = pg_catalog.now()
+  WHERE ro.id = seen.id AND ro.row_version = seen.row_version AND ro.status = seen.status;
+  IF NOT FOUND THEN
+    PERFORM mlplat._cas_lost('rollout of deployment', d.name);
+  END IF;
+  r.status := new_status;
+  PERFORM mlplat._audit(p_action, p_project, pid, 'rollout', seen.id, r.request_id, tp,
+    pg_catalog.jsonb_build_object('deployment', d.name, 'from', seen.status, 'requested', want));
+  PERFORM mlplat._wake_on_commit('rollouts');
+  RETURN r;
+END $$;
+
+CREATE FUNCTION mlplat.promote_rollout(project text, deployment text)
+RETURNS mlplat.accepted LANGUAGE sql SECURITY DEFINER
+SET search_path = pg_catalog, mlplat, pg_temp AS $$
+  SELECT * FROM mlplat._rollout_request('promote_rollout', project, deployment)
+$$;
+
+CREATE FUNCTION mlplat.abort_rollout(project text, deployment text)
+RETURNS mlplat.accepted LANGUAGE sql SECURITY DEFINER
+SET search_path = pg_catalog, mlplat, pg_temp AS $$
+  SELECT * FROM mlplat._rollout_request('abort_rollout', project, deployment)
+$$;

@@ -1,0 +1,104 @@
+-- 45_api_views: what people look at, row-level security, privileges.
+--
+-- Callers read tables and views; only the SECURITY DEFINER API functions write.  Row-level
+-- security shows a member only their projects' rows; the views are security_invoker, so
+-- the same policies apply through them.
+
+CREATE VIEW mlplat.project_status WITH (security_invoker = true) AS
+SELECT p.name AS project, p.status, p.status_reason,
+       (p.status IN ('PROVISIONING', 'DELETING') OR p.observed_generation < p.generation) AS in_flight,
+       p.gpu_quota,
+       coalesce((SELECT pg_catalog.sum(d.desired_gpus) FROM mlplat.deployments d
+                 WHERE d.project_id = p.id AND d.status <> 'DELETED'), 0)
+       + coalesce((SELECT pg_catalog.sum(u.gpus) FROM mlplat.runs u WHERE u.project_id = p.id
+                   AND u.status IN ('PENDING', 'SUBMITTED', 'RUNNING', 'CANCEL_REQUESTED')), 0) AS gpus_in_use,
+       p.cpu_quota, p.memory_quota, p.generation, p.observed_generation,
+       p.attempts, p.last_error, p.next_attempt_at, p.traceparent, p.created_at, p.updated_at
+FROM mlplat.projects p;
+
+CREATE VIEW mlplat.deployment_status WITH (security_invoker = true) AS
+SELECT p.name AS project, d.name AS deployment, d.status, d.status_reason,
+       (d.status IN ('PENDING', 'DEPLOYING', 'DRIFTED', 'DELETING') OR d.observed_generation < d.generation) AS in_flight,
+       d.desired_revision, d.observed_revision, dr.intent->>'model' AS model, dr.intent->>'version' AS version,
+       (dr.intent->>'gpus')::int AS gpus, (dr.intent->>'min_replicas')::int AS min_replicas,
+       (dr.intent->>'max_replicas')::int AS max_replicas, d.endpoint,
+       d.generation, d.observed_generation, d.attempts, d.last_error, d.next_attempt_at,
+       CASE WHEN d.observed_generation < d.generation THEN pg_catalog.now() - d.updated_at END AS pending_for,
+       d.traceparent, d.created_at, d.updated_at
+FROM mlplat.deployments d
+JOIN mlplat.projects p ON p.id = d.project_id
+LEFT JOIN mlplat.deployment_revisions dr ON dr.deployment_id = d.id AND dr.revision = d.desired_revision;
+
+CREATE VIEW mlplat.run_status WITH (security_invoker = true) AS
+SELECT p.name AS project, u.name AS run, u.kind, u.status, u.status_reason,
+       (u.status IN ('PENDING', 'SUBMITTED', 'RUNNING', 'CANCEL_REQUESTED')) AS in_flight,
+       u.gpus, (SELECT pg_catalog.count(*) FROM mlplat.run_steps s WHERE s.run_id = u.id) AS steps,
+       u.created_by, u.generation, u.observed_generation, u.attempts, u.last_error, u.next_attempt_at,
+       u.traceparent, u.created_at, u.updated_at
+FROM mlplat.runs u
+JOIN mlplat.projects p ON p.id = u.project_id;
+
+CREATE VIEW mlplat.rollout_status WITH (security_invoker = true) AS
+SELECT p.name AS project, d.name AS deployment, ro.id AS rollout_id, ro.status, ro.status_reason,
+       ro.requested_action,
+       (ro.status IN ('PROGRESSING', 'HOLDING', 'AT_CEILING', 'ROLLING_BACK')) AS in_flight,
+       ro.baseline_revision, ro.target_revision, ro.current_fraction, ro.policy, ro.created_by,
+       ro.generation, ro.observed_generation, ro.attempts, ro.last_error, ro.traceparent,
+       ro.created_at, ro.updated_at
+FROM mlplat.rollouts ro
+JOIN mlplat.deployments d ON d.id = ro.deployment_id
+JOIN mlplat.projects p ON p.id = ro.project_id;
+
+CREATE VIEW mlplat.audit_log WITH (security_invoker = true) AS
+SELECT a.id, a.at, a.actor, a.db_role, a.action, a.project, a.entity, a.entity_id, a.request_id,
+       a.trace_id, a.detail, a.epoch, a.controller
+FROM mlplat.audit_events a;
+
+-- Row-level security: one policy per table, all through mlplat._can_view().
+DO $$
+DECLARE
+  t text;
+BEGIN
+  FOREACH t IN ARRAY ARRAY['members', 'models', 'model_versions', 'model_aliases', 'deployments',
+                           'deployment_revisions', 'runs', 'run_steps', 'rollouts', 'audit_events'] LOOP
+    EXECUTE pg_catalog.format('ALTER TABLE mlplat.%I ENABLE ROW LEVEL SECURITY', t);
+    EXECUTE pg_catalog.format('CREATE POLICY member_reads ON mlplat.%I FOR SELECT USING (mlplat._can_view(project_id))', t);
+  END LOOP;
+END $$;
+ALTER TABLE mlplat.projects ENABLE ROW LEVEL SECURITY;
+CREATE POLICY member_reads ON mlplat.projects FOR SELECT USING (mlplat._can_view(id));
+
+-- Privileges: read-only for everyone (RLS filters); nothing writable; internals not callable.
+GRANT SELECT ON mlplat.projects, mlplat.members, mlplat.models, mlplat.model_versions, mlplat.model_aliases,
+                mlplat.deployments, mlplat.deployment_revisions, mlplat.runs, mlplat.run_steps, mlplat.rollouts,
+                mlplat.audit_events, mlplat.policies, mlplat.installation,
+                mlplat.project_status, mlplat.deployment_status, mlplat.run_status, mlplat.rollout_status,
+                mlplat.audit_log
+  TO PUBLIC;
+DO $$
+DECLARE
+  f regprocedure;
+BEGIN
+  FOR f IN SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
+           WHERE p.pronamespace = 'mlplat'::regnamespace AND p.proname LIKE '\_%' AND p.proname <> '_can_view' LOOP
+    EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', f);
+  END LOOP;
+END $$;
+
+-- pg_dump keeps the data of extension tables marked as configuration.
+DO $$
+DECLARE
+  t text;
+  s text;
+BEGIN
+  FOREACH t IN ARRAY ARRAY['admins', 'impersonators', 'idempotency_keys', 'projects', 'members', 'models',
+                           'model_versions', 'model_aliases', 'deployments', 'deployment_revisions', 'runs',
+                           'run_steps', 'rollouts', 'audit_events'] LOOP
+    PERFORM pg_catalog.pg_extension_config_dump(('mlplat.' || t)::regclass, '');
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a WHERE a.attrelid = ('mlplat.' || t)::regclass
+               AND a.attname = 'id' AND a.attidentity <> '') THEN
+      s := pg_catalog.pg_get_serial_sequence('mlplat.' || t, 'id');
+      PERFORM pg_catalog.pg_extension_config_dump(s::regclass, '');
+    END IF;
+  END LOOP;
+END $$;

@@ -1,0 +1,777 @@
+/*
+ * http.c — libcurl multi client driven by one WaitEventSet (curl's sockets,
+ * curl's timer, the process latch and postmaster death), see http.h.
+ *
+ * Design notes:
+ * - One CURLM per process, created on first use and kept for the life of the
+ *   process, so connections (keep-alive), DNS and TLS sessions are reused from
+ *   pass to pass.  Easy handles are pooled (curl_easy_reset keeps their caches).
+ * - curl tells us which sockets to watch through CURLMOPT_SOCKETFUNCTION and when
+ *   to call it back through CURLMOPT_TIMERFUNCTION.  Those callbacks only record
+ *   state in plain malloc'd arrays (nothing in them may ereport: a longjmp through
+ *   libcurl would corrupt it).  The run loop turns that state into a WaitEventSet,
+ *   rebuilding it when the set of sockets changes (PostgreSQL 15 cannot remove an
+ *   event from a set) and modifying events in place when only the direction does.
+ * - The loop calls CHECK_FOR_INTERRUPTS(); an ERROR thrown there (query cancel,
+ *   statement_timeout) detaches every transfer in PG_CATCH before re-throwing, so
+ *   no curl callback can later write into memory the caller has reset.  A FATAL
+ *   (SIGTERM via die()) exits the process; the OS reclaims curl's sockets.
+ * - A latch set while we wait (e.g. a wake-on-commit for the worker) is consumed
+ *   to keep waiting, and set again when the batch ends so the caller sees it.
+ */
+#include "postgres.h"
+
+#include <time.h>
+#include <curl/curl.h>
+
+#include "access/xact.h"
+#include "miscadmin.h"
+#include "storage/latch.h"
+#include "utils/memutils.h"
+#include "utils/wait_event.h"
+
+#include "mlplat/guc.h"
+#include "mlplat/http.h"
+
+typedef struct MlplatHttpPriv
+{
+	MlplatHttpBatch *batch;
+	MlplatHttpRequest *req;
+	List	   *header_lines;	/* "Name: value" strings, in the batch context */
+	CURL	   *easy;			/* while attached to the multi handle */
+	struct curl_slist *slist;	/* malloc'd by libcurl while attached */
+	size_t		cap;			/* allocated size of req->resp_body */
+	bool		too_big;
+	bool		oom;
+	double		started_ms;
+	char		errbuf[CURL_ERROR_SIZE];
+} MlplatHttpPriv;
+
+struct MlplatHttpBatch
+{
+	MemoryContext cxt;			/* private child of the caller's context */
+	MlplatHttpRequest **reqs;
+	int			n;
+	int			cap;
+	bool		allow_xact;
+	bool		running;
+	MemoryContextCallback cleanup;
+};
+
+/* ---- process-wide state (never in shared memory) */
+
+typedef struct SockWatch
+{
+	curl_socket_t fd;
+	int			what;			/* CURL_POLL_IN / OUT / INOUT */
+	int			pos;			/* position in the wait set, -1 if not added */
+} SockWatch;
+
+static CURLM *http_multi = NULL;
+static CURL **easy_pool = NULL;
+static int	easy_pool_n = 0;
+static int	easy_pool_cap = 0;
+
+static SockWatch *socks = NULL;
+static int	nsocks = 0;
+static int	socks_cap = 0;
+static bool socks_membership_changed = true;
+static bool socks_events_changed = false;
+
+static bool timer_armed = false;
+static double timer_deadline_ms = 0;
+
+static WaitEventSet *http_wes = NULL;
+static bool http_latch_seen = false;
+
+static MlplatHttpStats http_stats;
+
+#define MAX_WAIT_MS 1000		/* re-check everything at least this often */
+#define EASY_POOL_MAX 1024
+
+static double
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double) ts.tv_sec * 1000.0 + (double) ts.tv_nsec / 1000000.0;
+}
+
+/* ---- curl callbacks: record only, never ereport */
+
+static int
+sock_cb(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp)
+{
+	int			i;
+
+	for (i = 0; i < nsocks; i++)
+		if (socks[i].fd == s)
+			break;
+
+	if (what == CURL_POLL_REMOVE)
+	{
+		if (i < nsocks)
+		{
+			socks[i] = socks[nsocks - 1];
+			nsocks--;
+			socks_membership_changed = true;
+		}
+		return 0;
+	}
+
+	if (i == nsocks)
+	{
+		if (nsocks == socks_cap)
+		{
+			int			ncap = socks_cap ? socks_cap * 2 : 64;
+			SockWatch  *n = realloc(socks, sizeof(SockWatch) * ncap);
+
+			if (n == NULL)
+				return -1;		/* curl fails this transfer */
+			socks = n;
+			socks_cap = ncap;
+		}
+		socks[nsocks].fd = s;
+		socks[nsocks].what = what;
+		socks[nsocks].pos = -1;
+		nsocks++;
+		socks_membership_changed = true;
+	}
+	else if (socks[i].what != what)
+	{
+		socks[i].what = what;
+		socks_events_changed = true;
+	}
+	return 0;
+}
+
+static int
+timer_cb(CURLM *multi, long timeout_ms, void *userp)
+{
+	if (timeout_ms < 0)
+		timer_armed = false;
+	else
+	{
+		timer_armed = true;
+		timer_deadline_ms = now_ms() + (double) timeout_ms;
+	}
+	return 0;
+}
+
+static size_t
+write_cb(char *ptr, size_t size, size_t nmemb, void *userdata)
+{
+	MlplatHttpPriv *priv = (MlplatHttpPriv *) userdata;
+	MlplatHttpRequest *req = priv->req;
+	size_t		n = size * nmemb;
+
+	if (n == 0)
+		return 0;
+	if (req->resp_len + n > req->max_body)
+	{
+		priv->too_big = true;
+		return 0;				/* CURLE_WRITE_ERROR */
+	}
+	if (req->resp_len + n + 1 > priv->cap)
+	{
+		size_t		ncap = priv->cap ? priv->cap * 2 : 4096;
+		char	   *nbuf;
+
+		while (ncap < req->resp_len + n + 1)
+			ncap *= 2;
+		if (ncap > req->max_body + 1)
+			ncap = req->max_body + 1;
+		nbuf = MemoryContextAllocExtended(priv->batch->cxt, ncap,
+										  MCXT_ALLOC_NO_OOM | MCXT_ALLOC_HUGE);
+		if (nbuf == NULL)
+		{
+			priv->oom = true;
+			return 0;
+		}
+		if (req->resp_body)
+		{
+			memcpy(nbuf, req->resp_body, req->resp_len);
+			pfree(req->resp_body);
+		}
+		req->resp_body = nbuf;
+		priv->cap = ncap;
+	}
+	memcpy(req->resp_body + req->resp_len, ptr, n);
+	req->resp_len += n;
+	req->resp_body[req->resp_len] = '\0';
+	return n;
+}
+
+/* ---- process setup */
+
+static void
+ensure_multi(void)
+{
+	if (http_multi != NULL)
+		return;
+	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+		ereport(ERROR, (errmsg("mlplat: could not initialize libcurl")));
+	http_multi = curl_multi_init();
+	if (http_multi == NULL)
+		ereport(ERROR, (errmsg("mlplat: could not create a libcurl multi handle")));
+	curl_multi_setopt(http_multi, CURLMOPT_SOCKETFUNCTION, sock_cb);
+	curl_multi_setopt(http_multi, CURLMOPT_TIMERFUNCTION, timer_cb);
+	curl_multi_setopt(http_multi, CURLMOPT_MAXCONNECTS, 256L);
+}
+
+static CURL *
+easy_get(void)
+{
+	if (easy_pool_n > 0)
+		return easy_pool[--easy_pool_n];
+	return curl_easy_init();
+}
+
+static void
+easy_put(CURL *e)
+{
+	if (easy_pool_n == easy_pool_cap && easy_pool_cap < EASY_POOL_MAX)
+	{
+		int			ncap = easy_pool_cap ? easy_pool_cap * 2 : 32;
+		CURL	  **n = realloc(easy_pool, sizeof(CURL *) * ncap);
+
+		if (n != NULL)
+		{
+			easy_pool = n;
+			easy_pool_cap = ncap;
+		}
+	}
+	if (easy_pool_n < easy_pool_cap)
+	{
+		curl_easy_reset(e);
+		easy_pool[easy_pool_n++] = e;
+	}
+	else
+		curl_easy_cleanup(e);
+}
+
+/* ---- batch API */
+
+bool
+mlplat_http_url_allowed(const char *url)
+{
+	return url != NULL &&
+		(pg_strncasecmp(url, "http://", 7) == 0 ||
+		 pg_strncasecmp(url, "https://", 8) == 0);
+}
+
+/* Release every libcurl resource a batch holds; idempotent. */
+static void
+batch_release(MlplatHttpBatch *b)
+{
+	int			i;
+
+	for (i = 0; i < b->n; i++)
+	{
+		MlplatHttpPriv *priv = b->reqs[i]->priv;
+
+		if (priv->easy)
+		{
+			curl_multi_remove_handle(http_multi, priv->easy);
+			easy_put(priv->easy);
+			priv->easy = NULL;
+			b->reqs[i]->done = true;
+			b->reqs[i]->failed = true;
+			strlcpy(b->reqs[i]->error, "interrupted before completion", MLPLAT_HTTP_ERROR_LEN);
+		}
+		if (priv->slist)
+		{
+			curl_slist_free_all(priv->slist);
+			priv->slist = NULL;
+		}
+	}
+}
+
+static void
+batch_cleanup_cb(void *arg)
+{
+	batch_release((MlplatHttpBatch *) arg);
+}
+
+MlplatHttpBatch *
+mlplat_http_batch_create(MemoryContext cxt)
+{
+	MemoryContext bcxt = AllocSetContextCreate(cxt, "mlplat http batch",
+											   ALLOCSET_DEFAULT_SIZES);
+	MlplatHttpBatch *b = MemoryContextAllocZero(bcxt, sizeof(MlplatHttpBatch));
+
+	b->cxt = bcxt;
+	b->cap = 16;
+	b->reqs = MemoryContextAlloc(bcxt, sizeof(MlplatHttpRequest *) * b->cap);
+	b->cleanup.func = batch_cleanup_cb;
+	b->cleanup.arg = b;
+	MemoryContextRegisterResetCallback(bcxt, &b->cleanup);
+	return b;
+}
+
+void
+mlplat_http_batch_allow_transaction(MlplatHttpBatch *batch)
+{
+	batch->allow_xact = true;
+}
+
+static bool
+method_known(const char *m)
+{
+	static const char *const known[] = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"};
+	int			i;
+
+	for (i = 0; i < lengthof(known); i++)
+		if (strcmp(m, known[i]) == 0)
+			return true;
+	return false;
+}
+
+MlplatHttpRequest *
+mlplat_http_batch_add(MlplatHttpBatch *b, const char *method, const char *url)
+{
+	MlplatHttpRequest *req;
+	MlplatHttpPriv *priv;
+
+	if (!method_known(method))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unsupported HTTP method \"%s\"", method),
+				 errhint("Use GET, HEAD, POST, PUT, PATCH or DELETE.")));
+	if (b->n == b->cap)
+	{
+		b->cap *= 2;
+		b->reqs = repalloc(b->reqs, sizeof(MlplatHttpRequest *) * b->cap);
+	}
+	req = MemoryContextAllocZero(b->cxt, sizeof(MlplatHttpRequest));
+	priv = MemoryContextAllocZero(b->cxt, sizeof(MlplatHttpPriv));
+	req->priv = priv;
+	priv->batch = b;
+	priv->req = req;
+	req->method = MemoryContextStrdup(b->cxt, method);
+	req->url = MemoryContextStrdup(b->cxt, url ? url : "");
+	req->connect_timeout_ms = mlplat_http_connect_timeout_ms;
+	req->timeout_ms = mlplat_http_timeout_ms;
+	req->max_body = MLPLAT_HTTP_DEFAULT_MAX_BODY;
+	b->reqs[b->n++] = req;
+	return req;
+}
+
+void
+mlplat_http_request_add_header(MlplatHttpRequest *req, const char *name, const char *value)
+{
+	MlplatHttpBatch *b = req->priv->batch;
+	MemoryContext old;
+
+	/* refuse header injection; the value itself is never echoed */
+	if (strpbrk(name, "\r\n:") != NULL || name[0] == '\0' || strpbrk(value, "\r\n") != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid HTTP header \"%s\"", strpbrk(name, "\r\n") ? "?" : name),
+				 errdetail("Header names must be non-empty without ':', and values must not contain line breaks.")));
+	old = MemoryContextSwitchTo(b->cxt);
+	req->priv->header_lines = lappend(req->priv->header_lines, psprintf("%s: %s", name, value));
+	MemoryContextSwitchTo(old);
+}
+
+void
+mlplat_http_request_set_body(MlplatHttpRequest *req, const char *content_type,
+							 const char *body, size_t len)
+{
+	MlplatHttpBatch *b = req->priv->batch;
+
+	req->body = MemoryContextAlloc(b->cxt, len + 1);
+	if (len > 0)
+		memcpy(req->body, body, len);
+	req->body[len] = '\0';
+	req->body_len = len;
+	if (content_type)
+		mlplat_http_request_add_header(req, "Content-Type", content_type);
+}
+
+int
+mlplat_http_batch_count(const MlplatHttpBatch *batch)
+{
+	return batch->n;
+}
+
+MlplatHttpRequest *
+mlplat_http_batch_get(const MlplatHttpBatch *batch, int i)
+{
+	Assert(i >= 0 && i < batch->n);
+	return batch->reqs[i];
+}
+
+void
+mlplat_http_batch_free(MlplatHttpBatch *batch)
+{
+	/* the reset callback releases the curl resources */
+	MemoryContextDelete(batch->cxt);
+}
+
+void
+mlplat_http_stats_get(MlplatHttpStats *out)
+{
+	*out = http_stats;
+}
+
+/* ---- running */
+
+static void
+fail_request(MlplatHttpRequest *req, const char *msg)
+{
+	req->done = true;
+	req->failed = true;
+	strlcpy(req->error, msg, sizeof(req->error));
+}
+
+/* Configure an easy handle for req and attach it; false if it failed to start. */
+static bool
+start_request(MlplatHttpRequest *req)
+{
+	MlplatHttpPriv *priv = req->priv;
+	CURL	   *e;
+	ListCell   *lc;
+	CURLcode	rc = CURLE_OK;
+
+	e = easy_get();
+	if (e == NULL)
+	{
+		fail_request(req, "could not create a libcurl handle");
+		return false;
+	}
+
+	/* from here on, a failure must give the handle back */
+	foreach(lc, priv->header_lines)
+	{
+		struct curl_slist *n = curl_slist_append(priv->slist, (char *) lfirst(lc));
+
+		if (n == NULL)
+		{
+			rc = CURLE_OUT_OF_MEMORY;
+			break;
+		}
+		priv->slist = n;
+	}
+	if (rc == CURLE_OK && req->body != NULL)
+	{
+		/* no "Expect: 100-continue" round trip */
+		struct curl_slist *n = curl_slist_append(priv->slist, "Expect:");
+
+		if (n == NULL)
+			rc = CURLE_OUT_OF_MEMORY;
+		else
+			priv->slist = n;
+	}
+
+#define SETOPT(opt, val) do { if (rc == CURLE_OK) rc = curl_easy_setopt(e, opt, val); } while (0)
+	SETOPT(CURLOPT_URL, req->url);
+	SETOPT(CURLOPT_PROTOCOLS_STR, "http,https");
+	SETOPT(CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+	SETOPT(CURLOPT_FOLLOWLOCATION, 0L);
+	SETOPT(CURLOPT_NOSIGNAL, 1L);
+	SETOPT(CURLOPT_SSL_VERIFYPEER, 1L);
+	SETOPT(CURLOPT_SSL_VERIFYHOST, 2L);
+	if (req->ca_file && req->ca_file[0])
+		SETOPT(CURLOPT_CAINFO, req->ca_file);
+	SETOPT(CURLOPT_CONNECTTIMEOUT_MS, (long) Max(req->connect_timeout_ms, 1));
+	SETOPT(CURLOPT_TIMEOUT_MS, (long) Max(req->timeout_ms, 1));
+	SETOPT(CURLOPT_TCP_KEEPALIVE, 1L);
+	SETOPT(CURLOPT_MAXFILESIZE_LARGE, (curl_off_t) req->max_body);
+	SETOPT(CURLOPT_WRITEFUNCTION, write_cb);
+	SETOPT(CURLOPT_WRITEDATA, priv);
+	SETOPT(CURLOPT_ERRORBUFFER, priv->errbuf);
+	SETOPT(CURLOPT_PRIVATE, priv);
+	SETOPT(CURLOPT_USERAGENT, "mlplat/" MLPLAT_VERSION);
+	SETOPT(CURLOPT_HTTPHEADER, priv->slist);
+
+	if (strcmp(req->method, "GET") == 0)
+		SETOPT(CURLOPT_HTTPGET, 1L);
+	else if (strcmp(req->method, "HEAD") == 0)
+		SETOPT(CURLOPT_NOBODY, 1L);
+	else
+	{
+		if (strcmp(req->method, "POST") != 0)
+			SETOPT(CURLOPT_CUSTOMREQUEST, req->method);
+		if (req->body != NULL || strcmp(req->method, "POST") == 0)
+		{
+			SETOPT(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t) req->body_len);
+			SETOPT(CURLOPT_POSTFIELDS, req->body ? req->body : "");
+		}
+	}
+#undef SETOPT
+
+	priv->errbuf[0] = '\0';
+	priv->started_ms = now_ms();
+	if (rc == CURLE_OK && curl_multi_add_handle(http_multi, e) == CURLM_OK)
+	{
+		priv->easy = e;
+		return true;
+	}
+
+	if (priv->slist)
+	{
+		curl_slist_free_all(priv->slist);
+		priv->slist = NULL;
+	}
+	easy_put(e);
+	fail_request(req, rc != CURLE_OK ? curl_easy_strerror(rc) : "could not start the transfer");
+	return false;
+}
+
+/* A transfer finished: collect the result, detach and recycle the handle. */
+static void
+finish_request(MlplatHttpPriv *priv, CURLcode rc)
+{
+	MlplatHttpRequest *req = priv->req;
+	CURL	   *e = priv->easy;
+	long		code = 0;
+	curl_off_t	retry_after = 0;
+	char	   *ctype = NULL;
+
+	req->done = true;
+	req->elapsed_ms = now_ms() - priv->started_ms;
+	curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &code);
+	req->status = (int) code;
+	if (curl_easy_getinfo(e, CURLINFO_RETRY_AFTER, &retry_after) == CURLE_OK && retry_after > 0)
+		req->retry_after_s = (int) Min(retry_after, (curl_off_t) PG_INT32_MAX);
+	if (curl_easy_getinfo(e, CURLINFO_CONTENT_TYPE, &ctype) == CURLE_OK && ctype != NULL)
+		req->content_type = MemoryContextStrdup(priv->batch->cxt, ctype);
+
+	if (rc != CURLE_OK || priv->too_big || priv->oom)
+	{
+		req->failed = true;
+		if (priv->too_big || rc == CURLE_FILESIZE_EXCEEDED)
+			snprintf(req->error, sizeof(req->error),
+					 "response body exceeds the limit of %zu bytes", req->max_body);
+		else if (priv->oom)
+			strlcpy(req->error, "out of memory reading the response body", sizeof(req->error));
+		else if (priv->errbuf[0])
+			strlcpy(req->error, priv->errbuf, sizeof(req->error));
+		else
+			strlcpy(req->error, curl_easy_strerror(rc), sizeof(req->error));
+	}
+	if (req->resp_body == NULL)
+		req->resp_body = MemoryContextAllocZero(priv->batch->cxt, 1);
+
+	http_stats.requests++;
+	http_stats.latency_ms_total += req->elapsed_ms;
+	if (req->failed || req->status >= 500)
+		http_stats.errors++;
+
+	curl_multi_remove_handle(http_multi, e);
+	priv->easy = NULL;
+	easy_put(e);
+	if (priv->slist)
+	{
+		curl_slist_free_all(priv->slist);
+		priv->slist = NULL;
+	}
+}
+
+static int
+drain_completed(void)
+{
+	CURLMsg    *msg;
+	int			left;
+	int			finished = 0;
+
+	while ((msg = curl_multi_info_read(http_multi, &left)) != NULL)
+	{
+		MlplatHttpPriv *priv = NULL;
+
+		if (msg->msg != CURLMSG_DONE)
+			continue;
+		curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **) &priv);
+		if (priv == NULL || priv->easy != msg->easy_handle)
+			continue;
+		finish_request(priv, msg->data.result);
+		finished++;
+	}
+	return finished;
+}
+
+static void
+free_wait_set(void)
+{
+	if (http_wes)
+	{
+		FreeWaitEventSet(http_wes);
+		http_wes = NULL;
+	}
+}
+
+static uint32
+wl_events(int what)
+{
+	uint32		ev = 0;
+
+	if (what & CURL_POLL_IN)
+		ev |= WL_SOCKET_READABLE;
+	if (what & CURL_POLL_OUT)
+		ev |= WL_SOCKET_WRITEABLE;
+	return ev;
+}
+
+/* Make the wait set match what curl asked us to watch. */
+static void
+sync_wait_set(void)
+{
+	int			i;
+
+	if (http_wes == NULL || socks_membership_changed)
+	{
+		free_wait_set();
+		http_wes = CreateWaitEventSet(TopMemoryContext, nsocks + 2);
+		AddWaitEventToSet(http_wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+		if (IsUnderPostmaster)
+			AddWaitEventToSet(http_wes, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+		for (i = 0; i < nsocks; i++)
+			socks[i].pos = AddWaitEventToSet(http_wes, wl_events(socks[i].what),
+											 socks[i].fd, NULL, NULL);
+		socks_membership_changed = false;
+		socks_events_changed = false;
+	}
+	else if (socks_events_changed)
+	{
+		for (i = 0; i < nsocks; i++)
+			ModifyWaitEvent(http_wes, socks[i].pos, wl_events(socks[i].what), NULL);
+		socks_events_changed = false;
+	}
+}
+
+static void
+socket_action(curl_socket_t fd, int mask)
+{
+	int			running;
+
+	(void) curl_multi_socket_action(http_multi, fd, mask, &running);
+}
+
+/* The event loop proper; returns when every request of b is done. */
+static void
+run_loop(MlplatHttpBatch *b)
+{
+	int			next = 0;
+	int			active = 0;
+	int			cap = Max(mlplat_http_max_concurrency, 1);
+	WaitEvent  *events = NULL;
+	int			nevents_cap = 0;
+
+	for (;;)
+	{
+		int			n;
+		int			i;
+		long		timeout;
+
+		/* start requests up to the concurrency cap */
+		while (active < cap && next < b->n)
+		{
+			MlplatHttpRequest *req = b->reqs[next++];
+
+			if (req->done)
+				continue;
+			if (start_request(req))
+				active++;
+		}
+		active -= drain_completed();
+		if (active == 0 && next >= b->n)
+			break;
+
+		CHECK_FOR_INTERRUPTS();
+		sync_wait_set();
+		if (nevents_cap < nsocks + 2)
+		{
+			nevents_cap = nsocks + 2;
+			events = events ? repalloc(events, sizeof(WaitEvent) * nevents_cap)
+				: palloc(sizeof(WaitEvent) * nevents_cap);
+		}
+
+		if (timer_armed)
+		{
+			double		left = timer_deadline_ms - now_ms();
+
+			timeout = left <= 0 ? 0 : (long) Min(left + 1, (double) MAX_WAIT_MS);
+		}
+		else
+			timeout = MAX_WAIT_MS;
+
+		n = WaitEventSetWait(http_wes, timeout, events, nevents_cap, PG_WAIT_EXTENSION);
+		for (i = 0; i < n; i++)
+		{
+			WaitEvent  *ev = &events[i];
+
+			if (ev->events & WL_LATCH_SET)
+			{
+				ResetLatch(MyLatch);
+				http_latch_seen = true;
+				CHECK_FOR_INTERRUPTS();
+			}
+			else if (ev->events & (WL_SOCKET_READABLE | WL_SOCKET_WRITEABLE))
+			{
+				int			mask = 0;
+
+				if (ev->events & WL_SOCKET_READABLE)
+					mask |= CURL_CSELECT_IN;
+				if (ev->events & WL_SOCKET_WRITEABLE)
+					mask |= CURL_CSELECT_OUT;
+				socket_action(ev->fd, mask);
+			}
+		}
+		if (n == 0 || (timer_armed && timer_deadline_ms <= now_ms()))
+		{
+			timer_armed = false;
+			socket_action(CURL_SOCKET_TIMEOUT, 0);
+		}
+	}
+	if (events)
+		pfree(events);
+}
+
+void
+mlplat_http_batch_run(MlplatHttpBatch *b)
+{
+	int			i;
+
+	if (IsTransactionState() && !b->allow_xact)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TRANSACTION_STATE),
+				 errmsg("mlplat: HTTP requests must not run inside an open transaction"),
+				 errdetail("Commit the claim first, call out, then write results in a new transaction.")));
+	if (b->running)
+		elog(ERROR, "mlplat: HTTP batch is already running");
+	ensure_multi();
+
+	/* refuse what must never reach libcurl */
+	for (i = 0; i < b->n; i++)
+	{
+		MlplatHttpRequest *req = b->reqs[i];
+
+		if (!req->done && !mlplat_http_url_allowed(req->url))
+			fail_request(req, "only http:// and https:// URLs are allowed");
+	}
+
+	b->running = true;
+	http_latch_seen = false;
+	PG_TRY();
+	{
+		run_loop(b);
+	}
+	PG_CATCH();
+	{
+		batch_release(b);
+		free_wait_set();
+		b->running = false;
+		if (http_latch_seen)
+			SetLatch(MyLatch);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+
+	free_wait_set();
+	b->running = false;
+	/* give back a wake-up we consumed while waiting */
+	if (http_latch_seen)
+		SetLatch(MyLatch);
+}

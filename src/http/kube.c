@@ -1,0 +1,776 @@
+/*
+ * kube.c — Kubernetes REST client: configuration, request builders, response
+ * classification and the Lease fence.  See include/mlplat/kube.h.
+ */
+#include "postgres.h"
+
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <time.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "common/jsonapi.h"
+#include "fmgr.h"
+#include "lib/stringinfo.h"
+#include "mb/pg_wchar.h"
+#include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
+#include "utils/json.h"
+#include "utils/memutils.h"
+
+#include "mlplat/guc.h"
+#include "mlplat/kube.h"
+#include "kube_internal.h"
+
+#define TOKEN_MAX 65536
+#define EXCERPT_MAX 200
+#define MESSAGE_MAX 512
+
+/* ---- configuration (process-local; the token is a secret: never logged) */
+
+typedef struct KubeConfig
+{
+	MlplatKubeConfigState state;
+	char	   *url;			/* TopMemoryContext */
+	char	   *ca_file;
+	char	   *token_file;
+	char	   *token;			/* NULL: no Authorization header */
+	struct stat token_st;		/* of the file the token was read from */
+	char		why[256];
+} KubeConfig;
+
+static KubeConfig kcfg;
+
+/* test hooks only: explicit settings for this backend instead of the GUCs */
+static bool kube_override = false;
+static char *override_url = NULL;
+static char *override_token_file = NULL;
+static char *override_ca_file = NULL;
+
+static char *
+top_strdup(const char *s)
+{
+	return (s && s[0]) ? MemoryContextStrdup(TopMemoryContext, s) : NULL;
+}
+
+static void
+forget_token(void)
+{
+	if (kcfg.token)
+	{
+		explicit_bzero(kcfg.token, strlen(kcfg.token));
+		pfree(kcfg.token);
+		kcfg.token = NULL;
+	}
+	memset(&kcfg.token_st, 0, sizeof(kcfg.token_st));
+}
+
+static void
+set_str(char **field, const char *value)
+{
+	if (*field && value && strcmp(*field, value) == 0)
+		return;
+	if (*field)
+		pfree(*field);
+	*field = top_strdup(value);
+}
+
+static MlplatKubeConfigState
+config_fail(MlplatKubeConfigState st, const char *fmt,...) pg_attribute_printf(2, 3);
+
+static MlplatKubeConfigState
+config_fail(MlplatKubeConfigState st, const char *fmt,...)
+{
+	va_list		ap;
+
+	va_start(ap, fmt);
+	vsnprintf(kcfg.why, sizeof(kcfg.why), fmt, ap);
+	va_end(ap);
+	kcfg.state = st;
+	return st;
+}
+
+/* (Re-)read the token when the file's identity, size or mtime changed. */
+static bool
+refresh_token(void)
+{
+	struct stat st;
+	int			fd;
+	char	   *buf;
+	ssize_t		n;
+	size_t		len;
+
+	if (kcfg.token_file == NULL)
+	{
+		forget_token();
+		return true;
+	}
+	if (stat(kcfg.token_file, &st) != 0)
+	{
+		config_fail(MLPLAT_KUBE_CONFIG_ERROR, "cannot read Kubernetes token file \"%s\": %s",
+					kcfg.token_file, strerror(errno));
+		forget_token();
+		return false;
+	}
+	if (kcfg.token && st.st_ino == kcfg.token_st.st_ino && st.st_dev == kcfg.token_st.st_dev &&
+		st.st_size == kcfg.token_st.st_size &&
+		st.st_mtim.tv_sec == kcfg.token_st.st_mtim.tv_sec &&
+		st.st_mtim.tv_nsec == kcfg.token_st.st_mtim.tv_nsec)
+		return true;
+
+	fd = open(kcfg.token_file, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+	{
+		config_fail(MLPLAT_KUBE_CONFIG_ERROR, "cannot open Kubernetes token file \"%s\": %s",
+					kcfg.token_file, strerror(errno));
+		forget_token();
+		return false;
+	}
+	buf = MemoryContextAllocZero(TopMemoryContext, TOKEN_MAX + 1);
+	len = 0;
+	while (len < TOKEN_MAX && (n = read(fd, buf + len, TOKEN_MAX - len)) > 0)
+		len += n;
+	close(fd);
+	/* trim trailing whitespace (files usually end with a newline) */
+	while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r' ||
+					   buf[len - 1] == ' ' || buf[len - 1] == '\t'))
+		buf[--len] = '\0';
+	if (len == 0 || strpbrk(buf, "\r\n") != NULL)
+	{
+		explicit_bzero(buf, TOKEN_MAX + 1);
+		pfree(buf);
+		forget_token();
+		config_fail(MLPLAT_KUBE_CONFIG_ERROR, "Kubernetes token file \"%s\" is empty or malformed",
+					kcfg.token_file);
+		return false;
+	}
+	forget_token();
+	kcfg.token = buf;
+	kcfg.token_st = st;
+	return true;
+}
+
+MlplatKubeConfigState
+mlplat_kube_config_refresh(const char **why)
+{
+	const char *host = getenv("KUBERNETES_SERVICE_HOST");
+	const char *port = getenv("KUBERNETES_SERVICE_PORT");
+
+	kcfg.why[0] = '\0';
+	if (kube_override && override_url)
+	{
+		set_str(&kcfg.url, override_url);
+		set_str(&kcfg.token_file, override_token_file);
+		set_str(&kcfg.ca_file, override_ca_file);
+	}
+	else if (mlplat_kube_url && mlplat_kube_url[0])
+	{
+		set_str(&kcfg.url, mlplat_kube_url);
+		set_str(&kcfg.token_file, mlplat_kube_token_file);
+		set_str(&kcfg.ca_file, mlplat_kube_ca_file);
+	}
+	else if (host && host[0])
+	{
+		char		url[512];
+
+		/* an IPv6 literal needs brackets */
+		snprintf(url, sizeof(url), strchr(host, ':') ? "https://[%s]:%s" : "https://%s:%s",
+				 host, (port && port[0]) ? port : "443");
+		set_str(&kcfg.url, url);
+		set_str(&kcfg.token_file, MLPLAT_KUBE_SA_DIR "/token");
+		set_str(&kcfg.ca_file, (mlplat_kube_ca_file && mlplat_kube_ca_file[0]) ?
+				mlplat_kube_ca_file : MLPLAT_KUBE_SA_DIR "/ca.crt");
+	}
+	else
+	{
+		set_str(&kcfg.url, NULL);
+		forget_token();
+		config_fail(MLPLAT_KUBE_NOT_CONFIGURED,
+					"no Kubernetes cluster configured (mlplat.kube_url is empty and KUBERNETES_SERVICE_HOST is not set)");
+		goto out;
+	}
+
+	if (!mlplat_http_url_allowed(kcfg.url))
+	{
+		config_fail(MLPLAT_KUBE_CONFIG_ERROR, "mlplat.kube_url must be an http:// or https:// URL");
+		goto out;
+	}
+	if (!refresh_token())
+		goto out;
+	kcfg.state = MLPLAT_KUBE_READY;
+
+out:
+	if (why)
+		*why = kcfg.why[0] ? kcfg.why : NULL;
+	return kcfg.state;
+}
+
+void
+mlplat_kube_config_override(const char *url, const char *token_file, const char *ca_file)
+{
+	set_str(&override_url, url);
+	set_str(&override_token_file, token_file);
+	set_str(&override_ca_file, ca_file);
+	kube_override = (url != NULL);
+	forget_token();
+}
+
+const char *
+mlplat_kube_base_url(void)
+{
+	return kcfg.state == MLPLAT_KUBE_READY ? kcfg.url : NULL;
+}
+
+/* ---- pure helpers */
+
+char *
+mlplat_url_encode(const char *s)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	StringInfoData buf;
+	const unsigned char *p;
+
+	initStringInfo(&buf);
+	for (p = (const unsigned char *) s; *p; p++)
+	{
+		if ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
+			(*p >= '0' && *p <= '9') || *p == '-' || *p == '.' || *p == '_' || *p == '~')
+			appendStringInfoChar(&buf, (char) *p);
+		else
+		{
+			appendStringInfoChar(&buf, '%');
+			appendStringInfoChar(&buf, hex[*p >> 4]);
+			appendStringInfoChar(&buf, hex[*p & 15]);
+		}
+	}
+	return buf.data;
+}
+
+char *
+mlplat_kube_path(const MlplatKubeResource *res, const char *ns, const char *name)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	if (res->group == NULL || res->group[0] == '\0')
+		appendStringInfo(&buf, "/api/%s", mlplat_url_encode(res->version));
+	else
+		appendStringInfo(&buf, "/apis/%s/%s", mlplat_url_encode(res->group),
+						 mlplat_url_encode(res->version));
+	if (res->namespaced && ns != NULL && ns[0] != '\0')
+		appendStringInfo(&buf, "/namespaces/%s", mlplat_url_encode(ns));
+	appendStringInfo(&buf, "/%s", mlplat_url_encode(res->plural));
+	if (name != NULL && name[0] != '\0')
+		appendStringInfo(&buf, "/%s", mlplat_url_encode(name));
+	return buf.data;
+}
+
+/* ---- request builders */
+
+static MlplatHttpRequest *
+kube_request(MlplatHttpBatch *b, const char *method, const char *path, const char *query,
+			 const char *content_type, const char *body)
+{
+	MlplatHttpRequest *req;
+	char	   *url;
+
+	if (kcfg.state != MLPLAT_KUBE_READY)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("no usable Kubernetes configuration"),
+				 errdetail("%s", kcfg.why[0] ? kcfg.why : "mlplat_kube_config_refresh() was not called."),
+				 errhint("Set mlplat.kube_url, mlplat.kube_token_file and mlplat.kube_ca_file, or run in a cluster.")));
+
+	/* the base URL may end with '/' */
+	url = psprintf("%.*s%s%s%s",
+				   (int) (strlen(kcfg.url) - (kcfg.url[strlen(kcfg.url) - 1] == '/' ? 1 : 0)),
+				   kcfg.url, path, query ? "?" : "", query ? query : "");
+	req = mlplat_http_batch_add(b, method, url);
+	pfree(url);
+	if (kcfg.ca_file)
+	{
+		MemoryContext old = MemoryContextSwitchTo(GetMemoryChunkContext(req));
+
+		req->ca_file = pstrdup(kcfg.ca_file);
+		MemoryContextSwitchTo(old);
+	}
+	mlplat_http_request_add_header(req, "Accept", "application/json");
+	if (kcfg.token)
+	{
+		char	   *auth = psprintf("Bearer %s", kcfg.token);
+
+		mlplat_http_request_add_header(req, "Authorization", auth);
+		explicit_bzero(auth, strlen(auth));
+		pfree(auth);
+	}
+	if (body)
+		mlplat_http_request_set_body(req, content_type, body, strlen(body));
+	return req;
+}
+
+MlplatHttpRequest *
+mlplat_kube_get(MlplatHttpBatch *b, const MlplatKubeResource *res, const char *ns, const char *name)
+{
+	return kube_request(b, "GET", mlplat_kube_path(res, ns, name), NULL, NULL, NULL);
+}
+
+MlplatHttpRequest *
+mlplat_kube_list(MlplatHttpBatch *b, const MlplatKubeResource *res, const char *ns,
+				 const char *label_selector, int limit, const char *continue_token)
+{
+	StringInfoData q;
+
+	initStringInfo(&q);
+	if (label_selector && label_selector[0])
+		appendStringInfo(&q, "labelSelector=%s", mlplat_url_encode(label_selector));
+	if (limit > 0)
+		appendStringInfo(&q, "%slimit=%d", q.len ? "&" : "", limit);
+	if (continue_token && continue_token[0])
+		appendStringInfo(&q, "%scontinue=%s", q.len ? "&" : "", mlplat_url_encode(continue_token));
+	return kube_request(b, "GET", mlplat_kube_path(res, ns, NULL), q.len ? q.data : NULL, NULL, NULL);
+}
+
+MlplatHttpRequest *
+mlplat_kube_apply(MlplatHttpBatch *b, const MlplatKubeResource *res, const char *ns,
+				  const char *name, const char *json)
+{
+	return kube_request(b, "PATCH", mlplat_kube_path(res, ns, name),
+						"fieldManager=" MLPLAT_KUBE_FIELD_MANAGER "&force=true",
+						"application/apply-patch+yaml", json);
+}
+
+MlplatHttpRequest *
+mlplat_kube_create(MlplatHttpBatch *b, const MlplatKubeResource *res, const char *ns, const char *json)
+{
+	return kube_request(b, "POST", mlplat_kube_path(res, ns, NULL),
+						"fieldManager=" MLPLAT_KUBE_FIELD_MANAGER, "application/json", json);
+}
+
+MlplatHttpRequest *
+mlplat_kube_replace(MlplatHttpBatch *b, const MlplatKubeResource *res, const char *ns,
+					const char *name, const char *json)
+{
+	return kube_request(b, "PUT", mlplat_kube_path(res, ns, name),
+						"fieldManager=" MLPLAT_KUBE_FIELD_MANAGER, "application/json", json);
+}
+
+MlplatHttpRequest *
+mlplat_kube_merge_patch(MlplatHttpBatch *b, const MlplatKubeResource *res, const char *ns,
+						const char *name, const char *json)
+{
+	return kube_request(b, "PATCH", mlplat_kube_path(res, ns, name),
+						"fieldManager=" MLPLAT_KUBE_FIELD_MANAGER,
+						"application/merge-patch+json", json);
+}
+
+MlplatHttpRequest *
+mlplat_kube_delete(MlplatHttpBatch *b, const MlplatKubeResource *res, const char *ns, const char *name)
+{
+	return kube_request(b, "DELETE", mlplat_kube_path(res, ns, name),
+						"propagationPolicy=Background", NULL, NULL);
+}
+
+/* ---- responses */
+
+/* Parse a body into jsonb without ever throwing on bad input: NULL if not JSON. */
+static Jsonb *
+parse_json_body(const MlplatHttpRequest *req)
+{
+	JsonLexContext *lex;
+	char	   *copy;
+
+	if (req->resp_body == NULL || req->resp_len == 0 ||
+		memchr(req->resp_body, '\0', req->resp_len) != NULL ||
+		!pg_verify_mbstr(GetDatabaseEncoding(), req->resp_body, (int) req->resp_len, true))
+		return NULL;
+	copy = pnstrdup(req->resp_body, req->resp_len);
+	lex = makeJsonLexContextCstringLen(copy, (int) req->resp_len, GetDatabaseEncoding(), true);
+	if (pg_parse_json(lex, &nullSemAction) != JSON_SUCCESS)
+	{
+		pfree(copy);
+		return NULL;
+	}
+	/* known to be valid: jsonb_in will not throw for the input */
+	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(copy)));
+}
+
+static bool
+jsonb_lookup(Jsonb *j, int npath, const char *const *path, JsonbValue *out)
+{
+	JsonbContainer *c;
+	int			i;
+
+	if (j == NULL || !JB_ROOT_IS_OBJECT(j))
+		return false;
+	c = &j->root;
+	for (i = 0; i < npath; i++)
+	{
+		if (getKeyJsonValueFromContainer(c, path[i], strlen(path[i]), out) == NULL)
+			return false;
+		if (i < npath - 1)
+		{
+			if (out->type != jbvBinary || !JsonContainerIsObject(out->val.binary.data))
+				return false;
+			c = out->val.binary.data;
+		}
+	}
+	return true;
+}
+
+char *
+mlplat_jsonb_get_text(Jsonb *j, int npath, const char *const *path)
+{
+	JsonbValue	v;
+
+	if (!jsonb_lookup(j, npath, path, &v) || v.type != jbvString)
+		return NULL;
+	return pnstrdup(v.val.string.val, v.val.string.len);
+}
+
+static bool
+jsonb_get_int(Jsonb *j, int npath, const char *const *path, int64 *out)
+{
+	JsonbValue	v;
+
+	if (!jsonb_lookup(j, npath, path, &v) || v.type != jbvNumeric)
+		return false;
+	*out = DatumGetInt64(DirectFunctionCall1(numeric_int8, NumericGetDatum(v.val.numeric)));
+	return true;
+}
+
+char *
+mlplat_kube_list_continue(Jsonb *list)
+{
+	static const char *const path[] = {"metadata", "continue"};
+	char	   *c = mlplat_jsonb_get_text(list, 2, path);
+
+	if (c && c[0] == '\0')
+		return NULL;
+	return c;
+}
+
+/* One printable line, bounded, with the current token (if any) masked. */
+static char *
+sanitize(const char *s, size_t len, size_t max)
+{
+	StringInfoData buf;
+	size_t		i;
+	char	   *tok;
+
+	initStringInfo(&buf);
+	for (i = 0; i < len && i < max; i++)
+	{
+		unsigned char c = (unsigned char) s[i];
+
+		appendStringInfoChar(&buf, (c < 0x20 || c == 0x7f || c >= 0x80) ? ' ' : (char) c);
+	}
+	if (len > max)
+		appendStringInfoString(&buf, "...");
+	if (kcfg.token && strlen(kcfg.token) >= 8)
+		while ((tok = strstr(buf.data, kcfg.token)) != NULL)
+			memset(tok, '*', strlen(kcfg.token));
+	return buf.data;
+}
+
+void
+mlplat_kube_parse_response(const MlplatHttpRequest *req, MlplatKubeResult *out)
+{
+	static const char *const kind_p[] = {"kind"};
+	static const char *const reason_p[] = {"reason"};
+	static const char *const message_p[] = {"message"};
+	char	   *kind;
+	int			st = req->status;
+
+	memset(out, 0, sizeof(*out));
+	out->status = st;
+	out->retry_after_s = req->retry_after_s;
+
+	if (req->failed && st == 0)
+	{
+		out->outcome = MLPLAT_KUBE_RETRY;
+		out->message = psprintf("Kubernetes API %s %s: %s", req->method,
+								"request failed", req->error);
+		return;
+	}
+	if (req->failed)
+	{
+		/* a status arrived, but the body did not (too large, cut off) */
+		out->outcome = (st == 429 || st >= 500) ? MLPLAT_KUBE_RETRY : MLPLAT_KUBE_FAILED;
+		out->message = psprintf("Kubernetes API returned HTTP %d but the response failed: %s",
+								st, req->error);
+		return;
+	}
+
+	out->body = parse_json_body(req);
+	if (st >= 200 && st < 300)
+	{
+		if (out->body == NULL && req->resp_len > 0)
+		{
+			out->outcome = MLPLAT_KUBE_FAILED;
+			out->message = psprintf("Kubernetes API returned HTTP %d with a body that is not JSON: %s",
+									st, sanitize(req->resp_body, req->resp_len, EXCERPT_MAX));
+		}
+		else
+			out->outcome = MLPLAT_KUBE_OK;
+		return;
+	}
+
+	kind = mlplat_jsonb_get_text(out->body, 1, kind_p);
+	if (kind && strcmp(kind, "Status") == 0)
+	{
+		char	   *msg = mlplat_jsonb_get_text(out->body, 1, message_p);
+
+		out->reason = mlplat_jsonb_get_text(out->body, 1, reason_p);
+		out->message = psprintf("Kubernetes API %d %s: %s", st,
+								out->reason ? out->reason : "(no reason)",
+								msg ? sanitize(msg, strlen(msg), MESSAGE_MAX) : "(no message)");
+	}
+	else
+		out->message = psprintf("Kubernetes API returned HTTP %d: %s", st,
+								req->resp_len ? sanitize(req->resp_body, req->resp_len, EXCERPT_MAX)
+								: "(empty body)");
+
+	if (st == 404)
+		out->outcome = MLPLAT_KUBE_NOT_FOUND;
+	else if (st == 409)
+		out->outcome = (out->reason && strcmp(out->reason, "AlreadyExists") == 0)
+			? MLPLAT_KUBE_EXISTS : MLPLAT_KUBE_CONFLICT;
+	else if (st == 410)
+		out->outcome = MLPLAT_KUBE_EXPIRED;
+	else if (st == 429 || st >= 500)
+		out->outcome = MLPLAT_KUBE_RETRY;
+	else
+		out->outcome = MLPLAT_KUBE_FAILED;
+}
+
+const char *
+mlplat_kube_outcome_name(MlplatKubeOutcome outcome)
+{
+	switch (outcome)
+	{
+		case MLPLAT_KUBE_OK:
+			return "ok";
+		case MLPLAT_KUBE_NOT_FOUND:
+			return "not_found";
+		case MLPLAT_KUBE_EXISTS:
+			return "exists";
+		case MLPLAT_KUBE_CONFLICT:
+			return "conflict";
+		case MLPLAT_KUBE_EXPIRED:
+			return "expired";
+		case MLPLAT_KUBE_RETRY:
+			return "retry";
+		case MLPLAT_KUBE_FAILED:
+			return "failed";
+	}
+	return "unknown";
+}
+
+const char *
+mlplat_lease_result_name(MlplatLeaseResult r)
+{
+	switch (r)
+	{
+		case MLPLAT_LEASE_HELD:
+			return "held";
+		case MLPLAT_LEASE_OTHER:
+			return "other";
+		case MLPLAT_LEASE_LOST:
+			return "lost";
+		case MLPLAT_LEASE_ERROR:
+			return "error";
+		case MLPLAT_LEASE_NO_CLUSTER:
+			return "no_cluster";
+	}
+	return "unknown";
+}
+
+/* ---- Lease fence */
+
+static const MlplatKubeResource lease_resource = {"coordination.k8s.io", "v1", "leases", true};
+
+static double
+mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double) ts.tv_sec * 1000.0 + (double) ts.tv_nsec / 1000000.0;
+}
+
+/* RFC 3339 with microseconds, UTC: the MicroTime format of Lease spec times */
+static char *
+rfc3339_micro_now(void)
+{
+	struct timeval tv;
+	struct tm	tm;
+	char		buf[40];
+
+	gettimeofday(&tv, NULL);
+	gmtime_r(&tv.tv_sec, &tm);
+	strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
+	return psprintf("%s.%06ldZ", buf, (long) tv.tv_usec);
+}
+
+static char *
+lease_body(const char *ns, const char *name, const char *rv, const char *identity,
+		   int duration_s, const char *acquire, const char *renew, int64 transitions)
+{
+	StringInfoData b;
+
+	initStringInfo(&b);
+	appendStringInfoString(&b, "{\"apiVersion\":\"coordination.k8s.io/v1\",\"kind\":\"Lease\",\"metadata\":{\"name\":");
+	escape_json(&b, name);
+	appendStringInfoString(&b, ",\"namespace\":");
+	escape_json(&b, ns);
+	if (rv)
+	{
+		appendStringInfoString(&b, ",\"resourceVersion\":");
+		escape_json(&b, rv);
+	}
+	appendStringInfoString(&b, "},\"spec\":{\"holderIdentity\":");
+	escape_json(&b, identity);
+	appendStringInfo(&b, ",\"leaseDurationSeconds\":%d,\"acquireTime\":", duration_s);
+	escape_json(&b, acquire);
+	appendStringInfoString(&b, ",\"renewTime\":");
+	escape_json(&b, renew);
+	appendStringInfo(&b, ",\"leaseTransitions\":" INT64_FORMAT "}}", transitions);
+	return b.data;
+}
+
+/* run a batch of one request and classify it */
+static void
+run_one(MlplatHttpBatch *b, MlplatHttpRequest *req, bool allow_xact, MlplatKubeResult *res)
+{
+	if (allow_xact)
+		mlplat_http_batch_allow_transaction(b);
+	mlplat_http_batch_run(b);
+	/* the result is parsed into the current context; the batch can go */
+	mlplat_kube_parse_response(req, res);
+	mlplat_http_batch_free(b);
+}
+
+MlplatLeaseResult
+mlplat_kube_lease_impl(MlplatLeaseObservation *obs, const char *ns, const char *name,
+					   const char *identity, int duration_s, char **detail, bool allow_xact)
+{
+	static const char *const holder_p[] = {"spec", "holderIdentity"};
+	static const char *const renew_p[] = {"spec", "renewTime"};
+	static const char *const acquire_p[] = {"spec", "acquireTime"};
+	static const char *const dur_p[] = {"spec", "leaseDurationSeconds"};
+	static const char *const trans_p[] = {"spec", "leaseTransitions"};
+	static const char *const rv_p[] = {"metadata", "resourceVersion"};
+	MlplatHttpBatch *b;
+	MlplatHttpRequest *req;
+	MlplatKubeResult res;
+	char	   *holder,
+			   *renew,
+			   *acquire,
+			   *rv,
+			   *now;
+	int64		dur = duration_s,
+				transitions = 0;
+	double		t;
+
+	if (detail)
+		*detail = NULL;
+	if (mlplat_kube_config_refresh(NULL) != MLPLAT_KUBE_READY)
+	{
+		if (detail)
+			*detail = pstrdup(kcfg.why);
+		return kcfg.state == MLPLAT_KUBE_NOT_CONFIGURED ? MLPLAT_LEASE_NO_CLUSTER : MLPLAT_LEASE_ERROR;
+	}
+
+	b = mlplat_http_batch_create(CurrentMemoryContext);
+	req = mlplat_kube_get(b, &lease_resource, ns, name);
+	run_one(b, req, allow_xact, &res);
+	now = rfc3339_micro_now();
+
+	if (res.outcome == MLPLAT_KUBE_NOT_FOUND)
+	{
+		/* nobody has it: create it held by us */
+		b = mlplat_http_batch_create(CurrentMemoryContext);
+		req = mlplat_kube_create(b, &lease_resource, ns,
+								 lease_body(ns, name, NULL, identity, duration_s, now, now, 0));
+		run_one(b, req, allow_xact, &res);
+		if (res.outcome == MLPLAT_KUBE_OK)
+		{
+			obs->valid = true;
+			strlcpy(obs->holder, identity, sizeof(obs->holder));
+			strlcpy(obs->renew_time, now, sizeof(obs->renew_time));
+			obs->observed_ms = mono_ms();
+			obs->duration_s = duration_s;
+			return MLPLAT_LEASE_HELD;
+		}
+		if (detail)
+			*detail = res.message;
+		return (res.outcome == MLPLAT_KUBE_EXISTS || res.outcome == MLPLAT_KUBE_CONFLICT)
+			? MLPLAT_LEASE_LOST : MLPLAT_LEASE_ERROR;
+	}
+	if (res.outcome != MLPLAT_KUBE_OK || res.body == NULL)
+	{
+		if (detail)
+			*detail = res.message ? res.message : pstrdup("lease GET returned no body");
+		return MLPLAT_LEASE_ERROR;
+	}
+
+	holder = mlplat_jsonb_get_text(res.body, 2, holder_p);
+	renew = mlplat_jsonb_get_text(res.body, 2, renew_p);
+	acquire = mlplat_jsonb_get_text(res.body, 2, acquire_p);
+	rv = mlplat_jsonb_get_text(res.body, 2, rv_p);
+	(void) jsonb_get_int(res.body, 2, dur_p, &dur);
+	(void) jsonb_get_int(res.body, 2, trans_p, &transitions);
+
+	/* measure expiry on our own clock, from when we saw the record change */
+	t = mono_ms();
+	if (!obs->valid || strcmp(obs->holder, holder ? holder : "") != 0 ||
+		strcmp(obs->renew_time, renew ? renew : "") != 0)
+	{
+		obs->valid = true;
+		strlcpy(obs->holder, holder ? holder : "", sizeof(obs->holder));
+		strlcpy(obs->renew_time, renew ? renew : "", sizeof(obs->renew_time));
+		obs->observed_ms = t;
+	}
+	obs->duration_s = (int) dur;
+
+	if (holder && holder[0] && strcmp(holder, identity) != 0 &&
+		t < obs->observed_ms + (double) dur * 1000.0)
+	{
+		if (detail)
+			*detail = psprintf("lease %s/%s is held by \"%s\" (renewed %s)", ns, name, holder,
+							   renew ? renew : "never");
+		return MLPLAT_LEASE_OTHER;
+	}
+
+	/* take it (new holder: new acquireTime, one more transition) or renew it */
+	if (!(holder && strcmp(holder, identity) == 0))
+	{
+		acquire = now;
+		transitions++;
+	}
+	b = mlplat_http_batch_create(CurrentMemoryContext);
+	req = mlplat_kube_replace(b, &lease_resource, ns, name,
+							  lease_body(ns, name, rv, identity, duration_s,
+										 acquire ? acquire : now, now, transitions));
+	run_one(b, req, allow_xact, &res);
+	if (res.outcome == MLPLAT_KUBE_OK)
+	{
+		strlcpy(obs->holder, identity, sizeof(obs->holder));
+		strlcpy(obs->renew_time, now, sizeof(obs->renew_time));
+		obs->observed_ms = mono_ms();
+		obs->duration_s = duration_s;
+		return MLPLAT_LEASE_HELD;
+	}
+	if (detail)
+		*detail = res.message;
+	return res.outcome == MLPLAT_KUBE_CONFLICT ? MLPLAT_LEASE_LOST : MLPLAT_LEASE_ERROR;
+}
+
+MlplatLeaseResult
+mlplat_kube_lease_try_acquire_or_renew(MlplatLeaseObservation *obs, const char *ns,
+									   const char *name, const char *identity, int duration_s,
+									   char **detail)
+{
+	return mlplat_kube_lease_impl(obs, ns, name, identity, duration_s, detail, false);
+}

@@ -1,0 +1,604 @@
+/*
+ * canonical.c — RFC 8785 (JCS) canonical JSON and SHA-256 content ids.
+ *
+ * No PostgreSQL headers (see json.h).  Numbers are written from the parsed
+ * double, never from the source text, so "1.0", "1" and "1e0" all become 1.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/evp.h>
+
+#include "mlplat/canonical.h"
+#include "buf.h"
+
+/* ---- buffer ----------------------------------------------------------- */
+
+void
+ml_buf_init(MlJsonBuf *b, MlJsonArena *arena)
+{
+	memset(b, 0, sizeof(*b));
+	b->arena = arena;
+}
+
+void
+ml_buf_append(MlJsonBuf *b, const char *s, size_t n)
+{
+	if (b->oom)
+		return;
+	if (b->cap - b->len <= n)
+	{
+		/* old storage stays in the arena until it is freed: at most 2x */
+		size_t		ncap = b->cap ? b->cap : 256;
+		char	   *nd;
+
+		while (ncap - b->len <= n)
+		{
+			if (ncap > SIZE_MAX / 4)
+			{
+				b->oom = true;
+				return;
+			}
+			ncap *= 2;
+		}
+		nd = ml_json_arena_alloc(b->arena, ncap);
+		if (nd == NULL)
+		{
+			b->oom = true;
+			return;
+		}
+		if (b->len)
+			memcpy(nd, b->data, b->len);
+		b->data = nd;
+		b->cap = ncap;
+	}
+	memcpy(b->data + b->len, s, n);
+	b->len += n;
+	b->data[b->len] = '\0';
+}
+
+void
+ml_buf_putc(MlJsonBuf *b, char c)
+{
+	ml_buf_append(b, &c, 1);
+}
+
+void
+ml_buf_puts(MlJsonBuf *b, const char *s)
+{
+	ml_buf_append(b, s, strlen(s));
+}
+
+/* ---- numbers ---------------------------------------------------------- */
+
+/* digits (no dot) and decimal exponent of "d.ddde±x" as printed by %e */
+typedef struct Decimal
+{
+	char		digits[24];
+	int			ndigits;
+	int			exp10;			/* value = d.ddd × 10^exp10 */
+} Decimal;
+
+static void
+decimal_from_e(Decimal *dec, const char *s)
+{
+	dec->ndigits = 0;
+	for (; *s && *s != 'e'; s++)
+		if (*s >= '0' && *s <= '9')
+			dec->digits[dec->ndigits++] = *s;
+	dec->exp10 = (*s == 'e') ? atoi(s + 1) : 0;
+}
+
+static double
+decimal_value(const Decimal *dec)
+{
+	char		tmp[48];
+	int			n = 0;
+
+	tmp[n++] = dec->digits[0];
+	tmp[n++] = '.';
+	for (int i = 1; i < dec->ndigits; i++)
+		tmp[n++] = dec->digits[i];
+	snprintf(tmp + n, sizeof(tmp) - n, "e%d", dec->exp10);
+	return strtod(tmp, NULL);
+}
+
+/* add delta (+1/-1) to the last digit; false when the result is not usable */
+static bool
+decimal_step(Decimal *dec, int delta)
+{
+	int			i = dec->ndigits - 1;
+
+	if (delta > 0)
+	{
+		while (i >= 0 && dec->digits[i] == '9')
+			dec->digits[i--] = '0';
+		if (i < 0)
+		{
+			/* 99..9 + 1 = 100..0: one more power of ten */
+			dec->digits[0] = '1';
+			dec->exp10++;
+			return true;
+		}
+		dec->digits[i]++;
+		return true;
+	}
+	while (i >= 0 && dec->digits[i] == '0')
+		dec->digits[i--] = '9';
+	if (i < 0)
+		return false;
+	dec->digits[i]--;
+	return dec->digits[0] != '0';	/* fewer digits: an earlier precision */
+}
+
+/*
+ * Shortest digits that round-trip (ECMAScript Number::toString step 5: the
+ * smallest k, and among those the s closest to the value).  %.*e gives the
+ * closest k-digit decimal; near a power of two the rounding interval is
+ * lopsided, so when the closest one fails we also try its two neighbours.
+ */
+static void
+shortest_decimal(double x, Decimal *out)
+{
+	for (int p = 1; p <= 17; p++)
+	{
+		char		tmp[48];
+		Decimal		best,
+					up,
+					down;
+
+		snprintf(tmp, sizeof(tmp), "%.*e", p - 1, x);
+		decimal_from_e(&best, tmp);
+		if (decimal_value(&best) == x)
+		{
+			*out = best;
+			return;
+		}
+		up = best;
+		down = best;
+		if (decimal_step(&up, +1) && decimal_value(&up) == x)
+		{
+			*out = up;
+			return;
+		}
+		if (decimal_step(&down, -1) && decimal_value(&down) == x)
+		{
+			*out = down;
+			return;
+		}
+	}
+	/* %.16e always round-trips; not reached */
+	{
+		char		tmp[48];
+
+		snprintf(tmp, sizeof(tmp), "%.16e", x);
+		decimal_from_e(out, tmp);
+	}
+}
+
+size_t
+ml_json_format_number(double d, char buf[32])
+{
+	Decimal		dec;
+	int			k,
+				n,
+				pos = 0;
+
+	if (isnan(d) || isinf(d))
+	{
+		buf[0] = '\0';
+		return 0;
+	}
+	if (d == 0)
+	{
+		/* both +0 and -0 */
+		buf[0] = '0';
+		buf[1] = '\0';
+		return 1;
+	}
+	if (d < 0)
+	{
+		buf[pos++] = '-';
+		d = -d;
+	}
+	shortest_decimal(d, &dec);
+	k = dec.ndigits;
+	while (k > 1 && dec.digits[k - 1] == '0')
+		k--;
+	n = dec.exp10 + 1;			/* value = 0.s × 10^n */
+
+	if (k <= n && n <= 21)
+	{
+		memcpy(buf + pos, dec.digits, k);
+		pos += k;
+		for (int i = 0; i < n - k; i++)
+			buf[pos++] = '0';
+	}
+	else if (0 < n && n <= 21)
+	{
+		memcpy(buf + pos, dec.digits, n);
+		pos += n;
+		buf[pos++] = '.';
+		memcpy(buf + pos, dec.digits + n, k - n);
+		pos += k - n;
+	}
+	else if (-6 < n && n <= 0)
+	{
+		buf[pos++] = '0';
+		buf[pos++] = '.';
+		for (int i = 0; i < -n; i++)
+			buf[pos++] = '0';
+		memcpy(buf + pos, dec.digits, k);
+		pos += k;
+	}
+	else
+	{
+		int			e = n - 1;
+
+		buf[pos++] = dec.digits[0];
+		if (k > 1)
+		{
+			buf[pos++] = '.';
+			memcpy(buf + pos, dec.digits + 1, k - 1);
+			pos += k - 1;
+		}
+		pos += snprintf(buf + pos, 32 - pos, "e%c%d", e < 0 ? '-' : '+', e < 0 ? -e : e);
+	}
+	buf[pos] = '\0';
+	return (size_t) pos;
+}
+
+/* ---- strings ---------------------------------------------------------- */
+
+void
+ml_buf_json_string(MlJsonBuf *b, const char *s, size_t n)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t		run = 0;
+
+	ml_buf_putc(b, '"');
+	for (size_t i = 0; i < n; i++)
+	{
+		unsigned char c = (unsigned char) s[i];
+		char		esc[7];
+		size_t		elen = 2;
+
+		if (c >= 0x20 && c != '"' && c != '\\')
+			continue;
+		ml_buf_append(b, s + run, i - run);
+		run = i + 1;
+		esc[0] = '\\';
+		switch (c)
+		{
+			case '"':
+				esc[1] = '"';
+				break;
+			case '\\':
+				esc[1] = '\\';
+				break;
+			case '\b':
+				esc[1] = 'b';
+				break;
+			case '\f':
+				esc[1] = 'f';
+				break;
+			case '\n':
+				esc[1] = 'n';
+				break;
+			case '\r':
+				esc[1] = 'r';
+				break;
+			case '\t':
+				esc[1] = 't';
+				break;
+			default:
+				esc[1] = 'u';
+				esc[2] = '0';
+				esc[3] = '0';
+				esc[4] = hex[c >> 4];
+				esc[5] = hex[c & 0xF];
+				elen = 6;
+				break;
+		}
+		ml_buf_append(b, esc, elen);
+	}
+	ml_buf_append(b, s + run, n - run);
+	ml_buf_putc(b, '"');
+}
+
+/* next code point of UTF-8 s[*i..n); an invalid byte stands for itself */
+static uint32_t
+next_cp(const unsigned char *s, size_t n, size_t *i)
+{
+	unsigned char c = s[*i];
+	uint32_t	cp;
+	size_t		len,
+				j;
+
+	if (c < 0x80)
+	{
+		(*i)++;
+		return c;
+	}
+	if ((c & 0xE0) == 0xC0)
+	{
+		len = 2;
+		cp = c & 0x1F;
+	}
+	else if ((c & 0xF0) == 0xE0)
+	{
+		len = 3;
+		cp = c & 0x0F;
+	}
+	else if ((c & 0xF8) == 0xF0)
+	{
+		len = 4;
+		cp = c & 0x07;
+	}
+	else
+	{
+		(*i)++;
+		return c;
+	}
+	if (*i + len > n)
+	{
+		(*i)++;
+		return c;
+	}
+	for (j = 1; j < len; j++)
+	{
+		if ((s[*i + j] & 0xC0) != 0x80)
+		{
+			(*i)++;
+			return c;
+		}
+		cp = (cp << 6) | (s[*i + j] & 0x3F);
+	}
+	*i += len;
+	return cp;
+}
+
+int
+ml_json_utf16_cmp(const char *a, size_t alen, const char *b, size_t blen)
+{
+	const unsigned char *ua = (const unsigned char *) a;
+	const unsigned char *ub = (const unsigned char *) b;
+	size_t		i = 0,
+				j = 0;
+	uint32_t	pa = 0,
+				pb = 0;			/* pending low surrogates */
+
+	for (;;)
+	{
+		uint32_t	x,
+					y;
+
+		if (pa)
+		{
+			x = pa;
+			pa = 0;
+		}
+		else if (i < alen)
+		{
+			x = next_cp(ua, alen, &i);
+			if (x >= 0x10000)
+			{
+				pa = 0xDC00 + ((x - 0x10000) & 0x3FF);
+				x = 0xD800 + ((x - 0x10000) >> 10);
+			}
+		}
+		else
+			x = UINT32_MAX;		/* end */
+
+		if (pb)
+		{
+			y = pb;
+			pb = 0;
+		}
+		else if (j < blen)
+		{
+			y = next_cp(ub, blen, &j);
+			if (y >= 0x10000)
+			{
+				pb = 0xDC00 + ((y - 0x10000) & 0x3FF);
+				y = 0xD800 + ((y - 0x10000) >> 10);
+			}
+		}
+		else
+			y = UINT32_MAX;
+
+		if (x == UINT32_MAX && y == UINT32_MAX)
+			return 0;
+		if (x == UINT32_MAX)
+			return -1;			/* a prefix sorts first */
+		if (y == UINT32_MAX)
+			return 1;
+		if (x != y)
+			return x < y ? -1 : 1;
+	}
+}
+
+/* ---- values ----------------------------------------------------------- */
+
+static int
+member_utf16_cmp(const void *x, const void *y)
+{
+	const MlJsonMember *a = *(const MlJsonMember *const *) x;
+	const MlJsonMember *b = *(const MlJsonMember *const *) y;
+
+	return ml_json_utf16_cmp(a->key, a->key_len, b->key, b->key_len);
+}
+
+static bool
+write_canonical(MlJsonBuf *b, const MlJsonValue *v, const char *exclude_key,
+				MlJsonError *err)
+{
+	switch (v->type)
+	{
+		case ML_JSON_NULL:
+			ml_buf_append(b, "null", 4);
+			break;
+		case ML_JSON_BOOL:
+			if (v->u.boolean)
+				ml_buf_append(b, "true", 4);
+			else
+				ml_buf_append(b, "false", 5);
+			break;
+		case ML_JSON_NUMBER:
+			{
+				char		num[32];
+				size_t		n = ml_json_format_number(v->u.number.value, num);
+
+				if (n == 0)
+				{
+					ml_json_set_error(err, ML_JSON_ERR_VALUE, 0,
+									  "NaN and Infinity have no JSON representation");
+					return false;
+				}
+				ml_buf_append(b, num, n);
+				break;
+			}
+		case ML_JSON_STRING:
+			ml_buf_json_string(b, v->u.string.str, v->u.string.len);
+			break;
+		case ML_JSON_ARRAY:
+			ml_buf_putc(b, '[');
+			for (size_t i = 0; i < v->u.array.count; i++)
+			{
+				if (i > 0)
+					ml_buf_putc(b, ',');
+				if (!write_canonical(b, v->u.array.items[i], NULL, err))
+					return false;
+			}
+			ml_buf_putc(b, ']');
+			break;
+		case ML_JSON_OBJECT:
+			{
+				size_t		count = v->u.object.count;
+				const MlJsonMember **sorted = NULL;
+				bool		first = true;
+
+				if (count > 0)
+				{
+					sorted = ml_json_arena_alloc(b->arena, count * sizeof(MlJsonMember *));
+					if (sorted == NULL)
+					{
+						b->oom = true;
+						break;
+					}
+					for (size_t i = 0; i < count; i++)
+						sorted[i] = &v->u.object.members[i];
+					qsort((void *) sorted, count, sizeof(MlJsonMember *), member_utf16_cmp);
+				}
+				ml_buf_putc(b, '{');
+				for (size_t i = 0; i < count; i++)
+				{
+					const MlJsonMember *m = sorted[i];
+
+					if (exclude_key != NULL && m->key_len == strlen(exclude_key) &&
+						memcmp(m->key, exclude_key, m->key_len) == 0)
+						continue;
+					if (!first)
+						ml_buf_putc(b, ',');
+					first = false;
+					ml_buf_json_string(b, m->key, m->key_len);
+					ml_buf_putc(b, ':');
+					if (!write_canonical(b, m->value, NULL, err))
+						return false;
+				}
+				ml_buf_putc(b, '}');
+				break;
+			}
+	}
+	return true;
+}
+
+bool
+ml_buf_canonical(MlJsonBuf *b, const MlJsonValue *v, MlJsonError *err)
+{
+	if (!write_canonical(b, v, NULL, err))
+		return false;
+	if (b->oom)
+	{
+		ml_json_set_error(err, ML_JSON_ERR_NOMEM, 0, "out of memory writing canonical JSON");
+		return false;
+	}
+	return true;
+}
+
+static char *
+canonical_ex(MlJsonArena *arena, const MlJsonValue *v, const char *exclude_key,
+			 size_t *len_out, MlJsonError *err)
+{
+	MlJsonBuf	b;
+
+	ml_buf_init(&b, arena);
+	if (!write_canonical(&b, v, exclude_key, err))
+		return NULL;
+	if (b.oom)
+	{
+		ml_json_set_error(err, ML_JSON_ERR_NOMEM, 0, "out of memory writing canonical JSON");
+		return NULL;
+	}
+	if (len_out)
+		*len_out = b.len;
+	return b.data;				/* never NULL: every value writes something */
+}
+
+char *
+ml_json_canonical(MlJsonArena *arena, const MlJsonValue *v, size_t *len_out, MlJsonError *err)
+{
+	return canonical_ex(arena, v, NULL, len_out, err);
+}
+
+bool
+ml_sha256_hex(const void *data, size_t len, char out[ML_CONTENT_ID_LEN + 1])
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+
+	if (EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL) != 1 || mdlen != 32)
+		return false;
+	for (unsigned int i = 0; i < 32; i++)
+	{
+		out[2 * i] = hex[md[i] >> 4];
+		out[2 * i + 1] = hex[md[i] & 0xF];
+	}
+	out[ML_CONTENT_ID_LEN] = '\0';
+	return true;
+}
+
+static bool
+content_id_ex(MlJsonArena *arena, const MlJsonValue *v, const char *exclude_key,
+			  char out[ML_CONTENT_ID_LEN + 1], MlJsonError *err)
+{
+	size_t		len;
+	char	   *text = canonical_ex(arena, v, exclude_key, &len, err);
+
+	if (text == NULL)
+		return false;
+	if (!ml_sha256_hex(text, len, out))
+	{
+		ml_json_set_error(err, ML_JSON_ERR_NOMEM, 0, "SHA-256 digest failed in libcrypto");
+		return false;
+	}
+	return true;
+}
+
+bool
+ml_json_content_id(MlJsonArena *arena, const MlJsonValue *v,
+				   char out[ML_CONTENT_ID_LEN + 1], MlJsonError *err)
+{
+	return content_id_ex(arena, v, NULL, out, err);
+}
+
+bool
+ml_json_content_id_excluding(MlJsonArena *arena, const MlJsonValue *v, const char *exclude_key,
+							 char out[ML_CONTENT_ID_LEN + 1], MlJsonError *err)
+{
+	return content_id_ex(arena, v, exclude_key, out, err);
+}

@@ -1,0 +1,112 @@
+-- pgTAP: the full role x action matrix of the desired-state API, and cross-project isolation.
+-- Each call runs in a subtransaction that is always rolled back, so outcomes do not depend
+-- on order; "allowed" means the call got past authorization (it may still fail later for a
+-- state reason, which is not 42501).
+BEGIN;
+SELECT plan(116);
+
+DO $$ DECLARE r text; BEGIN
+  FOREACH r IN ARRAY ARRAY['tap_viewer', 'tap_developer', 'tap_deployer', 'tap_owner', 'tap_outsider', 'tap_other'] LOOP
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = r) THEN EXECUTE format('CREATE ROLE %I', r); END IF;
+  END LOOP;
+END $$;
+
+DO $$ DECLARE p text; BEGIN
+  PERFORM mlplat.create_project('tapp', 8, NULL, NULL, NULL, 'tap_owner');
+  PERFORM mlplat.create_project('tapq', 8, NULL, NULL, NULL, 'tap_other');
+  PERFORM mlplat.grant_role('tapp', 'tap_viewer', 'viewer');
+  PERFORM mlplat.grant_role('tapp', 'tap_developer', 'developer');
+  PERFORM mlplat.grant_role('tapp', 'tap_deployer', 'deployer');
+  FOREACH p IN ARRAY ARRAY['tapp', 'tapq'] LOOP
+    PERFORM mlplat.register_model_version(p, 'm', '1', 's3://b/m1', repeat('a', 64), 'kserve-sklearnserver', 'sklearn');
+    PERFORM mlplat.set_model_stage(p, 'm', '1', 'CHAMPION');
+    PERFORM mlplat.deploy(p, 'web', 'm', '1', 'kserve-sklearnserver');
+    PERFORM mlplat.start_run(p, 'r1', '{"image": "x"}');
+  END LOOP;
+  PERFORM mlplat.register_model_version('tapp', 'm', '2', 's3://b/m2', repeat('b', 64), 'kserve-sklearnserver', 'sklearn');
+  PERFORM mlplat.set_model_stage('tapp', 'm', '2', 'CANDIDATE');
+END $$;
+
+-- SQLSTATE of running sql as role r ('ok' when it succeeded); always rolled back.
+CREATE FUNCTION public.tap_api_try(r text, sql text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+  BEGIN
+    EXECUTE format('SET LOCAL ROLE %I', r);
+    EXECUTE sql;
+    RAISE EXCEPTION USING ERRCODE = 'P0999', MESSAGE = 'tap rollback';
+  EXCEPTION WHEN OTHERS THEN
+    RETURN CASE WHEN SQLSTATE = 'P0999' THEN 'ok' ELSE SQLSTATE END;
+  END;
+END $$;
+
+CREATE TEMP TABLE tap_actions (action text, rank int, sql text);
+INSERT INTO tap_actions VALUES
+  ('view',                1, $q$SELECT mlplat.render_inference_service('tapp', 'web')$q$),
+  ('register_model',      2, $q$SELECT mlplat.register_model_version('tapp', 'm', '9', 's3://b/m9', repeat('c', 64), 'kserve-sklearnserver', 'sklearn')$q$),
+  ('start_run',           2, $q$SELECT mlplat.start_run('tapp', 'r9', '{"image": "x"}')$q$),
+  ('start_pipeline_run',  2, $q$SELECT mlplat.start_pipeline_run('tapp', 'p9', '[{"name": "a", "image": "x"}]')$q$),
+  ('cancel_run',          2, $q$SELECT mlplat.cancel_run('tapp', 'r1')$q$),
+  ('deploy',              3, $q$SELECT mlplat.deploy('tapp', 'web2', 'm', '1', 'kserve-sklearnserver')$q$),
+  ('rollback_deployment', 3, $q$SELECT mlplat.rollback_deployment('tapp', 'web')$q$),
+  ('undeploy',            3, $q$SELECT mlplat.undeploy('tapp', 'web')$q$),
+  ('set_model_stage',     3, $q$SELECT mlplat.set_model_stage('tapp', 'm', '2', 'NONE')$q$),
+  ('start_rollout',       3, $q$SELECT mlplat.start_rollout('tapp', 'web', 'm', '2', '{"steps": [0.5]}')$q$),
+  ('promote_rollout',     3, $q$SELECT mlplat.promote_rollout('tapp', 'web')$q$),
+  ('abort_rollout',       3, $q$SELECT mlplat.abort_rollout('tapp', 'web')$q$),
+  ('set_project_quota',   4, $q$SELECT mlplat.set_project_quota('tapp', 10)$q$),
+  ('delete_project',      4, $q$SELECT mlplat.delete_project('tapp')$q$),
+  ('grant_role',          4, $q$SELECT mlplat.grant_role('tapp', 'someone', 'viewer')$q$),
+  ('revoke_role',         4, $q$SELECT mlplat.revoke_role('tapp', 'tap_viewer', 'viewer')$q$),
+  ('create_project',      9, $q$SELECT mlplat.create_project('tapnew', 1)$q$);
+CREATE TEMP TABLE tap_roles (role text, rank int);
+INSERT INTO tap_roles VALUES ('tap_outsider', 0), ('tap_viewer', 1), ('tap_developer', 2), ('tap_deployer', 3), ('tap_owner', 4);
+GRANT SELECT ON tap_actions, tap_roles TO PUBLIC;
+
+-- the matrix (17 actions x 5 roles = 85 tests): allowed exactly when the role's rank reaches the action's
+SELECT is(public.tap_api_try(r.role, a.sql) <> '42501', r.rank >= a.rank,
+          format('%s %s %s', r.role, CASE WHEN r.rank >= a.rank THEN 'may' ELSE 'may not' END, a.action))
+FROM tap_roles r CROSS JOIN tap_actions a ORDER BY a.rank, a.action, r.rank;
+
+-- allowed calls really succeed where the state permits (not just "not denied")
+SELECT is(public.tap_api_try('tap_developer', sql), 'ok', 'developer ' || action || ' succeeds')
+FROM tap_actions WHERE action IN ('register_model', 'start_run', 'start_pipeline_run', 'cancel_run') ORDER BY action;
+SELECT is(public.tap_api_try('tap_deployer', sql), 'ok', 'deployer ' || action || ' succeeds')
+FROM tap_actions WHERE action IN ('deploy', 'undeploy', 'set_model_stage') ORDER BY action;
+SELECT is(public.tap_api_try('tap_owner', sql), 'ok', 'owner ' || action || ' succeeds')
+FROM tap_actions WHERE action IN ('set_project_quota', 'grant_role') ORDER BY action;
+
+-- denials say 42501 with the action and the project
+SET LOCAL ROLE tap_viewer;
+SELECT throws_ok($$SELECT mlplat.undeploy('tapp', 'web')$$, '42501', 'permission denied: undeploy on project "tapp"',
+                 'denial names the action and the project');
+RESET ROLE;
+
+-- cross-project isolation: a full owner of tapp has no rights in tapq
+SELECT is(public.tap_api_try('tap_owner', replace(sql, '''tapp''', '''tapq''')), '42501',
+          'tapp owner may not ' || action || ' in tapq')
+FROM tap_actions WHERE action IN ('view', 'deploy', 'undeploy', 'cancel_run', 'grant_role', 'delete_project', 'set_project_quota')
+ORDER BY action;
+
+-- ... and reads nothing of tapq through tables, views or COPY
+SET LOCAL ROLE tap_owner;
+SELECT is((SELECT count(*) FROM mlplat.projects WHERE name = 'tapq'), 0::bigint, 'projects table hides tapq');
+SELECT is((SELECT count(*) FROM mlplat.deployments d JOIN mlplat.projects p ON p.id = d.project_id WHERE p.name = 'tapq'), 0::bigint, 'deployments hide tapq');
+SELECT is((SELECT count(*) FROM mlplat.deployments WHERE project_id = (SELECT id FROM mlplat.projects WHERE name = 'tapp')), 1::bigint, 'deployments show tapp');
+SELECT is((SELECT count(*) FROM mlplat.audit_events WHERE project = 'tapq'), 0::bigint, 'audit_events hide tapq');
+SELECT is((SELECT count(*) FROM mlplat.runs WHERE name = 'r1'), 1::bigint, 'runs show only the own r1');
+SELECT is((SELECT count(*) FROM mlplat.deployment_status WHERE project = 'tapq'), 0::bigint, 'deployment_status hides tapq');
+SELECT is((SELECT count(*) FROM mlplat.run_status WHERE project = 'tapq'), 0::bigint, 'run_status hides tapq');
+SELECT is((SELECT count(*) FROM mlplat.audit_log WHERE project = 'tapq'), 0::bigint, 'audit_log hides tapq');
+SELECT is((SELECT count(*) FROM mlplat.project_status WHERE project IN ('tapp', 'tapq')), 1::bigint, 'project_status shows tapp only');
+SELECT ok(NOT has_table_privilege('tap_owner', 'mlplat.projects', 'INSERT'), 'COPY FROM needs INSERT, which callers lack');
+RESET ROLE;
+-- writes straight to the tables are refused for every caller
+SET LOCAL ROLE tap_owner;
+SELECT throws_ok($$INSERT INTO mlplat.deployments (project_id, name) SELECT id, 'x' FROM mlplat.projects WHERE name = 'tapp'$$, '42501', NULL, 'no INSERT');
+SELECT throws_ok($$UPDATE mlplat.projects SET gpu_quota = 1000$$, '42501', NULL, 'no UPDATE');
+SELECT throws_ok($$DELETE FROM mlplat.members$$, '42501', NULL, 'no DELETE');
+SELECT throws_ok($$TRUNCATE mlplat.runs$$, '42501', NULL, 'no TRUNCATE');
+RESET ROLE;
+
+SELECT * FROM finish();
+ROLLBACK;

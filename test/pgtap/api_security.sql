@@ -1,0 +1,134 @@
+-- pgTAP: SECURITY DEFINER hygiene, search_path hijacks, audit immutability, privileges.
+BEGIN;
+SELECT plan(21);
+
+DO $$ BEGIN
+  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'tap_attacker') THEN CREATE ROLE tap_attacker; END IF;
+END $$;
+
+-- every SECURITY DEFINER function in mlplat pins search_path, with pg_temp last
+SELECT is(
+  (SELECT count(*) FROM pg_proc p WHERE p.pronamespace = 'mlplat'::regnamespace AND p.prosecdef), 
+  (SELECT count(*) FROM pg_proc p WHERE p.pronamespace = 'mlplat'::regnamespace AND p.prosecdef
+     AND 'search_path=pg_catalog, mlplat, pg_temp' = ANY (p.proconfig)),
+  'every SECURITY DEFINER function pins search_path = pg_catalog, mlplat, pg_temp');
+CREATE TEMP TABLE tap_api_functions (name text);
+INSERT INTO tap_api_functions VALUES ('create_project'), ('set_project_quota'), ('delete_project'), ('grant_role'),
+  ('revoke_role'), ('register_model_version'), ('set_model_stage'), ('deploy'), ('rollback_deployment'),
+  ('undeploy'), ('render_inference_service'), ('start_run'), ('start_pipeline_run'), ('cancel_run'),
+  ('start_rollout'), ('promote_rollout'), ('abort_rollout');
+SELECT is(
+  (SELECT array_agg(f.name ORDER BY f.name) FROM tap_api_functions f
+   WHERE NOT EXISTS (SELECT 1 FROM pg_proc p WHERE p.pronamespace = 'mlplat'::regnamespace
+                     AND p.proname = f.name AND p.prosecdef)),
+  NULL, 'every API entry point exists and is SECURITY DEFINER');
+-- every SQL or PL/pgSQL function an ordinary role can call pins search_path; the internal
+-- helpers (which inherit the pinned path of the entry point that calls them) are not callable
+SELECT is(
+  (SELECT array_agg(p.proname::text ORDER BY p.proname) FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
+   WHERE p.pronamespace = 'mlplat'::regnamespace AND l.lanname IN ('sql', 'plpgsql')
+     AND has_function_privilege('tap_attacker', p.oid, 'EXECUTE')
+     AND NOT coalesce('search_path=pg_catalog, mlplat, pg_temp' = ANY (p.proconfig), false)),
+  NULL, 'no function callable by ordinary roles runs with the caller''s search_path');
+-- internals are not callable by PUBLIC (except the RLS helper)
+SELECT is(
+  (SELECT array_agg(p.proname::text ORDER BY p.proname) FROM pg_proc p
+   WHERE p.pronamespace = 'mlplat'::regnamespace AND p.proname LIKE '\_%' AND p.proname <> '_can_view'
+     AND has_function_privilege('tap_attacker', p.oid, 'EXECUTE')),
+  NULL, 'internal functions are not executable by ordinary roles');
+-- no table in mlplat is writable by an ordinary role
+SELECT is(
+  (SELECT array_agg(c.relname::text ORDER BY c.relname) FROM pg_class c
+   WHERE c.relnamespace = 'mlplat'::regnamespace AND c.relkind IN ('r', 'v', 'p')
+     AND has_table_privilege('tap_attacker', c.oid, 'INSERT, UPDATE, DELETE, TRUNCATE')),
+  NULL, 'no mlplat table or view is writable by callers');
+-- every table with project rows has row-level security
+SELECT is(
+  (SELECT array_agg(c.relname::text ORDER BY c.relname) FROM pg_class c
+   WHERE c.relnamespace = 'mlplat'::regnamespace AND c.relkind = 'r' AND NOT c.relrowsecurity
+     AND EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attname = 'project_id')),
+  NULL, 'every table with project_id has row-level security');
+SELECT ok((SELECT relrowsecurity FROM pg_class WHERE oid = 'mlplat.projects'::regclass), 'projects has row-level security');
+-- the people-facing views apply the caller's policies
+SELECT is(
+  (SELECT array_agg(v ORDER BY v) FROM unnest(ARRAY['project_status', 'deployment_status', 'run_status',
+                                                    'rollout_status', 'audit_log']) v
+   WHERE NOT EXISTS (SELECT 1 FROM pg_class c WHERE c.relnamespace = 'mlplat'::regnamespace AND c.relname = v
+                     AND c.relkind = 'v' AND 'security_invoker=true' = ANY (c.reloptions))),
+  NULL, 'every status view exists and is security_invoker');
+
+-- hijack attempts: look-alike functions and operators in public, shadow tables in pg_temp,
+-- and a caller search_path that puts them first
+DO $$ DECLARE p text; BEGIN
+  PERFORM mlplat.create_project('hij', 4, NULL, NULL, NULL, 'tap_attacker');
+  PERFORM mlplat.register_model_version('hij', 'm', '1', 's3://b/m1', repeat('a', 64), 'kserve-sklearnserver', 'sklearn');
+  PERFORM mlplat.set_model_stage('hij', 'm', '1', 'CHAMPION');
+END $$;
+-- Look-alikes count their calls in a sequence (non-transactional: calls inside failed
+-- statements still count).
+CREATE SEQUENCE public.tap_hijack_calls;
+GRANT USAGE, SELECT ON SEQUENCE public.tap_hijack_calls TO PUBLIC;
+CREATE FUNCTION public.gen_random_uuid() RETURNS uuid LANGUAGE sql
+  AS $$ SELECT nextval('public.tap_hijack_calls'); SELECT '00000000-0000-0000-0000-000000000000'::uuid $$;
+CREATE FUNCTION public.length(text) RETURNS int LANGUAGE sql
+  AS $$ SELECT nextval('public.tap_hijack_calls'); SELECT 1 $$;
+CREATE FUNCTION public.now() RETURNS timestamptz LANGUAGE sql
+  AS $$ SELECT nextval('public.tap_hijack_calls'); SELECT 'epoch'::timestamptz $$;
+CREATE FUNCTION public.tap_never_matches(text, text) RETURNS boolean LANGUAGE sql
+  AS $$ SELECT nextval('public.tap_hijack_calls'); SELECT false $$;
+CREATE OPERATOR public.!~ (LEFTARG = text, RIGHTARG = text, FUNCTION = public.tap_never_matches);
+CREATE FUNCTION public.tap_always_equal(text, text) RETURNS boolean LANGUAGE sql
+  AS $$ SELECT nextval('public.tap_hijack_calls'); SELECT true $$;
+CREATE OPERATOR public.= (LEFTARG = text, RIGHTARG = text, FUNCTION = public.tap_always_equal);
+CREATE FUNCTION public.tap_int_plus(int, int) RETURNS int LANGUAGE sql
+  AS $$ SELECT nextval('public.tap_hijack_calls'); SELECT 0 $$;
+CREATE OPERATOR public.+ (LEFTARG = int, RIGHTARG = int, FUNCTION = public.tap_int_plus);
+-- Run sql with a hostile search_path (temp and public first); its SQLSTATE, or 'ok:<result>'.
+CREATE FUNCTION public.tap_hostile(sql text) RETURNS text LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+DECLARE
+  res text;
+BEGIN
+  BEGIN
+    EXECUTE 'SET LOCAL search_path = pg_temp, public, pg_catalog, mlplat';
+    EXECUTE sql INTO res;
+    RETURN 'ok:' OPERATOR(pg_catalog.||) coalesce(res, '');
+  EXCEPTION WHEN OTHERS THEN
+    RETURN SQLSTATE;
+  END;
+END $$;
+GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA public TO PUBLIC;
+
+SET LOCAL ROLE tap_attacker;
+CREATE TEMP TABLE projects (id bigint, name text, gpu_quota int, status text);
+INSERT INTO projects VALUES (1, 'hij', 1000, 'READY');
+CREATE TEMP TABLE deployments (id bigint);
+SELECT is(public.tap_hostile($$SELECT status FROM mlplat.create_project('BAD NAME', 1)$$), '42501',
+          'non-admin still denied under a hostile search_path');
+SELECT is(public.tap_hostile($$SELECT status FROM mlplat.deploy('hij', 'Bad Name', 'm', '1', 'kserve-sklearnserver')$$), '22023',
+          'names still validated under a hostile search_path (look-alike !~ and length not used)');
+SELECT is(public.tap_hostile($$SELECT status FROM mlplat.deploy('hij', 'web', 'm', '1', 'kserve-sklearnserver', 8, 1, 1)$$), '23514',
+          'quota read from mlplat.projects, not pg_temp.projects');
+SELECT is(public.tap_hostile($$SELECT revision FROM mlplat.deploy('hij', 'web', 'm', '1', 'kserve-sklearnserver', 1, 1, 1)$$), 'ok:1',
+          'deploy works under a hostile search_path');
+SELECT isnt(public.tap_hostile($$SELECT request_id FROM mlplat.deploy('hij', 'web', 'm', '1', 'kserve-sklearnserver', 1, 1, 2)$$),
+            'ok:00000000-0000-0000-0000-000000000000', 'request ids come from pg_catalog.gen_random_uuid');
+SELECT is(public.tap_hostile($$SELECT revision FROM mlplat.rollback_deployment('hij', 'web')$$), 'ok:1',
+          'rollback works under a hostile search_path');
+RESET ROLE;
+SELECT is((SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM public.tap_hijack_calls), 0::bigint,
+          'no look-alike function or operator was ever called');
+SELECT is((SELECT d.updated_at > 'epoch'::timestamptz FROM mlplat.deployments d JOIN mlplat.projects p ON p.id = d.project_id
+           WHERE p.name = 'hij'), true, 'timestamps come from pg_catalog.now');
+
+-- audit immutability, even for the table owner
+SELECT throws_ok($$UPDATE mlplat.audit_events SET actor = 'x'$$, '55000', NULL, 'audit UPDATE refused');
+SELECT throws_ok($$DELETE FROM mlplat.audit_events$$, '55000', NULL, 'audit DELETE refused');
+SELECT throws_ok($$TRUNCATE mlplat.audit_events$$, '55000', NULL, 'audit TRUNCATE refused');
+SELECT is((SELECT count(*) FROM mlplat.audit_events WHERE project = 'hij' AND actor = 'tap_attacker'), 3::bigint,
+          'one audit event per successful intent (2 deploys, 1 rollback), with the person');
+-- a lost compare-and-swap is a retryable serialization failure
+SELECT throws_ok($$SELECT mlplat._cas_lost('deployment', 'web')$$, '40001', 'deployment "web" changed concurrently',
+                 'a lost CAS raises 40001');
+
+SELECT * FROM finish();
+ROLLBACK;

@@ -1,0 +1,23 @@
+#!/bin/sh
+# Build and run the plain-C unit tests of the pure modules (no PostgreSQL),
+# printing TAP on stdout so `prove test/unit/run.sh` counts them.
+#   MLPLAT_UNIT_CFLAGS  extra flags (default: ASan + UBSan when available)
+set -eu
+cd "$(dirname "$0")/../.."
+out=build/unit
+mkdir -p "$out"
+cc=${CC:-cc}
+san=${MLPLAT_UNIT_CFLAGS--fsanitize=address,undefined -fno-sanitize-recover=all}
+# The same warnings the extension is built with, plus what PostgreSQL adds.
+flags="-std=gnu99 -O1 -g -Wall -Wextra -Werror -Wno-unused-parameter -Wno-sign-compare
+       -Wmissing-prototypes -Wdeclaration-after-statement -Iinclude -Ifuzz"
+# shellcheck disable=SC2086
+if ! $cc $flags $san -o "$out/json_test" test/unit/json_test.c fuzz/props.c \
+        src/json/json.c src/json/canonical.c src/json/diff.c src/validate/names.c \
+        -lcrypto -lm >"$out/build.log" 2>&1; then
+    echo "1..1"
+    echo "not ok 1 - build test/unit/json_test.c"
+    sed 's/^/# /' "$out/build.log"
+    exit 1
+fi
+exec "$out/json_test" fuzz/regressions
