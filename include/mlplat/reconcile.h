@@ -33,7 +33,13 @@ typedef void (*MlplatPassFn) (MlplatPass *pass);
 /* The pass of a kind, or NULL while that kind has no reconciler. */
 extern MlplatPassFn mlplat_pass_for_kind(int kind);
 
-/* Short transactions for claim and write-back; both refuse on a standby. */
+/* The passes (src/reconcile/) */
+extern void mlplat_deployments_pass(MlplatPass *pass);
+
+/*
+ * Short transactions for claim and write-back; begin refuses on a standby.
+ * Commit returns to the memory context that was current at begin.
+ */
 extern void mlplat_txn_begin(void);
 extern void mlplat_txn_commit(void);
 

@@ -13,8 +13,9 @@ mlplat_pass_for_kind(int kind)
 {
 	switch ((MlplatKind) kind)
 	{
-		case MLPLAT_KIND_PROJECTS:
 		case MLPLAT_KIND_DEPLOYMENTS:
+			return mlplat_deployments_pass;
+		case MLPLAT_KIND_PROJECTS:
 		case MLPLAT_KIND_RUNS:
 		case MLPLAT_KIND_ROLLOUTS:
 		case MLPLAT_KIND_MODEL_ALIASES:

@@ -32,6 +32,7 @@
 #include "utils/timestamp.h"
 
 #include "mlplat/guc.h"
+#include "mlplat/http.h"
 #include "mlplat/kinds.h"
 #include "mlplat/reconcile.h"
 #include "mlplat/shmem.h"
@@ -158,9 +159,12 @@ try_lead(void)
 }
 
 /* MlplatPass helpers: a short transaction with a snapshot and SPI. */
+static MemoryContext txn_caller_cxt = NULL;
+
 void
 mlplat_txn_begin(void)
 {
+	txn_caller_cxt = CurrentMemoryContext;
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	if (RecoveryInProgress())
@@ -177,6 +181,8 @@ mlplat_txn_commit(void)
 	SPI_finish();
 	PopActiveSnapshot();
 	CommitTransactionCommand();
+	if (txn_caller_cxt)
+		MemoryContextSwitchTo(txn_caller_cxt);
 }
 
 /*
@@ -376,6 +382,16 @@ mlplat_worker_main(Datum main_arg)
 
 			ok = run_pass(fn, &pass, pass_context);
 			note_pass(start, GetCurrentTimestamp(), !ok);
+			{
+				MlplatHttpStats hs;
+
+				mlplat_http_stats_get(&hs);
+				SpinLockAcquire(&mlplat_shared->mutex);
+				my_state()->http_requests = hs.requests;
+				my_state()->http_errors = hs.errors;
+				my_state()->http_latency_ms_total = hs.latency_ms_total;
+				SpinLockRelease(&mlplat_shared->mutex);
+			}
 			set_status(MLPLAT_ROLE_LEADER, pass.status[0] ? pass.status : "leading");
 			pgstat_report_activity(STATE_IDLE, NULL);
 			pgstat_report_stat(false);

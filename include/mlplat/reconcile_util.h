@@ -1,0 +1,34 @@
+/*
+ * reconcile_util.h — small helpers shared by the reconciler passes.
+ */
+#ifndef MLPLAT_RECONCILE_UTIL_H
+#define MLPLAT_RECONCILE_UTIL_H
+
+#include "postgres.h"
+
+#include "mlplat/json.h"
+#include "mlplat/reconcile.h"
+
+/*
+ * Is a Kubernetes cluster configured and usable?  When not, sets the pass
+ * status to say why (shown in mlplat.reconciler_health) and returns false,
+ * without logging: an unconfigured cluster is a state, not an error.
+ */
+extern bool mlplat_cluster_ready(MlplatPass *pass, const char **why);
+
+/* A JSON arena allocating in cxt, so it goes away with the pass context. */
+extern MlJsonArena *mlplat_json_arena_in(MemoryContext cxt);
+
+/* Run a one-row, one-boolean-column statement with SPI (transaction open). */
+extern bool mlplat_sql_bool(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls);
+
+/* mlplat.installation's instance id (transaction open); palloc'd in the caller's context. */
+extern char *mlplat_instance_id(void);
+
+/* Append a ledger row stamped with the pass's epoch and controller (transaction open). */
+extern void mlplat_ledger_append(MlplatPass *pass, const char *entity, int64 entity_id,
+								 const char *project, const char *action, const char *outcome,
+								 const char *desired_digest, const char *observed_digest,
+								 int http_status, const char *error, const char *trace_id);
+
+#endif							/* MLPLAT_RECONCILE_UTIL_H */

@@ -1,0 +1,547 @@
+/*
+ * deployments.c — the deployments reconciler: KServe InferenceServices.
+ *
+ * One pass:
+ *   1. claim: read every live deployment and its desired revision's rendered
+ *      manifest (short transaction, committed before any HTTP);
+ *   2. observe: LIST InferenceServices carrying our managed-by and instance
+ *      labels across all namespaces, 500 a page — not one GET per object;
+ *   3. decide per deployment (pure: deployment_decide), then run every apply
+ *      (Server-Side Apply, force) and delete concurrently in one batch;
+ *   4. write back in a new short transaction: compare-and-swap on the row
+ *      version and the leader epoch, plus a ledger row per external write.
+ * Nothing is remembered between passes; a lost pass costs only time.  A pass
+ * in which nothing changed writes nothing.
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+
+#include "mlplat/backoff.h"
+#include "mlplat/canonical.h"
+#include "mlplat/guc.h"
+#include "mlplat/http.h"
+#include "mlplat/json.h"
+#include "mlplat/kube.h"
+#include "mlplat/reconcile.h"
+#include "mlplat/reconcile_util.h"
+#include "mlplat/spec_diff.h"
+
+static const MlplatKubeResource ISVC = {"serving.kserve.io", "v1beta1", "inferenceservices", true};
+
+#define LIST_PAGE 500
+/* how soon to look again while waiting on KServe (readiness, deletion) */
+#define FOLLOW_UP_MS 300
+/* permanent errors (403, 422) are retried slowly: a later grant heals them */
+#define PERMANENT_RETRY_MS 30000
+
+typedef enum DepAction
+{
+	DEP_NONE = 0,				/* nothing to do (or only a status write) */
+	DEP_APPLY,					/* apply the desired revision */
+	DEP_REPAIR,					/* re-apply the same revision over drift */
+	DEP_DELETE					/* delete the InferenceService */
+} DepAction;
+
+typedef struct Deployment
+{
+	/* claimed */
+	int64		id;
+	char	   *project;
+	char	   *ns;
+	char	   *name;
+	char	   *status;
+	int64		generation;
+	int64		observed_generation;
+	int64		row_version;
+	int			desired_revision;	/* 0: none */
+	char	   *spec;
+	char	   *spec_digest;
+	char	   *traceparent;
+	int			attempts;
+	bool		due;
+	/* observed */
+	const MlJsonValue *obj;
+	/* decided */
+	DepAction	action;
+	MlplatHttpRequest *req;
+	const char *new_status;
+	char	   *reason;
+	char	   *endpoint;
+	bool		mark_observed;	/* observed_generation := generation */
+	char	   *error;
+	int			retry_ms;		/* -1: no retry */
+	bool		write;
+	const char *ledger_action;
+	const char *ledger_outcome;
+	int			http_status;
+} Deployment;
+
+/* ---------------------------------------------------------------- pure decisions */
+
+static const char *
+obj_text(const MlJsonValue *obj, const char *a, const char *b, const char *c)
+{
+	const MlJsonValue *v = ml_json_object_get(obj, a);
+
+	if (v && b)
+		v = ml_json_object_get(v, b);
+	if (v && c)
+		v = ml_json_object_get(v, c);
+	return (v && v->type == ML_JSON_STRING) ? v->u.string.str : NULL;
+}
+
+static bool
+obj_int(const MlJsonValue *obj, const char *a, const char *b, int64 *out)
+{
+	const MlJsonValue *v = ml_json_object_get(ml_json_object_get(obj, a), b);
+
+	if (v == NULL || v->type != ML_JSON_NUMBER || !v->u.number.is_integer)
+		return false;
+	*out = (int64) v->u.number.value;
+	return true;
+}
+
+/*
+ * KServe's Ready condition for the generation it last observed: returns "True",
+ * "False" or "Unknown" (also when it describes an older generation), and the
+ * False reason/message.
+ */
+static const char *
+isvc_ready(const MlJsonValue *obj, const char **why)
+{
+	const MlJsonValue *conds = ml_json_object_get(ml_json_object_get(obj, "status"), "conditions");
+	int64		gen = -1,
+				seen = -2;
+
+	*why = NULL;
+	if (!obj_int(obj, "metadata", "generation", &gen) ||
+		!obj_int(obj, "status", "observedGeneration", &seen) || gen != seen)
+		return "Unknown";
+	if (conds == NULL || conds->type != ML_JSON_ARRAY)
+		return "Unknown";
+	for (size_t i = 0; i < conds->u.array.count; i++)
+	{
+		const MlJsonValue *c = conds->u.array.items[i];
+		const char *type = obj_text(c, "type", NULL, NULL);
+		const char *st = obj_text(c, "status", NULL, NULL);
+
+		if (type && st && strcmp(type, "Ready") == 0)
+		{
+			if (strcmp(st, "False") == 0)
+			{
+				*why = obj_text(c, "message", NULL, NULL);
+				if (*why == NULL)
+					*why = obj_text(c, "reason", NULL, NULL);
+				return "False";
+			}
+			return strcmp(st, "True") == 0 ? "True" : "Unknown";
+		}
+	}
+	return "Unknown";
+}
+
+/* A short human line naming the drifted paths. */
+static char *
+drift_reason(const MlSpecDiff *diff)
+{
+	StringInfoData s;
+
+	initStringInfo(&s);
+	appendStringInfoString(&s, "drift at ");
+	for (size_t i = 0; i < diff->count && i < 5; i++)
+		appendStringInfo(&s, "%s%s", i ? ", " : "", diff->entries[i].path);
+	if (diff->count > 5)
+		appendStringInfo(&s, " and %zu more", diff->count - 5);
+	return s.data;
+}
+
+/*
+ * Decide what one deployment needs, from desired and observed alone.  Sets
+ * action and, when no external write is needed, the status to record.
+ */
+static void
+deployment_decide(Deployment *d, MlJsonArena *arena)
+{
+	const char *rev_label;
+	MlJsonValue *desired;
+	MlJsonError err;
+	MlSpecDiff	diff;
+	const char *ready;
+	const char *why;
+
+	d->new_status = d->status;
+	d->reason = NULL;
+	d->retry_ms = -1;
+
+	if (strcmp(d->status, "DELETING") == 0)
+	{
+		if (d->obj == NULL)
+		{
+			d->new_status = "DELETED";
+			d->reason = pstrdup("the InferenceService is gone");
+			d->mark_observed = true;
+		}
+		else if (d->due)
+			d->action = DEP_DELETE;
+		return;
+	}
+	if (d->desired_revision <= 0 || d->spec == NULL)
+		return;
+
+	desired = ml_json_parse(arena, d->spec, strlen(d->spec), NULL, &err);
+	if (desired == NULL)
+		elog(ERROR, "stored spec of deployment %lld is not JSON: %s", (long long) d->id, err.message);
+
+	rev_label = d->obj ? obj_text(d->obj, "metadata", "labels", "mlplat.io/revision") : NULL;
+	if (d->obj == NULL || rev_label == NULL || atoi(rev_label) != d->desired_revision)
+	{
+		/* not there, or running another revision: apply the desired one */
+		if (d->due)
+			d->action = DEP_APPLY;
+		return;
+	}
+
+	if (!ml_spec_diff(arena, desired, d->obj, &diff, &err))
+		elog(ERROR, "spec_diff failed: %s", err.message);
+	if (diff.count > 0)
+	{
+		if (strcmp(d->status, "READY") == 0)
+		{
+			/* first sight of drift: say so; the repair follows on the next pass */
+			d->new_status = "DRIFTED";
+			d->reason = drift_reason(&diff);
+		}
+		else if (d->due)
+			d->action = strcmp(d->status, "DRIFTED") == 0 ? DEP_REPAIR : DEP_APPLY;
+		return;
+	}
+
+	ready = isvc_ready(d->obj, &why);
+	d->mark_observed = true;
+	if (strcmp(ready, "True") == 0)
+	{
+		const char *url = obj_text(d->obj, "status", "url", NULL);
+
+		d->new_status = "READY";
+		d->endpoint = url ? pstrdup(url) : NULL;
+		d->reason = psprintf("revision %d ready", d->desired_revision);
+	}
+	else if (strcmp(ready, "False") == 0)
+	{
+		d->new_status = "FAILED";
+		d->reason = psprintf("KServe reports not ready: %s", why ? why : "no reason given");
+	}
+	else
+	{
+		d->new_status = strcmp(d->status, "DRIFTED") == 0 ? "DRIFTED" : "DEPLOYING";
+		d->reason = psprintf("waiting for revision %d to become ready", d->desired_revision);
+	}
+}
+
+/* ---------------------------------------------------------------- I/O */
+
+static void
+claim(MlplatPass *pass, List **out, char **instance)
+{
+	MemoryContext pass_cxt = CurrentMemoryContext;
+	Datum		arg = BoolGetDatum(pass->resync);
+	Oid			argtype = BOOLOID;
+
+	mlplat_txn_begin();
+	MemoryContextSwitchTo(pass_cxt);
+	*instance = mlplat_instance_id();
+	if (SPI_execute_with_args("SELECT * FROM mlplat._deployments_claim($1)", 1, &argtype, &arg,
+							  NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "mlplat: deployments claim failed");
+	MemoryContextSwitchTo(pass_cxt);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	t = SPI_tuptable->vals[i];
+		TupleDesc	td = SPI_tuptable->tupdesc;
+		Deployment *d = palloc0(sizeof(Deployment));
+		char	   *v;
+
+		d->id = atoll(SPI_getvalue(t, td, 1));
+		d->project = SPI_getvalue(t, td, 2);
+		d->ns = SPI_getvalue(t, td, 3);
+		d->name = SPI_getvalue(t, td, 4);
+		d->status = SPI_getvalue(t, td, 5);
+		d->generation = atoll(SPI_getvalue(t, td, 6));
+		d->observed_generation = atoll(SPI_getvalue(t, td, 7));
+		d->row_version = atoll(SPI_getvalue(t, td, 8));
+		v = SPI_getvalue(t, td, 9);
+		d->desired_revision = v ? atoi(v) : 0;
+		d->spec = SPI_getvalue(t, td, 10);
+		d->spec_digest = SPI_getvalue(t, td, 11);
+		d->traceparent = SPI_getvalue(t, td, 12);
+		d->attempts = atoi(SPI_getvalue(t, td, 13));
+		v = SPI_getvalue(t, td, 14);
+		d->due = v && v[0] == 't';
+		*out = lappend(*out, d);
+	}
+	mlplat_txn_commit();
+}
+
+/* LIST every page of our InferenceServices; items are parsed into arena. */
+static List *
+observe(MlJsonArena *arena, const char *selector, int *lists)
+{
+	List	   *items = NIL;
+	char	   *cont = NULL;
+
+	for (;;)
+	{
+		MlplatHttpBatch *b = mlplat_http_batch_create(CurrentMemoryContext);
+		MlplatHttpRequest *r = mlplat_kube_list(b, &ISVC, NULL, selector, LIST_PAGE, cont);
+		MlplatKubeResult res;
+		MlJsonValue *page;
+		MlJsonError err;
+		const MlJsonValue *arr;
+
+		mlplat_http_batch_run(b);
+		(*lists)++;
+		mlplat_kube_parse_response(r, &res);
+		if (res.outcome == MLPLAT_KUBE_EXPIRED)
+		{
+			/* the continue token expired: the list must start over */
+			items = NIL;
+			cont = NULL;
+			continue;
+		}
+		if (res.outcome != MLPLAT_KUBE_OK)
+			ereport(ERROR,
+					(errmsg("could not list InferenceServices: %s", res.message ? res.message : "unknown error")));
+		page = ml_json_parse(arena, r->resp_body, r->resp_len, NULL, &err);
+		if (page == NULL)
+			ereport(ERROR, (errmsg("InferenceService list is not JSON: %s", err.message)));
+		arr = ml_json_object_get(page, "items");
+		if (arr && arr->type == ML_JSON_ARRAY)
+			for (size_t i = 0; i < arr->u.array.count; i++)
+				items = lappend(items, arr->u.array.items[i]);
+		cont = mlplat_kube_list_continue(res.body);
+		if (cont == NULL || cont[0] == '\0')
+			break;
+	}
+	return items;
+}
+
+static void
+apply_result(Deployment *d, MlplatPass *pass)
+{
+	MlplatKubeResult res;
+
+	mlplat_kube_parse_response(d->req, &res);
+	d->http_status = res.status;
+	d->write = true;
+	/* a delete of something already gone succeeded; an apply's 404 is a missing namespace */
+	if (res.outcome == MLPLAT_KUBE_NOT_FOUND && d->action == DEP_DELETE)
+		res.outcome = MLPLAT_KUBE_OK;
+	else if (res.outcome == MLPLAT_KUBE_NOT_FOUND)
+		res.outcome = MLPLAT_KUBE_RETRY;
+	switch (res.outcome)
+	{
+		case MLPLAT_KUBE_OK:
+			d->ledger_outcome = "OK";
+			if (d->action == DEP_DELETE)
+			{
+				d->reason = pstrdup("delete requested; waiting for the InferenceService to go");
+				break;
+			}
+			d->new_status = d->action == DEP_REPAIR ? "DRIFTED" : "DEPLOYING";
+			d->reason = d->action == DEP_REPAIR
+				? psprintf("repair applied revision %d again", d->desired_revision)
+				: psprintf("applied revision %d; waiting for readiness", d->desired_revision);
+			d->mark_observed = true;
+			break;
+		case MLPLAT_KUBE_NOT_FOUND:
+		case MLPLAT_KUBE_RETRY:
+		case MLPLAT_KUBE_CONFLICT:
+		case MLPLAT_KUBE_EXISTS:
+		case MLPLAT_KUBE_EXPIRED:
+			d->ledger_outcome = "RETRY";
+			d->error = res.message;
+			d->retry_ms = mlplat_backoff_delay_ms(d->attempts + 1, 500, mlplat_backoff_max_ms,
+												  res.retry_after_s, (uint32) d->id ^ (uint32) d->attempts);
+			break;
+		case MLPLAT_KUBE_FAILED:
+			d->ledger_outcome = "FAILED";
+			d->error = res.message;
+			d->retry_ms = Min(PERMANENT_RETRY_MS, mlplat_backoff_max_ms);
+			break;
+	}
+	if (d->retry_ms < 0)
+		pass->next_pass_ms = FOLLOW_UP_MS;
+}
+
+static char *
+trace_id_of(const char *traceparent)
+{
+	return (traceparent && strlen(traceparent) == 55) ? pnstrdup(traceparent + 3, 32) : NULL;
+}
+
+static void
+write_back(MlplatPass *pass, List *deps, List *orphans)
+{
+	MemoryContext pass_cxt = CurrentMemoryContext;
+	ListCell   *lc;
+	int			lost = 0;
+
+	mlplat_txn_begin();
+	foreach(lc, deps)
+	{
+		Deployment *d = lfirst(lc);
+		bool		ok;
+
+		if (!d->write)
+			continue;
+		ok = mlplat_sql_bool("SELECT mlplat._deployments_writeback($1, $2, $3, $4, $5, $6, $7, $8, NULL, $9, $10)",
+							 10,
+							 (Oid[]) {INT8OID, INT8OID, INT8OID, TEXTOID, TEXTOID, INT8OID, INT4OID, TEXTOID, TEXTOID, INT4OID},
+							 (Datum[]) {Int64GetDatum(d->id), Int64GetDatum(d->row_version), Int64GetDatum(pass->epoch),
+								 CStringGetTextDatum(d->new_status), d->reason ? CStringGetTextDatum(d->reason) : 0,
+								 Int64GetDatum(d->generation), Int32GetDatum(d->desired_revision),
+								 d->endpoint ? CStringGetTextDatum(d->endpoint) : 0,
+								 d->error ? CStringGetTextDatum(d->error) : 0, Int32GetDatum(d->retry_ms)},
+							 (const char[]) {' ', ' ', ' ', ' ', d->reason ? ' ' : 'n',
+								 d->mark_observed ? ' ' : 'n', d->mark_observed && d->desired_revision > 0 ? ' ' : 'n',
+								 d->endpoint ? ' ' : 'n', d->error ? ' ' : 'n', d->retry_ms >= 0 ? ' ' : 'n'});
+		if (!ok)
+		{
+			lost++;				/* an intent or another leader got there first: re-read next pass */
+			continue;
+		}
+		if (d->ledger_action)
+			mlplat_ledger_append(pass, "deployment", d->id, d->project, d->ledger_action, d->ledger_outcome,
+								 d->spec_digest, NULL, d->http_status, d->error, trace_id_of(d->traceparent));
+	}
+	foreach(lc, orphans)
+	{
+		Deployment *o = lfirst(lc);
+
+		mlplat_ledger_append(pass, "deployment", 0, o->project, "ORPHAN_TEARDOWN", o->ledger_outcome,
+							 NULL, NULL, o->http_status, o->error, NULL);
+	}
+	mlplat_txn_commit();
+	MemoryContextSwitchTo(pass_cxt);
+	if (lost)
+		snprintf(pass->status, sizeof(pass->status), "%d write-back(s) lost a compare-and-swap; re-reading", lost);
+}
+
+void
+mlplat_deployments_pass(MlplatPass *pass)
+{
+	MemoryContext pass_cxt = CurrentMemoryContext;
+	MlJsonArena *arena = mlplat_json_arena_in(pass_cxt);
+	const char *why = NULL;
+	List	   *deps = NIL;
+	List	   *items;
+	List	   *orphans = NIL;
+	MlplatHttpBatch *batch;
+	ListCell   *lc;
+	char	   *selector;
+	char	   *instance;
+	int			lists = 0;
+	int			applies = 0;
+
+	if (!mlplat_cluster_ready(pass, &why))
+		return;
+
+	claim(pass, &deps, &instance);
+	MemoryContextSwitchTo(pass_cxt);
+	selector = psprintf("app.kubernetes.io/managed-by=mlplat,mlplat.io/instance=%s", instance);
+	items = observe(arena, selector, &lists);
+
+	/* match observed objects to deployments by namespace/name */
+	foreach(lc, items)
+	{
+		const MlJsonValue *obj = lfirst(lc);
+		const char *ns = obj_text(obj, "metadata", "namespace", NULL);
+		const char *name = obj_text(obj, "metadata", "name", NULL);
+		bool		matched = false;
+		ListCell   *dc;
+
+		foreach(dc, deps)
+		{
+			Deployment *d = lfirst(dc);
+
+			if (ns && name && strcmp(d->ns, ns) == 0 && strcmp(d->name, name) == 0)
+			{
+				d->obj = obj;
+				matched = true;
+				break;
+			}
+		}
+		/* ours by label, with no live deployment: an orphan (only judged on a full resync) */
+		if (!matched && pass->resync && ns && name)
+		{
+			Deployment *o = palloc0(sizeof(Deployment));
+
+			o->ns = pstrdup(ns);
+			o->name = pstrdup(name);
+			o->project = (char *) obj_text(obj, "metadata", "labels", "mlplat.io/project");
+			o->action = DEP_DELETE;
+			orphans = lappend(orphans, o);
+		}
+	}
+
+	batch = mlplat_http_batch_create(pass_cxt);
+	foreach(lc, deps)
+	{
+		Deployment *d = lfirst(lc);
+
+		deployment_decide(d, arena);
+		if (d->action == DEP_APPLY || d->action == DEP_REPAIR)
+		{
+			d->req = mlplat_kube_apply(batch, &ISVC, d->ns, d->name, d->spec);
+			d->ledger_action = d->action == DEP_REPAIR ? "REPAIR" : "APPLY";
+			applies++;
+		}
+		else if (d->action == DEP_DELETE)
+		{
+			d->req = mlplat_kube_delete(batch, &ISVC, d->ns, d->name);
+			d->ledger_action = "DELETE";
+		}
+		else if (strcmp(d->new_status, d->status) != 0 || (d->mark_observed && d->observed_generation != d->generation))
+			d->write = true;	/* a status change only */
+		if (strcmp(d->new_status, "DEPLOYING") == 0 || strcmp(d->new_status, "DRIFTED") == 0 ||
+			strcmp(d->new_status, "DELETING") == 0)
+			pass->next_pass_ms = FOLLOW_UP_MS;
+	}
+	foreach(lc, orphans)
+	{
+		Deployment *o = lfirst(lc);
+
+		o->req = mlplat_kube_delete(batch, &ISVC, o->ns, o->name);
+	}
+
+	if (mlplat_http_batch_count(batch) > 0)
+		mlplat_http_batch_run(batch);
+
+	foreach(lc, deps)
+	{
+		Deployment *d = lfirst(lc);
+
+		if (d->req)
+			apply_result(d, pass);
+	}
+	foreach(lc, orphans)
+	{
+		Deployment *o = lfirst(lc);
+		MlplatKubeResult res;
+
+		mlplat_kube_parse_response(o->req, &res);
+		o->http_status = res.status;
+		o->ledger_outcome = (res.outcome == MLPLAT_KUBE_OK || res.outcome == MLPLAT_KUBE_NOT_FOUND) ? "OK" : "FAILED";
+		o->error = res.message;
+	}
+
+	write_back(pass, deps, orphans);
+	pass->acted = applies + list_length(orphans);
+	if (pass->status[0] == '\0')
+		snprintf(pass->status, sizeof(pass->status), "%d deployments, %d applied, %d orphans, %d LIST requests",
+				 list_length(deps), applies, list_length(orphans), lists);
+}

@@ -1,0 +1,109 @@
+/*
+ * util.c — helpers shared by the reconciler passes.
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+
+#include "mlplat/kinds.h"
+#include "mlplat/kube.h"
+#include "mlplat/reconcile_util.h"
+
+bool
+mlplat_cluster_ready(MlplatPass *pass, const char **why)
+{
+	MlplatKubeConfigState st = mlplat_kube_config_refresh(why);
+
+	if (st == MLPLAT_KUBE_READY)
+		return true;
+	if (st == MLPLAT_KUBE_NOT_CONFIGURED)
+		snprintf(pass->status, sizeof(pass->status),
+				 "idle: no Kubernetes cluster configured (set mlplat.kube_url)");
+	else
+		snprintf(pass->status, sizeof(pass->status), "idle: Kubernetes configuration unusable: %s",
+				 *why ? *why : "unknown reason");
+	return false;
+}
+
+static void *
+arena_palloc(void *ctx, size_t size)
+{
+	return MemoryContextAllocExtended((MemoryContext) ctx, size, MCXT_ALLOC_HUGE | MCXT_ALLOC_NO_OOM);
+}
+
+static void
+arena_pfree(void *ctx, void *ptr)
+{
+	/* freed with the context */
+}
+
+MlJsonArena *
+mlplat_json_arena_in(MemoryContext cxt)
+{
+	return ml_json_arena_new_with(arena_palloc, arena_pfree, cxt);
+}
+
+bool
+mlplat_sql_bool(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls)
+{
+	bool		isnull;
+	Datum		d;
+
+	if (SPI_execute_with_args(sql, nargs, types, values, nulls, false, 1) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+		elog(ERROR, "mlplat: \"%s\" returned no row", sql);
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	return !isnull && DatumGetBool(d);
+}
+
+char *
+mlplat_instance_id(void)
+{
+	MemoryContext caller = CurrentMemoryContext;
+	char	   *v;
+
+	if (SPI_execute("SELECT mlplat._instance_id()", true, 1) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "mlplat: no installation row");
+	v = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	if (v == NULL)
+		elog(ERROR, "mlplat: installation has no instance id");
+	return MemoryContextStrdup(caller, v);
+}
+
+void
+mlplat_ledger_append(MlplatPass *pass, const char *entity, int64 entity_id,
+					 const char *project, const char *action, const char *outcome,
+					 const char *desired_digest, const char *observed_digest,
+					 int http_status, const char *error, const char *trace_id)
+{
+	Oid			types[13] = {TEXTOID, TEXTOID, INT8OID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID,
+	INT4OID, TEXTOID, INT8OID, TEXTOID, TEXTOID};
+	Datum		v[13];
+	char		n[13];
+
+	memset(n, ' ', sizeof(n));
+#define TXT(i, s) do { if (s) v[i] = CStringGetTextDatum(s); else { v[i] = (Datum) 0; n[i] = 'n'; } } while (0)
+	v[0] = CStringGetTextDatum(mlplat_kind_names[pass->kind]);
+	TXT(1, entity);
+	v[2] = Int64GetDatum(entity_id);
+	if (entity_id == 0)
+		n[2] = 'n';
+	TXT(3, project);
+	TXT(4, action);
+	TXT(5, outcome);
+	TXT(6, desired_digest);
+	TXT(7, observed_digest);
+	v[8] = Int32GetDatum(http_status);
+	if (http_status == 0)
+		n[8] = 'n';
+	TXT(9, error);
+	v[10] = Int64GetDatum(pass->epoch);
+	TXT(11, pass->controller);
+	TXT(12, trace_id);
+#undef TXT
+	(void) mlplat_sql_bool("SELECT mlplat._ledger_append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+						   13, types, v, n);
+}

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Deployments end to end against the stand-in, with the real workers:
+# deploy -> applied -> READY; defaulting is not drift; out-of-band edits are
+# drift, repaired without a new revision; undeploy and orphans are torn down.
+set -u
+. "$(dirname "$0")/../lib/tap.sh"
+tap_require_cluster
+. "$(dirname "$0")/../lib/cluster.sh"
+. "$(dirname "$0")/../lib/standin.sh"
+WORK=$MLPLAT_TEST_WORK
+SD=$WORK/standin-deployments
+trap 'standin_disconnect mlplat; standin_stop $SD' EXIT
+standin_start "$SD"
+tap_ok $? "stand-in started on port $STANDIN_PORT"
+standin_connect mlplat
+
+DB=mlplat
+q $DB "SELECT mlplat.create_project('shop', 4, '8', '16Gi')" >/dev/null
+# The projects reconciler owns namespaces; until it lands, make the namespace here.
+kube POST /api/v1/namespaces '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"mlp-shop"}}' >/dev/null
+SHA=$(printf 'iris-v1' | sha256sum | cut -d' ' -f1)
+q $DB "SELECT mlplat.register_model_version('shop', 'iris', '1', 's3://models/iris/1', '$SHA', 'kserve-sklearnserver', 'sklearn')" >/dev/null
+q $DB "SELECT mlplat.set_model_stage('shop', 'iris', '1', 'CANDIDATE')" >/dev/null
+t0=$(date +%s%N)
+q $DB "SELECT status FROM mlplat.deploy('shop', 'iris', 'iris', '1', 'kserve-sklearnserver', 0, 1, 2, '{\"LOG_LEVEL\":\"info\"}')" >/dev/null
+tap_ok $? "deploy() accepted"
+
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'iris'" READY 20
+tap_ok $? "the deployment converges to READY"
+ms=$((($(date +%s%N) - t0) / 1000000))
+echo "# deploy -> READY in $ms ms (stand-in ready delay ${STANDIN_READY_MS:-300} ms)"
+tap_is "$(q $DB "SELECT endpoint FROM mlplat.deployments WHERE name = 'iris'")" "http://iris.mlp-shop.example.com" "READY carries the endpoint URL"
+tap_is "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND action = 'APPLY' AND outcome = 'OK'")" 1 \
+	"the ledger shows exactly one apply"
+tap_is "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE action = 'APPLY' AND epoch = (SELECT epoch FROM mlplat.leader_epochs WHERE kind = 'deployments') AND controller <> ''")" 1 \
+	"the ledger row carries the leader's epoch and controller"
+isvc=$(kube GET /apis/serving.kserve.io/v1beta1/namespaces/mlp-shop/inferenceservices/iris)
+echo "$isvc" | python3 -c 'import json,sys; o=json.load(sys.stdin); l=o["metadata"]["labels"]; assert l["app.kubernetes.io/managed-by"]=="mlplat" and l["mlplat.io/revision"]=="1"'
+tap_ok $? "the InferenceService carries our labels and revision 1"
+
+# --- defaulting is not drift: KServe dropped initialDelaySeconds 0 / empty env; no further applies
+applies_before=$(admin GET 'requests?write=true' | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["requests"]))' 2>/dev/null)
+sleep 5   # the test cluster resyncs every 2 s: at least two full comparisons
+applies_after=$(admin GET 'requests?write=true' | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["requests"]))' 2>/dev/null)
+tap_is "$applies_after" "$applies_before" "steady state: no writes to the cluster over 5 s of resyncs"
+tap_is "$(q $DB "SELECT status || '/' || latest_revision FROM mlplat.deployments WHERE name = 'iris'")" "READY/1" "still READY, still one revision"
+
+# --- out-of-band edit: a non-zero probe delay is real drift
+admin POST edit '{"resource":"inferenceservices","namespace":"mlp-shop","name":"iris","patch":{"spec":{"predictor":{"minReplicas":3}}}}' >/dev/null
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'iris'" DRIFTED 10
+tap_ok $? "an out-of-band change of minReplicas is detected as DRIFTED"
+tap_ok "$(q $DB "SELECT (status_reason LIKE '%minReplicas%')::int # 1 FROM mlplat.deployments WHERE name = 'iris'")" \
+	"the status names the drifted path"
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'iris'" READY 15
+tap_ok $? "the drift is repaired and the deployment is READY again"
+tap_is "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE action = 'REPAIR' AND outcome = 'OK'")" 1 "the ledger shows one REPAIR"
+tap_is "$(q $DB "SELECT latest_revision FROM mlplat.deployments WHERE name = 'iris'")" 1 "repair created no revision"
+min=$(kube GET /apis/serving.kserve.io/v1beta1/namespaces/mlp-shop/inferenceservices/iris | python3 -c 'import json,sys; print(json.load(sys.stdin)["spec"]["predictor"]["minReplicas"])')
+tap_is "$min" 1 "the cluster object is back to the desired minReplicas"
+
+# --- an orphan: our labels, no desired row -> torn down; an unlabelled object is left alone
+kube POST /apis/serving.kserve.io/v1beta1/namespaces/mlp-shop/inferenceservices "$(echo "$isvc" | python3 -c '
+import json,sys; o=json.load(sys.stdin)
+o["metadata"]={"name":"ghost","namespace":"mlp-shop","labels":o["metadata"]["labels"]}; o.pop("status",None); print(json.dumps(o))')" >/dev/null
+kube POST /apis/serving.kserve.io/v1beta1/namespaces/mlp-shop/inferenceservices "$(echo "$isvc" | python3 -c '
+import json,sys; o=json.load(sys.stdin)
+o["metadata"]={"name":"handmade","namespace":"mlp-shop"}; o.pop("status",None); print(json.dumps(o))')" >/dev/null
+wait_for $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE action = 'ORPHAN_TEARDOWN' AND outcome = 'OK'" 1 10
+tap_ok $? "an InferenceService with our labels and no deployment is torn down as an orphan"
+code=$(kube GET /apis/serving.kserve.io/v1beta1/namespaces/mlp-shop/inferenceservices/handmade | python3 -c 'import json,sys; print(json.load(sys.stdin).get("metadata",{}).get("name",""))')
+tap_is "$code" handmade "an unlabelled InferenceService is never touched"
+
+# --- undeploy: deleted, then DELETED once gone
+q $DB "SELECT mlplat.undeploy('shop', 'iris')" >/dev/null
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'iris'" DELETED 15
+tap_ok $? "undeploy ends DELETED once the InferenceService is gone"
+tap_is "$(admin GET 'writes' | python3 -c 'import json,sys; w=json.load(sys.stdin); print(sum(v.get("create",0) for k,v in (w.get("writes",w)).items() if "mlp-shop/iris" in k))' 2>/dev/null)" 1 \
+	"the stand-in saw exactly one create of the InferenceService"
+tap_done
