@@ -9,6 +9,7 @@
 standin_start() {
 	local dir=$1
 	mkdir -p "$dir"
+	"$SRC/test/standin/setup.sh" >/dev/null || return 1   # npm ci once; quick afterwards
 	STANDIN_TOKEN=standin-token-$RANDOM$RANDOM
 	STANDIN_TOKEN_FILE=$dir/token
 	printf '%s' "$STANDIN_TOKEN" >"$STANDIN_TOKEN_FILE"
@@ -16,7 +17,7 @@ standin_start() {
 	"$SRC/test/standin/start.sh" --state-dir "$dir" --port 0 --s3-port 0 --token "$STANDIN_TOKEN" \
 		--seed 7 --ready-delay-ms "${STANDIN_READY_MS:-300}" >/dev/null || return 1
 	STANDIN_PORT=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["port"])' "$dir/ports.json")
-	STANDIN_S3=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["s3_port"])' "$dir/ports.json")
+	STANDIN_S3=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["s3Port"])' "$dir/ports.json")
 	STANDIN_URL=http://127.0.0.1:$STANDIN_PORT
 	STANDIN_ADMIN=$STANDIN_URL/_standin
 }
@@ -37,6 +38,11 @@ standin_disconnect() {
 
 admin() {
 	curl -s -X "$1" "$STANDIN_ADMIN/$2" ${3:+-H 'Content-Type: application/json' -d "$3"}
+}
+
+# writes_count [QUERY] — how many write requests the stand-in has logged (fails loudly)
+writes_count() {
+	admin GET "requests${1:+?$1}" | python3 -c 'import json,sys; print(sum(1 for e in json.load(sys.stdin)["items"] if e.get("write")))'
 }
 
 # kube METHOD PATH [JSON] — the Kubernetes API with the token
