@@ -83,7 +83,7 @@ if [ "${MLPLAT_TEST_CLUSTER:-}" != 1 ]; then
 	runuser -u postgres -- "$B/initdb" -D "$W/data" -A trust -U postgres >/dev/null || bail "initdb failed"
 	runuser -u postgres -- env -u http_proxy -u https_proxy -u HTTP_PROXY -u HTTPS_PROXY \
 		"$B/pg_ctl" -D "$W/data" -l "$W/log" -w start \
-		-o "-k $W -p $PORT -c listen_addresses='' -c shared_preload_libraries=mlplat" >/dev/null || bail "server did not start: $(tail -5 "$W/log")"
+		-o "-k $W -p $PORT -c listen_addresses='' -c shared_preload_libraries=mlplat -c max_worker_processes=40" >/dev/null || bail "server did not start: $(tail -5 "$W/log")"
 	PG_STARTED=1
 	export PGHOST=$W PGPORT=$PORT PGUSER=postgres PGDATABASE=postgres
 	out=$(psql -qX -c "create extension mlplat" 2>&1) || bail "create extension failed: $out"
@@ -256,6 +256,11 @@ ok "$(echo "$r" | grep -q '^retry|500|-|Kubernetes API returned HTTP 500: backen
 r=$(printf '%s\n' "select mlplat._kube_configure('http://127.0.0.1:$CLOSED', '$TOK') as cfg \\gset" "select outcome, status, message from mlplat._kube_call('get', '', 'v1', 'configmaps', 'a', 'b')" | q)
 ok "$(echo "$r" | grep -q '^retry|0|Kubernetes API GET request failed: .*onnect' && echo 1)" "transport failure is retry with status 0" "$r"
 
+# the real setting: a background worker, no transaction open, jsonb parsed outside one
+kq "select outcome from mlplat._kube_call('create', '', 'v1', 'configmaps', 'team-a', body => '{\"metadata\":{\"name\":\"cm-selftest\"},\"data\":{\"x\":\"hello\"}}')" >/dev/null
+r=$(q -c "listen mlplat_http_selftest" -c "select mlplat._http_worker_selftest('$U')" -c "select 1" 2>&1)
+ok "$(echo "$r" | grep -q 'payload "x=hello outcome=ok in_xact_during_http=false"' && echo 1)" "in a background worker with no transaction: batch runs, jsonb parses" "$r"
+
 # TLS: verification is on; a CA file is honoured; the host name is checked
 tlsget() { printf '%s\n' "select mlplat._kube_configure('https://127.0.0.1:$1', '$TOK', $2) as cfg \\gset" "select outcome, status, coalesce(message, '-') from mlplat._kube_call('get', '', 'v1', 'configmaps', 'team-a', 'cm1')" | q; }
 r=$(tlsget "$TLSPORT" null)
@@ -286,8 +291,8 @@ ok "$([ "$r" = error ] && echo 1)" "lease: an unreachable API is an error, not a
 # ---- backoff through SQL, and the hooks are superuser-only
 r=$(q -c "select mlplat._backoff_delay_ms(0,100,10000,0,1), mlplat._backoff_delay_ms(1,100,10000,0,1), mlplat._backoff_delay_ms(3,100,10000,0,1) between 100 and 400, mlplat._backoff_delay_ms(30,100,10000,0,1) <= 10000, mlplat._backoff_delay_ms(1,100,10000,30,1)")
 ok "$([ "$r" = "0|100|t|t|30000" ] && echo 1)" "_backoff_delay_ms via SQL" "$r"
-r=$(q -c "select count(*) filter (where has_function_privilege('public', p.oid, 'execute')), count(*) from pg_proc p where pronamespace = 'mlplat'::regnamespace and proname in ('_http_probe', '_backoff_delay_ms', '_kube_configure', '_kube_call', '_kube_lease')")
-ok "$([ "$r" = "0|5" ] && echo 1)" "the five test hooks are not executable by PUBLIC" "$r"
+r=$(q -c "select count(*) filter (where has_function_privilege('public', p.oid, 'execute')), count(*) from pg_proc p where pronamespace = 'mlplat'::regnamespace and proname in ('_http_probe', '_backoff_delay_ms', '_kube_configure', '_kube_call', '_kube_lease', '_http_worker_selftest')")
+ok "$([ "$r" = "0|6" ] && echo 1)" "the six test hooks are not executable by PUBLIC" "$r"
 
 echo "1..$N"
 [ "$FAILED" = 0 ]
