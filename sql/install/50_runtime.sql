@@ -36,14 +36,14 @@ DECLARE
     v_host  text := coalesce(pg_catalog.inet_server_addr()::text, pg_catalog.current_setting('cluster_name'), '')
                     || ':' || pg_catalog.current_setting('port');
 BEGIN
-    INSERT INTO mlplat.leader_epochs AS e (kind, epoch, pid, replica, host)
-    VALUES (p_kind, 1, p_pid, p_replica, v_host)
+    INSERT INTO mlplat.leader_epochs AS e (kind, epoch, pid, replica, host, acquired_at)
+    VALUES (p_kind, 1, p_pid, p_replica, v_host, pg_catalog.clock_timestamp())
     ON CONFLICT (kind) DO UPDATE
        SET epoch = e.epoch + 1, pid = EXCLUDED.pid, replica = EXCLUDED.replica,
-           host = EXCLUDED.host, acquired_at = pg_catalog.now()
+           host = EXCLUDED.host, acquired_at = EXCLUDED.acquired_at
     RETURNING epoch INTO v_epoch;
-    INSERT INTO mlplat.leader_history (kind, epoch, pid, replica, host)
-    VALUES (p_kind, v_epoch, p_pid, p_replica, v_host);
+    INSERT INTO mlplat.leader_history (kind, epoch, pid, replica, host, acquired_at)
+    VALUES (p_kind, v_epoch, p_pid, p_replica, v_host, pg_catalog.clock_timestamp());
     RETURN v_epoch;
 END;
 $$;

@@ -92,6 +92,7 @@ extension_ready(char *why, size_t whylen)
 	char	   *installed;
 	bool		ok;
 
+	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	installed = mlplat_installed_version();
 	ok = installed != NULL && strcmp(installed, MLPLAT_VERSION) == 0;
@@ -114,6 +115,7 @@ try_lead(void)
 	LockAcquireResult res;
 
 	leader_lock_tag(&tag);
+	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	res = LockAcquire(&tag, ExclusiveLock, true, true);
 	if (res == LOCKACQUIRE_NOT_AVAIL)
