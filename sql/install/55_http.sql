@@ -57,3 +57,14 @@ AS 'MODULE_PATHNAME', 'mlplat_kube_lease_sql';
 COMMENT ON FUNCTION mlplat._kube_lease(text, text, text, int) IS
   'Test hook: one round of the Lease fence (GET, create if missing, PUT with resourceVersion).';
 REVOKE EXECUTE ON FUNCTION mlplat._kube_lease(text, text, text, int) FROM PUBLIC;
+
+-- Self-test in the setting the client is built for: a background worker with
+-- no transaction open, parsing a Kubernetes answer into jsonb; it reports with
+-- NOTIFY mlplat_http_selftest.
+CREATE FUNCTION mlplat._http_worker_selftest(base_url text)
+RETURNS void
+LANGUAGE C VOLATILE STRICT
+AS 'MODULE_PATHNAME', 'mlplat_http_worker_selftest';
+COMMENT ON FUNCTION mlplat._http_worker_selftest(text) IS
+  'Test hook: GET configmap team-a/cm-selftest from base_url in a background worker outside any transaction; NOTIFY mlplat_http_selftest with the result.';
+REVOKE EXECUTE ON FUNCTION mlplat._http_worker_selftest(text) FROM PUBLIC;

@@ -55,11 +55,18 @@ fi
 
 # ---- loopback HTTP server
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
-python3 "$HERE/server.py" "$W/ports" &
+# TLS: one certificate valid for 127.0.0.1, one for another name only
+for c in good:IP:127.0.0.1 wrongname:DNS:other.invalid; do
+	openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=mlplat-test" \
+		-addext "subjectAltName=${c#*:}" -keyout "$W/${c%%:*}.key" -out "$W/${c%%:*}.crt" 2>/dev/null ||
+		bail "openssl could not make a test certificate"
+done
+chmod 644 "$W"/*.crt
+python3 "$HERE/server.py" "$W/ports" "$W/good.crt" "$W/good.key" "$W/wrongname.crt" "$W/wrongname.key" &
 SRV_PID=$!
 for _ in $(seq 100); do [ -f "$W/ports" ] && break; sleep 0.05; done
 [ -f "$W/ports" ] || bail "test HTTP server did not start"
-read -r HPORT HOLE < "$W/ports"
+read -r HPORT HOLE TLSPORT TLSPORT2 < "$W/ports"
 U="http://127.0.0.1:$HPORT"
 # a port nobody listens on: bind, read the number, close
 CLOSED=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')
@@ -76,7 +83,7 @@ if [ "${MLPLAT_TEST_CLUSTER:-}" != 1 ]; then
 	runuser -u postgres -- "$B/initdb" -D "$W/data" -A trust -U postgres >/dev/null || bail "initdb failed"
 	runuser -u postgres -- env -u http_proxy -u https_proxy -u HTTP_PROXY -u HTTPS_PROXY \
 		"$B/pg_ctl" -D "$W/data" -l "$W/log" -w start \
-		-o "-k $W -p $PORT -c listen_addresses='' -c shared_preload_libraries=mlplat" >/dev/null || bail "server did not start: $(tail -5 "$W/log")"
+		-o "-k $W -p $PORT -c listen_addresses='' -c shared_preload_libraries=mlplat -c max_worker_processes=40" >/dev/null || bail "server did not start: $(tail -5 "$W/log")"
 	PG_STARTED=1
 	export PGHOST=$W PGPORT=$PORT PGUSER=postgres PGDATABASE=postgres
 	out=$(psql -qX -c "create extension mlplat" 2>&1) || bail "create extension failed: $out"
@@ -91,6 +98,10 @@ ok "$([ "$r" = "200|-|ok|text/plain" ] && echo 1)" "GET /ok returns 200 with bod
 r=$(q -c "select status, retry_after_s, coalesce(error,'-') from mlplat._http_probe(array['$U/status?code=503&retry_after=7', '$U/status?code=429&retry_after=2', '$U/status?code=404']) order by 1")
 ok "$([ "$r" = "$(printf '404|0|-\n429|2|-\n503|7|-')" ] && echo 1)" "status codes and Retry-After pass through" "$r"
 
+HTTPDATE=$(python3 -c 'import email.utils,time,urllib.parse; print(urllib.parse.quote(email.utils.formatdate(time.time()+30, usegmt=True)))')
+r=$(q -c "select status, retry_after_s between 25 and 31 from mlplat._http_probe(array['$U/status?code=503&retry_after=$HTTPDATE'])")
+ok "$([ "$r" = "503|t" ] && echo 1)" "Retry-After as an HTTP date becomes seconds" "$r"
+
 r=$(q -c "select body from mlplat._http_probe(array['$U/echo'], 'POST') union all select body from mlplat._http_probe(array['$U/echo'], 'DELETE')")
 ok "$([ "$r" = "$(printf 'POST len=0\nDELETE len=0')" ] && echo 1)" "methods are sent as asked" "$r"
 
@@ -103,6 +114,9 @@ r=$(q -c "select count(*) filter (where status = 200) from mlplat._http_probe(ar
 t=$(( $(now_ms) - t0 ))
 ok "$([ "$r" = 50 ] && echo 1)" "50 concurrent /slow requests all succeed" "$r"
 ok "$([ "$t" -lt 5000 ] && echo 1)" "50 x 200 ms finish concurrently (took $t ms, serial would be 10000)"
+CAP=$(q -c "select current_setting('mlplat.http_max_concurrency')")
+WAVES=$(( (50 + CAP - 1) / CAP ))
+ok "$([ "$t" -ge $(( WAVES * 200 )) ] && echo 1)" "mlplat.http_max_concurrency = $CAP is respected: $WAVES wave(s) of 200 ms, took $t ms"
 
 # ---- bounded bodies
 r=$(q -c "select status, error from mlplat._http_probe(array['$U/big?bytes=2000000'], max_body => 1000000)")
@@ -242,6 +256,20 @@ ok "$(echo "$r" | grep -q '^retry|500|-|Kubernetes API returned HTTP 500: backen
 r=$(printf '%s\n' "select mlplat._kube_configure('http://127.0.0.1:$CLOSED', '$TOK') as cfg \\gset" "select outcome, status, message from mlplat._kube_call('get', '', 'v1', 'configmaps', 'a', 'b')" | q)
 ok "$(echo "$r" | grep -q '^retry|0|Kubernetes API GET request failed: .*onnect' && echo 1)" "transport failure is retry with status 0" "$r"
 
+# the real setting: a background worker, no transaction open, jsonb parsed outside one
+kq "select outcome from mlplat._kube_call('create', '', 'v1', 'configmaps', 'team-a', body => '{\"metadata\":{\"name\":\"cm-selftest\"},\"data\":{\"x\":\"hello\"}}')" >/dev/null
+r=$(q -c "listen mlplat_http_selftest" -c "select mlplat._http_worker_selftest('$U')" -c "select 1" 2>&1)
+ok "$(echo "$r" | grep -q 'payload "x=hello outcome=ok in_xact_during_http=false"' && echo 1)" "in a background worker with no transaction: batch runs, jsonb parses" "$r"
+
+# TLS: verification is on; a CA file is honoured; the host name is checked
+tlsget() { printf '%s\n' "select mlplat._kube_configure('https://127.0.0.1:$1', '$TOK', $2) as cfg \\gset" "select outcome, status, coalesce(message, '-') from mlplat._kube_call('get', '', 'v1', 'configmaps', 'team-a', 'cm1')" | q; }
+r=$(tlsget "$TLSPORT" null)
+ok "$(echo "$r" | grep -q '^retry|0|.*SSL certificate problem' && echo 1)" "TLS: an unknown CA is refused" "$r"
+r=$(tlsget "$TLSPORT" "'$W/good.crt'")
+ok "$(echo "$r" | grep -q '^not_found|404|' && echo 1)" "TLS: with the CA file the request goes through" "$r"
+r=$(tlsget "$TLSPORT2" "'$W/wrongname.crt'")
+ok "$(echo "$r" | grep -q '^retry|0|.*\(subject name\|does not match\|no alternative\)' && echo 1)" "TLS: a certificate for another host name is refused" "$r"
+
 # Lease fence: create, renew, another holder waits for expiry on our clock, then takes it
 r=$(kq "select result || ':' || coalesce(detail, '') from mlplat._kube_lease('mlplat-system', 'deployments', 'replica-a', 1)
 union all select result || ':' || coalesce(detail, '') from mlplat._kube_lease('mlplat-system', 'deployments', 'replica-a', 1)
@@ -263,8 +291,8 @@ ok "$([ "$r" = error ] && echo 1)" "lease: an unreachable API is an error, not a
 # ---- backoff through SQL, and the hooks are superuser-only
 r=$(q -c "select mlplat._backoff_delay_ms(0,100,10000,0,1), mlplat._backoff_delay_ms(1,100,10000,0,1), mlplat._backoff_delay_ms(3,100,10000,0,1) between 100 and 400, mlplat._backoff_delay_ms(30,100,10000,0,1) <= 10000, mlplat._backoff_delay_ms(1,100,10000,30,1)")
 ok "$([ "$r" = "0|100|t|t|30000" ] && echo 1)" "_backoff_delay_ms via SQL" "$r"
-r=$(q -c "select count(*) filter (where has_function_privilege('public', p.oid, 'execute')), count(*) from pg_proc p where pronamespace = 'mlplat'::regnamespace and proname in ('_http_probe', '_backoff_delay_ms', '_kube_configure', '_kube_call', '_kube_lease')")
-ok "$([ "$r" = "0|5" ] && echo 1)" "the five test hooks are not executable by PUBLIC" "$r"
+r=$(q -c "select count(*) filter (where has_function_privilege('public', p.oid, 'execute')), count(*) from pg_proc p where pronamespace = 'mlplat'::regnamespace and proname in ('_http_probe', '_backoff_delay_ms', '_kube_configure', '_kube_call', '_kube_lease', '_http_worker_selftest')")
+ok "$([ "$r" = "0|6" ] && echo 1)" "the six test hooks are not executable by PUBLIC" "$r"
 
 echo "1..$N"
 [ "$FAILED" = 0 ]

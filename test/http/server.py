@@ -16,7 +16,9 @@ Routes:
 Also opens a "blackhole" port: a listening socket whose backlog is full and is
 never accepted, so connecting to it times out.
 
-Usage: server.py PORTFILE   (writes "<http_port> <blackhole_port>" there once ready)
+Usage: server.py PORTFILE [CERT KEY [CERT2 KEY2]]
+Writes "<http_port> <blackhole_port> [<https_port> [<https_port2>]]" to PORTFILE
+once ready; each CERT/KEY pair serves the same routes over TLS on its own port.
 """
 import json
 import socket
@@ -261,8 +263,18 @@ def main():
             pass
         fillers.append(s)
     time.sleep(0.2)
+    ports = [srv.server_address[1], hole.getsockname()[1]]
+    certs = sys.argv[2:]
+    for i in range(0, len(certs) - 1, 2):
+        import ssl
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(certs[i], certs[i + 1])
+        tls = Server(("127.0.0.1", 0), Handler)
+        tls.socket = ctx.wrap_socket(tls.socket, server_side=True)
+        threading.Thread(target=tls.serve_forever, daemon=True).start()
+        ports.append(tls.server_address[1])
     with open(sys.argv[1] + ".tmp", "w") as f:
-        f.write("%d %d\n" % (srv.server_address[1], hole.getsockname()[1]))
+        f.write(" ".join(str(p) for p in ports) + "\n")
     import os
     os.rename(sys.argv[1] + ".tmp", sys.argv[1])
     srv.serve_forever()
