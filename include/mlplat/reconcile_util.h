@@ -25,10 +25,14 @@ extern bool mlplat_sql_bool(const char *sql, int nargs, Oid *types, Datum *value
 /* mlplat.installation's instance id (transaction open); palloc'd in the caller's context. */
 extern char *mlplat_instance_id(void);
 
-/* Append a ledger row stamped with the pass's epoch and controller (transaction open). */
+/*
+ * Append a ledger row stamped with the pass's epoch and controller
+ * (transaction open); note, if given, goes into detail as {"note": ...}.
+ */
 extern void mlplat_ledger_append(MlplatPass *pass, const char *entity, int64 entity_id,
 								 const char *project, const char *action, const char *outcome,
 								 const char *desired_digest, const char *observed_digest,
-								 int http_status, const char *error, const char *trace_id);
+								 int http_status, const char *error, const char *trace_id,
+								 const char *note);
 
 #endif							/* MLPLAT_RECONCILE_UTIL_H */

@@ -75,6 +75,7 @@ typedef struct Deployment
 	char	   *error;
 	int			retry_ms;		/* -1: no retry */
 	bool		write;
+	char	   *drift;			/* "drift at <paths>" when the observed spec differs */
 	const char *ledger_action;
 	const char *ledger_outcome;
 	int			http_status;
@@ -209,11 +210,12 @@ deployment_decide(Deployment *d, MlJsonArena *arena)
 		elog(ERROR, "spec_diff failed: %s", err.message);
 	if (diff.count > 0)
 	{
+		d->drift = drift_reason(&diff);
 		if (strcmp(d->status, "READY") == 0)
 		{
 			/* first sight of drift: say so; the repair follows on the next pass */
 			d->new_status = "DRIFTED";
-			d->reason = drift_reason(&diff);
+			d->reason = d->drift;
 		}
 		else if (d->due)
 			d->action = strcmp(d->status, "DRIFTED") == 0 ? DEP_REPAIR : DEP_APPLY;
@@ -353,7 +355,8 @@ apply_result(Deployment *d, MlplatPass *pass)
 			}
 			d->new_status = d->action == DEP_REPAIR ? "DRIFTED" : "DEPLOYING";
 			d->reason = d->action == DEP_REPAIR
-				? psprintf("repair applied revision %d again", d->desired_revision)
+				? psprintf("repair applied revision %d again over %s", d->desired_revision,
+						   d->drift ? d->drift : "drift")
 				: psprintf("applied revision %d; waiting for readiness", d->desired_revision);
 			d->mark_observed = true;
 			break;
@@ -416,14 +419,16 @@ write_back(MlplatPass *pass, List *deps, List *orphans)
 		}
 		if (d->ledger_action)
 			mlplat_ledger_append(pass, "deployment", d->id, d->project, d->ledger_action, d->ledger_outcome,
-								 d->spec_digest, NULL, d->http_status, d->error, trace_id_of(d->traceparent));
+								 d->spec_digest, NULL, d->http_status, d->error, trace_id_of(d->traceparent),
+								 d->drift);
 	}
 	foreach(lc, orphans)
 	{
 		Deployment *o = lfirst(lc);
 
 		mlplat_ledger_append(pass, "deployment", 0, o->project, "ORPHAN_TEARDOWN", o->ledger_outcome,
-							 NULL, NULL, o->http_status, o->error, NULL);
+							 NULL, NULL, o->http_status, o->error, NULL,
+							 psprintf("%s/%s", o->ns, o->name));
 	}
 	mlplat_txn_commit();
 	MemoryContextSwitchTo(pass_cxt);

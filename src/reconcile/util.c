@@ -77,12 +77,12 @@ void
 mlplat_ledger_append(MlplatPass *pass, const char *entity, int64 entity_id,
 					 const char *project, const char *action, const char *outcome,
 					 const char *desired_digest, const char *observed_digest,
-					 int http_status, const char *error, const char *trace_id)
+					 int http_status, const char *error, const char *trace_id, const char *note)
 {
-	Oid			types[13] = {TEXTOID, TEXTOID, INT8OID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID,
-	INT4OID, TEXTOID, INT8OID, TEXTOID, TEXTOID};
-	Datum		v[13];
-	char		n[13];
+	Oid			types[14] = {TEXTOID, TEXTOID, INT8OID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID,
+	INT4OID, TEXTOID, INT8OID, TEXTOID, TEXTOID, TEXTOID};
+	Datum		v[14];
+	char		n[14];
 
 	memset(n, ' ', sizeof(n));
 #define TXT(i, s) do { if (s) v[i] = CStringGetTextDatum(s); else { v[i] = (Datum) 0; n[i] = 'n'; } } while (0)
@@ -103,7 +103,9 @@ mlplat_ledger_append(MlplatPass *pass, const char *entity, int64 entity_id,
 	v[10] = Int64GetDatum(pass->epoch);
 	TXT(11, pass->controller);
 	TXT(12, trace_id);
+	TXT(13, note);
 #undef TXT
-	(void) mlplat_sql_bool("SELECT mlplat._ledger_append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
-						   13, types, v, n);
+	(void) mlplat_sql_bool("SELECT mlplat._ledger_append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,"
+						   " CASE WHEN $14 IS NULL THEN NULL ELSE pg_catalog.jsonb_build_object('note', $14) END)",
+						   14, types, v, n);
 }

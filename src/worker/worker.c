@@ -13,6 +13,7 @@
 
 #include "access/xact.h"
 #include "catalog/pg_type.h"
+#include "commands/extension.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -45,6 +46,9 @@
 static int	my_kind;
 static int	my_replica;
 static int64 my_epoch = 0;
+/* the extension object the epoch was recorded in; re-record when it changes */
+static Oid	current_ext_oid = InvalidOid;
+static Oid	epoch_ext_oid = InvalidOid;
 
 static MlplatReplicaState *
 my_state(void)
@@ -96,6 +100,7 @@ extension_ready(char *why, size_t whylen)
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	installed = mlplat_installed_version();
+	current_ext_oid = get_extension_oid("mlplat", true);
 	ok = installed != NULL && strcmp(installed, MLPLAT_VERSION) == 0;
 	if (!ok)
 		snprintf(why, whylen, installed ? "extension is version %s, library %s: run ALTER EXTENSION mlplat UPDATE"
@@ -109,6 +114,8 @@ extension_ready(char *why, size_t whylen)
  * Try the leader lock without waiting.  On success record a new epoch; the
  * epoch fences every write this leader makes afterwards.
  */
+static void record_epoch(void);
+
 static bool
 try_lead(void)
 {
@@ -119,12 +126,22 @@ try_lead(void)
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	res = LockAcquire(&tag, ExclusiveLock, true, true);
+	CommitTransactionCommand();
 	if (res == LOCKACQUIRE_NOT_AVAIL)
-	{
-		CommitTransactionCommand();
 		return false;
-	}
+	record_epoch();
+	return true;
+}
 
+/*
+ * Record a new epoch for the lock we hold.  Also needed when the extension
+ * was dropped and created again under a leader: its epoch table is new.
+ */
+static void
+record_epoch(void)
+{
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
 	SPI_connect();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	{
@@ -146,6 +163,7 @@ try_lead(void)
 	PopActiveSnapshot();
 	SPI_finish();
 	CommitTransactionCommand();
+	epoch_ext_oid = current_ext_oid;
 
 	SpinLockAcquire(&mlplat_shared->mutex);
 	mlplat_shared->kinds[my_kind].leader_pid = MyProcPid;
@@ -155,7 +173,6 @@ try_lead(void)
 	ereport(LOG,
 			(errmsg("mlplat %s reconciler %d leads with epoch " INT64_FORMAT,
 					mlplat_kind_names[my_kind], my_replica, my_epoch)));
-	return true;
 }
 
 /* MlplatPass helpers: a short transaction with a snapshot and SPI. */
@@ -342,6 +359,12 @@ mlplat_worker_main(Datum main_arg)
 		{
 			set_status(leading ? MLPLAT_ROLE_IDLE : MLPLAT_ROLE_STANDBY, why);
 			timeout_ms = 1000;
+		}
+		else if (leading && current_ext_oid != epoch_ext_oid)
+		{
+			/* the extension was re-created under us: a new epoch table */
+			record_epoch();
+			timeout_ms = 0;
 		}
 		else if (!leading && !(leading = try_lead()))
 		{
