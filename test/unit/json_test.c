@@ -430,6 +430,44 @@ test_spec_diff(void)
 	}
 }
 
+/* 20,000 env vars, observed in reverse order: matched by key, quickly */
+static void
+test_large_keyed_list(void)
+{
+	enum
+	{
+		N = 20000
+	};
+	MlJsonArena *a = ml_json_arena_new();
+	MlJsonError err;
+	char	   *des = malloc(N * 40 + 32);
+	char	   *obs = malloc(N * 40 + 32);
+	size_t		dn = 0,
+				on = 0;
+	MlJsonValue *d,
+			   *o;
+	MlSpecDiff	diff;
+
+	dn += sprintf(des + dn, "{\"env\":[");
+	on += sprintf(obs + on, "{\"env\":[");
+	for (int i = 0; i < N; i++)
+	{
+		dn += sprintf(des + dn, "%s{\"name\":\"V%d\",\"value\":\"%d\"}", i ? "," : "", i, i);
+		on += sprintf(obs + on, "%s{\"name\":\"V%d\",\"value\":\"%d\"}", i ? "," : "", N - 1 - i,
+					  N - 1 - i == 777 ? -1 : N - 1 - i);
+	}
+	dn += sprintf(des + dn, "]}");
+	on += sprintf(obs + on, "]}");
+	d = ml_json_parse(a, des, dn, NULL, &err);
+	o = ml_json_parse(a, obs, on, NULL, &err);
+	ok(d && o && ml_spec_diff(a, d, o, &diff, &err) && diff.count == 1 &&
+	   strcmp(diff.entries[0].path, "env[name=V777].value") == 0, "%s",
+	   "a 20,000-entry env list is matched by name (one changed value found)");
+	free(des);
+	free(obs);
+	ml_json_arena_free(a);
+}
+
 static void
 test_quantities(void)
 {
@@ -606,6 +644,7 @@ main(int argc, char **argv)
 	test_tree();
 	test_content_id();
 	test_spec_diff();
+	test_large_keyed_list();
 	test_quantities();
 	test_names();
 	test_out_of_memory();
