@@ -347,6 +347,8 @@ typedef struct Differ
 	MlSpecDiffEntry *entries;
 	size_t		count,
 				cap;
+	size_t		path_bytes;		/* total of all reported paths */
+	bool		too_large;
 	const MlJsonValue *defaults[NUM_RULES]; /* parsed RULE_DEFAULT literals */
 } Differ;
 
@@ -484,6 +486,16 @@ report(Differ *d, const MlJsonValue *desired, const MlJsonValue *observed)
 			memcpy(n, d->entries, d->count * sizeof(MlSpecDiffEntry));
 		d->entries = n;
 		d->cap = ncap;
+	}
+	/*
+	 * Each entry copies its path, so a long key above many differences could
+	 * cost far more than the input; refuse rather than exhaust memory.
+	 */
+	d->path_bytes += d->path.len + 1;
+	if (d->path_bytes > ML_SPEC_DIFF_MAX_PATH_BYTES)
+	{
+		d->too_large = true;
+		return;
 	}
 	p = ml_json_arena_alloc(d->arena, d->path.len + 1);
 	if (p == NULL || d->path.oom)
@@ -745,7 +757,7 @@ diff_value(Differ *d, const MlJsonValue *des, const MlJsonValue *obs)
 {
 	int			r;
 
-	if (d->oom)
+	if (d->oom || d->too_large)
 		return;
 	if (is_absent(obs))
 	{
@@ -867,6 +879,12 @@ ml_spec_diff(MlJsonArena *arena, const MlJsonValue *desired, const MlJsonValue *
 	out->count = 0;
 
 	diff_value(&d, desired, observed);
+	if (d.too_large)
+	{
+		ml_json_set_error(err, ML_JSON_ERR_LIMIT, 0,
+						  "the differences' paths exceed the size limit");
+		return false;
+	}
 	if (d.oom || d.path.oom)
 	{
 		ml_json_set_error(err, ML_JSON_ERR_NOMEM, 0, "out of memory comparing specs");
