@@ -6,6 +6,7 @@
 #   test/run.sh --sanitize      the same, with mlplat built under ASan + UBSan
 #   test/run.sh SUITE...        only these (regress isolation pgtap upgrade lifecycle scripts)
 #   KEEP=1 test/run.sh          keep the work directory (it is kept anyway on failure)
+#   ONLY=regex test/run.sh scripts   only the scripts whose path matches regex
 #
 # The cluster is always stopped. The last line is "N passed, N failed".
 set -uo pipefail
@@ -16,7 +17,7 @@ SUITES=()
 for a in "$@"; do
 	case "$a" in
 		--sanitize) SANITIZE=1 ;;
-		-h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+		-h|--help) sed -n '2,11p' "$0"; exit 0 ;;
 		*) SUITES+=("$a") ;;
 	esac
 done
@@ -141,6 +142,7 @@ suite_pgtap() {
 suite_scripts() {
 	local s out total bad
 	for s in $(ls "$SRC"/test/unit/run.sh "$SRC"/test/http/run.sh "$SRC"/test/standin/test.sh "$SRC"/test/e2e/*.sh 2>/dev/null); do
+		[[ -n "${ONLY:-}" && ! "$s" =~ $ONLY ]] && continue
 		log "script: ${s#$SRC/}"
 		out=$(MLPLAT_TEST_CLUSTER=1 MLPLAT_TEST_WORK=$WORK MLPLAT_TEST_BIN=$BIN timeout 900 bash "$s" 2>&1)
 		echo "$out"

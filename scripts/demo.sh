@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# scripts/demo.sh — the main job, end to end, against the stand-in cluster:
+#   project -> model -> deploy -> converge -> drift -> repair -> undeploy
+# It installs what it needs, builds mlplat into a private PostgreSQL under
+# /tmp, starts a throwaway server (as postgres) and the stand-in cluster on
+# loopback, narrates each step, and stops everything at the end.
+set -uo pipefail
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+cd "$SRC"
+
+bash scripts/setup.sh >/dev/null || { echo "setup failed: run bash scripts/setup.sh to see why"; exit 1; }
+
+. test/lib/cluster.sh
+cluster_init "$(mktemp -d /tmp/mlplat-demo.XXXXXX)"
+. test/lib/standin.sh
+PSQL="$BIN/psql -qXAt -v ON_ERROR_STOP=1"
+SD=$WORK/standin
+cleanup() { standin_stop "$SD"; cluster_stop_all; [ -n "${KEEP:-}" ] || rm -rf "$WORK"; }
+trap cleanup EXIT
+
+step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+say() { printf '   %s\n' "$*"; }
+sql() { $PSQL -d mlplat "$@"; }
+elapsed() { echo $((($(date +%s%N) - T0) / 1000000)); }
+
+step "1. build mlplat and start PostgreSQL 15 with the reconcilers preloaded"
+cluster_build || { cat "$WORK/build.log"; exit 1; }
+standin_start "$SD" || { echo "the stand-in did not start"; exit 1; }
+say "stand-in cluster (Kubernetes + KServe + Argo + MLflow + S3 on loopback): $STANDIN_URL"
+PORT=$(free_port)
+cluster_start "$WORK/data" "$PORT" "${MLPLAT_CONF[@]}" "mlplat.resync_interval = '2s'" \
+	"mlplat.kube_url = '$STANDIN_URL'" "mlplat.kube_token_file = '$STANDIN_TOKEN_FILE'" ||
+	{ cat "$WORK/data.log"; exit 1; }
+export PGHOST=$WORK PGPORT=$PORT PGUSER=postgres
+$PSQL -d postgres -c "CREATE DATABASE mlplat" >/dev/null
+sql -c "CREATE EXTENSION pg_cron" -c "CREATE EXTENSION mlplat" 2>/dev/null
+say "$(sql -c "SELECT 'mlplat ' || extension_version || ' (library ' || library_version || ')' FROM mlplat.version()")"
+sleep 1
+sql -c "SELECT kind || ': ' || role || ' (' || status || ')' FROM mlplat.reconciler_health WHERE role <> 'standby' ORDER BY kind" | sed 's/^/   leader /'
+
+step "2. a platform admin creates project 'fraud' (4 GPUs) and makes alice its deployer"
+sql -c "CREATE ROLE alice LOGIN" -c "CREATE ROLE bob LOGIN"
+sql -c "SELECT 'accepted: ' || entity || ' #' || entity_id || ' ' || status FROM mlplat.create_project('fraud', 4, '16', '64Gi')" | sed 's/^/   /'
+sql -c "SELECT mlplat.grant_role('fraud', 'alice', 'deployer')" -c "SELECT mlplat.grant_role('fraud', 'bob', 'viewer')" >/dev/null
+# The projects reconciler (namespace, quota, limits, network policy, role bindings)
+# is not written yet: the demo makes the namespace itself for now.
+kube POST /api/v1/namespaces '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"mlp-fraud"}}' >/dev/null
+say "namespace mlp-fraud created on the stand-in (the projects reconciler will own this)"
+
+step "3. alice registers model 'scorer' v1 and marks it CANDIDATE"
+SHA=$(printf 'scorer-weights-v1' | sha256sum | cut -d' ' -f1)
+$PSQL -U alice -d mlplat -c "SELECT mlplat.register_model_version('fraud', 'scorer', '1', 's3://models/scorer/1', '$SHA', 'kserve-sklearnserver', 'sklearn')" >/dev/null
+$PSQL -U alice -d mlplat -c "SELECT mlplat.set_model_stage('fraud', 'scorer', '1', 'CANDIDATE')" >/dev/null
+say "model_versions: $(sql -c "SELECT string_agg(m.name || ' v' || v.version || ' ' || v.stage, ', ') FROM mlplat.model_versions v JOIN mlplat.models m ON m.id = v.model_id")"
+
+step "4. bob (viewer) tries to deploy: refused inside the database, nothing written"
+$PSQL -U bob -d mlplat -c "SELECT mlplat.deploy('fraud', 'scorer', 'scorer', '1', 'kserve-sklearnserver')" 2>&1 | sed 's/^/   /' | head -2
+
+step "5. alice deploys it; the call returns as soon as the intent is committed"
+TP=00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
+T0=$(date +%s%N)
+$PSQL -U alice -d mlplat -c "SET mlplat.traceparent = '$TP'" \
+	-c "SELECT 'accepted: revision ' || revision || ', status ' || status || ', request ' || request_id FROM mlplat.deploy('fraud', 'scorer', 'scorer', '1', 'kserve-sklearnserver', 0, 1, 2, '{\"THRESHOLD\":\"0.7\"}')" | sed 's/^/   /'
+say "returned after $(elapsed) ms"
+
+step "6. the deployments reconciler converges the cluster (polling deployment_status)"
+last=""
+for _ in $(seq 1 200); do
+	now=$(sql -c "SELECT status || ' - ' || coalesce(status_reason, '') FROM mlplat.deployments WHERE name = 'scorer'")
+	[ "$now" != "$last" ] && say "+$(elapsed) ms  $now" && last=$now
+	case "$now" in READY*|FAILED*) break ;; esac
+	sleep 0.05
+done
+say "endpoint: $(sql -c "SELECT endpoint FROM mlplat.deployments WHERE name = 'scorer'")"
+say "audit:    $(sql -c "SELECT actor || ' ' || action || ' ' || entity || ' trace ' || trace_id FROM mlplat.audit_events WHERE action = 'deploy'")"
+say "ledger:   $(sql -c "SELECT action || ' ' || outcome || ' HTTP ' || http_status || ' epoch ' || epoch || ' by ' || controller || ' trace ' || trace_id FROM mlplat.reconcile_ledger ORDER BY id LIMIT 1")"
+
+step "7. KServe's defaulting is not drift: 5 s of resyncs (every 2 s) change nothing"
+w0=$(writes_count)
+sleep 5
+say "writes to the cluster during those 5 s: $(($(writes_count) - w0)); revisions: $(sql -c "SELECT latest_revision FROM mlplat.deployments WHERE name = 'scorer'")"
+
+step "8. someone edits the InferenceService behind mlplat's back (minReplicas 1 -> 3)"
+admin POST edit '{"resource":"inferenceservices","namespace":"mlp-fraud","name":"scorer","patch":{"spec":{"predictor":{"minReplicas":3}}}}' >/dev/null
+T0=$(date +%s%N)
+last=""
+for _ in $(seq 1 200); do
+	now=$(sql -c "SELECT status || ' - ' || coalesce(status_reason, '') FROM mlplat.deployments WHERE name = 'scorer'")
+	[ "$now" != "$last" ] && say "+$(elapsed) ms  $now" && last=$now
+	case "$now" in READY*) [ "$(sql -c "SELECT count(*) FROM mlplat.reconcile_ledger WHERE action = 'REPAIR'")" -gt 0 ] && break ;; esac
+	sleep 0.05
+done
+say "ledger:   $(sql -c "SELECT action || ' ' || outcome || ' (' || (detail->>'note') || ')' FROM mlplat.reconcile_ledger WHERE action = 'REPAIR'")"
+say "cluster minReplicas is back to $(kube GET /apis/serving.kserve.io/v1beta1/namespaces/mlp-fraud/inferenceservices/scorer | python3 -c 'import json,sys; print(json.load(sys.stdin)["spec"]["predictor"]["minReplicas"])'); revisions still $(sql -c "SELECT latest_revision FROM mlplat.deployments WHERE name = 'scorer'")"
+
+step "9. alice undeploys; the reconciler deletes the InferenceService and confirms it is gone"
+$PSQL -U alice -d mlplat -c "SELECT 'accepted: ' || status FROM mlplat.undeploy('fraud', 'scorer')" | sed 's/^/   /'
+T0=$(date +%s%N)
+last=""
+for _ in $(seq 1 200); do
+	now=$(sql -c "SELECT status FROM mlplat.deployments WHERE name = 'scorer'")
+	[ "$now" != "$last" ] && say "+$(elapsed) ms  $now" && last=$now
+	[ "$now" = DELETED ] && break
+	sleep 0.05
+done
+
+step "done: every external write, in the ledger"
+sql -c "SELECT to_char(at, 'HH24:MI:SS.MS') || '  ' || rpad(action, 8) || rpad(outcome, 4) || ' HTTP ' || coalesce(http_status::text, '-') || '  epoch ' || epoch FROM mlplat.reconcile_ledger ORDER BY id" | sed 's/^/   /'
