@@ -125,11 +125,16 @@ BEGIN
     GET DIAGNOSTICS n = ROW_COUNT;
     what := 'reconcile_ledger'; deleted := n;
     RETURN NEXT;
+    DELETE FROM mlplat.idempotency_keys
+     WHERE created_at < pg_catalog.now() - pg_catalog.make_interval(days => pg_catalog.current_setting('mlplat.idempotency_retention')::int);
+    GET DIAGNOSTICS n = ROW_COUNT;
+    what := 'idempotency_keys'; deleted := n;
+    RETURN NEXT;
 END;
 $$;
 REVOKE ALL ON FUNCTION mlplat.run_retention() FROM PUBLIC;
 COMMENT ON FUNCTION mlplat.run_retention() IS
-  'Deletes expired ledger rows (and, as later parts add them, expired idempotency keys).';
+  'Deletes ledger rows older than mlplat.ledger_retention days and idempotency keys older than mlplat.idempotency_retention days.';
 
 DO $do$
 BEGIN
@@ -156,3 +161,60 @@ SELECT s.kind, s.replica, s.pid, s.role,
 COMMENT ON VIEW mlplat.reconciler_health IS
   'One row per reconciler replica: role, epoch, last pass, errors and HTTP counts.';
 REVOKE ALL ON mlplat.reconciler_health FROM PUBLIC;
+
+-- What an operator should look at now.  One row per condition:
+--   reconcile_age      intent not yet observed after 5 minutes
+--   repeated_failures  5 or more failed attempts in a row
+--   no_leader          a kind with no leading replica (workers not running?)
+--   stale_leader       a leader whose last pass ended over 3 resync intervals ago
+--   write_conflicts    ledger CONFLICT outcomes in the last hour
+CREATE VIEW mlplat.alerts AS
+WITH entities AS (
+    SELECT 'projects' AS kind, p.name AS entity, p.id AS entity_id, p.name AS project,
+           p.generation, p.observed_generation, p.attempts, p.last_error, p.status, p.updated_at
+      FROM mlplat.projects p WHERE p.status <> 'DELETED'
+    UNION ALL
+    SELECT 'deployments', d.name, d.id, p.name, d.generation, d.observed_generation, d.attempts,
+           d.last_error, d.status, d.updated_at
+      FROM mlplat.deployments d JOIN mlplat.projects p ON p.id = d.project_id WHERE d.status <> 'DELETED'
+    UNION ALL
+    SELECT 'runs', r.name, r.id, p.name, r.generation, r.observed_generation, r.attempts,
+           r.last_error, r.status, r.updated_at
+      FROM mlplat.runs r JOIN mlplat.projects p ON p.id = r.project_id
+     WHERE r.status NOT IN ('SUCCEEDED', 'FAILED', 'CANCELLED')
+    UNION ALL
+    SELECT 'model_aliases', a.alias, a.id, p.name, a.generation, a.observed_generation, a.attempts,
+           a.last_error, a.status, a.updated_at
+      FROM mlplat.model_aliases a JOIN mlplat.models m ON m.id = a.model_id JOIN mlplat.projects p ON p.id = m.project_id
+)
+SELECT 'reconcile_age' AS alert, 'warning' AS severity, e.kind, e.project, e.entity, e.entity_id,
+       pg_catalog.format('intent generation %s not observed for %s', e.generation,
+                         pg_catalog.date_trunc('second', pg_catalog.now() - e.updated_at)) AS detail,
+       e.updated_at AS since
+  FROM entities e
+ WHERE e.generation <> e.observed_generation AND e.updated_at < pg_catalog.now() - interval '5 minutes'
+UNION ALL
+SELECT 'repeated_failures', 'critical', e.kind, e.project, e.entity, e.entity_id,
+       pg_catalog.format('%s failed attempts; last error: %s', e.attempts, coalesce(e.last_error, '-')),
+       e.updated_at
+  FROM entities e WHERE e.attempts >= 5
+UNION ALL
+SELECT 'no_leader', 'critical', k.kind, NULL, NULL, NULL,
+       'no replica of this kind leads (is mlplat in shared_preload_libraries, and mlplat.database this database?)', NULL
+  FROM pg_catalog.unnest(ARRAY['projects', 'deployments', 'runs', 'rollouts', 'model_aliases']) AS k(kind)
+ WHERE NOT EXISTS (SELECT 1 FROM mlplat._replica_states() s WHERE s.kind = k.kind AND s.role IN ('leader', 'idle'))
+UNION ALL
+SELECT 'stale_leader', 'critical', s.kind, NULL, NULL, NULL,
+       pg_catalog.format('leader pid %s last finished a pass at %s', s.pid, s.last_pass_end), s.last_pass_end
+  FROM mlplat._replica_states() s
+ WHERE s.role = 'leader' AND s.last_pass_end IS NOT NULL
+   AND s.last_pass_end < pg_catalog.now() - 3 * pg_catalog.current_setting('mlplat.resync_interval')::interval
+UNION ALL
+SELECT 'write_conflicts', 'warning', l.kind, l.project, l.entity, l.entity_id,
+       pg_catalog.format('%s CONFLICT outcomes in the last hour', pg_catalog.count(*)), pg_catalog.min(l.at)
+  FROM mlplat.reconcile_ledger l
+ WHERE l.outcome = 'CONFLICT' AND l.at > pg_catalog.now() - interval '1 hour'
+ GROUP BY l.kind, l.project, l.entity, l.entity_id;
+COMMENT ON VIEW mlplat.alerts IS
+  'Conditions an operator should look at: reconcile age, repeated failures, missing or stale leaders, write conflicts.';
+REVOKE ALL ON mlplat.alerts FROM PUBLIC;

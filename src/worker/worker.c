@@ -12,6 +12,7 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
@@ -34,6 +35,7 @@
 
 #include "mlplat/guc.h"
 #include "mlplat/http.h"
+#include "mlplat/kube.h"
 #include "mlplat/kinds.h"
 #include "mlplat/reconcile.h"
 #include "mlplat/shmem.h"
@@ -115,6 +117,42 @@ extension_ready(char *why, size_t whylen)
  * epoch fences every write this leader makes afterwards.
  */
 static void record_epoch(void);
+
+/*
+ * The optional second fence: a Kubernetes Lease per kind, held by this
+ * database cluster's leader.  The advisory lock picks one leader among our replicas; the
+ * Lease keeps two database clusters (say, an old primary that still runs
+ * after a failover) from both driving one Kubernetes cluster.
+ */
+static bool
+lease_held(char *why, size_t whylen)
+{
+	static MlplatLeaseObservation obs;
+	char		name[64];
+	char		identity[128];
+	char	   *detail = NULL;
+	MlplatLeaseResult r;
+
+	snprintf(name, sizeof(name), "mlplat-%s", mlplat_kind_names[my_kind]);
+	for (char *c = name; *c; c++)
+		if (*c == '_')
+			*c = '-';
+	/*
+	 * One identity per database cluster and timeline: every replica of this
+	 * cluster renews the same lease (a takeover here waits for nothing), while
+	 * a promoted standby (same system identifier, next timeline) and its old
+	 * primary are told apart.
+	 */
+	snprintf(identity, sizeof(identity), "mlplat-" UINT64_FORMAT "-tl%u",
+			 GetSystemIdentifier(), (unsigned) GetWALInsertionTimeLine());
+	r = mlplat_kube_lease_try_acquire_or_renew(&obs, mlplat_lease_namespace, name, identity,
+											   mlplat_lease_duration_s, &detail);
+	if (r == MLPLAT_LEASE_HELD)
+		return true;
+	snprintf(why, whylen, "fenced: Lease %s/%s %s%s%s", mlplat_lease_namespace, name,
+			 mlplat_lease_result_name(r), detail ? ": " : "", detail ? detail : "");
+	return false;
+}
 
 static bool
 try_lead(void)
@@ -381,6 +419,12 @@ mlplat_worker_main(Datum main_arg)
 			set_status(MLPLAT_ROLE_IDLE, "no reconciler implements this kind yet");
 			timeout_ms = mlplat_resync_interval_ms;
 		}
+		else if (mlplat_lease_fence && !lease_held(why, sizeof(why)))
+		{
+			/* another database cluster drives this Kubernetes cluster: hands off */
+			set_status(MLPLAT_ROLE_IDLE, why);
+			timeout_ms = Max(100L, mlplat_lease_duration_s * 1000L / 3);
+		}
 		else
 		{
 			MlplatPass	pass;
@@ -436,6 +480,9 @@ mlplat_worker_main(Datum main_arg)
 				/* a reconciler waiting on the outside world asks to be back sooner */
 				if (pass.next_pass_ms > 0 && pass.next_pass_ms < timeout_ms)
 					timeout_ms = pass.next_pass_ms;
+				/* a held Lease must be renewed well within its duration */
+				if (mlplat_lease_fence)
+					timeout_ms = Min(timeout_ms, Max(100L, mlplat_lease_duration_s * 1000L / 3));
 			}
 		}
 
