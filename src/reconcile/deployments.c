@@ -18,6 +18,7 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "utils/builtins.h"
+#include "utils/hsearch.h"
 #include "utils/memutils.h"
 
 #include "mlplat/backoff.h"
@@ -80,6 +81,12 @@ typedef struct Deployment
 	const char *ledger_outcome;
 	int			http_status;
 } Deployment;
+
+typedef struct DepByName
+{
+	char		key[NAMEDATALEN * 2];	/* "namespace/name" */
+	Deployment *d;
+} DepByName;
 
 /* ---------------------------------------------------------------- pure decisions */
 
@@ -449,6 +456,7 @@ mlplat_deployments_pass(MlplatPass *pass)
 	ListCell   *lc;
 	char	   *selector;
 	char	   *instance;
+	HTAB	   *by_name;
 	int			lists = 0;
 	int			applies = 0;
 
@@ -460,24 +468,45 @@ mlplat_deployments_pass(MlplatPass *pass)
 	selector = psprintf("app.kubernetes.io/managed-by=mlplat,mlplat.io/instance=%s", instance);
 	items = observe(arena, selector, &lists);
 
-	/* match observed objects to deployments by namespace/name */
+	/* match observed objects to deployments by "namespace/name" (hash: thousands of each) */
+	{
+		HASHCTL		ctl;
+
+		memset(&ctl, 0, sizeof(ctl));
+		ctl.keysize = NAMEDATALEN * 2;
+		ctl.entrysize = sizeof(DepByName);
+		ctl.hcxt = pass_cxt;
+		by_name = hash_create("mlplat deployments by name", Max(64, list_length(deps)), &ctl,
+							  HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	}
+	foreach(lc, deps)
+	{
+		Deployment *d = lfirst(lc);
+		char		key[NAMEDATALEN * 2];
+		DepByName  *e;
+
+		snprintf(key, sizeof(key), "%s/%s", d->ns, d->name);
+		e = hash_search(by_name, key, HASH_ENTER, NULL);
+		e->d = d;
+	}
 	foreach(lc, items)
 	{
 		const MlJsonValue *obj = lfirst(lc);
 		const char *ns = obj_text(obj, "metadata", "namespace", NULL);
 		const char *name = obj_text(obj, "metadata", "name", NULL);
 		bool		matched = false;
-		ListCell   *dc;
 
-		foreach(dc, deps)
+		if (ns && name && strlen(ns) + strlen(name) + 2 <= NAMEDATALEN * 2)
 		{
-			Deployment *d = lfirst(dc);
+			char		key[NAMEDATALEN * 2];
+			DepByName  *e;
 
-			if (ns && name && strcmp(d->ns, ns) == 0 && strcmp(d->name, name) == 0)
+			snprintf(key, sizeof(key), "%s/%s", ns, name);
+			e = hash_search(by_name, key, HASH_FIND, NULL);
+			if (e)
 			{
-				d->obj = obj;
+				e->d->obj = obj;
 				matched = true;
-				break;
 			}
 		}
 		/* ours by label, with no live deployment: an orphan (only judged on a full resync) */

@@ -1,0 +1,61 @@
+// bench/converge/bare_apply.js — the baseline: a bare concurrent client that
+// server-side-applies N InferenceServices (concurrency C, keep-alive) and
+// waits until the stand-in reports every one Ready.  Prints elapsed ms.
+//   node bare_apply.js URL TOKEN NAMESPACE N C
+'use strict';
+const http = require('http');
+const [url, token, ns, nStr, cStr] = process.argv.slice(2);
+const N = +nStr, C = +cStr;
+const agent = new http.Agent({ keepAlive: true, maxSockets: C });
+const base = new URL(url);
+
+function req(method, path, body, ctype) {
+  return new Promise((resolve, reject) => {
+    const r = http.request({ host: base.hostname, port: base.port, method, path, agent,
+      headers: { Authorization: `Bearer ${token}`, ...(body ? { 'Content-Type': ctype } : {}) } }, (res) => {
+      const chunks = [];
+      res.on('data', (c) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode, body: Buffer.concat(chunks).toString() }));
+    });
+    r.on('error', reject);
+    if (body) r.write(body);
+    r.end();
+  });
+}
+
+function manifest(i) {
+  return JSON.stringify({ apiVersion: 'serving.kserve.io/v1beta1', kind: 'InferenceService',
+    metadata: { name: `bare-${i}`, namespace: ns, labels: { 'bench': 'bare' } },
+    spec: { predictor: { minReplicas: 1, maxReplicas: 1, model: { modelFormat: { name: 'sklearn' },
+      runtime: 'kserve-sklearnserver', storageUri: 's3://b/m/1' } } } });
+}
+
+(async () => {
+  const t0 = Date.now();
+  let next = 0;
+  async function worker() {
+    while (next < N) {
+      const i = next++;
+      const r = await req('PATCH', `/apis/serving.kserve.io/v1beta1/namespaces/${ns}/inferenceservices/bare-${i}?fieldManager=bare&force=true`,
+        manifest(i), 'application/apply-patch+yaml');
+      if (r.status >= 300) throw new Error(`apply ${i}: ${r.status} ${r.body.slice(0, 200)}`);
+    }
+  }
+  await Promise.all(Array.from({ length: C }, worker));
+  for (;;) {
+    let ready = 0, cont = '';
+    do {
+      const r = await req('GET', `/apis/serving.kserve.io/v1beta1/namespaces/${ns}/inferenceservices?labelSelector=bench%3Dbare&limit=500${cont ? '&continue=' + encodeURIComponent(cont) : ''}`);
+      const list = JSON.parse(r.body);
+      for (const o of list.items) {
+        const c = ((o.status || {}).conditions || []).find((x) => x.type === 'Ready');
+        if (c && c.status === 'True' && o.status.observedGeneration === o.metadata.generation) ready++;
+      }
+      cont = list.metadata.continue || '';
+    } while (cont);
+    if (ready >= N) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  console.log(Date.now() - t0);
+  agent.destroy();
+})().catch((e) => { console.error(e.message); process.exit(1); });

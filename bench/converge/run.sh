@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# bench/converge/run.sh — converge N deployments against the stand-in (issue 6).
+#   SIZES="1000 10000" bench/converge/run.sh
+# For each N: intents are written with the workers paused, then the workers
+# are enabled and we time until every deployment is READY.  Reported beside
+# the same work done by a bare concurrent client (bare_apply.js: N applies at
+# mlplat.http_max_concurrency, then wait for Ready) against the same stand-in:
+#   converge time, ratio to the bare client (target <= 1.5), applies per
+#   deployment (target 1.0 + retries), LIST requests per steady pass (target
+#   ceil(N/500)), writes in a steady pass (target 0).
+set -uo pipefail
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+SIZES=${SIZES:-"1000 10000"}
+. "$SRC/test/lib/cluster.sh"
+. "$SRC/test/lib/tap.sh"
+cluster_init "$(mktemp -d /tmp/mlplat-bench-cv.XXXXXX)"
+. "$SRC/test/lib/standin.sh"
+PSQL="$BIN/psql -qXAt -v ON_ERROR_STOP=1"
+trap 'standin_stop $WORK/standin; cluster_stop_all; rm -rf $WORK' EXIT
+cluster_build || { cat "$WORK/build.log"; exit 1; }
+STANDIN_READY_MS=200 standin_start "$WORK/standin" || exit 1
+PORT=$(free_port)
+cluster_start "$WORK/data" "$PORT" "${MLPLAT_CONF[@]}" "cron.database_name = 'postgres'" "mlplat.workers_enabled = off" \
+	"mlplat.resync_interval = '2s'" "mlplat.kube_url = '$STANDIN_URL'" "mlplat.kube_token_file = '$STANDIN_TOKEN_FILE'" || exit 1
+export PGHOST=$WORK PGPORT=$PORT PGUSER=postgres
+$PSQL -d postgres -c "CREATE DATABASE mlplat" >/dev/null
+$PSQL -d mlplat -c "CREATE EXTENSION mlplat" >/dev/null
+CONC=$($PSQL -d mlplat -c "SHOW mlplat.http_max_concurrency")
+SHA=$(printf 'b' | sha256sum | cut -d' ' -f1)
+workers() { $PSQL -d mlplat -c "ALTER SYSTEM SET mlplat.workers_enabled = $1" -c "SELECT pg_reload_conf()" >/dev/null; }
+lists() { admin GET 'requests?method=GET&kind=InferenceService' | python3 -c 'import json,sys; print(sum(1 for e in json.load(sys.stdin)["items"] if "inferenceservices?" in e["path"] or e["path"].endswith("inferenceservices")))'; }
+patches() { admin GET 'requests?method=PATCH&kind=InferenceService' | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["items"]))'; }
+passes() { $PSQL -d mlplat -c "SELECT passes FROM mlplat.reconciler_health WHERE kind = 'deployments' AND role = 'leader'"; }
+
+rows=()
+for N in $SIZES; do
+	p=c$N
+	workers off
+	kube POST /api/v1/namespaces "{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":\"mlp-$p\"}}" >/dev/null
+	kube POST /api/v1/namespaces "{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":\"bare-$p\"}}" >/dev/null
+	$PSQL -d mlplat -c "SELECT mlplat.create_project('$p', 0)" \
+		-c "SELECT mlplat.register_model_version('$p', 'm', '1', 's3://b/m/1', '$SHA', 'kserve-sklearnserver', 'sklearn')" \
+		-c "SELECT mlplat.set_model_stage('$p', 'm', '1', 'CANDIDATE')" >/dev/null
+	t0=$(date +%s%N)
+	$PSQL -d mlplat -c "SELECT count(mlplat.deploy('$p', 'd' || i, 'm', '1', 'kserve-sklearnserver')) FROM generate_series(1, $N) i" >/dev/null
+	api_ms=$((($(date +%s%N) - t0) / 1000000))
+	admin DELETE requests >/dev/null
+
+	t0=$(date +%s%N)
+	workers on
+	while [ "$($PSQL -d mlplat -c "SELECT count(*) FROM mlplat.deployments d JOIN mlplat.projects p ON p.id = d.project_id WHERE p.name = '$p' AND d.status = 'READY'")" -lt "$N" ]; do
+		sleep 0.1
+	done
+	conv_ms=$((($(date +%s%N) - t0) / 1000000))
+	applies=$(patches)
+
+	# steady state: a few full resync passes with nothing to do
+	sleep 2
+	admin DELETE requests >/dev/null
+	p0=$(passes); sleep 6; p1=$(passes)
+	steady_lists=$(lists); steady_writes=$(writes_count)
+	steady_passes=$((p1 - p0))
+	workers off
+
+	bare_ms=$(node "$SRC/bench/converge/bare_apply.js" "$STANDIN_URL" "$STANDIN_TOKEN" "bare-$p" "$N" "$CONC")
+	rows+=("$(printf '%6s %9s %10s %9s %6s %9s %12s %8s %8s' "$N" "$api_ms" "$conv_ms" "$bare_ms" \
+		"$(awk -v a="$conv_ms" -v b="$bare_ms" 'BEGIN{printf "%.2f", a/b}')" \
+		"$(awk -v a="$applies" -v n="$N" 'BEGIN{printf "%.3f", a/n}')" \
+		"$(awk -v l="$steady_lists" -v p="$steady_passes" 'BEGIN{if(p>0) printf "%.1f", l/p; else print "-"}')/$(( (N + 499) / 500 ))" \
+		"$steady_writes" "$steady_passes")")
+done
+printf '\n%6s %9s %10s %9s %6s %9s %12s %8s %8s\n' N api_ms conv_ms bare_ms ratio applies/N "LIST/pass" writes passes
+printf '%s\n' "${rows[@]}"
+echo "(LIST/pass: measured / target ceil(N/500); writes: in the steady window; http_max_concurrency $CONC; load $(cut -d' ' -f1-3 /proc/loadavg))"
