@@ -48,10 +48,17 @@ for N in $SIZES; do
 
 	t0=$(date +%s%N)
 	workers on
+	if [ -n "${DEBUG:-}" ]; then
+		for _ in $(seq 1 25); do
+			$PSQL -d mlplat -c "SELECT round(extract(epoch FROM clock_timestamp()) * 1000 - $t0 / 1000000) || ' ms: ' || status || ' last pass start +' || round(extract(epoch FROM last_pass_start) * 1000 - $t0 / 1000000) FROM mlplat.reconciler_health WHERE kind = 'deployments' AND role <> 'standby'"
+			sleep 0.1
+		done | awk '{k=$0; sub(/^[0-9]+ ms: /, "", k)} k != p {print; p = k}'
+	fi
 	while [ "$($PSQL -d mlplat -c "SELECT count(*) FROM mlplat.deployments d JOIN mlplat.projects p ON p.id = d.project_id WHERE p.name = '$p' AND d.status = 'READY'")" -lt "$N" ]; do
 		sleep 0.1
 	done
 	conv_ms=$((($(date +%s%N) - t0) / 1000000))
+	[ -n "${DEBUG:-}" ] && $PSQL -d mlplat -c "SELECT round((extract(epoch FROM min(at)) * 1000 - $t0 / 1000000)) || ' first apply, ' || round((extract(epoch FROM max(at)) * 1000 - $t0 / 1000000)) || ' last apply' FROM mlplat.reconcile_ledger" -c "SELECT round((extract(epoch FROM max(updated_at)) * 1000 - $t0 / 1000000)) || ' last READY write' FROM mlplat.deployments" -c "SELECT passes, last_pass_end - last_pass_start FROM mlplat.reconciler_health WHERE kind = 'deployments' AND role = 'leader'"
 	applies=$(patches)
 
 	# steady state: a few full resync passes with nothing to do

@@ -442,6 +442,7 @@ mlplat_worker_main(Datum main_arg)
 
 			pgstat_report_activity(STATE_RUNNING, "reconcile pass");
 			SpinLockAcquire(&mlplat_shared->mutex);
+			strlcpy(my_state()->status, "reconciling", MLPLAT_STATUS_LEN);
 			my_state()->role = MLPLAT_ROLE_LEADER;
 			my_state()->epoch = my_epoch;
 			my_state()->last_pass_start = start;
