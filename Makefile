@@ -44,12 +44,12 @@ include $(PGXS)
 
 $(EXTENSION)--$(EXTVERSION).sql: $(INSTALL_PARTS) mlplat.control
 	@{ echo "-- mlplat $(EXTVERSION): generated from sql/install/*.sql; edit the parts, not this file."; \
-	   echo '\echo Use "CREATE EXTENSION mlplat" to load this file. \quit'; \
+	   printf '%s\n' '\echo Use "CREATE EXTENSION mlplat" to load this file. \quit'; \
 	   for f in $(INSTALL_PARTS); do echo; echo "-- ==== $$f"; cat $$f; done; } > $@
 
 $(EXTENSION)--$(PREV_VERSION)--$(EXTVERSION).sql: $(UPGRADE_PARTS) mlplat.control
 	@{ echo "-- mlplat $(PREV_VERSION) -> $(EXTVERSION): generated from sql/install/ parts after 00_*."; \
-	   echo '\echo Use "ALTER EXTENSION mlplat UPDATE" to load this file. \quit'; \
+	   printf '%s\n' '\echo Use "ALTER EXTENSION mlplat UPDATE" to load this file. \quit'; \
 	   for f in $(UPGRADE_PARTS); do echo; echo "-- ==== $$f"; cat $$f; done; } > $@
 
 # Everything (build, private install, throwaway cluster, every suite): see test/run.sh.

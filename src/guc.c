@@ -8,6 +8,7 @@
  */
 #include "postgres.h"
 
+#include "miscadmin.h"
 #include "utils/guc.h"
 
 #include "mlplat/guc.h"
@@ -53,16 +54,25 @@ check_traceparent(char **newval, void **extra, GucSource source)
 void
 mlplat_define_gucs(void)
 {
-	DefineCustomStringVariable("mlplat.database",
-							   "Database the reconcilers connect to.",
-							   "The extension must be installed in this database.",
-							   &mlplat_database, "postgres",
-							   PGC_POSTMASTER, 0, NULL, NULL, NULL);
-	DefineCustomIntVariable("mlplat.replicas",
-							"Background worker replicas per reconciler kind.",
-							"One replica leads; the others stand by to take over.",
-							&mlplat_replicas, 2, 1, 8,
-							PGC_POSTMASTER, 0, NULL, NULL, NULL);
+	/*
+	 * Settings that shape the set of workers exist only when preloading:
+	 * PostgreSQL refuses (FATAL) to define postmaster-level settings later,
+	 * and without preloading there are no workers for them to shape.
+	 */
+	if (process_shared_preload_libraries_in_progress)
+	{
+		DefineCustomStringVariable("mlplat.database",
+								   "Database the reconcilers connect to.",
+								   "The extension must be installed in this database.",
+								   &mlplat_database, "postgres",
+								   PGC_POSTMASTER, 0, NULL, NULL, NULL);
+		DefineCustomIntVariable("mlplat.replicas",
+								"Background worker replicas per reconciler kind.",
+								"One replica leads; the others stand by to take over.",
+								&mlplat_replicas, 2, 1, 8,
+								PGC_POSTMASTER, 0, NULL, NULL, NULL);
+	}
+
 	DefineCustomBoolVariable("mlplat.workers_enabled",
 							 "Whether reconcilers act on the cluster.",
 							 "When off, workers stay connected and idle; reload to resume.",

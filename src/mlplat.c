@@ -37,5 +37,6 @@ _PG_init(void)
 		return;
 
 	mlplat_shmem_init_hooks();
+	mlplat_install_utility_hook();
 	mlplat_register_workers();
 }

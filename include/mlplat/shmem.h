@@ -38,6 +38,7 @@ typedef struct MlplatReplicaState
 	TimestampTz last_pass_start;
 	TimestampTz last_pass_end;
 	int64		passes;
+	int64		pass_errors;
 	int64		http_requests;
 	int64		http_errors;
 	double		http_latency_ms_total;
@@ -56,6 +57,15 @@ typedef struct MlplatShared
 {
 	slock_t		mutex;			/* protects everything below */
 	MlplatKindState kinds[MLPLAT_NUM_KINDS];
+
+	/*
+	 * Workers must let go of mlplat.database while it is being dropped, and
+	 * must not reconnect to it once it is gone (see src/worker/dropdb.c).
+	 */
+	bool		db_drop_in_progress;
+	bool		db_dropped;
+	/* consecutive failed connection attempts, shared so all workers back off */
+	int			connect_failures;
 } MlplatShared;
 
 /* NULL unless the library was loaded through shared_preload_libraries */

@@ -14,4 +14,8 @@ extern void mlplat_register_workers(void);
 
 extern PGDLLEXPORT void mlplat_worker_main(Datum main_arg);
 
+/* DROP DATABASE of mlplat.database: see src/worker/dropdb.c */
+extern void mlplat_install_utility_hook(void);
+extern bool mlplat_database_unavailable(void);
+
 #endif							/* MLPLAT_WORKER_H */

@@ -18,6 +18,7 @@
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
+#include "postmaster/postmaster.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/lmgr.h"
@@ -32,6 +33,7 @@
 
 #include "mlplat/guc.h"
 #include "mlplat/kinds.h"
+#include "mlplat/reconcile.h"
 #include "mlplat/shmem.h"
 #include "mlplat/version.h"
 #include "mlplat/worker.h"
@@ -90,6 +92,7 @@ extension_ready(char *why, size_t whylen)
 	char	   *installed;
 	bool		ok;
 
+	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	installed = mlplat_installed_version();
 	ok = installed != NULL && strcmp(installed, MLPLAT_VERSION) == 0;
@@ -112,6 +115,7 @@ try_lead(void)
 	LockAcquireResult res;
 
 	leader_lock_tag(&tag);
+	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	res = LockAcquire(&tag, ExclusiveLock, true, true);
 	if (res == LOCKACQUIRE_NOT_AVAIL)
@@ -153,6 +157,117 @@ try_lead(void)
 	return true;
 }
 
+/* MlplatPass helpers: a short transaction with a snapshot and SPI. */
+void
+mlplat_txn_begin(void)
+{
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("mlplat reconciler cannot write: the server is in recovery")));
+	SPI_connect();
+	PushActiveSnapshot(GetTransactionSnapshot());
+}
+
+void
+mlplat_txn_commit(void)
+{
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+}
+
+/*
+ * Wait before connecting while the database is being dropped or is gone, and
+ * back off (shared by all workers) after failed connection attempts, so a
+ * missing database costs a log line a minute rather than one a second.
+ */
+static void
+wait_until_database_may_exist(void)
+{
+	for (;;)
+	{
+		int			failures;
+		long		delay_ms;
+
+		CHECK_FOR_INTERRUPTS();
+		SpinLockAcquire(&mlplat_shared->mutex);
+		failures = mlplat_shared->connect_failures;
+		SpinLockRelease(&mlplat_shared->mutex);
+
+		if (mlplat_database_unavailable())
+		{
+			set_status(MLPLAT_ROLE_STARTING, "database is being dropped or was dropped; waiting for CREATE DATABASE");
+			delay_ms = 1000;
+		}
+		else if (failures > 0)
+		{
+			set_status(MLPLAT_ROLE_STARTING, "could not connect to mlplat.database; backing off");
+			delay_ms = Min(60000L, 1000L << Min(failures, 6));
+			/* only this wait: the next attempt happens after it */
+			SpinLockAcquire(&mlplat_shared->mutex);
+			mlplat_shared->connect_failures = 0;
+			SpinLockRelease(&mlplat_shared->mutex);
+		}
+		else
+			return;
+
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 delay_ms, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		if (failures > 0 && !mlplat_database_unavailable())
+			return;
+	}
+}
+
+static void
+note_pass(TimestampTz start, TimestampTz end, bool failed)
+{
+	SpinLockAcquire(&mlplat_shared->mutex);
+	my_state()->last_pass_start = start;
+	my_state()->last_pass_end = end;
+	my_state()->passes++;
+	if (failed)
+		my_state()->pass_errors++;
+	SpinLockRelease(&mlplat_shared->mutex);
+}
+
+/*
+ * Run one pass of this kind.  An ERROR inside a pass is reported, its
+ * transaction aborted, and the loop continues: leadership is worth keeping
+ * over one bad entity.  Returns false when the pass failed.
+ */
+static bool
+run_pass(MlplatPassFn fn, MlplatPass *pass, MemoryContext pass_context)
+{
+	volatile bool ok = true;
+
+	PG_TRY();
+	{
+		fn(pass);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(pass_context);
+		edata = CopyErrorData();
+		FlushErrorState();
+		if (IsTransactionState())
+			AbortCurrentTransaction();
+		/* SPI and snapshots are cleaned up by the abort */
+		ereport(LOG,
+				(errmsg("mlplat %s reconciler pass failed: %s",
+						mlplat_kind_names[my_kind], edata->message)));
+		snprintf(pass->status, sizeof(pass->status), "pass failed: %s", edata->message);
+		ok = false;
+	}
+	PG_END_TRY();
+	return ok;
+}
+
 void
 mlplat_worker_main(Datum main_arg)
 {
@@ -160,6 +275,9 @@ mlplat_worker_main(Datum main_arg)
 	bool		leading = false;
 	MemoryContext pass_context;
 	char		why[MLPLAT_STATUS_LEN];
+	char		controller[128];
+	TimestampTz last_resync = 0;
+	int			consecutive_failures = 0;
 
 	my_kind = packed / MLPLAT_MAX_REPLICAS;
 	my_replica = packed % MLPLAT_MAX_REPLICAS;
@@ -169,14 +287,27 @@ mlplat_worker_main(Datum main_arg)
 	BackgroundWorkerUnblockSignals();
 
 	SpinLockAcquire(&mlplat_shared->mutex);
+	memset(my_state(), 0, sizeof(MlplatReplicaState));
 	my_state()->pid = MyProcPid;
 	my_state()->role = MLPLAT_ROLE_STARTING;
 	my_state()->started_at = GetCurrentTimestamp();
 	SpinLockRelease(&mlplat_shared->mutex);
 	before_shmem_exit(worker_on_exit, (Datum) 0);
 
+	wait_until_database_may_exist();
+	/* counted as failed until InitPostgres returns: a FATAL there skips the reset */
+	SpinLockAcquire(&mlplat_shared->mutex);
+	mlplat_shared->connect_failures++;
+	SpinLockRelease(&mlplat_shared->mutex);
 	BackgroundWorkerInitializeConnection(mlplat_database, NULL, 0);
+	SpinLockAcquire(&mlplat_shared->mutex);
+	mlplat_shared->connect_failures = 0;
+	SpinLockRelease(&mlplat_shared->mutex);
+
 	pgstat_report_appname(MyBgworkerEntry->bgw_name);
+	snprintf(controller, sizeof(controller), "%s:%d/%d/%d",
+			 GetConfigOption("listen_addresses", false, false), PostPortNumber,
+			 MyProcPid, my_replica);
 
 	pass_context = AllocSetContextCreate(TopMemoryContext, "mlplat pass",
 										 ALLOCSET_DEFAULT_SIZES);
@@ -184,6 +315,7 @@ mlplat_worker_main(Datum main_arg)
 	for (;;)
 	{
 		long		timeout_ms;
+		MlplatPassFn fn;
 
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
@@ -197,7 +329,6 @@ mlplat_worker_main(Datum main_arg)
 
 		if (RecoveryInProgress())
 		{
-			/* promoted replicas come here only after recovery; be safe anyway */
 			set_status(MLPLAT_ROLE_STANDBY, "server is in recovery");
 			timeout_ms = mlplat_leader_retry_interval_ms;
 		}
@@ -211,19 +342,68 @@ mlplat_worker_main(Datum main_arg)
 			set_status(MLPLAT_ROLE_STANDBY, "waiting for the leader lock");
 			timeout_ms = mlplat_leader_retry_interval_ms;
 		}
+		else if (!mlplat_workers_enabled)
+		{
+			set_status(MLPLAT_ROLE_IDLE, "mlplat.workers_enabled is off");
+			timeout_ms = mlplat_resync_interval_ms;
+		}
+		else if ((fn = mlplat_pass_for_kind(my_kind)) == NULL)
+		{
+			set_status(MLPLAT_ROLE_IDLE, "no reconciler implements this kind yet");
+			timeout_ms = mlplat_resync_interval_ms;
+		}
 		else
 		{
+			MlplatPass	pass;
+			TimestampTz start = GetCurrentTimestamp();
+			bool		ok;
+
+			memset(&pass, 0, sizeof(pass));
+			pass.kind = my_kind;
+			pass.replica = my_replica;
+			pass.epoch = my_epoch;
+			pass.controller = controller;
+			pass.resync = TimestampDifferenceExceeds(last_resync, start, mlplat_resync_interval_ms);
+			if (pass.resync)
+				last_resync = start;
+
 			pgstat_report_activity(STATE_RUNNING, "reconcile pass");
-			set_status(MLPLAT_ROLE_LEADER, "leading");
-			/* the kind's pass runs here (src/reconcile/) */
+			SpinLockAcquire(&mlplat_shared->mutex);
+			my_state()->role = MLPLAT_ROLE_LEADER;
+			my_state()->epoch = my_epoch;
+			my_state()->last_pass_start = start;
+			SpinLockRelease(&mlplat_shared->mutex);
+
+			ok = run_pass(fn, &pass, pass_context);
+			note_pass(start, GetCurrentTimestamp(), !ok);
+			set_status(MLPLAT_ROLE_LEADER, pass.status[0] ? pass.status : "leading");
 			pgstat_report_activity(STATE_IDLE, NULL);
 			pgstat_report_stat(false);
-			timeout_ms = mlplat_resync_interval_ms;
+
+			if (!ok)
+			{
+				/* back off on repeated failures so a persistent error cannot spin */
+				consecutive_failures = Min(consecutive_failures + 1, 12);
+				timeout_ms = Min((long) mlplat_backoff_max_ms, 100L << consecutive_failures);
+			}
+			else
+			{
+				long		until_resync;
+
+				consecutive_failures = 0;
+				until_resync = mlplat_resync_interval_ms -
+					(long) (TimestampDifferenceMilliseconds(last_resync, GetCurrentTimestamp()));
+				timeout_ms = Max(0L, until_resync);
+				/* a reconciler waiting on the outside world asks to be back sooner */
+				if (pass.next_pass_ms > 0 && pass.next_pass_ms < timeout_ms)
+					timeout_ms = pass.next_pass_ms;
+			}
 		}
 
 		MemoryContextSwitchTo(TopMemoryContext);
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 timeout_ms, PG_WAIT_EXTENSION);
+		if (timeout_ms > 0)
+			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 timeout_ms, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 	}
 }

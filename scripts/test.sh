@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# scripts/test.sh — set up, build and run the whole test suite twice: once
+# normally and once with mlplat built under AddressSanitizer + UBSan.
+# Ends with one line "N passed, N failed"; exits non-zero on any failure.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/setup.sh || { echo "0 passed, 1 failed"; exit 1; }
+
+total_pass=0
+total_fail=0
+run() {
+	local out summary p f
+	out=$(mktemp)
+	"$@" 2>&1 | tee "$out"
+	summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out" | tail -1)
+	p=$(echo "$summary" | awk '{print $1}')
+	f=$(echo "$summary" | awk '{print $3}')
+	[ -n "$summary" ] || { p=0; f=1; }
+	total_pass=$((total_pass + p))
+	total_fail=$((total_fail + f))
+	rm -f "$out"
+}
+
+echo "### suite run 1/2: normal build"
+run test/run.sh
+echo "### suite run 2/2: AddressSanitizer + UBSan build"
+run test/run.sh --sanitize
+
+echo "$total_pass passed, $total_fail failed"
+((total_fail == 0))

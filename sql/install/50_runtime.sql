@@ -1,0 +1,158 @@
+-- 50_runtime: state the reconciler workers keep in tables.
+--
+-- Leadership itself is a session advisory lock (see src/worker/worker.c); the
+-- table only records each acquisition, so every write a leader makes can be
+-- stamped with, and fenced by, the epoch it led under.
+
+CREATE TABLE mlplat.leader_epochs (
+    kind        text PRIMARY KEY,
+    epoch       bigint NOT NULL,
+    pid         int NOT NULL,
+    replica     int NOT NULL,
+    host        text NOT NULL,
+    acquired_at timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+COMMENT ON TABLE mlplat.leader_epochs IS
+  'Current leader epoch per reconciler kind; bumped each time a replica takes the leader lock.';
+
+CREATE TABLE mlplat.leader_history (
+    kind        text NOT NULL,
+    epoch       bigint NOT NULL,
+    pid         int NOT NULL,
+    replica     int NOT NULL,
+    host        text NOT NULL,
+    acquired_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    PRIMARY KEY (kind, epoch)
+);
+
+-- Called by a worker right after it took the kind's advisory lock.
+CREATE FUNCTION mlplat._take_leadership(p_kind text, p_pid int, p_replica int)
+RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$
+DECLARE
+    v_epoch bigint;
+    v_host  text := coalesce(pg_catalog.inet_server_addr()::text, pg_catalog.current_setting('cluster_name'), '')
+                    || ':' || pg_catalog.current_setting('port');
+BEGIN
+    INSERT INTO mlplat.leader_epochs AS e (kind, epoch, pid, replica, host, acquired_at)
+    VALUES (p_kind, 1, p_pid, p_replica, v_host, pg_catalog.clock_timestamp())
+    ON CONFLICT (kind) DO UPDATE
+       SET epoch = e.epoch + 1, pid = EXCLUDED.pid, replica = EXCLUDED.replica,
+           host = EXCLUDED.host, acquired_at = EXCLUDED.acquired_at
+    RETURNING epoch INTO v_epoch;
+    INSERT INTO mlplat.leader_history (kind, epoch, pid, replica, host, acquired_at)
+    VALUES (p_kind, v_epoch, p_pid, p_replica, v_host, pg_catalog.clock_timestamp());
+    RETURN v_epoch;
+END;
+$$;
+REVOKE ALL ON FUNCTION mlplat._take_leadership(text, int, int) FROM PUBLIC;
+
+-- One row per worker replica, from shared memory (empty when not preloaded).
+CREATE FUNCTION mlplat._replica_states(
+    OUT kind text, OUT replica int, OUT pid int, OUT role text, OUT epoch bigint,
+    OUT started_at timestamptz, OUT last_pass_start timestamptz, OUT last_pass_end timestamptz,
+    OUT passes bigint, OUT pass_errors bigint, OUT http_requests bigint, OUT http_errors bigint,
+    OUT status text)
+RETURNS SETOF record
+LANGUAGE C VOLATILE
+AS 'MODULE_PATHNAME', 'mlplat_replica_states';
+REVOKE ALL ON FUNCTION mlplat._replica_states() FROM PUBLIC;
+
+-- The reconcile ledger: one row per apply, delete, repair or orphan teardown,
+-- written by the leader that did it, in the same transaction as its write-back.
+CREATE TABLE mlplat.reconcile_ledger (
+    id             bigserial PRIMARY KEY,
+    at             timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+    kind           text NOT NULL,
+    entity         text NOT NULL,
+    entity_id      bigint,
+    project        text,
+    action         text NOT NULL CHECK (action IN ('APPLY', 'CREATE', 'ADOPT', 'DELETE', 'REPAIR',
+                                                   'ORPHAN_TEARDOWN', 'PATCH', 'VERIFY', 'OBSERVE')),
+    outcome        text NOT NULL CHECK (outcome IN ('OK', 'FAILED', 'CONFLICT', 'RETRY', 'SKIPPED')),
+    desired_digest text,
+    observed_digest text,
+    http_status    int,
+    error          text,
+    epoch          bigint NOT NULL,
+    controller     text NOT NULL,
+    trace_id       text,
+    detail         jsonb
+);
+CREATE INDEX reconcile_ledger_at ON mlplat.reconcile_ledger (at);
+CREATE INDEX reconcile_ledger_entity ON mlplat.reconcile_ledger (kind, entity_id, at);
+COMMENT ON TABLE mlplat.reconcile_ledger IS
+  'What each reconciler did to the outside world, with the leader epoch and controller that did it.';
+
+-- Appends a ledger row if, and only if, p_epoch is still the kind's current
+-- epoch: a deposed leader's write is refused, never silently mixed in.
+CREATE FUNCTION mlplat._ledger_append(
+    p_kind text, p_entity text, p_entity_id bigint, p_project text, p_action text, p_outcome text,
+    p_desired_digest text, p_observed_digest text, p_http_status int, p_error text,
+    p_epoch bigint, p_controller text, p_trace_id text, p_detail jsonb DEFAULT NULL)
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = p_kind AND e.epoch = p_epoch) THEN
+        RETURN false;
+    END IF;
+    INSERT INTO mlplat.reconcile_ledger (kind, entity, entity_id, project, action, outcome, desired_digest,
+                                         observed_digest, http_status, error, epoch, controller, trace_id, detail)
+    VALUES (p_kind, p_entity, p_entity_id, p_project, p_action, p_outcome, p_desired_digest,
+            p_observed_digest, p_http_status, left(p_error, 2000), p_epoch, p_controller, p_trace_id, p_detail);
+    RETURN true;
+END;
+$$;
+REVOKE ALL ON FUNCTION mlplat._ledger_append(text, text, bigint, text, text, text, text, text, int, text, bigint, text, text, jsonb) FROM PUBLIC;
+
+-- Retention: purge ledger rows older than mlplat.ledger_retention days.
+-- Scheduled hourly with pg_cron when pg_cron is installed in this database;
+-- otherwise call it from any scheduler.
+CREATE FUNCTION mlplat.run_retention()
+RETURNS TABLE (what text, deleted bigint)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$
+DECLARE
+    n bigint;
+BEGIN
+    DELETE FROM mlplat.reconcile_ledger
+     WHERE at < pg_catalog.now() - pg_catalog.make_interval(days => pg_catalog.current_setting('mlplat.ledger_retention')::int);
+    GET DIAGNOSTICS n = ROW_COUNT;
+    what := 'reconcile_ledger'; deleted := n;
+    RETURN NEXT;
+END;
+$$;
+REVOKE ALL ON FUNCTION mlplat.run_retention() FROM PUBLIC;
+COMMENT ON FUNCTION mlplat.run_retention() IS
+  'Deletes expired ledger rows (and, as later parts add them, expired idempotency keys).';
+
+DO $do$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'pg_cron') THEN
+        -- The command survives DROP EXTENSION mlplat harmlessly: it checks first.
+        PERFORM cron.schedule('mlplat-retention', '17 * * * *',
+            $cmd$DO $x$ BEGIN IF pg_catalog.to_regproc('mlplat.run_retention') IS NOT NULL THEN PERFORM mlplat.run_retention(); END IF; END $x$ $cmd$);
+    END IF;
+END;
+$do$;
+
+-- Per kind and replica: leader or standby, epoch, pass timing, errors, HTTP counts.
+CREATE VIEW mlplat.reconciler_health AS
+SELECT s.kind, s.replica, s.pid, s.role,
+       CASE WHEN s.role IN ('leader', 'idle') THEN e.epoch END AS epoch,
+       s.started_at, s.last_pass_start, s.last_pass_end,
+       s.last_pass_end - s.last_pass_start AS last_pass_duration,
+       s.passes, s.pass_errors,
+       (SELECT count(*) FROM mlplat.reconcile_ledger l
+         WHERE l.kind = s.kind AND l.outcome = 'FAILED' AND l.at > pg_catalog.now() - interval '1 hour') AS errors_last_hour,
+       s.http_requests, s.http_errors, s.status
+  FROM mlplat._replica_states() s
+  LEFT JOIN mlplat.leader_epochs e ON e.kind = s.kind;
+COMMENT ON VIEW mlplat.reconciler_health IS
+  'One row per reconciler replica: role, epoch, last pass, errors and HTTP counts.';
+REVOKE ALL ON mlplat.reconciler_health FROM PUBLIC;

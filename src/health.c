@@ -1,0 +1,67 @@
+/*
+ * health.c — mlplat._replica_states(): one row per worker replica, read from
+ * shared memory.  The mlplat.reconciler_health view joins it with the tables.
+ */
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "funcapi.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+#include "mlplat/guc.h"
+#include "mlplat/shmem.h"
+
+static const char *const role_names[] = {
+	"stopped", "starting", "standby", "leader", "idle"
+};
+
+PG_FUNCTION_INFO_V1(mlplat_replica_states);
+
+Datum
+mlplat_replica_states(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	MlplatShared snapshot;
+
+	InitMaterializedSRF(fcinfo, 0);
+	if (mlplat_shared == NULL)
+		PG_RETURN_VOID();		/* not preloaded: no workers to describe */
+
+	/* copy under the lock, format outside it */
+	SpinLockAcquire(&mlplat_shared->mutex);
+	memcpy(&snapshot, mlplat_shared, sizeof(snapshot));
+	SpinLockRelease(&mlplat_shared->mutex);
+
+	for (int k = 0; k < MLPLAT_NUM_KINDS; k++)
+	{
+		for (int r = 0; r < mlplat_replicas && r < MLPLAT_MAX_REPLICAS; r++)
+		{
+			MlplatReplicaState *st = &snapshot.kinds[k].replicas[r];
+			Datum		values[13];
+			bool		nulls[13];
+
+			memset(nulls, 0, sizeof(nulls));
+			values[0] = CStringGetTextDatum(mlplat_kind_names[k]);
+			values[1] = Int32GetDatum(r);
+			values[2] = Int32GetDatum(st->pid);
+			nulls[2] = st->pid == 0;
+			values[3] = CStringGetTextDatum(role_names[st->role]);
+			values[4] = Int64GetDatum(st->epoch);
+			nulls[4] = st->epoch == 0;
+			values[5] = TimestampTzGetDatum(st->started_at);
+			nulls[5] = st->started_at == 0;
+			values[6] = TimestampTzGetDatum(st->last_pass_start);
+			nulls[6] = st->last_pass_start == 0;
+			values[7] = TimestampTzGetDatum(st->last_pass_end);
+			nulls[7] = st->last_pass_end == 0;
+			values[8] = Int64GetDatum(st->passes);
+			values[9] = Int64GetDatum(st->pass_errors);
+			values[10] = Int64GetDatum(st->http_requests);
+			values[11] = Int64GetDatum(st->http_errors);
+			values[12] = CStringGetTextDatum(st->status);
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		}
+	}
+	PG_RETURN_VOID();
+}

@@ -1,0 +1,25 @@
+/*
+ * registry.c — which pass function reconciles which kind.
+ *
+ * A kind without a pass function still gets its leader; the health view
+ * reports that nothing reconciles it, rather than pretending.
+ */
+#include "postgres.h"
+
+#include "mlplat/reconcile.h"
+
+MlplatPassFn
+mlplat_pass_for_kind(int kind)
+{
+	switch ((MlplatKind) kind)
+	{
+		case MLPLAT_KIND_PROJECTS:
+		case MLPLAT_KIND_DEPLOYMENTS:
+		case MLPLAT_KIND_RUNS:
+		case MLPLAT_KIND_ROLLOUTS:
+		case MLPLAT_KIND_MODEL_ALIASES:
+		case MLPLAT_NUM_KINDS:
+			break;
+	}
+	return NULL;
+}

@@ -1,0 +1,197 @@
+#!/usr/bin/env bash
+# test/run.sh — build mlplat, install it into a private copy of PostgreSQL 15,
+# start a throwaway cluster as an unprivileged user and run every suite.
+#
+#   test/run.sh                 all suites
+#   test/run.sh --sanitize      the same, with mlplat built under ASan + UBSan
+#   test/run.sh SUITE...        only these (regress isolation pgtap upgrade lifecycle scripts)
+#   KEEP=1 test/run.sh          keep the work directory (it is kept anyway on failure)
+#
+# The cluster is always stopped. The last line is "N passed, N failed".
+set -uo pipefail
+
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+SANITIZE=0
+SUITES=()
+for a in "$@"; do
+	case "$a" in
+		--sanitize) SANITIZE=1 ;;
+		-h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+		*) SUITES+=("$a") ;;
+	esac
+done
+((${#SUITES[@]})) || SUITES=(regress isolation pgtap upgrade lifecycle scripts)
+
+. "$SRC/test/lib/cluster.sh"
+cluster_init "$(mktemp -d /tmp/mlplat-test.XXXXXX)"
+PASS=0
+FAIL=0
+FAILED_NAMES=()
+
+log() { printf '== %s\n' "$*"; }
+pass() { PASS=$((PASS + ${2:-1})); }
+fail() { FAIL=$((FAIL + ${2:-1})); FAILED_NAMES+=("$1"); printf 'FAILED: %s\n' "$1"; }
+
+finish() {
+	local rc=$?
+	cluster_stop_all
+	if ((FAIL == 0 && rc == 0)) && [ -z "${KEEP:-}" ]; then
+		rm -rf "$WORK"
+	else
+		echo "work directory kept: $WORK (server log: $WORK/server.log)"
+	fi
+}
+trap finish EXIT
+trap 'exit 130' INT TERM
+
+# ---------------------------------------------------------------- build + private install
+MAKE_FLAGS=()
+if ((SANITIZE)); then
+	# Build a copy so the sanitized objects never mix with the normal ones.
+	# The sanitizer runtimes come in with mlplat.so; their options are compiled
+	# in (src/sanitizer_options.c) and reports go to the server logs, scanned
+	# at the end.
+	BUILD=$WORK/build
+	mkdir -p "$BUILD"
+	(cd "$SRC" && git ls-files -co --exclude-standard -z | xargs -0 cp --parents -t "$BUILD")
+	MAKE_FLAGS=(MLPLAT_CFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -O1"
+		MLPLAT_LDFLAGS="-fsanitize=address,undefined")
+fi
+log "build ($([ $SANITIZE = 1 ] && echo 'ASan+UBSan' || echo 'normal'))"
+if ! cluster_build "${MAKE_FLAGS[@]}"; then
+	cat "$WORK/build.log"
+	fail build
+	echo "$PASS passed, $FAIL failed"
+	exit 1
+fi
+
+# ---------------------------------------------------------------- cluster
+PORT=$(free_port)
+DATA=$WORK/data
+log "cluster on port $PORT"
+if ! cluster_start "$DATA" "$PORT" "${MLPLAT_CONF[@]}" "mlplat.resync_interval = '2s'"; then
+	cat "$DATA.log"; fail cluster; exit 1
+fi
+ln -sf "$DATA.log" "$WORK/server.log"
+export PGHOST=$WORK PGPORT=$PORT PGUSER=postgres PGDATABASE=mlplat
+"$BIN/psql" -qX -d postgres -c "CREATE DATABASE mlplat" >/dev/null
+"$BIN/psql" -qX -c "CREATE EXTENSION pg_cron; CREATE EXTENSION mlplat" >/dev/null || fail "create extension"
+
+# ---------------------------------------------------------------- suites
+# Each suite adds to PASS/FAIL; counts are tests (regress files, isolation
+# specs, pgTAP assertions, script checks).
+
+suite_regress() {
+	local tests
+	tests=$(make -C "$SRC" -s print-REGRESS)
+	[ -n "$tests" ] || { log "regress: no tests"; return; }
+	log "pg_regress: $tests"
+	"$PGXS_DIR/src/test/regress/pg_regress" --bindir="$BIN" --host="$PGHOST" --port="$PGPORT" \
+		--user=postgres --inputdir="$SRC" --outputdir="$WORK/regress" --dbname=mlplat_regress \
+		--load-extension=mlplat $tests >"$WORK/regress.log" 2>&1
+	count_pg_regress "$WORK/regress.log" regress "$WORK/regress/regression.diffs" "$(echo $tests | wc -w)"
+}
+
+suite_isolation() {
+	local specs
+	specs=$(make -C "$SRC" -s print-ISOLATION)
+	[ -n "$specs" ] || { log "isolation: no specs"; return; }
+	log "isolation: $specs"
+	"$PGXS_DIR/src/test/isolation/pg_isolation_regress" --bindir="$BIN" --host="$PGHOST" --port="$PGPORT" \
+		--user=postgres --inputdir="$SRC/test/isolation" --outputdir="$WORK/isolation" \
+		--dbname=mlplat_isolation --load-extension=mlplat $specs >"$WORK/isolation.log" 2>&1
+	count_pg_regress "$WORK/isolation.log" isolation "$WORK/isolation/regression.diffs" "$(echo $specs | wc -w)"
+}
+
+# pg_regress prints one line per test ending in "ok" or "FAILED"
+count_pg_regress() {
+	local logf=$1 name=$2 diffs=$3 requested=$4 ok bad
+	cat "$logf"
+	# a test that printed neither ok nor FAILED (missing expected file, crash) failed too
+	ok=$(grep -cE '\.\.\. ok( |$)|^ok ' "$logf")
+	bad=$((requested - ok))
+	pass "$name" "$ok"
+	if ((bad)); then
+		fail "$name ($bad)" "$bad"
+		[ -f "$diffs" ] && head -200 "$diffs"
+	fi
+}
+
+suite_pgtap() {
+	local files out tests failed
+	files=$(ls "$SRC"/test/pgtap/*.sql 2>/dev/null)
+	[ -n "$files" ] || { log "pgtap: no tests"; return; }
+	log "pgTAP"
+	"$BIN/psql" -qX -d postgres -c "DROP DATABASE IF EXISTS mlplat_tap" -c "CREATE DATABASE mlplat_tap" >/dev/null
+	"$BIN/psql" -qX -d mlplat_tap -c "CREATE EXTENSION pgtap; CREATE EXTENSION mlplat" >/dev/null
+	out=$(PGDATABASE=mlplat_tap pg_prove --psql-bin "$BIN/psql" -f $files 2>&1)
+	echo "$out"
+	tests=$(echo "$out" | sed -n 's/.*Tests=\([0-9]*\).*/\1/p' | tail -1)
+	failed=$(echo "$out" | grep -oE 'Failed [0-9]+/[0-9]+ subtests' | awk '{split($2,a,"/"); s+=a[1]} END {print s+0}')
+	tests=${tests:-0}
+	if ! echo "$out" | grep -q '^Result: PASS'; then
+		# a file that died or had a bad plan counts as one failure at least
+		((failed == 0)) && failed=1
+	fi
+	pass pgtap $((tests - failed))
+	((failed)) && fail "pgtap ($failed)" "$failed"
+}
+
+# Scripts printing TAP: test/*/run.sh suites and test/e2e/*.sh, run against this cluster.
+suite_scripts() {
+	local s out total bad
+	for s in $(ls "$SRC"/test/unit/run.sh "$SRC"/test/http/run.sh "$SRC"/test/standin/test.sh "$SRC"/test/e2e/*.sh 2>/dev/null); do
+		log "script: ${s#$SRC/}"
+		out=$(MLPLAT_TEST_CLUSTER=1 MLPLAT_TEST_WORK=$WORK MLPLAT_TEST_BIN=$BIN timeout 900 bash "$s" 2>&1)
+		echo "$out"
+		total=$(echo "$out" | grep -cE '^ok ')
+		bad=$(echo "$out" | grep -cE '^not ok ')
+		if ! echo "$out" | grep -qE '^1\.\.[0-9]+'; then bad=$((bad + 1)); fi
+		pass "$s" "$total"
+		((bad)) && fail "${s#$SRC/} ($bad)" "$bad"
+	done
+}
+
+suite_upgrade() { run_tap_script "$SRC/test/upgrade/run.sh"; }
+suite_lifecycle() { run_tap_script "$SRC/test/lifecycle/run.sh"; }
+
+run_tap_script() {
+	local s=$1 out total bad
+	[ -f "$s" ] || return 0
+	log "script: ${s#$SRC/}"
+	out=$(MLPLAT_TEST_CLUSTER=1 MLPLAT_TEST_WORK=$WORK MLPLAT_TEST_BIN=$BIN timeout 600 bash "$s" 2>&1)
+	echo "$out"
+	total=$(echo "$out" | grep -cE '^ok ')
+	bad=$(echo "$out" | grep -cE '^not ok ')
+	if ! echo "$out" | grep -qE '^1\.\.[0-9]+'; then bad=$((bad + 1)); fi
+	pass "$s" "$total"
+	((bad)) && fail "${s#$SRC/} ($bad)" "$bad"
+}
+
+export SRC BIN WORK RUNAS PGXS_DIR SANITIZE
+export -f as_pg free_port
+for s in "${SUITES[@]}"; do
+	"suite_$s"
+done
+
+# ---------------------------------------------------------------- teardown and checks
+log "stopping"
+as_pg "$BIN/pg_ctl" -D "$DATA" -m fast -t 60 stop >/dev/null || fail "fast shutdown"
+# A backend that died abnormally makes the postmaster restart every process.
+if grep -E 'PANIC|TRAP:|all server processes terminated; reinitializing' "$DATA.log"; then
+	fail "server log shows a crash"
+fi
+if ((SANITIZE)); then
+	reports=$(find "$WORK" -maxdepth 2 -name '*.log' -exec grep -shE -A25 'ERROR: AddressSanitizer|runtime error:' {} +)
+	if [ -n "$reports" ]; then
+		echo "$reports" | head -80
+		fail "sanitizer reports"
+	else
+		log "sanitizers: no reports"
+		pass sanitizer
+	fi
+fi
+
+((FAIL)) && printf 'failed: %s\n' "${FAILED_NAMES[*]}"
+echo "$PASS passed, $FAIL failed"
+((FAIL == 0))

@@ -1,0 +1,58 @@
+'use strict';
+// Fault rules set at run time. Randomness comes from the seeded PRNG so a run is reproducible.
+//   {method, path, resource, status: 500|503|429, rate, retryAfter, latencyMs, drop, forbidden, times}
+
+const { E } = require('./errors');
+
+const VERB = { GET: 'get', POST: 'create', PUT: 'update', PATCH: 'patch', DELETE: 'delete' };
+
+class Faults {
+  constructor(rng) { this.rng = rng; this.reset(); }
+  reset() { this.rules = []; this.nextId = 1; }
+
+  add(rule) {
+    const r = { ...rule, id: this.nextId++, fired: 0 };
+    if (r.path) new RegExp(r.path); // validate early
+    if (r.method) new RegExp(`^(${r.method})$`, 'i');
+    if (r.status !== undefined && ![500, 503, 429].includes(Number(r.status))) throw new Error('status must be 500, 503 or 429');
+    this.rules.push(r);
+    return r;
+  }
+  remove(id) { this.rules = this.rules.filter((r) => r.id !== id); }
+
+  draw(rate) {
+    const x = this.rng();
+    return x < (rate === undefined ? 1 : Number(rate));
+  }
+
+  // Decide what happens to a request. info: {method, path, rt} (rt = kube route or null).
+  // Returns {latencyMs, error (ApiError|{mlflow}), drop, ruleIds}.
+  evaluate(method, path, rt) {
+    const out = { latencyMs: 0, error: null, drop: false, rules: [] };
+    for (const r of this.rules) {
+      if (r.times !== undefined && r.fired >= r.times) continue;
+      if (r.method && !new RegExp(`^(${r.method})$`, 'i').test(method)) continue;
+      if (r.path && !new RegExp(r.path).test(path)) continue;
+      if (r.resource && !(rt && rt.res && (rt.res.plural === r.resource || rt.res.kind === r.resource))) continue;
+      let fired = false;
+      if (r.latencyMs) { out.latencyMs += Number(r.latencyMs); fired = true; }
+      if (!out.error && r.forbidden && rt && rt.res) {
+        const res = rt.res;
+        const verb = method === 'GET' && !rt.name ? 'list' : VERB[method] || method.toLowerCase();
+        const who = r.user || 'system:serviceaccount:mlplat-system:mlplat';
+        const where = res.namespaced && rt.ns ? ` in the namespace "${rt.ns}"` : (res.namespaced ? '' : ' at the cluster scope');
+        out.error = E.forbidden(res, rt.name, `${res.qualified}${rt.name ? ` "${rt.name}"` : ''} is forbidden: User "${who}" cannot ${verb} resource "${res.plural}" in API group "${res.group}"${where}`);
+        fired = true;
+      } else if (!out.error && r.status && this.draw(r.rate)) {
+        const s = Number(r.status);
+        out.error = s === 429 ? E.tooMany(Number(r.retryAfter || 1)) : s === 503 ? E.unavailable() : E.internal('injected fault');
+        fired = true;
+      }
+      if (!out.drop && r.drop !== undefined && r.drop !== false && this.draw(r.drop === true ? 1 : r.drop)) { out.drop = true; fired = true; }
+      if (fired) { r.fired++; out.rules.push(r.id); }
+    }
+    return out;
+  }
+}
+
+module.exports = { Faults };

@@ -1,0 +1,183 @@
+'use strict';
+// KServe InferenceService behaviour: the defaulting the webhook and Go serialisation do, and a
+// controller that moves status Ready Unknown -> True (or False for a bad storage URI) for the
+// current generation, with revisions and canary traffic as KServe's serverless mode reports them.
+
+const crypto = require('crypto');
+const U = require('./util');
+
+const PROBES = ['readinessProbe', 'livenessProbe', 'startupProbe'];
+const PROBE_INTS = ['initialDelaySeconds', 'periodSeconds', 'timeoutSeconds', 'successThreshold', 'failureThreshold', 'terminationGracePeriodSeconds'];
+const OMIT_EMPTY_LISTS = ['env', 'envFrom', 'args', 'command', 'ports', 'volumeMounts'];
+
+// Go's `omitempty`: int32 zero and empty slices disappear when the object is serialised back.
+function scrubContainer(c) {
+  if (!U.isObj(c)) return;
+  for (const p of PROBES) {
+    if (!U.isObj(c[p])) continue;
+    for (const k of PROBE_INTS) if (c[p][k] === 0) delete c[p][k];
+  }
+  for (const k of OMIT_EMPTY_LISTS) if (Array.isArray(c[k]) && c[k].length === 0) delete c[k];
+}
+
+function admit(old, obj) {
+  const meta = obj.metadata;
+  meta.annotations = meta.annotations || {};
+  if (!meta.annotations['serving.kserve.io/deploymentMode']) meta.annotations['serving.kserve.io/deploymentMode'] = 'Serverless';
+  const pred = U.getPath(obj, ['spec', 'predictor']);
+  if (!U.isObj(pred)) return;
+  scrubContainer(pred.model);
+  if (Array.isArray(pred.containers)) pred.containers.forEach(scrubContainer);
+  if (Array.isArray(pred.containers) && pred.containers.length === 0) delete pred.containers;
+  const model = pred.model;
+  if (U.isObj(model) && !model.protocolVersion) {
+    const fmt = String(U.getPath(model, ['modelFormat', 'name']) || '').toLowerCase();
+    const rt = String(model.runtime || '').toLowerCase();
+    if (['triton', 'tensorrt'].includes(fmt) || /triton|vllm/.test(rt)) model.protocolVersion = 'v2';
+  }
+}
+
+function validate(old, obj) {
+  const causes = [];
+  if (!U.isObj(U.getPath(obj, ['spec', 'predictor']))) causes.push({ reason: 'FieldValueRequired', field: 'spec.predictor', message: 'Required value' });
+  const ctp = U.getPath(obj, ['spec', 'predictor', 'canaryTrafficPercent']);
+  if (ctp !== undefined && !(Number.isInteger(ctp) && ctp >= 0 && ctp <= 100)) causes.push({ reason: 'FieldValueInvalid', field: 'spec.predictor.canaryTrafficPercent', message: `Invalid value: ${JSON.stringify(ctp)}: must be an integer between 0 and 100` });
+  return causes;
+}
+
+class KServe {
+  constructor(store, res, cfg) {
+    this.store = store; this.res = res; this.cfg = cfg;
+    this.reset();
+  }
+
+  reset() {
+    this.badUris = new Map();   // storageUri -> {reason, message}
+    this.state = new Map();     // ns/name -> {revisions:[{name, hash}], timer}
+    if (this.timers) for (const t of this.timers) clearTimeout(t);
+    this.timers = new Set();
+  }
+
+  later(ms, fn) { const t = setTimeout(U.guarded('kserve controller', () => { this.timers.delete(t); fn(); }), ms); this.timers.add(t); }
+
+  setStorage(uri, bad, reason, message) {
+    if (bad) this.badUris.set(uri, { reason: reason || 'ModelLoadFailed', message: message || `failed to download model from ${uri}: storage error` });
+    else this.badUris.delete(uri);
+    // Re-evaluate every service using this URI: a repaired URI lets a failed revision become ready.
+    for (const rec of this.store.list(this.res, null)) {
+      if (U.getPath(rec.obj, ['spec', 'predictor', 'model', 'storageUri']) === uri) this.schedule(rec.obj.metadata.namespace, rec.obj.metadata.name, true);
+    }
+  }
+
+  changed(rec, type) {
+    const k = `${rec.obj.metadata.namespace}/${rec.obj.metadata.name}`;
+    if (type === 'DELETED') { this.state.delete(k); return; }
+    const st = rec.obj.status || {};
+    if (st.observedGeneration !== rec.obj.metadata.generation) this.schedule(rec.obj.metadata.namespace, rec.obj.metadata.name, false);
+  }
+
+  schedule(ns, name, force) {
+    // First pass right away (controller observes the new generation), readiness after the delay.
+    setImmediate(U.guarded('kserve observe', () => this.observe(ns, name, force)));
+  }
+
+  writeStatus(ns, name, fn) {
+    const rec = this.store.get(this.res, ns, name);
+    if (!rec) return null;
+    const next = U.clone(rec.obj);
+    next.status = next.status || {};
+    if (fn(next.status, next) === false) return null;
+    return this.store.commit(this.res, rec, next, { manager: 'kserve-controller', operation: 'Update', subresource: 'status' }, { verb: 'status' }).rec;
+  }
+
+  predictorHash(obj) {
+    const p = U.clone(U.getPath(obj, ['spec', 'predictor']) || {});
+    delete p.canaryTrafficPercent;
+    return crypto.createHash('sha256').update(JSON.stringify(p)).digest('hex');
+  }
+
+  observe(ns, name) {
+    const rec = this.store.get(this.res, ns, name);
+    if (!rec) return;
+    const k = `${ns}/${name}`;
+    let s = this.state.get(k);
+    if (!s) { s = { revisions: [], gen: 0 }; this.state.set(k, s); }
+    const hash = this.predictorHash(rec.obj);
+    const last = s.revisions[s.revisions.length - 1];
+    if (!last || last.hash !== hash) s.revisions.push({ name: `${name}-predictor-${String(s.revisions.length + 1).padStart(5, '0')}`, hash });
+    const gen = rec.obj.metadata.generation;
+    const latest = s.revisions[s.revisions.length - 1].name;
+    const now = U.nowIso();
+    this.writeStatus(ns, name, (st) => {
+      st.observedGeneration = gen;
+      st.deploymentMode = 'Serverless';
+      const comp = ((st.components = st.components || {}).predictor = st.components.predictor || {});
+      comp.latestCreatedRevision = latest;
+      // Every new generation (new revision or new traffic split) is Unknown until it settles.
+      setConditions(st, 'Unknown', 'RevisionMissing', `Configuration "${name}-predictor" is waiting for a Revision to become ready.`, now);
+      st.modelStatus = { states: { activeModelState: comp.latestReadyRevision ? 'Loaded' : 'Pending', targetModelState: 'Loading' }, transitionStatus: 'InProgress' };
+    });
+    const token = (s.token = (s.token || 0) + 1);
+    this.later(this.cfg.readyDelayMs, () => { if (s.token === token) this.settle(ns, name, gen, latest); });
+  }
+
+  settle(ns, name, gen, latest) {
+    const rec = this.store.get(this.res, ns, name);
+    if (!rec || rec.obj.metadata.generation !== gen) return;
+    const spec = rec.obj.spec.predictor;
+    const uri = U.getPath(spec, ['model', 'storageUri']);
+    const bad = this.badUris.get(uri);
+    const now = U.nowIso();
+    const host = `${ns}.${this.cfg.domain}`;
+    this.writeStatus(ns, name, (st) => {
+      const comp = st.components.predictor;
+      st.url = `http://${name}.${host}`;
+      st.address = { url: `http://${name}.${ns}.svc.cluster.local` };
+      comp.url = `http://${name}-predictor.${host}`;
+      comp.address = { url: `http://${name}-predictor.${ns}.svc.cluster.local` };
+      if (bad) {
+        const msg = `Revision "${latest}" failed with message: ${bad.message}.`;
+        setConditions(st, 'False', 'RevisionFailed', msg, now);
+        st.modelStatus = { states: { activeModelState: comp.latestReadyRevision ? 'Loaded' : 'FailedToLoad', targetModelState: 'FailedToLoad' }, transitionStatus: 'BlockedByFailedLoad',
+          lastFailureInfo: { reason: bad.reason, message: bad.message, location: uri, modelRevisionName: latest, time: now } };
+        if (!comp.traffic) comp.traffic = [];
+        return;
+      }
+      comp.latestReadyRevision = latest;
+      const canary = spec.canaryTrafficPercent;
+      const rolled = comp.latestRolledoutRevision;
+      if (canary !== undefined && canary !== 100 && rolled && rolled !== latest) {
+        comp.traffic = [
+          { latestRevision: true, percent: canary, revisionName: latest, tag: 'latest', url: `http://latest-${name}-predictor.${host}` },
+          { latestRevision: false, percent: 100 - canary, revisionName: rolled, tag: 'prev', url: `http://prev-${name}-predictor.${host}` },
+        ];
+      } else {
+        comp.traffic = [{ latestRevision: true, percent: 100, revisionName: latest }];
+        if (rolled !== latest) {
+          if (rolled) comp.previousRolledoutRevision = rolled;
+          comp.latestRolledoutRevision = latest;
+        }
+      }
+      setConditions(st, 'True', null, null, now);
+      st.modelStatus = { states: { activeModelState: 'Loaded', targetModelState: 'Loaded' }, transitionStatus: 'UpToDate', copies: { failedCopies: 0, totalCopies: 1 } };
+    });
+  }
+}
+
+const COND_TYPES = ['IngressReady', 'LatestDeploymentReady', 'PredictorConfigurationReady', 'PredictorReady', 'PredictorRouteReady', 'Ready', 'RoutesReady'];
+
+function setConditions(st, status, reason, message, now) {
+  const prev = new Map((st.conditions || []).map((c) => [c.type, c]));
+  st.conditions = COND_TYPES.map((type) => {
+    // Route and ingress stay ready on the previous revision while a new one is not.
+    let s = status, r = reason, m = message;
+    if ((type === 'IngressReady' || type === 'PredictorRouteReady' || type === 'RoutesReady') && prev.get(type) && prev.get(type).status === 'True') { s = 'True'; r = null; m = null; }
+    const c = { lastTransitionTime: prev.has(type) && prev.get(type).status === s ? prev.get(type).lastTransitionTime : now, status: s, type };
+    if (r) c.reason = r;
+    if (m) c.message = m;
+    if (type !== 'Ready' && type !== 'PredictorReady' && type !== 'IngressReady') c.severity = 'Info';
+    return c;
+  });
+}
+
+module.exports = { KServe, admit, validate };

@@ -1,0 +1,465 @@
+#!/usr/bin/env node
+'use strict';
+// mlplat stand-in cluster: Kubernetes API (+KServe, Argo, Jobs), MLflow registry REST,
+// OTLP/HTTP traces, Prometheus metrics and an admin API on one port; S3 (s3rver) on another.
+// See README.md for the contract.
+
+const http = require('http');
+const https = require('https');
+const { execFileSync } = require('child_process');
+const fs = require('fs');
+const path = require('path');
+const crypto = require('crypto');
+const S3rver = require('s3rver');
+
+const U = require('./lib/util');
+const R = require('./lib/resources');
+const { E, ApiError } = require('./lib/errors');
+const { Store } = require('./lib/store');
+const { Kube } = require('./lib/kube');
+const kserve = require('./lib/kserve');
+const { Argo, Jobs, Plans, admitJob } = require('./lib/argo');
+const { Mlflow } = require('./lib/mlflow');
+const { Metrics } = require('./lib/metrics');
+const { Faults } = require('./lib/faults');
+const T = require('./lib/table');
+const { Pruner } = require('./lib/prune');
+
+// ---------------------------------------------------------------- options
+function parseArgs(argv) {
+  const o = { crdSchemas: path.join(__dirname, '..', '..', '..', 'shared', 'schemas'), port: 0, s3Port: 0, tlsPort: null, tlsCert: null, tlsKey: null, host: '127.0.0.1', seed: 1, stateDir: null, token: null, readyDelayMs: 200,
+    argoStepMs: 100, continueTtlMs: 60000, nsDeleteMs: 300, watchMaxS: 60, s3Buckets: 'models,artifacts,mlflow', domain: 'example.com', logFile: true };
+  const map = { '--port': 'port', '--s3-port': 's3Port', '--host': 'host', '--seed': 'seed', '--state-dir': 'stateDir', '--token': 'token',
+    '--ready-delay-ms': 'readyDelayMs', '--argo-step-ms': 'argoStepMs', '--continue-ttl-ms': 'continueTtlMs', '--ns-delete-ms': 'nsDeleteMs',
+    '--watch-max-s': 'watchMaxS', '--tls-port': 'tlsPort', '--crd-schemas': 'crdSchemas', '--tls-cert': 'tlsCert', '--tls-key': 'tlsKey', '--s3-buckets': 's3Buckets', '--domain': 'domain' };
+  for (let i = 0; i < argv.length; i++) {
+    let a = argv[i], v;
+    if (a === '--help' || a === '-h') { console.log('usage: server.js [options]\n' + ((fs.readFileSync(path.join(__dirname, 'README.md'), 'utf8').split('\n## Options')[1] || '').split('\n## ')[0])); process.exit(0); }
+    if (a === '--no-log-file') { o.logFile = false; continue; }
+    if (a.includes('=')) [a, v] = [a.slice(0, a.indexOf('=')), a.slice(a.indexOf('=') + 1)];
+    const k = map[a];
+    if (!k) { console.error(`standin: unknown option ${a}`); process.exit(2); }
+    if (v === undefined) v = argv[++i];
+    if (v === undefined) { console.error(`standin: ${a} needs a value`); process.exit(2); }
+    o[k] = ['host', 'stateDir', 'token', 's3Buckets', 'domain', 'tlsCert', 'tlsKey', 'crdSchemas'].includes(k) ? v : Number(v);
+    if (typeof o[k] === 'number' && !Number.isFinite(o[k])) { console.error(`standin: ${a} needs a number`); process.exit(2); }
+  }
+  if (o.host !== '127.0.0.1' && o.host !== 'localhost' && o.host !== '::1') { console.error('standin: listens on loopback only'); process.exit(2); }
+  if (!o.stateDir) { o.stateDir = fs.mkdtempSync('/tmp/standin-'); o.stateDirAuto = true; } // removed at exit
+  return o;
+}
+
+const opt = parseArgs(process.argv.slice(2));
+fs.mkdirSync(opt.stateDir, { recursive: true });
+const pruner = new Pruner(opt.crdSchemas && fs.existsSync(opt.crdSchemas) ? opt.crdSchemas : null);
+if (!pruner.kinds().length) console.error(`standin: no CRD schemas in ${opt.crdSchemas}: unknown CRD fields are kept, not pruned`);
+const cfg = { pruner, readyDelayMs: opt.readyDelayMs, argoStepMs: opt.argoStepMs, continueTtlMs: opt.continueTtlMs, nsDeleteMs: opt.nsDeleteMs, watchMaxS: opt.watchMaxS, domain: opt.domain };
+
+// ---------------------------------------------------------------- state
+let rng = U.makeRng(opt.seed);
+const rngProxy = () => rng();
+cfg.rng = rngProxy;
+const res = (kind) => R.RESOURCES.find((r) => r.kind === kind);
+const plans = new Plans();
+let isvc, argo, jobs;
+const store = new Store({
+  hooks: {
+    admit(r, old, obj) {
+      if (r.kind === 'Namespace') {
+        obj.metadata.labels = { ...(obj.metadata.labels || {}), 'kubernetes.io/metadata.name': obj.metadata.name };
+        obj.spec = obj.spec || {};
+        if (!obj.spec.finalizers) obj.spec.finalizers = ['kubernetes'];
+        if (!old) obj.status = { phase: 'Active' };
+      }
+      if (r.kind === 'InferenceService') kserve.admit(old, obj);
+    },
+    validate(r, old, obj) {
+      let causes = [];
+      if (r.kind === 'RoleBinding') {
+        const rr = obj.roleRef;
+        if (!rr || !rr.name) causes.push({ reason: 'FieldValueRequired', field: 'roleRef.name', message: 'Required value' });
+        if (!rr || !['Role', 'ClusterRole'].includes(rr.kind)) causes.push({ reason: 'FieldValueNotSupported', field: 'roleRef.kind', message: `Unsupported value: "${(rr && rr.kind) || ''}": supported values: "Role", "ClusterRole"` });
+        if (old && !U.deepEqual(old.roleRef, rr)) {
+          const o = rr || {};
+          causes = [{ reason: 'FieldValueInvalid', field: 'roleRef', message: `Invalid value: rbac.RoleRef{APIGroup:"${o.apiGroup || ''}", Kind:"${o.kind || ''}", Name:"${o.name || ''}"}: cannot change roleRef` }];
+        }
+      }
+      if (r.kind === 'InferenceService') causes = kserve.validate(old, obj);
+      if (r.kind === 'Job') causes = admitJob(old, obj);
+      if (r.kind === 'Lease' && obj.spec && obj.spec.leaseDurationSeconds !== undefined && !(Number.isInteger(obj.spec.leaseDurationSeconds) && obj.spec.leaseDurationSeconds > 0)) {
+        causes.push({ reason: 'FieldValueInvalid', field: 'spec.leaseDurationSeconds', message: `Invalid value: ${obj.spec.leaseDurationSeconds}: must be greater than 0` });
+      }
+      if (causes.length) throw E.invalid(r, obj.metadata.name, causes);
+    },
+    changed(r, rec, type) {
+      if (r.kind === 'InferenceService') isvc.changed(rec, type);
+      else if (r.kind === 'Workflow') argo.changed(rec, type);
+      else if (r.kind === 'Job') jobs.changed(rec, type);
+    },
+  },
+});
+const kube = new Kube(store, cfg);
+isvc = new kserve.KServe(store, res('InferenceService'), cfg);
+argo = new Argo(store, res('Workflow'), cfg, plans);
+jobs = new Jobs(store, res('Job'), cfg, plans);
+const mlflow = new Mlflow();
+const metrics = new Metrics();
+const faults = new Faults(rngProxy);
+let spans = [];
+let requestLog = [];
+let seq = 0;
+let writes = new Map();
+const logStream = opt.logFile ? fs.createWriteStream(path.join(opt.stateDir, 'requests.jsonl'), { flags: 'a' }) : null;
+
+function resetAll() {
+  for (const t of kube.timers) clearTimeout(t);
+  kube.reset(); isvc.reset(); argo.reset(); jobs.reset(); store.reset();
+  plans.reset(); mlflow.reset(); metrics.reset(); faults.reset();
+  spans = []; requestLog = []; writes = new Map(); seq = 0;
+  rng = U.makeRng(opt.seed);
+}
+
+// ---------------------------------------------------------------- HTTP plumbing
+function send(resp, status, body, headers = {}) {
+  const text = typeof body === 'string' ? body : JSON.stringify(body);
+  resp.writeHead(status, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(text), ...headers });
+  resp.end(text);
+}
+
+const BUILTIN_ITEM = (r) => !r.crd;
+function recJson(rec) {
+  if (!rec.json) rec.json = JSON.stringify(rec.obj);
+  return rec.json;
+}
+function itemJson(rec) {
+  if (!BUILTIN_ITEM(rec.res)) return recJson(rec);
+  if (!rec.itemJson) { const { apiVersion, kind, ...rest } = rec.obj; rec.itemJson = JSON.stringify(rest); }
+  return rec.itemJson;
+}
+function listJson(l) {
+  return `{"kind":"${l.res.kind}List","apiVersion":"${l.res.apiVersion}","metadata":${JSON.stringify(l.meta)},"items":[${l.items.map(itemJson).join(',')}]}`;
+}
+
+function readBody(req, limit = 3 * 1024 * 1024) {
+  return new Promise((resolve, reject) => {
+    const chunks = []; let n = 0;
+    req.on('data', (c) => { n += c.length; if (n > limit) { reject(new ApiError(413, 'RequestEntityTooLarge', 'Request entity too large: limit is 3145728')); req.destroy(); } else chunks.push(c); });
+    req.on('end', () => resolve(Buffer.concat(chunks)));
+    req.on('error', reject);
+  });
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+let logBuf = [];
+let logTimer = null;
+function flushLog() {
+  logTimer = null;
+  if (logStream && logBuf.length) logStream.write(logBuf.join('\n') + '\n');
+  logBuf = [];
+}
+
+function logRequest(e) {
+  e.seq = ++seq;
+  requestLog.push(e);
+  if (requestLog.length > 200000) requestLog.splice(0, 100000);
+  if (logStream) {
+    // Batched: one write per 50 ms instead of one per request keeps the log cheap at load.
+    logBuf.push(JSON.stringify(e));
+    if (!logTimer) logTimer = setTimeout(flushLog, 50);
+  }
+  if (e.write && e.kind) {
+    const k = `${e.kind}/${e.namespace || ''}/${e.name || ''}`;
+    const w = writes.get(k) || { create: 0, update: 0, patch: 0, apply: 0, delete: 0, status: 0 };
+    w[e.write] = (w[e.write] || 0) + 1;
+    writes.set(k, w);
+  }
+}
+
+function authorized(req) {
+  if (!opt.token) return true;
+  return (req.headers.authorization || '') === `Bearer ${opt.token}`;
+}
+
+const VERSION = { major: '1', minor: '31', gitVersion: 'v1.31.0-standin', gitCommit: '0000000000000000000000000000000000000000', gitTreeState: 'clean',
+  buildDate: '2026-01-01T00:00:00Z', goVersion: 'go1.22.5', compiler: 'gc', platform: 'linux/amd64' };
+
+async function handle(req, resp) {
+  const t0 = process.hrtime.bigint();
+  const url = new URL(req.url, 'http://127.0.0.1');
+  const p = url.pathname;
+  const seg = p.split('/').filter(Boolean);
+  const entry = { time: new Date().toISOString(), method: req.method, path: req.url };
+  const finish = (status, extra) => { Object.assign(entry, extra, { status, ms: Number(process.hrtime.bigint() - t0) / 1e6 }); logRequest(entry); };
+  let area;
+  if (seg[0] === '_standin') area = 'admin';
+  else if (p === '/metrics') area = 'metrics';
+  else if (p === '/v1/traces') area = 'otlp';
+  else if (seg[0] === 'api' && seg[1] === '2.0' && seg[2] === 'mlflow') area = 'mlflow';
+  else if (seg[0] === 'api' || seg[0] === 'apis' || seg[0] === 'version' || seg[0] === 'openapi' || p === '/healthz' || p === '/readyz' || p === '/livez') area = 'kube';
+  else area = 'none';
+
+  let raw;
+  try { raw = await readBody(req); } catch (e) { send(resp, 413, e.body ? e.body() : { message: String(e) }); return; }
+
+  if (area === 'admin') {
+    let r;
+    try { r = await admin(req, url, seg.slice(1), raw); } catch (e) { r = { status: 400, body: { error: e.message || String(e) } }; }
+    send(resp, r.status, r.body);
+    return;
+  }
+  if (area === 'metrics') { const t = metrics.expose(); resp.writeHead(200, { 'Content-Type': 'text/plain; version=0.0.4; charset=utf-8', 'Content-Length': Buffer.byteLength(t) }); resp.end(t); return; }
+  if (area === 'otlp') { const r = otlp(req, raw); send(resp, r.status, r.body); finish(r.status, { area }); return; }
+  if (area === 'none') { send(resp, 404, E.pathNotFound().body()); finish(404, {}); return; }
+
+  // Kubernetes and MLflow: authentication, then faults, then the real handler.
+  const rt = area === 'kube' && (seg[0] === 'api' || seg[0] === 'apis') ? kube.route(p) : null;
+  Object.assign(entry, kube.describe(rt));
+  if (rt && rt.res && req.method === 'GET') entry.verb = rt.name ? 'get' : (url.searchParams.get('watch') ? 'watch' : 'list');
+  if (!authorized(req)) {
+    if (area === 'mlflow') send(resp, 401, { error_code: 'UNAUTHENTICATED', message: 'Invalid or missing bearer token' });
+    else send(resp, 401, E.unauthorized().body());
+    finish(401, {});
+    return;
+  }
+  const f = faults.evaluate(req.method, p, rt);
+  if (f.rules.length) entry.faults = f.rules;
+  if (f.latencyMs) await sleep(f.latencyMs);
+  if (f.error) {
+    if (area === 'mlflow') {
+      const code = f.error.code === 429 ? 'REQUEST_LIMIT_EXCEEDED' : f.error.code === 403 ? 'PERMISSION_DENIED' : f.error.code === 503 ? 'TEMPORARILY_UNAVAILABLE' : 'INTERNAL_ERROR';
+      send(resp, f.error.code, { error_code: code, message: f.error.message }, f.error.headers);
+    } else send(resp, f.error.code, f.error.body(), f.error.headers);
+    finish(f.error.code, { fault: f.error.reason });
+    return;
+  }
+
+  let out;
+  try {
+    if (area === 'mlflow') {
+      const ep = seg.slice(3).join('/');
+      let params = Object.fromEntries(url.searchParams);
+      if (raw.length) {
+        try { params = { ...params, ...JSON.parse(raw.toString('utf8')) }; } catch (e) { throw new ApiError(400, 'BadRequest', 'malformed JSON'); }
+      }
+      const r = mlflow.handle(req.method, ep, params);
+      out = { status: r.status, text: JSON.stringify(r.body), extra: { area, mlflow: ep, write: req.method !== 'GET' && r.status === 200 ? 'mlflow' : undefined } };
+    } else if (p === '/version') out = { status: 200, text: JSON.stringify(VERSION) };
+    else if (p === '/healthz' || p === '/readyz' || p === '/livez') { resp.writeHead(200, { 'Content-Type': 'text/plain' }); resp.end('ok'); finish(200, {}); return; }
+    else if (p === '/openapi/v3') out = { status: 200, text: JSON.stringify(R.openapiV3Root()) };
+    else if (seg[0] === 'openapi' && seg[1] === 'v3') {
+      const doc = R.openapiV3GroupVersion(seg.slice(2).join('/'));
+      if (!doc) throw E.pathNotFound();
+      out = { status: 200, text: JSON.stringify(doc) };
+    } else if (seg[0] === 'openapi') throw E.pathNotFound(); // v2 is not served: kubectl uses v3
+    else {
+      const r = await kube.handle(req, rt, url, raw);
+      if (r.watch) { kube.watch(req, resp, rt, url); finish(200, { verb: 'watch' }); return; }
+      const extra = {};
+      if (r.write) { extra.write = r.write; entry.fieldManager = url.searchParams.get('fieldManager') || undefined; }
+      if (r.rec) { extra.name = r.rec.obj.metadata.name; extra.namespace = r.rec.obj.metadata.namespace; }
+      let text;
+      if (req.method === 'GET' && T.wantsTable(req) && (r.list || r.rec)) {
+        text = JSON.stringify(r.list ? T.table(r.list.res, r.list.items, r.list.meta) : T.table(r.rec.res, [r.rec], { resourceVersion: r.rec.obj.metadata.resourceVersion }));
+      } else text = r.list ? listJson(r.list) : r.rec ? recJson(r.rec) : JSON.stringify(r.body);
+      out = { status: r.status, text, extra, headers: r.warnings && r.warnings.length ? { Warning: r.warnings } : undefined };
+    }
+  } catch (e) {
+    if (!(e instanceof ApiError)) { console.error('standin: internal error', e); e = E.internal(e.message || String(e)); }
+    if (area === 'mlflow') out = { status: e.code, text: JSON.stringify({ error_code: 'BAD_REQUEST', message: e.message }) };
+    else out = { status: e.code, text: JSON.stringify(e.body()), headers: e.headers };
+  }
+  if (f.drop) {
+    // The request took effect; the client never hears about it.
+    finish(out.status, { ...out.extra, dropped: true });
+    req.socket.destroy();
+    return;
+  }
+  resp.writeHead(out.status, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(out.text), ...(out.headers || {}) });
+  resp.end(out.text);
+  finish(out.status, out.extra);
+}
+
+// ---------------------------------------------------------------- OTLP/HTTP JSON
+function otlp(req, raw) {
+  if (req.method !== 'POST') return { status: 405, body: { message: 'method not allowed' } };
+  const ct = (req.headers['content-type'] || '').toLowerCase();
+  if (!ct.startsWith('application/json')) return { status: 415, body: { message: 'only application/json OTLP is supported by the stand-in' } };
+  let doc;
+  try { doc = JSON.parse(raw.toString('utf8')); } catch (e) { return { status: 400, body: { message: 'invalid JSON' } }; }
+  const flat = (attrs) => Object.fromEntries((attrs || []).map((a) => [a.key, a.value ? Object.values(a.value)[0] : null]));
+  let n = 0;
+  for (const rs of doc.resourceSpans || []) {
+    const resource = flat(rs.resource && rs.resource.attributes);
+    for (const ss of rs.scopeSpans || []) {
+      for (const s of ss.spans || []) {
+        spans.push({ service: resource['service.name'], resource, scope: ss.scope && ss.scope.name, traceId: s.traceId, spanId: s.spanId, parentSpanId: s.parentSpanId || '',
+          name: s.name, kind: s.kind, startTimeUnixNano: s.startTimeUnixNano, endTimeUnixNano: s.endTimeUnixNano, attributes: flat(s.attributes), status: s.status || {} });
+        n++;
+      }
+    }
+  }
+  if (spans.length > 20000) spans.splice(0, spans.length - 20000);
+  return { status: 200, body: { partialSuccess: {} }, n };
+}
+
+// ---------------------------------------------------------------- S3 (s3rver) and seeding
+let s3 = null;
+let s3Port = 0;
+const s3Dir = path.join(opt.stateDir, 's3');
+const buckets = opt.s3Buckets.split(',').filter(Boolean);
+
+function s3Request(method, p, body, headers) {
+  return new Promise((resolve, reject) => {
+    const r = http.request({ host: '127.0.0.1', port: s3Port, method, path: p, headers: { ...headers, 'Content-Length': body ? body.length : 0 } }, (resp) => {
+      const c = []; resp.on('data', (d) => c.push(d)); resp.on('end', () => resolve({ status: resp.statusCode, headers: resp.headers, body: Buffer.concat(c) }));
+    });
+    r.on('error', reject);
+    r.setTimeout(5000, () => r.destroy(new Error('s3 timeout')));
+    r.end(body);
+  });
+}
+
+async function seedObject(b) {
+  if (!b.bucket || !b.key) throw new Error('bucket and key are required');
+  const content = b.contentBase64 !== undefined ? Buffer.from(b.contentBase64, 'base64') : Buffer.from(b.content !== undefined ? String(b.content) : '', 'utf8');
+  const sha256 = crypto.createHash('sha256').update(content).digest('hex');
+  const headers = { 'Content-Type': b.contentType || 'application/octet-stream', 'x-amz-meta-sha256': sha256 };
+  for (const [k, v] of Object.entries(b.metadata || {})) headers[`x-amz-meta-${k.toLowerCase()}`] = String(v);
+  const key = b.key.split('/').map(encodeURIComponent).join('/');
+  const r = await s3Request('PUT', `/${encodeURIComponent(b.bucket)}/${key}`, content, headers);
+  if (r.status !== 200) throw new Error(`s3 PUT failed with ${r.status}: ${r.body.toString()}`);
+  return { bucket: b.bucket, key: b.key, size: content.length, etag: r.headers.etag, sha256, uri: `s3://${b.bucket}/${b.key}` };
+}
+
+function resetS3() {
+  for (const b of buckets) {
+    const d = path.join(s3Dir, b);
+    if (fs.existsSync(d)) for (const f of fs.readdirSync(d)) fs.rmSync(path.join(d, f), { recursive: true, force: true });
+  }
+}
+
+// ---------------------------------------------------------------- admin API
+async function admin(req, url, seg, raw) {
+  const m = req.method;
+  const body = raw.length ? JSON.parse(raw.toString('utf8')) : {};
+  const route = seg.join('/');
+  const q = url.searchParams;
+  if (route === 'health') return { status: 200, body: { ok: true, port: server.address().port, s3Port, seed: opt.seed, resourceVersion: String(store.rv), stateDir: opt.stateDir } };
+  if (route === 'config') {
+    if (m === 'PUT' || m === 'PATCH' || m === 'POST') for (const k of ['readyDelayMs', 'argoStepMs', 'continueTtlMs', 'nsDeleteMs', 'watchMaxS']) if (body[k] !== undefined) cfg[k] = Number(body[k]);
+    const { rng: _r, pruner: _p, ...shown } = cfg;
+    return { status: 200, body: shown };
+  }
+  if (route === 'reset' && m === 'POST') { resetAll(); resetS3(); return { status: 200, body: { ok: true } }; }
+  if (route === 'faults') {
+    if (m === 'GET') return { status: 200, body: { rules: faults.rules } };
+    if (m === 'DELETE') { faults.reset(); return { status: 200, body: { ok: true } }; }
+    if (m === 'PUT') { faults.rules = []; }
+    if (m === 'POST' || m === 'PUT') {
+      const rules = Array.isArray(body.rules) ? body.rules : [body];
+      return { status: 200, body: { rules: rules.map((r) => faults.add(r)) } };
+    }
+  }
+  if (seg[0] === 'faults' && seg[1] && m === 'DELETE') { faults.remove(Number(seg[1])); return { status: 200, body: { ok: true } }; }
+  if (route === 'requests') {
+    if (m === 'DELETE') { requestLog = []; return { status: 200, body: { ok: true } }; }
+    const since = Number(q.get('since') || 0);
+    let items = requestLog.filter((e) => e.seq > since);
+    for (const k of ['method', 'kind', 'namespace', 'name', 'write', 'verb']) if (q.get(k)) items = items.filter((e) => e[k] === q.get(k));
+    return { status: 200, body: { items, seq } };
+  }
+  if (route === 'writes') return { status: 200, body: Object.fromEntries(writes) };
+  if (route === 'objects') {
+    const which = q.get('resource');
+    const out = [];
+    for (const r of R.RESOURCES) if (!which || which === r.plural || which === r.kind) for (const rec of store.list(r, q.get('namespace'))) out.push(rec.obj);
+    return { status: 200, body: { items: out } };
+  }
+  if (route === 'edit' && m === 'POST') {
+    // Out-of-band edit: someone changes the object behind mlplat's back. Without `manager` the
+    // field ownership is left as it was; with one, it is recorded as that manager's Update.
+    const r = R.RESOURCES.find((x) => x.plural === body.resource || x.kind === body.kind);
+    if (!r) throw new Error('resource (plural) or kind is required');
+    const rec = store.get(r, r.namespaced ? body.namespace : null, body.name);
+    if (!rec) return { status: 404, body: { error: 'not found' } };
+    let next = body.jsonPatch ? U.jsonPatch(rec.obj, body.jsonPatch) : U.mergePatch(rec.obj, body.patch || {});
+    const { rec: out, changed } = store.commit(r, rec, next, body.manager ? { manager: body.manager, operation: 'Update' } : null, { verb: 'edit' });
+    return { status: 200, body: { changed, object: out.obj } };
+  }
+  if (route === 'kserve/storage' && m === 'POST') {
+    if (!body.uri) throw new Error('uri is required');
+    isvc.setStorage(body.uri, body.bad !== false, body.reason, body.message);
+    return { status: 200, body: { bad: [...isvc.badUris.keys()] } };
+  }
+  if (route === 'argo/plan' && m === 'POST') { plans.add(body); return { status: 200, body: { plans: plans.list.length } }; }
+  if (route === 'metrics/revision' && m === 'POST') { metrics.set(body.revision, body); return { status: 200, body: { ok: true } }; }
+  if (route === 'spans') {
+    if (m === 'DELETE') { spans = []; return { status: 200, body: { ok: true } }; }
+    const tid = q.get('traceId');
+    return { status: 200, body: { spans: tid ? spans.filter((s) => s.traceId === tid) : spans } };
+  }
+  if (route === 's3/object' && m === 'POST') return { status: 200, body: await seedObject(body) };
+  return { status: 404, body: { error: `no admin route ${m} /_standin/${route}` } };
+}
+
+// ---------------------------------------------------------------- start / stop
+function onRequest(req, resp) {
+  handle(req, resp).catch((e) => {
+    console.error('standin: unhandled', e);
+    if (!resp.headersSent) send(resp, 500, E.internal(String(e)).body());
+  });
+}
+const server = http.createServer(onRequest);
+let tlsServer = null;
+server.keepAliveTimeout = 30000;
+server.headersTimeout = 35000;
+server.requestTimeout = 120000;
+
+async function main() {
+  fs.mkdirSync(s3Dir, { recursive: true });
+  s3 = new S3rver({ address: opt.host, port: opt.s3Port, silent: true, directory: s3Dir, configureBuckets: buckets.map((name) => ({ name })) });
+  const addr = await s3.run();
+  s3Port = addr.port;
+  await new Promise((resolve, reject) => { server.once('error', reject); server.listen(opt.port, opt.host, resolve); });
+  const ports = { port: server.address().port, s3Port };
+  let line = `standin ready port=${ports.port} s3_port=${s3Port}`;
+  if (opt.tlsPort !== null) {
+    // The same routes over HTTPS. kubectl only sends kubeconfig credentials over TLS, so
+    // token-authenticated kubectl needs this; the certificate is self-signed for 127.0.0.1.
+    let cert = opt.tlsCert, key = opt.tlsKey;
+    if (!cert || !key) {
+      cert = path.join(opt.stateDir, 'tls.crt'); key = path.join(opt.stateDir, 'tls.key');
+      execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '2',
+        '-subj', '/CN=standin', '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost', '-keyout', key, '-out', cert], { stdio: 'ignore', timeout: 10000 });
+    }
+    tlsServer = https.createServer({ cert: fs.readFileSync(cert), key: fs.readFileSync(key) }, onRequest);
+    tlsServer.keepAliveTimeout = 30000;
+    await new Promise((resolve, reject) => { tlsServer.once('error', reject); tlsServer.listen(opt.tlsPort, opt.host, resolve); });
+    ports.tlsPort = tlsServer.address().port; ports.tlsCert = cert;
+    line += ` tls_port=${ports.tlsPort}`;
+  }
+  fs.writeFileSync(path.join(opt.stateDir, 'ports.json'), JSON.stringify(ports));
+  console.log(line);
+}
+
+let stopping = false;
+async function stop(sig) {
+  if (stopping) return;
+  stopping = true;
+  resetAll();
+  server.close();
+  server.closeAllConnections();
+  if (tlsServer) { tlsServer.close(); tlsServer.closeAllConnections(); }
+  try { await Promise.race([s3.close(), sleep(2000)]); } catch (e) { /* ignore */ }
+  if (logTimer) clearTimeout(logTimer);
+  flushLog();
+  if (logStream) await new Promise((r) => logStream.end(r));
+  if (opt.stateDirAuto) fs.rmSync(opt.stateDir, { recursive: true, force: true });
+  console.log(`standin stopped (${sig})`);
+  process.exit(0);
+}
+process.on('SIGTERM', () => stop('SIGTERM'));
+process.on('SIGINT', () => stop('SIGINT'));
+
+main().catch((e) => { console.error('standin: failed to start:', e.message); process.exit(1); });

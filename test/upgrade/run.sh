@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Upgrade path: install the previous release, update it, and require the result
+# to be indistinguishable (in every catalog detail we list) from a fresh install.
+set -u
+. "$(dirname "$0")/../lib/tap.sh"
+tap_require_cluster
+
+PREV=$(make -C "$SRC" -s print-PREV_VERSION)
+CUR=$(make -C "$SRC" -s print-EXTVERSION)
+
+# Every object the extension owns, described so two installs can be compared.
+CATALOG_SQL=$(cat <<'SQL'
+SELECT string_agg(line, E'\n' ORDER BY line) FROM (
+  SELECT 'fn ' || p.oid::regprocedure::text || ' ' || pg_get_functiondef(p.oid)
+         || ' acl=' || coalesce(p.proacl::text, '') AS line
+    FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+   WHERE n.nspname = 'mlplat' AND p.prokind IN ('f', 'p', 'w')
+  UNION ALL
+  SELECT 'agg ' || p.oid::regprocedure::text FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+   WHERE n.nspname = 'mlplat' AND p.prokind = 'a'
+  UNION ALL
+  SELECT 'rel ' || c.relname || ' ' || c.relkind::text || ' rls=' || c.relrowsecurity || ' acl=' || coalesce(c.relacl::text, '')
+         || ' opts=' || coalesce(c.reloptions::text, '')
+    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'mlplat'
+  UNION ALL
+  SELECT 'col ' || c.relname || '.' || a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
+         || ' notnull=' || a.attnotnull || ' default=' || coalesce(pg_get_expr(d.adbin, d.adrelid), '')
+    FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+    LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+   WHERE n.nspname = 'mlplat' AND a.attnum > 0 AND NOT a.attisdropped
+  UNION ALL
+  SELECT 'con ' || conrelid::regclass::text || ' ' || conname || ' ' || pg_get_constraintdef(oid)
+    FROM pg_constraint WHERE connamespace = 'mlplat'::regnamespace
+  UNION ALL
+  SELECT 'idx ' || pg_get_indexdef(indexrelid) FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid
+   WHERE c.relnamespace = 'mlplat'::regnamespace
+  UNION ALL
+  SELECT 'view ' || c.relname || ' ' || pg_get_viewdef(c.oid) FROM pg_class c
+   WHERE c.relnamespace = 'mlplat'::regnamespace AND c.relkind IN ('v', 'm')
+  UNION ALL
+  SELECT 'trg ' || pg_get_triggerdef(t.oid) FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+   WHERE c.relnamespace = 'mlplat'::regnamespace AND NOT t.tgisinternal
+  UNION ALL
+  SELECT 'pol ' || polrelid::regclass::text || ' ' || polname || ' ' || polcmd::text || ' '
+         || coalesce(pg_get_expr(polqual, polrelid), '') || ' ' || coalesce(pg_get_expr(polwithcheck, polrelid), '')
+    FROM pg_policy p JOIN pg_class c ON c.oid = p.polrelid WHERE c.relnamespace = 'mlplat'::regnamespace
+  UNION ALL
+  SELECT 'type ' || t.typname || ' ' || t.typtype::text FROM pg_type t
+   WHERE t.typnamespace = 'mlplat'::regnamespace AND t.typtype IN ('c', 'e', 'd')
+     AND (t.typrelid = 0 OR (SELECT relkind FROM pg_class WHERE oid = t.typrelid) = 'c')
+  UNION ALL
+  SELECT 'comment ' || classoid::regclass::text || ' ' || coalesce(pg_describe_object(classoid, objoid, objsubid), '') || ' ' || description
+    FROM pg_description WHERE objoid IN (SELECT objid FROM pg_depend WHERE refobjid = (SELECT oid FROM pg_extension WHERE extname = 'mlplat'))
+       OR objoid = 'mlplat'::regnamespace
+) s;
+SQL
+)
+
+for db in mlplat_upgrade_old mlplat_upgrade_new; do
+	q postgres "DROP DATABASE IF EXISTS $db" >/dev/null
+	q postgres "CREATE DATABASE $db" >/dev/null
+done
+
+q mlplat_upgrade_old "CREATE EXTENSION mlplat VERSION '$PREV'" >/dev/null
+tap_ok $? "CREATE EXTENSION mlplat VERSION '$PREV' (the previous release)"
+
+err=$(q mlplat_upgrade_old "SELECT * FROM mlplat.version()" 2>&1 >/dev/null)
+echo "$err" | grep -q 'does not match library version' && echo "$err" | grep -q 'ALTER EXTENSION mlplat UPDATE'
+tap_ok $? "version() refuses an old schema with a newer library, with a hint"
+
+q mlplat_upgrade_old "ALTER EXTENSION mlplat UPDATE" >/dev/null
+tap_ok $? "ALTER EXTENSION mlplat UPDATE from $PREV to $CUR"
+
+tap_is "$(q mlplat_upgrade_old "SELECT extension_version || '/' || library_version FROM mlplat.version()")" "$CUR/$CUR" \
+	"after the update, extension and library agree"
+
+q mlplat_upgrade_new "CREATE EXTENSION mlplat" >/dev/null
+tap_ok $? "fresh CREATE EXTENSION mlplat ($CUR)"
+
+q mlplat_upgrade_old "$CATALOG_SQL" >"$MLPLAT_TEST_WORK/upgrade-old.txt"
+q mlplat_upgrade_new "$CATALOG_SQL" >"$MLPLAT_TEST_WORK/upgrade-new.txt"
+n=$(wc -l <"$MLPLAT_TEST_WORK/upgrade-new.txt")
+diff -u "$MLPLAT_TEST_WORK/upgrade-new.txt" "$MLPLAT_TEST_WORK/upgrade-old.txt" | head -40 | sed 's/^/# /'
+cmp -s "$MLPLAT_TEST_WORK/upgrade-old.txt" "$MLPLAT_TEST_WORK/upgrade-new.txt"
+tap_ok $? "upgraded and fresh installs have identical catalogs ($n object lines compared)"
+
+for db in mlplat_upgrade_old mlplat_upgrade_new; do q postgres "DROP DATABASE $db" >/dev/null; done
+tap_done
