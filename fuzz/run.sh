@@ -6,7 +6,7 @@
 # New corpus entries go to fuzz/out/corpus/ (not committed); crashes go to
 # fuzz/out/artifacts/<target>/.  Turn a crash into a regression test by
 # copying it to fuzz/regressions/ (test/unit/run.sh replays every file there).
-#   CC=clang-14 by default; FUZZ_JOBS=1 runs targets one after another.
+# CC overrides the compiler (clang-14 by default).
 set -eu
 cd "$(dirname "$0")/.."
 secs=${1:-20}

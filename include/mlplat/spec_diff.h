@@ -38,10 +38,14 @@ typedef struct MlSpecDiff
 	size_t		count;
 } MlSpecDiff;
 
+/* Bound on the total bytes of all reported paths (ML_JSON_ERR_LIMIT beyond). */
+#define ML_SPEC_DIFF_MAX_PATH_BYTES (64 * 1024 * 1024)
+
 /*
- * Compare desired with observed.  Returns false only on out-of-memory (err
- * set); *out is filled in arena.  desired must not be NULL; observed may be
- * NULL (nothing observed).
+ * Compare desired with observed.  Returns false (err set) only when out of
+ * memory or when the paths would exceed ML_SPEC_DIFF_MAX_PATH_BYTES; *out is
+ * filled in arena.  desired must not be NULL; observed may be NULL (nothing
+ * observed).
  */
 extern bool ml_spec_diff(MlJsonArena *arena, const MlJsonValue *desired,
 						 const MlJsonValue *observed, MlSpecDiff *out, MlJsonError *err);

@@ -347,6 +347,8 @@ typedef struct Differ
 	MlSpecDiffEntry *entries;
 	size_t		count,
 				cap;
+	size_t		path_bytes;		/* total of all reported paths */
+	bool		too_large;
 	const MlJsonValue *defaults[NUM_RULES]; /* parsed RULE_DEFAULT literals */
 } Differ;
 
@@ -485,6 +487,16 @@ report(Differ *d, const MlJsonValue *desired, const MlJsonValue *observed)
 		d->entries = n;
 		d->cap = ncap;
 	}
+	/*
+	 * Each entry copies its path, so a long key above many differences could
+	 * cost far more than the input; refuse rather than exhaust memory.
+	 */
+	d->path_bytes += d->path.len + 1;
+	if (d->path_bytes > ML_SPEC_DIFF_MAX_PATH_BYTES)
+	{
+		d->too_large = true;
+		return;
+	}
 	p = ml_json_arena_alloc(d->arena, d->path.len + 1);
 	if (p == NULL || d->path.oom)
 	{
@@ -593,43 +605,128 @@ member_scalar(const MlJsonValue *elem, const char *key)
 }
 
 /*
+ * Keyed lists are matched through a sorted index of (key value, element), so
+ * a list of n entries costs O(n log n), not O(n^2), however large it is.
+ */
+typedef struct KeyedItem
+{
+	const MlJsonValue *key;
+	const MlJsonValue *elem;
+	size_t		pos;			/* position in the list: the first one wins */
+} KeyedItem;
+
+/* a total order on string/number keys consistent with scalar_equal */
+static int
+key_order(const MlJsonValue *a, const MlJsonValue *b)
+{
+	if (a->type != b->type)
+		return a->type == ML_JSON_NUMBER ? -1 : 1;
+	if (a->type == ML_JSON_NUMBER)
+		return a->u.number.value < b->u.number.value ? -1 :
+			(a->u.number.value > b->u.number.value ? 1 : 0);
+	{
+		size_t		n = a->u.string.len < b->u.string.len ? a->u.string.len : b->u.string.len;
+		int			c = memcmp(a->u.string.str, b->u.string.str, n);
+
+		if (c != 0)
+			return c;
+		return a->u.string.len < b->u.string.len ? -1 : (a->u.string.len > b->u.string.len ? 1 : 0);
+	}
+}
+
+static int
+keyed_item_cmp(const void *x, const void *y)
+{
+	const KeyedItem *a = x;
+	const KeyedItem *b = y;
+	int			c = key_order(a->key, b->key);
+
+	if (c != 0)
+		return c;
+	return a->pos < b->pos ? -1 : (a->pos > b->pos ? 1 : 0);
+}
+
+/* index of the elements of list that carry a string/number key; *n gets the count */
+static KeyedItem *
+keyed_index(Differ *d, const MlJsonValue *list, const char *key, size_t *n)
+{
+	KeyedItem  *items;
+
+	*n = 0;
+	if (list->u.array.count == 0)
+		return NULL;
+	items = ml_json_arena_alloc(d->arena, list->u.array.count * sizeof(KeyedItem));
+	if (items == NULL)
+	{
+		d->oom = true;
+		return NULL;
+	}
+	for (size_t i = 0; i < list->u.array.count; i++)
+	{
+		const MlJsonValue *k = member_scalar(list->u.array.items[i], key);
+
+		if (k == NULL)
+			continue;
+		items[*n].key = k;
+		items[*n].elem = list->u.array.items[i];
+		items[*n].pos = i;
+		(*n)++;
+	}
+	qsort(items, *n, sizeof(KeyedItem), keyed_item_cmp);
+	return items;
+}
+
+/*
  * Can desired list des be matched by merge key: every element an object with
  * a string/number key, and no key twice?
  */
 static bool
-keyed_list_usable(const MlJsonValue *des, const char *key)
+keyed_list_usable(Differ *d, const MlJsonValue *des, const char *key)
 {
-	for (size_t i = 0; i < des->u.array.count; i++)
-	{
-		const MlJsonValue *ki = member_scalar(des->u.array.items[i], key);
+	size_t		n;
+	KeyedItem  *idx = keyed_index(d, des, key, &n);
 
-		if (ki == NULL)
+	if (n != des->u.array.count)
+		return false;
+	for (size_t i = 1; i < n; i++)
+		if (key_order(idx[i - 1].key, idx[i].key) == 0)
 			return false;
-		for (size_t j = 0; j < i; j++)
-			if (scalar_equal(ki, member_scalar(des->u.array.items[j], key)))
-				return false;
-	}
 	return true;
+}
+
+/* first element (in list order) of a sorted index with this key, or NULL */
+static const MlJsonValue *
+keyed_lookup(const KeyedItem *idx, size_t n, const MlJsonValue *key)
+{
+	size_t		lo = 0,
+				hi = n;
+
+	while (lo < hi)
+	{
+		size_t		mid = lo + (hi - lo) / 2;
+
+		if (key_order(idx[mid].key, key) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < n && key_order(idx[lo].key, key) == 0)
+		return idx[lo].elem;
+	return NULL;
 }
 
 static void
 diff_keyed_list(Differ *d, const MlJsonValue *des, const MlJsonValue *obs, const char *key)
 {
 	size_t		base = d->path.len;
+	size_t		nobs;
+	KeyedItem  *oidx = keyed_index(d, obs, key, &nobs);
 
 	for (size_t i = 0; i < des->u.array.count && !d->oom; i++)
 	{
 		const MlJsonValue *elem = des->u.array.items[i];
 		const MlJsonValue *kv = member_scalar(elem, key);
-		const MlJsonValue *match = NULL;
-
-		for (size_t j = 0; j < obs->u.array.count && match == NULL; j++)
-		{
-			const MlJsonValue *okv = member_scalar(obs->u.array.items[j], key);
-
-			if (okv != NULL && scalar_equal(kv, okv))
-				match = obs->u.array.items[j];
-		}
+		const MlJsonValue *match = keyed_lookup(oidx, nobs, kv);
 
 		/* path: env[name=TOKEN], or env[name="odd key"] */
 		ml_buf_putc(&d->path, '[');
@@ -660,7 +757,7 @@ diff_value(Differ *d, const MlJsonValue *des, const MlJsonValue *obs)
 {
 	int			r;
 
-	if (d->oom)
+	if (d->oom || d->too_large)
 		return;
 	if (is_absent(obs))
 	{
@@ -726,7 +823,7 @@ diff_value(Differ *d, const MlJsonValue *des, const MlJsonValue *obs)
 				for (r = find_rule(d, RULE_KEYED_LIST, -1); r >= 0;
 					 r = find_rule(d, RULE_KEYED_LIST, r))
 				{
-					if (keyed_list_usable(des, diff_rules[r].arg))
+					if (keyed_list_usable(d, des, diff_rules[r].arg))
 					{
 						diff_keyed_list(d, des, obs, diff_rules[r].arg);
 						return;
@@ -782,6 +879,12 @@ ml_spec_diff(MlJsonArena *arena, const MlJsonValue *desired, const MlJsonValue *
 	out->count = 0;
 
 	diff_value(&d, desired, observed);
+	if (d.too_large)
+	{
+		ml_json_set_error(err, ML_JSON_ERR_LIMIT, 0,
+						  "the differences' paths exceed the size limit");
+		return false;
+	}
 	if (d.oom || d.path.oom)
 	{
 		ml_json_set_error(err, ML_JSON_ERR_NOMEM, 0, "out of memory comparing specs");

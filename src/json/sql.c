@@ -183,11 +183,18 @@ mlplat_spec_diff(PG_FUNCTION_ARGS)
 	json_call_begin(&c);
 	desired = parse_jsonb(&c, desired_jb, "desired");
 	observed = parse_jsonb(&c, observed_jb, "observed");
-	if (!ml_spec_diff(c.arena, desired, observed, &diff, &err))
-		report_json_error("spec_diff", &err);
-	text_out = ml_spec_diff_to_json(c.arena, &diff, NULL, &err);
-	if (text_out == NULL)
-		report_json_error("spec_diff", &err);
+	if (!ml_spec_diff(c.arena, desired, observed, &diff, &err) ||
+		(text_out = ml_spec_diff_to_json(c.arena, &diff, NULL, &err)) == NULL)
+	{
+		if (err.code == ML_JSON_ERR_NOMEM)
+			report_json_error("desired", &err);
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("spec_diff result is too large: %s", err.message),
+				 errdetail("The paths of all differences together would exceed %d bytes.",
+						   ML_SPEC_DIFF_MAX_PATH_BYTES),
+				 errhint("Compare smaller parts of the documents.")));
+	}
 	/* jsonb_in copies into the caller's context before we drop ours */
 	result = DirectFunctionCall1(jsonb_in, CStringGetDatum(text_out));
 	json_call_end(&c);

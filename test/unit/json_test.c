@@ -430,6 +430,88 @@ test_spec_diff(void)
 	}
 }
 
+/* 20,000 env vars, observed in reverse order: matched by key, quickly */
+static void
+test_large_keyed_list(void)
+{
+	enum
+	{
+		N = 20000
+	};
+	MlJsonArena *a = ml_json_arena_new();
+	MlJsonError err;
+	char	   *des = malloc(N * 40 + 32);
+	char	   *obs = malloc(N * 40 + 32);
+	size_t		dn = 0,
+				on = 0;
+	MlJsonValue *d,
+			   *o;
+	MlSpecDiff	diff;
+
+	dn += sprintf(des + dn, "{\"env\":[");
+	on += sprintf(obs + on, "{\"env\":[");
+	for (int i = 0; i < N; i++)
+	{
+		dn += sprintf(des + dn, "%s{\"name\":\"V%d\",\"value\":\"%d\"}", i ? "," : "", i, i);
+		on += sprintf(obs + on, "%s{\"name\":\"V%d\",\"value\":\"%d\"}", i ? "," : "", N - 1 - i,
+					  N - 1 - i == 777 ? -1 : N - 1 - i);
+	}
+	dn += sprintf(des + dn, "]}");
+	on += sprintf(obs + on, "]}");
+	d = ml_json_parse(a, des, dn, NULL, &err);
+	o = ml_json_parse(a, obs, on, NULL, &err);
+	ok(d && o && ml_spec_diff(a, d, o, &diff, &err) && diff.count == 1 &&
+	   strcmp(diff.entries[0].path, "env[name=V777].value") == 0, "%s",
+	   "a 20,000-entry env list is matched by name (one changed value found)");
+	free(des);
+	free(obs);
+	ml_json_arena_free(a);
+}
+
+/* a long key above many differences: refused, not 100 MB of paths */
+static void
+test_diff_path_limit(void)
+{
+	MlJsonArena *a = ml_json_arena_new();
+	MlJsonError err;
+	size_t		klen = 100 * 1024;
+	char	   *des = malloc(klen + 2000 * 16 + 64);
+	size_t		n = 0;
+	MlJsonValue *d,
+			   *o;
+	MlSpecDiff	diff;
+
+	des[n++] = '{';
+	des[n++] = '"';
+	memset(des + n, 'k', klen);
+	n += klen;
+	n += sprintf(des + n, "\":{");
+	for (int i = 0; i < 1000; i++)
+		n += sprintf(des + n, "%s\"m%d\":1", i ? "," : "", i);
+	n += sprintf(des + n, "}}");
+	d = ml_json_parse(a, des, n, NULL, &err);
+	o = ml_json_parse(a, "{}", 2, NULL, &err);
+	ok(d && o && ml_spec_diff(a, d, o, &diff, &err) && diff.count == 1, "%s",
+	   "a missing object is one difference, whatever its size");
+	/* observed has the same long key but none of the 1,000 members */
+	{
+		size_t		m = 0;
+		char	   *obs = malloc(klen + 64);
+
+		obs[m++] = '{';
+		obs[m++] = '"';
+		memset(obs + m, 'k', klen);
+		m += klen;
+		m += sprintf(obs + m, "\":{\"other\":1}}");
+		o = ml_json_parse(a, obs, m, NULL, &err);
+		free(obs);
+	}
+	ok(d && o && !ml_spec_diff(a, d, o, &diff, &err) && err.code == ML_JSON_ERR_LIMIT, "%s",
+	   "1,000 differences under a 100 kB key exceed the path limit: an error");
+	free(des);
+	ml_json_arena_free(a);
+}
+
 static void
 test_quantities(void)
 {
@@ -606,6 +688,8 @@ main(int argc, char **argv)
 	test_tree();
 	test_content_id();
 	test_spec_diff();
+	test_large_keyed_list();
+	test_diff_path_limit();
 	test_quantities();
 	test_names();
 	test_out_of_memory();
