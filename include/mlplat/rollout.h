@@ -21,7 +21,8 @@
  *     use(plan.json, plan.json_len);
  *
  * The steps are also callable one by one (read the contract once, then
- * decide many evidence records against it).
+ * decide many evidence records against it).  Trees must come from
+ * ml_json_parse (object lookups use its sorted key index).
  */
 #ifndef MLPLAT_ROLLOUT_H
 #define MLPLAT_ROLLOUT_H

@@ -258,17 +258,22 @@ test_refusals(void)
 	free(e);
 }
 
-/* Replay every file of each directory through the fuzz property. */
+static int
+visible(const struct dirent *de)
+{
+	return de->d_name[0] != '.' && strcmp(de->d_name, "README.md") != 0;
+}
+
+/* Replay every file of each directory (in name order) through the fuzz property. */
 static void
 test_corpus(const char *dir)
 {
-	DIR		   *d = opendir(dir);
-	struct dirent *de;
-	int			n = 0;
+	struct dirent **names;
+	int			n = scandir(dir, &names, visible, alphasort);
 
-	if (d == NULL)
+	if (n < 0)
 		return;
-	while ((de = readdir(d)) != NULL)
+	for (int i = 0; i < n; i++)
 	{
 		char		path[1024];
 		FILE	   *f;
@@ -276,9 +281,8 @@ test_corpus(const char *dir)
 		long		len;
 		const char *bad;
 
-		if (de->d_name[0] == '.' || strcmp(de->d_name, "README.md") == 0)
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		snprintf(path, sizeof(path), "%s/%s", dir, names[i]->d_name);
+		free(names[i]);
 		if ((f = fopen(path, "rb")) == NULL)
 			continue;
 		fseek(f, 0, SEEK_END);
@@ -293,9 +297,8 @@ test_corpus(const char *dir)
 		if (bad)
 			printf("# %s\n", bad);
 		free(buf);
-		n++;
 	}
-	closedir(d);
+	free(names);
 	printf("# %d inputs replayed from %s\n", n, dir);
 }
 
