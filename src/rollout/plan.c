@@ -207,9 +207,16 @@ check_keys(Reader *r, const MlJsonValue *obj, const char *path, const char *cons
 			char		shown[64];
 			size_t		n = m->key_len < sizeof(shown) - 1 ? m->key_len : sizeof(shown) - 1;
 
-			/* show at most 63 bytes of the key, NULs and controls as '?' */
+			/*
+			 * show at most 63 bytes of the key; controls and non-ASCII bytes
+			 * as '?', so a cut never leaves broken UTF-8 in the message
+			 */
 			for (size_t j = 0; j < n; j++)
-				shown[j] = ((unsigned char) m->key[j] < 0x20) ? '?' : m->key[j];
+			{
+				unsigned char ch = (unsigned char) m->key[j];
+
+				shown[j] = (ch < 0x20 || ch >= 0x7f) ? '?' : (char) ch;
+			}
 			shown[n] = '\0';
 			return set_error(r->err, "unknown_key", path, NULL,
 							 "has an unknown field \"%s\"", shown);
