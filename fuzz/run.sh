@@ -12,11 +12,11 @@ cd "$(dirname "$0")/.."
 secs=${1:-20}
 cc=${CC:-clang-14}
 out=fuzz/out
-targets="fuzz_json_parse fuzz_canonical fuzz_spec_diff fuzz_names"
+targets="fuzz_json_parse fuzz_canonical fuzz_spec_diff fuzz_names fuzz_plan_rollout"
 mkdir -p "$out"
 
 flags="-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Iinclude -Ifuzz"
-core="fuzz/props.c src/json/json.c src/json/canonical.c src/json/diff.c src/validate/names.c"
+core="fuzz/props.c src/json/json.c src/json/canonical.c src/json/diff.c src/validate/names.c src/rollout/plan.c"
 for t in $targets; do
     # shellcheck disable=SC2086
     $cc $flags -o "$out/$t" "fuzz/$t.c" $core -lcrypto -lm
@@ -30,9 +30,11 @@ for t in $targets; do
     mkdir -p "$corpus" "$art"
     dict=
     [ "$t" = fuzz_names ] || dict=-dict=fuzz/json.dict
+    seeds=fuzz/corpus/$t
+    [ -d "$seeds" ] || seeds=fuzz/corpus/${t#fuzz_}   # e.g. fuzz/corpus/plan_rollout
     # shellcheck disable=SC2086
     "$out/$t" -max_total_time="$secs" -print_final_stats=1 -timeout=10 -rss_limit_mb=2048 \
-        -artifact_prefix="$art/" $dict "$corpus" "fuzz/corpus/$t" >"$out/$t.log" 2>&1 || true
+        -artifact_prefix="$art/" $dict "$corpus" "$seeds" >"$out/$t.log" 2>&1 || true
     runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$out/$t.log" | tail -1)
     runs=${runs:-0}
     findings=$(find "$art" -type f | wc -l)

@@ -20,4 +20,20 @@ if ! $cc $flags $san -o "$out/json_test" test/unit/json_test.c fuzz/props.c \
     sed 's/^/# /' "$out/build.log"
     exit 1
 fi
-exec "$out/json_test" fuzz/regressions
+# The rollout test links the fuzz property of fuzz/fuzz_plan_rollout.c and
+# replays its seed corpus; its test numbers continue after json_test's.
+# shellcheck disable=SC2086
+if ! $cc $flags $san -DMLPLAT_NO_FUZZ_MAIN -o "$out/rollout_test" test/unit/rollout_test.c \
+        fuzz/fuzz_plan_rollout.c src/rollout/plan.c src/json/json.c src/json/canonical.c \
+        -lcrypto -lm >"$out/build-rollout.log" 2>&1; then
+    echo "1..1"
+    echo "not ok 1 - build test/unit/rollout_test.c"
+    sed 's/^/# /' "$out/build-rollout.log"
+    exit 1
+fi
+status=0
+"$out/json_test" fuzz/regressions >"$out/json_test.tap" || status=1
+grep -v '^1\.\.' "$out/json_test.tap"
+n=$(grep -cE '^(not )?ok ' "$out/json_test.tap" || true)
+"$out/rollout_test" "$n" fuzz/corpus/plan_rollout || status=1
+exit $status
