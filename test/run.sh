@@ -142,7 +142,7 @@ suite_pgtap() {
 suite_scripts() {
 	local s out total bad
 	for s in $(ls "$SRC"/test/unit/run.sh "$SRC"/test/http/run.sh "$SRC"/test/standin/test.sh "$SRC"/test/e2e/*.sh 2>/dev/null); do
-		[[ -n "${ONLY:-}" && ! "$s" =~ $ONLY ]] && continue
+		[[ -n "${ONLY:-}" && ! "${s#$SRC/}" =~ $ONLY ]] && continue
 		log "script: ${s#$SRC/}"
 		out=$(MLPLAT_TEST_CLUSTER=1 MLPLAT_TEST_WORK=$WORK MLPLAT_TEST_BIN=$BIN timeout 900 bash "$s" 2>&1)
 		echo "$out"

@@ -138,4 +138,15 @@ extern MlplatLeaseResult mlplat_kube_lease_try_acquire_or_renew(MlplatLeaseObser
 																char **detail);
 extern const char *mlplat_lease_result_name(MlplatLeaseResult r);
 
+/*
+ * The same, but a holder for which may_preempt(holder, identity) is true is
+ * displaced at once instead of after its lease expires (for example an old
+ * primary, still running after its standby was promoted).
+ */
+typedef bool (*MlplatLeasePreemptFn) (const char *holder, const char *identity);
+extern MlplatLeaseResult mlplat_kube_lease_acquire_preempting(MlplatLeaseObservation *obs, const char *ns,
+															  const char *name, const char *identity,
+															  int duration_s, MlplatLeasePreemptFn may_preempt,
+															  char **detail);
+
 #endif							/* MLPLAT_KUBE_H */

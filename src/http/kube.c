@@ -653,7 +653,8 @@ run_one(MlplatHttpBatch *b, MlplatHttpRequest *req, bool allow_xact, MlplatKubeR
 
 MlplatLeaseResult
 mlplat_kube_lease_impl(MlplatLeaseObservation *obs, const char *ns, const char *name,
-					   const char *identity, int duration_s, char **detail, bool allow_xact)
+					   const char *identity, int duration_s, char **detail, bool allow_xact,
+					   MlplatLeasePreemptFn may_preempt)
 {
 	static const char *const holder_p[] = {"spec", "holderIdentity"};
 	static const char *const renew_p[] = {"spec", "renewTime"};
@@ -735,7 +736,8 @@ mlplat_kube_lease_impl(MlplatLeaseObservation *obs, const char *ns, const char *
 	obs->duration_s = (int) dur;
 
 	if (holder && holder[0] && strcmp(holder, identity) != 0 &&
-		t < obs->observed_ms + (double) dur * 1000.0)
+		t < obs->observed_ms + (double) dur * 1000.0 &&
+		!(may_preempt && may_preempt(holder, identity)))
 	{
 		if (detail)
 			*detail = psprintf("lease %s/%s is held by \"%s\" (renewed %s)", ns, name, holder,
@@ -772,5 +774,13 @@ mlplat_kube_lease_try_acquire_or_renew(MlplatLeaseObservation *obs, const char *
 									   const char *name, const char *identity, int duration_s,
 									   char **detail)
 {
-	return mlplat_kube_lease_impl(obs, ns, name, identity, duration_s, detail, false);
+	return mlplat_kube_lease_impl(obs, ns, name, identity, duration_s, detail, false, NULL);
+}
+
+MlplatLeaseResult
+mlplat_kube_lease_acquire_preempting(MlplatLeaseObservation *obs, const char *ns,
+									 const char *name, const char *identity, int duration_s,
+									 MlplatLeasePreemptFn may_preempt, char **detail)
+{
+	return mlplat_kube_lease_impl(obs, ns, name, identity, duration_s, detail, false, may_preempt);
 }

@@ -9,7 +9,8 @@
 
 extern MlplatLeaseResult mlplat_kube_lease_impl(MlplatLeaseObservation *obs, const char *ns,
 												const char *name, const char *identity,
-												int duration_s, char **detail, bool allow_xact);
+												int duration_s, char **detail, bool allow_xact,
+												 MlplatLeasePreemptFn may_preempt);
 
 /* Use these settings in this backend instead of the GUCs (url NULL: back to the GUCs). */
 extern void mlplat_kube_config_override(const char *url, const char *token_file,

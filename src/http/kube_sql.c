@@ -178,7 +178,7 @@ mlplat_kube_lease_sql(PG_FUNCTION_ARGS)
 		memset(&hook_obs, 0, sizeof(hook_obs));
 		strlcpy(hook_obs_key, key, sizeof(hook_obs_key));
 	}
-	lr = mlplat_kube_lease_impl(&hook_obs, ns, name, identity, duration, &detail, true);
+	lr = mlplat_kube_lease_impl(&hook_obs, ns, name, identity, duration, &detail, true, NULL);
 	values[0] = CStringGetTextDatum(mlplat_lease_result_name(lr));
 	if (detail)
 		values[1] = CStringGetTextDatum(detail);

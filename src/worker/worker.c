@@ -98,6 +98,7 @@ extension_ready(char *why, size_t whylen)
 {
 	char	   *installed;
 	bool		ok;
+	MemoryContext caller = CurrentMemoryContext;
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
@@ -109,6 +110,8 @@ extension_ready(char *why, size_t whylen)
 				 : "extension mlplat is not installed in this database",
 				 installed ? installed : "", MLPLAT_VERSION);
 	CommitTransactionCommand();
+	/* a commit leaves us in TopMemoryContext: never let a pass allocate there */
+	MemoryContextSwitchTo(caller);
 	return ok;
 }
 
@@ -124,6 +127,25 @@ static void record_epoch(void);
  * Lease keeps two database clusters (say, an old primary that still runs
  * after a failover) from both driving one Kubernetes cluster.
  */
+/*
+ * A holder "mlplat-<sysid>-tl<N>" with our system identifier and a lower
+ * timeline is our own former primary: after a promotion it must stop at once,
+ * not keep driving the cluster until its lease runs out.
+ */
+static bool
+older_timeline_of_us(const char *holder, const char *identity)
+{
+	unsigned long long hsys,
+				msys;
+	unsigned	htl,
+				mtl;
+
+	if (sscanf(holder, "mlplat-%llu-tl%u", &hsys, &htl) != 2 ||
+		sscanf(identity, "mlplat-%llu-tl%u", &msys, &mtl) != 2)
+		return false;
+	return hsys == msys && htl < mtl;
+}
+
 static bool
 lease_held(char *why, size_t whylen)
 {
@@ -145,8 +167,8 @@ lease_held(char *why, size_t whylen)
 	 */
 	snprintf(identity, sizeof(identity), "mlplat-" UINT64_FORMAT "-tl%u",
 			 GetSystemIdentifier(), (unsigned) GetWALInsertionTimeLine());
-	r = mlplat_kube_lease_try_acquire_or_renew(&obs, mlplat_lease_namespace, name, identity,
-											   mlplat_lease_duration_s, &detail);
+	r = mlplat_kube_lease_acquire_preempting(&obs, mlplat_lease_namespace, name, identity,
+											 mlplat_lease_duration_s, older_timeline_of_us, &detail);
 	if (r == MLPLAT_LEASE_HELD)
 		return true;
 	snprintf(why, whylen, "fenced: Lease %s/%s %s%s%s", mlplat_lease_namespace, name,
@@ -159,12 +181,14 @@ try_lead(void)
 {
 	LOCKTAG		tag;
 	LockAcquireResult res;
+	MemoryContext caller = CurrentMemoryContext;
 
 	leader_lock_tag(&tag);
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	res = LockAcquire(&tag, ExclusiveLock, true, true);
 	CommitTransactionCommand();
+	MemoryContextSwitchTo(caller);
 	if (res == LOCKACQUIRE_NOT_AVAIL)
 		return false;
 	record_epoch();
@@ -178,6 +202,8 @@ try_lead(void)
 static void
 record_epoch(void)
 {
+	MemoryContext caller = CurrentMemoryContext;
+
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	SPI_connect();
@@ -201,6 +227,7 @@ record_epoch(void)
 	PopActiveSnapshot();
 	SPI_finish();
 	CommitTransactionCommand();
+	MemoryContextSwitchTo(caller);
 	epoch_ext_oid = current_ext_oid;
 
 	SpinLockAcquire(&mlplat_shared->mutex);
@@ -448,6 +475,7 @@ mlplat_worker_main(Datum main_arg)
 			my_state()->last_pass_start = start;
 			SpinLockRelease(&mlplat_shared->mutex);
 
+			MemoryContextSwitchTo(pass_context);
 			ok = run_pass(fn, &pass, pass_context);
 			note_pass(start, GetCurrentTimestamp(), !ok);
 			{

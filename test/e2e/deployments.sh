@@ -76,6 +76,12 @@ tap_ok $? "an InferenceService with our labels and no deployment is torn down as
 code=$(kube GET /apis/serving.kserve.io/v1beta1/namespaces/mlp-shop/inferenceservices/handmade | python3 -c 'import json,sys; print(json.load(sys.stdin).get("metadata",{}).get("name",""))')
 tap_is "$code" handmade "an unlabelled InferenceService is never touched"
 
+# --- a rolled-back intent wakes nothing and never reaches the cluster
+$PSQL -d $DB -c "BEGIN" -c "SELECT mlplat.deploy('shop', 'never', 'iris', '1', 'kserve-sklearnserver')" -c "ROLLBACK" >/dev/null
+sleep 3   # past a resync: the row never existed, so no pass can find it
+tap_is "$(writes_count "name=never")" 0 "a rolled-back deploy() never reaches the stand-in"
+tap_is "$(q $DB "SELECT count(*) FROM mlplat.deployments WHERE name = 'never'")" 0 "... and left no row behind"
+
 # --- undeploy: deleted, then DELETED once gone
 q $DB "SELECT mlplat.undeploy('shop', 'iris')" >/dev/null
 wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'iris'" DELETED 15
