@@ -198,6 +198,15 @@ reg_request(MlplatHttpBatch *b, const char *method, const char *endpoint, const 
 		appendStringInfo(&url, "&alias=%s", urlenc(alias));
 	r = mlplat_http_batch_add(b, method, url.data);
 	mlplat_http_request_add_header(r, "Accept", "application/json");
+
+	/*
+	 * No keep-alive: libcurl silently re-sends a request whose reused
+	 * connection died before any answer, and registry creates are not
+	 * idempotent (a lost answer would become a second model version).  On
+	 * a fresh connection a lost answer is an error; the next pass adopts
+	 * the version it made by its tag.  Registry traffic is small.
+	 */
+	mlplat_http_request_add_header(r, "Connection", "close");
 	if (rcfg.token)
 	{
 		char	   *h = psprintf("Bearer %s", rcfg.token);
@@ -675,6 +684,11 @@ write_back(MlplatPass *pass, List *aliases, List *models, List *versions)
 								   (Datum[]) {Int64GetDatum(v->version_id), CStringGetTextDatum(v->model->name),
 									   CStringGetTextDatum(v->reg_version), Int64GetDatum(pass->epoch)},
 								   NULL);
+		if (v->adopted)
+			mlplat_ledger_append(pass, "model_alias", 0, v->model->project, "ADOPT", "OK", NULL, NULL, 0, NULL,
+								 NULL, psprintf("model version %s of %s found as registry version %s (an earlier"
+												" create whose answer was lost)", v->version, v->model->name,
+												v->reg_version));
 		if (v->req)
 			mlplat_ledger_append(pass, "model_alias", 0, v->model->project, "CREATE",
 								 v->reg_version ? "OK" : "RETRY", NULL, NULL, v->http_status, v->error, NULL,
@@ -941,6 +955,14 @@ mlplat_model_aliases_pass(MlplatPass *pass)
 	}
 
 	write_back(pass, due, models, versions);
+	/* come back when the earliest retry is due, not only at the next resync */
+	foreach(lc, due)
+	{
+		AliasRow   *a = lfirst(lc);
+
+		if (a->retry_ms >= 0 && (pass->next_pass_ms <= 0 || a->retry_ms + 50 < pass->next_pass_ms))
+			pass->next_pass_ms = a->retry_ms + 50;
+	}
 	pass->acted = writes + list_length(models) + list_length(versions);
 	if (pass->status[0] == '\0')
 		snprintf(pass->status, sizeof(pass->status), "%d aliases, %d due, %d alias writes, %d versions mapped",

@@ -94,7 +94,12 @@ tap_ok $? "the candidate alias, no longer staged, is deleted from MLflow"
 wait_for $DB "SELECT string_agg(alias || '=' || status, ',' ORDER BY alias) FROM mlplat.model_aliases" "candidate=SYNCED,champion=SYNCED" 10
 tap_ok $? "both aliases SYNCED after verification"
 
-# --- a new champion moves the alias; the old champion is archived
+# --- a new champion moves the alias; the old champion is archived.  The version
+# create is applied but its answer lost, and the first two alias writes fail
+# with 503: the reconciler adopts the version it made (no duplicate), shows the
+# errors and retries with backoff.
+admin POST faults '{"method":"POST","path":"model-versions/create$","drop":1,"times":1}' >/dev/null
+admin POST faults '{"method":"POST","path":"registered-models/alias$","status":503,"times":2}' >/dev/null
 as_alice "SELECT mlplat.set_model_stage('shop', 'iris', '2', 'CHAMPION')" >/dev/null
 V2=""
 for _ in $(seq 100); do V2=$(regv 2); [ -n "$V2" ] && break; sleep 0.1; done
@@ -105,6 +110,12 @@ tap_is "$(q $DB "SELECT observed_version || '->' || registry_version FROM mlplat
 	"$V1->$V2" "history: the champion move records what it replaced"
 wait_for $DB "SELECT status FROM mlplat.model_aliases WHERE alias = 'champion'" SYNCED 10
 tap_ok $? "champion SYNCED on version 2"
+tap_is "$(q $DB "SELECT count(*) FILTER (WHERE action = 'CREATE' AND outcome = 'RETRY' AND error LIKE '%registry request failed%') || '/' || count(*) FILTER (WHERE action = 'ADOPT' AND outcome = 'OK') FROM mlplat.reconcile_ledger WHERE entity = 'model_alias'")" \
+	"1/1" "the lost create answer is shown, then the version made by it adopted"
+tap_is "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE entity = 'model_alias' AND action = 'APPLY' AND outcome = 'RETRY' AND http_status = 503 AND error LIKE '%HTTP 503%'")" \
+	2 "both 503 answers are shown in the ledger, each retried"
+tap_is "$(q $DB "SELECT attempts || ':' || coalesce(last_error, '-') FROM mlplat.model_aliases WHERE alias = 'champion'")" "0:-" \
+	"after success the retry state is cleared"
 
 # --- steady state: resyncs read, but write nothing
 w0=$(mlflow_writes)
@@ -135,11 +146,11 @@ tap_is "$(q $DB "SELECT string_agg(alias || ':' || actions, ' ' ORDER BY alias) 
 tap_is "$(q $DB "SELECT count(*) FROM mlplat.model_alias_history WHERE requested_by IS DISTINCT FROM 'alice' OR epoch IS NULL OR controller = ''")" \
 	0 "every history row names alice, the epoch and the controller"
 tap_is "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE entity = 'model_alias' AND action = 'CREATE' AND outcome = 'OK'")" \
-	3 "the ledger shows the registered model and two versions created"
+	2 "the ledger shows the registered model and version 1 created (version 2 was adopted)"
 tap_is "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE entity = 'model_alias' AND action IN ('APPLY', 'DELETE', 'REPAIR') AND outcome = 'OK'")" \
-	6 "the ledger shows one row per alias write"
-tap_is "$(mlflow GET 'registered-models/get?name=shop.iris' | python3 -c 'import json,sys; print(json.load(sys.stdin)["registered_model"]["latest_versions"][0]["version"])')" \
-	"$V2" "no duplicate registry versions were created"
+	6 "the ledger shows one OK row per alias move"
+tap_is "$(mlflow GET 'registered-models/get?name=shop.iris' | python3 -c 'import json,sys; print(json.load(sys.stdin)["registered_model"]["latest_versions"][0]["version"])')/$(mlflow GET "model-versions/get?name=shop.iris&version=3" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("error_code"))')" \
+	"$V2/RESOURCE_DOES_NOT_EXIST" "no duplicate registry version was created: version 2 is the latest, there is no 3"
 tap_is "$($PSQL -d $DB -c "SET ROLE mallory" -c "SELECT count(*) FROM mlplat.model_alias_history")" 0 "a non-member sees no history rows (RLS)"
 tap_is "$($PSQL -d $DB -c "SET ROLE alice" -c "SELECT count(*) FROM mlplat.model_alias_history")" 6 "a project member reads the history"
 tap_done
