@@ -16,7 +16,7 @@ MINE="model_id IN (SELECT m.id FROM mlplat.models m JOIN mlplat.projects p ON p.
 
 registry_disconnect() {
 	$PSQL -d $DB -c "ALTER SYSTEM RESET mlplat.registry_url" -c "ALTER SYSTEM RESET mlplat.registry_token_file" \
-		-c "SELECT pg_reload_conf()" >/dev/null
+		-c "ALTER SYSTEM RESET mlplat.backoff_max" -c "SELECT pg_reload_conf()" >/dev/null
 }
 trap 'registry_disconnect; standin_stop $SD' EXIT
 registry_disconnect
@@ -155,4 +155,19 @@ tap_is "$(mlflow GET 'registered-models/get?name=aliaslab.iris' | python3 -c 'im
 	"$V2/RESOURCE_DOES_NOT_EXIST" "no duplicate registry version was created: version 2 is the latest, there is no 3"
 tap_is "$($PSQL -d $DB -c "SET ROLE mallory" -c "SELECT count(*) FROM mlplat.model_alias_history")" 0 "a non-member sees no history rows (RLS)"
 tap_is "$($PSQL -d $DB -c "SET ROLE alice" -c "SELECT count(*) FROM mlplat.model_alias_history WHERE registered_model = 'aliaslab.iris'")" 6 "a project member reads the history"
+
+# --- the token file is re-read when it changes: a wrong token is shown as the
+# registry's refusal (FAILED, retried slowly); the right one heals it
+$PSQL -d $DB -c "ALTER SYSTEM SET mlplat.backoff_max = '1s'" -c "SELECT pg_reload_conf()" >/dev/null
+printf 'wrong-token' >"$STANDIN_TOKEN_FILE"
+as_alice "SELECT mlplat.set_model_stage('aliaslab', 'iris', '1', 'CANDIDATE')" >/dev/null
+wait_for $DB "SELECT status || ':' || (last_error LIKE '%HTTP 401 UNAUTHENTICATED%') FROM mlplat.model_aliases WHERE $MINE AND alias = 'candidate'" "FAILED:true" 15
+tap_ok $? "a rotated-away token is picked up: the registry's 401 is shown and the alias FAILED"
+tap_is "$(alias_of candidate)" INVALID_PARAMETER_VALUE "nothing was set with the wrong token"
+printf '%s' "$STANDIN_TOKEN" >"$STANDIN_TOKEN_FILE"
+wait_alias candidate "$V1/1" 15
+tap_ok $? "the right token in the file heals it: candidate set on version 1"
+wait_for $DB "SELECT status || ':' || coalesce(last_error, '-') FROM mlplat.model_aliases WHERE $MINE AND alias = 'candidate'" "SYNCED:-" 10
+tap_ok $? "candidate SYNCED, error cleared"
+tap_ok $(grep -q "$STANDIN_TOKEN" "$MLPLAT_TEST_WORK"/server.log 2>/dev/null; [ $? = 1 ]; echo $?) "the token never appears in the server log"
 tap_done
