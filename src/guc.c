@@ -26,6 +26,8 @@ char	   *mlplat_kube_ca_file = NULL;
 bool		mlplat_lease_fence = false;
 char	   *mlplat_lease_namespace = NULL;
 int			mlplat_lease_duration_s = 15;
+char	   *mlplat_registry_url = NULL;
+char	   *mlplat_registry_token_file = NULL;
 int			mlplat_http_max_concurrency = 32;
 int			mlplat_http_connect_timeout_ms = 2000;
 int			mlplat_http_timeout_ms = 10000;
@@ -118,6 +120,16 @@ mlplat_define_gucs(void)
 							"Lease duration for the Kubernetes fence.",
 							NULL, &mlplat_lease_duration_s, 15, 1, 3600,
 							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
+	DefineCustomStringVariable("mlplat.registry_url",
+							   "Model registry (MLflow) base URL (http or https).",
+							   "Empty: no registry; the model_aliases reconciler idles and says so.",
+							   &mlplat_registry_url, "",
+							   PGC_SIGHUP, GUC_SUPERUSER_ONLY, NULL, NULL, NULL);
+	DefineCustomStringVariable("mlplat.registry_token_file",
+							   "File holding the bearer token for the model registry.",
+							   "Re-read whenever it changes. Empty: requests carry no Authorization header.",
+							   &mlplat_registry_token_file, "",
+							   PGC_SIGHUP, GUC_SUPERUSER_ONLY, NULL, NULL, NULL);
 	DefineCustomIntVariable("mlplat.http_max_concurrency",
 							"Most HTTP requests a reconciler has in flight at once.",
 							NULL, &mlplat_http_max_concurrency, 32, 1, 1024,

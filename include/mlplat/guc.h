@@ -27,6 +27,10 @@ extern bool mlplat_lease_fence;
 extern char *mlplat_lease_namespace;
 extern int	mlplat_lease_duration_s;
 
+/* Model registry (MLflow REST API; reloadable; the token is a file) */
+extern char *mlplat_registry_url;
+extern char *mlplat_registry_token_file;
+
 /* HTTP client */
 extern int	mlplat_http_max_concurrency;
 extern int	mlplat_http_connect_timeout_ms;

@@ -15,10 +15,11 @@ mlplat_pass_for_kind(int kind)
 	{
 		case MLPLAT_KIND_DEPLOYMENTS:
 			return mlplat_deployments_pass;
+		case MLPLAT_KIND_MODEL_ALIASES:
+			return mlplat_model_aliases_pass;
 		case MLPLAT_KIND_PROJECTS:
 		case MLPLAT_KIND_RUNS:
 		case MLPLAT_KIND_ROLLOUTS:
-		case MLPLAT_KIND_MODEL_ALIASES:
 		case MLPLAT_NUM_KINDS:
 			break;
 	}

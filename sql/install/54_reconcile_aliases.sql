@@ -1,0 +1,166 @@
+-- 54_reconcile_aliases: the model_aliases reconciler's tables and short transactions.
+--
+-- The registry (MLflow) knows a model as the registered model "<project>.<model>"
+-- (MLflow names allow dots; project and model names are DNS labels, so the
+-- mapping is one-to-one).  MLflow numbers versions itself, so which registry
+-- version holds which mlplat version is recorded here, once, when the reconciler
+-- creates (or finds) it.
+
+CREATE TABLE mlplat.model_registry_versions (
+  version_id        bigint PRIMARY KEY REFERENCES mlplat.model_versions (id),
+  project_id        bigint NOT NULL REFERENCES mlplat.projects (id),
+  registered_model  text NOT NULL,
+  registry_version  text NOT NULL,
+  epoch             bigint NOT NULL,
+  recorded_at       timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+COMMENT ON TABLE mlplat.model_registry_versions IS
+  'Which registry (MLflow) version number holds each mlplat model version.';
+
+-- Every move of a registry alias mlplat made, including repairs of moves made
+-- outside mlplat, which MLflow itself does not keep.
+CREATE TABLE mlplat.model_alias_history (
+  id                bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  project_id        bigint NOT NULL REFERENCES mlplat.projects (id),
+  model_id          bigint NOT NULL REFERENCES mlplat.models (id),
+  alias_id          bigint NOT NULL REFERENCES mlplat.model_aliases (id),
+  registered_model  text NOT NULL,
+  alias             text NOT NULL,
+  action            text NOT NULL CHECK (action IN ('SET', 'DELETE', 'REPAIR')),
+  requested_by      text,          -- the person whose intent this is (model_aliases.moved_by)
+  version_id        bigint REFERENCES mlplat.model_versions (id),  -- NULL: the alias was deleted
+  version           text,          -- mlplat's version label
+  registry_version  text,          -- what the alias points at now (verified), NULL when deleted
+  observed_version  text,          -- what the registry had before the move (NULL: no alias)
+  observed_at       timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+  epoch             bigint NOT NULL,
+  controller        text NOT NULL,
+  trace_id          text
+);
+CREATE INDEX ON mlplat.model_alias_history (model_id, alias, observed_at);
+CREATE TRIGGER model_alias_history_immutable BEFORE UPDATE OR DELETE ON mlplat.model_alias_history
+  FOR EACH ROW EXECUTE FUNCTION mlplat._refuse_change();
+COMMENT ON TABLE mlplat.model_alias_history IS
+  'Append-only: every registry alias move made by mlplat (SET, DELETE, REPAIR of an outside move).';
+
+-- Read like the other project tables: members only, through RLS.
+ALTER TABLE mlplat.model_alias_history ENABLE ROW LEVEL SECURITY;
+CREATE POLICY member_reads ON mlplat.model_alias_history FOR SELECT USING (mlplat._can_view(project_id));
+ALTER TABLE mlplat.model_registry_versions ENABLE ROW LEVEL SECURITY;
+CREATE POLICY member_reads ON mlplat.model_registry_versions FOR SELECT USING (mlplat._can_view(project_id));
+GRANT SELECT ON mlplat.model_alias_history, mlplat.model_registry_versions TO PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('mlplat.model_alias_history', '');
+SELECT pg_catalog.pg_extension_config_dump('mlplat.model_registry_versions', '');
+
+CREATE FUNCTION mlplat._aliases_claim(p_resync boolean)
+RETURNS TABLE (id bigint, project text, registered_model text, alias text,
+               version_id bigint, version text, artifact_uri text, registry_version text,
+               status text, generation bigint, observed_generation bigint, row_version bigint,
+               moved_by text, traceparent text, attempts int, due boolean)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$
+  SELECT a.id, p.name, p.name || '.' || m.name, a.alias,
+         a.version_id, mv.version, mv.artifact_uri, rv.registry_version,
+         a.status, a.generation, a.observed_generation, a.row_version,
+         a.moved_by, a.traceparent, a.attempts,
+         a.next_attempt_at <= pg_catalog.now()
+           AND (p_resync OR a.status <> 'SYNCED' OR a.generation <> a.observed_generation)
+    FROM mlplat.model_aliases a
+    JOIN mlplat.models m ON m.id = a.model_id
+    JOIN mlplat.projects p ON p.id = a.project_id
+    LEFT JOIN mlplat.model_versions mv ON mv.id = a.version_id
+    LEFT JOIN mlplat.model_registry_versions rv ON rv.version_id = a.version_id
+   WHERE p.status <> 'DELETED'
+   ORDER BY a.id
+$$;
+
+-- p_retry_ms: NULL = no retry (attempts reset); otherwise attempts + 1 and
+-- next_attempt_at = now() + p_retry_ms.  Compare-and-swap on row_version and epoch.
+CREATE FUNCTION mlplat._aliases_writeback(
+    p_id bigint, p_row_version bigint, p_epoch bigint, p_status text, p_reason text,
+    p_observed_generation bigint, p_observed jsonb, p_error text, p_retry_ms int)
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$
+BEGIN
+    UPDATE mlplat.model_aliases a
+       SET status = p_status,
+           status_reason = p_reason,
+           observed_generation = coalesce(p_observed_generation, a.observed_generation),
+           observed = coalesce(p_observed, a.observed),
+           observed_at = pg_catalog.now(),
+           last_error = p_error,
+           attempts = CASE WHEN p_retry_ms IS NULL THEN 0 ELSE a.attempts + 1 END,
+           next_attempt_at = CASE WHEN p_retry_ms IS NULL THEN pg_catalog.now()
+                                  ELSE pg_catalog.now() + pg_catalog.make_interval(secs => p_retry_ms / 1000.0) END,
+           epoch = p_epoch,
+           row_version = a.row_version + 1,
+           updated_at = pg_catalog.now()
+     WHERE a.id = p_id AND a.row_version = p_row_version
+       AND EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = 'model_aliases' AND e.epoch = p_epoch);
+    RETURN FOUND;
+END;
+$$;
+
+-- Record (p_registry_version not NULL) or forget (NULL: the registry lost it)
+-- which registry version holds an mlplat version.  Facts about the registry are
+-- kept even when the alias write-back loses its compare-and-swap.
+CREATE FUNCTION mlplat._aliases_map_version(p_version_id bigint, p_registered_model text,
+                                            p_registry_version text, p_epoch bigint)
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = 'model_aliases' AND e.epoch = p_epoch) THEN
+        RETURN false;
+    END IF;
+    IF p_registry_version IS NULL THEN
+        DELETE FROM mlplat.model_registry_versions WHERE version_id = p_version_id;
+        RETURN true;
+    END IF;
+    INSERT INTO mlplat.model_registry_versions (version_id, project_id, registered_model, registry_version, epoch)
+    SELECT mv.id, mv.project_id, p_registered_model, p_registry_version, p_epoch
+      FROM mlplat.model_versions mv WHERE mv.id = p_version_id
+    ON CONFLICT (version_id) DO UPDATE
+      SET registered_model = excluded.registered_model, registry_version = excluded.registry_version,
+          epoch = excluded.epoch, recorded_at = pg_catalog.now();
+    RETURN true;
+END;
+$$;
+
+-- Values are those the move was made for (as claimed), so a move whose
+-- write-back then lost its compare-and-swap is still recorded truthfully.
+CREATE FUNCTION mlplat._aliases_history(p_alias_id bigint, p_action text, p_version_id bigint,
+                                        p_requested_by text, p_registry_version text,
+                                        p_observed_version text, p_epoch bigint, p_controller text,
+                                        p_trace_id text)
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = 'model_aliases' AND e.epoch = p_epoch) THEN
+        RETURN false;
+    END IF;
+    INSERT INTO mlplat.model_alias_history (project_id, model_id, alias_id, registered_model, alias, action,
+                                            requested_by, version_id, version, registry_version,
+                                            observed_version, epoch, controller, trace_id)
+    SELECT a.project_id, a.model_id, a.id, p.name || '.' || m.name, a.alias, p_action,
+           p_requested_by, p_version_id, mv.version, p_registry_version,
+           p_observed_version, p_epoch, p_controller, p_trace_id
+      FROM mlplat.model_aliases a
+      JOIN mlplat.models m ON m.id = a.model_id
+      JOIN mlplat.projects p ON p.id = a.project_id
+      LEFT JOIN mlplat.model_versions mv ON mv.id = p_version_id
+     WHERE a.id = p_alias_id;
+    RETURN FOUND;
+END;
+$$;
+
+REVOKE ALL ON FUNCTION mlplat._aliases_claim(boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mlplat._aliases_writeback(bigint, bigint, bigint, text, text, bigint, jsonb, text, int) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mlplat._aliases_map_version(bigint, text, text, bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mlplat._aliases_history(bigint, text, bigint, text, text, text, bigint, text, text) FROM PUBLIC;

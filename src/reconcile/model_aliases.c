@@ -1,0 +1,970 @@
+/*
+ * model_aliases.c — the model aliases reconciler: MLflow registry aliases.
+ *
+ * mlplat.model_aliases says which version each alias (champion, candidate) of
+ * a model must point at, or that it must not exist.  In the registry the model
+ * is the registered model "<project>.<model>"; MLflow numbers versions itself,
+ * so mlplat.model_registry_versions records which registry version holds which
+ * mlplat version.
+ *
+ * One pass:
+ *   1. claim the aliases due for a look (short transaction, committed);
+ *   2. observe: GET each due alias, and GET each registered model whose
+ *      desired version is not yet mapped — all in one concurrent batch;
+ *   3. create what is missing (registered model, then model version with
+ *      source = artifact URI), adopting a version whose create answer was lost
+ *      (it carries our mlplat.version_id tag and is the model's latest);
+ *   4. decide per alias (pure: alias_decide): nothing, SET, DELETE, or REPAIR
+ *      when an alias we had synced was moved outside mlplat; write them in one
+ *      batch, then read every written alias back — SYNCED only once verified;
+ *   5. write back in a new short transaction: compare-and-swap on row_version
+ *      and the leader epoch, the version mapping, a ledger row per registry
+ *      write and a history row per alias move.
+ * No HTTP happens with a transaction open; nothing is remembered between passes.
+ */
+#include "postgres.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "lib/stringinfo.h"
+#include "utils/builtins.h"
+#include "utils/json.h"
+#include "utils/memutils.h"
+
+#include "mlplat/backoff.h"
+#include "mlplat/guc.h"
+#include "mlplat/http.h"
+#include "mlplat/json.h"
+#include "mlplat/reconcile.h"
+#include "mlplat/reconcile_util.h"
+
+#define TOKEN_MAX 16384
+/* permanent errors (403, 400 other than "alias not found") are retried slowly */
+#define PERMANENT_RETRY_MS 30000
+/* after forgetting a stale version mapping, look again soon */
+#define FOLLOW_UP_MS 300
+#define VERSION_TAG "mlplat.version_id"
+
+/* ---------------------------------------------------------------- configuration */
+
+/* Process-local; the token is a secret: never logged, wiped when replaced. */
+static struct
+{
+	char	   *token_file;
+	char	   *token;
+	struct stat st;
+}			rcfg;
+
+static void
+forget_token(void)
+{
+	if (rcfg.token)
+	{
+		explicit_bzero(rcfg.token, strlen(rcfg.token));
+		pfree(rcfg.token);
+		rcfg.token = NULL;
+	}
+	memset(&rcfg.st, 0, sizeof(rcfg.st));
+}
+
+/* (Re-)read the token file when its identity, size or mtime changed; NULL on success. */
+static const char *
+refresh_token(void)
+{
+	const char *file = mlplat_registry_token_file;
+	struct stat st;
+	char	   *buf;
+	size_t		len = 0;
+	ssize_t		n;
+	int			fd;
+
+	if (file == NULL || file[0] == '\0')
+	{
+		forget_token();
+		return NULL;
+	}
+	if (rcfg.token_file == NULL || strcmp(rcfg.token_file, file) != 0)
+	{
+		forget_token();
+		if (rcfg.token_file)
+			pfree(rcfg.token_file);
+		rcfg.token_file = MemoryContextStrdup(TopMemoryContext, file);
+	}
+	if (stat(file, &st) != 0)
+	{
+		forget_token();
+		return psprintf("cannot read registry token file \"%s\": %s", file, strerror(errno));
+	}
+	if (rcfg.token && st.st_ino == rcfg.st.st_ino && st.st_dev == rcfg.st.st_dev &&
+		st.st_size == rcfg.st.st_size && st.st_mtim.tv_sec == rcfg.st.st_mtim.tv_sec &&
+		st.st_mtim.tv_nsec == rcfg.st.st_mtim.tv_nsec)
+		return NULL;
+	fd = open(file, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+	{
+		forget_token();
+		return psprintf("cannot open registry token file \"%s\": %s", file, strerror(errno));
+	}
+	buf = MemoryContextAllocZero(TopMemoryContext, TOKEN_MAX + 1);
+	while (len < TOKEN_MAX && (n = read(fd, buf + len, TOKEN_MAX - len)) > 0)
+		len += n;
+	close(fd);
+	while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r' || buf[len - 1] == ' ' || buf[len - 1] == '\t'))
+		buf[--len] = '\0';
+	if (len == 0 || strpbrk(buf, "\r\n") != NULL)
+	{
+		explicit_bzero(buf, TOKEN_MAX + 1);
+		pfree(buf);
+		forget_token();
+		return psprintf("registry token file \"%s\" is empty or malformed", file);
+	}
+	forget_token();
+	rcfg.token = buf;
+	rcfg.st = st;
+	return NULL;
+}
+
+/*
+ * Is a registry configured and usable?  When not, the pass status says why
+ * (shown in mlplat.reconciler_health) — a state, not an error: nothing logged.
+ */
+static bool
+registry_ready(MlplatPass *pass)
+{
+	const char *why;
+
+	if (mlplat_registry_url == NULL || mlplat_registry_url[0] == '\0')
+	{
+		forget_token();
+		snprintf(pass->status, sizeof(pass->status),
+				 "idle: no model registry configured (set mlplat.registry_url)");
+		return false;
+	}
+	if (!mlplat_http_url_allowed(mlplat_registry_url))
+	{
+		snprintf(pass->status, sizeof(pass->status),
+				 "idle: mlplat.registry_url is not an http or https URL");
+		return false;
+	}
+	if ((why = refresh_token()) != NULL)
+	{
+		snprintf(pass->status, sizeof(pass->status), "idle: %s", why);
+		return false;
+	}
+	return true;
+}
+
+/* ---------------------------------------------------------------- registry requests */
+
+static char *
+urlenc(const char *s)
+{
+	StringInfoData b;
+
+	initStringInfo(&b);
+	for (; *s; s++)
+	{
+		unsigned char c = (unsigned char) *s;
+
+		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+			c == '-' || c == '_' || c == '.' || c == '~')
+			appendStringInfoChar(&b, c);
+		else
+			appendStringInfo(&b, "%%%02X", c);
+	}
+	return b.data;
+}
+
+static MlplatHttpRequest *
+reg_request(MlplatHttpBatch *b, const char *method, const char *endpoint, const char *name,
+			const char *alias, const char *body)
+{
+	size_t		blen = strlen(mlplat_registry_url);
+	MlplatHttpRequest *r;
+	StringInfoData url;
+
+	while (blen > 0 && mlplat_registry_url[blen - 1] == '/')
+		blen--;
+	initStringInfo(&url);
+	appendBinaryStringInfo(&url, mlplat_registry_url, blen);
+	appendStringInfo(&url, "/api/2.0/mlflow/%s", endpoint);
+	if (name)
+		appendStringInfo(&url, "?name=%s", urlenc(name));
+	if (alias)
+		appendStringInfo(&url, "&alias=%s", urlenc(alias));
+	r = mlplat_http_batch_add(b, method, url.data);
+	mlplat_http_request_add_header(r, "Accept", "application/json");
+
+	/*
+	 * No keep-alive: libcurl silently re-sends a request whose reused
+	 * connection died before any answer, and registry creates are not
+	 * idempotent (a lost answer would become a second model version).  On
+	 * a fresh connection a lost answer is an error; the next pass adopts
+	 * the version it made by its tag.  Registry traffic is small.
+	 */
+	mlplat_http_request_add_header(r, "Connection", "close");
+	if (rcfg.token)
+	{
+		char	   *h = psprintf("Bearer %s", rcfg.token);
+
+		mlplat_http_request_add_header(r, "Authorization", h);
+		explicit_bzero(h, strlen(h));
+	}
+	if (body)
+		mlplat_http_request_set_body(r, "application/json", body, strlen(body));
+	return r;
+}
+
+/* {"k1": "v1", ...} from NULL-terminated pairs; values JSON-escaped. */
+static char *
+json_obj(const char *k, ...)
+{
+	StringInfoData b;
+	va_list		ap;
+	bool		first = true;
+
+	initStringInfo(&b);
+	appendStringInfoChar(&b, '{');
+	va_start(ap, k);
+	for (; k; k = va_arg(ap, const char *))
+	{
+		const char *v = va_arg(ap, const char *);
+
+		if (!first)
+			appendStringInfoChar(&b, ',');
+		first = false;
+		escape_json(&b, k);
+		appendStringInfoChar(&b, ':');
+		escape_json(&b, v);
+	}
+	va_end(ap);
+	appendStringInfoChar(&b, '}');
+	return b.data;
+}
+
+typedef struct RegResult
+{
+	int			status;			/* 0: no response */
+	bool		ok;				/* 2xx */
+	const char *code;			/* MLflow error_code or NULL */
+	char	   *message;		/* for humans (never contains headers) */
+	const MlJsonValue *body;
+	int			retry_after_s;
+} RegResult;
+
+static void
+reg_parse(MlJsonArena *arena, MlplatHttpRequest *r, RegResult *out)
+{
+	MlJsonError err;
+	const MlJsonValue *v;
+
+	memset(out, 0, sizeof(*out));
+	if (r->failed || !r->done)
+	{
+		out->message = psprintf("registry request failed: %s", r->error[0] ? r->error : "not run");
+		return;
+	}
+	out->status = r->status;
+	out->retry_after_s = r->retry_after_s;
+	out->body = r->resp_len > 0 ? ml_json_parse(arena, r->resp_body, r->resp_len, NULL, &err) : NULL;
+	out->ok = r->status >= 200 && r->status < 300;
+	if (out->ok)
+		return;
+	v = out->body ? ml_json_object_get(out->body, "error_code") : NULL;
+	out->code = (v && v->type == ML_JSON_STRING) ? v->u.string.str : NULL;
+	v = out->body ? ml_json_object_get(out->body, "message") : NULL;
+	out->message = psprintf("registry answered HTTP %d %s%s%s", r->status, out->code ? out->code : "",
+							(v && v->type == ML_JSON_STRING) ? ": " : "",
+							(v && v->type == ML_JSON_STRING) ? pnstrdup(v->u.string.str, 300) : "");
+}
+
+static bool
+reg_is(const RegResult *res, int status, const char *code)
+{
+	return res->status == status && res->code && strcmp(res->code, code) == 0;
+}
+
+static const char *
+json_str(const MlJsonValue *obj, const char *a, const char *b)
+{
+	const MlJsonValue *v = obj ? ml_json_object_get(obj, a) : NULL;
+
+	if (v && b)
+		v = ml_json_object_get(v, b);
+	return (v && v->type == ML_JSON_STRING) ? v->u.string.str : NULL;
+}
+
+/* ---------------------------------------------------------------- state */
+
+typedef struct RegModel
+{
+	char	   *name;
+	char	   *project;
+	int64		alias_id;		/* for the ledger */
+	MlplatHttpRequest *get_req;
+	MlplatHttpRequest *create_req;
+	bool		exists;
+	const MlJsonValue *latest;	/* latest_versions[0] */
+	char	   *error;
+	int			http_status;
+	int			retry_after_s;
+} RegModel;
+
+typedef struct RegVersion
+{
+	int64		version_id;
+	RegModel   *model;
+	char	   *version;
+	char	   *artifact_uri;
+	MlplatHttpRequest *req;
+	char	   *reg_version;	/* result */
+	bool		adopted;
+	char	   *error;
+	int			http_status;
+	int			retry_after_s;
+} RegVersion;
+
+typedef struct AliasRow
+{
+	/* claimed */
+	int64		id;
+	char	   *project;
+	char	   *model;			/* registered model name */
+	char	   *alias;
+	int64		version_id;		/* 0: the alias must not exist */
+	char	   *version;
+	char	   *artifact_uri;
+	char	   *reg_version;	/* mapped registry version or NULL */
+	char	   *status;
+	int64		generation;
+	int64		observed_generation;
+	int64		row_version;
+	char	   *moved_by;
+	char	   *traceparent;
+	int			attempts;
+	bool		due;
+	/* observed */
+	MlplatHttpRequest *get_req;
+	bool		observed_ok;
+	char	   *observed;		/* registry version the alias points at; NULL: absent */
+	bool		model_missing;
+	/* decided */
+	const char *action;			/* NULL, "SET", "DELETE", "REPAIR" */
+	char	   *target;			/* registry version wanted; NULL: absent */
+	MlplatHttpRequest *write_req;
+	MlplatHttpRequest *verify_req;
+	bool		moved;			/* the registry write succeeded: a history row */
+	bool		unmap;			/* the mapped registry version is gone */
+	/* write-back */
+	bool		write;
+	const char *new_status;
+	char	   *reason;
+	char	   *error;
+	int			retry_ms;		/* -1: none */
+	bool		mark_observed;
+	int			http_status;
+	const char *ledger_outcome;
+} AliasRow;
+
+static char *
+trace_id_of(const char *traceparent)
+{
+	return (traceparent && strlen(traceparent) == 55) ? pnstrdup(traceparent + 3, 32) : NULL;
+}
+
+static void
+alias_fail(AliasRow *a, const char *error, int http_status, int retry_after_s, bool permanent)
+{
+	a->write = true;
+	a->error = pstrdup(error);
+	a->http_status = http_status;
+	a->new_status = permanent ? "FAILED" : "PENDING";
+	a->reason = permanent ? psprintf("registry refused: %s", error) : pstrdup("waiting to retry the registry");
+	a->retry_ms = permanent
+		? Min(PERMANENT_RETRY_MS, mlplat_backoff_max_ms)
+		: (int) mlplat_backoff_delay_ms(a->attempts + 1, 500, mlplat_backoff_max_ms, retry_after_s,
+										(uint64) a->id ^ (uint64) a->attempts);
+}
+
+/* 4xx other than 404/408/409/429 will not heal by itself soon. */
+static bool
+permanent_status(int status)
+{
+	return status >= 400 && status < 500 && status != 404 && status != 408 && status != 409 && status != 429;
+}
+
+static bool
+same(const char *x, const char *y)
+{
+	return (x == NULL && y == NULL) || (x && y && strcmp(x, y) == 0);
+}
+
+/* ---------------------------------------------------------------- pure decision */
+
+/*
+ * What one alias needs, from desired and observed alone.  An alias that was
+ * synced for the current intent and now differs was moved outside mlplat: that
+ * is a REPAIR; otherwise a difference is mlplat's own pending move.
+ */
+static void
+alias_decide(AliasRow *a)
+{
+	a->target = a->version_id ? a->reg_version : NULL;
+	a->new_status = a->status;
+	if (same(a->observed, a->target))
+	{
+		a->new_status = "SYNCED";
+		a->mark_observed = true;
+		a->reason = a->target ? psprintf("%s -> version %s (registry version %s), verified", a->alias,
+										 a->version, a->target)
+			: psprintf("%s absent, verified", a->alias);
+		a->write = strcmp(a->status, "SYNCED") != 0 || a->generation != a->observed_generation ||
+			a->attempts > 0;
+		return;
+	}
+	if (strcmp(a->status, "SYNCED") == 0 && a->generation == a->observed_generation)
+		a->action = "REPAIR";
+	else
+		a->action = a->target ? "SET" : "DELETE";
+}
+
+/* ---------------------------------------------------------------- I/O */
+
+static List *
+claim(MlplatPass *pass)
+{
+	MemoryContext pass_cxt = CurrentMemoryContext;
+	Datum		arg = BoolGetDatum(pass->resync);
+	Oid			argtype = BOOLOID;
+	List	   *out = NIL;
+
+	mlplat_txn_begin();
+	if (SPI_execute_with_args("SELECT * FROM mlplat._aliases_claim($1)", 1, &argtype, &arg,
+							  NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "mlplat: model aliases claim failed");
+	MemoryContextSwitchTo(pass_cxt);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	t = SPI_tuptable->vals[i];
+		TupleDesc	td = SPI_tuptable->tupdesc;
+		AliasRow	   *a = palloc0(sizeof(AliasRow));
+		char	   *v;
+
+		a->id = atoll(SPI_getvalue(t, td, 1));
+		a->project = SPI_getvalue(t, td, 2);
+		a->model = SPI_getvalue(t, td, 3);
+		a->alias = SPI_getvalue(t, td, 4);
+		v = SPI_getvalue(t, td, 5);
+		a->version_id = v ? atoll(v) : 0;
+		a->version = SPI_getvalue(t, td, 6);
+		a->artifact_uri = SPI_getvalue(t, td, 7);
+		a->reg_version = SPI_getvalue(t, td, 8);
+		a->status = SPI_getvalue(t, td, 9);
+		a->generation = atoll(SPI_getvalue(t, td, 10));
+		a->observed_generation = atoll(SPI_getvalue(t, td, 11));
+		a->row_version = atoll(SPI_getvalue(t, td, 12));
+		a->moved_by = SPI_getvalue(t, td, 13);
+		a->traceparent = SPI_getvalue(t, td, 14);
+		a->attempts = atoi(SPI_getvalue(t, td, 15));
+		v = SPI_getvalue(t, td, 16);
+		a->due = v && v[0] == 't';
+		a->retry_ms = -1;
+		out = lappend(out, a);
+	}
+	mlplat_txn_commit();
+	return out;
+}
+
+/* Read an alias answer: true when understood (observed set), false on error. */
+static bool
+observe_alias(MlJsonArena *arena, MlplatHttpRequest *r, char **observed, bool *model_missing, RegResult *res)
+{
+	reg_parse(arena, r, res);
+	*observed = NULL;
+	*model_missing = false;
+	if (res->ok)
+	{
+		const char *v = json_str(res->body, "model_version", "version");
+
+		if (v == NULL)
+		{
+			res->message = pstrdup("registry alias answer carries no model_version.version");
+			return false;
+		}
+		*observed = pstrdup(v);
+		return true;
+	}
+	/* MLflow: a missing alias is 400 INVALID_PARAMETER_VALUE; a missing model 404 */
+	if (reg_is(res, 400, "INVALID_PARAMETER_VALUE"))
+		return true;
+	if (reg_is(res, 404, "RESOURCE_DOES_NOT_EXIST"))
+	{
+		*model_missing = true;
+		return true;
+	}
+	return false;
+}
+
+static RegModel *
+find_model(List *models, const char *name)
+{
+	ListCell   *lc;
+
+	foreach(lc, models)
+	{
+		RegModel   *m = lfirst(lc);
+
+		if (strcmp(m->name, name) == 0)
+			return m;
+	}
+	return NULL;
+}
+
+/* Does this registry version carry our tag for version_id? */
+static bool
+tagged_as(const MlJsonValue *mv, int64 version_id)
+{
+	const MlJsonValue *tags = mv ? ml_json_object_get(mv, "tags") : NULL;
+	char		want[32];
+
+	if (tags == NULL || tags->type != ML_JSON_ARRAY)
+		return false;
+	snprintf(want, sizeof(want), INT64_FORMAT, version_id);
+	for (size_t i = 0; i < tags->u.array.count; i++)
+	{
+		const char *k = json_str(tags->u.array.items[i], "key", NULL);
+		const char *v = json_str(tags->u.array.items[i], "value", NULL);
+
+		if (k && v && strcmp(k, VERSION_TAG) == 0 && strcmp(v, want) == 0)
+			return true;
+	}
+	return false;
+}
+
+static void
+ensure_registry_versions(MlplatPass *pass, MlJsonArena *arena, List *models, List *versions)
+{
+	MlplatHttpBatch *b;
+	ListCell   *lc;
+	RegResult	res;
+
+	/* registered models that do not exist yet */
+	b = mlplat_http_batch_create(CurrentMemoryContext);
+	foreach(lc, models)
+	{
+		RegModel   *m = lfirst(lc);
+
+		reg_parse(arena, m->get_req, &res);
+		if (res.ok)
+		{
+			const MlJsonValue *lv = ml_json_object_get(ml_json_object_get(res.body, "registered_model"),
+													   "latest_versions");
+
+			m->exists = true;
+			if (lv && lv->type == ML_JSON_ARRAY && lv->u.array.count > 0)
+				m->latest = lv->u.array.items[lv->u.array.count - 1];
+		}
+		else if (reg_is(&res, 404, "RESOURCE_DOES_NOT_EXIST"))
+			m->create_req = reg_request(b, "POST", "registered-models/create", NULL, NULL,
+										json_obj("name", m->name, "description",
+												 psprintf("mlplat model %s", m->name), NULL));
+		else
+		{
+			m->error = res.message;
+			m->http_status = res.status;
+			m->retry_after_s = res.retry_after_s;
+		}
+	}
+	if (mlplat_http_batch_count(b) > 0)
+		mlplat_http_batch_run(b);
+	foreach(lc, models)
+	{
+		RegModel   *m = lfirst(lc);
+
+		if (!m->create_req)
+			continue;
+		reg_parse(arena, m->create_req, &res);
+		/* RESOURCE_ALREADY_EXISTS: someone (an earlier pass whose answer was lost) made it */
+		if (res.ok || reg_is(&res, 400, "RESOURCE_ALREADY_EXISTS"))
+			m->exists = true;
+		else
+		{
+			m->error = res.message;
+			m->retry_after_s = res.retry_after_s;
+		}
+		m->http_status = res.status;
+	}
+
+	/* model versions: adopt our lost-answer create, else create */
+	b = mlplat_http_batch_create(CurrentMemoryContext);
+	foreach(lc, versions)
+	{
+		RegVersion *v = lfirst(lc);
+		char		idbuf[32];
+		StringInfoData body;
+
+		if (!v->model->exists)
+			continue;
+		if (tagged_as(v->model->latest, v->version_id) && json_str(v->model->latest, "version", NULL))
+		{
+			v->reg_version = pstrdup(json_str(v->model->latest, "version", NULL));
+			v->adopted = true;
+			continue;
+		}
+		snprintf(idbuf, sizeof(idbuf), INT64_FORMAT, v->version_id);
+		initStringInfo(&body);
+		appendStringInfoString(&body, "{\"name\":");
+		escape_json(&body, v->model->name);
+		appendStringInfoString(&body, ",\"source\":");
+		escape_json(&body, v->artifact_uri);
+		appendStringInfoString(&body, ",\"description\":");
+		escape_json(&body, psprintf("mlplat version %s", v->version));
+		appendStringInfoString(&body, ",\"tags\":[{\"key\":\"" VERSION_TAG "\",\"value\":");
+		escape_json(&body, idbuf);
+		appendStringInfoString(&body, "},{\"key\":\"mlplat.version\",\"value\":");
+		escape_json(&body, v->version);
+		appendStringInfoString(&body, "}]}");
+		v->req = reg_request(b, "POST", "model-versions/create", NULL, NULL, body.data);
+	}
+	if (mlplat_http_batch_count(b) > 0)
+		mlplat_http_batch_run(b);
+	foreach(lc, versions)
+	{
+		RegVersion *v = lfirst(lc);
+
+		if (!v->model->exists)
+		{
+			v->error = v->model->error;
+			v->http_status = v->model->http_status;
+			v->retry_after_s = v->model->retry_after_s;
+			continue;
+		}
+		if (!v->req)
+			continue;
+		reg_parse(arena, v->req, &res);
+		v->http_status = res.status;
+		if (res.ok && json_str(res.body, "model_version", "version"))
+			v->reg_version = pstrdup(json_str(res.body, "model_version", "version"));
+		else
+		{
+			v->error = res.message ? res.message : pstrdup("registry answer carries no model_version.version");
+			v->retry_after_s = res.retry_after_s;
+		}
+	}
+}
+
+static void
+write_back(MlplatPass *pass, List *aliases, List *models, List *versions)
+{
+	MemoryContext pass_cxt = CurrentMemoryContext;
+	ListCell   *lc;
+	int			lost = 0;
+
+	mlplat_txn_begin();
+	foreach(lc, models)
+	{
+		RegModel   *m = lfirst(lc);
+
+		if (m->create_req)
+			mlplat_ledger_append(pass, "model_alias", m->alias_id, m->project, "CREATE",
+								 m->exists ? "OK" : "RETRY", NULL, NULL, m->http_status, m->error, NULL,
+								 psprintf("registered model %s", m->name));
+	}
+	foreach(lc, versions)
+	{
+		RegVersion *v = lfirst(lc);
+
+		if (v->reg_version)
+			(void) mlplat_sql_bool("SELECT mlplat._aliases_map_version($1, $2, $3, $4)", 4,
+								   (Oid[]) {INT8OID, TEXTOID, TEXTOID, INT8OID},
+								   (Datum[]) {Int64GetDatum(v->version_id), CStringGetTextDatum(v->model->name),
+									   CStringGetTextDatum(v->reg_version), Int64GetDatum(pass->epoch)},
+								   NULL);
+		if (v->adopted)
+			mlplat_ledger_append(pass, "model_alias", 0, v->model->project, "ADOPT", "OK", NULL, NULL, 0, NULL,
+								 NULL, psprintf("model version %s of %s found as registry version %s (an earlier"
+												" create whose answer was lost)", v->version, v->model->name,
+												v->reg_version));
+		if (v->req)
+			mlplat_ledger_append(pass, "model_alias", 0, v->model->project, "CREATE",
+								 v->reg_version ? "OK" : "RETRY", NULL, NULL, v->http_status, v->error, NULL,
+								 psprintf("model version %s of %s%s%s", v->version, v->model->name,
+										  v->reg_version ? " as registry version " : "",
+										  v->reg_version ? v->reg_version : ""));
+	}
+	foreach(lc, aliases)
+	{
+		AliasRow	   *a = lfirst(lc);
+		char	   *trace = trace_id_of(a->traceparent);
+		char	   *observed_json;
+
+		if (a->unmap)
+			(void) mlplat_sql_bool("SELECT mlplat._aliases_map_version($1, NULL, NULL, $2)", 2,
+								   (Oid[]) {INT8OID, INT8OID},
+								   (Datum[]) {Int64GetDatum(a->version_id), Int64GetDatum(pass->epoch)}, NULL);
+		if (a->write_req)
+		{
+			mlplat_ledger_append(pass, "model_alias", a->id, a->project,
+								 strcmp(a->action, "SET") == 0 ? "APPLY" : a->action,
+								 a->ledger_outcome, NULL, NULL, a->http_status, a->error, trace,
+								 psprintf("%s %s: %s -> %s", a->model, a->alias,
+										  a->observed ? a->observed : "(none)",
+										  a->target ? a->target : "(none)"));
+		}
+		if (a->moved)
+			(void) mlplat_sql_bool("SELECT mlplat._aliases_history($1, $2, $3, $4, $5, $6, $7, $8, $9)", 9,
+								   (Oid[]) {INT8OID, TEXTOID, INT8OID, TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID, TEXTOID},
+								   (Datum[]) {Int64GetDatum(a->id), CStringGetTextDatum(a->action),
+									   Int64GetDatum(a->version_id), a->moved_by ? CStringGetTextDatum(a->moved_by) : 0,
+									   a->target ? CStringGetTextDatum(a->target) : 0,
+									   a->observed ? CStringGetTextDatum(a->observed) : 0,
+									   Int64GetDatum(pass->epoch), CStringGetTextDatum(pass->controller),
+									   trace ? CStringGetTextDatum(trace) : 0},
+								   (const char[]) {' ', ' ', a->version_id ? ' ' : 'n', a->moved_by ? ' ' : 'n',
+									   a->target ? ' ' : 'n', a->observed ? ' ' : 'n', ' ', ' ', trace ? ' ' : 'n'});
+		if (!a->write)
+			continue;
+		{
+			StringInfoData oj;
+
+			initStringInfo(&oj);
+			appendStringInfoString(&oj, "{\"registered_model\":");
+			escape_json(&oj, a->model);
+			appendStringInfoString(&oj, ",\"version\":");
+			if (a->mark_observed && a->target)
+				escape_json(&oj, a->target);
+			else if (!a->mark_observed && a->observed)
+				escape_json(&oj, a->observed);
+			else
+				appendStringInfoString(&oj, "null");
+			appendStringInfoChar(&oj, '}');
+			observed_json = a->observed_ok ? oj.data : NULL;
+		}
+		if (!mlplat_sql_bool("SELECT mlplat._aliases_writeback($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9)", 9,
+							 (Oid[]) {INT8OID, INT8OID, INT8OID, TEXTOID, TEXTOID, INT8OID, TEXTOID, TEXTOID, INT4OID},
+							 (Datum[]) {Int64GetDatum(a->id), Int64GetDatum(a->row_version), Int64GetDatum(pass->epoch),
+								 CStringGetTextDatum(a->new_status), a->reason ? CStringGetTextDatum(a->reason) : 0,
+								 Int64GetDatum(a->generation),
+								 observed_json ? CStringGetTextDatum(observed_json) : 0,
+								 a->error ? CStringGetTextDatum(a->error) : 0, Int32GetDatum(a->retry_ms)},
+							 (const char[]) {' ', ' ', ' ', ' ', a->reason ? ' ' : 'n', a->mark_observed ? ' ' : 'n',
+								 observed_json ? ' ' : 'n', a->error ? ' ' : 'n', a->retry_ms >= 0 ? ' ' : 'n'}))
+			lost++;				/* an intent or another leader got there first: re-read next pass */
+	}
+	mlplat_txn_commit();
+	MemoryContextSwitchTo(pass_cxt);
+	if (lost)
+		snprintf(pass->status, sizeof(pass->status), "%d write-back(s) lost a compare-and-swap; re-reading", lost);
+}
+
+void
+mlplat_model_aliases_pass(MlplatPass *pass)
+{
+	MemoryContext pass_cxt = CurrentMemoryContext;
+	MlJsonArena *arena = mlplat_json_arena_in(pass_cxt);
+	List	   *all;
+	List	   *due = NIL;
+	List	   *models = NIL;
+	List	   *versions = NIL;
+	MlplatHttpBatch *batch;
+	ListCell   *lc;
+	RegResult	res;
+	int			writes = 0;
+
+	if (!registry_ready(pass))
+		return;
+
+	all = claim(pass);
+	MemoryContextSwitchTo(pass_cxt);
+	foreach(lc, all)
+	{
+		AliasRow	   *a = lfirst(lc);
+
+		if (a->due)
+			due = lappend(due, a);
+	}
+	if (due == NIL)
+	{
+		snprintf(pass->status, sizeof(pass->status), "%d aliases, none due", list_length(all));
+		return;
+	}
+
+	/* observe: every due alias, and the models of versions the registry lacks */
+	batch = mlplat_http_batch_create(pass_cxt);
+	foreach(lc, due)
+	{
+		AliasRow	   *a = lfirst(lc);
+
+		a->get_req = reg_request(batch, "GET", "registered-models/alias", a->model, a->alias, NULL);
+		if (a->version_id && a->reg_version == NULL)
+		{
+			RegModel   *m = find_model(models, a->model);
+			RegVersion *v = NULL;
+			ListCell   *vc;
+
+			if (m == NULL)
+			{
+				m = palloc0(sizeof(RegModel));
+				m->name = a->model;
+				m->project = a->project;
+				m->alias_id = a->id;
+				m->get_req = reg_request(batch, "GET", "registered-models/get", a->model, NULL, NULL);
+				models = lappend(models, m);
+			}
+			foreach(vc, versions)
+				if (((RegVersion *) lfirst(vc))->version_id == a->version_id)
+					v = lfirst(vc);
+			if (v == NULL)
+			{
+				v = palloc0(sizeof(RegVersion));
+				v->version_id = a->version_id;
+				v->model = m;
+				v->version = a->version;
+				v->artifact_uri = a->artifact_uri;
+				versions = lappend(versions, v);
+			}
+		}
+	}
+	mlplat_http_batch_run(batch);
+
+	foreach(lc, due)
+	{
+		AliasRow	   *a = lfirst(lc);
+
+		a->observed_ok = observe_alias(arena, a->get_req, &a->observed, &a->model_missing, &res);
+		if (!a->observed_ok)
+			alias_fail(a, res.message, res.status, res.retry_after_s, permanent_status(res.status));
+		else if (a->model_missing && a->reg_version)
+		{
+			/* the registry lost the model our mapping points into: map again */
+			a->unmap = true;
+			a->write = true;
+			a->new_status = "PENDING";
+			a->reason = psprintf("registered model %s is missing; recreating it", a->model);
+			pass->next_pass_ms = FOLLOW_UP_MS;
+		}
+	}
+
+	if (versions != NIL)
+		ensure_registry_versions(pass, arena, models, versions);
+	foreach(lc, due)
+	{
+		AliasRow	   *a = lfirst(lc);
+		ListCell   *vc;
+
+		if (!a->observed_ok || a->unmap || !a->version_id || a->reg_version)
+			continue;
+		foreach(vc, versions)
+		{
+			RegVersion *v = lfirst(vc);
+
+			if (v->version_id != a->version_id)
+				continue;
+			if (v->reg_version)
+				a->reg_version = v->reg_version;
+			else
+				alias_fail(a, v->error ? v->error : "registry version not created", v->http_status,
+						   v->retry_after_s, permanent_status(v->http_status));
+		}
+	}
+
+	/* decide, then write every alias that differs in one batch */
+	batch = mlplat_http_batch_create(pass_cxt);
+	foreach(lc, due)
+	{
+		AliasRow	   *a = lfirst(lc);
+
+		if (!a->observed_ok || a->unmap || a->error)
+			continue;
+		alias_decide(a);
+		if (a->action == NULL)
+			continue;
+		if (a->target)
+			a->write_req = reg_request(batch, "POST", "registered-models/alias", NULL, NULL,
+									   json_obj("name", a->model, "alias", a->alias, "version", a->target, NULL));
+		else
+			a->write_req = reg_request(batch, "DELETE", "registered-models/alias", a->model, a->alias,
+									   json_obj("name", a->model, "alias", a->alias, NULL));
+		writes++;
+	}
+	if (writes > 0)
+		mlplat_http_batch_run(batch);
+
+	/* read back what was written: SYNCED only once verified */
+	batch = mlplat_http_batch_create(pass_cxt);
+	foreach(lc, due)
+	{
+		AliasRow	   *a = lfirst(lc);
+
+		if (!a->write_req)
+			continue;
+		reg_parse(arena, a->write_req, &res);
+		a->http_status = res.status;
+		if (res.ok)
+		{
+			a->ledger_outcome = "OK";
+			a->moved = true;
+			a->verify_req = reg_request(batch, "GET", "registered-models/alias", a->model, a->alias, NULL);
+		}
+		else
+		{
+			a->ledger_outcome = permanent_status(res.status) ? "FAILED" : "RETRY";
+			if (a->target && reg_is(&res, 404, "RESOURCE_DOES_NOT_EXIST"))
+			{
+				/* the version (or model) we mapped is gone from the registry */
+				a->unmap = true;
+				pass->next_pass_ms = FOLLOW_UP_MS;
+			}
+			alias_fail(a, res.message, res.status, res.retry_after_s, permanent_status(res.status));
+		}
+	}
+	if (mlplat_http_batch_count(batch) > 0)
+		mlplat_http_batch_run(batch);
+	foreach(lc, due)
+	{
+		AliasRow	   *a = lfirst(lc);
+		char	   *seen;
+		bool		missing;
+
+		if (!a->verify_req)
+			continue;
+		a->write = true;
+		if (!observe_alias(arena, a->verify_req, &seen, &missing, &res))
+		{
+			alias_fail(a, res.message, res.status, res.retry_after_s, false);
+			continue;
+		}
+		if (!same(seen, a->target))
+		{
+			alias_fail(a, psprintf("read back %s %s -> %s after writing %s", a->model, a->alias,
+								   seen ? seen : "(none)", a->target ? a->target : "(none)"),
+					   0, 0, false);
+			continue;
+		}
+		a->new_status = "SYNCED";
+		a->mark_observed = true;
+		a->reason = a->target
+			? psprintf("%s -> version %s (registry version %s): %s, verified", a->alias, a->version,
+					   a->target, strcmp(a->action, "REPAIR") == 0 ? "repaired an outside move" : "set")
+			: psprintf("%s deleted%s, verified", a->alias,
+					   strcmp(a->action, "REPAIR") == 0 ? " (repaired an outside move)" : "");
+	}
+
+	write_back(pass, due, models, versions);
+	/* come back when the earliest retry is due, not only at the next resync */
+	foreach(lc, due)
+	{
+		AliasRow   *a = lfirst(lc);
+
+		if (a->retry_ms >= 0 && (pass->next_pass_ms <= 0 || a->retry_ms + 50 < pass->next_pass_ms))
+			pass->next_pass_ms = a->retry_ms + 50;
+	}
+	pass->acted = writes + list_length(models) + list_length(versions);
+	if (pass->status[0] == '\0')
+		snprintf(pass->status, sizeof(pass->status), "%d aliases, %d due, %d alias writes, %d versions mapped",
+				 list_length(all), list_length(due), writes, list_length(versions));
+}
