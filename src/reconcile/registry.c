@@ -16,6 +16,7 @@ mlplat_pass_for_kind(int kind)
 		case MLPLAT_KIND_DEPLOYMENTS:
 			return mlplat_deployments_pass;
 		case MLPLAT_KIND_PROJECTS:
+			return mlplat_projects_pass;
 		case MLPLAT_KIND_RUNS:
 		case MLPLAT_KIND_ROLLOUTS:
 		case MLPLAT_KIND_MODEL_ALIASES:
