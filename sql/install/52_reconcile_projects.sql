@@ -1,5 +1,9 @@
 -- 52_reconcile_projects: the projects reconciler's two short transactions.
 --
+-- observed->'quota_generation' is the generation whose quota was last applied: a
+-- quota change may drop a resource, which only an apply removes and a comparison of
+-- the fields still wanted cannot see.
+--
 -- The claim returns every live project with everything its objects are rendered
 -- from, members included: grant_role/revoke_role do not bump the project's
 -- generation, but every pass compares each desired object with what it observed,
@@ -25,7 +29,8 @@ CREATE FUNCTION mlplat._projects_claim()
 RETURNS TABLE (id bigint, name text, gpu_quota int, cpu_quota text, memory_quota text,
                status text, status_reason text, last_error text,
                generation bigint, observed_generation bigint, row_version bigint,
-               traceparent text, attempts int, due boolean, members text)
+               traceparent text, attempts int, due boolean, members text,
+               quota_generation bigint)
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
@@ -37,7 +42,8 @@ AS $$
                             'principal', m.principal, 'role', m.role,
                             'binding', mlplat._rolebinding_name(m.role, m.principal))
                           ORDER BY m.role, m.principal)
-                     FROM mlplat.members m WHERE m.project_id = p.id), '[]'::jsonb)::text
+                     FROM mlplat.members m WHERE m.project_id = p.id), '[]'::jsonb)::text,
+         coalesce((p.observed->>'quota_generation')::bigint, 0)
     FROM mlplat.projects p
    WHERE p.status <> 'DELETED'
    ORDER BY p.id

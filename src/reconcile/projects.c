@@ -151,6 +151,7 @@ typedef struct Project
 	int			attempts;
 	bool		due;
 	char	   *members;
+	int64		quota_generation;	/* generation whose quota was last applied */
 	/* desired and observed, per object */
 	List	   *objs;
 	/* decided */
@@ -159,6 +160,7 @@ typedef struct Project
 	char	   *error;
 	int			retry_ms;		/* -1: no retry scheduled */
 	bool		mark_observed;
+	bool		deferred;		/* some objects wait for the namespace */
 	bool		write;
 	char	   *observed_json;
 } Project;
@@ -498,22 +500,23 @@ project_decide(Project *p, MlJsonArena *arena, char *const list_error[])
 		if (diff.count > 0)
 		{
 			o->state = "differs";
-			o->drift = drift_text(&diff);
+			o->drift = psprintf("differs at %s", drift_text(&diff));
 			/* roleRef is immutable: such a binding must be deleted and made again */
 			for (size_t i = 0; i < diff.count; i++)
 				if (strncmp(diff.entries[i].path, "roleRef", 7) == 0)
 					o->recreate = true;
 			pending++;
 		}
-		else if (o->kind == OBJ_QUOTA && p->generation != p->observed_generation)
+		else if (o->kind == OBJ_QUOTA && p->quota_generation != p->generation)
 		{
 			/*
 			 * A quota change may drop a resource (cpu_quota set to NULL): only
 			 * an apply removes it, and a comparison of the fields we still want
-			 * cannot see it.  So a new generation applies the quota once.
+			 * cannot see it.  So a new generation applies the quota once
+			 * (remembered in observed.quota_generation).
 			 */
 			o->state = "differs";
-			o->drift = pstrdup("a new project generation");
+			o->drift = psprintf("project generation %lld", (long long) p->generation);
 			pending++;
 		}
 		else
@@ -551,7 +554,10 @@ project_decide(Project *p, MlJsonArena *arena, char *const list_error[])
 			continue;
 		/* the namespace first; the rest once it is observed */
 		if (o != nso && !ns_ready)
+		{
+			p->deferred = true;
 			continue;
+		}
 		if (o->manifest == NULL || o->recreate)
 			o->action = ACT_DELETE;
 		else
@@ -636,8 +642,8 @@ project_results(Project *p, MlplatPass *pass, char *const list_error[])
 	{
 		p->new_status = "PROVISIONING";
 		p->reason = psprintf("applied %d object(s); waiting to observe them", applied);
-		/* what this generation asks for has been sent */
-		p->mark_observed = true;
+		/* what this generation asks for has been sent (unless some waits for the namespace) */
+		p->mark_observed = !p->deferred;
 	}
 	if (p->retry_ms < 0)
 		pass->next_pass_ms = FOLLOW_UP_MS;
@@ -650,7 +656,10 @@ observed_summary(Project *p)
 	bool		first = true;
 
 	initStringInfo(&s);
-	appendStringInfoString(&s, "{\"objects\":{");
+	foreach_ptr(ProjObj, o, p->objs)
+		if (o->kind == OBJ_QUOTA && o->req && o->action == ACT_APPLY && strcmp(o->ledger_outcome, "OK") == 0)
+		p->quota_generation = p->generation;
+	appendStringInfo(&s, "{\"quota_generation\":%lld,\"objects\":{", (long long) p->quota_generation);
 	foreach_ptr(ProjObj, o, p->objs)
 	{
 		char	   *key = psprintf("%s/%s", KIND_NAME[o->kind], o->name);
@@ -712,6 +721,7 @@ claim(char **instance)
 		v = SPI_getvalue(t, td, 14);
 		p->due = v && v[0] == 't';
 		p->members = SPI_getvalue(t, td, 15);
+		p->quota_generation = atoll(SPI_getvalue(t, td, 16));
 		out = lappend(out, p);
 	}
 	mlplat_txn_commit();
@@ -759,7 +769,7 @@ write_back(MlplatPass *pass, List *projects)
 								 o->ledger_outcome, NULL, NULL, o->http_status, o->error,
 								 trace_id_of(p->traceparent),
 								 psprintf("%s %s%s%s%s%s", KIND_NAME[o->kind], o->ns ? o->ns : "", o->ns ? "/" : "",
-										  o->name, o->drift ? ": drift at " : "", o->drift ? o->drift : ""));
+										  o->name, o->drift ? ": " : "", o->drift ? o->drift : ""));
 		}
 	}
 	mlplat_txn_commit();

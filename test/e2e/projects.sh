@@ -110,7 +110,9 @@ l1=$(admin GET "requests?kind=ResourceQuota&method=GET" | python3 -c 'import jso
 tap_ok $? "steady state: no write requests to the cluster over 5 s of resyncs ($w0 before, $w1 after)"
 [ -n "$l0" ] && [ -n "$l1" ] && [ "$l1" -gt "$l0" ]
 tap_ok $? "steady state still observes: quota LIST requests went on ($l0 -> $l1)"
-tap_is "$(q $DB "SELECT row_version FROM mlplat.projects WHERE name = 'vision'")" "$rv0" "steady state: the project row is not rewritten"
+rv1=$(q $DB "SELECT row_version FROM mlplat.projects WHERE name = 'vision'")
+[ -n "$rv0" ] && [ "$rv1" = "$rv0" ]
+tap_ok $? "steady state: the project row is not rewritten (row_version $rv0 -> $rv1)"
 
 # ---------------------------------------------------------------- role change
 q $DB "SELECT mlplat.grant_role('vision', 'bob', 'developer')" >/dev/null &&
@@ -131,6 +133,27 @@ tap_is "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE project = 'v
 	"the ledger records the binding's deletion"
 wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'vision'" READY 10
 tap_ok $? "the project is READY again after the role change"
+
+# ---------------------------------------------------------------- drift and quota change
+admin POST edit '{"resource":"resourcequotas","namespace":"mlp-vision","name":"mlplat-quota","patch":{"spec":{"hard":{"requests.nvidia.com/gpu":"100"}}}}' >/dev/null
+deadline=$((SECONDS + 15))
+until check "$(kube GET /api/v1/namespaces/mlp-vision/resourcequotas/mlplat-quota)" "o['spec']['hard']['requests.nvidia.com/gpu'] == '4'" >/dev/null ||
+	((SECONDS >= deadline)); do sleep 0.2; done
+check "$(kube GET /api/v1/namespaces/mlp-vision/resourcequotas/mlplat-quota)" "o['spec']['hard'] == {'requests.nvidia.com/gpu': '4', 'requests.cpu': '8', 'requests.memory': '16Gi'}"
+tap_ok $? "an out-of-band change of the GPU quota (to 100) is repaired back to 4"
+note=$(q $DB "SELECT detail->>'note' FROM mlplat.reconcile_ledger WHERE project = 'vision' AND action = 'APPLY' AND detail->>'note' LIKE 'ResourceQuota%differs at%' ORDER BY id DESC LIMIT 1")
+[[ "$note" == "ResourceQuota mlp-vision/mlplat-quota: differs at spec.hard"*gpu* ]]
+tap_ok $? "the ledger names the drifted quota path ($note)"
+tap_is "$(requests LimitRange mlp-vision mlplat-limits)/$(requests NetworkPolicy mlp-vision mlplat-isolation)" 1/1 "the repair touched nothing else"
+q $DB "SELECT mlplat.set_project_quota('vision', 6, '8')" >/dev/null
+tap_ok $? "set_project_quota: 6 GPUs, 8 CPUs, no memory limit"
+deadline=$((SECONDS + 15))
+until check "$(kube GET /api/v1/namespaces/mlp-vision/resourcequotas/mlplat-quota)" "o['spec']['hard'] == {'requests.nvidia.com/gpu': '6', 'requests.cpu': '8'}" >/dev/null ||
+	((SECONDS >= deadline)); do sleep 0.2; done
+check "$(kube GET /api/v1/namespaces/mlp-vision/resourcequotas/mlplat-quota)" "o['spec']['hard'] == {'requests.nvidia.com/gpu': '6', 'requests.cpu': '8'}"
+tap_ok $? "the quota follows: 6 GPUs, and the dropped memory limit is removed from the cluster"
+wait_for $DB "SELECT status || '/' || (observed_generation = generation) FROM mlplat.projects WHERE name = 'vision'" READY/true 10
+tap_ok $? "READY again, at the new generation"
 
 # ---------------------------------------------------------------- scenario 8
 r=$(admin POST faults '{"resource":"networkpolicies","forbidden":true}')
