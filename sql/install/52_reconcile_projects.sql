@@ -24,6 +24,7 @@ AS $$
                    || '-' || pg_catalog.left(pg_catalog.md5(p_principal), 8)
          END
 $$;
+REVOKE ALL ON FUNCTION mlplat._rolebinding_name(text, text) FROM PUBLIC;
 
 CREATE FUNCTION mlplat._projects_claim()
 RETURNS TABLE (id bigint, name text, gpu_quota int, cpu_quota text, memory_quota text,
