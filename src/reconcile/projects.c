@@ -22,6 +22,8 @@
  *      is observed; everything in one concurrent batch;
  *   4. write back with compare-and-swap on row version and leader epoch, plus a
  *      ledger row per external write.
+ * On a full resync, a namespace with our labels and no live project is an
+ * orphan: deleted (with its content) and recorded in the ledger.
  * READY only when every desired object is observed as applied.  A failure on
  * one object leaves the others alone: the next pass re-applies only what still
  * differs.  DELETING deletes the namespace (Kubernetes removes its content) and
@@ -735,7 +737,7 @@ trace_id_of(const char *traceparent)
 }
 
 static void
-write_back(MlplatPass *pass, List *projects)
+write_back(MlplatPass *pass, List *projects, List *orphans)
 {
 	MemoryContext pass_cxt = CurrentMemoryContext;
 	int			lost = 0;
@@ -772,6 +774,10 @@ write_back(MlplatPass *pass, List *projects)
 										  o->name, o->drift ? ": " : "", o->drift ? o->drift : ""));
 		}
 	}
+	foreach_ptr(ProjObj, o, orphans)
+		mlplat_ledger_append(pass, "project", 0, obj_text(o->obs, "metadata", "labels", "mlplat.io/project"),
+							 "ORPHAN_TEARDOWN", o->ledger_outcome, NULL, NULL, o->http_status, o->error, NULL,
+							 psprintf("Namespace %s", o->name));
 	mlplat_txn_commit();
 	MemoryContextSwitchTo(pass_cxt);
 	if (lost)
@@ -787,6 +793,7 @@ mlplat_projects_pass(MlplatPass *pass)
 	char	   *list_error[NUM_OBJ_KINDS] = {0};
 	List	   *items[NUM_OBJ_KINDS] = {0};
 	List	   *projects;
+	List	   *orphans = NIL;
 	HASHCTL		ctl;
 	HTAB	   *seen;
 	MlplatHttpBatch *batch;
@@ -855,7 +862,41 @@ mlplat_projects_pass(MlplatPass *pass)
 		}
 	}
 
+	/*
+	 * A namespace with our labels and no live project is an orphan (its project
+	 * row went away, or someone made it with our labels): torn down with its
+	 * content and recorded.  Judged only on a full resync, like deployments.
+	 */
+	if (pass->resync)
+	{
+		foreach_ptr(const MlJsonValue, nsobj, items[OBJ_NAMESPACE])
+		{
+			const char *name = obj_text(nsobj, "metadata", "name", NULL);
+			char		key[sizeof(((ObsEntry *) 0)->key)];
+			ObsEntry   *e;
+			ProjObj    *o;
+
+			if (name == NULL || ns_terminating(nsobj))
+				continue;
+			obs_key(key, OBJ_NAMESPACE, NULL, name);
+			e = hash_search(seen, key, HASH_FIND, NULL);
+			if (e == NULL || e->claimed)
+				continue;
+			o = palloc0(sizeof(ProjObj));
+			o->kind = OBJ_NAMESPACE;
+			o->name = pstrdup(name);
+			o->obs = nsobj;
+			o->action = ACT_DELETE;
+			orphans = lappend(orphans, o);
+		}
+	}
+
 	batch = mlplat_http_batch_create(pass_cxt);
+	foreach_ptr(ProjObj, o, orphans)
+	{
+		o->req = mlplat_kube_delete(batch, &RES[OBJ_NAMESPACE], NULL, o->name);
+		writes++;
+	}
 	foreach_ptr(Project, p, projects)
 	{
 		project_decide(p, arena, list_error);
@@ -877,6 +918,15 @@ mlplat_projects_pass(MlplatPass *pass)
 	if (mlplat_http_batch_count(batch) > 0)
 		mlplat_http_batch_run(batch);
 
+	foreach_ptr(ProjObj, o, orphans)
+	{
+		MlplatKubeResult res;
+
+		mlplat_kube_parse_response(o->req, &res);
+		o->http_status = res.status;
+		o->ledger_outcome = (res.outcome == MLPLAT_KUBE_OK || res.outcome == MLPLAT_KUBE_NOT_FOUND) ? "OK" : "FAILED";
+		o->error = res.message;
+	}
 	foreach_ptr(Project, p, projects)
 	{
 		project_results(p, pass, list_error);
@@ -891,9 +941,9 @@ mlplat_projects_pass(MlplatPass *pass)
 			p->write = true;
 	}
 
-	write_back(pass, projects);
+	write_back(pass, projects, orphans);
 	pass->acted = writes;
 	if (pass->status[0] == '\0')
-		snprintf(pass->status, sizeof(pass->status), "%d projects, %d writes, %d LIST requests",
-				 list_length(projects), writes, lists);
+		snprintf(pass->status, sizeof(pass->status), "%d projects, %d writes, %d orphans, %d LIST requests",
+				 list_length(projects), writes, list_length(orphans), lists);
 }

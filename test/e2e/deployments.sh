@@ -72,7 +72,7 @@ o["metadata"]={"name":"ghost","namespace":"mlp-shop","labels":o["metadata"]["lab
 kube POST /apis/serving.kserve.io/v1beta1/namespaces/mlp-shop/inferenceservices "$(echo "$isvc" | python3 -c '
 import json,sys; o=json.load(sys.stdin)
 o["metadata"]={"name":"handmade","namespace":"mlp-shop"}; o.pop("status",None); print(json.dumps(o))')" >/dev/null
-wait_for $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE action = 'ORPHAN_TEARDOWN' AND outcome = 'OK'" 1 10
+wait_for $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND action = 'ORPHAN_TEARDOWN' AND outcome = 'OK'" 1 10
 tap_ok $? "an InferenceService with our labels and no deployment is torn down as an orphan"
 code=$(kube GET /apis/serving.kserve.io/v1beta1/namespaces/mlp-shop/inferenceservices/handmade | python3 -c 'import json,sys; print(json.load(sys.stdin).get("metadata",{}).get("name",""))')
 tap_is "$code" handmade "an unlabelled InferenceService is never touched"
@@ -83,4 +83,9 @@ wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'iris'" DELETED
 tap_ok $? "undeploy ends DELETED once the InferenceService is gone"
 tap_is "$(admin GET 'writes' | python3 -c 'import json,sys; w=json.load(sys.stdin); print(sum(v.get("create",0) for k,v in (w.get("writes",w)).items() if "mlp-shop/iris" in k))' 2>/dev/null)" 1 \
 	"the stand-in saw exactly one create of the InferenceService"
+
+# leave nothing live for the scripts that run after this one against their own stand-in
+q $DB "SELECT mlplat.delete_project('shop')" >/dev/null
+wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'shop'" DELETED 15
+tap_ok $? "project shop is deleted once its deployment is gone"
 tap_done

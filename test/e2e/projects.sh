@@ -121,7 +121,7 @@ tap_ok $? "bob's role changes from viewer to developer"
 deadline=$((SECONDS + 15))
 while :; do
 	rbs=$(kube GET "/apis/rbac.authorization.k8s.io/v1/namespaces/mlp-vision/rolebindings?labelSelector=$SEL")
-	check "$rbs" "sorted(i['metadata']['name'] for i in o['items']) == sorted(['mlplat-owner-alice', 'mlplat-developer-bob', '$CAROL'])" && break
+	check "$rbs" "sorted(i['metadata']['name'] for i in o['items']) == sorted(['mlplat-owner-alice', 'mlplat-developer-bob', '$CAROL'])" >/dev/null && break
 	((SECONDS >= deadline)) && break
 	sleep 0.2
 done
@@ -194,6 +194,17 @@ n=$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE project = 'secure'
 [ -n "$n" ] && [ "$n" -ge 1 ]
 tap_ok $? "the ledger keeps the refused applies ($n with HTTP 403)"
 
+# ---------------------------------------------------------------- orphans
+kube POST /api/v1/namespaces "{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":\"mlp-ghost\",\"labels\":{\"app.kubernetes.io/managed-by\":\"mlplat\",\"mlplat.io/project\":\"ghost\",\"mlplat.io/instance\":\"$INSTANCE\"}}}" >/dev/null
+kube POST /api/v1/namespaces '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"mlp-handmade"}}' >/dev/null
+wait_for $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'projects' AND action = 'ORPHAN_TEARDOWN' AND outcome = 'OK' AND project = 'ghost' AND detail->>'note' = 'Namespace mlp-ghost'" 1 10
+tap_ok $? "a namespace with our labels and no project is torn down as an orphan, and recorded"
+check "$(kube GET /api/v1/namespaces/mlp-ghost)" "(o.get('kind') == 'Status' and o.get('code') == 404) or o['status']['phase'] == 'Terminating'"
+tap_ok $? "the orphan namespace is terminating or gone"
+check "$(kube GET /api/v1/namespaces/mlp-handmade)" "o['metadata']['name'] == 'mlp-handmade' and o['status']['phase'] == 'Active'"
+tap_ok $? "a namespace without our labels is never touched"
+tap_is "$(requests Namespace "" mlp-handmade)" 1 "the only write to it was the test's own create"
+
 # ---------------------------------------------------------------- delete
 admin PUT config '{"nsDeleteMs":1500}' >/dev/null
 q $DB "SELECT mlplat.delete_project('secure')" >/dev/null
@@ -215,4 +226,9 @@ tap_is "$(requests Namespace "" mlp-secure ok)" 2 "the namespace saw one apply a
 check "$(kube GET /api/v1/namespaces/mlp-vision)" "o['metadata']['name'] == 'mlp-vision' and o['status']['phase'] == 'Active'"
 tap_ok $? "the other project's namespace is untouched"
 tap_is "$(q $DB "SELECT status FROM mlplat.projects WHERE name = 'vision'")" READY "the other project is still READY"
+
+# leave nothing live for the scripts that run after this one against their own stand-in
+q $DB "SELECT mlplat.delete_project('vision')" >/dev/null
+wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'vision'" DELETED 15
+tap_ok $? "project vision deleted too"
 tap_done
