@@ -640,6 +640,18 @@ project_results(Project *p, MlplatPass *pass, char *const list_error[])
 	}
 	else if (deleting)
 		p->reason = psprintf("deletion of namespace %s requested", p->ns);
+	else if (errors.len > 0)
+	{
+		/*
+		 * Applied, but some kind cannot be listed: we could never see the
+		 * result, so do not come straight back to apply blindly again.
+		 */
+		p->error = errors.data;
+		p->new_status = "PROVISIONING";
+		p->reason = psprintf("applied %d object(s), but %s", applied, errors.data);
+		p->retry_ms = mlplat_backoff_delay_ms(p->attempts + 1, PERMANENT_BASE_MS,
+											  Min(PERMANENT_RETRY_MS, mlplat_backoff_max_ms), 0, (uint64) p->id);
+	}
 	else
 	{
 		p->new_status = "PROVISIONING";
