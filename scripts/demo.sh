@@ -42,10 +42,16 @@ step "2. a platform admin creates project 'fraud' (4 GPUs) and makes alice its d
 sql -c "CREATE ROLE alice LOGIN" -c "CREATE ROLE bob LOGIN"
 sql -c "SELECT 'accepted: ' || entity || ' #' || entity_id || ' ' || status FROM mlplat.create_project('fraud', 4, '16', '64Gi')" | sed 's/^/   /'
 sql -c "SELECT mlplat.grant_role('fraud', 'alice', 'deployer')" -c "SELECT mlplat.grant_role('fraud', 'bob', 'viewer')" >/dev/null
-# The projects reconciler (namespace, quota, limits, network policy, role bindings)
-# is not written yet: the demo makes the namespace itself for now.
-kube POST /api/v1/namespaces '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"mlp-fraud"}}' >/dev/null
-say "namespace mlp-fraud created on the stand-in (the projects reconciler will own this)"
+# The projects reconciler makes the tenant: namespace, GPU quota, limits, network policy,
+# one RoleBinding per member.  Waiting for READY is all it takes.
+T0=$(date +%s%N)
+for _ in $(seq 1 200); do
+	now=$(sql -c "SELECT status FROM mlplat.projects WHERE name = 'fraud'")
+	case "$now" in READY|FAILED) break ;; esac
+	sleep 0.05
+done
+say "project fraud: $now after $(elapsed) ms - $(sql -c "SELECT coalesce(status_reason, '') FROM mlplat.projects WHERE name = 'fraud'")"
+say "on the stand-in: $(kube GET "/apis/rbac.authorization.k8s.io/v1/namespaces/mlp-fraud/rolebindings" | python3 -c 'import json,sys; print(", ".join(i["metadata"]["name"] + " -> " + i["roleRef"]["name"] for i in json.load(sys.stdin)["items"]))')"
 
 step "3. alice registers model 'scorer' v1 and marks it CANDIDATE"
 SHA=$(printf 'scorer-weights-v1' | sha256sum | cut -d' ' -f1)
@@ -73,7 +79,7 @@ for _ in $(seq 1 200); do
 done
 say "endpoint: $(sql -c "SELECT endpoint FROM mlplat.deployments WHERE name = 'scorer'")"
 say "audit:    $(sql -c "SELECT actor || ' ' || action || ' ' || entity || ' trace ' || trace_id FROM mlplat.audit_events WHERE action = 'deploy'")"
-say "ledger:   $(sql -c "SELECT action || ' ' || outcome || ' HTTP ' || http_status || ' epoch ' || epoch || ' by ' || controller || ' trace ' || trace_id FROM mlplat.reconcile_ledger ORDER BY id LIMIT 1")"
+say "ledger:   $(sql -c "SELECT action || ' ' || outcome || ' HTTP ' || http_status || ' epoch ' || epoch || ' by ' || controller || ' trace ' || trace_id FROM mlplat.reconcile_ledger WHERE kind = 'deployments' ORDER BY id LIMIT 1")"
 
 step "7. KServe's defaulting is not drift: 5 s of resyncs (every 2 s) change nothing"
 w0=$(writes_count)
@@ -105,4 +111,4 @@ for _ in $(seq 1 200); do
 done
 
 step "done: every external write, in the ledger"
-sql -c "SELECT to_char(at, 'HH24:MI:SS.MS') || '  ' || rpad(action, 8) || rpad(outcome, 4) || ' HTTP ' || coalesce(http_status::text, '-') || '  epoch ' || epoch FROM mlplat.reconcile_ledger ORDER BY id" | sed 's/^/   /'
+sql -c "SELECT to_char(at, 'HH24:MI:SS.MS') || '  ' || rpad(kind, 12) || rpad(action, 8) || rpad(outcome, 4) || ' HTTP ' || coalesce(http_status::text, '-') || '  epoch ' || epoch FROM mlplat.reconcile_ledger ORDER BY id" | sed 's/^/   /'

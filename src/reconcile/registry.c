@@ -18,6 +18,7 @@ mlplat_pass_for_kind(int kind)
 		case MLPLAT_KIND_MODEL_ALIASES:
 			return mlplat_model_aliases_pass;
 		case MLPLAT_KIND_PROJECTS:
+			return mlplat_projects_pass;
 		case MLPLAT_KIND_RUNS:
 		case MLPLAT_KIND_ROLLOUTS:
 		case MLPLAT_NUM_KINDS:

@@ -16,8 +16,9 @@ standin_connect mlplat
 
 DB=mlplat
 q $DB "SELECT mlplat.create_project('shop', 4, '8', '16Gi')" >/dev/null
-# The projects reconciler owns namespaces; until it lands, make the namespace here.
-kube POST /api/v1/namespaces '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"mlp-shop"}}' >/dev/null
+# The projects reconciler makes the namespace (and the rest of the tenant).
+wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'shop'" READY 20
+tap_ok $? "project shop is READY: its namespace exists"
 SHA=$(printf 'iris-v1' | sha256sum | cut -d' ' -f1)
 q $DB "SELECT mlplat.register_model_version('shop', 'iris', '1', 's3://models/iris/1', '$SHA', 'kserve-sklearnserver', 'sklearn')" >/dev/null
 q $DB "SELECT mlplat.set_model_stage('shop', 'iris', '1', 'CANDIDATE')" >/dev/null
@@ -37,7 +38,7 @@ echo "# deploy -> READY in $ms ms (stand-in ready delay ${STANDIN_READY_MS:-300}
 tap_is "$(q $DB "SELECT endpoint FROM mlplat.deployments WHERE name = 'iris'")" "http://iris.mlp-shop.example.com" "READY carries the endpoint URL"
 tap_is "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND action = 'APPLY' AND outcome = 'OK'")" 1 \
 	"the ledger shows exactly one apply"
-tap_is "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE action = 'APPLY' AND epoch = (SELECT epoch FROM mlplat.leader_epochs WHERE kind = 'deployments') AND controller <> ''")" 1 \
+tap_is "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND action = 'APPLY' AND epoch = (SELECT epoch FROM mlplat.leader_epochs WHERE kind = 'deployments') AND controller <> ''")" 1 \
 	"the ledger row carries the leader's epoch and controller"
 isvc=$(kube GET /apis/serving.kserve.io/v1beta1/namespaces/mlp-shop/inferenceservices/iris)
 echo "$isvc" | python3 -c 'import json,sys; o=json.load(sys.stdin); l=o["metadata"]["labels"]; assert l["app.kubernetes.io/managed-by"]=="mlplat" and l["mlplat.io/revision"]=="1"'
@@ -71,7 +72,7 @@ o["metadata"]={"name":"ghost","namespace":"mlp-shop","labels":o["metadata"]["lab
 kube POST /apis/serving.kserve.io/v1beta1/namespaces/mlp-shop/inferenceservices "$(echo "$isvc" | python3 -c '
 import json,sys; o=json.load(sys.stdin)
 o["metadata"]={"name":"handmade","namespace":"mlp-shop"}; o.pop("status",None); print(json.dumps(o))')" >/dev/null
-wait_for $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE action = 'ORPHAN_TEARDOWN' AND outcome = 'OK'" 1 10
+wait_for $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND action = 'ORPHAN_TEARDOWN' AND outcome = 'OK'" 1 10
 tap_ok $? "an InferenceService with our labels and no deployment is torn down as an orphan"
 code=$(kube GET /apis/serving.kserve.io/v1beta1/namespaces/mlp-shop/inferenceservices/handmade | python3 -c 'import json,sys; print(json.load(sys.stdin).get("metadata",{}).get("name",""))')
 tap_is "$code" handmade "an unlabelled InferenceService is never touched"
@@ -88,4 +89,9 @@ wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'iris'" DELETED
 tap_ok $? "undeploy ends DELETED once the InferenceService is gone"
 tap_is "$(admin GET 'writes' | python3 -c 'import json,sys; w=json.load(sys.stdin); print(sum(v.get("create",0) for k,v in (w.get("writes",w)).items() if "mlp-shop/iris" in k))' 2>/dev/null)" 1 \
 	"the stand-in saw exactly one create of the InferenceService"
+
+# leave nothing live for the scripts that run after this one against their own stand-in
+q $DB "SELECT mlplat.delete_project('shop')" >/dev/null
+wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'shop'" DELETED 15
+tap_ok $? "project shop is deleted once its deployment is gone"
 tap_done

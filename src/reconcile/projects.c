@@ -1,0 +1,961 @@
+/*
+ * projects.c — the projects reconciler: a namespace per project and what
+ * makes it a tenant.
+ *
+ * Per project, in namespace mlp-<project>, all labelled managed-by=mlplat,
+ * mlplat.io/project and mlplat.io/instance:
+ *   Namespace       mlp-<project>
+ *   ResourceQuota   mlplat-quota      requests.nvidia.com/gpu (+ requests.cpu,
+ *                                     requests.memory when the project sets them)
+ *   LimitRange      mlplat-limits     container defaults (see LR_* below)
+ *   NetworkPolicy   mlplat-isolation  ingress only from the same namespace and
+ *                                     from the ingress gateway namespaces
+ *   RoleBinding     mlplat-<role>-<principal> per member, roleRef ClusterRole
+ *                                     mlplat-<role>
+ *
+ * One pass:
+ *   1. claim every live project with its quotas and members (short transaction);
+ *   2. observe: one LIST per resource kind with our label selector, paginated;
+ *   3. decide per project and per object: compare desired with observed
+ *      (default-aware, spec_diff) and apply (SSA) only the objects that differ,
+ *      delete bindings of removed members; the namespace first, the rest once it
+ *      is observed; everything in one concurrent batch;
+ *   4. write back with compare-and-swap on row version and leader epoch, plus a
+ *      ledger row per external write.
+ * On a full resync, a namespace with our labels and no live project is an
+ * orphan: deleted (with its content) and recorded in the ledger.
+ * READY only when every desired object is observed as applied.  A failure on
+ * one object leaves the others alone: the next pass re-applies only what still
+ * differs.  DELETING deletes the namespace (Kubernetes removes its content) and
+ * ends DELETED once the namespace is no longer listed.  A pass in which
+ * nothing differs writes nothing, to the cluster or to the database.
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "lib/stringinfo.h"
+#include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/json.h"
+#include "utils/memutils.h"
+
+#include "mlplat/backoff.h"
+#include "mlplat/guc.h"
+#include "mlplat/http.h"
+#include "mlplat/json.h"
+#include "mlplat/kube.h"
+#include "mlplat/reconcile.h"
+#include "mlplat/reconcile_util.h"
+#include "mlplat/spec_diff.h"
+
+/* PostgreSQL 17 has foreach_ptr; 15 does not: the same loop over a List of pointers. */
+#ifndef foreach_ptr
+#define foreach_ptr(type, var, lst) \
+	for (type *var = NULL, *var##_once_ = (type *) 1; var##_once_; var##_once_ = NULL) \
+		for (ListCell *var##_lc_ = list_head(lst); \
+			 var##_lc_ != NULL && ((var = (type *) lfirst(var##_lc_)) != NULL || true); \
+			 var##_lc_ = lnext((lst), var##_lc_))
+#endif
+
+typedef enum ObjKind
+{
+	OBJ_NAMESPACE = 0,
+	OBJ_QUOTA,
+	OBJ_LIMITS,
+	OBJ_NETPOL,
+	OBJ_ROLEBINDING,
+	NUM_OBJ_KINDS
+} ObjKind;
+
+static const MlplatKubeResource RES[NUM_OBJ_KINDS] = {
+	{"", "v1", "namespaces", false},
+	{"", "v1", "resourcequotas", true},
+	{"", "v1", "limitranges", true},
+	{"networking.k8s.io", "v1", "networkpolicies", true},
+	{"rbac.authorization.k8s.io", "v1", "rolebindings", true},
+};
+static const char *const KIND_NAME[NUM_OBJ_KINDS] = {
+	"Namespace", "ResourceQuota", "LimitRange", "NetworkPolicy", "RoleBinding"
+};
+static const char *const API_VERSION[NUM_OBJ_KINDS] = {
+	"v1", "v1", "v1", "networking.k8s.io/v1", "rbac.authorization.k8s.io/v1"
+};
+
+#define QUOTA_NAME "mlplat-quota"
+#define LIMITS_NAME "mlplat-limits"
+#define NETPOL_NAME "mlplat-isolation"
+
+/*
+ * LimitRange defaults for containers that state no resources of their own (the
+ * quota's requests.cpu/requests.memory make Kubernetes refuse pods without
+ * requests, so every container needs some): request 250m CPU / 512Mi, limit
+ * 2 CPUs / 4Gi.  GPUs get no default: a container asks for them explicitly.
+ */
+#define LR_REQUEST_CPU "250m"
+#define LR_REQUEST_MEMORY "512Mi"
+#define LR_LIMIT_CPU "2"
+#define LR_LIMIT_MEMORY "4Gi"
+
+/*
+ * Namespaces whose pods may reach a project's pods, besides the project's own:
+ * the ingress gateway (Istio) and Knative's activator, matched by the
+ * kubernetes.io/metadata.name label every namespace carries.
+ */
+static const char *const INGRESS_NAMESPACES[] = {"istio-system", "knative-serving"};
+
+#define LIST_PAGE 500
+#define FOLLOW_UP_MS 300
+/* permanent errors (403, 422) are retried slowly, doubling up to this: a later grant heals them */
+#define PERMANENT_RETRY_MS 30000
+#define PERMANENT_BASE_MS 1000
+
+typedef enum ObjAction
+{
+	ACT_NONE = 0,
+	ACT_APPLY,
+	ACT_DELETE
+} ObjAction;
+
+typedef struct ProjObj
+{
+	ObjKind		kind;
+	char	   *name;
+	char	   *ns;				/* NULL for the Namespace itself */
+	char	   *manifest;		/* desired JSON (NULL for an extra binding to delete) */
+	const MlJsonValue *obs;
+	const char *state;			/* applied, missing, differs, unobserved, extra */
+	char	   *drift;
+	bool		recreate;		/* an immutable field differs: delete, then apply later */
+	ObjAction	action;
+	MlplatHttpRequest *req;
+	const char *ledger_outcome;
+	int			http_status;
+	char	   *error;
+} ProjObj;
+
+typedef struct Project
+{
+	/* claimed */
+	int64		id;
+	char	   *name;
+	char	   *ns;
+	int			gpu_quota;
+	char	   *cpu_quota;
+	char	   *memory_quota;
+	char	   *status;
+	char	   *status_reason;
+	char	   *last_error;
+	int64		generation;
+	int64		observed_generation;
+	int64		row_version;
+	char	   *traceparent;
+	int			attempts;
+	bool		due;
+	char	   *members;
+	int64		quota_generation;	/* generation whose quota was last applied */
+	/* desired and observed, per object */
+	List	   *objs;
+	/* decided */
+	const char *new_status;
+	char	   *reason;
+	char	   *error;
+	int			retry_ms;		/* -1: no retry scheduled */
+	bool		mark_observed;
+	bool		deferred;		/* some objects wait for the namespace */
+	bool		write;
+	char	   *observed_json;
+} Project;
+
+typedef struct ObsEntry
+{
+	char		key[384];		/* kind/namespace/name */
+	const MlJsonValue *obj;
+	bool		claimed;
+} ObsEntry;
+
+/* ---------------------------------------------------------------- rendering */
+
+static const char *
+obj_text(const MlJsonValue *obj, const char *a, const char *b, const char *c)
+{
+	const MlJsonValue *v = ml_json_object_get(obj, a);
+
+	if (v && b)
+		v = ml_json_object_get(v, b);
+	if (v && c)
+		v = ml_json_object_get(v, c);
+	return (v && v->type == ML_JSON_STRING) ? v->u.string.str : NULL;
+}
+
+static void
+append_metadata(StringInfo s, ObjKind kind, const char *name, const char *ns,
+				const char *project, const char *instance)
+{
+	appendStringInfo(s, "{\"apiVersion\":\"%s\",\"kind\":\"%s\",\"metadata\":{\"name\":",
+					 API_VERSION[kind], KIND_NAME[kind]);
+	escape_json(s, name);
+	if (ns)
+	{
+		appendStringInfoString(s, ",\"namespace\":");
+		escape_json(s, ns);
+	}
+	appendStringInfoString(s, ",\"labels\":{\"app.kubernetes.io/managed-by\":\"mlplat\",\"mlplat.io/project\":");
+	escape_json(s, project);
+	appendStringInfoString(s, ",\"mlplat.io/instance\":");
+	escape_json(s, instance);
+	appendStringInfoString(s, "}}");
+}
+
+static ProjObj *
+new_obj(Project *p, ObjKind kind, const char *name, StringInfo manifest)
+{
+	ProjObj    *o = palloc0(sizeof(ProjObj));
+
+	o->kind = kind;
+	o->name = pstrdup(name);
+	o->ns = kind == OBJ_NAMESPACE ? NULL : p->ns;
+	o->manifest = manifest ? manifest->data : NULL;
+	p->objs = lappend(p->objs, o);
+	return o;
+}
+
+/* Every object the project should have, rendered from the claimed row alone. */
+static void
+render(Project *p, const char *instance, MlJsonArena *arena)
+{
+	StringInfoData s;
+	MlJsonValue *members;
+	MlJsonError err;
+
+	initStringInfo(&s);
+	append_metadata(&s, OBJ_NAMESPACE, p->ns, NULL, p->name, instance);
+	appendStringInfoChar(&s, '}');
+	new_obj(p, OBJ_NAMESPACE, p->ns, &s);
+
+	initStringInfo(&s);
+	append_metadata(&s, OBJ_QUOTA, QUOTA_NAME, p->ns, p->name, instance);
+	appendStringInfo(&s, ",\"spec\":{\"hard\":{\"requests.nvidia.com/gpu\":\"%d\"", p->gpu_quota);
+	if (p->cpu_quota)
+	{
+		appendStringInfoString(&s, ",\"requests.cpu\":");
+		escape_json(&s, p->cpu_quota);
+	}
+	if (p->memory_quota)
+	{
+		appendStringInfoString(&s, ",\"requests.memory\":");
+		escape_json(&s, p->memory_quota);
+	}
+	appendStringInfoString(&s, "}}}");
+	new_obj(p, OBJ_QUOTA, QUOTA_NAME, &s);
+
+	initStringInfo(&s);
+	append_metadata(&s, OBJ_LIMITS, LIMITS_NAME, p->ns, p->name, instance);
+	appendStringInfoString(&s, ",\"spec\":{\"limits\":[{\"type\":\"Container\","
+						   "\"default\":{\"cpu\":\"" LR_LIMIT_CPU "\",\"memory\":\"" LR_LIMIT_MEMORY "\"},"
+						   "\"defaultRequest\":{\"cpu\":\"" LR_REQUEST_CPU "\",\"memory\":\"" LR_REQUEST_MEMORY "\"}}]}}");
+	new_obj(p, OBJ_LIMITS, LIMITS_NAME, &s);
+
+	initStringInfo(&s);
+	append_metadata(&s, OBJ_NETPOL, NETPOL_NAME, p->ns, p->name, instance);
+	appendStringInfoString(&s, ",\"spec\":{\"podSelector\":{},\"policyTypes\":[\"Ingress\"],"
+						   "\"ingress\":[{\"from\":[{\"podSelector\":{}}");
+	for (size_t i = 0; i < lengthof(INGRESS_NAMESPACES); i++)
+		appendStringInfo(&s, ",{\"namespaceSelector\":{\"matchLabels\":"
+						 "{\"kubernetes.io/metadata.name\":\"%s\"}}}", INGRESS_NAMESPACES[i]);
+	appendStringInfoString(&s, "]}]}}");
+	new_obj(p, OBJ_NETPOL, NETPOL_NAME, &s);
+
+	members = ml_json_parse(arena, p->members, strlen(p->members), NULL, &err);
+	if (members == NULL || members->type != ML_JSON_ARRAY)
+		elog(ERROR, "members of project %lld are not a JSON array", (long long) p->id);
+	for (size_t i = 0; i < members->u.array.count; i++)
+	{
+		const MlJsonValue *m = members->u.array.items[i];
+		const char *principal = obj_text(m, "principal", NULL, NULL);
+		const char *role = obj_text(m, "role", NULL, NULL);
+		const char *binding = obj_text(m, "binding", NULL, NULL);
+
+		if (!principal || !role || !binding)
+			elog(ERROR, "member %zu of project %lld is incomplete", i, (long long) p->id);
+		initStringInfo(&s);
+		append_metadata(&s, OBJ_ROLEBINDING, binding, p->ns, p->name, instance);
+		appendStringInfo(&s, ",\"roleRef\":{\"apiGroup\":\"rbac.authorization.k8s.io\",\"kind\":\"ClusterRole\","
+						 "\"name\":\"mlplat-%s\"},\"subjects\":[{\"apiGroup\":\"rbac.authorization.k8s.io\","
+						 "\"kind\":\"User\",\"name\":", role);
+		escape_json(&s, principal);
+		appendStringInfoString(&s, "}]}");
+		new_obj(p, OBJ_ROLEBINDING, binding, &s);
+	}
+}
+
+/*
+ * The desired object without apiVersion/kind, for comparison: items of
+ * built-in lists carry neither, and both are implied by the list anyway.
+ */
+static const MlJsonValue *
+comparable(MlJsonArena *arena, const MlJsonValue *obj)
+{
+	MlJsonValue *c = ml_json_arena_alloc(arena, sizeof(MlJsonValue));
+	size_t		n = 0,
+				nk = 0;
+
+	if (c == NULL)
+		elog(ERROR, "out of memory");
+	*c = *obj;
+	c->u.object.members = ml_json_arena_alloc(arena, sizeof(MlJsonMember) * (obj->u.object.count + 1));
+	c->u.object.by_key = ml_json_arena_alloc(arena, sizeof(MlJsonMember *) * (obj->u.object.count + 1));
+	if (c->u.object.members == NULL || c->u.object.by_key == NULL)
+		elog(ERROR, "out of memory");
+	for (size_t i = 0; i < obj->u.object.count; i++)
+	{
+		const MlJsonMember *m = &obj->u.object.members[i];
+		const MlJsonMember *k = obj->u.object.by_key[i];
+
+		if (strcmp(m->key, "apiVersion") != 0 && strcmp(m->key, "kind") != 0)
+			c->u.object.members[n++] = *m;
+		if (strcmp(k->key, "apiVersion") != 0 && strcmp(k->key, "kind") != 0)
+			c->u.object.by_key[nk++] = k;
+	}
+	c->u.object.count = n;
+	return c;
+}
+
+static char *
+drift_text(const MlSpecDiff *diff)
+{
+	StringInfoData s;
+
+	initStringInfo(&s);
+	for (size_t i = 0; i < diff->count && i < 5; i++)
+		appendStringInfo(&s, "%s%s", i ? ", " : "", diff->entries[i].path);
+	if (diff->count > 5)
+		appendStringInfo(&s, " and %zu more", diff->count - 5);
+	return s.data;
+}
+
+static bool
+ns_terminating(const MlJsonValue *ns)
+{
+	const char *phase = obj_text(ns, "status", "phase", NULL);
+
+	return ml_json_object_get(ml_json_object_get(ns, "metadata"), "deletionTimestamp") != NULL ||
+		(phase && strcmp(phase, "Terminating") == 0);
+}
+
+/* ---------------------------------------------------------------- observing */
+
+static void
+obs_key(char *key, ObjKind kind, const char *ns, const char *name)
+{
+	snprintf(key, sizeof(((ObsEntry *) 0)->key), "%d/%s/%s", (int) kind, ns ? ns : "", name);
+}
+
+/*
+ * LIST every page of one kind with our selector into the table.  Returns NULL,
+ * or why the kind could not be observed (then nothing of it is known).
+ */
+static char *
+observe_kind(MlJsonArena *arena, HTAB *seen, ObjKind kind, const char *selector, List **items, int *lists)
+{
+	char	   *cont = NULL;
+	List	   *got = NIL;
+
+	for (;;)
+	{
+		MlplatHttpBatch *b = mlplat_http_batch_create(CurrentMemoryContext);
+		MlplatHttpRequest *r = mlplat_kube_list(b, &RES[kind], NULL, selector, LIST_PAGE, cont);
+		MlplatKubeResult res;
+		MlJsonValue *page;
+		MlJsonError err;
+		const MlJsonValue *arr;
+
+		mlplat_http_batch_run(b);
+		(*lists)++;
+		mlplat_kube_parse_response(r, &res);
+		if (res.outcome == MLPLAT_KUBE_EXPIRED)
+		{
+			got = NIL;
+			cont = NULL;
+			continue;
+		}
+		if (res.outcome != MLPLAT_KUBE_OK)
+			return psprintf("cannot list %s: %s", RES[kind].plural, res.message ? res.message : "unknown error");
+		page = ml_json_parse(arena, r->resp_body, r->resp_len, NULL, &err);
+		if (page == NULL)
+			return psprintf("%s list is not JSON: %s", RES[kind].plural, err.message);
+		arr = ml_json_object_get(page, "items");
+		if (arr == NULL || arr->type != ML_JSON_ARRAY)
+			return psprintf("%s list has no items array", RES[kind].plural);
+		for (size_t i = 0; i < arr->u.array.count; i++)
+			got = lappend(got, arr->u.array.items[i]);
+		cont = mlplat_kube_list_continue(res.body);
+		if (cont == NULL || cont[0] == '\0')
+			break;
+	}
+	foreach_ptr(const MlJsonValue, obj, got)
+	{
+		const char *name = obj_text(obj, "metadata", "name", NULL);
+		const char *ns = obj_text(obj, "metadata", "namespace", NULL);
+		char		key[sizeof(((ObsEntry *) 0)->key)];
+		ObsEntry   *e;
+		bool		found;
+
+		if (name == NULL)
+			continue;
+		obs_key(key, kind, RES[kind].namespaced ? ns : NULL, name);
+		e = hash_search(seen, key, HASH_ENTER, &found);
+		e->obj = obj;
+		e->claimed = false;
+	}
+	*items = got;
+	return NULL;
+}
+
+/* ---------------------------------------------------------------- deciding */
+
+static ProjObj *
+find_obj(Project *p, ObjKind kind)
+{
+	foreach_ptr(ProjObj, o, p->objs)
+		if (o->kind == kind)
+		return o;
+	return NULL;
+}
+
+/*
+ * Compare each desired object with what was observed and choose the writes.
+ * Pure apart from allocation: the observations are already in the objects.
+ */
+static void
+project_decide(Project *p, MlJsonArena *arena, char *const list_error[])
+{
+	ProjObj    *nso = find_obj(p, OBJ_NAMESPACE);
+	int			pending = 0;
+	int			unobserved = 0;
+	bool		ns_ready;
+
+	p->new_status = p->status;
+	p->reason = p->status_reason;
+	p->error = NULL;
+	p->retry_ms = -1;
+
+	if (strcmp(p->status, "DELETING") == 0)
+	{
+		if (list_error[OBJ_NAMESPACE] == NULL && nso->obs == NULL)
+		{
+			p->new_status = "DELETED";
+			p->reason = psprintf("namespace %s is gone", p->ns);
+			p->mark_observed = true;
+		}
+		else if (nso->obs && ns_terminating(nso->obs))
+			p->reason = psprintf("waiting for namespace %s to terminate", p->ns);
+		else if (p->due)
+			nso->action = ACT_DELETE;
+		else
+			p->error = p->last_error;
+		/* nothing else is touched: the namespace takes its content with it */
+		foreach_ptr(ProjObj, o, p->objs)
+			if (o != nso)
+			o->state = "ignored";
+		nso->state = nso->obs ? "present" : (list_error[OBJ_NAMESPACE] ? "unobserved" : "gone");
+		return;
+	}
+
+	foreach_ptr(ProjObj, o, p->objs)
+	{
+		MlJsonError err;
+		MlSpecDiff	diff;
+		MlJsonValue *desired;
+
+		if (o->manifest == NULL)
+		{
+			o->state = "extra";	/* a binding no member needs */
+			pending++;
+			continue;
+		}
+		if (list_error[o->kind])
+		{
+			/*
+			 * Not observable this pass.  A READY project was seen complete
+			 * before: leave it be rather than write blindly.  Otherwise apply
+			 * (idempotent), so the answer says what is wrong.
+			 */
+			o->state = "unobserved";
+			if (strcmp(p->status, "READY") == 0)
+				unobserved++;
+			else
+				pending++;
+			continue;
+		}
+		if (o->obs == NULL)
+		{
+			o->state = "missing";
+			pending++;
+			continue;
+		}
+		desired = ml_json_parse(arena, o->manifest, strlen(o->manifest), NULL, &err);
+		if (desired == NULL)
+			elog(ERROR, "rendered %s %s is not JSON: %s", KIND_NAME[o->kind], o->name, err.message);
+		if (!ml_spec_diff(arena, comparable(arena, desired), o->obs, &diff, &err))
+			elog(ERROR, "spec_diff failed: %s", err.message);
+		if (diff.count > 0)
+		{
+			o->state = "differs";
+			o->drift = psprintf("differs at %s", drift_text(&diff));
+			/* roleRef is immutable: such a binding must be deleted and made again */
+			for (size_t i = 0; i < diff.count; i++)
+				if (strncmp(diff.entries[i].path, "roleRef", 7) == 0)
+					o->recreate = true;
+			pending++;
+		}
+		else if (o->kind == OBJ_QUOTA && p->quota_generation != p->generation)
+		{
+			/*
+			 * A quota change may drop a resource (cpu_quota set to NULL): only
+			 * an apply removes it, and a comparison of the fields we still want
+			 * cannot see it.  So a new generation applies the quota once
+			 * (remembered in observed.quota_generation).
+			 */
+			o->state = "differs";
+			o->drift = psprintf("project generation %lld", (long long) p->generation);
+			pending++;
+		}
+		else
+			o->state = "applied";
+	}
+
+	ns_ready = nso->obs != NULL && strcmp(nso->state, "applied") == 0 && !ns_terminating(nso->obs);
+	if (pending == 0 && ns_ready && unobserved > 0)
+		return;					/* READY as far as we can tell: keep the row as it is */
+	if (pending == 0 && ns_ready)
+	{
+		p->new_status = "READY";
+		p->reason = psprintf("all %d objects applied in namespace %s", list_length(p->objs), p->ns);
+		p->mark_observed = true;
+		return;
+	}
+	if (nso->obs && ns_terminating(nso->obs))
+	{
+		p->new_status = "PROVISIONING";
+		p->reason = psprintf("namespace %s is still terminating", p->ns);
+		return;
+	}
+	if (!p->due)
+	{
+		/* backing off: keep what the row says until the next attempt */
+		p->error = p->last_error;
+		return;
+	}
+	foreach_ptr(ProjObj, o, p->objs)
+	{
+		bool		pend = strcmp(o->state, "applied") != 0 &&
+			!(strcmp(o->state, "unobserved") == 0 && strcmp(p->status, "READY") == 0);
+
+		if (!pend)
+			continue;
+		/* the namespace first; the rest once it is observed */
+		if (o != nso && !ns_ready)
+		{
+			p->deferred = true;
+			continue;
+		}
+		if (o->manifest == NULL || o->recreate)
+			o->action = ACT_DELETE;
+		else
+			o->action = ACT_APPLY;
+	}
+}
+
+/* Classify one write's answer; the project's status follows from them all. */
+static void
+obj_result(Project *p, ProjObj *o, MlplatPass *pass, bool *failed, bool *retry, int *retry_after_s,
+		   StringInfo errors)
+{
+	MlplatKubeResult res;
+
+	mlplat_kube_parse_response(o->req, &res);
+	o->http_status = res.status;
+	if (res.outcome == MLPLAT_KUBE_NOT_FOUND && o->action == ACT_DELETE)
+		res.outcome = MLPLAT_KUBE_OK;	/* already gone */
+	else if (res.outcome == MLPLAT_KUBE_NOT_FOUND)
+		res.outcome = MLPLAT_KUBE_RETRY;	/* the namespace is not there (yet) */
+	switch (res.outcome)
+	{
+		case MLPLAT_KUBE_OK:
+			o->ledger_outcome = "OK";
+			return;
+		case MLPLAT_KUBE_FAILED:
+			o->ledger_outcome = "FAILED";
+			*failed = true;
+			break;
+		default:
+			o->ledger_outcome = "RETRY";
+			*retry = true;
+			*retry_after_s = Max(*retry_after_s, res.retry_after_s);
+			break;
+	}
+	o->error = res.message ? res.message : pstrdup(mlplat_kube_outcome_name(res.outcome));
+	appendStringInfo(errors, "%s%s %s: %s", errors->len ? "; " : "", KIND_NAME[o->kind], o->name, o->error);
+}
+
+static void
+project_results(Project *p, MlplatPass *pass, char *const list_error[])
+{
+	StringInfoData errors;
+	bool		failed = false,
+				retry = false,
+				any = false,
+				deleting = strcmp(p->status, "DELETING") == 0;
+	int			retry_after_s = 0;
+	int			applied = 0;
+
+	initStringInfo(&errors);
+	foreach_ptr(ProjObj, o, p->objs)
+	{
+		if (o->req == NULL)
+			continue;
+		any = true;
+		obj_result(p, o, pass, &failed, &retry, &retry_after_s, &errors);
+		if (strcmp(o->ledger_outcome, "OK") == 0)
+			applied++;
+	}
+	if (!any)
+		return;
+	/* an object we could not even list explains itself too */
+	for (int k = 0; k < NUM_OBJ_KINDS && !deleting; k++)
+		if (list_error[k])
+			appendStringInfo(&errors, "%s%s", errors.len ? "; " : "", list_error[k]);
+
+	if (failed || retry)
+	{
+		p->error = errors.data;
+		if (!deleting)
+			p->new_status = failed ? "FAILED" : "PROVISIONING";
+		p->reason = pstrdup(errors.data);
+		p->retry_ms = failed
+			? mlplat_backoff_delay_ms(p->attempts + 1, PERMANENT_BASE_MS, Min(PERMANENT_RETRY_MS, mlplat_backoff_max_ms),
+									  retry_after_s, (uint64) p->id)
+			: mlplat_backoff_delay_ms(p->attempts + 1, 500, mlplat_backoff_max_ms, retry_after_s, (uint64) p->id);
+	}
+	else if (deleting)
+		p->reason = psprintf("deletion of namespace %s requested", p->ns);
+	else if (errors.len > 0)
+	{
+		/*
+		 * Applied, but some kind cannot be listed: we could never see the
+		 * result, so do not come straight back to apply blindly again.
+		 */
+		p->error = errors.data;
+		p->new_status = "PROVISIONING";
+		p->reason = psprintf("applied %d object(s), but %s", applied, errors.data);
+		p->retry_ms = mlplat_backoff_delay_ms(p->attempts + 1, PERMANENT_BASE_MS,
+											  Min(PERMANENT_RETRY_MS, mlplat_backoff_max_ms), 0, (uint64) p->id);
+	}
+	else
+	{
+		p->new_status = "PROVISIONING";
+		p->reason = psprintf("applied %d object(s); waiting to observe them", applied);
+		/* what this generation asks for has been sent (unless some waits for the namespace) */
+		p->mark_observed = !p->deferred;
+	}
+	if (p->retry_ms < 0)
+		pass->next_pass_ms = FOLLOW_UP_MS;
+}
+
+static char *
+observed_summary(Project *p)
+{
+	StringInfoData s;
+	bool		first = true;
+
+	initStringInfo(&s);
+	foreach_ptr(ProjObj, o, p->objs)
+		if (o->kind == OBJ_QUOTA && o->req && o->action == ACT_APPLY && strcmp(o->ledger_outcome, "OK") == 0)
+		p->quota_generation = p->generation;
+	appendStringInfo(&s, "{\"quota_generation\":%lld,\"objects\":{", (long long) p->quota_generation);
+	foreach_ptr(ProjObj, o, p->objs)
+	{
+		char	   *key = psprintf("%s/%s", KIND_NAME[o->kind], o->name);
+
+		if (!first)
+			appendStringInfoChar(&s, ',');
+		first = false;
+		escape_json(&s, key);
+		appendStringInfoChar(&s, ':');
+		escape_json(&s, o->state ? o->state : "unknown");
+	}
+	appendStringInfoString(&s, "}}");
+	return s.data;
+}
+
+static bool
+str_differs(const char *a, const char *b)
+{
+	if (a == NULL || b == NULL)
+		return a != b;
+	return strcmp(a, b) != 0;
+}
+
+/* ---------------------------------------------------------------- I/O */
+
+static List *
+claim(char **instance)
+{
+	MemoryContext pass_cxt = CurrentMemoryContext;
+	List	   *out = NIL;
+
+	mlplat_txn_begin();
+	MemoryContextSwitchTo(pass_cxt);
+	*instance = mlplat_instance_id();
+	if (SPI_execute("SELECT * FROM mlplat._projects_claim()", true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "mlplat: projects claim failed");
+	MemoryContextSwitchTo(pass_cxt);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	t = SPI_tuptable->vals[i];
+		TupleDesc	td = SPI_tuptable->tupdesc;
+		Project    *p = palloc0(sizeof(Project));
+		char	   *v;
+
+		p->id = atoll(SPI_getvalue(t, td, 1));
+		p->name = SPI_getvalue(t, td, 2);
+		p->ns = psprintf("mlp-%s", p->name);
+		p->gpu_quota = atoi(SPI_getvalue(t, td, 3));
+		p->cpu_quota = SPI_getvalue(t, td, 4);
+		p->memory_quota = SPI_getvalue(t, td, 5);
+		p->status = SPI_getvalue(t, td, 6);
+		p->status_reason = SPI_getvalue(t, td, 7);
+		p->last_error = SPI_getvalue(t, td, 8);
+		p->generation = atoll(SPI_getvalue(t, td, 9));
+		p->observed_generation = atoll(SPI_getvalue(t, td, 10));
+		p->row_version = atoll(SPI_getvalue(t, td, 11));
+		p->traceparent = SPI_getvalue(t, td, 12);
+		p->attempts = atoi(SPI_getvalue(t, td, 13));
+		v = SPI_getvalue(t, td, 14);
+		p->due = v && v[0] == 't';
+		p->members = SPI_getvalue(t, td, 15);
+		p->quota_generation = atoll(SPI_getvalue(t, td, 16));
+		out = lappend(out, p);
+	}
+	mlplat_txn_commit();
+	return out;
+}
+
+static char *
+trace_id_of(const char *traceparent)
+{
+	return (traceparent && strlen(traceparent) == 55) ? pnstrdup(traceparent + 3, 32) : NULL;
+}
+
+static void
+write_back(MlplatPass *pass, List *projects, List *orphans)
+{
+	MemoryContext pass_cxt = CurrentMemoryContext;
+	int			lost = 0;
+
+	mlplat_txn_begin();
+	foreach_ptr(Project, p, projects)
+	{
+		bool		ok;
+
+		if (!p->write)
+			continue;
+		ok = mlplat_sql_bool("SELECT mlplat._projects_writeback($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9)",
+							 9,
+							 (Oid[]) {INT8OID, INT8OID, INT8OID, TEXTOID, TEXTOID, INT8OID, TEXTOID, TEXTOID, INT4OID},
+							 (Datum[]) {Int64GetDatum(p->id), Int64GetDatum(p->row_version), Int64GetDatum(pass->epoch),
+								 CStringGetTextDatum(p->new_status), p->reason ? CStringGetTextDatum(p->reason) : 0,
+								 Int64GetDatum(p->generation), CStringGetTextDatum(p->observed_json),
+								 p->error ? CStringGetTextDatum(p->error) : 0, Int32GetDatum(p->retry_ms)},
+							 (const char[]) {' ', ' ', ' ', ' ', p->reason ? ' ' : 'n',
+								 p->mark_observed ? ' ' : 'n', ' ', p->error ? ' ' : 'n', p->retry_ms >= 0 ? ' ' : 'n'});
+		if (!ok)
+		{
+			lost++;				/* an intent or another leader got there first: re-read next pass */
+			continue;
+		}
+		foreach_ptr(ProjObj, o, p->objs)
+		{
+			if (o->req == NULL)
+				continue;
+			mlplat_ledger_append(pass, "project", p->id, p->name, o->action == ACT_DELETE ? "DELETE" : "APPLY",
+								 o->ledger_outcome, NULL, NULL, o->http_status, o->error,
+								 trace_id_of(p->traceparent),
+								 psprintf("%s %s%s%s%s%s", KIND_NAME[o->kind], o->ns ? o->ns : "", o->ns ? "/" : "",
+										  o->name, o->drift ? ": " : "", o->drift ? o->drift : ""));
+		}
+	}
+	foreach_ptr(ProjObj, o, orphans)
+		mlplat_ledger_append(pass, "project", 0, obj_text(o->obs, "metadata", "labels", "mlplat.io/project"),
+							 "ORPHAN_TEARDOWN", o->ledger_outcome, NULL, NULL, o->http_status, o->error, NULL,
+							 psprintf("Namespace %s", o->name));
+	mlplat_txn_commit();
+	MemoryContextSwitchTo(pass_cxt);
+	if (lost)
+		snprintf(pass->status, sizeof(pass->status), "%d write-back(s) lost a compare-and-swap; re-reading", lost);
+}
+
+void
+mlplat_projects_pass(MlplatPass *pass)
+{
+	MemoryContext pass_cxt = CurrentMemoryContext;
+	MlJsonArena *arena = mlplat_json_arena_in(pass_cxt);
+	const char *why = NULL;
+	char	   *list_error[NUM_OBJ_KINDS] = {0};
+	List	   *items[NUM_OBJ_KINDS] = {0};
+	List	   *projects;
+	List	   *orphans = NIL;
+	HASHCTL		ctl;
+	HTAB	   *seen;
+	MlplatHttpBatch *batch;
+	char	   *selector;
+	char	   *instance;
+	int			lists = 0;
+	int			writes = 0;
+
+	if (!mlplat_cluster_ready(pass, &why))
+		return;
+
+	projects = claim(&instance);
+	MemoryContextSwitchTo(pass_cxt);
+	foreach_ptr(Project, p, projects)
+		render(p, instance, arena);
+
+	selector = psprintf("app.kubernetes.io/managed-by=mlplat,mlplat.io/instance=%s", instance);
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = sizeof(((ObsEntry *) 0)->key);
+	ctl.entrysize = sizeof(ObsEntry);
+	ctl.hcxt = pass_cxt;
+	seen = hash_create("mlplat observed project objects", 256, &ctl, HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	for (int k = 0; k < NUM_OBJ_KINDS; k++)
+		list_error[k] = observe_kind(arena, seen, (ObjKind) k, selector, &items[k], &lists);
+
+	/* match observations to desired objects */
+	foreach_ptr(Project, p, projects)
+	{
+		foreach_ptr(ProjObj, o, p->objs)
+		{
+			char		key[sizeof(((ObsEntry *) 0)->key)];
+			ObsEntry   *e;
+
+			obs_key(key, o->kind, o->ns, o->name);
+			e = hash_search(seen, key, HASH_FIND, NULL);
+			if (e)
+			{
+				o->obs = e->obj;
+				e->claimed = true;
+			}
+		}
+	}
+	/* bindings in a live project's namespace that no member needs (revoked, role changed) */
+	foreach_ptr(const MlJsonValue, rb, items[OBJ_ROLEBINDING])
+	{
+		const char *name = obj_text(rb, "metadata", "name", NULL);
+		const char *ns = obj_text(rb, "metadata", "namespace", NULL);
+		char		key[sizeof(((ObsEntry *) 0)->key)];
+		ObsEntry   *e;
+
+		if (!name || !ns)
+			continue;
+		obs_key(key, OBJ_ROLEBINDING, ns, name);
+		e = hash_search(seen, key, HASH_FIND, NULL);
+		if (e == NULL || e->claimed)
+			continue;
+		foreach_ptr(Project, p, projects)
+		{
+			if (strcmp(p->ns, ns) == 0 && strcmp(p->status, "DELETING") != 0)
+			{
+				ProjObj    *o = new_obj(p, OBJ_ROLEBINDING, name, NULL);
+
+				o->obs = rb;
+				break;
+			}
+		}
+	}
+
+	/*
+	 * A namespace with our labels and no live project is an orphan (its project
+	 * row went away, or someone made it with our labels): torn down with its
+	 * content and recorded.  Judged only on a full resync, like deployments.
+	 */
+	if (pass->resync)
+	{
+		foreach_ptr(const MlJsonValue, nsobj, items[OBJ_NAMESPACE])
+		{
+			const char *name = obj_text(nsobj, "metadata", "name", NULL);
+			char		key[sizeof(((ObsEntry *) 0)->key)];
+			ObsEntry   *e;
+			ProjObj    *o;
+
+			if (name == NULL || ns_terminating(nsobj))
+				continue;
+			obs_key(key, OBJ_NAMESPACE, NULL, name);
+			e = hash_search(seen, key, HASH_FIND, NULL);
+			if (e == NULL || e->claimed)
+				continue;
+			o = palloc0(sizeof(ProjObj));
+			o->kind = OBJ_NAMESPACE;
+			o->name = pstrdup(name);
+			o->obs = nsobj;
+			o->action = ACT_DELETE;
+			orphans = lappend(orphans, o);
+		}
+	}
+
+	batch = mlplat_http_batch_create(pass_cxt);
+	foreach_ptr(ProjObj, o, orphans)
+	{
+		o->req = mlplat_kube_delete(batch, &RES[OBJ_NAMESPACE], NULL, o->name);
+		writes++;
+	}
+	foreach_ptr(Project, p, projects)
+	{
+		project_decide(p, arena, list_error);
+		foreach_ptr(ProjObj, o, p->objs)
+		{
+			if (o->action == ACT_APPLY)
+				o->req = mlplat_kube_apply(batch, &RES[o->kind], o->ns, o->name, o->manifest);
+			else if (o->action == ACT_DELETE)
+				o->req = mlplat_kube_delete(batch, &RES[o->kind], o->ns, o->name);
+			if (o->req)
+				writes++;
+		}
+		if (strcmp(p->new_status, "PROVISIONING") == 0 || strcmp(p->new_status, "DELETING") == 0)
+		{
+			if (p->due)
+				pass->next_pass_ms = FOLLOW_UP_MS;
+		}
+	}
+	if (mlplat_http_batch_count(batch) > 0)
+		mlplat_http_batch_run(batch);
+
+	foreach_ptr(ProjObj, o, orphans)
+	{
+		MlplatKubeResult res;
+
+		mlplat_kube_parse_response(o->req, &res);
+		o->http_status = res.status;
+		o->ledger_outcome = (res.outcome == MLPLAT_KUBE_OK || res.outcome == MLPLAT_KUBE_NOT_FOUND) ? "OK" : "FAILED";
+		o->error = res.message;
+	}
+	foreach_ptr(Project, p, projects)
+	{
+		project_results(p, pass, list_error);
+		p->observed_json = observed_summary(p);
+		p->write = false;
+		foreach_ptr(ProjObj, o, p->objs)
+			if (o->req)
+			p->write = true;
+		if (strcmp(p->new_status, p->status) != 0 || str_differs(p->reason, p->status_reason) ||
+			str_differs(p->error, p->last_error) ||
+			(p->mark_observed && p->observed_generation != p->generation))
+			p->write = true;
+	}
+
+	write_back(pass, projects, orphans);
+	pass->acted = writes;
+	if (pass->status[0] == '\0')
+		snprintf(pass->status, sizeof(pass->status), "%d projects, %d writes, %d orphans, %d LIST requests",
+				 list_length(projects), writes, list_length(orphans), lists);
+}

@@ -1,0 +1,234 @@
+#!/usr/bin/env bash
+# Projects end to end against the stand-in, with the real workers:
+# scenario 1 (project -> namespace, GPU quota, limits, network policy, role
+# bindings -> READY), steady state without writes, a role change replacing its
+# binding, scenario 8 (403 on NetworkPolicy -> the error shows; cleared -> READY
+# without re-applying the other objects), and delete -> DELETED once the
+# namespace is gone.
+set -u
+. "$(dirname "$0")/../lib/tap.sh"
+tap_require_cluster
+. "$(dirname "$0")/../lib/cluster.sh"
+. "$(dirname "$0")/../lib/standin.sh"
+WORK=$MLPLAT_TEST_WORK
+SD=$WORK/standin-projects
+trap 'standin_disconnect mlplat; standin_stop $SD' EXIT
+standin_start "$SD"
+tap_ok $? "stand-in started on port $STANDIN_PORT"
+standin_connect mlplat
+DB=mlplat
+
+# check JSON PYTHON-EXPR — exit 0 only when the body parses and the expression is true
+check() {
+	python3 -c '
+import json, sys
+o = json.loads(sys.argv[2])
+sys.exit(0 if eval("(" + sys.argv[1] + ")", {"o": o}) is True else 1)' "$2" "$1" 2>/dev/null && return 0
+	echo "# body: ${1:0:800}" | tr '\n' ' '
+	echo
+	return 1
+}
+
+# requests KIND NS NAME [ok] — how many non-GET requests the stand-in logged for one object
+# (every attempt, stored or not, refused or not; "ok" counts only 2xx answers); NS "" for
+# cluster-scoped objects
+requests() {
+	admin GET "requests?kind=$1&name=$3" | python3 -c '
+import json, sys
+items = json.load(sys.stdin)["items"]
+ns, ok = sys.argv[1], len(sys.argv) > 2
+print(sum(1 for e in items if e["method"] != "GET" and (e.get("namespace") or "") == ns
+          and (not ok or 200 <= e["status"] < 300)))' "$2" ${4:+ok}
+}
+
+INSTANCE=$(q $DB "SELECT mlplat._instance_id()")
+[ -n "$INSTANCE" ]
+tap_ok $? "the installation has an instance id ($INSTANCE)"
+SEL="app.kubernetes.io/managed-by%3Dmlplat,mlplat.io/instance%3D$INSTANCE"
+
+# ---------------------------------------------------------------- scenario 1
+q $DB "SELECT mlplat.create_project('vision', 4, '8', '16Gi', owner => 'alice')" >/dev/null &&
+	q $DB "SELECT mlplat.grant_role('vision', 'bob', 'viewer')" >/dev/null &&
+	q $DB "SELECT mlplat.grant_role('vision', 'Carol.Smith', 'deployer')" >/dev/null
+tap_ok $? "project vision created with owner alice, viewer bob, deployer Carol.Smith"
+wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'vision'" READY 20
+rc=$?
+tap_ok $rc "the project converges to READY"
+if [ $rc != 0 ]; then
+	q $DB "SELECT kind, role, status FROM mlplat.reconciler_health WHERE kind = 'projects'" | sed 's/^/# health: /'
+	q $DB "SELECT status, status_reason, last_error, observed FROM mlplat.projects WHERE name = 'vision'" | sed 's/^/# row: /'
+fi
+tap_is "$(q $DB "SELECT observed_generation = generation FROM mlplat.projects WHERE name = 'vision'")" t \
+	"READY records the generation it observed"
+
+ns=$(kube GET /api/v1/namespaces/mlp-vision)
+check "$ns" "o['metadata']['name'] == 'mlp-vision' and o['metadata']['labels']['app.kubernetes.io/managed-by'] == 'mlplat'
+ and o['metadata']['labels']['mlplat.io/project'] == 'vision' and o['metadata']['labels']['mlplat.io/instance'] == '$INSTANCE'
+ and o['status']['phase'] == 'Active'"
+tap_ok $? "namespace mlp-vision exists, active, with managed-by, project and instance labels"
+
+quota=$(kube GET /api/v1/namespaces/mlp-vision/resourcequotas/mlplat-quota)
+check "$quota" "o['spec']['hard'] == {'requests.nvidia.com/gpu': '4', 'requests.cpu': '8', 'requests.memory': '16Gi'}
+ and o['metadata']['labels']['mlplat.io/project'] == 'vision'"
+tap_ok $? "ResourceQuota mlplat-quota: 4 GPUs, 8 CPUs, 16Gi requested at most"
+
+limits=$(kube GET /api/v1/namespaces/mlp-vision/limitranges/mlplat-limits)
+check "$limits" "o['spec']['limits'] == [{'type': 'Container', 'default': {'cpu': '2', 'memory': '4Gi'},
+ 'defaultRequest': {'cpu': '250m', 'memory': '512Mi'}}]"
+tap_ok $? "LimitRange mlplat-limits: container defaults 250m/512Mi requested, 2/4Gi limit"
+
+np=$(kube GET /apis/networking.k8s.io/v1/namespaces/mlp-vision/networkpolicies/mlplat-isolation)
+check "$np" "o['spec']['podSelector'] == {} and o['spec']['policyTypes'] == ['Ingress'] and o['spec']['ingress'] == [{'from': [
+ {'podSelector': {}},
+ {'namespaceSelector': {'matchLabels': {'kubernetes.io/metadata.name': 'istio-system'}}},
+ {'namespaceSelector': {'matchLabels': {'kubernetes.io/metadata.name': 'knative-serving'}}}]}] and 'egress' not in o['spec']"
+tap_ok $? "NetworkPolicy mlplat-isolation: ingress only from the namespace itself and the gateway namespaces"
+
+CAROL=$(q $DB "SELECT mlplat._rolebinding_name('deployer', 'Carol.Smith')")
+[[ "$CAROL" =~ ^mlplat-deployer-carol-smith-[0-9a-f]{8}$ ]]
+tap_ok $? "a principal that is no DNS label gets a slug plus a hash in its binding name ($CAROL)"
+rbs=$(kube GET "/apis/rbac.authorization.k8s.io/v1/namespaces/mlp-vision/rolebindings?labelSelector=$SEL")
+check "$rbs" "sorted((i['metadata']['name'], i['roleRef']['kind'], i['roleRef']['name'], i['subjects'][0]['kind'], i['subjects'][0]['name'], len(i['subjects'])) for i in o['items']) == sorted([
+ ('mlplat-owner-alice', 'ClusterRole', 'mlplat-owner', 'User', 'alice', 1),
+ ('mlplat-viewer-bob', 'ClusterRole', 'mlplat-viewer', 'User', 'bob', 1),
+ ('$CAROL', 'ClusterRole', 'mlplat-deployer', 'User', 'Carol.Smith', 1)])"
+tap_ok $? "one RoleBinding per member, roleRef ClusterRole mlplat-<role>, subject the principal"
+
+tap_is "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'projects' AND project = 'vision' AND action = 'APPLY' AND outcome = 'OK'")" 7 \
+	"the ledger shows one apply per object (namespace, quota, limits, policy, 3 bindings)"
+tap_is "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'projects' AND project = 'vision' AND epoch = (SELECT epoch FROM mlplat.leader_epochs WHERE kind = 'projects') AND controller <> ''")" 7 \
+	"the ledger rows carry the projects leader's epoch and controller"
+
+# ---------------------------------------------------------------- steady state
+w0=$(admin GET requests | python3 -c 'import json,sys; print(sum(1 for e in json.load(sys.stdin)["items"] if e["method"] != "GET"))')
+l0=$(admin GET "requests?kind=ResourceQuota&method=GET" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["items"]))')
+rv0=$(q $DB "SELECT row_version FROM mlplat.projects WHERE name = 'vision'")
+sleep 5 # resync every 2 s: at least two full comparisons
+w1=$(admin GET requests | python3 -c 'import json,sys; print(sum(1 for e in json.load(sys.stdin)["items"] if e["method"] != "GET"))')
+l1=$(admin GET "requests?kind=ResourceQuota&method=GET" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["items"]))')
+[ -n "$w0" ] && [ "$w0" -gt 0 ] && [ "$w1" = "$w0" ]
+tap_ok $? "steady state: no write requests to the cluster over 5 s of resyncs ($w0 before, $w1 after)"
+[ -n "$l0" ] && [ -n "$l1" ] && [ "$l1" -gt "$l0" ]
+tap_ok $? "steady state still observes: quota LIST requests went on ($l0 -> $l1)"
+rv1=$(q $DB "SELECT row_version FROM mlplat.projects WHERE name = 'vision'")
+[ -n "$rv0" ] && [ "$rv1" = "$rv0" ]
+tap_ok $? "steady state: the project row is not rewritten (row_version $rv0 -> $rv1)"
+
+# ---------------------------------------------------------------- role change
+q $DB "SELECT mlplat.grant_role('vision', 'bob', 'developer')" >/dev/null &&
+	q $DB "SELECT mlplat.revoke_role('vision', 'bob', 'viewer')" >/dev/null
+tap_ok $? "bob's role changes from viewer to developer"
+deadline=$((SECONDS + 15))
+while :; do
+	rbs=$(kube GET "/apis/rbac.authorization.k8s.io/v1/namespaces/mlp-vision/rolebindings?labelSelector=$SEL")
+	check "$rbs" "sorted(i['metadata']['name'] for i in o['items']) == sorted(['mlplat-owner-alice', 'mlplat-developer-bob', '$CAROL'])" >/dev/null && break
+	((SECONDS >= deadline)) && break
+	sleep 0.2
+done
+check "$rbs" "sorted((i['metadata']['name'], i['roleRef']['name'], i['subjects'][0]['name']) for i in o['items']) == sorted([
+ ('mlplat-owner-alice', 'mlplat-owner', 'alice'), ('mlplat-developer-bob', 'mlplat-developer', 'bob'), ('$CAROL', 'mlplat-deployer', 'Carol.Smith')])"
+tap_ok $? "the viewer binding is replaced by a developer binding (roleRef is immutable)"
+tap_is "$(requests RoleBinding mlp-vision mlplat-viewer-bob ok)" 2 "the old binding saw exactly its apply and one delete"
+tap_is "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE project = 'vision' AND action = 'DELETE' AND outcome = 'OK' AND detail->>'note' = 'RoleBinding mlp-vision/mlplat-viewer-bob'")" 1 \
+	"the ledger records the binding's deletion"
+wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'vision'" READY 10
+tap_ok $? "the project is READY again after the role change"
+
+# ---------------------------------------------------------------- drift and quota change
+admin POST edit '{"resource":"resourcequotas","namespace":"mlp-vision","name":"mlplat-quota","patch":{"spec":{"hard":{"requests.nvidia.com/gpu":"100"}}}}' >/dev/null
+deadline=$((SECONDS + 15))
+until check "$(kube GET /api/v1/namespaces/mlp-vision/resourcequotas/mlplat-quota)" "o['spec']['hard']['requests.nvidia.com/gpu'] == '4'" >/dev/null ||
+	((SECONDS >= deadline)); do sleep 0.2; done
+check "$(kube GET /api/v1/namespaces/mlp-vision/resourcequotas/mlplat-quota)" "o['spec']['hard'] == {'requests.nvidia.com/gpu': '4', 'requests.cpu': '8', 'requests.memory': '16Gi'}"
+tap_ok $? "an out-of-band change of the GPU quota (to 100) is repaired back to 4"
+note=$(q $DB "SELECT detail->>'note' FROM mlplat.reconcile_ledger WHERE project = 'vision' AND action = 'APPLY' AND detail->>'note' LIKE 'ResourceQuota%differs at%' ORDER BY id DESC LIMIT 1")
+[[ "$note" == "ResourceQuota mlp-vision/mlplat-quota: differs at spec.hard"*gpu* ]]
+tap_ok $? "the ledger names the drifted quota path ($note)"
+tap_is "$(requests LimitRange mlp-vision mlplat-limits)/$(requests NetworkPolicy mlp-vision mlplat-isolation)" 1/1 "the repair touched nothing else"
+q $DB "SELECT mlplat.set_project_quota('vision', 6, '8')" >/dev/null
+tap_ok $? "set_project_quota: 6 GPUs, 8 CPUs, no memory limit"
+deadline=$((SECONDS + 15))
+until check "$(kube GET /api/v1/namespaces/mlp-vision/resourcequotas/mlplat-quota)" "o['spec']['hard'] == {'requests.nvidia.com/gpu': '6', 'requests.cpu': '8'}" >/dev/null ||
+	((SECONDS >= deadline)); do sleep 0.2; done
+check "$(kube GET /api/v1/namespaces/mlp-vision/resourcequotas/mlplat-quota)" "o['spec']['hard'] == {'requests.nvidia.com/gpu': '6', 'requests.cpu': '8'}"
+tap_ok $? "the quota follows: 6 GPUs, and the dropped memory limit is removed from the cluster"
+wait_for $DB "SELECT status || '/' || (observed_generation = generation) FROM mlplat.projects WHERE name = 'vision'" READY/true 10
+tap_ok $? "READY again, at the new generation"
+
+# ---------------------------------------------------------------- scenario 8
+r=$(admin POST faults '{"resource":"networkpolicies","forbidden":true}')
+[[ "$r" == *forbidden* ]]
+tap_ok $? "fault set: every request on networkpolicies is 403 Forbidden"
+q $DB "SELECT mlplat.create_project('secure', 2, owner => 'dana')" >/dev/null
+tap_ok $? "project secure created"
+wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'secure'" FAILED 15
+tap_ok $? "the project shows FAILED while its NetworkPolicy is forbidden"
+reason=$(q $DB "SELECT status_reason FROM mlplat.projects WHERE name = 'secure'")
+err=$(q $DB "SELECT last_error FROM mlplat.projects WHERE name = 'secure'")
+[[ "$reason" == *"NetworkPolicy mlplat-isolation"*"forbidden"* ]]
+tap_ok $? "status_reason names the object and the refusal ($reason)"
+[[ "$err" == *'cannot patch resource "networkpolicies"'* ]]
+tap_ok $? "last_error carries the API server's message"
+# the others are applied meanwhile (and only once)
+deadline=$((SECONDS + 10))
+until [ "$(kube GET /api/v1/namespaces/mlp-secure/limitranges/mlplat-limits | python3 -c 'import json,sys; print(json.load(sys.stdin).get("metadata",{}).get("name",""))')" = mlplat-limits ] ||
+	((SECONDS >= deadline)); do sleep 0.2; done
+check "$(kube GET /api/v1/namespaces/mlp-secure/resourcequotas/mlplat-quota)" "o['spec']['hard'] == {'requests.nvidia.com/gpu': '2'}" &&
+	check "$(kube GET /api/v1/namespaces/mlp-secure/limitranges/mlplat-limits)" "o['metadata']['name'] == 'mlplat-limits'" &&
+	check "$(kube GET /apis/rbac.authorization.k8s.io/v1/namespaces/mlp-secure/rolebindings/mlplat-owner-dana)" "o['roleRef']['name'] == 'mlplat-owner'"
+tap_ok $? "the other objects are applied despite the forbidden policy (quota of 2 GPUs only, limits, binding)"
+sleep 3 # let it retry a few times
+attempts=$(requests NetworkPolicy mlp-secure mlplat-isolation)
+[ -n "$attempts" ] && [ "$attempts" -ge 2 ]
+tap_ok $? "the policy apply is retried ($attempts attempts so far)"
+admin DELETE faults >/dev/null
+wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'secure'" READY 40
+tap_ok $? "with the permission back the project heals to READY"
+tap_is "$(q $DB "SELECT coalesce(last_error, '<null>') FROM mlplat.projects WHERE name = 'secure'")" "<null>" "the error is cleared"
+tap_is "$(requests NetworkPolicy mlp-secure mlplat-isolation ok)" 1 "the policy is applied once it is permitted"
+tap_is "$(requests Namespace "" mlp-secure)/$(requests ResourceQuota mlp-secure mlplat-quota)/$(requests LimitRange mlp-secure mlplat-limits)/$(requests RoleBinding mlp-secure mlplat-owner-dana)" \
+	"1/1/1/1" "namespace, quota, limits and binding were applied exactly once: healing did not redo them"
+tap_is "$(requests NetworkPolicy mlp-vision mlplat-isolation)/$(q $DB "SELECT status FROM mlplat.projects WHERE name = 'vision'")" "1/READY" \
+	"the READY project was left alone while policies could not even be listed"
+n=$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE project = 'secure' AND action = 'APPLY' AND outcome = 'FAILED' AND http_status = 403")
+[ -n "$n" ] && [ "$n" -ge 1 ]
+tap_ok $? "the ledger keeps the refused applies ($n with HTTP 403)"
+
+# ---------------------------------------------------------------- orphans
+kube POST /api/v1/namespaces "{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":\"mlp-ghost\",\"labels\":{\"app.kubernetes.io/managed-by\":\"mlplat\",\"mlplat.io/project\":\"ghost\",\"mlplat.io/instance\":\"$INSTANCE\"}}}" >/dev/null
+kube POST /api/v1/namespaces '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"mlp-handmade"}}' >/dev/null
+wait_for $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'projects' AND action = 'ORPHAN_TEARDOWN' AND outcome = 'OK' AND project = 'ghost' AND detail->>'note' = 'Namespace mlp-ghost'" 1 10
+tap_ok $? "a namespace with our labels and no project is torn down as an orphan, and recorded"
+check "$(kube GET /api/v1/namespaces/mlp-ghost)" "(o.get('kind') == 'Status' and o.get('code') == 404) or o['status']['phase'] == 'Terminating'"
+tap_ok $? "the orphan namespace is terminating or gone"
+check "$(kube GET /api/v1/namespaces/mlp-handmade)" "o['metadata']['name'] == 'mlp-handmade' and o['status']['phase'] == 'Active'"
+tap_ok $? "a namespace without our labels is never touched"
+tap_is "$(requests Namespace "" mlp-handmade)" 1 "the only write to it was the test's own create"
+
+# ---------------------------------------------------------------- delete
+admin PUT config '{"nsDeleteMs":1500}' >/dev/null
+q $DB "SELECT mlplat.delete_project('secure')" >/dev/null
+tap_ok $? "delete_project(secure) accepted"
+deadline=$((SECONDS + 10))
+phase=""
+while ((SECONDS < deadline)); do
+	phase=$(kube GET /api/v1/namespaces/mlp-secure | python3 -c 'import json,sys; print(json.load(sys.stdin).get("status",{}).get("phase",""))')
+	[ "$phase" = Terminating ] && break
+	sleep 0.1
+done
+st=$(q $DB "SELECT status FROM mlplat.projects WHERE name = 'secure'")
+tap_is "$phase/$st" "Terminating/DELETING" "while the namespace is Terminating the project stays DELETING"
+wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'secure'" DELETED 15
+tap_ok $? "the project ends DELETED"
+check "$(kube GET /api/v1/namespaces/mlp-secure)" "o['kind'] == 'Status' and o['code'] == 404"
+tap_ok $? "and by then the namespace is gone"
+tap_is "$(requests Namespace "" mlp-secure ok)" 2 "the namespace saw one apply and one delete"
+check "$(kube GET /api/v1/namespaces/mlp-vision)" "o['metadata']['name'] == 'mlp-vision' and o['status']['phase'] == 'Active'"
+tap_ok $? "the other project's namespace is untouched"
+tap_is "$(q $DB "SELECT status FROM mlplat.projects WHERE name = 'vision'")" READY "the other project is still READY"
+
+# leave nothing live for the scripts that run after this one against their own stand-in
+q $DB "SELECT mlplat.delete_project('vision')" >/dev/null
+wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'vision'" DELETED 15
+tap_ok $? "project vision deleted too"
+tap_done
