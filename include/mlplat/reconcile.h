@@ -35,6 +35,7 @@ extern MlplatPassFn mlplat_pass_for_kind(int kind);
 
 /* The passes (src/reconcile/) */
 extern void mlplat_deployments_pass(MlplatPass *pass);
+extern void mlplat_runs_pass(MlplatPass *pass);
 
 /*
  * Short transactions for claim and write-back; begin refuses on a standby.

@@ -15,8 +15,9 @@ mlplat_pass_for_kind(int kind)
 	{
 		case MLPLAT_KIND_DEPLOYMENTS:
 			return mlplat_deployments_pass;
-		case MLPLAT_KIND_PROJECTS:
 		case MLPLAT_KIND_RUNS:
+			return mlplat_runs_pass;
+		case MLPLAT_KIND_PROJECTS:
 		case MLPLAT_KIND_ROLLOUTS:
 		case MLPLAT_KIND_MODEL_ALIASES:
 		case MLPLAT_NUM_KINDS:
