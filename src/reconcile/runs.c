@@ -21,6 +21,7 @@
 #include "utils/builtins.h"
 #include "utils/json.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 
 #include "mlplat/backoff.h"
 #include "mlplat/guc.h"
@@ -489,11 +490,17 @@ mlplat_runs_pass(MlplatPass *pass)
 	int			creates = 0;
 	int			patches = 0;
 	int64		step_rows;
+	TimestampTz t0,
+				t_claim,
+				t_list,
+				t_http;
 
 	if (!mlplat_cluster_ready(pass, &why))
 		return;
 
+	t0 = GetCurrentTimestamp();
 	claim(&runs, &instance);
+	t_claim = GetCurrentTimestamp();
 	MemoryContextSwitchTo(pass_cxt);
 	if (runs == NIL && !pass->resync)
 	{
@@ -502,6 +509,7 @@ mlplat_runs_pass(MlplatPass *pass)
 	}
 	selector = psprintf("app.kubernetes.io/managed-by=mlplat,mlplat.io/instance=%s", instance);
 	items = observe(arena, selector, &lists);
+	t_list = GetCurrentTimestamp();
 
 	/* match observed workflows to runs by namespace/name, through a hash: 1,000s of runs */
 	memset(&ctl, 0, sizeof(ctl));
@@ -564,6 +572,7 @@ mlplat_runs_pass(MlplatPass *pass)
 
 	if (mlplat_http_batch_count(batch) > 0)
 		mlplat_http_batch_run(batch);
+	t_http = GetCurrentTimestamp();
 
 	foreach(lc, runs)
 	{
@@ -577,6 +586,10 @@ mlplat_runs_pass(MlplatPass *pass)
 	pass->acted = creates + patches;
 	if (pass->status[0] == '\0')
 		snprintf(pass->status, sizeof(pass->status),
-				 "%d active runs, %d created, %d shutdowns, %lld step rows, %d LIST requests",
-				 list_length(runs), creates, patches, (long long) step_rows, lists);
+				 "%d active runs, %d created, %d shutdowns, %lld step rows, %d LIST requests;"
+				 " ms claim %ld list %ld http %ld write %ld",
+				 list_length(runs), creates, patches, (long long) step_rows, lists,
+				 TimestampDifferenceMilliseconds(t0, t_claim), TimestampDifferenceMilliseconds(t_claim, t_list),
+				 TimestampDifferenceMilliseconds(t_list, t_http),
+				 TimestampDifferenceMilliseconds(t_http, GetCurrentTimestamp()));
 }

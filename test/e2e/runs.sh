@@ -68,7 +68,7 @@ assert c["resources"]["limits"]["nvidia.com/gpu"] == 1 and c["env"] == [{"name":
 '
 tap_ok $? "render: deterministic name, our labels, DAG mirrors the steps, GPUs/env/args carried"
 tap_is "$(q $DB "SELECT mlplat.render_workflow('lab', 'etl') = '$render'::jsonb")" t "render is deterministic"
-q $DB "DROP ROLE IF EXISTS outsider; CREATE ROLE outsider" >/dev/null
+q $DB "DROP ROLE IF EXISTS outsider" 2>/dev/null; q $DB "CREATE ROLE outsider" >/dev/null
 err=$(q $DB "SET ROLE outsider; SELECT mlplat.render_workflow('lab', 'etl')" 2>&1)
 [[ "$err" == *"permission denied"* ]]
 tap_ok $? "a caller without a role in the project does not see the render"
