@@ -402,6 +402,9 @@ request_result(Run *r, MlplatPass *pass)
 			r->error = res.message;
 			r->retry_ms = mlplat_backoff_delay_ms(r->attempts + 1, 500, mlplat_backoff_max_ms,
 												  res.retry_after_s, (uint32) r->id ^ (uint32) r->attempts);
+			/* come back when the retry is due, not only at the next resync */
+			if (pass->next_pass_ms <= 0 || r->retry_ms < pass->next_pass_ms)
+				pass->next_pass_ms = Max(r->retry_ms, 50);
 			break;
 		case MLPLAT_KUBE_FAILED:
 			r->ledger_outcome = "FAILED";
@@ -454,16 +457,20 @@ write_back(MlplatPass *pass, List *runs)
 								  10, types, v, n, false, 1) != SPI_OK_SELECT || SPI_processed != 1)
 			elog(ERROR, "mlplat: runs write-back returned no row");
 		written = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+		/*
+		 * The external write happened whether or not the row's CAS held (an intent may
+		 * have landed meanwhile): record it either way; the ledger checks the epoch.
+		 */
+		if (r->ledger_action)
+			mlplat_ledger_append(pass, "run", r->id, r->project, r->ledger_action, r->ledger_outcome,
+								 NULL, NULL, r->http_status, r->error, trace_id_of(r->traceparent),
+								 psprintf("%s/%s", r->ns, r->workflow));
 		if (isnull || written < 0)
 		{
 			lost++;				/* an intent or another leader got there first: re-read next pass */
 			continue;
 		}
 		step_rows += written;
-		if (r->ledger_action)
-			mlplat_ledger_append(pass, "run", r->id, r->project, r->ledger_action, r->ledger_outcome,
-								 NULL, NULL, r->http_status, r->error, trace_id_of(r->traceparent),
-								 psprintf("%s/%s", r->ns, r->workflow));
 	}
 	mlplat_txn_commit();
 	MemoryContextSwitchTo(pass_cxt);

@@ -175,4 +175,40 @@ tap_is "$(q $DB "SELECT string_agg(step || '=' || phase, ' ' ORDER BY ordinal) F
 err=$(q $DB "SELECT mlplat.retry_run('lab', 'etl')" 2>&1)
 [[ "$err" == *"SUCCEEDED"* ]]
 tap_ok $? "a succeeded run cannot be retried"
+# --- kill -9 of the leader while its create is in flight (applied, response never read).
+# A crash restarts every backend, so this runs on a private cluster of its own, against
+# the same stand-in (its instance label keeps the two installations apart).
+PW=$MLPLAT_TEST_WORK/runs-crash
+mkdir -p "$PW" && chown "$RUNAS" "$PW" 2>/dev/null
+PP=$(free_port)
+cluster_start "$PW/data" "$PP" "${MLPLAT_CONF[@]}" "cron.database_name = 'postgres'" "mlplat.leader_retry_interval = '250ms'" \
+	"mlplat.resync_interval = '1s'" "mlplat.kube_url = '$STANDIN_URL'" "mlplat.kube_token_file = '$STANDIN_TOKEN_FILE'"
+tap_ok $? "private cluster for the crash case started"
+trap 'standin_disconnect mlplat; standin_stop $SD; cluster_stop_all' EXIT
+pq() { PGHOST=$WORK PGPORT=$PP $PSQL -d mlplat -c "$1"; }
+PGHOST=$WORK PGPORT=$PP $PSQL -d postgres -c "CREATE DATABASE mlplat" >/dev/null
+pq "CREATE EXTENSION mlplat" >/dev/null
+pq "SELECT mlplat.create_project('lab', 4)" >/dev/null
+wait_for_p() { PGHOST=$WORK PGPORT=$PP wait_for mlplat "$@"; }
+wait_for_p "SELECT count(*) FROM mlplat.reconciler_health WHERE kind = 'runs' AND role = 'leader'" 1 20
+tap_ok $? "the private cluster has a runs leader"
+# the stand-in holds the create 2 s before applying it; the leader dies meanwhile
+admin POST faults '{"method":"POST","path":"/namespaces/mlp-lab/workflows$","latencyMs":1500,"times":1}' >/dev/null
+victim=$(pq "SELECT pid FROM mlplat.reconciler_health WHERE kind = 'runs' AND role = 'leader'")
+pq "SELECT status FROM mlplat.start_run('lab', 'crash', '{\"image\": \"python:3.12\"}')" >/dev/null
+sleep 0.8   # the commit wakes the leader; its POST is now held by the stand-in
+kill -9 "$victim"
+tap_ok $? "kill -9 of the runs leader (pid $victim) with its create in flight"
+# until the held create has been applied, the restarted leader's own creates are refused (503)
+admin POST faults '{"method":"POST","path":"/namespaces/mlp-lab/workflows$","status":503}' >/dev/null
+sleep 2.5   # the stand-in applies the held create; nobody reads the answer
+admin DELETE faults >/dev/null
+tap_is "$(wf_writes crash-1)" 1 "the create was applied at the stand-in"
+tap_is "$(pq "SELECT count(*) FROM mlplat.reconcile_ledger WHERE action = 'CREATE' AND outcome = 'OK'")" 0 "... and no leader read a successful answer"
+wait_for_p "SELECT status FROM mlplat.runs WHERE name = 'crash'" SUCCEEDED 40
+tap_ok $? "after the crash restart the run continues to SUCCEEDED"
+tap_is "$(wf_writes crash-1)" 1 "still exactly one workflow created"
+tap_is "$(pq "SELECT count(*) FROM mlplat.reconcile_ledger WHERE action = 'ADOPT' AND outcome = 'OK'")" 1 "the new leader adopted it"
+grep -q 'all server processes terminated; reinitializing' "$PW/data.log"
+tap_ok $? "... and the server really did restart every backend"
 tap_done
