@@ -95,6 +95,17 @@ read -r srw chg <<<"$rows"
 [ "$chg" -ge 3 ] && [ "$srw" -le $((2 * chg)) ]
 tap_ok $? "step rows are written only when they change ($srw rows over $chg observed workflow changes)"
 
+# the write-back itself writes only rows that differ: replaying what is stored writes 0 rows, one changed node 1
+NODES="(SELECT jsonb_agg(jsonb_build_object('name', n.name, 'node_id', n.node_id, 'type', n.type, 'phase', n.phase,
+          'exit_code', n.exit_code::text, 'started_at', n.started_at::text, 'finished_at', n.finished_at::text,
+          'message', n.message)) FROM mlplat.run_nodes n WHERE n.run_id = r.id)"
+WB="SELECT mlplat._runs_writeback(r.id, r.row_version, (SELECT epoch FROM mlplat.leader_epochs WHERE kind = 'runs'),
+      r.status, NULL, NULL, NULL, false, r.observed_rv, %s) FROM mlplat.runs r WHERE r.name = 'etl'"
+tap_is "$(q $DB "$(printf "$WB" "$NODES")")" 0 "replaying the stored steps through the write-back writes no row"
+tap_is "$(q $DB "$(printf "$WB" "$NODES || '[{\"name\": \"extra\", \"phase\": \"Succeeded\", \"exit_code\": \"0\"}]'")")" 1 \
+	"one new step is exactly one row written"
+q $DB "DELETE FROM mlplat.run_nodes WHERE name = 'extra'" >/dev/null
+
 # --- the create is applied but its response is dropped: one workflow, adopted
 admin POST faults '{"method":"POST","path":"/workflows$","drop":1,"times":1}' >/dev/null
 q $DB "SELECT status FROM mlplat.start_run('lab', 'dropped', '{\"image\": \"python:3.12\", \"command\": [\"python\", \"t.py\"]}')" >/dev/null
