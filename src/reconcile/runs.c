@@ -509,8 +509,9 @@ mlplat_runs_pass(MlplatPass *pass)
 	claim(&runs, &instance);
 	t_claim = GetCurrentTimestamp();
 	MemoryContextSwitchTo(pass_cxt);
-	if (runs == NIL && !pass->resync)
+	if (runs == NIL)
 	{
+		/* nothing active: finished runs' workflows are Argo's to keep or collect */
 		snprintf(pass->status, sizeof(pass->status), "no active runs");
 		return;
 	}
