@@ -119,6 +119,14 @@ q $DB "SELECT '# ledger: ' || action || ' ' || outcome || ' ' || coalesce(http_s
 tap_is "$(q $DB "SELECT string_agg(step || '=' || phase || '/' || exit_code, ' ') FROM mlplat.run_step_status WHERE run = 'dropped'")" \
 	"main=Succeeded/0" "a single run reports its container as step main"
 
+# --- the LIST fails (503) for a while: passes fail and retry; the run still gets there
+admin POST faults '{"method":"GET","path":"/workflows$","status":503,"times":3}' >/dev/null
+q $DB "SELECT status FROM mlplat.start_run('lab', 'flaky', '{\"image\": \"python:3.12\"}')" >/dev/null
+wait_for $DB "SELECT status FROM mlplat.runs WHERE name = 'flaky'" SUCCEEDED 25
+tap_ok $? "three failed LISTs delay a run but do not lose it"
+tap_is "$(wf_writes flaky-1)" 1 "... and it was created once"
+admin DELETE faults >/dev/null
+
 # --- the leader ends mid-run: the next one observes the same workflow and creates nothing
 admin POST argo/plan '{"kind":"workflow","namespace":"mlp-lab","name":"long-1","steps":{"*":{"ticks":16}}}' >/dev/null
 q $DB "SELECT status FROM mlplat.start_run('lab', 'long', '{\"image\": \"python:3.12\"}')" >/dev/null
@@ -183,6 +191,16 @@ tap_is "$(wf_writes etl-1)/$(wf_writes etl-2)" 1/1 "one create per attempt"
 tap_is "$(q $DB "SELECT count(*) FROM mlplat.audit_events WHERE action = 'retry_run' AND detail->>'workflow' = 'etl-2'")" 1 "the retry is audited"
 tap_is "$(q $DB "SELECT string_agg(step || '=' || phase, ' ' ORDER BY ordinal) FROM mlplat.run_step_status WHERE run = 'etl'")" \
 	"prep=Succeeded train=Succeeded eval=Succeeded" "the steps show the new attempt"
+admin POST argo/plan '{"kind":"workflow","namespace":"mlp-lab","name":"busy-1","steps":{"*":{"ticks":40}}}' >/dev/null
+q $DB "SELECT status FROM mlplat.start_run('lab', 'busy', '{\"image\": \"x\"}')" >/dev/null
+wait_for $DB "SELECT status FROM mlplat.runs WHERE name = 'busy'" RUNNING 20
+err=$(q $DB "SELECT mlplat.retry_run('lab', 'busy')" 2>&1)
+[[ "$err" == *'run "busy" is RUNNING: retry_run is not possible'* ]]
+tap_ok $? "a running run cannot be retried"
+q $DB "SELECT mlplat.cancel_run('lab', 'busy')" >/dev/null
+err=$(q $DB "SELECT mlplat.render_workflow('lab', 'nosuch')" 2>&1)
+[[ "$err" == *'run "nosuch" does not exist'* ]]
+tap_ok $? "render of an unknown run is a clear error"
 err=$(q $DB "SELECT mlplat.retry_run('lab', 'etl')" 2>&1)
 [[ "$err" == *"SUCCEEDED"* ]]
 tap_ok $? "a succeeded run cannot be retried"
