@@ -37,6 +37,7 @@ extern MlplatPassFn mlplat_pass_for_kind(int kind);
 extern void mlplat_deployments_pass(MlplatPass *pass);
 extern void mlplat_model_aliases_pass(MlplatPass *pass);
 extern void mlplat_projects_pass(MlplatPass *pass);
+extern void mlplat_runs_pass(MlplatPass *pass);
 
 /*
  * Short transactions for claim and write-back; begin refuses on a standby.

@@ -1,0 +1,282 @@
+-- 53_reconcile_runs: runs and pipeline runs on Argo Workflows.
+--
+-- A run is submitted once as a Workflow named <run>-<attempt> (deterministic: a retried
+-- create after a lost response finds the same object, answered 409 AlreadyExists, and
+-- adopts it).  The reconciler observes workflows by LIST with our labels and writes the
+-- phase back into mlplat.runs and the nodes into mlplat.run_nodes, only when the
+-- workflow's resourceVersion moved.  An explicit retry_run() is a new attempt with a new
+-- workflow name.
+
+ALTER TABLE mlplat.runs
+  ADD COLUMN attempt            int NOT NULL DEFAULT 1,
+  ADD COLUMN submitted_at       timestamptz,          -- the create was acknowledged (201 or 409) or the workflow seen
+  ADD COLUMN observed_rv        text,                 -- resourceVersion of the workflow last written back
+  ADD COLUMN observed_changes   bigint NOT NULL DEFAULT 0,  -- workflow versions written back
+  ADD COLUMN step_rows_written  bigint NOT NULL DEFAULT 0;  -- step rows inserted/updated for them
+
+-- What Argo reports per node (the Pod nodes: one per pipeline step; "main" for a single run).
+CREATE TABLE mlplat.run_nodes (
+  run_id      bigint NOT NULL REFERENCES mlplat.runs (id),
+  project_id  bigint NOT NULL REFERENCES mlplat.projects (id),
+  attempt     int NOT NULL,
+  name        text NOT NULL,
+  node_id     text,
+  type        text,
+  phase       text,
+  exit_code   int,          -- parsed from Argo's string form; NULL while unknown
+  started_at  timestamptz,
+  finished_at timestamptz,
+  message     text,
+  updated_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
+  PRIMARY KEY (run_id, name)
+);
+ALTER TABLE mlplat.run_nodes ENABLE ROW LEVEL SECURITY;
+CREATE POLICY member_reads ON mlplat.run_nodes FOR SELECT USING (mlplat._can_view(project_id));
+GRANT SELECT ON mlplat.run_nodes TO PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('mlplat.run_nodes', '');
+
+INSERT INTO mlplat.policies (role, action)
+VALUES ('developer', 'retry_run'), ('deployer', 'retry_run'), ('owner', 'retry_run');
+
+CREATE FUNCTION mlplat._run_workflow_name(p_run text, p_attempt int) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$ SELECT p_run || '-' || p_attempt $$;
+
+-- One Argo container from a validated container spec.
+CREATE FUNCTION mlplat._run_container(s jsonb) RETURNS jsonb
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, mlplat, pg_temp AS $$
+  SELECT pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object(
+    'name', 'main',
+    'image', s->>'image',
+    'command', s->'command',
+    'args', s->'args',
+    'env', (SELECT pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object('name', e.key, 'value', e.value) ORDER BY e.key)
+              FROM pg_catalog.jsonb_each_text(s->'env') e),
+    'resources', CASE WHEN s ?| ARRAY['cpu', 'memory'] OR coalesce((s->>'gpus')::int, 0) > 0 THEN
+      pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object(
+        'requests', CASE WHEN s ?| ARRAY['cpu', 'memory'] THEN
+                      pg_catalog.jsonb_build_object('cpu', s->'cpu', 'memory', s->'memory') END,
+        'limits', CASE WHEN coalesce((s->>'gpus')::int, 0) > 0 THEN
+                    pg_catalog.jsonb_build_object('nvidia.com/gpu', (s->>'gpus')::int) END)) END))
+$$;
+
+-- The exact Workflow for a run's current attempt.
+CREATE FUNCTION mlplat._render_workflow(p_run_id bigint) RETURNS jsonb
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, mlplat, pg_temp AS $$
+  SELECT pg_catalog.jsonb_build_object(
+    'apiVersion', 'argoproj.io/v1alpha1',
+    'kind', 'Workflow',
+    'metadata', pg_catalog.jsonb_build_object(
+      'name', mlplat._run_workflow_name(u.name, u.attempt),
+      'namespace', 'mlp-' || p.name,
+      'labels', pg_catalog.jsonb_build_object(
+        'app.kubernetes.io/managed-by', 'mlplat',
+        'mlplat.io/project', p.name,
+        'mlplat.io/run', u.name,
+        'mlplat.io/attempt', u.attempt::text,
+        'mlplat.io/instance', mlplat._instance_id())),
+    'spec', CASE WHEN u.kind = 'run' THEN
+      pg_catalog.jsonb_build_object(
+        'entrypoint', 'main',
+        'templates', pg_catalog.jsonb_build_array(
+          pg_catalog.jsonb_build_object('name', 'main', 'container', mlplat._run_container(u.spec))))
+    ELSE
+      pg_catalog.jsonb_build_object(
+        'entrypoint', 'pipeline',
+        'templates', pg_catalog.jsonb_build_array(
+          pg_catalog.jsonb_build_object('name', 'pipeline', 'dag', pg_catalog.jsonb_build_object('tasks',
+            (SELECT pg_catalog.jsonb_agg(pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object(
+                      'name', s.name, 'template', 'step-' || s.name,
+                      'dependencies', CASE WHEN pg_catalog.cardinality(s.depends_on) > 0
+                                           THEN pg_catalog.to_jsonb(s.depends_on) END)) ORDER BY s.ordinal)
+               FROM mlplat.run_steps s WHERE s.run_id = u.id))))
+        || (SELECT pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(
+                     'name', 'step-' || s.name, 'container', mlplat._run_container(s.spec)) ORDER BY s.ordinal)
+              FROM mlplat.run_steps s WHERE s.run_id = u.id))
+    END)
+  FROM mlplat.runs u JOIN mlplat.projects p ON p.id = u.project_id
+  WHERE u.id = p_run_id
+$$;
+
+-- The SQL-callable preview: callers see renders only for projects they may view.
+CREATE FUNCTION mlplat.render_workflow(project text, run text) RETURNS jsonb
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, mlplat, pg_temp AS $$
+DECLARE
+  pid bigint := mlplat._authorize('view', render_workflow.project);
+  rid bigint;
+BEGIN
+  SELECT u.id INTO rid FROM mlplat.runs u WHERE u.project_id = pid AND u.name = render_workflow.run;
+  IF rid IS NULL THEN
+    RAISE EXCEPTION USING ERRCODE = '42704',
+      MESSAGE = pg_catalog.format('run "%s" does not exist', pg_catalog.left(render_workflow.run, 64)),
+      HINT = 'See mlplat.run_status for the project''s runs.';
+  END IF;
+  RETURN mlplat._render_workflow(rid);
+END $$;
+
+-- An explicit retry of a finished, unsuccessful run: a new attempt, a new workflow name.
+CREATE FUNCTION mlplat.retry_run(project text, run text)
+RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, mlplat, pg_temp AS $$
+DECLARE
+  pid bigint := mlplat._authorize('retry_run', retry_run.project);
+  r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'run', NULL, NULL, NULL, false)::mlplat.accepted;
+  tp text := mlplat._traceparent();
+  seen mlplat.runs;
+  p mlplat.projects;
+BEGIN
+  SELECT * INTO seen FROM mlplat.runs x WHERE x.project_id = pid AND x.name = retry_run.run;
+  IF seen.id IS NULL THEN
+    RAISE EXCEPTION USING ERRCODE = '42704',
+      MESSAGE = pg_catalog.format('run "%s" does not exist', pg_catalog.left(retry_run.run, 64)),
+      HINT = 'See mlplat.run_status for the project''s runs.';
+  END IF;
+  IF seen.status NOT IN ('FAILED', 'CANCELLED') THEN
+    PERFORM mlplat._wrong_state('run', seen.name, seen.status, 'retry_run',
+      'Only a FAILED or CANCELLED run can be retried.');
+  END IF;
+  p := mlplat._lock_project(pid, seen.gpus > 0, 'retry_run');
+  IF seen.gpus > 0 THEN
+    PERFORM mlplat._check_gpu_quota(p, seen.gpus, NULL);
+  END IF;
+  UPDATE mlplat.runs x
+  SET status = 'PENDING', status_reason = pg_catalog.format('retry requested: attempt %s', seen.attempt + 1),
+      attempt = seen.attempt + 1, submitted_at = NULL, observed_rv = NULL, last_error = NULL,
+      generation = x.generation + 1, row_version = x.row_version + 1, attempts = 0,
+      next_attempt_at = pg_catalog.now(), traceparent = tp, updated_at = pg_catalog.now()
+  WHERE x.id = seen.id AND x.row_version = seen.row_version AND x.status = seen.status;
+  IF NOT FOUND THEN
+    PERFORM mlplat._cas_lost('run', seen.name);
+  END IF;
+  DELETE FROM mlplat.run_nodes n WHERE n.run_id = seen.id;
+  UPDATE mlplat.run_steps s SET phase = NULL, exit_code = NULL WHERE s.run_id = seen.id;
+  r.entity := seen.kind; r.entity_id := seen.id; r.status := 'PENDING';
+  PERFORM mlplat._audit('retry_run', retry_run.project, pid, seen.kind, seen.id, r.request_id, tp,
+    pg_catalog.jsonb_build_object('from', seen.status, 'attempt', seen.attempt + 1,
+                                  'workflow', mlplat._run_workflow_name(seen.name, seen.attempt + 1)));
+  PERFORM mlplat._wake_on_commit('runs');
+  RETURN r;
+END $$;
+
+-- Claim: every active run; the render only where a create may be needed.
+CREATE FUNCTION mlplat._runs_claim()
+RETURNS TABLE (id bigint, project text, namespace text, name text, kind text, status text,
+               attempt int, workflow text, manifest text, row_version bigint, attempts int,
+               due boolean, submitted boolean, observed_rv text, traceparent text)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$
+  SELECT u.id, p.name, 'mlp-' || p.name, u.name, u.kind, u.status, u.attempt,
+         mlplat._run_workflow_name(u.name, u.attempt),
+         CASE WHEN u.status = 'PENDING' THEN mlplat._render_workflow(u.id)::text END,
+         u.row_version, u.attempts, u.next_attempt_at <= pg_catalog.now(),
+         u.submitted_at IS NOT NULL, u.observed_rv, u.traceparent
+    FROM mlplat.runs u
+    JOIN mlplat.projects p ON p.id = u.project_id
+   WHERE u.status IN ('PENDING', 'SUBMITTED', 'RUNNING', 'CANCEL_REQUESTED')
+   ORDER BY u.id
+$$;
+
+-- Write-back with CAS on row_version and the leader epoch.  p_nodes (when the observed
+-- workflow moved) is [{name, node_id, type, phase, exit_code (string), started_at,
+-- finished_at, message}]; only rows that differ are written.  Returns the step rows
+-- written, or -1 when the CAS lost.
+CREATE FUNCTION mlplat._runs_writeback(
+    p_id bigint, p_row_version bigint, p_epoch bigint, p_status text, p_reason text,
+    p_error text, p_retry_ms int, p_submitted boolean, p_observed_rv text, p_nodes jsonb)
+RETURNS int
+LANGUAGE plpgsql
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$
+DECLARE
+  u mlplat.runs;
+  n int := 0;
+  m int;
+BEGIN
+  UPDATE mlplat.runs r
+     SET status = p_status,
+         status_reason = coalesce(p_reason, r.status_reason),
+         submitted_at = CASE WHEN p_submitted THEN coalesce(r.submitted_at, pg_catalog.now()) ELSE r.submitted_at END,
+         observed_rv = coalesce(p_observed_rv, r.observed_rv),
+         observed_changes = r.observed_changes + (p_observed_rv IS NOT NULL)::int,
+         observed_generation = r.generation,
+         observed_at = pg_catalog.now(),
+         last_error = p_error,
+         attempts = CASE WHEN p_retry_ms IS NULL THEN 0 ELSE r.attempts + 1 END,
+         next_attempt_at = CASE WHEN p_retry_ms IS NULL THEN pg_catalog.now()
+                                ELSE pg_catalog.now() + pg_catalog.make_interval(secs => p_retry_ms / 1000.0) END,
+         epoch = p_epoch,
+         row_version = r.row_version + 1,
+         updated_at = pg_catalog.now()
+   WHERE r.id = p_id AND r.row_version = p_row_version
+     AND EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = 'runs' AND e.epoch = p_epoch)
+  RETURNING * INTO u;
+  IF u.id IS NULL THEN
+    RETURN -1;
+  END IF;
+  IF p_nodes IS NOT NULL THEN
+    INSERT INTO mlplat.run_nodes AS o (run_id, project_id, attempt, name, node_id, type, phase, exit_code,
+                                       started_at, finished_at, message)
+    SELECT u.id, u.project_id, u.attempt, x.name, x.node_id, x.type, x.phase,
+           CASE WHEN x.exit_code ~ '^-?[0-9]{1,9}$' THEN x.exit_code::int END,
+           NULLIF(x.started_at, '')::timestamptz, NULLIF(x.finished_at, '')::timestamptz,
+           NULLIF(x.message, '')
+      FROM pg_catalog.jsonb_to_recordset(p_nodes)
+           AS x(name text, node_id text, type text, phase text, exit_code text, started_at text,
+                finished_at text, message text)
+    ON CONFLICT (run_id, name) DO UPDATE
+       SET attempt = EXCLUDED.attempt, node_id = EXCLUDED.node_id, type = EXCLUDED.type, phase = EXCLUDED.phase,
+           exit_code = EXCLUDED.exit_code, started_at = EXCLUDED.started_at, finished_at = EXCLUDED.finished_at,
+           message = EXCLUDED.message, updated_at = pg_catalog.now()
+     WHERE (o.attempt, o.node_id, o.type, o.phase, o.exit_code, o.started_at, o.finished_at, o.message)
+           IS DISTINCT FROM (EXCLUDED.attempt, EXCLUDED.node_id, EXCLUDED.type, EXCLUDED.phase, EXCLUDED.exit_code,
+                             EXCLUDED.started_at, EXCLUDED.finished_at, EXCLUDED.message);
+    GET DIAGNOSTICS n = ROW_COUNT;
+    -- the declared steps of a pipeline carry phase and exit code too (exit code as Argo's string)
+    UPDATE mlplat.run_steps s SET phase = x.phase, exit_code = NULLIF(x.exit_code, '')
+      FROM pg_catalog.jsonb_to_recordset(p_nodes) AS x(name text, phase text, exit_code text)
+     WHERE s.run_id = u.id AND s.name = x.name
+       AND (s.phase, s.exit_code) IS DISTINCT FROM (x.phase, NULLIF(x.exit_code, ''));
+    GET DIAGNOSTICS m = ROW_COUNT;
+    n := n + m;
+    UPDATE mlplat.runs r SET step_rows_written = r.step_rows_written + n WHERE r.id = u.id AND n > 0;
+  END IF;
+  RETURN n;
+END;
+$$;
+
+-- The runs view, plus the attempt and its workflow.
+CREATE OR REPLACE VIEW mlplat.run_status WITH (security_invoker = true) AS
+SELECT p.name AS project, u.name AS run, u.kind, u.status, u.status_reason,
+       (u.status IN ('PENDING', 'SUBMITTED', 'RUNNING', 'CANCEL_REQUESTED')) AS in_flight,
+       u.gpus, (SELECT pg_catalog.count(*) FROM mlplat.run_steps s WHERE s.run_id = u.id) AS steps,
+       u.created_by, u.generation, u.observed_generation, u.attempts, u.last_error, u.next_attempt_at,
+       u.traceparent, u.created_at, u.updated_at,
+       u.attempt, u.name || '-' || u.attempt AS workflow, u.submitted_at
+FROM mlplat.runs u
+JOIN mlplat.projects p ON p.id = u.project_id;
+
+-- One row per step: the declared steps of a pipeline (observed or not yet), and what Argo
+-- reports for a single run ("main").
+CREATE VIEW mlplat.run_step_status WITH (security_invoker = true) AS
+SELECT p.name AS project, u.name AS run, u.attempt, st.name AS step, st.ordinal, st.depends_on,
+       n.type, coalesce(n.phase, 'Waiting') AS phase, n.exit_code, n.started_at, n.finished_at, n.message,
+       n.updated_at
+FROM mlplat.runs u
+JOIN mlplat.projects p ON p.id = u.project_id
+JOIN LATERAL (
+  SELECT s.name, s.ordinal, s.depends_on FROM mlplat.run_steps s WHERE s.run_id = u.id
+  UNION ALL
+  SELECT o.name, NULL::int, NULL::text[] FROM mlplat.run_nodes o
+   WHERE o.run_id = u.id AND NOT EXISTS (SELECT 1 FROM mlplat.run_steps s WHERE s.run_id = u.id AND s.name = o.name)
+) st ON true
+LEFT JOIN mlplat.run_nodes n ON n.run_id = u.id AND n.name = st.name;
+GRANT SELECT ON mlplat.run_step_status TO PUBLIC;
+
+REVOKE ALL ON FUNCTION mlplat._run_workflow_name(text, int) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mlplat._run_container(jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mlplat._render_workflow(bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mlplat._runs_claim() FROM PUBLIC;
+REVOKE ALL ON FUNCTION mlplat._runs_writeback(bigint, bigint, bigint, text, text, text, int, boolean, text, jsonb) FROM PUBLIC;

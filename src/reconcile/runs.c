@@ -1,0 +1,603 @@
+/*
+ * runs.c — the runs reconciler: runs and pipeline runs as Argo Workflows.
+ *
+ * One pass:
+ *   1. claim every active run (short transaction; PENDING ones with their render);
+ *   2. observe: LIST Workflows carrying our managed-by and instance labels across all
+ *      namespaces, paginated — never one GET per run;
+ *   3. decide per run (pure: run_decide): create once (POST; 409 AlreadyExists adopts,
+ *      and a workflow seen by LIST for a run not yet marked submitted is adopted too),
+ *      merge-patch spec.shutdown: Terminate for a cancel, or only record what Argo says;
+ *      all requests run concurrently in one batch;
+ *   4. write back in a new short transaction, CAS on row_version and the leader epoch,
+ *      plus a ledger row per external write (CREATE, ADOPT, PATCH).
+ * Step rows are sent only when the workflow's resourceVersion moved, and the SQL side
+ * writes only the rows that differ.
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "utils/builtins.h"
+#include "utils/json.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "mlplat/backoff.h"
+#include "mlplat/guc.h"
+#include "mlplat/http.h"
+#include "mlplat/json.h"
+#include "mlplat/kube.h"
+#include "mlplat/reconcile.h"
+#include "mlplat/reconcile_util.h"
+
+static const MlplatKubeResource WORKFLOW = {"argoproj.io", "v1alpha1", "workflows", true};
+
+#define LIST_PAGE 500
+/* how soon to look again while a workflow moves */
+#define FOLLOW_UP_MS 300
+#define PERMANENT_RETRY_MS 30000
+
+typedef enum RunAction
+{
+	RUN_NONE = 0,
+	RUN_CREATE,					/* POST the workflow */
+	RUN_SHUTDOWN				/* merge-patch spec.shutdown: Terminate */
+} RunAction;
+
+typedef struct Run
+{
+	/* claimed */
+	int64		id;
+	char	   *project;
+	char	   *ns;
+	char	   *name;
+	char	   *kind;
+	char	   *status;
+	int			attempt;
+	char	   *workflow;
+	char	   *manifest;
+	int64		row_version;
+	int			attempts;
+	bool		due;
+	bool		submitted;
+	char	   *observed_rv;
+	char	   *traceparent;
+	/* observed */
+	const MlJsonValue *obj;
+	/* decided */
+	RunAction	action;
+	MlplatHttpRequest *req;
+	const char *new_status;
+	char	   *reason;
+	char	   *error;
+	int			retry_ms;		/* -1: no retry */
+	bool		mark_submitted;
+	char	   *new_rv;			/* resourceVersion to record with the nodes */
+	char	   *nodes;			/* JSON array of observed steps, or NULL */
+	bool		write;
+	const char *ledger_action;
+	const char *ledger_outcome;
+	int			http_status;
+} Run;
+
+/* ---------------------------------------------------------------- pure decisions */
+
+static const char *
+str_at(const MlJsonValue *obj, const char *a, const char *b, const char *c)
+{
+	const MlJsonValue *v = ml_json_object_get(obj, a);
+
+	if (v && b)
+		v = ml_json_object_get(v, b);
+	if (v && c)
+		v = ml_json_object_get(v, c);
+	return (v && v->type == ML_JSON_STRING) ? v->u.string.str : NULL;
+}
+
+static bool
+phase_finished(const char *phase)
+{
+	return strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0 || strcmp(phase, "Error") == 0;
+}
+
+static void
+json_field(StringInfo s, const char *key, const char *val, bool comma)
+{
+	if (comma)
+		appendStringInfoChar(s, ',');
+	escape_json(s, key);
+	appendStringInfoChar(s, ':');
+	if (val)
+		escape_json(s, val);
+	else
+		appendStringInfoString(s, "null");
+}
+
+/*
+ * The workflow's Pod nodes as [{name, node_id, type, phase, exit_code, started_at,
+ * finished_at, message}], named by their task (displayName); a single run's root Pod
+ * is "main".  *failed is set to the first failed step's name and message.
+ */
+static char *
+nodes_json(const Run *r, const MlJsonValue *nodes, const char **failed, const char **failed_msg)
+{
+	StringInfoData s;
+	bool		first = true;
+
+	*failed = NULL;
+	*failed_msg = NULL;
+	initStringInfo(&s);
+	appendStringInfoChar(&s, '[');
+	if (nodes && nodes->type == ML_JSON_OBJECT)
+	{
+		for (size_t i = 0; i < nodes->u.object.count; i++)
+		{
+			const MlJsonValue *n = nodes->u.object.members[i].value;
+			const char *id = str_at(n, "id", NULL, NULL);
+			const char *type = str_at(n, "type", NULL, NULL);
+			const char *phase = str_at(n, "phase", NULL, NULL);
+			const char *name;
+
+			if (type == NULL || strcmp(type, "Pod") != 0)
+				continue;		/* DAG/Steps containers: the run's own status covers them */
+			if (id && strcmp(id, r->workflow) == 0)
+				name = "main";
+			else
+				name = str_at(n, "displayName", NULL, NULL);
+			if (name == NULL)
+				continue;
+			appendStringInfoString(&s, first ? "{" : ",{");
+			first = false;
+			json_field(&s, "name", name, false);
+			json_field(&s, "node_id", id, true);
+			json_field(&s, "type", type, true);
+			json_field(&s, "phase", phase, true);
+			json_field(&s, "exit_code", str_at(n, "outputs", "exitCode", NULL), true);
+			json_field(&s, "started_at", str_at(n, "startedAt", NULL, NULL), true);
+			json_field(&s, "finished_at", str_at(n, "finishedAt", NULL, NULL), true);
+			json_field(&s, "message", str_at(n, "message", NULL, NULL), true);
+			appendStringInfoChar(&s, '}');
+			if (*failed == NULL && phase && (strcmp(phase, "Failed") == 0 || strcmp(phase, "Error") == 0))
+			{
+				*failed = name;
+				*failed_msg = str_at(n, "message", NULL, NULL);
+			}
+		}
+	}
+	appendStringInfoChar(&s, ']');
+	return s.data;
+}
+
+/* Decide what one run needs, from the claim and the observed workflow alone. */
+static void
+run_decide(Run *r)
+{
+	const char *phase;
+	const char *rv;
+	const char *failed;
+	const char *failed_msg;
+	const char *wf_msg;
+	bool		cancel = strcmp(r->status, "CANCEL_REQUESTED") == 0;
+
+	r->new_status = r->status;
+	r->retry_ms = -1;
+
+	if (r->obj == NULL)
+	{
+		if (!r->submitted)
+		{
+			if (cancel)
+			{
+				r->new_status = "CANCELLED";
+				r->reason = pstrdup("cancelled before a workflow was submitted");
+				r->write = true;
+			}
+			else if (r->due && r->manifest)
+				r->action = RUN_CREATE;
+			return;
+		}
+		/* submitted, and no longer there: someone else removed it; never resubmit silently */
+		r->new_status = cancel ? "CANCELLED" : "FAILED";
+		r->reason = cancel
+			? psprintf("workflow %s/%s is gone", r->ns, r->workflow)
+			: psprintf("workflow %s/%s disappeared outside mlplat; not resubmitted (mlplat.retry_run starts a new attempt)",
+					   r->ns, r->workflow);
+		r->write = true;
+		return;
+	}
+
+	/* there: adopt it if we never heard our create succeed (a lost response) */
+	if (!r->submitted)
+	{
+		r->mark_submitted = true;
+		r->ledger_action = "ADOPT";
+		r->ledger_outcome = "OK";
+		r->write = true;
+	}
+	rv = str_at(r->obj, "metadata", "resourceVersion", NULL);
+	phase = str_at(r->obj, "status", "phase", NULL);
+	if (phase == NULL)
+		phase = "";
+	wf_msg = str_at(r->obj, "status", "message", NULL);
+	if (rv && (r->observed_rv == NULL || strcmp(rv, r->observed_rv) != 0))
+	{
+		r->new_rv = pstrdup(rv);
+		r->write = true;
+	}
+	r->nodes = nodes_json(r, ml_json_object_get(ml_json_object_get(r->obj, "status"), "nodes"),
+						  &failed, &failed_msg);
+	if (r->new_rv == NULL)
+		r->nodes = NULL;		/* nothing moved since the last write-back */
+
+	if (cancel)
+	{
+		const char *shutdown = str_at(r->obj, "spec", "shutdown", NULL);
+
+		if (strcmp(phase, "Succeeded") == 0)
+		{
+			r->new_status = "SUCCEEDED";
+			r->reason = pstrdup("the workflow succeeded before the cancel took effect");
+		}
+		else if (phase_finished(phase))
+		{
+			r->new_status = "CANCELLED";
+			r->reason = psprintf("workflow stopped: %s", wf_msg ? wf_msg : phase);
+		}
+		else if ((shutdown == NULL || strcmp(shutdown, "Terminate") != 0) && r->due)
+			r->action = RUN_SHUTDOWN;
+	}
+	else if (strcmp(phase, "") == 0 || strcmp(phase, "Pending") == 0)
+	{
+		r->new_status = "SUBMITTED";
+		r->reason = psprintf("workflow %s submitted", r->workflow);
+	}
+	else if (strcmp(phase, "Running") == 0)
+	{
+		r->new_status = "RUNNING";
+		r->reason = psprintf("workflow %s running", r->workflow);
+	}
+	else if (strcmp(phase, "Succeeded") == 0)
+	{
+		r->new_status = "SUCCEEDED";
+		r->reason = psprintf("workflow %s succeeded", r->workflow);
+	}
+	else if (strcmp(phase, "Failed") == 0 || strcmp(phase, "Error") == 0)
+	{
+		r->new_status = "FAILED";
+		r->reason = failed
+			? psprintf("step \"%s\" failed: %s", failed, failed_msg ? failed_msg : "no message")
+			: psprintf("workflow %s %s: %s", r->workflow, strcmp(phase, "Error") == 0 ? "errored" : "failed",
+					   wf_msg ? wf_msg : "no message");
+	}
+	if (strcmp(r->new_status, r->status) != 0)
+		r->write = true;
+}
+
+/* ---------------------------------------------------------------- I/O */
+
+static void
+claim(List **out, char **instance)
+{
+	MemoryContext pass_cxt = CurrentMemoryContext;
+
+	mlplat_txn_begin();
+	MemoryContextSwitchTo(pass_cxt);
+	*instance = mlplat_instance_id();
+	if (SPI_execute("SELECT * FROM mlplat._runs_claim()", true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "mlplat: runs claim failed");
+	MemoryContextSwitchTo(pass_cxt);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	t = SPI_tuptable->vals[i];
+		TupleDesc	td = SPI_tuptable->tupdesc;
+		Run		   *r = palloc0(sizeof(Run));
+		char	   *v;
+
+		r->id = atoll(SPI_getvalue(t, td, 1));
+		r->project = SPI_getvalue(t, td, 2);
+		r->ns = SPI_getvalue(t, td, 3);
+		r->name = SPI_getvalue(t, td, 4);
+		r->kind = SPI_getvalue(t, td, 5);
+		r->status = SPI_getvalue(t, td, 6);
+		r->attempt = atoi(SPI_getvalue(t, td, 7));
+		r->workflow = SPI_getvalue(t, td, 8);
+		r->manifest = SPI_getvalue(t, td, 9);
+		r->row_version = atoll(SPI_getvalue(t, td, 10));
+		r->attempts = atoi(SPI_getvalue(t, td, 11));
+		v = SPI_getvalue(t, td, 12);
+		r->due = v && v[0] == 't';
+		v = SPI_getvalue(t, td, 13);
+		r->submitted = v && v[0] == 't';
+		r->observed_rv = SPI_getvalue(t, td, 14);
+		r->traceparent = SPI_getvalue(t, td, 15);
+		*out = lappend(*out, r);
+	}
+	mlplat_txn_commit();
+}
+
+/* LIST every page of our Workflows; items are parsed into arena. */
+static List *
+observe(MlJsonArena *arena, const char *selector, int *lists)
+{
+	List	   *items = NIL;
+	char	   *cont = NULL;
+
+	for (;;)
+	{
+		MlplatHttpBatch *b = mlplat_http_batch_create(CurrentMemoryContext);
+		MlplatHttpRequest *req = mlplat_kube_list(b, &WORKFLOW, NULL, selector, LIST_PAGE, cont);
+		MlplatKubeResult res;
+		MlJsonValue *page;
+		MlJsonError err;
+		const MlJsonValue *arr;
+
+		mlplat_http_batch_run(b);
+		(*lists)++;
+		mlplat_kube_parse_response(req, &res);
+		if (res.outcome == MLPLAT_KUBE_EXPIRED)
+		{
+			items = NIL;		/* the continue token expired: start over */
+			cont = NULL;
+			continue;
+		}
+		if (res.outcome != MLPLAT_KUBE_OK)
+			ereport(ERROR,
+					(errmsg("could not list Workflows: %s", res.message ? res.message : "unknown error")));
+		page = ml_json_parse(arena, req->resp_body, req->resp_len, NULL, &err);
+		if (page == NULL)
+			ereport(ERROR, (errmsg("Workflow list is not JSON: %s", err.message)));
+		arr = ml_json_object_get(page, "items");
+		if (arr && arr->type == ML_JSON_ARRAY)
+			for (size_t i = 0; i < arr->u.array.count; i++)
+				items = lappend(items, arr->u.array.items[i]);
+		cont = mlplat_kube_list_continue(res.body);
+		if (cont == NULL || cont[0] == '\0')
+			break;
+	}
+	return items;
+}
+
+static void
+request_result(Run *r, MlplatPass *pass)
+{
+	MlplatKubeResult res;
+
+	mlplat_kube_parse_response(r->req, &res);
+	r->http_status = res.status;
+	r->write = true;
+	if (res.outcome == MLPLAT_KUBE_EXISTS && r->action == RUN_CREATE)
+	{
+		/* our deterministic name is taken: the create of an earlier try landed; adopt it */
+		r->ledger_action = "ADOPT";
+		r->ledger_outcome = "OK";
+		r->mark_submitted = true;
+		r->new_status = "SUBMITTED";
+		r->reason = psprintf("adopted the existing workflow %s", r->workflow);
+		pass->next_pass_ms = FOLLOW_UP_MS;
+		return;
+	}
+	if (res.outcome == MLPLAT_KUBE_NOT_FOUND)
+		res.outcome = MLPLAT_KUBE_RETRY;	/* namespace not there yet, or gone under a patch */
+	switch (res.outcome)
+	{
+		case MLPLAT_KUBE_OK:
+			r->ledger_outcome = "OK";
+			if (r->action == RUN_CREATE)
+			{
+				r->mark_submitted = true;
+				r->new_status = "SUBMITTED";
+				r->reason = psprintf("workflow %s submitted", r->workflow);
+			}
+			else
+				r->reason = psprintf("shutdown requested on workflow %s; waiting for it to stop", r->workflow);
+			pass->next_pass_ms = FOLLOW_UP_MS;
+			break;
+		case MLPLAT_KUBE_NOT_FOUND:
+		case MLPLAT_KUBE_RETRY:
+		case MLPLAT_KUBE_CONFLICT:
+		case MLPLAT_KUBE_EXISTS:
+		case MLPLAT_KUBE_EXPIRED:
+			r->ledger_outcome = "RETRY";
+			r->error = res.message;
+			r->retry_ms = mlplat_backoff_delay_ms(r->attempts + 1, 500, mlplat_backoff_max_ms,
+												  res.retry_after_s, (uint32) r->id ^ (uint32) r->attempts);
+			/* come back when the retry is due, not only at the next resync */
+			if (pass->next_pass_ms <= 0 || r->retry_ms < pass->next_pass_ms)
+				pass->next_pass_ms = Max(r->retry_ms, 50);
+			break;
+		case MLPLAT_KUBE_FAILED:
+			r->ledger_outcome = "FAILED";
+			r->error = res.message;
+			r->retry_ms = Min(PERMANENT_RETRY_MS, mlplat_backoff_max_ms);
+			break;
+	}
+}
+
+static char *
+trace_id_of(const char *traceparent)
+{
+	return (traceparent && strlen(traceparent) == 55) ? pnstrdup(traceparent + 3, 32) : NULL;
+}
+
+static int64
+write_back(MlplatPass *pass, List *runs)
+{
+	MemoryContext pass_cxt = CurrentMemoryContext;
+	ListCell   *lc;
+	int			lost = 0;
+	int64		step_rows = 0;
+
+	mlplat_txn_begin();
+	foreach(lc, runs)
+	{
+		Run		   *r = lfirst(lc);
+		Oid			types[10] = {INT8OID, INT8OID, INT8OID, TEXTOID, TEXTOID, TEXTOID, INT4OID, BOOLOID, TEXTOID, JSONBOID};
+		Datum		v[10];
+		char		n[10];
+		bool		isnull;
+		int			written;
+
+		if (!r->write)
+			continue;
+		memset(n, ' ', sizeof(n));
+		v[0] = Int64GetDatum(r->id);
+		v[1] = Int64GetDatum(r->row_version);
+		v[2] = Int64GetDatum(pass->epoch);
+		v[3] = CStringGetTextDatum(r->new_status);
+		v[4] = r->reason ? CStringGetTextDatum(r->reason) : (n[4] = 'n', (Datum) 0);
+		v[5] = r->error ? CStringGetTextDatum(r->error) : (n[5] = 'n', (Datum) 0);
+		v[6] = Int32GetDatum(r->retry_ms);
+		if (r->retry_ms < 0)
+			n[6] = 'n';
+		v[7] = BoolGetDatum(r->mark_submitted);
+		v[8] = r->new_rv ? CStringGetTextDatum(r->new_rv) : (n[8] = 'n', (Datum) 0);
+		v[9] = r->nodes ? DirectFunctionCall1(jsonb_in, CStringGetDatum(r->nodes)) : (n[9] = 'n', (Datum) 0);
+		if (SPI_execute_with_args("SELECT mlplat._runs_writeback($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+								  10, types, v, n, false, 1) != SPI_OK_SELECT || SPI_processed != 1)
+			elog(ERROR, "mlplat: runs write-back returned no row");
+		written = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+		/*
+		 * The external write happened whether or not the row's CAS held (an intent may
+		 * have landed meanwhile): record it either way; the ledger checks the epoch.
+		 */
+		if (r->ledger_action)
+			mlplat_ledger_append(pass, "run", r->id, r->project, r->ledger_action, r->ledger_outcome,
+								 NULL, NULL, r->http_status, r->error, trace_id_of(r->traceparent),
+								 psprintf("%s/%s", r->ns, r->workflow));
+		if (isnull || written < 0)
+		{
+			lost++;				/* an intent or another leader got there first: re-read next pass */
+			continue;
+		}
+		step_rows += written;
+	}
+	mlplat_txn_commit();
+	MemoryContextSwitchTo(pass_cxt);
+	if (lost)
+		snprintf(pass->status, sizeof(pass->status), "%d write-back(s) lost a compare-and-swap; re-reading", lost);
+	return step_rows;
+}
+
+void
+mlplat_runs_pass(MlplatPass *pass)
+{
+	MemoryContext pass_cxt = CurrentMemoryContext;
+	MlJsonArena *arena = mlplat_json_arena_in(pass_cxt);
+	const char *why = NULL;
+	List	   *runs = NIL;
+	List	   *items;
+	HTAB	   *by_name;
+	HASHCTL		ctl;
+	MlplatHttpBatch *batch;
+	ListCell   *lc;
+	char	   *selector;
+	char	   *instance;
+	int			lists = 0;
+	int			creates = 0;
+	int			patches = 0;
+	int64		step_rows;
+	TimestampTz t0,
+				t_claim,
+				t_list,
+				t_http;
+
+	if (!mlplat_cluster_ready(pass, &why))
+		return;
+
+	t0 = GetCurrentTimestamp();
+	claim(&runs, &instance);
+	t_claim = GetCurrentTimestamp();
+	MemoryContextSwitchTo(pass_cxt);
+	if (runs == NIL)
+	{
+		/* nothing active: finished runs' workflows are Argo's to keep or collect */
+		snprintf(pass->status, sizeof(pass->status), "no active runs");
+		return;
+	}
+	selector = psprintf("app.kubernetes.io/managed-by=mlplat,mlplat.io/instance=%s", instance);
+	items = observe(arena, selector, &lists);
+	t_list = GetCurrentTimestamp();
+
+	/* match observed workflows to runs by namespace/name, through a hash: 1,000s of runs */
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = NAMEDATALEN * 2 + 64;
+	ctl.entrysize = ctl.keysize + sizeof(Run *);
+	ctl.hcxt = pass_cxt;
+	by_name = hash_create("mlplat runs", Max(list_length(runs), 16), &ctl, HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	foreach(lc, runs)
+	{
+		Run		   *r = lfirst(lc);
+		char		key[NAMEDATALEN * 2 + 64];
+		char	   *entry;
+
+		snprintf(key, sizeof(key), "%s/%s", r->ns, r->workflow);
+		entry = hash_search(by_name, key, HASH_ENTER, NULL);
+		memcpy(entry + ctl.keysize, &r, sizeof(Run *));
+	}
+	foreach(lc, items)
+	{
+		const MlJsonValue *obj = lfirst(lc);
+		const char *ns = str_at(obj, "metadata", "namespace", NULL);
+		const char *name = str_at(obj, "metadata", "name", NULL);
+		char		key[NAMEDATALEN * 2 + 64];
+		char	   *entry;
+		Run		   *r;
+
+		if (ns == NULL || name == NULL || strlen(ns) + strlen(name) + 2 > sizeof(key))
+			continue;
+		snprintf(key, sizeof(key), "%s/%s", ns, name);
+		entry = hash_search(by_name, key, HASH_FIND, NULL);
+		if (entry == NULL)
+			continue;			/* a finished run's workflow, or an earlier attempt: left as Argo keeps it */
+		memcpy(&r, entry + ctl.keysize, sizeof(Run *));
+		r->obj = obj;
+	}
+
+	batch = mlplat_http_batch_create(pass_cxt);
+	foreach(lc, runs)
+	{
+		Run		   *r = lfirst(lc);
+
+		run_decide(r);
+		if (r->action == RUN_CREATE)
+		{
+			r->req = mlplat_kube_create(batch, &WORKFLOW, r->ns, r->manifest);
+			r->ledger_action = "CREATE";
+			creates++;
+		}
+		else if (r->action == RUN_SHUTDOWN)
+		{
+			r->req = mlplat_kube_merge_patch(batch, &WORKFLOW, r->ns, r->workflow,
+											 "{\"spec\":{\"shutdown\":\"Terminate\"}}");
+			r->ledger_action = "PATCH";
+			patches++;
+		}
+		if (r->obj != NULL && !phase_finished(str_at(r->obj, "status", "phase", NULL) ?
+											  str_at(r->obj, "status", "phase", NULL) : ""))
+			pass->next_pass_ms = FOLLOW_UP_MS;	/* still moving: look again soon */
+	}
+
+	if (mlplat_http_batch_count(batch) > 0)
+		mlplat_http_batch_run(batch);
+	t_http = GetCurrentTimestamp();
+
+	foreach(lc, runs)
+	{
+		Run		   *r = lfirst(lc);
+
+		if (r->req)
+			request_result(r, pass);
+	}
+
+	step_rows = write_back(pass, runs);
+	pass->acted = creates + patches;
+	if (pass->status[0] == '\0')
+		snprintf(pass->status, sizeof(pass->status),
+				 "%d active runs, %d created, %d shutdowns, %lld step rows, %d LIST requests;"
+				 " ms claim %ld list %ld http %ld write %ld",
+				 list_length(runs), creates, patches, (long long) step_rows, lists,
+				 TimestampDifferenceMilliseconds(t0, t_claim), TimestampDifferenceMilliseconds(t_claim, t_list),
+				 TimestampDifferenceMilliseconds(t_list, t_http),
+				 TimestampDifferenceMilliseconds(t_http, GetCurrentTimestamp()));
+}
