@@ -21,7 +21,6 @@ mlplat_pass_for_kind(int kind)
 			return mlplat_projects_pass;
 		case MLPLAT_KIND_RUNS:
 			return mlplat_runs_pass;
-		case MLPLAT_KIND_PROJECTS:
 		case MLPLAT_KIND_ROLLOUTS:
 		case MLPLAT_NUM_KINDS:
 			break;
