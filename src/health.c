@@ -38,8 +38,8 @@ mlplat_replica_states(PG_FUNCTION_ARGS)
 		for (int r = 0; r < mlplat_replicas && r < MLPLAT_MAX_REPLICAS; r++)
 		{
 			MlplatReplicaState *st = &snapshot.kinds[k].replicas[r];
-			Datum		values[13];
-			bool		nulls[13];
+			Datum		values[14];
+			bool		nulls[14];
 
 			memset(nulls, 0, sizeof(nulls));
 			values[0] = CStringGetTextDatum(mlplat_kind_names[k]);
@@ -60,6 +60,7 @@ mlplat_replica_states(PG_FUNCTION_ARGS)
 			values[10] = Int64GetDatum(st->http_requests);
 			values[11] = Int64GetDatum(st->http_errors);
 			values[12] = CStringGetTextDatum(st->status);
+			values[13] = Float8GetDatum(st->http_latency_ms_total);
 			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 		}
 	}

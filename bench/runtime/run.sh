@@ -2,6 +2,7 @@
 # bench/runtime/run.sh — reconciler runtime figures (issue 5), one table:
 #   takeover (a): pg_terminate_backend of the deployments leader -> first pass of the new leader
 #   takeover (b): kill -9 of a worker -> first pass after the crash restart
+#   takeover (c): promotion of a streaming replica -> its first pass
 #   wake latency: deploy() commit -> the apply request arriving at the stand-in
 # with, in the same run, the baselines that give them meaning: the retry
 # interval for (a), the stand-in's own apply latency for a bare client, and
@@ -76,6 +77,29 @@ for _ in $(seq 1 "$TRIALS"); do
 done
 read -r b_med b_max < <(stats <"$WORK/b.txt")
 
+# ---- (c) promotion of a streaming replica -> its deployments leader's first pass
+: >"$WORK/c.txt"
+for i in $(seq 1 "$TRIALS"); do
+	R=$WORK/replica$i; RP=$(free_port)
+	as_pg "$BIN/pg_basebackup" -h "$WORK" -p "$PORT" -U postgres -D "$R" -R -X stream >/dev/null 2>&1 || continue
+	echo "port = $RP" >>"$R/postgresql.conf"
+	CLUSTER_DIRS+=("$R")
+	as_pg "$BIN/pg_ctl" -D "$R" -l "$R.log" -w start >/dev/null || continue
+	t0=$(date +%s.%N)
+	as_pg "$BIN/pg_ctl" -D "$R" promote -w >/dev/null
+	ms=""
+	for _ in $(seq 1 1000); do
+		ms=$($PSQL -p "$RP" -d mlplat -c "SELECT round((extract(epoch FROM last_pass_start) - $t0) * 1000) FROM mlplat.reconciler_health
+		                                 WHERE kind = 'deployments' AND role = 'leader' AND last_pass_start IS NOT NULL" 2>/dev/null)
+		[ -n "$ms" ] && break
+		sleep 0.01
+	done
+	echo "$ms" >>"$WORK/c.txt"
+	as_pg "$BIN/pg_ctl" -D "$R" -m immediate stop >/dev/null
+	rm -rf "$R"
+done
+read -r c_med c_max < <(stats <"$WORK/c.txt")
+
 # ---- wake latency: commit -> first apply request at the stand-in
 admin DELETE requests >/dev/null
 {
@@ -121,6 +145,7 @@ retry=$($PSQL -d mlplat -c "SHOW mlplat.leader_retry_interval")
 printf '\n%-52s %7s %9s %9s  %s\n' "measure" "trials" "median" "max/p99" "baseline / target"
 printf '%-52s %7s %9s %9s  %s\n' "(a) leader terminated -> new leader's first pass" "$TRIALS" "${a_med} ms" "${a_max} ms" "retry interval $retry; target median <= 1000 ms"
 printf '%-52s %7s %9s %9s  %s\n' "(b) kill -9 -> first pass after crash restart" "$TRIALS" "${b_med} ms" "${b_max} ms" "seeds' Lease failover 31440 ms; client-go ~15000 ms"
+printf '%-52s %7s %9s %9s  %s\n' "(c) replica promoted -> its first pass" "$(wc -l <"$WORK/c.txt")" "${c_med} ms" "${c_max} ms" "includes pg_ctl promote's own wait"
 printf '%-52s %7s %9s %9s  %s\n' "wake: deploy() commit -> apply at the stand-in" "$w_n" "${w_p50} ms" "${w_p99} ms" "resync-only would average ${resync}/2; target p50 <= 50 ms"
 printf '%-52s %7s %9s %9s  %s\n' "bare client apply round trip (stand-in floor)" 50 "${bare_p50} ms" "-" "same stand-in, same run"
 echo "(load average: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) cores)"

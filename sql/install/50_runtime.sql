@@ -54,7 +54,7 @@ CREATE FUNCTION mlplat._replica_states(
     OUT kind text, OUT replica int, OUT pid int, OUT role text, OUT epoch bigint,
     OUT started_at timestamptz, OUT last_pass_start timestamptz, OUT last_pass_end timestamptz,
     OUT passes bigint, OUT pass_errors bigint, OUT http_requests bigint, OUT http_errors bigint,
-    OUT status text)
+    OUT status text, OUT http_latency_ms_total float8)
 RETURNS SETOF record
 LANGUAGE C VOLATILE
 AS 'MODULE_PATHNAME', 'mlplat_replica_states';
@@ -146,30 +146,10 @@ BEGIN
 END;
 $do$;
 
--- Per kind and replica: leader or standby, epoch, pass timing, errors, HTTP counts.
-CREATE VIEW mlplat.reconciler_health AS
-SELECT s.kind, s.replica, s.pid, s.role,
-       CASE WHEN s.role IN ('leader', 'idle') THEN e.epoch END AS epoch,
-       s.started_at, s.last_pass_start, s.last_pass_end,
-       s.last_pass_end - s.last_pass_start AS last_pass_duration,
-       s.passes, s.pass_errors,
-       (SELECT count(*) FROM mlplat.reconcile_ledger l
-         WHERE l.kind = s.kind AND l.outcome = 'FAILED' AND l.at > pg_catalog.now() - interval '1 hour') AS errors_last_hour,
-       s.http_requests, s.http_errors, s.status
-  FROM mlplat._replica_states() s
-  LEFT JOIN mlplat.leader_epochs e ON e.kind = s.kind;
-COMMENT ON VIEW mlplat.reconciler_health IS
-  'One row per reconciler replica: role, epoch, last pass, errors and HTTP counts.';
-REVOKE ALL ON mlplat.reconciler_health FROM PUBLIC;
 
--- What an operator should look at now.  One row per condition:
---   reconcile_age      intent not yet observed after 5 minutes
---   repeated_failures  5 or more failed attempts in a row
---   no_leader          a kind with no leading replica (workers not running?)
---   stale_leader       a leader whose last pass ended over 3 resync intervals ago
---   write_conflicts    ledger CONFLICT outcomes in the last hour
-CREATE VIEW mlplat.alerts AS
-WITH entities AS (
+-- Every live reconciled entity with the columns all kinds share; the health
+-- and alerts views read it.
+CREATE VIEW mlplat._entities AS
     SELECT 'projects' AS kind, p.name AS entity, p.id AS entity_id, p.name AS project,
            p.generation, p.observed_generation, p.attempts, p.last_error, p.status, p.updated_at
       FROM mlplat.projects p WHERE p.status <> 'DELETED'
@@ -186,18 +166,58 @@ WITH entities AS (
     SELECT 'model_aliases', a.alias, a.id, p.name, a.generation, a.observed_generation, a.attempts,
            a.last_error, a.status, a.updated_at
       FROM mlplat.model_aliases a JOIN mlplat.models m ON m.id = a.model_id JOIN mlplat.projects p ON p.id = m.project_id
-)
+    UNION ALL
+    SELECT 'rollouts', d.name, o.id, p.name, o.generation, o.observed_generation, o.attempts,
+           o.last_error, o.status, o.updated_at
+      FROM mlplat.rollouts o JOIN mlplat.deployments d ON d.id = o.deployment_id JOIN mlplat.projects p ON p.id = d.project_id
+     WHERE o.status NOT IN ('PROMOTED', 'ROLLED_BACK', 'ABORTED');
+REVOKE ALL ON mlplat._entities FROM PUBLIC;
+
+-- Per kind and replica: leader or standby, epoch, last pass, the kind's pending
+-- entities and the age of the oldest, errors, HTTP counts and mean latency.
+CREATE VIEW mlplat.reconciler_health AS
+SELECT s.kind, s.replica, s.pid, s.role,
+       CASE WHEN s.role IN ('leader', 'idle') THEN e.epoch END AS epoch,
+       s.started_at, s.last_pass_start, s.last_pass_end,
+       s.last_pass_end - s.last_pass_start AS last_pass_duration,
+       s.passes, s.pass_errors,
+       coalesce(p.pending, 0) AS pending,
+       p.oldest_pending_age,
+       (SELECT count(*) FROM mlplat.reconcile_ledger l
+         WHERE l.kind = s.kind AND l.outcome = 'FAILED' AND l.at > pg_catalog.now() - interval '1 hour') AS errors_last_hour,
+       s.http_requests, s.http_errors,
+       round((s.http_latency_ms_total / NULLIF(s.http_requests, 0))::numeric, 1) AS http_mean_latency_ms,
+       s.status
+  FROM mlplat._replica_states() s
+  LEFT JOIN mlplat.leader_epochs e ON e.kind = s.kind
+  LEFT JOIN (SELECT x.kind, count(*) AS pending, pg_catalog.now() - min(x.updated_at) AS oldest_pending_age
+               FROM mlplat._entities x
+              WHERE x.generation <> x.observed_generation
+                 OR x.status IN ('PENDING', 'PROVISIONING', 'DEPLOYING', 'DRIFTED', 'DELETING',
+                                 'SUBMITTED', 'CANCEL_REQUESTED', 'PROGRESSING', 'ROLLING_BACK')
+              GROUP BY x.kind) p ON p.kind = s.kind;
+COMMENT ON VIEW mlplat.reconciler_health IS
+  'One row per reconciler replica: role, epoch, last pass, pending work and its age, errors, HTTP counts and latency.';
+REVOKE ALL ON mlplat.reconciler_health FROM PUBLIC;
+
+-- What an operator should look at now.  One row per condition:
+--   reconcile_age      intent not yet observed after 5 minutes
+--   repeated_failures  5 or more failed attempts in a row
+--   no_leader          a kind with no leading replica (workers not running?)
+--   stale_leader       a leader whose last pass ended over 3 resync intervals ago
+--   write_conflicts    ledger CONFLICT outcomes in the last hour
+CREATE VIEW mlplat.alerts AS
 SELECT 'reconcile_age' AS alert, 'warning' AS severity, e.kind, e.project, e.entity, e.entity_id,
        pg_catalog.format('intent generation %s not observed for %s', e.generation,
                          pg_catalog.date_trunc('second', pg_catalog.now() - e.updated_at)) AS detail,
        e.updated_at AS since
-  FROM entities e
+  FROM mlplat._entities e
  WHERE e.generation <> e.observed_generation AND e.updated_at < pg_catalog.now() - interval '5 minutes'
 UNION ALL
 SELECT 'repeated_failures', 'critical', e.kind, e.project, e.entity, e.entity_id,
        pg_catalog.format('%s failed attempts; last error: %s', e.attempts, coalesce(e.last_error, '-')),
        e.updated_at
-  FROM entities e WHERE e.attempts >= 5
+  FROM mlplat._entities e WHERE e.attempts >= 5
 UNION ALL
 SELECT 'no_leader', 'critical', k.kind, NULL, NULL, NULL,
        'no replica of this kind leads (is mlplat in shared_preload_libraries, and mlplat.database this database?)', NULL
