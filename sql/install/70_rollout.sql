@@ -11,7 +11,7 @@ COMMENT ON FUNCTION mlplat.plan_rollout(jsonb, jsonb) IS
 CREATE FUNCTION mlplat.with_content_id(record jsonb)
 RETURNS jsonb
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
-SET search_path = mlplat, pg_catalog
+SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
 BEGIN
 	IF pg_catalog.jsonb_typeof(record) <> 'object' THEN
