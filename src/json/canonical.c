@@ -4,6 +4,8 @@
  * No PostgreSQL headers (see json.h).  Numbers are written from the parsed
  * double, never from the source text, so "1.0", "1" and "1e0" all become 1.
  */
+#include <float.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -143,7 +145,42 @@ decimal_step(Decimal *dec, int delta)
 static void
 shortest_decimal(double x, Decimal *out)
 {
-	for (int p = 1; p <= 17; p++)
+	/*
+	 * Integers below 2^53 are exact and doubles there are at most 1 apart, so
+	 * no decimal with fewer significant digits rounds to them: their own
+	 * digits are the shortest form.  (Most numbers in our documents.)
+	 */
+	if (x < 9007199254740992.0 && x == (double) (int64_t) x)
+	{
+		int			n = snprintf(out->digits, sizeof(out->digits), "%" PRId64, (int64_t) x);
+
+		out->ndigits = n;
+		out->exp10 = n - 1;
+		return;
+	}
+
+	/*
+	 * DBL_DIG: any decimal of at most 15 significant digits survives the trip
+	 * through a normal double and back at 15 digits.  So if some decimal that
+	 * short rounds to x, the 15-digit rendering of x is that decimal (padded
+	 * with zeros the caller strips).  Only 16 and 17 digits need the search.
+	 * Subnormals carry fewer digits and take the full search.
+	 */
+	if (x >= DBL_MIN)
+	{
+		char		tmp[48];
+		Decimal		d15;
+
+		snprintf(tmp, sizeof(tmp), "%.14e", x);
+		decimal_from_e(&d15, tmp);
+		if (decimal_value(&d15) == x)
+		{
+			*out = d15;
+			return;
+		}
+	}
+
+	for (int p = (x >= DBL_MIN) ? 16 : 1; p <= 17; p++)
 	{
 		char		tmp[48];
 		Decimal		best,
