@@ -32,7 +32,9 @@ wait_for mlplat "SELECT epoch FROM mlplat.leader_epochs WHERE kind = 'deployment
 tap_ok $? "after pg_terminate_backend of the leader, the epoch moved from $old_epoch to $((old_epoch + 1))"
 new_pid=$(q mlplat "SELECT pid FROM mlplat.leader_epochs WHERE kind = 'deployments'")
 ms=$(q mlplat "SELECT round(extract(epoch FROM acquired_at) * 1000 - $t0 / 1000000) FROM mlplat.leader_epochs WHERE kind = 'deployments'")
-[ "$new_pid" != "$old_pid" ] && [ "$ms" -lt 1500 ]
+# Correctness, not speed (bench/runtime measures that): a generous bound that a
+# loaded CI machine still meets, far below any resync or lease timescale.
+[ "$new_pid" != "$old_pid" ] && [ "$ms" -lt 5000 ]
 tap_ok $? "a different replica (pid $new_pid) took over in $ms ms (retry interval 250 ms)"
 
 # --- (b) a deposed epoch cannot write the ledger
@@ -71,5 +73,5 @@ as_pg "$BIN/pg_ctl" -D "$WORK/data" -m fast -t 30 stop >/dev/null
 rc=$?
 ms=$((($(date +%s%N) - t0) / 1000000))
 tap_ok $rc "fast shutdown with workers running took $ms ms"
-tap_ok $((ms > 5000)) "... under 5 s"
+tap_ok $((ms > 10000)) "... under 10 s"
 tap_done
