@@ -24,6 +24,16 @@ done
 ((${#SUITES[@]})) || SUITES=(regress isolation pgtap upgrade lifecycle scripts)
 
 . "$SRC/test/lib/cluster.sh"
+
+# shared/ (CRD schemas, validate-manifest) sits beside the repository; for a
+# git worktree, beside the main checkout.  Suites read MLPLAT_SHARED.
+for d in "$SRC/../shared" "$(git -C "$SRC" rev-parse --git-common-dir 2>/dev/null)/../../shared"; do
+	if [ -x "$d/tools/validate-manifest" ]; then
+		MLPLAT_SHARED=$(cd "$d" && pwd)
+		export MLPLAT_SHARED VALIDATE_MANIFEST=$MLPLAT_SHARED/tools/validate-manifest
+		break
+	fi
+done
 cluster_init "$(mktemp -d /tmp/mlplat-test.XXXXXX)"
 PASS=0
 FAIL=0

@@ -19,12 +19,10 @@ admin PUT config '{"argoStepMs": 250}' >/dev/null
 
 DB=mlplat
 q $DB "SELECT mlplat.create_project('lab', 4, '32', '64Gi')" >/dev/null
-# The projects reconciler owns namespaces; until it lands, make the namespace here.
-kube POST /api/v1/namespaces '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"mlp-lab"}}' >/dev/null
+# the projects reconciler makes the namespace
+wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'lab'" READY 30 >/dev/null
 
-VALIDATE=$SRC/../shared/tools/validate-manifest
-[ -x "$VALIDATE" ] || VALIDATE=$(git -C "$SRC" rev-parse --show-toplevel 2>/dev/null)/../shared/tools/validate-manifest
-[ -x "$VALIDATE" ] || VALIDATE=/work/shared/tools/validate-manifest
+VALIDATE=${VALIDATE_MANIFEST:-$SRC/../shared/tools/validate-manifest}   # test/run.sh exports it
 
 status() { q $DB "SELECT status FROM mlplat.runs WHERE name = '$1'"; }
 wf_writes() {   # stored creates of one workflow at the stand-in
