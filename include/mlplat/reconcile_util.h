@@ -6,7 +6,10 @@
 
 #include "postgres.h"
 
+#include "nodes/pg_list.h"
+
 #include "mlplat/json.h"
+#include "mlplat/kube.h"
 #include "mlplat/reconcile.h"
 
 /*
@@ -34,5 +37,20 @@ extern void mlplat_ledger_append(MlplatPass *pass, const char *entity, int64 ent
 								 const char *desired_digest, const char *observed_digest,
 								 int http_status, const char *error, const char *trace_id,
 								 const char *note);
+
+/*
+ * LIST every page (500 a page) of one resource across all namespaces with a
+ * label selector; the parsed items are appended to *items (allocated in
+ * arena) and *lists counts the requests.  A 410 Expired continue token
+ * restarts the list.  Returns NULL, or why the kind could not be observed
+ * (then *items holds nothing of it).  No transaction may be open.
+ */
+extern char *mlplat_kube_list_all(MlJsonArena *arena, const MlplatKubeResource *res,
+								  const char *selector, List **items, int *lists);
+
+/* obj.a[.b[.c]] when it is a string, else NULL */
+extern const char *mlplat_json_text(const MlJsonValue *obj, const char *a, const char *b, const char *c);
+/* obj.a.b when it is an integer-valued number */
+extern bool mlplat_json_int(const MlJsonValue *obj, const char *a, const char *b, int64 *out);
 
 #endif							/* MLPLAT_RECONCILE_UTIL_H */

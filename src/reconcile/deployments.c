@@ -33,7 +33,6 @@
 
 static const MlplatKubeResource ISVC = {"serving.kserve.io", "v1beta1", "inferenceservices", true};
 
-#define LIST_PAGE 500
 /* how soon to look again while waiting on KServe (readiness, deletion) */
 #define FOLLOW_UP_MS 300
 /* permanent errors (403, 422) are retried slowly: a later grant heals them */
@@ -90,29 +89,6 @@ typedef struct DepByName
 
 /* ---------------------------------------------------------------- pure decisions */
 
-static const char *
-obj_text(const MlJsonValue *obj, const char *a, const char *b, const char *c)
-{
-	const MlJsonValue *v = ml_json_object_get(obj, a);
-
-	if (v && b)
-		v = ml_json_object_get(v, b);
-	if (v && c)
-		v = ml_json_object_get(v, c);
-	return (v && v->type == ML_JSON_STRING) ? v->u.string.str : NULL;
-}
-
-static bool
-obj_int(const MlJsonValue *obj, const char *a, const char *b, int64 *out)
-{
-	const MlJsonValue *v = ml_json_object_get(ml_json_object_get(obj, a), b);
-
-	if (v == NULL || v->type != ML_JSON_NUMBER || !v->u.number.is_integer)
-		return false;
-	*out = (int64) v->u.number.value;
-	return true;
-}
-
 /*
  * KServe's Ready condition for the generation it last observed: returns "True",
  * "False" or "Unknown" (also when it describes an older generation), and the
@@ -126,24 +102,24 @@ isvc_ready(const MlJsonValue *obj, const char **why)
 				seen = -2;
 
 	*why = NULL;
-	if (!obj_int(obj, "metadata", "generation", &gen) ||
-		!obj_int(obj, "status", "observedGeneration", &seen) || gen != seen)
+	if (!mlplat_json_int(obj, "metadata", "generation", &gen) ||
+		!mlplat_json_int(obj, "status", "observedGeneration", &seen) || gen != seen)
 		return "Unknown";
 	if (conds == NULL || conds->type != ML_JSON_ARRAY)
 		return "Unknown";
 	for (size_t i = 0; i < conds->u.array.count; i++)
 	{
 		const MlJsonValue *c = conds->u.array.items[i];
-		const char *type = obj_text(c, "type", NULL, NULL);
-		const char *st = obj_text(c, "status", NULL, NULL);
+		const char *type = mlplat_json_text(c, "type", NULL, NULL);
+		const char *st = mlplat_json_text(c, "status", NULL, NULL);
 
 		if (type && st && strcmp(type, "Ready") == 0)
 		{
 			if (strcmp(st, "False") == 0)
 			{
-				*why = obj_text(c, "message", NULL, NULL);
+				*why = mlplat_json_text(c, "message", NULL, NULL);
 				if (*why == NULL)
-					*why = obj_text(c, "reason", NULL, NULL);
+					*why = mlplat_json_text(c, "reason", NULL, NULL);
 				return "False";
 			}
 			return strcmp(st, "True") == 0 ? "True" : "Unknown";
@@ -204,7 +180,7 @@ deployment_decide(Deployment *d, MlJsonArena *arena)
 	if (desired == NULL)
 		elog(ERROR, "stored spec of deployment %lld is not JSON: %s", (long long) d->id, err.message);
 
-	rev_label = d->obj ? obj_text(d->obj, "metadata", "labels", "mlplat.io/revision") : NULL;
+	rev_label = d->obj ? mlplat_json_text(d->obj, "metadata", "labels", "mlplat.io/revision") : NULL;
 	if (d->obj == NULL || rev_label == NULL || atoi(rev_label) != d->desired_revision)
 	{
 		/* not there, or running another revision: apply the desired one */
@@ -233,7 +209,7 @@ deployment_decide(Deployment *d, MlJsonArena *arena)
 	d->mark_observed = true;
 	if (strcmp(ready, "True") == 0)
 	{
-		const char *url = obj_text(d->obj, "status", "url", NULL);
+		const char *url = mlplat_json_text(d->obj, "status", "url", NULL);
 
 		d->new_status = "READY";
 		d->endpoint = url ? pstrdup(url) : NULL;
@@ -293,49 +269,6 @@ claim(MlplatPass *pass, List **out, char **instance)
 		*out = lappend(*out, d);
 	}
 	mlplat_txn_commit();
-}
-
-/* LIST every page of our InferenceServices; items are parsed into arena. */
-static List *
-observe(MlJsonArena *arena, const char *selector, int *lists)
-{
-	List	   *items = NIL;
-	char	   *cont = NULL;
-
-	for (;;)
-	{
-		MlplatHttpBatch *b = mlplat_http_batch_create(CurrentMemoryContext);
-		MlplatHttpRequest *r = mlplat_kube_list(b, &ISVC, NULL, selector, LIST_PAGE, cont);
-		MlplatKubeResult res;
-		MlJsonValue *page;
-		MlJsonError err;
-		const MlJsonValue *arr;
-
-		mlplat_http_batch_run(b);
-		(*lists)++;
-		mlplat_kube_parse_response(r, &res);
-		if (res.outcome == MLPLAT_KUBE_EXPIRED)
-		{
-			/* the continue token expired: the list must start over */
-			items = NIL;
-			cont = NULL;
-			continue;
-		}
-		if (res.outcome != MLPLAT_KUBE_OK)
-			ereport(ERROR,
-					(errmsg("could not list InferenceServices: %s", res.message ? res.message : "unknown error")));
-		page = ml_json_parse(arena, r->resp_body, r->resp_len, NULL, &err);
-		if (page == NULL)
-			ereport(ERROR, (errmsg("InferenceService list is not JSON: %s", err.message)));
-		arr = ml_json_object_get(page, "items");
-		if (arr && arr->type == ML_JSON_ARRAY)
-			for (size_t i = 0; i < arr->u.array.count; i++)
-				items = lappend(items, arr->u.array.items[i]);
-		cont = mlplat_kube_list_continue(res.body);
-		if (cont == NULL || cont[0] == '\0')
-			break;
-	}
-	return items;
 }
 
 static void
@@ -448,7 +381,7 @@ mlplat_deployments_pass(MlplatPass *pass)
 {
 	MemoryContext pass_cxt = CurrentMemoryContext;
 	MlJsonArena *arena = mlplat_json_arena_in(pass_cxt);
-	const char *why = NULL;
+	char	   *why = NULL;
 	List	   *deps = NIL;
 	List	   *items;
 	List	   *orphans = NIL;
@@ -460,13 +393,16 @@ mlplat_deployments_pass(MlplatPass *pass)
 	int			lists = 0;
 	int			applies = 0;
 
-	if (!mlplat_cluster_ready(pass, &why))
+	if (!mlplat_cluster_ready(pass, (const char **) &why))
 		return;
 
 	claim(pass, &deps, &instance);
 	MemoryContextSwitchTo(pass_cxt);
 	selector = psprintf("app.kubernetes.io/managed-by=mlplat,mlplat.io/instance=%s", instance);
-	items = observe(arena, selector, &lists);
+	items = NIL;
+	why = mlplat_kube_list_all(arena, &ISVC, selector, &items, &lists);
+	if (why)
+		ereport(ERROR, (errmsg("%s", why)));
 
 	/* match observed objects to deployments by "namespace/name" (hash: thousands of each) */
 	{
@@ -492,8 +428,8 @@ mlplat_deployments_pass(MlplatPass *pass)
 	foreach(lc, items)
 	{
 		const MlJsonValue *obj = lfirst(lc);
-		const char *ns = obj_text(obj, "metadata", "namespace", NULL);
-		const char *name = obj_text(obj, "metadata", "name", NULL);
+		const char *ns = mlplat_json_text(obj, "metadata", "namespace", NULL);
+		const char *name = mlplat_json_text(obj, "metadata", "name", NULL);
 		bool		matched = false;
 
 		if (ns && name && strlen(ns) + strlen(name) + 2 <= NAMEDATALEN * 2)
@@ -516,7 +452,7 @@ mlplat_deployments_pass(MlplatPass *pass)
 
 			o->ns = pstrdup(ns);
 			o->name = pstrdup(name);
-			o->project = (char *) obj_text(obj, "metadata", "labels", "mlplat.io/project");
+			o->project = (char *) mlplat_json_text(obj, "metadata", "labels", "mlplat.io/project");
 			o->action = DEP_DELETE;
 			orphans = lappend(orphans, o);
 		}

@@ -104,7 +104,6 @@ static const char *const API_VERSION[NUM_OBJ_KINDS] = {
  */
 static const char *const INGRESS_NAMESPACES[] = {"istio-system", "knative-serving"};
 
-#define LIST_PAGE 500
 #define FOLLOW_UP_MS 300
 /* permanent errors (403, 422) are retried slowly, doubling up to this: a later grant heals them */
 #define PERMANENT_RETRY_MS 30000
@@ -175,18 +174,6 @@ typedef struct ObsEntry
 } ObsEntry;
 
 /* ---------------------------------------------------------------- rendering */
-
-static const char *
-obj_text(const MlJsonValue *obj, const char *a, const char *b, const char *c)
-{
-	const MlJsonValue *v = ml_json_object_get(obj, a);
-
-	if (v && b)
-		v = ml_json_object_get(v, b);
-	if (v && c)
-		v = ml_json_object_get(v, c);
-	return (v && v->type == ML_JSON_STRING) ? v->u.string.str : NULL;
-}
 
 static void
 append_metadata(StringInfo s, ObjKind kind, const char *name, const char *ns,
@@ -272,9 +259,9 @@ render(Project *p, const char *instance, MlJsonArena *arena)
 	for (size_t i = 0; i < members->u.array.count; i++)
 	{
 		const MlJsonValue *m = members->u.array.items[i];
-		const char *principal = obj_text(m, "principal", NULL, NULL);
-		const char *role = obj_text(m, "role", NULL, NULL);
-		const char *binding = obj_text(m, "binding", NULL, NULL);
+		const char *principal = mlplat_json_text(m, "principal", NULL, NULL);
+		const char *role = mlplat_json_text(m, "role", NULL, NULL);
+		const char *binding = mlplat_json_text(m, "binding", NULL, NULL);
 
 		if (!principal || !role || !binding)
 			elog(ERROR, "member %zu of project %lld is incomplete", i, (long long) p->id);
@@ -337,7 +324,7 @@ drift_text(const MlSpecDiff *diff)
 static bool
 ns_terminating(const MlJsonValue *ns)
 {
-	const char *phase = obj_text(ns, "status", "phase", NULL);
+	const char *phase = mlplat_json_text(ns, "status", "phase", NULL);
 
 	return ml_json_object_get(ml_json_object_get(ns, "metadata"), "deletionTimestamp") != NULL ||
 		(phase && strcmp(phase, "Terminating") == 0);
@@ -358,45 +345,15 @@ obs_key(char *key, ObjKind kind, const char *ns, const char *name)
 static char *
 observe_kind(MlJsonArena *arena, HTAB *seen, ObjKind kind, const char *selector, List **items, int *lists)
 {
-	char	   *cont = NULL;
 	List	   *got = NIL;
+	char	   *why = mlplat_kube_list_all(arena, &RES[kind], selector, &got, lists);
 
-	for (;;)
-	{
-		MlplatHttpBatch *b = mlplat_http_batch_create(CurrentMemoryContext);
-		MlplatHttpRequest *r = mlplat_kube_list(b, &RES[kind], NULL, selector, LIST_PAGE, cont);
-		MlplatKubeResult res;
-		MlJsonValue *page;
-		MlJsonError err;
-		const MlJsonValue *arr;
-
-		mlplat_http_batch_run(b);
-		(*lists)++;
-		mlplat_kube_parse_response(r, &res);
-		if (res.outcome == MLPLAT_KUBE_EXPIRED)
-		{
-			got = NIL;
-			cont = NULL;
-			continue;
-		}
-		if (res.outcome != MLPLAT_KUBE_OK)
-			return psprintf("cannot list %s: %s", RES[kind].plural, res.message ? res.message : "unknown error");
-		page = ml_json_parse(arena, r->resp_body, r->resp_len, NULL, &err);
-		if (page == NULL)
-			return psprintf("%s list is not JSON: %s", RES[kind].plural, err.message);
-		arr = ml_json_object_get(page, "items");
-		if (arr == NULL || arr->type != ML_JSON_ARRAY)
-			return psprintf("%s list has no items array", RES[kind].plural);
-		for (size_t i = 0; i < arr->u.array.count; i++)
-			got = lappend(got, arr->u.array.items[i]);
-		cont = mlplat_kube_list_continue(res.body);
-		if (cont == NULL || cont[0] == '\0')
-			break;
-	}
+	if (why)
+		return why;
 	foreach_ptr(const MlJsonValue, obj, got)
 	{
-		const char *name = obj_text(obj, "metadata", "name", NULL);
-		const char *ns = obj_text(obj, "metadata", "namespace", NULL);
+		const char *name = mlplat_json_text(obj, "metadata", "name", NULL);
+		const char *ns = mlplat_json_text(obj, "metadata", "namespace", NULL);
 		char		key[sizeof(((ObsEntry *) 0)->key)];
 		ObsEntry   *e;
 		bool		found;
@@ -787,7 +744,7 @@ write_back(MlplatPass *pass, List *projects, List *orphans)
 		}
 	}
 	foreach_ptr(ProjObj, o, orphans)
-		mlplat_ledger_append(pass, "project", 0, obj_text(o->obs, "metadata", "labels", "mlplat.io/project"),
+		mlplat_ledger_append(pass, "project", 0, mlplat_json_text(o->obs, "metadata", "labels", "mlplat.io/project"),
 							 "ORPHAN_TEARDOWN", o->ledger_outcome, NULL, NULL, o->http_status, o->error, NULL,
 							 psprintf("Namespace %s", o->name));
 	mlplat_txn_commit();
@@ -851,8 +808,8 @@ mlplat_projects_pass(MlplatPass *pass)
 	/* bindings in a live project's namespace that no member needs (revoked, role changed) */
 	foreach_ptr(const MlJsonValue, rb, items[OBJ_ROLEBINDING])
 	{
-		const char *name = obj_text(rb, "metadata", "name", NULL);
-		const char *ns = obj_text(rb, "metadata", "namespace", NULL);
+		const char *name = mlplat_json_text(rb, "metadata", "name", NULL);
+		const char *ns = mlplat_json_text(rb, "metadata", "namespace", NULL);
 		char		key[sizeof(((ObsEntry *) 0)->key)];
 		ObsEntry   *e;
 
@@ -883,7 +840,7 @@ mlplat_projects_pass(MlplatPass *pass)
 	{
 		foreach_ptr(const MlJsonValue, nsobj, items[OBJ_NAMESPACE])
 		{
-			const char *name = obj_text(nsobj, "metadata", "name", NULL);
+			const char *name = mlplat_json_text(nsobj, "metadata", "name", NULL);
 			char		key[sizeof(((ObsEntry *) 0)->key)];
 			ObsEntry   *e;
 			ProjObj    *o;

@@ -33,7 +33,6 @@
 
 static const MlplatKubeResource WORKFLOW = {"argoproj.io", "v1alpha1", "workflows", true};
 
-#define LIST_PAGE 500
 /* how soon to look again while a workflow moves */
 #define FOLLOW_UP_MS 300
 #define PERMANENT_RETRY_MS 30000
@@ -83,18 +82,6 @@ typedef struct Run
 
 /* ---------------------------------------------------------------- pure decisions */
 
-static const char *
-str_at(const MlJsonValue *obj, const char *a, const char *b, const char *c)
-{
-	const MlJsonValue *v = ml_json_object_get(obj, a);
-
-	if (v && b)
-		v = ml_json_object_get(v, b);
-	if (v && c)
-		v = ml_json_object_get(v, c);
-	return (v && v->type == ML_JSON_STRING) ? v->u.string.str : NULL;
-}
-
 static bool
 phase_finished(const char *phase)
 {
@@ -134,9 +121,9 @@ nodes_json(const Run *r, const MlJsonValue *nodes, const char **failed, const ch
 		for (size_t i = 0; i < nodes->u.object.count; i++)
 		{
 			const MlJsonValue *n = nodes->u.object.members[i].value;
-			const char *id = str_at(n, "id", NULL, NULL);
-			const char *type = str_at(n, "type", NULL, NULL);
-			const char *phase = str_at(n, "phase", NULL, NULL);
+			const char *id = mlplat_json_text(n, "id", NULL, NULL);
+			const char *type = mlplat_json_text(n, "type", NULL, NULL);
+			const char *phase = mlplat_json_text(n, "phase", NULL, NULL);
 			const char *name;
 
 			if (type == NULL || strcmp(type, "Pod") != 0)
@@ -144,7 +131,7 @@ nodes_json(const Run *r, const MlJsonValue *nodes, const char **failed, const ch
 			if (id && strcmp(id, r->workflow) == 0)
 				name = "main";
 			else
-				name = str_at(n, "displayName", NULL, NULL);
+				name = mlplat_json_text(n, "displayName", NULL, NULL);
 			if (name == NULL)
 				continue;
 			appendStringInfoString(&s, first ? "{" : ",{");
@@ -153,15 +140,15 @@ nodes_json(const Run *r, const MlJsonValue *nodes, const char **failed, const ch
 			json_field(&s, "node_id", id, true);
 			json_field(&s, "type", type, true);
 			json_field(&s, "phase", phase, true);
-			json_field(&s, "exit_code", str_at(n, "outputs", "exitCode", NULL), true);
-			json_field(&s, "started_at", str_at(n, "startedAt", NULL, NULL), true);
-			json_field(&s, "finished_at", str_at(n, "finishedAt", NULL, NULL), true);
-			json_field(&s, "message", str_at(n, "message", NULL, NULL), true);
+			json_field(&s, "exit_code", mlplat_json_text(n, "outputs", "exitCode", NULL), true);
+			json_field(&s, "started_at", mlplat_json_text(n, "startedAt", NULL, NULL), true);
+			json_field(&s, "finished_at", mlplat_json_text(n, "finishedAt", NULL, NULL), true);
+			json_field(&s, "message", mlplat_json_text(n, "message", NULL, NULL), true);
 			appendStringInfoChar(&s, '}');
 			if (*failed == NULL && phase && (strcmp(phase, "Failed") == 0 || strcmp(phase, "Error") == 0))
 			{
 				*failed = name;
-				*failed_msg = str_at(n, "message", NULL, NULL);
+				*failed_msg = mlplat_json_text(n, "message", NULL, NULL);
 			}
 		}
 	}
@@ -215,11 +202,11 @@ run_decide(Run *r)
 		r->ledger_outcome = "OK";
 		r->write = true;
 	}
-	rv = str_at(r->obj, "metadata", "resourceVersion", NULL);
-	phase = str_at(r->obj, "status", "phase", NULL);
+	rv = mlplat_json_text(r->obj, "metadata", "resourceVersion", NULL);
+	phase = mlplat_json_text(r->obj, "status", "phase", NULL);
 	if (phase == NULL)
 		phase = "";
-	wf_msg = str_at(r->obj, "status", "message", NULL);
+	wf_msg = mlplat_json_text(r->obj, "status", "message", NULL);
 	if (rv && (r->observed_rv == NULL || strcmp(rv, r->observed_rv) != 0))
 	{
 		r->new_rv = pstrdup(rv);
@@ -232,7 +219,7 @@ run_decide(Run *r)
 
 	if (cancel)
 	{
-		const char *shutdown = str_at(r->obj, "spec", "shutdown", NULL);
+		const char *shutdown = mlplat_json_text(r->obj, "spec", "shutdown", NULL);
 
 		if (strcmp(phase, "Succeeded") == 0)
 		{
@@ -314,48 +301,6 @@ claim(List **out, char **instance)
 		*out = lappend(*out, r);
 	}
 	mlplat_txn_commit();
-}
-
-/* LIST every page of our Workflows; items are parsed into arena. */
-static List *
-observe(MlJsonArena *arena, const char *selector, int *lists)
-{
-	List	   *items = NIL;
-	char	   *cont = NULL;
-
-	for (;;)
-	{
-		MlplatHttpBatch *b = mlplat_http_batch_create(CurrentMemoryContext);
-		MlplatHttpRequest *req = mlplat_kube_list(b, &WORKFLOW, NULL, selector, LIST_PAGE, cont);
-		MlplatKubeResult res;
-		MlJsonValue *page;
-		MlJsonError err;
-		const MlJsonValue *arr;
-
-		mlplat_http_batch_run(b);
-		(*lists)++;
-		mlplat_kube_parse_response(req, &res);
-		if (res.outcome == MLPLAT_KUBE_EXPIRED)
-		{
-			items = NIL;		/* the continue token expired: start over */
-			cont = NULL;
-			continue;
-		}
-		if (res.outcome != MLPLAT_KUBE_OK)
-			ereport(ERROR,
-					(errmsg("could not list Workflows: %s", res.message ? res.message : "unknown error")));
-		page = ml_json_parse(arena, req->resp_body, req->resp_len, NULL, &err);
-		if (page == NULL)
-			ereport(ERROR, (errmsg("Workflow list is not JSON: %s", err.message)));
-		arr = ml_json_object_get(page, "items");
-		if (arr && arr->type == ML_JSON_ARRAY)
-			for (size_t i = 0; i < arr->u.array.count; i++)
-				items = lappend(items, arr->u.array.items[i]);
-		cont = mlplat_kube_list_continue(res.body);
-		if (cont == NULL || cont[0] == '\0')
-			break;
-	}
-	return items;
 }
 
 static void
@@ -486,7 +431,7 @@ mlplat_runs_pass(MlplatPass *pass)
 	MlJsonArena *arena = mlplat_json_arena_in(pass_cxt);
 	const char *why = NULL;
 	List	   *runs = NIL;
-	List	   *items;
+	List	   *items = NIL;
 	HTAB	   *by_name;
 	HASHCTL		ctl;
 	MlplatHttpBatch *batch;
@@ -516,7 +461,12 @@ mlplat_runs_pass(MlplatPass *pass)
 		return;
 	}
 	selector = psprintf("app.kubernetes.io/managed-by=mlplat,mlplat.io/instance=%s", instance);
-	items = observe(arena, selector, &lists);
+	{
+		char	   *list_error = mlplat_kube_list_all(arena, &WORKFLOW, selector, &items, &lists);
+
+		if (list_error)
+			ereport(ERROR, (errmsg("%s", list_error)));
+	}
 	t_list = GetCurrentTimestamp();
 
 	/* match observed workflows to runs by namespace/name, through a hash: 1,000s of runs */
@@ -538,8 +488,8 @@ mlplat_runs_pass(MlplatPass *pass)
 	foreach(lc, items)
 	{
 		const MlJsonValue *obj = lfirst(lc);
-		const char *ns = str_at(obj, "metadata", "namespace", NULL);
-		const char *name = str_at(obj, "metadata", "name", NULL);
+		const char *ns = mlplat_json_text(obj, "metadata", "namespace", NULL);
+		const char *name = mlplat_json_text(obj, "metadata", "name", NULL);
 		char		key[NAMEDATALEN * 2 + 64];
 		char	   *entry;
 		Run		   *r;
@@ -573,8 +523,8 @@ mlplat_runs_pass(MlplatPass *pass)
 			r->ledger_action = "PATCH";
 			patches++;
 		}
-		if (r->obj != NULL && !phase_finished(str_at(r->obj, "status", "phase", NULL) ?
-											  str_at(r->obj, "status", "phase", NULL) : ""))
+		if (r->obj != NULL && !phase_finished(mlplat_json_text(r->obj, "status", "phase", NULL) ?
+											  mlplat_json_text(r->obj, "status", "phase", NULL) : ""))
 			pass->next_pass_ms = FOLLOW_UP_MS;	/* still moving: look again soon */
 	}
 

@@ -9,6 +9,7 @@
 #include "utils/memutils.h"
 
 #include "mlplat/kinds.h"
+#include "mlplat/http.h"
 #include "mlplat/kube.h"
 #include "mlplat/reconcile_util.h"
 
@@ -108,4 +109,73 @@ mlplat_ledger_append(MlplatPass *pass, const char *entity, int64 entity_id,
 	(void) mlplat_sql_bool("SELECT mlplat._ledger_append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,"
 						   " CASE WHEN $14 IS NULL THEN NULL ELSE pg_catalog.jsonb_build_object('note', $14) END)",
 						   14, types, v, n);
+}
+
+#define LIST_PAGE 500
+
+char *
+mlplat_kube_list_all(MlJsonArena *arena, const MlplatKubeResource *res, const char *selector,
+					 List **items, int *lists)
+{
+	char	   *cont = NULL;
+	List	   *got = NIL;
+
+	for (;;)
+	{
+		MlplatHttpBatch *b = mlplat_http_batch_create(CurrentMemoryContext);
+		MlplatHttpRequest *r = mlplat_kube_list(b, res, NULL, selector, LIST_PAGE, cont);
+		MlplatKubeResult kr;
+		MlJsonValue *page;
+		MlJsonError err;
+		const MlJsonValue *arr;
+
+		mlplat_http_batch_run(b);
+		(*lists)++;
+		mlplat_kube_parse_response(r, &kr);
+		if (kr.outcome == MLPLAT_KUBE_EXPIRED)
+		{
+			/* the continue token expired: the list must start over */
+			got = NIL;
+			cont = NULL;
+			continue;
+		}
+		if (kr.outcome != MLPLAT_KUBE_OK)
+			return psprintf("cannot list %s: %s", res->plural, kr.message ? kr.message : "unknown error");
+		page = ml_json_parse(arena, r->resp_body, r->resp_len, NULL, &err);
+		if (page == NULL)
+			return psprintf("%s list is not JSON: %s", res->plural, err.message);
+		arr = ml_json_object_get(page, "items");
+		if (arr == NULL || arr->type != ML_JSON_ARRAY)
+			return psprintf("%s list has no items array", res->plural);
+		for (size_t i = 0; i < arr->u.array.count; i++)
+			got = lappend(got, arr->u.array.items[i]);
+		cont = mlplat_kube_list_continue(kr.body);
+		if (cont == NULL || cont[0] == '\0')
+			break;
+	}
+	*items = list_concat(*items, got);
+	return NULL;
+}
+
+const char *
+mlplat_json_text(const MlJsonValue *obj, const char *a, const char *b, const char *c)
+{
+	const MlJsonValue *v = ml_json_object_get(obj, a);
+
+	if (v && b)
+		v = ml_json_object_get(v, b);
+	if (v && c)
+		v = ml_json_object_get(v, c);
+	return (v && v->type == ML_JSON_STRING) ? v->u.string.str : NULL;
+}
+
+bool
+mlplat_json_int(const MlJsonValue *obj, const char *a, const char *b, int64 *out)
+{
+	const MlJsonValue *v = ml_json_object_get(ml_json_object_get(obj, a), b);
+
+	if (v == NULL || v->type != ML_JSON_NUMBER || !v->u.number.is_integer)
+		return false;
+	*out = (int64) v->u.number.value;
+	return true;
 }
