@@ -23,6 +23,9 @@ typedef struct MlplatPass
 	int64		epoch;			/* leader epoch; stamped on every write-back */
 	const char *controller;		/* "host:port/pid/replica", for ledger and audit */
 	bool		resync;			/* periodic resync due: compare everything */
+	bool		woken;			/* started by a committed intent, and a full pass
+								 * ran within the last second: a reconciler may act
+								 * on new intents only, without observing */
 	int			acted;			/* entities the pass changed something for */
 	long		next_pass_ms;	/* > 0: run again this soon (readiness waits) */
 	char		status[128];	/* a line for the health view */

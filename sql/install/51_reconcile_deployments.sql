@@ -5,7 +5,8 @@
 -- version the claim read (an intent committed meanwhile wins; the entity is
 -- simply read again next pass) and the caller still holds the kind's epoch.
 
-CREATE FUNCTION mlplat._deployments_claim(p_resync boolean)
+-- p_only_new: a pass woken by a commit takes just the intents not yet applied.
+CREATE FUNCTION mlplat._deployments_claim(p_resync boolean, p_only_new boolean DEFAULT false)
 RETURNS TABLE (id bigint, project text, namespace text, name text, status text,
                generation bigint, observed_generation bigint, row_version bigint,
                desired_revision int, spec text, spec_digest text, traceparent text,
@@ -24,9 +25,10 @@ AS $$
     LEFT JOIN mlplat.deployment_revisions r
            ON r.deployment_id = d.id AND r.revision = d.desired_revision
    WHERE d.status <> 'DELETED'
+     AND (NOT p_only_new OR (d.generation <> d.observed_generation AND d.next_attempt_at <= pg_catalog.now()))
    ORDER BY d.id
 $$;
-REVOKE ALL ON FUNCTION mlplat._deployments_claim(boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mlplat._deployments_claim(boolean, boolean) FROM PUBLIC;
 
 -- p_retry_ms: NULL = no retry scheduled (success: attempts reset);
 -- otherwise attempts + 1 and next_attempt_at = now() + p_retry_ms.

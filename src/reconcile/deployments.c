@@ -233,13 +233,13 @@ static void
 claim(MlplatPass *pass, List **out, char **instance)
 {
 	MemoryContext pass_cxt = CurrentMemoryContext;
-	Datum		arg = BoolGetDatum(pass->resync);
-	Oid			argtype = BOOLOID;
+	Datum		args[2] = {BoolGetDatum(pass->resync), BoolGetDatum(pass->woken && !pass->resync)};
+	Oid			argtypes[2] = {BOOLOID, BOOLOID};
 
 	mlplat_txn_begin();
 	MemoryContextSwitchTo(pass_cxt);
 	*instance = mlplat_instance_id();
-	if (SPI_execute_with_args("SELECT * FROM mlplat._deployments_claim($1)", 1, &argtype, &arg,
+	if (SPI_execute_with_args("SELECT * FROM mlplat._deployments_claim($1, $2)", 2, argtypes, args,
 							  NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "mlplat: deployments claim failed");
 	MemoryContextSwitchTo(pass_cxt);
@@ -400,9 +400,22 @@ mlplat_deployments_pass(MlplatPass *pass)
 	MemoryContextSwitchTo(pass_cxt);
 	selector = psprintf("app.kubernetes.io/managed-by=mlplat,mlplat.io/instance=%s", instance);
 	items = NIL;
-	why = mlplat_kube_list_all(arena, &ISVC, selector, &items, &lists);
-	if (why)
-		ereport(ERROR, (errmsg("%s", why)));
+	if (pass->woken)
+	{
+		/*
+		 * Woken by commits: act on the new intents at once.  Applying needs no
+		 * observation (Server-Side Apply is idempotent and a DELETE of
+		 * something gone succeeds); the follow-up pass observes the result.
+		 */
+		if (deps == NIL)
+			return;
+	}
+	else
+	{
+		why = mlplat_kube_list_all(arena, &ISVC, selector, &items, &lists);
+		if (why)
+			ereport(ERROR, (errmsg("%s", why)));
+	}
 
 	/* match observed objects to deployments by "namespace/name" (hash: thousands of each) */
 	{
@@ -463,7 +476,15 @@ mlplat_deployments_pass(MlplatPass *pass)
 	{
 		Deployment *d = lfirst(lc);
 
-		deployment_decide(d, arena);
+		if (pass->woken && strcmp(d->status, "DELETING") == 0)
+		{
+			/* unobserved: delete rather than conclude it is gone */
+			d->new_status = d->status;
+			d->retry_ms = -1;
+			d->action = DEP_DELETE;
+		}
+		else
+			deployment_decide(d, arena);
 		if (d->action == DEP_APPLY || d->action == DEP_REPAIR)
 		{
 			d->req = mlplat_kube_apply(batch, &ISVC, d->ns, d->name, d->spec);

@@ -366,6 +366,8 @@ mlplat_worker_main(Datum main_arg)
 	char		controller[128];
 	TimestampTz last_resync = 0;
 	int			consecutive_failures = 0;
+	bool		woken = false;
+	TimestampTz last_full_pass = 0;
 
 	my_kind = packed / MLPLAT_MAX_REPLICAS;
 	my_replica = packed % MLPLAT_MAX_REPLICAS;
@@ -464,6 +466,11 @@ mlplat_worker_main(Datum main_arg)
 			pass.epoch = my_epoch;
 			pass.controller = controller;
 			pass.resync = TimestampDifferenceExceeds(last_resync, start, mlplat_resync_interval_ms);
+			/* a commit woke us; still observe everything at least once a second */
+			pass.woken = woken && !pass.resync &&
+				!TimestampDifferenceExceeds(last_full_pass, start, 1000);
+			if (!pass.woken)
+				last_full_pass = start;
 			if (pass.resync)
 				last_resync = start;
 
@@ -516,9 +523,10 @@ mlplat_worker_main(Datum main_arg)
 		}
 
 		MemoryContextSwitchTo(TopMemoryContext);
+		woken = false;
 		if (timeout_ms > 0)
-			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-							 timeout_ms, PG_WAIT_EXTENSION);
+			woken = (WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							   timeout_ms, PG_WAIT_EXTENSION) & WL_LATCH_SET) != 0;
 		ResetLatch(MyLatch);
 	}
 }
