@@ -21,7 +21,7 @@ UPGRADE_PARTS = $(filter-out sql/install/00_%,$(INSTALL_PARTS))
 
 DATA_built  = $(EXTENSION)--$(EXTVERSION).sql $(EXTENSION)--$(PREV_VERSION)--$(EXTVERSION).sql
 DATA        = $(wildcard sql/frozen/*.sql) $(wildcard sql/upgrade/*.sql)
-EXTRA_CLEAN = $(DATA_built) results/ output_iso/ regression.diffs regression.out
+EXTRA_CLEAN = $(DATA_built) results/ output_iso/ regression.diffs regression.out $(OBJS:.o=.d)
 
 # pg_regress: every sql/*.sql is a test; "setup" runs first.
 REGRESS_ALL  = $(sort $(basename $(notdir $(wildcard sql/*.sql))))
@@ -34,13 +34,18 @@ ISOLATION_OPTS = --inputdir=test/isolation --load-extension=mlplat
 
 PG_CPPFLAGS = -I$(CURDIR)/include -DMLPLAT_VERSION='"$(EXTVERSION)"'
 # Our code is warning-free; extra flags (sanitizers, coverage) come in through MLPLAT_CFLAGS.
+# -MMD -MP: gcc writes src/.../x.d beside x.o, so an object is rebuilt when a header
+# it includes changes (PGXS tracks no headers; a stale object with an old struct
+# layout links silently).  In CFLAGS, not CPPFLAGS: the clang bitcode rule reads
+# CPPFLAGS and would overwrite the .d files with .bc targets.
 PG_CFLAGS   = -Wall -Wextra -Werror -Wno-unused-parameter -Wno-missing-field-initializers \
-              -Wno-sign-compare $(MLPLAT_CFLAGS)
+              -Wno-sign-compare -MMD -MP $(MLPLAT_CFLAGS)
 SHLIB_LINK  = -lcurl -lcrypto $(MLPLAT_LDFLAGS)
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+-include $(OBJS:.o=.d)
 
 $(EXTENSION)--$(EXTVERSION).sql: $(INSTALL_PARTS) mlplat.control
 	@{ echo "-- mlplat $(EXTVERSION): generated from sql/install/*.sql; edit the parts, not this file."; \
