@@ -130,23 +130,16 @@ typedef struct MlplatLeaseObservation
  * renewTime has changed within leaseDurationSeconds as measured on our own
  * clock; otherwise PUT (with resourceVersion) taking or renewing it.
  * Runs synchronously (a batch of one; no transaction may be open).  *detail
- * (palloc'd, may be NULL) explains anything but a plain HELD.
- */
-extern MlplatLeaseResult mlplat_kube_lease_try_acquire_or_renew(MlplatLeaseObservation *obs,
-																const char *ns, const char *name,
-																const char *identity, int duration_s,
-																char **detail);
-extern const char *mlplat_lease_result_name(MlplatLeaseResult r);
-
-/*
- * The same, but a holder for which may_preempt(holder, identity) is true is
- * displaced at once instead of after its lease expires (for example an old
- * primary, still running after its standby was promoted).
+ * (palloc'd, may be NULL) explains anything but a plain HELD.  A holder for
+ * which may_preempt(holder, identity) is true is displaced at once instead of
+ * after its lease expires (for example an old primary, still running after its
+ * standby was promoted); pass NULL for plain client-go behaviour.
  */
 typedef bool (*MlplatLeasePreemptFn) (const char *holder, const char *identity);
 extern MlplatLeaseResult mlplat_kube_lease_acquire_preempting(MlplatLeaseObservation *obs, const char *ns,
 															  const char *name, const char *identity,
 															  int duration_s, MlplatLeasePreemptFn may_preempt,
 															  char **detail);
+extern const char *mlplat_lease_result_name(MlplatLeaseResult r);
 
 #endif							/* MLPLAT_KUBE_H */

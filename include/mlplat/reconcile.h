@@ -26,7 +26,6 @@ typedef struct MlplatPass
 	bool		woken;			/* started by a committed intent, and a full pass
 								 * ran within the last second: a reconciler may act
 								 * on new intents only, without observing */
-	int			acted;			/* entities the pass changed something for */
 	long		next_pass_ms;	/* > 0: run again this soon (readiness waits) */
 	char		status[128];	/* a line for the health view */
 } MlplatPass;

@@ -770,14 +770,6 @@ mlplat_kube_lease_impl(MlplatLeaseObservation *obs, const char *ns, const char *
 }
 
 MlplatLeaseResult
-mlplat_kube_lease_try_acquire_or_renew(MlplatLeaseObservation *obs, const char *ns,
-									   const char *name, const char *identity, int duration_s,
-									   char **detail)
-{
-	return mlplat_kube_lease_impl(obs, ns, name, identity, duration_s, detail, false, NULL);
-}
-
-MlplatLeaseResult
 mlplat_kube_lease_acquire_preempting(MlplatLeaseObservation *obs, const char *ns,
 									 const char *name, const char *identity, int duration_s,
 									 MlplatLeasePreemptFn may_preempt, char **detail)

@@ -531,7 +531,6 @@ mlplat_deployments_pass(MlplatPass *pass)
 	}
 
 	write_back(pass, deps, orphans);
-	pass->acted = applies + list_length(orphans);
 	if (pass->status[0] == '\0')
 		snprintf(pass->status, sizeof(pass->status), "%d deployments, %d applied, %d orphans, %d LIST requests",
 				 list_length(deps), applies, list_length(orphans), lists);

@@ -963,7 +963,6 @@ mlplat_model_aliases_pass(MlplatPass *pass)
 		if (a->retry_ms >= 0 && (pass->next_pass_ms <= 0 || a->retry_ms + 50 < pass->next_pass_ms))
 			pass->next_pass_ms = a->retry_ms + 50;
 	}
-	pass->acted = writes + list_length(models) + list_length(versions);
 	if (pass->status[0] == '\0')
 		snprintf(pass->status, sizeof(pass->status), "%d aliases, %d due, %d alias writes, %d versions mapped",
 				 list_length(all), list_length(due), writes, list_length(versions));

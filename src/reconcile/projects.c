@@ -911,7 +911,6 @@ mlplat_projects_pass(MlplatPass *pass)
 	}
 
 	write_back(pass, projects, orphans);
-	pass->acted = writes;
 	if (pass->status[0] == '\0')
 		snprintf(pass->status, sizeof(pass->status), "%d projects, %d writes, %d orphans, %d LIST requests",
 				 list_length(projects), writes, list_length(orphans), lists);

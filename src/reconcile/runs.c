@@ -541,7 +541,6 @@ mlplat_runs_pass(MlplatPass *pass)
 	}
 
 	step_rows = write_back(pass, runs);
-	pass->acted = creates + patches;
 	if (pass->status[0] == '\0')
 		snprintf(pass->status, sizeof(pass->status),
 				 "%d active runs, %d created, %d shutdowns, %lld step rows, %d LIST requests;"
