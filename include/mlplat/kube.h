@@ -23,6 +23,7 @@
 #include "utils/jsonb.h"
 
 #include "mlplat/http.h"
+#include "mlplat/kube_response.h"
 
 #define MLPLAT_KUBE_FIELD_MANAGER "mlplat"
 #define MLPLAT_KUBE_SA_DIR "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -42,17 +43,6 @@ typedef struct MlplatKubeResource
 	const char *plural;			/* "configmaps", "inferenceservices", ... */
 	bool		namespaced;
 } MlplatKubeResource;
-
-typedef enum MlplatKubeOutcome
-{
-	MLPLAT_KUBE_OK = 0,			/* 2xx */
-	MLPLAT_KUBE_NOT_FOUND,		/* 404 */
-	MLPLAT_KUBE_EXISTS,			/* 409 AlreadyExists (create): adopt the object */
-	MLPLAT_KUBE_CONFLICT,		/* 409 Conflict (stale resourceVersion): re-read */
-	MLPLAT_KUBE_EXPIRED,		/* 410 Gone (expired continue token): restart the LIST */
-	MLPLAT_KUBE_RETRY,			/* transport failure, 429, 5xx: back off and retry */
-	MLPLAT_KUBE_FAILED			/* other 4xx (400, 401, 403, 422): permanent until fixed */
-} MlplatKubeOutcome;
 
 typedef struct MlplatKubeResult
 {
@@ -103,7 +93,7 @@ extern void mlplat_kube_parse_response(const MlplatHttpRequest *req, MlplatKubeR
 extern char *mlplat_kube_list_continue(Jsonb *list);
 /* a top-level or nested string field: path of keys, NULL when absent or not a string */
 extern char *mlplat_jsonb_get_text(Jsonb *j, int npath, const char *const *path);
-extern const char *mlplat_kube_outcome_name(MlplatKubeOutcome outcome);
+#define mlplat_kube_outcome_name(o) ml_kube_outcome_name(o)
 
 /* ---- Lease fence (client-go's tryAcquireOrRenew) */
 typedef enum MlplatLeaseResult

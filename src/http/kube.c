@@ -24,8 +24,6 @@
 #include "kube_internal.h"
 
 #define TOKEN_MAX 65536
-#define EXCERPT_MAX 200
-#define MESSAGE_MAX 512
 
 /* ---- configuration (process-local; the token is a secret: never logged) */
 
@@ -450,121 +448,24 @@ mlplat_kube_list_continue(Jsonb *list)
 	return c;
 }
 
-/* One printable line, bounded, with the current token (if any) masked. */
-static char *
-sanitize(const char *s, size_t len, size_t max)
-{
-	StringInfoData buf;
-	size_t		i;
-	char	   *tok;
-
-	initStringInfo(&buf);
-	for (i = 0; i < len && i < max; i++)
-	{
-		unsigned char c = (unsigned char) s[i];
-
-		appendStringInfoChar(&buf, (c < 0x20 || c == 0x7f || c >= 0x80) ? ' ' : (char) c);
-	}
-	if (len > max)
-		appendStringInfoString(&buf, "...");
-	if (kcfg.token && strlen(kcfg.token) >= 8)
-		while ((tok = strstr(buf.data, kcfg.token)) != NULL)
-			memset(tok, '*', strlen(kcfg.token));
-	return buf.data;
-}
-
 void
 mlplat_kube_parse_response(const MlplatHttpRequest *req, MlplatKubeResult *out)
 {
-	static const char *const kind_p[] = {"kind"};
-	static const char *const reason_p[] = {"reason"};
-	static const char *const message_p[] = {"message"};
-	char	   *kind;
-	int			st = req->status;
+	MlKubeResponse r;
 
 	memset(out, 0, sizeof(*out));
-	out->status = st;
+	out->status = req->status;
 	out->retry_after_s = req->retry_after_s;
-
-	if (req->failed && st == 0)
-	{
-		out->outcome = MLPLAT_KUBE_RETRY;
-		out->message = psprintf("Kubernetes API %s %s: %s", req->method,
-								"request failed", req->error);
-		return;
-	}
-	if (req->failed)
-	{
-		/* a status arrived, but the body did not (too large, cut off) */
-		out->outcome = (st == 429 || st >= 500) ? MLPLAT_KUBE_RETRY : MLPLAT_KUBE_FAILED;
-		out->message = psprintf("Kubernetes API returned HTTP %d but the response failed: %s",
-								st, req->error);
-		return;
-	}
-
-	out->body = parse_json_body(req);
-	if (st >= 200 && st < 300)
-	{
-		if (out->body == NULL && req->resp_len > 0)
-		{
-			out->outcome = MLPLAT_KUBE_FAILED;
-			out->message = psprintf("Kubernetes API returned HTTP %d with a body that is not JSON: %s",
-									st, sanitize(req->resp_body, req->resp_len, EXCERPT_MAX));
-		}
-		else
-			out->outcome = MLPLAT_KUBE_OK;
-		return;
-	}
-
-	kind = mlplat_jsonb_get_text(out->body, 1, kind_p);
-	if (kind && strcmp(kind, "Status") == 0)
-	{
-		char	   *msg = mlplat_jsonb_get_text(out->body, 1, message_p);
-
-		out->reason = mlplat_jsonb_get_text(out->body, 1, reason_p);
-		out->message = psprintf("Kubernetes API %d %s: %s", st,
-								out->reason ? out->reason : "(no reason)",
-								msg ? sanitize(msg, strlen(msg), MESSAGE_MAX) : "(no message)");
-	}
-	else
-		out->message = psprintf("Kubernetes API returned HTTP %d: %s", st,
-								req->resp_len ? sanitize(req->resp_body, req->resp_len, EXCERPT_MAX)
-								: "(empty body)");
-
-	if (st == 404)
-		out->outcome = MLPLAT_KUBE_NOT_FOUND;
-	else if (st == 409)
-		out->outcome = (out->reason && strcmp(out->reason, "AlreadyExists") == 0)
-			? MLPLAT_KUBE_EXISTS : MLPLAT_KUBE_CONFLICT;
-	else if (st == 410)
-		out->outcome = MLPLAT_KUBE_EXPIRED;
-	else if (st == 429 || st >= 500)
-		out->outcome = MLPLAT_KUBE_RETRY;
-	else
-		out->outcome = MLPLAT_KUBE_FAILED;
-}
-
-const char *
-mlplat_kube_outcome_name(MlplatKubeOutcome outcome)
-{
-	switch (outcome)
-	{
-		case MLPLAT_KUBE_OK:
-			return "ok";
-		case MLPLAT_KUBE_NOT_FOUND:
-			return "not_found";
-		case MLPLAT_KUBE_EXISTS:
-			return "exists";
-		case MLPLAT_KUBE_CONFLICT:
-			return "conflict";
-		case MLPLAT_KUBE_EXPIRED:
-			return "expired";
-		case MLPLAT_KUBE_RETRY:
-			return "retry";
-		case MLPLAT_KUBE_FAILED:
-			return "failed";
-	}
-	return "unknown";
+	if (!req->failed)
+		out->body = parse_json_body(req);
+	/* the classification and the message are pure code (fuzzed) */
+	ml_kube_classify(req->status, req->failed, req->error, req->method,
+					 req->resp_body, req->resp_len, out->body != NULL, kcfg.token, &r);
+	out->outcome = r.outcome;
+	if (r.has_reason)
+		out->reason = pstrdup(r.reason);
+	if (r.message[0] != '\0')
+		out->message = pstrdup(r.message);
 }
 
 const char *
