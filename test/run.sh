@@ -4,7 +4,8 @@
 #
 #   test/run.sh                 all suites
 #   test/run.sh --sanitize      the same, with mlplat built under ASan + UBSan
-#   test/run.sh SUITE...        only these (regress isolation pgtap upgrade lifecycle scripts)
+#   test/run.sh SUITE...        only these (regress isolation pgtap upgrade lifecycle scripts fuzz)
+#   FUZZ_SECONDS=N              seconds per libFuzzer target in the fuzz suite (default 20)
 #   KEEP=1 test/run.sh          keep the work directory (it is kept anyway on failure)
 #   ONLY=regex test/run.sh scripts   only the scripts whose path matches regex
 #
@@ -17,11 +18,16 @@ SUITES=()
 for a in "$@"; do
 	case "$a" in
 		--sanitize) SANITIZE=1 ;;
-		-h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+		-h|--help) sed -n '2,12p' "$0"; exit 0 ;;
 		*) SUITES+=("$a") ;;
 	esac
 done
-((${#SUITES[@]})) || SUITES=(regress isolation pgtap upgrade lifecycle scripts)
+# The fuzz targets are always built with ASan + UBSan (and need no server), so
+# the --sanitize pass of scripts/test.sh does not run them a second time.
+if ! ((${#SUITES[@]})); then
+	SUITES=(regress isolation pgtap upgrade lifecycle scripts)
+	((SANITIZE)) || SUITES+=(fuzz)
+fi
 
 . "$SRC/test/lib/cluster.sh"
 
@@ -80,7 +86,13 @@ fi
 PORT=$(free_port)
 DATA=$WORK/data
 log "cluster on port $PORT"
-if ! cluster_start "$DATA" "$PORT" "${MLPLAT_CONF[@]}" "mlplat.resync_interval = '2s'"; then
+# A planted credential: the attack suite checks ordinary roles cannot see where it
+# lives, and the end of the run checks that no server log ever shows it.
+mkdir -p "$WORK/secrets"
+printf 'planted-registry-secret-%s%s' "$RANDOM" "$RANDOM" >"$WORK/secrets/token"
+chmod 644 "$WORK/secrets/token"
+if ! cluster_start "$DATA" "$PORT" "${MLPLAT_CONF[@]}" "mlplat.resync_interval = '2s'" \
+	"mlplat.registry_token_file = '$WORK/secrets/token'"; then
 	cat "$DATA.log"; fail cluster; exit 1
 fi
 ln -sf "$DATA.log" "$WORK/server.log"
@@ -165,13 +177,15 @@ suite_scripts() {
 }
 
 suite_upgrade() { run_tap_script "$SRC/test/upgrade/run.sh"; }
+suite_fuzz() { run_tap_script "$SRC/fuzz/run.sh" "${FUZZ_SECONDS:-20}"; }
 suite_lifecycle() { run_tap_script "$SRC/test/lifecycle/run.sh"; }
 
 run_tap_script() {
 	local s=$1 out total bad
+	shift
 	[ -f "$s" ] || return 0
 	log "script: ${s#$SRC/}"
-	out=$(MLPLAT_TEST_CLUSTER=1 MLPLAT_TEST_WORK=$WORK MLPLAT_TEST_BIN=$BIN timeout 600 bash "$s" 2>&1)
+	out=$(MLPLAT_TEST_CLUSTER=1 MLPLAT_TEST_WORK=$WORK MLPLAT_TEST_BIN=$BIN timeout 900 bash "$s" "$@" 2>&1)
 	echo "$out"
 	total=$(echo "$out" | grep -cE '^ok ')
 	bad=$(echo "$out" | grep -cE '^not ok ')
@@ -192,6 +206,25 @@ as_pg "$BIN/pg_ctl" -D "$DATA" -m fast -t 60 stop >/dev/null || fail "fast shutd
 # A backend that died abnormally makes the postmaster restart every process.
 if grep -E 'PANIC|TRAP:|all server processes terminated; reinitializing' "$DATA.log"; then
 	fail "server log shows a crash"
+fi
+# No server log (this cluster's or any a script started) may contain a credential:
+# the planted token above, or any stand-in's bearer token (files named "token").
+if [ -d "$WORK/secrets" ]; then
+	leaks=0
+	while IFS= read -r -d '' tf; do
+		secret=$(cat "$tf")
+		[ "${#secret}" -ge 8 ] || continue
+		if find "$WORK" -name '*.log' -type f ! -name standin.log -print0 |
+			xargs -0 -r grep -lF -- "$secret"; then
+			leaks=$((leaks + 1))
+		fi
+	done < <(find "$WORK" -type f -name token -print0)
+	if ((leaks)); then
+		fail "a credential appears in a server log"
+	else
+		log "secrets: no credential in any server log ($(find "$WORK" -type f -name token | wc -l) checked)"
+		pass secrets
+	fi
 fi
 if ((SANITIZE)); then
 	reports=$(find "$WORK" -maxdepth 2 -name '*.log' -exec grep -shE -A25 'ERROR: AddressSanitizer|runtime error:' {} +)
