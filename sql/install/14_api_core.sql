@@ -137,6 +137,13 @@ BEGIN
       MESSAGE = 'mlplat.on_behalf_of is too long',
       DETAIL = 'A principal name has at most 63 characters.', HINT = 'Use the person''s principal name.';
   END IF;
+  -- grant_role never accepts such a principal, and echoing one in a denial would let the
+  -- caller write forged lines into the server log
+  IF obo ~ '[[:cntrl:]]' THEN
+    RAISE EXCEPTION USING ERRCODE = '22023',
+      MESSAGE = 'mlplat.on_behalf_of contains a control character',
+      DETAIL = 'A principal name has 1 to 63 printable characters.', HINT = 'Use the person''s principal name.';
+  END IF;
   RETURN obo;
 END $$;
 
