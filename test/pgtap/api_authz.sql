@@ -4,6 +4,7 @@
 -- state reason, which is not 42501).
 BEGIN;
 SELECT plan(116);
+\ir lib/helpers.sql
 
 DO $$ DECLARE r text; BEGIN
   FOREACH r IN ARRAY ARRAY['tap_viewer', 'tap_developer', 'tap_deployer', 'tap_owner', 'tap_outsider', 'tap_other'] LOOP
@@ -27,17 +28,6 @@ DO $$ DECLARE p text; BEGIN
   PERFORM mlplat.set_model_stage('tapp', 'm', '2', 'CANDIDATE');
 END $$;
 
--- SQLSTATE of running sql as role r ('ok' when it succeeded); always rolled back.
-CREATE FUNCTION public.tap_api_try(r text, sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-  BEGIN
-    EXECUTE format('SET LOCAL ROLE %I', r);
-    EXECUTE sql;
-    RAISE EXCEPTION USING ERRCODE = 'P0999', MESSAGE = 'tap rollback';
-  EXCEPTION WHEN OTHERS THEN
-    RETURN CASE WHEN SQLSTATE = 'P0999' THEN 'ok' ELSE SQLSTATE END;
-  END;
-END $$;
 
 CREATE TEMP TABLE tap_actions (action text, rank int, sql text);
 INSERT INTO tap_actions VALUES

@@ -1,6 +1,7 @@
 -- pgTAP: SECURITY DEFINER hygiene, search_path hijacks, audit immutability, privileges.
 BEGIN;
 SELECT plan(21);
+\ir lib/helpers.sql
 
 DO $$ BEGIN
   IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'tap_attacker') THEN CREATE ROLE tap_attacker; END IF;
@@ -83,19 +84,6 @@ CREATE OPERATOR public.= (LEFTARG = text, RIGHTARG = text, FUNCTION = public.tap
 CREATE FUNCTION public.tap_int_plus(int, int) RETURNS int LANGUAGE sql
   AS $$ SELECT nextval('public.tap_hijack_calls'); SELECT 0 $$;
 CREATE OPERATOR public.+ (LEFTARG = int, RIGHTARG = int, FUNCTION = public.tap_int_plus);
--- Run sql with a hostile search_path (temp and public first); its SQLSTATE, or 'ok:<result>'.
-CREATE FUNCTION public.tap_hostile(sql text) RETURNS text LANGUAGE plpgsql SET search_path = pg_catalog AS $$
-DECLARE
-  res text;
-BEGIN
-  BEGIN
-    EXECUTE 'SET LOCAL search_path = pg_temp, public, pg_catalog, mlplat';
-    EXECUTE sql INTO res;
-    RETURN 'ok:' OPERATOR(pg_catalog.||) coalesce(res, '');
-  EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE;
-  END;
-END $$;
 GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA public TO PUBLIC;
 
 SET LOCAL ROLE tap_attacker;

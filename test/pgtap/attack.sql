@@ -5,6 +5,7 @@
 -- run image and deployment environment, so any leak of B's rows can be searched for.
 BEGIN;
 SELECT plan(115);
+\ir lib/helpers.sql
 
 DO $$ DECLARE r text; BEGIN
   FOREACH r IN ARRAY ARRAY['atk_a', 'atk_b', 'atk_viewer', 'atk_deployer', 'atk_app', 'atk_noright'] LOOP
@@ -59,17 +60,6 @@ BEGIN
   END;
   RETURN format('ok rows%s', to_char(public.atk_rows() - before, 'SGFM0'));
 END $$;
--- SQLSTATE of sql run as r, always rolled back.
-CREATE FUNCTION public.atk_try(r text, sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-  BEGIN
-    EXECUTE format('SET LOCAL ROLE %I', r);
-    EXECUTE sql;
-    RAISE EXCEPTION USING ERRCODE = 'P0999', MESSAGE = 'atk rollback';
-  EXCEPTION WHEN OTHERS THEN
-    RETURN CASE WHEN SQLSTATE = 'P0999' THEN 'ok' ELSE SQLSTATE || ': ' || SQLERRM END;
-  END;
-END $$;
 -- The mlplat tables and views r can read whose rows, as text, contain marker (as seen by r).
 CREATE FUNCTION public.atk_leaks(r text, marker text) RETURNS text[] LANGUAGE plpgsql AS $$
 DECLARE t regclass; n bigint; found text[] := '{}';
@@ -98,15 +88,15 @@ SELECT is(public.atk_leaks('atk_a', 'atkb-private'), '{}'::text[],
 SELECT is(public.atk_leaks('atk_viewer', 'atkb-private'), '{}'::text[], 'viewer of A finds nothing of B either');
 SELECT is(public.atk_leaks('atk_noright', 'atka-private'), '{}'::text[], 'a role without membership finds nothing of A');
 SELECT ok(cardinality(public.atk_leaks('atk_a', 'atka-private')) >= 3, 'owner of A does see its own rows');
-SELECT matches(public.atk_try('atk_a', $$SELECT mlplat.render_inference_service('atkb', 'web')$$), '^42501: ',
+SELECT matches(public.tap_api_try('atk_a', $$SELECT mlplat.render_inference_service('atkb', 'web')$$, true), '^42501: ',
                'render_inference_service of B denied to A''s owner');
-SELECT matches(public.atk_try('atk_a', $$SELECT mlplat.render_inference_service('atkb', 'web', 1)$$), '^42501: ',
+SELECT matches(public.tap_api_try('atk_a', $$SELECT mlplat.render_inference_service('atkb', 'web', 1)$$, true), '^42501: ',
                'render_inference_service of B with a guessed revision denied');
-SELECT matches(public.atk_try('atk_a', $$SELECT mlplat.render_workflow('atkb', 'r1')$$), '^42501: ',
+SELECT matches(public.tap_api_try('atk_a', $$SELECT mlplat.render_workflow('atkb', 'r1')$$, true), '^42501: ',
                'render_workflow of B denied to A''s owner');
-SELECT matches(public.atk_try('atk_a', $$SELECT mlplat.render_inference_service('atkz', 'web')$$), '^42501: ',
+SELECT matches(public.tap_api_try('atk_a', $$SELECT mlplat.render_inference_service('atkz', 'web')$$, true), '^42501: ',
                'a project that does not exist looks the same as one you may not see');
-SELECT is(public.atk_try('atk_a', $$SELECT mlplat.render_inference_service('atka', 'web')$$), 'ok',
+SELECT is(public.tap_api_try('atk_a', $$SELECT mlplat.render_inference_service('atka', 'web')$$, true), 'ok',
           'render_inference_service of A works for A''s owner');
 -- guessing ids: B's ids, looked up directly, through the RLS helper, and with a leaky function
 CREATE TEMP TABLE atk_b_ids AS
@@ -144,8 +134,8 @@ SELECT is((SELECT count(*) FROM public.atk_seen WHERE v LIKE 'atkb%'), 0::bigint
 SELECT is((SELECT count(*) FROM pg_proc WHERE pronamespace = 'mlplat'::regnamespace AND NOT prosecdef
            AND proname IN ('spec_diff', 'canonical_json', 'content_id', 'plan_rollout', 'with_content_id')), 6::bigint,
           'spec_diff, canonical_json, content_id (2), plan_rollout, with_content_id run as the caller (no SECURITY DEFINER)');
-SELECT is(public.atk_try('atk_a', $$SELECT mlplat.spec_diff((SELECT spec FROM mlplat.deployment_revisions r
-            JOIN mlplat.deployments d ON d.id = r.deployment_id WHERE d.id IN (SELECT id FROM atk_b_ids WHERE rel = 'deployments')), '{}')$$),
+SELECT is(public.tap_api_try('atk_a', $$SELECT mlplat.spec_diff((SELECT spec FROM mlplat.deployment_revisions r
+            JOIN mlplat.deployments d ON d.id = r.deployment_id WHERE d.id IN (SELECT id FROM atk_b_ids WHERE rel = 'deployments')), '{}')$$, true),
           'ok', 'spec_diff over B''s spec by id runs ...');
 SET LOCAL ROLE atk_a;
 SELECT is(mlplat.spec_diff((SELECT spec FROM mlplat.deployment_revisions r WHERE r.deployment_id IN
@@ -198,18 +188,6 @@ CREATE FUNCTION public.lower(text) RETURNS text LANGUAGE sql AS $$ SELECT nextva
 CREATE FUNCTION public.left(text, int) RETURNS text LANGUAGE sql AS $$ SELECT nextval('public.atk_calls'); SELECT 'x' $$;
 CREATE FUNCTION public.split_part(text, text, int) RETURNS text LANGUAGE sql AS $$ SELECT nextval('public.atk_calls'); SELECT 'x' $$;
 GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA public TO PUBLIC;
-CREATE FUNCTION public.atk_hostile(sql text) RETURNS text LANGUAGE plpgsql SET search_path = pg_catalog AS $$
-DECLARE res text;
-BEGIN
-  BEGIN
-    EXECUTE 'SET LOCAL search_path = pg_temp, public, pg_catalog, mlplat';
-    EXECUTE sql INTO res;
-    RETURN 'ok:' OPERATOR(pg_catalog.||) coalesce(res, '');
-  EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE;
-  END;
-END $$;
-GRANT EXECUTE ON FUNCTION public.atk_hostile(text) TO PUBLIC;
 SET LOCAL ROLE atk_a;
 CREATE FUNCTION pg_temp.now() RETURNS timestamptz LANGUAGE sql AS $$ SELECT nextval('public.atk_calls'); SELECT 'epoch'::timestamptz $$;
 CREATE FUNCTION pg_temp.gen_random_uuid() RETURNS uuid LANGUAGE sql AS $$ SELECT nextval('public.atk_calls'); SELECT '00000000-0000-0000-0000-000000000001'::uuid $$;
@@ -219,13 +197,13 @@ CREATE OPERATOR pg_temp.= (LEFTARG = text, RIGHTARG = text, FUNCTION = pg_temp.a
 CREATE OPERATOR pg_temp.!~ (LEFTARG = text, RIGHTARG = text, FUNCTION = pg_temp.atk_eq);
 CREATE TEMP TABLE members (project_id bigint, principal text, role text);
 CREATE TEMP TABLE policies (role text, action text);
-SELECT is(public.atk_hostile($$SELECT status FROM mlplat.grant_role('atka', E'ev\nil', 'viewer')$$), '22023',
+SELECT is(public.tap_hostile($$SELECT status FROM mlplat.grant_role('atka', E'ev\nil', 'viewer')$$), '22023',
           'hostile search_path: principal still checked for control characters (look-alike ~ unused)');
-SELECT is(public.atk_hostile($$SELECT status FROM mlplat.start_run('atka', 'r7', '{"image": "x", "gpus": true}')$$), '22023',
+SELECT is(public.tap_hostile($$SELECT status FROM mlplat.start_run('atka', 'r7', '{"image": "x", "gpus": true}')$$), '22023',
           'hostile search_path: booleans still refused as counts (look-alike jsonb_typeof unused)');
-SELECT is(public.atk_hostile($$SELECT status FROM mlplat.deploy('atkb', 'web', 'm', '1', 'kserve-sklearnserver')$$), '42501',
+SELECT is(public.tap_hostile($$SELECT status FROM mlplat.deploy('atkb', 'web', 'm', '1', 'kserve-sklearnserver')$$), '42501',
           'hostile search_path: membership read from mlplat, not pg_temp.members (look-alike = unused)');
-SELECT is(public.atk_hostile($$SELECT status FROM mlplat.grant_role('atka', 'atk_viewer', 'developer')$$), 'ok:GRANTED',
+SELECT is(public.tap_hostile($$SELECT status FROM mlplat.grant_role('atka', 'atk_viewer', 'developer')$$), 'ok:GRANTED',
           'hostile search_path: grant_role works');
 RESET ROLE;
 SELECT is((SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM public.atk_calls), 0::bigint,
@@ -356,7 +334,7 @@ SELECT matches(public.atk_do('atk_a', $$SELECT mlplat.start_run('atka', 'r2', '{
                '^22023 rows\+0: invalid idempotency_key: ', 'a 100 kB idempotency key is refused');
 SELECT matches(public.atk_do('atk_a', $$SELECT mlplat.set_project_quota('atka', -1)$$),
                '^22023 rows\+0: ', 'a negative quota is refused');
-SELECT matches(public.atk_try('atk_a', $$SELECT mlplat.plan_rollout('{"content_id": true}', '{}')$$),
+SELECT matches(public.tap_api_try('atk_a', $$SELECT mlplat.plan_rollout('{"content_id": true}', '{}')$$, true),
                '^22023: invalid rollout contract', 'plan_rollout refuses a boolean where an id belongs');
 
 -- ---------------------------------------------------------------- secrets
@@ -370,10 +348,10 @@ SET LOCAL ROLE atk_a;
 SELECT is((SELECT array_agg(name ORDER BY name) FROM pg_settings WHERE name IN (SELECT name FROM atk_secret_settings)), NULL,
           'no credential setting (token, secret, URL, file) is visible in pg_settings to an ordinary role');
 RESET ROLE;
-SELECT matches(public.atk_try('atk_a', $$SHOW mlplat.registry_token_file$$), '^42501: ', 'SHOW of the registry token file is refused');
-SELECT matches(public.atk_try('atk_a', $$SELECT current_setting('mlplat.kube_token_file')$$), '^42501: ', 'current_setting of the kube token file is refused');
-SELECT matches(public.atk_try('atk_a', $$SELECT * FROM pg_file_settings$$), '^42501: ', 'pg_file_settings is refused');
-SELECT matches(public.atk_try('atk_a', format('SELECT pg_read_file(%L)', current_setting('mlplat.registry_token_file'))), '^42501: ',
+SELECT matches(public.tap_api_try('atk_a', $$SHOW mlplat.registry_token_file$$, true), '^42501: ', 'SHOW of the registry token file is refused');
+SELECT matches(public.tap_api_try('atk_a', $$SELECT current_setting('mlplat.kube_token_file')$$, true), '^42501: ', 'current_setting of the kube token file is refused');
+SELECT matches(public.tap_api_try('atk_a', $$SELECT * FROM pg_file_settings$$, true), '^42501: ', 'pg_file_settings is refused');
+SELECT matches(public.tap_api_try('atk_a', format('SELECT pg_read_file(%L)', current_setting('mlplat.registry_token_file')), true), '^42501: ',
                'reading the token file through the server is refused');
 CREATE TEMP TABLE atk_secret AS
   SELECT nullif(current_setting('mlplat.registry_token_file'), '') AS path,
@@ -384,7 +362,7 @@ SELECT is(public.atk_leaks('postgres', (SELECT value FROM atk_secret)), '{}'::te
           'the planted credential is in no mlplat table, ledger or view');
 SELECT is(public.atk_leaks('atk_a', (SELECT path FROM atk_secret)), '{}'::text[],
           'not even its location is in anything an ordinary role can read');
-SELECT is(strpos(public.atk_try('atk_a', $$SHOW mlplat.registry_token_file$$), (SELECT path FROM atk_secret)), 0,
+SELECT is(strpos(public.tap_api_try('atk_a', $$SHOW mlplat.registry_token_file$$, true), (SELECT path FROM atk_secret)), 0,
           'the refusal does not name the file');
 
 -- ---------------------------------------------------------------- audit
