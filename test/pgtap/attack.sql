@@ -153,7 +153,8 @@ SELECT matches(public.atk_do('atk_deployer', $$SELECT mlplat.revoke_role('atka',
 SELECT matches(public.atk_do('atk_a', $$SELECT mlplat.grant_role('atkb', 'atk_a', 'owner')$$),
                '^42501 rows\+0: ', 'owner of A cannot grant itself a role in B; nothing written');
 
--- COPY goes through the same policies (psql writes what COPY sends to a file; read it back)
+-- COPY goes through the same policies (psql writes what COPY sends to a file in the work
+-- directory test/run.sh exports as WORK; read it back)
 \getenv atk_work WORK
 \set atk_copy :atk_work/atk-copy.txt
 SET ROLE atk_a;
