@@ -33,6 +33,7 @@ int			mlplat_http_connect_timeout_ms = 2000;
 int			mlplat_http_timeout_ms = 10000;
 int			mlplat_ledger_retention_days = 30;
 int			mlplat_idempotency_retention_days = 7;
+int			mlplat_deploy_deadline_ms = 600000;
 char	   *mlplat_traceparent = NULL;
 char	   *mlplat_on_behalf_of = NULL;
 
@@ -150,6 +151,11 @@ mlplat_define_gucs(void)
 							"Days an idempotency key is remembered.",
 							NULL, &mlplat_idempotency_retention_days, 7, 1, 36500,
 							PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("mlplat.deploy_deadline",
+							"How long a deployed revision may take to become READY.",
+							"Counted from the deploy or rollback that asked for it; past it the deployment is FAILED. 0 disables it.",
+							&mlplat_deploy_deadline_ms, 600000, 0, 604800000,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
 	DefineCustomStringVariable("mlplat.traceparent",
 							   "W3C traceparent of the caller's request.",
 							   "Stored with the entity and audit event an intent writes; reconciler spans continue the trace.",

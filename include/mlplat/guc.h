@@ -40,6 +40,9 @@ extern int	mlplat_http_timeout_ms;
 extern int	mlplat_ledger_retention_days;
 extern int	mlplat_idempotency_retention_days;
 
+/* deployments */
+extern int	mlplat_deploy_deadline_ms;
+
 /* per session: W3C trace context supplied by the caller */
 extern char *mlplat_traceparent;
 extern char *mlplat_on_behalf_of;

@@ -1,5 +1,14 @@
 -- 30_api_deployments: deploy, roll back, undeploy; the KServe manifest each revision applies.
 
+-- drift_policy: 'repair' re-applies the desired revision over drift, 'report' only shows it.
+-- ready_wait_since: when the intent (deploy, rollback) that the deployment still waits on was
+--   made; the deploy deadline (mlplat.deploy_deadline) counts from it.  NULL once READY.
+ALTER TABLE mlplat.deployments
+  ADD COLUMN drift_policy text NOT NULL DEFAULT 'repair' CHECK (drift_policy IN ('repair', 'report')),
+  ADD COLUMN ready_wait_since timestamptz;
+INSERT INTO mlplat.policies (role, action)
+VALUES ('deployer', 'set_drift_policy'), ('owner', 'set_drift_policy');
+
 -- Pure renderer: the exact KServe v1beta1 InferenceService for one revision.  Deterministic
 -- (same arguments, same jsonb), no I/O.  The result is stored in the revision at deploy time
 -- and the deployments reconciler applies exactly that.
@@ -253,7 +262,7 @@ BEGIN
         generation = x.generation + 1, row_version = x.row_version + 1,
         status = 'DEPLOYING', status_reason = pg_catalog.format('revision %s requested', rev),
         attempts = 0, last_error = NULL, next_attempt_at = pg_catalog.now(), traceparent = tp,
-        updated_at = pg_catalog.now()
+        ready_wait_since = pg_catalog.now(), updated_at = pg_catalog.now()
     WHERE x.id = d.id
   )
   INSERT INTO mlplat.audit_events (actor, db_role, action, project, project_id, entity, entity_id,
@@ -309,7 +318,7 @@ BEGIN
       generation = x.generation + 1, row_version = x.row_version + 1, status = 'DEPLOYING',
       status_reason = pg_catalog.format('rollback to revision %s requested', d.previous_revision),
       attempts = 0, last_error = NULL, next_attempt_at = pg_catalog.now(), traceparent = tp,
-      updated_at = pg_catalog.now()
+      ready_wait_since = pg_catalog.now(), updated_at = pg_catalog.now()
   WHERE x.id = d.id;
   r.entity_id := d.id; r.revision := d.previous_revision; r.status := 'DEPLOYING';
   PERFORM mlplat._audit('rollback_deployment', rollback_deployment.project, pid, 'deployment', d.id, r.request_id, tp,
@@ -368,4 +377,50 @@ BEGIN
       HINT = 'List revisions in mlplat.deployment_revisions.';
   END IF;
   RETURN s;
+END $$;
+
+-- How the deployments reconciler treats drift of this deployment: 'repair' (the default)
+-- re-applies the desired revision, 'report' only marks it DRIFTED with the differing paths.
+-- No new revision and no generation bump: the cluster intent is unchanged, so the commit
+-- only wakes the reconciler, which looks again at once.
+CREATE FUNCTION mlplat.set_drift_policy(project text, deployment text, policy text,
+                                        idempotency_key text DEFAULT NULL)
+RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, mlplat, pg_temp AS $$
+DECLARE
+  pid bigint := mlplat._authorize('set_drift_policy', set_drift_policy.project);
+  who text := mlplat._actor();
+  r mlplat.accepted;
+  tp text := mlplat._traceparent();
+  d mlplat.deployments;
+BEGIN
+  r := mlplat._idem_claim('set_drift_policy', set_drift_policy.idempotency_key,
+         pg_catalog.jsonb_build_array(set_drift_policy.project, set_drift_policy.deployment,
+                                      set_drift_policy.policy), who);
+  IF r.request_id IS NOT NULL THEN RETURN r; END IF;
+  IF set_drift_policy.policy IS NULL OR set_drift_policy.policy NOT IN ('repair', 'report') THEN
+    PERFORM mlplat._bad_input('policy', 'must be ''repair'' or ''report''',
+      '''repair'' re-applies the desired revision over drift; ''report'' only shows the differing paths.');
+  END IF;
+  PERFORM mlplat._find_deployment(pid, set_drift_policy.deployment);
+  PERFORM mlplat._lock_project(pid, false, 'set_drift_policy');
+  SELECT * INTO d FROM mlplat.deployments x
+  WHERE x.project_id = pid AND x.name = set_drift_policy.deployment FOR NO KEY UPDATE;
+  IF d.status IN ('DELETING', 'DELETED') THEN
+    PERFORM mlplat._wrong_state('deployment', d.name, d.status, 'set_drift_policy', 'Deploy it again first.');
+  END IF;
+  r := (pg_catalog.gen_random_uuid(), 'deployment', d.id, d.desired_revision, d.status, false)::mlplat.accepted;
+  IF d.drift_policy <> set_drift_policy.policy THEN
+    -- row_version + 1: a pass that decided under the old policy loses its compare-and-swap
+    UPDATE mlplat.deployments x
+    SET drift_policy = set_drift_policy.policy, row_version = x.row_version + 1,
+        next_attempt_at = LEAST(x.next_attempt_at, pg_catalog.now()), updated_at = pg_catalog.now()
+    WHERE x.id = d.id;
+    PERFORM mlplat._wake_on_commit('deployments');
+  END IF;
+  PERFORM mlplat._audit('set_drift_policy', set_drift_policy.project, pid, 'deployment', d.id, r.request_id, tp,
+    pg_catalog.jsonb_build_object('from', d.drift_policy, 'to', set_drift_policy.policy,
+                                  'unchanged', d.drift_policy = set_drift_policy.policy), who);
+  PERFORM mlplat._idem_store('set_drift_policy', set_drift_policy.idempotency_key, r, who);
+  RETURN r;
 END $$;

@@ -18,10 +18,13 @@ FROM mlplat.projects p;
 
 CREATE VIEW mlplat.deployment_status WITH (security_invoker = true) AS
 SELECT p.name AS project, d.name AS deployment, d.status, d.status_reason,
-       (d.status IN ('PENDING', 'DEPLOYING', 'DRIFTED', 'DELETING') OR d.observed_generation < d.generation) AS in_flight,
+       (d.status IN ('PENDING', 'DEPLOYING', 'DELETING') OR (d.status = 'DRIFTED' AND d.drift_policy = 'repair')
+        OR d.observed_generation < d.generation) AS in_flight,
        d.desired_revision, d.observed_revision, dr.intent->>'model' AS model, dr.intent->>'version' AS version,
        (dr.intent->>'gpus')::int AS gpus, (dr.intent->>'min_replicas')::int AS min_replicas,
        (dr.intent->>'max_replicas')::int AS max_replicas, d.endpoint,
+       d.drift_policy, CASE WHEN d.status = 'DRIFTED' THEN d.observed->'drift_paths' END AS drift_paths,
+       d.ready_wait_since,
        d.generation, d.observed_generation, d.attempts, d.last_error, d.next_attempt_at,
        CASE WHEN d.observed_generation < d.generation THEN pg_catalog.now() - d.updated_at END AS pending_for,
        d.traceparent, d.created_at, d.updated_at

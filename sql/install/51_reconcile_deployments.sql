@@ -6,11 +6,15 @@
 -- simply read again next pass) and the caller still holds the kind's epoch.
 
 -- p_only_new: a pass woken by a commit takes just the intents not yet applied.
-CREATE FUNCTION mlplat._deployments_claim(p_resync boolean, p_only_new boolean DEFAULT false)
+-- p_deadline_ms: mlplat.deploy_deadline of the calling worker (0: none); deadline_passed says
+-- the revision asked for at ready_wait_since has had longer than that to become READY.
+CREATE FUNCTION mlplat._deployments_claim(p_resync boolean, p_only_new boolean DEFAULT false,
+                                          p_deadline_ms int DEFAULT 0)
 RETURNS TABLE (id bigint, project text, namespace text, name text, status text,
                generation bigint, observed_generation bigint, row_version bigint,
                desired_revision int, spec text, spec_digest text, traceparent text,
-               attempts int, due boolean)
+               attempts int, due boolean, drift_policy text, status_reason text,
+               deadline_passed boolean)
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
@@ -19,7 +23,10 @@ AS $$
          d.desired_revision, r.spec::text, r.spec_digest, d.traceparent, d.attempts,
          d.next_attempt_at <= pg_catalog.now()
            AND (p_resync OR d.generation <> d.observed_generation
-                OR d.status IN ('PENDING', 'DEPLOYING', 'DRIFTED', 'DELETING'))
+                OR d.status IN ('PENDING', 'DEPLOYING', 'DRIFTED', 'DELETING')),
+         d.drift_policy, d.status_reason,
+         p_deadline_ms > 0 AND d.ready_wait_since IS NOT NULL
+           AND d.ready_wait_since + pg_catalog.make_interval(secs => p_deadline_ms / 1000.0) < pg_catalog.now()
     FROM mlplat.deployments d
     JOIN mlplat.projects p ON p.id = d.project_id
     LEFT JOIN mlplat.deployment_revisions r
@@ -28,7 +35,7 @@ AS $$
      AND (NOT p_only_new OR (d.generation <> d.observed_generation AND d.next_attempt_at <= pg_catalog.now()))
    ORDER BY d.id
 $$;
-REVOKE ALL ON FUNCTION mlplat._deployments_claim(boolean, boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mlplat._deployments_claim(boolean, boolean, int) FROM PUBLIC;
 
 -- p_retry_ms: NULL = no retry scheduled (success: attempts reset);
 -- otherwise attempts + 1 and next_attempt_at = now() + p_retry_ms.
@@ -47,6 +54,7 @@ BEGIN
            observed_generation = coalesce(p_observed_generation, d.observed_generation),
            observed_revision = coalesce(p_observed_revision, d.observed_revision),
            endpoint = CASE WHEN p_status IN ('DELETED') THEN NULL ELSE coalesce(p_endpoint, d.endpoint) END,
+           ready_wait_since = CASE WHEN p_status = 'READY' THEN NULL ELSE d.ready_wait_since END,
            observed = coalesce(p_observed, d.observed),
            observed_at = pg_catalog.now(),
            last_error = p_error,
@@ -68,3 +76,132 @@ LANGUAGE sql STABLE
 SET search_path = pg_catalog, mlplat, pg_temp
 AS $$ SELECT instance_id FROM mlplat.installation LIMIT 1 $$;
 REVOKE ALL ON FUNCTION mlplat._instance_id() FROM PUBLIC;
+
+-- ---------------------------------------------------------------- route generations
+--
+-- What gateways route to: per project, model -> the deployments whose endpoint is serving
+-- the desired revision (status READY, or DRIFTED: drift is a difference in the spec, the
+-- endpoint stays up while it is shown or repaired).  Every change of that set is a new,
+-- immutable, numbered generation written by the transaction that changed it (the write-back,
+-- or deploy/rollback/undeploy taking a READY deployment out), and NOTIFY mlplat_routes
+-- carries its number, delivered by PostgreSQL only when that transaction commits.
+--
+-- Numbers are global (a gateway reads "the table as of N"), strictly increasing in commit
+-- order, without gaps: publishers serialize on the one route_head row, which each holds
+-- from the moment it reads the deployments until it commits, so the next publisher's read
+-- sees every earlier generation's changes.  The payload is only the number: it names no
+-- project, so listening reveals nothing RLS would hide.
+CREATE TABLE mlplat.route_generations (
+  generation  bigint PRIMARY KEY,
+  project_id  bigint NOT NULL REFERENCES mlplat.projects (id),
+  routes      jsonb NOT NULL,   -- {"<model>": [{deployment, endpoint, revision, version}, ...]}
+  created_at  timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+  -- which transaction, and which of its statements (normally the COMMIT) published it
+  created_xid xid8 NOT NULL DEFAULT pg_catalog.pg_current_xact_id(),
+  created_statement_at timestamptz NOT NULL DEFAULT pg_catalog.statement_timestamp()
+);
+CREATE INDEX route_generations_project ON mlplat.route_generations (project_id, generation);
+CREATE TRIGGER route_generations_immutable BEFORE UPDATE OR DELETE ON mlplat.route_generations
+  FOR EACH ROW EXECUTE FUNCTION mlplat._refuse_change();
+CREATE TRIGGER route_generations_no_truncate BEFORE TRUNCATE ON mlplat.route_generations
+  FOR EACH STATEMENT EXECUTE FUNCTION mlplat._refuse_change();
+
+-- The publishers' lock.  Its value is informational (numbers come from route_generations,
+-- which survives pg_dump); every publish updates it so that a REPEATABLE READ publisher
+-- whose snapshot predates another publish fails with a serialization error instead of
+-- publishing a set computed from that old snapshot.
+CREATE TABLE mlplat.route_head (
+  singleton  boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+  generation bigint NOT NULL DEFAULT 0
+);
+INSERT INTO mlplat.route_head DEFAULT VALUES;
+
+-- Deferred to commit: runs once the transaction's changes are all made, and holds the
+-- route_head lock only for the last instant of the transaction.  SECURITY DEFINER because
+-- deferred triggers run as the session's user, outside the API function that made the change.
+CREATE FUNCTION mlplat._routes_publish() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, mlplat, pg_temp AS $$
+DECLARE
+  seen boolean;
+  last_routes jsonb;
+  cur jsonb;
+  n bigint;
+BEGIN
+  -- One generation per project and commit: deferred, every firing runs in the COMMIT, after
+  -- the last change, so the first one saw them all (1,000 deployments READY in one write-back
+  -- make one generation, not 1,000 recomputations).  Under SET CONSTRAINTS IMMEDIATE the
+  -- firings follow each statement, so a later statement publishes again.
+  SELECT g.created_xid = pg_catalog.pg_current_xact_id() AND g.created_statement_at = pg_catalog.statement_timestamp()
+  INTO seen FROM mlplat.route_generations g
+  WHERE g.project_id = NEW.project_id ORDER BY g.generation DESC LIMIT 1;
+  IF seen THEN
+    RETURN NULL;
+  END IF;
+  PERFORM 1 FROM mlplat.route_head h FOR UPDATE;
+  -- read after the lock (READ COMMITTED: a new snapshot per statement)
+  SELECT g.routes INTO last_routes FROM mlplat.route_generations g
+  WHERE g.project_id = NEW.project_id ORDER BY g.generation DESC LIMIT 1;
+  SELECT coalesce(pg_catalog.jsonb_object_agg(m.model, m.entries), '{}'::jsonb) INTO cur
+  FROM (SELECT dr.intent->>'model' AS model,
+               pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(
+                 'deployment', d.name, 'endpoint', d.endpoint, 'revision', d.observed_revision,
+                 'version', dr.intent->>'version') ORDER BY d.name) AS entries
+        FROM mlplat.deployments d
+        JOIN mlplat.deployment_revisions dr ON dr.deployment_id = d.id AND dr.revision = d.observed_revision
+        WHERE d.project_id = NEW.project_id AND d.status IN ('READY', 'DRIFTED') AND d.endpoint IS NOT NULL
+        GROUP BY 1) m;
+  IF cur = coalesce(last_routes, '{}'::jsonb) THEN
+    RETURN NULL;
+  END IF;
+  n := coalesce((SELECT pg_catalog.max(g.generation) FROM mlplat.route_generations g), 0) + 1;
+  INSERT INTO mlplat.route_generations (generation, project_id, routes) VALUES (n, NEW.project_id, cur);
+  UPDATE mlplat.route_head SET generation = n;
+  PERFORM pg_catalog.pg_notify('mlplat_routes', n::text);
+  RETURN NULL;
+END $$;
+REVOKE ALL ON FUNCTION mlplat._routes_publish() FROM PUBLIC;
+
+-- Fires only for changes that can change a route: entering or leaving the routable statuses,
+-- or a routable deployment's endpoint or serving revision changing.
+CREATE CONSTRAINT TRIGGER deployments_publish_routes AFTER UPDATE ON mlplat.deployments
+  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
+  WHEN ((OLD.status IN ('READY', 'DRIFTED') AND OLD.endpoint IS NOT NULL)
+          IS DISTINCT FROM (NEW.status IN ('READY', 'DRIFTED') AND NEW.endpoint IS NOT NULL)
+        OR (NEW.status IN ('READY', 'DRIFTED')
+            AND (OLD.endpoint, OLD.observed_revision) IS DISTINCT FROM (NEW.endpoint, NEW.observed_revision)))
+  EXECUTE FUNCTION mlplat._routes_publish();
+
+-- The route table as of a generation (default: the latest): per project, the newest
+-- generation at or before it.  Not SECURITY DEFINER: row-level security shows a caller the
+-- projects they may view (a gateway's role is a platform administrator or a viewer).
+CREATE FUNCTION mlplat.route_table(as_of bigint DEFAULT NULL)
+RETURNS TABLE (generation bigint, project text, model text, deployment text, endpoint text,
+               revision int, version text)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, mlplat, pg_temp AS $$
+  SELECT g.generation, p.name, e.key, r->>'deployment', r->>'endpoint', (r->>'revision')::int, r->>'version'
+  FROM (SELECT DISTINCT ON (x.project_id) x.project_id, x.generation, x.routes
+        FROM mlplat.route_generations x
+        WHERE route_table.as_of IS NULL OR x.generation <= route_table.as_of
+        ORDER BY x.project_id, x.generation DESC) g
+  JOIN mlplat.projects p ON p.id = g.project_id
+  CROSS JOIN LATERAL pg_catalog.jsonb_each(g.routes) e
+  CROSS JOIN LATERAL pg_catalog.jsonb_array_elements(e.value) r
+  ORDER BY p.name, e.key, r->>'deployment'
+$$;
+
+-- For people: the current routes, one row per serving deployment.
+CREATE VIEW mlplat.routes WITH (security_invoker = true) AS
+SELECT p.name AS project, g.generation, e.key AS model, r->>'deployment' AS deployment,
+       r->>'endpoint' AS endpoint, (r->>'revision')::int AS revision, r->>'version' AS version,
+       g.created_at AS published_at
+FROM (SELECT DISTINCT ON (x.project_id) x.project_id, x.generation, x.routes, x.created_at
+      FROM mlplat.route_generations x ORDER BY x.project_id, x.generation DESC) g
+JOIN mlplat.projects p ON p.id = g.project_id
+CROSS JOIN LATERAL pg_catalog.jsonb_each(g.routes) e
+CROSS JOIN LATERAL pg_catalog.jsonb_array_elements(e.value) r;
+
+ALTER TABLE mlplat.route_generations ENABLE ROW LEVEL SECURITY;
+CREATE POLICY member_reads ON mlplat.route_generations FOR SELECT USING (mlplat._can_view(project_id));
+GRANT SELECT ON mlplat.route_generations, mlplat.routes TO PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('mlplat.route_generations', '');

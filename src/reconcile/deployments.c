@@ -19,6 +19,7 @@
 #include "executor/spi.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
+#include "utils/json.h"
 #include "utils/memutils.h"
 
 #include "mlplat/backoff.h"
@@ -63,6 +64,9 @@ typedef struct Deployment
 	char	   *traceparent;
 	int			attempts;
 	bool		due;
+	bool		drift_report;	/* drift policy 'report': observe only, never repair */
+	char	   *status_reason;
+	bool		deadline_passed;	/* not READY within mlplat.deploy_deadline of its intent */
 	/* observed */
 	const MlJsonValue *obj;
 	/* decided */
@@ -76,6 +80,7 @@ typedef struct Deployment
 	int			retry_ms;		/* -1: no retry */
 	bool		write;
 	char	   *drift;			/* "drift at <paths>" when the observed spec differs */
+	char	   *drift_paths;	/* every differing path, a JSON array; NULL when not compared */
 	const char *ledger_action;
 	const char *ledger_outcome;
 	int			http_status;
@@ -143,6 +148,71 @@ drift_reason(const MlSpecDiff *diff)
 	return s.data;
 }
 
+/* Every drifted path as a JSON array, kept in observed.drift_paths for people to read. */
+static char *
+drift_paths_json(const MlSpecDiff *diff)
+{
+	StringInfoData s;
+
+	initStringInfo(&s);
+	appendStringInfoChar(&s, '[');
+	for (size_t i = 0; i < diff->count; i++)
+	{
+		if (i)
+			appendStringInfoString(&s, ", ");
+		escape_json(&s, diff->entries[i].path);
+	}
+	appendStringInfoChar(&s, ']');
+	return s.data;
+}
+
+static char *
+deadline_reason(const Deployment *d)
+{
+	return mlplat_deploy_deadline_ms % 1000 == 0
+		? psprintf("revision %d was not READY within the deploy deadline of %d s (mlplat.deploy_deadline)",
+				   d->desired_revision, mlplat_deploy_deadline_ms / 1000)
+		: psprintf("revision %d was not READY within the deploy deadline of %d ms (mlplat.deploy_deadline)",
+				   d->desired_revision, mlplat_deploy_deadline_ms);
+}
+
+/*
+ * The status KServe's readiness gives the desired revision, once it is applied
+ * and matches: READY, FAILED (Ready=False, or still not ready past the deploy
+ * deadline), or still waiting.
+ */
+static void
+deployment_readiness(Deployment *d)
+{
+	const char *why;
+	const char *ready = isvc_ready(d->obj, &why);
+
+	d->mark_observed = true;
+	if (strcmp(ready, "True") == 0)
+	{
+		const char *url = mlplat_json_text(d->obj, "status", "url", NULL);
+
+		d->new_status = "READY";
+		d->endpoint = url ? pstrdup(url) : NULL;
+		d->reason = psprintf("revision %d ready", d->desired_revision);
+	}
+	else if (strcmp(ready, "False") == 0)
+	{
+		d->new_status = "FAILED";
+		d->reason = psprintf("KServe reports not ready: %s", why ? why : "no reason given");
+	}
+	else if (d->deadline_passed)
+	{
+		d->new_status = "FAILED";
+		d->reason = deadline_reason(d);
+	}
+	else
+	{
+		d->new_status = strcmp(d->status, "DRIFTED") == 0 ? "DRIFTED" : "DEPLOYING";
+		d->reason = psprintf("waiting for revision %d to become ready", d->desired_revision);
+	}
+}
+
 /*
  * Decide what one deployment needs, from desired and observed alone.  Sets
  * action and, when no external write is needed, the status to record.
@@ -154,8 +224,6 @@ deployment_decide(Deployment *d, MlJsonArena *arena)
 	MlJsonValue *desired;
 	MlJsonError err;
 	MlSpecDiff	diff;
-	const char *ready;
-	const char *why;
 
 	d->new_status = d->status;
 	d->reason = NULL;
@@ -191,9 +259,28 @@ deployment_decide(Deployment *d, MlJsonArena *arena)
 
 	if (!ml_spec_diff(arena, desired, d->obj, &diff, &err))
 		elog(ERROR, "spec_diff failed: %s", err.message);
+	d->drift_paths = drift_paths_json(&diff);
 	if (diff.count > 0)
 	{
 		d->drift = drift_reason(&diff);
+		if (d->drift_report)
+		{
+			/*
+			 * Observe only: say where it differs and never re-apply.  A serving
+			 * endpoint stays DRIFTED (and routed) while KServe settles the
+			 * edited object; one that never served waits, or fails, as usual.
+			 */
+			bool		was_serving = strcmp(d->status, "READY") == 0 || strcmp(d->status, "DRIFTED") == 0;
+
+			deployment_readiness(d);
+			if (strcmp(d->new_status, "READY") == 0 ||
+				(strcmp(d->new_status, "FAILED") != 0 && was_serving))
+			{
+				d->new_status = "DRIFTED";
+				d->reason = psprintf("%s; not repaired (drift policy report)", d->drift);
+			}
+			return;
+		}
 		if (strcmp(d->status, "READY") == 0)
 		{
 			/* first sight of drift: say so; the repair follows on the next pass */
@@ -205,26 +292,7 @@ deployment_decide(Deployment *d, MlJsonArena *arena)
 		return;
 	}
 
-	ready = isvc_ready(d->obj, &why);
-	d->mark_observed = true;
-	if (strcmp(ready, "True") == 0)
-	{
-		const char *url = mlplat_json_text(d->obj, "status", "url", NULL);
-
-		d->new_status = "READY";
-		d->endpoint = url ? pstrdup(url) : NULL;
-		d->reason = psprintf("revision %d ready", d->desired_revision);
-	}
-	else if (strcmp(ready, "False") == 0)
-	{
-		d->new_status = "FAILED";
-		d->reason = psprintf("KServe reports not ready: %s", why ? why : "no reason given");
-	}
-	else
-	{
-		d->new_status = strcmp(d->status, "DRIFTED") == 0 ? "DRIFTED" : "DEPLOYING";
-		d->reason = psprintf("waiting for revision %d to become ready", d->desired_revision);
-	}
+	deployment_readiness(d);
 }
 
 /* ---------------------------------------------------------------- I/O */
@@ -233,13 +301,14 @@ static void
 claim(MlplatPass *pass, List **out, char **instance)
 {
 	MemoryContext pass_cxt = CurrentMemoryContext;
-	Datum		args[2] = {BoolGetDatum(pass->resync), BoolGetDatum(pass->woken && !pass->resync)};
-	Oid			argtypes[2] = {BOOLOID, BOOLOID};
+	Datum		args[3] = {BoolGetDatum(pass->resync), BoolGetDatum(pass->woken && !pass->resync),
+	Int32GetDatum(mlplat_deploy_deadline_ms)};
+	Oid			argtypes[3] = {BOOLOID, BOOLOID, INT4OID};
 
 	mlplat_txn_begin();
 	MemoryContextSwitchTo(pass_cxt);
 	*instance = mlplat_instance_id();
-	if (SPI_execute_with_args("SELECT * FROM mlplat._deployments_claim($1, $2)", 2, argtypes, args,
+	if (SPI_execute_with_args("SELECT * FROM mlplat._deployments_claim($1, $2, $3)", 3, argtypes, args,
 							  NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "mlplat: deployments claim failed");
 	MemoryContextSwitchTo(pass_cxt);
@@ -266,6 +335,11 @@ claim(MlplatPass *pass, List **out, char **instance)
 		d->attempts = atoi(SPI_getvalue(t, td, 13));
 		v = SPI_getvalue(t, td, 14);
 		d->due = v && v[0] == 't';
+		v = SPI_getvalue(t, td, 15);
+		d->drift_report = v && strcmp(v, "report") == 0;
+		d->status_reason = SPI_getvalue(t, td, 16);
+		v = SPI_getvalue(t, td, 17);
+		d->deadline_passed = v && v[0] == 't';
 		*out = lappend(*out, d);
 	}
 	mlplat_txn_commit();
@@ -316,6 +390,12 @@ apply_result(Deployment *d, MlplatPass *pass)
 			d->retry_ms = Min(PERMANENT_RETRY_MS, mlplat_backoff_max_ms);
 			break;
 	}
+	/* an intent whose applies keep failing also runs out of time */
+	if (d->error && d->deadline_passed && d->action == DEP_APPLY)
+	{
+		d->new_status = "FAILED";
+		d->reason = psprintf("%s; the last apply failed: %s", deadline_reason(d), d->error);
+	}
 	if (d->retry_ms < 0)
 		pass->next_pass_ms = FOLLOW_UP_MS;
 }
@@ -341,17 +421,19 @@ write_back(MlplatPass *pass, List *deps, List *orphans)
 
 		if (!d->write)
 			continue;
-		ok = mlplat_sql_bool("SELECT mlplat._deployments_writeback($1, $2, $3, $4, $5, $6, $7, $8, NULL, $9, $10)",
-							 10,
-							 (Oid[]) {INT8OID, INT8OID, INT8OID, TEXTOID, TEXTOID, INT8OID, INT4OID, TEXTOID, TEXTOID, INT4OID},
+		ok = mlplat_sql_bool("SELECT mlplat._deployments_writeback($1, $2, $3, $4, $5, $6, $7, $8,"
+							 " pg_catalog.jsonb_build_object('drift_paths', $11::jsonb), $9, $10)",
+							 11,
+							 (Oid[]) {INT8OID, INT8OID, INT8OID, TEXTOID, TEXTOID, INT8OID, INT4OID, TEXTOID, TEXTOID, INT4OID, TEXTOID},
 							 (Datum[]) {Int64GetDatum(d->id), Int64GetDatum(d->row_version), Int64GetDatum(pass->epoch),
 								 CStringGetTextDatum(d->new_status), d->reason ? CStringGetTextDatum(d->reason) : 0,
 								 Int64GetDatum(d->generation), Int32GetDatum(d->desired_revision),
 								 d->endpoint ? CStringGetTextDatum(d->endpoint) : 0,
-								 d->error ? CStringGetTextDatum(d->error) : 0, Int32GetDatum(d->retry_ms)},
+								 d->error ? CStringGetTextDatum(d->error) : 0, Int32GetDatum(d->retry_ms),
+								 CStringGetTextDatum(d->drift_paths ? d->drift_paths : "[]")},
 							 (const char[]) {' ', ' ', ' ', ' ', d->reason ? ' ' : 'n',
 								 d->mark_observed ? ' ' : 'n', d->mark_observed && d->desired_revision > 0 ? ' ' : 'n',
-								 d->endpoint ? ' ' : 'n', d->error ? ' ' : 'n', d->retry_ms >= 0 ? ' ' : 'n'});
+								 d->endpoint ? ' ' : 'n', d->error ? ' ' : 'n', d->retry_ms >= 0 ? ' ' : 'n', ' '});
 		if (!ok)
 		{
 			lost++;				/* an intent or another leader got there first: re-read next pass */
@@ -408,7 +490,14 @@ mlplat_deployments_pass(MlplatPass *pass)
 		 * something gone succeeds); the follow-up pass observes the result.
 		 */
 		if (deps == NIL)
+		{
+			/*
+			 * A commit that changed no intent (set_drift_policy): look at
+			 * everything at once instead of at the next resync.
+			 */
+			pass->next_pass_ms = 1;
 			return;
+		}
 	}
 	else
 	{
@@ -496,10 +585,12 @@ mlplat_deployments_pass(MlplatPass *pass)
 			d->req = mlplat_kube_delete(batch, &ISVC, d->ns, d->name);
 			d->ledger_action = "DELETE";
 		}
-		else if (strcmp(d->new_status, d->status) != 0 || (d->mark_observed && d->observed_generation != d->generation))
-			d->write = true;	/* a status change only */
-		if (strcmp(d->new_status, "DEPLOYING") == 0 || strcmp(d->new_status, "DRIFTED") == 0 ||
-			strcmp(d->new_status, "DELETING") == 0)
+		else if (strcmp(d->new_status, d->status) != 0 || (d->mark_observed && d->observed_generation != d->generation) ||
+				 (d->drift_report && strcmp(d->new_status, "DRIFTED") == 0 &&
+				  (d->status_reason == NULL || strcmp(d->reason, d->status_reason) != 0)))
+			d->write = true;	/* a status change only (or reported drift at other paths) */
+		if (strcmp(d->new_status, "DEPLOYING") == 0 || strcmp(d->new_status, "DELETING") == 0 ||
+			(strcmp(d->new_status, "DRIFTED") == 0 && !d->drift_report))
 			pass->next_pass_ms = FOLLOW_UP_MS;
 	}
 	foreach(lc, orphans)

@@ -3,7 +3,7 @@
 -- on order; "allowed" means the call got past authorization (it may still fail later for a
 -- state reason, which is not 42501).
 BEGIN;
-SELECT plan(116);
+SELECT plan(131);
 \ir lib/helpers.sql
 
 DO $$ DECLARE r text; BEGIN
@@ -43,6 +43,7 @@ INSERT INTO tap_actions VALUES
   ('start_rollout',       3, $q$SELECT mlplat.start_rollout('tapp', 'web', 'm', '2', '{"steps": [0.5]}')$q$),
   ('promote_rollout',     3, $q$SELECT mlplat.promote_rollout('tapp', 'web')$q$),
   ('abort_rollout',       3, $q$SELECT mlplat.abort_rollout('tapp', 'web')$q$),
+  ('set_drift_policy',    3, $q$SELECT mlplat.set_drift_policy('tapp', 'web', 'report')$q$),
   ('set_project_quota',   4, $q$SELECT mlplat.set_project_quota('tapp', 10)$q$),
   ('delete_project',      4, $q$SELECT mlplat.delete_project('tapp')$q$),
   ('grant_role',          4, $q$SELECT mlplat.grant_role('tapp', 'someone', 'viewer')$q$),
@@ -52,7 +53,7 @@ CREATE TEMP TABLE tap_roles (role text, rank int);
 INSERT INTO tap_roles VALUES ('tap_outsider', 0), ('tap_viewer', 1), ('tap_developer', 2), ('tap_deployer', 3), ('tap_owner', 4);
 GRANT SELECT ON tap_actions, tap_roles TO PUBLIC;
 
--- the matrix (17 actions x 5 roles = 85 tests): allowed exactly when the role's rank reaches the action's
+-- the matrix (18 actions x 5 roles = 90 tests): allowed exactly when the role's rank reaches the action's
 SELECT is(public.tap_api_try(r.role, a.sql) <> '42501', r.rank >= a.rank,
           format('%s %s %s', r.role, CASE WHEN r.rank >= a.rank THEN 'may' ELSE 'may not' END, a.action))
 FROM tap_roles r CROSS JOIN tap_actions a ORDER BY a.rank, a.action, r.rank;
@@ -61,7 +62,7 @@ FROM tap_roles r CROSS JOIN tap_actions a ORDER BY a.rank, a.action, r.rank;
 SELECT is(public.tap_api_try('tap_developer', sql), 'ok', 'developer ' || action || ' succeeds')
 FROM tap_actions WHERE action IN ('register_model', 'start_run', 'start_pipeline_run', 'cancel_run') ORDER BY action;
 SELECT is(public.tap_api_try('tap_deployer', sql), 'ok', 'deployer ' || action || ' succeeds')
-FROM tap_actions WHERE action IN ('deploy', 'undeploy', 'set_model_stage') ORDER BY action;
+FROM tap_actions WHERE action IN ('deploy', 'undeploy', 'set_model_stage', 'set_drift_policy') ORDER BY action;
 SELECT is(public.tap_api_try('tap_owner', sql), 'ok', 'owner ' || action || ' succeeds')
 FROM tap_actions WHERE action IN ('set_project_quota', 'grant_role') ORDER BY action;
 
@@ -74,7 +75,8 @@ RESET ROLE;
 -- cross-project isolation: a full owner of tapp has no rights in tapq
 SELECT is(public.tap_api_try('tap_owner', replace(sql, '''tapp''', '''tapq''')), '42501',
           'tapp owner may not ' || action || ' in tapq')
-FROM tap_actions WHERE action IN ('view', 'deploy', 'undeploy', 'cancel_run', 'grant_role', 'delete_project', 'set_project_quota')
+FROM tap_actions WHERE action IN ('view', 'deploy', 'undeploy', 'cancel_run', 'grant_role', 'delete_project', 'set_project_quota',
+                                  'set_drift_policy')
 ORDER BY action;
 
 -- ... and reads nothing of tapq through tables, views or COPY
@@ -89,6 +91,25 @@ SELECT is((SELECT count(*) FROM mlplat.run_status WHERE project = 'tapq'), 0::bi
 SELECT is((SELECT count(*) FROM mlplat.audit_log WHERE project = 'tapq'), 0::bigint, 'audit_log hides tapq');
 SELECT is((SELECT count(*) FROM mlplat.project_status WHERE project IN ('tapp', 'tapq')), 1::bigint, 'project_status shows tapp only');
 SELECT ok(NOT has_table_privilege('tap_owner', 'mlplat.projects', 'INSERT'), 'COPY FROM needs INSERT, which callers lack');
+RESET ROLE;
+
+-- routes: both projects' web become READY (the publishing trigger fires at once, not at the
+-- commit this test never reaches); a member sees their project's routes only
+SET CONSTRAINTS ALL IMMEDIATE;
+UPDATE mlplat.deployments d SET status = 'READY', endpoint = 'http://web.' || p.name, observed_revision = d.desired_revision
+FROM mlplat.projects p WHERE p.id = d.project_id AND d.name = 'web';
+SELECT is((SELECT count(DISTINCT project_id) FROM mlplat.route_generations), 2::bigint, 'both projects published routes');
+SET LOCAL ROLE tap_owner;
+SELECT is((SELECT array_agg(project || '/' || deployment) FROM mlplat.routes), ARRAY['tapp/web'], 'routes shows tapp only');
+SELECT is((SELECT array_agg(project || '/' || deployment) FROM mlplat.route_table()), ARRAY['tapp/web'], 'route_table shows tapp only');
+SELECT is((SELECT count(*) FROM mlplat.route_generations g JOIN mlplat.projects p ON p.id = g.project_id), 1::bigint,
+          'route_generations hide tapq');
+SET LOCAL ROLE tap_viewer;
+SELECT is((SELECT array_agg(endpoint) FROM mlplat.route_table()), ARRAY['http://web.tapp'], 'a viewer reads the routes of the project');
+SET LOCAL ROLE tap_outsider;
+SELECT is((SELECT count(*) FROM mlplat.routes), 0::bigint, 'an outsider sees no routes');
+SELECT is((SELECT count(*) FROM mlplat.route_table()), 0::bigint, 'nor through route_table');
+SELECT ok(NOT has_table_privilege('tap_outsider', 'mlplat.route_head', 'SELECT'), 'the publishers'' lock row is not readable');
 RESET ROLE;
 -- writes straight to the tables are refused for every caller
 SET LOCAL ROLE tap_owner;

@@ -1,6 +1,6 @@
 -- pgTAP: SECURITY DEFINER hygiene, search_path hijacks, audit immutability, privileges.
 BEGIN;
-SELECT plan(21);
+SELECT plan(28);
 \ir lib/helpers.sql
 
 DO $$ BEGIN
@@ -17,7 +17,7 @@ CREATE TEMP TABLE tap_api_functions (name text);
 INSERT INTO tap_api_functions VALUES ('create_project'), ('set_project_quota'), ('delete_project'), ('grant_role'),
   ('revoke_role'), ('register_model_version'), ('set_model_stage'), ('deploy'), ('rollback_deployment'),
   ('undeploy'), ('render_inference_service'), ('start_run'), ('start_pipeline_run'), ('cancel_run'),
-  ('start_rollout'), ('promote_rollout'), ('abort_rollout');
+  ('start_rollout'), ('promote_rollout'), ('abort_rollout'), ('set_drift_policy');
 SELECT is(
   (SELECT array_agg(f.name ORDER BY f.name) FROM tap_api_functions f
    WHERE NOT EXISTS (SELECT 1 FROM pg_proc p WHERE p.pronamespace = 'mlplat'::regnamespace
@@ -53,7 +53,7 @@ SELECT ok((SELECT relrowsecurity FROM pg_class WHERE oid = 'mlplat.projects'::re
 -- the people-facing views apply the caller's policies
 SELECT is(
   (SELECT array_agg(v ORDER BY v) FROM unnest(ARRAY['project_status', 'deployment_status', 'run_status',
-                                                    'rollout_status', 'audit_log']) v
+                                                    'rollout_status', 'audit_log', 'routes']) v
    WHERE NOT EXISTS (SELECT 1 FROM pg_class c WHERE c.relnamespace = 'mlplat'::regnamespace AND c.relname = v
                      AND c.relkind = 'v' AND 'security_invoker=true' = ANY (c.reloptions))),
   NULL, 'every status view exists and is security_invoker');
@@ -103,6 +103,23 @@ SELECT isnt(public.tap_hostile($$SELECT request_id FROM mlplat.deploy('hij', 'we
 SELECT is(public.tap_hostile($$SELECT revision FROM mlplat.rollback_deployment('hij', 'web')$$), 'ok:1',
           'rollback works under a hostile search_path');
 RESET ROLE;
+-- the route publisher (a deferred trigger: made immediate here, this test never commits) and
+-- the drift policy under the same hostile search_path
+SET CONSTRAINTS ALL IMMEDIATE;
+UPDATE mlplat.deployments d SET status = 'READY', endpoint = 'http://web.hij', observed_revision = d.desired_revision
+FROM mlplat.projects p WHERE p.id = d.project_id AND p.name = 'hij' AND d.name = 'web';
+SET LOCAL ROLE tap_attacker;
+CREATE TEMP TABLE route_generations (generation bigint, project_id bigint, routes jsonb);
+SELECT is(public.tap_hostile($$SELECT status FROM mlplat.set_drift_policy('hij', 'web', 'report')$$), 'ok:READY',
+          'set_drift_policy works under a hostile search_path');
+SELECT is(public.tap_hostile($$SELECT status FROM mlplat.undeploy('hij', 'web')$$), 'ok:DELETING',
+          'undeploy of a READY deployment publishes under a hostile search_path');
+SELECT is(public.tap_hostile($$SELECT count(*)::text FROM mlplat.route_table()$$), 'ok:0', 'route_table under a hostile search_path');
+RESET ROLE;
+SELECT is((SELECT array_agg(g.routes::text ORDER BY g.generation) FROM mlplat.route_generations g
+           JOIN mlplat.projects p ON p.id = g.project_id WHERE p.name = 'hij'),
+          ARRAY['{"m": [{"version": "1", "endpoint": "http://web.hij", "revision": 1, "deployment": "web"}]}', '{}'],
+          'READY published the route, undeploy removed it');
 SELECT is((SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM public.tap_hijack_calls), 0::bigint,
           'no look-alike function or operator was ever called');
 SELECT is((SELECT d.updated_at > 'epoch'::timestamptz FROM mlplat.deployments d JOIN mlplat.projects p ON p.id = d.project_id
@@ -112,8 +129,11 @@ SELECT is((SELECT d.updated_at > 'epoch'::timestamptz FROM mlplat.deployments d 
 SELECT throws_ok($$UPDATE mlplat.audit_events SET actor = 'x'$$, '55000', NULL, 'audit UPDATE refused');
 SELECT throws_ok($$DELETE FROM mlplat.audit_events$$, '55000', NULL, 'audit DELETE refused');
 SELECT throws_ok($$TRUNCATE mlplat.audit_events$$, '55000', NULL, 'audit TRUNCATE refused');
-SELECT is((SELECT count(*) FROM mlplat.audit_events WHERE project = 'hij' AND actor = 'tap_attacker'), 3::bigint,
-          'one audit event per successful intent (2 deploys, 1 rollback), with the person');
+SELECT throws_ok($$UPDATE mlplat.route_generations SET routes = '{}'$$, '55000', NULL, 'route generation UPDATE refused');
+SELECT throws_ok($$DELETE FROM mlplat.route_generations$$, '55000', NULL, 'route generation DELETE refused');
+SELECT throws_ok($$TRUNCATE mlplat.route_generations$$, '55000', NULL, 'route generation TRUNCATE refused');
+SELECT is((SELECT count(*) FROM mlplat.audit_events WHERE project = 'hij' AND actor = 'tap_attacker'), 5::bigint,
+          'one audit event per successful intent (2 deploys, 1 rollback, 1 drift policy, 1 undeploy), with the person');
 -- a lost compare-and-swap is a retryable serialization failure
 SELECT throws_ok($$SELECT mlplat._cas_lost('deployment', 'web')$$, '40001', 'deployment "web" changed concurrently',
                  'a lost CAS raises 40001');

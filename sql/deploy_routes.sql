@@ -1,0 +1,148 @@
+-- Deployments: drift policy API, deploy deadline bookkeeping, route generations.
+\set SHOW_CONTEXT never
+\set acc 'entity, revision, status, replayed'
+DO $$ DECLARE r text; BEGIN
+  FOREACH r IN ARRAY ARRAY['regress_rt_owner', 'regress_rt_deployer', 'regress_rt_viewer', 'regress_rt_dev',
+                           'regress_rt_outsider'] LOOP
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = r) THEN EXECUTE format('CREATE ROLE %I', r); END IF;
+  END LOOP;
+END $$;
+SELECT :acc FROM mlplat.create_project('routes', 4, NULL, NULL, NULL, 'regress_rt_owner');
+SELECT :acc FROM mlplat.create_project('routes2', 4, NULL, NULL, NULL, 'regress_rt_outsider');
+SELECT :acc FROM mlplat.grant_role('routes', 'regress_rt_deployer', 'deployer');
+SELECT :acc FROM mlplat.grant_role('routes', 'regress_rt_viewer', 'viewer');
+SELECT :acc FROM mlplat.grant_role('routes', 'regress_rt_dev', 'developer');
+SELECT :acc FROM mlplat.register_model_version('routes', 'iris', '1', 's3://models/iris/1', repeat('a', 64), 'kserve-sklearnserver', 'sklearn');
+SELECT :acc FROM mlplat.register_model_version('routes', 'iris', '2', 's3://models/iris/2', repeat('b', 64), 'kserve-sklearnserver', 'sklearn');
+SELECT :acc FROM mlplat.register_model_version('routes', 'wine', '1', 's3://models/wine/1', repeat('c', 64), 'kserve-sklearnserver', 'sklearn');
+SELECT :acc FROM mlplat.register_model_version('routes2', 'iris', '1', 's3://models/iris/1', repeat('a', 64), 'kserve-sklearnserver', 'sklearn');
+SELECT :acc FROM mlplat.set_model_stage('routes', 'iris', '1', 'CHAMPION');
+SELECT :acc FROM mlplat.set_model_stage('routes', 'iris', '2', 'CANDIDATE');
+SELECT :acc FROM mlplat.set_model_stage('routes', 'wine', '1', 'CHAMPION');
+SELECT :acc FROM mlplat.set_model_stage('routes2', 'iris', '1', 'CHAMPION');
+SELECT :acc FROM mlplat.deploy('routes', 'iris', 'iris', '1', 'kserve-sklearnserver');
+SELECT :acc FROM mlplat.deploy('routes', 'wine', 'wine', '1', 'kserve-sklearnserver');
+SELECT :acc FROM mlplat.deploy('routes2', 'iris', 'iris', '1', 'kserve-sklearnserver');
+
+-- ---------------------------------------------------------------- drift policy
+-- default: repair, shown in deployment_status
+SELECT deployment, drift_policy, drift_paths FROM mlplat.deployment_status WHERE project = 'routes' ORDER BY 1;
+SET ROLE regress_rt_deployer;
+SELECT :acc FROM mlplat.set_drift_policy('routes', 'iris', 'report', 'k1');
+-- same key, same request: the stored answer; same key, other request: refused
+SELECT :acc FROM mlplat.set_drift_policy('routes', 'iris', 'report', 'k1');
+SELECT :acc FROM mlplat.set_drift_policy('routes', 'iris', 'repair', 'k1');
+-- setting what is already set changes nothing (but is audited)
+SELECT :acc FROM mlplat.set_drift_policy('routes', 'iris', 'report');
+-- validation names the field and the rule
+SELECT :acc FROM mlplat.set_drift_policy('routes', 'iris', 'ignore');
+SELECT :acc FROM mlplat.set_drift_policy('routes', 'iris', NULL);
+SELECT :acc FROM mlplat.set_drift_policy('routes', 'nosuch', 'report');
+SELECT :acc FROM mlplat.set_drift_policy('routes', 'iris', 'report', repeat('k', 129));
+RESET ROLE;
+-- authorization: deployers and owners; not viewers, developers or outsiders (no existence leak)
+SET ROLE regress_rt_viewer;
+SELECT :acc FROM mlplat.set_drift_policy('routes', 'iris', 'repair');
+SET ROLE regress_rt_dev;
+SELECT :acc FROM mlplat.set_drift_policy('routes', 'iris', 'repair');
+SET ROLE regress_rt_outsider;
+SELECT :acc FROM mlplat.set_drift_policy('routes', 'iris', 'repair');
+SELECT :acc FROM mlplat.set_drift_policy('nosuchproject', 'iris', 'repair');
+SET ROLE regress_rt_owner;
+SELECT :acc FROM mlplat.set_drift_policy('routes', 'wine', 'report');
+SELECT :acc FROM mlplat.set_drift_policy('routes', 'wine', 'repair');
+RESET ROLE;
+-- the change bumped the row version (a pass that decided under the old policy loses its
+-- compare-and-swap) but not the generation (no new intent for the cluster)
+SELECT name, drift_policy, generation, row_version FROM mlplat.deployments d
+WHERE project_id = (SELECT id FROM mlplat.projects WHERE name = 'routes') ORDER BY 1;
+SELECT actor, action, detail FROM mlplat.audit_events WHERE project = 'routes' AND action = 'set_drift_policy' ORDER BY id;
+-- drifted paths are shown while DRIFTED
+UPDATE mlplat.deployments SET status = 'DRIFTED', observed = '{"drift_paths": ["spec.predictor.minReplicas"]}' WHERE name = 'iris'
+  AND project_id = (SELECT id FROM mlplat.projects WHERE name = 'routes');
+SELECT deployment, status, drift_policy, drift_paths, in_flight FROM mlplat.deployment_status WHERE project = 'routes' ORDER BY 1;
+UPDATE mlplat.deployments SET status = 'DEPLOYING' WHERE name = 'iris'
+  AND project_id = (SELECT id FROM mlplat.projects WHERE name = 'routes');
+-- a DELETING deployment takes no policy
+SET ROLE regress_rt_deployer;
+SELECT :acc FROM mlplat.undeploy('routes', 'wine');
+SELECT :acc FROM mlplat.set_drift_policy('routes', 'wine', 'report');
+RESET ROLE;
+UPDATE mlplat.deployments SET status = 'DELETED' WHERE name = 'wine';
+SELECT :acc FROM mlplat.deploy('routes', 'wine', 'wine', '1', 'kserve-sklearnserver');
+
+-- ---------------------------------------------------------------- deploy deadline
+INSERT INTO mlplat.leader_epochs (kind, epoch, pid, replica, host) VALUES ('deployments', 42, 1, 0, 'test')
+ON CONFLICT (kind) DO UPDATE SET epoch = 42;
+-- every deploy and rollback starts the wait; the claim says when it has run out
+SELECT name, ready_wait_since IS NOT NULL AS waiting FROM mlplat.deployments WHERE name IN ('iris', 'wine') ORDER BY 1;
+UPDATE mlplat.deployments SET ready_wait_since = now() - interval '10 seconds' WHERE name = 'iris';
+SELECT c.project, c.name, c.status, c.deadline_passed AS passed_5s,
+       (SELECT x.deadline_passed FROM mlplat._deployments_claim(false, false, 60000) x WHERE x.id = c.id) AS passed_60s,
+       (SELECT x.deadline_passed FROM mlplat._deployments_claim(false, false, 0) x WHERE x.id = c.id) AS passed_off
+FROM mlplat._deployments_claim(false, false, 5000) c WHERE c.project IN ('routes', 'routes2') ORDER BY 1, 2;
+SELECT :acc FROM mlplat.deploy('routes', 'iris', 'iris', '2', 'kserve-sklearnserver');
+SELECT c.name, c.deadline_passed FROM mlplat._deployments_claim(false, false, 5000) c WHERE c.project = 'routes' ORDER BY 1;
+
+-- ---------------------------------------------------------------- route generations
+SELECT coalesce(max(generation), 0) AS base FROM mlplat.route_generations \gset
+-- (standing in for the reconciler's write-back) iris becomes READY: a first generation
+SELECT mlplat._deployments_writeback(d.id, d.row_version, 42, 'READY', 'revision 2 ready', d.generation, 2,
+                                     'http://iris.mlp-routes.example.com', NULL, NULL, NULL)
+FROM mlplat.deployments d JOIN mlplat.projects p ON p.id = d.project_id WHERE p.name = 'routes' AND d.name = 'iris';
+SELECT generation - :base AS gen, (SELECT name FROM mlplat.projects WHERE id = project_id) AS project, jsonb_pretty(routes)
+FROM mlplat.route_generations WHERE generation > :base ORDER BY generation;
+-- READY clears the deadline
+SELECT name, ready_wait_since IS NULL AS ready_wait_cleared FROM mlplat.deployments WHERE name = 'iris' ORDER BY project_id;
+-- a write that changes nothing a route shows (a reason, a retry) makes no generation
+UPDATE mlplat.deployments SET status_reason = 'still ready', attempts = 1 WHERE name = 'iris';
+SELECT count(*) - 1 AS new_generations FROM mlplat.route_generations WHERE generation > :base;
+-- a rolled-back write-back publishes nothing
+BEGIN;
+UPDATE mlplat.deployments SET status = 'READY', endpoint = 'http://wine.mlp-routes.example.com', observed_revision = 2
+WHERE name = 'wine';
+ROLLBACK;
+SELECT count(*) AS generations FROM mlplat.route_generations WHERE generation > :base;
+-- two deployments in one transaction: one generation with both (the trigger is deferred to commit)
+BEGIN;
+UPDATE mlplat.deployments SET status = 'READY', endpoint = 'http://wine.mlp-routes.example.com', observed_revision = 2
+WHERE name = 'wine' AND project_id = (SELECT id FROM mlplat.projects WHERE name = 'routes');
+UPDATE mlplat.deployments SET status = 'READY', endpoint = 'http://iris.mlp-routes2.example.com', observed_revision = 1
+WHERE name = 'iris' AND project_id = (SELECT id FROM mlplat.projects WHERE name = 'routes2');
+UPDATE mlplat.deployments SET endpoint = 'http://iris2.mlp-routes.example.com'
+WHERE name = 'iris' AND project_id = (SELECT id FROM mlplat.projects WHERE name = 'routes');
+UPDATE mlplat.deployments SET endpoint = 'http://iris.mlp-routes.example.com'
+WHERE name = 'iris' AND project_id = (SELECT id FROM mlplat.projects WHERE name = 'routes');
+SELECT count(*) AS before_commit FROM mlplat.route_generations WHERE generation > :base;
+COMMIT;
+SELECT generation - :base AS gen, (SELECT name FROM mlplat.projects WHERE id = project_id) AS project, routes
+FROM mlplat.route_generations WHERE generation > :base ORDER BY generation;
+-- DRIFTED keeps the route (the endpoint still serves); leaving READY removes it
+UPDATE mlplat.deployments SET status = 'DRIFTED' WHERE name = 'wine';
+SELECT count(*) AS generations FROM mlplat.route_generations WHERE generation > :base;
+SET ROLE regress_rt_deployer;
+SELECT :acc FROM mlplat.undeploy('routes', 'wine');
+RESET ROLE;
+SELECT generation - :base AS gen, routes FROM mlplat.route_generations WHERE generation > :base ORDER BY generation DESC LIMIT 1;
+-- the people's view: the current generation per project; a gateway reads any generation
+SELECT project, generation - :base AS gen, model, deployment, endpoint, revision, version FROM mlplat.routes
+WHERE project LIKE 'routes%' ORDER BY 1, 3, 4;
+SELECT generation - :base AS gen, project, model, deployment, revision FROM mlplat.route_table(:base + 2)
+WHERE project LIKE 'routes%';
+SELECT count(*) AS rows_before_any FROM mlplat.route_table(:base) WHERE project LIKE 'routes%';
+-- members see their projects only, through the view and the function
+SET ROLE regress_rt_viewer;
+SELECT project, model, deployment FROM mlplat.routes ORDER BY 1, 2;
+SELECT project, model, deployment FROM mlplat.route_table() ORDER BY 1, 2;
+SELECT DISTINCT (SELECT name FROM mlplat.projects p WHERE p.id = g.project_id) AS visible FROM mlplat.route_generations g;
+SET ROLE regress_rt_outsider;
+SELECT project, model, deployment FROM mlplat.routes ORDER BY 1, 2;
+RESET ROLE;
+-- generations are immutable
+UPDATE mlplat.route_generations SET routes = '{}';
+DELETE FROM mlplat.route_generations;
+TRUNCATE mlplat.route_generations;
+-- and only the extension writes them
+SET ROLE regress_rt_owner;
+INSERT INTO mlplat.route_generations (generation, project_id, routes) VALUES (999999, 1, '{}');
+RESET ROLE;
