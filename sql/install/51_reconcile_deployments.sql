@@ -55,7 +55,8 @@ BEGIN
            observed_revision = coalesce(p_observed_revision, d.observed_revision),
            endpoint = CASE WHEN p_status IN ('DELETED') THEN NULL ELSE coalesce(p_endpoint, d.endpoint) END,
            ready_wait_since = CASE WHEN p_status = 'READY' THEN NULL ELSE d.ready_wait_since END,
-           observed = coalesce(p_observed, d.observed),
+           -- top-level keys of p_observed replace those of observed; the others are kept
+           observed = CASE WHEN p_observed IS NULL THEN d.observed ELSE coalesce(d.observed, '{}'::jsonb) || p_observed END,
            observed_at = pg_catalog.now(),
            last_error = p_error,
            attempts = CASE WHEN p_retry_ms IS NULL THEN 0 ELSE d.attempts + 1 END,

@@ -302,7 +302,7 @@ claim(MlplatPass *pass, List **out, char **instance)
 {
 	MemoryContext pass_cxt = CurrentMemoryContext;
 	Datum		args[3] = {BoolGetDatum(pass->resync), BoolGetDatum(pass->woken && !pass->resync),
-	Int32GetDatum(mlplat_deploy_deadline_ms)};
+						   Int32GetDatum(mlplat_deploy_deadline_ms)};
 	Oid			argtypes[3] = {BOOLOID, BOOLOID, INT4OID};
 
 	mlplat_txn_begin();

@@ -1,0 +1,207 @@
+#!/usr/bin/env bash
+# Route generations, drift policy and the deploy deadline end to end, with the real
+# workers against the stand-in: a listener on mlplat_routes is told each new generation's
+# number (deploy -> READY, a second model, KServe taking readiness away and giving it back,
+# undeploy); a steady resync publishes nothing; 'report' shows drift and never repairs it,
+# switching back to 'repair' repairs it without a revision; a revision that never becomes
+# ready is FAILED at the deadline, and a new intent starts a new deadline.
+set -u
+. "$(dirname "$0")/../lib/tap.sh"
+tap_require_cluster
+. "$(dirname "$0")/../lib/cluster.sh"
+. "$(dirname "$0")/../lib/standin.sh"
+WORK=$MLPLAT_TEST_WORK
+SD=$WORK/standin-routes
+DB=mlplat
+LN=$WORK/routes-listener
+
+# A LISTEN session: psql reads commands from a fifo and prints notifications after each one.
+listener_start() {
+	rm -f "$LN.fifo" "$LN.out"
+	mkfifo "$LN.fifo"
+	$MLPLAT_TEST_BIN/psql -XAtq -d $DB <"$LN.fifo" >"$LN.out" 2>&1 &
+	LISTENER_PID=$!
+	exec 7>"$LN.fifo"
+	echo "LISTEN mlplat_routes;" >&7
+}
+listener_stop() {
+	[ -n "${LISTENER_PID:-}" ] || return 0
+	echo '\q' >&7
+	exec 7>&-
+	wait "$LISTENER_PID" 2>/dev/null
+	LISTENER_PID=
+}
+# every payload received so far, space-separated, in arrival order
+notes() {
+	echo "SELECT 1;" >&7
+	sleep 0.2
+	sed -n 's/^Asynchronous notification "mlplat_routes" with payload "\([0-9]*\)" received.*/\1/p' "$LN.out" | tr '\n' ' ' | sed 's/ $//'
+}
+# wait_note N SECONDS — until payload N has arrived
+wait_note() {
+	local deadline=$((SECONDS + $2))
+	while ((SECONDS < deadline)); do
+		case " $(notes) " in *" $1 "*) return 0 ;; esac
+	done
+	echo "# notifications so far: '$(notes)', wanted $1"
+	return 1
+}
+maxgen() { q $DB "SELECT coalesce(max(generation), 0) FROM mlplat.route_generations"; }
+# the project's routes of its newest generation: "model/deployment@revision=endpoint ..."
+gw_routes() {
+	q $DB "SELECT coalesce(string_agg(model || '/' || deployment || '@' || revision || '=' || endpoint, ' ' ORDER BY model, deployment), '')
+	       FROM mlplat.route_table($1) WHERE project = 'gw'"
+}
+
+trap 'listener_stop; q $DB "ALTER SYSTEM RESET mlplat.deploy_deadline" >/dev/null; q $DB "SELECT pg_reload_conf()" >/dev/null;
+      standin_disconnect mlplat; standin_stop $SD' EXIT
+standin_start "$SD"
+tap_ok $? "stand-in started on port $STANDIN_PORT"
+standin_connect $DB
+
+q $DB "SELECT mlplat.create_project('gw', 4)" >/dev/null
+wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'gw'" READY 20
+tap_ok $? "project gw is READY"
+GW=$(q $DB "SELECT id FROM mlplat.projects WHERE name = 'gw'")   # other scripts' deployments share names
+for m in iris wine; do
+	q $DB "SELECT mlplat.register_model_version('gw', '$m', '1', 's3://models/$m/1', '$(printf "$m" | sha256sum | cut -d' ' -f1)', 'kserve-sklearnserver', 'sklearn')" >/dev/null
+	q $DB "SELECT mlplat.set_model_stage('gw', '$m', '1', 'CHAMPION')" >/dev/null
+done
+listener_start
+BASE=$(maxgen)
+
+# --- deploy -> READY: generation BASE+1, and the listener is told that number
+q $DB "SELECT mlplat.deploy('gw', 'iris', 'iris', '1', 'kserve-sklearnserver')" >/dev/null
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE project_id = $GW AND name = 'iris'" READY 20
+tap_ok $? "iris converges to READY"
+wait_note $((BASE + 1)) 5
+tap_ok $? "LISTEN mlplat_routes is told generation $((BASE + 1))"
+tap_is "$(gw_routes $((BASE + 1)))" "iris/iris@1=http://iris.mlp-gw.example.com" "generation $((BASE + 1)) routes iris to its endpoint and revision"
+tap_is "$(q $DB "SELECT string_agg(model || '=' || endpoint, ' ') FROM mlplat.routes WHERE project = 'gw'")" \
+	"iris=http://iris.mlp-gw.example.com" "mlplat.routes shows the current generation"
+
+# --- steady state: resyncs compare everything and publish nothing
+g0=$(maxgen); n0=$(notes); w0=$(writes_count)
+sleep 5   # the test cluster resyncs every 2 s
+tap_is "$(maxgen)/$(notes)/$(writes_count)" "$g0/$n0/$w0" "steady resyncs: no generation, no notification, no write ($g0, '$n0', $w0)"
+
+# --- a second model: BASE+2 holds both
+q $DB "SELECT mlplat.deploy('gw', 'wine', 'wine', '1', 'kserve-sklearnserver')" >/dev/null
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE project_id = $GW AND name = 'wine'" READY 20
+tap_ok $? "wine converges to READY"
+wait_note $((BASE + 2)) 5
+tap_ok $? "the listener is told generation $((BASE + 2))"
+tap_is "$(gw_routes $((BASE + 2)))" "iris/iris@1=http://iris.mlp-gw.example.com wine/wine@1=http://wine.mlp-gw.example.com" \
+	"generation $((BASE + 2)) routes both models"
+tap_is "$(gw_routes $((BASE + 1)))" "iris/iris@1=http://iris.mlp-gw.example.com" "generation $((BASE + 1)) is unchanged (immutable)"
+
+# --- drift policy report: DRIFTED with the paths, never re-applied
+q $DB "SELECT mlplat.set_drift_policy('gw', 'iris', 'report')" >/dev/null
+tap_is "$(q $DB "SELECT drift_policy FROM mlplat.deployment_status WHERE project = 'gw' AND deployment = 'iris'")" report "deployment_status shows the policy"
+admin POST edit '{"resource":"inferenceservices","namespace":"mlp-gw","name":"iris","patch":{"spec":{"predictor":{"minReplicas":3}}}}' >/dev/null
+seq0=$(admin GET requests | python3 -c 'import json,sys; print(max([e["seq"] for e in json.load(sys.stdin)["items"]] or [0]))')
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE project_id = $GW AND name = 'iris'" DRIFTED 10
+tap_ok $? "report: the out-of-band change is DRIFTED"
+tap_is "$(q $DB "SELECT drift_paths::text FROM mlplat.deployment_status WHERE project = 'gw' AND deployment = 'iris'")" '["spec.predictor.minReplicas"]' \
+	"deployment_status shows the differing path"
+sleep 5   # two resyncs and follow-ups: nothing may repair it
+tap_is "$(q $DB "SELECT status FROM mlplat.deployments WHERE project_id = $GW AND name = 'iris'")" DRIFTED "report: still DRIFTED after resyncs"
+tap_is "$(admin GET "requests?since=$seq0&write=true&name=iris" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["items"]))')" 0 \
+	"report: the stand-in saw no write to iris"
+tap_is "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE action = 'REPAIR' AND entity_id = (SELECT id FROM mlplat.deployments WHERE project_id = $GW AND name = 'iris')")" 0 \
+	"report: the ledger shows no repair"
+tap_is "$(maxgen)" $((BASE + 2)) "a drifted endpoint keeps its route: no new generation"
+q $DB "SELECT status_reason FROM mlplat.deployments WHERE project_id = $GW AND name = 'iris'" | sed 's/^/# reason: /'
+
+# --- back to repair: repaired at once (not at the next resync), same revision
+t0=$(date +%s%N)
+q $DB "SELECT mlplat.set_drift_policy('gw', 'iris', 'repair')" >/dev/null
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE project_id = $GW AND name = 'iris'" READY 15
+tap_ok $? "repair: DRIFTED -> READY"
+echo "# set_drift_policy(repair) -> READY in $((($(date +%s%N) - t0) / 1000000)) ms"
+tap_is "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE action = 'REPAIR' AND outcome = 'OK' AND entity_id = (SELECT id FROM mlplat.deployments WHERE project_id = $GW AND name = 'iris')")" 1 \
+	"repair: the ledger shows one REPAIR"
+tap_is "$(q $DB "SELECT latest_revision FROM mlplat.deployments WHERE project_id = $GW AND name = 'iris'")" 1 "repair created no revision"
+tap_is "$(kube GET /apis/serving.kserve.io/v1beta1/namespaces/mlp-gw/inferenceservices/iris | python3 -c 'import json,sys; print(json.load(sys.stdin)["spec"]["predictor"]["minReplicas"])')" 1 \
+	"repair: the cluster object is back to minReplicas 1"
+
+# --- KServe takes readiness away (the model fails to load) and gives it back
+g1=$(maxgen)
+admin POST kserve/storage '{"uri":"s3://models/wine/1","bad":true}' >/dev/null
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE project_id = $GW AND name = 'wine'" FAILED 10
+tap_ok $? "wine: Ready=False -> FAILED"
+wait_for $DB "SELECT count(*) FROM mlplat.route_table() WHERE project = 'gw' AND deployment = 'wine'" 0 5
+tap_ok $? "wine left READY: the newest generation has no route to it"
+admin POST kserve/storage '{"uri":"s3://models/wine/1","bad":false}' >/dev/null
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE project_id = $GW AND name = 'wine'" READY 10
+tap_ok $? "wine READY again"
+g2=$(maxgen)
+wait_note "$g2" 5
+tap_ok $? "the listener is told generation $g2"
+tap_is "$(gw_routes "$g2")" "iris/iris@1=http://iris.mlp-gw.example.com wine/wine@1=http://wine.mlp-gw.example.com" "generation $g2 routes wine again"
+[ "$g2" -gt "$((g1 + 1))" ]
+tap_ok $? "leaving READY and coming back made at least two generations ($g1 -> $g2)"
+
+# --- undeploy: the route goes with the intent (the endpoint must not take new traffic)
+q $DB "SELECT mlplat.undeploy('gw', 'wine')" >/dev/null
+g3=$((g2 + 1))
+wait_note "$g3" 5
+tap_ok $? "undeploy: the listener is told generation $g3"
+tap_is "$(gw_routes "$g3")" "iris/iris@1=http://iris.mlp-gw.example.com" "generation $g3 routes iris only"
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE project_id = $GW AND name = 'wine'" DELETED 15
+tap_ok $? "wine ends DELETED"
+# every notification matches a generation, in order, no duplicates
+tap_is "$(notes)" "$(q $DB "SELECT string_agg(generation::text, ' ' ORDER BY generation) FROM mlplat.route_generations WHERE generation > $BASE")" \
+	"the listener got exactly the generations, in order"
+
+# --- deploy deadline: a revision that never becomes ready
+q $DB "ALTER SYSTEM SET mlplat.deploy_deadline = '3s'" >/dev/null
+q $DB "SELECT pg_reload_conf()" >/dev/null
+admin PUT config '{"readyDelayMs": 600000}' >/dev/null
+gd=$(maxgen)
+t0=$(date +%s%N)
+q $DB "SELECT mlplat.deploy('gw', 'slow', 'wine', '1', 'kserve-sklearnserver')" >/dev/null
+sleep 1.5
+tap_is "$(q $DB "SELECT status FROM mlplat.deployments WHERE project_id = $GW AND name = 'slow'")" DEPLOYING "before the deadline: DEPLOYING"
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE project_id = $GW AND name = 'slow'" FAILED 10
+rc=$?
+ms=$((($(date +%s%N) - t0) / 1000000))
+tap_ok $rc "past the deadline: FAILED"
+[ "$ms" -ge 3000 ]
+tap_ok $? "not before the deadline ($ms ms after the deploy)"
+echo "# deploy -> FAILED at the 3 s deadline in $ms ms"
+tap_is "$(q $DB "SELECT status_reason FROM mlplat.deployments WHERE project_id = $GW AND name = 'slow'")" \
+	"revision 1 was not READY within the deploy deadline of 3 s (mlplat.deploy_deadline)" "the reason names the deadline"
+# a new intent starts a new deadline
+t0=$(date +%s%N)
+q $DB "SELECT mlplat.deploy('gw', 'slow', 'wine', '1', 'kserve-sklearnserver', 0, 1, 2)" >/dev/null
+sleep 1.5
+tap_is "$(q $DB "SELECT status || '/' || desired_revision FROM mlplat.deployments WHERE project_id = $GW AND name = 'slow'")" DEPLOYING/2 \
+	"a new deploy waits again (new deadline)"
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE project_id = $GW AND name = 'slow'" FAILED 10
+rc=$?
+ms=$((($(date +%s%N) - t0) / 1000000))
+[ $rc = 0 ] && [ "$ms" -ge 3000 ]
+tap_ok $? "... and is FAILED at its own deadline ($ms ms after the second deploy)"
+q $DB "SELECT mlplat.rollback_deployment('gw', 'slow')" >/dev/null
+sleep 1.5
+tap_is "$(q $DB "SELECT status || '/' || desired_revision FROM mlplat.deployments WHERE project_id = $GW AND name = 'slow'")" DEPLOYING/1 \
+	"a rollback starts a new deadline too"
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE project_id = $GW AND name = 'slow'" FAILED 10
+tap_ok $? "... and fails at it"
+tap_is "$(maxgen)" "$gd" "a deployment that never became ready never got a route"
+admin PUT config '{"readyDelayMs": 300}' >/dev/null
+q $DB "ALTER SYSTEM RESET mlplat.deploy_deadline" >/dev/null
+q $DB "SELECT pg_reload_conf()" >/dev/null
+
+# leave nothing live for the scripts that run after this one against their own stand-in
+listener_stop
+q $DB "SELECT mlplat.undeploy('gw', d) FROM unnest(ARRAY['iris', 'slow']) d" >/dev/null
+wait_for $DB "SELECT count(*) FROM mlplat.deployments d JOIN mlplat.projects p ON p.id = d.project_id
+              WHERE p.name = 'gw' AND d.status <> 'DELETED'" 0 20
+tap_ok $? "undeploy: every deployment of gw ends DELETED"
+q $DB "SELECT mlplat.delete_project('gw')" >/dev/null
+wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'gw'" DELETED 20
+tap_ok $? "project gw is deleted once its deployments are gone"
+tap_is "$(gw_routes "")" "" "its last generation routes nothing"
+tap_done
