@@ -83,6 +83,30 @@ SELECT c.project, c.name, c.status, c.deadline_passed AS passed_5s,
 FROM mlplat._deployments_claim(false, false, 5000) c WHERE c.project IN ('routes', 'routes2') ORDER BY 1, 2;
 SELECT :acc FROM mlplat.deploy('routes', 'iris', 'iris', '2', 'kserve-sklearnserver');
 SELECT c.name, c.deadline_passed FROM mlplat._deployments_claim(false, false, 5000) c WHERE c.project = 'routes' ORDER BY 1;
+-- a deployment's own deadline overrides the setting, also for the wait in progress
+SET ROLE regress_rt_deployer;
+SELECT :acc FROM mlplat.set_deploy_deadline('routes', 'wine', '2 seconds', 'k2');
+SELECT :acc FROM mlplat.set_deploy_deadline('routes', 'wine', '2 seconds', 'k2');
+SELECT :acc FROM mlplat.set_deploy_deadline('routes', 'wine', '-1 second');
+SELECT :acc FROM mlplat.set_deploy_deadline('routes', 'wine', '8 days');
+SELECT :acc FROM mlplat.set_deploy_deadline('routes', 'nosuch', '1 hour');
+SET ROLE regress_rt_viewer;
+SELECT :acc FROM mlplat.set_deploy_deadline('routes', 'wine', '1 hour');
+RESET ROLE;
+UPDATE mlplat.deployments SET ready_wait_since = now() - interval '3 seconds' WHERE name = 'wine';
+SELECT c.name, c.deadline_ms, c.deadline_own, c.deadline_passed
+FROM mlplat._deployments_claim(false, false, 60000) c WHERE c.project = 'routes' ORDER BY 1;
+SELECT deployment, deploy_deadline FROM mlplat.deployment_status WHERE project = 'routes' ORDER BY 1;
+-- 0 disables it; NULL goes back to the setting
+SET ROLE regress_rt_deployer;
+SELECT :acc FROM mlplat.set_deploy_deadline('routes', 'wine', '0');
+RESET ROLE;
+SELECT c.name, c.deadline_ms, c.deadline_passed FROM mlplat._deployments_claim(false, false, 1000) c WHERE c.name = 'wine';
+SET ROLE regress_rt_deployer;
+SELECT :acc FROM mlplat.set_deploy_deadline('routes', 'wine', NULL);
+RESET ROLE;
+SELECT c.name, c.deadline_ms, c.deadline_own, c.deadline_passed FROM mlplat._deployments_claim(false, false, 1000) c WHERE c.name = 'wine';
+SELECT actor, detail FROM mlplat.audit_events WHERE project = 'routes' AND action = 'set_deploy_deadline' ORDER BY id;
 
 -- ---------------------------------------------------------------- route generations
 SELECT coalesce(max(generation), 0) AS base FROM mlplat.route_generations \gset

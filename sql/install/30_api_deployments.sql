@@ -2,12 +2,15 @@
 
 -- drift_policy: 'repair' re-applies the desired revision over drift, 'report' only shows it.
 -- ready_wait_since: when the intent (deploy, rollback) that the deployment still waits on was
---   made; the deploy deadline (mlplat.deploy_deadline) counts from it.  NULL once READY.
+--   made; the deploy deadline counts from it.  NULL once READY.
+-- deploy_deadline: this deployment's deadline; NULL: the setting mlplat.deploy_deadline.
 ALTER TABLE mlplat.deployments
   ADD COLUMN drift_policy text NOT NULL DEFAULT 'repair' CHECK (drift_policy IN ('repair', 'report')),
-  ADD COLUMN ready_wait_since timestamptz;
+  ADD COLUMN ready_wait_since timestamptz,
+  ADD COLUMN deploy_deadline interval;
 INSERT INTO mlplat.policies (role, action)
-VALUES ('deployer', 'set_drift_policy'), ('owner', 'set_drift_policy');
+VALUES ('deployer', 'set_drift_policy'), ('owner', 'set_drift_policy'),
+       ('deployer', 'set_deploy_deadline'), ('owner', 'set_deploy_deadline');
 
 -- Pure renderer: the exact KServe v1beta1 InferenceService for one revision.  Deterministic
 -- (same arguments, same jsonb), no I/O.  The result is stored in the revision at deploy time
@@ -422,5 +425,48 @@ BEGIN
     pg_catalog.jsonb_build_object('from', d.drift_policy, 'to', set_drift_policy.policy,
                                   'unchanged', d.drift_policy = set_drift_policy.policy), who);
   PERFORM mlplat._idem_store('set_drift_policy', set_drift_policy.idempotency_key, r, who);
+  RETURN r;
+END $$;
+
+-- This deployment's deploy deadline (NULL: the setting mlplat.deploy_deadline; 0: none).  It
+-- applies to the wait in progress too, counted from the deploy or rollback that started it.
+CREATE FUNCTION mlplat.set_deploy_deadline(project text, deployment text, deadline interval,
+                                           idempotency_key text DEFAULT NULL)
+RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, mlplat, pg_temp AS $$
+DECLARE
+  pid bigint := mlplat._authorize('set_deploy_deadline', set_deploy_deadline.project);
+  who text := mlplat._actor();
+  r mlplat.accepted;
+  tp text := mlplat._traceparent();
+  d mlplat.deployments;
+BEGIN
+  r := mlplat._idem_claim('set_deploy_deadline', set_deploy_deadline.idempotency_key,
+         pg_catalog.jsonb_build_array(set_deploy_deadline.project, set_deploy_deadline.deployment,
+                                      set_deploy_deadline.deadline::text), who);
+  IF r.request_id IS NOT NULL THEN RETURN r; END IF;
+  IF set_deploy_deadline.deadline < interval '0' OR set_deploy_deadline.deadline > interval '7 days' THEN
+    PERFORM mlplat._bad_input('deadline', 'must be from 0 to 7 days',
+      'Pass e.g. ''15 minutes''; 0 disables the deadline, NULL uses the setting mlplat.deploy_deadline.');
+  END IF;
+  PERFORM mlplat._find_deployment(pid, set_deploy_deadline.deployment);
+  PERFORM mlplat._lock_project(pid, false, 'set_deploy_deadline');
+  SELECT * INTO d FROM mlplat.deployments x
+  WHERE x.project_id = pid AND x.name = set_deploy_deadline.deployment FOR NO KEY UPDATE;
+  IF d.status IN ('DELETING', 'DELETED') THEN
+    PERFORM mlplat._wrong_state('deployment', d.name, d.status, 'set_deploy_deadline', 'Deploy it again first.');
+  END IF;
+  r := (pg_catalog.gen_random_uuid(), 'deployment', d.id, d.desired_revision, d.status, false)::mlplat.accepted;
+  IF d.deploy_deadline IS DISTINCT FROM set_deploy_deadline.deadline THEN
+    UPDATE mlplat.deployments x
+    SET deploy_deadline = set_deploy_deadline.deadline, row_version = x.row_version + 1, updated_at = pg_catalog.now()
+    WHERE x.id = d.id;
+    PERFORM mlplat._wake_on_commit('deployments');
+  END IF;
+  PERFORM mlplat._audit('set_deploy_deadline', set_deploy_deadline.project, pid, 'deployment', d.id, r.request_id, tp,
+    pg_catalog.jsonb_build_object('from_seconds', pg_catalog.date_part('epoch', d.deploy_deadline),
+                                  'to_seconds', pg_catalog.date_part('epoch', set_deploy_deadline.deadline),
+                                  'unchanged', d.deploy_deadline IS NOT DISTINCT FROM set_deploy_deadline.deadline), who);
+  PERFORM mlplat._idem_store('set_deploy_deadline', set_deploy_deadline.idempotency_key, r, who);
   RETURN r;
 END $$;

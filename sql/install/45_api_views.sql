@@ -24,7 +24,7 @@ SELECT p.name AS project, d.name AS deployment, d.status, d.status_reason,
        (dr.intent->>'gpus')::int AS gpus, (dr.intent->>'min_replicas')::int AS min_replicas,
        (dr.intent->>'max_replicas')::int AS max_replicas, d.endpoint,
        d.drift_policy, CASE WHEN d.status = 'DRIFTED' THEN d.observed->'drift_paths' END AS drift_paths,
-       d.ready_wait_since,
+       d.ready_wait_since, d.deploy_deadline,
        d.generation, d.observed_generation, d.attempts, d.last_error, d.next_attempt_at,
        CASE WHEN d.observed_generation < d.generation THEN pg_catalog.now() - d.updated_at END AS pending_for,
        d.traceparent, d.created_at, d.updated_at

@@ -6,15 +6,17 @@
 -- simply read again next pass) and the caller still holds the kind's epoch.
 
 -- p_only_new: a pass woken by a commit takes just the intents not yet applied.
--- p_deadline_ms: mlplat.deploy_deadline of the calling worker (0: none); deadline_passed says
--- the revision asked for at ready_wait_since has had longer than that to become READY.
+-- p_deadline_ms: mlplat.deploy_deadline of the calling worker (0: none); a deployment's own
+-- deploy_deadline overrides it.  deadline_ms is the one that applies (deadline_own: the
+-- deployment's), deadline_passed says the revision asked for at ready_wait_since has had
+-- longer than that to become READY.
 CREATE FUNCTION mlplat._deployments_claim(p_resync boolean, p_only_new boolean DEFAULT false,
                                           p_deadline_ms int DEFAULT 0)
 RETURNS TABLE (id bigint, project text, namespace text, name text, status text,
                generation bigint, observed_generation bigint, row_version bigint,
                desired_revision int, spec text, spec_digest text, traceparent text,
                attempts int, due boolean, drift_policy text, status_reason text,
-               deadline_passed boolean)
+               deadline_passed boolean, deadline_ms bigint, deadline_own boolean)
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
@@ -25,9 +27,12 @@ AS $$
            AND (p_resync OR d.generation <> d.observed_generation
                 OR d.status IN ('PENDING', 'DEPLOYING', 'DRIFTED', 'DELETING')),
          d.drift_policy, d.status_reason,
-         p_deadline_ms > 0 AND d.ready_wait_since IS NOT NULL
-           AND d.ready_wait_since + pg_catalog.make_interval(secs => p_deadline_ms / 1000.0) < pg_catalog.now()
+         dl.ms > 0 AND d.ready_wait_since IS NOT NULL
+           AND d.ready_wait_since + pg_catalog.make_interval(secs => dl.ms / 1000.0) < pg_catalog.now(),
+         dl.ms, d.deploy_deadline IS NOT NULL
     FROM mlplat.deployments d
+    CROSS JOIN LATERAL (SELECT coalesce((pg_catalog.date_part('epoch', d.deploy_deadline) * 1000)::bigint,
+                                        p_deadline_ms) AS ms) dl
     JOIN mlplat.projects p ON p.id = d.project_id
     LEFT JOIN mlplat.deployment_revisions r
            ON r.deployment_id = d.id AND r.revision = d.desired_revision

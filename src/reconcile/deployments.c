@@ -66,7 +66,9 @@ typedef struct Deployment
 	bool		due;
 	bool		drift_report;	/* drift policy 'report': observe only, never repair */
 	char	   *status_reason;
-	bool		deadline_passed;	/* not READY within mlplat.deploy_deadline of its intent */
+	bool		deadline_passed;	/* not READY within its deploy deadline of its intent */
+	int64		deadline_ms;	/* the deploy deadline that applies */
+	bool		deadline_own;	/* ... set for this deployment, not mlplat.deploy_deadline */
 	/* observed */
 	const MlJsonValue *obj;
 	/* decided */
@@ -169,11 +171,13 @@ drift_paths_json(const MlSpecDiff *diff)
 static char *
 deadline_reason(const Deployment *d)
 {
-	return mlplat_deploy_deadline_ms % 1000 == 0
-		? psprintf("revision %d was not READY within the deploy deadline of %d s (mlplat.deploy_deadline)",
-				   d->desired_revision, mlplat_deploy_deadline_ms / 1000)
-		: psprintf("revision %d was not READY within the deploy deadline of %d ms (mlplat.deploy_deadline)",
-				   d->desired_revision, mlplat_deploy_deadline_ms);
+	const char *whose = d->deadline_own ? "set_deploy_deadline" : "mlplat.deploy_deadline";
+
+	return d->deadline_ms % 1000 == 0
+		? psprintf("revision %d was not READY within the deploy deadline of %lld s (%s)",
+				   d->desired_revision, (long long) (d->deadline_ms / 1000), whose)
+		: psprintf("revision %d was not READY within the deploy deadline of %lld ms (%s)",
+				   d->desired_revision, (long long) d->deadline_ms, whose);
 }
 
 /*
@@ -340,6 +344,9 @@ claim(MlplatPass *pass, List **out, char **instance)
 		d->status_reason = SPI_getvalue(t, td, 16);
 		v = SPI_getvalue(t, td, 17);
 		d->deadline_passed = v && v[0] == 't';
+		d->deadline_ms = atoll(SPI_getvalue(t, td, 18));
+		v = SPI_getvalue(t, td, 19);
+		d->deadline_own = v && v[0] == 't';
 		*out = lappend(*out, d);
 	}
 	mlplat_txn_commit();

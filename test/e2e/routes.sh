@@ -189,10 +189,21 @@ tap_is "$(q $DB "SELECT status || '/' || desired_revision FROM mlplat.deployment
 	"a rollback starts a new deadline too"
 wait_for $DB "SELECT status FROM mlplat.deployments WHERE project_id = $GW AND name = 'slow'" FAILED 10
 tap_ok $? "... and fails at it"
-tap_is "$(maxgen)" "$gd" "a deployment that never became ready never got a route"
-admin PUT config '{"readyDelayMs": 300}' >/dev/null
+# the deployment's own deadline overrides the setting (back at its 10 min default)
 q $DB "ALTER SYSTEM RESET mlplat.deploy_deadline" >/dev/null
 q $DB "SELECT pg_reload_conf()" >/dev/null
+q $DB "SELECT mlplat.set_deploy_deadline('gw', 'slow', '2 seconds')" >/dev/null
+t0=$(date +%s%N)
+q $DB "SELECT mlplat.deploy('gw', 'slow', 'wine', '1', 'kserve-sklearnserver', 0, 1, 3)" >/dev/null
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE project_id = $GW AND name = 'slow'" FAILED 10
+rc=$?
+ms=$((($(date +%s%N) - t0) / 1000000))
+[ $rc = 0 ] && [ "$ms" -ge 2000 ]
+tap_ok $? "set_deploy_deadline: FAILED at the deployment's own 2 s deadline ($ms ms), not the 10 min setting"
+tap_is "$(q $DB "SELECT status_reason FROM mlplat.deployments WHERE project_id = $GW AND name = 'slow'")" \
+	"revision 3 was not READY within the deploy deadline of 2 s (set_deploy_deadline)" "the reason names the deployment's deadline"
+tap_is "$(maxgen)" "$gd" "a deployment that never became ready never got a route"
+admin PUT config '{"readyDelayMs": 300}' >/dev/null
 
 # leave nothing live for the scripts that run after this one against their own stand-in
 listener_stop

@@ -3,7 +3,7 @@
 -- on order; "allowed" means the call got past authorization (it may still fail later for a
 -- state reason, which is not 42501).
 BEGIN;
-SELECT plan(131);
+SELECT plan(138);
 \ir lib/helpers.sql
 
 DO $$ DECLARE r text; BEGIN
@@ -44,6 +44,7 @@ INSERT INTO tap_actions VALUES
   ('promote_rollout',     3, $q$SELECT mlplat.promote_rollout('tapp', 'web')$q$),
   ('abort_rollout',       3, $q$SELECT mlplat.abort_rollout('tapp', 'web')$q$),
   ('set_drift_policy',    3, $q$SELECT mlplat.set_drift_policy('tapp', 'web', 'report')$q$),
+  ('set_deploy_deadline', 3, $q$SELECT mlplat.set_deploy_deadline('tapp', 'web', '1 hour')$q$),
   ('set_project_quota',   4, $q$SELECT mlplat.set_project_quota('tapp', 10)$q$),
   ('delete_project',      4, $q$SELECT mlplat.delete_project('tapp')$q$),
   ('grant_role',          4, $q$SELECT mlplat.grant_role('tapp', 'someone', 'viewer')$q$),
@@ -53,7 +54,7 @@ CREATE TEMP TABLE tap_roles (role text, rank int);
 INSERT INTO tap_roles VALUES ('tap_outsider', 0), ('tap_viewer', 1), ('tap_developer', 2), ('tap_deployer', 3), ('tap_owner', 4);
 GRANT SELECT ON tap_actions, tap_roles TO PUBLIC;
 
--- the matrix (18 actions x 5 roles = 90 tests): allowed exactly when the role's rank reaches the action's
+-- the matrix (19 actions x 5 roles = 95 tests): allowed exactly when the role's rank reaches the action's
 SELECT is(public.tap_api_try(r.role, a.sql) <> '42501', r.rank >= a.rank,
           format('%s %s %s', r.role, CASE WHEN r.rank >= a.rank THEN 'may' ELSE 'may not' END, a.action))
 FROM tap_roles r CROSS JOIN tap_actions a ORDER BY a.rank, a.action, r.rank;
@@ -62,7 +63,7 @@ FROM tap_roles r CROSS JOIN tap_actions a ORDER BY a.rank, a.action, r.rank;
 SELECT is(public.tap_api_try('tap_developer', sql), 'ok', 'developer ' || action || ' succeeds')
 FROM tap_actions WHERE action IN ('register_model', 'start_run', 'start_pipeline_run', 'cancel_run') ORDER BY action;
 SELECT is(public.tap_api_try('tap_deployer', sql), 'ok', 'deployer ' || action || ' succeeds')
-FROM tap_actions WHERE action IN ('deploy', 'undeploy', 'set_model_stage', 'set_drift_policy') ORDER BY action;
+FROM tap_actions WHERE action IN ('deploy', 'undeploy', 'set_model_stage', 'set_drift_policy', 'set_deploy_deadline') ORDER BY action;
 SELECT is(public.tap_api_try('tap_owner', sql), 'ok', 'owner ' || action || ' succeeds')
 FROM tap_actions WHERE action IN ('set_project_quota', 'grant_role') ORDER BY action;
 
@@ -76,7 +77,7 @@ RESET ROLE;
 SELECT is(public.tap_api_try('tap_owner', replace(sql, '''tapp''', '''tapq''')), '42501',
           'tapp owner may not ' || action || ' in tapq')
 FROM tap_actions WHERE action IN ('view', 'deploy', 'undeploy', 'cancel_run', 'grant_role', 'delete_project', 'set_project_quota',
-                                  'set_drift_policy')
+                                  'set_drift_policy', 'set_deploy_deadline')
 ORDER BY action;
 
 -- ... and reads nothing of tapq through tables, views or COPY
