@@ -382,50 +382,69 @@ BEGIN
   RETURN s;
 END $$;
 
+-- What set_drift_policy and set_deploy_deadline share: not an intent for the cluster (no
+-- revision, no generation bump), so only row_version + 1 (a pass that decided under the old
+-- setting loses its compare-and-swap) and a wake: the reconciler looks again at once.  The
+-- caller has authorized and validated; p_action names the setting it changes.
+CREATE FUNCTION mlplat._set_deployment_option(p_action text, p_pid bigint, p_project text, p_deployment text,
+                                              p_policy text, p_deadline interval, p_key text)
+RETURNS mlplat.accepted LANGUAGE plpgsql AS $$
+DECLARE
+  who text := mlplat._actor();
+  r mlplat.accepted;
+  tp text := mlplat._traceparent();
+  d mlplat.deployments;
+  is_policy boolean := p_action = 'set_drift_policy';
+  unchanged boolean;
+BEGIN
+  r := mlplat._idem_claim(p_action, p_key,
+         pg_catalog.jsonb_build_array(p_project, p_deployment,
+           CASE WHEN is_policy THEN pg_catalog.to_jsonb(p_policy)
+                ELSE pg_catalog.to_jsonb(pg_catalog.date_part('epoch', p_deadline)) END), who);
+  IF r.request_id IS NOT NULL THEN RETURN r; END IF;
+  PERFORM mlplat._find_deployment(p_pid, p_deployment);
+  PERFORM mlplat._lock_project(p_pid, false, p_action);
+  SELECT * INTO d FROM mlplat.deployments x WHERE x.project_id = p_pid AND x.name = p_deployment FOR NO KEY UPDATE;
+  IF d.status IN ('DELETING', 'DELETED') THEN
+    PERFORM mlplat._wrong_state('deployment', d.name, d.status, p_action, 'Deploy it again first.');
+  END IF;
+  r := (pg_catalog.gen_random_uuid(), 'deployment', d.id, d.desired_revision, d.status, false)::mlplat.accepted;
+  unchanged := CASE WHEN is_policy THEN d.drift_policy = p_policy
+                    ELSE d.deploy_deadline IS NOT DISTINCT FROM p_deadline END;
+  IF NOT unchanged THEN
+    UPDATE mlplat.deployments x
+    SET drift_policy = CASE WHEN is_policy THEN p_policy ELSE x.drift_policy END,
+        deploy_deadline = CASE WHEN is_policy THEN x.deploy_deadline ELSE p_deadline END,
+        row_version = x.row_version + 1, next_attempt_at = LEAST(x.next_attempt_at, pg_catalog.now()),
+        updated_at = pg_catalog.now()
+    WHERE x.id = d.id;
+    PERFORM mlplat._wake_on_commit('deployments');
+  END IF;
+  PERFORM mlplat._audit(p_action, p_project, p_pid, 'deployment', d.id, r.request_id, tp,
+    CASE WHEN is_policy THEN pg_catalog.jsonb_build_object('from', d.drift_policy, 'to', p_policy)
+         ELSE pg_catalog.jsonb_build_object('from_seconds', pg_catalog.date_part('epoch', d.deploy_deadline),
+                                            'to_seconds', pg_catalog.date_part('epoch', p_deadline)) END
+    || pg_catalog.jsonb_build_object('unchanged', unchanged), who);
+  PERFORM mlplat._idem_store(p_action, p_key, r, who);
+  RETURN r;
+END $$;
+
 -- How the deployments reconciler treats drift of this deployment: 'repair' (the default)
 -- re-applies the desired revision, 'report' only marks it DRIFTED with the differing paths.
--- No new revision and no generation bump: the cluster intent is unchanged, so the commit
--- only wakes the reconciler, which looks again at once.
 CREATE FUNCTION mlplat.set_drift_policy(project text, deployment text, policy text,
                                         idempotency_key text DEFAULT NULL)
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, mlplat, pg_temp AS $$
 DECLARE
   pid bigint := mlplat._authorize('set_drift_policy', set_drift_policy.project);
-  who text := mlplat._actor();
-  r mlplat.accepted;
-  tp text := mlplat._traceparent();
-  d mlplat.deployments;
 BEGIN
-  r := mlplat._idem_claim('set_drift_policy', set_drift_policy.idempotency_key,
-         pg_catalog.jsonb_build_array(set_drift_policy.project, set_drift_policy.deployment,
-                                      set_drift_policy.policy), who);
-  IF r.request_id IS NOT NULL THEN RETURN r; END IF;
+  PERFORM mlplat._check_key(set_drift_policy.idempotency_key);
   IF set_drift_policy.policy IS NULL OR set_drift_policy.policy NOT IN ('repair', 'report') THEN
     PERFORM mlplat._bad_input('policy', 'must be ''repair'' or ''report''',
       '''repair'' re-applies the desired revision over drift; ''report'' only shows the differing paths.');
   END IF;
-  PERFORM mlplat._find_deployment(pid, set_drift_policy.deployment);
-  PERFORM mlplat._lock_project(pid, false, 'set_drift_policy');
-  SELECT * INTO d FROM mlplat.deployments x
-  WHERE x.project_id = pid AND x.name = set_drift_policy.deployment FOR NO KEY UPDATE;
-  IF d.status IN ('DELETING', 'DELETED') THEN
-    PERFORM mlplat._wrong_state('deployment', d.name, d.status, 'set_drift_policy', 'Deploy it again first.');
-  END IF;
-  r := (pg_catalog.gen_random_uuid(), 'deployment', d.id, d.desired_revision, d.status, false)::mlplat.accepted;
-  IF d.drift_policy <> set_drift_policy.policy THEN
-    -- row_version + 1: a pass that decided under the old policy loses its compare-and-swap
-    UPDATE mlplat.deployments x
-    SET drift_policy = set_drift_policy.policy, row_version = x.row_version + 1,
-        next_attempt_at = LEAST(x.next_attempt_at, pg_catalog.now()), updated_at = pg_catalog.now()
-    WHERE x.id = d.id;
-    PERFORM mlplat._wake_on_commit('deployments');
-  END IF;
-  PERFORM mlplat._audit('set_drift_policy', set_drift_policy.project, pid, 'deployment', d.id, r.request_id, tp,
-    pg_catalog.jsonb_build_object('from', d.drift_policy, 'to', set_drift_policy.policy,
-                                  'unchanged', d.drift_policy = set_drift_policy.policy), who);
-  PERFORM mlplat._idem_store('set_drift_policy', set_drift_policy.idempotency_key, r, who);
-  RETURN r;
+  RETURN mlplat._set_deployment_option('set_drift_policy', pid, set_drift_policy.project, set_drift_policy.deployment,
+                                       set_drift_policy.policy, NULL, set_drift_policy.idempotency_key);
 END $$;
 
 -- This deployment's deploy deadline (NULL: the setting mlplat.deploy_deadline; 0: none).  It
@@ -436,37 +455,13 @@ RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, mlplat, pg_temp AS $$
 DECLARE
   pid bigint := mlplat._authorize('set_deploy_deadline', set_deploy_deadline.project);
-  who text := mlplat._actor();
-  r mlplat.accepted;
-  tp text := mlplat._traceparent();
-  d mlplat.deployments;
 BEGIN
-  r := mlplat._idem_claim('set_deploy_deadline', set_deploy_deadline.idempotency_key,
-         pg_catalog.jsonb_build_array(set_deploy_deadline.project, set_deploy_deadline.deployment,
-                                      set_deploy_deadline.deadline::text), who);
-  IF r.request_id IS NOT NULL THEN RETURN r; END IF;
+  PERFORM mlplat._check_key(set_deploy_deadline.idempotency_key);
   IF set_deploy_deadline.deadline < interval '0' OR set_deploy_deadline.deadline > interval '7 days' THEN
     PERFORM mlplat._bad_input('deadline', 'must be from 0 to 7 days',
       'Pass e.g. ''15 minutes''; 0 disables the deadline, NULL uses the setting mlplat.deploy_deadline.');
   END IF;
-  PERFORM mlplat._find_deployment(pid, set_deploy_deadline.deployment);
-  PERFORM mlplat._lock_project(pid, false, 'set_deploy_deadline');
-  SELECT * INTO d FROM mlplat.deployments x
-  WHERE x.project_id = pid AND x.name = set_deploy_deadline.deployment FOR NO KEY UPDATE;
-  IF d.status IN ('DELETING', 'DELETED') THEN
-    PERFORM mlplat._wrong_state('deployment', d.name, d.status, 'set_deploy_deadline', 'Deploy it again first.');
-  END IF;
-  r := (pg_catalog.gen_random_uuid(), 'deployment', d.id, d.desired_revision, d.status, false)::mlplat.accepted;
-  IF d.deploy_deadline IS DISTINCT FROM set_deploy_deadline.deadline THEN
-    UPDATE mlplat.deployments x
-    SET deploy_deadline = set_deploy_deadline.deadline, row_version = x.row_version + 1, updated_at = pg_catalog.now()
-    WHERE x.id = d.id;
-    PERFORM mlplat._wake_on_commit('deployments');
-  END IF;
-  PERFORM mlplat._audit('set_deploy_deadline', set_deploy_deadline.project, pid, 'deployment', d.id, r.request_id, tp,
-    pg_catalog.jsonb_build_object('from_seconds', pg_catalog.date_part('epoch', d.deploy_deadline),
-                                  'to_seconds', pg_catalog.date_part('epoch', set_deploy_deadline.deadline),
-                                  'unchanged', d.deploy_deadline IS NOT DISTINCT FROM set_deploy_deadline.deadline), who);
-  PERFORM mlplat._idem_store('set_deploy_deadline', set_deploy_deadline.idempotency_key, r, who);
-  RETURN r;
+  RETURN mlplat._set_deployment_option('set_deploy_deadline', pid, set_deploy_deadline.project,
+                                       set_deploy_deadline.deployment, NULL, set_deploy_deadline.deadline,
+                                       set_deploy_deadline.idempotency_key);
 END $$;
