@@ -123,15 +123,15 @@ UPDATE mlplat.deployments SET status_reason = 'still ready', attempts = 1 WHERE 
 SELECT count(*) - 1 AS new_generations FROM mlplat.route_generations WHERE generation > :base;
 -- a rolled-back write-back publishes nothing
 BEGIN;
-UPDATE mlplat.deployments SET status = 'READY', endpoint = 'http://wine.mlp-routes.example.com', observed_revision = 2
+UPDATE mlplat.deployments SET status = 'READY', endpoint = 'http://wine.mlp-routes.example.com', observed_revision = 2, ready_revision = 2
 WHERE name = 'wine';
 ROLLBACK;
 SELECT count(*) AS generations FROM mlplat.route_generations WHERE generation > :base;
 -- two deployments in one transaction: one generation with both (the trigger is deferred to commit)
 BEGIN;
-UPDATE mlplat.deployments SET status = 'READY', endpoint = 'http://wine.mlp-routes.example.com', observed_revision = 2
+UPDATE mlplat.deployments SET status = 'READY', endpoint = 'http://wine.mlp-routes.example.com', observed_revision = 2, ready_revision = 2
 WHERE name = 'wine' AND project_id = (SELECT id FROM mlplat.projects WHERE name = 'routes');
-UPDATE mlplat.deployments SET status = 'READY', endpoint = 'http://iris.mlp-routes2.example.com', observed_revision = 1
+UPDATE mlplat.deployments SET status = 'READY', endpoint = 'http://iris.mlp-routes2.example.com', observed_revision = 1, ready_revision = 1
 WHERE name = 'iris' AND project_id = (SELECT id FROM mlplat.projects WHERE name = 'routes2');
 UPDATE mlplat.deployments SET endpoint = 'http://iris2.mlp-routes.example.com'
 WHERE name = 'iris' AND project_id = (SELECT id FROM mlplat.projects WHERE name = 'routes');
@@ -141,6 +141,20 @@ SELECT count(*) AS before_commit FROM mlplat.route_generations WHERE generation 
 COMMIT;
 SELECT generation - :base AS gen, (SELECT name FROM mlplat.projects WHERE id = project_id) AS project, routes
 FROM mlplat.route_generations WHERE generation > :base ORDER BY generation;
+-- a redeploy (READY -> DEPLOYING) keeps the route on the revision seen READY: KServe serves
+-- it until the new one is ready.  No generation until then ...
+SET ROLE regress_rt_deployer;
+SELECT :acc FROM mlplat.deploy('routes', 'iris', 'iris', '2', 'kserve-sklearnserver', 0, 1, 2);
+RESET ROLE;
+SELECT d.status, d.desired_revision, d.ready_revision FROM mlplat.deployments d
+JOIN mlplat.projects p ON p.id = d.project_id WHERE p.name = 'routes' AND d.name = 'iris';
+SELECT count(*) AS generations FROM mlplat.route_generations WHERE generation > :base;
+-- ... then the route moves to the new revision
+SELECT mlplat._deployments_writeback(d.id, d.row_version, 42, 'READY', 'ready', d.generation, d.desired_revision,
+                                     'http://iris.mlp-routes.example.com', NULL, NULL, NULL)
+FROM mlplat.deployments d JOIN mlplat.projects p ON p.id = d.project_id WHERE p.name = 'routes' AND d.name = 'iris';
+SELECT generation - :base AS gen, routes->'iris' AS iris FROM mlplat.route_generations WHERE generation > :base
+ORDER BY generation DESC LIMIT 1;
 -- DRIFTED keeps the route (the endpoint still serves); leaving READY removes it
 UPDATE mlplat.deployments SET status = 'DRIFTED' WHERE name = 'wine';
 SELECT count(*) AS generations FROM mlplat.route_generations WHERE generation > :base;

@@ -35,7 +35,7 @@ bulk() {
 BEGIN;
 \timing on
 UPDATE mlplat.deployments SET status = 'READY', endpoint = 'http://' || name || '.example.com',
-       observed_revision = desired_revision WHERE project_id = $1;
+       observed_revision = desired_revision, ready_revision = desired_revision WHERE project_id = $1;
 COMMIT;
 SQL
 }

@@ -107,7 +107,8 @@ CREATE TABLE mlplat.deployments (
   desired_revision    int,
   previous_revision   int,
   latest_revision     int NOT NULL DEFAULT 0,
-  observed_revision   int,
+  observed_revision   int,                        -- the revision last applied
+  ready_revision      int,                        -- the revision last observed READY: what serves
   desired_gpus        int NOT NULL DEFAULT 0,     -- gpus x max_replicas of the desired revision
   endpoint            text,
   generation          bigint NOT NULL DEFAULT 0,

@@ -58,6 +58,8 @@ BEGIN
            status_reason = p_reason,
            observed_generation = coalesce(p_observed_generation, d.observed_generation),
            observed_revision = coalesce(p_observed_revision, d.observed_revision),
+           ready_revision = CASE WHEN p_status = 'READY' THEN coalesce(p_observed_revision, d.observed_revision)
+                                 WHEN p_status = 'DELETED' THEN NULL ELSE d.ready_revision END,
            endpoint = CASE WHEN p_status IN ('DELETED') THEN NULL ELSE coalesce(p_endpoint, d.endpoint) END,
            ready_wait_since = CASE WHEN p_status = 'READY' THEN NULL ELSE d.ready_wait_since END,
            -- top-level keys of p_observed replace those of observed; the others are kept
@@ -85,11 +87,14 @@ REVOKE ALL ON FUNCTION mlplat._instance_id() FROM PUBLIC;
 
 -- ---------------------------------------------------------------- route generations
 --
--- What gateways route to: per project, model -> the deployments whose endpoint is serving
--- the desired revision (status READY, or DRIFTED: drift is a difference in the spec, the
--- endpoint stays up while it is shown or repaired).  Every change of that set is a new,
--- immutable, numbered generation written by the transaction that changed it (the write-back,
--- or deploy/rollback/undeploy taking a READY deployment out), and NOTIFY mlplat_routes
+-- What gateways route to: per project, model -> the deployments whose endpoint serves a
+-- revision we saw READY (ready_revision), while READY, DRIFTED (drift is a difference in the
+-- spec; the endpoint stays up while it is shown or repaired) or DEPLOYING a newer revision
+-- (KServe keeps the last ready revision serving until the new one is ready, so a redeploy
+-- must not blank the route; the route moves to the new revision when it is READY).  FAILED,
+-- DELETING and PENDING are not routed.  Every change of that set is a new, immutable,
+-- numbered generation written by the transaction that changed it (the write-back, or
+-- undeploy taking a deployment out), and NOTIFY mlplat_routes
 -- carries its number, delivered by PostgreSQL only when that transaction commits.
 --
 -- Numbers are global (a gateway reads "the table as of N"), strictly increasing in commit
@@ -131,11 +136,12 @@ BEGIN
   RETURN (SELECT coalesce(pg_catalog.jsonb_object_agg(m.model, m.entries), '{}'::jsonb)
           FROM (SELECT dr.intent->>'model' AS model,
                        pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(
-                         'deployment', d.name, 'endpoint', d.endpoint, 'revision', d.observed_revision,
+                         'deployment', d.name, 'endpoint', d.endpoint, 'revision', d.ready_revision,
                          'version', dr.intent->>'version') ORDER BY d.name COLLATE "C") AS entries
                 FROM mlplat.deployments d
-                JOIN mlplat.deployment_revisions dr ON dr.deployment_id = d.id AND dr.revision = d.observed_revision
-                WHERE d.project_id = p_project_id AND d.status IN ('READY', 'DRIFTED') AND d.endpoint IS NOT NULL
+                JOIN mlplat.deployment_revisions dr ON dr.deployment_id = d.id AND dr.revision = d.ready_revision
+                WHERE d.project_id = p_project_id AND d.status IN ('READY', 'DRIFTED', 'DEPLOYING')
+                  AND d.endpoint IS NOT NULL
                 GROUP BY 1) m);
 END $$;
 REVOKE ALL ON FUNCTION mlplat._routes_of(bigint) FROM PUBLIC;
@@ -185,14 +191,18 @@ BEGIN
 END $$;
 REVOKE ALL ON FUNCTION mlplat._routes_publish() FROM PUBLIC;
 
--- Fires only for changes that can change a route: entering or leaving the routable statuses,
--- or a routable deployment's endpoint or serving revision changing.
+-- Fires only for changes that can change a route: becoming or ceasing to be routable (the
+-- predicate of _routes_of), or a routable deployment's endpoint or serving revision changing.
+-- A deploy() of a READY deployment (READY -> DEPLOYING, same ready_revision) fires nothing.
 CREATE CONSTRAINT TRIGGER deployments_publish_routes AFTER UPDATE ON mlplat.deployments
   DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
-  WHEN ((OLD.status IN ('READY', 'DRIFTED') AND OLD.endpoint IS NOT NULL)
-          IS DISTINCT FROM (NEW.status IN ('READY', 'DRIFTED') AND NEW.endpoint IS NOT NULL)
-        OR (NEW.status IN ('READY', 'DRIFTED')
-            AND (OLD.endpoint, OLD.observed_revision) IS DISTINCT FROM (NEW.endpoint, NEW.observed_revision)))
+  WHEN (coalesce(OLD.status IN ('READY', 'DRIFTED', 'DEPLOYING') AND OLD.endpoint IS NOT NULL
+                 AND OLD.ready_revision IS NOT NULL, false)
+          IS DISTINCT FROM
+        coalesce(NEW.status IN ('READY', 'DRIFTED', 'DEPLOYING') AND NEW.endpoint IS NOT NULL
+                 AND NEW.ready_revision IS NOT NULL, false)
+        OR (NEW.status IN ('READY', 'DRIFTED', 'DEPLOYING')
+            AND (OLD.endpoint, OLD.ready_revision) IS DISTINCT FROM (NEW.endpoint, NEW.ready_revision)))
   EXECUTE FUNCTION mlplat._routes_publish();
 
 -- The route table as of a generation (default: the latest): per project, the newest

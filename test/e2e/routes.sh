@@ -142,12 +142,29 @@ tap_is "$(gw_routes "$g2")" "iris/iris@1=http://iris.mlp-gw.example.com wine/win
 [ "$g2" -gt "$((g1 + 1))" ]
 tap_ok $? "leaving READY and coming back made at least two generations ($g1 -> $g2)"
 
+# --- a redeploy keeps routing to the revision KServe still serves until the new one is READY
+admin PUT config '{"readyDelayMs": 2500}' >/dev/null
+q $DB "SELECT mlplat.deploy('gw', 'iris', 'iris', '1', 'kserve-sklearnserver', 0, 1, 2)" >/dev/null
+sleep 1
+tap_is "$(q $DB "SELECT status || '/' || desired_revision FROM mlplat.deployments WHERE project_id = $GW AND name = 'iris'")/$(maxgen)" \
+	"DEPLOYING/2/$g2" "redeploy: DEPLOYING revision 2, and no generation was published"
+tap_is "$(q $DB "SELECT string_agg(deployment || '@' || revision, ' ') FROM mlplat.routes WHERE project = 'gw' AND model = 'iris'")" \
+	"iris@1" "redeploy: the route stays on revision 1 while revision 2 is not ready"
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE project_id = $GW AND name = 'iris'" READY 15
+tap_ok $? "redeploy: revision 2 READY"
+g2=$((g2 + 1))
+wait_note "$g2" 5
+tap_ok $? "redeploy: the listener is told generation $g2"
+tap_is "$(gw_routes "$g2")" "iris/iris@2=http://iris.mlp-gw.example.com wine/wine@1=http://wine.mlp-gw.example.com" \
+	"generation $g2 moves the route to revision 2"
+admin PUT config '{"readyDelayMs": 300}' >/dev/null
+
 # --- undeploy: the route goes with the intent (the endpoint must not take new traffic)
 q $DB "SELECT mlplat.undeploy('gw', 'wine')" >/dev/null
 g3=$((g2 + 1))
 wait_note "$g3" 5
 tap_ok $? "undeploy: the listener is told generation $g3"
-tap_is "$(gw_routes "$g3")" "iris/iris@1=http://iris.mlp-gw.example.com" "generation $g3 routes iris only"
+tap_is "$(gw_routes "$g3")" "iris/iris@2=http://iris.mlp-gw.example.com" "generation $g3 routes iris only"
 wait_for $DB "SELECT status FROM mlplat.deployments WHERE project_id = $GW AND name = 'wine'" DELETED 15
 tap_ok $? "wine ends DELETED"
 # every notification matches a generation, in order, no duplicates

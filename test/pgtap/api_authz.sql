@@ -97,7 +97,7 @@ RESET ROLE;
 -- routes: both projects' web become READY (the publishing trigger fires at once, not at the
 -- commit this test never reaches); a member sees their project's routes only
 SET CONSTRAINTS ALL IMMEDIATE;
-UPDATE mlplat.deployments d SET status = 'READY', endpoint = 'http://web.' || p.name, observed_revision = d.desired_revision
+UPDATE mlplat.deployments d SET status = 'READY', endpoint = 'http://web.' || p.name, observed_revision = d.desired_revision, ready_revision = d.desired_revision
 FROM mlplat.projects p WHERE p.id = d.project_id AND d.name = 'web';
 SELECT is((SELECT count(DISTINCT project_id) FROM mlplat.route_generations), 2::bigint, 'both projects published routes');
 SET LOCAL ROLE tap_owner;

@@ -107,7 +107,7 @@ RESET ROLE;
 -- the route publisher (a deferred trigger: made immediate here, this test never commits) and
 -- the drift policy under the same hostile search_path
 SET CONSTRAINTS ALL IMMEDIATE;
-UPDATE mlplat.deployments d SET status = 'READY', endpoint = 'http://web.hij', observed_revision = d.desired_revision
+UPDATE mlplat.deployments d SET status = 'READY', endpoint = 'http://web.hij', observed_revision = d.desired_revision, ready_revision = d.desired_revision
 FROM mlplat.projects p WHERE p.id = d.project_id AND p.name = 'hij' AND d.name = 'web';
 SET LOCAL ROLE tap_attacker;
 CREATE TEMP TABLE route_generations (generation bigint, project_id bigint, routes jsonb);
