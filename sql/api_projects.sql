@@ -75,18 +75,24 @@ RESET ROLE;
 SELECT actor, db_role, action, project FROM mlplat.audit_events
 WHERE project = 'alpha' AND action = 'set_project_quota' ORDER BY id;
 
--- trace context: the caller's traceparent is stored with the entity and the event
+-- trace context: the caller's trace is stored with the entity and the event; the parent-id
+-- is the request's own API span (a child of the caller's span), so later spans hang under it
 SET ROLE regress_mlp_owner;
 SET mlplat.traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
 SELECT :acc FROM mlplat.set_project_quota('alpha', 8, '16', '32Gi');
 RESET mlplat.traceparent;
 RESET ROLE;
-SELECT traceparent FROM mlplat.projects WHERE name = 'alpha';
-SELECT trace_id, traceparent FROM mlplat.audit_events WHERE project = 'alpha' ORDER BY id DESC LIMIT 1;
+SELECT substr(traceparent, 1, 36) AS caller_trace, substr(traceparent, 53) AS caller_flags,
+       split_part(traceparent, '-', 3) <> '00f067aa0ba902b7' AS own_span
+FROM mlplat.projects WHERE name = 'alpha';
+SELECT a.trace_id, a.traceparent = p.traceparent AS same_as_entity, s.name AS api_span, s.parent_span_id
+FROM mlplat.audit_events a JOIN mlplat.projects p ON p.name = a.project
+JOIN mlplat.spans s ON s.trace_id = a.trace_id AND s.span_id = split_part(a.traceparent, '-', 3)
+WHERE a.project = 'alpha' ORDER BY a.id DESC LIMIT 1;
 -- otherwise a fresh W3C traceparent per request
 SELECT traceparent ~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-01$' AS generated_ok,
        count(DISTINCT trace_id) = count(*) AS distinct_traces
-FROM mlplat.audit_events WHERE project = 'alpha' AND traceparent <> '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'
+FROM mlplat.audit_events WHERE project = 'alpha' AND trace_id <> '4bf92f3577b34da6a3ce929d0e0e4736'
 GROUP BY 1;
 
 -- delete: owners only; CAS; repeat is a no-op

@@ -35,6 +35,10 @@ int			mlplat_ledger_retention_days = 30;
 int			mlplat_idempotency_retention_days = 7;
 int			mlplat_deploy_deadline_ms = 600000;
 char	   *mlplat_traceparent = NULL;
+char	   *mlplat_otlp_endpoint = NULL;
+int			mlplat_otlp_batch_size = 512;
+int			mlplat_otlp_export_interval_ms = 1000;
+int			mlplat_span_retention_days = 7;
 char	   *mlplat_on_behalf_of = NULL;
 
 /* A malformed traceparent is refused when set, not discovered later in a span. */
@@ -161,6 +165,23 @@ mlplat_define_gucs(void)
 							   "Stored with the entity and audit event an intent writes; reconciler spans continue the trace.",
 							   &mlplat_traceparent, "",
 							   PGC_USERSET, 0, check_traceparent, NULL, NULL);
+	DefineCustomStringVariable("mlplat.otlp_endpoint",
+							   "OTLP/HTTP collector base URL that spans are exported to.",
+							   "Spans are POSTed as OTLP JSON to <endpoint>/v1/traces. Empty: spans are only kept in mlplat.spans.",
+							   &mlplat_otlp_endpoint, "",
+							   PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("mlplat.otlp_batch_size",
+							"Most spans sent in one OTLP export request.",
+							NULL, &mlplat_otlp_batch_size, 512, 1, 10000,
+							PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("mlplat.otlp_export_interval",
+							"How often recorded spans are exported while mlplat.otlp_endpoint is set.",
+							NULL, &mlplat_otlp_export_interval_ms, 1000, 10, 3600000,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomIntVariable("mlplat.span_retention",
+							"Days of spans kept by the retention job, exported or not.",
+							NULL, &mlplat_span_retention_days, 7, 1, 36500,
+							PGC_SIGHUP, 0, NULL, NULL, NULL);
 
 	DefineCustomStringVariable("mlplat.on_behalf_of",
 							   "Person an application role acts for.",

@@ -43,6 +43,12 @@ extern int	mlplat_idempotency_retention_days;
 /* deployments */
 extern int	mlplat_deploy_deadline_ms;
 
+/* trace spans: export over OTLP/HTTP JSON (reloadable) and retention */
+extern char *mlplat_otlp_endpoint;
+extern int	mlplat_otlp_batch_size;
+extern int	mlplat_otlp_export_interval_ms;
+extern int	mlplat_span_retention_days;
+
 /* per session: W3C trace context supplied by the caller */
 extern char *mlplat_traceparent;
 extern char *mlplat_on_behalf_of;

@@ -29,6 +29,7 @@
 
 #include "postgres.h"
 
+#include "datatype/timestamp.h"
 #include "utils/memutils.h"
 
 #define MLPLAT_HTTP_ERROR_LEN 256
@@ -60,6 +61,7 @@ typedef struct MlplatHttpRequest
 	char	   *resp_body;		/* NUL-terminated (the NUL is not counted) */
 	size_t		resp_len;
 	double		elapsed_ms;
+	TimestampTz started_at;		/* wall clock when the transfer started (trace spans) */
 
 	/* ---- private to http.c */
 	struct MlplatHttpPriv *priv;

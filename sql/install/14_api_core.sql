@@ -156,15 +156,11 @@ END $$;
 
 -- ---------------------------------------------------------------- trace context
 
+-- The traceparent an intent stores: the caller's trace (mlplat.traceparent, validated when
+-- set) or a new one, with a new span id (pg_strong_random) as parent-id: the id of the
+-- intent's own API span (mlplat._span_api), so reconciler spans become its children.
 CREATE FUNCTION mlplat._traceparent() RETURNS text
-LANGUAGE plpgsql VOLATILE AS $$
-BEGIN
-  RETURN (SELECT CASE WHEN coalesce(pg_catalog.current_setting('mlplat.traceparent', true), '') <> ''
-                THEN pg_catalog.current_setting('mlplat.traceparent', true)
-                ELSE '00-' || pg_catalog.replace(pg_catalog.gen_random_uuid()::text, '-', '')
-                     || '-' || pg_catalog.substr(pg_catalog.replace(pg_catalog.gen_random_uuid()::text, '-', ''), 1, 16)
-                     || '-01' END);
-END $$;
+LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'mlplat_new_traceparent';
 
 -- ---------------------------------------------------------------- validation helpers
 
@@ -346,6 +342,7 @@ BEGIN
   VALUES (coalesce(p_who, mlplat._actor()), mlplat._db_role(), p_action, p_project, p_project_id, p_entity,
           p_entity_id, p_request_id, pg_catalog.split_part(p_traceparent, '-', 2), p_traceparent,
           coalesce(p_detail, '{}'));
+  PERFORM mlplat._span_api(p_action, p_traceparent, p_project_id, p_entity, p_entity_id, p_request_id);
 END $$;
 
 -- A lost compare-and-swap.

@@ -274,6 +274,7 @@ BEGIN
           pg_catalog.split_part(tp, '-', 2), tp,
           pg_catalog.jsonb_build_object('revision', rev, 'model', deploy.model, 'version', deploy.version,
                                         'gpus', deploy.gpus, 'max_replicas', deploy.max_replicas));
+  PERFORM mlplat._span_api('deploy', tp, pid, 'deployment', d.id, r.request_id);
   r.revision := rev; r.status := 'DEPLOYING';
   PERFORM mlplat._idem_store('deploy', deploy.idempotency_key, r, who);
   PERFORM mlplat._wake_on_commit('deployments');

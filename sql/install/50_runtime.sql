@@ -130,11 +130,17 @@ BEGIN
     GET DIAGNOSTICS n = ROW_COUNT;
     what := 'idempotency_keys'; deleted := n;
     RETURN NEXT;
+    -- exported or not: an exporter down for that long must not grow the table without bound
+    DELETE FROM mlplat.spans
+     WHERE end_time < pg_catalog.now() - pg_catalog.make_interval(days => pg_catalog.current_setting('mlplat.span_retention')::int);
+    GET DIAGNOSTICS n = ROW_COUNT;
+    what := 'spans'; deleted := n;
+    RETURN NEXT;
 END;
 $$;
 REVOKE ALL ON FUNCTION mlplat.run_retention() FROM PUBLIC;
 COMMENT ON FUNCTION mlplat.run_retention() IS
-  'Deletes ledger rows older than mlplat.ledger_retention days and idempotency keys older than mlplat.idempotency_retention days.';
+  'Deletes ledger rows older than mlplat.ledger_retention days, idempotency keys older than mlplat.idempotency_retention days and spans older than mlplat.span_retention days.';
 
 DO $do$
 BEGIN

@@ -28,6 +28,7 @@
 #include "miscadmin.h"
 #include "storage/latch.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
 #include "mlplat/guc.h"
@@ -504,6 +505,7 @@ start_request(MlplatHttpRequest *req)
 
 	priv->errbuf[0] = '\0';
 	priv->started_ms = now_ms();
+	req->started_at = GetCurrentTimestamp();
 	if (rc == CURLE_OK && curl_multi_add_handle(http_multi, e) == CURLM_OK)
 	{
 		priv->easy = e;

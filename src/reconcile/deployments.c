@@ -21,6 +21,7 @@
 #include "utils/hsearch.h"
 #include "utils/json.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 
 #include "mlplat/backoff.h"
 #include "mlplat/canonical.h"
@@ -30,6 +31,7 @@
 #include "mlplat/kube.h"
 #include "mlplat/reconcile.h"
 #include "mlplat/reconcile_util.h"
+#include "mlplat/span.h"
 #include "mlplat/spec_diff.h"
 
 static const MlplatKubeResource ISVC = {"serving.kserve.io", "v1beta1", "inferenceservices", true};
@@ -86,6 +88,12 @@ typedef struct Deployment
 	const char *ledger_action;
 	const char *ledger_outcome;
 	int			http_status;
+	/* trace: this pass's spans, written with the write-back (dep_span) */
+	TimestampTz claim_start;
+	TimestampTz claim_end;
+	List	   *spans;
+	bool		claim_traced;
+	MlplatSpan *req_span;		/* the span of req */
 } Deployment;
 
 typedef struct DepByName
@@ -308,6 +316,9 @@ claim(MlplatPass *pass, List **out, char **instance)
 	Datum		args[3] = {BoolGetDatum(pass->resync), BoolGetDatum(pass->woken && !pass->resync),
 						   Int32GetDatum(mlplat_deploy_deadline_ms)};
 	Oid			argtypes[3] = {BOOLOID, BOOLOID, INT4OID};
+	TimestampTz start = GetCurrentTimestamp();
+	TimestampTz end;
+	ListCell   *lc;
 
 	mlplat_txn_begin();
 	MemoryContextSwitchTo(pass_cxt);
@@ -350,6 +361,46 @@ claim(MlplatPass *pass, List **out, char **instance)
 		*out = lappend(*out, d);
 	}
 	mlplat_txn_commit();
+	end = GetCurrentTimestamp();
+	foreach(lc, *out)
+	{
+		Deployment *d = lfirst(lc);
+
+		d->claim_start = start;
+		d->claim_end = end;
+	}
+}
+
+/*
+ * A span of this pass for d (see span.h), NULL when d has no trace.  Spans of
+ * a deployment whose write-back commits are written with it; the first request
+ * to an outside system (kind CLIENT: apply, delete, artifact check) also
+ * records the claim that led to it.  End it with mlplat_span_end().
+ */
+static MlplatSpan *
+dep_span(Deployment *d, const char *step, MlplatSpanKind kind)
+{
+	MlplatSpan *s = mlplat_span_begin(d->traceparent, psprintf("deployments.%s", step), kind);
+
+	if (s == NULL)
+		return NULL;
+	mlplat_span_set_entity(s, d->project, "deployment", d->id);
+	mlplat_span_attr_text(s, "k8s.namespace.name", d->ns);
+	mlplat_span_attr_text(s, "mlplat.deployment", d->name);
+	if (d->desired_revision > 0)
+		mlplat_span_attr_int(s, "mlplat.revision", d->desired_revision);
+	if (kind == MLPLAT_SPAN_CLIENT && !d->claim_traced)
+	{
+		MlplatSpan *c = mlplat_span_begin_at(d->traceparent, "deployments.claim", MLPLAT_SPAN_INTERNAL,
+											 d->claim_start);
+
+		mlplat_span_set_entity(c, d->project, "deployment", d->id);
+		mlplat_span_end_at(c, d->claim_end, NULL);
+		d->spans = lappend(d->spans, c);
+		d->claim_traced = true;
+	}
+	d->spans = lappend(d->spans, s);
+	return s;
 }
 
 static void
@@ -360,6 +411,15 @@ apply_result(Deployment *d, MlplatPass *pass)
 	mlplat_kube_parse_response(d->req, &res);
 	d->http_status = res.status;
 	d->write = true;
+	if (d->req_span)
+	{
+		mlplat_span_attr_int(d->req_span, "http.response.status_code", res.status);
+		if (d->req->started_at != 0)
+			d->req_span->start = d->req->started_at;
+		mlplat_span_end_at(d->req_span, d->req_span->start + (TimestampTz) (d->req->elapsed_ms * 1000.0),
+						   res.outcome == MLPLAT_KUBE_OK || (res.outcome == MLPLAT_KUBE_NOT_FOUND && d->action == DEP_DELETE)
+						   ? NULL : (res.message ? res.message : "request failed"));
+	}
 	/* a delete of something already gone succeeded; an apply's 404 is a missing namespace */
 	if (res.outcome == MLPLAT_KUBE_NOT_FOUND && d->action == DEP_DELETE)
 		res.outcome = MLPLAT_KUBE_OK;
@@ -419,6 +479,7 @@ write_back(MlplatPass *pass, List *deps, List *orphans)
 	MemoryContext pass_cxt = CurrentMemoryContext;
 	ListCell   *lc;
 	int			lost = 0;
+	List	   *spans = NIL;
 
 	mlplat_txn_begin();
 	foreach(lc, deps)
@@ -446,6 +507,7 @@ write_back(MlplatPass *pass, List *deps, List *orphans)
 			lost++;				/* an intent or another leader got there first: re-read next pass */
 			continue;
 		}
+		spans = list_concat(spans, d->spans);
 		if (d->ledger_action)
 			mlplat_ledger_append(pass, "deployment", d->id, d->project, d->ledger_action, d->ledger_outcome,
 								 d->spec_digest, NULL, d->http_status, d->error, trace_id_of(d->traceparent),
@@ -459,6 +521,7 @@ write_back(MlplatPass *pass, List *deps, List *orphans)
 							 NULL, NULL, o->http_status, o->error, NULL,
 							 psprintf("%s/%s", o->ns, o->name));
 	}
+	mlplat_spans_flush(spans);
 	mlplat_txn_commit();
 	MemoryContextSwitchTo(pass_cxt);
 	if (lost)
@@ -596,6 +659,18 @@ mlplat_deployments_pass(MlplatPass *pass)
 				 (d->drift_report && strcmp(d->new_status, "DRIFTED") == 0 &&
 				  (d->status_reason == NULL || strcmp(d->reason, d->status_reason) != 0)))
 			d->write = true;	/* a status change only (or reported drift at other paths) */
+		if (d->req)
+			d->req_span = dep_span(d, d->action == DEP_DELETE ? "delete" : "apply", MLPLAT_SPAN_CLIENT);
+		if (d->action == DEP_NONE && strcmp(d->new_status, d->status) != 0 &&
+			(strcmp(d->new_status, "READY") == 0 || strcmp(d->new_status, "FAILED") == 0))
+		{
+			/* the wait from the apply (an earlier pass) to KServe's verdict or the deadline */
+			MlplatSpan *s = dep_span(d, "readiness_wait", MLPLAT_SPAN_INTERNAL);
+
+			mlplat_span_start_after(s, "deployments.apply");
+			mlplat_span_attr_text(s, "mlplat.status", d->new_status);
+			mlplat_span_end(s, strcmp(d->new_status, "READY") == 0 ? NULL : d->reason);
+		}
 		if (strcmp(d->new_status, "DEPLOYING") == 0 || strcmp(d->new_status, "DELETING") == 0 ||
 			(strcmp(d->new_status, "DRIFTED") == 0 && !d->drift_report))
 			pass->next_pass_ms = FOLLOW_UP_MS;

@@ -30,6 +30,7 @@
 #include "mlplat/kube.h"
 #include "mlplat/reconcile.h"
 #include "mlplat/reconcile_util.h"
+#include "mlplat/span.h"
 
 static const MlplatKubeResource WORKFLOW = {"argoproj.io", "v1alpha1", "workflows", true};
 
@@ -78,6 +79,7 @@ typedef struct Run
 	const char *ledger_action;
 	const char *ledger_outcome;
 	int			http_status;
+	MlplatSpan *span;			/* trace span of req */
 } Run;
 
 /* ---------------------------------------------------------------- pure decisions */
@@ -372,6 +374,7 @@ write_back(MlplatPass *pass, List *runs)
 	ListCell   *lc;
 	int			lost = 0;
 	int64		step_rows = 0;
+	List	   *spans = NIL;
 
 	mlplat_txn_begin();
 	foreach(lc, runs)
@@ -410,6 +413,7 @@ write_back(MlplatPass *pass, List *runs)
 			mlplat_ledger_append(pass, "run", r->id, r->project, r->ledger_action, r->ledger_outcome,
 								 NULL, NULL, r->http_status, r->error, trace_id_of(r->traceparent),
 								 psprintf("%s/%s", r->ns, r->workflow));
+		spans = lappend(spans, r->span);
 		if (isnull || written < 0)
 		{
 			lost++;				/* an intent or another leader got there first: re-read next pass */
@@ -417,6 +421,7 @@ write_back(MlplatPass *pass, List *runs)
 		}
 		step_rows += written;
 	}
+	mlplat_spans_flush(spans);
 	mlplat_txn_commit();
 	MemoryContextSwitchTo(pass_cxt);
 	if (lost)
@@ -523,6 +528,14 @@ mlplat_runs_pass(MlplatPass *pass)
 			r->ledger_action = "PATCH";
 			patches++;
 		}
+		if (r->req)
+		{
+			r->span = mlplat_span_begin(r->traceparent, r->action == RUN_CREATE ? "runs.submit" : "runs.cancel",
+										MLPLAT_SPAN_CLIENT);
+			mlplat_span_set_entity(r->span, r->project, "run", r->id);
+			mlplat_span_attr_text(r->span, "k8s.namespace.name", r->ns);
+			mlplat_span_attr_text(r->span, "mlplat.workflow", r->workflow);
+		}
 		if (r->obj != NULL && !phase_finished(mlplat_json_text(r->obj, "status", "phase", NULL) ?
 											  mlplat_json_text(r->obj, "status", "phase", NULL) : ""))
 			pass->next_pass_ms = FOLLOW_UP_MS;	/* still moving: look again soon */
@@ -537,7 +550,17 @@ mlplat_runs_pass(MlplatPass *pass)
 		Run		   *r = lfirst(lc);
 
 		if (r->req)
+		{
 			request_result(r, pass);
+			if (r->span)
+			{
+				r->span->start = r->req->started_at ? r->req->started_at : r->span->start;
+				mlplat_span_attr_int(r->span, "http.response.status_code", r->http_status);
+				mlplat_span_end_at(r->span, r->span->start + (TimestampTz) (r->req->elapsed_ms * 1000.0),
+								   strcmp(r->ledger_outcome ? r->ledger_outcome : "OK", "OK") == 0 ? NULL
+								   : (r->error ? r->error : "request failed"));
+			}
+		}
 	}
 
 	step_rows = write_back(pass, runs);

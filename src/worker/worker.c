@@ -37,6 +37,7 @@
 #include "mlplat/http.h"
 #include "mlplat/kube.h"
 #include "mlplat/kinds.h"
+#include "mlplat/otlp_export.h"
 #include "mlplat/reconcile.h"
 #include "mlplat/shmem.h"
 #include "mlplat/version.h"
@@ -484,6 +485,16 @@ mlplat_worker_main(Datum main_arg)
 
 			MemoryContextSwitchTo(pass_context);
 			ok = run_pass(fn, &pass, pass_context);
+			if (my_kind == MLPLAT_KIND_PROJECTS)
+			{
+				/* one span exporter per database: the projects leader's */
+				MlplatPass	xp = pass;
+
+				xp.next_pass_ms = 0;
+				(void) run_pass(mlplat_otlp_export_pass, &xp, pass_context);
+				if (xp.next_pass_ms > 0 && (pass.next_pass_ms <= 0 || xp.next_pass_ms < pass.next_pass_ms))
+					pass.next_pass_ms = xp.next_pass_ms;
+			}
 			note_pass(start, GetCurrentTimestamp(), !ok);
 			{
 				MlplatHttpStats hs;

@@ -209,7 +209,14 @@ async function handle(req, resp) {
     return;
   }
   if (area === 'metrics') { const t = metrics.expose(); resp.writeHead(200, { 'Content-Type': 'text/plain; version=0.0.4; charset=utf-8', 'Content-Length': Buffer.byteLength(t) }); resp.end(t); return; }
-  if (area === 'otlp') { const r = otlp(req, raw); send(resp, r.status, r.body); finish(r.status, { area }); return; }
+  if (area === 'otlp') {
+    // only rules that name the OTLP path explicitly apply here (a rule with no path is for Kubernetes/MLflow)
+    const f = faults.evaluate(req.method, p, null, { explicitPath: true });
+    if (f.latencyMs) await sleep(f.latencyMs);
+    if (f.drop) { req.socket.destroy(); finish(0, { area, dropped: true, faults: f.rules }); return; }
+    if (f.error) { send(resp, f.error.code, f.error.body(), f.error.headers); finish(f.error.code, { area, fault: f.error.reason, faults: f.rules }); return; }
+    const r = otlp(req, raw); send(resp, r.status, r.body); finish(r.status, { area, spans: r.n }); return;
+  }
   if (area === 'none') { send(resp, 404, E.pathNotFound().body()); finish(404, {}); return; }
 
   // Kubernetes and MLflow: authentication, then faults, then the real handler.

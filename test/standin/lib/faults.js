@@ -27,9 +27,11 @@ class Faults {
 
   // Decide what happens to a request. info: {method, path, rt} (rt = kube route or null).
   // Returns {latencyMs, error (ApiError|{mlflow}), drop, ruleIds}.
-  evaluate(method, path, rt) {
+  // opts.explicitPath: only rules with a path (OTLP: rules written for it, never the catch-alls).
+  evaluate(method, path, rt, opts = {}) {
     const out = { latencyMs: 0, error: null, drop: false, rules: [] };
     for (const r of this.rules) {
+      if (opts.explicitPath && !r.path) continue;
       if (r.times !== undefined && r.fired >= r.times) continue;
       if (r.method && !new RegExp(`^(${r.method})$`, 'i').test(method)) continue;
       if (r.path && !new RegExp(r.path).test(path)) continue;

@@ -1,0 +1,139 @@
+/*
+ * export.c — the OTLP/HTTP JSON span exporter.
+ *
+ * Spans wait in mlplat.spans with exported_at NULL.  A batch is read and
+ * rendered by SQL (mlplat._spans_export_batch: the rendering is pure and
+ * tested there), POSTed with no transaction open, and marked exported in a new
+ * short transaction only after a 2xx — so a failed or timed-out request sends
+ * the same spans again later (at least once: a collector that stored a batch
+ * but whose answer was lost sees it twice).  The retry schedule lives in this
+ * process only: a new leader simply starts sending.
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+#include "mlplat/backoff.h"
+#include "mlplat/guc.h"
+#include "mlplat/http.h"
+#include "mlplat/otlp_export.h"
+#include "mlplat/reconcile.h"
+
+/* batches per call: the projects pass must not wait behind a long backlog */
+#define MAX_BATCHES_PER_PASS 8
+
+static TimestampTz next_export_at = 0;
+static int	failures = 0;
+
+/* Read one batch: its ids as an array literal and its OTLP body; false when nothing waits. */
+static bool
+read_batch(char **ids, char **body, int *count)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	Oid			type = INT4OID;
+	Datum		arg = Int32GetDatum(mlplat_otlp_batch_size);
+	bool		found = false;
+
+	mlplat_txn_begin();
+	if (SPI_execute_with_args("SELECT ids::text, body, pg_catalog.cardinality(ids) FROM mlplat._spans_export_batch($1)",
+							  1, &type, &arg, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "mlplat: could not read spans to export");
+	if (SPI_processed == 1)
+	{
+		HeapTuple	t = SPI_tuptable->vals[0];
+		TupleDesc	td = SPI_tuptable->tupdesc;
+
+		*ids = MemoryContextStrdup(cxt, SPI_getvalue(t, td, 1));
+		*body = MemoryContextStrdup(cxt, SPI_getvalue(t, td, 2));
+		*count = atoi(SPI_getvalue(t, td, 3));
+		found = true;
+	}
+	mlplat_txn_commit();
+	return found;
+}
+
+static void
+mark_exported(MlplatPass *pass, const char *ids)
+{
+	Oid			types[2] = {TEXTOID, INT8OID};
+	Datum		args[2] = {CStringGetTextDatum(ids), Int64GetDatum(pass->epoch)};
+
+	mlplat_txn_begin();
+	if (SPI_execute_with_args("SELECT mlplat._spans_mark_exported($1::bigint[], $2)", 2, types, args,
+							  NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "mlplat: could not mark spans exported");
+	mlplat_txn_commit();
+}
+
+void
+mlplat_otlp_export_pass(MlplatPass *pass)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	char	   *url;
+	size_t		len;
+	int			sent = 0;
+	bool		more = false;
+
+	if (mlplat_otlp_endpoint == NULL || mlplat_otlp_endpoint[0] == '\0')
+	{
+		next_export_at = 0;
+		failures = 0;
+		return;
+	}
+	if (now < next_export_at)
+	{
+		pass->next_pass_ms = Max(1L, (long) ((next_export_at - now) / 1000));
+		return;
+	}
+	len = strlen(mlplat_otlp_endpoint);
+	while (len > 0 && mlplat_otlp_endpoint[len - 1] == '/')
+		len--;
+	url = psprintf("%.*s/v1/traces", (int) len, mlplat_otlp_endpoint);
+
+	for (int i = 0; i < MAX_BATCHES_PER_PASS; i++)
+	{
+		char	   *ids;
+		char	   *body;
+		int			count;
+		MlplatHttpBatch *batch;
+		MlplatHttpRequest *req;
+
+		if (!read_batch(&ids, &body, &count))
+			break;
+		batch = mlplat_http_batch_create(CurrentMemoryContext);
+		req = mlplat_http_batch_add(batch, "POST", url);
+		mlplat_http_request_set_body(req, "application/json", body, strlen(body));
+		mlplat_http_batch_run(batch);
+		if (req->failed || req->status < 200 || req->status > 299)
+		{
+			int64		delay;
+
+			failures = Min(failures + 1, 30);
+			delay = mlplat_backoff_delay_ms(failures, 500, mlplat_backoff_max_ms, req->retry_after_s,
+											(uint64) MyProcPid);
+			next_export_at = GetCurrentTimestamp() + delay * 1000;
+			pass->next_pass_ms = (long) delay;
+			ereport(failures == 1 ? LOG : DEBUG1,
+					(errmsg("mlplat: span export to %s failed: %s; %d spans wait, retry in " INT64_FORMAT " ms",
+							url, req->failed ? req->error : psprintf("HTTP %d", req->status), count, delay)));
+			return;
+		}
+		mark_exported(pass, ids);
+		if (failures > 0)
+			ereport(LOG, (errmsg("mlplat: span export to %s works again", url)));
+		failures = 0;
+		sent += count;
+		more = count >= mlplat_otlp_batch_size;
+		if (!more)
+			break;
+	}
+	/* a backlog left: come back at once, after the kind's own pass */
+	pass->next_pass_ms = more ? 1 : mlplat_otlp_export_interval_ms;
+	next_export_at = GetCurrentTimestamp() + (TimestampTz) (more ? 0 : mlplat_otlp_export_interval_ms) * 1000;
+	if (sent > 0)
+		elog(DEBUG1, "mlplat: exported %d spans to %s", sent, url);
+}
