@@ -72,6 +72,7 @@ BEGIN
           pg_catalog.jsonb_build_object('mlplat.request_id', p_request_id), p_project_id, p_entity, p_entity_id)
   ON CONFLICT DO NOTHING;
 END $$;
+REVOKE ALL ON FUNCTION mlplat._span_api(text, text, bigint, text, bigint, uuid) FROM PUBLIC;
 
 -- Spans a worker collected during a pass, in one statement (src/trace/span.c): a JSON
 -- array of {trace_id, span_id, parent_span_id, name, kind, start_time, end_time, status,
