@@ -324,6 +324,26 @@ note_pass(TimestampTz start, TimestampTz end, bool failed)
 }
 
 /*
+ * The span exporter (one per database: the projects leader runs it) after the
+ * kind's pass, or alone when only the exporter is due: it must not make the
+ * projects pass run, and LIST, once a second.  Returns the wait before the
+ * loop should come back: timeout_ms, or sooner if the exporter asks.
+ */
+static TimestampTz kind_pass_due = 0;
+static bool run_pass(MlplatPassFn fn, MlplatPass *pass, MemoryContext pass_context);
+
+static long
+export_spans(const MlplatPass *kind_pass, MemoryContext pass_context, long timeout_ms)
+{
+	MlplatPass	xp = *kind_pass;
+
+	xp.next_pass_ms = 0;
+	xp.status[0] = '\0';
+	(void) run_pass(mlplat_otlp_export_pass, &xp, pass_context);
+	return (xp.next_pass_ms > 0 && xp.next_pass_ms < timeout_ms) ? xp.next_pass_ms : timeout_ms;
+}
+
+/*
  * Run one pass of this kind.  An ERROR inside a pass is reported, its
  * transaction aborted, and the loop continues: leadership is worth keeping
  * over one bad entity.  Returns false when the pass failed.
@@ -449,6 +469,19 @@ mlplat_worker_main(Datum main_arg)
 			set_status(MLPLAT_ROLE_IDLE, "no reconciler implements this kind yet");
 			timeout_ms = mlplat_resync_interval_ms;
 		}
+		else if (my_kind == MLPLAT_KIND_PROJECTS && !woken && GetCurrentTimestamp() < kind_pass_due)
+		{
+			/* a wake for the span exporter only: the projects pass is not due yet */
+			MlplatPass	pass;
+
+			memset(&pass, 0, sizeof(pass));
+			pass.kind = my_kind;
+			pass.replica = my_replica;
+			pass.epoch = my_epoch;
+			pass.controller = controller;
+			timeout_ms = export_spans(&pass, pass_context,
+									  Max(1L, TimestampDifferenceMilliseconds(GetCurrentTimestamp(), kind_pass_due)));
+		}
 		else if (mlplat_lease_fence && !lease_held(why, sizeof(why)))
 		{
 			/* another database cluster drives this Kubernetes cluster: hands off */
@@ -485,16 +518,6 @@ mlplat_worker_main(Datum main_arg)
 
 			MemoryContextSwitchTo(pass_context);
 			ok = run_pass(fn, &pass, pass_context);
-			if (my_kind == MLPLAT_KIND_PROJECTS)
-			{
-				/* one span exporter per database: the projects leader's */
-				MlplatPass	xp = pass;
-
-				xp.next_pass_ms = 0;
-				(void) run_pass(mlplat_otlp_export_pass, &xp, pass_context);
-				if (xp.next_pass_ms > 0 && (pass.next_pass_ms <= 0 || xp.next_pass_ms < pass.next_pass_ms))
-					pass.next_pass_ms = xp.next_pass_ms;
-			}
 			note_pass(start, GetCurrentTimestamp(), !ok);
 			{
 				MlplatHttpStats hs;
@@ -530,6 +553,11 @@ mlplat_worker_main(Datum main_arg)
 				/* a held Lease must be renewed well within its duration */
 				if (mlplat_lease_fence)
 					timeout_ms = Min(timeout_ms, Max(100L, mlplat_lease_duration_s * 1000L / 3));
+			}
+			if (my_kind == MLPLAT_KIND_PROJECTS)
+			{
+				kind_pass_due = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
+				timeout_ms = export_spans(&pass, pass_context, timeout_ms);
 			}
 		}
 

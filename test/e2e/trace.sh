@@ -118,6 +118,13 @@ print("ok" if not problems else "; ".join(problems))
 tap_is "$(cat "$WORK/trace-check.txt")" ok \
 	"one trace at the collector: API span under the caller's, claim/apply/readiness under the API span, times in order"
 
+# --- the exporter wakes every 200 ms, the projects pass it runs beside does not
+p0=$(q $DB "SELECT passes FROM mlplat.reconciler_health WHERE kind = 'projects' AND role = 'leader'")
+sleep 3
+p1=$(q $DB "SELECT passes FROM mlplat.reconciler_health WHERE kind = 'projects' AND role = 'leader'")
+[ -n "$p0" ] && [ -n "$p1" ] && [ $((p1 - p0)) -lt 8 ]
+tap_ok $? "the span exporter does not make the projects pass run at its pace ($((p1 - p0)) projects passes in 3 s, resync 2 s)"
+
 # --- endpoint unset again: new spans stay in the table, nothing more is sent
 set_export ''
 sleep 0.5
