@@ -231,7 +231,7 @@ SELECT matches(public.atk_do('atk_noright', $$SELECT mlplat.deploy('atka', 'web3
 SELECT matches(public.atk_do('atk_noright', $$SELECT mlplat.render_inference_service('atka', 'web')$$, 'atk_a'),
                '^42501 rows\+0: ', 'not even for reading');
 SELECT is(public.atk_do('atk_app', $$SELECT mlplat.deploy('atka', 'web-alice', 'm', '1', 'kserve-sklearnserver')$$, 'alice'),
-          'ok rows+3', 'an impersonator acts for alice (deployment, revision, audit)');
+          'ok rows+4', 'an impersonator acts for alice (deployment, revision, audit, API span)');
 SELECT is((SELECT array_agg(a.actor || '/' || a.db_role) FROM mlplat.audit_events a JOIN mlplat.deployments d ON d.id = a.entity_id
            WHERE a.action = 'deploy' AND d.name = 'web-alice'), ARRAY['alice/atk_app'], 'the audit records the person and the database role');
 SELECT matches(public.atk_do('atk_app', $$SELECT mlplat.deploy('atka', 'web-x', 'm', '1', 'kserve-sklearnserver')$$, 'аlice'),
@@ -241,7 +241,7 @@ SELECT matches(public.atk_do('atk_app', $$SELECT mlplat.deploy('atka', 'web-x', 
 SELECT matches(public.atk_do('atk_app', $$SELECT mlplat.deploy('atka', 'web-x', 'm', '1', 'kserve-sklearnserver')$$, 'Alice'),
                '^42501 rows\+0: ', 'Alice is not alice');
 SELECT is(public.atk_do('atk_app', $$SELECT mlplat.deploy('atka', 'web-obrien', 'm', '1', 'kserve-sklearnserver')$$, 'o''brien "q"'),
-          'ok rows+3', 'an identity with quotes works when granted');
+          'ok rows+4', 'an identity with quotes works when granted');
 SELECT is((SELECT array_agg(a.actor) FROM mlplat.audit_events a JOIN mlplat.deployments d ON d.id = a.entity_id
            WHERE a.action = 'deploy' AND d.name = 'web-obrien'), ARRAY['o''brien "q"'],
           'the audit shows the quoted identity exactly');
@@ -255,7 +255,7 @@ SELECT matches(public.atk_do('atk_app', $$SELECT mlplat.deploy('atka', 'web-x', 
                '^22023 rows\+0: mlplat.on_behalf_of is too long', 'a 64-character identity is refused');
 SELECT matches(public.atk_do('atk_app', $$SELECT mlplat.create_project('atkz', 1)$$, 'postgres'),
                '^42501 rows\+0: ', 'acting for a superuser''s name does not make an administrator');
-SELECT is(public.atk_do('atk_a', $$SELECT mlplat.grant_role('atka', 'аlice', 'viewer')$$), 'ok rows+2',
+SELECT is(public.atk_do('atk_a', $$SELECT mlplat.grant_role('atka', 'аlice', 'viewer')$$), 'ok rows+3',
           'a look-alike principal can be granted ...');
 SELECT is((SELECT array_agg(role ORDER BY role) FROM mlplat.members m JOIN mlplat.projects p ON p.id = m.project_id
            WHERE p.name = 'atka' AND m.principal IN ('alice', 'аlice')), ARRAY['deployer', 'viewer'],
@@ -287,10 +287,16 @@ SET LOCAL mlplat.traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba9
 SELECT throws_ok($$SET LOCAL mlplat.traceparent = 'garbage'$$, '22023', NULL, 'garbage is refused ...');
 SELECT is(current_setting('mlplat.traceparent'), '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01',
           '... and the previous value stays');
-SELECT is(public.atk_do('atk_a', $$SELECT mlplat.set_project_quota('atka', 9)$$), 'ok rows+1', 'a call with a valid traceparent');
-SELECT is((SELECT traceparent || ' ' || trace_id FROM mlplat.audit_events WHERE action = 'set_project_quota' AND project = 'atka'),
-          '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01 4bf92f3577b34da6a3ce929d0e0e4736',
-          'the audit keeps the caller''s traceparent and trace id exactly');
+SELECT is(public.atk_do('atk_a', $$SELECT mlplat.set_project_quota('atka', 9)$$), 'ok rows+2',
+          'a call with a valid traceparent (audit event and API span)');
+-- the stored traceparent keeps the caller's trace id and flags; its parent-id is the call's own
+-- span, whose parent is the caller's span
+SELECT is((SELECT substr(a.traceparent, 1, 36) || '…' || substr(a.traceparent, 53) || ' ' || a.trace_id || ' ' || s.parent_span_id
+             FROM mlplat.audit_events a
+             JOIN mlplat.spans s ON s.trace_id = a.trace_id AND s.span_id = split_part(a.traceparent, '-', 3)
+            WHERE a.action = 'set_project_quota' AND a.project = 'atka'),
+          '00-4bf92f3577b34da6a3ce929d0e0e4736-…-01 4bf92f3577b34da6a3ce929d0e0e4736 00f067aa0ba902b7',
+          'the audit keeps the caller''s trace id and flags, and its API span is the caller''s span''s child');
 RESET mlplat.traceparent;
 
 -- ---------------------------------------------------------------- hostile inputs
