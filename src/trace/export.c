@@ -7,7 +7,8 @@
  * short transaction only after a 2xx — so a failed or timed-out request sends
  * the same spans again later (at least once: a collector that stored a batch
  * but whose answer was lost sees it twice).  The retry schedule lives in this
- * process only: a new leader simply starts sending.
+ * process only: a new leader simply starts sending.  The endpoint is never
+ * logged (it may carry credentials in its user-info part).
  */
 #include "postgres.h"
 
@@ -118,13 +119,13 @@ mlplat_otlp_export_pass(MlplatPass *pass)
 			next_export_at = GetCurrentTimestamp() + delay * 1000;
 			pass->next_pass_ms = (long) delay;
 			ereport(failures == 1 ? LOG : DEBUG1,
-					(errmsg("mlplat: span export to %s failed: %s; %d spans wait, retry in " INT64_FORMAT " ms",
-							url, req->failed ? req->error : psprintf("HTTP %d", req->status), count, delay)));
+					(errmsg("mlplat: span export to mlplat.otlp_endpoint failed: %s; %d spans wait, retry in " INT64_FORMAT " ms",
+							req->failed ? req->error : psprintf("HTTP %d", req->status), count, delay)));
 			return;
 		}
 		mark_exported(pass, ids);
 		if (failures > 0)
-			ereport(LOG, (errmsg("mlplat: span export to %s works again", url)));
+			ereport(LOG, (errmsg("mlplat: span export to mlplat.otlp_endpoint works again")));
 		failures = 0;
 		sent += count;
 		more = count >= mlplat_otlp_batch_size;
@@ -135,5 +136,5 @@ mlplat_otlp_export_pass(MlplatPass *pass)
 	pass->next_pass_ms = more ? 1 : mlplat_otlp_export_interval_ms;
 	next_export_at = GetCurrentTimestamp() + (TimestampTz) (more ? 0 : mlplat_otlp_export_interval_ms) * 1000;
 	if (sent > 0)
-		elog(DEBUG1, "mlplat: exported %d spans to %s", sent, url);
+		elog(DEBUG1, "mlplat: exported %d spans", sent);
 }
