@@ -42,8 +42,9 @@ err=$(q $DB "SELECT mlplat.start_run('lab', 'bad', jsonb_build_object('image', '
 tap_ok $? "an oversized argument is refused"
 tap_is "$(q $DB "SELECT count(*) FROM mlplat.runs WHERE name = 'bad'")" 0 "nothing was recorded for the bad specs"
 
-# --- a three-step pipeline whose middle step exits 2
-admin POST argo/plan '{"kind":"workflow","namespace":"mlp-lab","name":"etl-1","steps":{"prep":{"ticks":2},"train":{"exitCode":2,"ticks":3}}}' >/dev/null
+# --- a three-step pipeline whose middle step exits 2 (after 12 ticks: a 3 s window in which
+# the run must be seen RUNNING with prep done, wide enough for a loaded machine)
+admin POST argo/plan '{"kind":"workflow","namespace":"mlp-lab","name":"etl-1","steps":{"prep":{"ticks":2},"train":{"exitCode":2,"ticks":12}}}' >/dev/null
 STEPS='[{"name":"prep","image":"python:3.12","command":["python","prep.py"]},
         {"name":"train","image":"ghcr.io/acme/train:1.4","args":["--epochs","3"],"env":{"SEED":"1"},"gpus":1,"cpu":"2","memory":"8Gi","depends_on":["prep"]},
         {"name":"eval","image":"python:3.12","depends_on":["prep","train"]}]'
