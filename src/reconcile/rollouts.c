@@ -401,8 +401,12 @@ write_back(MlplatPass *pass, List *rollouts, int *decisions)
 		if (res && (strcmp(res, "ADVANCE") == 0 || strcmp(res, "HOLD") == 0 || strcmp(res, "ROLLBACK") == 0))
 			(*decisions)++;
 		r->moved = res && (strcmp(res, "ADVANCE") == 0 || strcmp(res, "ROLLBACK") == 0);
-		/* what went out to the cluster is in the reconcile ledger, like every reconciler's writes */
-		if (r->apply && res && strcmp(res, "LOST") != 0)
+		/*
+		 * What went out to the cluster is in the reconcile ledger, like every
+		 * reconciler's writes — also when the row moved on meanwhile (the
+		 * apply happened all the same); a deposed leader's row is refused there.
+		 */
+		if (r->apply)
 			mlplat_ledger_append(pass, "rollout", r->id, r->project, "APPLY",
 								 r->applied ? "OK" : r->retry_ms == PERMANENT_RETRY_MS ? "FAILED" : "RETRY",
 								 NULL, NULL, r->http_status, r->error, NULL,
