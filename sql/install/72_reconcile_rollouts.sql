@@ -212,7 +212,8 @@ BEGIN
     UPDATE mlplat.deployments d
        SET previous_revision = ro.baseline_revision, desired_revision = ro.target_revision,
            status = 'DEPLOYING', status_reason = pg_catalog.format('rollout %s promoted revision %s', ro.id, ro.target_revision),
-           generation = d.generation + 1, row_version = d.row_version + 1, updated_at = pg_catalog.now()
+           generation = d.generation + 1, row_version = d.row_version + 1, ready_wait_since = pg_catalog.now(),
+           updated_at = pg_catalog.now()
      WHERE d.id = ro.deployment_id;
     -- The promoted version becomes the model's CHAMPION, as set_model_stage would do.
     SELECT mv.* INTO v FROM mlplat.model_versions mv
@@ -233,7 +234,8 @@ BEGIN
     -- baseline's manifest (dropping the canary setting).
     UPDATE mlplat.deployments d
        SET status = 'DEPLOYING', status_reason = pg_catalog.format('rollout %s rolled back to revision %s', ro.id, ro.baseline_revision),
-           generation = d.generation + 1, row_version = d.row_version + 1, updated_at = pg_catalog.now()
+           generation = d.generation + 1, row_version = d.row_version + 1, ready_wait_since = pg_catalog.now(),
+           updated_at = pg_catalog.now()
      WHERE d.id = ro.deployment_id;
   END IF;
   PERFORM mlplat._wake_on_commit('deployments');
