@@ -28,6 +28,7 @@ char	   *mlplat_lease_namespace = NULL;
 int			mlplat_lease_duration_s = 15;
 char	   *mlplat_registry_url = NULL;
 char	   *mlplat_registry_token_file = NULL;
+char	   *mlplat_prometheus_url = NULL;
 int			mlplat_http_max_concurrency = 32;
 int			mlplat_http_connect_timeout_ms = 2000;
 int			mlplat_http_timeout_ms = 10000;
@@ -134,6 +135,11 @@ mlplat_define_gucs(void)
 							   "File holding the bearer token for the model registry.",
 							   "Re-read whenever it changes. Empty: requests carry no Authorization header.",
 							   &mlplat_registry_token_file, "",
+							   PGC_SIGHUP, GUC_SUPERUSER_ONLY, NULL, NULL, NULL);
+	DefineCustomStringVariable("mlplat.prometheus_url",
+							   "Prometheus base URL (http or https) the rollouts reconciler queries for request metrics.",
+							   "Empty: no metrics; every rollout decision lacks request evidence and holds.",
+							   &mlplat_prometheus_url, "",
 							   PGC_SIGHUP, GUC_SUPERUSER_ONLY, NULL, NULL, NULL);
 	DefineCustomIntVariable("mlplat.http_max_concurrency",
 							"Most HTTP requests a reconciler has in flight at once.",

@@ -31,6 +31,9 @@ extern int	mlplat_lease_duration_s;
 extern char *mlplat_registry_url;
 extern char *mlplat_registry_token_file;
 
+/* Prometheus HTTP API for rollout evidence (reloadable) */
+extern char *mlplat_prometheus_url;
+
 /* HTTP client */
 extern int	mlplat_http_max_concurrency;
 extern int	mlplat_http_connect_timeout_ms;

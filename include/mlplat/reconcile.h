@@ -39,6 +39,7 @@ extern MlplatPassFn mlplat_pass_for_kind(int kind);
 extern void mlplat_deployments_pass(MlplatPass *pass);
 extern void mlplat_model_aliases_pass(MlplatPass *pass);
 extern void mlplat_projects_pass(MlplatPass *pass);
+extern void mlplat_rollouts_pass(MlplatPass *pass);
 extern void mlplat_runs_pass(MlplatPass *pass);
 
 /*

@@ -49,7 +49,7 @@ BEGIN
     'min_samples', CASE WHEN policy ? 'min_samples'
                         THEN mlplat._json_num('policy.min_samples', policy->'min_samples', 1, 1000000000, true) ELSE 100 END,
     'window_seconds', CASE WHEN policy ? 'window_seconds'
-                        THEN mlplat._json_num('policy.window_seconds', policy->'window_seconds', 10, 86400, true) ELSE 300 END,
+                        THEN mlplat._json_num('policy.window_seconds', policy->'window_seconds', 5, 86400, true) ELSE 300 END,
     'max_error_rate', CASE WHEN policy ? 'max_error_rate'
                         THEN mlplat._json_num('policy.max_error_rate', policy->'max_error_rate', 0, 1, false) ELSE 0.01 END);
   IF policy ? 'max_p95_ms' THEN
@@ -148,7 +148,10 @@ DECLARE
   want text := CASE p_action WHEN 'promote_rollout' THEN 'PROMOTE' ELSE 'ABORT' END;
   new_status text;
 BEGIN
-  SELECT * INTO seen FROM mlplat.rollouts ro WHERE ro.deployment_id = d.id ORDER BY ro.id DESC LIMIT 1;
+  -- locked: the reconciler writes the row every few hundred ms while a rollout runs, and a
+  -- person's promote or abort must not fail on that (the reconciler's next write-back loses
+  -- its compare-and-swap instead, and reads the row again)
+  SELECT * INTO seen FROM mlplat.rollouts ro WHERE ro.deployment_id = d.id ORDER BY ro.id DESC LIMIT 1 FOR UPDATE;
   IF seen.id IS NULL OR seen.status NOT IN ('PROGRESSING', 'HOLDING', 'AT_CEILING', 'ROLLING_BACK') THEN
     RAISE EXCEPTION USING ERRCODE = '55000',
       MESSAGE = pg_catalog.format('deployment "%s" has no active rollout: %s is not possible', d.name, p_action),

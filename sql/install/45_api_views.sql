@@ -47,8 +47,16 @@ SELECT p.name AS project, d.name AS deployment, ro.id AS rollout_id, ro.status, 
        (ro.status IN ('PROGRESSING', 'HOLDING', 'AT_CEILING', 'ROLLING_BACK')) AS in_flight,
        ro.baseline_revision, ro.target_revision, ro.current_fraction, ro.policy, ro.created_by,
        ro.generation, ro.observed_generation, ro.attempts, ro.last_error, ro.traceparent,
-       ro.created_at, ro.updated_at
+       ro.created_at, ro.updated_at,
+       -- what the controller last saw, not what it asked for: the split KServe reports
+       (ro.observed->>'target_percent')::int AS observed_target_percent,
+       ro.observed->'traffic' AS observed_traffic, ro.observed_at,
+       ro.window_start,
+       lt.decision AS last_decision, lt.reasons AS last_reasons, lt.at AS last_decision_at,
+       (SELECT pg_catalog.count(*) FROM mlplat.rollout_transitions t WHERE t.rollout_id = ro.id) AS transitions
 FROM mlplat.rollouts ro
+LEFT JOIN LATERAL (SELECT t.decision, t.reasons, t.at FROM mlplat.rollout_transitions t
+                    WHERE t.rollout_id = ro.id ORDER BY t.seq DESC LIMIT 1) lt ON true
 JOIN mlplat.deployments d ON d.id = ro.deployment_id
 JOIN mlplat.projects p ON p.id = ro.project_id;
 

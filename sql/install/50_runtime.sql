@@ -206,12 +206,76 @@ COMMENT ON VIEW mlplat.reconciler_health IS
   'One row per reconciler replica: role, epoch, last pass, pending work and its age, errors, HTTP counts and latency.';
 REVOKE ALL ON mlplat.reconciler_health FROM PUBLIC;
 
+-- Conditions of canary rollouts an operator should look at (part of mlplat.alerts):
+--   repeated_holds       the last 3 decisions of a HOLDING rollout were all HOLD
+--   stale_health         an active rollout not observed for longer than its window
+--   rollback_route_loss  the previous revision is missing from the route (rolling back,
+--                        or a decision found it not warm)
+--   surge_exhaustion     the project's GPU quota cannot hold the canary next to the
+--                        deployment's desired allocation
+--   request_regression   a rollout rolled back on a demonstrated request regression (last hour)
+CREATE VIEW mlplat._rollout_alerts AS
+WITH active AS (
+  SELECT ro.*, p.name AS project, d.name AS deployment, p.gpu_quota,
+         (SELECT pg_catalog.array_agg(t.decision ORDER BY t.seq DESC) FROM
+            (SELECT t.decision, t.seq FROM mlplat.rollout_transitions t WHERE t.rollout_id = ro.id
+              ORDER BY t.seq DESC LIMIT 3) t) AS last3,
+         (SELECT t.reasons FROM mlplat.rollout_transitions t WHERE t.rollout_id = ro.id
+           ORDER BY t.seq DESC LIMIT 1) AS last_reasons
+    FROM mlplat.rollouts ro
+    JOIN mlplat.deployments d ON d.id = ro.deployment_id
+    JOIN mlplat.projects p ON p.id = ro.project_id
+   WHERE ro.status IN ('PROGRESSING', 'HOLDING', 'AT_CEILING', 'ROLLING_BACK'))
+SELECT 'repeated_holds' AS alert, 'warning' AS severity, a.project, a.deployment, a.id AS rollout_id,
+       pg_catalog.format('3 HOLD decisions in a row; last reasons: %s', pg_catalog.array_to_string(a.last_reasons, ', ')) AS detail,
+       a.updated_at AS since
+  FROM active a WHERE a.status = 'HOLDING' AND a.last3 = ARRAY['HOLD', 'HOLD', 'HOLD']
+UNION ALL
+SELECT 'stale_health', 'warning', a.project, a.deployment, a.id,
+       pg_catalog.format('InferenceService last observed %s ago; last error: %s',
+                         pg_catalog.date_trunc('second', pg_catalog.now() - coalesce(a.observed_at, a.created_at)),
+                         coalesce(a.last_error, '-')),
+       coalesce(a.observed_at, a.created_at)
+  FROM active a
+ WHERE coalesce(a.observed_at, a.created_at)
+       < pg_catalog.now() - pg_catalog.make_interval(secs => GREATEST((a.policy->>'window_seconds')::int, 30))
+UNION ALL
+SELECT 'rollback_route_loss', 'critical', a.project, a.deployment, a.id,
+       coalesce(CASE WHEN a.status_reason LIKE 'rollback route lost%' THEN a.status_reason END,
+                'the last decision found the previous revision not ready and warm'),
+       a.updated_at
+  FROM active a
+ WHERE a.status_reason LIKE 'rollback route lost%' OR 'PREVIOUS_NOT_WARM' = ANY (a.last_reasons)
+UNION ALL
+SELECT 'surge_exhaustion', 'warning', a.project, a.deployment, a.id,
+       pg_catalog.format('canary needs %s GPUs next to %s committed; quota %s', x.canary_gpus, x.in_use, a.gpu_quota),
+       a.created_at
+  FROM active a
+  CROSS JOIN LATERAL (
+    SELECT (tr.intent->>'gpus')::int * (tr.intent->>'max_replicas')::int AS canary_gpus,
+           mlplat._gpus_in_use(a.project_id) AS in_use
+      FROM mlplat.deployment_revisions tr
+     WHERE tr.deployment_id = a.deployment_id AND tr.revision = a.target_revision) x
+ WHERE x.canary_gpus > 0 AND x.in_use + x.canary_gpus > a.gpu_quota
+UNION ALL
+SELECT 'request_regression', 'critical', p.name, d.name, ro.id,
+       pg_catalog.format('rolled back revision %s: %s', ro.target_revision, pg_catalog.array_to_string(t.reasons, ', ')),
+       t.at
+  FROM mlplat.rollout_transitions t
+  JOIN mlplat.rollouts ro ON ro.id = t.rollout_id
+  JOIN mlplat.deployments d ON d.id = ro.deployment_id
+  JOIN mlplat.projects p ON p.id = ro.project_id
+ WHERE t.decision = 'ROLLBACK' AND t.at > pg_catalog.now() - interval '1 hour';
+REVOKE ALL ON mlplat._rollout_alerts FROM PUBLIC;
+
 -- What an operator should look at now.  One row per condition:
 --   reconcile_age      intent not yet observed after 5 minutes
 --   repeated_failures  5 or more failed attempts in a row
 --   no_leader          a kind with no leading replica (workers not running?)
 --   stale_leader       a leader whose last pass ended over 3 resync intervals ago
 --   write_conflicts    ledger CONFLICT outcomes in the last hour
+--   repeated_holds, stale_health, rollback_route_loss, surge_exhaustion,
+--   request_regression: canary rollouts (see _rollout_alerts)
 CREATE VIEW mlplat.alerts AS
 SELECT 'reconcile_age' AS alert, 'warning' AS severity, e.kind, e.project, e.entity, e.entity_id,
        pg_catalog.format('intent generation %s not observed for %s', e.generation,
@@ -240,7 +304,10 @@ SELECT 'write_conflicts', 'warning', l.kind, l.project, l.entity, l.entity_id,
        pg_catalog.format('%s CONFLICT outcomes in the last hour', pg_catalog.count(*)), pg_catalog.min(l.at)
   FROM mlplat.reconcile_ledger l
  WHERE l.outcome = 'CONFLICT' AND l.at > pg_catalog.now() - interval '1 hour'
- GROUP BY l.kind, l.project, l.entity, l.entity_id;
+ GROUP BY l.kind, l.project, l.entity, l.entity_id
+UNION ALL
+SELECT a.alert, a.severity, 'rollouts', a.project, a.deployment, a.rollout_id, a.detail, a.since
+  FROM mlplat._rollout_alerts a;
 COMMENT ON VIEW mlplat.alerts IS
-  'Conditions an operator should look at: reconcile age, repeated failures, missing or stale leaders, write conflicts.';
+  'Conditions an operator should look at: reconcile age, repeated failures, missing or stale leaders, write conflicts, canary rollouts.';
 REVOKE ALL ON mlplat.alerts FROM PUBLIC;

@@ -25,7 +25,10 @@ AS $$
          d.desired_revision, r.spec::text, r.spec_digest, d.traceparent, d.attempts,
          d.next_attempt_at <= pg_catalog.now()
            AND (p_resync OR d.generation <> d.observed_generation
-                OR d.status IN ('PENDING', 'DEPLOYING', 'DRIFTED', 'DELETING')),
+                OR d.status IN ('PENDING', 'DEPLOYING', 'DRIFTED', 'DELETING'))
+           -- an active rollout owns the InferenceService (see src/reconcile/rollouts.c)
+           AND NOT EXISTS (SELECT 1 FROM mlplat.rollouts ro WHERE ro.deployment_id = d.id
+                            AND ro.status IN ('PROGRESSING', 'HOLDING', 'AT_CEILING', 'ROLLING_BACK')),
          d.drift_policy, d.status_reason,
          dl.ms > 0 AND d.ready_wait_since IS NOT NULL
            AND d.ready_wait_since + pg_catalog.make_interval(secs => dl.ms / 1000.0) < pg_catalog.now(),

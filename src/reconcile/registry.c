@@ -22,6 +22,7 @@ mlplat_pass_for_kind(int kind)
 		case MLPLAT_KIND_RUNS:
 			return mlplat_runs_pass;
 		case MLPLAT_KIND_ROLLOUTS:
+			return mlplat_rollouts_pass;
 		case MLPLAT_NUM_KINDS:
 			break;
 	}

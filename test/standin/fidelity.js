@@ -587,6 +587,28 @@ check('Prometheus /metrics: scripted revisions — healthy, regressing (more 5xx
   expect(b.v('m-predictor-00001', 'revision_request_latencies_count', 'revision_name') > a.v('m-predictor-00001', 'revision_request_latencies_count', 'revision_name'), 'healthy revision grows');
 });
 
+check('Prometheus /metrics: a revision scripted with `service` serves its share of the canary split', async () => {
+  const p = `${ISVC}/namespaces/fid-a/inferenceservices/tf`;
+  const settled = (gen) => until(async () => { const o = (await k('GET', p)).body; return o.status && o.status.observedGeneration === gen && ready(o).status === 'True' && o; });
+  let o = await apply(p, isvcObj('tf', { modelFormat: { name: 'sklearn' }, storageUri: 's3://models/tf/1' }));
+  await settled(o.body.metadata.generation);
+  o = await apply(p, isvcObj('tf', { modelFormat: { name: 'sklearn' }, storageUri: 's3://models/tf/2' }, { canaryTrafficPercent: 25 }));
+  await settled(o.body.metadata.generation);
+  for (const rev of ['tf-predictor-00001', 'tf-predictor-00002']) await admin('POST', 'metrics/revision', { revision: rev, namespace: 'fid-a', behaviour: 'healthy', rps: 4000, service: 'tf' });
+  const count = async (rev) => {
+    const t = (await request('GET', `${BASE}/metrics`, undefined, { token: null })).text;
+    return Number(t.split('\n').find((l) => l.startsWith('revision_request_latencies_count{') && l.includes(`revision_name="${rev}"`)).split(' ').pop());
+  };
+  await sleep(600);
+  const [a, b] = [await count('tf-predictor-00002'), await count('tf-predictor-00001')];
+  expect(a > 0 && Math.abs(a / (a + b) - 0.25) < 0.05, 'the canary gets about 25% of the requests', [a, b]);
+  o = await apply(p, isvcObj('tf', { modelFormat: { name: 'sklearn' }, storageUri: 's3://models/tf/2' }, { canaryTrafficPercent: 0 }));
+  await settled(o.body.metadata.generation);
+  const a0 = await count('tf-predictor-00002');
+  await sleep(300);
+  eq(await count('tf-predictor-00002'), a0, 'at 0% the canary serves nothing');
+});
+
 check('faults: a seeded 30% 500 rate lands near 30%; a forced 500 is an InternalError Status', async () => {
   const run = async () => {
     await admin('DELETE', 'faults');

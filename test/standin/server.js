@@ -103,7 +103,12 @@ isvc = new kserve.KServe(store, res('InferenceService'), cfg);
 argo = new Argo(store, res('Workflow'), cfg, plans);
 jobs = new Jobs(store, res('Job'), cfg, plans);
 const mlflow = new Mlflow();
-const metrics = new Metrics();
+// a revision's share of its InferenceService's traffic, as the simulated KServe reports it
+const metrics = new Metrics((ns, name, rev) => {
+  const rec = store.get(res('InferenceService'), ns, name);
+  const t = ((((rec && rec.obj.status) || {}).components || {}).predictor || {}).traffic || [];
+  return t.filter((e) => e.revisionName === rev).reduce((a, e) => a + (Number(e.percent) || 0), 0) / 100;
+});
 const faults = new Faults(rngProxy);
 let spans = [];
 let requestLog = [];

@@ -2,6 +2,7 @@
 // Simulated per-revision serving metrics in Prometheus text exposition format 0.0.4.
 // Each scripted revision produces requests at `rps`; its behaviour sets the error share and
 // latency: healthy (0.5% 5xx, fast), regressing (20% 5xx, slow), silent (no new samples).
+// A revision scripted with `service` serves its share of that InferenceService's canary split.
 
 const BUCKETS_MS = [5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000];
 // Share of requests at or below each bucket boundary (cumulative), per behaviour.
@@ -12,21 +13,36 @@ const SHAPES = {
 };
 
 class Metrics {
-  constructor() { this.reset(); }
+  // shareOf(namespace, service, revision) -> fraction of the service's traffic on that revision
+  // (the stand-in's KServe status); used by revisions scripted with a `service`.
+  constructor(shareOf) { this.shareOf = shareOf || (() => 0); this.reset(); }
+
   reset() { this.revs = new Map(); }
 
   // Accumulate what has happened so far, then switch behaviour from now on.
-  set(rev, { namespace = 'default', behaviour = 'healthy', rps = 50, configuration } = {}) {
+  // With `service`, rps is the whole InferenceService's rate and the revision serves its share
+  // of it as KServe's status.components.predictor.traffic reports the split at each scrape.
+  set(rev, { namespace = 'default', behaviour = 'healthy', rps = 50, configuration, service } = {}) {
     if (!SHAPES[behaviour]) throw new Error(`behaviour must be one of ${Object.keys(SHAPES).join(', ')}`);
     const now = Date.now();
     const cur = this.revs.get(rev);
+    if (cur) this.advance(cur, now);
     const acc = cur ? this.sample(cur, now) : { n200: 0, n500: 0, buckets: BUCKETS_MS.map(() => 0), count: 0, sumMs: 0 };
-    this.revs.set(rev, { rev, namespace, configuration: configuration || rev.replace(/-\d{5}$/, ''), behaviour, rps: Number(rps), since: now, acc });
+    this.revs.set(rev, { rev, namespace, configuration: configuration || rev.replace(/-\d{5}$/, ''), behaviour, rps: Number(rps),
+      service: service || null, since: now, last: now, served: 0, acc });
+  }
+
+  // Requests a traffic-following revision served since the last look, at its current share.
+  advance(r, now) {
+    if (!r.service) return;
+    r.served += (r.rps * this.shareOf(r.namespace, r.service, r.rev) * (now - r.last)) / 1000;
+    r.last = now;
   }
 
   sample(r, now) {
     const shape = SHAPES[r.behaviour];
-    const n = r.behaviour === 'silent' ? 0 : Math.floor((r.rps * (now - r.since)) / 1000);
+    const total = r.service ? Math.floor(r.served) : Math.floor((r.rps * (now - r.since)) / 1000);
+    const n = r.behaviour === 'silent' ? 0 : total;
     const n500 = Math.floor(n * shape.err);
     return {
       n200: r.acc.n200 + (n - n500), n500: r.acc.n500 + n500,
@@ -45,6 +61,7 @@ class Metrics {
       '# TYPE revision_request_latencies histogram',
     ];
     for (const r of this.revs.values()) {
+      this.advance(r, now);
       const s = this.sample(r, now);
       const base = `namespace_name="${r.namespace}",configuration_name="${r.configuration}",revision_name="${r.rev}"`;
       lines.push(`revision_request_count{${base},response_code="200",response_code_class="2xx"} ${s.n200}`);

@@ -1,0 +1,428 @@
+-- 72_reconcile_rollouts: the rollouts reconciler's state, its transition ledger and
+-- its two short transactions (see docs/rollouts.md, "The reconciler").
+--
+-- The C pass (src/reconcile/rollouts.c) only does I/O: it reads the InferenceService,
+-- applies the traffic split it is told to, queries Prometheus, and hands what it saw
+-- to mlplat._rollouts_observe().  Everything that decides — when a window starts,
+-- whether evidence is due, the evidence record itself, plan_rollout, the ledger row
+-- and the one transition — happens here, in one transaction, under a compare-and-swap
+-- on the rollout's row_version and the kind's leader epoch.
+
+-- Replicas a revision is expected to keep ready: its minReplicas, at least one (a
+-- revision scaled to zero cannot prove readiness).
+CREATE FUNCTION mlplat._rollout_replicas(p_intent jsonb) RETURNS int
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$ SELECT GREATEST(coalesce((p_intent->>'min_replicas')::int, 1), 1) $$;
+REVOKE ALL ON FUNCTION mlplat._rollout_replicas(jsonb) FROM PUBLIC;
+
+-- The decision contract of a rollout, from its row, its revisions and its policy.
+-- Built once (the first claim stores it); see docs/rollouts.md for the mapping.
+CREATE FUNCTION mlplat._rollout_contract(p_id bigint) RETURNS jsonb
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$
+  SELECT mlplat.with_content_id(pg_catalog.jsonb_build_object(
+    'scope', pg_catalog.jsonb_build_object(
+      'project', p.name, 'deployment', d.name,
+      'target_revision', 'r' || ro.target_revision, 'previous_revision', 'r' || ro.baseline_revision,
+      'model_digest', 'sha256:' || mv.artifact_sha256, 'config_digest', 'sha256:' || tr.spec_digest),
+    'policy', pg_catalog.jsonb_build_object(
+      'steps', ro.policy->'steps',
+      'ceiling_fraction', LEAST((ro.policy->>'ceiling')::numeric,
+                                (ro.policy->'steps'->>(pg_catalog.jsonb_array_length(ro.policy->'steps') - 1))::numeric),
+      'min_samples', ro.policy->'min_samples',
+      'window_seconds', ro.policy->'window_seconds',
+      'max_error_rate', ro.policy->'max_error_rate',
+      'max_p95_ms', coalesce(ro.policy->'max_p95_ms', '600000'),
+      'max_error_rate_increase', ro.policy->'max_error_rate',
+      'max_p95_increase_ratio', coalesce(ro.policy->'max_p95_ratio', '100'),
+      'health_max_age_seconds', ro.policy->'window_seconds',
+      'surge_replicas', 0,
+      'rollback_headroom_replicas', 0,
+      'capacity_quota_replicas', GREATEST((tr.intent->>'max_replicas')::int, mlplat._rollout_replicas(tr.intent))
+                                 + GREATEST((br.intent->>'max_replicas')::int, mlplat._rollout_replicas(br.intent)))))
+    FROM mlplat.rollouts ro
+    JOIN mlplat.deployments d ON d.id = ro.deployment_id
+    JOIN mlplat.projects p ON p.id = ro.project_id
+    JOIN mlplat.deployment_revisions tr ON tr.deployment_id = d.id AND tr.revision = ro.target_revision
+    JOIN mlplat.deployment_revisions br ON br.deployment_id = d.id AND br.revision = ro.baseline_revision
+    JOIN mlplat.model_versions mv ON mv.id = tr.model_version_id
+   WHERE ro.id = p_id
+$$;
+REVOKE ALL ON FUNCTION mlplat._rollout_contract(bigint) FROM PUBLIC;
+
+-- The traffic fraction the rollout stands at, from the ledger (not from memory).
+CREATE FUNCTION mlplat._rollout_fraction(p_id bigint) RETURNS numeric
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$
+  SELECT coalesce((SELECT t.to_fraction FROM mlplat.rollout_transitions t
+                    WHERE t.rollout_id = p_id ORDER BY t.seq DESC LIMIT 1), 0)
+$$;
+REVOKE ALL ON FUNCTION mlplat._rollout_fraction(bigint) FROM PUBLIC;
+
+-- canaryTrafficPercent the InferenceService must carry now: 0 while rolling back,
+-- -1 (no canary setting) once promotion is requested, else the current fraction.
+CREATE FUNCTION mlplat._rollout_want_percent(p_status text, p_requested text, p_fraction numeric) RETURNS int
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$
+  SELECT CASE WHEN p_status = 'ROLLING_BACK' THEN 0
+              WHEN p_requested = 'PROMOTE' THEN -1
+              ELSE pg_catalog.round(p_fraction * 100)::int END
+$$;
+REVOKE ALL ON FUNCTION mlplat._rollout_want_percent(text, text, numeric) FROM PUBLIC;
+
+-- Claim: every active rollout, with the target's manifest and what the pass must do.
+-- Freezes the contract of a rollout seen for the first time.
+CREATE FUNCTION mlplat._rollouts_claim()
+RETURNS TABLE (id bigint, project text, namespace text, name text, status text, row_version bigint,
+               spec text, want_percent int, target_revision int, target_kn text, previous_kn text,
+               window_start bigint, window_seconds int, decide_at bigint, attempts int, due boolean)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$
+BEGIN
+  UPDATE mlplat.rollouts ro SET contract = mlplat._rollout_contract(ro.id)
+   WHERE ro.contract IS NULL AND ro.status IN ('PROGRESSING', 'HOLDING', 'AT_CEILING', 'ROLLING_BACK');
+  RETURN QUERY
+  SELECT c.id, c.project, c.namespace, c.name, c.status, c.row_version,
+         (CASE WHEN c.want < 0 THEN c.spec
+               ELSE pg_catalog.jsonb_set(c.spec, '{spec,predictor,canaryTrafficPercent}', pg_catalog.to_jsonb(c.want)) END)::text,
+         c.want, c.target_revision, c.target_kn, c.previous_kn, c.window_start, c.window_seconds, c.decide_at,
+         c.attempts, c.due
+    FROM (
+  SELECT ro.id, p.name AS project, 'mlp-' || p.name AS namespace, d.name, ro.status, ro.row_version,
+         tr.spec,
+         mlplat._rollout_want_percent(ro.status, ro.requested_action, mlplat._rollout_fraction(ro.id)) AS want,
+         ro.target_revision, ro.observed->>'target_kn' AS target_kn, ro.observed->>'previous_kn' AS previous_kn,
+         pg_catalog.ceil(EXTRACT(epoch FROM ro.window_start))::bigint AS window_start,
+         (ro.policy->>'window_seconds')::int AS window_seconds, ro.decide_at, ro.attempts,
+         ro.next_attempt_at <= pg_catalog.now() AS due
+    FROM mlplat.rollouts ro
+    JOIN mlplat.deployments d ON d.id = ro.deployment_id
+    JOIN mlplat.projects p ON p.id = ro.project_id
+    JOIN mlplat.deployment_revisions tr ON tr.deployment_id = d.id AND tr.revision = ro.target_revision
+   WHERE ro.status IN ('PROGRESSING', 'HOLDING', 'AT_CEILING', 'ROLLING_BACK')) c
+   ORDER BY c.id;
+END $$;
+REVOKE ALL ON FUNCTION mlplat._rollouts_claim() FROM PUBLIC;
+
+-- The evidence record of one decision (without its content id), from the contract,
+-- the fraction and one observation (see _rollouts_observe for its shape).
+CREATE FUNCTION mlplat._rollout_evidence(p_contract jsonb, p_fraction numeric, p_target_replicas int,
+                                         p_previous_replicas int, p_obs jsonb, p_target_kn text,
+                                         p_previous_kn text)
+RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$
+DECLARE
+  at bigint := (p_obs->>'observed_at')::bigint;
+  m jsonb := coalesce(p_obs->'metrics', '{}');
+  t_ready boolean := coalesce((p_obs->>'ready')::boolean, false) AND p_obs->>'latest_ready_kn' = p_target_kn;
+  p_ready boolean := EXISTS (SELECT 1 FROM pg_catalog.jsonb_array_elements(coalesce(p_obs->'traffic', '[]')) e
+                              WHERE e->>'revision' = p_previous_kn);
+  load text := p_obs->>'load';
+  rev jsonb;
+BEGIN
+  RETURN pg_catalog.jsonb_build_object(
+    'contract_content_id', p_contract->'content_id',
+    'scope', p_contract->'scope',
+    'observed_at', at,
+    'current_fraction', p_fraction,
+    'window_start', coalesce((m->>'window_start')::bigint, at),
+    'window_seconds', coalesce((m->>'window_seconds')::bigint, 0),
+    'target', pg_catalog.jsonb_build_object(
+      'desired_replicas', p_target_replicas,
+      'ready_replicas', CASE WHEN t_ready THEN p_target_replicas ELSE 0 END,
+      'load_attempts', CASE WHEN load IN ('UpToDate', 'BlockedByFailedLoad') THEN 1 ELSE 0 END,
+      'load_successes', CASE WHEN load = 'UpToDate' THEN 1 ELSE 0 END,
+      'health_observed_at', CASE WHEN t_ready THEN at END,
+      'requests', coalesce((m->'target'->>'requests')::bigint, 0),
+      'errors', coalesce((m->'target'->>'errors')::bigint, 0),
+      'p95_ms', m->'target'->'p95_ms'),
+    'previous', pg_catalog.jsonb_build_object(
+      'desired_replicas', p_previous_replicas,
+      'ready_replicas', CASE WHEN p_ready THEN p_previous_replicas ELSE 0 END,
+      'load_attempts', CASE WHEN p_ready THEN 1 ELSE 0 END,
+      'load_successes', CASE WHEN p_ready THEN 1 ELSE 0 END,
+      'health_observed_at', CASE WHEN p_ready THEN at END,
+      'requests', coalesce((m->'previous'->>'requests')::bigint, 0),
+      'errors', coalesce((m->'previous'->>'errors')::bigint, 0),
+      'p95_ms', m->'previous'->'p95_ms'),
+    'desired_capacity', p_target_replicas + p_previous_replicas);
+END $$;
+REVOKE ALL ON FUNCTION mlplat._rollout_evidence(jsonb, numeric, int, int, jsonb, text, text) FROM PUBLIC;
+
+-- Append one transition (transaction open, rollout row locked).  Returns false when
+-- a transition on this evidence is already recorded: a replay, nothing to apply.
+CREATE FUNCTION mlplat._rollout_record(ro mlplat.rollouts, p_decision text, p_reasons text[], p_to_status text,
+                                       p_from_fraction numeric, p_to_fraction numeric, p_evidence jsonb,
+                                       p_plan jsonb, p_obs jsonb, p_epoch bigint, p_controller text)
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$
+BEGIN
+  INSERT INTO mlplat.rollout_transitions (rollout_id, project_id, seq, decision, reasons, from_status, to_status,
+                                          from_fraction, to_fraction, contract_content_id, contract,
+                                          evidence_content_id, evidence, plan, observation, epoch, controller)
+  VALUES (ro.id, ro.project_id,
+          coalesce((SELECT max(t.seq) FROM mlplat.rollout_transitions t WHERE t.rollout_id = ro.id), 0) + 1,
+          p_decision, p_reasons, ro.status, p_to_status, p_from_fraction, p_to_fraction,
+          ro.contract->>'content_id', ro.contract, p_evidence->>'content_id', p_evidence, p_plan, p_obs,
+          p_epoch, p_controller)
+  ON CONFLICT (rollout_id, evidence_content_id) DO NOTHING;
+  RETURN FOUND;
+END $$;
+REVOKE ALL ON FUNCTION mlplat._rollout_record(mlplat.rollouts, text, text[], text, numeric, numeric, jsonb, jsonb, jsonb, bigint, text) FROM PUBLIC;
+
+-- Close a rollout whose final route is proven: the observation shows 100% of the
+-- traffic on the revision it must be on.
+CREATE FUNCTION mlplat._rollout_close(ro mlplat.rollouts, p_obs jsonb, p_revision_kn text, p_to_status text,
+                                      p_epoch bigint, p_controller text)
+RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$
+DECLARE
+  frac numeric := mlplat._rollout_fraction(ro.id);
+  route jsonb;
+  v mlplat.model_versions;
+BEGIN
+  route := mlplat.with_content_id(pg_catalog.jsonb_build_object(
+    'contract_content_id', ro.contract->'content_id', 'observed_at', p_obs->'observed_at',
+    'revision', p_revision_kn, 'traffic', p_obs->'traffic'));
+  IF NOT mlplat._rollout_record(ro, CASE WHEN p_to_status = 'PROMOTED' THEN 'PROMOTED' ELSE 'ROUTE_RESTORED' END,
+                                ARRAY['TRAFFIC_OBSERVED_100'], p_to_status, frac,
+                                CASE WHEN p_to_status = 'PROMOTED' THEN 1 ELSE 0 END,
+                                route, NULL, p_obs, p_epoch, p_controller) THEN
+    RETURN 'REPLAYED';
+  END IF;
+  UPDATE mlplat.rollouts x
+     SET status = p_to_status, current_fraction = CASE WHEN p_to_status = 'PROMOTED' THEN 1 ELSE 0 END,
+         status_reason = pg_catalog.format('100%% of the traffic observed on %s', p_revision_kn),
+         observed_generation = x.generation
+   WHERE x.id = ro.id;
+  IF p_to_status = 'PROMOTED' THEN
+    -- The deployment now serves the target; the baseline becomes its rollback revision
+    -- (and stops being reserved: the rollout's extra capacity is released).
+    UPDATE mlplat.deployments d
+       SET previous_revision = ro.baseline_revision, desired_revision = ro.target_revision,
+           status = 'DEPLOYING', status_reason = pg_catalog.format('rollout %s promoted revision %s', ro.id, ro.target_revision),
+           generation = d.generation + 1, row_version = d.row_version + 1, ready_wait_since = pg_catalog.now(),
+           updated_at = pg_catalog.now()
+     WHERE d.id = ro.deployment_id;
+    -- The promoted version becomes the model's CHAMPION, as set_model_stage would do.
+    SELECT mv.* INTO v FROM mlplat.model_versions mv
+      JOIN mlplat.deployment_revisions dr ON dr.model_version_id = mv.id
+     WHERE dr.deployment_id = ro.deployment_id AND dr.revision = ro.target_revision;
+    IF v.stage <> 'CHAMPION' THEN
+      PERFORM 1 FROM mlplat.models m WHERE m.id = v.model_id FOR UPDATE;
+      UPDATE mlplat.model_versions mv SET stage = 'ARCHIVED', stage_changed_at = pg_catalog.clock_timestamp()
+       WHERE mv.model_id = v.model_id AND mv.stage = 'CHAMPION';
+      UPDATE mlplat.model_versions mv SET stage = 'CHAMPION', stage_changed_at = pg_catalog.clock_timestamp()
+       WHERE mv.id = v.id;
+      IF mlplat._sync_aliases(v.model_id, ro.traceparent) THEN
+        PERFORM mlplat._wake_on_commit('model_aliases');
+      END IF;
+    END IF;
+  ELSE
+    -- Rolled back: the deployment reconciler owns the object again and re-applies the
+    -- baseline's manifest (dropping the canary setting).
+    UPDATE mlplat.deployments d
+       SET status = 'DEPLOYING', status_reason = pg_catalog.format('rollout %s rolled back to revision %s', ro.id, ro.baseline_revision),
+           generation = d.generation + 1, row_version = d.row_version + 1, ready_wait_since = pg_catalog.now(),
+           updated_at = pg_catalog.now()
+     WHERE d.id = ro.deployment_id;
+  END IF;
+  PERFORM mlplat._wake_on_commit('deployments');
+  RETURN p_to_status;
+END $$;
+REVOKE ALL ON FUNCTION mlplat._rollout_close(mlplat.rollouts, jsonb, text, text, bigint, text) FROM PUBLIC;
+
+-- Write-back.  p_obs (from the C pass) is
+--   {"observed_at": epoch s, "settled": bool (status describes the current generation and
+--    the object carries the wanted revision and traffic setting), "ready": bool,
+--    "latest_ready_kn", "latest_created_kn", "rolledout_kn": KServe revision names,
+--    "traffic": [{"revision", "percent", "latest"}], "load": transitionStatus,
+--    "metrics": {"window_start", "window_seconds", "target": {requests, errors, p95_ms},
+--                "previous": {...}, "gaps": [why a value is missing]} or absent}
+-- p_applied: the canaryTrafficPercent this pass applied (NULL: none).  p_error: the pass
+-- could not observe or apply (retried after p_retry_ms).  Returns what happened:
+-- LOST (compare-and-swap lost), ERROR, APPLIED, OBSERVED, a decision, REPLAYED, or the
+-- terminal status.
+CREATE FUNCTION mlplat._rollouts_observe(p_id bigint, p_row_version bigint, p_epoch bigint, p_controller text,
+                                         p_obs jsonb, p_applied int, p_error text, p_retry_ms int)
+RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$
+DECLARE
+  ro mlplat.rollouts;
+  frac numeric;
+  want int;
+  at bigint := (p_obs->>'observed_at')::bigint;
+  tkn text;
+  pkn text;
+  t_pct int;
+  p_pct int;
+  ws bigint;
+  evidence jsonb;
+  plan jsonb;
+  reasons text[];
+  new_status text;
+  recheck int;
+  tr jsonb;
+  br jsonb;
+  result text := 'OBSERVED';
+BEGIN
+  SELECT * INTO ro FROM mlplat.rollouts x
+   WHERE x.id = p_id AND x.row_version = p_row_version
+     AND EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = 'rollouts' AND e.epoch = p_epoch)
+     FOR UPDATE;
+  IF NOT FOUND THEN
+    RETURN 'LOST';
+  END IF;
+  UPDATE mlplat.rollouts x SET epoch = p_epoch, row_version = x.row_version + 1, updated_at = pg_catalog.now()
+   WHERE x.id = ro.id;
+  IF p_error IS NOT NULL THEN
+    UPDATE mlplat.rollouts x
+       SET last_error = p_error, attempts = x.attempts + 1,
+           next_attempt_at = pg_catalog.now() + pg_catalog.make_interval(secs => coalesce(p_retry_ms, 1000) / 1000.0)
+     WHERE x.id = ro.id;
+    RETURN 'ERROR';
+  END IF;
+  UPDATE mlplat.rollouts x SET last_error = NULL, attempts = 0, next_attempt_at = pg_catalog.now()
+   WHERE x.id = ro.id;
+  IF p_applied IS NOT NULL THEN
+    -- a new traffic setting: any window in progress no longer describes what users get
+    UPDATE mlplat.rollouts x SET applied_percent = p_applied, window_start = NULL, decide_at = NULL
+     WHERE x.id = ro.id;
+    RETURN 'APPLIED';
+  END IF;
+
+  frac := mlplat._rollout_fraction(ro.id);
+  want := mlplat._rollout_want_percent(ro.status, ro.requested_action, frac);
+  -- KServe's names for our two revisions, fixed at first sight: the target is the
+  -- revision created for our manifest, the previous one is what KServe had rolled out.
+  tkn := coalesce(ro.observed->>'target_kn', CASE WHEN (p_obs->>'settled')::boolean THEN p_obs->>'latest_created_kn' END);
+  pkn := coalesce(ro.observed->>'previous_kn',
+                  CASE WHEN (p_obs->>'settled')::boolean AND p_obs->>'rolledout_kn' IS DISTINCT FROM tkn
+                       THEN p_obs->>'rolledout_kn' END);
+  SELECT coalesce(sum((e->>'percent')::int) FILTER (WHERE e->>'revision' = tkn), 0),
+         coalesce(sum((e->>'percent')::int) FILTER (WHERE e->>'revision' = pkn), 0)
+    INTO t_pct, p_pct
+    FROM pg_catalog.jsonb_array_elements(coalesce(p_obs->'traffic', '[]')) e;
+  UPDATE mlplat.rollouts x
+     SET observed = pg_catalog.jsonb_build_object('target_kn', tkn, 'previous_kn', pkn,
+                      'traffic', p_obs->'traffic', 'target_percent', t_pct, 'previous_percent', p_pct,
+                      'ready', p_obs->'ready', 'load', p_obs->'load', 'observed_at', p_obs->'observed_at'),
+         observed_at = pg_catalog.now()
+   WHERE x.id = ro.id;
+  SELECT * INTO ro FROM mlplat.rollouts x WHERE x.id = ro.id;
+  IF NOT coalesce((p_obs->>'settled')::boolean, false) OR tkn IS NULL THEN
+    RETURN result;              -- KServe has not caught up with what we applied yet
+  END IF;
+
+  IF ro.status = 'ROLLING_BACK' THEN
+    IF pkn IS NOT NULL AND p_pct = 100 THEN
+      RETURN mlplat._rollout_close(ro, p_obs, pkn, CASE WHEN ro.requested_action = 'ABORT' THEN 'ABORTED' ELSE 'ROLLED_BACK' END,
+                                   p_epoch, p_controller);
+    END IF;
+    UPDATE mlplat.rollouts x
+       SET status_reason = CASE WHEN pkn IS NULL OR NOT EXISTS (
+                                   SELECT 1 FROM pg_catalog.jsonb_array_elements(coalesce(p_obs->'traffic', '[]')) e
+                                    WHERE e->>'revision' = pkn)
+                                THEN pg_catalog.format('rollback route lost: previous revision %s is not in the route',
+                                                       coalesce(pkn, '(unknown)'))
+                                ELSE pg_catalog.format('rolling back: %s%% still on the target', t_pct) END
+     WHERE x.id = ro.id;
+    RETURN result;
+  END IF;
+  IF ro.requested_action = 'PROMOTE' THEN
+    IF t_pct = 100 THEN
+      RETURN mlplat._rollout_close(ro, p_obs, tkn, 'PROMOTED', p_epoch, p_controller);
+    END IF;
+    UPDATE mlplat.rollouts x SET status_reason = pg_catalog.format('promoting: %s%% on the target so far', t_pct)
+     WHERE x.id = ro.id;
+    RETURN result;
+  END IF;
+
+  -- A window runs while the observed split is the one the rollout stands at.
+  IF t_pct <> want THEN
+    UPDATE mlplat.rollouts x SET window_start = NULL, decide_at = NULL,
+           status_reason = pg_catalog.format('waiting for %s%% on the target (observed %s%%)', want, t_pct)
+     WHERE x.id = ro.id;
+    RETURN result;
+  END IF;
+  IF ro.window_start IS NULL THEN
+    -- Evidence times are whole seconds: the window starts at the next full second.
+    -- At 0% the first decision needs readiness only (no window), so it is due at once.
+    ws := CASE WHEN frac = 0 THEN pg_catalog.floor(EXTRACT(epoch FROM pg_catalog.clock_timestamp()))
+               ELSE pg_catalog.ceil(EXTRACT(epoch FROM pg_catalog.clock_timestamp())) END;
+    UPDATE mlplat.rollouts x
+       SET window_start = pg_catalog.to_timestamp(ws),
+           decide_at = ws + CASE WHEN frac = 0 THEN 0 ELSE (ro.policy->>'window_seconds')::int END,
+           status_reason = pg_catalog.format('observing %s%% on the target', want)
+     WHERE x.id = ro.id;
+    RETURN result;
+  END IF;
+  IF p_obs->'metrics' IS NULL OR at < ro.decide_at THEN
+    RETURN result;
+  END IF;
+
+  -- Decide exactly one transition.
+  SELECT dr.intent INTO tr FROM mlplat.deployment_revisions dr
+   WHERE dr.deployment_id = ro.deployment_id AND dr.revision = ro.target_revision;
+  SELECT dr.intent INTO br FROM mlplat.deployment_revisions dr
+   WHERE dr.deployment_id = ro.deployment_id AND dr.revision = ro.baseline_revision;
+  evidence := mlplat.with_content_id(mlplat._rollout_evidence(ro.contract, frac, mlplat._rollout_replicas(tr),
+                                                              mlplat._rollout_replicas(br), p_obs, tkn, pkn));
+  BEGIN
+    plan := mlplat.plan_rollout(ro.contract, evidence);
+  EXCEPTION WHEN invalid_parameter_value THEN
+    -- evidence this controller built and the decision function refused: a bug to see,
+    -- not a transition; keep it out of the ledger and retry slowly
+    UPDATE mlplat.rollouts x
+       SET last_error = pg_catalog.format('plan_rollout refused the evidence: %s', SQLERRM),
+           attempts = x.attempts + 1, next_attempt_at = pg_catalog.now() + interval '30 seconds'
+     WHERE x.id = ro.id;
+    RETURN 'REFUSED';
+  END;
+  SELECT pg_catalog.array_agg(r ORDER BY r) INTO reasons FROM pg_catalog.jsonb_array_elements_text(plan->'reasons') r;
+  new_status := CASE plan->>'decision'
+                  WHEN 'ADVANCE' THEN 'PROGRESSING'
+                  WHEN 'ROLLBACK' THEN 'ROLLING_BACK'
+                  ELSE CASE WHEN reasons && ARRAY['AT_CEILING', 'TRAFFIC_COMPLETE'] THEN 'AT_CEILING' ELSE 'HOLDING' END
+                END;
+  IF NOT mlplat._rollout_record(ro, plan->>'decision', reasons, new_status, frac, (plan->>'next_fraction')::numeric,
+                                evidence, plan, p_obs - 'metrics' || pg_catalog.jsonb_build_object(
+                                  'target_kn', tkn, 'previous_kn', pkn, 'metric_gaps', p_obs->'metrics'->'gaps'),
+                                p_epoch, p_controller) THEN
+    RETURN 'REPLAYED';
+  END IF;
+  -- After a hold, look again a fifth of a window later (1 s to 60 s); at the ceiling,
+  -- where only a regression can still change anything, once per window.
+  recheck := CASE WHEN new_status = 'AT_CEILING' THEN (ro.policy->>'window_seconds')::int
+                  ELSE LEAST(GREATEST((ro.policy->>'window_seconds')::int / 5, 1), 60) END;
+  UPDATE mlplat.rollouts x
+     SET status = new_status,
+         current_fraction = (plan->>'next_fraction')::numeric,
+         status_reason = pg_catalog.format('%s: %s', plan->>'decision', pg_catalog.array_to_string(reasons, ', ')),
+         window_start = CASE WHEN plan->>'decision' = 'HOLD' THEN x.window_start END,
+         decide_at = CASE WHEN plan->>'decision' = 'HOLD' THEN at + recheck END,
+         observed_generation = x.generation
+   WHERE x.id = ro.id;
+  RETURN plan->>'decision';
+END $$;
+REVOKE ALL ON FUNCTION mlplat._rollouts_observe(bigint, bigint, bigint, text, jsonb, int, text, int) FROM PUBLIC;
+
+-- Test hook: how the reconciler reads one Prometheus /api/v1/query answer.
+CREATE FUNCTION mlplat._prometheus_classify(http_status int, body text) RETURNS jsonb
+LANGUAGE C IMMUTABLE
+SET search_path = pg_catalog, mlplat, pg_temp
+AS 'MODULE_PATHNAME', 'mlplat_prometheus_classify';
+REVOKE ALL ON FUNCTION mlplat._prometheus_classify(int, text) FROM PUBLIC;

@@ -1,0 +1,137 @@
+-- The rollouts reconciler's SQL half, driven with synthetic observations (no
+-- workers, no cluster): contract, window, evidence, plan_rollout, the transition
+-- ledger (append-only, keyed by evidence), compare-and-swap, route-proven closing;
+-- and how Prometheus answers are read.
+\set SHOW_CONTEXT never
+SELECT (mlplat.create_project('rrec', 4, NULL, NULL, NULL, NULL)).status;
+SELECT (mlplat.register_model_version('rrec', 'rm', v, 's3://m/' || v, repeat(v, 64), 'kserve-sklearnserver', 'sklearn')).status
+  FROM unnest(ARRAY['1', '2']) v;
+SELECT (mlplat.set_model_stage('rrec', 'rm', '1', 'CHAMPION')).status, (mlplat.set_model_stage('rrec', 'rm', '2', 'CANDIDATE')).status;
+-- one GPU per replica: 3 GPUs of the quota of 4 committed; the canary's 3 more do not fit
+SELECT (mlplat.deploy('rrec', 'rsvc', 'rm', '1', 'kserve-sklearnserver', 1, 2, 3)).status;
+UPDATE mlplat.deployments SET status = 'READY' WHERE name = 'rsvc';
+SELECT (mlplat.start_rollout('rrec', 'rsvc', 'rm', '2', '{"steps": [0.1, 0.5], "ceiling": 0.5, "window_seconds": 60, "min_samples": 100, "max_error_rate": 0.02, "max_p95_ms": 300}')).status;
+-- other tests leave rollouts behind: look at this one only
+CREATE VIEW pg_temp.ro AS SELECT r.* FROM mlplat.rollouts r JOIN mlplat.deployments d ON d.id = r.deployment_id WHERE d.name = 'rsvc';
+CREATE VIEW pg_temp.tr AS SELECT t.* FROM mlplat.rollout_transitions t WHERE t.rollout_id = (SELECT id FROM pg_temp.ro);
+-- this session leads the rollouts kind (the workers do not run in the regression database)
+SELECT mlplat._take_leadership('rollouts', pg_backend_pid(), 0) AS epoch \gset
+
+-- claim: the contract is frozen with its content id; the manifest carries the wanted canary
+SELECT name, status, want_percent, target_revision, target_kn, window_start, decide_at, due,
+       spec::jsonb->'spec'->'predictor'->'canaryTrafficPercent' AS canary,
+       spec::jsonb->'metadata'->'labels'->>'mlplat.io/revision' AS label
+  FROM mlplat._rollouts_claim() c WHERE c.name = 'rsvc';
+-- (the config digest hashes the manifest, which carries this installation's random instance id)
+SELECT (contract->'scope') - 'config_digest' AS scope, contract->'scope'->>'config_digest' ~ '^sha256:[0-9a-f]{64}$' AS config_digest_ok,
+       contract->'policy' AS policy,
+       mlplat.content_id(contract, 'content_id') = contract->>'content_id' AS id_ok
+  FROM pg_temp.ro;
+-- deployments reconciler: an active rollout owns the object, so the deployment is never due
+SELECT name, due FROM mlplat._deployments_claim(true) WHERE name IN ('rsvc');
+
+CREATE FUNCTION pg_temp.obs(at bigint, traffic jsonb, extra jsonb DEFAULT '{}') RETURNS jsonb LANGUAGE sql AS $$
+  SELECT jsonb_build_object('observed_at', at, 'settled', true, 'ready', true,
+    'latest_ready_kn', 'rsvc-predictor-00002', 'latest_created_kn', 'rsvc-predictor-00002',
+    'rolledout_kn', 'rsvc-predictor-00001', 'load', 'UpToDate', 'traffic', traffic) || extra $$;
+CREATE FUNCTION pg_temp.step(o jsonb, applied int DEFAULT NULL, err text DEFAULT NULL) RETURNS text LANGUAGE sql AS $$
+  SELECT mlplat._rollouts_observe(r.id, r.row_version, (SELECT epoch FROM mlplat.leader_epochs WHERE kind = 'rollouts'),
+                                  'regress/controller', o, applied, err, CASE WHEN err IS NOT NULL THEN 500 END)
+    FROM pg_temp.ro r $$;
+CREATE FUNCTION pg_temp.at0() RETURNS bigint LANGUAGE sql AS $$
+  SELECT ceil(extract(epoch FROM clock_timestamp()))::bigint $$;
+\set split0 '''[{"revision": "rsvc-predictor-00002", "percent": 0, "latest": true}, {"revision": "rsvc-predictor-00001", "percent": 100, "latest": false}]'''
+\set split10 '''[{"revision": "rsvc-predictor-00002", "percent": 10, "latest": true}, {"revision": "rsvc-predictor-00001", "percent": 90, "latest": false}]'''
+
+-- an error: recorded, retried later, nothing decided
+SELECT pg_temp.step(NULL, NULL, 'cannot read InferenceService: 503');
+SELECT attempts, last_error, next_attempt_at > now() AS backs_off FROM pg_temp.ro;
+UPDATE mlplat.rollouts SET next_attempt_at = now() WHERE id = (SELECT id FROM pg_temp.ro);
+-- the pass applied the manifest at 0%
+SELECT pg_temp.step(NULL, 0);
+SELECT applied_percent, window_start IS NULL AS no_window, last_error FROM pg_temp.ro;
+-- not settled yet: nothing starts
+SELECT pg_temp.step(pg_temp.obs(pg_temp.at0(), :split0, '{"settled": false}'));
+SELECT window_start IS NULL AS no_window, observed->>'target_kn' AS target_kn FROM pg_temp.ro;
+-- settled at 0% on the target: the window starts, and at 0% the decision is due at once
+SELECT pg_temp.step(pg_temp.obs(pg_temp.at0(), :split0));
+SELECT observed->>'target_kn' AS target_kn, observed->>'previous_kn' AS previous_kn,
+       decide_at = ceil(extract(epoch FROM window_start)) AS due_now FROM pg_temp.ro;
+-- the decision: readiness qualifies the first step
+SELECT pg_temp.step(pg_temp.obs(pg_temp.at0() + 1, :split0, '{"metrics": {"window_start": 0, "window_seconds": 0, "target": {}, "previous": {}, "gaps": []}}'));
+SELECT seq, decision, reasons, from_status, to_status, from_fraction, to_fraction, epoch = :epoch AS epoch_ok, controller,
+       plan = mlplat.plan_rollout(contract, evidence) AS replayable,
+       evidence->'target'->>'ready_replicas' AS target_ready, evidence->>'desired_capacity' AS capacity
+  FROM pg_temp.tr;
+SELECT status, current_fraction, window_start IS NULL AS no_window, status_reason FROM pg_temp.ro;
+-- the claim now wants 10%: the fraction comes from the ledger
+SELECT want_percent, spec::jsonb->'spec'->'predictor'->'canaryTrafficPercent' AS canary FROM mlplat._rollouts_claim() c WHERE c.name = 'rsvc';
+SELECT pg_temp.step(NULL, 10);
+-- KServe still shows 0%: waiting, no window
+SELECT pg_temp.step(pg_temp.obs(pg_temp.at0(), :split0));
+SELECT window_start IS NULL AS no_window, status_reason FROM pg_temp.ro;
+SELECT pg_temp.step(pg_temp.obs(pg_temp.at0(), :split10));
+SELECT decide_at - ceil(extract(epoch FROM window_start)) AS window FROM pg_temp.ro;
+-- evidence before the window ends is not used
+SELECT pg_temp.step(pg_temp.obs(pg_temp.at0() + 5, :split10, '{"metrics": {"window_start": 0, "window_seconds": 5, "target": {}, "previous": {}, "gaps": []}}'));
+-- Prometheus had nothing (gaps): missing evidence holds
+UPDATE mlplat.rollouts SET decide_at = pg_temp.at0() - 60, window_start = to_timestamp(pg_temp.at0() - 60) WHERE id = (SELECT id FROM pg_temp.ro);
+SELECT pg_temp.step(pg_temp.obs(pg_temp.at0(), :split10, jsonb_build_object('metrics', jsonb_build_object(
+  'window_start', pg_temp.at0() - 60, 'window_seconds', 60, 'target', '{}'::jsonb, 'previous', '{}'::jsonb,
+  'gaps', '["target requests: no sample"]'::jsonb))));
+SELECT seq, decision, reasons, to_status, to_fraction, observation->'metric_gaps' AS gaps
+  FROM pg_temp.tr ORDER BY seq DESC LIMIT 1;
+SELECT status, decide_at > pg_temp.at0() AS rechecks_later FROM pg_temp.ro;
+-- a demonstrated regression rolls back
+UPDATE mlplat.rollouts SET decide_at = pg_temp.at0() - 60 WHERE id = (SELECT id FROM pg_temp.ro);
+SELECT pg_temp.step(pg_temp.obs(pg_temp.at0(), :split10, jsonb_build_object('metrics', jsonb_build_object(
+  'window_start', pg_temp.at0() - 60, 'window_seconds', 60,
+  'target', '{"requests": 600, "errors": 120, "p95_ms": 1250}'::jsonb,
+  'previous', '{"requests": 5400, "errors": 20, "p95_ms": 80}'::jsonb, 'gaps', '[]'::jsonb))));
+SELECT seq, decision, reasons, to_status, to_fraction FROM pg_temp.tr ORDER BY seq DESC LIMIT 1;
+SELECT r.status, c.want_percent FROM pg_temp.ro r, mlplat._rollouts_claim() c WHERE c.id = r.id;
+-- ROLLED_BACK only when the observed route has 100% on the previous revision
+SELECT pg_temp.step(pg_temp.obs(pg_temp.at0(), :split10));
+SELECT status, status_reason FROM pg_temp.ro;
+SELECT pg_temp.step(pg_temp.obs(pg_temp.at0(), '[{"revision": "rsvc-predictor-00002", "percent": 100, "latest": true}]'));
+SELECT status, status_reason FROM pg_temp.ro;
+-- alerts while rolling back without a route; a stale observation; the surge that does not fit
+UPDATE mlplat.rollouts SET observed_at = now() - interval '10 minutes' WHERE id = (SELECT id FROM pg_temp.ro);
+SELECT alert, severity, entity, detail FROM mlplat.alerts WHERE kind = 'rollouts' AND entity = 'rsvc' ORDER BY alert;
+SELECT pg_temp.step(pg_temp.obs(pg_temp.at0(), :split0));
+SELECT seq, decision, reasons, from_status, to_status, to_fraction, evidence->>'revision' AS revision,
+       mlplat.content_id(evidence, 'content_id') = evidence_content_id AS keyed
+  FROM pg_temp.tr ORDER BY seq DESC LIMIT 1;
+SELECT r.status, d.status AS deployment, d.desired_revision, d.generation > d.observed_generation AS deployment_due
+  FROM pg_temp.ro r JOIN mlplat.deployments d ON d.id = r.deployment_id;
+SELECT count(*) AS active_claims FROM mlplat._rollouts_claim() c WHERE c.name = 'rsvc';
+
+-- compare-and-swap: a stale row_version or a deposed epoch writes nothing
+SELECT mlplat._rollouts_observe(r.id, r.row_version - 1, :epoch, 'x', pg_temp.obs(1, :split0), NULL, NULL, NULL) FROM pg_temp.ro r;
+SELECT mlplat._rollouts_observe(r.id, r.row_version, :epoch - 1, 'x', pg_temp.obs(1, :split0), NULL, NULL, NULL) FROM pg_temp.ro r;
+-- the same evidence is never recorded twice
+SELECT mlplat._rollout_record(r, 'HOLD', '{}', 'HOLDING', 0, 0, t.evidence, NULL, '{}', :epoch, 'x') AS recorded
+  FROM mlplat.rollouts r JOIN pg_temp.tr t ON t.rollout_id = r.id WHERE t.seq = 1;
+-- the ledger is append-only
+UPDATE mlplat.rollout_transitions SET decision = 'ADVANCE' WHERE rollout_id = (SELECT id FROM pg_temp.ro) AND seq = 3;
+DELETE FROM mlplat.rollout_transitions WHERE rollout_id = (SELECT id FROM pg_temp.ro);
+TRUNCATE mlplat.rollout_transitions;
+SELECT count(*) AS transitions, count(DISTINCT evidence_content_id) AS keys FROM pg_temp.tr;
+-- alerts: the regression is reported
+SELECT alert, severity, kind, entity, detail FROM mlplat.alerts WHERE kind = 'rollouts' AND entity = 'rsvc';
+
+-- Prometheus answers: only a finite number is evidence
+SELECT b AS body, mlplat._prometheus_classify(s, b) AS read
+  FROM (VALUES
+    (200, '{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1764410400.123,"1200.5"]}]}}'),
+    (200, '{"status":"success","data":{"resultType":"vector","result":[]}}'),
+    (200, '{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1764410400,"NaN"]}]}}'),
+    (200, '{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1764410400,"+Inf"]}]}}'),
+    (200, '{"status":"success","data":{"resultType":"scalar","result":[1764410400,"3"]}}'),
+    (200, '{"status":"success","data":{"resultType":"vector","result":[{"metric":{"a":"1"},"value":[1,"1"]},{"metric":{"a":"2"},"value":[1,"2"]}]}}'),
+    (200, '{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"12abc"]}]}}'),
+    (200, '{"status":"success","data":{"resultType":"matrix","result":[]}}'),
+    (400, '{"status":"error","errorType":"bad_data","error":"invalid parameter \"query\": 1:1: parse error"}'),
+    (503, '{"status":"error","errorType":"unavailable","error":"too many requests"}'),
+    (502, '<html>Bad Gateway</html>'),
+    (0, NULL)) AS x(s, b);

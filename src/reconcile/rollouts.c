@@ -1,0 +1,587 @@
+/*
+ * rollouts.c — the rollouts reconciler: canary traffic on KServe, evidence
+ * from the InferenceService status and Prometheus, decisions by plan_rollout.
+ *
+ * One pass:
+ *   1. claim every active rollout (short transaction): the target revision's
+ *      manifest with the canaryTrafficPercent it must carry now, the window
+ *      and whether a decision is due — all derived from the database (the
+ *      fraction from the transition ledger), nothing from memory;
+ *   2. GET each InferenceService (one concurrent batch);
+ *   3. per rollout, either apply the manifest (Server-Side Apply, the same
+ *      field manager as the deployments reconciler, see below) when the object
+ *      does not carry the wanted revision and traffic setting, or — when a
+ *      decision is due — query Prometheus for both revisions over the window
+ *      (a second concurrent batch);
+ *   4. write back per rollout in a new short transaction through
+ *      mlplat._rollouts_observe(), which CASes on row_version and the leader
+ *      epoch, builds the evidence, calls plan_rollout, appends the transition
+ *      ledger row (keyed by the evidence content id) and applies the one
+ *      transition.
+ *
+ * Ownership of the InferenceService: while a rollout is active, the
+ * deployments reconciler does not write the object (its claim marks the
+ * deployment not due) and this reconciler applies the target's manifest plus
+ * spec.predictor.canaryTrafficPercent under the same field manager "mlplat".
+ * Same manager on purpose: when the rollout ends and the deployments
+ * reconciler applies a manifest without canaryTrafficPercent, Server-Side
+ * Apply removes the field, because its manager no longer applies it.  With a
+ * separate manager the canary setting would outlive the rollout.
+ */
+#include "postgres.h"
+
+#include <math.h>
+#include <time.h>
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "utils/builtins.h"
+#include "utils/json.h"
+#include "utils/memutils.h"
+
+#include "mlplat/backoff.h"
+#include "mlplat/guc.h"
+#include "mlplat/http.h"
+#include "mlplat/json.h"
+#include "mlplat/kube.h"
+#include "mlplat/prometheus.h"
+#include "mlplat/reconcile.h"
+#include "mlplat/reconcile_util.h"
+
+static const MlplatKubeResource ISVC = {"serving.kserve.io", "v1beta1", "inferenceservices", true};
+
+/* how soon to look again while KServe settles a new traffic setting */
+#define SETTLE_POLL_MS 100
+/* the longest sleep while a rollout is active (windows are timed in whole seconds) */
+#define ACTIVE_POLL_MS 1000
+#define PERMANENT_RETRY_MS 30000
+
+/* The three numbers per revision, in the order of the queries. */
+typedef enum Metric
+{
+	M_REQUESTS = 0,
+	M_ERRORS,
+	M_P95,
+	M_COUNT
+} Metric;
+
+static const char *const metric_names[M_COUNT] = {"requests", "errors", "p95_ms"};
+
+typedef struct Rollout
+{
+	/* claimed */
+	int64		id;
+	char	   *project;
+	char	   *ns;
+	char	   *name;
+	char	   *status;
+	int64		row_version;
+	char	   *spec;			/* target manifest with the wanted canary setting */
+	int			want;			/* canaryTrafficPercent wanted; -1: none */
+	int			target_revision;
+	char	   *target_kn;		/* KServe's revision names, once known */
+	char	   *previous_kn;
+	int64		window_start;	/* epoch s; 0: no window running */
+	int			window_seconds;
+	int64		decide_at;		/* epoch s; 0: none */
+	int			attempts;
+	bool		due;
+	/* this pass */
+	MlplatHttpRequest *get;
+	MlplatHttpRequest *apply;
+	MlplatHttpRequest *prom[2][M_COUNT];	/* [0] target, [1] previous */
+	int64		metric_start;
+	int64		metric_seconds;
+	bool		metrics;		/* a decision is due: metrics were gathered */
+	StringInfo	obs;			/* observation JSON (without metrics) */
+	bool		applied;
+	char	   *error;
+	int			retry_ms;
+	int			http_status;
+	bool		settled;
+	bool		moved;			/* a decision changed the wanted split: apply it at once */
+} Rollout;
+
+/* ---------------------------------------------------------------- pure helpers */
+
+static void
+json_key_str(StringInfo s, const char *key, const char *val)
+{
+	appendStringInfo(s, "%s\"%s\":", s->len > 1 ? "," : "", key);
+	if (val)
+		escape_json(s, val);
+	else
+		appendStringInfoString(s, "null");
+}
+
+/* The Ready condition of KServe's status: "True", "False" or "Unknown". */
+static const char *
+ready_condition(const MlJsonValue *obj)
+{
+	const MlJsonValue *conds = ml_json_object_get(ml_json_object_get(obj, "status"), "conditions");
+
+	if (conds == NULL || conds->type != ML_JSON_ARRAY)
+		return "Unknown";
+	for (size_t i = 0; i < conds->u.array.count; i++)
+	{
+		const char *type = mlplat_json_text(conds->u.array.items[i], "type", NULL, NULL);
+		const char *st = mlplat_json_text(conds->u.array.items[i], "status", NULL, NULL);
+
+		if (type && st && strcmp(type, "Ready") == 0)
+			return strcmp(st, "True") == 0 ? "True" : strcmp(st, "False") == 0 ? "False" : "Unknown";
+	}
+	return "Unknown";
+}
+
+/*
+ * Does the observed object carry the wanted revision and traffic setting?
+ * When it does, write the observation (what SQL needs to judge it) into r->obs.
+ */
+static bool
+observe_object(Rollout *r, const MlJsonValue *obj, int64 now)
+{
+	const char *label = mlplat_json_text(obj, "metadata", "labels", "mlplat.io/revision");
+	const MlJsonValue *pred = ml_json_object_get(ml_json_object_get(obj, "spec"), "predictor");
+	const MlJsonValue *canary = ml_json_object_get(pred, "canaryTrafficPercent");
+	const MlJsonValue *comp = ml_json_object_get(ml_json_object_get(ml_json_object_get(obj, "status"),
+																	"components"), "predictor");
+	const MlJsonValue *traffic = ml_json_object_get(comp, "traffic");
+	const char *ready = ready_condition(obj);
+	int64		gen = -1,
+				seen = -2;
+	StringInfo	s;
+
+	if (label == NULL || atoi(label) != r->target_revision)
+		return false;
+	if (r->want < 0 ? canary != NULL
+		: (canary == NULL || canary->type != ML_JSON_NUMBER || !canary->u.number.is_integer ||
+		   (int) canary->u.number.value != r->want))
+		return false;
+
+	(void) mlplat_json_int(obj, "metadata", "generation", &gen);
+	(void) mlplat_json_int(obj, "status", "observedGeneration", &seen);
+	/* KServe reports the traffic of a generation once its Ready is decided */
+	r->settled = gen == seen && strcmp(ready, "Unknown") != 0;
+
+	s = makeStringInfo();
+	appendStringInfoChar(s, '{');
+	appendStringInfo(s, "\"observed_at\":" INT64_FORMAT ",\"settled\":%s,\"ready\":%s", now,
+					 r->settled ? "true" : "false", strcmp(ready, "True") == 0 ? "true" : "false");
+	json_key_str(s, "latest_ready_kn", mlplat_json_text(comp, "latestReadyRevision", NULL, NULL));
+	json_key_str(s, "latest_created_kn", mlplat_json_text(comp, "latestCreatedRevision", NULL, NULL));
+	json_key_str(s, "rolledout_kn", mlplat_json_text(comp, "latestRolledoutRevision", NULL, NULL));
+	json_key_str(s, "load", mlplat_json_text(obj, "status", "modelStatus", "transitionStatus"));
+	appendStringInfoString(s, ",\"traffic\":[");
+	if (traffic && traffic->type == ML_JSON_ARRAY)
+	{
+		int			n = 0;
+
+		for (size_t i = 0; i < traffic->u.array.count; i++)
+		{
+			const MlJsonValue *t = traffic->u.array.items[i];
+			const char *rev = mlplat_json_text(t, "revisionName", NULL, NULL);
+			const MlJsonValue *pct = ml_json_object_get(t, "percent");
+			const MlJsonValue *latest = ml_json_object_get(t, "latestRevision");
+
+			if (rev == NULL)
+				continue;
+			appendStringInfo(s, "%s{\"revision\":", n++ ? "," : "");
+			escape_json(s, rev);
+			appendStringInfo(s, ",\"percent\":%d,\"latest\":%s}",
+							 pct && pct->type == ML_JSON_NUMBER ? (int) pct->u.number.value : 0,
+							 latest && latest->type == ML_JSON_BOOL && latest->u.boolean ? "true" : "false");
+		}
+	}
+	appendStringInfoChar(s, ']');
+	r->obs = s;
+	return true;
+}
+
+/* PromQL for one number of one revision over the last `seconds` seconds. */
+static char *
+promql(Metric m, const char *ns, const char *kn, int64 seconds)
+{
+	/* namespace and revision are DNS labels: nothing in them needs escaping in a PromQL string */
+	char	   *sel = psprintf("namespace_name=\"%s\",revision_name=\"%s\"", ns, kn);
+
+	switch (m)
+	{
+		case M_REQUESTS:
+			return psprintf("sum(increase(revision_request_count{%s}[%llds]))", sel, (long long) seconds);
+		case M_ERRORS:
+			return psprintf("sum(increase(revision_request_count{%s,response_code_class=\"5xx\"}[%llds]))",
+							sel, (long long) seconds);
+		case M_P95:
+		case M_COUNT:
+			break;
+	}
+	return psprintf("histogram_quantile(0.95, sum by (le) (rate(revision_request_latencies_bucket{%s}[%llds])))",
+					sel, (long long) seconds);
+}
+
+/*
+ * Append "metrics" to the observation: counts rounded to whole requests
+ * (increase() extrapolates to the range boundaries), errors capped at
+ * requests; every value Prometheus could not give is left out and named in
+ * "gaps" — the evidence then has 0 requests / a null p95, which holds.
+ */
+static void
+add_metrics(Rollout *r, MlJsonArena *arena)
+{
+	StringInfo	s = r->obs;
+	StringInfoData gaps;
+	int			ngaps = 0;
+
+	initStringInfo(&gaps);
+	appendStringInfo(s, ",\"metrics\":{\"window_start\":" INT64_FORMAT ",\"window_seconds\":" INT64_FORMAT,
+					 r->metric_start, r->metric_seconds);
+	if (mlplat_prometheus_url == NULL || mlplat_prometheus_url[0] == '\0')
+	{
+		appendStringInfoString(&gaps, "\"no Prometheus configured (mlplat.prometheus_url)\"");
+		ngaps++;
+	}
+	for (int w = 0; w < 2; w++)
+	{
+		double		v[M_COUNT];
+		bool		have[M_COUNT];
+
+		appendStringInfo(s, ",\"%s\":{", w == 0 ? "target" : "previous");
+		for (int m = 0; m < M_COUNT; m++)
+		{
+			MlplatHttpRequest *q = r->prom[w][m];
+			MlPromResult res;
+
+			have[m] = false;
+			if (q == NULL)
+				continue;
+			if (ml_prom_parse_instant(arena, q->failed ? 0 : q->status, q->failed ? NULL : q->resp_body,
+									  q->resp_len, &res) == ML_PROM_VALUE && res.value >= 0)
+			{
+				v[m] = res.value;
+				have[m] = true;
+			}
+			else
+			{
+				char	   *gap = psprintf("%s %s: %s", w == 0 ? "target" : "previous", metric_names[m],
+										   q->failed ? q->error : (res.outcome == ML_PROM_VALUE ? "negative" : res.why));
+
+				appendStringInfoString(&gaps, ngaps++ ? "," : "");
+				escape_json(&gaps, gap);
+			}
+		}
+		if (have[M_REQUESTS])
+		{
+			int64		req = (int64) llround(v[M_REQUESTS]);
+			int64		err = have[M_ERRORS] ? Min((int64) llround(v[M_ERRORS]), req) : 0;
+
+			/* without an error count the requests cannot be judged: leave both out */
+			if (have[M_ERRORS])
+				appendStringInfo(s, "\"requests\":" INT64_FORMAT ",\"errors\":" INT64_FORMAT, req, err);
+		}
+		if (have[M_P95])
+			appendStringInfo(s, "%s\"p95_ms\":%.3f", have[M_REQUESTS] && have[M_ERRORS] ? "," : "", v[M_P95]);
+		appendStringInfoChar(s, '}');
+	}
+	appendStringInfo(s, ",\"gaps\":[%s]}", gaps.data);
+}
+
+/* ---------------------------------------------------------------- I/O */
+
+static List *
+claim(void)
+{
+	MemoryContext pass_cxt = CurrentMemoryContext;
+	List	   *out = NIL;
+
+	mlplat_txn_begin();
+	MemoryContextSwitchTo(pass_cxt);
+	if (SPI_execute("SELECT * FROM mlplat._rollouts_claim()", false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "mlplat: rollouts claim failed");
+	MemoryContextSwitchTo(pass_cxt);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	t = SPI_tuptable->vals[i];
+		TupleDesc	td = SPI_tuptable->tupdesc;
+		Rollout    *r = palloc0(sizeof(Rollout));
+		char	   *v;
+
+		r->id = atoll(SPI_getvalue(t, td, 1));
+		r->project = SPI_getvalue(t, td, 2);
+		r->ns = SPI_getvalue(t, td, 3);
+		r->name = SPI_getvalue(t, td, 4);
+		r->status = SPI_getvalue(t, td, 5);
+		r->row_version = atoll(SPI_getvalue(t, td, 6));
+		r->spec = SPI_getvalue(t, td, 7);
+		r->want = atoi(SPI_getvalue(t, td, 8));
+		r->target_revision = atoi(SPI_getvalue(t, td, 9));
+		r->target_kn = SPI_getvalue(t, td, 10);
+		r->previous_kn = SPI_getvalue(t, td, 11);
+		v = SPI_getvalue(t, td, 12);
+		r->window_start = v ? atoll(v) : 0;
+		r->window_seconds = atoi(SPI_getvalue(t, td, 13));
+		v = SPI_getvalue(t, td, 14);
+		r->decide_at = v ? atoll(v) : 0;
+		r->attempts = atoi(SPI_getvalue(t, td, 15));
+		v = SPI_getvalue(t, td, 16);
+		r->due = v && v[0] == 't';
+		r->retry_ms = -1;
+		out = lappend(out, r);
+	}
+	mlplat_txn_commit();
+	MemoryContextSwitchTo(pass_cxt);
+	return out;
+}
+
+static void
+add_queries(MlplatHttpBatch *b, Rollout *r, int64 now)
+{
+	const char *kn[2] = {r->target_kn, r->previous_kn};
+
+	r->metrics = true;
+	r->metric_start = Max(r->window_start, now - r->window_seconds);
+	r->metric_seconds = now - r->metric_start;
+	/* at 0% the first decision needs readiness only; a range of 0 s has no samples */
+	if (r->metric_seconds < 1 || mlplat_prometheus_url == NULL || mlplat_prometheus_url[0] == '\0')
+		return;
+	for (int w = 0; w < 2; w++)
+	{
+		if (kn[w] == NULL)
+			continue;
+		for (int m = 0; m < M_COUNT; m++)
+		{
+			char	   *url = psprintf("%s/api/v1/query?query=%s&time=" INT64_FORMAT, mlplat_prometheus_url,
+									   mlplat_url_encode(promql((Metric) m, r->ns, kn[w], r->metric_seconds)), now);
+
+			r->prom[w][m] = mlplat_http_batch_add(b, "GET", url);
+			mlplat_http_request_add_header(r->prom[w][m], "Accept", "application/json");
+		}
+	}
+}
+
+static void
+write_back(MlplatPass *pass, List *rollouts, int *decisions)
+{
+	MemoryContext pass_cxt = CurrentMemoryContext;
+	ListCell   *lc;
+
+	mlplat_txn_begin();
+	foreach(lc, rollouts)
+	{
+		Rollout    *r = lfirst(lc);
+		Datum		v[8];
+		char		n[8] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
+		Oid			types[8] = {INT8OID, INT8OID, INT8OID, TEXTOID, TEXTOID, INT4OID, TEXTOID, INT4OID};
+		char	   *res;
+
+		if (r->get == NULL)
+			continue;
+		v[0] = Int64GetDatum(r->id);
+		v[1] = Int64GetDatum(r->row_version);
+		v[2] = Int64GetDatum(pass->epoch);
+		v[3] = CStringGetTextDatum(pass->controller);
+		if (r->obs)
+			v[4] = CStringGetTextDatum(r->obs->data);
+		else
+			n[4] = 'n';
+		v[5] = Int32GetDatum(r->want);
+		if (!r->applied)
+			n[5] = 'n';
+		if (r->error)
+			v[6] = CStringGetTextDatum(r->error);
+		else
+			n[6] = 'n';
+		v[7] = Int32GetDatum(r->retry_ms);
+		if (r->retry_ms < 0)
+			n[7] = 'n';
+		if (SPI_execute_with_args("SELECT mlplat._rollouts_observe($1, $2, $3, $4, $5::jsonb, $6, $7, $8)",
+								  8, types, v, n, false, 1) != SPI_OK_SELECT || SPI_processed != 1)
+			elog(ERROR, "mlplat: rollouts write-back failed");
+		res = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+		if (res && (strcmp(res, "ADVANCE") == 0 || strcmp(res, "HOLD") == 0 || strcmp(res, "ROLLBACK") == 0))
+			(*decisions)++;
+		r->moved = res && (strcmp(res, "ADVANCE") == 0 || strcmp(res, "ROLLBACK") == 0);
+		/*
+		 * What went out to the cluster is in the reconcile ledger, like every
+		 * reconciler's writes — also when the row moved on meanwhile (the
+		 * apply happened all the same); a deposed leader's row is refused there.
+		 */
+		if (r->apply)
+			mlplat_ledger_append(pass, "rollout", r->id, r->project, "APPLY",
+								 r->applied ? "OK" : r->retry_ms == PERMANENT_RETRY_MS ? "FAILED" : "RETRY",
+								 NULL, NULL, r->http_status, r->error, NULL,
+								 r->want < 0 ? "canaryTrafficPercent removed"
+								 : psprintf("canaryTrafficPercent %d", r->want));
+	}
+	mlplat_txn_commit();
+	MemoryContextSwitchTo(pass_cxt);
+}
+
+void
+mlplat_rollouts_pass(MlplatPass *pass)
+{
+	MemoryContext pass_cxt = CurrentMemoryContext;
+	MlJsonArena *arena = mlplat_json_arena_in(pass_cxt);
+	const char *why = NULL;
+	List	   *rollouts;
+	MlplatHttpBatch *gets;
+	MlplatHttpBatch *acts;
+	ListCell   *lc;
+	int64		now;
+	struct timespec ts;
+	long		wait_ms = -1;
+	int			applies = 0,
+				decisions = 0;
+
+	if (!mlplat_cluster_ready(pass, &why))
+		return;
+	rollouts = claim();
+	if (rollouts == NIL)
+	{
+		snprintf(pass->status, sizeof(pass->status), "no active rollouts");
+		return;
+	}
+
+	gets = mlplat_http_batch_create(pass_cxt);
+	foreach(lc, rollouts)
+	{
+		Rollout    *r = lfirst(lc);
+
+		if (r->due)
+			r->get = mlplat_kube_get(gets, &ISVC, r->ns, r->name);
+	}
+	if (mlplat_http_batch_count(gets) > 0)
+		mlplat_http_batch_run(gets);
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	now = (int64) ts.tv_sec;
+	acts = mlplat_http_batch_create(pass_cxt);
+	foreach(lc, rollouts)
+	{
+		Rollout    *r = lfirst(lc);
+		MlplatKubeResult kr;
+		MlJsonValue *obj;
+		MlJsonError err;
+
+		if (r->get == NULL)
+			continue;
+		mlplat_kube_parse_response(r->get, &kr);
+		if (kr.outcome == MLPLAT_KUBE_NOT_FOUND)
+		{
+			/* the object is created by the apply; KServe keeps nothing to roll back to then */
+			r->apply = mlplat_kube_apply(acts, &ISVC, r->ns, r->name, r->spec);
+			continue;
+		}
+		if (kr.outcome != MLPLAT_KUBE_OK)
+		{
+			r->error = psprintf("cannot read InferenceService %s/%s: %s", r->ns, r->name,
+								kr.message ? kr.message : "unknown error");
+			r->http_status = kr.status;
+			r->retry_ms = mlplat_backoff_delay_ms(r->attempts + 1, 500, mlplat_backoff_max_ms,
+												  kr.retry_after_s, (uint32) r->id ^ (uint32) r->attempts);
+			continue;
+		}
+		obj = ml_json_parse(arena, r->get->resp_body, r->get->resp_len, NULL, &err);
+		if (obj == NULL)
+		{
+			r->error = psprintf("InferenceService %s/%s is not JSON: %s", r->ns, r->name, err.message);
+			r->retry_ms = PERMANENT_RETRY_MS;
+			continue;
+		}
+		if (!observe_object(r, obj, now))
+		{
+			r->apply = mlplat_kube_apply(acts, &ISVC, r->ns, r->name, r->spec);
+			continue;
+		}
+		/* a decision is due: gather the window's request metrics with it */
+		if (r->settled && r->window_start > 0 && r->decide_at > 0 && now >= r->decide_at &&
+			r->want >= 0 && strcmp(r->status, "ROLLING_BACK") != 0 && r->target_kn != NULL)
+			add_queries(acts, r, now);
+	}
+	if (mlplat_http_batch_count(acts) > 0)
+		mlplat_http_batch_run(acts);
+
+	foreach(lc, rollouts)
+	{
+		Rollout    *r = lfirst(lc);
+
+		if (r->apply)
+		{
+			MlplatKubeResult kr;
+
+			mlplat_kube_parse_response(r->apply, &kr);
+			r->http_status = kr.status;
+			applies++;
+			if (kr.outcome == MLPLAT_KUBE_OK)
+				r->applied = true;
+			else
+			{
+				r->error = psprintf("apply of InferenceService %s/%s failed: %s", r->ns, r->name,
+									kr.message ? kr.message : "unknown error");
+				r->retry_ms = kr.outcome == MLPLAT_KUBE_FAILED ? Min(PERMANENT_RETRY_MS, mlplat_backoff_max_ms)
+					: mlplat_backoff_delay_ms(r->attempts + 1, 500, mlplat_backoff_max_ms,
+											  kr.retry_after_s, (uint32) r->id ^ (uint32) r->attempts);
+			}
+		}
+		else if (r->metrics)
+			add_metrics(r, arena);
+		if (r->obs)
+			appendStringInfoChar(r->obs, '}');
+	}
+
+	write_back(pass, rollouts, &decisions);
+
+	/*
+	 * Come back soon while KServe settles or a window is about to end; at
+	 * most a second later otherwise (an entity in backoff comes due by then).
+	 */
+	foreach(lc, rollouts)
+	{
+		Rollout    *r = lfirst(lc);
+		long		ms = ACTIVE_POLL_MS;
+
+		if (r->moved)
+			ms = 1;				/* the next pass applies the new split */
+		else if (r->applied || (r->obs && !r->settled) || r->window_start == 0 || r->metrics)
+			ms = SETTLE_POLL_MS;
+		else if (r->decide_at > 0)
+			ms = Max(SETTLE_POLL_MS, Min(ACTIVE_POLL_MS, (long) ((r->decide_at * 1000) -
+																	((int64) ts.tv_sec * 1000 + ts.tv_nsec / 1000000))));
+		if (wait_ms < 0 || ms < wait_ms)
+			wait_ms = ms;
+	}
+	pass->next_pass_ms = wait_ms;
+	snprintf(pass->status, sizeof(pass->status), "%d active rollouts, %d applied, %d decisions",
+			 list_length(rollouts), applies, decisions);
+}
+
+/* ---------------------------------------------------------------- SQL test hook */
+
+PG_FUNCTION_INFO_V1(mlplat_prometheus_classify);
+
+/*
+ * mlplat._prometheus_classify(http_status int, body text) → jsonb
+ * {"outcome": ..., "value": n | null, "why": ...}: how one Prometheus answer is read.
+ */
+Datum
+mlplat_prometheus_classify(PG_FUNCTION_ARGS)
+{
+	int			status = PG_GETARG_INT32(0);
+	text	   *body = PG_ARGISNULL(1) ? NULL : PG_GETARG_TEXT_PP(1);
+	MlJsonArena *arena = mlplat_json_arena_in(CurrentMemoryContext);
+	MlPromResult res;
+	StringInfoData s;
+
+	(void) ml_prom_parse_instant(arena, status, body ? VARDATA_ANY(body) : NULL,
+								 body ? VARSIZE_ANY_EXHDR(body) : 0, &res);
+	initStringInfo(&s);
+	appendStringInfo(&s, "{\"outcome\":\"%s\",\"value\":", ml_prom_outcome_name(res.outcome));
+	if (res.outcome == ML_PROM_VALUE)
+		appendStringInfo(&s, "%.17g", res.value);
+	else
+		appendStringInfoString(&s, "null");
+	appendStringInfoString(&s, ",\"why\":");
+	escape_json(&s, res.why);
+	appendStringInfoChar(&s, '}');
+	PG_RETURN_DATUM(DirectFunctionCall1(jsonb_in, CStringGetDatum(s.data)));
+}
