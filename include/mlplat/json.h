@@ -132,6 +132,20 @@ typedef struct MlJsonLimits
 extern MlJsonValue *ml_json_parse(MlJsonArena *arena, const char *text, size_t len,
 								  const MlJsonLimits *limits, MlJsonError *err);
 
+/*
+ * Building blocks for trees that come from elsewhere than JSON text (the
+ * backend reads jsonb directly).  They apply the parser's own rules, so such
+ * a tree is the one ml_json_parse would build from the same document.
+ */
+
+/* A number from its JSON text (number grammar only); NULL with *err if not a finite double. */
+extern MlJsonValue *ml_json_new_number(MlJsonArena *arena, const char *text, size_t len,
+									   MlJsonError *err);
+
+/* An object of a copy of members[0..count) with its key index; NULL on a duplicate key or OOM. */
+extern MlJsonValue *ml_json_new_object(MlJsonArena *arena, const MlJsonMember *members,
+									   size_t count, MlJsonError *err);
+
 /* Member value for key (bytes, key_len), or NULL (also when obj is no object). */
 extern const MlJsonValue *ml_json_object_get_n(const MlJsonValue *obj, const char *key, size_t key_len);
 extern const MlJsonValue *ml_json_object_get(const MlJsonValue *obj, const char *key);

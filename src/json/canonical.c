@@ -26,37 +26,45 @@ ml_buf_init(MlJsonBuf *b, MlJsonArena *arena)
 	b->arena = arena;
 }
 
+/* make room for n more bytes and the NUL; false (and oom) when impossible */
+static bool
+buf_reserve(MlJsonBuf *b, size_t n)
+{
+	/* old storage stays in the arena until it is freed: at most 2x */
+	size_t		ncap = b->cap ? b->cap : 256;
+	char	   *nd;
+
+	if (b->oom)
+		return false;
+	if (b->cap - b->len > n)
+		return true;
+	while (ncap - b->len <= n)
+	{
+		if (ncap > SIZE_MAX / 4)
+		{
+			b->oom = true;
+			return false;
+		}
+		ncap *= 2;
+	}
+	nd = ml_json_arena_alloc(b->arena, ncap);
+	if (nd == NULL)
+	{
+		b->oom = true;
+		return false;
+	}
+	if (b->len)
+		memcpy(nd, b->data, b->len);
+	b->data = nd;
+	b->cap = ncap;
+	return true;
+}
+
 void
 ml_buf_append(MlJsonBuf *b, const char *s, size_t n)
 {
-	if (b->oom)
+	if (!buf_reserve(b, n))
 		return;
-	if (b->cap - b->len <= n)
-	{
-		/* old storage stays in the arena until it is freed: at most 2x */
-		size_t		ncap = b->cap ? b->cap : 256;
-		char	   *nd;
-
-		while (ncap - b->len <= n)
-		{
-			if (ncap > SIZE_MAX / 4)
-			{
-				b->oom = true;
-				return;
-			}
-			ncap *= 2;
-		}
-		nd = ml_json_arena_alloc(b->arena, ncap);
-		if (nd == NULL)
-		{
-			b->oom = true;
-			return;
-		}
-		if (b->len)
-			memcpy(nd, b->data, b->len);
-		b->data = nd;
-		b->cap = ncap;
-	}
 	memcpy(b->data + b->len, s, n);
 	b->len += n;
 	b->data[b->len] = '\0';
@@ -65,7 +73,10 @@ ml_buf_append(MlJsonBuf *b, const char *s, size_t n)
 void
 ml_buf_putc(MlJsonBuf *b, char c)
 {
-	ml_buf_append(b, &c, 1);
+	if (!buf_reserve(b, 1))
+		return;
+	b->data[b->len++] = c;
+	b->data[b->len] = '\0';
 }
 
 void
@@ -83,6 +94,30 @@ typedef struct Decimal
 	int			ndigits;
 	int			exp10;			/* value = d.ddd × 10^exp10 */
 } Decimal;
+
+/* Powers of ten that doubles hold exactly (5^22 < 2^53). */
+static const double pow10_exact[23] = {
+	1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
+	1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22
+};
+
+/* the decimal m × 10^-k, m > 0 */
+static void
+decimal_from_u64(Decimal *dec, uint64_t m, int k)
+{
+	char		rev[24];
+	int			n = 0;
+
+	do
+	{
+		rev[n++] = (char) ('0' + m % 10);
+		m /= 10;
+	} while (m != 0);
+	for (int i = 0; i < n; i++)
+		dec->digits[i] = rev[n - 1 - i];
+	dec->ndigits = n;
+	dec->exp10 = n - 1 - k;
+}
 
 static void
 decimal_from_e(Decimal *dec, const char *s)
@@ -152,11 +187,36 @@ shortest_decimal(double x, Decimal *out)
 	 */
 	if (x < 9007199254740992.0 && x == (double) (int64_t) x)
 	{
-		int			n = snprintf(out->digits, sizeof(out->digits), "%" PRId64, (int64_t) x);
-
-		out->ndigits = n;
-		out->exp10 = n - 1;
+		decimal_from_u64(out, (uint64_t) x, 0);
 		return;
+	}
+
+	/*
+	 * Fast path for the fractions documents are full of (0.05, 0.2, 1.25):
+	 * the fewest fraction digits k such that m = round(x × 10^k) gives back x
+	 * as m / 10^k.  With m < 10^15 (at most DBL_DIG digits, so below 2^53)
+	 * and k ≤ 22 both operands are exact doubles and the division is rounded
+	 * once, exactly as strtod rounds the decimal m×10^-k.  No two distinct
+	 * decimals of at most DBL_DIG digits round to the same double, so the one
+	 * found is the one the search below would find; fewer fraction digits
+	 * mean fewer significant digits.  Anything else takes the search.
+	 */
+	if (x >= DBL_MIN && x < 1e15)
+	{
+		for (int k = 1; k <= 22; k++)
+		{
+			double		t = x * pow10_exact[k];
+			double		m;
+
+			if (t >= 1e15)
+				break;
+			m = nearbyint(t);
+			if (m >= 1 && m / pow10_exact[k] == x)
+			{
+				decimal_from_u64(out, (uint64_t) m, k);
+				return;
+			}
+		}
 	}
 
 	/*
@@ -294,56 +354,74 @@ void
 ml_buf_json_string(MlJsonBuf *b, const char *s, size_t n)
 {
 	static const char hex[] = "0123456789abcdef";
-	size_t		run = 0;
+	char	   *out;
 
-	ml_buf_putc(b, '"');
+	size_t		need = n + 2;
+
+	/*
+	 * Room for the whole literal first, so the loop writes without checks:
+	 * short strings reserve the worst case (every byte a 6-byte \u00xx
+	 * escape), long ones count their escapes rather than over-allocate.
+	 */
+	if (n <= 1024)
+		need = 6 * n + 2;
+	else
+		for (size_t i = 0; i < n; i++)
+		{
+			unsigned char c = (unsigned char) s[i];
+
+			if (c < 0x20 || c == '"' || c == '\\')
+				need += 5;		/* at most 5 more than the byte itself */
+		}
+	if (!buf_reserve(b, need))
+		return;
+	out = b->data + b->len;
+	*out++ = '"';
 	for (size_t i = 0; i < n; i++)
 	{
 		unsigned char c = (unsigned char) s[i];
-		char		esc[7];
-		size_t		elen = 2;
 
 		if (c >= 0x20 && c != '"' && c != '\\')
+		{
+			*out++ = (char) c;
 			continue;
-		ml_buf_append(b, s + run, i - run);
-		run = i + 1;
-		esc[0] = '\\';
+		}
+		*out++ = '\\';
 		switch (c)
 		{
 			case '"':
-				esc[1] = '"';
+				*out++ = '"';
 				break;
 			case '\\':
-				esc[1] = '\\';
+				*out++ = '\\';
 				break;
 			case '\b':
-				esc[1] = 'b';
+				*out++ = 'b';
 				break;
 			case '\f':
-				esc[1] = 'f';
+				*out++ = 'f';
 				break;
 			case '\n':
-				esc[1] = 'n';
+				*out++ = 'n';
 				break;
 			case '\r':
-				esc[1] = 'r';
+				*out++ = 'r';
 				break;
 			case '\t':
-				esc[1] = 't';
+				*out++ = 't';
 				break;
 			default:
-				esc[1] = 'u';
-				esc[2] = '0';
-				esc[3] = '0';
-				esc[4] = hex[c >> 4];
-				esc[5] = hex[c & 0xF];
-				elen = 6;
+				*out++ = 'u';
+				*out++ = '0';
+				*out++ = '0';
+				*out++ = hex[c >> 4];
+				*out++ = hex[c & 0xF];
 				break;
 		}
-		ml_buf_append(b, esc, elen);
 	}
-	ml_buf_append(b, s + run, n - run);
-	ml_buf_putc(b, '"');
+	*out++ = '"';
+	*out = '\0';
+	b->len = out - b->data;
 }
 
 /* next code point of UTF-8 s[*i..n); an invalid byte stands for itself */
@@ -469,6 +547,29 @@ member_utf16_cmp(const void *x, const void *y)
 	return ml_json_utf16_cmp(a->key, a->key_len, b->key, b->key_len);
 }
 
+/*
+ * The parser's by_key index is in byte order, which for UTF-8 is code point
+ * order.  UTF-16 code units order code points the same way except that
+ * supplementary characters (lead byte 0xF0..0xF4) sort below U+E000..U+FFFF
+ * (lead byte 0xEE, 0xEF).  Keys without a byte >= 0xEE have neither, so the
+ * index is already in canonical order and no sort is needed.
+ */
+static bool
+keys_in_utf16_order(const MlJsonValue *v)
+{
+	if (v->u.object.by_key == NULL)
+		return false;			/* built by hand, not by the parser */
+	for (size_t i = 0; i < v->u.object.count; i++)
+	{
+		const unsigned char *k = (const unsigned char *) v->u.object.members[i].key;
+
+		for (size_t j = 0; j < v->u.object.members[i].key_len; j++)
+			if (k[j] >= 0xEE)
+				return false;
+	}
+	return true;
+}
+
 static bool
 write_canonical(MlJsonBuf *b, const MlJsonValue *v, const char *exclude_key,
 				MlJsonError *err)
@@ -518,7 +619,9 @@ write_canonical(MlJsonBuf *b, const MlJsonValue *v, const char *exclude_key,
 				const MlJsonMember **sorted = NULL;
 				bool		first = true;
 
-				if (count > 0)
+				if (count > 0 && keys_in_utf16_order(v))
+					sorted = v->u.object.by_key;
+				else if (count > 0)
 				{
 					sorted = ml_json_arena_alloc(b->arena, count * sizeof(MlJsonMember *));
 					if (sorted == NULL)
@@ -591,14 +694,40 @@ ml_json_canonical(MlJsonArena *arena, const MlJsonValue *v, size_t *len_out, MlJ
 	return canonical_ex(arena, v, NULL, len_out, err);
 }
 
+/*
+ * OpenSSL 3's EVP_sha256() makes every digest look the algorithm up again
+ * (an implicit fetch), and EVP_Digest allocates and frees a context per
+ * call: together more than hashing a kilobyte.  Keep one fetched algorithm
+ * and one context per process (the backend and the fuzzers are single
+ * threaded).
+ */
+static const EVP_MD *
+sha256_md(void)
+{
+#if OPENSSL_VERSION_NUMBER >= 0x30000000L
+	static EVP_MD *md = NULL;
+
+	if (md == NULL)
+		md = EVP_MD_fetch(NULL, "SHA256", NULL);
+	if (md != NULL)
+		return md;
+#endif
+	return EVP_sha256();
+}
+
 bool
 ml_sha256_hex(const void *data, size_t len, char out[ML_CONTENT_ID_LEN + 1])
 {
 	static const char hex[] = "0123456789abcdef";
+	static EVP_MD_CTX *ctx = NULL;
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned int mdlen = 0;
 
-	if (EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL) != 1 || mdlen != 32)
+	if (ctx == NULL && (ctx = EVP_MD_CTX_new()) == NULL)
+		return false;
+	if (EVP_DigestInit_ex(ctx, sha256_md(), NULL) != 1 ||
+		EVP_DigestUpdate(ctx, data, len) != 1 ||
+		EVP_DigestFinal_ex(ctx, md, &mdlen) != 1 || mdlen != 32)
 		return false;
 	for (unsigned int i = 0; i < 32; i++)
 	{

@@ -250,6 +250,76 @@ is_digit(unsigned char c)
 	return c >= '0' && c <= '9';
 }
 
+/* Powers of ten that doubles hold exactly (5^22 < 2^53). */
+static const double pow10_exact[23] = {
+	1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
+	1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22
+};
+
+/*
+ * The value of a number token (already checked against the grammar) without
+ * strtod, when that is exact: digits m ≤ 2^53 and a decimal exponent within
+ * ±22 make m and 10^|e| exact doubles, and one multiplication or division
+ * rounds the exact value once, as strtod does (Clinger's fast path).  False
+ * means "ask strtod".
+ */
+static bool
+exact_double(const char *s, size_t n, double *out)
+{
+	uint64_t	m = 0;
+	int			ndigits = 0,
+				frac = 0,
+				e = 0;
+	bool		neg = false,
+				in_frac = false;
+	size_t		i = 0;
+	double		d;
+
+	if (s[0] == '-')
+	{
+		neg = true;
+		i++;
+	}
+	for (; i < n && s[i] != 'e' && s[i] != 'E'; i++)
+	{
+		if (s[i] == '.')
+		{
+			in_frac = true;
+			continue;
+		}
+		if (m != 0 || s[i] != '0')
+			ndigits++;
+		if (ndigits > 16)
+			return false;
+		m = m * 10 + (uint64_t) (s[i] - '0');
+		if (in_frac)
+			frac++;
+	}
+	if (i < n)
+	{
+		bool		eneg = false;
+
+		i++;
+		if (s[i] == '+' || s[i] == '-')
+			eneg = (s[i++] == '-');
+		for (; i < n; i++)
+		{
+			if (e > 1000)
+				return false;
+			e = e * 10 + (s[i] - '0');
+		}
+		if (eneg)
+			e = -e;
+	}
+	e -= frac;
+	if (m > ((uint64_t) 1 << 53) || e < -22 || e > 22)
+		return false;
+	d = (double) m;
+	d = e < 0 ? d / pow10_exact[-e] : d * pow10_exact[e];
+	*out = neg ? -d : d;
+	return true;
+}
+
 static MlJsonValue *
 parse_number(Parser *p)
 {
@@ -312,13 +382,16 @@ parse_number(Parser *p)
 	memcpy(text, p->s + start, p->pos - start);
 	text[p->pos - start] = '\0';
 
-	/* the grammar above is a subset of what strtod accepts in the C locale */
-	errno = 0;
-	d = strtod(text, &end);
-	if (end != text + (p->pos - start) || isinf(d) || isnan(d))
+	if (!exact_double(text, p->pos - start, &d))
 	{
-		fail(p, ML_JSON_ERR_VALUE, start, "number is out of range for an IEEE 754 double");
-		return NULL;
+		/* the grammar above is a subset of what strtod accepts in the C locale */
+		errno = 0;
+		d = strtod(text, &end);
+		if (end != text + (p->pos - start) || isinf(d) || isnan(d))
+		{
+			fail(p, ML_JSON_ERR_VALUE, start, "number is out of range for an IEEE 754 double");
+			return NULL;
+		}
 	}
 
 	v = new_value(p, ML_JSON_NUMBER);
@@ -685,13 +758,64 @@ member_ptr_cmp(const void *x, const void *y)
 	return key_cmp(a->key, a->key_len, b->key, b->key_len);
 }
 
+/*
+ * An object value holding a copy of members[0..count) and its by_key index;
+ * a duplicate key fails at offset.  Objects are small: insertion sort beats
+ * qsort's call per comparison there.
+ */
+static MlJsonValue *
+make_object(Parser *p, const MlJsonMember *members, size_t count, size_t offset)
+{
+	MlJsonValue *v = new_value(p, ML_JSON_OBJECT);
+	const MlJsonMember **by_key;
+
+	if (v == NULL)
+		return NULL;
+	if (count > 0)
+	{
+		v->u.object.members = palloc_or_fail(p, count * sizeof(MlJsonMember));
+		v->u.object.by_key = by_key = palloc_or_fail(p, count * sizeof(MlJsonMember *));
+		if (v->u.object.members == NULL || by_key == NULL)
+			return NULL;
+		memcpy(v->u.object.members, members, count * sizeof(MlJsonMember));
+		if (count <= 16)
+		{
+			for (size_t i = 0; i < count; i++)
+			{
+				const MlJsonMember *m = &v->u.object.members[i];
+				size_t		j = i;
+
+				while (j > 0 && member_ptr_cmp(&by_key[j - 1], &m) > 0)
+				{
+					by_key[j] = by_key[j - 1];
+					j--;
+				}
+				by_key[j] = m;
+			}
+		}
+		else
+		{
+			for (size_t i = 0; i < count; i++)
+				by_key[i] = &v->u.object.members[i];
+			qsort((void *) by_key, count, sizeof(MlJsonMember *), member_ptr_cmp);
+		}
+		for (size_t i = 1; i < count; i++)
+			if (member_ptr_cmp(&by_key[i - 1], &by_key[i]) == 0)
+			{
+				fail(p, ML_JSON_ERR_VALUE, offset, "duplicate key in object");
+				return NULL;
+			}
+	}
+	v->u.object.count = count;
+	return v;
+}
+
 static MlJsonValue *
 parse_object(Parser *p, size_t depth)
 {
 	size_t		start = p->pos;
 	size_t		base = p->mlen;
 	MlJsonValue *v;
-	size_t		count;
 
 	p->pos++;					/* '{' */
 	skip_ws(p);
@@ -737,28 +861,7 @@ parse_object(Parser *p, size_t depth)
 			return NULL;
 		}
 
-	v = new_value(p, ML_JSON_OBJECT);
-	if (v == NULL)
-		return NULL;
-	count = p->mlen - base;
-	if (count > 0)
-	{
-		v->u.object.members = palloc_or_fail(p, count * sizeof(MlJsonMember));
-		v->u.object.by_key = palloc_or_fail(p, count * sizeof(MlJsonMember *));
-		if (v->u.object.members == NULL || v->u.object.by_key == NULL)
-			return NULL;
-		memcpy(v->u.object.members, p->mstack + base, count * sizeof(MlJsonMember));
-		for (size_t i = 0; i < count; i++)
-			v->u.object.by_key[i] = &v->u.object.members[i];
-		qsort((void *) v->u.object.by_key, count, sizeof(MlJsonMember *), member_ptr_cmp);
-		for (size_t i = 1; i < count; i++)
-			if (member_ptr_cmp(&v->u.object.by_key[i - 1], &v->u.object.by_key[i]) == 0)
-			{
-				fail(p, ML_JSON_ERR_VALUE, start, "duplicate key in object");
-				return NULL;
-			}
-	}
-	v->u.object.count = count;
+	v = make_object(p, p->mstack + base, p->mlen - base, start);
 	p->mlen = base;
 	return v;
 }
@@ -865,6 +968,45 @@ ml_json_parse(MlJsonArena *arena, const char *text, size_t len,
 		return NULL;
 	}
 	return root;
+}
+
+/* ---- building trees from other sources -------------------------------- */
+
+MlJsonValue *
+ml_json_new_number(MlJsonArena *arena, const char *text, size_t len, MlJsonError *err)
+{
+	Parser		p;
+	MlJsonValue *v;
+
+	memset(&p, 0, sizeof(p));
+	p.arena = arena;
+	p.s = (const unsigned char *) text;
+	p.len = len;
+	p.err = err;
+	if (len == 0 || !(text[0] == '-' || is_digit((unsigned char) text[0])))
+	{
+		fail(&p, ML_JSON_ERR_SYNTAX, 0, "invalid number: expected a digit");
+		return NULL;
+	}
+	v = parse_number(&p);
+	if (v != NULL && p.pos != len)
+	{
+		fail(&p, ML_JSON_ERR_SYNTAX, p.pos, "unexpected data after the JSON value");
+		return NULL;
+	}
+	return v;
+}
+
+MlJsonValue *
+ml_json_new_object(MlJsonArena *arena, const MlJsonMember *members, size_t count,
+				   MlJsonError *err)
+{
+	Parser		p;
+
+	memset(&p, 0, sizeof(p));
+	p.arena = arena;
+	p.err = err;
+	return make_object(&p, members, count, 0);
 }
 
 /* ---- lookup ----------------------------------------------------------- */

@@ -1,11 +1,13 @@
 /*
  * sql.c — SQL entry points for the pure JSON core and the name validators.
  *
- * The only file under src/json that includes PostgreSQL headers.  jsonb is
- * turned into text with JsonbToCString and parsed by our own parser, so the
- * canonical form and content ids are exactly what the fuzzers and the unit
- * test exercise.  Arena memory comes from a private memory context: an
- * ereport() anywhere frees it with its parent.
+ * The only file under src/json (with jsonb.c) that includes PostgreSQL
+ * headers.  jsonb becomes our value tree, straight from the jsonb or, when
+ * that declines, through JsonbToCString and our own parser (the same tree
+ * either way, see mlplat/json_jsonb.h), so the canonical form and content
+ * ids are exactly what the fuzzers and the unit test exercise.  Arena
+ * memory comes from a private memory context: an ereport() anywhere frees
+ * it with its parent.
  */
 #include "postgres.h"
 
@@ -18,6 +20,7 @@
 
 #include "mlplat/canonical.h"
 #include "mlplat/json.h"
+#include "mlplat/json_jsonb.h"
 #include "mlplat/spec_diff.h"
 #include "mlplat/validate.h"
 
@@ -106,6 +109,13 @@ parse_jsonb(JsonCall *c, Jsonb *jb, const char *what)
 	MlJsonError err;
 	MemoryContext old = MemoryContextSwitchTo(c->cxt);
 
+	/* straight from the jsonb when that is sure to give the same tree */
+	v = ml_json_from_jsonb(c->arena, jb);
+	if (v != NULL)
+	{
+		MemoryContextSwitchTo(old);
+		return v;
+	}
 	initStringInfo(&buf);
 	JsonbToCString(&buf, &jb->root, VARSIZE(jb));
 	MemoryContextSwitchTo(old);

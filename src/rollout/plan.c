@@ -186,9 +186,26 @@ typedef struct Reader
 static bool
 check_keys(Reader *r, const MlJsonValue *obj, const char *path, const char *const *keys)
 {
+	size_t		n = 0;
+
 	if (obj == NULL || obj->type != ML_JSON_OBJECT)
 		return set_error(r->err, "not_object", path, NULL, "must be an object, not %s",
 						 obj ? ml_json_type_name(obj->type) : "absent");
+
+	/*
+	 * The usual case, in one pass: the key index (in byte order) is exactly
+	 * `keys` (listed in byte order).  Anything else is sorted out below.
+	 */
+	for (; keys[n] != NULL && n < obj->u.object.count; n++)
+	{
+		const MlJsonMember *m = obj->u.object.by_key[n];
+
+		if (m->key_len != strlen(keys[n]) || memcmp(m->key, keys[n], m->key_len) != 0)
+			break;
+	}
+	if (keys[n] == NULL && n == obj->u.object.count)
+		return true;
+
 	for (size_t i = 0; i < obj->u.object.count; i++)
 	{
 		const MlJsonMember *m = obj->u.object.by_key[i];
@@ -769,45 +786,6 @@ next_step(const MlRolloutPolicy *p, double current)
 
 /* ---- output ----------------------------------------------------------- */
 
-static MlJsonValue *
-new_value(MlJsonArena *arena, MlJsonType type)
-{
-	MlJsonValue *v = ml_json_arena_alloc(arena, sizeof(MlJsonValue));
-
-	if (v != NULL)
-	{
-		memset(v, 0, sizeof(*v));
-		v->type = type;
-	}
-	return v;
-}
-
-static MlJsonValue *
-new_string(MlJsonArena *arena, const char *s)
-{
-	MlJsonValue *v = new_value(arena, ML_JSON_STRING);
-
-	if (v != NULL)
-	{
-		v->u.string.str = s;
-		v->u.string.len = strlen(s);
-	}
-	return v;
-}
-
-static MlJsonValue *
-new_number(MlJsonArena *arena, double d)
-{
-	MlJsonValue *v = new_value(arena, ML_JSON_NUMBER);
-
-	if (v != NULL)
-	{
-		v->u.number.value = d;
-		v->u.number.text = "";
-	}
-	return v;
-}
-
 static MlRolloutStatus
 nomem(MlRolloutError *err, const char *what)
 {
@@ -815,60 +793,93 @@ nomem(MlRolloutError *err, const char *what)
 	return ML_ROLLOUT_NOMEM;
 }
 
+/* Bounded text being written; every piece below is ASCII that needs no escaping. */
+typedef struct OutBuf
+{
+	char		s[1024];
+	size_t		len;
+} OutBuf;
+
+static void
+out_raw(OutBuf *o, const char *s, size_t n)
+{
+	memcpy(o->s + o->len, s, n);
+	o->len += n;
+}
+
+#define OUT_LIT(o, lit) out_raw((o), (lit), sizeof(lit) - 1)
+
+static void
+out_str(OutBuf *o, const char *s)
+{
+	o->s[o->len++] = '"';
+	out_raw(o, s, strlen(s));
+	o->s[o->len++] = '"';
+}
+
 /*
- * The output object, canonical: members are sorted by the canonical writer,
- * so the order here does not matter.  decision_digest is the content id of
- * the object without it.
+ * The output object in canonical form (RFC 8785), written directly: its
+ * members in key order (ASCII keys, so byte order is UTF-16 order), strings
+ * that never need escapes (ids are lower-case hex, names are upper-case
+ * ASCII), numbers as the canonical writer formats them.  decision_digest is
+ * the content id of the object without it, so the text is written twice: once
+ * without the digest to hash, once with it.  At most 15 reasons of < 32
+ * bytes, three 64-digit ids and two numbers: 1024 bytes always suffice.
  */
 static MlRolloutStatus
 write_output(MlJsonArena *arena, MlRolloutPlan *plan, MlRolloutError *err)
 {
-	MlJsonValue *out = new_value(arena, ML_JSON_OBJECT);
-	MlJsonValue *reasons = new_value(arena, ML_JSON_ARRAY);
-	MlJsonMember *m = ml_json_arena_alloc(arena, 7 * sizeof(MlJsonMember));
-	MlJsonValue **items = ml_json_arena_alloc(arena, ML_REASON_COUNT * sizeof(MlJsonValue *));
-	MlJsonError jerr;
-	size_t		n = 0;
-	size_t		len;
+	OutBuf		o;
+	char		cur[32],
+				next[32];
+	size_t		head_len;
 	char	   *text;
+	bool		first = true;
 
-	if (out == NULL || reasons == NULL || m == NULL || items == NULL)
-		return nomem(err, "building the plan");
+	if (ml_json_format_number(plan->current_fraction, cur) == 0 ||
+		ml_json_format_number(plan->next_fraction, next) == 0)
+		return nomem(err, "hashing the plan");	/* fractions were checked finite */
+
+	o.len = 0;
+	OUT_LIT(&o, "{\"contract_content_id\":");
+	out_str(&o, plan->contract_content_id);
+	OUT_LIT(&o, ",\"current_fraction\":");
+	out_raw(&o, cur, strlen(cur));
+	OUT_LIT(&o, ",\"decision\":");
+	out_str(&o, ml_rollout_decision_name(plan->decision));
+	head_len = o.len;			/* "decision_digest" goes here */
+	OUT_LIT(&o, ",\"evidence_content_id\":");
+	out_str(&o, plan->evidence_content_id);
+	OUT_LIT(&o, ",\"next_fraction\":");
+	out_raw(&o, next, strlen(next));
+	OUT_LIT(&o, ",\"reasons\":[");
 	for (int i = 0; i < ML_REASON_COUNT; i++)
 	{
 		if (plan->reasons & BIT(i))
 		{
-			if ((items[n++] = new_string(arena, reason_names[i])) == NULL)
-				return nomem(err, "building the plan");
+			if (!first)
+				o.s[o.len++] = ',';
+			first = false;
+			out_str(&o, reason_names[i]);
 		}
 	}
-	reasons->u.array.items = items;
-	reasons->u.array.count = n;
+	OUT_LIT(&o, "]}");
 
-	m[0] = (MlJsonMember) {"decision", 8, new_string(arena, ml_rollout_decision_name(plan->decision))};
-	m[1] = (MlJsonMember) {"reasons", 7, reasons};
-	m[2] = (MlJsonMember) {"current_fraction", 16, new_number(arena, plan->current_fraction)};
-	m[3] = (MlJsonMember) {"next_fraction", 13, new_number(arena, plan->next_fraction)};
-	m[4] = (MlJsonMember) {"contract_content_id", 19, new_string(arena, plan->contract_content_id)};
-	m[5] = (MlJsonMember) {"evidence_content_id", 19, new_string(arena, plan->evidence_content_id)};
-	for (int i = 0; i < 6; i++)
-	{
-		if (m[i].value == NULL)
-			return nomem(err, "building the plan");
-	}
-	out->u.object.members = m;
-	out->u.object.count = 6;
-	if (!ml_json_content_id(arena, out, plan->decision_digest, &jerr))
+	if (!ml_sha256_hex(o.s, o.len, plan->decision_digest))
 		return nomem(err, "hashing the plan");
-	m[6] = (MlJsonMember) {"decision_digest", 15, new_string(arena, plan->decision_digest)};
-	if (m[6].value == NULL)
-		return nomem(err, "building the plan");
-	out->u.object.count = 7;
-	text = ml_json_canonical(arena, out, &len, &jerr);
+
+	/* the same text with ,"decision_digest":"<64 hex>" after "decision" */
+	text = ml_json_arena_alloc(arena, o.len + 21 + ML_CONTENT_ID_LEN + 1);
 	if (text == NULL)
 		return nomem(err, "writing the plan");
+	memcpy(text, o.s, head_len);
+	memcpy(text + head_len, ",\"decision_digest\":\"", 20);
+	memcpy(text + head_len + 20, plan->decision_digest, ML_CONTENT_ID_LEN);
+	text[head_len + 20 + ML_CONTENT_ID_LEN] = '"';
+	memcpy(text + head_len + 21 + ML_CONTENT_ID_LEN, o.s + head_len, o.len - head_len);
+	plan->json_len = o.len + 21 + ML_CONTENT_ID_LEN;
+	text[plan->json_len] = '\0';
 	plan->json = text;
-	plan->json_len = len;
 	return ML_ROLLOUT_OK;
 }
 

@@ -1,17 +1,20 @@
 /*
  * sql.c — mlplat.plan_rollout(contract jsonb, evidence jsonb) → jsonb.
  *
- * The only file under src/rollout that includes PostgreSQL headers: jsonb
- * becomes text (JsonbToCString), our parser builds the trees, plan.c
- * validates and decides, and the canonical output goes back through
- * jsonb_in.  A refusal is SQLSTATE 22023 naming the field path and the rule.
+ * The only file under src/rollout that includes PostgreSQL headers: the
+ * trees come straight from the jsonb (mlplat/json_jsonb.h), or, when that
+ * declines, from its text (JsonbToCString) through our parser; plan.c
+ * validates and decides; the plan is built as jsonb directly, the same value
+ * jsonb_in would make of its canonical text.  A refusal is SQLSTATE 22023
+ * naming the field path and the rule.
  *
- * Memory: each call works in a private memory context that is deleted at
- * the end (an ereport frees it with its parent).  The contract of the
- * previous call is kept in fn_extra: a batch deciding many evidence records
- * against one contract reads and verifies the contract once.  The cache
- * holds a copy of the contract's jsonb bytes and is used only when the next
- * contract is byte-for-byte equal, so it can never change an answer.
+ * Memory: each call works in a private memory context under fn_mcxt that
+ * the next call resets (after an ereport, that reset or the end of the query
+ * frees it).  The contract of the previous call is kept in fn_extra too: a
+ * batch deciding many evidence records against one contract reads and
+ * verifies the contract once.  The cache holds a copy of the contract's
+ * jsonb bytes and is used only when the next contract is byte-for-byte
+ * equal, so it can never change an answer.
  */
 #include "postgres.h"
 
@@ -21,8 +24,10 @@
 #include "utils/fmgrprotos.h"
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
+#include "utils/numeric.h"
 
 #include "mlplat/json.h"
+#include "mlplat/json_jsonb.h"
 #include "mlplat/rollout.h"
 
 PG_FUNCTION_INFO_V1(mlplat_plan_rollout);
@@ -48,6 +53,17 @@ typedef struct ContractCache
 	MlRolloutContract contract; /* strings point into cxt */
 } ContractCache;
 
+/*
+ * fn_extra: the contract cache and a context for the evidence of one call,
+ * reset at the start of the next (creating and deleting a context per call
+ * cost more than the decision itself).
+ */
+typedef struct PlanState
+{
+	ContractCache *contract;
+	MemoryContext call_cxt;
+} PlanState;
+
 static MlJsonArena *
 arena_in(MemoryContext cxt)
 {
@@ -68,6 +84,13 @@ parse_arg(MemoryContext cxt, MlJsonArena *arena, Jsonb *jb, const char *what)
 	MlJsonError err;
 	MemoryContext old = MemoryContextSwitchTo(cxt);
 
+	/* straight from the jsonb when that is sure to give the same tree */
+	v = ml_json_from_jsonb(arena, jb);
+	if (v != NULL)
+	{
+		MemoryContextSwitchTo(old);
+		return v;
+	}
 	initStringInfo(&buf);
 	JsonbToCString(&buf, &jb->root, VARSIZE(jb));
 	MemoryContextSwitchTo(old);
@@ -96,9 +119,9 @@ report(MlRolloutStatus st, const MlRolloutError *err)
 }
 
 static const MlRolloutContract *
-cached_contract(FunctionCallInfo fcinfo, Jsonb *jb)
+cached_contract(FunctionCallInfo fcinfo, PlanState *state, Jsonb *jb)
 {
-	ContractCache *cache = (ContractCache *) fcinfo->flinfo->fn_extra;
+	ContractCache *cache = state->contract;
 	MemoryContext cxt;
 	MlJsonArena *arena;
 	MlJsonValue *tree;
@@ -135,8 +158,73 @@ cached_contract(FunctionCallInfo fcinfo, Jsonb *jb)
 	cache->bytes = MemoryContextAlloc(cxt, VARSIZE(jb));
 	memcpy(cache->bytes, jb, VARSIZE(jb));
 	cache->contract = contract;
-	fcinfo->flinfo->fn_extra = cache;
+	state->contract = cache;
 	return &cache->contract;
+}
+
+/*
+ * The plan as jsonb, built directly rather than by jsonb_in(plan->json):
+ * the same members with the same values (numbers through numeric_in from
+ * the canonical text, as jsonb_in reads them), handed to JsonbValueToJsonb
+ * in jsonb's own key order (shorter keys first, then bytewise), which is
+ * what jsonb_in would sort them into.  Assert-enabled builds compare the
+ * result with jsonb_in's.
+ */
+static void
+set_string(JsonbValue *v, const char *s)
+{
+	v->type = jbvString;
+	v->val.string.val = (char *) s;
+	v->val.string.len = strlen(s);
+}
+
+static void
+set_number(JsonbValue *v, double d)
+{
+	char		text[32];
+
+	if (ml_json_format_number(d, text) == 0)
+		elog(ERROR, "non-finite fraction in a rollout plan");	/* checked on input */
+	v->type = jbvNumeric;
+	v->val.numeric = DatumGetNumeric(DirectFunctionCall3(numeric_in, CStringGetDatum(text),
+														 ObjectIdGetDatum(InvalidOid),
+														 Int32GetDatum(-1)));
+}
+
+static Jsonb *
+plan_jsonb(const MlRolloutPlan *plan)
+{
+	static const char *const keys[7] = {
+		"reasons", "decision", "next_fraction", "decision_digest", "current_fraction",
+		"contract_content_id", "evidence_content_id"
+	};
+	JsonbValue	reasons[ML_REASON_COUNT];
+	JsonbPair	pairs[7];
+	JsonbValue	obj;
+	int			n = 0;
+
+	for (int i = 0; i < ML_REASON_COUNT; i++)
+		if (plan->reasons & (1u << i))
+			set_string(&reasons[n++], ml_rollout_reason_name(i));
+	for (int i = 0; i < 7; i++)
+	{
+		set_string(&pairs[i].key, keys[i]);
+		pairs[i].order = i;
+	}
+	pairs[0].value.type = jbvArray;
+	pairs[0].value.val.array.nElems = n;
+	pairs[0].value.val.array.elems = reasons;
+	pairs[0].value.val.array.rawScalar = false;
+	set_string(&pairs[1].value, ml_rollout_decision_name(plan->decision));
+	set_number(&pairs[2].value, plan->next_fraction);
+	set_string(&pairs[3].value, plan->decision_digest);
+	set_number(&pairs[4].value, plan->current_fraction);
+	set_string(&pairs[5].value, plan->contract_content_id);
+	set_string(&pairs[6].value, plan->evidence_content_id);
+	obj.type = jbvObject;
+	obj.val.object.nPairs = 7;
+	obj.val.object.pairs = pairs;
+	return JsonbValueToJsonb(&obj);
 }
 
 Datum
@@ -144,29 +232,51 @@ mlplat_plan_rollout(PG_FUNCTION_ARGS)
 {
 	Jsonb	   *contract_jb = PG_GETARG_JSONB_P(0);
 	Jsonb	   *evidence_jb = PG_GETARG_JSONB_P(1);
+	PlanState  *state = (PlanState *) fcinfo->flinfo->fn_extra;
 	const MlRolloutContract *contract;
-	MemoryContext cxt;
+	MemoryContext old;
 	MlJsonArena *arena;
 	MlJsonValue *tree;
 	MlRolloutEvidence evidence;
 	MlRolloutPlan plan;
 	MlRolloutError err;
 	MlRolloutStatus st;
-	Datum		result;
+	Jsonb	   *result;
+	Jsonb	   *copy;
 
-	contract = cached_contract(fcinfo, contract_jb);
+	if (state == NULL)
+	{
+		state = MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt, sizeof(PlanState));
+		state->call_cxt = AllocSetContextCreate(fcinfo->flinfo->fn_mcxt, "mlplat rollout",
+												ALLOCSET_DEFAULT_SIZES);
+		fcinfo->flinfo->fn_extra = state;
+	}
+	contract = cached_contract(fcinfo, state, contract_jb);
 
-	cxt = AllocSetContextCreate(CurrentMemoryContext, "mlplat rollout",
-								ALLOCSET_DEFAULT_SIZES);
-	arena = arena_in(cxt);
-	tree = parse_arg(cxt, arena, evidence_jb, "evidence");
+	/* what the previous call left (also after an error it raised) goes now */
+	MemoryContextReset(state->call_cxt);
+	arena = arena_in(state->call_cxt);
+	tree = parse_arg(state->call_cxt, arena, evidence_jb, "evidence");
 	st = ml_rollout_read_evidence(arena, tree, &evidence, &err);
 	if (st == ML_ROLLOUT_OK)
 		st = ml_rollout_decide(arena, contract, &evidence, &plan, &err);
 	if (st != ML_ROLLOUT_OK)
 		report(st, &err);
-	/* jsonb_in copies into the caller's context before ours goes */
-	result = DirectFunctionCall1(jsonb_in, CStringGetDatum(plan.json));
-	MemoryContextDelete(cxt);
-	PG_RETURN_DATUM(result);
+
+	old = MemoryContextSwitchTo(state->call_cxt);
+	result = plan_jsonb(&plan);
+#ifdef USE_ASSERT_CHECKING
+	{
+		Jsonb	   *text_route = DatumGetJsonbP(DirectFunctionCall1(jsonb_in,
+																	CStringGetDatum(plan.json)));
+
+		Assert(VARSIZE(text_route) == VARSIZE(result) &&
+			   memcmp(text_route, result, VARSIZE(result)) == 0);
+	}
+#endif
+	MemoryContextSwitchTo(old);
+	/* the result outlives the call context: copy it to the caller's */
+	copy = palloc(VARSIZE(result));
+	memcpy(copy, result, VARSIZE(result));
+	PG_RETURN_JSONB_P(copy);
 }

@@ -1,0 +1,28 @@
+/*
+ * json_jsonb.h — our JSON value tree straight from a jsonb datum (backend only).
+ *
+ * The SQL functions used to print jsonb as text (JsonbToCString) and parse
+ * that with ml_json_parse.  Walking the jsonb gives the same tree without
+ * printing and re-lexing every byte.  It is a fast path only: whenever the
+ * walk cannot be sure to build exactly the tree the text route builds (a
+ * database encoding other than UTF-8, a document near the parser's limits, a
+ * number that is not a finite double), it returns NULL and the caller takes
+ * the text route, which then reports any error as it always did.
+ */
+#ifndef MLPLAT_JSON_JSONB_H
+#define MLPLAT_JSON_JSONB_H
+
+#include "postgres.h"
+
+#include "utils/jsonb.h"
+
+#include "mlplat/json.h"
+
+/*
+ * The tree of jb in arena, or NULL: take the text route.  Allocates in
+ * CurrentMemoryContext besides the arena (iterator state); call it in a
+ * short-lived context.
+ */
+extern MlJsonValue *ml_json_from_jsonb(MlJsonArena *arena, Jsonb *jb);
+
+#endif							/* MLPLAT_JSON_JSONB_H */
