@@ -245,6 +245,11 @@ BEGIN
   END LOOP;
 END $$;
 
+-- The fast yes of _check_env (src/validate/env.c): true only when _check_env accepts env.  On
+-- false, call _check_env: it decides, and names the offending variable.
+CREATE FUNCTION mlplat._env_ok(env jsonb) RETURNS boolean
+LANGUAGE C STRICT IMMUTABLE AS 'MODULE_PATHNAME', 'mlplat_env_ok';
+
 -- ---------------------------------------------------------------- authorization
 
 -- Project id if the actor may perform action on the project, else 42501.

@@ -14,48 +14,13 @@ VALUES ('deployer', 'set_drift_policy'), ('owner', 'set_drift_policy'),
 
 -- Pure renderer: the exact KServe v1beta1 InferenceService for one revision.  Deterministic
 -- (same arguments, same jsonb), no I/O.  The result is stored in the revision at deploy time
--- and the deployments reconciler applies exactly that.
+-- and the deployments reconciler applies exactly that.  In C (src/render/isvc.c): it is on
+-- deploy()'s hot path, and the nested jsonb_build_object it replaces (same jsonb, byte for
+-- byte) cost as much as the rest of deploy()'s validation.
 CREATE FUNCTION mlplat._render_isvc(p_project text, p_deployment text, p_revision int, p_instance text,
                                     p_model_format text, p_runtime text, p_storage_uri text, p_sha256 text,
                                     p_gpus int, p_min_replicas int, p_max_replicas int, p_env jsonb)
-RETURNS jsonb LANGUAGE plpgsql IMMUTABLE AS $$
-BEGIN
-  RETURN (SELECT pg_catalog.jsonb_build_object(
-      'apiVersion', 'serving.kserve.io/v1beta1',
-      'kind', 'InferenceService',
-      'metadata', pg_catalog.jsonb_build_object(
-        'name', p_deployment,
-        'namespace', 'mlp-' || p_project,
-        'labels', pg_catalog.jsonb_build_object(
-          'app.kubernetes.io/managed-by', 'mlplat',
-          'mlplat.io/project', p_project,
-          'mlplat.io/deployment', p_deployment,
-          'mlplat.io/revision', p_revision::text,
-          'mlplat.io/instance', p_instance),
-        'annotations', pg_catalog.jsonb_build_object('mlplat.io/artifact-sha256', p_sha256)),
-      'spec', pg_catalog.jsonb_build_object(
-        'predictor', pg_catalog.jsonb_build_object(
-          'minReplicas', p_min_replicas,
-          'maxReplicas', p_max_replicas,
-          'model', pg_catalog.jsonb_build_object(
-              'modelFormat', pg_catalog.jsonb_build_object('name', p_model_format),
-              'runtime', p_runtime,
-              'storageUri', p_storage_uri,
-              'readinessProbe', pg_catalog.jsonb_build_object(
-                'tcpSocket', pg_catalog.jsonb_build_object('port', 8080),
-                'periodSeconds', 10,
-                'failureThreshold', 3))
-            -- KServe omits empty lists and empty resources: render them absent, not empty.
-            || CASE WHEN p_env IS NULL OR p_env = '{}'::jsonb THEN '{}'::jsonb
-                    ELSE pg_catalog.jsonb_build_object('env',
-                           (SELECT pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object('name', e.key, 'value', e.value)
-                                                        ORDER BY e.key)
-                            FROM pg_catalog.jsonb_each_text(p_env) e)) END
-            || CASE WHEN p_gpus > 0 THEN pg_catalog.jsonb_build_object('resources',
-                      pg_catalog.jsonb_build_object('limits',
-                        pg_catalog.jsonb_build_object('nvidia.com/gpu', p_gpus::text)))
-                    ELSE '{}'::jsonb END))));
-END $$;
+RETURNS jsonb LANGUAGE C IMMUTABLE AS 'MODULE_PATHNAME', 'mlplat_render_isvc';
 
 CREATE FUNCTION mlplat._spec_digest(spec jsonb) RETURNS text
 LANGUAGE sql STABLE AS $$   -- STABLE like convert_to, so it is inlined
@@ -150,6 +115,7 @@ DECLARE
   v_spec jsonb;
   rollout_active boolean;
   unchanged boolean;
+  inst text;
   q record;
 BEGIN
   r := mlplat._idem_claim('deploy', deploy.idempotency_key,
@@ -163,7 +129,9 @@ BEGIN
     PERFORM mlplat._bad_input('deployment', 'must be a DNS-1035 label of 1 to 45 characters',
       'Start with a letter; use lower-case letters, digits and ''-''. KServe appends suffixes up to 63 characters.');
   END IF;
-  PERFORM mlplat._check_label('runtime_kind', deploy.runtime_kind, 63);
+  IF deploy.runtime_kind IS NULL OR NOT mlplat.is_dns_label(deploy.runtime_kind, 63) THEN
+    PERFORM mlplat._check_label('runtime_kind', deploy.runtime_kind, 63);   -- the same rule; raises
+  END IF;
   IF deploy.gpus IS NULL OR deploy.gpus NOT BETWEEN 0 AND 64 THEN
     PERFORM mlplat._bad_input('gpus', 'must be an integer from 0 to 64 (GPUs per replica)', 'Pass 0 for CPU-only serving.');
   END IF;
@@ -174,7 +142,9 @@ BEGIN
     PERFORM mlplat._bad_input('max_replicas', 'must be an integer from 1 to 100 and at least min_replicas',
       'Raise max_replicas or lower min_replicas.');
   END IF;
-  PERFORM mlplat._check_env('env', deploy.env);
+  IF deploy.env IS NOT NULL AND NOT mlplat._env_ok(deploy.env) THEN
+    PERFORM mlplat._check_env('env', deploy.env);   -- decides, and names what is wrong
+  END IF;
   v := mlplat._find_version(pid, deploy.model, deploy.version);
   IF v.stage NOT IN ('CANDIDATE', 'CHAMPION') THEN
     RAISE EXCEPTION USING ERRCODE = '55000',
@@ -208,18 +178,21 @@ BEGIN
     PERFORM mlplat._wrong_state('project', p.name, p.status, 'deploy', 'The project is being deleted.');
   END IF;
 
-  -- the deployment row, whether a rollout is active, and whether the desired revision is this request
+  -- the deployment row, whether a rollout is active, whether the desired revision is this request,
+  -- and (for the manifest) the installation id
   SELECT x AS dep,
          EXISTS (SELECT 1 FROM mlplat.rollouts ro WHERE ro.deployment_id = x.id
                  AND ro.status IN ('PROGRESSING', 'HOLDING', 'AT_CEILING', 'ROLLING_BACK')) AS ra,
          x.status <> 'DELETED' AND EXISTS (SELECT 1 FROM mlplat.deployment_revisions dr
                  WHERE dr.deployment_id = x.id AND dr.revision = x.desired_revision
-                   AND dr.intent = v_intent AND dr.model_version_id = v.id) AS un
+                   AND dr.intent = v_intent AND dr.model_version_id = v.id) AS un,
+         (SELECT i.instance_id FROM mlplat.installation i) AS inst
   INTO q
   FROM mlplat.deployments x WHERE x.project_id = pid AND x.name = deploy.deployment FOR NO KEY UPDATE OF x;
   IF FOUND THEN
-    d := q.dep; rollout_active := q.ra; unchanged := q.un;
+    d := q.dep; rollout_active := q.ra; unchanged := q.un; inst := q.inst;
   ELSE
+    inst := (SELECT i.instance_id FROM mlplat.installation i);
     INSERT INTO mlplat.deployments (project_id, name, traceparent) VALUES (pid, deploy.deployment, tp)
     ON CONFLICT ON CONSTRAINT deployments_project_id_name_key DO NOTHING;
     SELECT * INTO d FROM mlplat.deployments x WHERE x.project_id = pid AND x.name = deploy.deployment FOR NO KEY UPDATE;
@@ -251,9 +224,11 @@ BEGIN
 
   rev := d.latest_revision + 1;
   v_spec := mlplat._render_isvc(deploy.project, deploy.deployment, rev,
-            (SELECT i.instance_id FROM mlplat.installation i), v.model_format, v.runtime_kind, v.artifact_uri,
+            inst, v.model_format, v.runtime_kind, v.artifact_uri,
             v.artifact_sha256, deploy.gpus, deploy.min_replicas, deploy.max_replicas, deploy.env);
-  -- one statement: the new revision, the deployment's desired state, the audit event
+  r.revision := rev; r.status := 'DEPLOYING';
+  -- one statement: the new revision, the deployment's desired state, the idempotency result
+  -- (what _idem_store does, for the key claimed above), the audit event
   WITH new_rev AS (
     INSERT INTO mlplat.deployment_revisions (deployment_id, revision, project_id, model_version_id, intent,
                                              spec, spec_digest, created_by, traceparent)
@@ -267,6 +242,10 @@ BEGIN
         attempts = 0, last_error = NULL, next_attempt_at = pg_catalog.now(), traceparent = tp,
         ready_wait_since = pg_catalog.now(), updated_at = pg_catalog.now()
     WHERE x.id = d.id
+  ), idem AS (
+    UPDATE mlplat.idempotency_keys k SET result = r
+    WHERE deploy.idempotency_key IS NOT NULL
+      AND k.principal = who AND k.action = 'deploy' AND k.key = deploy.idempotency_key
   )
   INSERT INTO mlplat.audit_events (actor, db_role, action, project, project_id, entity, entity_id,
                                    request_id, trace_id, traceparent, detail)
@@ -275,8 +254,6 @@ BEGIN
           pg_catalog.jsonb_build_object('revision', rev, 'model', deploy.model, 'version', deploy.version,
                                         'gpus', deploy.gpus, 'max_replicas', deploy.max_replicas));
   PERFORM mlplat._span_api('deploy', tp, pid, 'deployment', d.id, r.request_id);
-  r.revision := rev; r.status := 'DEPLOYING';
-  PERFORM mlplat._idem_store('deploy', deploy.idempotency_key, r, who);
   PERFORM mlplat._wake_on_commit('deployments');
   RETURN r;
 END $$;
