@@ -19,9 +19,8 @@
 #include "mlplat/json.h"
 
 /*
- * The tree of jb in arena, or NULL: take the text route.  Allocates in
- * CurrentMemoryContext besides the arena (iterator state); call it in a
- * short-lived context.
+ * The tree of jb in arena, or NULL: take the text route.  Besides the arena
+ * it allocates only numeric_out's text, freed at once.
  */
 extern MlJsonValue *ml_json_from_jsonb(MlJsonArena *arena, Jsonb *jb);
 

@@ -739,13 +739,15 @@ parse_array(Parser *p, size_t depth)
 	return v;
 }
 
-static int
+/* bytewise, a prefix first; keys are short, so a loop beats a call to memcmp */
+static inline int
 key_cmp(const char *a, size_t alen, const char *b, size_t blen)
 {
-	int			c = memcmp(a, b, alen < blen ? alen : blen);
+	size_t		n = alen < blen ? alen : blen;
 
-	if (c != 0)
-		return c;
+	for (size_t i = 0; i < n; i++)
+		if (a[i] != b[i])
+			return (unsigned char) a[i] < (unsigned char) b[i] ? -1 : 1;
 	return alen < blen ? -1 : (alen > blen ? 1 : 0);
 }
 

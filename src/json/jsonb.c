@@ -25,9 +25,10 @@
 typedef struct Walk
 {
 	MlJsonArena *arena;
-	JsonbIterator *it;
 	bool		give_up;
 } Walk;
+
+static MlJsonValue *container(Walk *w, const JsonbContainer *jc, int depth);
 
 static MlJsonValue *
 new_value(Walk *w, MlJsonType type)
@@ -46,7 +47,7 @@ new_value(Walk *w, MlJsonType type)
 
 /* a NUL-terminated copy of a jsonb string in the arena */
 static const char *
-copy_string(Walk *w, const char *s, int len)
+copy_string(Walk *w, const char *s, uint32 len)
 {
 	char	   *c = ml_json_arena_alloc(w->arena, (size_t) len + 1);
 
@@ -60,59 +61,61 @@ copy_string(Walk *w, const char *s, int len)
 	return c;
 }
 
+/*
+ * Child `index` of jc, whose data is base[off .. off + len).  The layout is
+ * jsonb's (utils/jsonb.h), read as fillJsonbValue() reads it; walking the
+ * containers directly instead of through JsonbIteratorNext saves an
+ * allocation per container and a copy per token.
+ */
 static MlJsonValue *
-scalar(Walk *w, JsonbValue *jv)
+child(Walk *w, const JsonbContainer *jc, int index, const char *base, uint32 off, uint32 len,
+	  int depth)
 {
-	MlJsonValue *v = NULL;
+	JEntry		e = jc->children[index];
+	MlJsonValue *v;
 
-	switch (jv->type)
+	if (JBE_ISNULL(e))
+		return new_value(w, ML_JSON_NULL);
+	if (JBE_ISBOOL(e))
 	{
-		case jbvNull:
-			return new_value(w, ML_JSON_NULL);
-		case jbvBool:
-			if ((v = new_value(w, ML_JSON_BOOL)) != NULL)
-				v->u.boolean = jv->val.boolean;
-			return v;
-		case jbvString:
-			{
-				const char *s = copy_string(w, jv->val.string.val, jv->val.string.len);
-
-				if (s == NULL || (v = new_value(w, ML_JSON_STRING)) == NULL)
-					return NULL;
-				v->u.string.str = s;
-				v->u.string.len = jv->val.string.len;
-				return v;
-			}
-		case jbvNumeric:
-			{
-				char	   *text = DatumGetCString(DirectFunctionCall1(numeric_out,
-																	   NumericGetDatum(jv->val.numeric)));
-				MlJsonError err;
-
-				v = ml_json_new_number(w->arena, text, strlen(text), &err);
-				pfree(text);
-				if (v == NULL)
-					w->give_up = true;	/* NaN, Infinity, out of double range */
-				return v;
-			}
-		default:
-			w->give_up = true;
-			return NULL;
+		if ((v = new_value(w, ML_JSON_BOOL)) != NULL)
+			v->u.boolean = JBE_ISBOOL_TRUE(e);
+		return v;
 	}
+	if (JBE_ISSTRING(e))
+	{
+		const char *str = copy_string(w, base + off, len);
+
+		if (str == NULL || (v = new_value(w, ML_JSON_STRING)) == NULL)
+			return NULL;
+		v->u.string.str = str;
+		v->u.string.len = len;
+		return v;
+	}
+	if (JBE_ISNUMERIC(e))
+	{
+		Numeric		num = (Numeric) (base + INTALIGN(off));
+		char	   *text = DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(num)));
+		MlJsonError err;
+
+		v = ml_json_new_number(w->arena, text, strlen(text), &err);
+		pfree(text);
+		if (v == NULL)
+			w->give_up = true;	/* NaN, Infinity, out of double range */
+		return v;
+	}
+	if (JBE_ISCONTAINER(e))
+		return container(w, (const JsonbContainer *) (base + INTALIGN(off)), depth + 1);
+	w->give_up = true;
+	return NULL;
 }
 
-/* the container whose BEGIN token was just read */
+/* an object or array container (not a scalar's pseudo array) */
 static MlJsonValue *
-container(Walk *w, JsonbIteratorToken begin, int depth)
+container(Walk *w, const JsonbContainer *jc, int depth)
 {
-	JsonbValue	jv;
-	JsonbIteratorToken tok;
-	MlJsonValue **items = NULL;
-	MlJsonMember *members = NULL;
-	size_t		n = 0,
-				cap = 0;
-	const char *key = NULL;
-	size_t		key_len = 0;
+	uint32		n = JsonContainerSize(jc);
+	uint32		off = 0;
 	MlJsonValue *v;
 
 	if (depth >= ML_JSON_DEFAULT_MAX_DEPTH)
@@ -120,84 +123,70 @@ container(Walk *w, JsonbIteratorToken begin, int depth)
 		w->give_up = true;
 		return NULL;
 	}
-	while ((tok = JsonbIteratorNext(&w->it, &jv, false)) != WJB_DONE)
+	if (JsonContainerIsObject(jc))
 	{
-		MlJsonValue *item;
-
-		if (tok == WJB_END_ARRAY || tok == WJB_END_OBJECT)
-			break;
-		if (tok == WJB_KEY)
-		{
-			key = copy_string(w, jv.val.string.val, jv.val.string.len);
-			key_len = jv.val.string.len;
-			if (key == NULL)
-				return NULL;
-			continue;
-		}
-		if (tok == WJB_BEGIN_ARRAY || tok == WJB_BEGIN_OBJECT)
-			item = container(w, tok, depth + 1);
-		else
-			item = scalar(w, &jv);	/* WJB_ELEM, WJB_VALUE */
-		if (item == NULL)
-			return NULL;
-		if (n == cap)
-		{
-			size_t		ncap = cap ? cap * 2 : 16;
-			size_t		size = begin == WJB_BEGIN_OBJECT ? sizeof(MlJsonMember) : sizeof(MlJsonValue *);
-			void	   *grown = ml_json_arena_alloc(w->arena, ncap * size);
-
-			if (grown == NULL)
-			{
-				w->give_up = true;
-				return NULL;
-			}
-			if (begin == WJB_BEGIN_OBJECT)
-			{
-				if (n)
-					memcpy(grown, members, n * size);
-				members = grown;
-			}
-			else
-			{
-				if (n)
-					memcpy(grown, items, n * size);
-				items = grown;
-			}
-			cap = ncap;
-		}
-		if (begin == WJB_BEGIN_OBJECT)
-		{
-			members[n].key = key;
-			members[n].key_len = key_len;
-			members[n].value = item;
-		}
-		else
-			items[n] = item;
-		n++;
-	}
-
-	if (begin == WJB_BEGIN_OBJECT)
-	{
+		/* children: n keys, then their n values; data in the same order */
+		const char *base = (const char *) &jc->children[2 * n];
+		MlJsonMember *members = NULL;
 		MlJsonError err;
 
+		if (n > 0 && (members = ml_json_arena_alloc(w->arena, n * sizeof(MlJsonMember))) == NULL)
+		{
+			w->give_up = true;
+			return NULL;
+		}
+		for (uint32 i = 0; i < n; i++)
+		{
+			uint32		start = off;
+
+			JBE_ADVANCE_OFFSET(off, jc->children[i]);
+			members[i].key_len = off - start;
+			if ((members[i].key = copy_string(w, base + start, off - start)) == NULL)
+				return NULL;
+		}
+		for (uint32 i = 0; i < n; i++)
+		{
+			uint32		start = off;
+
+			JBE_ADVANCE_OFFSET(off, jc->children[n + i]);
+			if ((members[i].value = child(w, jc, n + i, base, start, off - start, depth)) == NULL)
+				return NULL;
+		}
 		v = ml_json_new_object(w->arena, members, n, &err);
 		if (v == NULL)
 			w->give_up = true;
 		return v;
 	}
-	if ((v = new_value(w, ML_JSON_ARRAY)) == NULL)
-		return NULL;
-	v->u.array.items = items;
-	v->u.array.count = n;
-	return v;
+	else
+	{
+		const char *base = (const char *) &jc->children[n];
+		MlJsonValue **items = NULL;
+
+		if (n > 0 && (items = ml_json_arena_alloc(w->arena, n * sizeof(MlJsonValue *))) == NULL)
+		{
+			w->give_up = true;
+			return NULL;
+		}
+		for (uint32 i = 0; i < n; i++)
+		{
+			uint32		start = off;
+
+			JBE_ADVANCE_OFFSET(off, jc->children[i]);
+			if ((items[i] = child(w, jc, i, base, start, off - start, depth)) == NULL)
+				return NULL;
+		}
+		if ((v = new_value(w, ML_JSON_ARRAY)) == NULL)
+			return NULL;
+		v->u.array.items = items;
+		v->u.array.count = n;
+		return v;
+	}
 }
 
 MlJsonValue *
 ml_json_from_jsonb(MlJsonArena *arena, Jsonb *jb)
 {
 	Walk		w;
-	JsonbValue	jv;
-	JsonbIteratorToken tok;
 	MlJsonValue *root;
 
 	/*
@@ -211,17 +200,15 @@ ml_json_from_jsonb(MlJsonArena *arena, Jsonb *jb)
 
 	w.arena = arena;
 	w.give_up = false;
-	w.it = JsonbIteratorInit(&jb->root);
-	tok = JsonbIteratorNext(&w.it, &jv, false);
-	if (tok == WJB_BEGIN_ARRAY && jv.val.array.rawScalar)
+	if (JB_ROOT_IS_SCALAR(jb))
 	{
 		/* a scalar document is stored as a one-element pseudo array */
-		tok = JsonbIteratorNext(&w.it, &jv, false);
-		root = (tok == WJB_ELEM) ? scalar(&w, &jv) : NULL;
+		const JsonbContainer *jc = &jb->root;
+		uint32		len = getJsonbLength(jc, 0);
+
+		root = child(&w, jc, 0, (const char *) &jc->children[1], 0, len, 0);
 	}
-	else if (tok == WJB_BEGIN_ARRAY || tok == WJB_BEGIN_OBJECT)
-		root = container(&w, tok, 0);
 	else
-		root = NULL;
+		root = container(&w, &jb->root, 0);
 	return w.give_up ? NULL : root;
 }
