@@ -9,7 +9,9 @@
 #   plan_rollout, one contract            every row decided against one contract
 #   plan_rollout, 1000 contracts          each row's contract differs from the
 #                                         previous row's (no contract reuse)
-# and prints a table of rows/s and ratios.  Reports figures; never pass/fail.
+# and prints a table of rows/s (wall clock), rows per CPU second of the backend
+# (from /proc/self/stat: what "one core" means on a shared machine), ratios, and
+# the load average.  Reports figures; never pass/fail.
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 ROWS=${1:-100000}
@@ -66,34 +68,48 @@ VACUUM ANALYZE t1; VACUUM ANALYZE t2;
 SELECT p->>'decision' AS decision, count(*) FROM t1, LATERAL mlplat.plan_rollout(contract, evidence) p
 GROUP BY 1 ORDER BY 1;
 
-CREATE FUNCTION median_seconds(q text, n int DEFAULT 5) RETURNS float8 LANGUAGE plpgsql AS $$
+-- CPU time of this backend so far, in seconds (utime + stime of /proc/self/stat, in clock
+-- ticks of 1/100 s): a figure the other jobs on a shared machine do not inflate the way
+-- they inflate wall-clock time.
+CREATE FUNCTION cpu_seconds() RETURNS float8 LANGUAGE sql AS $$
+  SELECT (f[12]::float8 + f[13]::float8) / 100
+  FROM (SELECT string_to_array(split_part(pg_read_file('/proc/self/stat'), ') ', 2), ' ') f) s
+$$;
+
+-- median wall-clock and median CPU seconds of n runs of q, after one warm-up run
+CREATE FUNCTION median_seconds(q text, n int DEFAULT 5, OUT wall float8, OUT cpu float8)
+LANGUAGE plpgsql AS $$
 DECLARE
-  t0 timestamptz; ts float8[] := '{}';
+  t0 timestamptz; c0 float8; ts float8[] := '{}'; cs float8[] := '{}';
 BEGIN
   EXECUTE q;  -- warm-up
   FOR i IN 1 .. n LOOP
-    t0 := clock_timestamp();
+    t0 := clock_timestamp(); c0 := cpu_seconds();
     EXECUTE q;
+    cs := cs || (cpu_seconds() - c0);
     ts := ts || extract(epoch FROM clock_timestamp() - t0)::float8;
   END LOOP;
-  RETURN (SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY x) FROM unnest(ts) x);
+  wall := (SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY x) FROM unnest(ts) x);
+  cpu := (SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY x) FROM unnest(cs) x);
 END $$;
 
 CREATE TEMP TABLE results AS
-SELECT ord, what, median_seconds(q) AS s
+SELECT ord, what, m.wall AS s, m.cpu AS c
 FROM (VALUES
   (1, 'jsonb_typeof(evidence)',         'SELECT count(*) FROM t1, LATERAL jsonb_typeof(evidence) x'),
   (2, 'mlplat.content_id(evidence)',    'SELECT count(*) FROM t1, LATERAL mlplat.content_id(evidence) x'),
   (3, 'plan_rollout, one contract',     'SELECT count(*) FROM t1, LATERAL mlplat.plan_rollout(contract, evidence) x'),
   (4, 'plan_rollout, 1000 contracts',   'SELECT count(*) FROM t2, LATERAL mlplat.plan_rollout(contract, evidence) x')
-) v(ord, what, q);
+) v(ord, what, q), LATERAL median_seconds(q) m;
 
 \echo
 SELECT what AS "query (rows = :rows, median of 5)",
        round((s * 1000)::numeric, 1) AS "ms",
        round(:rows / s) AS "rows/s",
+       round(:rows / nullif(c, 0)) AS "rows/cpu-s",
        round((s / (SELECT s FROM results WHERE ord = 1))::numeric, 2) AS "x jsonb_typeof",
        round((s / (SELECT s FROM results WHERE ord = 2))::numeric, 2) AS "x content_id"
 FROM results ORDER BY ord;
+SELECT 'load average: ' || pg_read_file('/proc/loadavg') AS " ";
 SQL
 echo "target: >= 100000 decisions/s on one core (a figure, not a test)"
