@@ -31,9 +31,21 @@ if ! $cc $flags $san -DMLPLAT_NO_FUZZ_MAIN -o "$out/rollout_test" test/unit/roll
     sed 's/^/# /' "$out/build-rollout.log"
     exit 1
 fi
+# The S3 helpers (URIs, checksum headers, credentials, SigV4 against AWS's examples).
+# shellcheck disable=SC2086
+if ! $cc $flags $san -o "$out/s3_test" test/unit/s3_test.c src/http/s3.c \
+        -lcrypto >"$out/build-s3.log" 2>&1; then
+    echo "1..1"
+    echo "not ok 1 - build test/unit/s3_test.c"
+    sed 's/^/# /' "$out/build-s3.log"
+    exit 1
+fi
 status=0
 "$out/json_test" fuzz/regressions >"$out/json_test.tap" || status=1
 grep -v '^1\.\.' "$out/json_test.tap"
 n=$(grep -cE '^(not )?ok ' "$out/json_test.tap" || true)
-"$out/rollout_test" "$n" fuzz/corpus/plan_rollout || status=1
+"$out/rollout_test" "$n" fuzz/corpus/plan_rollout >"$out/rollout_test.tap" || status=1
+grep -v '^1\.\.' "$out/rollout_test.tap"
+n=$((n + $(grep -cE '^(not )?ok ' "$out/rollout_test.tap" || true)))
+"$out/s3_test" "$n" || status=1
 exit $status
