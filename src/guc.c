@@ -29,6 +29,12 @@ int			mlplat_lease_duration_s = 15;
 char	   *mlplat_registry_url = NULL;
 char	   *mlplat_registry_token_file = NULL;
 char	   *mlplat_prometheus_url = NULL;
+char	   *mlplat_s3_endpoint = NULL;
+char	   *mlplat_s3_region = NULL;
+char	   *mlplat_s3_credentials_file = NULL;
+char	   *mlplat_s3_ca_file = NULL;
+int			mlplat_artifact_hash_max_kb = 1048576;
+int			mlplat_artifact_hash_timeout_ms = 600000;
 int			mlplat_http_max_concurrency = 32;
 int			mlplat_http_connect_timeout_ms = 2000;
 int			mlplat_http_timeout_ms = 10000;
@@ -141,6 +147,33 @@ mlplat_define_gucs(void)
 							   "Empty: no metrics; every rollout decision lacks request evidence and holds.",
 							   &mlplat_prometheus_url, "",
 							   PGC_SIGHUP, GUC_SUPERUSER_ONLY, NULL, NULL, NULL);
+	DefineCustomStringVariable("mlplat.s3_endpoint",
+							   "Object store (S3 API) base URL, e.g. https://s3.us-east-1.amazonaws.com.",
+							   "Objects are addressed path-style: <endpoint>/<bucket>/<key>. Empty: s3:// artifacts cannot be verified and their deployments wait.",
+							   &mlplat_s3_endpoint, "",
+							   PGC_SIGHUP, GUC_SUPERUSER_ONLY, NULL, NULL, NULL);
+	DefineCustomStringVariable("mlplat.s3_region",
+							   "Region named in the object store's request signatures.",
+							   NULL, &mlplat_s3_region, "us-east-1",
+							   PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomStringVariable("mlplat.s3_credentials_file",
+							   "File holding the object store's access key (AWS shared credentials format).",
+							   "Re-read when it changes. Empty: requests are sent unsigned.",
+							   &mlplat_s3_credentials_file, "",
+							   PGC_SIGHUP, GUC_SUPERUSER_ONLY, NULL, NULL, NULL);
+	DefineCustomStringVariable("mlplat.s3_ca_file",
+							   "CA bundle used to verify the object store.",
+							   NULL, &mlplat_s3_ca_file, "",
+							   PGC_SIGHUP, GUC_SUPERUSER_ONLY, NULL, NULL, NULL);
+	DefineCustomIntVariable("mlplat.artifact_hash_max_bytes",
+							"Largest artifact the deployments reconciler downloads to hash itself.",
+							"Only for objects whose store offers no SHA-256 checksum; a larger one fails its deployment.",
+							&mlplat_artifact_hash_max_kb, 1048576, 1, PG_INT32_MAX,
+							PGC_SIGHUP, GUC_UNIT_KB, NULL, NULL, NULL);
+	DefineCustomIntVariable("mlplat.artifact_hash_timeout",
+							"Total timeout of one artifact download for hashing.",
+							NULL, &mlplat_artifact_hash_timeout_ms, 600000, 100, 86400000,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
 	DefineCustomIntVariable("mlplat.http_max_concurrency",
 							"Most HTTP requests a reconciler has in flight at once.",
 							NULL, &mlplat_http_max_concurrency, 32, 1, 1024,

@@ -34,6 +34,14 @@ extern char *mlplat_registry_token_file;
 /* Prometheus HTTP API for rollout evidence (reloadable) */
 extern char *mlplat_prometheus_url;
 
+/* Object store (S3 API; reloadable; credentials are a file) and artifact checks */
+extern char *mlplat_s3_endpoint;
+extern char *mlplat_s3_region;
+extern char *mlplat_s3_credentials_file;
+extern char *mlplat_s3_ca_file;
+extern int	mlplat_artifact_hash_max_kb;
+extern int	mlplat_artifact_hash_timeout_ms;
+
 /* HTTP client */
 extern int	mlplat_http_max_concurrency;
 extern int	mlplat_http_connect_timeout_ms;

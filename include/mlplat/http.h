@@ -51,6 +51,17 @@ typedef struct MlplatHttpRequest
 	size_t		max_body;		/* response bound; default MLPLAT_HTTP_DEFAULT_MAX_BODY */
 	void	   *user;			/* opaque, for the caller */
 
+	/*
+	 * Streaming: when sink is set, the body of a 2xx response goes to it in
+	 * pieces instead of into resp_body (other answers are buffered as usual,
+	 * so their error text stays readable), and max_body does not bound it.
+	 * Called from inside libcurl: it must not ereport, palloc or longjmp;
+	 * returning false aborts the transfer (failed, error "aborted by the
+	 * receiver").
+	 */
+	bool		(*sink) (void *arg, const char *data, size_t len);
+	void	   *sink_arg;
+
 	/* ---- output (valid after mlplat_http_batch_run) */
 	bool		done;			/* the request ran (false: never started) */
 	bool		failed;			/* no usable response: see error */
@@ -84,6 +95,10 @@ extern void mlplat_http_request_add_header(MlplatHttpRequest *req,
 										   const char *name, const char *value);
 extern void mlplat_http_request_set_body(MlplatHttpRequest *req, const char *content_type,
 										 const char *body, size_t len);
+/* Keep this response header (case-insensitive name); read it with mlplat_http_response_header. */
+extern void mlplat_http_request_keep_header(MlplatHttpRequest *req, const char *name);
+/* The last value of a kept response header, or NULL when absent. */
+extern const char *mlplat_http_response_header(const MlplatHttpRequest *req, const char *name);
 extern int	mlplat_http_batch_count(const MlplatHttpBatch *batch);
 extern MlplatHttpRequest *mlplat_http_batch_get(const MlplatHttpBatch *batch, int i);
 

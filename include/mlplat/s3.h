@@ -42,9 +42,6 @@ extern bool ml_s3_checksum_b64_to_hex(const char *b64, char hex[ML_SHA256_HEX_LE
 /* A hex SHA-256 (e.g. x-amz-meta-sha256), any case, optional surrounding blanks -> lower-case. */
 extern bool ml_s3_sha256_hex_normalize(const char *in, char hex[ML_SHA256_HEX_LEN + 1]);
 
-/* Lower-case hex of SHA-256(data). */
-extern void ml_sha256_hex(const void *data, size_t len, char hex[ML_SHA256_HEX_LEN + 1]);
-
 typedef struct MlS3Credentials
 {
 	char		access_key_id[129];

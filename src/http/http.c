@@ -39,6 +39,9 @@ typedef struct MlplatHttpPriv
 	MlplatHttpBatch *batch;
 	MlplatHttpRequest *req;
 	List	   *header_lines;	/* "Name: value" strings, in the batch context */
+	List	   *keep_names;		/* response headers to keep */
+	List	   *keep_values;	/* their values (NULL: absent), after the run */
+	bool		sink_aborted;	/* the sink returned false */
 	CURL	   *easy;			/* while attached to the multi handle */
 	struct curl_slist *slist;	/* malloc'd by libcurl while attached */
 	size_t		cap;			/* allocated size of req->resp_body */
@@ -169,6 +172,21 @@ write_cb(char *ptr, size_t size, size_t nmemb, void *userdata)
 
 	if (n == 0)
 		return 0;
+	if (req->sink)
+	{
+		long		code = 0;
+
+		curl_easy_getinfo(priv->easy, CURLINFO_RESPONSE_CODE, &code);
+		if (code >= 200 && code < 300)
+		{
+			if (!req->sink(req->sink_arg, ptr, n))
+			{
+				priv->sink_aborted = true;
+				return 0;		/* CURLE_WRITE_ERROR */
+			}
+			return n;
+		}
+	}
 	if (req->resp_len + n > req->max_body)
 	{
 		priv->too_big = true;
@@ -391,6 +409,27 @@ mlplat_http_request_set_body(MlplatHttpRequest *req, const char *content_type,
 		mlplat_http_request_add_header(req, "Content-Type", content_type);
 }
 
+void
+mlplat_http_request_keep_header(MlplatHttpRequest *req, const char *name)
+{
+	MemoryContext old = MemoryContextSwitchTo(req->priv->batch->cxt);
+
+	req->priv->keep_names = lappend(req->priv->keep_names, pstrdup(name));
+	MemoryContextSwitchTo(old);
+}
+
+const char *
+mlplat_http_response_header(const MlplatHttpRequest *req, const char *name)
+{
+	ListCell   *ln;
+	ListCell   *lv;
+
+	forboth(ln, req->priv->keep_names, lv, req->priv->keep_values)
+		if (pg_strcasecmp((const char *) lfirst(ln), name) == 0)
+			return (const char *) lfirst(lv);
+	return NULL;
+}
+
 int
 mlplat_http_batch_count(const MlplatHttpBatch *batch)
 {
@@ -479,7 +518,8 @@ start_request(MlplatHttpRequest *req)
 	SETOPT(CURLOPT_CONNECTTIMEOUT_MS, (long) Max(req->connect_timeout_ms, 1));
 	SETOPT(CURLOPT_TIMEOUT_MS, (long) Max(req->timeout_ms, 1));
 	SETOPT(CURLOPT_TCP_KEEPALIVE, 1L);
-	SETOPT(CURLOPT_MAXFILESIZE_LARGE, (curl_off_t) req->max_body);
+	if (req->sink == NULL)
+		SETOPT(CURLOPT_MAXFILESIZE_LARGE, (curl_off_t) req->max_body);
 	SETOPT(CURLOPT_WRITEFUNCTION, write_cb);
 	SETOPT(CURLOPT_WRITEDATA, priv);
 	SETOPT(CURLOPT_ERRORBUFFER, priv->errbuf);
@@ -540,6 +580,28 @@ finish_request(MlplatHttpPriv *priv, CURLcode rc)
 		req->retry_after_s = (int) Min(retry_after, (curl_off_t) PG_INT32_MAX);
 	if (curl_easy_getinfo(e, CURLINFO_CONTENT_TYPE, &ctype) == CURLE_OK && ctype != NULL)
 		req->content_type = MemoryContextStrdup(priv->batch->cxt, ctype);
+	if (priv->keep_names != NIL)
+	{
+		MemoryContext old = MemoryContextSwitchTo(priv->batch->cxt);
+		ListCell   *lc;
+
+		priv->keep_values = NIL;
+		foreach(lc, priv->keep_names)
+		{
+			struct curl_header *h = NULL;
+
+			/* the last value, from the final response (-1: not a redirect's) */
+			if (code > 0 && curl_easy_header(e, (const char *) lfirst(lc), 0, CURLH_HEADER, -1, &h) == CURLHE_OK)
+			{
+				if (h->amount > 1)
+					curl_easy_header(e, (const char *) lfirst(lc), h->amount - 1, CURLH_HEADER, -1, &h);
+				priv->keep_values = lappend(priv->keep_values, pstrdup(h->value));
+			}
+			else
+				priv->keep_values = lappend(priv->keep_values, NULL);
+		}
+		MemoryContextSwitchTo(old);
+	}
 
 	if (rc != CURLE_OK || priv->too_big || priv->oom)
 	{
@@ -549,6 +611,8 @@ finish_request(MlplatHttpPriv *priv, CURLcode rc)
 					 "response body exceeds the limit of %zu bytes", req->max_body);
 		else if (priv->oom)
 			strlcpy(req->error, "out of memory reading the response body", sizeof(req->error));
+		else if (priv->sink_aborted)
+			strlcpy(req->error, "aborted by the receiver", sizeof(req->error));
 		else if (priv->errbuf[0])
 			strlcpy(req->error, priv->errbuf, sizeof(req->error));
 		else

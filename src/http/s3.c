@@ -16,6 +16,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include "mlplat/canonical.h"
 #include "mlplat/s3.h"
 
 /* ---- URIs ------------------------------------------------------------- */
@@ -122,16 +123,6 @@ to_hex(const unsigned char *d, size_t n, char *hex)
 		hex[2 * i + 1] = hexd[d[i] & 15];
 	}
 	hex[2 * n] = '\0';
-}
-
-void
-ml_sha256_hex(const void *data, size_t len, char hex[ML_SHA256_HEX_LEN + 1])
-{
-	unsigned char d[32];
-	unsigned int dl = 0;
-
-	EVP_Digest(data, len, d, &dl, EVP_sha256(), NULL);
-	to_hex(d, 32, hex);
 }
 
 static int
@@ -444,7 +435,8 @@ ml_sigv4_authorization(const MlSigV4Input *in, char *out, size_t cap,
 	sb_str(&cr, in->payload_hash);
 	if (cr.oom || signed_names.oom)
 		goto done;
-	ml_sha256_hex(cr.d, cr.len, cr_hash);
+	if (!ml_sha256_hex(cr.d, cr.len, cr_hash))
+		goto done;
 
 	/* string to sign */
 	memcpy(date, in->amz_date, 8);

@@ -7,7 +7,9 @@
  *   2. observe: LIST InferenceServices carrying our managed-by and instance
  *      labels across all namespaces, 500 a page — not one GET per object;
  *   3. decide per deployment (pure: deployment_decide), then run every apply
- *      (Server-Side Apply, force) and delete concurrently in one batch;
+ *      (Server-Side Apply, force) and delete concurrently in one batch; the
+ *      first apply of a revision waits for its artifact check (artifact.c),
+ *      whose requests join that batch, and is applied in a second one;
  *   4. write back in a new short transaction: compare-and-swap on the row
  *      version and the leader epoch, plus a ledger row per external write.
  * Nothing is remembered between passes; a lost pass costs only time.  A pass
@@ -23,6 +25,7 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "mlplat/artifact.h"
 #include "mlplat/backoff.h"
 #include "mlplat/canonical.h"
 #include "mlplat/guc.h"
@@ -94,6 +97,12 @@ typedef struct Deployment
 	List	   *spans;
 	bool		claim_traced;
 	MlplatSpan *req_span;		/* the span of req */
+	/* the artifact check before the first apply of a revision */
+	bool		first_apply;
+	MlplatArtifactCheck *check;
+	const char *ledger_desired;	/* ledger digests and note, when not the spec's */
+	const char *ledger_observed;
+	char	   *ledger_note;
 } Deployment;
 
 typedef struct DepByName
@@ -266,6 +275,7 @@ deployment_decide(Deployment *d, MlJsonArena *arena)
 		/* not there, or running another revision: apply the desired one */
 		if (d->due)
 			d->action = DEP_APPLY;
+		d->first_apply = true;
 		return;
 	}
 
@@ -510,8 +520,9 @@ write_back(MlplatPass *pass, List *deps, List *orphans)
 		spans = list_concat(spans, d->spans);
 		if (d->ledger_action)
 			mlplat_ledger_append(pass, "deployment", d->id, d->project, d->ledger_action, d->ledger_outcome,
-								 d->spec_digest, NULL, d->http_status, d->error, trace_id_of(d->traceparent),
-								 d->drift);
+								 d->ledger_desired ? d->ledger_desired : d->spec_digest, d->ledger_observed,
+								 d->http_status, d->error, trace_id_of(d->traceparent),
+								 d->ledger_note ? d->ledger_note : d->drift);
 	}
 	foreach(lc, orphans)
 	{
@@ -526,6 +537,76 @@ write_back(MlplatPass *pass, List *deps, List *orphans)
 	MemoryContextSwitchTo(pass_cxt);
 	if (lost)
 		snprintf(pass->status, sizeof(pass->status), "%d write-back(s) lost a compare-and-swap; re-reading", lost);
+}
+
+/*
+ * Finish the artifact checks of the first applies this pass held back, apply
+ * those whose artifact is verified (one batch), record the others, and write
+ * them back.  Returns the number of applies.
+ */
+static int
+apply_checked(MlplatPass *pass, List *deps)
+{
+	MemoryContext pass_cxt = CurrentMemoryContext;
+	MlplatHttpBatch *batch;
+	List	   *checked = NIL;
+	ListCell   *lc;
+	int			applies = 0;
+
+	{
+		List	   *checks = NIL;
+
+		foreach(lc, deps)
+			if (((Deployment *) lfirst(lc))->check)
+				checks = lappend(checks, ((Deployment *) lfirst(lc))->check);
+		mlplat_artifact_finish(pass, checks);
+	}
+	batch = mlplat_http_batch_create(pass_cxt);
+	foreach(lc, deps)
+	{
+		Deployment *d = lfirst(lc);
+		MlplatArtifactCheck *c = d->check;
+
+		if (c == NULL)
+			continue;
+		checked = lappend(checked, d);
+		if (c->verdict == MLPLAT_ARTIFACT_OK)
+		{
+			d->req = mlplat_kube_apply(batch, &ISVC, d->ns, d->name, d->spec);
+			d->ledger_action = "APPLY";
+			d->ledger_note = c->reason;
+			applies++;
+			continue;
+		}
+		d->action = DEP_NONE;
+		d->write = true;
+		d->reason = c->reason;
+		d->error = c->reason;
+		d->retry_ms = c->retry_ms >= 0 ? c->retry_ms : 1000;
+		d->http_status = c->http_status;
+		d->new_status = c->verdict == MLPLAT_ARTIFACT_FAILED ? "FAILED" : d->status;
+		/* a ledger row per finding; not again for each slow retry of the same failure */
+		if (c->verdict == MLPLAT_ARTIFACT_RETRY ||
+			(c->verdict == MLPLAT_ARTIFACT_FAILED && (d->attempts == 0 || strcmp(d->status, "FAILED") != 0)))
+		{
+			d->ledger_action = "VERIFY";
+			d->ledger_outcome = c->verdict == MLPLAT_ARTIFACT_FAILED ? "FAILED" : "RETRY";
+			d->ledger_desired = c->want_sha256;
+			d->ledger_observed = c->got_sha256;
+			d->ledger_note = c->uri;
+		}
+	}
+	if (mlplat_http_batch_count(batch) > 0)
+		mlplat_http_batch_run(batch);
+	foreach(lc, checked)
+	{
+		Deployment *d = lfirst(lc);
+
+		if (d->req)
+			apply_result(d, pass);
+	}
+	write_back(pass, checked, NIL);
+	return applies;
 }
 
 void
@@ -544,6 +625,7 @@ mlplat_deployments_pass(MlplatPass *pass)
 	HTAB	   *by_name;
 	int			lists = 0;
 	int			applies = 0;
+	List	   *checks = NIL;
 
 	if (!mlplat_cluster_ready(pass, (const char **) &why))
 		return;
@@ -644,7 +726,13 @@ mlplat_deployments_pass(MlplatPass *pass)
 		}
 		else
 			deployment_decide(d, arena);
-		if (d->action == DEP_APPLY || d->action == DEP_REPAIR)
+		if (d->action == DEP_APPLY && d->first_apply)
+		{
+			/* the artifact is checked first; the apply follows in a second batch */
+			d->check = mlplat_artifact_check_new(d->id, d->desired_revision, d->attempts);
+			checks = lappend(checks, d->check);
+		}
+		else if (d->action == DEP_APPLY || d->action == DEP_REPAIR)
 		{
 			d->req = mlplat_kube_apply(batch, &ISVC, d->ns, d->name, d->spec);
 			d->ledger_action = d->action == DEP_REPAIR ? "REPAIR" : "APPLY";
@@ -682,6 +770,8 @@ mlplat_deployments_pass(MlplatPass *pass)
 		o->req = mlplat_kube_delete(batch, &ISVC, o->ns, o->name);
 	}
 
+	/* the artifact checks' HEADs run in the same batch as everything else */
+	mlplat_artifact_begin(checks, batch);
 	if (mlplat_http_batch_count(batch) > 0)
 		mlplat_http_batch_run(batch);
 
@@ -704,6 +794,9 @@ mlplat_deployments_pass(MlplatPass *pass)
 	}
 
 	write_back(pass, deps, orphans);
+	/* written first, so a download never delays the others' results */
+	if (checks != NIL)
+		applies += apply_checked(pass, deps);
 	if (pass->status[0] == '\0')
 		snprintf(pass->status, sizeof(pass->status), "%d deployments, %d applied, %d orphans, %d LIST requests",
 				 list_length(deps), applies, list_length(orphans), lists);

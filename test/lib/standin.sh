@@ -3,7 +3,8 @@
 #
 #   standin_start DIR         # sets STANDIN_PORT STANDIN_S3 STANDIN_ADMIN STANDIN_TOKEN_FILE
 #   standin_stop DIR
-#   standin_connect DB        # ALTER SYSTEM mlplat.kube_url/kube_token_file + reload
+#   standin_connect DB        # ALTER SYSTEM mlplat.kube_url/kube_token_file/s3_* + reload
+#   standin_artifact URI CONTENT [JSON]  # store s3://bucket/key in the stand-in's S3
 #   admin METHOD PATH [JSON]  # call the stand-in's admin API
 
 standin_start() {
@@ -14,6 +15,10 @@ standin_start() {
 	STANDIN_TOKEN_FILE=$dir/token
 	printf '%s' "$STANDIN_TOKEN" >"$STANDIN_TOKEN_FILE"
 	chmod 644 "$STANDIN_TOKEN_FILE"
+	# s3rver's account; the stand-in's S3 front checks the SigV4 signatures made with it
+	STANDIN_S3_CREDENTIALS=$dir/s3-credentials
+	printf '[default]\naws_access_key_id = S3RVER\naws_secret_access_key = S3RVER\n' >"$STANDIN_S3_CREDENTIALS"
+	chmod 644 "$STANDIN_S3_CREDENTIALS"
 	"$SRC/test/standin/start.sh" --state-dir "$dir" --port 0 --s3-port 0 --token "$STANDIN_TOKEN" \
 		--seed 7 --ready-delay-ms "${STANDIN_READY_MS:-300}" >/dev/null || return 1
 	STANDIN_PORT=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["port"])' "$dir/ports.json")
@@ -28,12 +33,34 @@ standin_stop() {
 
 standin_connect() {
 	$PSQL -d "$1" -c "ALTER SYSTEM SET mlplat.kube_url = '$STANDIN_URL'" \
-		-c "ALTER SYSTEM SET mlplat.kube_token_file = '$STANDIN_TOKEN_FILE'" -c "SELECT pg_reload_conf()" >/dev/null
+		-c "ALTER SYSTEM SET mlplat.kube_token_file = '$STANDIN_TOKEN_FILE'" \
+		-c "ALTER SYSTEM SET mlplat.s3_endpoint = 'http://127.0.0.1:$STANDIN_S3'" \
+		-c "ALTER SYSTEM SET mlplat.s3_credentials_file = '$STANDIN_S3_CREDENTIALS'" -c "SELECT pg_reload_conf()" >/dev/null
 }
 
 standin_disconnect() {
 	$PSQL -d "$1" -c "ALTER SYSTEM RESET mlplat.kube_url" -c "ALTER SYSTEM RESET mlplat.kube_token_file" \
+		-c "ALTER SYSTEM RESET mlplat.s3_endpoint" -c "ALTER SYSTEM RESET mlplat.s3_credentials_file" \
 		-c "SELECT pg_reload_conf()" >/dev/null
+}
+
+# standin_artifact s3://bucket/key CONTENT [EXTRA_JSON_FIELDS] — upload; prints the SHA-256.
+# CONTENT "-" reads it from stdin (for large objects).
+standin_artifact() {
+	python3 -c '
+import hashlib, json, sys, urllib.request
+uri, content, extra, admin = sys.argv[1:5]
+if content == "-":
+    content = sys.stdin.read()
+bucket, key = uri[len("s3://"):].split("/", 1)
+body = {"bucket": bucket, "key": key, "content": content}
+if extra:
+    body.update(json.loads(extra))
+req = urllib.request.Request(admin + "/s3/object", json.dumps(body).encode(), {"Content-Type": "application/json"})
+out = json.load(urllib.request.urlopen(req))
+assert out["sha256"] == hashlib.sha256(content.encode()).hexdigest()
+print(out["sha256"])
+' "$1" "$2" "${3:-}" "$STANDIN_ADMIN"
 }
 
 admin() {

@@ -317,13 +317,18 @@ function otlp(req, raw) {
 
 // ---------------------------------------------------------------- S3 (s3rver) and seeding
 let s3 = null;
-let s3Port = 0;
+let s3Port = 0; // the front's port (what clients use)
+let s3Inner = 0; // s3rver itself, behind the front
+let s3Front = null;
+// s3rver accepts any V4 signature; the front checks them against this pair (s3rver's own
+// default account), so a client that signs wrongly is refused as real S3 would refuse it.
+const S3_KEYS = { S3RVER: 'S3RVER' };
 const s3Dir = path.join(opt.stateDir, 's3');
 const buckets = opt.s3Buckets.split(',').filter(Boolean);
 
 function s3Request(method, p, body, headers) {
   return new Promise((resolve, reject) => {
-    const r = http.request({ host: '127.0.0.1', port: s3Port, method, path: p, headers: { ...headers, 'Content-Length': body ? body.length : 0 } }, (resp) => {
+    const r = http.request({ host: '127.0.0.1', port: s3Inner, method, path: p, headers: { ...headers, 'Content-Length': body ? body.length : 0 } }, (resp) => {
       const c = []; resp.on('data', (d) => c.push(d)); resp.on('end', () => resolve({ status: resp.statusCode, headers: resp.headers, body: Buffer.concat(c) }));
     });
     r.on('error', reject);
@@ -336,7 +341,12 @@ async function seedObject(b) {
   if (!b.bucket || !b.key) throw new Error('bucket and key are required');
   const content = b.contentBase64 !== undefined ? Buffer.from(b.contentBase64, 'base64') : Buffer.from(b.content !== undefined ? String(b.content) : '', 'utf8');
   const sha256 = crypto.createHash('sha256').update(content).digest('hex');
-  const headers = { 'Content-Type': b.contentType || 'application/octet-stream', 'x-amz-meta-sha256': sha256 };
+  const headers = { 'Content-Type': b.contentType || 'application/octet-stream' };
+  // sha256Meta: false stores no digest (the client must download and hash); checksum: true
+  // makes HEAD/GET with x-amz-checksum-mode: ENABLED answer x-amz-checksum-sha256 (base64), as
+  // real S3 does for an object uploaded with a SHA-256 checksum.
+  if (b.sha256Meta !== false) headers['x-amz-meta-sha256'] = sha256;
+  if (b.checksum) headers['x-amz-meta-standin-checksum-sha256'] = crypto.createHash('sha256').update(content).digest('base64');
   for (const [k, v] of Object.entries(b.metadata || {})) headers[`x-amz-meta-${k.toLowerCase()}`] = String(v);
   const key = b.key.split('/').map(encodeURIComponent).join('/');
   const r = await s3Request('PUT', `/${encodeURIComponent(b.bucket)}/${key}`, content, headers);
@@ -349,6 +359,68 @@ function resetS3() {
     const d = path.join(s3Dir, b);
     if (fs.existsSync(d)) for (const f of fs.readdirSync(d)) fs.rmSync(path.join(d, f), { recursive: true, force: true });
   }
+}
+
+// The S3 front: every S3 request passes through here to s3rver, so it is logged (area "s3")
+// and fault rules with {s3: true} apply; V4 signatures are checked (see S3_KEYS).
+function sigv4Check(req, url) {
+  const auth = req.headers.authorization || '';
+  const m = /^AWS4-HMAC-SHA256 Credential=([^/]+)\/(\d{8})\/([^/]+)\/([^/]+)\/aws4_request, ?SignedHeaders=([^,]+), ?Signature=([0-9a-f]{64})$/.exec(auth);
+  if (!m) return 'malformed';
+  const [, akid, date, region, service, signed, sig] = m;
+  const secret = S3_KEYS[akid];
+  if (!secret) return 'unknown key';
+  const amzDate = req.headers['x-amz-date'] || '';
+  if (amzDate.slice(0, 8) !== date) return 'date mismatch';
+  const q = [...url.searchParams].map(([k, v]) => [encodeURIComponent(k), encodeURIComponent(v)]).sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0)).map(([k, v]) => `${k}=${v}`).join('&');
+  const names = signed.split(';');
+  if (!names.includes('host')) return 'host not signed';
+  const canon = [req.method, url.pathname, q, ...names.map((n) => `${n}:${String(req.headers[n] || '').trim().replace(/\s+/g, ' ')}`), '', signed, req.headers['x-amz-content-sha256'] || ''].join('\n');
+  const sts = ['AWS4-HMAC-SHA256', amzDate, `${date}/${region}/${service}/aws4_request`, crypto.createHash('sha256').update(canon).digest('hex')].join('\n');
+  let k = crypto.createHmac('sha256', `AWS4${secret}`).update(date).digest();
+  for (const part of [region, service, 'aws4_request']) k = crypto.createHmac('sha256', k).update(part).digest();
+  return crypto.createHmac('sha256', k).update(sts).digest('hex') === sig ? 'valid' : 'invalid';
+}
+
+async function s3FrontHandle(req, resp) {
+  const t0 = process.hrtime.bigint();
+  const url = new URL(req.url, 'http://127.0.0.1');
+  const entry = { time: new Date().toISOString(), area: 's3', method: req.method, path: req.url };
+  let bytes = 0;
+  const finish = (status, extra) => { Object.assign(entry, extra, { status, bytes, ms: Number(process.hrtime.bigint() - t0) / 1e6 }); logRequest(entry); };
+  const s3Error = (status, code, message, headers = {}) => {
+    const text = `<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>${code}</Code><Message>${message}</Message><Resource>${url.pathname}</Resource></Error>`;
+    resp.writeHead(status, { 'Content-Type': 'application/xml', 'Content-Length': Buffer.byteLength(text), ...headers });
+    resp.end(req.method === 'HEAD' ? undefined : text);
+    finish(status, { fault: code });
+  };
+  if (req.headers.authorization) {
+    entry.sigv4 = sigv4Check(req, url);
+    if (entry.sigv4 !== 'valid') { req.resume(); s3Error(403, 'SignatureDoesNotMatch', 'The request signature we calculated does not match the signature you provided.'); return; }
+  }
+  const f = faults.evaluate(req.method, url.pathname, null, { s3: true });
+  if (f.rules.length) entry.faults = f.rules;
+  if (f.latencyMs) await sleep(f.latencyMs);
+  if (f.error) {
+    req.resume();
+    const c = f.error.code;
+    s3Error(c, c === 503 ? 'SlowDown' : c === 429 ? 'TooManyRequests' : 'InternalError', c === 503 ? 'Please reduce your request rate.' : 'We encountered an internal error. Please try again.', f.error.headers);
+    return;
+  }
+  const checksumMode = String(req.headers['x-amz-checksum-mode'] || '').toUpperCase() === 'ENABLED';
+  const up = http.request({ host: '127.0.0.1', port: s3Inner, method: req.method, path: req.url, headers: req.headers }, (ur) => {
+    const h = { ...ur.headers };
+    const cs = h['x-amz-meta-standin-checksum-sha256'];
+    delete h['x-amz-meta-standin-checksum-sha256'];
+    if (cs && checksumMode) h['x-amz-checksum-sha256'] = cs;
+    if (f.drop) { ur.resume(); req.socket.destroy(); finish(ur.statusCode, { dropped: true }); return; }
+    resp.writeHead(ur.statusCode, h);
+    ur.on('data', (d) => { bytes += d.length; });
+    ur.pipe(resp);
+    ur.on('end', () => finish(ur.statusCode, {}));
+  });
+  up.on('error', (e) => { if (!resp.headersSent) s3Error(502, 'BadGateway', String(e.message)); });
+  req.pipe(up);
 }
 
 // ---------------------------------------------------------------- admin API
@@ -378,7 +450,7 @@ async function admin(req, url, seg, raw) {
     if (m === 'DELETE') { requestLog = []; return { status: 200, body: { ok: true } }; }
     const since = Number(q.get('since') || 0);
     let items = requestLog.filter((e) => e.seq > since);
-    for (const k of ['method', 'kind', 'namespace', 'name', 'write', 'verb']) if (q.get(k)) items = items.filter((e) => e[k] === q.get(k));
+    for (const k of ['method', 'kind', 'namespace', 'name', 'write', 'verb', 'area']) if (q.get(k)) items = items.filter((e) => e[k] === q.get(k));
     return { status: 200, body: { items, seq } };
   }
   if (route === 'writes') return { status: 200, body: Object.fromEntries(writes) };
@@ -430,9 +502,16 @@ server.requestTimeout = 120000;
 
 async function main() {
   fs.mkdirSync(s3Dir, { recursive: true });
-  s3 = new S3rver({ address: opt.host, port: opt.s3Port, silent: true, directory: s3Dir, configureBuckets: buckets.map((name) => ({ name })) });
+  s3 = new S3rver({ address: opt.host, port: 0, silent: true, directory: s3Dir, configureBuckets: buckets.map((name) => ({ name })) });
   const addr = await s3.run();
-  s3Port = addr.port;
+  s3Inner = addr.port;
+  s3Front = http.createServer((req, resp) => s3FrontHandle(req, resp).catch((e) => {
+    console.error('standin: s3 front', e);
+    if (!resp.headersSent) { resp.writeHead(500); resp.end(); }
+  }));
+  s3Front.keepAliveTimeout = 30000;
+  await new Promise((resolve, reject) => { s3Front.once('error', reject); s3Front.listen(opt.s3Port, opt.host, resolve); });
+  s3Port = s3Front.address().port;
   await new Promise((resolve, reject) => { server.once('error', reject); server.listen(opt.port, opt.host, resolve); });
   const ports = { port: server.address().port, s3Port };
   let line = `standin ready port=${ports.port} s3_port=${s3Port}`;
@@ -463,6 +542,7 @@ async function stop(sig) {
   server.close();
   server.closeAllConnections();
   if (tlsServer) { tlsServer.close(); tlsServer.closeAllConnections(); }
+  if (s3Front) { s3Front.close(); s3Front.closeAllConnections(); }
   try { await Promise.race([s3.close(), sleep(2000)]); } catch (e) { /* ignore */ }
   if (logTimer) clearTimeout(logTimer);
   flushLog();

@@ -33,8 +33,8 @@ if ! $cc $flags $san -DMLPLAT_NO_FUZZ_MAIN -o "$out/rollout_test" test/unit/roll
 fi
 # The S3 helpers (URIs, checksum headers, credentials, SigV4 against AWS's examples).
 # shellcheck disable=SC2086
-if ! $cc $flags $san -o "$out/s3_test" test/unit/s3_test.c src/http/s3.c \
-        -lcrypto >"$out/build-s3.log" 2>&1; then
+if ! $cc $flags $san -o "$out/s3_test" test/unit/s3_test.c src/http/s3.c src/json/canonical.c \
+        src/json/json.c -lcrypto -lm >"$out/build-s3.log" 2>&1; then
     echo "1..1"
     echo "not ok 1 - build test/unit/s3_test.c"
     sed 's/^/# /' "$out/build-s3.log"

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mlplat/canonical.h"
 #include "mlplat/s3.h"
 
 static int	n_tests = 0;

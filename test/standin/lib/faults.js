@@ -1,6 +1,6 @@
 'use strict';
 // Fault rules set at run time. Randomness comes from the seeded PRNG so a run is reproducible.
-//   {method, path, resource, status: 500|503|429, rate, retryAfter, latencyMs, drop, forbidden, times}
+//   {method, path, resource, status: 500|503|429, rate, retryAfter, latencyMs, drop, forbidden, times, s3}
 
 const { E } = require('./errors');
 
@@ -28,11 +28,14 @@ class Faults {
   // Decide what happens to a request. info: {method, path, rt} (rt = kube route or null).
   // Returns {latencyMs, error (ApiError|{mlflow}), drop, ruleIds}.
   // opts.explicitPath: only rules with a path (OTLP: rules written for it, never the catch-alls).
+  // opts.s3: the request came through the S3 front; only rules with {s3: true} apply there,
+  // and only rules without it elsewhere.
   evaluate(method, path, rt, opts = {}) {
     const out = { latencyMs: 0, error: null, drop: false, rules: [] };
     for (const r of this.rules) {
       if (opts.explicitPath && !r.path) continue;
       if (r.times !== undefined && r.fired >= r.times) continue;
+      if (!!r.s3 !== !!opts.s3) continue;
       if (r.method && !new RegExp(`^(${r.method})$`, 'i').test(method)) continue;
       if (r.path && !new RegExp(r.path).test(path)) continue;
       if (r.resource && !(rt && rt.res && (rt.res.plural === r.resource || rt.res.kind === r.resource))) continue;

@@ -1,0 +1,67 @@
+/*
+ * artifact.h — verify a revision's artifact in the object store before its
+ * first apply (src/reconcile/artifact.c; the pure parts are in s3.h).
+ *
+ * The deployments pass uses it in three steps that never hold a transaction
+ * across HTTP and never make the pass's other deployments wait for a download:
+ *
+ *     c = mlplat_artifact_check_new(id, revision, attempts);   -- per first apply
+ *     mlplat_artifact_begin(checks, batch);   -- short claim; a HEAD per check joins batch
+ *     mlplat_http_batch_run(batch);           -- together with the pass's other writes
+ *     mlplat_artifact_finish(pass, checks);   -- downloads and hashes what needs it, caches
+ *     switch (c->verdict) ...
+ */
+#ifndef MLPLAT_ARTIFACT_H
+#define MLPLAT_ARTIFACT_H
+
+#include "postgres.h"
+
+#include "nodes/pg_list.h"
+
+#include "mlplat/http.h"
+#include "mlplat/reconcile.h"
+
+typedef enum MlplatArtifactVerdict
+{
+	MLPLAT_ARTIFACT_UNDECIDED = 0,
+	MLPLAT_ARTIFACT_OK,			/* the object exists and its SHA-256 is the registered one */
+	MLPLAT_ARTIFACT_FAILED,		/* missing, different, too large to hash, or not checkable */
+	MLPLAT_ARTIFACT_RETRY,		/* transient (transport, 5xx, 429): try again after retry_ms */
+	MLPLAT_ARTIFACT_WAIT		/* no usable object store configuration yet */
+} MlplatArtifactVerdict;
+
+typedef struct MlplatArtifactCheck
+{
+	/* in */
+	int64		deployment_id;
+	int			revision;
+	int			attempts;		/* the deployment's failed attempts so far (backoff) */
+
+	/* out (after mlplat_artifact_finish) */
+	MlplatArtifactVerdict verdict;
+	char	   *uri;			/* the model version's artifact_uri */
+	char	   *want_sha256;	/* registered digest */
+	char	   *got_sha256;		/* digest found, or NULL */
+	const char *source;			/* where got_sha256 came from */
+	char	   *reason;			/* one line for status_reason / the ledger */
+	int			http_status;	/* of the deciding request, 0 if none */
+	int			retry_ms;		/* RETRY and WAIT: when to look again */
+	bool		cached;			/* decided from mlplat.artifact_digests */
+
+	/* private to artifact.c */
+	struct MlplatArtifactPriv *priv;
+} MlplatArtifactCheck;
+
+extern MlplatArtifactCheck *mlplat_artifact_check_new(int64 deployment_id, int revision, int attempts);
+
+/* Claim (a short transaction: none may be open) and add one HEAD per check to batch. */
+extern void mlplat_artifact_begin(List *checks, MlplatHttpBatch *batch);
+
+/*
+ * After batch ran: decide from the HEADs, download and hash (in a batch of its
+ * own) what the store gives no digest for and the cache does not know, and
+ * remember the digests found (a short transaction).  Sets every verdict.
+ */
+extern void mlplat_artifact_finish(MlplatPass *pass, List *checks);
+
+#endif							/* MLPLAT_ARTIFACT_H */

@@ -1,0 +1,645 @@
+/*
+ * artifact.c — before the first apply of a revision, check its artifact in the
+ * object store: the object exists and its SHA-256 is the registered digest
+ * (see artifact.h; URI parsing, checksum decoding and signing are the pure
+ * helpers of s3.h).
+ *
+ * Where the digest comes from, cheapest first:
+ *   1. the store's own checksum on a HEAD: x-amz-checksum-sha256 (real S3 with
+ *      x-amz-checksum-mode: ENABLED, for objects uploaded with a checksum), or
+ *      x-amz-meta-sha256 (metadata written at upload, as the stand-in does);
+ *   2. mlplat.artifact_digests, by URI and the HEAD's ETag (a digest we
+ *      computed before: a second revision or a restart downloads nothing);
+ *   3. a GET streamed through SHA-256 (OpenSSL EVP) without keeping the body,
+ *      refused beyond mlplat.artifact_hash_max_bytes.
+ * Objects are addressed path-style (<endpoint>/<bucket>/<key>); with a
+ * credentials file every request is signed with AWS Signature Version 4.
+ */
+#include "postgres.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+
+#include "mlplat/artifact.h"
+#include "mlplat/backoff.h"
+#include "mlplat/guc.h"
+#include "mlplat/s3.h"
+
+#define EMPTY_SHA256 "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+/* how soon to look again when the configuration is missing or a store says no */
+#define SLOW_RETRY_MS 30000
+#define CREDENTIALS_MAX 8192
+
+typedef struct MlplatArtifactPriv
+{
+	char		bucket[ML_S3_BUCKET_MAX + 1];
+	char		key[ML_S3_KEY_MAX + 1];
+	List	   *etags;			/* known digests of this URI (cache) */
+	List	   *sha256s;
+	MlplatHttpRequest *head;
+	MlplatHttpRequest *get;
+	char	   *origin;			/* addressing, for the GET after the HEAD */
+	char	   *authority;
+	char	   *base_path;
+	char	   *etag;
+	int64		size;			/* Content-Length of the HEAD, -1 if unknown */
+	/* streaming hash */
+	EVP_MD_CTX *md;
+	uint64		hashed;
+	uint64		max_bytes;
+	bool		too_big;
+	bool		remember;		/* store got_sha256 under etag */
+} MlplatArtifactPriv;
+
+/* ---------------------------------------------------------------- configuration */
+
+/* Process-local; the secret is never logged and wiped when replaced. */
+static struct
+{
+	char	   *file;
+	struct stat st;
+	bool		loaded;
+	MlS3Credentials cred;
+}			s3cfg;
+
+static void
+forget_credentials(void)
+{
+	explicit_bzero(&s3cfg.cred, sizeof(s3cfg.cred));
+	memset(&s3cfg.st, 0, sizeof(s3cfg.st));
+	s3cfg.loaded = false;
+}
+
+/* (Re-)read the credentials file when it changed; NULL on success (or no file). */
+static char *
+refresh_credentials(void)
+{
+	const char *file = mlplat_s3_credentials_file;
+	struct stat st;
+	char	   *buf;
+	const char *why;
+	ssize_t		n;
+	size_t		len = 0;
+	int			fd;
+
+	if (file == NULL || file[0] == '\0')
+	{
+		forget_credentials();
+		return NULL;
+	}
+	if (s3cfg.file == NULL || strcmp(s3cfg.file, file) != 0)
+	{
+		forget_credentials();
+		if (s3cfg.file)
+			pfree(s3cfg.file);
+		s3cfg.file = MemoryContextStrdup(TopMemoryContext, file);
+	}
+	if (stat(file, &st) != 0)
+	{
+		forget_credentials();
+		return psprintf("cannot read object store credentials file \"%s\": %m", file);
+	}
+	if (s3cfg.loaded && st.st_ino == s3cfg.st.st_ino && st.st_dev == s3cfg.st.st_dev &&
+		st.st_size == s3cfg.st.st_size && st.st_mtim.tv_sec == s3cfg.st.st_mtim.tv_sec &&
+		st.st_mtim.tv_nsec == s3cfg.st.st_mtim.tv_nsec)
+		return NULL;
+	forget_credentials();
+	fd = open(file, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return psprintf("cannot open object store credentials file \"%s\": %m", file);
+	buf = palloc0(CREDENTIALS_MAX + 1);
+	while (len < CREDENTIALS_MAX && (n = read(fd, buf + len, CREDENTIALS_MAX - len)) > 0)
+		len += n;
+	close(fd);
+	why = ml_s3_parse_credentials(buf, &s3cfg.cred);
+	explicit_bzero(buf, CREDENTIALS_MAX + 1);
+	pfree(buf);
+	if (why)
+		return psprintf("object store credentials file \"%s\" is unusable: %s", file, why);
+	s3cfg.st = st;
+	s3cfg.loaded = true;
+	return NULL;
+}
+
+/*
+ * The endpoint split into scheme://authority and a base path without a
+ * trailing '/'; NULL on success, else why it is unusable.
+ */
+static const char *
+split_endpoint(const char *endpoint, char **origin, char **authority, char **base_path)
+{
+	const char *after;
+	const char *slash;
+	size_t		len = strlen(endpoint);
+
+	if (!mlplat_http_url_allowed(endpoint))
+		return "mlplat.s3_endpoint is not an http or https URL";
+	while (len > 0 && endpoint[len - 1] == '/')
+		len--;
+	after = strstr(endpoint, "://") + 3;
+	slash = memchr(after, '/', len - (after - endpoint));
+	if (slash == NULL)
+		slash = endpoint + len;
+	if (slash == after || memchr(after, '@', slash - after) || strpbrk(endpoint, "?# \t\r\n"))
+		return "mlplat.s3_endpoint must be scheme://host[:port][/path] without user, query or blanks";
+	*origin = pnstrdup(endpoint, slash - endpoint);
+	*authority = pnstrdup(after, slash - after);
+	*base_path = pnstrdup(slash, endpoint + len - slash);
+	return NULL;
+}
+
+/* ---------------------------------------------------------------- verdicts */
+
+static void
+decide(MlplatArtifactCheck *c, MlplatArtifactVerdict v, int http_status, char *reason)
+{
+	c->verdict = v;
+	c->http_status = http_status;
+	c->reason = reason;
+	if (v == MLPLAT_ARTIFACT_WAIT || v == MLPLAT_ARTIFACT_FAILED)
+		c->retry_ms = Min(SLOW_RETRY_MS, mlplat_backoff_max_ms);
+}
+
+static void
+retry(MlplatArtifactCheck *c, const MlplatHttpRequest *r, const char *what)
+{
+	decide(c, MLPLAT_ARTIFACT_RETRY, r->status,
+		   r->failed ? psprintf("%s of artifact %s failed: %s; retrying", what, c->uri, r->error)
+		   : psprintf("%s of artifact %s answered HTTP %d; retrying", what, c->uri, r->status));
+	c->retry_ms = (int) mlplat_backoff_delay_ms(c->attempts + 1, 500, mlplat_backoff_max_ms,
+												r->retry_after_s,
+												(uint32) c->deployment_id ^ (uint32) c->attempts);
+}
+
+/* Compare the digest found with the registered one. */
+static void
+judge(MlplatArtifactCheck *c, const char *got, const char *source, int http_status)
+{
+	c->got_sha256 = pstrdup(got);
+	c->source = source;
+	if (strcmp(got, c->want_sha256) == 0)
+		decide(c, MLPLAT_ARTIFACT_OK, http_status,
+			   psprintf("artifact %s verified: sha256 %s (%s)", c->uri, got, source));
+	else
+		decide(c, MLPLAT_ARTIFACT_FAILED, http_status,
+			   psprintf("artifact %s digest mismatch: registered sha256 %s, object store has %s (%s)",
+						c->uri, c->want_sha256, got, source));
+}
+
+/* A non-2xx, non-retryable answer: the object is missing or we may not read it. */
+static void
+refused(MlplatArtifactCheck *c, const MlplatHttpRequest *r)
+{
+	if (r->status == 404)
+		decide(c, MLPLAT_ARTIFACT_FAILED, 404,
+			   psprintf("artifact %s not found in the object store (HTTP 404)", c->uri));
+	else
+		decide(c, MLPLAT_ARTIFACT_FAILED, r->status,
+			   psprintf("object store refused artifact %s (HTTP %d)", c->uri, r->status));
+}
+
+static bool
+transient(const MlplatHttpRequest *r)
+{
+	return r->failed || r->status >= 500 || r->status == 429 || r->status == 408;
+}
+
+/* ---------------------------------------------------------------- requests */
+
+static void
+free_md(void *arg)
+{
+	MlplatArtifactPriv *p = arg;
+
+	if (p->md)
+		EVP_MD_CTX_free(p->md);
+	p->md = NULL;
+}
+
+/* libcurl write path: no ereport, no palloc */
+static bool
+hash_sink(void *arg, const char *data, size_t len)
+{
+	MlplatArtifactPriv *p = arg;
+
+	if (p->hashed + len > p->max_bytes)
+	{
+		p->too_big = true;
+		return false;
+	}
+	p->hashed += len;
+	return EVP_DigestUpdate(p->md, data, len) == 1;
+}
+
+/* Add a signed (when credentials are set) request for c's object to batch. */
+static MlplatHttpRequest *
+object_request(MlplatHttpBatch *batch, MlplatArtifactCheck *c, const char *method)
+{
+	MlplatArtifactPriv *p = c->priv;
+	const char *authority = p->authority;
+	size_t		nb = ml_s3_uri_encode(p->bucket, false, NULL, 0);
+	size_t		nk = ml_s3_uri_encode(p->key, true, NULL, 0);
+	char	   *eb = palloc(nb + 1);
+	char	   *ek = palloc(nk + 1);
+	char	   *path;
+	MlplatHttpRequest *r;
+	bool		head = strcmp(method, "HEAD") == 0;
+
+	ml_s3_uri_encode(p->bucket, false, eb, nb + 1);
+	ml_s3_uri_encode(p->key, true, ek, nk + 1);
+	path = psprintf("%s/%s/%s", p->base_path, eb, ek);
+	r = mlplat_http_batch_add(batch, method, psprintf("%s%s", p->origin, path));
+	if (mlplat_s3_ca_file && mlplat_s3_ca_file[0])
+		r->ca_file = mlplat_s3_ca_file;
+	/* Host is set explicitly so the signed value and the sent one cannot differ */
+	mlplat_http_request_add_header(r, "Host", authority);
+	if (head)
+		mlplat_http_request_add_header(r, "x-amz-checksum-mode", "ENABLED");
+	if (s3cfg.loaded)
+	{
+		MlS3Header hs[6];
+		int			n = 0;
+		char		date[17];
+		char		auth[4096];
+		MlSigV4Input in;
+
+		ml_sigv4_amz_date((long long) time(NULL), date);
+		hs[n++] = (MlS3Header) {"host", authority};
+		hs[n++] = (MlS3Header) {"x-amz-content-sha256", EMPTY_SHA256};
+		hs[n++] = (MlS3Header) {"x-amz-date", date};
+		if (head)
+			hs[n++] = (MlS3Header) {"x-amz-checksum-mode", "ENABLED"};
+		if (s3cfg.cred.session_token[0])
+			hs[n++] = (MlS3Header) {"x-amz-security-token", s3cfg.cred.session_token};
+		memset(&in, 0, sizeof(in));
+		in.method = method;
+		in.canonical_uri = path;
+		in.canonical_query = "";
+		in.headers = hs;
+		in.nheaders = n;
+		in.payload_hash = EMPTY_SHA256;
+		in.amz_date = date;
+		in.region = mlplat_s3_region && mlplat_s3_region[0] ? mlplat_s3_region : "us-east-1";
+		in.service = "s3";
+		in.access_key_id = s3cfg.cred.access_key_id;
+		in.secret_access_key = s3cfg.cred.secret_access_key;
+		if (!ml_sigv4_authorization(&in, auth, sizeof(auth), NULL, 0))
+			elog(ERROR, "mlplat: could not sign the object store request for %s", c->uri);
+		mlplat_http_request_add_header(r, "x-amz-content-sha256", EMPTY_SHA256);
+		mlplat_http_request_add_header(r, "x-amz-date", date);
+		if (s3cfg.cred.session_token[0])
+			mlplat_http_request_add_header(r, "x-amz-security-token", s3cfg.cred.session_token);
+		mlplat_http_request_add_header(r, "Authorization", auth);
+		explicit_bzero(auth, sizeof(auth));
+	}
+	mlplat_http_request_keep_header(r, "ETag");
+	if (head)
+	{
+		mlplat_http_request_keep_header(r, "Content-Length");
+		mlplat_http_request_keep_header(r, "x-amz-checksum-sha256");
+		mlplat_http_request_keep_header(r, "x-amz-meta-sha256");
+	}
+	r->user = c;
+	return r;
+}
+
+/* ---------------------------------------------------------------- the steps */
+
+MlplatArtifactCheck *
+mlplat_artifact_check_new(int64 deployment_id, int revision, int attempts)
+{
+	MlplatArtifactCheck *c = palloc0(sizeof(MlplatArtifactCheck));
+
+	c->deployment_id = deployment_id;
+	c->revision = revision;
+	c->attempts = attempts;
+	c->retry_ms = -1;
+	c->priv = palloc0(sizeof(MlplatArtifactPriv));
+	c->priv->size = -1;
+	return c;
+}
+
+static List *
+text_array_list(Datum d)
+{
+	ArrayType  *a = DatumGetArrayTypeP(d);
+	Datum	   *elems;
+	bool	   *nulls;
+	int			n;
+	List	   *out = NIL;
+
+	deconstruct_array(a, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
+	for (int i = 0; i < n; i++)
+		out = lappend(out, nulls[i] ? NULL : TextDatumGetCString(elems[i]));
+	return out;
+}
+
+static void
+claim(List *checks)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	int			n = list_length(checks);
+	Datum	   *ids = palloc(sizeof(Datum) * n);
+	Datum	   *revs = palloc(sizeof(Datum) * n);
+	ListCell   *lc;
+	int			i = 0;
+
+	foreach(lc, checks)
+	{
+		MlplatArtifactCheck *c = lfirst(lc);
+
+		ids[i] = Int64GetDatum(c->deployment_id);
+		revs[i++] = Int32GetDatum(c->revision);
+	}
+	mlplat_txn_begin();
+	MemoryContextSwitchTo(cxt);
+	if (SPI_execute_with_args("SELECT * FROM mlplat._artifact_claim($1, $2)", 2,
+							  (Oid[]) {INT8ARRAYOID, INT4ARRAYOID},
+							  (Datum[]) {PointerGetDatum(construct_array(ids, n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE)),
+								  PointerGetDatum(construct_array(revs, n, INT4OID, 4, true, TYPALIGN_INT))},
+							  NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "mlplat: artifact claim failed");
+	MemoryContextSwitchTo(cxt);
+	for (uint64 r = 0; r < SPI_processed; r++)
+	{
+		HeapTuple	t = SPI_tuptable->vals[r];
+		TupleDesc	td = SPI_tuptable->tupdesc;
+		int64		id = atoll(SPI_getvalue(t, td, 1));
+		int			rev = atoi(SPI_getvalue(t, td, 2));
+		bool		isnull;
+
+		foreach(lc, checks)
+		{
+			MlplatArtifactCheck *c = lfirst(lc);
+			Datum		d;
+
+			if (c->deployment_id != id || c->revision != rev)
+				continue;
+			c->uri = SPI_getvalue(t, td, 3);
+			c->want_sha256 = SPI_getvalue(t, td, 4);
+			d = SPI_getbinval(t, td, 5, &isnull);
+			if (!isnull)
+			{
+				c->priv->etags = text_array_list(d);
+				c->priv->sha256s = text_array_list(SPI_getbinval(t, td, 6, &isnull));
+			}
+		}
+	}
+	mlplat_txn_commit();
+	MemoryContextSwitchTo(cxt);
+}
+
+void
+mlplat_artifact_begin(List *checks, MlplatHttpBatch *batch)
+{
+	ListCell   *lc;
+	char	   *origin = NULL;
+	char	   *authority = NULL;
+	char	   *base_path = NULL;
+	const char *bad_endpoint = NULL;
+	char	   *bad_credentials = NULL;
+	bool		configured = mlplat_s3_endpoint && mlplat_s3_endpoint[0];
+
+	if (checks == NIL)
+		return;
+	claim(checks);
+	if (configured)
+	{
+		bad_endpoint = split_endpoint(mlplat_s3_endpoint, &origin, &authority, &base_path);
+		bad_credentials = refresh_credentials();
+	}
+	foreach(lc, checks)
+	{
+		MlplatArtifactCheck *c = lfirst(lc);
+		const char *why;
+
+		if (c->uri == NULL)
+		{
+			/* the revision went away between the claims: the next pass re-reads */
+			decide(c, MLPLAT_ARTIFACT_RETRY, 0, psprintf("revision %d has no model version", c->revision));
+			c->retry_ms = 1000;
+			continue;
+		}
+		if (strncmp(c->uri, "s3://", 5) != 0)
+		{
+			decide(c, MLPLAT_ARTIFACT_FAILED, 0,
+				   psprintf("artifact %s cannot be verified: only s3:// artifacts in the object store are checked",
+							c->uri));
+			continue;
+		}
+		why = ml_s3_parse_uri(c->uri, c->priv->bucket, sizeof(c->priv->bucket), c->priv->key, sizeof(c->priv->key));
+		if (why)
+		{
+			decide(c, MLPLAT_ARTIFACT_FAILED, 0, psprintf("artifact URI %s is refused: %s", c->uri, why));
+			continue;
+		}
+		if (!configured)
+		{
+			decide(c, MLPLAT_ARTIFACT_WAIT, 0,
+				   psprintf("waiting to verify artifact %s: no object store configured (set mlplat.s3_endpoint)", c->uri));
+			continue;
+		}
+		if (bad_endpoint || bad_credentials)
+		{
+			decide(c, MLPLAT_ARTIFACT_WAIT, 0,
+				   psprintf("waiting to verify artifact %s: %s", c->uri, bad_endpoint ? bad_endpoint : bad_credentials));
+			continue;
+		}
+		c->priv->origin = origin;
+		c->priv->authority = authority;
+		c->priv->base_path = base_path;
+		c->priv->max_bytes = (uint64) mlplat_artifact_hash_max_kb * 1024;
+		c->priv->head = object_request(batch, c, "HEAD");
+	}
+}
+
+/* What the HEAD says; may leave the check undecided (a download is needed). */
+static void
+after_head(MlplatArtifactCheck *c)
+{
+	MlplatArtifactPriv *p = c->priv;
+	MlplatHttpRequest *r = p->head;
+	const char *v;
+	char		hex[ML_SHA256_HEX_LEN + 1];
+	ListCell   *le;
+	ListCell   *ls;
+
+	if (transient(r))
+	{
+		retry(c, r, "HEAD");
+		return;
+	}
+	if (r->status < 200 || r->status >= 300)
+	{
+		refused(c, r);
+		return;
+	}
+	v = mlplat_http_response_header(r, "ETag");
+	p->etag = v && v[0] ? pstrdup(v) : NULL;
+	v = mlplat_http_response_header(r, "Content-Length");
+	if (v)
+		p->size = strtoll(v, NULL, 10);
+	v = mlplat_http_response_header(r, "x-amz-checksum-sha256");
+	if (v && ml_s3_checksum_b64_to_hex(v, hex))
+	{
+		judge(c, hex, "x-amz-checksum-sha256", r->status);
+		p->remember = p->etag != NULL;
+		return;
+	}
+	v = mlplat_http_response_header(r, "x-amz-meta-sha256");
+	if (v && ml_s3_sha256_hex_normalize(v, hex))
+	{
+		judge(c, hex, "x-amz-meta-sha256", r->status);
+		p->remember = p->etag != NULL;
+		return;
+	}
+	if (p->etag)
+		forboth(le, p->etags, ls, p->sha256s)
+			if (lfirst(le) && lfirst(ls) && strcmp(lfirst(le), p->etag) == 0)
+		{
+			c->cached = true;
+			judge(c, lfirst(ls), "cached download", r->status);
+			return;
+		}
+	if (p->size >= 0 && (uint64) p->size > p->max_bytes)
+		decide(c, MLPLAT_ARTIFACT_FAILED, r->status,
+			   psprintf("artifact %s is %lld bytes and the object store gives no SHA-256 for it; "
+						"hashing it would read more than mlplat.artifact_hash_max_bytes (%d kB)",
+						c->uri, (long long) p->size, mlplat_artifact_hash_max_kb));
+	/* else undecided: download it */
+}
+
+static void
+after_get(MlplatArtifactCheck *c)
+{
+	MlplatArtifactPriv *p = c->priv;
+	MlplatHttpRequest *r = p->get;
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+	char		hex[ML_SHA256_HEX_LEN + 1];
+	const char *etag;
+
+	if (p->too_big)
+	{
+		decide(c, MLPLAT_ARTIFACT_FAILED, r->status,
+			   psprintf("artifact %s is larger than mlplat.artifact_hash_max_bytes (%d kB) and the object store "
+						"gives no SHA-256 for it", c->uri, mlplat_artifact_hash_max_kb));
+		return;
+	}
+	if (transient(r))
+	{
+		retry(c, r, "download");
+		return;
+	}
+	if (r->status < 200 || r->status >= 300)
+	{
+		refused(c, r);
+		return;
+	}
+	if (EVP_DigestFinal_ex(p->md, md, &mdlen) != 1 || mdlen != 32)
+		elog(ERROR, "mlplat: SHA-256 of artifact %s failed", c->uri);
+	for (int i = 0; i < 32; i++)
+		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+	/* the bytes hashed belong to the GET's ETag (the object may have been replaced since the HEAD) */
+	etag = mlplat_http_response_header(r, "ETag");
+	p->etag = etag && etag[0] ? pstrdup(etag) : NULL;
+	p->size = (int64) p->hashed;
+	judge(c, hex, "download", r->status);
+	p->remember = p->etag != NULL;
+}
+
+static void
+remember(List *checks)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ListCell   *lc;
+	bool		any = false;
+
+	foreach(lc, checks)
+		any |= ((MlplatArtifactCheck *) lfirst(lc))->priv->remember;
+	if (!any)
+		return;
+	mlplat_txn_begin();
+	foreach(lc, checks)
+	{
+		MlplatArtifactCheck *c = lfirst(lc);
+		MlplatArtifactPriv *p = c->priv;
+
+		if (!p->remember)
+			continue;
+		if (SPI_execute_with_args("SELECT mlplat._artifact_remember($1, $2, $3, $4, $5)", 5,
+								  (Oid[]) {TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID},
+								  (Datum[]) {CStringGetTextDatum(c->uri), CStringGetTextDatum(p->etag),
+									  CStringGetTextDatum(c->got_sha256), Int64GetDatum(p->size),
+									  CStringGetTextDatum(c->source)},
+								  (const char[]) {' ', ' ', ' ', p->size >= 0 ? ' ' : 'n', ' '},
+								  false, 0) != SPI_OK_SELECT)
+			elog(ERROR, "mlplat: could not remember the digest of artifact %s", c->uri);
+	}
+	mlplat_txn_commit();
+	MemoryContextSwitchTo(cxt);
+}
+
+void
+mlplat_artifact_finish(MlplatPass *pass, List *checks)
+{
+	ListCell   *lc;
+	MlplatHttpBatch *batch = NULL;
+
+	foreach(lc, checks)
+	{
+		MlplatArtifactCheck *c = lfirst(lc);
+		MlplatArtifactPriv *p = c->priv;
+
+		if (c->verdict != MLPLAT_ARTIFACT_UNDECIDED || p->head == NULL)
+			continue;
+		after_head(c);
+		if (c->verdict != MLPLAT_ARTIFACT_UNDECIDED)
+			continue;
+		/* no digest from the store or the cache: stream the object through SHA-256 */
+		if (batch == NULL)
+			batch = mlplat_http_batch_create(CurrentMemoryContext);
+		p->md = EVP_MD_CTX_new();
+		if (p->md == NULL || EVP_DigestInit_ex(p->md, EVP_sha256(), NULL) != 1)
+		{
+			free_md(p);
+			elog(ERROR, "mlplat: could not start a SHA-256 digest");
+		}
+		{
+			MemoryContextCallback *cb = palloc0(sizeof(MemoryContextCallback));
+
+			/* an ERROR later in the pass must not leak OpenSSL's context */
+			cb->func = free_md;
+			cb->arg = p;
+			MemoryContextRegisterResetCallback(CurrentMemoryContext, cb);
+		}
+		p->get = object_request(batch, c, "GET");
+		p->get->sink = hash_sink;
+		p->get->sink_arg = p;
+		p->get->max_body = 64 * 1024;	/* error answers only: the object itself goes to the sink */
+		p->get->timeout_ms = Max(mlplat_artifact_hash_timeout_ms, mlplat_http_timeout_ms);
+	}
+	if (batch)
+	{
+		mlplat_http_batch_run(batch);
+		foreach(lc, checks)
+		{
+			MlplatArtifactCheck *c = lfirst(lc);
+
+			if (c->verdict == MLPLAT_ARTIFACT_UNDECIDED && c->priv->get)
+				after_get(c);
+			free_md(c->priv);
+		}
+	}
+	remember(checks);
+}

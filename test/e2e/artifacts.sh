@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# Artifact checks end to end (scenario 7), real workers against the stand-in and its S3:
+# before the first apply of a revision the artifact must exist with the registered
+# SHA-256 — from the store's checksum, the digest cache, or a download hashed on the way.
+set -u
+. "$(dirname "$0")/../lib/tap.sh"
+tap_require_cluster
+. "$(dirname "$0")/../lib/cluster.sh"
+. "$(dirname "$0")/../lib/standin.sh"
+WORK=$MLPLAT_TEST_WORK
+SD=$WORK/standin-artifacts
+DB=mlplat
+trap '$PSQL -d $DB -c "ALTER SYSTEM RESET mlplat.artifact_hash_max_bytes" -c "SELECT pg_reload_conf()" >/dev/null 2>&1; standin_disconnect $DB; standin_stop $SD' EXIT
+standin_start "$SD"
+tap_ok $? "stand-in started (S3 on port $STANDIN_S3)"
+standin_connect $DB
+
+q $DB "SELECT mlplat.create_project('art', 4, '8', '16Gi')" >/dev/null
+wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'art'" READY 20
+tap_ok $? "project art is READY"
+
+status_of() { q $DB "SELECT d.status FROM mlplat.deployments d JOIN mlplat.projects p ON p.id = d.project_id WHERE p.name = 'art' AND d.name = '$1'"; }
+reason_of() { q $DB "SELECT d.status_reason FROM mlplat.deployments d JOIN mlplat.projects p ON p.id = d.project_id WHERE p.name = 'art' AND d.name = '$1'"; }
+register() {  # version uri sha
+	q $DB "SELECT mlplat.register_model_version('art', 'm', '$1', '$2', '$3', 'kserve-sklearnserver', 'sklearn')" >/dev/null
+	q $DB "SELECT mlplat.set_model_stage('art', 'm', '$1', 'CANDIDATE')" >/dev/null
+}
+deploy() {  # name version [env json]
+	local env=${3:-'{}'}
+	q $DB "SELECT status FROM mlplat.deploy('art', '$1', 'm', '$2', 'kserve-sklearnserver', 0, 1, 1, '$env')" >/dev/null
+}
+isvc_writes() { writes_count "kind=InferenceService&name=$1"; }
+# s3_count METHOD KEY-REGEX — S3 requests logged by the stand-in's S3 front
+s3_count() {
+	admin GET "requests?area=s3&method=$1" | python3 -c 'import json,re,sys; print(sum(1 for e in json.load(sys.stdin)["items"] if re.search(sys.argv[1], e["path"])))' "$2"
+}
+dump() {
+	q $DB "SELECT name, status, status_reason, last_error FROM mlplat.deployments" | sed 's/^/# row: /'
+	q $DB "SELECT kind, role, status FROM mlplat.reconciler_health WHERE kind = 'deployments'" | sed 's/^/# health: /'
+}
+
+# --- 1. the digest matches (the store keeps it as x-amz-meta-sha256) -> READY
+SHA1=$(standin_artifact s3://models/m/1/model.bin 'weights one')
+register 1 s3://models/m/1/model.bin "$SHA1"
+deploy good 1
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'good'" READY 20
+rc=$?; tap_ok $rc "a matching digest: the deployment becomes READY"; [ $rc = 0 ] || dump
+tap_is "$(q $DB "SELECT detail->>'note' FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND action = 'APPLY' AND entity_id = (SELECT id FROM mlplat.deployments WHERE name = 'good')")" \
+	"artifact s3://models/m/1/model.bin verified: sha256 $SHA1 (x-amz-meta-sha256)" "the APPLY's ledger row says how the artifact was verified"
+tap_is "$(s3_count GET 'm/1/model.bin')" 0 "a digest from the store: nothing downloaded"
+
+# --- 1b. real S3's own checksum (x-amz-checksum-sha256, base64, asked for with x-amz-checksum-mode)
+SHA1B=$(standin_artifact s3://models/m/1b/model.bin 'weights one b' '{"sha256Meta": false, "checksum": true}')
+register 1b s3://models/m/1b/model.bin "$SHA1B"
+deploy sum 1b
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'sum'" READY 20
+rc=$?; tap_ok $rc "a matching x-amz-checksum-sha256: READY"; [ $rc = 0 ] || dump
+tap_is "$(q $DB "SELECT detail->>'note' FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND action = 'APPLY' AND entity_id = (SELECT id FROM mlplat.deployments WHERE name = 'sum')")" \
+	"artifact s3://models/m/1b/model.bin verified: sha256 $SHA1B (x-amz-checksum-sha256)" "verified from the store's checksum header"
+tap_is "$(s3_count GET 'm/1b/model.bin')" 0 "nothing downloaded"
+
+# --- 2. the digest differs -> FAILED, nothing applied
+standin_artifact s3://models/m/2/model.bin 'tampered weights' >/dev/null
+WANT2=$(printf 'weights two' | sha256sum | cut -d' ' -f1)
+GOT2=$(printf 'tampered weights' | sha256sum | cut -d' ' -f1)
+register 2 s3://models/m/2/model.bin "$WANT2"
+deploy bad 2
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'bad'" FAILED 20
+rc=$?; tap_ok $rc "a different digest: the deployment is FAILED"; [ $rc = 0 ] || dump
+tap_is "$(reason_of bad)" "artifact s3://models/m/2/model.bin digest mismatch: registered sha256 $WANT2, object store has $GOT2 (x-amz-meta-sha256)" \
+	"status_reason names the URI and both digests"
+tap_is "$(q $DB "SELECT outcome || ' ' || desired_digest || ' ' || observed_digest || ' ' || (detail->>'note') FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND action = 'VERIFY' AND entity_id = (SELECT id FROM mlplat.deployments WHERE name = 'bad')")" \
+	"FAILED $WANT2 $GOT2 s3://models/m/2/model.bin" "one VERIFY ledger row with both digests and the URI"
+sleep 1
+tap_is "$(isvc_writes bad)" 0 "no InferenceService was written for it"
+
+# --- 3. the object is missing -> FAILED, nothing applied
+register 3 s3://models/m/3/missing.bin "$WANT2"
+deploy gone 3
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'gone'" FAILED 20
+rc=$?; tap_ok $rc "a missing artifact: the deployment is FAILED"; [ $rc = 0 ] || dump
+tap_is "$(reason_of gone)" "artifact s3://models/m/3/missing.bin not found in the object store (HTTP 404)" "status_reason says it is not found"
+tap_is "$(q $DB "SELECT outcome || ' ' || http_status FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND action = 'VERIFY' AND entity_id = (SELECT id FROM mlplat.deployments WHERE name = 'gone')")" \
+	"FAILED 404" "the ledger row keeps the store's 404"
+sleep 1
+tap_is "$(isvc_writes gone)" 0 "no InferenceService was written for it"
+
+# --- 4. no checksum in the store: download and hash it
+SHA4=$(head -c 300000 /dev/zero | tr '\0' 'w' | standin_artifact s3://models/m/4/model.bin - '{"sha256Meta": false}')
+register 4 s3://models/m/4/model.bin "$SHA4"
+deploy stream 4
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'stream'" READY 20
+rc=$?; tap_ok $rc "no store checksum: the object is hashed on download and the deployment becomes READY"; [ $rc = 0 ] || dump
+tap_is "$(s3_count GET 'm/4/model.bin')" 1 "the object was downloaded once"
+tap_is "$(q $DB "SELECT sha256 || ' ' || size_bytes || ' ' || source FROM mlplat.artifact_digests WHERE uri = 's3://models/m/4/model.bin'")" \
+	"$SHA4 300000 download" "the digest found is cached by URI and ETag"
+
+# --- 5. a second revision of the same artifact: the cache answers, no second download
+heads=$(s3_count HEAD 'm/4/model.bin')
+deploy stream 4 '{"LOG_LEVEL":"debug"}'
+wait_for $DB "SELECT desired_revision || ' ' || status FROM mlplat.deployments WHERE name = 'stream'" "2 READY" 20
+rc=$?; tap_ok $rc "revision 2 of the same artifact becomes READY"; [ $rc = 0 ] || dump
+tap_is "$(s3_count GET 'm/4/model.bin')" 1 "still one download: the cache by URI + ETag answered"
+tap_is "$(( $(s3_count HEAD 'm/4/model.bin') - heads ))" 1 "one HEAD to learn the ETag"
+
+# --- 6. beyond mlplat.artifact_hash_max_bytes -> FAILED with the bound and the setting
+$PSQL -d $DB -c "ALTER SYSTEM SET mlplat.artifact_hash_max_bytes = '64kB'" -c "SELECT pg_reload_conf()" >/dev/null
+SHA6=$(head -c 100000 /dev/zero | tr '\0' 'b' | standin_artifact s3://models/m/6/model.bin - '{"sha256Meta": false}')
+register 6 s3://models/m/6/model.bin "$SHA6"
+sleep 0.5
+deploy big 6
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'big'" FAILED 20
+rc=$?; tap_ok $rc "an artifact larger than the hashing bound: FAILED"; [ $rc = 0 ] || dump
+reason=$(reason_of big)
+case "$reason" in *"100000 bytes"*"mlplat.artifact_hash_max_bytes (64 kB)"*) ok=0 ;; *) ok=1 ;; esac
+tap_ok $ok "the reason names the size, the bound and the setting ($reason)"
+tap_is "$(s3_count GET 'm/6/model.bin')" 0 "the size from the HEAD was enough: nothing downloaded"
+tap_is "$(isvc_writes big)" 0 "no InferenceService was written for it"
+$PSQL -d $DB -c "ALTER SYSTEM RESET mlplat.artifact_hash_max_bytes" -c "SELECT pg_reload_conf()" >/dev/null
+
+# --- 7. the store fails twice with 503 -> retried with backoff, converges
+SHA7=$(standin_artifact s3://models/m/7/model.bin 'weights seven')
+register 7 s3://models/m/7/model.bin "$SHA7"
+admin POST faults '{"s3": true, "method": "HEAD", "path": "/models/m/7/", "status": 503, "times": 2}' >/dev/null
+deploy flaky 7
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'flaky'" READY 30
+rc=$?; tap_ok $rc "a store answering 503 twice: retried, the deployment becomes READY"; [ $rc = 0 ] || dump
+tap_is "$(q $DB "SELECT string_agg(outcome || ' ' || http_status, ',' ORDER BY id) FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND action = 'VERIFY' AND entity_id = (SELECT id FROM mlplat.deployments WHERE name = 'flaky')")" \
+	"RETRY 503,RETRY 503" "two VERIFY RETRY rows, no FAILED"
+tap_is "$(s3_count HEAD 'm/7/model.bin')" 3 "three HEADs: two refused, one answered"
+
+# --- every request to the store was signed, and the stand-in's check of SigV4 accepted it
+tap_is "$(admin GET 'requests?area=s3' | python3 -c 'import json,sys; i=json.load(sys.stdin)["items"]; print(len(i) > 0 and all(e.get("sigv4") == "valid" for e in i))')" True \
+	"every S3 request carried a valid SigV4 signature"
+
+tap_done
