@@ -29,7 +29,7 @@ standin_start "$SD" || { echo "the stand-in did not start"; exit 1; }
 say "stand-in cluster (Kubernetes + KServe + Argo + MLflow + S3 on loopback): $STANDIN_URL"
 PORT=$(free_port)
 cluster_start "$WORK/data" "$PORT" "${MLPLAT_CONF[@]}" "mlplat.resync_interval = '2s'" \
-	"mlplat.kube_url = '$STANDIN_URL'" "mlplat.kube_token_file = '$STANDIN_TOKEN_FILE'" ||
+	"mlplat.kube_url = '$STANDIN_URL'" "mlplat.kube_token_file = '$STANDIN_TOKEN_FILE'" "${STANDIN_S3_CONF[@]}" ||
 	{ cat "$WORK/data.log"; exit 1; }
 export PGHOST=$WORK PGPORT=$PORT PGUSER=postgres
 $PSQL -d postgres -c "CREATE DATABASE mlplat" >/dev/null
@@ -53,8 +53,8 @@ done
 say "project fraud: $now after $(elapsed) ms - $(sql -c "SELECT coalesce(status_reason, '') FROM mlplat.projects WHERE name = 'fraud'")"
 say "on the stand-in: $(kube GET "/apis/rbac.authorization.k8s.io/v1/namespaces/mlp-fraud/rolebindings" | python3 -c 'import json,sys; print(", ".join(i["metadata"]["name"] + " -> " + i["roleRef"]["name"] for i in json.load(sys.stdin)["items"]))')"
 
-step "3. alice registers model 'scorer' v1 and marks it CANDIDATE"
-SHA=$(printf 'scorer-weights-v1' | sha256sum | cut -d' ' -f1)
+step "3. alice uploads the weights to S3, registers model 'scorer' v1 with their SHA-256 and marks it CANDIDATE"
+SHA=$(standin_artifact s3://models/scorer/1 'scorer-weights-v1')
 $PSQL -U alice -d mlplat -c "SELECT mlplat.register_model_version('fraud', 'scorer', '1', 's3://models/scorer/1', '$SHA', 'kserve-sklearnserver', 'sklearn')" >/dev/null
 $PSQL -U alice -d mlplat -c "SELECT mlplat.set_model_stage('fraud', 'scorer', '1', 'CANDIDATE')" >/dev/null
 say "model_versions: $(sql -c "SELECT string_agg(m.name || ' v' || v.version || ' ' || v.stage, ', ') FROM mlplat.model_versions v JOIN mlplat.models m ON m.id = v.model_id")"
@@ -80,6 +80,7 @@ done
 say "endpoint: $(sql -c "SELECT endpoint FROM mlplat.deployments WHERE name = 'scorer'")"
 say "audit:    $(sql -c "SELECT actor || ' ' || action || ' ' || entity || ' trace ' || trace_id FROM mlplat.audit_events WHERE action = 'deploy'")"
 say "ledger:   $(sql -c "SELECT action || ' ' || outcome || ' HTTP ' || http_status || ' epoch ' || epoch || ' by ' || controller || ' trace ' || trace_id FROM mlplat.reconcile_ledger WHERE kind = 'deployments' ORDER BY id LIMIT 1")"
+say "          $(sql -c "SELECT detail->>'note' FROM mlplat.reconcile_ledger WHERE kind = 'deployments' ORDER BY id LIMIT 1")"
 
 step "7. KServe's defaulting is not drift: 5 s of resyncs (every 2 s) change nothing"
 w0=$(writes_count)
@@ -98,6 +99,19 @@ for _ in $(seq 1 200); do
 done
 say "ledger:   $(sql -c "SELECT action || ' ' || outcome || ' (' || (detail->>'note') || ')' FROM mlplat.reconcile_ledger WHERE action = 'REPAIR'")"
 say "cluster minReplicas is back to $(kube GET /apis/serving.kserve.io/v1beta1/namespaces/mlp-fraud/inferenceservices/scorer | python3 -c 'import json,sys; print(json.load(sys.stdin)["spec"]["predictor"]["minReplicas"])'); revisions still $(sql -c "SELECT latest_revision FROM mlplat.deployments WHERE name = 'scorer'")"
+
+step "8b. v2's weights are overwritten in S3 after registration: its deployment is refused"
+$PSQL -U alice -d mlplat -c "SELECT mlplat.register_model_version('fraud', 'scorer', '2', 's3://models/scorer/2', '$(printf 'scorer-weights-v2' | sha256sum | cut -d' ' -f1)', 'kserve-sklearnserver', 'sklearn')" \
+	-c "SELECT mlplat.set_model_stage('fraud', 'scorer', '2', 'CANDIDATE')" >/dev/null
+standin_artifact s3://models/scorer/2 'tampered-weights' >/dev/null
+$PSQL -U alice -d mlplat -c "SELECT mlplat.deploy('fraud', 'scorer-v2', 'scorer', '2', 'kserve-sklearnserver')" >/dev/null
+for _ in $(seq 1 200); do
+	now=$(sql -c "SELECT status FROM mlplat.deployments WHERE name = 'scorer-v2'")
+	[ "$now" = FAILED ] && break
+	sleep 0.05
+done
+say "scorer-v2: $now - $(sql -c "SELECT status_reason FROM mlplat.deployments WHERE name = 'scorer-v2'")"
+say "InferenceService writes for scorer-v2: $(writes_count 'kind=InferenceService&name=scorer-v2')"
 
 step "9. alice undeploys; the reconciler deletes the InferenceService and confirms it is gone"
 $PSQL -U alice -d mlplat -c "SELECT 'accepted: ' || status FROM mlplat.undeploy('fraud', 'scorer')" | sed 's/^/   /'

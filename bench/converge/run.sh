@@ -21,12 +21,12 @@ cluster_build || { cat "$WORK/build.log"; exit 1; }
 STANDIN_READY_MS=200 standin_start "$WORK/standin" || exit 1
 PORT=$(free_port)
 cluster_start "$WORK/data" "$PORT" "${MLPLAT_CONF[@]}" "cron.database_name = 'postgres'" "mlplat.workers_enabled = off" \
-	"mlplat.resync_interval = '2s'" "mlplat.kube_url = '$STANDIN_URL'" "mlplat.kube_token_file = '$STANDIN_TOKEN_FILE'" || exit 1
+	"mlplat.resync_interval = '2s'" "mlplat.kube_url = '$STANDIN_URL'" "mlplat.kube_token_file = '$STANDIN_TOKEN_FILE'" "${STANDIN_S3_CONF[@]}" || exit 1
 export PGHOST=$WORK PGPORT=$PORT PGUSER=postgres
 $PSQL -d postgres -c "CREATE DATABASE mlplat" >/dev/null
 $PSQL -d mlplat -c "CREATE EXTENSION mlplat" >/dev/null
 CONC=$($PSQL -d mlplat -c "SHOW mlplat.http_max_concurrency")
-SHA=$(printf 'b' | sha256sum | cut -d' ' -f1)
+SHA=$(standin_artifact s3://models/m/1 'b')
 workers() { $PSQL -d mlplat -c "ALTER SYSTEM SET mlplat.workers_enabled = $1" -c "SELECT pg_reload_conf()" >/dev/null; }
 lists() { admin GET 'requests?method=GET&kind=InferenceService' | python3 -c 'import json,sys; print(sum(1 for e in json.load(sys.stdin)["items"] if "inferenceservices?" in e["path"] or e["path"].endswith("inferenceservices")))'; }
 patches() { admin GET 'requests?method=PATCH&kind=InferenceService' | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["items"]))'; }
@@ -39,7 +39,7 @@ for N in $SIZES; do
 	kube POST /api/v1/namespaces "{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":\"mlp-$p\"}}" >/dev/null
 	kube POST /api/v1/namespaces "{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":\"bare-$p\"}}" >/dev/null
 	$PSQL -d mlplat -c "SELECT mlplat.create_project('$p', 0)" \
-		-c "SELECT mlplat.register_model_version('$p', 'm', '1', 's3://b/m/1', '$SHA', 'kserve-sklearnserver', 'sklearn')" \
+		-c "SELECT mlplat.register_model_version('$p', 'm', '1', 's3://models/m/1', '$SHA', 'kserve-sklearnserver', 'sklearn')" \
 		-c "SELECT mlplat.set_model_stage('$p', 'm', '1', 'CANDIDATE')" >/dev/null
 	t0=$(date +%s%N)
 	$PSQL -d mlplat -c "SELECT count(mlplat.deploy('$p', 'd' || i, 'm', '1', 'kserve-sklearnserver')) FROM generate_series(1, $N) i" >/dev/null

@@ -23,14 +23,14 @@ cluster_build || { cat "$WORK/build.log"; exit 1; }
 standin_start "$SD" || exit 1
 PORT=$(free_port)
 cluster_start "$WORK/data" "$PORT" "${MLPLAT_CONF[@]}" "cron.database_name = 'postgres'" \
-	"mlplat.kube_url = '$STANDIN_URL'" "mlplat.kube_token_file = '$STANDIN_TOKEN_FILE'" || exit 1
+	"mlplat.kube_url = '$STANDIN_URL'" "mlplat.kube_token_file = '$STANDIN_TOKEN_FILE'" "${STANDIN_S3_CONF[@]}" || exit 1
 export PGHOST=$WORK PGPORT=$PORT PGUSER=postgres
 $PSQL -d postgres -c "CREATE DATABASE mlplat" >/dev/null
 $PSQL -d mlplat -c "CREATE EXTENSION mlplat" >/dev/null
 kube POST /api/v1/namespaces '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"mlp-bench"}}' >/dev/null
-SHA=$(printf 'b' | sha256sum | cut -d' ' -f1)
+SHA=$(standin_artifact s3://models/m/1 'b')
 $PSQL -d mlplat -c "SELECT mlplat.create_project('bench', 0)" \
-	-c "SELECT mlplat.register_model_version('bench', 'm', '1', 's3://b/m/1', '$SHA', 'kserve-sklearnserver', 'sklearn')" \
+	-c "SELECT mlplat.register_model_version('bench', 'm', '1', 's3://models/m/1', '$SHA', 'kserve-sklearnserver', 'sklearn')" \
 	-c "SELECT mlplat.set_model_stage('bench', 'm', '1', 'CANDIDATE')" >/dev/null
 wait_for mlplat "SELECT count(*) FROM mlplat.reconciler_health WHERE role = 'leader' AND kind = 'deployments' AND last_pass_start IS NOT NULL" 1 30 >/dev/null
 

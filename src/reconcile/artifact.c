@@ -59,6 +59,8 @@ typedef struct MlplatArtifactPriv
 	uint64		max_bytes;
 	bool		too_big;
 	bool		remember;		/* store got_sha256 under etag */
+	/* checks of the same URI in one pass share the first one's requests */
+	MlplatArtifactCheck *leader;
 } MlplatArtifactPriv;
 
 /* ---------------------------------------------------------------- configuration */
@@ -399,9 +401,20 @@ claim(List *checks)
 	MemoryContextSwitchTo(cxt);
 }
 
+static int
+check_uri_cmp(const ListCell *a, const ListCell *b)
+{
+	const MlplatArtifactCheck *x = lfirst(a);
+	const MlplatArtifactCheck *y = lfirst(b);
+
+	return strcmp(x->uri ? x->uri : "", y->uri ? y->uri : "");
+}
+
 void
 mlplat_artifact_begin(List *checks, MlplatHttpBatch *batch)
 {
+	List	   *by_uri;
+	MlplatArtifactCheck *prev = NULL;
 	ListCell   *lc;
 	char	   *origin = NULL;
 	char	   *authority = NULL;
@@ -418,7 +431,10 @@ mlplat_artifact_begin(List *checks, MlplatHttpBatch *batch)
 		bad_endpoint = split_endpoint(mlplat_s3_endpoint, &origin, &authority, &base_path);
 		bad_credentials = refresh_credentials();
 	}
-	foreach(lc, checks)
+	/* sorted by URI, so thousands of deployments of one artifact cost one HEAD */
+	by_uri = list_copy(checks);
+	list_sort(by_uri, check_uri_cmp);
+	foreach(lc, by_uri)
 	{
 		MlplatArtifactCheck *c = lfirst(lc);
 		const char *why;
@@ -455,6 +471,12 @@ mlplat_artifact_begin(List *checks, MlplatHttpBatch *batch)
 				   psprintf("waiting to verify artifact %s: %s", c->uri, bad_endpoint ? bad_endpoint : bad_credentials));
 			continue;
 		}
+		if (prev && strcmp(prev->uri, c->uri) == 0)
+		{
+			c->priv->leader = prev;
+			continue;
+		}
+		prev = c;
 		c->priv->origin = origin;
 		c->priv->authority = authority;
 		c->priv->base_path = base_path;
@@ -639,6 +661,23 @@ mlplat_artifact_finish(MlplatPass *pass, List *checks)
 			if (c->verdict == MLPLAT_ARTIFACT_UNDECIDED && c->priv->get)
 				after_get(c);
 			free_md(c->priv);
+		}
+	}
+	/* the other checks of a URI: judge the digest found against their own registered one */
+	foreach(lc, checks)
+	{
+		MlplatArtifactCheck *c = lfirst(lc);
+		MlplatArtifactCheck *l = c->priv->leader;
+
+		if (l == NULL || c->verdict != MLPLAT_ARTIFACT_UNDECIDED)
+			continue;
+		c->cached = l->cached;
+		if (l->got_sha256)
+			judge(c, l->got_sha256, l->source, l->http_status);
+		else
+		{
+			decide(c, l->verdict, l->http_status, l->reason);
+			c->retry_ms = l->retry_ms;
 		}
 	}
 	remember(checks);

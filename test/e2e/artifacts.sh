@@ -133,4 +133,12 @@ tap_is "$(s3_count HEAD 'm/7/model.bin')" 3 "three HEADs: two refused, one answe
 tap_is "$(admin GET 'requests?area=s3' | python3 -c 'import json,sys; i=json.load(sys.stdin)["items"]; print(len(i) > 0 and all(e.get("sigv4") == "valid" for e in i))')" True \
 	"every S3 request carried a valid SigV4 signature"
 
+# --- leave nothing behind for the next script: undeploy everything, drop the project
+for d in good sum bad gone stream big flaky; do q $DB "SELECT mlplat.undeploy('art', '$d')" >/dev/null; done
+wait_for $DB "SELECT count(*) FROM mlplat.deployments d JOIN mlplat.projects p ON p.id = d.project_id WHERE p.name = 'art' AND d.status <> 'DELETED'" 0 30
+tap_ok $? "every deployment of the test is undeployed"
+q $DB "SELECT mlplat.delete_project('art')" >/dev/null
+wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'art'" DELETED 30
+tap_ok $? "the test's project is deleted"
+
 tap_done

@@ -19,7 +19,8 @@ q $DB "SELECT mlplat.create_project('shop', 4, '8', '16Gi')" >/dev/null
 # The projects reconciler makes the namespace (and the rest of the tenant).
 wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'shop'" READY 20
 tap_ok $? "project shop is READY: its namespace exists"
-SHA=$(printf 'iris-v1' | sha256sum | cut -d' ' -f1)
+# the artifact is checked in the object store before the first apply
+SHA=$(standin_artifact s3://models/iris/1 'iris-v1')
 q $DB "SELECT mlplat.register_model_version('shop', 'iris', '1', 's3://models/iris/1', '$SHA', 'kserve-sklearnserver', 'sklearn')" >/dev/null
 q $DB "SELECT mlplat.set_model_stage('shop', 'iris', '1', 'CANDIDATE')" >/dev/null
 t0=$(date +%s%N)
@@ -36,9 +37,9 @@ fi
 ms=$((($(date +%s%N) - t0) / 1000000))
 echo "# deploy -> READY in $ms ms (stand-in ready delay ${STANDIN_READY_MS:-300} ms)"
 tap_is "$(q $DB "SELECT endpoint FROM mlplat.deployments WHERE name = 'iris'")" "http://iris.mlp-shop.example.com" "READY carries the endpoint URL"
-tap_is "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND action = 'APPLY' AND outcome = 'OK'")" 1 \
+tap_is "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND project = 'shop' AND action = 'APPLY' AND outcome = 'OK'")" 1 \
 	"the ledger shows exactly one apply"
-tap_is "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND action = 'APPLY' AND epoch = (SELECT epoch FROM mlplat.leader_epochs WHERE kind = 'deployments') AND controller <> ''")" 1 \
+tap_is "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND project = 'shop' AND action = 'APPLY' AND epoch = (SELECT epoch FROM mlplat.leader_epochs WHERE kind = 'deployments') AND controller <> ''")" 1 \
 	"the ledger row carries the leader's epoch and controller"
 isvc=$(kube GET /apis/serving.kserve.io/v1beta1/namespaces/mlp-shop/inferenceservices/iris)
 echo "$isvc" | python3 -c 'import json,sys; o=json.load(sys.stdin); l=o["metadata"]["labels"]; assert l["app.kubernetes.io/managed-by"]=="mlplat" and l["mlplat.io/revision"]=="1"'

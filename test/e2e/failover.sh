@@ -19,15 +19,15 @@ kube POST /api/v1/namespaces '{"apiVersion":"v1","kind":"Namespace","metadata":{
 PA=$(free_port); PB=$(free_port)
 cluster_start "$WORK/a" "$PA" "${MLPLAT_CONF[@]}" "cron.database_name = 'postgres'" "mlplat.resync_interval = '1s'" \
 	"mlplat.lease_fence = on" "mlplat.lease_duration = '30s'" \
-	"mlplat.kube_url = '$STANDIN_URL'" "mlplat.kube_token_file = '$STANDIN_TOKEN_FILE'"
+	"mlplat.kube_url = '$STANDIN_URL'" "mlplat.kube_token_file = '$STANDIN_TOKEN_FILE'" "${STANDIN_S3_CONF[@]}"
 tap_ok $? "primary A started with the Lease fence on (lease 30 s)"
 qa() { $PSQL -h "$WORK" -p "$PA" -d mlplat -c "$1"; }
 qb() { $PSQL -h "$WORK" -p "$PB" -d mlplat -c "$1"; }
 $PSQL -h "$WORK" -p "$PA" -d postgres -c "CREATE DATABASE mlplat" >/dev/null
-SHA=$(printf 'fo' | sha256sum | cut -d' ' -f1)
+SHA=$(standin_artifact s3://models/m/1 'fo')
 qa "CREATE EXTENSION mlplat" >/dev/null
 $PSQL -h "$WORK" -p "$PA" -d mlplat -c "SELECT mlplat.create_project('fo', 0)" \
-	-c "SELECT mlplat.register_model_version('fo', 'm', '1', 's3://b/m/1', '$SHA', 'kserve-sklearnserver', 'sklearn')" \
+	-c "SELECT mlplat.register_model_version('fo', 'm', '1', 's3://models/m/1', '$SHA', 'kserve-sklearnserver', 'sklearn')" \
 	-c "SELECT mlplat.set_model_stage('fo', 'm', '1', 'CANDIDATE')" \
 	-c "SELECT mlplat.deploy('fo', 'before', 'm', '1', 'kserve-sklearnserver')" >/dev/null
 PGHOST=$WORK PGPORT=$PA wait_for mlplat "SELECT status FROM mlplat.deployments WHERE name = 'before'" READY 30

@@ -18,18 +18,19 @@ kube POST /api/v1/namespaces '{"apiVersion":"v1","kind":"Namespace","metadata":{
 kube POST /api/v1/namespaces '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"mlp-fx"}}' >/dev/null
 
 FENCE=("mlplat.lease_fence = on" "mlplat.lease_duration = '3s'" "mlplat.kube_url = '$STANDIN_URL'"
-	"mlplat.kube_token_file = '$STANDIN_TOKEN_FILE'" "cron.database_name = 'postgres'" "mlplat.resync_interval = '1s'")
+	"mlplat.kube_token_file = '$STANDIN_TOKEN_FILE'" "cron.database_name = 'postgres'" "mlplat.resync_interval = '1s'"
+	"${STANDIN_S3_CONF[@]}")
 PA=$(free_port); PB=$(free_port)
 cluster_start "$WORK/a" "$PA" "${MLPLAT_CONF[@]}" "${FENCE[@]}" && cluster_start "$WORK/b" "$PB" "${MLPLAT_CONF[@]}" "${FENCE[@]}"
 tap_ok $? "two database clusters with the Lease fence on"
 qa() { $PSQL -h "$WORK" -p "$PA" -d mlplat -c "$1"; }
 qb() { $PSQL -h "$WORK" -p "$PB" -d mlplat -c "$1"; }
-SHA=$(printf 'fx' | sha256sum | cut -d' ' -f1)
+SHA=$(standin_artifact s3://models/m/1 'fx')
 for p in "$PA" "$PB"; do
 	$PSQL -h "$WORK" -p "$p" -d postgres -c "CREATE DATABASE mlplat" >/dev/null
 	$PSQL -h "$WORK" -p "$p" -d mlplat -c "CREATE EXTENSION mlplat" \
 		-c "SELECT mlplat.create_project('fx', 2)" \
-		-c "SELECT mlplat.register_model_version('fx', 'm', '1', 's3://b/m/1', '$SHA', 'kserve-sklearnserver', 'sklearn')" \
+		-c "SELECT mlplat.register_model_version('fx', 'm', '1', 's3://models/m/1', '$SHA', 'kserve-sklearnserver', 'sklearn')" \
 		-c "SELECT mlplat.set_model_stage('fx', 'm', '1', 'CANDIDATE')" >/dev/null
 done
 

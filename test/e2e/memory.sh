@@ -17,16 +17,16 @@ standin_start "$SD" || exit 1
 kube POST /api/v1/namespaces '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"mlp-mem"}}' >/dev/null
 P=$(free_port)
 cluster_start "$WORK/data" "$P" "${MLPLAT_CONF[@]}" "cron.database_name = 'postgres'" \
-	"mlplat.kube_url = '$STANDIN_URL'" "mlplat.kube_token_file = '$STANDIN_TOKEN_FILE'" || exit 1
+	"mlplat.kube_url = '$STANDIN_URL'" "mlplat.kube_token_file = '$STANDIN_TOKEN_FILE'" "${STANDIN_S3_CONF[@]}" || exit 1
 export PGHOST=$WORK PGPORT=$P
 q postgres "CREATE DATABASE mlplat" >/dev/null
-SHA=$(printf 'mem' | sha256sum | cut -d' ' -f1)
+SHA=$(standin_artifact s3://models/m/1 'mem')
 q mlplat "CREATE EXTENSION mlplat" >/dev/null
 # No resync for an hour: whatever converges below was woken by its commit.
 q mlplat "ALTER SYSTEM SET mlplat.resync_interval = '1h'" >/dev/null && q mlplat "SELECT pg_reload_conf()" >/dev/null
 sleep 1
 $PSQL -d mlplat -c "SELECT mlplat.create_project('mem', 0)" \
-	-c "SELECT mlplat.register_model_version('mem', 'm', '1', 's3://b/m/1', '$SHA', 'kserve-sklearnserver', 'sklearn')" \
+	-c "SELECT mlplat.register_model_version('mem', 'm', '1', 's3://models/m/1', '$SHA', 'kserve-sklearnserver', 'sklearn')" \
 	-c "SELECT mlplat.set_model_stage('mem', 'm', '1', 'CANDIDATE')" \
 	-c "SELECT count(mlplat.deploy('mem', 'd' || i, 'm', '1', 'kserve-sklearnserver')) FROM generate_series(1, 20) i" >/dev/null
 wait_for mlplat "SELECT count(*) FROM mlplat.deployments WHERE status = 'READY'" 20 30

@@ -1,7 +1,7 @@
 # test/lib/standin.sh — start the stand-in cluster for a test and point the
 # cluster's reconcilers at it.  Source after tap.sh/cluster.sh; needs WORK.
 #
-#   standin_start DIR         # sets STANDIN_PORT STANDIN_S3 STANDIN_ADMIN STANDIN_TOKEN_FILE
+#   standin_start DIR         # sets STANDIN_PORT STANDIN_S3 STANDIN_ADMIN STANDIN_TOKEN_FILE STANDIN_S3_CONF
 #   standin_stop DIR
 #   standin_connect DB        # ALTER SYSTEM mlplat.kube_url/kube_token_file/s3_* + reload
 #   standin_artifact URI CONTENT [JSON]  # store s3://bucket/key in the stand-in's S3
@@ -25,6 +25,9 @@ standin_start() {
 	STANDIN_S3=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["s3Port"])' "$dir/ports.json")
 	STANDIN_URL=http://127.0.0.1:$STANDIN_PORT
 	STANDIN_ADMIN=$STANDIN_URL/_standin
+	# settings for a cluster started with cluster_start: the object store and its key
+	STANDIN_S3_CONF=("mlplat.s3_endpoint = 'http://127.0.0.1:$STANDIN_S3'"
+		"mlplat.s3_credentials_file = '$STANDIN_S3_CREDENTIALS'")
 }
 
 standin_stop() {
