@@ -555,6 +555,32 @@ check('S3 (s3rver): seeded artifact has ETag = MD5, Content-Length, sha256 user 
   eq((await request('HEAD', `${S3}/models/iris/1/missing.bin`, undefined, { token: null })).status, 404, 'missing key');
 });
 
+check('S3 front: request log, s3 fault rules, x-amz-checksum-sha256 when asked, SigV4 checked', async () => {
+  const content = 'front-' + 'y'.repeat(100);
+  const sha = crypto.createHash('sha256').update(content);
+  const b64 = sha.copy().digest('base64');
+  await admin('POST', 's3/object', { bucket: 'models', key: 'front/1.bin', content, sha256Meta: false, checksum: true });
+  const plain = await request('HEAD', `${S3}/models/front/1.bin`, undefined, { token: null });
+  eq([plain.status, plain.headers['x-amz-checksum-sha256'], plain.headers['x-amz-meta-sha256'], plain.headers['x-amz-meta-standin-checksum-sha256']],
+    [200, undefined, undefined, undefined], 'no checksum unless asked, no sha256 metadata');
+  const asked = await request('HEAD', `${S3}/models/front/1.bin`, undefined, { token: null, headers: { 'x-amz-checksum-mode': 'ENABLED' } });
+  eq(asked.headers['x-amz-checksum-sha256'], b64, 'checksum with x-amz-checksum-mode: ENABLED');
+  const since = (await admin('GET', 'requests?area=s3')).body.seq;
+  await admin('POST', 'faults', { s3: true, method: 'GET', path: '^/models/front/', status: 503, times: 1 });
+  const f = await request('GET', `${S3}/models/front/1.bin`, undefined, { token: null });
+  eq([f.status, /<Code>SlowDown<\/Code>/.test(f.text)], [503, true], 'an s3 fault rule answers 503 SlowDown');
+  eq((await request('GET', `${S3}/models/front/1.bin`, undefined, { token: null })).text, content, 'then the object');
+  eq((await k('GET', '/api/v1/namespaces')).status, 200, 's3 rules do not touch Kubernetes routes');
+  await admin('DELETE', 'faults');
+  const log = (await admin('GET', `requests?area=s3&since=${since}`)).body.items;
+  eq(log.map((e) => `${e.method} ${e.status}`), ['GET 503', 'GET 200'], 'S3 requests are logged with area s3');
+  // a V4 signature with the wrong secret is refused as S3 refuses it
+  const date = new Date().toISOString().replace(/[-:]/g, '').replace(/\.\d+/, '');
+  const bad = `AWS4-HMAC-SHA256 Credential=S3RVER/${date.slice(0, 8)}/us-east-1/s3/aws4_request,SignedHeaders=host;x-amz-content-sha256;x-amz-date,Signature=${'0'.repeat(64)}`;
+  const r = await request('GET', `${S3}/models/front/1.bin`, undefined, { token: null, headers: { Authorization: bad, 'x-amz-date': date, 'x-amz-content-sha256': 'UNSIGNED-PAYLOAD' } });
+  eq([r.status, /SignatureDoesNotMatch/.test(r.text)], [403, true], 'a wrong SigV4 signature is refused');
+});
+
 check('OTLP/HTTP JSON: POST /v1/traces records spans, admin returns them by trace id', async () => {
   const traceId = crypto.randomBytes(16).toString('hex');
   const body = { resourceSpans: [{ resource: { attributes: [{ key: 'service.name', value: { stringValue: 'mlplat-reconciler' } }] },
