@@ -545,7 +545,7 @@ write_back(MlplatPass *pass, List *deps, List *orphans)
  * them back.  Returns the number of applies.
  */
 static int
-apply_checked(MlplatPass *pass, List *deps)
+apply_checked(MlplatPass *pass, List *deps, List *checks)
 {
 	MemoryContext pass_cxt = CurrentMemoryContext;
 	MlplatHttpBatch *batch;
@@ -553,14 +553,7 @@ apply_checked(MlplatPass *pass, List *deps)
 	ListCell   *lc;
 	int			applies = 0;
 
-	{
-		List	   *checks = NIL;
-
-		foreach(lc, deps)
-			if (((Deployment *) lfirst(lc))->check)
-				checks = lappend(checks, ((Deployment *) lfirst(lc))->check);
-		mlplat_artifact_finish(pass, checks);
-	}
+	mlplat_artifact_finish(pass, checks);
 	batch = mlplat_http_batch_create(pass_cxt);
 	foreach(lc, deps)
 	{
@@ -796,7 +789,7 @@ mlplat_deployments_pass(MlplatPass *pass)
 	write_back(pass, deps, orphans);
 	/* written first, so a download never delays the others' results */
 	if (checks != NIL)
-		applies += apply_checked(pass, deps);
+		applies += apply_checked(pass, deps, checks);
 	if (pass->status[0] == '\0')
 		snprintf(pass->status, sizeof(pass->status), "%d deployments, %d applied, %d orphans, %d LIST requests",
 				 list_length(deps), applies, list_length(orphans), lists);
