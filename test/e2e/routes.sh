@@ -64,7 +64,7 @@ wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'gw'" READY 20
 tap_ok $? "project gw is READY"
 GW=$(q $DB "SELECT id FROM mlplat.projects WHERE name = 'gw'")   # other scripts' deployments share names
 for m in iris wine; do
-	q $DB "SELECT mlplat.register_model_version('gw', '$m', '1', 's3://models/$m/1', '$(printf "$m" | sha256sum | cut -d' ' -f1)', 'kserve-sklearnserver', 'sklearn')" >/dev/null
+	q $DB "SELECT mlplat.register_model_version('gw', '$m', '1', 's3://models/$m/1', '$(standin_artifact "s3://models/$m/1" "$m")', 'kserve-sklearnserver', 'sklearn')" >/dev/null
 	q $DB "SELECT mlplat.set_model_stage('gw', '$m', '1', 'CHAMPION')" >/dev/null
 done
 listener_start
