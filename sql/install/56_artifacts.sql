@@ -20,17 +20,17 @@ COMMENT ON TABLE mlplat.artifact_digests IS
   'SHA-256 of object-store artifacts as found by the deployments reconciler, per URI and ETag (a cache: deleting rows only costs downloads).';
 
 -- The artifact of each (deployment, revision) to check, with every digest
--- already known for its URI (etags[i] has digest sha256s[i]).
+-- already known for its URI (etags[i] has digest sha256s[i]); ord is the
+-- position in the arrays passed (1-based).
 CREATE FUNCTION mlplat._artifact_claim(p_deployment_ids bigint[], p_revisions int[])
-RETURNS TABLE (deployment_id bigint, revision int, artifact_uri text, artifact_sha256 text,
-               etags text[], sha256s text[])
+RETURNS TABLE (ord bigint, artifact_uri text, artifact_sha256 text, etags text[], sha256s text[])
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
-  SELECT w.id, w.rev, v.artifact_uri, v.artifact_sha256,
+  SELECT w.ord, v.artifact_uri, v.artifact_sha256,
          (SELECT pg_catalog.array_agg(a.etag ORDER BY a.etag) FROM mlplat.artifact_digests a WHERE a.uri = v.artifact_uri),
          (SELECT pg_catalog.array_agg(a.sha256 ORDER BY a.etag) FROM mlplat.artifact_digests a WHERE a.uri = v.artifact_uri)
-    FROM unnest(p_deployment_ids, p_revisions) AS w(id, rev)
+    FROM unnest(p_deployment_ids, p_revisions) WITH ORDINALITY AS w(id, rev, ord)
     JOIN mlplat.deployment_revisions r ON r.deployment_id = w.id AND r.revision = w.rev
     JOIN mlplat.model_versions v ON v.id = r.model_version_id
 $$;

@@ -353,6 +353,7 @@ claim(List *checks)
 	int			n = list_length(checks);
 	Datum	   *ids = palloc(sizeof(Datum) * n);
 	Datum	   *revs = palloc(sizeof(Datum) * n);
+	MlplatArtifactCheck **byord = palloc(sizeof(MlplatArtifactCheck *) * n);
 	ListCell   *lc;
 	int			i = 0;
 
@@ -360,6 +361,7 @@ claim(List *checks)
 	{
 		MlplatArtifactCheck *c = lfirst(lc);
 
+		byord[i] = c;
 		ids[i] = Int64GetDatum(c->deployment_id);
 		revs[i++] = Int32GetDatum(c->revision);
 	}
@@ -376,25 +378,21 @@ claim(List *checks)
 	{
 		HeapTuple	t = SPI_tuptable->vals[r];
 		TupleDesc	td = SPI_tuptable->tupdesc;
-		int64		id = atoll(SPI_getvalue(t, td, 1));
-		int			rev = atoi(SPI_getvalue(t, td, 2));
+		int64		ord = atoll(SPI_getvalue(t, td, 1));
+		MlplatArtifactCheck *c;
 		bool		isnull;
+		Datum		d;
 
-		foreach(lc, checks)
+		if (ord < 1 || ord > n)
+			elog(ERROR, "mlplat: artifact claim returned position %lld of %d", (long long) ord, n);
+		c = byord[ord - 1];
+		c->uri = SPI_getvalue(t, td, 2);
+		c->want_sha256 = SPI_getvalue(t, td, 3);
+		d = SPI_getbinval(t, td, 4, &isnull);
+		if (!isnull)
 		{
-			MlplatArtifactCheck *c = lfirst(lc);
-			Datum		d;
-
-			if (c->deployment_id != id || c->revision != rev)
-				continue;
-			c->uri = SPI_getvalue(t, td, 3);
-			c->want_sha256 = SPI_getvalue(t, td, 4);
-			d = SPI_getbinval(t, td, 5, &isnull);
-			if (!isnull)
-			{
-				c->priv->etags = text_array_list(d);
-				c->priv->sha256s = text_array_list(SPI_getbinval(t, td, 6, &isnull));
-			}
+			c->priv->etags = text_array_list(d);
+			c->priv->sha256s = text_array_list(SPI_getbinval(t, td, 5, &isnull));
 		}
 	}
 	mlplat_txn_commit();
