@@ -108,7 +108,7 @@ sleep 5   # two resyncs and follow-ups: nothing may repair it
 tap_is "$(q $DB "SELECT status FROM mlplat.deployments WHERE project_id = $GW AND name = 'iris'")" DRIFTED "report: still DRIFTED after resyncs"
 tap_is "$(admin GET "requests?since=$seq0&write=true&name=iris" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["items"]))')" 0 \
 	"report: the stand-in saw no write to iris"
-tap_is "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE action = 'REPAIR' AND entity_id = (SELECT id FROM mlplat.deployments WHERE project_id = $GW AND name = 'iris')")" 0 \
+tap_is "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND action = 'REPAIR' AND entity_id = (SELECT id FROM mlplat.deployments WHERE project_id = $GW AND name = 'iris')")" 0 \
 	"report: the ledger shows no repair"
 tap_is "$(maxgen)" $((BASE + 2)) "a drifted endpoint keeps its route: no new generation"
 q $DB "SELECT status_reason FROM mlplat.deployments WHERE project_id = $GW AND name = 'iris'" | sed 's/^/# reason: /'
@@ -119,7 +119,7 @@ q $DB "SELECT mlplat.set_drift_policy('gw', 'iris', 'repair')" >/dev/null
 wait_for $DB "SELECT status FROM mlplat.deployments WHERE project_id = $GW AND name = 'iris'" READY 15
 tap_ok $? "repair: DRIFTED -> READY"
 echo "# set_drift_policy(repair) -> READY in $((($(date +%s%N) - t0) / 1000000)) ms"
-tap_is "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE action = 'REPAIR' AND outcome = 'OK' AND entity_id = (SELECT id FROM mlplat.deployments WHERE project_id = $GW AND name = 'iris')")" 1 \
+tap_is "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND action = 'REPAIR' AND outcome = 'OK' AND entity_id = (SELECT id FROM mlplat.deployments WHERE project_id = $GW AND name = 'iris')")" 1 \
 	"repair: the ledger shows one REPAIR"
 tap_is "$(q $DB "SELECT latest_revision FROM mlplat.deployments WHERE project_id = $GW AND name = 'iris'")" 1 "repair created no revision"
 tap_is "$(kube GET /apis/serving.kserve.io/v1beta1/namespaces/mlp-gw/inferenceservices/iris | python3 -c 'import json,sys; print(json.load(sys.stdin)["spec"]["predictor"]["minReplicas"])')" 1 \
