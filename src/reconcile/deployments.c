@@ -100,6 +100,7 @@ typedef struct Deployment
 	/* the artifact check before the first apply of a revision */
 	bool		first_apply;
 	MlplatArtifactCheck *check;
+	MlplatSpan *check_span;
 	const char *ledger_desired;	/* ledger digests and note, when not the spec's */
 	const char *ledger_observed;
 	char	   *ledger_note;
@@ -563,9 +564,20 @@ apply_checked(MlplatPass *pass, List *deps, List *checks)
 		if (c == NULL)
 			continue;
 		checked = lappend(checked, d);
+		if (d->check_span)
+		{
+			if (c->uri)
+				mlplat_span_attr_text(d->check_span, "mlplat.artifact.uri", c->uri);
+			if (c->source)
+				mlplat_span_attr_text(d->check_span, "mlplat.artifact.digest_source", c->source);
+			if (c->http_status)
+				mlplat_span_attr_int(d->check_span, "http.response.status_code", c->http_status);
+			mlplat_span_end(d->check_span, c->verdict == MLPLAT_ARTIFACT_OK ? NULL : c->reason);
+		}
 		if (c->verdict == MLPLAT_ARTIFACT_OK)
 		{
 			d->req = mlplat_kube_apply(batch, &ISVC, d->ns, d->name, d->spec);
+			d->req_span = dep_span(d, "apply", MLPLAT_SPAN_CLIENT);
 			d->ledger_action = "APPLY";
 			d->ledger_note = c->reason;
 			applies++;
@@ -723,6 +735,7 @@ mlplat_deployments_pass(MlplatPass *pass)
 		{
 			/* the artifact is checked first; the apply follows in a second batch */
 			d->check = mlplat_artifact_check_new(d->id, d->desired_revision, d->attempts);
+			d->check_span = dep_span(d, "artifact_check", MLPLAT_SPAN_CLIENT);
 			checks = lappend(checks, d->check);
 		}
 		else if (d->action == DEP_APPLY || d->action == DEP_REPAIR)

@@ -48,6 +48,10 @@ rc=$?; tap_ok $rc "a matching digest: the deployment becomes READY"; [ $rc = 0 ]
 tap_is "$(q $DB "SELECT detail->>'note' FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND action = 'APPLY' AND entity_id = (SELECT id FROM mlplat.deployments WHERE name = 'good')")" \
 	"artifact s3://models/m/1/model.bin verified: sha256 $SHA1 (x-amz-meta-sha256)" "the APPLY's ledger row says how the artifact was verified"
 tap_is "$(s3_count GET 'm/1/model.bin')" 0 "a digest from the store: nothing downloaded"
+tap_is "$(q $DB "SELECT string_agg(s.name || ' ' || s.status || ' ' || (s.attributes->>'mlplat.artifact.digest_source'), ',')
+                 FROM mlplat.spans s JOIN mlplat.deployments d ON d.id = s.entity_id AND s.entity = 'deployment'
+                WHERE d.name = 'good' AND s.name = 'deployments.artifact_check' AND s.trace_id = substr(d.traceparent, 4, 32)")" \
+	"deployments.artifact_check OK x-amz-meta-sha256" "the check is a span of the deployment's trace"
 
 # --- 1b. real S3's own checksum (x-amz-checksum-sha256, base64, asked for with x-amz-checksum-mode)
 SHA1B=$(standin_artifact s3://models/m/1b/model.bin 'weights one b' '{"sha256Meta": false, "checksum": true}')
@@ -73,6 +77,9 @@ tap_is "$(q $DB "SELECT outcome || ' ' || desired_digest || ' ' || observed_dige
 	"FAILED $WANT2 $GOT2 s3://models/m/2/model.bin" "one VERIFY ledger row with both digests and the URI"
 sleep 1
 tap_is "$(isvc_writes bad)" 0 "no InferenceService was written for it"
+tap_is "$(q $DB "SELECT s.status || ' ' || (s.status_message = d.status_reason)
+                 FROM mlplat.spans s JOIN mlplat.deployments d ON d.id = s.entity_id AND s.entity = 'deployment'
+                WHERE d.name = 'bad' AND s.name = 'deployments.artifact_check'")" "ERROR true" "its artifact_check span is an ERROR with the reason"
 
 # --- 3. the object is missing -> FAILED, nothing applied
 register 3 s3://models/m/3/missing.bin "$WANT2"
