@@ -56,7 +56,7 @@ wait_q() {  # SQL EXPECTED SECONDS
 q "SELECT mlplat.create_project('bench', 8, NULL, NULL)" >/dev/null
 wait_q "SELECT status FROM mlplat.projects WHERE name = 'bench'" READY 30 || exit 1
 for v in $(seq 1 $((REPS + 1))); do
-	q "SELECT mlplat.register_model_version('bench', 'm', '$v', 's3://m/$v', repeat('$((v % 10))', 64), 'kserve-sklearnserver', 'sklearn')" >/dev/null
+	q "SELECT mlplat.register_model_version('bench', 'm', '$v', 's3://models/m/$v', '$(standin_artifact "s3://models/m/$v" "m-v$v")', 'kserve-sklearnserver', 'sklearn')" >/dev/null
 	q "SELECT mlplat.set_model_stage('bench', 'm', '$v', 'CANDIDATE')" >/dev/null
 done
 q "SELECT mlplat.deploy('bench', 'svc', 'm', '1', 'kserve-sklearnserver', 0, 1, 1)" >/dev/null

@@ -63,7 +63,7 @@ q $DB "SELECT mlplat.create_project('$P', 8, '16', '32Gi')" >/dev/null
 wait_for $DB "SELECT status FROM mlplat.projects WHERE name = '$P'" READY 20
 tap_ok $? "project $P is READY"
 for v in 1 2 3 4 5; do
-	sha=$(printf "scorer-v$v" | sha256sum | cut -d' ' -f1)
+	sha=$(standin_artifact "s3://models/scorer/$v" "scorer-v$v")
 	q $DB "SELECT mlplat.register_model_version('$P', 'scorer', '$v', 's3://models/scorer/$v', '$sha', 'kserve-sklearnserver', 'sklearn')" >/dev/null
 	q $DB "SELECT mlplat.set_model_stage('$P', 'scorer', '$v', 'CANDIDATE')" >/dev/null
 done

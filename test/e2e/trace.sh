@@ -34,7 +34,7 @@ otlp_posts() {
 q $DB "SELECT mlplat.create_project('tracing', 2, NULL, NULL)" >/dev/null
 wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'tracing'" READY 20
 tap_ok $? "project tracing is READY"
-SHA=$(printf 'tr-v1' | sha256sum | cut -d' ' -f1)
+SHA=$(standin_artifact s3://models/tm/1 'tr-v1')
 q $DB "SELECT mlplat.register_model_version('tracing', 'tm', '1', 's3://models/tm/1', '$SHA', 'kserve-sklearnserver', 'sklearn')" >/dev/null
 q $DB "SELECT mlplat.set_model_stage('tracing', 'tm', '1', 'CANDIDATE')" >/dev/null
 
@@ -49,8 +49,8 @@ tap_ok $? "the deployment converges to READY"
 tap_is "$(q $DB "SELECT split_part(traceparent, '-', 2) FROM mlplat.deployments WHERE name = 'traced'")" "$TRACE" \
 	"the deployment stores the caller's trace id"
 wait_for $DB "SELECT string_agg(name, ',' ORDER BY name) FROM mlplat.spans WHERE trace_id = '$TRACE'" \
-	"deployments.apply,deployments.claim,deployments.readiness_wait,mlplat.deploy" 10
-tap_ok $? "mlplat.spans holds the API span and the claim, apply and readiness-wait spans of the trace"
+	"deployments.apply,deployments.artifact_check,deployments.claim,deployments.readiness_wait,mlplat.deploy" 10
+tap_ok $? "mlplat.spans holds the API span and the claim, artifact check, apply and readiness-wait spans of the trace"
 
 # --- the runs reconciler's submit joins the run's trace the same way
 q $DB "SELECT status FROM mlplat.start_run('tracing', 'traced-run', '{\"image\": \"python:3.12\"}')" >/dev/null
@@ -98,7 +98,7 @@ if api is None:
 if api["parentSpanId"] != caller: problems.append("API parent %s" % api["parentSpanId"])
 if api["kind"] != 2: problems.append("API kind %s" % api["kind"])
 if api["service"] != "mlplat": problems.append("service %s" % api["service"])
-steps = ["deployments.claim", "deployments.apply", "deployments.readiness_wait"]
+steps = ["deployments.claim", "deployments.artifact_check", "deployments.apply", "deployments.readiness_wait"]
 for n in steps:
     s = spans.get(n)
     if s is None: problems.append("missing " + n); continue
@@ -108,6 +108,7 @@ for n in steps:
 if not problems:
     t = lambda n, k: int(spans[n][k + "TimeUnixNano"])
     chain = [t("mlplat.deploy", "start"), t("mlplat.deploy", "end"), t("deployments.claim", "end"),
+             t("deployments.artifact_check", "start"), t("deployments.artifact_check", "end"),
              t("deployments.apply", "start"), t("deployments.apply", "end"),
              t("deployments.readiness_wait", "start"), t("deployments.readiness_wait", "end")]
     if chain != sorted(chain): problems.append("times out of order: %s" % chain)
@@ -116,7 +117,7 @@ if not problems:
 print("ok" if not problems else "; ".join(problems))
 ' "$CALLER_SPAN" >"$WORK/trace-check.txt"
 tap_is "$(cat "$WORK/trace-check.txt")" ok \
-	"one trace at the collector: API span under the caller's, claim/apply/readiness under the API span, times in order"
+	"one trace at the collector: API span under the caller's, claim/artifact check/apply/readiness under the API span, times in order"
 
 # --- the exporter wakes every 200 ms, the projects pass it runs beside does not
 p0=$(q $DB "SELECT passes FROM mlplat.reconciler_health WHERE kind = 'projects' AND role = 'leader'")
