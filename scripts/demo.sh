@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/demo.sh — the main job, end to end, against the stand-in cluster:
-#   project -> model -> deploy -> converge -> drift -> repair -> undeploy
+#   project -> model -> deploy -> converge -> drift -> repair -> canary -> undeploy
 # It installs what it needs, builds mlplat into a private PostgreSQL under
 # /tmp, starts a throwaway server (as postgres) and the stand-in cluster on
 # loopback, narrates each step, and stops everything at the end.
@@ -13,9 +13,11 @@ bash scripts/setup.sh >/dev/null || { echo "setup failed: run bash scripts/setup
 . test/lib/cluster.sh
 cluster_init "$(mktemp -d /tmp/mlplat-demo.XXXXXX)"
 . test/lib/standin.sh
+. test/lib/prometheus.sh
 PSQL="$BIN/psql -qXAt -v ON_ERROR_STOP=1"
 SD=$WORK/standin
-cleanup() { standin_stop "$SD"; cluster_stop_all; [ -n "${KEEP:-}" ] || rm -rf "$WORK"; }
+PD=$WORK/prometheus
+cleanup() { prometheus_stop "$PD"; standin_stop "$SD"; cluster_stop_all; [ -n "${KEEP:-}" ] || rm -rf "$WORK"; }
 trap cleanup EXIT
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
@@ -27,9 +29,12 @@ step "1. build mlplat and start PostgreSQL 15 with the reconcilers preloaded"
 cluster_build || { cat "$WORK/build.log"; exit 1; }
 standin_start "$SD" || { echo "the stand-in did not start"; exit 1; }
 say "stand-in cluster (Kubernetes + KServe + Argo + MLflow + S3 on loopback): $STANDIN_URL"
+prometheus_start "$PD" "127.0.0.1:$STANDIN_PORT" || { echo "prometheus did not start"; exit 1; }
+say "Prometheus $(prometheus --version 2>&1 | sed -n 's/^prometheus, version \([^ ]*\).*/\1/p') scraping the stand-in's serving metrics every second: $PROM_URL"
 PORT=$(free_port)
 cluster_start "$WORK/data" "$PORT" "${MLPLAT_CONF[@]}" "mlplat.resync_interval = '2s'" \
-	"mlplat.kube_url = '$STANDIN_URL'" "mlplat.kube_token_file = '$STANDIN_TOKEN_FILE'" "${STANDIN_S3_CONF[@]}" ||
+	"mlplat.kube_url = '$STANDIN_URL'" "mlplat.kube_token_file = '$STANDIN_TOKEN_FILE'" "${STANDIN_S3_CONF[@]}" \
+	"mlplat.prometheus_url = '$PROM_URL'" ||
 	{ cat "$WORK/data.log"; exit 1; }
 export PGHOST=$WORK PGPORT=$PORT PGUSER=postgres
 $PSQL -d postgres -c "CREATE DATABASE mlplat" >/dev/null
@@ -113,7 +118,42 @@ done
 say "scorer-v2: $now - $(sql -c "SELECT status_reason FROM mlplat.deployments WHERE name = 'scorer-v2'")"
 say "InferenceService writes for scorer-v2: $(writes_count 'kind=InferenceService&name=scorer-v2')"
 
-step "9. alice undeploys; the reconciler deletes the InferenceService and confirms it is gone"
+step "9. alice rolls out v3 as a canary: 10% -> 25% -> 50% (the ceiling), each step judged on Prometheus"
+SHA3=$(standin_artifact s3://models/scorer/3 'scorer-weights-v3')
+$PSQL -U alice -d mlplat -c "SELECT mlplat.register_model_version('fraud', 'scorer', '3', 's3://models/scorer/3', '$SHA3', 'kserve-sklearnserver', 'sklearn')" \
+	-c "SELECT mlplat.set_model_stage('fraud', 'scorer', '3', 'CANDIDATE')" >/dev/null
+isvc() { kube GET /apis/serving.kserve.io/v1beta1/namespaces/mlp-fraud/inferenceservices/scorer; }
+# the stand-in serves 200 requests/s to scorer, each KServe revision its share of the split
+serve() { admin POST metrics/revision "{\"revision\":\"$1\",\"namespace\":\"mlp-fraud\",\"behaviour\":\"$2\",\"rps\":200,\"service\":\"scorer\"}" >/dev/null; }
+serve "$(isvc | python3 -c 'import json,sys; print(json.load(sys.stdin)["status"]["components"]["predictor"]["latestReadyRevision"])')" healthy
+for _ in $(seq 1 50); do prometheus_scraping && break; sleep 0.2; done
+POLICY='{"steps": [0.1, 0.25, 0.5], "ceiling": 0.5, "window_seconds": 5, "min_samples": 50, "max_error_rate": 0.05, "max_p95_ms": 500}'
+say "policy: $POLICY"
+$PSQL -U alice -d mlplat -c "SELECT 'accepted: rollout #' || entity_id || ', target revision ' || revision || ', ' || status FROM mlplat.start_rollout('fraud', 'scorer', 'scorer', '3', '$POLICY')" | sed 's/^/   /'
+T0=$(date +%s%N)
+ro() { sql -c "SELECT $1 FROM mlplat.rollout_status WHERE deployment = 'scorer' ORDER BY rollout_id DESC LIMIT 1"; }
+for _ in $(seq 1 200); do kn=$(ro "(SELECT observed->>'target_kn' FROM mlplat.rollouts WHERE id = rollout_id)"); [ -n "$kn" ] && break; sleep 0.1; done
+serve "$kn" healthy
+seen=0; now=""
+for _ in $(seq 1 1200); do
+	n=$(ro transitions)
+	if [ "${n:-0}" -gt "$seen" ]; then
+		sql -c "SELECT '+' || ($(date +%s%N) - $T0) / 1000000 || ' ms  ' || decision || ' ' || from_fraction || ' -> ' || to_fraction || '  ' || array_to_string(reasons, ',')
+		               || coalesce('  (canary ' || (evidence->'target'->>'requests') || ' requests, ' || (evidence->'target'->>'errors') || ' errors in the window)', '')
+		        FROM mlplat.rollout_transitions WHERE rollout_id = (SELECT max(id) FROM mlplat.rollouts) AND seq > $seen ORDER BY seq" | sed 's/^/   /'
+		seen=$n
+	fi
+	now=$(ro status)
+	case "$now" in AT_CEILING|ROLLED_BACK|ABORTED|FAILED) break ;; esac
+	sleep 0.1
+done
+say "rollout: $now; KServe reports traffic $(ro "observed_traffic::text")"
+$PSQL -U alice -d mlplat -c "SELECT 'promote_rollout: ' || status FROM mlplat.promote_rollout('fraud', 'scorer')" | sed 's/^/   /'
+for _ in $(seq 1 300); do now=$(ro status); case "$now" in PROMOTED|FAILED|ROLLED_BACK) break ;; esac; sleep 0.1; done
+say "rollout: $now after $(elapsed) ms; traffic $(ro "observed_traffic::text")"
+say "stages:  $(sql -c "SELECT string_agg('v' || v.version || ' ' || v.stage, ', ' ORDER BY v.version) FROM mlplat.model_versions v JOIN mlplat.models m ON m.id = v.model_id WHERE m.name = 'scorer'")"
+
+step "10. alice undeploys; the reconciler deletes the InferenceService and confirms it is gone"
 $PSQL -U alice -d mlplat -c "SELECT 'accepted: ' || status FROM mlplat.undeploy('fraud', 'scorer')" | sed 's/^/   /'
 T0=$(date +%s%N)
 last=""
