@@ -9,6 +9,11 @@
 #
 #   ms action key project entity request_id revision status replayed tries
 #
+# SOAK_LOST_ANSWER_PCT (3) percent of first answers are thrown away and the
+# call is made again, as after a connection that broke between COMMIT and the
+# answer: a keyed call must replay the same request, an unkeyed transition
+# must find itself already done.
+#
 # The rate is bounded like pgbench -R: one call every 1/SOAK_RATE seconds per
 # client, retries included.  The client stops at the first episode boundary
 # after OUTDIR/stop appears; an intent in flight is finished first (for at
@@ -18,6 +23,7 @@ set -u
 C=$1 OUT=$2
 RATE=${SOAK_RATE:-1}
 RETRY_MAX=${SOAK_RETRY_MAX:-90}
+LOST_PCT=${SOAK_LOST_ANSWER_PCT:-3}
 LOG=$OUT/intents.$C ERR=$OUT/errors.$C
 : >"$LOG"; : >"$ERR"
 INTERVAL_MS=$(awk -v r="$RATE" 'BEGIN { printf "%d", 1000 / r }')
@@ -44,6 +50,11 @@ call() {
 		tries=$((tries + 1))
 		out=$($PSQL -v VERBOSITY=sqlstate -c "$sql" 2>"$OUT/.err.$C")
 		if [ $? = 0 ] && [ -n "$out" ]; then
+			if ((tries == 1 && RANDOM % 100 < LOST_PCT)); then
+				# as if the connection broke after COMMIT, before the answer arrived
+				printf '%s\tretry\t%s\t%s\t%s\t%s\n' "$(now_ms)" "$action" "$key" lost-answer "${out%%|*}" >>"$ERR"
+				continue
+			fi
 			IFS='|' read -r rid _entity _eid rev status replayed <<<"$out"
 			printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(now_ms)" "$action" "$key" "$project" "$entity" \
 				"$rid" "${rev:--}" "$status" "$replayed" "$tries" >>"$LOG"

@@ -8,7 +8,9 @@
 #
 # Settings (environment): SOAK_SECONDS (600), SOAK_CLIENTS (4), SOAK_RATE
 # (calls per second per client, 1), SOAK_CONVERGE_MAX (seconds to wait for
-# convergence after the last fault, 180), SOAK_KEEP=1 keeps the work directory.
+# convergence after the last fault, 180), SOAK_STEADY (seconds of steady state
+# after convergence in which worker memory must stay flat, 60), SOAK_KEEP=1
+# keeps the work directory.
 #
 # Load: SOAK_CLIENTS copies of driver.sh create projects, register and stage
 # model versions, deploy, redeploy and undeploy, start and cancel runs, each
@@ -27,7 +29,8 @@ set -uo pipefail
 DURATION=${SOAK_SECONDS:-600}
 CLIENTS=${SOAK_CLIENTS:-4}
 CONVERGE_MAX=${SOAK_CONVERGE_MAX:-180}
-case "${1:-}" in -h|--help) sed -n '2,25p' "$0"; exit 0 ;; esac
+STEADY=${SOAK_STEADY:-60}
+case "${1:-}" in -h|--help) sed -n '2,27p' "$0"; exit 0 ;; esac
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 HERE=$SRC/bench/soak
 . "$SRC/test/lib/cluster.sh"
@@ -163,7 +166,10 @@ while ((SECONDS < deadline)); do
 done
 echo "${converged_ms:--}" >"$OUT/converge_ms"
 [ -z "$converged_ms" ] && say "not converged after $CONVERGE_MAX s: $left entities in flight"
-sleep 5   # a couple of resyncs in steady state: the RSS samples see it, and late writes would show
+# Steady state: no load, no faults, the same leaders resyncing every 2 s; the
+# checker wants their memory flat here.
+date +%s >"$OUT/steady_t"
+sleep "$STEADY"
 touch "$OUT/rss.stop"
 wait "${PIDS[0]}"
 

@@ -14,7 +14,7 @@ if [ "${SANITIZE:-0}" = 1 ] && [ -z "${SOAK_SANITIZE:-}" ]; then
 	exit 0
 fi
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-out=$(SOAK_SECONDS=${SOAK_SECONDS:-120} SOAK_CONVERGE_MAX=${SOAK_CONVERGE_MAX:-120} \
+out=$(SOAK_SECONDS=${SOAK_SECONDS:-120} SOAK_CONVERGE_MAX=${SOAK_CONVERGE_MAX:-120} SOAK_STEADY=${SOAK_STEADY:-30} \
 	timeout 900 bash "$ROOT/bench/soak/run.sh" 2>&1)
 rc=$?
 echo "$out" | grep -vE '^(not )?ok - ' | sed -e 's/^/# /' -e 's/^# # /# /'
