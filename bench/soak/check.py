@@ -296,8 +296,10 @@ with open(os.path.join(OUT, 'events')) as f:
             leader_kills += int(rest[0] or 0)
 server_log = open(os.path.join(OUT, 'server.log'), errors='replace').read()
 sig9 = len(re.findall(r'was terminated by signal 9', server_log))
-other_crash = re.findall(r'.*(?:terminated by signal (?!9\b)\d+|PANIC:|TRAP:).*', server_log)
-check(not other_crash, 'no crash in the server log other than the kill -9s the soak made', other_crash[:5])
+other_crash = re.findall(r'.*(?:terminated by signal (?!9\b)\d+|PANIC:|TRAP:|ERROR: AddressSanitizer|runtime error:).*',
+                         server_log)
+check(not other_crash, 'no crash or sanitizer report in the server log other than the kill -9s the soak made',
+      other_crash[:5])
 check(events['kill9'] >= 2 and sig9 >= events['kill9'], f'the kill -9s happened ({events["kill9"]}; server log: {sig9})')
 check(events['restart_end'] >= 2, f'the immediate restarts happened ({events["restart_end"]})')
 
