@@ -76,6 +76,9 @@ STANDIN_READY_MS=300 standin_start "$SD" || { echo "stand-in did not start" >&2;
 # long-* runs take 150 ticks of 200 ms: still going when the client cancels them
 admin PUT config '{"argoStepMs": 200}' >/dev/null
 admin POST argo/plan '{"kind":"workflow","name":"long-","steps":{"*":{"ticks":150}}}' >/dev/null
+# the model artifacts every project deploys (driver.sh registers them with this SHA-256),
+# checked in the stand-in's object store before a first apply
+for v in 1 2; do standin_artifact "s3://models/m/$v" soak-model >/dev/null || exit 1; done
 standin_connect mlplat
 LEADERS="SELECT count(*) FROM mlplat.reconciler_health WHERE role IN ('leader', 'idle')"
 for _ in $(seq 100); do [ "$(q "$LEADERS" 2>/dev/null)" = 5 ] && break; sleep 0.2; done

@@ -20,7 +20,7 @@ DB=mlplat
 q $DB "SELECT mlplat.create_project('lostans', 0)" >/dev/null
 wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'lostans'" READY 20
 tap_ok $? "project lostans is READY"
-SHA=$(printf 'm-v1' | sha256sum | cut -d' ' -f1)
+SHA=$(standin_artifact s3://models/m/1 'm-v1')   # checked in the object store before the first apply
 q $DB "SELECT mlplat.register_model_version('lostans', 'm', '1', 's3://models/m/1', '$SHA', 'kserve-sklearnserver', 'sklearn')" >/dev/null
 q $DB "SELECT mlplat.set_model_stage('lostans', 'm', '1', 'CANDIDATE')" >/dev/null
 ledger() { q $DB "SELECT string_agg(l.action || ':' || l.outcome || ':' || coalesce(l.http_status::text, '-'), ' ' ORDER BY l.id)
