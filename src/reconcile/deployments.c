@@ -86,7 +86,7 @@ typedef struct Deployment
 	char	   *error;
 	int			retry_ms;		/* -1: no retry */
 	bool		write;
-	char	   *drift;			/* "drift at <paths>" when the observed spec differs */
+	char	   *drift;			/* ledger note: "drift at <paths>", or why it was adopted */
 	char	   *drift_paths;	/* every differing path, a JSON array; NULL when not compared */
 	const char *ledger_action;
 	const char *ledger_outcome;
@@ -315,6 +315,18 @@ deployment_decide(Deployment *d, MlJsonArena *arena)
 		return;
 	}
 
+	/*
+	 * The desired revision is there, but no pass has recorded applying it for
+	 * this generation: an apply landed whose answer never came back (the
+	 * connection dropped, or the leader died before its write-back).  Say so
+	 * in the ledger, or the one write that made the object leaves no trace.
+	 */
+	if (d->observed_generation != d->generation)
+	{
+		d->ledger_action = "ADOPT";
+		d->ledger_outcome = "OK";
+		d->drift = psprintf("found revision %d applied without a recorded answer", d->desired_revision);
+	}
 	deployment_readiness(d);
 }
 
@@ -513,17 +525,23 @@ write_back(MlplatPass *pass, List *deps, List *orphans)
 							 (const char[]) {' ', ' ', ' ', ' ', d->reason ? ' ' : 'n',
 								 d->mark_observed ? ' ' : 'n', d->mark_observed && d->desired_revision > 0 ? ' ' : 'n',
 								 d->endpoint ? ' ' : 'n', d->error ? ' ' : 'n', d->retry_ms >= 0 ? ' ' : 'n', ' '});
+		/*
+		 * An external write happened whether or not the row moved meanwhile:
+		 * record it even when the compare-and-swap lost (a deposed leader's
+		 * row is refused by the epoch check inside).  An adoption is only an
+		 * observation: recorded with the write-back, or found again next pass.
+		 */
+		if (d->ledger_action && (ok || d->req))
+			mlplat_ledger_append(pass, "deployment", d->id, d->project, d->ledger_action, d->ledger_outcome,
+								 d->ledger_desired ? d->ledger_desired : d->spec_digest, d->ledger_observed,
+								 d->http_status, d->error, trace_id_of(d->traceparent),
+								 d->ledger_note ? d->ledger_note : d->drift);
 		if (!ok)
 		{
 			lost++;				/* an intent or another leader got there first: re-read next pass */
 			continue;
 		}
 		spans = list_concat(spans, d->spans);
-		if (d->ledger_action)
-			mlplat_ledger_append(pass, "deployment", d->id, d->project, d->ledger_action, d->ledger_outcome,
-								 d->ledger_desired ? d->ledger_desired : d->spec_digest, d->ledger_observed,
-								 d->http_status, d->error, trace_id_of(d->traceparent),
-								 d->ledger_note ? d->ledger_note : d->drift);
 	}
 	foreach(lc, orphans)
 	{

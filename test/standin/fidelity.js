@@ -663,6 +663,14 @@ check('faults: 429 with Retry-After, 503, added latency, 403 for one resource ki
   const t0 = Date.now();
   eq((await k('GET', '/apis/coordination.k8s.io/v1/namespaces/fid-sel/leases/l2')).status, 200, 'slow request succeeds');
   expect(Date.now() - t0 >= 140, 'latency added', Date.now() - t0);
+  // latencyRate: a spike on a fraction of requests; rate 0 never delays, the rule stays unfired
+  const spike = (await admin('POST', 'faults', { path: '/leases/l3$', latencyMs: 400, latencyRate: 0 })).body.rules[0];
+  const t1 = Date.now();
+  const st = (await k('GET', '/apis/coordination.k8s.io/v1/namespaces/fid-sel/leases/l3')).status;
+  expect(st === 200 || st === 404, 'unspiked request answered', st);
+  expect(Date.now() - t1 < 300, 'latencyRate 0 adds nothing', Date.now() - t1);
+  eq((await admin('GET', 'faults')).body.rules.find((r) => r.id === spike.id).fired, 0, 'an undrawn spike does not fire');
+  await admin('DELETE', `faults/${spike.id}`);
   await admin('POST', 'faults', { resource: 'inferenceservices', forbidden: true });
   const f = await apply(`${ISVC}/namespaces/fid-a/inferenceservices/ssa`, isvcObj('ssa', {}));
   eq([f.status, f.body.reason], [403, 'Forbidden'], '403 for isvc');

@@ -1,6 +1,6 @@
 'use strict';
 // Fault rules set at run time. Randomness comes from the seeded PRNG so a run is reproducible.
-//   {method, path, resource, status: 500|503|429, rate, retryAfter, latencyMs, drop, forbidden, times, s3}
+//   {method, path, resource, status: 500|503|429, rate, retryAfter, latencyMs, latencyRate, drop, forbidden, times, s3}
 
 const { E } = require('./errors');
 
@@ -40,7 +40,8 @@ class Faults {
       if (r.path && !new RegExp(r.path).test(path)) continue;
       if (r.resource && !(rt && rt.res && (rt.res.plural === r.resource || rt.res.kind === r.resource))) continue;
       let fired = false;
-      if (r.latencyMs) { out.latencyMs += Number(r.latencyMs); fired = true; }
+      // latencyRate makes the delay a spike on a fraction of requests instead of every one
+      if (r.latencyMs && (r.latencyRate === undefined || this.draw(r.latencyRate))) { out.latencyMs += Number(r.latencyMs); fired = true; }
       if (!out.error && r.forbidden && rt && rt.res) {
         const res = rt.res;
         const verb = method === 'GET' && !rt.name ? 'list' : VERB[method] || method.toLowerCase();

@@ -1,0 +1,199 @@
+#!/usr/bin/env bash
+# bench/soak/run.sh — a bounded soak of mlplat under faults, with the real
+# workers against the stand-in cluster, then a check that nothing committed was
+# lost or duplicated.  Prints a table; exits non-zero if any check fails.
+#
+#   bench/soak/run.sh                    10 minutes of load and faults
+#   SOAK_SECONDS=120 bench/soak/run.sh   the CI mode (test/e2e/soak.sh)
+#
+# Settings (environment): SOAK_SECONDS (600), SOAK_CLIENTS (4), SOAK_RATE
+# (calls per second per client, 1), SOAK_CONVERGE_MAX (seconds to wait for
+# convergence after the last fault, 180), SOAK_STEADY (seconds of steady state
+# after convergence in which worker memory must stay flat, 60), SOAK_KEEP=1
+# keeps the work directory.
+#
+# Load: SOAK_CLIENTS copies of driver.sh create projects, register and stage
+# model versions, deploy, redeploy and undeploy, start and cancel runs, each
+# call with an idempotency key and retried with it after a lost answer.
+# Faults, all through the run: the stand-in answers 429 + Retry-After to 1% of
+# requests and 5xx to 10%, drops the connection after applying 2% of writes and
+# delays 2% of requests by 1.5 s; the leader of every kind is terminated every
+# 20 s; a worker is killed with kill -9 at 30% and 70% of the run (the
+# postmaster restarts every backend); the server is stopped in immediate mode
+# and started again at 45% and 85%.  Then check.py.
+#
+# Builds and stages mlplat into a private cluster of its own (kill -9 and
+# restarts must not touch anyone else's), unless run from the test suite, which
+# passes its staged binaries in MLPLAT_TEST_BIN.
+set -uo pipefail
+DURATION=${SOAK_SECONDS:-600}
+CLIENTS=${SOAK_CLIENTS:-4}
+CONVERGE_MAX=${SOAK_CONVERGE_MAX:-180}
+STEADY=${SOAK_STEADY:-60}
+case "${1:-}" in -h|--help) sed -n '2,27p' "$0"; exit 0 ;; esac
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+HERE=$SRC/bench/soak
+. "$SRC/test/lib/cluster.sh"
+. "$SRC/test/lib/standin.sh"
+if [ -n "${MLPLAT_TEST_BIN:-}" ]; then
+	WORK=$(mktemp -d "${MLPLAT_TEST_WORK:-/tmp}/soak.XXXXXX")
+	chmod 755 "$WORK"; chown "$RUNAS" "$WORK" 2>/dev/null
+	BIN=$MLPLAT_TEST_BIN
+else
+	cluster_init "$(mktemp -d /tmp/mlplat-soak.XXXXXX)"
+fi
+SD=$WORK/standin OUT=$WORK/out
+mkdir -p "$OUT"
+PIDS=()
+cleanup() {
+	local p
+	touch "$OUT/stop"
+	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+	wait 2>/dev/null
+	standin_stop "$SD"
+	cluster_stop_all
+	if [ -z "${SOAK_KEEP:-}" ] && [ "${SOAK_RC:-1}" = 0 ]; then rm -rf "$WORK"; else echo "# work directory kept: $WORK"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+say() { printf '# %s %s\n' "$(date +%T)" "$*"; }
+
+if [ -z "${MLPLAT_TEST_BIN:-}" ]; then
+	say "build"
+	cluster_build || { cat "$WORK/build.log"; exit 1; }
+fi
+PORT=$(free_port)
+DATA=$WORK/data
+cluster_start "$DATA" "$PORT" "${MLPLAT_CONF[@]}" "mlplat.resync_interval = '2s'" "max_connections = 60" \
+	"mlplat.leader_retry_interval = '250ms'" || { cat "$DATA.log"; exit 1; }
+export PGHOST=$WORK PGPORT=$PORT PGUSER=postgres PGDATABASE=mlplat PGCONNECT_TIMEOUT=5
+PSQL="$BIN/psql -qXAt -v ON_ERROR_STOP=1"
+export PSQL
+q() { $PSQL -c "$1"; }
+$PSQL -d postgres -c "CREATE DATABASE mlplat" >/dev/null
+q "CREATE EXTENSION pg_cron; CREATE EXTENSION mlplat" >/dev/null || exit 1
+STANDIN_READY_MS=300 standin_start "$SD" || { echo "stand-in did not start" >&2; exit 1; }
+# long-* runs take 150 ticks of 200 ms: still going when the client cancels them
+admin PUT config '{"argoStepMs": 200}' >/dev/null
+admin POST argo/plan '{"kind":"workflow","name":"long-","steps":{"*":{"ticks":150}}}' >/dev/null
+# the model artifacts every project deploys (driver.sh registers them with this SHA-256),
+# checked in the stand-in's object store before a first apply
+for v in 1 2; do standin_artifact "s3://models/m/$v" soak-model >/dev/null || exit 1; done
+standin_connect mlplat
+LEADERS="SELECT count(*) FROM mlplat.reconciler_health WHERE role IN ('leader', 'idle')"
+for _ in $(seq 100); do [ "$(q "$LEADERS" 2>/dev/null)" = 5 ] && break; sleep 0.2; done
+
+pg_restart_immediate() {
+	as_pg "$BIN/pg_ctl" -D "$DATA" -m immediate -t 60 stop >/dev/null 2>&1
+	as_pg "$BIN/pg_ctl" -D "$DATA" -l "$DATA.log" -w -t 60 start >/dev/null 2>&1
+}
+
+# RSS of every worker every 2 s: t pid kind replica role VmRSS RssAnon (kB)
+sample_rss() {
+	local t pid kind rep role
+	while [ ! -e "$OUT/rss.stop" ]; do
+		t=$(date +%s)
+		q "SELECT pid, kind, replica, role FROM mlplat.reconciler_health WHERE pid IS NOT NULL" 2>/dev/null |
+			while IFS='|' read -r pid kind rep role; do
+				awk -v t="$t" -v p="$pid" -v k="$kind" -v r="$rep" -v ro="$role" \
+					'/^VmRSS:/ { rss = $2 } /^RssAnon:/ { anon = $2 } END { if (rss) print t, p, k, r, ro, rss, anon }' \
+					"/proc/$pid/status" 2>/dev/null
+			done >>"$OUT/rss"
+		sleep 2
+	done
+}
+
+# --------------------------------------------------------------- the run
+say "soak: $DURATION s, $CLIENTS clients at ${SOAK_RATE:-1} call/s each (work: $WORK)"
+admin PUT faults '{"rules":[
+  {"status":429,"retryAfter":1,"rate":0.01},
+  {"status":503,"rate":0.05},
+  {"status":500,"rate":0.0527},
+  {"method":"POST|PUT|PATCH|DELETE","drop":0.02},
+  {"latencyMs":1500,"latencyRate":0.02}]}' >"$OUT/fault-rules.json"
+sample_rss & PIDS+=($!)
+for c in $(seq "$CLIENTS"); do
+	bash "$HERE/driver.sh" "$c" "$OUT" & PIDS+=($!)
+done
+T0=$(date +%s)
+echo "$T0" >"$OUT/t0"
+: >"$OUT/events"
+event() { printf '%s %s\n' "$(date +%s%3N)" "$*" >>"$OUT/events"; }
+kill9_at=($((DURATION * 30 / 100)) $((DURATION * 70 / 100)))
+restart_at=($((DURATION * 45 / 100)) $((DURATION * 85 / 100)))
+next_leader_kill=$((T0 + 20))
+while :; do
+	now=$(date +%s)
+	el=$((now - T0))
+	((el >= DURATION)) && break
+	if ((${#kill9_at[@]} && el >= kill9_at[0])); then
+		victim=$(q "SELECT pid FROM mlplat.reconciler_health WHERE role = 'leader' AND kind IN ('deployments', 'runs') ORDER BY random() LIMIT 1" 2>/dev/null)
+		if [ -n "$victim" ]; then
+			kill -9 "$victim" && { event kill9 "$victim"; say "kill -9 worker $victim"; }
+			kill9_at=("${kill9_at[@]:1}")
+		fi
+	fi
+	if ((${#restart_at[@]} && el >= restart_at[0])); then
+		say "immediate stop + start"
+		event restart_begin
+		pg_restart_immediate
+		event restart_end
+		restart_at=("${restart_at[@]:1}")
+	fi
+	if ((now >= next_leader_kill)); then
+		n=$(q "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM mlplat.reconciler_health WHERE role IN ('leader', 'idle')" 2>/dev/null)
+		event leader_kill "${n:-0}"
+		next_leader_kill=$((next_leader_kill + 20))
+	fi
+	sleep 0.5
+done
+# load and faults stop: the clients finish the intent they are on
+touch "$OUT/stop"
+for p in "${PIDS[@]:1}"; do wait "$p"; done
+admin DELETE faults >/dev/null
+T_LAST=$(date +%s%3N)
+event faults_cleared
+say "load stopped; faults cleared; waiting for convergence (at most $CONVERGE_MAX s)"
+
+# Converged: no project/deployment/run is in flight (every one READY, DELETED,
+# FAILED with a reason, or a finished run) and every intent generation is observed.
+INFLIGHT="SELECT (SELECT count(*) FROM mlplat.projects WHERE status NOT IN ('READY', 'DELETED') OR observed_generation <> generation)
+              + (SELECT count(*) FROM mlplat.deployments WHERE status NOT IN ('READY', 'DELETED', 'FAILED') OR observed_generation <> generation)
+              + (SELECT count(*) FROM mlplat.runs WHERE status NOT IN ('SUCCEEDED', 'FAILED', 'CANCELLED'))"
+converged_ms=""
+deadline=$((SECONDS + CONVERGE_MAX))
+while ((SECONDS < deadline)); do
+	left=$(q "$INFLIGHT" 2>/dev/null)
+	if [ "$left" = 0 ]; then converged_ms=$(($(date +%s%3N) - T_LAST)); break; fi
+	sleep 0.5
+done
+echo "${converged_ms:--}" >"$OUT/converge_ms"
+[ -z "$converged_ms" ] && say "not converged after $CONVERGE_MAX s: $left entities in flight"
+# Steady state: no load, no faults, the same leaders resyncing every 2 s; the
+# checker wants their memory flat here.
+date +%s >"$OUT/steady_t"
+sleep "$STEADY"
+touch "$OUT/rss.stop"
+wait "${PIDS[0]}"
+
+# --------------------------------------------------------------- evidence for the checker
+say "collecting evidence"
+dump() { q "SELECT coalesce(json_agg(x), '[]') FROM ($1) x" >"$OUT/$2.json"; }
+dump "SELECT id, name, status, status_reason, generation, observed_generation FROM mlplat.projects" projects
+dump "SELECT d.id, p.name AS project, d.name, d.status, d.status_reason, d.desired_revision, d.observed_revision,
+             d.latest_revision, d.generation, d.observed_generation, d.last_error
+        FROM mlplat.deployments d JOIN mlplat.projects p ON p.id = d.project_id" deployments
+dump "SELECT deployment_id, revision, model_version_id, intent, spec_digest FROM mlplat.deployment_revisions" revisions
+dump "SELECT r.id, p.name AS project, r.name, r.status, r.status_reason, r.attempt FROM mlplat.runs r JOIN mlplat.projects p ON p.id = r.project_id" runs
+dump "SELECT v.id, p.name AS project, m.name AS model, v.version, v.stage FROM mlplat.model_versions v JOIN mlplat.projects p ON p.id = v.project_id JOIN mlplat.models m ON m.id = v.model_id" versions
+dump "SELECT action, project, entity, entity_id, request_id FROM mlplat.audit_events WHERE controller IS NULL" audit
+dump "SELECT kind, entity, entity_id, project, action, outcome, http_status, detail->>'note' AS note, epoch FROM mlplat.reconcile_ledger" ledger
+dump "SELECT kind, count(*) AS epochs FROM mlplat.leader_history GROUP BY kind" epochs
+for r in namespaces inferenceservices workflows; do admin GET "objects?resource=$r" >"$OUT/objects-$r.json"; done
+admin GET writes >"$OUT/writes.json"
+admin GET faults >"$OUT/faults-final.json"
+cp "$SD/requests.jsonl" "$OUT/requests.jsonl" 2>/dev/null
+cp "$DATA.log" "$OUT/server.log"
+python3 "$HERE/check.py" "$OUT" "$DURATION" "$CLIENTS"
+SOAK_RC=$?
+exit $SOAK_RC
