@@ -22,7 +22,11 @@ extern bool mlplat_cluster_ready(MlplatPass *pass, const char **why);
 /* A JSON arena allocating in cxt, so it goes away with the pass context. */
 extern MlJsonArena *mlplat_json_arena_in(MemoryContext cxt);
 
-/* Run a one-row, one-boolean-column statement with SPI (transaction open). */
+/*
+ * Run a one-row, one-boolean-column statement with SPI (transaction open).
+ * Its plan is kept for the life of the process, keyed by the text: sql must
+ * be one of a fixed set of statements (a literal), never built per call.
+ */
 extern bool mlplat_sql_bool(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls);
 
 /* mlplat.installation's instance id (transaction open); palloc'd in the caller's context. */

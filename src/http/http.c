@@ -731,7 +731,12 @@ run_loop(MlplatHttpBatch *b)
 		int			i;
 		long		timeout;
 
-		/* start requests up to the concurrency cap */
+		/*
+		 * Collect what finished first, then fill the freed slots before
+		 * waiting: a slot freed by the last wait would otherwise stay empty
+		 * until some other socket woke us.
+		 */
+		active -= drain_completed();
 		while (active < cap && next < b->n)
 		{
 			MlplatHttpRequest *req = b->reqs[next++];
@@ -741,7 +746,6 @@ run_loop(MlplatHttpBatch *b)
 			if (start_request(req))
 				active++;
 		}
-		active -= drain_completed();
 		if (active == 0 && next >= b->n)
 			break;
 
