@@ -58,7 +58,9 @@ for N in $SIZES; do
 		sleep 0.1
 	done
 	conv_ms=$((($(date +%s%N) - t0) / 1000000))
-	[ -n "${DEBUG:-}" ] && $PSQL -d mlplat -c "SELECT round((extract(epoch FROM min(at)) * 1000 - $t0 / 1000000)) || ' first apply, ' || round((extract(epoch FROM max(at)) * 1000 - $t0 / 1000000)) || ' last apply' FROM mlplat.reconcile_ledger" -c "SELECT round((extract(epoch FROM max(updated_at)) * 1000 - $t0 / 1000000)) || ' last READY write' FROM mlplat.deployments" -c "SELECT passes, last_pass_end - last_pass_start FROM mlplat.reconciler_health WHERE kind = 'deployments' AND role = 'leader'"
+	# the phases of the passes, from the deployments' own spans and ledger rows (ms since workers on)
+	[ -n "${DEBUG:-}" ] && $PSQL -d mlplat -c "SELECT s.name || ' ' || round(extract(epoch FROM min(s.start_time)) * 1000 - $t0 / 1000000) || '..' || round(extract(epoch FROM max(s.end_time)) * 1000 - $t0 / 1000000) || ' (' || count(*) || ')' FROM mlplat.spans s JOIN mlplat.deployments d ON d.id = s.entity_id AND s.entity = 'deployment' JOIN mlplat.projects p ON p.id = d.project_id WHERE p.name = '$p' AND s.name LIKE 'deployments.%' GROUP BY s.name ORDER BY min(s.start_time)" \
+		-c "SELECT 'ledger ' || action || ' written ' || round((extract(epoch FROM min(at)) * 1000 - $t0 / 1000000)) || '..' || round((extract(epoch FROM max(at)) * 1000 - $t0 / 1000000)) FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND project = '$p' GROUP BY action" -c "SELECT round((extract(epoch FROM max(updated_at)) * 1000 - $t0 / 1000000)) || ' last READY write' FROM mlplat.deployments" -c "SELECT passes, last_pass_end - last_pass_start FROM mlplat.reconciler_health WHERE kind = 'deployments' AND role = 'leader'"
 	applies=$(patches)
 
 	# steady state: a few full resync passes with nothing to do
