@@ -3,11 +3,12 @@
 -- ledger (append-only, keyed by evidence), compare-and-swap, route-proven closing;
 -- and how Prometheus answers are read.
 \set SHOW_CONTEXT never
-SELECT (mlplat.create_project('rrec', 4, NULL, NULL, NULL, NULL)).status;
+-- 8 GPUs: the deployment's 3 plus the canary's 3, reserved while the rollout is active
+SELECT (mlplat.create_project('rrec', 8, NULL, NULL, NULL, NULL)).status;
 SELECT (mlplat.register_model_version('rrec', 'rm', v, 's3://m/' || v, repeat(v, 64), 'kserve-sklearnserver', 'sklearn')).status
   FROM unnest(ARRAY['1', '2']) v;
 SELECT (mlplat.set_model_stage('rrec', 'rm', '1', 'CHAMPION')).status, (mlplat.set_model_stage('rrec', 'rm', '2', 'CANDIDATE')).status;
--- one GPU per replica: 3 GPUs of the quota of 4 committed; the canary's 3 more do not fit
+-- one GPU per replica: 3 GPUs committed, and the canary's 3 reserved by start_rollout
 SELECT (mlplat.deploy('rrec', 'rsvc', 'rm', '1', 'kserve-sklearnserver', 1, 2, 3)).status;
 UPDATE mlplat.deployments SET status = 'READY' WHERE name = 'rsvc';
 SELECT (mlplat.start_rollout('rrec', 'rsvc', 'rm', '2', '{"steps": [0.1, 0.5], "ceiling": 0.5, "window_seconds": 60, "min_samples": 100, "max_error_rate": 0.02, "max_p95_ms": 300}')).status;
@@ -95,8 +96,10 @@ SELECT pg_temp.step(pg_temp.obs(pg_temp.at0(), :split10));
 SELECT status, status_reason FROM pg_temp.ro;
 SELECT pg_temp.step(pg_temp.obs(pg_temp.at0(), '[{"revision": "rsvc-predictor-00002", "percent": 100, "latest": true}]'));
 SELECT status, status_reason FROM pg_temp.ro;
--- alerts while rolling back without a route; a stale observation; the surge that does not fit
+-- alerts while rolling back without a route; a stale observation; a reserved canary over the
+-- quota (an operator lowered it behind set_project_quota's back)
 UPDATE mlplat.rollouts SET observed_at = now() - interval '10 minutes' WHERE id = (SELECT id FROM pg_temp.ro);
+UPDATE mlplat.projects SET gpu_quota = 4 WHERE name = 'rrec';
 SELECT alert, severity, entity, detail FROM mlplat.alerts WHERE kind = 'rollouts' AND entity = 'rsvc' ORDER BY alert;
 SELECT pg_temp.step(pg_temp.obs(pg_temp.at0(), :split0));
 SELECT seq, decision, reasons, from_status, to_status, to_fraction, evidence->>'revision' AS revision,

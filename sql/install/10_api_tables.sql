@@ -199,6 +199,9 @@ CREATE TABLE mlplat.rollouts (
   policy              jsonb NOT NULL,
   requested_action    text CHECK (requested_action IN ('PROMOTE', 'ABORT')),
   current_fraction    numeric NOT NULL DEFAULT 0,
+  -- GPUs reserved for the canary while the rollout is active: the target revision runs beside
+  -- the previous one, so its gpus x max_replicas count against the quota until the rollout ends
+  surge_gpus          int NOT NULL DEFAULT 0 CHECK (surge_gpus >= 0),
   created_by          text NOT NULL,
   generation          bigint NOT NULL DEFAULT 1,
   observed_generation bigint NOT NULL DEFAULT 0,

@@ -1,14 +1,19 @@
 -- 20_api_projects: projects, quotas and membership.
 
 -- GPUs the project has committed: every deployment's desired allocation (gpus x max_replicas)
--- that is not yet DELETED, plus every active run's GPUs.  Callers that need a stable answer
--- hold the project row lock.
+-- that is not yet DELETED, every active rollout's canary reservation, plus every active run's
+-- GPUs: desired allocations, never transient ready counts.  Callers that need a stable answer
+-- hold the project's quota lock.
 CREATE FUNCTION mlplat._gpus_in_use(p_project_id bigint, p_except_deployment bigint DEFAULT NULL)
 RETURNS bigint LANGUAGE plpgsql STABLE AS $$
 BEGIN
   RETURN (SELECT coalesce((SELECT pg_catalog.sum(d.desired_gpus) FROM mlplat.deployments d
                      WHERE d.project_id = p_project_id AND d.status <> 'DELETED'
                        AND d.id IS DISTINCT FROM p_except_deployment), 0)
+         + coalesce((SELECT pg_catalog.sum(ro.surge_gpus) FROM mlplat.rollouts ro
+                     WHERE ro.project_id = p_project_id
+                       AND ro.status IN ('PROGRESSING', 'HOLDING', 'AT_CEILING', 'ROLLING_BACK')
+                       AND ro.deployment_id IS DISTINCT FROM p_except_deployment), 0)
          + coalesce((SELECT pg_catalog.sum(r.gpus) FROM mlplat.runs r
                      WHERE r.project_id = p_project_id
                        AND r.status IN ('PENDING', 'SUBMITTED', 'RUNNING', 'CANCEL_REQUESTED')), 0));

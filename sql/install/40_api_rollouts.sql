@@ -83,6 +83,9 @@ DECLARE
   v_spec jsonb;
   rev int;
   ro_id bigint;
+  surge bigint;
+  prj mlplat.projects;
+  used bigint;
 BEGIN
   r := mlplat._idem_claim('start_rollout', start_rollout.idempotency_key,
          pg_catalog.jsonb_build_array(start_rollout.project, start_rollout.deployment, start_rollout.model,
@@ -97,7 +100,11 @@ BEGIN
                                   v.version, start_rollout.model, v.stage),
       HINT = 'Stage it with mlplat.set_model_stage(..., ''CANDIDATE'') first.';
   END IF;
-  PERFORM mlplat._lock_project(pid, false, 'start_rollout');
+  -- the canary's GPUs are reserved for the rollout's life: take the quota lock when it has any
+  SELECT (dr.intent->>'gpus')::bigint * (dr.intent->>'max_replicas')::bigint INTO surge
+  FROM mlplat.deployment_revisions dr WHERE dr.deployment_id = d.id AND dr.revision = d.desired_revision;
+  surge := coalesce(surge, 0);
+  prj := mlplat._lock_project(pid, surge > 0, 'start_rollout');
   SELECT * INTO d FROM mlplat.deployments x WHERE x.id = d.id FOR UPDATE;
   IF d.status NOT IN ('READY', 'DRIFTED') THEN
     PERFORM mlplat._wrong_state('deployment', d.name, d.status, 'start_rollout',
@@ -115,6 +122,21 @@ BEGIN
   END IF;
   -- The canary revision: the desired revision's shape with the new model version.
   v_intent := base || pg_catalog.jsonb_build_object('model', start_rollout.model, 'version', v.version);
+  -- ... which runs beside the previous revision until the rollout ends: its allocation must fit
+  -- next to everything the project has committed (the deployment's own desired GPUs included).
+  IF (base->>'gpus')::bigint * (base->>'max_replicas')::bigint <> surge THEN
+    PERFORM mlplat._cas_lost('deployment', d.name);   -- redeployed between our read and the lock
+  END IF;
+  IF surge > 0 THEN
+    used := mlplat._gpus_in_use(pid);
+    IF used + surge > prj.gpu_quota THEN
+      RAISE EXCEPTION USING ERRCODE = '23514',
+        MESSAGE = pg_catalog.format('GPU quota of project "%s" cannot hold the canary: it needs %s GPUs, %s of %s are in use',
+                                    prj.name, surge, used, prj.gpu_quota),
+        DETAIL = 'During a rollout the target revision runs beside the previous one, so its gpus x max_replicas are reserved until the rollout ends.',
+        HINT = 'Ask a project owner to raise the quota (set_project_quota), or free GPUs before starting the rollout.';
+    END IF;
+  END IF;
   rev := d.latest_revision + 1;
   v_spec := mlplat._render_isvc(start_rollout.project, d.name, rev, (SELECT i.instance_id FROM mlplat.installation i),
               v.model_format, v.runtime_kind, v.artifact_uri, v.artifact_sha256, (base->>'gpus')::int,
@@ -124,8 +146,9 @@ BEGIN
   VALUES (d.id, rev, pid, v.id, v_intent, v_spec, mlplat._spec_digest(v_spec), mlplat._actor(), tp);
   UPDATE mlplat.deployments x SET latest_revision = rev, row_version = x.row_version + 1, updated_at = pg_catalog.now()
   WHERE x.id = d.id;
-  INSERT INTO mlplat.rollouts (project_id, deployment_id, baseline_revision, target_revision, policy, created_by, traceparent)
-  VALUES (pid, d.id, d.desired_revision, rev, pol, mlplat._actor(), tp)
+  INSERT INTO mlplat.rollouts (project_id, deployment_id, baseline_revision, target_revision, policy, created_by, traceparent,
+                              surge_gpus)
+  VALUES (pid, d.id, d.desired_revision, rev, pol, mlplat._actor(), tp, surge)
   RETURNING id INTO ro_id;
   r := (pg_catalog.gen_random_uuid(), 'rollout', ro_id, rev, 'PROGRESSING', false)::mlplat.accepted;
   PERFORM mlplat._audit('start_rollout', start_rollout.project, pid, 'rollout', ro_id, r.request_id, tp,

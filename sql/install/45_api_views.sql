@@ -10,6 +10,8 @@ SELECT p.name AS project, p.status, p.status_reason,
        p.gpu_quota,
        coalesce((SELECT pg_catalog.sum(d.desired_gpus) FROM mlplat.deployments d
                  WHERE d.project_id = p.id AND d.status <> 'DELETED'), 0)
+       + coalesce((SELECT pg_catalog.sum(ro.surge_gpus) FROM mlplat.rollouts ro WHERE ro.project_id = p.id
+                   AND ro.status IN ('PROGRESSING', 'HOLDING', 'AT_CEILING', 'ROLLING_BACK')), 0)
        + coalesce((SELECT pg_catalog.sum(u.gpus) FROM mlplat.runs u WHERE u.project_id = p.id
                    AND u.status IN ('PENDING', 'SUBMITTED', 'RUNNING', 'CANCEL_REQUESTED')), 0) AS gpus_in_use,
        p.cpu_quota, p.memory_quota, p.generation, p.observed_generation,

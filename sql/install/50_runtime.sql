@@ -211,8 +211,9 @@ REVOKE ALL ON mlplat.reconciler_health FROM PUBLIC;
 --   stale_health         an active rollout not observed for longer than its window
 --   rollback_route_loss  the previous revision is missing from the route (rolling back,
 --                        or a decision found it not warm)
---   surge_exhaustion     the project's GPU quota cannot hold the canary next to the
---                        deployment's desired allocation
+--   surge_exhaustion     an active canary's reserved GPUs (start_rollout reserves them) no
+--                        longer fit the project's quota (the quota row was changed
+--                        outside set_project_quota, which refuses to go below use)
 --   request_regression   a rollout rolled back on a demonstrated request regression (last hour)
 CREATE VIEW mlplat._rollout_alerts AS
 WITH active AS (
@@ -248,15 +249,11 @@ SELECT 'rollback_route_loss', 'critical', a.project, a.deployment, a.id,
  WHERE a.status_reason LIKE 'rollback route lost%' OR 'PREVIOUS_NOT_WARM' = ANY (a.last_reasons)
 UNION ALL
 SELECT 'surge_exhaustion', 'warning', a.project, a.deployment, a.id,
-       pg_catalog.format('canary needs %s GPUs next to %s committed; quota %s', x.canary_gpus, x.in_use, a.gpu_quota),
+       pg_catalog.format('canary reserves %s GPUs; %s committed, quota %s', a.surge_gpus, x.in_use, a.gpu_quota),
        a.created_at
   FROM active a
-  CROSS JOIN LATERAL (
-    SELECT (tr.intent->>'gpus')::int * (tr.intent->>'max_replicas')::int AS canary_gpus,
-           mlplat._gpus_in_use(a.project_id) AS in_use
-      FROM mlplat.deployment_revisions tr
-     WHERE tr.deployment_id = a.deployment_id AND tr.revision = a.target_revision) x
- WHERE x.canary_gpus > 0 AND x.in_use + x.canary_gpus > a.gpu_quota
+  CROSS JOIN LATERAL (SELECT mlplat._gpus_in_use(a.project_id) AS in_use) x
+ WHERE a.surge_gpus > 0 AND x.in_use > a.gpu_quota
 UNION ALL
 SELECT 'request_regression', 'critical', p.name, d.name, ro.id,
        pg_catalog.format('rolled back revision %s: %s', ro.target_revision, pg_catalog.array_to_string(t.reasons, ', ')),
