@@ -53,12 +53,12 @@ SELECT applied_percent, window_start IS NULL AS no_window, last_error FROM pg_te
 -- not settled yet: nothing starts
 SELECT pg_temp.step(pg_temp.obs(pg_temp.at0(), :split0, '{"settled": false}'));
 SELECT window_start IS NULL AS no_window, observed->>'target_kn' AS target_kn FROM pg_temp.ro;
--- settled at 0% on the target: the window starts, and at 0% the decision is due at once
+-- settled at 0% on the target: at 0% readiness alone qualifies the first step, so the
+-- observation that starts the (empty) window is the evidence of the first decision
 SELECT pg_temp.step(pg_temp.obs(pg_temp.at0(), :split0));
-SELECT observed->>'target_kn' AS target_kn, observed->>'previous_kn' AS previous_kn,
-       decide_at = extract(epoch FROM window_start) AS due_now FROM pg_temp.ro;
--- the decision: readiness qualifies the first step
-SELECT pg_temp.step(pg_temp.obs(pg_temp.at0() + 1, :split0, '{"metrics": {"window_start": 0, "window_seconds": 0, "target": {}, "previous": {}, "gaps": []}}'));
+SELECT observed->>'target_kn' AS target_kn, observed->>'previous_kn' AS previous_kn FROM pg_temp.ro;
+SELECT evidence->>'window_seconds' AS window_seconds, evidence->>'window_start' = evidence->>'observed_at' AS window_at_observation
+  FROM pg_temp.tr;
 SELECT seq, decision, reasons, from_status, to_status, from_fraction, to_fraction, epoch = :epoch AS epoch_ok, controller,
        plan = mlplat.plan_rollout(contract, evidence) AS replayable,
        evidence->'target'->>'ready_replicas' AS target_ready, evidence->>'desired_capacity' AS capacity

@@ -362,17 +362,21 @@ BEGIN
   END IF;
   IF ro.window_start IS NULL THEN
     -- The window starts when this observation saw the split (evidence times have
-    -- millisecond precision, so no waiting for a whole second).  At 0% the first
-    -- decision needs readiness only (no window), so it is due at once.
+    -- millisecond precision, so no waiting for a whole second).
     ws := at;
     UPDATE mlplat.rollouts x
        SET window_start = pg_catalog.to_timestamp(ws::float8),
            decide_at = ws + CASE WHEN frac = 0 THEN 0 ELSE (ro.policy->>'window_seconds')::int END,
            status_reason = pg_catalog.format('observing %s%% on the target', want)
      WHERE x.id = ro.id;
-    RETURN result;
+    IF frac <> 0 THEN
+      RETURN result;
+    END IF;
+    -- At 0% the first decision needs readiness only (no window, no request metrics):
+    -- this observation is the evidence, so decide on it at once.
+    SELECT * INTO ro FROM mlplat.rollouts x WHERE x.id = ro.id;
   END IF;
-  IF p_obs->'metrics' IS NULL OR at < ro.decide_at THEN
+  IF (p_obs->'metrics' IS NULL AND frac <> 0) OR at < ro.decide_at THEN
     RETURN result;
   END IF;
 

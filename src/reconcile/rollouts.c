@@ -402,7 +402,7 @@ write_back(MlplatPass *pass, List *rollouts, int *decisions)
 		Oid			types[8] = {INT8OID, INT8OID, INT8OID, TEXTOID, TEXTOID, INT4OID, TEXTOID, INT4OID};
 		char	   *res;
 
-		if (r->get == NULL)
+		if (r->get == NULL && r->apply == NULL)
 			continue;
 		v[0] = Int64GetDatum(r->id);
 		v[1] = Int64GetDatum(r->row_version);
@@ -445,8 +445,28 @@ write_back(MlplatPass *pass, List *rollouts, int *decisions)
 	MemoryContextSwitchTo(pass_cxt);
 }
 
-void
-mlplat_rollouts_pass(MlplatPass *pass)
+/* Is the rollout id in the list (of palloc'd int64)? */
+static bool
+id_in(List *ids, int64 id)
+{
+	ListCell   *lc;
+
+	foreach(lc, ids)
+	{
+		if (*(int64 *) lfirst(lc) == id)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * One round: claim, observe, apply or decide, write back.  `moved` lists the
+ * rollouts whose split a decision of the previous round just changed: their
+ * object is known to carry the old split, so the new one is applied without
+ * reading it first.  Returns the rollouts a decision of this round moved.
+ */
+static List *
+rollouts_round(MlplatPass *pass, List *moved)
 {
 	MemoryContext pass_cxt = CurrentMemoryContext;
 	MlJsonArena *arena = mlplat_json_arena_in(pass_cxt);
@@ -460,22 +480,29 @@ mlplat_rollouts_pass(MlplatPass *pass)
 	long		wait_ms = -1;
 	int			applies = 0,
 				decisions = 0;
+	List	   *moved_now = NIL;
 
 	if (!mlplat_cluster_ready(pass, &why))
-		return;
+		return NIL;
 	rollouts = claim();
 	if (rollouts == NIL)
 	{
 		snprintf(pass->status, sizeof(pass->status), "no active rollouts");
-		return;
+		return NIL;
 	}
 
 	gets = mlplat_http_batch_create(pass_cxt);
+	acts = mlplat_http_batch_create(pass_cxt);
 	foreach(lc, rollouts)
 	{
 		Rollout    *r = lfirst(lc);
 
-		if (r->due)
+		if (!r->due)
+			continue;
+		/* the second round is for the moved ones; the others were just looked at */
+		if (id_in(moved, r->id))
+			r->apply = mlplat_kube_apply(acts, &ISVC, r->ns, r->name, r->spec);
+		else if (moved == NIL)
 			r->get = mlplat_kube_get(gets, &ISVC, r->ns, r->name);
 	}
 	if (mlplat_http_batch_count(gets) > 0)
@@ -483,7 +510,6 @@ mlplat_rollouts_pass(MlplatPass *pass)
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	now_ms = (int64) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-	acts = mlplat_http_batch_create(pass_cxt);
 	foreach(lc, rollouts)
 	{
 		Rollout    *r = lfirst(lc);
@@ -573,7 +599,7 @@ mlplat_rollouts_pass(MlplatPass *pass)
 		long		ms = ACTIVE_POLL_MS;
 
 		if (r->moved)
-			ms = 1;				/* the next pass applies the new split */
+			ms = 1;				/* applied by the second round, or else the next pass */
 		else if (r->applied || (r->obs && !r->settled) || r->window_start_ms == 0 || r->metrics)
 			ms = SETTLE_POLL_MS;
 		else if (r->decide_at_ms > 0)
@@ -584,6 +610,33 @@ mlplat_rollouts_pass(MlplatPass *pass)
 	pass->next_pass_ms = wait_ms;
 	snprintf(pass->status, sizeof(pass->status), "%d active rollouts, %d applied, %d decisions",
 			 list_length(rollouts), applies, decisions);
+	foreach(lc, rollouts)
+	{
+		Rollout    *r = lfirst(lc);
+
+		if (r->moved)
+		{
+			int64	   *id = palloc(sizeof(int64));
+
+			*id = r->id;
+			moved_now = lappend(moved_now, id);
+		}
+	}
+	return moved_now;
+}
+
+void
+mlplat_rollouts_pass(MlplatPass *pass)
+{
+	List	   *moved = rollouts_round(pass, NIL);
+
+	/*
+	 * A decision that moved the split is applied at once, in a second round
+	 * of the same pass: the readiness of the new split (and with it the next
+	 * window) waits for nothing else.
+	 */
+	if (moved != NIL)
+		(void) rollouts_round(pass, moved);
 }
 
 /* ---------------------------------------------------------------- SQL test hook */
