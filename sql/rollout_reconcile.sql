@@ -19,7 +19,7 @@ CREATE VIEW pg_temp.tr AS SELECT t.* FROM mlplat.rollout_transitions t WHERE t.r
 SELECT mlplat._take_leadership('rollouts', pg_backend_pid(), 0) AS epoch \gset
 
 -- claim: the contract is frozen with its content id; the manifest carries the wanted canary
-SELECT name, status, want_percent, target_revision, target_kn, window_start, decide_at, due,
+SELECT name, status, want_percent, target_revision, target_kn, window_start_ms, decide_at_ms, due,
        spec::jsonb->'spec'->'predictor'->'canaryTrafficPercent' AS canary,
        spec::jsonb->'metadata'->'labels'->>'mlplat.io/revision' AS label
   FROM mlplat._rollouts_claim() c WHERE c.name = 'rsvc';
@@ -31,7 +31,7 @@ SELECT (contract->'scope') - 'config_digest' AS scope, contract->'scope'->>'conf
 -- deployments reconciler: an active rollout owns the object, so the deployment is never due
 SELECT name, due FROM mlplat._deployments_claim(true) WHERE name IN ('rsvc');
 
-CREATE FUNCTION pg_temp.obs(at bigint, traffic jsonb, extra jsonb DEFAULT '{}') RETURNS jsonb LANGUAGE sql AS $$
+CREATE FUNCTION pg_temp.obs(at numeric, traffic jsonb, extra jsonb DEFAULT '{}') RETURNS jsonb LANGUAGE sql AS $$
   SELECT jsonb_build_object('observed_at', at, 'settled', true, 'ready', true,
     'latest_ready_kn', 'rsvc-predictor-00002', 'latest_created_kn', 'rsvc-predictor-00002',
     'rolledout_kn', 'rsvc-predictor-00001', 'load', 'UpToDate', 'traffic', traffic) || extra $$;
@@ -54,12 +54,12 @@ SELECT applied_percent, window_start IS NULL AS no_window, last_error FROM pg_te
 -- not settled yet: nothing starts
 SELECT pg_temp.step(pg_temp.obs(pg_temp.at0(), :split0, '{"settled": false}'));
 SELECT window_start IS NULL AS no_window, observed->>'target_kn' AS target_kn FROM pg_temp.ro;
--- settled at 0% on the target: the window starts, and at 0% the decision is due at once
+-- settled at 0% on the target: at 0% readiness alone qualifies the first step, so the
+-- observation that starts the (empty) window is the evidence of the first decision
 SELECT pg_temp.step(pg_temp.obs(pg_temp.at0(), :split0));
-SELECT observed->>'target_kn' AS target_kn, observed->>'previous_kn' AS previous_kn,
-       decide_at = ceil(extract(epoch FROM window_start)) AS due_now FROM pg_temp.ro;
--- the decision: readiness qualifies the first step
-SELECT pg_temp.step(pg_temp.obs(pg_temp.at0() + 1, :split0, '{"metrics": {"window_start": 0, "window_seconds": 0, "target": {}, "previous": {}, "gaps": []}}'));
+SELECT observed->>'target_kn' AS target_kn, observed->>'previous_kn' AS previous_kn FROM pg_temp.ro;
+SELECT evidence->>'window_seconds' AS window_seconds, evidence->>'window_start' = evidence->>'observed_at' AS window_at_observation
+  FROM pg_temp.tr;
 SELECT seq, decision, reasons, from_status, to_status, from_fraction, to_fraction, epoch = :epoch AS epoch_ok, controller,
        plan = mlplat.plan_rollout(contract, evidence) AS replayable,
        evidence->'target'->>'ready_replicas' AS target_ready, evidence->>'desired_capacity' AS capacity
@@ -71,8 +71,13 @@ SELECT pg_temp.step(NULL, 10);
 -- KServe still shows 0%: waiting, no window
 SELECT pg_temp.step(pg_temp.obs(pg_temp.at0(), :split0));
 SELECT window_start IS NULL AS no_window, status_reason FROM pg_temp.ro;
-SELECT pg_temp.step(pg_temp.obs(pg_temp.at0(), :split10));
-SELECT decide_at - ceil(extract(epoch FROM window_start)) AS window FROM pg_temp.ro;
+-- the split is observed a quarter second past a whole second: the window starts then
+-- (evidence times have millisecond precision), not at the next full second
+SELECT pg_temp.at0() + 0.25 AS at10 \gset
+SELECT pg_temp.step(pg_temp.obs(:at10, :split10));
+SELECT decide_at - extract(epoch FROM window_start) AS window, decide_at = :at10 + 60 AS window_from_observation,
+       c.window_start_ms = round(:at10 * 1000) AS claim_ms, c.decide_at_ms = round((:at10 + 60) * 1000) AS claim_due_ms
+  FROM pg_temp.ro r JOIN mlplat._rollouts_claim() c ON c.id = r.id;
 -- evidence before the window ends is not used
 SELECT pg_temp.step(pg_temp.obs(pg_temp.at0() + 5, :split10, '{"metrics": {"window_start": 0, "window_seconds": 5, "target": {}, "previous": {}, "gaps": []}}'));
 -- Prometheus had nothing (gaps): missing evidence holds

@@ -132,7 +132,7 @@ typedef struct MlRolloutRevision
 	int64_t		load_attempts;
 	int64_t		load_successes;
 	bool		has_health;		/* health_observed_at was not null */
-	int64_t		health_observed_at;
+	int64_t		health_observed_at_ms;	/* epoch ms */
 	int64_t		requests;
 	int64_t		errors;
 	bool		has_p95;		/* p95_ms was not null */
@@ -143,10 +143,11 @@ typedef struct MlRolloutEvidence
 {
 	char		contract_content_id[ML_CONTENT_ID_LEN + 1];
 	MlRolloutScope scope;
-	int64_t		observed_at;
+	/* evidence times are seconds with up to millisecond precision, held in ms */
+	int64_t		observed_at_ms;
 	double		current_fraction;
-	int64_t		window_start;
-	int64_t		window_seconds;
+	int64_t		window_start_ms;
+	int64_t		window_ms;
 	MlRolloutRevision target;
 	MlRolloutRevision previous;
 	int64_t		desired_capacity;

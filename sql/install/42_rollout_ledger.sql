@@ -6,7 +6,7 @@ ALTER TABLE mlplat.rollouts
   ADD COLUMN contract        jsonb,         -- frozen at the first claim; its content_id binds every decision
   ADD COLUMN applied_percent int,           -- canaryTrafficPercent last applied (-1: removed for promotion)
   ADD COLUMN window_start    timestamptz,   -- when the observed traffic first matched the current fraction
-  ADD COLUMN decide_at       bigint;        -- epoch second from which the next decision is due
+  ADD COLUMN decide_at       numeric;       -- epoch seconds (millisecond precision) from which the next decision is due
 
 -- The transition ledger: append-only, one row per transition the controller took.
 -- A decision is keyed by the content id of the evidence it was made on, so replaying

@@ -79,7 +79,7 @@ REVOKE ALL ON FUNCTION mlplat._rollout_want_percent(text, text, numeric) FROM PU
 CREATE FUNCTION mlplat._rollouts_claim()
 RETURNS TABLE (id bigint, project text, namespace text, name text, status text, row_version bigint,
                spec text, want_percent int, target_revision int, target_kn text, previous_kn text,
-               window_start bigint, window_seconds int, decide_at bigint, attempts int, due boolean)
+               window_start_ms bigint, window_seconds int, decide_at_ms bigint, attempts int, due boolean)
 LANGUAGE plpgsql
 SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
@@ -90,15 +90,16 @@ BEGIN
   SELECT c.id, c.project, c.namespace, c.name, c.status, c.row_version,
          (CASE WHEN c.want < 0 THEN c.spec
                ELSE pg_catalog.jsonb_set(c.spec, '{spec,predictor,canaryTrafficPercent}', pg_catalog.to_jsonb(c.want)) END)::text,
-         c.want, c.target_revision, c.target_kn, c.previous_kn, c.window_start, c.window_seconds, c.decide_at,
+         c.want, c.target_revision, c.target_kn, c.previous_kn, c.window_start_ms, c.window_seconds, c.decide_at_ms,
          c.attempts, c.due
     FROM (
   SELECT ro.id, p.name AS project, 'mlp-' || p.name AS namespace, d.name, ro.status, ro.row_version,
          tr.spec,
          mlplat._rollout_want_percent(ro.status, ro.requested_action, mlplat._rollout_fraction(ro.id)) AS want,
          ro.target_revision, ro.observed->>'target_kn' AS target_kn, ro.observed->>'previous_kn' AS previous_kn,
-         pg_catalog.ceil(EXTRACT(epoch FROM ro.window_start))::bigint AS window_start,
-         (ro.policy->>'window_seconds')::int AS window_seconds, ro.decide_at, ro.attempts,
+         pg_catalog.round(EXTRACT(epoch FROM ro.window_start) * 1000)::bigint AS window_start_ms,
+         (ro.policy->>'window_seconds')::int AS window_seconds,
+         pg_catalog.round(ro.decide_at * 1000)::bigint AS decide_at_ms, ro.attempts,
          ro.next_attempt_at <= pg_catalog.now() AS due
     FROM mlplat.rollouts ro
     JOIN mlplat.deployments d ON d.id = ro.deployment_id
@@ -110,7 +111,8 @@ END $$;
 REVOKE ALL ON FUNCTION mlplat._rollouts_claim() FROM PUBLIC;
 
 -- The evidence record of one decision (without its content id), from the contract,
--- the fraction and one observation (see _rollouts_observe for its shape).
+-- the fraction and one observation (see _rollouts_observe for its shape).  Times are
+-- epoch seconds with millisecond precision, written without trailing zeros.
 CREATE FUNCTION mlplat._rollout_evidence(p_contract jsonb, p_fraction numeric, p_target_replicas int,
                                          p_previous_replicas int, p_obs jsonb, p_target_kn text,
                                          p_previous_kn text)
@@ -119,7 +121,7 @@ LANGUAGE plpgsql IMMUTABLE
 SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
 DECLARE
-  at bigint := (p_obs->>'observed_at')::bigint;
+  at numeric := pg_catalog.trim_scale((p_obs->>'observed_at')::numeric);
   m jsonb := coalesce(p_obs->'metrics', '{}');
   t_ready boolean := coalesce((p_obs->>'ready')::boolean, false) AND p_obs->>'latest_ready_kn' = p_target_kn;
   p_ready boolean := EXISTS (SELECT 1 FROM pg_catalog.jsonb_array_elements(coalesce(p_obs->'traffic', '[]')) e
@@ -132,8 +134,8 @@ BEGIN
     'scope', p_contract->'scope',
     'observed_at', at,
     'current_fraction', p_fraction,
-    'window_start', coalesce((m->>'window_start')::bigint, at),
-    'window_seconds', coalesce((m->>'window_seconds')::bigint, 0),
+    'window_start', coalesce(pg_catalog.trim_scale((m->>'window_start')::numeric), at),
+    'window_seconds', coalesce(pg_catalog.trim_scale((m->>'window_seconds')::numeric), 0),
     'target', pg_catalog.jsonb_build_object(
       'desired_replicas', p_target_replicas,
       'ready_replicas', CASE WHEN t_ready THEN p_target_replicas ELSE 0 END,
@@ -244,7 +246,7 @@ END $$;
 REVOKE ALL ON FUNCTION mlplat._rollout_close(mlplat.rollouts, jsonb, text, text, bigint, text) FROM PUBLIC;
 
 -- Write-back.  p_obs (from the C pass) is
---   {"observed_at": epoch s, "settled": bool (status describes the current generation and
+--   {"observed_at": epoch s (millisecond precision), "settled": bool (status describes the current generation and
 --    the object carries the wanted revision and traffic setting), "ready": bool,
 --    "latest_ready_kn", "latest_created_kn", "rolledout_kn": KServe revision names,
 --    "traffic": [{"revision", "percent", "latest"}], "load": transitionStatus,
@@ -264,12 +266,12 @@ DECLARE
   ro mlplat.rollouts;
   frac numeric;
   want int;
-  at bigint := (p_obs->>'observed_at')::bigint;
+  at numeric := pg_catalog.trim_scale((p_obs->>'observed_at')::numeric);
   tkn text;
   pkn text;
   t_pct int;
   p_pct int;
-  ws bigint;
+  ws numeric;
   evidence jsonb;
   plan jsonb;
   reasons text[];
@@ -359,18 +361,22 @@ BEGIN
     RETURN result;
   END IF;
   IF ro.window_start IS NULL THEN
-    -- Evidence times are whole seconds: the window starts at the next full second.
-    -- At 0% the first decision needs readiness only (no window), so it is due at once.
-    ws := CASE WHEN frac = 0 THEN pg_catalog.floor(EXTRACT(epoch FROM pg_catalog.clock_timestamp()))
-               ELSE pg_catalog.ceil(EXTRACT(epoch FROM pg_catalog.clock_timestamp())) END;
+    -- The window starts when this observation saw the split (evidence times have
+    -- millisecond precision, so no waiting for a whole second).
+    ws := at;
     UPDATE mlplat.rollouts x
-       SET window_start = pg_catalog.to_timestamp(ws),
+       SET window_start = pg_catalog.to_timestamp(ws::float8),
            decide_at = ws + CASE WHEN frac = 0 THEN 0 ELSE (ro.policy->>'window_seconds')::int END,
            status_reason = pg_catalog.format('observing %s%% on the target', want)
      WHERE x.id = ro.id;
-    RETURN result;
+    IF frac <> 0 THEN
+      RETURN result;
+    END IF;
+    -- At 0% the first decision needs readiness only (no window, no request metrics):
+    -- this observation is the evidence, so decide on it at once.
+    SELECT * INTO ro FROM mlplat.rollouts x WHERE x.id = ro.id;
   END IF;
-  IF p_obs->'metrics' IS NULL OR at < ro.decide_at THEN
+  IF (p_obs->'metrics' IS NULL AND frac <> 0) OR at < ro.decide_at THEN
     RETURN result;
   END IF;
 

@@ -51,9 +51,13 @@
 
 static const MlplatKubeResource ISVC = {"serving.kserve.io", "v1beta1", "inferenceservices", true};
 
-/* how soon to look again while KServe settles a new traffic setting */
-#define SETTLE_POLL_MS 100
-/* the longest sleep while a rollout is active (windows are timed in whole seconds) */
+/*
+ * How soon to look again while KServe settles a new traffic setting: every
+ * millisecond between the split becoming ready and our seeing it delays the
+ * window, and with it the whole rollout.  One GET per look.
+ */
+#define SETTLE_POLL_MS 20
+/* the longest sleep while a rollout is active (a rollout in backoff comes due by then) */
 #define ACTIVE_POLL_MS 1000
 #define PERMANENT_RETRY_MS 30000
 
@@ -82,17 +86,17 @@ typedef struct Rollout
 	int			target_revision;
 	char	   *target_kn;		/* KServe's revision names, once known */
 	char	   *previous_kn;
-	int64		window_start;	/* epoch s; 0: no window running */
+	int64		window_start_ms;	/* epoch ms; 0: no window running */
 	int			window_seconds;
-	int64		decide_at;		/* epoch s; 0: none */
+	int64		decide_at_ms;	/* epoch ms; 0: none */
 	int			attempts;
 	bool		due;
 	/* this pass */
 	MlplatHttpRequest *get;
 	MlplatHttpRequest *apply;
 	MlplatHttpRequest *prom[2][M_COUNT];	/* [0] target, [1] previous */
-	int64		metric_start;
-	int64		metric_seconds;
+	int64		metric_start_ms;
+	int64		metric_ms;
 	bool		metrics;		/* a decision is due: metrics were gathered */
 	StringInfo	obs;			/* observation JSON (without metrics) */
 	bool		applied;
@@ -104,6 +108,22 @@ typedef struct Rollout
 } Rollout;
 
 /* ---------------------------------------------------------------- pure helpers */
+
+/* Append epoch ms as seconds with millisecond precision, as the evidence writes times. */
+static void
+append_secs(StringInfo s, int64 ms)
+{
+	appendStringInfo(s, INT64_FORMAT, ms / 1000);
+	if (ms % 1000 != 0)
+	{
+		char		frac[8];
+		int			n = snprintf(frac, sizeof(frac), ".%03d", (int) (ms % 1000));
+
+		while (frac[n - 1] == '0')
+			frac[--n] = '\0';
+		appendStringInfoString(s, frac);
+	}
+}
 
 static void
 json_key_str(StringInfo s, const char *key, const char *val)
@@ -139,7 +159,7 @@ ready_condition(const MlJsonValue *obj)
  * When it does, write the observation (what SQL needs to judge it) into r->obs.
  */
 static bool
-observe_object(Rollout *r, const MlJsonValue *obj, int64 now)
+observe_object(Rollout *r, const MlJsonValue *obj, int64 now_ms)
 {
 	const char *label = mlplat_json_text(obj, "metadata", "labels", "mlplat.io/revision");
 	const MlJsonValue *pred = ml_json_object_get(ml_json_object_get(obj, "spec"), "predictor");
@@ -166,7 +186,9 @@ observe_object(Rollout *r, const MlJsonValue *obj, int64 now)
 
 	s = makeStringInfo();
 	appendStringInfoChar(s, '{');
-	appendStringInfo(s, "\"observed_at\":" INT64_FORMAT ",\"settled\":%s,\"ready\":%s", now,
+	appendStringInfoString(s, "\"observed_at\":");
+	append_secs(s, now_ms);
+	appendStringInfo(s, ",\"settled\":%s,\"ready\":%s",
 					 r->settled ? "true" : "false", strcmp(ready, "True") == 0 ? "true" : "false");
 	json_key_str(s, "latest_ready_kn", mlplat_json_text(comp, "latestReadyRevision", NULL, NULL));
 	json_key_str(s, "latest_created_kn", mlplat_json_text(comp, "latestCreatedRevision", NULL, NULL));
@@ -198,9 +220,9 @@ observe_object(Rollout *r, const MlJsonValue *obj, int64 now)
 	return true;
 }
 
-/* PromQL for one number of one revision over the last `seconds` seconds. */
+/* PromQL for one number of one revision over the last `ms` milliseconds. */
 static char *
-promql(Metric m, const char *ns, const char *kn, int64 seconds)
+promql(Metric m, const char *ns, const char *kn, int64 ms)
 {
 	/* namespace and revision are DNS labels: nothing in them needs escaping in a PromQL string */
 	char	   *sel = psprintf("namespace_name=\"%s\",revision_name=\"%s\"", ns, kn);
@@ -208,16 +230,16 @@ promql(Metric m, const char *ns, const char *kn, int64 seconds)
 	switch (m)
 	{
 		case M_REQUESTS:
-			return psprintf("sum(increase(revision_request_count{%s}[%llds]))", sel, (long long) seconds);
+			return psprintf("sum(increase(revision_request_count{%s}[%lldms]))", sel, (long long) ms);
 		case M_ERRORS:
-			return psprintf("sum(increase(revision_request_count{%s,response_code_class=\"5xx\"}[%llds]))",
-							sel, (long long) seconds);
+			return psprintf("sum(increase(revision_request_count{%s,response_code_class=\"5xx\"}[%lldms]))",
+							sel, (long long) ms);
 		case M_P95:
 		case M_COUNT:
 			break;
 	}
-	return psprintf("histogram_quantile(0.95, sum by (le) (rate(revision_request_latencies_bucket{%s}[%llds])))",
-					sel, (long long) seconds);
+	return psprintf("histogram_quantile(0.95, sum by (le) (rate(revision_request_latencies_bucket{%s}[%lldms])))",
+					sel, (long long) ms);
 }
 
 /*
@@ -234,8 +256,10 @@ add_metrics(Rollout *r, MlJsonArena *arena)
 	int			ngaps = 0;
 
 	initStringInfo(&gaps);
-	appendStringInfo(s, ",\"metrics\":{\"window_start\":" INT64_FORMAT ",\"window_seconds\":" INT64_FORMAT,
-					 r->metric_start, r->metric_seconds);
+	appendStringInfoString(s, ",\"metrics\":{\"window_start\":");
+	append_secs(s, r->metric_start_ms);
+	appendStringInfoString(s, ",\"window_seconds\":");
+	append_secs(s, r->metric_ms);
 	if (mlplat_prometheus_url == NULL || mlplat_prometheus_url[0] == '\0')
 	{
 		appendStringInfoString(&gaps, "\"no Prometheus configured (mlplat.prometheus_url)\"");
@@ -318,10 +342,10 @@ claim(void)
 		r->target_kn = SPI_getvalue(t, td, 10);
 		r->previous_kn = SPI_getvalue(t, td, 11);
 		v = SPI_getvalue(t, td, 12);
-		r->window_start = v ? atoll(v) : 0;
+		r->window_start_ms = v ? atoll(v) : 0;
 		r->window_seconds = atoi(SPI_getvalue(t, td, 13));
 		v = SPI_getvalue(t, td, 14);
-		r->decide_at = v ? atoll(v) : 0;
+		r->decide_at_ms = v ? atoll(v) : 0;
 		r->attempts = atoi(SPI_getvalue(t, td, 15));
 		v = SPI_getvalue(t, td, 16);
 		r->due = v && v[0] == 't';
@@ -334,15 +358,18 @@ claim(void)
 }
 
 static void
-add_queries(MlplatHttpBatch *b, Rollout *r, int64 now)
+add_queries(MlplatHttpBatch *b, Rollout *r, int64 now_ms)
 {
 	const char *kn[2] = {r->target_kn, r->previous_kn};
 
 	r->metrics = true;
-	r->metric_start = Max(r->window_start, now - r->window_seconds);
-	r->metric_seconds = now - r->metric_start;
-	/* at 0% the first decision needs readiness only; a range of 0 s has no samples */
-	if (r->metric_seconds < 1 || mlplat_prometheus_url == NULL || mlplat_prometheus_url[0] == '\0')
+	r->metric_start_ms = Max(r->window_start_ms, now_ms - (int64) r->window_seconds * 1000);
+	r->metric_ms = now_ms - r->metric_start_ms;
+	/*
+	 * At 0% the first decision needs readiness only and comes at once: a range
+	 * shorter than a second holds no scrape to count.
+	 */
+	if (r->metric_ms < 1000 || mlplat_prometheus_url == NULL || mlplat_prometheus_url[0] == '\0')
 		return;
 	for (int w = 0; w < 2; w++)
 	{
@@ -350,8 +377,9 @@ add_queries(MlplatHttpBatch *b, Rollout *r, int64 now)
 			continue;
 		for (int m = 0; m < M_COUNT; m++)
 		{
-			char	   *url = psprintf("%s/api/v1/query?query=%s&time=" INT64_FORMAT, mlplat_prometheus_url,
-									   mlplat_url_encode(promql((Metric) m, r->ns, kn[w], r->metric_seconds)), now);
+			char	   *url = psprintf("%s/api/v1/query?query=%s&time=" INT64_FORMAT ".%03d", mlplat_prometheus_url,
+									   mlplat_url_encode(promql((Metric) m, r->ns, kn[w], r->metric_ms)),
+									   now_ms / 1000, (int) (now_ms % 1000));
 
 			r->prom[w][m] = mlplat_http_batch_add(b, "GET", url);
 			mlplat_http_request_add_header(r->prom[w][m], "Accept", "application/json");
@@ -374,7 +402,7 @@ write_back(MlplatPass *pass, List *rollouts, int *decisions)
 		Oid			types[8] = {INT8OID, INT8OID, INT8OID, TEXTOID, TEXTOID, INT4OID, TEXTOID, INT4OID};
 		char	   *res;
 
-		if (r->get == NULL)
+		if (r->get == NULL && r->apply == NULL)
 			continue;
 		v[0] = Int64GetDatum(r->id);
 		v[1] = Int64GetDatum(r->row_version);
@@ -417,8 +445,28 @@ write_back(MlplatPass *pass, List *rollouts, int *decisions)
 	MemoryContextSwitchTo(pass_cxt);
 }
 
-void
-mlplat_rollouts_pass(MlplatPass *pass)
+/* Is the rollout id in the list (of palloc'd int64)? */
+static bool
+id_in(List *ids, int64 id)
+{
+	ListCell   *lc;
+
+	foreach(lc, ids)
+	{
+		if (*(int64 *) lfirst(lc) == id)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * One round: claim, observe, apply or decide, write back.  `moved` lists the
+ * rollouts whose split a decision of the previous round just changed: their
+ * object is known to carry the old split, so the new one is applied without
+ * reading it first.  Returns the rollouts a decision of this round moved.
+ */
+static List *
+rollouts_round(MlplatPass *pass, List *moved)
 {
 	MemoryContext pass_cxt = CurrentMemoryContext;
 	MlJsonArena *arena = mlplat_json_arena_in(pass_cxt);
@@ -427,35 +475,41 @@ mlplat_rollouts_pass(MlplatPass *pass)
 	MlplatHttpBatch *gets;
 	MlplatHttpBatch *acts;
 	ListCell   *lc;
-	int64		now;
+	int64		now_ms;
 	struct timespec ts;
 	long		wait_ms = -1;
 	int			applies = 0,
 				decisions = 0;
+	List	   *moved_now = NIL;
 
 	if (!mlplat_cluster_ready(pass, &why))
-		return;
+		return NIL;
 	rollouts = claim();
 	if (rollouts == NIL)
 	{
 		snprintf(pass->status, sizeof(pass->status), "no active rollouts");
-		return;
+		return NIL;
 	}
 
 	gets = mlplat_http_batch_create(pass_cxt);
+	acts = mlplat_http_batch_create(pass_cxt);
 	foreach(lc, rollouts)
 	{
 		Rollout    *r = lfirst(lc);
 
-		if (r->due)
+		if (!r->due)
+			continue;
+		/* the second round is for the moved ones; the others were just looked at */
+		if (id_in(moved, r->id))
+			r->apply = mlplat_kube_apply(acts, &ISVC, r->ns, r->name, r->spec);
+		else if (moved == NIL)
 			r->get = mlplat_kube_get(gets, &ISVC, r->ns, r->name);
 	}
 	if (mlplat_http_batch_count(gets) > 0)
 		mlplat_http_batch_run(gets);
 
 	clock_gettime(CLOCK_REALTIME, &ts);
-	now = (int64) ts.tv_sec;
-	acts = mlplat_http_batch_create(pass_cxt);
+	now_ms = (int64) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 	foreach(lc, rollouts)
 	{
 		Rollout    *r = lfirst(lc);
@@ -488,15 +542,15 @@ mlplat_rollouts_pass(MlplatPass *pass)
 			r->retry_ms = PERMANENT_RETRY_MS;
 			continue;
 		}
-		if (!observe_object(r, obj, now))
+		if (!observe_object(r, obj, now_ms))
 		{
 			r->apply = mlplat_kube_apply(acts, &ISVC, r->ns, r->name, r->spec);
 			continue;
 		}
 		/* a decision is due: gather the window's request metrics with it */
-		if (r->settled && r->window_start > 0 && r->decide_at > 0 && now >= r->decide_at &&
+		if (r->settled && r->window_start_ms > 0 && r->decide_at_ms > 0 && now_ms >= r->decide_at_ms &&
 			r->want >= 0 && strcmp(r->status, "ROLLING_BACK") != 0 && r->target_kn != NULL)
-			add_queries(acts, r, now);
+			add_queries(acts, r, now_ms);
 	}
 	if (mlplat_http_batch_count(acts) > 0)
 		mlplat_http_batch_run(acts);
@@ -532,27 +586,57 @@ mlplat_rollouts_pass(MlplatPass *pass)
 	write_back(pass, rollouts, &decisions);
 
 	/*
-	 * Come back soon while KServe settles or a window is about to end; at
-	 * most a second later otherwise (an entity in backoff comes due by then).
+	 * Come back soon while KServe settles; exactly when a window ends (the
+	 * decision is due then, and every millisecond slept past it is overhead
+	 * on the rollout); at most a second later otherwise (an entity in backoff
+	 * comes due by then).
 	 */
+	clock_gettime(CLOCK_REALTIME, &ts);
+	now_ms = (int64) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 	foreach(lc, rollouts)
 	{
 		Rollout    *r = lfirst(lc);
 		long		ms = ACTIVE_POLL_MS;
 
 		if (r->moved)
-			ms = 1;				/* the next pass applies the new split */
-		else if (r->applied || (r->obs && !r->settled) || r->window_start == 0 || r->metrics)
+			ms = 1;				/* applied by the second round, or else the next pass */
+		else if (r->applied || (r->obs && !r->settled) || r->window_start_ms == 0 || r->metrics)
 			ms = SETTLE_POLL_MS;
-		else if (r->decide_at > 0)
-			ms = Max(SETTLE_POLL_MS, Min(ACTIVE_POLL_MS, (long) ((r->decide_at * 1000) -
-																	((int64) ts.tv_sec * 1000 + ts.tv_nsec / 1000000))));
+		else if (r->decide_at_ms > 0)
+			ms = (long) Max(1, Min(ACTIVE_POLL_MS, r->decide_at_ms - now_ms + 1));
 		if (wait_ms < 0 || ms < wait_ms)
 			wait_ms = ms;
 	}
 	pass->next_pass_ms = wait_ms;
 	snprintf(pass->status, sizeof(pass->status), "%d active rollouts, %d applied, %d decisions",
 			 list_length(rollouts), applies, decisions);
+	foreach(lc, rollouts)
+	{
+		Rollout    *r = lfirst(lc);
+
+		if (r->moved)
+		{
+			int64	   *id = palloc(sizeof(int64));
+
+			*id = r->id;
+			moved_now = lappend(moved_now, id);
+		}
+	}
+	return moved_now;
+}
+
+void
+mlplat_rollouts_pass(MlplatPass *pass)
+{
+	List	   *moved = rollouts_round(pass, NIL);
+
+	/*
+	 * A decision that moved the split is applied at once, in a second round
+	 * of the same pass: the readiness of the new split (and with it the next
+	 * window) waits for nothing else.
+	 */
+	if (moved != NIL)
+		(void) rollouts_round(pass, moved);
 }
 
 /* ---------------------------------------------------------------- SQL test hook */

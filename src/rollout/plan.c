@@ -87,6 +87,8 @@ static const struct
 	"Write a non-negative value."},
 	{"not_integer", "Counts, epoch seconds and durations are whole numbers.",
 	"Write an integer (a value such as 5.0 is accepted; 5.5 is not)."},
+	{"sub_millisecond", "Evidence times and durations are seconds with at most millisecond precision, so every comparison between them is exact.",
+	"Round the time to whole milliseconds (at most 3 decimals)."},
 	{"out_of_range", "The value is outside the range the field allows.",
 	"See docs/rollouts.md for each field's range."},
 	{"bad_format", "The string does not have the required form.",
@@ -300,10 +302,60 @@ read_count(Reader *r, const MlJsonValue *obj, const char *parent, const char *ke
 	return read_count_value(r, ml_json_object_get(obj, key), parent, key, min, out);
 }
 
-/* A count or null. */
+/* A time as the evidence writes it: seconds, the fraction in whole milliseconds. */
+static NumText
+secs(int64_t ms)
+{
+	NumText		t;
+	int			n = snprintf(t.s, sizeof(t.s), "%lld.%03d", (long long) (ms / 1000), (int) (ms % 1000));
+
+	while (t.s[n - 1] == '0')
+		t.s[--n] = '\0';
+	if (t.s[n - 1] == '.')
+		t.s[n - 1] = '\0';
+	return t;
+}
+
+/*
+ * An evidence time (epoch seconds) or duration (seconds): a non-negative
+ * number with at most millisecond precision, held as integer milliseconds so
+ * every comparison stays exact.  Sub-second times let a window start when the
+ * new split is observed instead of at the next whole second.  "Whole
+ * milliseconds" is judged within a few units in the last place of the double
+ * the JSON number parsed to, which is all the precision the number has.
+ */
 static bool
-read_count_or_null(Reader *r, const MlJsonValue *obj, const char *parent, const char *key,
-				   bool *present, int64_t *out)
+read_ms_value(Reader *r, const MlJsonValue *v, const char *parent, const char *key, int64_t *out)
+{
+	double		d,
+				ms;
+
+	if (!read_number(r, v, parent, key, "a number of seconds", &d))
+		return false;
+	if (d < 0)
+		return set_error(r->err, "negative", parent, key,
+						 "must not be negative (got %s)", num(d).s);
+	if (d > MAX_COUNT / 1000.0)
+		return set_error(r->err, "out_of_range", parent, key,
+						 "must be at most (2^53-1)/1000 seconds (got %s)", num(d).s);
+	ms = d * 1000.0;
+	if (fabs(ms - nearbyint(ms)) > 4.0 * (nextafter(ms, INFINITY) - ms) + 1e-9)
+		return set_error(r->err, "sub_millisecond", parent, key,
+						 "must be seconds in whole milliseconds, at most 3 decimals (got %s)", num(d).s);
+	*out = (int64_t) llround(ms);
+	return true;
+}
+
+static bool
+read_ms(Reader *r, const MlJsonValue *obj, const char *parent, const char *key, int64_t *out)
+{
+	return read_ms_value(r, ml_json_object_get(obj, key), parent, key, out);
+}
+
+/* An evidence time or null. */
+static bool
+read_ms_or_null(Reader *r, const MlJsonValue *obj, const char *parent, const char *key,
+				bool *present, int64_t *out)
 {
 	const MlJsonValue *v = ml_json_object_get(obj, key);
 
@@ -311,7 +363,7 @@ read_count_or_null(Reader *r, const MlJsonValue *obj, const char *parent, const 
 	*out = 0;
 	if (!*present)
 		return true;
-	return read_count_value(r, v, parent, key, 0, out);
+	return read_ms_value(r, v, parent, key, out);
 }
 
 /*
@@ -556,7 +608,7 @@ static const char *const revision_keys[] = {
 };
 
 static bool
-read_revision(Reader *r, const MlJsonValue *obj, const char *path, int64_t observed_at,
+read_revision(Reader *r, const MlJsonValue *obj, const char *path, int64_t observed_at_ms,
 			  MlRolloutRevision *rev)
 {
 	const MlJsonValue *p95;
@@ -567,8 +619,8 @@ read_revision(Reader *r, const MlJsonValue *obj, const char *path, int64_t obser
 		!read_count(r, obj, path, "ready_replicas", 0, &rev->ready_replicas) ||
 		!read_count(r, obj, path, "load_attempts", 0, &rev->load_attempts) ||
 		!read_count(r, obj, path, "load_successes", 0, &rev->load_successes) ||
-		!read_count_or_null(r, obj, path, "health_observed_at", &rev->has_health,
-							&rev->health_observed_at) ||
+		!read_ms_or_null(r, obj, path, "health_observed_at", &rev->has_health,
+						 &rev->health_observed_at_ms) ||
 		!read_count(r, obj, path, "requests", 0, &rev->requests) ||
 		!read_count(r, obj, path, "errors", 0, &rev->errors))
 		return false;
@@ -592,10 +644,10 @@ read_revision(Reader *r, const MlJsonValue *obj, const char *path, int64_t obser
 		return set_error(r->err, "inconsistent", path, "errors",
 						 "must not exceed requests (%lld > %lld)",
 						 (long long) rev->errors, (long long) rev->requests);
-	if (rev->has_health && rev->health_observed_at > observed_at)
+	if (rev->has_health && rev->health_observed_at_ms > observed_at_ms)
 		return set_error(r->err, "inconsistent", path, "health_observed_at",
-						 "must not be later than the evidence's observed_at (%lld > %lld)",
-						 (long long) rev->health_observed_at, (long long) observed_at);
+						 "must not be later than the evidence's observed_at (%s > %s)",
+						 secs(rev->health_observed_at_ms).s, secs(observed_at_ms).s);
 	return true;
 }
 
@@ -609,24 +661,24 @@ ml_rollout_read_evidence(MlJsonArena *arena, const MlJsonValue *v,
 	if (!check_keys(&r, v, "evidence", evidence_keys) ||
 		!read_content_id(&r, v, "evidence", "contract_content_id", out->contract_content_id) ||
 		!read_scope(&r, ml_json_object_get(v, "scope"), "evidence.scope", &out->scope) ||
-		!read_count(&r, v, "evidence", "observed_at", 0, &out->observed_at) ||
+		!read_ms(&r, v, "evidence", "observed_at", &out->observed_at_ms) ||
 		!read_ranged(&r, v, "evidence", "current_fraction", 0, false, 1,
 					 "a fraction in [0, 1]", &out->current_fraction) ||
-		!read_count(&r, v, "evidence", "window_start", 0, &out->window_start) ||
-		!read_count(&r, v, "evidence", "window_seconds", 0, &out->window_seconds) ||
+		!read_ms(&r, v, "evidence", "window_start", &out->window_start_ms) ||
+		!read_ms(&r, v, "evidence", "window_seconds", &out->window_ms) ||
 		!read_revision(&r, ml_json_object_get(v, "target"), "evidence.target",
-					   out->observed_at, &out->target) ||
+					   out->observed_at_ms, &out->target) ||
 		!read_revision(&r, ml_json_object_get(v, "previous"), "evidence.previous",
-					   out->observed_at, &out->previous) ||
+					   out->observed_at_ms, &out->previous) ||
 		!read_count(&r, v, "evidence", "desired_capacity", 0, &out->desired_capacity) ||
 		!read_content_id(&r, v, "evidence", "content_id", out->content_id))
 		return status_of(&r);
 
-	if (out->window_start + out->window_seconds > out->observed_at)
+	if (out->window_start_ms + out->window_ms > out->observed_at_ms)
 		return set_error(err, "inconsistent", "evidence", "window_seconds",
-						 "must end by observed_at (window_start %lld + window_seconds %lld > observed_at %lld)",
-						 (long long) out->window_start, (long long) out->window_seconds,
-						 (long long) out->observed_at), ML_ROLLOUT_INVALID;
+						 "must end by observed_at (window_start %s + window_seconds %s > observed_at %s)",
+						 secs(out->window_start_ms).s, secs(out->window_ms).s,
+						 secs(out->observed_at_ms).s), ML_ROLLOUT_INVALID;
 	if (out->desired_capacity != out->target.desired_replicas + out->previous.desired_replicas)
 		return set_error(err, "inconsistent", "evidence", "desired_capacity",
 						 "must equal target.desired_replicas + previous.desired_replicas (%lld != %lld + %lld)",
@@ -715,7 +767,7 @@ regressions(const MlRolloutPolicy *p, const MlRolloutEvidence *e)
 	double		rate_t;
 
 	/* only a complete window with enough samples demonstrates anything */
-	if (e->window_seconds < p->window_seconds || t->requests < p->min_samples)
+	if (e->window_ms < p->window_seconds * 1000 || t->requests < p->min_samples)
 		return 0;
 	rate_t = (double) t->errors / (double) t->requests;
 	if (rate_t > p->max_error_rate)
@@ -750,7 +802,7 @@ holds(const MlRolloutPolicy *p, const MlRolloutEvidence *e)
 		found |= BIT(ML_REASON_TARGET_LOAD_INCOMPLETE);
 	if (!t->has_health)
 		found |= BIT(ML_REASON_TARGET_HEALTH_MISSING);
-	else if (e->observed_at - t->health_observed_at > p->health_max_age_seconds)
+	else if (e->observed_at_ms - t->health_observed_at_ms > p->health_max_age_seconds * 1000)
 		found |= BIT(ML_REASON_TARGET_HEALTH_STALE);
 	/* the rollback route must be warm before more traffic moves */
 	if (prev->desired_replicas == 0 || prev->ready_replicas < prev->desired_replicas)
@@ -758,7 +810,7 @@ holds(const MlRolloutPolicy *p, const MlRolloutEvidence *e)
 	/* request evidence: only once the target carries traffic */
 	if (e->current_fraction > 0)
 	{
-		if (e->window_seconds < p->window_seconds)
+		if (e->window_ms < p->window_seconds * 1000)
 			found |= BIT(ML_REASON_WINDOW_INCOMPLETE);
 		if (t->requests < p->min_samples)
 			found |= BIT(ML_REASON_INSUFFICIENT_SAMPLES);
