@@ -588,7 +588,23 @@ write_canonical(MlJsonBuf *b, const MlJsonValue *v, const char *exclude_key,
 		case ML_JSON_NUMBER:
 			{
 				char		num[32];
-				size_t		n = ml_json_format_number(v->u.number.value, num);
+				size_t		n;
+				const char *t = v->u.number.text;
+				size_t		tl = v->u.number.text_len;
+
+				/*
+				 * An integer written with at most 15 digits is exact in a
+				 * double, and the canonical form of an integer below 10^21
+				 * is its digits: the JSON text already is that (the grammar
+				 * forbids leading zeros), except "-0", which is "0".
+				 */
+				if (v->u.number.is_integer && t != NULL && tl > 0 &&
+					tl - (t[0] == '-') <= 15 && !(t[0] == '-' && t[1] == '0'))
+				{
+					ml_buf_append(b, t, tl);
+					break;
+				}
+				n = ml_json_format_number(v->u.number.value, num);
 
 				if (n == 0)
 				{

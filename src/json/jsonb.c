@@ -62,6 +62,128 @@ copy_string(Walk *w, const char *s, uint32 len)
 }
 
 /*
+ * numeric_out's text of a stored numeric, written here for the common case:
+ * numeric_out allocates a working copy, a digit buffer and the string for
+ * every number, which was a fifth of building an evidence tree.
+ *
+ * The layout read is numeric's on-disk short format (utils/adt/numeric.c: a
+ * 4-byte varlena header, a uint16 header word holding sign, display scale
+ * and weight, then base-10000 digits), which pg_upgrade compatibility fixes.
+ * The text is get_str_from_var()'s: a '-' for negatives, the integer part's
+ * digit groups (the first without leading zeros, "0" when the weight is
+ * negative), then, when the display scale is positive, '.' and exactly
+ * dscale fraction digits (groups beyond the stored digits are zeros).
+ * Returns the length, or 0 for anything else (NaN, infinities, the long
+ * format, a short varlena header, text of NUMERIC_TEXT_MAX bytes or more):
+ * the caller then asks numeric_out.  Assert-enabled builds compare every
+ * result with it.
+ */
+#define NUMERIC_TEXT_MAX 64
+
+static int
+numeric_text(Numeric num, char *out)
+{
+	const char *p = (const char *) num;
+	uint16		header;
+	bool		negative;
+	int			dscale;
+	int			weight;
+	const int16 *digits;
+	int			ndigits;
+	char	   *cp = out;
+	int			d;
+
+	if (VARATT_IS_SHORT(p) || VARATT_IS_EXTENDED(p))
+		return 0;
+	memcpy(&header, p + VARHDRSZ, sizeof(header));
+
+	/*
+	 * Only the short format: the others are NaN, the infinities and the long
+	 * format, which only numbers with more than 63 fraction digits or a
+	 * weight beyond 63 groups use (far longer than NUMERIC_TEXT_MAX).
+	 */
+	if ((header & 0xC000) != 0x8000)
+		return 0;
+	negative = (header & 0x2000) != 0;
+	dscale = (header & 0x1F80) >> 7;
+	weight = (header & 0x0040) ? (int) (~0x003F | (header & 0x003F))
+		: (int) (header & 0x003F);
+	digits = (const int16 *) (p + VARHDRSZ + sizeof(uint16));
+	ndigits = (VARSIZE(p) - VARHDRSZ - sizeof(uint16)) / sizeof(int16);
+
+	/* sign, integer groups, '.', fraction groups rounded up to 4 digits */
+	if (1 + (weight >= 0 ? 4 * (weight + 1) : 1) + 1 + dscale + 4 >= NUMERIC_TEXT_MAX)
+		return 0;
+
+	if (negative)
+		*cp++ = '-';
+	if (weight < 0)
+	{
+		d = weight + 1;
+		*cp++ = '0';
+	}
+	else
+	{
+		for (d = 0; d <= weight; d++)
+		{
+			int			dig = d < ndigits ? digits[d] : 0;
+
+			if (d == 0)
+			{
+				/* the first group without leading zeros */
+				char		tmp[4];
+				int			k = 0;
+
+				do
+				{
+					tmp[k++] = (char) ('0' + dig % 10);
+					dig /= 10;
+				} while (dig > 0);
+				while (k > 0)
+					*cp++ = tmp[--k];
+			}
+			else
+			{
+				cp[0] = (char) ('0' + dig / 1000);
+				cp[1] = (char) ('0' + dig / 100 % 10);
+				cp[2] = (char) ('0' + dig / 10 % 10);
+				cp[3] = (char) ('0' + dig % 10);
+				cp += 4;
+			}
+		}
+	}
+	if (dscale > 0)
+	{
+		char	   *end;
+
+		*cp++ = '.';
+		end = cp + dscale;
+		for (int i = 0; i < dscale; d++, i += 4)
+		{
+			int			dig = (d >= 0 && d < ndigits) ? digits[d] : 0;
+
+			cp[0] = (char) ('0' + dig / 1000);
+			cp[1] = (char) ('0' + dig / 100 % 10);
+			cp[2] = (char) ('0' + dig / 10 % 10);
+			cp[3] = (char) ('0' + dig % 10);
+			cp += 4;
+		}
+		cp = end;
+	}
+	*cp = '\0';
+#ifdef USE_ASSERT_CHECKING
+	{
+		char	   *text = DatumGetCString(DirectFunctionCall1(numeric_out,
+															   NumericGetDatum(num)));
+
+		Assert(strcmp(text, out) == 0);
+		pfree(text);
+	}
+#endif
+	return (int) (cp - out);
+}
+
+/*
  * Child `index` of jc, whose data is base[off .. off + len).  The layout is
  * jsonb's (utils/jsonb.h), read as fillJsonbValue() reads it; walking the
  * containers directly instead of through JsonbIteratorNext saves an
@@ -95,11 +217,20 @@ child(Walk *w, const JsonbContainer *jc, int index, const char *base, uint32 off
 	if (JBE_ISNUMERIC(e))
 	{
 		Numeric		num = (Numeric) (base + INTALIGN(off));
-		char	   *text = DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(num)));
+		char		small[NUMERIC_TEXT_MAX];
+		int			n = numeric_text(num, small);
 		MlJsonError err;
 
-		v = ml_json_new_number(w->arena, text, strlen(text), &err);
-		pfree(text);
+		if (n > 0)
+			v = ml_json_new_number(w->arena, small, n, &err);
+		else
+		{
+			char	   *text = DatumGetCString(DirectFunctionCall1(numeric_out,
+																   NumericGetDatum(num)));
+
+			v = ml_json_new_number(w->arena, text, strlen(text), &err);
+			pfree(text);
+		}
 		if (v == NULL)
 			w->give_up = true;	/* NaN, Infinity, out of double range */
 		return v;

@@ -62,6 +62,10 @@ typedef struct PlanState
 {
 	ContractCache *contract;
 	MemoryContext call_cxt;
+	/* fractions of recent plans as numerics (a batch repeats a few steps) */
+	int			nfractions;
+	uint64		fraction_bits[8];
+	Numeric		fraction_numeric[8];
 } PlanState;
 
 static MlJsonArena *
@@ -179,20 +183,44 @@ set_string(JsonbValue *v, const char *s)
 }
 
 static void
-set_number(JsonbValue *v, double d)
+set_number(PlanState *state, MemoryContext keep, JsonbValue *v, double d)
 {
 	char		text[32];
+	uint64		bits;
+	Numeric		n;
 
+	/*
+	 * The numeric depends only on the double (its bits, so -0 and 0 stay
+	 * apart): reuse one made for an earlier plan of this query.
+	 */
+	memcpy(&bits, &d, sizeof(bits));
+	v->type = jbvNumeric;
+	for (int i = 0; i < state->nfractions; i++)
+	{
+		if (state->fraction_bits[i] == bits)
+		{
+			v->val.numeric = state->fraction_numeric[i];
+			return;
+		}
+	}
 	if (ml_json_format_number(d, text) == 0)
 		elog(ERROR, "non-finite fraction in a rollout plan");	/* checked on input */
-	v->type = jbvNumeric;
-	v->val.numeric = DatumGetNumeric(DirectFunctionCall3(numeric_in, CStringGetDatum(text),
-														 ObjectIdGetDatum(InvalidOid),
-														 Int32GetDatum(-1)));
+	n = DatumGetNumeric(DirectFunctionCall3(numeric_in, CStringGetDatum(text),
+											ObjectIdGetDatum(InvalidOid),
+											Int32GetDatum(-1)));
+	if (state->nfractions < lengthof(state->fraction_bits))
+	{
+		Numeric		copy = MemoryContextAlloc(keep, VARSIZE(n));
+
+		memcpy(copy, n, VARSIZE(n));
+		state->fraction_bits[state->nfractions] = bits;
+		state->fraction_numeric[state->nfractions++] = copy;
+	}
+	v->val.numeric = n;
 }
 
 static Jsonb *
-plan_jsonb(const MlRolloutPlan *plan)
+plan_jsonb(PlanState *state, MemoryContext keep, const MlRolloutPlan *plan)
 {
 	static const char *const keys[7] = {
 		"reasons", "decision", "next_fraction", "decision_digest", "current_fraction",
@@ -216,9 +244,9 @@ plan_jsonb(const MlRolloutPlan *plan)
 	pairs[0].value.val.array.elems = reasons;
 	pairs[0].value.val.array.rawScalar = false;
 	set_string(&pairs[1].value, ml_rollout_decision_name(plan->decision));
-	set_number(&pairs[2].value, plan->next_fraction);
+	set_number(state, keep, &pairs[2].value, plan->next_fraction);
 	set_string(&pairs[3].value, plan->decision_digest);
-	set_number(&pairs[4].value, plan->current_fraction);
+	set_number(state, keep, &pairs[4].value, plan->current_fraction);
 	set_string(&pairs[5].value, plan->contract_content_id);
 	set_string(&pairs[6].value, plan->evidence_content_id);
 	obj.type = jbvObject;
@@ -264,7 +292,7 @@ mlplat_plan_rollout(PG_FUNCTION_ARGS)
 		report(st, &err);
 
 	old = MemoryContextSwitchTo(state->call_cxt);
-	result = plan_jsonb(&plan);
+	result = plan_jsonb(state, fcinfo->flinfo->fn_mcxt, &plan);
 #ifdef USE_ASSERT_CHECKING
 	{
 		Jsonb	   *text_route = DatumGetJsonbP(DirectFunctionCall1(jsonb_in,
