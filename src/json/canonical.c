@@ -692,6 +692,13 @@ canonical_ex(MlJsonArena *arena, const MlJsonValue *v, const char *exclude_key,
 	MlJsonBuf	b;
 
 	ml_buf_init(&b, arena);
+
+	/*
+	 * Start with room for a typical record (a rollout contract or evidence
+	 * record is about a kilobyte): growing from the default 256 bytes copied
+	 * the text three times.
+	 */
+	buf_reserve(&b, 2047);
 	if (!write_canonical(&b, v, exclude_key, err))
 		return NULL;
 	if (b.oom)
