@@ -5,6 +5,9 @@
 SELECT mlplat.canonical_json('[333333333.33333329, 1E30, 4.50, 2e-3, 0.000000000000000000000000001]');
 -- integers stay integers, 1.0 becomes 1, -0 becomes 0, 1e21 switches to exponent form
 SELECT mlplat.canonical_json('[1.0, -0, -0.0, 1e20, 1e21, 0.1, 1e-6, 1e-7, 100, 12.50e1, 9007199254740993]');
+-- numbers read from jsonb's storage (integer and fraction digit groups, display scale,
+-- 15 and 16 digits): the same text as ECMAScript's JSON.stringify
+SELECT mlplat.canonical_json('[0.0001, 12.3400, 10000.5, 123456789.0001, -0.000012, 0.00000000001, 99999999999999.9999, 999999999999999, -999999999999999, 1000000000000000, 1234567890123456, 10000, 100000000, -10000.00, 0.5000, 5e-5, 123.456e3, -1234567.891, 1e15, 1e16, 0.1234567890123456789]');
 -- RFC 8785 §3.2.2.2 strings: only " \ and control characters are escaped, lower-case hex
 SELECT mlplat.canonical_json(E'{"string": "\\u20ac$\\u000F\\u000aA''\\u0042\\u0022\\u005c\\\\\\"\\/", "literals": [null, true, false]}');
 -- RFC 8785 §3.2.3 key order: UTF-16 code units, so the emoji (D83D) sorts before U+FB33
