@@ -863,7 +863,8 @@ parse_object(Parser *p, size_t depth)
 			return NULL;
 		}
 
-	v = make_object(p, p->mstack + base, p->mlen - base, start);
+	/* an empty object may come before any member stack exists (NULL + 0 is UB) */
+	v = make_object(p, p->mlen > base ? p->mstack + base : NULL, p->mlen - base, start);
 	p->mlen = base;
 	return v;
 }
