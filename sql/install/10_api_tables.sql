@@ -207,7 +207,7 @@ CREATE TABLE mlplat.rollouts (
   observed_generation bigint NOT NULL DEFAULT 0,
   status              text NOT NULL DEFAULT 'PROGRESSING'
                       CHECK (status IN ('PROGRESSING', 'HOLDING', 'AT_CEILING', 'PROMOTED',
-                                        'ROLLING_BACK', 'ROLLED_BACK', 'ABORTED')),
+                                        'ROLLING_BACK', 'ROLLED_BACK', 'ABORTED', 'FAILED')),
   status_reason       text,
   row_version         bigint NOT NULL DEFAULT 1,
   next_attempt_at     timestamptz NOT NULL DEFAULT pg_catalog.now(),

@@ -176,7 +176,7 @@ CREATE VIEW mlplat._entities AS
     SELECT 'rollouts', d.name, o.id, p.name, o.generation, o.observed_generation, o.attempts,
            o.last_error, o.status, o.updated_at
       FROM mlplat.rollouts o JOIN mlplat.deployments d ON d.id = o.deployment_id JOIN mlplat.projects p ON p.id = d.project_id
-     WHERE o.status NOT IN ('PROMOTED', 'ROLLED_BACK', 'ABORTED');
+     WHERE o.status NOT IN ('PROMOTED', 'ROLLED_BACK', 'ABORTED', 'FAILED');
 REVOKE ALL ON mlplat._entities FROM PUBLIC;
 
 -- Per kind and replica: leader or standby, epoch, last pass, the kind's pending

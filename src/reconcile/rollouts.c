@@ -48,6 +48,7 @@
 #include "mlplat/prometheus.h"
 #include "mlplat/reconcile.h"
 #include "mlplat/reconcile_util.h"
+#include "mlplat/rollout_artifacts.h"
 
 static const MlplatKubeResource ISVC = {"serving.kserve.io", "v1beta1", "inferenceservices", true};
 
@@ -481,6 +482,7 @@ rollouts_round(MlplatPass *pass, List *moved)
 	int			applies = 0,
 				decisions = 0;
 	List	   *moved_now = NIL;
+	List	   *gate = NIL;
 
 	if (!mlplat_cluster_ready(pass, &why))
 		return NIL;
@@ -503,10 +505,19 @@ rollouts_round(MlplatPass *pass, List *moved)
 		if (id_in(moved, r->id))
 			r->apply = mlplat_kube_apply(acts, &ISVC, r->ns, r->name, r->spec);
 		else if (moved == NIL)
+		{
 			r->get = mlplat_kube_get(gets, &ISVC, r->ns, r->name);
+			gate = mlplat_rollout_artifacts_add(gate, r->id, r->row_version, r->attempts, r->project);
+		}
 	}
+	/*
+	 * The target's artifact is verified before its first apply: HEADs join the
+	 * GETs.  A moved rollout needs no check: a decision was made on its target.
+	 */
+	mlplat_rollout_artifacts_begin(gate, gets);
 	if (mlplat_http_batch_count(gets) > 0)
 		mlplat_http_batch_run(gets);
+	mlplat_rollout_artifacts_finish(pass, gate);
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	now_ms = (int64) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
@@ -519,6 +530,12 @@ rollouts_round(MlplatPass *pass, List *moved)
 
 		if (r->get == NULL)
 			continue;
+		if (mlplat_rollout_artifacts_held(gate, r->id))
+		{
+			/* not verified (yet): nothing is applied, and the gate wrote the row back */
+			r->get = NULL;
+			continue;
+		}
 		mlplat_kube_parse_response(r->get, &kr);
 		if (kr.outcome == MLPLAT_KUBE_NOT_FOUND)
 		{

@@ -1,0 +1,33 @@
+/*
+ * rollout_artifacts.h — the rollouts pass's artifact gate
+ * (src/reconcile/rollout_artifacts.c): before a rollout first applies its
+ * target revision, the target's artifact is checked with the same module as
+ * a deployment's first apply (artifact.h), its HEAD joining the pass's batch
+ * of GETs.  A rollout whose artifact is not verified is held: the pass
+ * applies nothing for it and does not write it back (the gate did).
+ *
+ *     g = mlplat_rollout_artifacts_add(g, id, row_version, attempts, project);  -- per due rollout
+ *     mlplat_rollout_artifacts_begin(g, gets);    -- which are unverified; HEADs join gets
+ *     mlplat_http_batch_run(gets);
+ *     mlplat_rollout_artifacts_finish(pass, g);   -- verdicts written, ledger rows
+ *     if (mlplat_rollout_artifacts_held(g, id)) skip it this pass
+ */
+#ifndef MLPLAT_ROLLOUT_ARTIFACTS_H
+#define MLPLAT_ROLLOUT_ARTIFACTS_H
+
+#include "postgres.h"
+
+#include "nodes/pg_list.h"
+
+#include "mlplat/http.h"
+#include "mlplat/reconcile.h"
+
+extern List *mlplat_rollout_artifacts_add(List *gate, int64 rollout_id, int64 row_version, int attempts,
+										  const char *project);
+/* A short transaction (none may be open); the checks' HEADs are added to batch. */
+extern void mlplat_rollout_artifacts_begin(List *gate, MlplatHttpBatch *batch);
+/* After batch ran: decide, and write every verdict in a short transaction. */
+extern void mlplat_rollout_artifacts_finish(MlplatPass *pass, List *gate);
+extern bool mlplat_rollout_artifacts_held(List *gate, int64 rollout_id);
+
+#endif							/* MLPLAT_ROLLOUT_ARTIFACTS_H */
