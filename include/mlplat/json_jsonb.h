@@ -24,4 +24,11 @@
  */
 extern MlJsonValue *ml_json_from_jsonb(MlJsonArena *arena, Jsonb *jb);
 
+/*
+ * A JSON arena whose blocks are allocated in cxt: it goes away with the
+ * context (a call's, a pass's), and ml_json_arena_free may free it earlier.
+ * Out of memory is an ERROR, never a NULL arena.
+ */
+extern MlJsonArena *mlplat_json_arena_in(MemoryContext cxt);
+
 #endif							/* MLPLAT_JSON_JSONB_H */

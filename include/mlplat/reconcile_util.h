@@ -9,6 +9,7 @@
 #include "nodes/pg_list.h"
 
 #include "mlplat/json.h"
+#include "mlplat/json_jsonb.h"	/* mlplat_json_arena_in */
 #include "mlplat/kube.h"
 #include "mlplat/reconcile.h"
 
@@ -18,9 +19,6 @@
  * without logging: an unconfigured cluster is a state, not an error.
  */
 extern bool mlplat_cluster_ready(MlplatPass *pass, const char **why);
-
-/* A JSON arena allocating in cxt, so it goes away with the pass context. */
-extern MlJsonArena *mlplat_json_arena_in(MemoryContext cxt);
 
 /*
  * Run a one-row, one-boolean-column statement with SPI (transaction open).

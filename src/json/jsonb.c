@@ -22,6 +22,31 @@
 #include "mlplat/json.h"
 #include "mlplat/json_jsonb.h"
 
+static void *
+arena_alloc_in(void *ctx, size_t size)
+{
+	return MemoryContextAllocExtended((MemoryContext) ctx, size,
+									  MCXT_ALLOC_HUGE | MCXT_ALLOC_NO_OOM);
+}
+
+static void
+arena_free_in(void *ctx, void *ptr)
+{
+	pfree(ptr);
+}
+
+MlJsonArena *
+mlplat_json_arena_in(MemoryContext cxt)
+{
+	MlJsonArena *arena = ml_json_arena_new_with(arena_alloc_in, arena_free_in, cxt);
+
+	if (arena == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of memory")));
+	return arena;
+}
+
 typedef struct Walk
 {
 	MlJsonArena *arena;

@@ -31,19 +31,6 @@ PG_FUNCTION_INFO_V1(mlplat_spec_diff);
 PG_FUNCTION_INFO_V1(mlplat_is_dns_label);
 PG_FUNCTION_INFO_V1(mlplat_is_traceparent);
 
-static void *
-mcxt_alloc(void *ctx, size_t size)
-{
-	return MemoryContextAllocExtended((MemoryContext) ctx, size,
-									  MCXT_ALLOC_HUGE | MCXT_ALLOC_NO_OOM);
-}
-
-static void
-mcxt_free(void *ctx, void *ptr)
-{
-	pfree(ptr);
-}
-
 typedef struct JsonCall
 {
 	MemoryContext cxt;
@@ -55,11 +42,7 @@ json_call_begin(JsonCall *c)
 {
 	c->cxt = AllocSetContextCreate(CurrentMemoryContext, "mlplat json",
 								   ALLOCSET_DEFAULT_SIZES);
-	c->arena = ml_json_arena_new_with(mcxt_alloc, mcxt_free, c->cxt);
-	if (c->arena == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OUT_OF_MEMORY),
-				 errmsg("out of memory")));
+	c->arena = mlplat_json_arena_in(c->cxt);
 }
 
 static void

@@ -29,24 +29,6 @@ mlplat_cluster_ready(MlplatPass *pass, const char **why)
 	return false;
 }
 
-static void *
-arena_palloc(void *ctx, size_t size)
-{
-	return MemoryContextAllocExtended((MemoryContext) ctx, size, MCXT_ALLOC_HUGE | MCXT_ALLOC_NO_OOM);
-}
-
-static void
-arena_pfree(void *ctx, void *ptr)
-{
-	/* freed with the context */
-}
-
-MlJsonArena *
-mlplat_json_arena_in(MemoryContext cxt)
-{
-	return ml_json_arena_new_with(arena_palloc, arena_pfree, cxt);
-}
-
 /*
  * Plans of the statements mlplat_sql_bool runs, kept for the life of the
  * process: a write-back runs the same few statements once per entity, and

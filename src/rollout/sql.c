@@ -32,19 +32,6 @@
 
 PG_FUNCTION_INFO_V1(mlplat_plan_rollout);
 
-static void *
-mcxt_alloc(void *ctx, size_t size)
-{
-	return MemoryContextAllocExtended((MemoryContext) ctx, size,
-									  MCXT_ALLOC_HUGE | MCXT_ALLOC_NO_OOM);
-}
-
-static void
-mcxt_free(void *ctx, void *ptr)
-{
-	pfree(ptr);
-}
-
 /* The contract of the previous call, in a context under fn_mcxt. */
 typedef struct ContractCache
 {
@@ -67,18 +54,6 @@ typedef struct PlanState
 	uint64		fraction_bits[8];
 	Numeric		fraction_numeric[8];
 } PlanState;
-
-static MlJsonArena *
-arena_in(MemoryContext cxt)
-{
-	MlJsonArena *arena = ml_json_arena_new_with(mcxt_alloc, mcxt_free, cxt);
-
-	if (arena == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OUT_OF_MEMORY),
-				 errmsg("out of memory")));
-	return arena;
-}
 
 static MlJsonValue *
 parse_arg(MemoryContext cxt, MlJsonArena *arena, Jsonb *jb, const char *what)
@@ -142,7 +117,7 @@ cached_contract(FunctionCallInfo fcinfo, PlanState *state, Jsonb *jb)
 								ALLOCSET_SMALL_SIZES);
 	PG_TRY();
 	{
-		arena = arena_in(cxt);
+		arena = mlplat_json_arena_in(cxt);
 		tree = parse_arg(cxt, arena, jb, "contract");
 		st = ml_rollout_read_contract(arena, tree, &contract, &err);
 		if (st != ML_ROLLOUT_OK)
@@ -283,7 +258,7 @@ mlplat_plan_rollout(PG_FUNCTION_ARGS)
 
 	/* what the previous call left (also after an error it raised) goes now */
 	MemoryContextReset(state->call_cxt);
-	arena = arena_in(state->call_cxt);
+	arena = mlplat_json_arena_in(state->call_cxt);
 	tree = parse_arg(state->call_cxt, arena, evidence_jb, "evidence");
 	st = ml_rollout_read_evidence(arena, tree, &evidence, &err);
 	if (st == ML_ROLLOUT_OK)
