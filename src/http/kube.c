@@ -4,11 +4,8 @@
  */
 #include "postgres.h"
 
-#include <sys/stat.h>
 #include <sys/time.h>
 #include <time.h>
-#include <fcntl.h>
-#include <unistd.h>
 
 #include "common/jsonapi.h"
 #include "fmgr.h"
@@ -21,6 +18,7 @@
 
 #include "mlplat/guc.h"
 #include "mlplat/kube.h"
+#include "mlplat/secret_file.h"
 #include "kube_internal.h"
 
 #define TOKEN_MAX 65536
@@ -33,8 +31,7 @@ typedef struct KubeConfig
 	char	   *url;			/* TopMemoryContext */
 	char	   *ca_file;
 	char	   *token_file;
-	char	   *token;			/* NULL: no Authorization header */
-	struct stat token_st;		/* of the file the token was read from */
+	MlplatSecretFile token;		/* content NULL: no Authorization header */
 	char		why[256];
 } KubeConfig;
 
@@ -50,18 +47,6 @@ static char *
 top_strdup(const char *s)
 {
 	return (s && s[0]) ? MemoryContextStrdup(TopMemoryContext, s) : NULL;
-}
-
-static void
-forget_token(void)
-{
-	if (kcfg.token)
-	{
-		explicit_bzero(kcfg.token, strlen(kcfg.token));
-		pfree(kcfg.token);
-		kcfg.token = NULL;
-	}
-	memset(&kcfg.token_st, 0, sizeof(kcfg.token_st));
 }
 
 static void
@@ -89,64 +74,19 @@ config_fail(MlplatKubeConfigState st, const char *fmt,...)
 	return st;
 }
 
-/* (Re-)read the token when the file's identity, size or mtime changed. */
+/* (Re-)read the token when the file changed; false (state set) when unusable. */
 static bool
 refresh_token(void)
 {
-	struct stat st;
-	int			fd;
-	char	   *buf;
-	ssize_t		n;
-	size_t		len;
+	char	   *why = mlplat_secret_file_refresh(&kcfg.token, kcfg.token_file,
+												 "Kubernetes token file", TOKEN_MAX,
+												 MLPLAT_SECRET_TOKEN, NULL);
 
-	if (kcfg.token_file == NULL)
-	{
-		forget_token();
+	if (why == NULL)
 		return true;
-	}
-	if (stat(kcfg.token_file, &st) != 0)
-	{
-		config_fail(MLPLAT_KUBE_CONFIG_ERROR, "cannot read Kubernetes token file \"%s\": %s",
-					kcfg.token_file, strerror(errno));
-		forget_token();
-		return false;
-	}
-	if (kcfg.token && st.st_ino == kcfg.token_st.st_ino && st.st_dev == kcfg.token_st.st_dev &&
-		st.st_size == kcfg.token_st.st_size &&
-		st.st_mtim.tv_sec == kcfg.token_st.st_mtim.tv_sec &&
-		st.st_mtim.tv_nsec == kcfg.token_st.st_mtim.tv_nsec)
-		return true;
-
-	fd = open(kcfg.token_file, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-	{
-		config_fail(MLPLAT_KUBE_CONFIG_ERROR, "cannot open Kubernetes token file \"%s\": %s",
-					kcfg.token_file, strerror(errno));
-		forget_token();
-		return false;
-	}
-	buf = MemoryContextAllocZero(TopMemoryContext, TOKEN_MAX + 1);
-	len = 0;
-	while (len < TOKEN_MAX && (n = read(fd, buf + len, TOKEN_MAX - len)) > 0)
-		len += n;
-	close(fd);
-	/* trim trailing whitespace (files usually end with a newline) */
-	while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r' ||
-					   buf[len - 1] == ' ' || buf[len - 1] == '\t'))
-		buf[--len] = '\0';
-	if (len == 0 || strpbrk(buf, "\r\n") != NULL)
-	{
-		explicit_bzero(buf, TOKEN_MAX + 1);
-		pfree(buf);
-		forget_token();
-		config_fail(MLPLAT_KUBE_CONFIG_ERROR, "Kubernetes token file \"%s\" is empty or malformed",
-					kcfg.token_file);
-		return false;
-	}
-	forget_token();
-	kcfg.token = buf;
-	kcfg.token_st = st;
-	return true;
+	config_fail(MLPLAT_KUBE_CONFIG_ERROR, "%s", why);
+	pfree(why);
+	return false;
 }
 
 MlplatKubeConfigState
@@ -183,7 +123,7 @@ mlplat_kube_config_refresh(const char **why)
 	else
 	{
 		set_str(&kcfg.url, NULL);
-		forget_token();
+		mlplat_secret_file_forget(&kcfg.token);
 		config_fail(MLPLAT_KUBE_NOT_CONFIGURED,
 					"no Kubernetes cluster configured (mlplat.kube_url is empty and KUBERNETES_SERVICE_HOST is not set)");
 		goto out;
@@ -211,7 +151,7 @@ mlplat_kube_config_override(const char *url, const char *token_file, const char 
 	set_str(&override_token_file, token_file);
 	set_str(&override_ca_file, ca_file);
 	kube_override = (url != NULL);
-	forget_token();
+	mlplat_secret_file_forget(&kcfg.token);
 }
 
 const char *
@@ -294,9 +234,9 @@ kube_request(MlplatHttpBatch *b, const char *method, const char *path, const cha
 		MemoryContextSwitchTo(old);
 	}
 	mlplat_http_request_add_header(req, "Accept", "application/json");
-	if (kcfg.token)
+	if (kcfg.token.content)
 	{
-		char	   *auth = psprintf("Bearer %s", kcfg.token);
+		char	   *auth = psprintf("Bearer %s", kcfg.token.content);
 
 		mlplat_http_request_add_header(req, "Authorization", auth);
 		explicit_bzero(auth, strlen(auth));
@@ -460,7 +400,7 @@ mlplat_kube_parse_response(const MlplatHttpRequest *req, MlplatKubeResult *out)
 		out->body = parse_json_body(req);
 	/* the classification and the message are pure code (fuzzed) */
 	ml_kube_classify(req->status, req->failed, req->error, req->method,
-					 req->resp_body, req->resp_len, out->body != NULL, kcfg.token, &r);
+					 req->resp_body, req->resp_len, out->body != NULL, kcfg.token.content, &r);
 	out->outcome = r.outcome;
 	if (r.has_reason)
 		out->reason = pstrdup(r.reason);

@@ -17,10 +17,7 @@
  */
 #include "postgres.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <openssl/evp.h>
 
@@ -34,6 +31,7 @@
 #include "mlplat/backoff.h"
 #include "mlplat/guc.h"
 #include "mlplat/s3.h"
+#include "mlplat/secret_file.h"
 
 #define EMPTY_SHA256 "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 /* how soon to look again when the configuration is missing or a store says no */
@@ -68,9 +66,8 @@ typedef struct MlplatArtifactPriv
 /* Process-local; the secret is never logged and wiped when replaced. */
 static struct
 {
-	char	   *file;
-	struct stat st;
-	bool		loaded;
+	MlplatSecretFile file;
+	bool		loaded;			/* cred holds the parsed content of file */
 	MlS3Credentials cred;
 }			s3cfg;
 
@@ -78,8 +75,8 @@ static void
 forget_credentials(void)
 {
 	explicit_bzero(&s3cfg.cred, sizeof(s3cfg.cred));
-	memset(&s3cfg.st, 0, sizeof(s3cfg.st));
 	s3cfg.loaded = false;
+	mlplat_secret_file_forget(&s3cfg.file);
 }
 
 /* (Re-)read the credentials file when it changed; NULL on success (or no file). */
@@ -87,48 +84,27 @@ static char *
 refresh_credentials(void)
 {
 	const char *file = mlplat_s3_credentials_file;
-	struct stat st;
-	char	   *buf;
-	const char *why;
-	ssize_t		n;
-	size_t		len = 0;
-	int			fd;
+	bool		changed;
+	char	   *why;
+	const char *bad;
 
-	if (file == NULL || file[0] == '\0')
+	why = mlplat_secret_file_refresh(&s3cfg.file, file, "object store credentials file",
+									 CREDENTIALS_MAX, MLPLAT_SECRET_ANY, &changed);
+	if (why || s3cfg.file.content == NULL)
 	{
 		forget_credentials();
+		return why;
+	}
+	if (!changed && s3cfg.loaded)
 		return NULL;
-	}
-	if (s3cfg.file == NULL || strcmp(s3cfg.file, file) != 0)
+	explicit_bzero(&s3cfg.cred, sizeof(s3cfg.cred));
+	bad = ml_s3_parse_credentials(s3cfg.file.content, &s3cfg.cred);
+	if (bad)
 	{
+		/* read again next time: the file may be fixed without changing size or mtime */
 		forget_credentials();
-		if (s3cfg.file)
-			pfree(s3cfg.file);
-		s3cfg.file = MemoryContextStrdup(TopMemoryContext, file);
+		return psprintf("object store credentials file \"%s\" is unusable: %s", file, bad);
 	}
-	if (stat(file, &st) != 0)
-	{
-		forget_credentials();
-		return psprintf("cannot read object store credentials file \"%s\": %m", file);
-	}
-	if (s3cfg.loaded && st.st_ino == s3cfg.st.st_ino && st.st_dev == s3cfg.st.st_dev &&
-		st.st_size == s3cfg.st.st_size && st.st_mtim.tv_sec == s3cfg.st.st_mtim.tv_sec &&
-		st.st_mtim.tv_nsec == s3cfg.st.st_mtim.tv_nsec)
-		return NULL;
-	forget_credentials();
-	fd = open(file, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return psprintf("cannot open object store credentials file \"%s\": %m", file);
-	buf = palloc0(CREDENTIALS_MAX + 1);
-	while (len < CREDENTIALS_MAX && (n = read(fd, buf + len, CREDENTIALS_MAX - len)) > 0)
-		len += n;
-	close(fd);
-	why = ml_s3_parse_credentials(buf, &s3cfg.cred);
-	explicit_bzero(buf, CREDENTIALS_MAX + 1);
-	pfree(buf);
-	if (why)
-		return psprintf("object store credentials file \"%s\" is unusable: %s", file, why);
-	s3cfg.st = st;
 	s3cfg.loaded = true;
 	return NULL;
 }

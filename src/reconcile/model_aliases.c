@@ -24,9 +24,6 @@
  */
 #include "postgres.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
@@ -41,6 +38,7 @@
 #include "mlplat/json.h"
 #include "mlplat/reconcile.h"
 #include "mlplat/reconcile_util.h"
+#include "mlplat/secret_file.h"
 
 #define TOKEN_MAX 16384
 /* permanent errors (403, 400 other than "alias not found") are retried slowly */
@@ -52,81 +50,7 @@
 /* ---------------------------------------------------------------- configuration */
 
 /* Process-local; the token is a secret: never logged, wiped when replaced. */
-static struct
-{
-	char	   *token_file;
-	char	   *token;
-	struct stat st;
-}			rcfg;
-
-static void
-forget_token(void)
-{
-	if (rcfg.token)
-	{
-		explicit_bzero(rcfg.token, strlen(rcfg.token));
-		pfree(rcfg.token);
-		rcfg.token = NULL;
-	}
-	memset(&rcfg.st, 0, sizeof(rcfg.st));
-}
-
-/* (Re-)read the token file when its identity, size or mtime changed; NULL on success. */
-static const char *
-refresh_token(void)
-{
-	const char *file = mlplat_registry_token_file;
-	struct stat st;
-	char	   *buf;
-	size_t		len = 0;
-	ssize_t		n;
-	int			fd;
-
-	if (file == NULL || file[0] == '\0')
-	{
-		forget_token();
-		return NULL;
-	}
-	if (rcfg.token_file == NULL || strcmp(rcfg.token_file, file) != 0)
-	{
-		forget_token();
-		if (rcfg.token_file)
-			pfree(rcfg.token_file);
-		rcfg.token_file = MemoryContextStrdup(TopMemoryContext, file);
-	}
-	if (stat(file, &st) != 0)
-	{
-		forget_token();
-		return psprintf("cannot read registry token file \"%s\": %s", file, strerror(errno));
-	}
-	if (rcfg.token && st.st_ino == rcfg.st.st_ino && st.st_dev == rcfg.st.st_dev &&
-		st.st_size == rcfg.st.st_size && st.st_mtim.tv_sec == rcfg.st.st_mtim.tv_sec &&
-		st.st_mtim.tv_nsec == rcfg.st.st_mtim.tv_nsec)
-		return NULL;
-	fd = open(file, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-	{
-		forget_token();
-		return psprintf("cannot open registry token file \"%s\": %s", file, strerror(errno));
-	}
-	buf = MemoryContextAllocZero(TopMemoryContext, TOKEN_MAX + 1);
-	while (len < TOKEN_MAX && (n = read(fd, buf + len, TOKEN_MAX - len)) > 0)
-		len += n;
-	close(fd);
-	while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r' || buf[len - 1] == ' ' || buf[len - 1] == '\t'))
-		buf[--len] = '\0';
-	if (len == 0 || strpbrk(buf, "\r\n") != NULL)
-	{
-		explicit_bzero(buf, TOKEN_MAX + 1);
-		pfree(buf);
-		forget_token();
-		return psprintf("registry token file \"%s\" is empty or malformed", file);
-	}
-	forget_token();
-	rcfg.token = buf;
-	rcfg.st = st;
-	return NULL;
-}
+static MlplatSecretFile registry_token;
 
 /*
  * Is a registry configured and usable?  When not, the pass status says why
@@ -139,7 +63,7 @@ registry_ready(MlplatPass *pass)
 
 	if (mlplat_registry_url == NULL || mlplat_registry_url[0] == '\0')
 	{
-		forget_token();
+		mlplat_secret_file_forget(&registry_token);
 		snprintf(pass->status, sizeof(pass->status),
 				 "idle: no model registry configured (set mlplat.registry_url)");
 		return false;
@@ -150,7 +74,9 @@ registry_ready(MlplatPass *pass)
 				 "idle: mlplat.registry_url is not an http or https URL");
 		return false;
 	}
-	if ((why = refresh_token()) != NULL)
+	if ((why = mlplat_secret_file_refresh(&registry_token, mlplat_registry_token_file,
+										  "registry token file", TOKEN_MAX,
+										  MLPLAT_SECRET_TOKEN, NULL)) != NULL)
 	{
 		snprintf(pass->status, sizeof(pass->status), "idle: %s", why);
 		return false;
@@ -207,9 +133,9 @@ reg_request(MlplatHttpBatch *b, const char *method, const char *endpoint, const 
 	 * the version it made by its tag.  Registry traffic is small.
 	 */
 	mlplat_http_request_add_header(r, "Connection", "close");
-	if (rcfg.token)
+	if (registry_token.content)
 	{
-		char	   *h = psprintf("Bearer %s", rcfg.token);
+		char	   *h = psprintf("Bearer %s", registry_token.content);
 
 		mlplat_http_request_add_header(r, "Authorization", h);
 		explicit_bzero(h, strlen(h));

@@ -10,7 +10,7 @@ tap_require_cluster
 WORK=$MLPLAT_TEST_WORK
 SD=$WORK/standin-artifacts
 DB=mlplat
-trap '$PSQL -d $DB -c "ALTER SYSTEM RESET mlplat.artifact_hash_max_bytes" -c "SELECT pg_reload_conf()" >/dev/null 2>&1; standin_disconnect $DB; standin_stop $SD' EXIT
+trap '$PSQL -d $DB -c "ALTER SYSTEM RESET mlplat.artifact_hash_max_bytes" -c "ALTER SYSTEM RESET mlplat.backoff_max" -c "SELECT pg_reload_conf()" >/dev/null 2>&1; standin_disconnect $DB; standin_stop $SD' EXIT
 standin_start "$SD"
 tap_ok $? "stand-in started (S3 on port $STANDIN_S3)"
 standin_connect $DB
@@ -136,12 +136,30 @@ tap_is "$(q $DB "SELECT string_agg(outcome || ' ' || http_status, ',' ORDER BY i
 	"RETRY 503,RETRY 503" "two VERIFY RETRY rows, no FAILED"
 tap_is "$(s3_count HEAD 'm/7/model.bin')" 3 "three HEADs: two refused, one answered"
 
+# --- 8. the credentials file is re-read when it changes: unusable -> the deployment
+#        waits and says why, nothing is sent unsigned; fixed in place -> it converges
+SHA8=$(standin_artifact s3://models/m/8/model.bin 'weights eight')
+register 8 s3://models/m/8/model.bin "$SHA8"
+cp "$STANDIN_S3_CREDENTIALS" "$SD/s3-credentials.good"
+# a configuration problem is looked at again after min(30 s, backoff_max): 2 s here
+$PSQL -d $DB -c "ALTER SYSTEM SET mlplat.backoff_max = '2s'" -c "SELECT pg_reload_conf()" >/dev/null
+printf '[default]\nno keys in this profile\n' >"$STANDIN_S3_CREDENTIALS"
+deploy keys 8
+wait_for $DB "SELECT (status_reason LIKE '%credentials file%is unusable%')::text FROM mlplat.deployments WHERE name = 'keys'" true 20
+rc=$?; tap_ok $rc "an unusable credentials file: the deployment waits and names the file ($(reason_of keys))"; [ $rc = 0 ] || dump
+tap_is "$(status_of keys)/$(s3_count HEAD 'm/8/model.bin')/$(isvc_writes keys)" "DEPLOYING/0/0" \
+	"while the keys are unusable: not failed, nothing asked of the store, nothing applied"
+cat "$SD/s3-credentials.good" >"$STANDIN_S3_CREDENTIALS"
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'keys'" READY 20
+rc=$?; tap_ok $rc "the file fixed in place is picked up without a reload: READY"; [ $rc = 0 ] || dump
+$PSQL -d $DB -c "ALTER SYSTEM RESET mlplat.backoff_max" -c "SELECT pg_reload_conf()" >/dev/null
+
 # --- every request to the store was signed, and the stand-in's check of SigV4 accepted it
 tap_is "$(admin GET 'requests?area=s3' | python3 -c 'import json,sys; i=json.load(sys.stdin)["items"]; print(len(i) > 0 and all(e.get("sigv4") == "valid" for e in i))')" True \
 	"every S3 request carried a valid SigV4 signature"
 
 # --- leave nothing behind for the next script: undeploy everything, drop the project
-for d in good sum bad gone stream big flaky; do q $DB "SELECT mlplat.undeploy('art', '$d')" >/dev/null; done
+for d in good sum bad gone stream big flaky keys; do q $DB "SELECT mlplat.undeploy('art', '$d')" >/dev/null; done
 wait_for $DB "SELECT count(*) FROM mlplat.deployments d JOIN mlplat.projects p ON p.id = d.project_id WHERE p.name = 'art' AND d.status <> 'DELETED'" 0 30
 tap_ok $? "every deployment of the test is undeployed"
 q $DB "SELECT mlplat.delete_project('art')" >/dev/null
