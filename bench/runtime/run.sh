@@ -81,7 +81,7 @@ read -r b_med b_max < <(stats <"$WORK/b.txt")
 : >"$WORK/c.txt"
 for i in $(seq 1 "$TRIALS"); do
 	R=$WORK/replica$i; RP=$(free_port)
-	as_pg "$BIN/pg_basebackup" -h "$WORK" -p "$PORT" -U postgres -D "$R" -R -X stream >/dev/null 2>&1 || continue
+	as_pg "$BIN/pg_basebackup" -h "$WORK" -p "$PORT" -U postgres -D "$R" -R -X stream -c fast >/dev/null 2>&1 || continue
 	echo "port = $RP" >>"$R/postgresql.conf"
 	CLUSTER_DIRS+=("$R")
 	as_pg "$BIN/pg_ctl" -D "$R" -l "$R.log" -w start >/dev/null || continue

@@ -34,7 +34,7 @@ PGHOST=$WORK PGPORT=$PA wait_for mlplat "SELECT status FROM mlplat.deployments W
 tap_ok $? "A converges a deployment while it is the primary"
 
 # a streaming replica of A
-as_pg "$BIN/pg_basebackup" -h "$WORK" -p "$PA" -U postgres -D "$WORK/b" -R -X stream >/dev/null 2>&1 &&
+as_pg "$BIN/pg_basebackup" -h "$WORK" -p "$PA" -U postgres -D "$WORK/b" -R -X stream -c fast >/dev/null 2>&1 &&
 	echo "port = $PB" >>"$WORK/b/postgresql.conf" && CLUSTER_DIRS+=("$WORK/b") &&
 	as_pg "$BIN/pg_ctl" -D "$WORK/b" -l "$WORK/b.log" -w start >/dev/null
 tap_ok $? "standby B streams from A"
