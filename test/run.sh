@@ -48,6 +48,7 @@ FAILED_NAMES=()
 log() { printf '== %s\n' "$*"; }
 pass() { PASS=$((PASS + ${2:-1})); }
 fail() { FAIL=$((FAIL + ${2:-1})); FAILED_NAMES+=("$1"); printf 'FAILED: %s\n' "$1"; }
+note_duration() { printf '%s %d\n' "$1" "$2" >>"$WORK/durations"; }
 
 finish() {
 	local rc=$?
@@ -75,12 +76,15 @@ if ((SANITIZE)); then
 		MLPLAT_LDFLAGS="-fsanitize=address,undefined")
 fi
 log "build ($([ $SANITIZE = 1 ] && echo 'ASan+UBSan' || echo 'normal'))"
+t0=$SECONDS
 if ! cluster_build "${MAKE_FLAGS[@]}"; then
 	cat "$WORK/build.log"
 	fail build
 	echo "$PASS passed, $FAIL failed"
 	exit 1
 fi
+
+note_duration build $((SECONDS - t0))
 
 # ---------------------------------------------------------------- cluster
 PORT=$(free_port)
@@ -162,12 +166,21 @@ suite_pgtap() {
 
 # Scripts printing TAP: test/*/run.sh suites and test/e2e/*.sh, run against this cluster.
 suite_scripts() {
-	local s out total bad
+	local s out total bad t0
 	for s in $(ls "$SRC"/test/unit/run.sh "$SRC"/test/http/run.sh "$SRC"/test/standin/test.sh "$SRC"/test/e2e/*.sh 2>/dev/null); do
 		[[ -n "${ONLY:-}" && ! "${s#$SRC/}" =~ $ONLY ]] && continue
+		# These run no mlplat code in the server: the unit tests are always built
+		# with ASan + UBSan, the stand-in's are JavaScript.  The sanitizer pass
+		# would only repeat the normal pass.
+		if ((SANITIZE)) && [[ ${s#$SRC/} =~ ^test/(unit/run|standin/test)\.sh$ ]]; then
+			log "script: ${s#$SRC/} (in the normal pass only: no server code to sanitize)"
+			continue
+		fi
 		log "script: ${s#$SRC/}"
+		t0=$SECONDS
 		out=$(MLPLAT_TEST_CLUSTER=1 MLPLAT_TEST_WORK=$WORK MLPLAT_TEST_BIN=$BIN timeout 900 bash "$s" 2>&1)
 		echo "$out"
+		note_duration "${s#$SRC/}" $((SECONDS - t0))
 		total=$(echo "$out" | grep -cE '^ok ')
 		bad=$(echo "$out" | grep -cE '^not ok ')
 		if ! echo "$out" | grep -qE '^1\.\.[0-9]+'; then bad=$((bad + 1)); fi
@@ -181,12 +194,14 @@ suite_fuzz() { run_tap_script "$SRC/fuzz/run.sh" "${FUZZ_SECONDS:-20}"; }
 suite_lifecycle() { run_tap_script "$SRC/test/lifecycle/run.sh"; }
 
 run_tap_script() {
-	local s=$1 out total bad
+	local s=$1 out total bad t0
 	shift
 	[ -f "$s" ] || return 0
 	log "script: ${s#$SRC/}"
+	t0=$SECONDS
 	out=$(MLPLAT_TEST_CLUSTER=1 MLPLAT_TEST_WORK=$WORK MLPLAT_TEST_BIN=$BIN timeout 900 bash "$s" "$@" 2>&1)
 	echo "$out"
+	note_duration "${s#$SRC/}" $((SECONDS - t0))
 	total=$(echo "$out" | grep -cE '^ok ')
 	bad=$(echo "$out" | grep -cE '^not ok ')
 	if ! echo "$out" | grep -qE '^1\.\.[0-9]+'; then bad=$((bad + 1)); fi
@@ -197,8 +212,12 @@ run_tap_script() {
 export SRC BIN WORK RUNAS PGXS_DIR SANITIZE
 export -f as_pg free_port
 for s in "${SUITES[@]}"; do
+	t0=$SECONDS
 	"suite_$s"
+	[[ $s =~ ^(regress|isolation|pgtap)$ ]] && note_duration "$s" $((SECONDS - t0))
 done
+# Where the wall-clock time went, slowest first: the CI budget is spent here.
+log "slowest: $(sort -k2 -nr "$WORK/durations" 2>/dev/null | head -12 | awk '{printf "%s %ss; ", $1, $2}')"
 
 # ---------------------------------------------------------------- teardown and checks
 log "stopping"
