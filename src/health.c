@@ -1,6 +1,8 @@
 /*
- * health.c — mlplat._replica_states(): one row per worker replica, read from
- * shared memory.  The mlplat.reconciler_health view joins it with the tables.
+ * health.c — what the workers publish in shared memory, as SQL rows:
+ * mlplat._replica_states() (one row per worker replica; the
+ * mlplat.reconciler_health view joins it with the tables) and
+ * mlplat._span_export_state() (the span exporter; mlplat.span_export_status).
  */
 #include "postgres.h"
 
@@ -64,5 +66,40 @@ mlplat_replica_states(PG_FUNCTION_ARGS)
 			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 		}
 	}
+	PG_RETURN_VOID();
+}
+
+PG_FUNCTION_INFO_V1(mlplat_span_export_state);
+
+/* One row, or none without shared memory (library not preloaded). */
+Datum
+mlplat_span_export_state(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	MlplatExportState x;
+	Datum		values[8];
+	bool		nulls[8];
+
+	InitMaterializedSRF(fcinfo, 0);
+	if (mlplat_shared == NULL)
+		PG_RETURN_VOID();
+	SpinLockAcquire(&mlplat_shared->mutex);
+	x = mlplat_shared->export;
+	SpinLockRelease(&mlplat_shared->mutex);
+
+	memset(nulls, 0, sizeof(nulls));
+	values[0] = Int64GetDatum(x.spans_sent);
+	values[1] = Int64GetDatum(x.batches_sent);
+	values[2] = Int64GetDatum(x.batches_failed);
+	values[3] = Int32GetDatum(x.consecutive_failures);
+	values[4] = TimestampTzGetDatum(x.last_success);
+	nulls[4] = x.last_success == 0;
+	values[5] = TimestampTzGetDatum(x.last_failure);
+	nulls[5] = x.last_failure == 0;
+	values[6] = TimestampTzGetDatum(x.next_attempt);
+	nulls[6] = x.next_attempt == 0 || x.consecutive_failures == 0;
+	values[7] = CStringGetTextDatum(x.last_error);
+	nulls[7] = x.last_error[0] == '\0';
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	PG_RETURN_VOID();
 }

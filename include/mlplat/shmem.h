@@ -53,6 +53,19 @@ typedef struct MlplatKindState
 	MlplatReplicaState replicas[MLPLAT_MAX_REPLICAS];
 } MlplatKindState;
 
+/* The span exporter (src/trace/export.c), for mlplat.span_export_status. */
+typedef struct MlplatExportState
+{
+	int64		spans_sent;		/* by this server since it started */
+	int64		batches_sent;
+	int64		batches_failed;
+	int			consecutive_failures;
+	TimestampTz last_success;
+	TimestampTz last_failure;
+	TimestampTz next_attempt;	/* 0: as soon as spans wait */
+	char		last_error[MLPLAT_STATUS_LEN];	/* of the last failure; never the endpoint */
+} MlplatExportState;
+
 typedef struct MlplatShared
 {
 	slock_t		mutex;			/* protects everything below */
@@ -66,6 +79,7 @@ typedef struct MlplatShared
 	bool		db_dropped;
 	/* consecutive failed connection attempts, shared so all workers back off */
 	int			connect_failures;
+	MlplatExportState export;
 } MlplatShared;
 
 /* NULL unless the library was loaded through shared_preload_libraries */

@@ -195,3 +195,28 @@ BEGIN
   RETURN n;
 END $$;
 REVOKE ALL ON FUNCTION mlplat._spans_mark_exported(bigint[], bigint) FROM PUBLIC;
+
+-- The span exporter as an operator sees it: what waits, from the table (true across
+-- restarts and failovers), and how its POSTs went, from shared memory (since this server
+-- started; the projects leader runs the exporter).  No exporter row without preload.
+CREATE FUNCTION mlplat._span_export_state(
+    OUT spans_sent bigint, OUT batches_sent bigint, OUT batches_failed bigint,
+    OUT consecutive_failures int, OUT last_success timestamptz, OUT last_failure timestamptz,
+    OUT next_attempt timestamptz, OUT last_error text)
+RETURNS SETOF record
+LANGUAGE C VOLATILE
+AS 'MODULE_PATHNAME', 'mlplat_span_export_state';
+REVOKE ALL ON FUNCTION mlplat._span_export_state() FROM PUBLIC;
+
+CREATE VIEW mlplat.span_export_status AS
+SELECT coalesce(pg_catalog.current_setting('mlplat.otlp_endpoint', true), '') <> '' AS enabled,
+       w.waiting AS spans_waiting,
+       pg_catalog.now() - (SELECT s.start_time FROM mlplat.spans s WHERE s.exported_at IS NULL
+                            ORDER BY s.id LIMIT 1) AS oldest_waiting_age,
+       x.spans_sent, x.batches_sent, x.batches_failed, x.consecutive_failures,
+       x.last_success, x.last_failure, x.next_attempt, x.last_error
+  FROM (SELECT pg_catalog.count(*) AS waiting FROM mlplat.spans s WHERE s.exported_at IS NULL) w
+  LEFT JOIN mlplat._span_export_state() x ON true;
+COMMENT ON VIEW mlplat.span_export_status IS
+  'The OTLP span exporter: spans waiting and the oldest one''s age; POSTs sent and failed since this server started, the last error and the next attempt.';
+REVOKE ALL ON mlplat.span_export_status FROM PUBLIC;

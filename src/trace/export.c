@@ -23,12 +23,43 @@
 #include "mlplat/http.h"
 #include "mlplat/otlp_export.h"
 #include "mlplat/reconcile.h"
+#include "mlplat/shmem.h"
 
 /* batches per call: the projects pass must not wait behind a long backlog */
 #define MAX_BATCHES_PER_PASS 8
 
 static TimestampTz next_export_at = 0;
 static int	failures = 0;
+
+/*
+ * Publish the outcome of one POST for mlplat.span_export_status: without it a
+ * failing collector shows only in the server log.  error NULL: a success.
+ */
+static void
+publish(int spans, const char *error)
+{
+	MlplatExportState *x;
+
+	if (mlplat_shared == NULL)
+		return;
+	x = &mlplat_shared->export;
+	SpinLockAcquire(&mlplat_shared->mutex);
+	if (error)
+	{
+		x->batches_failed++;
+		x->last_failure = GetCurrentTimestamp();
+		strlcpy(x->last_error, error, sizeof(x->last_error));
+	}
+	else
+	{
+		x->batches_sent++;
+		x->spans_sent += spans;
+		x->last_success = GetCurrentTimestamp();
+	}
+	x->consecutive_failures = failures;
+	x->next_attempt = next_export_at;
+	SpinLockRelease(&mlplat_shared->mutex);
+}
 
 /* Read one batch: its ids as an array literal and its OTLP body; false when nothing waits. */
 static bool
@@ -113,20 +144,25 @@ mlplat_otlp_export_pass(MlplatPass *pass)
 		{
 			int64		delay;
 
+			const char *why = req->failed ? req->error : psprintf("HTTP %d", req->status);
+
 			failures = Min(failures + 1, 30);
 			delay = mlplat_backoff_delay_ms(failures, 500, mlplat_backoff_max_ms, req->retry_after_s,
 											(uint64) MyProcPid);
 			next_export_at = GetCurrentTimestamp() + delay * 1000;
 			pass->next_pass_ms = (long) delay;
+			publish(count, why);
 			ereport(failures == 1 ? LOG : DEBUG1,
 					(errmsg("mlplat: span export to mlplat.otlp_endpoint failed: %s; %d spans wait, retry in " INT64_FORMAT " ms",
-							req->failed ? req->error : psprintf("HTTP %d", req->status), count, delay)));
+							why, count, delay)));
 			return;
 		}
 		mark_exported(pass, ids);
 		if (failures > 0)
 			ereport(LOG, (errmsg("mlplat: span export to mlplat.otlp_endpoint works again")));
 		failures = 0;
+		next_export_at = 0;
+		publish(count, NULL);
 		sent += count;
 		more = count >= mlplat_otlp_batch_size;
 		if (!more)

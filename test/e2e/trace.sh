@@ -65,6 +65,10 @@ tap_is "$(otlp_posts)" 0 "with mlplat.otlp_endpoint unset no export request reac
 tap_is "$(q $DB "SELECT count(*) FROM mlplat.spans WHERE trace_id = '$TRACE' AND exported_at IS NOT NULL")" 0 \
 	"and no span is marked exported"
 
+tap_is "$(q $DB "SELECT enabled::text || ' ' || (spans_waiting > 0)::text FROM mlplat.span_export_status")" "false true" \
+	"span_export_status: export off, spans waiting"
+sent0=$(q $DB "SELECT coalesce(spans_sent, 0) || ' ' || coalesce(batches_failed, 0) FROM mlplat.span_export_status")
+
 # --- endpoint set, the collector fails twice with 503: retried with backoff, then every span once
 admin POST faults '{"path":"^/v1/traces$","status":503,"times":2}' >/dev/null
 set_export "$STANDIN_URL"
@@ -86,6 +90,8 @@ ids = [s["spanId"] for s in spans]
 print(len(ids), len(set(ids)))
 ' >"$WORK/trace-ids.txt"
 tap_is "$(cat "$WORK/trace-ids.txt")" "$total $total" "the collector received each of the $total spans exactly once"
+tap_is "$(q $DB "SELECT (spans_sent - ${sent0% *}) || ' ' || (batches_failed - ${sent0#* }) || ' ' || consecutive_failures || ' ' || last_error || ' ' || (last_success > last_failure)::text || ' ' || spans_waiting FROM mlplat.span_export_status")" \
+	"$total 2 0 HTTP 503 true 0" "span_export_status counts the spans sent and the two failed POSTs, and shows the last error"
 
 admin GET "spans?traceId=$TRACE" | python3 -c '
 import json, sys
@@ -125,6 +131,17 @@ sleep 3
 p1=$(q $DB "SELECT passes FROM mlplat.reconciler_health WHERE kind = 'projects' AND role = 'leader'")
 [ -n "$p0" ] && [ -n "$p1" ] && [ $((p1 - p0)) -lt 8 ]
 tap_ok $? "the span exporter does not make the projects pass run at its pace ($((p1 - p0)) projects passes in 3 s, resync 2 s)"
+
+# --- a collector that keeps failing: a span waiting longer than a minute is an alert
+admin POST faults '{"path":"^/v1/traces$","status":500,"times":1000}' >/dev/null
+q $DB "INSERT INTO mlplat.spans (trace_id, span_id, name, kind, start_time, end_time)
+       VALUES (repeat('ab', 16), repeat('cd', 8), 'test.stalled', 'INTERNAL', now() - interval '2 minutes', now() - interval '2 minutes')" >/dev/null
+wait_for $DB "SELECT count(*) FROM mlplat.alerts WHERE alert = 'span_export_stalled' AND detail LIKE '1 spans wait for export, the oldest for 00:02:%; % consecutive failed POSTs; last error: HTTP 500'" 1 10
+rc=$?; tap_ok $rc "a span kept from the collector for 2 minutes: span_export_stalled alert with the last error"
+[ $rc = 0 ] || q $DB "SELECT x, (SELECT string_agg(id || ':' || name || ':' || start_time, ', ') FROM mlplat.spans WHERE exported_at IS NULL) FROM mlplat.span_export_status x" | sed 's/^/# /'
+admin DELETE faults >/dev/null
+wait_for $DB "SELECT count(*) FROM mlplat.alerts WHERE alert = 'span_export_stalled'" 0 20
+tap_ok $? "the collector answers again: the span is sent and the alert clears"
 
 # --- endpoint unset again: new spans stay in the table, nothing more is sent
 set_export ''

@@ -1,0 +1,58 @@
+-- 90_alerts: the one view an operator watches.  Last, because it reads every part
+-- before it (the reconcilers' entities, the rollouts' alerts, the span exporter).
+
+-- What an operator should look at now.  One row per condition:
+--   reconcile_age      intent not yet observed after 5 minutes
+--   repeated_failures  5 or more failed attempts in a row
+--   no_leader          a kind with no leading replica (workers not running?)
+--   stale_leader       a leader whose last pass ended over 3 resync intervals ago
+--   write_conflicts    ledger CONFLICT outcomes in the last hour
+--   repeated_holds, stale_health, rollback_route_loss, surge_exhaustion,
+--   request_regression: canary rollouts (see _rollout_alerts)
+--   span_export_stalled  mlplat.otlp_endpoint is set but a span has waited for export
+--                        longer than max(1 minute, 10 export intervals)
+CREATE VIEW mlplat.alerts AS
+SELECT 'reconcile_age' AS alert, 'warning' AS severity, e.kind, e.project, e.entity, e.entity_id,
+       pg_catalog.format('intent generation %s not observed for %s', e.generation,
+                         pg_catalog.date_trunc('second', pg_catalog.now() - e.updated_at)) AS detail,
+       e.updated_at AS since
+  FROM mlplat._entities e
+ WHERE e.generation <> e.observed_generation AND e.updated_at < pg_catalog.now() - interval '5 minutes'
+UNION ALL
+SELECT 'repeated_failures', 'critical', e.kind, e.project, e.entity, e.entity_id,
+       pg_catalog.format('%s failed attempts; last error: %s', e.attempts, coalesce(e.last_error, '-')),
+       e.updated_at
+  FROM mlplat._entities e WHERE e.attempts >= 5
+UNION ALL
+SELECT 'no_leader', 'critical', k.kind, NULL, NULL, NULL,
+       'no replica of this kind leads (is mlplat in shared_preload_libraries, and mlplat.database this database?)', NULL
+  FROM pg_catalog.unnest(ARRAY['projects', 'deployments', 'runs', 'rollouts', 'model_aliases']) AS k(kind)
+ WHERE NOT EXISTS (SELECT 1 FROM mlplat._replica_states() s WHERE s.kind = k.kind AND s.role IN ('leader', 'idle'))
+UNION ALL
+SELECT 'stale_leader', 'critical', s.kind, NULL, NULL, NULL,
+       pg_catalog.format('leader pid %s last finished a pass at %s', s.pid, s.last_pass_end), s.last_pass_end
+  FROM mlplat._replica_states() s
+ WHERE s.role = 'leader' AND s.last_pass_end IS NOT NULL
+   AND s.last_pass_end < pg_catalog.now() - 3 * pg_catalog.current_setting('mlplat.resync_interval')::interval
+UNION ALL
+SELECT 'write_conflicts', 'warning', l.kind, l.project, l.entity, l.entity_id,
+       pg_catalog.format('%s CONFLICT outcomes in the last hour', pg_catalog.count(*)), pg_catalog.min(l.at)
+  FROM mlplat.reconcile_ledger l
+ WHERE l.outcome = 'CONFLICT' AND l.at > pg_catalog.now() - interval '1 hour'
+ GROUP BY l.kind, l.project, l.entity, l.entity_id
+UNION ALL
+SELECT a.alert, a.severity, 'rollouts', a.project, a.deployment, a.rollout_id, a.detail, a.since
+  FROM mlplat._rollout_alerts a
+UNION ALL
+SELECT 'span_export_stalled', 'warning', 'projects', NULL, 'span exporter', NULL,
+       pg_catalog.format('%s spans wait for export, the oldest for %s; %s consecutive failed POSTs; last error: %s',
+                         x.spans_waiting, pg_catalog.date_trunc('second', x.oldest_waiting_age),
+                         coalesce(x.consecutive_failures, 0), coalesce(x.last_error, '-')),
+       pg_catalog.now() - x.oldest_waiting_age
+  FROM mlplat.span_export_status x
+ WHERE x.enabled
+   AND x.oldest_waiting_age > GREATEST(interval '1 minute',
+                                       10 * pg_catalog.current_setting('mlplat.otlp_export_interval')::interval);
+COMMENT ON VIEW mlplat.alerts IS
+  'Conditions an operator should look at: reconcile age, repeated failures, missing or stale leaders, write conflicts, canary rollouts, stalled span export.';
+REVOKE ALL ON mlplat.alerts FROM PUBLIC;
