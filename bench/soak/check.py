@@ -76,6 +76,32 @@ isvcs = {(o['metadata']['namespace'], o['metadata']['name']): o for o in items('
 workflows = {(o['metadata']['namespace'], o['metadata']['name']): o for o in items('objects-workflows.json')}
 writes = load('writes.json', {}) or {}
 writes = writes.get('writes', writes)
+by_ns_name = {}
+for kind in ('resourcequotas', 'limitranges', 'networkpolicies', 'rolebindings'):
+    for o in items(f'objects-{kind}.json'):
+        by_ns_name[(kind, o['metadata']['namespace'], o['metadata']['name'])] = o
+
+
+def tenancy_problems(p):
+    """How project p's objects at the stand-in differ from its row: quota, limits,
+    network policy, and one binding per (role, principal) member, nothing more."""
+    row, ns, out = projects[p], 'mlp-' + p, []
+    want = {'requests.nvidia.com/gpu': str(row['gpu_quota'])}
+    want.update({k: row[c] for k, c in (('requests.cpu', 'cpu_quota'), ('requests.memory', 'memory_quota')) if row[c]})
+    rq = by_ns_name.get(('resourcequotas', ns, 'mlplat-quota'))
+    hard = (rq or {}).get('spec', {}).get('hard', {})
+    if any(hard.get(k) != v for k, v in want.items()):
+        out.append(f'ResourceQuota hard {hard}, project quota {want}')
+    for kind, name in (('limitranges', 'mlplat-limits'), ('networkpolicies', 'mlplat-isolation')):
+        if (kind, ns, name) not in by_ns_name:
+            out.append(f'{kind} {name} missing')
+    have = sorted((o['roleRef']['name'], (o.get('subjects') or [{}])[0].get('name'))
+                  for (kind, n, _), o in by_ns_name.items() if kind == 'rolebindings' and n == ns
+                  and o['metadata'].get('labels', {}).get('app.kubernetes.io/managed-by') == 'mlplat')
+    need = sorted(('mlplat-' + m['role'], m['principal']) for m in row['members'] or [])
+    if have != need:
+        out.append(f'bindings {have}, members {need}')
+    return out
 
 # ---------------------------------------------------------------- intents: lost, converged
 # The last intent on an entity says where it must end.  "Lost" means the
@@ -105,6 +131,19 @@ for i in intents:
         elif row['status'] == 'READY':
             ledger_mismatch.append(f'project {p} READY but namespace mlp-{p} absent at the stand-in')
             verdict(i, 'lost', 'READY without a namespace')
+        elif row['status'] == 'FAILED' and row['status_reason']:
+            verdict(i, 'terminal', row['status_reason'])
+        else:
+            verdict(i, 'flight', row['status'])
+    elif i.action in ('set_project_quota', 'grant_role', 'revoke_role'):   # judged by the project's objects
+        row = projects.get(p)
+        if not row:
+            verdict(i, 'lost', 'no project row')
+        elif i.action == 'set_project_quota' and (row['cpu_quota'], row['memory_quota']) != ('6', '12Gi'):
+            verdict(i, 'lost', f'quota {row["cpu_quota"]}/{row["memory_quota"]}')
+        elif row['status'] == 'READY':
+            why = tenancy_problems(p)
+            verdict(i, 'lost' if why else 'ok', '; '.join(why))
         elif row['status'] == 'FAILED' and row['status_reason']:
             verdict(i, 'terminal', row['status_reason'])
         else:
@@ -183,7 +222,8 @@ check(not in_flight, f'every committed intent converged or is terminal with a re
 
 # ---------------------------------------------------------------- audit: exactly one event per intent
 KEYED = {'create_project': 'create_project', 'register_model_version': 'register_model', 'deploy': 'deploy',
-         'start_run': 'start_run'}
+         'start_run': 'start_run', 'set_project_quota': 'set_project_quota'}
+MEMBERSHIP = ('grant_role', 'revoke_role')
 audit_by_rid = collections.Counter((a['action'], a['request_id']) for a in audit)
 audit_rids = {a['request_id'] for a in audit}
 bad_audit = []
@@ -215,10 +255,17 @@ for (p, n), r in runs.items():
 for (p, n), v in versions.items():
     ids[('set_model_stage', p, n)] = v['id']
 audit_by_entity = collections.Counter((a['action'], a['project'], a['entity_id']) for a in audit)
-for action, p, e in {(i.action, i.project, i.entity) for i in intents if i.action not in KEYED}:
+for action, p, e in {(i.action, i.project, i.entity) for i in intents if i.action not in KEYED and i.action not in MEMBERSHIP}:
     n = audit_by_entity[(action, p, ids.get((action, p, e)))]
     if n != 1:
         bad_audit.append(f'{action} {p}/{e}: {n} audit events')
+# grant_role/revoke_role audit every call, with "changed": the one that changed the
+# membership, however often retried, is exactly one.
+changed = collections.Counter((a['action'], a['project'], f'{a["detail"].get("principal")}/{a["detail"].get("role")}')
+                              for a in audit if a['action'] in MEMBERSHIP and (a['detail'] or {}).get('changed'))
+for action, p, e in {(i.action, i.project, i.entity) for i in intents if i.action in MEMBERSHIP}:
+    if changed[(action, p, e)] != 1:
+        bad_audit.append(f'{action} {p} {e}: {changed[(action, p, e)]} audit events that changed the membership')
 # Audit events nobody asked for: an intent the client abandoned may have committed; nothing else may.
 logged = {i.rid for i in intents}
 stray = [a for a in audit if a['action'] in KEYED.values() and a['request_id'] not in logged]
@@ -256,6 +303,11 @@ for (ns, name), o in isvcs.items():
         ledger_mismatch.append(f'InferenceService {ns}/{name} has no deployment row')
     elif d['status'] != 'DELETED' and d['id'] not in led_isvc:   # a DELETED one's object is a lost undeploy, above
         ledger_mismatch.append(f'InferenceService {ns}/{name} exists but the ledger has no APPLY for deployment {d["id"]}')
+tenancy_checked = 0
+for p, row in projects.items():
+    if row['status'] == 'READY':
+        tenancy_checked += 1
+        ledger_mismatch += [f'project {p} READY but {w}' for w in tenancy_problems(p)]
 check(not ledger_mismatch, f'ledger and observed state agree with the stand-in ({len(ledger_mismatch)} disagreements)',
       ledger_mismatch[:10])
 
@@ -357,6 +409,7 @@ print(f'| duplicate external objects | {len(dups)} |')
 print(f'| lost intents | {len(lost)} |')
 print(f'| audit exceptions (not exactly one event per intent) | {len(bad_audit)} |')
 print(f'| ledger/stand-in disagreements | {len(ledger_mismatch)} |')
+print(f'| READY projects whose quota, limits, network policy and bindings were compared | {tenancy_checked} |')
 adopted = collections.Counter(l['kind'] for l in ledger if l['action'] == 'ADOPT' and l['outcome'] == 'OK')
 print(f'| writes found applied after a lost answer (ledger ADOPT) | {", ".join(f"{k} {n}" for k, n in sorted(adopted.items())) or "0"} |')
 print()

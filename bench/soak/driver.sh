@@ -88,6 +88,13 @@ while [ ! -e "$OUT/stop" ]; do
 	# through their lives: deploy, redeploy, undeploy, start, cancel
 	call create_project "$k-p" "$p" "$p" "SELECT * FROM mlplat.create_project('$p', 0, '8', '16Gi', '$k-p')" || continue
 	pace
+	# the tenancy changes under faults too: a quota change (keyed) and a member
+	# granted a second role, then losing the first (bindings made and deleted;
+	# grant_role/revoke_role take no key: a retry changes nothing)
+	call set_project_quota "$k-q" "$p" "" "SELECT * FROM mlplat.set_project_quota('$p', 0, '6', '12Gi', '$k-q')"
+	pace
+	call grant_role "$k-g1" "$p" soak-dev/developer "SELECT * FROM mlplat.grant_role('$p', 'soak-dev', 'developer')"
+	pace
 	for v in 1 2; do
 		call register_model_version "$k-m$v" "$p" m/$v \
 			"SELECT * FROM mlplat.register_model_version('$p', 'm', '$v', 's3://models/m/$v', '$SHA', 'kserve-sklearnserver', 'sklearn', '$k-m$v')"
@@ -111,5 +118,9 @@ while [ ! -e "$OUT/stop" ]; do
 	call cancel_run "$k-c2" "$p" long-$p "SELECT * FROM mlplat.cancel_run('$p', 'long-$p')"
 	pace
 	call undeploy "$k-u1" "$p" a "SELECT * FROM mlplat.undeploy('$p', 'a')"
+	pace
+	call grant_role "$k-g2" "$p" soak-dev/deployer "SELECT * FROM mlplat.grant_role('$p', 'soak-dev', 'deployer')"
+	pace
+	call revoke_role "$k-v1" "$p" soak-dev/developer "SELECT * FROM mlplat.revoke_role('$p', 'soak-dev', 'developer')"
 	pace
 done

@@ -179,17 +179,20 @@ wait "${PIDS[0]}"
 # --------------------------------------------------------------- evidence for the checker
 say "collecting evidence"
 dump() { q "SELECT coalesce(json_agg(x), '[]') FROM ($1) x" >"$OUT/$2.json"; }
-dump "SELECT id, name, status, status_reason, generation, observed_generation FROM mlplat.projects" projects
+dump "SELECT p.id, p.name, p.status, p.status_reason, p.generation, p.observed_generation, p.gpu_quota, p.cpu_quota,
+             p.memory_quota, (SELECT coalesce(json_agg(json_build_object('principal', m.principal, 'role', m.role)), '[]')
+                                FROM mlplat.members m WHERE m.project_id = p.id) AS members
+        FROM mlplat.projects p" projects
 dump "SELECT d.id, p.name AS project, d.name, d.status, d.status_reason, d.desired_revision, d.observed_revision,
              d.latest_revision, d.generation, d.observed_generation, d.last_error
         FROM mlplat.deployments d JOIN mlplat.projects p ON p.id = d.project_id" deployments
 dump "SELECT deployment_id, revision, model_version_id, intent, spec_digest FROM mlplat.deployment_revisions" revisions
 dump "SELECT r.id, p.name AS project, r.name, r.status, r.status_reason, r.attempt FROM mlplat.runs r JOIN mlplat.projects p ON p.id = r.project_id" runs
 dump "SELECT v.id, p.name AS project, m.name AS model, v.version, v.stage FROM mlplat.model_versions v JOIN mlplat.projects p ON p.id = v.project_id JOIN mlplat.models m ON m.id = v.model_id" versions
-dump "SELECT action, project, entity, entity_id, request_id FROM mlplat.audit_events WHERE controller IS NULL" audit
+dump "SELECT action, project, entity, entity_id, request_id, detail FROM mlplat.audit_events WHERE controller IS NULL" audit
 dump "SELECT kind, entity, entity_id, project, action, outcome, http_status, detail->>'note' AS note, epoch FROM mlplat.reconcile_ledger" ledger
 dump "SELECT kind, count(*) AS epochs FROM mlplat.leader_history GROUP BY kind" epochs
-for r in namespaces inferenceservices workflows; do admin GET "objects?resource=$r" >"$OUT/objects-$r.json"; done
+for r in namespaces inferenceservices workflows resourcequotas limitranges networkpolicies rolebindings; do admin GET "objects?resource=$r" >"$OUT/objects-$r.json"; done
 admin GET writes >"$OUT/writes.json"
 admin GET faults >"$OUT/faults-final.json"
 cp "$SD/requests.jsonl" "$OUT/requests.jsonl" 2>/dev/null
