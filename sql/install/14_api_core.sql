@@ -70,6 +70,8 @@ CREATE TABLE mlplat.idempotency_keys (
   created_at   timestamptz NOT NULL DEFAULT pg_catalog.now(),
   PRIMARY KEY (principal, action, key)
 );
+-- run_retention purges by age; keys arrive in created_at order (see spans_end_time)
+CREATE INDEX idempotency_keys_created_at ON mlplat.idempotency_keys USING brin (created_at);
 
 -- Append-only audit trail.
 CREATE TABLE mlplat.audit_events (
