@@ -215,13 +215,19 @@ DECLARE
   pid bigint := mlplat._authorize('grant_role', grant_role.project);
   r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'member', NULL, NULL, 'GRANTED', false)::mlplat.accepted;
   tp text := mlplat._traceparent();
+  changed boolean;
 BEGIN
   PERFORM mlplat._check_role_args(grant_role.principal, grant_role.role);
   r.entity_id := pid;
   INSERT INTO mlplat.members (project_id, principal, role, granted_by)
   VALUES (pid, grant_role.principal, grant_role.role, mlplat._actor()) ON CONFLICT DO NOTHING;
+  changed := FOUND;
+  -- the binding this makes is traced under this call's span (the reconciler reads tp from the project)
+  IF changed THEN
+    UPDATE mlplat.projects x SET traceparent = tp WHERE x.id = pid;
+  END IF;
   PERFORM mlplat._audit('grant_role', grant_role.project, pid, 'member', pid, r.request_id, tp,
-    pg_catalog.jsonb_build_object('principal', grant_role.principal, 'role', grant_role.role, 'changed', FOUND));
+    pg_catalog.jsonb_build_object('principal', grant_role.principal, 'role', grant_role.role, 'changed', changed));
   PERFORM mlplat._wake_on_commit('projects');
   RETURN r;
 END $$;
@@ -248,6 +254,9 @@ BEGIN
       MESSAGE = pg_catalog.format('cannot revoke the last owner of project "%s"', revoke_role.project),
       DETAIL = 'Every project keeps at least one owner.',
       HINT = 'Grant owner to someone else first.';
+  END IF;
+  IF changed THEN
+    UPDATE mlplat.projects x SET traceparent = tp WHERE x.id = pid;
   END IF;
   PERFORM mlplat._audit('revoke_role', revoke_role.project, pid, 'member', pid, r.request_id, tp,
     pg_catalog.jsonb_build_object('principal', revoke_role.principal, 'role', revoke_role.role, 'changed', changed));

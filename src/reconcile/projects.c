@@ -21,7 +21,7 @@
  *      delete bindings of removed members; the namespace first, the rest once it
  *      is observed; everything in one concurrent batch;
  *   4. write back with compare-and-swap on row version and leader epoch, plus a
- *      ledger row per external write.
+ *      ledger row per external write and the project's spans (see project_spans).
  * On a full resync, a namespace with our labels and no live project is an
  * orphan: deleted (with its content) and recorded in the ledger.
  * READY only when every desired object is observed as applied.  A failure on
@@ -39,6 +39,7 @@
 #include "utils/hsearch.h"
 #include "utils/json.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 
 #include "mlplat/backoff.h"
 #include "mlplat/guc.h"
@@ -47,6 +48,7 @@
 #include "mlplat/kube.h"
 #include "mlplat/reconcile.h"
 #include "mlplat/reconcile_util.h"
+#include "mlplat/span.h"
 #include "mlplat/spec_diff.h"
 
 /* PostgreSQL 17 has foreach_ptr; 15 does not: the same loop over a List of pointers. */
@@ -153,6 +155,8 @@ typedef struct Project
 	bool		due;
 	char	   *members;
 	int64		quota_generation;	/* generation whose quota was last applied */
+	TimestampTz claim_start;	/* the pass's claim transaction, for its span */
+	TimestampTz claim_end;
 	/* desired and observed, per object */
 	List	   *objs;
 	/* decided */
@@ -164,6 +168,7 @@ typedef struct Project
 	bool		deferred;		/* some objects wait for the namespace */
 	bool		write;
 	char	   *observed_json;
+	List	   *spans;			/* written with the write-back (project_spans) */
 } Project;
 
 typedef struct ObsEntry
@@ -661,6 +666,8 @@ claim(char **instance)
 {
 	MemoryContext pass_cxt = CurrentMemoryContext;
 	List	   *out = NIL;
+	TimestampTz start = GetCurrentTimestamp();
+	TimestampTz end;
 
 	mlplat_txn_begin();
 	MemoryContextSwitchTo(pass_cxt);
@@ -696,7 +703,64 @@ claim(char **instance)
 		out = lappend(out, p);
 	}
 	mlplat_txn_commit();
+	end = GetCurrentTimestamp();
+	foreach_ptr(Project, p, out)
+	{
+		p->claim_start = start;
+		p->claim_end = end;
+	}
 	return out;
+}
+
+/*
+ * The spans of a project's pass that wrote something, in the trace of the
+ * intent stored with it (create_project, set_project_quota, grant_role, ...):
+ * the claim, one CLIENT span per object written, and, when the project
+ * becomes READY, the wait from its last apply.  NIL without a trace.
+ */
+static List *
+project_spans(Project *p)
+{
+	List	   *spans = NIL;
+	MlplatSpan *s;
+
+	foreach_ptr(ProjObj, o, p->objs)
+	{
+		if (o->req == NULL)
+			continue;
+		if (spans == NIL)
+		{
+			/* the claim that led to the first write */
+			s = mlplat_span_begin_at(p->traceparent, "projects.claim", MLPLAT_SPAN_INTERNAL, p->claim_start);
+			if (s == NULL)
+				return NIL;		/* no trace */
+			mlplat_span_set_entity(s, p->name, "project", p->id);
+			mlplat_span_end_at(s, p->claim_end, NULL);
+			spans = lappend(spans, s);
+		}
+		s = mlplat_span_begin_at(p->traceparent, o->action == ACT_DELETE ? "projects.delete" : "projects.apply",
+								 MLPLAT_SPAN_CLIENT, o->req->started_at ? o->req->started_at : p->claim_end);
+		mlplat_span_set_entity(s, p->name, "project", p->id);
+		if (o->ns)
+			mlplat_span_attr_text(s, "k8s.namespace.name", o->ns);
+		mlplat_span_attr_text(s, "mlplat.object.kind", KIND_NAME[o->kind]);
+		mlplat_span_attr_text(s, "mlplat.object.name", o->name);
+		if (o->http_status > 0)
+			mlplat_span_attr_int(s, "http.response.status_code", o->http_status);
+		mlplat_span_end_at(s, s->start + (TimestampTz) (o->req->elapsed_ms * 1000.0),
+						   strcmp(o->ledger_outcome, "OK") == 0 ? NULL : o->error);
+		spans = lappend(spans, s);
+	}
+	if (strcmp(p->new_status, "READY") == 0 && strcmp(p->status, "READY") != 0)
+	{
+		s = mlplat_span_begin(p->traceparent, "projects.readiness_wait", MLPLAT_SPAN_INTERNAL);
+		mlplat_span_set_entity(s, p->name, "project", p->id);
+		mlplat_span_start_after(s, "projects.apply");
+		mlplat_span_attr_text(s, "k8s.namespace.name", p->ns);
+		mlplat_span_end(s, NULL);
+		spans = lappend(spans, s);
+	}
+	return spans;
 }
 
 static char *
@@ -710,7 +774,12 @@ write_back(MlplatPass *pass, List *projects, List *orphans)
 {
 	MemoryContext pass_cxt = CurrentMemoryContext;
 	int			lost = 0;
+	List	   *spans = NIL;
 
+	/* built before the transaction: the lists live in the pass's context */
+	foreach_ptr(Project, p, projects)
+		if (p->write)
+			p->spans = project_spans(p);
 	mlplat_txn_begin();
 	foreach_ptr(Project, p, projects)
 	{
@@ -732,6 +801,7 @@ write_back(MlplatPass *pass, List *projects, List *orphans)
 			lost++;				/* an intent or another leader got there first: re-read next pass */
 			continue;
 		}
+		spans = list_concat(spans, p->spans);
 		foreach_ptr(ProjObj, o, p->objs)
 		{
 			if (o->req == NULL)
@@ -747,6 +817,7 @@ write_back(MlplatPass *pass, List *projects, List *orphans)
 		mlplat_ledger_append(pass, "project", 0, mlplat_json_text(o->obs, "metadata", "labels", "mlplat.io/project"),
 							 "ORPHAN_TEARDOWN", o->ledger_outcome, NULL, NULL, o->http_status, o->error, NULL,
 							 psprintf("Namespace %s", o->name));
+	mlplat_spans_flush(spans);
 	mlplat_txn_commit();
 	MemoryContextSwitchTo(pass_cxt);
 	if (lost)

@@ -4,7 +4,7 @@
 # bindings -> READY), steady state without writes, a role change replacing its
 # binding, scenario 8 (403 on NetworkPolicy -> the error shows; cleared -> READY
 # without re-applying the other objects), and delete -> DELETED once the
-# namespace is gone.
+# namespace is gone; the reconciler's spans hang under the API call they act for.
 set -u
 . "$(dirname "$0")/../lib/tap.sh"
 tap_require_cluster
@@ -39,6 +39,19 @@ items = json.load(sys.stdin)["items"]
 ns, ok = sys.argv[1], len(sys.argv) > 2
 print(sum(1 for e in items if e["method"] != "GET" and (e.get("namespace") or "") == ns
           and (not ok or 200 <= e["status"] < 300)))' "$2" ${4:+ok}
+}
+
+# proj_spans PROJECT — the project's reconciler spans, one line each, sorted:
+# "<name> <status> <object kind>/<object name> <http status> <name of the parent span>"
+# (the parent looked up in the same trace: the API call the reconciler acted for)
+proj_spans() {
+	q $DB "SELECT s.name || ' ' || s.status || ' ' || coalesce(s.attributes->>'mlplat.object.kind', '-') || '/' ||
+	              coalesce(s.attributes->>'mlplat.object.name', '-') || ' ' ||
+	              coalesce(s.attributes->>'http.response.status_code', '-') || ' ' || coalesce(a.name, 'NO-PARENT')
+	         FROM mlplat.trace_spans s
+	         LEFT JOIN mlplat.trace_spans a ON a.trace_id = s.trace_id AND a.span_id = s.parent_span_id AND a.kind = 'SERVER'
+	        WHERE s.entity = 'project' AND s.name LIKE 'projects.%' AND s.entity_id = (SELECT id FROM mlplat.projects WHERE name = '$1')
+	        ORDER BY 1"
 }
 
 INSTANCE=$(q $DB "SELECT mlplat._instance_id()")
@@ -98,6 +111,19 @@ tap_is "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'proj
 	"the ledger shows one apply per object (namespace, quota, limits, policy, 3 bindings)"
 tap_is "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'projects' AND project = 'vision' AND epoch = (SELECT epoch FROM mlplat.leader_epochs WHERE kind = 'projects') AND controller <> ''")" 7 \
 	"the ledger rows carry the projects leader's epoch and controller"
+proj_spans vision >"$WORK/proj-spans.txt"
+python3 -c '
+import sys
+rows = [l.split(" ") for l in open(sys.argv[1]).read().split("\n") if l]
+applies = [r for r in rows if r[0] == "projects.apply"]
+ok = (len(applies) == 7 and all(r[1] == "OK" and r[3] in ("200", "201") for r in applies)
+      and sorted(r[2].split("/")[0] for r in applies) == ["LimitRange", "Namespace", "NetworkPolicy", "ResourceQuota"] + ["RoleBinding"] * 3
+      and sum(1 for r in rows if r[0] == "projects.readiness_wait") == 1
+      and sum(1 for r in rows if r[0] == "projects.claim") >= 1
+      and all(r[4] in ("mlplat.create_project", "mlplat.grant_role") for r in rows))
+sys.exit(0 if ok else 1)' "$WORK/proj-spans.txt"
+rc=$?; tap_ok $rc "spans: a claim, one CLIENT apply per object and the readiness wait, each under the API call it acted for"
+[ $rc = 0 ] || sed 's/^/# span: /' "$WORK/proj-spans.txt"
 
 # ---------------------------------------------------------------- steady state
 w0=$(admin GET requests | python3 -c 'import json,sys; print(sum(1 for e in json.load(sys.stdin)["items"] if e["method"] != "GET"))')
@@ -131,6 +157,8 @@ tap_ok $? "the viewer binding is replaced by a developer binding (roleRef is imm
 tap_is "$(requests RoleBinding mlp-vision mlplat-viewer-bob ok)" 2 "the old binding saw exactly its apply and one delete"
 tap_is "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE project = 'vision' AND action = 'DELETE' AND outcome = 'OK' AND detail->>'note' = 'RoleBinding mlp-vision/mlplat-viewer-bob'")" 1 \
 	"the ledger records the binding's deletion"
+tap_is "$(proj_spans vision | grep -cE '^projects\.(delete OK RoleBinding/mlplat-viewer-bob 200|apply OK RoleBinding/mlplat-developer-bob 20[01]) mlplat\.(grant|revoke)_role$')" 2 \
+	"the binding's apply and delete are spans under the grant_role/revoke_role call that asked for them"
 wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'vision'" READY 10
 tap_ok $? "the project is READY again after the role change"
 
@@ -193,6 +221,9 @@ tap_is "$(requests NetworkPolicy mlp-vision mlplat-isolation)/$(q $DB "SELECT st
 n=$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE project = 'secure' AND action = 'APPLY' AND outcome = 'FAILED' AND http_status = 403")
 [ -n "$n" ] && [ "$n" -ge 1 ]
 tap_ok $? "the ledger keeps the refused applies ($n with HTTP 403)"
+n=$(proj_spans secure | grep -c '^projects.apply ERROR NetworkPolicy/mlplat-isolation 403 mlplat.create_project$')
+[ -n "$n" ] && [ "$n" -ge 1 ]
+tap_ok $? "each refused apply is an ERROR span with HTTP 403 in the create_project trace ($n)"
 
 # ---------------------------------------------------------------- orphans
 kube POST /api/v1/namespaces "{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":\"mlp-ghost\",\"labels\":{\"app.kubernetes.io/managed-by\":\"mlplat\",\"mlplat.io/project\":\"ghost\",\"mlplat.io/instance\":\"$INSTANCE\"}}}" >/dev/null
