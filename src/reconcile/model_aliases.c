@@ -31,6 +31,7 @@
 #include "utils/builtins.h"
 #include "utils/json.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 
 #include "mlplat/backoff.h"
 #include "mlplat/guc.h"
@@ -39,6 +40,7 @@
 #include "mlplat/reconcile.h"
 #include "mlplat/reconcile_util.h"
 #include "mlplat/secret_file.h"
+#include "mlplat/span.h"
 
 #define TOKEN_MAX 16384
 /* permanent errors (403, 400 other than "alias not found") are retried slowly */
@@ -294,6 +296,7 @@ typedef struct AliasRow
 	bool		mark_observed;
 	int			http_status;
 	const char *ledger_outcome;
+	List	   *spans;			/* written with the write-back (alias_spans) */
 } AliasRow;
 
 static char *
@@ -583,12 +586,55 @@ ensure_registry_versions(MlplatPass *pass, MlJsonArena *arena, List *models, Lis
 	}
 }
 
+/* A CLIENT span of one registry request made for alias a, or NULL without a trace. */
+static MlplatSpan *
+alias_request_span(AliasRow *a, MlplatHttpRequest *r, const char *name, const char *error)
+{
+	MlplatSpan *s = mlplat_span_begin_at(a->traceparent, name, MLPLAT_SPAN_CLIENT,
+										 r->started_at ? r->started_at : GetCurrentTimestamp());
+
+	mlplat_span_set_entity(s, a->project, "model_alias", a->id);
+	mlplat_span_attr_text(s, "mlplat.registered_model", a->model);
+	mlplat_span_attr_text(s, "mlplat.alias", a->alias);
+	mlplat_span_attr_text(s, "mlplat.alias.action", a->action);
+	if (a->target)
+		mlplat_span_attr_text(s, "mlplat.registry_version", a->target);
+	if (r->status > 0)
+		mlplat_span_attr_int(s, "http.response.status_code", r->status);
+	if (s)
+		mlplat_span_end_at(s, s->start + (TimestampTz) (r->elapsed_ms * 1000.0), error);
+	return s;
+}
+
+/*
+ * The spans of an alias this pass wrote, in the trace of the intent stored
+ * with it (set_model_stage, ...): the registry write (SET, DELETE or REPAIR)
+ * and the read-back that verified it.
+ */
+static void
+alias_spans(AliasRow *a)
+{
+	if (a->write_req == NULL)
+		return;
+	a->spans = lappend(a->spans, alias_request_span(a, a->write_req, "model_aliases.write",
+													strcmp(a->ledger_outcome, "OK") == 0 ? NULL : a->error));
+	if (a->verify_req)
+		a->spans = lappend(a->spans, alias_request_span(a, a->verify_req, "model_aliases.verify",
+														a->new_status && strcmp(a->new_status, "SYNCED") == 0
+														? NULL : a->error));
+}
+
 static void
 write_back(MlplatPass *pass, List *aliases, List *models, List *versions)
 {
 	MemoryContext pass_cxt = CurrentMemoryContext;
 	ListCell   *lc;
 	int			lost = 0;
+	List	   *spans = NIL;
+
+	/* built before the transaction: the lists live in the pass's context */
+	foreach(lc, aliases)
+		alias_spans(lfirst(lc));
 
 	mlplat_txn_begin();
 	foreach(lc, models)
@@ -680,7 +726,10 @@ write_back(MlplatPass *pass, List *aliases, List *models, List *versions)
 							 (const char[]) {' ', ' ', ' ', ' ', a->reason ? ' ' : 'n', a->mark_observed ? ' ' : 'n',
 								 observed_json ? ' ' : 'n', a->error ? ' ' : 'n', a->retry_ms >= 0 ? ' ' : 'n'}))
 			lost++;				/* an intent or another leader got there first: re-read next pass */
+		else
+			spans = list_concat(spans, a->spans);
 	}
+	mlplat_spans_flush(spans);
 	mlplat_txn_commit();
 	MemoryContextSwitchTo(pass_cxt);
 	if (lost)

@@ -86,6 +86,19 @@ tap_is "$(mlflow GET 'model-versions/get?name=aliaslab.iris&version='"$V1" | pyt
 	"s3://models/iris/1" "the registry version's source is the artifact URI"
 tap_is "$(q $DB "SELECT action || ':' || requested_by || ':' || registry_version || ':' || coalesce(observed_version, '-') FROM mlplat.model_alias_history WHERE $MINE AND alias = 'candidate'")" \
 	"SET:alice:$V1:-" "history: alice's SET of candidate, from no alias"
+# alias_spans ALIAS — its reconciler spans: "<name> <status> <action> <http> <parent API span>"
+alias_spans() {
+	q $DB "SELECT s.name || ' ' || s.status || ' ' || (s.attributes->>'mlplat.alias.action') || ' ' ||
+	              coalesce(s.attributes->>'http.response.status_code', '-') || ' ' || coalesce(a.name, 'NO-PARENT')
+	         FROM mlplat.trace_spans s
+	         LEFT JOIN mlplat.trace_spans a ON a.trace_id = s.trace_id AND a.span_id = s.parent_span_id AND a.kind = 'SERVER'
+	        WHERE s.entity = 'model_alias' AND s.name LIKE 'model_aliases.%'
+	          AND s.entity_id = (SELECT id FROM mlplat.model_aliases WHERE $MINE AND alias = '$1')
+	        ORDER BY s.start_time, s.name DESC"
+}
+tap_is "$(alias_spans candidate | tr '\n' ',')" \
+	"model_aliases.write OK SET 200 mlplat.set_model_stage,model_aliases.verify OK SET 200 mlplat.set_model_stage," \
+	"spans: the registry write and its read-back, under alice's set_model_stage call"
 
 # --- CHAMPION: champion set, candidate (no longer staged) deleted
 as_alice "SELECT mlplat.set_model_stage('aliaslab', 'iris', '1', 'CHAMPION')" >/dev/null
@@ -138,6 +151,8 @@ wait_for $DB "SELECT count(*) FROM mlplat.model_alias_history WHERE $MINE AND ac
 tap_ok $? "history: one REPAIR row naming the outside version it replaced"
 tap_is "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE project = 'aliaslab' AND kind = 'model_aliases' AND entity = 'model_alias' AND action = 'REPAIR' AND outcome = 'OK' AND epoch = (SELECT epoch FROM mlplat.leader_epochs WHERE kind = 'model_aliases')")" \
 	1 "the ledger shows the REPAIR, stamped with the leader's epoch"
+tap_is "$(alias_spans champion | grep -c '^model_aliases.write OK REPAIR 200 mlplat.set_model_stage$')" 1 \
+	"the repair is a span too, in the trace of the stage change it restores"
 
 # --- stage NONE: the champion alias is deleted
 as_alice "SELECT mlplat.set_model_stage('aliaslab', 'iris', '2', 'NONE')" >/dev/null
