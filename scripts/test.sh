@@ -22,6 +22,9 @@ run() {
 	rm -f "$out"
 }
 
+# The whole machine is this run's: two fuzz targets at a time (each still gets
+# its FUZZ_SECONDS of wall clock on a core of its own).
+export FUZZ_JOBS=${FUZZ_JOBS:-2}
 echo "### suite run 1/2: normal build"
 run test/run.sh
 echo "### suite run 2/2: AddressSanitizer + UBSan build"
