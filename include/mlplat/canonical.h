@@ -51,6 +51,18 @@ extern bool ml_sha256_hex(const void *data, size_t len, char out[ML_CONTENT_ID_L
  */
 extern size_t ml_json_format_number(double d, char buf[32]);
 
+/*
+ * The canonical text of number v as the writer above puts it into a document
+ * (NUL-terminated); returns the length, or 0 for NaN/Infinity.
+ */
+extern size_t ml_json_canonical_number(const MlJsonValue *v, char buf[32]);
+
+/*
+ * s[0..n) as a canonical JSON string literal (quotes included) at out, which
+ * must have room for 6 * n + 2 bytes; returns the length written (no NUL).
+ */
+extern size_t ml_json_canonical_string(const char *s, size_t n, char *out);
+
 /* Compare two UTF-8 strings by their UTF-16 code units (RFC 8785 §3.2.3). */
 extern int	ml_json_utf16_cmp(const char *a, size_t alen, const char *b, size_t blen);
 

@@ -142,6 +142,13 @@ extern MlJsonValue *ml_json_parse(MlJsonArena *arena, const char *text, size_t l
 extern MlJsonValue *ml_json_new_number(MlJsonArena *arena, const char *text, size_t len,
 									   MlJsonError *err);
 
+/*
+ * The same number as a value the caller owns, without an arena: text must be
+ * NUL-terminated and outlive *out (out->u.number.text points at it).  False
+ * when text[0..len) is not exactly one JSON number that is a finite double.
+ */
+extern bool ml_json_number_view(const char *text, size_t len, MlJsonValue *out);
+
 /* An object of a copy of members[0..count) with its key index; NULL on a duplicate key or OOM. */
 extern MlJsonValue *ml_json_new_object(MlJsonArena *arena, const MlJsonMember *members,
 									   size_t count, MlJsonError *err);

@@ -348,6 +348,28 @@ ml_json_format_number(double d, char buf[32])
 	return (size_t) pos;
 }
 
+size_t
+ml_json_canonical_number(const MlJsonValue *v, char buf[32])
+{
+	const char *t = v->u.number.text;
+	size_t		tl = v->u.number.text_len;
+
+	/*
+	 * An integer written with at most 15 digits is exact in a double, and the
+	 * canonical form of an integer below 10^21 is its digits: the JSON text
+	 * already is that (the grammar forbids leading zeros), except "-0", which
+	 * is "0".
+	 */
+	if (v->u.number.is_integer && t != NULL && tl > 0 &&
+		tl - (t[0] == '-') <= 15 && !(t[0] == '-' && t[1] == '0'))
+	{
+		memcpy(buf, t, tl);
+		buf[tl] = '\0';
+		return tl;
+	}
+	return ml_json_format_number(v->u.number.value, buf);
+}
+
 /* ---- strings ---------------------------------------------------------- */
 
 /* whether a byte of x is zero (exact: the borrow only runs above a zero byte) */
@@ -357,32 +379,12 @@ has_zero_byte(uint64_t x)
 	return ((x - UINT64_C(0x0101010101010101)) & ~x & UINT64_C(0x8080808080808080)) != 0;
 }
 
-void
-ml_buf_json_string(MlJsonBuf *b, const char *s, size_t n)
+size_t
+ml_json_canonical_string(const char *s, size_t n, char *start)
 {
 	static const char hex[] = "0123456789abcdef";
-	char	   *out;
+	char	   *out = start;
 
-	size_t		need = n + 2;
-
-	/*
-	 * Room for the whole literal first, so the loop writes without checks:
-	 * short strings reserve the worst case (every byte a 6-byte \u00xx
-	 * escape), long ones count their escapes rather than over-allocate.
-	 */
-	if (n <= 1024)
-		need = 6 * n + 2;
-	else
-		for (size_t i = 0; i < n; i++)
-		{
-			unsigned char c = (unsigned char) s[i];
-
-			if (c < 0x20 || c == '"' || c == '\\')
-				need += 5;		/* at most 5 more than the byte itself */
-		}
-	if (!buf_reserve(b, need))
-		return;
-	out = b->data + b->len;
 	*out++ = '"';
 	for (size_t i = 0; i < n; i++)
 	{
@@ -450,8 +452,33 @@ ml_buf_json_string(MlJsonBuf *b, const char *s, size_t n)
 		}
 	}
 	*out++ = '"';
-	*out = '\0';
-	b->len = out - b->data;
+	return (size_t) (out - start);
+}
+
+void
+ml_buf_json_string(MlJsonBuf *b, const char *s, size_t n)
+{
+	size_t		need = n + 2;
+
+	/*
+	 * Room for the whole literal first, so the writer needs no checks: short
+	 * strings reserve the worst case (every byte a 6-byte \u00xx escape),
+	 * long ones count their escapes rather than over-allocate.
+	 */
+	if (n <= 1024)
+		need = 6 * n + 2;
+	else
+		for (size_t i = 0; i < n; i++)
+		{
+			unsigned char c = (unsigned char) s[i];
+
+			if (c < 0x20 || c == '"' || c == '\\')
+				need += 5;		/* at most 5 more than the byte itself */
+		}
+	if (!buf_reserve(b, need))
+		return;
+	b->len += ml_json_canonical_string(s, n, b->data + b->len);
+	b->data[b->len] = '\0';
 }
 
 /* next code point of UTF-8 s[*i..n); an invalid byte stands for itself */
@@ -618,23 +645,7 @@ write_canonical(MlJsonBuf *b, const MlJsonValue *v, const char *exclude_key,
 		case ML_JSON_NUMBER:
 			{
 				char		num[32];
-				size_t		n;
-				const char *t = v->u.number.text;
-				size_t		tl = v->u.number.text_len;
-
-				/*
-				 * An integer written with at most 15 digits is exact in a
-				 * double, and the canonical form of an integer below 10^21
-				 * is its digits: the JSON text already is that (the grammar
-				 * forbids leading zeros), except "-0", which is "0".
-				 */
-				if (v->u.number.is_integer && t != NULL && tl > 0 &&
-					tl - (t[0] == '-') <= 15 && !(t[0] == '-' && t[1] == '0'))
-				{
-					ml_buf_append(b, t, tl);
-					break;
-				}
-				n = ml_json_format_number(v->u.number.value, num);
+				size_t		n = ml_json_canonical_number(v, num);
 
 				if (n == 0)
 				{

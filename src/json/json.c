@@ -320,22 +320,21 @@ exact_double(const char *s, size_t n, double *out)
 	return true;
 }
 
-static MlJsonValue *
-parse_number(Parser *p)
+/*
+ * Check the number token at p->pos against the grammar and move past it;
+ * *is_integer: written without fraction or exponent.  False (and p failed)
+ * when the text is no number.
+ */
+static bool
+scan_number(Parser *p, bool *is_integer)
 {
-	size_t		start = p->pos;
-	bool		is_integer = true;
-	MlJsonValue *v;
-	char	   *text;
-	char	   *end;
-	double		d;
-
+	*is_integer = true;
 	if (p->pos < p->len && p->s[p->pos] == '-')
 		p->pos++;
 	if (p->pos >= p->len || !is_digit(p->s[p->pos]))
 	{
 		fail(p, ML_JSON_ERR_SYNTAX, p->pos, "invalid number: expected a digit");
-		return NULL;
+		return false;
 	}
 	if (p->s[p->pos] == '0')
 	{
@@ -343,7 +342,7 @@ parse_number(Parser *p)
 		if (p->pos < p->len && is_digit(p->s[p->pos]))
 		{
 			fail(p, ML_JSON_ERR_SYNTAX, p->pos, "invalid number: leading zeros are not allowed");
-			return NULL;
+			return false;
 		}
 	}
 	else
@@ -351,47 +350,72 @@ parse_number(Parser *p)
 			p->pos++;
 	if (p->pos < p->len && p->s[p->pos] == '.')
 	{
-		is_integer = false;
+		*is_integer = false;
 		p->pos++;
 		if (p->pos >= p->len || !is_digit(p->s[p->pos]))
 		{
 			fail(p, ML_JSON_ERR_SYNTAX, p->pos, "invalid number: expected a digit after the decimal point");
-			return NULL;
+			return false;
 		}
 		while (p->pos < p->len && is_digit(p->s[p->pos]))
 			p->pos++;
 	}
 	if (p->pos < p->len && (p->s[p->pos] == 'e' || p->s[p->pos] == 'E'))
 	{
-		is_integer = false;
+		*is_integer = false;
 		p->pos++;
 		if (p->pos < p->len && (p->s[p->pos] == '+' || p->s[p->pos] == '-'))
 			p->pos++;
 		if (p->pos >= p->len || !is_digit(p->s[p->pos]))
 		{
 			fail(p, ML_JSON_ERR_SYNTAX, p->pos, "invalid number: expected a digit in the exponent");
-			return NULL;
+			return false;
 		}
 		while (p->pos < p->len && is_digit(p->s[p->pos]))
 			p->pos++;
 	}
+	return true;
+}
 
+/*
+ * The double of a number token text[0..len) that passed scan_number; text
+ * must be NUL-terminated (strtod reads up to the NUL).  False when it is not
+ * a finite double.
+ */
+static bool
+number_value(const char *text, size_t len, double *out)
+{
+	char	   *end;
+
+	if (exact_double(text, len, out))
+		return true;
+	/* the grammar is a subset of what strtod accepts in the C locale */
+	errno = 0;
+	*out = strtod(text, &end);
+	return end == text + len && !isinf(*out) && !isnan(*out);
+}
+
+static MlJsonValue *
+parse_number(Parser *p)
+{
+	size_t		start = p->pos;
+	bool		is_integer;
+	MlJsonValue *v;
+	char	   *text;
+	double		d;
+
+	if (!scan_number(p, &is_integer))
+		return NULL;
 	text = palloc_or_fail(p, p->pos - start + 1);
 	if (text == NULL)
 		return NULL;
 	memcpy(text, p->s + start, p->pos - start);
 	text[p->pos - start] = '\0';
 
-	if (!exact_double(text, p->pos - start, &d))
+	if (!number_value(text, p->pos - start, &d))
 	{
-		/* the grammar above is a subset of what strtod accepts in the C locale */
-		errno = 0;
-		d = strtod(text, &end);
-		if (end != text + (p->pos - start) || isinf(d) || isnan(d))
-		{
-			fail(p, ML_JSON_ERR_VALUE, start, "number is out of range for an IEEE 754 double");
-			return NULL;
-		}
+		fail(p, ML_JSON_ERR_VALUE, start, "number is out of range for an IEEE 754 double");
+		return NULL;
 	}
 
 	v = new_value(p, ML_JSON_NUMBER);
@@ -998,6 +1022,29 @@ ml_json_new_number(MlJsonArena *arena, const char *text, size_t len, MlJsonError
 		return NULL;
 	}
 	return v;
+}
+
+bool
+ml_json_number_view(const char *text, size_t len, MlJsonValue *out)
+{
+	Parser		p;
+	MlJsonError err;
+	bool		is_integer;
+	double		d;
+
+	memset(&p, 0, sizeof(p));
+	p.s = (const unsigned char *) text;
+	p.len = len;
+	p.err = &err;
+	if (!scan_number(&p, &is_integer) || p.pos != len || !number_value(text, len, &d))
+		return false;
+	memset(out, 0, sizeof(*out));
+	out->type = ML_JSON_NUMBER;
+	out->u.number.text = text;
+	out->u.number.text_len = len;
+	out->u.number.value = d;
+	out->u.number.is_integer = is_integer;
+	return true;
 }
 
 MlJsonValue *
