@@ -13,6 +13,14 @@
  * the content id of the rest, the fractions are consistent with the
  * decision, and a second call gives the same bytes.
  *
+ * Differential property (check_fields_route): when the evidence has the
+ * evidence shape with scalar fields, reading it from its fields (the
+ * one-pass route the backend takes, ml_rollout_read_evidence_fields) gives
+ * exactly what reading its tree gives: the same status, the same evidence,
+ * or the same refusal word for word; its content id from the fields equals
+ * the tree's canonical content id whatever the values; every number read
+ * again by ml_json_number_view equals the parser's.
+ *
  * Built with -DMLPLAT_NO_FUZZ_MAIN the file provides only the property.
  */
 #include <stdint.h>
@@ -70,6 +78,134 @@ fix_ids(MlJsonArena *arena, MlJsonValue *contract, MlJsonValue *evidence)
 	set_string_member(arena, evidence, "content_id", eid);
 }
 
+/*
+ * The fields of evidence tree v as the backend's jsonb walk finds them: each
+ * part an object with exactly its keys, every field a scalar; numbers
+ * re-read by ml_json_number_view into vals, as the walk reads them.  NULL
+ * when v does not have that shape (the walk declines it too).
+ */
+static const char *
+find_part(const MlJsonValue *obj, const char *const *keys, const MlJsonValue **f,
+		  MlJsonValue *vals, int first, bool *shaped)
+{
+	size_t		n = 0;
+
+	if (obj == NULL || obj->type != ML_JSON_OBJECT)
+		return NULL;
+	for (; keys[n] != NULL; n++)
+	{
+		const MlJsonValue *v = ml_json_object_get(obj, keys[n]);
+
+		if (v == NULL)
+			return NULL;
+		f[first + n] = v;
+		if (v->type == ML_JSON_NUMBER)
+		{
+			if (!ml_json_number_view(v->u.number.text, v->u.number.text_len, &vals[first + n]))
+				return "ml_json_number_view refused a number the parser read";
+			if (memcmp(&vals[first + n].u.number.value, &v->u.number.value, sizeof(double)) != 0 ||
+				vals[first + n].u.number.is_integer != v->u.number.is_integer)
+				return "ml_json_number_view and the parser read a number differently";
+			f[first + n] = &vals[first + n];
+		}
+	}
+	*shaped = n == obj->u.object.count;
+	return NULL;
+}
+
+static bool
+is_container(const MlJsonValue *v)
+{
+	return v->type == ML_JSON_ARRAY || v->type == ML_JSON_OBJECT;
+}
+
+static bool
+same_str(const MlRolloutStr *a, const MlRolloutStr *b)
+{
+	return a->len == b->len && memcmp(a->str, b->str, a->len) == 0;
+}
+
+static bool
+same_scope(const MlRolloutScope *a, const MlRolloutScope *b)
+{
+	return same_str(&a->project, &b->project) && same_str(&a->deployment, &b->deployment) &&
+		same_str(&a->target_revision, &b->target_revision) &&
+		same_str(&a->previous_revision, &b->previous_revision) &&
+		same_str(&a->model_digest, &b->model_digest) &&
+		same_str(&a->config_digest, &b->config_digest);
+}
+
+/* every member but the scope's pointers, bit for bit */
+static bool
+same_evidence(const MlRolloutEvidence *a, const MlRolloutEvidence *b)
+{
+	MlRolloutEvidence x = *a;
+	MlRolloutEvidence y = *b;
+
+	if (!same_scope(&a->scope, &b->scope))
+		return false;
+	memset(&x.scope, 0, sizeof(x.scope));
+	memset(&y.scope, 0, sizeof(y.scope));
+	return memcmp(&x, &y, sizeof(x)) == 0;
+}
+
+static const char *
+check_fields_route(MlJsonArena *arena, const MlJsonValue *evidence)
+{
+	const MlJsonValue *f[ML_EV_NFIELDS] = {0};
+	MlJsonValue vals[ML_EV_NFIELDS];
+	bool		shaped[4] = {false, false, false, false};
+	const char *bad;
+	MlRolloutEvidence e1,
+				e2;
+	MlRolloutError err1,
+				err2;
+	MlRolloutStatus st1,
+				st2;
+	char		tree_id[ML_CONTENT_ID_LEN + 1];
+	char		fields_id[ML_CONTENT_ID_LEN + 1];
+	MlJsonError jerr;
+
+	if ((bad = find_part(evidence, ml_rollout_evidence_keys, f, vals, 0, &shaped[0])) != NULL ||
+		!shaped[0])
+		return bad;
+	if ((bad = find_part(f[ML_EV_SCOPE], ml_rollout_scope_keys, f, vals,
+						 ML_EV_SCOPE_FIRST, &shaped[1])) != NULL ||
+		(bad = find_part(f[ML_EV_TARGET], ml_rollout_revision_keys, f, vals,
+						 ML_EV_TARGET_FIRST, &shaped[2])) != NULL ||
+		(bad = find_part(f[ML_EV_PREVIOUS], ml_rollout_revision_keys, f, vals,
+						 ML_EV_PREVIOUS_FIRST, &shaped[3])) != NULL)
+		return bad;
+	if (!shaped[1] || !shaped[2] || !shaped[3])
+		return NULL;
+	f[ML_EV_SCOPE] = f[ML_EV_TARGET] = f[ML_EV_PREVIOUS] = NULL;
+	for (int i = 0; i < ML_EV_NFIELDS; i++)
+		if (f[i] != NULL && is_container(f[i]))
+			return NULL;
+
+	/* the canonical text from the fields is the tree's, valid or not */
+	if (ml_json_content_id_excluding(arena, evidence, "content_id", tree_id, &jerr) &&
+		ml_rollout_evidence_fields_id(f, fields_id) && strcmp(tree_id, fields_id) != 0)
+		return "the content id from the fields differs from the tree's";
+
+	memset(&err1, 0, sizeof(err1));
+	memset(&err2, 0, sizeof(err2));
+	st1 = ml_rollout_read_evidence(arena, evidence, &e1, &err1);
+	st2 = ml_rollout_read_evidence_fields(f, &e2, &err2);
+	if (st1 == ML_ROLLOUT_NOMEM || st2 == ML_ROLLOUT_NOMEM)
+		return NULL;
+	if (st1 != st2)
+		return "the fields route and the tree route disagree on validity";
+	if (st1 == ML_ROLLOUT_OK && !same_evidence(&e1, &e2))
+		return "the fields route read other evidence than the tree route";
+	if (st1 == ML_ROLLOUT_INVALID &&
+		(strcmp(err1.rule, err2.rule) != 0 || strcmp(err1.path, err2.path) != 0 ||
+		 strcmp(err1.message, err2.message) != 0 || strcmp(err1.detail, err2.detail) != 0 ||
+		 strcmp(err1.hint, err2.hint) != 0))
+		return "the fields route refused with other words than the tree route";
+	return NULL;
+}
+
 /* One full run in a fresh arena; *out gets a malloc'ed copy of the output or NULL. */
 static const char *
 run_once(const char *a, size_t alen, const char *b, size_t blen, bool fix,
@@ -95,6 +231,11 @@ run_once(const char *a, size_t alen, const char *b, size_t blen, bool fix,
 	}
 	if (fix)
 		fix_ids(arena, contract, evidence);
+	if ((bad = check_fields_route(arena, evidence)) != NULL)
+	{
+		ml_json_arena_free(arena);
+		return bad;
+	}
 	memset(&err, 0, sizeof(err));
 	*st_out = ml_rollout_plan(arena, contract, evidence, plan_out, &err);
 	if (*st_out == ML_ROLLOUT_INVALID)

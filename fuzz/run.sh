@@ -23,6 +23,7 @@ mkdir -p "$out"
 
 flags="-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Iinclude -Ifuzz"
 core="fuzz/props.c src/json/json.c src/json/canonical.c src/json/diff.c src/validate/names.c src/rollout/plan.c
+      src/rollout/read.c src/rollout/evidence_id.c
       src/http/kube_response.c src/rollout/prometheus.c"
 n=0
 status=0

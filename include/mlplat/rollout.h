@@ -84,7 +84,10 @@ typedef enum MlRolloutReason
 	ML_REASON_COUNT
 } MlRolloutReason;
 
-/* A string field: UTF-8 bytes (may contain NUL), NUL-terminated. */
+/*
+ * A string field: UTF-8 bytes (may contain NUL); NUL-terminated when read
+ * from a tree, not necessarily when read from fields.  Compare by len.
+ */
 typedef struct MlRolloutStr
 {
 	const char *str;
@@ -192,6 +195,83 @@ extern MlRolloutStatus ml_rollout_decide(MlJsonArena *arena, const MlRolloutCont
 extern MlRolloutStatus ml_rollout_plan(MlJsonArena *arena, const MlJsonValue *contract,
 									   const MlJsonValue *evidence,
 									   MlRolloutPlan *plan, MlRolloutError *err);
+
+/*
+ * Evidence read in one pass, without a value tree.
+ *
+ * A caller that can find an evidence record's fields itself (the backend
+ * walks the jsonb) hands them over as an array indexed by the field numbers
+ * below: the record's members, then the members of scope, target and
+ * previous, each group in the byte order of its keys (the key lists
+ * ml_rollout_evidence_keys, _scope_keys and _revision_keys, NULL-terminated).
+ * The slots of the three objects themselves are not read.  The caller
+ * promises the shape: every part is an object with exactly those keys.
+ * Values may live anywhere (strings need not be NUL-terminated; numbers come
+ * from ml_json_number_view).  Validation is the tree reader's, field for
+ * field; the content id is hashed from canonical text written straight from
+ * the fields.  So for the same record both readers give the same evidence
+ * or the same refusal.
+ */
+enum
+{
+	ML_EV_CONTENT_ID = 0,
+	ML_EV_CONTRACT_CONTENT_ID,
+	ML_EV_CURRENT_FRACTION,
+	ML_EV_DESIRED_CAPACITY,
+	ML_EV_OBSERVED_AT,
+	ML_EV_PREVIOUS,
+	ML_EV_SCOPE,
+	ML_EV_TARGET,
+	ML_EV_WINDOW_SECONDS,
+	ML_EV_WINDOW_START,
+	ML_EV_NROOT,				/* 10 members */
+
+	/* + ML_SCOPE_* */
+	ML_EV_SCOPE_FIRST = ML_EV_NROOT,
+	/* + ML_REV_* */
+	ML_EV_TARGET_FIRST = ML_EV_SCOPE_FIRST + 6,
+	ML_EV_PREVIOUS_FIRST = ML_EV_TARGET_FIRST + 8,
+	ML_EV_NFIELDS = ML_EV_PREVIOUS_FIRST + 8
+};
+
+enum
+{
+	ML_SCOPE_CONFIG_DIGEST = 0,
+	ML_SCOPE_DEPLOYMENT,
+	ML_SCOPE_MODEL_DIGEST,
+	ML_SCOPE_PREVIOUS_REVISION,
+	ML_SCOPE_PROJECT,
+	ML_SCOPE_TARGET_REVISION
+};
+
+enum
+{
+	ML_REV_DESIRED_REPLICAS = 0,
+	ML_REV_ERRORS,
+	ML_REV_HEALTH_OBSERVED_AT,
+	ML_REV_LOAD_ATTEMPTS,
+	ML_REV_LOAD_SUCCESSES,
+	ML_REV_P95_MS,
+	ML_REV_READY_REPLICAS,
+	ML_REV_REQUESTS
+};
+
+extern const char *const ml_rollout_evidence_keys[];
+extern const char *const ml_rollout_scope_keys[];
+extern const char *const ml_rollout_revision_keys[];
+
+/* ml_rollout_read_evidence for a record given as its fields (see above). */
+extern MlRolloutStatus ml_rollout_read_evidence_fields(const MlJsonValue *const fields[ML_EV_NFIELDS],
+													   MlRolloutEvidence *out, MlRolloutError *err);
+
+/*
+ * Content id of the record given as its fields, without its content_id
+ * (what ml_json_content_id_excluding gives for the record's tree).  False
+ * when a field is an array or object, or text would exceed the buffer that
+ * validated fields always fit in (then the caller uses the tree).
+ */
+extern bool ml_rollout_evidence_fields_id(const MlJsonValue *const fields[ML_EV_NFIELDS],
+										  char out[ML_CONTENT_ID_LEN + 1]);
 
 /* "ADVANCE", "HOLD", "ROLLBACK" */
 extern const char *ml_rollout_decision_name(MlRolloutDecision d);

@@ -24,7 +24,8 @@ fi
 # replays its seed corpus; its test numbers continue after json_test's.
 # shellcheck disable=SC2086
 if ! $cc $flags $san -DMLPLAT_NO_FUZZ_MAIN -o "$out/rollout_test" test/unit/rollout_test.c \
-        fuzz/fuzz_plan_rollout.c src/rollout/plan.c src/json/json.c src/json/canonical.c \
+        fuzz/fuzz_plan_rollout.c src/rollout/plan.c src/rollout/read.c src/rollout/evidence_id.c \
+        src/json/json.c src/json/canonical.c \
         -lcrypto -lm >"$out/build-rollout.log" 2>&1; then
     echo "1..1"
     echo "not ok 1 - build test/unit/rollout_test.c"
