@@ -34,7 +34,25 @@ __ubsan_default_options(void)
 {
 	return "print_stacktrace=1";
 }
-#else
-/* keep the translation unit non-empty for -Wpedantic compilers */
-typedef int mlplat_sanitizer_options_unused;
 #endif
+
+#include "mlplat/sanitizer.h"
+
+#ifdef MLPLAT_ASAN
+extern void __asan_handle_no_return(void);
+#endif
+
+/*
+ * An ERROR leaves our frames by longjmp, and the runtime, which arrives with
+ * mlplat.so after libc, does not intercept it: the frames' ASan shadow
+ * (redzones, locals whose scope ended) stays where the next calls' frames
+ * land, and a frame laid out differently is then reported for touching it.
+ * Clear the stack's shadow as the interceptor would have.
+ */
+void
+mlplat_sanitizer_before_error(void)
+{
+#ifdef MLPLAT_ASAN
+	__asan_handle_no_return();
+#endif
+}

@@ -29,6 +29,7 @@
 #include "mlplat/json.h"
 #include "mlplat/json_jsonb.h"
 #include "mlplat/rollout.h"
+#include "mlplat/sanitizer.h"
 
 PG_FUNCTION_INFO_V1(mlplat_plan_rollout);
 
@@ -75,6 +76,8 @@ parse_arg(MemoryContext cxt, MlJsonArena *arena, Jsonb *jb, const char *what)
 	MemoryContextSwitchTo(old);
 	v = ml_json_parse(arena, buf.data, buf.len, NULL, &err);
 	if (v == NULL)
+	{
+		mlplat_sanitizer_before_error();
 		ereport(ERROR,
 				(errcode(err.code == ML_JSON_ERR_NOMEM ? ERRCODE_OUT_OF_MEMORY
 						 : ERRCODE_INVALID_PARAMETER_VALUE),
@@ -83,12 +86,14 @@ parse_arg(MemoryContext cxt, MlJsonArena *arena, Jsonb *jb, const char *what)
 						   err.code == ML_JSON_ERR_VALUE ? "json_value" : "json_syntax",
 						   err.offset),
 				 errhint("Rollout records carry only finite numbers within IEEE 754 double range.")));
+	}
 	return v;
 }
 
 static void
 report(MlRolloutStatus st, const MlRolloutError *err)
 {
+	mlplat_sanitizer_before_error();
 	ereport(ERROR,
 			(errcode(st == ML_ROLLOUT_NOMEM ? ERRCODE_OUT_OF_MEMORY
 					 : ERRCODE_INVALID_PARAMETER_VALUE),
