@@ -15,6 +15,7 @@
 #include "postgres.h"
 
 #include "utils/jsonb.h"
+#include "utils/numeric.h"
 
 #include "mlplat/json.h"
 
@@ -23,6 +24,15 @@
  * it allocates only numeric_out's text, freed at once.
  */
 extern MlJsonValue *ml_json_from_jsonb(MlJsonArena *arena, Jsonb *jb);
+
+/*
+ * numeric_out's text of a short-format numeric into out (NUL-terminated)
+ * without numeric_out's allocations; returns its length, or 0 when the
+ * number needs numeric_out (NaN, infinities, the long format, text of
+ * ML_NUMERIC_TEXT_MAX bytes or more).
+ */
+#define ML_NUMERIC_TEXT_MAX 64
+extern int	ml_numeric_text(Numeric num, char out[ML_NUMERIC_TEXT_MAX]);
 
 /*
  * A JSON arena whose blocks are allocated in cxt: it goes away with the

@@ -99,14 +99,12 @@ copy_string(Walk *w, const char *s, uint32 len)
  * negative), then, when the display scale is positive, '.' and exactly
  * dscale fraction digits (groups beyond the stored digits are zeros).
  * Returns the length, or 0 for anything else (NaN, infinities, the long
- * format, a short varlena header, text of NUMERIC_TEXT_MAX bytes or more):
+ * format, a short varlena header, text of ML_NUMERIC_TEXT_MAX bytes or more):
  * the caller then asks numeric_out.  Assert-enabled builds compare every
  * result with it.
  */
-#define NUMERIC_TEXT_MAX 64
-
-static int
-numeric_text(Numeric num, char *out)
+int
+ml_numeric_text(Numeric num, char out[ML_NUMERIC_TEXT_MAX])
 {
 	const char *p = (const char *) num;
 	uint16		header;
@@ -125,7 +123,7 @@ numeric_text(Numeric num, char *out)
 	/*
 	 * Only the short format: the others are NaN, the infinities and the long
 	 * format, which only numbers with more than 63 fraction digits or a
-	 * weight beyond 63 groups use (far longer than NUMERIC_TEXT_MAX).
+	 * weight beyond 63 groups use (far longer than ML_NUMERIC_TEXT_MAX).
 	 */
 	if ((header & 0xC000) != 0x8000)
 		return 0;
@@ -137,7 +135,7 @@ numeric_text(Numeric num, char *out)
 	ndigits = (VARSIZE(p) - VARHDRSZ - sizeof(uint16)) / sizeof(int16);
 
 	/* sign, integer groups, '.', fraction groups rounded up to 4 digits */
-	if (1 + (weight >= 0 ? 4 * (weight + 1) : 1) + 1 + dscale + 4 >= NUMERIC_TEXT_MAX)
+	if (1 + (weight >= 0 ? 4 * (weight + 1) : 1) + 1 + dscale + 4 >= ML_NUMERIC_TEXT_MAX)
 		return 0;
 
 	if (negative)
@@ -242,8 +240,8 @@ child(Walk *w, const JsonbContainer *jc, int index, const char *base, uint32 off
 	if (JBE_ISNUMERIC(e))
 	{
 		Numeric		num = (Numeric) (base + INTALIGN(off));
-		char		small[NUMERIC_TEXT_MAX];
-		int			n = numeric_text(num, small);
+		char		small[ML_NUMERIC_TEXT_MAX];
+		int			n = ml_numeric_text(num, small);
 		MlJsonError err;
 
 		if (n > 0)

@@ -1,23 +1,28 @@
 /*
  * sql.c — mlplat.plan_rollout(contract jsonb, evidence jsonb) → jsonb.
  *
- * The only file under src/rollout that includes PostgreSQL headers: the
- * trees come straight from the jsonb (mlplat/json_jsonb.h), or, when that
- * declines, from its text (JsonbToCString) through our parser; plan.c
- * validates and decides; the plan is built as jsonb directly, the same value
- * jsonb_in would make of its canonical text.  A refusal is SQLSTATE 22023
- * naming the field path and the rule.
+ * The SQL glue (with evidence_jsonb.c, the only files under src/rollout
+ * that include PostgreSQL headers): evidence is read in one pass from its
+ * jsonb (mlplat/rollout_jsonb.h: fields found in place, validated, hashed
+ * from canonical text written straight from them); a record that pass
+ * declines, or refuses, is read again as a tree (from the jsonb, or from its
+ * text through our parser), the reference route, which reports the error;
+ * contracts are read as trees.  plan.c validates and
+ * decides; the plan is built as jsonb directly, the same value jsonb_in
+ * would make of its canonical text.  A refusal is SQLSTATE 22023 naming the
+ * field path and the rule.
  *
  * Memory: each call works in a private memory context under fn_mcxt that
  * the next call resets (after an ereport, that reset or the end of the query
- * frees it).  The contract of the previous call is kept in fn_extra too: a
- * batch deciding many evidence records against one contract reads and
- * verifies the contract once.  The cache holds a copy of the contract's
- * jsonb bytes and is used only when the next contract is byte-for-byte
- * equal, so it can never change an answer.
+ * frees it).  Contracts read in this query are kept in fn_extra too (see
+ * ContractCache): a batch deciding many evidence records against a few
+ * contracts reads and verifies each contract once.  An entry is used only
+ * for a contract byte-for-byte equal to the one it was read from, so the
+ * cache can never change an answer.
  */
 #include "postgres.h"
 
+#include "common/hashfn.h"
 #include "fmgr.h"
 #include "lib/stringinfo.h"
 #include "utils/builtins.h"
@@ -29,16 +34,33 @@
 #include "mlplat/json.h"
 #include "mlplat/json_jsonb.h"
 #include "mlplat/rollout.h"
+#include "mlplat/rollout_jsonb.h"
 #include "mlplat/sanitizer.h"
 
 PG_FUNCTION_INFO_V1(mlplat_plan_rollout);
 
-/* The contract of the previous call, in a context under fn_mcxt. */
+/*
+ * Contracts read by this call site, keyed by their jsonb bytes: an open
+ * addressing table of CACHE_SLOTS slots holding at most CACHE_MAX entries
+ * (a few megabytes); when it is full it is emptied and starts again.  Batches
+ * that interleave up to CACHE_MAX contracts read each once.
+ */
+#define CACHE_SLOTS 4096		/* a power of two */
+#define CACHE_MAX	2048
+
+typedef struct CachedContract
+{
+	uint32		hash;
+	Jsonb	   *bytes;			/* copy of the contract datum */
+	MlRolloutContract contract; /* scope strings copied beside it */
+} CachedContract;
+
 typedef struct ContractCache
 {
-	MemoryContext cxt;
-	Jsonb	   *bytes;			/* copy of the contract datum */
-	MlRolloutContract contract; /* strings point into cxt */
+	MemoryContext cxt;			/* entries; reset when full */
+	int			nentries;
+	CachedContract *last;		/* the previous call's, checked first */
+	CachedContract *slots[CACHE_SLOTS];
 } ContractCache;
 
 /*
@@ -48,7 +70,7 @@ typedef struct ContractCache
  */
 typedef struct PlanState
 {
-	ContractCache *contract;
+	ContractCache cache;
 	MemoryContext call_cxt;
 	/* fractions of recent plans as numerics (a batch repeats a few steps) */
 	int			nfractions;
@@ -102,48 +124,89 @@ report(MlRolloutStatus st, const MlRolloutError *err)
 			 errhint("%s", err->hint)));
 }
 
-static const MlRolloutContract *
-cached_contract(FunctionCallInfo fcinfo, PlanState *state, Jsonb *jb)
+static bool
+same_bytes(const CachedContract *c, Jsonb *jb)
 {
-	ContractCache *cache = state->contract;
-	MemoryContext cxt;
+	return VARSIZE(c->bytes) == VARSIZE(jb) && memcmp(c->bytes, jb, VARSIZE(jb)) == 0;
+}
+
+/* a copy of s in cxt (names are at most 253 bytes; NUL-terminated like the tree's) */
+static void
+copy_str(MemoryContext cxt, MlRolloutStr *s)
+{
+	char	   *c = MemoryContextAlloc(cxt, s->len + 1);
+
+	memcpy(c, s->str, s->len);
+	c[s->len] = '\0';
+	s->str = c;
+}
+
+/*
+ * The contract in jb, read and verified once per distinct contract: a
+ * refusal is reported from here (and nothing is cached).  The tree is read
+ * in call_cxt, which the caller has just reset; what is kept is copied out.
+ */
+static const MlRolloutContract *
+cached_contract(PlanState *state, Jsonb *jb)
+{
+	ContractCache *cache = &state->cache;
+	CachedContract *c;
 	MlJsonArena *arena;
 	MlJsonValue *tree;
 	MlRolloutContract contract;
 	MlRolloutError err;
 	MlRolloutStatus st;
+	uint32		hash;
+	uint32		tail;
+	uint32		i;
 
-	if (cache != NULL && VARSIZE(cache->bytes) == VARSIZE(jb) &&
-		memcmp(cache->bytes, jb, VARSIZE(jb)) == 0)
-		return &cache->contract;
-
-	/* read into a fresh context; replace the cache only once it is valid */
-	cxt = AllocSetContextCreate(fcinfo->flinfo->fn_mcxt, "mlplat rollout contract",
-								ALLOCSET_SMALL_SIZES);
-	PG_TRY();
+	if (cache->last != NULL && same_bytes(cache->last, jb))
+		return &cache->last->contract;
+	/*
+	 * Hash the datum's last bytes only: a contract's members are stored
+	 * shortest key first, so it ends with its content id, which differs
+	 * between any two contracts that matter.  Equality is still decided on
+	 * every byte.
+	 */
+	tail = Min(VARSIZE(jb), 64);
+	hash = hash_bytes((const unsigned char *) jb + VARSIZE(jb) - tail, (int) tail);
+	for (i = hash & (CACHE_SLOTS - 1); (c = cache->slots[i]) != NULL; i = (i + 1) & (CACHE_SLOTS - 1))
 	{
-		arena = mlplat_json_arena_in(cxt);
-		tree = parse_arg(cxt, arena, jb, "contract");
-		st = ml_rollout_read_contract(arena, tree, &contract, &err);
-		if (st != ML_ROLLOUT_OK)
-			report(st, &err);
+		if (c->hash == hash && same_bytes(c, jb))
+		{
+			cache->last = c;
+			return &c->contract;
+		}
 	}
-	PG_CATCH();
-	{
-		MemoryContextDelete(cxt);
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
 
-	if (cache != NULL)
-		MemoryContextDelete(cache->cxt);
-	cache = MemoryContextAlloc(cxt, sizeof(ContractCache));
-	cache->cxt = cxt;
-	cache->bytes = MemoryContextAlloc(cxt, VARSIZE(jb));
-	memcpy(cache->bytes, jb, VARSIZE(jb));
-	cache->contract = contract;
-	state->contract = cache;
-	return &cache->contract;
+	if (cache->nentries >= CACHE_MAX)
+	{
+		MemoryContextReset(cache->cxt);
+		memset(cache->slots, 0, sizeof(cache->slots));
+		cache->nentries = 0;
+		cache->last = NULL;
+		i = hash & (CACHE_SLOTS - 1);
+	}
+	arena = mlplat_json_arena_in(state->call_cxt);
+	tree = parse_arg(state->call_cxt, arena, jb, "contract");
+	st = ml_rollout_read_contract(arena, tree, &contract, &err);
+	if (st != ML_ROLLOUT_OK)
+		report(st, &err);
+	c = MemoryContextAlloc(cache->cxt, sizeof(CachedContract));
+	c->contract = contract;
+	c->hash = hash;
+	c->bytes = MemoryContextAlloc(cache->cxt, VARSIZE(jb));
+	memcpy(c->bytes, jb, VARSIZE(jb));
+	copy_str(cache->cxt, &c->contract.scope.project);
+	copy_str(cache->cxt, &c->contract.scope.deployment);
+	copy_str(cache->cxt, &c->contract.scope.target_revision);
+	copy_str(cache->cxt, &c->contract.scope.previous_revision);
+	copy_str(cache->cxt, &c->contract.scope.model_digest);
+	copy_str(cache->cxt, &c->contract.scope.config_digest);
+	cache->slots[i] = c;
+	cache->nentries++;
+	cache->last = c;
+	return &c->contract;
 }
 
 /*
@@ -235,6 +298,26 @@ plan_jsonb(PlanState *state, MemoryContext keep, const MlRolloutPlan *plan)
 	return JsonbValueToJsonb(&obj);
 }
 
+/* The evidence in jb: one pass when it can, else (and to report errors) the tree. */
+static void
+read_evidence(PlanState *state, Jsonb *jb, MlRolloutEvidence *evidence)
+{
+	MlRolloutEvidenceFields fields;
+	MlJsonArena *arena;
+	MlJsonValue *tree;
+	MlRolloutError err;
+	MlRolloutStatus st;
+
+	if (ml_rollout_evidence_from_jsonb(jb, &fields) &&
+		ml_rollout_read_evidence_fields(fields.fields, evidence, &err) == ML_ROLLOUT_OK)
+		return;
+	arena = mlplat_json_arena_in(state->call_cxt);
+	tree = parse_arg(state->call_cxt, arena, jb, "evidence");
+	st = ml_rollout_read_evidence(arena, tree, evidence, &err);
+	if (st != ML_ROLLOUT_OK)
+		report(st, &err);
+}
+
 Datum
 mlplat_plan_rollout(PG_FUNCTION_ARGS)
 {
@@ -244,7 +327,6 @@ mlplat_plan_rollout(PG_FUNCTION_ARGS)
 	const MlRolloutContract *contract;
 	MemoryContext old;
 	MlJsonArena *arena;
-	MlJsonValue *tree;
 	MlRolloutEvidence evidence;
 	MlRolloutPlan plan;
 	MlRolloutError err;
@@ -257,17 +339,18 @@ mlplat_plan_rollout(PG_FUNCTION_ARGS)
 		state = MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt, sizeof(PlanState));
 		state->call_cxt = AllocSetContextCreate(fcinfo->flinfo->fn_mcxt, "mlplat rollout",
 												ALLOCSET_DEFAULT_SIZES);
+		state->cache.cxt = AllocSetContextCreate(fcinfo->flinfo->fn_mcxt,
+												 "mlplat rollout contracts",
+												 ALLOCSET_DEFAULT_SIZES);
 		fcinfo->flinfo->fn_extra = state;
 	}
-	contract = cached_contract(fcinfo, state, contract_jb);
 
 	/* what the previous call left (also after an error it raised) goes now */
 	MemoryContextReset(state->call_cxt);
+	contract = cached_contract(state, contract_jb);
+	read_evidence(state, evidence_jb, &evidence);
 	arena = mlplat_json_arena_in(state->call_cxt);
-	tree = parse_arg(state->call_cxt, arena, evidence_jb, "evidence");
-	st = ml_rollout_read_evidence(arena, tree, &evidence, &err);
-	if (st == ML_ROLLOUT_OK)
-		st = ml_rollout_decide(arena, contract, &evidence, &plan, &err);
+	st = ml_rollout_decide(arena, contract, &evidence, &plan, &err);
 	if (st != ML_ROLLOUT_OK)
 		report(st, &err);
 
