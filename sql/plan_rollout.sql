@@ -220,6 +220,13 @@ FROM (VALUES (1, pg_temp.con(), pg_temp.ev(pg_temp.con())),
              (3, pg_temp.con(), pg_temp.ev(pg_temp.con())),
              (4, pg_temp.con('{"policy.min_samples": 5000}'), pg_temp.ev(pg_temp.con('{"policy.min_samples": 5000}')))) v(n, c, e)
 ORDER BY n;
+-- a cached contract is used only for the same bytes: a contract edited after its id was
+-- computed ends with the same content id (the datum's tail, which keys the cache) as the
+-- valid one decided just before it, and is still refused
+SELECT n, mlplat.plan_rollout(c, e)->>'decision' AS decision
+FROM (VALUES (1, pg_temp.con(), pg_temp.ev(pg_temp.con())),
+             (2, jsonb_set(pg_temp.con(), '{policy,min_samples}', '5000'), pg_temp.ev(pg_temp.con()))) v(n, c, e)
+ORDER BY n;
 -- the function is declared pure
 SELECT proname, provolatile, proisstrict, proparallel FROM pg_proc
 WHERE oid IN ('mlplat.plan_rollout(jsonb,jsonb)'::regprocedure, 'mlplat.with_content_id(jsonb)'::regprocedure)
