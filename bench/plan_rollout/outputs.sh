@@ -121,28 +121,32 @@ CREATE TABLE cases (id serial, class text, contract jsonb, evidence jsonb);
 INSERT INTO cases (class, contract, evidence)
 SELECT 'valid', c.contract, evidence_for(c.contract, i)
 FROM generate_series(1, :rows) i JOIN contracts c ON c.n = 1 + i % 1000 ORDER BY i;
+-- random() runs row by row in the order of the sorted rows s, whatever join the planner
+-- picks, so both builds see the same inputs
 INSERT INTO cases (class, contract, evidence)
-SELECT 'mutated', c.contract,
+SELECT 'mutated', s.contract,
        CASE WHEN random() < 0.5 THEN restamp(m) ELSE m END
-FROM generate_series(1, :rows) i JOIN contracts c ON c.n = 1 + i % 1000,
-     LATERAL (SELECT evidence_for(c.contract, i) AS e) b,
+FROM (SELECT i, c.contract FROM generate_series(1, :rows) i JOIN contracts c ON c.n = 1 + i % 1000
+      ORDER BY i OFFSET 0) s,
+     LATERAL (SELECT evidence_for(s.contract, s.i) AS e) b,
      LATERAL (SELECT CASE floor(random() * 3)
                        WHEN 0 THEN mutate(b.e)
                        WHEN 1 THEN mutate(mutate(b.e))
                        ELSE mutate(mutate(mutate(b.e))) END AS m) mm
-ORDER BY i;
+ORDER BY s.i;
 -- policies: a mutated policy (restamped) against evidence re-bound to it
 INSERT INTO cases (class, contract, evidence)
-SELECT 'policies', pc, restamp(jsonb_set(evidence_for(c.contract, i), '{contract_content_id}',
+SELECT 'policies', pc, restamp(jsonb_set(evidence_for(s.contract, s.i), '{contract_content_id}',
                                          coalesce(pc->'content_id', '"x"')))
-FROM generate_series(1, :rows / 20) i JOIN contracts c ON c.n = 1 + i % 1000,
-     LATERAL (SELECT restamp(jsonb_set(c.contract, '{policy}', jsonb_set(c.contract->'policy',
+FROM (SELECT i, c.contract FROM generate_series(1, :rows / 20) i JOIN contracts c ON c.n = 1 + i % 1000
+      ORDER BY i OFFSET 0) s,
+     LATERAL (SELECT restamp(jsonb_set(s.contract, '{policy}', jsonb_set(s.contract->'policy',
               ARRAY[(ARRAY['steps','ceiling_fraction','min_samples','window_seconds','max_error_rate',
                            'max_p95_ms','max_error_rate_increase','max_p95_increase_ratio',
                            'health_max_age_seconds','surge_replicas','rollback_headroom_replicas',
                            'capacity_quota_replicas'])[1 + floor(random() * 12)]],
               (SELECT v FROM nums ORDER BY k OFFSET floor(random() * (SELECT count(*) FROM nums)) LIMIT 1)))) AS pc) p
-ORDER BY i;
+ORDER BY s.i;
 
 CREATE TABLE outputs AS SELECT id, class, outcome(contract, evidence) AS o FROM cases;
 SQL
