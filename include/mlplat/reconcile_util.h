@@ -7,6 +7,7 @@
 #include "postgres.h"
 
 #include "nodes/pg_list.h"
+#include "utils/array.h"
 
 #include "mlplat/json.h"
 #include "mlplat/json_jsonb.h"	/* mlplat_json_arena_in */
@@ -27,6 +28,15 @@ extern bool mlplat_cluster_ready(MlplatPass *pass, const char **why);
  */
 extern bool mlplat_sql_bool(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls);
 
+/*
+ * Run a statement with SPI (transaction open) and return SPI's result code;
+ * the rows are in SPI_tuptable.  The plan is kept like mlplat_sql_bool's.
+ */
+extern int	mlplat_sql_exec(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls);
+
+/* Append a text, or NULL, to an array being built (in the state's own context). */
+extern void mlplat_array_add_text(ArrayBuildState *a, const char *s);
+
 /* mlplat.installation's instance id (transaction open); palloc'd in the caller's context. */
 extern char *mlplat_instance_id(void);
 
@@ -39,6 +49,23 @@ extern void mlplat_ledger_append(MlplatPass *pass, const char *entity, int64 ent
 								 const char *desired_digest, const char *observed_digest,
 								 int http_status, const char *error, const char *trace_id,
 								 const char *note);
+
+/*
+ * The same rows collected and written with one statement (a write-back of
+ * 10,000 applies writes 10,000 rows at once).  Transaction open for all three
+ * (the arrays' element types come from the catalog); the batch lives in the
+ * memory context current at mlplat_ledger_batch_new.  Flushing stamps the
+ * pass's epoch and controller, returns the rows written (0 when the epoch is
+ * no longer current) and empties the batch.
+ */
+typedef struct MlplatLedgerBatch MlplatLedgerBatch;
+extern MlplatLedgerBatch *mlplat_ledger_batch_new(void);
+extern void mlplat_ledger_batch_add(MlplatLedgerBatch *b, const char *entity, int64 entity_id,
+									const char *project, const char *action, const char *outcome,
+									const char *desired_digest, const char *observed_digest,
+									int http_status, const char *error, const char *trace_id,
+									const char *note);
+extern int	mlplat_ledger_batch_flush(MlplatPass *pass, MlplatLedgerBatch *b);
 
 /*
  * LIST every page (500 a page) of one resource across all namespaces with a

@@ -86,8 +86,38 @@ CREATE INDEX reconcile_ledger_entity ON mlplat.reconcile_ledger (kind, entity_id
 COMMENT ON TABLE mlplat.reconcile_ledger IS
   'What each reconciler did to the outside world, with the leader epoch and controller that did it.';
 
--- Appends a ledger row if, and only if, p_epoch is still the kind's current
--- epoch: a deposed leader's write is refused, never silently mixed in.
+-- Appends ledger rows if, and only if, p_epoch is still the kind's current epoch: a deposed
+-- leader's write is refused, never silently mixed in.  Element i of every array is one row
+-- (a pass writes all its rows with one statement); they are inserted in array order.  A note
+-- goes into detail as {"note": ...}.  Returns the number of rows written.
+CREATE FUNCTION mlplat._ledger_append_set(
+    p_kind text, p_epoch bigint, p_controller text,
+    p_entity text[], p_entity_id bigint[], p_project text[], p_action text[], p_outcome text[],
+    p_desired_digest text[], p_observed_digest text[], p_http_status int[], p_error text[],
+    p_trace_id text[], p_note text[])
+RETURNS int
+LANGUAGE sql
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$
+  WITH ins AS (
+    INSERT INTO mlplat.reconcile_ledger (kind, entity, entity_id, project, action, outcome, desired_digest,
+                                         observed_digest, http_status, error, epoch, controller, trace_id, detail)
+    SELECT p_kind, r.entity, r.entity_id, r.project, r.action, r.outcome, r.desired_digest,
+           r.observed_digest, r.http_status, left(r.error, 2000), p_epoch, p_controller, r.trace_id,
+           CASE WHEN r.note IS NULL THEN NULL ELSE pg_catalog.jsonb_build_object('note', r.note) END
+      -- multi-argument unnest is FROM-clause syntax only unqualified (search_path is pinned)
+      FROM unnest(p_entity, p_entity_id, p_project, p_action, p_outcome, p_desired_digest,
+                             p_observed_digest, p_http_status, p_error, p_trace_id, p_note) WITH ORDINALITY
+           AS r(entity, entity_id, project, action, outcome, desired_digest, observed_digest,
+                http_status, error, trace_id, note, ord)
+     WHERE EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = p_kind AND e.epoch = p_epoch)
+     ORDER BY r.ord
+    RETURNING 1)
+  SELECT pg_catalog.count(*)::int FROM ins
+$$;
+REVOKE ALL ON FUNCTION mlplat._ledger_append_set(text, bigint, text, text[], bigint[], text[], text[], text[], text[], text[], int[], text[], text[], text[]) FROM PUBLIC;
+
+-- One row: true if it was written (false: p_epoch is not the kind's current epoch).
 CREATE FUNCTION mlplat._ledger_append(
     p_kind text, p_entity text, p_entity_id bigint, p_project text, p_action text, p_outcome text,
     p_desired_digest text, p_observed_digest text, p_http_status int, p_error text,

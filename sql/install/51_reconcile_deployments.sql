@@ -45,40 +45,66 @@ AS $$
 $$;
 REVOKE ALL ON FUNCTION mlplat._deployments_claim(boolean, boolean, int) FROM PUBLIC;
 
--- p_retry_ms: NULL = no retry scheduled (success: attempts reset);
--- otherwise attempts + 1 and next_attempt_at = now() + p_retry_ms.
+-- The write-back of a whole pass in one statement: element i of every array describes one
+-- deployment (the arrays are parallel, one element per row written).  p_retry_ms[i]: NULL = no
+-- retry scheduled (success: attempts reset); otherwise attempts + 1 and next_attempt_at =
+-- now() + p_retry_ms[i].  NULL in p_observed_generation / p_observed_revision / p_endpoint
+-- keeps the stored value; top-level keys of p_observed[i] replace those of observed.  A row is
+-- written only if it is still at p_row_version[i] (an intent or another leader that got there
+-- first wins) and p_epoch is still the kind's epoch.  Returns the ids written.  The planner
+-- takes an unnest of a parameter for a few rows, so it probes the primary key once per
+-- element, in array order: a caller passing ids ascending locks rows in id order, as
+-- writing them one by one did.
+CREATE FUNCTION mlplat._deployments_writeback_set(
+    p_epoch bigint, p_id bigint[], p_row_version bigint[],
+    p_status text[], p_reason text[], p_observed_generation bigint[], p_observed_revision int[],
+    p_endpoint text[], p_observed jsonb[], p_error text[], p_retry_ms int[])
+RETURNS SETOF bigint
+LANGUAGE sql
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$
+  UPDATE mlplat.deployments d
+     SET status = w.status,
+         status_reason = w.reason,
+         observed_generation = coalesce(w.observed_generation, d.observed_generation),
+         observed_revision = coalesce(w.observed_revision, d.observed_revision),
+         ready_revision = CASE WHEN w.status = 'READY' THEN coalesce(w.observed_revision, d.observed_revision)
+                               WHEN w.status = 'DELETED' THEN NULL ELSE d.ready_revision END,
+         endpoint = CASE WHEN w.status IN ('DELETED') THEN NULL ELSE coalesce(w.endpoint, d.endpoint) END,
+         ready_wait_since = CASE WHEN w.status = 'READY' THEN NULL ELSE d.ready_wait_since END,
+         observed = CASE WHEN w.observed IS NULL THEN d.observed ELSE coalesce(d.observed, '{}'::jsonb) || w.observed END,
+         observed_at = pg_catalog.now(),
+         last_error = w.error,
+         attempts = CASE WHEN w.retry_ms IS NULL THEN 0 ELSE d.attempts + 1 END,
+         next_attempt_at = CASE WHEN w.retry_ms IS NULL THEN pg_catalog.now()
+                                ELSE pg_catalog.now() + pg_catalog.make_interval(secs => w.retry_ms / 1000.0) END,
+         epoch = p_epoch,
+         row_version = d.row_version + 1,
+         updated_at = pg_catalog.now()
+    -- multi-argument unnest is FROM-clause syntax only unqualified (search_path is pinned)
+    FROM unnest(p_id, p_row_version, p_status, p_reason, p_observed_generation, p_observed_revision,
+                p_endpoint, p_observed, p_error, p_retry_ms)
+         AS w(id, row_version, status, reason, observed_generation, observed_revision,
+              endpoint, observed, error, retry_ms)
+   WHERE d.id = w.id AND d.row_version = w.row_version
+     AND EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = 'deployments' AND e.epoch = p_epoch)
+  RETURNING d.id
+$$;
+REVOKE ALL ON FUNCTION mlplat._deployments_writeback_set(bigint, bigint[], bigint[], text[], text[], bigint[], int[], text[], jsonb[], text[], int[]) FROM PUBLIC;
+
+-- One deployment's write-back (tests and operators standing in for the reconciler).
 CREATE FUNCTION mlplat._deployments_writeback(
     p_id bigint, p_row_version bigint, p_epoch bigint,
     p_status text, p_reason text, p_observed_generation bigint, p_observed_revision int,
     p_endpoint text, p_observed jsonb, p_error text, p_retry_ms int)
 RETURNS boolean
-LANGUAGE plpgsql
+LANGUAGE sql
 SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
-BEGIN
-    UPDATE mlplat.deployments d
-       SET status = p_status,
-           status_reason = p_reason,
-           observed_generation = coalesce(p_observed_generation, d.observed_generation),
-           observed_revision = coalesce(p_observed_revision, d.observed_revision),
-           ready_revision = CASE WHEN p_status = 'READY' THEN coalesce(p_observed_revision, d.observed_revision)
-                                 WHEN p_status = 'DELETED' THEN NULL ELSE d.ready_revision END,
-           endpoint = CASE WHEN p_status IN ('DELETED') THEN NULL ELSE coalesce(p_endpoint, d.endpoint) END,
-           ready_wait_since = CASE WHEN p_status = 'READY' THEN NULL ELSE d.ready_wait_since END,
-           -- top-level keys of p_observed replace those of observed; the others are kept
-           observed = CASE WHEN p_observed IS NULL THEN d.observed ELSE coalesce(d.observed, '{}'::jsonb) || p_observed END,
-           observed_at = pg_catalog.now(),
-           last_error = p_error,
-           attempts = CASE WHEN p_retry_ms IS NULL THEN 0 ELSE d.attempts + 1 END,
-           next_attempt_at = CASE WHEN p_retry_ms IS NULL THEN pg_catalog.now()
-                                  ELSE pg_catalog.now() + pg_catalog.make_interval(secs => p_retry_ms / 1000.0) END,
-           epoch = p_epoch,
-           row_version = d.row_version + 1,
-           updated_at = pg_catalog.now()
-     WHERE d.id = p_id AND d.row_version = p_row_version
-       AND EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = 'deployments' AND e.epoch = p_epoch);
-    RETURN FOUND;
-END;
+  SELECT EXISTS (SELECT 1 FROM mlplat._deployments_writeback_set(
+           p_epoch, ARRAY[p_id], ARRAY[p_row_version], ARRAY[p_status], ARRAY[p_reason],
+           ARRAY[p_observed_generation], ARRAY[p_observed_revision], ARRAY[p_endpoint],
+           ARRAY[p_observed], ARRAY[p_error], ARRAY[p_retry_ms]))
 $$;
 REVOKE ALL ON FUNCTION mlplat._deployments_writeback(bigint, bigint, bigint, text, text, bigint, int, text, jsonb, text, int) FROM PUBLIC;
 

@@ -11,7 +11,8 @@
  *      first apply of a revision waits for its artifact check (artifact.c),
  *      whose requests join that batch, and is applied in a second one;
  *   4. write back in a new short transaction: compare-and-swap on the row
- *      version and the leader epoch, plus a ledger row per external write.
+ *      version and the leader epoch, plus a ledger row per external write —
+ *      one statement for all rows, one for the ledger, one for the spans.
  * Nothing is remembered between passes; a lost pass costs only time.  A pass
  * in which nothing changed writes nothing.
  */
@@ -22,6 +23,7 @@
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/json.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
@@ -496,15 +498,90 @@ trace_id_of(const char *traceparent)
 	return (traceparent && strlen(traceparent) == 55) ? pnstrdup(traceparent + 3, 32) : NULL;
 }
 
+static int
+cmp_int64(const void *a, const void *b)
+{
+	int64		x = *(const int64 *) a;
+	int64		y = *(const int64 *) b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* the columns of _deployments_writeback_set after the epoch, one array each */
+#define WB_COLS 10
+static const Oid wb_col_types[WB_COLS] = {INT8OID, INT8OID, TEXTOID, TEXTOID, INT8OID, INT4OID,
+TEXTOID, TEXTOID, TEXTOID, INT4OID};
+
+/*
+ * Write back every deployment of deps that has something to record, in one
+ * statement (compare-and-swap per row), then the ledger rows and spans, each
+ * in one statement too: the cost of a write-back is a few statements per
+ * pass, not a few per deployment.
+ */
 static void
 write_back(MlplatPass *pass, List *deps, List *orphans)
 {
 	MemoryContext pass_cxt = CurrentMemoryContext;
 	ListCell   *lc;
 	int			lost = 0;
+	int			n = 0;
 	List	   *spans = NIL;
+	ArrayBuildState *col[WB_COLS];
+	int64	   *written = NULL;
+	uint64		nwritten = 0;
+	MlplatLedgerBatch *ledger;
 
+	/* the arrays are built inside the transaction: their element types come from the catalog */
 	mlplat_txn_begin();
+	ledger = mlplat_ledger_batch_new();
+	for (int i = 0; i < WB_COLS; i++)
+		col[i] = initArrayResult(wb_col_types[i], CurrentMemoryContext, false);
+	foreach(lc, deps)
+	{
+		Deployment *d = lfirst(lc);
+
+		if (!d->write)
+			continue;
+		n++;
+		accumArrayResult(col[0], Int64GetDatum(d->id), false, INT8OID, col[0]->mcontext);
+		accumArrayResult(col[1], Int64GetDatum(d->row_version), false, INT8OID, col[1]->mcontext);
+		mlplat_array_add_text(col[2], d->new_status);
+		mlplat_array_add_text(col[3], d->reason);
+		accumArrayResult(col[4], Int64GetDatum(d->generation), !d->mark_observed, INT8OID, col[4]->mcontext);
+		accumArrayResult(col[5], Int32GetDatum(d->desired_revision),
+						 !(d->mark_observed && d->desired_revision > 0), INT4OID, col[5]->mcontext);
+		mlplat_array_add_text(col[6], d->endpoint);
+		mlplat_array_add_text(col[7], psprintf("{\"drift_paths\": %s}", d->drift_paths ? d->drift_paths : "[]"));
+		mlplat_array_add_text(col[8], d->error);
+		accumArrayResult(col[9], Int32GetDatum(d->retry_ms), d->retry_ms < 0, INT4OID, col[9]->mcontext);
+	}
+
+	if (n > 0)
+	{
+		Oid			types[1 + WB_COLS];
+		Datum		v[1 + WB_COLS];
+
+		types[0] = INT8OID;
+		v[0] = Int64GetDatum(pass->epoch);
+		for (int i = 0; i < WB_COLS; i++)
+		{
+			types[1 + i] = get_array_type(wb_col_types[i]);
+			v[1 + i] = makeArrayResult(col[i], CurrentMemoryContext);
+		}
+		if (mlplat_sql_exec("SELECT * FROM mlplat._deployments_writeback_set($1, $2, $3, $4, $5, $6, $7, $8,"
+							" $9::pg_catalog.jsonb[], $10, $11)",
+							1 + WB_COLS, types, v, NULL) != SPI_OK_SELECT)
+			elog(ERROR, "mlplat: deployments write-back failed");
+		nwritten = SPI_processed;
+		written = MemoryContextAlloc(pass_cxt, sizeof(int64) * Max(nwritten, 1));
+		for (uint64 i = 0; i < nwritten; i++)
+		{
+			bool		isnull;
+
+			written[i] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+		}
+		qsort(written, nwritten, sizeof(int64), cmp_int64);
+	}
 	foreach(lc, deps)
 	{
 		Deployment *d = lfirst(lc);
@@ -512,19 +589,8 @@ write_back(MlplatPass *pass, List *deps, List *orphans)
 
 		if (!d->write)
 			continue;
-		ok = mlplat_sql_bool("SELECT mlplat._deployments_writeback($1, $2, $3, $4, $5, $6, $7, $8,"
-							 " pg_catalog.jsonb_build_object('drift_paths', $11::jsonb), $9, $10)",
-							 11,
-							 (Oid[]) {INT8OID, INT8OID, INT8OID, TEXTOID, TEXTOID, INT8OID, INT4OID, TEXTOID, TEXTOID, INT4OID, TEXTOID},
-							 (Datum[]) {Int64GetDatum(d->id), Int64GetDatum(d->row_version), Int64GetDatum(pass->epoch),
-								 CStringGetTextDatum(d->new_status), d->reason ? CStringGetTextDatum(d->reason) : 0,
-								 Int64GetDatum(d->generation), Int32GetDatum(d->desired_revision),
-								 d->endpoint ? CStringGetTextDatum(d->endpoint) : 0,
-								 d->error ? CStringGetTextDatum(d->error) : 0, Int32GetDatum(d->retry_ms),
-								 CStringGetTextDatum(d->drift_paths ? d->drift_paths : "[]")},
-							 (const char[]) {' ', ' ', ' ', ' ', d->reason ? ' ' : 'n',
-								 d->mark_observed ? ' ' : 'n', d->mark_observed && d->desired_revision > 0 ? ' ' : 'n',
-								 d->endpoint ? ' ' : 'n', d->error ? ' ' : 'n', d->retry_ms >= 0 ? ' ' : 'n', ' '});
+		ok = nwritten > 0 && bsearch(&d->id, written, nwritten, sizeof(int64), cmp_int64) != NULL;
+
 		/*
 		 * An external write happened whether or not the row moved meanwhile:
 		 * record it even when the compare-and-swap lost (a deposed leader's
@@ -532,10 +598,10 @@ write_back(MlplatPass *pass, List *deps, List *orphans)
 		 * observation: recorded with the write-back, or found again next pass.
 		 */
 		if (d->ledger_action && (ok || d->req))
-			mlplat_ledger_append(pass, "deployment", d->id, d->project, d->ledger_action, d->ledger_outcome,
-								 d->ledger_desired ? d->ledger_desired : d->spec_digest, d->ledger_observed,
-								 d->http_status, d->error, trace_id_of(d->traceparent),
-								 d->ledger_note ? d->ledger_note : d->drift);
+			mlplat_ledger_batch_add(ledger, "deployment", d->id, d->project, d->ledger_action, d->ledger_outcome,
+									d->ledger_desired ? d->ledger_desired : d->spec_digest, d->ledger_observed,
+									d->http_status, d->error, trace_id_of(d->traceparent),
+									d->ledger_note ? d->ledger_note : d->drift);
 		if (!ok)
 		{
 			lost++;				/* an intent or another leader got there first: re-read next pass */
@@ -547,10 +613,11 @@ write_back(MlplatPass *pass, List *deps, List *orphans)
 	{
 		Deployment *o = lfirst(lc);
 
-		mlplat_ledger_append(pass, "deployment", 0, o->project, "ORPHAN_TEARDOWN", o->ledger_outcome,
-							 NULL, NULL, o->http_status, o->error, NULL,
-							 psprintf("%s/%s", o->ns, o->name));
+		mlplat_ledger_batch_add(ledger, "deployment", 0, o->project, "ORPHAN_TEARDOWN", o->ledger_outcome,
+								NULL, NULL, o->http_status, o->error, NULL,
+								psprintf("%s/%s", o->ns, o->name));
 	}
+	(void) mlplat_ledger_batch_flush(pass, ledger);
 	mlplat_spans_flush(spans);
 	mlplat_txn_commit();
 	MemoryContextSwitchTo(pass_cxt);
