@@ -80,10 +80,10 @@ extern void mlplat_span_start_after(MlplatSpan *s, const char *span_name);
 extern void mlplat_span_end(MlplatSpan *s, const char *error);
 extern void mlplat_span_end_at(MlplatSpan *s, TimestampTz end, const char *error);
 
-/* The spans' JSON for mlplat._spans_record (pure; NULL members and unended spans skipped). */
-extern char *mlplat_spans_json(List *spans, int *count);
-
-/* Write the spans in one statement (a transaction and SPI must be open); returns how many. */
+/*
+ * Write the spans in one statement, mlplat._spans_record_set (a transaction
+ * and SPI must be open; NULL members and unended spans skipped); returns how many.
+ */
 extern int	mlplat_spans_flush(List *spans);
 
 /* Fill out with 2*n lower-case hex digits from pg_strong_random, never all zeros. */

@@ -7,11 +7,14 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 #include "utils/json.h"
 #include "utils/timestamp.h"
 
 #include "mlplat/guc.h"
+#include "mlplat/reconcile_util.h"
 #include "mlplat/span.h"
 #include "mlplat/validate.h"
 
@@ -156,68 +159,57 @@ mlplat_span_end(MlplatSpan *s, const char *error)
 	mlplat_span_end_at(s, GetCurrentTimestamp(), error);
 }
 
-static void
-json_member(StringInfo b, const char *key, const char *value)
-{
-	appendStringInfo(b, ", \"%s\": ", key);
-	if (value)
-		escape_json(b, value);
-	else
-		appendStringInfoString(b, "null");
-}
-
 static const char *const kind_names[] = {"INTERNAL", "SERVER", "CLIENT"};
 
-char *
-mlplat_spans_json(List *spans, int *count)
-{
-	StringInfoData b;
-	ListCell   *lc;
+/* the columns of mlplat._spans_record_set, one array each */
+#define SPAN_COLS 14
+static const Oid span_col_types[SPAN_COLS] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID,
+TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID};
 
-	*count = 0;
-	initStringInfo(&b);
-	appendStringInfoChar(&b, '[');
+int
+mlplat_spans_flush(List *spans)
+{
+	ArrayBuildState *col[SPAN_COLS];
+	Oid			types[SPAN_COLS];
+	Datum		v[SPAN_COLS];
+	ListCell   *lc;
+	int			n = 0;
+
+	for (int i = 0; i < SPAN_COLS; i++)
+		col[i] = initArrayResult(span_col_types[i], CurrentMemoryContext, false);
 	foreach(lc, spans)
 	{
 		MlplatSpan *s = lfirst(lc);
 
 		if (s == NULL || s->end == 0)
 			continue;
-		appendStringInfoString(&b, *count ? ",\n{" : "{");
-		appendStringInfo(&b, "\"trace_id\": \"%s\", \"span_id\": \"%s\"", s->trace_id, s->span_id);
-		json_member(&b, "parent_span_id", s->parent_id[0] ? s->parent_id : NULL);
-		json_member(&b, "name", s->name);
-		json_member(&b, "kind", kind_names[s->kind]);
-		/* ISO 8601 with the zone: exact to the microsecond whatever the session's settings */
-		json_member(&b, "start_time", timestamptz_to_str(s->start));
-		json_member(&b, "end_time", timestamptz_to_str(s->end));
-		json_member(&b, "status", s->status);
-		json_member(&b, "status_message", s->message);
-		appendStringInfo(&b, ", \"attributes\": {%s}", s->attrs.data);
-		json_member(&b, "project", s->project);
-		json_member(&b, "entity", s->entity);
-		if (s->entity)
-			appendStringInfo(&b, ", \"entity_id\": " INT64_FORMAT, s->entity_id);
-		json_member(&b, "start_after", s->start_after);
-		appendStringInfoChar(&b, '}');
-		(*count)++;
+		mlplat_array_add_text(col[0], s->trace_id);
+		mlplat_array_add_text(col[1], s->span_id);
+		mlplat_array_add_text(col[2], s->parent_id[0] ? s->parent_id : NULL);
+		mlplat_array_add_text(col[3], s->name);
+		mlplat_array_add_text(col[4], kind_names[s->kind]);
+		accumArrayResult(col[5], TimestampTzGetDatum(s->start), false, TIMESTAMPTZOID, col[5]->mcontext);
+		accumArrayResult(col[6], TimestampTzGetDatum(s->end), false, TIMESTAMPTZOID, col[6]->mcontext);
+		mlplat_array_add_text(col[7], s->status);
+		mlplat_array_add_text(col[8], s->message);
+		mlplat_array_add_text(col[9], psprintf("{%s}", s->attrs.data));
+		mlplat_array_add_text(col[10], s->project);
+		mlplat_array_add_text(col[11], s->entity);
+		accumArrayResult(col[12], Int64GetDatum(s->entity_id), s->entity == NULL, INT8OID, col[12]->mcontext);
+		mlplat_array_add_text(col[13], s->start_after);
+		n++;
 	}
-	appendStringInfoChar(&b, ']');
-	return b.data;
-}
-
-int
-mlplat_spans_flush(List *spans)
-{
-	int			n;
-	char	   *json = mlplat_spans_json(spans, &n);
-	Oid			type = JSONBOID;
-	Datum		arg;
-
 	if (n == 0)
 		return 0;
-	arg = DirectFunctionCall1(jsonb_in, CStringGetDatum(json));
-	if (SPI_execute_with_args("SELECT mlplat._spans_record($1)", 1, &type, &arg, NULL, false, 1) != SPI_OK_SELECT)
+	for (int i = 0; i < SPAN_COLS; i++)
+	{
+		types[i] = get_array_type(span_col_types[i]);
+		v[i] = makeArrayResult(col[i], CurrentMemoryContext);
+	}
+	/* attributes go as text: each is a small JSON object, cast element by element */
+	if (SPI_execute_with_args("SELECT mlplat._spans_record_set($1, $2, $3, $4, $5, $6, $7, $8, $9,"
+							  " $10::pg_catalog.jsonb[], $11, $12, $13, $14)",
+							  SPAN_COLS, types, v, NULL, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "mlplat: could not record %d spans", n);
 	return n;
 }

@@ -47,7 +47,9 @@ SELECT ok(NOT has_table_privilege('tap_span_a', 'mlplat.trace_spans', 'INSERT, U
 SELECT ok((SELECT relrowsecurity FROM pg_class WHERE oid = 'mlplat.spans'::regclass), 'spans has row-level security as well');
 SELECT ok((SELECT 'security_barrier=true' = ANY (reloptions) FROM pg_class WHERE oid = 'mlplat.trace_spans'::regclass),
           'the view is a security barrier (no leaky predicate runs before the filter)');
-SELECT is((SELECT array_agg(f ORDER BY f) FROM unnest(ARRAY['_spans_record(jsonb)', '_spans_mark_exported(bigint[],bigint)',
+SELECT is((SELECT array_agg(f ORDER BY f) FROM unnest(ARRAY['_spans_record(jsonb)',
+             '_spans_record_set(text[],text[],text[],text[],text[],timestamptz[],timestamptz[],text[],text[],jsonb[],text[],text[],bigint[],text[])',
+             '_spans_mark_exported(bigint[],bigint)',
              '_spans_export_batch(integer)', '_span_api(text,text,bigint,text,bigint,uuid)', '_traceparent()']) f
            WHERE has_function_privilege('tap_span_a', 'mlplat.' || f, 'EXECUTE')), NULL,
           'callers cannot record, export or mark spans');
