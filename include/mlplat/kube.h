@@ -89,6 +89,16 @@ extern MlplatHttpRequest *mlplat_kube_delete(MlplatHttpBatch *b, const MlplatKub
 
 /* ---- responses */
 extern void mlplat_kube_parse_response(const MlplatHttpRequest *req, MlplatKubeResult *out);
+
+/*
+ * The same classification without the jsonb body (out->body stays NULL):
+ * parse_status only checks that the body is JSON, for callers that need the
+ * outcome alone (an apply's answer); classify takes the caller's word for it,
+ * for callers that parse the body their own way (a LIST page: converting 2 MB
+ * to jsonb cost more than the request).
+ */
+extern void mlplat_kube_parse_status(const MlplatHttpRequest *req, MlplatKubeResult *out);
+extern void mlplat_kube_classify(const MlplatHttpRequest *req, bool body_is_json, MlplatKubeResult *out);
 /* metadata.continue of a LIST body, NULL when it is the last page */
 extern char *mlplat_kube_list_continue(Jsonb *list);
 /* a top-level or nested string field: path of keys, NULL when absent or not a string */

@@ -311,26 +311,28 @@ mlplat_kube_delete(MlplatHttpBatch *b, const MlplatKubeResource *res, const char
 
 /* ---- responses */
 
+/* Is the body JSON?  Checked without building anything and without ever throwing. */
+static bool
+body_is_json(const MlplatHttpRequest *req)
+{
+	JsonLexContext *lex;
+
+	if (req->failed || req->resp_body == NULL || req->resp_len == 0 ||
+		memchr(req->resp_body, '\0', req->resp_len) != NULL ||
+		!pg_verify_mbstr(GetDatabaseEncoding(), req->resp_body, (int) req->resp_len, true))
+		return false;
+	lex = makeJsonLexContextCstringLen(req->resp_body, (int) req->resp_len, GetDatabaseEncoding(), true);
+	return pg_parse_json(lex, &nullSemAction) == JSON_SUCCESS;
+}
+
 /* Parse a body into jsonb without ever throwing on bad input: NULL if not JSON. */
 static Jsonb *
 parse_json_body(const MlplatHttpRequest *req)
 {
-	JsonLexContext *lex;
-	char	   *copy;
-
-	if (req->resp_body == NULL || req->resp_len == 0 ||
-		memchr(req->resp_body, '\0', req->resp_len) != NULL ||
-		!pg_verify_mbstr(GetDatabaseEncoding(), req->resp_body, (int) req->resp_len, true))
+	if (!body_is_json(req))
 		return NULL;
-	copy = pnstrdup(req->resp_body, req->resp_len);
-	lex = makeJsonLexContextCstringLen(copy, (int) req->resp_len, GetDatabaseEncoding(), true);
-	if (pg_parse_json(lex, &nullSemAction) != JSON_SUCCESS)
-	{
-		pfree(copy);
-		return NULL;
-	}
 	/* known to be valid: jsonb_in will not throw for the input */
-	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(copy)));
+	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(pnstrdup(req->resp_body, req->resp_len))));
 }
 
 static bool
@@ -389,23 +391,36 @@ mlplat_kube_list_continue(Jsonb *list)
 }
 
 void
-mlplat_kube_parse_response(const MlplatHttpRequest *req, MlplatKubeResult *out)
+mlplat_kube_classify(const MlplatHttpRequest *req, bool is_json, MlplatKubeResult *out)
 {
 	MlKubeResponse r;
 
 	memset(out, 0, sizeof(*out));
 	out->status = req->status;
 	out->retry_after_s = req->retry_after_s;
-	if (!req->failed)
-		out->body = parse_json_body(req);
 	/* the classification and the message are pure code (fuzzed) */
 	ml_kube_classify(req->status, req->failed, req->error, req->method,
-					 req->resp_body, req->resp_len, out->body != NULL, kcfg.token.content, &r);
+					 req->resp_body, req->resp_len, is_json, kcfg.token.content, &r);
 	out->outcome = r.outcome;
 	if (r.has_reason)
 		out->reason = pstrdup(r.reason);
 	if (r.message[0] != '\0')
 		out->message = pstrdup(r.message);
+}
+
+void
+mlplat_kube_parse_response(const MlplatHttpRequest *req, MlplatKubeResult *out)
+{
+	Jsonb	   *body = req->failed ? NULL : parse_json_body(req);
+
+	mlplat_kube_classify(req, body != NULL, out);
+	out->body = body;
+}
+
+void
+mlplat_kube_parse_status(const MlplatHttpRequest *req, MlplatKubeResult *out)
+{
+	mlplat_kube_classify(req, body_is_json(req), out);
 }
 
 const char *

@@ -433,7 +433,8 @@ apply_result(Deployment *d, MlplatPass *pass)
 {
 	MlplatKubeResult res;
 
-	mlplat_kube_parse_response(d->req, &res);
+	/* the outcome is all we read: no jsonb copy of the answer */
+	mlplat_kube_parse_status(d->req, &res);
 	d->http_status = res.status;
 	d->write = true;
 	if (d->req_span)
@@ -878,7 +879,7 @@ mlplat_deployments_pass(MlplatPass *pass)
 		Deployment *o = lfirst(lc);
 		MlplatKubeResult res;
 
-		mlplat_kube_parse_response(o->req, &res);
+		mlplat_kube_parse_status(o->req, &res);
 		o->http_status = res.status;
 		o->ledger_outcome = (res.outcome == MLPLAT_KUBE_OK || res.outcome == MLPLAT_KUBE_NOT_FOUND) ? "OK" : "FAILED";
 		o->error = res.message;

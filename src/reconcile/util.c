@@ -230,7 +230,11 @@ mlplat_kube_list_all(MlJsonArena *arena, const MlplatKubeResource *res, const ch
 
 		mlplat_http_batch_run(b);
 		(*lists)++;
-		mlplat_kube_parse_response(r, &kr);
+		ml_json_set_error(&err, ML_JSON_ERR_SYNTAX, 0, "no body");
+		/* parsed once, into the tree the caller reads: no jsonb copy of the page */
+		page = (!r->failed && r->resp_body != NULL)
+			? ml_json_parse(arena, r->resp_body, r->resp_len, NULL, &err) : NULL;
+		mlplat_kube_classify(r, page != NULL, &kr);
 		if (kr.outcome == MLPLAT_KUBE_EXPIRED)
 		{
 			/* the continue token expired: the list must start over */
@@ -240,7 +244,6 @@ mlplat_kube_list_all(MlJsonArena *arena, const MlplatKubeResource *res, const ch
 		}
 		if (kr.outcome != MLPLAT_KUBE_OK)
 			return psprintf("cannot list %s: %s", res->plural, kr.message ? kr.message : "unknown error");
-		page = ml_json_parse(arena, r->resp_body, r->resp_len, NULL, &err);
 		if (page == NULL)
 			return psprintf("%s list is not JSON: %s", res->plural, err.message);
 		arr = ml_json_object_get(page, "items");
@@ -248,7 +251,7 @@ mlplat_kube_list_all(MlJsonArena *arena, const MlplatKubeResource *res, const ch
 			return psprintf("%s list has no items array", res->plural);
 		for (size_t i = 0; i < arr->u.array.count; i++)
 			got = lappend(got, arr->u.array.items[i]);
-		cont = mlplat_kube_list_continue(kr.body);
+		cont = (char *) mlplat_json_text(page, "metadata", "continue", NULL);
 		if (cont == NULL || cont[0] == '\0')
 			break;
 	}
