@@ -109,6 +109,12 @@ extern MlplatHttpRequest *mlplat_http_batch_get(const MlplatHttpBatch *batch, in
  */
 extern void mlplat_http_batch_run(MlplatHttpBatch *batch);
 extern void mlplat_http_batch_free(MlplatHttpBatch *batch);
+/*
+ * Make run return as soon as one request completes or the process latch is
+ * set (a wake-up, which run gives back), e.g. for a set of watches; requests
+ * still running then fail with "interrupted before completion".
+ */
+extern void mlplat_http_batch_first_only(MlplatHttpBatch *batch);
 
 /* ONLY for SQL-callable test hooks: allow running inside a transaction. */
 extern void mlplat_http_batch_allow_transaction(MlplatHttpBatch *batch);

@@ -59,6 +59,7 @@ struct MlplatHttpBatch
 	int			cap;
 	bool		allow_xact;
 	bool		running;
+	bool		first_only;		/* return at the first completion or wake-up */
 	MemoryContextCallback cleanup;
 };
 
@@ -327,6 +328,12 @@ mlplat_http_batch_create(MemoryContext cxt)
 	b->cleanup.arg = b;
 	MemoryContextRegisterResetCallback(bcxt, &b->cleanup);
 	return b;
+}
+
+void
+mlplat_http_batch_first_only(MlplatHttpBatch *batch)
+{
+	batch->first_only = true;
 }
 
 void
@@ -623,7 +630,8 @@ finish_request(MlplatHttpPriv *priv, CURLcode rc)
 
 	http_stats.requests++;
 	http_stats.latency_ms_total += req->elapsed_ms;
-	if (req->failed || req->status >= 500)
+	/* a receiver that stops reading (a watch that saw its event) is no error */
+	if ((req->failed && !priv->sink_aborted) || req->status >= 500)
 		http_stats.errors++;
 
 	curl_multi_remove_handle(http_multi, e);
@@ -736,7 +744,10 @@ run_loop(MlplatHttpBatch *b)
 		 * waiting: a slot freed by the last wait would otherwise stay empty
 		 * until some other socket woke us.
 		 */
-		active -= drain_completed();
+		n = drain_completed();
+		active -= n;
+		if (b->first_only && (n > 0 || http_latch_seen))
+			break;
 		while (active < cap && next < b->n)
 		{
 			MlplatHttpRequest *req = b->reqs[next++];
@@ -839,6 +850,8 @@ mlplat_http_batch_run(MlplatHttpBatch *b)
 	}
 	PG_END_TRY();
 
+	/* a first_only batch ends with requests still running: they fail as interrupted */
+	batch_release(b);
 	free_wait_set();
 	b->running = false;
 	/* give back a wake-up we consumed while waiting */
