@@ -73,6 +73,10 @@ extern MlplatHttpRequest *mlplat_kube_get(MlplatHttpBatch *b, const MlplatKubeRe
 extern MlplatHttpRequest *mlplat_kube_list(MlplatHttpBatch *b, const MlplatKubeResource *res,
 										   const char *ns, const char *label_selector,
 										   int limit, const char *continue_token);
+/* WATCH the object `name` from resource_version (a stream; see the request's sink) */
+extern MlplatHttpRequest *mlplat_kube_watch(MlplatHttpBatch *b, const MlplatKubeResource *res,
+											const char *ns, const char *name,
+											const char *resource_version, int timeout_s);
 /* Server-Side Apply: PATCH application/apply-patch+yaml, fieldManager=mlplat, force */
 extern MlplatHttpRequest *mlplat_kube_apply(MlplatHttpBatch *b, const MlplatKubeResource *res,
 											const char *ns, const char *name, const char *json);

@@ -269,6 +269,23 @@ mlplat_kube_list(MlplatHttpBatch *b, const MlplatKubeResource *res, const char *
 	return kube_request(b, "GET", mlplat_kube_path(res, ns, NULL), q.len ? q.data : NULL, NULL, NULL);
 }
 
+/*
+ * WATCH one named object from a resourceVersion: the answer is a stream of
+ * events, one JSON object per line, the first being the first change after
+ * that version; the server ends it after timeout_s.  The caller consumes the
+ * stream through the request's sink.
+ */
+MlplatHttpRequest *
+mlplat_kube_watch(MlplatHttpBatch *b, const MlplatKubeResource *res, const char *ns,
+				  const char *name, const char *resource_version, int timeout_s)
+{
+	char	   *query = psprintf("watch=1&fieldSelector=%s&resourceVersion=%s&timeoutSeconds=%d",
+								 mlplat_url_encode(psprintf("metadata.name=%s", name)),
+								 mlplat_url_encode(resource_version), Max(timeout_s, 1));
+
+	return kube_request(b, "GET", mlplat_kube_path(res, ns, NULL), query, NULL, NULL);
+}
+
 MlplatHttpRequest *
 mlplat_kube_apply(MlplatHttpBatch *b, const MlplatKubeResource *res, const char *ns,
 				  const char *name, const char *json)
