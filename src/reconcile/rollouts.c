@@ -58,6 +58,17 @@ static const MlplatKubeResource ISVC = {"serving.kserve.io", "v1beta1", "inferen
  * window, and with it the whole rollout.  One GET per look.
  */
 #define SETTLE_POLL_MS 20
+/*
+ * Instead of looking every SETTLE_POLL_MS, a pass that leaves rollouts waiting
+ * for KServe (and nothing else due within the second) WATCHes their
+ * InferenceServices from the versions it last saw, for at most a second (the
+ * server ends a watch; the client gives it WATCH_SLACK_MS more), and the next
+ * pass comes as soon as one of them changes or a commit wakes the worker.
+ * The watch is only a wake-up: the next pass reads the object as always, and
+ * that observation is the evidence.
+ */
+#define WATCH_S 1
+#define WATCH_SLACK_MS 2000
 /* the longest sleep while a rollout is active (a rollout in backoff comes due by then) */
 #define ACTIVE_POLL_MS 1000
 #define PERMANENT_RETRY_MS 30000
@@ -102,6 +113,9 @@ typedef struct Rollout
 	StringInfo	obs;			/* observation JSON (without metrics) */
 	bool		applied;
 	char	   *error;
+	const char *rv;				/* resourceVersion of the object as last read or applied */
+	MlplatHttpRequest *watch;
+	bool		changed;		/* the watch saw an event */
 	int			retry_ms;
 	int			http_status;
 	bool		settled;
@@ -446,6 +460,60 @@ write_back(MlplatPass *pass, List *rollouts, int *decisions)
 	MemoryContextSwitchTo(pass_cxt);
 }
 
+/* libcurl write path of a watch: the first complete event line is all we wait for */
+static bool
+watch_event(void *arg, const char *data, size_t len)
+{
+	if (memchr(data, '\n', len) == NULL)
+		return true;
+	*(bool *) arg = true;
+	return false;				/* stop reading: the next pass reads the object itself */
+}
+
+/*
+ * Wait (at most WATCH_S) for one of the InferenceServices of `rollouts` to
+ * change after the version this pass saw, or for a wake-up, and return how
+ * soon the next pass should come: at once after a change, a wake-up or a full
+ * watch; SETTLE_POLL_MS when a watch failed early (then polling is what is
+ * left).
+ */
+static long
+watch_settling(List *rollouts)
+{
+	MlplatHttpBatch *b = mlplat_http_batch_create(CurrentMemoryContext);
+	struct timespec t0,
+				t1;
+	ListCell   *lc;
+	long		ms;
+	bool		early = false;
+
+	mlplat_http_batch_first_only(b);
+	foreach(lc, rollouts)
+	{
+		Rollout    *r = lfirst(lc);
+
+		r->watch = mlplat_kube_watch(b, &ISVC, r->ns, r->name, r->rv, WATCH_S);
+		r->watch->timeout_ms = WATCH_S * 1000 + WATCH_SLACK_MS;
+		r->watch->sink = watch_event;
+		r->watch->sink_arg = &r->changed;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	mlplat_http_batch_run(b);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	ms = (long) ((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000);
+	foreach(lc, rollouts)
+	{
+		Rollout    *r = lfirst(lc);
+
+		if (r->changed)
+			return 1;
+		/* ended without an event and not cut short by this batch: refused or broken */
+		if (r->watch->done && !(r->watch->failed && strcmp(r->watch->error, "interrupted before completion") == 0))
+			early = true;
+	}
+	return early && ms < WATCH_S * 1000 ? SETTLE_POLL_MS : 1;
+}
+
 /* Is the rollout id in the list (of palloc'd int64)? */
 static bool
 id_in(List *ids, int64 id)
@@ -483,6 +551,8 @@ rollouts_round(MlplatPass *pass, List *moved)
 				decisions = 0;
 	List	   *moved_now = NIL;
 	List	   *gate = NIL;
+	List	   *settling = NIL;
+	int			nsettling = 0;
 
 	if (!mlplat_cluster_ready(pass, &why))
 		return NIL;
@@ -559,6 +629,7 @@ rollouts_round(MlplatPass *pass, List *moved)
 			r->retry_ms = PERMANENT_RETRY_MS;
 			continue;
 		}
+		r->rv = mlplat_json_text(obj, "metadata", "resourceVersion", NULL);
 		if (!observe_object(r, obj, now_ms))
 		{
 			r->apply = mlplat_kube_apply(acts, &ISVC, r->ns, r->name, r->spec);
@@ -584,7 +655,14 @@ rollouts_round(MlplatPass *pass, List *moved)
 			r->http_status = kr.status;
 			applies++;
 			if (kr.outcome == MLPLAT_KUBE_OK)
+			{
+				MlJsonError err;
+				MlJsonValue *obj = ml_json_parse(arena, r->apply->resp_body, r->apply->resp_len, NULL, &err);
+
 				r->applied = true;
+				/* the applied object's version, to watch from (no watch without it) */
+				r->rv = obj ? mlplat_json_text(obj, "metadata", "resourceVersion", NULL) : NULL;
+			}
 			else
 			{
 				r->error = psprintf("apply of InferenceService %s/%s failed: %s", r->ns, r->name,
@@ -617,13 +695,29 @@ rollouts_round(MlplatPass *pass, List *moved)
 
 		if (r->moved)
 			ms = 1;				/* applied by the second round, or else the next pass */
-		else if (r->applied || (r->obs && !r->settled) || r->window_start_ms == 0 || r->metrics)
+		else if (r->applied || (r->obs && !r->settled))
+		{
+			/* waiting for KServe: watched below */
+			nsettling++;
+			if (r->error == NULL && r->rv != NULL)
+			{
+				settling = lappend(settling, r);
+				continue;
+			}
+			ms = SETTLE_POLL_MS;
+		}
+		else if (r->window_start_ms == 0 || r->metrics)
 			ms = SETTLE_POLL_MS;
 		else if (r->decide_at_ms > 0)
 			ms = (long) Max(1, Min(ACTIVE_POLL_MS, r->decide_at_ms - now_ms + 1));
 		if (wait_ms < 0 || ms < wait_ms)
 			wait_ms = ms;
 	}
+	/* every one of them watchable (a version known), else look by GET as before */
+	if (settling != NIL && list_length(settling) == nsettling && (wait_ms < 0 || wait_ms >= WATCH_S * 1000))
+		wait_ms = watch_settling(settling);
+	else if (nsettling > 0 && (wait_ms < 0 || wait_ms > SETTLE_POLL_MS))
+		wait_ms = SETTLE_POLL_MS;
 	pass->next_pass_ms = wait_ms;
 	snprintf(pass->status, sizeof(pass->status), "%d active rollouts, %d applied, %d decisions",
 			 list_length(rollouts), applies, decisions);
