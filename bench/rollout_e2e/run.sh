@@ -10,12 +10,23 @@
 # the first step needs readiness only, then one window per step, the last window ends in
 # HOLD AT_CEILING).  "e2e" runs from the start_rollout call to the recorded AT_CEILING
 # decision; "seen" until this script's polling noticed it.  Prints per-repetition figures,
-# the median, and where the overhead goes, from the ledgers: "first" = start_rollout to
-# the first decision (the target revision made ready at 0%), "settle" = from a decision
-# to the start of the next window (apply, KServe's readiness — the stand-in's
-# --ready-delay-ms — and seeing it), "apply" = from a decision to the recorded apply of
-# its split, "decide" = from the end of a window to its recorded decision (Prometheus
-# queries + plan_rollout + write-back).  No pass/fail.
+# the median, and where the overhead goes: a table of phases, from the transition ledger
+# (decision times, evidence observation and window times) and the stand-in's request log
+# (when each apply and each GET of the InferenceService arrived).  Per traffic change
+# (the first = the target revision at 0%, then one per step):
+#   to apply  from start_rollout / the decision that moved the split to its apply
+#             arriving at KServe (wake, claim, artifact check, GET; for a step: the
+#             plan_rollout and ledger commit, then the apply round)
+#   kserve    the apply to the split being ready (Ready=True for its generation), as an
+#             independent watch of the InferenceService sees it: the stand-in's
+#             --ready-delay-ms plus its own handling of the apply
+#   see       the split ready to the arrival of the GET that sees it (how soon the
+#             controller looks again)
+#   read      that GET's arrival to the observation time the evidence records
+#   window    the observation window the policy demands (4 x window, not overhead)
+#   decide    the window's end (for the 0% step: the observation) to the recorded
+#             decision (timer, claim, GET, Prometheus queries, plan_rollout, ledger)
+# The phases add up to "e2e".  No pass/fail.
 set -u
 REPS=3 WINDOW=5 READY_MS=300
 while [ $# -gt 0 ]; do
@@ -23,7 +34,7 @@ while [ $# -gt 0 ]; do
 		--reps) REPS=$2; shift 2 ;;
 		--window) WINDOW=$2; shift 2 ;;
 		--ready-ms) READY_MS=$2; shift 2 ;;
-		-h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+		-h|--help) sed -n '2,27p' "$0"; exit 0 ;;
 		*) echo "unknown argument $1" >&2; exit 2 ;;
 	esac
 done
@@ -70,44 +81,118 @@ for i in $(seq 1 $((3 * REPS + 3))); do
 done
 sleep 3   # a few scrapes of every series
 
+# watch_isvc — an independent watch of svc from its current version: one JSON line per
+# event with the time it arrived here and whether it is Ready for its own generation
+# (start it in the background; it is one process, ended by its pid)
+watch_isvc() {
+	local rv
+	rv=$(kube GET /apis/serving.kserve.io/v1beta1/namespaces/mlp-bench/inferenceservices/svc | jq -r .metadata.resourceVersion)
+	exec python3 -u -c '
+import json, sys, time, urllib.request
+req = urllib.request.Request(sys.argv[1], headers={"Authorization": "Bearer " + sys.argv[2]})
+for line in urllib.request.urlopen(req):
+    o = json.loads(line).get("object", {})
+    st = o.get("status", {})
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in st.get("conditions", []))
+    print(json.dumps({"t": time.time(), "ready": ready and st.get("observedGeneration") == o.get("metadata", {}).get("generation")}), flush=True)
+' "$STANDIN_URL/apis/serving.kserve.io/v1beta1/namespaces/mlp-bench/inferenceservices?watch=1&fieldSelector=metadata.name%3Dsvc&timeoutSeconds=300&resourceVersion=$rv" "$STANDIN_TOKEN"
+}
+
+# phases REP_ID T0 SEQ0 EVENTS — one line "apply kserve see read decide" for the first traffic
+# change, the same averaged over the later ones, and the number of decisions (see the header)
+phases() {
+	local log ev
+	log=$(admin GET "requests?since=$3&kind=InferenceService&name=svc" |
+		jq -c '[.items[] | {t: .time, m: .method, s: .status}]') || return 1
+	ev=$(jq -sc . "$4") || return 1
+	$PSQL -d mlplat -v log="$log" -v ev="$ev" -v id="$1" -v t0="$2" -v w="$WINDOW" <<'SQL' | tr '|' ' '
+WITH req AS (
+  SELECT (e->>'t')::timestamptz AS t, e->>'m' AS m, (e->>'s')::int AS s
+    FROM jsonb_array_elements(:'log'::jsonb) e),
+ev AS (
+  SELECT to_timestamp((e->>'t')::float8) AS t FROM jsonb_array_elements(:'ev'::jsonb) e
+   WHERE (e->>'ready')::boolean),
+d AS (
+  SELECT seq, at, lag(at) OVER (ORDER BY seq) AS prev_at,
+         to_timestamp((evidence->>'observed_at')::float8) AS obs,
+         to_timestamp((evidence->>'window_start')::float8) AS ws
+    FROM mlplat.rollout_transitions WHERE rollout_id = :id AND decision IN ('ADVANCE', 'HOLD')),
+k AS (     -- decision k ends traffic change k-1: started, seen ready, decided
+  SELECT seq, coalesce(prev_at, to_timestamp(:t0)) AS start_at,
+         CASE WHEN seq = 1 THEN obs ELSE ws END AS seen_at, at,
+         CASE WHEN seq = 1 THEN 0 ELSE :w END AS win
+    FROM d),
+x AS (
+  SELECT k.*, a.t AS apply_at, r.t AS ready_at, g.t AS get_at
+    FROM k,
+         LATERAL (SELECT min(t) AS t FROM req WHERE m = 'PATCH' AND s < 300 AND t > k.start_at) a,
+         LATERAL (SELECT min(t) AS t FROM ev WHERE t > a.t) r,
+         LATERAL (SELECT max(t) AS t FROM req WHERE m = 'GET' AND t <= k.seen_at) g),
+ms AS (
+  SELECT seq,
+         extract(epoch FROM apply_at - start_at) * 1000 AS apply,
+         extract(epoch FROM ready_at - apply_at) * 1000 AS kserve,
+         extract(epoch FROM get_at - ready_at) * 1000 AS see,
+         extract(epoch FROM seen_at - get_at) * 1000 AS read,
+         extract(epoch FROM at - seen_at) * 1000 - win * 1000 AS decide
+    FROM x)
+SELECT round(max(apply) FILTER (WHERE seq = 1)), round(max(kserve) FILTER (WHERE seq = 1)),
+       round(max(see) FILTER (WHERE seq = 1)), round(max(read) FILTER (WHERE seq = 1)),
+       round(max(decide) FILTER (WHERE seq = 1)),
+       round(avg(apply) FILTER (WHERE seq > 1)), round(avg(kserve) FILTER (WHERE seq > 1)),
+       round(avg(see) FILTER (WHERE seq > 1)), round(avg(read) FILTER (WHERE seq > 1)),
+       round(avg(decide) FILTER (WHERE seq > 1)),
+       count(*)
+  FROM ms
+SQL
+}
+
 echo "# load average: $(cut -d' ' -f1-3 /proc/loadavg); window ${WINDOW}s; stand-in ready delay ${READY_MS} ms"
-printf '%-4s %10s %10s %12s %10s %10s %10s %12s %12s %12s\n' rep e2e_s seen_s windows_s over_s over_% first_ms settle_ms/st apply_ms/st decide_ms/st
-results=()
+echo "# ms for the first traffic change (target at 0%) | mean per later step"
+printf '%-4s %8s %8s %8s %8s %7s | %6s %6s %6s %6s %6s | %6s %6s %6s %6s %6s\n' rep e2e_s seen_s windows over_s over_% \
+	apply kserve see read decide apply kserve see read decide
+results=() rows=()
 for rep in $(seq 1 "$REPS"); do
 	v=$((rep + 1))
+	seq0=$(admin GET 'requests?since=1000000000000' | jq .seq)
+	watch_isvc >"$WORK/events.$rep" &
+	watcher=$!
+	sleep 0.2   # the watch is open before the rollout starts
 	t0=$(date +%s.%N)
 	q "SELECT mlplat.start_rollout('bench', 'svc', 'm', '$v', '$POLICY')" >/dev/null
 	wait_q "SELECT status FROM mlplat.rollouts ORDER BY id DESC LIMIT 1" AT_CEILING 120 || exit 1
 	t1=$(date +%s.%N)
 	id=$(q "SELECT max(id) FROM mlplat.rollouts")
-	# per decision after the first: settle = window start - previous decision; decide = decision - window end
-	first=$(q "SELECT round(extract(epoch FROM min(t.at) - r.created_at) * 1000) FROM mlplat.rollout_transitions t
-	             JOIN mlplat.rollouts r ON r.id = t.rollout_id WHERE r.id = $id GROUP BY r.created_at")
-	# apply = from a decision to the recorded apply of the split it chose (settle - apply:
-	# KServe's readiness and the controller seeing it); t_end = when AT_CEILING was decided
-	read -r settle apply decide t_end < <(q "
-	  SELECT round(avg(extract(epoch FROM to_timestamp((evidence->>'window_start')::float8) - prev_at)) * 1000),
-	         round(avg(extract(epoch FROM (SELECT min(l.at) FROM mlplat.reconcile_ledger l
-	                                        WHERE l.entity = 'rollout' AND l.entity_id = $id AND l.action = 'APPLY'
-	                                          AND l.outcome = 'OK' AND l.at > prev_at) - prev_at)) * 1000),
-	         round(avg(extract(epoch FROM at - to_timestamp((evidence->>'window_start')::float8 + $WINDOW))) * 1000),
-	         extract(epoch FROM max(at))
-	    FROM (SELECT t.*, lag(t.at) OVER (ORDER BY seq) AS prev_at FROM mlplat.rollout_transitions t
-	           WHERE t.rollout_id = $id AND t.decision IN ('ADVANCE', 'HOLD')) x
-	   WHERE seq > 1" | tr '|' ' ')
+	t_end=$(q "SELECT extract(epoch FROM max(at)) FROM mlplat.rollout_transitions WHERE rollout_id = $id")
+	kill "$watcher" 2>/dev/null; wait "$watcher" 2>/dev/null
+	read -r fa fk fs fr fd sa sk ss sr sd n < <(phases "$id" "$t0" "$seq0" "$WORK/events.$rep")
+	[ "$n" = 5 ] || echo "# rep $rep: $n decisions, not 5: the phases are misattributed" >&2
 	# end to end: from the call to the recorded AT_CEILING decision (same host clock);
 	# seen: until this script's polling saw it (adds up to a psql round trip + 50 ms)
 	e2e=$(echo "$t_end - $t0" | bc -l)
 	seen=$(echo "$t1 - $t0" | bc -l)
 	win=$((4 * WINDOW))
-	printf '%-4s %10.2f %10.2f %12d %10.2f %10.1f %10s %12s %12s %12s\n' "$rep" "$e2e" "$seen" "$win" "$(echo "$e2e - $win" | bc -l)" \
-		"$(echo "100 * ($e2e - $win) / $win" | bc -l)" "$first" "$settle" "$apply" "$decide"
+	printf '%-4s %8.2f %8.2f %8d %8.2f %7.1f | %6s %6s %6s %6s %6s | %6s %6s %6s %6s %6s\n' "$rep" "$e2e" "$seen" "$win" \
+		"$(echo "$e2e - $win" | bc -l)" "$(echo "100 * ($e2e - $win) / $win" | bc -l)" \
+		"$fa" "$fk" "$fs" "$fr" "$fd" "$sa" "$sk" "$ss" "$sr" "$sd"
 	results+=("$e2e")
+	rows+=("$fa $fk $fs $fr $fd $sa $sk $ss $sr $sd")
 	q "SELECT mlplat.abort_rollout('bench', 'svc')" >/dev/null
 	wait_q "SELECT status FROM mlplat.rollouts ORDER BY id DESC LIMIT 1" ABORTED 60 || exit 1
 	wait_q "SELECT status FROM mlplat.deployments WHERE name = 'svc'" READY 60 || exit 1
 done
-med=$(printf '%s\n' "${results[@]}" | sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}')
+median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
+med=$(printf '%s\n' "${results[@]}" | median)
 win=$((4 * WINDOW))
+over_ms=$(echo "1000 * ($med - $win)" | bc -l)
 printf '\nmedian of %d: %.2f s end to end vs %d s of windows: overhead %.2f s (%.1f%%); stand-in ready delay %d ms per traffic change\n' \
 	"$REPS" "$med" "$win" "$(echo "$med - $win" | bc -l)" "$(echo "100 * ($med - $win) / $win" | bc -l)" "$READY_MS"
+# where the overhead goes: median per phase over the repetitions; a rollout = first + 4 steps
+col() { printf '%s\n' "${rows[@]}" | awk -v c="$1" '{print $c}' | median; }
+printf '\n%-10s %12s %14s %14s %10s\n' phase first_ms per_step_ms per_rollout_ms of_overhead
+for p in "apply 1 6" "kserve 2 7" "see 3 8" "read 4 9" "decide 5 10"; do
+	set -- $p
+	f=$(col "$2") s=$(col "$3")
+	tot=$(echo "$f + 4 * $s" | bc -l)
+	printf '%-10s %12.0f %14.0f %14.0f %9.0f%%\n' "$1" "$f" "$s" "$tot" "$(echo "100 * $tot / $over_ms" | bc -l)"
+done
