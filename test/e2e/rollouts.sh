@@ -99,6 +99,12 @@ tap_is "$(ledger "count(*) FILTER (WHERE abs((evidence->'target'->>'requests')::
 tap_is "$(ledger "count(DISTINCT epoch || controller)" "controller <> ''")" 1 "ledger rows carry the leader's epoch and controller"
 tap_is "$(canary)" 50 "the InferenceService carries canaryTrafficPercent 50"
 tap_is "$(traffic)" "scorer-predictor-00002=50,scorer-predictor-00001=50" "KServe reports the 50/50 split"
+# while KServe settles a split the controller watches the object from the version it
+# read or applied, instead of reading it every 20 ms (four applies: 0%, 10%, 25%, 50%)
+watches=$(admin GET "requests?kind=InferenceService&verb=watch&namespace=$NS" | python3 -c 'import json,sys
+print(sum(1 for e in json.load(sys.stdin)["items"] if "fieldSelector=metadata.name%3Dscorer&resourceVersion=" in e["path"]))')
+[ "${watches:-0}" -ge 4 ]
+tap_ok $? "the controller watched the InferenceService while KServe settled each split ($watches watches)"
 sleep 2
 tap_is "$(ro status)" AT_CEILING "AT_CEILING waits: no promotion without a request"
 
