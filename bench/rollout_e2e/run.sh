@@ -102,7 +102,8 @@ for line in resp:
 }
 
 # phases REP_ID T0 SEQ0 EVENTS — one line "apply kserve see read decide" for the first traffic
-# change, the same averaged over the later ones, and the number of decisions (see the header)
+# change, the same averaged over the later ones, the number of decisions (see the header)
+# and how many times the controller read the InferenceService (GET) during the rollout
 phases() {
 	local log ev
 	log=$(admin GET "requests?since=$3&kind=InferenceService&name=svc" |
@@ -145,15 +146,16 @@ SELECT round(max(apply) FILTER (WHERE seq = 1)), round(max(kserve) FILTER (WHERE
        round(avg(apply) FILTER (WHERE seq > 1)), round(avg(kserve) FILTER (WHERE seq > 1)),
        round(avg(see) FILTER (WHERE seq > 1)), round(avg(read) FILTER (WHERE seq > 1)),
        round(avg(decide) FILTER (WHERE seq > 1)),
-       count(*)
+       count(*),
+       (SELECT count(*) FROM req WHERE m = 'GET' AND t BETWEEN to_timestamp(:t0) AND (SELECT max(at) FROM d))
   FROM ms
 SQL
 }
 
 echo "# load average: $(cut -d' ' -f1-3 /proc/loadavg); window ${WINDOW}s; stand-in ready delay ${READY_MS} ms"
 echo "# ms for the first traffic change (target at 0%) | mean per later step"
-printf '%-4s %8s %8s %8s %8s %7s | %6s %6s %6s %6s %6s | %6s %6s %6s %6s %6s\n' rep e2e_s seen_s windows over_s over_% \
-	apply kserve see read decide apply kserve see read decide
+printf '%-4s %8s %8s %8s %8s %7s | %6s %6s %6s %6s %6s | %6s %6s %6s %6s %6s | %5s\n' rep e2e_s seen_s windows over_s over_% \
+	apply kserve see read decide apply kserve see read decide gets
 results=() rows=()
 for rep in $(seq 1 "$REPS"); do
 	v=$((rep + 1))
@@ -179,16 +181,16 @@ SQL
 	id=$(q "SELECT max(id) FROM mlplat.rollouts")
 	t_end=$(q "SELECT extract(epoch FROM max(at)) FROM mlplat.rollout_transitions WHERE rollout_id = $id")
 	kill "$watcher" 2>/dev/null; wait "$watcher" 2>/dev/null
-	read -r fa fk fs fr fd sa sk ss sr sd n < <(phases "$id" "$t0" "$seq0" "$WORK/events.$rep")
+	read -r fa fk fs fr fd sa sk ss sr sd n gets < <(phases "$id" "$t0" "$seq0" "$WORK/events.$rep")
 	[ "$n" = 5 ] || echo "# rep $rep: $n decisions, not 5: the phases are misattributed" >&2
 	# end to end: from the call to the recorded AT_CEILING decision (same host clock);
 	# seen: until this script's polling saw it (adds up to a psql round trip + 50 ms)
 	e2e=$(echo "$t_end - $t0" | bc -l)
 	seen=$(echo "$t1 - $t0" | bc -l)
 	win=$((4 * WINDOW))
-	printf '%-4s %8.2f %8.2f %8d %8.2f %7.1f | %6s %6s %6s %6s %6s | %6s %6s %6s %6s %6s\n' "$rep" "$e2e" "$seen" "$win" \
+	printf '%-4s %8.2f %8.2f %8d %8.2f %7.1f | %6s %6s %6s %6s %6s | %6s %6s %6s %6s %6s | %5s\n' "$rep" "$e2e" "$seen" "$win" \
 		"$(echo "$e2e - $win" | bc -l)" "$(echo "100 * ($e2e - $win) / $win" | bc -l)" \
-		"$fa" "$fk" "$fs" "$fr" "$fd" "$sa" "$sk" "$ss" "$sr" "$sd"
+		"$fa" "$fk" "$fs" "$fr" "$fd" "$sa" "$sk" "$ss" "$sr" "$sd" "$gets"
 	results+=("$e2e")
 	rows+=("$fa $fk $fs $fr $fd $sa $sk $ss $sr $sd")
 	q "SELECT mlplat.abort_rollout('bench', 'svc')" >/dev/null
