@@ -15,7 +15,7 @@
 # request log (when each apply and GET of the InferenceService arrived) and an
 # independent watch of the InferenceService.  Per traffic change (the first = the target
 # revision at 0%, then one per step):
-#   to apply  from start_rollout / the decision that moved the split to its apply
+#   apply     from start_rollout / the decision that moved the split to its apply
 #             arriving at KServe (wake, claim, artifact check, GET; for a step: the
 #             plan_rollout and ledger commit, then the apply round)
 #   kserve    the apply to the split being ready (Ready=True for its generation), as an
