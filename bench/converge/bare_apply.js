@@ -1,11 +1,19 @@
 // bench/converge/bare_apply.js — the baseline: a bare concurrent client that
 // server-side-applies N InferenceServices (concurrency C, keep-alive) and
 // waits until the stand-in reports every one Ready.  Prints elapsed ms.
-//   node bare_apply.js URL TOKEN NAMESPACE N C
+//   node bare_apply.js URL TOKEN NAMESPACE N C [MANIFESTS]
+// MANIFESTS: a file of the manifests mlplat applies, one JSON object a line
+// (run.sh dumps them from the deployment revisions), so the baseline does the
+// same applies: the same bytes but for the namespace and two label values,
+// which keep mlplat from taking these objects for its own (orphans), plus a
+// bench=bare label to list them by.  Without it, a minimal manifest.
 'use strict';
 const http = require('http');
-const [url, token, ns, nStr, cStr] = process.argv.slice(2);
+const fs = require('fs');
+const [url, token, ns, nStr, cStr, manifestFile] = process.argv.slice(2);
 const N = +nStr, C = +cStr;
+const given = manifestFile ? fs.readFileSync(manifestFile, 'utf8').split('\n').filter((l) => l).map((l) => JSON.parse(l)) : null;
+if (given && given.length < N) throw new Error(`${manifestFile}: ${given.length} manifests, ${N} wanted`);
 const agent = new http.Agent({ keepAlive: true, maxSockets: C });
 const base = new URL(url);
 
@@ -24,6 +32,13 @@ function req(method, path, body, ctype) {
 }
 
 function manifest(i) {
+  if (given) {
+    const m = given[i];
+    m.metadata.namespace = ns;
+    // mlplat's labels kept (same size), but not the two its selector matches on
+    m.metadata.labels = { ...m.metadata.labels, 'app.kubernetes.io/managed-by': 'bare-client', 'mlplat.io/instance': 'bare', bench: 'bare' };
+    return JSON.stringify(m);
+  }
   return JSON.stringify({ apiVersion: 'serving.kserve.io/v1beta1', kind: 'InferenceService',
     metadata: { name: `bare-${i}`, namespace: ns, labels: { 'bench': 'bare' } },
     spec: { predictor: { minReplicas: 1, maxReplicas: 1, model: { modelFormat: { name: 'sklearn' },
@@ -36,7 +51,8 @@ function manifest(i) {
   async function worker() {
     while (next < N) {
       const i = next++;
-      const r = await req('PATCH', `/apis/serving.kserve.io/v1beta1/namespaces/${ns}/inferenceservices/bare-${i}?fieldManager=bare&force=true`,
+      const name = given ? given[i].metadata.name : `bare-${i}`;
+      const r = await req('PATCH', `/apis/serving.kserve.io/v1beta1/namespaces/${ns}/inferenceservices/${name}?fieldManager=bare&force=true`,
         manifest(i), 'application/apply-patch+yaml');
       if (r.status >= 300) throw new Error(`apply ${i}: ${r.status} ${r.body.slice(0, 200)}`);
     }

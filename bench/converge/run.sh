@@ -3,11 +3,14 @@
 #   SIZES="1000 10000" bench/converge/run.sh
 # For each N: intents are written with the workers paused, then the workers
 # are enabled and we time until every deployment is READY.  Reported beside
-# the same work done by a bare concurrent client (bare_apply.js: N applies at
-# mlplat.http_max_concurrency, then wait for Ready) against the same stand-in:
+# the same work done by a bare concurrent client (bare_apply.js: the same N
+# manifests mlplat applies, at mlplat.http_max_concurrency, then wait for
+# Ready) against the same stand-in, run once just before and once just after
+# mlplat (the baseline is their mean: the machine's load drifts):
 #   converge time, ratio to the bare client (target <= 1.5), applies per
 #   deployment (target 1.0 + retries), LIST requests per steady pass (target
-#   ceil(N/500)), writes in a steady pass (target 0).
+#   ceil(deployments/500), the earlier sizes' included), writes in a steady
+#   pass (target 0).
 set -uo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 SIZES=${SIZES:-"1000 10000"}
@@ -31,19 +34,27 @@ workers() { $PSQL -d mlplat -c "ALTER SYSTEM SET mlplat.workers_enabled = $1" -c
 lists() { admin GET 'requests?method=GET&kind=InferenceService' | python3 -c 'import json,sys; print(sum(1 for e in json.load(sys.stdin)["items"] if "inferenceservices?" in e["path"] or e["path"].endswith("inferenceservices")))'; }
 patches() { admin GET 'requests?method=PATCH&kind=InferenceService' | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["items"]))'; }
 passes() { $PSQL -d mlplat -c "SELECT passes FROM mlplat.reconciler_health WHERE kind = 'deployments' AND role = 'leader'"; }
+pass_end() { local p; p=$(passes); while [ "$(passes)" = "$p" ]; do sleep 0.02; done; }
 
 rows=()
 for N in $SIZES; do
 	p=c$N
 	workers off
 	kube POST /api/v1/namespaces "{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":\"mlp-$p\"}}" >/dev/null
-	kube POST /api/v1/namespaces "{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":\"bare-$p\"}}" >/dev/null
+	for ab in a b; do
+		kube POST /api/v1/namespaces "{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":\"bare-$p-$ab\"}}" >/dev/null
+	done
 	$PSQL -d mlplat -c "SELECT mlplat.create_project('$p', 0)" \
 		-c "SELECT mlplat.register_model_version('$p', 'm', '1', 's3://models/m/1', '$SHA', 'kserve-sklearnserver', 'sklearn')" \
 		-c "SELECT mlplat.set_model_stage('$p', 'm', '1', 'CANDIDATE')" >/dev/null
 	t0=$(date +%s%N)
 	$PSQL -d mlplat -c "SELECT count(mlplat.deploy('$p', 'd' || i, 'm', '1', 'kserve-sklearnserver')) FROM generate_series(1, $N) i" >/dev/null
 	api_ms=$((($(date +%s%N) - t0) / 1000000))
+	# the manifests the workers will apply, for the bare client to apply too
+	$PSQL -d mlplat -c "SELECT r.spec::text FROM mlplat.deployments d JOIN mlplat.projects p ON p.id = d.project_id
+	                      JOIN mlplat.deployment_revisions r ON r.deployment_id = d.id AND r.revision = d.desired_revision
+	                     WHERE p.name = '$p' ORDER BY d.id" >"$WORK/manifests-$N.jsonl"
+	bare_a=$(node "$SRC/bench/converge/bare_apply.js" "$STANDIN_URL" "$STANDIN_TOKEN" "bare-$p-a" "$N" "$CONC" "$WORK/manifests-$N.jsonl")
 	admin DELETE requests >/dev/null
 
 	t0=$(date +%s%N)
@@ -63,21 +74,27 @@ for N in $SIZES; do
 		-c "SELECT 'ledger ' || action || ' written ' || round((extract(epoch FROM min(at)) * 1000 - $t0 / 1000000)) || '..' || round((extract(epoch FROM max(at)) * 1000 - $t0 / 1000000)) FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND project = '$p' GROUP BY action" -c "SELECT round((extract(epoch FROM max(updated_at)) * 1000 - $t0 / 1000000)) || ' last READY write' FROM mlplat.deployments" -c "SELECT passes, last_pass_end - last_pass_start FROM mlplat.reconciler_health WHERE kind = 'deployments' AND role = 'leader'"
 	applies=$(patches)
 
-	# steady state: a few full resync passes with nothing to do
+	# steady state: a few full resync passes with nothing to do, counted from the
+	# end of one pass to the end of another (a pass cut by the window's edge
+	# would count its LISTs without the pass, or the pass without its LISTs)
 	sleep 2
+	pass_end
 	admin DELETE requests >/dev/null
-	p0=$(passes); sleep 6; p1=$(passes)
+	p0=$(passes); sleep 6; pass_end; p1=$(passes)
 	steady_lists=$(lists); steady_writes=$(writes_count)
 	steady_passes=$((p1 - p0))
+	# a pass lists every deployment of the installation, the earlier sizes' too
+	total=$($PSQL -d mlplat -c "SELECT count(*) FROM mlplat.deployments WHERE status <> 'DELETED'")
 	workers off
 
-	bare_ms=$(node "$SRC/bench/converge/bare_apply.js" "$STANDIN_URL" "$STANDIN_TOKEN" "bare-$p" "$N" "$CONC")
-	rows+=("$(printf '%6s %9s %10s %9s %6s %9s %12s %8s %8s' "$N" "$api_ms" "$conv_ms" "$bare_ms" \
+	bare_b=$(node "$SRC/bench/converge/bare_apply.js" "$STANDIN_URL" "$STANDIN_TOKEN" "bare-$p-b" "$N" "$CONC" "$WORK/manifests-$N.jsonl")
+	bare_ms=$(((bare_a + bare_b) / 2))
+	rows+=("$(printf '%6s %9s %10s %20s %6s %9s %12s %8s %8s' "$N" "$api_ms" "$conv_ms" "$bare_ms ($bare_a/$bare_b)" \
 		"$(awk -v a="$conv_ms" -v b="$bare_ms" 'BEGIN{printf "%.2f", a/b}')" \
 		"$(awk -v a="$applies" -v n="$N" 'BEGIN{printf "%.3f", a/n}')" \
-		"$(awk -v l="$steady_lists" -v p="$steady_passes" 'BEGIN{if(p>0) printf "%.1f", l/p; else print "-"}')/$(( (N + 499) / 500 ))" \
+		"$(awk -v l="$steady_lists" -v p="$steady_passes" 'BEGIN{if(p>0) printf "%.1f", l/p; else print "-"}')/$(( (total + 499) / 500 ))" \
 		"$steady_writes" "$steady_passes")")
 done
-printf '\n%6s %9s %10s %9s %6s %9s %12s %8s %8s\n' N api_ms conv_ms bare_ms ratio applies/N "LIST/pass" writes passes
+printf '\n%6s %9s %10s %20s %6s %9s %12s %8s %8s\n' N api_ms conv_ms bare_ms ratio applies/N "LIST/pass" writes passes
 printf '%s\n' "${rows[@]}"
-echo "(LIST/pass: measured / target ceil(N/500); writes: in the steady window; http_max_concurrency $CONC; load $(cut -d' ' -f1-3 /proc/loadavg))"
+echo "(bare_ms: mean of the bare client just before/just after mlplat, same manifests; LIST/pass: measured / target ceil(deployments/500), all sizes' deployments; writes: in the steady window; http_max_concurrency $CONC; load $(cut -d' ' -f1-3 /proc/loadavg))"
