@@ -39,6 +39,7 @@
 #include "utils/builtins.h"
 #include "utils/json.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 
 #include "mlplat/backoff.h"
 #include "mlplat/guc.h"
@@ -49,6 +50,7 @@
 #include "mlplat/reconcile.h"
 #include "mlplat/reconcile_util.h"
 #include "mlplat/rollout_artifacts.h"
+#include "mlplat/span.h"
 
 static const MlplatKubeResource ISVC = {"serving.kserve.io", "v1beta1", "inferenceservices", true};
 
@@ -103,6 +105,7 @@ typedef struct Rollout
 	int64		decide_at_ms;	/* epoch ms; 0: none */
 	int			attempts;
 	bool		due;
+	char	   *traceparent;	/* of the last intent (start, promote, abort) */
 	/* this pass */
 	MlplatHttpRequest *get;
 	MlplatHttpRequest *apply;
@@ -364,6 +367,7 @@ claim(void)
 		r->attempts = atoi(SPI_getvalue(t, td, 15));
 		v = SPI_getvalue(t, td, 16);
 		r->due = v && v[0] == 't';
+		r->traceparent = SPI_getvalue(t, td, 17);
 		r->retry_ms = -1;
 		out = lappend(out, r);
 	}
@@ -402,11 +406,93 @@ add_queries(MlplatHttpBatch *b, Rollout *r, int64 now_ms)
 	}
 }
 
+static MlplatSpan *
+rollout_span_at(Rollout *r, const char *name, MlplatSpanKind kind, TimestampTz start)
+{
+	MlplatSpan *s = mlplat_span_begin_at(r->traceparent, name, kind, start);
+
+	mlplat_span_set_entity(s, r->project, "rollout", r->id);
+	mlplat_span_attr_text(s, "k8s.namespace.name", r->ns);
+	mlplat_span_attr_text(s, "mlplat.deployment", r->name);
+	mlplat_span_attr_int(s, "mlplat.revision", r->target_revision);
+	return s;
+}
+
+static TimestampTz
+epoch_ms_to_timestamptz(int64 ms)
+{
+	return (TimestampTz) (ms - ((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * 1000)) * 1000;
+}
+
+/*
+ * The spans of what a pass did for a rollout, in the trace of its last intent
+ * (start_rollout, promote_rollout, abort_rollout): the traffic apply, the
+ * Prometheus queries of a decision, and the decision itself (from the end of
+ * its window to its ledger row).  Every GET while KServe settles is left out:
+ * there are many and they decide nothing.  result: what _rollouts_observe said.
+ */
+static List *
+rollout_spans(Rollout *r, const char *result)
+{
+	List	   *spans = NIL;
+	MlplatSpan *s;
+
+	if (r->apply && r->apply->started_at)
+	{
+		s = rollout_span_at(r, "rollouts.apply", MLPLAT_SPAN_CLIENT, r->apply->started_at);
+		mlplat_span_attr_int(s, "mlplat.canary_traffic_percent", r->want);
+		if (r->apply->status > 0)
+			mlplat_span_attr_int(s, "http.response.status_code", r->apply->status);
+		if (s)
+			mlplat_span_end_at(s, s->start + (TimestampTz) (r->apply->elapsed_ms * 1000.0),
+							   r->applied ? NULL : r->error);
+		spans = lappend(spans, s);
+	}
+	if (r->metrics)
+	{
+		TimestampTz first = 0,
+					last = 0;
+		int			n = 0;
+
+		for (int w = 0; w < 2; w++)
+			for (int m = 0; m < M_COUNT; m++)
+			{
+				MlplatHttpRequest *q = r->prom[w][m];
+				TimestampTz end;
+
+				if (q == NULL || q->started_at == 0)
+					continue;
+				end = q->started_at + (TimestampTz) (q->elapsed_ms * 1000.0);
+				first = (n == 0 || q->started_at < first) ? q->started_at : first;
+				last = Max(last, end);
+				n++;
+			}
+		if (n > 0)
+		{
+			s = rollout_span_at(r, "rollouts.metrics", MLPLAT_SPAN_CLIENT, first);
+			mlplat_span_attr_int(s, "mlplat.prometheus.queries", n);
+			mlplat_span_attr_int(s, "mlplat.window_ms", r->metric_ms);
+			mlplat_span_end_at(s, last, NULL);
+			spans = lappend(spans, s);
+		}
+	}
+	if (strcmp(result, "ADVANCE") == 0 || strcmp(result, "HOLD") == 0 || strcmp(result, "ROLLBACK") == 0)
+	{
+		s = rollout_span_at(r, "rollouts.decide", MLPLAT_SPAN_INTERNAL,
+							r->decide_at_ms > 0 ? epoch_ms_to_timestamptz(r->decide_at_ms) : GetCurrentTimestamp());
+		mlplat_span_attr_text(s, "mlplat.rollout.decision", result);
+		mlplat_span_end(s, NULL);
+		spans = lappend(spans, s);
+	}
+	return spans;
+}
+
 static void
 write_back(MlplatPass *pass, List *rollouts, int *decisions)
 {
 	MemoryContext pass_cxt = CurrentMemoryContext;
 	ListCell   *lc;
+	List	   *spans = NIL;
 
 	mlplat_txn_begin();
 	foreach(lc, rollouts)
@@ -441,6 +527,14 @@ write_back(MlplatPass *pass, List *rollouts, int *decisions)
 								  8, types, v, n, false, 1) != SPI_OK_SELECT || SPI_processed != 1)
 			elog(ERROR, "mlplat: rollouts write-back failed");
 		res = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+		/* spans go with a write-back that held; the lists live in the pass's context */
+		if (res && strcmp(res, "LOST") != 0)
+		{
+			MemoryContext txn_cxt = MemoryContextSwitchTo(pass_cxt);
+
+			spans = list_concat(spans, rollout_spans(r, res));
+			MemoryContextSwitchTo(txn_cxt);
+		}
 		if (res && (strcmp(res, "ADVANCE") == 0 || strcmp(res, "HOLD") == 0 || strcmp(res, "ROLLBACK") == 0))
 			(*decisions)++;
 		r->moved = res && (strcmp(res, "ADVANCE") == 0 || strcmp(res, "ROLLBACK") == 0);
@@ -456,6 +550,7 @@ write_back(MlplatPass *pass, List *rollouts, int *decisions)
 								 r->want < 0 ? "canaryTrafficPercent removed"
 								 : psprintf("canaryTrafficPercent %d", r->want));
 	}
+	mlplat_spans_flush(spans);
 	mlplat_txn_commit();
 	MemoryContextSwitchTo(pass_cxt);
 }

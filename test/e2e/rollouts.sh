@@ -107,6 +107,18 @@ print(sum(1 for e in json.load(sys.stdin)["items"] if "fieldSelector=metadata.na
 tap_ok $? "the controller watched the InferenceService while KServe settled each split ($watches watches)"
 sleep 2
 tap_is "$(ro status)" AT_CEILING "AT_CEILING waits: no promotion without a request"
+# spans SQL-EXPR WHERE — over the latest rollout's reconciler spans
+spans() {
+	q $DB "SELECT $1 FROM mlplat.trace_spans s LEFT JOIN mlplat.trace_spans a ON a.trace_id = s.trace_id AND a.span_id = s.parent_span_id
+	        WHERE s.entity = 'rollout' AND s.entity_id = (SELECT max(id) FROM mlplat.rollouts) AND s.name LIKE 'rollouts.%' AND $2"
+}
+tap_is "$(spans "string_agg(s.attributes->>'mlplat.canary_traffic_percent', ',' ORDER BY s.start_time)" "s.name = 'rollouts.apply' AND s.status = 'OK'")" \
+	"0,10,25,50" "spans: one rollouts.apply per traffic step"
+tap_is "$(spans "string_agg(s.attributes->>'mlplat.rollout.decision', ',' ORDER BY s.start_time)" "s.name = 'rollouts.decide'")" \
+	"$(ledger "string_agg(decision, ',' ORDER BY seq)" "decision IN ('ADVANCE', 'HOLD', 'ROLLBACK')")" \
+	"spans: one rollouts.decide per decision in the transition ledger"
+tap_is "$(spans "(count(*) FILTER (WHERE s.name = 'rollouts.metrics') >= 2) || '/' || (count(*) = count(*) FILTER (WHERE a.name = 'mlplat.start_rollout' AND a.kind = 'SERVER'))" "true")" \
+	"true/true" "spans: the Prometheus queries of each window, all under the start_rollout call"
 
 q $DB "SELECT status FROM mlplat.promote_rollout('$P', 'scorer')" >/dev/null
 wait_for $DB "SELECT status FROM mlplat.rollouts ORDER BY id DESC LIMIT 1" PROMOTED 30
