@@ -40,6 +40,12 @@ extern void mlplat_array_add_text(ArrayBuildState *a, const char *s);
 /* mlplat.installation's instance id (transaction open); palloc'd in the caller's context. */
 extern char *mlplat_instance_id(void);
 
+/* The trace id (32 hex digits) of a stored traceparent, palloc'd; NULL if it has none. */
+extern char *mlplat_trace_id_of(const char *traceparent);
+
+/* Say in the pass status that n write-backs lost their compare-and-swap (n > 0). */
+extern void mlplat_pass_note_lost(MlplatPass *pass, int n);
+
 /*
  * Append a ledger row stamped with the pass's epoch and controller
  * (transaction open); note, if given, goes into detail as {"note": ...}.

@@ -493,12 +493,6 @@ apply_result(Deployment *d, MlplatPass *pass)
 		pass->next_pass_ms = FOLLOW_UP_MS;
 }
 
-static char *
-trace_id_of(const char *traceparent)
-{
-	return (traceparent && strlen(traceparent) == 55) ? pnstrdup(traceparent + 3, 32) : NULL;
-}
-
 static int
 cmp_int64(const void *a, const void *b)
 {
@@ -601,7 +595,7 @@ write_back(MlplatPass *pass, List *deps, List *orphans)
 		if (d->ledger_action && (ok || d->req))
 			mlplat_ledger_batch_add(ledger, "deployment", d->id, d->project, d->ledger_action, d->ledger_outcome,
 									d->ledger_desired ? d->ledger_desired : d->spec_digest, d->ledger_observed,
-									d->http_status, d->error, trace_id_of(d->traceparent),
+									d->http_status, d->error, mlplat_trace_id_of(d->traceparent),
 									d->ledger_note ? d->ledger_note : d->drift);
 		if (!ok)
 		{
@@ -622,8 +616,7 @@ write_back(MlplatPass *pass, List *deps, List *orphans)
 	mlplat_spans_flush(spans);
 	mlplat_txn_commit();
 	MemoryContextSwitchTo(pass_cxt);
-	if (lost)
-		snprintf(pass->status, sizeof(pass->status), "%d write-back(s) lost a compare-and-swap; re-reading", lost);
+	mlplat_pass_note_lost(pass, lost);
 }
 
 /*

@@ -299,12 +299,6 @@ typedef struct AliasRow
 	List	   *spans;			/* written with the write-back (alias_spans) */
 } AliasRow;
 
-static char *
-trace_id_of(const char *traceparent)
-{
-	return (traceparent && strlen(traceparent) == 55) ? pnstrdup(traceparent + 3, 32) : NULL;
-}
-
 static void
 alias_fail(AliasRow *a, const char *error, int http_status, int retry_after_s, bool permanent)
 {
@@ -671,7 +665,7 @@ write_back(MlplatPass *pass, List *aliases, List *models, List *versions)
 	foreach(lc, aliases)
 	{
 		AliasRow	   *a = lfirst(lc);
-		char	   *trace = trace_id_of(a->traceparent);
+		char	   *trace = mlplat_trace_id_of(a->traceparent);
 		char	   *observed_json;
 
 		if (a->unmap)
@@ -732,8 +726,7 @@ write_back(MlplatPass *pass, List *aliases, List *models, List *versions)
 	mlplat_spans_flush(spans);
 	mlplat_txn_commit();
 	MemoryContextSwitchTo(pass_cxt);
-	if (lost)
-		snprintf(pass->status, sizeof(pass->status), "%d write-back(s) lost a compare-and-swap; re-reading", lost);
+	mlplat_pass_note_lost(pass, lost);
 }
 
 void

@@ -763,12 +763,6 @@ project_spans(Project *p)
 	return spans;
 }
 
-static char *
-trace_id_of(const char *traceparent)
-{
-	return (traceparent && strlen(traceparent) == 55) ? pnstrdup(traceparent + 3, 32) : NULL;
-}
-
 static void
 write_back(MlplatPass *pass, List *projects, List *orphans)
 {
@@ -808,7 +802,7 @@ write_back(MlplatPass *pass, List *projects, List *orphans)
 				continue;
 			mlplat_ledger_append(pass, "project", p->id, p->name, o->action == ACT_DELETE ? "DELETE" : "APPLY",
 								 o->ledger_outcome, NULL, NULL, o->http_status, o->error,
-								 trace_id_of(p->traceparent),
+								 mlplat_trace_id_of(p->traceparent),
 								 psprintf("%s %s%s%s%s%s", KIND_NAME[o->kind], o->ns ? o->ns : "", o->ns ? "/" : "",
 										  o->name, o->drift ? ": " : "", o->drift ? o->drift : ""));
 		}
@@ -820,8 +814,7 @@ write_back(MlplatPass *pass, List *projects, List *orphans)
 	mlplat_spans_flush(spans);
 	mlplat_txn_commit();
 	MemoryContextSwitchTo(pass_cxt);
-	if (lost)
-		snprintf(pass->status, sizeof(pass->status), "%d write-back(s) lost a compare-and-swap; re-reading", lost);
+	mlplat_pass_note_lost(pass, lost);
 }
 
 void

@@ -361,12 +361,6 @@ request_result(Run *r, MlplatPass *pass)
 	}
 }
 
-static char *
-trace_id_of(const char *traceparent)
-{
-	return (traceparent && strlen(traceparent) == 55) ? pnstrdup(traceparent + 3, 32) : NULL;
-}
-
 static int64
 write_back(MlplatPass *pass, List *runs)
 {
@@ -411,7 +405,7 @@ write_back(MlplatPass *pass, List *runs)
 		 */
 		if (r->ledger_action)
 			mlplat_ledger_append(pass, "run", r->id, r->project, r->ledger_action, r->ledger_outcome,
-								 NULL, NULL, r->http_status, r->error, trace_id_of(r->traceparent),
+								 NULL, NULL, r->http_status, r->error, mlplat_trace_id_of(r->traceparent),
 								 psprintf("%s/%s", r->ns, r->workflow));
 		spans = lappend(spans, r->span);
 		if (isnull || written < 0)
@@ -424,8 +418,7 @@ write_back(MlplatPass *pass, List *runs)
 	mlplat_spans_flush(spans);
 	mlplat_txn_commit();
 	MemoryContextSwitchTo(pass_cxt);
-	if (lost)
-		snprintf(pass->status, sizeof(pass->status), "%d write-back(s) lost a compare-and-swap; re-reading", lost);
+	mlplat_pass_note_lost(pass, lost);
 	return step_rows;
 }
 

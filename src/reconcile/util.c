@@ -197,6 +197,20 @@ mlplat_ledger_batch_flush(MlplatPass *pass, MlplatLedgerBatch *b)
 	return written;
 }
 
+char *
+mlplat_trace_id_of(const char *traceparent)
+{
+	return (traceparent && strlen(traceparent) == 55) ? pnstrdup(traceparent + 3, 32) : NULL;
+}
+
+void
+mlplat_pass_note_lost(MlplatPass *pass, int n)
+{
+	/* an intent or another leader got there first: the next pass re-reads */
+	if (n > 0)
+		snprintf(pass->status, sizeof(pass->status), "%d write-back(s) lost a compare-and-swap; re-reading", n);
+}
+
 void
 mlplat_ledger_append(MlplatPass *pass, const char *entity, int64 entity_id,
 					 const char *project, const char *action, const char *outcome,
