@@ -440,7 +440,9 @@ rollout_spans(Rollout *r, const char *result)
 	if (r->apply && r->apply->started_at)
 	{
 		s = rollout_span_at(r, "rollouts.apply", MLPLAT_SPAN_CLIENT, r->apply->started_at);
-		mlplat_span_attr_int(s, "mlplat.canary_traffic_percent", r->want);
+		/* absent when the apply removes the canary setting (promotion) */
+		if (r->want >= 0)
+			mlplat_span_attr_int(s, "mlplat.canary_traffic_percent", r->want);
 		if (r->apply->status > 0)
 			mlplat_span_attr_int(s, "http.response.status_code", r->apply->status);
 		if (s)

@@ -126,6 +126,8 @@ rc=$?
 tap_ok $rc "promote_rollout: PROMOTED"
 [ $rc = 0 ] || dump
 tap_is "$(canary)" none "promotion removed canaryTrafficPercent"
+tap_is "$(spans "count(*) FILTER (WHERE NOT s.attributes ? 'mlplat.canary_traffic_percent')" "s.name = 'rollouts.apply' AND s.status = 'OK'")" 1 \
+	"spans: the promotion's apply carries no canary percent"
 tap_is "$(traffic)" "scorer-predictor-00002=100" "KServe reports 100% on the target"
 tap_is "$(ledger "decision || ':' || (evidence->>'revision')" "to_status = 'PROMOTED'")" "PROMOTED:scorer-predictor-00002" \
 	"the ledger records the promotion on the observed route"
