@@ -5,19 +5,27 @@
 # sql/frozen/ the full scripts of released versions (kept so the upgrade test can
 # install an old version and update it).  Top-level sql/ + expected/ are the
 # pg_regress suite, as in PostgreSQL's contrib modules.
+#
+# Upgrades: sql/upgrade/*.sql are frozen upgrade scripts between released
+# versions (installed as they are).  The upgrade from the last release to the one
+# in development is assembled from the ordered delta parts in
+# sql/upgrade/<PREV>--<CUR>/: every change to sql/install/ that a database of
+# the last release lacks is written there once more (ALTER TABLE, CREATE OR
+# REPLACE FUNCTION, ...).  test/upgrade/run.sh proves that an updated database
+# and a fresh install have identical catalogs.
 
 EXTENSION   = mlplat
 EXTVERSION  = $(shell sed -n "s/^default_version *= *'\(.*\)'/\1/p" $(dir $(firstword $(MAKEFILE_LIST)))mlplat.control)
-# The first released version: its full script is frozen, and the upgrade from it
-# is assembled from the parts it did not contain (every part but 00_*).
-PREV_VERSION = 0.1.0
+# The last released version: its full script is frozen in sql/frozen/, and the
+# upgrade from it is assembled from sql/upgrade/$(PREV_VERSION)--$(EXTVERSION)/.
+PREV_VERSION = 0.2.0
 
 MODULE_big  = mlplat
 SRCS        = $(sort $(shell find src -name '*.c'))
 OBJS        = $(SRCS:.c=.o)
 
 INSTALL_PARTS = $(sort $(wildcard sql/install/*.sql))
-UPGRADE_PARTS = $(filter-out sql/install/00_%,$(INSTALL_PARTS))
+UPGRADE_PARTS = $(sort $(wildcard sql/upgrade/$(PREV_VERSION)--$(EXTVERSION)/*.sql))
 
 DATA_built  = $(EXTENSION)--$(EXTVERSION).sql $(EXTENSION)--$(PREV_VERSION)--$(EXTVERSION).sql
 DATA        = $(wildcard sql/frozen/*.sql) $(wildcard sql/upgrade/*.sql)
@@ -53,7 +61,7 @@ $(EXTENSION)--$(EXTVERSION).sql: $(INSTALL_PARTS) mlplat.control
 	   for f in $(INSTALL_PARTS); do echo; echo "-- ==== $$f"; cat $$f; done; } > $@
 
 $(EXTENSION)--$(PREV_VERSION)--$(EXTVERSION).sql: $(UPGRADE_PARTS) mlplat.control
-	@{ echo "-- mlplat $(PREV_VERSION) -> $(EXTVERSION): generated from sql/install/ parts after 00_*."; \
+	@{ echo "-- mlplat $(PREV_VERSION) -> $(EXTVERSION): generated from sql/upgrade/$(PREV_VERSION)--$(EXTVERSION)/*.sql."; \
 	   printf '%s\n' '\echo Use "ALTER EXTENSION mlplat UPDATE" to load this file. \quit'; \
 	   for f in $(UPGRADE_PARTS); do echo; echo "-- ==== $$f"; cat $$f; done; } > $@
 
