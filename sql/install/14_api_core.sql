@@ -38,11 +38,16 @@ CREATE TABLE mlplat.admins (
   granted_at timestamptz NOT NULL DEFAULT pg_catalog.now()
 );
 
--- Database roles allowed to act for a person via SET mlplat.on_behalf_of.
+-- Database roles allowed to act for a person via SET mlplat.on_behalf_of.  projects limits
+-- the role to those projects (by name; NULL: every project).  No impersonator ever acts for
+-- an administrator (_actor refuses a principal in mlplat.admins).
 CREATE TABLE mlplat.impersonators (
   app_role   text PRIMARY KEY,
-  granted_at timestamptz NOT NULL DEFAULT pg_catalog.now()
+  granted_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+  projects   text[]
 );
+COMMENT ON COLUMN mlplat.impersonators.projects IS
+  'Projects (names) the role may act in on behalf of a person; NULL: every project. Administrators are never impersonated.';
 
 -- Authorization is data: which project role may perform which action.
 CREATE TABLE mlplat.policies (
@@ -146,7 +151,29 @@ BEGIN
       MESSAGE = 'mlplat.on_behalf_of contains a control character',
       DETAIL = 'A principal name has 1 to 63 printable characters.', HINT = 'Use the person''s principal name.';
   END IF;
+  -- acting for an administrator would make the application role one (create_project,
+  -- every project): administrators act as themselves, never through an impersonator
+  IF EXISTS (SELECT 1 FROM mlplat.admins a WHERE a.principal = obo) THEN
+    RAISE EXCEPTION USING ERRCODE = '42501',
+      MESSAGE = pg_catalog.format('role "%s" may not act on behalf of an administrator', r),
+      DETAIL = 'mlplat.on_behalf_of names a principal in mlplat.admins; administrators are never impersonated.',
+      HINT = 'Administrators call the API as themselves, without mlplat.on_behalf_of.';
+  END IF;
   RETURN obo;
+END $$;
+
+-- May the caller act in (or read) project p_project?  False only for an impersonation by a
+-- role whose mlplat.impersonators.projects is set and does not name the project.
+CREATE FUNCTION mlplat._impersonation_allows(p_project text) RETURNS boolean
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  scope text[];
+BEGIN
+  IF coalesce(pg_catalog.current_setting('mlplat.on_behalf_of', true), '') = '' THEN
+    RETURN true;
+  END IF;
+  SELECT i.projects INTO scope FROM mlplat.impersonators i WHERE i.app_role = mlplat._db_role();
+  RETURN scope IS NULL OR p_project = ANY (scope);
 END $$;
 
 CREATE FUNCTION mlplat._is_admin() RETURNS boolean
@@ -267,13 +294,20 @@ BEGIN
                         WHERE m.project_id = p.id AND m.principal = who AND po.action = p_action)
   INTO pid, allowed
   FROM mlplat.projects p WHERE p.name = p_project;
-  IF pid IS NOT NULL AND (allowed OR mlplat._is_admin()) THEN
+  IF pid IS NOT NULL AND (allowed OR mlplat._is_admin()) AND mlplat._impersonation_allows(p_project) THEN
     RETURN pid;
   END IF;
   IF pid IS NULL AND mlplat._is_admin() THEN
     RAISE EXCEPTION USING ERRCODE = '42704',
       MESSAGE = pg_catalog.format('project "%s" does not exist', p_project),
       HINT = 'Create it with mlplat.create_project().';
+  END IF;
+  IF pid IS NOT NULL AND (allowed OR mlplat._is_admin()) THEN
+    RAISE EXCEPTION USING ERRCODE = '42501',
+      MESSAGE = pg_catalog.format('permission denied: %s on project "%s"', p_action, p_project),
+      DETAIL = pg_catalog.format('Role "%s" may act on behalf of people only in the projects mlplat.impersonators lists for it.',
+                                 mlplat._db_role()),
+      HINT = 'An administrator must add the project to the role''s mlplat.impersonators.projects.';
   END IF;
   RAISE EXCEPTION USING ERRCODE = '42501',
     MESSAGE = pg_catalog.format('permission denied: %s on project "%s"', p_action, p_project),
@@ -286,9 +320,11 @@ END $$;
 CREATE FUNCTION mlplat._can_view(p_project_id bigint) RETURNS boolean
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, mlplat, pg_temp AS $$
 BEGIN
-  RETURN EXISTS (
+  RETURN (EXISTS (
     SELECT 1 FROM mlplat.members m JOIN mlplat.policies po ON po.role = m.role
-    WHERE m.project_id = p_project_id AND m.principal = mlplat._actor() AND po.action = 'view') OR mlplat._is_admin();
+    WHERE m.project_id = p_project_id AND m.principal = mlplat._actor() AND po.action = 'view') OR mlplat._is_admin())
+    AND (coalesce(pg_catalog.current_setting('mlplat.on_behalf_of', true), '') = ''
+         OR mlplat._impersonation_allows((SELECT p.name FROM mlplat.projects p WHERE p.id = p_project_id)));
 END $$;
 
 -- ---------------------------------------------------------------- idempotency

@@ -1,0 +1,82 @@
+-- pgTAP: hostile cases of issue 18 on the SQL side (findings 3, 4, 6, 7, 9): what a tenant,
+-- an application role or any login can try through SQL alone.  Every case is listed in
+-- docs/reliability.md, "Attack suite".  Project "sqb" carries the marker "sqb-private" so a
+-- leak of its rows or of the platform's setup can be searched for.
+BEGIN;
+SELECT * FROM no_plan();
+\ir lib/helpers.sql
+
+DO $$ DECLARE r text; BEGIN
+  FOREACH r IN ARRAY ARRAY['sq_a', 'sq_b', 'sq_app', 'sq_scoped', 'sq_boss', 'sq_noright'] LOOP
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = r) THEN EXECUTE format('CREATE ROLE %I', r); END IF;
+  END LOOP;
+END $$;
+INSERT INTO mlplat.admins (principal) VALUES ('sq_boss') ON CONFLICT DO NOTHING;
+INSERT INTO mlplat.impersonators (app_role) VALUES ('sq_app') ON CONFLICT DO NOTHING;
+INSERT INTO mlplat.impersonators (app_role, projects) VALUES ('sq_scoped', ARRAY['sqa']) ON CONFLICT DO NOTHING;
+
+DO $$ BEGIN
+  PERFORM mlplat.create_project('sqa', 8, NULL, NULL, NULL, 'sq_a');
+  PERFORM mlplat.create_project('sqb', 8, NULL, NULL, NULL, 'sq_b');
+  PERFORM mlplat.grant_role('sqa', 'alice', 'deployer');
+  PERFORM mlplat.grant_role('sqb', 'alice', 'deployer');
+END $$;
+
+-- Run sql as role r (optionally with mlplat.on_behalf_of = obo); "<SQLSTATE or ok> rows<+delta>:
+-- <message>", delta being the change in the number of rows over every mlplat table.
+CREATE FUNCTION public.sq_rows() RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE t regclass; n bigint; total bigint := 0;
+BEGIN
+  FOR t IN SELECT c.oid FROM pg_class c WHERE c.relnamespace = 'mlplat'::regnamespace AND c.relkind IN ('r', 'p') LOOP
+    EXECUTE format('SELECT count(*) FROM %s', t) INTO n;
+    total := total + n;
+  END LOOP;
+  RETURN total;
+END $$;
+CREATE FUNCTION public.sq_do(r text, sql text, obo text DEFAULT '') RETURNS text LANGUAGE plpgsql AS $$
+DECLARE before bigint := public.sq_rows();
+BEGIN
+  BEGIN
+    PERFORM set_config('mlplat.on_behalf_of', obo, true);
+    EXECUTE format('SET LOCAL ROLE %I', r);
+    EXECUTE sql;
+    RESET ROLE;
+    PERFORM set_config('mlplat.on_behalf_of', '', true);
+  EXCEPTION WHEN OTHERS THEN
+    RESET ROLE;
+    PERFORM set_config('mlplat.on_behalf_of', '', true);
+    RETURN SQLSTATE || ' rows' || to_char(public.sq_rows() - before, 'SGFM0') || ': ' || SQLERRM;
+  END;
+  RETURN format('ok rows%s', to_char(public.sq_rows() - before, 'SGFM0'));
+END $$;
+GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA public TO PUBLIC;
+
+-- ---------------------------------------------------------------- finding 4: impersonation
+
+SELECT matches(public.sq_do('sq_app', $$SELECT mlplat.create_project('sqz', 1)$$, 'sq_boss'),
+               '^42501 rows\+0: role "sq_app" may not act on behalf of an administrator',
+               'an impersonator acting for an administrator cannot create a project; nothing written');
+SELECT matches(public.sq_do('sq_app', $$SELECT mlplat.set_project_quota('sqb', 9)$$, 'sq_boss'),
+               '^42501 rows\+0: ', '... nor act as the administrator in a project it has no business in');
+SELECT matches(public.sq_do('sq_app', $$SELECT count(*) FROM mlplat.projects$$, 'sq_boss'),
+               '^42501 ', '... nor read every project as the administrator');
+SELECT matches(public.sq_do('sq_scoped', $$SELECT mlplat.create_project('sqz', 1)$$, 'sq_boss'),
+               '^42501 rows\+0: ', 'a scoped impersonator cannot act for an administrator either');
+SELECT is(public.sq_do('sq_app', $$SELECT mlplat.start_run('sqb', 'r-app', '{"image": "x:1"}')$$, 'alice'),
+          'ok rows+3', 'an impersonator without a project list acts for alice in any of her projects');
+SELECT is(public.sq_do('sq_scoped', $$SELECT mlplat.start_run('sqa', 'r-scoped', '{"image": "x:1"}')$$, 'alice'),
+          'ok rows+3', 'an impersonator limited to sqa acts for alice in sqa ...');
+SELECT matches(public.sq_do('sq_scoped', $$SELECT mlplat.start_run('sqb', 'r-scoped', '{"image": "x:1"}')$$, 'alice'),
+               '^42501 rows\+0: permission denied: start_run on project "sqb"',
+               '... and is refused in sqb although alice may act there; nothing written');
+SET LOCAL mlplat.on_behalf_of = 'alice';
+SET LOCAL ROLE sq_scoped;
+SELECT is((SELECT array_agg(name ORDER BY name) FROM mlplat.projects), ARRAY['sqa'],
+          'reading as alice through the scoped impersonator shows only sqa');
+SELECT is((SELECT count(*) FROM mlplat.runs r JOIN mlplat.projects p ON p.id = r.project_id WHERE p.name = 'sqb'), 0::bigint,
+          'none of sqb''s runs');
+RESET ROLE;
+RESET mlplat.on_behalf_of;
+
+SELECT * FROM finish();
+ROLLBACK;
