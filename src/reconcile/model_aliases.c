@@ -710,7 +710,7 @@ write_back(MlplatPass *pass, List *aliases, List *models, List *versions)
 			appendStringInfoChar(&oj, '}');
 			observed_json = a->observed_ok ? oj.data : NULL;
 		}
-		if (!mlplat_sql_bool("SELECT mlplat._aliases_writeback($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9)", 9,
+		if (!mlplat_sql_bool("SELECT mlplat._aliases_writeback($1, $2, $3, $4, $5, $6, $7::pg_catalog.jsonb, $8, $9)", 9,
 							 (Oid[]) {INT8OID, INT8OID, INT8OID, TEXTOID, TEXTOID, INT8OID, TEXTOID, TEXTOID, INT4OID},
 							 (Datum[]) {Int64GetDatum(a->id), Int64GetDatum(a->row_version), Int64GetDatum(pass->epoch),
 								 CStringGetTextDatum(a->new_status), a->reason ? CStringGetTextDatum(a->reason) : 0,

@@ -781,7 +781,7 @@ write_back(MlplatPass *pass, List *projects, List *orphans)
 
 		if (!p->write)
 			continue;
-		ok = mlplat_sql_bool("SELECT mlplat._projects_writeback($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9)",
+		ok = mlplat_sql_bool("SELECT mlplat._projects_writeback($1, $2, $3, $4, $5, $6, $7::pg_catalog.jsonb, $8, $9)",
 							 9,
 							 (Oid[]) {INT8OID, INT8OID, INT8OID, TEXTOID, TEXTOID, INT8OID, TEXTOID, TEXTOID, INT4OID},
 							 (Datum[]) {Int64GetDatum(p->id), Int64GetDatum(p->row_version), Int64GetDatum(pass->epoch),

@@ -525,7 +525,7 @@ write_back(MlplatPass *pass, List *rollouts, int *decisions)
 		v[7] = Int32GetDatum(r->retry_ms);
 		if (r->retry_ms < 0)
 			n[7] = 'n';
-		if (SPI_execute_with_args("SELECT mlplat._rollouts_observe($1, $2, $3, $4, $5::jsonb, $6, $7, $8)",
+		if (SPI_execute_with_args("SELECT mlplat._rollouts_observe($1, $2, $3, $4, $5::pg_catalog.jsonb, $6, $7, $8)",
 								  8, types, v, n, false, 1) != SPI_OK_SELECT || SPI_processed != 1)
 			elog(ERROR, "mlplat: rollouts write-back failed");
 		res = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);

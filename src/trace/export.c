@@ -71,7 +71,7 @@ read_batch(char **ids, char **body, int *count)
 	bool		found = false;
 
 	mlplat_txn_begin();
-	if (SPI_execute_with_args("SELECT ids::text, body, pg_catalog.cardinality(ids) FROM mlplat._spans_export_batch($1)",
+	if (SPI_execute_with_args("SELECT ids::pg_catalog.text, body, pg_catalog.cardinality(ids) FROM mlplat._spans_export_batch($1)",
 							  1, &type, &arg, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "mlplat: could not read spans to export");
 	if (SPI_processed == 1)
@@ -95,7 +95,7 @@ mark_exported(MlplatPass *pass, const char *ids)
 	Datum		args[2] = {CStringGetTextDatum(ids), Int64GetDatum(pass->epoch)};
 
 	mlplat_txn_begin();
-	if (SPI_execute_with_args("SELECT mlplat._spans_mark_exported($1::bigint[], $2)", 2, types, args,
+	if (SPI_execute_with_args("SELECT mlplat._spans_mark_exported($1::pg_catalog.int8[], $2)", 2, types, args,
 							  NULL, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "mlplat: could not mark spans exported");
 	mlplat_txn_commit();
