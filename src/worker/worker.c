@@ -43,6 +43,9 @@
 #include "mlplat/version.h"
 #include "mlplat/worker.h"
 
+/* the only search_path worker SQL ever runs under (see mlplat_worker_main) */
+#define MLPLAT_WORKER_SEARCH_PATH "pg_catalog, pg_temp"
+
 /* advisory lock key space: (MLPLAT_LOCK_CLASS, kind) */
 #define MLPLAT_LOCK_CLASS 0x6d6c706c	/* "mlpl" */
 
@@ -414,6 +417,17 @@ mlplat_worker_main(Datum main_arg)
 	SpinLockAcquire(&mlplat_shared->mutex);
 	mlplat_shared->connect_failures = 0;
 	SpinLockRelease(&mlplat_shared->mutex);
+
+	/*
+	 * The connection came up with whatever search_path the database and role
+	 * settings give (ALTER DATABASE/ROLE ... SET search_path), and the worker
+	 * runs as the bootstrap superuser: a schema placed ahead of pg_catalog
+	 * there could shadow a type, operator or function our SQL names.  Pin the
+	 * path before any SPI; as an override no later SET, reload or
+	 * per-database setting replaces it.  Worker SQL qualifies what it names
+	 * as well, and every function it calls pins its own path.
+	 */
+	SetConfigOption("search_path", MLPLAT_WORKER_SEARCH_PATH, PGC_SUSET, PGC_S_OVERRIDE);
 
 	pgstat_report_appname(MyBgworkerEntry->bgw_name);
 	snprintf(controller, sizeof(controller), "%s:%d/%d/%d",
