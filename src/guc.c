@@ -208,7 +208,7 @@ mlplat_define_gucs(void)
 							   "OTLP/HTTP collector base URL that spans are exported to.",
 							   "Spans are POSTed as OTLP JSON to <endpoint>/v1/traces. Empty: spans are only kept in mlplat.spans.",
 							   &mlplat_otlp_endpoint, "",
-							   PGC_SIGHUP, 0, NULL, NULL, NULL);
+							   PGC_SIGHUP, GUC_SUPERUSER_ONLY, NULL, NULL, NULL);
 	DefineCustomIntVariable("mlplat.otlp_batch_size",
 							"Most spans sent in one OTLP export request.",
 							NULL, &mlplat_otlp_batch_size, 512, 1, 10000,

@@ -157,6 +157,13 @@ extern MlJsonValue *ml_json_new_object(MlJsonArena *arena, const MlJsonMember *m
 extern const MlJsonValue *ml_json_object_get_n(const MlJsonValue *obj, const char *key, size_t key_len);
 extern const MlJsonValue *ml_json_object_get(const MlJsonValue *obj, const char *key);
 
+/*
+ * The longest prefix of s[0..len) of at most max bytes that does not end inside a
+ * UTF-8 sequence: where remote text (an error message) is cut to a bound, the cut
+ * falls on a character boundary, so the stored line stays valid UTF-8.
+ */
+extern size_t ml_utf8_clip(const char *s, size_t len, size_t max);
+
 /* Name of a type, for messages ("object", "number", ...). */
 extern const char *ml_json_type_name(MlJsonType type);
 

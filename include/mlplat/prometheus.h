@@ -40,6 +40,26 @@ typedef struct MlPromResult
 extern MlPromOutcome ml_prom_parse_instant(MlJsonArena *arena, int http_status, const char *body,
 										   size_t len, MlPromResult *out);
 
+/* The numbers asked for per KServe revision, in the order of the queries. */
+typedef enum MlPromMetric
+{
+	ML_PROM_REQUESTS = 0,		/* requests in the range */
+	ML_PROM_ERRORS,				/* 5xx answers in the range */
+	ML_PROM_P95,				/* 95th percentile latency, ms */
+	ML_PROM_METRIC_COUNT
+} MlPromMetric;
+
+/*
+ * Write the PromQL of one number of one revision over the last ms milliseconds
+ * into out.  The namespace and the revision name come from Kubernetes objects
+ * (the revision from an InferenceService's status, which anyone who can write
+ * the status controls): both must be DNS-1123 labels of at most 63 characters,
+ * so nothing in them can close the label matcher's string.  False (out is "")
+ * when one is not, or when out is too small: the query is not asked.
+ */
+extern bool ml_prom_revision_query(MlPromMetric m, const char *ns, const char *revision, long long ms,
+								   char *out, size_t size);
+
 /* "value", "empty", "not_finite", "error" */
 extern const char *ml_prom_outcome_name(MlPromOutcome o);
 

@@ -65,6 +65,7 @@ BEGIN
                                            OR create_project.owner ~ '[[:cntrl:]]') THEN
     PERFORM mlplat._bad_input('owner', 'must be a principal name of 1 to 63 printable characters', 'Pass the person''s role name.');
   END IF;
+  PERFORM mlplat._check_subject('owner', create_project.owner);
 
   r := (pg_catalog.gen_random_uuid(), 'project', NULL, NULL, NULL, false)::mlplat.accepted;
   INSERT INTO mlplat.projects (name, gpu_quota, cpu_quota, memory_quota, traceparent)
@@ -208,6 +209,20 @@ BEGIN
   END IF;
 END $$;
 
+-- A principal becomes the subject (kind User) of a RoleBinding in the project's namespace.
+-- Kubernetes reserves the prefix "system:" for its own identities (system:anonymous is every
+-- unauthenticated request, system:serviceaccount:<ns>:<name> a service account of any
+-- namespace, system:kube-controller-manager a control-plane component): a binding to one of
+-- them would hand the project to that identity, so such a principal is never granted.
+CREATE FUNCTION mlplat._check_subject(field text, principal text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF pg_catalog.lower(pg_catalog.btrim(principal)) LIKE 'system:%' THEN
+    PERFORM mlplat._bad_input(field, 'must not start with "system:", the prefix Kubernetes reserves for its own users, groups and service accounts',
+      'Grant roles to people (their login names), never to Kubernetes system identities.');
+  END IF;
+END $$;
+
 CREATE FUNCTION mlplat.grant_role(project text, principal text, role text)
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, mlplat, pg_temp AS $$
@@ -218,6 +233,7 @@ DECLARE
   changed boolean;
 BEGIN
   PERFORM mlplat._check_role_args(grant_role.principal, grant_role.role);
+  PERFORM mlplat._check_subject('principal', grant_role.principal);
   r.entity_id := pid;
   INSERT INTO mlplat.members (project_id, principal, role, granted_by)
   VALUES (pid, grant_role.principal, grant_role.role, mlplat._actor()) ON CONFLICT DO NOTHING;

@@ -40,6 +40,12 @@ BEGIN
     PERFORM mlplat._bad_input('version', 'must be 1 to 64 characters of letters, digits, ''.'', ''_'' or ''-''',
       'Use the registry''s version, e.g. 3 or 2024-06-01.1.');
   END IF;
+  -- a control character would reach the storage initializer's command line, the object
+  -- store request and every log line that names the artifact
+  IF register_model_version.artifact_uri ~ '[[:cntrl:]]' THEN
+    PERFORM mlplat._bad_input('artifact_uri', 'must not contain control characters',
+      'Pass the URI as printable text; percent-encode what the object key needs.');
+  END IF;
   IF register_model_version.artifact_uri IS NULL OR pg_catalog.length(register_model_version.artifact_uri) > 2048
      OR register_model_version.artifact_uri !~ '^(s3|gs|pvc|hf|oci|https|http)://[^/[:space:]@]+(/[^[:space:]]*)?$' THEN
     PERFORM mlplat._bad_input('artifact_uri',

@@ -35,6 +35,20 @@ BEGIN
   END IF;
 END $$;
 
+-- Argo Workflows substitutes "{{...}}" in a template's image, command, args and env values
+-- before the pod starts, and evaluates "{{=...}}" as an expression: a caller's string with
+-- such syntax would be rewritten by Argo (workflow parameters, other steps' outputs) instead
+-- of passed as written.  Argo has no escape for it, so it is refused.  val is a JSON string,
+-- array of strings or object of strings; in its text "{{" can only come from a string.
+CREATE FUNCTION mlplat._check_no_template(field text, val jsonb) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF val IS NOT NULL AND pg_catalog.strpos(val::text, '{{') > 0 THEN
+    PERFORM mlplat._bad_input(field, 'must not contain "{{": Argo Workflows would read it as template syntax and substitute it',
+      'Pass the text literally without "{{" (e.g. read values from the environment in the program instead).');
+  END IF;
+END $$;
+
 -- One container spec: image, command, args, env, gpus, cpu, memory (+ extra allowed keys).
 -- Returns its GPUs.
 CREATE FUNCTION mlplat._check_container(field text, s jsonb, extra_keys text[] DEFAULT '{}') RETURNS int
@@ -64,6 +78,10 @@ BEGIN
   PERFORM mlplat._json_strings(field || '.command', s->'command', 64);
   PERFORM mlplat._json_strings(field || '.args', s->'args', 256);
   PERFORM mlplat._check_env(field || '.env', s->'env');
+  PERFORM mlplat._check_no_template(field || '.image', s->'image');
+  PERFORM mlplat._check_no_template(field || '.command', s->'command');
+  PERFORM mlplat._check_no_template(field || '.args', s->'args');
+  PERFORM mlplat._check_no_template(field || '.env', s->'env');
   IF s ? 'gpus' THEN
     g := mlplat._json_num(field || '.gpus', s->'gpus', 0, 64, true);
   END IF;

@@ -494,6 +494,20 @@ put_utf8(char *out, unsigned long cp)
 	return 4;
 }
 
+size_t
+ml_utf8_clip(const char *s, size_t len, size_t max)
+{
+	size_t		n;
+
+	if (len <= max)
+		return len;
+	n = max;
+	/* s[n] is the first byte left out: back up while it continues a sequence */
+	while (n > 0 && ((unsigned char) s[n] & 0xC0) == 0x80)
+		n--;
+	return n;
+}
+
 /*
  * Length of the well-formed UTF-8 sequence at s[0..n) (RFC 3629 table 3-7),
  * or 0 when it is not well formed.

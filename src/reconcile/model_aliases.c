@@ -207,7 +207,8 @@ reg_parse(MlJsonArena *arena, MlplatHttpRequest *r, RegResult *out)
 	v = out->body ? ml_json_object_get(out->body, "message") : NULL;
 	out->message = psprintf("registry answered HTTP %d %s%s%s", r->status, out->code ? out->code : "",
 							(v && v->type == ML_JSON_STRING) ? ": " : "",
-							(v && v->type == ML_JSON_STRING) ? pnstrdup(v->u.string.str, 300) : "");
+							(v && v->type == ML_JSON_STRING)
+							? pnstrdup(v->u.string.str, ml_utf8_clip(v->u.string.str, v->u.string.len, 300)) : "");
 }
 
 static bool

@@ -110,6 +110,7 @@ typedef struct Rollout
 	MlplatHttpRequest *get;
 	MlplatHttpRequest *apply;
 	MlplatHttpRequest *prom[2][M_COUNT];	/* [0] target, [1] previous */
+	bool		bad_kn[2];		/* a revision name from the status that is no DNS label: not queried */
 	int64		metric_start_ms;
 	int64		metric_ms;
 	bool		metrics;		/* a decision is due: metrics were gathered */
@@ -238,26 +239,22 @@ observe_object(Rollout *r, const MlJsonValue *obj, int64 now_ms)
 	return true;
 }
 
-/* PromQL for one number of one revision over the last `ms` milliseconds. */
+/*
+ * PromQL for one number of one revision over the last `ms` milliseconds, or NULL
+ * when the namespace or the revision name (from the InferenceService's status,
+ * written by whoever can write that status) is not a DNS label: such a name is
+ * never put into a query.
+ */
 static char *
 promql(Metric m, const char *ns, const char *kn, int64 ms)
 {
-	/* namespace and revision are DNS labels: nothing in them needs escaping in a PromQL string */
-	char	   *sel = psprintf("namespace_name=\"%s\",revision_name=\"%s\"", ns, kn);
+	char		q[512];
 
-	switch (m)
-	{
-		case M_REQUESTS:
-			return psprintf("sum(increase(revision_request_count{%s}[%lldms]))", sel, (long long) ms);
-		case M_ERRORS:
-			return psprintf("sum(increase(revision_request_count{%s,response_code_class=\"5xx\"}[%lldms]))",
-							sel, (long long) ms);
-		case M_P95:
-		case M_COUNT:
-			break;
-	}
-	return psprintf("histogram_quantile(0.95, sum by (le) (rate(revision_request_latencies_bucket{%s}[%lldms])))",
-					sel, (long long) ms);
+	StaticAssertStmt((int) M_REQUESTS == (int) ML_PROM_REQUESTS && (int) M_ERRORS == (int) ML_PROM_ERRORS &&
+					 (int) M_P95 == (int) ML_PROM_P95, "metric order");
+	if (!ml_prom_revision_query((MlPromMetric) m, ns, kn, (long long) ms, q, sizeof(q)))
+		return NULL;
+	return pstrdup(q);
 }
 
 /*
@@ -289,6 +286,13 @@ add_metrics(Rollout *r, MlJsonArena *arena)
 		bool		have[M_COUNT];
 
 		appendStringInfo(s, ",\"%s\":{", w == 0 ? "target" : "previous");
+		if (r->bad_kn[w])
+		{
+			/* the name itself is not repeated: it is whatever the status said */
+			appendStringInfoString(&gaps, ngaps++ ? "," : "");
+			escape_json(&gaps, psprintf("%s revision name in the InferenceService status is not a DNS label: not queried",
+										w == 0 ? "target" : "previous"));
+		}
 		for (int m = 0; m < M_COUNT; m++)
 		{
 			MlplatHttpRequest *q = r->prom[w][m];
@@ -396,9 +400,16 @@ add_queries(MlplatHttpBatch *b, Rollout *r, int64 now_ms)
 			continue;
 		for (int m = 0; m < M_COUNT; m++)
 		{
-			char	   *url = psprintf("%s/api/v1/query?query=%s&time=" INT64_FORMAT ".%03d", mlplat_prometheus_url,
-									   mlplat_url_encode(promql((Metric) m, r->ns, kn[w], r->metric_ms)),
-									   now_ms / 1000, (int) (now_ms % 1000));
+			char	   *query = promql((Metric) m, r->ns, kn[w], r->metric_ms);
+			char	   *url;
+
+			if (query == NULL)
+			{
+				r->bad_kn[w] = true;
+				break;
+			}
+			url = psprintf("%s/api/v1/query?query=%s&time=" INT64_FORMAT ".%03d", mlplat_prometheus_url,
+						   mlplat_url_encode(query), now_ms / 1000, (int) (now_ms % 1000));
 
 			r->prom[w][m] = mlplat_http_batch_add(b, "GET", url);
 			mlplat_http_request_add_header(r->prom[w][m], "Accept", "application/json");

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "mlplat/prometheus.h"
+#include "mlplat/validate.h"
 
 static MlPromOutcome
 set(MlPromResult *out, MlPromOutcome o, const char *why)
@@ -67,9 +68,12 @@ ml_prom_parse_instant(MlJsonArena *arena, int http_status, const char *body, siz
 		const MlJsonValue *et = ml_json_object_get(root, "errorType");
 		const MlJsonValue *e = ml_json_object_get(root, "error");
 
-		snprintf(out->why, sizeof(out->why), "HTTP %d: %s: %.150s", http_status,
-				 et && et->type == ML_JSON_STRING ? et->u.string.str : "error",
-				 e && e->type == ML_JSON_STRING ? e->u.string.str : "no error message");
+		const char *ets = et && et->type == ML_JSON_STRING ? et->u.string.str : "error";
+		const char *es = e && e->type == ML_JSON_STRING ? e->u.string.str : "no error message";
+
+		/* cut on a character boundary: the line goes into a text column as it is */
+		snprintf(out->why, sizeof(out->why), "HTTP %d: %.*s: %.*s", http_status,
+				 (int) ml_utf8_clip(ets, strlen(ets), 32), ets, (int) ml_utf8_clip(es, strlen(es), 150), es);
 		out->outcome = ML_PROM_ERROR;
 		return ML_PROM_ERROR;
 	}
@@ -104,4 +108,42 @@ ml_prom_outcome_name(MlPromOutcome o)
 			return "error";
 	}
 	return "error";
+}
+
+bool
+ml_prom_revision_query(MlPromMetric m, const char *ns, const char *revision, long long ms,
+					   char *out, size_t size)
+{
+	char		sel[160];
+	int			n;
+
+	if (size > 0)
+		out[0] = '\0';
+	if (ns == NULL || revision == NULL || ms < 0 ||
+		!mlplat_dns_label_is_valid(ns, strlen(ns), 63) ||
+		!mlplat_dns_label_is_valid(revision, strlen(revision), 63))
+		return false;
+	snprintf(sel, sizeof(sel), "namespace_name=\"%s\",revision_name=\"%s\"", ns, revision);
+	switch (m)
+	{
+		case ML_PROM_REQUESTS:
+			n = snprintf(out, size, "sum(increase(revision_request_count{%s}[%lldms]))", sel, ms);
+			break;
+		case ML_PROM_ERRORS:
+			n = snprintf(out, size, "sum(increase(revision_request_count{%s,response_code_class=\"5xx\"}[%lldms]))",
+						 sel, ms);
+			break;
+		default:
+			n = snprintf(out, size,
+						 "histogram_quantile(0.95, sum by (le) (rate(revision_request_latencies_bucket{%s}[%lldms])))",
+						 sel, ms);
+			break;
+	}
+	if (n < 0 || (size_t) n >= size)
+	{
+		if (size > 0)
+			out[0] = '\0';
+		return false;
+	}
+	return true;
 }

@@ -78,5 +78,54 @@ SELECT is((SELECT count(*) FROM mlplat.runs r JOIN mlplat.projects p ON p.id = r
 RESET ROLE;
 RESET mlplat.on_behalf_of;
 
+-- ---------------------------------------------------------------- finding 7: setup details
+
+CREATE TEMP TABLE sq_setup_settings AS
+  SELECT name FROM pg_settings WHERE name ~ '^mlplat\.' AND name ~ '(_endpoint|_url|_file)$';
+GRANT SELECT ON sq_setup_settings TO PUBLIC;
+SELECT ok((SELECT count(*) FROM sq_setup_settings WHERE name IN ('mlplat.otlp_endpoint', 'mlplat.s3_endpoint')) = 2,
+          'the endpoint settings exist (so the checks below can fail)');
+SET LOCAL ROLE sq_noright;
+SELECT is((SELECT array_agg(name ORDER BY name) FROM pg_settings WHERE name IN (SELECT name FROM sq_setup_settings)), NULL,
+          'no endpoint, URL or file setting (the OTLP collector included) is visible in pg_settings to an ordinary role');
+RESET ROLE;
+SELECT matches(public.tap_api_try('sq_noright', $$SHOW mlplat.otlp_endpoint$$, true), '^42501: ',
+               'SHOW mlplat.otlp_endpoint is refused to an ordinary role');
+SELECT matches(public.tap_api_try('sq_a', $$SELECT current_setting('mlplat.otlp_endpoint')$$, true), '^42501: ',
+               'current_setting of the OTLP endpoint is refused to a project owner');
+
+-- ---------------------------------------------------------------- finding 9: inputs that travel outward
+
+SELECT matches(public.sq_do('sq_a', $$SELECT mlplat.grant_role('sqa', 'system:anonymous', 'viewer')$$),
+               '^22023 rows\+0: invalid principal: must not start with "system:"',
+               'grant_role to system:anonymous (every unauthenticated request) is refused; nothing written');
+SELECT matches(public.sq_do('sq_a', $$SELECT mlplat.grant_role('sqa', 'system:serviceaccount:kube-system:default', 'owner')$$),
+               '^22023 rows\+0: invalid principal', 'a service account of another namespace is refused');
+SELECT matches(public.sq_do('sq_a', $$SELECT mlplat.grant_role('sqa', ' System:Masters', 'owner')$$),
+               '^22023 rows\+0: invalid principal', 'whatever the case and leading blanks');
+SELECT throws_ok($$SELECT mlplat.create_project('sqsys', 1, NULL, NULL, NULL, 'system:kube-controller-manager')$$, '22023',
+                 'invalid owner: must not start with "system:", the prefix Kubernetes reserves for its own users, groups and service accounts',
+                 'create_project with a system: owner is refused');
+SELECT is(public.sq_do('sq_a', $$SELECT mlplat.grant_role('sqa', 'oidc:carol', 'viewer')$$), 'ok rows+3',
+          'a principal with another prefix (an OIDC username prefix) is granted');
+
+SELECT matches(public.sq_do('sq_a', $$SELECT mlplat.start_run('sqa', 'tpl1', '{"image": "x:1", "command": ["echo", "{{workflow.name}}"]}')$$),
+               '^22023 rows\+0: invalid spec.command: must not contain "\{\{"', 'Argo template syntax in command is refused, naming the field');
+SELECT matches(public.sq_do('sq_a', $$SELECT mlplat.start_run('sqa', 'tpl2', '{"image": "x:1", "args": ["{{=sprig.env(\"HOME\")}}"]}')$$),
+               '^22023 rows\+0: invalid spec.args: ', 'an Argo expression template in args is refused');
+SELECT matches(public.sq_do('sq_a', $$SELECT mlplat.start_run('sqa', 'tpl3', '{"image": "x:1", "env": {"TOKEN": "{{workflow.serviceAccountName}}"}}')$$),
+               '^22023 rows\+0: invalid spec.env: ', 'a template in an env value is refused');
+SELECT matches(public.sq_do('sq_a', $$SELECT mlplat.start_run('sqa', 'tpl4', '{"image": "x:{{workflow.uid}}"}')$$),
+               '^22023 rows\+0: invalid spec.image: ', 'a template in the image is refused');
+SELECT matches(public.sq_do('sq_a', $$SELECT mlplat.start_pipeline_run('sqa', 'tpl5', '[{"name": "a", "image": "x:1", "args": ["{{inputs.parameters.p}}"]}]')$$),
+               '^22023 rows\+0: invalid steps\[1\].args: ', 'a template in a pipeline step is refused, naming the step');
+SELECT is(public.sq_do('sq_a', $$SELECT mlplat.start_run('sqa', 'tpl6', '{"image": "x:1", "command": ["python", "-c", "print({1: 2})"], "env": {"J": "{\"a\": {}}"}}')$$),
+          'ok rows+3', 'single braces and JSON in values are accepted');
+
+SELECT matches(public.sq_do('sq_a', $$SELECT mlplat.register_model_version('sqa', 'm', 'c1', E's3://sqa-models/m/\x01x', repeat('c', 64), 'kserve-sklearnserver', 'sklearn')$$),
+               '^22023 rows\+0: invalid artifact_uri: must not contain control characters', 'a control character in artifact_uri is refused');
+SELECT matches(public.sq_do('sq_a', $$SELECT mlplat.register_model_version('sqa', 'm', 'c2', E's3://sqa-models/m/\x7fx', repeat('c', 64), 'kserve-sklearnserver', 'sklearn')$$),
+               '^22023 rows\+0: invalid artifact_uri: must not contain control characters', 'DEL too');
+
 SELECT * FROM finish();
 ROLLBACK;

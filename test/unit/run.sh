@@ -41,6 +41,15 @@ if ! $cc $flags $san -o "$out/s3_test" test/unit/s3_test.c src/http/s3.c src/jso
     sed 's/^/# /' "$out/build-s3.log"
     exit 1
 fi
+# What goes out or comes in from outside: PromQL revision names, UTF-8 cuts.
+# shellcheck disable=SC2086
+if ! $cc $flags $san -o "$out/outward_test" test/unit/outward_test.c src/rollout/prometheus.c \
+        src/json/json.c src/validate/names.c -lm >"$out/build-outward.log" 2>&1; then
+    echo "1..1"
+    echo "not ok 1 - build test/unit/outward_test.c"
+    sed 's/^/# /' "$out/build-outward.log"
+    exit 1
+fi
 status=0
 "$out/json_test" fuzz/regressions >"$out/json_test.tap" || status=1
 grep -v '^1\.\.' "$out/json_test.tap"
@@ -48,5 +57,8 @@ n=$(grep -cE '^(not )?ok ' "$out/json_test.tap" || true)
 "$out/rollout_test" "$n" fuzz/corpus/plan_rollout >"$out/rollout_test.tap" || status=1
 grep -v '^1\.\.' "$out/rollout_test.tap"
 n=$((n + $(grep -cE '^(not )?ok ' "$out/rollout_test.tap" || true)))
-"$out/s3_test" "$n" || status=1
+"$out/s3_test" "$n" >"$out/s3_test.tap" || status=1
+grep -v '^1\.\.' "$out/s3_test.tap"
+n=$((n + $(grep -cE '^(not )?ok ' "$out/s3_test.tap" || true)))
+"$out/outward_test" "$n" || status=1
 exit $status

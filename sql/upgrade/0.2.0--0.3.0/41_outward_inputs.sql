@@ -1,0 +1,242 @@
+-- 0.2.0 -> 0.3.0, part 41: inputs that travel outward are checked (issue 18, finding 9):
+-- no Kubernetes system identity as a RoleBinding subject, no Argo template syntax in a
+-- run's image/command/args/env, no control character in an artifact URI.
+
+CREATE OR REPLACE FUNCTION mlplat._check_subject(field text, principal text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF pg_catalog.lower(pg_catalog.btrim(principal)) LIKE 'system:%' THEN
+    PERFORM mlplat._bad_input(field, 'must not start with "system:", the prefix Kubernetes reserves for its own users, groups and service accounts',
+      'Grant roles to people (their login names), never to Kubernetes system identities.');
+  END IF;
+END $$;
+
+CREATE OR REPLACE FUNCTION mlplat.create_project(name text, gpu_quota int, cpu_quota text DEFAULT NULL,
+                                      memory_quota text DEFAULT NULL, idempotency_key text DEFAULT NULL,
+                                      owner text DEFAULT NULL)
+RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, mlplat, pg_temp AS $$
+DECLARE
+  r mlplat.accepted;
+  tp text := mlplat._traceparent();
+  p mlplat.projects;
+BEGIN
+  IF NOT mlplat._is_admin() THEN
+    RAISE EXCEPTION USING ERRCODE = '42501',
+      MESSAGE = pg_catalog.format('permission denied: create_project on project "%s"', create_project.name),
+      DETAIL = 'Only platform administrators create projects.',
+      HINT = 'Ask an administrator (a member of mlplat.admins) to create the project and grant you a role.';
+  END IF;
+  r := mlplat._idem_claim('create_project', create_project.idempotency_key,
+         pg_catalog.jsonb_build_array(create_project.name, create_project.gpu_quota, create_project.cpu_quota,
+                                      create_project.memory_quota, create_project.owner));
+  IF r.request_id IS NOT NULL THEN RETURN r; END IF;
+
+  PERFORM mlplat._check_label('name', create_project.name, 59);
+  PERFORM mlplat._check_quotas(create_project.gpu_quota, create_project.cpu_quota, create_project.memory_quota);
+  IF create_project.owner IS NOT NULL AND (pg_catalog.length(create_project.owner) NOT BETWEEN 1 AND 63
+                                           OR create_project.owner ~ '[[:cntrl:]]') THEN
+    PERFORM mlplat._bad_input('owner', 'must be a principal name of 1 to 63 printable characters', 'Pass the person''s role name.');
+  END IF;
+  PERFORM mlplat._check_subject('owner', create_project.owner);
+
+  r := (pg_catalog.gen_random_uuid(), 'project', NULL, NULL, NULL, false)::mlplat.accepted;
+  INSERT INTO mlplat.projects (name, gpu_quota, cpu_quota, memory_quota, traceparent)
+  VALUES (create_project.name, create_project.gpu_quota, create_project.cpu_quota, create_project.memory_quota, tp)
+  ON CONFLICT ON CONSTRAINT projects_name_key DO NOTHING
+  RETURNING * INTO p;
+  IF p.id IS NULL THEN
+    SELECT * INTO p FROM mlplat.projects x WHERE x.name = create_project.name FOR UPDATE;
+    IF p.status = 'DELETED' THEN
+      UPDATE mlplat.projects x SET gpu_quota = create_project.gpu_quota, cpu_quota = create_project.cpu_quota,
+             memory_quota = create_project.memory_quota, status = 'PROVISIONING', status_reason = NULL,
+             generation = x.generation + 1, row_version = x.row_version + 1, attempts = 0, last_error = NULL,
+             next_attempt_at = pg_catalog.now(), traceparent = tp, updated_at = pg_catalog.now()
+      WHERE x.id = p.id RETURNING * INTO p;
+      -- A re-created project starts with no members: old grants do not come back.
+      DELETE FROM mlplat.members m WHERE m.project_id = p.id;
+    ELSIF p.status = 'DELETING' THEN
+      PERFORM mlplat._wrong_state('project', p.name, p.status, 'create_project', 'Wait until the project is DELETED, then create it again.');
+    ELSIF (p.gpu_quota, p.cpu_quota, p.memory_quota) IS DISTINCT FROM
+          (create_project.gpu_quota, create_project.cpu_quota, create_project.memory_quota) THEN
+      RAISE EXCEPTION USING ERRCODE = '42710',
+        MESSAGE = pg_catalog.format('project "%s" already exists with different quotas', p.name),
+        DETAIL = 'create_project is repeatable only with the same arguments.',
+        HINT = 'Use mlplat.set_project_quota() to change quotas.';
+    ELSE
+      -- Nothing to change: the existing project is the answer.
+      r.entity_id := p.id; r.status := p.status;
+      PERFORM mlplat._audit('create_project', p.name, p.id, 'project', p.id, r.request_id, tp,
+                            pg_catalog.jsonb_build_object('unchanged', true));
+      PERFORM mlplat._idem_store('create_project', create_project.idempotency_key, r);
+      RETURN r;
+    END IF;
+  END IF;
+  IF create_project.owner IS NOT NULL THEN
+    INSERT INTO mlplat.members (project_id, principal, role, granted_by)
+    VALUES (p.id, create_project.owner, 'owner', mlplat._actor()) ON CONFLICT DO NOTHING;
+  END IF;
+  r.entity_id := p.id; r.status := p.status;
+  PERFORM mlplat._audit('create_project', p.name, p.id, 'project', p.id, r.request_id, tp,
+    pg_catalog.jsonb_build_object('gpu_quota', p.gpu_quota, 'cpu_quota', p.cpu_quota,
+                                  'memory_quota', p.memory_quota, 'owner', create_project.owner));
+  PERFORM mlplat._idem_store('create_project', create_project.idempotency_key, r);
+  PERFORM mlplat._wake_on_commit('projects');
+  RETURN r;
+END $$;
+
+CREATE OR REPLACE FUNCTION mlplat.grant_role(project text, principal text, role text)
+RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, mlplat, pg_temp AS $$
+DECLARE
+  pid bigint := mlplat._authorize('grant_role', grant_role.project);
+  r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'member', NULL, NULL, 'GRANTED', false)::mlplat.accepted;
+  tp text := mlplat._traceparent();
+  changed boolean;
+BEGIN
+  PERFORM mlplat._check_role_args(grant_role.principal, grant_role.role);
+  PERFORM mlplat._check_subject('principal', grant_role.principal);
+  r.entity_id := pid;
+  INSERT INTO mlplat.members (project_id, principal, role, granted_by)
+  VALUES (pid, grant_role.principal, grant_role.role, mlplat._actor()) ON CONFLICT DO NOTHING;
+  changed := FOUND;
+  -- the binding this makes is traced under this call's span (the reconciler reads tp from the project)
+  IF changed THEN
+    UPDATE mlplat.projects x SET traceparent = tp WHERE x.id = pid;
+  END IF;
+  PERFORM mlplat._audit('grant_role', grant_role.project, pid, 'member', pid, r.request_id, tp,
+    pg_catalog.jsonb_build_object('principal', grant_role.principal, 'role', grant_role.role, 'changed', changed));
+  PERFORM mlplat._wake_on_commit('projects');
+  RETURN r;
+END $$;
+
+CREATE OR REPLACE FUNCTION mlplat._check_no_template(field text, val jsonb) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF val IS NOT NULL AND pg_catalog.strpos(val::text, '{{') > 0 THEN
+    PERFORM mlplat._bad_input(field, 'must not contain "{{": Argo Workflows would read it as template syntax and substitute it',
+      'Pass the text literally without "{{" (e.g. read values from the environment in the program instead).');
+  END IF;
+END $$;
+
+CREATE OR REPLACE FUNCTION mlplat._check_container(field text, s jsonb, extra_keys text[] DEFAULT '{}') RETURNS int
+LANGUAGE plpgsql AS $$
+DECLARE
+  k text;
+  g int := 0;
+BEGIN
+  IF s IS NULL OR pg_catalog.jsonb_typeof(s) <> 'object' THEN
+    PERFORM mlplat._bad_input(field, 'must be a JSON object', 'Pass e.g. {"image": "python:3.12", "command": ["python", "t.py"]}.');
+  END IF;
+  IF pg_catalog.octet_length(s::text) > 65536 THEN
+    PERFORM mlplat._bad_input(field, 'is larger than 64 kB', 'Keep specs small; put data in the artifact store.');
+  END IF;
+  FOR k IN SELECT pg_catalog.jsonb_object_keys(s) LOOP
+    IF NOT (k = ANY (ARRAY['image', 'command', 'args', 'env', 'gpus', 'cpu', 'memory'] || extra_keys)) THEN
+      PERFORM mlplat._bad_input(field, pg_catalog.format('unknown key "%s"', pg_catalog.left(k, 64)),
+        pg_catalog.format('Allowed keys: %s.', pg_catalog.array_to_string(
+          ARRAY['image', 'command', 'args', 'env', 'gpus', 'cpu', 'memory'] || extra_keys, ', ')));
+    END IF;
+  END LOOP;
+  IF pg_catalog.jsonb_typeof(s->'image') IS DISTINCT FROM 'string'
+     OR (s->>'image') !~ '^[^[:space:][:cntrl:]]+$' OR pg_catalog.length(s->>'image') > 512 THEN
+    PERFORM mlplat._bad_input(field || '.image', 'is required: a container image reference of 1 to 512 characters without spaces',
+      'Pass e.g. "ghcr.io/acme/train:1.4".');
+  END IF;
+  PERFORM mlplat._json_strings(field || '.command', s->'command', 64);
+  PERFORM mlplat._json_strings(field || '.args', s->'args', 256);
+  PERFORM mlplat._check_env(field || '.env', s->'env');
+  PERFORM mlplat._check_no_template(field || '.image', s->'image');
+  PERFORM mlplat._check_no_template(field || '.command', s->'command');
+  PERFORM mlplat._check_no_template(field || '.args', s->'args');
+  PERFORM mlplat._check_no_template(field || '.env', s->'env');
+  IF s ? 'gpus' THEN
+    g := mlplat._json_num(field || '.gpus', s->'gpus', 0, 64, true);
+  END IF;
+  FOREACH k IN ARRAY ARRAY['cpu', 'memory'] LOOP
+    IF s ? k AND NOT (pg_catalog.jsonb_typeof(s->k) = 'string'
+                      AND (s->>k) ~ '^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$'
+                      AND pg_catalog.length(s->>k) <= 32) THEN
+      PERFORM mlplat._bad_input(field || '.' || k, 'must be a Kubernetes quantity string such as "2", "500m" or "8Gi"',
+        'Quote the quantity.');
+    END IF;
+  END LOOP;
+  RETURN g;
+END $$;
+
+CREATE OR REPLACE FUNCTION mlplat.register_model_version(project text, model text, version text, artifact_uri text,
+                                              artifact_sha256 text, runtime_kind text, model_format text,
+                                              idempotency_key text DEFAULT NULL)
+RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, mlplat, pg_temp AS $$
+DECLARE
+  pid bigint := mlplat._authorize('register_model', register_model_version.project);
+  r mlplat.accepted;
+  tp text := mlplat._traceparent();
+  mid bigint;
+  v mlplat.model_versions;
+BEGIN
+  r := mlplat._idem_claim('register_model', register_model_version.idempotency_key,
+         pg_catalog.jsonb_build_array(register_model_version.project, register_model_version.model,
+           register_model_version.version, register_model_version.artifact_uri, register_model_version.artifact_sha256,
+           register_model_version.runtime_kind, register_model_version.model_format));
+  IF r.request_id IS NOT NULL THEN RETURN r; END IF;
+
+  PERFORM mlplat._check_label('model', register_model_version.model, 63);
+  IF register_model_version.version IS NULL OR register_model_version.version !~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$' THEN
+    PERFORM mlplat._bad_input('version', 'must be 1 to 64 characters of letters, digits, ''.'', ''_'' or ''-''',
+      'Use the registry''s version, e.g. 3 or 2024-06-01.1.');
+  END IF;
+  -- a control character would reach the storage initializer's command line, the object
+  -- store request and every log line that names the artifact
+  IF register_model_version.artifact_uri ~ '[[:cntrl:]]' THEN
+    PERFORM mlplat._bad_input('artifact_uri', 'must not contain control characters',
+      'Pass the URI as printable text; percent-encode what the object key needs.');
+  END IF;
+  IF register_model_version.artifact_uri IS NULL OR pg_catalog.length(register_model_version.artifact_uri) > 2048
+     OR register_model_version.artifact_uri !~ '^(s3|gs|pvc|hf|oci|https|http)://[^/[:space:]@]+(/[^[:space:]]*)?$' THEN
+    PERFORM mlplat._bad_input('artifact_uri',
+      'must be an s3://, gs://, pvc://, hf://, oci:// or http(s):// URI of at most 2048 characters, without spaces or credentials',
+      'Credentials never go in the URI; the storage initializer reads them from a secret.');
+  END IF;
+  IF register_model_version.artifact_sha256 IS NULL OR register_model_version.artifact_sha256 !~ '^[0-9a-f]{64}$' THEN
+    PERFORM mlplat._bad_input('artifact_sha256', 'must be 64 lower-case hex characters',
+      'Pass the SHA-256 digest of the artifact, e.g. from sha256sum.');
+  END IF;
+  PERFORM mlplat._check_label('runtime_kind', register_model_version.runtime_kind, 63);
+  PERFORM mlplat._check_label('model_format', register_model_version.model_format, 63);
+
+  INSERT INTO mlplat.models (project_id, name) VALUES (pid, register_model_version.model)
+  ON CONFLICT ON CONSTRAINT models_project_id_name_key DO NOTHING;
+  SELECT m.id INTO mid FROM mlplat.models m WHERE m.project_id = pid AND m.name = register_model_version.model;
+
+  r := (pg_catalog.gen_random_uuid(), 'model_version', NULL, NULL, NULL, false)::mlplat.accepted;
+  INSERT INTO mlplat.model_versions (project_id, model_id, version, artifact_uri, artifact_sha256,
+                                     runtime_kind, model_format, created_by)
+  VALUES (pid, mid, register_model_version.version, register_model_version.artifact_uri,
+          register_model_version.artifact_sha256, register_model_version.runtime_kind,
+          register_model_version.model_format, mlplat._actor())
+  ON CONFLICT ON CONSTRAINT model_versions_model_id_version_key DO NOTHING
+  RETURNING * INTO v;
+  IF v.id IS NULL THEN
+    SELECT * INTO v FROM mlplat.model_versions mv WHERE mv.model_id = mid AND mv.version = register_model_version.version;
+    IF (v.artifact_uri, v.artifact_sha256, v.runtime_kind, v.model_format) IS DISTINCT FROM
+       (register_model_version.artifact_uri, register_model_version.artifact_sha256,
+        register_model_version.runtime_kind, register_model_version.model_format) THEN
+      RAISE EXCEPTION USING ERRCODE = '42710',
+        MESSAGE = pg_catalog.format('version "%s" of model "%s" is already registered with a different artifact',
+                                    v.version, register_model_version.model),
+        DETAIL = 'Model versions are immutable once registered.',
+        HINT = 'Register the new artifact under a new version.';
+    END IF;
+  END IF;
+  r.entity_id := v.id; r.status := v.stage;
+  PERFORM mlplat._audit('register_model', register_model_version.project, pid, 'model_version', v.id, r.request_id, tp,
+    pg_catalog.jsonb_build_object('model', register_model_version.model, 'version', v.version,
+      'artifact_sha256', v.artifact_sha256, 'runtime_kind', v.runtime_kind, 'model_format', v.model_format));
+  PERFORM mlplat._idem_store('register_model', register_model_version.idempotency_key, r);
+  RETURN r;
+END $$;
+
+REVOKE ALL ON FUNCTION mlplat._check_subject(text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mlplat._check_no_template(text, jsonb) FROM PUBLIC;
