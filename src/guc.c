@@ -19,6 +19,7 @@ int			mlplat_replicas = 2;
 bool		mlplat_workers_enabled = true;
 int			mlplat_leader_retry_interval_ms = 250;
 int			mlplat_resync_interval_ms = 30000;
+int			mlplat_unanswered_write_grace_ms = 60000;
 int			mlplat_backoff_max_ms = 300000;
 char	   *mlplat_kube_url = NULL;
 char	   *mlplat_kube_token_file = NULL;
@@ -100,6 +101,12 @@ mlplat_define_gucs(void)
 							"Period of the full resync that detects drift.",
 							"Committed intents wake the reconciler at once; the resync catches changes made outside mlplat.",
 							&mlplat_resync_interval_ms, 30000, 100, 86400000,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomIntVariable("mlplat.unanswered_write_grace",
+							"How long an external write sent without a recorded answer may still land.",
+							"Until then, a reconciler that does not find the object such a write makes keeps waiting for it "
+							"instead of concluding that it was never made (a cancel or delete then waits too).",
+							&mlplat_unanswered_write_grace_ms, 60000, 100, 3600000,
 							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
 	DefineCustomIntVariable("mlplat.backoff_max",
 							"Upper bound of the per-entity retry backoff.",

@@ -18,6 +18,7 @@ extern bool mlplat_workers_enabled;
 extern int	mlplat_leader_retry_interval_ms;
 extern int	mlplat_resync_interval_ms;
 extern int	mlplat_backoff_max_ms;
+extern int	mlplat_unanswered_write_grace_ms;
 
 /* Kubernetes connection (reloadable; token and CA are files) */
 extern char *mlplat_kube_url;

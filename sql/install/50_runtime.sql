@@ -139,6 +139,77 @@ END;
 $$;
 REVOKE ALL ON FUNCTION mlplat._ledger_append(text, text, bigint, text, text, text, text, text, int, text, bigint, text, text, jsonb) FROM PUBLIC;
 
+-- Write-ahead record of external writes whose answer is not (yet) recorded.  A reconciler
+-- notes every write here, committed, before it sends the request, and removes the note in
+-- the write-back of the pass that heard the answer.  A note that outlives its pass (the
+-- leader was terminated between the request and its write-back, or the answer never came)
+-- tells the next leader that the object may exist, or may still appear, although nothing
+-- else in the database says so: it looks for the object in the cluster before concluding
+-- anything ("never submitted", "gone"), adopts what it finds (a ledger ADOPT row), and
+-- treats an object that has not appeared within mlplat.unanswered_write_grace as never made.
+CREATE TABLE mlplat.unanswered_writes (
+    kind       text NOT NULL,         -- the reconciler (leader_epochs.kind)
+    entity_id  bigint NOT NULL,
+    object     text NOT NULL,         -- namespace/name of the object written
+    action     text NOT NULL,         -- the ledger action the write will be recorded as
+    sent_at    timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+    epoch      bigint NOT NULL,
+    PRIMARY KEY (kind, entity_id, object)
+);
+COMMENT ON TABLE mlplat.unanswered_writes IS
+  'External writes sent (or about to be) whose answer no write-back has recorded yet.';
+
+-- Note writes about to be sent, if and only if p_epoch is still the kind's current epoch.
+-- Returns the rows noted: fewer than asked means the caller is no longer the leader and
+-- must send nothing.
+CREATE FUNCTION mlplat._unanswered_note(p_kind text, p_epoch bigint, p_entity_id bigint[], p_object text[],
+                                        p_action text[])
+RETURNS int
+LANGUAGE sql
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$
+  WITH ins AS (
+    INSERT INTO mlplat.unanswered_writes AS w (kind, entity_id, object, action, sent_at, epoch)
+    SELECT p_kind, r.entity_id, r.object, r.action, pg_catalog.clock_timestamp(), p_epoch
+      FROM unnest(p_entity_id, p_object, p_action) AS r(entity_id, object, action)
+     WHERE EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = p_kind AND e.epoch = p_epoch)
+    ON CONFLICT (kind, entity_id, object) DO UPDATE
+       SET action = EXCLUDED.action, sent_at = EXCLUDED.sent_at, epoch = EXCLUDED.epoch
+    RETURNING 1)
+  SELECT pg_catalog.count(*)::int FROM ins
+$$;
+
+-- The notes of one kind, with their age in milliseconds (the claim of a pass reads them).
+CREATE FUNCTION mlplat._unanswered_of(p_kind text)
+RETURNS TABLE (entity_id bigint, object text, action text, age_ms bigint)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$
+  SELECT w.entity_id, w.object, w.action,
+         (pg_catalog.date_part('epoch', pg_catalog.clock_timestamp() - w.sent_at) * 1000)::bigint
+    FROM mlplat.unanswered_writes w
+   WHERE w.kind = p_kind
+$$;
+
+-- Remove notes whose answer a write-back records (or whose object a pass found or gave up
+-- on), if p_epoch is still current.
+CREATE FUNCTION mlplat._unanswered_clear(p_kind text, p_epoch bigint, p_entity_id bigint[], p_object text[])
+RETURNS int
+LANGUAGE sql
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$
+  WITH del AS (
+    DELETE FROM mlplat.unanswered_writes w
+     USING unnest(p_entity_id, p_object) AS r(entity_id, object)
+     WHERE w.kind = p_kind AND w.entity_id = r.entity_id AND w.object = r.object
+       AND EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = p_kind AND e.epoch = p_epoch)
+    RETURNING 1)
+  SELECT pg_catalog.count(*)::int FROM del
+$$;
+REVOKE ALL ON FUNCTION mlplat._unanswered_note(text, bigint, bigint[], text[], text[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mlplat._unanswered_of(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mlplat._unanswered_clear(text, bigint, bigint[], text[]) FROM PUBLIC;
+
 -- Retention: purge ledger rows older than mlplat.ledger_retention days.
 -- Scheduled hourly with pg_cron when pg_cron is installed in this database;
 -- otherwise call it from any scheduler.

@@ -8,9 +8,16 @@
  *   3. decide per run (pure: run_decide): create once (POST; 409 AlreadyExists adopts,
  *      and a workflow seen by LIST for a run not yet marked submitted is adopted too),
  *      merge-patch spec.shutdown: Terminate for a cancel, or only record what Argo says;
- *      all requests run concurrently in one batch;
+ *      every request is noted in mlplat.unanswered_writes (committed) before the batch
+ *      sends them all concurrently;
  *   4. write back in a new short transaction, CAS on row_version and the leader epoch,
- *      plus a ledger row per external write (CREATE, ADOPT, PATCH).
+ *      plus a ledger row per external write (CREATE, ADOPT, PATCH), and remove the notes
+ *      of the writes whose answer it records.
+ * A run that was never marked submitted may still have a workflow: the leader that
+ * created it may have been terminated before its write-back.  Its note says so; the
+ * workflow is looked for (the LIST) and adopted when found, and a cancel concludes
+ * "never created" only once the unanswered create had mlplat.unanswered_write_grace to
+ * land — never from the database alone.
  * Step rows are sent only when the workflow's resourceVersion moved, and the SQL side
  * writes only the rows that differ.
  */
@@ -31,6 +38,7 @@
 #include "mlplat/reconcile.h"
 #include "mlplat/reconcile_util.h"
 #include "mlplat/span.h"
+#include "mlplat/unanswered.h"
 
 static const MlplatKubeResource WORKFLOW = {"argoproj.io", "v1alpha1", "workflows", true};
 
@@ -63,6 +71,7 @@ typedef struct Run
 	bool		submitted;
 	char	   *observed_rv;
 	char	   *traceparent;
+	const MlplatUnanswered *unanswered; /* a write to its workflow never answered */
 	/* observed */
 	const MlJsonValue *obj;
 	/* decided */
@@ -73,6 +82,9 @@ typedef struct Run
 	char	   *error;
 	int			retry_ms;		/* -1: no retry */
 	bool		mark_submitted;
+	bool		adopt;			/* found without a recorded create: ledger ADOPT */
+	bool		settle_note;	/* the unanswered write is resolved: remove its note */
+	bool		waiting;		/* an unanswered create may still land: look again soon */
 	char	   *new_rv;			/* resourceVersion to record with the nodes */
 	char	   *nodes;			/* JSON array of observed steps, or NULL */
 	bool		write;
@@ -176,10 +188,25 @@ run_decide(Run *r)
 	{
 		if (!r->submitted)
 		{
+			if (cancel && r->unanswered && !mlplat_unanswered_settled(r->unanswered))
+			{
+				/*
+				 * A create was sent and no answer recorded (its leader was terminated,
+				 * or the answer lost): the workflow may still appear.  Cancelling now
+				 * would leave it running unseen; wait for it to land or to have had
+				 * the time to.
+				 */
+				r->waiting = true;
+				return;
+			}
 			if (cancel)
 			{
 				r->new_status = "CANCELLED";
-				r->reason = pstrdup("cancelled before a workflow was submitted");
+				r->reason = r->unanswered
+					? psprintf("cancelled; the create of workflow %s/%s, sent %lld s ago without an answer, never made it",
+							   r->ns, r->workflow, (long long) (r->unanswered->age_ms / 1000))
+					: pstrdup("cancelled before a workflow was submitted");
+				r->settle_note = r->unanswered != NULL;
 				r->write = true;
 			}
 			else if (r->due && r->manifest)
@@ -196,12 +223,20 @@ run_decide(Run *r)
 		return;
 	}
 
-	/* there: adopt it if we never heard our create succeed (a lost response) */
+	/*
+	 * there: adopt it if we never heard our create succeed (a lost response, or a leader
+	 * terminated before its write-back), with a ledger row of its own — a cancel's PATCH
+	 * in the same pass is recorded separately
+	 */
 	if (!r->submitted)
 	{
 		r->mark_submitted = true;
-		r->ledger_action = "ADOPT";
-		r->ledger_outcome = "OK";
+		r->adopt = true;
+		r->write = true;
+	}
+	if (r->unanswered)
+	{
+		r->settle_note = true;
 		r->write = true;
 	}
 	rv = mlplat_json_text(r->obj, "metadata", "resourceVersion", NULL);
@@ -266,9 +301,10 @@ run_decide(Run *r)
 /* ---------------------------------------------------------------- I/O */
 
 static void
-claim(List **out, char **instance)
+claim(MlplatPass *pass, List **out, List **notes, char **instance)
 {
 	MemoryContext pass_cxt = CurrentMemoryContext;
+	ListCell   *lc;
 
 	mlplat_txn_begin();
 	MemoryContextSwitchTo(pass_cxt);
@@ -302,6 +338,13 @@ claim(List **out, char **instance)
 		r->traceparent = SPI_getvalue(t, td, 15);
 		*out = lappend(*out, r);
 	}
+	*notes = mlplat_unanswered_load(pass);
+	foreach(lc, *out)
+	{
+		Run		   *r = lfirst(lc);
+
+		r->unanswered = mlplat_unanswered_find(*notes, r->id, psprintf("%s/%s", r->ns, r->workflow));
+	}
 	mlplat_txn_commit();
 }
 
@@ -313,6 +356,9 @@ request_result(Run *r, MlplatPass *pass)
 	mlplat_kube_parse_response(r->req, &res);
 	r->http_status = res.status;
 	r->write = true;
+	/* an answer (not a 5xx, which may follow a write that landed) settles the note */
+	if (res.status >= 200 && res.status < 500)
+		r->settle_note = true;
 	if (res.outcome == MLPLAT_KUBE_EXISTS && r->action == RUN_CREATE)
 	{
 		/* our deterministic name is taken: the create of an earlier try landed; adopt it */
@@ -369,6 +415,7 @@ write_back(MlplatPass *pass, List *runs)
 	int			lost = 0;
 	int64		step_rows = 0;
 	List	   *spans = NIL;
+	MlplatWriteNotes settled = {0};
 
 	mlplat_txn_begin();
 	foreach(lc, runs)
@@ -380,6 +427,8 @@ write_back(MlplatPass *pass, List *runs)
 		bool		isnull;
 		int			written;
 
+		if (r->settle_note)
+			mlplat_write_notes_add(&settled, r->id, psprintf("%s/%s", r->ns, r->workflow), NULL);
 		if (!r->write)
 			continue;
 		memset(n, ' ', sizeof(n));
@@ -403,6 +452,9 @@ write_back(MlplatPass *pass, List *runs)
 		 * The external write happened whether or not the row's CAS held (an intent may
 		 * have landed meanwhile): record it either way; the ledger checks the epoch.
 		 */
+		if (r->adopt)
+			mlplat_ledger_append(pass, "run", r->id, r->project, "ADOPT", "OK", NULL, NULL, 0, NULL,
+								 mlplat_trace_id_of(r->traceparent), psprintf("%s/%s", r->ns, r->workflow));
 		if (r->ledger_action)
 			mlplat_ledger_append(pass, "run", r->id, r->project, r->ledger_action, r->ledger_outcome,
 								 NULL, NULL, r->http_status, r->error, mlplat_trace_id_of(r->traceparent),
@@ -415,6 +467,7 @@ write_back(MlplatPass *pass, List *runs)
 		}
 		step_rows += written;
 	}
+	mlplat_write_notes_clear(pass, &settled);
 	mlplat_spans_flush(spans);
 	mlplat_txn_commit();
 	MemoryContextSwitchTo(pass_cxt);
@@ -430,6 +483,8 @@ mlplat_runs_pass(MlplatPass *pass)
 	const char *why = NULL;
 	List	   *runs = NIL;
 	List	   *items = NIL;
+	List	   *notes = NIL;
+	MlplatWriteNotes sending = {0};
 	HTAB	   *by_name;
 	HASHCTL		ctl;
 	MlplatHttpBatch *batch;
@@ -449,7 +504,7 @@ mlplat_runs_pass(MlplatPass *pass)
 		return;
 
 	t0 = GetCurrentTimestamp();
-	claim(&runs, &instance);
+	claim(pass, &runs, &notes, &instance);
 	t_claim = GetCurrentTimestamp();
 	MemoryContextSwitchTo(pass_cxt);
 	if (runs == NIL)
@@ -521,8 +576,11 @@ mlplat_runs_pass(MlplatPass *pass)
 			r->ledger_action = "PATCH";
 			patches++;
 		}
+		if (r->waiting && (pass->next_pass_ms <= 0 || pass->next_pass_ms > 1000))
+			pass->next_pass_ms = 1000;
 		if (r->req)
 		{
+			mlplat_write_notes_add(&sending, r->id, psprintf("%s/%s", r->ns, r->workflow), r->ledger_action);
 			r->span = mlplat_span_begin(r->traceparent, r->action == RUN_CREATE ? "runs.submit" : "runs.cancel",
 										MLPLAT_SPAN_CLIENT);
 			mlplat_span_set_entity(r->span, r->project, "run", r->id);
@@ -534,6 +592,13 @@ mlplat_runs_pass(MlplatPass *pass)
 			pass->next_pass_ms = FOLLOW_UP_MS;	/* still moving: look again soon */
 	}
 
+	/* the ledger's write-ahead: what is about to be sent is on record before it is sent */
+	if (!mlplat_write_notes_commit(pass, &sending))
+	{
+		snprintf(pass->status, sizeof(pass->status), "no longer the leader: %d requests not sent",
+				 list_length(sending.ids));
+		return;
+	}
 	if (mlplat_http_batch_count(batch) > 0)
 		mlplat_http_batch_run(batch);
 	t_http = GetCurrentTimestamp();

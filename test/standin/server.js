@@ -21,7 +21,7 @@ const kserve = require('./lib/kserve');
 const { Argo, Jobs, Plans, admitJob } = require('./lib/argo');
 const { Mlflow } = require('./lib/mlflow');
 const { Metrics } = require('./lib/metrics');
-const { Faults } = require('./lib/faults');
+const { Faults, Holds } = require('./lib/faults');
 const T = require('./lib/table');
 const { Pruner } = require('./lib/prune');
 
@@ -110,6 +110,7 @@ const metrics = new Metrics((ns, name, rev) => {
   return t.filter((e) => e.revisionName === rev).reduce((a, e) => a + (Number(e.percent) || 0), 0) / 100;
 });
 const faults = new Faults(rngProxy);
+const holds = new Holds();
 let spans = [];
 let requestLog = [];
 let seq = 0;
@@ -119,7 +120,7 @@ const logStream = opt.logFile ? fs.createWriteStream(path.join(opt.stateDir, 're
 function resetAll() {
   for (const t of kube.timers) clearTimeout(t);
   kube.reset(); isvc.reset(); argo.reset(); jobs.reset(); store.reset();
-  plans.reset(); mlflow.reset(); metrics.reset(); faults.reset();
+  plans.reset(); mlflow.reset(); metrics.reset(); faults.reset(); holds.release();
   spans = []; requestLog = []; writes = new Map(); seq = 0;
   rng = U.makeRng(opt.seed);
 }
@@ -237,6 +238,10 @@ async function handle(req, resp) {
   const f = faults.evaluate(req.method, p, rt);
   if (f.rules.length) entry.faults = f.rules;
   if (f.latencyMs) await sleep(f.latencyMs);
+  if (f.hold && f.hold.phase === 'before') {
+    entry.held = 'before';
+    if (await holds.park(f.hold, { method: req.method, path: p }) === 'drop') { req.socket.destroy(); finish(0, { dropped: true }); return; }
+  }
   if (f.error) {
     if (area === 'mlflow') {
       const code = f.error.code === 429 ? 'REQUEST_LIMIT_EXCEEDED' : f.error.code === 403 ? 'PERMISSION_DENIED' : f.error.code === 503 ? 'TEMPORARILY_UNAVAILABLE' : 'INTERNAL_ERROR';
@@ -280,6 +285,12 @@ async function handle(req, resp) {
     if (!(e instanceof ApiError)) { console.error('standin: internal error', e); e = E.internal(e.message || String(e)); }
     if (area === 'mlflow') out = { status: e.code, text: JSON.stringify({ error_code: 'BAD_REQUEST', message: e.message }) };
     else out = { status: e.code, text: JSON.stringify(e.body()), headers: e.headers };
+  }
+  if (f.hold && f.hold.phase === 'after') { entry.held = 'after'; await holds.park(f.hold, { method: req.method, path: p, status: out.status }); }
+  if (req.socket.destroyed) {
+    // the client went away while the request was held: applied, never answered
+    finish(out.status, { ...out.extra, dropped: true });
+    return;
   }
   if (f.drop) {
     // The request took effect; the client never hears about it.
@@ -445,6 +456,8 @@ async function admin(req, url, seg, raw) {
       return { status: 200, body: { rules: rules.map((r) => faults.add(r)) } };
     }
   }
+  if (route === 'holds' && m === 'GET') return { status: 200, body: { items: holds.list() } };
+  if (route === 'holds/release' && m === 'POST') return { status: 200, body: { released: holds.release(body.rule === undefined ? undefined : Number(body.rule), body.drop ? 'drop' : 'go') } };
   if (seg[0] === 'faults' && seg[1] && m === 'DELETE') { faults.remove(Number(seg[1])); return { status: 200, body: { ok: true } }; }
   if (route === 'requests') {
     if (m === 'DELETE') { requestLog = []; return { status: 200, body: { ok: true } }; }

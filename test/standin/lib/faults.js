@@ -1,6 +1,10 @@
 'use strict';
 // Fault rules set at run time. Randomness comes from the seeded PRNG so a run is reproducible.
-//   {method, path, resource, status: 500|503|429, rate, retryAfter, latencyMs, latencyRate, drop, forbidden, times, s3}
+//   {method, path, resource, status: 500|503|429, rate, retryAfter, latencyMs, latencyRate, drop, forbidden, times, s3,
+//    hold: 'before'|'after'}
+// hold parks a matching request until the admin API releases it: 'before' it is applied (a
+// request in flight), or 'after' it was applied with its answer not yet sent (an answer in
+// flight).  Tests use it to stop a leader at an exact point of an external write.
 
 const { E } = require('./errors');
 
@@ -15,6 +19,7 @@ class Faults {
     if (r.path) new RegExp(r.path); // validate early
     if (r.method) new RegExp(`^(${r.method})$`, 'i');
     if (r.status !== undefined && ![500, 503, 429].includes(Number(r.status))) throw new Error('status must be 500, 503 or 429');
+    if (r.hold !== undefined && !['before', 'after'].includes(r.hold)) throw new Error('hold must be "before" or "after"');
     this.rules.push(r);
     return r;
   }
@@ -31,7 +36,7 @@ class Faults {
   // opts.s3: the request came through the S3 front; only rules with {s3: true} apply there,
   // and only rules without it elsewhere.
   evaluate(method, path, rt, opts = {}) {
-    const out = { latencyMs: 0, error: null, drop: false, rules: [] };
+    const out = { latencyMs: 0, error: null, drop: false, hold: null, rules: [] };
     for (const r of this.rules) {
       if (opts.explicitPath && !r.path) continue;
       if (r.times !== undefined && r.fired >= r.times) continue;
@@ -54,6 +59,7 @@ class Faults {
         out.error = s === 429 ? E.tooMany(Number(r.retryAfter || 1)) : s === 503 ? E.unavailable() : E.internal('injected fault');
         fired = true;
       }
+      if (!out.hold && r.hold) { out.hold = { phase: r.hold, rule: r.id }; fired = true; }
       if (!out.drop && r.drop !== undefined && r.drop !== false && this.draw(r.drop === true ? 1 : r.drop)) { out.drop = true; fired = true; }
       if (fired) { r.fired++; out.rules.push(r.id); }
     }
@@ -61,4 +67,22 @@ class Faults {
   }
 }
 
-module.exports = { Faults };
+// Requests parked by a hold rule, until released (all, or those of one rule).
+class Holds {
+  constructor() { this.parked = []; this.nextId = 1; }
+  park(hold, info) {
+    return new Promise((resolve) => {
+      this.parked.push({ id: this.nextId++, rule: hold.rule, phase: hold.phase, ...info, at: new Date().toISOString(), resolve });
+    });
+  }
+  list() { return this.parked.map(({ resolve: _r, ...h }) => h); }
+  // how: 'go' (carry on) or 'drop' (a held-before request is never applied; the socket is closed)
+  release(rule, how = 'go') {
+    const out = this.parked.filter((h) => rule === undefined || h.rule === rule);
+    this.parked = this.parked.filter((h) => !out.includes(h));
+    for (const h of out) h.resolve(how);
+    return out.length;
+  }
+}
+
+module.exports = { Faults, Holds };

@@ -1,0 +1,57 @@
+/*
+ * unanswered.h — the write-ahead record of external writes (mlplat.unanswered_writes).
+ *
+ * A pass notes every write it is about to send, committed, before sending; the write-back
+ * of the pass that heard the answer removes the note.  A note left by a terminated leader
+ * tells the next one that an object may exist (or may still appear) although nothing else
+ * in the database says so: before concluding "never made" or "gone" it looks for the
+ * object, adopts what it finds, and waits up to mlplat.unanswered_write_grace for what it
+ * does not find yet.
+ */
+#ifndef MLPLAT_UNANSWERED_H
+#define MLPLAT_UNANSWERED_H
+
+#include "postgres.h"
+
+#include "nodes/pg_list.h"
+
+#include "mlplat/reconcile.h"
+
+typedef struct MlplatUnanswered
+{
+	int64		entity_id;
+	char	   *object;			/* namespace/name */
+	char	   *action;			/* the ledger action the write was to be recorded as */
+	int64		age_ms;			/* since it was noted */
+} MlplatUnanswered;
+
+/* The notes of the pass's kind (transaction open), palloc'd in the caller's context. */
+extern List *mlplat_unanswered_load(MlplatPass *pass);
+
+/* The note of one entity's object, or NULL. */
+extern MlplatUnanswered *mlplat_unanswered_find(List *notes, int64 entity_id, const char *object);
+
+/* Did a note's write have time enough to land (older than mlplat.unanswered_write_grace)? */
+extern bool mlplat_unanswered_settled(const MlplatUnanswered *u);
+
+/* Writes to note, or notes to remove: collected, then written with one statement. */
+typedef struct MlplatWriteNotes
+{
+	List	   *ids;			/* int64 as a List of palloc'd int64 */
+	List	   *objects;
+	List	   *actions;
+} MlplatWriteNotes;
+
+extern void mlplat_write_notes_add(MlplatWriteNotes *n, int64 entity_id, const char *object,
+								   const char *action);
+
+/*
+ * Commit the notes in a transaction of their own (none may be open) before the requests
+ * go out.  False when the pass's epoch is no longer current: the caller must send nothing.
+ */
+extern bool mlplat_write_notes_commit(MlplatPass *pass, MlplatWriteNotes *n);
+
+/* Remove the notes named (transaction open), in the write-back that records their outcome. */
+extern void mlplat_write_notes_clear(MlplatPass *pass, MlplatWriteNotes *n);
+
+#endif							/* MLPLAT_UNANSWERED_H */

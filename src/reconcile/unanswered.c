@@ -1,0 +1,149 @@
+/*
+ * unanswered.c — the write-ahead record of external writes (see unanswered.h).
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+
+#include "mlplat/guc.h"
+#include "mlplat/kinds.h"
+#include "mlplat/reconcile_util.h"
+#include "mlplat/unanswered.h"
+
+List *
+mlplat_unanswered_load(MlplatPass *pass)
+{
+	MemoryContext caller = CurrentMemoryContext;
+	Oid			types[1] = {TEXTOID};
+	Datum		v[1];
+	List	   *out = NIL;
+
+	v[0] = CStringGetTextDatum(mlplat_kind_names[pass->kind]);
+	if (mlplat_sql_exec("SELECT entity_id, object, action, age_ms FROM mlplat._unanswered_of($1)",
+						1, types, v, NULL) != SPI_OK_SELECT)
+		elog(ERROR, "mlplat: could not read the unanswered writes");
+	MemoryContextSwitchTo(caller);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	t = SPI_tuptable->vals[i];
+		TupleDesc	td = SPI_tuptable->tupdesc;
+		MlplatUnanswered *u = palloc0(sizeof(MlplatUnanswered));
+
+		u->entity_id = atoll(SPI_getvalue(t, td, 1));
+		u->object = SPI_getvalue(t, td, 2);
+		u->action = SPI_getvalue(t, td, 3);
+		u->age_ms = atoll(SPI_getvalue(t, td, 4));
+		out = lappend(out, u);
+	}
+	return out;
+}
+
+MlplatUnanswered *
+mlplat_unanswered_find(List *notes, int64 entity_id, const char *object)
+{
+	ListCell   *lc;
+
+	foreach(lc, notes)
+	{
+		MlplatUnanswered *u = lfirst(lc);
+
+		if (u->entity_id == entity_id && strcmp(u->object, object) == 0)
+			return u;
+	}
+	return NULL;
+}
+
+bool
+mlplat_unanswered_settled(const MlplatUnanswered *u)
+{
+	return u->age_ms >= mlplat_unanswered_write_grace_ms;
+}
+
+void
+mlplat_write_notes_add(MlplatWriteNotes *n, int64 entity_id, const char *object, const char *action)
+{
+	int64	   *id = palloc(sizeof(int64));
+
+	*id = entity_id;
+	n->ids = lappend(n->ids, id);
+	n->objects = lappend(n->objects, pstrdup(object));
+	n->actions = lappend(n->actions, pstrdup(action ? action : "APPLY"));
+}
+
+static Datum
+ids_array(List *ids)
+{
+	Datum	   *d = palloc(sizeof(Datum) * Max(list_length(ids), 1));
+	int			i = 0;
+	ListCell   *lc;
+
+	foreach(lc, ids)
+		d[i++] = Int64GetDatum(*(int64 *) lfirst(lc));
+	return PointerGetDatum(construct_array(d, i, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+}
+
+static Datum
+text_array(List *strs)
+{
+	Datum	   *d = palloc(sizeof(Datum) * Max(list_length(strs), 1));
+	int			i = 0;
+	ListCell   *lc;
+
+	foreach(lc, strs)
+		d[i++] = CStringGetTextDatum((char *) lfirst(lc));
+	return PointerGetDatum(construct_array(d, i, TEXTOID, -1, false, TYPALIGN_INT));
+}
+
+static int
+run_counted(const char *sql, int nargs, Oid *types, Datum *v)
+{
+	bool		isnull;
+	Datum		d;
+
+	if (mlplat_sql_exec(sql, nargs, types, v, NULL) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "mlplat: \"%s\" returned no row", sql);
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	return isnull ? 0 : DatumGetInt32(d);
+}
+
+bool
+mlplat_write_notes_commit(MlplatPass *pass, MlplatWriteNotes *n)
+{
+	MemoryContext caller = CurrentMemoryContext;
+	Oid			types[5] = {TEXTOID, INT8OID, INT8ARRAYOID, TEXTARRAYOID, TEXTARRAYOID};
+	Datum		v[5];
+	int			want = list_length(n->ids);
+	int			got;
+
+	if (want == 0)
+		return true;
+	mlplat_txn_begin();
+	MemoryContextSwitchTo(caller);
+	v[0] = CStringGetTextDatum(mlplat_kind_names[pass->kind]);
+	v[1] = Int64GetDatum(pass->epoch);
+	v[2] = ids_array(n->ids);
+	v[3] = text_array(n->objects);
+	v[4] = text_array(n->actions);
+	got = run_counted("SELECT mlplat._unanswered_note($1, $2, $3, $4, $5)", 5, types, v);
+	mlplat_txn_commit();
+	MemoryContextSwitchTo(caller);
+	return got == want;
+}
+
+void
+mlplat_write_notes_clear(MlplatPass *pass, MlplatWriteNotes *n)
+{
+	Oid			types[4] = {TEXTOID, INT8OID, INT8ARRAYOID, TEXTARRAYOID};
+	Datum		v[4];
+
+	if (n->ids == NIL)
+		return;
+	v[0] = CStringGetTextDatum(mlplat_kind_names[pass->kind]);
+	v[1] = Int64GetDatum(pass->epoch);
+	v[2] = ids_array(n->ids);
+	v[3] = text_array(n->objects);
+	(void) run_counted("SELECT mlplat._unanswered_clear($1, $2, $3, $4)", 4, types, v);
+}
