@@ -15,20 +15,26 @@
 # and a fresh install have identical catalogs.
 
 EXTENSION   = mlplat
-EXTVERSION  = $(shell sed -n "s/^default_version *= *'\(.*\)'/\1/p" $(dir $(firstword $(MAKEFILE_LIST)))mlplat.control)
+# The source tree.  pg_buildext (debian/rules) builds out of tree: make runs in
+# a build directory with -f <source>/Makefile and PGXS finds sources by VPATH,
+# so every path below is relative to the source tree and S is its prefix
+# (empty for the usual in-tree build).
+SRCDIR     := $(patsubst %/,%,$(dir $(firstword $(MAKEFILE_LIST))))
+S          := $(if $(filter .,$(SRCDIR)),,$(SRCDIR)/)
+EXTVERSION  = $(shell sed -n "s/^default_version *= *'\(.*\)'/\1/p" $(S)mlplat.control)
 # The last released version: its full script is frozen in sql/frozen/, and the
 # upgrade from it is assembled from sql/upgrade/$(PREV_VERSION)--$(EXTVERSION)/.
 PREV_VERSION = 0.2.0
 
 MODULE_big  = mlplat
-SRCS        = $(sort $(shell find src -name '*.c'))
+SRCS        = $(sort $(patsubst $(S)%,%,$(shell find $(S)src -name '*.c')))
 OBJS        = $(SRCS:.c=.o)
 
-INSTALL_PARTS = $(sort $(wildcard sql/install/*.sql))
-UPGRADE_PARTS = $(sort $(wildcard sql/upgrade/$(PREV_VERSION)--$(EXTVERSION)/*.sql))
+INSTALL_PARTS = $(sort $(wildcard $(S)sql/install/*.sql))
+UPGRADE_PARTS = $(sort $(wildcard $(S)sql/upgrade/$(PREV_VERSION)--$(EXTVERSION)/*.sql))
 
 DATA_built  = $(EXTENSION)--$(EXTVERSION).sql $(EXTENSION)--$(PREV_VERSION)--$(EXTVERSION).sql
-DATA        = $(wildcard sql/frozen/*.sql) $(wildcard sql/upgrade/*.sql)
+DATA        = $(patsubst $(S)%,%,$(wildcard $(S)sql/frozen/*.sql) $(wildcard $(S)sql/upgrade/*.sql))
 EXTRA_CLEAN = $(DATA_built) results/ output_iso/ regression.diffs regression.out $(OBJS:.o=.d)
 
 # pg_regress: every sql/*.sql is a test; "setup" runs first.
@@ -40,7 +46,7 @@ REGRESS_OPTS = --load-extension=mlplat
 ISOLATION      = $(sort $(basename $(notdir $(wildcard test/isolation/specs/*.spec))))
 ISOLATION_OPTS = --inputdir=test/isolation --load-extension=mlplat
 
-PG_CPPFLAGS = -I$(CURDIR)/include -DMLPLAT_VERSION='"$(EXTVERSION)"'
+PG_CPPFLAGS = -I$(abspath $(SRCDIR))/include -DMLPLAT_VERSION='"$(EXTVERSION)"'
 # Our code is warning-free; extra flags (sanitizers, coverage) come in through MLPLAT_CFLAGS.
 # -MMD -MP: gcc writes src/.../x.d beside x.o, so an object is rebuilt when a header
 # it includes changes (PGXS tracks no headers; a stale object with an old struct
@@ -54,16 +60,20 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 -include $(OBJS:.o=.d)
+# Out of tree, the object directories (src/http/, ...) do not exist yet.
+ifneq ($(S),)
+$(shell mkdir -p $(sort $(dir $(OBJS))))
+endif
 
 $(EXTENSION)--$(EXTVERSION).sql: $(INSTALL_PARTS) mlplat.control
 	@{ echo "-- mlplat $(EXTVERSION): generated from sql/install/*.sql; edit the parts, not this file."; \
 	   printf '%s\n' '\echo Use "CREATE EXTENSION mlplat" to load this file. \quit'; \
-	   for f in $(INSTALL_PARTS); do echo; echo "-- ==== $$f"; cat $$f; done; } > $@
+	   for f in $(INSTALL_PARTS); do echo; echo "-- ==== $${f#$(S)}"; cat $$f; done; } > $@
 
 $(EXTENSION)--$(PREV_VERSION)--$(EXTVERSION).sql: $(UPGRADE_PARTS) mlplat.control
 	@{ echo "-- mlplat $(PREV_VERSION) -> $(EXTVERSION): generated from sql/upgrade/$(PREV_VERSION)--$(EXTVERSION)/*.sql."; \
 	   printf '%s\n' '\echo Use "ALTER EXTENSION mlplat UPDATE" to load this file. \quit'; \
-	   for f in $(UPGRADE_PARTS); do echo; echo "-- ==== $$f"; cat $$f; done; } > $@
+	   for f in $(UPGRADE_PARTS); do echo; echo "-- ==== $${f#$(S)}"; cat $$f; done; } > $@
 
 # Everything (build, private install, throwaway cluster, every suite): see test/run.sh.
 .PHONY: test test-sanitize

@@ -170,9 +170,9 @@ suite_scripts() {
 	for s in $(ls "$SRC"/test/unit/run.sh "$SRC"/test/http/run.sh "$SRC"/test/standin/test.sh "$SRC"/test/e2e/*.sh 2>/dev/null); do
 		[[ -n "${ONLY:-}" && ! "${s#$SRC/}" =~ $ONLY ]] && continue
 		# These run no mlplat code in the server: the unit tests are always built
-		# with ASan + UBSan, the stand-in's are JavaScript.  The sanitizer pass
-		# would only repeat the normal pass.
-		if ((SANITIZE)) && [[ ${s#$SRC/} =~ ^test/(unit/run|standin/test)\.sh$ ]]; then
+		# with ASan + UBSan, the stand-in's are JavaScript, the package test builds
+		# its own .deb.  The sanitizer pass would only repeat the normal pass.
+		if ((SANITIZE)) && [[ ${s#$SRC/} =~ ^test/(unit/run|standin/test|e2e/package)\.sh$ ]]; then
 			log "script: ${s#$SRC/} (in the normal pass only: no server code to sanitize)"
 			continue
 		fi
