@@ -6,6 +6,11 @@
  *
  * "Changed" means another inode or device, size or modification time.  The
  * content is a secret: never logged, wiped when replaced or forgotten.
+ *
+ * Refused, with a log line and nothing read: a file that is not regular, not
+ * owned by the server's user or root, or writable by its group or others
+ * (checked on every refresh, so a chmod takes effect at once), and a file
+ * larger than the caller's limit (never used cut short).
  */
 #ifndef MLPLAT_SECRET_FILE_H
 #define MLPLAT_SECRET_FILE_H
@@ -18,6 +23,7 @@ typedef struct MlplatSecretFile
 	char	   *content;		/* TopMemoryContext, NUL-terminated; NULL: none */
 	size_t		size;			/* bytes allocated for content (wiped on forget) */
 	struct stat st;				/* of path when content was read */
+	char	   *refused;		/* TopMemoryContext: why the file is refused now (logged once); NULL: not */
 } MlplatSecretFile;
 
 /* What the content must look like. */
@@ -37,6 +43,12 @@ typedef enum MlplatSecretShape
 extern char *mlplat_secret_file_refresh(MlplatSecretFile *sf, const char *path,
 										const char *what, size_t max,
 										MlplatSecretShape shape, bool *changed);
+
+/*
+ * Why a credential file of this process is refused right now (the first of
+ * them), or NULL: the worker shows it in mlplat.reconciler_health.
+ */
+extern const char *mlplat_secret_file_refusal(void);
 
 /* Wipe and drop the content; the next refresh reads the file again. */
 extern void mlplat_secret_file_forget(MlplatSecretFile *sf);

@@ -39,6 +39,7 @@
 #include "mlplat/kinds.h"
 #include "mlplat/otlp_export.h"
 #include "mlplat/reconcile.h"
+#include "mlplat/secret_file.h"
 #include "mlplat/shmem.h"
 #include "mlplat/version.h"
 #include "mlplat/worker.h"
@@ -543,6 +544,10 @@ mlplat_worker_main(Datum main_arg)
 				my_state()->http_latency_ms_total = hs.latency_ms_total;
 				SpinLockRelease(&mlplat_shared->mutex);
 			}
+			/* a refused credential file says so even when the pass found nothing to do */
+			if (pass.status[0] == '\0' && mlplat_secret_file_refusal() != NULL)
+				snprintf(pass.status, sizeof(pass.status), "credential refused: %s",
+						 mlplat_secret_file_refusal());
 			set_status(MLPLAT_ROLE_LEADER, pass.status[0] ? pass.status : "leading");
 			pgstat_report_activity(STATE_IDLE, NULL);
 			pgstat_report_stat(false);
