@@ -28,13 +28,17 @@ typedef struct MlplatUnanswered
 /* The notes of the pass's kind (transaction open), palloc'd in the caller's context. */
 extern List *mlplat_unanswered_load(MlplatPass *pass);
 
-/* The note of one entity's object, or NULL. */
-extern MlplatUnanswered *mlplat_unanswered_find(List *notes, int64 entity_id, const char *object);
+/* A note of one entity's object (of that action; NULL: any), or NULL. */
+extern MlplatUnanswered *mlplat_unanswered_find(List *notes, int64 entity_id, const char *object,
+												const char *action);
 
 /* Did a note's write have time enough to land (older than mlplat.unanswered_write_grace)? */
 extern bool mlplat_unanswered_settled(const MlplatUnanswered *u);
 
-/* Writes to note, or notes to remove: collected, then written with one statement. */
+/*
+ * Writes to note, or notes to remove: collected, then written with one statement.  To
+ * remove, a NULL action names every note of the object.
+ */
 typedef struct MlplatWriteNotes
 {
 	List	   *ids;			/* int64 as a List of palloc'd int64 */

@@ -154,7 +154,7 @@ CREATE TABLE mlplat.unanswered_writes (
     action     text NOT NULL,         -- the ledger action the write will be recorded as
     sent_at    timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
     epoch      bigint NOT NULL,
-    PRIMARY KEY (kind, entity_id, object)
+    PRIMARY KEY (kind, entity_id, object, action)
 );
 COMMENT ON TABLE mlplat.unanswered_writes IS
   'External writes sent (or about to be) whose answer no write-back has recorded yet.';
@@ -173,8 +173,8 @@ AS $$
     SELECT p_kind, r.entity_id, r.object, r.action, pg_catalog.clock_timestamp(), p_epoch
       FROM unnest(p_entity_id, p_object, p_action) AS r(entity_id, object, action)
      WHERE EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = p_kind AND e.epoch = p_epoch)
-    ON CONFLICT (kind, entity_id, object) DO UPDATE
-       SET action = EXCLUDED.action, sent_at = EXCLUDED.sent_at, epoch = EXCLUDED.epoch
+    ON CONFLICT (kind, entity_id, object, action) DO UPDATE
+       SET sent_at = EXCLUDED.sent_at, epoch = EXCLUDED.epoch
     RETURNING 1)
   SELECT pg_catalog.count(*)::int FROM ins
 $$;
@@ -192,23 +192,25 @@ AS $$
 $$;
 
 -- Remove notes whose answer a write-back records (or whose object a pass found or gave up
--- on), if p_epoch is still current.
-CREATE FUNCTION mlplat._unanswered_clear(p_kind text, p_epoch bigint, p_entity_id bigint[], p_object text[])
+-- on), if p_epoch is still current.  A NULL action removes every note of that object.
+CREATE FUNCTION mlplat._unanswered_clear(p_kind text, p_epoch bigint, p_entity_id bigint[], p_object text[],
+                                         p_action text[])
 RETURNS int
 LANGUAGE sql
 SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   WITH del AS (
     DELETE FROM mlplat.unanswered_writes w
-     USING unnest(p_entity_id, p_object) AS r(entity_id, object)
+     USING unnest(p_entity_id, p_object, p_action) AS r(entity_id, object, action)
      WHERE w.kind = p_kind AND w.entity_id = r.entity_id AND w.object = r.object
+       AND (r.action IS NULL OR w.action = r.action)
        AND EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = p_kind AND e.epoch = p_epoch)
     RETURNING 1)
   SELECT pg_catalog.count(*)::int FROM del
 $$;
 REVOKE ALL ON FUNCTION mlplat._unanswered_note(text, bigint, bigint[], text[], text[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._unanswered_of(text) FROM PUBLIC;
-REVOKE ALL ON FUNCTION mlplat._unanswered_clear(text, bigint, bigint[], text[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mlplat._unanswered_clear(text, bigint, bigint[], text[], text[]) FROM PUBLIC;
 
 -- Retention: purge ledger rows older than mlplat.ledger_retention days.
 -- Scheduled hourly with pg_cron when pg_cron is installed in this database;

@@ -13,8 +13,11 @@
  *   4. write back in a new short transaction: compare-and-swap on the row
  *      version and the leader epoch, plus a ledger row per external write —
  *      one statement for all rows, one for the ledger, one for the spans.
- * Nothing is remembered between passes; a lost pass costs only time.  A pass
- * in which nothing changed writes nothing.
+ * Nothing is remembered between passes but the write-ahead notes of writes
+ * not yet answered (unanswered.h): an apply whose leader ended before its
+ * write-back may have made an InferenceService, or may still make one, so a
+ * DELETING deployment is DELETED only once no such apply can land, and one
+ * found is adopted in the ledger.  A pass in which nothing changed writes nothing.
  */
 #include "postgres.h"
 
@@ -38,6 +41,7 @@
 #include "mlplat/reconcile_util.h"
 #include "mlplat/span.h"
 #include "mlplat/spec_diff.h"
+#include "mlplat/unanswered.h"
 
 static const MlplatKubeResource ISVC = {"serving.kserve.io", "v1beta1", "inferenceservices", true};
 
@@ -78,8 +82,12 @@ typedef struct Deployment
 	bool		deadline_own;	/* ... set for this deployment, not mlplat.deploy_deadline */
 	/* observed */
 	const MlJsonValue *obj;
+	const MlplatUnanswered *unanswered; /* an apply to it never answered */
 	/* decided */
 	DepAction	action;
+	bool		adopt;			/* found what an unanswered apply made: ledger ADOPT */
+	bool		answered;		/* req got an answer: remove its own note */
+	bool		settle_note;	/* the unanswered apply is resolved: remove its note */
 	MlplatHttpRequest *req;
 	const char *new_status;
 	char	   *reason;
@@ -257,12 +265,30 @@ deployment_decide(Deployment *d, MlJsonArena *arena)
 	{
 		if (d->obj == NULL)
 		{
+			if (d->unanswered && !mlplat_unanswered_settled(d->unanswered))
+			{
+				/* an apply sent without a recorded answer may still make it: not gone yet */
+				d->reason = psprintf("waiting up to %d s for an unanswered apply of %s/%s to land before calling it gone",
+									 mlplat_unanswered_write_grace_ms / 1000, d->ns, d->name);
+				if (d->status_reason == NULL || strcmp(d->status_reason, d->reason) != 0)
+					d->write = true;
+				return;			/* DELETING: the pass looks again soon */
+			}
 			d->new_status = "DELETED";
 			d->reason = pstrdup("the InferenceService is gone");
 			d->mark_observed = true;
+			d->settle_note = d->unanswered != NULL;
 		}
-		else if (d->due)
-			d->action = DEP_DELETE;
+		else
+		{
+			if (d->unanswered)
+			{
+				d->adopt = true;
+				d->settle_note = true;
+			}
+			if (d->due)
+				d->action = DEP_DELETE;
+		}
 		return;
 	}
 	if (d->desired_revision <= 0 || d->spec == NULL)
@@ -329,6 +355,7 @@ deployment_decide(Deployment *d, MlJsonArena *arena)
 		d->ledger_outcome = "OK";
 		d->drift = psprintf("found revision %d applied without a recorded answer", d->desired_revision);
 	}
+	d->settle_note = d->unanswered != NULL;
 	deployment_readiness(d);
 }
 
@@ -344,6 +371,7 @@ claim(MlplatPass *pass, List **out, char **instance)
 	TimestampTz start = GetCurrentTimestamp();
 	TimestampTz end;
 	ListCell   *lc;
+	List	   *notes;
 
 	mlplat_txn_begin();
 	MemoryContextSwitchTo(pass_cxt);
@@ -385,6 +413,17 @@ claim(MlplatPass *pass, List **out, char **instance)
 		d->deadline_own = v && v[0] == 't';
 		*out = lappend(*out, d);
 	}
+	notes = mlplat_unanswered_load(pass);
+	if (notes != NIL)
+		foreach(lc, *out)
+		{
+			Deployment *d = lfirst(lc);
+			char	   *object = psprintf("%s/%s", d->ns, d->name);
+
+			d->unanswered = mlplat_unanswered_find(notes, d->id, object, "APPLY");
+			if (d->unanswered == NULL)
+				d->unanswered = mlplat_unanswered_find(notes, d->id, object, "REPAIR");
+		}
 	mlplat_txn_commit();
 	end = GetCurrentTimestamp();
 	foreach(lc, *out)
@@ -437,6 +476,12 @@ apply_result(Deployment *d, MlplatPass *pass)
 	mlplat_kube_parse_status(d->req, &res);
 	d->http_status = res.status;
 	d->write = true;
+	/* an answer (not a 5xx, which may follow a write that landed) settles this write's note */
+	if (res.status >= 200 && res.status < 500)
+		d->answered = true;
+	/* a delete found what an apply never answered had made */
+	if (d->action == DEP_DELETE && d->unanswered && !d->adopt && res.outcome == MLPLAT_KUBE_OK)
+		d->adopt = d->settle_note = true;
 	if (d->req_span)
 	{
 		mlplat_span_attr_int(d->req_span, "http.response.status_code", res.status);
@@ -525,6 +570,7 @@ write_back(MlplatPass *pass, List *deps, List *orphans)
 	int64	   *written = NULL;
 	uint64		nwritten = 0;
 	MlplatLedgerBatch *ledger;
+	MlplatWriteNotes settled = {0};
 
 	/* the arrays are built inside the transaction: their element types come from the catalog */
 	mlplat_txn_begin();
@@ -535,6 +581,14 @@ write_back(MlplatPass *pass, List *deps, List *orphans)
 	{
 		Deployment *d = lfirst(lc);
 
+		if (d->settle_note)
+			mlplat_write_notes_add(&settled, d->id, psprintf("%s/%s", d->ns, d->name), NULL);
+		else if (d->answered && d->ledger_action)
+			mlplat_write_notes_add(&settled, d->id, psprintf("%s/%s", d->ns, d->name), d->ledger_action);
+		if (d->adopt)
+			mlplat_ledger_batch_add(ledger, "deployment", d->id, d->project, "ADOPT", "OK", d->spec_digest, NULL, 0,
+									NULL, mlplat_trace_id_of(d->traceparent),
+									psprintf("found %s/%s made by an apply whose answer was never recorded", d->ns, d->name));
 		if (!d->write)
 			continue;
 		n++;
@@ -613,10 +667,35 @@ write_back(MlplatPass *pass, List *deps, List *orphans)
 								psprintf("%s/%s", o->ns, o->name));
 	}
 	(void) mlplat_ledger_batch_flush(pass, ledger);
+	mlplat_write_notes_clear(pass, &settled);
 	mlplat_spans_flush(spans);
 	mlplat_txn_commit();
 	MemoryContextSwitchTo(pass_cxt);
 	mlplat_pass_note_lost(pass, lost);
+}
+
+/*
+ * The write-ahead of a batch: note every apply and delete about to be sent (committed,
+ * fenced on the epoch).  False when this replica is no longer the leader: send nothing.
+ */
+static bool
+note_requests(MlplatPass *pass, List *deps)
+{
+	MlplatWriteNotes sending = {0};
+	ListCell   *lc;
+
+	foreach(lc, deps)
+	{
+		Deployment *d = lfirst(lc);
+
+		if (d->req && d->ledger_action)
+			mlplat_write_notes_add(&sending, d->id, psprintf("%s/%s", d->ns, d->name), d->ledger_action);
+	}
+	if (mlplat_write_notes_commit(pass, &sending))
+		return true;
+	snprintf(pass->status, sizeof(pass->status), "no longer the leader: %d requests not sent",
+			 list_length(sending.ids));
+	return false;
 }
 
 /*
@@ -680,6 +759,8 @@ apply_checked(MlplatPass *pass, List *deps, List *checks)
 			d->ledger_note = c->uri;
 		}
 	}
+	if (!note_requests(pass, checked))
+		return 0;
 	if (mlplat_http_batch_count(batch) > 0)
 		mlplat_http_batch_run(batch);
 	foreach(lc, checked)
@@ -857,6 +938,8 @@ mlplat_deployments_pass(MlplatPass *pass)
 
 	/* the artifact checks' HEADs run in the same batch as everything else */
 	mlplat_artifact_begin(checks, batch);
+	if (!note_requests(pass, deps))
+		return;
 	if (mlplat_http_batch_count(batch) > 0)
 		mlplat_http_batch_run(batch);
 

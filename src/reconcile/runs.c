@@ -343,7 +343,7 @@ claim(MlplatPass *pass, List **out, List **notes, char **instance)
 	{
 		Run		   *r = lfirst(lc);
 
-		r->unanswered = mlplat_unanswered_find(*notes, r->id, psprintf("%s/%s", r->ns, r->workflow));
+		r->unanswered = mlplat_unanswered_find(*notes, r->id, psprintf("%s/%s", r->ns, r->workflow), "CREATE");
 	}
 	mlplat_txn_commit();
 }

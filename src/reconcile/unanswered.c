@@ -42,7 +42,7 @@ mlplat_unanswered_load(MlplatPass *pass)
 }
 
 MlplatUnanswered *
-mlplat_unanswered_find(List *notes, int64 entity_id, const char *object)
+mlplat_unanswered_find(List *notes, int64 entity_id, const char *object, const char *action)
 {
 	ListCell   *lc;
 
@@ -50,7 +50,8 @@ mlplat_unanswered_find(List *notes, int64 entity_id, const char *object)
 	{
 		MlplatUnanswered *u = lfirst(lc);
 
-		if (u->entity_id == entity_id && strcmp(u->object, object) == 0)
+		if (u->entity_id == entity_id && strcmp(u->object, object) == 0 &&
+			(action == NULL || strcmp(u->action, action) == 0))
 			return u;
 	}
 	return NULL;
@@ -70,7 +71,7 @@ mlplat_write_notes_add(MlplatWriteNotes *n, int64 entity_id, const char *object,
 	*id = entity_id;
 	n->ids = lappend(n->ids, id);
 	n->objects = lappend(n->objects, pstrdup(object));
-	n->actions = lappend(n->actions, pstrdup(action ? action : "APPLY"));
+	n->actions = lappend(n->actions, action ? pstrdup(action) : NULL);
 }
 
 static Datum
@@ -85,16 +86,25 @@ ids_array(List *ids)
 	return PointerGetDatum(construct_array(d, i, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 }
 
+/* a text[] of the strings, a NULL element for a NULL string */
 static Datum
 text_array(List *strs)
 {
-	Datum	   *d = palloc(sizeof(Datum) * Max(list_length(strs), 1));
+	int			n = list_length(strs);
+	Datum	   *d = palloc(sizeof(Datum) * Max(n, 1));
+	bool	   *nulls = palloc(sizeof(bool) * Max(n, 1));
+	int			dims[1] = {n};
+	int			lbs[1] = {1};
 	int			i = 0;
 	ListCell   *lc;
 
 	foreach(lc, strs)
-		d[i++] = CStringGetTextDatum((char *) lfirst(lc));
-	return PointerGetDatum(construct_array(d, i, TEXTOID, -1, false, TYPALIGN_INT));
+	{
+		nulls[i] = lfirst(lc) == NULL;
+		d[i] = nulls[i] ? (Datum) 0 : CStringGetTextDatum((char *) lfirst(lc));
+		i++;
+	}
+	return PointerGetDatum(construct_md_array(d, nulls, 1, dims, lbs, TEXTOID, -1, false, TYPALIGN_INT));
 }
 
 static int
@@ -136,8 +146,8 @@ mlplat_write_notes_commit(MlplatPass *pass, MlplatWriteNotes *n)
 void
 mlplat_write_notes_clear(MlplatPass *pass, MlplatWriteNotes *n)
 {
-	Oid			types[4] = {TEXTOID, INT8OID, INT8ARRAYOID, TEXTARRAYOID};
-	Datum		v[4];
+	Oid			types[5] = {TEXTOID, INT8OID, INT8ARRAYOID, TEXTARRAYOID, TEXTARRAYOID};
+	Datum		v[5];
 
 	if (n->ids == NIL)
 		return;
@@ -145,5 +155,6 @@ mlplat_write_notes_clear(MlplatPass *pass, MlplatWriteNotes *n)
 	v[1] = Int64GetDatum(pass->epoch);
 	v[2] = ids_array(n->ids);
 	v[3] = text_array(n->objects);
-	(void) run_counted("SELECT mlplat._unanswered_clear($1, $2, $3, $4)", 4, types, v);
+	v[4] = text_array(n->actions);
+	(void) run_counted("SELECT mlplat._unanswered_clear($1, $2, $3, $4, $5)", 5, types, v);
 }

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Issue 22, deployments: the deployments leader is terminated between an
+# InferenceService apply and its write-back, then the next intent comes.
+#   A  undeploy while the apply is in flight (held at the stand-in before it is applied):
+#      the new leader must not call the deployment DELETED while the apply may still
+#      land; once it lands it is adopted (ledger ADOPT) and deleted;
+#   B  undeploy while the apply's answer is in flight: the delete finds the object,
+#      and the ledger records its creation (ADOPT) as well as the DELETE;
+#   C  redeploy while the first revision's apply is in flight: it lands after the
+#      second revision was applied, and the deployment still ends on revision 2.
+set -u
+. "$(dirname "$0")/../lib/tap.sh"
+tap_require_cluster
+. "$(dirname "$0")/../lib/cluster.sh"
+. "$(dirname "$0")/../lib/standin.sh"
+. "$(dirname "$0")/../lib/writeback.sh"
+WORK=$MLPLAT_TEST_WORK
+SD=$WORK/standin-dep-lwb
+DB=mlplat
+trap 'release_holds drop; workers_resume $DB; q $DB "ALTER SYSTEM RESET mlplat.unanswered_write_grace" >/dev/null; q $DB "SELECT pg_reload_conf()" >/dev/null; standin_disconnect $DB; standin_stop $SD' EXIT
+standin_start "$SD"
+tap_ok $? "stand-in started on port $STANDIN_PORT"
+standin_connect $DB
+q $DB "ALTER SYSTEM SET mlplat.unanswered_write_grace = '40s'" >/dev/null
+q $DB "SELECT pg_reload_conf()" >/dev/null
+
+q $DB "SELECT mlplat.create_project('dlwb', 0)" >/dev/null
+wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'dlwb'" READY 30
+tap_ok $? "project dlwb is READY"
+for v in 1 2; do
+	SHA=$(standin_artifact s3://models/dl/$v "dl-v$v")
+	q $DB "SELECT mlplat.register_model_version('dlwb', 'm', '$v', 's3://models/dl/$v', '$SHA', 'kserve-sklearnserver', 'sklearn')" >/dev/null
+	q $DB "SELECT mlplat.set_model_stage('dlwb', 'm', '$v', 'CANDIDATE')" >/dev/null
+done
+ISVC=/apis/serving.kserve.io/v1beta1/namespaces/mlp-dlwb/inferenceservices
+isvc_rev() {   # the revision label of the InferenceService at the stand-in, or "absent"
+	kube GET "$ISVC/$1" | python3 -c 'import json,sys; o=json.load(sys.stdin)
+print("absent" if o.get("kind") == "Status" else o["metadata"]["labels"].get("mlplat.io/revision"))'
+}
+ledger() { q $DB "SELECT coalesce(string_agg(action || ':' || outcome, ' ' ORDER BY l.id), '') FROM mlplat.reconcile_ledger l
+                  WHERE l.kind = 'deployments' AND l.action <> 'VERIFY' AND l.entity_id = (SELECT id FROM mlplat.deployments WHERE name = '$1')"; }
+state() { q $DB "SELECT status || '/' || coalesce(observed_revision::text, '-') FROM mlplat.deployments WHERE name = '$1'"; }
+
+interrupt() {   # NAME PHASE NEXT-INTENT-SQL
+	local name=$1 phase=$2 epoch
+	hold_rule '{"method":"PATCH","path":"/inferenceservices/'"$name"'$","hold":"'"$phase"'","times":1}' >/dev/null
+	q $DB "SELECT mlplat.deploy('dlwb', '$name', 'm', '1', 'kserve-sklearnserver')" >/dev/null
+	wait_held 1 30
+	tap_ok $? "$name: the leader's apply is held at the stand-in ($phase it is applied)"
+	epoch=$(q $DB "SELECT epoch FROM mlplat.leader_epochs WHERE kind = 'deployments'")
+	workers_pause $DB
+	leader_kill $DB deployments
+	q $DB "$3" >/dev/null
+	tap_ok $? "$name: the next intent commits while no leader has written the apply back"
+	workers_resume $DB
+	wait_new_leader $DB deployments "$epoch"
+	tap_ok $? "$name: a new deployments leader took over"
+}
+
+# --- A: undeploy while the apply is in flight
+interrupt da before "SELECT mlplat.undeploy('dlwb', 'da')"
+passes_after $DB deployments 3
+tap_is "$(state da | cut -d/ -f1)/$(isvc_rev da)" "DELETING/absent" \
+	"A: not DELETED while an unanswered apply may still make the InferenceService"
+release_holds
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'da'" DELETED 40
+tap_ok $? "A: once the apply lands, the deployment is deleted"
+tap_is "$(isvc_rev da)" absent "A: no InferenceService left at the stand-in"
+tap_is "$(ledger da)" "ADOPT:OK DELETE:OK" "A: the ledger records what the unanswered apply made, then its delete"
+
+# --- B: undeploy while the apply's answer is in flight
+interrupt db after "SELECT mlplat.undeploy('dlwb', 'db')"
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'db'" DELETED 40
+tap_ok $? "B: the deployment is deleted"
+tap_is "$(isvc_rev db)" absent "B: no InferenceService left at the stand-in"
+tap_is "$(ledger db)" "ADOPT:OK DELETE:OK" "B: the ledger records the creation (ADOPT) as well as the DELETE"
+release_holds
+
+# --- C: redeploy while the first revision's apply is in flight
+interrupt dc before "SELECT mlplat.deploy('dlwb', 'dc', 'm', '2', 'kserve-sklearnserver')"
+wait_for $DB "SELECT status || '/' || observed_revision FROM mlplat.deployments WHERE name = 'dc'" READY/2 40
+tap_ok $? "C: the redeploy's revision 2 is applied and READY"
+release_holds
+sleep 3   # the late revision-1 apply lands; resyncs see it
+wait_for $DB "SELECT status || '/' || observed_revision FROM mlplat.deployments WHERE name = 'dc'" READY/2 40
+tap_ok $? "C: after the late revision-1 apply landed, the deployment is READY on revision 2 again"
+tap_is "$(isvc_rev dc)" 2 "C: ... and so is the InferenceService at the stand-in"
+tap_is "$(q $DB "SELECT count(*) FROM mlplat.unanswered_writes WHERE kind = 'deployments'")" 0 "no note left behind"
+
+q $DB "SELECT mlplat.undeploy('dlwb', 'dc')" >/dev/null
+wait_for $DB "SELECT count(*) FROM mlplat.deployments WHERE status <> 'DELETED'" 0 40 >/dev/null
+q $DB "SELECT mlplat.delete_project('dlwb')" >/dev/null
+tap_done
