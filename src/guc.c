@@ -94,8 +94,8 @@ mlplat_define_gucs(void)
 							 &mlplat_workers_enabled, true,
 							 PGC_SIGHUP, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("mlplat.leader_retry_interval",
-							"How often a standby replica tries to become leader.",
-							NULL, &mlplat_leader_retry_interval_ms, 250, 10, 60000,
+							"How long a standby waits in the leader lock's queue before it rechecks its settings.",
+							"A standby is woken the moment the leader's lock is released; this bounds how late it notices a reload, recovery or the extension's state.", &mlplat_leader_retry_interval_ms, 250, 10, 60000,
 							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
 	DefineCustomIntVariable("mlplat.resync_interval",
 							"Period of the full resync that detects drift.",

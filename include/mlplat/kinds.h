@@ -1,6 +1,6 @@
 /*
  * kinds.h — the reconciler kinds.  One background-worker set per kind; each
- * kind has its own leader, epoch, wake latch and advisory-lock key.
+ * kind has its own leader, epoch, wake latch and leader-lock key.
  */
 #ifndef MLPLAT_KINDS_H
 #define MLPLAT_KINDS_H
@@ -15,7 +15,7 @@ typedef enum MlplatKind
 	MLPLAT_NUM_KINDS
 } MlplatKind;
 
-/* Stable names used in SQL, advisory-lock keys and bgworker names. */
+/* Stable names used in SQL, leader-lock keys and bgworker names. */
 extern const char *const mlplat_kind_names[MLPLAT_NUM_KINDS];
 
 /* -1 when the name is not a kind */

@@ -1,8 +1,8 @@
 /*
  * worker.h — reconciler background workers.
  *
- * Each kind runs mlplat.replicas workers; one leads (session advisory lock on
- * the kind), the others stand by.  See src/worker/ for the loop.
+ * Each kind runs mlplat.replicas workers; one leads (a session userlock on
+ * the kind, which no SQL can take), the others stand by.  See src/worker/ for the loop.
  */
 #ifndef MLPLAT_WORKER_H
 #define MLPLAT_WORKER_H

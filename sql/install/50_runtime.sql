@@ -1,6 +1,6 @@
 -- 50_runtime: state the reconciler workers keep in tables.
 --
--- Leadership itself is a session advisory lock (see src/worker/worker.c); the
+-- Leadership itself is a session lock no SQL can take (see src/worker/worker.c); the
 -- table only records each acquisition, so every write a leader makes can be
 -- stamped with, and fenced by, the epoch it led under.
 
@@ -25,7 +25,7 @@ CREATE TABLE mlplat.leader_history (
     PRIMARY KEY (kind, epoch)
 );
 
--- Called by a worker right after it took the kind's advisory lock.
+-- Called by a worker right after it took the kind's leader lock.
 CREATE FUNCTION mlplat._take_leadership(p_kind text, p_pid int, p_replica int)
 RETURNS bigint
 LANGUAGE plpgsql

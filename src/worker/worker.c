@@ -1,11 +1,13 @@
 /*
  * worker.c — the reconciler main loop.
  *
- * Every replica of a kind runs this loop.  A replica that does not lead tries
- * the kind's session advisory lock every mlplat.leader_retry_interval without
- * waiting; the one that gets it bumps the kind's epoch in mlplat.leader_epochs
- * and reconciles until it exits.  Leadership needs no heartbeat: the lock
- * dies with the session, so a standby takes over within one retry interval.
+ * Every replica of a kind runs this loop.  A replica that does not lead waits
+ * in the lock manager's queue for the kind's session-level leader lock (see
+ * leader_lock_tag: a tag no SQL function can produce); the one that gets it
+ * bumps the kind's epoch in mlplat.leader_epochs and reconciles until it
+ * exits.  Leadership needs no heartbeat: the lock dies with the session, and
+ * the lock manager wakes the first waiter the moment it is released, so a
+ * takeover costs a wake-up, not a polling interval.
  *
  * The loop never holds a transaction across a wait or (later) an HTTP call.
  */
@@ -47,7 +49,7 @@
 /* the only search_path worker SQL ever runs under (see mlplat_worker_main) */
 #define MLPLAT_WORKER_SEARCH_PATH "pg_catalog, pg_temp"
 
-/* advisory lock key space: (MLPLAT_LOCK_CLASS, kind) */
+/* leader lock key space: (database, MLPLAT_LOCK_CLASS, kind) */
 #define MLPLAT_LOCK_CLASS 0x6d6c706c	/* "mlpl" */
 
 static int	my_kind;
@@ -73,10 +75,32 @@ set_status(MlplatReplicaRole role, const char *status)
 	SpinLockRelease(&mlplat_shared->mutex);
 }
 
+/*
+ * The leader lock.  It must be a lock that no SQL session can take, or any
+ * login could squat on it while the leader dies and stop every replica from
+ * leading (an advisory lock was: pg_advisory_lock(key, kind)).
+ *
+ * SQL reaches the lock manager only through tags it builds itself: the
+ * advisory functions make LOCKTAG_ADVISORY in its two forms (one int8 key,
+ * field4 = 1; two int4 keys, field4 = 2), LOCK TABLE and DML make
+ * LOCKTAG_RELATION/RELATION_EXTEND/TUPLE/PAGE, row locks and xid waits make
+ * LOCKTAG_TRANSACTION/VIRTUALTRANSACTION, DDL makes LOCKTAG_OBJECT.  Nothing
+ * in core makes LOCKTAG_USERLOCK: it is reserved for out-of-core code, and we
+ * are that.  It lives in USER_LOCKMETHOD like the advisory locks, which
+ * matters: a session lock of DEFAULT_LOCKMETHOD is released by every
+ * transaction abort (ProcReleaseLocks), one of USER_LOCKMETHOD only by its
+ * owner or when the session ends.  pg_locks shows it as locktype 'userlock'
+ * (database, classid = MLPLAT_LOCK_CLASS, objid = kind, objsubid = 0).
+ */
 static void
 leader_lock_tag(LOCKTAG *tag)
 {
-	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, MLPLAT_LOCK_CLASS, (uint32) my_kind, 2);
+	tag->locktag_field1 = MyDatabaseId;
+	tag->locktag_field2 = MLPLAT_LOCK_CLASS;
+	tag->locktag_field3 = (uint32) my_kind;
+	tag->locktag_field4 = 0;
+	tag->locktag_type = LOCKTAG_USERLOCK;
+	tag->locktag_lockmethodid = USER_LOCKMETHOD;
 }
 
 /* Drop our entry as leader when the process goes away, however it goes. */
@@ -120,10 +144,6 @@ extension_ready(char *why, size_t whylen)
 	return ok;
 }
 
-/*
- * Try the leader lock without waiting.  On success record a new epoch; the
- * epoch fences every write this leader makes afterwards.
- */
 static void record_epoch(void);
 
 /*
@@ -181,22 +201,82 @@ lease_held(char *why, size_t whylen)
 	return false;
 }
 
+/*
+ * Wait for the leader lock, at most wait_ms.  On success record a new epoch;
+ * the epoch fences every write this leader makes afterwards.
+ *
+ * The wait is the lock manager's own (LockAcquire with dontWait = false sleeps
+ * in ProcSleep): the releasing session wakes the first waiter, so the next
+ * leader is chosen by the lock's queue, not by whichever replica polls first.
+ * ProcSleep answers SIGTERM (die() sets the latch; its CHECK_FOR_INTERRUPTS
+ * raises FATAL) and postmaster death (WL_EXIT_ON_PM_DEATH), but ignores a
+ * plain latch set; so the wait is bounded by lock_timeout = wait_ms, after
+ * which the loop answers config reloads, recovery and the extension's state
+ * and queues again.  A released lock with nobody queued for those few
+ * microseconds is taken by the next LockAcquire at once: no takeover is lost.
+ *
+ * The wait runs inside a transaction with no snapshot and no xid (it pins no
+ * xmin horizon and holds no tuple), because only a transaction abort takes a
+ * waiter off the lock queue (LockErrorCleanup) when the wait ends in an
+ * ERROR (the timeout) or FATAL (SIGTERM): the session lock itself is not
+ * tied to it and outlives its commit.
+ */
 static bool
-try_lead(void)
+try_lead(long wait_ms)
 {
 	LOCKTAG		tag;
-	LockAcquireResult res;
+	volatile LockAcquireResult res = LOCKACQUIRE_NOT_AVAIL;
 	MemoryContext caller = CurrentMemoryContext;
+	int			saved_lock_timeout = LockTimeout;
 
 	leader_lock_tag(&tag);
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
-	res = LockAcquire(&tag, ExclusiveLock, true, true);
-	CommitTransactionCommand();
+	PG_TRY();
+	{
+		if (wait_ms <= 0)
+			res = LockAcquire(&tag, ExclusiveLock, true, true);
+		else
+		{
+			LockTimeout = (int) Min(wait_ms, (long) INT_MAX);
+			set_status(MLPLAT_ROLE_STANDBY, "waiting for the leader lock");
+			pgstat_report_activity(STATE_RUNNING, "waiting for the leader lock");
+			res = LockAcquire(&tag, ExclusiveLock, true, false);
+		}
+		LockTimeout = saved_lock_timeout;
+		CommitTransactionCommand();
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		LockTimeout = saved_lock_timeout;
+		MemoryContextSwitchTo(caller);
+		edata = CopyErrorData();
+		/* our own lock timeout, or a cancel request: both just end this wait */
+		if (edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE &&
+			edata->sqlerrcode != ERRCODE_QUERY_CANCELED)
+			PG_RE_THROW();
+		FlushErrorState();
+		AbortCurrentTransaction();	/* takes us off the lock's wait queue */
+		res = LOCKACQUIRE_NOT_AVAIL;
+	}
+	PG_END_TRY();
 	MemoryContextSwitchTo(caller);
+	pgstat_report_activity(STATE_IDLE, NULL);
 	if (res == LOCKACQUIRE_NOT_AVAIL)
 		return false;
-	record_epoch();
+	/*
+	 * The lock is ours; the extension may have been dropped while we waited.
+	 * If so, the loop records the epoch once it is back (current_ext_oid
+	 * differs from epoch_ext_oid).
+	 */
+	{
+		char		why[MLPLAT_STATUS_LEN];
+
+		if (extension_ready(why, sizeof(why)))
+			record_epoch();
+	}
 	return true;
 }
 
@@ -469,10 +549,10 @@ mlplat_worker_main(Datum main_arg)
 			record_epoch();
 			timeout_ms = 0;
 		}
-		else if (!leading && !(leading = try_lead()))
+		else if (!leading && !(leading = try_lead(mlplat_leader_retry_interval_ms)))
 		{
-			set_status(MLPLAT_ROLE_STANDBY, "waiting for the leader lock");
-			timeout_ms = mlplat_leader_retry_interval_ms;
+			/* the wait itself was the pause: recheck at once, then queue again */
+			timeout_ms = 0;
 		}
 		else if (!mlplat_workers_enabled)
 		{

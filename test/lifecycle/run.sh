@@ -13,9 +13,9 @@ wait_for mlplat "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'mlp
 	"$((KINDS * REPLICAS))" 20
 tap_ok $? "$((KINDS * REPLICAS)) reconciler workers running ($KINDS kinds x $REPLICAS replicas)"
 
-# each kind's leader holds one advisory lock on (class, kind); exactly one per kind
+# each kind's leader holds one session userlock on (class, kind); exactly one per kind
 LEADERS_SQL="SELECT count(DISTINCT objid) || '/' || count(*) FROM pg_locks
-              WHERE locktype = 'advisory' AND granted AND classid = x'6d6c706c'::int::oid AND objsubid = 2
+              WHERE locktype = 'userlock' AND granted AND classid = x'6d6c706c'::int::oid AND objsubid = 0
                 AND database = (SELECT oid FROM pg_database WHERE datname = 'mlplat')"
 wait_for mlplat "$LEADERS_SQL" "$KINDS/$KINDS" 20
 tap_ok $? "exactly one leader per kind"
