@@ -3,6 +3,9 @@
 #   takeover (a): pg_terminate_backend of the deployments leader -> first pass of the new leader
 #   takeover (b): kill -9 of a worker -> first pass after the crash restart
 #   takeover (c): promotion of a streaming replica -> its first pass
+# A takeover ends at the new leader's "first pass as leader" log line (the
+# server's own millisecond clock, the same one t0 is read from), so how often
+# this script looks does not change the figure.
 #   wake latency: deploy() commit -> the apply request arriving at the stand-in
 # with, in the same run, the baselines that give them meaning: the retry
 # interval for (a), the stand-in's own apply latency for a bare client, and
@@ -22,7 +25,7 @@ trap 'standin_stop $SD; cluster_stop_all; rm -rf $WORK' EXIT
 cluster_build || { cat "$WORK/build.log"; exit 1; }
 standin_start "$SD" || exit 1
 PORT=$(free_port)
-cluster_start "$WORK/data" "$PORT" "${MLPLAT_CONF[@]}" "cron.database_name = 'postgres'" \
+cluster_start "$WORK/data" "$PORT" "${MLPLAT_CONF[@]}" "cron.database_name = 'postgres'" "log_timezone = 'UTC'" \
 	"mlplat.kube_url = '$STANDIN_URL'" "mlplat.kube_token_file = '$STANDIN_TOKEN_FILE'" "${STANDIN_S3_CONF[@]}" || exit 1
 export PGHOST=$WORK PGPORT=$PORT PGUSER=postgres
 $PSQL -d postgres -c "CREATE DATABASE mlplat" >/dev/null
@@ -41,19 +44,38 @@ pct() {     # pct P: stdin numbers -> P-th percentile (nearest rank)
 	sort -n | awk -v p="$1" '{a[NR]=$1} END {if (NR==0) {print "-"; exit} i=int((p/100)*NR+0.999); if(i<1)i=1; printf "%.0f\n", a[i]}'
 }
 
+# first_pass LOG T0: ms from T0 (epoch seconds) to the first deployments leader's
+# "first pass as leader" line logged after it; waits up to 20 s for one.
+first_pass() {
+	python3 - "$1" "$2" <<'PY'
+import datetime, re, sys, time
+log, t0 = sys.argv[1], float(sys.argv[2])
+pat = re.compile(r'^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}) UTC .*mlplat deployments reconciler \d+: first pass as leader')
+deadline = time.time() + 20
+while time.time() < deadline:
+    for line in open(log, errors='replace'):
+        m = pat.match(line)
+        if m:
+            t = datetime.datetime.strptime(m.group(1), '%Y-%m-%d %H:%M:%S.%f').replace(tzinfo=datetime.timezone.utc).timestamp()
+            if t >= t0:
+                print(round((t - t0) * 1000))
+                sys.exit(0)
+    time.sleep(0.05)
+PY
+}
+
 LEADER="SELECT pid FROM mlplat.reconciler_health WHERE kind = 'deployments' AND role = 'leader'"
+# Each trial starts with a standby in place: a terminated worker is restarted by
+# the postmaster only after its 1 s restart delay, and a trial that found no
+# standby would time that delay, not a takeover.
+STANDBY="SELECT count(*) FROM mlplat.reconciler_health WHERE kind = 'deployments' AND role = 'standby'"
 # ---- (a) termination
 : >"$WORK/a.txt"
 for _ in $(seq 1 "$TRIALS"); do
+	wait_for mlplat "$STANDBY" 1 30 >/dev/null
 	old=$($PSQL -d mlplat -c "$LEADER")
 	t0=$($PSQL -d mlplat -c "SELECT extract(epoch FROM clock_timestamp()) FROM (SELECT pg_terminate_backend($old)) x")
-	for _ in $(seq 1 500); do
-		ms=$($PSQL -d mlplat -c "SELECT round((extract(epoch FROM last_pass_start) - $t0) * 1000) FROM mlplat.reconciler_health
-		                         WHERE kind = 'deployments' AND role = 'leader' AND pid <> $old AND last_pass_start > to_timestamp($t0)")
-		[ -n "$ms" ] && break
-		sleep 0.01
-	done
-	echo "$ms" >>"$WORK/a.txt"
+	first_pass "$WORK/data.log" "$t0" >>"$WORK/a.txt"
 	sleep 0.3
 done
 read -r a_med a_max < <(stats <"$WORK/a.txt")
@@ -61,18 +83,12 @@ read -r a_med a_max < <(stats <"$WORK/a.txt")
 # ---- (b) kill -9: every backend restarts
 : >"$WORK/b.txt"
 for _ in $(seq 1 "$TRIALS"); do
+	wait_for mlplat "$STANDBY" 1 30 >/dev/null
 	victim=$($PSQL -d mlplat -c "$LEADER")
 	t0=$(date +%s.%N)
 	kill -9 "$victim"
-	sleep 0.2
-	ms=""
-	for _ in $(seq 1 1000); do
-		ms=$($PSQL -d mlplat -c "SELECT round((extract(epoch FROM last_pass_start) - $t0) * 1000) FROM mlplat.reconciler_health
-		                         WHERE kind = 'deployments' AND role = 'leader' AND last_pass_start > to_timestamp($t0)" 2>/dev/null)
-		[ -n "$ms" ] && break
-		sleep 0.01
-	done
-	echo "$ms" >>"$WORK/b.txt"
+	first_pass "$WORK/data.log" "$t0" >>"$WORK/b.txt"
+	wait_for mlplat "SELECT count(*) FROM mlplat.reconciler_health WHERE kind = 'deployments' AND role = 'leader'" 1 30 >/dev/null
 	sleep 0.5
 done
 read -r b_med b_max < <(stats <"$WORK/b.txt")
@@ -87,14 +103,7 @@ for i in $(seq 1 "$TRIALS"); do
 	as_pg "$BIN/pg_ctl" -D "$R" -l "$R.log" -w start >/dev/null || continue
 	t0=$(date +%s.%N)
 	as_pg "$BIN/pg_ctl" -D "$R" promote -w >/dev/null
-	ms=""
-	for _ in $(seq 1 1000); do
-		ms=$($PSQL -p "$RP" -d mlplat -c "SELECT round((extract(epoch FROM last_pass_start) - $t0) * 1000) FROM mlplat.reconciler_health
-		                                 WHERE kind = 'deployments' AND role = 'leader' AND last_pass_start IS NOT NULL" 2>/dev/null)
-		[ -n "$ms" ] && break
-		sleep 0.01
-	done
-	echo "$ms" >>"$WORK/c.txt"
+	first_pass "$R.log" "$t0" >>"$WORK/c.txt"
 	as_pg "$BIN/pg_ctl" -D "$R" -m immediate stop >/dev/null
 	rm -rf "$R"
 done
@@ -143,7 +152,7 @@ resync=$($PSQL -d mlplat -c "SHOW mlplat.resync_interval")
 retry=$($PSQL -d mlplat -c "SHOW mlplat.leader_retry_interval")
 
 printf '\n%-52s %7s %9s %9s  %s\n' "measure" "trials" "median" "max/p99" "baseline / target"
-printf '%-52s %7s %9s %9s  %s\n' "(a) leader terminated -> new leader's first pass" "$TRIALS" "${a_med} ms" "${a_max} ms" "retry interval $retry; target median <= 1000 ms"
+printf '%-52s %7s %9s %9s  %s\n' "(a) leader terminated -> new leader's first pass" "$TRIALS" "${a_med} ms" "${a_max} ms" "retry interval $retry (the old poll); target median <= 50 ms"
 printf '%-52s %7s %9s %9s  %s\n' "(b) kill -9 -> first pass after crash restart" "$TRIALS" "${b_med} ms" "${b_max} ms" "seeds' Lease failover 31440 ms; client-go ~15000 ms"
 printf '%-52s %7s %9s %9s  %s\n' "(c) replica promoted -> its first pass" "$(wc -l <"$WORK/c.txt")" "${c_med} ms" "${c_max} ms" "includes pg_ctl promote's own wait"
 printf '%-52s %7s %9s %9s  %s\n' "wake: deploy() commit -> apply at the stand-in" "$w_n" "${w_p50} ms" "${w_p99} ms" "resync-only would average ${resync}/2; target p50 <= 50 ms"

@@ -58,6 +58,8 @@ static int64 my_epoch = 0;
 /* the extension object the epoch was recorded in; re-record when it changes */
 static Oid	current_ext_oid = InvalidOid;
 static Oid	epoch_ext_oid = InvalidOid;
+/* when this replica took the leader lock; 0 once its first pass has been logged */
+static TimestampTz led_since = 0;
 
 static MlplatReplicaState *
 my_state(void)
@@ -323,6 +325,7 @@ record_epoch(void)
 	ereport(LOG,
 			(errmsg("mlplat %s reconciler %d leads with epoch " INT64_FORMAT,
 					mlplat_kind_names[my_kind], my_replica, my_epoch)));
+	led_since = GetCurrentTimestamp();
 }
 
 /* MlplatPass helpers: a short transaction with a snapshot and SPI. */
@@ -603,6 +606,15 @@ mlplat_worker_main(Datum main_arg)
 			if (pass.resync)
 				last_resync = start;
 
+			/* the end of a takeover, as operators and bench/runtime time it */
+			if (led_since != 0)
+			{
+				ereport(LOG,
+						(errmsg("mlplat %s reconciler %d: first pass as leader (epoch " INT64_FORMAT ") %ld ms after taking the lock",
+								mlplat_kind_names[my_kind], my_replica, my_epoch,
+								(long) TimestampDifferenceMilliseconds(led_since, start))));
+				led_since = 0;
+			}
 			pgstat_report_activity(STATE_RUNNING, "reconcile pass");
 			SpinLockAcquire(&mlplat_shared->mutex);
 			strlcpy(my_state()->status, "reconciling", MLPLAT_STATUS_LEN);
