@@ -42,6 +42,7 @@ int			mlplat_http_timeout_ms = 10000;
 int			mlplat_ledger_retention_days = 30;
 int			mlplat_idempotency_retention_days = 7;
 int			mlplat_deploy_deadline_ms = 600000;
+int			mlplat_api_lock_timeout_ms = 5000;
 char	   *mlplat_traceparent = NULL;
 char	   *mlplat_otlp_endpoint = NULL;
 int			mlplat_otlp_batch_size = 512;
@@ -206,6 +207,16 @@ mlplat_define_gucs(void)
 							"Counted from the deploy or rollback that asked for it; past it the deployment is FAILED. 0 disables it.",
 							&mlplat_deploy_deadline_ms, 600000, 0, 604800000,
 							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+	/*
+	 * Read by the SQL API (mlplat._lock_project_row), not by C: how long a call
+	 * waits for a project's lock before it fails with 55P03.  Superuser-set, so
+	 * a caller cannot turn its own bound into an endless wait (0 is refused).
+	 */
+	DefineCustomIntVariable("mlplat.api_lock_timeout",
+							"How long an API call waits for a project's lock before failing with SQLSTATE 55P03.",
+							"Bounds every wait for a project's row lock and the entity locks after it.",
+							&mlplat_api_lock_timeout_ms, 5000, 1, 3600000,
+							PGC_SUSET, GUC_UNIT_MS, NULL, NULL, NULL);
 	DefineCustomStringVariable("mlplat.traceparent",
 							   "W3C traceparent of the caller's request.",
 							   "Stored with the entity and audit event an intent writes; reconciler spans continue the trace.",

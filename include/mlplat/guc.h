@@ -54,6 +54,7 @@ extern int	mlplat_idempotency_retention_days;
 
 /* deployments */
 extern int	mlplat_deploy_deadline_ms;
+extern int	mlplat_api_lock_timeout_ms;
 
 /* trace spans: export over OTLP/HTTP JSON (reloadable) and retention */
 extern char *mlplat_otlp_endpoint;

@@ -129,8 +129,7 @@ BEGIN
   IF r.request_id IS NOT NULL THEN RETURN r; END IF;
   PERFORM mlplat._check_quotas(set_project_quota.gpu_quota, set_project_quota.cpu_quota, set_project_quota.memory_quota);
   -- Exclusive project lock: waits for every deploy or run start in flight (they hold it shared).
-  PERFORM pg_catalog.pg_advisory_xact_lock(mlplat._project_lock_key(1), pid::int);
-  SELECT * INTO p FROM mlplat.projects x WHERE x.id = pid FOR UPDATE;
+  p := mlplat._lock_project_row(pid, 'exclusive', 'set_project_quota');
   IF p.status IN ('DELETING', 'DELETED') THEN
     PERFORM mlplat._wrong_state('project', p.name, p.status, 'set_project_quota', 'The project is being deleted.');
   END IF;
@@ -174,8 +173,7 @@ BEGIN
   -- Compare-and-swap: lock, and insist the row is still the one we read.  The exclusive
   -- project lock also waits for deploys in flight (they hold it shared), so the count below
   -- is final.
-  PERFORM pg_catalog.pg_advisory_xact_lock(mlplat._project_lock_key(1), pid::int);
-  SELECT * INTO p FROM mlplat.projects x WHERE x.id = pid FOR UPDATE;
+  p := mlplat._lock_project_row(pid, 'exclusive', 'delete_project');
   IF p.row_version <> seen.row_version OR p.status <> seen.status THEN
     PERFORM mlplat._cas_lost('project', seen.name);
   END IF;
@@ -260,7 +258,7 @@ BEGIN
   PERFORM mlplat._check_role_args(revoke_role.principal, revoke_role.role);
   r.entity_id := pid;
   -- Serialize membership changes of this project so "last owner" is decided on settled data.
-  PERFORM 1 FROM mlplat.projects x WHERE x.id = pid FOR NO KEY UPDATE;
+  PERFORM mlplat._lock_project_row(pid, 'reserve', 'revoke_role');
   DELETE FROM mlplat.members m
   WHERE m.project_id = pid AND m.principal = revoke_role.principal AND m.role = revoke_role.role;
   changed := FOUND;

@@ -53,26 +53,66 @@ BEGIN
   END IF;
 END $$;
 
--- Project locks are transaction-scoped advisory locks (lock manager only: no tuple lock, no
--- WAL, no MultiXact on a hot project row):
---   mlplat._project_lock_key(1) on the project id: SHARED by every change that adds to the
---     project (deploy, start_run, ...), EXCLUSIVE by delete_project and set_project_quota;
---   mlplat._project_lock_key(2): EXCLUSIVE by changes that raise the GPU allocation, so quota
---     checks serialize while ordinary redeploys run concurrently.
--- Lock order everywhere: key 1, key 2, then the entity row.
-CREATE FUNCTION mlplat._project_lock_key(kind int) RETURNS int
-LANGUAGE sql IMMUTABLE AS $$ SELECT 1836871680 + kind $$;   -- an arbitrary constant, "mlplat"-specific
+-- The project row is the project's lock.  (0.2.0 used advisory locks on published keys, and
+-- any login could hold them and stall a project's deploys.)  Only the API can take a row
+-- lock: SELECT ... FOR ... needs UPDATE on mlplat.projects, which no caller has.  Strengths:
+--   'share'     FOR KEY SHARE: every change that adds to the project without raising its GPU
+--               allocation (deploy, start_run, ...); they never wait for each other, nor for
+--               a GPU reservation, nor for the reconciler's status write-backs;
+--   'reserve'   FOR NO KEY UPDATE: changes that raise the GPU allocation (deploy, start_run,
+--               retry_run, start_rollout with a surge), so quota checks serialize;
+--   'exclusive' FOR UPDATE: delete_project and set_project_quota wait for everything in flight.
+-- The wait is bounded by mlplat.api_lock_timeout and fails with 55P03 naming the project;
+-- the caller's own lock_timeout is put back right after (a SET LOCAL inside a function
+-- outlives the function unless its SET clause names that setting).
+-- Lock order everywhere: the project row, then the entity row.
+CREATE FUNCTION mlplat._lock_project_row(p_project_id bigint, p_strength text, p_action text)
+RETURNS mlplat.projects LANGUAGE plpgsql AS $$
+DECLARE
+  p mlplat.projects;
+  wait text := coalesce(pg_catalog.current_setting('mlplat.api_lock_timeout', true), '5s');
+  caller_wait text;
+BEGIN
+  -- uncontended (the usual case): no wait, no subtransaction, no setting touched
+  IF p_strength = 'share' THEN
+    SELECT * INTO p FROM mlplat.projects x WHERE x.id = p_project_id FOR KEY SHARE SKIP LOCKED;
+  ELSIF p_strength = 'reserve' THEN
+    SELECT * INTO p FROM mlplat.projects x WHERE x.id = p_project_id FOR NO KEY UPDATE SKIP LOCKED;
+  ELSE
+    SELECT * INTO p FROM mlplat.projects x WHERE x.id = p_project_id FOR UPDATE SKIP LOCKED;
+  END IF;
+  IF FOUND THEN
+    RETURN p;
+  END IF;
+  caller_wait := pg_catalog.current_setting('lock_timeout');
+  PERFORM pg_catalog.set_config('lock_timeout', wait, true);
+  BEGIN
+    IF p_strength = 'share' THEN
+      SELECT * INTO p FROM mlplat.projects x WHERE x.id = p_project_id FOR KEY SHARE;
+    ELSIF p_strength = 'reserve' THEN
+      SELECT * INTO p FROM mlplat.projects x WHERE x.id = p_project_id FOR NO KEY UPDATE;
+    ELSE
+      SELECT * INTO p FROM mlplat.projects x WHERE x.id = p_project_id FOR UPDATE;
+    END IF;
+  EXCEPTION WHEN lock_not_available THEN
+    RAISE EXCEPTION USING ERRCODE = '55P03',
+      MESSAGE = pg_catalog.format('project "%s" is busy: %s waited %s for the project''s lock',
+                  (SELECT x.name FROM mlplat.projects x WHERE x.id = p_project_id), p_action, wait),
+      DETAIL = 'Another transaction holds the project''s row lock: a quota change or deletion, a GPU '
+               'reservation, or an open transaction that called the API and has not ended.',
+      HINT = 'Retry. If it persists, look for a long-open transaction in pg_stat_activity; '
+             'mlplat.api_lock_timeout sets how long the API waits.';
+  END;
+  PERFORM pg_catalog.set_config('lock_timeout', caller_wait, true);
+  RETURN p;
+END $$;
 
 CREATE FUNCTION mlplat._lock_project(p_project_id bigint, p_for_quota boolean, p_action text)
 RETURNS mlplat.projects LANGUAGE plpgsql AS $$
 DECLARE
   p mlplat.projects;
 BEGIN
-  PERFORM pg_catalog.pg_advisory_xact_lock_shared(mlplat._project_lock_key(1), p_project_id::int);
-  IF p_for_quota THEN
-    PERFORM pg_catalog.pg_advisory_xact_lock(mlplat._project_lock_key(2), p_project_id::int);
-  END IF;
-  SELECT * INTO p FROM mlplat.projects x WHERE x.id = p_project_id;
+  p := mlplat._lock_project_row(p_project_id, CASE WHEN p_for_quota THEN 'reserve' ELSE 'share' END, p_action);
   IF p.status IN ('DELETING', 'DELETED') THEN
     PERFORM mlplat._wrong_state('project', p.name, p.status, p_action, 'The project is being deleted.');
   END IF;
@@ -165,18 +205,11 @@ BEGIN
               'max_replicas', deploy.max_replicas, 'env', coalesce(deploy.env, '{}'::jsonb));
   alloc := deploy.gpus * deploy.max_replicas;
 
-  -- lock order everywhere: project lock(s), then the deployment row
+  -- lock order everywhere: the project row, then the deployment row
   SELECT CASE WHEN x.status = 'DELETED' THEN 0 ELSE x.desired_gpus END INTO seen_alloc
   FROM mlplat.deployments x WHERE x.project_id = pid AND x.name = deploy.deployment;
   need_quota := alloc > coalesce(seen_alloc, 0);
-  PERFORM pg_catalog.pg_advisory_xact_lock_shared(1836871681, pid::int);   -- _project_lock_key(1)
-  IF need_quota THEN
-    PERFORM pg_catalog.pg_advisory_xact_lock(1836871682, pid::int);        -- _project_lock_key(2)
-  END IF;
-  SELECT * INTO p FROM mlplat.projects x WHERE x.id = pid;
-  IF p.status IN ('DELETING', 'DELETED') THEN
-    PERFORM mlplat._wrong_state('project', p.name, p.status, 'deploy', 'The project is being deleted.');
-  END IF;
+  p := mlplat._lock_project(pid, need_quota, 'deploy');
 
   -- the deployment row, whether a rollout is active, whether the desired revision is this request,
   -- and (for the manifest) the installation id

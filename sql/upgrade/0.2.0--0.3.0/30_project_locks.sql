@@ -1,0 +1,333 @@
+-- 0.2.0 -> 0.3.0, part 30: project locks only the API can take (issue 18, finding 2).
+-- 0.2.0 serialised a project's changes on advisory locks whose keys docs/api.md published:
+-- any login could hold them and stall the project's deploys.  The project row is the lock
+-- now (see mlplat._lock_project_row), and every wait is bounded by mlplat.api_lock_timeout.
+
+CREATE OR REPLACE FUNCTION mlplat._lock_project_row(p_project_id bigint, p_strength text, p_action text)
+RETURNS mlplat.projects LANGUAGE plpgsql AS $$
+DECLARE
+  p mlplat.projects;
+  wait text := coalesce(pg_catalog.current_setting('mlplat.api_lock_timeout', true), '5s');
+  caller_wait text;
+BEGIN
+  -- uncontended (the usual case): no wait, no subtransaction, no setting touched
+  IF p_strength = 'share' THEN
+    SELECT * INTO p FROM mlplat.projects x WHERE x.id = p_project_id FOR KEY SHARE SKIP LOCKED;
+  ELSIF p_strength = 'reserve' THEN
+    SELECT * INTO p FROM mlplat.projects x WHERE x.id = p_project_id FOR NO KEY UPDATE SKIP LOCKED;
+  ELSE
+    SELECT * INTO p FROM mlplat.projects x WHERE x.id = p_project_id FOR UPDATE SKIP LOCKED;
+  END IF;
+  IF FOUND THEN
+    RETURN p;
+  END IF;
+  caller_wait := pg_catalog.current_setting('lock_timeout');
+  PERFORM pg_catalog.set_config('lock_timeout', wait, true);
+  BEGIN
+    IF p_strength = 'share' THEN
+      SELECT * INTO p FROM mlplat.projects x WHERE x.id = p_project_id FOR KEY SHARE;
+    ELSIF p_strength = 'reserve' THEN
+      SELECT * INTO p FROM mlplat.projects x WHERE x.id = p_project_id FOR NO KEY UPDATE;
+    ELSE
+      SELECT * INTO p FROM mlplat.projects x WHERE x.id = p_project_id FOR UPDATE;
+    END IF;
+  EXCEPTION WHEN lock_not_available THEN
+    RAISE EXCEPTION USING ERRCODE = '55P03',
+      MESSAGE = pg_catalog.format('project "%s" is busy: %s waited %s for the project''s lock',
+                  (SELECT x.name FROM mlplat.projects x WHERE x.id = p_project_id), p_action, wait),
+      DETAIL = 'Another transaction holds the project''s row lock: a quota change or deletion, a GPU '
+               'reservation, or an open transaction that called the API and has not ended.',
+      HINT = 'Retry. If it persists, look for a long-open transaction in pg_stat_activity; '
+             'mlplat.api_lock_timeout sets how long the API waits.';
+  END;
+  PERFORM pg_catalog.set_config('lock_timeout', caller_wait, true);
+  RETURN p;
+END $$;
+
+CREATE OR REPLACE FUNCTION mlplat._lock_project(p_project_id bigint, p_for_quota boolean, p_action text)
+RETURNS mlplat.projects LANGUAGE plpgsql AS $$
+DECLARE
+  p mlplat.projects;
+BEGIN
+  p := mlplat._lock_project_row(p_project_id, CASE WHEN p_for_quota THEN 'reserve' ELSE 'share' END, p_action);
+  IF p.status IN ('DELETING', 'DELETED') THEN
+    PERFORM mlplat._wrong_state('project', p.name, p.status, p_action, 'The project is being deleted.');
+  END IF;
+  RETURN p;
+END $$;
+
+CREATE OR REPLACE FUNCTION mlplat.deploy(project text, deployment text, model text, version text, runtime_kind text,
+                              gpus int DEFAULT 0, min_replicas int DEFAULT 1, max_replicas int DEFAULT 1,
+                              env jsonb DEFAULT '{}', idempotency_key text DEFAULT NULL)
+RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, mlplat, pg_temp AS $$
+DECLARE
+  pid bigint := mlplat._authorize('deploy', deploy.project);
+  who text := mlplat._actor();
+  r mlplat.accepted;
+  tp text := mlplat._traceparent();
+  v mlplat.model_versions;
+  p mlplat.projects;
+  d mlplat.deployments;
+  seen_alloc int;
+  old_alloc int;
+  alloc int;
+  need_quota boolean;
+  v_intent jsonb;
+  rev int;
+  v_spec jsonb;
+  rollout_active boolean;
+  unchanged boolean;
+  inst text;
+  q record;
+BEGIN
+  r := mlplat._idem_claim('deploy', deploy.idempotency_key,
+         pg_catalog.jsonb_build_array(deploy.project, deploy.deployment, deploy.model, deploy.version,
+           deploy.runtime_kind, deploy.gpus, deploy.min_replicas, deploy.max_replicas, deploy.env), who);
+  IF r.request_id IS NOT NULL THEN RETURN r; END IF;
+
+  -- validate (nothing is written before this passes)
+  IF deploy.deployment IS NULL OR pg_catalog.length(deploy.deployment) > 45
+     OR deploy.deployment !~ '^[a-z]([-a-z0-9]*[a-z0-9])?$' THEN
+    PERFORM mlplat._bad_input('deployment', 'must be a DNS-1035 label of 1 to 45 characters',
+      'Start with a letter; use lower-case letters, digits and ''-''. KServe appends suffixes up to 63 characters.');
+  END IF;
+  IF deploy.runtime_kind IS NULL OR NOT mlplat.is_dns_label(deploy.runtime_kind, 63) THEN
+    PERFORM mlplat._check_label('runtime_kind', deploy.runtime_kind, 63);   -- the same rule; raises
+  END IF;
+  IF deploy.gpus IS NULL OR deploy.gpus NOT BETWEEN 0 AND 64 THEN
+    PERFORM mlplat._bad_input('gpus', 'must be an integer from 0 to 64 (GPUs per replica)', 'Pass 0 for CPU-only serving.');
+  END IF;
+  IF deploy.min_replicas IS NULL OR deploy.min_replicas NOT BETWEEN 0 AND 100 THEN
+    PERFORM mlplat._bad_input('min_replicas', 'must be an integer from 0 to 100', '0 allows scale to zero.');
+  END IF;
+  IF deploy.max_replicas IS NULL OR deploy.max_replicas NOT BETWEEN 1 AND 100 OR deploy.max_replicas < deploy.min_replicas THEN
+    PERFORM mlplat._bad_input('max_replicas', 'must be an integer from 1 to 100 and at least min_replicas',
+      'Raise max_replicas or lower min_replicas.');
+  END IF;
+  IF deploy.env IS NOT NULL AND NOT mlplat._env_ok(deploy.env) THEN
+    PERFORM mlplat._check_env('env', deploy.env);   -- decides, and names what is wrong
+  END IF;
+  v := mlplat._find_version(pid, deploy.model, deploy.version);
+  IF v.stage NOT IN ('CANDIDATE', 'CHAMPION') THEN
+    RAISE EXCEPTION USING ERRCODE = '55000',
+      MESSAGE = pg_catalog.format('model version "%s" of "%s" is %s: deploy needs CANDIDATE or CHAMPION',
+                                  v.version, deploy.model, v.stage),
+      DETAIL = 'Only versions staged for serving may be deployed.',
+      HINT = 'Stage it with mlplat.set_model_stage(..., ''CANDIDATE'') first.';
+  END IF;
+  IF v.runtime_kind <> deploy.runtime_kind THEN
+    RAISE EXCEPTION USING ERRCODE = '22023',
+      MESSAGE = 'invalid runtime_kind: does not match the model version''s runtime kind',
+      DETAIL = pg_catalog.format('The version was registered for runtime kind "%s".', v.runtime_kind),
+      HINT = 'Deploy with the runtime kind the version was registered with.';
+  END IF;
+
+  v_intent := pg_catalog.jsonb_build_object('model', deploy.model, 'version', deploy.version,
+              'runtime_kind', deploy.runtime_kind, 'gpus', deploy.gpus, 'min_replicas', deploy.min_replicas,
+              'max_replicas', deploy.max_replicas, 'env', coalesce(deploy.env, '{}'::jsonb));
+  alloc := deploy.gpus * deploy.max_replicas;
+
+  -- lock order everywhere: the project row, then the deployment row
+  SELECT CASE WHEN x.status = 'DELETED' THEN 0 ELSE x.desired_gpus END INTO seen_alloc
+  FROM mlplat.deployments x WHERE x.project_id = pid AND x.name = deploy.deployment;
+  need_quota := alloc > coalesce(seen_alloc, 0);
+  p := mlplat._lock_project(pid, need_quota, 'deploy');
+
+  -- the deployment row, whether a rollout is active, whether the desired revision is this request,
+  -- and (for the manifest) the installation id
+  SELECT x AS dep,
+         EXISTS (SELECT 1 FROM mlplat.rollouts ro WHERE ro.deployment_id = x.id
+                 AND ro.status IN ('PROGRESSING', 'HOLDING', 'AT_CEILING', 'ROLLING_BACK')) AS ra,
+         x.status <> 'DELETED' AND EXISTS (SELECT 1 FROM mlplat.deployment_revisions dr
+                 WHERE dr.deployment_id = x.id AND dr.revision = x.desired_revision
+                   AND dr.intent = v_intent AND dr.model_version_id = v.id) AS un,
+         (SELECT i.instance_id FROM mlplat.installation i) AS inst
+  INTO q
+  FROM mlplat.deployments x WHERE x.project_id = pid AND x.name = deploy.deployment FOR NO KEY UPDATE OF x;
+  IF FOUND THEN
+    d := q.dep; rollout_active := q.ra; unchanged := q.un; inst := q.inst;
+  ELSE
+    inst := (SELECT i.instance_id FROM mlplat.installation i);
+    INSERT INTO mlplat.deployments (project_id, name, traceparent) VALUES (pid, deploy.deployment, tp)
+    ON CONFLICT ON CONSTRAINT deployments_project_id_name_key DO NOTHING;
+    SELECT * INTO d FROM mlplat.deployments x WHERE x.project_id = pid AND x.name = deploy.deployment FOR NO KEY UPDATE;
+    rollout_active := false; unchanged := false;
+  END IF;
+  old_alloc := CASE WHEN d.status = 'DELETED' THEN 0 ELSE d.desired_gpus END;
+  IF alloc > old_alloc AND NOT need_quota THEN
+    PERFORM mlplat._cas_lost('deployment', d.name);   -- its allocation dropped under us
+  END IF;
+  IF d.status = 'DELETING' THEN
+    PERFORM mlplat._wrong_state('deployment', d.name, d.status, 'deploy', 'Wait until it is DELETED, then deploy again.');
+  END IF;
+  IF rollout_active THEN
+    PERFORM mlplat._no_active_rollout(d, 'deploy');   -- raises the error
+  END IF;
+
+  r := (pg_catalog.gen_random_uuid(), 'deployment', d.id, NULL, NULL, false)::mlplat.accepted;
+  -- Deploying what is already desired changes nothing: the existing revision is the answer.
+  IF unchanged THEN
+    r.revision := d.desired_revision; r.status := d.status;
+    PERFORM mlplat._audit('deploy', deploy.project, pid, 'deployment', d.id, r.request_id, tp,
+      pg_catalog.jsonb_build_object('revision', d.desired_revision, 'unchanged', true), who);
+    PERFORM mlplat._idem_store('deploy', deploy.idempotency_key, r, who);
+    RETURN r;
+  END IF;
+  IF need_quota THEN
+    PERFORM mlplat._check_gpu_quota(p, alloc, d.id);
+  END IF;
+
+  rev := d.latest_revision + 1;
+  v_spec := mlplat._render_isvc(deploy.project, deploy.deployment, rev,
+            inst, v.model_format, v.runtime_kind, v.artifact_uri,
+            v.artifact_sha256, deploy.gpus, deploy.min_replicas, deploy.max_replicas, deploy.env);
+  r.revision := rev; r.status := 'DEPLOYING';
+  -- one statement: the new revision, the deployment's desired state, the idempotency result
+  -- (what _idem_store does, for the key claimed above), the audit event
+  WITH new_rev AS (
+    INSERT INTO mlplat.deployment_revisions (deployment_id, revision, project_id, model_version_id, intent,
+                                             spec, spec_digest, created_by, traceparent)
+    VALUES (d.id, rev, pid, v.id, v_intent, v_spec, mlplat._spec_digest(v_spec), who, tp)
+  ), upd AS (
+    UPDATE mlplat.deployments x
+    SET previous_revision = CASE WHEN x.status = 'DELETED' THEN NULL ELSE x.desired_revision END,
+        desired_revision = rev, latest_revision = rev, desired_gpus = alloc,
+        generation = x.generation + 1, row_version = x.row_version + 1,
+        status = 'DEPLOYING', status_reason = pg_catalog.format('revision %s requested', rev),
+        attempts = 0, last_error = NULL, next_attempt_at = pg_catalog.now(), traceparent = tp,
+        ready_wait_since = pg_catalog.now(), updated_at = pg_catalog.now()
+    WHERE x.id = d.id
+  ), idem AS (
+    UPDATE mlplat.idempotency_keys k SET result = r
+    WHERE deploy.idempotency_key IS NOT NULL
+      AND k.principal = who AND k.action = 'deploy' AND k.key = deploy.idempotency_key
+  )
+  INSERT INTO mlplat.audit_events (actor, db_role, action, project, project_id, entity, entity_id,
+                                   request_id, trace_id, traceparent, detail)
+  VALUES (who, mlplat._db_role(), 'deploy', deploy.project, pid, 'deployment', d.id, r.request_id,
+          pg_catalog.split_part(tp, '-', 2), tp,
+          pg_catalog.jsonb_build_object('revision', rev, 'model', deploy.model, 'version', deploy.version,
+                                        'gpus', deploy.gpus, 'max_replicas', deploy.max_replicas));
+  PERFORM mlplat._span_api('deploy', tp, pid, 'deployment', d.id, r.request_id);
+  PERFORM mlplat._wake_on_commit('deployments');
+  RETURN r;
+END $$;
+
+CREATE OR REPLACE FUNCTION mlplat.set_project_quota(project text, gpu_quota int, cpu_quota text DEFAULT NULL,
+                                         memory_quota text DEFAULT NULL, idempotency_key text DEFAULT NULL)
+RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, mlplat, pg_temp AS $$
+DECLARE
+  pid bigint := mlplat._authorize('set_project_quota', set_project_quota.project);
+  r mlplat.accepted;
+  tp text := mlplat._traceparent();
+  p mlplat.projects;
+  used bigint;
+BEGIN
+  r := mlplat._idem_claim('set_project_quota', set_project_quota.idempotency_key,
+         pg_catalog.jsonb_build_array(set_project_quota.project, set_project_quota.gpu_quota,
+                                      set_project_quota.cpu_quota, set_project_quota.memory_quota));
+  IF r.request_id IS NOT NULL THEN RETURN r; END IF;
+  PERFORM mlplat._check_quotas(set_project_quota.gpu_quota, set_project_quota.cpu_quota, set_project_quota.memory_quota);
+  -- Exclusive project lock: waits for every deploy or run start in flight (they hold it shared).
+  p := mlplat._lock_project_row(pid, 'exclusive', 'set_project_quota');
+  IF p.status IN ('DELETING', 'DELETED') THEN
+    PERFORM mlplat._wrong_state('project', p.name, p.status, 'set_project_quota', 'The project is being deleted.');
+  END IF;
+  used := mlplat._gpus_in_use(pid);
+  IF set_project_quota.gpu_quota < used THEN
+    RAISE EXCEPTION USING ERRCODE = '23514',
+      MESSAGE = pg_catalog.format('invalid gpu_quota: %s is below the %s GPUs project "%s" already uses',
+                                  set_project_quota.gpu_quota, used, p.name),
+      DETAIL = 'Deployments'' desired GPUs (gpus x max_replicas) and active runs count against the quota.',
+      HINT = 'Scale down or undeploy first, or choose a larger quota.';
+  END IF;
+  UPDATE mlplat.projects x SET gpu_quota = set_project_quota.gpu_quota, cpu_quota = set_project_quota.cpu_quota,
+         memory_quota = set_project_quota.memory_quota, generation = x.generation + 1,
+         row_version = x.row_version + 1, traceparent = tp, attempts = 0, next_attempt_at = pg_catalog.now(),
+         updated_at = pg_catalog.now()
+  WHERE x.id = pid RETURNING * INTO p;
+  r := (pg_catalog.gen_random_uuid(), 'project', pid, NULL, p.status, false)::mlplat.accepted;
+  PERFORM mlplat._audit('set_project_quota', p.name, pid, 'project', pid, r.request_id, tp,
+    pg_catalog.jsonb_build_object('gpu_quota', p.gpu_quota, 'cpu_quota', p.cpu_quota, 'memory_quota', p.memory_quota));
+  PERFORM mlplat._idem_store('set_project_quota', set_project_quota.idempotency_key, r);
+  PERFORM mlplat._wake_on_commit('projects');
+  RETURN r;
+END $$;
+
+CREATE OR REPLACE FUNCTION mlplat.delete_project(name text)
+RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, mlplat, pg_temp AS $$
+DECLARE
+  pid bigint := mlplat._authorize('delete_project', delete_project.name);
+  r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'project', NULL, NULL, NULL, false)::mlplat.accepted;
+  tp text := mlplat._traceparent();
+  seen mlplat.projects;
+  p mlplat.projects;
+BEGIN
+  SELECT * INTO seen FROM mlplat.projects x WHERE x.id = pid;
+  r.entity_id := pid;
+  IF seen.status IN ('DELETING', 'DELETED') THEN
+    r.status := seen.status;       -- already asked for: nothing changes
+    RETURN r;
+  END IF;
+  -- Compare-and-swap: lock, and insist the row is still the one we read.  The exclusive
+  -- project lock also waits for deploys in flight (they hold it shared), so the count below
+  -- is final.
+  p := mlplat._lock_project_row(pid, 'exclusive', 'delete_project');
+  IF p.row_version <> seen.row_version OR p.status <> seen.status THEN
+    PERFORM mlplat._cas_lost('project', seen.name);
+  END IF;
+  IF EXISTS (SELECT 1 FROM mlplat.deployments d WHERE d.project_id = pid AND d.status <> 'DELETED')
+     OR EXISTS (SELECT 1 FROM mlplat.runs u WHERE u.project_id = pid
+                AND u.status IN ('PENDING', 'SUBMITTED', 'RUNNING', 'CANCEL_REQUESTED')) THEN
+    RAISE EXCEPTION USING ERRCODE = '55000',
+      MESSAGE = pg_catalog.format('project "%s" still has deployments or active runs', p.name),
+      DETAIL = 'A project is deleted only once nothing in it is live.',
+      HINT = 'Undeploy its deployments and cancel its runs, wait for DELETED/CANCELLED, then retry.';
+  END IF;
+  UPDATE mlplat.projects x SET status = 'DELETING', status_reason = 'deletion requested',
+         generation = x.generation + 1, row_version = x.row_version + 1, traceparent = tp,
+         attempts = 0, next_attempt_at = pg_catalog.now(), updated_at = pg_catalog.now()
+  WHERE x.id = pid AND x.row_version = seen.row_version RETURNING * INTO p;
+  r.status := p.status;
+  PERFORM mlplat._audit('delete_project', p.name, pid, 'project', pid, r.request_id, tp, '{}');
+  PERFORM mlplat._wake_on_commit('projects');
+  RETURN r;
+END $$;
+
+CREATE OR REPLACE FUNCTION mlplat.revoke_role(project text, principal text, role text)
+RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, mlplat, pg_temp AS $$
+DECLARE
+  pid bigint := mlplat._authorize('revoke_role', revoke_role.project);
+  r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'member', NULL, NULL, 'REVOKED', false)::mlplat.accepted;
+  tp text := mlplat._traceparent();
+  changed boolean;
+BEGIN
+  PERFORM mlplat._check_role_args(revoke_role.principal, revoke_role.role);
+  r.entity_id := pid;
+  -- Serialize membership changes of this project so "last owner" is decided on settled data.
+  PERFORM mlplat._lock_project_row(pid, 'reserve', 'revoke_role');
+  DELETE FROM mlplat.members m
+  WHERE m.project_id = pid AND m.principal = revoke_role.principal AND m.role = revoke_role.role;
+  changed := FOUND;
+  IF revoke_role.role = 'owner' AND changed
+     AND NOT EXISTS (SELECT 1 FROM mlplat.members m WHERE m.project_id = pid AND m.role = 'owner') THEN
+    RAISE EXCEPTION USING ERRCODE = '55000',
+      MESSAGE = pg_catalog.format('cannot revoke the last owner of project "%s"', revoke_role.project),
+      DETAIL = 'Every project keeps at least one owner.',
+      HINT = 'Grant owner to someone else first.';
+  END IF;
+  IF changed THEN
+    UPDATE mlplat.projects x SET traceparent = tp WHERE x.id = pid;
+  END IF;
+  PERFORM mlplat._audit('revoke_role', revoke_role.project, pid, 'member', pid, r.request_id, tp,
+    pg_catalog.jsonb_build_object('principal', revoke_role.principal, 'role', revoke_role.role, 'changed', changed));
+  PERFORM mlplat._wake_on_commit('projects');
+  RETURN r;
+END $$;
+
+REVOKE ALL ON FUNCTION mlplat._lock_project_row(bigint, text, text) FROM PUBLIC;
+DROP FUNCTION mlplat._project_lock_key(int);
