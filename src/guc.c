@@ -11,6 +11,7 @@
 #include "miscadmin.h"
 #include "utils/guc.h"
 
+#include "mlplat/backoff.h"
 #include "mlplat/guc.h"
 #include "mlplat/validate.h"
 
@@ -212,6 +213,12 @@ mlplat_define_gucs(void)
 	 * waits for a project's lock before it fails with 55P03.  Superuser-set, so
 	 * a caller cannot turn its own bound into an endless wait (0 is refused).
 	 */
+	/* the variable lives in src/http/backoff.c, which unit tests link without PostgreSQL */
+	DefineCustomIntVariable("mlplat.retry_after_max",
+							"Longest wait a remote's Retry-After can impose on one entity.",
+							"Longer Retry-After values are cut to this; a jitter of up to half of it (at least 5 s) is added on top so entities refused together do not retry together.",
+							&mlplat_retry_after_max_ms, 600000, 1000, 3600000,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
 	DefineCustomIntVariable("mlplat.api_lock_timeout",
 							"How long an API call waits for a project's lock before failing with SQLSTATE 55P03.",
 							"Bounds every wait for a project's row lock and the entity locks after it.",

@@ -6,6 +6,8 @@
  */
 #include "mlplat/backoff.h"
 
+int			mlplat_retry_after_max_ms = 600000;
+
 /* splitmix64: a small, well-mixed deterministic generator */
 static uint64_t
 mix64(uint64_t x)
@@ -51,9 +53,21 @@ mlplat_backoff_delay_ms(int attempts, int64_t base_ms, int64_t max_ms,
 	if (retry_after_s > 0)
 	{
 		int64_t		ra = (int64_t) retry_after_s * 1000;
+		int64_t		cap = mlplat_retry_after_max_ms > 0 ? mlplat_retry_after_max_ms : 1;
+		int64_t		spread;
 
-		if (ra > MLPLAT_BACKOFF_RETRY_AFTER_MAX_MS)
-			ra = MLPLAT_BACKOFF_RETRY_AFTER_MAX_MS;
+		if (cap > MLPLAT_BACKOFF_RETRY_AFTER_MAX_MS)
+			cap = MLPLAT_BACKOFF_RETRY_AFTER_MAX_MS;
+		if (ra > cap)
+			ra = cap;
+		/*
+		 * Everyone told "come back in N s" at once would come back at once:
+		 * spread them after N.  Seeded by the entity (and a different stream
+		 * from the exponential jitter above), so reproducible per entity.
+		 */
+		spread = ra / 2 > MLPLAT_BACKOFF_RETRY_AFTER_SPREAD_MS ? ra / 2 : MLPLAT_BACKOFF_RETRY_AFTER_SPREAD_MS;
+		ra += (int64_t) (mix64(~jitter_seed ^ mix64((uint64_t) attempts + UINT64_C(0x52415441))) %
+						 (uint64_t) spread);
 		if (ra > delay)
 			delay = ra;
 	}

@@ -289,8 +289,13 @@ r=$(printf '%s\n' "select mlplat._kube_configure('http://127.0.0.1:$CLOSED', '$T
 ok "$([ "$r" = error ] && echo 1)" "lease: an unreachable API is an error, not a takeover" "$r"
 
 # ---- backoff through SQL, and the hooks are superuser-only
-r=$(q -c "select mlplat._backoff_delay_ms(0,100,10000,0,1), mlplat._backoff_delay_ms(1,100,10000,0,1), mlplat._backoff_delay_ms(3,100,10000,0,1) between 100 and 400, mlplat._backoff_delay_ms(30,100,10000,0,1) <= 10000, mlplat._backoff_delay_ms(1,100,10000,30,1)")
-ok "$([ "$r" = "0|100|t|t|30000" ] && echo 1)" "_backoff_delay_ms via SQL" "$r"
+r=$(q -c "select mlplat._backoff_delay_ms(0,100,10000,0,1), mlplat._backoff_delay_ms(1,100,10000,0,1), mlplat._backoff_delay_ms(3,100,10000,0,1) between 100 and 400, mlplat._backoff_delay_ms(30,100,10000,0,1) <= 10000, mlplat._backoff_delay_ms(1,100,10000,30,1) between 30000 and 45000")
+ok "$([ "$r" = "0|100|t|t|t" ] && echo 1)" "_backoff_delay_ms via SQL" "$r"
+# Finding 15: 10,000 entities told "Retry-After: 30" together come back over 15 s, not in one second
+r=$(q -c "select min(d) >= 30000, max(d) <= 45000, count(distinct d / 1000), max(n) <= 2 * 10000 / 15
+          from (select d, count(*) over (partition by d / 1000) n
+                  from (select mlplat._backoff_delay_ms(3, 500, 300000, 30, id) d from generate_series(1, 10000) id) x) y")
+ok "$([ "$r" = "t|t|15|t" ] && echo 1)" "Retry-After plus jitter: 10,000 entities spread over 15 one-second buckets, none over twice its share" "$r"
 r=$(q -c "select count(*) filter (where has_function_privilege('public', p.oid, 'execute')), count(*) from pg_proc p where pronamespace = 'mlplat'::regnamespace and proname in ('_http_probe', '_backoff_delay_ms', '_kube_configure', '_kube_call', '_kube_lease', '_http_worker_selftest')")
 ok "$([ "$r" = "0|6" ] && echo 1)" "the six test hooks are not executable by PUBLIC" "$r"
 

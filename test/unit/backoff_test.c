@@ -89,12 +89,61 @@ main(void)
 	}
 	ok(monotone_ceiling, "mean delay grows with attempts");
 
-	/* Retry-After */
-	ok(mlplat_backoff_delay_ms(1, 100, 10000, 30, 1) == 30000, "Retry-After raises the delay, even above max_ms");
+	/* Retry-After: at least what the peer asked, plus jitter */
+	{
+		int64_t		d = mlplat_backoff_delay_ms(1, 100, 10000, 30, 1);
+
+		ok(d >= 30000 && d <= 45000, "Retry-After raises the delay, even above max_ms (30 s + up to 15 s jitter)");
+	}
 	ok(mlplat_backoff_delay_ms(30, 100, 600000, 1, 1) >= 1000, "a small Retry-After never shortens a longer backoff");
-	ok(mlplat_backoff_delay_ms(0, 100, 10000, 5, 1) == 5000, "Retry-After applies even before any failure count");
-	ok(mlplat_backoff_delay_ms(1, 100, 10000, 2000000000, 1) == MLPLAT_BACKOFF_RETRY_AFTER_MAX_MS,
-	   "absurd Retry-After is clamped");
+	{
+		int64_t		d = mlplat_backoff_delay_ms(0, 100, 10000, 5, 1);
+
+		ok(d >= 5000 && d <= 10000, "Retry-After applies even before any failure count (5 s + up to 5 s)");
+	}
+	/* the per-entity cap: mlplat.retry_after_max (default 10 min) */
+	{
+		int64_t		d = mlplat_backoff_delay_ms(1, 100, 10000, 2000000000, 1);
+
+		ok(d >= 600000 && d <= 900000, "absurd Retry-After is clamped to mlplat.retry_after_max (+ jitter)");
+		mlplat_retry_after_max_ms = 20000;
+		d = mlplat_backoff_delay_ms(1, 100, 10000, 7200, 1);
+		ok(d >= 20000 && d <= 25000, "a lower mlplat.retry_after_max clamps a 2 h Retry-After to 20 s (+ up to 5 s)");
+		mlplat_retry_after_max_ms = 600000;
+	}
+	/*
+	 * Finding 15: 10,000 entities answered "Retry-After: 30" in the same second
+	 * must not all come back in one second.  Delays (seeded by entity id, as
+	 * the reconcilers seed them) all fall in [30 s, 45 s]; they cover every
+	 * second of that window, and no second gets more than twice its share.
+	 */
+	{
+		int			per_second[16] = {0};
+		int			out_of_window = 0,
+					busiest = 0,
+					empty = 0;
+
+		for (seed = 1; seed <= 10000; seed++)
+		{
+			int64_t		d = mlplat_backoff_delay_ms(3, 500, 300000, 30, seed);
+
+			if (d < 30000 || d > 45000)
+				out_of_window++;
+			else
+				per_second[(d - 30000) / 1000]++;
+		}
+		for (a = 0; a < 15; a++)
+		{
+			if (per_second[a] > busiest)
+				busiest = per_second[a];
+			if (per_second[a] == 0)
+				empty++;
+		}
+		ok(out_of_window == 0, "10,000 entities after Retry-After: 30 all wait 30 to 45 s");
+		ok(empty == 0 && busiest <= 2 * 10000 / 15,
+		   "... spread over all 15 seconds, the busiest second has at most twice its share");
+		printf("# busiest second: %d of 10000 (even share %d)\n", busiest, 10000 / 15);
+	}
 	ok(mlplat_backoff_delay_ms(1, 100, 10000, -3, 1) == 100, "negative Retry-After is ignored");
 
 	/* degenerate parameters */
