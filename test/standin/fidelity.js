@@ -517,7 +517,7 @@ check('every stored InferenceService and Workflow validates against the real CRD
   expect(r.status === 0, `validate-manifest exit ${r.status}`, (r.stdout + r.stderr).split('\n').filter((l) => !/: valid$/.test(l)).join('\n'));
 });
 
-check('MLflow: models, versions, aliases; missing alias 400 INVALID_PARAMETER_VALUE, missing version/model 404', async () => {
+check('MLflow: models, versions, aliases; missing alias 400 INVALID_PARAMETER_VALUE, missing version/model 404; DELETE reads the body', async () => {
   const ml = (m, ep, body) => k(m, `/api/2.0/mlflow/${ep}`, body);
   eq((await ml('POST', 'registered-models/create', { name: 'iris' })).status, 200, 'create model');
   const dup = await ml('POST', 'registered-models/create', { name: 'iris' });
@@ -536,7 +536,11 @@ check('MLflow: models, versions, aliases; missing alias 400 INVALID_PARAMETER_VA
   eq([sa.status, sa.body.error_code], [404, 'RESOURCE_DOES_NOT_EXIST'], 'alias to missing version');
   const mm = await ml('GET', 'registered-models/get?name=nope');
   eq([mm.status, mm.body.error_code], [404, 'RESOURCE_DOES_NOT_EXIST'], 'missing model');
-  eq((await ml('DELETE', 'registered-models/alias?name=iris&alias=champion')).status, 200, 'delete alias');
+  // Real MLflow reads a DELETE's parameters from the JSON body only (mlflow 3.17.2 answers a
+  // query-only DELETE with 400 "Missing value for required parameter 'name'").
+  const dq = await ml('DELETE', 'registered-models/alias?name=iris&alias=champion');
+  eq([dq.status, dq.body.error_code], [400, 'INVALID_PARAMETER_VALUE'], 'delete alias by query');
+  eq((await ml('DELETE', 'registered-models/alias', { name: 'iris', alias: 'champion' })).status, 200, 'delete alias by body');
   eq((await ml('GET', 'registered-models/alias?name=iris&alias=champion')).status, 400, 'deleted alias is missing');
   const rm = await ml('GET', 'registered-models/get?name=iris');
   eq(rm.body.registered_model.latest_versions[0].version, '2', 'latest version');

@@ -255,9 +255,12 @@ async function handle(req, resp) {
   try {
     if (area === 'mlflow') {
       const ep = seg.slice(3).join('/');
-      let params = Object.fromEntries(url.searchParams);
-      if (raw.length) {
-        try { params = { ...params, ...JSON.parse(raw.toString('utf8')) }; } catch (e) { throw new ApiError(400, 'BadRequest', 'malformed JSON'); }
+      // As MLflow's handlers read a request: a GET with a query string from the query only,
+      // anything else (DELETE included) from the JSON body only, the query ignored.
+      let params = {};
+      if (req.method === 'GET' && [...url.searchParams].length) params = Object.fromEntries(url.searchParams);
+      else if (raw.length) {
+        try { params = JSON.parse(raw.toString('utf8')); } catch (e) { throw new ApiError(400, 'BadRequest', 'malformed JSON'); }
       }
       const r = mlflow.handle(req.method, ep, params);
       out = { status: r.status, text: JSON.stringify(r.body), extra: { area, mlflow: ep, write: req.method !== 'GET' && r.status === 200 ? 'mlflow' : undefined } };
