@@ -18,6 +18,19 @@ tap_ok() {
 	fi
 }
 
+# tap_todo CONDITION_EXIT_CODE DESCRIPTION WHY — an expected failure (TAP's TODO):
+# a known gap, named by WHY (for example "issue 17 item 3"), that stays visible
+# in the output without failing the run; test/run.sh does not count
+# "not ok ... # TODO" lines as failures.
+tap_todo() {
+	TAP_N=$((TAP_N + 1))
+	if [ "$1" = 0 ]; then
+		echo "ok $TAP_N - $2 # TODO $3 (passes now: remove the mark)"
+	else
+		echo "not ok $TAP_N - $2 # TODO $3"
+	fi
+}
+
 # is GOT EXPECTED DESCRIPTION
 tap_is() {
 	if [ "$1" = "$2" ]; then tap_ok 0 "$3"; else tap_ok 1 "$3"; echo "#   got: '$1'"; echo "#   expected: '$2'"; fi

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# The real API server as the suite runs it: RBAC and token authentication on,
+# the CRDs built from the real schemas validate and prune, built-in kinds are
+# validated and quantities canonicalised, the namespace controller and the
+# KServe imitation hold deletes behind their finalizers, and mlplat's
+# ServiceAccount may do what deploy/kubernetes/ grants and nothing more.
+set -u
+. "$(dirname "$0")/../../lib/tap.sh"
+tap_require_cluster
+. "$(dirname "$0")/../../lib/cluster.sh"
+. "$(dirname "$0")/../../lib/real.sh"
+WORK=$MLPLAT_TEST_WORK
+RD=$WORK/real-smoke
+trap 'real_stop $RD' EXIT
+real_kube_start "$RD"
+tap_ok $? "etcd, kube-apiserver and kube-controller-manager started on loopback; CRDs established"
+real_identity "$RD" >/dev/null
+tap_ok $? "deploy/kubernetes/ applied; a token minted for ServiceAccount mlplat-system/mlplat"
+real_controller_start "$RD"
+tap_ok $? "the KServe/Argo imitation watches the API server"
+
+# code OUT — the status code (last line of rk/mk output); reason OUT — the Status reason
+code() { tail -1 <<<"$1"; }
+reason() { sed '$d' <<<"$1" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("reason",""))' 2>/dev/null; }
+body() { sed '$d' <<<"$1"; }
+
+out=$(curl -sS --cacert "$REAL_CA" -w '\n%{http_code}' "$REAL_KUBE_URL/api/v1/namespaces")
+tap_is "$(code "$out")" 401 "no token: 401"
+out=$(curl -sS --cacert "$REAL_CA" -H 'Authorization: Bearer not-a-token' -w '\n%{http_code}' "$REAL_KUBE_URL/api/v1/namespaces")
+tap_is "$(code "$out")" 401 "an unknown token: 401"
+
+rk POST /api/v1/namespaces '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"smoke"}}' >/dev/null
+
+# ---------------------------------------------------------------- CRD validation and pruning
+isvc() { # isvc NAME PREDICTOR-JSON
+	printf '{"apiVersion":"serving.kserve.io/v1beta1","kind":"InferenceService","metadata":{"name":"%s","namespace":"smoke"},"spec":{"predictor":%s}}' "$1" "$2"
+}
+out=$(rk POST /apis/serving.kserve.io/v1beta1/namespaces/smoke/inferenceservices \
+	"$(isvc bad '{"canaryTrafficPercent":"half","model":{"modelFormat":{"name":"sklearn"},"storageUri":"s3://m/1"}}')")
+tap_is "$(code "$out") $(reason "$out")" "422 Invalid" "an InferenceService with a string canaryTrafficPercent: 422 Invalid (the real schema)"
+out=$(rk POST /apis/serving.kserve.io/v1beta1/namespaces/smoke/inferenceservices \
+	"$(isvc pruned '{"model":{"modelFormat":{"name":"sklearn"},"storageUri":"s3://m/1","noSuchField":1}}')")
+tap_is "$(code "$out")" 201 "an InferenceService with an unknown field is created"
+body "$out" | python3 -c 'import json,sys; m=json.load(sys.stdin)["spec"]["predictor"]["model"]; sys.exit(0 if "noSuchField" not in m and m["storageUri"]=="s3://m/1" else 1)'
+tap_ok $? "... and the unknown field is pruned, the known ones kept"
+out=$(rk POST /apis/argoproj.io/v1alpha1/namespaces/smoke/workflows \
+	'{"apiVersion":"argoproj.io/v1alpha1","kind":"Workflow","metadata":{"name":"wf"},"spec":{"entrypoint":"main","templates":[{"name":"main","container":{"image":"busybox"}}],"parallelism":"many"}}')
+tap_is "$(code "$out") $(reason "$out")" "422 Invalid" "a Workflow with a string parallelism: 422 Invalid (the real schema)"
+
+# ---------------------------------------------------------------- built-in kinds
+out=$(rk POST /api/v1/namespaces/smoke/resourcequotas '{"apiVersion":"v1","kind":"ResourceQuota","metadata":{"name":"q"},"spec":{"hard":{"requests.cpu":"1000m","requests.memory":"1024Mi"}}}')
+tap_is "$(code "$out")" 201 "a ResourceQuota is created"
+tap_is "$(body "$out" | python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin)["spec"]["hard"], sort_keys=True))')" \
+	'{"requests.cpu": "1", "requests.memory": "1Gi"}' "quantities are canonicalised: 1000m -> 1, 1024Mi -> 1Gi"
+out=$(rk POST /api/v1/namespaces/smoke/resourcequotas '{"apiVersion":"v1","kind":"ResourceQuota","metadata":{"name":"q2"},"spec":{"hard":{"requests.cpu":"-1"}}}')
+tap_is "$(code "$out") $(reason "$out")" "422 Invalid" "a negative quota: 422 Invalid"
+out=$(rk POST /api/v1/namespaces/smoke/limitranges '{"apiVersion":"v1","kind":"LimitRange","metadata":{"name":"l"},"spec":{"limits":[{"type":"Container","default":{"cpu":"1"},"defaultRequest":{"cpu":"2"}}]}}')
+tap_is "$(code "$out") $(reason "$out")" "422 Invalid" "a LimitRange whose default request exceeds its default limit: 422 Invalid"
+out=$(rk POST /apis/networking.k8s.io/v1/namespaces/smoke/networkpolicies '{"apiVersion":"networking.k8s.io/v1","kind":"NetworkPolicy","metadata":{"name":"n"},"spec":{"podSelector":{},"policyTypes":["Inbound"]}}')
+tap_is "$(code "$out") $(reason "$out")" "422 Invalid" "a NetworkPolicy with policyTypes [Inbound]: 422 Invalid"
+
+# ---------------------------------------------------------------- mlplat's identity (RBAC)
+rb() { printf '{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":"%s","namespace":"smoke"},"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"%s"},"subjects":[{"apiGroup":"rbac.authorization.k8s.io","kind":"User","name":"bob"}]}' "$1" "$2"; }
+out=$(mk PATCH "/apis/rbac.authorization.k8s.io/v1/namespaces/smoke/rolebindings/ok?fieldManager=mlplat&force=true" "$(rb ok mlplat-viewer)" application/apply-patch+yaml)
+tap_is "$(code "$out")" 201 "mlplat's ServiceAccount binds a member to mlplat-viewer"
+out=$(mk PATCH "/apis/rbac.authorization.k8s.io/v1/namespaces/smoke/rolebindings/admin?fieldManager=mlplat&force=true" "$(rb admin cluster-admin)" application/apply-patch+yaml)
+tap_is "$(code "$out") $(reason "$out")" "403 Forbidden" "... but not to cluster-admin: no bind, no escalation"
+body "$out" | grep -q 'attempting to grant RBAC permissions not currently held'
+tap_ok $? "... and the refusal says why (permissions not held)"
+out=$(mk GET /api/v1/namespaces/smoke/secrets)
+tap_is "$(code "$out")" 403 "mlplat's ServiceAccount may not read Secrets"
+out=$(mk GET /apis/coordination.k8s.io/v1/namespaces/smoke/leases)
+tap_is "$(code "$out")" 403 "... nor Leases outside mlplat-system"
+out=$(mk POST /apis/coordination.k8s.io/v1/namespaces/mlplat-system/leases '{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"smoke"},"spec":{"holderIdentity":"x","leaseDurationSeconds":10}}')
+tap_is "$(code "$out")" 201 "... but creates its Leases in mlplat-system"
+
+# ---------------------------------------------------------------- finalizers
+wait_json() { # wait_json SECONDS PATH PYTHON-EXPR-ON-o-or-None
+	local deadline=$((SECONDS + $1)) out
+	while :; do
+		out=$(rk GET "$2")
+		python3 -c '
+import json, sys
+code = int(sys.argv[1].rsplit("\n", 1)[1])
+o = json.loads(sys.argv[1].rsplit("\n", 1)[0]) if code == 200 else None
+sys.exit(0 if eval(sys.argv[2]) else 1)' "$out" "$3" 2>/dev/null && return 0
+		((SECONDS >= deadline)) && return 1
+		sleep 0.2
+	done
+}
+P=/apis/serving.kserve.io/v1beta1/namespaces/smoke/inferenceservices/pruned
+wait_json 30 $P "o and 'inferenceservice.finalizers' in o['metadata'].get('finalizers', []) and o.get('status', {}).get('observedGeneration') == 1 and any(c['type'] == 'Ready' and c['status'] == 'True' for c in o['status'].get('conditions', []))"
+tap_ok $? "the imitation adds KServe's finalizer and reports Ready for the child's generation 1"
+curl -s -X POST "$REAL_CONTROLLER/hold?ns=smoke&name=pruned&on=1" >/dev/null
+out=$(rk DELETE $P)
+tap_is "$(code "$out")" 200 "DELETE of the InferenceService is accepted (200, not gone)"
+sleep 1
+wait_json 5 $P "o and o['metadata'].get('deletionTimestamp')"
+tap_ok $? "while KServe's cleanup holds, the object lingers with a deletionTimestamp"
+curl -s -X POST "$REAL_CONTROLLER/hold?ns=smoke&name=pruned&on=0" >/dev/null
+wait_json 30 $P "o is None"
+tap_ok $? "... and goes once the finalizer is removed"
+out=$(rk DELETE /api/v1/namespaces/smoke)
+wait_json 5 /api/v1/namespaces/smoke "o and o['status']['phase'] == 'Terminating'"
+tap_ok $? "a deleted namespace is Terminating first"
+wait_json 120 /api/v1/namespaces/smoke "o is None"
+tap_ok $? "... and the namespace controller removes it with its content"
+tap_done
