@@ -46,6 +46,7 @@ int			mlplat_deploy_deadline_ms = 600000;
 int			mlplat_api_lock_timeout_ms = 5000;
 char	   *mlplat_traceparent = NULL;
 char	   *mlplat_otlp_endpoint = NULL;
+char	   *mlplat_otlp_headers_file = NULL;
 int			mlplat_otlp_batch_size = 512;
 int			mlplat_otlp_export_interval_ms = 1000;
 int			mlplat_span_retention_days = 7;
@@ -233,6 +234,11 @@ mlplat_define_gucs(void)
 							   "OTLP/HTTP collector base URL that spans are exported to.",
 							   "Spans are POSTed as OTLP JSON to <endpoint>/v1/traces. Empty: spans are only kept in mlplat.spans.",
 							   &mlplat_otlp_endpoint, "",
+							   PGC_SIGHUP, GUC_SUPERUSER_ONLY, NULL, NULL, NULL);
+	DefineCustomStringVariable("mlplat.otlp_headers_file",
+							   "File of \"Name: value\" lines sent as headers with every OTLP export request.",
+							   "For collector authentication (Authorization, API keys) instead of credentials in the endpoint URL. Re-read whenever it changes. Empty: no extra headers.",
+							   &mlplat_otlp_headers_file, "",
 							   PGC_SIGHUP, GUC_SUPERUSER_ONLY, NULL, NULL, NULL);
 	DefineCustomIntVariable("mlplat.otlp_batch_size",
 							"Most spans sent in one OTLP export request.",

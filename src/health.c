@@ -103,3 +103,28 @@ mlplat_span_export_state(PG_FUNCTION_ARGS)
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	PG_RETURN_VOID();
 }
+
+PG_FUNCTION_INFO_V1(mlplat_span_export_drops);
+
+/*
+ * What the collector refused for good since this server started: batches
+ * dropped on a non-retryable answer, and spans in them or rejected by a
+ * partial success.  One row, or none without shared memory.
+ */
+Datum
+mlplat_span_export_drops(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Datum		values[2];
+	bool		nulls[2] = {false, false};
+
+	InitMaterializedSRF(fcinfo, 0);
+	if (mlplat_shared == NULL)
+		PG_RETURN_VOID();
+	SpinLockAcquire(&mlplat_shared->mutex);
+	values[0] = Int64GetDatum(mlplat_shared->export.batches_dropped);
+	values[1] = Int64GetDatum(mlplat_shared->export.spans_dropped);
+	SpinLockRelease(&mlplat_shared->mutex);
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	PG_RETURN_VOID();
+}

@@ -58,7 +58,9 @@ typedef struct MlplatExportState
 {
 	int64		spans_sent;		/* by this server since it started */
 	int64		batches_sent;
-	int64		batches_failed;
+	int64		batches_failed;	/* retryable failures (sent again later) */
+	int64		batches_dropped;	/* refused for good (400, ...): never sent again */
+	int64		spans_dropped;	/* in dropped batches, and rejected by partial successes */
 	int			consecutive_failures;
 	TimestampTz last_success;
 	TimestampTz last_failure;

@@ -14,7 +14,7 @@
  *     mlplat_span_set_entity(s, d->project, "deployment", d->id);
  *     ... the HTTP call ...
  *     mlplat_span_attr_int(s, "http.response.status_code", status);
- *     mlplat_span_end(s, error);               -- error NULL: OK, else ERROR with the message
+ *     mlplat_span_end(s, error);               -- error NULL: status left UNSET, else ERROR with the message
  *     spans = lappend(spans, s);               -- mlplat_span_begin may return NULL: see below
  *     ...
  *     mlplat_txn_begin(); ... write-back ...; mlplat_spans_flush(spans); mlplat_txn_commit();
@@ -76,7 +76,11 @@ extern void mlplat_span_attr_int(MlplatSpan *s, const char *key, int64 value);
  */
 extern void mlplat_span_start_after(MlplatSpan *s, const char *span_name);
 
-/* End now (or at end): error NULL means OK, otherwise ERROR with that message. */
+/*
+ * End now (or at end): error NULL leaves the status UNSET (OpenTelemetry: OK is
+ * for an application that overrides a failure, instrumentation leaves success
+ * unset), otherwise ERROR with that message.
+ */
 extern void mlplat_span_end(MlplatSpan *s, const char *error);
 extern void mlplat_span_end_at(MlplatSpan *s, TimestampTz end, const char *error);
 

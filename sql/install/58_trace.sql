@@ -54,7 +54,8 @@ COMMENT ON VIEW mlplat.trace_spans IS
 
 SELECT pg_catalog.pg_extension_config_dump('mlplat.spans', '');
 
--- The API span of an intent, called where its audit event is written.  tp is the
+-- The API span of an intent, called where its audit event is written (status UNSET:
+-- OpenTelemetry leaves a success unset; OK is an application's override).  tp is the
 -- traceparent the intent stores (its parent-id is this span's id); the caller's own span,
 -- if mlplat.traceparent was set, is the parent.  Starts with the caller's statement.
 CREATE FUNCTION mlplat._span_api(p_action text, p_traceparent text, p_project_id bigint,
@@ -71,7 +72,7 @@ BEGIN
   VALUES (pg_catalog.substr(p_traceparent, 4, 32), pg_catalog.substr(p_traceparent, 37, 16),
           CASE WHEN pg_catalog.substr(caller, 4, 32) = pg_catalog.substr(p_traceparent, 4, 32)
                THEN pg_catalog.substr(caller, 37, 16) END,
-          'mlplat.' || p_action, 'SERVER', pg_catalog.statement_timestamp(), pg_catalog.clock_timestamp(), 'OK',
+          'mlplat.' || p_action, 'SERVER', pg_catalog.statement_timestamp(), pg_catalog.clock_timestamp(), 'UNSET',
           pg_catalog.jsonb_build_object('mlplat.request_id', p_request_id), p_project_id, p_entity, p_entity_id)
   ON CONFLICT DO NOTHING;
 END $$;
@@ -209,7 +210,8 @@ SET search_path = pg_catalog, mlplat, pg_temp AS $$
 $$;
 REVOKE ALL ON FUNCTION mlplat._spans_export_batch(int) FROM PUBLIC;
 
--- After a 2xx: mark the batch exported, if the exporter still leads (kind 'projects', whose
+-- After a 2xx, or an answer that drops the batch for good: mark it exported (it leaves the
+-- queue), if the exporter still leads (kind 'projects', whose
 -- leader runs the export).
 CREATE FUNCTION mlplat._spans_mark_exported(p_ids bigint[], p_epoch bigint)
 RETURNS int LANGUAGE plpgsql
@@ -237,15 +239,25 @@ LANGUAGE C VOLATILE
 AS 'MODULE_PATHNAME', 'mlplat_span_export_state';
 REVOKE ALL ON FUNCTION mlplat._span_export_state() FROM PUBLIC;
 
+-- Batches the collector refused for good (400 and other non-retryable answers) and the
+-- spans in them or rejected by a partial success, since this server started.
+CREATE FUNCTION mlplat._span_export_drops(OUT batches_dropped bigint, OUT spans_dropped bigint)
+RETURNS SETOF record
+LANGUAGE C VOLATILE
+AS 'MODULE_PATHNAME', 'mlplat_span_export_drops';
+REVOKE ALL ON FUNCTION mlplat._span_export_drops() FROM PUBLIC;
+
 CREATE VIEW mlplat.span_export_status AS
 SELECT coalesce(pg_catalog.current_setting('mlplat.otlp_endpoint', true), '') <> '' AS enabled,
        w.waiting AS spans_waiting,
        pg_catalog.now() - (SELECT s.start_time FROM mlplat.spans s WHERE s.exported_at IS NULL
                             ORDER BY s.id LIMIT 1) AS oldest_waiting_age,
        x.spans_sent, x.batches_sent, x.batches_failed, x.consecutive_failures,
-       x.last_success, x.last_failure, x.next_attempt, x.last_error
+       x.last_success, x.last_failure, x.next_attempt, x.last_error,
+       d.batches_dropped, d.spans_dropped
   FROM (SELECT pg_catalog.count(*) AS waiting FROM mlplat.spans s WHERE s.exported_at IS NULL) w
-  LEFT JOIN mlplat._span_export_state() x ON true;
+  LEFT JOIN mlplat._span_export_state() x ON true
+  LEFT JOIN mlplat._span_export_drops() d ON true;
 COMMENT ON VIEW mlplat.span_export_status IS
-  'The OTLP span exporter: spans waiting and the oldest one''s age; POSTs sent and failed since this server started, the last error and the next attempt.';
+  'The OTLP span exporter: spans waiting and the oldest one''s age; POSTs sent and failed (retried) since this server started, batches and spans the collector refused for good (dropped), the last error and the next attempt.';
 REVOKE ALL ON mlplat.span_export_status FROM PUBLIC;

@@ -149,7 +149,7 @@ mlplat_span_end_at(MlplatSpan *s, TimestampTz end, const char *error)
 	if (s == NULL)
 		return;
 	s->end = Max(end, s->start);
-	s->status = error ? "ERROR" : "OK";
+	s->status = error ? "ERROR" : "UNSET";
 	s->message = error ? pstrdup(error) : NULL;
 }
 

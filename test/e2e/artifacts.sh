@@ -51,7 +51,7 @@ tap_is "$(s3_count GET 'm/1/model.bin')" 0 "a digest from the store: nothing dow
 tap_is "$(q $DB "SELECT string_agg(s.name || ' ' || s.status || ' ' || (s.attributes->>'mlplat.artifact.digest_source'), ',')
                  FROM mlplat.spans s JOIN mlplat.deployments d ON d.id = s.entity_id AND s.entity = 'deployment'
                 WHERE d.name = 'good' AND s.name = 'deployments.artifact_check' AND s.trace_id = substr(d.traceparent, 4, 32)")" \
-	"deployments.artifact_check OK x-amz-meta-sha256" "the check is a span of the deployment's trace"
+	"deployments.artifact_check UNSET x-amz-meta-sha256" "the check is a span of the deployment's trace"
 
 # --- 1b. real S3's own checksum (x-amz-checksum-sha256, base64, asked for with x-amz-checksum-mode)
 SHA1B=$(standin_artifact s3://models/m/1b/model.bin 'weights one b' '{"sha256Meta": false, "checksum": true}')

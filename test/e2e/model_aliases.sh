@@ -97,7 +97,7 @@ alias_spans() {
 	        ORDER BY s.start_time, s.name DESC"
 }
 tap_is "$(alias_spans candidate | tr '\n' ',')" \
-	"model_aliases.write OK SET 200 mlplat.set_model_stage,model_aliases.verify OK SET 200 mlplat.set_model_stage," \
+	"model_aliases.write UNSET SET 200 mlplat.set_model_stage,model_aliases.verify UNSET SET 200 mlplat.set_model_stage," \
 	"spans: the registry write and its read-back, under alice's set_model_stage call"
 
 # --- CHAMPION: champion set, candidate (no longer staged) deleted
@@ -151,7 +151,7 @@ wait_for $DB "SELECT count(*) FROM mlplat.model_alias_history WHERE $MINE AND ac
 tap_ok $? "history: one REPAIR row naming the outside version it replaced"
 tap_is "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE project = 'aliaslab' AND kind = 'model_aliases' AND entity = 'model_alias' AND action = 'REPAIR' AND outcome = 'OK' AND epoch = (SELECT epoch FROM mlplat.leader_epochs WHERE kind = 'model_aliases')")" \
 	1 "the ledger shows the REPAIR, stamped with the leader's epoch"
-tap_is "$(alias_spans champion | grep -c '^model_aliases.write OK REPAIR 200 mlplat.set_model_stage$')" 1 \
+tap_is "$(alias_spans champion | grep -c '^model_aliases.write UNSET REPAIR 200 mlplat.set_model_stage$')" 1 \
 	"the repair is a span too, in the trace of the stage change it restores"
 
 # --- stage NONE: the champion alias is deleted

@@ -116,7 +116,7 @@ python3 -c '
 import sys
 rows = [l.split(" ") for l in open(sys.argv[1]).read().split("\n") if l]
 applies = [r for r in rows if r[0] == "projects.apply"]
-ok = (len(applies) == 7 and all(r[1] == "OK" and r[3] in ("200", "201") for r in applies)
+ok = (len(applies) == 7 and all(r[1] == "UNSET" and r[3] in ("200", "201") for r in applies)
       and sorted(r[2].split("/")[0] for r in applies) == ["LimitRange", "Namespace", "NetworkPolicy", "ResourceQuota"] + ["RoleBinding"] * 3
       and sum(1 for r in rows if r[0] == "projects.readiness_wait") == 1
       and sum(1 for r in rows if r[0] == "projects.claim") >= 1
@@ -157,7 +157,7 @@ tap_ok $? "the viewer binding is replaced by a developer binding (roleRef is imm
 tap_is "$(requests RoleBinding mlp-vision mlplat-viewer-bob ok)" 2 "the old binding saw exactly its apply and one delete"
 tap_is "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE project = 'vision' AND action = 'DELETE' AND outcome = 'OK' AND detail->>'note' = 'RoleBinding mlp-vision/mlplat-viewer-bob'")" 1 \
 	"the ledger records the binding's deletion"
-tap_is "$(proj_spans vision | grep -cE '^projects\.(delete OK RoleBinding/mlplat-viewer-bob 200|apply OK RoleBinding/mlplat-developer-bob 20[01]) mlplat\.(grant|revoke)_role$')" 2 \
+tap_is "$(proj_spans vision | grep -cE '^projects\.(delete UNSET RoleBinding/mlplat-viewer-bob 200|apply UNSET RoleBinding/mlplat-developer-bob 20[01]) mlplat\.(grant|revoke)_role$')" 2 \
 	"the binding's apply and delete are spans under the grant_role/revoke_role call that asked for them"
 wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'vision'" READY 10
 tap_ok $? "the project is READY again after the role change"

@@ -112,7 +112,7 @@ spans() {
 	q $DB "SELECT $1 FROM mlplat.trace_spans s LEFT JOIN mlplat.trace_spans a ON a.trace_id = s.trace_id AND a.span_id = s.parent_span_id
 	        WHERE s.entity = 'rollout' AND s.entity_id = (SELECT max(id) FROM mlplat.rollouts) AND s.name LIKE 'rollouts.%' AND $2"
 }
-tap_is "$(spans "string_agg(s.attributes->>'mlplat.canary_traffic_percent', ',' ORDER BY s.start_time)" "s.name = 'rollouts.apply' AND s.status = 'OK'")" \
+tap_is "$(spans "string_agg(s.attributes->>'mlplat.canary_traffic_percent', ',' ORDER BY s.start_time)" "s.name = 'rollouts.apply' AND s.status = 'UNSET'")" \
 	"0,10,25,50" "spans: one rollouts.apply per traffic step"
 tap_is "$(spans "string_agg(s.attributes->>'mlplat.rollout.decision', ',' ORDER BY s.start_time)" "s.name = 'rollouts.decide'")" \
 	"$(ledger "string_agg(decision, ',' ORDER BY seq)" "decision IN ('ADVANCE', 'HOLD', 'ROLLBACK')")" \
@@ -126,7 +126,7 @@ rc=$?
 tap_ok $rc "promote_rollout: PROMOTED"
 [ $rc = 0 ] || dump
 tap_is "$(canary)" none "promotion removed canaryTrafficPercent"
-tap_is "$(spans "count(*) FILTER (WHERE NOT s.attributes ? 'mlplat.canary_traffic_percent')" "s.name = 'rollouts.apply' AND s.status = 'OK'")" 1 \
+tap_is "$(spans "count(*) FILTER (WHERE NOT s.attributes ? 'mlplat.canary_traffic_percent')" "s.name = 'rollouts.apply' AND s.status = 'UNSET'")" 1 \
 	"spans: the promotion's apply carries no canary percent"
 tap_is "$(traffic)" "scorer-predictor-00002=100" "KServe reports 100% on the target"
 tap_is "$(ledger "decision || ':' || (evidence->>'revision')" "to_status = 'PROMOTED'")" "PROMOTED:scorer-predictor-00002" \

@@ -1,4 +1,4 @@
--- 0.2.0 -> 0.3.0, part 70: the metrics functions for the Prometheus PostgreSQL exporter
+-- 0.2.0 -> 0.3.0, part 78: the metrics functions for the Prometheus PostgreSQL exporter
 -- (see sql/install/92_metrics.sql).
 
 -- One row per reconciler replica.  Ages and durations in seconds; NULL when the
@@ -58,7 +58,7 @@ COMMENT ON FUNCTION mlplat.metrics_alerts() IS
 -- The span exporter: backlog, lag of the oldest waiting span, counters since start.
 CREATE FUNCTION mlplat.metrics_span_export()
 RETURNS TABLE (enabled int, spans_waiting bigint, lag_seconds float8, spans_sent bigint, batches_sent bigint,
-                batches_failed bigint, consecutive_failures int)
+                batches_failed bigint, consecutive_failures int, batches_dropped bigint, spans_dropped bigint)
 LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
@@ -66,11 +66,12 @@ SELECT x.enabled::int AS enabled, x.spans_waiting,
        coalesce(pg_catalog.date_part('epoch', x.oldest_waiting_age), 0) AS lag_seconds,
        coalesce(x.spans_sent, 0) AS spans_sent, coalesce(x.batches_sent, 0) AS batches_sent,
        coalesce(x.batches_failed, 0) AS batches_failed,
-       coalesce(x.consecutive_failures, 0) AS consecutive_failures
+       coalesce(x.consecutive_failures, 0) AS consecutive_failures,
+       coalesce(x.batches_dropped, 0) AS batches_dropped, coalesce(x.spans_dropped, 0) AS spans_dropped
   FROM mlplat.span_export_status x
 $$;
 COMMENT ON FUNCTION mlplat.metrics_span_export() IS
-  'The OTLP span exporter as numbers: spans waiting, the oldest one''s wait (export lag), batches sent and failed.';
+  'The OTLP span exporter as numbers: spans waiting, the oldest one''s wait (export lag), batches sent, failed (retried) and dropped.';
 
 REVOKE ALL ON FUNCTION mlplat.metrics_reconcilers(), mlplat.metrics_queues(), mlplat.metrics_alerts(),
                        mlplat.metrics_span_export() FROM PUBLIC;
