@@ -27,8 +27,10 @@
  * READY only when every desired object is observed as applied.  A failure on
  * one object leaves the others alone: the next pass re-applies only what still
  * differs.  DELETING deletes the namespace (Kubernetes removes its content) and
- * ends DELETED once the namespace is no longer listed.  A pass in which
- * nothing differs writes nothing, to the cluster or to the database.
+ * ends DELETED once the namespace is no longer listed and no apply of it sent
+ * without a recorded answer can still land (unanswered.h); an object such an
+ * apply made is adopted in the ledger.  A pass in which nothing differs writes
+ * nothing, to the cluster or to the database.
  */
 #include "postgres.h"
 
@@ -50,6 +52,7 @@
 #include "mlplat/reconcile_util.h"
 #include "mlplat/span.h"
 #include "mlplat/spec_diff.h"
+#include "mlplat/unanswered.h"
 
 /* PostgreSQL 17 has foreach_ptr; 15 does not: the same loop over a List of pointers. */
 #ifndef foreach_ptr
@@ -133,6 +136,10 @@ typedef struct ProjObj
 	const char *ledger_outcome;
 	int			http_status;
 	char	   *error;
+	const MlplatUnanswered *unanswered; /* an apply of it never answered */
+	bool		adopt;			/* found what such an apply made: ledger ADOPT */
+	bool		settle;			/* that apply is resolved: remove its note */
+	bool		answered;		/* req got an answer: remove its own note */
 } ProjObj;
 
 typedef struct Project
@@ -389,6 +396,13 @@ find_obj(Project *p, ObjKind kind)
  * Compare each desired object with what was observed and choose the writes.
  * Pure apart from allocation: the observations are already in the objects.
  */
+/* "Kind namespace/name" ("Namespace name" for the namespace): ledger notes and write notes */
+static char *
+obj_label(const ProjObj *o)
+{
+	return psprintf("%s %s%s%s", KIND_NAME[o->kind], o->ns ? o->ns : "", o->ns ? "/" : "", o->name);
+}
+
 static void
 project_decide(Project *p, MlJsonArena *arena, char *const list_error[])
 {
@@ -402,13 +416,23 @@ project_decide(Project *p, MlJsonArena *arena, char *const list_error[])
 	p->error = NULL;
 	p->retry_ms = -1;
 
+	/* an object found that an apply without a recorded answer made: adopt it */
+	foreach_ptr(ProjObj, o, p->objs)
+		if (o->obs && o->unanswered)
+		o->adopt = o->settle = true;
+
 	if (strcmp(p->status, "DELETING") == 0)
 	{
-		if (list_error[OBJ_NAMESPACE] == NULL && nso->obs == NULL)
+		if (list_error[OBJ_NAMESPACE] == NULL && nso->obs == NULL &&
+			nso->unanswered && !mlplat_unanswered_settled(nso->unanswered))
+			p->reason = psprintf("waiting up to %d s for an unanswered apply of namespace %s to land before calling it gone",
+								 mlplat_unanswered_write_grace_ms / 1000, p->ns);
+		else if (list_error[OBJ_NAMESPACE] == NULL && nso->obs == NULL)
 		{
 			p->new_status = "DELETED";
 			p->reason = psprintf("namespace %s is gone", p->ns);
 			p->mark_observed = true;
+			nso->settle = nso->unanswered != NULL;
 		}
 		else if (nso->obs && ns_terminating(nso->obs))
 			p->reason = psprintf("waiting for namespace %s to terminate", p->ns);
@@ -538,6 +562,8 @@ obj_result(Project *p, ProjObj *o, MlplatPass *pass, bool *failed, bool *retry, 
 
 	mlplat_kube_parse_response(o->req, &res);
 	o->http_status = res.status;
+	/* an answer (not a 5xx, which may follow a write that landed) settles this write's note */
+	o->answered = res.status >= 200 && res.status < 500;
 	if (res.outcome == MLPLAT_KUBE_NOT_FOUND && o->action == ACT_DELETE)
 		res.outcome = MLPLAT_KUBE_OK;	/* already gone */
 	else if (res.outcome == MLPLAT_KUBE_NOT_FOUND)
@@ -662,7 +688,7 @@ str_differs(const char *a, const char *b)
 /* ---------------------------------------------------------------- I/O */
 
 static List *
-claim(char **instance)
+claim(MlplatPass *pass, char **instance, List **notes)
 {
 	MemoryContext pass_cxt = CurrentMemoryContext;
 	List	   *out = NIL;
@@ -702,6 +728,7 @@ claim(char **instance)
 		p->quota_generation = atoll(SPI_getvalue(t, td, 16));
 		out = lappend(out, p);
 	}
+	*notes = mlplat_unanswered_load(pass);
 	mlplat_txn_commit();
 	end = GetCurrentTimestamp();
 	foreach_ptr(Project, p, out)
@@ -769,6 +796,7 @@ write_back(MlplatPass *pass, List *projects, List *orphans)
 	MemoryContext pass_cxt = CurrentMemoryContext;
 	int			lost = 0;
 	List	   *spans = NIL;
+	MlplatWriteNotes settled = {0};
 
 	/* built before the transaction: the lists live in the pass's context */
 	foreach_ptr(Project, p, projects)
@@ -779,6 +807,17 @@ write_back(MlplatPass *pass, List *projects, List *orphans)
 	{
 		bool		ok;
 
+		foreach_ptr(ProjObj, o, p->objs)
+		{
+			if (o->settle)
+				mlplat_write_notes_add(&settled, p->id, obj_label(o), NULL);
+			else if (o->answered)
+				mlplat_write_notes_add(&settled, p->id, obj_label(o), o->action == ACT_DELETE ? "DELETE" : "APPLY");
+			if (o->adopt)
+				mlplat_ledger_append(pass, "project", p->id, p->name, "ADOPT", "OK", NULL, NULL, 0, NULL,
+									 mlplat_trace_id_of(p->traceparent),
+									 psprintf("%s: made by an apply whose answer was never recorded", obj_label(o)));
+		}
 		if (!p->write)
 			continue;
 		ok = mlplat_sql_bool("SELECT mlplat._projects_writeback($1, $2, $3, $4, $5, $6, $7::pg_catalog.jsonb, $8, $9)",
@@ -790,12 +829,11 @@ write_back(MlplatPass *pass, List *projects, List *orphans)
 								 p->error ? CStringGetTextDatum(p->error) : 0, Int32GetDatum(p->retry_ms)},
 							 (const char[]) {' ', ' ', ' ', ' ', p->reason ? ' ' : 'n',
 								 p->mark_observed ? ' ' : 'n', ' ', p->error ? ' ' : 'n', p->retry_ms >= 0 ? ' ' : 'n'});
-		if (!ok)
-		{
-			lost++;				/* an intent or another leader got there first: re-read next pass */
-			continue;
-		}
-		spans = list_concat(spans, p->spans);
+		/*
+		 * The external writes happened whether or not the row's compare-and-swap
+		 * held (an intent may have landed meanwhile): record them either way; a
+		 * deposed leader's rows are refused by the epoch check inside.
+		 */
 		foreach_ptr(ProjObj, o, p->objs)
 		{
 			if (o->req == NULL)
@@ -803,14 +841,20 @@ write_back(MlplatPass *pass, List *projects, List *orphans)
 			mlplat_ledger_append(pass, "project", p->id, p->name, o->action == ACT_DELETE ? "DELETE" : "APPLY",
 								 o->ledger_outcome, NULL, NULL, o->http_status, o->error,
 								 mlplat_trace_id_of(p->traceparent),
-								 psprintf("%s %s%s%s%s%s", KIND_NAME[o->kind], o->ns ? o->ns : "", o->ns ? "/" : "",
-										  o->name, o->drift ? ": " : "", o->drift ? o->drift : ""));
+								 psprintf("%s%s%s", obj_label(o), o->drift ? ": " : "", o->drift ? o->drift : ""));
 		}
+		if (!ok)
+		{
+			lost++;				/* an intent or another leader got there first: re-read next pass */
+			continue;
+		}
+		spans = list_concat(spans, p->spans);
 	}
 	foreach_ptr(ProjObj, o, orphans)
 		mlplat_ledger_append(pass, "project", 0, mlplat_json_text(o->obs, "metadata", "labels", "mlplat.io/project"),
 							 "ORPHAN_TEARDOWN", o->ledger_outcome, NULL, NULL, o->http_status, o->error, NULL,
 							 psprintf("Namespace %s", o->name));
+	mlplat_write_notes_clear(pass, &settled);
 	mlplat_spans_flush(spans);
 	mlplat_txn_commit();
 	MemoryContextSwitchTo(pass_cxt);
@@ -834,14 +878,21 @@ mlplat_projects_pass(MlplatPass *pass)
 	char	   *instance;
 	int			lists = 0;
 	int			writes = 0;
+	List	   *notes = NIL;
+	MlplatWriteNotes sending = {0};
 
 	if (!mlplat_cluster_ready(pass, &why))
 		return;
 
-	projects = claim(&instance);
+	projects = claim(pass, &instance, &notes);
 	MemoryContextSwitchTo(pass_cxt);
 	foreach_ptr(Project, p, projects)
+	{
 		render(p, instance, arena);
+		if (notes != NIL)
+			foreach_ptr(ProjObj, o, p->objs)
+				o->unanswered = mlplat_unanswered_find(notes, p->id, obj_label(o), "APPLY");
+	}
 
 	selector = psprintf("app.kubernetes.io/managed-by=mlplat,mlplat.io/instance=%s", instance);
 	memset(&ctl, 0, sizeof(ctl));
@@ -940,13 +991,22 @@ mlplat_projects_pass(MlplatPass *pass)
 			else if (o->action == ACT_DELETE)
 				o->req = mlplat_kube_delete(batch, &RES[o->kind], o->ns, o->name);
 			if (o->req)
+			{
 				writes++;
+				mlplat_write_notes_add(&sending, p->id, obj_label(o), o->action == ACT_DELETE ? "DELETE" : "APPLY");
+			}
 		}
 		if (strcmp(p->new_status, "PROVISIONING") == 0 || strcmp(p->new_status, "DELETING") == 0)
 		{
 			if (p->due)
 				pass->next_pass_ms = FOLLOW_UP_MS;
 		}
+	}
+	/* the write-ahead: what is about to be sent is on record before it is sent */
+	if (!mlplat_write_notes_commit(pass, &sending))
+	{
+		snprintf(pass->status, sizeof(pass->status), "no longer the leader: %d writes not sent", writes);
+		return;
 	}
 	if (mlplat_http_batch_count(batch) > 0)
 		mlplat_http_batch_run(batch);
@@ -966,7 +1026,7 @@ mlplat_projects_pass(MlplatPass *pass)
 		p->observed_json = observed_summary(p);
 		p->write = false;
 		foreach_ptr(ProjObj, o, p->objs)
-			if (o->req)
+			if (o->req || o->adopt || o->settle)
 			p->write = true;
 		if (strcmp(p->new_status, p->status) != 0 || str_differs(p->reason, p->status_reason) ||
 			str_differs(p->error, p->last_error) ||
