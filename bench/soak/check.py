@@ -401,6 +401,7 @@ print(f'| intents abandoned by a client (retried {os.environ.get("SOAK_RETRY_MAX
 for k in ('5xx', '429 + Retry-After', 'dropped after apply', 'latency spike (1.5 s)'):
     print(f'| faults injected: {k} | {faults[k]} |')
 print(f'| leader terminations (pg_terminate_backend) | {leader_kills} in {events["leader_kill"]} rounds |')
+print(f'| leaders terminated mid-write (request held at the stand-in) | {events["hold_kill"]} |')
 print(f'| kill -9 of a worker (crash restarts) | {events["kill9"]} |')
 print(f'| immediate stop + start of the server | {events["restart_end"]} |')
 print(f'| time to converge after the last fault | {"not converged" if conv == "-" else f"{int(conv) / 1000:.1f} s"} |')

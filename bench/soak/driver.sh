@@ -21,6 +21,8 @@
 # Needs PSQL (psql with connection options) in the environment.
 set -u
 C=$1 OUT=$2
+# SOAK_SEED makes the client's choices (answers thrown away, retry pauses) differ per run
+[ -n "${SOAK_SEED:-}" ] && RANDOM=$((SOAK_SEED * 100 + C))
 RATE=${SOAK_RATE:-1}
 RETRY_MAX=${SOAK_RETRY_MAX:-90}
 LOST_PCT=${SOAK_LOST_ANSWER_PCT:-3}

@@ -9,7 +9,9 @@
 # Settings (environment): SOAK_SECONDS (600), SOAK_CLIENTS (4), SOAK_RATE
 # (calls per second per client, 1), SOAK_CONVERGE_MAX (seconds to wait for
 # convergence after the last fault, 180), SOAK_STEADY (seconds of steady state
-# after convergence in which worker memory must stay flat, 60), SOAK_KEEP=1
+# after convergence in which worker memory must stay flat, 60), SOAK_SEED (7:
+# the stand-in's fault draws and the clients' choices), SOAK_HOLD_KILL_S
+# (seconds between two leaders stopped mid-write, 15; 0: none), SOAK_KEEP=1
 # keeps the work directory.
 #
 # Load: SOAK_CLIENTS copies of driver.sh create projects, register and stage
@@ -18,9 +20,14 @@
 # Faults, all through the run: the stand-in answers 429 + Retry-After to 1% of
 # requests and 5xx to 10%, drops the connection after applying 2% of writes and
 # delays 2% of requests by 1.5 s; the leader of every kind is terminated every
-# 20 s; a worker is killed with kill -9 at 30% and 70% of the run (the
-# postmaster restarts every backend); the server is stopped in immediate mode
-# and started again at 45% and 85%.  Then check.py.
+# 20 s; every SOAK_HOLD_KILL_S the stand-in holds the next Workflow create,
+# InferenceService apply or Namespace apply (in turn; alternately before and
+# after applying it), the leader
+# that sent it is terminated while it waits, and the request is let go a second
+# later: the interleaving "external write made, write-back lost" of issue 22,
+# on purpose rather than by chance; a worker is killed with kill -9 at 30% and
+# 70% of the run (the postmaster restarts every backend); the server is stopped
+# in immediate mode and started again at 45% and 85%.  Then check.py.
 #
 # Builds and stages mlplat into a private cluster of its own (kill -9 and
 # restarts must not touch anyone else's), unless run from the test suite, which
@@ -72,7 +79,7 @@ export PSQL
 q() { $PSQL -c "$1"; }
 $PSQL -d postgres -c "CREATE DATABASE mlplat" >/dev/null
 q "CREATE EXTENSION pg_cron; CREATE EXTENSION mlplat" >/dev/null || exit 1
-STANDIN_READY_MS=300 standin_start "$SD" || { echo "stand-in did not start" >&2; exit 1; }
+STANDIN_SEED=${SOAK_SEED:-7} STANDIN_READY_MS=300 standin_start "$SD" || { echo "stand-in did not start" >&2; exit 1; }
 # long-* runs take 150 ticks of 200 ms: still going when the client cancels them
 admin PUT config '{"argoStepMs": 200}' >/dev/null
 admin POST argo/plan '{"kind":"workflow","name":"long-","steps":{"*":{"ticks":150}}}' >/dev/null
@@ -103,8 +110,43 @@ sample_rss() {
 	done
 }
 
+# Every SOAK_HOLD_KILL_S: hold the next create/apply of one kind at the stand-in,
+# terminate that kind's leader while the request waits, let the request go.
+hold_and_kill() {
+	local every=$1 i=0 kind path method phase rule held t
+	while [ ! -e "$OUT/stop" ]; do
+		sleep "$every"
+		[ -e "$OUT/stop" ] && break
+		case $((i % 3)) in
+			0) kind=runs method=POST path='/workflows$' ;;
+			1) kind=deployments method=PATCH path='/inferenceservices/[^/]+$' ;;
+			2) kind=projects method=PATCH path='^/api/v1/namespaces/[^/]+$' ;;
+		esac
+		if ((i / 3 % 2 == 0)); then phase=before; else phase=after; fi
+		i=$((i + 1))
+		rule=$(admin POST faults "{\"method\":\"$method\",\"path\":\"$path\",\"hold\":\"$phase\",\"times\":1}" |
+			python3 -c 'import json,sys; print(json.load(sys.stdin)["rules"][0]["id"])' 2>/dev/null)
+		[ -n "$rule" ] || continue
+		held=0
+		for t in $(seq 100); do
+			[ -e "$OUT/stop" ] && break
+			held=$(admin GET holds | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["items"]))' 2>/dev/null)
+			[ "${held:-0}" -gt 0 ] && break
+			sleep 0.1
+		done
+		if [ "${held:-0}" -gt 0 ]; then
+			n=$(q "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM mlplat.reconciler_health WHERE kind = '$kind' AND role IN ('leader', 'idle')" 2>/dev/null)
+			event hold_kill "${n:-0}" "$kind" "$phase"
+			sleep 1
+		fi
+		admin POST holds/release '{}' >/dev/null
+		admin DELETE "faults/$rule" >/dev/null
+	done
+	admin POST holds/release '{}' >/dev/null
+}
+
 # --------------------------------------------------------------- the run
-say "soak: $DURATION s, $CLIENTS clients at ${SOAK_RATE:-1} call/s each (work: $WORK)"
+say "soak: $DURATION s, $CLIENTS clients at ${SOAK_RATE:-1} call/s each, seed ${SOAK_SEED:-7} (work: $WORK)"
 admin PUT faults '{"rules":[
   {"status":429,"retryAfter":1,"rate":0.01},
   {"status":503,"rate":0.05},
@@ -119,6 +161,8 @@ T0=$(date +%s)
 echo "$T0" >"$OUT/t0"
 : >"$OUT/events"
 event() { printf '%s %s\n' "$(date +%s%3N)" "$*" >>"$OUT/events"; }
+HOLD_KILL_S=${SOAK_HOLD_KILL_S:-15}
+((HOLD_KILL_S > 0)) && { hold_and_kill "$HOLD_KILL_S" & PIDS+=($!); }
 kill9_at=($((DURATION * 30 / 100)) $((DURATION * 70 / 100)))
 restart_at=($((DURATION * 45 / 100)) $((DURATION * 85 / 100)))
 next_leader_kill=$((T0 + 20))

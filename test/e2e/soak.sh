@@ -3,7 +3,9 @@
 # under stand-in faults, leader terminations, kill -9s and immediate restarts,
 # on a cluster of its own, then the same checks as the full run (nothing
 # committed lost or duplicated, one audit event per intent, ledger = stand-in,
-# bounded worker RSS).  Each check is one TAP line; the table is printed as
+# bounded worker RSS).  Every 8 s (SOAK_HOLD_KILL_S) a leader is terminated
+# while the stand-in holds its create/apply, before or after applying it: the
+# lost write-back of issue 22, on purpose.  Each check is one TAP line; the table is printed as
 # comments.  Skipped under --sanitize (its minutes would be spent twice) unless
 # SOAK_SANITIZE=1.
 set -u
@@ -14,7 +16,7 @@ if [ "${SANITIZE:-0}" = 1 ] && [ -z "${SOAK_SANITIZE:-}" ]; then
 	exit 0
 fi
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-out=$(SOAK_SECONDS=${SOAK_SECONDS:-120} SOAK_CONVERGE_MAX=${SOAK_CONVERGE_MAX:-120} SOAK_STEADY=${SOAK_STEADY:-30} \
+out=$(SOAK_SECONDS=${SOAK_SECONDS:-120} SOAK_HOLD_KILL_S=${SOAK_HOLD_KILL_S:-8} SOAK_CONVERGE_MAX=${SOAK_CONVERGE_MAX:-120} SOAK_STEADY=${SOAK_STEADY:-30} \
 	timeout 900 bash "$ROOT/bench/soak/run.sh" 2>&1)
 rc=$?
 echo "$out" | grep -vE '^(not )?ok - ' | sed -e 's/^/# /' -e 's/^# # /# /'

@@ -20,7 +20,7 @@ standin_start() {
 	printf '[default]\naws_access_key_id = S3RVER\naws_secret_access_key = S3RVER\n' >"$STANDIN_S3_CREDENTIALS"
 	chmod 644 "$STANDIN_S3_CREDENTIALS"
 	"$SRC/test/standin/start.sh" --state-dir "$dir" --port 0 --s3-port 0 --token "$STANDIN_TOKEN" \
-		--seed 7 --ready-delay-ms "${STANDIN_READY_MS:-300}" >/dev/null || return 1
+		--seed "${STANDIN_SEED:-7}" --ready-delay-ms "${STANDIN_READY_MS:-300}" >/dev/null || return 1
 	STANDIN_PORT=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["port"])' "$dir/ports.json")
 	STANDIN_S3=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["s3Port"])' "$dir/ports.json")
 	STANDIN_URL=http://127.0.0.1:$STANDIN_PORT
