@@ -50,6 +50,11 @@ char	   *mlplat_otlp_headers_file = NULL;
 int			mlplat_otlp_batch_size = 512;
 int			mlplat_otlp_export_interval_ms = 1000;
 int			mlplat_span_retention_days = 7;
+int			mlplat_leader_history_retention_days = 30;
+int			mlplat_history_retention_days = 365;
+int			mlplat_route_generation_retention_days = 7;
+int			mlplat_idempotency_tombstone_retention_days = 365;
+int			mlplat_retention_interval_ms = 3600000;
 char	   *mlplat_on_behalf_of = NULL;
 
 /* A malformed traceparent is refused when set, not discovered later in a span. */
@@ -252,6 +257,31 @@ mlplat_define_gucs(void)
 							"Days of spans kept by the retention job, exported or not.",
 							NULL, &mlplat_span_retention_days, 7, 1, 36500,
 							PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("mlplat.leader_history_retention",
+							"Days of leader_history rows kept by the retention job (the current epoch's row always stays).",
+							NULL, &mlplat_leader_history_retention_days, 30, 1, 36500,
+							PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("mlplat.history_retention",
+							"Days the histories of an ended entity are kept by the retention job.",
+							"Audit events and alias history of a deleted project, revisions of a deleted deployment, "
+							"transitions of a finished rollout, finished runs; and revisions no live state refers to. "
+							"Nothing of an entity that still lives is purged.",
+							&mlplat_history_retention_days, 365, 1, 36500,
+							PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("mlplat.route_generation_retention",
+							"Days a superseded route generation is kept by the retention job.",
+							"The latest generation of each project always stays.",
+							&mlplat_route_generation_retention_days, 7, 1, 36500,
+							PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("mlplat.idempotency_tombstone_retention",
+							"Days the fingerprint of a purged idempotency key is kept, so a late retry is refused.",
+							NULL, &mlplat_idempotency_tombstone_retention_days, 365, 1, 36500,
+							PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("mlplat.retention_interval",
+							"How often the projects leader runs the retention job when pg_cron does not.",
+							"With pg_cron's mlplat-retention job active, the leader steps in only after two missed runs.",
+							&mlplat_retention_interval_ms, 3600000, 1000, PG_INT32_MAX,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
 
 	DefineCustomStringVariable("mlplat.on_behalf_of",
 							   "Person an application role acts for.",

@@ -51,6 +51,12 @@ extern int	mlplat_http_timeout_ms;
 /* housekeeping */
 extern int	mlplat_ledger_retention_days;
 extern int	mlplat_idempotency_retention_days;
+/* retention of histories, route generations, purged keys; how often the leader runs it */
+extern int	mlplat_leader_history_retention_days;
+extern int	mlplat_history_retention_days;
+extern int	mlplat_route_generation_retention_days;
+extern int	mlplat_idempotency_tombstone_retention_days;
+extern int	mlplat_retention_interval_ms;
 
 /* deployments */
 extern int	mlplat_deploy_deadline_ms;

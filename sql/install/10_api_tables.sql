@@ -5,10 +5,15 @@
 --   row_version (bumped by every write; compare-and-swap compares it), next_attempt_at,
 --   attempts, last_error, traceparent, observed, observed_at, epoch, created_at, updated_at.
 
--- Refuses changes to append-only tables (audit events, deployment revisions).
+-- Refuses changes to append-only tables (audit events, deployment revisions), except the
+-- DELETE of a row past retention (mlplat._purgeable, 80_retention): history of a living
+-- entity stays, even for the owner.
 CREATE FUNCTION mlplat._refuse_change() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, mlplat, pg_temp AS $$
 BEGIN
+  IF TG_OP = 'DELETE' AND mlplat._purgeable(TG_TABLE_NAME, pg_catalog.to_jsonb(OLD)) THEN
+    RETURN OLD;
+  END IF;
   RAISE EXCEPTION USING ERRCODE = '55000',
     MESSAGE = pg_catalog.format('%s on %s is not allowed: rows are immutable', TG_OP, TG_TABLE_NAME),
     DETAIL = pg_catalog.format('%s is append-only.', TG_TABLE_NAME),

@@ -78,6 +78,24 @@ CREATE TABLE mlplat.idempotency_keys (
 -- run_retention purges by age; keys arrive in created_at order (see spans_end_time)
 CREATE INDEX idempotency_keys_created_at ON mlplat.idempotency_keys USING brin (created_at);
 
+-- What is left of a purged idempotency key (run_retention): a fingerprint of (principal,
+-- action, key), so a retry that arrives after its key was purged is refused instead of doing
+-- the request a second time.  Kept mlplat.idempotency_tombstone_retention days.
+CREATE TABLE mlplat.idempotency_tombstones (
+  fingerprint    bytea PRIMARY KEY,     -- _idem_fingerprint: 16 bytes of a SHA-256
+  key_created_at timestamptz NOT NULL,  -- when the key was first used
+  purged_at      timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+COMMENT ON TABLE mlplat.idempotency_tombstones IS
+  'Fingerprints of purged idempotency keys: a retry with one is refused (mlplat.idempotency_tombstone_retention days).';
+
+-- Lengths first, so no two (principal, action, key) triples share the hashed text.
+CREATE FUNCTION mlplat._idem_fingerprint(p_principal text, p_action text, p_key text) RETURNS bytea
+LANGUAGE sql IMMUTABLE STRICT AS $$
+  SELECT pg_catalog.substr(pg_catalog.sha256(pg_catalog.convert_to(pg_catalog.format('%s:%s|%s:%s|%s',
+           pg_catalog.length(p_principal), p_principal, pg_catalog.length(p_action), p_action, p_key), 'UTF8')), 1, 16)
+$$;
+
 -- Append-only audit trail.
 CREATE TABLE mlplat.audit_events (
   id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -339,6 +357,7 @@ DECLARE
   who text;
   rec mlplat.idempotency_keys;
   res mlplat.accepted;
+  first_used timestamptz;
 BEGIN
   IF p_key IS NULL THEN
     RETURN NULL;
@@ -351,6 +370,16 @@ BEGIN
   INSERT INTO mlplat.idempotency_keys (principal, action, key, request_hash)
   VALUES (who, p_action, p_key, h) ON CONFLICT DO NOTHING;
   IF FOUND THEN
+    -- new here, unless retention purged it: then this retries a request that may have run
+    SELECT t.key_created_at INTO first_used FROM mlplat.idempotency_tombstones t
+     WHERE t.fingerprint = mlplat._idem_fingerprint(who, p_action, p_key);
+    IF FOUND THEN
+      RAISE EXCEPTION USING ERRCODE = '22023',
+        MESSAGE = pg_catalog.format('idempotency key expired: first used for %s on %s, it is past mlplat.idempotency_retention',
+                                    p_action, pg_catalog.to_char(first_used, 'YYYY-MM-DD')),
+        DETAIL = 'The request made with this key may have run; doing it again could do it twice.',
+        HINT = 'If this retries that request, look up its outcome (mlplat.audit_log); otherwise use a new idempotency key.';
+    END IF;
     RETURN NULL;
   END IF;
   SELECT * INTO rec FROM mlplat.idempotency_keys k

@@ -212,48 +212,7 @@ REVOKE ALL ON FUNCTION mlplat._unanswered_note(text, bigint, bigint[], text[], t
 REVOKE ALL ON FUNCTION mlplat._unanswered_of(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._unanswered_clear(text, bigint, bigint[], text[], text[]) FROM PUBLIC;
 
--- Retention: purge ledger rows older than mlplat.ledger_retention days.
--- Scheduled hourly with pg_cron when pg_cron is installed in this database;
--- otherwise call it from any scheduler.
-CREATE FUNCTION mlplat.run_retention()
-RETURNS TABLE (what text, deleted bigint)
-LANGUAGE plpgsql
-SET search_path = pg_catalog, mlplat, pg_temp
-AS $$
-DECLARE
-    n bigint;
-BEGIN
-    DELETE FROM mlplat.reconcile_ledger
-     WHERE at < pg_catalog.now() - pg_catalog.make_interval(days => pg_catalog.current_setting('mlplat.ledger_retention')::int);
-    GET DIAGNOSTICS n = ROW_COUNT;
-    what := 'reconcile_ledger'; deleted := n;
-    RETURN NEXT;
-    DELETE FROM mlplat.idempotency_keys
-     WHERE created_at < pg_catalog.now() - pg_catalog.make_interval(days => pg_catalog.current_setting('mlplat.idempotency_retention')::int);
-    GET DIAGNOSTICS n = ROW_COUNT;
-    what := 'idempotency_keys'; deleted := n;
-    RETURN NEXT;
-    -- exported or not: an exporter down for that long must not grow the table without bound
-    DELETE FROM mlplat.spans
-     WHERE end_time < pg_catalog.now() - pg_catalog.make_interval(days => pg_catalog.current_setting('mlplat.span_retention')::int);
-    GET DIAGNOSTICS n = ROW_COUNT;
-    what := 'spans'; deleted := n;
-    RETURN NEXT;
-END;
-$$;
-REVOKE ALL ON FUNCTION mlplat.run_retention() FROM PUBLIC;
-COMMENT ON FUNCTION mlplat.run_retention() IS
-  'Deletes ledger rows older than mlplat.ledger_retention days, idempotency keys older than mlplat.idempotency_retention days and spans older than mlplat.span_retention days.';
-
-DO $do$
-BEGIN
-    IF EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'pg_cron') THEN
-        -- The command survives DROP EXTENSION mlplat harmlessly: it checks first.
-        PERFORM cron.schedule('mlplat-retention', '17 * * * *',
-            $cmd$DO $x$ BEGIN IF pg_catalog.to_regproc('mlplat.run_retention') IS NOT NULL THEN PERFORM mlplat.run_retention(); END IF; END $x$ $cmd$);
-    END IF;
-END;
-$do$;
+-- Retention (mlplat.run_retention and who runs it): 80_retention.sql.
 
 
 -- Every live reconciled entity with the columns all kinds share; the health
