@@ -41,6 +41,7 @@
 #include "mlplat/kinds.h"
 #include "mlplat/otlp_export.h"
 #include "mlplat/reconcile.h"
+#include "mlplat/retention.h"
 #include "mlplat/secret_file.h"
 #include "mlplat/shmem.h"
 #include "mlplat/version.h"
@@ -425,6 +426,9 @@ export_spans(const MlplatPass *kind_pass, MemoryContext pass_context, long timeo
 	MlplatPass	xp = *kind_pass;
 
 	xp.next_pass_ms = 0;
+	xp.status[0] = '\0';
+	/* the same leader purges what is past retention, when pg_cron does not */
+	(void) run_pass(mlplat_retention_pass, &xp, pass_context);
 	xp.status[0] = '\0';
 	(void) run_pass(mlplat_otlp_export_pass, &xp, pass_context);
 	return (xp.next_pass_ms > 0 && xp.next_pass_ms < timeout_ms) ? xp.next_pass_ms : timeout_ms;
