@@ -47,6 +47,7 @@ int			mlplat_api_lock_timeout_ms = 5000;
 char	   *mlplat_traceparent = NULL;
 char	   *mlplat_otlp_endpoint = NULL;
 char	   *mlplat_otlp_headers_file = NULL;
+char	   *mlplat_runner_service_account = NULL;
 int			mlplat_otlp_batch_size = 512;
 int			mlplat_otlp_export_interval_ms = 1000;
 int			mlplat_span_retention_days = 7;
@@ -72,6 +73,18 @@ check_traceparent(char **newval, void **extra, GucSource source)
 		return false;
 	}
 	return true;
+}
+
+/* A Kubernetes object name mlplat renders into every project: a DNS label. */
+static bool
+check_k8s_name(char **newval, void **extra, GucSource source)
+{
+	if (*newval != NULL && mlplat_dns_label_is_valid(*newval, strlen(*newval), 63))
+		return true;
+	GUC_check_errcode(ERRCODE_INVALID_PARAMETER_VALUE);
+	GUC_check_errdetail("A Kubernetes object name here is a DNS label: at most 63 lower-case letters, "
+						"digits and '-', starting and ending with a letter or digit.");
+	return false;
 }
 
 void
@@ -240,6 +253,11 @@ mlplat_define_gucs(void)
 							   "Spans are POSTed as OTLP JSON to <endpoint>/v1/traces. Empty: spans are only kept in mlplat.spans.",
 							   &mlplat_otlp_endpoint, "",
 							   PGC_SIGHUP, GUC_SUPERUSER_ONLY, NULL, NULL, NULL);
+	DefineCustomStringVariable("mlplat.runner_service_account",
+							   "ServiceAccount (and Role, RoleBinding) that runs a project's Argo Workflows.",
+							   "The projects reconciler makes it in every project namespace with the Role Argo's executor needs (create/patch workflowtaskresults); rendered Workflows name it.",
+							   &mlplat_runner_service_account, "mlplat-runner",
+							   PGC_SIGHUP, 0, check_k8s_name, NULL, NULL);
 	DefineCustomStringVariable("mlplat.otlp_headers_file",
 							   "File of \"Name: value\" lines sent as headers with every OTLP export request.",
 							   "For collector authentication (Authorization, API keys) instead of credentials in the endpoint URL. Re-read whenever it changes. Empty: no extra headers.",

@@ -65,6 +65,7 @@ extern int	mlplat_api_lock_timeout_ms;
 /* trace spans: export over OTLP/HTTP JSON (reloadable) and retention */
 extern char *mlplat_otlp_endpoint;
 extern char *mlplat_otlp_headers_file;
+extern char *mlplat_runner_service_account;
 extern int	mlplat_otlp_batch_size;
 extern int	mlplat_otlp_export_interval_ms;
 extern int	mlplat_span_retention_days;

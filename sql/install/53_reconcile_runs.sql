@@ -60,7 +60,19 @@ SET search_path = pg_catalog, mlplat, pg_temp AS $$
                     pg_catalog.jsonb_build_object('nvidia.com/gpu', (s->>'gpus')::int) END)) END))
 $$;
 
--- The exact Workflow for a run's current attempt.
+-- The ServiceAccount a project's Workflows run as (mlplat.runner_service_account; the
+-- projects reconciler makes it, with the Role Argo's executor needs, in every project).
+CREATE FUNCTION mlplat._runner_service_account() RETURNS text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, mlplat, pg_temp AS $$
+  SELECT coalesce(NULLIF(pg_catalog.current_setting('mlplat.runner_service_account', true), ''), 'mlplat-runner')
+$$;
+REVOKE ALL ON FUNCTION mlplat._runner_service_account() FROM PUBLIC;
+
+-- The exact Workflow for a run's current attempt.  Its pods run as the project's runner
+-- ServiceAccount with no token of their own: Argo mounts the runner's token into its
+-- executor containers only (executor.serviceAccountName), which write the steps'
+-- workflowtaskresults; the run's code gets no Kubernetes credential.
 CREATE FUNCTION mlplat._render_workflow(p_run_id bigint) RETURNS jsonb
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, mlplat, pg_temp AS $$
@@ -76,7 +88,11 @@ SET search_path = pg_catalog, mlplat, pg_temp AS $$
         'mlplat.io/run', u.name,
         'mlplat.io/attempt', u.attempt::text,
         'mlplat.io/instance', mlplat._instance_id())),
-    'spec', CASE WHEN u.kind = 'run' THEN
+    'spec', pg_catalog.jsonb_build_object(
+        'serviceAccountName', mlplat._runner_service_account(),
+        'automountServiceAccountToken', false,
+        'executor', pg_catalog.jsonb_build_object('serviceAccountName', mlplat._runner_service_account()))
+    || CASE WHEN u.kind = 'run' THEN
       pg_catalog.jsonb_build_object(
         'entrypoint', 'main',
         'templates', pg_catalog.jsonb_build_array(

@@ -12,6 +12,12 @@
  *                                     from the ingress gateway namespaces
  *   RoleBinding     mlplat-<role>-<principal> per member, roleRef ClusterRole
  *                                     mlplat-<role>
+ *   ServiceAccount  <mlplat.runner_service_account>  the identity of the run's
+ *                                     Workflow pods (no token automounted: Argo
+ *                                     mounts one into its executor only)
+ *   Role            <runner>          what Argo's executor needs and nothing
+ *                                     more: create/patch workflowtaskresults
+ *   RoleBinding     <runner>          the Role to the runner ServiceAccount
  *
  * One pass:
  *   1. claim every live project with its quotas and members (short transaction);
@@ -70,6 +76,8 @@ typedef enum ObjKind
 	OBJ_LIMITS,
 	OBJ_NETPOL,
 	OBJ_ROLEBINDING,
+	OBJ_SERVICEACCOUNT,
+	OBJ_ROLE,
 	NUM_OBJ_KINDS
 } ObjKind;
 
@@ -79,12 +87,15 @@ static const MlplatKubeResource RES[NUM_OBJ_KINDS] = {
 	{"", "v1", "limitranges", true},
 	{"networking.k8s.io", "v1", "networkpolicies", true},
 	{"rbac.authorization.k8s.io", "v1", "rolebindings", true},
+	{"", "v1", "serviceaccounts", true},
+	{"rbac.authorization.k8s.io", "v1", "roles", true},
 };
 static const char *const KIND_NAME[NUM_OBJ_KINDS] = {
-	"Namespace", "ResourceQuota", "LimitRange", "NetworkPolicy", "RoleBinding"
+	"Namespace", "ResourceQuota", "LimitRange", "NetworkPolicy", "RoleBinding", "ServiceAccount", "Role"
 };
 static const char *const API_VERSION[NUM_OBJ_KINDS] = {
-	"v1", "v1", "v1", "networking.k8s.io/v1", "rbac.authorization.k8s.io/v1"
+	"v1", "v1", "v1", "networking.k8s.io/v1", "rbac.authorization.k8s.io/v1", "v1",
+	"rbac.authorization.k8s.io/v1"
 };
 
 #define QUOTA_NAME "mlplat-quota"
@@ -219,6 +230,44 @@ new_obj(Project *p, ObjKind kind, const char *name, StringInfo manifest)
 	return o;
 }
 
+/*
+ * The runner identity: Argo (3.4 and later) runs every step's pods as the
+ * Workflow's serviceAccountName, and its executor writes the step's outputs as
+ * workflowtaskresults; without this Role every step fails with "forbidden"
+ * (Argo's workflow-rbac.md gives exactly these two verbs as the executor's
+ * minimum).  The ServiceAccount mounts no token by itself: the Workflow asks
+ * Argo to mount one into its executor containers only (_render_workflow), so a
+ * run's own code holds no Kubernetes credential.
+ */
+static void
+render_runner(Project *p, const char *instance)
+{
+	const char *runner = mlplat_runner_service_account;
+	StringInfoData s;
+
+	initStringInfo(&s);
+	append_metadata(&s, OBJ_SERVICEACCOUNT, runner, p->ns, p->name, instance);
+	appendStringInfoString(&s, ",\"automountServiceAccountToken\":false}");
+	new_obj(p, OBJ_SERVICEACCOUNT, runner, &s);
+
+	initStringInfo(&s);
+	append_metadata(&s, OBJ_ROLE, runner, p->ns, p->name, instance);
+	appendStringInfoString(&s, ",\"rules\":[{\"apiGroups\":[\"argoproj.io\"],"
+						   "\"resources\":[\"workflowtaskresults\"],\"verbs\":[\"create\",\"patch\"]}]}");
+	new_obj(p, OBJ_ROLE, runner, &s);
+
+	initStringInfo(&s);
+	append_metadata(&s, OBJ_ROLEBINDING, runner, p->ns, p->name, instance);
+	appendStringInfoString(&s, ",\"roleRef\":{\"apiGroup\":\"rbac.authorization.k8s.io\",\"kind\":\"Role\",\"name\":");
+	escape_json(&s, runner);
+	appendStringInfoString(&s, "},\"subjects\":[{\"kind\":\"ServiceAccount\",\"name\":");
+	escape_json(&s, runner);
+	appendStringInfoString(&s, ",\"namespace\":");
+	escape_json(&s, p->ns);
+	appendStringInfoString(&s, "}]}");
+	new_obj(p, OBJ_ROLEBINDING, runner, &s);
+}
+
 /* Every object the project should have, rendered from the claimed row alone. */
 static void
 render(Project *p, const char *instance, MlJsonArena *arena)
@@ -264,6 +313,8 @@ render(Project *p, const char *instance, MlJsonArena *arena)
 						 "{\"kubernetes.io/metadata.name\":\"%s\"}}}", INGRESS_NAMESPACES[i]);
 	appendStringInfoString(&s, "]}]}}");
 	new_obj(p, OBJ_NETPOL, NETPOL_NAME, &s);
+
+	render_runner(p, instance);
 
 	members = ml_json_parse(arena, p->members, strlen(p->members), NULL, &err);
 	if (members == NULL || members->type != ML_JSON_ARRAY)
@@ -920,28 +971,35 @@ mlplat_projects_pass(MlplatPass *pass)
 			}
 		}
 	}
-	/* bindings in a live project's namespace that no member needs (revoked, role changed) */
-	foreach_ptr(const MlJsonValue, rb, items[OBJ_ROLEBINDING])
+	/*
+	 * Bindings in a live project's namespace that no member needs (revoked, role
+	 * changed), and a runner ServiceAccount or Role left by an earlier
+	 * mlplat.runner_service_account (or predictor identity): deleted.
+	 */
+	for (int k = OBJ_ROLEBINDING; k < NUM_OBJ_KINDS; k++)
 	{
-		const char *name = mlplat_json_text(rb, "metadata", "name", NULL);
-		const char *ns = mlplat_json_text(rb, "metadata", "namespace", NULL);
-		char		key[sizeof(((ObsEntry *) 0)->key)];
-		ObsEntry   *e;
-
-		if (!name || !ns)
-			continue;
-		obs_key(key, OBJ_ROLEBINDING, ns, name);
-		e = hash_search(seen, key, HASH_FIND, NULL);
-		if (e == NULL || e->claimed)
-			continue;
-		foreach_ptr(Project, p, projects)
+		foreach_ptr(const MlJsonValue, rb, items[k])
 		{
-			if (strcmp(p->ns, ns) == 0 && strcmp(p->status, "DELETING") != 0)
-			{
-				ProjObj    *o = new_obj(p, OBJ_ROLEBINDING, name, NULL);
+			const char *name = mlplat_json_text(rb, "metadata", "name", NULL);
+			const char *ns = mlplat_json_text(rb, "metadata", "namespace", NULL);
+			char		key[sizeof(((ObsEntry *) 0)->key)];
+			ObsEntry   *e;
 
-				o->obs = rb;
-				break;
+			if (!name || !ns)
+				continue;
+			obs_key(key, (ObjKind) k, ns, name);
+			e = hash_search(seen, key, HASH_FIND, NULL);
+			if (e == NULL || e->claimed)
+				continue;
+			foreach_ptr(Project, p, projects)
+			{
+				if (strcmp(p->ns, ns) == 0 && strcmp(p->status, "DELETING") != 0)
+				{
+					ProjObj    *o = new_obj(p, (ObjKind) k, name, NULL);
+
+					o->obs = rb;
+					break;
+				}
 			}
 		}
 	}

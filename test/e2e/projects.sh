@@ -104,20 +104,33 @@ rbs=$(kube GET "/apis/rbac.authorization.k8s.io/v1/namespaces/mlp-vision/rolebin
 check "$rbs" "sorted((i['metadata']['name'], i['roleRef']['kind'], i['roleRef']['name'], i['subjects'][0]['kind'], i['subjects'][0]['name'], len(i['subjects'])) for i in o['items']) == sorted([
  ('mlplat-owner-alice', 'ClusterRole', 'mlplat-owner', 'User', 'alice', 1),
  ('mlplat-viewer-bob', 'ClusterRole', 'mlplat-viewer', 'User', 'bob', 1),
- ('$CAROL', 'ClusterRole', 'mlplat-deployer', 'User', 'Carol.Smith', 1)])"
-tap_ok $? "one RoleBinding per member, roleRef ClusterRole mlplat-<role>, subject the principal"
+ ('$CAROL', 'ClusterRole', 'mlplat-deployer', 'User', 'Carol.Smith', 1),
+ ('mlplat-runner', 'Role', 'mlplat-runner', 'ServiceAccount', 'mlplat-runner', 1)])"
+tap_ok $? "one RoleBinding per member, roleRef ClusterRole mlplat-<role>, subject the principal; one for the runner"
 
-tap_is "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'projects' AND project = 'vision' AND action = 'APPLY' AND outcome = 'OK'")" 7 \
-	"the ledger shows one apply per object (namespace, quota, limits, policy, 3 bindings)"
-tap_is "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'projects' AND project = 'vision' AND epoch = (SELECT epoch FROM mlplat.leader_epochs WHERE kind = 'projects') AND controller <> ''")" 7 \
+# the runner identity Argo's executor needs (issue 17 item 1): exactly create/patch workflowtaskresults
+sa=$(kube GET /api/v1/namespaces/mlp-vision/serviceaccounts/mlplat-runner)
+check "$sa" "o['automountServiceAccountToken'] is False and o['metadata']['labels']['mlplat.io/project'] == 'vision'"
+tap_ok $? "ServiceAccount mlplat-runner, no token automounted"
+role=$(kube GET /apis/rbac.authorization.k8s.io/v1/namespaces/mlp-vision/roles/mlplat-runner)
+check "$role" "o['rules'] == [{'apiGroups': ['argoproj.io'], 'resources': ['workflowtaskresults'], 'verbs': ['create', 'patch']}]"
+tap_ok $? "Role mlplat-runner: create and patch workflowtaskresults in argoproj.io, nothing else"
+rb=$(kube GET /apis/rbac.authorization.k8s.io/v1/namespaces/mlp-vision/rolebindings/mlplat-runner)
+check "$rb" "o['roleRef'] == {'apiGroup': 'rbac.authorization.k8s.io', 'kind': 'Role', 'name': 'mlplat-runner'}
+ and o['subjects'] == [{'kind': 'ServiceAccount', 'name': 'mlplat-runner', 'namespace': 'mlp-vision'}]"
+tap_ok $? "RoleBinding mlplat-runner binds the Role to the ServiceAccount in the project namespace"
+
+tap_is "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'projects' AND project = 'vision' AND action = 'APPLY' AND outcome = 'OK'")" 10 \
+	"the ledger shows one apply per object (namespace, quota, limits, policy, 3 bindings, runner account, role and binding)"
+tap_is "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'projects' AND project = 'vision' AND epoch = (SELECT epoch FROM mlplat.leader_epochs WHERE kind = 'projects') AND controller <> ''")" 10 \
 	"the ledger rows carry the projects leader's epoch and controller"
 proj_spans vision >"$WORK/proj-spans.txt"
 python3 -c '
 import sys
 rows = [l.split(" ") for l in open(sys.argv[1]).read().split("\n") if l]
 applies = [r for r in rows if r[0] == "projects.apply"]
-ok = (len(applies) == 7 and all(r[1] == "UNSET" and r[3] in ("200", "201") for r in applies)
-      and sorted(r[2].split("/")[0] for r in applies) == ["LimitRange", "Namespace", "NetworkPolicy", "ResourceQuota"] + ["RoleBinding"] * 3
+ok = (len(applies) == 10 and all(r[1] == "UNSET" and r[3] in ("200", "201") for r in applies)
+      and sorted(r[2].split("/")[0] for r in applies) == ["LimitRange", "Namespace", "NetworkPolicy", "ResourceQuota", "Role"] + ["RoleBinding"] * 4 + ["ServiceAccount"]
       and sum(1 for r in rows if r[0] == "projects.readiness_wait") == 1
       and sum(1 for r in rows if r[0] == "projects.claim") >= 1
       and all(r[4] in ("mlplat.create_project", "mlplat.grant_role") for r in rows))
@@ -147,12 +160,13 @@ tap_ok $? "bob's role changes from viewer to developer"
 deadline=$((SECONDS + 15))
 while :; do
 	rbs=$(kube GET "/apis/rbac.authorization.k8s.io/v1/namespaces/mlp-vision/rolebindings?labelSelector=$SEL")
-	check "$rbs" "sorted(i['metadata']['name'] for i in o['items']) == sorted(['mlplat-owner-alice', 'mlplat-developer-bob', '$CAROL'])" >/dev/null && break
+	check "$rbs" "sorted(i['metadata']['name'] for i in o['items']) == sorted(['mlplat-owner-alice', 'mlplat-developer-bob', '$CAROL', 'mlplat-runner'])" >/dev/null && break
 	((SECONDS >= deadline)) && break
 	sleep 0.2
 done
 check "$rbs" "sorted((i['metadata']['name'], i['roleRef']['name'], i['subjects'][0]['name']) for i in o['items']) == sorted([
- ('mlplat-owner-alice', 'mlplat-owner', 'alice'), ('mlplat-developer-bob', 'mlplat-developer', 'bob'), ('$CAROL', 'mlplat-deployer', 'Carol.Smith')])"
+ ('mlplat-owner-alice', 'mlplat-owner', 'alice'), ('mlplat-developer-bob', 'mlplat-developer', 'bob'), ('$CAROL', 'mlplat-deployer', 'Carol.Smith'),
+ ('mlplat-runner', 'mlplat-runner', 'mlplat-runner')])"
 tap_ok $? "the viewer binding is replaced by a developer binding (roleRef is immutable)"
 tap_is "$(requests RoleBinding mlp-vision mlplat-viewer-bob ok)" 2 "the old binding saw exactly its apply and one delete"
 tap_is "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE project = 'vision' AND action = 'DELETE' AND outcome = 'OK' AND detail->>'note' = 'RoleBinding mlp-vision/mlplat-viewer-bob'")" 1 \
@@ -257,6 +271,23 @@ tap_is "$(requests Namespace "" mlp-secure ok)" 2 "the namespace saw one apply a
 check "$(kube GET /api/v1/namespaces/mlp-vision)" "o['metadata']['name'] == 'mlp-vision' and o['status']['phase'] == 'Active'"
 tap_ok $? "the other project's namespace is untouched"
 tap_is "$(q $DB "SELECT status FROM mlplat.projects WHERE name = 'vision'")" READY "the other project is still READY"
+
+# ---------------------------------------------------------------- the runner's name is a setting
+$PSQL -d $DB -c "ALTER SYSTEM SET mlplat.runner_service_account = 'ci-runner'" -c "SELECT pg_reload_conf()" >/dev/null
+runner_names() {
+	for r in /api/v1/namespaces/mlp-vision/serviceaccounts /apis/rbac.authorization.k8s.io/v1/namespaces/mlp-vision/roles \
+		/apis/rbac.authorization.k8s.io/v1/namespaces/mlp-vision/rolebindings; do
+		kube GET "$r?labelSelector=$SEL" | python3 -c 'import json,sys; print(",".join(sorted(i["metadata"]["name"] for i in json.load(sys.stdin)["items"] if "runner" in i["metadata"]["name"])))'
+	done | paste -sd' '
+}
+deadline=$((SECONDS + 20))
+while [ "$(runner_names)" != "ci-runner ci-runner ci-runner" ] && ((SECONDS < deadline)); do sleep 0.2; done
+tap_is "$(runner_names)" "ci-runner ci-runner ci-runner" \
+	"mlplat.runner_service_account renamed: the new ServiceAccount, Role and RoleBinding replace the old ones"
+$PSQL -d $DB -c "ALTER SYSTEM RESET mlplat.runner_service_account" -c "SELECT pg_reload_conf()" >/dev/null
+out=$($PSQL -d $DB -c "ALTER SYSTEM SET mlplat.runner_service_account = 'Not_A_Label'" 2>&1)
+echo "$out" | grep -q 'invalid value for parameter "mlplat.runner_service_account"'
+tap_ok $? "a runner name that is no DNS label is refused"
 
 # leave nothing live for the scripts that run after this one against their own stand-in
 q $DB "SELECT mlplat.delete_project('vision')" >/dev/null

@@ -66,6 +66,12 @@ c=t["step-train"]["container"]
 assert c["resources"]["limits"]["nvidia.com/gpu"] == 1 and c["env"] == [{"name": "SEED", "value": "1"}] and c["args"] == ["--epochs", "3"], c
 '
 tap_ok $? "render: deterministic name, our labels, DAG mirrors the steps, GPUs/env/args carried"
+echo "$render" | python3 -c '
+import json,sys; s=json.load(sys.stdin)["spec"]
+assert s["serviceAccountName"] == "mlplat-runner" and s["automountServiceAccountToken"] is False, s
+assert s["executor"] == {"serviceAccountName": "mlplat-runner"}, s
+'
+tap_ok $? "render: pods run as the project's runner ServiceAccount; only Argo's executor gets its token"
 tap_is "$(q $DB "SELECT mlplat.render_workflow('lab', 'etl') = '$render'::jsonb")" t "render is deterministic"
 q $DB "DROP ROLE IF EXISTS outsider" 2>/dev/null; q $DB "CREATE ROLE outsider" >/dev/null
 err=$(q $DB "SET ROLE outsider; SELECT mlplat.render_workflow('lab', 'etl')" 2>&1)

@@ -427,6 +427,33 @@ function watchPhases(p, until_, fromRv) {
   });
 }
 
+check('Argo identity: no executor Role errors each step as "forbidden"; a missing ServiceAccount fails pod creation; a Role makes it run', async () => {
+  const single = (name, spec) => ({ apiVersion: 'argoproj.io/v1alpha1', kind: 'Workflow', metadata: { name },
+    spec: { entrypoint: 'main', templates: [{ name: 'main', container: { image: 'busybox' } }], ...spec } });
+  const done = (ph) => ph === 'Succeeded' || ph === 'Failed' || ph === 'Error';
+  await k('POST', `${WF}/namespaces/fid-a/workflows`, single('no-rbac', {}));
+  let r = await watchPhases(`${WF}/namespaces/fid-a/workflows/no-rbac`, done);
+  eq([r.o.status.phase, r.o.status.nodes['no-rbac'].phase, r.o.status.message],
+    ['Error', 'Error', 'Error (exit code 64): workflowtaskresults.argoproj.io is forbidden: User "system:serviceaccount:fid-a:default" cannot create resource "workflowtaskresults" in API group "argoproj.io" in the namespace "fid-a"'],
+    'the default ServiceAccount may not write task results');
+  await k('POST', `${WF}/namespaces/fid-a/workflows`, single('ghost-sa', { serviceAccountName: 'ghost' }));
+  r = await watchPhases(`${WF}/namespaces/fid-a/workflows/ghost-sa`, done);
+  eq([r.o.status.phase, r.o.status.message], ['Error', 'pods "ghost-sa" is forbidden: error looking up service account fid-a/ghost: serviceaccount "ghost" not found'], 'missing ServiceAccount');
+  await k('POST', `${WF}/namespaces/fid-a/workflows`, single('no-exec-sa', { automountServiceAccountToken: false }));
+  r = await watchPhases(`${WF}/namespaces/fid-a/workflows/no-exec-sa`, done);
+  eq(r.o.status.phase, 'Error', 'no token and no executor ServiceAccount');
+  // Argo's documented executor minimum, bound to a runner and to default (the tests below use default)
+  eq((await k('POST', '/api/v1/namespaces/fid-a/serviceaccounts', { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'runner' }, automountServiceAccountToken: false })).status, 201, 'sa');
+  eq((await k('POST', '/apis/rbac.authorization.k8s.io/v1/namespaces/fid-a/roles', { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'Role', metadata: { name: 'executor' },
+    rules: [{ apiGroups: ['argoproj.io'], resources: ['workflowtaskresults'], verbs: ['create', 'patch'] }] })).status, 201, 'role');
+  eq((await k('POST', '/apis/rbac.authorization.k8s.io/v1/namespaces/fid-a/rolebindings', { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'RoleBinding', metadata: { name: 'executor' },
+    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'executor' },
+    subjects: [{ kind: 'ServiceAccount', name: 'runner', namespace: 'fid-a' }, { kind: 'ServiceAccount', name: 'default', namespace: 'fid-a' }] })).status, 201, 'binding');
+  await k('POST', `${WF}/namespaces/fid-a/workflows`, single('runner-ok', { serviceAccountName: 'runner', automountServiceAccountToken: false, executor: { serviceAccountName: 'runner' } }));
+  r = await watchPhases(`${WF}/namespaces/fid-a/workflows/runner-ok`, done);
+  eq(r.o.status.phase, 'Succeeded', 'the runner with the executor Role, no token in the pod');
+});
+
 const dagWorkflow = (name) => ({ apiVersion: 'argoproj.io/v1alpha1', kind: 'Workflow', metadata: { name, labels: { 'app.kubernetes.io/managed-by': 'mlplat' } },
   spec: { entrypoint: 'main', templates: [
     { name: 'main', dag: { tasks: [{ name: 'prepare', template: 'step' }, { name: 'train', template: 'step', dependencies: ['prepare'] }, { name: 'evaluate', template: 'step', dependencies: ['train'] }] } },

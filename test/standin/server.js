@@ -19,6 +19,7 @@ const { Store } = require('./lib/store');
 const { Kube } = require('./lib/kube');
 const kserve = require('./lib/kserve');
 const { Argo, Jobs, Plans, admitJob } = require('./lib/argo');
+const { Rbac } = require('./lib/rbac');
 const { Mlflow } = require('./lib/mlflow');
 const { Metrics } = require('./lib/metrics');
 const { Faults, Holds } = require('./lib/faults');
@@ -100,7 +101,7 @@ const store = new Store({
 });
 const kube = new Kube(store, cfg);
 isvc = new kserve.KServe(store, res('InferenceService'), cfg);
-argo = new Argo(store, res('Workflow'), cfg, plans);
+argo = new Argo(store, res('Workflow'), cfg, plans, new Rbac(store, res));
 jobs = new Jobs(store, res('Job'), cfg, plans);
 const mlflow = new Mlflow();
 // a revision's share of its InferenceService's traffic, as the simulated KServe reports it

@@ -2,6 +2,10 @@
 // Argo Workflows and batch/v1 Jobs, driven by a scripted plan instead of real pods.
 // A workflow goes "" -> Pending -> Running -> Succeeded/Failed, one step every argoStepMs;
 // DAG tasks start when their dependencies have succeeded; a task's exit code comes from the plan.
+// Pods run as spec.serviceAccountName ("default" when unset), as Argo's do: a ServiceAccount
+// that does not exist fails the pod's creation, and (Argo 3.4 and later) the executor's
+// ServiceAccount — spec.executor.serviceAccountName, else the pod's — must be allowed to
+// create and patch workflowtaskresults, or every step errors when its executor reports.
 
 const U = require('./util');
 
@@ -38,9 +42,35 @@ function parseDepends(expr, names) {
 }
 
 class Argo {
-  constructor(store, res, cfg, plans) {
-    this.store = store; this.res = res; this.cfg = cfg; this.plans = plans;
+  constructor(store, res, cfg, plans, rbac) {
+    this.store = store; this.res = res; this.cfg = cfg; this.plans = plans; this.rbac = rbac;
     this.reset();
+  }
+
+  // Why the workflow's pods cannot be created, or null.
+  identityError(wf, ns) {
+    const spec = wf.spec || {};
+    const exec = (spec.executor || {}).serviceAccountName;
+    if (spec.automountServiceAccountToken === false && !exec) {
+      return 'invalid spec: executor.serviceAccountName must not be empty if automountServiceAccountToken is false';
+    }
+    for (const sa of [spec.serviceAccountName || 'default', exec].filter(Boolean)) {
+      if (this.rbac && !this.rbac.serviceAccountExists(ns, sa)) {
+        return `pods "${wf.metadata.name}" is forbidden: error looking up service account ${ns}/${sa}: serviceaccount "${sa}" not found`;
+      }
+    }
+    return null;
+  }
+
+  // The executor's complaint when it may not write its task result, or null.
+  taskResultError(wf, ns) {
+    const spec = wf.spec || {};
+    const sa = (spec.executor || {}).serviceAccountName || spec.serviceAccountName || 'default';
+    if (!this.rbac) return null;
+    if (this.rbac.can(ns, sa, 'argoproj.io', 'workflowtaskresults', 'create') &&
+        this.rbac.can(ns, sa, 'argoproj.io', 'workflowtaskresults', 'patch')) return null;
+    return `Error (exit code 64): workflowtaskresults.argoproj.io is forbidden: User "system:serviceaccount:${ns}:${sa}" ` +
+      `cannot create resource "workflowtaskresults" in API group "argoproj.io" in the namespace "${ns}"`;
   }
   reset() {
     if (this.timers) for (const t of this.timers.values()) clearTimeout(t);
@@ -133,6 +163,7 @@ class Argo {
     const now = U.nowIso();
     if (phase === '') {
       const g = this.build(wf);
+      if (!g.error) g.error = this.identityError(wf, ns);
       if (g.error) {
         this.write(ns, name, (st) => { st.phase = 'Error'; st.message = g.error; st.startedAt = now; st.finishedAt = now; st.progress = '0/0'; });
         return;
@@ -162,17 +193,19 @@ class Argo {
         const stepName = g.rootType === 'Pod' ? entryName : node.displayName;
         const p = this.plans.step('workflow', ns, name, stepName);
         const code = Number(p.exitCode || 0);
-        node.phase = code === 0 ? 'Succeeded' : 'Failed';
+        const denied = this.taskResultError(wf, ns);
+        node.phase = denied ? 'Error' : code === 0 ? 'Succeeded' : 'Failed';
         node.finishedAt = now;
         node.outputs = { ...(node.outputs || {}), exitCode: String(code) };
         node.progress = code === 0 ? '1/1' : '0/1';
         node.resourcesDuration = { cpu: 1, memory: 1 };
-        if (code !== 0) node.message = p.message || `Error (exit code ${code})`;
+        if (denied) node.message = denied;
+        else if (code !== 0) node.message = p.message || `Error (exit code ${code})`;
         else if (p.message) node.message = p.message;
         eng.done.set(id, node.phase);
       }
       // Start tasks whose dependencies have all succeeded (none start once one has failed: failFast).
-      const failed = [...eng.done.values()].includes('Failed');
+      const failed = [...eng.done.values()].some((v) => v === 'Failed' || v === 'Error');
       if (!failed) {
         for (const t of g.tasks) {
           if (st.nodes[t.id]) continue;
@@ -190,16 +223,17 @@ class Argo {
       st.nodes[name].progress = st.progress;
       if (eng.running.size === 0 && phase !== 'Pending') {
         const root = st.nodes[name];
-        const firstFailed = [...eng.done].find(([, v]) => v === 'Failed');
+        const firstFailed = [...eng.done].find(([, v]) => v === 'Failed' || v === 'Error');
         const ok = !firstFailed;
+        const errored = !ok && firstFailed[1] === 'Error';
         if (g.rootType !== 'Pod') {
-          root.phase = ok ? 'Succeeded' : 'Failed';
+          root.phase = ok ? 'Succeeded' : errored ? 'Error' : 'Failed';
           root.finishedAt = now;
-          if (!ok) root.message = `child '${firstFailed[0]}' failed`;
+          if (!ok) root.message = `child '${firstFailed[0]}' ${errored ? 'errored' : 'failed'}`;
           const leaves = g.tasks.filter((t) => !g.tasks.some((x) => x.deps.includes(t.task)) && st.nodes[t.id]).map((t) => t.id);
           if (leaves.length) root.outboundNodes = leaves;
         }
-        st.phase = ok ? 'Succeeded' : 'Failed';
+        st.phase = ok ? 'Succeeded' : errored ? 'Error' : 'Failed';
         st.finishedAt = now;
         if (!ok) st.message = root.message;
         st.conditions = [{ type: 'PodRunning', status: 'False' }, { type: 'Completed', status: 'True' }];

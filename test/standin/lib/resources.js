@@ -7,6 +7,8 @@ const RESOURCES = [
   { group: '', version: 'v1', plural: 'limitranges', singular: 'limitrange', kind: 'LimitRange', namespaced: true, short: ['limits'], generation: false },
   { group: 'networking.k8s.io', version: 'v1', plural: 'networkpolicies', singular: 'networkpolicy', kind: 'NetworkPolicy', namespaced: true, short: ['netpol'], generation: true },
   { group: 'rbac.authorization.k8s.io', version: 'v1', plural: 'rolebindings', singular: 'rolebinding', kind: 'RoleBinding', namespaced: true, short: [], generation: false },
+  { group: 'rbac.authorization.k8s.io', version: 'v1', plural: 'roles', singular: 'role', kind: 'Role', namespaced: true, short: [], generation: false },
+  { group: '', version: 'v1', plural: 'serviceaccounts', singular: 'serviceaccount', kind: 'ServiceAccount', namespaced: true, short: ['sa'], generation: false },
   { group: 'coordination.k8s.io', version: 'v1', plural: 'leases', singular: 'lease', kind: 'Lease', namespaced: true, short: [], generation: false },
   { group: 'batch', version: 'v1', plural: 'jobs', singular: 'job', kind: 'Job', namespaced: true, short: [], status: true, generation: true, categories: ['all'] },
   { group: 'serving.kserve.io', version: 'v1beta1', plural: 'inferenceservices', singular: 'inferenceservice', kind: 'InferenceService', namespaced: true, short: ['isvc'], status: true, generation: true, crd: true, categories: ['all'] },
