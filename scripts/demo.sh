@@ -47,6 +47,8 @@ step "2. a platform admin creates project 'fraud' (4 GPUs) and makes alice its d
 sql -c "CREATE ROLE alice LOGIN" -c "CREATE ROLE bob LOGIN"
 sql -c "SELECT 'accepted: ' || entity || ' #' || entity_id || ' ' || status FROM mlplat.create_project('fraud', 4, '16', '64Gi')" | sed 's/^/   /'
 sql -c "SELECT mlplat.grant_role('fraud', 'alice', 'deployer')" -c "SELECT mlplat.grant_role('fraud', 'bob', 'viewer')" >/dev/null
+# artifacts may be registered only from the project's own locations
+sql -c "SELECT mlplat.add_artifact_location('fraud', 's3://models/scorer/')" >/dev/null
 # The projects reconciler makes the tenant: namespace, GPU quota, limits, network policy,
 # one RoleBinding per member.  Waiting for READY is all it takes.
 T0=$(date +%s%N)

@@ -8,6 +8,7 @@ DO $$ DECLARE r text; BEGIN
   END LOOP;
 END $$;
 SELECT :acc FROM mlplat.create_project('delta', 4, NULL, NULL, NULL, 'regress_mlp_owner');
+SELECT :acc FROM mlplat.add_artifact_location('delta', 's3://models/iris/');
 SELECT :acc FROM mlplat.grant_role('delta', 'regress_mlp_dev', 'developer');
 SELECT :acc FROM mlplat.grant_role('delta', 'regress_mlp_deployer', 'deployer');
 
@@ -28,6 +29,24 @@ SELECT :acc FROM mlplat.register_model_version('delta', 'iris', '4', 'file:///et
 SELECT :acc FROM mlplat.register_model_version('delta', 'Iris', '4', 's3://models/iris/4', repeat('a', 64), 'kserve-sklearnserver', 'sklearn');
 SELECT :acc FROM mlplat.register_model_version('delta', 'iris', 'v 4', 's3://models/iris/4', repeat('a', 64), 'kserve-sklearnserver', 'sklearn');
 SELECT :acc FROM mlplat.register_model_version('delta', 'iris', '4', 's3://models/iris/4', repeat('a', 64), 'KServe', 'sklearn');
+-- artifact locations: an artifact only from the project's own locations (issue 18, finding 3)
+SELECT :acc FROM mlplat.register_model_version('delta', 'iris', '20', 's3://other-tenant/iris/20', repeat('a', 64), 'kserve-sklearnserver', 'sklearn');
+SELECT :acc FROM mlplat.register_model_version('delta', 'iris', '21', 's3://models/iris/../../other-tenant/x', repeat('a', 64), 'kserve-sklearnserver', 'sklearn');
+SELECT :acc FROM mlplat.register_model_version('delta', 'iris', '22', 's3://models/iris/', repeat('a', 64), 'kserve-sklearnserver', 'sklearn');
+SELECT :acc FROM mlplat.register_model_version('delta', 'iris', '23', 's3://models/iris-evil/x', repeat('a', 64), 'kserve-sklearnserver', 'sklearn');
+SELECT :acc FROM mlplat.add_artifact_location('delta', 's3://models/wine/');
+SET ROLE regress_mlp_owner;
+SELECT :acc FROM mlplat.add_artifact_location('delta', 's3://models/wine');
+SELECT :acc FROM mlplat.add_artifact_location('delta', 's3://models/./wine/');
+SELECT :acc FROM mlplat.add_artifact_location('delta', 's3://user:pw@models/wine/');
+SELECT :acc FROM mlplat.add_artifact_location('delta', E's3://models/wi\nne/');
+SELECT :acc FROM mlplat.add_artifact_location('delta', 's3://models/wine/', 'loc-1');
+SELECT :acc FROM mlplat.add_artifact_location('delta', 's3://models/wine/', 'loc-1');
+SELECT :acc FROM mlplat.add_artifact_location('delta', 's3://models/wine/');
+SELECT project, location, added_by FROM mlplat.artifact_location_list WHERE project = 'delta' ORDER BY location;
+SELECT :acc FROM mlplat.remove_artifact_location('delta', 's3://models/wine/');
+SELECT project, location FROM mlplat.artifact_location_list WHERE project = 'delta' ORDER BY location;
+SET ROLE regress_mlp_dev;
 -- developers may not stage
 SELECT :acc FROM mlplat.set_model_stage('delta', 'iris', '1', 'CHAMPION');
 SET ROLE regress_mlp_deployer;

@@ -13,6 +13,8 @@ DO $$ BEGIN
 END $$;
 SELECT :acc FROM mlplat.create_project('zeta', 2, NULL, NULL, NULL, 'regress_mlp_owner');
 SELECT :acc FROM mlplat.create_project('eta', 2, NULL, NULL, NULL, 'regress_mlp_other');
+SELECT :acc FROM mlplat.add_artifact_location('zeta', 's3://z/');
+SELECT :acc FROM mlplat.add_artifact_location('eta', 's3://e/');
 SELECT :acc FROM mlplat.grant_role('zeta', 'regress_mlp_zviewer', 'viewer');
 SELECT :acc FROM mlplat.register_model_version('zeta', 'm', '1', 's3://z/m1', repeat('e', 64), 'kserve-sklearnserver', 'sklearn');
 SELECT :acc FROM mlplat.set_model_stage('zeta', 'm', '1', 'CHAMPION');

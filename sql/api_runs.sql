@@ -8,6 +8,7 @@ DO $$ DECLARE r text; BEGIN
   END LOOP;
 END $$;
 SELECT :acc FROM mlplat.create_project('epsilon', 4, NULL, NULL, NULL, 'regress_mlp_owner');
+SELECT :acc FROM mlplat.add_artifact_location('epsilon', 'hf://acme/');
 SELECT :acc FROM mlplat.grant_role('epsilon', 'regress_mlp_dev', 'developer');
 SELECT :acc FROM mlplat.grant_role('epsilon', 'regress_mlp_viewer', 'viewer');
 SELECT :acc FROM mlplat.grant_role('epsilon', 'regress_mlp_deployer', 'deployer');

@@ -9,6 +9,8 @@ DO $$ DECLARE r text; BEGIN
 END $$;
 SELECT :acc FROM mlplat.create_project('routes', 4, NULL, NULL, NULL, 'regress_rt_owner');
 SELECT :acc FROM mlplat.create_project('routes2', 4, NULL, NULL, NULL, 'regress_rt_outsider');
+SELECT :acc FROM mlplat.add_artifact_location('routes', 's3://models/');
+SELECT :acc FROM mlplat.add_artifact_location('routes2', 's3://models/');
 SELECT :acc FROM mlplat.grant_role('routes', 'regress_rt_deployer', 'deployer');
 SELECT :acc FROM mlplat.grant_role('routes', 'regress_rt_viewer', 'viewer');
 SELECT :acc FROM mlplat.grant_role('routes', 'regress_rt_dev', 'developer');

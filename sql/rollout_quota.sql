@@ -3,6 +3,7 @@
 \set SHOW_CONTEXT never
 \set acc 'entity, revision, status, replayed'
 SELECT :acc FROM mlplat.create_project('surge', 6);
+SELECT :acc FROM mlplat.add_artifact_location('surge', 's3://models/lm/');
 SELECT :acc FROM mlplat.register_model_version('surge', 'lm', '1', 's3://models/lm/1', repeat('1', 64), 'kserve-huggingfaceserver', 'huggingface');
 SELECT :acc FROM mlplat.register_model_version('surge', 'lm', '2', 's3://models/lm/2', repeat('2', 64), 'kserve-huggingfaceserver', 'huggingface');
 SELECT :acc FROM mlplat.set_model_stage('surge', 'lm', '1', 'CHAMPION');

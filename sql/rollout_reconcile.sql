@@ -5,6 +5,7 @@
 \set SHOW_CONTEXT never
 -- 8 GPUs: the deployment's 3 plus the canary's 3, reserved while the rollout is active
 SELECT (mlplat.create_project('rrec', 8, NULL, NULL, NULL, NULL)).status;
+SELECT (mlplat.add_artifact_location('rrec', 's3://m/')).status;
 SELECT (mlplat.register_model_version('rrec', 'rm', v, 's3://m/' || v, repeat(v, 64), 'kserve-sklearnserver', 'sklearn')).status
   FROM unnest(ARRAY['1', '2']) v;
 SELECT (mlplat.set_model_stage('rrec', 'rm', '1', 'CHAMPION')).status, (mlplat.set_model_stage('rrec', 'rm', '2', 'CANDIDATE')).status;

@@ -1,5 +1,6 @@
 -- Runtime tables and views: retention, alerts, ledger fencing.
 SELECT mlplat.create_project('rt', 2) IS NOT NULL AS created;
+SELECT (mlplat.add_artifact_location('rt', 's3://b/m/')).status AS located;
 SELECT mlplat.register_model_version('rt', 'm', '1', 's3://b/m/1', repeat('a', 64), 'kserve-sklearnserver', 'sklearn') IS NOT NULL AS registered;
 SELECT (mlplat.set_model_stage('rt', 'm', '1', 'CANDIDATE')).status IS NOT NULL AS staged;
 SELECT (mlplat.deploy('rt', 'd', 'm', '1', 'kserve-sklearnserver')).status;

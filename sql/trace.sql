@@ -18,6 +18,7 @@ DO $$ BEGIN
   IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'regress_trace_other') THEN CREATE ROLE regress_trace_other; END IF;
 END $$;
 SELECT status FROM mlplat.create_project('tracer', 2, NULL, NULL, NULL, 'regress_trace_owner');
+SELECT status FROM mlplat.add_artifact_location('tracer', 's3://b/m/');
 SELECT status FROM mlplat.register_model_version('tracer', 'm', '1', 's3://b/m/1', repeat('a', 64), 'kserve-sklearnserver', 'sklearn');
 SELECT status FROM mlplat.set_model_stage('tracer', 'm', '1', 'CANDIDATE');
 SELECT status FROM mlplat.deploy('tracer', 'web', 'm', '1', 'kserve-sklearnserver');

@@ -24,7 +24,8 @@ cluster_start "$WORK/data" "$PORT" "${MLPLAT_CONF[@]}" "cron.database_name = 'po
 	"mlplat.kube_url = '$STANDIN_URL'" "mlplat.kube_token_file = '$STANDIN_TOKEN_FILE'" "${STANDIN_S3_CONF[@]}" || exit 1
 export PGHOST=$WORK PGPORT=$PORT PGUSER=postgres
 $PSQL -d postgres -c "CREATE DATABASE mlplat" >/dev/null
-$PSQL -d mlplat -c "CREATE EXTENSION mlplat" -c "SELECT mlplat.create_project('bench', 0)" >/dev/null
+$PSQL -d mlplat -c "CREATE EXTENSION mlplat" -c "SELECT mlplat.create_project('bench', 0)" \
+	-c "SELECT mlplat.add_artifact_location('bench', 's3://models/')" >/dev/null
 wait_for mlplat "SELECT status FROM mlplat.projects WHERE name = 'bench'" READY 30 >/dev/null
 
 stats() {   # stdin: one number per line -> "median max"

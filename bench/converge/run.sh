@@ -45,6 +45,7 @@ for N in $SIZES; do
 		kube POST /api/v1/namespaces "{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":\"bare-$p-$ab\"}}" >/dev/null
 	done
 	$PSQL -d mlplat -c "SELECT mlplat.create_project('$p', 0)" \
+		-c "SELECT mlplat.add_artifact_location('$p', 's3://models/')" \
 		-c "SELECT mlplat.register_model_version('$p', 'm', '1', 's3://models/m/1', '$SHA', 'kserve-sklearnserver', 'sklearn')" \
 		-c "SELECT mlplat.set_model_stage('$p', 'm', '1', 'CANDIDATE')" >/dev/null
 	t0=$(date +%s%N)

@@ -44,6 +44,7 @@ PSQL=(psql -X -q -v ON_ERROR_STOP=1 -h "$W" -p "$PORT" -U postgres -d postgres)
 CREATE EXTENSION mlplat;
 CREATE ROLE bench_deployer LOGIN;
 SELECT mlplat.create_project('bench', 100000, NULL, NULL, NULL, 'bench_deployer');
+SELECT mlplat.add_artifact_location('bench', 's3://bench/');
 SELECT mlplat.register_model_version('bench', 'm', '1', 's3://bench/m1', repeat('a', 64), 'kserve-sklearnserver', 'sklearn');
 SELECT mlplat.set_model_stage('bench', 'm', '1', 'CHAMPION');
 SET ROLE bench_deployer;

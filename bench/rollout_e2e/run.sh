@@ -67,7 +67,7 @@ wait_q() {  # SQL EXPECTED SECONDS
 	done
 }
 
-q "SELECT mlplat.create_project('bench', 8, NULL, NULL)" >/dev/null
+q "SELECT mlplat.create_project('bench', 8, NULL, NULL); SELECT mlplat.add_artifact_location('bench', 's3://models/')" >/dev/null
 wait_q "SELECT status FROM mlplat.projects WHERE name = 'bench'" READY 30 || exit 1
 for v in $(seq 1 $((REPS + 1))); do
 	q "SELECT mlplat.register_model_version('bench', 'm', '$v', 's3://models/m/$v', '$(standin_artifact "s3://models/m/$v" "m-v$v")', 'kserve-sklearnserver', 'sklearn')" >/dev/null

@@ -60,6 +60,7 @@ printf '%6s | %12s %12s %6s | %9s %9s %6s | %10s %10s | %10s\n' N bulk_ms bulk_o
 for N in $SIZES; do
 	p=r$N
 	$PSQL -d mlplat -c "SELECT mlplat.create_project('$p', 0)" \
+		-c "SELECT mlplat.add_artifact_location('$p', 's3://b/')" \
 		-c "SELECT mlplat.register_model_version('$p', 'm', '1', 's3://b/m/1', '$SHA', 'kserve-sklearnserver', 'sklearn')" \
 		-c "SELECT mlplat.set_model_stage('$p', 'm', '1', 'CANDIDATE')" \
 		-c "SELECT count(mlplat.deploy('$p', 'd' || i, 'm', '1', 'kserve-sklearnserver')) FROM generate_series(1, $N) i" >/dev/null

@@ -33,6 +33,7 @@ $PSQL -d mlplat -c "CREATE EXTENSION mlplat" >/dev/null
 kube POST /api/v1/namespaces '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"mlp-bench"}}' >/dev/null
 SHA=$(standin_artifact s3://models/m/1 'b')
 $PSQL -d mlplat -c "SELECT mlplat.create_project('bench', 0)" \
+	-c "SELECT mlplat.add_artifact_location('bench', 's3://models/')" \
 	-c "SELECT mlplat.register_model_version('bench', 'm', '1', 's3://models/m/1', '$SHA', 'kserve-sklearnserver', 'sklearn')" \
 	-c "SELECT mlplat.set_model_stage('bench', 'm', '1', 'CANDIDATE')" >/dev/null
 wait_for mlplat "SELECT count(*) FROM mlplat.reconciler_health WHERE role = 'leader' AND kind = 'deployments' AND last_pass_start IS NOT NULL" 1 30 >/dev/null

@@ -88,7 +88,9 @@ while [ ! -e "$OUT/stop" ]; do
 	p=s${C}x$n k=soak-$C-$n
 	# one episode: a project with a model, two deployments and two runs going
 	# through their lives: deploy, redeploy, undeploy, start, cancel
-	call create_project "$k-p" "$p" "$p" "SELECT * FROM mlplat.create_project('$p', 0, '8', '16Gi', '$k-p')" || continue
+	# the project's artifact location comes with it (same statement, keyed too: a retry replays both)
+	call create_project "$k-p" "$p" "$p" "SELECT c.* FROM mlplat.create_project('$p', 0, '8', '16Gi', '$k-p') c
+		CROSS JOIN LATERAL mlplat.add_artifact_location('$p', 's3://models/', '$k-l') l" || continue
 	pace
 	# the tenancy changes under faults too: a quota change (keyed) and a member
 	# granted a second role, then losing the first (bindings made and deleted;

@@ -43,7 +43,8 @@ typedef struct MlplatArtifactCheck
 	char	   *want_sha256;	/* registered digest */
 	char	   *got_sha256;		/* digest found, or NULL */
 	const char *source;			/* where got_sha256 came from */
-	char	   *reason;			/* one line for status_reason / the ledger */
+	char	   *reason;			/* one line for the tenant: status_reason, last_error, the span */
+	char	   *detail;			/* for administrators: the ledger (digests, sizes, HTTP, files) */
 	int			http_status;	/* of the deciding request, 0 if none */
 	int			retry_ms;		/* RETRY and WAIT: when to look again */
 	bool		cached;			/* decided from mlplat.artifact_digests */

@@ -80,8 +80,10 @@ BEGIN
              generation = x.generation + 1, row_version = x.row_version + 1, attempts = 0, last_error = NULL,
              next_attempt_at = pg_catalog.now(), traceparent = tp, updated_at = pg_catalog.now()
       WHERE x.id = p.id RETURNING * INTO p;
-      -- A re-created project starts with no members: old grants do not come back.
+      -- A re-created project starts with no members and no artifact locations: old grants
+      -- do not come back.
       DELETE FROM mlplat.members m WHERE m.project_id = p.id;
+      DELETE FROM mlplat.artifact_locations l WHERE l.project_id = p.id;
     ELSIF p.status = 'DELETING' THEN
       PERFORM mlplat._wrong_state('project', p.name, p.status, 'create_project', 'Wait until the project is DELETED, then create it again.');
     ELSIF (p.gpu_quota, p.cpu_quota, p.memory_quota) IS DISTINCT FROM

@@ -52,6 +52,9 @@ BEGIN
       'must be an s3://, gs://, pvc://, hf://, oci:// or http(s):// URI of at most 2048 characters, without spaces or credentials',
       'Credentials never go in the URI; the storage initializer reads them from a secret.');
   END IF;
+  -- only from the project's own artifact locations: the platform reads the artifact with its
+  -- own credentials, and must not do so for another tenant's objects
+  PERFORM mlplat._check_artifact_location(pid, register_model_version.project, register_model_version.artifact_uri);
   IF register_model_version.artifact_sha256 IS NULL OR register_model_version.artifact_sha256 !~ '^[0-9a-f]{64}$' THEN
     PERFORM mlplat._bad_input('artifact_sha256', 'must be 64 lower-case hex characters',
       'Pass the SHA-256 digest of the artifact, e.g. from sha256sum.');

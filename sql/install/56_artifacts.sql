@@ -11,7 +11,8 @@ CREATE TABLE mlplat.artifact_digests (
   etag         text NOT NULL,
   sha256       text NOT NULL CHECK (sha256 ~ '^[0-9a-f]{64}$'),
   size_bytes   bigint,
-  source       text NOT NULL CHECK (source IN ('download', 'x-amz-checksum-sha256', 'x-amz-meta-sha256')),
+  -- never x-amz-meta-sha256: user metadata is whatever the uploader wrote, not proof
+  source       text NOT NULL CHECK (source IN ('download', 'x-amz-checksum-sha256')),
   verified_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
   PRIMARY KEY (uri, etag)
 );

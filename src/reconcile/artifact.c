@@ -6,12 +6,19 @@
  *
  * Where the digest comes from, cheapest first:
  *   1. the store's own checksum on a HEAD: x-amz-checksum-sha256 (real S3 with
- *      x-amz-checksum-mode: ENABLED, for objects uploaded with a checksum), or
- *      x-amz-meta-sha256 (metadata written at upload, as the stand-in does);
+ *      x-amz-checksum-mode: ENABLED, for objects uploaded with a checksum: the
+ *      store computed it from the bytes it received);
  *   2. mlplat.artifact_digests, by URI and the HEAD's ETag (a digest we
  *      computed before: a second revision or a restart downloads nothing);
  *   3. a GET streamed through SHA-256 (OpenSSL EVP) without keeping the body,
  *      refused beyond mlplat.artifact_hash_max_bytes.
+ * User metadata such as x-amz-meta-sha256 is never proof: it is whatever the
+ * uploader wrote beside the bytes.
+ *
+ * What a check found is told twice: reason, for the tenant (status_reason,
+ * last_error, the span), says only verified / not verified / waiting, never a
+ * digest found, a size, whether the object exists, a host or a file; detail,
+ * for administrators (the reconcile ledger, the server log), says why.
  * Objects are addressed path-style (<endpoint>/<bucket>/<key>); with a
  * credentials file every request is signed with AWS Signature Version 4.
  */
@@ -138,12 +145,19 @@ split_endpoint(const char *endpoint, char **origin, char **authority, char **bas
 
 /* ---------------------------------------------------------------- verdicts */
 
+/* the one line a tenant reads when an artifact is not verified, whatever the store said */
+#define NOT_VERIFIED "artifact %s could not be verified against its registered sha256 " \
+	"(missing, unreadable, too large to hash or different); an administrator finds the reason in mlplat.reconcile_ledger"
+#define NOT_READY "waiting to verify artifact %s: the platform's object store is not configured or not usable yet"
+
+/* reason: what the tenant reads; detail: what administrators read (NULL: the same) */
 static void
-decide(MlplatArtifactCheck *c, MlplatArtifactVerdict v, int http_status, char *reason)
+decide(MlplatArtifactCheck *c, MlplatArtifactVerdict v, int http_status, char *reason, char *detail)
 {
 	c->verdict = v;
 	c->http_status = http_status;
 	c->reason = reason;
+	c->detail = detail ? detail : reason;
 	if (v == MLPLAT_ARTIFACT_WAIT || v == MLPLAT_ARTIFACT_FAILED)
 		c->retry_ms = Min(SLOW_RETRY_MS, mlplat_backoff_max_ms);
 }
@@ -152,6 +166,7 @@ static void
 retry(MlplatArtifactCheck *c, const MlplatHttpRequest *r, const char *what)
 {
 	decide(c, MLPLAT_ARTIFACT_RETRY, r->status,
+		   psprintf("checking artifact %s: the object store did not answer; retrying", c->uri),
 		   r->failed ? psprintf("%s of artifact %s failed: %s; retrying", what, c->uri, r->error)
 		   : psprintf("%s of artifact %s answered HTTP %d; retrying", what, c->uri, r->status));
 	c->retry_ms = (int) mlplat_backoff_delay_ms(c->attempts + 1, 500, mlplat_backoff_max_ms,
@@ -166,10 +181,10 @@ judge(MlplatArtifactCheck *c, const char *got, const char *source, int http_stat
 	c->got_sha256 = pstrdup(got);
 	c->source = source;
 	if (strcmp(got, c->want_sha256) == 0)
-		decide(c, MLPLAT_ARTIFACT_OK, http_status,
+		decide(c, MLPLAT_ARTIFACT_OK, http_status, psprintf("artifact %s verified", c->uri),
 			   psprintf("artifact %s verified: sha256 %s (%s)", c->uri, got, source));
 	else
-		decide(c, MLPLAT_ARTIFACT_FAILED, http_status,
+		decide(c, MLPLAT_ARTIFACT_FAILED, http_status, psprintf(NOT_VERIFIED, c->uri),
 			   psprintf("artifact %s digest mismatch: registered sha256 %s, object store has %s (%s)",
 						c->uri, c->want_sha256, got, source));
 }
@@ -179,10 +194,10 @@ static void
 refused(MlplatArtifactCheck *c, const MlplatHttpRequest *r)
 {
 	if (r->status == 404)
-		decide(c, MLPLAT_ARTIFACT_FAILED, 404,
+		decide(c, MLPLAT_ARTIFACT_FAILED, 404, psprintf(NOT_VERIFIED, c->uri),
 			   psprintf("artifact %s not found in the object store (HTTP 404)", c->uri));
 	else
-		decide(c, MLPLAT_ARTIFACT_FAILED, r->status,
+		decide(c, MLPLAT_ARTIFACT_FAILED, r->status, psprintf(NOT_VERIFIED, c->uri),
 			   psprintf("object store refused artifact %s (HTTP %d)", c->uri, r->status));
 }
 
@@ -285,7 +300,6 @@ object_request(MlplatHttpBatch *batch, MlplatArtifactCheck *c, const char *metho
 	{
 		mlplat_http_request_keep_header(r, "Content-Length");
 		mlplat_http_request_keep_header(r, "x-amz-checksum-sha256");
-		mlplat_http_request_keep_header(r, "x-amz-meta-sha256");
 	}
 	r->user = c;
 	return r;
@@ -396,6 +410,7 @@ mlplat_artifact_begin(List *checks, MlplatHttpBatch *batch)
 	const char *bad_endpoint = NULL;
 	char	   *bad_credentials = NULL;
 	bool		configured = mlplat_s3_endpoint && mlplat_s3_endpoint[0];
+	bool		logged = false;
 
 	if (checks == NIL)
 		return;
@@ -416,7 +431,7 @@ mlplat_artifact_begin(List *checks, MlplatHttpBatch *batch)
 		if (c->uri == NULL)
 		{
 			/* the revision went away between the claims: the next pass re-reads */
-			decide(c, MLPLAT_ARTIFACT_RETRY, 0, psprintf("revision %d has no model version", c->revision));
+			decide(c, MLPLAT_ARTIFACT_RETRY, 0, psprintf("revision %d has no model version", c->revision), NULL);
 			c->retry_ms = 1000;
 			continue;
 		}
@@ -424,25 +439,31 @@ mlplat_artifact_begin(List *checks, MlplatHttpBatch *batch)
 		{
 			decide(c, MLPLAT_ARTIFACT_FAILED, 0,
 				   psprintf("artifact %s cannot be verified: only s3:// artifacts in the object store are checked",
-							c->uri));
+							c->uri), NULL);
 			continue;
 		}
 		why = ml_s3_parse_uri(c->uri, c->priv->bucket, sizeof(c->priv->bucket), c->priv->key, sizeof(c->priv->key));
 		if (why)
 		{
-			decide(c, MLPLAT_ARTIFACT_FAILED, 0, psprintf("artifact URI %s is refused: %s", c->uri, why));
+			decide(c, MLPLAT_ARTIFACT_FAILED, 0, psprintf("artifact URI %s is refused: %s", c->uri, why), NULL);
 			continue;
 		}
 		if (!configured)
 		{
-			decide(c, MLPLAT_ARTIFACT_WAIT, 0,
+			decide(c, MLPLAT_ARTIFACT_WAIT, 0, psprintf(NOT_READY, c->uri),
 				   psprintf("waiting to verify artifact %s: no object store configured (set mlplat.s3_endpoint)", c->uri));
 			continue;
 		}
 		if (bad_endpoint || bad_credentials)
 		{
-			decide(c, MLPLAT_ARTIFACT_WAIT, 0,
+			decide(c, MLPLAT_ARTIFACT_WAIT, 0, psprintf(NOT_READY, c->uri),
 				   psprintf("waiting to verify artifact %s: %s", c->uri, bad_endpoint ? bad_endpoint : bad_credentials));
+			if (!logged)
+			{
+				/* the setup detail (a file, a setting) is for the server log, not the tenant's row */
+				ereport(LOG, (errmsg("mlplat: artifact checks wait: %s", bad_endpoint ? bad_endpoint : bad_credentials)));
+				logged = true;
+			}
 			continue;
 		}
 		if (prev && strcmp(prev->uri, c->uri) == 0)
@@ -492,13 +513,6 @@ after_head(MlplatArtifactCheck *c)
 		p->remember = p->etag != NULL;
 		return;
 	}
-	v = mlplat_http_response_header(r, "x-amz-meta-sha256");
-	if (v && ml_s3_sha256_hex_normalize(v, hex))
-	{
-		judge(c, hex, "x-amz-meta-sha256", r->status);
-		p->remember = p->etag != NULL;
-		return;
-	}
 	if (p->etag)
 		forboth(le, p->etags, ls, p->sha256s)
 			if (lfirst(le) && lfirst(ls) && strcmp(lfirst(le), p->etag) == 0)
@@ -508,7 +522,7 @@ after_head(MlplatArtifactCheck *c)
 			return;
 		}
 	if (p->size >= 0 && (uint64) p->size > p->max_bytes)
-		decide(c, MLPLAT_ARTIFACT_FAILED, r->status,
+		decide(c, MLPLAT_ARTIFACT_FAILED, r->status, psprintf(NOT_VERIFIED, c->uri),
 			   psprintf("artifact %s is %lld bytes and the object store gives no SHA-256 for it; "
 						"hashing it would read more than mlplat.artifact_hash_max_bytes (%d kB)",
 						c->uri, (long long) p->size, mlplat_artifact_hash_max_kb));
@@ -527,7 +541,7 @@ after_get(MlplatArtifactCheck *c)
 
 	if (p->too_big)
 	{
-		decide(c, MLPLAT_ARTIFACT_FAILED, r->status,
+		decide(c, MLPLAT_ARTIFACT_FAILED, r->status, psprintf(NOT_VERIFIED, c->uri),
 			   psprintf("artifact %s is larger than mlplat.artifact_hash_max_bytes (%d kB) and the object store "
 						"gives no SHA-256 for it", c->uri, mlplat_artifact_hash_max_kb));
 		return;
@@ -650,7 +664,7 @@ mlplat_artifact_finish(MlplatPass *pass, List *checks)
 			judge(c, l->got_sha256, l->source, l->http_status);
 		else
 		{
-			decide(c, l->verdict, l->http_status, l->reason);
+			decide(c, l->verdict, l->http_status, l->reason, l->detail);
 			c->retry_ms = l->retry_ms;
 		}
 	}

@@ -114,6 +114,7 @@ typedef struct Deployment
 	const char *ledger_desired;	/* ledger digests and note, when not the spec's */
 	const char *ledger_observed;
 	char	   *ledger_note;
+	char	   *ledger_error;	/* the ledger's error when the row's last_error is the tenant's version */
 } Deployment;
 
 typedef struct DepByName
@@ -649,7 +650,8 @@ write_back(MlplatPass *pass, List *deps, List *orphans)
 		if (d->ledger_action && (ok || d->req))
 			mlplat_ledger_batch_add(ledger, "deployment", d->id, d->project, d->ledger_action, d->ledger_outcome,
 									d->ledger_desired ? d->ledger_desired : d->spec_digest, d->ledger_observed,
-									d->http_status, d->error, mlplat_trace_id_of(d->traceparent),
+									d->http_status, d->ledger_error ? d->ledger_error : d->error,
+									mlplat_trace_id_of(d->traceparent),
 									d->ledger_note ? d->ledger_note : d->drift);
 		if (!ok)
 		{
@@ -726,10 +728,13 @@ apply_checked(MlplatPass *pass, List *deps, List *checks)
 		{
 			if (c->uri)
 				mlplat_span_attr_text(d->check_span, "mlplat.artifact.uri", c->uri);
-			if (c->source)
+			/*
+			 * tenants read their spans (trace_spans): a failed check says no
+			 * more there than in status_reason — no store status (404 against
+			 * 200 would tell whether the object exists), no digest source
+			 */
+			if (c->source && c->verdict == MLPLAT_ARTIFACT_OK)
 				mlplat_span_attr_text(d->check_span, "mlplat.artifact.digest_source", c->source);
-			if (c->http_status)
-				mlplat_span_attr_int(d->check_span, "http.response.status_code", c->http_status);
 			mlplat_span_end(d->check_span, c->verdict == MLPLAT_ARTIFACT_OK ? NULL : c->reason);
 		}
 		if (c->verdict == MLPLAT_ARTIFACT_OK)
@@ -737,14 +742,16 @@ apply_checked(MlplatPass *pass, List *deps, List *checks)
 			d->req = mlplat_kube_apply(batch, &ISVC, d->ns, d->name, d->spec);
 			d->req_span = dep_span(d, "apply", MLPLAT_SPAN_CLIENT);
 			d->ledger_action = "APPLY";
-			d->ledger_note = c->reason;
+			d->ledger_note = c->detail;
 			applies++;
 			continue;
 		}
 		d->action = DEP_NONE;
 		d->write = true;
+		/* the tenant reads the generic reason; the ledger keeps what the store said */
 		d->reason = c->reason;
 		d->error = c->reason;
+		d->ledger_error = c->detail;
 		d->retry_ms = c->retry_ms >= 0 ? c->retry_ms : 1000;
 		d->http_status = c->http_status;
 		d->new_status = c->verdict == MLPLAT_ARTIFACT_FAILED ? "FAILED" : d->status;

@@ -145,7 +145,7 @@ mlplat_rollout_artifacts_finish(MlplatPass *pass, List *gate)
 								 c->verdict == MLPLAT_ARTIFACT_OK ? "OK"
 								 : c->verdict == MLPLAT_ARTIFACT_FAILED ? "FAILED" : "RETRY",
 								 c->want_sha256, c->got_sha256, c->http_status,
-								 c->verdict == MLPLAT_ARTIFACT_OK ? NULL : c->reason, NULL, c->uri);
+								 c->verdict == MLPLAT_ARTIFACT_OK ? NULL : c->detail, NULL, c->uri);
 	}
 	mlplat_txn_commit();
 	MemoryContextSwitchTo(cxt);

@@ -15,7 +15,7 @@ standin_start "$SD"
 tap_ok $? "stand-in started (S3 on port $STANDIN_S3)"
 standin_connect $DB
 
-q $DB "SELECT mlplat.create_project('art', 4, '8', '16Gi')" >/dev/null
+q $DB "SELECT mlplat.create_project('art', 4, '8', '16Gi'); SELECT mlplat.add_artifact_location('art', 's3://models/')" >/dev/null
 wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'art'" READY 20
 tap_ok $? "project art is READY"
 
@@ -39,21 +39,33 @@ dump() {
 	q $DB "SELECT kind, role, status FROM mlplat.reconciler_health WHERE kind = 'deployments'" | sed 's/^/# health: /'
 }
 
-# --- 1. the digest matches (the store keeps it as x-amz-meta-sha256) -> READY
+# --- 1. the digest matches -> READY.  The stand-in also writes x-amz-meta-sha256, user
+#        metadata anyone who uploads can set: it is no proof, the object is downloaded
 SHA1=$(standin_artifact s3://models/m/1/model.bin 'weights one')
 register 1 s3://models/m/1/model.bin "$SHA1"
 deploy good 1
 wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'good'" READY 20
 rc=$?; tap_ok $rc "a matching digest: the deployment becomes READY"; [ $rc = 0 ] || dump
 tap_is "$(q $DB "SELECT detail->>'note' FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND action = 'APPLY' AND entity_id = (SELECT id FROM mlplat.deployments WHERE name = 'good')")" \
-	"artifact s3://models/m/1/model.bin verified: sha256 $SHA1 (x-amz-meta-sha256)" "the APPLY's ledger row says how the artifact was verified"
-tap_is "$(s3_count GET 'm/1/model.bin')" 0 "a digest from the store: nothing downloaded"
+	"artifact s3://models/m/1/model.bin verified: sha256 $SHA1 (download)" "the APPLY's ledger row says how the artifact was verified"
+tap_is "$(s3_count GET 'm/1/model.bin')" 1 "x-amz-meta-sha256 is not taken as the digest: the object was hashed on download"
 tap_is "$(q $DB "SELECT string_agg(s.name || ' ' || s.status || ' ' || (s.attributes->>'mlplat.artifact.digest_source'), ',')
                  FROM mlplat.spans s JOIN mlplat.deployments d ON d.id = s.entity_id AND s.entity = 'deployment'
                 WHERE d.name = 'good' AND s.name = 'deployments.artifact_check' AND s.trace_id = substr(d.traceparent, 4, 32)")" \
-	"deployments.artifact_check UNSET x-amz-meta-sha256" "the check is a span of the deployment's trace"
+	"deployments.artifact_check UNSET download" "the check is a span of the deployment's trace"
 
-# --- 1b. real S3's own checksum (x-amz-checksum-sha256, base64, asked for with x-amz-checksum-mode)
+# --- 1a. hostile: the uploader writes the registered digest into x-amz-meta-sha256 over
+#         other bytes (the old check believed the metadata and applied it) -> FAILED
+WANT1A=$(printf 'the weights that were reviewed' | sha256sum | cut -d' ' -f1)
+standin_artifact s3://models/m/1a/model.bin 'weights swapped after review' "{\"metadata\": {\"sha256\": \"$WANT1A\"}}" >/dev/null
+register 1a s3://models/m/1a/model.bin "$WANT1A"
+deploy forged 1a
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'forged'" FAILED 20
+rc=$?; tap_ok $rc "a forged x-amz-meta-sha256 is not proof: the bytes are hashed, the deployment is FAILED"; [ $rc = 0 ] || dump
+tap_is "$(isvc_writes forged)" 0 "no InferenceService was written for it"
+
+# --- 1b. real S3's own checksum (x-amz-checksum-sha256, base64, asked for with x-amz-checksum-mode):
+#         the store computed it from the bytes it received at upload
 SHA1B=$(standin_artifact s3://models/m/1b/model.bin 'weights one b' '{"sha256Meta": false, "checksum": true}')
 register 1b s3://models/m/1b/model.bin "$SHA1B"
 deploy sum 1b
@@ -71,10 +83,12 @@ register 2 s3://models/m/2/model.bin "$WANT2"
 deploy bad 2
 wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'bad'" FAILED 20
 rc=$?; tap_ok $rc "a different digest: the deployment is FAILED"; [ $rc = 0 ] || dump
-tap_is "$(reason_of bad)" "artifact s3://models/m/2/model.bin digest mismatch: registered sha256 $WANT2, object store has $GOT2 (x-amz-meta-sha256)" \
-	"status_reason names the URI and both digests"
-tap_is "$(q $DB "SELECT outcome || ' ' || desired_digest || ' ' || observed_digest || ' ' || (detail->>'note') FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND action = 'VERIFY' AND entity_id = (SELECT id FROM mlplat.deployments WHERE name = 'bad')")" \
-	"FAILED $WANT2 $GOT2 s3://models/m/2/model.bin" "one VERIFY ledger row with both digests and the URI"
+NOT_VERIFIED="could not be verified against its registered sha256 (missing, unreadable, too large to hash or different); an administrator finds the reason in mlplat.reconcile_ledger"
+tap_is "$(reason_of bad)" "artifact s3://models/m/2/model.bin $NOT_VERIFIED" \
+	"the tenant's status_reason says not verified, and never what the store holds"
+tap_is "$(q $DB "SELECT outcome || ' ' || desired_digest || ' ' || observed_digest || ' ' || (detail->>'note') || ' | ' || error FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND action = 'VERIFY' AND entity_id = (SELECT id FROM mlplat.deployments WHERE name = 'bad')")" \
+	"FAILED $WANT2 $GOT2 s3://models/m/2/model.bin | artifact s3://models/m/2/model.bin digest mismatch: registered sha256 $WANT2, object store has $GOT2 (download)" \
+	"one VERIFY ledger row (administrators) with both digests, the URI and the detail"
 sleep 1
 tap_is "$(isvc_writes bad)" 0 "no InferenceService was written for it"
 tap_is "$(q $DB "SELECT s.status || ' ' || (s.status_message = d.status_reason)
@@ -86,9 +100,10 @@ register 3 s3://models/m/3/missing.bin "$WANT2"
 deploy gone 3
 wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'gone'" FAILED 20
 rc=$?; tap_ok $rc "a missing artifact: the deployment is FAILED"; [ $rc = 0 ] || dump
-tap_is "$(reason_of gone)" "artifact s3://models/m/3/missing.bin not found in the object store (HTTP 404)" "status_reason says it is not found"
-tap_is "$(q $DB "SELECT outcome || ' ' || http_status FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND action = 'VERIFY' AND entity_id = (SELECT id FROM mlplat.deployments WHERE name = 'gone')")" \
-	"FAILED 404" "the ledger row keeps the store's 404"
+tap_is "$(reason_of gone)" "artifact s3://models/m/3/missing.bin $NOT_VERIFIED" \
+	"a missing object reads exactly like a different one: the tenant learns nothing about existence"
+tap_is "$(q $DB "SELECT outcome || ' ' || http_status || ' ' || error FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND action = 'VERIFY' AND entity_id = (SELECT id FROM mlplat.deployments WHERE name = 'gone')")" \
+	"FAILED 404 artifact s3://models/m/3/missing.bin not found in the object store (HTTP 404)" "the ledger row keeps the store's 404 and why"
 sleep 1
 tap_is "$(isvc_writes gone)" 0 "no InferenceService was written for it"
 
@@ -118,9 +133,10 @@ sleep 0.5
 deploy big 6
 wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'big'" FAILED 20
 rc=$?; tap_ok $rc "an artifact larger than the hashing bound: FAILED"; [ $rc = 0 ] || dump
-reason=$(reason_of big)
+tap_is "$(reason_of big)" "artifact s3://models/m/6/model.bin $NOT_VERIFIED" "the tenant's reason does not tell the size"
+reason=$(q $DB "SELECT error FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND action = 'VERIFY' AND entity_id = (SELECT id FROM mlplat.deployments WHERE name = 'big')")
 case "$reason" in *"100000 bytes"*"mlplat.artifact_hash_max_bytes (64 kB)"*) ok=0 ;; *) ok=1 ;; esac
-tap_ok $ok "the reason names the size, the bound and the setting ($reason)"
+tap_ok $ok "the ledger's error names the size, the bound and the setting ($reason)"
 tap_is "$(s3_count GET 'm/6/model.bin')" 0 "the size from the HEAD was enough: nothing downloaded"
 tap_is "$(isvc_writes big)" 0 "no InferenceService was written for it"
 $PSQL -d $DB -c "ALTER SYSTEM RESET mlplat.artifact_hash_max_bytes" -c "SELECT pg_reload_conf()" >/dev/null
@@ -145,8 +161,34 @@ cp "$STANDIN_S3_CREDENTIALS" "$SD/s3-credentials.good"
 $PSQL -d $DB -c "ALTER SYSTEM SET mlplat.backoff_max = '2s'" -c "SELECT pg_reload_conf()" >/dev/null
 printf '[default]\nno keys in this profile\n' >"$STANDIN_S3_CREDENTIALS"
 deploy keys 8
-wait_for $DB "SELECT (status_reason LIKE '%credentials file%is unusable%')::text FROM mlplat.deployments WHERE name = 'keys'" true 20
-rc=$?; tap_ok $rc "an unusable credentials file: the deployment waits and names the file ($(reason_of keys))"; [ $rc = 0 ] || dump
+wait_for $DB "SELECT status_reason FROM mlplat.deployments WHERE name = 'keys'" \
+	"waiting to verify artifact s3://models/m/8/model.bin: the platform's object store is not configured or not usable yet" 20
+rc=$?; tap_ok $rc "an unusable credentials file: the deployment waits with a generic reason ($(reason_of keys))"; [ $rc = 0 ] || dump
+grep -q "artifact checks wait: object store credentials file \"$STANDIN_S3_CREDENTIALS\" is unusable" "$MLPLAT_TEST_WORK/server.log"
+tap_ok $? "the server log (administrators) names the unusable file"
+# hostile tenant: a developer of the project reads every mlplat relation it may read while
+# the deployments are FAILED and waiting: no credentials path, no object-store host, no digest found
+q $DB "DO \$\$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'art_dev') THEN CREATE ROLE art_dev; END IF; END \$\$" >/dev/null
+q $DB "SELECT mlplat.grant_role('art', 'art_dev', 'developer')" >/dev/null
+tenant_finds() {  # marker -> relations where art_dev finds it
+	q $DB "DO \$\$ DECLARE t regclass; n bigint; found text := ''; BEGIN
+	  FOR t IN SELECT c.oid FROM pg_class c WHERE c.relnamespace = 'mlplat'::regnamespace AND c.relkind IN ('r', 'v')
+	             AND has_table_privilege('art_dev', c.oid, 'SELECT') ORDER BY c.relname LOOP
+	    SET LOCAL ROLE art_dev;
+	    EXECUTE format('SELECT count(*) FROM %s x WHERE strpos(x::text, \$1) > 0', t) INTO n USING '$1';
+	    RESET ROLE;
+	    IF n > 0 THEN found := found || t::text || ' '; END IF;
+	  END LOOP;
+	  RAISE NOTICE 'found:%', found;
+	END \$\$" 2>&1 | sed -n 's/.*found://p'
+}
+seen=$(tenant_finds 's3://models/m/1a/model.bin')
+case "$seen" in *mlplat.model_versions*mlplat.deployments*|*mlplat.deployments*mlplat.model_versions*) ok=0 ;; *) ok=1 ;; esac
+tap_ok $ok "the tenant does read its own rows, reasons included, so the searches below can find something ($seen)"
+tap_is "$(tenant_finds "$STANDIN_S3_CREDENTIALS")" "" "the tenant finds the credentials file's path nowhere"
+tap_is "$(tenant_finds "127.0.0.1:$STANDIN_S3")" "" "nor the object store's host"
+tap_is "$(tenant_finds "$GOT2")" "" "nor a digest the store holds"
+tap_is "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE strpos(error, '$GOT2') > 0")" 1 "the administrator reads the digest found in the ledger"
 tap_is "$(status_of keys)/$(s3_count HEAD 'm/8/model.bin')/$(isvc_writes keys)" "DEPLOYING/0/0" \
 	"while the keys are unusable: not failed, nothing asked of the store, nothing applied"
 cat "$SD/s3-credentials.good" >"$STANDIN_S3_CREDENTIALS"
@@ -159,7 +201,7 @@ tap_is "$(admin GET 'requests?area=s3' | python3 -c 'import json,sys; i=json.loa
 	"every S3 request carried a valid SigV4 signature"
 
 # --- leave nothing behind for the next script: undeploy everything, drop the project
-for d in good sum bad gone stream big flaky keys; do q $DB "SELECT mlplat.undeploy('art', '$d')" >/dev/null; done
+for d in good forged sum bad gone stream big flaky keys; do q $DB "SELECT mlplat.undeploy('art', '$d')" >/dev/null; done
 wait_for $DB "SELECT count(*) FROM mlplat.deployments d JOIN mlplat.projects p ON p.id = d.project_id WHERE p.name = 'art' AND d.status <> 'DELETED'" 0 30
 tap_ok $? "every deployment of the test is undeployed"
 q $DB "SELECT mlplat.delete_project('art')" >/dev/null

@@ -15,7 +15,7 @@ tap_ok $? "stand-in started on port $STANDIN_PORT"
 standin_connect mlplat
 
 DB=mlplat
-q $DB "SELECT mlplat.create_project('shop', 4, '8', '16Gi')" >/dev/null
+q $DB "SELECT mlplat.create_project('shop', 4, '8', '16Gi'); SELECT mlplat.add_artifact_location('shop', 's3://models/')" >/dev/null
 # The projects reconciler makes the namespace (and the rest of the tenant).
 wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'shop'" READY 20
 tap_ok $? "project shop is READY: its namespace exists"

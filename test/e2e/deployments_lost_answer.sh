@@ -17,7 +17,7 @@ tap_ok $? "stand-in started on port $STANDIN_PORT"
 standin_connect mlplat
 
 DB=mlplat
-q $DB "SELECT mlplat.create_project('lostans', 0)" >/dev/null
+q $DB "SELECT mlplat.create_project('lostans', 0); SELECT mlplat.add_artifact_location('lostans', 's3://models/')" >/dev/null
 wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'lostans'" READY 20
 tap_ok $? "project lostans is READY"
 SHA=$(standin_artifact s3://models/m/1 'm-v1')   # checked in the object store before the first apply

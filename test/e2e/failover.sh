@@ -27,6 +27,7 @@ $PSQL -h "$WORK" -p "$PA" -d postgres -c "CREATE DATABASE mlplat" >/dev/null
 SHA=$(standin_artifact s3://models/m/1 'fo')
 qa "CREATE EXTENSION mlplat" >/dev/null
 $PSQL -h "$WORK" -p "$PA" -d mlplat -c "SELECT mlplat.create_project('fo', 0)" \
+	-c "SELECT mlplat.add_artifact_location('fo', 's3://models/')" \
 	-c "SELECT mlplat.register_model_version('fo', 'm', '1', 's3://models/m/1', '$SHA', 'kserve-sklearnserver', 'sklearn')" \
 	-c "SELECT mlplat.set_model_stage('fo', 'm', '1', 'CANDIDATE')" \
 	-c "SELECT mlplat.deploy('fo', 'before', 'm', '1', 'kserve-sklearnserver')" >/dev/null

@@ -30,6 +30,7 @@ for p in "$PA" "$PB"; do
 	$PSQL -h "$WORK" -p "$p" -d postgres -c "CREATE DATABASE mlplat" >/dev/null
 	$PSQL -h "$WORK" -p "$p" -d mlplat -c "CREATE EXTENSION mlplat" \
 		-c "SELECT mlplat.create_project('fx', 2)" \
+		-c "SELECT mlplat.add_artifact_location('fx', 's3://models/')" \
 		-c "SELECT mlplat.register_model_version('fx', 'm', '1', 's3://models/m/1', '$SHA', 'kserve-sklearnserver', 'sklearn')" \
 		-c "SELECT mlplat.set_model_stage('fx', 'm', '1', 'CANDIDATE')" >/dev/null
 done

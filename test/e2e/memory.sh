@@ -26,6 +26,7 @@ q mlplat "CREATE EXTENSION mlplat" >/dev/null
 q mlplat "ALTER SYSTEM SET mlplat.resync_interval = '1h'" >/dev/null && q mlplat "SELECT pg_reload_conf()" >/dev/null
 sleep 1
 $PSQL -d mlplat -c "SELECT mlplat.create_project('mem', 0)" \
+	-c "SELECT mlplat.add_artifact_location('mem', 's3://models/')" \
 	-c "SELECT mlplat.register_model_version('mem', 'm', '1', 's3://models/m/1', '$SHA', 'kserve-sklearnserver', 'sklearn')" \
 	-c "SELECT mlplat.set_model_stage('mem', 'm', '1', 'CANDIDATE')" \
 	-c "SELECT count(mlplat.deploy('mem', 'd' || i, 'm', '1', 'kserve-sklearnserver')) FROM generate_series(1, 20) i" >/dev/null

@@ -54,7 +54,7 @@ as_alice() { $PSQL -d $DB -c "SET mlplat.on_behalf_of = 'alice'" -c "$1"; }
 
 q $DB "DO \$\$ BEGIN CREATE ROLE alice NOLOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END \$\$" >/dev/null
 q $DB "DO \$\$ BEGIN CREATE ROLE mallory NOLOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END \$\$" >/dev/null
-q $DB "SELECT mlplat.create_project('aliaslab', 4, '8', '16Gi')" >/dev/null
+q $DB "SELECT mlplat.create_project('aliaslab', 4, '8', '16Gi'); SELECT mlplat.add_artifact_location('aliaslab', 's3://models/')" >/dev/null
 q $DB "SELECT mlplat.grant_role('aliaslab', 'alice', 'deployer')" >/dev/null
 for v in 1 2; do
 	SHA=$(printf "iris-v$v" | sha256sum | cut -d' ' -f1)

@@ -42,7 +42,7 @@ dump() {
 	q $DB "SELECT kind, role, status FROM mlplat.reconciler_health WHERE kind = 'rollouts'" | sed 's/^/# health: /'
 }
 
-q $DB "SELECT mlplat.create_project('$P', 4, '8', '16Gi')" >/dev/null
+q $DB "SELECT mlplat.create_project('$P', 4, '8', '16Gi'); SELECT mlplat.add_artifact_location('$P', 's3://models/')" >/dev/null
 wait_for $DB "SELECT status FROM mlplat.projects WHERE name = '$P'" READY 20
 tap_ok $? "project $P is READY"
 for v in 1 2 3; do
@@ -63,11 +63,12 @@ q $DB "SELECT status FROM mlplat.start_rollout('$P', 'ranker', 'ranker', '3', '{
 tap_ok $? "start_rollout of version 3 accepted"
 wait_for $DB "$(ro_sql status)" FAILED 20
 rc=$?; tap_ok $rc "a target whose artifact differs from its registered digest: the rollout is FAILED"; [ $rc = 0 ] || dump
-tap_is "$(ro status_reason)" \
-	"artifact s3://models/ranker/3 digest mismatch: registered sha256 $WANT3, object store has $GOT3 (x-amz-meta-sha256)" \
-	"status_reason names the URI and both digests"
-tap_is "$(ledger "outcome || ' ' || desired_digest || ' ' || observed_digest || ' ' || (detail->>'note')" "action = 'VERIFY'")" \
-	"FAILED $WANT3 $GOT3 s3://models/ranker/3" "one VERIFY ledger row with both digests and the URI"
+tap_is "$(ro status_reason)/$(ro last_error)" \
+	"artifact s3://models/ranker/3 could not be verified against its registered sha256 (missing, unreadable, too large to hash or different); an administrator finds the reason in mlplat.reconcile_ledger/artifact s3://models/ranker/3 could not be verified against its registered sha256 (missing, unreadable, too large to hash or different); an administrator finds the reason in mlplat.reconcile_ledger" \
+	"status_reason and last_error (read by the tenant) say not verified, never the digest the store holds"
+tap_is "$(ledger "outcome || ' ' || desired_digest || ' ' || observed_digest || ' ' || (detail->>'note') || ' | ' || error" "action = 'VERIFY'")" \
+	"FAILED $WANT3 $GOT3 s3://models/ranker/3 | artifact s3://models/ranker/3 digest mismatch: registered sha256 $WANT3, object store has $GOT3 (download)" \
+	"one VERIFY ledger row (administrators) with both digests, the URI and the detail"
 tap_is "$(ledger "count(*)" "action = 'APPLY'")" 0 "the rollout applied nothing"
 sleep 1.5
 tap_is "$(isvc_writes)" "$before" "the stand-in logged no write to the InferenceService after start_rollout"

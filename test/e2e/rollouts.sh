@@ -59,7 +59,7 @@ for _ in $(seq 1 50); do prometheus_scraping && break; sleep 0.2; done
 prometheus_scraping
 tap_ok $? "prometheus scrapes the stand-in"
 
-q $DB "SELECT mlplat.create_project('$P', 8, '16', '32Gi')" >/dev/null
+q $DB "SELECT mlplat.create_project('$P', 8, '16', '32Gi'); SELECT mlplat.add_artifact_location('$P', 's3://models/')" >/dev/null
 wait_for $DB "SELECT status FROM mlplat.projects WHERE name = '$P'" READY 20
 tap_ok $? "project $P is READY"
 for v in 1 2 3 4 5; do

@@ -59,7 +59,7 @@ standin_start "$SD"
 tap_ok $? "stand-in started on port $STANDIN_PORT"
 standin_connect $DB
 
-q $DB "SELECT mlplat.create_project('gw', 4)" >/dev/null
+q $DB "SELECT mlplat.create_project('gw', 4); SELECT mlplat.add_artifact_location('gw', 's3://models/')" >/dev/null
 wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'gw'" READY 20
 tap_ok $? "project gw is READY"
 GW=$(q $DB "SELECT id FROM mlplat.projects WHERE name = 'gw'")   # other scripts' deployments share names

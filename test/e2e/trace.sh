@@ -31,7 +31,7 @@ otlp_posts() {
 	admin GET requests | python3 -c 'import json,sys; print(sum(1 for e in json.load(sys.stdin)["items"] if e["path"] == "/v1/traces"))'
 }
 
-q $DB "SELECT mlplat.create_project('tracing', 2, NULL, NULL)" >/dev/null
+q $DB "SELECT mlplat.create_project('tracing', 2, NULL, NULL); SELECT mlplat.add_artifact_location('tracing', 's3://models/')" >/dev/null
 wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'tracing'" READY 20
 tap_ok $? "project tracing is READY"
 SHA=$(standin_artifact s3://models/tm/1 'tr-v1')

@@ -3,7 +3,7 @@
 -- on order; "allowed" means the call got past authorization (it may still fail later for a
 -- state reason, which is not 42501).
 BEGIN;
-SELECT plan(138);
+SELECT plan(143);
 \ir lib/helpers.sql
 
 DO $$ DECLARE r text; BEGIN
@@ -15,6 +15,8 @@ END $$;
 DO $$ DECLARE p text; BEGIN
   PERFORM mlplat.create_project('tapp', 8, NULL, NULL, NULL, 'tap_owner');
   PERFORM mlplat.create_project('tapq', 8, NULL, NULL, NULL, 'tap_other');
+  PERFORM mlplat.add_artifact_location('tapp', 's3://b/');
+  PERFORM mlplat.add_artifact_location('tapq', 's3://b/');
   PERFORM mlplat.grant_role('tapp', 'tap_viewer', 'viewer');
   PERFORM mlplat.grant_role('tapp', 'tap_developer', 'developer');
   PERFORM mlplat.grant_role('tapp', 'tap_deployer', 'deployer');
@@ -49,12 +51,13 @@ INSERT INTO tap_actions VALUES
   ('delete_project',      4, $q$SELECT mlplat.delete_project('tapp')$q$),
   ('grant_role',          4, $q$SELECT mlplat.grant_role('tapp', 'someone', 'viewer')$q$),
   ('revoke_role',         4, $q$SELECT mlplat.revoke_role('tapp', 'tap_viewer', 'viewer')$q$),
+  ('set_artifact_locations', 4, $q$SELECT mlplat.add_artifact_location('tapp', 's3://tapp-only/')$q$),
   ('create_project',      9, $q$SELECT mlplat.create_project('tapnew', 1)$q$);
 CREATE TEMP TABLE tap_roles (role text, rank int);
 INSERT INTO tap_roles VALUES ('tap_outsider', 0), ('tap_viewer', 1), ('tap_developer', 2), ('tap_deployer', 3), ('tap_owner', 4);
 GRANT SELECT ON tap_actions, tap_roles TO PUBLIC;
 
--- the matrix (19 actions x 5 roles = 95 tests): allowed exactly when the role's rank reaches the action's
+-- the matrix (20 actions x 5 roles = 100 tests): allowed exactly when the role's rank reaches the action's
 SELECT is(public.tap_api_try(r.role, a.sql) <> '42501', r.rank >= a.rank,
           format('%s %s %s', r.role, CASE WHEN r.rank >= a.rank THEN 'may' ELSE 'may not' END, a.action))
 FROM tap_roles r CROSS JOIN tap_actions a ORDER BY a.rank, a.action, r.rank;

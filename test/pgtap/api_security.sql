@@ -63,6 +63,7 @@ SELECT is(
 -- and a caller search_path that puts them first
 DO $$ DECLARE p text; BEGIN
   PERFORM mlplat.create_project('hij', 4, NULL, NULL, NULL, 'tap_attacker');
+  PERFORM mlplat.add_artifact_location('hij', 's3://b/');
   PERFORM mlplat.register_model_version('hij', 'm', '1', 's3://b/m1', repeat('a', 64), 'kserve-sklearnserver', 'sklearn');
   PERFORM mlplat.set_model_stage('hij', 'm', '1', 'CHAMPION');
 END $$;

@@ -17,6 +17,8 @@ INSERT INTO mlplat.impersonators (app_role) VALUES ('atk_app') ON CONFLICT DO NO
 DO $$ DECLARE p text; BEGIN
   PERFORM mlplat.create_project('atka', 8, NULL, NULL, NULL, 'atk_a');
   PERFORM mlplat.create_project('atkb', 8, NULL, NULL, NULL, 'atk_b');
+  PERFORM mlplat.add_artifact_location('atka', 's3://atka-private/');
+  PERFORM mlplat.add_artifact_location('atkb', 's3://atkb-private/');
   PERFORM mlplat.grant_role('atka', 'atk_viewer', 'viewer');
   PERFORM mlplat.grant_role('atka', 'atk_deployer', 'deployer');
   PERFORM mlplat.grant_role('atka', 'alice', 'deployer');

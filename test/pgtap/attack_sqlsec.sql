@@ -7,7 +7,7 @@ SELECT * FROM no_plan();
 \ir lib/helpers.sql
 
 DO $$ DECLARE r text; BEGIN
-  FOREACH r IN ARRAY ARRAY['sq_a', 'sq_b', 'sq_app', 'sq_scoped', 'sq_boss', 'sq_noright'] LOOP
+  FOREACH r IN ARRAY ARRAY['sq_a', 'sq_b', 'sq_app', 'sq_scoped', 'sq_boss', 'sq_noright', 'sq_dep'] LOOP
     IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = r) THEN EXECUTE format('CREATE ROLE %I', r); END IF;
   END LOOP;
 END $$;
@@ -18,8 +18,13 @@ INSERT INTO mlplat.impersonators (app_role, projects) VALUES ('sq_scoped', ARRAY
 DO $$ BEGIN
   PERFORM mlplat.create_project('sqa', 8, NULL, NULL, NULL, 'sq_a');
   PERFORM mlplat.create_project('sqb', 8, NULL, NULL, NULL, 'sq_b');
+  PERFORM mlplat.create_project('sqc', 8, NULL, NULL, NULL, 'sq_a');
   PERFORM mlplat.grant_role('sqa', 'alice', 'deployer');
   PERFORM mlplat.grant_role('sqb', 'alice', 'deployer');
+  PERFORM mlplat.grant_role('sqa', 'sq_dep', 'deployer');
+  PERFORM mlplat.add_artifact_location('sqa', 's3://sqa-models/');
+  PERFORM mlplat.add_artifact_location('sqb', 's3://sqb-private/models/');
+  PERFORM mlplat.register_model_version('sqb', 'm', '1', 's3://sqb-private/models/m/1', repeat('b', 64), 'kserve-sklearnserver', 'sklearn');
 END $$;
 
 -- Run sql as role r (optionally with mlplat.on_behalf_of = obo); "<SQLSTATE or ok> rows<+delta>:
@@ -77,6 +82,40 @@ SELECT is((SELECT count(*) FROM mlplat.runs r JOIN mlplat.projects p ON p.id = r
           'none of sqb''s runs');
 RESET ROLE;
 RESET mlplat.on_behalf_of;
+
+-- ---------------------------------------------------------------- finding 3: artifact locations
+
+SELECT matches(public.sq_do('sq_a', $$SELECT mlplat.register_model_version('sqa', 'm', '1', 's3://sqb-private/models/m/1', repeat('b', 64), 'kserve-sklearnserver', 'sklearn')$$),
+               '^22023 rows\+0: invalid artifact_uri: must be an object under one of the artifact locations of project "sqa" \(s3://sqa-models/\)',
+               'A''s owner cannot register B''s artifact (the check would read it with the platform''s credentials); nothing written');
+SELECT matches(public.sq_do('sq_a', $$SELECT mlplat.register_model_version('sqa', 'm', '1', 's3://sqa-models/../sqb-private/models/m/1', repeat('b', 64), 'kserve-sklearnserver', 'sklearn')$$),
+               '^22023 rows\+0: invalid artifact_uri: ', '... nor reach it with ".." segments from its own location');
+SELECT matches(public.sq_do('sq_a', $$SELECT mlplat.register_model_version('sqa', 'm', '1', 's3://sqa-models2/x', repeat('b', 64), 'kserve-sklearnserver', 'sklearn')$$),
+               '^22023 rows\+0: invalid artifact_uri: ', '... nor from a bucket whose name merely starts like its location');
+SELECT matches(public.sq_do('sq_a', $$SELECT mlplat.register_model_version('sqc', 'm', '1', 's3://sqa-models/m/1', repeat('b', 64), 'kserve-sklearnserver', 'sklearn')$$),
+               '^22023 rows\+0: invalid artifact_uri: project "sqc" has no artifact location',
+               'a project without locations refuses every registration');
+SELECT matches(public.sq_do('sq_a', $$SELECT mlplat.add_artifact_location('sqa', 's3://sqb-private/')$$),
+               '^42501 rows\+0: permission denied: add_artifact_location on project "sqa"',
+               'A''s owner cannot add a location over B''s (the bucket) ...');
+SELECT matches(public.sq_do('sq_a', $$SELECT mlplat.add_artifact_location('sqa', 's3://sqb-private/models/m/')$$),
+               '^42501 rows\+0: ', '... nor inside it');
+SELECT matches(public.sq_do('sq_a', $$SELECT mlplat.add_artifact_location('sqb', 's3://sqa-models/')$$),
+               '^42501 rows\+0: permission denied: set_artifact_locations on project "sqb"', '... nor add one to B');
+SELECT matches(public.sq_do('sq_a', $$SELECT mlplat.remove_artifact_location('sqb', 's3://sqb-private/models/')$$),
+               '^42501 rows\+0: ', '... nor remove B''s');
+SELECT matches(public.sq_do('sq_dep', $$SELECT mlplat.add_artifact_location('sqa', 's3://sqa-models/more/')$$),
+               '^42501 rows\+0: permission denied: set_artifact_locations on project "sqa"', 'a deployer cannot add a location');
+SELECT is(public.sq_do('sq_a', $$SELECT mlplat.register_model_version('sqa', 'm', '1', 's3://sqa-models/m/1', repeat('a', 64), 'kserve-sklearnserver', 'sklearn')$$),
+          'ok rows+4', 'inside its own location A registers (model, version, audit, span)');
+SELECT is(public.sq_do('postgres', $$SELECT mlplat.add_artifact_location('sqc', 's3://sqb-private/models/shared/')$$), 'ok rows+3',
+          'an administrator may let a project share another''s prefix (location, audit, span)');
+SELECT is(public.sq_do('sq_a', $$SELECT count(*) FROM mlplat.artifact_locations$$), 'ok rows+0', 'A reads the locations table ...');
+SET LOCAL ROLE sq_a;
+SELECT is((SELECT array_agg(location ORDER BY location) FROM mlplat.artifact_locations),
+          ARRAY['s3://sqa-models/', 's3://sqb-private/models/shared/'], '... and sees only its own projects'' locations');
+SELECT is((SELECT count(*) FROM mlplat.artifact_location_list WHERE project = 'sqb'), 0::bigint, 'none of B''s through the view');
+RESET ROLE;
 
 -- ---------------------------------------------------------------- finding 7: setup details
 

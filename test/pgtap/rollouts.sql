@@ -9,6 +9,7 @@ END $$;
 -- a rollout with one ledger row, in a project tap_ro_member owns
 DO $$ BEGIN
   PERFORM mlplat.create_project('tro', 4, NULL, NULL, NULL, 'tap_ro_member');
+  PERFORM mlplat.add_artifact_location('tro', 's3://b/');
   PERFORM mlplat.register_model_version('tro', 'm', v, 's3://b/m' || v, repeat(v, 64), 'kserve-sklearnserver', 'sklearn')
      FROM unnest(ARRAY['1', '2']) v;
   PERFORM mlplat.set_model_stage('tro', 'm', '1', 'CHAMPION');

@@ -14,6 +14,8 @@ INSERT INTO mlplat.admins (principal) VALUES ('tap_span_admin');
 DO $$ DECLARE p text; BEGIN
   PERFORM mlplat.create_project('spa', 1, NULL, NULL, NULL, 'tap_span_a');
   PERFORM mlplat.create_project('spb', 1, NULL, NULL, NULL, 'tap_span_b');
+  PERFORM mlplat.add_artifact_location('spa', 's3://b/');
+  PERFORM mlplat.add_artifact_location('spb', 's3://b/');
   PERFORM mlplat.grant_role('spa', 'tap_span_viewer', 'viewer');
   FOREACH p IN ARRAY ARRAY['spa', 'spb'] LOOP
     PERFORM mlplat.register_model_version(p, 'm', '1', 's3://b/m1', repeat('a', 64), 'kserve-sklearnserver', 'sklearn');

@@ -68,14 +68,38 @@ err=$(q mlplat_upgrade_old "SELECT * FROM mlplat.version()" 2>&1 >/dev/null)
 echo "$err" | grep -q 'does not match library version' && echo "$err" | grep -q 'ALTER EXTENSION mlplat UPDATE'
 tap_ok $? "version() refuses an old schema with a newer library, with a hint"
 
+# Data the update must carry: projects with artifacts registered before artifact
+# locations existed (issue 18, finding 3), and a digest cached from x-amz-meta-sha256.
+q mlplat_upgrade_old "DO \$\$ BEGIN
+  PERFORM mlplat.create_project('upa', 1); PERFORM mlplat.create_project('upb', 1); PERFORM mlplat.create_project('upc', 1);
+  PERFORM mlplat.register_model_version('upa', 'iris', '1', 's3://models/iris/1/model.bin', repeat('a', 64), 'kserve-sklearnserver', 'sklearn');
+  PERFORM mlplat.register_model_version('upa', 'iris', '2', 's3://models/iris/2/model.bin', repeat('b', 64), 'kserve-sklearnserver', 'sklearn');
+  PERFORM mlplat.register_model_version('upa', 'top', '1', 's3://flat-bucket/model.bin', repeat('c', 64), 'kserve-sklearnserver', 'sklearn');
+  PERFORM mlplat.register_model_version('upb', 'm', '1', 'gs://elsewhere/m/1', repeat('d', 64), 'kserve-sklearnserver', 'sklearn');
+  INSERT INTO mlplat.artifact_digests (uri, etag, sha256, source) VALUES
+    ('s3://models/iris/1/model.bin', 'e1', repeat('a', 64), 'x-amz-meta-sha256'),
+    ('s3://models/iris/2/model.bin', 'e2', repeat('b', 64), 'download');
+END \$\$" >/dev/null
+tap_ok $? "0.2.0 data: three projects, s3:// and gs:// artifacts, a digest cached from x-amz-meta-sha256"
+
 q mlplat_upgrade_old "ALTER EXTENSION mlplat UPDATE" >/dev/null
 tap_ok $? "ALTER EXTENSION mlplat UPDATE from $PREV to $CUR"
+tap_is "$(q mlplat_upgrade_old "SELECT string_agg(project || ' ' || location || ' ' || added_by, ',' ORDER BY project, location) FROM mlplat.artifact_location_list")" \
+	"upa s3://flat-bucket/ mlplat-upgrade,upa s3://models/iris/ mlplat-upgrade,upb gs://elsewhere/m/ mlplat-upgrade" \
+	"the update allows each project the bucket and first key segment of the artifacts it used; no artifact: no location"
+tap_is "$(q mlplat_upgrade_old "SELECT count(*) FROM mlplat.audit_events WHERE action = 'add_artifact_location' AND actor = 'mlplat-upgrade' AND (detail->>'migrated')::boolean")" 3 \
+	"each location the update added is an audit event"
+tap_is "$(q mlplat_upgrade_old "SELECT string_agg(source, ',') FROM mlplat.artifact_digests")" "download" \
+	"the digest cached from x-amz-meta-sha256 is forgotten, the downloaded one kept"
 
 tap_is "$(q mlplat_upgrade_old "SELECT extension_version || '/' || library_version FROM mlplat.version()")" "$CUR/$CUR" \
 	"after the update, extension and library agree"
 
 q mlplat_upgrade_new "CREATE EXTENSION mlplat" >/dev/null
 tap_ok $? "fresh CREATE EXTENSION mlplat ($CUR)"
+POLICIES_SQL="SELECT string_agg(role || ':' || action, ',' ORDER BY role, action) FROM mlplat.policies"
+tap_is "$(q mlplat_upgrade_old "$POLICIES_SQL")" "$(q mlplat_upgrade_new "$POLICIES_SQL")" \
+	"the updated policies are those of a fresh install (owners may set artifact locations)"
 
 q mlplat_upgrade_old "$CATALOG_SQL" >"$MLPLAT_TEST_WORK/upgrade-old.txt"
 q mlplat_upgrade_new "$CATALOG_SQL" >"$MLPLAT_TEST_WORK/upgrade-new.txt"

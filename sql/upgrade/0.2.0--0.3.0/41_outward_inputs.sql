@@ -53,8 +53,10 @@ BEGIN
              generation = x.generation + 1, row_version = x.row_version + 1, attempts = 0, last_error = NULL,
              next_attempt_at = pg_catalog.now(), traceparent = tp, updated_at = pg_catalog.now()
       WHERE x.id = p.id RETURNING * INTO p;
-      -- A re-created project starts with no members: old grants do not come back.
+      -- A re-created project starts with no members and no artifact locations: old grants
+      -- do not come back.
       DELETE FROM mlplat.members m WHERE m.project_id = p.id;
+      DELETE FROM mlplat.artifact_locations l WHERE l.project_id = p.id;
     ELSIF p.status = 'DELETING' THEN
       PERFORM mlplat._wrong_state('project', p.name, p.status, 'create_project', 'Wait until the project is DELETED, then create it again.');
     ELSIF (p.gpu_quota, p.cpu_quota, p.memory_quota) IS DISTINCT FROM
@@ -199,6 +201,9 @@ BEGIN
       'must be an s3://, gs://, pvc://, hf://, oci:// or http(s):// URI of at most 2048 characters, without spaces or credentials',
       'Credentials never go in the URI; the storage initializer reads them from a secret.');
   END IF;
+  -- only from the project's own artifact locations: the platform reads the artifact with its
+  -- own credentials, and must not do so for another tenant's objects
+  PERFORM mlplat._check_artifact_location(pid, register_model_version.project, register_model_version.artifact_uri);
   IF register_model_version.artifact_sha256 IS NULL OR register_model_version.artifact_sha256 !~ '^[0-9a-f]{64}$' THEN
     PERFORM mlplat._bad_input('artifact_sha256', 'must be 64 lower-case hex characters',
       'Pass the SHA-256 digest of the artifact, e.g. from sha256sum.');

@@ -1,0 +1,148 @@
+-- 26_artifact_locations: where a project's model artifacts may live.
+--
+-- The deployments and rollouts reconcilers read every artifact with the platform's own
+-- object-store credentials (src/reconcile/artifact.c).  Without a limit, a tenant could
+-- register another tenant's object and learn from the check whether it exists and what
+-- it holds.  So each project has an allow-list of s3://bucket/prefix/ locations, managed
+-- by its owners (policy action set_artifact_locations) and administrators, and
+-- register_model_version refuses an artifact_uri outside it.  Locations are mostly
+-- s3://bucket/prefix/ (the only artifacts the platform reads itself); the other schemes an
+-- artifact_uri may have (gs, pvc, hf, oci, http, https) are listed the same way, so a
+-- project references nothing outside what its owners declared.  An empty list refuses every
+-- registration.  A location that overlaps another live project's location can only be
+-- added by an administrator (sharing a prefix is a platform decision, never a tenant's).
+
+CREATE TABLE mlplat.artifact_locations (
+  project_id bigint NOT NULL REFERENCES mlplat.projects (id),
+  location   text NOT NULL,
+  added_by   text NOT NULL,
+  added_at   timestamptz NOT NULL DEFAULT pg_catalog.now(),
+  PRIMARY KEY (project_id, location)
+);
+CREATE INDEX artifact_locations_location ON mlplat.artifact_locations (location text_pattern_ops);
+COMMENT ON TABLE mlplat.artifact_locations IS
+  'Per project, the s3://bucket/prefix/ locations its model artifacts may be registered from (empty: none).';
+
+INSERT INTO mlplat.policies (role, action) VALUES ('owner', 'set_artifact_locations');
+
+-- s3://<bucket>/[<prefix>/]: a bucket name (1 to 63 of a-z 0-9 . -; the check itself wants S3's 3), then an optional
+-- key prefix of printable characters that ends with '/', without '.' or '..' segments (a
+-- path-style request would have them resolved into another bucket) or empty segments.
+-- Other schemes: <scheme>://<authority>/[<prefix>/] under the same rules.
+CREATE FUNCTION mlplat._check_location(field text, loc text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF loc IS NULL OR pg_catalog.length(loc) > 1024 OR loc ~ '[[:cntrl:][:space:]]'
+     OR loc !~ '^(s3://[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?|(gs|pvc|hf|oci|https|http)://[^/@]+)/([^/]+/)*$'
+     OR loc ~ '/\.\.?/' THEN
+    PERFORM mlplat._bad_input(field,
+      'must be s3://<bucket>/ or s3://<bucket>/<prefix>/ (or gs, pvc, hf, oci, http, https likewise), ending with ''/'', at most 1024 characters, without credentials, blanks, control characters, ''.'' or ''..'' segments',
+      'Pass e.g. ''s3://ml-artifacts/fraud/''; every artifact under it may then be registered.');
+  END IF;
+END $$;
+
+-- Refuses artifact_uri unless it lies under one of the project's locations.  Called by every
+-- function that takes an artifact_uri, after its format was checked.
+CREATE FUNCTION mlplat._check_artifact_location(p_project_id bigint, p_project text, p_uri text) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+  locs text[];
+BEGIN
+  -- the URI's path must not climb out of a location (s3://a/p/../../b/x is another bucket
+  -- once a client resolves the dot segments)
+  IF p_uri !~ '/\.\.?(/|$)' AND EXISTS (
+       SELECT 1 FROM mlplat.artifact_locations l
+        WHERE l.project_id = p_project_id AND pg_catalog.starts_with(p_uri, l.location)
+          AND pg_catalog.length(p_uri) > pg_catalog.length(l.location)) THEN
+    RETURN;
+  END IF;
+  SELECT pg_catalog.array_agg(l.location ORDER BY l.location) INTO locs
+    FROM mlplat.artifact_locations l WHERE l.project_id = p_project_id;
+  IF locs IS NULL THEN
+    PERFORM mlplat._bad_input('artifact_uri',
+      pg_catalog.format('project "%s" has no artifact location, so no artifact may be registered yet', p_project),
+      'A project owner or an administrator adds one first: SELECT mlplat.add_artifact_location(''<project>'', ''s3://<bucket>/<prefix>/'').');
+  END IF;
+  PERFORM mlplat._bad_input('artifact_uri',
+    pg_catalog.format('must be an object under one of the artifact locations of project "%s" (%s), without ''.'' or ''..'' segments',
+                      p_project, pg_catalog.array_to_string(locs, ', ')),
+    'Upload the artifact under one of those locations, or ask a project owner to add its location with mlplat.add_artifact_location().');
+END $$;
+
+CREATE FUNCTION mlplat.add_artifact_location(project text, location text, idempotency_key text DEFAULT NULL)
+RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, mlplat, pg_temp AS $$
+DECLARE
+  pid bigint := mlplat._authorize('set_artifact_locations', add_artifact_location.project);
+  r mlplat.accepted;
+  tp text := mlplat._traceparent();
+  st text;
+  changed boolean;
+BEGIN
+  r := mlplat._idem_claim('add_artifact_location', add_artifact_location.idempotency_key,
+         pg_catalog.jsonb_build_array(add_artifact_location.project, add_artifact_location.location));
+  IF r.request_id IS NOT NULL THEN RETURN r; END IF;
+  PERFORM mlplat._check_location('location', add_artifact_location.location);
+  SELECT p.status INTO st FROM mlplat.projects p WHERE p.id = pid;
+  IF st IN ('DELETING', 'DELETED') THEN
+    PERFORM mlplat._wrong_state('project', add_artifact_location.project, st, 'add_artifact_location', 'The project is being deleted.');
+  END IF;
+  -- Adds to the list are serialized (SHARE ROW EXCLUSIVE conflicts with itself, and callers
+  -- hold no privilege to take it), so two owners cannot both claim one prefix at once.
+  LOCK TABLE mlplat.artifact_locations IN SHARE ROW EXCLUSIVE MODE;
+  IF NOT mlplat._is_admin() AND EXISTS (
+       SELECT 1 FROM mlplat.artifact_locations l JOIN mlplat.projects p ON p.id = l.project_id
+        WHERE l.project_id <> pid AND p.status <> 'DELETED'
+          AND (pg_catalog.starts_with(l.location, add_artifact_location.location)
+               OR pg_catalog.starts_with(add_artifact_location.location, l.location))) THEN
+    RAISE EXCEPTION USING ERRCODE = '42501',
+      MESSAGE = pg_catalog.format('permission denied: add_artifact_location on project "%s"', add_artifact_location.project),
+      DETAIL = 'The location overlaps an artifact location of another project.',
+      HINT = 'Use a prefix of your own; only an administrator can let two projects share objects.';
+  END IF;
+  INSERT INTO mlplat.artifact_locations (project_id, location, added_by)
+  VALUES (pid, add_artifact_location.location, mlplat._actor()) ON CONFLICT DO NOTHING;
+  changed := FOUND;
+  r := (pg_catalog.gen_random_uuid(), 'artifact_location', pid, NULL, 'ADDED', false)::mlplat.accepted;
+  PERFORM mlplat._audit('add_artifact_location', add_artifact_location.project, pid, 'artifact_location', pid,
+    r.request_id, tp, pg_catalog.jsonb_build_object('location', add_artifact_location.location, 'changed', changed));
+  PERFORM mlplat._idem_store('add_artifact_location', add_artifact_location.idempotency_key, r);
+  RETURN r;
+END $$;
+
+-- Removing a location refuses new registrations under it; versions registered before keep
+-- their artifact_uri (they are immutable) and stay deployable.
+CREATE FUNCTION mlplat.remove_artifact_location(project text, location text, idempotency_key text DEFAULT NULL)
+RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, mlplat, pg_temp AS $$
+DECLARE
+  pid bigint := mlplat._authorize('set_artifact_locations', remove_artifact_location.project);
+  r mlplat.accepted;
+  tp text := mlplat._traceparent();
+  changed boolean;
+BEGIN
+  r := mlplat._idem_claim('remove_artifact_location', remove_artifact_location.idempotency_key,
+         pg_catalog.jsonb_build_array(remove_artifact_location.project, remove_artifact_location.location));
+  IF r.request_id IS NOT NULL THEN RETURN r; END IF;
+  IF remove_artifact_location.location IS NULL THEN
+    PERFORM mlplat._bad_input('location', 'must not be null', 'Pass the location as listed in mlplat.artifact_locations.');
+  END IF;
+  DELETE FROM mlplat.artifact_locations l
+   WHERE l.project_id = pid AND l.location = remove_artifact_location.location;
+  changed := FOUND;
+  r := (pg_catalog.gen_random_uuid(), 'artifact_location', pid, NULL, 'REMOVED', false)::mlplat.accepted;
+  PERFORM mlplat._audit('remove_artifact_location', remove_artifact_location.project, pid, 'artifact_location', pid,
+    r.request_id, tp, pg_catalog.jsonb_build_object('location', remove_artifact_location.location, 'changed', changed));
+  PERFORM mlplat._idem_store('remove_artifact_location', remove_artifact_location.idempotency_key, r);
+  RETURN r;
+END $$;
+
+CREATE VIEW mlplat.artifact_location_list WITH (security_invoker = true) AS
+SELECT p.name AS project, l.location, l.added_by, l.added_at
+FROM mlplat.artifact_locations l
+JOIN mlplat.projects p ON p.id = l.project_id;
+
+ALTER TABLE mlplat.artifact_locations ENABLE ROW LEVEL SECURITY;
+CREATE POLICY member_reads ON mlplat.artifact_locations FOR SELECT USING (mlplat._can_view(project_id));
+GRANT SELECT ON mlplat.artifact_locations, mlplat.artifact_location_list TO PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('mlplat.artifact_locations', '');
