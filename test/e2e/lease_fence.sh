@@ -26,14 +26,17 @@ tap_ok $? "two database clusters with the Lease fence on"
 qa() { $PSQL -h "$WORK" -p "$PA" -d mlplat -c "$1"; }
 qb() { $PSQL -h "$WORK" -p "$PB" -d mlplat -c "$1"; }
 SHA=$(standin_artifact s3://models/m/1 'fx')
-for p in "$PA" "$PB"; do
-	$PSQL -h "$WORK" -p "$p" -d postgres -c "CREATE DATABASE mlplat" >/dev/null
-	$PSQL -h "$WORK" -p "$p" -d mlplat -c "CREATE EXTENSION mlplat" \
+setup_db() {
+	$PSQL -h "$WORK" -p "$1" -d postgres -c "CREATE DATABASE mlplat" >/dev/null
+	$PSQL -h "$WORK" -p "$1" -d mlplat -c "CREATE EXTENSION mlplat" \
 		-c "SELECT mlplat.create_project('fx', 2)" \
 		-c "SELECT mlplat.add_artifact_location('fx', 's3://models/')" \
 		-c "SELECT mlplat.register_model_version('fx', 'm', '1', 's3://models/m/1', '$SHA', 'kserve-sklearnserver', 'sklearn')" \
 		-c "SELECT mlplat.set_model_stage('fx', 'm', '1', 'CANDIDATE')" >/dev/null
-done
+}
+# B's reconcilers start (their database exists) only once A holds the Lease: which of two
+# starting clusters takes a Lease first is a race, and this test is about what follows
+setup_db "$PA"
 
 qa "SELECT mlplat.deploy('fx', 'from-a', 'm', '1', 'kserve-sklearnserver')" >/dev/null
 wait_for_a() { PGHOST=$WORK PGPORT=$PA wait_for mlplat "$1" "$2" "$3"; }
@@ -42,6 +45,7 @@ wait_for_a "SELECT status FROM mlplat.deployments WHERE name = 'from-a'" READY 2
 tap_ok $? "cluster A takes the Lease and converges its deployment"
 holder=$(kube GET /apis/coordination.k8s.io/v1/namespaces/mlplat-system/leases/mlplat-deployments | python3 -c 'import json,sys; print(json.load(sys.stdin)["spec"]["holderIdentity"])')
 tap_ok $([ -n "$holder" ]; echo $?) "the Lease mlplat-deployments is held by A ($holder)"
+setup_db "$PB"
 
 qb "SELECT mlplat.deploy('fx', 'from-b', 'm', '1', 'kserve-sklearnserver')" >/dev/null
 wait_for_b "SELECT (status LIKE 'fenced: Lease mlplat-system/mlplat-deployments%')::text FROM mlplat.reconciler_health WHERE kind = 'deployments' AND role = 'idle'" true 10
