@@ -4,7 +4,8 @@
 # number (deploy -> READY, a second model, KServe taking readiness away and giving it back,
 # undeploy); a steady resync publishes nothing; 'report' shows drift and never repairs it,
 # switching back to 'repair' repairs it without a revision; a revision that never becomes
-# ready is FAILED at the deadline, and a new intent starts a new deadline.
+# ready is FAILED at the deadline, and a new intent starts a new deadline; a forged
+# NOTIFY moves no gateway that follows docs/api.md.
 set -u
 . "$(dirname "$0")/../lib/tap.sh"
 tap_require_cluster
@@ -95,6 +96,40 @@ tap_is "$(gw_routes $((BASE + 2)))" "iris/iris@1=http://iris.mlp-gw.example.com 
 	"generation $((BASE + 2)) routes both models"
 tap_is "$(gw_routes $((BASE + 1)))" "iris/iris@1=http://iris.mlp-gw.example.com" "generation $((BASE + 1)) is unchanged (immutable)"
 
+# --- forged notifications (issue 18, finding 6): any login may NOTIFY mlplat_routes, so the
+#     payload is a wake-up hint and route_table() the only truth.  gateway_note is the gateway
+#     of docs/api.md#routes-for-gateways: a payload that is not a number, or is at or below the
+#     last generation it loaded, is ignored; a higher one makes it load route_table() (never
+#     route_table(payload)), and its last generation comes from the database, never the payload.
+GW_LOADS=0
+gateway_load() {
+	GW_TABLE=$(q $DB "SELECT coalesce(string_agg(model || '/' || deployment || '@' || revision || '=' || endpoint, ' ' ORDER BY model, deployment), '')
+	                  FROM mlplat.route_table() WHERE project = 'gw'")
+	GW_LAST=$(maxgen)
+	GW_LOADS=$((GW_LOADS + 1))
+}
+gateway_note() {
+	case "$1" in ''|*[!0-9]*) return 0 ;; esac
+	[ "$1" -le "$GW_LAST" ] && return 0
+	gateway_load
+}
+gateway_load
+served=$GW_TABLE; last=$GW_LAST; loads=$GW_LOADS
+q $DB "DO \$\$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'gw_forger') THEN CREATE ROLE gw_forger; END IF; END \$\$" >/dev/null
+FORGED_AT=$(notes | wc -w)   # the three forged payloads follow the notes so far
+for forged in $((BASE + 1)) "$last" 999999999; do
+	q $DB "SET ROLE gw_forger; NOTIFY mlplat_routes, '$forged'" >/dev/null
+done
+wait_note 999999999 5
+tap_ok $? "a login without any right can NOTIFY mlplat_routes (the listener got '$(notes)')"
+tap_is "$(gw_routes $((BASE + 1)))" "iris/iris@1=http://iris.mlp-gw.example.com" \
+	"the old protocol (route_table(payload)) would serve generation $((BASE + 1)) again: wine gone"
+for n in $(notes); do gateway_note "$n"; done
+tap_is "$GW_TABLE" "$served" "the gateway still serves the current table after the forged numbers ($GW_TABLE)"
+tap_is "$GW_LAST/$((GW_LOADS - loads))" "$last/1" \
+	"numbers at or below its last generation were ignored; the forged 999999999 cost one reload and did not become its last generation"
+tap_is "$(maxgen)" "$last" "a forged number is no generation: route_generations is unchanged"
+
 # --- drift policy report: DRIFTED with the paths, never re-applied
 q $DB "SELECT mlplat.set_drift_policy('gw', 'iris', 'report')" >/dev/null
 tap_is "$(q $DB "SELECT drift_policy FROM mlplat.deployment_status WHERE project = 'gw' AND deployment = 'iris'")" report "deployment_status shows the policy"
@@ -167,8 +202,9 @@ tap_ok $? "undeploy: the listener is told generation $g3"
 tap_is "$(gw_routes "$g3")" "iris/iris@2=http://iris.mlp-gw.example.com" "generation $g3 routes iris only"
 wait_for $DB "SELECT status FROM mlplat.deployments WHERE project_id = $GW AND name = 'wine'" DELETED 15
 tap_ok $? "wine ends DELETED"
-# every notification matches a generation, in order, no duplicates
-tap_is "$(notes)" "$(q $DB "SELECT string_agg(generation::text, ' ' ORDER BY generation) FROM mlplat.route_generations WHERE generation > $BASE")" \
+# every notification but the three forged above matches a generation, in order, no duplicates
+real_notes() { notes | tr ' ' '\n' | awk -v a="$FORGED_AT" 'NR <= a || NR > a + 3' | tr '\n' ' ' | sed 's/ $//'; }
+tap_is "$(real_notes)" "$(q $DB "SELECT string_agg(generation::text, ' ' ORDER BY generation) FROM mlplat.route_generations WHERE generation > $BASE")" \
 	"the listener got exactly the generations, in order"
 
 # --- deploy deadline: a revision that never becomes ready
