@@ -3,6 +3,7 @@
 -- backdating them with triggers off (session_replication_role), as a test only can.
 SELECT mlplat.create_project('ret-live', 4) IS NOT NULL AS created,
        mlplat.create_project('ret-gone', 4) IS NOT NULL AS created;
+SELECT (mlplat.add_artifact_location(p, 's3://b/ret/')).status FROM unnest(ARRAY['ret-live', 'ret-gone']) p;
 SELECT mlplat.register_model_version(p, 'm', '1', 's3://b/ret/1', repeat('b', 64), 'kserve-sklearnserver', 'sklearn') IS NOT NULL
   FROM unnest(ARRAY['ret-live', 'ret-gone']) p;
 SELECT (mlplat.set_model_stage(p, 'm', '1', 'CANDIDATE')).status IS NOT NULL FROM unnest(ARRAY['ret-live', 'ret-gone']) p;
