@@ -196,12 +196,33 @@ wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'keys'" READY 2
 rc=$?; tap_ok $rc "the file fixed in place is picked up without a reload: READY"; [ $rc = 0 ] || dump
 $PSQL -d $DB -c "ALTER SYSTEM RESET mlplat.backoff_max" -c "SELECT pg_reload_conf()" >/dev/null
 
+# --- 9. the store cannot be reached: the tenant reads that it did not answer, never the host
+#        (a transport error names it); the ledger keeps the error for administrators
+DEAD=$(free_port)
+SHA9=$(standin_artifact s3://models/m/9/model.bin 'weights nine')
+register 9 s3://models/m/9/model.bin "$SHA9"
+$PSQL -d $DB -c "ALTER SYSTEM SET mlplat.s3_endpoint = 'http://127.0.0.1:$DEAD'" -c "ALTER SYSTEM SET mlplat.backoff_max = '2s'" \
+	-c "SELECT pg_reload_conf()" >/dev/null
+sleep 0.5
+deploy unreachable 9
+wait_for $DB "SELECT status_reason FROM mlplat.deployments WHERE name = 'unreachable'" \
+	"checking artifact s3://models/m/9/model.bin: the object store did not answer; retrying" 20
+rc=$?; tap_ok $rc "an unreachable store: the tenant's reason says only that it did not answer"; [ $rc = 0 ] || dump
+tap_is "$(tenant_finds ":$DEAD")" "" "the tenant finds the unreachable store's address nowhere"
+tap_ok $([ "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND action = 'VERIFY' AND outcome = 'RETRY'
+                     AND strpos(error, '$DEAD') > 0 AND entity_id = (SELECT id FROM mlplat.deployments WHERE name = 'unreachable')")" -gt 0 ]; echo $?) \
+	"the ledger (administrators) keeps the transport error with the address"
+standin_connect $DB
+$PSQL -d $DB -c "ALTER SYSTEM RESET mlplat.backoff_max" -c "SELECT pg_reload_conf()" >/dev/null
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'unreachable'" READY 30
+rc=$?; tap_ok $rc "the store back: READY"; [ $rc = 0 ] || dump
+
 # --- every request to the store was signed, and the stand-in's check of SigV4 accepted it
 tap_is "$(admin GET 'requests?area=s3' | python3 -c 'import json,sys; i=json.load(sys.stdin)["items"]; print(len(i) > 0 and all(e.get("sigv4") == "valid" for e in i))')" True \
 	"every S3 request carried a valid SigV4 signature"
 
 # --- leave nothing behind for the next script: undeploy everything, drop the project
-for d in good forged sum bad gone stream big flaky keys; do q $DB "SELECT mlplat.undeploy('art', '$d')" >/dev/null; done
+for d in good forged sum bad gone stream big flaky keys unreachable; do q $DB "SELECT mlplat.undeploy('art', '$d')" >/dev/null; done
 wait_for $DB "SELECT count(*) FROM mlplat.deployments d JOIN mlplat.projects p ON p.id = d.project_id WHERE p.name = 'art' AND d.status <> 'DELETED'" 0 30
 tap_ok $? "every deployment of the test is undeployed"
 q $DB "SELECT mlplat.delete_project('art')" >/dev/null
