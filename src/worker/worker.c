@@ -640,10 +640,22 @@ mlplat_worker_main(Datum main_arg)
 				my_state()->http_latency_ms_total = hs.latency_ms_total;
 				SpinLockRelease(&mlplat_shared->mutex);
 			}
-			/* a refused credential file says so even when the pass found nothing to do */
-			if (pass.status[0] == '\0' && mlplat_secret_file_refusal() != NULL)
-				snprintf(pass.status, sizeof(pass.status), "credential refused: %s",
-						 mlplat_secret_file_refusal());
+			/*
+			 * A refused credential file comes first in the status, whatever the
+			 * pass reported (the Kubernetes and registry passes already name it).
+			 */
+			{
+				const char *refusal = mlplat_secret_file_refusal();
+
+				if (refusal != NULL && strstr(pass.status, pnstrdup(refusal, 24)) == NULL)
+				{
+					char		was[sizeof(pass.status)];
+
+					strlcpy(was, pass.status, sizeof(was));
+					snprintf(pass.status, sizeof(pass.status), "credential refused: %s%s%s",
+							 refusal, was[0] ? "; " : "", was);
+				}
+			}
 			set_status(MLPLAT_ROLE_LEADER, pass.status[0] ? pass.status : "leading");
 			pgstat_report_activity(STATE_IDLE, NULL);
 			pgstat_report_stat(false);

@@ -3,7 +3,8 @@
 # finding 10): the Kubernetes token file world-writable, group-writable, owned
 # by another user; the registry token file larger than its limit.  Each time:
 # a log line, the reason in mlplat.reconciler_health, and not one request at
-# the stand-in.  Readable by group and others (mode 644) is fine, and a fixed
+# the stand-in.  The object store credentials file world-writable: the same.
+# Readable by group and others (mode 644) is fine, and a fixed
 # file is used again without a restart.  Before the fix the project converged
 # with a world-writable token, and the registry got the cut token (a 401).
 set -u
@@ -71,13 +72,24 @@ tap_ok $? "mode 644 by the owner: the project converges to READY"
 log_has "Kubernetes token file \"$STANDIN_TOKEN_FILE\" is usable again"
 tap_ok $? "... and the server log says the file is usable again"
 
-# --- 5. a registry token larger than its limit: refused, never sent cut short
+# --- 5. a world-writable object store credentials file: the artifact check sends nothing
+chmod 666 "$STANDIN_S3_CREDENTIALS"
+admin DELETE requests >/dev/null
+SHA=$(printf 'credf-v1' | sha256sum | cut -d' ' -f1)
+q $DB "SELECT mlplat.register_model_version('credf', 'm', '1', 's3://models/credf/1', '$SHA', 'kserve-sklearnserver', 'sklearn')" >/dev/null &&
+	q $DB "SELECT mlplat.set_model_stage('credf', 'm', '1', 'CANDIDATE')" >/dev/null &&
+	q $DB "SELECT mlplat.deploy('credf', 'credf-d', 'm', '1', 'kserve-sklearnserver')" >/dev/null
+tap_ok $? "a deployment whose artifact must be checked in the object store"
+wait_health deployments "credential refused: object store credentials file refused: writable by everyone" 30
+tap_ok $? "a world-writable object store credentials file: the deployments health status says it is refused"
+tap_is "$(admin GET 'requests?area=s3' | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["items"]))')/$(q $DB "SELECT status IN ('PENDING', 'DEPLOYING') FROM mlplat.deployments WHERE name = 'credf-d'")" "0/t" \
+	"... nothing reached the object store and the deployment waits"
+chmod 644 "$STANDIN_S3_CREDENTIALS"
+
+# --- 6. a registry token larger than its limit: refused, never sent cut short
 BIG=$SD/big-token
 python3 -c 'import sys; sys.stdout.write(sys.argv[1] + "x" * 20000)' "$STANDIN_TOKEN" >"$BIG"
 chmod 644 "$BIG"   # the server runs as another user than this script: it must read it
-SHA=$(printf 'credf-v1' | sha256sum | cut -d' ' -f1)
-q $DB "SELECT mlplat.register_model_version('credf', 'm', '1', 's3://models/credf/1', '$SHA', 'kserve-sklearnserver', 'sklearn')" >/dev/null &&
-	q $DB "SELECT mlplat.set_model_stage('credf', 'm', '1', 'CANDIDATE')" >/dev/null
 admin DELETE requests >/dev/null
 $PSQL -d $DB -c "ALTER SYSTEM SET mlplat.registry_url = '$STANDIN_URL'" \
 	-c "ALTER SYSTEM SET mlplat.registry_token_file = '$BIG'" -c "SELECT pg_reload_conf()" >/dev/null
