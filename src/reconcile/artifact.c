@@ -147,7 +147,7 @@ split_endpoint(const char *endpoint, char **origin, char **authority, char **bas
 
 /* the one line a tenant reads when an artifact is not verified, whatever the store said */
 #define NOT_VERIFIED "artifact %s could not be verified against its registered sha256 " \
-	"(missing, unreadable, too large to hash or different); an administrator finds the reason in mlplat.reconcile_ledger"
+	"(missing, unreadable, too large to hash or different); an administrator finds the reason in mlplat.admin_ledger"
 #define NOT_READY "waiting to verify artifact %s: the platform's object store is not configured or not usable yet"
 
 /* reason: what the tenant reads; detail: what administrators read (NULL: the same) */

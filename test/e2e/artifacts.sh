@@ -83,7 +83,7 @@ register 2 s3://models/m/2/model.bin "$WANT2"
 deploy bad 2
 wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'bad'" FAILED 20
 rc=$?; tap_ok $rc "a different digest: the deployment is FAILED"; [ $rc = 0 ] || dump
-NOT_VERIFIED="could not be verified against its registered sha256 (missing, unreadable, too large to hash or different); an administrator finds the reason in mlplat.reconcile_ledger"
+NOT_VERIFIED="could not be verified against its registered sha256 (missing, unreadable, too large to hash or different); an administrator finds the reason in mlplat.admin_ledger"
 tap_is "$(reason_of bad)" "artifact s3://models/m/2/model.bin $NOT_VERIFIED" \
 	"the tenant's status_reason says not verified, and never what the store holds"
 tap_is "$(q $DB "SELECT outcome || ' ' || desired_digest || ' ' || observed_digest || ' ' || (detail->>'note') || ' | ' || error FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND action = 'VERIFY' AND entity_id = (SELECT id FROM mlplat.deployments WHERE name = 'bad')")" \

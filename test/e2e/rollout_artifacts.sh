@@ -64,7 +64,7 @@ tap_ok $? "start_rollout of version 3 accepted"
 wait_for $DB "$(ro_sql status)" FAILED 20
 rc=$?; tap_ok $rc "a target whose artifact differs from its registered digest: the rollout is FAILED"; [ $rc = 0 ] || dump
 tap_is "$(ro status_reason)/$(ro last_error)" \
-	"artifact s3://models/ranker/3 could not be verified against its registered sha256 (missing, unreadable, too large to hash or different); an administrator finds the reason in mlplat.reconcile_ledger/artifact s3://models/ranker/3 could not be verified against its registered sha256 (missing, unreadable, too large to hash or different); an administrator finds the reason in mlplat.reconcile_ledger" \
+	"artifact s3://models/ranker/3 could not be verified against its registered sha256 (missing, unreadable, too large to hash or different); an administrator finds the reason in mlplat.admin_ledger/artifact s3://models/ranker/3 could not be verified against its registered sha256 (missing, unreadable, too large to hash or different); an administrator finds the reason in mlplat.admin_ledger" \
 	"status_reason and last_error (read by the tenant) say not verified, never the digest the store holds"
 tap_is "$(ledger "outcome || ' ' || desired_digest || ' ' || observed_digest || ' ' || (detail->>'note') || ' | ' || error" "action = 'VERIFY'")" \
 	"FAILED $WANT3 $GOT3 s3://models/ranker/3 | artifact s3://models/ranker/3 digest mismatch: registered sha256 $WANT3, object store has $GOT3 (download)" \

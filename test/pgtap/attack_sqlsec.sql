@@ -3,7 +3,7 @@
 -- docs/reliability.md, "Attack suite".  Project "sqb" carries the marker "sqb-private" so a
 -- leak of its rows or of the platform's setup can be searched for.
 BEGIN;
-SELECT plan(40);
+SELECT plan(44);
 \ir lib/helpers.sql
 
 DO $$ DECLARE r text; BEGIN
@@ -118,6 +118,20 @@ SELECT is((SELECT count(*) FROM mlplat.artifact_location_list WHERE project = 's
 RESET ROLE;
 
 -- ---------------------------------------------------------------- finding 7: setup details
+
+INSERT INTO mlplat.reconcile_ledger (kind, entity, entity_id, project, action, outcome, desired_digest, observed_digest,
+                                     http_status, error, epoch, controller)
+VALUES ('deployments', 'deployment', 1, 'sqb', 'VERIFY', 'FAILED', repeat('b', 64), repeat('c', 64), 404,
+        'artifact s3://sqb-private/models/m/1 not found in the object store (HTTP 404)', 1, 'test');
+SELECT is(public.sq_do('sq_b', $$SELECT count(*) FROM mlplat.admin_ledger$$), 'ok rows+0', 'a tenant may query the administrators'' ledger view ...');
+SET LOCAL ROLE sq_b;
+SELECT is((SELECT count(*) FROM mlplat.admin_ledger), 0::bigint, '... and reads nothing from it, not even its own project''s rows');
+SELECT throws_ok($$SELECT count(*) FROM mlplat.reconcile_ledger$$, '42501', NULL, 'the ledger table itself is refused to a tenant');
+RESET ROLE;
+SET LOCAL ROLE sq_boss;
+SELECT is((SELECT observed_digest FROM mlplat.admin_ledger WHERE project = 'sqb' AND action = 'VERIFY'), repeat('c', 64),
+          'a principal in mlplat.admins reads the detail (the digest found) there');
+RESET ROLE;
 
 CREATE TEMP TABLE sq_setup_settings AS
   SELECT name FROM pg_settings WHERE name ~ '^mlplat\.' AND name ~ '(_endpoint|_url|_file)$';
