@@ -12,8 +12,12 @@
  *   2. observe: GET each due alias, and GET each registered model whose
  *      desired version is not yet mapped — all in one concurrent batch;
  *   3. create what is missing (registered model, then model version with
- *      source = artifact URI), adopting a version whose create answer was lost
- *      (it carries our mlplat.version_id tag and is the model's latest);
+ *      source = artifact URI), adopting a version whose create answer was lost:
+ *      the model's latest, carrying our mlplat.version_id tag AND this
+ *      installation's mlplat.installation tag AND source = the registered
+ *      artifact URI.  A latest version that carries the version tag but not the
+ *      rest was planted by someone else: a conflict, reported (ledger ADOPT
+ *      CONFLICT, the alias FAILED with the reason); no alias moves to it;
  *   4. decide per alias (pure: alias_decide): nothing, SET, DELETE, or REPAIR
  *      when an alias we had synced was moved outside mlplat; write them in one
  *      batch, then read every written alias back — SYNCED only once verified;
@@ -48,6 +52,8 @@
 /* after forgetting a stale version mapping, look again soon */
 #define FOLLOW_UP_MS 300
 #define VERSION_TAG "mlplat.version_id"
+/* this installation's id (mlplat.installation): a version made by another one is not ours */
+#define INSTALLATION_TAG "mlplat.installation"
 
 /* ---------------------------------------------------------------- configuration */
 
@@ -252,6 +258,7 @@ typedef struct RegVersion
 	MlplatHttpRequest *req;
 	char	   *reg_version;	/* result */
 	bool		adopted;
+	bool		conflict;		/* tagged as ours, but not made by us: not adopted */
 	char	   *error;
 	int			http_status;
 	int			retry_after_s;
@@ -359,7 +366,7 @@ alias_decide(AliasRow *a)
 /* ---------------------------------------------------------------- I/O */
 
 static List *
-claim(MlplatPass *pass)
+claim(MlplatPass *pass, char **instance)
 {
 	MemoryContext pass_cxt = CurrentMemoryContext;
 	Datum		arg = BoolGetDatum(pass->resync);
@@ -367,6 +374,8 @@ claim(MlplatPass *pass)
 	List	   *out = NIL;
 
 	mlplat_txn_begin();
+	MemoryContextSwitchTo(pass_cxt);
+	*instance = mlplat_instance_id();
 	if (SPI_execute_with_args("SELECT * FROM mlplat._aliases_claim($1)", 1, &argtype, &arg,
 							  NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "mlplat: model aliases claim failed");
@@ -448,29 +457,57 @@ find_model(List *models, const char *name)
 	return NULL;
 }
 
+/* The value of one tag of a registry version, or NULL. */
+static const char *
+tag_of(const MlJsonValue *mv, const char *key)
+{
+	const MlJsonValue *tags = mv ? ml_json_object_get(mv, "tags") : NULL;
+
+	if (tags == NULL || tags->type != ML_JSON_ARRAY)
+		return NULL;
+	for (size_t i = 0; i < tags->u.array.count; i++)
+	{
+		const char *k = json_str(tags->u.array.items[i], "key", NULL);
+
+		if (k && strcmp(k, key) == 0)
+			return json_str(tags->u.array.items[i], "value", NULL);
+	}
+	return NULL;
+}
+
 /* Does this registry version carry our tag for version_id? */
 static bool
 tagged_as(const MlJsonValue *mv, int64 version_id)
 {
-	const MlJsonValue *tags = mv ? ml_json_object_get(mv, "tags") : NULL;
+	const char *v = tag_of(mv, VERSION_TAG);
 	char		want[32];
 
-	if (tags == NULL || tags->type != ML_JSON_ARRAY)
-		return false;
 	snprintf(want, sizeof(want), INT64_FORMAT, version_id);
-	for (size_t i = 0; i < tags->u.array.count; i++)
-	{
-		const char *k = json_str(tags->u.array.items[i], "key", NULL);
-		const char *v = json_str(tags->u.array.items[i], "value", NULL);
+	return v && strcmp(v, want) == 0;
+}
 
-		if (k && v && strcmp(k, VERSION_TAG) == 0 && strcmp(v, want) == 0)
-			return true;
-	}
-	return false;
+/*
+ * Is a version tagged as ours really the one our create made?  A tag is whatever
+ * its writer wrote: anyone who can write to the registry can plant a version with
+ * our version tag and another source.  It must also come from this installation
+ * and hold the registered artifact.  NULL when it is ours, else why not.
+ */
+static char *
+not_ours(const MlJsonValue *mv, const RegVersion *v, const char *instance)
+{
+	const char *src = json_str(mv, "source", NULL);
+	const char *inst = tag_of(mv, INSTALLATION_TAG);
+
+	if (src == NULL || strcmp(src, v->artifact_uri) != 0)
+		return psprintf("its source is %s, not the registered artifact %s", src ? src : "(none)", v->artifact_uri);
+	if (inst == NULL || strcmp(inst, instance) != 0)
+		return psprintf("its %s tag is %s, not this installation's", INSTALLATION_TAG, inst ? inst : "absent");
+	return NULL;
 }
 
 static void
-ensure_registry_versions(MlplatPass *pass, MlJsonArena *arena, List *models, List *versions)
+ensure_registry_versions(MlplatPass *pass, MlJsonArena *arena, List *models, List *versions,
+						 const char *instance)
 {
 	MlplatHttpBatch *b;
 	ListCell   *lc;
@@ -535,6 +572,18 @@ ensure_registry_versions(MlplatPass *pass, MlJsonArena *arena, List *models, Lis
 			continue;
 		if (tagged_as(v->model->latest, v->version_id) && json_str(v->model->latest, "version", NULL))
 		{
+			char	   *why = not_ours(v->model->latest, v, instance);
+
+			if (why)
+			{
+				/* planted, or made by another installation: report it and move nothing */
+				v->conflict = true;
+				v->error = psprintf("registry version %s of %s carries %s %lld but is not this installation's create: %s;"
+									" not adopted (remove it from the registry to go on)",
+									json_str(v->model->latest, "version", NULL), v->model->name, VERSION_TAG,
+									(long long) v->version_id, why);
+				continue;
+			}
 			v->reg_version = pstrdup(json_str(v->model->latest, "version", NULL));
 			v->adopted = true;
 			continue;
@@ -551,6 +600,8 @@ ensure_registry_versions(MlplatPass *pass, MlJsonArena *arena, List *models, Lis
 		escape_json(&body, idbuf);
 		appendStringInfoString(&body, "},{\"key\":\"mlplat.version\",\"value\":");
 		escape_json(&body, v->version);
+		appendStringInfoString(&body, "},{\"key\":\"" INSTALLATION_TAG "\",\"value\":");
+		escape_json(&body, instance);
 		appendStringInfoString(&body, "}]}");
 		v->req = reg_request(b, "POST", "model-versions/create", NULL, NULL, body.data);
 	}
@@ -651,6 +702,9 @@ write_back(MlplatPass *pass, List *aliases, List *models, List *versions)
 								   (Datum[]) {Int64GetDatum(v->version_id), CStringGetTextDatum(v->model->name),
 									   CStringGetTextDatum(v->reg_version), Int64GetDatum(pass->epoch)},
 								   NULL);
+		if (v->conflict)
+			mlplat_ledger_append(pass, "model_alias", 0, v->model->project, "ADOPT", "CONFLICT", NULL, NULL, 0,
+								 v->error, NULL, psprintf("model version %s of %s", v->version, v->model->name));
 		if (v->adopted)
 			mlplat_ledger_append(pass, "model_alias", 0, v->model->project, "ADOPT", "OK", NULL, NULL, 0, NULL,
 								 NULL, psprintf("model version %s of %s found as registry version %s (an earlier"
@@ -743,11 +797,12 @@ mlplat_model_aliases_pass(MlplatPass *pass)
 	ListCell   *lc;
 	RegResult	res;
 	int			writes = 0;
+	char	   *instance;
 
 	if (!registry_ready(pass))
 		return;
 
-	all = claim(pass);
+	all = claim(pass, &instance);
 	MemoryContextSwitchTo(pass_cxt);
 	foreach(lc, all)
 	{
@@ -819,7 +874,7 @@ mlplat_model_aliases_pass(MlplatPass *pass)
 	}
 
 	if (versions != NIL)
-		ensure_registry_versions(pass, arena, models, versions);
+		ensure_registry_versions(pass, arena, models, versions, instance);
 	foreach(lc, due)
 	{
 		AliasRow	   *a = lfirst(lc);
@@ -837,7 +892,7 @@ mlplat_model_aliases_pass(MlplatPass *pass)
 				a->reg_version = v->reg_version;
 			else
 				alias_fail(a, v->error ? v->error : "registry version not created", v->http_status,
-						   v->retry_after_s, permanent_status(v->http_status));
+						   v->retry_after_s, v->conflict || permanent_status(v->http_status));
 		}
 	}
 
