@@ -115,6 +115,19 @@ SET search_path = pg_catalog, mlplat, pg_temp AS $$
   WHERE u.id = p_run_id
 $$;
 
+-- The Workflow as it is sent: the render with its own content id (annotation
+-- mlplat.io/content-id, the content id of the render without it).  A Workflow found under
+-- the run's name is adopted as this run's only when it carries the same id.
+CREATE FUNCTION mlplat._workflow_as_sent(p_run_id bigint) RETURNS jsonb
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, mlplat, pg_temp AS $$
+  SELECT x.w || pg_catalog.jsonb_build_object('metadata', (x.w->'metadata') || pg_catalog.jsonb_build_object(
+           'annotations', coalesce(x.w->'metadata'->'annotations', '{}'::jsonb)
+                          || pg_catalog.jsonb_build_object('mlplat.io/content-id', mlplat.content_id(x.w))))
+    FROM (SELECT mlplat._render_workflow(p_run_id) AS w) x
+$$;
+REVOKE ALL ON FUNCTION mlplat._workflow_as_sent(bigint) FROM PUBLIC;
+
 -- The SQL-callable preview: callers see renders only for projects they may view.
 CREATE FUNCTION mlplat.render_workflow(project text, run text) RETURNS jsonb
 LANGUAGE plpgsql STABLE SECURITY DEFINER
@@ -129,7 +142,7 @@ BEGIN
       MESSAGE = pg_catalog.format('run "%s" does not exist', pg_catalog.left(render_workflow.run, 64)),
       HINT = 'See mlplat.run_status for the project''s runs.';
   END IF;
-  RETURN mlplat._render_workflow(rid);
+  RETURN mlplat._workflow_as_sent(rid);
 END $$;
 
 -- An explicit retry of a finished, unsuccessful run: a new attempt, a new workflow name.
@@ -176,7 +189,8 @@ BEGIN
   RETURN r;
 END $$;
 
--- Claim: every active run; the render only where a create may be needed.
+-- Claim: every active run; the render where a create may be needed, or where a workflow
+-- found may have to be recognised as this run's (never marked submitted).
 CREATE FUNCTION mlplat._runs_claim()
 RETURNS TABLE (id bigint, project text, namespace text, name text, kind text, status text,
                attempt int, workflow text, manifest text, row_version bigint, attempts int,
@@ -186,7 +200,7 @@ SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   SELECT u.id, p.name, 'mlp-' || p.name, u.name, u.kind, u.status, u.attempt,
          mlplat._run_workflow_name(u.name, u.attempt),
-         CASE WHEN u.status = 'PENDING' THEN mlplat._render_workflow(u.id)::text END,
+         CASE WHEN u.status = 'PENDING' OR u.submitted_at IS NULL THEN mlplat._workflow_as_sent(u.id)::text END,
          u.row_version, u.attempts, u.next_attempt_at <= pg_catalog.now(),
          u.submitted_at IS NOT NULL, u.observed_rv, u.traceparent
     FROM mlplat.runs u

@@ -17,7 +17,10 @@
  * created it may have been terminated before its write-back.  Its note says so; the
  * workflow is looked for (the LIST) and adopted when found, and a cancel concludes
  * "never created" only once the unanswered create had mlplat.unanswered_write_grace to
- * land — never from the database alone.
+ * land — never from the database alone.  A workflow is adopted (found by LIST, or
+ * answered 409 and then read) only when it carries mlplat's labels and the render's
+ * content id (annotation mlplat.io/content-id); a look-alike is a conflict, reported
+ * in the status and the ledger (ADOPT CONFLICT), and not touched.
  * Step rows are sent only when the workflow's resourceVersion moved, and the SQL side
  * writes only the rows that differ.
  */
@@ -45,6 +48,7 @@ static const MlplatKubeResource WORKFLOW = {"argoproj.io", "v1alpha1", "workflow
 /* how soon to look again while a workflow moves */
 #define FOLLOW_UP_MS 300
 #define PERMANENT_RETRY_MS 30000
+#define CONTENT_ID_ANNOTATION "mlplat.io/content-id"
 
 typedef enum RunAction
 {
@@ -72,6 +76,8 @@ typedef struct Run
 	char	   *observed_rv;
 	char	   *traceparent;
 	const MlplatUnanswered *unanswered; /* a write to its workflow never answered */
+	const char *content_id;		/* the render's, when it has one (never submitted) */
+	const char *instance;
 	/* observed */
 	const MlJsonValue *obj;
 	/* decided */
@@ -85,6 +91,8 @@ typedef struct Run
 	bool		adopt;			/* found without a recorded create: ledger ADOPT */
 	bool		settle_note;	/* the unanswered write is resolved: remove its note */
 	bool		waiting;		/* an unanswered create may still land: look again soon */
+	bool		conflict;		/* a workflow of its name that is not its own */
+	MlplatHttpRequest *get;		/* after a 409: read what holds the name */
 	char	   *new_rv;			/* resourceVersion to record with the nodes */
 	char	   *nodes;			/* JSON array of observed steps, or NULL */
 	bool		write;
@@ -170,6 +178,51 @@ nodes_json(const Run *r, const MlJsonValue *nodes, const char **failed, const ch
 	return s.data;
 }
 
+/*
+ * Is a workflow found under this run's name the one this run's create made?  It must
+ * carry mlplat's labels (this installation) and the render's content id.  NULL if it
+ * is, else why not.
+ */
+static char *
+not_ours(const Run *r, const MlJsonValue *obj)
+{
+	const char *by = mlplat_json_text(obj, "metadata", "labels", "app.kubernetes.io/managed-by");
+	const char *inst = mlplat_json_text(obj, "metadata", "labels", "mlplat.io/instance");
+	const char *cid = mlplat_json_text(obj, "metadata", "annotations", CONTENT_ID_ANNOTATION);
+
+	if (by == NULL || strcmp(by, "mlplat") != 0 || inst == NULL || strcmp(inst, r->instance) != 0)
+		return pstrdup("it does not carry mlplat's labels of this installation");
+	if (r->content_id == NULL)
+		return pstrdup("this run has no render to compare it with");
+	if (cid == NULL || strcmp(cid, r->content_id) != 0)
+		return psprintf("its content id is %s, the render's %s", cid ? cid : "absent", r->content_id);
+	return NULL;
+}
+
+/* Report a workflow of the run's name that is not the run's own; touch nothing. */
+static void
+run_conflict(Run *r, const char *why, bool cancel)
+{
+	r->conflict = true;
+	r->write = true;
+	r->ledger_action = "ADOPT";
+	r->ledger_outcome = "CONFLICT";
+	r->error = psprintf("workflow %s/%s exists but is not this run's: %s; not adopted, not touched", r->ns,
+						r->workflow, why);
+	if (cancel)
+	{
+		/* the name is held by another workflow: no create of this run can have made it */
+		r->new_status = "CANCELLED";
+		r->reason = psprintf("cancelled; %s", r->error);
+		r->settle_note = r->unanswered != NULL;
+	}
+	else
+	{
+		r->reason = r->error;
+		r->retry_ms = Min(PERMANENT_RETRY_MS, mlplat_backoff_max_ms);
+	}
+}
+
 /* Decide what one run needs, from the claim and the observed workflow alone. */
 static void
 run_decide(Run *r)
@@ -230,6 +283,15 @@ run_decide(Run *r)
 	 */
 	if (!r->submitted)
 	{
+		char	   *why = not_ours(r, r->obj);
+
+		if (why)
+		{
+			/* reported once per retry period, not at every follow-up pass */
+			if (cancel || r->due)
+				run_conflict(r, why, cancel);
+			return;
+		}
 		r->mark_submitted = true;
 		r->adopt = true;
 		r->write = true;
@@ -361,13 +423,14 @@ request_result(Run *r, MlplatPass *pass)
 		r->settle_note = true;
 	if (res.outcome == MLPLAT_KUBE_EXISTS && r->action == RUN_CREATE)
 	{
-		/* our deterministic name is taken: the create of an earlier try landed; adopt it */
-		r->ledger_action = "ADOPT";
-		r->ledger_outcome = "OK";
-		r->mark_submitted = true;
-		r->new_status = "SUBMITTED";
-		r->reason = psprintf("adopted the existing workflow %s", r->workflow);
-		pass->next_pass_ms = FOLLOW_UP_MS;
+		/*
+		 * Our deterministic name is taken: the create of an earlier try may have
+		 * landed — or someone else's workflow holds the name.  Read it before
+		 * adopting (verify_existing).
+		 */
+		r->ledger_action = "CREATE";
+		r->ledger_outcome = "CONFLICT";
+		r->error = res.message;
 		return;
 	}
 	if (res.outcome == MLPLAT_KUBE_NOT_FOUND)
@@ -404,6 +467,64 @@ request_result(Run *r, MlplatPass *pass)
 			r->error = res.message;
 			r->retry_ms = Min(PERMANENT_RETRY_MS, mlplat_backoff_max_ms);
 			break;
+	}
+}
+
+/*
+ * After 409 answers: read each workflow that holds a run's name, in one batch, and adopt
+ * it when it is the run's own; a look-alike is a conflict (run_conflict).
+ */
+static void
+verify_existing(MlplatPass *pass, MlJsonArena *arena, List *runs)
+{
+	MlplatHttpBatch *batch = mlplat_http_batch_create(CurrentMemoryContext);
+	ListCell   *lc;
+
+	foreach(lc, runs)
+	{
+		Run		   *r = lfirst(lc);
+
+		if (r->req && r->action == RUN_CREATE && r->ledger_outcome && strcmp(r->ledger_outcome, "CONFLICT") == 0)
+			r->get = mlplat_kube_get(batch, &WORKFLOW, r->ns, r->workflow);
+	}
+	if (mlplat_http_batch_count(batch) == 0)
+		return;
+	mlplat_http_batch_run(batch);
+	foreach(lc, runs)
+	{
+		Run		   *r = lfirst(lc);
+		MlplatKubeResult res;
+		const MlJsonValue *obj = NULL;
+		MlJsonError err;
+		char	   *why;
+
+		if (r->get == NULL)
+			continue;
+		mlplat_kube_classify(r->get, r->get->resp_body != NULL, &res);
+		if (res.outcome == MLPLAT_KUBE_OK && r->get->resp_body)
+			obj = ml_json_parse(arena, r->get->resp_body, r->get->resp_len, NULL, &err);
+		if (obj == NULL)
+		{
+			/* could not read it (gone again, or a failed GET): the next pass looks again */
+			r->ledger_outcome = "RETRY";
+			r->retry_ms = mlplat_backoff_delay_ms(r->attempts + 1, 500, mlplat_backoff_max_ms, 0,
+												  (uint32) r->id ^ (uint32) r->attempts);
+			continue;
+		}
+		r->error = NULL;
+		why = not_ours(r, obj);
+		if (why)
+		{
+			run_conflict(r, why, false);	/* the row: ADOPT CONFLICT, with the 409 */
+			continue;
+		}
+		/* the create of an earlier try landed: adopt it */
+		r->ledger_action = "ADOPT";
+		r->ledger_outcome = "OK";
+		r->mark_submitted = true;
+		r->new_status = "SUBMITTED";
+		r->reason = psprintf("adopted the existing workflow %s", r->workflow);
+		pass->next_pass_ms = FOLLOW_UP_MS;
 	}
 }
 
@@ -514,6 +635,16 @@ mlplat_runs_pass(MlplatPass *pass)
 		return;
 	}
 	selector = psprintf("app.kubernetes.io/managed-by=mlplat,mlplat.io/instance=%s", instance);
+	foreach(lc, runs)
+	{
+		Run		   *r = lfirst(lc);
+		MlJsonError err;
+		const MlJsonValue *m;
+
+		r->instance = instance;
+		if (r->manifest && (m = ml_json_parse(arena, r->manifest, strlen(r->manifest), NULL, &err)) != NULL)
+			r->content_id = mlplat_json_text(m, "metadata", "annotations", CONTENT_ID_ANNOTATION);
+	}
 	{
 		char	   *list_error = mlplat_kube_list_all(arena, &WORKFLOW, selector, &items, &lists);
 
@@ -621,6 +752,7 @@ mlplat_runs_pass(MlplatPass *pass)
 		}
 	}
 
+	verify_existing(pass, arena, runs);
 	step_rows = write_back(pass, runs);
 	if (pass->status[0] == '\0')
 		snprintf(pass->status, sizeof(pass->status),

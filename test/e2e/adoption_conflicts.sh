@@ -6,7 +6,8 @@
 #   registry: a model version carrying our mlplat.version_id tag (and even our
 #     installation tag) but another source; one with our source but another
 #     installation's tag;
-#   (more kinds below)
+#   workflows: a Workflow under a run's deterministic name with mlplat's labels but not the
+#     render's content id (found by LIST); one without our labels (answered 409, then read);
 set -u
 . "$(dirname "$0")/../lib/tap.sh"
 tap_require_cluster
@@ -65,5 +66,40 @@ tap_ok $? "registry: a planted version with our source but another installation'
 tap_is "$(alias_row champion)" "FAILED:true" "registry: that alias is FAILED too"
 tap_is "$(alias_of champion)" INVALID_PARAMETER_VALUE "registry: and not moved"
 q $DB "SELECT mlplat.set_model_stage('hostile', 'iris', '2', 'NONE')" >/dev/null
+
+# ---------------------------------------------------------------- workflows
+WF=/apis/argoproj.io/v1alpha1/namespaces/mlp-hostile/workflows
+plant_wf() {   # NAME LABELS-JSON — someone else's workflow under a run's name
+	admin POST argo/plan '{"kind":"workflow","namespace":"mlp-hostile","name":"'"$1"'","steps":{"*":{"ticks":400}}}' >/dev/null
+	kube POST "$WF" '{"apiVersion":"argoproj.io/v1alpha1","kind":"Workflow","metadata":{"name":"'"$1"'","namespace":"mlp-hostile","labels":'"$2"',"annotations":{"mlplat.io/content-id":"0000"}},"spec":{"entrypoint":"main","templates":[{"name":"main","container":{"name":"main","image":"evil:latest"}}]}}' >/dev/null
+}
+wf_writes() { admin GET writes | python3 -c 'import json,sys; w=json.load(sys.stdin).get("Workflow/mlp-hostile/'"$1"'", {}); print("%d/%d" % (w.get("create", 0), w.get("patch", 0) + w.get("update", 0) + w.get("delete", 0)))'; }
+wf_shutdown() { kube GET "$WF/$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["spec"].get("shutdown"))'; }
+run_row() { q $DB "SELECT status || ':' || coalesce(submitted_at IS NULL, false) || ':' || (coalesce(last_error, status_reason) LIKE '%not adopted, not touched%') FROM mlplat.runs WHERE name = '$1'"; }
+wf_conflicts() { echo "SELECT count(*) > 0 FROM mlplat.reconcile_ledger WHERE kind = 'runs' AND action = 'ADOPT' AND outcome = 'CONFLICT' AND detail->>'note' = 'mlp-hostile/$1'"; }
+
+# with our labels, another content id: found by the LIST
+plant_wf look-1 '{"app.kubernetes.io/managed-by":"mlplat","mlplat.io/instance":"'"$INSTANCE"'","mlplat.io/project":"hostile","mlplat.io/run":"look","mlplat.io/attempt":"1"}'
+q $DB "SELECT mlplat.start_run('hostile', 'look', '{\"image\": \"python:3.12\"}')" >/dev/null
+wait_for $DB "$(wf_conflicts look-1)" t 20
+tap_ok $? "workflows: a look-alike with our labels and another content id is a conflict in the ledger"
+tap_is "$(run_row look)" "PENDING:true:true" "workflows: the run is not marked submitted; its status says the workflow was not adopted"
+q $DB "SELECT mlplat.cancel_run('hostile', 'look')" >/dev/null
+wait_for $DB "SELECT status FROM mlplat.runs WHERE name = 'look'" CANCELLED 20
+tap_ok $? "workflows: cancelling it ends the run (nothing of it was created)"
+tap_is "$(wf_writes look-1)/$(wf_shutdown look-1)" "1/0/None" "workflows: the look-alike was not touched (no patch, no shutdown, no delete)"
+
+# without our labels: the create is answered 409, the workflow read and refused
+plant_wf alien-1 '{"team":"other"}'
+q $DB "SELECT mlplat.start_run('hostile', 'alien', '{\"image\": \"python:3.12\"}')" >/dev/null
+wait_for $DB "$(wf_conflicts alien-1)" t 20
+tap_ok $? "workflows: a workflow of another owner under the run's name is a conflict after the 409"
+tap_is "$(q $DB "SELECT http_status FROM mlplat.reconcile_ledger WHERE kind = 'runs' AND action = 'ADOPT' AND outcome = 'CONFLICT' AND detail->>'note' = 'mlp-hostile/alien-1' LIMIT 1")" 409 \
+	"workflows: the conflict row carries the create's 409"
+tap_is "$(run_row alien)" "PENDING:true:true" "workflows: the run is not adopted onto it and says so"
+tap_is "$(wf_writes alien-1)" "1/0" "workflows: nothing was written to it"
+q $DB "SELECT mlplat.cancel_run('hostile', 'alien')" >/dev/null
+wait_for $DB "SELECT status FROM mlplat.runs WHERE name = 'alien'" CANCELLED 20
+tap_ok $? "workflows: the run can be cancelled"
 
 tap_done

@@ -31,6 +31,10 @@ release_holds() {
 workers_pause() {
 	q "$1" "ALTER SYSTEM SET mlplat.workers_enabled = off" >/dev/null
 	q "$1" "SELECT pg_reload_conf()" >/dev/null
+	# a standby reads the reload at the top of its loop, which it reaches every
+	# mlplat.leader_retry_interval (250 ms) while it waits for the leader lock: after
+	# this, none of them acts when it wins the lock
+	sleep 2
 }
 
 workers_resume() {
