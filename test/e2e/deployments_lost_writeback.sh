@@ -66,14 +66,16 @@ release_holds
 wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'da'" DELETED 40
 tap_ok $? "A: once the apply lands, the deployment is deleted"
 tap_is "$(isvc_rev da)" absent "A: no InferenceService left at the stand-in"
-tap_is "$(ledger da)" "ADOPT:OK DELETE:OK" "A: the ledger records what the unanswered apply made, then its delete"
+l=$(ledger da); [[ "$l" =~ ^(DELETE:OK )*ADOPT:OK( DELETE:OK)+$ ]]   # one adoption, then its delete; a delete answered 404 may come first, a second delete after (follow-up passes)
+tap_ok $? "A: the ledger records what the unanswered apply made, then its delete ($l)"
 
 # --- B: undeploy while the apply's answer is in flight
 interrupt db after "SELECT mlplat.undeploy('dlwb', 'db')"
 wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'db'" DELETED 40
 tap_ok $? "B: the deployment is deleted"
 tap_is "$(isvc_rev db)" absent "B: no InferenceService left at the stand-in"
-tap_is "$(ledger db)" "ADOPT:OK DELETE:OK" "B: the ledger records the creation (ADOPT) as well as the DELETE"
+l=$(ledger db); [[ "$l" =~ ^(DELETE:OK )*ADOPT:OK( DELETE:OK)+$ ]]   # one adoption, then its delete; a delete answered 404 may come first, a second delete after (follow-up passes)
+tap_ok $? "B: the ledger records the creation (ADOPT) as well as the DELETE ($l)"
 release_holds
 
 # --- C: redeploy while the first revision's apply is in flight
