@@ -40,7 +40,7 @@ log_has() { grep -qF "$1" "$LOG"; }
 chmod 666 "$STANDIN_TOKEN_FILE"
 admin DELETE requests >/dev/null
 standin_connect $DB
-q $DB "SELECT mlplat.create_project('credf', 1, '1', '1Gi')" >/dev/null
+q $DB "SELECT mlplat.create_project('credf', 1, '1', '1Gi'); SELECT mlplat.add_artifact_location('credf', 's3://models/')" >/dev/null
 wait_health projects "Kubernetes token file refused: writable by everyone (mode 0666" 30
 tap_ok $? "a world-writable token file: the projects health status says it is refused and why"
 log_has "Kubernetes token file refused: writable by everyone (mode 0666; chmod go-w): \"$STANDIN_TOKEN_FILE\""

@@ -87,7 +87,7 @@ tap_ok $? "the reconcilers restarted and every kind ($NKINDS) has a leader again
 started=$(q $DB "SELECT bool_and(started_at > pg_catalog.now() - interval '2 minutes') FROM mlplat.reconciler_health WHERE role IN ('leader', 'idle')")
 tap_is "$started" t "... the leaders are new processes (connected under the hostile setting)"
 
-q $DB "SELECT mlplat.create_project('sp-evil', 2, '4', '8Gi')" >/dev/null
+q $DB "SELECT mlplat.create_project('sp-evil', 2, '4', '8Gi'); SELECT mlplat.add_artifact_location('sp-evil', 's3://models/')" >/dev/null
 tap_ok $? "project sp-evil created"
 wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'sp-evil'" READY 60
 rc=$?
