@@ -48,6 +48,10 @@ char	   *mlplat_traceparent = NULL;
 char	   *mlplat_otlp_endpoint = NULL;
 char	   *mlplat_otlp_headers_file = NULL;
 char	   *mlplat_runner_service_account = NULL;
+char	   *mlplat_predictor_service_account = NULL;
+char	   *mlplat_predictor_s3_secret = NULL;
+char	   *mlplat_predictor_s3_endpoint = NULL;
+char	   *mlplat_predictor_s3_region = NULL;
 int			mlplat_otlp_batch_size = 512;
 int			mlplat_otlp_export_interval_ms = 1000;
 int			mlplat_span_retention_days = 7;
@@ -84,6 +88,51 @@ check_k8s_name(char **newval, void **extra, GucSource source)
 	GUC_check_errcode(ERRCODE_INVALID_PARAMETER_VALUE);
 	GUC_check_errdetail("A Kubernetes object name here is a DNS label: at most 63 lower-case letters, "
 						"digits and '-', starting and ending with a letter or digit.");
+	return false;
+}
+
+/* Empty, or a Kubernetes object name (a DNS subdomain: labels joined by '.'). */
+static bool
+check_k8s_name_or_empty(char **newval, void **extra, GucSource source)
+{
+	const char *v = *newval;
+	size_t		len = v ? strlen(v) : 0;
+	const char *p = v;
+
+	if (len == 0)
+		return true;
+	if (len <= 253)
+	{
+		while (p && *p)
+		{
+			size_t		n = strcspn(p, ".");
+
+			if (!mlplat_dns_label_is_valid(p, n, 63))
+				break;
+			p = p[n] ? p + n + 1 : NULL;
+		}
+		if (p == NULL)
+			return true;
+	}
+	GUC_check_errcode(ERRCODE_INVALID_PARAMETER_VALUE);
+	GUC_check_errdetail("A Kubernetes object name: lower-case letters, digits, '-' and '.', at most 253 characters.");
+	return false;
+}
+
+/* Empty, or http(s)://host[:port] as KServe's storage initializer reaches the object store. */
+static bool
+check_s3_endpoint(char **newval, void **extra, GucSource source)
+{
+	const char *v = *newval;
+	const char *host;
+
+	if (v == NULL || v[0] == '\0')
+		return true;
+	host = strncmp(v, "https://", 8) == 0 ? v + 8 : strncmp(v, "http://", 7) == 0 ? v + 7 : NULL;
+	if (host && host[0] && host[0] != '/' && strpbrk(host, "@ \t\r\n\"") == NULL)
+		return true;
+	GUC_check_errcode(ERRCODE_INVALID_PARAMETER_VALUE);
+	GUC_check_errdetail("An http:// or https:// URL of the object store as the cluster's pods reach it, without credentials.");
 	return false;
 }
 
@@ -258,6 +307,26 @@ mlplat_define_gucs(void)
 							   "The projects reconciler makes it in every project namespace with the Role Argo's executor needs (create/patch workflowtaskresults); rendered Workflows name it.",
 							   &mlplat_runner_service_account, "mlplat-runner",
 							   PGC_SIGHUP, 0, check_k8s_name, NULL, NULL);
+	DefineCustomStringVariable("mlplat.predictor_service_account",
+							   "ServiceAccount every InferenceService's predictor runs as.",
+							   "The projects reconciler makes it in every project namespace with KServe's S3 annotations and the mlplat.predictor_s3_secret reference; deploy renders it as serviceAccountName.",
+							   &mlplat_predictor_service_account, "mlplat-predictor",
+							   PGC_SIGHUP, 0, check_k8s_name, NULL, NULL);
+	DefineCustomStringVariable("mlplat.predictor_s3_secret",
+							   "Name of the Secret (in each project namespace) holding the S3 credentials KServe's storage initializer uses.",
+							   "Only the name: the operator provides the Secret (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY); no credential passes through mlplat. Empty: none (IAM roles, anonymous).",
+							   &mlplat_predictor_s3_secret, "",
+							   PGC_SIGHUP, GUC_SUPERUSER_ONLY, check_k8s_name_or_empty, NULL, NULL);
+	DefineCustomStringVariable("mlplat.predictor_s3_endpoint",
+							   "Object store URL as the cluster's pods reach it (serving.kserve.io/s3-endpoint and s3-usehttps).",
+							   "Empty: KServe's own defaults.",
+							   &mlplat_predictor_s3_endpoint, "",
+							   PGC_SIGHUP, GUC_SUPERUSER_ONLY, check_s3_endpoint, NULL, NULL);
+	DefineCustomStringVariable("mlplat.predictor_s3_region",
+							   "Object store region for KServe's storage initializer (serving.kserve.io/s3-region).",
+							   "Empty: KServe's own default.",
+							   &mlplat_predictor_s3_region, "",
+							   PGC_SIGHUP, 0, NULL, NULL, NULL);
 	DefineCustomStringVariable("mlplat.otlp_headers_file",
 							   "File of \"Name: value\" lines sent as headers with every OTLP export request.",
 							   "For collector authentication (Authorization, API keys) instead of credentials in the endpoint URL. Re-read whenever it changes. Empty: no extra headers.",

@@ -13,14 +13,14 @@ VALUES ('deployer', 'set_drift_policy'), ('owner', 'set_drift_policy'),
        ('deployer', 'set_deploy_deadline'), ('owner', 'set_deploy_deadline');
 
 -- Pure renderer: the exact KServe v1beta1 InferenceService for one revision.  Deterministic
--- (same arguments, same jsonb), no I/O.  The result is stored in the revision at deploy time
+-- (same arguments and the same mlplat.predictor_service_account, same jsonb: STABLE), no I/O.  The result is stored in the revision at deploy time
 -- and the deployments reconciler applies exactly that.  In C (src/render/isvc.c): it is on
 -- deploy()'s hot path, and the nested jsonb_build_object it replaces (same jsonb, byte for
 -- byte) cost as much as the rest of deploy()'s validation.
 CREATE FUNCTION mlplat._render_isvc(p_project text, p_deployment text, p_revision int, p_instance text,
                                     p_model_format text, p_runtime text, p_storage_uri text, p_sha256 text,
                                     p_gpus int, p_min_replicas int, p_max_replicas int, p_env jsonb)
-RETURNS jsonb LANGUAGE C IMMUTABLE AS 'MODULE_PATHNAME', 'mlplat_render_isvc';
+RETURNS jsonb LANGUAGE C STABLE AS 'MODULE_PATHNAME', 'mlplat_render_isvc';
 
 CREATE FUNCTION mlplat._spec_digest(spec jsonb) RETURNS text
 LANGUAGE sql STABLE AS $$   -- STABLE like convert_to, so it is inlined

@@ -18,6 +18,10 @@
  *   Role            <runner>          what Argo's executor needs and nothing
  *                                     more: create/patch workflowtaskresults
  *   RoleBinding     <runner>          the Role to the runner ServiceAccount
+ *   ServiceAccount  <mlplat.predictor_service_account>  the identity of the
+ *                                     InferenceServices' pods: KServe's S3
+ *                                     annotations and the configured Secret's
+ *                                     name for the storage initializer; no token
  *
  * One pass:
  *   1. claim every live project with its quotas and members (short transaction);
@@ -199,8 +203,8 @@ typedef struct ObsEntry
 /* ---------------------------------------------------------------- rendering */
 
 static void
-append_metadata(StringInfo s, ObjKind kind, const char *name, const char *ns,
-				const char *project, const char *instance)
+append_metadata_annotated(StringInfo s, ObjKind kind, const char *name, const char *ns,
+						  const char *project, const char *instance, const char *annotations)
 {
 	appendStringInfo(s, "{\"apiVersion\":\"%s\",\"kind\":\"%s\",\"metadata\":{\"name\":",
 					 API_VERSION[kind], KIND_NAME[kind]);
@@ -214,7 +218,17 @@ append_metadata(StringInfo s, ObjKind kind, const char *name, const char *ns,
 	escape_json(s, project);
 	appendStringInfoString(s, ",\"mlplat.io/instance\":");
 	escape_json(s, instance);
-	appendStringInfoString(s, "}}");
+	appendStringInfoChar(s, '}');
+	if (annotations)
+		appendStringInfo(s, ",\"annotations\":%s", annotations);
+	appendStringInfoChar(s, '}');
+}
+
+static void
+append_metadata(StringInfo s, ObjKind kind, const char *name, const char *ns,
+				const char *project, const char *instance)
+{
+	append_metadata_annotated(s, kind, name, ns, project, instance, NULL);
 }
 
 static ProjObj *
@@ -268,6 +282,59 @@ render_runner(Project *p, const char *instance)
 	new_obj(p, OBJ_ROLEBINDING, runner, &s);
 }
 
+/*
+ * The predictor identity: every InferenceService names it (src/render/isvc.c),
+ * and KServe's storage initializer reads its annotations (S3 endpoint, https or
+ * not, region) and the credentials Secret it lists to fetch the model.  Only
+ * the Secret's name comes from configuration (mlplat.predictor_s3_secret); the
+ * operator provides the Secret in the namespace, so no credential ever passes
+ * through mlplat's tables.  Model servers need no Kubernetes token.
+ */
+static void
+render_predictor(Project *p, const char *instance)
+{
+	const char *sa = mlplat_predictor_service_account;
+	const char *endpoint = mlplat_predictor_s3_endpoint;
+	const char *secret = mlplat_predictor_s3_secret;
+	const char *region = mlplat_predictor_s3_region;
+	StringInfoData a;
+	StringInfoData s;
+
+	/* one ServiceAccount of that name: the runner's would win, without these annotations */
+	if (strcmp(sa, mlplat_runner_service_account) == 0)
+		return;
+	initStringInfo(&a);
+	appendStringInfoChar(&a, '{');
+	if (endpoint && endpoint[0])
+	{
+		bool		https = strncmp(endpoint, "https://", 8) == 0;
+		const char *host = endpoint + (https ? 8 : 7);
+		size_t		len = strcspn(host, "/");
+
+		appendStringInfoString(&a, "\"serving.kserve.io/s3-endpoint\":");
+		escape_json(&a, pnstrdup(host, len));
+		appendStringInfo(&a, ",\"serving.kserve.io/s3-usehttps\":\"%s\"", https ? "1" : "0");
+	}
+	if (region && region[0])
+	{
+		appendStringInfo(&a, "%s\"serving.kserve.io/s3-region\":", a.len > 1 ? "," : "");
+		escape_json(&a, region);
+	}
+	appendStringInfoChar(&a, '}');
+
+	initStringInfo(&s);
+	append_metadata_annotated(&s, OBJ_SERVICEACCOUNT, sa, p->ns, p->name, instance, a.len > 2 ? a.data : NULL);
+	appendStringInfoString(&s, ",\"automountServiceAccountToken\":false");
+	if (secret && secret[0])
+	{
+		appendStringInfoString(&s, ",\"secrets\":[{\"name\":");
+		escape_json(&s, secret);
+		appendStringInfoString(&s, "}]");
+	}
+	appendStringInfoChar(&s, '}');
+	new_obj(p, OBJ_SERVICEACCOUNT, sa, &s);
+}
+
 /* Every object the project should have, rendered from the claimed row alone. */
 static void
 render(Project *p, const char *instance, MlJsonArena *arena)
@@ -315,6 +382,7 @@ render(Project *p, const char *instance, MlJsonArena *arena)
 	new_obj(p, OBJ_NETPOL, NETPOL_NAME, &s);
 
 	render_runner(p, instance);
+	render_predictor(p, instance);
 
 	members = ml_json_parse(arena, p->members, strlen(p->members), NULL, &err);
 	if (members == NULL || members->type != ML_JSON_ARRAY)

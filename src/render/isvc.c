@@ -15,7 +15,9 @@
  *     name in the database's default collation (ORDER BY e.key), values as
  *     jsonb_each_text gives them (a JSON null becomes null); a non-object
  *     env fails as jsonb_each_text fails;
- *   - resources: only when gpus > 0.
+ *   - resources: only when gpus > 0;
+ *   - predictor.serviceAccountName: mlplat.predictor_service_account, read
+ *     at render time (so the function is STABLE, not IMMUTABLE).
  * The regression test renders manifests and compares them with expected
  * output; validate-manifest checks them against the CRD schema.
  */
@@ -28,6 +30,8 @@
 #include "utils/jsonb.h"
 #include "utils/numeric.h"
 #include "utils/varlena.h"
+
+#include "mlplat/guc.h"
 
 PG_FUNCTION_INFO_V1(mlplat_render_isvc);
 
@@ -258,6 +262,14 @@ mlplat_render_isvc(PG_FUNCTION_ARGS)
 	value_int(&ps, fcinfo, 9);
 	key(&ps, "maxReplicas");
 	value_int(&ps, fcinfo, 10);
+	/*
+	 * The project's predictor identity (made by the projects reconciler with
+	 * KServe's S3 annotations and credentials reference): the storage
+	 * initializer fetches the model with it.  Read from the setting at render
+	 * time, so the revision records the name it was deployed with.
+	 */
+	key(&ps, "serviceAccountName");
+	push_cstr(&ps, WJB_VALUE, mlplat_predictor_service_account, strlen(mlplat_predictor_service_account));
 	key(&ps, "model");
 	pushJsonbValue(&ps, WJB_BEGIN_OBJECT, NULL);
 	key(&ps, "modelFormat");

@@ -44,6 +44,8 @@ tap_is "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'depl
 isvc=$(kube GET /apis/serving.kserve.io/v1beta1/namespaces/mlp-shop/inferenceservices/iris)
 echo "$isvc" | python3 -c 'import json,sys; o=json.load(sys.stdin); l=o["metadata"]["labels"]; assert l["app.kubernetes.io/managed-by"]=="mlplat" and l["mlplat.io/revision"]=="1"'
 tap_ok $? "the InferenceService carries our labels and revision 1"
+echo "$isvc" | python3 -c 'import json,sys; o=json.load(sys.stdin); assert o["spec"]["predictor"]["serviceAccountName"] == "mlplat-predictor", o["spec"]'
+tap_ok $? "it runs as the project's predictor ServiceAccount, whose Secret lets KServe's storage initializer fetch the s3:// model (READY above)"
 
 # --- defaulting is not drift: KServe dropped initialDelaySeconds 0 / empty env; no further applies
 applies_before=$(writes_count)

@@ -120,17 +120,23 @@ check "$rb" "o['roleRef'] == {'apiGroup': 'rbac.authorization.k8s.io', 'kind': '
  and o['subjects'] == [{'kind': 'ServiceAccount', 'name': 'mlplat-runner', 'namespace': 'mlp-vision'}]"
 tap_ok $? "RoleBinding mlplat-runner binds the Role to the ServiceAccount in the project namespace"
 
-tap_is "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'projects' AND project = 'vision' AND action = 'APPLY' AND outcome = 'OK'")" 10 \
-	"the ledger shows one apply per object (namespace, quota, limits, policy, 3 bindings, runner account, role and binding)"
-tap_is "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'projects' AND project = 'vision' AND epoch = (SELECT epoch FROM mlplat.leader_epochs WHERE kind = 'projects') AND controller <> ''")" 10 \
+# the predictor identity KServe's storage initializer uses (issue 17 item 5): names only, no secret value
+sa=$(kube GET /api/v1/namespaces/mlp-vision/serviceaccounts/mlplat-predictor)
+check "$sa" "o['automountServiceAccountToken'] is False and o['secrets'] == [{'name': 'standin-s3'}]
+ and o['metadata']['annotations'] == {'serving.kserve.io/s3-endpoint': '127.0.0.1:$STANDIN_S3', 'serving.kserve.io/s3-usehttps': '0'}"
+tap_ok $? "ServiceAccount mlplat-predictor: KServe's S3 annotations from mlplat.predictor_s3_endpoint, the Secret named by mlplat.predictor_s3_secret, no token"
+
+tap_is "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'projects' AND project = 'vision' AND action = 'APPLY' AND outcome = 'OK'")" 11 \
+	"the ledger shows one apply per object (namespace, quota, limits, policy, 3 bindings, runner account, role and binding, predictor account)"
+tap_is "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'projects' AND project = 'vision' AND epoch = (SELECT epoch FROM mlplat.leader_epochs WHERE kind = 'projects') AND controller <> ''")" 11 \
 	"the ledger rows carry the projects leader's epoch and controller"
 proj_spans vision >"$WORK/proj-spans.txt"
 python3 -c '
 import sys
 rows = [l.split(" ") for l in open(sys.argv[1]).read().split("\n") if l]
 applies = [r for r in rows if r[0] == "projects.apply"]
-ok = (len(applies) == 10 and all(r[1] == "UNSET" and r[3] in ("200", "201") for r in applies)
-      and sorted(r[2].split("/")[0] for r in applies) == ["LimitRange", "Namespace", "NetworkPolicy", "ResourceQuota", "Role"] + ["RoleBinding"] * 4 + ["ServiceAccount"]
+ok = (len(applies) == 11 and all(r[1] == "UNSET" and r[3] in ("200", "201") for r in applies)
+      and sorted(r[2].split("/")[0] for r in applies) == ["LimitRange", "Namespace", "NetworkPolicy", "ResourceQuota", "Role"] + ["RoleBinding"] * 4 + ["ServiceAccount"] * 2
       and sum(1 for r in rows if r[0] == "projects.readiness_wait") == 1
       and sum(1 for r in rows if r[0] == "projects.claim") >= 1
       and all(r[4] in ("mlplat.create_project", "mlplat.grant_role") for r in rows))

@@ -26,8 +26,12 @@ standin_start() {
 	STANDIN_URL=http://127.0.0.1:$STANDIN_PORT
 	STANDIN_ADMIN=$STANDIN_URL/_standin
 	# settings for a cluster started with cluster_start: the object store and its key
+	# mlplat's own store credentials, and those KServe's storage initializer finds on the
+	# predictor ServiceAccount (a Secret's name; the stand-in checks only that one is listed)
 	STANDIN_S3_CONF=("mlplat.s3_endpoint = 'http://127.0.0.1:$STANDIN_S3'"
-		"mlplat.s3_credentials_file = '$STANDIN_S3_CREDENTIALS'")
+		"mlplat.s3_credentials_file = '$STANDIN_S3_CREDENTIALS'"
+		"mlplat.predictor_s3_secret = 'standin-s3'"
+		"mlplat.predictor_s3_endpoint = 'http://127.0.0.1:$STANDIN_S3'")
 }
 
 standin_stop() {
@@ -38,12 +42,15 @@ standin_connect() {
 	$PSQL -d "$1" -c "ALTER SYSTEM SET mlplat.kube_url = '$STANDIN_URL'" \
 		-c "ALTER SYSTEM SET mlplat.kube_token_file = '$STANDIN_TOKEN_FILE'" \
 		-c "ALTER SYSTEM SET mlplat.s3_endpoint = 'http://127.0.0.1:$STANDIN_S3'" \
-		-c "ALTER SYSTEM SET mlplat.s3_credentials_file = '$STANDIN_S3_CREDENTIALS'" -c "SELECT pg_reload_conf()" >/dev/null
+		-c "ALTER SYSTEM SET mlplat.s3_credentials_file = '$STANDIN_S3_CREDENTIALS'" \
+		-c "ALTER SYSTEM SET mlplat.predictor_s3_secret = 'standin-s3'" \
+		-c "ALTER SYSTEM SET mlplat.predictor_s3_endpoint = 'http://127.0.0.1:$STANDIN_S3'" -c "SELECT pg_reload_conf()" >/dev/null
 }
 
 standin_disconnect() {
 	$PSQL -d "$1" -c "ALTER SYSTEM RESET mlplat.kube_url" -c "ALTER SYSTEM RESET mlplat.kube_token_file" \
 		-c "ALTER SYSTEM RESET mlplat.s3_endpoint" -c "ALTER SYSTEM RESET mlplat.s3_credentials_file" \
+		-c "ALTER SYSTEM RESET mlplat.predictor_s3_secret" -c "ALTER SYSTEM RESET mlplat.predictor_s3_endpoint" \
 		-c "SELECT pg_reload_conf()" >/dev/null
 }
 

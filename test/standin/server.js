@@ -100,7 +100,7 @@ const store = new Store({
   },
 });
 const kube = new Kube(store, cfg);
-isvc = new kserve.KServe(store, res('InferenceService'), cfg);
+isvc = new kserve.KServe(store, res('InferenceService'), cfg, new Rbac(store, res));
 argo = new Argo(store, res('Workflow'), cfg, plans, new Rbac(store, res));
 jobs = new Jobs(store, res('Job'), cfg, plans);
 const mlflow = new Mlflow();

@@ -66,8 +66,8 @@ t "get -l with equality and set-based selectors" bash -c '
   [ "$(K get ns -l "!team" -o name)" = "namespace/other" ]'
 t "apply -f (client-side): created, unchanged, configured" bash -c "
   K() { timeout 30 kubectl --request-timeout=20s \"\$@\"; }
-  K apply -f '$HERE/testdata/project.yaml' | grep -c created | grep -qx 4 &&
-  K apply -f '$HERE/testdata/project.yaml' | grep -c unchanged | grep -qx 4 &&
+  K apply -f '$HERE/testdata/project.yaml' | grep -c created | grep -qx 5 &&
+  K apply -f '$HERE/testdata/project.yaml' | grep -c unchanged | grep -qx 5 &&
   sed 's/gpu: \"2\"/gpu: \"4\"/' '$HERE/testdata/project.yaml' | K apply -f - | grep -q 'resourcequota/mlplat-quota configured' &&
   [ \"\$(K get quota -n mlp-kubectl mlplat-quota -o jsonpath='{.spec.hard.requests\.nvidia\.com/gpu}')\" = 4 ]"
 t "apply --server-side -f an InferenceService, twice" bash -c "
@@ -95,7 +95,7 @@ assert i[\"metadata\"][\"annotations\"][\"serving.kserve.io/deploymentMode\"] ==
 assert i[\"status\"][\"url\"] == \"http://iris.mlp-kubectl.example.com\", i[\"status\"]"'
 t "delete -f removes the objects; get is then NotFound" bash -c "
   K() { timeout 30 kubectl --request-timeout=20s \"\$@\"; }
-  K delete -f '$HERE/testdata/project.yaml' | grep -c deleted | grep -qx 4 &&
+  K delete -f '$HERE/testdata/project.yaml' | grep -c deleted | grep -qx 5 &&
   ! K get quota -n mlp-kubectl mlplat-quota 2>\$HOME/err && grep -q 'NotFound\|not found' \$HOME/err"
 t "delete namespace waits until its contents and itself are gone" bash -c '
   K() { timeout 30 kubectl --request-timeout=20s "$@"; }

@@ -2,6 +2,10 @@
 // KServe InferenceService behaviour: the defaulting the webhook and Go serialisation do, and a
 // controller that moves status Ready Unknown -> True (or False for a bad storage URI) for the
 // current generation, with revisions and canary traffic as KServe's serverless mode reports them.
+// The predictor's pods run as spec.predictor.serviceAccountName ("default" when unset): while it
+// does not exist no pod is made and Ready stays Unknown; for an s3:// model the storage
+// initializer needs credentials from that account (a Secret it lists, an IAM role annotation, or
+// serving.kserve.io/s3-useanoncredential "true"), else the revision fails as boto3 does.
 
 const crypto = require('crypto');
 const U = require('./util');
@@ -46,9 +50,19 @@ function validate(old, obj) {
 }
 
 class KServe {
-  constructor(store, res, cfg) {
-    this.store = store; this.res = res; this.cfg = cfg;
+  constructor(store, res, cfg, rbac) {
+    this.store = store; this.res = res; this.cfg = cfg; this.rbac = rbac;
     this.reset();
+  }
+
+  // The storage initializer's failure for want of credentials, or null.
+  credentialsProblem(ns, spec, uri) {
+    if (!this.rbac || !/^s3:\/\//.test(String(uri || ''))) return null;
+    const sa = this.rbac.serviceAccount(ns, spec.serviceAccountName || 'default');
+    const ann = (sa.metadata && sa.metadata.annotations) || {};
+    if ((Array.isArray(sa.secrets) && sa.secrets.length) || ann['eks.amazonaws.com/role-arn'] ||
+        ann['serving.kserve.io/s3-useanoncredential'] === 'true') return null;
+    return { reason: 'ModelLoadFailed', message: `failed to download model from ${uri}: NoCredentialsError: Unable to locate credentials` };
   }
 
   reset() {
@@ -126,7 +140,12 @@ class KServe {
     if (!rec || rec.obj.metadata.generation !== gen) return;
     const spec = rec.obj.spec.predictor;
     const uri = U.getPath(spec, ['model', 'storageUri']);
-    const bad = this.badUris.get(uri);
+    if (this.rbac && !this.rbac.serviceAccountExists(ns, spec.serviceAccountName || 'default')) {
+      // the ReplicaSet cannot make pods yet ("serviceaccount not found"): look again later
+      this.later(this.cfg.readyDelayMs, () => this.settle(ns, name, gen, latest));
+      return;
+    }
+    const bad = this.badUris.get(uri) || this.credentialsProblem(ns, spec, uri);
     const now = U.nowIso();
     const host = `${ns}.${this.cfg.domain}`;
     this.writeStatus(ns, name, (st) => {

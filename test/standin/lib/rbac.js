@@ -12,6 +12,12 @@ class Rbac {
     return name === 'default' || !!this.store.get(this.res('ServiceAccount'), ns, name);
   }
 
+  // The ServiceAccount object, or {} for a default account nobody wrote.
+  serviceAccount(ns, name) {
+    const rec = this.store.get(this.res('ServiceAccount'), ns, name);
+    return rec ? rec.obj : {};
+  }
+
   // May system:serviceaccount:<ns>:<sa> do verb on group/resource in ns?
   can(ns, sa, group, resource, verb) {
     for (const rb of this.store.list(this.res('RoleBinding'), ns)) {
