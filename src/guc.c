@@ -52,6 +52,17 @@ char	   *mlplat_predictor_service_account = NULL;
 char	   *mlplat_predictor_s3_secret = NULL;
 char	   *mlplat_predictor_s3_endpoint = NULL;
 char	   *mlplat_predictor_s3_region = NULL;
+int			mlplat_metrics_preset = 0;
+char	   *mlplat_network_allowed_namespaces = NULL;
+
+/* as MlPromPreset (mlplat/prometheus.h) numbers them */
+static const struct config_enum_entry metrics_preset_options[] = {
+	{"knative-opencensus", 0, false},
+	{"knative-otel", 1, false},
+	{"vllm", 2, false},
+	{"triton", 3, false},
+	{NULL, 0, false}
+};
 int			mlplat_otlp_batch_size = 512;
 int			mlplat_otlp_export_interval_ms = 1000;
 int			mlplat_span_retention_days = 7;
@@ -117,6 +128,32 @@ check_k8s_name_or_empty(char **newval, void **extra, GucSource source)
 	GUC_check_errcode(ERRCODE_INVALID_PARAMETER_VALUE);
 	GUC_check_errdetail("A Kubernetes object name: lower-case letters, digits, '-' and '.', at most 253 characters.");
 	return false;
+}
+
+/* A comma-separated list of namespace names (DNS labels), possibly empty. */
+static bool
+check_namespace_list(char **newval, void **extra, GucSource source)
+{
+	const char *p = *newval ? *newval : "";
+
+	while (*p)
+	{
+		size_t		n;
+
+		while (*p == ' ' || *p == ',')
+			p++;
+		n = strcspn(p, ", ");
+		if (n == 0)
+			break;
+		if (!mlplat_dns_label_is_valid(p, n, 63))
+		{
+			GUC_check_errcode(ERRCODE_INVALID_PARAMETER_VALUE);
+			GUC_check_errdetail("Namespace names, separated by commas: each a DNS label (lower-case letters, digits, '-').");
+			return false;
+		}
+		p += n;
+	}
+	return true;
 }
 
 /* Empty, or http(s)://host[:port] as KServe's storage initializer reaches the object store. */
@@ -327,6 +364,16 @@ mlplat_define_gucs(void)
 							   "Empty: KServe's own default.",
 							   &mlplat_predictor_s3_region, "",
 							   PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomEnumVariable("mlplat.metrics_preset",
+							 "Which serving stack's metrics rollout evidence is read from.",
+							 "knative-opencensus: Knative <= 1.18 queue-proxy (revision_request_count, ms); knative-otel: Knative >= 1.19 (kn_serving_invocation_duration_seconds); vllm, triton: RawDeployment, the model server's own metrics.",
+							 &mlplat_metrics_preset, 0, metrics_preset_options,
+							 PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomStringVariable("mlplat.network_allowed_namespaces",
+							   "Namespaces whose pods may reach a project's pods, besides the project's own.",
+							   "Comma-separated: the ingress gateway's (istio-system, kourier-system), Knative's activator (knative-serving) and the monitoring namespace whose Prometheus scrapes the model servers. Rendered into every project's NetworkPolicy.",
+							   &mlplat_network_allowed_namespaces, "istio-system,knative-serving",
+							   PGC_SIGHUP, 0, check_namespace_list, NULL, NULL);
 	DefineCustomStringVariable("mlplat.otlp_headers_file",
 							   "File of \"Name: value\" lines sent as headers with every OTLP export request.",
 							   "For collector authentication (Authorization, API keys) instead of credentials in the endpoint URL. Re-read whenever it changes. Empty: no extra headers.",

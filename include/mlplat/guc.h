@@ -70,6 +70,8 @@ extern char *mlplat_predictor_service_account;
 extern char *mlplat_predictor_s3_secret;
 extern char *mlplat_predictor_s3_endpoint;
 extern char *mlplat_predictor_s3_region;
+extern int	mlplat_metrics_preset;	/* MlPromPreset */
+extern char *mlplat_network_allowed_namespaces;
 extern int	mlplat_otlp_batch_size;
 extern int	mlplat_otlp_export_interval_ms;
 extern int	mlplat_span_retention_days;

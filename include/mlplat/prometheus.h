@@ -60,6 +60,43 @@ typedef enum MlPromMetric
 extern bool ml_prom_revision_query(MlPromMetric m, const char *ns, const char *revision, long long ms,
 								   char *out, size_t size);
 
+/*
+ * Which serving stack's metrics the queries read (mlplat.metrics_preset):
+ *   KNATIVE_OPENCENSUS  Knative <= 1.18 queue-proxy: revision_request_count,
+ *                       revision_request_latencies (ms), by namespace_name and
+ *                       revision_name (the default; ml_prom_revision_query)
+ *   KNATIVE_OTEL        Knative >= 1.19 queue-proxy, OpenTelemetry names:
+ *                       kn_serving_invocation_duration_seconds, by
+ *                       k8s_namespace_name and kn_revision_name (seconds)
+ *   VLLM                RawDeployment, vLLM's own metrics: completed requests and
+ *                       vllm:e2e_request_latency_seconds, 5xx from its HTTP server,
+ *                       by namespace and the revision's pods (pod=~"<rev>-.*")
+ *   TRITON              RawDeployment, Triton's own: nv_inference_request_success /
+ *                       _failure and nv_inference_request_duration_us (Triton
+ *                       publishes no latency histogram by default: the latency is
+ *                       the mean, not the 95th percentile), by namespace and pods
+ * Every preset answers in the same units (requests, 5xx answers, ms), and its
+ * error count is 0, not missing, when the revision served requests but no
+ * error series exists yet (counters appear at their first increment).
+ */
+typedef enum MlPromPreset
+{
+	ML_PROM_KNATIVE_OPENCENSUS = 0,
+	ML_PROM_KNATIVE_OTEL,
+	ML_PROM_VLLM,
+	ML_PROM_TRITON,
+	ML_PROM_PRESET_COUNT
+} MlPromPreset;
+
+/* "knative-opencensus", "knative-otel", "vllm", "triton" */
+extern const char *ml_prom_preset_name(MlPromPreset p);
+/* false when name is none of those */
+extern bool ml_prom_preset_from_name(const char *name, MlPromPreset *out);
+
+/* ml_prom_revision_query for one preset (same checks on ns and revision). */
+extern bool ml_prom_preset_query(MlPromPreset p, MlPromMetric m, const char *ns, const char *revision,
+								 long long ms, char *out, size_t size);
+
 /* "value", "empty", "not_finite", "error" */
 extern const char *ml_prom_outcome_name(MlPromOutcome o);
 

@@ -118,11 +118,11 @@ static const char *const API_VERSION[NUM_OBJ_KINDS] = {
 #define LR_LIMIT_MEMORY "4Gi"
 
 /*
- * Namespaces whose pods may reach a project's pods, besides the project's own:
- * the ingress gateway (Istio) and Knative's activator, matched by the
+ * Namespaces whose pods may reach a project's pods, besides the project's own,
+ * come from mlplat.network_allowed_namespaces (the ingress gateway — Istio or
+ * Kourier —, Knative's activator, the monitoring namespace), matched by the
  * kubernetes.io/metadata.name label every namespace carries.
  */
-static const char *const INGRESS_NAMESPACES[] = {"istio-system", "knative-serving"};
 
 #define FOLLOW_UP_MS 300
 /* permanent errors (403, 422) are retried slowly, doubling up to this: a later grant heals them */
@@ -375,9 +375,20 @@ render(Project *p, const char *instance, MlJsonArena *arena)
 	append_metadata(&s, OBJ_NETPOL, NETPOL_NAME, p->ns, p->name, instance);
 	appendStringInfoString(&s, ",\"spec\":{\"podSelector\":{},\"policyTypes\":[\"Ingress\"],"
 						   "\"ingress\":[{\"from\":[{\"podSelector\":{}}");
-	for (size_t i = 0; i < lengthof(INGRESS_NAMESPACES); i++)
+	for (const char *n = mlplat_network_allowed_namespaces; n && *n;)
+	{
+		size_t		len;
+
+		while (*n == ' ' || *n == ',')
+			n++;
+		len = strcspn(n, ", ");
+		if (len == 0)
+			break;
+		/* the setting's check hook let through DNS labels only */
 		appendStringInfo(&s, ",{\"namespaceSelector\":{\"matchLabels\":"
-						 "{\"kubernetes.io/metadata.name\":\"%s\"}}}", INGRESS_NAMESPACES[i]);
+						 "{\"kubernetes.io/metadata.name\":\"%.*s\"}}}", (int) len, n);
+		n += len;
+	}
 	appendStringInfoString(&s, "]}]}}");
 	new_obj(p, OBJ_NETPOL, NETPOL_NAME, &s);
 

@@ -252,7 +252,8 @@ promql(Metric m, const char *ns, const char *kn, int64 ms)
 
 	StaticAssertStmt((int) M_REQUESTS == (int) ML_PROM_REQUESTS && (int) M_ERRORS == (int) ML_PROM_ERRORS &&
 					 (int) M_P95 == (int) ML_PROM_P95, "metric order");
-	if (!ml_prom_revision_query((MlPromMetric) m, ns, kn, (long long) ms, q, sizeof(q)))
+	if (!ml_prom_preset_query((MlPromPreset) mlplat_metrics_preset, (MlPromMetric) m, ns, kn, (long long) ms,
+							  q, sizeof(q)))
 		return NULL;
 	return pstrdup(q);
 }

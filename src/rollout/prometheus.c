@@ -110,35 +110,121 @@ ml_prom_outcome_name(MlPromOutcome o)
 	return "error";
 }
 
+static const char *const PRESET_NAMES[ML_PROM_PRESET_COUNT] = {
+	"knative-opencensus", "knative-otel", "vllm", "triton"
+};
+
+const char *
+ml_prom_preset_name(MlPromPreset p)
+{
+	return (int) p >= 0 && p < ML_PROM_PRESET_COUNT ? PRESET_NAMES[p] : "knative-opencensus";
+}
+
+bool
+ml_prom_preset_from_name(const char *name, MlPromPreset *out)
+{
+	for (int i = 0; name && i < ML_PROM_PRESET_COUNT; i++)
+		if (strcmp(name, PRESET_NAMES[i]) == 0)
+		{
+			*out = (MlPromPreset) i;
+			return true;
+		}
+	return false;
+}
+
 bool
 ml_prom_revision_query(MlPromMetric m, const char *ns, const char *revision, long long ms,
 					   char *out, size_t size)
 {
-	char		sel[160];
-	int			n;
+	return ml_prom_preset_query(ML_PROM_KNATIVE_OPENCENSUS, m, ns, revision, ms, out, size);
+}
+
+/*
+ * The error count of a revision: the 5xx series' increase, or 0 when the
+ * revision has request series but none of them is a 5xx one yet (a counter
+ * series appears at its first increment), and empty (missing) when it has no
+ * series at all.
+ */
+#define ERRORS_OR_ZERO(err, all) "(" err ") or (0 * " all ")"
+
+bool
+ml_prom_preset_query(MlPromPreset p, MlPromMetric m, const char *ns, const char *revision, long long ms,
+					 char *out, size_t size)
+{
+	char		sel[200];
+	char		all[400];
+	int			n = -1;
 
 	if (size > 0)
 		out[0] = '\0';
-	if (ns == NULL || revision == NULL || ms < 0 ||
+	if (ns == NULL || revision == NULL || ms < 0 || (int) p < 0 || p >= ML_PROM_PRESET_COUNT ||
 		!mlplat_dns_label_is_valid(ns, strlen(ns), 63) ||
 		!mlplat_dns_label_is_valid(revision, strlen(revision), 63))
 		return false;
-	snprintf(sel, sizeof(sel), "namespace_name=\"%s\",revision_name=\"%s\"", ns, revision);
-	switch (m)
+	switch (p)
 	{
-		case ML_PROM_REQUESTS:
-			n = snprintf(out, size, "sum(increase(revision_request_count{%s}[%lldms]))", sel, ms);
+		case ML_PROM_KNATIVE_OPENCENSUS:
+			snprintf(sel, sizeof(sel), "namespace_name=\"%s\",revision_name=\"%s\"", ns, revision);
+			snprintf(all, sizeof(all), "sum(increase(revision_request_count{%s}[%lldms]))", sel, ms);
+			if (m == ML_PROM_REQUESTS)
+				n = snprintf(out, size, "%s", all);
+			else if (m == ML_PROM_ERRORS)
+				n = snprintf(out, size, ERRORS_OR_ZERO("sum(increase(revision_request_count{%s,response_code_class=\"5xx\"}[%lldms]))", "%s"),
+							 sel, ms, all);
+			else
+				n = snprintf(out, size,
+							 "histogram_quantile(0.95, sum by (le) (rate(revision_request_latencies_bucket{%s}[%lldms])))",
+							 sel, ms);
 			break;
-		case ML_PROM_ERRORS:
-			n = snprintf(out, size, "sum(increase(revision_request_count{%s,response_code_class=\"5xx\"}[%lldms]))",
-						 sel, ms);
+		case ML_PROM_KNATIVE_OTEL:
+			snprintf(sel, sizeof(sel), "k8s_namespace_name=\"%s\",kn_revision_name=\"%s\"", ns, revision);
+			snprintf(all, sizeof(all), "sum(increase(kn_serving_invocation_duration_seconds_count{%s}[%lldms]))", sel, ms);
+			if (m == ML_PROM_REQUESTS)
+				n = snprintf(out, size, "%s", all);
+			else if (m == ML_PROM_ERRORS)
+				n = snprintf(out, size, ERRORS_OR_ZERO("sum(increase(kn_serving_invocation_duration_seconds_count{%s,http_response_status_code=~\"5..\"}[%lldms]))", "%s"),
+							 sel, ms, all);
+			else
+				n = snprintf(out, size,
+							 "1000 * histogram_quantile(0.95, sum by (le) (rate(kn_serving_invocation_duration_seconds_bucket{%s}[%lldms])))",
+							 sel, ms);
+			break;
+		case ML_PROM_VLLM:
+			snprintf(sel, sizeof(sel), "namespace=\"%s\",pod=~\"%s-.*\"", ns, revision);
+			/* vLLM counts completed requests in its latency histogram; failed ones are its HTTP server's 5xx */
+			if (m == ML_PROM_REQUESTS)
+				n = snprintf(out, size,
+							 "sum(increase(vllm:e2e_request_latency_seconds_count{%s}[%lldms])) + "
+							 "(sum(increase(http_requests_total{%s,status=\"5xx\"}[%lldms])) or vector(0))",
+							 sel, ms, sel, ms);
+			else if (m == ML_PROM_ERRORS)
+				n = snprintf(out, size, ERRORS_OR_ZERO("sum(increase(http_requests_total{%s,status=\"5xx\"}[%lldms]))",
+													   "sum(increase(vllm:e2e_request_latency_seconds_count{%s}[%lldms]))"),
+							 sel, ms, sel, ms);
+			else
+				n = snprintf(out, size,
+							 "1000 * histogram_quantile(0.95, sum by (le) (rate(vllm:e2e_request_latency_seconds_bucket{%s}[%lldms])))",
+							 sel, ms);
 			break;
 		default:
-			n = snprintf(out, size,
-						 "histogram_quantile(0.95, sum by (le) (rate(revision_request_latencies_bucket{%s}[%lldms])))",
-						 sel, ms);
+			snprintf(sel, sizeof(sel), "namespace=\"%s\",pod=~\"%s-.*\"", ns, revision);
+			if (m == ML_PROM_REQUESTS)
+				n = snprintf(out, size,
+							 "sum(increase(nv_inference_request_success{%s}[%lldms])) + "
+							 "(sum(increase(nv_inference_request_failure{%s}[%lldms])) or vector(0))",
+							 sel, ms, sel, ms);
+			else if (m == ML_PROM_ERRORS)
+				n = snprintf(out, size, ERRORS_OR_ZERO("sum(increase(nv_inference_request_failure{%s}[%lldms]))",
+													   "sum(increase(nv_inference_request_success{%s}[%lldms]))"),
+							 sel, ms, sel, ms);
+			else
+				n = snprintf(out, size,
+							 "sum(increase(nv_inference_request_duration_us{%s}[%lldms])) / "
+							 "sum(increase(nv_inference_request_success{%s}[%lldms])) / 1000",
+							 sel, ms, sel, ms);
 			break;
 	}
+	(void) all;
 	if (n < 0 || (size_t) n >= size)
 	{
 		if (size > 0)

@@ -295,6 +295,23 @@ out=$($PSQL -d $DB -c "ALTER SYSTEM SET mlplat.runner_service_account = 'Not_A_L
 echo "$out" | grep -q 'invalid value for parameter "mlplat.runner_service_account"'
 tap_ok $? "a runner name that is no DNS label is refused"
 
+# ---------------------------------------------------------------- who may reach the project's pods is a setting
+$PSQL -d $DB -c "ALTER SYSTEM SET mlplat.network_allowed_namespaces = 'kourier-system, knative-serving,monitoring'" -c "SELECT pg_reload_conf()" >/dev/null
+netpol_from() {
+	kube GET /apis/networking.k8s.io/v1/namespaces/mlp-vision/networkpolicies/mlplat-isolation | python3 -c '
+import json, sys
+o = json.load(sys.stdin)
+print(",".join(f.get("namespaceSelector", {}).get("matchLabels", {}).get("kubernetes.io/metadata.name", "self") for f in o["spec"]["ingress"][0]["from"]))'
+}
+deadline=$((SECONDS + 20))
+while [ "$(netpol_from)" != "self,kourier-system,knative-serving,monitoring" ] && ((SECONDS < deadline)); do sleep 0.2; done
+tap_is "$(netpol_from)" "self,kourier-system,knative-serving,monitoring" \
+	"mlplat.network_allowed_namespaces: the NetworkPolicy admits Kourier's, Knative's and the monitoring namespace instead of a fixed list"
+$PSQL -d $DB -c "ALTER SYSTEM RESET mlplat.network_allowed_namespaces" -c "SELECT pg_reload_conf()" >/dev/null
+out=$($PSQL -d $DB -c "ALTER SYSTEM SET mlplat.network_allowed_namespaces = 'istio-system,Bad_Name'" 2>&1)
+echo "$out" | grep -q 'invalid value for parameter "mlplat.network_allowed_namespaces"'
+tap_ok $? "a namespace list with a name that is no DNS label is refused"
+
 # leave nothing live for the scripts that run after this one against their own stand-in
 q $DB "SELECT mlplat.delete_project('vision')" >/dev/null
 wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'vision'" DELETED 15
