@@ -28,7 +28,7 @@ mlflow() {
 }
 INSTANCE=$(q $DB "SELECT instance_id FROM mlplat.installation")
 
-q $DB "SELECT mlplat.create_project('hostile', 2)" >/dev/null
+q $DB "SELECT mlplat.create_project('hostile', 2); SELECT mlplat.add_artifact_location('hostile', 's3://models/')" >/dev/null
 wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'hostile'" READY 30
 tap_ok $? "project hostile is READY"
 

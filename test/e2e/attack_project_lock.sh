@@ -38,7 +38,7 @@ call() {
 }
 
 q $DB "DROP ROLE IF EXISTS plk_squat; CREATE ROLE plk_squat LOGIN" >/dev/null 2>&1
-q $DB "SELECT mlplat.create_project('plk', 16)" >/dev/null
+q $DB "SELECT mlplat.create_project('plk', 16); SELECT mlplat.add_artifact_location('plk', 's3://plk/')" >/dev/null
 q $DB "SELECT mlplat.register_model_version('plk', 'm', '1', 's3://plk/m/1', repeat('c', 64), 'kserve-sklearnserver', 'sklearn')" >/dev/null
 q $DB "SELECT mlplat.set_model_stage('plk', 'm', '1', 'CHAMPION')" >/dev/null
 PID=$(q $DB "SELECT id FROM mlplat.projects WHERE name = 'plk'")

@@ -24,7 +24,7 @@ standin_connect $DB
 q $DB "ALTER SYSTEM SET mlplat.unanswered_write_grace = '40s'" >/dev/null
 q $DB "SELECT pg_reload_conf()" >/dev/null
 
-q $DB "SELECT mlplat.create_project('dlwb', 0)" >/dev/null
+q $DB "SELECT mlplat.create_project('dlwb', 0); SELECT mlplat.add_artifact_location('dlwb', 's3://models/')" >/dev/null
 wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'dlwb'" READY 30
 tap_ok $? "project dlwb is READY"
 for v in 1 2; do
