@@ -25,7 +25,7 @@ int			mlplat_backoff_max_ms = 300000;
 char	   *mlplat_kube_url = NULL;
 char	   *mlplat_kube_token_file = NULL;
 char	   *mlplat_kube_ca_file = NULL;
-bool		mlplat_lease_fence = false;
+int			mlplat_lease_fence = MLPLAT_LEASE_FENCE_AUTO;
 char	   *mlplat_lease_namespace = NULL;
 int			mlplat_lease_duration_s = 15;
 char	   *mlplat_registry_url = NULL;
@@ -72,6 +72,19 @@ int			mlplat_route_generation_retention_days = 7;
 int			mlplat_idempotency_tombstone_retention_days = 365;
 int			mlplat_retention_interval_ms = 3600000;
 char	   *mlplat_on_behalf_of = NULL;
+
+static const struct config_enum_entry lease_fence_options[] = {
+	{"auto", MLPLAT_LEASE_FENCE_AUTO, false},
+	{"on", MLPLAT_LEASE_FENCE_ON, false},
+	{"off", MLPLAT_LEASE_FENCE_OFF, false},
+	{"true", MLPLAT_LEASE_FENCE_ON, true},
+	{"false", MLPLAT_LEASE_FENCE_OFF, true},
+	{"yes", MLPLAT_LEASE_FENCE_ON, true},
+	{"no", MLPLAT_LEASE_FENCE_OFF, true},
+	{"1", MLPLAT_LEASE_FENCE_ON, true},
+	{"0", MLPLAT_LEASE_FENCE_OFF, true},
+	{NULL, 0, false}
+};
 
 /* A malformed traceparent is refused when set, not discovered later in a span. */
 static bool
@@ -233,10 +246,16 @@ mlplat_define_gucs(void)
 							   "CA bundle used to verify the Kubernetes API server.",
 							   NULL, &mlplat_kube_ca_file, "",
 							   PGC_SIGHUP, GUC_SUPERUSER_ONLY, NULL, NULL, NULL);
-	DefineCustomBoolVariable("mlplat.lease_fence",
-							 "Also require a Kubernetes Lease per kind before applying.",
-							 "Guards against two database clusters driving one Kubernetes cluster.",
-							 &mlplat_lease_fence, false,
+	/*
+	 * On by default whenever a cluster is configured: after a failover the old
+	 * primary's workers must not keep driving Kubernetes (issue 18, finding
+	 * 14).  "off" is the documented opt-out; the boolean spellings of 0.2.0's
+	 * setting still parse.
+	 */
+	DefineCustomEnumVariable("mlplat.lease_fence",
+							 "Require a Kubernetes Lease per kind before applying: auto (whenever a cluster is configured), on or off.",
+							 "Guards against two database clusters (say, an old primary after a failover) driving one Kubernetes cluster.",
+							 &mlplat_lease_fence, MLPLAT_LEASE_FENCE_AUTO, lease_fence_options,
 							 PGC_SIGHUP, 0, NULL, NULL, NULL);
 	DefineCustomStringVariable("mlplat.lease_namespace",
 							   "Namespace of the reconcilers' Leases.",

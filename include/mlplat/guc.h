@@ -24,7 +24,14 @@ extern int	mlplat_unanswered_write_grace_ms;
 extern char *mlplat_kube_url;
 extern char *mlplat_kube_token_file;
 extern char *mlplat_kube_ca_file;
-extern bool mlplat_lease_fence;
+/* mlplat.lease_fence: auto (the default: on whenever a cluster is configured), on, off */
+typedef enum MlplatLeaseFence
+{
+	MLPLAT_LEASE_FENCE_AUTO,
+	MLPLAT_LEASE_FENCE_ON,
+	MLPLAT_LEASE_FENCE_OFF
+} MlplatLeaseFence;
+extern int	mlplat_lease_fence;
 extern char *mlplat_lease_namespace;
 extern int	mlplat_lease_duration_s;
 

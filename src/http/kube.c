@@ -462,6 +462,7 @@ mlplat_lease_result_name(MlplatLeaseResult r)
 /* ---- Lease fence */
 
 static const MlplatKubeResource lease_resource = {"coordination.k8s.io", "v1", "leases", true};
+static const MlplatKubeResource namespace_resource = {"", "v1", "namespaces", false};
 
 static double
 mono_ms(void)
@@ -568,6 +569,33 @@ mlplat_kube_lease_impl(MlplatLeaseObservation *obs, const char *ns, const char *
 		req = mlplat_kube_create(b, &lease_resource, ns,
 								 lease_body(ns, name, NULL, identity, duration_s, now, now, 0));
 		run_one(b, req, allow_xact, &res);
+		if (res.outcome == MLPLAT_KUBE_NOT_FOUND)
+		{
+			/*
+			 * The Lease's namespace does not exist yet.  The fence is on by
+			 * default whenever a cluster is configured, and a missing
+			 * namespace must not leave every reconciler fenced: create it
+			 * (mlplat creates namespaces for projects anyway; a 409 means a
+			 * peer was faster) and try the Lease once more.
+			 */
+			StringInfoData nsb;
+
+			initStringInfo(&nsb);
+			appendStringInfoString(&nsb, "{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":");
+			escape_json(&nsb, ns);
+			appendStringInfoString(&nsb, ",\"labels\":{\"app.kubernetes.io/managed-by\":\"mlplat\"}}}");
+			b = mlplat_http_batch_create(CurrentMemoryContext);
+			req = mlplat_kube_create(b, &namespace_resource, NULL, nsb.data);
+			run_one(b, req, allow_xact, &res);
+			if (res.outcome == MLPLAT_KUBE_OK || res.outcome == MLPLAT_KUBE_EXISTS ||
+				res.outcome == MLPLAT_KUBE_CONFLICT)
+			{
+				b = mlplat_http_batch_create(CurrentMemoryContext);
+				req = mlplat_kube_create(b, &lease_resource, ns,
+										 lease_body(ns, name, NULL, identity, duration_s, now, now, 0));
+				run_one(b, req, allow_xact, &res);
+			}
+		}
 		if (res.outcome == MLPLAT_KUBE_OK)
 		{
 			obs->valid = true;

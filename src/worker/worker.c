@@ -199,6 +199,9 @@ lease_held(char *why, size_t whylen)
 											 mlplat_lease_duration_s, older_timeline_of_us, &detail);
 	if (r == MLPLAT_LEASE_HELD)
 		return true;
+	/* "auto" fences only when there is a cluster to drive */
+	if (r == MLPLAT_LEASE_NO_CLUSTER && mlplat_lease_fence == MLPLAT_LEASE_FENCE_AUTO)
+		return true;
 	snprintf(why, whylen, "fenced: Lease %s/%s %s%s%s", mlplat_lease_namespace, name,
 			 mlplat_lease_result_name(r), detail ? ": " : "", detail ? detail : "");
 	return false;
@@ -584,7 +587,7 @@ mlplat_worker_main(Datum main_arg)
 			timeout_ms = export_spans(&pass, pass_context,
 									  Max(1L, TimestampDifferenceMilliseconds(GetCurrentTimestamp(), kind_pass_due)));
 		}
-		else if (mlplat_lease_fence && !lease_held(why, sizeof(why)))
+		else if (mlplat_lease_fence != MLPLAT_LEASE_FENCE_OFF && !lease_held(why, sizeof(why)))
 		{
 			/* another database cluster drives this Kubernetes cluster: hands off */
 			set_status(MLPLAT_ROLE_IDLE, why);
@@ -678,7 +681,7 @@ mlplat_worker_main(Datum main_arg)
 				if (pass.next_pass_ms > 0 && pass.next_pass_ms < timeout_ms)
 					timeout_ms = pass.next_pass_ms;
 				/* a held Lease must be renewed well within its duration */
-				if (mlplat_lease_fence)
+				if (mlplat_lease_fence != MLPLAT_LEASE_FENCE_OFF)
 					timeout_ms = Min(timeout_ms, Max(100L, mlplat_lease_duration_s * 1000L / 3));
 			}
 			if (my_kind == MLPLAT_KIND_PROJECTS)

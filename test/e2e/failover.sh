@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Database failover: a streaming replica of the primary runs no reconcilers
-# while in recovery; once promoted, its workers lead.  With the Lease fence on,
-# the promoted server (same system identifier, next timeline) displaces its
-# old primary's Lease at once, and the old primary, still running, stops
-# applying: an intent written to it never reaches the cluster.
+# while in recovery; once promoted, its workers lead.  The Lease fence is on by
+# default (mlplat.lease_fence = auto: a cluster is configured), so the
+# promoted server (same system identifier, next timeline) displaces its old
+# primary's Lease at once, and the old primary, still running, stops applying:
+# an intent written to it never reaches the cluster.  Nor when the old primary
+# is stopped and comes back (issue 18, finding 14: before, the fence was off
+# unless configured, and the old primary's workers kept applying).
 set -u
 . "$(dirname "$0")/../lib/tap.sh"
 tap_require_cluster
@@ -14,13 +17,13 @@ mkdir -p "$WORK" && chown "$RUNAS" "$WORK" 2>/dev/null
 SD=$WORK/standin
 trap 'cluster_stop_all; standin_stop $SD' EXIT
 standin_start "$SD" || exit 1
-kube POST /api/v1/namespaces '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"mlplat-system"}}' >/dev/null
+# no mlplat-system namespace: the default fence creates the one its Leases live in
 
 PA=$(free_port); PB=$(free_port)
 cluster_start "$WORK/a" "$PA" "${MLPLAT_CONF[@]}" "cron.database_name = 'postgres'" "mlplat.resync_interval = '1s'" \
-	"mlplat.lease_fence = on" "mlplat.lease_duration = '30s'" \
+	"mlplat.lease_duration = '30s'" \
 	"mlplat.kube_url = '$STANDIN_URL'" "mlplat.kube_token_file = '$STANDIN_TOKEN_FILE'" "${STANDIN_S3_CONF[@]}"
-tap_ok $? "primary A started with the Lease fence on (lease 30 s)"
+tap_ok $? "primary A started with the default Lease fence (lease 30 s)"
 qa() { $PSQL -h "$WORK" -p "$PA" -d mlplat -c "$1"; }
 qb() { $PSQL -h "$WORK" -p "$PB" -d mlplat -c "$1"; }
 $PSQL -h "$WORK" -p "$PA" -d postgres -c "CREATE DATABASE mlplat" >/dev/null
@@ -64,4 +67,19 @@ sleep 3
 tap_is "$(writes_count "name=zombie")" 0 "an intent written to the old primary never reaches the cluster"
 n=$(writes_count "name=after")
 tap_ok $([ "$n" -ge 1 ]; echo $?) "(the same filter sees B's writes: $n)"
+tap_is "$(qa "SHOW mlplat.lease_fence")" auto "the fence was the default, auto"
+tap_is "$(kube GET /api/v1/namespaces/mlplat-system | python3 -c 'import json,sys; print(json.load(sys.stdin)["metadata"]["labels"]["app.kubernetes.io/managed-by"])')" mlplat \
+	"the fence created the Lease namespace mlplat-system it found missing"
+
+# the old primary goes down and comes back, still believing it is the primary
+as_pg "$BIN/pg_ctl" -D "$WORK/a" -m immediate stop >/dev/null
+as_pg "$BIN/pg_ctl" -D "$WORK/a" -l "$WORK/a.log" -w start >/dev/null
+tap_ok $? "old primary A restarted after the failover (timeline $(qa "SELECT timeline_id FROM pg_control_checkpoint()"))"
+qa "SELECT mlplat.deploy('fo', 'revenant', 'm', '1', 'kserve-sklearnserver')" >/dev/null
+qa "SELECT mlplat.undeploy('fo', 'before')" >/dev/null
+PGHOST=$WORK PGPORT=$PA wait_for mlplat "SELECT (status LIKE 'fenced:%')::text FROM mlplat.reconciler_health WHERE kind = 'deployments' AND role = 'idle'" true 30
+tap_ok $? "the returned old primary's deployments reconciler reports it is fenced"
+sleep 3
+tap_is "$(writes_count "name=revenant")" 0 "an intent written to the returned old primary never reaches the cluster"
+tap_is "$(writes_count "name=before&method=DELETE")" 0 "... nor does its undeploy: nothing deletes the deployment B serves"
 tap_done
