@@ -548,6 +548,18 @@ start_request(MlplatHttpRequest *req)
 			SETOPT(CURLOPT_POSTFIELDS, req->body ? req->body : "");
 		}
 	}
+
+	/*
+	 * A POST goes on a connection of its own.  When a reused connection dies
+	 * before any answer arrives, libcurl sends the request again on a new one:
+	 * it cannot tell "never arrived" from "arrived, answer lost", so a create
+	 * could be made twice.  It does so only for a reused connection, so a fresh
+	 * one is enough (and it may serve later requests).  Our other methods are
+	 * idempotent: GET, HEAD, DELETE, server-side apply and merge PATCHes, and
+	 * PUTs guarded by a resourceVersion.
+	 */
+	if (strcmp(req->method, "POST") == 0)
+		SETOPT(CURLOPT_FRESH_CONNECT, 1L);
 #undef SETOPT
 
 	priv->errbuf[0] = '\0';
