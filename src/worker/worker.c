@@ -559,9 +559,15 @@ mlplat_worker_main(Datum main_arg)
 			record_epoch();
 			timeout_ms = 0;
 		}
-		else if (!leading && !(leading = try_lead(mlplat_leader_retry_interval_ms)))
+		else if (!leading)
 		{
-			/* the wait itself was the pause: recheck at once, then queue again */
+			/*
+			 * The wait itself was the pause: go around at once, leader or not.
+			 * A reload (say, workers_enabled = off) or an extension change that
+			 * came while we waited in the lock queue is applied at the top of
+			 * the loop, before a first pass as leader.
+			 */
+			leading = try_lead(mlplat_leader_retry_interval_ms);
 			timeout_ms = 0;
 		}
 		else if (!mlplat_workers_enabled)
