@@ -44,6 +44,8 @@ int			mlplat_ledger_retention_days = 30;
 int			mlplat_idempotency_retention_days = 7;
 int			mlplat_deploy_deadline_ms = 600000;
 int			mlplat_api_lock_timeout_ms = 5000;
+int			mlplat_list_max_pages = 1000;
+int			mlplat_pass_memory_limit_kb = 262144;
 char	   *mlplat_traceparent = NULL;
 char	   *mlplat_otlp_endpoint = NULL;
 char	   *mlplat_otlp_headers_file = NULL;
@@ -337,6 +339,16 @@ mlplat_define_gucs(void)
 	 * waits for a project's lock before it fails with 55P03.  Superuser-set, so
 	 * a caller cannot turn its own bound into an endless wait (0 is refused).
 	 */
+	DefineCustomIntVariable("mlplat.list_max_pages",
+							"Most pages one paginated LIST may take in a pass.",
+							"A LIST whose continue chain goes on longer stops the pass with a message; 500 objects a page.",
+							&mlplat_list_max_pages, 1000, 1, 1000000,
+							PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("mlplat.pass_memory_limit",
+							"Memory a reconciler may hold while it reads a LIST.",
+							"A page whose parse would take the worker past it stops the pass with a message in reconciler_health.",
+							&mlplat_pass_memory_limit_kb, 262144, 8192, 1048576 * 64,
+							PGC_SIGHUP, GUC_UNIT_KB, NULL, NULL, NULL);
 	/* the variable lives in src/http/backoff.c, which unit tests link without PostgreSQL */
 	DefineCustomIntVariable("mlplat.retry_after_max",
 							"Longest wait a remote's Retry-After can impose on one entity.",

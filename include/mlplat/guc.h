@@ -68,6 +68,8 @@ extern int	mlplat_retention_interval_ms;
 /* deployments */
 extern int	mlplat_deploy_deadline_ms;
 extern int	mlplat_api_lock_timeout_ms;
+extern int	mlplat_list_max_pages;
+extern int	mlplat_pass_memory_limit_kb;
 
 /* trace spans: export over OTLP/HTTP JSON (reloadable) and retention */
 extern char *mlplat_otlp_endpoint;

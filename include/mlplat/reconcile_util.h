@@ -77,8 +77,10 @@ extern int	mlplat_ledger_batch_flush(MlplatPass *pass, MlplatLedgerBatch *b);
  * LIST every page (500 a page) of one resource across all namespaces with a
  * label selector; the parsed items are appended to *items (allocated in
  * arena) and *lists counts the requests.  A 410 Expired continue token
- * restarts the list.  Returns NULL, or why the kind could not be observed
- * (then *items holds nothing of it).  No transaction may be open.
+ * restarts the list (a few times, backing off).  Returns NULL, or why the kind
+ * could not be observed (then *items holds nothing of it): also when the list
+ * runs past mlplat.list_max_pages pages or a page would take the worker past
+ * mlplat.pass_memory_limit.  No transaction may be open.
  */
 extern char *mlplat_kube_list_all(MlJsonArena *arena, const MlplatKubeResource *res,
 								  const char *selector, List **items, int *lists);

@@ -5,10 +5,14 @@
 
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "miscadmin.h"
+#include "storage/latch.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/wait_event.h"
 
+#include "mlplat/guc.h"
 #include "mlplat/kinds.h"
 #include "mlplat/http.h"
 #include "mlplat/kube.h"
@@ -225,25 +229,74 @@ mlplat_ledger_append(MlplatPass *pass, const char *entity, int64 entity_id,
 }
 
 #define LIST_PAGE 500
+/* restarts after an expired continue token, in one LIST, before the pass gives up */
+#define LIST_MAX_RESTARTS 5
 
+/*
+ * Wait before restarting a LIST whose continue token expired: at once the
+ * first time (a token can expire once in a slow pass), then 100 ms doubling to
+ * 2 s, so a server that expires every token is not hammered with full LISTs.
+ * Only the timeout and postmaster death end the wait (a commit wake must not
+ * cut it short, nor be consumed by it); SIGTERM is answered right after.
+ */
+static void
+list_restart_backoff(int restarts)
+{
+	if (restarts > 1)
+		(void) WaitLatch(MyLatch, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 Min(2000L, 100L << Min(restarts - 2, 5)), PG_WAIT_EXTENSION);
+	CHECK_FOR_INTERRUPTS();
+}
+
+/*
+ * Pages are bounded three ways (issue 18, finding 12): at most
+ * mlplat.list_max_pages requests per LIST (a server whose continue chain never
+ * ends cannot keep a pass busy forever), at most LIST_MAX_RESTARTS restarts
+ * after 410 Gone, with a backoff, and the worker's memory: a page whose parse
+ * would take the worker past mlplat.pass_memory_limit stops the pass with a
+ * message (the parse tree is about as large as the text).  Each page's text
+ * lives in a context of its own and is freed once parsed; only the parsed
+ * items stay, in the caller's arena.
+ */
 char *
 mlplat_kube_list_all(MlJsonArena *arena, const MlplatKubeResource *res, const char *selector,
 					 List **items, int *lists)
 {
 	char	   *cont = NULL;
 	List	   *got = NIL;
+	int			pages = 0;
+	int			restarts = 0;
+	Size		limit = (Size) mlplat_pass_memory_limit_kb * 1024;
 
 	for (;;)
 	{
-		MlplatHttpBatch *b = mlplat_http_batch_create(CurrentMemoryContext);
-		MlplatHttpRequest *r = mlplat_kube_list(b, res, NULL, selector, LIST_PAGE, cont);
+		MemoryContext page_cxt;
+		MlplatHttpBatch *b;
+		MlplatHttpRequest *r;
 		MlplatKubeResult kr;
 		MlJsonValue *page;
 		MlJsonError err;
-		const MlJsonValue *arr;
+		const MlJsonValue *arr = NULL;
+		char	   *why = NULL;
 
+		if (pages >= mlplat_list_max_pages)
+			return psprintf("LIST of %s stopped after %d pages (mlplat.list_max_pages)",
+							res->plural, pages);
+		page_cxt = AllocSetContextCreate(CurrentMemoryContext, "mlplat LIST page", ALLOCSET_DEFAULT_SIZES);
+		b = mlplat_http_batch_create(page_cxt);
+		r = mlplat_kube_list(b, res, NULL, selector, LIST_PAGE, cont);
 		mlplat_http_batch_run(b);
 		(*lists)++;
+		pages++;
+		if (!r->failed && r->resp_body != NULL &&
+			MemoryContextMemAllocated(TopMemoryContext, true) + r->resp_len > limit)
+		{
+			why = psprintf("LIST of %s: page %d (%zu kB) would exceed mlplat.pass_memory_limit (%zu kB, %zu kB in use)",
+						   res->plural, pages, r->resp_len / 1024, limit / 1024,
+						   MemoryContextMemAllocated(TopMemoryContext, true) / 1024);
+			MemoryContextDelete(page_cxt);
+			return why;
+		}
 		ml_json_set_error(&err, ML_JSON_ERR_SYNTAX, 0, "no body");
 		/* parsed once, into the tree the caller reads: no jsonb copy of the page */
 		page = (!r->failed && r->resp_body != NULL)
@@ -252,17 +305,25 @@ mlplat_kube_list_all(MlJsonArena *arena, const MlplatKubeResource *res, const ch
 		if (kr.outcome == MLPLAT_KUBE_EXPIRED)
 		{
 			/* the continue token expired: the list must start over */
+			MemoryContextDelete(page_cxt);
+			if (++restarts > LIST_MAX_RESTARTS)
+				return psprintf("LIST of %s: continue token expired %d times in a row (410 Gone)",
+								res->plural, restarts);
+			list_restart_backoff(restarts);
 			got = NIL;
 			cont = NULL;
 			continue;
 		}
 		if (kr.outcome != MLPLAT_KUBE_OK)
-			return psprintf("cannot list %s: %s", res->plural, kr.message ? kr.message : "unknown error");
-		if (page == NULL)
-			return psprintf("%s list is not JSON: %s", res->plural, err.message);
-		arr = ml_json_object_get(page, "items");
-		if (arr == NULL || arr->type != ML_JSON_ARRAY)
-			return psprintf("%s list has no items array", res->plural);
+			why = psprintf("cannot list %s: %s", res->plural, kr.message ? kr.message : "unknown error");
+		else if (page == NULL)
+			why = psprintf("%s list is not JSON: %s", res->plural, err.message);
+		else if ((arr = ml_json_object_get(page, "items")) == NULL || arr->type != ML_JSON_ARRAY)
+			why = psprintf("%s list has no items array", res->plural);
+		/* the page's text is parsed (or useless): give it back before the next one */
+		MemoryContextDelete(page_cxt);
+		if (why)
+			return why;
 		for (size_t i = 0; i < arr->u.array.count; i++)
 			got = lappend(got, arr->u.array.items[i]);
 		cont = (char *) mlplat_json_text(page, "metadata", "continue", NULL);

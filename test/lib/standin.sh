@@ -77,9 +77,10 @@ admin() {
 	curl -s -X "$1" "$STANDIN_ADMIN/$2" ${3:+-H 'Content-Type: application/json' -d "$3"}
 }
 
-# writes_count [QUERY] — how many write requests the stand-in has logged (fails loudly)
+# writes_count [QUERY] — how many write requests the stand-in has logged (fails loudly);
+# the reconcilers' own Lease renewals (the fence, on by default) are not counted
 writes_count() {
-	admin GET "requests${1:+?$1}" | python3 -c 'import json,sys; print(sum(1 for e in json.load(sys.stdin)["items"] if e.get("write")))'
+	admin GET "requests${1:+?$1}" | python3 -c 'import json,sys; print(sum(1 for e in json.load(sys.stdin)["items"] if e.get("write") and e.get("kind") != "Lease"))'
 }
 
 # kube METHOD PATH [JSON] — the Kubernetes API with the token

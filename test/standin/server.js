@@ -446,7 +446,7 @@ async function admin(req, url, seg, raw) {
   const q = url.searchParams;
   if (route === 'health') return { status: 200, body: { ok: true, port: server.address().port, s3Port, seed: opt.seed, resourceVersion: String(store.rv), stateDir: opt.stateDir } };
   if (route === 'config') {
-    if (m === 'PUT' || m === 'PATCH' || m === 'POST') for (const k of ['readyDelayMs', 'argoStepMs', 'continueTtlMs', 'nsDeleteMs', 'watchMaxS']) if (body[k] !== undefined) cfg[k] = Number(body[k]);
+    if (m === 'PUT' || m === 'PATCH' || m === 'POST') for (const k of ['readyDelayMs', 'argoStepMs', 'continueTtlMs', 'nsDeleteMs', 'watchMaxS', 'listEndlessContinue', 'listPadBytes']) if (body[k] !== undefined) cfg[k] = Number(body[k]);
     const { rng: _r, pruner: _p, ...shown } = cfg;
     return { status: 200, body: shown };
   }

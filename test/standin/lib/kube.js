@@ -187,16 +187,21 @@ class Kube {
     }
     const meta = { resourceVersion: rv };
     let page = items;
-    if (limit > 0 && items.length > limit) {
+    // test hook listEndlessContinue: every page of a paginated LIST names a next page (the
+    // same objects again), so the chain never ends
+    const endless = !!this.cfg.listEndlessContinue && limit > 0;
+    if (limit > 0 && (items.length > limit || endless)) {
       page = items.slice(0, limit);
-      const rest = items.slice(limit);
+      const rest = items.length > limit ? items.slice(limit) : items;
       const id = `${rv}-${Math.random().toString(36).slice(2)}`;
       this.continues.set(id, { items: rest, rv, t: Date.now() });
       if (this.continues.size > 5000) this.continues.delete(this.continues.keys().next().value);
       const last = page[page.length - 1];
-      meta.continue = Buffer.from(JSON.stringify({ v: 'meta.k8s.io/v1', rv: Number(rv), start: `${last.sortKey}\u0000`, id })).toString('base64');
+      meta.continue = Buffer.from(JSON.stringify({ v: 'meta.k8s.io/v1', rv: Number(rv), start: `${last ? last.sortKey : ''}\u0000`, id })).toString('base64');
       if (!labelReqs.length && !fieldReqs.length) meta.remainingItemCount = rest.length;
     }
+    // test hook listPadBytes: pages this large (a field clients ignore carries the bulk)
+    if (this.cfg.listPadBytes > 0) meta.padding = 'x'.repeat(Number(this.cfg.listPadBytes));
     return { status: 200, list: { res, meta, items: page } };
   }
 

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Issue 18, finding 12: a paginated LIST had no page cap, restarted at once on
+# an expired continue token, and kept every page in pass memory.  Against a
+# stand-in whose continue chain never ends, whose pages are 30 MB, or which
+# expires every continue token, a pass now stops cleanly with a message in
+# reconciler_health (mlplat.list_max_pages, mlplat.pass_memory_limit, 410s),
+# the worker stays up and bounded, and everything converges once the remote
+# behaves.  Before: the endless chain kept one pass LISTing forever.
+set -u
+. "$(dirname "$0")/../lib/tap.sh"
+tap_require_cluster
+. "$(dirname "$0")/../lib/cluster.sh"
+. "$(dirname "$0")/../lib/standin.sh"
+WORK=$MLPLAT_TEST_WORK/list_bounds BIN=$MLPLAT_TEST_BIN
+mkdir -p "$WORK" && chown "$RUNAS" "$WORK" 2>/dev/null
+SD=$WORK/standin
+trap 'cluster_stop_all; standin_stop $SD' EXIT
+standin_start "$SD" || exit 1
+P=$(free_port)
+cluster_start "$WORK/data" "$P" "${MLPLAT_CONF[@]}" "cron.database_name = 'postgres'" "mlplat.resync_interval = '1s'" \
+	"mlplat.list_max_pages = 20" "mlplat.backoff_max = '2s'" \
+	"mlplat.kube_url = '$STANDIN_URL'" "mlplat.kube_token_file = '$STANDIN_TOKEN_FILE'" "${STANDIN_S3_CONF[@]}"
+tap_ok $? "cluster started (mlplat.list_max_pages = 20)"
+export PGHOST=$WORK PGPORT=$P
+q postgres "CREATE DATABASE mlplat" >/dev/null
+SHA=$(standin_artifact s3://models/m/1 'lb')
+$PSQL -d mlplat -c "CREATE EXTENSION mlplat" -c "SELECT mlplat.create_project('lb', 0)" \
+	-c "SELECT mlplat.register_model_version('lb', 'm', '1', 's3://models/m/1', '$SHA', 'kserve-sklearnserver', 'sklearn')" \
+	-c "SELECT mlplat.set_model_stage('lb', 'm', '1', 'CANDIDATE')" \
+	-c "SELECT mlplat.deploy('lb', 'web', 'm', '1', 'kserve-sklearnserver')" >/dev/null
+wait_for mlplat "SELECT status FROM mlplat.deployments WHERE name = 'web'" READY 30
+tap_ok $? "a deployment converges"
+STATUS="SELECT status FROM mlplat.reconciler_health WHERE kind = 'deployments' AND role = 'leader'"
+lists() {   # LIST requests for InferenceServices the stand-in has seen
+	admin GET 'requests?verb=list&kind=InferenceService' | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["items"]))'
+}
+pid=$(q mlplat "SELECT pid FROM mlplat.reconciler_health WHERE kind = 'deployments' AND role = 'leader'")
+
+# (1) a continue chain that never ends
+admin PUT config '{"listEndlessContinue": 1}' >/dev/null
+wait_for mlplat "SELECT ($STATUS) LIKE '%stopped after 20 pages (mlplat.list_max_pages)%'" t 30
+tap_ok $? "endless continue chain: the pass stops after 20 pages and says so ($(q mlplat "$STATUS" | cut -c1-90))"
+admin DELETE requests >/dev/null
+sleep 3
+# chains: a LIST without a continue token starts one; none may run past 20 requests
+chains=$(admin GET 'requests?verb=list&kind=InferenceService' | python3 -c '
+import json, sys
+n = []
+for e in json.load(sys.stdin)["items"]:
+    if "continue=" not in e["path"] or not n:
+        n.append(0)
+    n[-1] += 1
+print(len(n), max(n) if n else 0)')
+tap_ok $([ "${chains#* }" -le 20 ] && [ "${chains% *}" -ge 1 ]; echo $?) "... no LIST runs past 20 pages (passes started, longest chain: $chains)"
+admin PUT config '{"listEndlessContinue": 0}' >/dev/null
+wait_for mlplat "SELECT ($STATUS) NOT LIKE 'pass failed%'" t 30
+tap_ok $? "the chain ends again: passes succeed"
+
+# (2) every continue token expires (410 Gone): a few restarts with a backoff, then the pass gives up
+admin PUT config '{"listEndlessContinue": 1, "continueTtlMs": -1}' >/dev/null
+wait_for mlplat "SELECT ($STATUS) LIKE '%continue token expired 6 times in a row (410 Gone)%'" t 30
+tap_ok $? "every continue token expired: the pass gives up after 5 restarts ($(q mlplat "$STATUS" | cut -c1-100))"
+admin PUT config '{"listEndlessContinue": 0, "continueTtlMs": 60000}' >/dev/null
+wait_for mlplat "SELECT ($STATUS) NOT LIKE 'pass failed%'" t 30
+tap_ok $? "tokens last again: passes succeed"
+
+# (3) 30 MB pages against a 24 MB pass memory limit
+q mlplat "ALTER SYSTEM SET mlplat.pass_memory_limit = '24MB'" >/dev/null && q mlplat "SELECT pg_reload_conf()" >/dev/null
+admin PUT config '{"listPadBytes": 31457280}' >/dev/null
+wait_for mlplat "SELECT ($STATUS) LIKE '%would exceed mlplat.pass_memory_limit%'" t 60
+tap_ok $? "a 30 MB page: the pass stops before parsing it ($(q mlplat "$STATUS" | cut -c1-120))"
+rss=$(awk '/^VmRSS/ {print $2}' /proc/"$pid"/status 2>/dev/null)
+tap_ok $([ -n "$rss" ] && [ "$rss" -lt 200000 ]; echo $?) "... the worker (pid $pid) is still there, RSS ${rss:-?} kB"
+q mlplat "ALTER SYSTEM RESET mlplat.pass_memory_limit" >/dev/null && q mlplat "SELECT pg_reload_conf()" >/dev/null
+wait_for mlplat "SELECT ($STATUS) NOT LIKE 'pass failed%'" t 60
+tap_ok $? "under the default limit (256 MB) a 30 MB page is read: passes succeed"
+admin PUT config '{"listPadBytes": 0}' >/dev/null
+tap_is "$(q mlplat "SELECT pid FROM mlplat.reconciler_health WHERE kind = 'deployments' AND role = 'leader'")" "$pid" "the same worker led throughout"
+q mlplat "SELECT mlplat.deploy('lb', 'web2', 'm', '1', 'kserve-sklearnserver')" >/dev/null
+wait_for mlplat "SELECT string_agg(status, ',' ORDER BY name) FROM mlplat.deployments" READY,READY 30
+tap_ok $? "and the deployments converge"
+tap_done
