@@ -25,6 +25,7 @@ export PGHOST=$WORK PGPORT=$P
 q postgres "CREATE DATABASE mlplat" >/dev/null
 SHA=$(standin_artifact s3://models/m/1 'lb')
 $PSQL -d mlplat -c "CREATE EXTENSION mlplat" -c "SELECT mlplat.create_project('lb', 0)" \
+	-c "SELECT mlplat.add_artifact_location('lb', 's3://models/')" \
 	-c "SELECT mlplat.register_model_version('lb', 'm', '1', 's3://models/m/1', '$SHA', 'kserve-sklearnserver', 'sklearn')" \
 	-c "SELECT mlplat.set_model_stage('lb', 'm', '1', 'CANDIDATE')" \
 	-c "SELECT mlplat.deploy('lb', 'web', 'm', '1', 'kserve-sklearnserver')" >/dev/null
