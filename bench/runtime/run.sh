@@ -111,6 +111,9 @@ done
 read -r c_med c_max < <(stats <"$WORK/c.txt")
 
 # ---- wake latency: commit -> first apply request at the stand-in
+# The promoted replicas of (c) took the Leases (a higher timeline) and are gone: the
+# primary is fenced until they expire (mlplat.lease_duration, on its own clock).
+wait_for mlplat "SELECT status NOT LIKE 'fenced%' FROM mlplat.reconciler_health WHERE kind = 'deployments' AND role IN ('leader', 'idle')" t 60 >/dev/null
 admin DELETE requests >/dev/null
 {
 	echo "CREATE TEMP TABLE commits (i int, t float8);"
