@@ -67,7 +67,9 @@ echo $! >"$ED/pid"
 for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$EPORT/metrics" | grep -q '^mlplat_reconciler_leader' && break; sleep 0.1; done
 curl -sf "http://127.0.0.1:$EPORT/metrics" | grep -q '^mlplat_reconciler_leader'
 tap_ok $? "the exporter publishes mlplat_reconciler_* from the query file"
-prometheus_start "$PD" "127.0.0.1:$EPORT"
+# every 3 s, with as long to answer: on a loaded machine the exporter's four queries can
+# take longer than a second, and a scrape that times out publishes nothing
+prometheus_start "$PD" "127.0.0.1:$EPORT" 3s
 tap_ok $? "prometheus started at $PROM_URL"
 
 # promql EXPR — the single value of an instant query ("" when none)
@@ -96,34 +98,42 @@ for ns, q in yaml.safe_load(open(sys.argv[1])).items():
         (col, spec), = m.items()
         if spec["usage"] != "LABEL":
             print(ns + "_" + col)' "$SRC/deploy/prometheus/queries.yaml")
-wait_prom 'count(mlplat_span_export_enabled)' 1 60 >/dev/null
-absent=""
-for n in $names; do
-	[ -n "$(promql "count($n)")" ] || absent="$absent $n"
-done
+absent_metrics() {
+	local n out=""
+	for n in $names; do [ -n "$(promql "count($n)")" ] || out="$out $n"; done
+	echo "${out# }"
+}
+deadline=$((SECONDS + 120))
+absent=$(absent_metrics)
+while [ -n "$absent" ] && ((SECONDS < deadline)); do sleep 1; absent=$(absent_metrics); done
 tap_is "${absent:-none}" none "Prometheus has a series of every metric in queries.yaml ($(echo $names | wc -w))"
 
 # reconciler health: one leading (or idle-leading) replica per kind, passes counted
 wait_prom 'sum(mlplat_reconciler_leader) + sum(mlplat_reconciler_idle)' 5 30
 tap_ok $? "one replica of each of the 5 kinds leads (leader or idle)"
-tap_is "$(promql 'count(mlplat_reconciler_passes_total)')" "$(q $DB "SELECT count(*) FROM mlplat.reconciler_health")" \
-	"one passes_total series per replica of reconciler_health"
+wait_prom 'count(mlplat_reconciler_passes_total)' "$(q $DB "SELECT count(*) FROM mlplat.reconciler_health")" 30
+tap_ok $? "one passes_total series per replica of reconciler_health"
 p1=$(promql 'sum(mlplat_reconciler_passes_total{kind="projects"})')
-sleep 3
-p2=$(promql 'sum(mlplat_reconciler_passes_total{kind="projects"})')
-python3 -c "import sys; sys.exit(0 if float('$p2') > float('$p1') else 1)"
+deadline=$((SECONDS + 60))
+while :; do
+	p2=$(promql 'sum(mlplat_reconciler_passes_total{kind="projects"})')
+	python3 -c "import sys; sys.exit(0 if float('${p2:-0}') > float('${p1:-0}') > 0 else 1)" && break
+	((SECONDS >= deadline)) && break
+	sleep 1
+done
+python3 -c "import sys; sys.exit(0 if float('${p2:-0}') > float('${p1:-0}') > 0 else 1)"
 tap_ok $? "passes_total grows between scrapes ($p1 -> $p2)"
-tap_is "$(promql 'count(mlplat_reconciler_last_pass_duration_seconds >= 0)')" \
-	"$(q $DB "SELECT count(*) FROM mlplat.reconciler_health WHERE last_pass_duration IS NOT NULL")" \
-	"a pass duration for every replica that finished a pass"
+wait_prom 'count(mlplat_reconciler_last_pass_duration_seconds >= 0)' \
+	"$(q $DB "SELECT count(*) FROM mlplat.reconciler_health WHERE last_pass_duration IS NOT NULL")" 30
+tap_ok $? "a pass duration for every replica that finished a pass"
 # queue depth by status (the status the unconverged project is in)
 ST=$(q $DB "SELECT status FROM mlplat.projects WHERE name = 'watched'")
 wait_prom "mlplat_queue_entities{kind=\"projects\",status=\"$ST\"}" \
 	"$(q $DB "SELECT count(*) FROM mlplat.projects WHERE status = '$ST'")" 20
 tap_ok $? "queue depth: the $ST projects, as the table counts them"
-tap_is "$(promql "mlplat_queue_unobserved{kind=\"projects\",status=\"$ST\"}")" \
-	"$(q $DB "SELECT count(*) FROM mlplat.projects WHERE status = '$ST' AND generation <> observed_generation")" \
-	"of which unobserved (intent not yet seen by the reconciler)"
+wait_prom "mlplat_queue_unobserved{kind=\"projects\",status=\"$ST\"}" \
+	"$(q $DB "SELECT count(*) FROM mlplat.projects WHERE status = '$ST' AND generation <> observed_generation")" 30
+tap_ok $? "of which unobserved (intent not yet seen by the reconciler)"
 # alerts
 wait_prom 'mlplat_alerts_firing{alert="repeated_failures",kind="projects",severity="critical"}' \
 	"$(q $DB "SELECT count(*) FROM mlplat.alerts WHERE alert = 'repeated_failures' AND kind = 'projects'")" 20
@@ -133,9 +143,8 @@ wait_prom 'mlplat_span_export_enabled' 1 20
 tap_ok $? "span export: enabled"
 wait_prom 'mlplat_span_export_batches_failed_total > bool 0' 1 20
 tap_ok $? "span export: failed batches counted ($(promql 'mlplat_span_export_batches_failed_total'))"
-tap_is "$(promql 'mlplat_span_export_spans_waiting')" "$(q $DB "SELECT spans_waiting FROM mlplat.span_export_status")" \
-	"span export: spans waiting, as span_export_status has them"
-sleep 2
-python3 -c "import sys; sys.exit(0 if float('$(promql 'mlplat_span_export_lag_seconds')' or 0) > 1 else 1)"
+wait_prom 'mlplat_span_export_spans_waiting' "$(q $DB "SELECT spans_waiting FROM mlplat.span_export_status")" 30
+tap_ok $? "span export: spans waiting, as span_export_status has them"
+wait_prom 'mlplat_span_export_lag_seconds > bool 1' 1 30
 tap_ok $? "span export: the lag of the oldest waiting span grows while the collector is away"
 tap_done

@@ -2,7 +2,7 @@
 # scraping the stand-in's /metrics every second, on loopback, in a temp dir.
 # Source after cluster.sh/standin.sh.
 #
-#   prometheus_start DIR TARGET     # TARGET host:port; sets PROM_URL PROM_PID
+#   prometheus_start DIR TARGET [INTERVAL]  # TARGET host:port; scrape every INTERVAL (1s), sets PROM_URL PROM_PID
 #   prometheus_stop DIR             # always call it (trap): stops the server
 #   prometheus_connect DB           # ALTER SYSTEM mlplat.prometheus_url + reload
 #   prometheus_disconnect DB
@@ -10,14 +10,15 @@
 PROMETHEUS=${PROMETHEUS:-prometheus}
 
 prometheus_start() {
-	local dir=$1 target=$2 port i
+	local dir=$1 target=$2 interval=${3:-1s} port i
 	command -v "$PROMETHEUS" >/dev/null || { echo "# no prometheus binary (apt-get install prometheus)"; return 1; }
 	mkdir -p "$dir/data"
 	port=$(free_port)
 	cat >"$dir/prometheus.yml" <<YML
 global:
-  scrape_interval: 1s
-  evaluation_interval: 1s
+  scrape_interval: $interval
+  scrape_timeout: $interval
+  evaluation_interval: $interval
 scrape_configs:
   - job_name: standin
     metrics_path: /metrics
