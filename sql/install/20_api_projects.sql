@@ -117,7 +117,7 @@ END $$;
 CREATE FUNCTION mlplat.set_project_quota(project text, gpu_quota int, cpu_quota text DEFAULT NULL,
                                          memory_quota text DEFAULT NULL, idempotency_key text DEFAULT NULL)
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp AS $$
+SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
   pid bigint := mlplat._authorize('set_project_quota', set_project_quota.project);
   r mlplat.accepted;
@@ -158,7 +158,7 @@ END $$;
 
 CREATE FUNCTION mlplat.delete_project(name text)
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp AS $$
+SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
   pid bigint := mlplat._authorize('delete_project', delete_project.name);
   r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'project', NULL, NULL, NULL, false)::mlplat.accepted;
@@ -250,7 +250,7 @@ END $$;
 
 CREATE FUNCTION mlplat.revoke_role(project text, principal text, role text)
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp AS $$
+SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
   pid bigint := mlplat._authorize('revoke_role', revoke_role.project);
   r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'member', NULL, NULL, 'REVOKED', false)::mlplat.accepted;

@@ -62,18 +62,22 @@ END $$;
 --   'reserve'   FOR NO KEY UPDATE: changes that raise the GPU allocation (deploy, start_run,
 --               retry_run, start_rollout with a surge), so quota checks serialize;
 --   'exclusive' FOR UPDATE: delete_project and set_project_quota wait for everything in flight.
--- The wait is bounded by mlplat.api_lock_timeout and fails with 55P03 naming the project;
--- the caller's own lock_timeout is put back right after (a SET LOCAL inside a function
--- outlives the function unless its SET clause names that setting).
+-- The wait is bounded by mlplat.api_lock_timeout and fails with 55P03 naming the project.
+-- The bound then stays (SET LOCAL) for the rest of the calling API function, so its waits
+-- for entity rows (a deployment another call holds) are bounded too (plain 55P03).  Every
+-- API function that calls this names lock_timeout in its SET clause ('5s' until the project
+-- lock, the default bound): that clause is what gives the caller's own lock_timeout back
+-- when the function returns (a SET LOCAL outlives a function whose SET clause does not name
+-- the setting).
 -- Lock order everywhere: the project row, then the entity row.
 CREATE FUNCTION mlplat._lock_project_row(p_project_id bigint, p_strength text, p_action text)
 RETURNS mlplat.projects LANGUAGE plpgsql AS $$
 DECLARE
   p mlplat.projects;
   wait text := coalesce(pg_catalog.current_setting('mlplat.api_lock_timeout', true), '5s');
-  caller_wait text;
 BEGIN
-  -- uncontended (the usual case): no wait, no subtransaction, no setting touched
+  PERFORM pg_catalog.set_config('lock_timeout', wait, true);
+  -- uncontended (the usual case): no wait and no subtransaction
   IF p_strength = 'share' THEN
     SELECT * INTO p FROM mlplat.projects x WHERE x.id = p_project_id FOR KEY SHARE SKIP LOCKED;
   ELSIF p_strength = 'reserve' THEN
@@ -84,8 +88,6 @@ BEGIN
   IF FOUND THEN
     RETURN p;
   END IF;
-  caller_wait := pg_catalog.current_setting('lock_timeout');
-  PERFORM pg_catalog.set_config('lock_timeout', wait, true);
   BEGIN
     IF p_strength = 'share' THEN
       SELECT * INTO p FROM mlplat.projects x WHERE x.id = p_project_id FOR KEY SHARE;
@@ -103,7 +105,6 @@ BEGIN
       HINT = 'Retry. If it persists, look for a long-open transaction in pg_stat_activity; '
              'mlplat.api_lock_timeout sets how long the API waits.';
   END;
-  PERFORM pg_catalog.set_config('lock_timeout', caller_wait, true);
   RETURN p;
 END $$;
 
@@ -137,7 +138,7 @@ CREATE FUNCTION mlplat.deploy(project text, deployment text, model text, version
                               gpus int DEFAULT 0, min_replicas int DEFAULT 1, max_replicas int DEFAULT 1,
                               env jsonb DEFAULT '{}', idempotency_key text DEFAULT NULL)
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp AS $$
+SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
   pid bigint := mlplat._authorize('deploy', deploy.project);
   who text := mlplat._actor();
@@ -293,7 +294,7 @@ END $$;
 
 CREATE FUNCTION mlplat.rollback_deployment(project text, deployment text)
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp AS $$
+SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
   pid bigint := mlplat._authorize('rollback_deployment', rollback_deployment.project);
   r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'deployment', NULL, NULL, NULL, false)::mlplat.accepted;
@@ -445,7 +446,7 @@ END $$;
 CREATE FUNCTION mlplat.set_drift_policy(project text, deployment text, policy text,
                                         idempotency_key text DEFAULT NULL)
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp AS $$
+SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
   pid bigint := mlplat._authorize('set_drift_policy', set_drift_policy.project);
 BEGIN
@@ -463,7 +464,7 @@ END $$;
 CREATE FUNCTION mlplat.set_deploy_deadline(project text, deployment text, deadline interval,
                                            idempotency_key text DEFAULT NULL)
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp AS $$
+SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
   pid bigint := mlplat._authorize('set_deploy_deadline', set_deploy_deadline.project);
 BEGIN

@@ -229,7 +229,7 @@ END $$;
 
 CREATE FUNCTION mlplat.start_run(project text, run text, spec jsonb, idempotency_key text DEFAULT NULL)
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp AS $$
+SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
   pid bigint := mlplat._authorize('start_run', start_run.project);
   g int;
@@ -243,7 +243,7 @@ END $$;
 
 CREATE FUNCTION mlplat.start_pipeline_run(project text, name text, steps jsonb, idempotency_key text DEFAULT NULL)
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp AS $$
+SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
   pid bigint := mlplat._authorize('start_pipeline_run', start_pipeline_run.project);
   g int;

@@ -70,7 +70,7 @@ END $$;
 CREATE FUNCTION mlplat.start_rollout(project text, deployment text, model text, version text, policy jsonb,
                                      idempotency_key text DEFAULT NULL)
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp AS $$
+SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
   pid bigint := mlplat._authorize('start_rollout', start_rollout.project);
   r mlplat.accepted;

@@ -11,7 +11,8 @@
 #       set_project_quota fail with 55P03 after the (small) timeout;
 #   (4) deploys in flight (their row lock held) do not serialise each other,
 #       GPU-raising ones included, but a quota change waits for them (55P03);
-#   (5) the bound does not leak into the caller's transaction.
+#   (5) the bound does not leak into the caller's transaction;
+#   (3b) it also bounds the wait for the entity row locked after the project's.
 # Before the fix (1) hit the statement timeout and (3) succeeded.
 set -u
 . "$(dirname "$0")/../lib/tap.sh"
@@ -79,6 +80,12 @@ q $DB "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_
 wait_for $DB "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'plk_holder'" 0 10
 tap_is "$(call "SELECT status FROM mlplat.deploy('plk', 'a3', 'm', '1', 'kserve-sklearnserver', 0, 1, 1)")" DEPLOYING \
 	"once the holder is gone, the same deploy goes through"
+# (3b) the bound covers the entity row the call locks after the project's
+session plk_rowholder postgres "BEGIN; SELECT 1 FROM mlplat.deployments WHERE name = 'a1' FOR UPDATE; SELECT pg_sleep(120)"
+tap_ok $? "a session holds deployment a1's row"
+tap_is "$(call "SELECT status FROM mlplat.deploy('plk', 'a1', 'm', '1', 'kserve-sklearnserver', 0, 1, 2)")" \
+	"55P03 canceling statement due to lock timeout" "a deploy of a1 fails with 55P03 after the bound, not at the statement timeout"
+q $DB "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'plk_rowholder'" >/dev/null
 
 # (4) an open deploy holds the row shared (GPU-raising: FOR NO KEY UPDATE); others go on
 session plk_open postgres "BEGIN; SELECT mlplat.deploy('plk', 'b1', 'm', '1', 'kserve-sklearnserver', 0, 1, 1); SELECT pg_sleep(120)"

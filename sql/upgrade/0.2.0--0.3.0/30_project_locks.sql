@@ -1,16 +1,17 @@
 -- 0.2.0 -> 0.3.0, part 30: project locks only the API can take (issue 18, finding 2).
 -- 0.2.0 serialised a project's changes on advisory locks whose keys docs/api.md published:
 -- any login could hold them and stall the project's deploys.  The project row is the lock
--- now (see mlplat._lock_project_row), and every wait is bounded by mlplat.api_lock_timeout.
+-- now (see mlplat._lock_project_row), and every wait is bounded by mlplat.api_lock_timeout:
+-- the API functions that take it name lock_timeout in their SET clause.
 
 CREATE OR REPLACE FUNCTION mlplat._lock_project_row(p_project_id bigint, p_strength text, p_action text)
 RETURNS mlplat.projects LANGUAGE plpgsql AS $$
 DECLARE
   p mlplat.projects;
   wait text := coalesce(pg_catalog.current_setting('mlplat.api_lock_timeout', true), '5s');
-  caller_wait text;
 BEGIN
-  -- uncontended (the usual case): no wait, no subtransaction, no setting touched
+  PERFORM pg_catalog.set_config('lock_timeout', wait, true);
+  -- uncontended (the usual case): no wait and no subtransaction
   IF p_strength = 'share' THEN
     SELECT * INTO p FROM mlplat.projects x WHERE x.id = p_project_id FOR KEY SHARE SKIP LOCKED;
   ELSIF p_strength = 'reserve' THEN
@@ -21,8 +22,6 @@ BEGIN
   IF FOUND THEN
     RETURN p;
   END IF;
-  caller_wait := pg_catalog.current_setting('lock_timeout');
-  PERFORM pg_catalog.set_config('lock_timeout', wait, true);
   BEGIN
     IF p_strength = 'share' THEN
       SELECT * INTO p FROM mlplat.projects x WHERE x.id = p_project_id FOR KEY SHARE;
@@ -40,7 +39,6 @@ BEGIN
       HINT = 'Retry. If it persists, look for a long-open transaction in pg_stat_activity; '
              'mlplat.api_lock_timeout sets how long the API waits.';
   END;
-  PERFORM pg_catalog.set_config('lock_timeout', caller_wait, true);
   RETURN p;
 END $$;
 
@@ -60,7 +58,7 @@ CREATE OR REPLACE FUNCTION mlplat.deploy(project text, deployment text, model te
                               gpus int DEFAULT 0, min_replicas int DEFAULT 1, max_replicas int DEFAULT 1,
                               env jsonb DEFAULT '{}', idempotency_key text DEFAULT NULL)
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp AS $$
+SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
   pid bigint := mlplat._authorize('deploy', deploy.project);
   who text := mlplat._actor();
@@ -217,7 +215,7 @@ END $$;
 CREATE OR REPLACE FUNCTION mlplat.set_project_quota(project text, gpu_quota int, cpu_quota text DEFAULT NULL,
                                          memory_quota text DEFAULT NULL, idempotency_key text DEFAULT NULL)
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp AS $$
+SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
   pid bigint := mlplat._authorize('set_project_quota', set_project_quota.project);
   r mlplat.accepted;
@@ -258,7 +256,7 @@ END $$;
 
 CREATE OR REPLACE FUNCTION mlplat.delete_project(name text)
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp AS $$
+SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
   pid bigint := mlplat._authorize('delete_project', delete_project.name);
   r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'project', NULL, NULL, NULL, false)::mlplat.accepted;
@@ -299,7 +297,7 @@ END $$;
 
 CREATE OR REPLACE FUNCTION mlplat.revoke_role(project text, principal text, role text)
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp AS $$
+SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
   pid bigint := mlplat._authorize('revoke_role', revoke_role.project);
   r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'member', NULL, NULL, 'REVOKED', false)::mlplat.accepted;
@@ -326,6 +324,254 @@ BEGIN
   PERFORM mlplat._audit('revoke_role', revoke_role.project, pid, 'member', pid, r.request_id, tp,
     pg_catalog.jsonb_build_object('principal', revoke_role.principal, 'role', revoke_role.role, 'changed', changed));
   PERFORM mlplat._wake_on_commit('projects');
+  RETURN r;
+END $$;
+
+CREATE OR REPLACE FUNCTION mlplat.rollback_deployment(project text, deployment text)
+RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
+DECLARE
+  pid bigint := mlplat._authorize('rollback_deployment', rollback_deployment.project);
+  r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'deployment', NULL, NULL, NULL, false)::mlplat.accepted;
+  tp text := mlplat._traceparent();
+  seen mlplat.deployments;
+  d mlplat.deployments;
+  p mlplat.projects;
+  prev jsonb;
+  alloc int;
+BEGIN
+  seen := mlplat._find_deployment(pid, rollback_deployment.deployment);
+  IF seen.status IN ('DELETING', 'DELETED') THEN
+    PERFORM mlplat._wrong_state('deployment', seen.name, seen.status, 'rollback_deployment', 'Deploy it again instead.');
+  END IF;
+  IF seen.previous_revision IS NULL THEN
+    RAISE EXCEPTION USING ERRCODE = '55000',
+      MESSAGE = pg_catalog.format('deployment "%s" has no previous revision to roll back to', seen.name),
+      DETAIL = 'Only one revision has been desired since the deployment was created.',
+      HINT = 'Deploy the version you want instead.';
+  END IF;
+  SELECT dr.intent INTO prev FROM mlplat.deployment_revisions dr
+  WHERE dr.deployment_id = seen.id AND dr.revision = seen.previous_revision;
+  alloc := (prev->>'gpus')::int * (prev->>'max_replicas')::int;
+  p := mlplat._lock_project(pid, alloc > seen.desired_gpus, 'rollback_deployment');
+  SELECT * INTO d FROM mlplat.deployments x WHERE x.id = seen.id FOR NO KEY UPDATE;
+  IF d.row_version <> seen.row_version OR d.status <> seen.status THEN
+    PERFORM mlplat._cas_lost('deployment', seen.name);
+  END IF;
+  PERFORM mlplat._no_active_rollout(d, 'rollback_deployment');
+  IF alloc > d.desired_gpus THEN
+    PERFORM mlplat._check_gpu_quota(p, alloc, d.id);
+  END IF;
+  -- Revisions are never edited: the previous one becomes desired again (a new intent).
+  UPDATE mlplat.deployments x
+  SET desired_revision = d.previous_revision, previous_revision = d.desired_revision, desired_gpus = alloc,
+      generation = x.generation + 1, row_version = x.row_version + 1, status = 'DEPLOYING',
+      status_reason = pg_catalog.format('rollback to revision %s requested', d.previous_revision),
+      attempts = 0, last_error = NULL, next_attempt_at = pg_catalog.now(), traceparent = tp,
+      ready_wait_since = pg_catalog.now(), updated_at = pg_catalog.now()
+  WHERE x.id = d.id;
+  r.entity_id := d.id; r.revision := d.previous_revision; r.status := 'DEPLOYING';
+  PERFORM mlplat._audit('rollback_deployment', rollback_deployment.project, pid, 'deployment', d.id, r.request_id, tp,
+    pg_catalog.jsonb_build_object('from_revision', d.desired_revision, 'to_revision', d.previous_revision));
+  PERFORM mlplat._wake_on_commit('deployments');
+  RETURN r;
+END $$;
+
+CREATE OR REPLACE FUNCTION mlplat.set_drift_policy(project text, deployment text, policy text,
+                                        idempotency_key text DEFAULT NULL)
+RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
+DECLARE
+  pid bigint := mlplat._authorize('set_drift_policy', set_drift_policy.project);
+BEGIN
+  PERFORM mlplat._check_key(set_drift_policy.idempotency_key);
+  IF set_drift_policy.policy IS NULL OR set_drift_policy.policy NOT IN ('repair', 'report') THEN
+    PERFORM mlplat._bad_input('policy', 'must be ''repair'' or ''report''',
+      '''repair'' re-applies the desired revision over drift; ''report'' only shows the differing paths.');
+  END IF;
+  RETURN mlplat._set_deployment_option('set_drift_policy', pid, set_drift_policy.project, set_drift_policy.deployment,
+                                       set_drift_policy.policy, NULL, set_drift_policy.idempotency_key);
+END $$;
+
+CREATE OR REPLACE FUNCTION mlplat.set_deploy_deadline(project text, deployment text, deadline interval,
+                                           idempotency_key text DEFAULT NULL)
+RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
+DECLARE
+  pid bigint := mlplat._authorize('set_deploy_deadline', set_deploy_deadline.project);
+BEGIN
+  PERFORM mlplat._check_key(set_deploy_deadline.idempotency_key);
+  IF set_deploy_deadline.deadline < interval '0' OR set_deploy_deadline.deadline > interval '7 days' THEN
+    PERFORM mlplat._bad_input('deadline', 'must be from 0 to 7 days',
+      'Pass e.g. ''15 minutes''; 0 disables the deadline, NULL uses the setting mlplat.deploy_deadline.');
+  END IF;
+  RETURN mlplat._set_deployment_option('set_deploy_deadline', pid, set_deploy_deadline.project,
+                                       set_deploy_deadline.deployment, NULL, set_deploy_deadline.deadline,
+                                       set_deploy_deadline.idempotency_key);
+END $$;
+
+CREATE OR REPLACE FUNCTION mlplat.start_run(project text, run text, spec jsonb, idempotency_key text DEFAULT NULL)
+RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
+DECLARE
+  pid bigint := mlplat._authorize('start_run', start_run.project);
+  g int;
+BEGIN
+  PERFORM mlplat._check_key(start_run.idempotency_key);
+  PERFORM mlplat._check_label('run', start_run.run, 50);
+  g := mlplat._check_container('spec', start_run.spec);
+  RETURN mlplat._start_run('start_run', start_run.project, start_run.run, 'run', start_run.spec, g, NULL,
+           start_run.idempotency_key, pg_catalog.jsonb_build_array(start_run.project, start_run.run, start_run.spec));
+END $$;
+
+CREATE OR REPLACE FUNCTION mlplat.start_pipeline_run(project text, name text, steps jsonb, idempotency_key text DEFAULT NULL)
+RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
+DECLARE
+  pid bigint := mlplat._authorize('start_pipeline_run', start_pipeline_run.project);
+  g int;
+BEGIN
+  PERFORM mlplat._check_key(start_pipeline_run.idempotency_key);
+  PERFORM mlplat._check_label('name', start_pipeline_run.name, 50);
+  g := mlplat._check_steps(start_pipeline_run.steps);
+  RETURN mlplat._start_run('start_pipeline_run', start_pipeline_run.project, start_pipeline_run.name, 'pipeline',
+           pg_catalog.jsonb_build_object('steps', start_pipeline_run.steps), g, start_pipeline_run.steps,
+           start_pipeline_run.idempotency_key,
+           pg_catalog.jsonb_build_array(start_pipeline_run.project, start_pipeline_run.name, start_pipeline_run.steps));
+END $$;
+
+CREATE OR REPLACE FUNCTION mlplat.start_rollout(project text, deployment text, model text, version text, policy jsonb,
+                                     idempotency_key text DEFAULT NULL)
+RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
+DECLARE
+  pid bigint := mlplat._authorize('start_rollout', start_rollout.project);
+  r mlplat.accepted;
+  tp text := mlplat._traceparent();
+  pol jsonb;
+  v mlplat.model_versions;
+  d mlplat.deployments;
+  base jsonb;
+  v_intent jsonb;
+  v_spec jsonb;
+  rev int;
+  ro_id bigint;
+  surge bigint;
+  prj mlplat.projects;
+  used bigint;
+BEGIN
+  r := mlplat._idem_claim('start_rollout', start_rollout.idempotency_key,
+         pg_catalog.jsonb_build_array(start_rollout.project, start_rollout.deployment, start_rollout.model,
+                                      start_rollout.version, start_rollout.policy));
+  IF r.request_id IS NOT NULL THEN RETURN r; END IF;
+  pol := mlplat._check_policy(start_rollout.policy);
+  d := mlplat._find_deployment(pid, start_rollout.deployment);
+  v := mlplat._find_version(pid, start_rollout.model, start_rollout.version);
+  IF v.stage NOT IN ('CANDIDATE', 'CHAMPION') THEN
+    RAISE EXCEPTION USING ERRCODE = '55000',
+      MESSAGE = pg_catalog.format('model version "%s" of "%s" is %s: a rollout needs CANDIDATE or CHAMPION',
+                                  v.version, start_rollout.model, v.stage),
+      HINT = 'Stage it with mlplat.set_model_stage(..., ''CANDIDATE'') first.';
+  END IF;
+  -- the canary's GPUs are reserved for the rollout's life: take the quota lock when it has any
+  SELECT (dr.intent->>'gpus')::bigint * (dr.intent->>'max_replicas')::bigint INTO surge
+  FROM mlplat.deployment_revisions dr WHERE dr.deployment_id = d.id AND dr.revision = d.desired_revision;
+  surge := coalesce(surge, 0);
+  prj := mlplat._lock_project(pid, surge > 0, 'start_rollout');
+  SELECT * INTO d FROM mlplat.deployments x WHERE x.id = d.id FOR UPDATE;
+  IF d.status NOT IN ('READY', 'DRIFTED') THEN
+    PERFORM mlplat._wrong_state('deployment', d.name, d.status, 'start_rollout',
+      'A rollout starts from a READY deployment; wait for the current change to finish.');
+  END IF;
+  PERFORM mlplat._no_active_rollout(d, 'start_rollout');
+  SELECT dr.intent INTO base FROM mlplat.deployment_revisions dr
+  WHERE dr.deployment_id = d.id AND dr.revision = d.desired_revision;
+  IF v.runtime_kind <> base->>'runtime_kind' THEN
+    RAISE EXCEPTION USING ERRCODE = '22023',
+      MESSAGE = 'invalid version: its runtime kind differs from the deployment''s',
+      DETAIL = pg_catalog.format('The deployment serves runtime kind "%s"; the version needs "%s".',
+                                 base->>'runtime_kind', v.runtime_kind),
+      HINT = 'Roll out a version built for the same runtime, or deploy a new deployment.';
+  END IF;
+  -- The canary revision: the desired revision's shape with the new model version.
+  v_intent := base || pg_catalog.jsonb_build_object('model', start_rollout.model, 'version', v.version);
+  -- ... which runs beside the previous revision until the rollout ends: its allocation must fit
+  -- next to everything the project has committed (the deployment's own desired GPUs included).
+  IF (base->>'gpus')::bigint * (base->>'max_replicas')::bigint <> surge THEN
+    PERFORM mlplat._cas_lost('deployment', d.name);   -- redeployed between our read and the lock
+  END IF;
+  IF surge > 0 THEN
+    used := mlplat._gpus_in_use(pid);
+    IF used + surge > prj.gpu_quota THEN
+      RAISE EXCEPTION USING ERRCODE = '23514',
+        MESSAGE = pg_catalog.format('GPU quota of project "%s" cannot hold the canary: it needs %s GPUs, %s of %s are in use',
+                                    prj.name, surge, used, prj.gpu_quota),
+        DETAIL = 'During a rollout the target revision runs beside the previous one, so its gpus x max_replicas are reserved until the rollout ends.',
+        HINT = 'Ask a project owner to raise the quota (set_project_quota), or free GPUs before starting the rollout.';
+    END IF;
+  END IF;
+  rev := d.latest_revision + 1;
+  v_spec := mlplat._render_isvc(start_rollout.project, d.name, rev, (SELECT i.instance_id FROM mlplat.installation i),
+              v.model_format, v.runtime_kind, v.artifact_uri, v.artifact_sha256, (base->>'gpus')::int,
+              (base->>'min_replicas')::int, (base->>'max_replicas')::int, base->'env');
+  INSERT INTO mlplat.deployment_revisions (deployment_id, revision, project_id, model_version_id, intent,
+                                           spec, spec_digest, created_by, traceparent)
+  VALUES (d.id, rev, pid, v.id, v_intent, v_spec, mlplat._spec_digest(v_spec), mlplat._actor(), tp);
+  UPDATE mlplat.deployments x SET latest_revision = rev, row_version = x.row_version + 1, updated_at = pg_catalog.now()
+  WHERE x.id = d.id;
+  INSERT INTO mlplat.rollouts (project_id, deployment_id, baseline_revision, target_revision, policy, created_by, traceparent,
+                              surge_gpus)
+  VALUES (pid, d.id, d.desired_revision, rev, pol, mlplat._actor(), tp, surge)
+  RETURNING id INTO ro_id;
+  r := (pg_catalog.gen_random_uuid(), 'rollout', ro_id, rev, 'PROGRESSING', false)::mlplat.accepted;
+  PERFORM mlplat._audit('start_rollout', start_rollout.project, pid, 'rollout', ro_id, r.request_id, tp,
+    pg_catalog.jsonb_build_object('deployment', d.name, 'baseline_revision', d.desired_revision,
+                                  'target_revision', rev, 'policy', pol));
+  PERFORM mlplat._idem_store('start_rollout', start_rollout.idempotency_key, r);
+  PERFORM mlplat._wake_on_commit('rollouts');
+  RETURN r;
+END $$;
+
+CREATE OR REPLACE FUNCTION mlplat.retry_run(project text, run text)
+RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
+DECLARE
+  pid bigint := mlplat._authorize('retry_run', retry_run.project);
+  r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'run', NULL, NULL, NULL, false)::mlplat.accepted;
+  tp text := mlplat._traceparent();
+  seen mlplat.runs;
+  p mlplat.projects;
+BEGIN
+  SELECT * INTO seen FROM mlplat.runs x WHERE x.project_id = pid AND x.name = retry_run.run;
+  IF seen.id IS NULL THEN
+    RAISE EXCEPTION USING ERRCODE = '42704',
+      MESSAGE = pg_catalog.format('run "%s" does not exist', pg_catalog.left(retry_run.run, 64)),
+      HINT = 'See mlplat.run_status for the project''s runs.';
+  END IF;
+  IF seen.status NOT IN ('FAILED', 'CANCELLED') THEN
+    PERFORM mlplat._wrong_state('run', seen.name, seen.status, 'retry_run',
+      'Only a FAILED or CANCELLED run can be retried.');
+  END IF;
+  p := mlplat._lock_project(pid, seen.gpus > 0, 'retry_run');
+  IF seen.gpus > 0 THEN
+    PERFORM mlplat._check_gpu_quota(p, seen.gpus, NULL);
+  END IF;
+  UPDATE mlplat.runs x
+  SET status = 'PENDING', status_reason = pg_catalog.format('retry requested: attempt %s', seen.attempt + 1),
+      attempt = seen.attempt + 1, submitted_at = NULL, observed_rv = NULL, last_error = NULL,
+      generation = x.generation + 1, row_version = x.row_version + 1, attempts = 0,
+      next_attempt_at = pg_catalog.now(), traceparent = tp, updated_at = pg_catalog.now()
+  WHERE x.id = seen.id AND x.row_version = seen.row_version AND x.status = seen.status;
+  IF NOT FOUND THEN
+    PERFORM mlplat._cas_lost('run', seen.name);
+  END IF;
+  DELETE FROM mlplat.run_nodes n WHERE n.run_id = seen.id;
+  UPDATE mlplat.run_steps s SET phase = NULL, exit_code = NULL WHERE s.run_id = seen.id;
+  r.entity := seen.kind; r.entity_id := seen.id; r.status := 'PENDING';
+  PERFORM mlplat._audit('retry_run', retry_run.project, pid, seen.kind, seen.id, r.request_id, tp,
+    pg_catalog.jsonb_build_object('from', seen.status, 'attempt', seen.attempt + 1,
+                                  'workflow', mlplat._run_workflow_name(seen.name, seen.attempt + 1)));
+  PERFORM mlplat._wake_on_commit('runs');
   RETURN r;
 END $$;
 
