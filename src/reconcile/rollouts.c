@@ -18,6 +18,10 @@
  *      epoch, builds the evidence, calls plan_rollout, appends the transition
  *      ledger row (keyed by the evidence content id) and applies the one
  *      transition.
+ * Every apply is noted in mlplat.unanswered_writes before it is sent (unanswered.h);
+ * a pass that finds the wanted setting already on the object while such a note is
+ * left (the leader that applied it ended before its write-back) records it in the
+ * ledger as ADOPT, so no apply that reached the cluster goes unrecorded.
  *
  * Ownership of the InferenceService: while a rollout is active, the
  * deployments reconciler does not write the object (its claim marks the
@@ -51,6 +55,7 @@
 #include "mlplat/reconcile_util.h"
 #include "mlplat/rollout_artifacts.h"
 #include "mlplat/span.h"
+#include "mlplat/unanswered.h"
 
 static const MlplatKubeResource ISVC = {"serving.kserve.io", "v1beta1", "inferenceservices", true};
 
@@ -124,6 +129,9 @@ typedef struct Rollout
 	int			http_status;
 	bool		settled;
 	bool		moved;			/* a decision changed the wanted split: apply it at once */
+	const MlplatUnanswered *unanswered; /* an apply to it never answered */
+	bool		adopt;			/* found what that apply made: ledger ADOPT */
+	bool		settle_note;	/* remove its note (answered, or found) */
 } Rollout;
 
 /* ---------------------------------------------------------------- pure helpers */
@@ -336,7 +344,7 @@ add_metrics(Rollout *r, MlJsonArena *arena)
 /* ---------------------------------------------------------------- I/O */
 
 static List *
-claim(void)
+claim(MlplatPass *pass)
 {
 	MemoryContext pass_cxt = CurrentMemoryContext;
 	List	   *out = NIL;
@@ -375,6 +383,18 @@ claim(void)
 		r->traceparent = SPI_getvalue(t, td, 17);
 		r->retry_ms = -1;
 		out = lappend(out, r);
+	}
+	{
+		List	   *notes = mlplat_unanswered_load(pass);
+		ListCell   *lc;
+
+		if (notes != NIL)
+			foreach(lc, out)
+			{
+				Rollout    *r = lfirst(lc);
+
+				r->unanswered = mlplat_unanswered_find(notes, r->id, psprintf("%s/%s", r->ns, r->name), "APPLY");
+			}
 	}
 	mlplat_txn_commit();
 	MemoryContextSwitchTo(pass_cxt);
@@ -507,8 +527,21 @@ write_back(MlplatPass *pass, List *rollouts, int *decisions)
 	MemoryContext pass_cxt = CurrentMemoryContext;
 	ListCell   *lc;
 	List	   *spans = NIL;
+	MlplatWriteNotes settled = {0};
 
 	mlplat_txn_begin();
+	foreach(lc, rollouts)
+	{
+		Rollout    *r = lfirst(lc);
+
+		if (r->settle_note)
+			mlplat_write_notes_add(&settled, r->id, psprintf("%s/%s", r->ns, r->name), "APPLY");
+		if (r->adopt)
+			mlplat_ledger_append(pass, "rollout", r->id, r->project, "ADOPT", "OK", NULL, NULL, 0, NULL, NULL,
+								 r->want < 0 ? "found canaryTrafficPercent removed by an apply whose answer was never recorded"
+								 : psprintf("found canaryTrafficPercent %d applied by an apply whose answer was never recorded",
+											r->want));
+	}
 	foreach(lc, rollouts)
 	{
 		Rollout    *r = lfirst(lc);
@@ -564,6 +597,7 @@ write_back(MlplatPass *pass, List *rollouts, int *decisions)
 								 r->want < 0 ? "canaryTrafficPercent removed"
 								 : psprintf("canaryTrafficPercent %d", r->want));
 	}
+	mlplat_write_notes_clear(pass, &settled);
 	mlplat_spans_flush(spans);
 	mlplat_txn_commit();
 	MemoryContextSwitchTo(pass_cxt);
@@ -665,7 +699,7 @@ rollouts_round(MlplatPass *pass, List *moved)
 
 	if (!mlplat_cluster_ready(pass, &why))
 		return NIL;
-	rollouts = claim();
+	rollouts = claim(pass);
 	if (rollouts == NIL)
 	{
 		snprintf(pass->status, sizeof(pass->status), "no active rollouts");
@@ -744,10 +778,31 @@ rollouts_round(MlplatPass *pass, List *moved)
 			r->apply = mlplat_kube_apply(acts, &ISVC, r->ns, r->name, r->spec);
 			continue;
 		}
+		/* the wanted setting is there: an apply whose answer was never recorded made it */
+		if (r->unanswered)
+			r->adopt = r->settle_note = true;
 		/* a decision is due: gather the window's request metrics with it */
 		if (r->settled && r->window_start_ms > 0 && r->decide_at_ms > 0 && now_ms >= r->decide_at_ms &&
 			r->want >= 0 && strcmp(r->status, "ROLLING_BACK") != 0 && r->target_kn != NULL)
 			add_queries(acts, r, now_ms);
+	}
+	{
+		/* the write-ahead: every apply is on record before it is sent */
+		MlplatWriteNotes sending = {0};
+
+		foreach(lc, rollouts)
+		{
+			Rollout    *r = lfirst(lc);
+
+			if (r->apply)
+				mlplat_write_notes_add(&sending, r->id, psprintf("%s/%s", r->ns, r->name), "APPLY");
+		}
+		if (!mlplat_write_notes_commit(pass, &sending))
+		{
+			snprintf(pass->status, sizeof(pass->status), "no longer the leader: %d applies not sent",
+					 list_length(sending.ids));
+			return NIL;
+		}
 	}
 	if (mlplat_http_batch_count(acts) > 0)
 		mlplat_http_batch_run(acts);
@@ -762,6 +817,9 @@ rollouts_round(MlplatPass *pass, List *moved)
 
 			mlplat_kube_parse_response(r->apply, &kr);
 			r->http_status = kr.status;
+			/* an answer (not a 5xx, which may follow a write that landed) settles the note */
+			if (kr.status >= 200 && kr.status < 500)
+				r->settle_note = true;
 			applies++;
 			if (kr.outcome == MLPLAT_KUBE_OK)
 			{
