@@ -38,3 +38,55 @@ AS 'MODULE_PATHNAME', 'mlplat_evidence_queries';
 COMMENT ON FUNCTION mlplat.evidence_queries(text, text, bigint, text) IS
   'The PromQL of rollout evidence for one revision under a metrics preset (knative-opencensus, knative-otel, vllm, triton).';
 REVOKE ALL ON FUNCTION mlplat.evidence_queries(text, text, bigint, text) FROM PUBLIC;
+
+-- A deployment's own metrics preset: one platform often serves some models on Knative and
+-- others as RawDeployments under vLLM or Triton.  NULL: the setting mlplat.metrics_preset.
+ALTER TABLE mlplat.deployments ADD COLUMN metrics_preset text
+  CHECK (metrics_preset IN ('knative-opencensus', 'knative-otel', 'vllm', 'triton'));
+COMMENT ON COLUMN mlplat.deployments.metrics_preset IS
+  'Which serving stack''s metrics this deployment''s rollouts read; NULL: the setting mlplat.metrics_preset.';
+INSERT INTO mlplat.policies (role, action)
+VALUES ('deployer', 'set_metrics_preset'), ('owner', 'set_metrics_preset');
+
+-- Set (or, with NULL, clear) a deployment's metrics preset.  Not an intent for the cluster:
+-- no revision, no generation; the next rollout decision reads it.
+CREATE FUNCTION mlplat.set_metrics_preset(project text, deployment text, preset text,
+                                          idempotency_key text DEFAULT NULL)
+RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
+DECLARE
+  pid bigint := mlplat._authorize('set_metrics_preset', set_metrics_preset.project);
+  who text := mlplat._actor();
+  tp text := mlplat._traceparent();
+  r mlplat.accepted;
+  d mlplat.deployments;
+BEGIN
+  PERFORM mlplat._check_key(set_metrics_preset.idempotency_key);
+  IF set_metrics_preset.preset IS NOT NULL
+     AND set_metrics_preset.preset NOT IN ('knative-opencensus', 'knative-otel', 'vllm', 'triton') THEN
+    PERFORM mlplat._bad_input('preset', 'must be knative-opencensus, knative-otel, vllm, triton or NULL',
+      'knative-opencensus: Knative <= 1.18; knative-otel: Knative >= 1.19; vllm, triton: RawDeployment; NULL: the setting mlplat.metrics_preset.');
+  END IF;
+  r := mlplat._idem_claim('set_metrics_preset', set_metrics_preset.idempotency_key,
+         pg_catalog.jsonb_build_array(set_metrics_preset.project, set_metrics_preset.deployment,
+                                      set_metrics_preset.preset), who);
+  IF r.request_id IS NOT NULL THEN RETURN r; END IF;
+  PERFORM mlplat._find_deployment(pid, set_metrics_preset.deployment);
+  PERFORM mlplat._lock_project(pid, false, 'set_metrics_preset');
+  SELECT * INTO d FROM mlplat.deployments x
+   WHERE x.project_id = pid AND x.name = set_metrics_preset.deployment FOR NO KEY UPDATE;
+  IF d.status IN ('DELETING', 'DELETED') THEN
+    PERFORM mlplat._wrong_state('deployment', d.name, d.status, 'set_metrics_preset', 'Deploy it again first.');
+  END IF;
+  r := (pg_catalog.gen_random_uuid(), 'deployment', d.id, d.desired_revision, d.status, false)::mlplat.accepted;
+  IF d.metrics_preset IS DISTINCT FROM set_metrics_preset.preset THEN
+    UPDATE mlplat.deployments x SET metrics_preset = set_metrics_preset.preset, updated_at = pg_catalog.now()
+     WHERE x.id = d.id;
+  END IF;
+  PERFORM mlplat._audit('set_metrics_preset', set_metrics_preset.project, pid, 'deployment', d.id, r.request_id, tp,
+    pg_catalog.jsonb_build_object('from', d.metrics_preset, 'to', set_metrics_preset.preset), who);
+  PERFORM mlplat._idem_store('set_metrics_preset', set_metrics_preset.idempotency_key, r, who);
+  RETURN r;
+END $$;
+COMMENT ON FUNCTION mlplat.set_metrics_preset(text, text, text, text) IS
+  'Which serving stack''s metrics the rollouts of this deployment read (NULL: the setting mlplat.metrics_preset).';

@@ -80,7 +80,7 @@ CREATE FUNCTION mlplat._rollouts_claim()
 RETURNS TABLE (id bigint, project text, namespace text, name text, status text, row_version bigint,
                spec text, want_percent int, target_revision int, target_kn text, previous_kn text,
                window_start_ms bigint, window_seconds int, decide_at_ms bigint, attempts int, due boolean,
-               traceparent text)
+               traceparent text, metrics_preset text)
 LANGUAGE plpgsql
 SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
@@ -92,7 +92,7 @@ BEGIN
          (CASE WHEN c.want < 0 THEN c.spec
                ELSE pg_catalog.jsonb_set(c.spec, '{spec,predictor,canaryTrafficPercent}', pg_catalog.to_jsonb(c.want)) END)::text,
          c.want, c.target_revision, c.target_kn, c.previous_kn, c.window_start_ms, c.window_seconds, c.decide_at_ms,
-         c.attempts, c.due, c.traceparent
+         c.attempts, c.due, c.traceparent, c.metrics_preset
     FROM (
   SELECT ro.id, p.name AS project, 'mlp-' || p.name AS namespace, d.name, ro.status, ro.row_version,
          tr.spec,
@@ -101,7 +101,8 @@ BEGIN
          pg_catalog.round(EXTRACT(epoch FROM ro.window_start) * 1000)::bigint AS window_start_ms,
          (ro.policy->>'window_seconds')::int AS window_seconds,
          pg_catalog.round(ro.decide_at * 1000)::bigint AS decide_at_ms, ro.attempts,
-         ro.next_attempt_at <= pg_catalog.now() AS due, ro.traceparent
+         ro.next_attempt_at <= pg_catalog.now() AS due, ro.traceparent,
+         coalesce(d.metrics_preset, '') AS metrics_preset
     FROM mlplat.rollouts ro
     JOIN mlplat.deployments d ON d.id = ro.deployment_id
     JOIN mlplat.projects p ON p.id = ro.project_id

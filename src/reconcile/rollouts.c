@@ -111,6 +111,7 @@ typedef struct Rollout
 	int			attempts;
 	bool		due;
 	char	   *traceparent;	/* of the last intent (start, promote, abort) */
+	MlPromPreset preset;		/* the deployment's metrics preset, or mlplat.metrics_preset */
 	/* this pass */
 	MlplatHttpRequest *get;
 	MlplatHttpRequest *apply;
@@ -254,14 +255,13 @@ observe_object(Rollout *r, const MlJsonValue *obj, int64 now_ms)
  * never put into a query.
  */
 static char *
-promql(Metric m, const char *ns, const char *kn, int64 ms)
+promql(MlPromPreset preset, Metric m, const char *ns, const char *kn, int64 ms)
 {
 	char		q[512];
 
 	StaticAssertStmt((int) M_REQUESTS == (int) ML_PROM_REQUESTS && (int) M_ERRORS == (int) ML_PROM_ERRORS &&
 					 (int) M_P95 == (int) ML_PROM_P95, "metric order");
-	if (!ml_prom_preset_query((MlPromPreset) mlplat_metrics_preset, (MlPromMetric) m, ns, kn, (long long) ms,
-							  q, sizeof(q)))
+	if (!ml_prom_preset_query(preset, (MlPromMetric) m, ns, kn, (long long) ms, q, sizeof(q)))
 		return NULL;
 	return pstrdup(q);
 }
@@ -381,6 +381,9 @@ claim(MlplatPass *pass)
 		v = SPI_getvalue(t, td, 16);
 		r->due = v && v[0] == 't';
 		r->traceparent = SPI_getvalue(t, td, 17);
+		/* the deployment's own preset, else the setting's */
+		if (!ml_prom_preset_from_name(SPI_getvalue(t, td, 18), &r->preset))
+			r->preset = (MlPromPreset) mlplat_metrics_preset;
 		r->retry_ms = -1;
 		out = lappend(out, r);
 	}
@@ -421,7 +424,7 @@ add_queries(MlplatHttpBatch *b, Rollout *r, int64 now_ms)
 			continue;
 		for (int m = 0; m < M_COUNT; m++)
 		{
-			char	   *query = promql((Metric) m, r->ns, kn[w], r->metric_ms);
+			char	   *query = promql(r->preset, (Metric) m, r->ns, kn[w], r->metric_ms);
 			char	   *url;
 
 			if (query == NULL)

@@ -199,4 +199,28 @@ q $DB "SELECT status FROM mlplat.abort_rollout('$P', 'scorer')" >/dev/null
 wait_for $DB "SELECT status FROM mlplat.rollouts ORDER BY id DESC LIMIT 1" ABORTED 30
 tap_ok $? "aborted from the ceiling"
 
+# ---------------------------------------------------------------- 5. the deployment's own metrics preset
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'scorer'" READY 20
+q $DB "SELECT mlplat.set_metrics_preset('$P', 'scorer', 'knative-otel')" >/dev/null
+tap_is "$(q $DB "SELECT metrics_preset FROM mlplat.deployments WHERE name = 'scorer'")" knative-otel \
+	"set_metrics_preset: the deployment reads Knative >= 1.19's metric names"
+q $DB "SELECT status FROM mlplat.start_rollout('$P', 'scorer', 'scorer', '5', '$POLICY')" >/dev/null
+script_target healthy
+wait_for $DB "SELECT count(*) >= 2 FROM mlplat.rollout_transitions WHERE rollout_id = (SELECT max(id) FROM mlplat.rollouts) AND decision = 'HOLD' AND 'INSUFFICIENT_SAMPLES' = ANY (reasons)" t 40
+rc=$?
+tap_ok $rc "healthy traffic, but the stand-in serves Knative <= 1.18's names: the deployment's preset finds no samples and holds"
+[ $rc = 0 ] || dump
+tap_is "$(ledger "count(*)" "decision = 'ADVANCE' AND from_fraction > 0")" 0 "... and never advances on missing evidence"
+q $DB "SELECT mlplat.set_metrics_preset('$P', 'scorer', NULL)" >/dev/null
+wait_for $DB "SELECT count(*) >= 1 FROM mlplat.rollout_transitions WHERE rollout_id = (SELECT max(id) FROM mlplat.rollouts) AND decision = 'ADVANCE' AND from_fraction > 0" t 60
+rc=$?
+tap_ok $rc "the preset cleared, the setting's (knative-opencensus) reads the series and the rollout advances"
+[ $rc = 0 ] || dump
+q $DB "SELECT status FROM mlplat.abort_rollout('$P', 'scorer')" >/dev/null
+wait_for $DB "SELECT status FROM mlplat.rollouts ORDER BY id DESC LIMIT 1" ABORTED 30
+tap_ok $? "aborted"
+err=$(q $DB "SELECT mlplat.set_metrics_preset('$P', 'scorer', 'prometheus')" 2>&1)
+[[ "$err" == *"invalid preset"* || "$err" == *"preset"* ]]
+tap_ok $? "an unknown preset is refused"
+
 tap_done

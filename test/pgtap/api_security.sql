@@ -18,7 +18,7 @@ INSERT INTO tap_api_functions VALUES ('create_project'), ('set_project_quota'), 
   ('revoke_role'), ('register_model_version'), ('set_model_stage'), ('deploy'), ('rollback_deployment'),
   ('undeploy'), ('render_inference_service'), ('start_run'), ('start_pipeline_run'), ('cancel_run'),
   ('start_rollout'), ('promote_rollout'), ('abort_rollout'), ('set_drift_policy'),
-  ('set_deploy_deadline');
+  ('set_deploy_deadline'), ('set_metrics_preset');
 SELECT is(
   (SELECT array_agg(f.name ORDER BY f.name) FROM tap_api_functions f
    WHERE NOT EXISTS (SELECT 1 FROM pg_proc p WHERE p.pronamespace = 'mlplat'::regnamespace
