@@ -280,15 +280,16 @@ deployment_decide(Deployment *d, MlJsonArena *arena)
 			d->mark_observed = true;
 			d->settle_note = d->unanswered != NULL;
 		}
-		else
+		else if (d->due)
 		{
-			if (d->unanswered)
-			{
-				d->adopt = true;
-				d->settle_note = true;
-			}
-			if (d->due)
-				d->action = DEP_DELETE;
+			/*
+			 * An object while an apply's answer is unrecorded: record it (ADOPT) with
+			 * the delete.  The note stays until the grace is over: that apply may
+			 * still be in flight and land after this delete (it is then found,
+			 * recorded and deleted again, and DELETED waits for it).
+			 */
+			d->adopt = d->unanswered != NULL;
+			d->action = DEP_DELETE;
 		}
 		return;
 	}
@@ -481,8 +482,8 @@ apply_result(Deployment *d, MlplatPass *pass)
 	if (res.status >= 200 && res.status < 500)
 		d->answered = true;
 	/* a delete found what an apply never answered had made */
-	if (d->action == DEP_DELETE && d->unanswered && !d->adopt && res.outcome == MLPLAT_KUBE_OK)
-		d->adopt = d->settle_note = true;
+	if (d->action == DEP_DELETE && d->unanswered && !d->adopt && res.outcome == MLPLAT_KUBE_OK && res.status != 404)
+		d->adopt = true;
 	if (d->req_span)
 	{
 		mlplat_span_attr_int(d->req_span, "http.response.status_code", res.status);

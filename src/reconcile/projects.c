@@ -546,9 +546,14 @@ project_decide(Project *p, MlJsonArena *arena, char *const list_error[])
 	p->error = NULL;
 	p->retry_ms = -1;
 
-	/* an object found that an apply without a recorded answer made: adopt it */
+	/*
+	 * An object found that an apply without a recorded answer made: adopt it.  While
+	 * the project is being deleted the namespace's note stays until the grace is
+	 * over (that apply may land after the delete); the namespace is adopted with the
+	 * delete that removes it.
+	 */
 	foreach_ptr(ProjObj, o, p->objs)
-		if (o->obs && o->unanswered)
+		if (o->obs && o->unanswered && !(o == nso && strcmp(p->status, "DELETING") == 0))
 		o->adopt = o->settle = true;
 
 	if (strcmp(p->status, "DELETING") == 0)
@@ -567,7 +572,10 @@ project_decide(Project *p, MlJsonArena *arena, char *const list_error[])
 		else if (nso->obs && ns_terminating(nso->obs))
 			p->reason = psprintf("waiting for namespace %s to terminate", p->ns);
 		else if (p->due)
+		{
 			nso->action = ACT_DELETE;
+			nso->adopt = nso->unanswered != NULL;
+		}
 		else
 			p->error = p->last_error;
 		/* nothing else is touched: the namespace takes its content with it */

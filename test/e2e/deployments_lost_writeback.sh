@@ -21,7 +21,7 @@ trap 'release_holds drop; workers_resume $DB; q $DB "ALTER SYSTEM RESET mlplat.u
 standin_start "$SD"
 tap_ok $? "stand-in started on port $STANDIN_PORT"
 standin_connect $DB
-q $DB "ALTER SYSTEM SET mlplat.unanswered_write_grace = '40s'" >/dev/null
+q $DB "ALTER SYSTEM SET mlplat.unanswered_write_grace = '15s'" >/dev/null
 q $DB "SELECT pg_reload_conf()" >/dev/null
 
 q $DB "SELECT mlplat.create_project('dlwb', 0); SELECT mlplat.add_artifact_location('dlwb', 's3://models/')" >/dev/null
@@ -63,7 +63,7 @@ passes_after $DB deployments 3
 tap_is "$(state da | cut -d/ -f1)/$(isvc_rev da)" "DELETING/absent" \
 	"A: not DELETED while an unanswered apply may still make the InferenceService"
 release_holds
-wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'da'" DELETED 40
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'da'" DELETED 60
 tap_ok $? "A: once the apply lands, the deployment is deleted"
 tap_is "$(isvc_rev da)" absent "A: no InferenceService left at the stand-in"
 l=$(ledger da); [[ "$l" =~ ^(DELETE:OK )*ADOPT:OK( DELETE:OK)+$ ]]   # one adoption, then its delete; a delete answered 404 may come first, a second delete after (follow-up passes)
@@ -71,7 +71,7 @@ tap_ok $? "A: the ledger records what the unanswered apply made, then its delete
 
 # --- B: undeploy while the apply's answer is in flight
 interrupt db after "SELECT mlplat.undeploy('dlwb', 'db')"
-wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'db'" DELETED 40
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'db'" DELETED 60
 tap_ok $? "B: the deployment is deleted"
 tap_is "$(isvc_rev db)" absent "B: no InferenceService left at the stand-in"
 l=$(ledger db); [[ "$l" =~ ^(DELETE:OK )*ADOPT:OK( DELETE:OK)+$ ]]   # one adoption, then its delete; a delete answered 404 may come first, a second delete after (follow-up passes)

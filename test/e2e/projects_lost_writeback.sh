@@ -19,7 +19,7 @@ trap 'release_holds drop; workers_resume $DB; q $DB "ALTER SYSTEM RESET mlplat.u
 standin_start "$SD"
 tap_ok $? "stand-in started on port $STANDIN_PORT"
 standin_connect $DB
-q $DB "ALTER SYSTEM SET mlplat.unanswered_write_grace = '40s'" >/dev/null
+q $DB "ALTER SYSTEM SET mlplat.unanswered_write_grace = '15s'" >/dev/null
 q $DB "SELECT pg_reload_conf()" >/dev/null
 
 ns_state() {   # the namespace at the stand-in: its phase, or "absent"
@@ -52,7 +52,7 @@ passes_after $DB projects 3
 tap_is "$(q $DB "SELECT status FROM mlplat.projects WHERE name = 'pla'")/$(ns_state mlp-pla)" "DELETING/absent" \
 	"A: not DELETED while an unanswered apply may still make the namespace"
 release_holds
-wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'pla'" DELETED 40
+wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'pla'" DELETED 60
 tap_ok $? "A: once the namespace lands, it is deleted and the project DELETED"
 wait_for $DB "SELECT 1" 1 1 >/dev/null
 tap_is "$(ns_state mlp-pla)" absent "A: no namespace left at the stand-in"
@@ -60,7 +60,7 @@ tap_is "$(ledger pla)" "ADOPT:OK DELETE:OK" "A: the ledger records what the unan
 
 # --- B: the namespace apply's answer is in flight
 interrupt plb after
-wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'plb'" DELETED 40
+wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'plb'" DELETED 60
 tap_ok $? "B: the project is DELETED"
 tap_is "$(ns_state mlp-plb)" absent "B: no namespace left at the stand-in"
 tap_is "$(ledger plb)" "ADOPT:OK DELETE:OK" "B: the ledger records the namespace's creation (ADOPT) as well as its DELETE"
