@@ -746,6 +746,36 @@ check('faults: apply-then-drop stores the object but the client sees the connect
   eq(log.map((e) => [e.status, !!e.dropped]), [[201, true], [200, false]], 'request log');
 });
 
+check('faults: hold parks a write before it is applied (then applies it, or drops it unapplied) or after (answer held)', async () => {
+  const p = '/apis/coordination.k8s.io/v1/namespaces/fid-a/leases';
+  const lease = (name) => ({ apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name }, spec: { holderIdentity: 'h' } });
+  const held = async (n) => { for (let i = 0; i < 100; i++) { if ((await admin('GET', 'holds')).body.items.length === n) return true; await new Promise((r) => setTimeout(r, 20)); } return false; };
+  // before: not there while parked; there once released
+  await admin('POST', 'faults', { method: 'POST', path: '/leases$', hold: 'before', times: 1 });
+  const pending = k('POST', p, lease('held1'));
+  expect(await held(1), 'parked', null);
+  eq((await k('GET', `${p}/held1`)).status, 404, 'not applied while held before');
+  eq((await admin('POST', 'holds/release', {})).body.released, 1, 'released one');
+  eq((await pending).status, 201, 'then applied and answered');
+  // before + drop: never applied, the connection closed
+  await admin('POST', 'faults', { method: 'POST', path: '/leases$', hold: 'before', times: 1 });
+  let err = null;
+  const dropped = k('POST', p, lease('held2')).catch((e) => { err = e; });
+  expect(await held(1), 'parked again', null);
+  await admin('POST', 'holds/release', { drop: true });
+  await dropped;
+  expect(err && /socket hang up|ECONNRESET/.test(err.message), 'client saw the connection die', err && err.message);
+  eq((await k('GET', `${p}/held2`)).status, 404, 'a dropped held-before write is never applied');
+  // after: applied at once, the answer waits for the release
+  await admin('POST', 'faults', { method: 'POST', path: '/leases$', hold: 'after', times: 1 });
+  const late = k('POST', p, lease('held3'));
+  expect(await held(1), 'answer parked', null);
+  eq((await k('GET', `${p}/held3`)).status, 200, 'applied while its answer is held');
+  await admin('POST', 'holds/release', {});
+  eq((await late).status, 201, 'the held answer arrives on release');
+  await admin('DELETE', 'faults');
+});
+
 check('watch streams ADDED/MODIFIED/DELETED events from a resourceVersion', async () => {
   const p = '/apis/coordination.k8s.io/v1/namespaces/fid-a/leases';
   const rv = (await k('GET', p)).body.metadata.resourceVersion;
