@@ -193,7 +193,19 @@ ml_rollout_evidence_fields_id(const MlJsonValue *const f[ML_EV_NFIELDS],
 	t.overflow = false;
 	for (int i = 0; i < NHOLES; i++)
 	{
-		put(&t, holes[i].before, holes[i].len);
+		/*
+		 * The literal is copied whole (a constant size the compiler turns into
+		 * a few vector moves) and the length then advanced by its real size:
+		 * a memcpy of a variable length this short cost more than the rest of
+		 * the text together.  Bytes past the literal are overwritten next.
+		 */
+		if (t.overflow || TEXT_MAX - t.len < sizeof(holes[i].before))
+		{
+			t.overflow = true;
+			break;
+		}
+		memcpy(t.s + t.len, holes[i].before, sizeof(holes[i].before));
+		t.len += holes[i].len;
 		if (!put_value(&t, f[holes[i].field]))
 			return false;
 	}

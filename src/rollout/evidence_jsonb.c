@@ -89,6 +89,69 @@ prepare_orders(void)
 	orders_ready = true;
 }
 
+/*
+ * Most evidence numbers are counts and epoch seconds: non-negative integers
+ * stored in numeric's short format without a display scale.  For those below
+ * 10^12 the text is their digit groups (what ml_numeric_text writes) and the
+ * double is exact, so both are made here directly instead of printing the
+ * numeric and parsing the text back (ml_json_number_view would set the same
+ * members: is_integer, as the text has neither '.' nor exponent).  Anything
+ * else returns false and takes that general route.
+ */
+static bool
+small_integer(Numeric num, char text[ML_NUMERIC_TEXT_MAX], MlJsonValue *v)
+{
+	const char *p = (const char *) num;
+	uint16		header;
+	int			weight;
+	int			ndigits;
+	const int16 *digits;
+	uint64		value = 0;
+	uint64		whole;
+	char		tmp[24];
+	int			k = 0;
+
+	if (VARATT_IS_SHORT(p) || VARATT_IS_EXTENDED(p))
+		return false;
+	memcpy(&header, p + VARHDRSZ, sizeof(header));
+	/* short format, positive, display scale 0, weight 0..2 (< 10^12) */
+	if ((header & 0xE000) != 0x8000 || (header & 0x1F80) != 0 || (header & 0x0040) != 0)
+		return false;
+	weight = header & 0x003F;
+	if (weight > 2)
+		return false;
+	ndigits = (VARSIZE(p) - VARHDRSZ - sizeof(uint16)) / sizeof(int16);
+	if (ndigits > weight + 1)
+		return false;			/* fraction groups: not an integer */
+	digits = (const int16 *) (p + VARHDRSZ + sizeof(uint16));
+	if (weight > 0 && (ndigits == 0 || digits[0] == 0))
+		return false;			/* unnormalized: the general route decides */
+	for (int d = 0; d <= weight; d++)
+	{
+		int			dig = d < ndigits ? digits[d] : 0;
+
+		if (dig < 0 || dig >= 10000)
+			return false;
+		value = value * 10000 + (uint64) dig;
+	}
+	whole = value;
+	do
+	{
+		tmp[k++] = (char) ('0' + value % 10);
+		value /= 10;
+	} while (value > 0);
+	for (int i = 0; i < k; i++)
+		text[i] = tmp[k - 1 - i];
+	text[k] = '\0';
+	memset(v, 0, sizeof(*v));
+	v->type = ML_JSON_NUMBER;
+	v->u.number.text = text;
+	v->u.number.text_len = (size_t) k;
+	v->u.number.is_integer = true;
+	v->u.number.value = (double) whole;	/* exact: below 2^53 */
+	return true;
+}
+
 /* one scalar field from its JEntry and data; false: decline */
 static bool
 leaf(MlRolloutEvidenceFields *out, int slot, JEntry e, const char *base, uint32 off,
@@ -117,8 +180,12 @@ leaf(MlRolloutEvidenceFields *out, int slot, JEntry e, const char *base, uint32 
 	}
 	if (JBE_ISNUMERIC(e))
 	{
-		int			n = ml_numeric_text((Numeric) (base + INTALIGN(off)), out->numbers[slot]);
+		Numeric		num = (Numeric) (base + INTALIGN(off));
+		int			n;
 
+		if (small_integer(num, out->numbers[slot], v))
+			return true;
+		n = ml_numeric_text(num, out->numbers[slot]);
 		return n > 0 && ml_json_number_view(out->numbers[slot], n, v);
 	}
 	return false;				/* a container where a field belongs */
