@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # scripts/setup.sh — install everything mlplat's build, tests and demo need.
-# Idempotent: packages already present are not fetched again.  Run as root
+# Idempotent: packages already present are not fetched again.  --bench adds what
+# only the benchmarks need.  Run as root
 # (or with sudo) on Debian 12.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +18,8 @@ PACKAGES=(
 for f in test/*/apt-packages.txt; do
 	[ -f "$f" ] && while read -r p; do [ -n "${p%%#*}" ] && PACKAGES+=("${p%%#*}"); done <"$f"
 done
+# --bench: what only the benchmarks need (bench/curves draws its PNGs with gnuplot)
+[ "${1:-}" = "--bench" ] && PACKAGES+=(gnuplot-nox)
 # kubectl: Debian's kubernetes-client, unless some kubectl is already installed
 command -v kubectl >/dev/null || PACKAGES+=(kubernetes-client)
 # Node.js runs the stand-in cluster

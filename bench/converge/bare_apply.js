@@ -2,6 +2,7 @@
 // server-side-applies N InferenceServices (concurrency C, keep-alive) and
 // waits until the stand-in reports every one Ready.  Prints elapsed ms.
 //   node bare_apply.js URL TOKEN NAMESPACE N C [MANIFESTS]
+// With BARE_PASS_FILE set, also times a steady resync pass (see the end).
 // MANIFESTS: a file of the manifests mlplat applies, one JSON object a line
 // (run.sh dumps them from the deployment revisions), so the baseline does the
 // same applies: the same bytes but for the namespace and two label values,
@@ -72,6 +73,26 @@ function manifest(i) {
     if (ready >= N) break;
     await new Promise((r) => setTimeout(r, 100));
   }
-  console.log(Date.now() - t0);
+  const elapsed = Date.now() - t0;
+  // BARE_PASS_FILE: the cost of a bare controller's steady resync pass (LIST every
+  // object in pages of 500 and compare), the median of 5, written there in ms
+  if (process.env.BARE_PASS_FILE) {
+    const times = [];
+    for (let k = 0; k < 5; k++) {
+      const p0 = process.hrtime.bigint();
+      let cont = '', seen = 0;
+      do {
+        const r = await req('GET', `/apis/serving.kserve.io/v1beta1/namespaces/${ns}/inferenceservices?labelSelector=bench%3Dbare&limit=500${cont ? '&continue=' + encodeURIComponent(cont) : ''}`);
+        const list = JSON.parse(r.body);
+        for (const o of list.items) if (((o.status || {}).conditions || []).length) seen++;
+        cont = list.metadata.continue || '';
+      } while (cont);
+      if (seen < N) throw new Error(`steady pass saw ${seen} of ${N}`);
+      times.push(Number(process.hrtime.bigint() - p0) / 1e6);
+    }
+    times.sort((a, b) => a - b);
+    fs.writeFileSync(process.env.BARE_PASS_FILE, times[2].toFixed(1) + '\n');
+  }
+  console.log(elapsed);
   agent.destroy();
 })().catch((e) => { console.error(e.message); process.exit(1); });

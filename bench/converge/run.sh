@@ -10,7 +10,9 @@
 #   converge time, ratio to the bare client (target <= 1.5), applies per
 #   deployment (target 1.0 + retries), LIST requests per steady pass (target
 #   ceil(deployments/500), the earlier sizes' included), writes in a steady
-#   pass (target 0).
+#   pass (target 0), the duration of a steady pass beside a bare client's
+#   (LIST everything and compare).  OUT=file appends one tab-separated line
+#   per N (N conv_ms bare_ms pass_ms bare_pass_ms deployments) for plots.
 set -uo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 SIZES=${SIZES:-"1000 10000"}
@@ -84,18 +86,28 @@ for N in $SIZES; do
 	p0=$(passes); sleep 6; pass_end; p1=$(passes)
 	steady_lists=$(lists); steady_writes=$(writes_count)
 	steady_passes=$((p1 - p0))
+	# per-pass cost: the duration of 5 steady passes (median), as the worker records it
+	: >"$WORK/pass_ms"
+	for _ in 1 2 3 4 5; do
+		pass_end
+		$PSQL -d mlplat -c "SELECT round(extract(epoch FROM last_pass_end - last_pass_start) * 1000, 1) FROM mlplat.reconciler_health WHERE kind = 'deployments' AND role = 'leader'" >>"$WORK/pass_ms"
+	done
+	pass_ms=$(sort -n "$WORK/pass_ms" | sed -n 3p)
 	# a pass lists every deployment of the installation, the earlier sizes' too
 	total=$($PSQL -d mlplat -c "SELECT count(*) FROM mlplat.deployments WHERE status <> 'DELETED'")
 	workers off
 
-	bare_b=$(node "$SRC/bench/converge/bare_apply.js" "$STANDIN_URL" "$STANDIN_TOKEN" "bare-$p-b" "$N" "$CONC" "$WORK/manifests-$N.jsonl")
+	bare_b=$(BARE_PASS_FILE=$WORK/bare_pass node "$SRC/bench/converge/bare_apply.js" "$STANDIN_URL" "$STANDIN_TOKEN" "bare-$p-b" "$N" "$CONC" "$WORK/manifests-$N.jsonl")
 	bare_ms=$(((bare_a + bare_b) / 2))
-	rows+=("$(printf '%6s %9s %10s %20s %6s %9s %12s %8s %8s' "$N" "$api_ms" "$conv_ms" "$bare_ms ($bare_a/$bare_b)" \
+	bare_pass_ms=$(cat "$WORK/bare_pass")
+	# machine-readable, for bench/curves (plots)
+	[ -n "${OUT:-}" ] && printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$N" "$conv_ms" "$bare_ms" "$pass_ms" "$bare_pass_ms" "$total" >>"$OUT"
+	rows+=("$(printf '%6s %9s %10s %20s %6s %9s %12s %8s %8s %8s %8s' "$N" "$api_ms" "$conv_ms" "$bare_ms ($bare_a/$bare_b)" \
 		"$(awk -v a="$conv_ms" -v b="$bare_ms" 'BEGIN{printf "%.2f", a/b}')" \
 		"$(awk -v a="$applies" -v n="$N" 'BEGIN{printf "%.3f", a/n}')" \
 		"$(awk -v l="$steady_lists" -v p="$steady_passes" 'BEGIN{if(p>0) printf "%.1f", l/p; else print "-"}')/$(( (total + 499) / 500 ))" \
-		"$steady_writes" "$steady_passes")")
+		"$steady_writes" "$steady_passes" "$pass_ms" "$bare_pass_ms")")
 done
-printf '\n%6s %9s %10s %20s %6s %9s %12s %8s %8s\n' N api_ms conv_ms bare_ms ratio applies/N "LIST/pass" writes passes
+printf '\n%6s %9s %10s %20s %6s %9s %12s %8s %8s %8s %8s\n' N api_ms conv_ms bare_ms ratio applies/N "LIST/pass" writes passes pass_ms bpass_ms
 printf '%s\n' "${rows[@]}"
-echo "(bare_ms: mean of the bare client just before/just after mlplat, same manifests; LIST/pass: measured / target ceil(deployments/500), all sizes' deployments; writes: in the steady window; http_max_concurrency $CONC; load $(cut -d' ' -f1-3 /proc/loadavg))"
+echo "(bare_ms: mean of the bare client just before/just after mlplat, same manifests; LIST/pass: measured / target ceil(deployments/500), all sizes' deployments; writes: in the steady window; pass_ms: median duration of 5 steady passes; bpass_ms: a bare client's steady pass, LIST all + compare, median of 5; http_max_concurrency $CONC; load $(cut -d' ' -f1-3 /proc/loadavg))"

@@ -10,7 +10,7 @@
 # with, in the same run, the baselines that give them meaning: the retry
 # interval for (a), the stand-in's own apply latency for a bare client, and
 # the wait a resync-only reconciler would give (half the resync interval).
-#   TRIALS=20 INTENTS=500 bench/runtime/run.sh
+#   TRIALS=20 INTENTS=500 [RAW=dir] bench/runtime/run.sh
 set -uo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 TRIALS=${TRIALS:-20}
@@ -162,3 +162,10 @@ printf '%-52s %7s %9s %9s  %s\n' "(c) replica promoted -> its first pass" "$(wc 
 printf '%-52s %7s %9s %9s  %s\n' "wake: deploy() commit -> apply at the stand-in" "$w_n" "${w_p50} ms" "${w_p99} ms" "resync-only would average ${resync}/2; target p50 <= 50 ms"
 printf '%-52s %7s %9s %9s  %s\n' "bare client apply round trip (stand-in floor)" 50 "${bare_p50} ms" "-" "same stand-in, same run"
 echo "(load average: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) cores)"
+# RAW=dir keeps every trial's figure (ms, one a line) for bench/curves (plots)
+if [ -n "${RAW:-}" ]; then
+	mkdir -p "$RAW"
+	cp "$WORK/a.txt" "$RAW/takeover_terminate.txt"
+	cp "$WORK/b.txt" "$RAW/takeover_kill9.txt"
+	cp "$WORK/c.txt" "$RAW/takeover_promote.txt"
+fi
