@@ -29,6 +29,12 @@ SELECT s.name, s.kind, s.trace_id, s.parent_span_id, s.status, s.entity,
   FROM mlplat.spans s JOIN mlplat.deployments d ON d.id = s.entity_id AND s.entity = 'deployment'
  WHERE s.name = 'mlplat.deploy' AND d.name = 'web' AND s.project_id = d.project_id
    AND d.project_id = (SELECT id FROM mlplat.projects WHERE name = 'tracer');
+-- deploy() writes its span in the statement that writes the audit event: the same request
+SELECT count(*) AS spans, bool_and((s.attributes->>'mlplat.request_id')::uuid = a.request_id) AS span_names_request,
+       bool_and(s.trace_id = a.trace_id) AS span_in_audited_trace
+  FROM mlplat.spans s JOIN mlplat.audit_events a ON a.entity = 'deployment' AND a.entity_id = s.entity_id
+       AND a.action = 'deploy' AND a.project = 'tracer'
+ WHERE s.name = 'mlplat.deploy' AND s.project_id = (SELECT id FROM mlplat.projects WHERE name = 'tracer');
 -- every intent above recorded one span in the caller's trace
 SELECT name, count(*) FROM mlplat.spans WHERE trace_id = '0af7651916cd43dd8448eb211c80319c' GROUP BY name ORDER BY name;
 -- a replayed call records nothing; a rolled-back one leaves nothing
