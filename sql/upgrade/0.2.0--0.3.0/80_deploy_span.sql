@@ -5,7 +5,7 @@ CREATE OR REPLACE FUNCTION mlplat.deploy(project text, deployment text, model te
                               gpus int DEFAULT 0, min_replicas int DEFAULT 1, max_replicas int DEFAULT 1,
                               env jsonb DEFAULT '{}', idempotency_key text DEFAULT NULL)
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp AS $$
+SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
   pid bigint := mlplat._authorize('deploy', deploy.project);
   who text := mlplat._actor();
