@@ -211,12 +211,15 @@ err=$(q $DB "SELECT mlplat.retry_run('lab', 'etl')" 2>&1)
 tap_ok $? "a succeeded run cannot be retried"
 # --- kill -9 of the leader while its create is in flight (applied, response never read).
 # A crash restarts every backend, so this runs on a private cluster of its own, against
-# the same stand-in (its instance label keeps the two installations apart).
+# the same stand-in (its instance label keeps the two installations apart).  Two database
+# clusters driving one Kubernetes cluster is what the Lease fence (on by default) forbids:
+# this one opts out, or the shared cluster's Leases would keep it fenced.
 PW=$MLPLAT_TEST_WORK/runs-crash
 mkdir -p "$PW" && chown "$RUNAS" "$PW" 2>/dev/null
 PP=$(free_port)
 cluster_start "$PW/data" "$PP" "${MLPLAT_CONF[@]}" "cron.database_name = 'postgres'" "mlplat.leader_retry_interval = '250ms'" \
-	"mlplat.resync_interval = '1s'" "mlplat.kube_url = '$STANDIN_URL'" "mlplat.kube_token_file = '$STANDIN_TOKEN_FILE'"
+	"mlplat.resync_interval = '1s'" "mlplat.kube_url = '$STANDIN_URL'" "mlplat.kube_token_file = '$STANDIN_TOKEN_FILE'" \
+	"mlplat.lease_fence = off"
 tap_ok $? "private cluster for the crash case started"
 trap 'standin_disconnect mlplat; standin_stop $SD; cluster_stop_all' EXIT
 pq() { PGHOST=$WORK PGPORT=$PP $PSQL -d mlplat -c "$1"; }
