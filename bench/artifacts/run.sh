@@ -52,11 +52,14 @@ if i:
 	done
 	echo "${ms:-}"
 }
-# put KEY FILE [META_SHA] — straight to S3 (the admin API takes 3 MiB at most); prints the SHA-256
+# put KEY FILE [checksum] — straight to S3 (the admin API takes 3 MiB at most); prints the
+# SHA-256.  With "checksum" the stand-in answers x-amz-checksum-sha256 (its emulation of an
+# upload with a checksum); x-amz-meta-sha256 would prove nothing and is not read.
 put() {
-	local sha
+	local sha b64
 	sha=$(sha256sum <"$2" | cut -d' ' -f1)
-	curl -sf -X PUT --data-binary @"$2" ${3:+-H "x-amz-meta-sha256: $sha"} "http://127.0.0.1:$STANDIN_S3/models/$1" >/dev/null || return 1
+	b64=$(printf '%s' "$sha" | xxd -r -p | base64)
+	curl -sf -X PUT --data-binary @"$2" ${3:+-H "x-amz-meta-standin-checksum-sha256: $b64"} "http://127.0.0.1:$STANDIN_S3/models/$1" >/dev/null || return 1
 	echo "$sha"
 }
 
@@ -64,7 +67,7 @@ put() {
 letters=(a b c d e f g h i j k l m n o p q r s t)
 for t in $(seq 1 "$TRIALS"); do
 	head -c $((SIZE_MB * 1024 * 1024)) /dev/zero | tr '\0' "${letters[$((t % 20))]}" >"$WORK/obj"
-	sha=$(put "meta/$t" "$WORK/obj" meta)
+	sha=$(put "meta/$t" "$WORK/obj" checksum)
 	one_deploy "meta$t" "s3://models/meta/$t" "$sha" >>"$WORK/meta.txt"
 	sha=$(put "raw/$t" "$WORK/obj")
 	one_deploy "raw$t" "s3://models/raw/$t" "$sha" >>"$WORK/get.txt"
