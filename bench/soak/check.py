@@ -95,12 +95,16 @@ def tenancy_problems(p):
     for kind, name in (('limitranges', 'mlplat-limits'), ('networkpolicies', 'mlplat-isolation')):
         if (kind, ns, name) not in by_ns_name:
             out.append(f'{kind} {name} missing')
-    have = sorted((o['roleRef']['name'], (o.get('subjects') or [{}])[0].get('name'))
-                  for (kind, n, _), o in by_ns_name.items() if kind == 'rolebindings' and n == ns
-                  and o['metadata'].get('labels', {}).get('app.kubernetes.io/managed-by') == 'mlplat')
+    # members' bindings; the runner's (a ServiceAccount the project's Workflows run as) apart
+    ours = [o for (kind, n, _), o in by_ns_name.items() if kind == 'rolebindings' and n == ns
+            and o['metadata'].get('labels', {}).get('app.kubernetes.io/managed-by') == 'mlplat']
+    runner = [o for o in ours if (o.get('subjects') or [{}])[0].get('kind') == 'ServiceAccount']
+    have = sorted((o['roleRef']['name'], (o.get('subjects') or [{}])[0].get('name')) for o in ours if o not in runner)
     need = sorted(('mlplat-' + m['role'], m['principal']) for m in row['members'] or [])
     if have != need:
         out.append(f'bindings {have}, members {need}')
+    if len(runner) != 1:
+        out.append(f'{len(runner)} runner bindings, not 1')
     return out
 
 # ---------------------------------------------------------------- intents: lost, converged
