@@ -43,7 +43,11 @@ AS $$
                             'principal', m.principal, 'role', m.role,
                             'binding', mlplat._rolebinding_name(m.role, m.principal))
                           ORDER BY m.role, m.principal)
-                     FROM mlplat.members m WHERE m.project_id = p.id), '[]'::jsonb)::text,
+                     -- a Kubernetes system identity (system:anonymous, system:serviceaccount:...)
+                     -- is never a RoleBinding subject: grant_role refuses one, and a member row
+                     -- from before 0.3.0 is left unbound (its old binding is deleted as extra)
+                     FROM mlplat.members m WHERE m.project_id = p.id
+                      AND pg_catalog.lower(pg_catalog.btrim(m.principal)) NOT LIKE 'system:%'), '[]'::jsonb)::text,
          coalesce((p.observed->>'quota_generation')::bigint, 0)
     FROM mlplat.projects p
    WHERE p.status <> 'DELETED'

@@ -312,6 +312,21 @@ out=$($PSQL -d $DB -c "ALTER SYSTEM SET mlplat.network_allowed_namespaces = 'ist
 echo "$out" | grep -q 'invalid value for parameter "mlplat.network_allowed_namespaces"'
 tap_ok $? "a namespace list with a name that is no DNS label is refused"
 
+# ---------------------------------------------------------------- a system identity among the members
+# grant_role refuses 'system:' principals (issue 18, finding 9); a member row from before
+# 0.3.0 is written here directly: the reconciler must never bind it
+q $DB "INSERT INTO mlplat.members (project_id, principal, role, granted_by)
+       SELECT id, 'system:anonymous', 'viewer', 'pre-0.3.0' FROM mlplat.projects WHERE name = 'vision'" >/dev/null
+q $DB "SELECT mlplat.grant_role('vision', 'dave', 'viewer')" >/dev/null
+deadline=$((SECONDS + 20))
+until kube GET /apis/rbac.authorization.k8s.io/v1/namespaces/mlp-vision/rolebindings/mlplat-viewer-dave | grep -q '"subjects"' ||
+	((SECONDS >= deadline)); do sleep 0.2; done
+tap_ok $? "the pass a grant_role wakes binds dave"
+check "$(kube GET "/apis/rbac.authorization.k8s.io/v1/namespaces/mlp-vision/rolebindings?labelSelector=$SEL")" \
+	"not [s for i in o['items'] for s in i.get('subjects', []) if s['name'].lower().startswith('system:') and s.get('kind') == 'User']"
+tap_ok $? "no RoleBinding names system:anonymous, though a member row says so"
+q $DB "DELETE FROM mlplat.members WHERE principal = 'system:anonymous'" >/dev/null
+
 # leave nothing live for the scripts that run after this one against their own stand-in
 q $DB "SELECT mlplat.delete_project('vision')" >/dev/null
 wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'vision'" DELETED 15

@@ -243,5 +243,35 @@ BEGIN
   RETURN r;
 END $$;
 
+CREATE OR REPLACE FUNCTION mlplat._projects_claim()
+RETURNS TABLE (id bigint, name text, gpu_quota int, cpu_quota text, memory_quota text,
+               status text, status_reason text, last_error text,
+               generation bigint, observed_generation bigint, row_version bigint,
+               traceparent text, attempts int, due boolean, members text,
+               quota_generation bigint)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$
+  SELECT p.id, p.name, p.gpu_quota, p.cpu_quota, p.memory_quota,
+         p.status, p.status_reason, p.last_error,
+         p.generation, p.observed_generation, p.row_version,
+         p.traceparent, p.attempts, p.next_attempt_at <= pg_catalog.now(),
+         coalesce((SELECT pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(
+                            'principal', m.principal, 'role', m.role,
+                            'binding', mlplat._rolebinding_name(m.role, m.principal))
+                          ORDER BY m.role, m.principal)
+                     -- a Kubernetes system identity (system:anonymous, system:serviceaccount:...)
+                     -- is never a RoleBinding subject: grant_role refuses one, and a member row
+                     -- from before 0.3.0 is left unbound (its old binding is deleted as extra)
+                     FROM mlplat.members m WHERE m.project_id = p.id
+                      AND pg_catalog.lower(pg_catalog.btrim(m.principal)) NOT LIKE 'system:%'), '[]'::jsonb)::text,
+         coalesce((p.observed->>'quota_generation')::bigint, 0)
+    FROM mlplat.projects p
+   WHERE p.status <> 'DELETED'
+   ORDER BY p.id
+$$;
+
+REVOKE ALL ON FUNCTION mlplat._projects_claim() FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION mlplat._check_subject(text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._check_no_template(text, jsonb) FROM PUBLIC;
