@@ -9,6 +9,10 @@
  * test/run.sh scans.  Leak checking is off: backends free by memory context and
  * exit without freeing, which LeakSanitizer would report as leaks.
  */
+#include "postgres.h"
+
+#include "tcop/tcopprot.h"
+
 #if defined(__SANITIZE_ADDRESS__)
 #define MLPLAT_ASAN 1
 #elif defined(__has_feature)
@@ -40,6 +44,7 @@ __ubsan_default_options(void)
 
 #ifdef MLPLAT_ASAN
 extern void __asan_handle_no_return(void);
+extern void __asan_unpoison_memory_region(void const volatile *addr, size_t size);
 #endif
 
 /*
@@ -54,5 +59,23 @@ mlplat_sanitizer_before_error(void)
 {
 #ifdef MLPLAT_ASAN
 	__asan_handle_no_return();
+#endif
+}
+
+/*
+ * After a longjmp has already happened the frames it left are below us, out
+ * of __asan_handle_no_return's reach (it clears from the current frame up).
+ * Clear the shadow of everything the stack may have held below this frame:
+ * max_stack_depth plus a megabyte of margin.  The shadow
+ * exists for every address; the stack pages themselves need not be mapped.
+ */
+void
+mlplat_sanitizer_after_catch(void)
+{
+#ifdef MLPLAT_ASAN
+	char	   *here = (char *) __builtin_frame_address(0);
+	size_t		depth = ((size_t) max_stack_depth + 1024) * 1024;
+
+	__asan_unpoison_memory_region(here - depth, depth);
 #endif
 }

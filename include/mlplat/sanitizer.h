@@ -14,4 +14,14 @@
  */
 extern void mlplat_sanitizer_before_error(void);
 
+/*
+ * Call in a PG_CATCH block that handles the error instead of re-throwing it
+ * (the workers' pass and leader-lock catches): the ERROR may have come from
+ * frames deep below, whose stale shadow would otherwise make the next calls
+ * that reuse that stack look like overflows.  Clears the abandoned stack below
+ * the caller, as deep as a backend's stack may grow.  Does nothing in other
+ * builds.
+ */
+extern void mlplat_sanitizer_after_catch(void);
+
 #endif							/* MLPLAT_SANITIZER_H */

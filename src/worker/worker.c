@@ -42,6 +42,7 @@
 #include "mlplat/otlp_export.h"
 #include "mlplat/reconcile.h"
 #include "mlplat/retention.h"
+#include "mlplat/sanitizer.h"
 #include "mlplat/secret_file.h"
 #include "mlplat/shmem.h"
 #include "mlplat/version.h"
@@ -256,6 +257,7 @@ try_lead(long wait_ms)
 	{
 		ErrorData  *edata;
 
+		mlplat_sanitizer_after_catch();
 		LockTimeout = saved_lock_timeout;
 		MemoryContextSwitchTo(caller);
 		edata = CopyErrorData();
@@ -455,6 +457,7 @@ run_pass(MlplatPassFn fn, MlplatPass *pass, MemoryContext pass_context)
 	{
 		ErrorData  *edata;
 
+		mlplat_sanitizer_after_catch();
 		MemoryContextSwitchTo(pass_context);
 		edata = CopyErrorData();
 		FlushErrorState();
