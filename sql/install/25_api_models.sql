@@ -134,7 +134,7 @@ END $$;
 
 CREATE FUNCTION mlplat.set_model_stage(project text, model text, version text, stage text)
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp AS $$
+SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
   pid bigint := mlplat._authorize('set_model_stage', set_model_stage.project);
   r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'model_version', NULL, NULL, NULL, false)::mlplat.accepted;
@@ -143,6 +143,7 @@ DECLARE
   demoted text;
   moved boolean;
 BEGIN
+  PERFORM mlplat._bound_api_waits();
   IF set_model_stage.stage IS NULL OR set_model_stage.stage NOT IN ('NONE', 'CANDIDATE', 'CHAMPION', 'ARCHIVED') THEN
     PERFORM mlplat._bad_input('stage', 'must be one of NONE, CANDIDATE, CHAMPION, ARCHIVED',
       'CHAMPION serves production; CANDIDATE may be deployed for trials.');

@@ -70,6 +70,15 @@ END $$;
 -- when the function returns (a SET LOCAL outlives a function whose SET clause does not name
 -- the setting).
 -- Lock order everywhere: the project row, then the entity row.
+-- API functions that wait for an entity row without taking the project's lock first
+-- (undeploy, cancel_run, promote/abort_rollout, set_model_stage) bound those waits the
+-- same way: lock_timeout from mlplat.api_lock_timeout for the rest of the call (their SET
+-- clause names lock_timeout, which gives the caller's own value back on return).
+CREATE FUNCTION mlplat._bound_api_waits() RETURNS void LANGUAGE sql AS $$
+  SELECT FROM pg_catalog.set_config('lock_timeout',
+    coalesce(pg_catalog.current_setting('mlplat.api_lock_timeout', true), '5s'), true)
+$$;
+
 CREATE FUNCTION mlplat._lock_project_row(p_project_id bigint, p_strength text, p_action text)
 RETURNS mlplat.projects LANGUAGE plpgsql AS $$
 DECLARE
@@ -356,13 +365,14 @@ END $$;
 
 CREATE FUNCTION mlplat.undeploy(project text, deployment text)
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp AS $$
+SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
   pid bigint := mlplat._authorize('undeploy', undeploy.project);
   r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'deployment', NULL, NULL, NULL, false)::mlplat.accepted;
   tp text := mlplat._traceparent();
   seen mlplat.deployments;
 BEGIN
+  PERFORM mlplat._bound_api_waits();
   seen := mlplat._find_deployment(pid, undeploy.deployment);
   r.entity_id := seen.id; r.revision := seen.desired_revision;
   IF seen.status IN ('DELETING', 'DELETED') THEN

@@ -259,13 +259,14 @@ END $$;
 
 CREATE FUNCTION mlplat.cancel_run(project text, run text)
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp AS $$
+SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
   pid bigint := mlplat._authorize('cancel_run', cancel_run.project);
   r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'run', NULL, NULL, NULL, false)::mlplat.accepted;
   tp text := mlplat._traceparent();
   seen mlplat.runs;
 BEGIN
+  PERFORM mlplat._bound_api_waits();
   SELECT * INTO seen FROM mlplat.runs x WHERE x.project_id = pid AND x.name = cancel_run.run;
   IF seen.id IS NULL THEN
     RAISE EXCEPTION USING ERRCODE = '42704',

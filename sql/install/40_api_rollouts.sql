@@ -171,6 +171,7 @@ DECLARE
   want text := CASE p_action WHEN 'promote_rollout' THEN 'PROMOTE' ELSE 'ABORT' END;
   new_status text;
 BEGIN
+  PERFORM mlplat._bound_api_waits();
   -- locked: the reconciler writes the row every few hundred ms while a rollout runs, and a
   -- person's promote or abort must not fail on that (the reconciler's next write-back loses
   -- its compare-and-swap instead, and reads the row again)
@@ -209,12 +210,12 @@ END $$;
 
 CREATE FUNCTION mlplat.promote_rollout(project text, deployment text)
 RETURNS mlplat.accepted LANGUAGE sql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp AS $$
+SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
   SELECT * FROM mlplat._rollout_request('promote_rollout', project, deployment)
 $$;
 
 CREATE FUNCTION mlplat.abort_rollout(project text, deployment text)
 RETURNS mlplat.accepted LANGUAGE sql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp AS $$
+SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
   SELECT * FROM mlplat._rollout_request('abort_rollout', project, deployment)
 $$;

@@ -85,7 +85,26 @@ session plk_rowholder postgres "BEGIN; SELECT 1 FROM mlplat.deployments WHERE na
 tap_ok $? "a session holds deployment a1's row"
 tap_is "$(call "SELECT status FROM mlplat.deploy('plk', 'a1', 'm', '1', 'kserve-sklearnserver', 0, 1, 2)")" \
 	"55P03 canceling statement due to lock timeout" "a deploy of a1 fails with 55P03 after the bound, not at the statement timeout"
+tap_is "$(call "SELECT status FROM mlplat.undeploy('plk', 'a1')")" \
+	"55P03 canceling statement due to lock timeout" "an undeploy of a1 (no project lock) is bounded the same way"
 q $DB "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'plk_rowholder'" >/dev/null
+
+# (3b) the API functions that wait only for an entity row are bounded too
+tap_is "$(call "SELECT status FROM mlplat.start_run('plk', 'plkjob', jsonb_build_object('image', 'x'))")" PENDING \
+	"a run to cancel"
+session plk_rowholder2 postgres "BEGIN; SELECT 1 FROM mlplat.runs r JOIN mlplat.projects p ON p.id = r.project_id
+  WHERE p.name = 'plk' AND r.name = 'plkjob' FOR UPDATE OF r;
+  SELECT 1 FROM mlplat.models m WHERE m.project_id = $PID AND m.name = 'm' FOR UPDATE; SELECT pg_sleep(120)"
+tap_ok $? "a session holds the run's and the model's rows"
+tap_is "$(call "SELECT status FROM mlplat.cancel_run('plk', 'plkjob')")" \
+	"55P03 canceling statement due to lock timeout" "cancel_run fails with 55P03 after the bound, not at the statement timeout"
+tap_is "$(call "SELECT status FROM mlplat.set_model_stage('plk', 'm', '1', 'ARCHIVED')")" \
+	"55P03 canceling statement due to lock timeout" "set_model_stage fails with 55P03 after the bound, not at the statement timeout"
+q $DB "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'plk_rowholder2'" >/dev/null
+wait_for $DB "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'plk_rowholder2'" 0 10
+got=$(call "SELECT status FROM mlplat.cancel_run('plk', 'plkjob')")
+[ -n "$got" ] && [ "${got:0:5}" != 55P03 ]
+tap_ok $? "once the holder is gone, cancel_run no longer waits (got: $got)"
 
 # (4) an open deploy holds the row shared (GPU-raising: FOR NO KEY UPDATE); others go on
 session plk_open postgres "BEGIN; SELECT mlplat.deploy('plk', 'b1', 'm', '1', 'kserve-sklearnserver', 0, 1, 1); SELECT pg_sleep(120)"
