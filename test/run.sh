@@ -4,12 +4,13 @@
 #
 #   test/run.sh                 all suites
 #   test/run.sh --sanitize      the same, with mlplat built under ASan + UBSan
-#   test/run.sh SUITE...        only these (regress isolation pgtap upgrade lifecycle scripts fuzz real)
+#   test/run.sh SUITE...        only these (selftest regress isolation pgtap upgrade lifecycle scripts fuzz real)
 #   FUZZ_SECONDS=N              seconds per libFuzzer target in the fuzz suite (default 20)
 #   KEEP=1 test/run.sh          keep the work directory (it is kept anyway on failure)
 #   ONLY=regex test/run.sh scripts   only the scripts whose path matches regex
 #
-# The cluster is always stopped. The last line is "N passed, N failed".
+# The cluster is always stopped. The last line is "N passed, N failed", the line
+# before it "N skipped (...)".
 set -uo pipefail
 
 SRC=$(cd "$(dirname "$0")/.." && pwd)
@@ -18,18 +19,19 @@ SUITES=()
 for a in "$@"; do
 	case "$a" in
 		--sanitize) SANITIZE=1 ;;
-		-h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+		-h|--help) sed -n '2,13p' "$0"; exit 0 ;;
 		*) SUITES+=("$a") ;;
 	esac
 done
 # The fuzz targets are always built with ASan + UBSan (and need no server), so
 # the --sanitize pass of scripts/test.sh does not run them a second time.
 if ! ((${#SUITES[@]})); then
-	SUITES=(regress isolation pgtap upgrade lifecycle scripts)
+	SUITES=(selftest regress isolation pgtap upgrade lifecycle scripts)
 	((SANITIZE)) || SUITES+=(fuzz real)
 fi
 
 . "$SRC/test/lib/cluster.sh"
+. "$SRC/test/lib/judge.sh"
 
 # shared/ (CRD schemas, validate-manifest) sits beside the repository; for a
 # git worktree, beside the main checkout.  Suites read MLPLAT_SHARED.
@@ -43,7 +45,9 @@ done
 cluster_init "$(mktemp -d /tmp/mlplat-test.XXXXXX)"
 PASS=0
 FAIL=0
+SKIP=0
 FAILED_NAMES=()
+SKIPPED_NAMES=()
 
 log() { printf '== %s\n' "$*"; }
 pass() { PASS=$((PASS + ${2:-1})); }
@@ -80,6 +84,7 @@ t0=$SECONDS
 if ! cluster_build "${MAKE_FLAGS[@]}"; then
 	cat "$WORK/build.log"
 	fail build
+	echo "$SKIP skipped"
 	echo "$PASS passed, $FAIL failed"
 	exit 1
 fi
@@ -166,26 +171,18 @@ suite_pgtap() {
 
 # Scripts printing TAP: test/*/run.sh suites and test/e2e/*.sh, run against this cluster.
 suite_scripts() {
-	local s out total bad t0
+	local s
 	for s in $(ls "$SRC"/test/unit/run.sh "$SRC"/test/http/run.sh "$SRC"/test/standin/test.sh "$SRC"/test/e2e/*.sh 2>/dev/null); do
 		[[ -n "${ONLY:-}" && ! "${s#$SRC/}" =~ $ONLY ]] && continue
 		# These run no mlplat code in the server: the unit tests are always built
-		# with ASan + UBSan, the stand-in's are JavaScript, the package test builds
+		# with ASan + UBSan (and fail in the normal pass on any report, see
+		# test/lib/judge.sh), the stand-in's are JavaScript, the package test builds
 		# its own .deb.  The sanitizer pass would only repeat the normal pass.
 		if ((SANITIZE)) && [[ ${s#$SRC/} =~ ^test/(unit/run|standin/test|e2e/package)\.sh$ ]]; then
 			log "script: ${s#$SRC/} (in the normal pass only: no server code to sanitize)"
 			continue
 		fi
-		log "script: ${s#$SRC/}"
-		t0=$SECONDS
-		out=$(MLPLAT_TEST_CLUSTER=1 MLPLAT_TEST_WORK=$WORK MLPLAT_TEST_BIN=$BIN timeout 900 bash "$s" 2>&1)
-		echo "$out"
-		note_duration "${s#$SRC/}" $((SECONDS - t0))
-		total=$(echo "$out" | grep -cE '^ok ')
-		bad=$(echo "$out" | grep -E '^not ok ' | grep -cv '# TODO')
-		if ! echo "$out" | grep -qE '^1\.\.[0-9]+'; then bad=$((bad + 1)); fi
-		pass "$s" "$total"
-		((bad)) && fail "${s#$SRC/} ($bad)" "$bad"
+		run_tap_script "$s"
 	done
 }
 
@@ -213,21 +210,37 @@ suite_real() {
 }
 suite_fuzz() { run_tap_script "$SRC/fuzz/run.sh" "${FUZZ_SECONDS:-20}"; }
 suite_lifecycle() { run_tap_script "$SRC/test/lifecycle/run.sh"; }
+suite_selftest() { run_tap_script "$SRC/test/selftest/run.sh"; }
 
+# run_tap_script SCRIPT ARGS... — run one TAP script against this cluster and judge
+# it by its exit status, its plan and its results (test/lib/judge.sh).  Skips are
+# counted apart; more than test/expected-skips allows (with a reason) is a failure.
 run_tap_script() {
-	local s=$1 out total bad t0
+	local s=$1 name out rc t0 allowed mode
 	shift
 	[ -f "$s" ] || return 0
-	log "script: ${s#$SRC/}"
+	name=${s#$SRC/}
+	log "script: $name"
+	out=$WORK/tap/$(echo "$name" | tr / _).out
+	mkdir -p "$WORK/tap"
 	t0=$SECONDS
-	out=$(MLPLAT_TEST_CLUSTER=1 MLPLAT_TEST_WORK=$WORK MLPLAT_TEST_BIN=$BIN timeout 900 bash "$s" "$@" 2>&1)
-	echo "$out"
-	note_duration "${s#$SRC/}" $((SECONDS - t0))
-	total=$(echo "$out" | grep -cE '^ok ')
-	bad=$(echo "$out" | grep -E '^not ok ' | grep -cv '# TODO')
-	if ! echo "$out" | grep -qE '^1\.\.[0-9]+'; then bad=$((bad + 1)); fi
-	pass "$s" "$total"
-	((bad)) && fail "${s#$SRC/} ($bad)" "$bad"
+	MLPLAT_TEST_CLUSTER=1 MLPLAT_TEST_WORK=$WORK MLPLAT_TEST_BIN=$BIN timeout 900 bash "$s" "$@" >"$out" 2>&1
+	rc=$?
+	cat "$out"
+	note_duration "$name" $((SECONDS - t0))
+	tap_judge "$out" "$rc"
+	pass "$name" "$J_PASS"
+	if ((J_SKIP)); then
+		SKIP=$((SKIP + J_SKIP))
+		SKIPPED_NAMES+=("$name $J_SKIP")
+		mode=$( ((SANITIZE)) && echo sanitize || echo normal)
+		allowed=$(tap_allowed_skips "$SRC/test/expected-skips" "$mode" "$name")
+		if ((J_SKIP > allowed)); then
+			fail "$name (skipped $J_SKIP, test/expected-skips allows $allowed in the $mode pass)"
+		fi
+	fi
+	((J_FAIL)) && fail "$name ($J_WHY)" "$J_FAIL"
+	return 0
 }
 
 export SRC BIN WORK RUNAS PGXS_DIR SANITIZE
@@ -278,5 +291,7 @@ if ((SANITIZE)); then
 fi
 
 ((FAIL)) && printf 'failed: %s\n' "${FAILED_NAMES[*]}"
+# Skips are neither passes nor failures: counted on the line before the summary.
+echo "$SKIP skipped${SKIPPED_NAMES:+ (${SKIPPED_NAMES[*]})}"
 echo "$PASS passed, $FAIL failed"
 ((FAIL == 0))

@@ -43,12 +43,18 @@ now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
 CC=${CC:-cc}
 if $CC -Wall -Wextra -Werror -I"$ROOT/include" -o "$W/backoff_test" \
 	"$ROOT/test/unit/backoff_test.c" "$ROOT/src/http/backoff.c" 2>"$W/cc.err"; then
+	"$W/backoff_test" >"$W/backoff.tap" 2>&1
+	rc=$?
 	while IFS= read -r line; do
 		case "$line" in
 			"ok "*) ok 1 "backoff: ${line#* - }" ;;
 			"not ok "*) ok 0 "backoff: ${line#* - }" ;;
 		esac
-	done < <("$W/backoff_test")
+	done <"$W/backoff.tap"
+	# Its plan and exit status too: a test binary that dies half way prints fewer lines.
+	n=$(grep -cE '^(not )?ok ' "$W/backoff.tap")
+	plan=$(sed -n 's/^1\.\.\([0-9]*\).*/\1/p' "$W/backoff.tap")
+	ok "$([ "$rc" = 0 ] && [ "$plan" = "$n" ] && echo 1)" "backoff: the unit test ran to its end (exit status $rc, plan 1..$plan, $n results)" "$(grep -vE '^(not )?ok ' "$W/backoff.tap")"
 else
 	ok 0 "backoff unit test builds" "$(cat "$W/cc.err")"
 fi

@@ -62,3 +62,58 @@ wait_for() {
 		sleep 0.1
 	done
 }
+
+# tap_binary NAME CMD... — run a C test binary that prints TAP (its plan last) and
+# renumber its results into this script's.  One more result fails when the binary
+# did not finish the way a passing or failing run does: a sanitizer report, a signal,
+# an exit status other than 0 (or 1 after a failed test), no plan, or a plan that is
+# not the number of results it printed.  So a binary that aborts half way fails
+# here and names itself, instead of just printing fewer "ok" lines.
+tap_binary() {
+	local name=$1 out rc line plan= results nok why=
+	shift
+	out=$(mktemp)
+	"$@" >"$out" 2>&1
+	rc=$?
+	local re_result='^(not )?ok( +[0-9]+)? *(- )?(.*)$' re_plan='^1\.\.([0-9]+)'
+	while IFS= read -r line; do
+		if [[ $line =~ $re_result ]]; then
+			tap_ok "$([ -n "${BASH_REMATCH[1]}" ] && echo 1 || echo 0)" "$name: ${BASH_REMATCH[4]}"
+		elif [[ $line =~ $re_plan ]]; then
+			plan=${BASH_REMATCH[1]}
+			echo "# $name: plan 1..$plan"
+		else
+			echo "# $line"
+		fi
+	done <"$out"
+	results=$(grep -cE '^(not )?ok( |$)' "$out")
+	nok=$(grep -cE '^not ok( |$)' "$out")
+	grep -qE 'ERROR: (Address|Leak)Sanitizer|runtime error:' "$out" && why="a sanitizer report"
+	if [ "$rc" -gt 128 ]; then why="${why:+$why, }killed by signal $((rc - 128))"
+	elif [ "$rc" != 0 ] && ! { [ "$rc" = 1 ] && [ "$nok" -gt 0 ]; }; then why="${why:+$why, }exit status $rc"
+	fi
+	if [ -z "$plan" ]; then why="${why:+$why, }no plan"
+	elif [ "$plan" != "$results" ]; then why="${why:+$why, }plan 1..$plan but $results results"
+	fi
+	rm -f "$out"
+	if [ -n "$why" ]; then
+		tap_ok 1 "$name ran to its end ($why after $results results)"
+		return 1
+	fi
+	tap_ok 0 "$name ran to its end ($results results, exit status $rc)"
+	[ "$rc" = 0 ]
+}
+
+# tap_same BEFORE AFTER DESCRIPTION — a "nothing changed" check: passes only when
+# both sides are equal AND not empty, so a helper that failed (and printed nothing)
+# before and after cannot make it pass.
+tap_same() {
+	if [ -n "$1" ] && [ "$1" = "$2" ]; then
+		tap_ok 0 "$3"
+	else
+		tap_ok 1 "$3"
+		[ -n "$1" ] || echo "#   the first side is empty: nothing was compared"
+		[ -n "$2" ] || echo "#   the second side is empty: nothing was compared"
+		[ "$1" = "$2" ] || { echo "#   before: '$1'"; echo "#   after:  '$2'"; }
+	fi
+}

@@ -1,0 +1,63 @@
+# test/lib/judge.sh — how test/run.sh judges a script that prints TAP.
+#
+# tap_judge FILE RC reads a script's whole output (stdout and stderr) and its
+# exit status and sets
+#   J_PASS  results "ok" (not skipped)
+#   J_SKIP  results "ok ... # SKIP", or 1 for a script that skipped itself ("1..0 # SKIP")
+#   J_FAIL  results "not ok", plus one for each thing below that went wrong
+#   J_WHY   what went wrong, for the runner's FAILED line ("" when nothing)
+# A script fails when it exits non-zero (a timeout and a signal are named), prints no
+# plan or more than one, runs a different number of tests than its plan says, bails
+# out, or prints a sanitizer report.  A script that printed only "ok" lines and then
+# died is therefore a failure, not a pass.
+#
+# test/selftest/run.sh feeds deliberately broken scripts through this function.
+
+tap_judge() {
+	local file=$1 rc=$2 counts plans planned results skipall
+	J_WHY=
+	# One awk pass: results, skips, failures, plan lines, the planned count, bail-outs.
+	counts=$(awk '
+		/^ok([ \t]|$)/ { r++; if (tolower($0) ~ /#[ \t]*skip/) s++; else p++; next }
+		/^not ok([ \t]|$)/ { r++; f++; next }
+		/^1\.\.[0-9]+/ { np++; n = substr($0, 4) + 0; if (tolower($0) ~ /#[ \t]*skip/) sa = 1; next }
+		/^Bail out!/ { b++ }
+		/ERROR: AddressSanitizer|runtime error:|ERROR: LeakSanitizer/ { san++ }
+		END { printf "%d %d %d %d %d %d %d %d\n", p, s, f, r, np, n, b, san }' "$file")
+	set -- $counts
+	J_PASS=$1 J_SKIP=$2 J_FAIL=$3 results=$4 plans=$5 planned=$6
+	local bail=$7 san=$8
+	skipall=0
+	if ((plans == 1 && planned == 0 && results == 0)) && grep -qiE '^1\.\.0[ \t]*#[ \t]*skip' "$file"; then
+		skipall=1
+		J_SKIP=1
+	fi
+	_j_bad() { J_FAIL=$((J_FAIL + 1)); J_WHY="${J_WHY:+$J_WHY; }$1"; }
+	if ((rc == 124)); then _j_bad "timed out"
+	elif ((rc > 128)); then _j_bad "killed by signal $((rc - 128))"
+	elif ((rc != 0)); then _j_bad "exit status $rc"
+	fi
+	if ((plans == 0)); then _j_bad "no plan"
+	elif ((plans > 1)); then _j_bad "$plans plans"
+	elif ((planned != results)); then _j_bad "plan 1..$planned but $results results"
+	elif ((planned == 0 && !skipall)); then _j_bad "plan 1..0 without a SKIP reason"
+	fi
+	((bail)) && _j_bad "bailed out"
+	((san)) && _j_bad "sanitizer report in its output"
+	if ((J_FAIL > 0)) && [ -z "$J_WHY" ]; then J_WHY="$J_FAIL not ok"
+	elif ((J_FAIL > 0)); then
+		local nok=$(grep -cE '^not ok([ \t]|$)' "$file")
+		((nok)) && J_WHY="$nok not ok; $J_WHY"
+	fi
+	unset -f _j_bad
+	return 0
+}
+
+# tap_allowed_skips FILE MODE SCRIPT — how many skips FILE (test/expected-skips)
+# allows SCRIPT in MODE (normal or sanitize); a line without a reason allows none.
+tap_allowed_skips() {
+	awk -v m="$2" -v s="$3" '
+		/^[ \t]*(#|$)/ { next }
+		$1 == m && $2 == s && NF >= 4 { n = $3 }
+		END { print n + 0 }' "$1" 2>/dev/null || echo 0
+}
