@@ -126,7 +126,7 @@ SELECT mlplat.render_inference_service('delta', 'iris-web', 99);
 \pset tuples_only on
 SELECT jsonb_agg(mlplat.render_inference_service('delta', d.name, r.revision))::text
 FROM mlplat.deployment_revisions r JOIN mlplat.deployments d ON d.id = r.deployment_id
-\g | sh -c 'for d in "$MLPLAT_SHARED" ../shared "$(git rev-parse --show-toplevel 2>/dev/null)/../shared"; do [ -x "$d/tools/validate-manifest" ] && exec python3 -c "import json,sys,subprocess; docs=json.load(sys.stdin); p=subprocess.run([sys.argv[1], \"-\"], input=\"\\n---\\n\".join(json.dumps(x) for x in docs), text=True, capture_output=True); print(p.returncode, p.stdout.count(\": valid\"), len(docs))" "$d/tools/validate-manifest"; done; echo validate-manifest not found'
+\g | sh -c 'v="${SRC:-$(git rev-parse --show-toplevel)}/test/tools/validate-manifest"; [ -x "$v" ] || { echo "$v not found"; exit; }; python3 -c "import json,sys,subprocess; docs=json.load(sys.stdin); p=subprocess.run([sys.argv[1], \"-\"], input=\"\\n---\\n\".join(json.dumps(x) for x in docs), text=True, capture_output=True); print(p.returncode, p.stdout.count(\": valid\"), len(docs))" "$v"'
 \pset format aligned
 \pset tuples_only off
 -- outsiders see no manifest

@@ -33,15 +33,32 @@ fi
 . "$SRC/test/lib/cluster.sh"
 . "$SRC/test/lib/judge.sh"
 
-# shared/ (CRD schemas, validate-manifest) sits beside the repository; for a
-# git worktree, beside the main checkout.  Suites read MLPLAT_SHARED.
-for d in "$SRC/../shared" "$(git -C "$SRC" rev-parse --git-common-dir 2>/dev/null)/../../shared"; do
-	if [ -x "$d/tools/validate-manifest" ]; then
-		MLPLAT_SHARED=$(cd "$d" && pwd)
-		export MLPLAT_SHARED VALIDATE_MANIFEST=$MLPLAT_SHARED/tools/validate-manifest
-		break
+# The suites use only what the repository carries (the CRD schemas in
+# test/schemas/, the validator in test/tools/); nothing beside it.  A clone has
+# nothing beside it, but a development machine may (a shared/ directory beside
+# the checkout, or beside the main checkout of a worktree): the run hides it
+# behind an empty read-only tmpfs in a mount namespace of its own, so a suite
+# that reads it fails here as it would in a clone.  The selftest suite also
+# fails if a runtime reference to ../shared comes back.
+unset MLPLAT_SHARED VALIDATE_MANIFEST
+if [ -z "${MLPLAT_TEST_HIDDEN:-}" ]; then
+	declare -A seen=()
+	hide=()
+	for d in "$SRC/../shared" "$(cd "$SRC" && cd "$(git rev-parse --git-common-dir 2>/dev/null || echo .)/../.." 2>/dev/null && pwd)/shared"; do	# hides, never reads
+		[ -d "$d" ] || continue
+		d=$(cd "$d" && pwd)
+		[ -n "${seen[$d]:-}" ] || { seen[$d]=1; hide+=("$d"); }
+	done
+	if ((${#hide[@]})) && unshare -m true 2>/dev/null; then
+		echo "== hiding ${hide[*]} from this run (a clone has nothing beside it)"
+		exec env MLPLAT_TEST_HIDDEN="${hide[*]}" unshare -m bash -c '
+			n=$1; shift
+			for ((i = 0; i < n; i++)); do mount -t tmpfs -o ro,size=64k mlplat-hidden "$1" || exit 1; shift; done
+			exec bash "$@"' hide "${#hide[@]}" "${hide[@]}" "$0" "$@"
+	elif ((${#hide[@]})); then
+		echo "== note: ${hide[*]} stays visible to this run (no mount namespace here)"
 	fi
-done
+fi
 cluster_init "$(mktemp -d /tmp/mlplat-test.XXXXXX)"
 PASS=0
 FAIL=0
@@ -172,13 +189,14 @@ suite_pgtap() {
 # Scripts printing TAP: test/*/run.sh suites and test/e2e/*.sh, run against this cluster.
 suite_scripts() {
 	local s
-	for s in $(ls "$SRC"/test/unit/run.sh "$SRC"/test/http/run.sh "$SRC"/test/standin/test.sh "$SRC"/test/e2e/*.sh 2>/dev/null); do
+	for s in $(ls "$SRC"/test/unit/run.sh "$SRC"/test/tools/test.sh "$SRC"/test/http/run.sh "$SRC"/test/standin/test.sh "$SRC"/test/e2e/*.sh 2>/dev/null); do
 		[[ -n "${ONLY:-}" && ! "${s#$SRC/}" =~ $ONLY ]] && continue
 		# These run no mlplat code in the server: the unit tests are always built
 		# with ASan + UBSan (and fail in the normal pass on any report, see
-		# test/lib/judge.sh), the stand-in's are JavaScript, the package test builds
-		# its own .deb.  The sanitizer pass would only repeat the normal pass.
-		if ((SANITIZE)) && [[ ${s#$SRC/} =~ ^test/(unit/run|standin/test|e2e/package)\.sh$ ]]; then
+		# test/lib/judge.sh), the validator and the stand-in need no server, the
+		# package test builds its own .deb.  The sanitizer pass would only repeat
+		# the normal pass.
+		if ((SANITIZE)) && [[ ${s#$SRC/} =~ ^test/(unit/run|tools/test|standin/test|e2e/package)\.sh$ ]]; then
 			log "script: ${s#$SRC/} (in the normal pass only: no server code to sanitize)"
 			continue
 		fi

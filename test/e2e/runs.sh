@@ -22,7 +22,7 @@ q $DB "SELECT mlplat.create_project('lab', 4, '32', '64Gi')" >/dev/null
 # the projects reconciler makes the namespace
 wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'lab'" READY 30 >/dev/null
 
-VALIDATE=${VALIDATE_MANIFEST:-$SRC/../shared/tools/validate-manifest}   # test/run.sh exports it
+VALIDATE=$(cd "$(dirname "$0")/../tools" && pwd)/validate-manifest   # the repository's own, against test/schemas/
 
 status() { q $DB "SELECT status FROM mlplat.runs WHERE name = '$1'"; }
 wf_writes() {   # stored creates of one workflow at the stand-in

@@ -176,4 +176,18 @@ n=$(grep -c 'tap_judge "\$out" "\$rc"' "$SRC/test/run.sh")
 ! grep -qE "grep -c[E]* '\^ok " "$SRC/test/run.sh" && [ "$n" = 1 ]
 tap_ok $? "test/run.sh judges every TAP script through tap_judge (one place, no ad hoc counting)"
 
+# ---- 9. a clone stands on its own: nothing reads a shared/ directory beside the repository
+# (test/run.sh also hides one behind an empty tmpfs when it can).  Comments and the docs may
+# name it; code may not.
+files=$(cd "$SRC" && { git ls-files -co --exclude-standard 2>/dev/null || find . -type f -printf '%P\n'; } |
+	grep -vE '(^|/)node_modules/|\.md$|^test/selftest/run\.sh$')
+refs=$(cd "$SRC" && echo "$files" | xargs -r -d '\n' grep -nE "\.\./shared|/work/shared|MLPLAT_SHARED|VALIDATE_MANIFEST|'shared', *'(schemas|tools)'" 2>/dev/null |
+	grep -vE '^[^:]+:[0-9]+:[[:space:]]*(#|//|--|\*)' | grep -vE 'unset MLPLAT_SHARED VALIDATE_MANIFEST|# hides, never reads$')
+[ -z "$refs" ] && [ -n "$files" ]
+tap_ok $? "no runtime reference to ../shared in the repository ($(echo "$files" | wc -l) files read)"
+[ -n "$refs" ] && echo "$refs" | sed 's/^/#   /'
+[ -x "$SRC/test/tools/validate-manifest" ] && [ -s "$SRC/test/schemas/kserve-inferenceservice-v1beta1.json" ] &&
+	[ -s "$SRC/test/schemas/argo-workflow-v1alpha1.json" ] && grep -q kserve-inferenceservice-v1beta1.json "$SRC/test/schemas/SOURCES.md"
+tap_ok $? "the repository carries its validator and the CRD schemas, with their sources"
+
 tap_done

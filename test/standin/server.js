@@ -28,7 +28,7 @@ const { Pruner } = require('./lib/prune');
 
 // ---------------------------------------------------------------- options
 function parseArgs(argv) {
-  const o = { crdSchemas: path.join(__dirname, '..', '..', '..', 'shared', 'schemas'), port: 0, s3Port: 0, tlsPort: null, tlsCert: null, tlsKey: null, host: '127.0.0.1', seed: 1, stateDir: null, token: null, readyDelayMs: 200,
+  const o = { crdSchemas: path.join(__dirname, '..', 'schemas'), port: 0, s3Port: 0, tlsPort: null, tlsCert: null, tlsKey: null, host: '127.0.0.1', seed: 1, stateDir: null, token: null, readyDelayMs: 200,
     argoStepMs: 100, continueTtlMs: 60000, nsDeleteMs: 300, watchMaxS: 60, s3Buckets: 'models,artifacts,mlflow', domain: 'example.com', logFile: true };
   const map = { '--port': 'port', '--s3-port': 's3Port', '--host': 'host', '--seed': 'seed', '--state-dir': 'stateDir', '--token': 'token',
     '--ready-delay-ms': 'readyDelayMs', '--argo-step-ms': 'argoStepMs', '--continue-ttl-ms': 'continueTtlMs', '--ns-delete-ms': 'nsDeleteMs',

@@ -5,11 +5,9 @@
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(git -C "$HERE" rev-parse --show-toplevel)
-# shared/ sits beside the repository (in CI and in /work); for a git worktree, beside the main checkout.
-VALIDATOR=${VALIDATE_MANIFEST:-}
-for cand in "$ROOT/../shared/tools/validate-manifest" "$(cd "$HERE" && cd "$(git rev-parse --git-common-dir)/.." && pwd)/../shared/tools/validate-manifest"; do
-  [ -z "$VALIDATOR" ] && [ -f "$cand" ] && VALIDATOR=$cand
-done
+# The repository's own validator and the CRD schemas it carries (test/schemas/SOURCES.md).
+VALIDATOR=$ROOT/test/tools/validate-manifest
+SCHEMAS=$ROOT/test/schemas
 TOKEN=standin-test-token
 STATE=$(mktemp -d /tmp/standin-test.XXXXXX)
 OUT=$STATE/results.txt
@@ -21,9 +19,10 @@ trap cleanup EXIT INT TERM
 fail_setup() { echo "1..1"; echo "not ok 1 - $1"; sed 's/^/#   /' "$2" 2>/dev/null; exit 1; }
 
 "$HERE/setup.sh" >"$STATE/setup.log" 2>&1 || fail_setup "npm ci in test/standin" "$STATE/setup.log"
-[ -n "$VALIDATOR" ] || { echo "$ROOT/../shared/tools/validate-manifest not found" >"$STATE/v.log"; fail_setup "locate validate-manifest" "$STATE/v.log"; }
+[ -x "$VALIDATOR" ] && [ -f "$SCHEMAS/kserve-inferenceservice-v1beta1.json" ] ||
+  { ls -l "$VALIDATOR" "$SCHEMAS" >"$STATE/v.log" 2>&1; fail_setup "find test/tools/validate-manifest and test/schemas" "$STATE/v.log"; }
 # --port 0 and friends: the kernel picks free loopback ports; the stand-in reports them in ports.json.
-timeout 20 "$HERE/start.sh" --state-dir "$STATE" --crd-schemas "$(dirname "$VALIDATOR")/../schemas" --port 0 --s3-port 0 --tls-port 0 --token "$TOKEN" --seed 42 \
+timeout 20 "$HERE/start.sh" --state-dir "$STATE" --crd-schemas "$SCHEMAS" --port 0 --s3-port 0 --tls-port 0 --token "$TOKEN" --seed 42 \
   --ready-delay-ms 100 --argo-step-ms 50 >"$STATE/start.out" 2>&1 || fail_setup "start the stand-in" "$STATE/start.out"
 port() { /usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$STATE/ports.json" "$1"; }
 PORT=$(port port); S3PORT=$(port s3Port); TLSPORT=$(port tlsPort)

@@ -2,7 +2,7 @@
 // Structural-schema pruning for CRD kinds, as the API server does: fields a CRD's
 // openAPIV3Schema does not declare are dropped (fieldValidation Ignore/Warn, Warn being the
 // default, which also returns a `Warning` header) or rejected (fieldValidation=Strict → 400
-// "strict decoding error: unknown field ..."). Schemas are the real CRDs' (../shared/schemas).
+// "strict decoding error: unknown field ..."). Schemas are the real CRDs' (test/schemas/, sources in SOURCES.md).
 
 const fs = require('fs');
 const path = require('path');
