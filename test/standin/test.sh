@@ -105,14 +105,35 @@ t "kubectl copes without OpenAPI v2 (404) by using v3" bash -c '! timeout 30 kub
 # Leave a clean cluster for the other suites.
 curl -s -X POST "http://127.0.0.1:$PORT/_standin/reset" >/dev/null
 
-timeout 120 /usr/bin/python3 "$HERE/pyclient_check.py" "$KUBECONFIG" >>"$OUT" 2>&1 || true
+# part NAME EXPECTED COMMAND... — run one part, its results into $OUT, and one more result:
+# it exited 0 (not timed out, not crashed, no missing module) with all EXPECTED results.
+part() {
+  local name=$1 want=$2 before got rc
+  shift 2
+  before=$(grep -cE '^(ok|not ok) - ' "$OUT")
+  "$@" >>"$OUT" 2>&1
+  rc=$?
+  got=$(( $(grep -cE '^(ok|not ok) - ' "$OUT") - before ))
+  if [ "$rc" = 0 ] && [ "$got" = "$want" ]; then
+    echo "ok - $name ran to its end ($got results, exit status 0)" >>"$OUT"
+  else
+    echo "not ok - $name ran to its end: exit status $rc$([ "$rc" = 124 ] && echo ' (timed out)'), $got of its $want results" >>"$OUT"
+  fi
+}
+# The plan is fixed by the code, not by what came out: one result per t call above, per
+# @check in pyclient_check.py, per check() in fidelity.js, and one per part for its exit.
+N_KUBECTL=$(grep -c '^t "' "$0")
+N_PY=$(grep -c '^@check' "$HERE/pyclient_check.py")
+N_FIDELITY=$(grep -c '^check(' "$HERE/fidelity.js")
+PLAN=$((N_KUBECTL + N_PY + 1 + N_FIDELITY + 1))
+part "the Kubernetes Python client check" "$N_PY" timeout 120 /usr/bin/python3 "$HERE/pyclient_check.py" "$KUBECONFIG"
 curl -s -X POST "http://127.0.0.1:$PORT/_standin/reset" >/dev/null
-timeout 300 node "$HERE/fidelity.js" --port "$PORT" --s3-port "$S3PORT" --token "$TOKEN" --validator "$VALIDATOR" >>"$OUT" 2>&1 || true
+part "fidelity.js" "$N_FIDELITY" timeout 300 node "$HERE/fidelity.js" --port "$PORT" --s3-port "$S3PORT" --token "$TOKEN" --validator "$VALIDATOR"
 
 # Number the lines and print TAP.
 total=$(grep -cE '^(ok|not ok) - ' "$OUT")
 failed=$(grep -cE '^not ok - ' "$OUT")
-echo "1..$total"
+echo "1..$PLAN"
 awk '/^(ok|not ok) - /{n++; sub(/^ok - /, "ok " n " - "); sub(/^not ok - /, "not ok " n " - "); print; next} {print ($0 ~ /^#/ ? $0 : "# " $0)}' "$OUT"
-echo "# $((total - failed)) passed, $failed failed"
-[ "$total" -gt 0 ] && [ "$failed" -eq 0 ]
+echo "# $((total - failed)) passed, $failed failed, $total results of a plan of $PLAN"
+[ "$total" -eq "$PLAN" ] && [ "$failed" -eq 0 ]
