@@ -85,12 +85,20 @@ SELECT :acc FROM mlplat.register_model_version('epsilon', 'lm', '2', 'hf://acme/
 SET ROLE regress_mlp_deployer;
 SELECT :acc FROM mlplat.set_model_stage('epsilon', 'lm', '1', 'CHAMPION');
 SELECT :acc FROM mlplat.deploy('epsilon', 'chat', 'lm', '1', 'kserve-huggingfaceserver', 0, 1, 2);
-SELECT :acc FROM mlplat.start_rollout('epsilon', 'chat', 'lm', '2', '{"steps": [0.1, 0.5]}');
-RESET ROLE;
-UPDATE mlplat.deployments SET status = 'READY' WHERE name = 'chat';
-SET ROLE regress_mlp_deployer;
+-- a rollout needs a CANDIDATE or CHAMPION version: version 2 is still NONE
 SELECT :acc FROM mlplat.start_rollout('epsilon', 'chat', 'lm', '2', '{"steps": [0.1, 0.5]}');
 SELECT :acc FROM mlplat.set_model_stage('epsilon', 'lm', '2', 'CANDIDATE');
+-- and a READY or DRIFTED deployment: chat is still DEPLOYING, then FAILED
+SELECT :acc FROM mlplat.start_rollout('epsilon', 'chat', 'lm', '2', '{"steps": [0.1, 0.5]}');
+RESET ROLE;
+UPDATE mlplat.deployments SET status = 'FAILED' WHERE name = 'chat';
+SET ROLE regress_mlp_deployer;
+SELECT :acc FROM mlplat.start_rollout('epsilon', 'chat', 'lm', '2', '{"steps": [0.1, 0.5]}');
+SELECT count(*) AS rollouts_started FROM mlplat.rollout_status WHERE deployment = 'chat';
+RESET ROLE;
+-- READY: from here on the policy decides (the valid one below, 'ro-1', is accepted)
+UPDATE mlplat.deployments SET status = 'READY' WHERE name = 'chat';
+SET ROLE regress_mlp_deployer;
 -- policy validation
 SELECT :acc FROM mlplat.start_rollout('epsilon', 'chat', 'lm', '2', '[]');
 SELECT :acc FROM mlplat.start_rollout('epsilon', 'chat', 'lm', '2', '{}');
