@@ -3,7 +3,7 @@
 -- on order; "allowed" means the call got past authorization (it may still fail later for a
 -- state reason, which is not 42501).
 BEGIN;
-SELECT plan(143);
+SELECT plan(153);
 \ir lib/helpers.sql
 
 DO $$ DECLARE r text; BEGIN
@@ -122,6 +122,33 @@ SELECT throws_ok($$UPDATE mlplat.projects SET gpu_quota = 1000$$, '42501', NULL,
 SELECT throws_ok($$DELETE FROM mlplat.members$$, '42501', NULL, 'no DELETE');
 SELECT throws_ok($$TRUNCATE mlplat.runs$$, '42501', NULL, 'no TRUNCATE');
 RESET ROLE;
+
+-- "Allowed" is not enough: the matrix above counts a call as allowed when it fails with
+-- anything but 42501.  The actions below need a state of their own to succeed, built here
+-- (after every check above, so none of them sees it); each call is still rolled back, and
+-- its SQLSTATE and message are shown when it fails.
+SELECT is(public.tap_api_try('tap_viewer', sql, true), 'ok', 'viewer ' || action || ' succeeds')
+FROM tap_actions WHERE action = 'view';
+SELECT is(public.tap_api_try('tap_owner', sql, true), 'ok', 'owner ' || action || ' succeeds')
+FROM tap_actions WHERE action = 'revoke_role';
+-- web is READY (above) and version 2 a CANDIDATE: a rollout can start
+SELECT is(public.tap_api_try('tap_deployer', sql, true), 'ok', 'deployer ' || action || ' succeeds on a READY deployment')
+FROM tap_actions WHERE action = 'start_rollout';
+-- ... and once one is in flight it can be promoted or aborted
+SELECT lives_ok($$SELECT mlplat.start_rollout('tapp', 'web', 'm', '2', '{"steps": [0.5]}')$$, 'a rollout of web is started');
+SELECT is(public.tap_api_try('tap_deployer', sql, true), 'ok', 'deployer ' || action || ' succeeds on a rollout in flight')
+FROM tap_actions WHERE action IN ('abort_rollout', 'promote_rollout') ORDER BY action;
+-- a deployment with a previous revision can be rolled back (web is busy with its rollout)
+SELECT lives_ok($$SELECT mlplat.deploy('tapp', 'web3', 'm', '1', 'kserve-sklearnserver', 0, 1, 1)$$, 'web3 revision 1');
+SELECT lives_ok($$SELECT mlplat.deploy('tapp', 'web3', 'm', '1', 'kserve-sklearnserver', 0, 1, 2)$$, 'web3 revision 2');
+SELECT is(public.tap_api_try('tap_deployer', $$SELECT mlplat.rollback_deployment('tapp', 'web3')$$, true), 'ok',
+          'deployer rollback_deployment succeeds when there is a revision to go back to');
+-- a project with nothing live can be deleted
+UPDATE mlplat.rollouts SET status = 'ABORTED' WHERE deployment_id IN (SELECT d.id FROM mlplat.deployments d JOIN mlplat.projects p ON p.id = d.project_id WHERE p.name = 'tapp');
+UPDATE mlplat.deployments SET status = 'DELETED' WHERE project_id = (SELECT id FROM mlplat.projects WHERE name = 'tapp');
+UPDATE mlplat.runs SET status = 'CANCELLED' WHERE project_id = (SELECT id FROM mlplat.projects WHERE name = 'tapp');
+SELECT is(public.tap_api_try('tap_owner', sql, true), 'ok', 'owner ' || action || ' succeeds once nothing in the project is live')
+FROM tap_actions WHERE action = 'delete_project';
 
 SELECT * FROM finish();
 ROLLBACK;

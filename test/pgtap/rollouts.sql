@@ -1,6 +1,6 @@
 -- pgTAP: who may read and write the rollouts reconciler's tables, views and functions.
 BEGIN;
-SELECT plan(14);
+SELECT plan(15);
 
 DO $$ BEGIN
   IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'tap_ro_member') THEN CREATE ROLE tap_ro_member; END IF;
@@ -31,6 +31,14 @@ SELECT ok(has_table_privilege('tap_ro_outsider', 'mlplat.rollout_transitions', '
           'the ledger is readable (rows filtered by project membership)');
 SELECT ok(NOT has_table_privilege('tap_ro_member', 'mlplat.rollout_transitions', 'INSERT, UPDATE, DELETE, TRUNCATE'),
           'no caller may write the ledger, not even a project owner');
+-- The two checks below skip a name that matches no function: first, every name must exist,
+-- so a rename fails here instead of silently shrinking what they check.
+SELECT is(
+  (SELECT array_agg(f ORDER BY f) FROM unnest(ARRAY['_rollouts_claim', '_rollouts_observe', '_rollout_record', '_rollout_close',
+                                                    '_rollout_contract', '_rollout_evidence', '_rollout_fraction',
+                                                    '_rollout_want_percent', '_rollout_replicas', '_prometheus_classify']) f
+    WHERE NOT EXISTS (SELECT 1 FROM pg_proc p WHERE p.pronamespace = 'mlplat'::regnamespace AND p.proname = f)),
+  NULL, 'every reconciler function named below exists');
 SELECT is(
   (SELECT array_agg(f ORDER BY f) FROM unnest(ARRAY['_rollouts_claim', '_rollouts_observe', '_rollout_record', '_rollout_close',
                                                     '_rollout_contract', '_rollout_evidence', '_rollout_fraction',
