@@ -77,11 +77,21 @@ import json,sys; o=json.load(sys.stdin)
 o["metadata"]={"name":"handmade","namespace":"mlp-shop"}; o.pop("status",None); print(json.dumps(o))')" >/dev/null
 wait_for $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND action = 'ORPHAN_TEARDOWN' AND outcome = 'OK'" 1 10
 tap_ok $? "an InferenceService with our labels and no deployment is torn down as an orphan"
+# ... where it happened: the stand-in answers 404 and logged the DELETE
+wait_kube_gone /apis/serving.kserve.io/v1beta1/namespaces/mlp-shop/inferenceservices/ghost 10
+tap_ok $? "the orphan is gone from the stand-in (GET is 404)"
+tap_is "$(writes_count "method=DELETE&name=ghost")" 1 "the stand-in logged one DELETE of the orphan"
 code=$(kube GET /apis/serving.kserve.io/v1beta1/namespaces/mlp-shop/inferenceservices/handmade | python3 -c 'import json,sys; print(json.load(sys.stdin).get("metadata",{}).get("name",""))')
 tap_is "$code" handmade "an unlabelled InferenceService is never touched"
 
 # --- a rolled-back intent wakes nothing and never reaches the cluster
-$PSQL -d $DB -c "BEGIN" -c "SELECT mlplat.deploy('shop', 'never', 'iris', '1', 'kserve-sklearnserver')" -c "ROLLBACK" >/dev/null
+out=$($PSQL -d $DB -c "BEGIN" -c "SELECT status FROM mlplat.deploy('shop', 'never', 'iris', '1', 'kserve-sklearnserver')" \
+	-c "SELECT count(*) FROM mlplat.deployments WHERE name = 'never'" -c "ROLLBACK" 2>&1)
+rc=$?
+# the deploy() itself must have worked (a failing one would leave nothing to roll back)
+[ "$rc" = 0 ] && [ "$(echo "$out" | tr '\n' ' ')" = "DEPLOYING 1 " ]
+tap_ok $? "deploy() inside the transaction succeeded and saw its own row before ROLLBACK"
+[ "$rc" = 0 ] || echo "$out" | sed 's/^/#   /'
 sleep 3   # past a resync: the row never existed, so no pass can find it
 tap_is "$(writes_count "name=never")" 0 "a rolled-back deploy() never reaches the stand-in"
 tap_is "$(q $DB "SELECT count(*) FROM mlplat.deployments WHERE name = 'never'")" 0 "... and left no row behind"
@@ -90,6 +100,9 @@ tap_is "$(q $DB "SELECT count(*) FROM mlplat.deployments WHERE name = 'never'")"
 q $DB "SELECT mlplat.undeploy('shop', 'iris')" >/dev/null
 wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'iris'" DELETED 15
 tap_ok $? "undeploy ends DELETED once the InferenceService is gone"
+tap_is "$(kube_code /apis/serving.kserve.io/v1beta1/namespaces/mlp-shop/inferenceservices/iris)" 404 \
+	"the stand-in no longer has the InferenceService (GET is 404)"
+tap_is "$(writes_count "method=DELETE&name=iris")" 1 "the stand-in logged one DELETE of it"
 tap_is "$(admin GET 'writes' | python3 -c 'import json,sys; w=json.load(sys.stdin); print(sum(v.get("create",0) for k,v in (w.get("writes",w)).items() if "mlp-shop/iris" in k))' 2>/dev/null)" 1 \
 	"the stand-in saw exactly one create of the InferenceService"
 
@@ -97,4 +110,6 @@ tap_is "$(admin GET 'writes' | python3 -c 'import json,sys; w=json.load(sys.stdi
 q $DB "SELECT mlplat.delete_project('shop')" >/dev/null
 wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'shop'" DELETED 15
 tap_ok $? "project shop is deleted once its deployment is gone"
+wait_kube_gone /api/v1/namespaces/mlp-shop 15
+tap_ok $? "its namespace is gone from the stand-in (GET is 404)"
 tap_done

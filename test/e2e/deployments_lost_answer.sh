@@ -51,13 +51,20 @@ tap_ok $? "a deployment with no fault converges to READY"
 q $DB "SELECT mlplat.deploy('lostans', 'fine', 'm', '1', 'kserve-sklearnserver', 0, 1, 3)" >/dev/null
 wait_for $DB "SELECT status || '/' || observed_revision FROM mlplat.deployments WHERE name = 'fine'" READY/2 20
 tap_ok $? "... and its redeploy too"
+tap_is "$(kube GET /apis/serving.kserve.io/v1beta1/namespaces/mlp-lostans/inferenceservices/fine | python3 -c 'import json,sys; print(json.load(sys.stdin)["spec"]["predictor"]["maxReplicas"])')" 3 \
+	"the stand-in's object carries the redeploy (maxReplicas 3)"
 sleep 3   # a resync or two: steady state adds nothing
 tap_is "$(ledger fine)" "APPLY:OK:201 APPLY:OK:200" "answered applies are recorded as APPLY only"
 tap_is "$(ledger lost)" "APPLY:RETRY:- ADOPT:OK:-" "... and the adoption is recorded once"
 
 q $DB "SELECT mlplat.undeploy('lostans', d) FROM unnest(ARRAY['lost', 'fine']) d" >/dev/null
 wait_for $DB "SELECT count(*) FROM mlplat.deployments WHERE status <> 'DELETED'" 0 20
+tap_ok $? "both deployments are undeployed (DELETED)"
+tap_is "$(kube_code /apis/serving.kserve.io/v1beta1/namespaces/mlp-lostans/inferenceservices/lost) $(kube_code /apis/serving.kserve.io/v1beta1/namespaces/mlp-lostans/inferenceservices/fine)" \
+	"404 404" "... and both InferenceServices are gone from the stand-in"
 q $DB "SELECT mlplat.delete_project('lostans')" >/dev/null
 wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'lostans'" DELETED 20
 tap_ok $? "project lostans deleted"
+wait_kube_gone /api/v1/namespaces/mlp-lostans 15
+tap_ok $? "... and its namespace is gone from the stand-in"
 tap_done

@@ -36,6 +36,7 @@ $PSQL -h "$WORK" -p "$PA" -d mlplat -c "SELECT mlplat.create_project('fo', 0)" \
 	-c "SELECT mlplat.deploy('fo', 'before', 'm', '1', 'kserve-sklearnserver')" >/dev/null
 PGHOST=$WORK PGPORT=$PA wait_for mlplat "SELECT status FROM mlplat.deployments WHERE name = 'before'" READY 30
 tap_ok $? "A converges a deployment while it is the primary"
+tap_is "$(kube_code /apis/serving.kserve.io/v1beta1/namespaces/mlp-fo/inferenceservices/before)" 200 "... and the stand-in has its InferenceService"
 
 # a streaming replica of A
 as_pg "$BIN/pg_basebackup" -h "$WORK" -p "$PA" -U postgres -D "$WORK/b" -R -X stream -c fast >/dev/null 2>&1 &&
@@ -58,6 +59,7 @@ tap_ok $r "B (timeline 2) took the Lease from A at once ($holder)"
 qb "SELECT mlplat.deploy('fo', 'after', 'm', '1', 'kserve-sklearnserver')" >/dev/null
 PGHOST=$WORK PGPORT=$PB wait_for mlplat "SELECT status FROM mlplat.deployments WHERE name = 'after'" READY 30
 tap_ok $? "B converges a new deployment"
+tap_is "$(kube_code /apis/serving.kserve.io/v1beta1/namespaces/mlp-fo/inferenceservices/after)" 200 "... and the stand-in has its InferenceService"
 
 # the old primary is still up and writable (split brain): its workers must not act
 qa "SELECT mlplat.deploy('fo', 'zombie', 'm', '1', 'kserve-sklearnserver')" >/dev/null

@@ -142,6 +142,7 @@ tap_is "$(q $DB "SELECT v.version FROM mlplat.model_aliases a JOIN mlplat.model_
 q $DB "SELECT status FROM mlplat.start_rollout('$P', 'scorer', 'scorer', '3', '$POLICY')" >/dev/null
 tap_ok $? "start_rollout of version 3 accepted"
 script_target regressing
+tap_ok $? "the target's KServe revision is known and its metrics are scripted (regressing)"
 prev=$(ro "observed->>'previous_kn'")
 wait_for $DB "SELECT status FROM mlplat.rollouts ORDER BY id DESC LIMIT 1" ROLLED_BACK 60
 rc=$?
@@ -163,6 +164,7 @@ tap_is "$(q $DB "SELECT stage FROM mlplat.model_versions WHERE version = '3' AND
 # ---------------------------------------------------------------- 3. silent
 q $DB "SELECT status FROM mlplat.start_rollout('$P', 'scorer', 'scorer', '4', '$POLICY')" >/dev/null
 script_target silent
+tap_ok $? "the target's KServe revision is known and its metrics are scripted (silent)"
 wait_for $DB "SELECT count(*) >= 3 FROM mlplat.rollout_transitions WHERE rollout_id = (SELECT max(id) FROM mlplat.rollouts) AND decision = 'HOLD' AND 'INSUFFICIENT_SAMPLES' = ANY (reasons)" t 40
 rc=$?
 tap_ok $rc "silent metrics hold: HOLD with INSUFFICIENT_SAMPLES in the ledger"
@@ -180,6 +182,7 @@ tap_ok $? "the deployment is READY on revision 2 after the abort"
 # ---------------------------------------------------------------- 4. leader killed mid-rollout
 q $DB "SELECT status FROM mlplat.start_rollout('$P', 'scorer', 'scorer', '5', '$POLICY')" >/dev/null
 script_target healthy
+tap_ok $? "the target's KServe revision is known and its metrics are scripted (healthy)"
 wait_for $DB "SELECT count(*) FROM mlplat.rollout_transitions WHERE rollout_id = (SELECT max(id) FROM mlplat.rollouts) AND decision = 'ADVANCE' AND to_fraction = 0.25" 1 40
 tap_ok $? "the rollout advanced to 25%"
 old_epoch=$(q $DB "SELECT epoch FROM mlplat.leader_epochs WHERE kind = 'rollouts'")

@@ -20,7 +20,8 @@ admin PUT config '{"argoStepMs": 250}' >/dev/null
 DB=mlplat
 q $DB "SELECT mlplat.create_project('lab', 4, '32', '64Gi')" >/dev/null
 # the projects reconciler makes the namespace
-wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'lab'" READY 30 >/dev/null
+wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'lab'" READY 30
+tap_ok $? "project lab is READY"
 
 VALIDATE=$(cd "$(dirname "$0")/../tools" && pwd)/validate-manifest   # the repository's own, against test/schemas/
 
@@ -179,6 +180,7 @@ tap_ok $? "cancelling a finished run is a clear error"
 admin POST argo/plan '{"kind":"workflow","namespace":"mlp-lab","name":"vanish-1","steps":{"*":{"ticks":40}}}' >/dev/null
 q $DB "SELECT status FROM mlplat.start_run('lab', 'vanish', '{\"image\": \"x\"}')" >/dev/null
 wait_for $DB "SELECT status FROM mlplat.runs WHERE name = 'vanish'" RUNNING 20
+tap_ok $? "run vanish is RUNNING before its workflow is deleted behind mlplat's back"
 kube DELETE /apis/argoproj.io/v1alpha1/namespaces/mlp-lab/workflows/vanish-1 >/dev/null
 wait_for $DB "SELECT status FROM mlplat.runs WHERE name = 'vanish'" FAILED 20
 tap_ok $? "a workflow deleted behind mlplat's back fails the run"
@@ -199,6 +201,7 @@ tap_is "$(q $DB "SELECT string_agg(step || '=' || phase, ' ' ORDER BY ordinal) F
 admin POST argo/plan '{"kind":"workflow","namespace":"mlp-lab","name":"busy-1","steps":{"*":{"ticks":40}}}' >/dev/null
 q $DB "SELECT status FROM mlplat.start_run('lab', 'busy', '{\"image\": \"x\"}')" >/dev/null
 wait_for $DB "SELECT status FROM mlplat.runs WHERE name = 'busy'" RUNNING 20
+tap_ok $? "run busy is RUNNING"
 err=$(q $DB "SELECT mlplat.retry_run('lab', 'busy')" 2>&1)
 [[ "$err" == *'run "busy" is RUNNING: retry_run is not possible'* ]]
 tap_ok $? "a running run cannot be retried"

@@ -88,3 +88,20 @@ kube() {
 	curl -s -X "$1" -H "Authorization: Bearer $STANDIN_TOKEN" "$STANDIN_URL$2" \
 		${3:+-H 'Content-Type: application/json' -d "$3"}
 }
+
+# kube_code PATH — the HTTP status the stand-in's Kubernetes API answers a GET of PATH with
+# (404 once an object is gone): an assertion about the cluster read from the cluster.
+kube_code() {
+	curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $STANDIN_TOKEN" "$STANDIN_URL$1"
+}
+
+# wait_kube_gone PATH SECONDS — poll until a GET of PATH is 404; say what it was otherwise
+wait_kube_gone() {
+	local deadline=$((SECONDS + $2)) code
+	while :; do
+		code=$(kube_code "$1")
+		[ "$code" = 404 ] && return 0
+		((SECONDS >= deadline)) && { echo "# waited $2 s; GET $1 still answers $code"; return 1; }
+		sleep 0.1
+	done
+}

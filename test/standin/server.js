@@ -467,7 +467,11 @@ async function admin(req, url, seg, raw) {
     if (m === 'DELETE') { requestLog = []; return { status: 200, body: { ok: true } }; }
     const since = Number(q.get('since') || 0);
     let items = requestLog.filter((e) => e.seq > since);
-    for (const k of ['method', 'kind', 'namespace', 'name', 'write', 'verb', 'area']) if (q.get(k)) items = items.filter((e) => e[k] === q.get(k));
+    // write=true: any write (the entries record which: create, update, patch, apply, delete...)
+    for (const k of ['method', 'kind', 'namespace', 'name', 'write', 'verb', 'area']) {
+      if (!q.get(k)) continue;
+      items = k === 'write' && q.get(k) === 'true' ? items.filter((e) => Boolean(e.write)) : items.filter((e) => e[k] === q.get(k));
+    }
     return { status: 200, body: { items, seq } };
   }
   if (route === 'writes') return { status: 200, body: Object.fromEntries(writes) };
