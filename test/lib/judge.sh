@@ -16,6 +16,11 @@
 tap_judge() {
 	local file=$1 rc=$2 counts plans planned results skipall
 	J_WHY=
+	# No output at all (the file is gone, say): a failure, never an unjudged pass.
+	if [ ! -r "$file" ]; then
+		J_PASS=0 J_SKIP=0 J_FAIL=1 J_WHY="no output to judge (exit status $rc)"
+		return 0
+	fi
 	# One awk pass: results, skips, failures, plan lines, the planned count, bail-outs.
 	counts=$(awk '
 		/^ok([ \t]|$)/ { r++; if (tolower($0) ~ /#[ \t]*skip/) s++; else p++; next }
@@ -24,7 +29,7 @@ tap_judge() {
 		/^Bail out!/ { b++ }
 		/ERROR: AddressSanitizer|runtime error:|ERROR: LeakSanitizer/ { san++ }
 		END { printf "%d %d %d %d %d %d %d %d\n", p, s, f, r, np, n, b, san }' "$file")
-	set -- $counts
+	set -- $counts 0 0 0 0 0 0 0 0
 	J_PASS=$1 J_SKIP=$2 J_FAIL=$3 results=$4 plans=$5 planned=$6
 	local bail=$7 san=$8
 	skipall=0

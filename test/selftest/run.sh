@@ -94,6 +94,10 @@ echo "ok 1"; echo "1..1"; echo "==42==ERROR: AddressSanitizer: heap-use-after-fr
 S
 expect sanitizer 1 0 1 'sanitizer report' "a sanitizer report in the output: fails even with all ok and exit 0"
 
+tap_judge "$T/no-such-output" 0
+[ "$J_FAIL" = 1 ] && [ "$J_PASS" = 0 ] && [[ $J_WHY == "no output to judge"* ]]
+tap_ok $? "a script whose output is gone fails (and the judge itself survives it)"
+
 # ---- a crashing C unit binary: test/unit/run.sh runs every binary through tap_binary
 cat >"$T/crash.c" <<'C'
 #include <stdio.h>
