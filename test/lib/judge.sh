@@ -5,6 +5,7 @@
 #   J_PASS  results "ok" (not skipped)
 #   J_SKIP  results "ok ... # SKIP", or 1 for a script that skipped itself ("1..0 # SKIP")
 #   J_FAIL  results "not ok", plus one for each thing below that went wrong
+#   J_TODO  results "not ok ... # TODO" (a known gap, tap_todo): neither a pass nor a failure
 #   J_WHY   what went wrong, for the runner's FAILED line ("" when nothing)
 # A script fails when it exits non-zero (a timeout and a signal are named), prints no
 # plan or more than one, runs a different number of tests than its plan says, bails
@@ -18,19 +19,19 @@ tap_judge() {
 	J_WHY=
 	# No output at all (the file is gone, say): a failure, never an unjudged pass.
 	if [ ! -r "$file" ]; then
-		J_PASS=0 J_SKIP=0 J_FAIL=1 J_WHY="no output to judge (exit status $rc)"
+		J_PASS=0 J_SKIP=0 J_TODO=0 J_FAIL=1 J_WHY="no output to judge (exit status $rc)"
 		return 0
 	fi
 	# One awk pass: results, skips, failures, plan lines, the planned count, bail-outs.
 	counts=$(awk '
 		/^ok([ \t]|$)/ { r++; if (tolower($0) ~ /#[ \t]*skip/) s++; else p++; next }
-		/^not ok([ \t]|$)/ { r++; f++; next }
+		/^not ok([ \t]|$)/ { r++; if (tolower($0) ~ /#[ \t]*todo/) t++; else f++; next }
 		/^1\.\.[0-9]+/ { np++; n = substr($0, 4) + 0; if (tolower($0) ~ /#[ \t]*skip/) sa = 1; next }
 		/^Bail out!/ { b++ }
 		/ERROR: AddressSanitizer|runtime error:|ERROR: LeakSanitizer/ { san++ }
-		END { printf "%d %d %d %d %d %d %d %d\n", p, s, f, r, np, n, b, san }' "$file")
-	set -- $counts 0 0 0 0 0 0 0 0
-	J_PASS=$1 J_SKIP=$2 J_FAIL=$3 results=$4 plans=$5 planned=$6
+		END { printf "%d %d %d %d %d %d %d %d %d\n", p, s, f, r, np, n, b, san, t }' "$file")
+	set -- $counts 0 0 0 0 0 0 0 0 0
+	J_PASS=$1 J_SKIP=$2 J_FAIL=$3 results=$4 plans=$5 planned=$6 J_TODO=$9
 	local bail=$7 san=$8
 	skipall=0
 	if ((plans == 1 && planned == 0 && results == 0)) && grep -qiE '^1\.\.0[ \t]*#[ \t]*skip' "$file"; then
@@ -51,7 +52,7 @@ tap_judge() {
 	((san)) && _j_bad "sanitizer report in its output"
 	if ((J_FAIL > 0)) && [ -z "$J_WHY" ]; then J_WHY="$J_FAIL not ok"
 	elif ((J_FAIL > 0)); then
-		local nok=$(grep -cE '^not ok([ \t]|$)' "$file")
+		local nok=$(grep -E '^not ok([ \t]|$)' "$file" | grep -civE '#[[:space:]]*todo')
 		((nok)) && J_WHY="$nok not ok; $J_WHY"
 	fi
 	unset -f _j_bad
