@@ -58,7 +58,9 @@ tap_is "$(ledger fine)" "APPLY:OK:201 APPLY:OK:200" "answered applies are record
 tap_is "$(ledger lost)" "APPLY:RETRY:- ADOPT:OK:-" "... and the adoption is recorded once"
 
 q $DB "SELECT mlplat.undeploy('lostans', d) FROM unnest(ARRAY['lost', 'fine']) d" >/dev/null
-wait_for $DB "SELECT count(*) FROM mlplat.deployments WHERE status <> 'DELETED'" 0 20
+# (this project's only: scripts before this one may leave deployments of their own)
+wait_for $DB "SELECT count(*) FROM mlplat.deployments d JOIN mlplat.projects p ON p.id = d.project_id
+              WHERE p.name = 'lostans' AND d.status <> 'DELETED'" 0 20
 tap_ok $? "both deployments are undeployed (DELETED)"
 tap_is "$(kube_code /apis/serving.kserve.io/v1beta1/namespaces/mlp-lostans/inferenceservices/lost) $(kube_code /apis/serving.kserve.io/v1beta1/namespaces/mlp-lostans/inferenceservices/fine)" \
 	"404 404" "... and both InferenceServices are gone from the stand-in"
