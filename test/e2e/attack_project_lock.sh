@@ -78,6 +78,7 @@ tap_is "$(call "SELECT status FROM mlplat.start_run('plk', 'r1', '{\"image\": \"
 tap_is "$(call "SELECT status FROM mlplat.set_project_quota('plk', 10)" | cut -c1-5)" 55P03 "set_project_quota fails the same way"
 q $DB "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'plk_holder'" >/dev/null
 wait_for $DB "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'plk_holder'" 0 10
+tap_ok $? "the holder's session is gone"
 tap_is "$(call "SELECT status FROM mlplat.deploy('plk', 'a3', 'm', '1', 'kserve-sklearnserver', 0, 1, 1)")" DEPLOYING \
 	"once the holder is gone, the same deploy goes through"
 # (3b) the bound covers the entity row the call locks after the project's

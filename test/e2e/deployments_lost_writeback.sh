@@ -90,6 +90,11 @@ tap_is "$(isvc_rev dc)" 2 "C: ... and so is the InferenceService at the stand-in
 tap_is "$(q $DB "SELECT count(*) FROM mlplat.unanswered_writes WHERE kind = 'deployments'")" 0 "no note left behind"
 
 q $DB "SELECT mlplat.undeploy('dlwb', 'dc')" >/dev/null
-wait_for $DB "SELECT count(*) FROM mlplat.deployments WHERE status <> 'DELETED'" 0 40 >/dev/null
+# (this project's only: scripts before this one may leave deployments of their own)
+wait_for $DB "SELECT count(*) FROM mlplat.deployments d JOIN mlplat.projects p ON p.id = d.project_id
+              WHERE p.name = 'dlwb' AND d.status <> 'DELETED'" 0 40
+tap_ok $? "dc is undeployed (DELETED)"
 q $DB "SELECT mlplat.delete_project('dlwb')" >/dev/null
+wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'dlwb'" DELETED 40
+tap_ok $? "project dlwb is deleted"
 tap_done

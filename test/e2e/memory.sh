@@ -30,7 +30,7 @@ $PSQL -d mlplat -c "SELECT mlplat.create_project('mem', 0)" \
 	-c "SELECT mlplat.register_model_version('mem', 'm', '1', 's3://models/m/1', '$SHA', 'kserve-sklearnserver', 'sklearn')" \
 	-c "SELECT mlplat.set_model_stage('mem', 'm', '1', 'CANDIDATE')" \
 	-c "SELECT count(mlplat.deploy('mem', 'd' || i, 'm', '1', 'kserve-sklearnserver')) FROM generate_series(1, 20) i" >/dev/null
-wait_for mlplat "SELECT count(*) FROM mlplat.deployments WHERE status = 'READY'" 20 30
+wait_for mlplat "SELECT count(*) FROM mlplat.deployments d JOIN mlplat.projects p ON p.id = d.project_id WHERE p.name = 'mem' AND d.status = 'READY'" 20 30
 tap_ok $? "with resync every hour, 20 deployments still converge: their commits woke the reconcilers"
 
 pid=$(q mlplat "SELECT pid FROM mlplat.reconciler_health WHERE kind = 'deployments' AND role = 'leader'")
