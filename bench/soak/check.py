@@ -77,14 +77,43 @@ workflows = {(o['metadata']['namespace'], o['metadata']['name']): o for o in ite
 writes = load('writes.json', {}) or {}
 writes = writes.get('writes', writes)
 by_ns_name = {}
-for kind in ('resourcequotas', 'limitranges', 'networkpolicies', 'rolebindings'):
+for kind in ('resourcequotas', 'limitranges', 'networkpolicies', 'rolebindings', 'roles', 'serviceaccounts'):
     for o in items(f'objects-{kind}.json'):
         by_ns_name[(kind, o['metadata']['namespace'], o['metadata']['name'])] = o
 
 
+# The identities the projects reconciler makes in every project namespace, named by
+# mlplat.runner_service_account and mlplat.predictor_service_account (run.sh reads them).
+identities = (load('identities.json', []) or [{}])[0]
+RUNNER, PREDICTOR = identities.get('runner'), identities.get('predictor')
+# Argo's executor minimum, exactly as src/reconcile/projects.c renders the runner's Role
+RUNNER_RULES = [{'apiGroups': ['argoproj.io'], 'resources': ['workflowtaskresults'], 'verbs': ['create', 'patch']}]
+
+
+def ours(kind, ns):
+    return {name: o for (k, n, name), o in by_ns_name.items() if k == kind and n == ns
+            and o['metadata'].get('labels', {}).get('app.kubernetes.io/managed-by') == 'mlplat'}
+
+
+def binding_of(o):
+    ref, subj = o.get('roleRef') or {}, o.get('subjects') or []
+    return (ref.get('kind'), ref.get('name'), tuple((x.get('kind'), x.get('name')) for x in subj))
+
+
+def compare(what, have, want, out):
+    for name in sorted(set(have) | set(want)):
+        if name not in have:
+            out.append(f'{what} {name} missing (want {want[name]})')
+        elif name not in want:
+            out.append(f'{what} {name} extra ({have[name]})')
+        elif have[name] != want[name]:
+            out.append(f'{what} {name} is {have[name]}, want {want[name]}')
+
+
 def tenancy_problems(p):
     """How project p's objects at the stand-in differ from its row: quota, limits,
-    network policy, and one binding per (role, principal) member, nothing more."""
+    network policy, one binding per (role, principal) member, the runner's
+    ServiceAccount, Role and binding, the predictor's ServiceAccount, nothing more."""
     row, ns, out = projects[p], 'mlp-' + p, []
     want = {'requests.nvidia.com/gpu': str(row['gpu_quota'])}
     want.update({k: row[c] for k, c in (('requests.cpu', 'cpu_quota'), ('requests.memory', 'memory_quota')) if row[c]})
@@ -95,16 +124,15 @@ def tenancy_problems(p):
     for kind, name in (('limitranges', 'mlplat-limits'), ('networkpolicies', 'mlplat-isolation')):
         if (kind, ns, name) not in by_ns_name:
             out.append(f'{kind} {name} missing')
-    # members' bindings; the runner's (a ServiceAccount the project's Workflows run as) apart
-    ours = [o for (kind, n, _), o in by_ns_name.items() if kind == 'rolebindings' and n == ns
-            and o['metadata'].get('labels', {}).get('app.kubernetes.io/managed-by') == 'mlplat']
-    runner = [o for o in ours if (o.get('subjects') or [{}])[0].get('kind') == 'ServiceAccount']
-    have = sorted((o['roleRef']['name'], (o.get('subjects') or [{}])[0].get('name')) for o in ours if o not in runner)
-    need = sorted(('mlplat-' + m['role'], m['principal']) for m in row['members'] or [])
-    if have != need:
-        out.append(f'bindings {have}, members {need}')
-    if len(runner) != 1:
-        out.append(f'{len(runner)} runner bindings, not 1')
+    # As _projects_claim: a member row naming a Kubernetes system identity is never bound.
+    need = {m['binding']: ('ClusterRole', 'mlplat-' + m['role'], (('User', m['principal']),))
+            for m in row['members'] or [] if not m['principal'].strip().lower().startswith('system:')}
+    need[RUNNER] = ('Role', RUNNER, (('ServiceAccount', RUNNER),))
+    compare('RoleBinding', {n: binding_of(o) for n, o in ours('rolebindings', ns).items()}, need, out)
+    compare('Role', {n: o.get('rules') for n, o in ours('roles', ns).items()}, {RUNNER: RUNNER_RULES}, out)
+    # neither identity mounts a token; a predictor named like the runner is the runner's
+    compare('ServiceAccount', {n: o.get('automountServiceAccountToken') for n, o in ours('serviceaccounts', ns).items()},
+            {RUNNER: False, PREDICTOR: False}, out)
     return out
 
 # ---------------------------------------------------------------- intents: lost, converged

@@ -224,9 +224,13 @@ wait "${PIDS[0]}"
 say "collecting evidence"
 dump() { q "SELECT coalesce(json_agg(x), '[]') FROM ($1) x" >"$OUT/$2.json"; }
 dump "SELECT p.id, p.name, p.status, p.status_reason, p.generation, p.observed_generation, p.gpu_quota, p.cpu_quota,
-             p.memory_quota, (SELECT coalesce(json_agg(json_build_object('principal', m.principal, 'role', m.role)), '[]')
+             p.memory_quota, (SELECT coalesce(json_agg(json_build_object('principal', m.principal, 'role', m.role,
+                                                                          'binding', mlplat._rolebinding_name(m.role, m.principal))), '[]')
                                 FROM mlplat.members m WHERE m.project_id = p.id) AS members
         FROM mlplat.projects p" projects
+# the identities the projects reconciler makes in every namespace, as configured
+dump "SELECT current_setting('mlplat.runner_service_account') AS runner,
+             current_setting('mlplat.predictor_service_account') AS predictor" identities
 dump "SELECT d.id, p.name AS project, d.name, d.status, d.status_reason, d.desired_revision, d.observed_revision,
              d.latest_revision, d.generation, d.observed_generation, d.last_error
         FROM mlplat.deployments d JOIN mlplat.projects p ON p.id = d.project_id" deployments
@@ -236,7 +240,7 @@ dump "SELECT v.id, p.name AS project, m.name AS model, v.version, v.stage FROM m
 dump "SELECT action, project, entity, entity_id, request_id, detail FROM mlplat.audit_events WHERE controller IS NULL" audit
 dump "SELECT kind, entity, entity_id, project, action, outcome, http_status, detail->>'note' AS note, epoch FROM mlplat.reconcile_ledger" ledger
 dump "SELECT kind, count(*) AS epochs FROM mlplat.leader_history GROUP BY kind" epochs
-for r in namespaces inferenceservices workflows resourcequotas limitranges networkpolicies rolebindings; do admin GET "objects?resource=$r" >"$OUT/objects-$r.json"; done
+for r in namespaces inferenceservices workflows resourcequotas limitranges networkpolicies rolebindings roles serviceaccounts; do admin GET "objects?resource=$r" >"$OUT/objects-$r.json"; done
 admin GET writes >"$OUT/writes.json"
 admin GET faults >"$OUT/faults-final.json"
 cp "$SD/requests.jsonl" "$OUT/requests.jsonl" 2>/dev/null
