@@ -21,6 +21,7 @@ const kserve = require('./lib/kserve');
 const { Argo, Jobs, Plans, admitJob } = require('./lib/argo');
 const { Rbac } = require('./lib/rbac');
 const { Mlflow } = require('./lib/mlflow');
+const builtin = require('./lib/builtin');
 const { Metrics } = require('./lib/metrics');
 const { Faults, Holds } = require('./lib/faults');
 const T = require('./lib/table');
@@ -86,6 +87,7 @@ const store = new Store({
         }
       }
       if (r.kind === 'InferenceService') causes = kserve.validate(old, obj);
+      if (['ResourceQuota', 'LimitRange', 'NetworkPolicy'].includes(r.kind)) causes = builtin.validate(r.kind, obj);
       if (r.kind === 'Job') causes = admitJob(old, obj);
       if (r.kind === 'Lease' && obj.spec && obj.spec.leaseDurationSeconds !== undefined && !(Number.isInteger(obj.spec.leaseDurationSeconds) && obj.spec.leaseDurationSeconds > 0)) {
         causes.push({ reason: 'FieldValueInvalid', field: 'spec.leaseDurationSeconds', message: `Invalid value: ${obj.spec.leaseDurationSeconds}: must be greater than 0` });
