@@ -94,7 +94,7 @@ real_kube_start() {
 		--service-cluster-ip-range=10.96.0.0/16 \
 		--endpoint-reconciler-type=none \
 		--profiling=false --v=0
-	_real_wait 120 curl -sf --cacert "$REAL_CA" -H "Authorization: Bearer $REAL_ADMIN_TOKEN" "$REAL_KUBE_URL/readyz" ||
+	_real_wait 240 curl -sf --cacert "$REAL_CA" -H "Authorization: Bearer $REAL_ADMIN_TOKEN" "$REAL_KUBE_URL/readyz" ||
 		{ echo "# real: kube-apiserver not ready"; tail -30 "$dir/kube-apiserver.log"; return 1; }
 	t1=$SECONDS
 	cat >"$dir/kubeconfig" <<EOK
@@ -137,9 +137,9 @@ EOP
 		[[ $code =~ ^20[01]$ ]] || { echo "# real: CRD $name: HTTP $code"; return 1; }
 	done <"$dir/crds.list"
 	while read -r name; do
-		_real_wait 60 _real_crd_established "$name" || { echo "# real: CRD $name not established"; return 1; }
+		_real_wait 240 _real_crd_established "$name" || { echo "# real: CRD $name not established"; return 1; }
 		# Established, and served: the first LIST answers
-		_real_wait 30 _real_crd_served "$name" || { echo "# real: CRD $name not served"; return 1; }
+		_real_wait 120 _real_crd_served "$name" || { echo "# real: CRD $name not served"; return 1; }
 	done <"$dir/crds.list"
 	echo "# real: kube-apiserver ready in $((t1 - t0)) s, CRDs established after $((SECONDS - t0)) s"
 }
@@ -239,8 +239,9 @@ real_mlflow_start() {
 		printf '[mlflow]\ndefault_permission = READ\ndatabase_uri = sqlite:///%s/basic_auth.db\nadmin_username = admin\nadmin_password = %s\nauthorization_function = mlflow.server.auth:authenticate_request_basic_auth\n' \
 			"$dir" "${REAL_MLFLOW_ADMIN_PASSWORD:=pw-$RANDOM$RANDOM-x}" >"$dir/basic_auth.ini"
 	fi
-	(cd "$dir" && MLFLOW_AUTH_CONFIG_PATH=$dir/basic_auth.ini _real_bg "$dir" mlflow "$MLFLOW" server \
-		--backend-store-uri "postgresql://postgres@127.0.0.1:$PGPORT/$db" \
+	# no background job runner: the registry REST API is what mlplat uses
+	(cd "$dir" && MLFLOW_FLASK_SERVER_SECRET_KEY=$(openssl rand -hex 16) MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false MLFLOW_AUTH_CONFIG_PATH=$dir/basic_auth.ini _real_bg "$dir" mlflow "$MLFLOW" server \
+		--backend-store-uri "postgresql+psycopg2://postgres@127.0.0.1:$PGPORT/$db" \
 		--host 127.0.0.1 --port "$port" --workers 1 --no-serve-artifacts ${app:+--app-name "$app"})
 	_real_wait 180 curl -sf "$REAL_MLFLOW/health" || { echo "# real: mlflow did not start"; tail -20 "$dir/mlflow.log"; return 1; }
 	echo "# real: mlflow server ready in $((SECONDS - t0)) s"

@@ -323,15 +323,16 @@ async function wfReconcile(ns, name) {
   o = g.json;
   const tasks = wfTasks(o);
   const nodes = { [id]: { id, name: id, displayName: id, type: tasks.length ? 'DAG' : 'Pod', templateName: o.spec.entrypoint, phase: 'Running', startedAt: started } };
+  const exit0 = { outputs: { exitCode: '0' } };   // Argo writes a Pod node's exit code as a string
   if (o.status.phase === 'Pending') {
     await wfWrite(o, { ...o.status, phase: 'Running', nodes, progress: `0/${Math.max(tasks.length, 1)}` }, 'Running');
     return;
   }
   const finished = nowIso();
-  nodes[id] = { ...nodes[id], phase: 'Succeeded', finishedAt: finished };
+  nodes[id] = { ...nodes[id], phase: 'Succeeded', finishedAt: finished, ...(tasks.length ? {} : exit0) };
   for (const t of tasks) {
     const tid = `${id}-${crypto.createHash('sha1').update(t).digest('hex').slice(0, 10)}`;
-    nodes[tid] = { id: tid, name: `${id}.${t}`, displayName: t, type: 'Pod', phase: 'Succeeded', startedAt: started, finishedAt: finished, boundaryID: id };
+    nodes[tid] = { id: tid, name: `${id}.${t}`, displayName: t, type: 'Pod', phase: 'Succeeded', startedAt: started, finishedAt: finished, boundaryID: id, ...exit0 };
   }
   await wfWrite(o, { ...o.status, phase: 'Succeeded', finishedAt: finished, nodes, progress: `${Math.max(tasks.length, 1)}/${Math.max(tasks.length, 1)}` }, 'Succeeded');
 }

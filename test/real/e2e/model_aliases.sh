@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Model aliases on the real MLflow tracking server (PyPI, pinned in
+# test/real/versions.env), its backend store a database of this test's
+# PostgreSQL cluster: stages become registry aliases on versions mlplat
+# creates, an alias moved behind mlplat's back is repaired, stage NONE deletes
+# the alias (real MLflow reads a DELETE's parameters from the JSON body only)
+# and a missing alias reads back as MLflow's 400 INVALID_PARAMETER_VALUE.
+# With the basic-auth app on, the bearer token mlplat sends is refused.
+set -u
+. "$(dirname "$0")/../../lib/tap.sh"
+tap_require_cluster
+. "$(dirname "$0")/../../lib/cluster.sh"
+. "$(dirname "$0")/../../lib/real.sh"
+WORK=$MLPLAT_TEST_WORK
+RD=$WORK/real-aliases
+DB=mlplat
+MINE="model_id IN (SELECT m.id FROM mlplat.models m JOIN mlplat.projects p ON p.id = m.project_id WHERE p.name = 'realalias')"
+registry_disconnect() {
+	$PSQL -d $DB -c "ALTER SYSTEM RESET mlplat.registry_url" -c "ALTER SYSTEM RESET mlplat.registry_token_file" \
+		-c "ALTER SYSTEM RESET mlplat.backoff_max" -c "SELECT pg_reload_conf()" >/dev/null
+}
+trap 'registry_disconnect; real_stop $RD' EXIT
+real_mlflow_start "$RD"
+tap_ok $? "real mlflow server started, backend store in this test's PostgreSQL"
+printf 'unused-by-mlflow-oss-%s' "$RANDOM" >"$RD/token"
+chmod 644 "$RD/token"
+
+mlflow() {
+	curl -s -X "$1" "$REAL_MLFLOW/api/2.0/mlflow/$2" ${3:+-H 'Content-Type: application/json' -d "$3"}
+}
+alias_of() {
+	mlflow GET "registered-models/alias?name=realalias.iris&alias=$1" | python3 -c '
+import json,sys; o=json.load(sys.stdin)
+if "model_version" in o:
+    mv=o["model_version"]; t={x["key"]:x["value"] for x in mv.get("tags",[])}
+    print(mv["version"] + "/" + t.get("mlplat.version","?"))
+else: print(o.get("error_code","?"))'
+}
+wait_alias() {
+	local deadline=$((SECONDS + $3)) got
+	while :; do
+		got=$(alias_of "$1")
+		[ "$got" = "$2" ] && return 0
+		((SECONDS >= deadline)) && { echo "# waited $3 s; alias $1 last '$got', wanted '$2'"; return 1; }
+		sleep 0.2
+	done
+}
+regv() { q $DB "SELECT registry_version FROM mlplat.model_registry_versions rv JOIN mlplat.model_versions mv ON mv.id = rv.version_id WHERE mv.version = '$1' AND mv.$MINE"; }
+rows() { q $DB "SELECT alias, status, status_reason, last_error FROM mlplat.model_aliases WHERE $MINE" | sed 's/^/# row: /'; }
+
+q $DB "SELECT mlplat.create_project('realalias', 1)" >/dev/null
+for v in 1 2; do
+	SHA=$(printf "iris-v$v" | sha256sum | cut -d' ' -f1)
+	q $DB "SELECT mlplat.register_model_version('realalias', 'iris', '$v', 's3://models/iris/$v', '$SHA', 'kserve-sklearnserver', 'sklearn')" >/dev/null
+done
+$PSQL -d $DB -c "ALTER SYSTEM SET mlplat.registry_url = '$REAL_MLFLOW'" \
+	-c "ALTER SYSTEM SET mlplat.registry_token_file = '$RD/token'" -c "SELECT pg_reload_conf()" >/dev/null
+q $DB "SELECT mlplat.set_model_stage('realalias', 'iris', '1', 'CANDIDATE')" >/dev/null
+wait_for $DB "SELECT status FROM mlplat.model_aliases WHERE $MINE AND alias = 'candidate'" SYNCED 60
+rc=$?
+tap_ok $rc "the candidate alias is SYNCED on real MLflow"
+[ $rc = 0 ] || rows
+V1=$(regv 1)
+tap_is "$(alias_of candidate)" "$V1/1" "MLflow's candidate alias points at the version mlplat created for version 1"
+tap_is "$(mlflow GET "model-versions/get?name=realalias.iris&version=$V1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["model_version"]["source"])')" \
+	"s3://models/iris/1" "the registry version's source is the artifact URI"
+
+q $DB "SELECT mlplat.set_model_stage('realalias', 'iris', '1', 'CHAMPION')" >/dev/null
+wait_alias champion "$V1/1" 60
+tap_ok $? "stage CHAMPION sets the champion alias on version 1"
+wait_alias candidate INVALID_PARAMETER_VALUE 60
+tap_ok $? "the candidate alias, no longer staged, is deleted (DELETE with a JSON body)"
+tap_is "$(mlflow GET 'registered-models/alias?name=realalias.iris&alias=candidate' | python3 -c 'import json,sys; print(json.load(sys.stdin)["error_code"])')/$(curl -s -o /dev/null -w '%{http_code}' "$REAL_MLFLOW/api/2.0/mlflow/registered-models/alias?name=realalias.iris&alias=candidate")" \
+	"INVALID_PARAMETER_VALUE/400" "a missing alias is MLflow's 400 INVALID_PARAMETER_VALUE, not 404"
+q $DB "SELECT mlplat.set_model_stage('realalias', 'iris', '2', 'CHAMPION')" >/dev/null
+V2=""
+for _ in $(seq 150); do V2=$(regv 2); [ -n "$V2" ] && break; sleep 0.2; done
+wait_alias champion "$V2/2" 60
+tap_ok $? "a new CHAMPION moves the champion alias to version 2 ($V2)"
+wait_for $DB "SELECT string_agg(alias || '=' || status, ',' ORDER BY alias) FROM mlplat.model_aliases WHERE $MINE" "candidate=SYNCED,champion=SYNCED" 30
+tap_ok $? "both aliases SYNCED after verification"
+
+tap_is "$(mlflow POST registered-models/alias "{\"name\":\"realalias.iris\",\"alias\":\"champion\",\"version\":\"$V1\"}")" "{}" \
+	"an outside client moves champion to version 1"
+wait_for $DB "SELECT count(*) FROM mlplat.model_alias_history WHERE $MINE AND action = 'REPAIR' AND alias = 'champion' AND observed_version = '$V1' AND registry_version = '$V2'" 1 60
+tap_ok $? "the outside move is repaired, with a REPAIR history row"
+wait_alias champion "$V2/2" 30
+tap_ok $? "champion is back on version 2"
+
+q $DB "SELECT mlplat.set_model_stage('realalias', 'iris', '2', 'NONE')" >/dev/null
+wait_alias champion INVALID_PARAMETER_VALUE 60
+tap_ok $? "stage NONE deletes the champion alias on real MLflow"
+wait_for $DB "SELECT status || ':' || (version_id IS NULL) FROM mlplat.model_aliases WHERE $MINE AND alias = 'champion'" "SYNCED:true" 30
+tap_ok $? "the absent champion is SYNCED (verified)"
+tap_is "$(mlflow GET "model-versions/get?name=realalias.iris&version=3" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("error_code"))')" \
+	RESOURCE_DOES_NOT_EXIST "no duplicate registry version was created"
+
+# ---------------------------------------------------------------- the basic-auth app
+real_stop "$RD"
+real_mlflow_start "$RD" basic-auth
+tap_ok $? "real mlflow server restarted with its basic-auth app"
+tap_is "$(curl -s -o /dev/null -w '%{http_code}' -u "admin:$REAL_MLFLOW_ADMIN_PASSWORD" "$REAL_MLFLOW/api/2.0/mlflow/registered-models/search")" 200 \
+	"HTTP Basic credentials are accepted"
+tap_is "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $(cat "$RD/token")" "$REAL_MLFLOW/api/2.0/mlflow/registered-models/search")" 401 \
+	"a bearer token is refused with 401"
+q $DB "SELECT mlplat.set_model_stage('realalias', 'iris', '1', 'CANDIDATE')" >/dev/null
+wait_for $DB "SELECT status FROM mlplat.model_aliases WHERE $MINE AND alias = 'candidate'" SYNCED 30
+tap_todo $? "mlplat syncs an alias through the basic-auth app" "issue 17 item 6 (basic authentication)"
+q $DB "SELECT mlplat.set_model_stage('realalias', 'iris', '1', 'NONE')" >/dev/null
+tap_done
