@@ -64,11 +64,10 @@ once() {
 	rm -rf "$dir"
 	mkdir -p "$dir"
 	echo "peers: building $name into $dir (log $dir/build.log)"
-	# not in an "if": errexit must stay on inside the builder
-	set +e
-	( set -e; "$builder" "$dir" ) >"$dir/build.log" 2>&1
-	rc=$?
-	set -e
+	# A new process: errexit would be ignored inside a function called from
+	# an "if" or "||", and a failed step must fail the build.
+	rc=0
+	"$0" --build "$builder" "$dir" >"$dir/build.log" 2>&1 || rc=$?
 	if [ $rc != 0 ]; then
 		echo "peers: building $name FAILED; last lines of $dir/build.log:" >&2
 		tail -40 "$dir/build.log" >&2
@@ -155,16 +154,32 @@ build_venv() {
 build_mlflow() { build_venv "$1" "mlflow==$MLFLOW_VERSION" "psycopg2-binary" "Flask-WTF"; }
 build_moto() { build_venv "$1" "moto[server,s3]==$MOTO_VERSION"; }
 
+if [ "${1:-}" = --build ]; then
+	set -e
+	"$2" "$3"
+	exit 0
+fi
+
 comps=${*:-kube etcd otlp mlflow moto}
 t_all=$(date +%s)
+# The pip installs mostly wait on the network: they run beside the Go builds.
+pids=()
 for c in $comps; do
 	case $c in
-	kube) once "$kube_dir" kube build_kube ;;
-	etcd) once "$etcd_dir" etcd build_etcd ;;
-	otlp) once "$otlp_dir" otlp build_otlp ;;
-	mlflow) once "$mlflow_dir" mlflow build_mlflow ;;
-	moto) once "$moto_dir" moto build_moto ;;
+	mlflow) once "$mlflow_dir" mlflow build_mlflow & pids+=($!) ;;
+	moto) once "$moto_dir" moto build_moto & pids+=($!) ;;
+	esac
+done
+rc=0
+for c in $comps; do
+	case $c in
+	kube) once "$kube_dir" kube build_kube || rc=1 ;;
+	etcd) once "$etcd_dir" etcd build_etcd || rc=1 ;;
+	otlp) once "$otlp_dir" otlp build_otlp || rc=1 ;;
+	mlflow | moto) ;;
 	*) echo "build.sh: unknown component $c" >&2; exit 2 ;;
 	esac
 done
+for p in "${pids[@]}"; do wait "$p" || rc=1; done
+((rc == 0)) || exit 1
 echo "peers: ready in $(( $(date +%s) - t_all )) s"
