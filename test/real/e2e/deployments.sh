@@ -43,7 +43,7 @@ ISVCS=/apis/serving.kserve.io/v1beta1/namespaces/mlp-rshop/inferenceservices
 I=$ISVCS/riris
 applies() { q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND project = 'rshop' AND action IN ('APPLY', 'REPAIR')"; }
 
-q $DB "SELECT mlplat.create_project('rshop', 4, '8', '16Gi')" >/dev/null
+q $DB "SELECT mlplat.create_project('rshop', 4, '8', '16Gi'); SELECT mlplat.add_artifact_location('rshop', 's3://models/')" >/dev/null
 wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'rshop'" READY 60
 tap_ok $? "project rshop is READY"
 SHA=$(real_s3_put s3://models/iris/1 'iris-v1')

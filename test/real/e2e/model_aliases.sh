@@ -48,7 +48,7 @@ wait_alias() {
 regv() { q $DB "SELECT registry_version FROM mlplat.model_registry_versions rv JOIN mlplat.model_versions mv ON mv.id = rv.version_id WHERE mv.version = '$1' AND mv.$MINE"; }
 rows() { q $DB "SELECT alias, status, status_reason, last_error FROM mlplat.model_aliases WHERE $MINE" | sed 's/^/# row: /'; }
 
-q $DB "SELECT mlplat.create_project('realalias', 1)" >/dev/null
+q $DB "SELECT mlplat.create_project('realalias', 1); SELECT mlplat.add_artifact_location('realalias', 's3://models/')" >/dev/null
 for v in 1 2; do
 	SHA=$(printf "iris-v$v" | sha256sum | cut -d' ' -f1)
 	q $DB "SELECT mlplat.register_model_version('realalias', 'iris', '$v', 's3://models/iris/$v', '$SHA', 'kserve-sklearnserver', 'sklearn')" >/dev/null
