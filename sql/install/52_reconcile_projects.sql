@@ -65,6 +65,8 @@ RETURNS boolean
 LANGUAGE plpgsql
 SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
+DECLARE
+    written boolean;
 BEGIN
     UPDATE mlplat.projects p
        SET status = p_status,
@@ -81,7 +83,12 @@ BEGIN
            updated_at = pg_catalog.now()
      WHERE p.id = p_id AND p.row_version = p_row_version
        AND EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = 'projects' AND e.epoch = p_epoch);
-    RETURN FOUND;
+    written := FOUND;
+    -- runs wait for their project to be READY (its runner identity): wake them, not the resync
+    IF written AND p_status = 'READY' THEN
+        PERFORM mlplat._wake_on_commit('runs');
+    END IF;
+    RETURN written;
 END;
 $$;
 REVOKE ALL ON FUNCTION mlplat._projects_writeback(bigint, bigint, bigint, text, text, bigint, jsonb, text, int) FROM PUBLIC;

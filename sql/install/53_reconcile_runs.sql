@@ -206,6 +206,12 @@ AS $$
     FROM mlplat.runs u
     JOIN mlplat.projects p ON p.id = u.project_id
    WHERE u.status IN ('PENDING', 'SUBMITTED', 'RUNNING', 'CANCEL_REQUESTED')
+     -- A first submission waits for its project to be READY: Argo runs the workflow as the
+     -- project's runner ServiceAccount, which the projects reconciler makes, and fails it at
+     -- once if that identity (or its Role) is not there yet.  A create that may already have
+     -- been sent (an unanswered write) is claimed regardless, to be looked for.
+     AND (u.status <> 'PENDING' OR u.submitted_at IS NOT NULL OR p.status = 'READY'
+          OR EXISTS (SELECT 1 FROM mlplat.unanswered_writes w WHERE w.kind = 'runs' AND w.entity_id = u.id))
    ORDER BY u.id
 $$;
 
