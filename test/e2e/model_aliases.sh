@@ -79,6 +79,11 @@ if [ $rc != 0 ]; then
 	q $DB "SELECT kind, role, status FROM mlplat.reconciler_health WHERE kind = 'model_aliases'" | sed 's/^/# health: /'
 	q $DB "SELECT alias, status, status_reason, last_error FROM mlplat.model_aliases WHERE $MINE" | sed 's/^/# row: /'
 fi
+# Other scripts' projects leave staged versions behind; their aliases are written to this
+# stand-in's MLflow as soon as a registry is configured.  Let them settle first, so that the
+# one-shot faults below are spent on this project's writes, not on theirs.
+wait_for $DB "SELECT count(*) FROM mlplat.model_aliases WHERE NOT ($MINE) AND status <> 'SYNCED'" 0 60
+tap_ok $? "every other project's aliases have settled at this registry (all SYNCED)"
 V1=$(regv 1)
 tap_ok $([ -n "$V1" ]; echo $?) "the registry version of mlplat version 1 is recorded ($V1)"
 tap_is "$(alias_of candidate)" "$V1/1" "MLflow's candidate alias points at the version created for mlplat version 1"
