@@ -39,10 +39,6 @@ extern size_t ml_s3_uri_encode(const char *in, bool keep_slash, char *out, size_
 /* S3's x-amz-checksum-sha256 (base64 of the 32-byte digest) -> 64 lower-case hex. */
 extern bool ml_s3_checksum_b64_to_hex(const char *b64, char hex[ML_SHA256_HEX_LEN + 1]);
 
-/* A hex SHA-256, any case, optional surrounding blanks -> lower-case (never used to trust
- * x-amz-meta-sha256: user metadata is not proof of the bytes). */
-extern bool ml_s3_sha256_hex_normalize(const char *in, char hex[ML_SHA256_HEX_LEN + 1]);
-
 typedef struct MlS3Credentials
 {
 	char		access_key_id[129];

@@ -183,29 +183,6 @@ ml_s3_checksum_b64_to_hex(const char *b64, char hex[ML_SHA256_HEX_LEN + 1])
 	return true;
 }
 
-bool
-ml_s3_sha256_hex_normalize(const char *in, char hex[ML_SHA256_HEX_LEN + 1])
-{
-	size_t		n = 0;
-
-	if (in == NULL)
-		return false;
-	while (*in == ' ' || *in == '\t')
-		in++;
-	for (; isxdigit((unsigned char) *in); in++)
-	{
-		if (n == ML_SHA256_HEX_LEN)
-			return false;
-		hex[n++] = (char) tolower((unsigned char) *in);
-	}
-	while (*in == ' ' || *in == '\t')
-		in++;
-	if (*in != '\0' || n != ML_SHA256_HEX_LEN)
-		return false;
-	hex[n] = '\0';
-	return true;
-}
-
 /* ---- credentials ------------------------------------------------------ */
 
 static const char *
