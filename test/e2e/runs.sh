@@ -232,16 +232,24 @@ pq "SELECT mlplat.create_project('lab', 4)" >/dev/null
 wait_for_p() { PGHOST=$WORK PGPORT=$PP wait_for mlplat "$@"; }
 wait_for_p "SELECT count(*) FROM mlplat.reconciler_health WHERE kind = 'runs' AND role = 'leader'" 1 20
 tap_ok $? "the private cluster has a runs leader"
-# the stand-in holds the create 2 s before applying it; the leader dies meanwhile
-admin POST faults '{"method":"POST","path":"/namespaces/mlp-lab/workflows$","latencyMs":1500,"times":1}' >/dev/null
+# the stand-in parks the create before applying it; the leader dies while it is parked.
+# Waiting for the park (not a sleep) keeps this deterministic however slow the leader is.
+admin POST faults '{"method":"POST","path":"/namespaces/mlp-lab/workflows$","hold":"before","times":1}' >/dev/null
 victim=$(pq "SELECT pid FROM mlplat.reconciler_health WHERE kind = 'runs' AND role = 'leader'")
 pq "SELECT status FROM mlplat.start_run('lab', 'crash', '{\"image\": \"python:3.12\"}')" >/dev/null
-sleep 0.8   # the commit wakes the leader; its POST is now held by the stand-in
+parked=0
+for _ in $(seq 1 300); do
+	[[ "$(admin GET holds | grep -o 'mlp-lab/workflows"' | wc -l)" -ge 1 ]] && { parked=1; break; }
+	sleep 0.1
+done
+tap_is "$parked" 1 "the leader's create is in flight (parked at the stand-in)"
 kill -9 "$victim"
 tap_ok $? "kill -9 of the runs leader (pid $victim) with its create in flight"
-# until the held create has been applied, the restarted leader's own creates are refused (503)
+# until the parked create has been applied, the restarted leader's own creates are refused (503)
 admin POST faults '{"method":"POST","path":"/namespaces/mlp-lab/workflows$","status":503}' >/dev/null
-sleep 2.5   # the stand-in applies the held create; nobody reads the answer
+sleep 1     # the crash restart is under way: its leader now meets the 503s
+admin POST holds/release '{}' >/dev/null   # applied now; nobody reads the answer
+for _ in $(seq 1 100); do [[ "$(wf_writes crash-1)" -ge 1 ]] && break; sleep 0.1; done
 admin DELETE faults >/dev/null
 tap_is "$(wf_writes crash-1)" 1 "the create was applied at the stand-in"
 tap_is "$(pq "SELECT count(*) FROM mlplat.reconcile_ledger WHERE action = 'CREATE' AND outcome = 'OK'")" 0 "... and no leader read a successful answer"
