@@ -27,10 +27,10 @@
 static bool
 printable_line(const char *s, size_t bound)
 {
-	size_t		n = strnlen(s, bound);
+	size_t n = strnlen(s, bound);
 
 	if (n == bound)
-		return false;			/* no NUL inside the buffer */
+		return false; /* no NUL inside the buffer */
 	for (size_t i = 0; i < n; i++)
 		if ((unsigned char) s[i] < 0x20 || (unsigned char) s[i] > 0x7e)
 			return false;
@@ -47,11 +47,11 @@ contains(const char *hay, const char *needle)
 static const char *
 check_sanitize(const char *s, size_t len, size_t max, const char *token)
 {
-	char		out[600];
-	char		ref[600];
-	size_t		tl = strlen(token);
-	size_t		n = len < max ? len : max;
-	size_t		got;
+	char out[600];
+	char ref[600];
+	size_t tl = strlen(token);
+	size_t n = len < max ? len : max;
+	size_t got;
 
 	if (n > sizeof(out) - 4)
 		return NULL;
@@ -83,7 +83,7 @@ reference_exists(const char *body, size_t len)
 	const MlJsonValue *v = a ? ml_json_parse(a, body, len, NULL, &err) : NULL;
 	const MlJsonValue *kind = ml_json_object_get(v, "kind");
 	const MlJsonValue *reason = ml_json_object_get(v, "reason");
-	bool		r;
+	bool r;
 
 	r = kind && reason && kind->type == ML_JSON_STRING && reason->type == ML_JSON_STRING &&
 		kind->u.string.len == strlen("Status") && memcmp(kind->u.string.str, "Status", 6) == 0 &&
@@ -96,13 +96,13 @@ reference_exists(const char *body, size_t len)
 static const char *
 check(const uint8_t *data, size_t size)
 {
-	int			status;
-	unsigned	flags;
-	size_t		tl;
-	char		token[256];
-	char	   *body;
-	size_t		blen;
-	bool		is_json = false;
+	int status;
+	unsigned flags;
+	size_t tl;
+	char token[256];
+	char *body;
+	size_t blen;
+	bool is_json = false;
 	MlKubeResponse r1;
 	MlKubeResponse r2;
 	const char *bad = NULL;
@@ -155,7 +155,7 @@ check(const uint8_t *data, size_t size)
 	else if (flags & 1)
 	{
 		if (status == 0 ? r1.outcome != MLPLAT_KUBE_RETRY
-			: r1.outcome != ((status == 429 || status >= 500) ? MLPLAT_KUBE_RETRY : MLPLAT_KUBE_FAILED))
+						: r1.outcome != ((status == 429 || status >= 500) ? MLPLAT_KUBE_RETRY : MLPLAT_KUBE_FAILED))
 			bad = "a failed transfer classified wrongly";
 	}
 	else if (status >= 200 && status < 300)
@@ -165,25 +165,25 @@ check(const uint8_t *data, size_t size)
 	}
 	else if (status == 409)
 	{
-		bool		exists = reference_exists(body, blen);
+		bool exists = reference_exists(body, blen);
 
 		if (r1.outcome != (exists ? MLPLAT_KUBE_EXISTS : MLPLAT_KUBE_CONFLICT))
 			bad = "a 409 classified wrongly";
 	}
-	else if (r1.outcome != (status == 404 ? MLPLAT_KUBE_NOT_FOUND :
-							status == 410 ? MLPLAT_KUBE_EXPIRED :
-							(status == 429 || status >= 500) ? MLPLAT_KUBE_RETRY : MLPLAT_KUBE_FAILED))
+	else if (r1.outcome != (status == 404 ? MLPLAT_KUBE_NOT_FOUND : status == 410				   ? MLPLAT_KUBE_EXPIRED
+																: (status == 429 || status >= 500) ? MLPLAT_KUBE_RETRY
+																								   : MLPLAT_KUBE_FAILED))
 		bad = "an error status classified wrongly";
 
 	if (bad == NULL)
 		bad = check_sanitize(body, blen, ML_KUBE_EXCERPT_MAX, token);
 	if (bad == NULL)
-		bad = check_sanitize(body, blen, flags >> 3, token);	/* small bounds: cuts everywhere */
+		bad = check_sanitize(body, blen, flags >> 3, token); /* small bounds: cuts everywhere */
 	free(body);
 	return bad;
 }
 
-int			LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -63,8 +63,8 @@ set_string_member(MlJsonArena *arena, MlJsonValue *obj, const char *key, const c
 static void
 fix_ids(MlJsonArena *arena, MlJsonValue *contract, MlJsonValue *evidence)
 {
-	char	   *cid = ml_json_arena_alloc(arena, ML_CONTENT_ID_LEN + 1);
-	char	   *eid = ml_json_arena_alloc(arena, ML_CONTENT_ID_LEN + 1);
+	char *cid = ml_json_arena_alloc(arena, ML_CONTENT_ID_LEN + 1);
+	char *eid = ml_json_arena_alloc(arena, ML_CONTENT_ID_LEN + 1);
 	MlJsonError err;
 
 	if (cid == NULL || eid == NULL)
@@ -88,7 +88,7 @@ static const char *
 find_part(const MlJsonValue *obj, const char *const *keys, const MlJsonValue **f,
 		  MlJsonValue *vals, int first, bool *shaped)
 {
-	size_t		n = 0;
+	size_t n = 0;
 
 	if (obj == NULL || obj->type != ML_JSON_OBJECT)
 		return NULL;
@@ -129,10 +129,10 @@ static bool
 same_scope(const MlRolloutScope *a, const MlRolloutScope *b)
 {
 	return same_str(&a->project, &b->project) && same_str(&a->deployment, &b->deployment) &&
-		same_str(&a->target_revision, &b->target_revision) &&
-		same_str(&a->previous_revision, &b->previous_revision) &&
-		same_str(&a->model_digest, &b->model_digest) &&
-		same_str(&a->config_digest, &b->config_digest);
+		   same_str(&a->target_revision, &b->target_revision) &&
+		   same_str(&a->previous_revision, &b->previous_revision) &&
+		   same_str(&a->model_digest, &b->model_digest) &&
+		   same_str(&a->config_digest, &b->config_digest);
 }
 
 /* every member but the scope's pointers, bit for bit */
@@ -152,18 +152,18 @@ same_evidence(const MlRolloutEvidence *a, const MlRolloutEvidence *b)
 static const char *
 check_fields_route(MlJsonArena *arena, const MlJsonValue *evidence)
 {
-	const MlJsonValue *f[ML_EV_NFIELDS] = {0};
+	const MlJsonValue *f[ML_EV_NFIELDS] = { 0 };
 	MlJsonValue vals[ML_EV_NFIELDS];
-	bool		shaped[4] = {false, false, false, false};
+	bool shaped[4] = { false, false, false, false };
 	const char *bad;
 	MlRolloutEvidence e1,
-				e2;
+		e2;
 	MlRolloutError err1,
-				err2;
+		err2;
 	MlRolloutStatus st1,
-				st2;
-	char		tree_id[ML_CONTENT_ID_LEN + 1];
-	char		fields_id[ML_CONTENT_ID_LEN + 1];
+		st2;
+	char tree_id[ML_CONTENT_ID_LEN + 1];
+	char fields_id[ML_CONTENT_ID_LEN + 1];
 	MlJsonError jerr;
 
 	if ((bad = find_part(evidence, ml_rollout_evidence_keys, f, vals, 0, &shaped[0])) != NULL ||
@@ -227,7 +227,7 @@ run_once(const char *a, size_t alen, const char *b, size_t blen, bool fix,
 	if (contract == NULL || evidence == NULL)
 	{
 		ml_json_arena_free(arena);
-		return NULL;			/* not JSON: the parser's own fuzzer covers that */
+		return NULL; /* not JSON: the parser's own fuzzer covers that */
 	}
 	if (fix)
 		fix_ids(arena, contract, evidence);
@@ -261,9 +261,9 @@ check_output(const MlRolloutPlan *plan, const char *json)
 	MlJsonArena *arena = ml_json_arena_new();
 	MlJsonValue *v;
 	MlJsonError jerr;
-	size_t		len;
-	char	   *canon;
-	char		id[ML_CONTENT_ID_LEN + 1];
+	size_t len;
+	char *canon;
+	char id[ML_CONTENT_ID_LEN + 1];
 	const char *bad = NULL;
 
 	if (arena == NULL)
@@ -309,15 +309,15 @@ const char *
 mlfuzz_check_plan_rollout(const uint8_t *data, size_t size)
 {
 	const char *text = (const char *) data;
-	bool		fix = false;
+	bool fix = false;
 	const char *sep;
-	size_t		alen;
+	size_t alen;
 	MlRolloutStatus st1;
 	MlRolloutStatus st2;
 	MlRolloutPlan p1;
 	MlRolloutPlan p2;
-	char	   *o1;
-	char	   *o2;
+	char *o1;
+	char *o2;
 	const char *bad;
 
 	if (size > 0 && text[0] == 'F')
@@ -353,7 +353,7 @@ mlfuzz_check_plan_rollout(const uint8_t *data, size_t size)
 }
 
 #ifndef MLPLAT_NO_FUZZ_MAIN
-int			LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

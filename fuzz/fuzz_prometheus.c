@@ -30,16 +30,16 @@ classify(int status, const char *body, size_t len, MlPromResult *out)
 	ml_json_arena_free(a);
 }
 
-int			LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	int			status;
-	char	   *body;
-	size_t		blen;
+	int status;
+	char *body;
+	size_t blen;
 	MlPromResult r1,
-				r2;
+		r2;
 	const char *bad = NULL;
 
 	if (size < 2)

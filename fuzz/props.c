@@ -22,7 +22,7 @@ mlfuzz_check_parse(const uint8_t *data, size_t size)
 	MlJsonArena *a = ml_json_arena_new();
 	MlJsonError err;
 	MlJsonValue *v;
-	MlJsonLimits small = {8, 0};
+	MlJsonLimits small = { 8, 0 };
 	const char *bad = NULL;
 
 	if (a == NULL)
@@ -55,14 +55,14 @@ mlfuzz_check_canonical(const uint8_t *data, size_t size)
 	MlJsonArena *a = ml_json_arena_new();
 	MlJsonError err;
 	MlJsonValue *v,
-			   *w;
-	char	   *c1,
-			   *c2;
-	size_t		n1,
-				n2;
-	char		id1[ML_CONTENT_ID_LEN + 1],
-				id2[ML_CONTENT_ID_LEN + 1],
-				id3[ML_CONTENT_ID_LEN + 1];
+		*w;
+	char *c1,
+		*c2;
+	size_t n1,
+		n2;
+	char id1[ML_CONTENT_ID_LEN + 1],
+		id2[ML_CONTENT_ID_LEN + 1],
+		id3[ML_CONTENT_ID_LEN + 1];
 	const char *bad = NULL;
 
 	if (a == NULL)
@@ -104,7 +104,7 @@ done:
 static const char *
 diff_must_be_empty(MlJsonArena *a, const MlJsonValue *x, const MlJsonValue *y, const char *what)
 {
-	MlSpecDiff	d;
+	MlSpecDiff d;
 	MlJsonError err;
 
 	if (!ml_spec_diff(a, x, y, &d, &err))
@@ -120,15 +120,15 @@ mlfuzz_check_spec_diff(const uint8_t *data, size_t size)
 	MlJsonArena *a = ml_json_arena_new();
 	MlJsonError err;
 	const uint8_t *sep = memchr(data, 0, size);
-	size_t		n1 = sep ? (size_t) (sep - data) : size;
+	size_t n1 = sep ? (size_t) (sep - data) : size;
 	MlJsonValue *des,
-			   *obs = NULL,
-			   *des2;
-	MlSpecDiff	d;
-	char	   *canon,
-			   *out;
-	size_t		clen,
-				olen;
+		*obs = NULL,
+		*des2;
+	MlSpecDiff d;
+	char *canon,
+		*out;
+	size_t clen,
+		olen;
 	const char *bad = NULL;
 
 	if (a == NULL)
@@ -178,7 +178,7 @@ regex_match(const char *re, const char *s)
 {
 	static const char *cached_re[4];
 	static regex_t cached[4];
-	int			i;
+	int i;
 
 	for (i = 0; i < 4 && cached_re[i] != NULL; i++)
 		if (cached_re[i] == re)
@@ -197,8 +197,8 @@ regex_match(const char *re, const char *s)
 static bool
 ref_dns_label(const uint8_t *s, size_t len, size_t max_len)
 {
-	char	   *z;
-	bool		r;
+	char *z;
+	bool r;
 
 	if (len == 0 || len > max_len || memchr(s, 0, len) != NULL)
 		return false;
@@ -217,19 +217,19 @@ ref_traceparent(const char *s)
 		return false;
 	/* all-zero trace id or parent id is invalid */
 	return strncmp(s + 3, "00000000000000000000000000000000", 32) != 0 &&
-		strncmp(s + 36, "0000000000000000", 16) != 0;
+		   strncmp(s + 36, "0000000000000000", 16) != 0;
 }
 
 const char *
 mlfuzz_check_names(const uint8_t *data, size_t size)
 {
-	size_t		max_len;
-	char	   *z;
+	size_t max_len;
+	char *z;
 	const char *bad = NULL;
 
 	if (size == 0)
 		return NULL;
-	max_len = (size_t) data[0] + 1;	/* 1..256 */
+	max_len = (size_t) data[0] + 1; /* 1..256 */
 	if (mlplat_dns_label_is_valid((const char *) data + 1, size - 1, max_len) !=
 		ref_dns_label(data + 1, size - 1, max_len))
 		return "mlplat_dns_label_is_valid disagrees with the reference";
@@ -239,7 +239,7 @@ mlfuzz_check_names(const uint8_t *data, size_t size)
 
 	z = malloc(size);
 	memcpy(z, data + 1, size - 1);
-	z[size - 1] = '\0';			/* the validator reads up to the first NUL */
+	z[size - 1] = '\0'; /* the validator reads up to the first NUL */
 	if (mlplat_traceparent_is_valid(z) != ref_traceparent(z))
 		bad = "mlplat_traceparent_is_valid disagrees with the reference";
 	free(z);

@@ -15,77 +15,77 @@
 #include "mlplat/guc.h"
 #include "mlplat/validate.h"
 
-char	   *mlplat_database = NULL;
-int			mlplat_replicas = 2;
-bool		mlplat_workers_enabled = true;
-int			mlplat_leader_retry_interval_ms = 250;
-int			mlplat_resync_interval_ms = 30000;
-int			mlplat_unanswered_write_grace_ms = 60000;
-int			mlplat_backoff_max_ms = 300000;
-char	   *mlplat_kube_url = NULL;
-char	   *mlplat_kube_token_file = NULL;
-char	   *mlplat_kube_ca_file = NULL;
-int			mlplat_lease_fence = MLPLAT_LEASE_FENCE_AUTO;
-char	   *mlplat_lease_namespace = NULL;
-int			mlplat_lease_duration_s = 15;
-char	   *mlplat_registry_url = NULL;
-char	   *mlplat_registry_token_file = NULL;
-char	   *mlplat_prometheus_url = NULL;
-char	   *mlplat_s3_endpoint = NULL;
-char	   *mlplat_s3_region = NULL;
-char	   *mlplat_s3_credentials_file = NULL;
-char	   *mlplat_s3_ca_file = NULL;
-int			mlplat_artifact_hash_max_kb = 1048576;
-int			mlplat_artifact_hash_timeout_ms = 600000;
-int			mlplat_http_max_concurrency = 32;
-int			mlplat_http_connect_timeout_ms = 2000;
-int			mlplat_http_timeout_ms = 10000;
-int			mlplat_ledger_retention_days = 30;
-int			mlplat_idempotency_retention_days = 7;
-int			mlplat_deploy_deadline_ms = 600000;
-int			mlplat_api_lock_timeout_ms = 5000;
-int			mlplat_list_max_pages = 1000;
-int			mlplat_pass_memory_limit_kb = 262144;
-char	   *mlplat_traceparent = NULL;
-char	   *mlplat_otlp_endpoint = NULL;
-char	   *mlplat_otlp_headers_file = NULL;
-char	   *mlplat_runner_service_account = NULL;
-char	   *mlplat_predictor_service_account = NULL;
-char	   *mlplat_predictor_s3_secret = NULL;
-char	   *mlplat_predictor_s3_endpoint = NULL;
-char	   *mlplat_predictor_s3_region = NULL;
-int			mlplat_metrics_preset = 0;
-char	   *mlplat_network_allowed_namespaces = NULL;
+char *mlplat_database = NULL;
+int mlplat_replicas = 2;
+bool mlplat_workers_enabled = true;
+int mlplat_leader_retry_interval_ms = 250;
+int mlplat_resync_interval_ms = 30000;
+int mlplat_unanswered_write_grace_ms = 60000;
+int mlplat_backoff_max_ms = 300000;
+char *mlplat_kube_url = NULL;
+char *mlplat_kube_token_file = NULL;
+char *mlplat_kube_ca_file = NULL;
+int mlplat_lease_fence = MLPLAT_LEASE_FENCE_AUTO;
+char *mlplat_lease_namespace = NULL;
+int mlplat_lease_duration_s = 15;
+char *mlplat_registry_url = NULL;
+char *mlplat_registry_token_file = NULL;
+char *mlplat_prometheus_url = NULL;
+char *mlplat_s3_endpoint = NULL;
+char *mlplat_s3_region = NULL;
+char *mlplat_s3_credentials_file = NULL;
+char *mlplat_s3_ca_file = NULL;
+int mlplat_artifact_hash_max_kb = 1048576;
+int mlplat_artifact_hash_timeout_ms = 600000;
+int mlplat_http_max_concurrency = 32;
+int mlplat_http_connect_timeout_ms = 2000;
+int mlplat_http_timeout_ms = 10000;
+int mlplat_ledger_retention_days = 30;
+int mlplat_idempotency_retention_days = 7;
+int mlplat_deploy_deadline_ms = 600000;
+int mlplat_api_lock_timeout_ms = 5000;
+int mlplat_list_max_pages = 1000;
+int mlplat_pass_memory_limit_kb = 262144;
+char *mlplat_traceparent = NULL;
+char *mlplat_otlp_endpoint = NULL;
+char *mlplat_otlp_headers_file = NULL;
+char *mlplat_runner_service_account = NULL;
+char *mlplat_predictor_service_account = NULL;
+char *mlplat_predictor_s3_secret = NULL;
+char *mlplat_predictor_s3_endpoint = NULL;
+char *mlplat_predictor_s3_region = NULL;
+int mlplat_metrics_preset = 0;
+char *mlplat_network_allowed_namespaces = NULL;
 
 /* as MlPromPreset (mlplat/prometheus.h) numbers them */
 static const struct config_enum_entry metrics_preset_options[] = {
-	{"knative-opencensus", 0, false},
-	{"knative-otel", 1, false},
-	{"vllm", 2, false},
-	{"triton", 3, false},
-	{NULL, 0, false}
+	{ "knative-opencensus", 0, false },
+	{ "knative-otel", 1, false },
+	{ "vllm", 2, false },
+	{ "triton", 3, false },
+	{ NULL, 0, false }
 };
-int			mlplat_otlp_batch_size = 512;
-int			mlplat_otlp_export_interval_ms = 1000;
-int			mlplat_span_retention_days = 7;
-int			mlplat_leader_history_retention_days = 30;
-int			mlplat_history_retention_days = 365;
-int			mlplat_route_generation_retention_days = 7;
-int			mlplat_idempotency_tombstone_retention_days = 365;
-int			mlplat_retention_interval_ms = 3600000;
-char	   *mlplat_on_behalf_of = NULL;
+int mlplat_otlp_batch_size = 512;
+int mlplat_otlp_export_interval_ms = 1000;
+int mlplat_span_retention_days = 7;
+int mlplat_leader_history_retention_days = 30;
+int mlplat_history_retention_days = 365;
+int mlplat_route_generation_retention_days = 7;
+int mlplat_idempotency_tombstone_retention_days = 365;
+int mlplat_retention_interval_ms = 3600000;
+char *mlplat_on_behalf_of = NULL;
 
 static const struct config_enum_entry lease_fence_options[] = {
-	{"auto", MLPLAT_LEASE_FENCE_AUTO, false},
-	{"on", MLPLAT_LEASE_FENCE_ON, false},
-	{"off", MLPLAT_LEASE_FENCE_OFF, false},
-	{"true", MLPLAT_LEASE_FENCE_ON, true},
-	{"false", MLPLAT_LEASE_FENCE_OFF, true},
-	{"yes", MLPLAT_LEASE_FENCE_ON, true},
-	{"no", MLPLAT_LEASE_FENCE_OFF, true},
-	{"1", MLPLAT_LEASE_FENCE_ON, true},
-	{"0", MLPLAT_LEASE_FENCE_OFF, true},
-	{NULL, 0, false}
+	{ "auto", MLPLAT_LEASE_FENCE_AUTO, false },
+	{ "on", MLPLAT_LEASE_FENCE_ON, false },
+	{ "off", MLPLAT_LEASE_FENCE_OFF, false },
+	{ "true", MLPLAT_LEASE_FENCE_ON, true },
+	{ "false", MLPLAT_LEASE_FENCE_OFF, true },
+	{ "yes", MLPLAT_LEASE_FENCE_ON, true },
+	{ "no", MLPLAT_LEASE_FENCE_OFF, true },
+	{ "1", MLPLAT_LEASE_FENCE_ON, true },
+	{ "0", MLPLAT_LEASE_FENCE_OFF, true },
+	{ NULL, 0, false }
 };
 
 /* A malformed traceparent is refused when set, not discovered later in a span. */
@@ -122,7 +122,7 @@ static bool
 check_k8s_name_or_empty(char **newval, void **extra, GucSource source)
 {
 	const char *v = *newval;
-	size_t		len = v ? strlen(v) : 0;
+	size_t len = v ? strlen(v) : 0;
 	const char *p = v;
 
 	if (len == 0)
@@ -131,7 +131,7 @@ check_k8s_name_or_empty(char **newval, void **extra, GucSource source)
 	{
 		while (p && *p)
 		{
-			size_t		n = strcspn(p, ".");
+			size_t n = strcspn(p, ".");
 
 			if (!mlplat_dns_label_is_valid(p, n, 63))
 				break;
@@ -153,7 +153,7 @@ check_namespace_list(char **newval, void **extra, GucSource source)
 
 	while (*p)
 	{
-		size_t		n;
+		size_t n;
 
 		while (*p == ' ' || *p == ',')
 			p++;
@@ -180,7 +180,8 @@ check_s3_endpoint(char **newval, void **extra, GucSource source)
 
 	if (v == NULL || v[0] == '\0')
 		return true;
-	host = strncmp(v, "https://", 8) == 0 ? v + 8 : strncmp(v, "http://", 7) == 0 ? v + 7 : NULL;
+	host = strncmp(v, "https://", 8) == 0 ? v + 8 : strncmp(v, "http://", 7) == 0 ? v + 7
+																				  : NULL;
 	if (host && host[0] && host[0] != '/' && strpbrk(host, "@ \t\r\n\"") == NULL)
 		return true;
 	GUC_check_errcode(ERRCODE_INVALID_PARAMETER_VALUE);

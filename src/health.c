@@ -28,7 +28,7 @@ mlplat_replica_states(PG_FUNCTION_ARGS)
 
 	InitMaterializedSRF(fcinfo, 0);
 	if (mlplat_shared == NULL)
-		PG_RETURN_VOID();		/* not preloaded: no workers to describe */
+		PG_RETURN_VOID(); /* not preloaded: no workers to describe */
 
 	/* copy under the lock, format outside it */
 	SpinLockAcquire(&mlplat_shared->mutex);
@@ -40,8 +40,8 @@ mlplat_replica_states(PG_FUNCTION_ARGS)
 		for (int r = 0; r < mlplat_replicas && r < MLPLAT_MAX_REPLICAS; r++)
 		{
 			MlplatReplicaState *st = &snapshot.kinds[k].replicas[r];
-			Datum		values[14];
-			bool		nulls[14];
+			Datum values[14];
+			bool nulls[14];
 
 			memset(nulls, 0, sizeof(nulls));
 			values[0] = CStringGetTextDatum(mlplat_kind_names[k]);
@@ -77,8 +77,8 @@ mlplat_span_export_state(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	MlplatExportState x;
-	Datum		values[8];
-	bool		nulls[8];
+	Datum values[8];
+	bool nulls[8];
 
 	InitMaterializedSRF(fcinfo, 0);
 	if (mlplat_shared == NULL)
@@ -115,8 +115,8 @@ Datum
 mlplat_span_export_drops(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	Datum		values[2];
-	bool		nulls[2] = {false, false};
+	Datum values[2];
+	bool nulls[2] = { false, false };
 
 	InitMaterializedSRF(fcinfo, 0);
 	if (mlplat_shared == NULL)

@@ -73,8 +73,8 @@ void
 mlplat_sanitizer_after_catch(void)
 {
 #ifdef MLPLAT_ASAN
-	char	   *here = (char *) __builtin_frame_address(0);
-	size_t		depth = ((size_t) max_stack_depth + 1024) * 1024;
+	char *here = (char *) __builtin_frame_address(0);
+	size_t depth = ((size_t) max_stack_depth + 1024) * 1024;
 
 	__asan_unpoison_memory_region(here - depth, depth);
 #endif

@@ -112,7 +112,7 @@ static bool
 same_file(const struct stat *a, const struct stat *b)
 {
 	return a->st_ino == b->st_ino && a->st_dev == b->st_dev && a->st_size == b->st_size &&
-		a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+		   a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
 }
 
 char *
@@ -120,14 +120,14 @@ mlplat_secret_file_refresh(MlplatSecretFile *sf, const char *path, const char *w
 						   size_t max, MlplatSecretShape shape, bool *changed)
 {
 	struct stat st;
-	char	   *buf;
-	size_t		len = 0;
-	ssize_t		n;
-	int			fd;
-	int			save_errno;
-	char	   *bad = NULL;
-	bool		cut;
-	char		extra;
+	char *buf;
+	size_t len = 0;
+	ssize_t n;
+	int fd;
+	int save_errno;
+	char *bad = NULL;
+	bool cut;
+	char extra;
 
 	if (changed)
 		*changed = false;

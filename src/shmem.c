@@ -26,7 +26,7 @@ mlplat_shmem_request(void)
 static void
 mlplat_shmem_startup(void)
 {
-	bool		found;
+	bool found;
 
 	if (prev_shmem_startup_hook)
 		prev_shmem_startup_hook();
@@ -53,7 +53,7 @@ mlplat_shmem_init_hooks(void)
 void
 mlplat_wake_kind(int kind)
 {
-	Latch	   *latch;
+	Latch *latch;
 
 	if (mlplat_shared == NULL || kind < 0 || kind >= MLPLAT_NUM_KINDS)
 		return;

@@ -25,11 +25,11 @@
 char *
 mlplat_installed_version(void)
 {
-	Relation	rel;
+	Relation rel;
 	ScanKeyData key;
 	SysScanDesc scan;
-	HeapTuple	tup;
-	char	   *result = NULL;
+	HeapTuple tup;
+	char *result = NULL;
 
 	rel = table_open(ExtensionRelationId, AccessShareLock);
 	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber, F_NAMEEQ,
@@ -38,9 +38,9 @@ mlplat_installed_version(void)
 	tup = systable_getnext(scan);
 	if (HeapTupleIsValid(tup))
 	{
-		bool		isnull;
-		Datum		d = heap_getattr(tup, Anum_pg_extension_extversion,
-									 RelationGetDescr(rel), &isnull);
+		bool isnull;
+		Datum d = heap_getattr(tup, Anum_pg_extension_extversion,
+							   RelationGetDescr(rel), &isnull);
 
 		if (!isnull)
 			result = text_to_cstring(DatumGetTextPP(d));
@@ -55,10 +55,10 @@ PG_FUNCTION_INFO_V1(mlplat_version);
 Datum
 mlplat_version(PG_FUNCTION_ARGS)
 {
-	TupleDesc	tupdesc;
-	Datum		values[2];
-	bool		nulls[2] = {false, false};
-	char	   *installed = mlplat_installed_version();
+	TupleDesc tupdesc;
+	Datum values[2];
+	bool nulls[2] = { false, false };
+	char *installed = mlplat_installed_version();
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "mlplat.version() must return a composite type");

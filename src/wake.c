@@ -45,8 +45,8 @@ PG_FUNCTION_INFO_V1(mlplat_wake_on_commit);
 Datum
 mlplat_wake_on_commit(PG_FUNCTION_ARGS)
 {
-	char	   *kind_name = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	int			kind = mlplat_kind_from_name(kind_name);
+	char *kind_name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	int kind = mlplat_kind_from_name(kind_name);
 
 	if (kind < 0)
 		ereport(ERROR,

@@ -24,30 +24,30 @@
 typedef enum MlplatArtifactVerdict
 {
 	MLPLAT_ARTIFACT_UNDECIDED = 0,
-	MLPLAT_ARTIFACT_OK,			/* the object exists and its SHA-256 is the registered one */
-	MLPLAT_ARTIFACT_FAILED,		/* missing, different, too large to hash, or not checkable */
-	MLPLAT_ARTIFACT_RETRY,		/* transient (transport, 5xx, 429): try again after retry_ms */
-	MLPLAT_ARTIFACT_WAIT		/* no usable object store configuration yet */
+	MLPLAT_ARTIFACT_OK,		/* the object exists and its SHA-256 is the registered one */
+	MLPLAT_ARTIFACT_FAILED, /* missing, different, too large to hash, or not checkable */
+	MLPLAT_ARTIFACT_RETRY,	/* transient (transport, 5xx, 429): try again after retry_ms */
+	MLPLAT_ARTIFACT_WAIT	/* no usable object store configuration yet */
 } MlplatArtifactVerdict;
 
 typedef struct MlplatArtifactCheck
 {
 	/* in */
-	int64		deployment_id;
-	int			revision;
-	int			attempts;		/* the deployment's failed attempts so far (backoff) */
+	int64 deployment_id;
+	int revision;
+	int attempts; /* the deployment's failed attempts so far (backoff) */
 
 	/* out (after mlplat_artifact_finish) */
 	MlplatArtifactVerdict verdict;
-	char	   *uri;			/* the model version's artifact_uri */
-	char	   *want_sha256;	/* registered digest */
-	char	   *got_sha256;		/* digest found, or NULL */
-	const char *source;			/* where got_sha256 came from */
-	char	   *reason;			/* one line for the tenant: status_reason, last_error, the span */
-	char	   *detail;			/* for administrators: the ledger (digests, sizes, HTTP, files) */
-	int			http_status;	/* of the deciding request, 0 if none */
-	int			retry_ms;		/* RETRY and WAIT: when to look again */
-	bool		cached;			/* decided from mlplat.artifact_digests */
+	char *uri;			/* the model version's artifact_uri */
+	char *want_sha256;	/* registered digest */
+	char *got_sha256;	/* digest found, or NULL */
+	const char *source; /* where got_sha256 came from */
+	char *reason;		/* one line for the tenant: status_reason, last_error, the span */
+	char *detail;		/* for administrators: the ledger (digests, sizes, HTTP, files) */
+	int http_status;	/* of the deciding request, 0 if none */
+	int retry_ms;		/* RETRY and WAIT: when to look again */
+	bool cached;		/* decided from mlplat.artifact_digests */
 
 	/* private to artifact.c */
 	struct MlplatArtifactPriv *priv;
@@ -65,4 +65,4 @@ extern void mlplat_artifact_begin(List *checks, MlplatHttpBatch *batch);
  */
 extern void mlplat_artifact_finish(MlplatPass *pass, List *checks);
 
-#endif							/* MLPLAT_ARTIFACT_H */
+#endif /* MLPLAT_ARTIFACT_H */

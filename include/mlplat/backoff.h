@@ -26,7 +26,7 @@
  * Per-entity cap on the wait a Retry-After can ask for, in ms (the setting
  * mlplat.retry_after_max; defined here so unit tests link without PostgreSQL).
  */
-extern int	mlplat_retry_after_max_ms;
+extern int mlplat_retry_after_max_ms;
 
 /*
  * Delay in milliseconds before attempt number `attempts` + 1, after `attempts`
@@ -46,4 +46,4 @@ extern int	mlplat_retry_after_max_ms;
 extern int64_t mlplat_backoff_delay_ms(int attempts, int64_t base_ms, int64_t max_ms,
 									   int retry_after_s, uint64_t jitter_seed);
 
-#endif							/* MLPLAT_BACKOFF_H */
+#endif /* MLPLAT_BACKOFF_H */

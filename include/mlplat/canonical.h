@@ -64,6 +64,6 @@ extern size_t ml_json_canonical_number(const MlJsonValue *v, char buf[32]);
 extern size_t ml_json_canonical_string(const char *s, size_t n, char *out);
 
 /* Compare two UTF-8 strings by their UTF-16 code units (RFC 8785 §3.2.3). */
-extern int	ml_json_utf16_cmp(const char *a, size_t alen, const char *b, size_t blen);
+extern int ml_json_utf16_cmp(const char *a, size_t alen, const char *b, size_t blen);
 
-#endif							/* MLPLAT_CANONICAL_H */
+#endif /* MLPLAT_CANONICAL_H */

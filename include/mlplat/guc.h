@@ -11,14 +11,14 @@
 
 /* where and how many reconcilers run (postmaster start) */
 extern char *mlplat_database;
-extern int	mlplat_replicas;
+extern int mlplat_replicas;
 
 /* leadership and pacing (reloadable) */
 extern bool mlplat_workers_enabled;
-extern int	mlplat_leader_retry_interval_ms;
-extern int	mlplat_resync_interval_ms;
-extern int	mlplat_backoff_max_ms;
-extern int	mlplat_unanswered_write_grace_ms;
+extern int mlplat_leader_retry_interval_ms;
+extern int mlplat_resync_interval_ms;
+extern int mlplat_backoff_max_ms;
+extern int mlplat_unanswered_write_grace_ms;
 
 /* Kubernetes connection (reloadable; token and CA are files) */
 extern char *mlplat_kube_url;
@@ -31,9 +31,9 @@ typedef enum MlplatLeaseFence
 	MLPLAT_LEASE_FENCE_ON,
 	MLPLAT_LEASE_FENCE_OFF
 } MlplatLeaseFence;
-extern int	mlplat_lease_fence;
+extern int mlplat_lease_fence;
 extern char *mlplat_lease_namespace;
-extern int	mlplat_lease_duration_s;
+extern int mlplat_lease_duration_s;
 
 /* Model registry (MLflow REST API; reloadable; the token is a file) */
 extern char *mlplat_registry_url;
@@ -47,29 +47,29 @@ extern char *mlplat_s3_endpoint;
 extern char *mlplat_s3_region;
 extern char *mlplat_s3_credentials_file;
 extern char *mlplat_s3_ca_file;
-extern int	mlplat_artifact_hash_max_kb;
-extern int	mlplat_artifact_hash_timeout_ms;
+extern int mlplat_artifact_hash_max_kb;
+extern int mlplat_artifact_hash_timeout_ms;
 
 /* HTTP client */
-extern int	mlplat_http_max_concurrency;
-extern int	mlplat_http_connect_timeout_ms;
-extern int	mlplat_http_timeout_ms;
+extern int mlplat_http_max_concurrency;
+extern int mlplat_http_connect_timeout_ms;
+extern int mlplat_http_timeout_ms;
 
 /* housekeeping */
-extern int	mlplat_ledger_retention_days;
-extern int	mlplat_idempotency_retention_days;
+extern int mlplat_ledger_retention_days;
+extern int mlplat_idempotency_retention_days;
 /* retention of histories, route generations, purged keys; how often the leader runs it */
-extern int	mlplat_leader_history_retention_days;
-extern int	mlplat_history_retention_days;
-extern int	mlplat_route_generation_retention_days;
-extern int	mlplat_idempotency_tombstone_retention_days;
-extern int	mlplat_retention_interval_ms;
+extern int mlplat_leader_history_retention_days;
+extern int mlplat_history_retention_days;
+extern int mlplat_route_generation_retention_days;
+extern int mlplat_idempotency_tombstone_retention_days;
+extern int mlplat_retention_interval_ms;
 
 /* deployments */
-extern int	mlplat_deploy_deadline_ms;
-extern int	mlplat_api_lock_timeout_ms;
-extern int	mlplat_list_max_pages;
-extern int	mlplat_pass_memory_limit_kb;
+extern int mlplat_deploy_deadline_ms;
+extern int mlplat_api_lock_timeout_ms;
+extern int mlplat_list_max_pages;
+extern int mlplat_pass_memory_limit_kb;
 
 /* trace spans: export over OTLP/HTTP JSON (reloadable) and retention */
 extern char *mlplat_otlp_endpoint;
@@ -79,11 +79,11 @@ extern char *mlplat_predictor_service_account;
 extern char *mlplat_predictor_s3_secret;
 extern char *mlplat_predictor_s3_endpoint;
 extern char *mlplat_predictor_s3_region;
-extern int	mlplat_metrics_preset;	/* MlPromPreset */
+extern int mlplat_metrics_preset; /* MlPromPreset */
 extern char *mlplat_network_allowed_namespaces;
-extern int	mlplat_otlp_batch_size;
-extern int	mlplat_otlp_export_interval_ms;
-extern int	mlplat_span_retention_days;
+extern int mlplat_otlp_batch_size;
+extern int mlplat_otlp_export_interval_ms;
+extern int mlplat_span_retention_days;
 
 /* per session: W3C trace context supplied by the caller */
 extern char *mlplat_traceparent;
@@ -91,4 +91,4 @@ extern char *mlplat_on_behalf_of;
 
 extern void mlplat_define_gucs(void);
 
-#endif							/* MLPLAT_GUC_H */
+#endif /* MLPLAT_GUC_H */

@@ -41,15 +41,15 @@ typedef struct MlplatHttpBatch MlplatHttpBatch;
 typedef struct MlplatHttpRequest
 {
 	/* ---- input (set by mlplat_http_batch_add and the setters; may be edited before run) */
-	char	   *method;			/* "GET", "POST", "PUT", "PATCH", "DELETE", "HEAD" */
-	char	   *url;			/* http:// or https:// only */
-	char	   *body;			/* request body or NULL */
-	size_t		body_len;
-	char	   *ca_file;		/* CA bundle for TLS (NULL: system default) */
-	int			connect_timeout_ms; /* default mlplat.http_connect_timeout */
-	int			timeout_ms;		/* whole transfer; default mlplat.http_timeout */
-	size_t		max_body;		/* response bound; default MLPLAT_HTTP_DEFAULT_MAX_BODY */
-	void	   *user;			/* opaque, for the caller */
+	char *method; /* "GET", "POST", "PUT", "PATCH", "DELETE", "HEAD" */
+	char *url;	  /* http:// or https:// only */
+	char *body;	  /* request body or NULL */
+	size_t body_len;
+	char *ca_file;			/* CA bundle for TLS (NULL: system default) */
+	int connect_timeout_ms; /* default mlplat.http_connect_timeout */
+	int timeout_ms;			/* whole transfer; default mlplat.http_timeout */
+	size_t max_body;		/* response bound; default MLPLAT_HTTP_DEFAULT_MAX_BODY */
+	void *user;				/* opaque, for the caller */
 
 	/*
 	 * Streaming: when sink is set, the body of a 2xx response goes to it in
@@ -59,20 +59,20 @@ typedef struct MlplatHttpRequest
 	 * returning false aborts the transfer (failed, error "aborted by the
 	 * receiver").
 	 */
-	bool		(*sink) (void *arg, const char *data, size_t len);
-	void	   *sink_arg;
+	bool (*sink)(void *arg, const char *data, size_t len);
+	void *sink_arg;
 
 	/* ---- output (valid after mlplat_http_batch_run) */
-	bool		done;			/* the request ran (false: never started) */
-	bool		failed;			/* no usable response: see error */
-	int			status;			/* HTTP status received, 0 if none */
-	char		error[MLPLAT_HTTP_ERROR_LEN];	/* "" unless failed */
-	int			retry_after_s;	/* parsed Retry-After (seconds or HTTP date), 0 if absent */
-	char	   *content_type;	/* response Content-Type or NULL */
-	char	   *resp_body;		/* NUL-terminated (the NUL is not counted) */
-	size_t		resp_len;
-	double		elapsed_ms;
-	TimestampTz started_at;		/* wall clock when the transfer started (trace spans) */
+	bool done;						   /* the request ran (false: never started) */
+	bool failed;					   /* no usable response: see error */
+	int status;						   /* HTTP status received, 0 if none */
+	char error[MLPLAT_HTTP_ERROR_LEN]; /* "" unless failed */
+	int retry_after_s;				   /* parsed Retry-After (seconds or HTTP date), 0 if absent */
+	char *content_type;				   /* response Content-Type or NULL */
+	char *resp_body;				   /* NUL-terminated (the NUL is not counted) */
+	size_t resp_len;
+	double elapsed_ms;
+	TimestampTz started_at; /* wall clock when the transfer started (trace spans) */
 
 	/* ---- private to http.c */
 	struct MlplatHttpPriv *priv;
@@ -81,9 +81,9 @@ typedef struct MlplatHttpRequest
 /* Per-process counters; the worker runtime copies them into shared memory. */
 typedef struct MlplatHttpStats
 {
-	int64		requests;		/* completed requests */
-	int64		errors;			/* transport failures + HTTP 5xx */
-	double		latency_ms_total;	/* sum of elapsed_ms */
+	int64 requests;			 /* completed requests */
+	int64 errors;			 /* transport failures + HTTP 5xx */
+	double latency_ms_total; /* sum of elapsed_ms */
 } MlplatHttpStats;
 
 /* All request/response memory is allocated in cxt (reset it per pass, or free the batch). */
@@ -99,7 +99,7 @@ extern void mlplat_http_request_set_body(MlplatHttpRequest *req, const char *con
 extern void mlplat_http_request_keep_header(MlplatHttpRequest *req, const char *name);
 /* The last value of a kept response header, or NULL when absent. */
 extern const char *mlplat_http_response_header(const MlplatHttpRequest *req, const char *name);
-extern int	mlplat_http_batch_count(const MlplatHttpBatch *batch);
+extern int mlplat_http_batch_count(const MlplatHttpBatch *batch);
 extern MlplatHttpRequest *mlplat_http_batch_get(const MlplatHttpBatch *batch, int i);
 
 /*
@@ -124,4 +124,4 @@ extern void mlplat_http_stats_get(MlplatHttpStats *out);
 /* Pure helper: true if url starts with http:// or https:// (case-insensitive). */
 extern bool mlplat_http_url_allowed(const char *url);
 
-#endif							/* MLPLAT_HTTP_H */
+#endif /* MLPLAT_HTTP_H */

@@ -28,8 +28,8 @@
 typedef struct MlJsonArena MlJsonArena;
 
 /* alloc returns NULL when out of memory; free may be NULL (nothing to do). */
-typedef void *(*MlJsonAllocFn) (void *ctx, size_t size);
-typedef void (*MlJsonFreeFn) (void *ctx, void *ptr);
+typedef void *(*MlJsonAllocFn)(void *ctx, size_t size);
+typedef void (*MlJsonFreeFn)(void *ctx, void *ptr);
 
 /* A malloc-backed arena; NULL when out of memory. */
 extern MlJsonArena *ml_json_arena_new(void);
@@ -48,19 +48,19 @@ extern void *ml_json_arena_alloc(MlJsonArena *arena, size_t size);
 typedef enum MlJsonErrorCode
 {
 	ML_JSON_OK = 0,
-	ML_JSON_ERR_SYNTAX,			/* not JSON: bad token, trailing garbage, ... */
-	ML_JSON_ERR_ENCODING,		/* invalid UTF-8, lone surrogate escape */
-	ML_JSON_ERR_LIMIT,			/* too deep, too large */
-	ML_JSON_ERR_VALUE,			/* JSON, but not acceptable: duplicate key,
+	ML_JSON_ERR_SYNTAX,	  /* not JSON: bad token, trailing garbage, ... */
+	ML_JSON_ERR_ENCODING, /* invalid UTF-8, lone surrogate escape */
+	ML_JSON_ERR_LIMIT,	  /* too deep, too large */
+	ML_JSON_ERR_VALUE,	  /* JSON, but not acceptable: duplicate key,
 								 * number out of double range, NaN/Infinity */
-	ML_JSON_ERR_NOMEM			/* the allocator said no */
+	ML_JSON_ERR_NOMEM	  /* the allocator said no */
 } MlJsonErrorCode;
 
 typedef struct MlJsonError
 {
 	MlJsonErrorCode code;
-	size_t		offset;			/* byte offset in the input (parse errors) */
-	char		message[160];	/* human-readable, never echoes input text */
+	size_t offset;	   /* byte offset in the input (parse errors) */
+	char message[160]; /* human-readable, never echoes input text */
 } MlJsonError;
 
 /* ---- values ----------------------------------------------------------- */
@@ -79,51 +79,51 @@ typedef struct MlJsonValue MlJsonValue;
 
 typedef struct MlJsonMember
 {
-	const char *key;			/* UTF-8, NUL-terminated, may contain NUL */
-	size_t		key_len;
+	const char *key; /* UTF-8, NUL-terminated, may contain NUL */
+	size_t key_len;
 	MlJsonValue *value;
 } MlJsonMember;
 
 struct MlJsonValue
 {
-	MlJsonType	type;
+	MlJsonType type;
 	union
 	{
-		bool		boolean;
+		bool boolean;
 		struct
 		{
-			const char *text;	/* the source text, NUL-terminated */
-			size_t		text_len;
-			double		value;	/* finite */
-			bool		is_integer; /* written without fraction or exponent */
-		}			number;
+			const char *text; /* the source text, NUL-terminated */
+			size_t text_len;
+			double value;	 /* finite */
+			bool is_integer; /* written without fraction or exponent */
+		} number;
 		struct
 		{
-			const char *str;	/* decoded UTF-8, NUL-terminated, may contain NUL */
-			size_t		len;
-		}			string;
+			const char *str; /* decoded UTF-8, NUL-terminated, may contain NUL */
+			size_t len;
+		} string;
 		struct
 		{
 			MlJsonValue **items;
-			size_t		count;
-		}			array;
+			size_t count;
+		} array;
 		struct
 		{
-			MlJsonMember *members;	/* insertion order */
-			const MlJsonMember **by_key;	/* sorted by key bytes, for lookup */
-			size_t		count;
-		}			object;
-	}			u;
+			MlJsonMember *members;		 /* insertion order */
+			const MlJsonMember **by_key; /* sorted by key bytes, for lookup */
+			size_t count;
+		} object;
+	} u;
 };
 
 typedef struct MlJsonLimits
 {
-	size_t		max_depth;		/* nesting of arrays/objects; 0 = default */
-	size_t		max_bytes;		/* input length; 0 = default */
+	size_t max_depth; /* nesting of arrays/objects; 0 = default */
+	size_t max_bytes; /* input length; 0 = default */
 } MlJsonLimits;
 
-#define ML_JSON_DEFAULT_MAX_DEPTH	256
-#define ML_JSON_DEFAULT_MAX_BYTES	(64 * 1024 * 1024)
+#define ML_JSON_DEFAULT_MAX_DEPTH 256
+#define ML_JSON_DEFAULT_MAX_BYTES (64 * 1024 * 1024)
 
 /*
  * Parse text[0..len) (need not be NUL-terminated).  limits may be NULL.
@@ -171,4 +171,4 @@ extern const char *ml_json_type_name(MlJsonType type);
 extern void ml_json_set_error(MlJsonError *err, MlJsonErrorCode code, size_t offset,
 							  const char *message);
 
-#endif							/* MLPLAT_JSON_H */
+#endif /* MLPLAT_JSON_H */

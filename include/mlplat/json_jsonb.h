@@ -32,7 +32,7 @@ extern MlJsonValue *ml_json_from_jsonb(MlJsonArena *arena, Jsonb *jb);
  * ML_NUMERIC_TEXT_MAX bytes or more).
  */
 #define ML_NUMERIC_TEXT_MAX 64
-extern int	ml_numeric_text(Numeric num, char out[ML_NUMERIC_TEXT_MAX]);
+extern int ml_numeric_text(Numeric num, char out[ML_NUMERIC_TEXT_MAX]);
 
 /*
  * A JSON arena whose blocks are allocated in cxt: it goes away with the
@@ -41,4 +41,4 @@ extern int	ml_numeric_text(Numeric num, char out[ML_NUMERIC_TEXT_MAX]);
  */
 extern MlJsonArena *mlplat_json_arena_in(MemoryContext cxt);
 
-#endif							/* MLPLAT_JSON_JSONB_H */
+#endif /* MLPLAT_JSON_JSONB_H */

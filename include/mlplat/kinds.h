@@ -19,6 +19,6 @@ typedef enum MlplatKind
 extern const char *const mlplat_kind_names[MLPLAT_NUM_KINDS];
 
 /* -1 when the name is not a kind */
-extern int	mlplat_kind_from_name(const char *name);
+extern int mlplat_kind_from_name(const char *name);
 
-#endif							/* MLPLAT_KINDS_H */
+#endif /* MLPLAT_KINDS_H */

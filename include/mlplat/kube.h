@@ -32,26 +32,26 @@ typedef enum MlplatKubeConfigState
 {
 	MLPLAT_KUBE_NOT_CONFIGURED = 0, /* no URL and not in a cluster: idle quietly */
 	MLPLAT_KUBE_READY,
-	MLPLAT_KUBE_CONFIG_ERROR	/* configured but unusable (bad URL, unreadable token) */
+	MLPLAT_KUBE_CONFIG_ERROR /* configured but unusable (bad URL, unreadable token) */
 } MlplatKubeConfigState;
 
 /* A resource type: group "" (or NULL) is the core API. */
 typedef struct MlplatKubeResource
 {
-	const char *group;			/* "", "apps", "serving.kserve.io", ... */
-	const char *version;		/* "v1", "v1beta1", "v1alpha1" */
-	const char *plural;			/* "configmaps", "inferenceservices", ... */
-	bool		namespaced;
+	const char *group;	 /* "", "apps", "serving.kserve.io", ... */
+	const char *version; /* "v1", "v1beta1", "v1alpha1" */
+	const char *plural;	 /* "configmaps", "inferenceservices", ... */
+	bool namespaced;
 } MlplatKubeResource;
 
 typedef struct MlplatKubeResult
 {
 	MlplatKubeOutcome outcome;
-	int			status;			/* HTTP status, 0 on transport failure */
-	int			retry_after_s;
-	Jsonb	   *body;			/* parsed JSON body (object, list or Status), or NULL */
-	char	   *reason;			/* Status.reason ("NotFound", "AlreadyExists", ...) or NULL */
-	char	   *message;		/* one clear line for logs and views; NULL when OK */
+	int status; /* HTTP status, 0 on transport failure */
+	int retry_after_s;
+	Jsonb *body;   /* parsed JSON body (object, list or Status), or NULL */
+	char *reason;  /* Status.reason ("NotFound", "AlreadyExists", ...) or NULL */
+	char *message; /* one clear line for logs and views; NULL when OK */
 } MlplatKubeResult;
 
 /* ---- configuration */
@@ -112,21 +112,21 @@ extern char *mlplat_jsonb_get_text(Jsonb *j, int npath, const char *const *path)
 /* ---- Lease fence (client-go's tryAcquireOrRenew) */
 typedef enum MlplatLeaseResult
 {
-	MLPLAT_LEASE_HELD = 0,		/* we hold it (acquired, renewed or created) */
-	MLPLAT_LEASE_OTHER,			/* another holder whose lease has not expired by our clock */
-	MLPLAT_LEASE_LOST,			/* 409: someone else won the race */
-	MLPLAT_LEASE_ERROR,			/* could not tell (transport, permissions, ...) */
-	MLPLAT_LEASE_NO_CLUSTER		/* no cluster configured */
+	MLPLAT_LEASE_HELD = 0,	/* we hold it (acquired, renewed or created) */
+	MLPLAT_LEASE_OTHER,		/* another holder whose lease has not expired by our clock */
+	MLPLAT_LEASE_LOST,		/* 409: someone else won the race */
+	MLPLAT_LEASE_ERROR,		/* could not tell (transport, permissions, ...) */
+	MLPLAT_LEASE_NO_CLUSTER /* no cluster configured */
 } MlplatLeaseResult;
 
 /* What we last saw of a lease; keep one per lease for the life of the process. */
 typedef struct MlplatLeaseObservation
 {
-	bool		valid;
-	char		holder[256];
-	char		renew_time[64];
-	double		observed_ms;	/* our monotonic clock when holder/renewTime last changed */
-	int			duration_s;
+	bool valid;
+	char holder[256];
+	char renew_time[64];
+	double observed_ms; /* our monotonic clock when holder/renewTime last changed */
+	int duration_s;
 } MlplatLeaseObservation;
 
 /*
@@ -139,11 +139,11 @@ typedef struct MlplatLeaseObservation
  * after its lease expires (for example an old primary, still running after its
  * standby was promoted); pass NULL for plain client-go behaviour.
  */
-typedef bool (*MlplatLeasePreemptFn) (const char *holder, const char *identity);
+typedef bool (*MlplatLeasePreemptFn)(const char *holder, const char *identity);
 extern MlplatLeaseResult mlplat_kube_lease_acquire_preempting(MlplatLeaseObservation *obs, const char *ns,
 															  const char *name, const char *identity,
 															  int duration_s, MlplatLeasePreemptFn may_preempt,
 															  char **detail);
 extern const char *mlplat_lease_result_name(MlplatLeaseResult r);
 
-#endif							/* MLPLAT_KUBE_H */
+#endif /* MLPLAT_KUBE_H */

@@ -16,28 +16,28 @@
 
 typedef enum MlplatKubeOutcome
 {
-	MLPLAT_KUBE_OK = 0,			/* 2xx */
-	MLPLAT_KUBE_NOT_FOUND,		/* 404 */
-	MLPLAT_KUBE_EXISTS,			/* 409 AlreadyExists (create): adopt the object */
-	MLPLAT_KUBE_CONFLICT,		/* 409 Conflict (stale resourceVersion): re-read */
-	MLPLAT_KUBE_EXPIRED,		/* 410 Gone (expired continue token): restart the LIST */
-	MLPLAT_KUBE_RETRY,			/* transport failure, 429, 5xx: back off and retry */
-	MLPLAT_KUBE_FAILED			/* other 4xx (400, 401, 403, 422): permanent until fixed */
+	MLPLAT_KUBE_OK = 0,	   /* 2xx */
+	MLPLAT_KUBE_NOT_FOUND, /* 404 */
+	MLPLAT_KUBE_EXISTS,	   /* 409 AlreadyExists (create): adopt the object */
+	MLPLAT_KUBE_CONFLICT,  /* 409 Conflict (stale resourceVersion): re-read */
+	MLPLAT_KUBE_EXPIRED,   /* 410 Gone (expired continue token): restart the LIST */
+	MLPLAT_KUBE_RETRY,	   /* transport failure, 429, 5xx: back off and retry */
+	MLPLAT_KUBE_FAILED	   /* other 4xx (400, 401, 403, 422): permanent until fixed */
 } MlplatKubeOutcome;
 
 /* Bounds of what a response may put into a message (bytes, before "...") */
-#define ML_KUBE_EXCERPT_MAX 200		/* of a body that is not a Status */
-#define ML_KUBE_STATUS_MESSAGE_MAX 512	/* of Status.message */
-#define ML_KUBE_REASON_MAX 64		/* of Status.reason (CamelCase words) */
-#define ML_KUBE_LINE_MAX 1024		/* the whole line, with its prefix */
+#define ML_KUBE_EXCERPT_MAX 200		   /* of a body that is not a Status */
+#define ML_KUBE_STATUS_MESSAGE_MAX 512 /* of Status.message */
+#define ML_KUBE_REASON_MAX 64		   /* of Status.reason (CamelCase words) */
+#define ML_KUBE_LINE_MAX 1024		   /* the whole line, with its prefix */
 
 typedef struct MlKubeResponse
 {
 	MlplatKubeOutcome outcome;
-	bool		is_status;		/* the body is an object with kind "Status" */
-	bool		has_reason;		/* ... with a string reason (in reason) */
-	char		reason[ML_KUBE_REASON_MAX + 1];	/* printable, token masked */
-	char		message[ML_KUBE_LINE_MAX];	/* one printable line; "" when OK */
+	bool is_status;						 /* the body is an object with kind "Status" */
+	bool has_reason;					 /* ... with a string reason (in reason) */
+	char reason[ML_KUBE_REASON_MAX + 1]; /* printable, token masked */
+	char message[ML_KUBE_LINE_MAX];		 /* one printable line; "" when OK */
 } MlKubeResponse;
 
 /*
@@ -63,4 +63,4 @@ extern size_t ml_kube_sanitize(const char *s, size_t len, size_t max, const char
 
 extern const char *ml_kube_outcome_name(MlplatKubeOutcome outcome);
 
-#endif							/* MLPLAT_KUBE_RESPONSE_H */
+#endif /* MLPLAT_KUBE_RESPONSE_H */

@@ -32,4 +32,4 @@ extern char *mlplat_otlp_headers_apply(MlplatHttpRequest *req);
 /* Does the OTLP specification let a client retry after this HTTP status? */
 extern bool mlplat_otlp_retryable(int status);
 
-#endif							/* MLPLAT_OTLP_EXPORT_H */
+#endif /* MLPLAT_OTLP_EXPORT_H */

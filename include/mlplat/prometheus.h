@@ -19,17 +19,17 @@
 
 typedef enum MlPromOutcome
 {
-	ML_PROM_VALUE = 0,			/* a finite number in value */
-	ML_PROM_EMPTY,				/* success, but no sample */
-	ML_PROM_NOT_FINITE,			/* NaN or ±Inf */
-	ML_PROM_ERROR				/* an error answer, or not Prometheus's shape */
+	ML_PROM_VALUE = 0,	/* a finite number in value */
+	ML_PROM_EMPTY,		/* success, but no sample */
+	ML_PROM_NOT_FINITE, /* NaN or ±Inf */
+	ML_PROM_ERROR		/* an error answer, or not Prometheus's shape */
 } MlPromOutcome;
 
 typedef struct MlPromResult
 {
 	MlPromOutcome outcome;
-	double		value;
-	char		why[200];		/* for anything but ML_PROM_VALUE: one line */
+	double value;
+	char why[200]; /* for anything but ML_PROM_VALUE: one line */
 } MlPromResult;
 
 /*
@@ -43,9 +43,9 @@ extern MlPromOutcome ml_prom_parse_instant(MlJsonArena *arena, int http_status, 
 /* The numbers asked for per KServe revision, in the order of the queries. */
 typedef enum MlPromMetric
 {
-	ML_PROM_REQUESTS = 0,		/* requests in the range */
-	ML_PROM_ERRORS,				/* 5xx answers in the range */
-	ML_PROM_P95,				/* 95th percentile latency, ms */
+	ML_PROM_REQUESTS = 0, /* requests in the range */
+	ML_PROM_ERRORS,		  /* 5xx answers in the range */
+	ML_PROM_P95,		  /* 95th percentile latency, ms */
 	ML_PROM_METRIC_COUNT
 } MlPromMetric;
 
@@ -100,4 +100,4 @@ extern bool ml_prom_preset_query(MlPromPreset p, MlPromMetric m, const char *ns,
 /* "value", "empty", "not_finite", "error" */
 extern const char *ml_prom_outcome_name(MlPromOutcome o);
 
-#endif							/* MLPLAT_PROMETHEUS_H */
+#endif /* MLPLAT_PROMETHEUS_H */

@@ -18,19 +18,19 @@
 
 typedef struct MlplatPass
 {
-	int			kind;
-	int			replica;
-	int64		epoch;			/* leader epoch; stamped on every write-back */
-	const char *controller;		/* "host:port/pid/replica", for ledger and audit */
-	bool		resync;			/* periodic resync due: compare everything */
-	bool		woken;			/* started by a committed intent, and a full pass
+	int kind;
+	int replica;
+	int64 epoch;			/* leader epoch; stamped on every write-back */
+	const char *controller; /* "host:port/pid/replica", for ledger and audit */
+	bool resync;			/* periodic resync due: compare everything */
+	bool woken;				/* started by a committed intent, and a full pass
 								 * ran within the last second: a reconciler may act
 								 * on new intents only, without observing */
-	long		next_pass_ms;	/* > 0: run again this soon (readiness waits) */
-	char		status[128];	/* a line for the health view */
+	long next_pass_ms;		/* > 0: run again this soon (readiness waits) */
+	char status[128];		/* a line for the health view */
 } MlplatPass;
 
-typedef void (*MlplatPassFn) (MlplatPass *pass);
+typedef void (*MlplatPassFn)(MlplatPass *pass);
 
 /* The pass of a kind, or NULL while that kind has no reconciler. */
 extern MlplatPassFn mlplat_pass_for_kind(int kind);
@@ -49,4 +49,4 @@ extern void mlplat_runs_pass(MlplatPass *pass);
 extern void mlplat_txn_begin(void);
 extern void mlplat_txn_commit(void);
 
-#endif							/* MLPLAT_RECONCILE_H */
+#endif /* MLPLAT_RECONCILE_H */

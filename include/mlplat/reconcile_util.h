@@ -10,7 +10,7 @@
 #include "utils/array.h"
 
 #include "mlplat/json.h"
-#include "mlplat/json_jsonb.h"	/* mlplat_json_arena_in */
+#include "mlplat/json_jsonb.h" /* mlplat_json_arena_in */
 #include "mlplat/kube.h"
 #include "mlplat/reconcile.h"
 
@@ -32,7 +32,7 @@ extern bool mlplat_sql_bool(const char *sql, int nargs, Oid *types, Datum *value
  * Run a statement with SPI (transaction open) and return SPI's result code;
  * the rows are in SPI_tuptable.  The plan is kept like mlplat_sql_bool's.
  */
-extern int	mlplat_sql_exec(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls);
+extern int mlplat_sql_exec(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls);
 
 /* Append a text, or NULL, to an array being built (in the state's own context). */
 extern void mlplat_array_add_text(ArrayBuildState *a, const char *s);
@@ -71,7 +71,7 @@ extern void mlplat_ledger_batch_add(MlplatLedgerBatch *b, const char *entity, in
 									const char *desired_digest, const char *observed_digest,
 									int http_status, const char *error, const char *trace_id,
 									const char *note);
-extern int	mlplat_ledger_batch_flush(MlplatPass *pass, MlplatLedgerBatch *b);
+extern int mlplat_ledger_batch_flush(MlplatPass *pass, MlplatLedgerBatch *b);
 
 /*
  * LIST every page (500 a page) of one resource across all namespaces with a
@@ -90,4 +90,4 @@ extern const char *mlplat_json_text(const MlJsonValue *obj, const char *a, const
 /* obj.a.b when it is an integer-valued number */
 extern bool mlplat_json_int(const MlJsonValue *obj, const char *a, const char *b, int64 *out);
 
-#endif							/* MLPLAT_RECONCILE_UTIL_H */
+#endif /* MLPLAT_RECONCILE_UTIL_H */

@@ -14,4 +14,4 @@
 /* Ask at most once a minute (or each interval, if shorter); purge when due. */
 extern void mlplat_retention_pass(MlplatPass *pass);
 
-#endif							/* MLPLAT_RETENTION_H */
+#endif /* MLPLAT_RETENTION_H */

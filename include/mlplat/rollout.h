@@ -40,17 +40,17 @@
 typedef enum MlRolloutStatus
 {
 	ML_ROLLOUT_OK = 0,
-	ML_ROLLOUT_INVALID,			/* input refused: see MlRolloutError */
-	ML_ROLLOUT_NOMEM			/* the arena's allocator said no */
+	ML_ROLLOUT_INVALID, /* input refused: see MlRolloutError */
+	ML_ROLLOUT_NOMEM	/* the arena's allocator said no */
 } MlRolloutStatus;
 
 typedef struct MlRolloutError
 {
-	const char *rule;			/* static rule code, e.g. "boolean_count" */
-	char		path[160];		/* "contract.policy.steps[2]", "evidence" */
-	char		message[240];	/* what is wrong with the field */
-	char		detail[400];	/* why the rule exists / the values involved */
-	char		hint[240];		/* what to do about it */
+	const char *rule;  /* static rule code, e.g. "boolean_count" */
+	char path[160];	   /* "contract.policy.steps[2]", "evidence" */
+	char message[240]; /* what is wrong with the field */
+	char detail[400];  /* why the rule exists / the values involved */
+	char hint[240];	   /* what to do about it */
 } MlRolloutError;
 
 typedef enum MlRolloutDecision
@@ -91,7 +91,7 @@ typedef enum MlRolloutReason
 typedef struct MlRolloutStr
 {
 	const char *str;
-	size_t		len;
+	size_t len;
 } MlRolloutStr;
 
 typedef struct MlRolloutScope
@@ -106,68 +106,68 @@ typedef struct MlRolloutScope
 
 typedef struct MlRolloutPolicy
 {
-	double		steps[ML_ROLLOUT_MAX_STEPS];
-	size_t		nsteps;
-	double		ceiling_fraction;
-	int64_t		min_samples;
-	int64_t		window_seconds;
-	double		max_error_rate;
-	double		max_p95_ms;
-	double		max_error_rate_increase;
-	double		max_p95_increase_ratio;
-	int64_t		health_max_age_seconds;
-	int64_t		surge_replicas;
-	int64_t		rollback_headroom_replicas;
-	int64_t		capacity_quota_replicas;
+	double steps[ML_ROLLOUT_MAX_STEPS];
+	size_t nsteps;
+	double ceiling_fraction;
+	int64_t min_samples;
+	int64_t window_seconds;
+	double max_error_rate;
+	double max_p95_ms;
+	double max_error_rate_increase;
+	double max_p95_increase_ratio;
+	int64_t health_max_age_seconds;
+	int64_t surge_replicas;
+	int64_t rollback_headroom_replicas;
+	int64_t capacity_quota_replicas;
 } MlRolloutPolicy;
 
 typedef struct MlRolloutContract
 {
 	MlRolloutScope scope;
 	MlRolloutPolicy policy;
-	char		content_id[ML_CONTENT_ID_LEN + 1];
+	char content_id[ML_CONTENT_ID_LEN + 1];
 } MlRolloutContract;
 
 typedef struct MlRolloutRevision
 {
-	int64_t		desired_replicas;
-	int64_t		ready_replicas;
-	int64_t		load_attempts;
-	int64_t		load_successes;
-	bool		has_health;		/* health_observed_at was not null */
-	int64_t		health_observed_at_ms;	/* epoch ms */
-	int64_t		requests;
-	int64_t		errors;
-	bool		has_p95;		/* p95_ms was not null */
-	double		p95_ms;
+	int64_t desired_replicas;
+	int64_t ready_replicas;
+	int64_t load_attempts;
+	int64_t load_successes;
+	bool has_health;			   /* health_observed_at was not null */
+	int64_t health_observed_at_ms; /* epoch ms */
+	int64_t requests;
+	int64_t errors;
+	bool has_p95; /* p95_ms was not null */
+	double p95_ms;
 } MlRolloutRevision;
 
 typedef struct MlRolloutEvidence
 {
-	char		contract_content_id[ML_CONTENT_ID_LEN + 1];
+	char contract_content_id[ML_CONTENT_ID_LEN + 1];
 	MlRolloutScope scope;
 	/* evidence times are seconds with up to millisecond precision, held in ms */
-	int64_t		observed_at_ms;
-	double		current_fraction;
-	int64_t		window_start_ms;
-	int64_t		window_ms;
+	int64_t observed_at_ms;
+	double current_fraction;
+	int64_t window_start_ms;
+	int64_t window_ms;
 	MlRolloutRevision target;
 	MlRolloutRevision previous;
-	int64_t		desired_capacity;
-	char		content_id[ML_CONTENT_ID_LEN + 1];
+	int64_t desired_capacity;
+	char content_id[ML_CONTENT_ID_LEN + 1];
 } MlRolloutEvidence;
 
 typedef struct MlRolloutPlan
 {
 	MlRolloutDecision decision;
-	uint32_t	reasons;		/* bit (1u << MlRolloutReason) per reason */
-	double		current_fraction;
-	double		next_fraction;
-	char		contract_content_id[ML_CONTENT_ID_LEN + 1];
-	char		evidence_content_id[ML_CONTENT_ID_LEN + 1];
-	char		decision_digest[ML_CONTENT_ID_LEN + 1];
-	const char *json;			/* canonical output, NUL-terminated, in arena */
-	size_t		json_len;
+	uint32_t reasons; /* bit (1u << MlRolloutReason) per reason */
+	double current_fraction;
+	double next_fraction;
+	char contract_content_id[ML_CONTENT_ID_LEN + 1];
+	char evidence_content_id[ML_CONTENT_ID_LEN + 1];
+	char decision_digest[ML_CONTENT_ID_LEN + 1];
+	const char *json; /* canonical output, NUL-terminated, in arena */
+	size_t json_len;
 } MlRolloutPlan;
 
 /*
@@ -224,7 +224,7 @@ enum
 	ML_EV_TARGET,
 	ML_EV_WINDOW_SECONDS,
 	ML_EV_WINDOW_START,
-	ML_EV_NROOT,				/* 10 members */
+	ML_EV_NROOT, /* 10 members */
 
 	/* + ML_SCOPE_* */
 	ML_EV_SCOPE_FIRST = ML_EV_NROOT,
@@ -279,4 +279,4 @@ extern const char *ml_rollout_decision_name(MlRolloutDecision d);
 /* "AT_CEILING", ...; NULL when out of range */
 extern const char *ml_rollout_reason_name(int reason);
 
-#endif							/* MLPLAT_ROLLOUT_H */
+#endif /* MLPLAT_ROLLOUT_H */

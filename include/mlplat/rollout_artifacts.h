@@ -30,4 +30,4 @@ extern void mlplat_rollout_artifacts_begin(List *gate, MlplatHttpBatch *batch);
 extern void mlplat_rollout_artifacts_finish(MlplatPass *pass, List *gate);
 extern bool mlplat_rollout_artifacts_held(List *gate, int64 rollout_id);
 
-#endif							/* MLPLAT_ROLLOUT_ARTIFACTS_H */
+#endif /* MLPLAT_ROLLOUT_ARTIFACTS_H */

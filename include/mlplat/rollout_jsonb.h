@@ -22,9 +22,9 @@
 
 typedef struct MlRolloutEvidenceFields
 {
-	const MlJsonValue *fields[ML_EV_NFIELDS];	/* what to hand over */
-	MlJsonValue values[ML_EV_NFIELDS];	/* fields[i] points here */
-	char		numbers[ML_EV_NFIELDS][ML_NUMERIC_TEXT_MAX];	/* number texts */
+	const MlJsonValue *fields[ML_EV_NFIELDS];		  /* what to hand over */
+	MlJsonValue values[ML_EV_NFIELDS];				  /* fields[i] points here */
+	char numbers[ML_EV_NFIELDS][ML_NUMERIC_TEXT_MAX]; /* number texts */
 } MlRolloutEvidenceFields;
 
 /*
@@ -33,4 +33,4 @@ typedef struct MlRolloutEvidenceFields
  */
 extern bool ml_rollout_evidence_from_jsonb(Jsonb *jb, MlRolloutEvidenceFields *out);
 
-#endif							/* MLPLAT_ROLLOUT_JSONB_H */
+#endif /* MLPLAT_ROLLOUT_JSONB_H */

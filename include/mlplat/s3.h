@@ -41,9 +41,9 @@ extern bool ml_s3_checksum_b64_to_hex(const char *b64, char hex[ML_SHA256_HEX_LE
 
 typedef struct MlS3Credentials
 {
-	char		access_key_id[129];
-	char		secret_access_key[129];
-	char		session_token[2049];	/* "" when none */
+	char access_key_id[129];
+	char secret_access_key[129];
+	char session_token[2049]; /* "" when none */
 } MlS3Credentials;
 
 /*
@@ -57,21 +57,21 @@ extern const char *ml_s3_parse_credentials(const char *text, MlS3Credentials *ou
 
 typedef struct MlS3Header
 {
-	const char *name;			/* any case */
+	const char *name; /* any case */
 	const char *value;
 } MlS3Header;
 
 typedef struct MlSigV4Input
 {
-	const char *method;			/* "GET" */
-	const char *canonical_uri;	/* already encoded, e.g. "/bucket/key%24x" */
-	const char *canonical_query;	/* already canonical ("a=1&b=2"), or "" */
-	const MlS3Header *headers;	/* every header to sign, host included */
-	int			nheaders;
-	const char *payload_hash;	/* hex SHA-256 of the body, or "UNSIGNED-PAYLOAD" */
-	const char *amz_date;		/* "YYYYMMDDTHHMMSSZ" (also the x-amz-date header) */
-	const char *region;			/* "us-east-1" */
-	const char *service;		/* "s3" */
+	const char *method;			 /* "GET" */
+	const char *canonical_uri;	 /* already encoded, e.g. "/bucket/key%24x" */
+	const char *canonical_query; /* already canonical ("a=1&b=2"), or "" */
+	const MlS3Header *headers;	 /* every header to sign, host included */
+	int nheaders;
+	const char *payload_hash; /* hex SHA-256 of the body, or "UNSIGNED-PAYLOAD" */
+	const char *amz_date;	  /* "YYYYMMDDTHHMMSSZ" (also the x-amz-date header) */
+	const char *region;		  /* "us-east-1" */
+	const char *service;	  /* "s3" */
 	const char *access_key_id;
 	const char *secret_access_key;
 } MlSigV4Input;
@@ -88,4 +88,4 @@ extern bool ml_sigv4_authorization(const MlSigV4Input *in, char *out, size_t cap
 /* "YYYYMMDDTHHMMSSZ" for a Unix time (UTC). */
 extern void ml_sigv4_amz_date(long long unix_seconds, char out[17]);
 
-#endif							/* MLPLAT_S3_H */
+#endif /* MLPLAT_S3_H */

@@ -24,4 +24,4 @@ extern void mlplat_sanitizer_before_error(void);
  */
 extern void mlplat_sanitizer_after_catch(void);
 
-#endif							/* MLPLAT_SANITIZER_H */
+#endif /* MLPLAT_SANITIZER_H */

@@ -19,18 +19,18 @@
 
 typedef struct MlplatSecretFile
 {
-	char	   *path;			/* TopMemoryContext: the file content came from */
-	char	   *content;		/* TopMemoryContext, NUL-terminated; NULL: none */
-	size_t		size;			/* bytes allocated for content (wiped on forget) */
-	struct stat st;				/* of path when content was read */
-	char	   *refused;		/* TopMemoryContext: why the file is refused now (logged once); NULL: not */
+	char *path;		/* TopMemoryContext: the file content came from */
+	char *content;	/* TopMemoryContext, NUL-terminated; NULL: none */
+	size_t size;	/* bytes allocated for content (wiped on forget) */
+	struct stat st; /* of path when content was read */
+	char *refused;	/* TopMemoryContext: why the file is refused now (logged once); NULL: not */
 } MlplatSecretFile;
 
 /* What the content must look like. */
 typedef enum MlplatSecretShape
 {
-	MLPLAT_SECRET_ANY,			/* any bytes up to max (parsed by the caller) */
-	MLPLAT_SECRET_TOKEN			/* one line: trailing blanks trimmed, not empty */
+	MLPLAT_SECRET_ANY,	/* any bytes up to max (parsed by the caller) */
+	MLPLAT_SECRET_TOKEN /* one line: trailing blanks trimmed, not empty */
 } MlplatSecretShape;
 
 /*
@@ -53,4 +53,4 @@ extern const char *mlplat_secret_file_refusal(void);
 /* Wipe and drop the content; the next refresh reads the file again. */
 extern void mlplat_secret_file_forget(MlplatSecretFile *sf);
 
-#endif							/* MLPLAT_SECRET_FILE_H */
+#endif /* MLPLAT_SECRET_FILE_H */

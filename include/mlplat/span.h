@@ -34,27 +34,27 @@
 
 typedef enum MlplatSpanKind
 {
-	MLPLAT_SPAN_INTERNAL = 0,	/* work inside mlplat (claim, readiness wait) */
-	MLPLAT_SPAN_SERVER,			/* an API call */
-	MLPLAT_SPAN_CLIENT			/* a request to an outside system (apply, artifact check) */
+	MLPLAT_SPAN_INTERNAL = 0, /* work inside mlplat (claim, readiness wait) */
+	MLPLAT_SPAN_SERVER,		  /* an API call */
+	MLPLAT_SPAN_CLIENT		  /* a request to an outside system (apply, artifact check) */
 } MlplatSpanKind;
 
 typedef struct MlplatSpan
 {
-	char		trace_id[33];
-	char		span_id[17];
-	char		parent_id[17];	/* "" for a root span */
+	char trace_id[33];
+	char span_id[17];
+	char parent_id[17]; /* "" for a root span */
 	const char *name;
 	MlplatSpanKind kind;
 	TimestampTz start;
-	TimestampTz end;			/* 0 until ended */
-	const char *status;			/* "UNSET", "OK" or "ERROR" */
-	char	   *message;		/* ERROR's message */
-	StringInfoData attrs;		/* JSON object members: "k": v, ... */
-	const char *project;		/* project name: the span's readers are its members */
+	TimestampTz end;	  /* 0 until ended */
+	const char *status;	  /* "UNSET", "OK" or "ERROR" */
+	char *message;		  /* ERROR's message */
+	StringInfoData attrs; /* JSON object members: "k": v, ... */
+	const char *project;  /* project name: the span's readers are its members */
 	const char *entity;
-	int64		entity_id;
-	const char *start_after;	/* see mlplat_span_start_after */
+	int64 entity_id;
+	const char *start_after; /* see mlplat_span_start_after */
 } MlplatSpan;
 
 /* A new span starting now (or at start), child of traceparent's parent-id; NULL if traceparent is not valid. */
@@ -88,9 +88,9 @@ extern void mlplat_span_end_at(MlplatSpan *s, TimestampTz end, const char *error
  * Write the spans in one statement, mlplat._spans_record_set (a transaction
  * and SPI must be open; NULL members and unended spans skipped); returns how many.
  */
-extern int	mlplat_spans_flush(List *spans);
+extern int mlplat_spans_flush(List *spans);
 
 /* Fill out with 2*n lower-case hex digits from pg_strong_random, never all zeros. */
 extern void mlplat_trace_random_hex(char *out, int nbytes);
 
-#endif							/* MLPLAT_SPAN_H */
+#endif /* MLPLAT_SPAN_H */

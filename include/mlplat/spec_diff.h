@@ -27,15 +27,15 @@
 
 typedef struct MlSpecDiffEntry
 {
-	const char *path;			/* e.g. spec.predictor.model.env[name=TOKEN].valueFrom */
+	const char *path; /* e.g. spec.predictor.model.env[name=TOKEN].valueFrom */
 	const MlJsonValue *desired;
-	const MlJsonValue *observed;	/* NULL when absent in observed */
+	const MlJsonValue *observed; /* NULL when absent in observed */
 } MlSpecDiffEntry;
 
 typedef struct MlSpecDiff
 {
-	MlSpecDiffEntry *entries;	/* sorted by path (bytewise) */
-	size_t		count;
+	MlSpecDiffEntry *entries; /* sorted by path (bytewise) */
+	size_t count;
 } MlSpecDiff;
 
 /* Bound on the total bytes of all reported paths (ML_JSON_ERR_LIMIT beyond). */
@@ -69,4 +69,4 @@ extern bool ml_quantity_equal(const MlJsonValue *a, const MlJsonValue *b, bool *
 /* Equality of two JSON numbers as IEEE 754 doubles, like the canonical form (1 == 1.0 == 10e-1). */
 extern bool ml_json_number_equal(const MlJsonValue *a, const MlJsonValue *b);
 
-#endif							/* MLPLAT_SPEC_DIFF_H */
+#endif /* MLPLAT_SPEC_DIFF_H */

@@ -19,10 +19,10 @@
 
 typedef struct MlplatUnanswered
 {
-	int64		entity_id;
-	char	   *object;			/* namespace/name */
-	char	   *action;			/* the ledger action the write was to be recorded as */
-	int64		age_ms;			/* since it was noted */
+	int64 entity_id;
+	char *object; /* namespace/name */
+	char *action; /* the ledger action the write was to be recorded as */
+	int64 age_ms; /* since it was noted */
 } MlplatUnanswered;
 
 /* The notes of the pass's kind (transaction open), palloc'd in the caller's context. */
@@ -41,9 +41,9 @@ extern bool mlplat_unanswered_settled(const MlplatUnanswered *u);
  */
 typedef struct MlplatWriteNotes
 {
-	List	   *ids;			/* int64 as a List of palloc'd int64 */
-	List	   *objects;
-	List	   *actions;
+	List *ids; /* int64 as a List of palloc'd int64 */
+	List *objects;
+	List *actions;
 } MlplatWriteNotes;
 
 extern void mlplat_write_notes_add(MlplatWriteNotes *n, int64 entity_id, const char *object,
@@ -58,4 +58,4 @@ extern bool mlplat_write_notes_commit(MlplatPass *pass, MlplatWriteNotes *n);
 /* Remove the notes named (transaction open), in the write-back that records their outcome. */
 extern void mlplat_write_notes_clear(MlplatPass *pass, MlplatWriteNotes *n);
 
-#endif							/* MLPLAT_UNANSWERED_H */
+#endif /* MLPLAT_UNANSWERED_H */

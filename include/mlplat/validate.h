@@ -16,4 +16,4 @@ extern bool mlplat_dns_label_is_valid(const char *s, size_t len, size_t max_len)
 /* W3C trace-context version 00 traceparent, lower-case hex, non-zero ids. */
 extern bool mlplat_traceparent_is_valid(const char *s);
 
-#endif							/* MLPLAT_VALIDATE_H */
+#endif /* MLPLAT_VALIDATE_H */

@@ -12,4 +12,4 @@
 /* palloc'd extversion of the installed extension in this database, or NULL */
 extern char *mlplat_installed_version(void);
 
-#endif							/* MLPLAT_VERSION_H */
+#endif /* MLPLAT_VERSION_H */

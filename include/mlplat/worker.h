@@ -18,4 +18,4 @@ extern PGDLLEXPORT void mlplat_worker_main(Datum main_arg);
 extern void mlplat_install_utility_hook(void);
 extern bool mlplat_database_unavailable(void);
 
-#endif							/* MLPLAT_WORKER_H */
+#endif /* MLPLAT_WORKER_H */

@@ -6,7 +6,7 @@
  */
 #include "mlplat/backoff.h"
 
-int			mlplat_retry_after_max_ms = 600000;
+int mlplat_retry_after_max_ms = 600000;
 
 /* splitmix64: a small, well-mixed deterministic generator */
 static uint64_t
@@ -22,10 +22,10 @@ int64_t
 mlplat_backoff_delay_ms(int attempts, int64_t base_ms, int64_t max_ms,
 						int retry_after_s, uint64_t jitter_seed)
 {
-	int64_t		ceiling;
-	int64_t		floor_ms;
-	int64_t		delay;
-	int			shift;
+	int64_t ceiling;
+	int64_t floor_ms;
+	int64_t delay;
+	int shift;
 
 	if (base_ms < 1)
 		base_ms = 1;
@@ -52,9 +52,9 @@ mlplat_backoff_delay_ms(int attempts, int64_t base_ms, int64_t max_ms,
 
 	if (retry_after_s > 0)
 	{
-		int64_t		ra = (int64_t) retry_after_s * 1000;
-		int64_t		cap = mlplat_retry_after_max_ms > 0 ? mlplat_retry_after_max_ms : 1;
-		int64_t		spread;
+		int64_t ra = (int64_t) retry_after_s * 1000;
+		int64_t cap = mlplat_retry_after_max_ms > 0 ? mlplat_retry_after_max_ms : 1;
+		int64_t spread;
 
 		if (cap > MLPLAT_BACKOFF_RETRY_AFTER_MAX_MS)
 			cap = MLPLAT_BACKOFF_RETRY_AFTER_MAX_MS;

@@ -38,28 +38,28 @@ typedef struct MlplatHttpPriv
 {
 	MlplatHttpBatch *batch;
 	MlplatHttpRequest *req;
-	List	   *header_lines;	/* "Name: value" strings, in the batch context */
-	List	   *keep_names;		/* response headers to keep */
-	List	   *keep_values;	/* their values (NULL: absent), after the run */
-	bool		sink_aborted;	/* the sink returned false */
-	CURL	   *easy;			/* while attached to the multi handle */
-	struct curl_slist *slist;	/* malloc'd by libcurl while attached */
-	size_t		cap;			/* allocated size of req->resp_body */
-	bool		too_big;
-	bool		oom;
-	double		started_ms;
-	char		errbuf[CURL_ERROR_SIZE];
+	List *header_lines;		  /* "Name: value" strings, in the batch context */
+	List *keep_names;		  /* response headers to keep */
+	List *keep_values;		  /* their values (NULL: absent), after the run */
+	bool sink_aborted;		  /* the sink returned false */
+	CURL *easy;				  /* while attached to the multi handle */
+	struct curl_slist *slist; /* malloc'd by libcurl while attached */
+	size_t cap;				  /* allocated size of req->resp_body */
+	bool too_big;
+	bool oom;
+	double started_ms;
+	char errbuf[CURL_ERROR_SIZE];
 } MlplatHttpPriv;
 
 struct MlplatHttpBatch
 {
-	MemoryContext cxt;			/* private child of the caller's context */
+	MemoryContext cxt; /* private child of the caller's context */
 	MlplatHttpRequest **reqs;
-	int			n;
-	int			cap;
-	bool		allow_xact;
-	bool		running;
-	bool		first_only;		/* return at the first completion or wake-up */
+	int n;
+	int cap;
+	bool allow_xact;
+	bool running;
+	bool first_only; /* return at the first completion or wake-up */
 	MemoryContextCallback cleanup;
 };
 
@@ -68,18 +68,18 @@ struct MlplatHttpBatch
 typedef struct SockWatch
 {
 	curl_socket_t fd;
-	int			what;			/* CURL_POLL_IN / OUT / INOUT */
-	int			pos;			/* position in the wait set, -1 if not added */
+	int what; /* CURL_POLL_IN / OUT / INOUT */
+	int pos;  /* position in the wait set, -1 if not added */
 } SockWatch;
 
 static CURLM *http_multi = NULL;
 static CURL **easy_pool = NULL;
-static int	easy_pool_n = 0;
-static int	easy_pool_cap = 0;
+static int easy_pool_n = 0;
+static int easy_pool_cap = 0;
 
 static SockWatch *socks = NULL;
-static int	nsocks = 0;
-static int	socks_cap = 0;
+static int nsocks = 0;
+static int socks_cap = 0;
 static bool socks_membership_changed = true;
 static bool socks_events_changed = false;
 
@@ -91,7 +91,7 @@ static bool http_latch_seen = false;
 
 static MlplatHttpStats http_stats;
 
-#define MAX_WAIT_MS 1000		/* re-check everything at least this often */
+#define MAX_WAIT_MS 1000 /* re-check everything at least this often */
 #define EASY_POOL_MAX 1024
 
 static double
@@ -108,7 +108,7 @@ now_ms(void)
 static int
 sock_cb(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp)
 {
-	int			i;
+	int i;
 
 	for (i = 0; i < nsocks; i++)
 		if (socks[i].fd == s)
@@ -129,11 +129,11 @@ sock_cb(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp)
 	{
 		if (nsocks == socks_cap)
 		{
-			int			ncap = socks_cap ? socks_cap * 2 : 64;
-			SockWatch  *n = realloc(socks, sizeof(SockWatch) * ncap);
+			int ncap = socks_cap ? socks_cap * 2 : 64;
+			SockWatch *n = realloc(socks, sizeof(SockWatch) * ncap);
 
 			if (n == NULL)
-				return -1;		/* curl fails this transfer */
+				return -1; /* curl fails this transfer */
 			socks = n;
 			socks_cap = ncap;
 		}
@@ -169,13 +169,13 @@ write_cb(char *ptr, size_t size, size_t nmemb, void *userdata)
 {
 	MlplatHttpPriv *priv = (MlplatHttpPriv *) userdata;
 	MlplatHttpRequest *req = priv->req;
-	size_t		n = size * nmemb;
+	size_t n = size * nmemb;
 
 	if (n == 0)
 		return 0;
 	if (req->sink)
 	{
-		long		code = 0;
+		long code = 0;
 
 		curl_easy_getinfo(priv->easy, CURLINFO_RESPONSE_CODE, &code);
 		if (code >= 200 && code < 300)
@@ -183,7 +183,7 @@ write_cb(char *ptr, size_t size, size_t nmemb, void *userdata)
 			if (!req->sink(req->sink_arg, ptr, n))
 			{
 				priv->sink_aborted = true;
-				return 0;		/* CURLE_WRITE_ERROR */
+				return 0; /* CURLE_WRITE_ERROR */
 			}
 			return n;
 		}
@@ -191,12 +191,12 @@ write_cb(char *ptr, size_t size, size_t nmemb, void *userdata)
 	if (req->resp_len + n > req->max_body)
 	{
 		priv->too_big = true;
-		return 0;				/* CURLE_WRITE_ERROR */
+		return 0; /* CURLE_WRITE_ERROR */
 	}
 	if (req->resp_len + n + 1 > priv->cap)
 	{
-		size_t		ncap = priv->cap ? priv->cap * 2 : 4096;
-		char	   *nbuf;
+		size_t ncap = priv->cap ? priv->cap * 2 : 4096;
+		char *nbuf;
 
 		while (ncap < req->resp_len + n + 1)
 			ncap *= 2;
@@ -253,8 +253,8 @@ easy_put(CURL *e)
 {
 	if (easy_pool_n == easy_pool_cap && easy_pool_cap < EASY_POOL_MAX)
 	{
-		int			ncap = easy_pool_cap ? easy_pool_cap * 2 : 32;
-		CURL	  **n = realloc(easy_pool, sizeof(CURL *) * ncap);
+		int ncap = easy_pool_cap ? easy_pool_cap * 2 : 32;
+		CURL **n = realloc(easy_pool, sizeof(CURL *) * ncap);
 
 		if (n != NULL)
 		{
@@ -277,15 +277,15 @@ bool
 mlplat_http_url_allowed(const char *url)
 {
 	return url != NULL &&
-		(pg_strncasecmp(url, "http://", 7) == 0 ||
-		 pg_strncasecmp(url, "https://", 8) == 0);
+		   (pg_strncasecmp(url, "http://", 7) == 0 ||
+			pg_strncasecmp(url, "https://", 8) == 0);
 }
 
 /* Release every libcurl resource a batch holds; idempotent. */
 static void
 batch_release(MlplatHttpBatch *b)
 {
-	int			i;
+	int i;
 
 	for (i = 0; i < b->n; i++)
 	{
@@ -345,8 +345,8 @@ mlplat_http_batch_allow_transaction(MlplatHttpBatch *batch)
 static bool
 method_known(const char *m)
 {
-	static const char *const known[] = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"};
-	int			i;
+	static const char *const known[] = { "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE" };
+	int i;
 
 	for (i = 0; i < lengthof(known); i++)
 		if (strcmp(m, known[i]) == 0)
@@ -428,10 +428,10 @@ mlplat_http_request_keep_header(MlplatHttpRequest *req, const char *name)
 const char *
 mlplat_http_response_header(const MlplatHttpRequest *req, const char *name)
 {
-	ListCell   *ln;
-	ListCell   *lv;
+	ListCell *ln;
+	ListCell *lv;
 
-	forboth(ln, req->priv->keep_names, lv, req->priv->keep_values)
+	forboth (ln, req->priv->keep_names, lv, req->priv->keep_values)
 		if (pg_strcasecmp((const char *) lfirst(ln), name) == 0)
 			return (const char *) lfirst(lv);
 	return NULL;
@@ -478,9 +478,9 @@ static bool
 start_request(MlplatHttpRequest *req)
 {
 	MlplatHttpPriv *priv = req->priv;
-	CURL	   *e;
-	ListCell   *lc;
-	CURLcode	rc = CURLE_OK;
+	CURL *e;
+	ListCell *lc;
+	CURLcode rc = CURLE_OK;
 
 	e = easy_get();
 	if (e == NULL)
@@ -490,7 +490,7 @@ start_request(MlplatHttpRequest *req)
 	}
 
 	/* from here on, a failure must give the handle back */
-	foreach(lc, priv->header_lines)
+	foreach (lc, priv->header_lines)
 	{
 		struct curl_slist *n = curl_slist_append(priv->slist, (char *) lfirst(lc));
 
@@ -512,7 +512,12 @@ start_request(MlplatHttpRequest *req)
 			priv->slist = n;
 	}
 
-#define SETOPT(opt, val) do { if (rc == CURLE_OK) rc = curl_easy_setopt(e, opt, val); } while (0)
+#define SETOPT(opt, val) \
+	do \
+	{ \
+		if (rc == CURLE_OK) \
+			rc = curl_easy_setopt(e, opt, val); \
+	} while (0)
 	SETOPT(CURLOPT_URL, req->url);
 	SETOPT(CURLOPT_PROTOCOLS_STR, "http,https");
 	SETOPT(CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
@@ -586,10 +591,10 @@ static void
 finish_request(MlplatHttpPriv *priv, CURLcode rc)
 {
 	MlplatHttpRequest *req = priv->req;
-	CURL	   *e = priv->easy;
-	long		code = 0;
-	curl_off_t	retry_after = 0;
-	char	   *ctype = NULL;
+	CURL *e = priv->easy;
+	long code = 0;
+	curl_off_t retry_after = 0;
+	char *ctype = NULL;
 
 	req->done = true;
 	req->elapsed_ms = now_ms() - priv->started_ms;
@@ -602,10 +607,10 @@ finish_request(MlplatHttpPriv *priv, CURLcode rc)
 	if (priv->keep_names != NIL)
 	{
 		MemoryContext old = MemoryContextSwitchTo(priv->batch->cxt);
-		ListCell   *lc;
+		ListCell *lc;
 
 		priv->keep_values = NIL;
-		foreach(lc, priv->keep_names)
+		foreach (lc, priv->keep_names)
 		{
 			struct curl_header *h = NULL;
 
@@ -659,9 +664,9 @@ finish_request(MlplatHttpPriv *priv, CURLcode rc)
 static int
 drain_completed(void)
 {
-	CURLMsg    *msg;
-	int			left;
-	int			finished = 0;
+	CURLMsg *msg;
+	int left;
+	int finished = 0;
 
 	while ((msg = curl_multi_info_read(http_multi, &left)) != NULL)
 	{
@@ -691,7 +696,7 @@ free_wait_set(void)
 static uint32
 wl_events(int what)
 {
-	uint32		ev = 0;
+	uint32 ev = 0;
 
 	if (what & CURL_POLL_IN)
 		ev |= WL_SOCKET_READABLE;
@@ -704,7 +709,7 @@ wl_events(int what)
 static void
 sync_wait_set(void)
 {
-	int			i;
+	int i;
 
 	if (http_wes == NULL || socks_membership_changed)
 	{
@@ -730,7 +735,7 @@ sync_wait_set(void)
 static void
 socket_action(curl_socket_t fd, int mask)
 {
-	int			running;
+	int running;
 
 	(void) curl_multi_socket_action(http_multi, fd, mask, &running);
 }
@@ -739,17 +744,17 @@ socket_action(curl_socket_t fd, int mask)
 static void
 run_loop(MlplatHttpBatch *b)
 {
-	int			next = 0;
-	int			active = 0;
-	int			cap = Max(mlplat_http_max_concurrency, 1);
-	WaitEvent  *events = NULL;
-	int			nevents_cap = 0;
+	int next = 0;
+	int active = 0;
+	int cap = Max(mlplat_http_max_concurrency, 1);
+	WaitEvent *events = NULL;
+	int nevents_cap = 0;
 
 	for (;;)
 	{
-		int			n;
-		int			i;
-		long		timeout;
+		int n;
+		int i;
+		long timeout;
 
 		/*
 		 * Collect what finished first, then fill the freed slots before
@@ -778,12 +783,12 @@ run_loop(MlplatHttpBatch *b)
 		{
 			nevents_cap = nsocks + 2;
 			events = events ? repalloc(events, sizeof(WaitEvent) * nevents_cap)
-				: palloc(sizeof(WaitEvent) * nevents_cap);
+							: palloc(sizeof(WaitEvent) * nevents_cap);
 		}
 
 		if (timer_armed)
 		{
-			double		left = timer_deadline_ms - now_ms();
+			double left = timer_deadline_ms - now_ms();
 
 			timeout = left <= 0 ? 0 : (long) Min(left + 1, (double) MAX_WAIT_MS);
 		}
@@ -793,7 +798,7 @@ run_loop(MlplatHttpBatch *b)
 		n = WaitEventSetWait(http_wes, timeout, events, nevents_cap, PG_WAIT_EXTENSION);
 		for (i = 0; i < n; i++)
 		{
-			WaitEvent  *ev = &events[i];
+			WaitEvent *ev = &events[i];
 
 			if (ev->events & WL_LATCH_SET)
 			{
@@ -803,7 +808,7 @@ run_loop(MlplatHttpBatch *b)
 			}
 			else if (ev->events & (WL_SOCKET_READABLE | WL_SOCKET_WRITEABLE))
 			{
-				int			mask = 0;
+				int mask = 0;
 
 				if (ev->events & WL_SOCKET_READABLE)
 					mask |= CURL_CSELECT_IN;
@@ -825,7 +830,7 @@ run_loop(MlplatHttpBatch *b)
 void
 mlplat_http_batch_run(MlplatHttpBatch *b)
 {
-	int			i;
+	int i;
 
 	if (IsTransactionState() && !b->allow_xact)
 		ereport(ERROR,

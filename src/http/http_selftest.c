@@ -30,11 +30,11 @@ PGDLLEXPORT void mlplat_http_selftest_main(Datum arg);
 Datum
 mlplat_http_worker_selftest(PG_FUNCTION_ARGS)
 {
-	char	   *url = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	char *url = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	BackgroundWorker w;
 	BackgroundWorkerHandle *h;
-	pid_t		pid;
-	Oid			userid = GetUserId();
+	pid_t pid;
+	Oid userid = GetUserId();
 
 	if (strlen(url) >= BGW_EXTRALEN - sizeof(Oid))
 		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -65,18 +65,18 @@ mlplat_http_worker_selftest(PG_FUNCTION_ARGS)
 void
 mlplat_http_selftest_main(Datum arg)
 {
-	static const char *const x_path[] = {"data", "x"};
-	static const MlplatKubeResource configmaps = {"", "v1", "configmaps", true};
-	Oid			userid;
-	char		url[BGW_EXTRALEN];
+	static const char *const x_path[] = { "data", "x" };
+	static const MlplatKubeResource configmaps = { "", "v1", "configmaps", true };
+	Oid userid;
+	char url[BGW_EXTRALEN];
 	MemoryContext cxt;
 	MlplatHttpBatch *b;
 	MlplatHttpRequest *req;
 	MlplatKubeResult res;
 	const char *why;
-	char	   *x;
-	bool		in_xact;
-	char	   *payload;
+	char *x;
+	bool in_xact;
+	char *payload;
 
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();

@@ -20,7 +20,7 @@
 PG_FUNCTION_INFO_V1(mlplat_http_probe);
 PG_FUNCTION_INFO_V1(mlplat_backoff_delay_sql);
 
-#define PROBE_BODY_MAX 4096		/* bytes of body echoed back per row */
+#define PROBE_BODY_MAX 4096 /* bytes of body echoed back per row */
 
 /*
  * mlplat._http_probe(urls text[], method text DEFAULT 'GET',
@@ -33,14 +33,14 @@ Datum
 mlplat_http_probe(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	ArrayType  *arr;
-	Datum	   *elems;
-	bool	   *nulls;
-	int			nelems;
-	char	   *method;
+	ArrayType *arr;
+	Datum *elems;
+	bool *nulls;
+	int nelems;
+	char *method;
 	MemoryContext cxt;
 	MlplatHttpBatch *batch;
-	int			i;
+	int i;
 
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
@@ -73,9 +73,9 @@ mlplat_http_probe(PG_FUNCTION_ARGS)
 	for (i = 0; i < nelems; i++)
 	{
 		MlplatHttpRequest *req = mlplat_http_batch_get(batch, i);
-		Datum		values[7];
-		bool		isnull[7] = {false, false, false, false, false, false, false};
-		size_t		blen = Min(req->resp_len, (size_t) PROBE_BODY_MAX);
+		Datum values[7];
+		bool isnull[7] = { false, false, false, false, false, false, false };
+		size_t blen = Min(req->resp_len, (size_t) PROBE_BODY_MAX);
 
 		values[0] = CStringGetTextDatum(req->url);
 		values[1] = Int32GetDatum(req->status);
@@ -106,9 +106,9 @@ mlplat_http_probe(PG_FUNCTION_ARGS)
 Datum
 mlplat_backoff_delay_sql(PG_FUNCTION_ARGS)
 {
-	int64		d = mlplat_backoff_delay_ms(PG_GETARG_INT32(0), PG_GETARG_INT32(1),
-											PG_GETARG_INT32(2), PG_GETARG_INT32(3),
-											(uint64) (uint32) PG_GETARG_INT32(4));
+	int64 d = mlplat_backoff_delay_ms(PG_GETARG_INT32(0), PG_GETARG_INT32(1),
+									  PG_GETARG_INT32(2), PG_GETARG_INT32(3),
+									  (uint64) (uint32) PG_GETARG_INT32(4));
 
 	PG_RETURN_INT32((int32) Min(d, (int64) PG_INT32_MAX));
 }

@@ -28,11 +28,11 @@
 typedef struct KubeConfig
 {
 	MlplatKubeConfigState state;
-	char	   *url;			/* TopMemoryContext */
-	char	   *ca_file;
-	char	   *token_file;
-	MlplatSecretFile token;		/* content NULL: no Authorization header */
-	char		why[256];
+	char *url; /* TopMemoryContext */
+	char *ca_file;
+	char *token_file;
+	MlplatSecretFile token; /* content NULL: no Authorization header */
+	char why[256];
 } KubeConfig;
 
 static KubeConfig kcfg;
@@ -60,12 +60,12 @@ set_str(char **field, const char *value)
 }
 
 static MlplatKubeConfigState
-config_fail(MlplatKubeConfigState st, const char *fmt,...) pg_attribute_printf(2, 3);
+config_fail(MlplatKubeConfigState st, const char *fmt, ...) pg_attribute_printf(2, 3);
 
 static MlplatKubeConfigState
-config_fail(MlplatKubeConfigState st, const char *fmt,...)
+config_fail(MlplatKubeConfigState st, const char *fmt, ...)
 {
-	va_list		ap;
+	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(kcfg.why, sizeof(kcfg.why), fmt, ap);
@@ -78,9 +78,9 @@ config_fail(MlplatKubeConfigState st, const char *fmt,...)
 static bool
 refresh_token(void)
 {
-	char	   *why = mlplat_secret_file_refresh(&kcfg.token, kcfg.token_file,
-												 "Kubernetes token file", TOKEN_MAX,
-												 MLPLAT_SECRET_TOKEN, NULL);
+	char *why = mlplat_secret_file_refresh(&kcfg.token, kcfg.token_file,
+										   "Kubernetes token file", TOKEN_MAX,
+										   MLPLAT_SECRET_TOKEN, NULL);
 
 	if (why == NULL)
 		return true;
@@ -110,15 +110,14 @@ mlplat_kube_config_refresh(const char **why)
 	}
 	else if (host && host[0])
 	{
-		char		url[512];
+		char url[512];
 
 		/* an IPv6 literal needs brackets */
 		snprintf(url, sizeof(url), strchr(host, ':') ? "https://[%s]:%s" : "https://%s:%s",
 				 host, (port && port[0]) ? port : "443");
 		set_str(&kcfg.url, url);
 		set_str(&kcfg.token_file, MLPLAT_KUBE_SA_DIR "/token");
-		set_str(&kcfg.ca_file, (mlplat_kube_ca_file && mlplat_kube_ca_file[0]) ?
-				mlplat_kube_ca_file : MLPLAT_KUBE_SA_DIR "/ca.crt");
+		set_str(&kcfg.ca_file, (mlplat_kube_ca_file && mlplat_kube_ca_file[0]) ? mlplat_kube_ca_file : MLPLAT_KUBE_SA_DIR "/ca.crt");
 	}
 	else
 	{
@@ -211,7 +210,7 @@ kube_request(MlplatHttpBatch *b, const char *method, const char *path, const cha
 			 const char *content_type, const char *body)
 {
 	MlplatHttpRequest *req;
-	char	   *url;
+	char *url;
 
 	if (kcfg.state != MLPLAT_KUBE_READY)
 		ereport(ERROR,
@@ -236,7 +235,7 @@ kube_request(MlplatHttpBatch *b, const char *method, const char *path, const cha
 	mlplat_http_request_add_header(req, "Accept", "application/json");
 	if (kcfg.token.content)
 	{
-		char	   *auth = psprintf("Bearer %s", kcfg.token.content);
+		char *auth = psprintf("Bearer %s", kcfg.token.content);
 
 		mlplat_http_request_add_header(req, "Authorization", auth);
 		explicit_bzero(auth, strlen(auth));
@@ -279,9 +278,9 @@ MlplatHttpRequest *
 mlplat_kube_watch(MlplatHttpBatch *b, const MlplatKubeResource *res, const char *ns,
 				  const char *name, const char *resource_version, int timeout_s)
 {
-	char	   *query = psprintf("watch=1&fieldSelector=%s&resourceVersion=%s&timeoutSeconds=%d",
-								 mlplat_url_encode(psprintf("metadata.name=%s", name)),
-								 mlplat_url_encode(resource_version), Max(timeout_s, 1));
+	char *query = psprintf("watch=1&fieldSelector=%s&resourceVersion=%s&timeoutSeconds=%d",
+						   mlplat_url_encode(psprintf("metadata.name=%s", name)),
+						   mlplat_url_encode(resource_version), Max(timeout_s, 1));
 
 	return kube_request(b, "GET", mlplat_kube_path(res, ns, NULL), query, NULL, NULL);
 }
@@ -356,7 +355,7 @@ static bool
 jsonb_lookup(Jsonb *j, int npath, const char *const *path, JsonbValue *out)
 {
 	JsonbContainer *c;
-	int			i;
+	int i;
 
 	if (j == NULL || !JB_ROOT_IS_OBJECT(j))
 		return false;
@@ -378,7 +377,7 @@ jsonb_lookup(Jsonb *j, int npath, const char *const *path, JsonbValue *out)
 char *
 mlplat_jsonb_get_text(Jsonb *j, int npath, const char *const *path)
 {
-	JsonbValue	v;
+	JsonbValue v;
 
 	if (!jsonb_lookup(j, npath, path, &v) || v.type != jbvString)
 		return NULL;
@@ -388,7 +387,7 @@ mlplat_jsonb_get_text(Jsonb *j, int npath, const char *const *path)
 static bool
 jsonb_get_int(Jsonb *j, int npath, const char *const *path, int64 *out)
 {
-	JsonbValue	v;
+	JsonbValue v;
 
 	if (!jsonb_lookup(j, npath, path, &v) || v.type != jbvNumeric)
 		return false;
@@ -399,8 +398,8 @@ jsonb_get_int(Jsonb *j, int npath, const char *const *path, int64 *out)
 char *
 mlplat_kube_list_continue(Jsonb *list)
 {
-	static const char *const path[] = {"metadata", "continue"};
-	char	   *c = mlplat_jsonb_get_text(list, 2, path);
+	static const char *const path[] = { "metadata", "continue" };
+	char *c = mlplat_jsonb_get_text(list, 2, path);
 
 	if (c && c[0] == '\0')
 		return NULL;
@@ -428,7 +427,7 @@ mlplat_kube_classify(const MlplatHttpRequest *req, bool is_json, MlplatKubeResul
 void
 mlplat_kube_parse_response(const MlplatHttpRequest *req, MlplatKubeResult *out)
 {
-	Jsonb	   *body = req->failed ? NULL : parse_json_body(req);
+	Jsonb *body = req->failed ? NULL : parse_json_body(req);
 
 	mlplat_kube_classify(req, body != NULL, out);
 	out->body = body;
@@ -461,8 +460,8 @@ mlplat_lease_result_name(MlplatLeaseResult r)
 
 /* ---- Lease fence */
 
-static const MlplatKubeResource lease_resource = {"coordination.k8s.io", "v1", "leases", true};
-static const MlplatKubeResource namespace_resource = {"", "v1", "namespaces", false};
+static const MlplatKubeResource lease_resource = { "coordination.k8s.io", "v1", "leases", true };
+static const MlplatKubeResource namespace_resource = { "", "v1", "namespaces", false };
 
 static double
 mono_ms(void)
@@ -478,8 +477,8 @@ static char *
 rfc3339_micro_now(void)
 {
 	struct timeval tv;
-	struct tm	tm;
-	char		buf[40];
+	struct tm tm;
+	char buf[40];
 
 	gettimeofday(&tv, NULL);
 	gmtime_r(&tv.tv_sec, &tm);
@@ -530,23 +529,23 @@ mlplat_kube_lease_impl(MlplatLeaseObservation *obs, const char *ns, const char *
 					   const char *identity, int duration_s, char **detail, bool allow_xact,
 					   MlplatLeasePreemptFn may_preempt)
 {
-	static const char *const holder_p[] = {"spec", "holderIdentity"};
-	static const char *const renew_p[] = {"spec", "renewTime"};
-	static const char *const acquire_p[] = {"spec", "acquireTime"};
-	static const char *const dur_p[] = {"spec", "leaseDurationSeconds"};
-	static const char *const trans_p[] = {"spec", "leaseTransitions"};
-	static const char *const rv_p[] = {"metadata", "resourceVersion"};
+	static const char *const holder_p[] = { "spec", "holderIdentity" };
+	static const char *const renew_p[] = { "spec", "renewTime" };
+	static const char *const acquire_p[] = { "spec", "acquireTime" };
+	static const char *const dur_p[] = { "spec", "leaseDurationSeconds" };
+	static const char *const trans_p[] = { "spec", "leaseTransitions" };
+	static const char *const rv_p[] = { "metadata", "resourceVersion" };
 	MlplatHttpBatch *b;
 	MlplatHttpRequest *req;
 	MlplatKubeResult res;
-	char	   *holder,
-			   *renew,
-			   *acquire,
-			   *rv,
-			   *now;
-	int64		dur = duration_s,
-				transitions = 0;
-	double		t;
+	char *holder,
+		*renew,
+		*acquire,
+		*rv,
+		*now;
+	int64 dur = duration_s,
+		  transitions = 0;
+	double t;
 
 	if (detail)
 		*detail = NULL;
@@ -608,7 +607,8 @@ mlplat_kube_lease_impl(MlplatLeaseObservation *obs, const char *ns, const char *
 		if (detail)
 			*detail = res.message;
 		return (res.outcome == MLPLAT_KUBE_EXISTS || res.outcome == MLPLAT_KUBE_CONFLICT)
-			? MLPLAT_LEASE_LOST : MLPLAT_LEASE_ERROR;
+				   ? MLPLAT_LEASE_LOST
+				   : MLPLAT_LEASE_ERROR;
 	}
 	if (res.outcome != MLPLAT_KUBE_OK || res.body == NULL)
 	{

@@ -10,10 +10,10 @@
 extern MlplatLeaseResult mlplat_kube_lease_impl(MlplatLeaseObservation *obs, const char *ns,
 												const char *name, const char *identity,
 												int duration_s, char **detail, bool allow_xact,
-												 MlplatLeasePreemptFn may_preempt);
+												MlplatLeasePreemptFn may_preempt);
 
 /* Use these settings in this backend instead of the GUCs (url NULL: back to the GUCs). */
 extern void mlplat_kube_config_override(const char *url, const char *token_file,
 										const char *ca_file);
 
-#endif							/* MLPLAT_KUBE_INTERNAL_H */
+#endif /* MLPLAT_KUBE_INTERNAL_H */

@@ -23,8 +23,8 @@ size_t
 ml_kube_sanitize(const char *s, size_t len, size_t max, const char *token,
 				 char *out, size_t outsize)
 {
-	size_t		n;
-	size_t		tl = token ? strlen(token) : 0;
+	size_t n;
+	size_t tl = token ? strlen(token) : 0;
 
 	if (outsize == 0)
 		return 0;
@@ -59,12 +59,12 @@ ml_kube_sanitize(const char *s, size_t len, size_t max, const char *token,
 }
 
 /* snprintf into out, never failing: a cut line is still a line */
-static void line(char *out, size_t size, const char *fmt,...) __attribute__((format(printf, 3, 4)));
+static void line(char *out, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 static void
-line(char *out, size_t size, const char *fmt,...)
+line(char *out, size_t size, const char *fmt, ...)
 {
-	va_list		ap;
+	va_list ap;
 
 	va_start(ap, fmt);
 	(void) vsnprintf(out, size, fmt, ap);
@@ -85,8 +85,8 @@ ml_kube_classify(int status, bool failed, const char *error, const char *method,
 				 const char *body, size_t len, bool body_is_json,
 				 const char *token, MlKubeResponse *out)
 {
-	char		what[ML_KUBE_STATUS_MESSAGE_MAX + 4];
-	bool		exists = false;
+	char what[ML_KUBE_STATUS_MESSAGE_MAX + 4];
+	bool exists = false;
 
 	memset(out, 0, sizeof(*out));
 	if (body == NULL)
@@ -148,7 +148,7 @@ ml_kube_classify(int status, bool failed, const char *error, const char *method,
 				out->has_reason = true;
 				/* compared as sent: a reason with a NUL in it is not "AlreadyExists" */
 				exists = reason->u.string.len == 13 &&
-					memcmp(reason->u.string.str, "AlreadyExists", 13) == 0;
+						 memcmp(reason->u.string.str, "AlreadyExists", 13) == 0;
 				ml_kube_sanitize(reason->u.string.str, reason->u.string.len, ML_KUBE_REASON_MAX,
 								 token, out->reason, sizeof(out->reason));
 			}

@@ -55,7 +55,7 @@ mlplat_kube_configure_sql(PG_FUNCTION_ARGS)
 	mlplat_kube_config_override(opt_text(fcinfo, 0), opt_text(fcinfo, 1), opt_text(fcinfo, 2));
 	st = mlplat_kube_config_refresh(&why);
 	PG_RETURN_TEXT_P(cstring_to_text(why ? psprintf("%s: %s", config_state_name(st), why)
-									 : config_state_name(st)));
+										 : config_state_name(st)));
 }
 
 /*
@@ -67,20 +67,19 @@ mlplat_kube_configure_sql(PG_FUNCTION_ARGS)
 Datum
 mlplat_kube_call_sql(PG_FUNCTION_ARGS)
 {
-	char	   *op = opt_text(fcinfo, 0);
+	char *op = opt_text(fcinfo, 0);
 	MlplatKubeResource res;
-	char	   *ns = opt_text(fcinfo, 4);
-	char	   *name = opt_text(fcinfo, 5);
-	char	   *body = PG_ARGISNULL(6) ? NULL :
-		JsonbToCString(NULL, &PG_GETARG_JSONB_P(6)->root, VARSIZE(PG_GETARG_JSONB_P(6)));
+	char *ns = opt_text(fcinfo, 4);
+	char *name = opt_text(fcinfo, 5);
+	char *body = PG_ARGISNULL(6) ? NULL : JsonbToCString(NULL, &PG_GETARG_JSONB_P(6)->root, VARSIZE(PG_GETARG_JSONB_P(6)));
 	const char *why;
 	MlplatHttpBatch *b;
 	MlplatHttpRequest *req;
 	MlplatKubeResult r;
-	TupleDesc	tupdesc;
-	Datum		values[7];
-	bool		nulls[7] = {0};
-	char	   *cont;
+	TupleDesc tupdesc;
+	Datum values[7];
+	bool nulls[7] = { 0 };
+	char *cont;
 
 	if (op == NULL || PG_ARGISNULL(2) || PG_ARGISNULL(3))
 		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
@@ -159,16 +158,16 @@ static char hook_obs_key[512];
 Datum
 mlplat_kube_lease_sql(PG_FUNCTION_ARGS)
 {
-	char	   *ns = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(1));
-	char	   *identity = text_to_cstring(PG_GETARG_TEXT_PP(2));
-	int			duration = PG_GETARG_INT32(3);
-	char		key[512];
-	char	   *detail;
+	char *ns = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	char *name = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	char *identity = text_to_cstring(PG_GETARG_TEXT_PP(2));
+	int duration = PG_GETARG_INT32(3);
+	char key[512];
+	char *detail;
 	MlplatLeaseResult lr;
-	TupleDesc	tupdesc;
-	Datum		values[2];
-	bool		nulls[2] = {0};
+	TupleDesc tupdesc;
+	Datum values[2];
+	bool nulls[2] = { 0 };
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");

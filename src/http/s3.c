@@ -33,8 +33,8 @@ ml_s3_parse_uri(const char *uri, char *bucket, size_t bucket_cap, char *key, siz
 	const char *b;
 	const char *slash;
 	const char *seg;
-	size_t		blen;
-	size_t		klen;
+	size_t blen;
+	size_t klen;
 
 	if (uri == NULL || strncmp(uri, "s3://", 5) != 0)
 		return "not an s3:// URI";
@@ -63,7 +63,7 @@ ml_s3_parse_uri(const char *uri, char *bucket, size_t bucket_cap, char *key, siz
 	for (;;)
 	{
 		const char *end = strchr(seg, '/');
-		size_t		n = end ? (size_t) (end - seg) : strlen(seg);
+		size_t n = end ? (size_t) (end - seg) : strlen(seg);
 
 		if ((n == 1 && seg[0] == '.') || (n == 2 && seg[0] == '.' && seg[1] == '.'))
 			return "object key contains a \".\" or \"..\" segment";
@@ -83,12 +83,12 @@ size_t
 ml_s3_uri_encode(const char *in, bool keep_slash, char *out, size_t cap)
 {
 	static const char hexd[] = "0123456789ABCDEF";
-	size_t		n = 0;
+	size_t n = 0;
 
 	for (const unsigned char *p = (const unsigned char *) in; *p; p++)
 	{
-		char		enc[4];
-		size_t		k;
+		char enc[4];
+		size_t k;
 
 		if (isalnum(*p) && *p < 0x80)
 			k = 1, enc[0] = (char) *p;
@@ -145,10 +145,10 @@ bool
 ml_s3_checksum_b64_to_hex(const char *b64, char hex[ML_SHA256_HEX_LEN + 1])
 {
 	unsigned char d[33];
-	size_t		nd = 0;
-	uint32_t	acc = 0;
-	int			bits = 0;
-	size_t		len;
+	size_t nd = 0;
+	uint32_t acc = 0;
+	int bits = 0;
+	size_t len;
 
 	if (b64 == NULL)
 		return false;
@@ -162,7 +162,7 @@ ml_s3_checksum_b64_to_hex(const char *b64, char hex[ML_SHA256_HEX_LEN + 1])
 		return false;
 	for (size_t i = 0; i < 43; i++)
 	{
-		int			v = b64_value(b64[i]);
+		int v = b64_value(b64[i]);
 
 		if (v < 0)
 			return false;
@@ -204,7 +204,7 @@ const char *
 ml_s3_parse_credentials(const char *text, MlS3Credentials *out)
 {
 	const char *p = text;
-	int			profiles = 0;
+	int profiles = 0;
 
 	memset(out, 0, sizeof(*out));
 	if (text == NULL)
@@ -227,7 +227,7 @@ ml_s3_parse_credentials(const char *text, MlS3Credentials *out)
 		if (*s == '[')
 		{
 			if (++profiles > 1)
-				break;			/* only the first profile */
+				break; /* only the first profile */
 			continue;
 		}
 		eq = memchr(s, '=', (size_t) (e - s));
@@ -237,7 +237,7 @@ ml_s3_parse_credentials(const char *text, MlS3Credentials *out)
 			const char *ne = eq;
 			const char *vs = eq + 1;
 			const char *why = NULL;
-			size_t		nl;
+			size_t nl;
 
 			while (ne > s && isspace((unsigned char) ne[-1]))
 				ne--;
@@ -273,10 +273,10 @@ ml_s3_parse_credentials(const char *text, MlS3Credentials *out)
 
 typedef struct SBuf
 {
-	char	   *d;
-	size_t		len;
-	size_t		cap;
-	bool		oom;
+	char *d;
+	size_t len;
+	size_t cap;
+	bool oom;
 } SBuf;
 
 static void
@@ -286,8 +286,8 @@ sb_add(SBuf *b, const char *s, size_t n)
 		return;
 	if (b->len + n + 1 > b->cap)
 	{
-		size_t		ncap = b->cap ? b->cap * 2 : 512;
-		char	   *nd;
+		size_t ncap = b->cap ? b->cap * 2 : 512;
+		char *nd;
 
 		while (ncap < b->len + n + 1)
 			ncap *= 2;
@@ -315,8 +315,8 @@ sb_str(SBuf *b, const char *s)
 static void
 sb_header_value(SBuf *b, const char *v)
 {
-	bool		space = false;
-	bool		any = false;
+	bool space = false;
+	bool any = false;
 
 	for (; *v; v++)
 	{
@@ -335,7 +335,7 @@ sb_header_value(SBuf *b, const char *v)
 
 typedef struct HdrRef
 {
-	char		name[64];
+	char name[64];
 	const char *value;
 } HdrRef;
 
@@ -357,17 +357,17 @@ bool
 ml_sigv4_authorization(const MlSigV4Input *in, char *out, size_t cap,
 					   char *string_to_sign, size_t sts_cap)
 {
-	HdrRef	   *hs;
-	SBuf		cr = {0};
-	SBuf		sts = {0};
-	SBuf		signed_names = {0};
-	SBuf		kkey = {0};
-	char		cr_hash[ML_SHA256_HEX_LEN + 1];
-	char		date[9];
-	char		sig_hex[ML_SHA256_HEX_LEN + 1];
+	HdrRef *hs;
+	SBuf cr = { 0 };
+	SBuf sts = { 0 };
+	SBuf signed_names = { 0 };
+	SBuf kkey = { 0 };
+	char cr_hash[ML_SHA256_HEX_LEN + 1];
+	char date[9];
+	char sig_hex[ML_SHA256_HEX_LEN + 1];
 	unsigned char k[32];
-	bool		ok = false;
-	int			n;
+	bool ok = false;
+	int n;
 
 	if (in->nheaders <= 0 || in->nheaders > 64 || in->amz_date == NULL || strlen(in->amz_date) != 16 ||
 		strchr(in->region, '/') || strchr(in->service, '/') || strchr(in->access_key_id, '/'))
@@ -377,7 +377,7 @@ ml_sigv4_authorization(const MlSigV4Input *in, char *out, size_t cap,
 		return false;
 	for (int i = 0; i < in->nheaders; i++)
 	{
-		size_t		nl = strlen(in->headers[i].name);
+		size_t nl = strlen(in->headers[i].name);
 
 		if (nl == 0 || nl >= sizeof(hs[i].name))
 			goto done;
@@ -397,7 +397,7 @@ ml_sigv4_authorization(const MlSigV4Input *in, char *out, size_t cap,
 	for (int i = 0; i < in->nheaders; i++)
 	{
 		if (i > 0 && strcmp(hs[i].name, hs[i - 1].name) == 0)
-			goto done;			/* one value per name here; callers never repeat one */
+			goto done; /* one value per name here; callers never repeat one */
 		sb_str(&cr, hs[i].name);
 		sb_str(&cr, ":");
 		sb_header_value(&cr, hs[i].value);
@@ -471,8 +471,8 @@ done:
 void
 ml_sigv4_amz_date(long long unix_seconds, char out[17])
 {
-	time_t		t = (time_t) unix_seconds;
-	struct tm	tm;
+	time_t t = (time_t) unix_seconds;
+	struct tm tm;
 
 	gmtime_r(&t, &tm);
 	strftime(out, 17, "%Y%m%dT%H%M%SZ", &tm);

@@ -12,10 +12,10 @@
 typedef struct MlJsonBuf
 {
 	MlJsonArena *arena;
-	char	   *data;			/* always NUL-terminated once anything is written */
-	size_t		len;
-	size_t		cap;
-	bool		oom;			/* sticky: an allocation failed */
+	char *data; /* always NUL-terminated once anything is written */
+	size_t len;
+	size_t cap;
+	bool oom; /* sticky: an allocation failed */
 } MlJsonBuf;
 
 extern void ml_buf_init(MlJsonBuf *b, MlJsonArena *arena);
@@ -29,4 +29,4 @@ extern bool ml_buf_canonical(MlJsonBuf *b, const MlJsonValue *v, MlJsonError *er
 /* Append s as a canonical JSON string literal. */
 extern void ml_buf_json_string(MlJsonBuf *b, const char *s, size_t n);
 
-#endif							/* MLPLAT_JSON_BUF_H */
+#endif /* MLPLAT_JSON_BUF_H */

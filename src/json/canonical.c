@@ -31,8 +31,8 @@ static bool
 buf_reserve(MlJsonBuf *b, size_t n)
 {
 	/* old storage stays in the arena until it is freed: at most 2x */
-	size_t		ncap = b->cap ? b->cap : 256;
-	char	   *nd;
+	size_t ncap = b->cap ? b->cap : 256;
+	char *nd;
 
 	if (b->oom)
 		return false;
@@ -90,9 +90,9 @@ ml_buf_puts(MlJsonBuf *b, const char *s)
 /* digits (no dot) and decimal exponent of "d.ddde±x" as printed by %e */
 typedef struct Decimal
 {
-	char		digits[24];
-	int			ndigits;
-	int			exp10;			/* value = d.ddd × 10^exp10 */
+	char digits[24];
+	int ndigits;
+	int exp10; /* value = d.ddd × 10^exp10 */
 } Decimal;
 
 /* Powers of ten that doubles hold exactly (5^22 < 2^53). */
@@ -105,8 +105,8 @@ static const double pow10_exact[23] = {
 static void
 decimal_from_u64(Decimal *dec, uint64_t m, int k)
 {
-	char		rev[24];
-	int			n = 0;
+	char rev[24];
+	int n = 0;
 
 	do
 	{
@@ -132,8 +132,8 @@ decimal_from_e(Decimal *dec, const char *s)
 static double
 decimal_value(const Decimal *dec)
 {
-	char		tmp[48];
-	int			n = 0;
+	char tmp[48];
+	int n = 0;
 
 	tmp[n++] = dec->digits[0];
 	tmp[n++] = '.';
@@ -147,7 +147,7 @@ decimal_value(const Decimal *dec)
 static bool
 decimal_step(Decimal *dec, int delta)
 {
-	int			i = dec->ndigits - 1;
+	int i = dec->ndigits - 1;
 
 	if (delta > 0)
 	{
@@ -168,7 +168,7 @@ decimal_step(Decimal *dec, int delta)
 	if (i < 0)
 		return false;
 	dec->digits[i]--;
-	return dec->digits[0] != '0';	/* fewer digits: an earlier precision */
+	return dec->digits[0] != '0'; /* fewer digits: an earlier precision */
 }
 
 /*
@@ -205,8 +205,8 @@ shortest_decimal(double x, Decimal *out)
 	{
 		for (int k = 1; k <= 22; k++)
 		{
-			double		t = x * pow10_exact[k];
-			double		m;
+			double t = x * pow10_exact[k];
+			double m;
 
 			if (t >= 1e15)
 				break;
@@ -228,8 +228,8 @@ shortest_decimal(double x, Decimal *out)
 	 */
 	if (x >= DBL_MIN)
 	{
-		char		tmp[48];
-		Decimal		d15;
+		char tmp[48];
+		Decimal d15;
 
 		snprintf(tmp, sizeof(tmp), "%.14e", x);
 		decimal_from_e(&d15, tmp);
@@ -242,10 +242,10 @@ shortest_decimal(double x, Decimal *out)
 
 	for (int p = (x >= DBL_MIN) ? 16 : 1; p <= 17; p++)
 	{
-		char		tmp[48];
-		Decimal		best,
-					up,
-					down;
+		char tmp[48];
+		Decimal best,
+			up,
+			down;
 
 		snprintf(tmp, sizeof(tmp), "%.*e", p - 1, x);
 		decimal_from_e(&best, tmp);
@@ -269,7 +269,7 @@ shortest_decimal(double x, Decimal *out)
 	}
 	/* %.16e always round-trips; not reached */
 	{
-		char		tmp[48];
+		char tmp[48];
 
 		snprintf(tmp, sizeof(tmp), "%.16e", x);
 		decimal_from_e(out, tmp);
@@ -279,10 +279,10 @@ shortest_decimal(double x, Decimal *out)
 size_t
 ml_json_format_number(double d, char buf[32])
 {
-	Decimal		dec;
-	int			k,
-				n,
-				pos = 0;
+	Decimal dec;
+	int k,
+		n,
+		pos = 0;
 
 	if (isnan(d) || isinf(d))
 	{
@@ -305,7 +305,7 @@ ml_json_format_number(double d, char buf[32])
 	k = dec.ndigits;
 	while (k > 1 && dec.digits[k - 1] == '0')
 		k--;
-	n = dec.exp10 + 1;			/* value = 0.s × 10^n */
+	n = dec.exp10 + 1; /* value = 0.s × 10^n */
 
 	if (k <= n && n <= 21)
 	{
@@ -333,7 +333,7 @@ ml_json_format_number(double d, char buf[32])
 	}
 	else
 	{
-		int			e = n - 1;
+		int e = n - 1;
 
 		buf[pos++] = dec.digits[0];
 		if (k > 1)
@@ -352,7 +352,7 @@ size_t
 ml_json_canonical_number(const MlJsonValue *v, char buf[32])
 {
 	const char *t = v->u.number.text;
-	size_t		tl = v->u.number.text_len;
+	size_t tl = v->u.number.text_len;
 
 	/*
 	 * An integer written with at most 15 digits is exact in a double, and the
@@ -383,7 +383,7 @@ size_t
 ml_json_canonical_string(const char *s, size_t n, char *start)
 {
 	static const char hex[] = "0123456789abcdef";
-	char	   *out = start;
+	char *out = start;
 
 	*out++ = '"';
 	for (size_t i = 0; i < n; i++)
@@ -397,11 +397,11 @@ ml_json_canonical_string(const char *s, size_t n, char *start)
 		 */
 		while (n - i >= 8)
 		{
-			uint64_t	x;
+			uint64_t x;
 
 			memcpy(&x, s + i, 8);
 			if (((x - UINT64_C(0x2020202020202020)) & ~x) & UINT64_C(0x8080808080808080))
-				break;			/* a byte below 0x20 */
+				break; /* a byte below 0x20 */
 			if (has_zero_byte(x ^ UINT64_C(0x2222222222222222)) ||
 				has_zero_byte(x ^ UINT64_C(0x5c5c5c5c5c5c5c5c)))
 				break;
@@ -458,7 +458,7 @@ ml_json_canonical_string(const char *s, size_t n, char *start)
 void
 ml_buf_json_string(MlJsonBuf *b, const char *s, size_t n)
 {
-	size_t		need = n + 2;
+	size_t need = n + 2;
 
 	/*
 	 * Room for the whole literal first, so the writer needs no checks: short
@@ -473,7 +473,7 @@ ml_buf_json_string(MlJsonBuf *b, const char *s, size_t n)
 			unsigned char c = (unsigned char) s[i];
 
 			if (c < 0x20 || c == '"' || c == '\\')
-				need += 5;		/* at most 5 more than the byte itself */
+				need += 5; /* at most 5 more than the byte itself */
 		}
 	if (!buf_reserve(b, need))
 		return;
@@ -486,9 +486,9 @@ static uint32_t
 next_cp(const unsigned char *s, size_t n, size_t *i)
 {
 	unsigned char c = s[*i];
-	uint32_t	cp;
-	size_t		len,
-				j;
+	uint32_t cp;
+	size_t len,
+		j;
 
 	if (c < 0x80)
 	{
@@ -538,15 +538,15 @@ ml_json_utf16_cmp(const char *a, size_t alen, const char *b, size_t blen)
 {
 	const unsigned char *ua = (const unsigned char *) a;
 	const unsigned char *ub = (const unsigned char *) b;
-	size_t		i = 0,
-				j = 0;
-	uint32_t	pa = 0,
-				pb = 0;			/* pending low surrogates */
+	size_t i = 0,
+		   j = 0;
+	uint32_t pa = 0,
+			 pb = 0; /* pending low surrogates */
 
 	for (;;)
 	{
-		uint32_t	x,
-					y;
+		uint32_t x,
+			y;
 
 		if (pa)
 		{
@@ -563,7 +563,7 @@ ml_json_utf16_cmp(const char *a, size_t alen, const char *b, size_t blen)
 			}
 		}
 		else
-			x = UINT32_MAX;		/* end */
+			x = UINT32_MAX; /* end */
 
 		if (pb)
 		{
@@ -585,7 +585,7 @@ ml_json_utf16_cmp(const char *a, size_t alen, const char *b, size_t blen)
 		if (x == UINT32_MAX && y == UINT32_MAX)
 			return 0;
 		if (x == UINT32_MAX)
-			return -1;			/* a prefix sorts first */
+			return -1; /* a prefix sorts first */
 		if (y == UINT32_MAX)
 			return 1;
 		if (x != y)
@@ -615,7 +615,7 @@ static bool
 keys_in_utf16_order(const MlJsonValue *v)
 {
 	if (v->u.object.by_key == NULL)
-		return false;			/* built by hand, not by the parser */
+		return false; /* built by hand, not by the parser */
 	for (size_t i = 0; i < v->u.object.count; i++)
 	{
 		const unsigned char *k = (const unsigned char *) v->u.object.members[i].key;
@@ -643,19 +643,19 @@ write_canonical(MlJsonBuf *b, const MlJsonValue *v, const char *exclude_key,
 				ml_buf_append(b, "false", 5);
 			break;
 		case ML_JSON_NUMBER:
-			{
-				char		num[32];
-				size_t		n = ml_json_canonical_number(v, num);
+		{
+			char num[32];
+			size_t n = ml_json_canonical_number(v, num);
 
-				if (n == 0)
-				{
-					ml_json_set_error(err, ML_JSON_ERR_VALUE, 0,
-									  "NaN and Infinity have no JSON representation");
-					return false;
-				}
-				ml_buf_append(b, num, n);
-				break;
+			if (n == 0)
+			{
+				ml_json_set_error(err, ML_JSON_ERR_VALUE, 0,
+								  "NaN and Infinity have no JSON representation");
+				return false;
 			}
+			ml_buf_append(b, num, n);
+			break;
+		}
 		case ML_JSON_STRING:
 			ml_buf_json_string(b, v->u.string.str, v->u.string.len);
 			break;
@@ -671,44 +671,44 @@ write_canonical(MlJsonBuf *b, const MlJsonValue *v, const char *exclude_key,
 			ml_buf_putc(b, ']');
 			break;
 		case ML_JSON_OBJECT:
+		{
+			size_t count = v->u.object.count;
+			const MlJsonMember **sorted = NULL;
+			bool first = true;
+
+			if (count > 0 && keys_in_utf16_order(v))
+				sorted = v->u.object.by_key;
+			else if (count > 0)
 			{
-				size_t		count = v->u.object.count;
-				const MlJsonMember **sorted = NULL;
-				bool		first = true;
-
-				if (count > 0 && keys_in_utf16_order(v))
-					sorted = v->u.object.by_key;
-				else if (count > 0)
+				sorted = ml_json_arena_alloc(b->arena, count * sizeof(MlJsonMember *));
+				if (sorted == NULL)
 				{
-					sorted = ml_json_arena_alloc(b->arena, count * sizeof(MlJsonMember *));
-					if (sorted == NULL)
-					{
-						b->oom = true;
-						break;
-					}
-					for (size_t i = 0; i < count; i++)
-						sorted[i] = &v->u.object.members[i];
-					qsort((void *) sorted, count, sizeof(MlJsonMember *), member_utf16_cmp);
+					b->oom = true;
+					break;
 				}
-				ml_buf_putc(b, '{');
 				for (size_t i = 0; i < count; i++)
-				{
-					const MlJsonMember *m = sorted[i];
-
-					if (exclude_key != NULL && m->key_len == strlen(exclude_key) &&
-						memcmp(m->key, exclude_key, m->key_len) == 0)
-						continue;
-					if (!first)
-						ml_buf_putc(b, ',');
-					first = false;
-					ml_buf_json_string(b, m->key, m->key_len);
-					ml_buf_putc(b, ':');
-					if (!write_canonical(b, m->value, NULL, err))
-						return false;
-				}
-				ml_buf_putc(b, '}');
-				break;
+					sorted[i] = &v->u.object.members[i];
+				qsort((void *) sorted, count, sizeof(MlJsonMember *), member_utf16_cmp);
 			}
+			ml_buf_putc(b, '{');
+			for (size_t i = 0; i < count; i++)
+			{
+				const MlJsonMember *m = sorted[i];
+
+				if (exclude_key != NULL && m->key_len == strlen(exclude_key) &&
+					memcmp(m->key, exclude_key, m->key_len) == 0)
+					continue;
+				if (!first)
+					ml_buf_putc(b, ',');
+				first = false;
+				ml_buf_json_string(b, m->key, m->key_len);
+				ml_buf_putc(b, ':');
+				if (!write_canonical(b, m->value, NULL, err))
+					return false;
+			}
+			ml_buf_putc(b, '}');
+			break;
+		}
 	}
 	return true;
 }
@@ -730,7 +730,7 @@ static char *
 canonical_ex(MlJsonArena *arena, const MlJsonValue *v, const char *exclude_key,
 			 size_t *len_out, MlJsonError *err)
 {
-	MlJsonBuf	b;
+	MlJsonBuf b;
 
 	ml_buf_init(&b, arena);
 
@@ -749,7 +749,7 @@ canonical_ex(MlJsonArena *arena, const MlJsonValue *v, const char *exclude_key,
 	}
 	if (len_out)
 		*len_out = b.len;
-	return b.data;				/* never NULL: every value writes something */
+	return b.data; /* never NULL: every value writes something */
 }
 
 char *
@@ -806,8 +806,8 @@ static bool
 content_id_ex(MlJsonArena *arena, const MlJsonValue *v, const char *exclude_key,
 			  char out[ML_CONTENT_ID_LEN + 1], MlJsonError *err)
 {
-	size_t		len;
-	char	   *text = canonical_ex(arena, v, exclude_key, &len, err);
+	size_t len;
+	char *text = canonical_ex(arena, v, exclude_key, &len, err);
 
 	if (text == NULL)
 		return false;

@@ -23,9 +23,9 @@
 
 typedef enum RuleKind
 {
-	RULE_DEFAULT,				/* absent in observed == arg (a JSON literal) */
-	RULE_QUANTITY,				/* compare as Kubernetes quantities */
-	RULE_KEYED_LIST				/* list merged by the member named arg */
+	RULE_DEFAULT,	/* absent in observed == arg (a JSON literal) */
+	RULE_QUANTITY,	/* compare as Kubernetes quantities */
+	RULE_KEYED_LIST /* list merged by the member named arg */
 } RuleKind;
 
 typedef struct DiffRule
@@ -36,7 +36,7 @@ typedef struct DiffRule
 	 * spec.predictor.model.ports[containerPort=8080].protocol.
 	 */
 	const char *pattern;
-	RuleKind	kind;
+	RuleKind kind;
 	const char *arg;
 } DiffRule;
 
@@ -49,38 +49,38 @@ typedef struct DiffRule
  * patchMergeKey / listMapKey of core/v1 PodSpec and Container.
  */
 static const DiffRule diff_rules[] = {
-	{"readinessProbe.initialDelaySeconds", RULE_DEFAULT, "0"},
-	{"readinessProbe.timeoutSeconds", RULE_DEFAULT, "1"},
-	{"readinessProbe.periodSeconds", RULE_DEFAULT, "10"},
-	{"readinessProbe.successThreshold", RULE_DEFAULT, "1"},
-	{"readinessProbe.failureThreshold", RULE_DEFAULT, "3"},
-	{"livenessProbe.initialDelaySeconds", RULE_DEFAULT, "0"},
-	{"livenessProbe.timeoutSeconds", RULE_DEFAULT, "1"},
-	{"livenessProbe.periodSeconds", RULE_DEFAULT, "10"},
-	{"livenessProbe.successThreshold", RULE_DEFAULT, "1"},
-	{"livenessProbe.failureThreshold", RULE_DEFAULT, "3"},
-	{"startupProbe.initialDelaySeconds", RULE_DEFAULT, "0"},
-	{"startupProbe.timeoutSeconds", RULE_DEFAULT, "1"},
-	{"startupProbe.periodSeconds", RULE_DEFAULT, "10"},
-	{"startupProbe.successThreshold", RULE_DEFAULT, "1"},
-	{"startupProbe.failureThreshold", RULE_DEFAULT, "3"},
-	{"ports[].protocol", RULE_DEFAULT, "\"TCP\""},
+	{ "readinessProbe.initialDelaySeconds", RULE_DEFAULT, "0" },
+	{ "readinessProbe.timeoutSeconds", RULE_DEFAULT, "1" },
+	{ "readinessProbe.periodSeconds", RULE_DEFAULT, "10" },
+	{ "readinessProbe.successThreshold", RULE_DEFAULT, "1" },
+	{ "readinessProbe.failureThreshold", RULE_DEFAULT, "3" },
+	{ "livenessProbe.initialDelaySeconds", RULE_DEFAULT, "0" },
+	{ "livenessProbe.timeoutSeconds", RULE_DEFAULT, "1" },
+	{ "livenessProbe.periodSeconds", RULE_DEFAULT, "10" },
+	{ "livenessProbe.successThreshold", RULE_DEFAULT, "1" },
+	{ "livenessProbe.failureThreshold", RULE_DEFAULT, "3" },
+	{ "startupProbe.initialDelaySeconds", RULE_DEFAULT, "0" },
+	{ "startupProbe.timeoutSeconds", RULE_DEFAULT, "1" },
+	{ "startupProbe.periodSeconds", RULE_DEFAULT, "10" },
+	{ "startupProbe.successThreshold", RULE_DEFAULT, "1" },
+	{ "startupProbe.failureThreshold", RULE_DEFAULT, "3" },
+	{ "ports[].protocol", RULE_DEFAULT, "\"TCP\"" },
 
-	{"resources.requests.*", RULE_QUANTITY, NULL},
-	{"resources.limits.*", RULE_QUANTITY, NULL},
-	{"spec.hard.*", RULE_QUANTITY, NULL},	/* ResourceQuota */
-	{"limits[].default.*", RULE_QUANTITY, NULL},	/* LimitRange */
-	{"limits[].defaultRequest.*", RULE_QUANTITY, NULL},
-	{"limits[].max.*", RULE_QUANTITY, NULL},
-	{"limits[].min.*", RULE_QUANTITY, NULL},
+	{ "resources.requests.*", RULE_QUANTITY, NULL },
+	{ "resources.limits.*", RULE_QUANTITY, NULL },
+	{ "spec.hard.*", RULE_QUANTITY, NULL },		   /* ResourceQuota */
+	{ "limits[].default.*", RULE_QUANTITY, NULL }, /* LimitRange */
+	{ "limits[].defaultRequest.*", RULE_QUANTITY, NULL },
+	{ "limits[].max.*", RULE_QUANTITY, NULL },
+	{ "limits[].min.*", RULE_QUANTITY, NULL },
 
-	{"containers", RULE_KEYED_LIST, "name"},
-	{"initContainers", RULE_KEYED_LIST, "name"},
-	{"env", RULE_KEYED_LIST, "name"},
-	{"ports", RULE_KEYED_LIST, "containerPort"},
-	{"volumeMounts", RULE_KEYED_LIST, "mountPath"},
-	{"volumes", RULE_KEYED_LIST, "name"},
-	{"imagePullSecrets", RULE_KEYED_LIST, "name"},
+	{ "containers", RULE_KEYED_LIST, "name" },
+	{ "initContainers", RULE_KEYED_LIST, "name" },
+	{ "env", RULE_KEYED_LIST, "name" },
+	{ "ports", RULE_KEYED_LIST, "containerPort" },
+	{ "volumeMounts", RULE_KEYED_LIST, "mountPath" },
+	{ "volumes", RULE_KEYED_LIST, "name" },
+	{ "imagePullSecrets", RULE_KEYED_LIST, "name" },
 };
 
 #define NUM_RULES (sizeof(diff_rules) / sizeof(diff_rules[0]))
@@ -91,10 +91,10 @@ static const DiffRule diff_rules[] = {
 
 typedef struct BigDec
 {
-	int			sign;			/* -1, 0, +1 */
-	int			n;				/* significant digits, no leading/trailing zeros */
-	long		exp;			/* value = 0.digits... no: digits × 10^exp */
-	unsigned char d[DEC_MAX_DIGITS];	/* digit values 0..9 */
+	int sign;						 /* -1, 0, +1 */
+	int n;							 /* significant digits, no leading/trailing zeros */
+	long exp;						 /* value = 0.digits... no: digits × 10^exp */
+	unsigned char d[DEC_MAX_DIGITS]; /* digit values 0..9 */
 } BigDec;
 
 /* multiply by a small factor in place; false on overflow of the digit room */
@@ -125,7 +125,7 @@ dec_mul_small(BigDec *x, unsigned int f)
 static void
 dec_normalize(BigDec *x)
 {
-	int			lead = 0;
+	int lead = 0;
 
 	while (lead < x->n && x->d[lead] == 0)
 		lead++;
@@ -154,9 +154,9 @@ dec_normalize(BigDec *x)
 static bool
 dec_parse(const char *s, size_t len, bool quantity, BigDec *x)
 {
-	size_t		i = 0;
-	bool		any = false,
-				dot = false;
+	size_t i = 0;
+	bool any = false,
+		 dot = false;
 
 	memset(x, 0, sizeof(*x));
 	x->sign = 1;
@@ -186,7 +186,7 @@ dec_parse(const char *s, size_t len, bool quantity, BigDec *x)
 				x->exp--;
 			continue;
 		}
-		if (x->n >= DEC_MAX_DIGITS - 24)	/* leave room for binary suffixes */
+		if (x->n >= DEC_MAX_DIGITS - 24) /* leave room for binary suffixes */
 			return false;
 		x->d[x->n++] = (unsigned char) (s[i] - '0');
 		if (dot)
@@ -198,14 +198,14 @@ dec_parse(const char *s, size_t len, bool quantity, BigDec *x)
 	if (i < len)
 	{
 		const char *suf = s + i;
-		size_t		slen = len - i;
+		size_t slen = len - i;
 
 		if ((suf[0] == 'e' || suf[0] == 'E') && slen > 1 && suf[1] != 'i')
 		{
 			/* decimal exponent */
-			size_t		j = 1;
-			int			esign = 1;
-			long		e = 0;
+			size_t j = 1;
+			int esign = 1;
+			long e = 0;
 
 			if (suf[j] == '+' || suf[j] == '-')
 			{
@@ -230,7 +230,7 @@ dec_parse(const char *s, size_t len, bool quantity, BigDec *x)
 		{
 			static const char bin[] = "KMGTPE";
 			const char *at = strchr(bin, suf[0]);
-			int			k;
+			int k;
 
 			if (at == NULL || suf[0] == '\0')
 				return false;
@@ -284,7 +284,7 @@ static bool
 dec_equal(const BigDec *a, const BigDec *b)
 {
 	return a->sign == b->sign && a->n == b->n && a->exp == b->exp &&
-		memcmp(a->d, b->d, a->n) == 0;
+		   memcmp(a->d, b->d, a->n) == 0;
 }
 
 /*
@@ -305,7 +305,7 @@ quantity_of(const MlJsonValue *v, BigDec *x)
 {
 	if (v->type == ML_JSON_STRING)
 		return strlen(v->u.string.str) == v->u.string.len &&
-			dec_parse(v->u.string.str, v->u.string.len, true, x);
+			   dec_parse(v->u.string.str, v->u.string.len, true, x);
 	if (v->type == ML_JSON_NUMBER)
 		return dec_parse(v->u.number.text, v->u.number.text_len, false, x);
 	return false;
@@ -318,8 +318,8 @@ quantity_of(const MlJsonValue *v, BigDec *x)
 bool
 ml_quantity_equal(const MlJsonValue *a, const MlJsonValue *b, bool *ok)
 {
-	BigDec		x,
-				y;
+	BigDec x,
+		y;
 
 	*ok = quantity_of(a, &x) && quantity_of(b, &y);
 	if (*ok && a->type == ML_JSON_NUMBER && b->type == ML_JSON_NUMBER)
@@ -331,24 +331,24 @@ ml_quantity_equal(const MlJsonValue *a, const MlJsonValue *b, bool *ok)
 
 typedef struct Seg
 {
-	const char *s;				/* a key, or "[]" for a list element */
-	size_t		len;
+	const char *s; /* a key, or "[]" for a list element */
+	size_t len;
 } Seg;
 
 typedef struct Differ
 {
 	MlJsonArena *arena;
 	MlJsonError *err;
-	bool		oom;
-	MlJsonBuf	path;			/* printable path, grown and truncated */
-	Seg		   *segs;			/* the same path as segments, for rules */
-	size_t		nsegs,
-				segcap;
+	bool oom;
+	MlJsonBuf path; /* printable path, grown and truncated */
+	Seg *segs;		/* the same path as segments, for rules */
+	size_t nsegs,
+		segcap;
 	MlSpecDiffEntry *entries;
-	size_t		count,
-				cap;
-	size_t		path_bytes;		/* total of all reported paths */
-	bool		too_large;
+	size_t count,
+		cap;
+	size_t path_bytes; /* total of all reported paths */
+	bool too_large;
 	const MlJsonValue *defaults[NUM_RULES]; /* parsed RULE_DEFAULT literals */
 } Differ;
 
@@ -357,8 +357,8 @@ seg_push(Differ *d, const char *s, size_t len)
 {
 	if (d->nsegs == d->segcap)
 	{
-		size_t		ncap = d->segcap ? d->segcap * 2 : 64;
-		Seg		   *n = ml_json_arena_alloc(d->arena, ncap * sizeof(Seg));
+		size_t ncap = d->segcap ? d->segcap * 2 : 64;
+		Seg *n = ml_json_arena_alloc(d->arena, ncap * sizeof(Seg));
 
 		if (n == NULL)
 		{
@@ -381,13 +381,13 @@ static bool
 rule_matches(const Differ *d, const char *pattern)
 {
 	const char *end = pattern + strlen(pattern);
-	size_t		k = d->nsegs;
+	size_t k = d->nsegs;
 
 	/* walk the pattern backwards, segment by segment */
 	while (end > pattern)
 	{
 		const char *seg_start;
-		size_t		seg_len;
+		size_t seg_len;
 
 		if (k == 0)
 			return false;
@@ -433,7 +433,7 @@ is_simple_key(const char *s, size_t len)
 		return false;
 	for (size_t i = 0; i < len; i++)
 	{
-		char		c = s[i];
+		char c = s[i];
 
 		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
 			  (c >= '0' && c <= '9') || c == '_' || c == '-'))
@@ -470,11 +470,11 @@ path_truncate(Differ *d, size_t len)
 static void
 report(Differ *d, const MlJsonValue *desired, const MlJsonValue *observed)
 {
-	char	   *p;
+	char *p;
 
 	if (d->count == d->cap)
 	{
-		size_t		ncap = d->cap ? d->cap * 2 : 16;
+		size_t ncap = d->cap ? d->cap * 2 : 16;
 		MlSpecDiffEntry *n = ml_json_arena_alloc(d->arena, ncap * sizeof(MlSpecDiffEntry));
 
 		if (n == NULL)
@@ -534,7 +534,7 @@ scalar_equal(const MlJsonValue *a, const MlJsonValue *b)
 			return ml_json_number_equal(a, b);
 		case ML_JSON_STRING:
 			return a->u.string.len == b->u.string.len &&
-				memcmp(a->u.string.str, b->u.string.str, a->u.string.len) == 0;
+				   memcmp(a->u.string.str, b->u.string.str, a->u.string.len) == 0;
 		default:
 			return false;
 	}
@@ -550,7 +550,7 @@ rule_default(Differ *d, int r)
 		d->defaults[r] = ml_json_parse(d->arena, diff_rules[r].arg,
 									   strlen(diff_rules[r].arg), NULL, &e);
 		if (d->defaults[r] == NULL)
-			d->oom = true;		/* the literals are ours: only OOM fails */
+			d->oom = true; /* the literals are ours: only OOM fails */
 	}
 	return d->defaults[r];
 }
@@ -559,7 +559,7 @@ rule_default(Differ *d, int r)
 static bool
 equals_absent(Differ *d, const MlJsonValue *des)
 {
-	int			r;
+	int r;
 
 	if (is_absent(des))
 		return true;
@@ -578,7 +578,7 @@ equals_absent(Differ *d, const MlJsonValue *des)
 		for (size_t i = 0; i < des->u.object.count; i++)
 		{
 			const MlJsonMember *m = &des->u.object.members[i];
-			bool		eq;
+			bool eq;
 
 			if (!seg_push(d, m->key, m->key_len))
 				return false;
@@ -612,7 +612,7 @@ typedef struct KeyedItem
 {
 	const MlJsonValue *key;
 	const MlJsonValue *elem;
-	size_t		pos;			/* position in the list: the first one wins */
+	size_t pos; /* position in the list: the first one wins */
 } KeyedItem;
 
 /* a total order on string/number keys consistent with scalar_equal */
@@ -622,11 +622,10 @@ key_order(const MlJsonValue *a, const MlJsonValue *b)
 	if (a->type != b->type)
 		return a->type == ML_JSON_NUMBER ? -1 : 1;
 	if (a->type == ML_JSON_NUMBER)
-		return a->u.number.value < b->u.number.value ? -1 :
-			(a->u.number.value > b->u.number.value ? 1 : 0);
+		return a->u.number.value < b->u.number.value ? -1 : (a->u.number.value > b->u.number.value ? 1 : 0);
 	{
-		size_t		n = a->u.string.len < b->u.string.len ? a->u.string.len : b->u.string.len;
-		int			c = memcmp(a->u.string.str, b->u.string.str, n);
+		size_t n = a->u.string.len < b->u.string.len ? a->u.string.len : b->u.string.len;
+		int c = memcmp(a->u.string.str, b->u.string.str, n);
 
 		if (c != 0)
 			return c;
@@ -639,7 +638,7 @@ keyed_item_cmp(const void *x, const void *y)
 {
 	const KeyedItem *a = x;
 	const KeyedItem *b = y;
-	int			c = key_order(a->key, b->key);
+	int c = key_order(a->key, b->key);
 
 	if (c != 0)
 		return c;
@@ -650,7 +649,7 @@ keyed_item_cmp(const void *x, const void *y)
 static KeyedItem *
 keyed_index(Differ *d, const MlJsonValue *list, const char *key, size_t *n)
 {
-	KeyedItem  *items;
+	KeyedItem *items;
 
 	*n = 0;
 	if (list->u.array.count == 0)
@@ -683,8 +682,8 @@ keyed_index(Differ *d, const MlJsonValue *list, const char *key, size_t *n)
 static bool
 keyed_list_usable(Differ *d, const MlJsonValue *des, const char *key)
 {
-	size_t		n;
-	KeyedItem  *idx = keyed_index(d, des, key, &n);
+	size_t n;
+	KeyedItem *idx = keyed_index(d, des, key, &n);
 
 	if (n != des->u.array.count)
 		return false;
@@ -698,12 +697,12 @@ keyed_list_usable(Differ *d, const MlJsonValue *des, const char *key)
 static const MlJsonValue *
 keyed_lookup(const KeyedItem *idx, size_t n, const MlJsonValue *key)
 {
-	size_t		lo = 0,
-				hi = n;
+	size_t lo = 0,
+		   hi = n;
 
 	while (lo < hi)
 	{
-		size_t		mid = lo + (hi - lo) / 2;
+		size_t mid = lo + (hi - lo) / 2;
 
 		if (key_order(idx[mid].key, key) < 0)
 			lo = mid + 1;
@@ -718,9 +717,9 @@ keyed_lookup(const KeyedItem *idx, size_t n, const MlJsonValue *key)
 static void
 diff_keyed_list(Differ *d, const MlJsonValue *des, const MlJsonValue *obs, const char *key)
 {
-	size_t		base = d->path.len;
-	size_t		nobs;
-	KeyedItem  *oidx = keyed_index(d, obs, key, &nobs);
+	size_t base = d->path.len;
+	size_t nobs;
+	KeyedItem *oidx = keyed_index(d, obs, key, &nobs);
 
 	for (size_t i = 0; i < des->u.array.count && !d->oom; i++)
 	{
@@ -743,7 +742,7 @@ diff_keyed_list(Differ *d, const MlJsonValue *des, const MlJsonValue *obs, const
 		if (seg_push(d, "[]", 2))
 		{
 			if (match == NULL)
-				report(d, elem, NULL);	/* a whole entry we own is gone */
+				report(d, elem, NULL); /* a whole entry we own is gone */
 			else
 				diff_value(d, elem, match);
 			d->nsegs--;
@@ -755,7 +754,7 @@ diff_keyed_list(Differ *d, const MlJsonValue *des, const MlJsonValue *obs, const
 static void
 diff_value(Differ *d, const MlJsonValue *des, const MlJsonValue *obs)
 {
-	int			r;
+	int r;
 
 	if (d->oom || d->too_large)
 		return;
@@ -775,8 +774,8 @@ diff_value(Differ *d, const MlJsonValue *des, const MlJsonValue *obs)
 	r = find_rule(d, RULE_QUANTITY, -1);
 	if (r >= 0)
 	{
-		bool		ok;
-		bool		eq = ml_quantity_equal(des, obs, &ok);
+		bool ok;
+		bool eq = ml_quantity_equal(des, obs, &ok);
 
 		if (ok)
 		{
@@ -790,65 +789,65 @@ diff_value(Differ *d, const MlJsonValue *des, const MlJsonValue *obs)
 	switch (des->type)
 	{
 		case ML_JSON_OBJECT:
+		{
+			size_t base = d->path.len;
+
+			if (obs->type != ML_JSON_OBJECT)
 			{
-				size_t		base = d->path.len;
-
-				if (obs->type != ML_JSON_OBJECT)
-				{
-					report(d, des, obs);
-					return;
-				}
-				for (size_t i = 0; i < des->u.object.count && !d->oom; i++)
-				{
-					const MlJsonMember *m = &des->u.object.members[i];
-
-					if (!seg_push(d, m->key, m->key_len))
-						return;
-					path_append_key(d, m->key, m->key_len);
-					diff_value(d, m->value, ml_json_object_get_n(obs, m->key, m->key_len));
-					path_truncate(d, base);
-					d->nsegs--;
-				}
+				report(d, des, obs);
 				return;
 			}
+			for (size_t i = 0; i < des->u.object.count && !d->oom; i++)
+			{
+				const MlJsonMember *m = &des->u.object.members[i];
+
+				if (!seg_push(d, m->key, m->key_len))
+					return;
+				path_append_key(d, m->key, m->key_len);
+				diff_value(d, m->value, ml_json_object_get_n(obs, m->key, m->key_len));
+				path_truncate(d, base);
+				d->nsegs--;
+			}
+			return;
+		}
 		case ML_JSON_ARRAY:
+		{
+			size_t base = d->path.len;
+
+			if (obs->type != ML_JSON_ARRAY)
 			{
-				size_t		base = d->path.len;
-
-				if (obs->type != ML_JSON_ARRAY)
-				{
-					report(d, des, obs);
-					return;
-				}
-				for (r = find_rule(d, RULE_KEYED_LIST, -1); r >= 0;
-					 r = find_rule(d, RULE_KEYED_LIST, r))
-				{
-					if (keyed_list_usable(d, des, diff_rules[r].arg))
-					{
-						diff_keyed_list(d, des, obs, diff_rules[r].arg);
-						return;
-					}
-				}
-				/* an atomic list: same length, element by element */
-				if (des->u.array.count != obs->u.array.count)
-				{
-					report(d, des, obs);
-					return;
-				}
-				for (size_t i = 0; i < des->u.array.count && !d->oom; i++)
-				{
-					char		idx[32];
-					int			n = snprintf(idx, sizeof(idx), "[%zu]", i);
-
-					if (!seg_push(d, "[]", 2))
-						return;
-					ml_buf_append(&d->path, idx, (size_t) n);
-					diff_value(d, des->u.array.items[i], obs->u.array.items[i]);
-					path_truncate(d, base);
-					d->nsegs--;
-				}
+				report(d, des, obs);
 				return;
 			}
+			for (r = find_rule(d, RULE_KEYED_LIST, -1); r >= 0;
+				 r = find_rule(d, RULE_KEYED_LIST, r))
+			{
+				if (keyed_list_usable(d, des, diff_rules[r].arg))
+				{
+					diff_keyed_list(d, des, obs, diff_rules[r].arg);
+					return;
+				}
+			}
+			/* an atomic list: same length, element by element */
+			if (des->u.array.count != obs->u.array.count)
+			{
+				report(d, des, obs);
+				return;
+			}
+			for (size_t i = 0; i < des->u.array.count && !d->oom; i++)
+			{
+				char idx[32];
+				int n = snprintf(idx, sizeof(idx), "[%zu]", i);
+
+				if (!seg_push(d, "[]", 2))
+					return;
+				ml_buf_append(&d->path, idx, (size_t) n);
+				diff_value(d, des->u.array.items[i], obs->u.array.items[i]);
+				path_truncate(d, base);
+				d->nsegs--;
+			}
+			return;
+		}
 		default:
 			if (!scalar_equal(des, obs))
 				report(d, des, obs);
@@ -869,7 +868,7 @@ bool
 ml_spec_diff(MlJsonArena *arena, const MlJsonValue *desired, const MlJsonValue *observed,
 			 MlSpecDiff *out, MlJsonError *err)
 {
-	Differ		d;
+	Differ d;
 
 	memset(&d, 0, sizeof(d));
 	d.arena = arena;
@@ -901,7 +900,7 @@ char *
 ml_spec_diff_to_json(MlJsonArena *arena, const MlSpecDiff *diff, size_t *len_out,
 					 MlJsonError *err)
 {
-	MlJsonBuf	b;
+	MlJsonBuf b;
 
 	ml_buf_init(&b, arena);
 	ml_buf_putc(&b, '[');

@@ -20,23 +20,23 @@
 
 /* ---- arena ------------------------------------------------------------ */
 
-#define ARENA_BLOCK_SIZE	(32 * 1024)
-#define ARENA_ALIGN			16
+#define ARENA_BLOCK_SIZE (32 * 1024)
+#define ARENA_ALIGN 16
 
 typedef struct ArenaBlock
 {
 	struct ArenaBlock *next;
-	size_t		size;			/* usable bytes after the header */
-	size_t		used;
+	size_t size; /* usable bytes after the header */
+	size_t used;
 } ArenaBlock;
 
-#define BLOCK_HEADER	((sizeof(ArenaBlock) + ARENA_ALIGN - 1) & ~(size_t) (ARENA_ALIGN - 1))
+#define BLOCK_HEADER ((sizeof(ArenaBlock) + ARENA_ALIGN - 1) & ~(size_t) (ARENA_ALIGN - 1))
 
 struct MlJsonArena
 {
 	MlJsonAllocFn alloc;
 	MlJsonFreeFn free_fn;
-	void	   *ctx;
+	void *ctx;
 	ArenaBlock *head;
 };
 
@@ -96,7 +96,7 @@ void *
 ml_json_arena_alloc(MlJsonArena *arena, size_t size)
 {
 	ArenaBlock *b = arena->head;
-	size_t		need;
+	size_t need;
 
 	if (size > SIZE_MAX / 2)
 		return NULL;
@@ -105,7 +105,7 @@ ml_json_arena_alloc(MlJsonArena *arena, size_t size)
 		need = ARENA_ALIGN;
 	if (b == NULL || b->size - b->used < need)
 	{
-		size_t		bsize = need > ARENA_BLOCK_SIZE / 4 ? need : ARENA_BLOCK_SIZE;
+		size_t bsize = need > ARENA_BLOCK_SIZE / 4 ? need : ARENA_BLOCK_SIZE;
 
 		b = arena->alloc(arena->ctx, BLOCK_HEADER + bsize);
 		if (b == NULL)
@@ -167,19 +167,19 @@ typedef struct Parser
 {
 	MlJsonArena *arena;
 	const unsigned char *s;
-	size_t		len;
-	size_t		pos;
-	size_t		max_depth;
+	size_t len;
+	size_t pos;
+	size_t max_depth;
 	MlJsonError *err;
-	bool		failed;
+	bool failed;
 
 	/* scratch stacks for open arrays / objects */
 	MlJsonValue **vstack;
-	size_t		vlen,
-				vcap;
+	size_t vlen,
+		vcap;
 	MlJsonMember *mstack;
-	size_t		mlen,
-				mcap;
+	size_t mlen,
+		mcap;
 } Parser;
 
 static MlJsonValue *parse_value(Parser *p, size_t depth);
@@ -196,7 +196,7 @@ fail(Parser *p, MlJsonErrorCode code, size_t offset, const char *message)
 static void *
 palloc_or_fail(Parser *p, size_t size)
 {
-	void	   *r = ml_json_arena_alloc(p->arena, size);
+	void *r = ml_json_arena_alloc(p->arena, size);
 
 	if (r == NULL)
 		fail(p, ML_JSON_ERR_NOMEM, p->pos, "out of memory while parsing JSON");
@@ -220,7 +220,7 @@ skip_ws(Parser *p)
 static bool
 match_literal(Parser *p, const char *lit)
 {
-	size_t		n = strlen(lit);
+	size_t n = strlen(lit);
 
 	if (p->len - p->pos < n || memcmp(p->s + p->pos, lit, n) != 0)
 	{
@@ -266,14 +266,14 @@ static const double pow10_exact[23] = {
 static bool
 exact_double(const char *s, size_t n, double *out)
 {
-	uint64_t	m = 0;
-	int			ndigits = 0,
-				frac = 0,
-				e = 0;
-	bool		neg = false,
-				in_frac = false;
-	size_t		i = 0;
-	double		d;
+	uint64_t m = 0;
+	int ndigits = 0,
+		frac = 0,
+		e = 0;
+	bool neg = false,
+		 in_frac = false;
+	size_t i = 0;
+	double d;
 
 	if (s[0] == '-')
 	{
@@ -297,7 +297,7 @@ exact_double(const char *s, size_t n, double *out)
 	}
 	if (i < n)
 	{
-		bool		eneg = false;
+		bool eneg = false;
 
 		i++;
 		if (s[i] == '+' || s[i] == '-')
@@ -385,7 +385,7 @@ scan_number(Parser *p, bool *is_integer)
 static bool
 number_value(const char *text, size_t len, double *out)
 {
-	char	   *end;
+	char *end;
 
 	if (exact_double(text, len, out))
 		return true;
@@ -398,11 +398,11 @@ number_value(const char *text, size_t len, double *out)
 static MlJsonValue *
 parse_number(Parser *p)
 {
-	size_t		start = p->pos;
-	bool		is_integer;
+	size_t start = p->pos;
+	bool is_integer;
 	MlJsonValue *v;
-	char	   *text;
-	double		d;
+	char *text;
+	double d;
 
 	if (!scan_number(p, &is_integer))
 		return NULL;
@@ -444,7 +444,7 @@ hexval(unsigned char c)
 static long
 read_hex4(Parser *p)
 {
-	long		r = 0;
+	long r = 0;
 
 	if (p->len - p->pos < 4)
 	{
@@ -453,7 +453,7 @@ read_hex4(Parser *p)
 	}
 	for (int i = 0; i < 4; i++)
 	{
-		int			h = hexval(p->s[p->pos + i]);
+		int h = hexval(p->s[p->pos + i]);
 
 		if (h < 0)
 		{
@@ -497,7 +497,7 @@ put_utf8(char *out, unsigned long cp)
 size_t
 ml_utf8_clip(const char *s, size_t len, size_t max)
 {
-	size_t		n;
+	size_t n;
 
 	if (len <= max)
 		return len;
@@ -517,8 +517,8 @@ utf8_seq_len(const unsigned char *s, size_t n)
 {
 	unsigned char c = s[0];
 	unsigned char lo = 0x80,
-				hi = 0xBF;
-	size_t		len;
+				  hi = 0xBF;
+	size_t len;
 
 	if (c < 0x80)
 		return 1;
@@ -530,7 +530,7 @@ utf8_seq_len(const unsigned char *s, size_t n)
 		if (c == 0xE0)
 			lo = 0xA0;
 		else if (c == 0xED)
-			hi = 0x9F;			/* no encoded surrogates */
+			hi = 0x9F; /* no encoded surrogates */
 	}
 	else if (c >= 0xF0 && c <= 0xF4)
 	{
@@ -556,10 +556,10 @@ utf8_seq_len(const unsigned char *s, size_t n)
 static bool
 parse_string_raw(Parser *p, const char **out, size_t *out_len)
 {
-	size_t		start = p->pos;
-	size_t		end;
-	char	   *buf;
-	size_t		n = 0;
+	size_t start = p->pos;
+	size_t end;
+	char *buf;
+	size_t n = 0;
 
 	/* find the closing quote to size the buffer; decoding never grows it */
 	end = start + 1;
@@ -617,40 +617,40 @@ parse_string_raw(Parser *p, const char **out, size_t *out_len)
 					buf[n++] = '\t';
 					break;
 				case 'u':
+				{
+					size_t esc = p->pos - 2;
+					long cp = read_hex4(p);
+
+					if (cp < 0)
+						return false;
+					if (cp >= 0xDC00 && cp <= 0xDFFF)
 					{
-						size_t		esc = p->pos - 2;
-						long		cp = read_hex4(p);
-
-						if (cp < 0)
-							return false;
-						if (cp >= 0xDC00 && cp <= 0xDFFF)
-						{
-							fail(p, ML_JSON_ERR_ENCODING, esc, "lone low surrogate in \\u escape");
-							return false;
-						}
-						if (cp >= 0xD800 && cp <= 0xDBFF)
-						{
-							long		lo;
-
-							if (end - p->pos < 6 || p->s[p->pos] != '\\' || p->s[p->pos + 1] != 'u')
-							{
-								fail(p, ML_JSON_ERR_ENCODING, esc, "lone high surrogate in \\u escape");
-								return false;
-							}
-							p->pos += 2;
-							lo = read_hex4(p);
-							if (lo < 0)
-								return false;
-							if (lo < 0xDC00 || lo > 0xDFFF)
-							{
-								fail(p, ML_JSON_ERR_ENCODING, esc, "lone high surrogate in \\u escape");
-								return false;
-							}
-							cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-						}
-						n += put_utf8(buf + n, (unsigned long) cp);
-						break;
+						fail(p, ML_JSON_ERR_ENCODING, esc, "lone low surrogate in \\u escape");
+						return false;
 					}
+					if (cp >= 0xD800 && cp <= 0xDBFF)
+					{
+						long lo;
+
+						if (end - p->pos < 6 || p->s[p->pos] != '\\' || p->s[p->pos + 1] != 'u')
+						{
+							fail(p, ML_JSON_ERR_ENCODING, esc, "lone high surrogate in \\u escape");
+							return false;
+						}
+						p->pos += 2;
+						lo = read_hex4(p);
+						if (lo < 0)
+							return false;
+						if (lo < 0xDC00 || lo > 0xDFFF)
+						{
+							fail(p, ML_JSON_ERR_ENCODING, esc, "lone high surrogate in \\u escape");
+							return false;
+						}
+						cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+					}
+					n += put_utf8(buf + n, (unsigned long) cp);
+					break;
+				}
 				default:
 					fail(p, ML_JSON_ERR_SYNTAX, p->pos - 2, "invalid escape sequence in string");
 					return false;
@@ -668,7 +668,7 @@ parse_string_raw(Parser *p, const char **out, size_t *out_len)
 		}
 		else
 		{
-			size_t		l = utf8_seq_len(p->s + p->pos, end - p->pos);
+			size_t l = utf8_seq_len(p->s + p->pos, end - p->pos);
 
 			if (l == 0)
 			{
@@ -692,7 +692,7 @@ vpush(Parser *p, MlJsonValue *v)
 {
 	if (p->vlen == p->vcap)
 	{
-		size_t		ncap = p->vcap ? p->vcap * 2 : 64;
+		size_t ncap = p->vcap ? p->vcap * 2 : 64;
 		MlJsonValue **n = palloc_or_fail(p, ncap * sizeof(MlJsonValue *));
 
 		if (n == NULL)
@@ -711,7 +711,7 @@ mpush(Parser *p, const char *key, size_t key_len, MlJsonValue *v)
 {
 	if (p->mlen == p->mcap)
 	{
-		size_t		ncap = p->mcap ? p->mcap * 2 : 32;
+		size_t ncap = p->mcap ? p->mcap * 2 : 32;
 		MlJsonMember *n = palloc_or_fail(p, ncap * sizeof(MlJsonMember));
 
 		if (n == NULL)
@@ -731,11 +731,11 @@ mpush(Parser *p, const char *key, size_t key_len, MlJsonValue *v)
 static MlJsonValue *
 parse_array(Parser *p, size_t depth)
 {
-	size_t		base = p->vlen;
+	size_t base = p->vlen;
 	MlJsonValue *v;
-	size_t		count;
+	size_t count;
 
-	p->pos++;					/* '[' */
+	p->pos++; /* '[' */
 	skip_ws(p);
 	if (p->pos < p->len && p->s[p->pos] == ']')
 		p->pos++;
@@ -781,7 +781,7 @@ parse_array(Parser *p, size_t depth)
 static inline int
 key_cmp(const char *a, size_t alen, const char *b, size_t blen)
 {
-	size_t		n = alen < blen ? alen : blen;
+	size_t n = alen < blen ? alen : blen;
 
 	for (size_t i = 0; i < n; i++)
 		if (a[i] != b[i])
@@ -823,7 +823,7 @@ make_object(Parser *p, const MlJsonMember *members, size_t count, size_t offset)
 			for (size_t i = 0; i < count; i++)
 			{
 				const MlJsonMember *m = &v->u.object.members[i];
-				size_t		j = i;
+				size_t j = i;
 
 				while (j > 0 && member_ptr_cmp(&by_key[j - 1], &m) > 0)
 				{
@@ -853,11 +853,11 @@ make_object(Parser *p, const MlJsonMember *members, size_t count, size_t offset)
 static MlJsonValue *
 parse_object(Parser *p, size_t depth)
 {
-	size_t		start = p->pos;
-	size_t		base = p->mlen;
+	size_t start = p->pos;
+	size_t base = p->mlen;
 	MlJsonValue *v;
 
-	p->pos++;					/* '{' */
+	p->pos++; /* '{' */
 	skip_ws(p);
 	if (p->pos < p->len && p->s[p->pos] == '}')
 		p->pos++;
@@ -865,7 +865,7 @@ parse_object(Parser *p, size_t depth)
 		for (;;)
 		{
 			const char *key;
-			size_t		key_len;
+			size_t key_len;
 			MlJsonValue *item;
 
 			if (p->pos >= p->len || p->s[p->pos] != '"')
@@ -929,19 +929,19 @@ parse_value(Parser *p, size_t depth)
 			}
 			return p->s[p->pos] == '{' ? parse_object(p, depth) : parse_array(p, depth);
 		case '"':
-			{
-				const char *s;
-				size_t		n;
+		{
+			const char *s;
+			size_t n;
 
-				if (!parse_string_raw(p, &s, &n))
-					return NULL;
-				v = new_value(p, ML_JSON_STRING);
-				if (v == NULL)
-					return NULL;
-				v->u.string.str = s;
-				v->u.string.len = n;
-				return v;
-			}
+			if (!parse_string_raw(p, &s, &n))
+				return NULL;
+			v = new_value(p, ML_JSON_STRING);
+			if (v == NULL)
+				return NULL;
+			v->u.string.str = s;
+			v->u.string.len = n;
+			return v;
+		}
 		case 't':
 			if (!match_literal(p, "true"))
 				return NULL;
@@ -972,9 +972,9 @@ MlJsonValue *
 ml_json_parse(MlJsonArena *arena, const char *text, size_t len,
 			  const MlJsonLimits *limits, MlJsonError *err)
 {
-	Parser		p;
+	Parser p;
 	MlJsonValue *root;
-	size_t		max_bytes = ML_JSON_DEFAULT_MAX_BYTES;
+	size_t max_bytes = ML_JSON_DEFAULT_MAX_BYTES;
 
 	memset(&p, 0, sizeof(p));
 	p.arena = arena;
@@ -1016,7 +1016,7 @@ ml_json_parse(MlJsonArena *arena, const char *text, size_t len,
 MlJsonValue *
 ml_json_new_number(MlJsonArena *arena, const char *text, size_t len, MlJsonError *err)
 {
-	Parser		p;
+	Parser p;
 	MlJsonValue *v;
 
 	memset(&p, 0, sizeof(p));
@@ -1041,10 +1041,10 @@ ml_json_new_number(MlJsonArena *arena, const char *text, size_t len, MlJsonError
 bool
 ml_json_number_view(const char *text, size_t len, MlJsonValue *out)
 {
-	Parser		p;
+	Parser p;
 	MlJsonError err;
-	bool		is_integer;
-	double		d;
+	bool is_integer;
+	double d;
 
 	memset(&p, 0, sizeof(p));
 	p.s = (const unsigned char *) text;
@@ -1065,7 +1065,7 @@ MlJsonValue *
 ml_json_new_object(MlJsonArena *arena, const MlJsonMember *members, size_t count,
 				   MlJsonError *err)
 {
-	Parser		p;
+	Parser p;
 
 	memset(&p, 0, sizeof(p));
 	p.arena = arena;
@@ -1078,17 +1078,17 @@ ml_json_new_object(MlJsonArena *arena, const MlJsonMember *members, size_t count
 const MlJsonValue *
 ml_json_object_get_n(const MlJsonValue *obj, const char *key, size_t key_len)
 {
-	size_t		lo = 0,
-				hi;
+	size_t lo = 0,
+		   hi;
 
 	if (obj == NULL || obj->type != ML_JSON_OBJECT)
 		return NULL;
 	hi = obj->u.object.count;
 	while (lo < hi)
 	{
-		size_t		mid = lo + (hi - lo) / 2;
+		size_t mid = lo + (hi - lo) / 2;
 		const MlJsonMember *m = obj->u.object.by_key[mid];
-		int			c = key_cmp(m->key, m->key_len, key, key_len);
+		int c = key_cmp(m->key, m->key_len, key, key_len);
 
 		if (c == 0)
 			return m->value;

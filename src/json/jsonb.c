@@ -50,7 +50,7 @@ mlplat_json_arena_in(MemoryContext cxt)
 typedef struct Walk
 {
 	MlJsonArena *arena;
-	bool		give_up;
+	bool give_up;
 } Walk;
 
 static MlJsonValue *container(Walk *w, const JsonbContainer *jc, int depth);
@@ -62,7 +62,7 @@ new_value(Walk *w, MlJsonType type)
 
 	if (v == NULL)
 	{
-		w->give_up = true;		/* the text route reports the OOM */
+		w->give_up = true; /* the text route reports the OOM */
 		return NULL;
 	}
 	memset(v, 0, sizeof(*v));
@@ -74,7 +74,7 @@ new_value(Walk *w, MlJsonType type)
 static const char *
 copy_string(Walk *w, const char *s, uint32 len)
 {
-	char	   *c = ml_json_arena_alloc(w->arena, (size_t) len + 1);
+	char *c = ml_json_arena_alloc(w->arena, (size_t) len + 1);
 
 	if (c == NULL)
 	{
@@ -107,14 +107,14 @@ int
 ml_numeric_text(Numeric num, char out[ML_NUMERIC_TEXT_MAX])
 {
 	const char *p = (const char *) num;
-	uint16		header;
-	bool		negative;
-	int			dscale;
-	int			weight;
+	uint16 header;
+	bool negative;
+	int dscale;
+	int weight;
 	const int16 *digits;
-	int			ndigits;
-	char	   *cp = out;
-	int			d;
+	int ndigits;
+	char *cp = out;
+	int d;
 
 	if (VARATT_IS_SHORT(p) || VARATT_IS_EXTENDED(p))
 		return 0;
@@ -130,7 +130,7 @@ ml_numeric_text(Numeric num, char out[ML_NUMERIC_TEXT_MAX])
 	negative = (header & 0x2000) != 0;
 	dscale = (header & 0x1F80) >> 7;
 	weight = (header & 0x0040) ? (int) (~0x003F | (header & 0x003F))
-		: (int) (header & 0x003F);
+							   : (int) (header & 0x003F);
 	digits = (const int16 *) (p + VARHDRSZ + sizeof(uint16));
 	ndigits = (VARSIZE(p) - VARHDRSZ - sizeof(uint16)) / sizeof(int16);
 
@@ -149,13 +149,13 @@ ml_numeric_text(Numeric num, char out[ML_NUMERIC_TEXT_MAX])
 	{
 		for (d = 0; d <= weight; d++)
 		{
-			int			dig = d < ndigits ? digits[d] : 0;
+			int dig = d < ndigits ? digits[d] : 0;
 
 			if (d == 0)
 			{
 				/* the first group without leading zeros */
-				char		tmp[4];
-				int			k = 0;
+				char tmp[4];
+				int k = 0;
 
 				do
 				{
@@ -177,13 +177,13 @@ ml_numeric_text(Numeric num, char out[ML_NUMERIC_TEXT_MAX])
 	}
 	if (dscale > 0)
 	{
-		char	   *end;
+		char *end;
 
 		*cp++ = '.';
 		end = cp + dscale;
 		for (int i = 0; i < dscale; d++, i += 4)
 		{
-			int			dig = (d >= 0 && d < ndigits) ? digits[d] : 0;
+			int dig = (d >= 0 && d < ndigits) ? digits[d] : 0;
 
 			cp[0] = (char) ('0' + dig / 1000);
 			cp[1] = (char) ('0' + dig / 100 % 10);
@@ -196,8 +196,8 @@ ml_numeric_text(Numeric num, char out[ML_NUMERIC_TEXT_MAX])
 	*cp = '\0';
 #ifdef USE_ASSERT_CHECKING
 	{
-		char	   *text = DatumGetCString(DirectFunctionCall1(numeric_out,
-															   NumericGetDatum(num)));
+		char *text = DatumGetCString(DirectFunctionCall1(numeric_out,
+														 NumericGetDatum(num)));
 
 		Assert(strcmp(text, out) == 0);
 		pfree(text);
@@ -216,7 +216,7 @@ static MlJsonValue *
 child(Walk *w, const JsonbContainer *jc, int index, const char *base, uint32 off, uint32 len,
 	  int depth)
 {
-	JEntry		e = jc->children[index];
+	JEntry e = jc->children[index];
 	MlJsonValue *v;
 
 	if (JBE_ISNULL(e))
@@ -239,23 +239,23 @@ child(Walk *w, const JsonbContainer *jc, int index, const char *base, uint32 off
 	}
 	if (JBE_ISNUMERIC(e))
 	{
-		Numeric		num = (Numeric) (base + INTALIGN(off));
-		char		small[ML_NUMERIC_TEXT_MAX];
-		int			n = ml_numeric_text(num, small);
+		Numeric num = (Numeric) (base + INTALIGN(off));
+		char small[ML_NUMERIC_TEXT_MAX];
+		int n = ml_numeric_text(num, small);
 		MlJsonError err;
 
 		if (n > 0)
 			v = ml_json_new_number(w->arena, small, n, &err);
 		else
 		{
-			char	   *text = DatumGetCString(DirectFunctionCall1(numeric_out,
-																   NumericGetDatum(num)));
+			char *text = DatumGetCString(DirectFunctionCall1(numeric_out,
+															 NumericGetDatum(num)));
 
 			v = ml_json_new_number(w->arena, text, strlen(text), &err);
 			pfree(text);
 		}
 		if (v == NULL)
-			w->give_up = true;	/* NaN, Infinity, out of double range */
+			w->give_up = true; /* NaN, Infinity, out of double range */
 		return v;
 	}
 	if (JBE_ISCONTAINER(e))
@@ -268,8 +268,8 @@ child(Walk *w, const JsonbContainer *jc, int index, const char *base, uint32 off
 static MlJsonValue *
 container(Walk *w, const JsonbContainer *jc, int depth)
 {
-	uint32		n = JsonContainerSize(jc);
-	uint32		off = 0;
+	uint32 n = JsonContainerSize(jc);
+	uint32 off = 0;
 	MlJsonValue *v;
 
 	if (depth >= ML_JSON_DEFAULT_MAX_DEPTH)
@@ -291,7 +291,7 @@ container(Walk *w, const JsonbContainer *jc, int depth)
 		}
 		for (uint32 i = 0; i < n; i++)
 		{
-			uint32		start = off;
+			uint32 start = off;
 
 			JBE_ADVANCE_OFFSET(off, jc->children[i]);
 			members[i].key_len = off - start;
@@ -300,7 +300,7 @@ container(Walk *w, const JsonbContainer *jc, int depth)
 		}
 		for (uint32 i = 0; i < n; i++)
 		{
-			uint32		start = off;
+			uint32 start = off;
 
 			JBE_ADVANCE_OFFSET(off, jc->children[n + i]);
 			if ((members[i].value = child(w, jc, n + i, base, start, off - start, depth)) == NULL)
@@ -323,7 +323,7 @@ container(Walk *w, const JsonbContainer *jc, int depth)
 		}
 		for (uint32 i = 0; i < n; i++)
 		{
-			uint32		start = off;
+			uint32 start = off;
 
 			JBE_ADVANCE_OFFSET(off, jc->children[i]);
 			if ((items[i] = child(w, jc, i, base, start, off - start, depth)) == NULL)
@@ -340,7 +340,7 @@ container(Walk *w, const JsonbContainer *jc, int depth)
 MlJsonValue *
 ml_json_from_jsonb(MlJsonArena *arena, Jsonb *jb)
 {
-	Walk		w;
+	Walk w;
 	MlJsonValue *root;
 
 	/*
@@ -358,7 +358,7 @@ ml_json_from_jsonb(MlJsonArena *arena, Jsonb *jb)
 	{
 		/* a scalar document is stored as a one-element pseudo array */
 		const JsonbContainer *jc = &jb->root;
-		uint32		len = getJsonbLength(jc, 0);
+		uint32 len = getJsonbLength(jc, 0);
 
 		root = child(&w, jc, 0, (const char *) &jc->children[1], 0, len, 0);
 	}

@@ -48,13 +48,13 @@ json_call_begin(JsonCall *c)
 static void
 json_call_end(JsonCall *c)
 {
-	MemoryContextDelete(c->cxt);	/* frees the arena too */
+	MemoryContextDelete(c->cxt); /* frees the arena too */
 }
 
 static void
 report_json_error(const char *what, const MlJsonError *err)
 {
-	int			sqlstate;
+	int sqlstate;
 
 	switch (err->code)
 	{
@@ -77,10 +77,9 @@ report_json_error(const char *what, const MlJsonError *err)
 			 errmsg("invalid JSON in argument \"%s\": %s", what, err->message),
 			 errdetail("The problem is at byte offset %zu of the argument's JSON text.",
 					   err->offset),
-			 err->code == ML_JSON_ERR_LIMIT ?
-			 errhint("Documents may nest at most %d levels and be at most %d bytes.",
-					 ML_JSON_DEFAULT_MAX_DEPTH, ML_JSON_DEFAULT_MAX_BYTES) :
-			 errhint("Canonical JSON (RFC 8785) carries only finite numbers within IEEE 754 double range.")));
+			 err->code == ML_JSON_ERR_LIMIT ? errhint("Documents may nest at most %d levels and be at most %d bytes.",
+													  ML_JSON_DEFAULT_MAX_DEPTH, ML_JSON_DEFAULT_MAX_BYTES)
+											: errhint("Canonical JSON (RFC 8785) carries only finite numbers within IEEE 754 double range.")));
 }
 
 /* jsonb → our tree, or ereport */
@@ -111,13 +110,13 @@ parse_jsonb(JsonCall *c, Jsonb *jb, const char *what)
 Datum
 mlplat_canonical_json(PG_FUNCTION_ARGS)
 {
-	Jsonb	   *jb = PG_GETARG_JSONB_P(0);
-	JsonCall	c;
+	Jsonb *jb = PG_GETARG_JSONB_P(0);
+	JsonCall c;
 	MlJsonValue *v;
 	MlJsonError err;
-	size_t		len;
-	char	   *out;
-	text	   *result;
+	size_t len;
+	char *out;
+	text *result;
 
 	json_call_begin(&c);
 	v = parse_jsonb(&c, jb, "doc");
@@ -132,11 +131,11 @@ mlplat_canonical_json(PG_FUNCTION_ARGS)
 static Datum
 content_id_common(FunctionCallInfo fcinfo, const char *exclude_key)
 {
-	Jsonb	   *jb = PG_GETARG_JSONB_P(0);
-	JsonCall	c;
+	Jsonb *jb = PG_GETARG_JSONB_P(0);
+	JsonCall c;
 	MlJsonValue *v;
 	MlJsonError err;
-	char		id[ML_CONTENT_ID_LEN + 1];
+	char id[ML_CONTENT_ID_LEN + 1];
 
 	json_call_begin(&c);
 	v = parse_jsonb(&c, jb, "doc");
@@ -155,7 +154,7 @@ mlplat_content_id(PG_FUNCTION_ARGS)
 Datum
 mlplat_content_id_excluding(PG_FUNCTION_ARGS)
 {
-	char	   *key = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	char *key = text_to_cstring(PG_GETARG_TEXT_PP(1));
 
 	return content_id_common(fcinfo, key);
 }
@@ -163,15 +162,15 @@ mlplat_content_id_excluding(PG_FUNCTION_ARGS)
 Datum
 mlplat_spec_diff(PG_FUNCTION_ARGS)
 {
-	Jsonb	   *desired_jb = PG_GETARG_JSONB_P(0);
-	Jsonb	   *observed_jb = PG_GETARG_JSONB_P(1);
-	JsonCall	c;
+	Jsonb *desired_jb = PG_GETARG_JSONB_P(0);
+	Jsonb *observed_jb = PG_GETARG_JSONB_P(1);
+	JsonCall c;
 	MlJsonValue *desired;
 	MlJsonValue *observed;
-	MlSpecDiff	diff;
+	MlSpecDiff diff;
 	MlJsonError err;
-	char	   *text_out;
-	Datum		result;
+	char *text_out;
+	Datum result;
 
 	json_call_begin(&c);
 	desired = parse_jsonb(&c, desired_jb, "desired");
@@ -197,8 +196,8 @@ mlplat_spec_diff(PG_FUNCTION_ARGS)
 Datum
 mlplat_is_dns_label(PG_FUNCTION_ARGS)
 {
-	text	   *t = PG_GETARG_TEXT_PP(0);
-	int32		max_len = PG_GETARG_INT32(1);
+	text *t = PG_GETARG_TEXT_PP(0);
+	int32 max_len = PG_GETARG_INT32(1);
 
 	if (max_len < 1)
 		ereport(ERROR,
@@ -213,7 +212,7 @@ mlplat_is_dns_label(PG_FUNCTION_ARGS)
 Datum
 mlplat_is_traceparent(PG_FUNCTION_ARGS)
 {
-	char	   *s = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	char *s = text_to_cstring(PG_GETARG_TEXT_PP(0));
 
 	PG_RETURN_BOOL(mlplat_traceparent_is_valid(s));
 }

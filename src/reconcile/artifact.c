@@ -47,23 +47,23 @@
 
 typedef struct MlplatArtifactPriv
 {
-	char		bucket[ML_S3_BUCKET_MAX + 1];
-	char		key[ML_S3_KEY_MAX + 1];
-	List	   *etags;			/* known digests of this URI (cache) */
-	List	   *sha256s;
+	char bucket[ML_S3_BUCKET_MAX + 1];
+	char key[ML_S3_KEY_MAX + 1];
+	List *etags; /* known digests of this URI (cache) */
+	List *sha256s;
 	MlplatHttpRequest *head;
 	MlplatHttpRequest *get;
-	char	   *origin;			/* addressing, for the GET after the HEAD */
-	char	   *authority;
-	char	   *base_path;
-	char	   *etag;
-	int64		size;			/* Content-Length of the HEAD, -1 if unknown */
+	char *origin; /* addressing, for the GET after the HEAD */
+	char *authority;
+	char *base_path;
+	char *etag;
+	int64 size; /* Content-Length of the HEAD, -1 if unknown */
 	/* streaming hash */
 	EVP_MD_CTX *md;
-	uint64		hashed;
-	uint64		max_bytes;
-	bool		too_big;
-	bool		remember;		/* store got_sha256 under etag */
+	uint64 hashed;
+	uint64 max_bytes;
+	bool too_big;
+	bool remember; /* store got_sha256 under etag */
 	/* checks of the same URI in one pass share the first one's requests */
 	MlplatArtifactCheck *leader;
 } MlplatArtifactPriv;
@@ -74,9 +74,9 @@ typedef struct MlplatArtifactPriv
 static struct
 {
 	MlplatSecretFile file;
-	bool		loaded;			/* cred holds the parsed content of file */
+	bool loaded; /* cred holds the parsed content of file */
 	MlS3Credentials cred;
-}			s3cfg;
+} s3cfg;
 
 static void
 forget_credentials(void)
@@ -91,8 +91,8 @@ static char *
 refresh_credentials(void)
 {
 	const char *file = mlplat_s3_credentials_file;
-	bool		changed;
-	char	   *why;
+	bool changed;
+	char *why;
 	const char *bad;
 
 	why = mlplat_secret_file_refresh(&s3cfg.file, file, "object store credentials file",
@@ -125,7 +125,7 @@ split_endpoint(const char *endpoint, char **origin, char **authority, char **bas
 {
 	const char *after;
 	const char *slash;
-	size_t		len = strlen(endpoint);
+	size_t len = strlen(endpoint);
 
 	if (!mlplat_http_url_allowed(endpoint))
 		return "mlplat.s3_endpoint is not an http or https URL";
@@ -147,7 +147,7 @@ split_endpoint(const char *endpoint, char **origin, char **authority, char **bas
 
 /* the one line a tenant reads when an artifact is not verified, whatever the store said */
 #define NOT_VERIFIED "artifact %s could not be verified against its registered sha256 " \
-	"(missing, unreadable, too large to hash or different); an administrator finds the reason in mlplat.admin_ledger"
+					 "(missing, unreadable, too large to hash or different); an administrator finds the reason in mlplat.admin_ledger"
 #define NOT_READY "waiting to verify artifact %s: the platform's object store is not configured or not usable yet"
 
 /* reason: what the tenant reads; detail: what administrators read (NULL: the same) */
@@ -168,7 +168,7 @@ retry(MlplatArtifactCheck *c, const MlplatHttpRequest *r, const char *what)
 	decide(c, MLPLAT_ARTIFACT_RETRY, r->status,
 		   psprintf("checking artifact %s: the object store did not answer; retrying", c->uri),
 		   r->failed ? psprintf("%s of artifact %s failed: %s; retrying", what, c->uri, r->error)
-		   : psprintf("%s of artifact %s answered HTTP %d; retrying", what, c->uri, r->status));
+					 : psprintf("%s of artifact %s answered HTTP %d; retrying", what, c->uri, r->status));
 	c->retry_ms = (int) mlplat_backoff_delay_ms(c->attempts + 1, 500, mlplat_backoff_max_ms,
 												r->retry_after_s,
 												(uint32) c->deployment_id ^ (uint32) c->attempts);
@@ -240,13 +240,13 @@ object_request(MlplatHttpBatch *batch, MlplatArtifactCheck *c, const char *metho
 {
 	MlplatArtifactPriv *p = c->priv;
 	const char *authority = p->authority;
-	size_t		nb = ml_s3_uri_encode(p->bucket, false, NULL, 0);
-	size_t		nk = ml_s3_uri_encode(p->key, true, NULL, 0);
-	char	   *eb = palloc(nb + 1);
-	char	   *ek = palloc(nk + 1);
-	char	   *path;
+	size_t nb = ml_s3_uri_encode(p->bucket, false, NULL, 0);
+	size_t nk = ml_s3_uri_encode(p->key, true, NULL, 0);
+	char *eb = palloc(nb + 1);
+	char *ek = palloc(nk + 1);
+	char *path;
 	MlplatHttpRequest *r;
-	bool		head = strcmp(method, "HEAD") == 0;
+	bool head = strcmp(method, "HEAD") == 0;
 
 	ml_s3_uri_encode(p->bucket, false, eb, nb + 1);
 	ml_s3_uri_encode(p->key, true, ek, nk + 1);
@@ -261,19 +261,19 @@ object_request(MlplatHttpBatch *batch, MlplatArtifactCheck *c, const char *metho
 	if (s3cfg.loaded)
 	{
 		MlS3Header hs[6];
-		int			n = 0;
-		char		date[17];
-		char		auth[4096];
+		int n = 0;
+		char date[17];
+		char auth[4096];
 		MlSigV4Input in;
 
 		ml_sigv4_amz_date((long long) time(NULL), date);
-		hs[n++] = (MlS3Header) {"host", authority};
-		hs[n++] = (MlS3Header) {"x-amz-content-sha256", EMPTY_SHA256};
-		hs[n++] = (MlS3Header) {"x-amz-date", date};
+		hs[n++] = (MlS3Header){ "host", authority };
+		hs[n++] = (MlS3Header){ "x-amz-content-sha256", EMPTY_SHA256 };
+		hs[n++] = (MlS3Header){ "x-amz-date", date };
 		if (head)
-			hs[n++] = (MlS3Header) {"x-amz-checksum-mode", "ENABLED"};
+			hs[n++] = (MlS3Header){ "x-amz-checksum-mode", "ENABLED" };
 		if (s3cfg.cred.session_token[0])
-			hs[n++] = (MlS3Header) {"x-amz-security-token", s3cfg.cred.session_token};
+			hs[n++] = (MlS3Header){ "x-amz-security-token", s3cfg.cred.session_token };
 		memset(&in, 0, sizeof(in));
 		in.method = method;
 		in.canonical_uri = path;
@@ -324,11 +324,11 @@ mlplat_artifact_check_new(int64 deployment_id, int revision, int attempts)
 static List *
 text_array_list(Datum d)
 {
-	ArrayType  *a = DatumGetArrayTypeP(d);
-	Datum	   *elems;
-	bool	   *nulls;
-	int			n;
-	List	   *out = NIL;
+	ArrayType *a = DatumGetArrayTypeP(d);
+	Datum *elems;
+	bool *nulls;
+	int n;
+	List *out = NIL;
 
 	deconstruct_array(a, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
 	for (int i = 0; i < n; i++)
@@ -340,14 +340,14 @@ static void
 claim(List *checks)
 {
 	MemoryContext cxt = CurrentMemoryContext;
-	int			n = list_length(checks);
-	Datum	   *ids = palloc(sizeof(Datum) * n);
-	Datum	   *revs = palloc(sizeof(Datum) * n);
+	int n = list_length(checks);
+	Datum *ids = palloc(sizeof(Datum) * n);
+	Datum *revs = palloc(sizeof(Datum) * n);
 	MlplatArtifactCheck **byord = palloc(sizeof(MlplatArtifactCheck *) * n);
-	ListCell   *lc;
-	int			i = 0;
+	ListCell *lc;
+	int i = 0;
 
-	foreach(lc, checks)
+	foreach (lc, checks)
 	{
 		MlplatArtifactCheck *c = lfirst(lc);
 
@@ -358,20 +358,20 @@ claim(List *checks)
 	mlplat_txn_begin();
 	MemoryContextSwitchTo(cxt);
 	if (SPI_execute_with_args("SELECT * FROM mlplat._artifact_claim($1, $2)", 2,
-							  (Oid[]) {INT8ARRAYOID, INT4ARRAYOID},
-							  (Datum[]) {PointerGetDatum(construct_array(ids, n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE)),
-								  PointerGetDatum(construct_array(revs, n, INT4OID, 4, true, TYPALIGN_INT))},
+							  (Oid[]){ INT8ARRAYOID, INT4ARRAYOID },
+							  (Datum[]){ PointerGetDatum(construct_array(ids, n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE)),
+										 PointerGetDatum(construct_array(revs, n, INT4OID, 4, true, TYPALIGN_INT)) },
 							  NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "mlplat: artifact claim failed");
 	MemoryContextSwitchTo(cxt);
 	for (uint64 r = 0; r < SPI_processed; r++)
 	{
-		HeapTuple	t = SPI_tuptable->vals[r];
-		TupleDesc	td = SPI_tuptable->tupdesc;
-		int64		ord = atoll(SPI_getvalue(t, td, 1));
+		HeapTuple t = SPI_tuptable->vals[r];
+		TupleDesc td = SPI_tuptable->tupdesc;
+		int64 ord = atoll(SPI_getvalue(t, td, 1));
 		MlplatArtifactCheck *c;
-		bool		isnull;
-		Datum		d;
+		bool isnull;
+		Datum d;
 
 		if (ord < 1 || ord > n)
 			elog(ERROR, "mlplat: artifact claim returned position %lld of %d", (long long) ord, n);
@@ -401,16 +401,16 @@ check_uri_cmp(const ListCell *a, const ListCell *b)
 void
 mlplat_artifact_begin(List *checks, MlplatHttpBatch *batch)
 {
-	List	   *by_uri;
+	List *by_uri;
 	MlplatArtifactCheck *prev = NULL;
-	ListCell   *lc;
-	char	   *origin = NULL;
-	char	   *authority = NULL;
-	char	   *base_path = NULL;
+	ListCell *lc;
+	char *origin = NULL;
+	char *authority = NULL;
+	char *base_path = NULL;
 	const char *bad_endpoint = NULL;
-	char	   *bad_credentials = NULL;
-	bool		configured = mlplat_s3_endpoint && mlplat_s3_endpoint[0];
-	bool		logged = false;
+	char *bad_credentials = NULL;
+	bool configured = mlplat_s3_endpoint && mlplat_s3_endpoint[0];
+	bool logged = false;
 
 	if (checks == NIL)
 		return;
@@ -423,7 +423,7 @@ mlplat_artifact_begin(List *checks, MlplatHttpBatch *batch)
 	/* sorted by URI, so thousands of deployments of one artifact cost one HEAD */
 	by_uri = list_copy(checks);
 	list_sort(by_uri, check_uri_cmp);
-	foreach(lc, by_uri)
+	foreach (lc, by_uri)
 	{
 		MlplatArtifactCheck *c = lfirst(lc);
 		const char *why;
@@ -439,7 +439,8 @@ mlplat_artifact_begin(List *checks, MlplatHttpBatch *batch)
 		{
 			decide(c, MLPLAT_ARTIFACT_FAILED, 0,
 				   psprintf("artifact %s cannot be verified: only s3:// artifacts in the object store are checked",
-							c->uri), NULL);
+							c->uri),
+				   NULL);
 			continue;
 		}
 		why = ml_s3_parse_uri(c->uri, c->priv->bucket, sizeof(c->priv->bucket), c->priv->key, sizeof(c->priv->key));
@@ -487,9 +488,9 @@ after_head(MlplatArtifactCheck *c)
 	MlplatArtifactPriv *p = c->priv;
 	MlplatHttpRequest *r = p->head;
 	const char *v;
-	char		hex[ML_SHA256_HEX_LEN + 1];
-	ListCell   *le;
-	ListCell   *ls;
+	char hex[ML_SHA256_HEX_LEN + 1];
+	ListCell *le;
+	ListCell *ls;
 
 	if (transient(r))
 	{
@@ -514,13 +515,13 @@ after_head(MlplatArtifactCheck *c)
 		return;
 	}
 	if (p->etag)
-		forboth(le, p->etags, ls, p->sha256s)
+		forboth (le, p->etags, ls, p->sha256s)
 			if (lfirst(le) && lfirst(ls) && strcmp(lfirst(le), p->etag) == 0)
-		{
-			c->cached = true;
-			judge(c, lfirst(ls), "cached download", r->status);
-			return;
-		}
+			{
+				c->cached = true;
+				judge(c, lfirst(ls), "cached download", r->status);
+				return;
+			}
 	if (p->size >= 0 && (uint64) p->size > p->max_bytes)
 		decide(c, MLPLAT_ARTIFACT_FAILED, r->status, psprintf(NOT_VERIFIED, c->uri),
 			   psprintf("artifact %s is %lld bytes and the object store gives no SHA-256 for it; "
@@ -536,14 +537,15 @@ after_get(MlplatArtifactCheck *c)
 	MlplatHttpRequest *r = p->get;
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned int mdlen = 0;
-	char		hex[ML_SHA256_HEX_LEN + 1];
+	char hex[ML_SHA256_HEX_LEN + 1];
 	const char *etag;
 
 	if (p->too_big)
 	{
 		decide(c, MLPLAT_ARTIFACT_FAILED, r->status, psprintf(NOT_VERIFIED, c->uri),
 			   psprintf("artifact %s is larger than mlplat.artifact_hash_max_bytes (%d kB) and the object store "
-						"gives no SHA-256 for it", c->uri, mlplat_artifact_hash_max_kb));
+						"gives no SHA-256 for it",
+						c->uri, mlplat_artifact_hash_max_kb));
 		return;
 	}
 	if (transient(r))
@@ -572,15 +574,15 @@ static void
 remember(List *checks)
 {
 	MemoryContext cxt = CurrentMemoryContext;
-	ListCell   *lc;
-	bool		any = false;
+	ListCell *lc;
+	bool any = false;
 
-	foreach(lc, checks)
+	foreach (lc, checks)
 		any |= ((MlplatArtifactCheck *) lfirst(lc))->priv->remember;
 	if (!any)
 		return;
 	mlplat_txn_begin();
-	foreach(lc, checks)
+	foreach (lc, checks)
 	{
 		MlplatArtifactCheck *c = lfirst(lc);
 		MlplatArtifactPriv *p = c->priv;
@@ -588,11 +590,11 @@ remember(List *checks)
 		if (!p->remember)
 			continue;
 		if (SPI_execute_with_args("SELECT mlplat._artifact_remember($1, $2, $3, $4, $5)", 5,
-								  (Oid[]) {TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID},
-								  (Datum[]) {CStringGetTextDatum(c->uri), CStringGetTextDatum(p->etag),
-									  CStringGetTextDatum(c->got_sha256), Int64GetDatum(p->size),
-									  CStringGetTextDatum(c->source)},
-								  (const char[]) {' ', ' ', ' ', p->size >= 0 ? ' ' : 'n', ' '},
+								  (Oid[]){ TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID },
+								  (Datum[]){ CStringGetTextDatum(c->uri), CStringGetTextDatum(p->etag),
+											 CStringGetTextDatum(c->got_sha256), Int64GetDatum(p->size),
+											 CStringGetTextDatum(c->source) },
+								  (const char[]){ ' ', ' ', ' ', p->size >= 0 ? ' ' : 'n', ' ' },
 								  false, 0) != SPI_OK_SELECT)
 			elog(ERROR, "mlplat: could not remember the digest of artifact %s", c->uri);
 	}
@@ -603,10 +605,10 @@ remember(List *checks)
 void
 mlplat_artifact_finish(MlplatPass *pass, List *checks)
 {
-	ListCell   *lc;
+	ListCell *lc;
 	MlplatHttpBatch *batch = NULL;
 
-	foreach(lc, checks)
+	foreach (lc, checks)
 	{
 		MlplatArtifactCheck *c = lfirst(lc);
 		MlplatArtifactPriv *p = c->priv;
@@ -636,13 +638,13 @@ mlplat_artifact_finish(MlplatPass *pass, List *checks)
 		p->get = object_request(batch, c, "GET");
 		p->get->sink = hash_sink;
 		p->get->sink_arg = p;
-		p->get->max_body = 64 * 1024;	/* error answers only: the object itself goes to the sink */
+		p->get->max_body = 64 * 1024; /* error answers only: the object itself goes to the sink */
 		p->get->timeout_ms = Max(mlplat_artifact_hash_timeout_ms, mlplat_http_timeout_ms);
 	}
 	if (batch)
 	{
 		mlplat_http_batch_run(batch);
-		foreach(lc, checks)
+		foreach (lc, checks)
 		{
 			MlplatArtifactCheck *c = lfirst(lc);
 
@@ -652,7 +654,7 @@ mlplat_artifact_finish(MlplatPass *pass, List *checks)
 		}
 	}
 	/* the other checks of a URI: judge the digest found against their own registered one */
-	foreach(lc, checks)
+	foreach (lc, checks)
 	{
 		MlplatArtifactCheck *c = lfirst(lc);
 		MlplatArtifactCheck *l = c->priv->leader;

@@ -43,7 +43,7 @@
 #include "mlplat/spec_diff.h"
 #include "mlplat/unanswered.h"
 
-static const MlplatKubeResource ISVC = {"serving.kserve.io", "v1beta1", "inferenceservices", true};
+static const MlplatKubeResource ISVC = { "serving.kserve.io", "v1beta1", "inferenceservices", true };
 
 /* how soon to look again while waiting on KServe (readiness, deletion) */
 #define FOLLOW_UP_MS 300
@@ -52,74 +52,74 @@ static const MlplatKubeResource ISVC = {"serving.kserve.io", "v1beta1", "inferen
 
 typedef enum DepAction
 {
-	DEP_NONE = 0,				/* nothing to do (or only a status write) */
-	DEP_APPLY,					/* apply the desired revision */
-	DEP_REPAIR,					/* re-apply the same revision over drift */
-	DEP_DELETE					/* delete the InferenceService */
+	DEP_NONE = 0, /* nothing to do (or only a status write) */
+	DEP_APPLY,	  /* apply the desired revision */
+	DEP_REPAIR,	  /* re-apply the same revision over drift */
+	DEP_DELETE	  /* delete the InferenceService */
 } DepAction;
 
 typedef struct Deployment
 {
 	/* claimed */
-	int64		id;
-	char	   *project;
-	char	   *ns;
-	char	   *name;
-	char	   *status;
-	int64		generation;
-	int64		observed_generation;
-	int64		row_version;
-	int			desired_revision;	/* 0: none */
-	char	   *spec;
-	char	   *spec_digest;
-	char	   *traceparent;
-	int			attempts;
-	bool		due;
-	bool		drift_report;	/* drift policy 'report': observe only, never repair */
-	char	   *status_reason;
-	bool		deadline_passed;	/* not READY within its deploy deadline of its intent */
-	int64		deadline_ms;	/* the deploy deadline that applies */
-	bool		deadline_own;	/* ... set for this deployment, not mlplat.deploy_deadline */
+	int64 id;
+	char *project;
+	char *ns;
+	char *name;
+	char *status;
+	int64 generation;
+	int64 observed_generation;
+	int64 row_version;
+	int desired_revision; /* 0: none */
+	char *spec;
+	char *spec_digest;
+	char *traceparent;
+	int attempts;
+	bool due;
+	bool drift_report; /* drift policy 'report': observe only, never repair */
+	char *status_reason;
+	bool deadline_passed; /* not READY within its deploy deadline of its intent */
+	int64 deadline_ms;	  /* the deploy deadline that applies */
+	bool deadline_own;	  /* ... set for this deployment, not mlplat.deploy_deadline */
 	/* observed */
 	const MlJsonValue *obj;
 	const MlplatUnanswered *unanswered; /* an apply to it never answered */
 	/* decided */
-	DepAction	action;
-	bool		adopt;			/* found what an unanswered apply made: ledger ADOPT */
-	bool		answered;		/* req got an answer: remove its own note */
-	bool		settle_note;	/* the unanswered apply is resolved: remove its note */
+	DepAction action;
+	bool adopt;		  /* found what an unanswered apply made: ledger ADOPT */
+	bool answered;	  /* req got an answer: remove its own note */
+	bool settle_note; /* the unanswered apply is resolved: remove its note */
 	MlplatHttpRequest *req;
 	const char *new_status;
-	char	   *reason;
-	char	   *endpoint;
-	bool		mark_observed;	/* observed_generation := generation */
-	char	   *error;
-	int			retry_ms;		/* -1: no retry */
-	bool		write;
-	char	   *drift;			/* ledger note: "drift at <paths>", or why it was adopted */
-	char	   *drift_paths;	/* every differing path, a JSON array; NULL when not compared */
+	char *reason;
+	char *endpoint;
+	bool mark_observed; /* observed_generation := generation */
+	char *error;
+	int retry_ms; /* -1: no retry */
+	bool write;
+	char *drift;	   /* ledger note: "drift at <paths>", or why it was adopted */
+	char *drift_paths; /* every differing path, a JSON array; NULL when not compared */
 	const char *ledger_action;
 	const char *ledger_outcome;
-	int			http_status;
+	int http_status;
 	/* trace: this pass's spans, written with the write-back (dep_span) */
 	TimestampTz claim_start;
 	TimestampTz claim_end;
-	List	   *spans;
-	bool		claim_traced;
-	MlplatSpan *req_span;		/* the span of req */
+	List *spans;
+	bool claim_traced;
+	MlplatSpan *req_span; /* the span of req */
 	/* the artifact check before the first apply of a revision */
-	bool		first_apply;
+	bool first_apply;
 	MlplatArtifactCheck *check;
 	MlplatSpan *check_span;
-	const char *ledger_desired;	/* ledger digests and note, when not the spec's */
+	const char *ledger_desired; /* ledger digests and note, when not the spec's */
 	const char *ledger_observed;
-	char	   *ledger_note;
-	char	   *ledger_error;	/* the ledger's error when the row's last_error is the tenant's version */
+	char *ledger_note;
+	char *ledger_error; /* the ledger's error when the row's last_error is the tenant's version */
 } Deployment;
 
 typedef struct DepByName
 {
-	char		key[NAMEDATALEN * 2];	/* "namespace/name" */
+	char key[NAMEDATALEN * 2]; /* "namespace/name" */
 	Deployment *d;
 } DepByName;
 
@@ -134,8 +134,8 @@ static const char *
 isvc_ready(const MlJsonValue *obj, const char **why)
 {
 	const MlJsonValue *conds = ml_json_object_get(ml_json_object_get(obj, "status"), "conditions");
-	int64		gen = -1,
-				seen = -2;
+	int64 gen = -1,
+		  seen = -2;
 
 	*why = NULL;
 	if (!mlplat_json_int(obj, "metadata", "generation", &gen) ||
@@ -203,10 +203,10 @@ deadline_reason(const Deployment *d)
 	const char *whose = d->deadline_own ? "set_deploy_deadline" : "mlplat.deploy_deadline";
 
 	return d->deadline_ms % 1000 == 0
-		? psprintf("revision %d was not READY within the deploy deadline of %lld s (%s)",
-				   d->desired_revision, (long long) (d->deadline_ms / 1000), whose)
-		: psprintf("revision %d was not READY within the deploy deadline of %lld ms (%s)",
-				   d->desired_revision, (long long) d->deadline_ms, whose);
+			   ? psprintf("revision %d was not READY within the deploy deadline of %lld s (%s)",
+						  d->desired_revision, (long long) (d->deadline_ms / 1000), whose)
+			   : psprintf("revision %d was not READY within the deploy deadline of %lld ms (%s)",
+						  d->desired_revision, (long long) d->deadline_ms, whose);
 }
 
 /*
@@ -256,7 +256,7 @@ deployment_decide(Deployment *d, MlJsonArena *arena)
 	const char *rev_label;
 	MlJsonValue *desired;
 	MlJsonError err;
-	MlSpecDiff	diff;
+	MlSpecDiff diff;
 
 	d->new_status = d->status;
 	d->reason = NULL;
@@ -273,7 +273,7 @@ deployment_decide(Deployment *d, MlJsonArena *arena)
 									 mlplat_unanswered_write_grace_ms / 1000, d->ns, d->name);
 				if (d->status_reason == NULL || strcmp(d->status_reason, d->reason) != 0)
 					d->write = true;
-				return;			/* DELETING: the pass looks again soon */
+				return; /* DELETING: the pass looks again soon */
 			}
 			d->new_status = "DELETED";
 			d->reason = pstrdup("the InferenceService is gone");
@@ -323,7 +323,7 @@ deployment_decide(Deployment *d, MlJsonArena *arena)
 			 * endpoint stays DRIFTED (and routed) while KServe settles the
 			 * edited object; one that never served waits, or fails, as usual.
 			 */
-			bool		was_serving = strcmp(d->status, "READY") == 0 || strcmp(d->status, "DRIFTED") == 0;
+			bool was_serving = strcmp(d->status, "READY") == 0 || strcmp(d->status, "DRIFTED") == 0;
 
 			deployment_readiness(d);
 			if (strcmp(d->new_status, "READY") == 0 ||
@@ -367,13 +367,13 @@ static void
 claim(MlplatPass *pass, List **out, char **instance)
 {
 	MemoryContext pass_cxt = CurrentMemoryContext;
-	Datum		args[3] = {BoolGetDatum(pass->resync), BoolGetDatum(pass->woken && !pass->resync),
-						   Int32GetDatum(mlplat_deploy_deadline_ms)};
-	Oid			argtypes[3] = {BOOLOID, BOOLOID, INT4OID};
+	Datum args[3] = { BoolGetDatum(pass->resync), BoolGetDatum(pass->woken && !pass->resync),
+					  Int32GetDatum(mlplat_deploy_deadline_ms) };
+	Oid argtypes[3] = { BOOLOID, BOOLOID, INT4OID };
 	TimestampTz start = GetCurrentTimestamp();
 	TimestampTz end;
-	ListCell   *lc;
-	List	   *notes;
+	ListCell *lc;
+	List *notes;
 
 	mlplat_txn_begin();
 	MemoryContextSwitchTo(pass_cxt);
@@ -384,10 +384,10 @@ claim(MlplatPass *pass, List **out, char **instance)
 	MemoryContextSwitchTo(pass_cxt);
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
-		HeapTuple	t = SPI_tuptable->vals[i];
-		TupleDesc	td = SPI_tuptable->tupdesc;
+		HeapTuple t = SPI_tuptable->vals[i];
+		TupleDesc td = SPI_tuptable->tupdesc;
 		Deployment *d = palloc0(sizeof(Deployment));
-		char	   *v;
+		char *v;
 
 		d->id = atoll(SPI_getvalue(t, td, 1));
 		d->project = SPI_getvalue(t, td, 2);
@@ -417,10 +417,10 @@ claim(MlplatPass *pass, List **out, char **instance)
 	}
 	notes = mlplat_unanswered_load(pass);
 	if (notes != NIL)
-		foreach(lc, *out)
+		foreach (lc, *out)
 		{
 			Deployment *d = lfirst(lc);
-			char	   *object = psprintf("%s/%s", d->ns, d->name);
+			char *object = psprintf("%s/%s", d->ns, d->name);
 
 			d->unanswered = mlplat_unanswered_find(notes, d->id, object, "APPLY");
 			if (d->unanswered == NULL)
@@ -428,7 +428,7 @@ claim(MlplatPass *pass, List **out, char **instance)
 		}
 	mlplat_txn_commit();
 	end = GetCurrentTimestamp();
-	foreach(lc, *out)
+	foreach (lc, *out)
 	{
 		Deployment *d = lfirst(lc);
 
@@ -491,7 +491,8 @@ apply_result(Deployment *d, MlplatPass *pass)
 			d->req_span->start = d->req->started_at;
 		mlplat_span_end_at(d->req_span, d->req_span->start + (TimestampTz) (d->req->elapsed_ms * 1000.0),
 						   res.outcome == MLPLAT_KUBE_OK || (res.outcome == MLPLAT_KUBE_NOT_FOUND && d->action == DEP_DELETE)
-						   ? NULL : (res.message ? res.message : "request failed"));
+							   ? NULL
+							   : (res.message ? res.message : "request failed"));
 	}
 	/* a delete of something already gone succeeded; an apply's 404 is a missing namespace */
 	if (res.outcome == MLPLAT_KUBE_NOT_FOUND && d->action == DEP_DELETE)
@@ -509,9 +510,9 @@ apply_result(Deployment *d, MlplatPass *pass)
 			}
 			d->new_status = d->action == DEP_REPAIR ? "DRIFTED" : "DEPLOYING";
 			d->reason = d->action == DEP_REPAIR
-				? psprintf("repair applied revision %d again over %s", d->desired_revision,
-						   d->drift ? d->drift : "drift")
-				: psprintf("applied revision %d; waiting for readiness", d->desired_revision);
+							? psprintf("repair applied revision %d again over %s", d->desired_revision,
+									   d->drift ? d->drift : "drift")
+							: psprintf("applied revision %d; waiting for readiness", d->desired_revision);
 			d->mark_observed = true;
 			break;
 		case MLPLAT_KUBE_NOT_FOUND:
@@ -543,16 +544,16 @@ apply_result(Deployment *d, MlplatPass *pass)
 static int
 cmp_int64(const void *a, const void *b)
 {
-	int64		x = *(const int64 *) a;
-	int64		y = *(const int64 *) b;
+	int64 x = *(const int64 *) a;
+	int64 y = *(const int64 *) b;
 
 	return x < y ? -1 : x > y;
 }
 
 /* the columns of _deployments_writeback_set after the epoch, one array each */
 #define WB_COLS 10
-static const Oid wb_col_types[WB_COLS] = {INT8OID, INT8OID, TEXTOID, TEXTOID, INT8OID, INT4OID,
-TEXTOID, TEXTOID, TEXTOID, INT4OID};
+static const Oid wb_col_types[WB_COLS] = { INT8OID, INT8OID, TEXTOID, TEXTOID, INT8OID, INT4OID,
+										   TEXTOID, TEXTOID, TEXTOID, INT4OID };
 
 /*
  * Write back every deployment of deps that has something to record, in one
@@ -564,22 +565,22 @@ static void
 write_back(MlplatPass *pass, List *deps, List *orphans)
 {
 	MemoryContext pass_cxt = CurrentMemoryContext;
-	ListCell   *lc;
-	int			lost = 0;
-	int			n = 0;
-	List	   *spans = NIL;
+	ListCell *lc;
+	int lost = 0;
+	int n = 0;
+	List *spans = NIL;
 	ArrayBuildState *col[WB_COLS];
-	int64	   *written = NULL;
-	uint64		nwritten = 0;
+	int64 *written = NULL;
+	uint64 nwritten = 0;
 	MlplatLedgerBatch *ledger;
-	MlplatWriteNotes settled = {0};
+	MlplatWriteNotes settled = { 0 };
 
 	/* the arrays are built inside the transaction: their element types come from the catalog */
 	mlplat_txn_begin();
 	ledger = mlplat_ledger_batch_new();
 	for (int i = 0; i < WB_COLS; i++)
 		col[i] = initArrayResult(wb_col_types[i], CurrentMemoryContext, false);
-	foreach(lc, deps)
+	foreach (lc, deps)
 	{
 		Deployment *d = lfirst(lc);
 
@@ -609,8 +610,8 @@ write_back(MlplatPass *pass, List *deps, List *orphans)
 
 	if (n > 0)
 	{
-		Oid			types[1 + WB_COLS];
-		Datum		v[1 + WB_COLS];
+		Oid types[1 + WB_COLS];
+		Datum v[1 + WB_COLS];
 
 		types[0] = INT8OID;
 		v[0] = Int64GetDatum(pass->epoch);
@@ -627,16 +628,16 @@ write_back(MlplatPass *pass, List *deps, List *orphans)
 		written = MemoryContextAlloc(pass_cxt, sizeof(int64) * Max(nwritten, 1));
 		for (uint64 i = 0; i < nwritten; i++)
 		{
-			bool		isnull;
+			bool isnull;
 
 			written[i] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
 		}
 		qsort(written, nwritten, sizeof(int64), cmp_int64);
 	}
-	foreach(lc, deps)
+	foreach (lc, deps)
 	{
 		Deployment *d = lfirst(lc);
-		bool		ok;
+		bool ok;
 
 		if (!d->write)
 			continue;
@@ -656,12 +657,12 @@ write_back(MlplatPass *pass, List *deps, List *orphans)
 									d->ledger_note ? d->ledger_note : d->drift);
 		if (!ok)
 		{
-			lost++;				/* an intent or another leader got there first: re-read next pass */
+			lost++; /* an intent or another leader got there first: re-read next pass */
 			continue;
 		}
 		spans = list_concat(spans, d->spans);
 	}
-	foreach(lc, orphans)
+	foreach (lc, orphans)
 	{
 		Deployment *o = lfirst(lc);
 
@@ -684,10 +685,10 @@ write_back(MlplatPass *pass, List *deps, List *orphans)
 static bool
 note_requests(MlplatPass *pass, List *deps)
 {
-	MlplatWriteNotes sending = {0};
-	ListCell   *lc;
+	MlplatWriteNotes sending = { 0 };
+	ListCell *lc;
 
-	foreach(lc, deps)
+	foreach (lc, deps)
 	{
 		Deployment *d = lfirst(lc);
 
@@ -711,13 +712,13 @@ apply_checked(MlplatPass *pass, List *deps, List *checks)
 {
 	MemoryContext pass_cxt = CurrentMemoryContext;
 	MlplatHttpBatch *batch;
-	List	   *checked = NIL;
-	ListCell   *lc;
-	int			applies = 0;
+	List *checked = NIL;
+	ListCell *lc;
+	int applies = 0;
 
 	mlplat_artifact_finish(pass, checks);
 	batch = mlplat_http_batch_create(pass_cxt);
-	foreach(lc, deps)
+	foreach (lc, deps)
 	{
 		Deployment *d = lfirst(lc);
 		MlplatArtifactCheck *c = d->check;
@@ -771,7 +772,7 @@ apply_checked(MlplatPass *pass, List *deps, List *checks)
 		return 0;
 	if (mlplat_http_batch_count(batch) > 0)
 		mlplat_http_batch_run(batch);
-	foreach(lc, checked)
+	foreach (lc, checked)
 	{
 		Deployment *d = lfirst(lc);
 
@@ -787,18 +788,18 @@ mlplat_deployments_pass(MlplatPass *pass)
 {
 	MemoryContext pass_cxt = CurrentMemoryContext;
 	MlJsonArena *arena = mlplat_json_arena_in(pass_cxt);
-	char	   *why = NULL;
-	List	   *deps = NIL;
-	List	   *items;
-	List	   *orphans = NIL;
+	char *why = NULL;
+	List *deps = NIL;
+	List *items;
+	List *orphans = NIL;
 	MlplatHttpBatch *batch;
-	ListCell   *lc;
-	char	   *selector;
-	char	   *instance;
-	HTAB	   *by_name;
-	int			lists = 0;
-	int			applies = 0;
-	List	   *checks = NIL;
+	ListCell *lc;
+	char *selector;
+	char *instance;
+	HTAB *by_name;
+	int lists = 0;
+	int applies = 0;
+	List *checks = NIL;
 
 	if (!mlplat_cluster_ready(pass, (const char **) &why))
 		return;
@@ -833,7 +834,7 @@ mlplat_deployments_pass(MlplatPass *pass)
 
 	/* match observed objects to deployments by "namespace/name" (hash: thousands of each) */
 	{
-		HASHCTL		ctl;
+		HASHCTL ctl;
 
 		memset(&ctl, 0, sizeof(ctl));
 		ctl.keysize = NAMEDATALEN * 2;
@@ -842,27 +843,27 @@ mlplat_deployments_pass(MlplatPass *pass)
 		by_name = hash_create("mlplat deployments by name", Max(64, list_length(deps)), &ctl,
 							  HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
 	}
-	foreach(lc, deps)
+	foreach (lc, deps)
 	{
 		Deployment *d = lfirst(lc);
-		char		key[NAMEDATALEN * 2];
-		DepByName  *e;
+		char key[NAMEDATALEN * 2];
+		DepByName *e;
 
 		snprintf(key, sizeof(key), "%s/%s", d->ns, d->name);
 		e = hash_search(by_name, key, HASH_ENTER, NULL);
 		e->d = d;
 	}
-	foreach(lc, items)
+	foreach (lc, items)
 	{
 		const MlJsonValue *obj = lfirst(lc);
 		const char *ns = mlplat_json_text(obj, "metadata", "namespace", NULL);
 		const char *name = mlplat_json_text(obj, "metadata", "name", NULL);
-		bool		matched = false;
+		bool matched = false;
 
 		if (ns && name && strlen(ns) + strlen(name) + 2 <= NAMEDATALEN * 2)
 		{
-			char		key[NAMEDATALEN * 2];
-			DepByName  *e;
+			char key[NAMEDATALEN * 2];
+			DepByName *e;
 
 			snprintf(key, sizeof(key), "%s/%s", ns, name);
 			e = hash_search(by_name, key, HASH_FIND, NULL);
@@ -886,7 +887,7 @@ mlplat_deployments_pass(MlplatPass *pass)
 	}
 
 	batch = mlplat_http_batch_create(pass_cxt);
-	foreach(lc, deps)
+	foreach (lc, deps)
 	{
 		Deployment *d = lfirst(lc);
 
@@ -920,7 +921,7 @@ mlplat_deployments_pass(MlplatPass *pass)
 		else if (strcmp(d->new_status, d->status) != 0 || (d->mark_observed && d->observed_generation != d->generation) ||
 				 (d->drift_report && strcmp(d->new_status, "DRIFTED") == 0 &&
 				  (d->status_reason == NULL || strcmp(d->reason, d->status_reason) != 0)))
-			d->write = true;	/* a status change only (or reported drift at other paths) */
+			d->write = true; /* a status change only (or reported drift at other paths) */
 		if (d->req)
 			d->req_span = dep_span(d, d->action == DEP_DELETE ? "delete" : "apply", MLPLAT_SPAN_CLIENT);
 		if (d->action == DEP_NONE && strcmp(d->new_status, d->status) != 0 &&
@@ -937,7 +938,7 @@ mlplat_deployments_pass(MlplatPass *pass)
 			(strcmp(d->new_status, "DRIFTED") == 0 && !d->drift_report))
 			pass->next_pass_ms = FOLLOW_UP_MS;
 	}
-	foreach(lc, orphans)
+	foreach (lc, orphans)
 	{
 		Deployment *o = lfirst(lc);
 
@@ -951,14 +952,14 @@ mlplat_deployments_pass(MlplatPass *pass)
 	if (mlplat_http_batch_count(batch) > 0)
 		mlplat_http_batch_run(batch);
 
-	foreach(lc, deps)
+	foreach (lc, deps)
 	{
 		Deployment *d = lfirst(lc);
 
 		if (d->req)
 			apply_result(d, pass);
 	}
-	foreach(lc, orphans)
+	foreach (lc, orphans)
 	{
 		Deployment *o = lfirst(lc);
 		MlplatKubeResult res;

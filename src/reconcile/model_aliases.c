@@ -117,7 +117,7 @@ static MlplatHttpRequest *
 reg_request(MlplatHttpBatch *b, const char *method, const char *endpoint, const char *name,
 			const char *alias, const char *body)
 {
-	size_t		blen = strlen(mlplat_registry_url);
+	size_t blen = strlen(mlplat_registry_url);
 	MlplatHttpRequest *r;
 	StringInfoData url;
 
@@ -143,7 +143,7 @@ reg_request(MlplatHttpBatch *b, const char *method, const char *endpoint, const 
 	mlplat_http_request_add_header(r, "Connection", "close");
 	if (registry_token.content)
 	{
-		char	   *h = psprintf("Bearer %s", registry_token.content);
+		char *h = psprintf("Bearer %s", registry_token.content);
 
 		mlplat_http_request_add_header(r, "Authorization", h);
 		explicit_bzero(h, strlen(h));
@@ -158,8 +158,8 @@ static char *
 json_obj(const char *k, ...)
 {
 	StringInfoData b;
-	va_list		ap;
-	bool		first = true;
+	va_list ap;
+	bool first = true;
 
 	initStringInfo(&b);
 	appendStringInfoChar(&b, '{');
@@ -182,12 +182,12 @@ json_obj(const char *k, ...)
 
 typedef struct RegResult
 {
-	int			status;			/* 0: no response */
-	bool		ok;				/* 2xx */
-	const char *code;			/* MLflow error_code or NULL */
-	char	   *message;		/* for humans (never contains headers) */
+	int status;		  /* 0: no response */
+	bool ok;		  /* 2xx */
+	const char *code; /* MLflow error_code or NULL */
+	char *message;	  /* for humans (never contains headers) */
 	const MlJsonValue *body;
-	int			retry_after_s;
+	int retry_after_s;
 } RegResult;
 
 static void
@@ -214,7 +214,8 @@ reg_parse(MlJsonArena *arena, MlplatHttpRequest *r, RegResult *out)
 	out->message = psprintf("registry answered HTTP %d %s%s%s", r->status, out->code ? out->code : "",
 							(v && v->type == ML_JSON_STRING) ? ": " : "",
 							(v && v->type == ML_JSON_STRING)
-							? pnstrdup(v->u.string.str, ml_utf8_clip(v->u.string.str, v->u.string.len, 300)) : "");
+								? pnstrdup(v->u.string.str, ml_utf8_clip(v->u.string.str, v->u.string.len, 300))
+								: "");
 }
 
 static bool
@@ -237,74 +238,74 @@ json_str(const MlJsonValue *obj, const char *a, const char *b)
 
 typedef struct RegModel
 {
-	char	   *name;
-	char	   *project;
-	int64		alias_id;		/* for the ledger */
+	char *name;
+	char *project;
+	int64 alias_id; /* for the ledger */
 	MlplatHttpRequest *get_req;
 	MlplatHttpRequest *create_req;
-	bool		exists;
-	const MlJsonValue *latest;	/* latest_versions[0] */
-	char	   *error;
-	int			http_status;
-	int			retry_after_s;
+	bool exists;
+	const MlJsonValue *latest; /* latest_versions[0] */
+	char *error;
+	int http_status;
+	int retry_after_s;
 } RegModel;
 
 typedef struct RegVersion
 {
-	int64		version_id;
-	RegModel   *model;
-	char	   *version;
-	char	   *artifact_uri;
+	int64 version_id;
+	RegModel *model;
+	char *version;
+	char *artifact_uri;
 	MlplatHttpRequest *req;
-	char	   *reg_version;	/* result */
-	bool		adopted;
-	bool		conflict;		/* tagged as ours, but not made by us: not adopted */
-	char	   *error;
-	int			http_status;
-	int			retry_after_s;
+	char *reg_version; /* result */
+	bool adopted;
+	bool conflict; /* tagged as ours, but not made by us: not adopted */
+	char *error;
+	int http_status;
+	int retry_after_s;
 } RegVersion;
 
 typedef struct AliasRow
 {
 	/* claimed */
-	int64		id;
-	char	   *project;
-	char	   *model;			/* registered model name */
-	char	   *alias;
-	int64		version_id;		/* 0: the alias must not exist */
-	char	   *version;
-	char	   *artifact_uri;
-	char	   *reg_version;	/* mapped registry version or NULL */
-	char	   *status;
-	int64		generation;
-	int64		observed_generation;
-	int64		row_version;
-	char	   *moved_by;
-	char	   *traceparent;
-	int			attempts;
-	bool		due;
+	int64 id;
+	char *project;
+	char *model; /* registered model name */
+	char *alias;
+	int64 version_id; /* 0: the alias must not exist */
+	char *version;
+	char *artifact_uri;
+	char *reg_version; /* mapped registry version or NULL */
+	char *status;
+	int64 generation;
+	int64 observed_generation;
+	int64 row_version;
+	char *moved_by;
+	char *traceparent;
+	int attempts;
+	bool due;
 	/* observed */
 	MlplatHttpRequest *get_req;
-	bool		observed_ok;
-	char	   *observed;		/* registry version the alias points at; NULL: absent */
-	bool		model_missing;
+	bool observed_ok;
+	char *observed; /* registry version the alias points at; NULL: absent */
+	bool model_missing;
 	/* decided */
-	const char *action;			/* NULL, "SET", "DELETE", "REPAIR" */
-	char	   *target;			/* registry version wanted; NULL: absent */
+	const char *action; /* NULL, "SET", "DELETE", "REPAIR" */
+	char *target;		/* registry version wanted; NULL: absent */
 	MlplatHttpRequest *write_req;
 	MlplatHttpRequest *verify_req;
-	bool		moved;			/* the registry write succeeded: a history row */
-	bool		unmap;			/* the mapped registry version is gone */
+	bool moved; /* the registry write succeeded: a history row */
+	bool unmap; /* the mapped registry version is gone */
 	/* write-back */
-	bool		write;
+	bool write;
 	const char *new_status;
-	char	   *reason;
-	char	   *error;
-	int			retry_ms;		/* -1: none */
-	bool		mark_observed;
-	int			http_status;
+	char *reason;
+	char *error;
+	int retry_ms; /* -1: none */
+	bool mark_observed;
+	int http_status;
 	const char *ledger_outcome;
-	List	   *spans;			/* written with the write-back (alias_spans) */
+	List *spans; /* written with the write-back (alias_spans) */
 } AliasRow;
 
 static void
@@ -316,9 +317,9 @@ alias_fail(AliasRow *a, const char *error, int http_status, int retry_after_s, b
 	a->new_status = permanent ? "FAILED" : "PENDING";
 	a->reason = permanent ? psprintf("registry refused: %s", error) : pstrdup("waiting to retry the registry");
 	a->retry_ms = permanent
-		? Min(PERMANENT_RETRY_MS, mlplat_backoff_max_ms)
-		: (int) mlplat_backoff_delay_ms(a->attempts + 1, 500, mlplat_backoff_max_ms, retry_after_s,
-										(uint64) a->id ^ (uint64) a->attempts);
+					  ? Min(PERMANENT_RETRY_MS, mlplat_backoff_max_ms)
+					  : (int) mlplat_backoff_delay_ms(a->attempts + 1, 500, mlplat_backoff_max_ms, retry_after_s,
+													  (uint64) a->id ^ (uint64) a->attempts);
 }
 
 /* 4xx other than 404/408/409/429 will not heal by itself soon. */
@@ -352,9 +353,9 @@ alias_decide(AliasRow *a)
 		a->mark_observed = true;
 		a->reason = a->target ? psprintf("%s -> version %s (registry version %s), verified", a->alias,
 										 a->version, a->target)
-			: psprintf("%s absent, verified", a->alias);
+							  : psprintf("%s absent, verified", a->alias);
 		a->write = strcmp(a->status, "SYNCED") != 0 || a->generation != a->observed_generation ||
-			a->attempts > 0;
+				   a->attempts > 0;
 		return;
 	}
 	if (strcmp(a->status, "SYNCED") == 0 && a->generation == a->observed_generation)
@@ -369,9 +370,9 @@ static List *
 claim(MlplatPass *pass, char **instance)
 {
 	MemoryContext pass_cxt = CurrentMemoryContext;
-	Datum		arg = BoolGetDatum(pass->resync);
-	Oid			argtype = BOOLOID;
-	List	   *out = NIL;
+	Datum arg = BoolGetDatum(pass->resync);
+	Oid argtype = BOOLOID;
+	List *out = NIL;
 
 	mlplat_txn_begin();
 	MemoryContextSwitchTo(pass_cxt);
@@ -382,10 +383,10 @@ claim(MlplatPass *pass, char **instance)
 	MemoryContextSwitchTo(pass_cxt);
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
-		HeapTuple	t = SPI_tuptable->vals[i];
-		TupleDesc	td = SPI_tuptable->tupdesc;
-		AliasRow	   *a = palloc0(sizeof(AliasRow));
-		char	   *v;
+		HeapTuple t = SPI_tuptable->vals[i];
+		TupleDesc td = SPI_tuptable->tupdesc;
+		AliasRow *a = palloc0(sizeof(AliasRow));
+		char *v;
 
 		a->id = atoll(SPI_getvalue(t, td, 1));
 		a->project = SPI_getvalue(t, td, 2);
@@ -445,11 +446,11 @@ observe_alias(MlJsonArena *arena, MlplatHttpRequest *r, char **observed, bool *m
 static RegModel *
 find_model(List *models, const char *name)
 {
-	ListCell   *lc;
+	ListCell *lc;
 
-	foreach(lc, models)
+	foreach (lc, models)
 	{
-		RegModel   *m = lfirst(lc);
+		RegModel *m = lfirst(lc);
 
 		if (strcmp(m->name, name) == 0)
 			return m;
@@ -480,7 +481,7 @@ static bool
 tagged_as(const MlJsonValue *mv, int64 version_id)
 {
 	const char *v = tag_of(mv, VERSION_TAG);
-	char		want[32];
+	char want[32];
 
 	snprintf(want, sizeof(want), INT64_FORMAT, version_id);
 	return v && strcmp(v, want) == 0;
@@ -510,14 +511,14 @@ ensure_registry_versions(MlplatPass *pass, MlJsonArena *arena, List *models, Lis
 						 const char *instance)
 {
 	MlplatHttpBatch *b;
-	ListCell   *lc;
-	RegResult	res;
+	ListCell *lc;
+	RegResult res;
 
 	/* registered models that do not exist yet */
 	b = mlplat_http_batch_create(CurrentMemoryContext);
-	foreach(lc, models)
+	foreach (lc, models)
 	{
-		RegModel   *m = lfirst(lc);
+		RegModel *m = lfirst(lc);
 
 		reg_parse(arena, m->get_req, &res);
 		if (res.ok)
@@ -542,9 +543,9 @@ ensure_registry_versions(MlplatPass *pass, MlJsonArena *arena, List *models, Lis
 	}
 	if (mlplat_http_batch_count(b) > 0)
 		mlplat_http_batch_run(b);
-	foreach(lc, models)
+	foreach (lc, models)
 	{
-		RegModel   *m = lfirst(lc);
+		RegModel *m = lfirst(lc);
 
 		if (!m->create_req)
 			continue;
@@ -562,17 +563,17 @@ ensure_registry_versions(MlplatPass *pass, MlJsonArena *arena, List *models, Lis
 
 	/* model versions: adopt our lost-answer create, else create */
 	b = mlplat_http_batch_create(CurrentMemoryContext);
-	foreach(lc, versions)
+	foreach (lc, versions)
 	{
 		RegVersion *v = lfirst(lc);
-		char		idbuf[32];
+		char idbuf[32];
 		StringInfoData body;
 
 		if (!v->model->exists)
 			continue;
 		if (tagged_as(v->model->latest, v->version_id) && json_str(v->model->latest, "version", NULL))
 		{
-			char	   *why = not_ours(v->model->latest, v, instance);
+			char *why = not_ours(v->model->latest, v, instance);
 
 			if (why)
 			{
@@ -607,7 +608,7 @@ ensure_registry_versions(MlplatPass *pass, MlJsonArena *arena, List *models, Lis
 	}
 	if (mlplat_http_batch_count(b) > 0)
 		mlplat_http_batch_run(b);
-	foreach(lc, versions)
+	foreach (lc, versions)
 	{
 		RegVersion *v = lfirst(lc);
 
@@ -667,40 +668,41 @@ alias_spans(AliasRow *a)
 	if (a->verify_req)
 		a->spans = lappend(a->spans, alias_request_span(a, a->verify_req, "model_aliases.verify",
 														a->new_status && strcmp(a->new_status, "SYNCED") == 0
-														? NULL : a->error));
+															? NULL
+															: a->error));
 }
 
 static void
 write_back(MlplatPass *pass, List *aliases, List *models, List *versions)
 {
 	MemoryContext pass_cxt = CurrentMemoryContext;
-	ListCell   *lc;
-	int			lost = 0;
-	List	   *spans = NIL;
+	ListCell *lc;
+	int lost = 0;
+	List *spans = NIL;
 
 	/* built before the transaction: the lists live in the pass's context */
-	foreach(lc, aliases)
+	foreach (lc, aliases)
 		alias_spans(lfirst(lc));
 
 	mlplat_txn_begin();
-	foreach(lc, models)
+	foreach (lc, models)
 	{
-		RegModel   *m = lfirst(lc);
+		RegModel *m = lfirst(lc);
 
 		if (m->create_req)
 			mlplat_ledger_append(pass, "model_alias", m->alias_id, m->project, "CREATE",
 								 m->exists ? "OK" : "RETRY", NULL, NULL, m->http_status, m->error, NULL,
 								 psprintf("registered model %s", m->name));
 	}
-	foreach(lc, versions)
+	foreach (lc, versions)
 	{
 		RegVersion *v = lfirst(lc);
 
 		if (v->reg_version)
 			(void) mlplat_sql_bool("SELECT mlplat._aliases_map_version($1, $2, $3, $4)", 4,
-								   (Oid[]) {INT8OID, TEXTOID, TEXTOID, INT8OID},
-								   (Datum[]) {Int64GetDatum(v->version_id), CStringGetTextDatum(v->model->name),
-									   CStringGetTextDatum(v->reg_version), Int64GetDatum(pass->epoch)},
+								   (Oid[]){ INT8OID, TEXTOID, TEXTOID, INT8OID },
+								   (Datum[]){ Int64GetDatum(v->version_id), CStringGetTextDatum(v->model->name),
+											  CStringGetTextDatum(v->reg_version), Int64GetDatum(pass->epoch) },
 								   NULL);
 		if (v->conflict)
 			mlplat_ledger_append(pass, "model_alias", 0, v->model->project, "ADOPT", "CONFLICT", NULL, NULL, 0,
@@ -708,8 +710,8 @@ write_back(MlplatPass *pass, List *aliases, List *models, List *versions)
 		if (v->adopted)
 			mlplat_ledger_append(pass, "model_alias", 0, v->model->project, "ADOPT", "OK", NULL, NULL, 0, NULL,
 								 NULL, psprintf("model version %s of %s found as registry version %s (an earlier"
-												" create whose answer was lost)", v->version, v->model->name,
-												v->reg_version));
+												" create whose answer was lost)",
+												v->version, v->model->name, v->reg_version));
 		if (v->req)
 			mlplat_ledger_append(pass, "model_alias", 0, v->model->project, "CREATE",
 								 v->reg_version ? "OK" : "RETRY", NULL, NULL, v->http_status, v->error, NULL,
@@ -717,16 +719,16 @@ write_back(MlplatPass *pass, List *aliases, List *models, List *versions)
 										  v->reg_version ? " as registry version " : "",
 										  v->reg_version ? v->reg_version : ""));
 	}
-	foreach(lc, aliases)
+	foreach (lc, aliases)
 	{
-		AliasRow	   *a = lfirst(lc);
-		char	   *trace = mlplat_trace_id_of(a->traceparent);
-		char	   *observed_json;
+		AliasRow *a = lfirst(lc);
+		char *trace = mlplat_trace_id_of(a->traceparent);
+		char *observed_json;
 
 		if (a->unmap)
 			(void) mlplat_sql_bool("SELECT mlplat._aliases_map_version($1, NULL, NULL, $2)", 2,
-								   (Oid[]) {INT8OID, INT8OID},
-								   (Datum[]) {Int64GetDatum(a->version_id), Int64GetDatum(pass->epoch)}, NULL);
+								   (Oid[]){ INT8OID, INT8OID },
+								   (Datum[]){ Int64GetDatum(a->version_id), Int64GetDatum(pass->epoch) }, NULL);
 		if (a->write_req)
 		{
 			mlplat_ledger_append(pass, "model_alias", a->id, a->project,
@@ -738,15 +740,15 @@ write_back(MlplatPass *pass, List *aliases, List *models, List *versions)
 		}
 		if (a->moved)
 			(void) mlplat_sql_bool("SELECT mlplat._aliases_history($1, $2, $3, $4, $5, $6, $7, $8, $9)", 9,
-								   (Oid[]) {INT8OID, TEXTOID, INT8OID, TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID, TEXTOID},
-								   (Datum[]) {Int64GetDatum(a->id), CStringGetTextDatum(a->action),
-									   Int64GetDatum(a->version_id), a->moved_by ? CStringGetTextDatum(a->moved_by) : 0,
-									   a->target ? CStringGetTextDatum(a->target) : 0,
-									   a->observed ? CStringGetTextDatum(a->observed) : 0,
-									   Int64GetDatum(pass->epoch), CStringGetTextDatum(pass->controller),
-									   trace ? CStringGetTextDatum(trace) : 0},
-								   (const char[]) {' ', ' ', a->version_id ? ' ' : 'n', a->moved_by ? ' ' : 'n',
-									   a->target ? ' ' : 'n', a->observed ? ' ' : 'n', ' ', ' ', trace ? ' ' : 'n'});
+								   (Oid[]){ INT8OID, TEXTOID, INT8OID, TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID, TEXTOID },
+								   (Datum[]){ Int64GetDatum(a->id), CStringGetTextDatum(a->action),
+											  Int64GetDatum(a->version_id), a->moved_by ? CStringGetTextDatum(a->moved_by) : 0,
+											  a->target ? CStringGetTextDatum(a->target) : 0,
+											  a->observed ? CStringGetTextDatum(a->observed) : 0,
+											  Int64GetDatum(pass->epoch), CStringGetTextDatum(pass->controller),
+											  trace ? CStringGetTextDatum(trace) : 0 },
+								   (const char[]){ ' ', ' ', a->version_id ? ' ' : 'n', a->moved_by ? ' ' : 'n',
+												   a->target ? ' ' : 'n', a->observed ? ' ' : 'n', ' ', ' ', trace ? ' ' : 'n' });
 		if (!a->write)
 			continue;
 		{
@@ -766,15 +768,15 @@ write_back(MlplatPass *pass, List *aliases, List *models, List *versions)
 			observed_json = a->observed_ok ? oj.data : NULL;
 		}
 		if (!mlplat_sql_bool("SELECT mlplat._aliases_writeback($1, $2, $3, $4, $5, $6, $7::pg_catalog.jsonb, $8, $9)", 9,
-							 (Oid[]) {INT8OID, INT8OID, INT8OID, TEXTOID, TEXTOID, INT8OID, TEXTOID, TEXTOID, INT4OID},
-							 (Datum[]) {Int64GetDatum(a->id), Int64GetDatum(a->row_version), Int64GetDatum(pass->epoch),
-								 CStringGetTextDatum(a->new_status), a->reason ? CStringGetTextDatum(a->reason) : 0,
-								 Int64GetDatum(a->generation),
-								 observed_json ? CStringGetTextDatum(observed_json) : 0,
-								 a->error ? CStringGetTextDatum(a->error) : 0, Int32GetDatum(a->retry_ms)},
-							 (const char[]) {' ', ' ', ' ', ' ', a->reason ? ' ' : 'n', a->mark_observed ? ' ' : 'n',
-								 observed_json ? ' ' : 'n', a->error ? ' ' : 'n', a->retry_ms >= 0 ? ' ' : 'n'}))
-			lost++;				/* an intent or another leader got there first: re-read next pass */
+							 (Oid[]){ INT8OID, INT8OID, INT8OID, TEXTOID, TEXTOID, INT8OID, TEXTOID, TEXTOID, INT4OID },
+							 (Datum[]){ Int64GetDatum(a->id), Int64GetDatum(a->row_version), Int64GetDatum(pass->epoch),
+										CStringGetTextDatum(a->new_status), a->reason ? CStringGetTextDatum(a->reason) : 0,
+										Int64GetDatum(a->generation),
+										observed_json ? CStringGetTextDatum(observed_json) : 0,
+										a->error ? CStringGetTextDatum(a->error) : 0, Int32GetDatum(a->retry_ms) },
+							 (const char[]){ ' ', ' ', ' ', ' ', a->reason ? ' ' : 'n', a->mark_observed ? ' ' : 'n',
+											 observed_json ? ' ' : 'n', a->error ? ' ' : 'n', a->retry_ms >= 0 ? ' ' : 'n' }))
+			lost++; /* an intent or another leader got there first: re-read next pass */
 		else
 			spans = list_concat(spans, a->spans);
 	}
@@ -789,24 +791,24 @@ mlplat_model_aliases_pass(MlplatPass *pass)
 {
 	MemoryContext pass_cxt = CurrentMemoryContext;
 	MlJsonArena *arena = mlplat_json_arena_in(pass_cxt);
-	List	   *all;
-	List	   *due = NIL;
-	List	   *models = NIL;
-	List	   *versions = NIL;
+	List *all;
+	List *due = NIL;
+	List *models = NIL;
+	List *versions = NIL;
 	MlplatHttpBatch *batch;
-	ListCell   *lc;
-	RegResult	res;
-	int			writes = 0;
-	char	   *instance;
+	ListCell *lc;
+	RegResult res;
+	int writes = 0;
+	char *instance;
 
 	if (!registry_ready(pass))
 		return;
 
 	all = claim(pass, &instance);
 	MemoryContextSwitchTo(pass_cxt);
-	foreach(lc, all)
+	foreach (lc, all)
 	{
-		AliasRow	   *a = lfirst(lc);
+		AliasRow *a = lfirst(lc);
 
 		if (a->due)
 			due = lappend(due, a);
@@ -819,16 +821,16 @@ mlplat_model_aliases_pass(MlplatPass *pass)
 
 	/* observe: every due alias, and the models of versions the registry lacks */
 	batch = mlplat_http_batch_create(pass_cxt);
-	foreach(lc, due)
+	foreach (lc, due)
 	{
-		AliasRow	   *a = lfirst(lc);
+		AliasRow *a = lfirst(lc);
 
 		a->get_req = reg_request(batch, "GET", "registered-models/alias", a->model, a->alias, NULL);
 		if (a->version_id && a->reg_version == NULL)
 		{
-			RegModel   *m = find_model(models, a->model);
+			RegModel *m = find_model(models, a->model);
 			RegVersion *v = NULL;
-			ListCell   *vc;
+			ListCell *vc;
 
 			if (m == NULL)
 			{
@@ -839,7 +841,7 @@ mlplat_model_aliases_pass(MlplatPass *pass)
 				m->get_req = reg_request(batch, "GET", "registered-models/get", a->model, NULL, NULL);
 				models = lappend(models, m);
 			}
-			foreach(vc, versions)
+			foreach (vc, versions)
 				if (((RegVersion *) lfirst(vc))->version_id == a->version_id)
 					v = lfirst(vc);
 			if (v == NULL)
@@ -855,9 +857,9 @@ mlplat_model_aliases_pass(MlplatPass *pass)
 	}
 	mlplat_http_batch_run(batch);
 
-	foreach(lc, due)
+	foreach (lc, due)
 	{
-		AliasRow	   *a = lfirst(lc);
+		AliasRow *a = lfirst(lc);
 
 		a->observed_ok = observe_alias(arena, a->get_req, &a->observed, &a->model_missing, &res);
 		if (!a->observed_ok)
@@ -875,14 +877,14 @@ mlplat_model_aliases_pass(MlplatPass *pass)
 
 	if (versions != NIL)
 		ensure_registry_versions(pass, arena, models, versions, instance);
-	foreach(lc, due)
+	foreach (lc, due)
 	{
-		AliasRow	   *a = lfirst(lc);
-		ListCell   *vc;
+		AliasRow *a = lfirst(lc);
+		ListCell *vc;
 
 		if (!a->observed_ok || a->unmap || !a->version_id || a->reg_version)
 			continue;
-		foreach(vc, versions)
+		foreach (vc, versions)
 		{
 			RegVersion *v = lfirst(vc);
 
@@ -898,9 +900,9 @@ mlplat_model_aliases_pass(MlplatPass *pass)
 
 	/* decide, then write every alias that differs in one batch */
 	batch = mlplat_http_batch_create(pass_cxt);
-	foreach(lc, due)
+	foreach (lc, due)
 	{
-		AliasRow	   *a = lfirst(lc);
+		AliasRow *a = lfirst(lc);
 
 		if (!a->observed_ok || a->unmap || a->error)
 			continue;
@@ -920,9 +922,9 @@ mlplat_model_aliases_pass(MlplatPass *pass)
 
 	/* read back what was written: SYNCED only once verified */
 	batch = mlplat_http_batch_create(pass_cxt);
-	foreach(lc, due)
+	foreach (lc, due)
 	{
-		AliasRow	   *a = lfirst(lc);
+		AliasRow *a = lfirst(lc);
 
 		if (!a->write_req)
 			continue;
@@ -948,11 +950,11 @@ mlplat_model_aliases_pass(MlplatPass *pass)
 	}
 	if (mlplat_http_batch_count(batch) > 0)
 		mlplat_http_batch_run(batch);
-	foreach(lc, due)
+	foreach (lc, due)
 	{
-		AliasRow	   *a = lfirst(lc);
-		char	   *seen;
-		bool		missing;
+		AliasRow *a = lfirst(lc);
+		char *seen;
+		bool missing;
 
 		if (!a->verify_req)
 			continue;
@@ -964,25 +966,24 @@ mlplat_model_aliases_pass(MlplatPass *pass)
 		}
 		if (!same(seen, a->target))
 		{
-			alias_fail(a, psprintf("read back %s %s -> %s after writing %s", a->model, a->alias,
-								   seen ? seen : "(none)", a->target ? a->target : "(none)"),
+			alias_fail(a, psprintf("read back %s %s -> %s after writing %s", a->model, a->alias, seen ? seen : "(none)", a->target ? a->target : "(none)"),
 					   0, 0, false);
 			continue;
 		}
 		a->new_status = "SYNCED";
 		a->mark_observed = true;
 		a->reason = a->target
-			? psprintf("%s -> version %s (registry version %s): %s, verified", a->alias, a->version,
-					   a->target, strcmp(a->action, "REPAIR") == 0 ? "repaired an outside move" : "set")
-			: psprintf("%s deleted%s, verified", a->alias,
-					   strcmp(a->action, "REPAIR") == 0 ? " (repaired an outside move)" : "");
+						? psprintf("%s -> version %s (registry version %s): %s, verified", a->alias, a->version,
+								   a->target, strcmp(a->action, "REPAIR") == 0 ? "repaired an outside move" : "set")
+						: psprintf("%s deleted%s, verified", a->alias,
+								   strcmp(a->action, "REPAIR") == 0 ? " (repaired an outside move)" : "");
 	}
 
 	write_back(pass, due, models, versions);
 	/* come back when the earliest retry is due, not only at the next resync */
-	foreach(lc, due)
+	foreach (lc, due)
 	{
-		AliasRow   *a = lfirst(lc);
+		AliasRow *a = lfirst(lc);
 
 		if (a->retry_ms >= 0 && (pass->next_pass_ms <= 0 || a->retry_ms + 50 < pass->next_pass_ms))
 			pass->next_pass_ms = a->retry_ms + 50;

@@ -86,13 +86,13 @@ typedef enum ObjKind
 } ObjKind;
 
 static const MlplatKubeResource RES[NUM_OBJ_KINDS] = {
-	{"", "v1", "namespaces", false},
-	{"", "v1", "resourcequotas", true},
-	{"", "v1", "limitranges", true},
-	{"networking.k8s.io", "v1", "networkpolicies", true},
-	{"rbac.authorization.k8s.io", "v1", "rolebindings", true},
-	{"", "v1", "serviceaccounts", true},
-	{"rbac.authorization.k8s.io", "v1", "roles", true},
+	{ "", "v1", "namespaces", false },
+	{ "", "v1", "resourcequotas", true },
+	{ "", "v1", "limitranges", true },
+	{ "networking.k8s.io", "v1", "networkpolicies", true },
+	{ "rbac.authorization.k8s.io", "v1", "rolebindings", true },
+	{ "", "v1", "serviceaccounts", true },
+	{ "rbac.authorization.k8s.io", "v1", "roles", true },
 };
 static const char *const KIND_NAME[NUM_OBJ_KINDS] = {
 	"Namespace", "ResourceQuota", "LimitRange", "NetworkPolicy", "RoleBinding", "ServiceAccount", "Role"
@@ -138,66 +138,66 @@ typedef enum ObjAction
 
 typedef struct ProjObj
 {
-	ObjKind		kind;
-	char	   *name;
-	char	   *ns;				/* NULL for the Namespace itself */
-	char	   *manifest;		/* desired JSON (NULL for an extra binding to delete) */
+	ObjKind kind;
+	char *name;
+	char *ns;		/* NULL for the Namespace itself */
+	char *manifest; /* desired JSON (NULL for an extra binding to delete) */
 	const MlJsonValue *obs;
-	const char *state;			/* applied, missing, differs, unobserved, extra */
-	char	   *drift;
-	bool		recreate;		/* an immutable field differs: delete, then apply later */
-	ObjAction	action;
+	const char *state; /* applied, missing, differs, unobserved, extra */
+	char *drift;
+	bool recreate; /* an immutable field differs: delete, then apply later */
+	ObjAction action;
 	MlplatHttpRequest *req;
 	const char *ledger_outcome;
-	int			http_status;
-	char	   *error;
+	int http_status;
+	char *error;
 	const MlplatUnanswered *unanswered; /* an apply of it never answered */
-	bool		adopt;			/* found what such an apply made: ledger ADOPT */
-	bool		settle;			/* that apply is resolved: remove its note */
-	bool		answered;		/* req got an answer: remove its own note */
+	bool adopt;							/* found what such an apply made: ledger ADOPT */
+	bool settle;						/* that apply is resolved: remove its note */
+	bool answered;						/* req got an answer: remove its own note */
 } ProjObj;
 
 typedef struct Project
 {
 	/* claimed */
-	int64		id;
-	char	   *name;
-	char	   *ns;
-	int			gpu_quota;
-	char	   *cpu_quota;
-	char	   *memory_quota;
-	char	   *status;
-	char	   *status_reason;
-	char	   *last_error;
-	int64		generation;
-	int64		observed_generation;
-	int64		row_version;
-	char	   *traceparent;
-	int			attempts;
-	bool		due;
-	char	   *members;
-	int64		quota_generation;	/* generation whose quota was last applied */
-	TimestampTz claim_start;	/* the pass's claim transaction, for its span */
+	int64 id;
+	char *name;
+	char *ns;
+	int gpu_quota;
+	char *cpu_quota;
+	char *memory_quota;
+	char *status;
+	char *status_reason;
+	char *last_error;
+	int64 generation;
+	int64 observed_generation;
+	int64 row_version;
+	char *traceparent;
+	int attempts;
+	bool due;
+	char *members;
+	int64 quota_generation;	 /* generation whose quota was last applied */
+	TimestampTz claim_start; /* the pass's claim transaction, for its span */
 	TimestampTz claim_end;
 	/* desired and observed, per object */
-	List	   *objs;
+	List *objs;
 	/* decided */
 	const char *new_status;
-	char	   *reason;
-	char	   *error;
-	int			retry_ms;		/* -1: no retry scheduled */
-	bool		mark_observed;
-	bool		deferred;		/* some objects wait for the namespace */
-	bool		write;
-	char	   *observed_json;
-	List	   *spans;			/* written with the write-back (project_spans) */
+	char *reason;
+	char *error;
+	int retry_ms; /* -1: no retry scheduled */
+	bool mark_observed;
+	bool deferred; /* some objects wait for the namespace */
+	bool write;
+	char *observed_json;
+	List *spans; /* written with the write-back (project_spans) */
 } Project;
 
 typedef struct ObsEntry
 {
-	char		key[384];		/* kind/namespace/name */
+	char key[384]; /* kind/namespace/name */
 	const MlJsonValue *obj;
-	bool		claimed;
+	bool claimed;
 } ObsEntry;
 
 /* ---------------------------------------------------------------- rendering */
@@ -234,7 +234,7 @@ append_metadata(StringInfo s, ObjKind kind, const char *name, const char *ns,
 static ProjObj *
 new_obj(Project *p, ObjKind kind, const char *name, StringInfo manifest)
 {
-	ProjObj    *o = palloc0(sizeof(ProjObj));
+	ProjObj *o = palloc0(sizeof(ProjObj));
 
 	o->kind = kind;
 	o->name = pstrdup(name);
@@ -267,7 +267,7 @@ render_runner(Project *p, const char *instance)
 	initStringInfo(&s);
 	append_metadata(&s, OBJ_ROLE, runner, p->ns, p->name, instance);
 	appendStringInfoString(&s, ",\"rules\":[{\"apiGroups\":[\"argoproj.io\"],"
-						   "\"resources\":[\"workflowtaskresults\"],\"verbs\":[\"create\",\"patch\"]}]}");
+							   "\"resources\":[\"workflowtaskresults\"],\"verbs\":[\"create\",\"patch\"]}]}");
 	new_obj(p, OBJ_ROLE, runner, &s);
 
 	initStringInfo(&s);
@@ -307,9 +307,9 @@ render_predictor(Project *p, const char *instance)
 	appendStringInfoChar(&a, '{');
 	if (endpoint && endpoint[0])
 	{
-		bool		https = strncmp(endpoint, "https://", 8) == 0;
+		bool https = strncmp(endpoint, "https://", 8) == 0;
 		const char *host = endpoint + (https ? 8 : 7);
-		size_t		len = strcspn(host, "/");
+		size_t len = strcspn(host, "/");
 
 		appendStringInfoString(&a, "\"serving.kserve.io/s3-endpoint\":");
 		escape_json(&a, pnstrdup(host, len));
@@ -367,17 +367,17 @@ render(Project *p, const char *instance, MlJsonArena *arena)
 	initStringInfo(&s);
 	append_metadata(&s, OBJ_LIMITS, LIMITS_NAME, p->ns, p->name, instance);
 	appendStringInfoString(&s, ",\"spec\":{\"limits\":[{\"type\":\"Container\","
-						   "\"default\":{\"cpu\":\"" LR_LIMIT_CPU "\",\"memory\":\"" LR_LIMIT_MEMORY "\"},"
-						   "\"defaultRequest\":{\"cpu\":\"" LR_REQUEST_CPU "\",\"memory\":\"" LR_REQUEST_MEMORY "\"}}]}}");
+							   "\"default\":{\"cpu\":\"" LR_LIMIT_CPU "\",\"memory\":\"" LR_LIMIT_MEMORY "\"},"
+							   "\"defaultRequest\":{\"cpu\":\"" LR_REQUEST_CPU "\",\"memory\":\"" LR_REQUEST_MEMORY "\"}}]}}");
 	new_obj(p, OBJ_LIMITS, LIMITS_NAME, &s);
 
 	initStringInfo(&s);
 	append_metadata(&s, OBJ_NETPOL, NETPOL_NAME, p->ns, p->name, instance);
 	appendStringInfoString(&s, ",\"spec\":{\"podSelector\":{},\"policyTypes\":[\"Ingress\"],"
-						   "\"ingress\":[{\"from\":[{\"podSelector\":{}}");
+							   "\"ingress\":[{\"from\":[{\"podSelector\":{}}");
 	for (const char *n = mlplat_network_allowed_namespaces; n && *n;)
 	{
-		size_t		len;
+		size_t len;
 
 		while (*n == ' ' || *n == ',')
 			n++;
@@ -386,7 +386,8 @@ render(Project *p, const char *instance, MlJsonArena *arena)
 			break;
 		/* the setting's check hook let through DNS labels only */
 		appendStringInfo(&s, ",{\"namespaceSelector\":{\"matchLabels\":"
-						 "{\"kubernetes.io/metadata.name\":\"%.*s\"}}}", (int) len, n);
+							 "{\"kubernetes.io/metadata.name\":\"%.*s\"}}}",
+						 (int) len, n);
 		n += len;
 	}
 	appendStringInfoString(&s, "]}]}}");
@@ -410,8 +411,9 @@ render(Project *p, const char *instance, MlJsonArena *arena)
 		initStringInfo(&s);
 		append_metadata(&s, OBJ_ROLEBINDING, binding, p->ns, p->name, instance);
 		appendStringInfo(&s, ",\"roleRef\":{\"apiGroup\":\"rbac.authorization.k8s.io\",\"kind\":\"ClusterRole\","
-						 "\"name\":\"mlplat-%s\"},\"subjects\":[{\"apiGroup\":\"rbac.authorization.k8s.io\","
-						 "\"kind\":\"User\",\"name\":", role);
+							 "\"name\":\"mlplat-%s\"},\"subjects\":[{\"apiGroup\":\"rbac.authorization.k8s.io\","
+							 "\"kind\":\"User\",\"name\":",
+						 role);
 		escape_json(&s, principal);
 		appendStringInfoString(&s, "}]}");
 		new_obj(p, OBJ_ROLEBINDING, binding, &s);
@@ -426,8 +428,8 @@ static const MlJsonValue *
 comparable(MlJsonArena *arena, const MlJsonValue *obj)
 {
 	MlJsonValue *c = ml_json_arena_alloc(arena, sizeof(MlJsonValue));
-	size_t		n = 0,
-				nk = 0;
+	size_t n = 0,
+		   nk = 0;
 
 	if (c == NULL)
 		elog(ERROR, "out of memory");
@@ -469,7 +471,7 @@ ns_terminating(const MlJsonValue *ns)
 	const char *phase = mlplat_json_text(ns, "status", "phase", NULL);
 
 	return ml_json_object_get(ml_json_object_get(ns, "metadata"), "deletionTimestamp") != NULL ||
-		(phase && strcmp(phase, "Terminating") == 0);
+		   (phase && strcmp(phase, "Terminating") == 0);
 }
 
 /* ---------------------------------------------------------------- observing */
@@ -487,18 +489,18 @@ obs_key(char *key, ObjKind kind, const char *ns, const char *name)
 static char *
 observe_kind(MlJsonArena *arena, HTAB *seen, ObjKind kind, const char *selector, List **items, int *lists)
 {
-	List	   *got = NIL;
-	char	   *why = mlplat_kube_list_all(arena, &RES[kind], selector, &got, lists);
+	List *got = NIL;
+	char *why = mlplat_kube_list_all(arena, &RES[kind], selector, &got, lists);
 
 	if (why)
 		return why;
-	foreach_ptr(const MlJsonValue, obj, got)
+	foreach_ptr (const MlJsonValue, obj, got)
 	{
 		const char *name = mlplat_json_text(obj, "metadata", "name", NULL);
 		const char *ns = mlplat_json_text(obj, "metadata", "namespace", NULL);
-		char		key[sizeof(((ObsEntry *) 0)->key)];
-		ObsEntry   *e;
-		bool		found;
+		char key[sizeof(((ObsEntry *) 0)->key)];
+		ObsEntry *e;
+		bool found;
 
 		if (name == NULL)
 			continue;
@@ -516,9 +518,9 @@ observe_kind(MlJsonArena *arena, HTAB *seen, ObjKind kind, const char *selector,
 static ProjObj *
 find_obj(Project *p, ObjKind kind)
 {
-	foreach_ptr(ProjObj, o, p->objs)
+	foreach_ptr (ProjObj, o, p->objs)
 		if (o->kind == kind)
-		return o;
+			return o;
 	return NULL;
 }
 
@@ -536,10 +538,10 @@ obj_label(const ProjObj *o)
 static void
 project_decide(Project *p, MlJsonArena *arena, char *const list_error[])
 {
-	ProjObj    *nso = find_obj(p, OBJ_NAMESPACE);
-	int			pending = 0;
-	int			unobserved = 0;
-	bool		ns_ready;
+	ProjObj *nso = find_obj(p, OBJ_NAMESPACE);
+	int pending = 0;
+	int unobserved = 0;
+	bool ns_ready;
 
 	p->new_status = p->status;
 	p->reason = p->status_reason;
@@ -552,9 +554,9 @@ project_decide(Project *p, MlJsonArena *arena, char *const list_error[])
 	 * over (that apply may land after the delete); the namespace is adopted with the
 	 * delete that removes it.
 	 */
-	foreach_ptr(ProjObj, o, p->objs)
+	foreach_ptr (ProjObj, o, p->objs)
 		if (o->obs && o->unanswered && !(o == nso && strcmp(p->status, "DELETING") == 0))
-		o->adopt = o->settle = true;
+			o->adopt = o->settle = true;
 
 	if (strcmp(p->status, "DELETING") == 0)
 	{
@@ -579,22 +581,22 @@ project_decide(Project *p, MlJsonArena *arena, char *const list_error[])
 		else
 			p->error = p->last_error;
 		/* nothing else is touched: the namespace takes its content with it */
-		foreach_ptr(ProjObj, o, p->objs)
+		foreach_ptr (ProjObj, o, p->objs)
 			if (o != nso)
-			o->state = "ignored";
+				o->state = "ignored";
 		nso->state = nso->obs ? "present" : (list_error[OBJ_NAMESPACE] ? "unobserved" : "gone");
 		return;
 	}
 
-	foreach_ptr(ProjObj, o, p->objs)
+	foreach_ptr (ProjObj, o, p->objs)
 	{
 		MlJsonError err;
-		MlSpecDiff	diff;
+		MlSpecDiff diff;
 		MlJsonValue *desired;
 
 		if (o->manifest == NULL)
 		{
-			o->state = "extra";	/* a binding no member needs */
+			o->state = "extra"; /* a binding no member needs */
 			pending++;
 			continue;
 		}
@@ -651,7 +653,7 @@ project_decide(Project *p, MlJsonArena *arena, char *const list_error[])
 
 	ns_ready = nso->obs != NULL && strcmp(nso->state, "applied") == 0 && !ns_terminating(nso->obs);
 	if (pending == 0 && ns_ready && unobserved > 0)
-		return;					/* READY as far as we can tell: keep the row as it is */
+		return; /* READY as far as we can tell: keep the row as it is */
 	if (pending == 0 && ns_ready)
 	{
 		p->new_status = "READY";
@@ -671,10 +673,10 @@ project_decide(Project *p, MlJsonArena *arena, char *const list_error[])
 		p->error = p->last_error;
 		return;
 	}
-	foreach_ptr(ProjObj, o, p->objs)
+	foreach_ptr (ProjObj, o, p->objs)
 	{
-		bool		pend = strcmp(o->state, "applied") != 0 &&
-			!(strcmp(o->state, "unobserved") == 0 && strcmp(p->status, "READY") == 0);
+		bool pend = strcmp(o->state, "applied") != 0 &&
+					!(strcmp(o->state, "unobserved") == 0 && strcmp(p->status, "READY") == 0);
 
 		if (!pend)
 			continue;
@@ -703,9 +705,9 @@ obj_result(Project *p, ProjObj *o, MlplatPass *pass, bool *failed, bool *retry, 
 	/* an answer (not a 5xx, which may follow a write that landed) settles this write's note */
 	o->answered = res.status >= 200 && res.status < 500;
 	if (res.outcome == MLPLAT_KUBE_NOT_FOUND && o->action == ACT_DELETE)
-		res.outcome = MLPLAT_KUBE_OK;	/* already gone */
+		res.outcome = MLPLAT_KUBE_OK; /* already gone */
 	else if (res.outcome == MLPLAT_KUBE_NOT_FOUND)
-		res.outcome = MLPLAT_KUBE_RETRY;	/* the namespace is not there (yet) */
+		res.outcome = MLPLAT_KUBE_RETRY; /* the namespace is not there (yet) */
 	switch (res.outcome)
 	{
 		case MLPLAT_KUBE_OK:
@@ -729,15 +731,15 @@ static void
 project_results(Project *p, MlplatPass *pass, char *const list_error[])
 {
 	StringInfoData errors;
-	bool		failed = false,
-				retry = false,
-				any = false,
-				deleting = strcmp(p->status, "DELETING") == 0;
-	int			retry_after_s = 0;
-	int			applied = 0;
+	bool failed = false,
+		 retry = false,
+		 any = false,
+		 deleting = strcmp(p->status, "DELETING") == 0;
+	int retry_after_s = 0;
+	int applied = 0;
 
 	initStringInfo(&errors);
-	foreach_ptr(ProjObj, o, p->objs)
+	foreach_ptr (ProjObj, o, p->objs)
 	{
 		if (o->req == NULL)
 			continue;
@@ -760,9 +762,9 @@ project_results(Project *p, MlplatPass *pass, char *const list_error[])
 			p->new_status = failed ? "FAILED" : "PROVISIONING";
 		p->reason = pstrdup(errors.data);
 		p->retry_ms = failed
-			? mlplat_backoff_delay_ms(p->attempts + 1, PERMANENT_BASE_MS, Min(PERMANENT_RETRY_MS, mlplat_backoff_max_ms),
-									  retry_after_s, (uint64) p->id)
-			: mlplat_backoff_delay_ms(p->attempts + 1, 500, mlplat_backoff_max_ms, retry_after_s, (uint64) p->id);
+						  ? mlplat_backoff_delay_ms(p->attempts + 1, PERMANENT_BASE_MS, Min(PERMANENT_RETRY_MS, mlplat_backoff_max_ms),
+													retry_after_s, (uint64) p->id)
+						  : mlplat_backoff_delay_ms(p->attempts + 1, 500, mlplat_backoff_max_ms, retry_after_s, (uint64) p->id);
 	}
 	else if (deleting)
 		p->reason = psprintf("deletion of namespace %s requested", p->ns);
@@ -793,16 +795,16 @@ static char *
 observed_summary(Project *p)
 {
 	StringInfoData s;
-	bool		first = true;
+	bool first = true;
 
 	initStringInfo(&s);
-	foreach_ptr(ProjObj, o, p->objs)
+	foreach_ptr (ProjObj, o, p->objs)
 		if (o->kind == OBJ_QUOTA && o->req && o->action == ACT_APPLY && strcmp(o->ledger_outcome, "OK") == 0)
-		p->quota_generation = p->generation;
+			p->quota_generation = p->generation;
 	appendStringInfo(&s, "{\"quota_generation\":%lld,\"objects\":{", (long long) p->quota_generation);
-	foreach_ptr(ProjObj, o, p->objs)
+	foreach_ptr (ProjObj, o, p->objs)
 	{
-		char	   *key = psprintf("%s/%s", KIND_NAME[o->kind], o->name);
+		char *key = psprintf("%s/%s", KIND_NAME[o->kind], o->name);
 
 		if (!first)
 			appendStringInfoChar(&s, ',');
@@ -829,7 +831,7 @@ static List *
 claim(MlplatPass *pass, char **instance, List **notes)
 {
 	MemoryContext pass_cxt = CurrentMemoryContext;
-	List	   *out = NIL;
+	List *out = NIL;
 	TimestampTz start = GetCurrentTimestamp();
 	TimestampTz end;
 
@@ -841,10 +843,10 @@ claim(MlplatPass *pass, char **instance, List **notes)
 	MemoryContextSwitchTo(pass_cxt);
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
-		HeapTuple	t = SPI_tuptable->vals[i];
-		TupleDesc	td = SPI_tuptable->tupdesc;
-		Project    *p = palloc0(sizeof(Project));
-		char	   *v;
+		HeapTuple t = SPI_tuptable->vals[i];
+		TupleDesc td = SPI_tuptable->tupdesc;
+		Project *p = palloc0(sizeof(Project));
+		char *v;
 
 		p->id = atoll(SPI_getvalue(t, td, 1));
 		p->name = SPI_getvalue(t, td, 2);
@@ -869,7 +871,7 @@ claim(MlplatPass *pass, char **instance, List **notes)
 	*notes = mlplat_unanswered_load(pass);
 	mlplat_txn_commit();
 	end = GetCurrentTimestamp();
-	foreach_ptr(Project, p, out)
+	foreach_ptr (Project, p, out)
 	{
 		p->claim_start = start;
 		p->claim_end = end;
@@ -886,10 +888,10 @@ claim(MlplatPass *pass, char **instance, List **notes)
 static List *
 project_spans(Project *p)
 {
-	List	   *spans = NIL;
+	List *spans = NIL;
 	MlplatSpan *s;
 
-	foreach_ptr(ProjObj, o, p->objs)
+	foreach_ptr (ProjObj, o, p->objs)
 	{
 		if (o->req == NULL)
 			continue;
@@ -898,7 +900,7 @@ project_spans(Project *p)
 			/* the claim that led to the first write */
 			s = mlplat_span_begin_at(p->traceparent, "projects.claim", MLPLAT_SPAN_INTERNAL, p->claim_start);
 			if (s == NULL)
-				return NIL;		/* no trace */
+				return NIL; /* no trace */
 			mlplat_span_set_entity(s, p->name, "project", p->id);
 			mlplat_span_end_at(s, p->claim_end, NULL);
 			spans = lappend(spans, s);
@@ -932,20 +934,20 @@ static void
 write_back(MlplatPass *pass, List *projects, List *orphans)
 {
 	MemoryContext pass_cxt = CurrentMemoryContext;
-	int			lost = 0;
-	List	   *spans = NIL;
-	MlplatWriteNotes settled = {0};
+	int lost = 0;
+	List *spans = NIL;
+	MlplatWriteNotes settled = { 0 };
 
 	/* built before the transaction: the lists live in the pass's context */
-	foreach_ptr(Project, p, projects)
+	foreach_ptr (Project, p, projects)
 		if (p->write)
 			p->spans = project_spans(p);
 	mlplat_txn_begin();
-	foreach_ptr(Project, p, projects)
+	foreach_ptr (Project, p, projects)
 	{
-		bool		ok;
+		bool ok;
 
-		foreach_ptr(ProjObj, o, p->objs)
+		foreach_ptr (ProjObj, o, p->objs)
 		{
 			if (o->settle)
 				mlplat_write_notes_add(&settled, p->id, obj_label(o), NULL);
@@ -960,19 +962,19 @@ write_back(MlplatPass *pass, List *projects, List *orphans)
 			continue;
 		ok = mlplat_sql_bool("SELECT mlplat._projects_writeback($1, $2, $3, $4, $5, $6, $7::pg_catalog.jsonb, $8, $9)",
 							 9,
-							 (Oid[]) {INT8OID, INT8OID, INT8OID, TEXTOID, TEXTOID, INT8OID, TEXTOID, TEXTOID, INT4OID},
-							 (Datum[]) {Int64GetDatum(p->id), Int64GetDatum(p->row_version), Int64GetDatum(pass->epoch),
-								 CStringGetTextDatum(p->new_status), p->reason ? CStringGetTextDatum(p->reason) : 0,
-								 Int64GetDatum(p->generation), CStringGetTextDatum(p->observed_json),
-								 p->error ? CStringGetTextDatum(p->error) : 0, Int32GetDatum(p->retry_ms)},
-							 (const char[]) {' ', ' ', ' ', ' ', p->reason ? ' ' : 'n',
-								 p->mark_observed ? ' ' : 'n', ' ', p->error ? ' ' : 'n', p->retry_ms >= 0 ? ' ' : 'n'});
+							 (Oid[]){ INT8OID, INT8OID, INT8OID, TEXTOID, TEXTOID, INT8OID, TEXTOID, TEXTOID, INT4OID },
+							 (Datum[]){ Int64GetDatum(p->id), Int64GetDatum(p->row_version), Int64GetDatum(pass->epoch),
+										CStringGetTextDatum(p->new_status), p->reason ? CStringGetTextDatum(p->reason) : 0,
+										Int64GetDatum(p->generation), CStringGetTextDatum(p->observed_json),
+										p->error ? CStringGetTextDatum(p->error) : 0, Int32GetDatum(p->retry_ms) },
+							 (const char[]){ ' ', ' ', ' ', ' ', p->reason ? ' ' : 'n',
+											 p->mark_observed ? ' ' : 'n', ' ', p->error ? ' ' : 'n', p->retry_ms >= 0 ? ' ' : 'n' });
 		/*
 		 * The external writes happened whether or not the row's compare-and-swap
 		 * held (an intent may have landed meanwhile): record them either way; a
 		 * deposed leader's rows are refused by the epoch check inside.
 		 */
-		foreach_ptr(ProjObj, o, p->objs)
+		foreach_ptr (ProjObj, o, p->objs)
 		{
 			if (o->req == NULL)
 				continue;
@@ -983,12 +985,12 @@ write_back(MlplatPass *pass, List *projects, List *orphans)
 		}
 		if (!ok)
 		{
-			lost++;				/* an intent or another leader got there first: re-read next pass */
+			lost++; /* an intent or another leader got there first: re-read next pass */
 			continue;
 		}
 		spans = list_concat(spans, p->spans);
 	}
-	foreach_ptr(ProjObj, o, orphans)
+	foreach_ptr (ProjObj, o, orphans)
 		mlplat_ledger_append(pass, "project", 0, mlplat_json_text(o->obs, "metadata", "labels", "mlplat.io/project"),
 							 "ORPHAN_TEARDOWN", o->ledger_outcome, NULL, NULL, o->http_status, o->error, NULL,
 							 psprintf("Namespace %s", o->name));
@@ -1005,30 +1007,30 @@ mlplat_projects_pass(MlplatPass *pass)
 	MemoryContext pass_cxt = CurrentMemoryContext;
 	MlJsonArena *arena = mlplat_json_arena_in(pass_cxt);
 	const char *why = NULL;
-	char	   *list_error[NUM_OBJ_KINDS] = {0};
-	List	   *items[NUM_OBJ_KINDS] = {0};
-	List	   *projects;
-	List	   *orphans = NIL;
-	HASHCTL		ctl;
-	HTAB	   *seen;
+	char *list_error[NUM_OBJ_KINDS] = { 0 };
+	List *items[NUM_OBJ_KINDS] = { 0 };
+	List *projects;
+	List *orphans = NIL;
+	HASHCTL ctl;
+	HTAB *seen;
 	MlplatHttpBatch *batch;
-	char	   *selector;
-	char	   *instance;
-	int			lists = 0;
-	int			writes = 0;
-	List	   *notes = NIL;
-	MlplatWriteNotes sending = {0};
+	char *selector;
+	char *instance;
+	int lists = 0;
+	int writes = 0;
+	List *notes = NIL;
+	MlplatWriteNotes sending = { 0 };
 
 	if (!mlplat_cluster_ready(pass, &why))
 		return;
 
 	projects = claim(pass, &instance, &notes);
 	MemoryContextSwitchTo(pass_cxt);
-	foreach_ptr(Project, p, projects)
+	foreach_ptr (Project, p, projects)
 	{
 		render(p, instance, arena);
 		if (notes != NIL)
-			foreach_ptr(ProjObj, o, p->objs)
+			foreach_ptr (ProjObj, o, p->objs)
 				o->unanswered = mlplat_unanswered_find(notes, p->id, obj_label(o), "APPLY");
 	}
 
@@ -1042,12 +1044,12 @@ mlplat_projects_pass(MlplatPass *pass)
 		list_error[k] = observe_kind(arena, seen, (ObjKind) k, selector, &items[k], &lists);
 
 	/* match observations to desired objects */
-	foreach_ptr(Project, p, projects)
+	foreach_ptr (Project, p, projects)
 	{
-		foreach_ptr(ProjObj, o, p->objs)
+		foreach_ptr (ProjObj, o, p->objs)
 		{
-			char		key[sizeof(((ObsEntry *) 0)->key)];
-			ObsEntry   *e;
+			char key[sizeof(((ObsEntry *) 0)->key)];
+			ObsEntry *e;
 
 			obs_key(key, o->kind, o->ns, o->name);
 			e = hash_search(seen, key, HASH_FIND, NULL);
@@ -1065,12 +1067,12 @@ mlplat_projects_pass(MlplatPass *pass)
 	 */
 	for (int k = OBJ_ROLEBINDING; k < NUM_OBJ_KINDS; k++)
 	{
-		foreach_ptr(const MlJsonValue, rb, items[k])
+		foreach_ptr (const MlJsonValue, rb, items[k])
 		{
 			const char *name = mlplat_json_text(rb, "metadata", "name", NULL);
 			const char *ns = mlplat_json_text(rb, "metadata", "namespace", NULL);
-			char		key[sizeof(((ObsEntry *) 0)->key)];
-			ObsEntry   *e;
+			char key[sizeof(((ObsEntry *) 0)->key)];
+			ObsEntry *e;
 
 			if (!name || !ns)
 				continue;
@@ -1078,11 +1080,11 @@ mlplat_projects_pass(MlplatPass *pass)
 			e = hash_search(seen, key, HASH_FIND, NULL);
 			if (e == NULL || e->claimed)
 				continue;
-			foreach_ptr(Project, p, projects)
+			foreach_ptr (Project, p, projects)
 			{
 				if (strcmp(p->ns, ns) == 0 && strcmp(p->status, "DELETING") != 0)
 				{
-					ProjObj    *o = new_obj(p, (ObjKind) k, name, NULL);
+					ProjObj *o = new_obj(p, (ObjKind) k, name, NULL);
 
 					o->obs = rb;
 					break;
@@ -1098,12 +1100,12 @@ mlplat_projects_pass(MlplatPass *pass)
 	 */
 	if (pass->resync)
 	{
-		foreach_ptr(const MlJsonValue, nsobj, items[OBJ_NAMESPACE])
+		foreach_ptr (const MlJsonValue, nsobj, items[OBJ_NAMESPACE])
 		{
 			const char *name = mlplat_json_text(nsobj, "metadata", "name", NULL);
-			char		key[sizeof(((ObsEntry *) 0)->key)];
-			ObsEntry   *e;
-			ProjObj    *o;
+			char key[sizeof(((ObsEntry *) 0)->key)];
+			ObsEntry *e;
+			ProjObj *o;
 
 			if (name == NULL || ns_terminating(nsobj))
 				continue;
@@ -1121,15 +1123,15 @@ mlplat_projects_pass(MlplatPass *pass)
 	}
 
 	batch = mlplat_http_batch_create(pass_cxt);
-	foreach_ptr(ProjObj, o, orphans)
+	foreach_ptr (ProjObj, o, orphans)
 	{
 		o->req = mlplat_kube_delete(batch, &RES[OBJ_NAMESPACE], NULL, o->name);
 		writes++;
 	}
-	foreach_ptr(Project, p, projects)
+	foreach_ptr (Project, p, projects)
 	{
 		project_decide(p, arena, list_error);
-		foreach_ptr(ProjObj, o, p->objs)
+		foreach_ptr (ProjObj, o, p->objs)
 		{
 			if (o->action == ACT_APPLY)
 				o->req = mlplat_kube_apply(batch, &RES[o->kind], o->ns, o->name, o->manifest);
@@ -1156,7 +1158,7 @@ mlplat_projects_pass(MlplatPass *pass)
 	if (mlplat_http_batch_count(batch) > 0)
 		mlplat_http_batch_run(batch);
 
-	foreach_ptr(ProjObj, o, orphans)
+	foreach_ptr (ProjObj, o, orphans)
 	{
 		MlplatKubeResult res;
 
@@ -1165,14 +1167,14 @@ mlplat_projects_pass(MlplatPass *pass)
 		o->ledger_outcome = (res.outcome == MLPLAT_KUBE_OK || res.outcome == MLPLAT_KUBE_NOT_FOUND) ? "OK" : "FAILED";
 		o->error = res.message;
 	}
-	foreach_ptr(Project, p, projects)
+	foreach_ptr (Project, p, projects)
 	{
 		project_results(p, pass, list_error);
 		p->observed_json = observed_summary(p);
 		p->write = false;
-		foreach_ptr(ProjObj, o, p->objs)
+		foreach_ptr (ProjObj, o, p->objs)
 			if (o->req || o->adopt || o->settle)
-			p->write = true;
+				p->write = true;
 		if (strcmp(p->new_status, p->status) != 0 || str_differs(p->reason, p->status_reason) ||
 			str_differs(p->error, p->last_error) ||
 			(p->mark_observed && p->observed_generation != p->generation))

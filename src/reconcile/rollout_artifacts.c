@@ -26,20 +26,20 @@
 
 typedef struct Gate
 {
-	int64		rollout_id;
-	int64		row_version;
-	int			attempts;
+	int64 rollout_id;
+	int64 row_version;
+	int attempts;
 	const char *project;
 	MlplatArtifactCheck *check; /* set when the target is not verified yet */
-	bool		held;
+	bool held;
 } Gate;
 
-static const char *const verdict_names[] = {"UNDECIDED", "OK", "FAILED", "RETRY", "WAIT"};
+static const char *const verdict_names[] = { "UNDECIDED", "OK", "FAILED", "RETRY", "WAIT" };
 
 List *
 mlplat_rollout_artifacts_add(List *gate, int64 rollout_id, int64 row_version, int attempts, const char *project)
 {
-	Gate	   *g = palloc0(sizeof(Gate));
+	Gate *g = palloc0(sizeof(Gate));
 
 	g->rollout_id = rollout_id;
 	g->row_version = row_version;
@@ -51,9 +51,9 @@ mlplat_rollout_artifacts_add(List *gate, int64 rollout_id, int64 row_version, in
 static Gate *
 find(List *gate, int64 id)
 {
-	ListCell   *lc;
+	ListCell *lc;
 
-	foreach(lc, gate)
+	foreach (lc, gate)
 		if (((Gate *) lfirst(lc))->rollout_id == id)
 			return lfirst(lc);
 	return NULL;
@@ -63,31 +63,31 @@ void
 mlplat_rollout_artifacts_begin(List *gate, MlplatHttpBatch *batch)
 {
 	MemoryContext cxt = CurrentMemoryContext;
-	int			n = list_length(gate);
-	Datum	   *ids;
-	List	   *checks = NIL;
-	ListCell   *lc;
-	int			i = 0;
+	int n = list_length(gate);
+	Datum *ids;
+	List *checks = NIL;
+	ListCell *lc;
+	int i = 0;
 
 	if (n == 0)
 		return;
 	ids = palloc(sizeof(Datum) * n);
-	foreach(lc, gate)
+	foreach (lc, gate)
 		ids[i++] = Int64GetDatum(((Gate *) lfirst(lc))->rollout_id);
 	mlplat_txn_begin();
 	MemoryContextSwitchTo(cxt);
 	if (SPI_execute_with_args("SELECT * FROM mlplat._rollout_artifacts_pending($1)", 1,
-							  (Oid[]) {INT8ARRAYOID},
-							  (Datum[]) {PointerGetDatum(construct_array(ids, n, INT8OID, 8, FLOAT8PASSBYVAL,
-																		 TYPALIGN_DOUBLE))},
+							  (Oid[]){ INT8ARRAYOID },
+							  (Datum[]){ PointerGetDatum(construct_array(ids, n, INT8OID, 8, FLOAT8PASSBYVAL,
+																		 TYPALIGN_DOUBLE)) },
 							  NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "mlplat: rollout artifact claim failed");
 	MemoryContextSwitchTo(cxt);
 	for (uint64 r = 0; r < SPI_processed; r++)
 	{
-		HeapTuple	t = SPI_tuptable->vals[r];
-		TupleDesc	td = SPI_tuptable->tupdesc;
-		Gate	   *g = find(gate, atoll(SPI_getvalue(t, td, 1)));
+		HeapTuple t = SPI_tuptable->vals[r];
+		TupleDesc td = SPI_tuptable->tupdesc;
+		Gate *g = find(gate, atoll(SPI_getvalue(t, td, 1)));
 
 		if (g == NULL)
 			continue;
@@ -107,10 +107,10 @@ void
 mlplat_rollout_artifacts_finish(MlplatPass *pass, List *gate)
 {
 	MemoryContext cxt = CurrentMemoryContext;
-	List	   *checks = NIL;
-	ListCell   *lc;
+	List *checks = NIL;
+	ListCell *lc;
 
-	foreach(lc, gate)
+	foreach (lc, gate)
 		if (((Gate *) lfirst(lc))->check)
 			checks = lappend(checks, ((Gate *) lfirst(lc))->check);
 	if (checks == NIL)
@@ -118,23 +118,24 @@ mlplat_rollout_artifacts_finish(MlplatPass *pass, List *gate)
 	mlplat_artifact_finish(pass, checks);
 
 	mlplat_txn_begin();
-	foreach(lc, gate)
+	foreach (lc, gate)
 	{
-		Gate	   *g = lfirst(lc);
+		Gate *g = lfirst(lc);
 		MlplatArtifactCheck *c = g->check;
 		const char *verdict;
-		char	   *res;
+		char *res;
 
 		if (c == NULL)
 			continue;
 		verdict = verdict_names[c->verdict];
 		if (SPI_execute_with_args("SELECT mlplat._rollout_artifact_verdict($1, $2, $3, $4, $5, $6)", 6,
-								  (Oid[]) {INT8OID, INT8OID, INT8OID, TEXTOID, TEXTOID, INT4OID},
-								  (Datum[]) {Int64GetDatum(g->rollout_id), Int64GetDatum(g->row_version),
-									  Int64GetDatum(pass->epoch), CStringGetTextDatum(verdict),
-									  CStringGetTextDatum(c->reason ? c->reason : "artifact check undecided"),
-									  Int32GetDatum(c->retry_ms >= 0 ? c->retry_ms : 1000)},
-								  NULL, false, 1) != SPI_OK_SELECT || SPI_processed != 1)
+								  (Oid[]){ INT8OID, INT8OID, INT8OID, TEXTOID, TEXTOID, INT4OID },
+								  (Datum[]){ Int64GetDatum(g->rollout_id), Int64GetDatum(g->row_version),
+											 Int64GetDatum(pass->epoch), CStringGetTextDatum(verdict),
+											 CStringGetTextDatum(c->reason ? c->reason : "artifact check undecided"),
+											 Int32GetDatum(c->retry_ms >= 0 ? c->retry_ms : 1000) },
+								  NULL, false, 1) != SPI_OK_SELECT ||
+			SPI_processed != 1)
 			elog(ERROR, "mlplat: rollout artifact write-back failed");
 		res = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
 		/* OK and still ours: the pass goes on to apply the target */
@@ -142,8 +143,9 @@ mlplat_rollout_artifacts_finish(MlplatPass *pass, List *gate)
 		/* a ledger row per finding (not for waiting on configuration), as for deployments */
 		if (c->verdict != MLPLAT_ARTIFACT_WAIT && res && strcmp(res, "LOST") != 0)
 			mlplat_ledger_append(pass, "rollout", g->rollout_id, g->project, "VERIFY",
-								 c->verdict == MLPLAT_ARTIFACT_OK ? "OK"
-								 : c->verdict == MLPLAT_ARTIFACT_FAILED ? "FAILED" : "RETRY",
+								 c->verdict == MLPLAT_ARTIFACT_OK		? "OK"
+								 : c->verdict == MLPLAT_ARTIFACT_FAILED ? "FAILED"
+																		: "RETRY",
 								 c->want_sha256, c->got_sha256, c->http_status,
 								 c->verdict == MLPLAT_ARTIFACT_OK ? NULL : c->detail, NULL, c->uri);
 	}
@@ -154,7 +156,7 @@ mlplat_rollout_artifacts_finish(MlplatPass *pass, List *gate)
 bool
 mlplat_rollout_artifacts_held(List *gate, int64 rollout_id)
 {
-	Gate	   *g = find(gate, rollout_id);
+	Gate *g = find(gate, rollout_id);
 
 	return g != NULL && g->held;
 }

@@ -57,7 +57,7 @@
 #include "mlplat/span.h"
 #include "mlplat/unanswered.h"
 
-static const MlplatKubeResource ISVC = {"serving.kserve.io", "v1beta1", "inferenceservices", true};
+static const MlplatKubeResource ISVC = { "serving.kserve.io", "v1beta1", "inferenceservices", true };
 
 /*
  * How soon to look again while KServe settles a new traffic setting: every
@@ -89,50 +89,50 @@ typedef enum Metric
 	M_COUNT
 } Metric;
 
-static const char *const metric_names[M_COUNT] = {"requests", "errors", "p95_ms"};
+static const char *const metric_names[M_COUNT] = { "requests", "errors", "p95_ms" };
 
 typedef struct Rollout
 {
 	/* claimed */
-	int64		id;
-	char	   *project;
-	char	   *ns;
-	char	   *name;
-	char	   *status;
-	int64		row_version;
-	char	   *spec;			/* target manifest with the wanted canary setting */
-	int			want;			/* canaryTrafficPercent wanted; -1: none */
-	int			target_revision;
-	char	   *target_kn;		/* KServe's revision names, once known */
-	char	   *previous_kn;
-	int64		window_start_ms;	/* epoch ms; 0: no window running */
-	int			window_seconds;
-	int64		decide_at_ms;	/* epoch ms; 0: none */
-	int			attempts;
-	bool		due;
-	char	   *traceparent;	/* of the last intent (start, promote, abort) */
-	MlPromPreset preset;		/* the deployment's metrics preset, or mlplat.metrics_preset */
+	int64 id;
+	char *project;
+	char *ns;
+	char *name;
+	char *status;
+	int64 row_version;
+	char *spec; /* target manifest with the wanted canary setting */
+	int want;	/* canaryTrafficPercent wanted; -1: none */
+	int target_revision;
+	char *target_kn; /* KServe's revision names, once known */
+	char *previous_kn;
+	int64 window_start_ms; /* epoch ms; 0: no window running */
+	int window_seconds;
+	int64 decide_at_ms; /* epoch ms; 0: none */
+	int attempts;
+	bool due;
+	char *traceparent;	 /* of the last intent (start, promote, abort) */
+	MlPromPreset preset; /* the deployment's metrics preset, or mlplat.metrics_preset */
 	/* this pass */
 	MlplatHttpRequest *get;
 	MlplatHttpRequest *apply;
-	MlplatHttpRequest *prom[2][M_COUNT];	/* [0] target, [1] previous */
-	bool		bad_kn[2];		/* a revision name from the status that is no DNS label: not queried */
-	int64		metric_start_ms;
-	int64		metric_ms;
-	bool		metrics;		/* a decision is due: metrics were gathered */
-	StringInfo	obs;			/* observation JSON (without metrics) */
-	bool		applied;
-	char	   *error;
-	const char *rv;				/* resourceVersion of the object as last read or applied */
+	MlplatHttpRequest *prom[2][M_COUNT]; /* [0] target, [1] previous */
+	bool bad_kn[2];						 /* a revision name from the status that is no DNS label: not queried */
+	int64 metric_start_ms;
+	int64 metric_ms;
+	bool metrics;	/* a decision is due: metrics were gathered */
+	StringInfo obs; /* observation JSON (without metrics) */
+	bool applied;
+	char *error;
+	const char *rv; /* resourceVersion of the object as last read or applied */
 	MlplatHttpRequest *watch;
-	bool		changed;		/* the watch saw an event */
-	int			retry_ms;
-	int			http_status;
-	bool		settled;
-	bool		moved;			/* a decision changed the wanted split: apply it at once */
+	bool changed; /* the watch saw an event */
+	int retry_ms;
+	int http_status;
+	bool settled;
+	bool moved;							/* a decision changed the wanted split: apply it at once */
 	const MlplatUnanswered *unanswered; /* an apply to it never answered */
-	bool		adopt;			/* found what that apply made: ledger ADOPT */
-	bool		settle_note;	/* remove its note (answered, or found) */
+	bool adopt;							/* found what that apply made: ledger ADOPT */
+	bool settle_note;					/* remove its note (answered, or found) */
 } Rollout;
 
 /* ---------------------------------------------------------------- pure helpers */
@@ -144,8 +144,8 @@ append_secs(StringInfo s, int64 ms)
 	appendStringInfo(s, INT64_FORMAT, ms / 1000);
 	if (ms % 1000 != 0)
 	{
-		char		frac[8];
-		int			n = snprintf(frac, sizeof(frac), ".%03d", (int) (ms % 1000));
+		char frac[8];
+		int n = snprintf(frac, sizeof(frac), ".%03d", (int) (ms % 1000));
 
 		while (frac[n - 1] == '0')
 			frac[--n] = '\0';
@@ -177,7 +177,8 @@ ready_condition(const MlJsonValue *obj)
 		const char *st = mlplat_json_text(conds->u.array.items[i], "status", NULL, NULL);
 
 		if (type && st && strcmp(type, "Ready") == 0)
-			return strcmp(st, "True") == 0 ? "True" : strcmp(st, "False") == 0 ? "False" : "Unknown";
+			return strcmp(st, "True") == 0 ? "True" : strcmp(st, "False") == 0 ? "False"
+																			   : "Unknown";
 	}
 	return "Unknown";
 }
@@ -193,18 +194,19 @@ observe_object(Rollout *r, const MlJsonValue *obj, int64 now_ms)
 	const MlJsonValue *pred = ml_json_object_get(ml_json_object_get(obj, "spec"), "predictor");
 	const MlJsonValue *canary = ml_json_object_get(pred, "canaryTrafficPercent");
 	const MlJsonValue *comp = ml_json_object_get(ml_json_object_get(ml_json_object_get(obj, "status"),
-																	"components"), "predictor");
+																	"components"),
+												 "predictor");
 	const MlJsonValue *traffic = ml_json_object_get(comp, "traffic");
 	const char *ready = ready_condition(obj);
-	int64		gen = -1,
-				seen = -2;
-	StringInfo	s;
+	int64 gen = -1,
+		  seen = -2;
+	StringInfo s;
 
 	if (label == NULL || atoi(label) != r->target_revision)
 		return false;
 	if (r->want < 0 ? canary != NULL
-		: (canary == NULL || canary->type != ML_JSON_NUMBER || !canary->u.number.is_integer ||
-		   (int) canary->u.number.value != r->want))
+					: (canary == NULL || canary->type != ML_JSON_NUMBER || !canary->u.number.is_integer ||
+					   (int) canary->u.number.value != r->want))
 		return false;
 
 	(void) mlplat_json_int(obj, "metadata", "generation", &gen);
@@ -225,7 +227,7 @@ observe_object(Rollout *r, const MlJsonValue *obj, int64 now_ms)
 	appendStringInfoString(s, ",\"traffic\":[");
 	if (traffic && traffic->type == ML_JSON_ARRAY)
 	{
-		int			n = 0;
+		int n = 0;
 
 		for (size_t i = 0; i < traffic->u.array.count; i++)
 		{
@@ -257,10 +259,11 @@ observe_object(Rollout *r, const MlJsonValue *obj, int64 now_ms)
 static char *
 promql(MlPromPreset preset, Metric m, const char *ns, const char *kn, int64 ms)
 {
-	char		q[512];
+	char q[512];
 
 	StaticAssertStmt((int) M_REQUESTS == (int) ML_PROM_REQUESTS && (int) M_ERRORS == (int) ML_PROM_ERRORS &&
-					 (int) M_P95 == (int) ML_PROM_P95, "metric order");
+						 (int) M_P95 == (int) ML_PROM_P95,
+					 "metric order");
 	if (!ml_prom_preset_query(preset, (MlPromMetric) m, ns, kn, (long long) ms, q, sizeof(q)))
 		return NULL;
 	return pstrdup(q);
@@ -275,9 +278,9 @@ promql(MlPromPreset preset, Metric m, const char *ns, const char *kn, int64 ms)
 static void
 add_metrics(Rollout *r, MlJsonArena *arena)
 {
-	StringInfo	s = r->obs;
+	StringInfo s = r->obs;
 	StringInfoData gaps;
-	int			ngaps = 0;
+	int ngaps = 0;
 
 	initStringInfo(&gaps);
 	appendStringInfoString(s, ",\"metrics\":{\"window_start\":");
@@ -291,8 +294,8 @@ add_metrics(Rollout *r, MlJsonArena *arena)
 	}
 	for (int w = 0; w < 2; w++)
 	{
-		double		v[M_COUNT];
-		bool		have[M_COUNT];
+		double v[M_COUNT];
+		bool have[M_COUNT];
 
 		appendStringInfo(s, ",\"%s\":{", w == 0 ? "target" : "previous");
 		if (r->bad_kn[w])
@@ -311,15 +314,16 @@ add_metrics(Rollout *r, MlJsonArena *arena)
 			if (q == NULL)
 				continue;
 			if (ml_prom_parse_instant(arena, q->failed ? 0 : q->status, q->failed ? NULL : q->resp_body,
-									  q->resp_len, &res) == ML_PROM_VALUE && res.value >= 0)
+									  q->resp_len, &res) == ML_PROM_VALUE &&
+				res.value >= 0)
 			{
 				v[m] = res.value;
 				have[m] = true;
 			}
 			else
 			{
-				char	   *gap = psprintf("%s %s: %s", w == 0 ? "target" : "previous", metric_names[m],
-										   q->failed ? q->error : (res.outcome == ML_PROM_VALUE ? "negative" : res.why));
+				char *gap = psprintf("%s %s: %s", w == 0 ? "target" : "previous", metric_names[m],
+									 q->failed ? q->error : (res.outcome == ML_PROM_VALUE ? "negative" : res.why));
 
 				appendStringInfoString(&gaps, ngaps++ ? "," : "");
 				escape_json(&gaps, gap);
@@ -327,8 +331,8 @@ add_metrics(Rollout *r, MlJsonArena *arena)
 		}
 		if (have[M_REQUESTS])
 		{
-			int64		req = (int64) llround(v[M_REQUESTS]);
-			int64		err = have[M_ERRORS] ? Min((int64) llround(v[M_ERRORS]), req) : 0;
+			int64 req = (int64) llround(v[M_REQUESTS]);
+			int64 err = have[M_ERRORS] ? Min((int64) llround(v[M_ERRORS]), req) : 0;
 
 			/* without an error count the requests cannot be judged: leave both out */
 			if (have[M_ERRORS])
@@ -347,7 +351,7 @@ static List *
 claim(MlplatPass *pass)
 {
 	MemoryContext pass_cxt = CurrentMemoryContext;
-	List	   *out = NIL;
+	List *out = NIL;
 
 	mlplat_txn_begin();
 	MemoryContextSwitchTo(pass_cxt);
@@ -356,10 +360,10 @@ claim(MlplatPass *pass)
 	MemoryContextSwitchTo(pass_cxt);
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
-		HeapTuple	t = SPI_tuptable->vals[i];
-		TupleDesc	td = SPI_tuptable->tupdesc;
-		Rollout    *r = palloc0(sizeof(Rollout));
-		char	   *v;
+		HeapTuple t = SPI_tuptable->vals[i];
+		TupleDesc td = SPI_tuptable->tupdesc;
+		Rollout *r = palloc0(sizeof(Rollout));
+		char *v;
 
 		r->id = atoll(SPI_getvalue(t, td, 1));
 		r->project = SPI_getvalue(t, td, 2);
@@ -388,13 +392,13 @@ claim(MlplatPass *pass)
 		out = lappend(out, r);
 	}
 	{
-		List	   *notes = mlplat_unanswered_load(pass);
-		ListCell   *lc;
+		List *notes = mlplat_unanswered_load(pass);
+		ListCell *lc;
 
 		if (notes != NIL)
-			foreach(lc, out)
+			foreach (lc, out)
 			{
-				Rollout    *r = lfirst(lc);
+				Rollout *r = lfirst(lc);
 
 				r->unanswered = mlplat_unanswered_find(notes, r->id, psprintf("%s/%s", r->ns, r->name), "APPLY");
 			}
@@ -407,7 +411,7 @@ claim(MlplatPass *pass)
 static void
 add_queries(MlplatHttpBatch *b, Rollout *r, int64 now_ms)
 {
-	const char *kn[2] = {r->target_kn, r->previous_kn};
+	const char *kn[2] = { r->target_kn, r->previous_kn };
 
 	r->metrics = true;
 	r->metric_start_ms = Max(r->window_start_ms, now_ms - (int64) r->window_seconds * 1000);
@@ -424,8 +428,8 @@ add_queries(MlplatHttpBatch *b, Rollout *r, int64 now_ms)
 			continue;
 		for (int m = 0; m < M_COUNT; m++)
 		{
-			char	   *query = promql(r->preset, (Metric) m, r->ns, kn[w], r->metric_ms);
-			char	   *url;
+			char *query = promql(r->preset, (Metric) m, r->ns, kn[w], r->metric_ms);
+			char *url;
 
 			if (query == NULL)
 			{
@@ -469,7 +473,7 @@ epoch_ms_to_timestamptz(int64 ms)
 static List *
 rollout_spans(Rollout *r, const char *result)
 {
-	List	   *spans = NIL;
+	List *spans = NIL;
 	MlplatSpan *s;
 
 	if (r->apply && r->apply->started_at)
@@ -489,7 +493,7 @@ rollout_spans(Rollout *r, const char *result)
 	{
 		TimestampTz first = 0,
 					last = 0;
-		int			n = 0;
+		int n = 0;
 
 		for (int w = 0; w < 2; w++)
 			for (int m = 0; m < M_COUNT; m++)
@@ -528,30 +532,30 @@ static void
 write_back(MlplatPass *pass, List *rollouts, int *decisions)
 {
 	MemoryContext pass_cxt = CurrentMemoryContext;
-	ListCell   *lc;
-	List	   *spans = NIL;
-	MlplatWriteNotes settled = {0};
+	ListCell *lc;
+	List *spans = NIL;
+	MlplatWriteNotes settled = { 0 };
 
 	mlplat_txn_begin();
-	foreach(lc, rollouts)
+	foreach (lc, rollouts)
 	{
-		Rollout    *r = lfirst(lc);
+		Rollout *r = lfirst(lc);
 
 		if (r->settle_note)
 			mlplat_write_notes_add(&settled, r->id, psprintf("%s/%s", r->ns, r->name), "APPLY");
 		if (r->adopt)
 			mlplat_ledger_append(pass, "rollout", r->id, r->project, "ADOPT", "OK", NULL, NULL, 0, NULL, NULL,
 								 r->want < 0 ? "found canaryTrafficPercent removed by an apply whose answer was never recorded"
-								 : psprintf("found canaryTrafficPercent %d applied by an apply whose answer was never recorded",
-											r->want));
+											 : psprintf("found canaryTrafficPercent %d applied by an apply whose answer was never recorded",
+														r->want));
 	}
-	foreach(lc, rollouts)
+	foreach (lc, rollouts)
 	{
-		Rollout    *r = lfirst(lc);
-		Datum		v[8];
-		char		n[8] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
-		Oid			types[8] = {INT8OID, INT8OID, INT8OID, TEXTOID, TEXTOID, INT4OID, TEXTOID, INT4OID};
-		char	   *res;
+		Rollout *r = lfirst(lc);
+		Datum v[8];
+		char n[8] = { ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ' };
+		Oid types[8] = { INT8OID, INT8OID, INT8OID, TEXTOID, TEXTOID, INT4OID, TEXTOID, INT4OID };
+		char *res;
 
 		if (r->get == NULL && r->apply == NULL)
 			continue;
@@ -574,7 +578,8 @@ write_back(MlplatPass *pass, List *rollouts, int *decisions)
 		if (r->retry_ms < 0)
 			n[7] = 'n';
 		if (SPI_execute_with_args("SELECT mlplat._rollouts_observe($1, $2, $3, $4, $5::pg_catalog.jsonb, $6, $7, $8)",
-								  8, types, v, n, false, 1) != SPI_OK_SELECT || SPI_processed != 1)
+								  8, types, v, n, false, 1) != SPI_OK_SELECT ||
+			SPI_processed != 1)
 			elog(ERROR, "mlplat: rollouts write-back failed");
 		res = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
 		/* spans go with a write-back that held; the lists live in the pass's context */
@@ -595,10 +600,11 @@ write_back(MlplatPass *pass, List *rollouts, int *decisions)
 		 */
 		if (r->apply)
 			mlplat_ledger_append(pass, "rollout", r->id, r->project, "APPLY",
-								 r->applied ? "OK" : r->retry_ms == PERMANENT_RETRY_MS ? "FAILED" : "RETRY",
+								 r->applied ? "OK" : r->retry_ms == PERMANENT_RETRY_MS ? "FAILED"
+																					   : "RETRY",
 								 NULL, NULL, r->http_status, r->error, NULL,
 								 r->want < 0 ? "canaryTrafficPercent removed"
-								 : psprintf("canaryTrafficPercent %d", r->want));
+											 : psprintf("canaryTrafficPercent %d", r->want));
 	}
 	mlplat_write_notes_clear(pass, &settled);
 	mlplat_spans_flush(spans);
@@ -613,7 +619,7 @@ watch_event(void *arg, const char *data, size_t len)
 	if (memchr(data, '\n', len) == NULL)
 		return true;
 	*(bool *) arg = true;
-	return false;				/* stop reading: the next pass reads the object itself */
+	return false; /* stop reading: the next pass reads the object itself */
 }
 
 /*
@@ -628,15 +634,15 @@ watch_settling(List *rollouts)
 {
 	MlplatHttpBatch *b = mlplat_http_batch_create(CurrentMemoryContext);
 	struct timespec t0,
-				t1;
-	ListCell   *lc;
-	long		ms;
-	bool		early = false;
+		t1;
+	ListCell *lc;
+	long ms;
+	bool early = false;
 
 	mlplat_http_batch_first_only(b);
-	foreach(lc, rollouts)
+	foreach (lc, rollouts)
 	{
-		Rollout    *r = lfirst(lc);
+		Rollout *r = lfirst(lc);
 
 		r->watch = mlplat_kube_watch(b, &ISVC, r->ns, r->name, r->rv, WATCH_S);
 		r->watch->timeout_ms = WATCH_S * 1000 + WATCH_SLACK_MS;
@@ -647,9 +653,9 @@ watch_settling(List *rollouts)
 	mlplat_http_batch_run(b);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	ms = (long) ((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000);
-	foreach(lc, rollouts)
+	foreach (lc, rollouts)
 	{
-		Rollout    *r = lfirst(lc);
+		Rollout *r = lfirst(lc);
 
 		if (r->changed)
 			return 1;
@@ -664,9 +670,9 @@ watch_settling(List *rollouts)
 static bool
 id_in(List *ids, int64 id)
 {
-	ListCell   *lc;
+	ListCell *lc;
 
-	foreach(lc, ids)
+	foreach (lc, ids)
 	{
 		if (*(int64 *) lfirst(lc) == id)
 			return true;
@@ -686,19 +692,19 @@ rollouts_round(MlplatPass *pass, List *moved)
 	MemoryContext pass_cxt = CurrentMemoryContext;
 	MlJsonArena *arena = mlplat_json_arena_in(pass_cxt);
 	const char *why = NULL;
-	List	   *rollouts;
+	List *rollouts;
 	MlplatHttpBatch *gets;
 	MlplatHttpBatch *acts;
-	ListCell   *lc;
-	int64		now_ms;
+	ListCell *lc;
+	int64 now_ms;
 	struct timespec ts;
-	long		wait_ms = -1;
-	int			applies = 0,
-				decisions = 0;
-	List	   *moved_now = NIL;
-	List	   *gate = NIL;
-	List	   *settling = NIL;
-	int			nsettling = 0;
+	long wait_ms = -1;
+	int applies = 0,
+		decisions = 0;
+	List *moved_now = NIL;
+	List *gate = NIL;
+	List *settling = NIL;
+	int nsettling = 0;
 
 	if (!mlplat_cluster_ready(pass, &why))
 		return NIL;
@@ -711,9 +717,9 @@ rollouts_round(MlplatPass *pass, List *moved)
 
 	gets = mlplat_http_batch_create(pass_cxt);
 	acts = mlplat_http_batch_create(pass_cxt);
-	foreach(lc, rollouts)
+	foreach (lc, rollouts)
 	{
-		Rollout    *r = lfirst(lc);
+		Rollout *r = lfirst(lc);
 
 		if (!r->due)
 			continue;
@@ -737,9 +743,9 @@ rollouts_round(MlplatPass *pass, List *moved)
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	now_ms = (int64) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-	foreach(lc, rollouts)
+	foreach (lc, rollouts)
 	{
-		Rollout    *r = lfirst(lc);
+		Rollout *r = lfirst(lc);
 		MlplatKubeResult kr;
 		MlJsonValue *obj;
 		MlJsonError err;
@@ -791,11 +797,11 @@ rollouts_round(MlplatPass *pass, List *moved)
 	}
 	{
 		/* the write-ahead: every apply is on record before it is sent */
-		MlplatWriteNotes sending = {0};
+		MlplatWriteNotes sending = { 0 };
 
-		foreach(lc, rollouts)
+		foreach (lc, rollouts)
 		{
-			Rollout    *r = lfirst(lc);
+			Rollout *r = lfirst(lc);
 
 			if (r->apply)
 				mlplat_write_notes_add(&sending, r->id, psprintf("%s/%s", r->ns, r->name), "APPLY");
@@ -810,9 +816,9 @@ rollouts_round(MlplatPass *pass, List *moved)
 	if (mlplat_http_batch_count(acts) > 0)
 		mlplat_http_batch_run(acts);
 
-	foreach(lc, rollouts)
+	foreach (lc, rollouts)
 	{
-		Rollout    *r = lfirst(lc);
+		Rollout *r = lfirst(lc);
 
 		if (r->apply)
 		{
@@ -838,8 +844,8 @@ rollouts_round(MlplatPass *pass, List *moved)
 				r->error = psprintf("apply of InferenceService %s/%s failed: %s", r->ns, r->name,
 									kr.message ? kr.message : "unknown error");
 				r->retry_ms = kr.outcome == MLPLAT_KUBE_FAILED ? Min(PERMANENT_RETRY_MS, mlplat_backoff_max_ms)
-					: mlplat_backoff_delay_ms(r->attempts + 1, 500, mlplat_backoff_max_ms,
-											  kr.retry_after_s, (uint32) r->id ^ (uint32) r->attempts);
+															   : mlplat_backoff_delay_ms(r->attempts + 1, 500, mlplat_backoff_max_ms,
+																						 kr.retry_after_s, (uint32) r->id ^ (uint32) r->attempts);
 			}
 		}
 		else if (r->metrics)
@@ -858,13 +864,13 @@ rollouts_round(MlplatPass *pass, List *moved)
 	 */
 	clock_gettime(CLOCK_REALTIME, &ts);
 	now_ms = (int64) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-	foreach(lc, rollouts)
+	foreach (lc, rollouts)
 	{
-		Rollout    *r = lfirst(lc);
-		long		ms = ACTIVE_POLL_MS;
+		Rollout *r = lfirst(lc);
+		long ms = ACTIVE_POLL_MS;
 
 		if (r->moved)
-			ms = 1;				/* applied by the second round, or else the next pass */
+			ms = 1; /* applied by the second round, or else the next pass */
 		else if (r->applied || (r->obs && !r->settled))
 		{
 			/* waiting for KServe: watched below */
@@ -891,13 +897,13 @@ rollouts_round(MlplatPass *pass, List *moved)
 	pass->next_pass_ms = wait_ms;
 	snprintf(pass->status, sizeof(pass->status), "%d active rollouts, %d applied, %d decisions",
 			 list_length(rollouts), applies, decisions);
-	foreach(lc, rollouts)
+	foreach (lc, rollouts)
 	{
-		Rollout    *r = lfirst(lc);
+		Rollout *r = lfirst(lc);
 
 		if (r->moved)
 		{
-			int64	   *id = palloc(sizeof(int64));
+			int64 *id = palloc(sizeof(int64));
 
 			*id = r->id;
 			moved_now = lappend(moved_now, id);
@@ -909,7 +915,7 @@ rollouts_round(MlplatPass *pass, List *moved)
 void
 mlplat_rollouts_pass(MlplatPass *pass)
 {
-	List	   *moved = rollouts_round(pass, NIL);
+	List *moved = rollouts_round(pass, NIL);
 
 	/*
 	 * A decision that moved the split is applied at once, in a second round
@@ -931,8 +937,8 @@ PG_FUNCTION_INFO_V1(mlplat_prometheus_classify);
 Datum
 mlplat_prometheus_classify(PG_FUNCTION_ARGS)
 {
-	int			status = PG_GETARG_INT32(0);
-	text	   *body = PG_ARGISNULL(1) ? NULL : PG_GETARG_TEXT_PP(1);
+	int status = PG_GETARG_INT32(0);
+	text *body = PG_ARGISNULL(1) ? NULL : PG_GETARG_TEXT_PP(1);
 	MlJsonArena *arena = mlplat_json_arena_in(CurrentMemoryContext);
 	MlPromResult res;
 	StringInfoData s;

@@ -43,7 +43,7 @@
 #include "mlplat/span.h"
 #include "mlplat/unanswered.h"
 
-static const MlplatKubeResource WORKFLOW = {"argoproj.io", "v1alpha1", "workflows", true};
+static const MlplatKubeResource WORKFLOW = { "argoproj.io", "v1alpha1", "workflows", true };
 
 /* how soon to look again while a workflow moves */
 #define FOLLOW_UP_MS 300
@@ -53,53 +53,53 @@ static const MlplatKubeResource WORKFLOW = {"argoproj.io", "v1alpha1", "workflow
 typedef enum RunAction
 {
 	RUN_NONE = 0,
-	RUN_CREATE,					/* POST the workflow */
-	RUN_SHUTDOWN				/* merge-patch spec.shutdown: Terminate */
+	RUN_CREATE,	 /* POST the workflow */
+	RUN_SHUTDOWN /* merge-patch spec.shutdown: Terminate */
 } RunAction;
 
 typedef struct Run
 {
 	/* claimed */
-	int64		id;
-	char	   *project;
-	char	   *ns;
-	char	   *name;
-	char	   *kind;
-	char	   *status;
-	int			attempt;
-	char	   *workflow;
-	char	   *manifest;
-	int64		row_version;
-	int			attempts;
-	bool		due;
-	bool		submitted;
-	char	   *observed_rv;
-	char	   *traceparent;
+	int64 id;
+	char *project;
+	char *ns;
+	char *name;
+	char *kind;
+	char *status;
+	int attempt;
+	char *workflow;
+	char *manifest;
+	int64 row_version;
+	int attempts;
+	bool due;
+	bool submitted;
+	char *observed_rv;
+	char *traceparent;
 	const MlplatUnanswered *unanswered; /* a write to its workflow never answered */
-	const char *content_id;		/* the render's, when it has one (never submitted) */
+	const char *content_id;				/* the render's, when it has one (never submitted) */
 	const char *instance;
 	/* observed */
 	const MlJsonValue *obj;
 	/* decided */
-	RunAction	action;
+	RunAction action;
 	MlplatHttpRequest *req;
 	const char *new_status;
-	char	   *reason;
-	char	   *error;
-	int			retry_ms;		/* -1: no retry */
-	bool		mark_submitted;
-	bool		adopt;			/* found without a recorded create: ledger ADOPT */
-	bool		settle_note;	/* the unanswered write is resolved: remove its note */
-	bool		waiting;		/* an unanswered create may still land: look again soon */
-	bool		conflict;		/* a workflow of its name that is not its own */
-	MlplatHttpRequest *get;		/* after a 409: read what holds the name */
-	char	   *new_rv;			/* resourceVersion to record with the nodes */
-	char	   *nodes;			/* JSON array of observed steps, or NULL */
-	bool		write;
+	char *reason;
+	char *error;
+	int retry_ms; /* -1: no retry */
+	bool mark_submitted;
+	bool adopt;				/* found without a recorded create: ledger ADOPT */
+	bool settle_note;		/* the unanswered write is resolved: remove its note */
+	bool waiting;			/* an unanswered create may still land: look again soon */
+	bool conflict;			/* a workflow of its name that is not its own */
+	MlplatHttpRequest *get; /* after a 409: read what holds the name */
+	char *new_rv;			/* resourceVersion to record with the nodes */
+	char *nodes;			/* JSON array of observed steps, or NULL */
+	bool write;
 	const char *ledger_action;
 	const char *ledger_outcome;
-	int			http_status;
-	MlplatSpan *span;			/* trace span of req */
+	int http_status;
+	MlplatSpan *span; /* trace span of req */
 } Run;
 
 /* ---------------------------------------------------------------- pure decisions */
@@ -132,7 +132,7 @@ static char *
 nodes_json(const Run *r, const MlJsonValue *nodes, const char **failed, const char **failed_msg)
 {
 	StringInfoData s;
-	bool		first = true;
+	bool first = true;
 
 	*failed = NULL;
 	*failed_msg = NULL;
@@ -149,7 +149,7 @@ nodes_json(const Run *r, const MlJsonValue *nodes, const char **failed, const ch
 			const char *name;
 
 			if (type == NULL || strcmp(type, "Pod") != 0)
-				continue;		/* DAG/Steps containers: the run's own status covers them */
+				continue; /* DAG/Steps containers: the run's own status covers them */
 			if (id && strcmp(id, r->workflow) == 0)
 				name = "main";
 			else
@@ -232,7 +232,7 @@ run_decide(Run *r)
 	const char *failed;
 	const char *failed_msg;
 	const char *wf_msg;
-	bool		cancel = strcmp(r->status, "CANCEL_REQUESTED") == 0;
+	bool cancel = strcmp(r->status, "CANCEL_REQUESTED") == 0;
 
 	r->new_status = r->status;
 	r->retry_ms = -1;
@@ -256,9 +256,9 @@ run_decide(Run *r)
 			{
 				r->new_status = "CANCELLED";
 				r->reason = r->unanswered
-					? psprintf("cancelled; the create of workflow %s/%s, sent %lld s ago without an answer, never made it",
-							   r->ns, r->workflow, (long long) (r->unanswered->age_ms / 1000))
-					: pstrdup("cancelled before a workflow was submitted");
+								? psprintf("cancelled; the create of workflow %s/%s, sent %lld s ago without an answer, never made it",
+										   r->ns, r->workflow, (long long) (r->unanswered->age_ms / 1000))
+								: pstrdup("cancelled before a workflow was submitted");
 				r->settle_note = r->unanswered != NULL;
 				r->write = true;
 			}
@@ -269,9 +269,9 @@ run_decide(Run *r)
 		/* submitted, and no longer there: someone else removed it; never resubmit silently */
 		r->new_status = cancel ? "CANCELLED" : "FAILED";
 		r->reason = cancel
-			? psprintf("workflow %s/%s is gone", r->ns, r->workflow)
-			: psprintf("workflow %s/%s disappeared outside mlplat; not resubmitted (mlplat.retry_run starts a new attempt)",
-					   r->ns, r->workflow);
+						? psprintf("workflow %s/%s is gone", r->ns, r->workflow)
+						: psprintf("workflow %s/%s disappeared outside mlplat; not resubmitted (mlplat.retry_run starts a new attempt)",
+								   r->ns, r->workflow);
 		r->write = true;
 		return;
 	}
@@ -283,7 +283,7 @@ run_decide(Run *r)
 	 */
 	if (!r->submitted)
 	{
-		char	   *why = not_ours(r, r->obj);
+		char *why = not_ours(r, r->obj);
 
 		if (why)
 		{
@@ -314,7 +314,7 @@ run_decide(Run *r)
 	r->nodes = nodes_json(r, ml_json_object_get(ml_json_object_get(r->obj, "status"), "nodes"),
 						  &failed, &failed_msg);
 	if (r->new_rv == NULL)
-		r->nodes = NULL;		/* nothing moved since the last write-back */
+		r->nodes = NULL; /* nothing moved since the last write-back */
 
 	if (cancel)
 	{
@@ -352,9 +352,9 @@ run_decide(Run *r)
 	{
 		r->new_status = "FAILED";
 		r->reason = failed
-			? psprintf("step \"%s\" failed: %s", failed, failed_msg ? failed_msg : "no message")
-			: psprintf("workflow %s %s: %s", r->workflow, strcmp(phase, "Error") == 0 ? "errored" : "failed",
-					   wf_msg ? wf_msg : "no message");
+						? psprintf("step \"%s\" failed: %s", failed, failed_msg ? failed_msg : "no message")
+						: psprintf("workflow %s %s: %s", r->workflow, strcmp(phase, "Error") == 0 ? "errored" : "failed",
+								   wf_msg ? wf_msg : "no message");
 	}
 	if (strcmp(r->new_status, r->status) != 0)
 		r->write = true;
@@ -366,7 +366,7 @@ static void
 claim(MlplatPass *pass, List **out, List **notes, char **instance)
 {
 	MemoryContext pass_cxt = CurrentMemoryContext;
-	ListCell   *lc;
+	ListCell *lc;
 
 	mlplat_txn_begin();
 	MemoryContextSwitchTo(pass_cxt);
@@ -376,10 +376,10 @@ claim(MlplatPass *pass, List **out, List **notes, char **instance)
 	MemoryContextSwitchTo(pass_cxt);
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
-		HeapTuple	t = SPI_tuptable->vals[i];
-		TupleDesc	td = SPI_tuptable->tupdesc;
-		Run		   *r = palloc0(sizeof(Run));
-		char	   *v;
+		HeapTuple t = SPI_tuptable->vals[i];
+		TupleDesc td = SPI_tuptable->tupdesc;
+		Run *r = palloc0(sizeof(Run));
+		char *v;
 
 		r->id = atoll(SPI_getvalue(t, td, 1));
 		r->project = SPI_getvalue(t, td, 2);
@@ -401,9 +401,9 @@ claim(MlplatPass *pass, List **out, List **notes, char **instance)
 		*out = lappend(*out, r);
 	}
 	*notes = mlplat_unanswered_load(pass);
-	foreach(lc, *out)
+	foreach (lc, *out)
 	{
-		Run		   *r = lfirst(lc);
+		Run *r = lfirst(lc);
 
 		r->unanswered = mlplat_unanswered_find(*notes, r->id, psprintf("%s/%s", r->ns, r->workflow), "CREATE");
 	}
@@ -434,7 +434,7 @@ request_result(Run *r, MlplatPass *pass)
 		return;
 	}
 	if (res.outcome == MLPLAT_KUBE_NOT_FOUND)
-		res.outcome = MLPLAT_KUBE_RETRY;	/* namespace not there yet, or gone under a patch */
+		res.outcome = MLPLAT_KUBE_RETRY; /* namespace not there yet, or gone under a patch */
 	switch (res.outcome)
 	{
 		case MLPLAT_KUBE_OK:
@@ -478,11 +478,11 @@ static void
 verify_existing(MlplatPass *pass, MlJsonArena *arena, List *runs)
 {
 	MlplatHttpBatch *batch = mlplat_http_batch_create(CurrentMemoryContext);
-	ListCell   *lc;
+	ListCell *lc;
 
-	foreach(lc, runs)
+	foreach (lc, runs)
 	{
-		Run		   *r = lfirst(lc);
+		Run *r = lfirst(lc);
 
 		if (r->req && r->action == RUN_CREATE && r->ledger_outcome && strcmp(r->ledger_outcome, "CONFLICT") == 0)
 			r->get = mlplat_kube_get(batch, &WORKFLOW, r->ns, r->workflow);
@@ -490,13 +490,13 @@ verify_existing(MlplatPass *pass, MlJsonArena *arena, List *runs)
 	if (mlplat_http_batch_count(batch) == 0)
 		return;
 	mlplat_http_batch_run(batch);
-	foreach(lc, runs)
+	foreach (lc, runs)
 	{
-		Run		   *r = lfirst(lc);
+		Run *r = lfirst(lc);
 		MlplatKubeResult res;
 		const MlJsonValue *obj = NULL;
 		MlJsonError err;
-		char	   *why;
+		char *why;
 
 		if (r->get == NULL)
 			continue;
@@ -515,7 +515,7 @@ verify_existing(MlplatPass *pass, MlJsonArena *arena, List *runs)
 		why = not_ours(r, obj);
 		if (why)
 		{
-			run_conflict(r, why, false);	/* the row: ADOPT CONFLICT, with the 409 */
+			run_conflict(r, why, false); /* the row: ADOPT CONFLICT, with the 409 */
 			continue;
 		}
 		/* the create of an earlier try landed: adopt it */
@@ -532,21 +532,21 @@ static int64
 write_back(MlplatPass *pass, List *runs)
 {
 	MemoryContext pass_cxt = CurrentMemoryContext;
-	ListCell   *lc;
-	int			lost = 0;
-	int64		step_rows = 0;
-	List	   *spans = NIL;
-	MlplatWriteNotes settled = {0};
+	ListCell *lc;
+	int lost = 0;
+	int64 step_rows = 0;
+	List *spans = NIL;
+	MlplatWriteNotes settled = { 0 };
 
 	mlplat_txn_begin();
-	foreach(lc, runs)
+	foreach (lc, runs)
 	{
-		Run		   *r = lfirst(lc);
-		Oid			types[10] = {INT8OID, INT8OID, INT8OID, TEXTOID, TEXTOID, TEXTOID, INT4OID, BOOLOID, TEXTOID, JSONBOID};
-		Datum		v[10];
-		char		n[10];
-		bool		isnull;
-		int			written;
+		Run *r = lfirst(lc);
+		Oid types[10] = { INT8OID, INT8OID, INT8OID, TEXTOID, TEXTOID, TEXTOID, INT4OID, BOOLOID, TEXTOID, JSONBOID };
+		Datum v[10];
+		char n[10];
+		bool isnull;
+		int written;
 
 		if (r->settle_note)
 			mlplat_write_notes_add(&settled, r->id, psprintf("%s/%s", r->ns, r->workflow), NULL);
@@ -566,7 +566,8 @@ write_back(MlplatPass *pass, List *runs)
 		v[8] = r->new_rv ? CStringGetTextDatum(r->new_rv) : (n[8] = 'n', (Datum) 0);
 		v[9] = r->nodes ? DirectFunctionCall1(jsonb_in, CStringGetDatum(r->nodes)) : (n[9] = 'n', (Datum) 0);
 		if (SPI_execute_with_args("SELECT mlplat._runs_writeback($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-								  10, types, v, n, false, 1) != SPI_OK_SELECT || SPI_processed != 1)
+								  10, types, v, n, false, 1) != SPI_OK_SELECT ||
+			SPI_processed != 1)
 			elog(ERROR, "mlplat: runs write-back returned no row");
 		written = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 		/*
@@ -583,7 +584,7 @@ write_back(MlplatPass *pass, List *runs)
 		spans = lappend(spans, r->span);
 		if (isnull || written < 0)
 		{
-			lost++;				/* an intent or another leader got there first: re-read next pass */
+			lost++; /* an intent or another leader got there first: re-read next pass */
 			continue;
 		}
 		step_rows += written;
@@ -602,24 +603,24 @@ mlplat_runs_pass(MlplatPass *pass)
 	MemoryContext pass_cxt = CurrentMemoryContext;
 	MlJsonArena *arena = mlplat_json_arena_in(pass_cxt);
 	const char *why = NULL;
-	List	   *runs = NIL;
-	List	   *items = NIL;
-	List	   *notes = NIL;
-	MlplatWriteNotes sending = {0};
-	HTAB	   *by_name;
-	HASHCTL		ctl;
+	List *runs = NIL;
+	List *items = NIL;
+	List *notes = NIL;
+	MlplatWriteNotes sending = { 0 };
+	HTAB *by_name;
+	HASHCTL ctl;
 	MlplatHttpBatch *batch;
-	ListCell   *lc;
-	char	   *selector;
-	char	   *instance;
-	int			lists = 0;
-	int			creates = 0;
-	int			patches = 0;
-	int64		step_rows;
+	ListCell *lc;
+	char *selector;
+	char *instance;
+	int lists = 0;
+	int creates = 0;
+	int patches = 0;
+	int64 step_rows;
 	TimestampTz t0,
-				t_claim,
-				t_list,
-				t_http;
+		t_claim,
+		t_list,
+		t_http;
 
 	if (!mlplat_cluster_ready(pass, &why))
 		return;
@@ -635,9 +636,9 @@ mlplat_runs_pass(MlplatPass *pass)
 		return;
 	}
 	selector = psprintf("app.kubernetes.io/managed-by=mlplat,mlplat.io/instance=%s", instance);
-	foreach(lc, runs)
+	foreach (lc, runs)
 	{
-		Run		   *r = lfirst(lc);
+		Run *r = lfirst(lc);
 		MlJsonError err;
 		const MlJsonValue *m;
 
@@ -646,7 +647,7 @@ mlplat_runs_pass(MlplatPass *pass)
 			r->content_id = mlplat_json_text(m, "metadata", "annotations", CONTENT_ID_ANNOTATION);
 	}
 	{
-		char	   *list_error = mlplat_kube_list_all(arena, &WORKFLOW, selector, &items, &lists);
+		char *list_error = mlplat_kube_list_all(arena, &WORKFLOW, selector, &items, &lists);
 
 		if (list_error)
 			ereport(ERROR, (errmsg("%s", list_error)));
@@ -659,39 +660,39 @@ mlplat_runs_pass(MlplatPass *pass)
 	ctl.entrysize = ctl.keysize + sizeof(Run *);
 	ctl.hcxt = pass_cxt;
 	by_name = hash_create("mlplat runs", Max(list_length(runs), 16), &ctl, HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
-	foreach(lc, runs)
+	foreach (lc, runs)
 	{
-		Run		   *r = lfirst(lc);
-		char		key[NAMEDATALEN * 2 + 64];
-		char	   *entry;
+		Run *r = lfirst(lc);
+		char key[NAMEDATALEN * 2 + 64];
+		char *entry;
 
 		snprintf(key, sizeof(key), "%s/%s", r->ns, r->workflow);
 		entry = hash_search(by_name, key, HASH_ENTER, NULL);
 		memcpy(entry + ctl.keysize, &r, sizeof(Run *));
 	}
-	foreach(lc, items)
+	foreach (lc, items)
 	{
 		const MlJsonValue *obj = lfirst(lc);
 		const char *ns = mlplat_json_text(obj, "metadata", "namespace", NULL);
 		const char *name = mlplat_json_text(obj, "metadata", "name", NULL);
-		char		key[NAMEDATALEN * 2 + 64];
-		char	   *entry;
-		Run		   *r;
+		char key[NAMEDATALEN * 2 + 64];
+		char *entry;
+		Run *r;
 
 		if (ns == NULL || name == NULL || strlen(ns) + strlen(name) + 2 > sizeof(key))
 			continue;
 		snprintf(key, sizeof(key), "%s/%s", ns, name);
 		entry = hash_search(by_name, key, HASH_FIND, NULL);
 		if (entry == NULL)
-			continue;			/* a finished run's workflow, or an earlier attempt: left as Argo keeps it */
+			continue; /* a finished run's workflow, or an earlier attempt: left as Argo keeps it */
 		memcpy(&r, entry + ctl.keysize, sizeof(Run *));
 		r->obj = obj;
 	}
 
 	batch = mlplat_http_batch_create(pass_cxt);
-	foreach(lc, runs)
+	foreach (lc, runs)
 	{
-		Run		   *r = lfirst(lc);
+		Run *r = lfirst(lc);
 
 		run_decide(r);
 		if (r->action == RUN_CREATE)
@@ -718,9 +719,8 @@ mlplat_runs_pass(MlplatPass *pass)
 			mlplat_span_attr_text(r->span, "k8s.namespace.name", r->ns);
 			mlplat_span_attr_text(r->span, "mlplat.workflow", r->workflow);
 		}
-		if (r->obj != NULL && !phase_finished(mlplat_json_text(r->obj, "status", "phase", NULL) ?
-											  mlplat_json_text(r->obj, "status", "phase", NULL) : ""))
-			pass->next_pass_ms = FOLLOW_UP_MS;	/* still moving: look again soon */
+		if (r->obj != NULL && !phase_finished(mlplat_json_text(r->obj, "status", "phase", NULL) ? mlplat_json_text(r->obj, "status", "phase", NULL) : ""))
+			pass->next_pass_ms = FOLLOW_UP_MS; /* still moving: look again soon */
 	}
 
 	/* the ledger's write-ahead: what is about to be sent is on record before it is sent */
@@ -734,9 +734,9 @@ mlplat_runs_pass(MlplatPass *pass)
 		mlplat_http_batch_run(batch);
 	t_http = GetCurrentTimestamp();
 
-	foreach(lc, runs)
+	foreach (lc, runs)
 	{
-		Run		   *r = lfirst(lc);
+		Run *r = lfirst(lc);
 
 		if (r->req)
 		{
@@ -747,7 +747,7 @@ mlplat_runs_pass(MlplatPass *pass)
 				mlplat_span_attr_int(r->span, "http.response.status_code", r->http_status);
 				mlplat_span_end_at(r->span, r->span->start + (TimestampTz) (r->req->elapsed_ms * 1000.0),
 								   strcmp(r->ledger_outcome ? r->ledger_outcome : "OK", "OK") == 0 ? NULL
-								   : (r->error ? r->error : "request failed"));
+																								   : (r->error ? r->error : "request failed"));
 			}
 		}
 	}

@@ -17,9 +17,9 @@ List *
 mlplat_unanswered_load(MlplatPass *pass)
 {
 	MemoryContext caller = CurrentMemoryContext;
-	Oid			types[1] = {TEXTOID};
-	Datum		v[1];
-	List	   *out = NIL;
+	Oid types[1] = { TEXTOID };
+	Datum v[1];
+	List *out = NIL;
 
 	v[0] = CStringGetTextDatum(mlplat_kind_names[pass->kind]);
 	if (mlplat_sql_exec("SELECT entity_id, object, action, age_ms FROM mlplat._unanswered_of($1)",
@@ -28,8 +28,8 @@ mlplat_unanswered_load(MlplatPass *pass)
 	MemoryContextSwitchTo(caller);
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
-		HeapTuple	t = SPI_tuptable->vals[i];
-		TupleDesc	td = SPI_tuptable->tupdesc;
+		HeapTuple t = SPI_tuptable->vals[i];
+		TupleDesc td = SPI_tuptable->tupdesc;
 		MlplatUnanswered *u = palloc0(sizeof(MlplatUnanswered));
 
 		u->entity_id = atoll(SPI_getvalue(t, td, 1));
@@ -44,9 +44,9 @@ mlplat_unanswered_load(MlplatPass *pass)
 MlplatUnanswered *
 mlplat_unanswered_find(List *notes, int64 entity_id, const char *object, const char *action)
 {
-	ListCell   *lc;
+	ListCell *lc;
 
-	foreach(lc, notes)
+	foreach (lc, notes)
 	{
 		MlplatUnanswered *u = lfirst(lc);
 
@@ -66,7 +66,7 @@ mlplat_unanswered_settled(const MlplatUnanswered *u)
 void
 mlplat_write_notes_add(MlplatWriteNotes *n, int64 entity_id, const char *object, const char *action)
 {
-	int64	   *id = palloc(sizeof(int64));
+	int64 *id = palloc(sizeof(int64));
 
 	*id = entity_id;
 	n->ids = lappend(n->ids, id);
@@ -77,11 +77,11 @@ mlplat_write_notes_add(MlplatWriteNotes *n, int64 entity_id, const char *object,
 static Datum
 ids_array(List *ids)
 {
-	Datum	   *d = palloc(sizeof(Datum) * Max(list_length(ids), 1));
-	int			i = 0;
-	ListCell   *lc;
+	Datum *d = palloc(sizeof(Datum) * Max(list_length(ids), 1));
+	int i = 0;
+	ListCell *lc;
 
-	foreach(lc, ids)
+	foreach (lc, ids)
 		d[i++] = Int64GetDatum(*(int64 *) lfirst(lc));
 	return PointerGetDatum(construct_array(d, i, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 }
@@ -90,15 +90,15 @@ ids_array(List *ids)
 static Datum
 text_array(List *strs)
 {
-	int			n = list_length(strs);
-	Datum	   *d = palloc(sizeof(Datum) * Max(n, 1));
-	bool	   *nulls = palloc(sizeof(bool) * Max(n, 1));
-	int			dims[1] = {n};
-	int			lbs[1] = {1};
-	int			i = 0;
-	ListCell   *lc;
+	int n = list_length(strs);
+	Datum *d = palloc(sizeof(Datum) * Max(n, 1));
+	bool *nulls = palloc(sizeof(bool) * Max(n, 1));
+	int dims[1] = { n };
+	int lbs[1] = { 1 };
+	int i = 0;
+	ListCell *lc;
 
-	foreach(lc, strs)
+	foreach (lc, strs)
 	{
 		nulls[i] = lfirst(lc) == NULL;
 		d[i] = nulls[i] ? (Datum) 0 : CStringGetTextDatum((char *) lfirst(lc));
@@ -110,8 +110,8 @@ text_array(List *strs)
 static int
 run_counted(const char *sql, int nargs, Oid *types, Datum *v)
 {
-	bool		isnull;
-	Datum		d;
+	bool isnull;
+	Datum d;
 
 	if (mlplat_sql_exec(sql, nargs, types, v, NULL) != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "mlplat: \"%s\" returned no row", sql);
@@ -123,10 +123,10 @@ bool
 mlplat_write_notes_commit(MlplatPass *pass, MlplatWriteNotes *n)
 {
 	MemoryContext caller = CurrentMemoryContext;
-	Oid			types[5] = {TEXTOID, INT8OID, INT8ARRAYOID, TEXTARRAYOID, TEXTARRAYOID};
-	Datum		v[5];
-	int			want = list_length(n->ids);
-	int			got;
+	Oid types[5] = { TEXTOID, INT8OID, INT8ARRAYOID, TEXTARRAYOID, TEXTARRAYOID };
+	Datum v[5];
+	int want = list_length(n->ids);
+	int got;
 
 	if (want == 0)
 		return true;
@@ -146,8 +146,8 @@ mlplat_write_notes_commit(MlplatPass *pass, MlplatWriteNotes *n)
 void
 mlplat_write_notes_clear(MlplatPass *pass, MlplatWriteNotes *n)
 {
-	Oid			types[5] = {TEXTOID, INT8OID, INT8ARRAYOID, TEXTARRAYOID, TEXTARRAYOID};
-	Datum		v[5];
+	Oid types[5] = { TEXTOID, INT8OID, INT8ARRAYOID, TEXTARRAYOID, TEXTARRAYOID };
+	Datum v[5];
 
 	if (n->ids == NIL)
 		return;

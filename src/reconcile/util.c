@@ -44,10 +44,10 @@ mlplat_cluster_ready(MlplatPass *pass, const char **why)
 typedef struct KeptPlan
 {
 	struct KeptPlan *next;
-	char	   *sql;
-	int			nargs;
-	Oid		   *types;
-	SPIPlanPtr	plan;
+	char *sql;
+	int nargs;
+	Oid *types;
+	SPIPlanPtr plan;
 } KeptPlan;
 
 static KeptPlan *kept_plans = NULL;
@@ -55,8 +55,8 @@ static KeptPlan *kept_plans = NULL;
 static SPIPlanPtr
 kept_plan(const char *sql, int nargs, Oid *types)
 {
-	KeptPlan   *k;
-	SPIPlanPtr	plan;
+	KeptPlan *k;
+	SPIPlanPtr plan;
 
 	for (k = kept_plans; k != NULL; k = k->next)
 		if (k->nargs == nargs && strcmp(k->sql, sql) == 0 &&
@@ -88,8 +88,8 @@ mlplat_sql_exec(const char *sql, int nargs, Oid *types, Datum *values, const cha
 bool
 mlplat_sql_bool(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls)
 {
-	bool		isnull;
-	Datum		d;
+	bool isnull;
+	Datum d;
 
 	if (SPI_execute_plan(kept_plan(sql, nargs, types), values, nulls, false, 1) != SPI_OK_SELECT ||
 		SPI_processed != 1)
@@ -102,7 +102,7 @@ char *
 mlplat_instance_id(void)
 {
 	MemoryContext caller = CurrentMemoryContext;
-	char	   *v;
+	char *v;
 
 	if (SPI_execute("SELECT mlplat._instance_id()", true, 1) != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "mlplat: no installation row");
@@ -117,13 +117,13 @@ mlplat_instance_id(void)
  * (the columns of _ledger_append_set), element i of each is row i.
  */
 #define LEDGER_COLS 11
-static const Oid ledger_col_types[LEDGER_COLS] = {TEXTOID, INT8OID, TEXTOID, TEXTOID, TEXTOID, TEXTOID,
-TEXTOID, INT4OID, TEXTOID, TEXTOID, TEXTOID};
+static const Oid ledger_col_types[LEDGER_COLS] = { TEXTOID, INT8OID, TEXTOID, TEXTOID, TEXTOID, TEXTOID,
+												   TEXTOID, INT4OID, TEXTOID, TEXTOID, TEXTOID };
 
 struct MlplatLedgerBatch
 {
 	MemoryContext cxt;
-	int			rows;
+	int rows;
 	ArrayBuildState *col[LEDGER_COLS];
 };
 
@@ -170,11 +170,11 @@ mlplat_ledger_batch_add(MlplatLedgerBatch *b, const char *entity, int64 entity_i
 int
 mlplat_ledger_batch_flush(MlplatPass *pass, MlplatLedgerBatch *b)
 {
-	Oid			types[3 + LEDGER_COLS];
-	Datum		v[3 + LEDGER_COLS];
-	Datum		d;
-	bool		isnull;
-	int			written;
+	Oid types[3 + LEDGER_COLS];
+	Datum v[3 + LEDGER_COLS];
+	Datum d;
+	bool isnull;
+	int written;
 
 	if (b->rows == 0)
 		return 0;
@@ -190,7 +190,8 @@ mlplat_ledger_batch_flush(MlplatPass *pass, MlplatLedgerBatch *b)
 		v[3 + i] = makeArrayResult(b->col[i], b->cxt);
 	}
 	if (mlplat_sql_exec("SELECT mlplat._ledger_append_set($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
-						3 + LEDGER_COLS, types, v, NULL) != SPI_OK_SELECT || SPI_processed != 1)
+						3 + LEDGER_COLS, types, v, NULL) != SPI_OK_SELECT ||
+		SPI_processed != 1)
 		elog(ERROR, "mlplat: could not append %d ledger rows", b->rows);
 	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 	written = isnull ? 0 : DatumGetInt32(d);
@@ -262,11 +263,11 @@ char *
 mlplat_kube_list_all(MlJsonArena *arena, const MlplatKubeResource *res, const char *selector,
 					 List **items, int *lists)
 {
-	char	   *cont = NULL;
-	List	   *got = NIL;
-	int			pages = 0;
-	int			restarts = 0;
-	Size		limit = (Size) mlplat_pass_memory_limit_kb * 1024;
+	char *cont = NULL;
+	List *got = NIL;
+	int pages = 0;
+	int restarts = 0;
+	Size limit = (Size) mlplat_pass_memory_limit_kb * 1024;
 
 	for (;;)
 	{
@@ -277,7 +278,7 @@ mlplat_kube_list_all(MlJsonArena *arena, const MlplatKubeResource *res, const ch
 		MlJsonValue *page;
 		MlJsonError err;
 		const MlJsonValue *arr = NULL;
-		char	   *why = NULL;
+		char *why = NULL;
 
 		if (pages >= mlplat_list_max_pages)
 			return psprintf("LIST of %s stopped after %d pages (mlplat.list_max_pages)",
@@ -300,7 +301,8 @@ mlplat_kube_list_all(MlJsonArena *arena, const MlplatKubeResource *res, const ch
 		ml_json_set_error(&err, ML_JSON_ERR_SYNTAX, 0, "no body");
 		/* parsed once, into the tree the caller reads: no jsonb copy of the page */
 		page = (!r->failed && r->resp_body != NULL)
-			? ml_json_parse(arena, r->resp_body, r->resp_len, NULL, &err) : NULL;
+				   ? ml_json_parse(arena, r->resp_body, r->resp_len, NULL, &err)
+				   : NULL;
 		mlplat_kube_classify(r, page != NULL, &kr);
 		if (kr.outcome == MLPLAT_KUBE_EXPIRED)
 		{

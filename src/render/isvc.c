@@ -38,7 +38,7 @@ PG_FUNCTION_INFO_V1(mlplat_render_isvc);
 static void
 push_cstr(JsonbParseState **ps, JsonbIteratorToken tok, const char *s, int len)
 {
-	JsonbValue	v;
+	JsonbValue v;
 
 	v.type = jbvString;
 	v.val.string.val = (char *) s;
@@ -55,7 +55,7 @@ key(JsonbParseState **ps, const char *k)
 static void
 push_null(JsonbParseState **ps)
 {
-	JsonbValue	v;
+	JsonbValue v;
 
 	v.type = jbvNull;
 	pushJsonbValue(ps, WJB_VALUE, &v);
@@ -65,7 +65,7 @@ push_null(JsonbParseState **ps)
 static void
 value_text(JsonbParseState **ps, FunctionCallInfo fcinfo, int arg)
 {
-	text	   *t;
+	text *t;
 
 	if (PG_ARGISNULL(arg))
 	{
@@ -80,8 +80,8 @@ value_text(JsonbParseState **ps, FunctionCallInfo fcinfo, int arg)
 static void
 value_int(JsonbParseState **ps, FunctionCallInfo fcinfo, int arg)
 {
-	JsonbValue	v;
-	char		buf[16];
+	JsonbValue v;
+	char buf[16];
 
 	if (PG_ARGISNULL(arg))
 	{
@@ -99,7 +99,7 @@ value_int(JsonbParseState **ps, FunctionCallInfo fcinfo, int arg)
 static void
 value_const_int(JsonbParseState **ps, const char *digits)
 {
-	JsonbValue	v;
+	JsonbValue v;
 
 	v.type = jbvNumeric;
 	v.val.numeric = DatumGetNumeric(DirectFunctionCall3(numeric_in, CStringGetDatum(digits),
@@ -112,7 +112,7 @@ value_const_int(JsonbParseState **ps, const char *digits)
 static void
 value_int_text(JsonbParseState **ps, FunctionCallInfo fcinfo, int arg)
 {
-	char		buf[16];
+	char buf[16];
 
 	if (PG_ARGISNULL(arg))
 	{
@@ -126,8 +126,8 @@ value_int_text(JsonbParseState **ps, FunctionCallInfo fcinfo, int arg)
 
 typedef struct EnvVar
 {
-	JsonbValue	name;
-	JsonbValue	value;
+	JsonbValue name;
+	JsonbValue value;
 } EnvVar;
 
 static int
@@ -145,10 +145,10 @@ static void
 push_env(JsonbParseState **ps, Jsonb *env)
 {
 	JsonbIterator *it;
-	JsonbValue	v;
+	JsonbValue v;
 	JsonbIteratorToken tok;
-	EnvVar	   *vars;
-	int			n = 0;
+	EnvVar *vars;
+	int n = 0;
 
 	if (!JB_ROOT_IS_OBJECT(env) || JB_ROOT_IS_SCALAR(env))
 		ereport(ERROR,
@@ -226,7 +226,7 @@ mlplat_render_isvc(PG_FUNCTION_ARGS)
 		push_null(&ps);
 	else
 	{
-		text	   *p = PG_GETARG_TEXT_PP(0);
+		text *p = PG_GETARG_TEXT_PP(0);
 		StringInfoData ns;
 
 		initStringInfo(&ns);
@@ -252,7 +252,7 @@ mlplat_render_isvc(PG_FUNCTION_ARGS)
 	key(&ps, "mlplat.io/artifact-sha256");
 	value_text(&ps, fcinfo, 7);
 	pushJsonbValue(&ps, WJB_END_OBJECT, NULL);
-	pushJsonbValue(&ps, WJB_END_OBJECT, NULL);	/* metadata */
+	pushJsonbValue(&ps, WJB_END_OBJECT, NULL); /* metadata */
 
 	key(&ps, "spec");
 	pushJsonbValue(&ps, WJB_BEGIN_OBJECT, NULL);
@@ -292,12 +292,12 @@ mlplat_render_isvc(PG_FUNCTION_ARGS)
 	value_const_int(&ps, "10");
 	key(&ps, "failureThreshold");
 	value_const_int(&ps, "3");
-	pushJsonbValue(&ps, WJB_END_OBJECT, NULL);	/* readinessProbe */
+	pushJsonbValue(&ps, WJB_END_OBJECT, NULL); /* readinessProbe */
 
 	/* KServe omits empty lists and empty resources: render them absent, not empty */
 	if (!PG_ARGISNULL(11))
 	{
-		Jsonb	   *env = PG_GETARG_JSONB_P(11);
+		Jsonb *env = PG_GETARG_JSONB_P(11);
 
 		if (!(JB_ROOT_IS_OBJECT(env) && JB_ROOT_COUNT(env) == 0))
 			push_env(&ps, env);
@@ -313,9 +313,9 @@ mlplat_render_isvc(PG_FUNCTION_ARGS)
 		pushJsonbValue(&ps, WJB_END_OBJECT, NULL);
 		pushJsonbValue(&ps, WJB_END_OBJECT, NULL);
 	}
-	pushJsonbValue(&ps, WJB_END_OBJECT, NULL);	/* model */
-	pushJsonbValue(&ps, WJB_END_OBJECT, NULL);	/* predictor */
-	pushJsonbValue(&ps, WJB_END_OBJECT, NULL);	/* spec */
+	pushJsonbValue(&ps, WJB_END_OBJECT, NULL); /* model */
+	pushJsonbValue(&ps, WJB_END_OBJECT, NULL); /* predictor */
+	pushJsonbValue(&ps, WJB_END_OBJECT, NULL); /* spec */
 	res = pushJsonbValue(&ps, WJB_END_OBJECT, NULL);
 	PG_RETURN_JSONB_P(JsonbValueToJsonb(res));
 }

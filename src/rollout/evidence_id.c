@@ -26,9 +26,9 @@
 
 typedef struct Text
 {
-	char		s[TEXT_MAX];
-	size_t		len;
-	bool		overflow;
+	char s[TEXT_MAX];
+	size_t len;
+	bool overflow;
 } Text;
 
 static void
@@ -47,8 +47,8 @@ put(Text *t, const char *s, size_t n)
 static bool
 put_value(Text *t, const MlJsonValue *v)
 {
-	char		num[32];
-	size_t		n;
+	char num[32];
+	size_t n;
 
 	switch (v->type)
 	{
@@ -88,31 +88,31 @@ put_value(Text *t, const MlJsonValue *v)
  * each field (keys, braces, commas) is built once per process from the key
  * lists, in the order the fields appear.
  */
-#define NHOLES (ML_EV_NFIELDS - 4)	/* neither content_id nor the three objects */
+#define NHOLES (ML_EV_NFIELDS - 4) /* neither content_id nor the three objects */
 
 typedef struct Hole
 {
-	int			field;
-	uint8_t		len;
-	char		before[48];		/* the longest: ,"previous":{"desired_replicas": (32) */
+	int field;
+	uint8_t len;
+	char before[48]; /* the longest: ,"previous":{"desired_replicas": (32) */
 } Hole;
 
 static Hole holes[NHOLES];
-static char closing[4];			/* "}" */
+static char closing[4]; /* "}" */
 static size_t closing_len;
 static bool layout_ready = false;
 
 typedef struct Layout
 {
-	int			n;
-	char		pending[48];
-	size_t		len;
+	int n;
+	char pending[48];
+	size_t len;
 } Layout;
 
 static void
 lay(Layout *l, const char *s)
 {
-	size_t		n = strlen(s);
+	size_t n = strlen(s);
 
 	memcpy(l->pending + l->len, s, n);
 	l->len += n;
@@ -131,7 +131,7 @@ lay_key(Layout *l, const char *key, bool first)
 static void
 lay_field(Layout *l, int field)
 {
-	Hole	   *h = &holes[l->n++];
+	Hole *h = &holes[l->n++];
 
 	h->field = field;
 	h->len = (uint8_t) l->len;
@@ -154,8 +154,8 @@ lay_object(Layout *l, int first, const char *const *keys)
 static void
 prepare_layout(void)
 {
-	Layout		l;
-	bool		first = true;
+	Layout l;
+	bool first = true;
 
 	l.n = 0;
 	l.len = 0;
@@ -163,7 +163,7 @@ prepare_layout(void)
 	for (int i = 0; ml_rollout_evidence_keys[i] != NULL; i++)
 	{
 		if (i == ML_EV_CONTENT_ID)
-			continue;			/* the id is of the record without it */
+			continue; /* the id is of the record without it */
 		lay_key(&l, ml_rollout_evidence_keys[i], first);
 		first = false;
 		if (i == ML_EV_SCOPE)
@@ -185,7 +185,7 @@ bool
 ml_rollout_evidence_fields_id(const MlJsonValue *const f[ML_EV_NFIELDS],
 							  char out[ML_CONTENT_ID_LEN + 1])
 {
-	Text		t;
+	Text t;
 
 	if (!layout_ready)
 		prepare_layout();

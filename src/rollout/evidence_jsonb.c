@@ -40,10 +40,10 @@ enum
  */
 typedef struct PartOrder
 {
-	const char *const *keys;	/* byte order, NULL-terminated */
-	int			n;
-	int			index[MAX_KEYS];	/* storage position -> key list index */
-	uint32		len[MAX_KEYS];	/* strlen of keys[index[k]] */
+	const char *const *keys; /* byte order, NULL-terminated */
+	int n;
+	int index[MAX_KEYS];  /* storage position -> key list index */
+	uint32 len[MAX_KEYS]; /* strlen of keys[index[k]] */
 } PartOrder;
 
 static PartOrder orders[NPARTS];
@@ -52,8 +52,8 @@ static bool orders_ready = false;
 static bool
 stored_before(const char *a, const char *b)
 {
-	size_t		la = strlen(a),
-				lb = strlen(b);
+	size_t la = strlen(a),
+		   lb = strlen(b);
 
 	return la != lb ? la < lb : strcmp(a, b) < 0;
 }
@@ -67,13 +67,13 @@ prepare_orders(void)
 
 	for (int p = 0; p < NPARTS; p++)
 	{
-		PartOrder  *o = &orders[p];
+		PartOrder *o = &orders[p];
 
 		o->keys = lists[p];
 		for (o->n = 0; o->keys[o->n] != NULL; o->n++)
 		{
 			/* insertion sort: ten keys at most */
-			int			k = o->n;
+			int k = o->n;
 
 			Assert(o->n < MAX_KEYS);
 			while (k > 0 && stored_before(o->keys[o->n], o->keys[o->index[k - 1]]))
@@ -102,14 +102,14 @@ static bool
 small_integer(Numeric num, char text[ML_NUMERIC_TEXT_MAX], MlJsonValue *v)
 {
 	const char *p = (const char *) num;
-	uint16		header;
-	int			weight;
-	int			ndigits;
+	uint16 header;
+	int weight;
+	int ndigits;
 	const int16 *digits;
-	uint64		value = 0;
-	uint64		whole;
-	char		tmp[24];
-	int			k = 0;
+	uint64 value = 0;
+	uint64 whole;
+	char tmp[24];
+	int k = 0;
 
 	if (VARATT_IS_SHORT(p) || VARATT_IS_EXTENDED(p))
 		return false;
@@ -122,13 +122,13 @@ small_integer(Numeric num, char text[ML_NUMERIC_TEXT_MAX], MlJsonValue *v)
 		return false;
 	ndigits = (VARSIZE(p) - VARHDRSZ - sizeof(uint16)) / sizeof(int16);
 	if (ndigits > weight + 1)
-		return false;			/* fraction groups: not an integer */
+		return false; /* fraction groups: not an integer */
 	digits = (const int16 *) (p + VARHDRSZ + sizeof(uint16));
 	if (weight > 0 && (ndigits == 0 || digits[0] == 0))
-		return false;			/* unnormalized: the general route decides */
+		return false; /* unnormalized: the general route decides */
 	for (int d = 0; d <= weight; d++)
 	{
-		int			dig = d < ndigits ? digits[d] : 0;
+		int dig = d < ndigits ? digits[d] : 0;
 
 		if (dig < 0 || dig >= 10000)
 			return false;
@@ -148,7 +148,7 @@ small_integer(Numeric num, char text[ML_NUMERIC_TEXT_MAX], MlJsonValue *v)
 	v->u.number.text = text;
 	v->u.number.text_len = (size_t) k;
 	v->u.number.is_integer = true;
-	v->u.number.value = (double) whole;	/* exact: below 2^53 */
+	v->u.number.value = (double) whole; /* exact: below 2^53 */
 	return true;
 }
 
@@ -180,15 +180,15 @@ leaf(MlRolloutEvidenceFields *out, int slot, JEntry e, const char *base, uint32 
 	}
 	if (JBE_ISNUMERIC(e))
 	{
-		Numeric		num = (Numeric) (base + INTALIGN(off));
-		int			n;
+		Numeric num = (Numeric) (base + INTALIGN(off));
+		int n;
 
 		if (small_integer(num, out->numbers[slot], v))
 			return true;
 		n = ml_numeric_text(num, out->numbers[slot]);
 		return n > 0 && ml_json_number_view(out->numbers[slot], n, v);
 	}
-	return false;				/* a container where a field belongs */
+	return false; /* a container where a field belongs */
 }
 
 /*
@@ -199,9 +199,9 @@ static bool
 object(MlRolloutEvidenceFields *out, const JsonbContainer *jc, int part, int first)
 {
 	const PartOrder *o = &orders[part];
-	uint32		n;
+	uint32 n;
 	const char *base;
-	uint32		off = 0;
+	uint32 off = 0;
 
 	if (!JsonContainerIsObject(jc) || (n = JsonContainerSize(jc)) != (uint32) o->n)
 		return false;
@@ -209,7 +209,7 @@ object(MlRolloutEvidenceFields *out, const JsonbContainer *jc, int part, int fir
 	base = (const char *) &jc->children[2 * n];
 	for (uint32 k = 0; k < n; k++)
 	{
-		uint32		start = off;
+		uint32 start = off;
 
 		JBE_ADVANCE_OFFSET(off, jc->children[k]);
 		if (off - start != o->len[k] ||
@@ -218,9 +218,9 @@ object(MlRolloutEvidenceFields *out, const JsonbContainer *jc, int part, int fir
 	}
 	for (uint32 k = 0; k < n; k++)
 	{
-		JEntry		e = jc->children[n + k];
-		uint32		start = off;
-		int			slot = first + o->index[k];
+		JEntry e = jc->children[n + k];
+		uint32 start = off;
+		int slot = first + o->index[k];
 
 		JBE_ADVANCE_OFFSET(off, e);
 		if (part == PART_ROOT &&
@@ -231,8 +231,9 @@ object(MlRolloutEvidenceFields *out, const JsonbContainer *jc, int part, int fir
 			out->fields[slot] = NULL;
 			if (!JBE_ISCONTAINER(e) ||
 				!object(out, child, slot == ML_EV_SCOPE ? PART_SCOPE : PART_REVISION,
-						slot == ML_EV_SCOPE ? ML_EV_SCOPE_FIRST
-						: slot == ML_EV_TARGET ? ML_EV_TARGET_FIRST : ML_EV_PREVIOUS_FIRST))
+						slot == ML_EV_SCOPE	   ? ML_EV_SCOPE_FIRST
+						: slot == ML_EV_TARGET ? ML_EV_TARGET_FIRST
+											   : ML_EV_PREVIOUS_FIRST))
 				return false;
 		}
 		else if (!leaf(out, slot, e, base, start, off - start))

@@ -68,7 +68,7 @@ check_content_id(RoReader *r, const char *path, const char *claimed, const char 
 		ro_error(r->err, "content_id_mismatch", path, "content_id",
 				 "does not match the record's content");
 		ro_detail(r->err, "The record says %s but its content (without content_id) has id %s. "
-				  "A record edited after its id was computed is refused.",
+						  "A record edited after its id was computed is refused.",
 				  claimed, actual);
 		return false;
 	}
@@ -87,7 +87,7 @@ static bool
 verify_content_id(RoReader *r, MlJsonArena *arena, const MlJsonValue *record,
 				  const char *path, const char *claimed)
 {
-	char		actual[ML_CONTENT_ID_LEN + 1];
+	char actual[ML_CONTENT_ID_LEN + 1];
 	MlJsonError jerr;
 
 	if (!ml_json_content_id_excluding(arena, record, "content_id", actual, &jerr))
@@ -129,7 +129,7 @@ read_scope(RoReader *r, const MlJsonValue *const *f, const char *path, MlRollout
 
 /* ---- contract --------------------------------------------------------- */
 
-static const char *const contract_keys[] = {"content_id", "policy", "scope", NULL};
+static const char *const contract_keys[] = { "content_id", "policy", "scope", NULL };
 
 static const char *const policy_keys[] = {
 	"capacity_quota_replicas", "ceiling_fraction", "health_max_age_seconds",
@@ -157,8 +157,8 @@ read_policy(RoReader *r, const MlJsonValue *obj, const char *path, MlRolloutPoli
 	p->nsteps = steps->u.array.count;
 	for (size_t i = 0; i < p->nsteps; i++)
 	{
-		char		idx[24];
-		char		parent[160];
+		char idx[24];
+		char parent[160];
 
 		snprintf(idx, sizeof(idx), "[%zu]", i);
 		snprintf(parent, sizeof(parent), "%s.steps", path);
@@ -205,7 +205,7 @@ MlRolloutStatus
 ml_rollout_read_contract(MlJsonArena *arena, const MlJsonValue *v,
 						 MlRolloutContract *out, MlRolloutError *err)
 {
-	RoReader	r = {err, false};
+	RoReader r = { err, false };
 	const MlJsonValue *scope;
 	const MlJsonValue *sf[6];
 
@@ -363,8 +363,8 @@ MlRolloutStatus
 ml_rollout_read_evidence(MlJsonArena *arena, const MlJsonValue *v,
 						 MlRolloutEvidence *out, MlRolloutError *err)
 {
-	RoReader	r = {err, false};
-	const MlJsonValue *f[ML_EV_NFIELDS] = {0};
+	RoReader r = { err, false };
+	const MlJsonValue *f[ML_EV_NFIELDS] = { 0 };
 
 	if (!read_evidence(&r, v, f, out) ||
 		!verify_content_id(&r, arena, v, "evidence", out->content_id))
@@ -376,9 +376,9 @@ MlRolloutStatus
 ml_rollout_read_evidence_fields(const MlJsonValue *const fields[ML_EV_NFIELDS],
 								MlRolloutEvidence *out, MlRolloutError *err)
 {
-	RoReader	r = {err, false};
+	RoReader r = { err, false };
 	const MlJsonValue *f[ML_EV_NFIELDS];
-	char		actual[ML_CONTENT_ID_LEN + 1];
+	char actual[ML_CONTENT_ID_LEN + 1];
 
 	memcpy(f, fields, sizeof(f));
 	if (!read_evidence(&r, NULL, f, out))
@@ -417,7 +417,7 @@ check_binding(const MlRolloutContract *c, const MlRolloutEvidence *e, MlRolloutE
 		&e->scope.previous_revision, &e->scope.model_digest, &e->scope.config_digest
 	};
 	const MlRolloutPolicy *p = &c->policy;
-	int64_t		need;
+	int64_t need;
 
 	if (strcmp(c->content_id, e->contract_content_id) != 0)
 	{
@@ -437,7 +437,7 @@ check_binding(const MlRolloutContract *c, const MlRolloutEvidence *e, MlRolloutE
 		}
 	}
 	need = e->target.desired_replicas + e->previous.desired_replicas +
-		p->rollback_headroom_replicas + p->surge_replicas;
+		   p->rollback_headroom_replicas + p->surge_replicas;
 	if (need > p->capacity_quota_replicas)
 	{
 		ro_error(err, "overcommit", "evidence", "desired_capacity",
@@ -466,8 +466,8 @@ regressions(const MlRolloutPolicy *p, const MlRolloutEvidence *e)
 {
 	const MlRolloutRevision *t = &e->target;
 	const MlRolloutRevision *prev = &e->previous;
-	uint32_t	found = 0;
-	double		rate_t;
+	uint32_t found = 0;
+	double rate_t;
 
 	/* only a complete window with enough samples demonstrates anything */
 	if (e->window_ms < p->window_seconds * 1000 || t->requests < p->min_samples)
@@ -480,7 +480,7 @@ regressions(const MlRolloutPolicy *p, const MlRolloutEvidence *e)
 	/* relative to the previous revision only when it has enough samples too */
 	if (prev->requests >= p->min_samples)
 	{
-		double		rate_p = (double) prev->errors / (double) prev->requests;
+		double rate_p = (double) prev->errors / (double) prev->requests;
 
 		if (rate_t - rate_p > p->max_error_rate_increase)
 			found |= BIT(ML_REASON_ERROR_RATE_INCREASE_ABOVE_MAX);
@@ -496,7 +496,7 @@ holds(const MlRolloutPolicy *p, const MlRolloutEvidence *e)
 {
 	const MlRolloutRevision *t = &e->target;
 	const MlRolloutRevision *prev = &e->previous;
-	uint32_t	found = 0;
+	uint32_t found = 0;
 
 	/* readiness of the target */
 	if (t->desired_replicas == 0 || t->ready_replicas < t->desired_replicas)
@@ -523,7 +523,7 @@ holds(const MlRolloutPolicy *p, const MlRolloutEvidence *e)
 	/* the end of the schedule: hold for a separately authorized promotion */
 	if (e->current_fraction >= p->ceiling_fraction)
 		found |= p->ceiling_fraction >= 1.0 ? BIT(ML_REASON_TRAFFIC_COMPLETE)
-			: BIT(ML_REASON_AT_CEILING);
+											: BIT(ML_REASON_AT_CEILING);
 	return found;
 }
 
@@ -551,8 +551,8 @@ nomem(MlRolloutError *err, const char *what)
 /* Bounded text being written; every piece below is ASCII that needs no escaping. */
 typedef struct OutBuf
 {
-	char		s[1024];
-	size_t		len;
+	char s[1024];
+	size_t len;
 } OutBuf;
 
 static void
@@ -584,16 +584,16 @@ out_str(OutBuf *o, const char *s)
 static MlRolloutStatus
 write_output(MlJsonArena *arena, MlRolloutPlan *plan, MlRolloutError *err)
 {
-	OutBuf		o;
-	char		cur[32],
-				next[32];
-	size_t		head_len;
-	char	   *text;
-	bool		first = true;
+	OutBuf o;
+	char cur[32],
+		next[32];
+	size_t head_len;
+	char *text;
+	bool first = true;
 
 	if (ml_json_format_number(plan->current_fraction, cur) == 0 ||
 		ml_json_format_number(plan->next_fraction, next) == 0)
-		return nomem(err, "hashing the plan");	/* fractions were checked finite */
+		return nomem(err, "hashing the plan"); /* fractions were checked finite */
 
 	o.len = 0;
 	OUT_LIT(&o, "{\"contract_content_id\":");
@@ -602,7 +602,7 @@ write_output(MlJsonArena *arena, MlRolloutPlan *plan, MlRolloutError *err)
 	out_raw(&o, cur, strlen(cur));
 	OUT_LIT(&o, ",\"decision\":");
 	out_str(&o, ml_rollout_decision_name(plan->decision));
-	head_len = o.len;			/* "decision_digest" goes here */
+	head_len = o.len; /* "decision_digest" goes here */
 	OUT_LIT(&o, ",\"evidence_content_id\":");
 	out_str(&o, plan->evidence_content_id);
 	OUT_LIT(&o, ",\"next_fraction\":");
@@ -643,7 +643,7 @@ ml_rollout_decide(MlJsonArena *arena, const MlRolloutContract *contract,
 				  const MlRolloutEvidence *evidence, MlRolloutPlan *plan, MlRolloutError *err)
 {
 	const MlRolloutPolicy *p = &contract->policy;
-	uint32_t	found;
+	uint32_t found;
 
 	memset(plan, 0, sizeof(*plan));
 	if (!check_binding(contract, evidence, err))

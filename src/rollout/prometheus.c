@@ -22,8 +22,8 @@ static MlPromOutcome
 sample_value(const MlJsonValue *pair, MlPromResult *out)
 {
 	const MlJsonValue *v;
-	char	   *end;
-	double		d;
+	char *end;
+	double d;
 
 	if (pair == NULL || pair->type != ML_JSON_ARRAY || pair->u.array.count != 2)
 		return set(out, ML_PROM_ERROR, "sample is not a [time, value] pair");
@@ -48,9 +48,9 @@ ml_prom_parse_instant(MlJsonArena *arena, int http_status, const char *body, siz
 	MlJsonValue *root;
 	MlJsonError err;
 	const MlJsonValue *st,
-			   *data,
-			   *rtype,
-			   *result;
+		*data,
+		*rtype,
+		*result;
 
 	memset(out, 0, sizeof(*out));
 	if (http_status == 0 || body == NULL)
@@ -151,9 +151,9 @@ bool
 ml_prom_preset_query(MlPromPreset p, MlPromMetric m, const char *ns, const char *revision, long long ms,
 					 char *out, size_t size)
 {
-	char		sel[200];
-	char		all[400];
-	int			n = -1;
+	char sel[200];
+	char all[400];
+	int n = -1;
 
 	if (size > 0)
 		out[0] = '\0';
@@ -198,8 +198,7 @@ ml_prom_preset_query(MlPromPreset p, MlPromMetric m, const char *ns, const char 
 							 "(sum(increase(http_requests_total{%s,status=\"5xx\"}[%lldms])) or vector(0))",
 							 sel, ms, sel, ms);
 			else if (m == ML_PROM_ERRORS)
-				n = snprintf(out, size, ERRORS_OR_ZERO("sum(increase(http_requests_total{%s,status=\"5xx\"}[%lldms]))",
-													   "sum(increase(vllm:e2e_request_latency_seconds_count{%s}[%lldms]))"),
+				n = snprintf(out, size, ERRORS_OR_ZERO("sum(increase(http_requests_total{%s,status=\"5xx\"}[%lldms]))", "sum(increase(vllm:e2e_request_latency_seconds_count{%s}[%lldms]))"),
 							 sel, ms, sel, ms);
 			else
 				n = snprintf(out, size,
@@ -214,8 +213,7 @@ ml_prom_preset_query(MlPromPreset p, MlPromMetric m, const char *ns, const char 
 							 "(sum(increase(nv_inference_request_failure{%s}[%lldms])) or vector(0))",
 							 sel, ms, sel, ms);
 			else if (m == ML_PROM_ERRORS)
-				n = snprintf(out, size, ERRORS_OR_ZERO("sum(increase(nv_inference_request_failure{%s}[%lldms]))",
-													   "sum(increase(nv_inference_request_success{%s}[%lldms]))"),
+				n = snprintf(out, size, ERRORS_OR_ZERO("sum(increase(nv_inference_request_failure{%s}[%lldms]))", "sum(increase(nv_inference_request_success{%s}[%lldms]))"),
 							 sel, ms, sel, ms);
 			else
 				n = snprintf(out, size,

@@ -21,11 +21,11 @@ PG_FUNCTION_INFO_V1(mlplat_evidence_queries);
 Datum
 mlplat_evidence_queries(PG_FUNCTION_ARGS)
 {
-	static const char *const metric_names[ML_PROM_METRIC_COUNT] = {"requests", "errors", "p95_ms"};
+	static const char *const metric_names[ML_PROM_METRIC_COUNT] = { "requests", "errors", "p95_ms" };
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	char	   *ns;
-	char	   *rev;
-	int64		ms;
+	char *ns;
+	char *rev;
+	int64 ms;
 	MlPromPreset preset = (MlPromPreset) mlplat_metrics_preset;
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
@@ -36,7 +36,7 @@ mlplat_evidence_queries(PG_FUNCTION_ARGS)
 	ms = PG_GETARG_INT64(2);
 	if (!PG_ARGISNULL(3))
 	{
-		char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(3));
+		char *name = text_to_cstring(PG_GETARG_TEXT_PP(3));
 
 		if (!ml_prom_preset_from_name(name, &preset))
 			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -46,9 +46,9 @@ mlplat_evidence_queries(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 	for (int m = 0; m < ML_PROM_METRIC_COUNT; m++)
 	{
-		char		q[1024];
-		Datum		values[3];
-		bool		nulls[3] = {false, false, false};
+		char q[1024];
+		Datum values[3];
+		bool nulls[3] = { false, false, false };
 
 		if (!ml_prom_preset_query(preset, (MlPromMetric) m, ns, rev, (long long) ms, q, sizeof(q)))
 			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),

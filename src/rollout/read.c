@@ -22,52 +22,52 @@ static const struct
 	const char *rule;
 	const char *detail;
 	const char *hint;
-}			rules[] = {
-	{"not_object", "Contracts, evidence records and their parts are JSON objects.",
-	"See docs/rollouts.md for the contract and evidence shapes."},
-	{"missing_key", "Every field is required; where the shape allows it, an unknown value is written as null, never left out.",
-	"See docs/rollouts.md for the complete list of fields."},
-	{"unknown_key", "The shapes are closed so that a misspelt or misplaced field is never silently ignored.",
-	"Remove the field or fix its name; see docs/rollouts.md."},
-	{"boolean_number", "true and false are not counts or numbers, even though some languages treat them as 1 and 0.",
-	"Write the number itself."},
-	{"string_number", "Numbers written as strings (\"5\", \"0.2\") are refused, so a field's meaning never depends on how a string happens to parse.",
-	"Write the value as a JSON number."},
-	{"wrong_type", "Each field has exactly one JSON type (see docs/rollouts.md).",
-	"Write the field with the type the shape requires."},
-	{"not_finite", "Only finite numbers can be compared and hashed canonically.",
-	"Write a finite number."},
-	{"negative", "Counts, times and durations cannot be negative.",
-	"Write a non-negative value."},
-	{"not_integer", "Counts, epoch seconds and durations are whole numbers.",
-	"Write an integer (a value such as 5.0 is accepted; 5.5 is not)."},
-	{"sub_millisecond", "Evidence times and durations are seconds with at most millisecond precision, so every comparison between them is exact.",
-	"Round the time to whole milliseconds (at most 3 decimals)."},
-	{"out_of_range", "The value is outside the range the field allows.",
-	"See docs/rollouts.md for each field's range."},
-	{"bad_format", "The string does not have the required form.",
-	"See docs/rollouts.md for each field's form."},
-	{"inconsistent", "The record contradicts itself.",
-	"Fix the record where the observation was assembled; a record that contradicts itself cannot be trusted for a traffic decision."},
-	{"content_id_mismatch", "A record's content_id is the content id (SHA-256 of RFC 8785 canonical JSON) of the record without its content_id member.",
-	"Recompute the id from the record's final content, e.g. with mlplat.with_content_id(record)."},
-	{"contract_mismatch", "Evidence is bound to exactly one contract by the contract's content id.",
-	"Gather evidence for this contract, or decide with the contract the evidence was gathered for."},
-	{"scope_mismatch", "Evidence must describe the same project, deployment, revisions, model and configuration as the contract.",
-	"Gather evidence for this contract's scope."},
-	{"overcommit", "Desired replicas of target and previous revisions plus the rollback headroom and the surge must fit in the capacity quota; surge must never consume rollback headroom.",
-	"Lower the desired replicas or the surge, or raise capacity_quota_replicas in a new contract."},
-	{"above_ceiling", "Traffic on the target revision already exceeds what the contract allows.",
-	"Bring traffic back to at most the ceiling before deciding; this needs a person, not an automatic step."},
-	{"nomem", "The allocator refused memory.", "Retry with more memory."},
+} rules[] = {
+	{ "not_object", "Contracts, evidence records and their parts are JSON objects.",
+	  "See docs/rollouts.md for the contract and evidence shapes." },
+	{ "missing_key", "Every field is required; where the shape allows it, an unknown value is written as null, never left out.",
+	  "See docs/rollouts.md for the complete list of fields." },
+	{ "unknown_key", "The shapes are closed so that a misspelt or misplaced field is never silently ignored.",
+	  "Remove the field or fix its name; see docs/rollouts.md." },
+	{ "boolean_number", "true and false are not counts or numbers, even though some languages treat them as 1 and 0.",
+	  "Write the number itself." },
+	{ "string_number", "Numbers written as strings (\"5\", \"0.2\") are refused, so a field's meaning never depends on how a string happens to parse.",
+	  "Write the value as a JSON number." },
+	{ "wrong_type", "Each field has exactly one JSON type (see docs/rollouts.md).",
+	  "Write the field with the type the shape requires." },
+	{ "not_finite", "Only finite numbers can be compared and hashed canonically.",
+	  "Write a finite number." },
+	{ "negative", "Counts, times and durations cannot be negative.",
+	  "Write a non-negative value." },
+	{ "not_integer", "Counts, epoch seconds and durations are whole numbers.",
+	  "Write an integer (a value such as 5.0 is accepted; 5.5 is not)." },
+	{ "sub_millisecond", "Evidence times and durations are seconds with at most millisecond precision, so every comparison between them is exact.",
+	  "Round the time to whole milliseconds (at most 3 decimals)." },
+	{ "out_of_range", "The value is outside the range the field allows.",
+	  "See docs/rollouts.md for each field's range." },
+	{ "bad_format", "The string does not have the required form.",
+	  "See docs/rollouts.md for each field's form." },
+	{ "inconsistent", "The record contradicts itself.",
+	  "Fix the record where the observation was assembled; a record that contradicts itself cannot be trusted for a traffic decision." },
+	{ "content_id_mismatch", "A record's content_id is the content id (SHA-256 of RFC 8785 canonical JSON) of the record without its content_id member.",
+	  "Recompute the id from the record's final content, e.g. with mlplat.with_content_id(record)." },
+	{ "contract_mismatch", "Evidence is bound to exactly one contract by the contract's content id.",
+	  "Gather evidence for this contract, or decide with the contract the evidence was gathered for." },
+	{ "scope_mismatch", "Evidence must describe the same project, deployment, revisions, model and configuration as the contract.",
+	  "Gather evidence for this contract's scope." },
+	{ "overcommit", "Desired replicas of target and previous revisions plus the rollback headroom and the surge must fit in the capacity quota; surge must never consume rollback headroom.",
+	  "Lower the desired replicas or the surge, or raise capacity_quota_replicas in a new contract." },
+	{ "above_ceiling", "Traffic on the target revision already exceeds what the contract allows.",
+	  "Bring traffic back to at most the ceiling before deciding; this needs a person, not an automatic step." },
+	{ "nomem", "The allocator refused memory.", "Retry with more memory." },
 };
 
 /* Fill *err; always returns false so callers can write "return ro_error(...)". */
 bool
 ro_error(MlRolloutError *err, const char *rule, const char *parent, const char *key,
-		 const char *fmt,...)
+		 const char *fmt, ...)
 {
-	va_list		ap;
+	va_list ap;
 
 	err->rule = rule;
 	if (key != NULL && key[0] == '[')
@@ -94,9 +94,9 @@ ro_error(MlRolloutError *err, const char *rule, const char *parent, const char *
 }
 
 void
-ro_detail(MlRolloutError *err, const char *fmt,...)
+ro_detail(MlRolloutError *err, const char *fmt, ...)
 {
-	va_list		ap;
+	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(err->detail, sizeof(err->detail), fmt, ap);
@@ -106,7 +106,7 @@ ro_detail(MlRolloutError *err, const char *fmt,...)
 NumText
 ro_num(double d)
 {
-	NumText		t;
+	NumText t;
 
 	if (ml_json_format_number(d, t.s) == 0)
 		snprintf(t.s, sizeof(t.s), "non-finite");
@@ -123,7 +123,7 @@ ro_num(double d)
 bool
 ro_check_keys(RoReader *r, const MlJsonValue *obj, const char *path, const char *const *keys)
 {
-	size_t		n = 0;
+	size_t n = 0;
 
 	if (obj == NULL || obj->type != ML_JSON_OBJECT)
 		return ro_error(r->err, "not_object", path, NULL, "must be an object, not %s",
@@ -146,7 +146,7 @@ ro_check_keys(RoReader *r, const MlJsonValue *obj, const char *path, const char 
 	for (size_t i = 0; i < obj->u.object.count; i++)
 	{
 		const MlJsonMember *m = obj->u.object.by_key[i];
-		bool		known = false;
+		bool known = false;
 
 		for (const char *const *k = keys; *k != NULL; k++)
 		{
@@ -158,8 +158,8 @@ ro_check_keys(RoReader *r, const MlJsonValue *obj, const char *path, const char 
 		}
 		if (!known)
 		{
-			char		shown[64];
-			size_t		n = m->key_len < sizeof(shown) - 1 ? m->key_len : sizeof(shown) - 1;
+			char shown[64];
+			size_t n = m->key_len < sizeof(shown) - 1 ? m->key_len : sizeof(shown) - 1;
 
 			/*
 			 * show at most 63 bytes of the key; controls and non-ASCII bytes
@@ -210,7 +210,7 @@ bool
 ro_count(RoReader *r, const MlJsonValue *v, const char *parent, const char *key,
 		 int64_t min, int64_t *out)
 {
-	double		d;
+	double d;
 
 	if (!ro_number(r, v, parent, key, "a count (a non-negative integer)", &d))
 		return false;
@@ -241,8 +241,8 @@ ro_count_in(RoReader *r, const MlJsonValue *obj, const char *parent, const char 
 NumText
 ro_secs(int64_t ms)
 {
-	NumText		t;
-	int			n = snprintf(t.s, sizeof(t.s), "%lld.%03d", (long long) (ms / 1000), (int) (ms % 1000));
+	NumText t;
+	int n = snprintf(t.s, sizeof(t.s), "%lld.%03d", (long long) (ms / 1000), (int) (ms % 1000));
 
 	while (t.s[n - 1] == '0')
 		t.s[--n] = '\0';
@@ -262,8 +262,8 @@ ro_secs(int64_t ms)
 bool
 ro_ms(RoReader *r, const MlJsonValue *v, const char *parent, const char *key, int64_t *out)
 {
-	double		d,
-				ms;
+	double d,
+		ms;
 
 	if (!ro_number(r, v, parent, key, "a number of seconds", &d))
 		return false;
@@ -301,7 +301,7 @@ bool
 ro_ranged(RoReader *r, const MlJsonValue *v, const char *parent, const char *key,
 		  double lo, bool lo_open, double hi, const char *range_text, double *out)
 {
-	double		d;
+	double d;
 
 	if (!ro_number(r, v, parent, key, "a number", &d))
 		return false;
@@ -341,14 +341,14 @@ ro_string(RoReader *r, const MlJsonValue *v, const char *parent, const char *key
 static bool
 is_lower_hex(const char *s, size_t len)
 {
-	unsigned	bad = 0;
+	unsigned bad = 0;
 
 	for (size_t i = 0; i < len; i++)
 	{
 		unsigned char c = (unsigned char) s[i];
 
 		bad |= (unsigned) ((unsigned char) (c - '0') > 9) &
-			(unsigned) ((unsigned char) (c - 'a') > 5);
+			   (unsigned) ((unsigned char) (c - 'a') > 5);
 	}
 	return bad == 0;
 }
@@ -382,4 +382,3 @@ ro_content_id(RoReader *r, const MlJsonValue *v, const char *parent, const char 
 	out[ML_CONTENT_ID_LEN] = '\0';
 	return true;
 }
-

@@ -21,22 +21,22 @@
 typedef struct RoReader
 {
 	MlRolloutError *err;
-	bool		nomem;
+	bool nomem;
 } RoReader;
 
 /* Fill *err with the rule's default detail and hint; always false. */
 extern bool ro_error(MlRolloutError *err, const char *rule, const char *parent,
-					 const char *key, const char *fmt,...)
-			__attribute__((format(printf, 5, 6)));
+					 const char *key, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
 
 /* Replace the detail of the error just set. */
-extern void ro_detail(MlRolloutError *err, const char *fmt,...)
-			__attribute__((format(printf, 2, 3)));
+extern void ro_detail(MlRolloutError *err, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 
 /* A number as canonical JSON writes it, or a time in seconds (for messages). */
 typedef struct NumText
 {
-	char		s[32];
+	char s[32];
 } NumText;
 
 extern NumText ro_num(double d);
@@ -80,4 +80,4 @@ extern bool ro_digest(RoReader *r, const MlJsonValue *v, const char *parent, con
 extern bool ro_content_id(RoReader *r, const MlJsonValue *v, const char *parent,
 						  const char *key, char out[ML_CONTENT_ID_LEN + 1]);
 
-#endif							/* MLPLAT_ROLLOUT_READ_H */
+#endif /* MLPLAT_ROLLOUT_READ_H */

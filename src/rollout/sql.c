@@ -45,21 +45,21 @@ PG_FUNCTION_INFO_V1(mlplat_plan_rollout);
  * (a few megabytes); when it is full it is emptied and starts again.  Batches
  * that interleave up to CACHE_MAX contracts read each once.
  */
-#define CACHE_SLOTS 4096		/* a power of two */
-#define CACHE_MAX	2048
+#define CACHE_SLOTS 4096 /* a power of two */
+#define CACHE_MAX 2048
 
 typedef struct CachedContract
 {
-	uint32		hash;
-	Jsonb	   *bytes;			/* copy of the contract datum */
+	uint32 hash;
+	Jsonb *bytes;				/* copy of the contract datum */
 	MlRolloutContract contract; /* scope strings copied beside it */
 } CachedContract;
 
 typedef struct ContractCache
 {
-	MemoryContext cxt;			/* entries; reset when full */
-	int			nentries;
-	CachedContract *last;		/* the previous call's, checked first */
+	MemoryContext cxt; /* entries; reset when full */
+	int nentries;
+	CachedContract *last; /* the previous call's, checked first */
 	CachedContract *slots[CACHE_SLOTS];
 } ContractCache;
 
@@ -73,9 +73,9 @@ typedef struct PlanState
 	ContractCache cache;
 	MemoryContext call_cxt;
 	/* fractions of recent plans as numerics (a batch repeats a few steps) */
-	int			nfractions;
-	uint64		fraction_bits[8];
-	Numeric		fraction_numeric[8];
+	int nfractions;
+	uint64 fraction_bits[8];
+	Numeric fraction_numeric[8];
 } PlanState;
 
 static MlJsonValue *
@@ -102,7 +102,7 @@ parse_arg(MemoryContext cxt, MlJsonArena *arena, Jsonb *jb, const char *what)
 		mlplat_sanitizer_before_error();
 		ereport(ERROR,
 				(errcode(err.code == ML_JSON_ERR_NOMEM ? ERRCODE_OUT_OF_MEMORY
-						 : ERRCODE_INVALID_PARAMETER_VALUE),
+													   : ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid rollout %s: %s", what, err.message),
 				 errdetail("Rule %s: the problem is at byte offset %zu of the argument's JSON text.",
 						   err.code == ML_JSON_ERR_VALUE ? "json_value" : "json_syntax",
@@ -118,7 +118,7 @@ report(MlRolloutStatus st, const MlRolloutError *err)
 	mlplat_sanitizer_before_error();
 	ereport(ERROR,
 			(errcode(st == ML_ROLLOUT_NOMEM ? ERRCODE_OUT_OF_MEMORY
-					 : ERRCODE_INVALID_PARAMETER_VALUE),
+											: ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("invalid rollout %s: %s", err->path, err->message),
 			 errdetail("Rule %s: %s", err->rule, err->detail),
 			 errhint("%s", err->hint)));
@@ -134,7 +134,7 @@ same_bytes(const CachedContract *c, Jsonb *jb)
 static void
 copy_str(MemoryContext cxt, MlRolloutStr *s)
 {
-	char	   *c = MemoryContextAlloc(cxt, s->len + 1);
+	char *c = MemoryContextAlloc(cxt, s->len + 1);
 
 	memcpy(c, s->str, s->len);
 	c[s->len] = '\0';
@@ -156,9 +156,9 @@ cached_contract(PlanState *state, Jsonb *jb)
 	MlRolloutContract contract;
 	MlRolloutError err;
 	MlRolloutStatus st;
-	uint32		hash;
-	uint32		tail;
-	uint32		i;
+	uint32 hash;
+	uint32 tail;
+	uint32 i;
 
 	if (cache->last != NULL && same_bytes(cache->last, jb))
 		return &cache->last->contract;
@@ -228,9 +228,9 @@ set_string(JsonbValue *v, const char *s)
 static void
 set_number(PlanState *state, MemoryContext keep, JsonbValue *v, double d)
 {
-	char		text[32];
-	uint64		bits;
-	Numeric		n;
+	char text[32];
+	uint64 bits;
+	Numeric n;
 
 	/*
 	 * The numeric depends only on the double (its bits, so -0 and 0 stay
@@ -247,13 +247,13 @@ set_number(PlanState *state, MemoryContext keep, JsonbValue *v, double d)
 		}
 	}
 	if (ml_json_format_number(d, text) == 0)
-		elog(ERROR, "non-finite fraction in a rollout plan");	/* checked on input */
+		elog(ERROR, "non-finite fraction in a rollout plan"); /* checked on input */
 	n = DatumGetNumeric(DirectFunctionCall3(numeric_in, CStringGetDatum(text),
 											ObjectIdGetDatum(InvalidOid),
 											Int32GetDatum(-1)));
 	if (state->nfractions < lengthof(state->fraction_bits))
 	{
-		Numeric		copy = MemoryContextAlloc(keep, VARSIZE(n));
+		Numeric copy = MemoryContextAlloc(keep, VARSIZE(n));
 
 		memcpy(copy, n, VARSIZE(n));
 		state->fraction_bits[state->nfractions] = bits;
@@ -269,10 +269,10 @@ plan_jsonb(PlanState *state, MemoryContext keep, const MlRolloutPlan *plan)
 		"reasons", "decision", "next_fraction", "decision_digest", "current_fraction",
 		"contract_content_id", "evidence_content_id"
 	};
-	JsonbValue	reasons[ML_REASON_COUNT];
-	JsonbPair	pairs[7];
-	JsonbValue	obj;
-	int			n = 0;
+	JsonbValue reasons[ML_REASON_COUNT];
+	JsonbPair pairs[7];
+	JsonbValue obj;
+	int n = 0;
 
 	for (int i = 0; i < ML_REASON_COUNT; i++)
 		if (plan->reasons & (1u << i))
@@ -321,9 +321,9 @@ read_evidence(PlanState *state, Jsonb *jb, MlRolloutEvidence *evidence)
 Datum
 mlplat_plan_rollout(PG_FUNCTION_ARGS)
 {
-	Jsonb	   *contract_jb = PG_GETARG_JSONB_P(0);
-	Jsonb	   *evidence_jb = PG_GETARG_JSONB_P(1);
-	PlanState  *state = (PlanState *) fcinfo->flinfo->fn_extra;
+	Jsonb *contract_jb = PG_GETARG_JSONB_P(0);
+	Jsonb *evidence_jb = PG_GETARG_JSONB_P(1);
+	PlanState *state = (PlanState *) fcinfo->flinfo->fn_extra;
 	const MlRolloutContract *contract;
 	MemoryContext old;
 	MlJsonArena *arena;
@@ -331,8 +331,8 @@ mlplat_plan_rollout(PG_FUNCTION_ARGS)
 	MlRolloutPlan plan;
 	MlRolloutError err;
 	MlRolloutStatus st;
-	Jsonb	   *result;
-	Jsonb	   *copy;
+	Jsonb *result;
+	Jsonb *copy;
 
 	if (state == NULL)
 	{
@@ -358,8 +358,8 @@ mlplat_plan_rollout(PG_FUNCTION_ARGS)
 	result = plan_jsonb(state, fcinfo->flinfo->fn_mcxt, &plan);
 #ifdef USE_ASSERT_CHECKING
 	{
-		Jsonb	   *text_route = DatumGetJsonbP(DirectFunctionCall1(jsonb_in,
-																	CStringGetDatum(plan.json)));
+		Jsonb *text_route = DatumGetJsonbP(DirectFunctionCall1(jsonb_in,
+															   CStringGetDatum(plan.json)));
 
 		Assert(VARSIZE(text_route) == VARSIZE(result) &&
 			   memcmp(text_route, result, VARSIZE(result)) == 0);

@@ -42,8 +42,8 @@
 #define MESSAGE_MAX 160
 
 static TimestampTz next_export_at = 0;
-static int	failures = 0;
-static int	drops = 0;				/* batches dropped in a row (for the log) */
+static int failures = 0;
+static int drops = 0; /* batches dropped in a row (for the log) */
 
 bool
 mlplat_otlp_retryable(int status)
@@ -137,9 +137,9 @@ static bool
 read_batch(char **ids, char **body, int *count)
 {
 	MemoryContext cxt = CurrentMemoryContext;
-	Oid			type = INT4OID;
-	Datum		arg = Int32GetDatum(mlplat_otlp_batch_size);
-	bool		found = false;
+	Oid type = INT4OID;
+	Datum arg = Int32GetDatum(mlplat_otlp_batch_size);
+	bool found = false;
 
 	mlplat_txn_begin();
 	if (SPI_execute_with_args("SELECT ids::pg_catalog.text, body, pg_catalog.cardinality(ids) FROM mlplat._spans_export_batch($1)",
@@ -147,8 +147,8 @@ read_batch(char **ids, char **body, int *count)
 		elog(ERROR, "mlplat: could not read spans to export");
 	if (SPI_processed == 1)
 	{
-		HeapTuple	t = SPI_tuptable->vals[0];
-		TupleDesc	td = SPI_tuptable->tupdesc;
+		HeapTuple t = SPI_tuptable->vals[0];
+		TupleDesc td = SPI_tuptable->tupdesc;
 
 		*ids = MemoryContextStrdup(cxt, SPI_getvalue(t, td, 1));
 		*body = MemoryContextStrdup(cxt, SPI_getvalue(t, td, 2));
@@ -162,8 +162,8 @@ read_batch(char **ids, char **body, int *count)
 static void
 mark_exported(MlplatPass *pass, const char *ids)
 {
-	Oid			types[2] = {TEXTOID, INT8OID};
-	Datum		args[2] = {CStringGetTextDatum(ids), Int64GetDatum(pass->epoch)};
+	Oid types[2] = { TEXTOID, INT8OID };
+	Datum args[2] = { CStringGetTextDatum(ids), Int64GetDatum(pass->epoch) };
 
 	mlplat_txn_begin();
 	if (SPI_execute_with_args("SELECT mlplat._spans_mark_exported($1::pg_catalog.int8[], $2)", 2, types, args,
@@ -176,7 +176,7 @@ mark_exported(MlplatPass *pass, const char *ids)
 static void
 retry_later(MlplatPass *pass, int count, const char *why, int retry_after_s)
 {
-	int64		delay;
+	int64 delay;
 
 	failures = Min(failures + 1, 30);
 	delay = mlplat_backoff_delay_ms(failures, 500, mlplat_backoff_max_ms, retry_after_s, (uint64) MyProcPid);
@@ -192,10 +192,10 @@ void
 mlplat_otlp_export_pass(MlplatPass *pass)
 {
 	TimestampTz now = GetCurrentTimestamp();
-	char	   *url;
-	size_t		len;
-	int			sent = 0;
-	bool		more = false;
+	char *url;
+	size_t len;
+	int sent = 0;
+	bool more = false;
 
 	if (mlplat_otlp_endpoint == NULL || mlplat_otlp_endpoint[0] == '\0')
 	{
@@ -215,14 +215,14 @@ mlplat_otlp_export_pass(MlplatPass *pass)
 
 	for (int i = 0; i < MAX_BATCHES_PER_PASS; i++)
 	{
-		char	   *ids;
-		char	   *body;
-		int			count;
+		char *ids;
+		char *body;
+		int count;
 		MlplatHttpBatch *batch;
 		MlplatHttpRequest *req;
 		const char *why;
-		char	   *message;
-		int64		rejected;
+		char *message;
+		int64 rejected;
 
 		if (!read_batch(&ids, &body, &count))
 			break;

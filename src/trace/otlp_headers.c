@@ -25,15 +25,15 @@ static bool
 is_tchar(unsigned char c)
 {
 	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		strchr("!#$%&'*+-.^_`|~", c) != NULL;
+		   strchr("!#$%&'*+-.^_`|~", c) != NULL;
 }
 
 /* Headers the exporter sets itself, or that would change the framing. */
 static bool
 is_reserved(const char *name, size_t len)
 {
-	static const char *const reserved[] = {"content-type", "content-length", "host",
-	"transfer-encoding", "connection", "expect"};
+	static const char *const reserved[] = { "content-type", "content-length", "host",
+											"transfer-encoding", "connection", "expect" };
 
 	for (int i = 0; i < lengthof(reserved); i++)
 		if (strlen(reserved[i]) == len && pg_strncasecmp(name, reserved[i], len) == 0)
@@ -49,7 +49,7 @@ static char *
 apply(const char *content, MlplatHttpRequest *req)
 {
 	const char *p = content;
-	int			lineno = 0;
+	int lineno = 0;
 
 	while (*p)
 	{
@@ -58,7 +58,7 @@ apply(const char *content, MlplatHttpRequest *req)
 		const char *colon;
 		const char *v;
 		const char *ve;
-		size_t		nlen;
+		size_t nlen;
 
 		lineno++;
 		/* trim a CR and trailing blanks */
@@ -86,7 +86,7 @@ apply(const char *content, MlplatHttpRequest *req)
 				return psprintf("line %d: the value holds a control character", lineno);
 		if (req)
 			mlplat_http_request_add_header(req, pnstrdup(p, nlen), pnstrdup(v, ve - v));
-next:
+	next:
 		if (eol == NULL)
 			break;
 		p = eol + 1;
@@ -97,15 +97,15 @@ next:
 char *
 mlplat_otlp_headers_apply(MlplatHttpRequest *req)
 {
-	char	   *why;
-	char	   *bad;
+	char *why;
+	char *bad;
 
 	why = mlplat_secret_file_refresh(&headers_file, mlplat_otlp_headers_file,
 									 "OTLP headers file", HEADERS_MAX, MLPLAT_SECRET_ANY, NULL);
 	if (why != NULL)
 		return why;
 	if (headers_file.content == NULL)
-		return NULL;			/* no file configured: no extra headers */
+		return NULL; /* no file configured: no extra headers */
 	if ((bad = apply(headers_file.content, NULL)) != NULL)
 		return psprintf("OTLP headers file \"%s\": %s", mlplat_otlp_headers_file, bad);
 	(void) apply(headers_file.content, req);

@@ -22,8 +22,8 @@ void
 mlplat_trace_random_hex(char *out, int nbytes)
 {
 	static const char hex[] = "0123456789abcdef";
-	uint8		buf[32];
-	bool		nonzero = false;
+	uint8 buf[32];
+	bool nonzero = false;
 
 	Assert(nbytes > 0 && nbytes <= (int) sizeof(buf));
 	if (!pg_strong_random(buf, nbytes))
@@ -53,7 +53,7 @@ PG_FUNCTION_INFO_V1(mlplat_new_traceparent);
 Datum
 mlplat_new_traceparent(PG_FUNCTION_ARGS)
 {
-	char		tp[56];
+	char tp[56];
 	const char *caller = mlplat_traceparent;
 
 	if (caller && mlplat_traceparent_is_valid(caller))
@@ -159,25 +159,25 @@ mlplat_span_end(MlplatSpan *s, const char *error)
 	mlplat_span_end_at(s, GetCurrentTimestamp(), error);
 }
 
-static const char *const kind_names[] = {"INTERNAL", "SERVER", "CLIENT"};
+static const char *const kind_names[] = { "INTERNAL", "SERVER", "CLIENT" };
 
 /* the columns of mlplat._spans_record_set, one array each */
 #define SPAN_COLS 14
-static const Oid span_col_types[SPAN_COLS] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID,
-TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID};
+static const Oid span_col_types[SPAN_COLS] = { TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID,
+											   TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID };
 
 int
 mlplat_spans_flush(List *spans)
 {
 	ArrayBuildState *col[SPAN_COLS];
-	Oid			types[SPAN_COLS];
-	Datum		v[SPAN_COLS];
-	ListCell   *lc;
-	int			n = 0;
+	Oid types[SPAN_COLS];
+	Datum v[SPAN_COLS];
+	ListCell *lc;
+	int n = 0;
 
 	for (int i = 0; i < SPAN_COLS; i++)
 		col[i] = initArrayResult(span_col_types[i], CurrentMemoryContext, false);
-	foreach(lc, spans)
+	foreach (lc, spans)
 	{
 		MlplatSpan *s = lfirst(lc);
 

@@ -24,7 +24,7 @@ name_ok(const char *s, int len)
 		return false;
 	for (int i = 0; i < len; i++)
 	{
-		char		c = s[i];
+		char c = s[i];
 
 		if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_' ||
 			  (i > 0 && c >= '0' && c <= '9')))
@@ -36,9 +36,9 @@ name_ok(const char *s, int len)
 Datum
 mlplat_env_ok(PG_FUNCTION_ARGS)
 {
-	Jsonb	   *env = PG_GETARG_JSONB_P(0);
+	Jsonb *env = PG_GETARG_JSONB_P(0);
 	JsonbIterator *it;
-	JsonbValue	v;
+	JsonbValue v;
 	JsonbIteratorToken tok;
 
 	if (!JB_ROOT_IS_OBJECT(env) || JB_ROOT_COUNT(env) > 64)

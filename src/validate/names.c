@@ -37,7 +37,7 @@ mlplat_dns_label_is_valid(const char *s, size_t len, size_t max_len)
 static bool
 hex_field_ok(const char *s, size_t n)
 {
-	bool		nonzero = false;
+	bool nonzero = false;
 
 	for (size_t i = 0; i < n; i++)
 	{

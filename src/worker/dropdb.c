@@ -30,7 +30,7 @@ static ProcessUtility_hook_type prev_utility_hook = NULL;
 static int
 connected_workers(void)
 {
-	int			n = 0;
+	int n = 0;
 
 	SpinLockAcquire(&mlplat_shared->mutex);
 	for (int k = 0; k < MLPLAT_NUM_KINDS; k++)
@@ -44,8 +44,8 @@ connected_workers(void)
 static void
 terminate_workers(void)
 {
-	int			pids[MLPLAT_NUM_KINDS * MLPLAT_MAX_REPLICAS];
-	int			n = 0;
+	int pids[MLPLAT_NUM_KINDS * MLPLAT_MAX_REPLICAS];
+	int n = 0;
 
 	SpinLockAcquire(&mlplat_shared->mutex);
 	for (int k = 0; k < MLPLAT_NUM_KINDS; k++)
@@ -72,7 +72,7 @@ mlplat_utility_hook(PlannedStmt *pstmt, const char *queryString, bool readOnlyTr
 					ProcessUtilityContext context, ParamListInfo params,
 					QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc)
 {
-	Node	   *stmt = pstmt->utilityStmt;
+	Node *stmt = pstmt->utilityStmt;
 	volatile bool dropping_ours = false;
 
 	if (mlplat_shared != NULL && mlplat_database != NULL)
@@ -129,7 +129,7 @@ mlplat_install_utility_hook(void)
 bool
 mlplat_database_unavailable(void)
 {
-	bool		result;
+	bool result;
 
 	SpinLockAcquire(&mlplat_shared->mutex);
 	result = mlplat_shared->db_drop_in_progress || mlplat_shared->db_dropped;

@@ -22,9 +22,9 @@ void
 mlplat_retention_pass(MlplatPass *pass)
 {
 	TimestampTz now = GetCurrentTimestamp();
-	Oid			types[3] = {TEXTOID, INT8OID, INT8OID};
-	Datum		args[3];
-	char	   *outcome = NULL;
+	Oid types[3] = { TEXTOID, INT8OID, INT8OID };
+	Datum args[3];
+	char *outcome = NULL;
 
 	/* from the last check, so a reloaded interval counts at once */
 	if (last_check != 0 &&
@@ -38,7 +38,8 @@ mlplat_retention_pass(MlplatPass *pass)
 	args[2] = Int64GetDatum((int64) mlplat_retention_interval_ms);
 	mlplat_txn_begin();
 	if (SPI_execute_with_args("SELECT mlplat._retention_tick($1, $2, $3)", 3, types, args,
-							  NULL, false, 1) != SPI_OK_SELECT || SPI_processed != 1)
+							  NULL, false, 1) != SPI_OK_SELECT ||
+		SPI_processed != 1)
 		elog(ERROR, "mlplat: retention check failed");
 	outcome = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
 	if (outcome && strcmp(outcome, "ran") == 0)

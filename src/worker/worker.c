@@ -52,14 +52,14 @@
 #define MLPLAT_WORKER_SEARCH_PATH "pg_catalog, pg_temp"
 
 /* leader lock key space: (database, MLPLAT_LOCK_CLASS, kind) */
-#define MLPLAT_LOCK_CLASS 0x6d6c706c	/* "mlpl" */
+#define MLPLAT_LOCK_CLASS 0x6d6c706c /* "mlpl" */
 
-static int	my_kind;
-static int	my_replica;
+static int my_kind;
+static int my_replica;
 static int64 my_epoch = 0;
 /* the extension object the epoch was recorded in; re-record when it changes */
-static Oid	current_ext_oid = InvalidOid;
-static Oid	epoch_ext_oid = InvalidOid;
+static Oid current_ext_oid = InvalidOid;
+static Oid epoch_ext_oid = InvalidOid;
 /* when this replica took the leader lock; 0 once its first pass has been logged */
 static TimestampTz led_since = 0;
 
@@ -129,8 +129,8 @@ worker_on_exit(int code, Datum arg)
 static bool
 extension_ready(char *why, size_t whylen)
 {
-	char	   *installed;
-	bool		ok;
+	char *installed;
+	bool ok;
 	MemoryContext caller = CurrentMemoryContext;
 
 	SetCurrentStatementStartTimestamp();
@@ -139,8 +139,7 @@ extension_ready(char *why, size_t whylen)
 	current_ext_oid = get_extension_oid("mlplat", true);
 	ok = installed != NULL && strcmp(installed, MLPLAT_VERSION) == 0;
 	if (!ok)
-		snprintf(why, whylen, installed ? "extension is version %s, library %s: run ALTER EXTENSION mlplat UPDATE"
-				 : "extension mlplat is not installed in this database",
+		snprintf(why, whylen, installed ? "extension is version %s, library %s: run ALTER EXTENSION mlplat UPDATE" : "extension mlplat is not installed in this database",
 				 installed ? installed : "", MLPLAT_VERSION);
 	CommitTransactionCommand();
 	/* a commit leaves us in TopMemoryContext: never let a pass allocate there */
@@ -165,9 +164,9 @@ static bool
 older_timeline_of_us(const char *holder, const char *identity)
 {
 	unsigned long long hsys,
-				msys;
-	unsigned	htl,
-				mtl;
+		msys;
+	unsigned htl,
+		mtl;
 
 	if (sscanf(holder, "mlplat-%llu-tl%u", &hsys, &htl) != 2 ||
 		sscanf(identity, "mlplat-%llu-tl%u", &msys, &mtl) != 2)
@@ -179,9 +178,9 @@ static bool
 lease_held(char *why, size_t whylen)
 {
 	static MlplatLeaseObservation obs;
-	char		name[64];
-	char		identity[128];
-	char	   *detail = NULL;
+	char name[64];
+	char identity[128];
+	char *detail = NULL;
 	MlplatLeaseResult r;
 
 	snprintf(name, sizeof(name), "mlplat-%s", mlplat_kind_names[my_kind]);
@@ -231,10 +230,10 @@ lease_held(char *why, size_t whylen)
 static bool
 try_lead(long wait_ms)
 {
-	LOCKTAG		tag;
+	LOCKTAG tag;
 	volatile LockAcquireResult res = LOCKACQUIRE_NOT_AVAIL;
 	MemoryContext caller = CurrentMemoryContext;
-	int			saved_lock_timeout = LockTimeout;
+	int saved_lock_timeout = LockTimeout;
 
 	leader_lock_tag(&tag);
 	SetCurrentStatementStartTimestamp();
@@ -255,7 +254,7 @@ try_lead(long wait_ms)
 	}
 	PG_CATCH();
 	{
-		ErrorData  *edata;
+		ErrorData *edata;
 
 		mlplat_sanitizer_after_catch();
 		LockTimeout = saved_lock_timeout;
@@ -266,7 +265,7 @@ try_lead(long wait_ms)
 			edata->sqlerrcode != ERRCODE_QUERY_CANCELED)
 			PG_RE_THROW();
 		FlushErrorState();
-		AbortCurrentTransaction();	/* takes us off the lock's wait queue */
+		AbortCurrentTransaction(); /* takes us off the lock's wait queue */
 		res = LOCKACQUIRE_NOT_AVAIL;
 	}
 	PG_END_TRY();
@@ -280,7 +279,7 @@ try_lead(long wait_ms)
 	 * differs from epoch_ext_oid).
 	 */
 	{
-		char		why[MLPLAT_STATUS_LEN];
+		char why[MLPLAT_STATUS_LEN];
 
 		if (extension_ready(why, sizeof(why)))
 			record_epoch();
@@ -302,10 +301,10 @@ record_epoch(void)
 	SPI_connect();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	{
-		Datum		args[3];
-		Oid			types[3] = {TEXTOID, INT4OID, INT4OID};
-		int			rc;
-		bool		isnull;
+		Datum args[3];
+		Oid types[3] = { TEXTOID, INT4OID, INT4OID };
+		int rc;
+		bool isnull;
 
 		args[0] = CStringGetTextDatum(mlplat_kind_names[my_kind]);
 		args[1] = Int32GetDatum(MyProcPid);
@@ -371,8 +370,8 @@ wait_until_database_may_exist(void)
 {
 	for (;;)
 	{
-		int			failures;
-		long		delay_ms;
+		int failures;
+		long delay_ms;
 
 		CHECK_FOR_INTERRUPTS();
 		SpinLockAcquire(&mlplat_shared->mutex);
@@ -428,7 +427,7 @@ static bool run_pass(MlplatPassFn fn, MlplatPass *pass, MemoryContext pass_conte
 static long
 export_spans(const MlplatPass *kind_pass, MemoryContext pass_context, long timeout_ms)
 {
-	MlplatPass	xp = *kind_pass;
+	MlplatPass xp = *kind_pass;
 
 	xp.next_pass_ms = 0;
 	xp.status[0] = '\0';
@@ -455,7 +454,7 @@ run_pass(MlplatPassFn fn, MlplatPass *pass, MemoryContext pass_context)
 	}
 	PG_CATCH();
 	{
-		ErrorData  *edata;
+		ErrorData *edata;
 
 		mlplat_sanitizer_after_catch();
 		MemoryContextSwitchTo(pass_context);
@@ -477,14 +476,14 @@ run_pass(MlplatPassFn fn, MlplatPass *pass, MemoryContext pass_context)
 void
 mlplat_worker_main(Datum main_arg)
 {
-	int			packed = DatumGetInt32(main_arg);
-	bool		leading = false;
+	int packed = DatumGetInt32(main_arg);
+	bool leading = false;
 	MemoryContext pass_context;
-	char		why[MLPLAT_STATUS_LEN];
-	char		controller[128];
+	char why[MLPLAT_STATUS_LEN];
+	char controller[128];
 	TimestampTz last_resync = 0;
-	int			consecutive_failures = 0;
-	bool		woken = false;
+	int consecutive_failures = 0;
+	bool woken = false;
 	TimestampTz last_full_pass = 0;
 
 	my_kind = packed / MLPLAT_MAX_REPLICAS;
@@ -533,7 +532,7 @@ mlplat_worker_main(Datum main_arg)
 
 	for (;;)
 	{
-		long		timeout_ms;
+		long timeout_ms;
 		MlplatPassFn fn;
 
 		CHECK_FOR_INTERRUPTS();
@@ -586,7 +585,7 @@ mlplat_worker_main(Datum main_arg)
 		else if (my_kind == MLPLAT_KIND_PROJECTS && !woken && GetCurrentTimestamp() < kind_pass_due)
 		{
 			/* a wake for the span exporter only: the projects pass is not due yet */
-			MlplatPass	pass;
+			MlplatPass pass;
 
 			memset(&pass, 0, sizeof(pass));
 			pass.kind = my_kind;
@@ -604,9 +603,9 @@ mlplat_worker_main(Datum main_arg)
 		}
 		else
 		{
-			MlplatPass	pass;
+			MlplatPass pass;
 			TimestampTz start = GetCurrentTimestamp();
-			bool		ok;
+			bool ok;
 
 			memset(&pass, 0, sizeof(pass));
 			pass.kind = my_kind;
@@ -616,7 +615,7 @@ mlplat_worker_main(Datum main_arg)
 			pass.resync = TimestampDifferenceExceeds(last_resync, start, mlplat_resync_interval_ms);
 			/* a commit woke us; still observe everything at least once a second */
 			pass.woken = woken && !pass.resync &&
-				!TimestampDifferenceExceeds(last_full_pass, start, 1000);
+						 !TimestampDifferenceExceeds(last_full_pass, start, 1000);
 			if (!pass.woken)
 				last_full_pass = start;
 			if (pass.resync)
@@ -661,7 +660,7 @@ mlplat_worker_main(Datum main_arg)
 
 				if (refusal != NULL && strstr(pass.status, pnstrdup(refusal, 24)) == NULL)
 				{
-					char		was[sizeof(pass.status)];
+					char was[sizeof(pass.status)];
 
 					strlcpy(was, pass.status, sizeof(was));
 					snprintf(pass.status, sizeof(pass.status), "credential refused: %s%s%s",
@@ -680,11 +679,11 @@ mlplat_worker_main(Datum main_arg)
 			}
 			else
 			{
-				long		until_resync;
+				long until_resync;
 
 				consecutive_failures = 0;
 				until_resync = mlplat_resync_interval_ms -
-					(long) (TimestampDifferenceMilliseconds(last_resync, GetCurrentTimestamp()));
+							   (long) (TimestampDifferenceMilliseconds(last_resync, GetCurrentTimestamp()));
 				timeout_ms = Max(0L, until_resync);
 				/* a reconciler waiting on the outside world asks to be back sooner */
 				if (pass.next_pass_ms > 0 && pass.next_pass_ms < timeout_ms)
@@ -704,7 +703,8 @@ mlplat_worker_main(Datum main_arg)
 		woken = false;
 		if (timeout_ms > 0)
 			woken = (WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-							   timeout_ms, PG_WAIT_EXTENSION) & WL_LATCH_SET) != 0;
+							   timeout_ms, PG_WAIT_EXTENSION) &
+					 WL_LATCH_SET) != 0;
 		ResetLatch(MyLatch);
 	}
 }

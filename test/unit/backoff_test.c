@@ -8,8 +8,8 @@
 
 #include "mlplat/backoff.h"
 
-static int	n_tests = 0;
-static int	n_failed = 0;
+static int n_tests = 0;
+static int n_failed = 0;
 
 static void
 ok(int cond, const char *what)
@@ -23,13 +23,13 @@ ok(int cond, const char *what)
 int
 main(void)
 {
-	int			a;
-	uint64_t	seed;
-	int			in_range = 1;
-	int			capped = 1;
-	int			monotone_ceiling = 1;
-	int			spread = 0;
-	int64_t		first = -1;
+	int a;
+	uint64_t seed;
+	int in_range = 1;
+	int capped = 1;
+	int monotone_ceiling = 1;
+	int spread = 0;
+	int64_t first = -1;
 
 	ok(mlplat_backoff_delay_ms(0, 100, 10000, 0, 1) == 0, "no failure yet: no delay");
 	ok(mlplat_backoff_delay_ms(-5, 100, 10000, 0, 1) == 0, "negative attempts: no delay");
@@ -39,8 +39,8 @@ main(void)
 	for (seed = 0; seed < 200; seed++)
 		for (a = 1; a <= 40; a++)
 		{
-			int64_t		d = mlplat_backoff_delay_ms(a, 100, 60000, 0, seed);
-			int64_t		ceil = a >= 20 ? 60000 : (100LL << (a - 1));
+			int64_t d = mlplat_backoff_delay_ms(a, 100, 60000, 0, seed);
+			int64_t ceil = a >= 20 ? 60000 : (100LL << (a - 1));
 
 			if (ceil > 60000)
 				ceil = 60000;
@@ -54,14 +54,15 @@ main(void)
 
 	/* huge attempt counts saturate instead of overflowing */
 	ok(mlplat_backoff_delay_ms(1000000, 100, 60000, 0, 7) <= 60000 &&
-	   mlplat_backoff_delay_ms(1000000, 100, 60000, 0, 7) >= 100, "attempts = 1e6 saturates at the cap");
+		   mlplat_backoff_delay_ms(1000000, 100, 60000, 0, 7) >= 100,
+	   "attempts = 1e6 saturates at the cap");
 	ok(mlplat_backoff_delay_ms(63, INT64_C(1) << 40, INT64_C(1) << 50, 0, 3) <= (INT64_C(1) << 50),
 	   "large base and shift do not overflow");
 
 	/* jitter: different seeds spread out, same seed is reproducible */
 	for (seed = 0; seed < 50; seed++)
 	{
-		int64_t		d = mlplat_backoff_delay_ms(8, 100, 60000, 0, seed);
+		int64_t d = mlplat_backoff_delay_ms(8, 100, 60000, 0, seed);
 
 		if (first < 0)
 			first = d;
@@ -74,11 +75,11 @@ main(void)
 
 	/* mean grows with attempts until the cap */
 	{
-		double		prev = 0;
+		double prev = 0;
 
 		for (a = 1; a <= 8; a++)
 		{
-			double		sum = 0;
+			double sum = 0;
 
 			for (seed = 0; seed < 1000; seed++)
 				sum += (double) mlplat_backoff_delay_ms(a, 100, 1000000, 0, seed);
@@ -91,19 +92,19 @@ main(void)
 
 	/* Retry-After: at least what the peer asked, plus jitter */
 	{
-		int64_t		d = mlplat_backoff_delay_ms(1, 100, 10000, 30, 1);
+		int64_t d = mlplat_backoff_delay_ms(1, 100, 10000, 30, 1);
 
 		ok(d >= 30000 && d <= 45000, "Retry-After raises the delay, even above max_ms (30 s + up to 15 s jitter)");
 	}
 	ok(mlplat_backoff_delay_ms(30, 100, 600000, 1, 1) >= 1000, "a small Retry-After never shortens a longer backoff");
 	{
-		int64_t		d = mlplat_backoff_delay_ms(0, 100, 10000, 5, 1);
+		int64_t d = mlplat_backoff_delay_ms(0, 100, 10000, 5, 1);
 
 		ok(d >= 5000 && d <= 10000, "Retry-After applies even before any failure count (5 s + up to 5 s)");
 	}
 	/* the per-entity cap: mlplat.retry_after_max (default 10 min) */
 	{
-		int64_t		d = mlplat_backoff_delay_ms(1, 100, 10000, 2000000000, 1);
+		int64_t d = mlplat_backoff_delay_ms(1, 100, 10000, 2000000000, 1);
 
 		ok(d >= 600000 && d <= 900000, "absurd Retry-After is clamped to mlplat.retry_after_max (+ jitter)");
 		mlplat_retry_after_max_ms = 20000;
@@ -118,14 +119,14 @@ main(void)
 	 * second of that window, and no second gets more than twice its share.
 	 */
 	{
-		int			per_second[16] = {0};
-		int			out_of_window = 0,
-					busiest = 0,
-					empty = 0;
+		int per_second[16] = { 0 };
+		int out_of_window = 0,
+			busiest = 0,
+			empty = 0;
 
 		for (seed = 1; seed <= 10000; seed++)
 		{
-			int64_t		d = mlplat_backoff_delay_ms(3, 500, 300000, 30, seed);
+			int64_t d = mlplat_backoff_delay_ms(3, 500, 300000, 30, seed);
 
 			if (d < 30000 || d > 45000)
 				out_of_window++;

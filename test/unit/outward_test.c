@@ -16,9 +16,9 @@
 #include "mlplat/json.h"
 #include "mlplat/prometheus.h"
 
-static int	n_tests = 0;
-static int	n_failed = 0;
-static int	first = 1;
+static int n_tests = 0;
+static int n_failed = 0;
+static int first = 1;
 
 static void
 ok(int cond, const char *what)
@@ -37,7 +37,10 @@ utf8_valid(const char *s)
 
 	while (*p)
 	{
-		int			n = *p < 0x80 ? 1 : (*p & 0xE0) == 0xC0 ? 2 : (*p & 0xF0) == 0xE0 ? 3 : (*p & 0xF8) == 0xF0 ? 4 : 0;
+		int n = *p < 0x80 ? 1 : (*p & 0xE0) == 0xC0 ? 2
+							: (*p & 0xF0) == 0xE0	? 3
+							: (*p & 0xF8) == 0xF0	? 4
+													: 0;
 
 		if (n == 0)
 			return 0;
@@ -52,7 +55,7 @@ utf8_valid(const char *s)
 static void
 test_revision_query(void)
 {
-	char		q[512];
+	char q[512];
 	const char *hostile[] = {
 		"web-predictor-00001\"} or vector(1) #",
 		"web-predictor-00001\",namespace_name=~\".*",
@@ -61,21 +64,23 @@ test_revision_query(void)
 		"-web",
 		"web-",
 		"",
-		"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",	/* 64 */
+		"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", /* 64 */
 		NULL
 	};
 
 	ok(ml_prom_revision_query(ML_PROM_REQUESTS, "shop", "web-predictor-00001", 60000, q, sizeof(q)) &&
-	   strcmp(q, "sum(increase(revision_request_count{namespace_name=\"shop\",revision_name=\"web-predictor-00001\"}[60000ms]))") == 0,
+		   strcmp(q, "sum(increase(revision_request_count{namespace_name=\"shop\",revision_name=\"web-predictor-00001\"}[60000ms]))") == 0,
 	   "a DNS-label revision name makes the request count query");
 	ok(ml_prom_revision_query(ML_PROM_ERRORS, "shop", "web-predictor-00001", 1000, q, sizeof(q)) &&
-	   strstr(q, "response_code_class=\"5xx\"") != NULL, "the error count query");
+		   strstr(q, "response_code_class=\"5xx\"") != NULL,
+	   "the error count query");
 	ok(ml_prom_revision_query(ML_PROM_P95, "shop", "web-predictor-00001", 1000, q, sizeof(q)) &&
-	   strncmp(q, "histogram_quantile(0.95, ", 25) == 0, "the p95 query");
+		   strncmp(q, "histogram_quantile(0.95, ", 25) == 0,
+	   "the p95 query");
 	for (int i = 0; hostile[i]; i++)
 	{
-		char		what[200];
-		int			refused = !ml_prom_revision_query(ML_PROM_REQUESTS, "shop", hostile[i], 1000, q, sizeof(q)) && q[0] == '\0';
+		char what[200];
+		int refused = !ml_prom_revision_query(ML_PROM_REQUESTS, "shop", hostile[i], 1000, q, sizeof(q)) && q[0] == '\0';
 
 		snprintf(what, sizeof(what), "a revision name that is no DNS label is refused (case %d)", i + 1);
 		ok(refused, what);
@@ -90,9 +95,10 @@ test_revision_query(void)
 static void
 test_utf8_clip(void)
 {
-	const char *e = "ab\xC3\xA9" "cd";	/* ab é cd */
-	const char *euro = "\xE2\x82\xAC\xE2\x82\xAC";	/* €€ */
-	const char *emoji = "x\xF0\x9F\x98\x80";	/* x 😀 */
+	const char *e = "ab\xC3\xA9"
+					"cd";						   /* ab é cd */
+	const char *euro = "\xE2\x82\xAC\xE2\x82\xAC"; /* €€ */
+	const char *emoji = "x\xF0\x9F\x98\x80";	   /* x 😀 */
 
 	ok(ml_utf8_clip(e, 6, 10) == 6, "text within the bound is kept whole");
 	ok(ml_utf8_clip(e, 6, 3) == 2, "a cut inside a 2-byte character backs up to before it");
@@ -107,16 +113,17 @@ test_prometheus_error_cut(void)
 {
 	MlJsonArena *arena = ml_json_arena_new();
 	MlPromResult res;
-	char		body[1024];
-	char		msg[400];
-	int			all_valid = 1;
+	char body[1024];
+	char msg[400];
+	int all_valid = 1;
 
 	/* the error text puts a 2-, 3- or 4-byte character across every cut position near 150 bytes */
 	for (int pad = 140; pad < 156; pad++)
 	{
 		for (int kind = 0; kind < 3; kind++)
 		{
-			const char *ch = kind == 0 ? "\xC3\xA9" : kind == 1 ? "\xE2\x82\xAC" : "\xF0\x9F\x98\x80";
+			const char *ch = kind == 0 ? "\xC3\xA9" : kind == 1 ? "\xE2\x82\xAC"
+																: "\xF0\x9F\x98\x80";
 
 			memset(msg, 'x', pad);
 			msg[pad] = '\0';

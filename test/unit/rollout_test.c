@@ -22,9 +22,9 @@
 
 const char *mlfuzz_check_plan_rollout(const uint8_t *data, size_t size);
 
-static int	tests_run = 0;
-static int	first = 0;
-static int	tests_failed = 0;
+static int tests_run = 0;
+static int first = 0;
+static int tests_failed = 0;
 
 static void
 ok(int cond, const char *name, const char *arg)
@@ -39,31 +39,31 @@ ok(int cond, const char *name, const char *arg)
 #define DIGEST_M "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
 #define DIGEST_C "sha256:2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae"
 #define SCOPE "{\"project\":\"fraud\",\"deployment\":\"scorer\",\"target_revision\":\"scorer-r18\"," \
-	"\"previous_revision\":\"scorer-r17\",\"model_digest\":\"" DIGEST_M "\",\"config_digest\":\"" DIGEST_C "\"}"
+			  "\"previous_revision\":\"scorer-r17\",\"model_digest\":\"" DIGEST_M "\",\"config_digest\":\"" DIGEST_C "\"}"
 
 static const char *base_contract =
-"{\"scope\":" SCOPE ",\"policy\":{\"steps\":[0.05,0.2,0.5,1],\"ceiling_fraction\":0.5,"
-"\"min_samples\":500,\"window_seconds\":300,\"max_error_rate\":0.01,\"max_p95_ms\":250,"
-"\"max_error_rate_increase\":0.005,\"max_p95_increase_ratio\":1.25,\"health_max_age_seconds\":60,"
-"\"surge_replicas\":1,\"rollback_headroom_replicas\":2,\"capacity_quota_replicas\":12},"
-"\"content_id\":\"x\"}";
+	"{\"scope\":" SCOPE ",\"policy\":{\"steps\":[0.05,0.2,0.5,1],\"ceiling_fraction\":0.5,"
+	"\"min_samples\":500,\"window_seconds\":300,\"max_error_rate\":0.01,\"max_p95_ms\":250,"
+	"\"max_error_rate_increase\":0.005,\"max_p95_increase_ratio\":1.25,\"health_max_age_seconds\":60,"
+	"\"surge_replicas\":1,\"rollback_headroom_replicas\":2,\"capacity_quota_replicas\":12},"
+	"\"content_id\":\"x\"}";
 
 static const char *base_evidence =
-"{\"contract_content_id\":\"x\",\"scope\":" SCOPE ",\"observed_at\":1764410400,"
-"\"current_fraction\":0.2,\"window_start\":1764410100,\"window_seconds\":300,"
-"\"target\":{\"desired_replicas\":4,\"ready_replicas\":4,\"load_attempts\":4,\"load_successes\":4,"
-"\"health_observed_at\":1764410390,\"requests\":1200,\"errors\":2,\"p95_ms\":180},"
-"\"previous\":{\"desired_replicas\":4,\"ready_replicas\":4,\"load_attempts\":4,\"load_successes\":4,"
-"\"health_observed_at\":1764410395,\"requests\":4800,\"errors\":9,\"p95_ms\":170},"
-"\"desired_capacity\":8,\"content_id\":\"x\"}";
+	"{\"contract_content_id\":\"x\",\"scope\":" SCOPE ",\"observed_at\":1764410400,"
+	"\"current_fraction\":0.2,\"window_start\":1764410100,\"window_seconds\":300,"
+	"\"target\":{\"desired_replicas\":4,\"ready_replicas\":4,\"load_attempts\":4,\"load_successes\":4,"
+	"\"health_observed_at\":1764410390,\"requests\":1200,\"errors\":2,\"p95_ms\":180},"
+	"\"previous\":{\"desired_replicas\":4,\"ready_replicas\":4,\"load_attempts\":4,\"load_successes\":4,"
+	"\"health_observed_at\":1764410395,\"requests\":4800,\"errors\":9,\"p95_ms\":170},"
+	"\"desired_capacity\":8,\"content_id\":\"x\"}";
 
 /* s with the first occurrence of from replaced by to (malloc'ed) */
 static char *
 replace(const char *s, const char *from, const char *to)
 {
 	const char *at = strstr(s, from);
-	size_t		n;
-	char	   *out;
+	size_t n;
+	char *out;
 
 	if (at == NULL)
 	{
@@ -104,16 +104,16 @@ typedef struct Outcome
 	MlRolloutStatus status;
 	MlRolloutPlan plan;
 	MlRolloutError err;
-	char		json[1024];
-	char		cid[ML_CONTENT_ID_LEN + 1];
-	char		eid[ML_CONTENT_ID_LEN + 1];
+	char json[1024];
+	char cid[ML_CONTENT_ID_LEN + 1];
+	char eid[ML_CONTENT_ID_LEN + 1];
 } Outcome;
 
 /* Parse, give both records correct ids (unless fix_ids is false), decide. */
 static Outcome
 decide(const char *contract_text, const char *evidence_text, int fix_ids)
 {
-	Outcome		o;
+	Outcome o;
 	MlJsonArena *a = ml_json_arena_new();
 	MlJsonError jerr;
 	MlJsonValue *c = ml_json_parse(a, contract_text, strlen(contract_text), NULL, &jerr);
@@ -150,7 +150,7 @@ has_reason(const Outcome *o, MlRolloutReason r)
 static void
 test_reason_table(void)
 {
-	int			sorted = 1;
+	int sorted = 1;
 
 	for (int i = 1; i < ML_REASON_COUNT; i++)
 	{
@@ -165,11 +165,11 @@ test_reason_table(void)
 static void
 test_base(void)
 {
-	Outcome		a = decide(base_contract, base_evidence, 1);
-	Outcome		b = decide(base_contract, base_evidence, 1);
-	char		expect[1024];
-	char		digest[ML_CONTENT_ID_LEN + 1];
-	size_t		n;
+	Outcome a = decide(base_contract, base_evidence, 1);
+	Outcome b = decide(base_contract, base_evidence, 1);
+	char expect[1024];
+	char digest[ML_CONTENT_ID_LEN + 1];
+	size_t n;
 
 	ok(a.status == ML_ROLLOUT_OK && a.plan.decision == ML_ROLLOUT_ADVANCE,
 	   "qualified evidence advances", a.err.message);
@@ -194,19 +194,19 @@ test_base(void)
 static void
 test_decisions(void)
 {
-	char	   *e;
-	Outcome		o;
+	char *e;
+	Outcome o;
 
 	e = replace(base_evidence, "\"errors\":2,", "\"errors\":20,");
 	o = decide(base_contract, e, 1);
 	ok(o.status == ML_ROLLOUT_OK && o.plan.decision == ML_ROLLOUT_ROLLBACK &&
-	   has_reason(&o, ML_REASON_ERROR_RATE_ABOVE_MAX) && o.plan.next_fraction == 0,
+		   has_reason(&o, ML_REASON_ERROR_RATE_ABOVE_MAX) && o.plan.next_fraction == 0,
 	   "an error rate above the maximum rolls back to 0", NULL);
 	free(e);
 
 	/* regression wins over stale health */
 	{
-		char	   *tmp = replace(base_evidence, "\"errors\":2,", "\"errors\":20,");
+		char *tmp = replace(base_evidence, "\"errors\":2,", "\"errors\":20,");
 
 		e = replace(tmp, "\"health_observed_at\":1764410390", "\"health_observed_at\":1764400000");
 		free(tmp);
@@ -218,7 +218,8 @@ test_decisions(void)
 	e = replace(base_evidence, "\"p95_ms\":180", "\"p95_ms\":null");
 	o = decide(base_contract, e, 1);
 	ok(o.plan.decision == ML_ROLLOUT_HOLD && o.plan.reasons == (1u << ML_REASON_P95_MISSING) &&
-	   o.plan.next_fraction == 0.2, "missing p95 holds, never rolls back", NULL);
+		   o.plan.next_fraction == 0.2,
+	   "missing p95 holds, never rolls back", NULL);
 	free(e);
 
 	e = replace(base_evidence, "\"current_fraction\":0.2", "\"current_fraction\":0.5");
@@ -231,18 +232,19 @@ test_decisions(void)
 static void
 test_refusals(void)
 {
-	char	   *e;
-	Outcome		o;
+	char *e;
+	Outcome o;
 
 	o = decide(base_contract, base_evidence, 0);
 	ok(o.status == ML_ROLLOUT_INVALID && strcmp(o.err.rule, "bad_format") == 0 &&
-	   strcmp(o.err.path, "contract.content_id") == 0,
+		   strcmp(o.err.path, "contract.content_id") == 0,
 	   "a placeholder content id is refused", o.err.path);
 
 	e = replace(base_evidence, "\"requests\":1200", "\"requests\":true");
 	o = decide(base_contract, e, 1);
 	ok(o.status == ML_ROLLOUT_INVALID && strcmp(o.err.rule, "boolean_number") == 0 &&
-	   strcmp(o.err.path, "evidence.target.requests") == 0, "a boolean count is refused", o.err.path);
+		   strcmp(o.err.path, "evidence.target.requests") == 0,
+	   "a boolean count is refused", o.err.path);
 	free(e);
 
 	e = replace(base_evidence, "\"requests\":1200", "\"requests\":\"1200\"");
@@ -254,7 +256,8 @@ test_refusals(void)
 	e = replace(base_evidence, "\"errors\":9,", "\"errors\":9,\"extra\":1,");
 	o = decide(base_contract, e, 1);
 	ok(o.status == ML_ROLLOUT_INVALID && strcmp(o.err.rule, "unknown_key") == 0 &&
-	   strcmp(o.err.path, "evidence.previous") == 0, "an unknown key is refused", o.err.path);
+		   strcmp(o.err.path, "evidence.previous") == 0,
+	   "an unknown key is refused", o.err.path);
 	free(e);
 }
 
@@ -269,16 +272,16 @@ static void
 test_corpus(const char *dir)
 {
 	struct dirent **names;
-	int			n = scandir(dir, &names, visible, alphasort);
+	int n = scandir(dir, &names, visible, alphasort);
 
 	if (n < 0)
 		return;
 	for (int i = 0; i < n; i++)
 	{
-		char		path[1024];
-		FILE	   *f;
-		uint8_t    *buf;
-		long		len;
+		char path[1024];
+		FILE *f;
+		uint8_t *buf;
+		long len;
 		const char *bad;
 
 		snprintf(path, sizeof(path), "%s/%s", dir, names[i]->d_name);

@@ -16,9 +16,9 @@
 #include "mlplat/canonical.h"
 #include "mlplat/s3.h"
 
-static int	n_tests = 0;
-static int	n_failed = 0;
-static int	first = 1;
+static int n_tests = 0;
+static int n_failed = 0;
+static int first = 1;
 
 static void
 ok(int cond, const char *what)
@@ -32,7 +32,7 @@ ok(int cond, const char *what)
 static void
 is_str(const char *got, const char *want, const char *what)
 {
-	int			same = got && want && strcmp(got, want) == 0;
+	int same = got && want && strcmp(got, want) == 0;
 
 	ok(same, what);
 	if (!same)
@@ -50,11 +50,11 @@ sigv4_case(const char *what, const char *method, const char *raw_path, const cha
 		   const char *want_auth)
 {
 	MlSigV4Input in;
-	char		uri[256];
-	char		auth[512];
-	char		sts[512];
-	char		label[256];
-	char		want_sts[256];
+	char uri[256];
+	char auth[512];
+	char sts[512];
+	char label[256];
+	char want_sts[256];
 
 	ml_s3_uri_encode(raw_path, true, uri, sizeof(uri));
 	memset(&in, 0, sizeof(in));
@@ -83,17 +83,18 @@ static void
 test_sigv4(void)
 {
 	MlS3Header get_obj[] = {
-		{"Host", HOST}, {"Range", "bytes=0-9"}, {"x-amz-content-sha256", EMPTY_SHA}, {"x-amz-date", "20130524T000000Z"}};
+		{ "Host", HOST }, { "Range", "bytes=0-9" }, { "x-amz-content-sha256", EMPTY_SHA }, { "x-amz-date", "20130524T000000Z" }
+	};
 	MlS3Header put_obj[] = {
-		{"Host", HOST}, {"Date", "Fri, 24 May 2013 00:00:00 GMT"}, {"x-amz-date", "20130524T000000Z"},
-		{"x-amz-storage-class", "REDUCED_REDUNDANCY"},
-		{"x-amz-content-sha256", "44ce7dd67c959e0d3524ffac1771dfbba87d2b6b4b4e99e42034a8b803f8b072"}};
+		{ "Host", HOST }, { "Date", "Fri, 24 May 2013 00:00:00 GMT" }, { "x-amz-date", "20130524T000000Z" }, { "x-amz-storage-class", "REDUCED_REDUNDANCY" }, { "x-amz-content-sha256", "44ce7dd67c959e0d3524ffac1771dfbba87d2b6b4b4e99e42034a8b803f8b072" }
+	};
 	MlS3Header bucket[] = {
-		{"x-amz-date", "20130524T000000Z"}, {"Host", HOST}, {"x-amz-content-sha256", EMPTY_SHA}};
-	char		payload_hash[65];
+		{ "x-amz-date", "20130524T000000Z" }, { "Host", HOST }, { "x-amz-content-sha256", EMPTY_SHA }
+	};
+	char payload_hash[65];
 	MlSigV4Input in;
-	char		auth[512];
-	MlS3Header dup[] = {{"Host", HOST}, {"host", HOST}};
+	char auth[512];
+	MlS3Header dup[] = { { "Host", HOST }, { "host", HOST } };
 
 	sigv4_case("GET Object", "GET", "/test.txt", "", get_obj, 4, EMPTY_SHA,
 			   "7344ae5b7ee6c3e7e6b0fe0640412a37625d1fbfff95c48bbb2dc43964946972",
@@ -123,8 +124,8 @@ test_sigv4(void)
 	/* blanks in a value are trimmed and collapsed: the GET Object signature does not change */
 	{
 		MlS3Header spaced[] = {
-			{"HOST", "  " HOST " "}, {"range", "bytes=0-9"}, {"X-Amz-Content-Sha256", EMPTY_SHA},
-			{"x-amz-date", "20130524T000000Z"}};
+			{ "HOST", "  " HOST " " }, { "range", "bytes=0-9" }, { "X-Amz-Content-Sha256", EMPTY_SHA }, { "x-amz-date", "20130524T000000Z" }
+		};
 
 		sigv4_case("GET Object (header names in any case, padded values)", "GET", "/test.txt", "", spaced, 4,
 				   EMPTY_SHA, "7344ae5b7ee6c3e7e6b0fe0640412a37625d1fbfff95c48bbb2dc43964946972",
@@ -158,7 +159,7 @@ test_sigv4(void)
 	ok(!ml_sigv4_authorization(&in, auth, sizeof(auth), NULL, 0), "sigv4: a malformed date is refused");
 
 	{
-		char		d[17];
+		char d[17];
 
 		ml_sigv4_amz_date(1369353600LL, d);
 		is_str(d, "20130524T000000Z", "amz date of 2013-05-24 00:00:00 UTC");
@@ -168,40 +169,41 @@ test_sigv4(void)
 static void
 test_uri(void)
 {
-	char		b[64];
-	char		k[1100];
-	char		longkey[1100];
-	char		enc[64];
+	char b[64];
+	char k[1100];
+	char longkey[1100];
+	char enc[64];
 	static const char *const bad[][2] = {
-		{"s3:/models/x", "not s3://"},
-		{"S3://models/x", "upper-case scheme"},
-		{"s3://models", "bucket only"},
-		{"s3://models/", "empty key"},
-		{"s3://ab/x", "bucket too short"},
-		{"s3://Models/x", "upper-case bucket"},
-		{"s3://-models/x", "bucket starting with '-'"},
-		{"s3://models./x", "bucket ending with '.'"},
-		{"s3://mo_dels/x", "bucket with '_'"},
-		{"s3://user@models/x", "userinfo in the bucket"},
-		{"s3://models:9000/x", "port in the bucket"},
-		{"s3://models/a/../etc/passwd", "'..' segment"},
-		{"s3://models/./x", "'.' segment"},
-		{"s3://models/x/..", "trailing '..' segment"},
-		{"s3://models/a\nb", "newline in the key"},
-		{"s3://models/a\rHost: evil", "CR in the key (header injection)"},
-		{"s3://models/a\x7f", "DEL in the key"},
-		{"", "empty string"},
+		{ "s3:/models/x", "not s3://" },
+		{ "S3://models/x", "upper-case scheme" },
+		{ "s3://models", "bucket only" },
+		{ "s3://models/", "empty key" },
+		{ "s3://ab/x", "bucket too short" },
+		{ "s3://Models/x", "upper-case bucket" },
+		{ "s3://-models/x", "bucket starting with '-'" },
+		{ "s3://models./x", "bucket ending with '.'" },
+		{ "s3://mo_dels/x", "bucket with '_'" },
+		{ "s3://user@models/x", "userinfo in the bucket" },
+		{ "s3://models:9000/x", "port in the bucket" },
+		{ "s3://models/a/../etc/passwd", "'..' segment" },
+		{ "s3://models/./x", "'.' segment" },
+		{ "s3://models/x/..", "trailing '..' segment" },
+		{ "s3://models/a\nb", "newline in the key" },
+		{ "s3://models/a\rHost: evil", "CR in the key (header injection)" },
+		{ "s3://models/a\x7f", "DEL in the key" },
+		{ "", "empty string" },
 	};
 
 	ok(ml_s3_parse_uri("s3://models/iris/1/model.bin", b, sizeof(b), k, sizeof(k)) == NULL &&
-	   strcmp(b, "models") == 0 && strcmp(k, "iris/1/model.bin") == 0, "s3://models/iris/1/model.bin parses");
+		   strcmp(b, "models") == 0 && strcmp(k, "iris/1/model.bin") == 0,
+	   "s3://models/iris/1/model.bin parses");
 	ok(ml_s3_parse_uri("s3://my.bucket-1/a b/%2e%2e/ü?x#y", b, sizeof(b), k, sizeof(k)) == NULL &&
-	   strcmp(b, "my.bucket-1") == 0 && strcmp(k, "a b/%2e%2e/ü?x#y") == 0,
+		   strcmp(b, "my.bucket-1") == 0 && strcmp(k, "a b/%2e%2e/ü?x#y") == 0,
 	   "odd but legal keys (blank, '%', UTF-8, '?', '#') are kept verbatim");
 	ok(ml_s3_parse_uri(NULL, b, sizeof(b), k, sizeof(k)) != NULL, "NULL is refused");
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 	{
-		char		label[128];
+		char label[128];
 
 		snprintf(label, sizeof(label), "refused: %s", bad[i][1]);
 		ok(ml_s3_parse_uri(bad[i][0], b, sizeof(b), k, sizeof(k)) != NULL, label);
@@ -226,11 +228,12 @@ test_uri(void)
 static void
 test_checksums(void)
 {
-	char		hex[65];
+	char hex[65];
 
 	/* SHA-256("") is 47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU= in base64 */
 	ok(ml_s3_checksum_b64_to_hex("47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=", hex) &&
-	   strcmp(hex, EMPTY_SHA) == 0, "x-amz-checksum-sha256 of the empty object decodes to its hex digest");
+		   strcmp(hex, EMPTY_SHA) == 0,
+	   "x-amz-checksum-sha256 of the empty object decodes to its hex digest");
 	ok(ml_s3_checksum_b64_to_hex(" 47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU= ", hex), "surrounding blanks are allowed");
 	ok(!ml_s3_checksum_b64_to_hex("47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU", hex), "missing padding is refused");
 	ok(!ml_s3_checksum_b64_to_hex("47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFV=", hex), "non-zero trailing bits are refused");
@@ -250,12 +253,14 @@ test_credentials(void)
 	MlS3Credentials c;
 
 	ok(ml_s3_parse_credentials("[default]\naws_access_key_id = AKID\n# c\naws_secret_access_key=SECRET\n", &c) == NULL &&
-	   strcmp(c.access_key_id, "AKID") == 0 && strcmp(c.secret_access_key, "SECRET") == 0 && c.session_token[0] == '\0',
+		   strcmp(c.access_key_id, "AKID") == 0 && strcmp(c.secret_access_key, "SECRET") == 0 && c.session_token[0] == '\0',
 	   "an AWS shared credentials file parses");
 	ok(ml_s3_parse_credentials("aws_access_key_id=A\r\naws_secret_access_key=S\r\naws_session_token=T\r\n", &c) == NULL &&
-	   strcmp(c.secret_access_key, "S") == 0 && strcmp(c.session_token, "T") == 0, "CRLF lines and a session token");
+		   strcmp(c.secret_access_key, "S") == 0 && strcmp(c.session_token, "T") == 0,
+	   "CRLF lines and a session token");
 	ok(ml_s3_parse_credentials("[a]\naws_access_key_id=A\naws_secret_access_key=S\n[b]\naws_secret_access_key=X\n", &c) == NULL &&
-	   strcmp(c.secret_access_key, "S") == 0, "only the first profile is read");
+		   strcmp(c.secret_access_key, "S") == 0,
+	   "only the first profile is read");
 	ok(ml_s3_parse_credentials("aws_access_key_id=A\n", &c) != NULL && c.access_key_id[0] == '\0',
 	   "a missing secret is refused and nothing is kept");
 	ok(ml_s3_parse_credentials("aws_access_key_id=A B\naws_secret_access_key=S\n", &c) != NULL, "a blank inside a value is refused");
