@@ -11,6 +11,7 @@ PACKAGES=(
 	libtap-parser-sourcehandler-pgtap-perl
 	libcurl4-openssl-dev libssl-dev make gcc
 	clang-14 libclang-rt-14-dev              # fuzzers
+	clang-format-14                          # the C style check (test/style/run.sh)
 	python3 python3-jsonschema python3-yaml python3-kubernetes  # manifest validator, fidelity checks
 	prometheus                               # real metrics backend for rollouts
 )

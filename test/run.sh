@@ -190,14 +190,14 @@ suite_pgtap() {
 # Scripts printing TAP: test/*/run.sh suites and test/e2e/*.sh, run against this cluster.
 suite_scripts() {
 	local s
-	for s in $(ls "$SRC"/test/unit/run.sh "$SRC"/test/tools/test.sh "$SRC"/test/http/run.sh "$SRC"/test/standin/test.sh "$SRC"/test/e2e/*.sh 2>/dev/null); do
+	for s in $(ls "$SRC"/test/unit/run.sh "$SRC"/test/tools/test.sh "$SRC"/test/style/run.sh "$SRC"/test/http/run.sh "$SRC"/test/standin/test.sh "$SRC"/test/e2e/*.sh 2>/dev/null); do
 		[[ -n "${ONLY:-}" && ! "${s#$SRC/}" =~ $ONLY ]] && continue
 		# These run no mlplat code in the server: the unit tests are always built
 		# with ASan + UBSan (and fail in the normal pass on any report, see
 		# test/lib/judge.sh), the validator and the stand-in need no server, the
 		# package test builds its own .deb.  The sanitizer pass would only repeat
 		# the normal pass.
-		if ((SANITIZE)) && [[ ${s#$SRC/} =~ ^test/(unit/run|tools/test|standin/test|e2e/package)\.sh$ ]]; then
+		if ((SANITIZE)) && [[ ${s#$SRC/} =~ ^test/(unit/run|tools/test|style/run|standin/test|e2e/package)\.sh$ ]]; then
 			log "script: ${s#$SRC/} (in the normal pass only: no server code to sanitize)"
 			continue
 		fi

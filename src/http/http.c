@@ -231,10 +231,10 @@ ensure_multi(void)
 	if (http_multi != NULL)
 		return;
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
-		ereport(ERROR, (errmsg("mlplat: could not initialize libcurl")));
+		ereport(ERROR, (errcode(ERRCODE_SYSTEM_ERROR), errmsg("mlplat: could not initialize libcurl")));
 	http_multi = curl_multi_init();
 	if (http_multi == NULL)
-		ereport(ERROR, (errmsg("mlplat: could not create a libcurl multi handle")));
+		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("mlplat: could not create a libcurl multi handle")));
 	curl_multi_setopt(http_multi, CURLMOPT_SOCKETFUNCTION, sock_cb);
 	curl_multi_setopt(http_multi, CURLMOPT_TIMERFUNCTION, timer_cb);
 	curl_multi_setopt(http_multi, CURLMOPT_MAXCONNECTS, 256L);

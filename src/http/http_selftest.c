@@ -57,7 +57,7 @@ mlplat_http_worker_selftest(PG_FUNCTION_ARGS)
 						errmsg("could not start the HTTP self-test worker"),
 						errhint("Raise max_worker_processes.")));
 	if (WaitForBackgroundWorkerStartup(h, &pid) != BGWH_STARTED)
-		ereport(ERROR, (errmsg("the HTTP self-test worker did not start")));
+		ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_RESOURCES), errmsg("the HTTP self-test worker did not start")));
 	(void) WaitForBackgroundWorkerShutdown(h);
 	PG_RETURN_VOID();
 }

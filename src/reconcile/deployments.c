@@ -829,7 +829,7 @@ mlplat_deployments_pass(MlplatPass *pass)
 	{
 		why = mlplat_kube_list_all(arena, &ISVC, selector, &items, &lists);
 		if (why)
-			ereport(ERROR, (errmsg("%s", why)));
+			ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE), errmsg("%s", why)));
 	}
 
 	/* match observed objects to deployments by "namespace/name" (hash: thousands of each) */

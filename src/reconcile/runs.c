@@ -650,7 +650,7 @@ mlplat_runs_pass(MlplatPass *pass)
 		char *list_error = mlplat_kube_list_all(arena, &WORKFLOW, selector, &items, &lists);
 
 		if (list_error)
-			ereport(ERROR, (errmsg("%s", list_error)));
+			ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE), errmsg("%s", list_error)));
 	}
 	t_list = GetCurrentTimestamp();
 

@@ -9,7 +9,7 @@
  * the lock manager wakes the first waiter the moment it is released, so a
  * takeover costs a wake-up, not a polling interval.
  *
- * The loop never holds a transaction across a wait or (later) an HTTP call.
+ * The loop never holds a transaction across a wait or an HTTP call.
  */
 #include "postgres.h"
 
