@@ -114,9 +114,13 @@ spans() {
 }
 tap_is "$(spans "string_agg(s.attributes->>'mlplat.canary_traffic_percent', ',' ORDER BY s.start_time)" "s.name = 'rollouts.apply' AND s.status = 'UNSET'")" \
 	"0,10,25,50" "spans: one rollouts.apply per traffic step"
-tap_is "$(spans "string_agg(s.attributes->>'mlplat.rollout.decision', ',' ORDER BY s.start_time)" "s.name = 'rollouts.decide'")" \
-	"$(ledger "string_agg(decision, ',' ORDER BY seq)" "decision IN ('ADVANCE', 'HOLD', 'ROLLBACK')")" \
-	"spans: one rollouts.decide per decision in the transition ledger"
+# both sides in one statement (one snapshot): the controller keeps deciding at the ceiling,
+# and a decision committed between two separate reads would look like a mismatch
+decided=$(spans "string_agg(s.attributes->>'mlplat.rollout.decision', ',' ORDER BY s.start_time) || ' = ' ||
+	(SELECT string_agg(decision, ',' ORDER BY seq) FROM mlplat.rollout_transitions t
+	  WHERE t.rollout_id = (SELECT max(id) FROM mlplat.rollouts) AND decision IN ('ADVANCE', 'HOLD', 'ROLLBACK'))" "s.name = 'rollouts.decide'")
+[[ "$decided" =~ ^([A-Z,]+)\ =\ ([A-Z,]+)$ && "${BASH_REMATCH[1]}" == "${BASH_REMATCH[2]}" ]]
+tap_ok $? "spans: one rollouts.decide per decision in the transition ledger ($decided)"
 tap_is "$(spans "(count(*) FILTER (WHERE s.name = 'rollouts.metrics') >= 2) || '/' || (count(*) = count(*) FILTER (WHERE a.name = 'mlplat.start_rollout' AND a.kind = 'SERVER'))" "true")" \
 	"true/true" "spans: the Prometheus queries of each window, all under the start_rollout call"
 
