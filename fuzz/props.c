@@ -210,6 +210,23 @@ ref_dns_label(const uint8_t *s, size_t len, size_t max_len)
 	return r;
 }
 
+/* the DNS-1035 reference: the regular expression deploy() used before names.c had the rule */
+static bool
+ref_dns1035_label(const uint8_t *s, size_t len, size_t max_len)
+{
+	char *z;
+	bool r;
+
+	if (len == 0 || len > max_len || memchr(s, 0, len))
+		return false;
+	z = malloc(len + 1);
+	memcpy(z, s, len);
+	z[len] = '\0';
+	r = regex_match("^[a-z]([-a-z0-9]*[a-z0-9])?$", z);
+	free(z);
+	return r;
+}
+
 static bool
 ref_traceparent(const char *s)
 {
@@ -236,6 +253,9 @@ mlfuzz_check_names(const uint8_t *data, size_t size)
 	if (mlplat_dns_label_is_valid((const char *) data + 1, size - 1, 63) !=
 		ref_dns_label(data + 1, size - 1, 63))
 		return "mlplat_dns_label_is_valid(63) disagrees with the reference";
+	if (mlplat_dns1035_label_is_valid((const char *) data + 1, size - 1, max_len) !=
+		ref_dns1035_label(data + 1, size - 1, max_len))
+		return "mlplat_dns1035_label_is_valid disagrees with the reference";
 
 	z = malloc(size);
 	memcpy(z, data + 1, size - 1);

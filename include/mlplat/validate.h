@@ -12,6 +12,7 @@
 
 /* RFC 1123 label: [a-z0-9]([-a-z0-9]*[a-z0-9])?, 1..max_len bytes. */
 extern bool mlplat_dns_label_is_valid(const char *s, size_t len, size_t max_len);
+extern bool mlplat_dns1035_label_is_valid(const char *s, size_t len, size_t max_len);
 
 /* W3C trace-context version 00 traceparent, lower-case hex, non-zero ids. */
 extern bool mlplat_traceparent_is_valid(const char *s);

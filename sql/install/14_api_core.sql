@@ -226,7 +226,7 @@ LANGUAGE plpgsql AS $$
 BEGIN
   IF v IS NULL THEN
     PERFORM mlplat._bad_input(field, 'must not be null', 'Pass a name.');
-  ELSIF pg_catalog.length(v) OPERATOR(pg_catalog.>) max_len OR v !~ '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$' THEN
+  ELSIF NOT mlplat.is_dns_label(v, max_len) THEN   -- the rule: src/validate/names.c
     PERFORM mlplat._bad_input(field,
       pg_catalog.format('must be a DNS-1123 label of 1 to %s characters', max_len),
       'Use lower-case letters, digits and ''-'', starting and ending with a letter or digit.');
@@ -252,50 +252,28 @@ BEGIN
   END IF;
 END $$;
 
--- env: an object of string -> string, names like environment variables.
+-- env: an object of string -> string, names like environment variables.  The rule is
+-- src/validate/env.c's, defined once: _env_problem gives the first problem as {rule, hint},
+-- _env_ok the same rule as a yes/no (deploy()'s fast path).
+CREATE FUNCTION mlplat._env_problem(env jsonb) RETURNS text[]
+LANGUAGE C STRICT IMMUTABLE AS 'MODULE_PATHNAME', 'mlplat_env_problem';
+CREATE FUNCTION mlplat._env_ok(env jsonb) RETURNS boolean
+LANGUAGE C STRICT IMMUTABLE AS 'MODULE_PATHNAME', 'mlplat_env_ok';
+
 CREATE FUNCTION mlplat._check_env(field text, env jsonb) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
-  e record;
+  p text[] := mlplat._env_problem(env);
 BEGIN
-  IF env IS NULL THEN
-    RETURN;
+  IF p IS NOT NULL THEN
+    PERFORM mlplat._bad_input(field, p[1], p[2]);
   END IF;
-  IF pg_catalog.jsonb_typeof(env) <> 'object' THEN
-    PERFORM mlplat._bad_input(field, 'must be a JSON object of name -> string value',
-      'Pass e.g. ''{"LOG_LEVEL": "info"}''.');
-  END IF;
-  -- fast path: one query decides; the loop below only names the offending variable
-  IF (SELECT pg_catalog.count(*) <= 64
-             AND coalesce(pg_catalog.bool_and(kv.key ~ '^[A-Za-z_][A-Za-z0-9_]{0,127}$'
-                                              AND pg_catalog.jsonb_typeof(kv.value) = 'string'
-                                              AND pg_catalog.length(kv.value #>> '{}') <= 4096), true)
-      FROM pg_catalog.jsonb_each(env) kv) THEN
-    RETURN;
-  END IF;
-  IF (SELECT pg_catalog.count(*) FROM pg_catalog.jsonb_object_keys(env)) > 64 THEN
-    PERFORM mlplat._bad_input(field, 'has more than 64 variables', 'Keep configuration small; use a config file for more.');
-  END IF;
-  FOR e IN SELECT * FROM pg_catalog.jsonb_each(env) LOOP
-    IF e.key !~ '^[A-Za-z_][A-Za-z0-9_]{0,127}$' THEN
-      PERFORM mlplat._bad_input(field, 'variable names must match [A-Za-z_][A-Za-z0-9_]* (at most 128 characters)',
-        'Rename the variable.');
-    END IF;
-    IF pg_catalog.jsonb_typeof(e.value) <> 'string' THEN
-      PERFORM mlplat._bad_input(field, pg_catalog.format('value of %s must be a string', e.key),
-        'Quote numbers and booleans: {"N": "1"}.');
-    END IF;
-    IF pg_catalog.length(e.value #>> '{}') > 4096 THEN
-      PERFORM mlplat._bad_input(field, pg_catalog.format('value of %s is longer than 4096 characters', e.key),
-        'Keep values short; mount large configuration as a file.');
-    END IF;
-  END LOOP;
 END $$;
 
--- The fast yes of _check_env (src/validate/env.c): true only when _check_env accepts env.  On
--- false, call _check_env: it decides, and names the offending variable.
-CREATE FUNCTION mlplat._env_ok(env jsonb) RETURNS boolean
-LANGUAGE C STRICT IMMUTABLE AS 'MODULE_PATHNAME', 'mlplat_env_ok';
+-- RFC 1035 label (a DNS-1123 label starting with a letter): deployment names, which KServe
+-- turns into Service names.  src/validate/names.c.
+CREATE FUNCTION mlplat._is_dns1035_label(name text, max_len integer) RETURNS boolean
+LANGUAGE C STRICT IMMUTABLE PARALLEL SAFE AS 'MODULE_PATHNAME', 'mlplat_is_dns1035_label';
 
 -- ---------------------------------------------------------------- authorization
 

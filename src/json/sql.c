@@ -29,6 +29,7 @@ PG_FUNCTION_INFO_V1(mlplat_content_id);
 PG_FUNCTION_INFO_V1(mlplat_content_id_excluding);
 PG_FUNCTION_INFO_V1(mlplat_spec_diff);
 PG_FUNCTION_INFO_V1(mlplat_is_dns_label);
+PG_FUNCTION_INFO_V1(mlplat_is_dns1035_label);
 PG_FUNCTION_INFO_V1(mlplat_is_traceparent);
 
 typedef struct JsonCall
@@ -193,20 +194,37 @@ mlplat_spec_diff(PG_FUNCTION_ARGS)
 	PG_RETURN_DATUM(result);
 }
 
-Datum
-mlplat_is_dns_label(PG_FUNCTION_ARGS)
+static void
+check_max_len(int32 max_len)
 {
-	text *t = PG_GETARG_TEXT_PP(0);
-	int32 max_len = PG_GETARG_INT32(1);
-
 	if (max_len < 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("max_len must be at least 1, not %d", max_len),
 				 errdetail("A DNS label has between 1 and max_len characters."),
 				 errhint("Use 63 for an RFC 1123 label or 253 for a DNS subdomain's length bound.")));
+}
+
+Datum
+mlplat_is_dns_label(PG_FUNCTION_ARGS)
+{
+	text *t = PG_GETARG_TEXT_PP(0);
+	int32 max_len = PG_GETARG_INT32(1);
+
+	check_max_len(max_len);
 	PG_RETURN_BOOL(mlplat_dns_label_is_valid(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t),
 											 (size_t) max_len));
+}
+
+Datum
+mlplat_is_dns1035_label(PG_FUNCTION_ARGS)
+{
+	text *t = PG_GETARG_TEXT_PP(0);
+	int32 max_len = PG_GETARG_INT32(1);
+
+	check_max_len(max_len);
+	PG_RETURN_BOOL(mlplat_dns1035_label_is_valid(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t),
+												 (size_t) max_len));
 }
 
 Datum

@@ -33,6 +33,13 @@ mlplat_dns_label_is_valid(const char *s, size_t len, size_t max_len)
 	return true;
 }
 
+/* RFC 1035 label (Kubernetes' DNS-1035): an RFC 1123 label that starts with a letter */
+bool
+mlplat_dns1035_label_is_valid(const char *s, size_t len, size_t max_len)
+{
+	return mlplat_dns_label_is_valid(s, len, max_len) && s[0] >= 'a' && s[0] <= 'z';
+}
+
 /* true when [s, s+n) is lower-case hex and not all '0' */
 static bool
 hex_field_ok(const char *s, size_t n)

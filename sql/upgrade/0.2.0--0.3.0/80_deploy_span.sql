@@ -32,8 +32,7 @@ BEGIN
   IF r.request_id IS NOT NULL THEN RETURN r; END IF;
 
   -- validate (nothing is written before this passes)
-  IF deploy.deployment IS NULL OR pg_catalog.length(deploy.deployment) > 45
-     OR deploy.deployment !~ '^[a-z]([-a-z0-9]*[a-z0-9])?$' THEN
+  IF deploy.deployment IS NULL OR NOT mlplat._is_dns1035_label(deploy.deployment, 45) THEN
     PERFORM mlplat._bad_input('deployment', 'must be a DNS-1035 label of 1 to 45 characters',
       'Start with a letter; use lower-case letters, digits and ''-''. KServe appends suffixes up to 63 characters.');
   END IF;
