@@ -347,7 +347,7 @@ mlplat_define_gucs(void)
 							PGC_SIGHUP, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("mlplat.pass_memory_limit",
 							"Memory a reconciler may hold while it reads a LIST.",
-							"A page whose parse would take the worker past it stops the pass with a message in reconciler_health.",
+							"A page whose parse would take the pass's own memory (its context, not the worker's caches) past it stops the pass with a message in reconciler_health.",
 							&mlplat_pass_memory_limit_kb, 262144, 8192, 1048576 * 64,
 							PGC_SIGHUP, GUC_UNIT_KB, NULL, NULL, NULL);
 	/* the variable lives in src/http/backoff.c, which unit tests link without PostgreSQL */

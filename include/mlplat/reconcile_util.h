@@ -79,9 +79,17 @@ extern int mlplat_ledger_batch_flush(MlplatPass *pass, MlplatLedgerBatch *b);
  * arena) and *lists counts the requests.  A 410 Expired continue token
  * restarts the list (a few times, backing off).  Returns NULL, or why the kind
  * could not be observed (then *items holds nothing of it): also when the list
- * runs past mlplat.list_max_pages pages or a page would take the worker past
+ * runs past mlplat.list_max_pages pages or a page would take the pass past
  * mlplat.pass_memory_limit.  No transaction may be open.
  */
+/*
+ * The context a pass allocates in, reset after every pass; the worker sets it
+ * once.  mlplat.pass_memory_limit bounds what it holds (with its children),
+ * not the worker's other memory.  NULL outside a worker: then the caller's
+ * current context counts.
+ */
+extern MemoryContext mlplat_pass_memory_context;
+
 extern char *mlplat_kube_list_all(MlJsonArena *arena, const MlplatKubeResource *res,
 								  const char *selector, List **items, int *lists);
 

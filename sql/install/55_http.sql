@@ -68,3 +68,14 @@ AS 'MODULE_PATHNAME', 'mlplat_http_worker_selftest';
 COMMENT ON FUNCTION mlplat._http_worker_selftest(text) IS
   'Test hook: GET configmap team-a/cm-selftest from base_url in a background worker outside any transaction; NOTIFY mlplat_http_selftest with the result.';
 REVOKE EXECUTE ON FUNCTION mlplat._http_worker_selftest(text) FROM PUBLIC;
+
+-- What mlplat.pass_memory_limit measures: a background worker holding ballast_mb MB of its
+-- own outside any pass LISTs InferenceServices the way a pass does; NOTIFY
+-- mlplat_pass_memory_selftest says whether the LIST went through or was stopped.
+CREATE FUNCTION mlplat._pass_memory_selftest(ballast_mb int)
+RETURNS void
+LANGUAGE C VOLATILE STRICT
+AS 'MODULE_PATHNAME', 'mlplat_pass_memory_selftest';
+COMMENT ON FUNCTION mlplat._pass_memory_selftest(int) IS
+  'Test hook: in a background worker holding ballast_mb MB outside its pass, LIST every InferenceService as a pass does (bounded by mlplat.pass_memory_limit); NOTIFY mlplat_pass_memory_selftest with the result.';
+REVOKE EXECUTE ON FUNCTION mlplat._pass_memory_selftest(int) FROM PUBLIC;

@@ -34,6 +34,9 @@ mlplat_cluster_ready(MlplatPass *pass, const char **why)
 	return false;
 }
 
+/* the running pass's own context (set by the worker), see reconcile_util.h */
+MemoryContext mlplat_pass_memory_context = NULL;
+
 /*
  * Plans of the statements mlplat_sql_bool runs, kept for the life of the
  * process: a write-back runs the same few statements once per entity, and
@@ -253,11 +256,15 @@ list_restart_backoff(int restarts)
  * Pages are bounded three ways (issue 18, finding 12): at most
  * mlplat.list_max_pages requests per LIST (a server whose continue chain never
  * ends cannot keep a pass busy forever), at most LIST_MAX_RESTARTS restarts
- * after 410 Gone, with a backoff, and the worker's memory: a page whose parse
- * would take the worker past mlplat.pass_memory_limit stops the pass with a
- * message (the parse tree is about as large as the text).  Each page's text
- * lives in a context of its own and is freed once parsed; only the parsed
- * items stay, in the caller's arena.
+ * after 410 Gone, with a backoff, and the pass's memory: a page whose parse
+ * would take the pass past mlplat.pass_memory_limit stops the pass with a
+ * message (the parse tree is about as large as the text).  What counts is
+ * what the pass holds — its own context (mlplat_pass_memory_context), where
+ * the page's text and the parsed items live — not the worker's whole
+ * TopMemoryContext, whose caches a long-lived worker builds up over time and
+ * which no pass can give back.  Each page's text lives in a context of its
+ * own and is freed once parsed; only the parsed items stay, in the caller's
+ * arena.
  */
 char *
 mlplat_kube_list_all(MlJsonArena *arena, const MlplatKubeResource *res, const char *selector,
@@ -268,6 +275,7 @@ mlplat_kube_list_all(MlJsonArena *arena, const MlplatKubeResource *res, const ch
 	int pages = 0;
 	int restarts = 0;
 	Size limit = (Size) mlplat_pass_memory_limit_kb * 1024;
+	MemoryContext pass_cxt = mlplat_pass_memory_context ? mlplat_pass_memory_context : CurrentMemoryContext;
 
 	for (;;)
 	{
@@ -290,11 +298,11 @@ mlplat_kube_list_all(MlJsonArena *arena, const MlplatKubeResource *res, const ch
 		(*lists)++;
 		pages++;
 		if (!r->failed && r->resp_body != NULL &&
-			MemoryContextMemAllocated(TopMemoryContext, true) + r->resp_len > limit)
+			MemoryContextMemAllocated(pass_cxt, true) + r->resp_len > limit)
 		{
-			why = psprintf("LIST of %s: page %d (%zu kB) would exceed mlplat.pass_memory_limit (%zu kB, %zu kB in use)",
+			why = psprintf("LIST of %s: page %d (%zu kB) would exceed mlplat.pass_memory_limit (%zu kB, %zu kB in use by the pass)",
 						   res->plural, pages, r->resp_len / 1024, limit / 1024,
-						   MemoryContextMemAllocated(TopMemoryContext, true) / 1024);
+						   MemoryContextMemAllocated(pass_cxt, true) / 1024);
 			MemoryContextDelete(page_cxt);
 			return why;
 		}

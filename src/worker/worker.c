@@ -41,6 +41,7 @@
 #include "mlplat/kinds.h"
 #include "mlplat/otlp_export.h"
 #include "mlplat/reconcile.h"
+#include "mlplat/reconcile_util.h"
 #include "mlplat/retention.h"
 #include "mlplat/sanitizer.h"
 #include "mlplat/secret_file.h"
@@ -529,6 +530,8 @@ mlplat_worker_main(Datum main_arg)
 
 	pass_context = AllocSetContextCreate(TopMemoryContext, "mlplat pass",
 										 ALLOCSET_DEFAULT_SIZES);
+	/* what mlplat.pass_memory_limit measures: the pass, not the worker's caches */
+	mlplat_pass_memory_context = pass_context;
 
 	for (;;)
 	{

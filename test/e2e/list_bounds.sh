@@ -72,6 +72,25 @@ wait_for mlplat "SELECT ($STATUS) LIKE '%would exceed mlplat.pass_memory_limit%'
 tap_ok $? "a 30 MB page: the pass stops before parsing it ($(q mlplat "$STATUS" | cut -c1-120))"
 rss=$(awk '/^VmRSS/ {print $2}' /proc/"$pid"/status 2>/dev/null)
 tap_ok $([ -n "$rss" ] && [ "$rss" -lt 200000 ]; echo $?) "... the worker (pid $pid) is still there, RSS ${rss:-?} kB"
+# (4) the limit bounds the pass, not the worker: a worker holding 64 MB of its own outside
+# any pass (as a long-lived worker's caches grow) LISTs a 6 MB page under the 24 MB limit;
+# the 30 MB page is still refused with no ballast at all.  Before, the worker's whole
+# TopMemoryContext counted: the ballast alone stopped the LIST.
+selftest() {   # ballast_mb -> the self-test worker's report
+	$PSQL -d mlplat -X -c "LISTEN mlplat_pass_memory_selftest" -c "SELECT mlplat._pass_memory_selftest($1)" -c "SELECT 1" 2>&1 |
+		sed -n 's/.*payload "\(.*\)" received.*/\1/p'
+}
+r=$(selftest 0)
+tap_ok $(echo "$r" | grep -q '^stopped: LIST of inferenceservices: page 1 .* would exceed mlplat.pass_memory_limit' ; echo $?) \
+	"a pass with no other memory is stopped before a 30 MB page ($r)"
+admin PUT config '{"listPadBytes": 6291456}' >/dev/null
+r=$(selftest 64)
+tap_ok $(echo "$r" | grep -q '^listed [0-9]* items in 1 pages; ballast 64 MB' ; echo $?) \
+	"a worker holding 64 MB outside its pass reads a 6 MB page under the 24 MB limit ($r)"
+admin PUT config '{"listPadBytes": 31457280}' >/dev/null
+r=$(selftest 64)
+tap_ok $(echo "$r" | grep -q '^stopped: .*would exceed mlplat.pass_memory_limit' ; echo $?) \
+	"... and its pass is still stopped before a 30 MB page ($r)"
 q mlplat "ALTER SYSTEM RESET mlplat.pass_memory_limit" >/dev/null && q mlplat "SELECT pg_reload_conf()" >/dev/null
 wait_for mlplat "SELECT ($STATUS) NOT LIKE 'pass failed%'" t 60
 tap_ok $? "under the default limit (256 MB) a 30 MB page is read: passes succeed"
