@@ -52,7 +52,21 @@ typedef struct MlplatKubeResult
 	Jsonb *body;   /* parsed JSON body (object, list or Status), or NULL */
 	char *reason;  /* Status.reason ("NotFound", "AlreadyExists", ...) or NULL */
 	char *message; /* one clear line for logs and views; NULL when OK */
+	/*
+	 * The line a tenant may read (status_reason, last_error, spans), when
+	 * message must not reach one: a transport failure, whose libcurl text
+	 * names the API server's host, port or URL.  NULL: message is fine for
+	 * tenants.  Administrators keep message (ledger, server log).
+	 */
+	char *tenant_message;
 } MlplatKubeResult;
+
+/* What a tenant may read of a result: tenant_message, else message (may be NULL). */
+static inline char *
+mlplat_kube_tenant_line(const MlplatKubeResult *r)
+{
+	return r->tenant_message ? r->tenant_message : r->message;
+}
 
 /* ---- configuration */
 extern MlplatKubeConfigState mlplat_kube_config_refresh(const char **why);

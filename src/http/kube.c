@@ -422,6 +422,13 @@ mlplat_kube_classify(const MlplatHttpRequest *req, bool is_json, MlplatKubeResul
 		out->reason = pstrdup(r.reason);
 	if (r.message[0] != '\0')
 		out->message = pstrdup(r.message);
+	/* libcurl's text names the API server (host, port, URL): not for tenants */
+	if (req->failed)
+		out->tenant_message = req->status == 0
+								  ? psprintf("Kubernetes API %s request failed: the cluster did not answer (details for administrators)",
+											 req->method ? req->method : "")
+								  : psprintf("Kubernetes API returned HTTP %d but the response failed (details for administrators)",
+											 req->status);
 }
 
 void

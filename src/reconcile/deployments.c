@@ -492,7 +492,7 @@ apply_result(Deployment *d, MlplatPass *pass)
 		mlplat_span_end_at(d->req_span, d->req_span->start + (TimestampTz) (d->req->elapsed_ms * 1000.0),
 						   res.outcome == MLPLAT_KUBE_OK || (res.outcome == MLPLAT_KUBE_NOT_FOUND && d->action == DEP_DELETE)
 							   ? NULL
-							   : (res.message ? res.message : "request failed"));
+							   : (mlplat_kube_tenant_line(&res) ? mlplat_kube_tenant_line(&res) : "request failed"));
 	}
 	/* a delete of something already gone succeeded; an apply's 404 is a missing namespace */
 	if (res.outcome == MLPLAT_KUBE_NOT_FOUND && d->action == DEP_DELETE)
@@ -521,13 +521,15 @@ apply_result(Deployment *d, MlplatPass *pass)
 		case MLPLAT_KUBE_EXISTS:
 		case MLPLAT_KUBE_EXPIRED:
 			d->ledger_outcome = "RETRY";
-			d->error = res.message;
+			d->error = mlplat_kube_tenant_line(&res);
+			d->ledger_error = res.tenant_message ? res.message : NULL;
 			d->retry_ms = mlplat_backoff_delay_ms(d->attempts + 1, 500, mlplat_backoff_max_ms,
 												  res.retry_after_s, (uint32) d->id ^ (uint32) d->attempts);
 			break;
 		case MLPLAT_KUBE_FAILED:
 			d->ledger_outcome = "FAILED";
-			d->error = res.message;
+			d->error = mlplat_kube_tenant_line(&res);
+			d->ledger_error = res.tenant_message ? res.message : NULL;
 			d->retry_ms = Min(PERMANENT_RETRY_MS, mlplat_backoff_max_ms);
 			break;
 	}

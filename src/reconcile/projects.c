@@ -150,7 +150,8 @@ typedef struct ProjObj
 	MlplatHttpRequest *req;
 	const char *ledger_outcome;
 	int http_status;
-	char *error;
+	char *error;						/* for the ledger (administrators) */
+	char *tenant_error;					/* the same for tenants: no API server address */
 	const MlplatUnanswered *unanswered; /* an apply of it never answered */
 	bool adopt;							/* found what such an apply made: ledger ADOPT */
 	bool settle;						/* that apply is resolved: remove its note */
@@ -724,7 +725,9 @@ obj_result(Project *p, ProjObj *o, MlplatPass *pass, bool *failed, bool *retry, 
 			break;
 	}
 	o->error = res.message ? res.message : pstrdup(mlplat_kube_outcome_name(res.outcome));
-	appendStringInfo(errors, "%s%s %s: %s", errors->len ? "; " : "", KIND_NAME[o->kind], o->name, o->error);
+	/* the project's row and spans get what a tenant may read; the ledger keeps o->error */
+	o->tenant_error = res.tenant_message ? res.tenant_message : o->error;
+	appendStringInfo(errors, "%s%s %s: %s", errors->len ? "; " : "", KIND_NAME[o->kind], o->name, o->tenant_error);
 }
 
 static void
@@ -915,7 +918,8 @@ project_spans(Project *p)
 		if (o->http_status > 0)
 			mlplat_span_attr_int(s, "http.response.status_code", o->http_status);
 		mlplat_span_end_at(s, s->start + (TimestampTz) (o->req->elapsed_ms * 1000.0),
-						   strcmp(o->ledger_outcome, "OK") == 0 ? NULL : o->error);
+						   strcmp(o->ledger_outcome, "OK") == 0 ? NULL
+																: (o->tenant_error ? o->tenant_error : o->error));
 		spans = lappend(spans, s);
 	}
 	if (strcmp(p->new_status, "READY") == 0 && strcmp(p->status, "READY") != 0)

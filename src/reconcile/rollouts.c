@@ -123,7 +123,8 @@ typedef struct Rollout
 	StringInfo obs; /* observation JSON (without metrics) */
 	bool applied;
 	char *error;
-	const char *rv; /* resourceVersion of the object as last read or applied */
+	char *ledger_error; /* the ledger's error when error is the tenant's version */
+	const char *rv;		/* resourceVersion of the object as last read or applied */
 	MlplatHttpRequest *watch;
 	bool changed; /* the watch saw an event */
 	int retry_ms;
@@ -602,7 +603,7 @@ write_back(MlplatPass *pass, List *rollouts, int *decisions)
 			mlplat_ledger_append(pass, "rollout", r->id, r->project, "APPLY",
 								 r->applied ? "OK" : r->retry_ms == PERMANENT_RETRY_MS ? "FAILED"
 																					   : "RETRY",
-								 NULL, NULL, r->http_status, r->error, NULL,
+								 NULL, NULL, r->http_status, r->ledger_error ? r->ledger_error : r->error, NULL,
 								 r->want < 0 ? "canaryTrafficPercent removed"
 											 : psprintf("canaryTrafficPercent %d", r->want));
 	}
@@ -768,7 +769,9 @@ rollouts_round(MlplatPass *pass, List *moved)
 		if (kr.outcome != MLPLAT_KUBE_OK)
 		{
 			r->error = psprintf("cannot read InferenceService %s/%s: %s", r->ns, r->name,
-								kr.message ? kr.message : "unknown error");
+								mlplat_kube_tenant_line(&kr) ? mlplat_kube_tenant_line(&kr) : "unknown error");
+			if (kr.tenant_message)
+				r->ledger_error = psprintf("cannot read InferenceService %s/%s: %s", r->ns, r->name, kr.message);
 			r->http_status = kr.status;
 			r->retry_ms = mlplat_backoff_delay_ms(r->attempts + 1, 500, mlplat_backoff_max_ms,
 												  kr.retry_after_s, (uint32) r->id ^ (uint32) r->attempts);
@@ -842,7 +845,10 @@ rollouts_round(MlplatPass *pass, List *moved)
 			else
 			{
 				r->error = psprintf("apply of InferenceService %s/%s failed: %s", r->ns, r->name,
-									kr.message ? kr.message : "unknown error");
+									mlplat_kube_tenant_line(&kr) ? mlplat_kube_tenant_line(&kr) : "unknown error");
+				if (kr.tenant_message)
+					r->ledger_error = psprintf("apply of InferenceService %s/%s failed: %s", r->ns, r->name,
+											   kr.message);
 				r->retry_ms = kr.outcome == MLPLAT_KUBE_FAILED ? Min(PERMANENT_RETRY_MS, mlplat_backoff_max_ms)
 															   : mlplat_backoff_delay_ms(r->attempts + 1, 500, mlplat_backoff_max_ms,
 																						 kr.retry_after_s, (uint32) r->id ^ (uint32) r->attempts);

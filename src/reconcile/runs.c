@@ -76,6 +76,7 @@ typedef struct Run
 	char *observed_rv;
 	char *traceparent;
 	const MlplatUnanswered *unanswered; /* a write to its workflow never answered */
+	char *ledger_error;					/* the ledger's error when error is the tenant's version */
 	const char *content_id;				/* the render's, when it has one (never submitted) */
 	const char *instance;
 	/* observed */
@@ -455,7 +456,8 @@ request_result(Run *r, MlplatPass *pass)
 		case MLPLAT_KUBE_EXISTS:
 		case MLPLAT_KUBE_EXPIRED:
 			r->ledger_outcome = "RETRY";
-			r->error = res.message;
+			r->error = mlplat_kube_tenant_line(&res);
+			r->ledger_error = res.tenant_message ? res.message : NULL;
 			r->retry_ms = mlplat_backoff_delay_ms(r->attempts + 1, 500, mlplat_backoff_max_ms,
 												  res.retry_after_s, (uint32) r->id ^ (uint32) r->attempts);
 			/* come back when the retry is due, not only at the next resync */
@@ -464,7 +466,8 @@ request_result(Run *r, MlplatPass *pass)
 			break;
 		case MLPLAT_KUBE_FAILED:
 			r->ledger_outcome = "FAILED";
-			r->error = res.message;
+			r->error = mlplat_kube_tenant_line(&res);
+			r->ledger_error = res.tenant_message ? res.message : NULL;
 			r->retry_ms = Min(PERMANENT_RETRY_MS, mlplat_backoff_max_ms);
 			break;
 	}
@@ -579,7 +582,8 @@ write_back(MlplatPass *pass, List *runs)
 								 mlplat_trace_id_of(r->traceparent), psprintf("%s/%s", r->ns, r->workflow));
 		if (r->ledger_action)
 			mlplat_ledger_append(pass, "run", r->id, r->project, r->ledger_action, r->ledger_outcome,
-								 NULL, NULL, r->http_status, r->error, mlplat_trace_id_of(r->traceparent),
+								 NULL, NULL, r->http_status, r->ledger_error ? r->ledger_error : r->error,
+								 mlplat_trace_id_of(r->traceparent),
 								 psprintf("%s/%s", r->ns, r->workflow));
 		spans = lappend(spans, r->span);
 		if (isnull || written < 0)

@@ -325,7 +325,17 @@ mlplat_kube_list_all(MlJsonArena *arena, const MlplatKubeResource *res, const ch
 			continue;
 		}
 		if (kr.outcome != MLPLAT_KUBE_OK)
-			why = psprintf("cannot list %s: %s", res->plural, kr.message ? kr.message : "unknown error");
+		{
+			/*
+			 * The reason may reach a tenant (the projects reconciler puts it in the
+			 * project's last_error): a transport failure's detail, which names the
+			 * API server, goes to the server log only.
+			 */
+			if (kr.tenant_message)
+				ereport(LOG, (errmsg("mlplat: cannot list %s: %s", res->plural, kr.message)));
+			why = psprintf("cannot list %s: %s", res->plural,
+						   mlplat_kube_tenant_line(&kr) ? mlplat_kube_tenant_line(&kr) : "unknown error");
+		}
 		else if (page == NULL)
 			why = psprintf("%s list is not JSON: %s", res->plural, err.message);
 		else if ((arr = ml_json_object_get(page, "items")) == NULL || arr->type != ML_JSON_ARRAY)
