@@ -73,6 +73,10 @@ int mlplat_history_retention_days = 365;
 int mlplat_route_generation_retention_days = 7;
 int mlplat_idempotency_tombstone_retention_days = 365;
 int mlplat_retention_interval_ms = 3600000;
+int mlplat_lab_node_max_age_s = 60;
+int mlplat_lab_probe_max_age_s = 86400;
+int mlplat_lab_cancel_alert_after_s = 300;
+char *mlplat_lab_payload_bucket = NULL;
 char *mlplat_on_behalf_of = NULL;
 
 static const struct config_enum_entry lease_fence_options[] = {
@@ -448,6 +452,31 @@ mlplat_define_gucs(void)
 							"With pg_cron's mlplat-retention job active, the leader steps in only after two missed runs.",
 							&mlplat_retention_interval_ms, 3600000, 1000, PG_INT32_MAX,
 							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+
+	/*
+	 * Model Lab evidence freshness, read by the SQL assessment (mlplat._lab_assess) on every
+	 * preflight, start and dispatch.  Superuser-set: a caller must not widen its own
+	 * freshness window to pass a check.
+	 */
+	DefineCustomIntVariable("mlplat.lab_node_max_age",
+							"How old the last observation of a lab node may be for a lab run to be admitted.",
+							"Older observations block preflight and start with NODE_OBSERVATION_STALE; the lab_runs reconciler refreshes them on every full pass.",
+							&mlplat_lab_node_max_age_s, 60, 1, 86400,
+							PGC_SUSET, GUC_UNIT_S, NULL, NULL, NULL);
+	DefineCustomIntVariable("mlplat.lab_probe_max_age",
+							"How old the latest passed probe of (artifact, runtime profile, node) may be.",
+							"Older probes block preflight and start with PROBE_STALE.",
+							&mlplat_lab_probe_max_age_s, 86400, 1, 2592000,
+							PGC_SUSET, GUC_UNIT_S, NULL, NULL, NULL);
+	DefineCustomIntVariable("mlplat.lab_cancel_alert_after",
+							"How long a lab run may stay CANCEL_REQUESTED before the lab_cancel_stuck alert fires.",
+							NULL, &mlplat_lab_cancel_alert_after_s, 300, 1, 86400,
+							PGC_SUSET, GUC_UNIT_S, NULL, NULL, NULL);
+	DefineCustomStringVariable("mlplat.lab_payload_bucket",
+							   "S3 bucket where lab workers write their output objects.",
+							   "Empty: lab runs wait in QUEUED (no lab payload store configured).",
+							   &mlplat_lab_payload_bucket, "",
+							   PGC_SIGHUP, 0, NULL, NULL, NULL);
 
 	DefineCustomStringVariable("mlplat.on_behalf_of",
 							   "Person an application role acts for.",

@@ -1,0 +1,323 @@
+-- mlplat API: Model Lab reference data and the read-only preflight (docs/lab.md).
+\set SHOW_CONTEXT never
+\set acc 'entity, status, replayed'
+DO $$ DECLARE r text; BEGIN
+  FOREACH r IN ARRAY ARRAY['regress_lab_owner', 'regress_lab_dev', 'regress_lab_viewer', 'regress_lab_deployer',
+                           'regress_lab_app', 'regress_lab_admin'] LOOP
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = r) THEN EXECUTE format('CREATE ROLE %I', r); END IF;
+  END LOOP;
+END $$;
+INSERT INTO mlplat.admins (principal) VALUES ('regress_lab_admin') ON CONFLICT DO NOTHING;
+INSERT INTO mlplat.impersonators (app_role) VALUES ('regress_lab_app') ON CONFLICT DO NOTHING;
+SELECT :acc FROM mlplat.create_project('labp', 8, NULL, NULL, NULL, 'regress_lab_owner');
+SELECT :acc FROM mlplat.add_artifact_location('labp', 's3://lab/');
+SELECT :acc FROM mlplat.grant_role('labp', 'regress_lab_dev', 'developer');
+SELECT :acc FROM mlplat.grant_role('labp', 'regress_lab_viewer', 'viewer');
+SELECT :acc FROM mlplat.grant_role('labp', 'regress_lab_deployer', 'deployer');
+SET ROLE regress_lab_deployer;
+SELECT :acc FROM mlplat.register_model_version('labp', 'llm', '1', 's3://lab/llm/1', repeat('a', 64), 'vllm', 'custom');
+SELECT :acc FROM mlplat.set_model_stage('labp', 'llm', '1', 'CANDIDATE');
+RESET ROLE;
+
+-- nodes are platform data: administrators only; names and GPUs are checked, code-only
+SET ROLE regress_lab_dev;
+SELECT :acc FROM mlplat.register_lab_node('gpu-1', 'nvidia-a100', 8);
+SET ROLE regress_lab_admin;
+SELECT :acc FROM mlplat.register_lab_node('gpu-1', 'nvidia-a100', 8);
+SELECT :acc FROM mlplat.register_lab_node('gpu-2', 'nvidia-a100', 8);
+SELECT :acc FROM mlplat.register_lab_node('Bad_Node', 'nvidia-a100', 8);
+SELECT :acc FROM mlplat.register_lab_node('gpu-3', 'nvidia-a100', 65);
+RESET ROLE;
+-- until the lab_runs reconciler observes them: what it writes from the Node objects
+UPDATE mlplat.lab_nodes SET observed_ready = true, observed_unschedulable = false, observed_gpus = 8,
+       observed_accelerator = 'nvidia-a100', observed_at = now();
+
+-- runtime profiles: deployer+, closed spec, immutable
+SET ROLE regress_lab_dev;
+SELECT :acc FROM mlplat.register_lab_profile('labp', 'vllm-a100', '{}');
+SET ROLE regress_lab_deployer;
+SELECT :acc FROM mlplat.register_lab_profile('labp', 'vllm-a100', '{"runtime_kind": "vllm"}');
+SELECT :acc FROM mlplat.register_lab_profile('labp', 'vllm-a100',
+  jsonb_build_object('runtime_kind', 'vllm', 'image', 'registry.example/lab/vllm:0.6@sha256:' || repeat('e', 64),
+    'gpus', 2, 'accelerator', 'nvidia-a100', 'families', '["text_generation", "embedding"]'::jsonb,
+    'max_execution_seconds', 300, 'max_output_bytes', 131072, 'extra', 1));
+SELECT :acc FROM mlplat.register_lab_profile('labp', 'vllm-a100',
+  jsonb_build_object('runtime_kind', 'vllm', 'image', 'registry.example/lab/vllm:0.6',
+    'gpus', 2, 'accelerator', 'nvidia-a100', 'families', '["text_generation", "embedding"]'::jsonb,
+    'max_execution_seconds', 300, 'max_output_bytes', 131072));
+SELECT :acc FROM mlplat.register_lab_profile('labp', 'vllm-a100',
+  jsonb_build_object('runtime_kind', 'vllm', 'image', 'registry.example/lab/vllm:0.6@sha256:' || repeat('e', 64),
+    'gpus', 2, 'accelerator', 'nvidia-a100', 'families', '["text_generation", "embedding"]'::jsonb,
+    'max_execution_seconds', 300, 'max_output_bytes', 131072), 'prof-1');
+SELECT :acc FROM mlplat.register_lab_profile('labp', 'vllm-a100',
+  jsonb_build_object('runtime_kind', 'vllm', 'image', 'registry.example/lab/vllm:0.6@sha256:' || repeat('e', 64),
+    'gpus', 2, 'accelerator', 'nvidia-a100', 'families', '["text_generation", "embedding"]'::jsonb,
+    'max_execution_seconds', 300, 'max_output_bytes', 131072), 'prof-1');
+RESET ROLE;
+UPDATE mlplat.lab_profiles SET spec = '{}' WHERE name = 'vllm-a100';
+
+CREATE TEMP TABLE ids AS
+SELECT (SELECT id FROM mlplat.model_versions WHERE artifact_uri = 's3://lab/llm/1') AS cand,
+       repeat('a', 64) AS sha,
+       (SELECT id FROM mlplat.lab_profiles WHERE name = 'vllm-a100') AS prof,
+       (SELECT id FROM mlplat.lab_nodes WHERE name = 'gpu-1') AS node,
+       (SELECT id FROM mlplat.lab_nodes WHERE name = 'gpu-2') AS node2,
+       NULL::bigint AS appr, NULL::bigint AS appr2;
+GRANT SELECT ON ids TO PUBLIC;
+
+-- probe evidence (until probes run through the API in this suite: what a probe LabRun records)
+INSERT INTO mlplat.lab_probes (project_id, artifact_sha256, runtime_profile_id, node_id, status, completed_at)
+SELECT (SELECT id FROM mlplat.projects WHERE name = 'labp'), sha, prof, node, 'PASSED', now() - interval '1 hour' FROM ids;
+
+-- approvals: owners only (no admin bypass); ids must exist; artifact must be the candidate's
+SET ROLE regress_lab_deployer;
+SELECT :acc FROM mlplat.approve_lab('labp', (SELECT cand FROM ids), repeat('a', 64), (SELECT prof FROM ids),
+  (SELECT node FROM ids), '{text_generation}', '{}', 5, '1 day');
+SET ROLE regress_lab_admin;
+SELECT :acc FROM mlplat.approve_lab('labp', (SELECT cand FROM ids), repeat('a', 64), (SELECT prof FROM ids),
+  (SELECT node FROM ids), '{text_generation}', '{}', 5, '1 day');
+SET ROLE regress_lab_owner;
+SELECT :acc FROM mlplat.approve_lab('labp', (SELECT cand FROM ids), repeat('b', 64), (SELECT prof FROM ids),
+  (SELECT node FROM ids), '{text_generation}', '{}', 5, '1 day');
+SELECT :acc FROM mlplat.approve_lab('labp', 999999999, repeat('a', 64), (SELECT prof FROM ids),
+  (SELECT node FROM ids), '{text_generation}', '{}', 5, '1 day');
+SELECT :acc FROM mlplat.approve_lab('labp', (SELECT cand FROM ids), repeat('a', 64), (SELECT prof FROM ids),
+  (SELECT node FROM ids), '{text_generation}', '{"concurrency": 1}', 5, '1 day');
+SELECT :acc FROM mlplat.approve_lab('labp', (SELECT cand FROM ids), repeat('a', 64), (SELECT prof FROM ids),
+  (SELECT node FROM ids), '{text_generation}', '{}', 0, '1 day');
+SELECT :acc FROM mlplat.approve_lab('labp', (SELECT cand FROM ids), repeat('a', 64), (SELECT prof FROM ids),
+  (SELECT node FROM ids), '{text_generation}', '{}', 5, '31 days');
+SELECT :acc FROM mlplat.approve_lab('labp', (SELECT cand FROM ids), repeat('a', 64), (SELECT prof FROM ids),
+  (SELECT node FROM ids), '{poetry}', '{}', 5, '1 day');
+RESET ROLE;
+SET mlplat.on_behalf_of = 'regress_lab_owner';
+SET ROLE regress_lab_app;
+SELECT :acc FROM mlplat.approve_lab('labp', (SELECT cand FROM ids), repeat('a', 64), (SELECT prof FROM ids),
+  (SELECT node FROM ids), '{text_generation}', '{"max_execution_seconds": 900, "max_output_bytes": 262144}', 5, '1 day', 'appr-1');
+SELECT :acc FROM mlplat.approve_lab('labp', (SELECT cand FROM ids), repeat('a', 64), (SELECT prof FROM ids),
+  (SELECT node FROM ids), '{text_generation}', '{"max_execution_seconds": 900, "max_output_bytes": 262144}', 5, '1 day', 'appr-1');
+SELECT :acc FROM mlplat.approve_lab('labp', (SELECT cand FROM ids), repeat('a', 64), (SELECT prof FROM ids),
+  (SELECT node FROM ids), '{text_generation}', '{}', 5, '1 day', 'appr-1');
+RESET ROLE;
+RESET mlplat.on_behalf_of;
+-- an impersonated approval is audited with both the person and the database role
+SELECT actor, db_role, detail->'limits' AS limits FROM mlplat.audit_events WHERE action = 'approve_lab';
+UPDATE ids SET appr = (SELECT max(id) FROM mlplat.lab_approvals);
+SET ROLE regress_lab_owner;
+SELECT :acc FROM mlplat.approve_lab('labp', (SELECT cand FROM ids), repeat('a', 64), (SELECT prof FROM ids),
+  (SELECT node2 FROM ids), '{text_generation}', '{}', 5, '1 day');
+RESET ROLE;
+UPDATE ids SET appr2 = (SELECT max(id) FROM mlplat.lab_approvals);
+-- approvals carry no text and their scope never changes, for superusers neither
+UPDATE mlplat.lab_approvals SET max_runs = 1000;
+SELECT count(*) AS text_columns FROM information_schema.columns
+WHERE table_schema = 'mlplat' AND table_name = 'lab_approvals' AND data_type = 'text'
+  AND column_name NOT IN ('kind', 'artifact_sha256', 'approved_by', 'db_role', 'revoked_by', 'request_hash');
+
+-- the fixture's preflight, as a function of what a case changes
+CREATE FUNCTION pg_temp.pf(p_family text DEFAULT 'text_generation',
+                           p_inputs jsonb DEFAULT '[{"prompt": "Say hi.", "max_tokens": 16}]',
+                           p_limits jsonb DEFAULT '{}', p_cand bigint DEFAULT NULL, p_sha text DEFAULT NULL,
+                           p_prof bigint DEFAULT NULL, p_node bigint DEFAULT NULL, p_appr bigint DEFAULT NULL)
+RETURNS mlplat.lab_preflight_result LANGUAGE sql AS $$
+  SELECT * FROM mlplat.lab_preflight('labp', coalesce(p_cand, (SELECT cand FROM ids)), coalesce(p_sha, (SELECT sha FROM ids)),
+    coalesce(p_prof, (SELECT prof FROM ids)), coalesce(p_node, (SELECT node FROM ids)),
+    coalesce(p_appr, (SELECT appr FROM ids)), p_family, p_inputs, p_limits)
+$$;
+
+-- 1. the valid fixture: passed, no blockers, both flags false, digest/count/bytes, default limits
+SET ROLE regress_lab_dev;
+\x on
+SELECT passed, blockers, project, model, version, node, family, input_count, input_bytes,
+       input_digest = mlplat.content_id('[{"prompt": "Say hi.", "max_tokens": 16}]') AS digest_is_content_id,
+       input_bytes = octet_length(mlplat.canonical_json('[{"prompt": "Say hi.", "max_tokens": 16}]')) AS bytes_canonical,
+       runtime_profile_content_id = (SELECT content_id FROM mlplat.lab_profiles WHERE name = 'vllm-a100') AS content_id_ok,
+       max_execution_seconds, max_queue_seconds, retention_seconds, max_output_bytes, max_attempts, concurrency,
+       execution_started, permission_granted, assessed_at = now() AS assessed_now
+FROM pg_temp.pf();
+\x off
+-- the result type has exactly the documented attributes, in order
+SELECT string_agg(attname, ',' ORDER BY attnum) FROM pg_attribute
+WHERE attrelid = 'mlplat.lab_preflight_result'::regclass AND attnum > 0;
+-- 2. read-only: in a READ ONLY transaction, nothing written
+BEGIN READ ONLY;
+SELECT passed FROM pg_temp.pf();
+COMMIT;
+RESET ROLE;
+SELECT count(*) AS preflight_audit FROM mlplat.audit_events WHERE action = 'lab_preflight';
+
+-- 3. each blocker from one change of the fixture (rolled back); two at once are sorted
+CREATE FUNCTION pg_temp.blk(p_family text DEFAULT 'text_generation', p_inputs jsonb DEFAULT '[{"prompt": "Say hi.", "max_tokens": 16}]',
+                            p_limits jsonb DEFAULT '{}', p_cand bigint DEFAULT NULL, p_sha text DEFAULT NULL,
+                            p_prof bigint DEFAULT NULL, p_node bigint DEFAULT NULL, p_appr bigint DEFAULT NULL)
+RETURNS text LANGUAGE sql AS $$
+  SELECT (r).passed || ' ' || (r).blockers::text FROM (SELECT pg_temp.pf(p_family, p_inputs, p_limits, p_cand, p_sha, p_prof, p_node, p_appr) AS r) x
+$$;
+BEGIN; UPDATE mlplat.projects SET status = 'DELETING' WHERE name = 'labp';
+SET LOCAL ROLE regress_lab_dev; SELECT pg_temp.blk() AS project_not_active; ROLLBACK;
+SET ROLE regress_lab_dev;
+SELECT pg_temp.blk(p_cand => 999999999) AS candidate_not_found;
+SELECT pg_temp.blk(p_prof => 999999999) AS profile_not_found;
+SELECT pg_temp.blk(p_node => 999999999) AS node_not_found;
+SELECT pg_temp.blk(p_appr => 999999999) AS approval_not_found;
+SELECT pg_temp.blk(p_appr => (SELECT appr2 FROM ids)) AS approval_scope_mismatch;
+SELECT pg_temp.blk('embedding', '[{"text": "hello"}]') AS family_not_approved;
+SELECT pg_temp.blk('tabular_predict', '[{"features": [1, 2.5]}]') AS family_not_supported;
+SELECT pg_temp.blk(p_limits => '{"max_execution_seconds": 400}') AS limit_exceeds_profile;
+SELECT pg_temp.blk(p_limits => '{"max_queue_seconds": 1200}') AS limit_exceeds_approval;
+SELECT pg_temp.blk(p_limits => '{"max_execution_seconds": 300, "max_output_bytes": 131072}') AS limits_at_caps;
+RESET ROLE;
+BEGIN; UPDATE mlplat.model_versions SET stage = 'NONE' WHERE id = (SELECT cand FROM ids);
+SET LOCAL ROLE regress_lab_dev; SELECT pg_temp.blk() AS candidate_not_eligible; ROLLBACK;
+BEGIN; UPDATE mlplat.model_versions SET artifact_sha256 = repeat('f', 64) WHERE id = (SELECT cand FROM ids);
+SET LOCAL ROLE regress_lab_dev; SELECT pg_temp.blk() AS artifact_mismatch; ROLLBACK;
+BEGIN; UPDATE mlplat.model_versions SET runtime_kind = 'triton' WHERE id = (SELECT cand FROM ids);
+SET LOCAL ROLE regress_lab_dev; SELECT pg_temp.blk() AS profile_runtime_mismatch; ROLLBACK;
+BEGIN; UPDATE mlplat.lab_profiles SET enabled = false;
+SET LOCAL ROLE regress_lab_dev; SELECT pg_temp.blk() AS profile_disabled; ROLLBACK;
+BEGIN; UPDATE mlplat.lab_nodes SET enabled = false WHERE name = 'gpu-1';
+SET LOCAL ROLE regress_lab_dev; SELECT pg_temp.blk() AS node_disabled; ROLLBACK;
+BEGIN; UPDATE mlplat.lab_nodes SET observed_at = NULL WHERE name = 'gpu-1';
+SET LOCAL ROLE regress_lab_dev; SELECT pg_temp.blk() AS node_not_observed; ROLLBACK;
+BEGIN; UPDATE mlplat.lab_nodes SET observed_at = now() - interval '2 minutes' WHERE name = 'gpu-1';
+SET LOCAL ROLE regress_lab_dev; SELECT pg_temp.blk() AS node_observation_stale;
+RESET ROLE; SET LOCAL mlplat.lab_node_max_age = '5min';
+SET LOCAL ROLE regress_lab_dev; SELECT pg_temp.blk() AS fresh_within_5min; ROLLBACK;
+BEGIN; UPDATE mlplat.lab_nodes SET observed_ready = false WHERE name = 'gpu-1';
+SET LOCAL ROLE regress_lab_dev; SELECT pg_temp.blk() AS node_not_ready; ROLLBACK;
+BEGIN; UPDATE mlplat.lab_nodes SET observed_unschedulable = true WHERE name = 'gpu-1';
+SET LOCAL ROLE regress_lab_dev; SELECT pg_temp.blk() AS node_cordoned; ROLLBACK;
+BEGIN; UPDATE mlplat.lab_nodes SET observed_accelerator = 'nvidia-h100' WHERE name = 'gpu-1';
+SET LOCAL ROLE regress_lab_dev; SELECT pg_temp.blk() AS node_accelerator_mismatch; ROLLBACK;
+BEGIN; UPDATE mlplat.lab_nodes SET observed_gpus = 1 WHERE name = 'gpu-1';
+SET LOCAL ROLE regress_lab_dev; SELECT pg_temp.blk() AS node_insufficient_gpus; ROLLBACK;
+BEGIN; DELETE FROM mlplat.lab_probes;
+SET LOCAL ROLE regress_lab_dev; SELECT pg_temp.blk() AS probe_missing; ROLLBACK;
+BEGIN; UPDATE mlplat.lab_probes SET status = 'RUNNING', completed_at = NULL;
+SET LOCAL ROLE regress_lab_dev; SELECT pg_temp.blk() AS probe_running; ROLLBACK;
+BEGIN; UPDATE mlplat.lab_probes SET status = 'FAILED';
+SET LOCAL ROLE regress_lab_dev; SELECT pg_temp.blk() AS probe_failed; ROLLBACK;
+BEGIN; UPDATE mlplat.lab_probes SET completed_at = now() - interval '25 hours';
+SET LOCAL ROLE regress_lab_dev; SELECT pg_temp.blk() AS probe_stale;
+RESET ROLE; SET LOCAL mlplat.lab_probe_max_age = '2d';
+SET LOCAL ROLE regress_lab_dev; SELECT pg_temp.blk() AS probe_fresh_within_2d; ROLLBACK;
+BEGIN; SET LOCAL ROLE regress_lab_owner; SELECT :acc FROM mlplat.revoke_lab_approval('labp', (SELECT appr FROM ids));
+SELECT :acc FROM mlplat.revoke_lab_approval('labp', (SELECT appr FROM ids));
+SET LOCAL ROLE regress_lab_dev; SELECT pg_temp.blk() AS approval_revoked; ROLLBACK;
+BEGIN; UPDATE mlplat.lab_approvals SET runs_used = max_runs WHERE id = (SELECT appr FROM ids);
+SET LOCAL ROLE regress_lab_dev; SELECT pg_temp.blk() AS approval_exhausted; ROLLBACK;
+-- an approval's expiry is immutable: only with triggers off can a test move it
+BEGIN; SET LOCAL session_replication_role = replica;
+UPDATE mlplat.lab_approvals SET expires_at = now() - interval '1 second' WHERE id = (SELECT appr FROM ids);
+SET LOCAL session_replication_role = origin;
+SET LOCAL ROLE regress_lab_dev; SELECT pg_temp.blk() AS approval_expired;
+RESET ROLE; UPDATE mlplat.lab_probes SET completed_at = now() - interval '25 hours';
+SET LOCAL ROLE regress_lab_dev; SELECT pg_temp.blk() AS two_sorted; ROLLBACK;
+
+-- 5. who may preflight: developers and up, by their own membership only
+SET ROLE regress_lab_viewer;
+SELECT pg_temp.blk() AS viewer;
+SET ROLE regress_lab_admin;
+SELECT pg_temp.blk() AS admin_without_role;
+RESET ROLE;
+SELECT pg_temp.blk() AS superuser_without_role;
+SET ROLE regress_lab_deployer;
+SELECT pg_temp.blk() AS deployer;
+RESET ROLE;
+SELECT mlplat.lab_preflight('no-such-project', 1, repeat('a', 64), 1, 1, 1, 'embedding', '[{"text": "x"}]');
+SET mlplat.on_behalf_of = 'regress_lab_dev';
+SET ROLE regress_lab_app;
+SELECT pg_temp.blk() AS app_for_developer;
+SET mlplat.on_behalf_of = 'regress_lab_viewer';
+SELECT pg_temp.blk() AS app_for_viewer;
+RESET ROLE;
+RESET mlplat.on_behalf_of;
+-- the application role's own membership does not count either
+SELECT :acc FROM mlplat.grant_role('labp', 'regress_lab_app', 'developer');
+SET ROLE regress_lab_app;
+SET mlplat.on_behalf_of = 'regress_lab_viewer';
+SELECT pg_temp.blk() AS app_member_for_viewer;
+RESET mlplat.on_behalf_of;
+SELECT pg_temp.blk() AS app_as_itself;
+RESET ROLE;
+SELECT :acc FROM mlplat.revoke_role('labp', 'regress_lab_app', 'developer');
+
+-- 6. validation: a rule code and nothing the caller wrote, per family
+SET ROLE regress_lab_dev;
+SELECT pg_temp.blk('text_generation', '[{"prompt": "p", "max_tokens": 16, "temperature": 0.7, "stop": ["\n"]}]') AS tg_valid;
+SELECT pg_temp.blk('text_generation', '[{"prompt": "p", "max_tokens": true}]');
+SELECT pg_temp.blk('text_generation', '[{"prompt": "p", "max_tokens": "16"}]');
+SELECT pg_temp.blk('text_generation', '[{"prompt": "p", "max_tokens": 16, "seed": 1}]');
+SELECT pg_temp.blk('text_generation', jsonb_build_array(jsonb_build_object('prompt', repeat('x', 16000), 'max_tokens', 1),
+  jsonb_build_object('prompt', repeat('x', 16000), 'max_tokens', 1), jsonb_build_object('prompt', repeat('x', 16000), 'max_tokens', 1),
+  jsonb_build_object('prompt', repeat('x', 16000), 'max_tokens', 1), jsonb_build_object('prompt', repeat('x', 16000), 'max_tokens', 1)));
+SELECT pg_temp.blk('text_generation', '[{"prompt": "p", "max_tokens": 1.5}]');
+SELECT pg_temp.blk('text_generation', '[{"prompt": "p", "max_tokens": 5000}]');
+SELECT pg_temp.blk('text_generation', '[{"prompt": "", "max_tokens": 5}]');
+SELECT pg_temp.blk('text_generation', '[{"prompt": "p", "max_tokens": 5, "temperature": 2.5}]');
+SELECT pg_temp.blk('text_generation', '[{"prompt": "p", "max_tokens": 5, "stop": [1]}]');
+SELECT pg_temp.blk('text_generation', '[{"prompt": "p", "max_tokens": 5, "stop": ["a", "b", "c", "d", "e"]}]');
+SELECT pg_temp.blk('embedding', '[{"text": "hello"}]') AS emb_valid;
+SELECT pg_temp.blk('embedding', '[{"text": false}]');
+SELECT pg_temp.blk('embedding', '[{"text": 16}]');
+SELECT pg_temp.blk('embedding', '[{"text": "x", "model": "y"}]');
+SELECT pg_temp.blk('embedding', jsonb_build_array(jsonb_build_object('text', repeat('x', 8000)), jsonb_build_object('text', repeat('x', 8000)),
+  jsonb_build_object('text', repeat('x', 8000)), jsonb_build_object('text', repeat('x', 8000)), jsonb_build_object('text', repeat('x', 8000)),
+  jsonb_build_object('text', repeat('x', 8000)), jsonb_build_object('text', repeat('x', 8000)), jsonb_build_object('text', repeat('x', 8000)),
+  jsonb_build_object('text', repeat('x', 8000))));
+SELECT pg_temp.blk('tabular_predict', '[{"features": [1, 2.5, -3e2]}]') AS tab_valid;
+SELECT pg_temp.blk('tabular_predict', '[{"features": [1, true]}]');
+SELECT pg_temp.blk('tabular_predict', '[{"features": [1, "16"]}]');
+SELECT pg_temp.blk('tabular_predict', '[{"features": [1], "id": 7}]');
+SELECT pg_temp.blk('tabular_predict', jsonb_build_array(jsonb_build_object('features', (SELECT jsonb_agg(1.23456789e-5) FROM generate_series(1, 512))),
+  jsonb_build_object('features', (SELECT jsonb_agg(1.23456789e-5) FROM generate_series(1, 512))),
+  jsonb_build_object('features', (SELECT jsonb_agg(1.23456789e-5) FROM generate_series(1, 512))),
+  jsonb_build_object('features', (SELECT jsonb_agg(1.23456789e-5) FROM generate_series(1, 512))),
+  jsonb_build_object('features', (SELECT jsonb_agg(1.23456789e-5) FROM generate_series(1, 512))),
+  jsonb_build_object('features', (SELECT jsonb_agg(1.23456789e-5) FROM generate_series(1, 512))),
+  jsonb_build_object('features', (SELECT jsonb_agg(1.23456789e-5) FROM generate_series(1, 512))),
+  jsonb_build_object('features', (SELECT jsonb_agg(1.23456789e-5) FROM generate_series(1, 512))),
+  jsonb_build_object('features', (SELECT jsonb_agg(1.23456789e-5) FROM generate_series(1, 512)))));
+SELECT pg_temp.blk('tabular_predict', '[{"features": []}]');
+SELECT pg_temp.blk('image_classification', '[{"image_base64": "iVBORw0KGgo=", "content_type": "image/png", "top_k": 5}]') AS img_valid;
+SELECT pg_temp.blk('image_classification', '[{"image_base64": "iVBORw0KGgo=", "content_type": "image/png", "top_k": false}]');
+SELECT pg_temp.blk('image_classification', '[{"image_base64": "iVBORw0KGgo=", "content_type": "image/png", "top_k": "16"}]');
+SELECT pg_temp.blk('image_classification', '[{"image_base64": "iVBORw0KGgo=", "content_type": "image/png", "url": "x"}]');
+SELECT pg_temp.blk('image_classification', jsonb_build_array(jsonb_build_object('image_base64', repeat('AAAA', 16384), 'content_type', 'image/png'),
+  jsonb_build_object('image_base64', repeat('AAAA', 16384), 'content_type', 'image/png')));
+SELECT pg_temp.blk('image_classification', '[{"image_base64": "not base64!", "content_type": "image/png"}]');
+SELECT pg_temp.blk('image_classification', '[{"image_base64": "iVBORw0KGgo=", "content_type": "image/gif"}]');
+SELECT pg_temp.blk('speech_to_text', '[{"audio_base64": "UklGRg==", "content_type": "audio/wav", "language": "en-US"}]') AS stt_valid;
+SELECT pg_temp.blk('speech_to_text', '[{"audio_base64": "UklGRg==", "content_type": true}]');
+SELECT pg_temp.blk('speech_to_text', '[{"audio_base64": "UklGRg==", "content_type": "audio/wav", "language": 16}]');
+SELECT pg_temp.blk('speech_to_text', '[{"audio_base64": "UklGRg==", "content_type": "audio/wav", "speaker": "x"}]');
+SELECT pg_temp.blk('speech_to_text', jsonb_build_array(jsonb_build_object('audio_base64', repeat('AAAA', 16384), 'content_type', 'audio/wav'),
+  jsonb_build_object('audio_base64', repeat('AAAA', 16384), 'content_type', 'audio/wav')));
+SELECT pg_temp.blk('speech_to_text', '[{"audio_base64": "UklGRg==", "content_type": "audio/wav", "language": "English"}]');
+-- arguments and limits
+SELECT pg_temp.blk(p_limits => '{"concurrency": 2}');
+SELECT pg_temp.blk(p_limits => '{"concurrency": 1}') AS concurrency_one;
+SELECT pg_temp.blk(p_limits => '{"max_attempts": 4}');
+SELECT pg_temp.blk(p_limits => '{"max_attempts": "2"}');
+SELECT pg_temp.blk(p_limits => '{"retention_seconds": 59}');
+SELECT pg_temp.blk(p_limits => '{"parallelism": 2}');
+SELECT pg_temp.blk(p_limits => '[]');
+SELECT pg_temp.blk('poetry');
+SELECT pg_temp.blk(p_inputs => '{"prompt": "p"}');
+SELECT pg_temp.blk(p_inputs => '[]');
+SELECT pg_temp.blk(p_inputs => '["p"]');
+SELECT pg_temp.blk(p_inputs => (SELECT jsonb_agg('{"prompt": "p", "max_tokens": 1}'::jsonb) FROM generate_series(1, 65)));
+SELECT pg_temp.blk(p_sha => 'ABC');
+SELECT pg_temp.blk(p_cand => -1);
+SELECT mlplat.lab_preflight('labp', NULL, repeat('a', 64), 1, 1, 1, 'embedding', '[{"text": "x"}]');
+-- the first broken rule decides: arguments left to right, then items in order
+SELECT pg_temp.blk('poetry', '[]', '{"concurrency": 2}', p_sha => 'x');
+SELECT pg_temp.blk('text_generation', '[{"prompt": "p", "max_tokens": 1}, {"prompt": 1, "max_tokens": 1}, {"prompt": "p"}]');
+RESET ROLE;
+
+-- the views show ids and statuses, never content
+SELECT node, accelerator, gpus, enabled, observed_ready, leased_by_lab_run FROM mlplat.lab_node_status ORDER BY node;
+SET ROLE regress_lab_viewer;
+SELECT project, families, max_runs, runs_used, approved_by, status FROM mlplat.lab_approval_status ORDER BY approval_id;
+SELECT count(*) FROM mlplat.lab_run_payloads;
+RESET ROLE;

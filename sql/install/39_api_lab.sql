@@ -1,0 +1,1036 @@
+-- 39_api_lab: Model Lab reference data (nodes, runtime profiles, LAB approvals, probes), the
+-- LabRun tables, and the read-only preflight.  docs/lab.md explains it to an operator.
+--
+-- Two deliberate differences from the rest of the API (docs/api.md):
+--   * platform administration does not stand in for a project role: every project action
+--     needs the person's own membership (_authorize_member); only lab nodes, which are
+--     platform data, are administered by administrators;
+--   * validation errors carry a rule code and nothing the caller wrote (_lab_reject, C).
+-- Content (inputs, outputs) lives only in lab_run_payloads, which no caller can read.
+
+INSERT INTO mlplat.policies (role, action)
+SELECT r.role, a.action
+FROM (VALUES ('viewer', 1), ('developer', 2), ('deployer', 3), ('owner', 4)) AS r(role, rank)
+JOIN (VALUES ('lab_preflight', 2), ('start_lab_run', 2), ('cancel_lab_run', 2), ('view_lab_results', 2),
+             ('register_lab_profile', 3), ('disable_lab_profile', 3), ('start_lab_probe', 3),
+             ('approve_lab', 4), ('revoke_lab_approval', 4))
+     AS a(action, min_rank) ON r.rank >= a.min_rank;
+
+-- ---------------------------------------------------------------- errors without caller content
+
+-- 22023 "invalid lab request", DETAIL "Rule <code>.", a fixed hint; the failing statement is
+-- kept out of the server log (src/validate/lab_errors.c).
+CREATE FUNCTION mlplat._lab_reject(code text) RETURNS void
+LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'mlplat_lab_reject';
+-- 55000 "lab run not admitted", DETAIL "Blockers: <CODE>, ...".
+CREATE FUNCTION mlplat._lab_not_admitted(blockers text[]) RETURNS void
+LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'mlplat_lab_not_admitted';
+
+-- ---------------------------------------------------------------- tables
+
+-- Platform data: GPU nodes an administrator opened for lab runs.  observed_* are written by
+-- the lab_runs reconciler from the Node object (label mlplat.io/lab=true) on every full pass.
+CREATE TABLE mlplat.lab_nodes (
+  id                     bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  name                   text NOT NULL UNIQUE
+                         CHECK (pg_catalog.length(name) <= 253
+                                AND name ~ '^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$'),
+  accelerator            text NOT NULL CHECK (pg_catalog.length(accelerator) <= 63
+                                              AND accelerator ~ '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'),
+  gpus                   int NOT NULL CHECK (gpus BETWEEN 1 AND 64),
+  enabled                boolean NOT NULL DEFAULT true,
+  registered_by          text NOT NULL,
+  registered_at          timestamptz NOT NULL DEFAULT pg_catalog.now(),
+  observed_ready         boolean,
+  observed_unschedulable boolean,
+  observed_gpus          int,
+  observed_accelerator   text,
+  observed_at            timestamptz
+);
+COMMENT ON TABLE mlplat.lab_nodes IS
+  'GPU nodes open for lab runs (administrators); observed_* come from the Node object, observed_at is its freshness.';
+
+-- A project's runtime profiles: the worker image and what it can run.  The spec is immutable;
+-- a profile is only ever disabled.
+CREATE TABLE mlplat.lab_profiles (
+  id                    bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  project_id            bigint NOT NULL REFERENCES mlplat.projects (id),
+  name                  text NOT NULL CHECK (pg_catalog.length(name) <= 63 AND name ~ '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'),
+  spec                  jsonb NOT NULL,
+  content_id            text NOT NULL,
+  runtime_kind          text NOT NULL,
+  image                 text NOT NULL,
+  gpus                  int NOT NULL CHECK (gpus BETWEEN 0 AND 8),
+  accelerator           text NOT NULL,
+  families              text[] NOT NULL,
+  max_execution_seconds int NOT NULL CHECK (max_execution_seconds BETWEEN 1 AND 900),
+  max_output_bytes      int NOT NULL CHECK (max_output_bytes BETWEEN 1 AND 262144),
+  enabled               boolean NOT NULL DEFAULT true,
+  created_by            text NOT NULL,
+  created_at            timestamptz NOT NULL DEFAULT pg_catalog.now(),
+  UNIQUE (project_id, name)
+);
+
+-- An owner's LAB approval: exactly one candidate, artifact, profile and node; caps; a run
+-- budget; an expiry.  No free-text column at all.
+CREATE TABLE mlplat.lab_approvals (
+  id                 bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  project_id         bigint NOT NULL REFERENCES mlplat.projects (id),
+  kind               text NOT NULL DEFAULT 'LAB' CHECK (kind = 'LAB'),
+  candidate_id       bigint NOT NULL REFERENCES mlplat.model_versions (id),
+  artifact_sha256    text NOT NULL CHECK (artifact_sha256 ~ '^[0-9a-f]{64}$'),
+  runtime_profile_id bigint NOT NULL REFERENCES mlplat.lab_profiles (id),
+  node_id            bigint NOT NULL REFERENCES mlplat.lab_nodes (id),
+  families           text[] NOT NULL,
+  limits             jsonb NOT NULL,
+  max_runs           int NOT NULL CHECK (max_runs BETWEEN 1 AND 1000),
+  runs_used          int NOT NULL DEFAULT 0 CHECK (runs_used >= 0),
+  approved_by        text NOT NULL,
+  db_role            text NOT NULL,
+  approved_at        timestamptz NOT NULL DEFAULT pg_catalog.now(),
+  valid_for          interval NOT NULL,
+  expires_at         timestamptz NOT NULL,
+  revoked_at         timestamptz,
+  revoked_by         text,
+  request_hash       text
+);
+
+-- Probe evidence for exactly (artifact, profile, node): RUNNING while its probe LabRun runs,
+-- PASSED/FAILED with completed_at when it ends.
+CREATE TABLE mlplat.lab_probes (
+  id                 bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  project_id         bigint NOT NULL REFERENCES mlplat.projects (id),
+  artifact_sha256    text NOT NULL CHECK (artifact_sha256 ~ '^[0-9a-f]{64}$'),
+  runtime_profile_id bigint NOT NULL REFERENCES mlplat.lab_profiles (id),
+  node_id            bigint NOT NULL REFERENCES mlplat.lab_nodes (id),
+  lab_run_id         bigint,
+  status             text NOT NULL DEFAULT 'RUNNING' CHECK (status IN ('RUNNING', 'PASSED', 'FAILED')),
+  completed_at       timestamptz,
+  created_at         timestamptz NOT NULL DEFAULT pg_catalog.now(),
+  CHECK ((status = 'RUNNING') = (completed_at IS NULL))
+);
+CREATE INDEX lab_probes_evidence ON mlplat.lab_probes (runtime_profile_id, node_id, artifact_sha256, completed_at);
+
+-- A LabRun (purpose 'run') or probe (purpose 'probe').  The provenance columns, from id to
+-- created_at, never change after the insert (lab_runs_provenance, for superusers too).
+CREATE TABLE mlplat.lab_runs (
+  id                     bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  project_id             bigint NOT NULL REFERENCES mlplat.projects (id),
+  purpose                text NOT NULL CHECK (purpose IN ('run', 'probe')),
+  actor                  text NOT NULL,
+  db_role                text NOT NULL,
+  idempotency_key        text NOT NULL,
+  request_digest         text NOT NULL,
+  candidate_id           bigint NOT NULL,
+  model_version_id       bigint NOT NULL REFERENCES mlplat.model_versions (id),
+  artifact_uri           text NOT NULL,
+  artifact_sha256        text NOT NULL CHECK (artifact_sha256 ~ '^[0-9a-f]{64}$'),
+  runtime_profile_id     bigint NOT NULL REFERENCES mlplat.lab_profiles (id),
+  profile_content_id     text NOT NULL,
+  node_id                bigint NOT NULL REFERENCES mlplat.lab_nodes (id),
+  node_name              text NOT NULL,
+  approval_id            bigint REFERENCES mlplat.lab_approvals (id),
+  family                 text,
+  input_digest           text,
+  input_count            int,
+  input_bytes            int,
+  limits                 jsonb NOT NULL,
+  gpus                   int NOT NULL,
+  max_attempts           int NOT NULL CHECK (max_attempts BETWEEN 1 AND 3),
+  queue_deadline_at      timestamptz NOT NULL,
+  run_deadline_at        timestamptz NOT NULL,
+  created_at             timestamptz NOT NULL DEFAULT pg_catalog.now(),
+  -- lifecycle (API: CANCEL_REQUESTED; everything else: the lab_runs reconciler)
+  status                 text NOT NULL DEFAULT 'QUEUED'
+                         CHECK (status IN ('QUEUED', 'DISPATCHED', 'RUNNING', 'RETRY_WAIT', 'SUCCEEDED',
+                                           'FAILED', 'CANCEL_REQUESTED', 'CANCELLED')),
+  reason_code            text,
+  status_reason          text,
+  attempt                int NOT NULL DEFAULT 1,
+  job_name               text,
+  dispatched_at          timestamptz,
+  started_at             timestamptz,
+  finished_at            timestamptz,
+  cancel_requested_at    timestamptz,
+  cancel_requested_by    text,
+  cancel_acknowledged_at timestamptz,
+  output_digest          text,
+  output_bytes           int,
+  retain_until           timestamptz,
+  purged_at              timestamptz,
+  generation             bigint NOT NULL DEFAULT 1,
+  observed_generation    bigint NOT NULL DEFAULT 0,
+  row_version            bigint NOT NULL DEFAULT 1,
+  next_attempt_at        timestamptz NOT NULL DEFAULT pg_catalog.now(),
+  attempts               int NOT NULL DEFAULT 0,
+  last_error             text,
+  traceparent            text,
+  observed               jsonb,
+  observed_at            timestamptz,
+  epoch                  bigint,
+  updated_at             timestamptz NOT NULL DEFAULT pg_catalog.now(),
+  CHECK ((purpose = 'run') = (approval_id IS NOT NULL))
+);
+CREATE UNIQUE INDEX lab_runs_idempotency ON mlplat.lab_runs (project_id, actor, purpose, idempotency_key);
+CREATE INDEX lab_runs_active ON mlplat.lab_runs (node_id, id)
+  WHERE status IN ('QUEUED', 'DISPATCHED', 'RUNNING', 'RETRY_WAIT', 'CANCEL_REQUESTED');
+ALTER TABLE mlplat.lab_probes
+  ADD CONSTRAINT lab_probes_lab_run_id_fkey FOREIGN KEY (lab_run_id) REFERENCES mlplat.lab_runs (id);
+
+-- Transient content: inputs until the run ends, the output until retain_until.  No privileges
+-- for anyone but the extension owner; in no view; RLS on with no policy as a second wall.
+CREATE TABLE mlplat.lab_run_payloads (
+  lab_run_id bigint NOT NULL REFERENCES mlplat.lab_runs (id),
+  direction  text NOT NULL CHECK (direction IN ('input', 'output')),
+  content    bytea NOT NULL,
+  sha256     text NOT NULL,
+  bytes      int NOT NULL,
+  created_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+  PRIMARY KEY (lab_run_id, direction)
+);
+
+-- One lease per node: at most one LabRun or probe executes on a node.  Never expires by time;
+-- released only by a write-back that saw the Job reclaimed.
+CREATE TABLE mlplat.lab_leases (
+  node_id     bigint PRIMARY KEY REFERENCES mlplat.lab_nodes (id),
+  lab_run_id  bigint NOT NULL UNIQUE REFERENCES mlplat.lab_runs (id),
+  attempt     int NOT NULL,
+  epoch       bigint,
+  acquired_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+  renewed_at  timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+
+-- Append-only history of every status change: ids, codes and what was observed, no content.
+CREATE TABLE mlplat.lab_run_transitions (
+  lab_run_id  bigint NOT NULL REFERENCES mlplat.lab_runs (id),
+  project_id  bigint NOT NULL REFERENCES mlplat.projects (id),
+  seq         int NOT NULL,
+  attempt     int NOT NULL,
+  from_status text,
+  to_status   text NOT NULL,
+  reason_code text,
+  observation jsonb,
+  actor       text,
+  epoch       bigint,
+  controller  text,
+  at          timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+  PRIMARY KEY (lab_run_id, seq)
+);
+CREATE TRIGGER lab_run_transitions_immutable BEFORE UPDATE OR DELETE ON mlplat.lab_run_transitions
+  FOR EACH ROW EXECUTE FUNCTION mlplat._refuse_change();
+CREATE TRIGGER lab_run_transitions_no_truncate BEFORE TRUNCATE ON mlplat.lab_run_transitions
+  FOR EACH STATEMENT EXECUTE FUNCTION mlplat._refuse_change();
+
+-- Provenance and specs do not change: a LabRun's binding, a profile's spec, an approval's
+-- scope.  Enforced by trigger, so a superuser's UPDATE is refused too (55000).
+CREATE FUNCTION mlplat._lab_immutable() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, mlplat, pg_temp AS $$
+DECLARE
+  o jsonb := pg_catalog.to_jsonb(OLD);
+  n jsonb := pg_catalog.to_jsonb(NEW);
+  c text;
+BEGIN
+  FOREACH c IN ARRAY TG_ARGV LOOP
+    IF o->c IS DISTINCT FROM n->c THEN
+      RAISE EXCEPTION USING ERRCODE = '55000',
+        MESSAGE = pg_catalog.format('%s.%s is immutable', TG_TABLE_NAME, c),
+        DETAIL = pg_catalog.format('The %s of a %s row is provenance and never changes after it is written.', c, TG_TABLE_NAME),
+        HINT = 'Make a new one instead (a new lab run, profile or approval).';
+    END IF;
+  END LOOP;
+  RETURN NEW;
+END $$;
+CREATE TRIGGER lab_runs_provenance BEFORE UPDATE ON mlplat.lab_runs FOR EACH ROW
+  EXECUTE FUNCTION mlplat._lab_immutable('id', 'project_id', 'purpose', 'actor', 'db_role', 'idempotency_key',
+    'request_digest', 'candidate_id', 'model_version_id', 'artifact_uri', 'artifact_sha256', 'runtime_profile_id',
+    'profile_content_id', 'node_id', 'node_name', 'approval_id', 'family', 'input_digest', 'input_count',
+    'input_bytes', 'limits', 'gpus', 'max_attempts', 'queue_deadline_at', 'run_deadline_at', 'created_at');
+CREATE TRIGGER lab_profiles_spec BEFORE UPDATE ON mlplat.lab_profiles FOR EACH ROW
+  EXECUTE FUNCTION mlplat._lab_immutable('id', 'project_id', 'name', 'spec', 'content_id', 'runtime_kind', 'image',
+    'gpus', 'accelerator', 'families', 'max_execution_seconds', 'max_output_bytes', 'created_by', 'created_at');
+CREATE TRIGGER lab_approvals_scope BEFORE UPDATE ON mlplat.lab_approvals FOR EACH ROW
+  EXECUTE FUNCTION mlplat._lab_immutable('id', 'project_id', 'kind', 'candidate_id', 'artifact_sha256',
+    'runtime_profile_id', 'node_id', 'families', 'limits', 'max_runs', 'approved_by', 'db_role', 'approved_at',
+    'valid_for', 'expires_at', 'request_hash');
+
+-- ---------------------------------------------------------------- authorization
+
+-- Like _authorize, without the administrator bypass: the person (mlplat.on_behalf_of when the
+-- calling role may impersonate, else the database role) must hold a project role whose policy
+-- allows the action.  Superuser status, mlplat.admins and the application role's own
+-- memberships never count.  A missing project is 42501 for everyone.
+CREATE FUNCTION mlplat._authorize_member(p_action text, p_project text) RETURNS bigint
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  who text := mlplat._actor();
+  pid bigint;
+BEGIN
+  SELECT p.id INTO pid
+  FROM mlplat.projects p
+  WHERE p.name = p_project
+    AND EXISTS (SELECT 1 FROM mlplat.members m JOIN mlplat.policies po ON po.role = m.role
+                WHERE m.project_id = p.id AND m.principal = who AND po.action = p_action);
+  IF pid IS NOT NULL AND mlplat._impersonation_allows(p_project) THEN
+    RETURN pid;
+  END IF;
+  RAISE EXCEPTION USING ERRCODE = '42501',
+    MESSAGE = pg_catalog.format('permission denied: %s', p_action),
+    DETAIL = 'Lab actions need the person''s own project role whose policy allows the action; platform administration does not count.',
+    HINT = 'Ask a project owner to grant you a role in the project (docs/lab.md).';
+END $$;
+
+-- ---------------------------------------------------------------- typed validators
+
+-- A JSON number within [lo, hi] (integral when asked): NULL when valid, else the rule code.
+-- The shared validator _json_num decides; its path-bearing error is discarded.
+CREATE FUNCTION mlplat._lab_num(val jsonb, lo numeric, hi numeric, integral boolean, bad_type text, bad_range text)
+RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+  n numeric;
+BEGIN
+  -- fast yes without a subtransaction
+  IF pg_catalog.jsonb_typeof(val) = 'number' THEN
+    n := (val #>> '{}')::numeric;
+    IF (NOT integral OR n = pg_catalog.trunc(n)) AND n BETWEEN lo AND hi THEN
+      RETURN NULL;
+    END IF;
+  END IF;
+  BEGIN
+    PERFORM mlplat._json_num('value', val, lo, hi, integral);
+    RETURN NULL;
+  EXCEPTION WHEN invalid_parameter_value THEN
+    IF pg_catalog.jsonb_typeof(val) IS DISTINCT FROM 'number' OR (integral AND n <> pg_catalog.trunc(n)) THEN
+      RETURN bad_type;
+    END IF;
+    RETURN bad_range;
+  END;
+END $$;
+
+-- A JSON string of lo..hi characters: NULL, 'input_type' or 'input_range'.
+CREATE FUNCTION mlplat._lab_str(val jsonb, lo int, hi int) RETURNS text
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+  IF pg_catalog.jsonb_typeof(val) IS DISTINCT FROM 'string' THEN
+    RETURN 'input_type';
+  ELSIF pg_catalog.length(val #>> '{}') NOT BETWEEN lo AND hi THEN
+    RETURN 'input_range';
+  END IF;
+  RETURN NULL;
+END $$;
+
+-- RFC 4648 base64 (padded, no whitespace) decoding to lo..hi bytes.
+CREATE FUNCTION mlplat._lab_base64(val jsonb, lo int, hi int) RETURNS text
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+  s text;
+  n bigint;
+BEGIN
+  IF pg_catalog.jsonb_typeof(val) IS DISTINCT FROM 'string' THEN
+    RETURN 'input_type';
+  END IF;
+  s := val #>> '{}';
+  IF pg_catalog.length(s) % 4 <> 0 OR s !~ '^[A-Za-z0-9+/]*(={0,2})$' OR s ~ '=[^=]' THEN
+    RETURN 'input_type';
+  END IF;
+  n := pg_catalog.length(s) / 4 * 3 - pg_catalog.length(s) + pg_catalog.length(pg_catalog.rtrim(s, '='));
+  IF n NOT BETWEEN lo AND hi THEN
+    RETURN 'input_range';
+  END IF;
+  RETURN NULL;
+END $$;
+
+-- The rule one item of a family breaks (first failing field in a fixed order), or NULL.
+CREATE FUNCTION mlplat._lab_item_rule(p_family text, it jsonb) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+  allowed text[];
+  required text[];
+  keys text[];
+  code text;
+  e jsonb;
+BEGIN
+  IF pg_catalog.jsonb_typeof(it) <> 'object' THEN
+    RETURN 'input_shape';
+  END IF;
+  CASE p_family
+    WHEN 'text_generation' THEN
+      allowed := '{prompt,max_tokens,temperature,stop}'; required := '{prompt,max_tokens}';
+    WHEN 'embedding' THEN
+      allowed := '{text}'; required := '{text}';
+    WHEN 'tabular_predict' THEN
+      allowed := '{features}'; required := '{features}';
+    WHEN 'image_classification' THEN
+      allowed := '{image_base64,content_type,top_k}'; required := '{image_base64,content_type}';
+    ELSE  -- speech_to_text
+      allowed := '{audio_base64,content_type,language}'; required := '{audio_base64,content_type}';
+  END CASE;
+  keys := ARRAY(SELECT pg_catalog.jsonb_object_keys(it));
+  IF NOT (keys <@ allowed AND keys @> required) THEN
+    RETURN 'input_shape';
+  END IF;
+  CASE p_family
+    WHEN 'text_generation' THEN
+      code := coalesce(mlplat._lab_str(it->'prompt', 1, 16384),
+                       mlplat._lab_num(it->'max_tokens', 1, 4096, true, 'input_type', 'input_range'));
+      IF code IS NULL AND it ? 'temperature' THEN
+        code := mlplat._lab_num(it->'temperature', 0, 2, false, 'input_type', 'input_range');
+      END IF;
+      IF code IS NULL AND it ? 'stop' THEN
+        BEGIN
+          PERFORM mlplat._json_strings('stop', it->'stop', 4);
+        EXCEPTION WHEN invalid_parameter_value THEN
+          code := CASE WHEN pg_catalog.jsonb_typeof(it->'stop') <> 'array'
+                         OR EXISTS (SELECT 1 FROM pg_catalog.jsonb_array_elements(it->'stop') x
+                                     WHERE pg_catalog.jsonb_typeof(x) <> 'string')
+                       THEN 'input_type' ELSE 'input_range' END;
+        END;
+        IF code IS NULL AND EXISTS (SELECT 1 FROM pg_catalog.jsonb_array_elements_text(it->'stop') x
+                                     WHERE pg_catalog.length(x) > 64) THEN
+          code := 'input_range';
+        END IF;
+      END IF;
+    WHEN 'embedding' THEN
+      code := mlplat._lab_str(it->'text', 1, 8192);
+    WHEN 'tabular_predict' THEN
+      e := it->'features';
+      IF pg_catalog.jsonb_typeof(e) <> 'array' THEN
+        code := 'input_type';
+      ELSE
+        SELECT x INTO code FROM (
+          SELECT mlplat._lab_num(f, -1e308, 1e308, false, 'input_type', 'input_range') AS x, o
+          FROM pg_catalog.jsonb_array_elements(e) WITH ORDINALITY AS t(f, o)) s
+        WHERE x IS NOT NULL ORDER BY o LIMIT 1;
+        IF code IS NULL AND pg_catalog.jsonb_array_length(e) NOT BETWEEN 1 AND 512 THEN
+          code := 'input_range';
+        END IF;
+      END IF;
+    WHEN 'image_classification' THEN
+      code := mlplat._lab_base64(it->'image_base64', 1, 49152);
+      IF code IS NULL THEN
+        code := CASE WHEN pg_catalog.jsonb_typeof(it->'content_type') <> 'string' THEN 'input_type'
+                     WHEN it->>'content_type' NOT IN ('image/png', 'image/jpeg') THEN 'input_range' END;
+      END IF;
+      IF code IS NULL AND it ? 'top_k' THEN
+        code := mlplat._lab_num(it->'top_k', 1, 20, true, 'input_type', 'input_range');
+      END IF;
+    ELSE  -- speech_to_text
+      code := mlplat._lab_base64(it->'audio_base64', 1, 49152);
+      IF code IS NULL THEN
+        code := CASE WHEN pg_catalog.jsonb_typeof(it->'content_type') <> 'string' THEN 'input_type'
+                     WHEN it->>'content_type' NOT IN ('audio/wav', 'audio/flac') THEN 'input_range' END;
+      END IF;
+      IF code IS NULL AND it ? 'language' THEN
+        code := CASE WHEN pg_catalog.jsonb_typeof(it->'language') <> 'string' THEN 'input_type'
+                     WHEN it->>'language' !~ '^[a-z]{2,3}(-[A-Z]{2})?$' THEN 'input_range' END;
+      END IF;
+  END CASE;
+  RETURN code;
+END $$;
+
+-- family and inputs (§3): raises the first broken rule; returns the canonical input text.
+CREATE FUNCTION mlplat._lab_check_inputs(p_family text, p_inputs jsonb) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+  c text;
+  code text;
+BEGIN
+  IF p_family IS NULL THEN
+    PERFORM mlplat._lab_reject('null_argument');
+  ELSIF p_family NOT IN ('text_generation', 'embedding', 'tabular_predict', 'image_classification', 'speech_to_text') THEN
+    PERFORM mlplat._lab_reject('unknown_family');
+  END IF;
+  IF p_inputs IS NULL THEN
+    PERFORM mlplat._lab_reject('null_argument');
+  ELSIF pg_catalog.jsonb_typeof(p_inputs) <> 'array' THEN
+    PERFORM mlplat._lab_reject('inputs_not_array');
+  ELSIF pg_catalog.jsonb_array_length(p_inputs) NOT BETWEEN 1 AND 64 THEN
+    PERFORM mlplat._lab_reject('input_count');
+  END IF;
+  c := mlplat.canonical_json(p_inputs);
+  IF pg_catalog.octet_length(c) > 65536 THEN
+    PERFORM mlplat._lab_reject('input_too_large');
+  END IF;
+  SELECT r INTO code FROM (
+    SELECT mlplat._lab_item_rule(p_family, it) AS r, o
+    FROM pg_catalog.jsonb_array_elements(p_inputs) WITH ORDINALITY AS t(it, o)) s
+  WHERE r IS NOT NULL ORDER BY o LIMIT 1;
+  IF code IS NOT NULL THEN
+    PERFORM mlplat._lab_reject(code);
+  END IF;
+  RETURN c;
+END $$;
+
+-- limits (§3): a closed object of whole JSON numbers, defaults filled.  For an approval the
+-- limits are caps and concurrency is not one of them.
+CREATE FUNCTION mlplat._lab_limits(p_limits jsonb, p_for_approval boolean) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+  spec CONSTANT jsonb := '[["max_execution_seconds", 1, 900, 120], ["max_queue_seconds", 1, 3600, 600],
+                           ["retention_seconds", 60, 604800, 86400], ["max_output_bytes", 1, 262144, 65536],
+                           ["max_attempts", 1, 3, 1]]';
+  res jsonb := '{}';
+  k jsonb;
+  code text;
+BEGIN
+  IF p_limits IS NULL THEN
+    PERFORM mlplat._lab_reject('null_argument');
+  ELSIF pg_catalog.jsonb_typeof(p_limits) <> 'object'
+        OR EXISTS (SELECT 1 FROM pg_catalog.jsonb_object_keys(p_limits) x
+                   WHERE x NOT IN ('max_execution_seconds', 'max_queue_seconds', 'retention_seconds',
+                                   'max_output_bytes', 'max_attempts', 'concurrency')
+                      OR (p_for_approval AND x = 'concurrency')) THEN
+    PERFORM mlplat._lab_reject('limits_shape');
+  END IF;
+  FOR k IN SELECT x FROM pg_catalog.jsonb_array_elements(spec) x LOOP
+    IF p_limits ? (k->>0) THEN
+      code := mlplat._lab_num(p_limits->(k->>0), (k->>1)::numeric, (k->>2)::numeric, true,
+                              'limit_type', 'limit_out_of_range');
+      IF code IS NOT NULL THEN
+        PERFORM mlplat._lab_reject(code);
+      END IF;
+      res := res || pg_catalog.jsonb_build_object(k->>0, (p_limits->>(k->>0))::numeric::int);
+    ELSE
+      res := res || pg_catalog.jsonb_build_object(k->>0, (k->>3)::int);
+    END IF;
+  END LOOP;
+  IF NOT p_for_approval THEN
+    IF p_limits ? 'concurrency' THEN
+      code := mlplat._lab_num(p_limits->'concurrency', 1, 1, true, 'limit_type', 'concurrency_not_one');
+      IF code IS NOT NULL THEN
+        PERFORM mlplat._lab_reject(code);
+      END IF;
+    END IF;
+    res := res || '{"concurrency": 1}';
+  END IF;
+  RETURN res;
+END $$;
+
+-- The id arguments shared by preflight, start and approvals, left to right.
+CREATE FUNCTION mlplat._lab_check_ids(p_candidate bigint, p_sha256 text, p_profile bigint, p_node bigint,
+                                      p_approval bigint, p_need_approval boolean) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF p_candidate IS NULL THEN PERFORM mlplat._lab_reject('null_argument'); END IF;
+  IF p_candidate <= 0 THEN PERFORM mlplat._lab_reject('bad_id'); END IF;
+  IF p_sha256 IS NULL THEN PERFORM mlplat._lab_reject('null_argument'); END IF;
+  IF p_sha256 !~ '^[0-9a-f]{64}$' THEN PERFORM mlplat._lab_reject('bad_digest'); END IF;
+  IF p_profile IS NULL THEN PERFORM mlplat._lab_reject('null_argument'); END IF;
+  IF p_profile <= 0 THEN PERFORM mlplat._lab_reject('bad_id'); END IF;
+  IF p_node IS NULL THEN PERFORM mlplat._lab_reject('null_argument'); END IF;
+  IF p_node <= 0 THEN PERFORM mlplat._lab_reject('bad_id'); END IF;
+  IF p_need_approval THEN
+    IF p_approval IS NULL THEN PERFORM mlplat._lab_reject('null_argument'); END IF;
+    IF p_approval <= 0 THEN PERFORM mlplat._lab_reject('bad_id'); END IF;
+  END IF;
+END $$;
+
+-- ---------------------------------------------------------------- assessment
+
+-- Every blocker of a request, recomputed from the tables at now(): distinct, in byte order.
+-- Dependants are skipped when their parent is missing (docs/lab.md, "Blockers").  Used by
+-- lab_preflight, by start_lab_run under its locks, and by the reconciler before dispatch.
+-- p_approval NULL: a probe (no approval checks).  Reads only.
+CREATE FUNCTION mlplat._lab_assess(p_project_id bigint, p_candidate bigint, p_sha256 text, p_profile bigint,
+                                   p_node bigint, p_approval bigint, p_family text, p_limits jsonb,
+                                   p_input_count int) RETURNS text[]
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  b text[] := '{}';
+  pst text;
+  v mlplat.model_versions;
+  pr mlplat.lab_profiles;
+  n mlplat.lab_nodes;
+  a mlplat.lab_approvals;
+  probe_status text;
+  probe_done timestamptz;
+  probe_running boolean;
+  node_age interval := coalesce(NULLIF(pg_catalog.current_setting('mlplat.lab_node_max_age', true), ''), '60s')::interval;
+  probe_age interval := coalesce(NULLIF(pg_catalog.current_setting('mlplat.lab_probe_max_age', true), ''), '24h')::interval;
+BEGIN
+  SELECT x.status INTO pst FROM mlplat.projects x WHERE x.id = p_project_id;
+  IF pst IS NULL OR pst IN ('DELETING', 'DELETED') THEN
+    b := b || 'PROJECT_NOT_ACTIVE'::text;
+  END IF;
+
+  SELECT * INTO v FROM mlplat.model_versions x WHERE x.id = p_candidate AND x.project_id = p_project_id;
+  IF v.id IS NULL THEN
+    b := b || 'CANDIDATE_NOT_FOUND'::text;
+  ELSE
+    IF v.stage NOT IN ('CANDIDATE', 'CHAMPION') THEN b := b || 'CANDIDATE_NOT_ELIGIBLE'::text; END IF;
+    IF v.artifact_sha256 <> p_sha256 THEN b := b || 'ARTIFACT_MISMATCH'::text; END IF;
+  END IF;
+
+  SELECT * INTO pr FROM mlplat.lab_profiles x WHERE x.id = p_profile AND x.project_id = p_project_id;
+  IF pr.id IS NULL THEN
+    b := b || 'PROFILE_NOT_FOUND'::text;
+  ELSE
+    IF NOT pr.enabled THEN b := b || 'PROFILE_DISABLED'::text; END IF;
+    IF v.id IS NOT NULL AND pr.runtime_kind <> v.runtime_kind THEN b := b || 'PROFILE_RUNTIME_MISMATCH'::text; END IF;
+    IF p_family IS NOT NULL AND NOT p_family = ANY (pr.families) THEN b := b || 'FAMILY_NOT_SUPPORTED'::text; END IF;
+    IF (p_limits->>'max_execution_seconds')::int > pr.max_execution_seconds
+       OR (p_limits->>'max_output_bytes')::int > pr.max_output_bytes THEN
+      b := b || 'LIMIT_EXCEEDS_PROFILE'::text;
+    END IF;
+  END IF;
+
+  SELECT * INTO n FROM mlplat.lab_nodes x WHERE x.id = p_node;
+  IF n.id IS NULL THEN
+    b := b || 'NODE_NOT_FOUND'::text;
+  ELSE
+    IF NOT n.enabled THEN b := b || 'NODE_DISABLED'::text; END IF;
+    IF n.observed_at IS NULL THEN
+      b := b || 'NODE_NOT_OBSERVED'::text;
+    ELSE
+      IF pg_catalog.now() - n.observed_at > node_age THEN b := b || 'NODE_OBSERVATION_STALE'::text; END IF;
+      IF NOT coalesce(n.observed_ready, false) THEN b := b || 'NODE_NOT_READY'::text; END IF;
+      IF coalesce(n.observed_unschedulable, false) THEN b := b || 'NODE_CORDONED'::text; END IF;
+      IF pr.id IS NOT NULL THEN
+        IF n.observed_accelerator IS DISTINCT FROM pr.accelerator THEN b := b || 'NODE_ACCELERATOR_MISMATCH'::text; END IF;
+        IF coalesce(n.observed_gpus, 0) < pr.gpus THEN b := b || 'NODE_INSUFFICIENT_GPUS'::text; END IF;
+      END IF;
+    END IF;
+  END IF;
+
+  -- probe evidence for exactly (artifact, profile, node); a probe's own run needs none
+  IF v.id IS NOT NULL AND pr.id IS NOT NULL AND n.id IS NOT NULL AND p_approval IS NOT NULL THEN
+    SELECT x.status, x.completed_at INTO probe_status, probe_done
+    FROM mlplat.lab_probes x
+    WHERE x.runtime_profile_id = p_profile AND x.node_id = p_node AND x.artifact_sha256 = p_sha256
+      AND x.project_id = p_project_id AND x.completed_at IS NOT NULL
+    ORDER BY x.completed_at DESC, x.id DESC LIMIT 1;
+    IF probe_status IS NULL THEN
+      probe_running := EXISTS (SELECT 1 FROM mlplat.lab_probes x
+                               WHERE x.runtime_profile_id = p_profile AND x.node_id = p_node
+                                 AND x.artifact_sha256 = p_sha256 AND x.project_id = p_project_id
+                                 AND x.status = 'RUNNING');
+      b := b || CASE WHEN probe_running THEN 'PROBE_RUNNING' ELSE 'PROBE_MISSING' END;
+    ELSIF probe_status = 'FAILED' THEN
+      b := b || 'PROBE_FAILED'::text;
+    ELSIF pg_catalog.now() - probe_done > probe_age THEN
+      b := b || 'PROBE_STALE'::text;
+    END IF;
+  END IF;
+
+  IF p_approval IS NOT NULL THEN
+    SELECT * INTO a FROM mlplat.lab_approvals x WHERE x.id = p_approval AND x.project_id = p_project_id;
+    IF a.id IS NULL THEN
+      b := b || 'APPROVAL_NOT_FOUND'::text;
+    ELSE
+      IF a.candidate_id <> p_candidate OR a.artifact_sha256 <> p_sha256 OR a.runtime_profile_id <> p_profile
+         OR a.node_id <> p_node THEN
+        b := b || 'APPROVAL_SCOPE_MISMATCH'::text;
+      END IF;
+      IF a.expires_at <= pg_catalog.now() THEN b := b || 'APPROVAL_EXPIRED'::text; END IF;
+      IF a.revoked_at IS NOT NULL THEN b := b || 'APPROVAL_REVOKED'::text; END IF;
+      IF a.runs_used >= a.max_runs THEN b := b || 'APPROVAL_EXHAUSTED'::text; END IF;
+      IF NOT p_family = ANY (a.families) THEN b := b || 'FAMILY_NOT_APPROVED'::text; END IF;
+      IF EXISTS (SELECT 1 FROM pg_catalog.jsonb_each(a.limits) c
+                 WHERE (p_limits->>c.key)::numeric > (c.value #>> '{}')::numeric) THEN
+        b := b || 'LIMIT_EXCEEDS_APPROVAL'::text;
+      END IF;
+    END IF;
+  END IF;
+  RETURN ARRAY(SELECT DISTINCT c COLLATE "C" FROM pg_catalog.unnest(b) c ORDER BY 1);
+END $$;
+
+-- ---------------------------------------------------------------- preflight
+
+CREATE TYPE mlplat.lab_preflight_result AS (
+  passed                     boolean,
+  blockers                   text[],
+  project                    text,
+  candidate_id               bigint,
+  model                      text,
+  version                    text,
+  artifact_sha256            text,
+  runtime_profile_id         bigint,
+  runtime_profile_content_id text,
+  node_id                    bigint,
+  node                       text,
+  approval_id                bigint,
+  family                     text,
+  input_digest               text,
+  input_count                int,
+  input_bytes                int,
+  max_execution_seconds      int,
+  max_queue_seconds          int,
+  retention_seconds          int,
+  max_output_bytes           int,
+  max_attempts               int,
+  concurrency                int,
+  execution_started          boolean,
+  permission_granted         boolean,
+  assessed_at                timestamptz
+);
+
+-- Side-effect free: reads, and writes nothing at all (no audit event, span, idempotency record,
+-- wake, lease, payload, Job or Secret), so it works in BEGIN READ ONLY and on a hot standby.
+-- A pass grants nothing: start_lab_run assesses again under its locks.
+CREATE FUNCTION mlplat.lab_preflight(project text, candidate_id bigint, artifact_sha256 text,
+                                     runtime_profile_id bigint, node_id bigint, approval_id bigint,
+                                     family text, inputs jsonb, limits jsonb DEFAULT '{}')
+RETURNS mlplat.lab_preflight_result LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, mlplat, pg_temp AS $$
+DECLARE
+  pid bigint := mlplat._authorize_member('lab_preflight', lab_preflight.project);
+  r mlplat.lab_preflight_result;
+  c text;
+  lim jsonb;
+BEGIN
+  PERFORM mlplat._lab_check_ids(lab_preflight.candidate_id, lab_preflight.artifact_sha256,
+    lab_preflight.runtime_profile_id, lab_preflight.node_id, lab_preflight.approval_id, true);
+  c := mlplat._lab_check_inputs(lab_preflight.family, lab_preflight.inputs);
+  lim := mlplat._lab_limits(lab_preflight.limits, false);
+  r.blockers := mlplat._lab_assess(pid, lab_preflight.candidate_id, lab_preflight.artifact_sha256,
+    lab_preflight.runtime_profile_id, lab_preflight.node_id, lab_preflight.approval_id, lab_preflight.family,
+    lim, pg_catalog.jsonb_array_length(lab_preflight.inputs));
+  r.passed := pg_catalog.cardinality(r.blockers) = 0;
+  r.project := lab_preflight.project;
+  r.candidate_id := lab_preflight.candidate_id;
+  SELECT m.name, v.version INTO r.model, r.version
+  FROM mlplat.model_versions v JOIN mlplat.models m ON m.id = v.model_id
+  WHERE v.id = lab_preflight.candidate_id AND v.project_id = pid;
+  r.artifact_sha256 := lab_preflight.artifact_sha256;
+  r.runtime_profile_id := lab_preflight.runtime_profile_id;
+  r.runtime_profile_content_id := (SELECT x.content_id FROM mlplat.lab_profiles x
+                                   WHERE x.id = lab_preflight.runtime_profile_id AND x.project_id = pid);
+  r.node_id := lab_preflight.node_id;
+  r.node := (SELECT x.name FROM mlplat.lab_nodes x WHERE x.id = lab_preflight.node_id);
+  r.approval_id := lab_preflight.approval_id;
+  r.family := lab_preflight.family;
+  r.input_digest := pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(c, 'UTF8')), 'hex');
+  r.input_count := pg_catalog.jsonb_array_length(lab_preflight.inputs);
+  r.input_bytes := pg_catalog.octet_length(c);
+  r.max_execution_seconds := (lim->>'max_execution_seconds')::int;
+  r.max_queue_seconds := (lim->>'max_queue_seconds')::int;
+  r.retention_seconds := (lim->>'retention_seconds')::int;
+  r.max_output_bytes := (lim->>'max_output_bytes')::int;
+  r.max_attempts := (lim->>'max_attempts')::int;
+  r.concurrency := 1;
+  r.execution_started := false;
+  r.permission_granted := false;
+  r.assessed_at := pg_catalog.now();
+  RETURN r;
+END $$;
+COMMENT ON FUNCTION mlplat.lab_preflight(text, bigint, text, bigint, bigint, bigint, text, jsonb, jsonb) IS
+  'Read-only Model Lab check: typed binding, input digest/count/size, limits and blocker codes; writes nothing, grants nothing.';
+
+-- ---------------------------------------------------------------- nodes (administrators)
+
+CREATE FUNCTION mlplat.register_lab_node(node text, accelerator text, gpus int)
+RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, mlplat, pg_temp AS $$
+DECLARE
+  r mlplat.accepted;
+  nid bigint;
+BEGIN
+  IF NOT mlplat._is_admin() THEN
+    RAISE EXCEPTION USING ERRCODE = '42501', MESSAGE = 'permission denied: register_lab_node',
+      DETAIL = 'Lab nodes are platform data.', HINT = 'Ask a platform administrator.';
+  END IF;
+  IF register_lab_node.node IS NULL OR register_lab_node.accelerator IS NULL OR register_lab_node.gpus IS NULL THEN
+    PERFORM mlplat._lab_reject('null_argument');
+  END IF;
+  IF pg_catalog.length(register_lab_node.node) > 253
+     OR register_lab_node.node !~ '^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$'
+     OR NOT mlplat.is_dns_label(register_lab_node.accelerator, 63) THEN
+    PERFORM mlplat._lab_reject('bad_name');
+  END IF;
+  IF register_lab_node.gpus NOT BETWEEN 1 AND 64 THEN
+    PERFORM mlplat._lab_reject('bad_gpus');
+  END IF;
+  INSERT INTO mlplat.lab_nodes AS x (name, accelerator, gpus, registered_by)
+  VALUES (register_lab_node.node, register_lab_node.accelerator, register_lab_node.gpus, mlplat._actor())
+  ON CONFLICT (name) DO UPDATE SET accelerator = excluded.accelerator, gpus = excluded.gpus, enabled = true
+  RETURNING x.id INTO nid;
+  r := (pg_catalog.gen_random_uuid(), 'lab_node', nid, NULL, 'ENABLED', false)::mlplat.accepted;
+  PERFORM mlplat._audit('register_lab_node', NULL, NULL, 'lab_node', nid, r.request_id, mlplat._traceparent(),
+    pg_catalog.jsonb_build_object('node', register_lab_node.node, 'accelerator', register_lab_node.accelerator,
+                                  'gpus', register_lab_node.gpus));
+  -- (the lab_runs reconciler is woken here once it exists)
+  RETURN r;
+END $$;
+
+CREATE FUNCTION mlplat.disable_lab_node(node text)
+RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, mlplat, pg_temp AS $$
+DECLARE
+  r mlplat.accepted;
+  nid bigint;
+BEGIN
+  IF NOT mlplat._is_admin() THEN
+    RAISE EXCEPTION USING ERRCODE = '42501', MESSAGE = 'permission denied: disable_lab_node',
+      DETAIL = 'Lab nodes are platform data.', HINT = 'Ask a platform administrator.';
+  END IF;
+  UPDATE mlplat.lab_nodes x SET enabled = false WHERE x.name = disable_lab_node.node RETURNING x.id INTO nid;
+  IF nid IS NULL THEN
+    RAISE EXCEPTION USING ERRCODE = '42704', MESSAGE = 'lab node does not exist',
+      HINT = 'See mlplat.lab_node_status for the registered nodes.';
+  END IF;
+  r := (pg_catalog.gen_random_uuid(), 'lab_node', nid, NULL, 'DISABLED', false)::mlplat.accepted;
+  PERFORM mlplat._audit('disable_lab_node', NULL, NULL, 'lab_node', nid, r.request_id, mlplat._traceparent(), '{}');
+  RETURN r;
+END $$;
+
+-- ---------------------------------------------------------------- runtime profiles
+
+-- The closed profile spec (docs/lab.md): true when valid.
+CREATE FUNCTION mlplat._lab_profile_ok(s jsonb) RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+  RETURN s IS NOT NULL AND pg_catalog.jsonb_typeof(s) = 'object'
+    AND ARRAY(SELECT pg_catalog.jsonb_object_keys(s)) <@ '{runtime_kind,image,gpus,accelerator,families,max_execution_seconds,max_output_bytes,env}'::text[]
+    AND ARRAY(SELECT pg_catalog.jsonb_object_keys(s)) @> '{runtime_kind,image,gpus,accelerator,families,max_execution_seconds,max_output_bytes}'::text[]
+    AND pg_catalog.jsonb_typeof(s->'runtime_kind') = 'string' AND mlplat.is_dns_label(s->>'runtime_kind', 63)
+    AND pg_catalog.jsonb_typeof(s->'image') = 'string' AND pg_catalog.length(s->>'image') <= 512
+    AND s->>'image' ~ '^[a-z0-9][-a-z0-9._/:]*[a-z0-9]@sha256:[0-9a-f]{64}$'
+    AND mlplat._lab_num(s->'gpus', 0, 8, true, 'x', 'x') IS NULL
+    AND pg_catalog.jsonb_typeof(s->'accelerator') = 'string' AND mlplat.is_dns_label(s->>'accelerator', 63)
+    AND pg_catalog.jsonb_typeof(s->'families') = 'array'
+    AND pg_catalog.jsonb_array_length(s->'families') BETWEEN 1 AND 5
+    AND NOT EXISTS (SELECT 1 FROM pg_catalog.jsonb_array_elements(s->'families') f
+                    WHERE pg_catalog.jsonb_typeof(f) <> 'string'
+                       OR f #>> '{}' NOT IN ('text_generation', 'embedding', 'tabular_predict',
+                                             'image_classification', 'speech_to_text'))
+    AND (SELECT pg_catalog.count(DISTINCT f) FROM pg_catalog.jsonb_array_elements_text(s->'families') f)
+        = pg_catalog.jsonb_array_length(s->'families')
+    AND mlplat._lab_num(s->'max_execution_seconds', 1, 900, true, 'x', 'x') IS NULL
+    AND mlplat._lab_num(s->'max_output_bytes', 1, 262144, true, 'x', 'x') IS NULL
+    AND (NOT s ? 'env' OR mlplat._env_ok(s->'env'));
+END $$;
+
+CREATE FUNCTION mlplat.register_lab_profile(project text, name text, spec jsonb, idempotency_key text DEFAULT NULL)
+RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, mlplat, pg_temp AS $$
+DECLARE
+  pid bigint := mlplat._authorize_member('register_lab_profile', register_lab_profile.project);
+  who text := mlplat._actor();
+  r mlplat.accepted;
+  prof mlplat.lab_profiles;
+  cid text;
+BEGIN
+  BEGIN
+    r := mlplat._idem_claim('register_lab_profile', register_lab_profile.idempotency_key,
+           pg_catalog.jsonb_build_array(register_lab_profile.project, register_lab_profile.name, register_lab_profile.spec), who);
+  EXCEPTION WHEN invalid_parameter_value THEN
+    PERFORM mlplat._lab_reject('bad_idempotency_key');
+  END;
+  IF r.request_id IS NOT NULL THEN RETURN r; END IF;
+  IF register_lab_profile.name IS NULL OR register_lab_profile.spec IS NULL THEN
+    PERFORM mlplat._lab_reject('null_argument');
+  END IF;
+  IF NOT mlplat.is_dns_label(register_lab_profile.name, 63) THEN
+    PERFORM mlplat._lab_reject('bad_name');
+  END IF;
+  IF NOT mlplat._lab_profile_ok(register_lab_profile.spec) THEN
+    PERFORM mlplat._lab_reject('profile_spec');
+  END IF;
+  PERFORM mlplat._lock_project(pid, false, 'register_lab_profile');
+  cid := mlplat.content_id(register_lab_profile.spec);
+  SELECT * INTO prof FROM mlplat.lab_profiles x WHERE x.project_id = pid AND x.name = register_lab_profile.name;
+  IF prof.id IS NOT NULL THEN
+    IF prof.content_id <> cid THEN
+      RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = 'lab profile already exists with another spec',
+        DETAIL = 'A profile''s spec never changes.',
+        HINT = 'Register the new spec under a new name and disable the old profile.';
+    END IF;
+    r := (pg_catalog.gen_random_uuid(), 'lab_profile', prof.id, NULL,
+          CASE WHEN prof.enabled THEN 'ENABLED' ELSE 'DISABLED' END, false)::mlplat.accepted;
+  ELSE
+    INSERT INTO mlplat.lab_profiles (project_id, name, spec, content_id, runtime_kind, image, gpus, accelerator,
+                                     families, max_execution_seconds, max_output_bytes, created_by)
+    VALUES (pid, register_lab_profile.name, register_lab_profile.spec, cid, register_lab_profile.spec->>'runtime_kind',
+            register_lab_profile.spec->>'image', (register_lab_profile.spec->>'gpus')::int,
+            register_lab_profile.spec->>'accelerator',
+            ARRAY(SELECT pg_catalog.jsonb_array_elements_text(register_lab_profile.spec->'families')),
+            (register_lab_profile.spec->>'max_execution_seconds')::int,
+            (register_lab_profile.spec->>'max_output_bytes')::int, who)
+    RETURNING * INTO prof;
+    r := (pg_catalog.gen_random_uuid(), 'lab_profile', prof.id, NULL, 'ENABLED', false)::mlplat.accepted;
+    PERFORM mlplat._audit('register_lab_profile', register_lab_profile.project, pid, 'lab_profile', prof.id,
+      r.request_id, mlplat._traceparent(), pg_catalog.jsonb_build_object('content_id', cid), who);
+  END IF;
+  PERFORM mlplat._idem_store('register_lab_profile', register_lab_profile.idempotency_key, r, who);
+  RETURN r;
+END $$;
+
+CREATE FUNCTION mlplat.disable_lab_profile(project text, profile_id bigint)
+RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
+DECLARE
+  pid bigint := mlplat._authorize_member('disable_lab_profile', disable_lab_profile.project);
+  r mlplat.accepted;
+  found_id bigint;
+BEGIN
+  IF disable_lab_profile.profile_id IS NULL THEN PERFORM mlplat._lab_reject('null_argument'); END IF;
+  PERFORM mlplat._bound_api_waits();
+  UPDATE mlplat.lab_profiles x SET enabled = false
+  WHERE x.id = disable_lab_profile.profile_id AND x.project_id = pid RETURNING x.id INTO found_id;
+  IF found_id IS NULL THEN
+    RAISE EXCEPTION USING ERRCODE = '42704', MESSAGE = 'lab profile does not exist',
+      HINT = 'Profiles are identified by their id in the project.';
+  END IF;
+  r := (pg_catalog.gen_random_uuid(), 'lab_profile', found_id, NULL, 'DISABLED', false)::mlplat.accepted;
+  PERFORM mlplat._audit('disable_lab_profile', disable_lab_profile.project, pid, 'lab_profile', found_id,
+    r.request_id, mlplat._traceparent(), '{}');
+  RETURN r;
+END $$;
+
+-- ---------------------------------------------------------------- approvals (owners)
+
+CREATE FUNCTION mlplat.approve_lab(project text, candidate_id bigint, artifact_sha256 text, runtime_profile_id bigint,
+                                   node_id bigint, families text[], limits jsonb, max_runs int, valid_for interval,
+                                   idempotency_key text DEFAULT NULL)
+RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
+DECLARE
+  pid bigint := mlplat._authorize_member('approve_lab', approve_lab.project);
+  who text := mlplat._actor();
+  r mlplat.accepted;
+  req jsonb;
+  lim jsonb;
+  v mlplat.model_versions;
+  aid bigint;
+BEGIN
+  req := pg_catalog.jsonb_build_array(approve_lab.project, approve_lab.candidate_id, approve_lab.artifact_sha256,
+           approve_lab.runtime_profile_id, approve_lab.node_id, approve_lab.families, approve_lab.limits,
+           approve_lab.max_runs, approve_lab.valid_for::text);
+  BEGIN
+    r := mlplat._idem_claim('approve_lab', approve_lab.idempotency_key, req, who);
+  EXCEPTION WHEN invalid_parameter_value THEN
+    PERFORM mlplat._lab_reject('bad_idempotency_key');
+  END;
+  IF r.request_id IS NOT NULL THEN RETURN r; END IF;
+  PERFORM mlplat._lab_check_ids(approve_lab.candidate_id, approve_lab.artifact_sha256,
+    approve_lab.runtime_profile_id, approve_lab.node_id, NULL, false);
+  IF approve_lab.families IS NULL THEN PERFORM mlplat._lab_reject('null_argument'); END IF;
+  IF pg_catalog.cardinality(approve_lab.families) NOT BETWEEN 1 AND 5
+     OR EXISTS (SELECT 1 FROM pg_catalog.unnest(approve_lab.families) f
+                WHERE f IS NULL OR f NOT IN ('text_generation', 'embedding', 'tabular_predict',
+                                             'image_classification', 'speech_to_text')) THEN
+    PERFORM mlplat._lab_reject('unknown_family');
+  END IF;
+  lim := mlplat._lab_limits(approve_lab.limits, true);
+  IF approve_lab.max_runs IS NULL THEN PERFORM mlplat._lab_reject('null_argument'); END IF;
+  IF approve_lab.max_runs NOT BETWEEN 1 AND 1000 THEN PERFORM mlplat._lab_reject('bad_max_runs'); END IF;
+  IF approve_lab.valid_for IS NULL THEN PERFORM mlplat._lab_reject('null_argument'); END IF;
+  IF approve_lab.valid_for <= '0'::interval OR approve_lab.valid_for > '30 days'::interval THEN
+    PERFORM mlplat._lab_reject('bad_valid_for');
+  END IF;
+  PERFORM mlplat._lock_project(pid, false, 'approve_lab');
+  SELECT * INTO v FROM mlplat.model_versions x WHERE x.id = approve_lab.candidate_id AND x.project_id = pid;
+  IF v.id IS NULL
+     OR NOT EXISTS (SELECT 1 FROM mlplat.lab_profiles x WHERE x.id = approve_lab.runtime_profile_id AND x.project_id = pid)
+     OR NOT EXISTS (SELECT 1 FROM mlplat.lab_nodes x WHERE x.id = approve_lab.node_id) THEN
+    RAISE EXCEPTION USING ERRCODE = '42704', MESSAGE = 'lab approval refers to an unknown id',
+      DETAIL = 'The candidate and runtime profile must be the project''s, the node a registered lab node.',
+      HINT = 'Take the ids from mlplat.model_versions, mlplat.lab_profiles and mlplat.lab_node_status.';
+  END IF;
+  IF v.artifact_sha256 <> approve_lab.artifact_sha256 THEN
+    RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = 'lab approval artifact does not match the candidate',
+      DETAIL = 'An approval binds the exact artifact the candidate was registered with.',
+      HINT = 'Pass the candidate''s artifact_sha256.';
+  END IF;
+  INSERT INTO mlplat.lab_approvals (project_id, candidate_id, artifact_sha256, runtime_profile_id, node_id, families,
+                                    limits, max_runs, approved_by, db_role, valid_for, expires_at, request_hash)
+  VALUES (pid, approve_lab.candidate_id, approve_lab.artifact_sha256, approve_lab.runtime_profile_id,
+          approve_lab.node_id, ARRAY(SELECT DISTINCT f FROM pg_catalog.unnest(approve_lab.families) f ORDER BY 1),
+          lim, approve_lab.max_runs, who, mlplat._db_role(), approve_lab.valid_for,
+          pg_catalog.now() + approve_lab.valid_for, mlplat.content_id(req))
+  RETURNING id INTO aid;
+  r := (pg_catalog.gen_random_uuid(), 'lab_approval', aid, NULL, 'APPROVED', false)::mlplat.accepted;
+  PERFORM mlplat._audit('approve_lab', approve_lab.project, pid, 'lab_approval', aid, r.request_id, mlplat._traceparent(),
+    pg_catalog.jsonb_build_object('candidate_id', approve_lab.candidate_id, 'artifact_sha256', approve_lab.artifact_sha256,
+      'runtime_profile_id', approve_lab.runtime_profile_id, 'node_id', approve_lab.node_id,
+      'families', approve_lab.families, 'limits', lim, 'max_runs', approve_lab.max_runs,
+      'valid_for', approve_lab.valid_for::text), who);
+  PERFORM mlplat._idem_store('approve_lab', approve_lab.idempotency_key, r, who);
+  RETURN r;
+END $$;
+
+CREATE FUNCTION mlplat.revoke_lab_approval(project text, approval_id bigint)
+RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
+DECLARE
+  pid bigint := mlplat._authorize_member('revoke_lab_approval', revoke_lab_approval.project);
+  who text := mlplat._actor();
+  r mlplat.accepted;
+  a mlplat.lab_approvals;
+BEGIN
+  IF revoke_lab_approval.approval_id IS NULL THEN PERFORM mlplat._lab_reject('null_argument'); END IF;
+  PERFORM mlplat._bound_api_waits();
+  SELECT * INTO a FROM mlplat.lab_approvals x
+  WHERE x.id = revoke_lab_approval.approval_id AND x.project_id = pid FOR UPDATE;
+  IF a.id IS NULL THEN
+    RAISE EXCEPTION USING ERRCODE = '42704', MESSAGE = 'lab approval does not exist',
+      HINT = 'Approvals are identified by their id in the project (mlplat.lab_approval_status).';
+  END IF;
+  r := (pg_catalog.gen_random_uuid(), 'lab_approval', a.id, NULL, 'REVOKED', false)::mlplat.accepted;
+  IF a.revoked_at IS NOT NULL THEN
+    r.replayed := true;   -- final: a repeat changes nothing
+    RETURN r;
+  END IF;
+  UPDATE mlplat.lab_approvals x SET revoked_at = pg_catalog.now(), revoked_by = who WHERE x.id = a.id;
+  PERFORM mlplat._audit('revoke_lab_approval', revoke_lab_approval.project, pid, 'lab_approval', a.id,
+    r.request_id, mlplat._traceparent(), '{}', who);
+  -- (the lab_runs reconciler is woken here once it exists)
+  RETURN r;
+END $$;
+
+-- ---------------------------------------------------------------- views, RLS, privileges
+
+CREATE VIEW mlplat.lab_node_status WITH (security_invoker = true) AS
+SELECT n.id AS node_id, n.name AS node, n.accelerator, n.gpus, n.enabled,
+       n.observed_ready, n.observed_unschedulable, n.observed_gpus, n.observed_accelerator, n.observed_at,
+       (SELECT l.lab_run_id FROM mlplat.lab_leases l WHERE l.node_id = n.id) AS leased_by_lab_run,
+       n.registered_at
+FROM mlplat.lab_nodes n;
+
+CREATE VIEW mlplat.lab_approval_status WITH (security_invoker = true) AS
+SELECT p.name AS project, a.id AS approval_id, a.candidate_id, a.artifact_sha256, a.runtime_profile_id, a.node_id,
+       a.families, a.limits, a.max_runs, a.runs_used, a.approved_by, a.approved_at, a.expires_at,
+       a.revoked_at, a.revoked_by,
+       CASE WHEN a.revoked_at IS NOT NULL THEN 'REVOKED' WHEN a.expires_at <= pg_catalog.now() THEN 'EXPIRED'
+            WHEN a.runs_used >= a.max_runs THEN 'EXHAUSTED' ELSE 'ACTIVE' END AS status
+FROM mlplat.lab_approvals a JOIN mlplat.projects p ON p.id = a.project_id;
+
+CREATE VIEW mlplat.lab_run_status WITH (security_invoker = true) AS
+SELECT p.name AS project, r.id AS lab_run_id, r.purpose, r.status, r.reason_code, r.status_reason,
+       (r.status IN ('QUEUED', 'DISPATCHED', 'RUNNING', 'RETRY_WAIT', 'CANCEL_REQUESTED')) AS in_flight,
+       r.actor, r.candidate_id, r.artifact_sha256, r.runtime_profile_id, r.profile_content_id, r.node_id, r.node_name,
+       r.approval_id, r.family, r.input_digest, r.input_count, r.input_bytes, r.limits, r.gpus,
+       r.attempt, r.max_attempts, r.job_name, r.queue_deadline_at, r.run_deadline_at,
+       r.dispatched_at, r.started_at, r.finished_at, r.cancel_requested_at, r.cancel_requested_by,
+       r.cancel_acknowledged_at, r.output_digest, r.output_bytes, r.retain_until, r.purged_at,
+       r.created_at, r.updated_at
+FROM mlplat.lab_runs r JOIN mlplat.projects p ON p.id = r.project_id;
+
+DO $$
+DECLARE
+  t text;
+BEGIN
+  FOREACH t IN ARRAY ARRAY['lab_profiles', 'lab_approvals', 'lab_probes', 'lab_runs', 'lab_run_transitions'] LOOP
+    EXECUTE pg_catalog.format('ALTER TABLE mlplat.%I ENABLE ROW LEVEL SECURITY', t);
+    EXECUTE pg_catalog.format('CREATE POLICY member_reads ON mlplat.%I FOR SELECT USING (mlplat._can_view(project_id))', t);
+  END LOOP;
+END $$;
+ALTER TABLE mlplat.lab_run_payloads ENABLE ROW LEVEL SECURITY;
+REVOKE ALL ON mlplat.lab_run_payloads FROM PUBLIC;
+GRANT SELECT ON mlplat.lab_nodes, mlplat.lab_leases, mlplat.lab_profiles, mlplat.lab_approvals, mlplat.lab_probes, mlplat.lab_runs,
+                mlplat.lab_run_transitions, mlplat.lab_node_status, mlplat.lab_approval_status, mlplat.lab_run_status
+  TO PUBLIC;
+
+DO $$
+DECLARE
+  t text;
+BEGIN
+  FOREACH t IN ARRAY ARRAY['lab_nodes', 'lab_profiles', 'lab_approvals', 'lab_probes', 'lab_runs',
+                           'lab_run_payloads', 'lab_leases', 'lab_run_transitions'] LOOP
+    PERFORM pg_catalog.pg_extension_config_dump(('mlplat.' || t)::regclass, '');
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a WHERE a.attrelid = ('mlplat.' || t)::regclass
+               AND a.attname = 'id' AND a.attidentity <> '') THEN
+      PERFORM pg_catalog.pg_extension_config_dump(
+        pg_catalog.pg_get_serial_sequence('mlplat.' || t, 'id')::regclass, '');
+    END IF;
+  END LOOP;
+END $$;

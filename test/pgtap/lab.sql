@@ -1,0 +1,174 @@
+-- pgTAP: Model Lab privileges, row-level security, membership-only authorization, the
+-- no-leak validation errors and the read-only preflight (docs/lab.md).
+BEGIN;
+SELECT plan(38);
+\ir lib/helpers.sql
+
+DO $$ DECLARE r text; BEGIN
+  FOREACH r IN ARRAY ARRAY['tap_lab_viewer', 'tap_lab_dev', 'tap_lab_deployer', 'tap_lab_owner', 'tap_lab_outsider',
+                           'tap_lab_admin', 'tap_lab_app'] LOOP
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = r) THEN EXECUTE format('CREATE ROLE %I', r); END IF;
+  END LOOP;
+END $$;
+INSERT INTO mlplat.admins (principal) VALUES ('tap_lab_admin') ON CONFLICT DO NOTHING;
+INSERT INTO mlplat.impersonators (app_role) VALUES ('tap_lab_app') ON CONFLICT DO NOTHING;
+
+CREATE TEMP TABLE lab_ids (cand bigint, prof bigint, node bigint, appr bigint);
+GRANT SELECT ON lab_ids TO PUBLIC;
+DO $$
+DECLARE
+  pid bigint;
+BEGIN
+  PERFORM mlplat.create_project('tlab', 8, NULL, NULL, NULL, 'tap_lab_owner');
+  PERFORM mlplat.create_project('tlab-other', 8, NULL, NULL, NULL, 'tap_lab_outsider');
+  PERFORM mlplat.add_artifact_location('tlab', 's3://lab/');
+  PERFORM mlplat.grant_role('tlab', 'tap_lab_viewer', 'viewer');
+  PERFORM mlplat.grant_role('tlab', 'tap_lab_dev', 'developer');
+  PERFORM mlplat.grant_role('tlab', 'tap_lab_deployer', 'deployer');
+  PERFORM mlplat.register_model_version('tlab', 'llm', '1', 's3://lab/llm/1', repeat('a', 64), 'vllm', 'custom');
+  PERFORM mlplat.set_model_stage('tlab', 'llm', '1', 'CANDIDATE');
+  PERFORM mlplat.register_lab_node('tap-gpu-1', 'nvidia-a100', 8);
+  UPDATE mlplat.lab_nodes SET observed_ready = true, observed_unschedulable = false, observed_gpus = 8,
+         observed_accelerator = 'nvidia-a100', observed_at = now() WHERE name = 'tap-gpu-1';
+  pid := (SELECT id FROM mlplat.projects WHERE name = 'tlab');
+  EXECUTE 'SET LOCAL ROLE tap_lab_owner';
+  PERFORM mlplat.register_lab_profile('tlab', 'vllm', jsonb_build_object('runtime_kind', 'vllm',
+    'image', 'r.example/vllm@sha256:' || repeat('e', 64), 'gpus', 1, 'accelerator', 'nvidia-a100',
+    'families', '["text_generation"]'::jsonb, 'max_execution_seconds', 300, 'max_output_bytes', 65536));
+  RESET ROLE;
+  INSERT INTO lab_ids SELECT (SELECT id FROM mlplat.model_versions WHERE project_id = pid),
+    (SELECT id FROM mlplat.lab_profiles WHERE project_id = pid), (SELECT id FROM mlplat.lab_nodes WHERE name = 'tap-gpu-1');
+  EXECUTE 'SET LOCAL ROLE tap_lab_owner';
+  PERFORM mlplat.approve_lab('tlab', (SELECT cand FROM lab_ids), repeat('a', 64), (SELECT prof FROM lab_ids),
+    (SELECT node FROM lab_ids), '{text_generation}', '{}', 3, '1 day');
+  RESET ROLE;
+  UPDATE lab_ids SET appr = (SELECT id FROM mlplat.lab_approvals WHERE project_id = pid);
+  INSERT INTO mlplat.lab_probes (project_id, artifact_sha256, runtime_profile_id, node_id, status, completed_at)
+  SELECT pid, repeat('a', 64), prof, node, 'PASSED', now() FROM lab_ids;
+END $$;
+
+CREATE FUNCTION pg_temp.pf_sql(p_inputs text DEFAULT '[{"prompt": "hi", "max_tokens": 4}]') RETURNS text LANGUAGE sql AS $$
+  SELECT format('SELECT mlplat.lab_preflight(%L, %s, %L, %s, %s, %s, %L, %L)', 'tlab', cand, repeat('a', 64), prof, node,
+                appr, 'text_generation', p_inputs) FROM lab_ids
+$$;
+
+-- ---------------------------------------------------------------- privileges
+SELECT is((SELECT array_agg(c.relname::text ORDER BY c.relname) FROM pg_class c
+           WHERE c.relnamespace = 'mlplat'::regnamespace AND c.relname LIKE 'lab\_%' AND c.relkind = 'r'
+             AND NOT c.relrowsecurity AND c.relname NOT IN ('lab_nodes', 'lab_leases')),
+          NULL, 'every project-scoped lab table has row-level security');
+SELECT ok(NOT has_table_privilege('tap_lab_owner', 'mlplat.lab_run_payloads', 'SELECT'),
+          'no caller may read lab_run_payloads (content)');
+SELECT ok(NOT has_table_privilege('tap_lab_dev', 'mlplat.lab_run_payloads', 'SELECT'),
+          'a developer may not read lab_run_payloads either');
+SELECT is((SELECT count(*)::int FROM pg_class c, unnest(ARRAY['INSERT', 'UPDATE', 'DELETE', 'TRUNCATE']) p
+           WHERE c.relnamespace = 'mlplat'::regnamespace AND c.relname LIKE 'lab\_%' AND c.relkind = 'r'
+             AND has_table_privilege('tap_lab_owner', c.oid, p)), 0,
+          'no lab table is writable by callers: only the API functions write');
+SELECT is((SELECT array_agg(p.proname::text ORDER BY p.proname) FROM pg_proc p
+           WHERE p.pronamespace = 'mlplat'::regnamespace
+             AND (p.proname LIKE '\_lab\_%' OR p.proname = '_authorize_member')
+             AND has_function_privilege('tap_lab_owner', p.oid, 'EXECUTE')),
+          NULL, 'internal lab functions are not callable by callers');
+SELECT ok((SELECT provolatile = 's' AND prosecdef FROM pg_proc WHERE proname = 'lab_preflight'),
+          'lab_preflight is STABLE and SECURITY DEFINER');
+SELECT is((SELECT count(*)::int FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+           WHERE c.relnamespace = 'mlplat'::regnamespace AND c.relname LIKE 'lab\_%\_status'
+             AND a.attname IN ('content', 'inputs', 'output', 'image', 'artifact_uri') AND a.attnum > 0), 0,
+          'no lab view carries content, image or payload location');
+
+-- ---------------------------------------------------------------- RLS
+SELECT is(tap_api_try('tap_lab_outsider', 'SELECT 1/count(*) FROM mlplat.lab_approvals'), '22012',
+          'an outsider sees no approval of the project');
+SELECT is(tap_api_try('tap_lab_outsider', 'SELECT 1/count(*) FROM mlplat.lab_profiles'), '22012',
+          'an outsider sees no profile of the project');
+SELECT is(tap_api_try('tap_lab_viewer', 'SELECT 1/count(*) FROM mlplat.lab_approval_status'), 'ok',
+          'a viewer sees the project''s approvals');
+SELECT is(tap_api_try('tap_lab_viewer', 'SELECT 1/count(*) FROM mlplat.lab_node_status'), 'ok',
+          'lab nodes are platform data everyone may see');
+
+-- ---------------------------------------------------------------- membership-only authorization
+SELECT is(tap_api_try('tap_lab_viewer', pg_temp.pf_sql()), '42501', 'viewer: no preflight');
+SELECT is(tap_api_try('tap_lab_dev', pg_temp.pf_sql()), 'ok', 'developer: preflight');
+SELECT is(tap_api_try('tap_lab_deployer', pg_temp.pf_sql()), 'ok', 'deployer: preflight');
+SELECT is(tap_api_try('tap_lab_owner', pg_temp.pf_sql()), 'ok', 'owner: preflight');
+SELECT is(tap_api_try('tap_lab_outsider', pg_temp.pf_sql()), '42501', 'member of another project: no preflight');
+SELECT is(tap_api_try('tap_lab_admin', pg_temp.pf_sql()), '42501', 'administrator without a role: no preflight');
+SELECT is(tap_api_try(current_user, pg_temp.pf_sql()), '42501', 'superuser without a role: no preflight');
+SELECT is(tap_api_try('tap_lab_admin', $q$SELECT mlplat.lab_preflight('no-such', 1, repeat('a', 64), 1, 1, 1, 'embedding', '[{"text": "x"}]')$q$),
+          '42501', 'a missing project is a denial, for administrators too');
+SELECT is(tap_api_try('tap_lab_dev', $q$SELECT mlplat.register_lab_profile('tlab', 'p2', '{}')$q$), '42501',
+          'developer: no profile registration');
+SELECT is(tap_api_try('tap_lab_deployer', format($q$SELECT mlplat.approve_lab('tlab', %s, repeat('a', 64), %s, %s, '{text_generation}', '{}', 1, '1 hour')$q$,
+          (SELECT cand FROM lab_ids), (SELECT prof FROM lab_ids), (SELECT node FROM lab_ids))), '42501', 'deployer: no approval');
+SELECT is(tap_api_try('tap_lab_admin', format($q$SELECT mlplat.approve_lab('tlab', %s, repeat('a', 64), %s, %s, '{text_generation}', '{}', 1, '1 hour')$q$,
+          (SELECT cand FROM lab_ids), (SELECT prof FROM lab_ids), (SELECT node FROM lab_ids))), '42501', 'administrator: no approval');
+SELECT is(tap_api_try('tap_lab_owner', format($q$SELECT mlplat.approve_lab('tlab', %s, repeat('a', 64), %s, %s, '{text_generation}', '{}', 1, '1 hour')$q$,
+          (SELECT cand FROM lab_ids), (SELECT prof FROM lab_ids), (SELECT node FROM lab_ids))), 'ok', 'owner: approval');
+SELECT is(tap_api_try('tap_lab_owner', $q$SELECT mlplat.register_lab_node('x-node', 'a100', 1)$q$), '42501',
+          'a project owner may not register lab nodes');
+SELECT is(tap_api_try('tap_lab_admin', $q$SELECT mlplat.register_lab_node('x-node', 'a100', 1)$q$), 'ok',
+          'an administrator registers lab nodes');
+SET mlplat.on_behalf_of = 'tap_lab_dev';
+SELECT is(tap_api_try('tap_lab_app', pg_temp.pf_sql()), 'ok', 'application role for a developer: preflight');
+SET mlplat.on_behalf_of = 'tap_lab_viewer';
+SELECT is(tap_api_try('tap_lab_app', pg_temp.pf_sql()), '42501', 'application role for a viewer: denied');
+RESET mlplat.on_behalf_of;
+
+-- ---------------------------------------------------------------- no caller content in errors
+CREATE FUNCTION pg_temp.err_parts(sql text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+  m text; d text; h text;
+BEGIN
+  SET LOCAL ROLE tap_lab_dev;
+  EXECUTE sql;
+  RETURN 'no error';
+EXCEPTION WHEN OTHERS THEN
+  GET STACKED DIAGNOSTICS m = MESSAGE_TEXT, d = PG_EXCEPTION_DETAIL, h = PG_EXCEPTION_HINT;
+  RETURN SQLSTATE || '|' || m || '|' || d || '|' || h;
+END $$;
+SELECT is(split_part(pg_temp.err_parts(pg_temp.pf_sql('[{"prompt": "SECRET-MARKER-7f3a", "max_tokens": "SECRET-MARKER-7f3a"}]')), '|', 3),
+          'Rule input_type.', 'a wrong type is Rule input_type.');
+SELECT ok(pg_temp.err_parts(pg_temp.pf_sql('[{"prompt": "SECRET-MARKER-7f3a", "max_tokens": "SECRET-MARKER-7f3a"}]'))
+          !~ '(SECRET-MARKER|prompt|max_tokens|\[0\]|\[1\])', 'message, detail and hint carry no value, field or index');
+SELECT ok(pg_temp.err_parts(pg_temp.pf_sql('[{"prompt": "a", "max_tokens": 1}, {"SECRET-MARKER-7f3a": 1}]'))
+          !~ '(SECRET-MARKER|\[1\]|prompt)', 'an unknown key is not echoed');
+SELECT is(split_part(pg_temp.err_parts(pg_temp.pf_sql('[{"prompt": "a", "max_tokens": 1}, {"SECRET-MARKER-7f3a": 1}]')), '|', 2),
+          'invalid lab request', 'the message is fixed');
+SELECT ok(pg_temp.err_parts(format($q$SELECT mlplat.lab_preflight('tlab', 1, 'SECRET-MARKER-7f3a', 1, 1, 1, 'x', '[]', '{"SECRET-MARKER-7f3a": 1}')$q$))
+          !~ 'SECRET-MARKER', 'a bad digest is not echoed');
+SELECT ok(pg_temp.err_parts(format($q$SELECT mlplat.lab_preflight('tlab', 1, repeat('a', 64), 1, 1, 1, 'SECRET-MARKER-7f3a', '[]')$q$))
+          ~ '^22023\|invalid lab request\|Rule unknown_family\.\|', 'an unknown family is not echoed');
+
+-- ---------------------------------------------------------------- read-only
+CREATE TEMP TABLE tap_writes AS
+SELECT coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del), 0)::bigint AS n FROM pg_stat_xact_user_tables
+WHERE schemaname NOT LIKE 'pg\_temp%';
+CREATE TEMP TABLE tap_audit AS SELECT count(*) AS n FROM mlplat.audit_events;
+CREATE TEMP TABLE tap_spans AS SELECT count(*) AS n FROM mlplat.spans;
+CREATE TEMP TABLE tap_keys AS SELECT count(*) AS n FROM mlplat.idempotency_keys;
+CREATE FUNCTION pg_temp.ro_try(sql text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+  res text;
+BEGIN
+  BEGIN
+    PERFORM set_config('transaction_read_only', 'on', true);
+    EXECUTE 'SET LOCAL ROLE tap_lab_dev';
+    EXECUTE sql INTO res;
+    res := 'read_only=' || current_setting('transaction_read_only') || ' ' || res;
+    RAISE EXCEPTION USING ERRCODE = 'P0999', MESSAGE = res;
+  EXCEPTION WHEN OTHERS THEN
+    RETURN CASE WHEN SQLSTATE = 'P0999' THEN SQLERRM ELSE SQLSTATE || ': ' || SQLERRM END;
+  END;
+END $$;
+SELECT alike(pg_temp.ro_try(pg_temp.pf_sql()), 'read_only=on (t,{},tlab,%',
+          'the preflight passes in a READ ONLY transaction');
+SELECT is((SELECT coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del), 0)::bigint FROM pg_stat_xact_user_tables
+           WHERE schemaname NOT LIKE 'pg\_temp%') - (SELECT n FROM tap_writes), 0::bigint,
+          'pg_stat_xact_user_tables: the preflight wrote no tuple');
+SELECT is((SELECT count(*) FROM mlplat.audit_events) - (SELECT n FROM tap_audit), 0::bigint, 'no audit event');
+SELECT is((SELECT count(*) FROM mlplat.spans) - (SELECT n FROM tap_spans), 0::bigint, 'no span');
+SELECT is((SELECT count(*) FROM mlplat.idempotency_keys) - (SELECT n FROM tap_keys), 0::bigint, 'no idempotency record');
+
+SELECT * FROM finish();
+ROLLBACK;
