@@ -71,7 +71,8 @@ mlplat_lab_reject(PG_FUNCTION_ARGS)
 	const LabRule *rule = PG_ARGISNULL(0) ? NULL : lab_rule(text_to_cstring(PG_GETARG_TEXT_PP(0)));
 
 	if (rule == NULL)
-		elog(ERROR, "mlplat._lab_reject: code not in the closed list");
+		ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR),
+						errmsg("mlplat._lab_reject: code not in the closed list")));
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("invalid lab request"),
