@@ -58,3 +58,20 @@ FROM (VALUES
   ('A', 63), ('a_b', 63), ('a.b', 63), ('é', 63), ('a b', 63), (E'a\n', 63),
   (repeat('a', 59), 59), (repeat('a', 60), 59), (repeat('a', 63), 63), (repeat('a', 64), 63)
 ) x(v, m);
+
+-- ---------------------------------------------------------------- active statuses
+-- every status a rollout or a run can have (their CHECK constraints), and which are active
+SELECT s AS rollout_status, mlplat.rollout_is_active(s) AS active
+FROM (SELECT unnest(regexp_matches(pg_get_constraintdef(c.oid), '''([A-Z_]+)''', 'g')) s
+        FROM pg_constraint c WHERE c.conrelid = 'mlplat.rollouts'::regclass AND c.contype = 'c'
+         AND pg_get_constraintdef(c.oid) LIKE '%status%PROGRESSING%') x ORDER BY 1;
+SELECT s AS run_status, mlplat.run_is_active(s) AS active
+FROM (SELECT unnest(regexp_matches(pg_get_constraintdef(c.oid), '''([A-Z_]+)''', 'g')) s
+        FROM pg_constraint c WHERE c.conrelid = 'mlplat.runs'::regclass AND c.contype = 'c'
+         AND pg_get_constraintdef(c.oid) LIKE '%status%SUBMITTED%') x ORDER BY 1;
+SELECT mlplat.rollout_is_active(NULL) AS rollout_null, mlplat.run_is_active(NULL) AS run_null;
+-- the planner inlines the rules: the partial indexes still answer "active" queries
+SET enable_seqscan = off;
+EXPLAIN (COSTS OFF) SELECT id FROM mlplat.runs WHERE project_id = 1 AND mlplat.run_is_active(status);
+EXPLAIN (COSTS OFF) SELECT id FROM mlplat.rollouts WHERE deployment_id = 1 AND mlplat.rollout_is_active(status);
+RESET enable_seqscan;

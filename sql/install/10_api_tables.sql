@@ -181,7 +181,7 @@ CREATE TABLE mlplat.runs (
   UNIQUE (project_id, name)
 );
 CREATE INDEX runs_active ON mlplat.runs (project_id)
-  WHERE status IN ('PENDING', 'SUBMITTED', 'RUNNING', 'CANCEL_REQUESTED');
+  WHERE mlplat.run_is_active(status);
 
 CREATE TABLE mlplat.run_steps (
   run_id     bigint NOT NULL REFERENCES mlplat.runs (id),
@@ -227,4 +227,4 @@ CREATE TABLE mlplat.rollouts (
 );
 -- At most one active rollout per deployment.
 CREATE UNIQUE INDEX rollouts_one_active ON mlplat.rollouts (deployment_id)
-  WHERE status IN ('PROGRESSING', 'HOLDING', 'AT_CEILING', 'ROLLING_BACK');
+  WHERE mlplat.rollout_is_active(status);

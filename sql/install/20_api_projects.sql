@@ -12,11 +12,11 @@ BEGIN
                        AND d.id IS DISTINCT FROM p_except_deployment), 0)
          + coalesce((SELECT pg_catalog.sum(ro.surge_gpus) FROM mlplat.rollouts ro
                      WHERE ro.project_id = p_project_id
-                       AND ro.status IN ('PROGRESSING', 'HOLDING', 'AT_CEILING', 'ROLLING_BACK')
+                       AND mlplat.rollout_is_active(ro.status)
                        AND ro.deployment_id IS DISTINCT FROM p_except_deployment), 0)
          + coalesce((SELECT pg_catalog.sum(r.gpus) FROM mlplat.runs r
                      WHERE r.project_id = p_project_id
-                       AND r.status IN ('PENDING', 'SUBMITTED', 'RUNNING', 'CANCEL_REQUESTED')), 0));
+                       AND mlplat.run_is_active(r.status)), 0));
 END $$;
 
 CREATE FUNCTION mlplat._check_quotas(gpu_quota int, cpu_quota text, memory_quota text) RETURNS void
@@ -181,7 +181,7 @@ BEGIN
   END IF;
   IF EXISTS (SELECT 1 FROM mlplat.deployments d WHERE d.project_id = pid AND d.status <> 'DELETED')
      OR EXISTS (SELECT 1 FROM mlplat.runs u WHERE u.project_id = pid
-                AND u.status IN ('PENDING', 'SUBMITTED', 'RUNNING', 'CANCEL_REQUESTED')) THEN
+                AND mlplat.run_is_active(u.status)) THEN
     RAISE EXCEPTION USING ERRCODE = '55000',
       MESSAGE = pg_catalog.format('project "%s" still has deployments or active runs', p.name),
       DETAIL = 'A project is deleted only once nothing in it is live.',

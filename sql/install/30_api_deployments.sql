@@ -45,7 +45,7 @@ CREATE FUNCTION mlplat._no_active_rollout(d mlplat.deployments, p_action text) R
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
   IF EXISTS (SELECT 1 FROM mlplat.rollouts ro WHERE ro.deployment_id = d.id
-             AND ro.status IN ('PROGRESSING', 'HOLDING', 'AT_CEILING', 'ROLLING_BACK')) THEN
+             AND mlplat.rollout_is_active(ro.status)) THEN
     RAISE EXCEPTION USING ERRCODE = '55000',
       MESSAGE = pg_catalog.format('deployment "%s" has an active rollout: %s is not possible', d.name, p_action),
       DETAIL = 'While a rollout runs, the rollout controller owns the deployment''s traffic.',
@@ -224,7 +224,7 @@ BEGIN
   -- and (for the manifest) the installation id
   SELECT x AS dep,
          EXISTS (SELECT 1 FROM mlplat.rollouts ro WHERE ro.deployment_id = x.id
-                 AND ro.status IN ('PROGRESSING', 'HOLDING', 'AT_CEILING', 'ROLLING_BACK')) AS ra,
+                 AND mlplat.rollout_is_active(ro.status)) AS ra,
          x.status <> 'DELETED' AND EXISTS (SELECT 1 FROM mlplat.deployment_revisions dr
                  WHERE dr.deployment_id = x.id AND dr.revision = x.desired_revision
                    AND dr.intent = v_intent AND dr.model_version_id = v.id) AS un,

@@ -11,9 +11,9 @@ SELECT p.name AS project, p.status, p.status_reason,
        coalesce((SELECT pg_catalog.sum(d.desired_gpus) FROM mlplat.deployments d
                  WHERE d.project_id = p.id AND d.status <> 'DELETED'), 0)
        + coalesce((SELECT pg_catalog.sum(ro.surge_gpus) FROM mlplat.rollouts ro WHERE ro.project_id = p.id
-                   AND ro.status IN ('PROGRESSING', 'HOLDING', 'AT_CEILING', 'ROLLING_BACK')), 0)
+                   AND mlplat.rollout_is_active(ro.status)), 0)
        + coalesce((SELECT pg_catalog.sum(u.gpus) FROM mlplat.runs u WHERE u.project_id = p.id
-                   AND u.status IN ('PENDING', 'SUBMITTED', 'RUNNING', 'CANCEL_REQUESTED')), 0) AS gpus_in_use,
+                   AND mlplat.run_is_active(u.status)), 0) AS gpus_in_use,
        p.cpu_quota, p.memory_quota, p.generation, p.observed_generation,
        p.attempts, p.last_error, p.next_attempt_at, p.traceparent, p.created_at, p.updated_at
 FROM mlplat.projects p;
@@ -36,7 +36,7 @@ LEFT JOIN mlplat.deployment_revisions dr ON dr.deployment_id = d.id AND dr.revis
 
 CREATE VIEW mlplat.run_status WITH (security_invoker = true) AS
 SELECT p.name AS project, u.name AS run, u.kind, u.status, u.status_reason,
-       (u.status IN ('PENDING', 'SUBMITTED', 'RUNNING', 'CANCEL_REQUESTED')) AS in_flight,
+       (mlplat.run_is_active(u.status)) AS in_flight,
        u.gpus, (SELECT pg_catalog.count(*) FROM mlplat.run_steps s WHERE s.run_id = u.id) AS steps,
        u.created_by, u.generation, u.observed_generation, u.attempts, u.last_error, u.next_attempt_at,
        u.traceparent, u.created_at, u.updated_at
@@ -46,7 +46,7 @@ JOIN mlplat.projects p ON p.id = u.project_id;
 CREATE VIEW mlplat.rollout_status WITH (security_invoker = true) AS
 SELECT p.name AS project, d.name AS deployment, ro.id AS rollout_id, ro.status, ro.status_reason,
        ro.requested_action,
-       (ro.status IN ('PROGRESSING', 'HOLDING', 'AT_CEILING', 'ROLLING_BACK')) AS in_flight,
+       (mlplat.rollout_is_active(ro.status)) AS in_flight,
        ro.baseline_revision, ro.target_revision, ro.current_fraction, ro.policy, ro.created_by,
        ro.generation, ro.observed_generation, ro.attempts, ro.last_error, ro.traceparent,
        ro.created_at, ro.updated_at,

@@ -205,7 +205,7 @@ AS $$
          u.submitted_at IS NOT NULL, u.observed_rv, u.traceparent
     FROM mlplat.runs u
     JOIN mlplat.projects p ON p.id = u.project_id
-   WHERE u.status IN ('PENDING', 'SUBMITTED', 'RUNNING', 'CANCEL_REQUESTED')
+   WHERE mlplat.run_is_active(u.status)
      -- A first submission waits for its project to be READY: Argo runs the workflow as the
      -- project's runner ServiceAccount, which the projects reconciler makes, and fails it at
      -- once if that identity (or its Role) is not there yet.  A create that may already have
@@ -286,7 +286,7 @@ $$;
 -- The runs view, plus the attempt and its workflow.
 CREATE OR REPLACE VIEW mlplat.run_status WITH (security_invoker = true) AS
 SELECT p.name AS project, u.name AS run, u.kind, u.status, u.status_reason,
-       (u.status IN ('PENDING', 'SUBMITTED', 'RUNNING', 'CANCEL_REQUESTED')) AS in_flight,
+       (mlplat.run_is_active(u.status)) AS in_flight,
        u.gpus, (SELECT pg_catalog.count(*) FROM mlplat.run_steps s WHERE s.run_id = u.id) AS steps,
        u.created_by, u.generation, u.observed_generation, u.attempts, u.last_error, u.next_attempt_at,
        u.traceparent, u.created_at, u.updated_at,

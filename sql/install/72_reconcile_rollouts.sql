@@ -86,7 +86,7 @@ SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
 BEGIN
   UPDATE mlplat.rollouts ro SET contract = mlplat._rollout_contract(ro.id)
-   WHERE ro.contract IS NULL AND ro.status IN ('PROGRESSING', 'HOLDING', 'AT_CEILING', 'ROLLING_BACK');
+   WHERE ro.contract IS NULL AND mlplat.rollout_is_active(ro.status);
   RETURN QUERY
   SELECT c.id, c.project, c.namespace, c.name, c.status, c.row_version,
          (CASE WHEN c.want < 0 THEN c.spec
@@ -107,7 +107,7 @@ BEGIN
     JOIN mlplat.deployments d ON d.id = ro.deployment_id
     JOIN mlplat.projects p ON p.id = ro.project_id
     JOIN mlplat.deployment_revisions tr ON tr.deployment_id = d.id AND tr.revision = ro.target_revision
-   WHERE ro.status IN ('PROGRESSING', 'HOLDING', 'AT_CEILING', 'ROLLING_BACK')) c
+   WHERE mlplat.rollout_is_active(ro.status)) c
    ORDER BY c.id;
 END $$;
 REVOKE ALL ON FUNCTION mlplat._rollouts_claim() FROM PUBLIC;

@@ -17,7 +17,7 @@ AS $$
   SELECT ro.id, ro.deployment_id, ro.target_revision
     FROM mlplat.rollouts ro
    WHERE ro.id = ANY (p_ids) AND ro.artifact_verified_at IS NULL
-     AND ro.status IN ('PROGRESSING', 'HOLDING', 'AT_CEILING', 'ROLLING_BACK')
+     AND mlplat.rollout_is_active(ro.status)
    ORDER BY ro.id
 $$;
 REVOKE ALL ON FUNCTION mlplat._rollout_artifacts_pending(bigint[]) FROM PUBLIC;
@@ -53,7 +53,7 @@ BEGIN
          attempts = CASE WHEN p_verdict = 'FAILED' THEN x.attempts ELSE x.attempts + 1 END,
          next_attempt_at = pg_catalog.now() + pg_catalog.make_interval(secs => coalesce(p_retry_ms, 1000) / 1000.0)
    WHERE x.id = p_id AND x.row_version = p_row_version
-     AND x.status IN ('PROGRESSING', 'HOLDING', 'AT_CEILING', 'ROLLING_BACK')
+     AND mlplat.rollout_is_active(x.status)
      AND EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = 'rollouts' AND e.epoch = p_epoch);
   IF NOT FOUND THEN
     RETURN 'LOST';

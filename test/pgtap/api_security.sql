@@ -1,6 +1,6 @@
 -- pgTAP: SECURITY DEFINER hygiene, search_path hijacks, audit immutability, privileges.
 BEGIN;
-SELECT plan(28);
+SELECT plan(30);
 \ir lib/helpers.sql
 
 DO $$ BEGIN
@@ -30,7 +30,10 @@ SELECT is(
   (SELECT array_agg(p.proname::text ORDER BY p.proname) FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
    WHERE p.pronamespace = 'mlplat'::regnamespace AND l.lanname IN ('sql', 'plpgsql')
      AND has_function_privilege('tap_attacker', p.oid, 'EXECUTE')
-     AND NOT coalesce('search_path=pg_catalog, mlplat, pg_temp' = ANY (p.proconfig), false)),
+     AND NOT coalesce('search_path=pg_catalog, mlplat, pg_temp' = ANY (p.proconfig), false)
+     -- the inlined rules (sql/install/05_rules.sql): fully qualified, checked below under a
+     -- hostile search_path
+     AND p.proname NOT IN ('rollout_is_active', 'run_is_active')),
   NULL, 'no function callable by ordinary roles runs with the caller''s search_path');
 -- internals are not callable by PUBLIC (except the RLS helper)
 SELECT is(
@@ -98,6 +101,11 @@ SELECT is(public.tap_hostile($$SELECT status FROM mlplat.deploy('hij', 'Bad Name
           'names still validated under a hostile search_path (look-alike !~ and length not used)');
 SELECT is(public.tap_hostile($$SELECT status FROM mlplat.deploy('hij', 'web', 'm', '1', 'kserve-sklearnserver', 8, 1, 1)$$), '23514',
           'quota read from mlplat.projects, not pg_temp.projects');
+-- the inlined status rules use pg_catalog's = whatever the caller's search_path says
+SELECT is(public.tap_hostile($$SELECT mlplat.rollout_is_active('PROMOTED')$$), 'ok:false',
+          'rollout_is_active ignores a look-alike = in a hostile search_path');
+SELECT is(public.tap_hostile($$SELECT mlplat.run_is_active('FAILED') FROM (SELECT 1) x$$), 'ok:false',
+          'run_is_active ignores a look-alike = in a hostile search_path');
 SELECT is(public.tap_hostile($$SELECT revision FROM mlplat.deploy('hij', 'web', 'm', '1', 'kserve-sklearnserver', 1, 1, 1)$$), 'ok:1',
           'deploy works under a hostile search_path');
 SELECT isnt(public.tap_hostile($$SELECT request_id FROM mlplat.deploy('hij', 'web', 'm', '1', 'kserve-sklearnserver', 1, 1, 2)$$),

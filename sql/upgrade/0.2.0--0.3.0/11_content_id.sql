@@ -41,6 +41,6 @@ AS $$
          u.submitted_at IS NOT NULL, u.observed_rv, u.traceparent
     FROM mlplat.runs u
     JOIN mlplat.projects p ON p.id = u.project_id
-   WHERE u.status IN ('PENDING', 'SUBMITTED', 'RUNNING', 'CANCEL_REQUESTED')
+   WHERE mlplat.run_is_active(u.status)
    ORDER BY u.id
 $$;

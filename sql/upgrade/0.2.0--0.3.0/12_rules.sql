@@ -30,3 +30,149 @@ BEGIN
     PERFORM mlplat._bad_input(field, p[1], p[2]);
   END IF;
 END $$;
+
+-- A rollout that still holds its deployment (one at a time) and its GPUs.
+CREATE FUNCTION mlplat.rollout_is_active(status text) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT status OPERATOR(pg_catalog.=) ANY ('{PROGRESSING,HOLDING,AT_CEILING,ROLLING_BACK}'::pg_catalog.text[]) $$;
+COMMENT ON FUNCTION mlplat.rollout_is_active(text) IS
+  'True for the rollout statuses that hold their deployment: PROGRESSING, HOLDING, AT_CEILING, ROLLING_BACK.';
+
+-- A run or pipeline run that is in flight (reconciled, counted against the project's GPUs).
+CREATE FUNCTION mlplat.run_is_active(status text) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT status OPERATOR(pg_catalog.=) ANY ('{PENDING,SUBMITTED,RUNNING,CANCEL_REQUESTED}'::pg_catalog.text[]) $$;
+COMMENT ON FUNCTION mlplat.run_is_active(text) IS
+  'True for the run statuses that are in flight: PENDING, SUBMITTED, RUNNING, CANCEL_REQUESTED.';
+
+-- The partial indexes say "active" through the same rules (the planner inlines them on both
+-- sides, so the queries that used them still do).
+DROP INDEX mlplat.runs_active;
+CREATE INDEX runs_active ON mlplat.runs (project_id)
+  WHERE mlplat.run_is_active(status);
+DROP INDEX mlplat.rollouts_one_active;
+CREATE UNIQUE INDEX rollouts_one_active ON mlplat.rollouts (deployment_id)
+  WHERE mlplat.rollout_is_active(status);
+
+-- Functions and views that asked for the active statuses with their own lists (none of
+-- them is redefined by another part of this upgrade).
+
+CREATE OR REPLACE FUNCTION mlplat._gpus_in_use(p_project_id bigint, p_except_deployment bigint DEFAULT NULL)
+RETURNS bigint LANGUAGE plpgsql STABLE AS $$
+BEGIN
+  RETURN (SELECT coalesce((SELECT pg_catalog.sum(d.desired_gpus) FROM mlplat.deployments d
+                     WHERE d.project_id = p_project_id AND d.status <> 'DELETED'
+                       AND d.id IS DISTINCT FROM p_except_deployment), 0)
+         + coalesce((SELECT pg_catalog.sum(ro.surge_gpus) FROM mlplat.rollouts ro
+                     WHERE ro.project_id = p_project_id
+                       AND mlplat.rollout_is_active(ro.status)
+                       AND ro.deployment_id IS DISTINCT FROM p_except_deployment), 0)
+         + coalesce((SELECT pg_catalog.sum(r.gpus) FROM mlplat.runs r
+                     WHERE r.project_id = p_project_id
+                       AND mlplat.run_is_active(r.status)), 0));
+END $$;
+
+
+CREATE OR REPLACE FUNCTION mlplat._no_active_rollout(d mlplat.deployments, p_action text) RETURNS void
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+  IF EXISTS (SELECT 1 FROM mlplat.rollouts ro WHERE ro.deployment_id = d.id
+             AND mlplat.rollout_is_active(ro.status)) THEN
+    RAISE EXCEPTION USING ERRCODE = '55000',
+      MESSAGE = pg_catalog.format('deployment "%s" has an active rollout: %s is not possible', d.name, p_action),
+      DETAIL = 'While a rollout runs, the rollout controller owns the deployment''s traffic.',
+      HINT = 'Promote or abort the rollout first.';
+  END IF;
+END $$;
+
+
+CREATE OR REPLACE FUNCTION mlplat._rollout_artifacts_pending(p_ids bigint[])
+RETURNS TABLE (id bigint, deployment_id bigint, target_revision int)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$
+  SELECT ro.id, ro.deployment_id, ro.target_revision
+    FROM mlplat.rollouts ro
+   WHERE ro.id = ANY (p_ids) AND ro.artifact_verified_at IS NULL
+     AND mlplat.rollout_is_active(ro.status)
+   ORDER BY ro.id
+$$;
+
+CREATE OR REPLACE FUNCTION mlplat._rollout_artifact_verdict(p_id bigint, p_row_version bigint, p_epoch bigint,
+                                                 p_verdict text, p_reason text, p_retry_ms int)
+RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$
+BEGIN
+  IF p_verdict NOT IN ('OK', 'FAILED', 'RETRY', 'WAIT') THEN
+    RAISE EXCEPTION 'mlplat: unknown artifact verdict %', p_verdict USING ERRCODE = '22023';
+  END IF;
+  IF p_verdict = 'OK' THEN
+    UPDATE mlplat.rollouts x SET artifact_verified_at = pg_catalog.now()
+     WHERE x.id = p_id AND x.artifact_verified_at IS NULL
+       AND EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = 'rollouts' AND e.epoch = p_epoch);
+    RETURN CASE WHEN FOUND THEN 'OK' ELSE 'LOST' END;
+  END IF;
+  UPDATE mlplat.rollouts x
+     SET epoch = p_epoch, row_version = x.row_version + 1, updated_at = pg_catalog.now(),
+         status_reason = p_reason, last_error = p_reason,
+         status = CASE WHEN p_verdict = 'FAILED' THEN 'FAILED' ELSE x.status END,
+         observed_generation = CASE WHEN p_verdict = 'FAILED' THEN x.generation ELSE x.observed_generation END,
+         attempts = CASE WHEN p_verdict = 'FAILED' THEN x.attempts ELSE x.attempts + 1 END,
+         next_attempt_at = pg_catalog.now() + pg_catalog.make_interval(secs => coalesce(p_retry_ms, 1000) / 1000.0)
+   WHERE x.id = p_id AND x.row_version = p_row_version
+     AND mlplat.rollout_is_active(x.status)
+     AND EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = 'rollouts' AND e.epoch = p_epoch);
+  IF NOT FOUND THEN
+    RETURN 'LOST';
+  END IF;
+  IF p_verdict = 'FAILED' THEN
+    -- the deployment serves its own revision as before; let its reconciler look at once
+    PERFORM mlplat._wake_on_commit('deployments');
+  END IF;
+  RETURN p_verdict;
+END $$;
+
+CREATE OR REPLACE VIEW mlplat.project_status WITH (security_invoker = true) AS
+SELECT p.name AS project, p.status, p.status_reason,
+       (p.status IN ('PROVISIONING', 'DELETING') OR p.observed_generation < p.generation) AS in_flight,
+       p.gpu_quota,
+       coalesce((SELECT pg_catalog.sum(d.desired_gpus) FROM mlplat.deployments d
+                 WHERE d.project_id = p.id AND d.status <> 'DELETED'), 0)
+       + coalesce((SELECT pg_catalog.sum(ro.surge_gpus) FROM mlplat.rollouts ro WHERE ro.project_id = p.id
+                   AND mlplat.rollout_is_active(ro.status)), 0)
+       + coalesce((SELECT pg_catalog.sum(u.gpus) FROM mlplat.runs u WHERE u.project_id = p.id
+                   AND mlplat.run_is_active(u.status)), 0) AS gpus_in_use,
+       p.cpu_quota, p.memory_quota, p.generation, p.observed_generation,
+       p.attempts, p.last_error, p.next_attempt_at, p.traceparent, p.created_at, p.updated_at
+FROM mlplat.projects p;
+
+CREATE OR REPLACE VIEW mlplat.run_status WITH (security_invoker = true) AS
+SELECT p.name AS project, u.name AS run, u.kind, u.status, u.status_reason,
+       (mlplat.run_is_active(u.status)) AS in_flight,
+       u.gpus, (SELECT pg_catalog.count(*) FROM mlplat.run_steps s WHERE s.run_id = u.id) AS steps,
+       u.created_by, u.generation, u.observed_generation, u.attempts, u.last_error, u.next_attempt_at,
+       u.traceparent, u.created_at, u.updated_at,
+       u.attempt, u.name || '-' || u.attempt AS workflow, u.submitted_at
+FROM mlplat.runs u
+JOIN mlplat.projects p ON p.id = u.project_id;
+
+CREATE OR REPLACE VIEW mlplat.rollout_status WITH (security_invoker = true) AS
+SELECT p.name AS project, d.name AS deployment, ro.id AS rollout_id, ro.status, ro.status_reason,
+       ro.requested_action,
+       (mlplat.rollout_is_active(ro.status)) AS in_flight,
+       ro.baseline_revision, ro.target_revision, ro.current_fraction, ro.policy, ro.created_by,
+       ro.generation, ro.observed_generation, ro.attempts, ro.last_error, ro.traceparent,
+       ro.created_at, ro.updated_at,
+       -- what the controller last saw, not what it asked for: the split KServe reports
+       (ro.observed->>'target_percent')::int AS observed_target_percent,
+       ro.observed->'traffic' AS observed_traffic, ro.observed_at,
+       ro.window_start,
+       lt.decision AS last_decision, lt.reasons AS last_reasons, lt.at AS last_decision_at,
+       (SELECT pg_catalog.count(*) FROM mlplat.rollout_transitions t WHERE t.rollout_id = ro.id) AS transitions
+FROM mlplat.rollouts ro
+LEFT JOIN LATERAL (SELECT t.decision, t.reasons, t.at FROM mlplat.rollout_transitions t
+                    WHERE t.rollout_id = ro.id ORDER BY t.seq DESC LIMIT 1) lt ON true
+JOIN mlplat.deployments d ON d.id = ro.deployment_id
+JOIN mlplat.projects p ON p.id = ro.project_id;

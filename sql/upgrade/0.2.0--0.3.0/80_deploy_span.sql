@@ -82,7 +82,7 @@ BEGIN
   -- and (for the manifest) the installation id
   SELECT x AS dep,
          EXISTS (SELECT 1 FROM mlplat.rollouts ro WHERE ro.deployment_id = x.id
-                 AND ro.status IN ('PROGRESSING', 'HOLDING', 'AT_CEILING', 'ROLLING_BACK')) AS ra,
+                 AND mlplat.rollout_is_active(ro.status)) AS ra,
          x.status <> 'DELETED' AND EXISTS (SELECT 1 FROM mlplat.deployment_revisions dr
                  WHERE dr.deployment_id = x.id AND dr.revision = x.desired_revision
                    AND dr.intent = v_intent AND dr.model_version_id = v.id) AS un,

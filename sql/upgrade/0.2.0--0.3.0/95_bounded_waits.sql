@@ -140,7 +140,7 @@ BEGIN
   -- person's promote or abort must not fail on that (the reconciler's next write-back loses
   -- its compare-and-swap instead, and reads the row again)
   SELECT * INTO seen FROM mlplat.rollouts ro WHERE ro.deployment_id = d.id ORDER BY ro.id DESC LIMIT 1 FOR UPDATE;
-  IF seen.id IS NULL OR seen.status NOT IN ('PROGRESSING', 'HOLDING', 'AT_CEILING', 'ROLLING_BACK') THEN
+  IF seen.id IS NULL OR NOT mlplat.rollout_is_active(seen.status) THEN
     RAISE EXCEPTION USING ERRCODE = '55000',
       MESSAGE = pg_catalog.format('deployment "%s" has no active rollout: %s is not possible', d.name, p_action),
       DETAIL = pg_catalog.format('The latest rollout is %s.', coalesce(seen.status, 'absent')),

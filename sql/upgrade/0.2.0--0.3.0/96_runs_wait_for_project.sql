@@ -16,7 +16,7 @@ AS $$
          u.submitted_at IS NOT NULL, u.observed_rv, u.traceparent
     FROM mlplat.runs u
     JOIN mlplat.projects p ON p.id = u.project_id
-   WHERE u.status IN ('PENDING', 'SUBMITTED', 'RUNNING', 'CANCEL_REQUESTED')
+   WHERE mlplat.run_is_active(u.status)
      -- A first submission waits for its project to be READY: Argo runs the workflow as the
      -- project's runner ServiceAccount, which the projects reconciler makes, and fails it at
      -- once if that identity (or its Role) is not there yet.  A create that may already have

@@ -1,0 +1,21 @@
+-- Rules the tables, the API, the views and the reconcilers share, each defined once
+-- (issue 19 item 5).  Plain IMMUTABLE SQL functions without SET clauses, so the planner
+-- inlines them: a query or a partial index predicate that calls one plans exactly as the
+-- expression it stands for (and a partial index on rollout_is_active(status) serves a query
+-- that asks rollout_is_active).  Public: the views tenants read call them.  A SET clause would
+-- stop the inlining, so every name in their bodies is schema-qualified instead
+-- (test/pgtap/api_security.sql calls them under a hostile search_path).
+
+-- A rollout that still holds its deployment (one at a time) and its GPUs.
+CREATE FUNCTION mlplat.rollout_is_active(status text) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT status OPERATOR(pg_catalog.=) ANY ('{PROGRESSING,HOLDING,AT_CEILING,ROLLING_BACK}'::pg_catalog.text[]) $$;
+COMMENT ON FUNCTION mlplat.rollout_is_active(text) IS
+  'True for the rollout statuses that hold their deployment: PROGRESSING, HOLDING, AT_CEILING, ROLLING_BACK.';
+
+-- A run or pipeline run that is in flight (reconciled, counted against the project's GPUs).
+CREATE FUNCTION mlplat.run_is_active(status text) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT status OPERATOR(pg_catalog.=) ANY ('{PENDING,SUBMITTED,RUNNING,CANCEL_REQUESTED}'::pg_catalog.text[]) $$;
+COMMENT ON FUNCTION mlplat.run_is_active(text) IS
+  'True for the run statuses that are in flight: PENDING, SUBMITTED, RUNNING, CANCEL_REQUESTED.';
