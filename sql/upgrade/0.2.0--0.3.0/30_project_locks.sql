@@ -9,8 +9,9 @@ RETURNS mlplat.projects LANGUAGE plpgsql AS $$
 DECLARE
   p mlplat.projects;
   wait text := coalesce(pg_catalog.current_setting('mlplat.api_lock_timeout', true), '5s');
+  ignored text;
 BEGIN
-  PERFORM pg_catalog.set_config('lock_timeout', wait, true);
+  ignored := pg_catalog.set_config('lock_timeout', wait, true);   -- an expression: PERFORM is a statement
   -- uncontended (the usual case): no wait and no subtransaction
   IF p_strength = 'share' THEN
     SELECT * INTO p FROM mlplat.projects x WHERE x.id = p_project_id FOR KEY SHARE SKIP LOCKED;

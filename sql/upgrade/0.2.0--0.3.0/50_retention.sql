@@ -14,10 +14,15 @@ COMMENT ON TABLE mlplat.idempotency_tombstones IS
   'Fingerprints of purged idempotency keys: a retry with one is refused (mlplat.idempotency_tombstone_retention days).';
 
 -- Lengths first, so no two (principal, action, key) triples share the hashed text.
+-- Inlinable (STABLE like convert_to(), only strict calls in the body, as a STRICT SQL
+-- function needs); format() made every call parse and plan its body.
 CREATE FUNCTION mlplat._idem_fingerprint(p_principal text, p_action text, p_key text) RETURNS bytea
-LANGUAGE sql IMMUTABLE STRICT AS $$
-  SELECT pg_catalog.substr(pg_catalog.sha256(pg_catalog.convert_to(pg_catalog.format('%s:%s|%s:%s|%s',
-           pg_catalog.length(p_principal), p_principal, pg_catalog.length(p_action), p_action, p_key), 'UTF8')), 1, 16)
+LANGUAGE sql STABLE STRICT AS $$
+  SELECT pg_catalog.substr(pg_catalog.sha256(pg_catalog.convert_to(
+           pg_catalog.length(p_principal)::text OPERATOR(pg_catalog.||) ':' OPERATOR(pg_catalog.||) p_principal
+           OPERATOR(pg_catalog.||) '|' OPERATOR(pg_catalog.||) pg_catalog.length(p_action)::text
+           OPERATOR(pg_catalog.||) ':' OPERATOR(pg_catalog.||) p_action OPERATOR(pg_catalog.||) '|'
+           OPERATOR(pg_catalog.||) p_key, 'UTF8')), 1, 16)
 $$;
 REVOKE ALL ON FUNCTION mlplat._idem_fingerprint(text, text, text) FROM PUBLIC;
 
