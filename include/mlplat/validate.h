@@ -17,4 +17,11 @@ extern bool mlplat_dns1035_label_is_valid(const char *s, size_t len, size_t max_
 /* W3C trace-context version 00 traceparent, lower-case hex, non-zero ids. */
 extern bool mlplat_traceparent_is_valid(const char *s);
 
-#endif /* MLPLAT_VALIDATE_H */
+/*
+ * SPDX license expression (ids, LicenseRef-, WITH, AND, OR, parentheses; NONE
+ * and NOASSERTION refused): NULL when valid, else a static reason.
+ */
+#define MLPLAT_SPDX_MAX_LEN 256
+extern const char *mlplat_spdx_check(const char *s, size_t len);
+
+#endif							/* MLPLAT_VALIDATE_H */
