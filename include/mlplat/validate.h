@@ -24,4 +24,4 @@ extern bool mlplat_traceparent_is_valid(const char *s);
 #define MLPLAT_SPDX_MAX_LEN 256
 extern const char *mlplat_spdx_check(const char *s, size_t len);
 
-#endif							/* MLPLAT_VALIDATE_H */
+#endif /* MLPLAT_VALIDATE_H */

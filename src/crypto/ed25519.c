@@ -21,9 +21,9 @@ static bool
 ed25519_verify(const unsigned char *key, const unsigned char *msg, size_t msg_len,
 			   const unsigned char *sig)
 {
-	EVP_PKEY   *pk;
+	EVP_PKEY *pk;
 	EVP_MD_CTX *ctx;
-	bool		ok = false;
+	bool ok = false;
 
 	pk = EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, NULL, key, ED25519_KEY_LEN);
 	if (pk == NULL)
@@ -40,9 +40,9 @@ ed25519_verify(const unsigned char *key, const unsigned char *msg, size_t msg_le
 Datum
 mlplat_ed25519_verify(PG_FUNCTION_ARGS)
 {
-	bytea	   *key = PG_GETARG_BYTEA_PP(0);
-	bytea	   *msg = PG_GETARG_BYTEA_PP(1);
-	bytea	   *sig = PG_GETARG_BYTEA_PP(2);
+	bytea *key = PG_GETARG_BYTEA_PP(0);
+	bytea *msg = PG_GETARG_BYTEA_PP(1);
+	bytea *sig = PG_GETARG_BYTEA_PP(2);
 
 	if (VARSIZE_ANY_EXHDR(key) != ED25519_KEY_LEN || VARSIZE_ANY_EXHDR(sig) != ED25519_SIG_LEN)
 		PG_RETURN_BOOL(false);

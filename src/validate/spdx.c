@@ -21,9 +21,9 @@
 typedef struct SpdxParser
 {
 	const char *s;
-	size_t		len;
-	size_t		pos;
-	int			depth;
+	size_t len;
+	size_t pos;
+	int depth;
 	const char *err;
 } SpdxParser;
 
@@ -33,7 +33,7 @@ static bool
 id_char(char c)
 {
 	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-		c == '.' || c == '-';
+		   c == '.' || c == '-';
 }
 
 static void
@@ -47,7 +47,7 @@ skip_space(SpdxParser *p)
 static size_t
 word_len(const SpdxParser *p)
 {
-	size_t		n = 0;
+	size_t n = 0;
 
 	while (p->pos + n < p->len &&
 		   (id_char(p->s[p->pos + n]) || p->s[p->pos + n] == ':' || p->s[p->pos + n] == '+'))
@@ -58,7 +58,7 @@ word_len(const SpdxParser *p)
 static bool
 word_is(const SpdxParser *p, const char *w)
 {
-	size_t		n = strlen(w);
+	size_t n = strlen(w);
 
 	return word_len(p) == n && strncmp(p->s + p->pos, w, n) == 0;
 }
@@ -84,7 +84,7 @@ plain_id(const char *s, size_t n)
 static bool
 prefixed(const char *s, size_t n, const char *prefix)
 {
-	size_t		k = strlen(prefix);
+	size_t k = strlen(prefix);
 
 	return n > k && strncmp(s, prefix, k) == 0 && plain_id(s + k, n - k);
 }
@@ -93,15 +93,15 @@ prefixed(const char *s, size_t n, const char *prefix)
 static bool
 parse_id(SpdxParser *p, bool allow_plus)
 {
-	size_t		n = word_len(p);
+	size_t n = word_len(p);
 	const char *w = p->s + p->pos;
-	size_t		idn = n;
+	size_t idn = n;
 	const char *colon;
 
 	if (n == 0)
 	{
 		p->err = p->pos >= p->len ? "ends where a license identifier is expected (dangling operator)"
-			: "expected a license identifier or \"(\"";
+								  : "expected a license identifier or \"(\"";
 		return false;
 	}
 	if (is_operator_word(p))
@@ -114,7 +114,7 @@ parse_id(SpdxParser *p, bool allow_plus)
 	colon = memchr(w, ':', idn);
 	if (colon != NULL)
 	{
-		size_t		left = (size_t) (colon - w);
+		size_t left = (size_t) (colon - w);
 
 		if (!prefixed(w, left, "DocumentRef-") ||
 			!prefixed(colon + 1, idn - left - 1, "LicenseRef-"))
@@ -211,7 +211,7 @@ parse_or(SpdxParser *p)
 const char *
 mlplat_spdx_check(const char *s, size_t len)
 {
-	SpdxParser	p = {s, len, 0, 0, NULL};
+	SpdxParser p = { s, len, 0, 0, NULL };
 
 	if (s == NULL || len == 0)
 		return "must not be empty";
@@ -226,6 +226,6 @@ mlplat_spdx_check(const char *s, size_t len)
 	skip_space(&p);
 	if (p.pos < p.len)
 		return p.s[p.pos] == ')' ? "a \")\" has no matching \"(\""
-			: "two licenses follow each other without AND, OR or WITH";
+								 : "two licenses follow each other without AND, OR or WITH";
 	return NULL;
 }

@@ -15,7 +15,7 @@ PG_FUNCTION_INFO_V1(mlplat_spdx_error);
 Datum
 mlplat_spdx_error(PG_FUNCTION_ARGS)
 {
-	text	   *t = PG_GETARG_TEXT_PP(0);
+	text *t = PG_GETARG_TEXT_PP(0);
 	const char *err = mlplat_spdx_check(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
 
 	if (err == NULL)
