@@ -1061,6 +1061,7 @@ DECLARE
   q mlplat.artifact_qualifications;
   sig bytea;
   f text;
+  want text;
   max_drop numeric;
 BEGIN
   r := mlplat._idem_claim('qualify_artifact', qualify_artifact.idempotency_key,
@@ -1130,15 +1131,13 @@ BEGIN
   END IF;
   -- 5. binding
   FOREACH f IN ARRAY ARRAY['project', 'campaign', 'campaign_content_id', 'candidate', 'artifact_sha256', 'metric'] LOOP
-    IF (st->>f) IS DISTINCT FROM CASE f WHEN 'project' THEN qualify_artifact.project WHEN 'campaign' THEN c.name
-                                    WHEN 'campaign_content_id' THEN c.content_id WHEN 'candidate' THEN k.name
-                                    WHEN 'artifact_sha256' THEN art.output_sha256
-                                    ELSE c.quality_gate->>'metric' END THEN
+    -- (a CASE cannot stand in an IF condition: PL/pgSQL ends the condition at its first THEN)
+    want := CASE f WHEN 'project' THEN qualify_artifact.project WHEN 'campaign' THEN c.name
+                   WHEN 'campaign_content_id' THEN c.content_id WHEN 'candidate' THEN k.name
+                   WHEN 'artifact_sha256' THEN art.output_sha256 ELSE c.quality_gate->>'metric' END;
+    IF (st->>f) IS DISTINCT FROM want THEN
       PERFORM mlplat._rule('BINDING_MISMATCH', pg_catalog.format('evidence does not match: %s', f),
-        pg_catalog.format('statement.%s is "%s"; the artifact''s is "%s".', f, st->>f,
-          CASE f WHEN 'project' THEN qualify_artifact.project WHEN 'campaign' THEN c.name
-                 WHEN 'campaign_content_id' THEN c.content_id WHEN 'candidate' THEN k.name
-                 WHEN 'artifact_sha256' THEN art.output_sha256 ELSE c.quality_gate->>'metric' END));
+        pg_catalog.format('statement.%s is "%s"; the artifact''s is "%s".', f, st->>f, want));
     END IF;
   END LOOP;
   dr := mlplat._bound_revision(pid, st #>> '{revision,deployment}', (st #>> '{revision,revision}')::numeric::int,
