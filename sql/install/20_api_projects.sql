@@ -16,7 +16,11 @@ BEGIN
                        AND ro.deployment_id IS DISTINCT FROM p_except_deployment), 0)
          + coalesce((SELECT pg_catalog.sum(r.gpus) FROM mlplat.runs r
                      WHERE r.project_id = p_project_id
-                       AND mlplat.run_is_active(r.status)), 0));
+                       AND mlplat.run_is_active(r.status)), 0)
+         -- builders of optimization campaigns, from their admission until their Job is gone
+         + coalesce((SELECT pg_catalog.sum(k.gpus) FROM mlplat.campaign_candidates k
+                     WHERE k.project_id = p_project_id
+                       AND k.status IN ('BUILDING', 'CANCEL_REQUESTED')), 0));
 END $$;
 
 CREATE FUNCTION mlplat._check_quotas(gpu_quota int, cpu_quota text, memory_quota text) RETURNS void
@@ -181,7 +185,10 @@ BEGIN
   END IF;
   IF EXISTS (SELECT 1 FROM mlplat.deployments d WHERE d.project_id = pid AND d.status <> 'DELETED')
      OR EXISTS (SELECT 1 FROM mlplat.runs u WHERE u.project_id = pid
-                AND mlplat.run_is_active(u.status)) THEN
+                AND mlplat.run_is_active(u.status))
+     -- a campaign's builder holds GPUs and objects in the namespace until its Job is gone
+     OR EXISTS (SELECT 1 FROM mlplat.campaign_candidates k WHERE k.project_id = pid
+                AND k.status IN ('BUILDING', 'CANCEL_REQUESTED')) THEN
     RAISE EXCEPTION USING ERRCODE = '55000',
       MESSAGE = pg_catalog.format('project "%s" still has deployments or active runs', p.name),
       DETAIL = 'A project is deleted only once nothing in it is live.',

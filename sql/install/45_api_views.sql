@@ -13,7 +13,9 @@ SELECT p.name AS project, p.status, p.status_reason,
        + coalesce((SELECT pg_catalog.sum(ro.surge_gpus) FROM mlplat.rollouts ro WHERE ro.project_id = p.id
                    AND mlplat.rollout_is_active(ro.status)), 0)
        + coalesce((SELECT pg_catalog.sum(u.gpus) FROM mlplat.runs u WHERE u.project_id = p.id
-                   AND mlplat.run_is_active(u.status)), 0) AS gpus_in_use,
+                   AND mlplat.run_is_active(u.status)), 0)
+       + coalesce((SELECT pg_catalog.sum(k.gpus) FROM mlplat.campaign_candidates k WHERE k.project_id = p.id
+                   AND k.status IN ('BUILDING', 'CANCEL_REQUESTED')), 0) AS gpus_in_use,
        p.cpu_quota, p.memory_quota, p.generation, p.observed_generation,
        p.attempts, p.last_error, p.next_attempt_at, p.traceparent, p.created_at, p.updated_at
 FROM mlplat.projects p;

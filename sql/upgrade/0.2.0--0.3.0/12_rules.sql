@@ -69,7 +69,11 @@ BEGIN
                        AND ro.deployment_id IS DISTINCT FROM p_except_deployment), 0)
          + coalesce((SELECT pg_catalog.sum(r.gpus) FROM mlplat.runs r
                      WHERE r.project_id = p_project_id
-                       AND mlplat.run_is_active(r.status)), 0));
+                       AND mlplat.run_is_active(r.status)), 0)
+         -- builders of optimization campaigns, from their admission until their Job is gone
+         + coalesce((SELECT pg_catalog.sum(k.gpus) FROM mlplat.campaign_candidates k
+                     WHERE k.project_id = p_project_id
+                       AND k.status IN ('BUILDING', 'CANCEL_REQUESTED')), 0));
 END $$;
 
 
@@ -134,19 +138,7 @@ BEGIN
   RETURN p_verdict;
 END $$;
 
-CREATE OR REPLACE VIEW mlplat.project_status WITH (security_invoker = true) AS
-SELECT p.name AS project, p.status, p.status_reason,
-       (p.status IN ('PROVISIONING', 'DELETING') OR p.observed_generation < p.generation) AS in_flight,
-       p.gpu_quota,
-       coalesce((SELECT pg_catalog.sum(d.desired_gpus) FROM mlplat.deployments d
-                 WHERE d.project_id = p.id AND d.status <> 'DELETED'), 0)
-       + coalesce((SELECT pg_catalog.sum(ro.surge_gpus) FROM mlplat.rollouts ro WHERE ro.project_id = p.id
-                   AND mlplat.rollout_is_active(ro.status)), 0)
-       + coalesce((SELECT pg_catalog.sum(u.gpus) FROM mlplat.runs u WHERE u.project_id = p.id
-                   AND mlplat.run_is_active(u.status)), 0) AS gpus_in_use,
-       p.cpu_quota, p.memory_quota, p.generation, p.observed_generation,
-       p.attempts, p.last_error, p.next_attempt_at, p.traceparent, p.created_at, p.updated_at
-FROM mlplat.projects p;
+-- (mlplat.project_status is redefined in part 61_campaigns_claim, after the campaign tables it reads)
 
 CREATE OR REPLACE VIEW mlplat.run_status WITH (security_invoker = true) AS
 SELECT p.name AS project, u.name AS run, u.kind, u.status, u.status_reason,

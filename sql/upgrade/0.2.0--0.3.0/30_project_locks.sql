@@ -280,7 +280,10 @@ BEGIN
   END IF;
   IF EXISTS (SELECT 1 FROM mlplat.deployments d WHERE d.project_id = pid AND d.status <> 'DELETED')
      OR EXISTS (SELECT 1 FROM mlplat.runs u WHERE u.project_id = pid
-                AND mlplat.run_is_active(u.status)) THEN
+                AND mlplat.run_is_active(u.status))
+     -- a campaign's builder holds GPUs and objects in the namespace until its Job is gone
+     OR EXISTS (SELECT 1 FROM mlplat.campaign_candidates k WHERE k.project_id = pid
+                AND k.status IN ('BUILDING', 'CANCEL_REQUESTED')) THEN
     RAISE EXCEPTION USING ERRCODE = '55000',
       MESSAGE = pg_catalog.format('project "%s" still has deployments or active runs', p.name),
       DETAIL = 'A project is deleted only once nothing in it is live.',
