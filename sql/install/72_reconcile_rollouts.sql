@@ -217,6 +217,11 @@ BEGIN
        SET previous_revision = ro.baseline_revision, desired_revision = ro.target_revision,
            status = 'DEPLOYING', status_reason = pg_catalog.format('rollout %s promoted revision %s', ro.id, ro.target_revision),
            generation = d.generation + 1, row_version = d.row_version + 1, ready_wait_since = pg_catalog.now(),
+           -- KServe was seen serving the target: its status counts as it is (deployments.c,
+           -- isvc_status_current), where a first apply would wait for the child to move
+           observed = coalesce(d.observed, '{}'::jsonb) || pg_catalog.jsonb_build_object('kserve_at_apply',
+                        pg_catalog.jsonb_build_object('revision', ro.target_revision, 'observedGeneration', NULL,
+                                                      'latestCreatedRevision', NULL)),
            updated_at = pg_catalog.now()
      WHERE d.id = ro.deployment_id;
     -- The promoted version becomes the model's CHAMPION, as set_model_stage would do.
@@ -239,6 +244,8 @@ BEGIN
     UPDATE mlplat.deployments d
        SET status = 'DEPLOYING', status_reason = pg_catalog.format('rollout %s rolled back to revision %s', ro.id, ro.baseline_revision),
            generation = d.generation + 1, row_version = d.row_version + 1, ready_wait_since = pg_catalog.now(),
+           -- the baseline's re-apply is a first apply again: KServe's status before it is the target's
+           observed = d.observed - 'kserve_at_apply',
            updated_at = pg_catalog.now()
      WHERE d.id = ro.deployment_id;
   END IF;

@@ -80,6 +80,15 @@ typedef struct Deployment
 	bool deadline_passed; /* not READY within its deploy deadline of its intent */
 	int64 deadline_ms;	  /* the deploy deadline that applies */
 	bool deadline_own;	  /* ... set for this deployment, not mlplat.deploy_deadline */
+	/*
+	 * What KServe showed in the answer to this revision's first apply
+	 * (observed.kserve_at_apply): its status is ours once it moved past that.
+	 */
+	bool seen_known;
+	int seen_rev;	 /* the revision it was recorded for; 0: none */
+	int64 seen_og;	 /* status.observedGeneration then; -1: none */
+	char *seen_lcr;	 /* the predictor's latestCreatedRevision then, or NULL */
+	char *seen_json; /* this pass's apply answer, to record; NULL: keep */
 	/* observed */
 	const MlJsonValue *obj;
 	const MlplatUnanswered *unanswered; /* an apply to it never answered */
@@ -123,23 +132,72 @@ typedef struct DepByName
 	Deployment *d;
 } DepByName;
 
+typedef struct DepById
+{
+	int64 id;
+	Deployment *d;
+} DepById;
+
 /* ---------------------------------------------------------------- pure decisions */
 
+/* The predictor's status in an InferenceService (KServe's components.predictor), or NULL. */
+static const MlJsonValue *
+isvc_predictor_status(const MlJsonValue *obj)
+{
+	return ml_json_object_get(ml_json_object_get(ml_json_object_get(obj, "status"), "components"),
+							  "predictor");
+}
+
 /*
- * KServe's Ready condition for the generation it last observed: returns "True",
- * "False" or "Unknown" (also when it describes an older generation), and the
- * False reason/message.
+ * Does KServe's status describe what mlplat applied last?  KServe does not say
+ * which generation of the InferenceService it has seen: status.observedGeneration
+ * is copied from the child (the Knative Service in Serverless mode, the
+ * Deployment in RawDeployment mode; kserve#6081), whose generation moves with
+ * every change KServe propagates into it — the predictor, canary traffic, and
+ * the InferenceService's labels, mlplat.io/revision among them.  So a first
+ * apply of a revision always moves the child on, and the status is ours once
+ * observedGeneration (or, in Serverless mode, the predictor's
+ * latestCreatedRevision) differs from what the apply's answer showed.  Only
+ * the first apply of a revision records it: a later apply of the same
+ * revision (sent unobserved by a woken pass, or over drift) may change
+ * nothing KServe propagates, and its child would never move.  With nothing
+ * recorded (a revision applied before this rule) or a null generation (the
+ * rollout that promoted the revision saw KServe serve it) the status is
+ * taken as it is.
+ */
+static bool
+isvc_status_current(const Deployment *d)
+{
+	int64 og = -1;
+	const char *lcr;
+
+	if (!d->seen_known || d->seen_rev != d->desired_revision)
+		return true;
+	if (!mlplat_json_int(d->obj, "status", "observedGeneration", &og))
+		return false; /* KServe has written no status yet */
+	if (og != d->seen_og)
+		return true;
+	lcr = mlplat_json_text(isvc_predictor_status(d->obj), "latestCreatedRevision", NULL, NULL);
+	return lcr != NULL && (d->seen_lcr == NULL || strcmp(lcr, d->seen_lcr) != 0);
+}
+
+/*
+ * KServe's Ready condition, once its status describes what mlplat applied:
+ * returns "True", "False" or "Unknown" (also while the status is older), and
+ * the False reason/message.  In Serverless mode Ready also needs the revision
+ * Knative created last to be the ready one (RawDeployment has no revisions:
+ * its Ready follows the Deployment's Available and Progressing conditions).
  */
 static const char *
-isvc_ready(const MlJsonValue *obj, const char **why)
+isvc_ready(const Deployment *d, const char **why)
 {
-	const MlJsonValue *conds = ml_json_object_get(ml_json_object_get(obj, "status"), "conditions");
-	int64 gen = -1,
-		  seen = -2;
+	const MlJsonValue *conds = ml_json_object_get(ml_json_object_get(d->obj, "status"), "conditions");
+	const MlJsonValue *pred = isvc_predictor_status(d->obj);
+	const char *created = mlplat_json_text(pred, "latestCreatedRevision", NULL, NULL);
+	const char *ready = mlplat_json_text(pred, "latestReadyRevision", NULL, NULL);
 
 	*why = NULL;
-	if (!mlplat_json_int(obj, "metadata", "generation", &gen) ||
-		!mlplat_json_int(obj, "status", "observedGeneration", &seen) || gen != seen)
+	if (!isvc_status_current(d))
 		return "Unknown";
 	if (conds == NULL || conds->type != ML_JSON_ARRAY)
 		return "Unknown";
@@ -158,10 +216,46 @@ isvc_ready(const MlJsonValue *obj, const char **why)
 					*why = mlplat_json_text(c, "reason", NULL, NULL);
 				return "False";
 			}
-			return strcmp(st, "True") == 0 ? "True" : "Unknown";
+			if (strcmp(st, "True") != 0)
+				return "Unknown";
+			/* a newer revision created but not ready yet: Ready describes the older one */
+			return created && ready && strcmp(created, ready) != 0 ? "Unknown" : "True";
 		}
 	}
 	return "Unknown";
+}
+
+/*
+ * What KServe shows in the answer to an apply, as JSON for
+ * observed.kserve_at_apply: the status generation and latest created revision
+ * from before KServe saw this apply.
+ */
+static char *
+isvc_fingerprint(const MlplatHttpRequest *req, int revision)
+{
+	MlJsonArena *arena = mlplat_json_arena_in(CurrentMemoryContext);
+	MlJsonError err;
+	const MlJsonValue *obj = NULL;
+	const char *lcr;
+	int64 og;
+	StringInfoData s;
+
+	if (req->resp_body != NULL)
+		obj = ml_json_parse(arena, req->resp_body, req->resp_len, NULL, &err);
+	initStringInfo(&s);
+	appendStringInfo(&s, "{\"revision\": %d, \"observedGeneration\": ", revision);
+	if (obj && mlplat_json_int(obj, "status", "observedGeneration", &og))
+		appendStringInfo(&s, INT64_FORMAT, og);
+	else
+		appendStringInfoString(&s, "null");
+	appendStringInfoString(&s, ", \"latestCreatedRevision\": ");
+	lcr = obj ? mlplat_json_text(isvc_predictor_status(obj), "latestCreatedRevision", NULL, NULL) : NULL;
+	if (lcr)
+		escape_json(&s, lcr);
+	else
+		appendStringInfoString(&s, "null");
+	appendStringInfoChar(&s, '}');
+	return s.data;
 }
 
 /* A short human line naming the drifted paths. */
@@ -218,7 +312,7 @@ static void
 deployment_readiness(Deployment *d)
 {
 	const char *why;
-	const char *ready = isvc_ready(d->obj, &why);
+	const char *ready = isvc_ready(d, &why);
 
 	d->mark_observed = true;
 	if (strcmp(ready, "True") == 0)
@@ -363,6 +457,61 @@ deployment_decide(Deployment *d, MlJsonArena *arena)
 
 /* ---------------------------------------------------------------- I/O */
 
+/*
+ * Read what KServe showed at each claimed deployment's last first apply
+ * (observed.kserve_at_apply, see isvc_status_current), in the claim's
+ * transaction: one statement, only for the rows that have it.
+ */
+static void
+load_seen_at_apply(List *deps)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	HTAB *by_id;
+	HASHCTL ctl;
+	ListCell *lc;
+
+	if (deps == NIL)
+		return;
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = sizeof(int64);
+	ctl.entrysize = sizeof(DepById);
+	ctl.hcxt = cxt;
+	by_id = hash_create("mlplat deployments by id", list_length(deps), &ctl,
+						HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	foreach (lc, deps)
+	{
+		Deployment *d = lfirst(lc);
+
+		((DepById *) hash_search(by_id, &d->id, HASH_ENTER, NULL))->d = d;
+	}
+	if (SPI_execute("SELECT id, (observed->'kserve_at_apply'->>'observedGeneration')::bigint,"
+					" observed->'kserve_at_apply'->>'latestCreatedRevision',"
+					" (observed->'kserve_at_apply'->>'revision')::int"
+					" FROM mlplat.deployments WHERE status <> 'DELETED' AND observed ? 'kserve_at_apply'",
+					true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "mlplat: reading deployments' kserve_at_apply failed");
+	MemoryContextSwitchTo(cxt);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple t = SPI_tuptable->vals[i];
+		TupleDesc td = SPI_tuptable->tupdesc;
+		int64 id = atoll(SPI_getvalue(t, td, 1));
+		DepById *e = hash_search(by_id, &id, HASH_FIND, NULL);
+		char *og;
+		char *rev;
+
+		if (e == NULL)
+			continue;
+		og = SPI_getvalue(t, td, 2);
+		e->d->seen_known = true;
+		e->d->seen_og = og ? atoll(og) : -1;
+		e->d->seen_lcr = SPI_getvalue(t, td, 3);
+		rev = SPI_getvalue(t, td, 4);
+		e->d->seen_rev = rev ? atoi(rev) : 0;
+	}
+	hash_destroy(by_id);
+}
+
 static void
 claim(MlplatPass *pass, List **out, char **instance)
 {
@@ -415,6 +564,7 @@ claim(MlplatPass *pass, List **out, char **instance)
 		d->deadline_own = v && v[0] == 't';
 		*out = lappend(*out, d);
 	}
+	load_seen_at_apply(*out);
 	notes = mlplat_unanswered_load(pass);
 	if (notes != NIL)
 		foreach (lc, *out)
@@ -514,6 +664,9 @@ apply_result(Deployment *d, MlplatPass *pass)
 									   d->drift ? d->drift : "drift")
 							: psprintf("applied revision %d; waiting for readiness", d->desired_revision);
 			d->mark_observed = true;
+			/* a new revision label moves KServe's child on: remember where it stood */
+			if (d->action == DEP_APPLY && d->seen_rev != d->desired_revision)
+				d->seen_json = isvc_fingerprint(d->req, d->desired_revision);
 			break;
 		case MLPLAT_KUBE_NOT_FOUND:
 		case MLPLAT_KUBE_RETRY:
@@ -605,7 +758,9 @@ write_back(MlplatPass *pass, List *deps, List *orphans)
 		accumArrayResult(col[5], Int32GetDatum(d->desired_revision),
 						 !(d->mark_observed && d->desired_revision > 0), INT4OID, col[5]->mcontext);
 		mlplat_array_add_text(col[6], d->endpoint);
-		mlplat_array_add_text(col[7], psprintf("{\"drift_paths\": %s}", d->drift_paths ? d->drift_paths : "[]"));
+		mlplat_array_add_text(col[7], psprintf("{\"drift_paths\": %s%s%s}", d->drift_paths ? d->drift_paths : "[]",
+											   d->seen_json ? ", \"kserve_at_apply\": " : "",
+											   d->seen_json ? d->seen_json : ""));
 		mlplat_array_add_text(col[8], d->error);
 		accumArrayResult(col[9], Int32GetDatum(d->retry_ms), d->retry_ms < 0, INT4OID, col[9]->mcontext);
 	}

@@ -185,6 +185,52 @@ ready_condition(const MlJsonValue *obj)
 }
 
 /*
+ * Does KServe's status describe the traffic setting the object carries?  Not
+ * from status.observedGeneration: KServe copies that from its child (the
+ * Knative Service; kserve#6081), whose generation is not the
+ * InferenceService's.  From what it publishes instead: Ready decided; when
+ * Ready, the revision Knative created last is the ready one and the traffic
+ * KServe reports gives it the share asked for — canaryTrafficPercent while an
+ * older revision is rolled out, else 100%.  Before the target's revision is
+ * known, a status whose latest revision is still the rolled-out one has not
+ * seen the target manifest yet.  (RawDeployment publishes no revisions or
+ * traffic: a rollout there never settles.)
+ */
+static bool
+isvc_settled(const Rollout *r, const MlJsonValue *comp, const char *ready)
+{
+	const char *created = mlplat_json_text(comp, "latestCreatedRevision", NULL, NULL);
+	const char *ready_kn = mlplat_json_text(comp, "latestReadyRevision", NULL, NULL);
+	const char *rolled = mlplat_json_text(comp, "latestRolledoutRevision", NULL, NULL);
+	const MlJsonValue *traffic = ml_json_object_get(comp, "traffic");
+	bool split;
+	int expect;
+
+	if (strcmp(ready, "Unknown") == 0 || created == NULL)
+		return false;
+	if (strcmp(ready, "False") == 0)
+		return true; /* KServe's verdict on the latest revision */
+	if (ready_kn == NULL || strcmp(created, ready_kn) != 0)
+		return false;
+	split = r->want >= 0 && r->want < 100 && rolled != NULL && strcmp(rolled, created) != 0;
+	if (r->target_kn == NULL && r->want >= 0 && rolled != NULL && !split)
+		return false; /* the target's revision is not created yet */
+	expect = split ? r->want : 100;
+	if (traffic == NULL || traffic->type != ML_JSON_ARRAY)
+		return false;
+	for (size_t i = 0; i < traffic->u.array.count; i++)
+	{
+		const MlJsonValue *t = traffic->u.array.items[i];
+		const MlJsonValue *latest = ml_json_object_get(t, "latestRevision");
+		const MlJsonValue *pct = ml_json_object_get(t, "percent");
+
+		if (latest && latest->type == ML_JSON_BOOL && latest->u.boolean)
+			return pct != NULL && pct->type == ML_JSON_NUMBER && (int) pct->u.number.value == expect;
+	}
+	return false;
+}
+
+/*
  * Does the observed object carry the wanted revision and traffic setting?
  * When it does, write the observation (what SQL needs to judge it) into r->obs.
  */
@@ -199,8 +245,6 @@ observe_object(Rollout *r, const MlJsonValue *obj, int64 now_ms)
 												 "predictor");
 	const MlJsonValue *traffic = ml_json_object_get(comp, "traffic");
 	const char *ready = ready_condition(obj);
-	int64 gen = -1,
-		  seen = -2;
 	StringInfo s;
 
 	if (label == NULL || atoi(label) != r->target_revision)
@@ -210,10 +254,7 @@ observe_object(Rollout *r, const MlJsonValue *obj, int64 now_ms)
 					   (int) canary->u.number.value != r->want))
 		return false;
 
-	(void) mlplat_json_int(obj, "metadata", "generation", &gen);
-	(void) mlplat_json_int(obj, "status", "observedGeneration", &seen);
-	/* KServe reports the traffic of a generation once its Ready is decided */
-	r->settled = gen == seen && strcmp(ready, "Unknown") != 0;
+	r->settled = isvc_settled(r, comp, ready);
 
 	s = makeStringInfo();
 	appendStringInfoChar(s, '{');

@@ -19,6 +19,13 @@
 // - A new child spec makes a new revision: Ready goes Unknown, then True
 //   after the ready delay (or False for a storage URI marked bad); traffic,
 //   latestCreated/Ready/RolledoutRevision and URLs as serverless mode reports.
+// - RawDeployment mode (the annotation serving.kserve.io/deploymentMode, or
+//   the default a test sets, as KServe's inferenceservice-config does): no
+//   Knative revisions or traffic; status.observedGeneration is the child
+//   Deployment's, PredictorReady follows its Available/Progressing conditions
+//   (ReplicaSetUpdated while it rolls out, NewReplicaSetAvailable, or False
+//   with ProgressDeadlineExceeded for a model that does not load), the URL
+//   http://<name>-<namespace>.<domain> once ready (KServe's PropagateRawStatus).
 // - Argo: a Workflow goes Pending -> Running -> Succeeded with a node per
 //   task, phase labels set, as the workflow controller writes them.
 //
@@ -26,6 +33,8 @@
 //   POST /storage?uri=U&bad=1     a storage URI that fails to load (bad=0 repairs)
 //   POST /hold?ns=N&name=X&on=1   keep the finalizer on (a stuck cleanup)
 //   POST /child-bump?ns=N&name=X  the child's generation moves on its own
+//   POST /default-mode?mode=M     Serverless or RawDeployment for InferenceServices without the annotation
+//   POST /freeze?on=1             the KServe controller is down (status stays as it is); on=0 restarts it
 //   GET  /state                   what the controller thinks
 
 const fs = require('fs');
@@ -142,6 +151,9 @@ const isvcPath = (ns, name, sub) => `${ISVC}/namespaces/${ns}/inferenceservices/
 const badUris = new Map();
 const held = new Set();
 const kstate = new Map();   // ns/name -> child {gen, specHash, canary, revisions[], rolled, prev, uid}
+let defaultMode = 'Serverless';
+let frozen = false;
+const isRaw = (o) => ((o.metadata.annotations || {})['serving.kserve.io/deploymentMode'] || defaultMode) === 'RawDeployment';
 
 // The parts of an InferenceService KServe puts into the child Knative Service:
 // the predictor (less the traffic split) and the labels and annotations it
@@ -155,10 +167,11 @@ function childSpec(o) {
 }
 
 const COND_TYPES = ['IngressReady', 'LatestDeploymentReady', 'PredictorConfigurationReady', 'PredictorReady', 'PredictorRouteReady', 'Ready', 'RoutesReady'];
-function conditions(prevList, status, reason, message) {
+const RAW_COND_TYPES = ['IngressReady', 'PredictorReady', 'Ready'];
+function conditions(prevList, status, reason, message, types) {
   const prev = new Map((prevList || []).map((c) => [c.type, c]));
   const now = nowIso();
-  return COND_TYPES.map((type) => {
+  return (types || COND_TYPES).map((type) => {
     let s = status, r = reason, m = message;
     // the route stays ready on the previous revision while a new one is not
     if (['IngressReady', 'PredictorRouteReady', 'RoutesReady'].includes(type) && prev.get(type) && prev.get(type).status === 'True') { s = 'True'; r = null; m = null; }
@@ -177,6 +190,7 @@ async function patchStatus(ns, name, status) {
 }
 
 async function isvcReconcile(ns, name) {
+  if (frozen) return;
   const g = await request('GET', isvcPath(ns, name));
   if (g.status === 404) { kstate.delete(`${ns}/${name}`); return; }
   if (g.status !== 200) throw new Error(`GET isvc ${ns}/${name}: ${g.status}`);
@@ -222,6 +236,18 @@ async function isvcReconcile(ns, name) {
     return;   // nothing new for the child: no status write (KServe writes only on change)
   }
   s.uriChanged = false;
+  if (isRaw(o)) {
+    // the Deployment rolls out a new ReplicaSet
+    const gen = s.gen;
+    await patchStatus(ns, name, {
+      observedGeneration: gen, deploymentMode: 'RawDeployment',
+      conditions: conditions(o.status && o.status.conditions, 'Unknown', 'ReplicaSetUpdated', `ReplicaSet "${name}-predictor-${gen}" is progressing.`, RAW_COND_TYPES),
+      modelStatus: { states: { activeModelState: (o.status && o.status.url) ? 'Loaded' : 'Pending', targetModelState: 'Loading' }, transitionStatus: 'InProgress' },
+    });
+    const token = ++s.token;
+    setTimeout(() => enqueue(key, () => (s.token === token ? rawSettle(ns, name, s, gen) : null)), READY_MS);
+    return;
+  }
   const latest = s.revisions[s.revisions.length - 1].name;
   const st = JSON.parse(JSON.stringify(o.status || {}));
   const comp = ((st.components = st.components || {}).predictor = st.components.predictor || {});
@@ -237,7 +263,32 @@ async function isvcReconcile(ns, name) {
   setTimeout(() => enqueue(key, () => (s.token === token ? isvcSettle(ns, name, s, gen, latest) : null)), READY_MS);
 }
 
+async function rawSettle(ns, name, s, gen) {
+  if (frozen) return;
+  const g = await request('GET', isvcPath(ns, name));
+  if (g.status !== 200 || g.json.metadata.deletionTimestamp || s.gen !== gen) return;
+  const o = g.json;
+  const uri = o.spec.predictor && o.spec.predictor.model && o.spec.predictor.model.storageUri;
+  const bad = badUris.get(uri);
+  const prev = o.status && o.status.conditions;
+  const out = { observedGeneration: gen, deploymentMode: 'RawDeployment' };
+  if (bad) {
+    out.conditions = conditions(prev, 'False', 'ProgressDeadlineExceeded', `ReplicaSet "${name}-predictor-${gen}" has timed out progressing.`, RAW_COND_TYPES);
+    out.modelStatus = { states: { activeModelState: 'FailedToLoad', targetModelState: 'FailedToLoad' }, transitionStatus: 'BlockedByFailedLoad',
+      lastFailureInfo: { reason: 'ModelLoadFailed', message: bad, location: uri, time: nowIso() } };
+  } else {
+    out.url = `http://${name}-${ns}.${DOMAIN}`;
+    out.address = { url: `http://${name}-predictor.${ns}.svc.cluster.local` };
+    out.components = { predictor: { url: `http://${name}-predictor-${ns}.${DOMAIN}` } };
+    out.conditions = conditions(prev, 'True', null, null, RAW_COND_TYPES);
+    out.modelStatus = { states: { activeModelState: 'Loaded', targetModelState: 'Loaded' }, transitionStatus: 'UpToDate', copies: { failedCopies: 0, totalCopies: 1 } };
+  }
+  await patchStatus(ns, name, out);
+  s.readyFor = gen;
+}
+
 async function isvcSettle(ns, name, s, gen, latest) {
+  if (frozen) return;
   const g = await request('GET', isvcPath(ns, name));
   if (g.status !== 200 || g.json.metadata.deletionTimestamp || s.gen !== gen) return;
   const o = g.json;
@@ -369,6 +420,16 @@ const control = http.createServer((req, res) => {
     const s = kstate.get(`${q.ns}/${q.name}`);
     if (!s) return done(404, { error: 'unknown' });
     s.bump = true; again(q.ns, q.name);
+    return done(200);
+  }
+  if (req.method === 'POST' && u.pathname === '/default-mode') {
+    if (!['Serverless', 'RawDeployment'].includes(q.mode)) return done(400, { error: 'mode: Serverless or RawDeployment' });
+    defaultMode = q.mode;
+    return done(200);
+  }
+  if (req.method === 'POST' && u.pathname === '/freeze') {
+    frozen = q.on === '1';
+    if (!frozen) for (const k of kstate.keys()) { const [ns, name] = k.split('/'); again(ns, name); }
     return done(200);
   }
   if (u.pathname === '/state') return done(200, Object.fromEntries([...kstate].map(([k, s]) => [k, { gen: s.gen, revisions: s.revisions.map((r) => r.name), readyFor: s.readyFor }])));

@@ -73,7 +73,7 @@ const store = new Store({
         if (!obj.spec.finalizers) obj.spec.finalizers = ['kubernetes'];
         if (!old) obj.status = { phase: 'Active' };
       }
-      if (r.kind === 'InferenceService') kserve.admit(old, obj);
+      if (r.kind === 'InferenceService') kserve.admit(old, obj, cfg);
     },
     validate(r, old, obj) {
       let causes = [];
@@ -448,7 +448,19 @@ async function admin(req, url, seg, raw) {
   const q = url.searchParams;
   if (route === 'health') return { status: 200, body: { ok: true, port: server.address().port, s3Port, seed: opt.seed, resourceVersion: String(store.rv), stateDir: opt.stateDir } };
   if (route === 'config') {
-    if (m === 'PUT' || m === 'PATCH' || m === 'POST') for (const k of ['readyDelayMs', 'argoStepMs', 'continueTtlMs', 'nsDeleteMs', 'watchMaxS', 'listEndlessContinue', 'listPadBytes']) if (body[k] !== undefined) cfg[k] = Number(body[k]);
+    if (m === 'PUT' || m === 'PATCH' || m === 'POST') {
+      for (const k of ['readyDelayMs', 'argoStepMs', 'continueTtlMs', 'nsDeleteMs', 'watchMaxS', 'listEndlessContinue', 'listPadBytes']) if (body[k] !== undefined) cfg[k] = Number(body[k]);
+      // KServe's defaultDeploymentMode (inferenceservice-config), for InferenceServices without the annotation
+      if (body.deploymentMode !== undefined) {
+        if (!['Serverless', 'RawDeployment'].includes(body.deploymentMode)) return { status: 400, body: { error: 'deploymentMode: Serverless or RawDeployment' } };
+        cfg.deploymentMode = body.deploymentMode;
+      }
+      if (body.kserveFrozen !== undefined) {
+        const was = !!cfg.kserveFrozen;
+        cfg.kserveFrozen = !!body.kserveFrozen;
+        if (was && !cfg.kserveFrozen) isvc.thaw();
+      }
+    }
     const { rng: _r, pruner: _p, ...shown } = cfg;
     return { status: 200, body: shown };
   }

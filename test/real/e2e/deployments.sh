@@ -5,7 +5,9 @@
 # signature and checksum, deploy -> READY, what the server adds is no drift,
 # out-of-band edits are repaired, orphans go, and deletes wait for KServe's
 # finalizer. KServe's observedGeneration (the child's counter, kserve#6081)
-# is exercised: an annotation KServe propagates moves the child on.
+# is exercised: an annotation KServe propagates moves the child on, and a
+# status from before an apply (KServe down) is not taken for the new
+# revision's; in Serverless and RawDeployment mode.
 set -u
 . "$(dirname "$0")/../../lib/tap.sh"
 tap_require_cluster
@@ -83,15 +85,47 @@ until_check 30 $I "o['status']['observedGeneration'] > o['metadata']['generation
 tap_ok $? "KServe now reports an observedGeneration above the InferenceService's generation, and Ready"
 before=$(kget $I | python3 -c 'import json,sys; print(json.load(sys.stdin)["status"]["components"]["predictor"]["latestCreatedRevision"])')
 SHA2=$(real_s3_put s3://models/iris/2 'iris-v2')
+# KServe down while revision 2 is applied: its status still shows revision 1 Ready
+curl -s -X POST "$REAL_CONTROLLER/freeze?on=1" >/dev/null
 q $DB "SELECT mlplat.register_model_version('rshop', 'iris', '2', 's3://models/iris/2', '$SHA2', 'kserve-sklearnserver', 'sklearn')" >/dev/null &&
 	q $DB "SELECT mlplat.set_model_stage('rshop', 'iris', '2', 'CANDIDATE')" >/dev/null &&
 	q $DB "SELECT mlplat.deploy('rshop', 'riris', 'iris', '2', 'kserve-sklearnserver', 0, 1, 2, '{\"LOG_LEVEL\":\"info\"}')" >/dev/null
+until_check 60 $I "o['metadata']['labels']['mlplat.io/revision'] == '2'"
+tap_ok $? "revision 2 is applied while KServe is down"
+# several passes of the reconciler (it looks again every 300 ms while DEPLOYING) see that status
+p0=$(q $DB "SELECT coalesce(sum(passes), 0) FROM mlplat.reconciler_health WHERE kind = 'deployments' AND role = 'leader'")
+wait_for $DB "SELECT coalesce(sum(passes), 0) >= $p0 + 5 FROM mlplat.reconciler_health WHERE kind = 'deployments' AND role = 'leader'" t 60
+tap_is "$(q $DB "SELECT status || '/' || latest_revision FROM mlplat.deployments WHERE name = 'riris'")" DEPLOYING/2 \
+	"revision 1's Ready status, from before the apply, does not make revision 2 READY"
+curl -s -X POST "$REAL_CONTROLLER/freeze?on=0" >/dev/null
 until_check 60 $I "o['metadata']['labels']['mlplat.io/revision'] == '2' and o['status']['components']['predictor'].get('latestReadyRevision') == o['status']['components']['predictor'].get('latestCreatedRevision') != '$before' and any(c['type'] == 'Ready' and c['status'] == 'True' for c in o['status']['conditions'])"
 tap_ok $? "revision 2 is applied and KServe reports its new predictor revision ready"
 wait_for $DB "SELECT status || '/' || latest_revision FROM mlplat.deployments WHERE name = 'riris'" READY/2 30
 rc=$?
-tap_todo $rc "the deployment is READY at revision 2 although observedGeneration is the child's counter" "issue 17 item 2"
+tap_ok $rc "the deployment is READY at revision 2 although observedGeneration is the child's counter"
 [ $rc = 0 ] || row riris
+
+# ---------------------------------------------------------------- RawDeployment
+# KServe's default mode RawDeployment: a Deployment, no Knative revisions or traffic.
+curl -s -X POST "$REAL_CONTROLLER/default-mode?mode=RawDeployment" >/dev/null
+q $DB "SELECT mlplat.deploy('rshop', 'rraw', 'iris', '1', 'kserve-sklearnserver', 0, 1, 2, '{}')" >/dev/null
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'rraw'" READY 60
+rc=$?
+tap_ok $rc "RawDeployment: the deployment converges to READY"
+[ $rc = 0 ] || row rraw
+tap_is "$(q $DB "SELECT endpoint FROM mlplat.deployments WHERE name = 'rraw'")" "http://rraw-mlp-rshop.example.com" "RawDeployment: READY carries KServe's raw URL"
+rk PATCH $ISVCS/rraw '{"metadata":{"annotations":{"example.com/owner":"ops"}}}' application/merge-patch+json >/dev/null
+until_check 30 $ISVCS/rraw "o['status']['deploymentMode'] == 'RawDeployment' and o['status']['observedGeneration'] > o['metadata']['generation'] and 'latestCreatedRevision' not in o['status'].get('components', {}).get('predictor', {})"
+tap_ok $? "RawDeployment: observedGeneration is the Deployment's, above the InferenceService's generation; no revisions"
+q $DB "SELECT mlplat.deploy('rshop', 'rraw', 'iris', '2', 'kserve-sklearnserver', 0, 1, 2, '{}')" >/dev/null
+wait_for $DB "SELECT status || '/' || latest_revision FROM mlplat.deployments WHERE name = 'rraw'" READY/2 60
+rc=$?
+tap_ok $rc "RawDeployment: a redeploy is READY at revision 2"
+[ $rc = 0 ] || row rraw
+q $DB "SELECT mlplat.undeploy('rshop', 'rraw')" >/dev/null
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'rraw'" DELETED 60
+tap_ok $? "RawDeployment: undeployed"
+curl -s -X POST "$REAL_CONTROLLER/default-mode?mode=Serverless" >/dev/null
 
 # ---------------------------------------------------------------- orphans
 body=$(kget $I | python3 -c '

@@ -1,7 +1,13 @@
 'use strict';
 // KServe InferenceService behaviour: the defaulting the webhook and Go serialisation do, and a
 // controller that moves status Ready Unknown -> True (or False for a bad storage URI) for the
-// current generation, with revisions and canary traffic as KServe's serverless mode reports them.
+// current generation, with revisions and canary traffic as KServe's serverless mode reports them,
+// or, for serving.kserve.io/deploymentMode RawDeployment (the default is cfg.deploymentMode,
+// KServe's defaultDeploymentMode), a Deployment's readiness with no revisions or traffic.
+// status.observedGeneration is KServe's copy of its child's (the Knative Service's, or the
+// Deployment's) generation, as real KServe reports it (kserve#6081): the child moves on with
+// every change KServe propagates into it — the predictor, canary traffic, and the
+// InferenceService's labels and annotations — so it is not the InferenceService's generation.
 // The predictor's pods run as spec.predictor.serviceAccountName ("default" when unset): while it
 // does not exist no pod is made and Ready stays Unknown; for an s3:// model the storage
 // initializer needs credentials from that account (a Secret it lists, an IAM role annotation, or
@@ -24,10 +30,10 @@ function scrubContainer(c) {
   for (const k of OMIT_EMPTY_LISTS) if (Array.isArray(c[k]) && c[k].length === 0) delete c[k];
 }
 
-function admit(old, obj) {
+function admit(old, obj, cfg) {
   const meta = obj.metadata;
   meta.annotations = meta.annotations || {};
-  if (!meta.annotations['serving.kserve.io/deploymentMode']) meta.annotations['serving.kserve.io/deploymentMode'] = 'Serverless';
+  if (!meta.annotations['serving.kserve.io/deploymentMode']) meta.annotations['serving.kserve.io/deploymentMode'] = (cfg && cfg.deploymentMode) || 'Serverless';
   const pred = U.getPath(obj, ['spec', 'predictor']);
   if (!U.isObj(pred)) return;
   scrubContainer(pred.model);
@@ -86,9 +92,18 @@ class KServe {
   changed(rec, type) {
     const k = `${rec.obj.metadata.namespace}/${rec.obj.metadata.name}`;
     if (type === 'DELETED') { this.state.delete(k); return; }
-    const st = rec.obj.status || {};
-    if (st.observedGeneration !== rec.obj.metadata.generation) this.schedule(rec.obj.metadata.namespace, rec.obj.metadata.name, false);
+    const s = this.state.get(k);
+    if (!s || s.childHash !== this.childHash(rec.obj)) this.schedule(rec.obj.metadata.namespace, rec.obj.metadata.name, false);
   }
+
+  // What KServe propagates into the child: a change of it is a new child generation.
+  childHash(obj) {
+    const ann = { ...(obj.metadata.annotations || {}) };
+    delete ann['kubectl.kubernetes.io/last-applied-configuration'];
+    return crypto.createHash('sha256').update(JSON.stringify([U.getPath(obj, ['spec', 'predictor']) || {}, obj.metadata.labels || {}, ann])).digest('hex');
+  }
+
+  static raw(obj) { return U.getPath(obj, ['metadata', 'annotations', 'serving.kserve.io/deploymentMode']) === 'RawDeployment'; }
 
   schedule(ns, name, force) {
     // First pass right away (controller observes the new generation), readiness after the delay.
@@ -110,18 +125,41 @@ class KServe {
     return crypto.createHash('sha256').update(JSON.stringify(p)).digest('hex');
   }
 
-  observe(ns, name) {
+  // cfg.kserveFrozen: the controller is down (a test holds KServe's status where it is);
+  // thaw() is its restart, which looks at every InferenceService again.
+  thaw() {
+    for (const rec of this.store.list(this.res, null)) this.schedule(rec.obj.metadata.namespace, rec.obj.metadata.name, false);
+  }
+
+  observe(ns, name, force) {
+    if (this.cfg.kserveFrozen) return;
     const rec = this.store.get(this.res, ns, name);
     if (!rec) return;
     const k = `${ns}/${name}`;
     let s = this.state.get(k);
-    if (!s) { s = { revisions: [], gen: 0 }; this.state.set(k, s); }
+    if (!s) { s = { revisions: [], childGen: Number(U.getPath(rec.obj, ['status', 'observedGeneration']) || 0), childHash: null }; this.state.set(k, s); }
+    const ch = this.childHash(rec.obj);
+    if (ch === s.childHash && !force) return;   // nothing new for the child: KServe writes nothing
+    if (ch !== s.childHash) { s.childGen += 1; s.childHash = ch; }
+    const gen = s.childGen;
+    const now = U.nowIso();
+    if (KServe.raw(rec.obj)) {
+      this.writeStatus(ns, name, (st) => {
+        st.observedGeneration = gen;
+        st.deploymentMode = 'RawDeployment';
+        const comp = ((st.components = st.components || {}).predictor = st.components.predictor || {});
+        // the Deployment rolls out a new ReplicaSet: Progressing True, ReplicaSetUpdated
+        setConditions(st, 'Unknown', 'ReplicaSetUpdated', `ReplicaSet "${name}-predictor-${gen}" is progressing.`, now, RAW_COND_TYPES);
+        st.modelStatus = { states: { activeModelState: comp.url ? 'Loaded' : 'Pending', targetModelState: 'Loading' }, transitionStatus: 'InProgress' };
+      });
+      const token = (s.token = (s.token || 0) + 1);
+      this.later(this.cfg.readyDelayMs, () => { if (s.token === token) this.settleRaw(ns, name, s, gen); });
+      return;
+    }
     const hash = this.predictorHash(rec.obj);
     const last = s.revisions[s.revisions.length - 1];
     if (!last || last.hash !== hash) s.revisions.push({ name: `${name}-predictor-${String(s.revisions.length + 1).padStart(5, '0')}`, hash });
-    const gen = rec.obj.metadata.generation;
     const latest = s.revisions[s.revisions.length - 1].name;
-    const now = U.nowIso();
     this.writeStatus(ns, name, (st) => {
       st.observedGeneration = gen;
       st.deploymentMode = 'Serverless';
@@ -132,20 +170,53 @@ class KServe {
       st.modelStatus = { states: { activeModelState: comp.latestReadyRevision ? 'Loaded' : 'Pending', targetModelState: 'Loading' }, transitionStatus: 'InProgress' };
     });
     const token = (s.token = (s.token || 0) + 1);
-    this.later(this.cfg.readyDelayMs, () => { if (s.token === token) this.settle(ns, name, gen, latest); });
+    this.later(this.cfg.readyDelayMs, () => { if (s.token === token) this.settle(ns, name, s, gen, latest); });
   }
 
-  settle(ns, name, gen, latest) {
+  // The predictor's pods for the child generation gen: null while they cannot be made yet, else
+  // {spec, uri, bad} (bad: why the model does not load, or null).
+  pods(ns, name, s, gen, again) {
     const rec = this.store.get(this.res, ns, name);
-    if (!rec || rec.obj.metadata.generation !== gen) return;
+    if (!rec || s.childGen !== gen || this.state.get(`${ns}/${name}`) !== s) return null;
     const spec = rec.obj.spec.predictor;
     const uri = U.getPath(spec, ['model', 'storageUri']);
     if (this.rbac && !this.rbac.serviceAccountExists(ns, spec.serviceAccountName || 'default')) {
       // the ReplicaSet cannot make pods yet ("serviceaccount not found"): look again later
-      this.later(this.cfg.readyDelayMs, () => this.settle(ns, name, gen, latest));
-      return;
+      this.later(this.cfg.readyDelayMs, again);
+      return null;
     }
-    const bad = this.badUris.get(uri) || this.credentialsProblem(ns, spec, uri);
+    return { spec, uri, bad: this.badUris.get(uri) || this.credentialsProblem(ns, spec, uri) };
+  }
+
+  // RawDeployment: KServe's PropagateRawStatus from the Deployment's Available/Progressing.
+  settleRaw(ns, name, s, gen) {
+    if (this.cfg.kserveFrozen) return;
+    const p = this.pods(ns, name, s, gen, () => this.settleRaw(ns, name, s, gen));
+    if (!p) return;
+    const now = U.nowIso();
+    const host = this.cfg.domain;
+    this.writeStatus(ns, name, (st) => {
+      const comp = st.components.predictor;
+      if (p.bad) {
+        setConditions(st, 'False', 'ProgressDeadlineExceeded', `ReplicaSet "${name}-predictor-${gen}" has timed out progressing.`, now, RAW_COND_TYPES);
+        st.modelStatus = { states: { activeModelState: comp.url ? 'Loaded' : 'FailedToLoad', targetModelState: 'FailedToLoad' }, transitionStatus: 'BlockedByFailedLoad',
+          lastFailureInfo: { reason: p.bad.reason, message: p.bad.message, location: p.uri, time: now } };
+        return;
+      }
+      st.url = `http://${name}-${ns}.${host}`;
+      st.address = { url: `http://${name}-predictor.${ns}.svc.cluster.local` };
+      comp.url = `http://${name}-predictor-${ns}.${host}`;
+      setConditions(st, 'True', null, null, now, RAW_COND_TYPES);
+      st.modelStatus = { states: { activeModelState: 'Loaded', targetModelState: 'Loaded' }, transitionStatus: 'UpToDate', copies: { failedCopies: 0, totalCopies: 1 } };
+    });
+  }
+
+  settle(ns, name, s, gen, latest) {
+    if (this.cfg.kserveFrozen) return;
+    const p = this.pods(ns, name, s, gen, () => this.settle(ns, name, s, gen, latest));
+    if (!p) return;
+    const { spec, uri } = p;
+    const bad = p.bad;
     const now = U.nowIso();
     const host = `${ns}.${this.cfg.domain}`;
     this.writeStatus(ns, name, (st) => {
@@ -184,10 +255,11 @@ class KServe {
 }
 
 const COND_TYPES = ['IngressReady', 'LatestDeploymentReady', 'PredictorConfigurationReady', 'PredictorReady', 'PredictorRouteReady', 'Ready', 'RoutesReady'];
+const RAW_COND_TYPES = ['IngressReady', 'PredictorReady', 'Ready'];
 
-function setConditions(st, status, reason, message, now) {
+function setConditions(st, status, reason, message, now, types) {
   const prev = new Map((st.conditions || []).map((c) => [c.type, c]));
-  st.conditions = COND_TYPES.map((type) => {
+  st.conditions = (types || COND_TYPES).map((type) => {
     // Route and ingress stay ready on the previous revision while a new one is not.
     let s = status, r = reason, m = message;
     if ((type === 'IngressReady' || type === 'PredictorRouteReady' || type === 'RoutesReady') && prev.get(type) && prev.get(type).status === 'True') { s = 'True'; r = null; m = null; }
