@@ -267,6 +267,36 @@ mlfuzz_check_names(const uint8_t *data, size_t size)
 }
 
 const char *
+mlfuzz_check_spdx(const uint8_t *data, size_t size)
+{
+	const char *r = mlplat_spdx_check((const char *) data, size);
+	char *buf;
+	const char *bad = NULL;
+	size_t opens = 0;
+
+	if (r != NULL)
+		return r[0] == '\0' ? "mlplat_spdx_check refused with an empty reason" : NULL;
+	if (size == 0 || size > MLPLAT_SPDX_MAX_LEN)
+		return "mlplat_spdx_check accepted an empty or too long expression";
+	for (size_t i = 0; i < size; i++)
+		opens += data[i] == '(';
+	buf = malloc(size + 5);
+	/* (s) is valid too, unless it gets too long or too deep */
+	buf[0] = '(';
+	memcpy(buf + 1, data, size);
+	buf[size + 1] = ')';
+	if (size + 2 <= MLPLAT_SPDX_MAX_LEN && opens < 31 && mlplat_spdx_check(buf, size + 2) != NULL)
+		bad = "a valid expression is refused once wrapped in parentheses";
+	/* s AND (nothing after the operator) is refused */
+	memcpy(buf, data, size);
+	memcpy(buf + size, " AND", 4);
+	if (bad == NULL && mlplat_spdx_check(buf, size + 4) == NULL)
+		bad = "an expression with a dangling AND is accepted";
+	free(buf);
+	return bad;
+}
+
+const char *
 mlfuzz_check_all(const uint8_t *data, size_t size)
 {
 	const char *bad;
@@ -277,5 +307,7 @@ mlfuzz_check_all(const uint8_t *data, size_t size)
 		return bad;
 	if ((bad = mlfuzz_check_spec_diff(data, size)) != NULL)
 		return bad;
-	return mlfuzz_check_names(data, size);
+	if ((bad = mlfuzz_check_names(data, size)) != NULL)
+		return bad;
+	return mlfuzz_check_spdx(data, size);
 }

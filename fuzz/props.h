@@ -24,6 +24,10 @@ extern const char *mlfuzz_check_spec_diff(const uint8_t *data, size_t size);
 /* validators agree with a regex-based reference */
 extern const char *mlfuzz_check_names(const uint8_t *data, size_t size);
 
+/* SPDX expressions: no crash, a reason on refusal, and validity is stable
+ * under wrapping in parentheses and refused with a dangling operator */
+extern const char *mlfuzz_check_spdx(const uint8_t *data, size_t size);
+
 /* all of the above */
 extern const char *mlfuzz_check_all(const uint8_t *data, size_t size);
 
