@@ -95,7 +95,7 @@ DECLARE
   f regprocedure;
 BEGIN
   FOR f IN SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
-           WHERE p.pronamespace = 'mlplat'::regnamespace AND p.proname LIKE '\_%' AND p.proname NOT IN ('_can_view', '_campaign_state') LOOP
+           WHERE p.pronamespace = 'mlplat'::regnamespace AND p.proname LIKE '\_%' AND p.proname NOT IN ('_can_view', '_campaign_state', '_campaign_state_of') LOOP
     EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', f);
   END LOOP;
 END $$;

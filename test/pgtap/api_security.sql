@@ -38,7 +38,7 @@ SELECT is(
 -- internals are not callable by PUBLIC (except the RLS helper)
 SELECT is(
   (SELECT array_agg(p.proname::text ORDER BY p.proname) FROM pg_proc p
-   WHERE p.pronamespace = 'mlplat'::regnamespace AND p.proname LIKE '\_%' AND p.proname NOT IN ('_can_view', '_campaign_state')
+   WHERE p.pronamespace = 'mlplat'::regnamespace AND p.proname LIKE '\_%' AND p.proname NOT IN ('_can_view', '_campaign_state', '_campaign_state_of')
      AND has_function_privilege('tap_attacker', p.oid, 'EXECUTE')),
   NULL, 'internal functions are not executable by ordinary roles');
 -- no table in mlplat is writable by an ordinary role

@@ -311,23 +311,37 @@ CREATE TRIGGER campaign_candidates_no_truncate BEFORE TRUNCATE ON mlplat.campaig
 -- ---------------------------------------------------------------- the one state derivation
 
 -- The campaign's state, derived from its candidates, cancel request and approval (first
--- match wins; docs/campaigns.md).  Every view, accepted.status and the reconciler use this.
-CREATE FUNCTION mlplat._campaign_state(p_campaign_id bigint) RETURNS text
-LANGUAGE sql STABLE SET search_path = pg_catalog, mlplat, pg_temp AS $$
+-- match wins; docs/campaigns.md).  The decision is this one function of the facts; every
+-- view, accepted.status and the reconciler reach it (_campaign_state gathers the facts of
+-- one campaign, campaign_status of all of them in its own scan).  IMMUTABLE: a function of
+-- its arguments only (expired is decided by the caller against now()).
+CREATE FUNCTION mlplat._campaign_state_of(active boolean, planned boolean, not_planned boolean, all_built boolean,
+                                          some_built boolean, expired_not_run boolean, cancel boolean,
+                                          approved boolean, approval_expired boolean)
+RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, mlplat, pg_temp AS $$
   SELECT CASE
-           WHEN s.active AND c.cancel_requested_at IS NOT NULL THEN 'CANCELLING'
-           WHEN s.active THEN 'RUNNING'
-           WHEN s.planned AND c.cancel_requested_at IS NOT NULL THEN 'CANCELLED'
-           WHEN s.planned AND a.expires_at IS NULL THEN 'AWAITING_APPROVAL'
-           WHEN s.planned AND a.expires_at <= pg_catalog.now() THEN 'EXPIRED'
-           WHEN s.planned AND s.not_planned THEN 'RUNNING'
-           WHEN s.planned THEN 'APPROVED'
-           WHEN c.cancel_requested_at IS NOT NULL THEN 'CANCELLED'
-           WHEN s.all_built THEN 'SUCCEEDED'
-           WHEN s.some_built THEN 'PARTIALLY_SUCCEEDED'
-           WHEN s.expired THEN 'EXPIRED'
+           WHEN active AND cancel THEN 'CANCELLING'
+           WHEN active THEN 'RUNNING'
+           WHEN planned AND cancel THEN 'CANCELLED'
+           WHEN planned AND NOT approved THEN 'AWAITING_APPROVAL'
+           WHEN planned AND approval_expired THEN 'EXPIRED'
+           WHEN planned AND not_planned THEN 'RUNNING'
+           WHEN planned THEN 'APPROVED'
+           WHEN cancel THEN 'CANCELLED'
+           WHEN all_built THEN 'SUCCEEDED'
+           WHEN some_built THEN 'PARTIALLY_SUCCEEDED'
+           WHEN expired_not_run THEN 'EXPIRED'
            ELSE 'FAILED'
          END
+$$;
+
+CREATE FUNCTION mlplat._campaign_state(p_campaign_id bigint) RETURNS text
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, mlplat, pg_temp AS $$
+BEGIN
+  RETURN (
+  SELECT mlplat._campaign_state_of(s.active, s.planned, s.not_planned, s.all_built, s.some_built, s.expired,
+                                   c.cancel_requested_at IS NOT NULL, a.expires_at IS NOT NULL,
+                                   a.expires_at <= pg_catalog.now())
     FROM mlplat.campaigns c
     LEFT JOIN mlplat.campaign_approvals a ON a.campaign_id = c.id
     CROSS JOIN LATERAL (
@@ -338,8 +352,8 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, mlplat, pg_temp AS $$
              coalesce(pg_catalog.bool_or(k.status = 'BUILT'), false) AS some_built,
              coalesce(pg_catalog.bool_or(k.status = 'NOT_RUN' AND k.reason_code = 'APPROVAL_EXPIRED'), false) AS expired
         FROM mlplat.campaign_candidates k WHERE k.campaign_id = c.id) s
-   WHERE c.id = p_campaign_id
-$$;
+   WHERE c.id = p_campaign_id);
+END $$;
 
 -- ---------------------------------------------------------------- validation
 
@@ -467,15 +481,23 @@ BEGIN
       'Write license ids joined by AND, OR, WITH and parentheses, e.g. "Apache-2.0 AND MIT".');
   END IF;
   PERFORM mlplat._json_num(field || '.max_seconds', c->'max_seconds', 60, 86400, true);
-  hw := pg_catalog.jsonb_build_object('accelerator', h->'accelerator', 'arch', h->'arch',
-                                      'gpus', (h->>'gpus')::numeric::int);
-  IF h ? 'min_gpu_memory_gib' THEN
-    hw := hw || pg_catalog.jsonb_build_object('min_gpu_memory_gib', (h->>'min_gpu_memory_gib')::numeric::int);
-  END IF;
-  RETURN pg_catalog.jsonb_build_object('kind', c->'kind', 'builder', b, 'algorithm', c->'algorithm',
-           'precision', c->'precision', 'config', c->'config', 'hardware', hw, 'spdx', c->'spdx',
-           'max_seconds', (c->>'max_seconds')::numeric::int);
+  RETURN mlplat._campaign_plan_shape(c || pg_catalog.jsonb_build_object('builder', b));
 END $$;
+
+-- The stored form of a valid plan: integers as integers, only the plan's keys.
+CREATE FUNCTION mlplat._campaign_plan_shape(c jsonb) RETURNS jsonb
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT pg_catalog.jsonb_build_object('kind', c->'kind',
+           'builder', pg_catalog.jsonb_build_object('image', c #> '{builder,image}', 'tool', c #> '{builder,tool}',
+                                                    'tool_version', c #> '{builder,tool_version}'),
+           'algorithm', c->'algorithm', 'precision', c->'precision', 'config', c->'config',
+           'hardware', pg_catalog.jsonb_build_object('accelerator', c #> '{hardware,accelerator}', 'arch', c #> '{hardware,arch}',
+                                                     'gpus', (c #>> '{hardware,gpus}')::numeric::int)
+                       || CASE WHEN c->'hardware' ? 'min_gpu_memory_gib'
+                               THEN pg_catalog.jsonb_build_object('min_gpu_memory_gib', (c #>> '{hardware,min_gpu_memory_gib}')::numeric::int)
+                               ELSE '{}'::jsonb END,
+           'spdx', c->'spdx', 'max_seconds', (c->>'max_seconds')::numeric::int)
+$$;
 
 -- predicted[]: at most 16 {metric, value, estimator}.
 CREATE FUNCTION mlplat._check_predicted(field text, val jsonb) RETURNS void
@@ -659,10 +681,7 @@ DECLARE
   def jsonb;
   cid text;
   c mlplat.campaigns;
-  k mlplat.campaign_candidates;
-  e jsonb;
   i int := 0;
-  plan jsonb;
 BEGIN
   r := mlplat._idem_claim('create_campaign', create_campaign.idempotency_key,
          pg_catalog.jsonb_build_array(create_campaign.project, create_campaign.campaign, create_campaign.definition));
@@ -694,18 +713,23 @@ BEGIN
     PERFORM mlplat._idem_store('create_campaign', create_campaign.idempotency_key, r);
     RETURN r;
   END IF;
-  FOR e IN SELECT x FROM pg_catalog.jsonb_array_elements(def->'candidates') x LOOP
-    i := i + 1;
-    plan := e - 'name' - 'predicted';
+  -- the candidates and their first transitions, set-based (one statement each, not one per candidate)
+  WITH e AS (
+    SELECT x.v - 'name' - 'predicted' AS plan, x.v->'name' AS name, x.o::int AS ordinal
+      FROM pg_catalog.jsonb_array_elements(def->'candidates') WITH ORDINALITY AS x(v, o)
+  ), ins AS (
     INSERT INTO mlplat.campaign_candidates (campaign_id, project_id, ordinal, name, plan, content_id, gpus,
                                             reserved_gpu_seconds, traceparent)
-    VALUES (c.id, pid, i, e->>'name', plan,
-            mlplat.content_id(plan || pg_catalog.jsonb_build_object('name', e->'name')),
-            (plan #>> '{hardware,gpus}')::int,
-            (plan #>> '{hardware,gpus}')::bigint * (plan->>'max_seconds')::bigint, tp)
-    RETURNING * INTO k;
-    PERFORM mlplat._candidate_transition(k, 'PLANNED', NULL, '{}', mlplat._actor(), NULL, NULL);
-  END LOOP;
+    SELECT c.id, pid, e.ordinal, e.name #>> '{}', e.plan,
+           mlplat.content_id(e.plan || pg_catalog.jsonb_build_object('name', e.name)),
+           (e.plan #>> '{hardware,gpus}')::int,
+           (e.plan #>> '{hardware,gpus}')::bigint * (e.plan->>'max_seconds')::bigint, tp
+      FROM e
+    RETURNING id, project_id
+  )
+  INSERT INTO mlplat.candidate_transitions (candidate_id, project_id, seq, from_status, to_status, actor)
+  SELECT ins.id, ins.project_id, 1, NULL, 'PLANNED', mlplat._actor() FROM ins;
+  GET DIAGNOSTICS i = ROW_COUNT;
   r.entity_id := c.id; r.status := mlplat._campaign_state(c.id);
   PERFORM mlplat._audit('create_campaign', create_campaign.project, pid, 'campaign', c.id, r.request_id, tp,
     pg_catalog.jsonb_build_object('campaign', c.name, 'content_id', cid, 'candidates', i));
@@ -1282,7 +1306,11 @@ END $$;
 -- ---------------------------------------------------------------- views
 
 CREATE VIEW mlplat.campaign_status WITH (security_invoker = true) AS
-SELECT p.name AS project, c.name AS campaign, mlplat._campaign_state(c.id) AS state, c.content_id,
+SELECT p.name AS project, c.name AS campaign,
+       mlplat._campaign_state_of(s.building > 0, s.planned > 0, s.planned < s.candidates, s.built = s.candidates AND s.candidates > 0,
+                                 s.built > 0, s.expired_not_run > 0, c.cancel_requested_at IS NOT NULL,
+                                 a.expires_at IS NOT NULL, a.expires_at <= pg_catalog.now()) AS state,
+       c.content_id,
        m.name AS base_model, v.version AS base_version, c.base_artifact_sha256, c.model_family,
        s.candidates, s.planned, s.building, s.built, s.failed, s.cancelled, s.not_run,
        a.approved_by, a.max_spend_gpu_seconds, a.expires_at,
@@ -1301,6 +1329,7 @@ CROSS JOIN LATERAL (
          pg_catalog.count(*) FILTER (WHERE k.status = 'FAILED') AS failed,
          pg_catalog.count(*) FILTER (WHERE k.status = 'CANCELLED') AS cancelled,
          pg_catalog.count(*) FILTER (WHERE k.status = 'NOT_RUN') AS not_run,
+         pg_catalog.count(*) FILTER (WHERE k.status = 'NOT_RUN' AND k.reason_code = 'APPROVAL_EXPIRED') AS expired_not_run,
          coalesce(pg_catalog.sum(CASE WHEN k.status IN ('BUILDING', 'CANCEL_REQUESTED') THEN k.reserved_gpu_seconds
                                       ELSE k.actual_gpu_seconds END), 0)::bigint AS spend_committed,
          coalesce(pg_catalog.sum(k.actual_gpu_seconds), 0)::bigint AS spend_actual
@@ -1362,10 +1391,12 @@ GRANT SELECT ON mlplat.campaign_status, mlplat.campaign_candidate_status, mlplat
 
 REVOKE ALL ON FUNCTION mlplat._campaign_guard() FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._candidate_guard() FROM PUBLIC;
--- the status view calls it as the reader (security_invoker): it reads through the caller's
--- row-level security, so another project's campaign derives to NULL
+-- the status view calls the decision as the reader (security_invoker); _campaign_state reads
+-- through the caller's row-level security, so another project's campaign derives to NULL
 REVOKE ALL ON FUNCTION mlplat._campaign_state(bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mlplat._campaign_state(bigint) TO PUBLIC;
+REVOKE ALL ON FUNCTION mlplat._campaign_state_of(boolean, boolean, boolean, boolean, boolean, boolean, boolean, boolean, boolean) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mlplat._campaign_state_of(boolean, boolean, boolean, boolean, boolean, boolean, boolean, boolean, boolean) TO PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._json_closed(text, jsonb, text[], text[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._json_label(text, jsonb, int) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._spdx_error(text) FROM PUBLIC;
@@ -1373,6 +1404,7 @@ REVOKE ALL ON FUNCTION mlplat._campaign_plan(text, jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._check_predicted(text, jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._check_prediction(text, jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._campaign_expand(bigint, jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mlplat._campaign_plan_shape(jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._find_campaign(bigint, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._candidate_transition(mlplat.campaign_candidates, text, text, jsonb, text, bigint, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._bound_revision(bigint, text, int, text, text) FROM PUBLIC;
