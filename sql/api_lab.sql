@@ -321,3 +321,111 @@ SET ROLE regress_lab_viewer;
 SELECT project, families, max_runs, runs_used, approved_by, status FROM mlplat.lab_approval_status ORDER BY approval_id;
 SELECT count(*) FROM mlplat.lab_run_payloads;
 RESET ROLE;
+
+-- ---------------------------------------------------------------- LabRuns
+-- 8. start needs an idempotency key; the same key replays, another request under it is refused
+SET ROLE regress_lab_dev;
+CREATE FUNCTION pg_temp.start(p_key text, p_inputs jsonb DEFAULT '[{"prompt": "Say hi.", "max_tokens": 16}]',
+                              p_appr bigint DEFAULT NULL, p_node bigint DEFAULT NULL)
+RETURNS mlplat.accepted LANGUAGE sql AS $$
+  SELECT * FROM mlplat.start_lab_run('labp', (SELECT cand FROM ids), (SELECT sha FROM ids), (SELECT prof FROM ids),
+    coalesce(p_node, (SELECT node FROM ids)), coalesce(p_appr, (SELECT appr FROM ids)), 'text_generation', p_inputs, '{}', p_key)
+$$;
+SELECT :acc FROM pg_temp.start(NULL);
+SELECT :acc FROM pg_temp.start('run-1');
+SELECT :acc FROM pg_temp.start('run-1');
+SELECT :acc FROM pg_temp.start('run-1', '[{"prompt": "Say bye.", "max_tokens": 16}]');
+SELECT lab_run_id IS NOT NULL AS has_id, purpose, status, in_flight, attempt, max_attempts, gpus, input_count, input_bytes,
+       approval_id = (SELECT appr FROM ids) AS bound_approval, node_name, family, cancel_acknowledged_at,
+       queue_deadline_at - created_at AS queue_budget, run_deadline_at - created_at AS run_budget
+FROM mlplat.lab_run_status;
+SELECT runs_used FROM mlplat.lab_approval_status WHERE approval_id = (SELECT appr FROM ids);
+SELECT project, gpus_in_use FROM mlplat.project_status WHERE project = 'labp';
+-- the Job: explicit node, no retries by Kubernetes, the execution budget, no input content
+SELECT j->'metadata'->>'name' = 'lab-' || (SELECT max(id) FROM mlplat.lab_runs) || '-1' AS job_name,
+       j->'metadata'->>'namespace' AS namespace, j->'spec'->'backoffLimit' AS backoff_limit,
+       j->'spec'->'activeDeadlineSeconds' AS deadline,
+       j->'spec'->'template'->'spec'->'nodeSelector' AS node_selector,
+       j->'spec'->'template'->'spec'->'automountServiceAccountToken' AS token,
+       j->'spec'->'template'->'spec'->'containers'->0->'resources' AS resources,
+       (SELECT jsonb_object_agg(e->>'name', e->>'value') FROM jsonb_array_elements(j->'spec'->'template'->'spec'->'containers'->0->'env') e
+         WHERE e->>'name' IN ('MLPLAT_CONCURRENCY', 'MLPLAT_LAB_MODE', 'MLPLAT_INPUT_PATH', 'MLPLAT_MAX_OUTPUT_BYTES')) AS env,
+       strpos(j::text, 'Say hi') = 0 AS no_input_content,
+       j = mlplat.render_lab_job('labp', (SELECT max(id) FROM mlplat.lab_runs)) AS deterministic
+FROM (SELECT mlplat.render_lab_job('labp', (SELECT max(id) FROM mlplat.lab_runs)) AS j) x;
+SELECT status, output, purged FROM mlplat.lab_run_result('labp', (SELECT max(id) FROM mlplat.lab_runs));
+SET ROLE regress_lab_viewer;
+SELECT status FROM mlplat.lab_run_result('labp', (SELECT max(id) FROM mlplat.lab_runs));
+RESET ROLE;
+-- content only in the payload table; the audit, transitions and views carry ids and digests
+SELECT convert_from(content, 'UTF8') AS input, sha256 = (SELECT input_digest FROM mlplat.lab_runs) AS digest_ok
+FROM mlplat.lab_run_payloads;
+SELECT action, actor, strpos(detail::text, 'Say hi') = 0 AS no_content, detail ? 'input_digest' AS has_digest
+FROM mlplat.audit_events WHERE action = 'start_lab_run';
+-- provenance is immutable, for superusers too; lifecycle columns are not
+UPDATE mlplat.lab_runs SET node_name = 'other-node';
+UPDATE mlplat.lab_runs SET limits = '{}';
+BEGIN; UPDATE mlplat.lab_runs SET status_reason = 'x'; ROLLBACK;
+
+-- 7. a passing preflight is no token: revoked after it, the start is refused with the codes, nothing written
+BEGIN;
+SET LOCAL ROLE regress_lab_dev;
+SELECT passed FROM pg_temp.pf();
+SET LOCAL ROLE regress_lab_owner;
+SELECT :acc FROM mlplat.revoke_lab_approval('labp', (SELECT appr FROM ids));
+SET LOCAL ROLE regress_lab_dev;
+SELECT :acc FROM pg_temp.start('run-2');
+ROLLBACK;
+SELECT count(*) AS lab_runs FROM mlplat.lab_runs;
+-- the GPU quota counts lab runs: quota 3, one run holds 2, the next needs 2
+SELECT :acc FROM mlplat.set_project_quota('labp', 3);
+SET ROLE regress_lab_dev;
+SELECT :acc FROM pg_temp.start('run-3');
+RESET ROLE;
+SELECT :acc FROM mlplat.set_project_quota('labp', 8);
+
+-- 12 (SQL side). cancel: CANCEL_REQUESTED, not acknowledged; a repeat is a no-op; never CANCELLED by the API
+SET ROLE regress_lab_viewer;
+SELECT :acc FROM mlplat.cancel_lab_run('labp', (SELECT max(id) FROM mlplat.lab_runs));
+SET ROLE regress_lab_dev;
+SELECT :acc FROM mlplat.cancel_lab_run('labp', (SELECT max(id) FROM mlplat.lab_runs));
+SELECT :acc FROM mlplat.cancel_lab_run('labp', (SELECT max(id) FROM mlplat.lab_runs));
+SELECT status, cancel_requested_by, cancel_requested_at IS NOT NULL AS requested, cancel_acknowledged_at,
+       in_flight FROM mlplat.lab_run_status;
+SELECT project, gpus_in_use FROM mlplat.project_status WHERE project = 'labp';
+SELECT seq, attempt, from_status, to_status, actor FROM mlplat.lab_run_transitions ORDER BY seq;
+SELECT :acc FROM mlplat.cancel_lab_run('labp', 999999999);
+RESET ROLE;
+BEGIN; UPDATE mlplat.lab_runs SET status = 'SUCCEEDED';
+SET LOCAL ROLE regress_lab_dev;
+SELECT :acc FROM mlplat.cancel_lab_run('labp', (SELECT max(id) FROM mlplat.lab_runs));
+ROLLBACK;
+
+-- an approval for one run admits exactly one
+SET ROLE regress_lab_owner;
+SELECT :acc FROM mlplat.approve_lab('labp', (SELECT cand FROM ids), repeat('a', 64), (SELECT prof FROM ids),
+  (SELECT node FROM ids), '{text_generation}', '{}', 1, '1 hour');
+SET ROLE regress_lab_dev;
+SELECT :acc FROM pg_temp.start('once-1', p_appr => (SELECT max(id) FROM mlplat.lab_approvals));
+SELECT :acc FROM pg_temp.start('once-2', p_appr => (SELECT max(id) FROM mlplat.lab_approvals));
+RESET ROLE;
+
+-- 15 (SQL side). probes through the API: deployer+; a running probe is PROBE_RUNNING, none PROBE_MISSING
+SET ROLE regress_lab_dev;
+SELECT pg_temp.blk(p_node => (SELECT node2 FROM ids), p_appr => (SELECT appr2 FROM ids)) AS before_probe;
+SELECT :acc FROM mlplat.start_lab_probe('labp', (SELECT cand FROM ids), repeat('a', 64), (SELECT prof FROM ids),
+  (SELECT node2 FROM ids), 'probe-1');
+SET ROLE regress_lab_deployer;
+SELECT :acc FROM mlplat.start_lab_probe('labp', (SELECT cand FROM ids), repeat('a', 64), (SELECT prof FROM ids),
+  (SELECT node2 FROM ids));
+SELECT :acc FROM mlplat.start_lab_probe('labp', (SELECT cand FROM ids), repeat('a', 64), (SELECT prof FROM ids),
+  (SELECT node2 FROM ids), 'probe-1');
+SELECT :acc FROM mlplat.start_lab_probe('labp', (SELECT cand FROM ids), repeat('a', 64), (SELECT prof FROM ids),
+  (SELECT node2 FROM ids), 'probe-1');
+SELECT purpose, status, node_name, approval_id, family, input_digest, limits FROM mlplat.lab_run_status WHERE purpose = 'probe';
+SELECT status, completed_at FROM mlplat.lab_probes WHERE node_id = (SELECT node2 FROM ids);
+SET ROLE regress_lab_dev;
+SELECT pg_temp.blk(p_node => (SELECT node2 FROM ids), p_appr => (SELECT appr2 FROM ids)) AS probe_running;
+RESET ROLE;
+SELECT count(*) AS probe_payloads FROM mlplat.lab_run_payloads p JOIN mlplat.lab_runs r ON r.id = p.lab_run_id
+WHERE r.purpose = 'probe';

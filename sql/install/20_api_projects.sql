@@ -2,7 +2,7 @@
 
 -- GPUs the project has committed: every deployment's desired allocation (gpus x max_replicas)
 -- that is not yet DELETED, every active rollout's canary reservation, plus every active run's
--- GPUs: desired allocations, never transient ready counts.  Callers that need a stable answer
+-- and lab run's GPUs: desired allocations, never transient ready counts.  Callers that need a stable answer
 -- hold the project's quota lock.
 CREATE FUNCTION mlplat._gpus_in_use(p_project_id bigint, p_except_deployment bigint DEFAULT NULL)
 RETURNS bigint LANGUAGE plpgsql STABLE AS $$
@@ -20,7 +20,13 @@ BEGIN
          -- builders of optimization campaigns, from their admission until their Job is gone
          + coalesce((SELECT pg_catalog.sum(k.gpus) FROM mlplat.campaign_candidates k
                      WHERE k.project_id = p_project_id
-                       AND k.status IN ('BUILDING', 'CANCEL_REQUESTED')), 0));
+                       AND k.status IN ('BUILDING', 'CANCEL_REQUESTED')), 0)
+         -- lab runs and probes (39_api_lab): from QUEUED until they end, and while they hold a
+         -- node lease (released only once the Job is seen reclaimed)
+         + coalesce((SELECT pg_catalog.sum(l.gpus) FROM mlplat.lab_runs l
+                     WHERE l.project_id = p_project_id
+                       AND (mlplat.lab_run_is_active(l.status)
+                            OR EXISTS (SELECT 1 FROM mlplat.lab_leases ls WHERE ls.lab_run_id = l.id))), 0));
 END $$;
 
 CREATE FUNCTION mlplat._check_quotas(gpu_quota int, cpu_quota text, memory_quota text) RETURNS void

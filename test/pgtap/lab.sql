@@ -1,7 +1,7 @@
 -- pgTAP: Model Lab privileges, row-level security, membership-only authorization, the
 -- no-leak validation errors and the read-only preflight (docs/lab.md).
 BEGIN;
-SELECT plan(38);
+SELECT plan(44);
 \ir lib/helpers.sql
 
 DO $$ DECLARE r text; BEGIN
@@ -67,7 +67,7 @@ SELECT is((SELECT count(*)::int FROM pg_class c, unnest(ARRAY['INSERT', 'UPDATE'
           'no lab table is writable by callers: only the API functions write');
 SELECT is((SELECT array_agg(p.proname::text ORDER BY p.proname) FROM pg_proc p
            WHERE p.pronamespace = 'mlplat'::regnamespace
-             AND (p.proname LIKE '\_lab\_%' OR p.proname = '_authorize_member')
+             AND (p.proname LIKE '\_lab\_%' OR p.proname IN ('_authorize_member', '_render_lab_job'))
              AND has_function_privilege('tap_lab_owner', p.oid, 'EXECUTE')),
           NULL, 'internal lab functions are not callable by callers');
 SELECT ok((SELECT provolatile = 's' AND prosecdef FROM pg_proc WHERE proname = 'lab_preflight'),
@@ -114,6 +114,22 @@ SELECT is(tap_api_try('tap_lab_app', pg_temp.pf_sql()), 'ok', 'application role 
 SET mlplat.on_behalf_of = 'tap_lab_viewer';
 SELECT is(tap_api_try('tap_lab_app', pg_temp.pf_sql()), '42501', 'application role for a viewer: denied');
 RESET mlplat.on_behalf_of;
+CREATE FUNCTION pg_temp.start_sql(p_key text) RETURNS text LANGUAGE sql AS $$
+  SELECT format('SELECT mlplat.start_lab_run(%L, %s, %L, %s, %s, %s, %L, %L, %L, %L)', 'tlab', cand, repeat('a', 64), prof,
+                node, appr, 'text_generation', '[{"prompt": "hi", "max_tokens": 4}]', '{}', p_key) FROM lab_ids
+$$;
+SELECT is(tap_api_try('tap_lab_viewer', pg_temp.start_sql('k1')), '42501', 'viewer: no start_lab_run');
+SELECT is(tap_api_try('tap_lab_admin', pg_temp.start_sql('k1')), '42501', 'administrator without a role: no start_lab_run');
+SELECT is(tap_api_try(current_user, pg_temp.start_sql('k1')), '42501', 'superuser without a role: no start_lab_run');
+SET mlplat.on_behalf_of = 'tap_lab_dev';
+SET ROLE tap_lab_app;
+SELECT lives_ok(pg_temp.start_sql('k-app'), 'application role for a developer: start_lab_run');
+RESET ROLE;
+RESET mlplat.on_behalf_of;
+SELECT is((SELECT actor || '/' || db_role FROM mlplat.audit_events WHERE action = 'start_lab_run'),
+          'tap_lab_dev/tap_lab_app', 'the impersonated start is audited with both the person and the database role');
+SELECT is((SELECT actor || '/' || db_role FROM mlplat.lab_runs), 'tap_lab_dev/tap_lab_app',
+          'the run''s provenance names both too');
 
 -- ---------------------------------------------------------------- no caller content in errors
 CREATE FUNCTION pg_temp.err_parts(sql text) RETURNS text LANGUAGE plpgsql AS $$

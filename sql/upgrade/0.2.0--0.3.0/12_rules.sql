@@ -73,7 +73,13 @@ BEGIN
          -- builders of optimization campaigns, from their admission until their Job is gone
          + coalesce((SELECT pg_catalog.sum(k.gpus) FROM mlplat.campaign_candidates k
                      WHERE k.project_id = p_project_id
-                       AND k.status IN ('BUILDING', 'CANCEL_REQUESTED')), 0));
+                       AND k.status IN ('BUILDING', 'CANCEL_REQUESTED')), 0)
+         -- lab runs and probes (39_api_lab): from QUEUED until they end, and while they hold a
+         -- node lease (released only once the Job is seen reclaimed)
+         + coalesce((SELECT pg_catalog.sum(l.gpus) FROM mlplat.lab_runs l
+                     WHERE l.project_id = p_project_id
+                       AND (mlplat.lab_run_is_active(l.status)
+                            OR EXISTS (SELECT 1 FROM mlplat.lab_leases ls WHERE ls.lab_run_id = l.id))), 0));
 END $$;
 
 
@@ -138,7 +144,7 @@ BEGIN
   RETURN p_verdict;
 END $$;
 
--- (mlplat.project_status is redefined in part 61_campaigns_claim, after the campaign tables it reads)
+-- (mlplat.project_status is redefined in part 65_lab, after the campaign and lab tables it reads)
 
 CREATE OR REPLACE VIEW mlplat.run_status WITH (security_invoker = true) AS
 SELECT p.name AS project, u.name AS run, u.kind, u.status, u.status_reason,

@@ -1,23 +1,7 @@
 -- 0.2.0 -> 0.3.0: the database half of the campaigns reconciler (issue 14): admission, claim,
--- write-back, cleanup (the same text as sql/install/76_reconcile_campaigns.sql), and
--- project_status counting builder GPUs (its one definition in this upgrade: it reads the
--- campaign tables of part 60).
-
-CREATE OR REPLACE VIEW mlplat.project_status WITH (security_invoker = true) AS
-SELECT p.name AS project, p.status, p.status_reason,
-       (p.status IN ('PROVISIONING', 'DELETING') OR p.observed_generation < p.generation) AS in_flight,
-       p.gpu_quota,
-       coalesce((SELECT pg_catalog.sum(d.desired_gpus) FROM mlplat.deployments d
-                 WHERE d.project_id = p.id AND d.status <> 'DELETED'), 0)
-       + coalesce((SELECT pg_catalog.sum(ro.surge_gpus) FROM mlplat.rollouts ro WHERE ro.project_id = p.id
-                   AND mlplat.rollout_is_active(ro.status)), 0)
-       + coalesce((SELECT pg_catalog.sum(u.gpus) FROM mlplat.runs u WHERE u.project_id = p.id
-                   AND mlplat.run_is_active(u.status)), 0)
-       + coalesce((SELECT pg_catalog.sum(k.gpus) FROM mlplat.campaign_candidates k WHERE k.project_id = p.id
-                   AND k.status IN ('BUILDING', 'CANCEL_REQUESTED')), 0) AS gpus_in_use,
-       p.cpu_quota, p.memory_quota, p.generation, p.observed_generation,
-       p.attempts, p.last_error, p.next_attempt_at, p.traceparent, p.created_at, p.updated_at
-FROM mlplat.projects p;
+-- write-back, cleanup (the same text as sql/install/76_reconcile_campaigns.sql).
+-- project_status, which counts builder GPUs, has its one definition in this upgrade in part
+-- 65_lab: it reads the campaign tables of part 60 and the lab tables of part 65.
 
 -- 76_reconcile_campaigns: the database half of the campaigns reconciler (issue 14,
 -- docs/campaigns.md "Admission and spend").

@@ -22,6 +22,14 @@ LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'mlplat_lab_not_admitted';
 
 -- ---------------------------------------------------------------- tables
 
+-- A LabRun or probe that is in flight (reconciled, counted against the project's GPUs; a
+-- finished one still counts while it holds its node lease).  Inlined like 05_rules.
+CREATE FUNCTION mlplat.lab_run_is_active(status text) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT status OPERATOR(pg_catalog.=) ANY ('{QUEUED,DISPATCHED,RUNNING,RETRY_WAIT,CANCEL_REQUESTED}'::pg_catalog.text[]) $$;
+COMMENT ON FUNCTION mlplat.lab_run_is_active(text) IS
+  'True for the lab run statuses that are in flight: QUEUED, DISPATCHED, RUNNING, RETRY_WAIT, CANCEL_REQUESTED.';
+
 -- Platform data: GPU nodes an administrator opened for lab runs.  observed_* are written by
 -- the lab_runs reconciler from the Node object (label mlplat.io/lab=true) on every full pass.
 CREATE TABLE mlplat.lab_nodes (
@@ -166,8 +174,7 @@ CREATE TABLE mlplat.lab_runs (
   CHECK ((purpose = 'run') = (approval_id IS NOT NULL))
 );
 CREATE UNIQUE INDEX lab_runs_idempotency ON mlplat.lab_runs (project_id, actor, purpose, idempotency_key);
-CREATE INDEX lab_runs_active ON mlplat.lab_runs (node_id, id)
-  WHERE status IN ('QUEUED', 'DISPATCHED', 'RUNNING', 'RETRY_WAIT', 'CANCEL_REQUESTED');
+CREATE INDEX lab_runs_active ON mlplat.lab_runs (node_id, id) WHERE mlplat.lab_run_is_active(status);
 ALTER TABLE mlplat.lab_probes
   ADD CONSTRAINT lab_probes_lab_run_id_fkey FOREIGN KEY (lab_run_id) REFERENCES mlplat.lab_runs (id);
 
@@ -990,7 +997,7 @@ FROM mlplat.lab_approvals a JOIN mlplat.projects p ON p.id = a.project_id;
 
 CREATE VIEW mlplat.lab_run_status WITH (security_invoker = true) AS
 SELECT p.name AS project, r.id AS lab_run_id, r.purpose, r.status, r.reason_code, r.status_reason,
-       (r.status IN ('QUEUED', 'DISPATCHED', 'RUNNING', 'RETRY_WAIT', 'CANCEL_REQUESTED')) AS in_flight,
+       mlplat.lab_run_is_active(r.status) AS in_flight,
        r.actor, r.candidate_id, r.artifact_sha256, r.runtime_profile_id, r.profile_content_id, r.node_id, r.node_name,
        r.approval_id, r.family, r.input_digest, r.input_count, r.input_bytes, r.limits, r.gpus,
        r.attempt, r.max_attempts, r.job_name, r.queue_deadline_at, r.run_deadline_at,
@@ -1029,13 +1036,353 @@ BEGIN
   END LOOP;
 END $$;
 
+-- ---------------------------------------------------------------- LabRuns: start, cancel, probe
+
+-- The Job of a run's current attempt (docs/lab.md "The Job"): deterministic, no input content
+-- (the inputs are in the Secret lab-<id>-input), no service-account token.
+CREATE FUNCTION mlplat._render_lab_job(r mlplat.lab_runs, p_project text, p_instance text, p_bucket text)
+RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  pr mlplat.lab_profiles;
+  labels jsonb;
+  env jsonb;
+BEGIN
+  SELECT * INTO pr FROM mlplat.lab_profiles x WHERE x.id = r.runtime_profile_id;
+  labels := pg_catalog.jsonb_build_object(
+    'app.kubernetes.io/managed-by', 'mlplat', 'app.kubernetes.io/component', 'lab-worker',
+    'mlplat.io/project', p_project, 'mlplat.io/lab-run', r.id::text, 'mlplat.io/attempt', r.attempt::text,
+    'mlplat.io/purpose', r.purpose, 'mlplat.io/instance', p_instance);
+  -- the profile's variables first, sorted; mlplat's own after them (a later entry wins)
+  SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object('name', e.key, 'value', e.value) ORDER BY e.key), '[]')
+  INTO env FROM pg_catalog.jsonb_each_text(coalesce(pr.spec->'env', '{}')) e WHERE e.key NOT LIKE 'MLPLAT\_%';
+  env := env || pg_catalog.jsonb_build_array(
+    pg_catalog.jsonb_build_object('name', 'MLPLAT_ARTIFACT_SHA256', 'value', r.artifact_sha256),
+    pg_catalog.jsonb_build_object('name', 'MLPLAT_ARTIFACT_URI', 'value', r.artifact_uri),
+    pg_catalog.jsonb_build_object('name', 'MLPLAT_CONCURRENCY', 'value', '1'),
+    pg_catalog.jsonb_build_object('name', 'MLPLAT_INPUT_PATH', 'value', '/mlplat/input/inputs.json'),
+    pg_catalog.jsonb_build_object('name', 'MLPLAT_LAB_FAMILY', 'value', coalesce(r.family, '')),
+    pg_catalog.jsonb_build_object('name', 'MLPLAT_LAB_MODE', 'value', r.purpose),
+    pg_catalog.jsonb_build_object('name', 'MLPLAT_MAX_OUTPUT_BYTES', 'value', (r.limits->>'max_output_bytes')),
+    pg_catalog.jsonb_build_object('name', 'MLPLAT_OUTPUT_URI', 'value',
+      pg_catalog.format('s3://%s/%s/lab/%s/%s/output.json', p_bucket, p_instance, r.id, r.attempt)));
+  RETURN pg_catalog.jsonb_build_object(
+    'apiVersion', 'batch/v1', 'kind', 'Job',
+    'metadata', pg_catalog.jsonb_build_object('name', pg_catalog.format('lab-%s-%s', r.id, r.attempt),
+                  'namespace', 'mlp-' || p_project, 'labels', labels),
+    'spec', pg_catalog.jsonb_build_object(
+      'backoffLimit', 0,
+      'activeDeadlineSeconds', (r.limits->>'max_execution_seconds')::int,
+      'template', pg_catalog.jsonb_build_object(
+        'metadata', pg_catalog.jsonb_build_object('labels', labels),
+        'spec', pg_catalog.jsonb_build_object(
+          'restartPolicy', 'Never',
+          'automountServiceAccountToken', false,
+          'nodeSelector', pg_catalog.jsonb_build_object('kubernetes.io/hostname', r.node_name),
+          'tolerations', pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object(
+            'key', 'mlplat.io/lab', 'operator', 'Exists', 'effect', 'NoSchedule')),
+          'containers', pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object(
+            'name', 'worker', 'image', pr.image, 'env', env,
+            'resources', CASE WHEN r.gpus > 0 THEN pg_catalog.jsonb_build_object('limits',
+                           pg_catalog.jsonb_build_object('nvidia.com/gpu', r.gpus::text)) ELSE '{}'::jsonb END,
+            'volumeMounts', pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object(
+              'name', 'input', 'mountPath', '/mlplat/input', 'readOnly', true)))),
+          'volumes', pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object(
+            'name', 'input', 'secret', pg_catalog.jsonb_build_object('secretName', pg_catalog.format('lab-%s-input', r.id))))))));
+END $$;
+
+-- One transition row (ids and codes only).
+CREATE FUNCTION mlplat._lab_transition(r mlplat.lab_runs, p_to text, p_reason text, p_actor text, p_observation jsonb)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO mlplat.lab_run_transitions (lab_run_id, project_id, seq, attempt, from_status, to_status, reason_code,
+                                          observation, actor)
+  SELECT r.id, r.project_id, coalesce(pg_catalog.max(t.seq), 0) + 1, r.attempt,
+         CASE WHEN p_to = 'QUEUED' AND NOT EXISTS (SELECT 1 FROM mlplat.lab_run_transitions t2 WHERE t2.lab_run_id = r.id)
+              THEN NULL ELSE r.status END,
+         p_to, p_reason, p_observation, p_actor
+  FROM mlplat.lab_run_transitions t WHERE t.lab_run_id = r.id;
+END $$;
+
+-- The common admission of a LabRun or probe under locks: the project row (reserve when the
+-- profile needs GPUs), the approval FOR UPDATE, node, profile and version FOR SHARE; the full
+-- assessment again (a passing preflight is no token); the GPU quota.  Raises 55000 with the
+-- blocker codes, 23514 for the quota.  Returns the profile.
+CREATE FUNCTION mlplat._lab_admit(p_project_id bigint, p_action text, p_candidate bigint, p_sha256 text,
+                                  p_profile bigint, p_node bigint, p_approval bigint, p_family text,
+                                  p_limits jsonb, p_input_count int) RETURNS mlplat.lab_profiles
+LANGUAGE plpgsql AS $$
+DECLARE
+  pr mlplat.lab_profiles;
+  p mlplat.projects;
+  blockers text[];
+BEGIN
+  SELECT * INTO pr FROM mlplat.lab_profiles x WHERE x.id = p_profile AND x.project_id = p_project_id;
+  p := mlplat._lock_project_row(p_project_id, CASE WHEN coalesce(pr.gpus, 0) > 0 THEN 'reserve' ELSE 'share' END, p_action);
+  IF p_approval IS NOT NULL THEN
+    PERFORM FROM mlplat.lab_approvals x WHERE x.id = p_approval AND x.project_id = p_project_id FOR UPDATE;
+  END IF;
+  PERFORM FROM mlplat.lab_nodes x WHERE x.id = p_node FOR SHARE;
+  SELECT * INTO pr FROM mlplat.lab_profiles x WHERE x.id = p_profile AND x.project_id = p_project_id FOR SHARE;
+  PERFORM FROM mlplat.model_versions x WHERE x.id = p_candidate AND x.project_id = p_project_id FOR SHARE;
+  blockers := mlplat._lab_assess(p_project_id, p_candidate, p_sha256, p_profile, p_node, p_approval, p_family,
+                                 p_limits, p_input_count);
+  IF pg_catalog.cardinality(blockers) > 0 THEN
+    PERFORM mlplat._lab_not_admitted(blockers);
+  END IF;
+  IF pr.gpus > 0 THEN
+    PERFORM mlplat._check_gpu_quota(p, pr.gpus, NULL);
+  END IF;
+  RETURN pr;
+END $$;
+
+-- The idempotency key of start_lab_run and start_lab_probe: required, claimed code-only.
+CREATE FUNCTION mlplat._lab_idem_claim(p_action text, p_key text, p_request jsonb, p_who text)
+RETURNS mlplat.accepted LANGUAGE plpgsql AS $$
+BEGIN
+  IF p_key IS NULL THEN
+    PERFORM mlplat._lab_reject('idempotency_key_required');
+  END IF;
+  IF pg_catalog.length(p_key) NOT BETWEEN 1 AND 128 THEN
+    PERFORM mlplat._lab_reject('bad_idempotency_key');
+  END IF;
+  BEGIN
+    RETURN mlplat._idem_claim(p_action, p_key, p_request, p_who);
+  EXCEPTION WHEN invalid_parameter_value THEN
+    PERFORM mlplat._lab_reject('bad_idempotency_key');
+  END;
+  RETURN NULL;
+END $$;
+
+CREATE FUNCTION mlplat.start_lab_run(project text, candidate_id bigint, artifact_sha256 text, runtime_profile_id bigint,
+                                     node_id bigint, approval_id bigint, family text, inputs jsonb,
+                                     limits jsonb DEFAULT '{}', idempotency_key text DEFAULT NULL)
+RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
+DECLARE
+  pid bigint := mlplat._authorize_member('start_lab_run', start_lab_run.project);
+  who text := mlplat._actor();
+  req jsonb;
+  r mlplat.accepted;
+  c text;
+  lim jsonb;
+  pr mlplat.lab_profiles;
+  v mlplat.model_versions;
+  run mlplat.lab_runs;
+  tp text;
+BEGIN
+  req := pg_catalog.jsonb_build_array(start_lab_run.project, start_lab_run.candidate_id, start_lab_run.artifact_sha256,
+           start_lab_run.runtime_profile_id, start_lab_run.node_id, start_lab_run.approval_id, start_lab_run.family,
+           start_lab_run.inputs, start_lab_run.limits);
+  r := mlplat._lab_idem_claim('start_lab_run', start_lab_run.idempotency_key, req, who);
+  IF r.request_id IS NOT NULL THEN RETURN r; END IF;
+  PERFORM mlplat._lab_check_ids(start_lab_run.candidate_id, start_lab_run.artifact_sha256,
+    start_lab_run.runtime_profile_id, start_lab_run.node_id, start_lab_run.approval_id, true);
+  c := mlplat._lab_check_inputs(start_lab_run.family, start_lab_run.inputs);
+  lim := mlplat._lab_limits(start_lab_run.limits, false);
+  pr := mlplat._lab_admit(pid, 'start_lab_run', start_lab_run.candidate_id, start_lab_run.artifact_sha256,
+    start_lab_run.runtime_profile_id, start_lab_run.node_id, start_lab_run.approval_id, start_lab_run.family, lim,
+    pg_catalog.jsonb_array_length(start_lab_run.inputs));
+  SELECT * INTO v FROM mlplat.model_versions x WHERE x.id = start_lab_run.candidate_id;
+  tp := mlplat._traceparent();
+  INSERT INTO mlplat.lab_runs (project_id, purpose, actor, db_role, idempotency_key, request_digest, candidate_id,
+                               model_version_id, artifact_uri, artifact_sha256, runtime_profile_id, profile_content_id,
+                               node_id, node_name, approval_id, family, input_digest, input_count, input_bytes, limits,
+                               gpus, max_attempts, queue_deadline_at, run_deadline_at, traceparent)
+  SELECT pid, 'run', who, mlplat._db_role(), start_lab_run.idempotency_key, mlplat.content_id(req), v.id, v.id,
+         v.artifact_uri, v.artifact_sha256, pr.id, pr.content_id, n.id, n.name, start_lab_run.approval_id,
+         start_lab_run.family, pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(c, 'UTF8')), 'hex'),
+         pg_catalog.jsonb_array_length(start_lab_run.inputs), pg_catalog.octet_length(c), lim, pr.gpus,
+         (lim->>'max_attempts')::int,
+         pg_catalog.now() + pg_catalog.make_interval(secs => (lim->>'max_queue_seconds')::int),
+         pg_catalog.now() + pg_catalog.make_interval(secs => (lim->>'max_queue_seconds')::int
+           + (lim->>'max_attempts')::int * ((lim->>'max_execution_seconds')::int + 30)),
+         tp
+  FROM mlplat.lab_nodes n WHERE n.id = start_lab_run.node_id
+  RETURNING * INTO run;
+  INSERT INTO mlplat.lab_run_payloads (lab_run_id, direction, content, sha256, bytes)
+  VALUES (run.id, 'input', pg_catalog.convert_to(c, 'UTF8'), run.input_digest, run.input_bytes);
+  UPDATE mlplat.lab_approvals x SET runs_used = x.runs_used + 1 WHERE x.id = start_lab_run.approval_id;
+  PERFORM mlplat._lab_transition(run, 'QUEUED', NULL, who, NULL);
+  r := (pg_catalog.gen_random_uuid(), 'lab_run', run.id, NULL, 'QUEUED', false)::mlplat.accepted;
+  PERFORM mlplat._audit('start_lab_run', start_lab_run.project, pid, 'lab_run', run.id, r.request_id, tp,
+    pg_catalog.jsonb_build_object('candidate_id', run.candidate_id, 'artifact_sha256', run.artifact_sha256,
+      'runtime_profile_id', run.runtime_profile_id, 'profile_content_id', run.profile_content_id,
+      'node_id', run.node_id, 'approval_id', run.approval_id, 'family', run.family,
+      'input_digest', run.input_digest, 'input_count', run.input_count, 'input_bytes', run.input_bytes,
+      'limits', run.limits), who);
+  PERFORM mlplat._idem_store('start_lab_run', start_lab_run.idempotency_key, r, who);
+  RETURN r;
+END $$;
+
+CREATE FUNCTION mlplat.start_lab_probe(project text, candidate_id bigint, artifact_sha256 text, runtime_profile_id bigint,
+                                       node_id bigint, idempotency_key text DEFAULT NULL)
+RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
+DECLARE
+  pid bigint := mlplat._authorize_member('start_lab_probe', start_lab_probe.project);
+  who text := mlplat._actor();
+  req jsonb;
+  r mlplat.accepted;
+  lim jsonb;
+  pr mlplat.lab_profiles;
+  v mlplat.model_versions;
+  run mlplat.lab_runs;
+  tp text;
+BEGIN
+  req := pg_catalog.jsonb_build_array(start_lab_probe.project, start_lab_probe.candidate_id,
+           start_lab_probe.artifact_sha256, start_lab_probe.runtime_profile_id, start_lab_probe.node_id);
+  r := mlplat._lab_idem_claim('start_lab_probe', start_lab_probe.idempotency_key, req, who);
+  IF r.request_id IS NOT NULL THEN RETURN r; END IF;
+  PERFORM mlplat._lab_check_ids(start_lab_probe.candidate_id, start_lab_probe.artifact_sha256,
+    start_lab_probe.runtime_profile_id, start_lab_probe.node_id, NULL, false);
+  -- fixed probe limits, within the profile's own caps so a probe never blocks itself
+  SELECT pg_catalog.jsonb_build_object('max_execution_seconds', least(300, coalesce(x.max_execution_seconds, 300)),
+           'max_queue_seconds', 600, 'retention_seconds', 3600,
+           'max_output_bytes', least(4096, coalesce(x.max_output_bytes, 4096)), 'max_attempts', 1, 'concurrency', 1)
+  INTO lim FROM (SELECT NULL) d
+  LEFT JOIN mlplat.lab_profiles x ON x.id = start_lab_probe.runtime_profile_id AND x.project_id = pid;
+  pr := mlplat._lab_admit(pid, 'start_lab_probe', start_lab_probe.candidate_id, start_lab_probe.artifact_sha256,
+    start_lab_probe.runtime_profile_id, start_lab_probe.node_id, NULL, NULL, lim, 0);
+  SELECT * INTO v FROM mlplat.model_versions x WHERE x.id = start_lab_probe.candidate_id;
+  tp := mlplat._traceparent();
+  INSERT INTO mlplat.lab_runs (project_id, purpose, actor, db_role, idempotency_key, request_digest, candidate_id,
+                               model_version_id, artifact_uri, artifact_sha256, runtime_profile_id, profile_content_id,
+                               node_id, node_name, limits, gpus, max_attempts, queue_deadline_at, run_deadline_at,
+                               traceparent)
+  SELECT pid, 'probe', who, mlplat._db_role(), start_lab_probe.idempotency_key, mlplat.content_id(req), v.id, v.id,
+         v.artifact_uri, v.artifact_sha256, pr.id, pr.content_id, n.id, n.name, lim, pr.gpus, 1,
+         pg_catalog.now() + interval '600 seconds',
+         pg_catalog.now() + pg_catalog.make_interval(secs => 600 + (lim->>'max_execution_seconds')::int + 30), tp
+  FROM mlplat.lab_nodes n WHERE n.id = start_lab_probe.node_id
+  RETURNING * INTO run;
+  INSERT INTO mlplat.lab_probes (project_id, artifact_sha256, runtime_profile_id, node_id, lab_run_id)
+  VALUES (pid, run.artifact_sha256, run.runtime_profile_id, run.node_id, run.id);
+  PERFORM mlplat._lab_transition(run, 'QUEUED', NULL, who, NULL);
+  r := (pg_catalog.gen_random_uuid(), 'lab_run', run.id, NULL, 'QUEUED', false)::mlplat.accepted;
+  PERFORM mlplat._audit('start_lab_probe', start_lab_probe.project, pid, 'lab_run', run.id, r.request_id, tp,
+    pg_catalog.jsonb_build_object('candidate_id', run.candidate_id, 'artifact_sha256', run.artifact_sha256,
+      'runtime_profile_id', run.runtime_profile_id, 'node_id', run.node_id, 'limits', run.limits), who);
+  PERFORM mlplat._idem_store('start_lab_probe', start_lab_probe.idempotency_key, r, who);
+  RETURN r;
+END $$;
+
+-- Requests cancellation; never sets CANCELLED: only the reconciler does, once it has seen the
+-- Job gone (or knows no create was ever sent).  Until then GPUs and the node lease stay held.
+CREATE FUNCTION mlplat.cancel_lab_run(project text, lab_run_id bigint)
+RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
+DECLARE
+  pid bigint := mlplat._authorize_member('cancel_lab_run', cancel_lab_run.project);
+  who text := mlplat._actor();
+  r mlplat.accepted;
+  seen mlplat.lab_runs;
+  run mlplat.lab_runs;
+BEGIN
+  IF cancel_lab_run.lab_run_id IS NULL THEN PERFORM mlplat._lab_reject('null_argument'); END IF;
+  PERFORM mlplat._bound_api_waits();
+  SELECT * INTO seen FROM mlplat.lab_runs x WHERE x.id = cancel_lab_run.lab_run_id AND x.project_id = pid;
+  IF seen.id IS NULL THEN
+    RAISE EXCEPTION USING ERRCODE = '42704', MESSAGE = 'lab run does not exist',
+      HINT = 'Lab runs are identified by their id in the project (mlplat.lab_run_status).';
+  END IF;
+  r := (pg_catalog.gen_random_uuid(), 'lab_run', seen.id, NULL, seen.status, false)::mlplat.accepted;
+  IF seen.status = 'CANCEL_REQUESTED' THEN
+    r.replayed := true;   -- already requested: a repeat changes nothing
+    RETURN r;
+  END IF;
+  IF seen.status IN ('SUCCEEDED', 'FAILED', 'CANCELLED') THEN
+    PERFORM mlplat._wrong_state('lab run', seen.id::text, seen.status, 'cancel_lab_run', 'The run has already ended.');
+  END IF;
+  -- compare-and-swap on the status and row version this call read
+  UPDATE mlplat.lab_runs x
+  SET status = 'CANCEL_REQUESTED', cancel_requested_at = pg_catalog.now(), cancel_requested_by = who,
+      generation = x.generation + 1, row_version = x.row_version + 1, next_attempt_at = pg_catalog.now(),
+      updated_at = pg_catalog.now()
+  WHERE x.id = seen.id AND x.row_version = seen.row_version AND x.status = seen.status
+  RETURNING * INTO run;
+  IF run.id IS NULL THEN
+    PERFORM mlplat._cas_lost('lab run', seen.id::text);
+  END IF;
+  PERFORM mlplat._lab_transition(seen, 'CANCEL_REQUESTED', NULL, who, NULL);
+  r.status := 'CANCEL_REQUESTED';
+  PERFORM mlplat._audit('cancel_lab_run', cancel_lab_run.project, pid, 'lab_run', seen.id, r.request_id,
+    mlplat._traceparent(), pg_catalog.jsonb_build_object('from_status', seen.status), who);
+  RETURN r;
+END $$;
+
+-- The run's outcome and output (until purged).
+CREATE TYPE mlplat.lab_run_outcome AS (
+  lab_run_id    bigint,
+  status        text,
+  reason_code   text,
+  output_digest text,
+  output_bytes  int,
+  output        jsonb,
+  retain_until  timestamptz,
+  purged        boolean
+);
+CREATE FUNCTION mlplat.lab_run_result(project text, lab_run_id bigint) RETURNS mlplat.lab_run_outcome
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, mlplat, pg_temp AS $$
+DECLARE
+  pid bigint := mlplat._authorize_member('view_lab_results', lab_run_result.project);
+  run mlplat.lab_runs;
+  o mlplat.lab_run_outcome;
+BEGIN
+  SELECT * INTO run FROM mlplat.lab_runs x WHERE x.id = lab_run_result.lab_run_id AND x.project_id = pid;
+  IF run.id IS NULL THEN
+    RAISE EXCEPTION USING ERRCODE = '42704', MESSAGE = 'lab run does not exist',
+      HINT = 'Lab runs are identified by their id in the project (mlplat.lab_run_status).';
+  END IF;
+  o.lab_run_id := run.id; o.status := run.status; o.reason_code := run.reason_code;
+  o.output_digest := run.output_digest; o.output_bytes := run.output_bytes; o.retain_until := run.retain_until;
+  o.purged := run.purged_at IS NOT NULL;
+  o.output := (SELECT pg_catalog.convert_from(pl.content, 'UTF8')::jsonb FROM mlplat.lab_run_payloads pl
+               WHERE pl.lab_run_id = run.id AND pl.direction = 'output');
+  RETURN o;
+END $$;
+
+CREATE FUNCTION mlplat.render_lab_job(project text, lab_run_id bigint) RETURNS jsonb
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, mlplat, pg_temp AS $$
+DECLARE
+  pid bigint := mlplat._authorize_member('view', render_lab_job.project);
+  run mlplat.lab_runs;
+BEGIN
+  SELECT * INTO run FROM mlplat.lab_runs x WHERE x.id = render_lab_job.lab_run_id AND x.project_id = pid;
+  IF run.id IS NULL THEN
+    RAISE EXCEPTION USING ERRCODE = '42704', MESSAGE = 'lab run does not exist',
+      HINT = 'Lab runs are identified by their id in the project (mlplat.lab_run_status).';
+  END IF;
+  RETURN mlplat._render_lab_job(run, render_lab_job.project, (SELECT i.instance_id FROM mlplat.installation i),
+    coalesce(pg_catalog.current_setting('mlplat.lab_payload_bucket', true), ''));
+END $$;
+
+-- GPUs: lab runs count against the quota (45_api_views; _gpus_in_use is redefined in 12_rules).
+CREATE OR REPLACE VIEW mlplat.project_status WITH (security_invoker = true) AS
+SELECT p.name AS project, p.status, p.status_reason,
+       (p.status IN ('PROVISIONING', 'DELETING') OR p.observed_generation < p.generation) AS in_flight,
+       p.gpu_quota,
+       coalesce((SELECT pg_catalog.sum(d.desired_gpus) FROM mlplat.deployments d
+                 WHERE d.project_id = p.id AND d.status <> 'DELETED'), 0)
+       + coalesce((SELECT pg_catalog.sum(ro.surge_gpus) FROM mlplat.rollouts ro WHERE ro.project_id = p.id
+                   AND mlplat.rollout_is_active(ro.status)), 0)
+       + coalesce((SELECT pg_catalog.sum(u.gpus) FROM mlplat.runs u WHERE u.project_id = p.id
+                   AND mlplat.run_is_active(u.status)), 0)
+       + coalesce((SELECT pg_catalog.sum(k.gpus) FROM mlplat.campaign_candidates k WHERE k.project_id = p.id
+                   AND k.status IN ('BUILDING', 'CANCEL_REQUESTED')), 0)
+       + coalesce((SELECT pg_catalog.sum(l.gpus) FROM mlplat.lab_runs l WHERE l.project_id = p.id
+                   AND (mlplat.lab_run_is_active(l.status)
+                        OR EXISTS (SELECT 1 FROM mlplat.lab_leases ls WHERE ls.lab_run_id = l.id))), 0) AS gpus_in_use,
+       p.cpu_quota, p.memory_quota, p.generation, p.observed_generation,
+       p.attempts, p.last_error, p.next_attempt_at, p.traceparent, p.created_at, p.updated_at
+FROM mlplat.projects p;
+
 DO $$
 DECLARE
   f regprocedure;
 BEGIN
   FOR f IN SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
            WHERE p.pronamespace = 'mlplat'::regnamespace
-             AND (p.proname LIKE '\_lab\_%' OR p.proname = '_authorize_member') LOOP
+             AND (p.proname LIKE '\_lab\_%' OR p.proname IN ('_authorize_member', '_render_lab_job')) LOOP
     EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', f);
   END LOOP;
 END $$;
