@@ -1,6 +1,6 @@
 -- pgTAP: SECURITY DEFINER hygiene, search_path hijacks, audit immutability, privileges.
 BEGIN;
-SELECT plan(30);
+SELECT plan(31);
 \ir lib/helpers.sql
 
 DO $$ BEGIN
@@ -18,7 +18,9 @@ INSERT INTO tap_api_functions VALUES ('create_project'), ('set_project_quota'), 
   ('revoke_role'), ('register_model_version'), ('set_model_stage'), ('deploy'), ('rollback_deployment'),
   ('undeploy'), ('render_inference_service'), ('start_run'), ('start_pipeline_run'), ('cancel_run'),
   ('start_rollout'), ('promote_rollout'), ('abort_rollout'), ('set_drift_policy'),
-  ('set_deploy_deadline'), ('set_metrics_preset');
+  ('set_deploy_deadline'), ('set_metrics_preset'), ('lab_preflight'), ('start_lab_run'), ('cancel_lab_run'),
+  ('start_lab_probe'), ('lab_run_result'), ('render_lab_job'), ('register_lab_profile'), ('disable_lab_profile'),
+  ('approve_lab'), ('revoke_lab_approval'), ('register_lab_node'), ('disable_lab_node');
 SELECT is(
   (SELECT array_agg(f.name ORDER BY f.name) FROM tap_api_functions f
    WHERE NOT EXISTS (SELECT 1 FROM pg_proc p WHERE p.pronamespace = 'mlplat'::regnamespace
@@ -33,7 +35,7 @@ SELECT is(
      AND NOT coalesce('search_path=pg_catalog, mlplat, pg_temp' = ANY (p.proconfig), false)
      -- the inlined rules (sql/install/05_rules.sql): fully qualified, checked below under a
      -- hostile search_path
-     AND p.proname NOT IN ('rollout_is_active', 'run_is_active')),
+     AND p.proname NOT IN ('rollout_is_active', 'run_is_active', 'lab_run_is_active')),
   NULL, 'no function callable by ordinary roles runs with the caller''s search_path');
 -- internals are not callable by PUBLIC (except the RLS helper)
 SELECT is(
@@ -57,7 +59,8 @@ SELECT ok((SELECT relrowsecurity FROM pg_class WHERE oid = 'mlplat.projects'::re
 -- the people-facing views apply the caller's policies
 SELECT is(
   (SELECT array_agg(v ORDER BY v) FROM unnest(ARRAY['project_status', 'deployment_status', 'run_status',
-                                                    'rollout_status', 'audit_log', 'routes']) v
+                                                    'rollout_status', 'audit_log', 'routes', 'lab_run_status',
+                                                    'lab_approval_status', 'lab_node_status']) v
    WHERE NOT EXISTS (SELECT 1 FROM pg_class c WHERE c.relnamespace = 'mlplat'::regnamespace AND c.relname = v
                      AND c.relkind = 'v' AND 'security_invoker=true' = ANY (c.reloptions))),
   NULL, 'every status view exists and is security_invoker');
@@ -106,6 +109,8 @@ SELECT is(public.tap_hostile($$SELECT mlplat.rollout_is_active('PROMOTED')$$), '
           'rollout_is_active ignores a look-alike = in a hostile search_path');
 SELECT is(public.tap_hostile($$SELECT mlplat.run_is_active('FAILED') FROM (SELECT 1) x$$), 'ok:false',
           'run_is_active ignores a look-alike = in a hostile search_path');
+SELECT is(public.tap_hostile($$SELECT mlplat.lab_run_is_active('SUCCEEDED') FROM (SELECT 1) x$$), 'ok:false',
+          'lab_run_is_active ignores a look-alike = in a hostile search_path');
 SELECT is(public.tap_hostile($$SELECT revision FROM mlplat.deploy('hij', 'web', 'm', '1', 'kserve-sklearnserver', 1, 1, 1)$$), 'ok:1',
           'deploy works under a hostile search_path');
 SELECT isnt(public.tap_hostile($$SELECT request_id FROM mlplat.deploy('hij', 'web', 'm', '1', 'kserve-sklearnserver', 1, 1, 2)$$),
