@@ -75,3 +75,12 @@ SET enable_seqscan = off;
 EXPLAIN (COSTS OFF) SELECT id FROM mlplat.runs WHERE project_id = 1 AND mlplat.run_is_active(status);
 EXPLAIN (COSTS OFF) SELECT id FROM mlplat.rollouts WHERE deployment_id = 1 AND mlplat.rollout_is_active(status);
 RESET enable_seqscan;
+
+-- ---------------------------------------------------------------- namespace and labels
+-- one definition for C and SQL: the C-rendered InferenceService and the SQL functions agree
+SELECT mlplat._project_namespace('alpha') AS ns, mlplat._managed_by_label() AS managed_by;
+SELECT r->'metadata'->>'namespace' = mlplat._project_namespace('alpha') AS isvc_namespace_agrees,
+       r->'metadata'->'labels' @> mlplat._managed_by_label() AS isvc_labels_agree,
+       r->'metadata'->'labels'->>'mlplat.io/project' AS project_label
+FROM mlplat._render_isvc('alpha', 'web', 1, 'inst', 'sklearn', 'kserve-sklearnserver', 's3://b/m', repeat('a', 64),
+                         0, 1, 1, NULL) r;

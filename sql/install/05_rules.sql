@@ -19,3 +19,10 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$ SELECT status OPERATOR(pg_catalog.=) ANY ('{PENDING,SUBMITTED,RUNNING,CANCEL_REQUESTED}'::pg_catalog.text[]) $$;
 COMMENT ON FUNCTION mlplat.run_is_active(text) IS
   'True for the run statuses that are in flight: PENDING, SUBMITTED, RUNNING, CANCEL_REQUESTED.';
+
+-- A project's namespace, and the label every object mlplat creates carries: one definition
+-- for C and SQL (include/mlplat/labels.h, src/render/labels.c).
+CREATE FUNCTION mlplat._project_namespace(project text) RETURNS text
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'mlplat_sql_project_namespace';
+CREATE FUNCTION mlplat._managed_by_label() RETURNS jsonb
+LANGUAGE C IMMUTABLE PARALLEL SAFE AS 'MODULE_PATHNAME', 'mlplat_sql_managed_by_label';

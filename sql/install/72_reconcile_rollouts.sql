@@ -94,7 +94,7 @@ BEGIN
          c.want, c.target_revision, c.target_kn, c.previous_kn, c.window_start_ms, c.window_seconds, c.decide_at_ms,
          c.attempts, c.due, c.traceparent, c.metrics_preset
     FROM (
-  SELECT ro.id, p.name AS project, 'mlp-' || p.name AS namespace, d.name, ro.status, ro.row_version,
+  SELECT ro.id, p.name AS project, mlplat._project_namespace(p.name) AS namespace, d.name, ro.status, ro.row_version,
          tr.spec,
          mlplat._rollout_want_percent(ro.status, ro.requested_action, mlplat._rollout_fraction(ro.id)) AS want,
          ro.target_revision, ro.observed->>'target_kn' AS target_kn, ro.observed->>'previous_kn' AS previous_kn,

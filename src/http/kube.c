@@ -18,6 +18,7 @@
 
 #include "mlplat/guc.h"
 #include "mlplat/kube.h"
+#include "mlplat/labels.h"
 #include "mlplat/secret_file.h"
 #include "kube_internal.h"
 
@@ -589,7 +590,7 @@ mlplat_kube_lease_impl(MlplatLeaseObservation *obs, const char *ns, const char *
 			initStringInfo(&nsb);
 			appendStringInfoString(&nsb, "{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":");
 			escape_json(&nsb, ns);
-			appendStringInfoString(&nsb, ",\"labels\":{\"app.kubernetes.io/managed-by\":\"mlplat\"}}}");
+			appendStringInfoString(&nsb, ",\"labels\":" MLPLAT_MANAGED_BY_JSON "}}");
 			b = mlplat_http_batch_create(CurrentMemoryContext);
 			req = mlplat_kube_create(b, &namespace_resource, NULL, nsb.data);
 			run_one(b, req, allow_xact, &res);

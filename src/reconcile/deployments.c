@@ -37,6 +37,7 @@
 #include "mlplat/http.h"
 #include "mlplat/json.h"
 #include "mlplat/kube.h"
+#include "mlplat/labels.h"
 #include "mlplat/reconcile.h"
 #include "mlplat/reconcile_util.h"
 #include "mlplat/span.h"
@@ -963,7 +964,7 @@ mlplat_deployments_pass(MlplatPass *pass)
 
 	claim(pass, &deps, &instance);
 	MemoryContextSwitchTo(pass_cxt);
-	selector = psprintf("app.kubernetes.io/managed-by=mlplat,mlplat.io/instance=%s", instance);
+	selector = mlplat_managed_selector(instance);
 	items = NIL;
 	if (pass->woken)
 	{
@@ -1037,7 +1038,7 @@ mlplat_deployments_pass(MlplatPass *pass)
 
 			o->ns = pstrdup(ns);
 			o->name = pstrdup(name);
-			o->project = (char *) mlplat_json_text(obj, "metadata", "labels", "mlplat.io/project");
+			o->project = (char *) mlplat_json_text(obj, "metadata", "labels", MLPLAT_LABEL_PROJECT);
 			o->action = DEP_DELETE;
 			orphans = lappend(orphans, o);
 		}

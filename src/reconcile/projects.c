@@ -58,6 +58,7 @@
 #include "mlplat/http.h"
 #include "mlplat/json.h"
 #include "mlplat/kube.h"
+#include "mlplat/labels.h"
 #include "mlplat/reconcile.h"
 #include "mlplat/reconcile_util.h"
 #include "mlplat/span.h"
@@ -215,9 +216,9 @@ append_metadata_annotated(StringInfo s, ObjKind kind, const char *name, const ch
 		appendStringInfoString(s, ",\"namespace\":");
 		escape_json(s, ns);
 	}
-	appendStringInfoString(s, ",\"labels\":{\"app.kubernetes.io/managed-by\":\"mlplat\",\"mlplat.io/project\":");
+	appendStringInfoString(s, ",\"labels\":{\"" MLPLAT_LABEL_MANAGED_BY "\":\"" MLPLAT_MANAGED_BY "\",\"" MLPLAT_LABEL_PROJECT "\":");
 	escape_json(s, project);
-	appendStringInfoString(s, ",\"mlplat.io/instance\":");
+	appendStringInfoString(s, ",\"" MLPLAT_LABEL_INSTANCE "\":");
 	escape_json(s, instance);
 	appendStringInfoChar(s, '}');
 	if (annotations)
@@ -853,7 +854,7 @@ claim(MlplatPass *pass, char **instance, List **notes)
 
 		p->id = atoll(SPI_getvalue(t, td, 1));
 		p->name = SPI_getvalue(t, td, 2);
-		p->ns = psprintf("mlp-%s", p->name);
+		p->ns = mlplat_project_namespace(p->name, strlen(p->name));
 		p->gpu_quota = atoi(SPI_getvalue(t, td, 3));
 		p->cpu_quota = SPI_getvalue(t, td, 4);
 		p->memory_quota = SPI_getvalue(t, td, 5);
@@ -995,7 +996,7 @@ write_back(MlplatPass *pass, List *projects, List *orphans)
 		spans = list_concat(spans, p->spans);
 	}
 	foreach_ptr (ProjObj, o, orphans)
-		mlplat_ledger_append(pass, "project", 0, mlplat_json_text(o->obs, "metadata", "labels", "mlplat.io/project"),
+		mlplat_ledger_append(pass, "project", 0, mlplat_json_text(o->obs, "metadata", "labels", MLPLAT_LABEL_PROJECT),
 							 "ORPHAN_TEARDOWN", o->ledger_outcome, NULL, NULL, o->http_status, o->error, NULL,
 							 psprintf("Namespace %s", o->name));
 	mlplat_write_notes_clear(pass, &settled);
@@ -1038,7 +1039,7 @@ mlplat_projects_pass(MlplatPass *pass)
 				o->unanswered = mlplat_unanswered_find(notes, p->id, obj_label(o), "APPLY");
 	}
 
-	selector = psprintf("app.kubernetes.io/managed-by=mlplat,mlplat.io/instance=%s", instance);
+	selector = mlplat_managed_selector(instance);
 	memset(&ctl, 0, sizeof(ctl));
 	ctl.keysize = sizeof(((ObsEntry *) 0)->key);
 	ctl.entrysize = sizeof(ObsEntry);

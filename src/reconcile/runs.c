@@ -38,6 +38,7 @@
 #include "mlplat/http.h"
 #include "mlplat/json.h"
 #include "mlplat/kube.h"
+#include "mlplat/labels.h"
 #include "mlplat/reconcile.h"
 #include "mlplat/reconcile_util.h"
 #include "mlplat/span.h"
@@ -187,11 +188,11 @@ nodes_json(const Run *r, const MlJsonValue *nodes, const char **failed, const ch
 static char *
 not_ours(const Run *r, const MlJsonValue *obj)
 {
-	const char *by = mlplat_json_text(obj, "metadata", "labels", "app.kubernetes.io/managed-by");
-	const char *inst = mlplat_json_text(obj, "metadata", "labels", "mlplat.io/instance");
+	const char *by = mlplat_json_text(obj, "metadata", "labels", MLPLAT_LABEL_MANAGED_BY);
+	const char *inst = mlplat_json_text(obj, "metadata", "labels", MLPLAT_LABEL_INSTANCE);
 	const char *cid = mlplat_json_text(obj, "metadata", "annotations", CONTENT_ID_ANNOTATION);
 
-	if (by == NULL || strcmp(by, "mlplat") != 0 || inst == NULL || strcmp(inst, r->instance) != 0)
+	if (by == NULL || strcmp(by, MLPLAT_MANAGED_BY) != 0 || inst == NULL || strcmp(inst, r->instance) != 0)
 		return pstrdup("it does not carry mlplat's labels of this installation");
 	if (r->content_id == NULL)
 		return pstrdup("this run has no render to compare it with");
@@ -639,7 +640,7 @@ mlplat_runs_pass(MlplatPass *pass)
 		snprintf(pass->status, sizeof(pass->status), "no active runs");
 		return;
 	}
-	selector = psprintf("app.kubernetes.io/managed-by=mlplat,mlplat.io/instance=%s", instance);
+	selector = mlplat_managed_selector(instance);
 	foreach (lc, runs)
 	{
 		Run *r = lfirst(lc);

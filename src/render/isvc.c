@@ -32,6 +32,7 @@
 #include "utils/varlena.h"
 
 #include "mlplat/guc.h"
+#include "mlplat/labels.h"
 
 PG_FUNCTION_INFO_V1(mlplat_render_isvc);
 
@@ -227,24 +228,21 @@ mlplat_render_isvc(PG_FUNCTION_ARGS)
 	else
 	{
 		text *p = PG_GETARG_TEXT_PP(0);
-		StringInfoData ns;
+		char *ns = mlplat_project_namespace(VARDATA_ANY(p), VARSIZE_ANY_EXHDR(p));
 
-		initStringInfo(&ns);
-		appendStringInfoString(&ns, "mlp-");
-		appendBinaryStringInfo(&ns, VARDATA_ANY(p), VARSIZE_ANY_EXHDR(p));
-		push_cstr(&ps, WJB_VALUE, ns.data, ns.len);
+		push_cstr(&ps, WJB_VALUE, ns, strlen(ns));
 	}
 	key(&ps, "labels");
 	pushJsonbValue(&ps, WJB_BEGIN_OBJECT, NULL);
-	key(&ps, "app.kubernetes.io/managed-by");
-	push_cstr(&ps, WJB_VALUE, "mlplat", 6);
-	key(&ps, "mlplat.io/project");
+	key(&ps, MLPLAT_LABEL_MANAGED_BY);
+	push_cstr(&ps, WJB_VALUE, MLPLAT_MANAGED_BY, strlen(MLPLAT_MANAGED_BY));
+	key(&ps, MLPLAT_LABEL_PROJECT);
 	value_text(&ps, fcinfo, 0);
 	key(&ps, "mlplat.io/deployment");
 	value_text(&ps, fcinfo, 1);
 	key(&ps, "mlplat.io/revision");
 	value_int_text(&ps, fcinfo, 2);
-	key(&ps, "mlplat.io/instance");
+	key(&ps, MLPLAT_LABEL_INSTANCE);
 	value_text(&ps, fcinfo, 3);
 	pushJsonbValue(&ps, WJB_END_OBJECT, NULL);
 	key(&ps, "annotations");

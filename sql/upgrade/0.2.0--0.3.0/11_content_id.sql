@@ -34,7 +34,7 @@ RETURNS TABLE (id bigint, project text, namespace text, name text, kind text, st
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
-  SELECT u.id, p.name, 'mlp-' || p.name, u.name, u.kind, u.status, u.attempt,
+  SELECT u.id, p.name, mlplat._project_namespace(p.name), u.name, u.kind, u.status, u.attempt,
          mlplat._run_workflow_name(u.name, u.attempt),
          CASE WHEN u.status = 'PENDING' OR u.submitted_at IS NULL THEN mlplat._workflow_as_sent(u.id)::text END,
          u.row_version, u.attempts, u.next_attempt_at <= pg_catalog.now(),

@@ -45,6 +45,13 @@ AS $$ SELECT status OPERATOR(pg_catalog.=) ANY ('{PENDING,SUBMITTED,RUNNING,CANC
 COMMENT ON FUNCTION mlplat.run_is_active(text) IS
   'True for the run statuses that are in flight: PENDING, SUBMITTED, RUNNING, CANCEL_REQUESTED.';
 
+-- A project's namespace and mlplat's ownership label, one definition for C and SQL.
+CREATE FUNCTION mlplat._project_namespace(project text) RETURNS text
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'mlplat_sql_project_namespace';
+CREATE FUNCTION mlplat._managed_by_label() RETURNS jsonb
+LANGUAGE C IMMUTABLE PARALLEL SAFE AS 'MODULE_PATHNAME', 'mlplat_sql_managed_by_label';
+REVOKE ALL ON FUNCTION mlplat._project_namespace(text), mlplat._managed_by_label() FROM PUBLIC;
+
 -- The partial indexes say "active" through the same rules (the planner inlines them on both
 -- sides, so the queries that used them still do).
 DROP INDEX mlplat.runs_active;

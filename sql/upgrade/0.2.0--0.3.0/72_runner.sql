@@ -19,9 +19,8 @@ SET search_path = pg_catalog, mlplat, pg_temp AS $$
     'kind', 'Workflow',
     'metadata', pg_catalog.jsonb_build_object(
       'name', mlplat._run_workflow_name(u.name, u.attempt),
-      'namespace', 'mlp-' || p.name,
-      'labels', pg_catalog.jsonb_build_object(
-        'app.kubernetes.io/managed-by', 'mlplat',
+      'namespace', mlplat._project_namespace(p.name),
+      'labels', mlplat._managed_by_label() || pg_catalog.jsonb_build_object(
         'mlplat.io/project', p.name,
         'mlplat.io/run', u.name,
         'mlplat.io/attempt', u.attempt::text,
