@@ -24,9 +24,9 @@ BEGIN
          -- lab runs and probes (39_api_lab): from QUEUED until they end, and while they hold a
          -- node lease (released only once the Job is seen reclaimed)
          + coalesce((SELECT pg_catalog.sum(l.gpus) FROM mlplat.lab_runs l
-                     WHERE l.project_id = p_project_id
-                       AND (mlplat.lab_run_is_active(l.status)
-                            OR EXISTS (SELECT 1 FROM mlplat.lab_leases ls WHERE ls.lab_run_id = l.id))), 0));
+                     WHERE l.project_id = p_project_id AND mlplat.lab_run_is_active(l.status)), 0)
+         + coalesce((SELECT pg_catalog.sum(l.gpus) FROM mlplat.lab_leases ls JOIN mlplat.lab_runs l ON l.id = ls.lab_run_id
+                     WHERE l.project_id = p_project_id AND NOT mlplat.lab_run_is_active(l.status)), 0));
 END $$;
 
 CREATE FUNCTION mlplat._check_quotas(gpu_quota int, cpu_quota text, memory_quota text) RETURNS void

@@ -181,6 +181,8 @@ CREATE TABLE mlplat.lab_runs (
 );
 CREATE UNIQUE INDEX lab_runs_idempotency ON mlplat.lab_runs (project_id, actor, purpose, idempotency_key);
 CREATE INDEX lab_runs_active ON mlplat.lab_runs (node_id, id) WHERE mlplat.lab_run_is_active(status);
+-- the GPU quota sums a project's active runs (_gpus_in_use) on every start, deploy and run
+CREATE INDEX lab_runs_project_active ON mlplat.lab_runs (project_id) WHERE mlplat.lab_run_is_active(status);
 ALTER TABLE mlplat.lab_probes
   ADD CONSTRAINT lab_probes_lab_run_id_fkey FOREIGN KEY (lab_run_id) REFERENCES mlplat.lab_runs (id);
 

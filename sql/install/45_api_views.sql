@@ -17,8 +17,9 @@ SELECT p.name AS project, p.status, p.status_reason,
        + coalesce((SELECT pg_catalog.sum(k.gpus) FROM mlplat.campaign_candidates k WHERE k.project_id = p.id
                    AND k.status IN ('BUILDING', 'CANCEL_REQUESTED')), 0)
        + coalesce((SELECT pg_catalog.sum(l.gpus) FROM mlplat.lab_runs l WHERE l.project_id = p.id
-                   AND (mlplat.lab_run_is_active(l.status)
-                        OR EXISTS (SELECT 1 FROM mlplat.lab_leases ls WHERE ls.lab_run_id = l.id))), 0) AS gpus_in_use,
+                   AND mlplat.lab_run_is_active(l.status)), 0)
+       + coalesce((SELECT pg_catalog.sum(l.gpus) FROM mlplat.lab_leases ls JOIN mlplat.lab_runs l ON l.id = ls.lab_run_id
+                   WHERE l.project_id = p.id AND NOT mlplat.lab_run_is_active(l.status)), 0) AS gpus_in_use,
        p.cpu_quota, p.memory_quota, p.generation, p.observed_generation,
        p.attempts, p.last_error, p.next_attempt_at, p.traceparent, p.created_at, p.updated_at
 FROM mlplat.projects p;

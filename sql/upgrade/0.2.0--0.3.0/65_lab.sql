@@ -175,6 +175,8 @@ CREATE TABLE mlplat.lab_runs (
 );
 CREATE UNIQUE INDEX lab_runs_idempotency ON mlplat.lab_runs (project_id, actor, purpose, idempotency_key);
 CREATE INDEX lab_runs_active ON mlplat.lab_runs (node_id, id) WHERE mlplat.lab_run_is_active(status);
+-- the GPU quota sums a project's active runs (_gpus_in_use) on every start, deploy and run
+CREATE INDEX lab_runs_project_active ON mlplat.lab_runs (project_id) WHERE mlplat.lab_run_is_active(status);
 ALTER TABLE mlplat.lab_probes
   ADD CONSTRAINT lab_probes_lab_run_id_fkey FOREIGN KEY (lab_run_id) REFERENCES mlplat.lab_runs (id);
 
@@ -1370,8 +1372,9 @@ SELECT p.name AS project, p.status, p.status_reason,
        + coalesce((SELECT pg_catalog.sum(k.gpus) FROM mlplat.campaign_candidates k WHERE k.project_id = p.id
                    AND k.status IN ('BUILDING', 'CANCEL_REQUESTED')), 0)
        + coalesce((SELECT pg_catalog.sum(l.gpus) FROM mlplat.lab_runs l WHERE l.project_id = p.id
-                   AND (mlplat.lab_run_is_active(l.status)
-                        OR EXISTS (SELECT 1 FROM mlplat.lab_leases ls WHERE ls.lab_run_id = l.id))), 0) AS gpus_in_use,
+                   AND mlplat.lab_run_is_active(l.status)), 0)
+       + coalesce((SELECT pg_catalog.sum(l.gpus) FROM mlplat.lab_leases ls JOIN mlplat.lab_runs l ON l.id = ls.lab_run_id
+                   WHERE l.project_id = p.id AND NOT mlplat.lab_run_is_active(l.status)), 0) AS gpus_in_use,
        p.cpu_quota, p.memory_quota, p.generation, p.observed_generation,
        p.attempts, p.last_error, p.next_attempt_at, p.traceparent, p.created_at, p.updated_at
 FROM mlplat.projects p;

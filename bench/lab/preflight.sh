@@ -1,0 +1,180 @@
+#!/bin/bash
+# bench/lab/preflight.sh — mlplat.lab_preflight() against deploy() and against a plain SELECT
+# of the same evidence rows, and start_lab_run() against deploy(), side by side in one run on
+# one throwaway cluster with 1,000 lab nodes, 5,000 probes and 1,000 approvals (plus 1,000 of each
+# for a CPU-only profile, to show start_lab_run without the GPU quota's serialization).
+#
+#   bench/lab/preflight.sh [--duration S] [--reps N] [--clients C] [--port P]
+#
+# Builds and stages the extension (make install DESTDIR=...), starts a private cluster as the
+# postgres user with the reconcilers off, runs pgbench (fixed duration, median of N
+# repetitions, modes interleaved) and prints one table with the ratios the issue targets:
+#   preflight 1 kB / deploy >= 2, preflight 1 kB / plain SELECT >= 0.5,
+#   preflight 64 kB / preflight 1 kB cost <= 3 (i.e. tps ratio >= 1/3), start_lab_run / deploy >= 0.7,
+# and the tuples the preflight wrote (pg_stat_xact_user_tables inside its transaction: 0).
+set -euo pipefail
+DURATION=10 REPS=3 CLIENTS=8 PORT=55490
+while [ $# -gt 0 ]; do
+  case $1 in
+    --duration) DURATION=$2; shift 2 ;;
+    --reps) REPS=$2; shift 2 ;;
+    --clients) CLIENTS=$2; shift 2 ;;
+    --port) PORT=$2; shift 2 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    *) echo "unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+PGBIN=$(pg_config --bindir)
+PGVER=$(basename "$(dirname "$PGBIN")")
+W=$(mktemp -d /tmp/mlplat-bench-lab.XXXXXX)
+B=$W/usr/lib/postgresql/$PGVER/bin
+RUNAS=(); [ "$(id -u)" = 0 ] && RUNAS=(runuser -u postgres --)
+cleanup() { "${RUNAS[@]}" "$B/pg_ctl" -D "$W/data" -w stop -m fast >/dev/null 2>&1 || true; rm -rf "$W"; }
+trap cleanup EXIT
+
+mkdir -p "$W/usr/lib/postgresql" "$W/usr/share/postgresql"
+cp -a "/usr/lib/postgresql/$PGVER" "$W/usr/lib/postgresql/"
+cp -a "/usr/share/postgresql/$PGVER" "$W/usr/share/postgresql/"
+make -s -C "$ROOT" >/dev/null
+make -s -C "$ROOT" install DESTDIR="$W" >/dev/null
+[ "$(id -u)" = 0 ] && chown -R postgres "$W"
+"${RUNAS[@]}" "$B/initdb" -D "$W/data" -A trust -U postgres >/dev/null
+"${RUNAS[@]}" "$B/pg_ctl" -D "$W/data" -l "$W/log" -w start \
+  -o "-k $W -p $PORT -c listen_addresses='' -c shared_preload_libraries=mlplat -c mlplat.database=postgres -c max_worker_processes=32 -c mlplat.workers_enabled=off -c max_connections=50" >/dev/null
+PSQL=(psql -X -q -v ON_ERROR_STOP=1 -h "$W" -p "$PORT" -U postgres -d postgres)
+
+# One project, one candidate and profile; 1,000 nodes (observed ahead of time, so they stay
+# fresh for the whole run), 5 probes per node, one approval per node.  Node i has approval i.
+"${PSQL[@]}" -o /dev/null <<'SQL'
+CREATE EXTENSION mlplat;
+CREATE ROLE bench_dev LOGIN;
+SELECT mlplat.create_project('bench', 100000, NULL, NULL, NULL, 'bench_dev');
+SELECT mlplat.add_artifact_location('bench', 's3://bench/');
+SET ROLE bench_dev;
+SELECT mlplat.register_model_version('bench', 'm', '1', 's3://bench/m1', repeat('a', 64), 'vllm', 'custom');
+SELECT mlplat.set_model_stage('bench', 'm', '1', 'CANDIDATE');
+SELECT mlplat.register_lab_profile('bench', 'p', jsonb_build_object('runtime_kind', 'vllm',
+  'image', 'r.example/w@sha256:' || repeat('e', 64), 'gpus', 1, 'accelerator', 'a100',
+  'families', '["text_generation"]'::jsonb, 'max_execution_seconds', 300, 'max_output_bytes', 65536));
+-- the same worker without GPUs: start_lab_run then takes the project's lock shared, as deploy()
+-- does when its allocation does not grow (a GPU start reserves it: quota checks serialize)
+SELECT mlplat.register_lab_profile('bench', 'p0', jsonb_build_object('runtime_kind', 'vllm',
+  'image', 'r.example/w@sha256:' || repeat('e', 64), 'gpus', 0, 'accelerator', 'a100',
+  'families', '["text_generation"]'::jsonb, 'max_execution_seconds', 300, 'max_output_bytes', 65536));
+RESET ROLE;
+SELECT mlplat.register_lab_node('node-' || i, 'a100', 8) FROM generate_series(1, 1000) i;
+UPDATE mlplat.lab_nodes SET observed_ready = true, observed_unschedulable = false, observed_gpus = 8,
+       observed_accelerator = 'a100', observed_at = now() + interval '1 day';
+INSERT INTO mlplat.lab_probes (project_id, artifact_sha256, runtime_profile_id, node_id, status, completed_at)
+SELECT (SELECT id FROM mlplat.projects), repeat('a', 64), (SELECT id FROM mlplat.lab_profiles WHERE name = 'p'), n.id,
+       CASE WHEN k = 5 THEN 'PASSED' ELSE 'FAILED' END, now() - make_interval(mins => 10 * (6 - k))
+FROM mlplat.lab_nodes n, generate_series(1, 5) k;
+INSERT INTO mlplat.lab_probes (project_id, artifact_sha256, runtime_profile_id, node_id, status, completed_at)
+SELECT (SELECT id FROM mlplat.projects), repeat('a', 64), (SELECT id FROM mlplat.lab_profiles WHERE name = 'p0'), n.id,
+       'PASSED', now() FROM mlplat.lab_nodes n;
+SET ROLE bench_dev;
+SELECT mlplat.approve_lab('bench', (SELECT id FROM mlplat.model_versions), repeat('a', 64),
+  (SELECT id FROM mlplat.lab_profiles WHERE name = 'p'), n.id, '{text_generation}', '{}', 1000, '30 days')
+FROM mlplat.lab_nodes n ORDER BY n.id;
+SELECT mlplat.approve_lab('bench', (SELECT id FROM mlplat.model_versions), repeat('a', 64),
+  (SELECT id FROM mlplat.lab_profiles WHERE name = 'p0'), n.id, '{text_generation}', '{}', 1000, '30 days')
+FROM mlplat.lab_nodes n ORDER BY n.id;
+SELECT mlplat.deploy('bench', 'd' || i, 'm', '1', 'vllm', 1, 1, 1, jsonb_build_object('N', '0'))
+FROM generate_series(1, 64) i;
+RESET ROLE;
+SELECT count(*) FROM mlplat.lab_approvals;
+SQL
+CAND=$("${PSQL[@]}" -At -c "SELECT id FROM mlplat.model_versions")
+PROF=$("${PSQL[@]}" -At -c "SELECT id FROM mlplat.lab_profiles WHERE name = 'p'")
+PROF0=$("${PSQL[@]}" -At -c "SELECT id FROM mlplat.lab_profiles WHERE name = 'p0'")
+# a 1 kB and a (nearly) 64 kB text_generation request
+IN1K=$(python3 -c 'import json; print(json.dumps([{"prompt": "x" * 980, "max_tokens": 16}]))')
+IN64K=$(python3 -c 'import json; print(json.dumps([{"prompt": "x" * 16300, "max_tokens": 16} for _ in range(4)]))')
+echo "$IN1K" >"$W/in1k.json"; echo "$IN64K" >"$W/in64k.json"
+BYTES1=$("${PSQL[@]}" -At -c "SELECT octet_length(mlplat.canonical_json(pg_read_file('$W/in1k.json')::jsonb))")
+BYTES64=$("${PSQL[@]}" -At -c "SELECT octet_length(mlplat.canonical_json(pg_read_file('$W/in64k.json')::jsonb))")
+
+# every script sends its inputs as a bind parameter (-M extended), as a client would
+cat >"$W/preflight.sql" <<SQL
+\set n random(1, 1000)
+SELECT passed FROM mlplat.lab_preflight('bench', $CAND, repeat('a', 64), $PROF, :n, :n, 'text_generation', :inputs::jsonb);
+SQL
+cat >"$W/select.sql" <<SQL
+\set n random(1, 1000)
+SELECT p.status, v.stage, v.artifact_sha256, v.runtime_kind, f.enabled, f.families, f.max_execution_seconds,
+       nd.observed_at, nd.observed_ready, nd.observed_gpus,
+       (SELECT pr.status FROM mlplat.lab_probes pr WHERE pr.runtime_profile_id = f.id AND pr.node_id = nd.id
+          AND pr.artifact_sha256 = v.artifact_sha256 AND pr.completed_at IS NOT NULL
+        ORDER BY pr.completed_at DESC LIMIT 1),
+       a.expires_at, a.revoked_at, a.runs_used, a.families, a.limits
+FROM mlplat.projects p, mlplat.model_versions v, mlplat.lab_profiles f, mlplat.lab_nodes nd, mlplat.lab_approvals a
+WHERE p.name = 'bench' AND v.id = $CAND AND f.id = $PROF AND nd.id = :n AND a.id = :n;
+SQL
+cat >"$W/deploy.sql" <<'SQL'
+\set d random(1, 64)
+\set k random(1, 1000000000)
+SELECT revision FROM mlplat.deploy('bench', 'd' || :d, 'm', '1', 'vllm', 1, 1, 1, jsonb_build_object('N', :k::text), gen_random_uuid()::text);
+SQL
+cat >"$W/start.sql" <<SQL
+\set n random(1, 1000)
+SELECT status FROM mlplat.start_lab_run('bench', $CAND, repeat('a', 64), $PROF, :n, :n, 'text_generation', :inputs::jsonb, '{}', gen_random_uuid()::text);
+SQL
+cat >"$W/start0.sql" <<SQL
+\set n random(1, 1000)
+SELECT status FROM mlplat.start_lab_run('bench', $CAND, repeat('a', 64), $PROF0, :n, :n + 1000, 'text_generation', :inputs::jsonb, '{}', gen_random_uuid()::text);
+SQL
+[ "$(id -u)" = 0 ] && chown -R postgres "$W"
+
+run_point() {  # script inputs-file -> tps
+  local out
+  out=$("${RUNAS[@]}" pgbench -n -M extended -h "$W" -p "$PORT" -U bench_dev -c "$CLIENTS" -j "$CLIENTS" -T "$DURATION" \
+          -D inputs="$(cat "$2")" -f "$W/$1.sql" postgres 2>&1) || { echo "$out" >&2; exit 1; }
+  echo "$out" | sed -n 's/^tps = \([0-9.]*\) .*/\1/p' | head -1
+}
+median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+
+pf=(); pf64=(); sel=(); dep=(); st=(); st0=()
+for i in $(seq "$REPS"); do
+  pf+=("$(run_point preflight "$W/in1k.json")")
+  sel+=("$(run_point select "$W/in1k.json")")
+  pf64+=("$(run_point preflight "$W/in64k.json")")
+  dep+=("$(run_point deploy "$W/in1k.json")")
+  st+=("$(run_point start "$W/in1k.json")")
+  st0+=("$(run_point start0 "$W/in1k.json")")
+  # the runs end (what the lab_runs reconciler would record), so the next rounds start from the
+  # same quota and the same set of active runs
+  "${PSQL[@]}" -c "UPDATE mlplat.lab_runs SET status = 'FAILED', reason_code = 'QUEUE_DEADLINE_EXCEEDED', finished_at = now() WHERE status = 'QUEUED'"
+done
+PF=$(printf '%s\n' "${pf[@]}" | median); PF64=$(printf '%s\n' "${pf64[@]}" | median)
+SEL=$(printf '%s\n' "${sel[@]}" | median); DEP=$(printf '%s\n' "${dep[@]}" | median); ST=$(printf '%s\n' "${st[@]}" | median)
+ST0=$(printf '%s\n' "${st0[@]}" | median)
+
+# tuples written by one preflight, inside its own READ ONLY transaction
+WRITES=$("${PSQL[@]}" -At <<SQL | tail -1
+SELECT pg_read_file('$W/in1k.json') AS inp \\gset
+BEGIN READ ONLY;
+SET LOCAL ROLE bench_dev;
+SELECT passed AS sampled_passed FROM mlplat.lab_preflight('bench', $CAND, repeat('a', 64), $PROF, 1, 1, 'text_generation', :'inp'::jsonb) \\gset
+RESET ROLE;
+SELECT coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del), 0) || ' ' || :'sampled_passed' FROM pg_stat_xact_user_tables;
+COMMIT;
+SQL
+)
+PASSED=${WRITES#* }; WRITES=${WRITES%% *}
+
+r() { echo "$1 / $2" | bc -l | xargs printf '%.2f'; }
+printf '%-40s %10s\n' mode tps
+printf '%-40s %10.1f\n' "lab_preflight, 1 kB ($BYTES1 B)" "$PF" "lab_preflight, 64 kB ($BYTES64 B)" "$PF64" \
+  "plain SELECT of the evidence rows" "$SEL" "deploy()" "$DEP" "start_lab_run, 1 kB, 1-GPU profile" "$ST" \
+  "start_lab_run, 1 kB, CPU profile" "$ST0"
+echo
+printf '%-44s %8s %s\n' ratio value target
+printf '%-44s %8s %s\n' "preflight 1 kB / deploy()" "$(r "$PF" "$DEP")" ">= 2"
+printf '%-44s %8s %s\n' "preflight 1 kB / plain SELECT" "$(r "$PF" "$SEL")" ">= 0.5"
+printf '%-44s %8s %s\n' "cost 64 kB / cost 1 kB (= tps 1 kB / 64 kB)" "$(r "$PF" "$PF64")" "<= 3"
+printf '%-44s %8s %s\n' "start_lab_run (1 GPU) / deploy()" "$(r "$ST" "$DEP")" ">= 0.7"
+printf '%-44s %8s %s\n' "start_lab_run (CPU) / deploy()" "$(r "$ST0" "$DEP")" ">= 0.7"
+printf '%-44s %8s %s\n' "tuples written by one preflight" "$WRITES" "0"
+echo "the sampled preflight passed: $PASSED; $CLIENTS clients, median of $REPS runs of ${DURATION}s, modes interleaved; inputs as bind parameters"
+"${PSQL[@]}" -At -c "SELECT 'lab_runs=' || count(*) || ' audit(lab_preflight)=' || (SELECT count(*) FROM mlplat.audit_events WHERE action = 'lab_preflight') FROM mlplat.lab_runs"
