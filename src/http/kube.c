@@ -15,6 +15,7 @@
 #include "utils/fmgrprotos.h"
 #include "utils/json.h"
 #include "utils/memutils.h"
+#include "utils/numeric.h"
 
 #include "mlplat/guc.h"
 #include "mlplat/kube.h"
@@ -328,28 +329,144 @@ mlplat_kube_delete(MlplatHttpBatch *b, const MlplatKubeResource *res, const char
 
 /* ---- responses */
 
+/*
+ * A body is read once: pg_parse_json's callbacks push each token into a
+ * JsonbParseState (as jsonb_in does), so validating and building are one pass
+ * and a body that is not JSON returns NULL instead of throwing.
+ */
+typedef struct BodyBuild
+{
+	JsonbParseState *parse;
+	JsonbValue *result;
+} BodyBuild;
+
+static void
+build_push(BodyBuild *b, JsonbIteratorToken tok, JsonbValue *v)
+{
+	b->result = pushJsonbValue(&b->parse, tok, v);
+}
+
+static void
+build_object_start(void *state)
+{
+	build_push(state, WJB_BEGIN_OBJECT, NULL);
+}
+
+static void
+build_object_end(void *state)
+{
+	build_push(state, WJB_END_OBJECT, NULL);
+}
+
+static void
+build_array_start(void *state)
+{
+	build_push(state, WJB_BEGIN_ARRAY, NULL);
+}
+
+static void
+build_array_end(void *state)
+{
+	build_push(state, WJB_END_ARRAY, NULL);
+}
+
+static void
+build_field(void *state, char *fname, bool isnull)
+{
+	JsonbValue v;
+
+	v.type = jbvString;
+	v.val.string.len = strlen(fname);
+	v.val.string.val = fname;
+	build_push(state, WJB_KEY, &v);
+}
+
+static void
+build_scalar(void *state, char *token, JsonTokenType type)
+{
+	BodyBuild *b = state;
+	JsonbValue v;
+
+	switch (type)
+	{
+		case JSON_TOKEN_STRING:
+			v.type = jbvString;
+			v.val.string.len = strlen(token);
+			v.val.string.val = token;
+			break;
+		case JSON_TOKEN_NUMBER:
+			/* the lexer accepted it as a JSON number, which numeric_in reads */
+			v.type = jbvNumeric;
+			v.val.numeric = DatumGetNumeric(DirectFunctionCall3(numeric_in, CStringGetDatum(token),
+																ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1)));
+			break;
+		case JSON_TOKEN_TRUE:
+		case JSON_TOKEN_FALSE:
+			v.type = jbvBool;
+			v.val.boolean = type == JSON_TOKEN_TRUE;
+			break;
+		default:
+			v.type = jbvNull;
+			break;
+	}
+	if (b->parse == NULL)
+	{
+		/* a scalar document is stored as a one-element raw-scalar array */
+		JsonbValue va;
+
+		va.type = jbvArray;
+		va.val.array.rawScalar = true;
+		va.val.array.nElems = 1;
+		build_push(b, WJB_BEGIN_ARRAY, &va);
+		build_push(b, WJB_ELEM, &v);
+		build_push(b, WJB_END_ARRAY, NULL);
+	}
+	else
+		build_push(b, b->parse->contVal.type == jbvArray ? WJB_ELEM : WJB_VALUE, &v);
+}
+
+/* Is the body UTF-8 text without NUL bytes (what the JSON lexer may be given)? */
+static bool
+body_is_text(const MlplatHttpRequest *req)
+{
+	return !req->failed && req->resp_body != NULL && req->resp_len > 0 &&
+		   memchr(req->resp_body, '\0', req->resp_len) == NULL &&
+		   pg_verify_mbstr(GetDatabaseEncoding(), req->resp_body, (int) req->resp_len, true);
+}
+
 /* Is the body JSON?  Checked without building anything and without ever throwing. */
 static bool
 body_is_json(const MlplatHttpRequest *req)
 {
 	JsonLexContext *lex;
 
-	if (req->failed || req->resp_body == NULL || req->resp_len == 0 ||
-		memchr(req->resp_body, '\0', req->resp_len) != NULL ||
-		!pg_verify_mbstr(GetDatabaseEncoding(), req->resp_body, (int) req->resp_len, true))
+	if (!body_is_text(req))
 		return false;
 	lex = makeJsonLexContextCstringLen(req->resp_body, (int) req->resp_len, GetDatabaseEncoding(), true);
 	return pg_parse_json(lex, &nullSemAction) == JSON_SUCCESS;
 }
 
-/* Parse a body into jsonb without ever throwing on bad input: NULL if not JSON. */
+/* Parse a body into jsonb in one pass, without throwing on bad input: NULL if not JSON. */
 static Jsonb *
 parse_json_body(const MlplatHttpRequest *req)
 {
-	if (!body_is_json(req))
+	JsonLexContext *lex;
+	BodyBuild b = { NULL, NULL };
+	JsonSemAction sem = { 0 };
+
+	if (!body_is_text(req))
 		return NULL;
-	/* known to be valid: jsonb_in will not throw for the input */
-	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(pnstrdup(req->resp_body, req->resp_len))));
+	sem.semstate = &b;
+	sem.object_start = build_object_start;
+	sem.object_end = build_object_end;
+	sem.array_start = build_array_start;
+	sem.array_end = build_array_end;
+	sem.object_field_start = build_field;
+	sem.scalar = build_scalar;
+	lex = makeJsonLexContextCstringLen(req->resp_body, (int) req->resp_len, GetDatabaseEncoding(), true);
+	if (pg_parse_json(lex, &sem) != JSON_SUCCESS || b.result == NULL)
+		return NULL;
+	return JsonbValueToJsonb(b.result);
 }
 
 static bool

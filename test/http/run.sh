@@ -222,6 +222,12 @@ r=$(kcall "'create', '', 'v1', 'configmaps', 'team-a', body => '$CM'")
 ok "$([ "$r" = 'exists|409|AlreadyExists|Kubernetes API 409 AlreadyExists: configmaps "cm1" already exists' ] && echo 1)" "409 AlreadyExists on create is the 'exists' outcome with a clear message" "$r"
 r=$(kq "select outcome, resp_body->'data'->>'a', url from mlplat._kube_call('get', '', 'v1', 'configmaps', 'team-a', 'cm1')")
 ok "$([ "$r" = "ok|1|$U/api/v1/namespaces/team-a/configmaps/cm1" ] && echo 1)" "get returns the object as jsonb" "$r"
+# one pass builds the jsonb (src/http/kube.c): what comes back equals jsonb_in's reading of
+# the same document, for escapes, non-ASCII, numbers of every shape, nesting and duplicates
+ODD='{"metadata":{"name":"cm-odd"},"x":{"s":"tab\t \u00e9 \ud83d\ude00 \"q\" \\","n":[0,-0,1.50,-2e3,1E-7,12345678901234567890123,0.1],"b":[true,false,null],"e":[[],{}],"d":{"k":1,"k":2},"deep":[[[[{"a":[1,[2,[3]]]}]]]]}}'
+kq "select outcome from mlplat._kube_call('create', '', 'v1', 'configmaps', 'team-a', body => '$ODD')" >/dev/null
+r=$(kq "select resp_body->'x' = ('$ODD'::jsonb)->'x' from mlplat._kube_call('get', '', 'v1', 'configmaps', 'team-a', 'cm-odd')")
+ok "$([ "$r" = t ] && echo 1)" "a body read in one pass equals jsonb_in's reading of it" "$r"
 r=$(kcall "'get', '', 'v1', 'configmaps', 'team-a', 'nope'")
 ok "$([ "$r" = 'not_found|404|NotFound|Kubernetes API 404 NotFound: configmaps "nope" not found' ] && echo 1)" "404 Status body becomes not_found with reason and message" "$r"
 r=$(last)
