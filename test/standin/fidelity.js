@@ -553,6 +553,68 @@ check('Jobs: Complete condition on success, Failed (BackoffLimitExceeded) per th
   eq((await cond('job-bad', 'Failed')).reason, 'BackoffLimitExceeded', 'failed reason');
 });
 
+check('Jobs: ticks, pending, activeDeadlineSeconds -> DeadlineExceeded, plan s3 outputs on Complete and onFailure', async () => {
+  const job = (name, spec = {}) => ({ apiVersion: 'batch/v1', kind: 'Job', metadata: { name }, spec: { backoffLimit: 0, ...spec, template: { spec: { restartPolicy: 'Never', containers: [{ name: 'builder', image: 'busybox' }] } } } });
+  const get = async (n) => (await k('GET', `/apis/batch/v1/namespaces/fid-a/jobs/${n}`)).body;
+  const cond = async (n, t) => until(async () => ((await get(n)).status?.conditions || []).find((x) => x.type === t && x.status === 'True'), 8000);
+  await admin('POST', 'argo/plan', { kind: 'job', namespace: 'fid-a', name: 'job-out', steps: { '*': { ticks: 3, s3: [
+    { bucket: 'artifacts', key: 'opt/fid/1/artifact', content: 'weights', checksum: true },
+    { bucket: 'artifacts', key: 'opt/fid/1/attestation.json', content: '{"type": "x"}' }] } } });
+  await admin('POST', 'argo/plan', { kind: 'job', namespace: 'fid-a', name: 'job-partial', steps: { '*': { failReason: 'BackoffLimitExceeded', s3: [
+    { bucket: 'artifacts', key: 'opt/fid/2/artifact', content: 'half', onFailure: true },
+    { bucket: 'artifacts', key: 'opt/fid/2/attestation.json', content: '{}' }] } } });
+  await admin('POST', 'argo/plan', { kind: 'job', namespace: 'fid-a', name: 'job-pending', steps: { '*': { pending: true } } });
+  await admin('POST', 'argo/plan', { kind: 'job', namespace: 'fid-a', name: 'job-slow', steps: { '*': { ticks: 1000 } } });
+  await admin('PUT', 'config', { deadlineScale: 0.001 });
+  try {
+    for (const n of ['job-out', 'job-partial', 'job-pending']) eq((await k('POST', '/apis/batch/v1/namespaces/fid-a/jobs', job(n))).status, 201, `create ${n}`);
+    eq((await k('POST', '/apis/batch/v1/namespaces/fid-a/jobs', job('job-slow', { activeDeadlineSeconds: 60 }))).status, 201, 'create job-slow');
+    await until(async () => (await get('job-out')).status?.active === 1, 8000);
+    expect(!((await get('job-out')).status?.conditions), 'active for several ticks, no condition yet');
+    await cond('job-out', 'Complete');
+    const art = await request('HEAD', `${S3}/artifacts/opt/fid/1/artifact`, undefined, { token: null, headers: { 'x-amz-checksum-mode': 'ENABLED' } });
+    eq([art.status, art.headers['x-amz-checksum-sha256']], [200, crypto.createHash('sha256').update('weights').digest('base64')], 'output written before Complete, with its checksum');
+    eq((await request('GET', `${S3}/artifacts/opt/fid/1/attestation.json`, undefined, { token: null })).text, '{"type": "x"}', 'attestation written');
+    const f = await cond('job-partial', 'Failed');
+    eq([f.reason, f.message], ['BackoffLimitExceeded', 'Job has reached the specified backoff limit'], 'failed as planned');
+    eq((await request('HEAD', `${S3}/artifacts/opt/fid/2/artifact`, undefined, { token: null })).status, 200, 'partial output (onFailure) written');
+    eq((await request('HEAD', `${S3}/artifacts/opt/fid/2/attestation.json`, undefined, { token: null })).status, 404, 'nothing else on failure');
+    const d = await cond('job-slow', 'Failed');
+    eq([d.reason, d.message], ['DeadlineExceeded', 'Job was active longer than specified deadline'], 'deadline exceeded');
+    const p = await get('job-pending');
+    eq([p.status?.startTime, p.status?.active, p.status?.conditions], [undefined, undefined, undefined], 'a pending Job never starts');
+  } finally {
+    await admin('PUT', 'config', { deadlineScale: 1 });
+  }
+});
+
+check('Jobs: Foreground DELETE keeps the Job terminating for --job-delete-ms or while stuck; Background removes at once', async () => {
+  const job = (name) => ({ apiVersion: 'batch/v1', kind: 'Job', metadata: { name }, spec: { backoffLimit: 0, template: { spec: { restartPolicy: 'Never', containers: [{ name: 'builder', image: 'busybox' }] } } } });
+  const url = (n) => `/apis/batch/v1/namespaces/fid-a/jobs/${n}`;
+  await admin('POST', 'argo/plan', { kind: 'job', namespace: 'fid-a', name: 'job-del-', steps: { '*': { ticks: 100000 } } });
+  await admin('PUT', 'config', { jobDeleteMs: 200 });
+  try {
+    for (const n of ['job-del-fg', 'job-del-bg', 'job-del-stuck']) await k('POST', '/apis/batch/v1/namespaces/fid-a/jobs', job(n));
+    await until(async () => (await k('GET', url('job-del-fg'))).body.status?.active === 1, 8000);
+    const fg = await k('DELETE', `${url('job-del-fg')}?propagationPolicy=Foreground`);
+    eq([fg.status, fg.body.metadata.finalizers, Boolean(fg.body.metadata.deletionTimestamp), fg.body.status.active, fg.body.status.terminating],
+      [200, ['foregroundDeletion'], true, 0, 1], 'foreground: the Job is returned terminating');
+    eq((await k('GET', url('job-del-fg'))).status, 200, 'still there while its pods terminate');
+    eq((await k('DELETE', url('job-del-fg'), { kind: 'DeleteOptions', apiVersion: 'v1', propagationPolicy: 'Foreground' })).status, 200, 'a second DELETE answers the terminating Job');
+    await until(async () => (await k('GET', url('job-del-fg'))).status === 404, 5000);
+    eq((await k('DELETE', url('job-del-bg'), { kind: 'DeleteOptions', apiVersion: 'v1', propagationPolicy: 'Background' })).status, 200, 'background delete');
+    eq((await k('GET', url('job-del-bg'))).status, 404, 'background: gone at once');
+    await admin('POST', 'jobs/stuck', { namespace: 'fid-a', name: 'job-del-stuck', stuck: true });
+    await k('DELETE', url('job-del-stuck'), { kind: 'DeleteOptions', apiVersion: 'v1', propagationPolicy: 'Foreground' });
+    await sleep(600);
+    eq(Boolean((await k('GET', url('job-del-stuck'))).body.metadata.deletionTimestamp), true, 'stuck: still terminating after jobDeleteMs');
+    await admin('POST', 'jobs/stuck', { namespace: 'fid-a', name: 'job-del-stuck', stuck: false });
+    await until(async () => (await k('GET', url('job-del-stuck'))).status === 404, 5000);
+  } finally {
+    await admin('PUT', 'config', { jobDeleteMs: 300 });
+  }
+});
+
 check('every stored InferenceService and Workflow validates against the real CRD schemas', async () => {
   const objs = (await admin('GET', 'objects?resource=inferenceservices')).body.items.concat((await admin('GET', 'objects?resource=workflows')).body.items);
   expect(objs.length >= 5, 'objects to validate', objs.length);

@@ -30,9 +30,9 @@ const { Pruner } = require('./lib/prune');
 // ---------------------------------------------------------------- options
 function parseArgs(argv) {
   const o = { crdSchemas: path.join(__dirname, '..', 'schemas'), port: 0, s3Port: 0, tlsPort: null, tlsCert: null, tlsKey: null, host: '127.0.0.1', seed: 1, stateDir: null, token: null, readyDelayMs: 200,
-    argoStepMs: 100, continueTtlMs: 60000, nsDeleteMs: 300, watchMaxS: 60, s3Buckets: 'models,artifacts,mlflow', domain: 'example.com', logFile: true };
+    argoStepMs: 100, continueTtlMs: 60000, nsDeleteMs: 300, jobDeleteMs: 300, watchMaxS: 60, s3Buckets: 'models,artifacts,mlflow', domain: 'example.com', logFile: true };
   const map = { '--port': 'port', '--s3-port': 's3Port', '--host': 'host', '--seed': 'seed', '--state-dir': 'stateDir', '--token': 'token',
-    '--ready-delay-ms': 'readyDelayMs', '--argo-step-ms': 'argoStepMs', '--continue-ttl-ms': 'continueTtlMs', '--ns-delete-ms': 'nsDeleteMs',
+    '--ready-delay-ms': 'readyDelayMs', '--argo-step-ms': 'argoStepMs', '--continue-ttl-ms': 'continueTtlMs', '--ns-delete-ms': 'nsDeleteMs', '--job-delete-ms': 'jobDeleteMs',
     '--watch-max-s': 'watchMaxS', '--tls-port': 'tlsPort', '--crd-schemas': 'crdSchemas', '--tls-cert': 'tlsCert', '--tls-key': 'tlsKey', '--s3-buckets': 's3Buckets', '--domain': 'domain' };
   for (let i = 0; i < argv.length; i++) {
     let a = argv[i], v;
@@ -55,7 +55,7 @@ const opt = parseArgs(process.argv.slice(2));
 fs.mkdirSync(opt.stateDir, { recursive: true });
 const pruner = new Pruner(opt.crdSchemas && fs.existsSync(opt.crdSchemas) ? opt.crdSchemas : null);
 if (!pruner.kinds().length) console.error(`standin: no CRD schemas in ${opt.crdSchemas}: unknown CRD fields are kept, not pruned`);
-const cfg = { pruner, readyDelayMs: opt.readyDelayMs, argoStepMs: opt.argoStepMs, continueTtlMs: opt.continueTtlMs, nsDeleteMs: opt.nsDeleteMs, watchMaxS: opt.watchMaxS, domain: opt.domain };
+const cfg = { pruner, readyDelayMs: opt.readyDelayMs, argoStepMs: opt.argoStepMs, continueTtlMs: opt.continueTtlMs, nsDeleteMs: opt.nsDeleteMs, jobDeleteMs: opt.jobDeleteMs, deadlineScale: 1, watchMaxS: opt.watchMaxS, domain: opt.domain };
 
 // ---------------------------------------------------------------- state
 let rng = U.makeRng(opt.seed);
@@ -105,6 +105,8 @@ const kube = new Kube(store, cfg);
 isvc = new kserve.KServe(store, res('InferenceService'), cfg, new Rbac(store, res));
 argo = new Argo(store, res('Workflow'), cfg, plans, new Rbac(store, res));
 jobs = new Jobs(store, res('Job'), cfg, plans);
+cfg.jobs = jobs;
+cfg.s3Write = (o) => seedObject(o);
 const mlflow = new Mlflow();
 // a revision's share of its InferenceService's traffic, as the simulated KServe reports it
 const metrics = new Metrics((ns, name, rev) => {
@@ -449,7 +451,7 @@ async function admin(req, url, seg, raw) {
   if (route === 'health') return { status: 200, body: { ok: true, port: server.address().port, s3Port, seed: opt.seed, resourceVersion: String(store.rv), stateDir: opt.stateDir } };
   if (route === 'config') {
     if (m === 'PUT' || m === 'PATCH' || m === 'POST') {
-      for (const k of ['readyDelayMs', 'argoStepMs', 'continueTtlMs', 'nsDeleteMs', 'watchMaxS', 'listEndlessContinue', 'listPadBytes']) if (body[k] !== undefined) cfg[k] = Number(body[k]);
+      for (const k of ['readyDelayMs', 'argoStepMs', 'continueTtlMs', 'nsDeleteMs', 'jobDeleteMs', 'deadlineScale', 'watchMaxS', 'listEndlessContinue', 'listPadBytes']) if (body[k] !== undefined) cfg[k] = Number(body[k]);
       // KServe's defaultDeploymentMode (inferenceservice-config), for InferenceServices without the annotation
       if (body.deploymentMode !== undefined) {
         if (!['Serverless', 'RawDeployment'].includes(body.deploymentMode)) return { status: 400, body: { error: 'deploymentMode: Serverless or RawDeployment' } };
@@ -461,7 +463,7 @@ async function admin(req, url, seg, raw) {
         if (was && !cfg.kserveFrozen) isvc.thaw();
       }
     }
-    const { rng: _r, pruner: _p, ...shown } = cfg;
+    const { rng: _r, pruner: _p, jobs: _j, s3Write: _w, ...shown } = cfg;
     return { status: 200, body: shown };
   }
   if (route === 'reset' && m === 'POST') { resetAll(); resetS3(); return { status: 200, body: { ok: true } }; }
@@ -512,6 +514,7 @@ async function admin(req, url, seg, raw) {
     return { status: 200, body: { bad: [...isvc.badUris.keys()] } };
   }
   if (route === 'argo/plan' && m === 'POST') { plans.add(body); return { status: 200, body: { plans: plans.list.length } }; }
+  if (route === 'jobs/stuck' && m === 'POST') return { status: 200, body: jobs.setStuck(body.namespace, body.name, body.stuck !== false) };
   if (route === 'metrics/revision' && m === 'POST') { metrics.set(body.revision, body); return { status: 200, body: { ok: true } }; }
   if (route === 'spans') {
     if (m === 'DELETE') { spans = []; return { status: 200, body: { ok: true } }; }

@@ -267,39 +267,113 @@ class Argo {
   }
 }
 
-// batch/v1 Job: started after one step, Complete or Failed after the next (per the plan).
+// batch/v1 Job: started after one step (unless the plan says pending: never started, no
+// startTime), active for `ticks` steps (default 1), then Complete or Failed per the plan
+// (exitCode, or failReason: BackoffLimitExceeded by default, DeadlineExceeded,
+// PodFailurePolicy).  The plan's `s3` objects are written through the S3 front when the Job
+// completes (entries with onFailure: true also when it fails: partial output), before its
+// status says so, as a builder writes its output and then exits.  spec.activeDeadlineSeconds
+// fails an active Job with DeadlineExceeded (seconds scaled by cfg.deadlineScale for tests).
+// DELETE with propagationPolicy Foreground keeps the Job terminating (deletionTimestamp,
+// finalizer foregroundDeletion, active 0, terminating 1) for cfg.jobDeleteMs, or while it is
+// marked stuck; Background and Orphan remove it at once (kube.js).
+const JOB_FAIL = {
+  BackoffLimitExceeded: 'Job has reached the specified backoff limit',
+  DeadlineExceeded: 'Job was active longer than specified deadline',
+  PodFailurePolicy: 'Container builder for failed pod with exit code 1 matching FailJob rule at index 0',
+};
 class Jobs {
   constructor(store, res, cfg, plans) { this.store = store; this.res = res; this.cfg = cfg; this.plans = plans; this.reset(); }
-  reset() { if (this.timers) for (const t of this.timers) clearTimeout(t); this.timers = new Set(); }
+  reset() {
+    if (this.timers) for (const t of this.timers) clearTimeout(t);
+    this.timers = new Set(); this.stuck = new Set(); this.due = new Set();
+  }
   later(ms, fn) { const t = setTimeout(U.guarded('job controller', () => { this.timers.delete(t); fn(); }), ms); this.timers.add(t); }
+  rec(ns, name) { return this.store.get(this.res, ns, name); }
+  // the Job is still there and not being deleted (a terminating Job makes no progress)
+  live(ns, name, uid) { const r = this.rec(ns, name); return r && r.obj.metadata.uid === uid && !r.obj.metadata.deletionTimestamp ? r : null; }
   write(ns, name, fn) {
-    const rec = this.store.get(this.res, ns, name);
+    const rec = this.rec(ns, name);
     if (!rec) return;
     const next = U.clone(rec.obj); next.status = next.status || {};
-    fn(next.status);
+    fn(next.status, next);
     this.store.commit(this.res, rec, next, { manager: 'kube-controller-manager', operation: 'Update', subresource: 'status' }, { verb: 'status' });
   }
   changed(rec, type) {
     if (type !== 'ADDED') return;
-    const ns = rec.obj.metadata.namespace, name = rec.obj.metadata.name;
-    this.later(this.cfg.argoStepMs, () => this.write(ns, name, (st) => { st.startTime = U.nowIso(); st.active = 1; st.ready = 0; st.uncountedTerminatedPods = {}; }));
-    this.later(this.cfg.argoStepMs * 2, () => {
-      const p = this.plans.step('job', ns, name, name);
-      const code = Number(p.exitCode || 0);
-      const now = U.nowIso();
-      this.write(ns, name, (st) => {
-        delete st.active; st.ready = 0;
-        if (code === 0) {
-          st.succeeded = 1; st.completionTime = now;
-          st.conditions = [{ type: 'SuccessCriteriaMet', status: 'True', reason: 'CompletionsReached', message: 'Reached expected number of succeeded pods', lastProbeTime: now, lastTransitionTime: now },
-            { type: 'Complete', status: 'True', reason: 'CompletionsReached', message: 'Reached expected number of succeeded pods', lastProbeTime: now, lastTransitionTime: now }];
-        } else {
-          st.failed = 1;
-          st.conditions = [{ type: 'FailureTarget', status: 'True', reason: 'BackoffLimitExceeded', message: 'Job has reached the specified backoff limit', lastProbeTime: now, lastTransitionTime: now },
-            { type: 'Failed', status: 'True', reason: 'BackoffLimitExceeded', message: 'Job has reached the specified backoff limit', lastProbeTime: now, lastTransitionTime: now }];
-        }
-      });
+    const ns = rec.obj.metadata.namespace, name = rec.obj.metadata.name, uid = rec.obj.metadata.uid;
+    const p = this.plans.step('job', ns, name, name);
+    if (p.pending) return;
+    this.later(this.cfg.argoStepMs, () => {
+      if (!this.live(ns, name, uid)) return;
+      this.write(ns, name, (st) => { st.startTime = U.nowIso(); st.active = 1; st.ready = 0; st.uncountedTerminatedPods = {}; });
+      this.tick(ns, name, uid, p, 1, Date.now());
     });
+  }
+  tick(ns, name, uid, p, n, started) {
+    this.later(this.cfg.argoStepMs, () => {
+      const r = this.live(ns, name, uid);
+      if (!r) return;
+      const ads = r.obj.spec && r.obj.spec.activeDeadlineSeconds;
+      const scale = this.cfg.deadlineScale === undefined ? 1 : Number(this.cfg.deadlineScale);
+      if (ads && Date.now() - started >= ads * 1000 * scale) return this.finish(ns, name, uid, p, 'DeadlineExceeded');
+      if (n < Number(p.ticks || 1)) return this.tick(ns, name, uid, p, n + 1, started);
+      const failed = Number(p.exitCode || 0) !== 0 || Boolean(p.failReason);
+      this.finish(ns, name, uid, p, failed ? (p.failReason || 'BackoffLimitExceeded') : null);
+    });
+  }
+  async finish(ns, name, uid, p, failReason) {
+    for (const o of p.s3 || []) {
+      if (failReason && !o.onFailure) continue;
+      try { await this.cfg.s3Write(o); } catch (e) { console.error(`standin: job ${ns}/${name}: s3 write ${o.bucket}/${o.key}: ${e.message}`); }
+    }
+    if (!this.live(ns, name, uid)) return;
+    const now = U.nowIso();
+    this.write(ns, name, (st) => {
+      delete st.active; st.ready = 0;
+      if (!failReason) {
+        st.succeeded = 1; st.completionTime = now;
+        st.conditions = [{ type: 'SuccessCriteriaMet', status: 'True', reason: 'CompletionsReached', message: 'Reached expected number of succeeded pods', lastProbeTime: now, lastTransitionTime: now },
+          { type: 'Complete', status: 'True', reason: 'CompletionsReached', message: 'Reached expected number of succeeded pods', lastProbeTime: now, lastTransitionTime: now }];
+      } else {
+        st.failed = 1;
+        const message = JOB_FAIL[failReason] || JOB_FAIL.BackoffLimitExceeded;
+        st.conditions = [{ type: 'FailureTarget', status: 'True', reason: failReason, message, lastProbeTime: now, lastTransitionTime: now },
+          { type: 'Failed', status: 'True', reason: failReason, message, lastProbeTime: now, lastTransitionTime: now }];
+      }
+    });
+  }
+  // DELETE ... propagationPolicy=Foreground: the Job stays, terminating, until its pods are gone
+  foreground(rec) {
+    const ns = rec.obj.metadata.namespace, name = rec.obj.metadata.name, uid = rec.obj.metadata.uid;
+    if (rec.obj.metadata.deletionTimestamp) return rec;
+    const next = U.clone(rec.obj);
+    next.metadata.deletionTimestamp = U.nowIso();
+    next.metadata.deletionGracePeriodSeconds = 0;
+    next.metadata.finalizers = [...new Set([...(next.metadata.finalizers || []), 'foregroundDeletion'])];
+    next.status = next.status || {};
+    if (next.status.active) { next.status.active = 0; next.status.terminating = 1; }
+    const { rec: out } = this.store.commit(this.res, rec, next, null, { verb: 'delete', internal: true });
+    this.later(Number(this.cfg.jobDeleteMs === undefined ? 300 : this.cfg.jobDeleteMs), () => { this.due.add(`${ns}/${name}/${uid}`); this.gone(ns, name, uid); });
+    return out;
+  }
+  gone(ns, name, uid) {
+    const key = `${ns}/${name}/${uid}`;
+    if (this.stuck.has(`${ns}/${name}`) || !this.due.has(key)) return;
+    this.due.delete(key);
+    const r = this.rec(ns, name);
+    if (r && r.obj.metadata.uid === uid) this.store.remove(this.res, r);
+  }
+  // POST /_standin/jobs/stuck {namespace, name, stuck}: hold a terminating Job (a finalizer
+  // that never clears), or release it (removed at once if its deletion time has passed)
+  setStuck(ns, name, stuck) {
+    if (stuck) this.stuck.add(`${ns}/${name}`);
+    else {
+      this.stuck.delete(`${ns}/${name}`);
+      const r = this.rec(ns, name);
+      if (r) this.gone(ns, name, r.obj.metadata.uid);
+    }
+    return { stuck: [...this.stuck] };
   }
 }
 

@@ -153,7 +153,7 @@ class Kube {
     if (m === 'POST' && isList) return this.create(res, ns, this.parseBody(raw, ct), q, req);
     if (m === 'PUT' && !isList) return this.update(res, ns, name, sub, this.parseBody(raw, ct), q, req);
     if (m === 'PATCH' && !isList) return this.patch(res, ns, name, sub, raw, ct, q, req);
-    if (m === 'DELETE' && !isList && !sub) return this.remove(res, ns, name, raw && raw.length ? this.parseBody(raw, 'application/json') : null, this.dry(q));
+    if (m === 'DELETE' && !isList && !sub) return this.remove(res, ns, name, raw && raw.length ? this.parseBody(raw, 'application/json') : null, this.dry(q), q);
     throw E.methodNotAllowed();
   }
 
@@ -339,7 +339,7 @@ class Kube {
   }
 
   // ---- DELETE ----
-  remove(res, ns, name, opts, dryRun) {
+  remove(res, ns, name, opts, dryRun, q) {
     const rec = this.store.get(res, ns, name);
     if (!rec) throw E.notFound(res, name);
     if (dryRun) {
@@ -359,6 +359,14 @@ class Kube {
         return { status: 200, rec: r2, write: 'delete' };
       }
       return { status: 200, rec };
+    }
+    // a Job deleted with propagationPolicy Foreground (query or DeleteOptions) waits for its
+    // pods: it is returned with deletionTimestamp and the foregroundDeletion finalizer (Job
+    // controller: lib/argo.js); a second DELETE of a terminating Job returns it unchanged
+    const policy = (opts && opts.propagationPolicy) || (q && q.get('propagationPolicy'));
+    if (res.kind === 'Job' && this.cfg.jobs && (policy === 'Foreground' || rec.obj.metadata.deletionTimestamp)) {
+      const was = Boolean(rec.obj.metadata.deletionTimestamp);
+      return { status: 200, rec: this.cfg.jobs.foreground(rec), write: was ? null : 'delete' };
     }
     this.store.remove(res, rec);
     return { status: 200, body: { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Success', details: { name, group: res.group || undefined, kind: res.plural, uid: rec.obj.metadata.uid } }, write: 'delete' };
