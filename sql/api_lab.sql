@@ -429,3 +429,94 @@ SELECT pg_temp.blk(p_node => (SELECT node2 FROM ids), p_appr => (SELECT appr2 FR
 RESET ROLE;
 SELECT count(*) AS probe_payloads FROM mlplat.lab_run_payloads p JOIN mlplat.lab_runs r ON r.id = p.lab_run_id
 WHERE r.purpose = 'probe';
+
+-- ---------------------------------------------------------------- the lab_runs claim (database half)
+-- no payload store configured: runs wait, and say so
+SELECT count(*) AS dispatched FROM mlplat._lab_runs_claim(1, 'regress', '');
+SELECT lab_run_id = (SELECT max(id) FROM mlplat.lab_runs WHERE purpose = 'run') AS newest, status, status_reason
+FROM mlplat.lab_run_status WHERE purpose = 'run' ORDER BY lab_run_id;
+-- 12. a cancelled run that never took a lease is CANCELLED (no create was ever sent); the oldest
+-- QUEUED run of a free node is dispatched: its lease, DISPATCHED, the Secret and Job to create
+SELECT lab_run_id = (SELECT min(id) FROM mlplat.lab_runs WHERE status = 'QUEUED' AND purpose = 'run') AS oldest_run,
+       job->'metadata'->>'name' = 'lab-' || lab_run_id || '-1' AS job_name,
+       secret->'metadata'->>'name' = 'lab-' || lab_run_id || '-input' AS secret_name, secret->'immutable' AS immutable,
+       convert_from(decode(secret->'data'->>'inputs.json', 'base64'), 'UTF8') AS secret_inputs,
+       secret->'metadata'->'annotations'->>'mlplat.io/content-id' = (SELECT input_digest FROM mlplat.lab_runs r WHERE r.id = c.lab_run_id) AS content_id,
+       job->'spec'->'template'->'spec'->'containers'->0->'env' @> '[{"name": "MLPLAT_OUTPUT_URI"}]' AS has_output_uri
+FROM mlplat._lab_runs_claim(1, 'regress', 'lab-bucket') c WHERE c.job->'metadata'->'labels'->>'mlplat.io/purpose' = 'run';
+SELECT purpose, status, reason_code, cancel_acknowledged_at IS NOT NULL AS acknowledged, finished_at IS NOT NULL AS finished,
+       job_name IS NOT NULL AS has_job, node_name FROM mlplat.lab_run_status ORDER BY lab_run_id;
+SELECT node, leased_by_lab_run = (SELECT id FROM mlplat.lab_runs WHERE status = 'DISPATCHED' AND purpose = 'run') AS leased_by_run
+FROM mlplat.lab_node_status WHERE leased_by_lab_run IS NOT NULL ORDER BY node;
+-- the cancelled run's input content is gone; the transitions say who did what
+SELECT count(*) AS input_payloads_of_cancelled FROM mlplat.lab_run_payloads pl JOIN mlplat.lab_runs r ON r.id = pl.lab_run_id
+WHERE r.status = 'CANCELLED';
+SELECT r.status, t.seq, t.from_status, t.to_status, t.actor, t.epoch, t.controller FROM mlplat.lab_run_transitions t
+JOIN mlplat.lab_runs r ON r.id = t.lab_run_id WHERE r.purpose = 'run' ORDER BY t.lab_run_id, t.seq;
+-- 10. two runs, one node: the second stays QUEUED while the first holds the lease
+SET ROLE regress_lab_dev;
+SELECT :acc FROM pg_temp.start('run-4');
+RESET ROLE;
+SELECT count(*) AS dispatched FROM mlplat._lab_runs_claim(1, 'regress', 'lab-bucket') c
+WHERE c.job->'metadata'->'labels'->>'mlplat.io/purpose' = 'run';
+SELECT status FROM mlplat.lab_run_status WHERE lab_run_id = (SELECT max(id) FROM mlplat.lab_runs WHERE purpose = 'run');
+-- 12. cancel the dispatched run: CANCEL_REQUESTED, lease and GPUs held until its Job is seen gone
+SET ROLE regress_lab_dev;
+SELECT :acc FROM mlplat.cancel_lab_run('labp', (SELECT id FROM mlplat.lab_runs WHERE status = 'DISPATCHED' AND purpose = 'run'));
+RESET ROLE;
+SELECT count(*) AS dispatched FROM mlplat._lab_runs_claim(1, 'regress', 'lab-bucket') c
+WHERE c.job->'metadata'->'labels'->>'mlplat.io/purpose' = 'run';
+SELECT status, cancel_acknowledged_at, (SELECT count(*) FROM mlplat.lab_leases l WHERE l.lab_run_id = s.lab_run_id) AS leases
+FROM mlplat.lab_run_status s WHERE status = 'CANCEL_REQUESTED';
+SELECT gpus_in_use FROM mlplat.project_status WHERE project = 'labp';
+-- a stale row version loses; the right one acknowledges: CANCELLED, lease released
+SELECT mlplat._lab_runs_job_gone(id, row_version - 1, 1, 'regress', '{"job": "absent"}') AS stale
+FROM mlplat.lab_runs WHERE status = 'CANCEL_REQUESTED';
+SELECT mlplat._lab_runs_job_gone(id, row_version, 1, 'regress', '{"job": "absent"}') AS acknowledged
+FROM mlplat.lab_runs WHERE status = 'CANCEL_REQUESTED';
+SELECT count(*) AS leases_of_run_node FROM mlplat.lab_leases l JOIN mlplat.lab_nodes n ON n.id = l.node_id WHERE n.name = 'gpu-1';
+-- ... and the next run of the node is dispatched
+SELECT lab_run_id = (SELECT max(id) FROM mlplat.lab_runs WHERE purpose = 'run') AS second_run
+FROM mlplat._lab_runs_claim(1, 'regress', 'lab-bucket') c WHERE c.job->'metadata'->'labels'->>'mlplat.io/purpose' = 'run';
+-- 11. a node NotReady: the run waits with the reason; past its queue deadline it FAILS
+-- QUEUE_DEADLINE_EXCEEDED and nothing was created
+SELECT mlplat._lab_observe_nodes('[{"name": "gpu-1", "ready": false, "unschedulable": false, "gpus": 8, "accelerator": "nvidia-a100"},
+                                   {"name": "gpu-2", "ready": true, "unschedulable": false, "gpus": 8, "accelerator": "nvidia-a100"}]') AS observed;
+SELECT node, observed_ready, observed_at > now() - interval '1 minute' AS fresh FROM mlplat.lab_node_status ORDER BY node;
+SET ROLE regress_lab_owner;
+SELECT :acc FROM mlplat.approve_lab('labp', (SELECT cand FROM ids), repeat('a', 64), (SELECT prof FROM ids),
+  (SELECT node FROM ids), '{text_generation}', '{}', 3, '1 hour');
+RESET ROLE;
+UPDATE ids SET appr = (SELECT max(id) FROM mlplat.lab_approvals);
+SELECT mlplat._lab_runs_job_gone(id, row_version, 1, 'regress', '{}') AS released FROM mlplat.lab_runs WHERE status = 'DISPATCHED' AND purpose = 'run';
+BEGIN;
+UPDATE mlplat.lab_runs SET status = 'SUCCEEDED', finished_at = now() WHERE status = 'DISPATCHED' AND purpose = 'run';
+SELECT mlplat._lab_runs_job_gone(id, row_version, 1, 'regress', '{}') AS released FROM mlplat.lab_runs r
+WHERE EXISTS (SELECT 1 FROM mlplat.lab_leases l WHERE l.lab_run_id = r.id) AND r.purpose = 'run';
+UPDATE mlplat.lab_nodes SET observed_ready = true WHERE name = 'gpu-1';
+SET LOCAL ROLE regress_lab_dev;
+SELECT :acc FROM pg_temp.start('run-5');
+RESET ROLE;
+UPDATE mlplat.lab_nodes SET observed_ready = false WHERE name = 'gpu-1';
+SELECT count(*) AS dispatched FROM mlplat._lab_runs_claim(1, 'regress', 'lab-bucket') c WHERE c.job->'metadata'->'labels'->>'mlplat.io/purpose' = 'run';
+SELECT status, status_reason FROM mlplat.lab_run_status WHERE lab_run_id = (SELECT max(id) FROM mlplat.lab_runs WHERE purpose = 'run');
+SET LOCAL session_replication_role = replica;
+UPDATE mlplat.lab_runs SET queue_deadline_at = now() - interval '1 second' WHERE id = (SELECT max(id) FROM mlplat.lab_runs WHERE purpose = 'run');
+SET LOCAL session_replication_role = origin;
+SELECT count(*) AS dispatched FROM mlplat._lab_runs_claim(1, 'regress', 'lab-bucket') c WHERE c.job->'metadata'->'labels'->>'mlplat.io/purpose' = 'run';
+SELECT status, reason_code, job_name, dispatched_at FROM mlplat.lab_run_status WHERE lab_run_id = (SELECT max(id) FROM mlplat.lab_runs WHERE purpose = 'run');
+ROLLBACK;
+-- an approval revoked before dispatch withdraws the admission
+BEGIN;
+UPDATE mlplat.lab_runs SET status = 'SUCCEEDED', finished_at = now() WHERE status = 'DISPATCHED' AND purpose = 'run';
+SELECT mlplat._lab_runs_job_gone(id, row_version, 1, 'regress', '{}') AS released FROM mlplat.lab_runs r
+WHERE EXISTS (SELECT 1 FROM mlplat.lab_leases l WHERE l.lab_run_id = r.id) AND r.purpose = 'run';
+UPDATE mlplat.lab_nodes SET observed_ready = true, observed_at = now();
+SET LOCAL ROLE regress_lab_dev;
+SELECT :acc FROM pg_temp.start('run-6');
+SET LOCAL ROLE regress_lab_owner;
+SELECT :acc FROM mlplat.revoke_lab_approval('labp', (SELECT appr FROM ids));
+RESET ROLE;
+SELECT count(*) AS dispatched FROM mlplat._lab_runs_claim(1, 'regress', 'lab-bucket') c WHERE c.job->'metadata'->'labels'->>'mlplat.io/purpose' = 'run';
+SELECT status, reason_code FROM mlplat.lab_run_status WHERE lab_run_id = (SELECT max(id) FROM mlplat.lab_runs WHERE purpose = 'run');
+ROLLBACK;

@@ -67,7 +67,7 @@ SELECT is((SELECT count(*)::int FROM pg_class c, unnest(ARRAY['INSERT', 'UPDATE'
           'no lab table is writable by callers: only the API functions write');
 SELECT is((SELECT array_agg(p.proname::text ORDER BY p.proname) FROM pg_proc p
            WHERE p.pronamespace = 'mlplat'::regnamespace
-             AND (p.proname LIKE '\_lab\_%' OR p.proname IN ('_authorize_member', '_render_lab_job'))
+             AND (p.proname LIKE '\_lab\_%' OR p.proname IN ('_authorize_member', '_render_lab_job', '_render_lab_secret'))
              AND has_function_privilege('tap_lab_owner', p.oid, 'EXECUTE')),
           NULL, 'internal lab functions are not callable by callers');
 SELECT ok((SELECT provolatile = 's' AND prosecdef FROM pg_proc WHERE proname = 'lab_preflight'),

@@ -1358,6 +1358,175 @@ BEGIN
     coalesce(pg_catalog.current_setting('mlplat.lab_payload_bucket', true), ''));
 END $$;
 
+-- ---------------------------------------------------------------- the lab_runs reconciler's database half
+--
+-- What the lab_runs reconciler (docs/lab.md, not wired to a worker yet) does in the database, in
+-- short transactions before and after its requests.  Each is called by the leader with its
+-- epoch; none sends anything.
+
+-- A run leaves the queue for good: terminal status, its input content deleted, the probe
+-- (if any) recorded, a transition.  p_run is the row as locked by the caller.
+CREATE FUNCTION mlplat._lab_finish(p_run mlplat.lab_runs, p_status text, p_reason text, p_epoch bigint,
+                                   p_controller text, p_observation jsonb) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  UPDATE mlplat.lab_runs x
+  SET status = p_status, reason_code = p_reason, finished_at = pg_catalog.now(),
+      cancel_acknowledged_at = CASE WHEN p_status = 'CANCELLED' THEN pg_catalog.now() ELSE x.cancel_acknowledged_at END,
+      retain_until = pg_catalog.now() + pg_catalog.make_interval(secs => (x.limits->>'retention_seconds')::int),
+      status_reason = NULL, row_version = x.row_version + 1, observed_generation = x.generation,
+      epoch = p_epoch, updated_at = pg_catalog.now()
+  WHERE x.id = p_run.id;
+  DELETE FROM mlplat.lab_run_payloads pl WHERE pl.lab_run_id = p_run.id AND pl.direction = 'input';
+  UPDATE mlplat.lab_probes pb SET status = CASE WHEN p_status = 'SUCCEEDED' THEN 'PASSED' ELSE 'FAILED' END,
+         completed_at = pg_catalog.now()
+  WHERE pb.lab_run_id = p_run.id AND pb.status = 'RUNNING';
+  INSERT INTO mlplat.lab_run_transitions (lab_run_id, project_id, seq, attempt, from_status, to_status, reason_code,
+                                          observation, epoch, controller)
+  SELECT p_run.id, p_run.project_id, coalesce(pg_catalog.max(t.seq), 0) + 1, p_run.attempt, p_run.status, p_status,
+         p_reason, p_observation, p_epoch, p_controller
+  FROM mlplat.lab_run_transitions t WHERE t.lab_run_id = p_run.id;
+END $$;
+
+-- The Nodes the reconciler LISTed (label mlplat.io/lab=true): [{name, ready, unschedulable,
+-- gpus, accelerator}].  Every registered node is stamped observed now; one missing from the
+-- LIST is observed not ready with no GPUs.
+CREATE FUNCTION mlplat._lab_observe_nodes(p_nodes jsonb) RETURNS int
+LANGUAGE plpgsql AS $$
+DECLARE
+  n int;
+BEGIN
+  UPDATE mlplat.lab_nodes x
+  SET observed_ready = coalesce((o.v->>'ready')::boolean, false),
+      observed_unschedulable = coalesce((o.v->>'unschedulable')::boolean, false),
+      observed_gpus = coalesce((o.v->>'gpus')::int, 0),
+      observed_accelerator = o.v->>'accelerator',
+      observed_at = pg_catalog.now()
+  FROM (SELECT nd.id, (SELECT e FROM pg_catalog.jsonb_array_elements(p_nodes) e WHERE e->>'name' = nd.name LIMIT 1) AS v
+          FROM mlplat.lab_nodes nd) o
+  WHERE x.id = o.id;
+  GET DIAGNOSTICS n = ROW_COUNT;
+  RETURN n;
+END $$;
+
+-- The Secret of a run's inputs (immutable; its content id as an annotation, so an adoption on
+-- 409 can tell it is ours and unchanged).
+CREATE FUNCTION mlplat._render_lab_secret(r mlplat.lab_runs, p_project text, p_instance text) RETURNS jsonb
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  c bytea;
+BEGIN
+  SELECT pl.content INTO c FROM mlplat.lab_run_payloads pl WHERE pl.lab_run_id = r.id AND pl.direction = 'input';
+  c := coalesce(c, pg_catalog.convert_to('[]', 'UTF8'));
+  RETURN pg_catalog.jsonb_build_object(
+    'apiVersion', 'v1', 'kind', 'Secret',
+    'metadata', pg_catalog.jsonb_build_object(
+      'name', pg_catalog.format('lab-%s-input', r.id), 'namespace', 'mlp-' || p_project,
+      'labels', pg_catalog.jsonb_build_object('app.kubernetes.io/managed-by', 'mlplat',
+        'app.kubernetes.io/component', 'lab-worker', 'mlplat.io/project', p_project,
+        'mlplat.io/lab-run', r.id::text, 'mlplat.io/purpose', r.purpose, 'mlplat.io/instance', p_instance),
+      'annotations', pg_catalog.jsonb_build_object('mlplat.io/content-id',
+        pg_catalog.encode(pg_catalog.sha256(c), 'hex'))),
+    'immutable', true, 'type', 'Opaque',
+    'data', pg_catalog.jsonb_build_object('inputs.json', pg_catalog.translate(pg_catalog.encode(c, 'base64'), E'\n', '')));
+END $$;
+
+-- One claim (short transaction, before any request):
+--  1. a CANCEL_REQUESTED run that never took a lease (no create was ever sent) -> CANCELLED;
+--  2. a QUEUED run past its queue deadline -> FAILED QUEUE_DEADLINE_EXCEEDED (nothing was created);
+--  3. per node without a lease, its oldest QUEUED run (FIFO by id) is assessed again:
+--     approval blockers -> FAILED ADMISSION_WITHDRAWN; other blockers -> it waits (status_reason);
+--     none -> the node's lease and DISPATCHED, committed before the Secret and Job are sent.
+-- Returns the runs dispatched now with the Secret and Job to create.  APPROVAL_EXHAUSTED is
+-- not a blocker here: the run itself was counted in runs_used when it was admitted.
+CREATE FUNCTION mlplat._lab_runs_claim(p_epoch bigint, p_controller text, p_bucket text)
+RETURNS TABLE (lab_run_id bigint, attempt int, job jsonb, secret jsonb)
+LANGUAGE plpgsql AS $$
+DECLARE
+  r mlplat.lab_runs;
+  b text[];
+  inst text := (SELECT i.instance_id FROM mlplat.installation i);
+  proj text;
+  nid bigint;
+BEGIN
+  FOR r IN SELECT * FROM mlplat.lab_runs x
+           WHERE x.status = 'CANCEL_REQUESTED' AND x.dispatched_at IS NULL
+             AND NOT EXISTS (SELECT 1 FROM mlplat.lab_leases l WHERE l.lab_run_id = x.id)
+           ORDER BY x.id FOR UPDATE SKIP LOCKED LOOP
+    PERFORM mlplat._lab_finish(r, 'CANCELLED', NULL, p_epoch, p_controller, '{"created": false}');
+  END LOOP;
+  FOR r IN SELECT * FROM mlplat.lab_runs x
+           WHERE x.status = 'QUEUED' AND x.queue_deadline_at <= pg_catalog.now()
+           ORDER BY x.id FOR UPDATE SKIP LOCKED LOOP
+    PERFORM mlplat._lab_finish(r, 'FAILED', 'QUEUE_DEADLINE_EXCEEDED', p_epoch, p_controller, '{"created": false}');
+  END LOOP;
+  IF coalesce(p_bucket, '') = '' THEN
+    UPDATE mlplat.lab_runs x SET status_reason = 'waiting: no lab payload store configured'
+    WHERE x.status = 'QUEUED' AND x.status_reason IS DISTINCT FROM 'waiting: no lab payload store configured';
+    RETURN;
+  END IF;
+  FOR nid IN SELECT DISTINCT x.node_id FROM mlplat.lab_runs x
+             WHERE x.status = 'QUEUED' AND NOT EXISTS (SELECT 1 FROM mlplat.lab_leases l WHERE l.node_id = x.node_id)
+             ORDER BY 1 LOOP
+    SELECT * INTO r FROM mlplat.lab_runs x WHERE x.node_id = nid AND x.status = 'QUEUED'
+    ORDER BY x.id LIMIT 1 FOR UPDATE SKIP LOCKED;
+    CONTINUE WHEN r.id IS NULL;
+    b := ARRAY(SELECT c FROM pg_catalog.unnest(mlplat._lab_assess(r.project_id, r.candidate_id, r.artifact_sha256,
+                   r.runtime_profile_id, r.node_id, r.approval_id, r.family, r.limits, r.input_count)) c
+               WHERE c <> 'APPROVAL_EXHAUSTED');
+    IF b && ARRAY['APPROVAL_NOT_FOUND', 'APPROVAL_SCOPE_MISMATCH', 'APPROVAL_EXPIRED', 'APPROVAL_REVOKED',
+                  'FAMILY_NOT_APPROVED', 'LIMIT_EXCEEDS_APPROVAL'] THEN
+      PERFORM mlplat._lab_finish(r, 'FAILED', 'ADMISSION_WITHDRAWN', p_epoch, p_controller,
+        pg_catalog.jsonb_build_object('blockers', pg_catalog.to_jsonb(b)));
+      CONTINUE;
+    END IF;
+    IF pg_catalog.cardinality(b) > 0 THEN
+      UPDATE mlplat.lab_runs x SET status_reason = 'waiting: ' || pg_catalog.array_to_string(b, ', ')
+      WHERE x.id = r.id AND x.status_reason IS DISTINCT FROM 'waiting: ' || pg_catalog.array_to_string(b, ', ');
+      CONTINUE;
+    END IF;
+    INSERT INTO mlplat.lab_leases (node_id, lab_run_id, attempt, epoch) VALUES (r.node_id, r.id, r.attempt, p_epoch)
+    ON CONFLICT DO NOTHING;
+    CONTINUE WHEN NOT FOUND;
+    UPDATE mlplat.lab_runs x
+    SET status = 'DISPATCHED', dispatched_at = pg_catalog.now(), job_name = pg_catalog.format('lab-%s-%s', x.id, x.attempt),
+        status_reason = NULL, row_version = x.row_version + 1, epoch = p_epoch, updated_at = pg_catalog.now()
+    WHERE x.id = r.id;
+    INSERT INTO mlplat.lab_run_transitions (lab_run_id, project_id, seq, attempt, from_status, to_status, observation,
+                                            epoch, controller)
+    SELECT r.id, r.project_id, coalesce(pg_catalog.max(t.seq), 0) + 1, r.attempt, 'QUEUED', 'DISPATCHED',
+           pg_catalog.jsonb_build_object('job', pg_catalog.format('lab-%s-%s', r.id, r.attempt)), p_epoch, p_controller
+    FROM mlplat.lab_run_transitions t WHERE t.lab_run_id = r.id;
+    SELECT p.name INTO proj FROM mlplat.projects p WHERE p.id = r.project_id;
+    lab_run_id := r.id; attempt := r.attempt;
+    job := mlplat._render_lab_job(r, proj, inst, p_bucket);
+    secret := mlplat._render_lab_secret(r, proj, inst);
+    RETURN NEXT;
+  END LOOP;
+END $$;
+
+-- Write-back when a LIST showed the run's Job absent (after a foreground delete, or gone on its
+-- own): a cancelled run is acknowledged CANCELLED; a finished run's lease is released.  Only
+-- then are the node and the GPUs free.  Compare-and-swap on row_version; false when it lost.
+CREATE FUNCTION mlplat._lab_runs_job_gone(p_lab_run_id bigint, p_row_version bigint, p_epoch bigint,
+                                          p_controller text, p_observation jsonb) RETURNS boolean
+LANGUAGE plpgsql AS $$
+DECLARE
+  r mlplat.lab_runs;
+BEGIN
+  SELECT * INTO r FROM mlplat.lab_runs x WHERE x.id = p_lab_run_id AND x.row_version = p_row_version FOR UPDATE;
+  -- a Job that vanished under a run still in flight is JOB_DISAPPEARED: the full write-back's
+  -- decision (retry or fail), not this one's
+  IF r.id IS NULL OR r.status NOT IN ('CANCEL_REQUESTED', 'SUCCEEDED', 'FAILED', 'CANCELLED') THEN
+    RETURN false;
+  END IF;
+  IF r.status = 'CANCEL_REQUESTED' THEN
+    PERFORM mlplat._lab_finish(r, 'CANCELLED', NULL, p_epoch, p_controller, p_observation);
+  END IF;
+  DELETE FROM mlplat.lab_leases l WHERE l.lab_run_id = r.id;
+  RETURN true;
+END $$;
+
 -- GPUs: lab runs count against the quota (45_api_views; _gpus_in_use is redefined in 12_rules).
 CREATE OR REPLACE VIEW mlplat.project_status WITH (security_invoker = true) AS
 SELECT p.name AS project, p.status, p.status_reason,
@@ -1385,7 +1554,7 @@ DECLARE
 BEGIN
   FOR f IN SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
            WHERE p.pronamespace = 'mlplat'::regnamespace
-             AND (p.proname LIKE '\_lab\_%' OR p.proname IN ('_authorize_member', '_render_lab_job')) LOOP
+             AND (p.proname LIKE '\_lab\_%' OR p.proname IN ('_authorize_member', '_render_lab_job', '_render_lab_secret')) LOOP
     EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', f);
   END LOOP;
 END $$;
