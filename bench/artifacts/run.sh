@@ -10,21 +10,12 @@ set -uo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 TRIALS=${TRIALS:-5}
 SIZE_MB=${SIZE_MB:-32}
-. "$SRC/test/lib/cluster.sh"
-. "$SRC/test/lib/tap.sh"
-cluster_init "$(mktemp -d /tmp/mlplat-bench-art.XXXXXX)"
-. "$SRC/test/lib/standin.sh"
-PSQL="$BIN/psql -qXAt -v ON_ERROR_STOP=1"
-SD=$WORK/standin
-trap 'standin_stop $SD; cluster_stop_all; rm -rf $WORK' EXIT
-cluster_build || { cat "$WORK/build.log"; exit 1; }
-standin_start "$SD" || exit 1
-PORT=$(free_port)
-cluster_start "$WORK/data" "$PORT" "${MLPLAT_CONF[@]}" "cron.database_name = 'postgres'" \
-	"mlplat.kube_url = '$STANDIN_URL'" "mlplat.kube_token_file = '$STANDIN_TOKEN_FILE'" "${STANDIN_S3_CONF[@]}" || exit 1
-export PGHOST=$WORK PGPORT=$PORT PGUSER=postgres
-$PSQL -d postgres -c "CREATE DATABASE mlplat" >/dev/null
-$PSQL -d mlplat -c "CREATE EXTENSION mlplat" -c "SELECT mlplat.create_project('bench', 0)" \
+. "$SRC/test/lib/stack.sh"
+stack_init art
+stack_standin
+stack_start "${MLPLAT_CONF[@]}" "cron.database_name = 'postgres'" "${STANDIN_CONF[@]}"
+stack_db mlplat mlplat
+$PSQL -d mlplat -c "SELECT mlplat.create_project('bench', 0)" \
 	-c "SELECT mlplat.add_artifact_location('bench', 's3://models/')" >/dev/null
 wait_for mlplat "SELECT status FROM mlplat.projects WHERE name = 'bench'" READY 30 >/dev/null
 

@@ -25,22 +25,13 @@ while [ $# -gt 0 ]; do
 	esac
 done
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
-. "$SRC/test/lib/cluster.sh"
-cluster_init "$(mktemp -d /tmp/mlplat-bench-campaigns.XXXXXX)"
-cleanup() { cluster_stop_all; rm -rf "$WORK"; }
-trap cleanup EXIT
-
-cluster_build || { cat "$WORK/build.log"; exit 1; }
-PORT=$(free_port)
+. "$SRC/test/lib/stack.sh"
+stack_init campaigns
 # no worker: the figures are the SQL's own
-cluster_start "$WORK/data" "$PORT" "shared_preload_libraries = 'mlplat'" "mlplat.database = 'none'" \
-	|| { cat "$WORK/data.log"; exit 1; }
-export PGHOST=$WORK PGPORT=$PORT PGUSER=postgres
-PSQL="$BIN/psql -qXAt -v ON_ERROR_STOP=1"
+stack_start "shared_preload_libraries = 'mlplat'" "mlplat.database = 'none'"
 DB=bench
 q() { $PSQL -d $DB -c "$1"; }
-$PSQL -d postgres -c "CREATE DATABASE $DB" >/dev/null
-q "CREATE EXTENSION mlplat" >/dev/null
+stack_db $DB mlplat
 
 # tps FILE — pgbench TPS of FILE for SECS seconds, one client
 tps() { "$BIN/pgbench" -n -c 1 -T "$SECS" -f "$1" $DB 2>&1 | sed -n 's/^tps = \([0-9.]*\) .*/\1/p' | head -1; }

@@ -16,20 +16,12 @@
 set -uo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 SIZES=${SIZES:-"1000 10000"}
-. "$SRC/test/lib/cluster.sh"
-. "$SRC/test/lib/tap.sh"
-cluster_init "$(mktemp -d /tmp/mlplat-bench-cv.XXXXXX)"
-. "$SRC/test/lib/standin.sh"
-PSQL="$BIN/psql -qXAt -v ON_ERROR_STOP=1"
-trap 'standin_stop $WORK/standin; cluster_stop_all; rm -rf $WORK' EXIT
-cluster_build || { cat "$WORK/build.log"; exit 1; }
-STANDIN_READY_MS=200 standin_start "$WORK/standin" || exit 1
-PORT=$(free_port)
-cluster_start "$WORK/data" "$PORT" "${MLPLAT_CONF[@]}" "cron.database_name = 'postgres'" "mlplat.workers_enabled = off" \
-	"mlplat.resync_interval = '2s'" "mlplat.kube_url = '$STANDIN_URL'" "mlplat.kube_token_file = '$STANDIN_TOKEN_FILE'" "${STANDIN_S3_CONF[@]}" || exit 1
-export PGHOST=$WORK PGPORT=$PORT PGUSER=postgres
-$PSQL -d postgres -c "CREATE DATABASE mlplat" >/dev/null
-$PSQL -d mlplat -c "CREATE EXTENSION mlplat" >/dev/null
+. "$SRC/test/lib/stack.sh"
+stack_init cv
+STANDIN_READY_MS=200 stack_standin
+stack_start "${MLPLAT_CONF[@]}" "cron.database_name = 'postgres'" "mlplat.workers_enabled = off" \
+	"mlplat.resync_interval = '2s'" "${STANDIN_CONF[@]}"
+stack_db mlplat mlplat
 CONC=$($PSQL -d mlplat -c "SHOW mlplat.http_max_concurrency")
 SHA=$(standin_artifact s3://models/m/1 'b')
 workers() { $PSQL -d mlplat -c "ALTER SYSTEM SET mlplat.workers_enabled = $1" -c "SELECT pg_reload_conf()" >/dev/null; }

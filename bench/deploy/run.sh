@@ -3,45 +3,31 @@
 # writes the same rows (new revision, deployment update, audit event, idempotency record)
 # with plain INSERT/UPDATE and no checks, in the same run on the same throwaway cluster.
 #
-#   [BUILD=dir] bench/deploy/run.sh [--duration S] [--reps N] [--clients "1 4 8"] [--port P]
+#   [BUILD=dir] bench/deploy/run.sh [--duration S] [--reps N] [--clients "1 4 8"]
 #
-# Builds and stages the extension (make install DESTDIR=...), starts a private cluster as the
-# postgres user (PostgreSQL refuses root), runs pgbench for each client count and mode
+# Builds and stages the extension and starts a private cluster (test/lib/stack.sh), runs pgbench for each client count and mode
 # (fixed duration, median of N repetitions), prints a table, and stops the cluster.
 set -euo pipefail
-DURATION=10 REPS=3 CLIENTS="1 4 8" PORT=55470
+DURATION=10 REPS=3 CLIENTS="1 4 8"
 while [ $# -gt 0 ]; do
   case $1 in
     --duration) DURATION=$2; shift 2 ;;
     --reps) REPS=$2; shift 2 ;;
     --clients) CLIENTS=$2; shift 2 ;;
-    --port) PORT=$2; shift 2 ;;
     -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
 # BUILD=dir measures the extension built from another source tree (e.g. an export of main),
 # with this script's baselines: before/after tables come from the same baseline
-ROOT=${BUILD:-$ROOT}
-PGBIN=$(pg_config --bindir)
-PGVER=$(basename "$(dirname "$PGBIN")")
-W=$(mktemp -d /tmp/mlplat-bench-deploy.XXXXXX)
-B=$W/usr/lib/postgresql/$PGVER/bin
-RUNAS=(); [ "$(id -u)" = 0 ] && RUNAS=(runuser -u postgres --)
-cleanup() { "${RUNAS[@]}" "$B/pg_ctl" -D "$W/data" -w stop -m fast >/dev/null 2>&1 || true; rm -rf "$W"; }
-trap cleanup EXIT
-
-mkdir -p "$W/usr/lib/postgresql" "$W/usr/share/postgresql"
-cp -a "/usr/lib/postgresql/$PGVER" "$W/usr/lib/postgresql/"
-cp -a "/usr/share/postgresql/$PGVER" "$W/usr/share/postgresql/"
-make -s -C "$ROOT" >/dev/null
-make -s -C "$ROOT" install DESTDIR="$W" >/dev/null
-[ "$(id -u)" = 0 ] && chown -R postgres "$W"
-"${RUNAS[@]}" "$B/initdb" -D "$W/data" -A trust -U postgres >/dev/null
-"${RUNAS[@]}" "$B/pg_ctl" -D "$W/data" -l "$W/log" -w start \
-  -o "-k $W -p $PORT -c listen_addresses='' -c shared_preload_libraries=mlplat -c mlplat.database=postgres -c max_worker_processes=32 -c mlplat.workers_enabled=off -c max_connections=50" >/dev/null
-PSQL=(psql -X -q -v ON_ERROR_STOP=1 -h "$W" -p "$PORT" -U postgres -d postgres)
+. "$SRC/test/lib/stack.sh"
+stack_init deploy
+W=$WORK
+# fsync stays on, as in every figure of this bench before (cluster_start turns it off)
+stack_start "shared_preload_libraries = 'mlplat'" "mlplat.database = 'postgres'" "mlplat.workers_enabled = off" \
+	"max_connections = 50" "fsync = on"
+PSQL=("$BIN/psql" -X -q -v ON_ERROR_STOP=1 -d postgres)
 
 "${PSQL[@]}" -o /dev/null <<'SQL'
 CREATE EXTENSION mlplat;
@@ -117,15 +103,15 @@ VALUES (replace(gen_random_uuid()::text, '-', ''), substr(replace(gen_random_uui
 INSERT INTO mlplat.idempotency_keys (principal, action, key, request_hash) VALUES ('bench', 'deploy', gen_random_uuid()::text, 'h');
 COMMIT;
 SQL
-[ "$(id -u)" = 0 ] && chown -R postgres "$W"
+chown -R "$RUNAS" "$W" 2>/dev/null || true
 
 # one point: prints "tps p99_ms"
 run_point() {  # mode clients
   local mode=$1 c=$2 user=postgres logdir
   [ "$mode" = deploy ] && user=bench_deployer
-  logdir=$(mktemp -d "$W/log.XXXX"); [ "$(id -u)" = 0 ] && chown postgres "$logdir"
+  logdir=$(mktemp -d "$W/log.XXXX"); chown "$RUNAS" "$logdir" 2>/dev/null || true
   local out
-  out=$(cd "$logdir" && "${RUNAS[@]}" pgbench -n -h "$W" -p "$PORT" -U "$user" -c "$c" -j "$c" -T "$DURATION" \
+  out=$(cd "$logdir" && as_pg pgbench -n -h "$W" -p "$PORT" -U "$user" -c "$c" -j "$c" -T "$DURATION" \
           -f "$W/$mode.sql" -l --log-prefix="$logdir/tx" postgres 2>&1) || { echo "$out" >&2; exit 1; }
   local tps p99
   tps=$(echo "$out" | sed -n 's/^tps = \([0-9.]*\) .*/\1/p' | head -1)

@@ -4,45 +4,32 @@
 # one throwaway cluster with 1,000 lab nodes, 5,000 probes and 1,000 approvals (plus 1,000 of each
 # for a CPU-only profile, to show start_lab_run without the GPU quota's serialization).
 #
-#   bench/lab/preflight.sh [--duration S] [--reps N] [--clients C] [--port P]
+#   bench/lab/preflight.sh [--duration S] [--reps N] [--clients C]
 #
-# Builds and stages the extension (make install DESTDIR=...), starts a private cluster as the
-# postgres user with the reconcilers off, runs pgbench (fixed duration, median of N
+# Builds and stages the extension and starts a private cluster (test/lib/stack.sh) with the
+# reconcilers off, runs pgbench (fixed duration, median of N
 # repetitions, modes interleaved) and prints one table with the ratios the issue targets:
 #   preflight 1 kB / deploy >= 2, preflight 1 kB / plain SELECT >= 0.5,
 #   preflight 64 kB / preflight 1 kB cost <= 3 (i.e. tps ratio >= 1/3), start_lab_run / deploy >= 0.7,
 # and the tuples the preflight wrote (pg_stat_xact_user_tables inside its transaction: 0).
 set -euo pipefail
-DURATION=10 REPS=3 CLIENTS=8 PORT=55490
+DURATION=10 REPS=3 CLIENTS=8
 while [ $# -gt 0 ]; do
   case $1 in
     --duration) DURATION=$2; shift 2 ;;
     --reps) REPS=$2; shift 2 ;;
     --clients) CLIENTS=$2; shift 2 ;;
-    --port) PORT=$2; shift 2 ;;
     -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-PGBIN=$(pg_config --bindir)
-PGVER=$(basename "$(dirname "$PGBIN")")
-W=$(mktemp -d /tmp/mlplat-bench-lab.XXXXXX)
-B=$W/usr/lib/postgresql/$PGVER/bin
-RUNAS=(); [ "$(id -u)" = 0 ] && RUNAS=(runuser -u postgres --)
-cleanup() { "${RUNAS[@]}" "$B/pg_ctl" -D "$W/data" -w stop -m fast >/dev/null 2>&1 || true; rm -rf "$W"; }
-trap cleanup EXIT
-
-mkdir -p "$W/usr/lib/postgresql" "$W/usr/share/postgresql"
-cp -a "/usr/lib/postgresql/$PGVER" "$W/usr/lib/postgresql/"
-cp -a "/usr/share/postgresql/$PGVER" "$W/usr/share/postgresql/"
-make -s -C "$ROOT" >/dev/null
-make -s -C "$ROOT" install DESTDIR="$W" >/dev/null
-[ "$(id -u)" = 0 ] && chown -R postgres "$W"
-"${RUNAS[@]}" "$B/initdb" -D "$W/data" -A trust -U postgres >/dev/null
-"${RUNAS[@]}" "$B/pg_ctl" -D "$W/data" -l "$W/log" -w start \
-  -o "-k $W -p $PORT -c listen_addresses='' -c shared_preload_libraries=mlplat -c mlplat.database=postgres -c max_worker_processes=32 -c mlplat.workers_enabled=off -c max_connections=50" >/dev/null
-PSQL=(psql -X -q -v ON_ERROR_STOP=1 -h "$W" -p "$PORT" -U postgres -d postgres)
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+. "$SRC/test/lib/stack.sh"
+stack_init lab
+W=$WORK
+stack_start "shared_preload_libraries = 'mlplat'" "mlplat.database = 'postgres'" "mlplat.workers_enabled = off" \
+	"max_connections = 50" "fsync = on"
+PSQL=("$BIN/psql" -X -q -v ON_ERROR_STOP=1 -d postgres)
 
 # One project, one candidate and profile; 1,000 nodes (observed ahead of time, so they stay
 # fresh for the whole run), 5 probes per node, one approval per node.  Node i has approval i.
@@ -124,11 +111,11 @@ cat >"$W/start0.sql" <<SQL
 \set n random(1, 1000)
 SELECT status FROM mlplat.start_lab_run('bench', $CAND, repeat('a', 64), $PROF0, :n, :n + 1000, 'text_generation', :inputs::jsonb, '{}', gen_random_uuid()::text);
 SQL
-[ "$(id -u)" = 0 ] && chown -R postgres "$W"
+chown -R "$RUNAS" "$W" 2>/dev/null || true
 
 run_point() {  # script inputs-file -> tps
   local out
-  out=$("${RUNAS[@]}" pgbench -n -M extended -h "$W" -p "$PORT" -U bench_dev -c "$CLIENTS" -j "$CLIENTS" -T "$DURATION" \
+  out=$(as_pg pgbench -n -M extended -h "$W" -p "$PORT" -U bench_dev -c "$CLIENTS" -j "$CLIENTS" -T "$DURATION" \
           -D inputs="$(cat "$2")" -f "$W/$1.sql" postgres 2>&1) || { echo "$out" >&2; exit 1; }
   echo "$out" | sed -n 's/^tps = \([0-9.]*\) .*/\1/p' | head -1
 }

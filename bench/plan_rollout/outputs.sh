@@ -4,7 +4,7 @@
 #
 # Not a test and not a timing: run it on the build before a change and on the
 # build after (BUILD=dir selects another source tree to build, as in
-# test/lib/cluster.sh), then compare the md5 lines (and diff the OUTFILEs).
+# test/lib/stack.sh), then compare the md5 lines (and diff the OUTFILEs).
 # Inputs, generated from a fixed seed so both runs see the same documents:
 #   valid      the benchmark's evidence for 1000 contracts (every decision)
 #   mutated    the same records with 1-3 fields replaced by hostile values
@@ -18,14 +18,10 @@ set -euo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=$(realpath -m "${1:?usage: outputs.sh OUTFILE [rows]}")
 ROWS=${2:-100000}
-. "$SRC/test/lib/cluster.sh"
-cluster_init "$(mktemp -d /tmp/mlplat-outputs.XXXXXX)"
-trap 'cluster_stop_all; rm -rf "$WORK"' EXIT
-
-cluster_build || { cat "$WORK/build.log"; exit 1; }
-PORT=$(free_port)
-cluster_start "$WORK/data" "$PORT" "max_parallel_workers_per_gather = 0" || { cat "$WORK/data.log"; exit 1; }
-export PGHOST=$WORK PGPORT=$PORT PGUSER=postgres PGDATABASE=postgres
+. "$SRC/test/lib/stack.sh"
+stack_init outputs
+stack_start "max_parallel_workers_per_gather = 0"
+export PGDATABASE=postgres
 psql() { "$BIN/psql" -qX -v ON_ERROR_STOP=1 "$@"; }
 psql -c "SET client_min_messages = error; CREATE EXTENSION mlplat"
 

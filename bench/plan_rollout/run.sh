@@ -15,16 +15,11 @@
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 ROWS=${1:-100000}
-. "$SRC/test/lib/cluster.sh"
-cluster_init "$(mktemp -d /tmp/mlplat-bench.XXXXXX)"
-trap 'cluster_stop_all; rm -rf "$WORK"' EXIT
-
+. "$SRC/test/lib/stack.sh"
 echo "== build"
-cluster_build || { cat "$WORK/build.log"; exit 1; }
-PORT=$(free_port)
-cluster_start "$WORK/data" "$PORT" "max_parallel_workers_per_gather = 0" "shared_buffers = '256MB'" \
-	"work_mem = '64MB'" || { cat "$WORK/data.log"; exit 1; }
-export PGHOST=$WORK PGPORT=$PORT PGUSER=postgres PGDATABASE=postgres
+stack_init plan
+stack_start "max_parallel_workers_per_gather = 0" "shared_buffers = '256MB'" "work_mem = '64MB'"
+export PGDATABASE=postgres
 psql() { "$BIN/psql" -qX -v ON_ERROR_STOP=1 "$@"; }
 psql -c "SET client_min_messages = error; CREATE EXTENSION mlplat"
 

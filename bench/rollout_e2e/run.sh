@@ -40,23 +40,16 @@ while [ $# -gt 0 ]; do
 	esac
 done
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
-. "$SRC/test/lib/cluster.sh"
-. "$SRC/test/lib/standin.sh"
+. "$SRC/test/lib/stack.sh"
 . "$SRC/test/lib/prometheus.sh"
-cluster_init "$(mktemp -d /tmp/mlplat-bench-rollout.XXXXXX)"
-SD=$WORK/standin PD=$WORK/prometheus
-cleanup() { prometheus_stop "$PD"; standin_stop "$SD"; cluster_stop_all; rm -rf "$WORK"; }
-trap cleanup EXIT
-cluster_build || { cat "$WORK/build.log"; exit 1; }
-PORT=$(free_port)
-cluster_start "$WORK/data" "$PORT" "${MLPLAT_CONF[@]}" || { cat "$WORK/data.log"; exit 1; }
-export PGHOST=$WORK PGPORT=$PORT PGUSER=postgres
-PSQL="$BIN/psql -qXAt -v ON_ERROR_STOP=1"
+stack_init rollout
+PD=$WORK/prometheus
+stack_start "${MLPLAT_CONF[@]}"
 q() { $PSQL -d mlplat -c "$1"; }
-$PSQL -d postgres -c "CREATE DATABASE mlplat" >/dev/null
-q "CREATE EXTENSION pg_cron; CREATE EXTENSION mlplat" >/dev/null
-STANDIN_READY_MS=$READY_MS standin_start "$SD" || { echo "stand-in did not start"; exit 1; }
+stack_db mlplat pg_cron mlplat
+STANDIN_READY_MS=$READY_MS stack_standin
 standin_connect mlplat
+on_exit 'prometheus_stop "$PD"'
 prometheus_start "$PD" "127.0.0.1:$STANDIN_PORT" || exit 1
 prometheus_connect mlplat
 wait_q() {  # SQL EXPECTED SECONDS

@@ -14,16 +14,10 @@ SRC=$(cd "$(dirname "$0")/../.." && pwd)
 SIZES=${SIZES:-"100 1000"}
 REPS=${REPS:-5}
 DURATION=${DURATION:-5}
-. "$SRC/test/lib/cluster.sh"
-cluster_init "$(mktemp -d /tmp/mlplat-bench-routes.XXXXXX)"
-PSQL="$BIN/psql -qXAt -v ON_ERROR_STOP=1"
-trap 'cluster_stop_all; rm -rf $WORK' EXIT
-cluster_build || { cat "$WORK/build.log"; exit 1; }
-PORT=$(free_port)
-cluster_start "$WORK/data" "$PORT" "${MLPLAT_CONF[@]}" "cron.database_name = 'postgres'" "mlplat.workers_enabled = off" || exit 1
-export PGHOST=$WORK PGPORT=$PORT PGUSER=postgres
-$PSQL -d postgres -c "CREATE DATABASE mlplat" >/dev/null
-$PSQL -d mlplat -c "CREATE EXTENSION mlplat" >/dev/null
+. "$SRC/test/lib/stack.sh"
+stack_init routes
+stack_start "${MLPLAT_CONF[@]}" "cron.database_name = 'postgres'" "mlplat.workers_enabled = off"
+stack_db mlplat mlplat
 SHA=$(printf 'b' | sha256sum | cut -d' ' -f1)
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 trigger() { $PSQL -d mlplat -c "ALTER TABLE mlplat.deployments $1 TRIGGER deployments_publish_routes" >/dev/null; }

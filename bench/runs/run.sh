@@ -19,23 +19,12 @@ while [ $# -gt 0 ]; do
 	esac
 done
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
-. "$SRC/test/lib/cluster.sh"
-. "$SRC/test/lib/standin.sh"
-cluster_init "$(mktemp -d /tmp/mlplat-bench-runs.XXXXXX)"
-SD=$WORK/standin
-cleanup() { standin_stop "$SD"; cluster_stop_all; rm -rf "$WORK"; }
-trap cleanup EXIT
-
-cluster_build || { cat "$WORK/build.log"; exit 1; }
-PORT=$(free_port)
-cluster_start "$WORK/data" "$PORT" "${MLPLAT_CONF[@]}" "mlplat.resync_interval = '2s'" "max_connections = 60" \
-	|| { cat "$WORK/data.log"; exit 1; }
-export PGHOST=$WORK PGPORT=$PORT PGUSER=postgres
-PSQL="$BIN/psql -qXAt -v ON_ERROR_STOP=1"
+. "$SRC/test/lib/stack.sh"
+stack_init runs
+stack_start "${MLPLAT_CONF[@]}" "mlplat.resync_interval = '2s'" "max_connections = 60"
 q() { $PSQL -d mlplat -c "$1"; }
-$PSQL -d postgres -c "CREATE DATABASE mlplat" >/dev/null
-q "CREATE EXTENSION pg_cron; CREATE EXTENSION mlplat" >/dev/null
-standin_start "$SD" || { echo "stand-in did not start" >&2; exit 1; }
+stack_db mlplat pg_cron mlplat
+stack_standin
 admin PUT config "{\"argoStepMs\": $STEP_MS}" >/dev/null
 q "SELECT mlplat.create_project('bench', 0)" >/dev/null
 kube POST /api/v1/namespaces '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"mlp-bench"}}' >/dev/null

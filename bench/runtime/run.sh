@@ -15,21 +15,11 @@ set -uo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 TRIALS=${TRIALS:-20}
 INTENTS=${INTENTS:-500}
-. "$SRC/test/lib/cluster.sh"
-. "$SRC/test/lib/tap.sh"
-cluster_init "$(mktemp -d /tmp/mlplat-bench-rt.XXXXXX)"
-. "$SRC/test/lib/standin.sh"
-PSQL="$BIN/psql -qXAt -v ON_ERROR_STOP=1"
-SD=$WORK/standin
-trap 'standin_stop $SD; cluster_stop_all; rm -rf $WORK' EXIT
-cluster_build || { cat "$WORK/build.log"; exit 1; }
-standin_start "$SD" || exit 1
-PORT=$(free_port)
-cluster_start "$WORK/data" "$PORT" "${MLPLAT_CONF[@]}" "cron.database_name = 'postgres'" "log_timezone = 'UTC'" \
-	"mlplat.kube_url = '$STANDIN_URL'" "mlplat.kube_token_file = '$STANDIN_TOKEN_FILE'" "${STANDIN_S3_CONF[@]}" || exit 1
-export PGHOST=$WORK PGPORT=$PORT PGUSER=postgres
-$PSQL -d postgres -c "CREATE DATABASE mlplat" >/dev/null
-$PSQL -d mlplat -c "CREATE EXTENSION mlplat" >/dev/null
+. "$SRC/test/lib/stack.sh"
+stack_init rt
+stack_standin
+stack_start "${MLPLAT_CONF[@]}" "cron.database_name = 'postgres'" "log_timezone = 'UTC'" "${STANDIN_CONF[@]}"
+stack_db mlplat mlplat
 kube POST /api/v1/namespaces '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"mlp-bench"}}' >/dev/null
 SHA=$(standin_artifact s3://models/m/1 'b')
 $PSQL -d mlplat -c "SELECT mlplat.create_project('bench', 0)" \

@@ -40,46 +40,30 @@ STEADY=${SOAK_STEADY:-60}
 case "${1:-}" in -h|--help) sed -n '2,27p' "$0"; exit 0 ;; esac
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 HERE=$SRC/bench/soak
-. "$SRC/test/lib/cluster.sh"
-. "$SRC/test/lib/standin.sh"
-if [ -n "${MLPLAT_TEST_BIN:-}" ]; then
-	WORK=$(mktemp -d "${MLPLAT_TEST_WORK:-/tmp}/soak.XXXXXX")
-	chmod 755 "$WORK"; chown "$RUNAS" "$WORK" 2>/dev/null
-	BIN=$MLPLAT_TEST_BIN
-else
-	cluster_init "$(mktemp -d /tmp/mlplat-soak.XXXXXX)"
-fi
+. "$SRC/test/lib/stack.sh"
+STACK_KEEP_WORK=1   # until the run passed (SOAK_KEEP=1: always)
+say() { printf '# %s %s\n' "$(date +%T)" "$*"; }
+[ -n "${MLPLAT_TEST_BIN:-}" ] || say "build"
+stack_init soak
 SD=$WORK/standin OUT=$WORK/out
 mkdir -p "$OUT"
 PIDS=()
-cleanup() {
+stop_clients() {
 	local p
 	touch "$OUT/stop"
 	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
 	wait 2>/dev/null
-	standin_stop "$SD"
-	cluster_stop_all
-	if [ -z "${SOAK_KEEP:-}" ] && [ "${SOAK_RC:-1}" = 0 ]; then rm -rf "$WORK"; else echo "# work directory kept: $WORK"; fi
 }
-trap cleanup EXIT
 trap 'exit 130' INT TERM
-say() { printf '# %s %s\n' "$(date +%T)" "$*"; }
-
-if [ -z "${MLPLAT_TEST_BIN:-}" ]; then
-	say "build"
-	cluster_build || { cat "$WORK/build.log"; exit 1; }
-fi
-PORT=$(free_port)
 DATA=$WORK/data
-cluster_start "$DATA" "$PORT" "${MLPLAT_CONF[@]}" "mlplat.resync_interval = '2s'" "max_connections = 60" \
-	"mlplat.leader_retry_interval = '250ms'" || { cat "$DATA.log"; exit 1; }
-export PGHOST=$WORK PGPORT=$PORT PGUSER=postgres PGDATABASE=mlplat PGCONNECT_TIMEOUT=5
-PSQL="$BIN/psql -qXAt -v ON_ERROR_STOP=1"
+stack_start "${MLPLAT_CONF[@]}" "mlplat.resync_interval = '2s'" "max_connections = 60" \
+	"mlplat.leader_retry_interval = '250ms'"
+export PGDATABASE=mlplat PGCONNECT_TIMEOUT=5
 export PSQL
 q() { $PSQL -c "$1"; }
-$PSQL -d postgres -c "CREATE DATABASE mlplat" >/dev/null
-q "CREATE EXTENSION pg_cron; CREATE EXTENSION mlplat" >/dev/null || exit 1
-STANDIN_SEED=${SOAK_SEED:-7} STANDIN_READY_MS=300 standin_start "$SD" || { echo "stand-in did not start" >&2; exit 1; }
+stack_db mlplat pg_cron mlplat
+STANDIN_SEED=${SOAK_SEED:-7} STANDIN_READY_MS=300 stack_standin
+on_exit stop_clients   # first at exit: the clients go before the stand-in and the cluster
 # long-* runs take 150 ticks of 200 ms: still going when the client cancels them
 admin PUT config '{"argoStepMs": 200}' >/dev/null
 admin POST argo/plan '{"kind":"workflow","name":"long-","steps":{"*":{"ticks":150}}}' >/dev/null
@@ -247,4 +231,5 @@ cp "$SD/requests.jsonl" "$OUT/requests.jsonl" 2>/dev/null
 cp "$DATA.log" "$OUT/server.log"
 python3 "$HERE/check.py" "$OUT" "$DURATION" "$CLIENTS"
 SOAK_RC=$?
+[ "$SOAK_RC" = 0 ] && [ -z "${SOAK_KEEP:-}" ] && STACK_KEEP_WORK=
 exit $SOAK_RC

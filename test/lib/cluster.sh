@@ -5,6 +5,7 @@
 #   cluster_build [make args...]    # build SRC (or BUILD) and install into $STAGE
 #   cluster_start DATADIR PORT [postgresql.conf lines...]
 #   cluster_stop_all                # immediate stop of everything started
+#   on_exit 'COMMAND'               # run COMMAND when the script exits (last registered first)
 #
 # PostgreSQL refuses to run as root, so servers run as $RUNAS (postgres).
 # PostgreSQL is relocatable: binaries copied under $STAGE find the share and
@@ -70,6 +71,20 @@ cluster_stop_all() {
 		[ -f "$d/postmaster.pid" ] && as_pg "$BIN/pg_ctl" -D "$d" -m immediate stop >/dev/null 2>&1
 	done
 	CLUSTER_DIRS=()
+}
+
+# on_exit 'COMMAND' — one EXIT trap for every script that sources this: each cleanup is
+# registered where its resource is made and they run in reverse order, so a script never
+# replaces (and loses) another part's trap.  Scripts call on_exit, never trap ... EXIT.
+ON_EXIT=()
+on_exit() {
+	ON_EXIT+=("$1")
+	trap on_exit_run EXIT
+}
+on_exit_run() {
+	local i
+	for ((i = ${#ON_EXIT[@]} - 1; i >= 0; i--)); do eval "${ON_EXIT[i]}"; done
+	ON_EXIT=()
 }
 
 # The settings every mlplat cluster here runs with.

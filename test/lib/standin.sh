@@ -2,6 +2,7 @@
 # cluster's reconcilers at it.  Source after tap.sh/cluster.sh; needs WORK.
 #
 #   standin_start DIR         # sets STANDIN_PORT STANDIN_S3 STANDIN_ADMIN STANDIN_TOKEN_FILE STANDIN_S3_CONF
+#                             # and STANDIN_CONF (the cluster settings that point mlplat at it)
 #   standin_stop DIR
 #   standin_connect DB        # ALTER SYSTEM mlplat.kube_url/kube_token_file/s3_* + reload
 #   standin_artifact URI CONTENT [JSON]  # store s3://bucket/key in the stand-in's S3
@@ -32,6 +33,9 @@ standin_start() {
 		"mlplat.s3_credentials_file = '$STANDIN_S3_CREDENTIALS'"
 		"mlplat.predictor_s3_secret = 'standin-s3'"
 		"mlplat.predictor_s3_endpoint = 'http://127.0.0.1:$STANDIN_S3'")
+	# everything a cluster started after the stand-in needs to use it (Kubernetes and S3)
+	STANDIN_CONF=("mlplat.kube_url = '$STANDIN_URL'" "mlplat.kube_token_file = '$STANDIN_TOKEN_FILE'"
+		"${STANDIN_S3_CONF[@]}")
 }
 
 standin_stop() {
