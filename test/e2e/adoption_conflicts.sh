@@ -9,17 +9,11 @@
 #   workflows: a Workflow under a run's deterministic name with mlplat's labels but not the
 #     render's content id (found by LIST); one without our labels (answered 409, then read);
 set -u
-. "$(dirname "$0")/../lib/tap.sh"
-tap_require_cluster
-. "$(dirname "$0")/../lib/cluster.sh"
-. "$(dirname "$0")/../lib/standin.sh"
-WORK=$MLPLAT_TEST_WORK
+. "$(dirname "$0")/../lib/e2e.sh"
 SD=$WORK/standin-adopt
 DB=mlplat
-trap '$PSQL -d $DB -c "ALTER SYSTEM RESET mlplat.registry_url" -c "ALTER SYSTEM RESET mlplat.registry_token_file" -c "SELECT pg_reload_conf()" >/dev/null; standin_disconnect $DB; standin_stop $SD' EXIT
-standin_start "$SD"
-tap_ok $? "stand-in started on port $STANDIN_PORT"
-standin_connect $DB
+e2e_standin $DB
+on_exit '$PSQL -d $DB -c "ALTER SYSTEM RESET mlplat.registry_url" -c "ALTER SYSTEM RESET mlplat.registry_token_file" -c "SELECT pg_reload_conf()" >/dev/null'
 $PSQL -d $DB -c "ALTER SYSTEM SET mlplat.registry_url = '$STANDIN_URL'" \
 	-c "ALTER SYSTEM SET mlplat.registry_token_file = '$STANDIN_TOKEN_FILE'" -c "SELECT pg_reload_conf()" >/dev/null
 mlflow() {

@@ -3,17 +3,11 @@
 # before the first apply of a revision the artifact must exist with the registered
 # SHA-256 — from the store's checksum, the digest cache, or a download hashed on the way.
 set -u
-. "$(dirname "$0")/../lib/tap.sh"
-tap_require_cluster
-. "$(dirname "$0")/../lib/cluster.sh"
-. "$(dirname "$0")/../lib/standin.sh"
-WORK=$MLPLAT_TEST_WORK
+. "$(dirname "$0")/../lib/e2e.sh"
 SD=$WORK/standin-artifacts
 DB=mlplat
-trap '$PSQL -d $DB -c "ALTER SYSTEM RESET mlplat.artifact_hash_max_bytes" -c "ALTER SYSTEM RESET mlplat.backoff_max" -c "SELECT pg_reload_conf()" >/dev/null 2>&1; standin_disconnect $DB; standin_stop $SD' EXIT
-standin_start "$SD"
-tap_ok $? "stand-in started (S3 on port $STANDIN_S3)"
-standin_connect $DB
+e2e_standin $DB
+on_exit '$PSQL -d $DB -c "ALTER SYSTEM RESET mlplat.artifact_hash_max_bytes" -c "ALTER SYSTEM RESET mlplat.backoff_max" -c "SELECT pg_reload_conf()" >/dev/null 2>&1'
 
 q $DB "SELECT mlplat.create_project('art', 4, '8', '16Gi'); SELECT mlplat.add_artifact_location('art', 's3://models/')" >/dev/null
 wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'art'" READY 20

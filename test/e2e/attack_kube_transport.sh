@@ -7,15 +7,10 @@
 # (mlplat.admin_ledger) and the server log.
 # Before: the tenant found the API server's address in projects, rollouts and spans.
 set -u
-. "$(dirname "$0")/../lib/tap.sh"
-tap_require_cluster
-. "$(dirname "$0")/../lib/cluster.sh"
-. "$(dirname "$0")/../lib/standin.sh"
-WORK=$MLPLAT_TEST_WORK/attack_kube_transport BIN=$MLPLAT_TEST_BIN
-mkdir -p "$WORK" && chown "$RUNAS" "$WORK" 2>/dev/null
+. "$(dirname "$0")/../lib/e2e.sh"
+e2e_own_cluster attack_kube_transport
 SD=$WORK/standin
-trap 'cluster_stop_all; standin_stop $SD' EXIT
-standin_start "$SD" || exit 1
+e2e_standin
 P=$(free_port)
 # no Lease fence: with it on, a dead API server also stops the workers once the Lease
 # lapses; the leak is the same before that, only its window shorter

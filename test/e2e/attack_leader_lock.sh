@@ -9,13 +9,10 @@
 # held it and no replica led until the squatter's session ended.
 # Own cluster: it terminates every leader.
 set -u
-. "$(dirname "$0")/../lib/tap.sh"
-tap_require_cluster
-. "$(dirname "$0")/../lib/cluster.sh"
-WORK=$MLPLAT_TEST_WORK/attack_leader BIN=$MLPLAT_TEST_BIN
-mkdir -p "$WORK" && chown "$RUNAS" "$WORK" 2>/dev/null
+. "$(dirname "$0")/../lib/e2e.sh"
+e2e_own_cluster attack_leader
 SQUAT_PID=
-trap '[ -n "$SQUAT_PID" ] && kill "$SQUAT_PID" 2>/dev/null; cluster_stop_all' EXIT
+on_exit '[ -n "$SQUAT_PID" ] && kill "$SQUAT_PID" 2>/dev/null'
 P=$(free_port)
 cluster_start "$WORK/data" "$P" "${MLPLAT_CONF[@]}" "cron.database_name = 'postgres'"
 tap_ok $? "cluster with 2 replicas per kind started"

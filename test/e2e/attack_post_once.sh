@@ -6,14 +6,9 @@
 # fresh connection, which libcurl never retries.  Before the fix the stand-in
 # logged the POST twice.
 set -u
-. "$(dirname "$0")/../lib/tap.sh"
-tap_require_cluster
-. "$(dirname "$0")/../lib/cluster.sh"
-. "$(dirname "$0")/../lib/standin.sh"
+. "$(dirname "$0")/../lib/e2e.sh"
 SD=$MLPLAT_TEST_WORK/standin-post-once
-trap 'standin_stop $SD' EXIT
-standin_start "$SD"
-tap_ok $? "stand-in started on port $STANDIN_PORT"
+e2e_standin
 
 # posts PATH — how many POSTs to PATH the stand-in saw (answered or dropped)
 posts() {

@@ -15,12 +15,11 @@
 #   (3b) it also bounds the wait for the entity row locked after the project's.
 # Before the fix (1) hit the statement timeout and (3) succeeded.
 set -u
-. "$(dirname "$0")/../lib/tap.sh"
-tap_require_cluster
+. "$(dirname "$0")/../lib/e2e.sh"
 DB=mlplat
 BG=()
-trap 'for p in "${BG[@]}"; do kill "$p" 2>/dev/null; done
-      q $DB "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE '"'"'plk_%'"'"'" >/dev/null 2>&1' EXIT
+on_exit 'for p in "${BG[@]}"; do kill "$p" 2>/dev/null; done
+      q $DB "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE '"'"'plk_%'"'"'" >/dev/null 2>&1'
 W=$MLPLAT_TEST_WORK/attack_project_lock
 mkdir -p "$W" && chmod 777 "$W"
 

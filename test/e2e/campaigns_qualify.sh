@@ -9,12 +9,11 @@
 # as the reconciler would do it: that reconciler is not built yet.)  Runs in a database of its
 # own: no reconciler acts on it.
 set -u
-. "$(dirname "$0")/../lib/tap.sh"
-tap_require_cluster
+. "$(dirname "$0")/../lib/e2e.sh"
 DB=h14_qualify
 T=$(mktemp -d "$MLPLAT_TEST_WORK/qualify.XXXXXX")
 cleanup() { $PSQL -d postgres -c "DROP DATABASE IF EXISTS $DB" >/dev/null 2>&1; rm -rf "$T"; }
-trap cleanup EXIT
+on_exit cleanup
 $PSQL -d postgres -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" >/dev/null
 q $DB "CREATE EXTENSION mlplat" >/dev/null
 tap_ok $? "a database of its own with mlplat"

@@ -7,9 +7,7 @@
 # tuple gives the descriptor's own arguments.  Every UNQUALIFIED descriptor is refused by
 # compile.  A planted entry naming no test is caught by the same check.
 set -u
-. "$(dirname "$0")/../lib/tap.sh"
-tap_require_cluster
-SRC=$(cd "$(dirname "$0")/../.." && pwd)
+. "$(dirname "$0")/../lib/e2e.sh"
 DB=h14_catalog
 T=$(mktemp -d "$MLPLAT_TEST_WORK/catalog.XXXXXX")
 PG_REGRESS=$MLPLAT_TEST_BIN/../lib/pgxs/src/test/regress/pg_regress
@@ -17,7 +15,7 @@ cleanup() {
 	$PSQL -d postgres -c "DROP DATABASE IF EXISTS $DB" -c "DROP DATABASE IF EXISTS ${DB}_regress" >/dev/null 2>&1
 	rm -rf "$T"
 }
-trap cleanup EXIT
+on_exit cleanup
 $PSQL -d postgres -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" >/dev/null
 q $DB "CREATE EXTENSION mlplat" >/dev/null
 caps=$(cat "$SRC/test/catalog/capabilities.json")

@@ -8,11 +8,7 @@
 # file is used again without a restart.  Before the fix the project converged
 # with a world-writable token, and the registry got the cut token (a 401).
 set -u
-. "$(dirname "$0")/../lib/tap.sh"
-tap_require_cluster
-. "$(dirname "$0")/../lib/cluster.sh"
-. "$(dirname "$0")/../lib/standin.sh"
-WORK=$MLPLAT_TEST_WORK
+. "$(dirname "$0")/../lib/e2e.sh"
 SD=$WORK/standin-credfiles
 DB=mlplat
 LOG=$WORK/server.log
@@ -21,11 +17,9 @@ cleanup() {
 	$PSQL -d $DB -c "ALTER SYSTEM RESET mlplat.registry_url" -c "ALTER SYSTEM RESET mlplat.registry_token_file" \
 		-c "SELECT pg_reload_conf()" >/dev/null
 	standin_disconnect $DB
-	standin_stop "$SD"
 }
-trap cleanup EXIT
-standin_start "$SD"
-tap_ok $? "stand-in started on port $STANDIN_PORT"
+e2e_standin
+on_exit cleanup
 
 sent() { admin GET requests | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["items"]))'; }
 health() { q $DB "SELECT status FROM mlplat.reconciler_health WHERE kind = '$1' AND role IN ('leader', 'idle')"; }

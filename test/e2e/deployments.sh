@@ -3,16 +3,9 @@
 # deploy -> applied -> READY; defaulting is not drift; out-of-band edits are
 # drift, repaired without a new revision; undeploy and orphans are torn down.
 set -u
-. "$(dirname "$0")/../lib/tap.sh"
-tap_require_cluster
-. "$(dirname "$0")/../lib/cluster.sh"
-. "$(dirname "$0")/../lib/standin.sh"
-WORK=$MLPLAT_TEST_WORK
+. "$(dirname "$0")/../lib/e2e.sh"
 SD=$WORK/standin-deployments
-trap 'standin_disconnect mlplat; standin_stop $SD' EXIT
-standin_start "$SD"
-tap_ok $? "stand-in started on port $STANDIN_PORT"
-standin_connect mlplat
+e2e_standin mlplat
 
 DB=mlplat
 q $DB "SELECT mlplat.create_project('shop', 4, '8', '16Gi'); SELECT mlplat.add_artifact_location('shop', 's3://models/')" >/dev/null

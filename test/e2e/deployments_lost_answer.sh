@@ -5,16 +5,9 @@
 # that made the object must not go unrecorded — with exactly one create at the
 # stand-in.  An apply that is answered records APPLY and no ADOPT.
 set -u
-. "$(dirname "$0")/../lib/tap.sh"
-tap_require_cluster
-. "$(dirname "$0")/../lib/cluster.sh"
-. "$(dirname "$0")/../lib/standin.sh"
-WORK=$MLPLAT_TEST_WORK
+. "$(dirname "$0")/../lib/e2e.sh"
 SD=$WORK/standin-lost-answer
-trap 'standin_disconnect mlplat; standin_stop $SD' EXIT
-standin_start "$SD"
-tap_ok $? "stand-in started on port $STANDIN_PORT"
-standin_connect mlplat
+e2e_standin mlplat
 
 DB=mlplat
 q $DB "SELECT mlplat.create_project('lostans', 0); SELECT mlplat.add_artifact_location('lostans', 's3://models/')" >/dev/null

@@ -6,12 +6,8 @@
 # the file declares is there with the value the database holds.  The alert rules in
 # deploy/prometheus/alerts.yml pass `promtool check rules` and their unit tests.
 set -u
-. "$(dirname "$0")/../lib/tap.sh"
-tap_require_cluster
-. "$(dirname "$0")/../lib/cluster.sh"
+. "$(dirname "$0")/../lib/e2e.sh"
 . "$(dirname "$0")/../lib/prometheus.sh"
-SRC=$(cd "$(dirname "$0")/../.." && pwd)
-WORK=$MLPLAT_TEST_WORK
 DB=mlplat
 PD=$WORK/prometheus-exporter
 ED=$WORK/pg-exporter
@@ -39,7 +35,7 @@ cleanup() {
 	[ -f "$ED/pid" ] && kill "$(cat "$ED/pid")" 2>/dev/null
 	prometheus_stop "$PD"
 }
-trap cleanup EXIT
+on_exit cleanup
 
 # --- state worth measuring: a project nobody converges (no cluster configured),
 # one with five failed attempts (repeated_failures), and spans that cannot leave

@@ -8,15 +8,10 @@
 # is stopped and comes back (issue 18, finding 14: before, the fence was off
 # unless configured, and the old primary's workers kept applying).
 set -u
-. "$(dirname "$0")/../lib/tap.sh"
-tap_require_cluster
-. "$(dirname "$0")/../lib/cluster.sh"
-. "$(dirname "$0")/../lib/standin.sh"
-WORK=$MLPLAT_TEST_WORK/failover BIN=$MLPLAT_TEST_BIN
-mkdir -p "$WORK" && chown "$RUNAS" "$WORK" 2>/dev/null
+. "$(dirname "$0")/../lib/e2e.sh"
+e2e_own_cluster failover
 SD=$WORK/standin
-trap 'cluster_stop_all; standin_stop $SD' EXIT
-standin_start "$SD" || exit 1
+e2e_standin
 # no mlplat-system namespace: the default fence creates the one its Leases live in
 
 PA=$(free_port); PB=$(free_port)

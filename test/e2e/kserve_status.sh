@@ -8,16 +8,9 @@
 # Both KServe modes: Serverless (Knative revisions, traffic) and RawDeployment (a
 # Deployment's Available/Progressing; no revisions).
 set -u
-. "$(dirname "$0")/../lib/tap.sh"
-tap_require_cluster
-. "$(dirname "$0")/../lib/cluster.sh"
-. "$(dirname "$0")/../lib/standin.sh"
-WORK=$MLPLAT_TEST_WORK
+. "$(dirname "$0")/../lib/e2e.sh"
 SD=$WORK/standin-kserve-status
-trap 'standin_disconnect mlplat; standin_stop $SD' EXIT
-standin_start "$SD"
-tap_ok $? "stand-in started on port $STANDIN_PORT"
-standin_connect mlplat
+e2e_standin mlplat
 DB=mlplat
 
 row() { q $DB "SELECT status, status_reason, last_error FROM mlplat.deployments WHERE name = '$1'" | sed 's/^/# row: /'; }

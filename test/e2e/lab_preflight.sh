@@ -7,12 +7,8 @@
 #    bind parameters (extended protocol, pgbench -M extended);
 #  - the preflight runs in BEGIN READ ONLY and returns the same row on a hot standby.
 set -u
-. "$(dirname "$0")/../lib/tap.sh"
-tap_require_cluster
-. "$(dirname "$0")/../lib/cluster.sh"
-WORK=$MLPLAT_TEST_WORK/lab_preflight BIN=$MLPLAT_TEST_BIN
-mkdir -p "$WORK" && chown "$RUNAS" "$WORK" 2>/dev/null
-trap 'cluster_stop_all' EXIT
+. "$(dirname "$0")/../lib/e2e.sh"
+e2e_own_cluster lab_preflight
 MARK=SECRET-MARKER-7f3a
 
 PA=$(free_port); PB=$(free_port)

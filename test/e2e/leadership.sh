@@ -3,12 +3,8 @@
 # (kill -9 restarts every backend, which the shared cluster must not see):
 # takeover after termination, epochs, crash restart, DROP DATABASE, shutdown.
 set -u
-. "$(dirname "$0")/../lib/tap.sh"
-tap_require_cluster
-. "$(dirname "$0")/../lib/cluster.sh"
-WORK=$MLPLAT_TEST_WORK/leadership BIN=$MLPLAT_TEST_BIN
-mkdir -p "$WORK" && chown "$RUNAS" "$WORK" 2>/dev/null
-trap cluster_stop_all EXIT
+. "$(dirname "$0")/../lib/e2e.sh"
+e2e_own_cluster leadership
 P=$(free_port)
 # pg_cron's launcher would itself block DROP DATABASE mlplat: keep it elsewhere here
 cluster_start "$WORK/data" "$P" "${MLPLAT_CONF[@]}" "cron.database_name = 'postgres'" "mlplat.leader_retry_interval = '250ms'"

@@ -4,16 +4,10 @@
 # says it is fenced and writes nothing; when the holder stops, the other
 # takes the Lease once it expires (measured on its own clock) and converges.
 set -u
-. "$(dirname "$0")/../lib/tap.sh"
-tap_require_cluster
-. "$(dirname "$0")/../lib/cluster.sh"
-. "$(dirname "$0")/../lib/standin.sh"
-WORK=$MLPLAT_TEST_WORK/lease BIN=$MLPLAT_TEST_BIN
-mkdir -p "$WORK" && chown "$RUNAS" "$WORK" 2>/dev/null
+. "$(dirname "$0")/../lib/e2e.sh"
+e2e_own_cluster lease
 SD=$WORK/standin
-trap 'cluster_stop_all; standin_stop $SD' EXIT
-standin_start "$SD"
-tap_ok $? "stand-in started"
+e2e_standin
 kube POST /api/v1/namespaces '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"mlplat-system"}}' >/dev/null
 kube POST /api/v1/namespaces '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"mlp-fx"}}' >/dev/null
 

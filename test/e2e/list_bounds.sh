@@ -7,15 +7,10 @@
 # the worker stays up and bounded, and everything converges once the remote
 # behaves.  Before: the endless chain kept one pass LISTing forever.
 set -u
-. "$(dirname "$0")/../lib/tap.sh"
-tap_require_cluster
-. "$(dirname "$0")/../lib/cluster.sh"
-. "$(dirname "$0")/../lib/standin.sh"
-WORK=$MLPLAT_TEST_WORK/list_bounds BIN=$MLPLAT_TEST_BIN
-mkdir -p "$WORK" && chown "$RUNAS" "$WORK" 2>/dev/null
+. "$(dirname "$0")/../lib/e2e.sh"
+e2e_own_cluster list_bounds
 SD=$WORK/standin
-trap 'cluster_stop_all; standin_stop $SD' EXIT
-standin_start "$SD" || exit 1
+e2e_standin
 P=$(free_port)
 cluster_start "$WORK/data" "$P" "${MLPLAT_CONF[@]}" "cron.database_name = 'postgres'" "mlplat.resync_interval = '1s'" \
 	"mlplat.list_max_pages = 20" "mlplat.backoff_max = '2s'" \

@@ -4,16 +4,11 @@
 # fast as the leader can take them, and compare the leader's private RSS
 # after a warm-up with its RSS at the end.  PASSES=10000 for the full figure.
 set -u
-. "$(dirname "$0")/../lib/tap.sh"
-tap_require_cluster
-. "$(dirname "$0")/../lib/cluster.sh"
-. "$(dirname "$0")/../lib/standin.sh"
-WORK=$MLPLAT_TEST_WORK/memory BIN=$MLPLAT_TEST_BIN
-mkdir -p "$WORK" && chown "$RUNAS" "$WORK" 2>/dev/null
+. "$(dirname "$0")/../lib/e2e.sh"
+e2e_own_cluster memory
 SD=$WORK/standin
 PASSES=${PASSES:-2000}
-trap 'cluster_stop_all; standin_stop $SD' EXIT
-standin_start "$SD" || exit 1
+e2e_standin
 kube POST /api/v1/namespaces '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"mlp-mem"}}' >/dev/null
 P=$(free_port)
 cluster_start "$WORK/data" "$P" "${MLPLAT_CONF[@]}" "cron.database_name = 'postgres'" \

@@ -8,12 +8,8 @@
 # evidence; mlplat.metrics_preset chooses the preset.  The project NetworkPolicy
 # admits the namespaces mlplat.network_allowed_namespaces names (projects.sh).
 set -u
-. "$(dirname "$0")/../lib/tap.sh"
-tap_require_cluster
-. "$(dirname "$0")/../lib/cluster.sh"
+. "$(dirname "$0")/../lib/e2e.sh"
 . "$(dirname "$0")/../lib/prometheus.sh"
-SRC=$(cd "$(dirname "$0")/../.." && pwd)
-WORK=$MLPLAT_TEST_WORK
 DB=mlplat
 M=$WORK/metrics-shapes
 PD=$WORK/prometheus-presets
@@ -25,7 +21,7 @@ cleanup() {
 	prometheus_stop "$PD"
 	$PSQL -d $DB -c "ALTER SYSTEM RESET mlplat.metrics_preset" -c "SELECT pg_reload_conf()" >/dev/null
 }
-trap cleanup EXIT
+on_exit cleanup
 for _ in $(seq 1 100); do [ -s "$M/port" ] && break; sleep 0.1; done
 prometheus_start "$PD" "127.0.0.1:$(cat "$M/port")"
 tap_ok $? "prometheus started at $PROM_URL, scraping the four stacks' series"

@@ -4,12 +4,8 @@
 # model and versions, verified); an alias moved behind our back -> repaired on
 # resync; stage NONE -> alias deleted; every move in the alias history.
 set -u
-. "$(dirname "$0")/../lib/tap.sh"
-tap_require_cluster
-. "$(dirname "$0")/../lib/cluster.sh"
-. "$(dirname "$0")/../lib/standin.sh"
+. "$(dirname "$0")/../lib/e2e.sh"
 . "$(dirname "$0")/../lib/writeback.sh"
-WORK=$MLPLAT_TEST_WORK
 SD=$WORK/standin-aliases
 DB=mlplat
 # The e2e scripts share one database: everything here is scoped to project aliaslab.
@@ -19,10 +15,9 @@ registry_disconnect() {
 	$PSQL -d $DB -c "ALTER SYSTEM RESET mlplat.registry_url" -c "ALTER SYSTEM RESET mlplat.registry_token_file" \
 		-c "ALTER SYSTEM RESET mlplat.backoff_max" -c "SELECT pg_reload_conf()" >/dev/null
 }
-trap 'registry_disconnect; standin_stop $SD' EXIT
 registry_disconnect
-standin_start "$SD"
-tap_ok $? "stand-in started on port $STANDIN_PORT"
+e2e_standin
+on_exit 'registry_disconnect'
 
 # mlflow METHOD ENDPOINT [JSON] — the stand-in's MLflow REST API, as an outside client
 mlflow() {

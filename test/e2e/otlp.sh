@@ -7,11 +7,7 @@
 #   mlplat.otlp_headers_file (superuser-only, re-read when it changes, nothing sent
 #   while it is unreadable) instead of the URL; a success leaves span status UNSET.
 set -u
-. "$(dirname "$0")/../lib/tap.sh"
-tap_require_cluster
-. "$(dirname "$0")/../lib/cluster.sh"
-SRC=$(cd "$(dirname "$0")/../.." && pwd)
-WORK=$MLPLAT_TEST_WORK
+. "$(dirname "$0")/../lib/e2e.sh"
 DB=mlplat
 R=$WORK/otlp-receiver
 mkdir -p "$R"
@@ -26,7 +22,7 @@ cleanup() {
 		-c "SELECT pg_reload_conf()" >/dev/null
 	kill "$(cat "$R/pid")" 2>/dev/null
 }
-trap cleanup EXIT
+on_exit cleanup
 curl -sf "$RURL/admin/requests" >/dev/null
 tap_ok $? "strict OTLP receiver listening on loopback"
 

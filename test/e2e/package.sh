@@ -7,11 +7,7 @@
 # the extension, runs its reconcilers and updates a 0.2.0 database.
 # Builds the whole extension once more (~1 minute): the normal pass only.
 set -u
-. "$(dirname "$0")/../lib/tap.sh"
-tap_require_cluster
-. "$(dirname "$0")/../lib/cluster.sh"
-SRC=$(cd "$(dirname "$0")/../.." && pwd)
-WORK=$MLPLAT_TEST_WORK
+. "$(dirname "$0")/../lib/e2e.sh"
 PKG=$WORK/package
 VERSION=$(sed -n "s/^default_version *= *'\(.*\)'/\1/p" "$SRC/mlplat.control")
 
@@ -99,7 +95,7 @@ max_worker_processes = 32
 CONF
 as_pg "$PBIN/pg_ctl" -D "$PD" -l "$PD.log" -w -t 60 start >/dev/null
 tap_ok $? "the clean PostgreSQL starts with the packaged mlplat preloaded"
-trap 'as_pg "$PBIN/pg_ctl" -D "$PD" -m immediate stop >/dev/null 2>&1' EXIT
+on_exit 'as_pg "$PBIN/pg_ctl" -D "$PD" -m immediate stop >/dev/null 2>&1'
 P="$PBIN/psql -qXAt -v ON_ERROR_STOP=1 -h $PKG -p $PP -U postgres"
 $P -d postgres -c "CREATE DATABASE pkgtest" -c "CREATE DATABASE pkgold" >/dev/null
 tap_is "$($P -d pkgtest -c "CREATE EXTENSION mlplat" -c "SELECT extension_version || ' ' || library_version FROM mlplat.version()" 2>&1)" \

@@ -6,16 +6,9 @@
 # without re-applying the other objects), and delete -> DELETED once the
 # namespace is gone; the reconciler's spans hang under the API call they act for.
 set -u
-. "$(dirname "$0")/../lib/tap.sh"
-tap_require_cluster
-. "$(dirname "$0")/../lib/cluster.sh"
-. "$(dirname "$0")/../lib/standin.sh"
-WORK=$MLPLAT_TEST_WORK
+. "$(dirname "$0")/../lib/e2e.sh"
 SD=$WORK/standin-projects
-trap 'standin_disconnect mlplat; standin_stop $SD' EXIT
-standin_start "$SD"
-tap_ok $? "stand-in started on port $STANDIN_PORT"
-standin_connect mlplat
+e2e_standin mlplat
 DB=mlplat
 
 # check JSON PYTHON-EXPR — exit 0 only when the body parses and the expression is true

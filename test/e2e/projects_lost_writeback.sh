@@ -7,18 +7,12 @@
 #   B  the apply's answer is in flight: the namespace is adopted and deleted, and
 #      the ledger records its creation as well as its deletion.
 set -u
-. "$(dirname "$0")/../lib/tap.sh"
-tap_require_cluster
-. "$(dirname "$0")/../lib/cluster.sh"
-. "$(dirname "$0")/../lib/standin.sh"
+. "$(dirname "$0")/../lib/e2e.sh"
 . "$(dirname "$0")/../lib/writeback.sh"
-WORK=$MLPLAT_TEST_WORK
 SD=$WORK/standin-proj-lwb
 DB=mlplat
-trap 'release_holds drop; workers_resume $DB; q $DB "ALTER SYSTEM RESET mlplat.unanswered_write_grace" >/dev/null; q $DB "SELECT pg_reload_conf()" >/dev/null; standin_disconnect $DB; standin_stop $SD' EXIT
-standin_start "$SD"
-tap_ok $? "stand-in started on port $STANDIN_PORT"
-standin_connect $DB
+e2e_standin $DB
+on_exit 'release_holds drop; workers_resume $DB; q $DB "ALTER SYSTEM RESET mlplat.unanswered_write_grace" >/dev/null; q $DB "SELECT pg_reload_conf()" >/dev/null'
 q $DB "ALTER SYSTEM SET mlplat.unanswered_write_grace = '15s'" >/dev/null
 q $DB "SELECT pg_reload_conf()" >/dev/null
 

@@ -4,8 +4,7 @@
 # twice); with the job gone, the leader purges every mlplat.retention_interval.  Before
 # the fix nothing purged anything in a database without the job.
 set -u
-. "$(dirname "$0")/../lib/tap.sh"
-tap_require_cluster
+. "$(dirname "$0")/../lib/e2e.sh"
 DB=mlplat
 CMD='DO $x$ BEGIN IF pg_catalog.to_regproc('"'"'mlplat.run_retention'"'"') IS NOT NULL THEN PERFORM mlplat.run_retention(); END IF; END $x$'
 
@@ -16,7 +15,7 @@ cleanup() {
 	q $DB "SELECT count(*) FROM cron.job WHERE jobname = 'mlplat-retention'" | grep -qx 0 &&
 		q $DB "SELECT cron.schedule('mlplat-retention', '17 * * * *', \$c\$$CMD\$c\$)" >/dev/null
 }
-trap cleanup EXIT
+on_exit cleanup
 
 tap_is "$(q $DB "SELECT count(*) FROM cron.job WHERE jobname = 'mlplat-retention' AND active")" 1 \
 	"pg_cron schedules mlplat-retention in this database"
@@ -50,8 +49,7 @@ tap_ok $? "... and the server log says the leader ran it"
 n1=$(q $DB "SELECT last_run_at FROM mlplat.retention_state")
 wait_for $DB "SELECT last_run_at > '$n1' FROM mlplat.retention_state" t 30
 tap_ok $? "... and again after mlplat.retention_interval (1 s here)"
-cleanup
-trap - EXIT
+on_exit_run   # the cleanup now, and not again at exit
 tap_is "$(q $DB "SELECT command FROM cron.job WHERE jobname = 'mlplat-retention' AND active")" "$CMD" \
 	"pg_cron's job is back as CREATE EXTENSION made it"
 tap_done

@@ -8,19 +8,12 @@
 #      revision keeps 100%; the deployment stays READY
 #   2. a good target: verified once, its first step applied, later steps not re-checked
 set -u
-. "$(dirname "$0")/../lib/tap.sh"
-tap_require_cluster
-. "$(dirname "$0")/../lib/cluster.sh"
-. "$(dirname "$0")/../lib/standin.sh"
-WORK=$MLPLAT_TEST_WORK
+. "$(dirname "$0")/../lib/e2e.sh"
 SD=$WORK/standin-rollout-artifacts
 DB=mlplat
 P=roart
 NS=mlp-$P
-trap 'standin_disconnect $DB; standin_stop $SD' EXIT
-standin_start "$SD"
-tap_ok $? "stand-in started (S3 on port $STANDIN_S3)"
-standin_connect $DB
+e2e_standin $DB
 
 # names are this script's own: the e2e scripts share one database
 dep() { q $DB "SELECT $1 FROM mlplat.deployments d WHERE d.project_id = (SELECT id FROM mlplat.projects WHERE name = '$P') AND d.name = 'ranker'"; }

@@ -7,21 +7,15 @@
 #   4. the rollouts leader is terminated mid-rollout: the next leader resumes from the
 #      ledger; every step is in the ledger once
 set -u
-. "$(dirname "$0")/../lib/tap.sh"
-tap_require_cluster
-. "$(dirname "$0")/../lib/cluster.sh"
-. "$(dirname "$0")/../lib/standin.sh"
+. "$(dirname "$0")/../lib/e2e.sh"
 . "$(dirname "$0")/../lib/prometheus.sh"
-WORK=$MLPLAT_TEST_WORK
 SD=$WORK/standin-rollouts
 PD=$WORK/prometheus-rollouts
 DB=mlplat
 P=canary
 NS=mlp-$P
-trap 'prometheus_disconnect $DB; standin_disconnect $DB; prometheus_stop $PD; standin_stop $SD' EXIT
-standin_start "$SD"
-tap_ok $? "stand-in started on port $STANDIN_PORT"
-standin_connect $DB
+e2e_standin $DB
+on_exit 'prometheus_disconnect $DB; prometheus_stop $PD'
 prometheus_start "$PD" "127.0.0.1:$STANDIN_PORT"
 tap_ok $? "prometheus started at $PROM_URL"
 prometheus_connect $DB

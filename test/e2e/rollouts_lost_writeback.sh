@@ -5,19 +5,13 @@
 # applies nothing: the ledger must still show that write (ADOPT), and the rollout go on.
 # (No Prometheus here: decisions hold on missing samples, which is not what is tested.)
 set -u
-. "$(dirname "$0")/../lib/tap.sh"
-tap_require_cluster
-. "$(dirname "$0")/../lib/cluster.sh"
-. "$(dirname "$0")/../lib/standin.sh"
+. "$(dirname "$0")/../lib/e2e.sh"
 . "$(dirname "$0")/../lib/writeback.sh"
-WORK=$MLPLAT_TEST_WORK
 SD=$WORK/standin-ro-lwb
 DB=mlplat
 P=rlwb
-trap 'release_holds drop; workers_resume $DB; standin_disconnect $DB; standin_stop $SD' EXIT
-standin_start "$SD"
-tap_ok $? "stand-in started on port $STANDIN_PORT"
-standin_connect $DB
+e2e_standin $DB
+on_exit 'release_holds drop; workers_resume $DB'
 
 q $DB "SELECT mlplat.create_project('$P', 8); SELECT mlplat.add_artifact_location('$P', 's3://models/')" >/dev/null
 wait_for $DB "SELECT status FROM mlplat.projects WHERE name = '$P'" READY 30

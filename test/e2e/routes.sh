@@ -7,11 +7,7 @@
 # ready is FAILED at the deadline, and a new intent starts a new deadline; a forged
 # NOTIFY moves no gateway that follows docs/api.md.
 set -u
-. "$(dirname "$0")/../lib/tap.sh"
-tap_require_cluster
-. "$(dirname "$0")/../lib/cluster.sh"
-. "$(dirname "$0")/../lib/standin.sh"
-WORK=$MLPLAT_TEST_WORK
+. "$(dirname "$0")/../lib/e2e.sh"
 SD=$WORK/standin-routes
 DB=mlplat
 LN=$WORK/routes-listener
@@ -54,11 +50,8 @@ gw_routes() {
 	       FROM mlplat.route_table($1) WHERE project = 'gw'"
 }
 
-trap 'listener_stop; q $DB "ALTER SYSTEM RESET mlplat.deploy_deadline" >/dev/null; q $DB "SELECT pg_reload_conf()" >/dev/null;
-      standin_disconnect mlplat; standin_stop $SD' EXIT
-standin_start "$SD"
-tap_ok $? "stand-in started on port $STANDIN_PORT"
-standin_connect $DB
+e2e_standin $DB
+on_exit 'listener_stop; q $DB "ALTER SYSTEM RESET mlplat.deploy_deadline" >/dev/null; q $DB "SELECT pg_reload_conf()" >/dev/null'
 
 q $DB "SELECT mlplat.create_project('gw', 4); SELECT mlplat.add_artifact_location('gw', 's3://models/')" >/dev/null
 wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'gw'" READY 20

@@ -5,16 +5,9 @@
 # workflow; cancel is acknowledged only when the workflow stopped; a vanished workflow
 # fails the run; retry is a new attempt; bad specs are refused at the API.
 set -u
-. "$(dirname "$0")/../lib/tap.sh"
-tap_require_cluster
-. "$(dirname "$0")/../lib/cluster.sh"
-. "$(dirname "$0")/../lib/standin.sh"
-WORK=$MLPLAT_TEST_WORK
+. "$(dirname "$0")/../lib/e2e.sh"
 SD=$WORK/standin-runs
-trap 'standin_disconnect mlplat; standin_stop $SD' EXIT
-standin_start "$SD"
-tap_ok $? "stand-in started on port $STANDIN_PORT"
-standin_connect mlplat
+e2e_standin mlplat
 admin PUT config '{"argoStepMs": 250}' >/dev/null
 
 DB=mlplat
@@ -224,7 +217,7 @@ cluster_start "$PW/data" "$PP" "${MLPLAT_CONF[@]}" "cron.database_name = 'postgr
 	"mlplat.resync_interval = '1s'" "mlplat.kube_url = '$STANDIN_URL'" "mlplat.kube_token_file = '$STANDIN_TOKEN_FILE'" \
 	"mlplat.lease_fence = off"
 tap_ok $? "private cluster for the crash case started"
-trap 'standin_disconnect mlplat; standin_stop $SD; cluster_stop_all' EXIT
+on_exit cluster_stop_all
 pq() { PGHOST=$WORK PGPORT=$PP $PSQL -d mlplat -c "$1"; }
 PGHOST=$WORK PGPORT=$PP $PSQL -d postgres -c "CREATE DATABASE mlplat" >/dev/null
 pq "CREATE EXTENSION mlplat" >/dev/null

@@ -9,18 +9,12 @@
 #   B  the create is applied and its answer is in flight (the soak's "no CREATE/ADOPT");
 #   C  the create never lands: after mlplat.unanswered_write_grace the run is CANCELLED.
 set -u
-. "$(dirname "$0")/../lib/tap.sh"
-tap_require_cluster
-. "$(dirname "$0")/../lib/cluster.sh"
-. "$(dirname "$0")/../lib/standin.sh"
+. "$(dirname "$0")/../lib/e2e.sh"
 . "$(dirname "$0")/../lib/writeback.sh"
-WORK=$MLPLAT_TEST_WORK
 SD=$WORK/standin-runs-lwb
 DB=mlplat
-trap 'release_holds drop; workers_resume $DB; q $DB "ALTER SYSTEM RESET mlplat.unanswered_write_grace" >/dev/null; q $DB "SELECT pg_reload_conf()" >/dev/null; standin_disconnect $DB; standin_stop $SD' EXIT
-standin_start "$SD"
-tap_ok $? "stand-in started on port $STANDIN_PORT"
-standin_connect $DB
+e2e_standin $DB
+on_exit 'release_holds drop; workers_resume $DB; q $DB "ALTER SYSTEM RESET mlplat.unanswered_write_grace" >/dev/null; q $DB "SELECT pg_reload_conf()" >/dev/null'
 admin PUT config '{"argoStepMs": 250}' >/dev/null
 q $DB "ALTER SYSTEM SET mlplat.unanswered_write_grace = '40s'" >/dev/null
 q $DB "SELECT pg_reload_conf()" >/dev/null

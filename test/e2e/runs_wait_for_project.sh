@@ -5,17 +5,11 @@
 # apply is held at the stand-in while the runs leader gets passes to submit; then it lands,
 # the project turns READY, and the run is submitted and succeeds.
 set -u
-. "$(dirname "$0")/../lib/tap.sh"
-tap_require_cluster
-. "$(dirname "$0")/../lib/cluster.sh"
-. "$(dirname "$0")/../lib/standin.sh"
+. "$(dirname "$0")/../lib/e2e.sh"
 . "$(dirname "$0")/../lib/writeback.sh"
-WORK=$MLPLAT_TEST_WORK
 SD=$WORK/standin-rwp
-trap 'admin DELETE faults >/dev/null; release_holds drop; standin_disconnect mlplat; standin_stop $SD' EXIT
-standin_start "$SD"
-tap_ok $? "stand-in started on port $STANDIN_PORT"
-standin_connect mlplat
+e2e_standin mlplat
+on_exit 'admin DELETE faults >/dev/null; release_holds drop'
 admin PUT config '{"argoStepMs": 250}' >/dev/null
 DB=mlplat
 

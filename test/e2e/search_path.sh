@@ -8,11 +8,7 @@
 # is ever called.  Before the fix the project write-back's "$7::jsonb" became
 # the hostile domain and the side-effect table filled up.
 set -u
-. "$(dirname "$0")/../lib/tap.sh"
-tap_require_cluster
-. "$(dirname "$0")/../lib/cluster.sh"
-. "$(dirname "$0")/../lib/standin.sh"
-WORK=$MLPLAT_TEST_WORK
+. "$(dirname "$0")/../lib/e2e.sh"
 SD=$WORK/standin-search-path
 DB=mlplat
 # This script's own sessions must not call the hostile objects either: they pin
@@ -24,13 +20,9 @@ cleanup() {
 	q $DB "DROP SCHEMA IF EXISTS evil CASCADE" >/dev/null 2>&1
 	$PSQL -d $DB -c "ALTER SYSTEM RESET mlplat.registry_url" -c "ALTER SYSTEM RESET mlplat.registry_token_file" \
 		-c "SELECT pg_reload_conf()" >/dev/null
-	standin_disconnect $DB
-	standin_stop "$SD"
 }
-trap cleanup EXIT
-standin_start "$SD"
-tap_ok $? "stand-in started on port $STANDIN_PORT"
-standin_connect $DB
+e2e_standin $DB
+on_exit cleanup
 $PSQL -d $DB -c "ALTER SYSTEM SET mlplat.registry_url = '$STANDIN_URL'" \
 	-c "ALTER SYSTEM SET mlplat.registry_token_file = '$STANDIN_TOKEN_FILE'" -c "SELECT pg_reload_conf()" >/dev/null
 

@@ -9,8 +9,7 @@
 # comments.  Skipped under --sanitize (its minutes would be spent twice) unless
 # SOAK_SANITIZE=1.
 set -u
-. "$(dirname "$0")/../lib/tap.sh"
-tap_require_cluster
+. "$(dirname "$0")/../lib/e2e.sh"
 if [ "${SANITIZE:-0}" = 1 ] && [ -z "${SOAK_SANITIZE:-}" ]; then
 	echo "1..0 # SKIP the soak runs in the normal build only (SOAK_SANITIZE=1 to run it here)"
 	exit 0

@@ -5,11 +5,7 @@
 # endpoint in batches; a 5xx from the collector is retried without sending a
 # span twice; with mlplat.otlp_endpoint unset nothing is sent.
 set -u
-. "$(dirname "$0")/../lib/tap.sh"
-tap_require_cluster
-. "$(dirname "$0")/../lib/cluster.sh"
-. "$(dirname "$0")/../lib/standin.sh"
-WORK=$MLPLAT_TEST_WORK
+. "$(dirname "$0")/../lib/e2e.sh"
 SD=$WORK/standin-trace
 DB=mlplat
 set_export() {
@@ -19,13 +15,9 @@ set_export() {
 cleanup() {
 	$PSQL -d $DB -c "ALTER SYSTEM RESET mlplat.otlp_endpoint" -c "ALTER SYSTEM RESET mlplat.otlp_export_interval" \
 		-c "ALTER SYSTEM RESET mlplat.otlp_batch_size" -c "SELECT pg_reload_conf()" >/dev/null
-	standin_disconnect mlplat
-	standin_stop $SD
 }
-trap cleanup EXIT
-standin_start "$SD"
-tap_ok $? "stand-in started on port $STANDIN_PORT"
-standin_connect mlplat
+e2e_standin mlplat
+on_exit cleanup
 set_export ''
 otlp_posts() {
 	admin GET requests | python3 -c 'import json,sys; print(sum(1 for e in json.load(sys.stdin)["items"] if e["path"] == "/v1/traces"))'

@@ -1,0 +1,41 @@
+# test/lib/e2e.sh — the preamble of every test/e2e script, written once.  Start a script with
+#
+#   set -u
+#   . "$(dirname "$0")/../lib/e2e.sh"
+#
+# It skips the script (TAP "1..0 # SKIP") unless test/run.sh runs it, loads tap.sh,
+# cluster.sh and standin.sh, and sets SRC (the source tree), WORK (the run's scratch
+# directory), BIN (the run's PostgreSQL binaries) and PSQL.  Then, as the script needs:
+#
+#   e2e_standin [DB]     # start the stand-in in $SD (set SD first; one TAP result) and, given
+#                        # DB, point DB's reconcilers at it; both undone at exit
+#   e2e_own_cluster NAME # WORK=$MLPLAT_TEST_WORK/NAME for clusters of the script's own
+#                        # (cluster_start), all stopped at exit
+#   on_exit 'COMMAND'    # any other cleanup, run at exit in reverse order (never trap EXIT)
+. "$(dirname "${BASH_SOURCE[0]}")/tap.sh"
+tap_require_cluster
+. "$(dirname "${BASH_SOURCE[0]}")/cluster.sh"
+SRC=${SRC:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+. "$SRC/test/lib/standin.sh"
+WORK=$MLPLAT_TEST_WORK
+BIN=$MLPLAT_TEST_BIN
+
+e2e_standin() {
+	on_exit 'standin_stop "$SD"'
+	if ! standin_start "$SD"; then
+		tap_ok 1 "stand-in started"
+		tap_done
+		exit 1
+	fi
+	tap_ok 0 "stand-in started on port $STANDIN_PORT (S3 on $STANDIN_S3)"
+	if [ -n "${1:-}" ]; then
+		standin_connect "$1"
+		on_exit "standin_disconnect $1"
+	fi
+}
+
+e2e_own_cluster() {
+	WORK=$MLPLAT_TEST_WORK/$1
+	mkdir -p "$WORK" && chown "$RUNAS" "$WORK" 2>/dev/null
+	on_exit cluster_stop_all
+}
