@@ -3,7 +3,10 @@
 #   1. every tracked .c/.h file is as clang-format-14 formats it (.clang-format);
 #   2. every ereport(ERROR|FATAL|PANIC) names an errcode (a SQLSTATE a client
 #      can act on; elog stays for "cannot happen" internal errors);
-#   3. no empty comment block.
+#   3. no empty comment block;
+#   4. one set-up for scripts and benchmarks: every test/e2e script starts from
+#      test/lib/e2e.sh and sets no EXIT trap of its own (on_exit), and no bench
+#      script builds or starts a cluster but through test/lib/stack.sh.
 # Each check is first run on a planted bad file and must fail there, so a
 # check that can no longer fail is caught too.  Needs no cluster.
 set -u
@@ -54,6 +57,22 @@ sys.exit(1 if bad else 0)
 PY
 }
 
+# check_e2e_setup FILE... — lists e2e scripts that do not start from test/lib/e2e.sh,
+# source what it loads themselves, or set an EXIT trap (which would drop on_exit's)
+check_e2e_setup() {
+	local f bad=0
+	for f in "$@"; do
+		grep -qxF '. "$(dirname "$0")/../lib/e2e.sh"' "$f" || { echo "# not from test/lib/e2e.sh: $f"; bad=1; }
+		grep -nE '^[^#]*(lib/(tap|cluster|standin)\.sh|\btrap\b.*\bEXIT\b)' "$f" | sed "s|^|# own set-up: $f:|" | grep . && bad=1
+	done
+	return $bad
+}
+# check_bench_setup FILE... — lists bench scripts that make a cluster without test/lib/stack.sh
+check_bench_setup() {
+	grep -nE '^[^#]*\b(cluster_init|initdb)\b' "$@" | sed 's/^/# own cluster set-up: /' | grep . && return 1
+	return 0
+}
+
 if ! command -v "$CF" >/dev/null; then
 	echo "Bail out! $CF is not installed (scripts/setup.sh installs it)"
 	exit 1
@@ -73,10 +92,27 @@ tap_ok $((! $?)) "the errcode check fails on an ereport(ERROR) without errcode"
 check_comments "$T/bad.c" >/dev/null
 tap_ok $((! $?)) "the comment check fails on an empty comment block"
 
+# planted scripts: the old e2e preamble with its own trap; a bench with its own initdb
+printf '%s\n' 'set -u' '. "$(dirname "$0")/../lib/tap.sh"' 'tap_require_cluster' "trap 'standin_stop \$SD' EXIT" >"$T/old_e2e.sh"
+printf '%s\n' 'set -u' '. "$(dirname "$0")/../lib/e2e.sh"' "trap 'rm -rf \$T' EXIT" >"$T/trap_e2e.sh"
+printf '%s\n' 'W=$(mktemp -d)' '"$B/initdb" -D "$W/data"' >"$T/bench.sh"
+check_e2e_setup "$T/old_e2e.sh" >/dev/null
+tap_ok $((! $?)) "the e2e set-up check fails on the old preamble"
+check_e2e_setup "$T/trap_e2e.sh" >/dev/null
+tap_ok $((! $?)) "the e2e set-up check fails on a script's own EXIT trap"
+check_bench_setup "$T/bench.sh" >/dev/null
+tap_ok $((! $?)) "the bench set-up check fails on a bench that runs initdb itself"
+
 check_format "${FILES[@]}"
 tap_ok $? "every C file is formatted by .clang-format (${#FILES[@]} files)"
 check_errcode "${FILES[@]}"
 tap_ok $? "every ereport(ERROR|FATAL|PANIC) has an errcode"
 check_comments "${FILES[@]}"
 tap_ok $? "no empty comment block"
+mapfile -t E2E < <(git ls-files 'test/e2e/*.sh')
+check_e2e_setup "${E2E[@]}"
+tap_ok $? "every e2e script starts from test/lib/e2e.sh and cleans up through on_exit (${#E2E[@]} scripts)"
+mapfile -t BENCH < <(git ls-files 'bench/*.sh')
+check_bench_setup "${BENCH[@]}"
+tap_ok $? "no bench script makes a cluster but through test/lib/stack.sh (${#BENCH[@]} scripts)"
 tap_done
