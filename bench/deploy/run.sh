@@ -3,17 +3,23 @@
 # writes the same rows (new revision, deployment update, audit event, idempotency record)
 # with plain INSERT/UPDATE and no checks, in the same run on the same throwaway cluster.
 #
-#   [BUILD=dir] bench/deploy/run.sh [--duration S] [--reps N] [--clients "1 4 8"]
+#   [BUILD=dir] bench/deploy/run.sh [--duration S] [--reps N] [--clients "1 4 8"] [--together]
+#
+# --together runs the three modes at the same time (each with the given number of clients,
+# each on 64 deployments of its own) instead of one after the other: on a shared machine
+# whose load moves between two 10 s windows, they then see the same load, and the ratio is
+# the ratio of their costs per call.
 #
 # Builds and stages the extension and starts a private cluster (test/lib/stack.sh), runs pgbench for each client count and mode
 # (fixed duration, median of N repetitions), prints a table, and stops the cluster.
 set -euo pipefail
-DURATION=10 REPS=3 CLIENTS="1 4 8"
+DURATION=10 REPS=3 CLIENTS="1 4 8" TOGETHER=0
 while [ $# -gt 0 ]; do
   case $1 in
     --duration) DURATION=$2; shift 2 ;;
     --reps) REPS=$2; shift 2 ;;
     --clients) CLIENTS=$2; shift 2 ;;
+    --together) TOGETHER=1; shift ;;
     -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
@@ -40,9 +46,9 @@ SET ROLE bench_deployer;
 SELECT mlplat.deploy('bench', 'd' || i, 'm', '1', 'kserve-sklearnserver', 1, 1, 1, jsonb_build_object('N', '0'))
 FROM generate_series(1, 64) i;
 RESET ROLE;
--- the baseline's own deployments (same tables, same indexes) and a spec of the same size
-SELECT mlplat.deploy('bench', 'b' || i, 'm', '1', 'kserve-sklearnserver', 1, 1, 1, jsonb_build_object('N', '0'))
-FROM generate_series(1, 64) i;
+-- the baselines' own deployments (same tables, same indexes) and a spec of the same size
+SELECT mlplat.deploy('bench', p || i, 'm', '1', 'kserve-sklearnserver', 1, 1, 1, jsonb_build_object('N', '0'))
+FROM generate_series(1, 64) i, (VALUES ('b'), ('x')) v(p);   -- base1's rows, basetx's rows
 CREATE TABLE public.bench_tpl AS
 SELECT r.spec, r.intent, r.model_version_id, r.project_id FROM mlplat.deployment_revisions r LIMIT 1;
 SQL
@@ -86,7 +92,7 @@ UPDATE mlplat.deployments x
 SET previous_revision = x.desired_revision, desired_revision = x.latest_revision + 1,
     latest_revision = x.latest_revision + 1, generation = x.generation + 1, row_version = x.row_version + 1,
     status = 'DEPLOYING', updated_at = now(), traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'
-WHERE x.project_id = (SELECT project_id FROM public.bench_tpl) AND x.name = 'b' || :d
+WHERE x.project_id = (SELECT project_id FROM public.bench_tpl) AND x.name = 'x' || :d
 RETURNING x.id AS dep_id, x.latest_revision AS rev, x.project_id AS pid \gset
 INSERT INTO mlplat.deployment_revisions (deployment_id, revision, project_id, model_version_id, intent, spec,
                                          spec_digest, created_by, traceparent)
@@ -124,9 +130,16 @@ printf '%-8s %10s %8s | %10s %8s %6s | %10s %8s %6s\n' clients deploy_tps p99_ms
 for c in $CLIENTS; do
   dt=(); dp=(); bt=(); bp=(); xt=(); xp=()
   for i in $(seq "$REPS"); do
-    read -r t p < <(run_point baseline "$c"); bt+=("$t"); bp+=("$p")
-    read -r t p < <(run_point baseline_tx "$c"); xt+=("$t"); xp+=("$p")
-    read -r t p < <(run_point deploy "$c"); dt+=("$t"); dp+=("$p")
+    if ((TOGETHER)); then
+      run_point baseline "$c" >"$W/point.baseline" & run_point baseline_tx "$c" >"$W/point.baseline_tx" &
+      run_point deploy "$c" >"$W/point.deploy" & wait
+    else
+      run_point baseline "$c" >"$W/point.baseline"; run_point baseline_tx "$c" >"$W/point.baseline_tx"
+      run_point deploy "$c" >"$W/point.deploy"
+    fi
+    read -r t p <"$W/point.baseline"; bt+=("$t"); bp+=("$p")
+    read -r t p <"$W/point.baseline_tx"; xt+=("$t"); xp+=("$p")
+    read -r t p <"$W/point.deploy"; dt+=("$t"); dp+=("$p")
   done
   DT=$(printf '%s\n' "${dt[@]}" | median); DP=$(printf '%s\n' "${dp[@]}" | median)
   BT=$(printf '%s\n' "${bt[@]}" | median); BP=$(printf '%s\n' "${bp[@]}" | median)
@@ -134,7 +147,7 @@ for c in $CLIENTS; do
   printf '%-8s %10.1f %8s | %10.1f %8s %6.2f | %10.1f %8s %6.2f\n' "$c" "$DT" "$DP" "$BT" "$BP" \
     "$(echo "$DT / $BT" | bc -l)" "$XT" "$XP" "$(echo "$DT / $XT" | bc -l)"
 done
-echo "median of $REPS runs of ${DURATION}s each; ratio = deploy tps / baseline tps; target >= 0.90 at 8 clients"
+echo "median of $REPS runs of ${DURATION}s each$( ((TOGETHER)) && echo ', the three modes at the same time'); ratio = deploy tps / baseline tps; target >= 0.90 at 8 clients"
 echo "base1: the same rows (revision, deployment, audit event, API span, idempotency key) written by one plain SQL statement (CTE); basetx: the same rows as separate"
 echo "INSERT/UPDATE statements in one transaction, as an application would send them"
 # sanity: every deploy made a revision, every revision is distinct
