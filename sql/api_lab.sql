@@ -520,3 +520,38 @@ RESET ROLE;
 SELECT count(*) AS dispatched FROM mlplat._lab_runs_claim(1, 'regress', 'lab-bucket') c WHERE c.job->'metadata'->'labels'->>'mlplat.io/purpose' = 'run';
 SELECT status, reason_code FROM mlplat.lab_run_status WHERE lab_run_id = (SELECT max(id) FROM mlplat.lab_runs WHERE purpose = 'run');
 ROLLBACK;
+
+-- 14 (SQL side). retention: the output goes at retain_until, the run and its history stay
+BEGIN;
+UPDATE mlplat.lab_runs SET status = 'SUCCEEDED', finished_at = now(), output_digest = repeat('d', 64), output_bytes = 13,
+       retain_until = now() + interval '1 hour'
+WHERE id = (SELECT max(id) FROM mlplat.lab_runs WHERE purpose = 'run');
+INSERT INTO mlplat.lab_run_payloads (lab_run_id, direction, content, sha256, bytes)
+SELECT max(id), 'output', convert_to('{"text": "hi"}', 'UTF8'), repeat('d', 64), 13 FROM mlplat.lab_runs WHERE purpose = 'run';
+SET LOCAL ROLE regress_lab_dev;
+SELECT status, output, purged FROM mlplat.lab_run_result('labp', (SELECT max(id) FROM mlplat.lab_runs WHERE purpose = 'run'));
+RESET ROLE;
+UPDATE mlplat.lab_runs SET retain_until = now() - interval '1 second' WHERE id = (SELECT max(id) FROM mlplat.lab_runs WHERE purpose = 'run');
+SELECT count(*) AS dispatched FROM mlplat._lab_runs_claim(1, 'regress', 'lab-bucket') c WHERE c.job->'metadata'->'labels'->>'mlplat.io/purpose' = 'run';
+SET LOCAL ROLE regress_lab_dev;
+SELECT status, output_digest = repeat('d', 64) AS digest_kept, output, purged FROM mlplat.lab_run_result('labp', (SELECT max(id) FROM mlplat.lab_runs WHERE purpose = 'run'));
+SELECT purged_at IS NOT NULL AS purged, input_digest IS NOT NULL AS provenance_kept FROM mlplat.lab_run_status
+WHERE lab_run_id = (SELECT max(id) FROM mlplat.lab_runs WHERE purpose = 'run');
+RESET ROLE;
+SELECT count(*) AS payloads_left FROM mlplat.lab_run_payloads WHERE lab_run_id = (SELECT max(id) FROM mlplat.lab_runs WHERE purpose = 'run');
+ROLLBACK;
+
+-- alerts: a cancel not acknowledged after mlplat.lab_cancel_alert_after, a finished run still
+-- holding a lease, a node not observed for mlplat.lab_node_max_age
+BEGIN;
+SET LOCAL ROLE regress_lab_dev;
+SELECT :acc FROM mlplat.cancel_lab_run('labp', (SELECT max(id) FROM mlplat.lab_runs WHERE purpose = 'run'));
+RESET ROLE;
+SELECT alert, kind, entity FROM mlplat.alerts WHERE kind = 'lab_runs' ORDER BY 1;
+UPDATE mlplat.lab_runs SET cancel_requested_at = now() - interval '6 minutes' WHERE status = 'CANCEL_REQUESTED';
+UPDATE mlplat.lab_runs SET status = 'FAILED', finished_at = now() - interval '6 minutes' WHERE purpose = 'probe';
+UPDATE mlplat.lab_nodes SET observed_at = now() - interval '2 minutes' WHERE name = 'gpu-2';
+SELECT alert, severity, project, entity, detail FROM mlplat.alerts WHERE kind = 'lab_runs' ORDER BY 1;
+SET LOCAL mlplat.lab_cancel_alert_after = '10min';
+SELECT alert FROM mlplat.alerts WHERE kind = 'lab_runs' ORDER BY 1;
+ROLLBACK;

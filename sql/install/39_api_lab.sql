@@ -1438,6 +1438,7 @@ BEGIN
 END $$;
 
 -- One claim (short transaction, before any request):
+--  0. a finished run past retain_until: its payloads (input, output) deleted, purged_at set;
 --  1. a CANCEL_REQUESTED run that never took a lease (no create was ever sent) -> CANCELLED;
 --  2. a QUEUED run past its queue deadline -> FAILED QUEUE_DEADLINE_EXCEEDED (nothing was created);
 --  3. per node without a lease, its oldest QUEUED run (FIFO by id) is assessed again:
@@ -1455,6 +1456,12 @@ DECLARE
   proj text;
   nid bigint;
 BEGIN
+  -- retention: a finished run's content goes at retain_until; the run and its history stay
+  WITH due AS (
+    UPDATE mlplat.lab_runs x SET purged_at = pg_catalog.now(), row_version = x.row_version + 1, updated_at = pg_catalog.now()
+    WHERE x.retain_until <= pg_catalog.now() AND x.purged_at IS NULL AND NOT mlplat.lab_run_is_active(x.status)
+    RETURNING x.id)
+  DELETE FROM mlplat.lab_run_payloads pl USING due WHERE pl.lab_run_id = due.id;
   FOR r IN SELECT * FROM mlplat.lab_runs x
            WHERE x.status = 'CANCEL_REQUESTED' AND x.dispatched_at IS NULL
              AND NOT EXISTS (SELECT 1 FROM mlplat.lab_leases l WHERE l.lab_run_id = x.id)

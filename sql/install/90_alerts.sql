@@ -11,6 +11,9 @@
 --   request_regression: canary rollouts (see _rollout_alerts)
 --   span_export_stalled  mlplat.otlp_endpoint is set but a span has waited for export
 --                        longer than max(1 minute, 10 export intervals)
+--   lab_cancel_stuck     a lab run CANCEL_REQUESTED longer than mlplat.lab_cancel_alert_after
+--   lab_lease_unreclaimed  a finished lab run still holding its node lease after 5 minutes
+--   lab_node_unobserved  an enabled lab node never observed, or not for mlplat.lab_node_max_age
 CREATE VIEW mlplat.alerts AS
 SELECT 'reconcile_age' AS alert, 'warning' AS severity, e.kind, e.project, e.entity, e.entity_id,
        pg_catalog.format('intent generation %s not observed for %s', e.generation,
@@ -52,7 +55,30 @@ SELECT 'span_export_stalled', 'warning', 'projects', NULL, 'span exporter', NULL
   FROM mlplat.span_export_status x
  WHERE x.enabled
    AND x.oldest_waiting_age > GREATEST(interval '1 minute',
-                                       10 * pg_catalog.current_setting('mlplat.otlp_export_interval')::interval);
+                                       10 * pg_catalog.current_setting('mlplat.otlp_export_interval')::interval)
+UNION ALL
+SELECT 'lab_cancel_stuck', 'warning', 'lab_runs', p.name, 'lab_run', r.id,
+       pg_catalog.format('cancel requested %s ago and its Job not yet seen gone: node lease and %s GPUs held',
+                         pg_catalog.date_trunc('second', pg_catalog.now() - r.cancel_requested_at), r.gpus),
+       r.cancel_requested_at
+  FROM mlplat.lab_runs r JOIN mlplat.projects p ON p.id = r.project_id
+ WHERE r.status = 'CANCEL_REQUESTED'
+   AND r.cancel_requested_at < pg_catalog.now()
+       - coalesce(NULLIF(pg_catalog.current_setting('mlplat.lab_cancel_alert_after', true), ''), '5min')::interval
+UNION ALL
+SELECT 'lab_lease_unreclaimed', 'warning', 'lab_runs', p.name, 'lab_run', r.id,
+       pg_catalog.format('%s run still holds the lease of node %s', r.status, r.node_name), r.finished_at
+  FROM mlplat.lab_leases l JOIN mlplat.lab_runs r ON r.id = l.lab_run_id JOIN mlplat.projects p ON p.id = r.project_id
+ WHERE NOT mlplat.lab_run_is_active(r.status) AND r.finished_at < pg_catalog.now() - interval '5 minutes'
+UNION ALL
+SELECT 'lab_node_unobserved', 'warning', 'lab_runs', NULL, 'lab_node', n.id,
+       CASE WHEN n.observed_at IS NULL THEN pg_catalog.format('lab node %s has never been observed', n.name)
+            ELSE pg_catalog.format('lab node %s last observed %s ago', n.name,
+                                   pg_catalog.date_trunc('second', pg_catalog.now() - n.observed_at)) END,
+       n.observed_at
+  FROM mlplat.lab_nodes n
+ WHERE n.enabled AND (n.observed_at IS NULL OR pg_catalog.now() - n.observed_at
+       > coalesce(NULLIF(pg_catalog.current_setting('mlplat.lab_node_max_age', true), ''), '60s')::interval);
 COMMENT ON VIEW mlplat.alerts IS
-  'Conditions an operator should look at: reconcile age, repeated failures, missing or stale leaders, write conflicts, canary rollouts, stalled span export.';
+  'Conditions an operator should look at: reconcile age, repeated failures, missing or stale leaders, write conflicts, canary rollouts, stalled span export, lab runs and nodes.';
 REVOKE ALL ON mlplat.alerts FROM PUBLIC;

@@ -1432,6 +1432,7 @@ BEGIN
 END $$;
 
 -- One claim (short transaction, before any request):
+--  0. a finished run past retain_until: its payloads (input, output) deleted, purged_at set;
 --  1. a CANCEL_REQUESTED run that never took a lease (no create was ever sent) -> CANCELLED;
 --  2. a QUEUED run past its queue deadline -> FAILED QUEUE_DEADLINE_EXCEEDED (nothing was created);
 --  3. per node without a lease, its oldest QUEUED run (FIFO by id) is assessed again:
@@ -1449,6 +1450,12 @@ DECLARE
   proj text;
   nid bigint;
 BEGIN
+  -- retention: a finished run's content goes at retain_until; the run and its history stay
+  WITH due AS (
+    UPDATE mlplat.lab_runs x SET purged_at = pg_catalog.now(), row_version = x.row_version + 1, updated_at = pg_catalog.now()
+    WHERE x.retain_until <= pg_catalog.now() AND x.purged_at IS NULL AND NOT mlplat.lab_run_is_active(x.status)
+    RETURNING x.id)
+  DELETE FROM mlplat.lab_run_payloads pl USING due WHERE pl.lab_run_id = due.id;
   FOR r IN SELECT * FROM mlplat.lab_runs x
            WHERE x.status = 'CANCEL_REQUESTED' AND x.dispatched_at IS NULL
              AND NOT EXISTS (SELECT 1 FROM mlplat.lab_leases l WHERE l.lab_run_id = x.id)
@@ -1547,6 +1554,76 @@ SELECT p.name AS project, p.status, p.status_reason,
        p.cpu_quota, p.memory_quota, p.generation, p.observed_generation,
        p.attempts, p.last_error, p.next_attempt_at, p.traceparent, p.created_at, p.updated_at
 FROM mlplat.projects p;
+
+-- Alerts on lab runs and nodes (90_alerts; no other part of this upgrade redefines the view).
+CREATE OR REPLACE VIEW mlplat.alerts AS
+SELECT 'reconcile_age' AS alert, 'warning' AS severity, e.kind, e.project, e.entity, e.entity_id,
+       pg_catalog.format('intent generation %s not observed for %s', e.generation,
+                         pg_catalog.date_trunc('second', pg_catalog.now() - e.updated_at)) AS detail,
+       e.updated_at AS since
+  FROM mlplat._entities e
+ WHERE e.generation <> e.observed_generation AND e.updated_at < pg_catalog.now() - interval '5 minutes'
+UNION ALL
+SELECT 'repeated_failures', 'critical', e.kind, e.project, e.entity, e.entity_id,
+       pg_catalog.format('%s failed attempts; last error: %s', e.attempts, coalesce(e.last_error, '-')),
+       e.updated_at
+  FROM mlplat._entities e WHERE e.attempts >= 5
+UNION ALL
+SELECT 'no_leader', 'critical', k.kind, NULL, NULL, NULL,
+       'no replica of this kind leads (is mlplat in shared_preload_libraries, and mlplat.database this database?)', NULL
+  FROM pg_catalog.unnest(ARRAY['projects', 'deployments', 'runs', 'rollouts', 'model_aliases']) AS k(kind)
+ WHERE NOT EXISTS (SELECT 1 FROM mlplat._replica_states() s WHERE s.kind = k.kind AND s.role IN ('leader', 'idle'))
+UNION ALL
+SELECT 'stale_leader', 'critical', s.kind, NULL, NULL, NULL,
+       pg_catalog.format('leader pid %s last finished a pass at %s', s.pid, s.last_pass_end), s.last_pass_end
+  FROM mlplat._replica_states() s
+ WHERE s.role = 'leader' AND s.last_pass_end IS NOT NULL
+   AND s.last_pass_end < pg_catalog.now() - 3 * pg_catalog.current_setting('mlplat.resync_interval')::interval
+UNION ALL
+SELECT 'write_conflicts', 'warning', l.kind, l.project, l.entity, l.entity_id,
+       pg_catalog.format('%s CONFLICT outcomes in the last hour', pg_catalog.count(*)), pg_catalog.min(l.at)
+  FROM mlplat.reconcile_ledger l
+ WHERE l.outcome = 'CONFLICT' AND l.at > pg_catalog.now() - interval '1 hour'
+ GROUP BY l.kind, l.project, l.entity, l.entity_id
+UNION ALL
+SELECT a.alert, a.severity, 'rollouts', a.project, a.deployment, a.rollout_id, a.detail, a.since
+  FROM mlplat._rollout_alerts a
+UNION ALL
+SELECT 'span_export_stalled', 'warning', 'projects', NULL, 'span exporter', NULL,
+       pg_catalog.format('%s spans wait for export, the oldest for %s; %s consecutive failed POSTs; last error: %s',
+                         x.spans_waiting, pg_catalog.date_trunc('second', x.oldest_waiting_age),
+                         coalesce(x.consecutive_failures, 0), coalesce(x.last_error, '-')),
+       pg_catalog.now() - x.oldest_waiting_age
+  FROM mlplat.span_export_status x
+ WHERE x.enabled
+   AND x.oldest_waiting_age > GREATEST(interval '1 minute',
+                                       10 * pg_catalog.current_setting('mlplat.otlp_export_interval')::interval)
+UNION ALL
+SELECT 'lab_cancel_stuck', 'warning', 'lab_runs', p.name, 'lab_run', r.id,
+       pg_catalog.format('cancel requested %s ago and its Job not yet seen gone: node lease and %s GPUs held',
+                         pg_catalog.date_trunc('second', pg_catalog.now() - r.cancel_requested_at), r.gpus),
+       r.cancel_requested_at
+  FROM mlplat.lab_runs r JOIN mlplat.projects p ON p.id = r.project_id
+ WHERE r.status = 'CANCEL_REQUESTED'
+   AND r.cancel_requested_at < pg_catalog.now()
+       - coalesce(NULLIF(pg_catalog.current_setting('mlplat.lab_cancel_alert_after', true), ''), '5min')::interval
+UNION ALL
+SELECT 'lab_lease_unreclaimed', 'warning', 'lab_runs', p.name, 'lab_run', r.id,
+       pg_catalog.format('%s run still holds the lease of node %s', r.status, r.node_name), r.finished_at
+  FROM mlplat.lab_leases l JOIN mlplat.lab_runs r ON r.id = l.lab_run_id JOIN mlplat.projects p ON p.id = r.project_id
+ WHERE NOT mlplat.lab_run_is_active(r.status) AND r.finished_at < pg_catalog.now() - interval '5 minutes'
+UNION ALL
+SELECT 'lab_node_unobserved', 'warning', 'lab_runs', NULL, 'lab_node', n.id,
+       CASE WHEN n.observed_at IS NULL THEN pg_catalog.format('lab node %s has never been observed', n.name)
+            ELSE pg_catalog.format('lab node %s last observed %s ago', n.name,
+                                   pg_catalog.date_trunc('second', pg_catalog.now() - n.observed_at)) END,
+       n.observed_at
+  FROM mlplat.lab_nodes n
+ WHERE n.enabled AND (n.observed_at IS NULL OR pg_catalog.now() - n.observed_at
+       > coalesce(NULLIF(pg_catalog.current_setting('mlplat.lab_node_max_age', true), ''), '60s')::interval);
+COMMENT ON VIEW mlplat.alerts IS
+  'Conditions an operator should look at: reconcile age, repeated failures, missing or stale leaders, write conflicts, canary rollouts, stalled span export, lab runs and nodes.';
+REVOKE ALL ON mlplat.alerts FROM PUBLIC;
 
 DO $$
 DECLARE
