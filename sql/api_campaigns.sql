@@ -31,6 +31,15 @@ SELECT mlplat.ed25519_verify(decode('3d4017c3e843895a92b70aa74d1b7ebc9c982ccf2ec
   decode('92a009a9f0d4cab8720e820b5f642540a2b27b5416503f8fb3762223ebdb69da085ac1e43e15996e458f3613d0f11d8c387b2eaeb4302aeeb00d291612bb0c00', 'hex')) AS other_key,
        mlplat.ed25519_verify('\x00', '\x72', '\x00') AS short_inputs;
 
+-- ---------------------------------------------------------------- SPDX expressions (src/validate/spdx.c)
+SELECT left(e, 60) AS expression, length(e) AS len, coalesce(mlplat._spdx_error(e), 'valid') AS verdict
+  FROM unnest(ARRAY['MIT', 'Apache-2.0 OR MIT', 'GPL-2.0-or-later WITH Classpath-exception-2.0', 'LGPL-2.1+',
+                    '(MIT OR Apache-2.0) AND (BSD-3-Clause OR (ISC AND Zlib))', 'LicenseRef-acme-internal',
+                    'DocumentRef-spdx-tool-1.2:LicenseRef-MIT-Style-2', ' MIT ', '', 'NONE', 'MIT AND NOASSERTION',
+                    'MIT and Apache-2.0', 'MIT OR', 'OR MIT', '()', 'MIT)', '((MIT)', 'MIT WITH', 'MIT++',
+                    'DocumentRef-x:MIT', 'MIT/Apache-2.0', repeat('A', 257),
+                    repeat('(', 33) || 'MIT' || repeat(')', 33)]) AS e;
+
 -- ---------------------------------------------------------------- platform data (administrators)
 SELECT :acc FROM mlplat.register_evidence_signer('evals', decode('d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a', 'hex'));
 SELECT :acc FROM mlplat.register_evidence_signer('evals', decode('d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a', 'hex'));

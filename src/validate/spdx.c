@@ -100,8 +100,12 @@ parse_id(SpdxParser *p, bool allow_plus)
 
 	if (n == 0)
 	{
-		p->err = p->pos >= p->len ? "ends where a license identifier is expected (dangling operator)"
-								  : "expected a license identifier or \"(\"";
+		if (p->pos >= p->len)
+			p->err = "ends where a license identifier is expected (dangling operator)";
+		else if (p->s[p->pos] == ')')
+			p->err = "a \")\" stands where a license identifier is expected (empty parentheses?)";
+		else
+			p->err = "expected a license identifier or \"(\"";
 		return false;
 	}
 	if (is_operator_word(p))
