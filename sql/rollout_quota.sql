@@ -24,7 +24,15 @@ FROM mlplat.rollouts WHERE project_id = (SELECT id FROM mlplat.projects WHERE na
 -- nor does a new deployment: the reservation is a desired allocation like any other
 SELECT :acc FROM mlplat.deploy('surge', 'chat3', 'lm', '1', 'kserve-huggingfaceserver', 1, 1, 1);
 -- the rollout ending (here: rolled back) releases it
+UPDATE mlplat.rollouts SET status = 'ROLLING_BACK' WHERE project_id = (SELECT id FROM mlplat.projects WHERE name = 'surge');
 UPDATE mlplat.rollouts SET status = 'ROLLED_BACK' WHERE project_id = (SELECT id FROM mlplat.projects WHERE name = 'surge');
+-- a finished rollout stays finished: one trigger checks every status change against
+-- mlplat._rollout_transitions() (docs/reconcilers.md draws it)
+DO $$ BEGIN
+  UPDATE mlplat.rollouts SET status = 'PROGRESSING' WHERE project_id = (SELECT id FROM mlplat.projects WHERE name = 'surge');
+EXCEPTION WHEN check_violation THEN
+  RAISE NOTICE '%', regexp_replace(SQLERRM, 'rollouts [0-9]+', 'rollouts N');
+END $$;
 SELECT project, gpu_quota, gpus_in_use FROM mlplat.project_status WHERE project = 'surge';
 SELECT :acc FROM mlplat.start_rollout('surge', 'chat2', 'lm', '2', '{"steps": [0.1, 0.5]}');
 SELECT project, gpu_quota, gpus_in_use FROM mlplat.project_status WHERE project = 'surge';

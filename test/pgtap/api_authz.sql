@@ -144,6 +144,7 @@ SELECT lives_ok($$SELECT mlplat.deploy('tapp', 'web3', 'm', '1', 'kserve-sklearn
 SELECT is(public.tap_api_try('tap_deployer', $$SELECT mlplat.rollback_deployment('tapp', 'web3')$$, true), 'ok',
           'deployer rollback_deployment succeeds when there is a revision to go back to');
 -- a project with nothing live can be deleted
+UPDATE mlplat.rollouts SET status = 'ROLLING_BACK' WHERE deployment_id IN (SELECT d.id FROM mlplat.deployments d JOIN mlplat.projects p ON p.id = d.project_id WHERE p.name = 'tapp');
 UPDATE mlplat.rollouts SET status = 'ABORTED' WHERE deployment_id IN (SELECT d.id FROM mlplat.deployments d JOIN mlplat.projects p ON p.id = d.project_id WHERE p.name = 'tapp');
 UPDATE mlplat.deployments SET status = 'DELETED' WHERE project_id = (SELECT id FROM mlplat.projects WHERE name = 'tapp');
 UPDATE mlplat.runs SET status = 'CANCELLED' WHERE project_id = (SELECT id FROM mlplat.projects WHERE name = 'tapp');

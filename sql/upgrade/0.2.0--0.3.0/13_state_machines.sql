@@ -1,0 +1,50 @@
+-- 0.3.0: one state machine per kind, in one place (issue 19 item 2): see sql/install/41_state_machines.sql.
+-- Rollouts: start_rollout creates PROGRESSING; each decision (plan_rollout) moves between the
+-- three live states or starts a rollback; abort_rollout starts a rollback; the reconciler
+-- closes a rollback (ROLLED_BACK, or ABORTED when asked) or a promotion; an artifact that
+-- fails its check ends any active rollout as FAILED.
+CREATE FUNCTION mlplat._rollout_transitions()
+RETURNS TABLE (from_status text, to_status text)
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+  VALUES (NULL, 'PROGRESSING'),
+         ('PROGRESSING', 'HOLDING'), ('PROGRESSING', 'AT_CEILING'), ('PROGRESSING', 'ROLLING_BACK'),
+         ('PROGRESSING', 'PROMOTED'), ('PROGRESSING', 'FAILED'),
+         ('HOLDING', 'PROGRESSING'), ('HOLDING', 'AT_CEILING'), ('HOLDING', 'ROLLING_BACK'),
+         ('HOLDING', 'PROMOTED'), ('HOLDING', 'FAILED'),
+         ('AT_CEILING', 'PROGRESSING'), ('AT_CEILING', 'HOLDING'), ('AT_CEILING', 'ROLLING_BACK'),
+         ('AT_CEILING', 'PROMOTED'), ('AT_CEILING', 'FAILED'),
+         ('ROLLING_BACK', 'ROLLED_BACK'), ('ROLLING_BACK', 'ABORTED'), ('ROLLING_BACK', 'FAILED'),
+         ('PROMOTED', NULL), ('ROLLED_BACK', NULL), ('ABORTED', NULL), ('FAILED', NULL)
+$$;
+
+-- The one check: a status a row enters must be a listed transition from the one it leaves.
+CREATE FUNCTION mlplat._status_transition_check() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, mlplat, pg_temp AS $$
+DECLARE
+  old_status text;
+  listed boolean;
+BEGIN
+  IF TG_OP = 'UPDATE' THEN
+    IF OLD.status IS NOT DISTINCT FROM NEW.status THEN
+      RETURN NEW;
+    END IF;
+    old_status := OLD.status;
+  END IF;
+  EXECUTE pg_catalog.format('SELECT true FROM mlplat.%I() t WHERE t.from_status IS NOT DISTINCT FROM $1 AND t.to_status = $2',
+                            TG_ARGV[0])
+    INTO listed USING old_status, NEW.status;
+  IF listed IS NULL THEN
+    RAISE EXCEPTION USING ERRCODE = 'check_violation',
+      MESSAGE = pg_catalog.format('mlplat: %s %s cannot go from %s to %s', TG_TABLE_NAME, NEW.id,
+                                  coalesce(old_status, '(new)'), NEW.status),
+      DETAIL = pg_catalog.format('mlplat.%s() lists the transitions of %s.', TG_ARGV[0], TG_TABLE_NAME),
+      HINT = 'Whatever made the change has a bug: docs/reconcilers.md draws the state machine.';
+  END IF;
+  RETURN NEW;
+END $$;
+
+CREATE TRIGGER rollouts_status_transition BEFORE INSERT OR UPDATE OF status ON mlplat.rollouts
+  FOR EACH ROW EXECUTE FUNCTION mlplat._status_transition_check('_rollout_transitions');
+REVOKE ALL ON FUNCTION mlplat._rollout_transitions(), mlplat._status_transition_check() FROM PUBLIC;
