@@ -95,6 +95,27 @@ tap_is "$(q mlplat_upgrade_old "SELECT string_agg(source, ',') FROM mlplat.artif
 tap_is "$(q mlplat_upgrade_old "SELECT extension_version || '/' || library_version FROM mlplat.version()")" "$CUR/$CUR" \
 	"after the update, extension and library agree"
 
+# Model Lab (issue 15) in the updated database: the rows of 0.2.0 are kept and lab data is made
+# on top of them through the API
+LAB=$(q mlplat_upgrade_old "DO \$\$ BEGIN
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'upg_lab_owner') THEN CREATE ROLE upg_lab_owner; END IF;
+  END \$\$;
+  SELECT mlplat.grant_role('upa', 'upg_lab_owner', 'owner');
+  SELECT mlplat.register_lab_node('upg-gpu-1', 'a100', 8);
+  SET ROLE upg_lab_owner;
+  SELECT mlplat.register_lab_profile('upa', 'p', jsonb_build_object('runtime_kind', 'kserve-sklearnserver',
+    'image', 'r.example/w@sha256:' || repeat('e', 64), 'gpus', 1, 'accelerator', 'a100',
+    'families', '[\"tabular_predict\"]'::jsonb, 'max_execution_seconds', 300, 'max_output_bytes', 65536));
+  SELECT mlplat.approve_lab('upa', v.id, v.artifact_sha256, f.id, n.id, '{tabular_predict}', '{}', 1, '1 hour')
+    FROM mlplat.model_versions v, mlplat.lab_profiles f, mlplat.lab_nodes n WHERE v.artifact_uri = 's3://models/iris/1/model.bin';
+  SELECT (mlplat.lab_preflight('upa', v.id, v.artifact_sha256, f.id, n.id, a.id, 'tabular_predict', '[{\"features\": [1, 2]}]')).blockers
+    FROM mlplat.model_versions v, mlplat.lab_profiles f, mlplat.lab_nodes n, mlplat.lab_approvals a
+   WHERE v.artifact_uri = 's3://models/iris/1/model.bin';
+  RESET ROLE;
+  SELECT count(*) FROM mlplat.model_versions;" 2>&1 | tail -2 | tr '\n' ' ')
+tap_is "$LAB" "{CANDIDATE_NOT_ELIGIBLE,NODE_NOT_OBSERVED,PROBE_MISSING} 4 " \
+	"after the update: lab node, profile and approval on a 0.2.0 model version; its preflight; the 4 versions kept"
+
 q mlplat_upgrade_new "CREATE EXTENSION mlplat" >/dev/null
 tap_ok $? "fresh CREATE EXTENSION mlplat ($CUR)"
 POLICIES_SQL="SELECT string_agg(role || ':' || action, ',' ORDER BY role, action) FROM mlplat.policies"
