@@ -1098,17 +1098,32 @@ BEGIN
             'name', 'input', 'secret', pg_catalog.jsonb_build_object('secretName', pg_catalog.format('lab-%s-input', r.id))))))));
 END $$;
 
--- One transition row (ids and codes only).
-CREATE FUNCTION mlplat._lab_transition(r mlplat.lab_runs, p_to text, p_reason text, p_actor text, p_observation jsonb)
+-- One transition row (ids and codes only): from the run's status as the caller read it (none
+-- for the first), by a person (API) or by a leader's epoch and controller (reconciler).
+CREATE FUNCTION mlplat._lab_transition(r mlplat.lab_runs, p_to text, p_reason text, p_actor text, p_observation jsonb,
+                                       p_epoch bigint DEFAULT NULL, p_controller text DEFAULT NULL)
 RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
   INSERT INTO mlplat.lab_run_transitions (lab_run_id, project_id, seq, attempt, from_status, to_status, reason_code,
-                                          observation, actor)
+                                          observation, actor, epoch, controller)
   SELECT r.id, r.project_id, coalesce(pg_catalog.max(t.seq), 0) + 1, r.attempt,
-         CASE WHEN p_to = 'QUEUED' AND NOT EXISTS (SELECT 1 FROM mlplat.lab_run_transitions t2 WHERE t2.lab_run_id = r.id)
-              THEN NULL ELSE r.status END,
-         p_to, p_reason, p_observation, p_actor
+         CASE WHEN pg_catalog.count(t.seq) > 0 THEN r.status END, p_to, p_reason, p_observation, p_actor,
+         p_epoch, p_controller
   FROM mlplat.lab_run_transitions t WHERE t.lab_run_id = r.id;
+END $$;
+
+-- The run with this id in the project, or 42704.
+CREATE FUNCTION mlplat._lab_run_of(p_project_id bigint, p_id bigint) RETURNS mlplat.lab_runs
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  run mlplat.lab_runs;
+BEGIN
+  SELECT * INTO run FROM mlplat.lab_runs x WHERE x.id = p_id AND x.project_id = p_project_id;
+  IF run.id IS NULL THEN
+    RAISE EXCEPTION USING ERRCODE = '42704', MESSAGE = 'lab run does not exist',
+      HINT = 'Lab runs are identified by their id in the project (mlplat.lab_run_status).';
+  END IF;
+  RETURN run;
 END $$;
 
 -- The common admission of a LabRun or probe under locks: the project row (reserve when the
@@ -1288,11 +1303,7 @@ DECLARE
 BEGIN
   IF cancel_lab_run.lab_run_id IS NULL THEN PERFORM mlplat._lab_reject('null_argument'); END IF;
   PERFORM mlplat._bound_api_waits();
-  SELECT * INTO seen FROM mlplat.lab_runs x WHERE x.id = cancel_lab_run.lab_run_id AND x.project_id = pid;
-  IF seen.id IS NULL THEN
-    RAISE EXCEPTION USING ERRCODE = '42704', MESSAGE = 'lab run does not exist',
-      HINT = 'Lab runs are identified by their id in the project (mlplat.lab_run_status).';
-  END IF;
+  seen := mlplat._lab_run_of(pid, cancel_lab_run.lab_run_id);
   r := (pg_catalog.gen_random_uuid(), 'lab_run', seen.id, NULL, seen.status, false)::mlplat.accepted;
   IF seen.status = 'CANCEL_REQUESTED' THEN
     r.replayed := true;   -- already requested: a repeat changes nothing
@@ -1336,11 +1347,7 @@ DECLARE
   run mlplat.lab_runs;
   o mlplat.lab_run_outcome;
 BEGIN
-  SELECT * INTO run FROM mlplat.lab_runs x WHERE x.id = lab_run_result.lab_run_id AND x.project_id = pid;
-  IF run.id IS NULL THEN
-    RAISE EXCEPTION USING ERRCODE = '42704', MESSAGE = 'lab run does not exist',
-      HINT = 'Lab runs are identified by their id in the project (mlplat.lab_run_status).';
-  END IF;
+  run := mlplat._lab_run_of(pid, lab_run_result.lab_run_id);
   o.lab_run_id := run.id; o.status := run.status; o.reason_code := run.reason_code;
   o.output_digest := run.output_digest; o.output_bytes := run.output_bytes; o.retain_until := run.retain_until;
   o.purged := run.purged_at IS NOT NULL;
@@ -1355,11 +1362,7 @@ DECLARE
   pid bigint := mlplat._authorize_member('view', render_lab_job.project);
   run mlplat.lab_runs;
 BEGIN
-  SELECT * INTO run FROM mlplat.lab_runs x WHERE x.id = render_lab_job.lab_run_id AND x.project_id = pid;
-  IF run.id IS NULL THEN
-    RAISE EXCEPTION USING ERRCODE = '42704', MESSAGE = 'lab run does not exist',
-      HINT = 'Lab runs are identified by their id in the project (mlplat.lab_run_status).';
-  END IF;
+  run := mlplat._lab_run_of(pid, render_lab_job.lab_run_id);
   RETURN mlplat._render_lab_job(run, render_lab_job.project, (SELECT i.instance_id FROM mlplat.installation i),
     coalesce(pg_catalog.current_setting('mlplat.lab_payload_bucket', true), ''));
 END $$;
@@ -1387,11 +1390,7 @@ BEGIN
   UPDATE mlplat.lab_probes pb SET status = CASE WHEN p_status = 'SUCCEEDED' THEN 'PASSED' ELSE 'FAILED' END,
          completed_at = pg_catalog.now()
   WHERE pb.lab_run_id = p_run.id AND pb.status = 'RUNNING';
-  INSERT INTO mlplat.lab_run_transitions (lab_run_id, project_id, seq, attempt, from_status, to_status, reason_code,
-                                          observation, epoch, controller)
-  SELECT p_run.id, p_run.project_id, coalesce(pg_catalog.max(t.seq), 0) + 1, p_run.attempt, p_run.status, p_status,
-         p_reason, p_observation, p_epoch, p_controller
-  FROM mlplat.lab_run_transitions t WHERE t.lab_run_id = p_run.id;
+  PERFORM mlplat._lab_transition(p_run, p_status, p_reason, NULL, p_observation, p_epoch, p_controller);
 END $$;
 
 -- The Nodes the reconciler LISTed (label mlplat.io/lab=true): [{name, ready, unschedulable,
@@ -1505,11 +1504,8 @@ BEGIN
     SET status = 'DISPATCHED', dispatched_at = pg_catalog.now(), job_name = pg_catalog.format('lab-%s-%s', x.id, x.attempt),
         status_reason = NULL, row_version = x.row_version + 1, epoch = p_epoch, updated_at = pg_catalog.now()
     WHERE x.id = r.id;
-    INSERT INTO mlplat.lab_run_transitions (lab_run_id, project_id, seq, attempt, from_status, to_status, observation,
-                                            epoch, controller)
-    SELECT r.id, r.project_id, coalesce(pg_catalog.max(t.seq), 0) + 1, r.attempt, 'QUEUED', 'DISPATCHED',
-           pg_catalog.jsonb_build_object('job', pg_catalog.format('lab-%s-%s', r.id, r.attempt)), p_epoch, p_controller
-    FROM mlplat.lab_run_transitions t WHERE t.lab_run_id = r.id;
+    PERFORM mlplat._lab_transition(r, 'DISPATCHED', NULL, NULL,
+      pg_catalog.jsonb_build_object('job', pg_catalog.format('lab-%s-%s', r.id, r.attempt)), p_epoch, p_controller);
     SELECT p.name INTO proj FROM mlplat.projects p WHERE p.id = r.project_id;
     lab_run_id := r.id; attempt := r.attempt;
     job := mlplat._render_lab_job(r, proj, inst, p_bucket);
