@@ -136,7 +136,7 @@ CREATE TRIGGER audit_events_no_truncate BEFORE TRUNCATE ON mlplat.audit_events
 -- expression, where a PL/pgSQL body cost an executor run per call (three per deploy()).
 CREATE FUNCTION mlplat._db_role() RETURNS text
 LANGUAGE sql STABLE AS $$
-  SELECT CASE WHEN pg_catalog.current_setting('role') = 'none'
+  SELECT CASE WHEN pg_catalog.current_setting('role') OPERATOR(pg_catalog.=) 'none'
               THEN SESSION_USER::text ELSE pg_catalog.current_setting('role') END
 $$;
 

@@ -4,7 +4,8 @@
 -- and a PL/pgSQL body runs the executor per call (mlplat._db_role, three per deploy()).
 -- Their results stay what they were.
 BEGIN;
-SELECT plan(9);
+SELECT plan(10);
+\ir lib/helpers.sql
 
 CREATE FUNCTION pg_temp.plan_of(q text) RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
@@ -46,6 +47,13 @@ SET LOCAL ROLE tap_hot_path;
 SELECT is((SELECT mlplat._db_role()), 'tap_hot_path', '... and the role set with SET ROLE');
 RESET ROLE;
 SELECT is(mlplat._db_role(), session_user::text, '... and the session user again after RESET ROLE');
+
+-- inlined, its body is parsed with the caller's search_path: every operator is qualified
+CREATE FUNCTION public.tap_never_eq(text, text) RETURNS boolean LANGUAGE sql AS 'SELECT false';
+CREATE OPERATOR public.= (LEFTARG = text, RIGHTARG = text, FUNCTION = public.tap_never_eq);
+SELECT is(public.tap_hostile('SELECT mlplat._db_role()'), 'ok:' || session_user,
+          '_db_role is not fooled by an = operator ahead of pg_catalog on the search path');
+DROP OPERATOR public.= (text, text);
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -4,6 +4,6 @@
 -- is in part 50, which creates it.)
 CREATE OR REPLACE FUNCTION mlplat._db_role() RETURNS text
 LANGUAGE sql STABLE AS $$
-  SELECT CASE WHEN pg_catalog.current_setting('role') = 'none'
+  SELECT CASE WHEN pg_catalog.current_setting('role') OPERATOR(pg_catalog.=) 'none'
               THEN SESSION_USER::text ELSE pg_catalog.current_setting('role') END
 $$;
