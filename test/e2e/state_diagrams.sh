@@ -4,9 +4,7 @@
 # the rows of mlplat.FN(), in order, and every mlplat.*_transitions() function has a block.
 # Needs the test cluster (for the functions), nothing else.
 set -u
-SRC=$(cd "$(dirname "$0")/../.." && pwd)
-. "$SRC/test/lib/tap.sh"
-tap_require_cluster
+. "$(dirname "$0")/../lib/e2e.sh"
 PSQL=${MLPLAT_TEST_BIN:+$MLPLAT_TEST_BIN/}psql
 DOC=$SRC/docs/reconcilers.md
 
