@@ -555,3 +555,76 @@ SELECT alert, severity, project, entity, detail FROM mlplat.alerts WHERE kind = 
 SET LOCAL mlplat.lab_cancel_alert_after = '10min';
 SELECT alert FROM mlplat.alerts WHERE kind = 'lab_runs' ORDER BY 1;
 ROLLBACK;
+
+-- ---------------------------------------------------------------- Job observations (write-back)
+-- 9/12. the dispatched run starts, completes with its output: SUCCEEDED, output and digest in
+-- lab_run_result, input gone; the lease goes only once the Job is seen gone
+BEGIN;
+CREATE TEMP TABLE wb AS SELECT id, row_version FROM mlplat.lab_runs WHERE status = 'DISPATCHED' AND purpose = 'run';
+GRANT SELECT ON wb TO PUBLIC;
+SELECT mlplat._lab_runs_observed(id, row_version, 1, 'regress', 'STARTED', '{"active": 1}') AS started FROM wb;
+SELECT mlplat._lab_runs_observed(id, row_version, 1, 'regress', 'STARTED', '{"active": 1}') AS stale FROM wb;
+SELECT status, started_at IS NOT NULL AS started FROM mlplat.lab_run_status WHERE lab_run_id = (SELECT id FROM wb);
+SELECT mlplat._lab_runs_observed(r.id, r.row_version, 1, 'regress', 'COMPLETED', '{"succeeded": 1}', convert_to('{"text": "hello"}', 'UTF8')) AS completed
+FROM mlplat.lab_runs r WHERE r.id = (SELECT id FROM wb);
+SET LOCAL ROLE regress_lab_dev;
+SELECT status, reason_code, output_digest = encode(sha256(convert_to('{"text": "hello"}', 'UTF8')), 'hex') AS digest, output_bytes,
+       output, retain_until > now() AS retained, purged
+FROM mlplat.lab_run_result('labp', (SELECT id FROM wb));
+RESET ROLE;
+SELECT direction FROM mlplat.lab_run_payloads WHERE lab_run_id = (SELECT id FROM wb);
+SELECT count(*) AS lease_held FROM mlplat.lab_leases WHERE lab_run_id = (SELECT id FROM wb);
+SELECT mlplat._lab_runs_job_gone(r.id, r.row_version, 1, 'regress', '{"job": "absent"}') AS released
+FROM mlplat.lab_runs r WHERE r.id = (SELECT id FROM wb);
+SELECT count(*) AS lease_held FROM mlplat.lab_leases WHERE lab_run_id = (SELECT id FROM wb);
+-- 11. attempt 1 fails, max_attempts 2: RETRY_WAIT, the lease kept; once the failed Job is gone
+-- and the backoff over, lab-<id>-2 is dispatched; it fails too: FAILED WORKER_FAILED
+UPDATE mlplat.lab_nodes SET observed_ready = true, observed_at = now();
+SET LOCAL ROLE regress_lab_owner;
+SELECT :acc FROM mlplat.approve_lab('labp', (SELECT cand FROM ids), repeat('a', 64), (SELECT prof FROM ids),
+  (SELECT node FROM ids), '{text_generation}', '{"max_attempts": 3}', 3, '1 hour');
+SET LOCAL ROLE regress_lab_dev;
+SELECT :acc FROM mlplat.start_lab_run('labp', (SELECT cand FROM ids), (SELECT sha FROM ids), (SELECT prof FROM ids),
+  (SELECT node FROM ids), (SELECT max(id) FROM mlplat.lab_approvals), 'text_generation', '[{"prompt": "p", "max_tokens": 1}]',
+  '{"max_attempts": 2}', 'retry-1');
+RESET ROLE;
+SELECT attempt, job->'metadata'->>'name' ~ '-1$' AS first_job FROM mlplat._lab_runs_claim(1, 'regress', 'lab-bucket')
+WHERE job->'metadata'->'labels'->>'mlplat.io/purpose' = 'run';
+SELECT mlplat._lab_runs_observed(r.id, r.row_version, 1, 'regress', 'FAILED', '{"reason": "BackoffLimitExceeded"}') AS failed
+FROM mlplat.lab_runs r WHERE r.idempotency_key = 'retry-1';
+SELECT status, reason_code, attempt, next_attempt_at > now() AS backing_off,
+       (SELECT count(*) FROM mlplat.lab_leases l WHERE l.lab_run_id = r.id) AS lease
+FROM mlplat.lab_runs r WHERE r.idempotency_key = 'retry-1';
+SELECT count(*) AS dispatched_before_gone FROM mlplat._lab_runs_claim(1, 'regress', 'lab-bucket');
+SELECT mlplat._lab_runs_job_gone(r.id, r.row_version, 1, 'regress', '{}') AS first_job_gone FROM mlplat.lab_runs r WHERE r.idempotency_key = 'retry-1';
+UPDATE mlplat.lab_runs SET next_attempt_at = now() WHERE idempotency_key = 'retry-1';   -- the backoff has passed
+SELECT attempt, job->'metadata'->>'name' = 'lab-' || lab_run_id || '-2' AS second_job,
+       job->'metadata'->'labels'->>'mlplat.io/attempt' AS attempt_label
+FROM mlplat._lab_runs_claim(1, 'regress', 'lab-bucket');
+SELECT mlplat._lab_runs_observed(r.id, r.row_version, 1, 'regress', 'FAILED', '{"reason": "BackoffLimitExceeded"}') AS failed_again
+FROM mlplat.lab_runs r WHERE r.idempotency_key = 'retry-1';
+SELECT status, reason_code, attempt FROM mlplat.lab_runs WHERE idempotency_key = 'retry-1';
+SELECT t.seq, t.attempt, t.from_status, t.to_status, t.reason_code FROM mlplat.lab_run_transitions t
+JOIN mlplat.lab_runs r ON r.id = t.lab_run_id WHERE r.idempotency_key = 'retry-1' ORDER BY t.seq;
+ROLLBACK;
+-- 11. the execution deadline is a budget: FAILED EXECUTION_DEADLINE_EXCEEDED, no retry; a probe
+-- that completes records PASSED with completed_at
+BEGIN;
+SELECT mlplat._lab_runs_observed(r.id, r.row_version, 1, 'regress', 'DEADLINE', '{"reason": "DeadlineExceeded"}') AS deadline
+FROM mlplat.lab_runs r WHERE r.status = 'DISPATCHED' AND r.purpose = 'run';
+SELECT status, reason_code FROM mlplat.lab_run_status WHERE purpose = 'run' AND status = 'FAILED' AND reason_code = 'EXECUTION_DEADLINE_EXCEEDED';
+SELECT mlplat._lab_runs_observed(r.id, r.row_version, 1, 'regress', 'COMPLETED', '{}', convert_to('{"ok": true}', 'UTF8')) AS probe_done
+FROM mlplat.lab_runs r WHERE r.purpose = 'probe';
+SELECT status, completed_at IS NOT NULL AS completed FROM mlplat.lab_probes WHERE lab_run_id IS NOT NULL;
+ROLLBACK;
+-- an output above max_output_bytes, or none, fails the run
+BEGIN;
+SELECT mlplat._lab_runs_observed(r.id, r.row_version, 1, 'regress', 'COMPLETED', '{}', convert_to(repeat('x', 70000), 'UTF8')) AS too_large
+FROM mlplat.lab_runs r WHERE r.status = 'DISPATCHED' AND r.purpose = 'run';
+SELECT reason_code FROM mlplat.lab_run_status WHERE reason_code = 'OUTPUT_TOO_LARGE';
+ROLLBACK;
+BEGIN;
+SELECT mlplat._lab_runs_observed(r.id, r.row_version, 1, 'regress', 'COMPLETED', '{}', NULL) AS missing
+FROM mlplat.lab_runs r WHERE r.status = 'DISPATCHED' AND r.purpose = 'run';
+SELECT reason_code FROM mlplat.lab_run_status WHERE reason_code = 'OUTPUT_MISSING';
+ROLLBACK;

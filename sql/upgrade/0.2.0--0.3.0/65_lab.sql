@@ -1444,6 +1444,7 @@ RETURNS TABLE (lab_run_id bigint, attempt int, job jsonb, secret jsonb)
 LANGUAGE plpgsql AS $$
 DECLARE
   r mlplat.lab_runs;
+  prev mlplat.lab_runs;
   b text[];
   inst text := (SELECT i.instance_id FROM mlplat.installation i);
   proj text;
@@ -1465,6 +1466,34 @@ BEGIN
            WHERE x.status = 'QUEUED' AND x.queue_deadline_at <= pg_catalog.now()
            ORDER BY x.id FOR UPDATE SKIP LOCKED LOOP
     PERFORM mlplat._lab_finish(r, 'FAILED', 'QUEUE_DEADLINE_EXCEEDED', p_epoch, p_controller, '{"created": false}');
+  END LOOP;
+  -- retries: the failed attempt's Job was seen gone (job_name cleared), the backoff is over;
+  -- past the run deadline the run fails instead.  The node lease is still the run's.
+  FOR r IN SELECT * FROM mlplat.lab_runs x
+           WHERE x.status = 'RETRY_WAIT' AND x.job_name IS NULL AND x.next_attempt_at <= pg_catalog.now()
+           ORDER BY x.id FOR UPDATE SKIP LOCKED LOOP
+    IF pg_catalog.now() + pg_catalog.make_interval(secs => (r.limits->>'max_execution_seconds')::int) > r.run_deadline_at
+       OR coalesce(p_bucket, '') = '' THEN
+      PERFORM mlplat._lab_finish(r, 'FAILED', 'RUN_DEADLINE_EXCEEDED', p_epoch, p_controller, '{"created": false}');
+      DELETE FROM mlplat.lab_leases l WHERE l.lab_run_id = r.id;
+      CONTINUE;
+    END IF;
+    prev := r;
+    UPDATE mlplat.lab_runs x
+    SET status = 'DISPATCHED', attempt = x.attempt + 1, dispatched_at = pg_catalog.now(),
+        job_name = pg_catalog.format('lab-%s-%s', x.id, x.attempt + 1), status_reason = NULL,
+        row_version = x.row_version + 1, epoch = p_epoch, updated_at = pg_catalog.now()
+    WHERE x.id = r.id RETURNING * INTO r;
+    UPDATE mlplat.lab_leases l SET attempt = r.attempt, epoch = p_epoch, renewed_at = pg_catalog.now()
+    WHERE l.lab_run_id = r.id;
+    prev.attempt := r.attempt;   -- from RETRY_WAIT, recorded under the new attempt
+    PERFORM mlplat._lab_transition(prev, 'DISPATCHED', NULL, NULL,
+      pg_catalog.jsonb_build_object('job', r.job_name), p_epoch, p_controller);
+    SELECT p.name INTO proj FROM mlplat.projects p WHERE p.id = r.project_id;
+    lab_run_id := r.id; attempt := r.attempt;
+    job := mlplat._render_lab_job(r, proj, inst, p_bucket);
+    secret := mlplat._render_lab_secret(r, proj, inst);
+    RETURN NEXT;
   END LOOP;
   IF coalesce(p_bucket, '') = '' THEN
     UPDATE mlplat.lab_runs x SET status_reason = 'waiting: no lab payload store configured'
@@ -1520,13 +1549,84 @@ BEGIN
   SELECT * INTO r FROM mlplat.lab_runs x WHERE x.id = p_lab_run_id AND x.row_version = p_row_version FOR UPDATE;
   -- a Job that vanished under a run still in flight is JOB_DISAPPEARED: the full write-back's
   -- decision (retry or fail), not this one's
-  IF r.id IS NULL OR r.status NOT IN ('CANCEL_REQUESTED', 'SUCCEEDED', 'FAILED', 'CANCELLED') THEN
+  IF r.id IS NULL OR r.status NOT IN ('CANCEL_REQUESTED', 'SUCCEEDED', 'FAILED', 'CANCELLED', 'RETRY_WAIT') THEN
     RETURN false;
+  END IF;
+  IF r.status = 'RETRY_WAIT' THEN
+    -- the failed attempt's Job is gone: the next attempt may be dispatched; the lease stays
+    UPDATE mlplat.lab_runs x SET job_name = NULL, row_version = x.row_version + 1, epoch = p_epoch,
+           updated_at = pg_catalog.now()
+    WHERE x.id = r.id;
+    RETURN true;
   END IF;
   IF r.status = 'CANCEL_REQUESTED' THEN
     PERFORM mlplat._lab_finish(r, 'CANCELLED', NULL, p_epoch, p_controller, p_observation);
   END IF;
   DELETE FROM mlplat.lab_leases l WHERE l.lab_run_id = r.id;
+  RETURN true;
+END $$;
+
+-- Write-back of what the reconciler observed of the Job of the run's current attempt (CAS on
+-- row_version; false when it lost).  p_event:
+--   'STARTED'   the Job is active                     DISPATCHED -> RUNNING
+--   'COMPLETED' the Job is Complete; p_output is the output object read with a bounded GET
+--               (NULL: missing -> FAILED OUTPUT_MISSING; above max_output_bytes ->
+--               FAILED OUTPUT_TOO_LARGE), else SUCCEEDED with its digest
+--   'FAILED'    BackoffLimitExceeded / PodFailurePolicy: RETRY_WAIT when an attempt is left and
+--               it fits before the run deadline (backoff min(2^(attempt-1), 30) s), else
+--               FAILED WORKER_FAILED
+--   'DEADLINE'  DeadlineExceeded: FAILED EXECUTION_DEADLINE_EXCEEDED, never retried
+-- A CANCEL_REQUESTED run whose Job had finished ends as the Job did.  The lease stays until
+-- the Job is seen gone (_lab_runs_job_gone).
+CREATE FUNCTION mlplat._lab_runs_observed(p_lab_run_id bigint, p_row_version bigint, p_epoch bigint,
+                                          p_controller text, p_event text, p_observation jsonb, p_output bytea DEFAULT NULL)
+RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+  r mlplat.lab_runs;
+  backoff int;
+BEGIN
+  SELECT * INTO r FROM mlplat.lab_runs x WHERE x.id = p_lab_run_id AND x.row_version = p_row_version FOR UPDATE;
+  IF r.id IS NULL OR r.status NOT IN ('DISPATCHED', 'RUNNING', 'CANCEL_REQUESTED') THEN
+    RETURN false;
+  END IF;
+  IF p_event = 'STARTED' THEN
+    IF r.status = 'DISPATCHED' THEN
+      UPDATE mlplat.lab_runs x SET status = 'RUNNING', started_at = pg_catalog.now(), row_version = x.row_version + 1,
+             epoch = p_epoch, updated_at = pg_catalog.now()
+      WHERE x.id = r.id;
+      PERFORM mlplat._lab_transition(r, 'RUNNING', NULL, NULL, p_observation, p_epoch, p_controller);
+    END IF;
+  ELSIF p_event = 'COMPLETED' THEN
+    IF p_output IS NULL THEN
+      PERFORM mlplat._lab_finish(r, 'FAILED', 'OUTPUT_MISSING', p_epoch, p_controller, p_observation);
+    ELSIF pg_catalog.length(p_output) > (r.limits->>'max_output_bytes')::int THEN
+      PERFORM mlplat._lab_finish(r, 'FAILED', 'OUTPUT_TOO_LARGE', p_epoch, p_controller, p_observation);
+    ELSE
+      INSERT INTO mlplat.lab_run_payloads (lab_run_id, direction, content, sha256, bytes)
+      VALUES (r.id, 'output', p_output, pg_catalog.encode(pg_catalog.sha256(p_output), 'hex'), pg_catalog.length(p_output));
+      UPDATE mlplat.lab_runs x SET output_digest = pg_catalog.encode(pg_catalog.sha256(p_output), 'hex'),
+             output_bytes = pg_catalog.length(p_output)
+      WHERE x.id = r.id;
+      PERFORM mlplat._lab_finish(r, 'SUCCEEDED', NULL, p_epoch, p_controller, p_observation);
+    END IF;
+  ELSIF p_event = 'DEADLINE' THEN
+    PERFORM mlplat._lab_finish(r, 'FAILED', 'EXECUTION_DEADLINE_EXCEEDED', p_epoch, p_controller, p_observation);
+  ELSIF p_event = 'FAILED' THEN
+    backoff := least(pg_catalog.power(2, r.attempt - 1)::int, 30);
+    IF r.status <> 'CANCEL_REQUESTED' AND r.attempt < r.max_attempts
+       AND pg_catalog.now() + pg_catalog.make_interval(secs => backoff + (r.limits->>'max_execution_seconds')::int)
+           <= r.run_deadline_at THEN
+      UPDATE mlplat.lab_runs x SET status = 'RETRY_WAIT', next_attempt_at = pg_catalog.now() + pg_catalog.make_interval(secs => backoff),
+             row_version = x.row_version + 1, epoch = p_epoch, updated_at = pg_catalog.now()
+      WHERE x.id = r.id;
+      PERFORM mlplat._lab_transition(r, 'RETRY_WAIT', 'WORKER_FAILED', NULL, p_observation, p_epoch, p_controller);
+    ELSE
+      PERFORM mlplat._lab_finish(r, 'FAILED', 'WORKER_FAILED', p_epoch, p_controller, p_observation);
+    END IF;
+  ELSE
+    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = pg_catalog.format('unknown lab Job event "%s"', p_event),
+      HINT = 'STARTED, COMPLETED, FAILED or DEADLINE.';
+  END IF;
   RETURN true;
 END $$;
 
