@@ -30,6 +30,8 @@ char *mlplat_lease_namespace = NULL;
 int mlplat_lease_duration_s = 15;
 char *mlplat_registry_url = NULL;
 char *mlplat_registry_token_file = NULL;
+char *mlplat_registry_basic_auth_file = NULL;
+char *mlplat_registry_ca_file = NULL;
 char *mlplat_prometheus_url = NULL;
 char *mlplat_s3_endpoint = NULL;
 char *mlplat_s3_region = NULL;
@@ -281,6 +283,16 @@ mlplat_define_gucs(void)
 							   "File holding the bearer token for the model registry.",
 							   "Re-read whenever it changes. Empty: requests carry no Authorization header.",
 							   &mlplat_registry_token_file, "",
+							   PGC_SIGHUP, GUC_SUPERUSER_ONLY, NULL, NULL, NULL);
+	DefineCustomStringVariable("mlplat.registry_basic_auth_file",
+							   "File holding user:password for HTTP Basic authentication to the model registry (MLflow's basic-auth app).",
+							   "One line. Re-read whenever it changes. Empty: no Basic authentication. Not together with mlplat.registry_token_file.",
+							   &mlplat_registry_basic_auth_file, "",
+							   PGC_SIGHUP, GUC_SUPERUSER_ONLY, NULL, NULL, NULL);
+	DefineCustomStringVariable("mlplat.registry_ca_file",
+							   "CA bundle that verifies the model registry's TLS certificate.",
+							   "Empty: the system's trusted CAs.",
+							   &mlplat_registry_ca_file, "",
 							   PGC_SIGHUP, GUC_SUPERUSER_ONLY, NULL, NULL, NULL);
 	DefineCustomStringVariable("mlplat.prometheus_url",
 							   "Prometheus base URL (http or https) the rollouts reconciler queries for request metrics.",

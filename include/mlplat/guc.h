@@ -38,6 +38,8 @@ extern int mlplat_lease_duration_s;
 /* Model registry (MLflow REST API; reloadable; the token is a file) */
 extern char *mlplat_registry_url;
 extern char *mlplat_registry_token_file;
+extern char *mlplat_registry_basic_auth_file;
+extern char *mlplat_registry_ca_file;
 
 /* Prometheus HTTP API for rollout evidence (reloadable) */
 extern char *mlplat_prometheus_url;

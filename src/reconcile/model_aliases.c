@@ -30,6 +30,7 @@
 
 
 #include "catalog/pg_type.h"
+#include "common/base64.h"
 #include "executor/spi.h"
 #include "lib/stringinfo.h"
 #include "utils/builtins.h"
@@ -59,6 +60,8 @@
 
 /* Process-local; the token is a secret: never logged, wiped when replaced. */
 static MlplatSecretFile registry_token;
+/* user:password for MLflow's basic-auth app; a secret like the token */
+static MlplatSecretFile registry_basic;
 
 /*
  * Is a registry configured and usable?  When not, the pass status says why
@@ -72,6 +75,7 @@ registry_ready(MlplatPass *pass)
 	if (mlplat_registry_url == NULL || mlplat_registry_url[0] == '\0')
 	{
 		mlplat_secret_file_forget(&registry_token);
+		mlplat_secret_file_forget(&registry_basic);
 		snprintf(pass->status, sizeof(pass->status),
 				 "idle: no model registry configured (set mlplat.registry_url)");
 		return false;
@@ -84,12 +88,50 @@ registry_ready(MlplatPass *pass)
 	}
 	if ((why = mlplat_secret_file_refresh(&registry_token, mlplat_registry_token_file,
 										  "registry token file", TOKEN_MAX,
+										  MLPLAT_SECRET_TOKEN, NULL)) != NULL ||
+		(why = mlplat_secret_file_refresh(&registry_basic, mlplat_registry_basic_auth_file,
+										  "registry basic auth file", TOKEN_MAX,
 										  MLPLAT_SECRET_TOKEN, NULL)) != NULL)
 	{
 		snprintf(pass->status, sizeof(pass->status), "idle: %s", why);
 		return false;
 	}
+	if (registry_token.content && registry_basic.content)
+	{
+		/* which one the registry wants is not ours to guess: MLflow's basic-auth app refuses a token */
+		snprintf(pass->status, sizeof(pass->status),
+				 "idle: both mlplat.registry_token_file and mlplat.registry_basic_auth_file are set: set one");
+		return false;
+	}
+	if (registry_basic.content && (registry_basic.content[0] == ':' || strchr(registry_basic.content, ':') == NULL))
+	{
+		/* the content is a secret: say what is wrong with it, never what it is */
+		snprintf(pass->status, sizeof(pass->status),
+				 "idle: registry basic auth file is not user:password on one line (\"%s\")",
+				 mlplat_registry_basic_auth_file);
+		return false;
+	}
 	return true;
+}
+
+/*
+ * The Authorization header value for HTTP Basic authentication (RFC 7617):
+ * "Basic " and base64 of user:password.  palloc'd; the caller wipes it.
+ */
+static char *
+basic_auth_header(const char *userpass)
+{
+	int len = (int) strlen(userpass);
+	int enclen = pg_b64_enc_len(len);
+	char *h = palloc(6 + enclen + 1);
+	int n;
+
+	memcpy(h, "Basic ", 6);
+	n = pg_b64_encode(userpass, len, h + 6, enclen);
+	if (n < 0)
+		elog(ERROR, "mlplat: base64 encoding of the registry credentials failed");
+	h[6 + n] = '\0';
+	return h;
 }
 
 /* ---------------------------------------------------------------- registry requests */
@@ -141,13 +183,16 @@ reg_request(MlplatHttpBatch *b, const char *method, const char *endpoint, const 
 	 * the version it made by its tag.  Registry traffic is small.
 	 */
 	mlplat_http_request_add_header(r, "Connection", "close");
-	if (registry_token.content)
+	if (registry_token.content || registry_basic.content)
 	{
-		char *h = psprintf("Bearer %s", registry_token.content);
+		char *h = registry_token.content ? psprintf("Bearer %s", registry_token.content)
+										 : basic_auth_header(registry_basic.content);
 
 		mlplat_http_request_add_header(r, "Authorization", h);
 		explicit_bzero(h, strlen(h));
 	}
+	if (mlplat_registry_ca_file && mlplat_registry_ca_file[0])
+		r->ca_file = mlplat_registry_ca_file;
 	if (body)
 		mlplat_http_request_set_body(r, "application/json", body, strlen(body));
 	return r;

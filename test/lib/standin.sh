@@ -20,8 +20,13 @@ standin_start() {
 	STANDIN_S3_CREDENTIALS=$dir/s3-credentials
 	printf '[default]\naws_access_key_id = S3RVER\naws_secret_access_key = S3RVER\n' >"$STANDIN_S3_CREDENTIALS"
 	chmod 644 "$STANDIN_S3_CREDENTIALS"
+	# STANDIN_TLS=1: the same routes over HTTPS too (STANDIN_TLS_URL, its certificate STANDIN_TLS_CERT)
 	"$SRC/test/standin/start.sh" --state-dir "$dir" --port 0 --s3-port 0 --token "$STANDIN_TOKEN" \
-		--seed "${STANDIN_SEED:-7}" --ready-delay-ms "${STANDIN_READY_MS:-300}" >/dev/null || return 1
+		--seed "${STANDIN_SEED:-7}" --ready-delay-ms "${STANDIN_READY_MS:-300}" ${STANDIN_TLS:+--tls-port 0} >/dev/null || return 1
+	if [ -n "${STANDIN_TLS:-}" ]; then
+		STANDIN_TLS_URL=https://127.0.0.1:$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["tlsPort"])' "$dir/ports.json")
+		STANDIN_TLS_CERT=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["tlsCert"])' "$dir/ports.json")
+	fi
 	STANDIN_PORT=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["port"])' "$dir/ports.json")
 	STANDIN_S3=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["s3Port"])' "$dir/ports.json")
 	STANDIN_URL=http://127.0.0.1:$STANDIN_PORT

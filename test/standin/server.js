@@ -187,7 +187,10 @@ function logRequest(e) {
   }
 }
 
-function authorized(req) {
+function authorized(req, area) {
+  // MLflow's basic-auth app (admin config mlflowBasicAuth "user:password"): HTTP Basic only;
+  // a bearer token, even the right one, is refused as the real app refuses it
+  if (area === 'mlflow' && cfg.mlflowBasicAuth) return (req.headers.authorization || '') === `Basic ${Buffer.from(cfg.mlflowBasicAuth).toString('base64')}`;
   if (!opt.token) return true;
   return (req.headers.authorization || '') === `Bearer ${opt.token}`;
 }
@@ -234,10 +237,14 @@ async function handle(req, resp) {
   const rt = area === 'kube' && (seg[0] === 'api' || seg[0] === 'apis') ? kube.route(p) : null;
   Object.assign(entry, kube.describe(rt));
   if (rt && rt.res && req.method === 'GET') entry.verb = rt.name ? 'get' : (url.searchParams.get('watch') ? 'watch' : 'list');
-  if (!authorized(req)) {
-    if (area === 'mlflow') send(resp, 401, { error_code: 'UNAUTHENTICATED', message: 'Invalid or missing bearer token' });
+  if (!authorized(req, area)) {
+    if (area === 'mlflow' && cfg.mlflowBasicAuth) {
+      // what MLflow's basic-auth app answers (mlflow/server/auth/__init__.py)
+      resp.writeHead(401, { 'Content-Type': 'text/html; charset=utf-8', 'WWW-Authenticate': 'Basic realm="mlflow"' });
+      resp.end('You are not authenticated. Please see https://www.mlflow.org/docs/latest/auth/index.html#authenticating-to-mlflow on how to authenticate.');
+    } else if (area === 'mlflow') send(resp, 401, { error_code: 'UNAUTHENTICATED', message: 'Invalid or missing bearer token' });
     else send(resp, 401, E.unauthorized().body());
-    finish(401, {});
+    finish(401, { area });
     return;
   }
   const f = faults.evaluate(req.method, p, rt);
@@ -457,13 +464,14 @@ async function admin(req, url, seg, raw) {
         if (!['Serverless', 'RawDeployment'].includes(body.deploymentMode)) return { status: 400, body: { error: 'deploymentMode: Serverless or RawDeployment' } };
         cfg.deploymentMode = body.deploymentMode;
       }
+      if (body.mlflowBasicAuth !== undefined) cfg.mlflowBasicAuth = body.mlflowBasicAuth ? String(body.mlflowBasicAuth) : null;
       if (body.kserveFrozen !== undefined) {
         const was = !!cfg.kserveFrozen;
         cfg.kserveFrozen = !!body.kserveFrozen;
         if (was && !cfg.kserveFrozen) isvc.thaw();
       }
     }
-    const { rng: _r, pruner: _p, jobs: _j, s3Write: _w, ...shown } = cfg;
+    const { rng: _r, pruner: _p, jobs: _j, s3Write: _w, mlflowBasicAuth: _b, ...shown } = cfg;
     return { status: 200, body: shown };
   }
   if (route === 'reset' && m === 'POST') { resetAll(); resetS3(); return { status: 200, body: { ok: true } }; }

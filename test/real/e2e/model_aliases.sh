@@ -5,7 +5,9 @@
 # creates, an alias moved behind mlplat's back is repaired, stage NONE deletes
 # the alias (real MLflow reads a DELETE's parameters from the JSON body only)
 # and a missing alias reads back as MLflow's 400 INVALID_PARAMETER_VALUE.
-# With the basic-auth app on, the bearer token mlplat sends is refused.
+# With the basic-auth app on, a bearer token is refused; mlplat authenticates
+# with HTTP Basic from mlplat.registry_basic_auth_file, re-read when the
+# password is rotated.
 set -u
 . "$(dirname "$0")/../../lib/tap.sh"
 tap_require_cluster
@@ -17,7 +19,8 @@ DB=mlplat
 MINE="model_id IN (SELECT m.id FROM mlplat.models m JOIN mlplat.projects p ON p.id = m.project_id WHERE p.name = 'realalias')"
 registry_disconnect() {
 	$PSQL -d $DB -c "ALTER SYSTEM RESET mlplat.registry_url" -c "ALTER SYSTEM RESET mlplat.registry_token_file" \
-		-c "ALTER SYSTEM RESET mlplat.backoff_max" -c "SELECT pg_reload_conf()" >/dev/null
+		-c "ALTER SYSTEM RESET mlplat.registry_basic_auth_file" -c "ALTER SYSTEM RESET mlplat.backoff_max" \
+		-c "SELECT pg_reload_conf()" >/dev/null
 }
 trap 'registry_disconnect; real_stop $RD' EXIT
 real_mlflow_start "$RD"
@@ -25,8 +28,9 @@ tap_ok $? "real mlflow server started, backend store in this test's PostgreSQL"
 printf 'unused-by-mlflow-oss-%s' "$RANDOM" >"$RD/token"
 chmod 644 "$RD/token"
 
+# MLFLOW_USER: user:password for the basic-auth app
 mlflow() {
-	curl -s -X "$1" "$REAL_MLFLOW/api/2.0/mlflow/$2" ${3:+-H 'Content-Type: application/json' -d "$3"}
+	curl -s -X "$1" ${MLFLOW_USER:+-u "$MLFLOW_USER"} "$REAL_MLFLOW/api/2.0/mlflow/$2" ${3:+-H 'Content-Type: application/json' -d "$3"}
 }
 alias_of() {
 	mlflow GET "registered-models/alias?name=realalias.iris&alias=$1" | python3 -c '
@@ -103,8 +107,34 @@ tap_is "$(curl -s -o /dev/null -w '%{http_code}' -u "admin:$REAL_MLFLOW_ADMIN_PA
 	"HTTP Basic credentials are accepted"
 tap_is "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $(cat "$RD/token")" "$REAL_MLFLOW/api/2.0/mlflow/registered-models/search")" 401 \
 	"a bearer token is refused with 401"
+printf 'admin:%s\n' "$REAL_MLFLOW_ADMIN_PASSWORD" >"$RD/basic"
+chmod 644 "$RD/basic"
+MLFLOW_USER=admin:$REAL_MLFLOW_ADMIN_PASSWORD
+# no token (the test cluster plants one in its configuration); a refused alias (FAILED)
+# is retried after min(30 s, mlplat.backoff_max): soon, here
+$PSQL -d $DB -c "ALTER SYSTEM SET mlplat.registry_url = '$REAL_MLFLOW'" -c "ALTER SYSTEM SET mlplat.registry_token_file = ''" \
+	-c "ALTER SYSTEM SET mlplat.registry_basic_auth_file = '$RD/basic'" -c "ALTER SYSTEM SET mlplat.backoff_max = '2s'" \
+	-c "SELECT pg_reload_conf()" >/dev/null
 q $DB "SELECT mlplat.set_model_stage('realalias', 'iris', '1', 'CANDIDATE')" >/dev/null
-wait_for $DB "SELECT status FROM mlplat.model_aliases WHERE $MINE AND alias = 'candidate'" SYNCED 30
-tap_todo $? "mlplat syncs an alias through the basic-auth app" "issue 17 item 6 (basic authentication)"
-q $DB "SELECT mlplat.set_model_stage('realalias', 'iris', '1', 'NONE')" >/dev/null
+wait_for $DB "SELECT status FROM mlplat.model_aliases WHERE $MINE AND alias = 'candidate'" SYNCED 60
+rc=$?
+tap_ok $rc "mlplat syncs an alias through the basic-auth app, with HTTP Basic from mlplat.registry_basic_auth_file"
+[ $rc = 0 ] || rows
+wait_alias candidate "$(regv 1)/1" 30
+tap_ok $? "... and MLflow's candidate alias points at the version mlplat created"
+# the password is rotated in MLflow (its auth API), then in the file
+NEWPW=pw2-$RANDOM$RANDOM-x
+tap_is "$(curl -s -o /dev/null -w '%{http_code}' -u "admin:$REAL_MLFLOW_ADMIN_PASSWORD" -X PATCH -H 'Content-Type: application/json' \
+	-d "{\"username\":\"admin\",\"password\":\"$NEWPW\",\"current_password\":\"$REAL_MLFLOW_ADMIN_PASSWORD\"}" "$REAL_MLFLOW/api/2.0/mlflow/users/update-password")" 200 \
+	"MLflow's admin password is rotated"
+q $DB "SELECT mlplat.set_model_stage('realalias', 'iris', '2', 'CHAMPION')" >/dev/null
+wait_for $DB "SELECT coalesce(last_error, '') LIKE '%401%' FROM mlplat.model_aliases WHERE $MINE AND alias = 'champion'" t 60
+tap_ok $? "the old password in the file is refused (401)"
+printf 'admin:%s\n' "$NEWPW" >"$RD/basic.new" && chmod 644 "$RD/basic.new" && mv "$RD/basic.new" "$RD/basic"
+MLFLOW_USER=admin:$NEWPW
+wait_for $DB "SELECT status FROM mlplat.model_aliases WHERE $MINE AND alias = 'champion'" SYNCED 60
+rc=$?
+tap_ok $rc "the file rewritten with the new password is read again: the champion alias is SYNCED, no restart"
+[ $rc = 0 ] || rows
+q $DB "SELECT mlplat.set_model_stage('realalias', 'iris', '1', 'NONE'); SELECT mlplat.set_model_stage('realalias', 'iris', '2', 'NONE')" >/dev/null
 tap_done
