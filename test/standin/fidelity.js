@@ -263,6 +263,52 @@ check('status subresource: PUT /status changes status only and leaves generation
   eq([r.status, r.body.status.url, r.body.spec.predictor.model.storageUri, r.body.metadata.generation], [200, 'http://changed.example.com', cur.spec.predictor.model.storageUri, cur.metadata.generation], 'status put');
 });
 
+check('Secrets: stringData becomes base64 data, type Opaque; immutable: true refuses a data change (422) and allows labels', async () => {
+  await ns('fid-sec');
+  const P = '/api/v1/namespaces/fid-sec/secrets';
+  let r = await k('POST', P, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'lab-1-input' }, immutable: true, stringData: { 'inputs.json': '[1]' } });
+  expect(r.status === 201, 'create secret', r.body);
+  eq([r.body.type, r.body.data, r.body.stringData], ['Opaque', { 'inputs.json': Buffer.from('[1]').toString('base64') }, undefined], 'stored as data');
+  r = await k('PATCH', `${P}/lab-1-input`, { data: { 'inputs.json': Buffer.from('[2]').toString('base64') } }, { ct: 'application/merge-patch+json' });
+  expect(r.status === 422 && r.body.reason === 'Invalid' && /immutable/.test(JSON.stringify(r.body.details)), 'immutable data change is 422', r.body);
+  r = await k('PATCH', `${P}/lab-1-input`, { metadata: { labels: { a: 'b' } } }, { ct: 'application/merge-patch+json' });
+  expect(r.status === 200, 'a label change is allowed', r.body);
+  r = await k('GET', `${P}?labelSelector=a%3Db`);
+  eq(r.body.items.map((x) => x.metadata.name), ['lab-1-input'], 'listed by label');
+  const log = (await admin('GET', 'requests')).body;
+  expect(!JSON.stringify(log).includes(Buffer.from('[1]').toString('base64')), 'the request log carries no secret data');
+  r = await k('DELETE', `${P}/lab-1-input`);
+  expect(r.status === 200, 'delete', r.body);
+});
+
+check('Nodes: admin-made, cluster-scoped, LIST by label; a Job pinned to a NotReady or cordoned node does not start until the node can take it', async () => {
+  await ns('fid-node');
+  let r = await admin('POST', 'nodes', { name: 'gpu-a', labels: { 'mlplat.io/lab': 'true' }, gpus: 4, ready: false });
+  expect(r.status === 200, 'node made', r.body);
+  await admin('POST', 'nodes', { name: 'cpu-b', gpus: 0 });
+  r = await k('GET', '/api/v1/nodes?labelSelector=mlplat.io%2Flab%3Dtrue');
+  eq(r.body.items.map((x) => [x.metadata.name, x.status.allocatable['nvidia.com/gpu'], x.status.conditions[0].status]), [['gpu-a', '4', 'False']], 'LIST by label');
+  const job = (name, node) => ({ apiVersion: 'batch/v1', kind: 'Job', metadata: { name }, spec: { backoffLimit: 0, template: { spec: { restartPolicy: 'Never',
+    nodeSelector: { 'kubernetes.io/hostname': node }, containers: [{ name: 'w', image: 'w' }] } } } });
+  await admin('POST', 'argo/plan', { kind: 'job', namespace: 'fid-node', name: 'pinned', steps: { '*': { ticks: 1000 } } });
+  r = await k('POST', '/apis/batch/v1/namespaces/fid-node/jobs', job('pinned', 'gpu-a'));
+  expect(r.status === 201, 'job created', r.body);
+  await sleep(400);
+  let st = (await k('GET', '/apis/batch/v1/namespaces/fid-node/jobs/pinned')).body.status || {};
+  expect(!st.startTime && !st.active, 'not started on a NotReady node', st);
+  await admin('POST', 'nodes', { name: 'gpu-a', labels: { 'mlplat.io/lab': 'true' }, gpus: 4, ready: true, unschedulable: true });
+  await sleep(400);
+  st = (await k('GET', '/apis/batch/v1/namespaces/fid-node/jobs/pinned')).body.status || {};
+  expect(!st.startTime, 'not started on a cordoned node', st);
+  await admin('POST', 'nodes', { name: 'gpu-a', labels: { 'mlplat.io/lab': 'true' }, gpus: 4, ready: true });
+  st = await until(async () => { const s = (await k('GET', '/apis/batch/v1/namespaces/fid-node/jobs/pinned')).body.status; return s && s.startTime && s; });
+  eq(st.active, 1, 'started once the node is Ready and schedulable');
+  r = await k('POST', '/apis/batch/v1/namespaces/fid-node/jobs', job('nowhere', 'no-such-node'));
+  await sleep(400);
+  st = (await k('GET', '/apis/batch/v1/namespaces/fid-node/jobs/nowhere')).body.status || {};
+  expect(!st.startTime, 'not started on a node that does not exist', st);
+});
+
 check('RoleBinding roleRef is immutable: changing it is 422 with "cannot change roleRef"', async () => {
   const p = '/apis/rbac.authorization.k8s.io/v1/namespaces/fid-a/rolebindings';
   const rb = { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'RoleBinding', metadata: { name: 'members' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'view' }, subjects: [{ kind: 'User', name: 'ann', apiGroup: 'rbac.authorization.k8s.io' }] };

@@ -74,6 +74,15 @@ const store = new Store({
         if (!old) obj.status = { phase: 'Active' };
       }
       if (r.kind === 'InferenceService') kserve.admit(old, obj, cfg);
+      if (r.kind === 'Secret') {
+        // stringData is write-only: merged into data (base64), as the API server does
+        if (obj.stringData) {
+          obj.data = { ...(obj.data || {}) };
+          for (const [key, v] of Object.entries(obj.stringData)) obj.data[key] = Buffer.from(String(v), 'utf8').toString('base64');
+          delete obj.stringData;
+        }
+        if (!obj.type) obj.type = 'Opaque';
+      }
     },
     validate(r, old, obj) {
       let causes = [];
@@ -89,6 +98,10 @@ const store = new Store({
       if (r.kind === 'InferenceService') causes = kserve.validate(old, obj);
       if (['ResourceQuota', 'LimitRange', 'NetworkPolicy'].includes(r.kind)) causes = builtin.validate(r.kind, obj);
       if (r.kind === 'Job') causes = admitJob(old, obj);
+      if (r.kind === 'Secret' && old && old.immutable === true) {
+        if (!U.deepEqual(old.data || {}, obj.data || {})) causes.push({ reason: 'FieldValueForbidden', field: 'data', message: 'Forbidden: field is immutable when `immutable` is set' });
+        if (obj.immutable !== true) causes.push({ reason: 'FieldValueForbidden', field: 'immutable', message: 'Forbidden: field is immutable when `immutable` is set' });
+      }
       if (r.kind === 'Lease' && obj.spec && obj.spec.leaseDurationSeconds !== undefined && !(Number.isInteger(obj.spec.leaseDurationSeconds) && obj.spec.leaseDurationSeconds > 0)) {
         causes.push({ reason: 'FieldValueInvalid', field: 'spec.leaseDurationSeconds', message: `Invalid value: ${obj.spec.leaseDurationSeconds}: must be greater than 0` });
       }
@@ -106,6 +119,14 @@ isvc = new kserve.KServe(store, res('InferenceService'), cfg, new Rbac(store, re
 argo = new Argo(store, res('Workflow'), cfg, plans, new Rbac(store, res));
 jobs = new Jobs(store, res('Job'), cfg, plans);
 cfg.jobs = jobs;
+// may a pod pinned to this node (nodeSelector kubernetes.io/hostname) start: it exists, is
+// Ready and not cordoned
+cfg.nodeSchedulable = (name) => {
+  const n = store.get(res('Node'), null, name);
+  if (!n) return false;
+  const rd = (((n.obj.status || {}).conditions) || []).find((c) => c.type === 'Ready');
+  return !(n.obj.spec && n.obj.spec.unschedulable) && Boolean(rd && rd.status === 'True');
+};
 cfg.s3Write = (o) => seedObject(o);
 const mlflow = new Mlflow();
 // a revision's share of its InferenceService's traffic, as the simulated KServe reports it
@@ -522,6 +543,24 @@ async function admin(req, url, seg, raw) {
     return { status: 200, body: { bad: [...isvc.badUris.keys()] } };
   }
   if (route === 'argo/plan' && m === 'POST') { plans.add(body); return { status: 200, body: { plans: plans.list.length } }; }
+  if (route === 'nodes' && m === 'POST') {
+    // POST /_standin/nodes {name, labels, gpus, ready, unschedulable}: make or change a Node
+    if (!body.name) throw new Error('name is required');
+    const r = res('Node');
+    const rec = store.get(r, null, body.name);
+    const now = U.nowIso();
+    const gpus = String(body.gpus === undefined ? 0 : body.gpus);
+    const node = rec ? U.clone(rec.obj) : { apiVersion: 'v1', kind: 'Node', metadata: { name: body.name } };
+    node.metadata.labels = { 'kubernetes.io/hostname': body.name, ...(body.labels || (rec && rec.obj.metadata.labels) || {}) };
+    node.spec = { ...(node.spec || {}) };
+    if (body.unschedulable) node.spec.unschedulable = true; else delete node.spec.unschedulable;
+    node.status = { ...(node.status || {}),
+      capacity: { cpu: '8', memory: '64Gi', 'nvidia.com/gpu': gpus }, allocatable: { cpu: '8', memory: '64Gi', 'nvidia.com/gpu': gpus },
+      conditions: [{ type: 'Ready', status: body.ready === false ? 'False' : 'True', reason: body.ready === false ? 'KubeletNotReady' : 'KubeletReady',
+                     message: body.ready === false ? 'container runtime network not ready' : 'kubelet is posting ready status', lastHeartbeatTime: now, lastTransitionTime: now }] };
+    const out = store.commit(r, rec || null, node, { manager: 'kubelet', operation: 'Update' }, { verb: 'edit' }).rec;
+    return { status: 200, body: { object: out.obj } };
+  }
   if (route === 'jobs/stuck' && m === 'POST') return { status: 200, body: jobs.setStuck(body.namespace, body.name, body.stuck !== false) };
   if (route === 'metrics/revision' && m === 'POST') { metrics.set(body.revision, body); return { status: 200, body: { ok: true } }; }
   if (route === 'spans') {

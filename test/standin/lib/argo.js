@@ -304,11 +304,17 @@ class Jobs {
     const ns = rec.obj.metadata.namespace, name = rec.obj.metadata.name, uid = rec.obj.metadata.uid;
     const p = this.plans.step('job', ns, name, name);
     if (p.pending) return;
-    this.later(this.cfg.argoStepMs, () => {
+    // a pod pinned to a node by kubernetes.io/hostname is not scheduled (no startTime) while that
+    // node is absent, NotReady or cordoned; it starts once the node can take it
+    const tpl = ((rec.obj.spec || {}).template || {}).spec || {};
+    const host = (tpl.nodeSelector || {})['kubernetes.io/hostname'];
+    const start = () => {
       if (!this.live(ns, name, uid)) return;
+      if (host && this.cfg.nodeSchedulable && !this.cfg.nodeSchedulable(host)) { this.later(this.cfg.argoStepMs, start); return; }
       this.write(ns, name, (st) => { st.startTime = U.nowIso(); st.active = 1; st.ready = 0; st.uncountedTerminatedPods = {}; });
       this.tick(ns, name, uid, p, 1, Date.now());
-    });
+    };
+    this.later(this.cfg.argoStepMs, start);
   }
   tick(ns, name, uid, p, n, started) {
     this.later(this.cfg.argoStepMs, () => {

@@ -9,6 +9,12 @@ const RESOURCES = [
   { group: 'rbac.authorization.k8s.io', version: 'v1', plural: 'rolebindings', singular: 'rolebinding', kind: 'RoleBinding', namespaced: true, short: [], generation: false },
   { group: 'rbac.authorization.k8s.io', version: 'v1', plural: 'roles', singular: 'role', kind: 'Role', namespaced: true, short: [], generation: false },
   { group: '', version: 'v1', plural: 'serviceaccounts', singular: 'serviceaccount', kind: 'ServiceAccount', namespaced: true, short: ['sa'], generation: false },
+  // Secrets: data is never written to the request log (it holds no bodies); immutable: true
+  // refuses any change of data (422), as the real API server does
+  { group: '', version: 'v1', plural: 'secrets', singular: 'secret', kind: 'Secret', namespaced: true, short: [], generation: false },
+  // Nodes (cluster-scoped): made by the admin route POST /_standin/nodes; Ready, cordon and
+  // allocatable nvidia.com/gpu decide whether a Job pinned to one by kubernetes.io/hostname starts
+  { group: '', version: 'v1', plural: 'nodes', singular: 'node', kind: 'Node', namespaced: false, short: ['no'], status: true, generation: false },
   { group: 'coordination.k8s.io', version: 'v1', plural: 'leases', singular: 'lease', kind: 'Lease', namespaced: true, short: [], generation: false },
   { group: 'batch', version: 'v1', plural: 'jobs', singular: 'job', kind: 'Job', namespaced: true, short: [], status: true, generation: true, categories: ['all'] },
   { group: 'serving.kserve.io', version: 'v1beta1', plural: 'inferenceservices', singular: 'inferenceservice', kind: 'InferenceService', namespaced: true, short: ['isvc'], status: true, generation: true, crd: true, categories: ['all'] },
