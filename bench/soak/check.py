@@ -16,6 +16,9 @@ import re
 import sys
 
 OUT, DURATION, CLIENTS = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+# SOAK_PEERS=real: the objects are the real API server's, the faults the fault proxy's
+REAL = os.environ.get('SOAK_PEERS') == 'real'
+AT = 'the real API server' if REAL else 'the stand-in'
 
 
 def load(name, default=None):
@@ -161,7 +164,7 @@ for i in intents:
         elif row['status'] == 'READY' and ('mlp-' + p) in namespaces:
             verdict(i, 'ok')
         elif row['status'] == 'READY':
-            ledger_mismatch.append(f'project {p} READY but namespace mlp-{p} absent at the stand-in')
+            ledger_mismatch.append(f'project {p} READY but namespace mlp-{p} absent at {AT}')
             verdict(i, 'lost', 'READY without a namespace')
         elif row['status'] == 'FAILED' and row['status_reason']:
             verdict(i, 'terminal', row['status_reason'])
@@ -202,7 +205,7 @@ for i in intents:
             if d['status'] == 'DELETED' and obj is None:
                 verdict(i, 'ok')
             elif d['status'] == 'DELETED':
-                ledger_mismatch.append(f'deployment {p}/{i.entity} DELETED but its InferenceService is still at the stand-in')
+                ledger_mismatch.append(f'deployment {p}/{i.entity} DELETED but its InferenceService is still at {AT}')
                 verdict(i, 'lost', 'DELETED, object still there')
             elif d['status'] == 'DELETING':
                 verdict(i, 'flight', 'DELETING')
@@ -217,7 +220,7 @@ for i in intents:
                 verdict(i, 'ok')
             elif d['status'] == 'READY':
                 ledger_mismatch.append(f'deployment {p}/{i.entity} READY at revision {d["observed_revision"]}, '
-                                       f'stand-in object revision {label}, desired {want}')
+                                       f'object revision at {AT} {label}, desired {want}')
                 verdict(i, 'lost', 'READY on the wrong revision')
             elif d['status'] == 'FAILED' and d['status_reason']:
                 verdict(i, 'terminal', d['status_reason'])
@@ -329,11 +332,11 @@ for l in ledger:
         led_isvc[l['entity_id']].append(l['action'])
 for (ns, name), o in workflows.items():
     if f'{ns}/{name}' not in led_wf:
-        ledger_mismatch.append(f'workflow {ns}/{name} at the stand-in has no CREATE/ADOPT in the ledger')
+        ledger_mismatch.append(f'workflow {ns}/{name} at {AT} has no CREATE/ADOPT in the ledger')
 for note in led_wf:
     ns, _, name = note.partition('/')
     if (ns, name) not in workflows:
-        ledger_mismatch.append(f'ledger says workflow {note} was created; the stand-in has none')
+        ledger_mismatch.append(f'ledger says workflow {note} was created; {AT} has none')
 by_ns = {'mlp-' + p: p for p in projects}
 for (ns, name), o in isvcs.items():
     d = deployments.get((by_ns.get(ns), name))
@@ -346,7 +349,7 @@ for p, row in projects.items():
     if row['status'] == 'READY':
         tenancy_checked += 1
         ledger_mismatch += [f'project {p} READY but {w}' for w in tenancy_problems(p)]
-check(not ledger_mismatch, f'ledger and observed state agree with the stand-in ({len(ledger_mismatch)} disagreements)',
+check(not ledger_mismatch, f'ledger and observed state agree with {AT} ({len(ledger_mismatch)} disagreements)',
       ledger_mismatch[:10])
 
 # ---------------------------------------------------------------- faults injected, kills, restarts
@@ -426,7 +429,7 @@ check(samples and not rss_bad, 'worker RSS did not grow without bound (flat with
 conv = open(os.path.join(OUT, 'converge_ms')).read().strip()
 actions = collections.Counter(i.action for i in intents)
 print()
-print(f'Soak: {DURATION} s of load, {CLIENTS} clients; {len(intents)} committed intents; {requests} requests at the stand-in')
+print(f'Soak: {DURATION} s of load, {CLIENTS} clients; {len(intents)} committed intents; {requests} requests at {"the fault proxy in front of the real API server" if REAL else AT}')
 print()
 print('| figure | value |')
 print('|---|---|')
@@ -439,7 +442,7 @@ print(f'| intents abandoned by a client (retried {os.environ.get("SOAK_RETRY_MAX
 for k in ('5xx', '429 + Retry-After', 'dropped after apply', 'latency spike (1.5 s)'):
     print(f'| faults injected: {k} | {faults[k]} |')
 print(f'| leader terminations (pg_terminate_backend) | {leader_kills} in {events["leader_kill"]} rounds |')
-print(f'| leaders terminated mid-write (request held at the stand-in) | {events["hold_kill"]} |')
+print(f'| leaders terminated mid-write (request held at {"the fault proxy" if REAL else AT}) | {events["hold_kill"]} |')
 print(f'| kill -9 of a worker (crash restarts) | {events["kill9"]} |')
 print(f'| immediate stop + start of the server | {events["restart_end"]} |')
 print(f'| time to converge after the last fault | {"not converged" if conv == "-" else f"{int(conv) / 1000:.1f} s"} |')
@@ -448,7 +451,7 @@ print(f'| duplicate external objects | {len(dups)} |')
 print(f'| objects made again by a late write after their delete (found, recorded, deleted again) | {len(recreated)} |')
 print(f'| lost intents | {len(lost)} |')
 print(f'| audit exceptions (not exactly one event per intent) | {len(bad_audit)} |')
-print(f'| ledger/stand-in disagreements | {len(ledger_mismatch)} |')
+print(f'| ledger/{"API server" if REAL else "stand-in"} disagreements | {len(ledger_mismatch)} |')
 print(f'| READY projects whose quota, limits, network policy and bindings were compared | {tenancy_checked} |')
 adopted = collections.Counter(l['kind'] for l in ledger if l['action'] == 'ADOPT' and l['outcome'] == 'OK')
 print(f'| writes found applied after a lost answer (ledger ADOPT) | {", ".join(f"{k} {n}" for k, n in sorted(adopted.items())) or "0"} |')

@@ -5,6 +5,10 @@
 #
 #   bench/soak/run.sh                    10 minutes of load and faults
 #   SOAK_SECONDS=120 bench/soak/run.sh   the CI mode (test/e2e/soak.sh)
+#   SOAK_PEERS=real bench/soak/run.sh    against the real peers (test/real/): the real
+#                                        kube-apiserver behind test/real/faultproxy.py,
+#                                        the KServe/Argo imitation, moto for S3; CI runs
+#                                        it short (test/real/e2e/soak.sh)
 #
 # Settings (environment): SOAK_SECONDS (600), SOAK_CLIENTS (4), SOAK_RATE
 # (calls per second per client, 1), SOAK_CONVERGE_MAX (seconds to wait for
@@ -17,7 +21,8 @@
 # Load: SOAK_CLIENTS copies of driver.sh create projects, register and stage
 # model versions, deploy, redeploy and undeploy, start and cancel runs, each
 # call with an idempotency key and retried with it after a lost answer.
-# Faults, all through the run: the stand-in answers 429 + Retry-After to 1% of
+# Faults, all through the run: the stand-in (or, with SOAK_PEERS=real, the fault
+# proxy in front of the real API server) answers 429 + Retry-After to 1% of
 # requests and 5xx to 10%, drops the connection after applying 2% of writes and
 # delays 2% of requests by 1.5 s; the leader of every kind is terminated every
 # 20 s; every SOAK_HOLD_KILL_S the stand-in holds the next Workflow create,
@@ -37,22 +42,29 @@ DURATION=${SOAK_SECONDS:-600}
 CLIENTS=${SOAK_CLIENTS:-4}
 CONVERGE_MAX=${SOAK_CONVERGE_MAX:-180}
 STEADY=${SOAK_STEADY:-60}
-case "${1:-}" in -h|--help) sed -n '2,27p' "$0"; exit 0 ;; esac
+PEERS=${SOAK_PEERS:-standin}
+case "${1:-}" in -h|--help) sed -n '2,35p' "$0"; exit 0 ;; esac
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 HERE=$SRC/bench/soak
 . "$SRC/test/lib/stack.sh"
+case $PEERS in
+	standin) ;;
+	real) . "$SRC/test/lib/real.sh" ;;
+	*) echo "SOAK_PEERS is standin or real, not $PEERS" >&2; exit 2 ;;
+esac
 STACK_KEEP_WORK=1   # until the run passed (SOAK_KEEP=1: always)
 say() { printf '# %s %s\n' "$(date +%T)" "$*"; }
 [ -n "${MLPLAT_TEST_BIN:-}" ] || say "build"
 stack_init soak
-SD=$WORK/standin OUT=$WORK/out
+SD=$WORK/standin RD=$WORK/real OUT=$WORK/out
 mkdir -p "$OUT"
 PIDS=()
 stop_clients() {
 	local p
 	touch "$OUT/stop"
 	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
-	wait 2>/dev/null
+	# only this script's own loops: the real peers are children too, stopped after
+	((${#PIDS[@]})) && wait "${PIDS[@]}" 2>/dev/null
 }
 trap 'exit 130' INT TERM
 DATA=$WORK/data
@@ -62,15 +74,33 @@ export PGDATABASE=mlplat PGCONNECT_TIMEOUT=5
 export PSQL
 q() { $PSQL -c "$1"; }
 stack_db mlplat pg_cron mlplat
-STANDIN_SEED=${SOAK_SEED:-7} STANDIN_READY_MS=300 stack_standin
-on_exit stop_clients   # first at exit: the clients go before the stand-in and the cluster
-# long-* runs take 150 ticks of 200 ms: still going when the client cancels them
-admin PUT config '{"argoStepMs": 200}' >/dev/null
-admin POST argo/plan '{"kind":"workflow","name":"long-","steps":{"*":{"ticks":150}}}' >/dev/null
-# the model artifacts every project deploys (driver.sh registers them with this SHA-256),
-# checked in the stand-in's object store before a first apply
-for v in 1 2; do standin_artifact "s3://models/m/$v" soak-model >/dev/null || exit 1; done
-standin_connect mlplat
+if [ "$PEERS" = real ]; then
+	# The real API server (as mlplat's ServiceAccount) behind the fault proxy,
+	# the KServe/Argo imitation (long-* workflows run 20 s: still going when
+	# the client cancels them), moto with SigV4 for the artifacts.  The proxy
+	# answers the stand-in's admin calls this script makes (faults, holds, writes).
+	on_exit 'real_stop "$RD"'
+	t_peers=$SECONDS
+	REAL_READY_MS=300 REAL_CONTROLLER_ARGS="--slow-prefix long- --slow-ms 20000"
+	real_kube_start "$RD" && real_identity "$RD" >/dev/null && real_controller_start "$RD" &&
+		real_s3_start "$RD" && real_proxy_start "$RD" "${SOAK_SEED:-7}" ||
+		{ echo "real peers did not start" >&2; exit 1; }
+	for v in 1 2; do real_s3_put "s3://models/m/$v" soak-model >/dev/null || exit 1; done
+	real_connect mlplat "$REAL_PROXY_URL"
+	real_s3_connect mlplat
+	admin() { proxy_admin "$@"; }
+	say "real peers up in $((SECONDS - t_peers)) s (API server $REAL_KUBE_URL behind the fault proxy $REAL_PROXY_URL)"
+else
+	STANDIN_SEED=${SOAK_SEED:-7} STANDIN_READY_MS=300 stack_standin
+	# long-* runs take 150 ticks of 200 ms: still going when the client cancels them
+	admin PUT config '{"argoStepMs": 200}' >/dev/null
+	admin POST argo/plan '{"kind":"workflow","name":"long-","steps":{"*":{"ticks":150}}}' >/dev/null
+	# the model artifacts every project deploys (driver.sh registers them with this SHA-256),
+	# checked in the stand-in's object store before a first apply
+	for v in 1 2; do standin_artifact "s3://models/m/$v" soak-model >/dev/null || exit 1; done
+	standin_connect mlplat
+fi
+on_exit stop_clients   # first at exit: the clients go before the peers and the cluster
 LEADERS="SELECT count(*) FROM mlplat.reconciler_health WHERE role IN ('leader', 'idle')"
 for _ in $(seq 100); do [ "$(q "$LEADERS" 2>/dev/null)" = 5 ] && break; sleep 0.2; done
 
@@ -130,7 +160,7 @@ hold_and_kill() {
 }
 
 # --------------------------------------------------------------- the run
-say "soak: $DURATION s, $CLIENTS clients at ${SOAK_RATE:-1} call/s each, seed ${SOAK_SEED:-7} (work: $WORK)"
+say "soak ($PEERS peers): $DURATION s, $CLIENTS clients at ${SOAK_RATE:-1} call/s each, seed ${SOAK_SEED:-7} (work: $WORK)"
 admin PUT faults '{"rules":[
   {"status":429,"retryAfter":1,"rate":0.01},
   {"status":503,"rate":0.05},
@@ -224,12 +254,28 @@ dump "SELECT v.id, p.name AS project, m.name AS model, v.version, v.stage FROM m
 dump "SELECT action, project, entity, entity_id, request_id, detail FROM mlplat.audit_events WHERE controller IS NULL" audit
 dump "SELECT kind, entity, entity_id, project, action, outcome, http_status, detail->>'note' AS note, epoch FROM mlplat.reconcile_ledger" ledger
 dump "SELECT kind, count(*) AS epochs FROM mlplat.leader_history GROUP BY kind" epochs
-for r in namespaces inferenceservices workflows resourcequotas limitranges networkpolicies rolebindings roles serviceaccounts; do admin GET "objects?resource=$r" >"$OUT/objects-$r.json"; done
+if [ "$PEERS" = real ]; then
+	# every object of each kind, in all namespaces, as the API server has them
+	while read -r r path; do rk_body GET "$path" >"$OUT/objects-$r.json"; done <<'EOL'
+namespaces /api/v1/namespaces
+inferenceservices /apis/serving.kserve.io/v1beta1/inferenceservices
+workflows /apis/argoproj.io/v1alpha1/workflows
+resourcequotas /api/v1/resourcequotas
+limitranges /api/v1/limitranges
+networkpolicies /apis/networking.k8s.io/v1/networkpolicies
+rolebindings /apis/rbac.authorization.k8s.io/v1/rolebindings
+roles /apis/rbac.authorization.k8s.io/v1/roles
+serviceaccounts /api/v1/serviceaccounts
+EOL
+	cp "$RD/proxy-requests.jsonl" "$OUT/requests.jsonl" 2>/dev/null
+else
+	for r in namespaces inferenceservices workflows resourcequotas limitranges networkpolicies rolebindings roles serviceaccounts; do admin GET "objects?resource=$r" >"$OUT/objects-$r.json"; done
+	cp "$SD/requests.jsonl" "$OUT/requests.jsonl" 2>/dev/null
+fi
 admin GET writes >"$OUT/writes.json"
 admin GET faults >"$OUT/faults-final.json"
-cp "$SD/requests.jsonl" "$OUT/requests.jsonl" 2>/dev/null
 cp "$DATA.log" "$OUT/server.log"
-python3 "$HERE/check.py" "$OUT" "$DURATION" "$CLIENTS"
+SOAK_PEERS=$PEERS python3 "$HERE/check.py" "$OUT" "$DURATION" "$CLIENTS"
 SOAK_RC=$?
 [ "$SOAK_RC" = 0 ] && [ -z "${SOAK_KEEP:-}" ] && STACK_KEEP_WORK=
 exit $SOAK_RC

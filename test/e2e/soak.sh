@@ -7,7 +7,7 @@
 # while the stand-in holds its create/apply, before or after applying it: the
 # lost write-back of issue 22, on purpose.  Each check is one TAP line; the table is printed as
 # comments.  Skipped under --sanitize (its minutes would be spent twice) unless
-# SOAK_SANITIZE=1.
+# SOAK_SANITIZE=1.  test/real/e2e/soak.sh runs it on the real peers (SOAK_PEERS=real).
 set -u
 . "$(dirname "$0")/../lib/e2e.sh"
 if [ "${SANITIZE:-0}" = 1 ] && [ -z "${SOAK_SANITIZE:-}" ]; then

@@ -7,7 +7,11 @@
 #   real_identity DIR           # deploy/kubernetes/ applied; REAL_MLPLAT_TOKEN_FILE holds
 #                               # the mlplat ServiceAccount's token (never an admin token)
 #   real_controller_start DIR   # the KServe/Knative/Argo imitation (test/real/controller.js)
-#   real_connect DB             # ALTER SYSTEM mlplat.kube_url/kube_token_file/kube_ca_file + reload
+#   real_connect DB [URL]       # ALTER SYSTEM mlplat.kube_url (URL, default the API server)/
+#                               # kube_token_file/kube_ca_file + reload
+#   real_proxy_start DIR [SEED] # the fault proxy (test/real/faultproxy.py) in front of the API
+#                               # server; sets REAL_PROXY_URL REAL_PROXY_ADMIN
+#   proxy_admin METHOD PATH [JSON]  # its admin API (faults, holds, writes, requests)
 #   real_s3_start DIR           # moto with SigV4 checking; sets REAL_S3 REAL_S3_CREDENTIALS
 #   real_s3_put s3://B/K CONTENT  # upload with a SHA-256 checksum; prints the hex digest
 #   real_s3_connect DB          # ALTER SYSTEM mlplat.s3_endpoint/s3_credentials_file + reload
@@ -180,14 +184,32 @@ mk() {
 
 real_controller_start() {
 	local dir=$1
+	# REAL_CONTROLLER_ARGS: more options (e.g. --slow-prefix long- --slow-ms 20000)
+	# shellcheck disable=SC2086
 	_real_bg "$dir" controller node "$SRC/test/real/controller.js" --url "$REAL_KUBE_URL" --ca "$REAL_CA" \
-		--token-file "$dir/admin-token" --ready-delay-ms "${REAL_READY_MS:-500}" --port-file "$dir/controller.port"
+		--token-file "$dir/admin-token" --ready-delay-ms "${REAL_READY_MS:-500}" --port-file "$dir/controller.port" \
+		${REAL_CONTROLLER_ARGS:-}
 	_real_wait 30 test -s "$dir/controller.port" || { echo "# real: controller did not start"; tail -20 "$dir/controller.log"; return 1; }
 	REAL_CONTROLLER=http://127.0.0.1:$(cat "$dir/controller.port")
 }
 
+real_proxy_start() {
+	local dir=$1
+	rm -f "$dir/proxy.port" "$dir/proxy-admin.port"
+	_real_bg "$dir" proxy python3 "$SRC/test/real/faultproxy.py" --upstream "$REAL_KUBE_URL" --ca "$REAL_CA" \
+		--cert "$dir/apiserver.crt" --key "$dir/apiserver.key" --seed "${2:-7}" --log "$dir/proxy-requests.jsonl" \
+		--port-file "$dir/proxy.port" --admin-port-file "$dir/proxy-admin.port" --max-seconds 3600
+	_real_wait 30 test -s "$dir/proxy.port" || { echo "# real: fault proxy did not start"; tail -20 "$dir/proxy.log"; return 1; }
+	REAL_PROXY_URL=https://127.0.0.1:$(cat "$dir/proxy.port")
+	REAL_PROXY_ADMIN=http://127.0.0.1:$(cat "$dir/proxy-admin.port")
+}
+
+proxy_admin() {
+	curl -s --max-time 30 -X "$1" "$REAL_PROXY_ADMIN/$2" ${3:+-H 'Content-Type: application/json' -d "$3"}
+}
+
 real_connect() {
-	$PSQL -d "$1" -c "ALTER SYSTEM SET mlplat.kube_url = '$REAL_KUBE_URL'" \
+	$PSQL -d "$1" -c "ALTER SYSTEM SET mlplat.kube_url = '${2:-$REAL_KUBE_URL}'" \
 		-c "ALTER SYSTEM SET mlplat.kube_token_file = '$REAL_MLPLAT_TOKEN_FILE'" \
 		-c "ALTER SYSTEM SET mlplat.kube_ca_file = '$REAL_CA'" -c "SELECT pg_reload_conf()" >/dev/null
 }
@@ -249,7 +271,7 @@ real_mlflow_start() {
 
 real_stop() {
 	local dir=$1 p n
-	for n in controller kube-controller-manager kube-apiserver etcd mlflow moto otlp; do
+	for n in proxy controller kube-controller-manager kube-apiserver etcd mlflow moto otlp; do
 		[ -f "$dir/$n.pid" ] || continue
 		p=$(cat "$dir/$n.pid")
 		kill -- "-$p" 2>/dev/null

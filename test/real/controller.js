@@ -6,6 +6,7 @@
 //
 //   controller.js --url URL --ca FILE --token-file FILE [--ready-delay-ms N]
 //                 [--finalizer-delay-ms N] [--port-file FILE]
+//                 [--slow-prefix P --slow-ms N]   a Workflow named P... runs N ms
 //
 // What it reproduces (see docs/fidelity.md):
 // - KServe adds the finalizer "inferenceservice.finalizers" to every
@@ -36,11 +37,22 @@
 //   POST /default-mode?mode=M     Serverless or RawDeployment for InferenceServices without the annotation
 //   POST /freeze?on=1             the KServe controller is down (status stays as it is); on=0 restarts it
 //   GET  /state                   what the controller thinks
+//   POST /metrics/revision {revision, namespace, behaviour, rps, service}
+//                                 script a revision's serving metrics
+//   GET  /metrics                 per-revision metrics in the shape of the
+//                                 knative-opencensus preset (queue-proxy's
+//                                 revision_request_count/_latencies), each
+//                                 revision serving its share of the split
+//                                 this controller last wrote into status
+//                                 (test/standin/lib/metrics.js: one model
+//                                 of healthy, regressing and silent traffic)
 
 const fs = require('fs');
 const http = require('http');
 const https = require('https');
 const crypto = require('crypto');
+const path = require('path');
+const { Metrics } = require(path.join(__dirname, '..', 'standin', 'lib', 'metrics.js'));
 
 const args = {};
 for (let i = 2; i < process.argv.length; i += 2) args[process.argv[i].replace(/^--/, '')] = process.argv[i + 1];
@@ -326,7 +338,8 @@ async function isvcSettle(ns, name, s, gen, latest) {
     out.modelStatus = { states: { activeModelState: 'Loaded', targetModelState: 'Loaded' }, transitionStatus: 'UpToDate', copies: { failedCopies: 0, totalCopies: 1 } };
   }
   out.components = { predictor: comp };
-  await patchStatus(ns, name, out);
+  const r = await patchStatus(ns, name, out);
+  if (r.status === 200) s.traffic = comp.traffic || [];
   s.readyFor = gen;
 }
 
@@ -334,6 +347,10 @@ async function isvcSettle(ns, name, s, gen, latest) {
 const WF = '/apis/argoproj.io/v1alpha1';
 const wfPath = (ns, name) => `${WF}/namespaces/${ns}/workflows/${name}`;
 const STEP_MS = Number(args['argo-step-ms'] || 300);
+// A Workflow whose name starts with SLOW_PREFIX stays Running for SLOW_MS (the
+// soak cancels such runs while they run, as the stand-in's argo plans allow).
+const SLOW_PREFIX = args['slow-prefix'] || null;
+const SLOW_MS = Number(args['slow-ms'] || 30000);
 
 async function wfWrite(o, status, phase) {
   const labels = { ...(o.metadata.labels || {}), 'workflows.argoproj.io/phase': phase,
@@ -379,6 +396,12 @@ async function wfReconcile(ns, name) {
     await wfWrite(o, { ...o.status, phase: 'Running', nodes, progress: `0/${Math.max(tasks.length, 1)}` }, 'Running');
     return;
   }
+  const left = SLOW_PREFIX && name.startsWith(SLOW_PREFIX) ? Date.parse(started) + SLOW_MS - Date.now() : 0;
+  if (left > 0) {
+    // still running: look again later; a shutdown comes as a watch event meanwhile
+    setTimeout(() => enqueue(`wf/${ns}/${name}`, () => wfReconcile(ns, name)), left);
+    return;
+  }
   const finished = nowIso();
   nodes[id] = { ...nodes[id], phase: 'Succeeded', finishedAt: finished, ...(tasks.length ? {} : exit0) };
   for (const t of tasks) {
@@ -400,7 +423,29 @@ informer(`${WF}/workflows`, (type, o) => {
   enqueue(`wf/${ns}/${name}`, () => wfReconcile(ns, name));
 });
 
+// a revision's share of its InferenceService's traffic, as this KServe last reported it
+const metrics = new Metrics((ns, name, rev) => {
+  const s = kstate.get(`${ns}/${name}`);
+  return ((s && s.traffic) || []).filter((e) => e.revisionName === rev).reduce((a, e) => a + (Number(e.percent) || 0), 0) / 100;
+});
+
 const control = http.createServer((req, res) => {
+  if (req.method === 'POST' && req.url === '/metrics/revision') {
+    const chunks = [];
+    req.on('data', (c) => chunks.push(c));
+    req.on('end', () => {
+      let code = 200, body = { ok: true };
+      try { const b = JSON.parse(Buffer.concat(chunks).toString() || '{}'); metrics.set(b.revision, b); } catch (e) { code = 400; body = { error: e.message }; }
+      res.writeHead(code, { 'Content-Type': 'application/json' }); res.end(JSON.stringify(body));
+    });
+    return;
+  }
+  if (req.method === 'GET' && req.url === '/metrics') {
+    const t = metrics.expose();
+    res.writeHead(200, { 'Content-Type': 'text/plain; version=0.0.4; charset=utf-8', 'Content-Length': Buffer.byteLength(t) });
+    res.end(t);
+    return;
+  }
   const u = new URL(req.url, 'http://x');
   const q = Object.fromEntries(u.searchParams);
   const done = (code, body) => { res.writeHead(code, { 'Content-Type': 'application/json' }); res.end(JSON.stringify(body || {})); };

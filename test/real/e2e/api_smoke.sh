@@ -4,6 +4,10 @@
 # validated and quantities canonicalised, the namespace controller and the
 # KServe imitation hold deletes behind their finalizers, and mlplat's
 # ServiceAccount may do what deploy/kubernetes/ grants and nothing more.
+# Last, the fault proxy (test/real/faultproxy.py) the soak puts in front of
+# it: requests pass through with their credentials, and each of the stand-in's
+# faults (429 + Retry-After, 5xx, a write applied then its answer dropped, a
+# write held before it is applied, latency) does what it says.
 set -u
 . "$(dirname "$0")/../../lib/tap.sh"
 tap_require_cluster
@@ -105,4 +109,47 @@ wait_json 5 /api/v1/namespaces/smoke "o and o['status']['phase'] == 'Terminating
 tap_ok $? "a deleted namespace is Terminating first"
 wait_json 120 /api/v1/namespaces/smoke "o is None"
 tap_ok $? "... and the namespace controller removes it with its content"
+
+# ---------------------------------------------------------------- the fault proxy
+real_proxy_start "$RD" 1
+tap_ok $? "the fault proxy is up in front of the API server"
+# pk METHOD PATH [JSON] — through the proxy, as admin; body, then the status code
+pk() {
+	curl -sS --max-time 30 --cacert "$REAL_CA" -H "Authorization: Bearer $REAL_ADMIN_TOKEN" -D "$RD/pk.headers" \
+		-X "$1" "$REAL_PROXY_URL$2" ${3:+-H "Content-Type: application/json" --data-binary "$3"} -w '\n%{http_code}'
+}
+out=$(curl -sS --cacert "$REAL_CA" -w '\n%{http_code}' "$REAL_PROXY_URL/api/v1/namespaces")
+tap_is "$(code "$out")" 401 "through the proxy, no token: the API server's 401 (credentials are the client's)"
+tap_is "$(code "$(pk GET /api/v1/namespaces/default)")" 200 "through the proxy, the admin token: 200"
+proxy_admin POST faults '{"method":"GET","path":"^/api/v1/namespaces/default$","status":429,"retryAfter":3,"times":1}' >/dev/null
+out=$(pk GET /api/v1/namespaces/default)
+tap_is "$(code "$out"),$(reason "$out"),$(tr -d '\r' <"$RD/pk.headers" | sed -n 's/^[Rr]etry-[Aa]fter: //p')" "429,TooManyRequests,3" \
+	"a 429 rule: TooManyRequests with Retry-After: 3"
+tap_is "$(code "$(pk GET /api/v1/namespaces/default)")" 200 "... once (times 1); the next request passes"
+proxy_admin POST faults '{"method":"GET","path":"^/api/v1/namespaces/default$","status":503,"times":1}' >/dev/null
+out=$(pk GET /api/v1/namespaces/default)
+tap_is "$(code "$out"),$(reason "$out")" "503,ServiceUnavailable" "a 503 rule: a ServiceUnavailable Status"
+CM=/api/v1/namespaces/default/configmaps
+cm() { echo "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"$1\"},\"data\":{\"k\":\"v\"}}"; }
+proxy_admin POST faults '{"method":"POST","path":"/configmaps$","drop":1,"times":1}' >/dev/null
+out=$(pk POST $CM "$(cm dropped)" 2>&1)
+tap_is "$(code "$out")" 000 "a drop rule: the client sees the connection close without an answer"
+tap_is "$(code "$(rk GET $CM/dropped)")" 200 "... and the write was applied at the API server"
+tap_is "$(proxy_admin GET writes | python3 -c 'import json,sys; print(json.load(sys.stdin).get("configmaps/default/dropped"))')" \
+	"{'create': 1}" "the proxy counts the create it forwarded"
+proxy_admin POST faults '{"method":"POST","path":"/configmaps$","hold":"before","times":1}' >/dev/null
+pk POST $CM "$(cm held)" >"$RD/held.out" 2>&1 &
+held_pid=$!
+_real_wait 30 bash -c "curl -s $REAL_PROXY_ADMIN/holds | grep -q '\"phase\": \"before\"'"
+tap_ok $? "a hold-before rule parks the create"
+tap_is "$(code "$(rk GET $CM/held)")" 404 "... which is not applied while it is held"
+tap_is "$(proxy_admin POST holds/release '{}')" '{"released": 1}' "released"
+wait $held_pid
+tap_is "$(code "$(cat "$RD/held.out")")" 201 "... then it is applied and answered 201"
+proxy_admin POST faults '{"method":"GET","path":"^/api/v1/namespaces/default$","latencyMs":1500,"times":1}' >/dev/null
+t0=$(date +%s%N)
+pk GET /api/v1/namespaces/default >/dev/null
+tap_ok $(( ($(date +%s%N) - t0) / 1000000 >= 1450 ? 0 : 1 )) "a latency rule delays the answer by 1.5 s"
+tap_is "$(proxy_admin GET requests | python3 -c 'import json,sys; print(sum(1 for e in json.load(sys.stdin)["items"] if e.get("fault")))')" 2 \
+	"the request log names the two injected error answers"
 tap_done
