@@ -4,9 +4,24 @@
 # It installs what it needs, builds mlplat into a private PostgreSQL under
 # /tmp, starts a throwaway server (as postgres) and the stand-in cluster on
 # loopback, narrates each step, and stops everything at the end.
+#
+#   scripts/demo.sh --real   the same story on the real peers of `test/run.sh real`:
+#                            a real kube-apiserver (etcd, kube-controller-manager,
+#                            RBAC on, mlplat with its own ServiceAccount), the
+#                            KServe/Argo imitation, moto checking SigV4 for S3, and
+#                            Prometheus scraping the imitation's serving metrics.
+#                            Builds the peers first when they are not cached
+#                            (test/real/build.sh; the first build takes a while).
 set -uo pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 cd "$SRC"
+REAL=0
+case "${1:-}" in
+	--real) REAL=1 ;;
+	"") ;;
+	-h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+	*) echo "usage: scripts/demo.sh [--real]" >&2; exit 2 ;;
+esac
 
 bash scripts/setup.sh >/dev/null || { echo "setup failed: run bash scripts/setup.sh to see why"; exit 1; }
 
@@ -14,11 +29,31 @@ bash scripts/setup.sh >/dev/null || { echo "setup failed: run bash scripts/setup
 cluster_init "$(mktemp -d /tmp/mlplat-demo.XXXXXX)"
 . test/lib/standin.sh
 . test/lib/prometheus.sh
+. test/lib/real.sh
 PSQL="$BIN/psql -qXAt -v ON_ERROR_STOP=1"
 SD=$WORK/standin
+RD=$WORK/real
 PD=$WORK/prometheus
-cleanup() { prometheus_stop "$PD"; standin_stop "$SD"; cluster_stop_all; [ -n "${KEEP:-}" ] || rm -rf "$WORK"; }
+cleanup() { prometheus_stop "$PD"; if ((REAL)); then real_stop "$RD"; else standin_stop "$SD"; fi; cluster_stop_all; [ -n "${KEEP:-}" ] || rm -rf "$WORK"; }
 trap cleanup EXIT
+if ((REAL)); then
+	# The same calls as against the stand-in, on the real peers
+	PEER="the real API server"
+	kube() { rk_body "$@"; }
+	standin_artifact() { real_s3_put "$@"; }
+	# mlplat's every external write is in its ledger; the API server keeps no write log
+	writes_count() { sql -c "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND action IN ('APPLY', 'REPAIR', 'DELETE')"; }
+	serve() { curl -sf -X POST "$REAL_CONTROLLER/metrics/revision" -H 'Content-Type: application/json' \
+		-d "{\"revision\":\"$1\",\"namespace\":\"mlp-fraud\",\"behaviour\":\"$2\",\"rps\":200,\"service\":\"scorer\"}" >/dev/null; }
+	edit_isvc() { rk PATCH /apis/serving.kserve.io/v1beta1/namespaces/mlp-fraud/inferenceservices/scorer "$1" application/merge-patch+json >/dev/null; }
+	isvc_writes() { echo "ledger rows $(sql -c "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND action IN ('APPLY', 'REPAIR') AND entity = 'scorer-v2'"), object on the API server: HTTP $(rk GET /apis/serving.kserve.io/v1beta1/namespaces/mlp-fraud/inferenceservices/scorer-v2 | tail -1)"; }
+else
+	PEER="the stand-in"
+	# the stand-in serves 200 requests/s to scorer, each KServe revision its share of the split
+	serve() { admin POST metrics/revision "{\"revision\":\"$1\",\"namespace\":\"mlp-fraud\",\"behaviour\":\"$2\",\"rps\":200,\"service\":\"scorer\"}" >/dev/null; }
+	edit_isvc() { admin POST edit "{\"resource\":\"inferenceservices\",\"namespace\":\"mlp-fraud\",\"name\":\"scorer\",\"patch\":$1}" >/dev/null; }
+	isvc_writes() { writes_count 'kind=InferenceService&name=scorer-v2'; }
+fi
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 say() { printf '   %s\n' "$*"; }
@@ -27,14 +62,32 @@ elapsed() { echo $((($(date +%s%N) - T0) / 1000000)); }
 
 step "1. build mlplat and start PostgreSQL 15 with the reconcilers preloaded"
 cluster_build || { cat "$WORK/build.log"; exit 1; }
-standin_start "$SD" || { echo "the stand-in did not start"; exit 1; }
-say "stand-in cluster (Kubernetes + KServe + Argo + MLflow + S3 on loopback): $STANDIN_URL"
-prometheus_start "$PD" "127.0.0.1:$STANDIN_PORT" || { echo "prometheus did not start"; exit 1; }
-say "Prometheus $(prometheus --version 2>&1 | sed -n 's/^prometheus, version \([^ ]*\).*/\1/p') scraping the stand-in's serving metrics every second: $PROM_URL"
+if ((REAL)); then
+	t0=$SECONDS
+	test/real/build.sh | sed 's/^/   /' || { echo "the real peers did not build"; exit 1; }
+	# not in a pipeline: real_kube_start sets the variables the rest needs
+	real_kube_start "$RD" >"$WORK/real-start.log"
+	rc=$?
+	sed 's/^# real: /   /' "$WORK/real-start.log"
+	((rc == 0)) && real_identity "$RD" >/dev/null && real_controller_start "$RD" && real_s3_start "$RD" ||
+		{ echo "the real peers did not start (logs in $RD; KEEP=1 keeps them)"; exit 1; }
+	say "real kube-apiserver $("$KUBE_APISERVER" --version | cut -d' ' -f2) (etcd, kube-controller-manager, RBAC on): $REAL_KUBE_URL"
+	say "mlplat talks to it as ServiceAccount mlplat-system/mlplat (deploy/kubernetes/), never as admin"
+	say "KServe/Argo imitation watching it (test/real/controller.js); S3: moto checking SigV4 at $REAL_S3"
+	say "peers up in $((SECONDS - t0)) s"
+	prometheus_start "$PD" "${REAL_CONTROLLER#http://}" || { echo "prometheus did not start"; exit 1; }
+	PEER_CONF=("mlplat.kube_url = '$REAL_KUBE_URL'" "mlplat.kube_token_file = '$REAL_MLPLAT_TOKEN_FILE'"
+		"mlplat.kube_ca_file = '$REAL_CA'" "mlplat.s3_endpoint = '$REAL_S3'" "mlplat.s3_credentials_file = '$REAL_S3_CREDENTIALS'")
+else
+	standin_start "$SD" || { echo "the stand-in did not start"; exit 1; }
+	say "stand-in cluster (Kubernetes + KServe + Argo + MLflow + S3 on loopback): $STANDIN_URL"
+	prometheus_start "$PD" "127.0.0.1:$STANDIN_PORT" || { echo "prometheus did not start"; exit 1; }
+	PEER_CONF=("mlplat.kube_url = '$STANDIN_URL'" "mlplat.kube_token_file = '$STANDIN_TOKEN_FILE'" "${STANDIN_S3_CONF[@]}")
+fi
+say "Prometheus $(prometheus --version 2>&1 | sed -n 's/^prometheus, version \([^ ]*\).*/\1/p') scraping the serving metrics every second: $PROM_URL"
 PORT=$(free_port)
 cluster_start "$WORK/data" "$PORT" "${MLPLAT_CONF[@]}" "mlplat.resync_interval = '2s'" \
-	"mlplat.kube_url = '$STANDIN_URL'" "mlplat.kube_token_file = '$STANDIN_TOKEN_FILE'" "${STANDIN_S3_CONF[@]}" \
-	"mlplat.prometheus_url = '$PROM_URL'" ||
+	"${PEER_CONF[@]}" "mlplat.prometheus_url = '$PROM_URL'" ||
 	{ cat "$WORK/data.log"; exit 1; }
 export PGHOST=$WORK PGPORT=$PORT PGUSER=postgres
 $PSQL -d postgres -c "CREATE DATABASE mlplat" >/dev/null
@@ -52,13 +105,13 @@ sql -c "SELECT mlplat.add_artifact_location('fraud', 's3://models/scorer/')" >/d
 # The projects reconciler makes the tenant: namespace, GPU quota, limits, network policy,
 # one RoleBinding per member.  Waiting for READY is all it takes.
 T0=$(date +%s%N)
-for _ in $(seq 1 200); do
+for _ in $(seq 1 1200); do
 	now=$(sql -c "SELECT status FROM mlplat.projects WHERE name = 'fraud'")
 	case "$now" in READY|FAILED) break ;; esac
 	sleep 0.05
 done
 say "project fraud: $now after $(elapsed) ms - $(sql -c "SELECT coalesce(status_reason, '') FROM mlplat.projects WHERE name = 'fraud'")"
-say "on the stand-in: $(kube GET "/apis/rbac.authorization.k8s.io/v1/namespaces/mlp-fraud/rolebindings" | python3 -c 'import json,sys; print(", ".join(i["metadata"]["name"] + " -> " + i["roleRef"]["name"] for i in json.load(sys.stdin)["items"]))')"
+say "on $PEER: $(kube GET "/apis/rbac.authorization.k8s.io/v1/namespaces/mlp-fraud/rolebindings" | python3 -c 'import json,sys; print(", ".join(i["metadata"]["name"] + " -> " + i["roleRef"]["name"] for i in json.load(sys.stdin)["items"]))')"
 
 step "3. alice uploads the weights to S3, registers model 'scorer' v1 with their SHA-256 and marks it CANDIDATE"
 SHA=$(standin_artifact s3://models/scorer/1 'scorer-weights-v1')
@@ -78,7 +131,7 @@ say "returned after $(elapsed) ms"
 
 step "6. the deployments reconciler converges the cluster (polling deployment_status)"
 last=""
-for _ in $(seq 1 200); do
+for _ in $(seq 1 1200); do
 	now=$(sql -c "SELECT status || ' - ' || coalesce(status_reason, '') FROM mlplat.deployments WHERE name = 'scorer'")
 	[ "$now" != "$last" ] && say "+$(elapsed) ms  $now" && last=$now
 	case "$now" in READY*|FAILED*) break ;; esac
@@ -95,10 +148,10 @@ sleep 5
 say "writes to the cluster during those 5 s: $(($(writes_count) - w0)); revisions: $(sql -c "SELECT latest_revision FROM mlplat.deployments WHERE name = 'scorer'")"
 
 step "8. someone edits the InferenceService behind mlplat's back (minReplicas 1 -> 3)"
-admin POST edit '{"resource":"inferenceservices","namespace":"mlp-fraud","name":"scorer","patch":{"spec":{"predictor":{"minReplicas":3}}}}' >/dev/null
+edit_isvc '{"spec":{"predictor":{"minReplicas":3}}}'
 T0=$(date +%s%N)
 last=""
-for _ in $(seq 1 200); do
+for _ in $(seq 1 1200); do
 	now=$(sql -c "SELECT status || ' - ' || coalesce(status_reason, '') FROM mlplat.deployments WHERE name = 'scorer'")
 	[ "$now" != "$last" ] && say "+$(elapsed) ms  $now" && last=$now
 	case "$now" in READY*) [ "$(sql -c "SELECT count(*) FROM mlplat.reconcile_ledger WHERE action = 'REPAIR'")" -gt 0 ] && break ;; esac
@@ -112,21 +165,19 @@ $PSQL -U alice -d mlplat -c "SELECT mlplat.register_model_version('fraud', 'scor
 	-c "SELECT mlplat.set_model_stage('fraud', 'scorer', '2', 'CANDIDATE')" >/dev/null
 standin_artifact s3://models/scorer/2 'tampered-weights' >/dev/null
 $PSQL -U alice -d mlplat -c "SELECT mlplat.deploy('fraud', 'scorer-v2', 'scorer', '2', 'kserve-sklearnserver')" >/dev/null
-for _ in $(seq 1 200); do
+for _ in $(seq 1 1200); do
 	now=$(sql -c "SELECT status FROM mlplat.deployments WHERE name = 'scorer-v2'")
 	[ "$now" = FAILED ] && break
 	sleep 0.05
 done
 say "scorer-v2: $now - $(sql -c "SELECT status_reason FROM mlplat.deployments WHERE name = 'scorer-v2'")"
-say "InferenceService writes for scorer-v2: $(writes_count 'kind=InferenceService&name=scorer-v2')"
+say "InferenceService writes for scorer-v2: $(isvc_writes)"
 
 step "9. alice rolls out v3 as a canary: 10% -> 25% -> 50% (the ceiling), each step judged on Prometheus"
 SHA3=$(standin_artifact s3://models/scorer/3 'scorer-weights-v3')
 $PSQL -U alice -d mlplat -c "SELECT mlplat.register_model_version('fraud', 'scorer', '3', 's3://models/scorer/3', '$SHA3', 'kserve-sklearnserver', 'sklearn')" \
 	-c "SELECT mlplat.set_model_stage('fraud', 'scorer', '3', 'CANDIDATE')" >/dev/null
 isvc() { kube GET /apis/serving.kserve.io/v1beta1/namespaces/mlp-fraud/inferenceservices/scorer; }
-# the stand-in serves 200 requests/s to scorer, each KServe revision its share of the split
-serve() { admin POST metrics/revision "{\"revision\":\"$1\",\"namespace\":\"mlp-fraud\",\"behaviour\":\"$2\",\"rps\":200,\"service\":\"scorer\"}" >/dev/null; }
 serve "$(isvc | python3 -c 'import json,sys; print(json.load(sys.stdin)["status"]["components"]["predictor"]["latestReadyRevision"])')" healthy
 for _ in $(seq 1 50); do prometheus_scraping && break; sleep 0.2; done
 POLICY='{"steps": [0.1, 0.25, 0.5], "ceiling": 0.5, "window_seconds": 5, "min_samples": 50, "max_error_rate": 0.05, "max_p95_ms": 500}'
@@ -159,7 +210,7 @@ step "10. alice undeploys; the reconciler deletes the InferenceService and confi
 $PSQL -U alice -d mlplat -c "SELECT 'accepted: ' || status FROM mlplat.undeploy('fraud', 'scorer')" | sed 's/^/   /'
 T0=$(date +%s%N)
 last=""
-for _ in $(seq 1 200); do
+for _ in $(seq 1 1200); do
 	now=$(sql -c "SELECT status FROM mlplat.deployments WHERE name = 'scorer'")
 	[ "$now" != "$last" ] && say "+$(elapsed) ms  $now" && last=$now
 	[ "$now" = DELETED ] && break
