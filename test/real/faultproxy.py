@@ -72,8 +72,9 @@ NEXT_HOLD = [1]
 WRITES = {}
 REQUESTS = []
 LOG = open(ARGS.log, 'a', buffering=1) if ARGS.log else None
+# not forwarded: hop-by-hop, and Expect (the proxy answered the 100-continue itself)
 HOP = {'connection', 'keep-alive', 'transfer-encoding', 'content-length', 'host', 'te', 'trailer', 'upgrade',
-       'proxy-connection'}
+       'proxy-connection', 'expect'}
 
 
 def status_body(code, reason, message, details=None):
@@ -302,7 +303,13 @@ class Proxy(http.server.BaseHTTPRequestHandler):
             log_request(entry)
             return self._send(502, [('Content-Type', 'application/json')], json.dumps(
                 status_body(502, 'InternalError', f'fault proxy: upstream: {e}')).encode())
-        if watch and resp.status == 200 and not f['drop'] and not f['hold']:
+        if watch and resp.status == 200 and (f['drop'] or (f['hold'] and f['hold']['phase'] == 'after')):
+            # a watch's answer never ends on its own: dropped at once rather than held
+            conn.close()
+            entry.update(status=200, verb='watch', dropped=True)
+            log_request(entry)
+            return self._drop()
+        if watch and resp.status == 200:
             entry.update(status=200, verb='watch')
             log_request(entry)
             self.send_response(200)
