@@ -89,5 +89,7 @@ SELECT count(*) AS not_created FROM mlplat.projects WHERE name = 'ret-keyed2';
 SELECT (mlplat.create_project('ret-keyed2', 1, idempotency_key => 'ret-key-2')).replayed;
 
 -- leave nothing in flight for the tests that follow (alerts read every live entity)
-UPDATE mlplat.runs SET status = 'CANCELLED', updated_at = now()
+UPDATE mlplat.runs SET status = 'CANCEL_REQUESTED'
  WHERE project_id = (SELECT id FROM mlplat.projects WHERE name = 'ret-live') AND status = 'RUNNING';
+UPDATE mlplat.runs SET status = 'CANCELLED', updated_at = now()
+ WHERE project_id = (SELECT id FROM mlplat.projects WHERE name = 'ret-live') AND status = 'CANCEL_REQUESTED';

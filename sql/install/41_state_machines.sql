@@ -23,6 +23,28 @@ AS $$
          ('PROMOTED', NULL), ('ROLLED_BACK', NULL), ('ABORTED', NULL), ('FAILED', NULL)
 $$;
 
+
+-- Runs and pipeline runs: start_run creates PENDING; the reconciler moves a run with the phase
+-- its Workflow reports (an adopted Workflow may report any phase, hence the moves straight
+-- from PENDING; Argo may report Pending again after Running); cancel_run asks for a cancel
+-- until the run has finished, and the cancel ends CANCELLED (or SUCCEEDED when the Workflow
+-- finished first); retry_run starts a new attempt of a FAILED or CANCELLED run.
+CREATE FUNCTION mlplat._run_transitions()
+RETURNS TABLE (from_status text, to_status text)
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+  VALUES (NULL, 'PENDING'),
+         ('PENDING', 'SUBMITTED'), ('PENDING', 'RUNNING'), ('PENDING', 'SUCCEEDED'), ('PENDING', 'FAILED'),
+         ('PENDING', 'CANCEL_REQUESTED'),
+         ('SUBMITTED', 'RUNNING'), ('SUBMITTED', 'SUCCEEDED'), ('SUBMITTED', 'FAILED'),
+         ('SUBMITTED', 'CANCEL_REQUESTED'),
+         ('RUNNING', 'SUBMITTED'), ('RUNNING', 'SUCCEEDED'), ('RUNNING', 'FAILED'),
+         ('RUNNING', 'CANCEL_REQUESTED'),
+         ('CANCEL_REQUESTED', 'CANCELLED'), ('CANCEL_REQUESTED', 'SUCCEEDED'),
+         ('FAILED', 'PENDING'), ('CANCELLED', 'PENDING'),
+         ('SUCCEEDED', NULL)
+$$;
+
 -- The one check: a status a row enters must be a listed transition from the one it leaves.
 CREATE FUNCTION mlplat._status_transition_check() RETURNS trigger
 LANGUAGE plpgsql
@@ -52,3 +74,6 @@ END $$;
 
 CREATE TRIGGER rollouts_status_transition BEFORE INSERT OR UPDATE OF status ON mlplat.rollouts
   FOR EACH ROW EXECUTE FUNCTION mlplat._status_transition_check('_rollout_transitions');
+
+CREATE TRIGGER runs_status_transition BEFORE INSERT OR UPDATE OF status ON mlplat.runs
+  FOR EACH ROW EXECUTE FUNCTION mlplat._status_transition_check('_run_transitions');
