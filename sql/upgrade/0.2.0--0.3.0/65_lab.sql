@@ -225,7 +225,9 @@ CREATE TRIGGER lab_run_transitions_no_truncate BEFORE TRUNCATE ON mlplat.lab_run
   FOR EACH STATEMENT EXECUTE FUNCTION mlplat._refuse_change();
 
 -- Provenance and specs do not change: a LabRun's binding, a profile's spec, an approval's
--- scope.  Enforced by trigger, so a superuser's UPDATE is refused too (55000).
+-- scope.  Enforced by trigger, so a superuser's UPDATE is refused too (55000).  The WHEN
+-- clause keeps the function (and its row-to-jsonb work) off the path of every allowed update
+-- (runs_used + 1 at each start, every lifecycle write-back): it runs only to name the column.
 CREATE FUNCTION mlplat._lab_immutable() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, mlplat, pg_temp AS $$
 DECLARE
@@ -244,14 +246,40 @@ BEGIN
   RETURN NEW;
 END $$;
 CREATE TRIGGER lab_runs_provenance BEFORE UPDATE ON mlplat.lab_runs FOR EACH ROW
+  WHEN ((OLD.id, OLD.project_id, OLD.purpose, OLD.actor, OLD.db_role, OLD.idempotency_key,
+         OLD.request_digest, OLD.candidate_id, OLD.model_version_id, OLD.artifact_uri,
+         OLD.artifact_sha256, OLD.runtime_profile_id, OLD.profile_content_id, OLD.node_id,
+         OLD.node_name, OLD.approval_id, OLD.family, OLD.input_digest, OLD.input_count,
+         OLD.input_bytes, OLD.limits, OLD.gpus, OLD.max_attempts, OLD.queue_deadline_at,
+         OLD.run_deadline_at, OLD.created_at)
+        IS DISTINCT FROM (NEW.id, NEW.project_id, NEW.purpose, NEW.actor, NEW.db_role, NEW.idempotency_key,
+                          NEW.request_digest, NEW.candidate_id, NEW.model_version_id,
+                          NEW.artifact_uri, NEW.artifact_sha256, NEW.runtime_profile_id,
+                          NEW.profile_content_id, NEW.node_id, NEW.node_name, NEW.approval_id,
+                          NEW.family, NEW.input_digest, NEW.input_count, NEW.input_bytes,
+                          NEW.limits, NEW.gpus, NEW.max_attempts, NEW.queue_deadline_at,
+                          NEW.run_deadline_at, NEW.created_at))
   EXECUTE FUNCTION mlplat._lab_immutable('id', 'project_id', 'purpose', 'actor', 'db_role', 'idempotency_key',
     'request_digest', 'candidate_id', 'model_version_id', 'artifact_uri', 'artifact_sha256', 'runtime_profile_id',
     'profile_content_id', 'node_id', 'node_name', 'approval_id', 'family', 'input_digest', 'input_count',
     'input_bytes', 'limits', 'gpus', 'max_attempts', 'queue_deadline_at', 'run_deadline_at', 'created_at');
 CREATE TRIGGER lab_profiles_spec BEFORE UPDATE ON mlplat.lab_profiles FOR EACH ROW
+  WHEN ((OLD.id, OLD.project_id, OLD.name, OLD.spec, OLD.content_id, OLD.runtime_kind, OLD.image,
+         OLD.gpus, OLD.accelerator, OLD.families, OLD.max_execution_seconds,
+         OLD.max_output_bytes, OLD.created_by, OLD.created_at)
+        IS DISTINCT FROM (NEW.id, NEW.project_id, NEW.name, NEW.spec, NEW.content_id, NEW.runtime_kind, NEW.image,
+                          NEW.gpus, NEW.accelerator, NEW.families, NEW.max_execution_seconds,
+                          NEW.max_output_bytes, NEW.created_by, NEW.created_at))
   EXECUTE FUNCTION mlplat._lab_immutable('id', 'project_id', 'name', 'spec', 'content_id', 'runtime_kind', 'image',
     'gpus', 'accelerator', 'families', 'max_execution_seconds', 'max_output_bytes', 'created_by', 'created_at');
 CREATE TRIGGER lab_approvals_scope BEFORE UPDATE ON mlplat.lab_approvals FOR EACH ROW
+  WHEN ((OLD.id, OLD.project_id, OLD.kind, OLD.candidate_id, OLD.artifact_sha256, OLD.runtime_profile_id,
+         OLD.node_id, OLD.families, OLD.limits, OLD.max_runs, OLD.approved_by, OLD.db_role,
+         OLD.approved_at, OLD.valid_for, OLD.expires_at, OLD.request_hash)
+        IS DISTINCT FROM (NEW.id, NEW.project_id, NEW.kind, NEW.candidate_id, NEW.artifact_sha256, NEW.runtime_profile_id,
+                          NEW.node_id, NEW.families, NEW.limits, NEW.max_runs, NEW.approved_by,
+                          NEW.db_role, NEW.approved_at, NEW.valid_for, NEW.expires_at,
+                          NEW.request_hash))
   EXECUTE FUNCTION mlplat._lab_immutable('id', 'project_id', 'kind', 'candidate_id', 'artifact_sha256',
     'runtime_profile_id', 'node_id', 'families', 'limits', 'max_runs', 'approved_by', 'db_role', 'approved_at',
     'valid_for', 'expires_at', 'request_hash');
