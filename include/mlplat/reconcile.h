@@ -32,8 +32,35 @@ typedef struct MlplatPass
 
 typedef void (*MlplatPassFn)(MlplatPass *pass);
 
-/* The pass of a kind, or NULL while that kind has no reconciler. */
-extern MlplatPassFn mlplat_pass_for_kind(int kind);
+struct MlplatSeam;
+
+/*
+ * What the worker loop needs of a kind (src/reconcile/registry.c): its pass,
+ * and the seam types its SQL and C must agree on (NULL-terminated), checked
+ * before every pass: a worker whose library and extension disagree refuses
+ * to run rather than misread a row.
+ */
+typedef struct MlplatKindDef
+{
+	MlplatPassFn pass;
+	struct MlplatSeam *const *seams;
+} MlplatKindDef;
+
+/* The definition of a kind; its pass is NULL while that kind has no reconciler. */
+extern const MlplatKindDef *mlplat_kind_def(int kind);
+
+/*
+ * Check the kind's seam types against the installed extension (transaction
+ * open).  NULL, or a palloc'd sentence naming the first disagreement.
+ */
+extern char *mlplat_kind_seams_verify(int kind);
+
+/* The seams of the kinds that have one (src/reconcile/) */
+extern struct MlplatSeam *const mlplat_deployments_seams[];
+extern struct MlplatSeam *const mlplat_model_aliases_seams[];
+extern struct MlplatSeam *const mlplat_projects_seams[];
+extern struct MlplatSeam *const mlplat_runs_seams[];
+extern struct MlplatSeam *const mlplat_rollouts_seams[];
 
 /* The passes (src/reconcile/) */
 extern void mlplat_deployments_pass(MlplatPass *pass);

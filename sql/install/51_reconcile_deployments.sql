@@ -5,22 +5,41 @@
 -- version the claim read (an intent committed meanwhile wins; the entity is
 -- simply read again next pass) and the caller still holds the kind's epoch.
 
+-- The seam between this SQL and the C pass (src/reconcile/seam.c): the claim returns rows of
+-- mlplat.deployment_claim and the write-back takes an array of mlplat.deployment_writeback.
+-- C reads and builds them by attribute name and checks them against its own table when a
+-- worker starts (a mismatch stops the pass with a message naming the attribute): a field is
+-- one attribute here and one line in src/reconcile/deployments.c.
+--
+-- deadline_ms is the deploy deadline that applies (deadline_own: the deployment's own),
+-- deadline_passed says the revision asked for at ready_wait_since has had longer than that to
+-- become READY.
+CREATE TYPE mlplat.deployment_claim AS (
+  id bigint, project text, namespace text, name text, status text,
+  generation bigint, observed_generation bigint, row_version bigint,
+  desired_revision int, spec text, spec_digest text, traceparent text,
+  attempts int, due boolean, drift_policy text, status_reason text,
+  deadline_passed boolean, deadline_ms bigint, deadline_own boolean);
+
+-- One deployment's write-back.  retry_ms: NULL = no retry scheduled (success: attempts reset);
+-- otherwise attempts + 1 and next_attempt_at = now() + retry_ms.  NULL in observed_generation /
+-- observed_revision / endpoint keeps the stored value; top-level keys of observed replace those
+-- of the stored observed.
+CREATE TYPE mlplat.deployment_writeback AS (
+  id bigint, row_version bigint, status text, reason text,
+  observed_generation bigint, observed_revision int, endpoint text, observed jsonb,
+  error text, retry_ms int);
+
 -- p_only_new: a pass woken by a commit takes just the intents not yet applied.
 -- p_deadline_ms: mlplat.deploy_deadline of the calling worker (0: none); a deployment's own
--- deploy_deadline overrides it.  deadline_ms is the one that applies (deadline_own: the
--- deployment's), deadline_passed says the revision asked for at ready_wait_since has had
--- longer than that to become READY.
+-- deploy_deadline overrides it.
 CREATE FUNCTION mlplat._deployments_claim(p_resync boolean, p_only_new boolean DEFAULT false,
                                           p_deadline_ms int DEFAULT 0)
-RETURNS TABLE (id bigint, project text, namespace text, name text, status text,
-               generation bigint, observed_generation bigint, row_version bigint,
-               desired_revision int, spec text, spec_digest text, traceparent text,
-               attempts int, due boolean, drift_policy text, status_reason text,
-               deadline_passed boolean, deadline_ms bigint, deadline_own boolean)
+RETURNS SETOF mlplat.deployment_claim
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
-  SELECT d.id, p.name, 'mlp-' || p.name, d.name, d.status,
+  SELECT d.id, p.name, mlplat._project_namespace(p.name), d.name, d.status,
          d.generation, d.observed_generation, d.row_version,
          d.desired_revision, r.spec::text, r.spec_digest, d.traceparent, d.attempts,
          d.next_attempt_at <= pg_catalog.now()
@@ -45,20 +64,13 @@ AS $$
 $$;
 REVOKE ALL ON FUNCTION mlplat._deployments_claim(boolean, boolean, int) FROM PUBLIC;
 
--- The write-back of a whole pass in one statement: element i of every array describes one
--- deployment (the arrays are parallel, one element per row written).  p_retry_ms[i]: NULL = no
--- retry scheduled (success: attempts reset); otherwise attempts + 1 and next_attempt_at =
--- now() + p_retry_ms[i].  NULL in p_observed_generation / p_observed_revision / p_endpoint
--- keeps the stored value; top-level keys of p_observed[i] replace those of observed.  A row is
--- written only if it is still at p_row_version[i] (an intent or another leader that got there
--- first wins) and p_epoch is still the kind's epoch.  Returns the ids written.  The planner
--- takes an unnest of a parameter for a few rows, so it probes the primary key once per
--- element, in array order: a caller passing ids ascending locks rows in id order, as
--- writing them one by one did.
-CREATE FUNCTION mlplat._deployments_writeback_set(
-    p_epoch bigint, p_id bigint[], p_row_version bigint[],
-    p_status text[], p_reason text[], p_observed_generation bigint[], p_observed_revision int[],
-    p_endpoint text[], p_observed jsonb[], p_error text[], p_retry_ms int[])
+-- The write-back of a whole pass in one statement, one element of p_rows per deployment
+-- written.  A row is written only if it is still at its row_version (an intent or another
+-- leader that got there first wins) and p_epoch is still the kind's epoch.  Returns the ids
+-- written.  The planner takes an unnest of a parameter for a few rows, so it probes the
+-- primary key once per element, in array order: a caller passing ids ascending locks rows in
+-- id order, as writing them one by one did.
+CREATE FUNCTION mlplat._deployments_writeback_set(p_epoch bigint, p_rows mlplat.deployment_writeback[])
 RETURNS SETOF bigint
 LANGUAGE sql
 SET search_path = pg_catalog, mlplat, pg_temp
@@ -81,16 +93,12 @@ AS $$
          epoch = p_epoch,
          row_version = d.row_version + 1,
          updated_at = pg_catalog.now()
-    -- multi-argument unnest is FROM-clause syntax only unqualified (search_path is pinned)
-    FROM unnest(p_id, p_row_version, p_status, p_reason, p_observed_generation, p_observed_revision,
-                p_endpoint, p_observed, p_error, p_retry_ms)
-         AS w(id, row_version, status, reason, observed_generation, observed_revision,
-              endpoint, observed, error, retry_ms)
+    FROM pg_catalog.unnest(p_rows) AS w
    WHERE d.id = w.id AND d.row_version = w.row_version
      AND EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = 'deployments' AND e.epoch = p_epoch)
   RETURNING d.id
 $$;
-REVOKE ALL ON FUNCTION mlplat._deployments_writeback_set(bigint, bigint[], bigint[], text[], text[], bigint[], int[], text[], jsonb[], text[], int[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mlplat._deployments_writeback_set(bigint, mlplat.deployment_writeback[]) FROM PUBLIC;
 
 -- One deployment's write-back (tests and operators standing in for the reconciler).
 CREATE FUNCTION mlplat._deployments_writeback(
@@ -101,10 +109,9 @@ RETURNS boolean
 LANGUAGE sql
 SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
-  SELECT EXISTS (SELECT 1 FROM mlplat._deployments_writeback_set(
-           p_epoch, ARRAY[p_id], ARRAY[p_row_version], ARRAY[p_status], ARRAY[p_reason],
-           ARRAY[p_observed_generation], ARRAY[p_observed_revision], ARRAY[p_endpoint],
-           ARRAY[p_observed], ARRAY[p_error], ARRAY[p_retry_ms]))
+  SELECT EXISTS (SELECT 1 FROM mlplat._deployments_writeback_set(p_epoch, ARRAY[
+           ROW(p_id, p_row_version, p_status, p_reason, p_observed_generation, p_observed_revision,
+               p_endpoint, p_observed, p_error, p_retry_ms)::mlplat.deployment_writeback]))
 $$;
 REVOKE ALL ON FUNCTION mlplat._deployments_writeback(bigint, bigint, bigint, text, text, bigint, int, text, jsonb, text, int) FROM PUBLIC;
 

@@ -26,12 +26,23 @@ AS $$
 $$;
 REVOKE ALL ON FUNCTION mlplat._rolebinding_name(text, text) FROM PUBLIC;
 
+-- The seam (src/reconcile/seam.c): the claim returns mlplat.project_claim rows, the write-back
+-- takes an array of mlplat.project_writeback; C reads and builds them by name.
+CREATE TYPE mlplat.project_claim AS (
+  id bigint, name text, gpu_quota int, cpu_quota text, memory_quota text,
+  status text, status_reason text, last_error text,
+  generation bigint, observed_generation bigint, row_version bigint,
+  traceparent text, attempts int, due boolean, members text, quota_generation bigint);
+
+-- retry_ms: NULL = no retry scheduled (attempts reset, due again at once); otherwise
+-- attempts + 1 and next_attempt_at = now() + retry_ms.  NULL observed_generation / observed
+-- keep the stored ones.
+CREATE TYPE mlplat.project_writeback AS (
+  id bigint, row_version bigint, status text, reason text,
+  observed_generation bigint, observed jsonb, error text, retry_ms int);
+
 CREATE FUNCTION mlplat._projects_claim()
-RETURNS TABLE (id bigint, name text, gpu_quota int, cpu_quota text, memory_quota text,
-               status text, status_reason text, last_error text,
-               generation bigint, observed_generation bigint, row_version bigint,
-               traceparent text, attempts int, due boolean, members text,
-               quota_generation bigint)
+RETURNS SETOF mlplat.project_claim
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
@@ -55,40 +66,57 @@ AS $$
 $$;
 REVOKE ALL ON FUNCTION mlplat._projects_claim() FROM PUBLIC;
 
--- p_retry_ms: NULL = no retry scheduled (attempts reset, due again at once);
--- otherwise attempts + 1 and next_attempt_at = now() + p_retry_ms.
+-- The write-back of a pass in one statement: compare-and-swap on each row's row_version and
+-- on the epoch.  Returns the ids written.  Runs wait for their project to be READY (its runner
+-- identity): a project written READY wakes them, not the resync.
+CREATE FUNCTION mlplat._projects_writeback_set(p_epoch bigint, p_rows mlplat.project_writeback[])
+RETURNS SETOF bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$
+DECLARE
+    ids bigint[];
+    ready boolean;
+BEGIN
+    WITH u AS (
+      UPDATE mlplat.projects p
+         SET status = w.status,
+             status_reason = w.reason,
+             observed_generation = coalesce(w.observed_generation, p.observed_generation),
+             observed = coalesce(w.observed, p.observed),
+             observed_at = pg_catalog.now(),
+             last_error = w.error,
+             attempts = CASE WHEN w.retry_ms IS NULL THEN 0 ELSE p.attempts + 1 END,
+             next_attempt_at = CASE WHEN w.retry_ms IS NULL THEN pg_catalog.now()
+                                    ELSE pg_catalog.now() + pg_catalog.make_interval(secs => w.retry_ms / 1000.0) END,
+             epoch = p_epoch,
+             row_version = p.row_version + 1,
+             updated_at = pg_catalog.now()
+        FROM pg_catalog.unnest(p_rows) AS w
+       WHERE p.id = w.id AND p.row_version = w.row_version
+         AND EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = 'projects' AND e.epoch = p_epoch)
+      RETURNING p.id, p.status)
+    SELECT pg_catalog.array_agg(u.id), coalesce(pg_catalog.bool_or(u.status = 'READY'), false)
+      INTO ids, ready FROM u;
+    IF ready THEN
+        PERFORM mlplat._wake_on_commit('runs');
+    END IF;
+    RETURN QUERY SELECT x FROM pg_catalog.unnest(ids) x;
+END;
+$$;
+REVOKE ALL ON FUNCTION mlplat._projects_writeback_set(bigint, mlplat.project_writeback[]) FROM PUBLIC;
+
+-- One project's write-back (tests and operators standing in for the reconciler).
 CREATE FUNCTION mlplat._projects_writeback(
     p_id bigint, p_row_version bigint, p_epoch bigint,
     p_status text, p_reason text, p_observed_generation bigint,
     p_observed jsonb, p_error text, p_retry_ms int)
 RETURNS boolean
-LANGUAGE plpgsql
+LANGUAGE sql
 SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
-DECLARE
-    written boolean;
-BEGIN
-    UPDATE mlplat.projects p
-       SET status = p_status,
-           status_reason = p_reason,
-           observed_generation = coalesce(p_observed_generation, p.observed_generation),
-           observed = coalesce(p_observed, p.observed),
-           observed_at = pg_catalog.now(),
-           last_error = p_error,
-           attempts = CASE WHEN p_retry_ms IS NULL THEN 0 ELSE p.attempts + 1 END,
-           next_attempt_at = CASE WHEN p_retry_ms IS NULL THEN pg_catalog.now()
-                                  ELSE pg_catalog.now() + pg_catalog.make_interval(secs => p_retry_ms / 1000.0) END,
-           epoch = p_epoch,
-           row_version = p.row_version + 1,
-           updated_at = pg_catalog.now()
-     WHERE p.id = p_id AND p.row_version = p_row_version
-       AND EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = 'projects' AND e.epoch = p_epoch);
-    written := FOUND;
-    -- runs wait for their project to be READY (its runner identity): wake them, not the resync
-    IF written AND p_status = 'READY' THEN
-        PERFORM mlplat._wake_on_commit('runs');
-    END IF;
-    RETURN written;
-END;
+  SELECT EXISTS (SELECT 1 FROM mlplat._projects_writeback_set(p_epoch, ARRAY[
+           ROW(p_id, p_row_version, p_status, p_reason, p_observed_generation, p_observed,
+               p_error, p_retry_ms)::mlplat.project_writeback]))
 $$;
 REVOKE ALL ON FUNCTION mlplat._projects_writeback(bigint, bigint, bigint, text, text, bigint, jsonb, text, int) FROM PUBLIC;

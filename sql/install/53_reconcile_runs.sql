@@ -188,12 +188,22 @@ BEGIN
   RETURN r;
 END $$;
 
+-- The seam (src/reconcile/seam.c): the claim returns mlplat.run_claim rows, the write-back
+-- takes an array of mlplat.run_writeback; C reads and builds them by name.
+CREATE TYPE mlplat.run_claim AS (
+  id bigint, project text, namespace text, name text, kind text, status text,
+  attempt int, workflow text, manifest text, row_version bigint, attempts int,
+  due boolean, submitted boolean, observed_rv text, traceparent text);
+
+-- One run's write-back: see _runs_writeback for what each attribute does.
+CREATE TYPE mlplat.run_writeback AS (
+  id bigint, row_version bigint, status text, reason text, error text, retry_ms int,
+  submitted boolean, observed_rv text, nodes jsonb);
+
 -- Claim: every active run; the render where a create may be needed, or where a workflow
 -- found may have to be recognised as this run's (never marked submitted).
 CREATE FUNCTION mlplat._runs_claim()
-RETURNS TABLE (id bigint, project text, namespace text, name text, kind text, status text,
-               attempt int, workflow text, manifest text, row_version bigint, attempts int,
-               due boolean, submitted boolean, observed_rv text, traceparent text)
+RETURNS SETOF mlplat.run_claim
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
@@ -282,6 +292,29 @@ BEGIN
 END;
 $$;
 
+-- The write-back of a pass in one call: each element as _runs_writeback does it (a run's
+-- steps are rows of their own).  Returns the runs written and the step rows each wrote.
+CREATE FUNCTION mlplat._runs_writeback_set(p_epoch bigint, p_rows mlplat.run_writeback[])
+RETURNS TABLE (id bigint, step_rows int)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$
+DECLARE
+  w mlplat.run_writeback;
+  n int;
+BEGIN
+  FOREACH w IN ARRAY p_rows LOOP
+    n := mlplat._runs_writeback(w.id, w.row_version, p_epoch, w.status, w.reason, w.error, w.retry_ms,
+                                w.submitted, w.observed_rv, w.nodes);
+    IF n >= 0 THEN
+      id := w.id;
+      step_rows := n;
+      RETURN NEXT;
+    END IF;
+  END LOOP;
+END;
+$$;
+
 -- The runs view, plus the attempt and its workflow.
 CREATE OR REPLACE VIEW mlplat.run_status WITH (security_invoker = true) AS
 SELECT p.name AS project, u.name AS run, u.kind, u.status, u.status_reason,
@@ -315,3 +348,4 @@ REVOKE ALL ON FUNCTION mlplat._run_container(jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._render_workflow(bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._runs_claim() FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._runs_writeback(bigint, bigint, bigint, text, text, text, int, boolean, text, jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mlplat._runs_writeback_set(bigint, mlplat.run_writeback[]) FROM PUBLIC;

@@ -52,11 +52,22 @@ GRANT SELECT ON mlplat.model_alias_history, mlplat.model_registry_versions TO PU
 SELECT pg_catalog.pg_extension_config_dump('mlplat.model_alias_history', '');
 SELECT pg_catalog.pg_extension_config_dump('mlplat.model_registry_versions', '');
 
+-- The seam (src/reconcile/seam.c): the claim returns mlplat.model_alias_claim rows, the
+-- write-back takes an array of mlplat.model_alias_writeback; C reads and builds them by name.
+CREATE TYPE mlplat.model_alias_claim AS (
+  id bigint, project text, registered_model text, alias text,
+  version_id bigint, version text, artifact_uri text, registry_version text,
+  status text, generation bigint, observed_generation bigint, row_version bigint,
+  moved_by text, traceparent text, attempts int, due boolean);
+
+-- retry_ms: NULL = no retry (attempts reset); otherwise attempts + 1 and
+-- next_attempt_at = now() + retry_ms.  NULL observed_generation / observed keep the stored ones.
+CREATE TYPE mlplat.model_alias_writeback AS (
+  id bigint, row_version bigint, status text, reason text,
+  observed_generation bigint, observed jsonb, error text, retry_ms int);
+
 CREATE FUNCTION mlplat._aliases_claim(p_resync boolean)
-RETURNS TABLE (id bigint, project text, registered_model text, alias text,
-               version_id bigint, version text, artifact_uri text, registry_version text,
-               status text, generation bigint, observed_generation bigint, row_version bigint,
-               moved_by text, traceparent text, attempts int, due boolean)
+RETURNS SETOF mlplat.model_alias_claim
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
@@ -75,33 +86,43 @@ AS $$
    ORDER BY a.id
 $$;
 
--- p_retry_ms: NULL = no retry (attempts reset); otherwise attempts + 1 and
--- next_attempt_at = now() + p_retry_ms.  Compare-and-swap on row_version and epoch.
+-- The write-back of a pass in one statement: compare-and-swap on each row's row_version and
+-- on the epoch.  Returns the ids written.
+CREATE FUNCTION mlplat._aliases_writeback_set(p_epoch bigint, p_rows mlplat.model_alias_writeback[])
+RETURNS SETOF bigint
+LANGUAGE sql
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$
+  UPDATE mlplat.model_aliases a
+     SET status = w.status,
+         status_reason = w.reason,
+         observed_generation = coalesce(w.observed_generation, a.observed_generation),
+         observed = coalesce(w.observed, a.observed),
+         observed_at = pg_catalog.now(),
+         last_error = w.error,
+         attempts = CASE WHEN w.retry_ms IS NULL THEN 0 ELSE a.attempts + 1 END,
+         next_attempt_at = CASE WHEN w.retry_ms IS NULL THEN pg_catalog.now()
+                                ELSE pg_catalog.now() + pg_catalog.make_interval(secs => w.retry_ms / 1000.0) END,
+         epoch = p_epoch,
+         row_version = a.row_version + 1,
+         updated_at = pg_catalog.now()
+    FROM pg_catalog.unnest(p_rows) AS w
+   WHERE a.id = w.id AND a.row_version = w.row_version
+     AND EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = 'model_aliases' AND e.epoch = p_epoch)
+  RETURNING a.id
+$$;
+
+-- One alias's write-back (tests and operators standing in for the reconciler).
 CREATE FUNCTION mlplat._aliases_writeback(
     p_id bigint, p_row_version bigint, p_epoch bigint, p_status text, p_reason text,
     p_observed_generation bigint, p_observed jsonb, p_error text, p_retry_ms int)
 RETURNS boolean
-LANGUAGE plpgsql
+LANGUAGE sql
 SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
-BEGIN
-    UPDATE mlplat.model_aliases a
-       SET status = p_status,
-           status_reason = p_reason,
-           observed_generation = coalesce(p_observed_generation, a.observed_generation),
-           observed = coalesce(p_observed, a.observed),
-           observed_at = pg_catalog.now(),
-           last_error = p_error,
-           attempts = CASE WHEN p_retry_ms IS NULL THEN 0 ELSE a.attempts + 1 END,
-           next_attempt_at = CASE WHEN p_retry_ms IS NULL THEN pg_catalog.now()
-                                  ELSE pg_catalog.now() + pg_catalog.make_interval(secs => p_retry_ms / 1000.0) END,
-           epoch = p_epoch,
-           row_version = a.row_version + 1,
-           updated_at = pg_catalog.now()
-     WHERE a.id = p_id AND a.row_version = p_row_version
-       AND EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = 'model_aliases' AND e.epoch = p_epoch);
-    RETURN FOUND;
-END;
+  SELECT EXISTS (SELECT 1 FROM mlplat._aliases_writeback_set(p_epoch, ARRAY[
+           ROW(p_id, p_row_version, p_status, p_reason, p_observed_generation, p_observed,
+               p_error, p_retry_ms)::mlplat.model_alias_writeback]))
 $$;
 
 -- Record (p_registry_version not NULL) or forget (NULL: the registry lost it)
@@ -162,5 +183,6 @@ $$;
 
 REVOKE ALL ON FUNCTION mlplat._aliases_claim(boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._aliases_writeback(bigint, bigint, bigint, text, text, bigint, jsonb, text, int) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mlplat._aliases_writeback_set(bigint, mlplat.model_alias_writeback[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._aliases_map_version(bigint, text, text, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._aliases_history(bigint, text, bigint, text, text, text, bigint, text, text) FROM PUBLIC;

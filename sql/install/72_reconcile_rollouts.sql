@@ -74,13 +74,19 @@ AS $$
 $$;
 REVOKE ALL ON FUNCTION mlplat._rollout_want_percent(text, text, numeric) FROM PUBLIC;
 
+-- The seam (src/reconcile/seam.c): the claim returns mlplat.rollout_claim rows, which C reads
+-- by name.  The write-back is _rollouts_observe, one call per rollout: it decides and records
+-- (see docs/rollouts.md).
+CREATE TYPE mlplat.rollout_claim AS (
+  id bigint, project text, namespace text, name text, status text, row_version bigint,
+  spec text, want_percent int, target_revision int, target_kn text, previous_kn text,
+  window_start_ms bigint, window_seconds int, decide_at_ms bigint, attempts int, due boolean,
+  traceparent text, metrics_preset text);
+
 -- Claim: every active rollout, with the target's manifest and what the pass must do.
 -- Freezes the contract of a rollout seen for the first time.
 CREATE FUNCTION mlplat._rollouts_claim()
-RETURNS TABLE (id bigint, project text, namespace text, name text, status text, row_version bigint,
-               spec text, want_percent int, target_revision int, target_kn text, previous_kn text,
-               window_start_ms bigint, window_seconds int, decide_at_ms bigint, attempts int, due boolean,
-               traceparent text, metrics_preset text)
+RETURNS SETOF mlplat.rollout_claim
 LANGUAGE plpgsql
 SET search_path = pg_catalog, mlplat, pg_temp
 AS $$

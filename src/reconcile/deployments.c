@@ -40,6 +40,7 @@
 #include "mlplat/labels.h"
 #include "mlplat/reconcile.h"
 #include "mlplat/reconcile_util.h"
+#include "mlplat/seam.h"
 #include "mlplat/span.h"
 #include "mlplat/spec_diff.h"
 #include "mlplat/unanswered.h"
@@ -76,6 +77,7 @@ typedef struct Deployment
 	char *traceparent;
 	int attempts;
 	bool due;
+	char *drift_policy;
 	bool drift_report; /* drift policy 'report': observe only, never repair */
 	char *status_reason;
 	bool deadline_passed; /* not READY within its deploy deadline of its intent */
@@ -138,6 +140,71 @@ typedef struct DepById
 	int64 id;
 	Deployment *d;
 } DepById;
+
+/*
+ * The seam (seam.h): mlplat.deployment_claim, the rows _deployments_claim
+ * returns, read into Deployment; mlplat.deployment_writeback, the rows
+ * _deployments_writeback_set takes, built from DeploymentWriteback.
+ */
+#define CF(m, t) MLPLAT_SEAM_FIELD(Deployment, m, t)
+static const MlplatSeamField claim_fields[] = {
+	CF(id, MLPLAT_SEAM_INT8),
+	CF(project, MLPLAT_SEAM_TEXT),
+	MLPLAT_SEAM_FIELD_AS(Deployment, ns, "namespace", MLPLAT_SEAM_TEXT),
+	CF(name, MLPLAT_SEAM_TEXT),
+	CF(status, MLPLAT_SEAM_TEXT),
+	CF(generation, MLPLAT_SEAM_INT8),
+	CF(observed_generation, MLPLAT_SEAM_INT8),
+	CF(row_version, MLPLAT_SEAM_INT8),
+	CF(desired_revision, MLPLAT_SEAM_INT4),
+	CF(spec, MLPLAT_SEAM_TEXT),
+	CF(spec_digest, MLPLAT_SEAM_TEXT),
+	CF(traceparent, MLPLAT_SEAM_TEXT),
+	CF(attempts, MLPLAT_SEAM_INT4),
+	CF(due, MLPLAT_SEAM_BOOL),
+	CF(drift_policy, MLPLAT_SEAM_TEXT),
+	CF(status_reason, MLPLAT_SEAM_TEXT),
+	CF(deadline_passed, MLPLAT_SEAM_BOOL),
+	CF(deadline_ms, MLPLAT_SEAM_INT8),
+	CF(deadline_own, MLPLAT_SEAM_BOOL),
+};
+#undef CF
+static MlplatSeam claim_seam = { "deployment_claim", claim_fields, lengthof(claim_fields) };
+
+/* one row of a write-back; a negative number is NULL (keep the stored value, or no retry) */
+typedef struct DeploymentWriteback
+{
+	int64 id;
+	int64 row_version;
+	const char *status;
+	const char *reason;
+	int64 observed_generation;
+	int32 observed_revision;
+	const char *endpoint;
+	const char *observed; /* jsonb: top-level keys replace those stored */
+	const char *error;
+	int32 retry_ms;
+} DeploymentWriteback;
+
+#define WF(m, t) MLPLAT_SEAM_FIELD(DeploymentWriteback, m, t)
+#define WFN(m, t) MLPLAT_SEAM_FIELD_NEG(DeploymentWriteback, m, t)
+static const MlplatSeamField writeback_fields[] = {
+	WF(id, MLPLAT_SEAM_INT8),
+	WF(row_version, MLPLAT_SEAM_INT8),
+	WF(status, MLPLAT_SEAM_TEXT),
+	WF(reason, MLPLAT_SEAM_TEXT),
+	WFN(observed_generation, MLPLAT_SEAM_INT8),
+	WFN(observed_revision, MLPLAT_SEAM_INT4),
+	WF(endpoint, MLPLAT_SEAM_TEXT),
+	WF(observed, MLPLAT_SEAM_JSONB),
+	WF(error, MLPLAT_SEAM_TEXT),
+	WFN(retry_ms, MLPLAT_SEAM_INT4),
+};
+#undef WF
+#undef WFN
+static MlplatSeam writeback_seam = { "deployment_writeback", writeback_fields, lengthof(writeback_fields) };
+
+MlplatSeam *const mlplat_deployments_seams[] = { &claim_seam, &writeback_seam, NULL };
 
 /* ---------------------------------------------------------------- pure decisions */
 
@@ -528,42 +595,15 @@ claim(MlplatPass *pass, List **out, char **instance)
 	mlplat_txn_begin();
 	MemoryContextSwitchTo(pass_cxt);
 	*instance = mlplat_instance_id();
-	if (SPI_execute_with_args("SELECT * FROM mlplat._deployments_claim($1, $2, $3)", 3, argtypes, args,
-							  NULL, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "mlplat: deployments claim failed");
+	*out = mlplat_seam_claim(&claim_seam, pass_cxt, "SELECT c FROM mlplat._deployments_claim($1, $2, $3) c",
+							 3, argtypes, args, sizeof(Deployment));
+	/* SPI calls return to SPI's context; what follows must outlive the transaction */
 	MemoryContextSwitchTo(pass_cxt);
-	for (uint64 i = 0; i < SPI_processed; i++)
+	foreach (lc, *out)
 	{
-		HeapTuple t = SPI_tuptable->vals[i];
-		TupleDesc td = SPI_tuptable->tupdesc;
-		Deployment *d = palloc0(sizeof(Deployment));
-		char *v;
+		Deployment *d = lfirst(lc);
 
-		d->id = atoll(SPI_getvalue(t, td, 1));
-		d->project = SPI_getvalue(t, td, 2);
-		d->ns = SPI_getvalue(t, td, 3);
-		d->name = SPI_getvalue(t, td, 4);
-		d->status = SPI_getvalue(t, td, 5);
-		d->generation = atoll(SPI_getvalue(t, td, 6));
-		d->observed_generation = atoll(SPI_getvalue(t, td, 7));
-		d->row_version = atoll(SPI_getvalue(t, td, 8));
-		v = SPI_getvalue(t, td, 9);
-		d->desired_revision = v ? atoi(v) : 0;
-		d->spec = SPI_getvalue(t, td, 10);
-		d->spec_digest = SPI_getvalue(t, td, 11);
-		d->traceparent = SPI_getvalue(t, td, 12);
-		d->attempts = atoi(SPI_getvalue(t, td, 13));
-		v = SPI_getvalue(t, td, 14);
-		d->due = v && v[0] == 't';
-		v = SPI_getvalue(t, td, 15);
-		d->drift_report = v && strcmp(v, "report") == 0;
-		d->status_reason = SPI_getvalue(t, td, 16);
-		v = SPI_getvalue(t, td, 17);
-		d->deadline_passed = v && v[0] == 't';
-		d->deadline_ms = atoll(SPI_getvalue(t, td, 18));
-		v = SPI_getvalue(t, td, 19);
-		d->deadline_own = v && v[0] == 't';
-		*out = lappend(*out, d);
+		d->drift_report = d->drift_policy && strcmp(d->drift_policy, "report") == 0;
 	}
 	load_seen_at_apply(*out);
 	notes = mlplat_unanswered_load(pass);
@@ -697,20 +737,6 @@ apply_result(Deployment *d, MlplatPass *pass)
 		pass->next_pass_ms = FOLLOW_UP_MS;
 }
 
-static int
-cmp_int64(const void *a, const void *b)
-{
-	int64 x = *(const int64 *) a;
-	int64 y = *(const int64 *) b;
-
-	return x < y ? -1 : x > y;
-}
-
-/* the columns of _deployments_writeback_set after the epoch, one array each */
-#define WB_COLS 10
-static const Oid wb_col_types[WB_COLS] = { INT8OID, INT8OID, TEXTOID, TEXTOID, INT8OID, INT4OID,
-										   TEXTOID, TEXTOID, TEXTOID, INT4OID };
-
 /*
  * Write back every deployment of deps that has something to record, in one
  * statement (compare-and-swap per row), then the ledger rows and spans, each
@@ -723,10 +749,9 @@ write_back(MlplatPass *pass, List *deps, List *orphans)
 	MemoryContext pass_cxt = CurrentMemoryContext;
 	ListCell *lc;
 	int lost = 0;
-	int n = 0;
 	List *spans = NIL;
-	ArrayBuildState *col[WB_COLS];
-	int64 *written = NULL;
+	MlplatSeamArray *rows;
+	int64 *written;
 	uint64 nwritten = 0;
 	MlplatLedgerBatch *ledger;
 	MlplatWriteNotes settled = { 0 };
@@ -734,8 +759,7 @@ write_back(MlplatPass *pass, List *deps, List *orphans)
 	/* the arrays are built inside the transaction: their element types come from the catalog */
 	mlplat_txn_begin();
 	ledger = mlplat_ledger_batch_new();
-	for (int i = 0; i < WB_COLS; i++)
-		col[i] = initArrayResult(wb_col_types[i], CurrentMemoryContext, false);
+	rows = mlplat_seam_array_new(&writeback_seam);
 	foreach (lc, deps)
 	{
 		Deployment *d = lfirst(lc);
@@ -750,48 +774,27 @@ write_back(MlplatPass *pass, List *deps, List *orphans)
 									psprintf("found %s/%s made by an apply whose answer was never recorded", d->ns, d->name));
 		if (!d->write)
 			continue;
-		n++;
-		accumArrayResult(col[0], Int64GetDatum(d->id), false, INT8OID, col[0]->mcontext);
-		accumArrayResult(col[1], Int64GetDatum(d->row_version), false, INT8OID, col[1]->mcontext);
-		mlplat_array_add_text(col[2], d->new_status);
-		mlplat_array_add_text(col[3], d->reason);
-		accumArrayResult(col[4], Int64GetDatum(d->generation), !d->mark_observed, INT8OID, col[4]->mcontext);
-		accumArrayResult(col[5], Int32GetDatum(d->desired_revision),
-						 !(d->mark_observed && d->desired_revision > 0), INT4OID, col[5]->mcontext);
-		mlplat_array_add_text(col[6], d->endpoint);
-		mlplat_array_add_text(col[7], psprintf("{\"drift_paths\": %s%s%s}", d->drift_paths ? d->drift_paths : "[]",
-											   d->seen_json ? ", \"kserve_at_apply\": " : "",
-											   d->seen_json ? d->seen_json : ""));
-		mlplat_array_add_text(col[8], d->error);
-		accumArrayResult(col[9], Int32GetDatum(d->retry_ms), d->retry_ms < 0, INT4OID, col[9]->mcontext);
-	}
-
-	if (n > 0)
-	{
-		Oid types[1 + WB_COLS];
-		Datum v[1 + WB_COLS];
-
-		types[0] = INT8OID;
-		v[0] = Int64GetDatum(pass->epoch);
-		for (int i = 0; i < WB_COLS; i++)
 		{
-			types[1 + i] = get_array_type(wb_col_types[i]);
-			v[1 + i] = makeArrayResult(col[i], CurrentMemoryContext);
-		}
-		if (mlplat_sql_exec("SELECT * FROM mlplat._deployments_writeback_set($1, $2, $3, $4, $5, $6, $7, $8,"
-							" $9::pg_catalog.jsonb[], $10, $11)",
-							1 + WB_COLS, types, v, NULL) != SPI_OK_SELECT)
-			elog(ERROR, "mlplat: deployments write-back failed");
-		nwritten = SPI_processed;
-		written = MemoryContextAlloc(pass_cxt, sizeof(int64) * Max(nwritten, 1));
-		for (uint64 i = 0; i < nwritten; i++)
-		{
-			bool isnull;
+			DeploymentWriteback w = {
+				.id = d->id,
+				.row_version = d->row_version,
+				.status = d->new_status,
+				.reason = d->reason,
+				.observed_generation = d->mark_observed ? d->generation : -1,
+				.observed_revision = d->mark_observed && d->desired_revision > 0 ? d->desired_revision : -1,
+				.endpoint = d->endpoint,
+				.observed = psprintf("{\"drift_paths\": %s%s%s}", d->drift_paths ? d->drift_paths : "[]",
+									 d->seen_json ? ", \"kserve_at_apply\": " : "",
+									 d->seen_json ? d->seen_json : ""),
+				.error = d->error,
+				.retry_ms = d->retry_ms,
+			};
 
-			written[i] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+			mlplat_seam_array_add(rows, &w);
 		}
-		qsort(written, nwritten, sizeof(int64), cmp_int64);
 	}
+	written = mlplat_seam_writeback(rows, "SELECT * FROM mlplat._deployments_writeback_set($1, $2)",
+									pass->epoch, &nwritten);
 	foreach (lc, deps)
 	{
 		Deployment *d = lfirst(lc);
@@ -799,7 +802,7 @@ write_back(MlplatPass *pass, List *deps, List *orphans)
 
 		if (!d->write)
 			continue;
-		ok = nwritten > 0 && bsearch(&d->id, written, nwritten, sizeof(int64), cmp_int64) != NULL;
+		ok = mlplat_seam_written(written, nwritten, d->id);
 
 		/*
 		 * An external write happened whether or not the row moved meanwhile:

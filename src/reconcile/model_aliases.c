@@ -44,6 +44,7 @@
 #include "mlplat/json.h"
 #include "mlplat/reconcile.h"
 #include "mlplat/reconcile_util.h"
+#include "mlplat/seam.h"
 #include "mlplat/secret_file.h"
 #include "mlplat/span.h"
 
@@ -353,6 +354,60 @@ typedef struct AliasRow
 	List *spans; /* written with the write-back (alias_spans) */
 } AliasRow;
 
+/* The seam (seam.h): mlplat.model_alias_claim read into AliasRow ... */
+#define CF(m, t) MLPLAT_SEAM_FIELD(AliasRow, m, t)
+static const MlplatSeamField claim_fields[] = {
+	CF(id, MLPLAT_SEAM_INT8),
+	CF(project, MLPLAT_SEAM_TEXT),
+	MLPLAT_SEAM_FIELD_AS(AliasRow, model, "registered_model", MLPLAT_SEAM_TEXT),
+	CF(alias, MLPLAT_SEAM_TEXT),
+	CF(version_id, MLPLAT_SEAM_INT8),
+	CF(version, MLPLAT_SEAM_TEXT),
+	CF(artifact_uri, MLPLAT_SEAM_TEXT),
+	MLPLAT_SEAM_FIELD_AS(AliasRow, reg_version, "registry_version", MLPLAT_SEAM_TEXT),
+	CF(status, MLPLAT_SEAM_TEXT),
+	CF(generation, MLPLAT_SEAM_INT8),
+	CF(observed_generation, MLPLAT_SEAM_INT8),
+	CF(row_version, MLPLAT_SEAM_INT8),
+	CF(moved_by, MLPLAT_SEAM_TEXT),
+	CF(traceparent, MLPLAT_SEAM_TEXT),
+	CF(attempts, MLPLAT_SEAM_INT4),
+	CF(due, MLPLAT_SEAM_BOOL),
+};
+#undef CF
+static MlplatSeam claim_seam = { "model_alias_claim", claim_fields, lengthof(claim_fields) };
+
+/* ... and mlplat.model_alias_writeback built from AliasWriteback (a negative number is NULL) */
+typedef struct AliasWriteback
+{
+	int64 id;
+	int64 row_version;
+	const char *status;
+	const char *reason;
+	int64 observed_generation;
+	const char *observed;
+	const char *error;
+	int32 retry_ms;
+} AliasWriteback;
+
+#define WF(m, t) MLPLAT_SEAM_FIELD(AliasWriteback, m, t)
+#define WFN(m, t) MLPLAT_SEAM_FIELD_NEG(AliasWriteback, m, t)
+static const MlplatSeamField writeback_fields[] = {
+	WF(id, MLPLAT_SEAM_INT8),
+	WF(row_version, MLPLAT_SEAM_INT8),
+	WF(status, MLPLAT_SEAM_TEXT),
+	WF(reason, MLPLAT_SEAM_TEXT),
+	WFN(observed_generation, MLPLAT_SEAM_INT8),
+	WF(observed, MLPLAT_SEAM_JSONB),
+	WF(error, MLPLAT_SEAM_TEXT),
+	WFN(retry_ms, MLPLAT_SEAM_INT4),
+};
+#undef WF
+#undef WFN
+static MlplatSeam writeback_seam = { "model_alias_writeback", writeback_fields, lengthof(writeback_fields) };
+
+MlplatSeam *const mlplat_model_aliases_seams[] = { &claim_seam, &writeback_seam, NULL };
+
 static void
 alias_fail(AliasRow *a, const char *error, int http_status, int retry_after_s, bool permanent)
 {
@@ -417,43 +472,16 @@ claim(MlplatPass *pass, char **instance)
 	MemoryContext pass_cxt = CurrentMemoryContext;
 	Datum arg = BoolGetDatum(pass->resync);
 	Oid argtype = BOOLOID;
-	List *out = NIL;
+	List *out;
+	ListCell *lc;
 
 	mlplat_txn_begin();
 	MemoryContextSwitchTo(pass_cxt);
 	*instance = mlplat_instance_id();
-	if (SPI_execute_with_args("SELECT * FROM mlplat._aliases_claim($1)", 1, &argtype, &arg,
-							  NULL, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "mlplat: model aliases claim failed");
-	MemoryContextSwitchTo(pass_cxt);
-	for (uint64 i = 0; i < SPI_processed; i++)
-	{
-		HeapTuple t = SPI_tuptable->vals[i];
-		TupleDesc td = SPI_tuptable->tupdesc;
-		AliasRow *a = palloc0(sizeof(AliasRow));
-		char *v;
-
-		a->id = atoll(SPI_getvalue(t, td, 1));
-		a->project = SPI_getvalue(t, td, 2);
-		a->model = SPI_getvalue(t, td, 3);
-		a->alias = SPI_getvalue(t, td, 4);
-		v = SPI_getvalue(t, td, 5);
-		a->version_id = v ? atoll(v) : 0;
-		a->version = SPI_getvalue(t, td, 6);
-		a->artifact_uri = SPI_getvalue(t, td, 7);
-		a->reg_version = SPI_getvalue(t, td, 8);
-		a->status = SPI_getvalue(t, td, 9);
-		a->generation = atoll(SPI_getvalue(t, td, 10));
-		a->observed_generation = atoll(SPI_getvalue(t, td, 11));
-		a->row_version = atoll(SPI_getvalue(t, td, 12));
-		a->moved_by = SPI_getvalue(t, td, 13);
-		a->traceparent = SPI_getvalue(t, td, 14);
-		a->attempts = atoi(SPI_getvalue(t, td, 15));
-		v = SPI_getvalue(t, td, 16);
-		a->due = v && v[0] == 't';
-		a->retry_ms = -1;
-		out = lappend(out, a);
-	}
+	out = mlplat_seam_claim(&claim_seam, pass_cxt, "SELECT c FROM mlplat._aliases_claim($1) c",
+							1, &argtype, &arg, sizeof(AliasRow));
+	foreach (lc, out)
+		((AliasRow *) lfirst(lc))->retry_ms = -1;
 	mlplat_txn_commit();
 	return out;
 }
@@ -724,12 +752,16 @@ write_back(MlplatPass *pass, List *aliases, List *models, List *versions)
 	ListCell *lc;
 	int lost = 0;
 	List *spans = NIL;
+	MlplatSeamArray *rows;
+	int64 *written;
+	uint64 nwritten;
 
 	/* built before the transaction: the lists live in the pass's context */
 	foreach (lc, aliases)
 		alias_spans(lfirst(lc));
 
 	mlplat_txn_begin();
+	rows = mlplat_seam_array_new(&writeback_seam);
 	foreach (lc, models)
 	{
 		RegModel *m = lfirst(lc);
@@ -812,18 +844,33 @@ write_back(MlplatPass *pass, List *aliases, List *models, List *versions)
 			appendStringInfoChar(&oj, '}');
 			observed_json = a->observed_ok ? oj.data : NULL;
 		}
-		if (!mlplat_sql_bool("SELECT mlplat._aliases_writeback($1, $2, $3, $4, $5, $6, $7::pg_catalog.jsonb, $8, $9)", 9,
-							 (Oid[]){ INT8OID, INT8OID, INT8OID, TEXTOID, TEXTOID, INT8OID, TEXTOID, TEXTOID, INT4OID },
-							 (Datum[]){ Int64GetDatum(a->id), Int64GetDatum(a->row_version), Int64GetDatum(pass->epoch),
-										CStringGetTextDatum(a->new_status), a->reason ? CStringGetTextDatum(a->reason) : 0,
-										Int64GetDatum(a->generation),
-										observed_json ? CStringGetTextDatum(observed_json) : 0,
-										a->error ? CStringGetTextDatum(a->error) : 0, Int32GetDatum(a->retry_ms) },
-							 (const char[]){ ' ', ' ', ' ', ' ', a->reason ? ' ' : 'n', a->mark_observed ? ' ' : 'n',
-											 observed_json ? ' ' : 'n', a->error ? ' ' : 'n', a->retry_ms >= 0 ? ' ' : 'n' }))
-			lost++; /* an intent or another leader got there first: re-read next pass */
-		else
+		{
+			AliasWriteback w = {
+				.id = a->id,
+				.row_version = a->row_version,
+				.status = a->new_status,
+				.reason = a->reason,
+				.observed_generation = a->mark_observed ? a->generation : -1,
+				.observed = observed_json,
+				.error = a->error,
+				.retry_ms = a->retry_ms,
+			};
+
+			mlplat_seam_array_add(rows, &w);
+		}
+	}
+	written = mlplat_seam_writeback(rows, "SELECT * FROM mlplat._aliases_writeback_set($1, $2)",
+									pass->epoch, &nwritten);
+	foreach (lc, aliases)
+	{
+		AliasRow *a = lfirst(lc);
+
+		if (!a->write)
+			continue;
+		if (mlplat_seam_written(written, nwritten, a->id))
 			spans = list_concat(spans, a->spans);
+		else
+			lost++; /* an intent or another leader got there first: re-read next pass */
 	}
 	mlplat_spans_flush(spans);
 	mlplat_txn_commit();

@@ -61,6 +61,7 @@
 #include "mlplat/labels.h"
 #include "mlplat/reconcile.h"
 #include "mlplat/reconcile_util.h"
+#include "mlplat/seam.h"
 #include "mlplat/span.h"
 #include "mlplat/spec_diff.h"
 #include "mlplat/unanswered.h"
@@ -829,49 +830,79 @@ str_differs(const char *a, const char *b)
 	return strcmp(a, b) != 0;
 }
 
+/* The seam (seam.h): mlplat.project_claim read into Project ... */
+#define CF(m, t) MLPLAT_SEAM_FIELD(Project, m, t)
+static const MlplatSeamField claim_fields[] = {
+	CF(id, MLPLAT_SEAM_INT8),
+	CF(name, MLPLAT_SEAM_TEXT),
+	CF(gpu_quota, MLPLAT_SEAM_INT4),
+	CF(cpu_quota, MLPLAT_SEAM_TEXT),
+	CF(memory_quota, MLPLAT_SEAM_TEXT),
+	CF(status, MLPLAT_SEAM_TEXT),
+	CF(status_reason, MLPLAT_SEAM_TEXT),
+	CF(last_error, MLPLAT_SEAM_TEXT),
+	CF(generation, MLPLAT_SEAM_INT8),
+	CF(observed_generation, MLPLAT_SEAM_INT8),
+	CF(row_version, MLPLAT_SEAM_INT8),
+	CF(traceparent, MLPLAT_SEAM_TEXT),
+	CF(attempts, MLPLAT_SEAM_INT4),
+	CF(due, MLPLAT_SEAM_BOOL),
+	CF(members, MLPLAT_SEAM_TEXT),
+	CF(quota_generation, MLPLAT_SEAM_INT8),
+};
+#undef CF
+static MlplatSeam claim_seam = { "project_claim", claim_fields, lengthof(claim_fields) };
+
+/* ... and mlplat.project_writeback built from ProjectWriteback (a negative number is NULL) */
+typedef struct ProjectWriteback
+{
+	int64 id;
+	int64 row_version;
+	const char *status;
+	const char *reason;
+	int64 observed_generation;
+	const char *observed;
+	const char *error;
+	int32 retry_ms;
+} ProjectWriteback;
+
+#define WF(m, t) MLPLAT_SEAM_FIELD(ProjectWriteback, m, t)
+#define WFN(m, t) MLPLAT_SEAM_FIELD_NEG(ProjectWriteback, m, t)
+static const MlplatSeamField writeback_fields[] = {
+	WF(id, MLPLAT_SEAM_INT8),
+	WF(row_version, MLPLAT_SEAM_INT8),
+	WF(status, MLPLAT_SEAM_TEXT),
+	WF(reason, MLPLAT_SEAM_TEXT),
+	WFN(observed_generation, MLPLAT_SEAM_INT8),
+	WF(observed, MLPLAT_SEAM_JSONB),
+	WF(error, MLPLAT_SEAM_TEXT),
+	WFN(retry_ms, MLPLAT_SEAM_INT4),
+};
+#undef WF
+#undef WFN
+static MlplatSeam writeback_seam = { "project_writeback", writeback_fields, lengthof(writeback_fields) };
+
+MlplatSeam *const mlplat_projects_seams[] = { &claim_seam, &writeback_seam, NULL };
+
 /* ---------------------------------------------------------------- I/O */
 
 static List *
 claim(MlplatPass *pass, char **instance, List **notes)
 {
 	MemoryContext pass_cxt = CurrentMemoryContext;
-	List *out = NIL;
+	List *out;
 	TimestampTz start = GetCurrentTimestamp();
 	TimestampTz end;
 
 	mlplat_txn_begin();
 	MemoryContextSwitchTo(pass_cxt);
 	*instance = mlplat_instance_id();
-	if (SPI_execute("SELECT * FROM mlplat._projects_claim()", true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "mlplat: projects claim failed");
+	out = mlplat_seam_claim(&claim_seam, pass_cxt, "SELECT c FROM mlplat._projects_claim() c",
+							0, NULL, NULL, sizeof(Project));
+	/* SPI calls return to SPI's context; the notes must outlive the transaction */
 	MemoryContextSwitchTo(pass_cxt);
-	for (uint64 i = 0; i < SPI_processed; i++)
-	{
-		HeapTuple t = SPI_tuptable->vals[i];
-		TupleDesc td = SPI_tuptable->tupdesc;
-		Project *p = palloc0(sizeof(Project));
-		char *v;
-
-		p->id = atoll(SPI_getvalue(t, td, 1));
-		p->name = SPI_getvalue(t, td, 2);
+	foreach_ptr (Project, p, out)
 		p->ns = mlplat_project_namespace(p->name, strlen(p->name));
-		p->gpu_quota = atoi(SPI_getvalue(t, td, 3));
-		p->cpu_quota = SPI_getvalue(t, td, 4);
-		p->memory_quota = SPI_getvalue(t, td, 5);
-		p->status = SPI_getvalue(t, td, 6);
-		p->status_reason = SPI_getvalue(t, td, 7);
-		p->last_error = SPI_getvalue(t, td, 8);
-		p->generation = atoll(SPI_getvalue(t, td, 9));
-		p->observed_generation = atoll(SPI_getvalue(t, td, 10));
-		p->row_version = atoll(SPI_getvalue(t, td, 11));
-		p->traceparent = SPI_getvalue(t, td, 12);
-		p->attempts = atoi(SPI_getvalue(t, td, 13));
-		v = SPI_getvalue(t, td, 14);
-		p->due = v && v[0] == 't';
-		p->members = SPI_getvalue(t, td, 15);
-		p->quota_generation = atoll(SPI_getvalue(t, td, 16));
-		out = lappend(out, p);
-	}
 	*notes = mlplat_unanswered_load(pass);
 	mlplat_txn_commit();
 	end = GetCurrentTimestamp();
@@ -942,16 +973,18 @@ write_back(MlplatPass *pass, List *projects, List *orphans)
 	int lost = 0;
 	List *spans = NIL;
 	MlplatWriteNotes settled = { 0 };
+	MlplatSeamArray *rows;
+	int64 *written;
+	uint64 nwritten;
 
 	/* built before the transaction: the lists live in the pass's context */
 	foreach_ptr (Project, p, projects)
 		if (p->write)
 			p->spans = project_spans(p);
 	mlplat_txn_begin();
+	rows = mlplat_seam_array_new(&writeback_seam);
 	foreach_ptr (Project, p, projects)
 	{
-		bool ok;
-
 		foreach_ptr (ProjObj, o, p->objs)
 		{
 			if (o->settle)
@@ -963,17 +996,29 @@ write_back(MlplatPass *pass, List *projects, List *orphans)
 									 mlplat_trace_id_of(p->traceparent),
 									 psprintf("%s: made by an apply whose answer was never recorded", obj_label(o)));
 		}
+		if (p->write)
+		{
+			ProjectWriteback w = {
+				.id = p->id,
+				.row_version = p->row_version,
+				.status = p->new_status,
+				.reason = p->reason,
+				.observed_generation = p->mark_observed ? p->generation : -1,
+				.observed = p->observed_json,
+				.error = p->error,
+				.retry_ms = p->retry_ms,
+			};
+
+			mlplat_seam_array_add(rows, &w);
+		}
+	}
+	written = mlplat_seam_writeback(rows, "SELECT * FROM mlplat._projects_writeback_set($1, $2)",
+									pass->epoch, &nwritten);
+	foreach_ptr (Project, p, projects)
+	{
 		if (!p->write)
 			continue;
-		ok = mlplat_sql_bool("SELECT mlplat._projects_writeback($1, $2, $3, $4, $5, $6, $7::pg_catalog.jsonb, $8, $9)",
-							 9,
-							 (Oid[]){ INT8OID, INT8OID, INT8OID, TEXTOID, TEXTOID, INT8OID, TEXTOID, TEXTOID, INT4OID },
-							 (Datum[]){ Int64GetDatum(p->id), Int64GetDatum(p->row_version), Int64GetDatum(pass->epoch),
-										CStringGetTextDatum(p->new_status), p->reason ? CStringGetTextDatum(p->reason) : 0,
-										Int64GetDatum(p->generation), CStringGetTextDatum(p->observed_json),
-										p->error ? CStringGetTextDatum(p->error) : 0, Int32GetDatum(p->retry_ms) },
-							 (const char[]){ ' ', ' ', ' ', ' ', p->reason ? ' ' : 'n',
-											 p->mark_observed ? ' ' : 'n', ' ', p->error ? ' ' : 'n', p->retry_ms >= 0 ? ' ' : 'n' });
+
 		/*
 		 * The external writes happened whether or not the row's compare-and-swap
 		 * held (an intent may have landed meanwhile): record them either way; a
@@ -988,7 +1033,7 @@ write_back(MlplatPass *pass, List *projects, List *orphans)
 								 mlplat_trace_id_of(p->traceparent),
 								 psprintf("%s%s%s", obj_label(o), o->drift ? ": " : "", o->drift ? o->drift : ""));
 		}
-		if (!ok)
+		if (!mlplat_seam_written(written, nwritten, p->id))
 		{
 			lost++; /* an intent or another leader got there first: re-read next pass */
 			continue;

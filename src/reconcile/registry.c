@@ -1,5 +1,5 @@
 /*
- * registry.c — which pass function reconciles which kind.
+ * registry.c — the kinds the worker loop runs: each kind's pass and seam.
  *
  * A kind without a pass function still gets its leader; the health view
  * reports that nothing reconciles it, rather than pretending.
@@ -7,24 +7,35 @@
 #include "postgres.h"
 
 #include "mlplat/reconcile.h"
+#include "mlplat/seam.h"
 
-MlplatPassFn
-mlplat_pass_for_kind(int kind)
+static const MlplatKindDef kind_defs[MLPLAT_NUM_KINDS] = {
+	[MLPLAT_KIND_PROJECTS] = { mlplat_projects_pass, mlplat_projects_seams },
+	[MLPLAT_KIND_DEPLOYMENTS] = { mlplat_deployments_pass, mlplat_deployments_seams },
+	[MLPLAT_KIND_RUNS] = { mlplat_runs_pass, mlplat_runs_seams },
+	[MLPLAT_KIND_ROLLOUTS] = { mlplat_rollouts_pass, mlplat_rollouts_seams },
+	[MLPLAT_KIND_MODEL_ALIASES] = { mlplat_model_aliases_pass, mlplat_model_aliases_seams },
+};
+
+const MlplatKindDef *
+mlplat_kind_def(int kind)
 {
-	switch ((MlplatKind) kind)
+	Assert(kind >= 0 && kind < MLPLAT_NUM_KINDS);
+	return &kind_defs[kind];
+}
+
+char *
+mlplat_kind_seams_verify(int kind)
+{
+	const MlplatKindDef *def = mlplat_kind_def(kind);
+
+	for (int i = 0; def->seams && def->seams[i]; i++)
 	{
-		case MLPLAT_KIND_DEPLOYMENTS:
-			return mlplat_deployments_pass;
-		case MLPLAT_KIND_MODEL_ALIASES:
-			return mlplat_model_aliases_pass;
-		case MLPLAT_KIND_PROJECTS:
-			return mlplat_projects_pass;
-		case MLPLAT_KIND_RUNS:
-			return mlplat_runs_pass;
-		case MLPLAT_KIND_ROLLOUTS:
-			return mlplat_rollouts_pass;
-		case MLPLAT_NUM_KINDS:
-			break;
+		char *why = mlplat_seam_verify(def->seams[i]);
+
+		if (why)
+			return psprintf("type mlplat.%s does not match this library: %s",
+							def->seams[i]->type_name, why);
 	}
 	return NULL;
 }

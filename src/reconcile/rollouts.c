@@ -53,6 +53,7 @@
 #include "mlplat/prometheus.h"
 #include "mlplat/reconcile.h"
 #include "mlplat/reconcile_util.h"
+#include "mlplat/seam.h"
 #include "mlplat/rollout_artifacts.h"
 #include "mlplat/span.h"
 #include "mlplat/unanswered.h"
@@ -110,8 +111,9 @@ typedef struct Rollout
 	int64 decide_at_ms; /* epoch ms; 0: none */
 	int attempts;
 	bool due;
-	char *traceparent;	 /* of the last intent (start, promote, abort) */
-	MlPromPreset preset; /* the deployment's metrics preset, or mlplat.metrics_preset */
+	char *traceparent;	  /* of the last intent (start, promote, abort) */
+	char *metrics_preset; /* the deployment's metrics preset, '' if none */
+	MlPromPreset preset;  /* ... or mlplat.metrics_preset */
 	/* this pass */
 	MlplatHttpRequest *get;
 	MlplatHttpRequest *apply;
@@ -387,51 +389,56 @@ add_metrics(Rollout *r, MlJsonArena *arena)
 	appendStringInfo(s, ",\"gaps\":[%s]}", gaps.data);
 }
 
+/* The seam (seam.h): mlplat.rollout_claim read into Rollout */
+#define CF(m, t) MLPLAT_SEAM_FIELD(Rollout, m, t)
+static const MlplatSeamField claim_fields[] = {
+	CF(id, MLPLAT_SEAM_INT8),
+	CF(project, MLPLAT_SEAM_TEXT),
+	MLPLAT_SEAM_FIELD_AS(Rollout, ns, "namespace", MLPLAT_SEAM_TEXT),
+	CF(name, MLPLAT_SEAM_TEXT),
+	CF(status, MLPLAT_SEAM_TEXT),
+	CF(row_version, MLPLAT_SEAM_INT8),
+	CF(spec, MLPLAT_SEAM_TEXT),
+	MLPLAT_SEAM_FIELD_AS(Rollout, want, "want_percent", MLPLAT_SEAM_INT4),
+	CF(target_revision, MLPLAT_SEAM_INT4),
+	CF(target_kn, MLPLAT_SEAM_TEXT),
+	CF(previous_kn, MLPLAT_SEAM_TEXT),
+	CF(window_start_ms, MLPLAT_SEAM_INT8),
+	CF(window_seconds, MLPLAT_SEAM_INT4),
+	CF(decide_at_ms, MLPLAT_SEAM_INT8),
+	CF(attempts, MLPLAT_SEAM_INT4),
+	CF(due, MLPLAT_SEAM_BOOL),
+	CF(traceparent, MLPLAT_SEAM_TEXT),
+	CF(metrics_preset, MLPLAT_SEAM_TEXT),
+};
+#undef CF
+static MlplatSeam claim_seam = { "rollout_claim", claim_fields, lengthof(claim_fields) };
+
+MlplatSeam *const mlplat_rollouts_seams[] = { &claim_seam, NULL };
+
 /* ---------------------------------------------------------------- I/O */
 
 static List *
 claim(MlplatPass *pass)
 {
 	MemoryContext pass_cxt = CurrentMemoryContext;
-	List *out = NIL;
+	List *out;
+	ListCell *lc;
 
 	mlplat_txn_begin();
 	MemoryContextSwitchTo(pass_cxt);
-	if (SPI_execute("SELECT * FROM mlplat._rollouts_claim()", false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "mlplat: rollouts claim failed");
+	out = mlplat_seam_claim(&claim_seam, pass_cxt, "SELECT c FROM mlplat._rollouts_claim() c",
+							0, NULL, NULL, sizeof(Rollout));
+	/* SPI calls return to SPI's context; the notes must outlive the transaction */
 	MemoryContextSwitchTo(pass_cxt);
-	for (uint64 i = 0; i < SPI_processed; i++)
+	foreach (lc, out)
 	{
-		HeapTuple t = SPI_tuptable->vals[i];
-		TupleDesc td = SPI_tuptable->tupdesc;
-		Rollout *r = palloc0(sizeof(Rollout));
-		char *v;
+		Rollout *r = lfirst(lc);
 
-		r->id = atoll(SPI_getvalue(t, td, 1));
-		r->project = SPI_getvalue(t, td, 2);
-		r->ns = SPI_getvalue(t, td, 3);
-		r->name = SPI_getvalue(t, td, 4);
-		r->status = SPI_getvalue(t, td, 5);
-		r->row_version = atoll(SPI_getvalue(t, td, 6));
-		r->spec = SPI_getvalue(t, td, 7);
-		r->want = atoi(SPI_getvalue(t, td, 8));
-		r->target_revision = atoi(SPI_getvalue(t, td, 9));
-		r->target_kn = SPI_getvalue(t, td, 10);
-		r->previous_kn = SPI_getvalue(t, td, 11);
-		v = SPI_getvalue(t, td, 12);
-		r->window_start_ms = v ? atoll(v) : 0;
-		r->window_seconds = atoi(SPI_getvalue(t, td, 13));
-		v = SPI_getvalue(t, td, 14);
-		r->decide_at_ms = v ? atoll(v) : 0;
-		r->attempts = atoi(SPI_getvalue(t, td, 15));
-		v = SPI_getvalue(t, td, 16);
-		r->due = v && v[0] == 't';
-		r->traceparent = SPI_getvalue(t, td, 17);
 		/* the deployment's own preset, else the setting's */
-		if (!ml_prom_preset_from_name(SPI_getvalue(t, td, 18), &r->preset))
+		if (!ml_prom_preset_from_name(r->metrics_preset, &r->preset))
 			r->preset = (MlPromPreset) mlplat_metrics_preset;
 		r->retry_ms = -1;
-		out = lappend(out, r);
 	}
 	{
 		List *notes = mlplat_unanswered_load(pass);

@@ -41,6 +41,7 @@
 #include "mlplat/labels.h"
 #include "mlplat/reconcile.h"
 #include "mlplat/reconcile_util.h"
+#include "mlplat/seam.h"
 #include "mlplat/span.h"
 #include "mlplat/unanswered.h"
 
@@ -364,6 +365,59 @@ run_decide(Run *r)
 
 /* ---------------------------------------------------------------- I/O */
 
+/* The seam (seam.h): mlplat.run_claim read into Run ... */
+#define CF(m, t) MLPLAT_SEAM_FIELD(Run, m, t)
+static const MlplatSeamField claim_fields[] = {
+	CF(id, MLPLAT_SEAM_INT8),
+	CF(project, MLPLAT_SEAM_TEXT),
+	MLPLAT_SEAM_FIELD_AS(Run, ns, "namespace", MLPLAT_SEAM_TEXT),
+	CF(name, MLPLAT_SEAM_TEXT),
+	CF(kind, MLPLAT_SEAM_TEXT),
+	CF(status, MLPLAT_SEAM_TEXT),
+	CF(attempt, MLPLAT_SEAM_INT4),
+	CF(workflow, MLPLAT_SEAM_TEXT),
+	CF(manifest, MLPLAT_SEAM_TEXT),
+	CF(row_version, MLPLAT_SEAM_INT8),
+	CF(attempts, MLPLAT_SEAM_INT4),
+	CF(due, MLPLAT_SEAM_BOOL),
+	CF(submitted, MLPLAT_SEAM_BOOL),
+	CF(observed_rv, MLPLAT_SEAM_TEXT),
+	CF(traceparent, MLPLAT_SEAM_TEXT),
+};
+#undef CF
+static MlplatSeam claim_seam = { "run_claim", claim_fields, lengthof(claim_fields) };
+
+/* ... and mlplat.run_writeback built from RunWriteback (retry_ms < 0 is NULL) */
+typedef struct RunWriteback
+{
+	int64 id;
+	int64 row_version;
+	const char *status;
+	const char *reason;
+	const char *error;
+	int32 retry_ms;
+	bool submitted;
+	const char *observed_rv;
+	const char *nodes;
+} RunWriteback;
+
+#define WF(m, t) MLPLAT_SEAM_FIELD(RunWriteback, m, t)
+static const MlplatSeamField writeback_fields[] = {
+	WF(id, MLPLAT_SEAM_INT8),
+	WF(row_version, MLPLAT_SEAM_INT8),
+	WF(status, MLPLAT_SEAM_TEXT),
+	WF(reason, MLPLAT_SEAM_TEXT),
+	WF(error, MLPLAT_SEAM_TEXT),
+	MLPLAT_SEAM_FIELD_NEG(RunWriteback, retry_ms, MLPLAT_SEAM_INT4),
+	WF(submitted, MLPLAT_SEAM_BOOL),
+	WF(observed_rv, MLPLAT_SEAM_TEXT),
+	WF(nodes, MLPLAT_SEAM_JSONB),
+};
+#undef WF
+static MlplatSeam writeback_seam = { "run_writeback", writeback_fields, lengthof(writeback_fields) };
+
+MlplatSeam *const mlplat_runs_seams[] = { &claim_seam, &writeback_seam, NULL };
+
 static void
 claim(MlplatPass *pass, List **out, List **notes, char **instance)
 {
@@ -373,35 +427,10 @@ claim(MlplatPass *pass, List **out, List **notes, char **instance)
 	mlplat_txn_begin();
 	MemoryContextSwitchTo(pass_cxt);
 	*instance = mlplat_instance_id();
-	if (SPI_execute("SELECT * FROM mlplat._runs_claim()", true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "mlplat: runs claim failed");
+	*out = mlplat_seam_claim(&claim_seam, pass_cxt, "SELECT c FROM mlplat._runs_claim() c",
+							 0, NULL, NULL, sizeof(Run));
+	/* SPI calls return to SPI's context; the notes must outlive the transaction */
 	MemoryContextSwitchTo(pass_cxt);
-	for (uint64 i = 0; i < SPI_processed; i++)
-	{
-		HeapTuple t = SPI_tuptable->vals[i];
-		TupleDesc td = SPI_tuptable->tupdesc;
-		Run *r = palloc0(sizeof(Run));
-		char *v;
-
-		r->id = atoll(SPI_getvalue(t, td, 1));
-		r->project = SPI_getvalue(t, td, 2);
-		r->ns = SPI_getvalue(t, td, 3);
-		r->name = SPI_getvalue(t, td, 4);
-		r->kind = SPI_getvalue(t, td, 5);
-		r->status = SPI_getvalue(t, td, 6);
-		r->attempt = atoi(SPI_getvalue(t, td, 7));
-		r->workflow = SPI_getvalue(t, td, 8);
-		r->manifest = SPI_getvalue(t, td, 9);
-		r->row_version = atoll(SPI_getvalue(t, td, 10));
-		r->attempts = atoi(SPI_getvalue(t, td, 11));
-		v = SPI_getvalue(t, td, 12);
-		r->due = v && v[0] == 't';
-		v = SPI_getvalue(t, td, 13);
-		r->submitted = v && v[0] == 't';
-		r->observed_rv = SPI_getvalue(t, td, 14);
-		r->traceparent = SPI_getvalue(t, td, 15);
-		*out = lappend(*out, r);
-	}
 	*notes = mlplat_unanswered_load(pass);
 	foreach (lc, *out)
 	{
@@ -538,42 +567,49 @@ write_back(MlplatPass *pass, List *runs)
 	MemoryContext pass_cxt = CurrentMemoryContext;
 	ListCell *lc;
 	int lost = 0;
-	int64 step_rows = 0;
+	int64 step_rows;
 	List *spans = NIL;
 	MlplatWriteNotes settled = { 0 };
+	MlplatSeamArray *rows;
+	int64 *written;
+	uint64 nwritten;
 
 	mlplat_txn_begin();
+	rows = mlplat_seam_array_new(&writeback_seam);
 	foreach (lc, runs)
 	{
 		Run *r = lfirst(lc);
-		Oid types[10] = { INT8OID, INT8OID, INT8OID, TEXTOID, TEXTOID, TEXTOID, INT4OID, BOOLOID, TEXTOID, JSONBOID };
-		Datum v[10];
-		char n[10];
-		bool isnull;
-		int written;
 
 		if (r->settle_note)
 			mlplat_write_notes_add(&settled, r->id, psprintf("%s/%s", r->ns, r->workflow), NULL);
 		if (!r->write)
 			continue;
-		memset(n, ' ', sizeof(n));
-		v[0] = Int64GetDatum(r->id);
-		v[1] = Int64GetDatum(r->row_version);
-		v[2] = Int64GetDatum(pass->epoch);
-		v[3] = CStringGetTextDatum(r->new_status);
-		v[4] = r->reason ? CStringGetTextDatum(r->reason) : (n[4] = 'n', (Datum) 0);
-		v[5] = r->error ? CStringGetTextDatum(r->error) : (n[5] = 'n', (Datum) 0);
-		v[6] = Int32GetDatum(r->retry_ms);
-		if (r->retry_ms < 0)
-			n[6] = 'n';
-		v[7] = BoolGetDatum(r->mark_submitted);
-		v[8] = r->new_rv ? CStringGetTextDatum(r->new_rv) : (n[8] = 'n', (Datum) 0);
-		v[9] = r->nodes ? DirectFunctionCall1(jsonb_in, CStringGetDatum(r->nodes)) : (n[9] = 'n', (Datum) 0);
-		if (SPI_execute_with_args("SELECT mlplat._runs_writeback($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-								  10, types, v, n, false, 1) != SPI_OK_SELECT ||
-			SPI_processed != 1)
-			elog(ERROR, "mlplat: runs write-back returned no row");
-		written = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+		{
+			RunWriteback w = {
+				.id = r->id,
+				.row_version = r->row_version,
+				.status = r->new_status,
+				.reason = r->reason,
+				.error = r->error,
+				.retry_ms = r->retry_ms,
+				.submitted = r->mark_submitted,
+				.observed_rv = r->new_rv,
+				.nodes = r->nodes,
+			};
+
+			mlplat_seam_array_add(rows, &w);
+		}
+	}
+	written = mlplat_seam_writeback(rows, "SELECT * FROM mlplat._runs_writeback_set($1, $2)",
+									pass->epoch, &nwritten);
+	step_rows = rows->returned_sum;
+	foreach (lc, runs)
+	{
+		Run *r = lfirst(lc);
+
+		if (!r->write)
+			continue;
+
 		/*
 		 * The external write happened whether or not the row's CAS held (an intent may
 		 * have landed meanwhile): record it either way; the ledger checks the epoch.
@@ -587,12 +623,8 @@ write_back(MlplatPass *pass, List *runs)
 								 mlplat_trace_id_of(r->traceparent),
 								 psprintf("%s/%s", r->ns, r->workflow));
 		spans = lappend(spans, r->span);
-		if (isnull || written < 0)
-		{
+		if (!mlplat_seam_written(written, nwritten, r->id))
 			lost++; /* an intent or another leader got there first: re-read next pass */
-			continue;
-		}
-		step_rows += written;
 	}
 	mlplat_write_notes_clear(pass, &settled);
 	mlplat_spans_flush(spans);

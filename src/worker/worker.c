@@ -124,6 +124,45 @@ worker_on_exit(int code, Datum arg)
 }
 
 /*
+ * Do the kind's SQL types and the C tables that read and write them agree
+ * (seam.h)?  If not, refuse to run: a pass would misread rows.  Said once in
+ * the log when it starts (and when the reason changes), and in the health view.
+ */
+static bool
+seams_agree(char *why, size_t whylen)
+{
+	static char *last_refusal = NULL;
+	char *mismatch = mlplat_kind_seams_verify(my_kind);
+
+	if (mismatch == NULL)
+	{
+		if (last_refusal)
+		{
+			ereport(LOG,
+					(errmsg("mlplat %s reconciler %d: the seam types agree with the library again",
+							mlplat_kind_names[my_kind], my_replica)));
+			pfree(last_refusal);
+			last_refusal = NULL;
+		}
+		return true;
+	}
+	snprintf(why, whylen, "refuses to run: %s", mismatch);
+	if (last_refusal == NULL || strcmp(last_refusal, mismatch) != 0)
+	{
+		ereport(WARNING,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("mlplat %s reconciler %d refuses to run: its SQL and C disagree",
+						mlplat_kind_names[my_kind], my_replica),
+				 errdetail("%s.", mismatch),
+				 errhint("Install the library and the extension at the same version (ALTER EXTENSION mlplat UPDATE).")));
+		if (last_refusal)
+			pfree(last_refusal);
+		last_refusal = MemoryContextStrdup(TopMemoryContext, mismatch);
+	}
+	return false;
+}
+
+/*
  * Is the extension installed here, at the library's version?  Checked every
  * loop so CREATE/DROP/ALTER EXTENSION take effect without a restart.
  */
@@ -142,6 +181,8 @@ extension_ready(char *why, size_t whylen)
 	if (!ok)
 		snprintf(why, whylen, installed ? "extension is version %s, library %s: run ALTER EXTENSION mlplat UPDATE" : "extension mlplat is not installed in this database",
 				 installed ? installed : "", MLPLAT_VERSION);
+	else
+		ok = seams_agree(why, whylen);
 	CommitTransactionCommand();
 	/* a commit leaves us in TopMemoryContext: never let a pass allocate there */
 	MemoryContextSwitchTo(caller);
@@ -580,7 +621,7 @@ mlplat_worker_main(Datum main_arg)
 			set_status(MLPLAT_ROLE_IDLE, "mlplat.workers_enabled is off");
 			timeout_ms = mlplat_resync_interval_ms;
 		}
-		else if ((fn = mlplat_pass_for_kind(my_kind)) == NULL)
+		else if ((fn = mlplat_kind_def(my_kind)->pass) == NULL)
 		{
 			set_status(MLPLAT_ROLE_IDLE, "no reconciler implements this kind yet");
 			timeout_ms = mlplat_resync_interval_ms;

@@ -243,12 +243,10 @@ BEGIN
   RETURN r;
 END $$;
 
-CREATE OR REPLACE FUNCTION mlplat._projects_claim()
-RETURNS TABLE (id bigint, name text, gpu_quota int, cpu_quota text, memory_quota text,
-               status text, status_reason text, last_error text,
-               generation bigint, observed_generation bigint, row_version bigint,
-               traceparent text, attempts int, due boolean, members text,
-               quota_generation bigint)
+-- (returns the seam type of part 20 now: dropped and made again)
+DROP FUNCTION mlplat._projects_claim();
+CREATE FUNCTION mlplat._projects_claim()
+RETURNS SETOF mlplat.project_claim
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, mlplat, pg_temp
 AS $$

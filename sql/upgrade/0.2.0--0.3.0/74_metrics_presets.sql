@@ -65,13 +65,10 @@ COMMENT ON FUNCTION mlplat.set_metrics_preset(text, text, text, text) IS
   'Which serving stack''s metrics the rollouts of this deployment read (NULL: the setting mlplat.metrics_preset).';
 
 -- The rollouts claim also returns the deployment's preset ('' when it has none): a new
--- result column, so the function is made again.
+-- result column, so the function is made again (returning the seam type of part 20).
 DROP FUNCTION mlplat._rollouts_claim();
 CREATE FUNCTION mlplat._rollouts_claim()
-RETURNS TABLE (id bigint, project text, namespace text, name text, status text, row_version bigint,
-               spec text, want_percent int, target_revision int, target_kn text, previous_kn text,
-               window_start_ms bigint, window_seconds int, decide_at_ms bigint, attempts int, due boolean,
-               traceparent text, metrics_preset text)
+RETURNS SETOF mlplat.rollout_claim
 LANGUAGE plpgsql
 SET search_path = pg_catalog, mlplat, pg_temp
 AS $$

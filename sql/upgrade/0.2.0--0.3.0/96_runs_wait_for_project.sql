@@ -2,10 +2,10 @@
 -- ServiceAccount and Role it runs as), and a project becoming READY wakes the runs.
 -- Numbered after part 11, which also redefines _runs_claim.
 
-CREATE OR REPLACE FUNCTION mlplat._runs_claim()
-RETURNS TABLE (id bigint, project text, namespace text, name text, kind text, status text,
-               attempt int, workflow text, manifest text, row_version bigint, attempts int,
-               due boolean, submitted boolean, observed_rv text, traceparent text)
+-- (returns the seam type of part 20 now: dropped and made again)
+DROP FUNCTION mlplat._runs_claim();
+CREATE FUNCTION mlplat._runs_claim()
+RETURNS SETOF mlplat.run_claim
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
@@ -25,38 +25,19 @@ AS $$
           OR EXISTS (SELECT 1 FROM mlplat.unanswered_writes w WHERE w.kind = 'runs' AND w.entity_id = u.id))
    ORDER BY u.id
 $$;
+REVOKE ALL ON FUNCTION mlplat._runs_claim() FROM PUBLIC;
 
+-- (the wake is in _projects_writeback_set, part 20)
+-- One project's write-back (tests and operators standing in for the reconciler).
 CREATE OR REPLACE FUNCTION mlplat._projects_writeback(
     p_id bigint, p_row_version bigint, p_epoch bigint,
     p_status text, p_reason text, p_observed_generation bigint,
     p_observed jsonb, p_error text, p_retry_ms int)
 RETURNS boolean
-LANGUAGE plpgsql
+LANGUAGE sql
 SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
-DECLARE
-    written boolean;
-BEGIN
-    UPDATE mlplat.projects p
-       SET status = p_status,
-           status_reason = p_reason,
-           observed_generation = coalesce(p_observed_generation, p.observed_generation),
-           observed = coalesce(p_observed, p.observed),
-           observed_at = pg_catalog.now(),
-           last_error = p_error,
-           attempts = CASE WHEN p_retry_ms IS NULL THEN 0 ELSE p.attempts + 1 END,
-           next_attempt_at = CASE WHEN p_retry_ms IS NULL THEN pg_catalog.now()
-                                  ELSE pg_catalog.now() + pg_catalog.make_interval(secs => p_retry_ms / 1000.0) END,
-           epoch = p_epoch,
-           row_version = p.row_version + 1,
-           updated_at = pg_catalog.now()
-     WHERE p.id = p_id AND p.row_version = p_row_version
-       AND EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = 'projects' AND e.epoch = p_epoch);
-    written := FOUND;
-    -- runs wait for their project to be READY (its runner identity): wake them, not the resync
-    IF written AND p_status = 'READY' THEN
-        PERFORM mlplat._wake_on_commit('runs');
-    END IF;
-    RETURN written;
-END;
+  SELECT EXISTS (SELECT 1 FROM mlplat._projects_writeback_set(p_epoch, ARRAY[
+           ROW(p_id, p_row_version, p_status, p_reason, p_observed_generation, p_observed,
+               p_error, p_retry_ms)::mlplat.project_writeback]))
 $$;

@@ -1,0 +1,125 @@
+/*
+ * seam.h — the typed seam between a kind's SQL and its C pass.
+ *
+ * A kind's claim returns rows of a named composite type (CREATE TYPE
+ * mlplat.<kind>_claim) and its write-back takes an array of another
+ * (mlplat.<kind>_writeback[]).  C describes each type once, as a table of
+ * fields: the attribute's name, its SQL type and where the value lives in the
+ * kind's C struct.  The seam resolves the attribute numbers by name once per
+ * worker (again only when the type changes), checks that names and types agree
+ * with the SQL type, reads claim rows into structs and builds the write-back
+ * array from structs, with binary values: never text, never by position.
+ *
+ * Adding a field is one attribute in the SQL type (and the column in the
+ * function's SELECT) and one line in the C table.
+ */
+#ifndef MLPLAT_SEAM_H
+#define MLPLAT_SEAM_H
+
+#include "postgres.h"
+
+#include "access/tupdesc.h"
+#include "nodes/pg_list.h"
+#include "utils/array.h"
+
+/* How a field is kept in C; the SQL type it must have is fixed by this. */
+typedef enum MlplatSeamType
+{
+	MLPLAT_SEAM_INT8, /* int64, bigint */
+	MLPLAT_SEAM_INT4, /* int32, int */
+	MLPLAT_SEAM_BOOL, /* bool, boolean */
+	MLPLAT_SEAM_TEXT, /* char *, text */
+	MLPLAT_SEAM_JSONB /* char * (JSON text), jsonb: written only */
+} MlplatSeamType;
+
+/*
+ * What SQL NULL is in C.  Default: 0, false or a NULL pointer when read; a
+ * NULL pointer is written as NULL, numbers never are.  NEG: a number below 0
+ * is NULL both ways (read as -1).
+ */
+#define MLPLAT_SEAM_NULL_NEG 0x01
+
+typedef struct MlplatSeamField
+{
+	const char *attname;
+	MlplatSeamType type;
+	size_t offset; /* in the kind's struct */
+	int flags;
+} MlplatSeamField;
+
+#define MLPLAT_SEAM_FIELD(strct, member, type) \
+	{ \
+#member, type, offsetof(strct, member), 0 \
+	}
+#define MLPLAT_SEAM_FIELD_AS(strct, member, attname, type) \
+	{ \
+		attname, type, offsetof(strct, member), 0 \
+	}
+#define MLPLAT_SEAM_FIELD_NEG(strct, member, type) \
+	{ \
+#member, type, offsetof(strct, member), MLPLAT_SEAM_NULL_NEG \
+	}
+
+/*
+ * One composite type of the seam.  Declare it static in the kind's file with
+ * type_name, fields and nfields; the rest is filled by the seam.
+ */
+typedef struct MlplatSeam
+{
+	const char *type_name; /* in schema mlplat, e.g. "deployment_claim" */
+	const MlplatSeamField *fields;
+	int nfields;
+	/* resolved (process lifetime, TopMemoryContext) */
+	Oid typoid;
+	uint64 tupdesc_id;	/* the type cache's identifier of the checked shape */
+	TupleDesc tupdesc;	/* a copy of the type's descriptor */
+	AttrNumber *attnum; /* attnum[i]: the attribute of fields[i] */
+} MlplatSeam;
+
+/*
+ * Resolve and check the seam against the installed type (transaction open).
+ * Cheap when nothing changed (two cache lookups).  Returns NULL, or a
+ * palloc'd sentence saying how the library and the SQL type disagree.
+ */
+extern char *mlplat_seam_verify(MlplatSeam *s);
+
+/* The same, raising an ERROR (with errdetail and errhint) when they disagree. */
+extern void mlplat_seam_check(MlplatSeam *s);
+
+/*
+ * Run a claim (transaction open): sql must return one column of the seam's
+ * type (SELECT c FROM mlplat._x_claim(...) c).  Returns a List of structs of
+ * size bytes each, allocated in cxt (the pass's context: it outlives the
+ * transaction), texts included.
+ */
+extern List *mlplat_seam_claim(MlplatSeam *s, MemoryContext cxt, const char *sql, int nargs,
+							   Oid *types, Datum *values, size_t size);
+
+/* Fill one struct from one composite datum of the seam's type. */
+extern void mlplat_seam_read(MlplatSeam *s, Datum composite, void *out);
+
+/* A write-back array being built (transaction open, caller's context). */
+typedef struct MlplatSeamArray
+{
+	MlplatSeam *seam;
+	ArrayBuildState *state;
+	int count;
+	int64 returned_sum; /* after the write-back: the sum of its second column, if any */
+} MlplatSeamArray;
+
+extern MlplatSeamArray *mlplat_seam_array_new(MlplatSeam *s);
+extern void mlplat_seam_array_add(MlplatSeamArray *a, const void *row);
+extern Datum mlplat_seam_array_datum(MlplatSeamArray *a);
+
+/*
+ * The set-based write-back of a pass (transaction open): runs sql with $1 the
+ * epoch and $2 the array; sql returns the ids (bigint) of the rows written,
+ * and may return a second, integer column (say, child rows written): its sum
+ * is left in a->returned_sum.
+ * Returns them sorted (for mlplat_seam_written), *n their number.  Nothing is
+ * run when the array is empty.
+ */
+extern int64 *mlplat_seam_writeback(MlplatSeamArray *a, const char *sql, int64 epoch, uint64 *n);
+extern bool mlplat_seam_written(const int64 *ids, uint64 n, int64 id);
+
+#endif /* MLPLAT_SEAM_H */

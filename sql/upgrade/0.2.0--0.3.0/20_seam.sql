@@ -1,0 +1,301 @@
+-- 20_seam: the typed seam between each kind's SQL and its C pass (src/reconcile/seam.c).
+-- A claim returns rows of a named composite type and the write-back takes an array of one;
+-- functions whose return or argument types change are dropped and made again.
+
+-- deployments
+-- The seam between this SQL and the C pass (src/reconcile/seam.c): the claim returns rows of
+-- mlplat.deployment_claim and the write-back takes an array of mlplat.deployment_writeback.
+-- C reads and builds them by attribute name and checks them against its own table when a
+-- worker starts (a mismatch stops the pass with a message naming the attribute): a field is
+-- one attribute here and one line in src/reconcile/deployments.c.
+--
+-- deadline_ms is the deploy deadline that applies (deadline_own: the deployment's own),
+-- deadline_passed says the revision asked for at ready_wait_since has had longer than that to
+-- become READY.
+CREATE TYPE mlplat.deployment_claim AS (
+  id bigint, project text, namespace text, name text, status text,
+  generation bigint, observed_generation bigint, row_version bigint,
+  desired_revision int, spec text, spec_digest text, traceparent text,
+  attempts int, due boolean, drift_policy text, status_reason text,
+  deadline_passed boolean, deadline_ms bigint, deadline_own boolean);
+
+-- One deployment's write-back.  retry_ms: NULL = no retry scheduled (success: attempts reset);
+-- otherwise attempts + 1 and next_attempt_at = now() + retry_ms.  NULL in observed_generation /
+-- observed_revision / endpoint keeps the stored value; top-level keys of observed replace those
+-- of the stored observed.
+CREATE TYPE mlplat.deployment_writeback AS (
+  id bigint, row_version bigint, status text, reason text,
+  observed_generation bigint, observed_revision int, endpoint text, observed jsonb,
+  error text, retry_ms int);
+
+-- p_only_new: a pass woken by a commit takes just the intents not yet applied.
+-- p_deadline_ms: mlplat.deploy_deadline of the calling worker (0: none); a deployment's own
+-- deploy_deadline overrides it.
+DROP FUNCTION mlplat._deployments_claim(boolean, boolean, int);
+CREATE FUNCTION mlplat._deployments_claim(p_resync boolean, p_only_new boolean DEFAULT false,
+                                          p_deadline_ms int DEFAULT 0)
+RETURNS SETOF mlplat.deployment_claim
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$
+  SELECT d.id, p.name, mlplat._project_namespace(p.name), d.name, d.status,
+         d.generation, d.observed_generation, d.row_version,
+         d.desired_revision, r.spec::text, r.spec_digest, d.traceparent, d.attempts,
+         d.next_attempt_at <= pg_catalog.now()
+           AND (p_resync OR d.generation <> d.observed_generation
+                OR d.status IN ('PENDING', 'DEPLOYING', 'DRIFTED', 'DELETING'))
+           -- an active rollout owns the InferenceService (see src/reconcile/rollouts.c)
+           AND NOT EXISTS (SELECT 1 FROM mlplat.rollouts ro WHERE ro.deployment_id = d.id
+                            AND ro.status IN ('PROGRESSING', 'HOLDING', 'AT_CEILING', 'ROLLING_BACK')),
+         d.drift_policy, d.status_reason,
+         dl.ms > 0 AND d.ready_wait_since IS NOT NULL
+           AND d.ready_wait_since + pg_catalog.make_interval(secs => dl.ms / 1000.0) < pg_catalog.now(),
+         dl.ms, d.deploy_deadline IS NOT NULL
+    FROM mlplat.deployments d
+    CROSS JOIN LATERAL (SELECT coalesce((pg_catalog.date_part('epoch', d.deploy_deadline) * 1000)::bigint,
+                                        p_deadline_ms) AS ms) dl
+    JOIN mlplat.projects p ON p.id = d.project_id
+    LEFT JOIN mlplat.deployment_revisions r
+           ON r.deployment_id = d.id AND r.revision = d.desired_revision
+   WHERE d.status <> 'DELETED'
+     AND (NOT p_only_new OR (d.generation <> d.observed_generation AND d.next_attempt_at <= pg_catalog.now()))
+   ORDER BY d.id
+$$;
+REVOKE ALL ON FUNCTION mlplat._deployments_claim(boolean, boolean, int) FROM PUBLIC;
+
+-- The write-back of a whole pass in one statement, one element of p_rows per deployment
+-- written.  A row is written only if it is still at its row_version (an intent or another
+-- leader that got there first wins) and p_epoch is still the kind's epoch.  Returns the ids
+-- written.  The planner takes an unnest of a parameter for a few rows, so it probes the
+-- primary key once per element, in array order: a caller passing ids ascending locks rows in
+-- id order, as writing them one by one did.
+DROP FUNCTION mlplat._deployments_writeback_set(bigint, bigint[], bigint[], text[], text[], bigint[], int[], text[], jsonb[], text[], int[]);
+CREATE FUNCTION mlplat._deployments_writeback_set(p_epoch bigint, p_rows mlplat.deployment_writeback[])
+RETURNS SETOF bigint
+LANGUAGE sql
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$
+  UPDATE mlplat.deployments d
+     SET status = w.status,
+         status_reason = w.reason,
+         observed_generation = coalesce(w.observed_generation, d.observed_generation),
+         observed_revision = coalesce(w.observed_revision, d.observed_revision),
+         ready_revision = CASE WHEN w.status = 'READY' THEN coalesce(w.observed_revision, d.observed_revision)
+                               WHEN w.status = 'DELETED' THEN NULL ELSE d.ready_revision END,
+         endpoint = CASE WHEN w.status IN ('DELETED') THEN NULL ELSE coalesce(w.endpoint, d.endpoint) END,
+         ready_wait_since = CASE WHEN w.status = 'READY' THEN NULL ELSE d.ready_wait_since END,
+         observed = CASE WHEN w.observed IS NULL THEN d.observed ELSE coalesce(d.observed, '{}'::jsonb) || w.observed END,
+         observed_at = pg_catalog.now(),
+         last_error = w.error,
+         attempts = CASE WHEN w.retry_ms IS NULL THEN 0 ELSE d.attempts + 1 END,
+         next_attempt_at = CASE WHEN w.retry_ms IS NULL THEN pg_catalog.now()
+                                ELSE pg_catalog.now() + pg_catalog.make_interval(secs => w.retry_ms / 1000.0) END,
+         epoch = p_epoch,
+         row_version = d.row_version + 1,
+         updated_at = pg_catalog.now()
+    FROM pg_catalog.unnest(p_rows) AS w
+   WHERE d.id = w.id AND d.row_version = w.row_version
+     AND EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = 'deployments' AND e.epoch = p_epoch)
+  RETURNING d.id
+$$;
+REVOKE ALL ON FUNCTION mlplat._deployments_writeback_set(bigint, mlplat.deployment_writeback[]) FROM PUBLIC;
+
+-- One deployment's write-back (tests and operators standing in for the reconciler).
+CREATE OR REPLACE FUNCTION mlplat._deployments_writeback(
+    p_id bigint, p_row_version bigint, p_epoch bigint,
+    p_status text, p_reason text, p_observed_generation bigint, p_observed_revision int,
+    p_endpoint text, p_observed jsonb, p_error text, p_retry_ms int)
+RETURNS boolean
+LANGUAGE sql
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$
+  SELECT EXISTS (SELECT 1 FROM mlplat._deployments_writeback_set(p_epoch, ARRAY[
+           ROW(p_id, p_row_version, p_status, p_reason, p_observed_generation, p_observed_revision,
+               p_endpoint, p_observed, p_error, p_retry_ms)::mlplat.deployment_writeback]))
+$$;
+REVOKE ALL ON FUNCTION mlplat._deployments_writeback(bigint, bigint, bigint, text, text, bigint, int, text, jsonb, text, int) FROM PUBLIC;
+
+
+-- model aliases
+-- The seam (src/reconcile/seam.c): the claim returns mlplat.model_alias_claim rows, the
+-- write-back takes an array of mlplat.model_alias_writeback; C reads and builds them by name.
+CREATE TYPE mlplat.model_alias_claim AS (
+  id bigint, project text, registered_model text, alias text,
+  version_id bigint, version text, artifact_uri text, registry_version text,
+  status text, generation bigint, observed_generation bigint, row_version bigint,
+  moved_by text, traceparent text, attempts int, due boolean);
+
+-- retry_ms: NULL = no retry (attempts reset); otherwise attempts + 1 and
+-- next_attempt_at = now() + retry_ms.  NULL observed_generation / observed keep the stored ones.
+CREATE TYPE mlplat.model_alias_writeback AS (
+  id bigint, row_version bigint, status text, reason text,
+  observed_generation bigint, observed jsonb, error text, retry_ms int);
+
+DROP FUNCTION mlplat._aliases_claim(boolean);
+CREATE FUNCTION mlplat._aliases_claim(p_resync boolean)
+RETURNS SETOF mlplat.model_alias_claim
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$
+  SELECT a.id, p.name, p.name || '.' || m.name, a.alias,
+         a.version_id, mv.version, mv.artifact_uri, rv.registry_version,
+         a.status, a.generation, a.observed_generation, a.row_version,
+         a.moved_by, a.traceparent, a.attempts,
+         a.next_attempt_at <= pg_catalog.now()
+           AND (p_resync OR a.status <> 'SYNCED' OR a.generation <> a.observed_generation)
+    FROM mlplat.model_aliases a
+    JOIN mlplat.models m ON m.id = a.model_id
+    JOIN mlplat.projects p ON p.id = a.project_id
+    LEFT JOIN mlplat.model_versions mv ON mv.id = a.version_id
+    LEFT JOIN mlplat.model_registry_versions rv ON rv.version_id = a.version_id
+   WHERE p.status <> 'DELETED'
+   ORDER BY a.id
+$$;
+
+-- The write-back of a pass in one statement: compare-and-swap on each row's row_version and
+-- on the epoch.  Returns the ids written.
+CREATE FUNCTION mlplat._aliases_writeback_set(p_epoch bigint, p_rows mlplat.model_alias_writeback[])
+RETURNS SETOF bigint
+LANGUAGE sql
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$
+  UPDATE mlplat.model_aliases a
+     SET status = w.status,
+         status_reason = w.reason,
+         observed_generation = coalesce(w.observed_generation, a.observed_generation),
+         observed = coalesce(w.observed, a.observed),
+         observed_at = pg_catalog.now(),
+         last_error = w.error,
+         attempts = CASE WHEN w.retry_ms IS NULL THEN 0 ELSE a.attempts + 1 END,
+         next_attempt_at = CASE WHEN w.retry_ms IS NULL THEN pg_catalog.now()
+                                ELSE pg_catalog.now() + pg_catalog.make_interval(secs => w.retry_ms / 1000.0) END,
+         epoch = p_epoch,
+         row_version = a.row_version + 1,
+         updated_at = pg_catalog.now()
+    FROM pg_catalog.unnest(p_rows) AS w
+   WHERE a.id = w.id AND a.row_version = w.row_version
+     AND EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = 'model_aliases' AND e.epoch = p_epoch)
+  RETURNING a.id
+$$;
+
+-- One alias's write-back (tests and operators standing in for the reconciler).
+-- plpgsql before, a wrapper of the set now
+CREATE OR REPLACE FUNCTION mlplat._aliases_writeback(
+    p_id bigint, p_row_version bigint, p_epoch bigint, p_status text, p_reason text,
+    p_observed_generation bigint, p_observed jsonb, p_error text, p_retry_ms int)
+RETURNS boolean
+LANGUAGE sql
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$
+  SELECT EXISTS (SELECT 1 FROM mlplat._aliases_writeback_set(p_epoch, ARRAY[
+           ROW(p_id, p_row_version, p_status, p_reason, p_observed_generation, p_observed,
+               p_error, p_retry_ms)::mlplat.model_alias_writeback]))
+$$;
+
+REVOKE ALL ON FUNCTION mlplat._aliases_claim(boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mlplat._aliases_writeback_set(bigint, mlplat.model_alias_writeback[]) FROM PUBLIC;
+
+-- projects (the claim is made again in part 41, the one-row write-back in part 96)
+-- The seam (src/reconcile/seam.c): the claim returns mlplat.project_claim rows, the write-back
+-- takes an array of mlplat.project_writeback; C reads and builds them by name.
+CREATE TYPE mlplat.project_claim AS (
+  id bigint, name text, gpu_quota int, cpu_quota text, memory_quota text,
+  status text, status_reason text, last_error text,
+  generation bigint, observed_generation bigint, row_version bigint,
+  traceparent text, attempts int, due boolean, members text, quota_generation bigint);
+
+-- retry_ms: NULL = no retry scheduled (attempts reset, due again at once); otherwise
+-- attempts + 1 and next_attempt_at = now() + retry_ms.  NULL observed_generation / observed
+-- keep the stored ones.
+CREATE TYPE mlplat.project_writeback AS (
+  id bigint, row_version bigint, status text, reason text,
+  observed_generation bigint, observed jsonb, error text, retry_ms int);
+
+-- The write-back of a pass in one statement: compare-and-swap on each row's row_version and
+-- on the epoch.  Returns the ids written.  Runs wait for their project to be READY (its runner
+-- identity): a project written READY wakes them, not the resync.
+CREATE FUNCTION mlplat._projects_writeback_set(p_epoch bigint, p_rows mlplat.project_writeback[])
+RETURNS SETOF bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$
+DECLARE
+    ids bigint[];
+    ready boolean;
+BEGIN
+    WITH u AS (
+      UPDATE mlplat.projects p
+         SET status = w.status,
+             status_reason = w.reason,
+             observed_generation = coalesce(w.observed_generation, p.observed_generation),
+             observed = coalesce(w.observed, p.observed),
+             observed_at = pg_catalog.now(),
+             last_error = w.error,
+             attempts = CASE WHEN w.retry_ms IS NULL THEN 0 ELSE p.attempts + 1 END,
+             next_attempt_at = CASE WHEN w.retry_ms IS NULL THEN pg_catalog.now()
+                                    ELSE pg_catalog.now() + pg_catalog.make_interval(secs => w.retry_ms / 1000.0) END,
+             epoch = p_epoch,
+             row_version = p.row_version + 1,
+             updated_at = pg_catalog.now()
+        FROM pg_catalog.unnest(p_rows) AS w
+       WHERE p.id = w.id AND p.row_version = w.row_version
+         AND EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = 'projects' AND e.epoch = p_epoch)
+      RETURNING p.id, p.status)
+    SELECT pg_catalog.array_agg(u.id), coalesce(pg_catalog.bool_or(u.status = 'READY'), false)
+      INTO ids, ready FROM u;
+    IF ready THEN
+        PERFORM mlplat._wake_on_commit('runs');
+    END IF;
+    RETURN QUERY SELECT x FROM pg_catalog.unnest(ids) x;
+END;
+$$;
+REVOKE ALL ON FUNCTION mlplat._projects_writeback_set(bigint, mlplat.project_writeback[]) FROM PUBLIC;
+
+
+-- runs (the claim is made again in part 96)
+-- The seam (src/reconcile/seam.c): the claim returns mlplat.run_claim rows, the write-back
+-- takes an array of mlplat.run_writeback; C reads and builds them by name.
+CREATE TYPE mlplat.run_claim AS (
+  id bigint, project text, namespace text, name text, kind text, status text,
+  attempt int, workflow text, manifest text, row_version bigint, attempts int,
+  due boolean, submitted boolean, observed_rv text, traceparent text);
+
+-- One run's write-back: see _runs_writeback for what each attribute does.
+CREATE TYPE mlplat.run_writeback AS (
+  id bigint, row_version bigint, status text, reason text, error text, retry_ms int,
+  submitted boolean, observed_rv text, nodes jsonb);
+
+-- The write-back of a pass in one call: each element as _runs_writeback does it (a run's
+-- steps are rows of their own).  Returns the runs written and the step rows each wrote.
+CREATE FUNCTION mlplat._runs_writeback_set(p_epoch bigint, p_rows mlplat.run_writeback[])
+RETURNS TABLE (id bigint, step_rows int)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$
+DECLARE
+  w mlplat.run_writeback;
+  n int;
+BEGIN
+  FOREACH w IN ARRAY p_rows LOOP
+    n := mlplat._runs_writeback(w.id, w.row_version, p_epoch, w.status, w.reason, w.error, w.retry_ms,
+                                w.submitted, w.observed_rv, w.nodes);
+    IF n >= 0 THEN
+      id := w.id;
+      step_rows := n;
+      RETURN NEXT;
+    END IF;
+  END LOOP;
+END;
+$$;
+REVOKE ALL ON FUNCTION mlplat._runs_writeback_set(bigint, mlplat.run_writeback[]) FROM PUBLIC;
+
+-- rollouts (the claim is made again in part 74)
+-- The seam (src/reconcile/seam.c): the claim returns mlplat.rollout_claim rows, which C reads
+-- by name.  The write-back is _rollouts_observe, one call per rollout: it decides and records
+-- (see docs/rollouts.md).
+CREATE TYPE mlplat.rollout_claim AS (
+  id bigint, project text, namespace text, name text, status text, row_version bigint,
+  spec text, want_percent int, target_revision int, target_kn text, previous_kn text,
+  window_start_ms bigint, window_seconds int, decide_at_ms bigint, attempts int, due boolean,
+  traceparent text, metrics_preset text);
+

@@ -1,0 +1,358 @@
+/*
+ * seam.c — the typed seam between a kind's SQL and its C pass (seam.h).
+ *
+ * Written once for every kind: resolving a composite type's attributes by
+ * name, checking them against the C table, reading claim rows into structs
+ * and building the write-back array.
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "funcapi.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/syscache.h"
+#include "utils/typcache.h"
+
+#include "mlplat/reconcile_util.h"
+#include "mlplat/seam.h"
+
+static Oid
+seam_sql_type(MlplatSeamType t)
+{
+	switch (t)
+	{
+		case MLPLAT_SEAM_INT8:
+			return INT8OID;
+		case MLPLAT_SEAM_INT4:
+			return INT4OID;
+		case MLPLAT_SEAM_BOOL:
+			return BOOLOID;
+		case MLPLAT_SEAM_TEXT:
+			return TEXTOID;
+		case MLPLAT_SEAM_JSONB:
+			return JSONBOID;
+	}
+	return InvalidOid;
+}
+
+/* The type's oid, or InvalidOid when mlplat or the type is not there. */
+static Oid
+seam_type_oid(const MlplatSeam *s)
+{
+	Oid nsp = get_namespace_oid("mlplat", true);
+
+	if (!OidIsValid(nsp))
+		return InvalidOid;
+	return GetSysCacheOid2(TYPENAMENSP, Anum_pg_type_oid,
+						   CStringGetDatum(s->type_name), ObjectIdGetDatum(nsp));
+}
+
+/*
+ * Compare the C table with the type's descriptor; NULL when they agree.  Every
+ * field must name a live attribute of its SQL type, and every live attribute
+ * must have a field: an attribute C does not know would be silently NULL in a
+ * write-back, or silently ignored in a claim.
+ */
+static char *
+seam_mismatch(const MlplatSeam *s, TupleDesc td, AttrNumber *attnum)
+{
+	int live = 0;
+
+	for (int a = 0; a < td->natts; a++)
+		if (!TupleDescAttr(td, a)->attisdropped)
+			live++;
+	for (int i = 0; i < s->nfields; i++)
+	{
+		const MlplatSeamField *f = &s->fields[i];
+		Oid want = seam_sql_type(f->type);
+
+		attnum[i] = InvalidAttrNumber;
+		for (int a = 0; a < td->natts; a++)
+		{
+			Form_pg_attribute att = TupleDescAttr(td, a);
+
+			if (!att->attisdropped && strcmp(NameStr(att->attname), f->attname) == 0)
+			{
+				if (att->atttypid != want)
+					return psprintf("attribute \"%s\" is of type %s in SQL, the library reads it as %s",
+									f->attname, format_type_be(att->atttypid), format_type_be(want));
+				attnum[i] = att->attnum;
+				break;
+			}
+		}
+		if (attnum[i] == InvalidAttrNumber)
+			return psprintf("the library expects an attribute \"%s\" (%s) that the type does not have",
+							f->attname, format_type_be(want));
+	}
+	if (live != s->nfields)
+	{
+		for (int a = 0; a < td->natts; a++)
+		{
+			Form_pg_attribute att = TupleDescAttr(td, a);
+			bool known = att->attisdropped;
+
+			for (int i = 0; i < s->nfields && !known; i++)
+				known = attnum[i] == att->attnum;
+			if (!known)
+				return psprintf("the type has an attribute \"%s\" (%s) that the library does not know",
+								NameStr(att->attname), format_type_be(att->atttypid));
+		}
+	}
+	return NULL;
+}
+
+char *
+mlplat_seam_verify(MlplatSeam *s)
+{
+	Oid typoid = seam_type_oid(s);
+	TypeCacheEntry *tc;
+	AttrNumber *attnum;
+	char *why;
+	MemoryContext old;
+
+	if (!OidIsValid(typoid))
+		return psprintf("type mlplat.%s does not exist", s->type_name);
+	tc = lookup_type_cache(typoid, TYPECACHE_TUPDESC);
+	if (tc->tupDesc == NULL)
+		return psprintf("type mlplat.%s is not a composite type", s->type_name);
+	if (typoid == s->typoid && tc->tupDesc_identifier == s->tupdesc_id && s->tupdesc != NULL)
+		return NULL; /* checked before, unchanged since */
+
+	attnum = palloc(sizeof(AttrNumber) * Max(s->nfields, 1));
+	why = seam_mismatch(s, tc->tupDesc, attnum);
+	if (why != NULL)
+	{
+		s->typoid = InvalidOid;
+		return why;
+	}
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	if (s->tupdesc)
+		FreeTupleDesc(s->tupdesc);
+	if (s->attnum)
+		pfree(s->attnum);
+	s->tupdesc = CreateTupleDescCopy(tc->tupDesc);
+	s->attnum = palloc(sizeof(AttrNumber) * Max(s->nfields, 1));
+	memcpy(s->attnum, attnum, sizeof(AttrNumber) * s->nfields);
+	MemoryContextSwitchTo(old);
+	s->typoid = typoid;
+	s->tupdesc_id = tc->tupDesc_identifier;
+	return NULL;
+}
+
+void
+mlplat_seam_check(MlplatSeam *s)
+{
+	char *why = mlplat_seam_verify(s);
+
+	if (why != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("mlplat reconciler refuses to run: type mlplat.%s does not match this library",
+						s->type_name),
+				 errdetail("%s.", why),
+				 errhint("Install the library and the extension at the same version (ALTER EXTENSION mlplat UPDATE).")));
+}
+
+void
+mlplat_seam_read(MlplatSeam *s, Datum composite, void *out)
+{
+	HeapTupleHeader th = DatumGetHeapTupleHeader(composite);
+	HeapTupleData tuple;
+
+	if (HeapTupleHeaderGetTypeId(th) != s->typoid)
+		elog(ERROR, "mlplat: a row of type %u where mlplat.%s (%u) was expected",
+			 HeapTupleHeaderGetTypeId(th), s->type_name, s->typoid);
+	tuple.t_len = HeapTupleHeaderGetDatumLength(th);
+	ItemPointerSetInvalid(&tuple.t_self);
+	tuple.t_tableOid = InvalidOid;
+	tuple.t_data = th;
+	for (int i = 0; i < s->nfields; i++)
+	{
+		const MlplatSeamField *f = &s->fields[i];
+		char *p = (char *) out + f->offset;
+		bool isnull;
+		Datum v = heap_getattr(&tuple, s->attnum[i], s->tupdesc, &isnull);
+		bool neg = (f->flags & MLPLAT_SEAM_NULL_NEG) != 0;
+
+		switch (f->type)
+		{
+			case MLPLAT_SEAM_INT8:
+				*(int64 *) p = isnull ? (neg ? -1 : 0) : DatumGetInt64(v);
+				break;
+			case MLPLAT_SEAM_INT4:
+				*(int32 *) p = isnull ? (neg ? -1 : 0) : DatumGetInt32(v);
+				break;
+			case MLPLAT_SEAM_BOOL:
+				*(bool *) p = !isnull && DatumGetBool(v);
+				break;
+			case MLPLAT_SEAM_TEXT:
+				*(char **) p = isnull ? NULL : TextDatumGetCString(v);
+				break;
+			case MLPLAT_SEAM_JSONB:
+				if (isnull)
+					*(char **) p = NULL;
+				else
+				{
+					Jsonb *jb = DatumGetJsonbP(v);
+
+					*(char **) p = JsonbToCString(NULL, &jb->root, VARSIZE(jb));
+				}
+				break;
+		}
+	}
+}
+
+List *
+mlplat_seam_claim(MlplatSeam *s, MemoryContext cxt, const char *sql, int nargs, Oid *types,
+				  Datum *values, size_t size)
+{
+	MemoryContext caller = CurrentMemoryContext;
+	List *rows = NIL;
+
+	mlplat_seam_check(s);
+	if (mlplat_sql_exec(sql, nargs, types, values, NULL) != SPI_OK_SELECT)
+		elog(ERROR, "mlplat: claim \"%s\" failed", sql);
+	if (SPI_tuptable->tupdesc->natts != 1 || SPI_gettypeid(SPI_tuptable->tupdesc, 1) != s->typoid)
+		elog(ERROR, "mlplat: claim \"%s\" must return one column of type mlplat.%s", sql, s->type_name);
+	MemoryContextSwitchTo(cxt);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		bool isnull;
+		Datum d = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
+		void *row;
+
+		if (isnull)
+			continue;
+		row = palloc0(size);
+		mlplat_seam_read(s, d, row);
+		rows = lappend(rows, row);
+	}
+	MemoryContextSwitchTo(caller);
+	return rows;
+}
+
+MlplatSeamArray *
+mlplat_seam_array_new(MlplatSeam *s)
+{
+	MlplatSeamArray *a = palloc0(sizeof(MlplatSeamArray));
+
+	mlplat_seam_check(s);
+	a->seam = s;
+	a->state = initArrayResult(s->typoid, CurrentMemoryContext, false);
+	return a;
+}
+
+void
+mlplat_seam_array_add(MlplatSeamArray *a, const void *row)
+{
+	MlplatSeam *s = a->seam;
+	TupleDesc td = s->tupdesc;
+	Datum *values = palloc0(sizeof(Datum) * td->natts);
+	bool *nulls = palloc(sizeof(bool) * td->natts);
+	HeapTuple tuple;
+
+	memset(nulls, true, sizeof(bool) * td->natts);
+	for (int i = 0; i < s->nfields; i++)
+	{
+		const MlplatSeamField *f = &s->fields[i];
+		const char *p = (const char *) row + f->offset;
+		int a_i = s->attnum[i] - 1;
+		bool neg = (f->flags & MLPLAT_SEAM_NULL_NEG) != 0;
+
+		nulls[a_i] = false;
+		switch (f->type)
+		{
+			case MLPLAT_SEAM_INT8:
+				values[a_i] = Int64GetDatum(*(const int64 *) p);
+				nulls[a_i] = neg && *(const int64 *) p < 0;
+				break;
+			case MLPLAT_SEAM_INT4:
+				values[a_i] = Int32GetDatum(*(const int32 *) p);
+				nulls[a_i] = neg && *(const int32 *) p < 0;
+				break;
+			case MLPLAT_SEAM_BOOL:
+				values[a_i] = BoolGetDatum(*(const bool *) p);
+				break;
+			case MLPLAT_SEAM_TEXT:
+				nulls[a_i] = *(char *const *) p == NULL;
+				if (!nulls[a_i])
+					values[a_i] = CStringGetTextDatum(*(char *const *) p);
+				break;
+			case MLPLAT_SEAM_JSONB:
+				nulls[a_i] = *(char *const *) p == NULL;
+				if (!nulls[a_i])
+					values[a_i] = DirectFunctionCall1(jsonb_in, CStringGetDatum(*(char *const *) p));
+				break;
+		}
+	}
+	tuple = heap_form_tuple(td, values, nulls);
+	accumArrayResult(a->state, HeapTupleGetDatum(tuple), false, s->typoid, a->state->mcontext);
+	heap_freetuple(tuple);
+	pfree(values);
+	pfree(nulls);
+	a->count++;
+}
+
+Datum
+mlplat_seam_array_datum(MlplatSeamArray *a)
+{
+	return makeArrayResult(a->state, CurrentMemoryContext);
+}
+
+static int
+cmp_int64(const void *a, const void *b)
+{
+	int64 x = *(const int64 *) a;
+	int64 y = *(const int64 *) b;
+
+	return x < y ? -1 : x > y;
+}
+
+int64 *
+mlplat_seam_writeback(MlplatSeamArray *a, const char *sql, int64 epoch, uint64 *n)
+{
+	MemoryContext out_cxt = CurrentMemoryContext;
+	Oid types[2] = { INT8OID, get_array_type(a->seam->typoid) };
+	Datum values[2];
+	int64 *ids;
+
+	*n = 0;
+	if (a->count == 0)
+		return NULL;
+	if (!OidIsValid(types[1]))
+		elog(ERROR, "mlplat: type mlplat.%s has no array type", a->seam->type_name);
+	values[0] = Int64GetDatum(epoch);
+	values[1] = mlplat_seam_array_datum(a);
+	if (mlplat_sql_exec(sql, 2, types, values, NULL) != SPI_OK_SELECT)
+		elog(ERROR, "mlplat: write-back \"%s\" failed", sql);
+	ids = MemoryContextAlloc(out_cxt, sizeof(int64) * Max(SPI_processed, 1));
+	a->returned_sum = 0;
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		bool isnull;
+		Datum v;
+
+		ids[i] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+		if (SPI_tuptable->tupdesc->natts < 2)
+			continue;
+		v = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull);
+		if (!isnull)
+			a->returned_sum += SPI_gettypeid(SPI_tuptable->tupdesc, 2) == INT8OID ? DatumGetInt64(v) : DatumGetInt32(v);
+	}
+	*n = SPI_processed;
+	qsort(ids, *n, sizeof(int64), cmp_int64);
+	MemoryContextSwitchTo(out_cxt);
+	return ids;
+}
+
+bool
+mlplat_seam_written(const int64 *ids, uint64 n, int64 id)
+{
+	return n > 0 && bsearch(&id, ids, n, sizeof(int64), cmp_int64) != NULL;
+}

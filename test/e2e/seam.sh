@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# The typed seam (src/reconcile/seam.c): the deployments reconciler reads its claim and
+# builds its write-back by attribute name, and refuses to run — saying which attribute —
+# when the SQL types and the library's tables disagree, instead of misreading a row.
+# An attribute renamed, retyped or added makes it refuse (no request reaches the cluster);
+# put back, it converges.  A dropped attribute of the write-back type is no mismatch.
+set -u
+. "$(dirname "$0")/../lib/e2e.sh"
+SD=$WORK/standin-seam
+DB=mlplat
+restore() {
+	q $DB "ALTER TYPE mlplat.deployment_claim RENAME ATTRIBUTE due_now TO due" 2>/dev/null
+	q $DB "ALTER TYPE mlplat.deployment_claim ALTER ATTRIBUTE attempts TYPE int" 2>/dev/null
+	q $DB "ALTER TYPE mlplat.deployment_writeback DROP ATTRIBUTE IF EXISTS extra" 2>/dev/null
+}
+on_exit restore
+e2e_standin $DB
+
+health() { q $DB "SELECT status FROM mlplat.reconciler_health WHERE kind = 'deployments' AND role <> 'stopped' ORDER BY role = 'leader' DESC LIMIT 1"; }
+isvc_code() { kube_code "/apis/serving.kserve.io/v1beta1/namespaces/mlp-seam/inferenceservices/$1"; }
+# wait until a deployments replica's status (cut to the view's width) starts with $1, and
+# the log's DETAIL since the last mark says $2 in full
+wait_refusal() {
+	wait_for $DB "SELECT count(*) > 0 FROM mlplat.reconciler_health WHERE kind = 'deployments' AND starts_with(status, '$1')" t 30 || return 1
+	tail -n +"$lines_before" "$WORK/data.log" | grep -qF "DETAIL:  $2"
+}
+mark() { lines_before=$(wc -l <"$WORK/data.log"); }
+
+q $DB "SELECT mlplat.create_project('seam', 0); SELECT mlplat.add_artifact_location('seam', 's3://models/')" >/dev/null
+wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'seam'" READY 20
+tap_ok $? "project seam is READY"
+SHA=$(standin_artifact s3://models/seam/1 'seam-v1')
+q $DB "SELECT mlplat.register_model_version('seam', 'm', '1', 's3://models/seam/1', '$SHA', 'kserve-sklearnserver', 'sklearn')" >/dev/null
+q $DB "SELECT mlplat.set_model_stage('seam', 'm', '1', 'CANDIDATE')" >/dev/null
+q $DB "SELECT mlplat.deploy('seam', 'one', 'm', '1', 'kserve-sklearnserver')" >/dev/null
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'one'" READY 30
+tap_ok $? "through the seam: a deployment converges to READY"
+tap_is "$(q $DB "SELECT observed_revision || '/' || (observed_generation = generation) || '/' || (endpoint IS NOT NULL) || '/' || (observed ? 'drift_paths') FROM mlplat.deployments WHERE name = 'one'")" \
+	"1/true/true/true" "... and its write-back set observed revision, generation, endpoint and observed"
+
+# --- a claim attribute renamed: refuse, name it, send nothing
+mark
+first_mark=$lines_before
+q $DB "ALTER TYPE mlplat.deployment_claim RENAME ATTRIBUTE due TO due_now"
+wait_refusal 'refuses to run: type mlplat.deployment_claim does not match this library: the library expects an attribute "due"' \
+	'type mlplat.deployment_claim does not match this library: the library expects an attribute "due" (boolean) that the type does not have.'
+tap_ok $? "a renamed claim attribute: the reconciler refuses to run and names the attribute ($(health))"
+q $DB "SELECT mlplat.deploy('seam', 'two', 'm', '1', 'kserve-sklearnserver')" >/dev/null
+# passes of the other kinds go on; wait a few loops of this one (it looks every second)
+sleep 3
+tap_is "$(isvc_code two)" 404 "... and sends nothing: the new deployment's InferenceService is not made"
+tap_is "$(q $DB "SELECT status <> 'READY' AND observed_generation <> generation FROM mlplat.deployments WHERE name = 'two'")" t \
+	"... and observes nothing of it"
+grep -q 'WARNING:  mlplat deployments reconciler [0-9]* refuses to run: its SQL and C disagree' <(tail -n +"$lines_before" "$WORK/data.log")
+tap_ok $? "... and says so in the server log"
+
+# --- a claim attribute of another type
+q $DB "ALTER TYPE mlplat.deployment_claim RENAME ATTRIBUTE due_now TO due"
+mark
+q $DB "ALTER TYPE mlplat.deployment_claim ALTER ATTRIBUTE attempts TYPE bigint"
+wait_refusal 'refuses to run: type mlplat.deployment_claim does not match this library: attribute "attempts"' \
+	'type mlplat.deployment_claim does not match this library: attribute "attempts" is of type bigint in SQL, the library reads it as integer.'
+tap_ok $? "a retyped claim attribute: refused, with both types named"
+q $DB "ALTER TYPE mlplat.deployment_claim ALTER ATTRIBUTE attempts TYPE int"
+
+# --- a write-back attribute the library does not know
+mark
+q $DB "ALTER TYPE mlplat.deployment_writeback ADD ATTRIBUTE extra text"
+wait_refusal 'refuses to run: type mlplat.deployment_writeback does not match this library: the type has an' \
+	'type mlplat.deployment_writeback does not match this library: the type has an attribute "extra" (text) that the library does not know.'
+tap_ok $? "an added write-back attribute: refused"
+tap_is "$(isvc_code two)" 404 "... still nothing sent"
+
+# --- dropped again: a dropped attribute is skipped; the pending deployment converges
+q $DB "ALTER TYPE mlplat.deployment_writeback DROP ATTRIBUTE extra"
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'two'" READY 30
+tap_ok $? "types and library agree again (a dropped attribute in between): the deployment converges"
+tap_is "$(isvc_code two)" 200 "... and its InferenceService is made"
+grep -q 'mlplat deployments reconciler [0-9]*: the seam types agree with the library again' <(tail -n +"$first_mark" "$WORK/data.log")
+tap_ok $? "... and the log says the refusal is over"
+
+q $DB "SELECT mlplat.undeploy('seam', d) FROM unnest(ARRAY['one', 'two']) d" >/dev/null
+wait_for $DB "SELECT count(*) FROM mlplat.deployments d JOIN mlplat.projects p ON p.id = d.project_id
+              WHERE p.name = 'seam' AND d.status <> 'DELETED'" 0 30
+tap_ok $? "both deployments are undeployed (DELETED) through the seam"
+q $DB "SELECT mlplat.delete_project('seam')" >/dev/null
+wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'seam'" DELETED 30
+tap_ok $? "project seam deleted"
+tap_done
