@@ -44,6 +44,8 @@ typedef struct MlplatKindDef
 {
 	MlplatPassFn pass;
 	struct MlplatSeam *const *seams;
+	/* passes its leader also runs, after its own or alone when only they are due (NULL-terminated) */
+	const MlplatPassFn *companions;
 } MlplatKindDef;
 
 /* The definition of a kind; its pass is NULL while that kind has no reconciler. */

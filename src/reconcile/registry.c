@@ -6,11 +6,19 @@
  */
 #include "postgres.h"
 
+#include "mlplat/otlp_export.h"
 #include "mlplat/reconcile.h"
+#include "mlplat/retention.h"
 #include "mlplat/seam.h"
 
+/*
+ * The projects leader also purges what is past retention (when pg_cron does
+ * not) and exports spans: one of each per database.
+ */
+static const MlplatPassFn projects_companions[] = { mlplat_retention_pass, mlplat_otlp_export_pass, NULL };
+
 static const MlplatKindDef kind_defs[MLPLAT_NUM_KINDS] = {
-	[MLPLAT_KIND_PROJECTS] = { mlplat_projects_pass, mlplat_projects_seams },
+	[MLPLAT_KIND_PROJECTS] = { mlplat_projects_pass, mlplat_projects_seams, projects_companions },
 	[MLPLAT_KIND_DEPLOYMENTS] = { mlplat_deployments_pass, mlplat_deployments_seams },
 	[MLPLAT_KIND_RUNS] = { mlplat_runs_pass, mlplat_runs_seams },
 	[MLPLAT_KIND_ROLLOUTS] = { mlplat_rollouts_pass, mlplat_rollouts_seams },

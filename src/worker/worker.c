@@ -375,33 +375,6 @@ record_epoch(void)
 	led_since = GetCurrentTimestamp();
 }
 
-/* MlplatPass helpers: a short transaction with a snapshot and SPI. */
-static MemoryContext txn_caller_cxt = NULL;
-
-void
-mlplat_txn_begin(void)
-{
-	txn_caller_cxt = CurrentMemoryContext;
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	if (RecoveryInProgress())
-		ereport(ERROR,
-				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
-				 errmsg("mlplat reconciler cannot write: the server is in recovery")));
-	SPI_connect();
-	PushActiveSnapshot(GetTransactionSnapshot());
-}
-
-void
-mlplat_txn_commit(void)
-{
-	SPI_finish();
-	PopActiveSnapshot();
-	CommitTransactionCommand();
-	if (txn_caller_cxt)
-		MemoryContextSwitchTo(txn_caller_cxt);
-}
-
 /*
  * Wait before connecting while the database is being dropped or is gone, and
  * back off (shared by all workers) after failed connection attempts, so a
@@ -457,27 +430,51 @@ note_pass(TimestampTz start, TimestampTz end, bool failed)
 	SpinLockRelease(&mlplat_shared->mutex);
 }
 
-/*
- * The span exporter (one per database: the projects leader runs it) after the
- * kind's pass, or alone when only the exporter is due: it must not make the
- * projects pass run, and LIST, once a second.  Returns the wait before the
- * loop should come back: timeout_ms, or sooner if the exporter asks.
- */
-static TimestampTz kind_pass_due = 0;
+/* What one replica keeps from one turn of its loop to the next. */
+typedef struct WorkerLoop
+{
+	bool leading;
+	MemoryContext pass_context; /* reset every turn */
+	char controller[128];		/* "host:port/pid/replica", for ledger and audit */
+	TimestampTz last_resync;
+	TimestampTz last_full_pass;
+	TimestampTz kind_pass_due; /* when the kind's own pass is due (companions may run sooner) */
+	int consecutive_failures;
+	bool woken; /* the last wait ended on the latch: a commit woke us */
+} WorkerLoop;
+
 static bool run_pass(MlplatPassFn fn, MlplatPass *pass, MemoryContext pass_context);
 
-static long
-export_spans(const MlplatPass *kind_pass, MemoryContext pass_context, long timeout_ms)
+static void
+pass_init(MlplatPass *pass, const WorkerLoop *w)
 {
-	MlplatPass xp = *kind_pass;
+	memset(pass, 0, sizeof(*pass));
+	pass->kind = my_kind;
+	pass->replica = my_replica;
+	pass->epoch = my_epoch;
+	pass->controller = w->controller;
+}
 
-	xp.next_pass_ms = 0;
-	xp.status[0] = '\0';
-	/* the same leader purges what is past retention, when pg_cron does not */
-	(void) run_pass(mlplat_retention_pass, &xp, pass_context);
-	xp.status[0] = '\0';
-	(void) run_pass(mlplat_otlp_export_pass, &xp, pass_context);
-	return (xp.next_pass_ms > 0 && xp.next_pass_ms < timeout_ms) ? xp.next_pass_ms : timeout_ms;
+/*
+ * The kind's companion passes (the projects leader's: retention, then the
+ * span exporter, one per database) after the kind's pass, or alone when only
+ * they are due: they must not make the kind's pass run, and LIST, once a
+ * second.  Returns the wait before the loop should come back: timeout_ms, or
+ * sooner if a companion asks.
+ */
+static long
+run_companions(const MlplatPass *kind_pass, MemoryContext pass_context, long timeout_ms)
+{
+	const MlplatPassFn *fn = mlplat_kind_def(my_kind)->companions;
+	MlplatPass cp = *kind_pass;
+
+	cp.next_pass_ms = 0;
+	for (; fn && *fn; fn++)
+	{
+		cp.status[0] = '\0';
+		(void) run_pass(*fn, &cp, pass_context);
+	}
+	return (cp.next_pass_ms > 0 && cp.next_pass_ms < timeout_ms) ? cp.next_pass_ms : timeout_ms;
 }
 
 /*
@@ -515,19 +512,16 @@ run_pass(MlplatPassFn fn, MlplatPass *pass, MemoryContext pass_context)
 	return ok;
 }
 
-void
-mlplat_worker_main(Datum main_arg)
+/*
+ * Start: signals, our slot in shared memory, the connection (after any wait
+ * for the database), the pinned search_path, the pass context.
+ */
+static void
+worker_start(WorkerLoop *w, Datum main_arg)
 {
 	int packed = DatumGetInt32(main_arg);
-	bool leading = false;
-	MemoryContext pass_context;
-	char why[MLPLAT_STATUS_LEN];
-	char controller[128];
-	TimestampTz last_resync = 0;
-	int consecutive_failures = 0;
-	bool woken = false;
-	TimestampTz last_full_pass = 0;
 
+	memset(w, 0, sizeof(*w));
 	my_kind = packed / MLPLAT_MAX_REPLICAS;
 	my_replica = packed % MLPLAT_MAX_REPLICAS;
 
@@ -565,190 +559,244 @@ mlplat_worker_main(Datum main_arg)
 	SetConfigOption("search_path", MLPLAT_WORKER_SEARCH_PATH, PGC_SUSET, PGC_S_OVERRIDE);
 
 	pgstat_report_appname(MyBgworkerEntry->bgw_name);
-	snprintf(controller, sizeof(controller), "%s:%d/%d/%d",
+	snprintf(w->controller, sizeof(w->controller), "%s:%d/%d/%d",
 			 GetConfigOption("listen_addresses", false, false), PostPortNumber,
 			 MyProcPid, my_replica);
-
-	pass_context = AllocSetContextCreate(TopMemoryContext, "mlplat pass",
-										 ALLOCSET_DEFAULT_SIZES);
+	w->pass_context = AllocSetContextCreate(TopMemoryContext, "mlplat pass", ALLOCSET_DEFAULT_SIZES);
 	/* what mlplat.pass_memory_limit measures: the pass, not the worker's caches */
-	mlplat_pass_memory_context = pass_context;
+	mlplat_pass_memory_context = w->pass_context;
+}
 
+/* Signals first: a pending SIGTERM ends us, a SIGHUP rereads the configuration. */
+static void
+absorb_signals(void)
+{
+	CHECK_FOR_INTERRUPTS();
+	if (ConfigReloadPending)
+	{
+		ConfigReloadPending = false;
+		ProcessConfigFile(PGC_SIGHUP);
+	}
+}
+
+/*
+ * May this replica run its kind's pass now?  Not in recovery, without the
+ * extension at our version (or with seam types that disagree), without the
+ * leader lock, with workers disabled or no pass for the kind: the status says
+ * why and *timeout_ms how long to wait.  Waiting for the lock is done here.
+ */
+static bool
+may_lead(WorkerLoop *w, long *timeout_ms)
+{
+	char why[MLPLAT_STATUS_LEN];
+
+	if (RecoveryInProgress())
+	{
+		set_status(MLPLAT_ROLE_STANDBY, "server is in recovery");
+		*timeout_ms = mlplat_leader_retry_interval_ms;
+	}
+	else if (!extension_ready(why, sizeof(why)))
+	{
+		set_status(w->leading ? MLPLAT_ROLE_IDLE : MLPLAT_ROLE_STANDBY, why);
+		*timeout_ms = 1000;
+	}
+	else if (w->leading && current_ext_oid != epoch_ext_oid)
+	{
+		/* the extension was re-created under us: a new epoch table */
+		record_epoch();
+		*timeout_ms = 0;
+	}
+	else if (!w->leading)
+	{
+		/*
+		 * The wait itself was the pause: go around at once, leader or not.
+		 * A reload (say, workers_enabled = off) or an extension change that
+		 * came while we waited in the lock queue is applied at the top of
+		 * the loop, before a first pass as leader.
+		 */
+		w->leading = try_lead(mlplat_leader_retry_interval_ms);
+		*timeout_ms = 0;
+	}
+	else if (!mlplat_workers_enabled)
+	{
+		set_status(MLPLAT_ROLE_IDLE, "mlplat.workers_enabled is off");
+		*timeout_ms = mlplat_resync_interval_ms;
+	}
+	else if (mlplat_kind_def(my_kind)->pass == NULL)
+	{
+		set_status(MLPLAT_ROLE_IDLE, "no reconciler implements this kind yet");
+		*timeout_ms = mlplat_resync_interval_ms;
+	}
+	else
+		return true;
+	return false;
+}
+
+/* Does another database cluster drive this Kubernetes cluster?  Then hands off. */
+static bool
+fenced(long *timeout_ms)
+{
+	char why[MLPLAT_STATUS_LEN];
+
+	if (mlplat_lease_fence == MLPLAT_LEASE_FENCE_OFF || lease_held(why, sizeof(why)))
+		return false;
+	set_status(MLPLAT_ROLE_IDLE, why);
+	*timeout_ms = Max(100L, mlplat_lease_duration_s * 1000L / 3);
+	return true;
+}
+
+/* Health: the pass's counters, HTTP figures and status line for mlplat.reconciler_health. */
+static void
+report_health(MlplatPass *pass, TimestampTz start, bool ok)
+{
+	MlplatHttpStats hs;
+	const char *refusal = mlplat_secret_file_refusal();
+
+	note_pass(start, GetCurrentTimestamp(), !ok);
+	mlplat_http_stats_get(&hs);
+	SpinLockAcquire(&mlplat_shared->mutex);
+	my_state()->http_requests = hs.requests;
+	my_state()->http_errors = hs.errors;
+	my_state()->http_latency_ms_total = hs.latency_ms_total;
+	SpinLockRelease(&mlplat_shared->mutex);
+	/*
+	 * A refused credential file comes first in the status, whatever the
+	 * pass reported (the Kubernetes and registry passes already name it).
+	 */
+	if (refusal != NULL && strstr(pass->status, pnstrdup(refusal, 24)) == NULL)
+	{
+		char was[sizeof(pass->status)];
+
+		strlcpy(was, pass->status, sizeof(was));
+		snprintf(pass->status, sizeof(pass->status), "credential refused: %s%s%s",
+				 refusal, was[0] ? "; " : "", was);
+	}
+	set_status(MLPLAT_ROLE_LEADER, pass->status[0] ? pass->status : "leading");
+	pgstat_report_activity(STATE_IDLE, NULL);
+	pgstat_report_stat(false);
+}
+
+/* How long to wait after a pass: back off after failures, else until the next resync or follow-up. */
+static long
+next_wait(WorkerLoop *w, const MlplatPass *pass, bool ok)
+{
+	long timeout_ms;
+
+	if (!ok)
+	{
+		/* back off on repeated failures so a persistent error cannot spin */
+		w->consecutive_failures = Min(w->consecutive_failures + 1, 12);
+		return Min((long) mlplat_backoff_max_ms, 100L << w->consecutive_failures);
+	}
+	w->consecutive_failures = 0;
+	timeout_ms = Max(0L, mlplat_resync_interval_ms -
+							 (long) TimestampDifferenceMilliseconds(w->last_resync, GetCurrentTimestamp()));
+	/* a reconciler waiting on the outside world asks to be back sooner */
+	if (pass->next_pass_ms > 0 && pass->next_pass_ms < timeout_ms)
+		timeout_ms = pass->next_pass_ms;
+	/* a held Lease must be renewed well within its duration */
+	if (mlplat_lease_fence != MLPLAT_LEASE_FENCE_OFF)
+		timeout_ms = Min(timeout_ms, Max(100L, mlplat_lease_duration_s * 1000L / 3));
+	return timeout_ms;
+}
+
+/*
+ * One pass of the kind as leader: claim, act and write back (the kind's pass
+ * function), then health, then the companions.  Returns the wait.
+ */
+static long
+reconcile(WorkerLoop *w)
+{
+	MlplatPass pass;
+	TimestampTz start = GetCurrentTimestamp();
+	bool ok;
+	long timeout_ms;
+
+	pass_init(&pass, w);
+	pass.resync = TimestampDifferenceExceeds(w->last_resync, start, mlplat_resync_interval_ms);
+	/* a commit woke us; still observe everything at least once a second */
+	pass.woken = w->woken && !pass.resync && !TimestampDifferenceExceeds(w->last_full_pass, start, 1000);
+	if (!pass.woken)
+		w->last_full_pass = start;
+	if (pass.resync)
+		w->last_resync = start;
+
+	/* the end of a takeover, as operators and bench/runtime time it */
+	if (led_since != 0)
+	{
+		ereport(LOG,
+				(errmsg("mlplat %s reconciler %d: first pass as leader (epoch " INT64_FORMAT ") %ld ms after taking the lock",
+						mlplat_kind_names[my_kind], my_replica, my_epoch,
+						(long) TimestampDifferenceMilliseconds(led_since, start))));
+		led_since = 0;
+	}
+	pgstat_report_activity(STATE_RUNNING, "reconcile pass");
+	SpinLockAcquire(&mlplat_shared->mutex);
+	strlcpy(my_state()->status, "reconciling", MLPLAT_STATUS_LEN);
+	my_state()->role = MLPLAT_ROLE_LEADER;
+	my_state()->epoch = my_epoch;
+	my_state()->last_pass_start = start;
+	SpinLockRelease(&mlplat_shared->mutex);
+
+	ok = run_pass(mlplat_kind_def(my_kind)->pass, &pass, w->pass_context);
+	report_health(&pass, start, ok);
+	timeout_ms = next_wait(w, &pass, ok);
+	w->kind_pass_due = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
+	return run_companions(&pass, w->pass_context, timeout_ms);
+}
+
+/* Only companions are due: a wake for them alone, before the kind's pass is. */
+static bool
+only_companions_due(const WorkerLoop *w)
+{
+	return mlplat_kind_def(my_kind)->companions != NULL && !w->woken &&
+		   GetCurrentTimestamp() < w->kind_pass_due;
+}
+
+/* Wait for a commit's wake, the timeout or postmaster death; true when woken. */
+static bool
+wait_for_work(long timeout_ms)
+{
+	bool woken = false;
+
+	MemoryContextSwitchTo(TopMemoryContext);
+	if (timeout_ms > 0)
+		woken = (WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, timeout_ms,
+						   PG_WAIT_EXTENSION) &
+				 WL_LATCH_SET) != 0;
+	ResetLatch(MyLatch);
+	return woken;
+}
+
+/*
+ * The loop every replica runs: wait for work, and as leader reconcile
+ * (claim, act, write back), then report health.
+ */
+void
+mlplat_worker_main(Datum main_arg)
+{
+	WorkerLoop w;
+
+	worker_start(&w, main_arg);
 	for (;;)
 	{
 		long timeout_ms;
-		MlplatPassFn fn;
 
-		CHECK_FOR_INTERRUPTS();
-		if (ConfigReloadPending)
-		{
-			ConfigReloadPending = false;
-			ProcessConfigFile(PGC_SIGHUP);
-		}
-
-		MemoryContextReset(pass_context);
-		MemoryContextSwitchTo(pass_context);
-
-		if (RecoveryInProgress())
-		{
-			set_status(MLPLAT_ROLE_STANDBY, "server is in recovery");
-			timeout_ms = mlplat_leader_retry_interval_ms;
-		}
-		else if (!extension_ready(why, sizeof(why)))
-		{
-			set_status(leading ? MLPLAT_ROLE_IDLE : MLPLAT_ROLE_STANDBY, why);
-			timeout_ms = 1000;
-		}
-		else if (leading && current_ext_oid != epoch_ext_oid)
-		{
-			/* the extension was re-created under us: a new epoch table */
-			record_epoch();
-			timeout_ms = 0;
-		}
-		else if (!leading)
-		{
-			/*
-			 * The wait itself was the pause: go around at once, leader or not.
-			 * A reload (say, workers_enabled = off) or an extension change that
-			 * came while we waited in the lock queue is applied at the top of
-			 * the loop, before a first pass as leader.
-			 */
-			leading = try_lead(mlplat_leader_retry_interval_ms);
-			timeout_ms = 0;
-		}
-		else if (!mlplat_workers_enabled)
-		{
-			set_status(MLPLAT_ROLE_IDLE, "mlplat.workers_enabled is off");
-			timeout_ms = mlplat_resync_interval_ms;
-		}
-		else if ((fn = mlplat_kind_def(my_kind)->pass) == NULL)
-		{
-			set_status(MLPLAT_ROLE_IDLE, "no reconciler implements this kind yet");
-			timeout_ms = mlplat_resync_interval_ms;
-		}
-		else if (my_kind == MLPLAT_KIND_PROJECTS && !woken && GetCurrentTimestamp() < kind_pass_due)
-		{
-			/* a wake for the span exporter only: the projects pass is not due yet */
-			MlplatPass pass;
-
-			memset(&pass, 0, sizeof(pass));
-			pass.kind = my_kind;
-			pass.replica = my_replica;
-			pass.epoch = my_epoch;
-			pass.controller = controller;
-			timeout_ms = export_spans(&pass, pass_context,
-									  Max(1L, TimestampDifferenceMilliseconds(GetCurrentTimestamp(), kind_pass_due)));
-		}
-		else if (mlplat_lease_fence != MLPLAT_LEASE_FENCE_OFF && !lease_held(why, sizeof(why)))
-		{
-			/* another database cluster drives this Kubernetes cluster: hands off */
-			set_status(MLPLAT_ROLE_IDLE, why);
-			timeout_ms = Max(100L, mlplat_lease_duration_s * 1000L / 3);
-		}
-		else
+		absorb_signals();
+		MemoryContextReset(w.pass_context);
+		MemoryContextSwitchTo(w.pass_context);
+		if (!may_lead(&w, &timeout_ms))
+			; /* not leading, or not now: the status says why */
+		else if (only_companions_due(&w))
 		{
 			MlplatPass pass;
-			TimestampTz start = GetCurrentTimestamp();
-			bool ok;
 
-			memset(&pass, 0, sizeof(pass));
-			pass.kind = my_kind;
-			pass.replica = my_replica;
-			pass.epoch = my_epoch;
-			pass.controller = controller;
-			pass.resync = TimestampDifferenceExceeds(last_resync, start, mlplat_resync_interval_ms);
-			/* a commit woke us; still observe everything at least once a second */
-			pass.woken = woken && !pass.resync &&
-						 !TimestampDifferenceExceeds(last_full_pass, start, 1000);
-			if (!pass.woken)
-				last_full_pass = start;
-			if (pass.resync)
-				last_resync = start;
-
-			/* the end of a takeover, as operators and bench/runtime time it */
-			if (led_since != 0)
-			{
-				ereport(LOG,
-						(errmsg("mlplat %s reconciler %d: first pass as leader (epoch " INT64_FORMAT ") %ld ms after taking the lock",
-								mlplat_kind_names[my_kind], my_replica, my_epoch,
-								(long) TimestampDifferenceMilliseconds(led_since, start))));
-				led_since = 0;
-			}
-			pgstat_report_activity(STATE_RUNNING, "reconcile pass");
-			SpinLockAcquire(&mlplat_shared->mutex);
-			strlcpy(my_state()->status, "reconciling", MLPLAT_STATUS_LEN);
-			my_state()->role = MLPLAT_ROLE_LEADER;
-			my_state()->epoch = my_epoch;
-			my_state()->last_pass_start = start;
-			SpinLockRelease(&mlplat_shared->mutex);
-
-			MemoryContextSwitchTo(pass_context);
-			ok = run_pass(fn, &pass, pass_context);
-			note_pass(start, GetCurrentTimestamp(), !ok);
-			{
-				MlplatHttpStats hs;
-
-				mlplat_http_stats_get(&hs);
-				SpinLockAcquire(&mlplat_shared->mutex);
-				my_state()->http_requests = hs.requests;
-				my_state()->http_errors = hs.errors;
-				my_state()->http_latency_ms_total = hs.latency_ms_total;
-				SpinLockRelease(&mlplat_shared->mutex);
-			}
-			/*
-			 * A refused credential file comes first in the status, whatever the
-			 * pass reported (the Kubernetes and registry passes already name it).
-			 */
-			{
-				const char *refusal = mlplat_secret_file_refusal();
-
-				if (refusal != NULL && strstr(pass.status, pnstrdup(refusal, 24)) == NULL)
-				{
-					char was[sizeof(pass.status)];
-
-					strlcpy(was, pass.status, sizeof(was));
-					snprintf(pass.status, sizeof(pass.status), "credential refused: %s%s%s",
-							 refusal, was[0] ? "; " : "", was);
-				}
-			}
-			set_status(MLPLAT_ROLE_LEADER, pass.status[0] ? pass.status : "leading");
-			pgstat_report_activity(STATE_IDLE, NULL);
-			pgstat_report_stat(false);
-
-			if (!ok)
-			{
-				/* back off on repeated failures so a persistent error cannot spin */
-				consecutive_failures = Min(consecutive_failures + 1, 12);
-				timeout_ms = Min((long) mlplat_backoff_max_ms, 100L << consecutive_failures);
-			}
-			else
-			{
-				long until_resync;
-
-				consecutive_failures = 0;
-				until_resync = mlplat_resync_interval_ms -
-							   (long) (TimestampDifferenceMilliseconds(last_resync, GetCurrentTimestamp()));
-				timeout_ms = Max(0L, until_resync);
-				/* a reconciler waiting on the outside world asks to be back sooner */
-				if (pass.next_pass_ms > 0 && pass.next_pass_ms < timeout_ms)
-					timeout_ms = pass.next_pass_ms;
-				/* a held Lease must be renewed well within its duration */
-				if (mlplat_lease_fence != MLPLAT_LEASE_FENCE_OFF)
-					timeout_ms = Min(timeout_ms, Max(100L, mlplat_lease_duration_s * 1000L / 3));
-			}
-			if (my_kind == MLPLAT_KIND_PROJECTS)
-			{
-				kind_pass_due = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
-				timeout_ms = export_spans(&pass, pass_context, timeout_ms);
-			}
+			pass_init(&pass, &w);
+			timeout_ms = run_companions(&pass, w.pass_context,
+										Max(1L, TimestampDifferenceMilliseconds(GetCurrentTimestamp(), w.kind_pass_due)));
 		}
-
-		MemoryContextSwitchTo(TopMemoryContext);
-		woken = false;
-		if (timeout_ms > 0)
-			woken = (WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-							   timeout_ms, PG_WAIT_EXTENSION) &
-					 WL_LATCH_SET) != 0;
-		ResetLatch(MyLatch);
+		else if (!fenced(&timeout_ms))
+			timeout_ms = reconcile(&w);
+		w.woken = wait_for_work(timeout_ms);
 	}
 }

@@ -1,0 +1,38 @@
+/*
+ * ledger.h — rows of mlplat.reconcile_ledger, one per external write of a pass.
+ */
+#ifndef MLPLAT_LEDGER_H
+#define MLPLAT_LEDGER_H
+
+#include "postgres.h"
+
+#include "mlplat/reconcile.h"
+
+/*
+ * Append a ledger row stamped with the pass's epoch and controller
+ * (transaction open); note, if given, goes into detail as {"note": ...}.
+ */
+extern void mlplat_ledger_append(MlplatPass *pass, const char *entity, int64 entity_id,
+								 const char *project, const char *action, const char *outcome,
+								 const char *desired_digest, const char *observed_digest,
+								 int http_status, const char *error, const char *trace_id,
+								 const char *note);
+
+/*
+ * The same rows collected and written with one statement (a write-back of
+ * 10,000 applies writes 10,000 rows at once).  Transaction open for all three
+ * (the arrays' element types come from the catalog); the batch lives in the
+ * memory context current at mlplat_ledger_batch_new.  Flushing stamps the
+ * pass's epoch and controller, returns the rows written (0 when the epoch is
+ * no longer current) and empties the batch.
+ */
+typedef struct MlplatLedgerBatch MlplatLedgerBatch;
+extern MlplatLedgerBatch *mlplat_ledger_batch_new(void);
+extern void mlplat_ledger_batch_add(MlplatLedgerBatch *b, const char *entity, int64 entity_id,
+									const char *project, const char *action, const char *outcome,
+									const char *desired_digest, const char *observed_digest,
+									int http_status, const char *error, const char *trace_id,
+									const char *note);
+extern int mlplat_ledger_batch_flush(MlplatPass *pass, MlplatLedgerBatch *b);
+
+#endif /* MLPLAT_LEDGER_H */

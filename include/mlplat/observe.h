@@ -1,0 +1,42 @@
+/*
+ * observe.h — how a pass observes the cluster, apart from how it claims,
+ * decides and writes back: is a cluster there, LIST every object of a kind
+ * that carries our labels, read fields of an observed object.  A watch cache
+ * would replace mlplat_kube_list_all here and nowhere else.
+ */
+#ifndef MLPLAT_OBSERVE_H
+#define MLPLAT_OBSERVE_H
+
+#include "postgres.h"
+
+#include "nodes/pg_list.h"
+
+#include "mlplat/json.h"
+#include "mlplat/kube.h"
+#include "mlplat/reconcile.h"
+
+/*
+ * Is a Kubernetes cluster configured and usable?  When not, sets the pass
+ * status to say why (shown in mlplat.reconciler_health) and returns false,
+ * without logging: an unconfigured cluster is a state, not an error.
+ */
+extern bool mlplat_cluster_ready(MlplatPass *pass, const char **why);
+
+/*
+ * LIST every page (500 a page) of one resource across all namespaces with a
+ * label selector; the parsed items are appended to *items (allocated in
+ * arena) and *lists counts the requests.  A 410 Expired continue token
+ * restarts the list (a few times, backing off).  Returns NULL, or why the kind
+ * could not be observed (then *items holds nothing of it): also when the list
+ * runs past mlplat.list_max_pages pages or a page would take the pass past
+ * mlplat.pass_memory_limit.  No transaction may be open.
+ */
+extern char *mlplat_kube_list_all(MlJsonArena *arena, const MlplatKubeResource *res,
+								  const char *selector, List **items, int *lists);
+
+/* obj.a[.b[.c]] when it is a string, else NULL */
+extern const char *mlplat_json_text(const MlJsonValue *obj, const char *a, const char *b, const char *c);
+/* obj.a.b when it is an integer-valued number */
+extern bool mlplat_json_int(const MlJsonValue *obj, const char *a, const char *b, int64 *out);
+
+#endif /* MLPLAT_OBSERVE_H */

@@ -1,0 +1,111 @@
+/*
+ * ledger.c — the reconcile ledger rows of a pass (ledger.h), one statement
+ * for a whole batch.
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+
+#include "mlplat/ledger.h"
+#include "mlplat/reconcile_sql.h"
+
+/*
+ * Ledger rows of a pass, written with one statement: one array per column
+ * (the columns of _ledger_append_set), element i of each is row i.
+ */
+#define LEDGER_COLS 11
+static const Oid ledger_col_types[LEDGER_COLS] = { TEXTOID, INT8OID, TEXTOID, TEXTOID, TEXTOID, TEXTOID,
+												   TEXTOID, INT4OID, TEXTOID, TEXTOID, TEXTOID };
+
+struct MlplatLedgerBatch
+{
+	MemoryContext cxt;
+	int rows;
+	ArrayBuildState *col[LEDGER_COLS];
+};
+
+MlplatLedgerBatch *
+mlplat_ledger_batch_new(void)
+{
+	MlplatLedgerBatch *b = palloc0(sizeof(MlplatLedgerBatch));
+
+	b->cxt = CurrentMemoryContext;
+	for (int i = 0; i < LEDGER_COLS; i++)
+		b->col[i] = initArrayResult(ledger_col_types[i], b->cxt, false);
+	return b;
+}
+
+void
+mlplat_ledger_batch_add(MlplatLedgerBatch *b, const char *entity, int64 entity_id,
+						const char *project, const char *action, const char *outcome,
+						const char *desired_digest, const char *observed_digest,
+						int http_status, const char *error, const char *trace_id, const char *note)
+{
+	MemoryContext old = MemoryContextSwitchTo(b->cxt);
+
+	mlplat_array_add_text(b->col[0], entity);
+	accumArrayResult(b->col[1], Int64GetDatum(entity_id), entity_id == 0, INT8OID, b->cxt);
+	mlplat_array_add_text(b->col[2], project);
+	mlplat_array_add_text(b->col[3], action);
+	mlplat_array_add_text(b->col[4], outcome);
+	mlplat_array_add_text(b->col[5], desired_digest);
+	mlplat_array_add_text(b->col[6], observed_digest);
+	accumArrayResult(b->col[7], Int32GetDatum(http_status), http_status == 0, INT4OID, b->cxt);
+	mlplat_array_add_text(b->col[8], error);
+	mlplat_array_add_text(b->col[9], trace_id);
+	mlplat_array_add_text(b->col[10], note);
+	b->rows++;
+	MemoryContextSwitchTo(old);
+}
+
+int
+mlplat_ledger_batch_flush(MlplatPass *pass, MlplatLedgerBatch *b)
+{
+	Oid types[3 + LEDGER_COLS];
+	Datum v[3 + LEDGER_COLS];
+	Datum d;
+	bool isnull;
+	int written;
+
+	if (b->rows == 0)
+		return 0;
+	types[0] = TEXTOID;
+	types[1] = INT8OID;
+	types[2] = TEXTOID;
+	v[0] = CStringGetTextDatum(mlplat_kind_names[pass->kind]);
+	v[1] = Int64GetDatum(pass->epoch);
+	v[2] = CStringGetTextDatum(pass->controller);
+	for (int i = 0; i < LEDGER_COLS; i++)
+	{
+		types[3 + i] = get_array_type(ledger_col_types[i]);
+		v[3 + i] = makeArrayResult(b->col[i], b->cxt);
+	}
+	if (mlplat_sql_exec("SELECT mlplat._ledger_append_set($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+						3 + LEDGER_COLS, types, v, NULL) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+		elog(ERROR, "mlplat: could not append %d ledger rows", b->rows);
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	written = isnull ? 0 : DatumGetInt32(d);
+	/* the arrays are consumed: the batch starts empty again */
+	for (int i = 0; i < LEDGER_COLS; i++)
+		b->col[i] = initArrayResult(ledger_col_types[i], b->cxt, false);
+	b->rows = 0;
+	return written;
+}
+
+void
+mlplat_ledger_append(MlplatPass *pass, const char *entity, int64 entity_id,
+					 const char *project, const char *action, const char *outcome,
+					 const char *desired_digest, const char *observed_digest,
+					 int http_status, const char *error, const char *trace_id, const char *note)
+{
+	MlplatLedgerBatch *b = mlplat_ledger_batch_new();
+
+	mlplat_ledger_batch_add(b, entity, entity_id, project, action, outcome, desired_digest,
+							observed_digest, http_status, error, trace_id, note);
+	(void) mlplat_ledger_batch_flush(pass, b);
+}

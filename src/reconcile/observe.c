@@ -1,0 +1,177 @@
+/*
+ * observe.c — how a pass observes Kubernetes (observe.h): is a cluster there,
+ * LIST a kind's objects, read fields of what was observed.
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "storage/latch.h"
+#include "utils/memutils.h"
+#include "utils/wait_event.h"
+
+#include "mlplat/guc.h"
+#include "mlplat/http.h"
+#include "mlplat/kube.h"
+#include "mlplat/observe.h"
+#include "mlplat/reconcile_util.h"
+
+bool
+mlplat_cluster_ready(MlplatPass *pass, const char **why)
+{
+	MlplatKubeConfigState st = mlplat_kube_config_refresh(why);
+
+	if (st == MLPLAT_KUBE_READY)
+		return true;
+	if (st == MLPLAT_KUBE_NOT_CONFIGURED)
+		snprintf(pass->status, sizeof(pass->status),
+				 "idle: no Kubernetes cluster configured (set mlplat.kube_url)");
+	else
+		snprintf(pass->status, sizeof(pass->status), "idle: Kubernetes configuration unusable: %s",
+				 *why ? *why : "unknown reason");
+	return false;
+}
+
+#define LIST_PAGE 500
+/* restarts after an expired continue token, in one LIST, before the pass gives up */
+#define LIST_MAX_RESTARTS 5
+
+/*
+ * Wait before restarting a LIST whose continue token expired: at once the
+ * first time (a token can expire once in a slow pass), then 100 ms doubling to
+ * 2 s, so a server that expires every token is not hammered with full LISTs.
+ * Only the timeout and postmaster death end the wait (a commit wake must not
+ * cut it short, nor be consumed by it); SIGTERM is answered right after.
+ */
+static void
+list_restart_backoff(int restarts)
+{
+	if (restarts > 1)
+		(void) WaitLatch(MyLatch, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 Min(2000L, 100L << Min(restarts - 2, 5)), PG_WAIT_EXTENSION);
+	CHECK_FOR_INTERRUPTS();
+}
+
+/*
+ * Pages are bounded three ways (issue 18, finding 12): at most
+ * mlplat.list_max_pages requests per LIST (a server whose continue chain never
+ * ends cannot keep a pass busy forever), at most LIST_MAX_RESTARTS restarts
+ * after 410 Gone, with a backoff, and the pass's memory: a page whose parse
+ * would take the pass past mlplat.pass_memory_limit stops the pass with a
+ * message (the parse tree is about as large as the text).  What counts is
+ * what the pass holds — its own context (mlplat_pass_memory_context), where
+ * the page's text and the parsed items live — not the worker's whole
+ * TopMemoryContext, whose caches a long-lived worker builds up over time and
+ * which no pass can give back.  Each page's text lives in a context of its
+ * own and is freed once parsed; only the parsed items stay, in the caller's
+ * arena.
+ */
+char *
+mlplat_kube_list_all(MlJsonArena *arena, const MlplatKubeResource *res, const char *selector,
+					 List **items, int *lists)
+{
+	char *cont = NULL;
+	List *got = NIL;
+	int pages = 0;
+	int restarts = 0;
+	Size limit = (Size) mlplat_pass_memory_limit_kb * 1024;
+	MemoryContext pass_cxt = mlplat_pass_memory_context ? mlplat_pass_memory_context : CurrentMemoryContext;
+
+	for (;;)
+	{
+		MemoryContext page_cxt;
+		MlplatHttpBatch *b;
+		MlplatHttpRequest *r;
+		MlplatKubeResult kr;
+		MlJsonValue *page;
+		MlJsonError err;
+		const MlJsonValue *arr = NULL;
+		char *why = NULL;
+
+		if (pages >= mlplat_list_max_pages)
+			return psprintf("LIST of %s stopped after %d pages (mlplat.list_max_pages)",
+							res->plural, pages);
+		page_cxt = AllocSetContextCreate(CurrentMemoryContext, "mlplat LIST page", ALLOCSET_DEFAULT_SIZES);
+		b = mlplat_http_batch_create(page_cxt);
+		r = mlplat_kube_list(b, res, NULL, selector, LIST_PAGE, cont);
+		mlplat_http_batch_run(b);
+		(*lists)++;
+		pages++;
+		if (!r->failed && r->resp_body != NULL &&
+			MemoryContextMemAllocated(pass_cxt, true) + r->resp_len > limit)
+		{
+			why = psprintf("LIST of %s: page %d (%zu kB) would exceed mlplat.pass_memory_limit (%zu kB, %zu kB in use by the pass)",
+						   res->plural, pages, r->resp_len / 1024, limit / 1024,
+						   MemoryContextMemAllocated(pass_cxt, true) / 1024);
+			MemoryContextDelete(page_cxt);
+			return why;
+		}
+		ml_json_set_error(&err, ML_JSON_ERR_SYNTAX, 0, "no body");
+		/* parsed once, into the tree the caller reads: no jsonb copy of the page */
+		page = (!r->failed && r->resp_body != NULL)
+				   ? ml_json_parse(arena, r->resp_body, r->resp_len, NULL, &err)
+				   : NULL;
+		mlplat_kube_classify(r, page != NULL, &kr);
+		if (kr.outcome == MLPLAT_KUBE_EXPIRED)
+		{
+			/* the continue token expired: the list must start over */
+			MemoryContextDelete(page_cxt);
+			if (++restarts > LIST_MAX_RESTARTS)
+				return psprintf("LIST of %s: continue token expired %d times in a row (410 Gone)",
+								res->plural, restarts);
+			list_restart_backoff(restarts);
+			got = NIL;
+			cont = NULL;
+			continue;
+		}
+		if (kr.outcome != MLPLAT_KUBE_OK)
+		{
+			/*
+			 * The reason may reach a tenant (the projects reconciler puts it in the
+			 * project's last_error): a transport failure's detail, which names the
+			 * API server, goes to the server log only.
+			 */
+			if (kr.tenant_message)
+				ereport(LOG, (errmsg("mlplat: cannot list %s: %s", res->plural, kr.message)));
+			why = psprintf("cannot list %s: %s", res->plural,
+						   mlplat_kube_tenant_line(&kr) ? mlplat_kube_tenant_line(&kr) : "unknown error");
+		}
+		else if (page == NULL)
+			why = psprintf("%s list is not JSON: %s", res->plural, err.message);
+		else if ((arr = ml_json_object_get(page, "items")) == NULL || arr->type != ML_JSON_ARRAY)
+			why = psprintf("%s list has no items array", res->plural);
+		/* the page's text is parsed (or useless): give it back before the next one */
+		MemoryContextDelete(page_cxt);
+		if (why)
+			return why;
+		for (size_t i = 0; i < arr->u.array.count; i++)
+			got = lappend(got, arr->u.array.items[i]);
+		cont = (char *) mlplat_json_text(page, "metadata", "continue", NULL);
+		if (cont == NULL || cont[0] == '\0')
+			break;
+	}
+	*items = list_concat(*items, got);
+	return NULL;
+}
+
+const char *
+mlplat_json_text(const MlJsonValue *obj, const char *a, const char *b, const char *c)
+{
+	const MlJsonValue *v = ml_json_object_get(obj, a);
+
+	if (v && b)
+		v = ml_json_object_get(v, b);
+	if (v && c)
+		v = ml_json_object_get(v, c);
+	return (v && v->type == ML_JSON_STRING) ? v->u.string.str : NULL;
+}
+
+bool
+mlplat_json_int(const MlJsonValue *obj, const char *a, const char *b, int64 *out)
+{
+	const MlJsonValue *v = ml_json_object_get(ml_json_object_get(obj, a), b);
+
+	if (v == NULL || v->type != ML_JSON_NUMBER || !v->u.number.is_integer)
+		return false;
+	*out = (int64) v->u.number.value;
+	return true;
+}

@@ -1,0 +1,96 @@
+/*
+ * sql.c — the SQL a pass runs (reconcile_sql.h): statements with kept plans,
+ * the installation's instance id, text arrays.
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+
+#include "mlplat/reconcile_sql.h"
+
+/*
+ * Plans of the statements mlplat_sql_bool runs, kept for the life of the
+ * process: a write-back runs the same few statements once per entity, and
+ * parsing and planning each call cost more than running it.  The plan cache
+ * re-plans a kept plan when what it depends on changes (an ALTER, a DROP and
+ * CREATE EXTENSION), so a kept plan never goes stale.
+ */
+typedef struct KeptPlan
+{
+	struct KeptPlan *next;
+	char *sql;
+	int nargs;
+	Oid *types;
+	SPIPlanPtr plan;
+} KeptPlan;
+
+static KeptPlan *kept_plans = NULL;
+
+static SPIPlanPtr
+kept_plan(const char *sql, int nargs, Oid *types)
+{
+	KeptPlan *k;
+	SPIPlanPtr plan;
+
+	for (k = kept_plans; k != NULL; k = k->next)
+		if (k->nargs == nargs && strcmp(k->sql, sql) == 0 &&
+			(nargs == 0 || memcmp(k->types, types, sizeof(Oid) * nargs) == 0))
+			return k->plan;
+	plan = SPI_prepare(sql, nargs, types);
+	if (plan == NULL)
+		elog(ERROR, "mlplat: could not prepare \"%s\": %s", sql, SPI_result_code_string(SPI_result));
+	if (SPI_keepplan(plan) != 0)
+		elog(ERROR, "mlplat: could not keep the plan of \"%s\"", sql);
+	k = MemoryContextAllocZero(TopMemoryContext, sizeof(KeptPlan));
+	k->sql = MemoryContextStrdup(TopMemoryContext, sql);
+	k->nargs = nargs;
+	k->types = MemoryContextAlloc(TopMemoryContext, sizeof(Oid) * Max(nargs, 1));
+	if (nargs > 0)
+		memcpy(k->types, types, sizeof(Oid) * nargs);
+	k->plan = plan;
+	k->next = kept_plans;
+	kept_plans = k;
+	return plan;
+}
+
+int
+mlplat_sql_exec(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls)
+{
+	return SPI_execute_plan(kept_plan(sql, nargs, types), values, nulls, false, 0);
+}
+
+bool
+mlplat_sql_bool(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls)
+{
+	bool isnull;
+	Datum d;
+
+	if (SPI_execute_plan(kept_plan(sql, nargs, types), values, nulls, false, 1) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+		elog(ERROR, "mlplat: \"%s\" returned no row", sql);
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	return !isnull && DatumGetBool(d);
+}
+
+char *
+mlplat_instance_id(void)
+{
+	MemoryContext caller = CurrentMemoryContext;
+	char *v;
+
+	if (SPI_execute("SELECT mlplat._instance_id()", true, 1) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "mlplat: no installation row");
+	v = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	if (v == NULL)
+		elog(ERROR, "mlplat: installation has no instance id");
+	return MemoryContextStrdup(caller, v);
+}
+
+void
+mlplat_array_add_text(ArrayBuildState *a, const char *s)
+{
+	accumArrayResult(a, s ? CStringGetTextDatum(s) : (Datum) 0, s == NULL, TEXTOID, a->mcontext);
+}
