@@ -1010,14 +1010,14 @@ BEGIN
     JOIN mlplat.model_versions v ON v.id = c.base_model_version_id
     LEFT JOIN mlplat.campaign_approvals a ON a.campaign_id = c.id
    WHERE k.id = p_candidate_id;
-  labels := pg_catalog.jsonb_build_object('app.kubernetes.io/managed-by', 'mlplat',
+  labels := mlplat._managed_by_label() || pg_catalog.jsonb_build_object(
               'app.kubernetes.io/component', 'optimization-builder', 'mlplat.io/project', q.pname,
               'mlplat.io/campaign', q.cname, 'mlplat.io/candidate', q.name, 'mlplat.io/instance', q.inst);
   uri := q.output_prefix || q.pname || '/' || q.cname || '/' || q.ordinal || '/';
   RETURN pg_catalog.jsonb_build_object(
     'apiVersion', 'batch/v1', 'kind', 'Job',
     'metadata', pg_catalog.jsonb_build_object(
-      'name', 'opt-' || q.cname || '-' || q.ordinal, 'namespace', 'mlp-' || q.pname, 'labels', labels,
+      'name', 'opt-' || q.cname || '-' || q.ordinal, 'namespace', mlplat._project_namespace(q.pname), 'labels', labels,
       'annotations', pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object(
         'mlplat.io/campaign-content-id', q.ccid, 'mlplat.io/candidate-content-id', q.content_id,
         'mlplat.io/traceparent', coalesce(q.atp, q.ctp)))),

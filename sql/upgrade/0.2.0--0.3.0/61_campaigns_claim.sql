@@ -150,7 +150,7 @@ AS $$
 BEGIN
   PERFORM mlplat._campaigns_admit(p_epoch, p_controller);
   RETURN QUERY
-  SELECT k.id, p.name, 'mlp-' || p.name, c.name, k.name, k.ordinal, k.status, k.job_name,
+  SELECT k.id, p.name, mlplat._project_namespace(p.name), c.name, k.name, k.ordinal, k.status, k.job_name,
          CASE WHEN k.status = 'BUILDING' THEN mlplat._render_builder_job(k.id) END,
          k.row_version, k.claimed_at, a.expires_at, c.cancel_requested_at IS NOT NULL,
          c.output_prefix || p.name || '/' || c.name || '/' || k.ordinal || '/artifact',
