@@ -117,9 +117,13 @@ FROM mlplat.deployments ORDER BY name;
 
 -- the rendered manifest: deterministic, labelled, valid against the KServe CRD
 SELECT jsonb_pretty(mlplat.render_inference_service('delta', 'iris-web', 1)
-                    #- '{metadata,labels,mlplat.io/instance}');
+                    #- '{metadata,labels,mlplat.io/instance}' #- '{metadata,annotations,mlplat.io/content-id}');
 SELECT mlplat.render_inference_service('delta', 'iris-web', 1)->'metadata'->'labels'->>'mlplat.io/instance'
        = (SELECT instance_id FROM mlplat.installation) AS instance_label_ok;
+-- ... carrying its own content id: that of the render without it (issue 18, finding 5)
+SELECT s->'metadata'->'annotations'->>'mlplat.io/content-id'
+       = mlplat.content_id(s #- '{metadata,annotations,mlplat.io/content-id}') AS content_id_ok
+FROM (SELECT mlplat.render_inference_service('delta', 'iris-web', 1) AS s) x;
 SELECT mlplat.render_inference_service('delta', 'iris-web') = mlplat.render_inference_service('delta', 'iris-web', 3) AS desired_is_default;
 SELECT mlplat.render_inference_service('delta', 'iris-web', 99);
 \pset format unaligned

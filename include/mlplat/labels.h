@@ -16,6 +16,8 @@
 #define MLPLAT_MANAGED_BY "mlplat"
 #define MLPLAT_LABEL_INSTANCE "mlplat.io/instance"
 #define MLPLAT_LABEL_PROJECT "mlplat.io/project"
+/* a rendered object's own content id (that of the render without it): Workflows, InferenceServices */
+#define MLPLAT_ANNOTATION_CONTENT_ID "mlplat.io/content-id"
 
 /* {"app.kubernetes.io/managed-by":"mlplat"} as JSON text, for bodies built as strings */
 #define MLPLAT_MANAGED_BY_JSON "{\"" MLPLAT_LABEL_MANAGED_BY "\":\"" MLPLAT_MANAGED_BY "\"}"

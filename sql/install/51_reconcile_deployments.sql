@@ -275,3 +275,26 @@ ALTER TABLE mlplat.route_generations ENABLE ROW LEVEL SECURITY;
 CREATE POLICY member_reads ON mlplat.route_generations FOR SELECT USING (mlplat._can_view(project_id));
 GRANT SELECT ON mlplat.route_generations, mlplat.routes TO PUBLIC;
 SELECT pg_catalog.pg_extension_config_dump('mlplat.route_generations', '');
+
+-- Which InferenceServices found under a deployment's name are mlplat's own (issue 18,
+-- finding 5): the ordinals of the (namespace, name, content id) triples whose content id
+-- (annotation mlplat.io/content-id, NULL when absent) is that of one of the deployment's
+-- revisions.  Both reconcilers that write the object stamp a revision's id: the
+-- deployments reconciler applies the render, the rollouts reconciler the render plus
+-- canaryTrafficPercent.  A revision rendered before 0.3.0 carries no id: its object is
+-- recognised by carrying none.  Called by the workers only for objects whose id is not
+-- the one of the render they are about to write.
+CREATE FUNCTION mlplat._isvc_stamps_known(p_namespaces text[], p_names text[], p_content_ids text[])
+RETURNS SETOF int
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, mlplat, pg_temp AS $$
+  SELECT x.i
+    FROM (SELECT g.i, p_namespaces[g.i] AS ns, p_names[g.i] AS name, p_content_ids[g.i] AS content_id
+            FROM pg_catalog.generate_subscripts(p_namespaces, 1) AS g(i)) x
+   WHERE EXISTS (SELECT FROM mlplat.projects p
+                   JOIN mlplat.deployments d ON d.project_id = p.id AND d.name = x.name
+                   JOIN mlplat.deployment_revisions r ON r.deployment_id = d.id
+                  WHERE mlplat._project_namespace(p.name) = x.ns
+                    AND (r.spec->'metadata'->'annotations'->>'mlplat.io/content-id') IS NOT DISTINCT FROM x.content_id)
+$$;
+REVOKE ALL ON FUNCTION mlplat._isvc_stamps_known(text[], text[], text[]) FROM PUBLIC;

@@ -35,6 +35,7 @@
 #include "mlplat/canonical.h"
 #include "mlplat/guc.h"
 #include "mlplat/http.h"
+#include "mlplat/isvc_owner.h"
 #include "mlplat/json.h"
 #include "mlplat/kube.h"
 #include "mlplat/labels.h"
@@ -95,6 +96,10 @@ typedef struct Deployment
 	/* observed */
 	const MlJsonValue *obj;
 	const MlplatUnanswered *unanswered; /* an apply to it never answered */
+	MlplatHttpRequest *probe;			/* GET before a first apply that saw no object */
+	char *not_ours;						/* the object under its name is not its own: why */
+	const MlJsonValue *desired;			/* spec parsed (by judge_found), or NULL */
+	bool probe_failed;					/* the probe got no usable answer: apply nothing yet */
 	/* decided */
 	DepAction action;
 	bool adopt;		  /* found what an unanswered apply made: ledger ADOPT */
@@ -458,7 +463,7 @@ deployment_decide(Deployment *d, MlJsonArena *arena)
 	if (d->desired_revision <= 0 || d->spec == NULL)
 		return;
 
-	desired = ml_json_parse(arena, d->spec, strlen(d->spec), NULL, &err);
+	desired = d->desired ? (MlJsonValue *) d->desired : ml_json_parse(arena, d->spec, strlen(d->spec), NULL, &err);
 	if (desired == NULL)
 		elog(ERROR, "stored spec of deployment %lld is not JSON: %s", (long long) d->id, err.message);
 
@@ -521,6 +526,112 @@ deployment_decide(Deployment *d, MlJsonArena *arena)
 	}
 	d->settle_note = d->unanswered != NULL;
 	deployment_readiness(d);
+}
+
+/*
+ * An InferenceService under the deployment's name that is not its own (issue
+ * 18, finding 5): report it (status reason, last_error, ledger ADOPT CONFLICT)
+ * and touch nothing.  A DELETING deployment has nothing left to delete of its
+ * own: it is DELETED, the object left alone.  Otherwise it waits, and looks
+ * again after PERMANENT_RETRY_MS (one ledger row per look).
+ */
+static void
+deployment_not_ours(Deployment *d)
+{
+	char *what = psprintf("InferenceService %s/%s exists but is not this deployment's: %s", d->ns, d->name,
+						  d->not_ours);
+
+	d->action = DEP_NONE;
+	d->new_status = d->status;
+	d->retry_ms = -1;
+	if (strcmp(d->status, "DELETING") == 0)
+	{
+		if (d->unanswered && !mlplat_unanswered_settled(d->unanswered))
+			return; /* an apply of ours may still land: look again */
+		d->new_status = "DELETED";
+		d->reason = psprintf("%s; not deleted", what);
+		d->mark_observed = true;
+		d->settle_note = d->unanswered != NULL;
+	}
+	else
+	{
+		if (!d->due)
+			return;
+		/* not serving: the object under its name is someone else's */
+		if (strcmp(d->status, "READY") == 0 || strcmp(d->status, "DRIFTED") == 0)
+			d->new_status = "DEPLOYING";
+		d->reason = psprintf("%s; not adopted, not touched", what);
+		d->error = d->reason;
+		d->retry_ms = Min(PERMANENT_RETRY_MS, mlplat_backoff_max_ms);
+	}
+	d->write = true;
+	d->ledger_action = "ADOPT";
+	d->ledger_outcome = "CONFLICT";
+}
+
+/*
+ * Judge the objects found under the names of deps (d->obj, or the probe's when
+ * probe is set): mlplat's labels and a content id of one of the deployment's
+ * revisions, or d->not_ours says why not.
+ */
+static void
+judge_found(List *deps, const char *instance, MlJsonArena *arena, bool probe)
+{
+	List *owners = NIL;
+	List *whose = NIL;
+	ListCell *lc;
+	ListCell *lw;
+
+	foreach (lc, deps)
+	{
+		Deployment *d = lfirst(lc);
+		const MlJsonValue *obj = probe ? NULL : d->obj;
+		MlplatIsvcOwner *o;
+		MlJsonError err;
+
+		if (probe && d->probe)
+		{
+			MlplatKubeResult res;
+
+			mlplat_kube_classify(d->probe, d->probe->resp_body != NULL, &res);
+			if (res.outcome == MLPLAT_KUBE_OK && d->probe->resp_body)
+				obj = ml_json_parse(arena, d->probe->resp_body, d->probe->resp_len, NULL, &err);
+			if (obj == NULL && res.outcome != MLPLAT_KUBE_NOT_FOUND)
+			{
+				d->probe_failed = true;
+				d->error = psprintf("cannot read InferenceService %s/%s before applying: %s", d->ns, d->name,
+									mlplat_kube_tenant_line(&res) ? mlplat_kube_tenant_line(&res) : "no answer");
+				d->ledger_error = res.tenant_message ? res.message : NULL;
+				d->retry_ms = mlplat_backoff_delay_ms(d->attempts + 1, 500, mlplat_backoff_max_ms, res.retry_after_s,
+													  (uint32) d->id ^ (uint32) d->attempts);
+			}
+		}
+		if (obj == NULL)
+			continue;
+		o = palloc0(sizeof(MlplatIsvcOwner));
+		o->ns = d->ns;
+		o->name = d->name;
+		o->obj = obj;
+		o->own_content_id = NULL;
+		o->no_render = d->spec == NULL;
+		if (d->spec)
+		{
+			/* parsed once: deployment_decide reads the same tree */
+			if (d->desired == NULL)
+				d->desired = ml_json_parse(arena, d->spec, strlen(d->spec), NULL, &err);
+			o->own_content_id = d->desired ? mlplat_isvc_content_id(d->desired) : NULL;
+		}
+		owners = lappend(owners, o);
+		whose = lappend(whose, d);
+	}
+	mlplat_isvc_judge(owners, instance);
+	forboth (lc, owners, lw, whose)
+	{
+		MlplatIsvcOwner *o = lfirst(lc);
+		Deployment *d = lfirst(lw);
+
+		d->not_ours = o->not_ours;
+	}
 }
 
 /* ---------------------------------------------------------------- I/O */
@@ -869,7 +980,7 @@ note_requests(MlplatPass *pass, List *deps)
  * them back.  Returns the number of applies.
  */
 static int
-apply_checked(MlplatPass *pass, List *deps, List *checks)
+apply_checked(MlplatPass *pass, List *deps, List *checks, const char *instance, MlJsonArena *arena)
 {
 	MemoryContext pass_cxt = CurrentMemoryContext;
 	MlplatHttpBatch *batch;
@@ -878,6 +989,9 @@ apply_checked(MlplatPass *pass, List *deps, List *checks)
 	int applies = 0;
 
 	mlplat_artifact_finish(pass, checks);
+	/* what the probes found under the names of first applies: applied over only when its own */
+	judge_found(deps, instance, arena, true);
+
 	batch = mlplat_http_batch_create(pass_cxt);
 	foreach (lc, deps)
 	{
@@ -899,6 +1013,22 @@ apply_checked(MlplatPass *pass, List *deps, List *checks)
 			if (c->source && c->verdict == MLPLAT_ARTIFACT_OK)
 				mlplat_span_attr_text(d->check_span, "mlplat.artifact.digest_source", c->source);
 			mlplat_span_end(d->check_span, c->verdict == MLPLAT_ARTIFACT_OK ? NULL : c->reason);
+		}
+		if (c->verdict == MLPLAT_ARTIFACT_OK && (d->not_ours || d->probe_failed))
+		{
+			/* verified, but the name is someone else's, or could not be looked at */
+			if (d->not_ours)
+			{
+				d->due = true;
+				deployment_not_ours(d);
+			}
+			else
+			{
+				d->action = DEP_NONE;
+				d->write = true;
+				d->reason = d->error;
+			}
+			continue;
 		}
 		if (c->verdict == MLPLAT_ARTIFACT_OK)
 		{
@@ -1043,9 +1173,19 @@ mlplat_deployments_pass(MlplatPass *pass)
 			o->name = pstrdup(name);
 			o->project = (char *) mlplat_json_text(obj, "metadata", "labels", MLPLAT_LABEL_PROJECT);
 			o->action = DEP_DELETE;
+			o->obj = obj;
 			orphans = lappend(orphans, o);
 		}
 	}
+
+	/*
+	 * An object found under a deployment's name is written or deleted only when
+	 * it is its own; an orphan is torn down only when it carries the content id
+	 * of a revision of a deployment of its namespace and name (one that ended,
+	 * or whose row is gone while an apply of it landed late).
+	 */
+	judge_found(deps, instance, arena, false);
+	judge_found(orphans, instance, arena, false);
 
 	batch = mlplat_http_batch_create(pass_cxt);
 	foreach (lc, deps)
@@ -1054,11 +1194,16 @@ mlplat_deployments_pass(MlplatPass *pass)
 
 		if (pass->woken && strcmp(d->status, "DELETING") == 0)
 		{
-			/* unobserved: delete rather than conclude it is gone */
+			/*
+			 * Unobserved: whatever holds the name is deleted only once it is seen
+			 * to be the deployment's own — by the full pass that follows at once.
+			 */
 			d->new_status = d->status;
 			d->retry_ms = -1;
-			d->action = DEP_DELETE;
+			pass->next_pass_ms = 1;
 		}
+		else if (d->not_ours)
+			deployment_not_ours(d);
 		else
 			deployment_decide(d, arena);
 		if (d->action == DEP_APPLY && d->first_apply)
@@ -1067,6 +1212,9 @@ mlplat_deployments_pass(MlplatPass *pass)
 			d->check = mlplat_artifact_check_new(d->id, d->desired_revision, d->attempts);
 			d->check_span = dep_span(d, "artifact_check", MLPLAT_SPAN_CLIENT);
 			checks = lappend(checks, d->check);
+			/* nothing of ours was seen under the name: look before applying over it */
+			if (d->obj == NULL)
+				d->probe = mlplat_kube_get(batch, &ISVC, d->ns, d->name);
 		}
 		else if (d->action == DEP_APPLY || d->action == DEP_REPAIR)
 		{
@@ -1095,15 +1243,17 @@ mlplat_deployments_pass(MlplatPass *pass)
 			mlplat_span_attr_text(s, "mlplat.status", d->new_status);
 			mlplat_span_end(s, strcmp(d->new_status, "READY") == 0 ? NULL : d->reason);
 		}
-		if (strcmp(d->new_status, "DEPLOYING") == 0 || strcmp(d->new_status, "DELETING") == 0 ||
-			(strcmp(d->new_status, "DRIFTED") == 0 && !d->drift_report))
+		if (d->not_ours == NULL &&
+			(strcmp(d->new_status, "DEPLOYING") == 0 || strcmp(d->new_status, "DELETING") == 0 ||
+			 (strcmp(d->new_status, "DRIFTED") == 0 && !d->drift_report)))
 			pass->next_pass_ms = FOLLOW_UP_MS;
 	}
 	foreach (lc, orphans)
 	{
 		Deployment *o = lfirst(lc);
 
-		o->req = mlplat_kube_delete(batch, &ISVC, o->ns, o->name);
+		if (o->not_ours == NULL)
+			o->req = mlplat_kube_delete(batch, &ISVC, o->ns, o->name);
 	}
 
 	/* the artifact checks' HEADs run in the same batch as everything else */
@@ -1125,6 +1275,13 @@ mlplat_deployments_pass(MlplatPass *pass)
 		Deployment *o = lfirst(lc);
 		MlplatKubeResult res;
 
+		if (o->req == NULL)
+		{
+			/* mlplat's labels, but not provably mlplat's: reported, not deleted */
+			o->ledger_outcome = "CONFLICT";
+			o->error = psprintf("not this installation's InferenceService: %s; not deleted", o->not_ours);
+			continue;
+		}
 		mlplat_kube_parse_status(o->req, &res);
 		o->http_status = res.status;
 		o->ledger_outcome = (res.outcome == MLPLAT_KUBE_OK || res.outcome == MLPLAT_KUBE_NOT_FOUND) ? "OK" : "FAILED";
@@ -1134,7 +1291,7 @@ mlplat_deployments_pass(MlplatPass *pass)
 	write_back(pass, deps, orphans);
 	/* written first, so a download never delays the others' results */
 	if (checks != NIL)
-		applies += apply_checked(pass, deps, checks);
+		applies += apply_checked(pass, deps, checks, instance, arena);
 	if (pass->status[0] == '\0')
 		snprintf(pass->status, sizeof(pass->status), "%d deployments, %d applied, %d orphans, %d LIST requests",
 				 list_length(deps), applies, list_length(orphans), lists);

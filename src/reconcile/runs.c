@@ -50,7 +50,6 @@ static const MlplatKubeResource WORKFLOW = { "argoproj.io", "v1alpha1", "workflo
 /* how soon to look again while a workflow moves */
 #define FOLLOW_UP_MS 300
 #define PERMANENT_RETRY_MS 30000
-#define CONTENT_ID_ANNOTATION "mlplat.io/content-id"
 
 typedef enum RunAction
 {
@@ -191,7 +190,7 @@ not_ours(const Run *r, const MlJsonValue *obj)
 {
 	const char *by = mlplat_json_text(obj, "metadata", "labels", MLPLAT_LABEL_MANAGED_BY);
 	const char *inst = mlplat_json_text(obj, "metadata", "labels", MLPLAT_LABEL_INSTANCE);
-	const char *cid = mlplat_json_text(obj, "metadata", "annotations", CONTENT_ID_ANNOTATION);
+	const char *cid = mlplat_json_text(obj, "metadata", "annotations", MLPLAT_ANNOTATION_CONTENT_ID);
 
 	if (by == NULL || strcmp(by, MLPLAT_MANAGED_BY) != 0 || inst == NULL || strcmp(inst, r->instance) != 0)
 		return pstrdup("it does not carry mlplat's labels of this installation");
@@ -681,7 +680,7 @@ mlplat_runs_pass(MlplatPass *pass)
 
 		r->instance = instance;
 		if (r->manifest && (m = ml_json_parse(arena, r->manifest, strlen(r->manifest), NULL, &err)) != NULL)
-			r->content_id = mlplat_json_text(m, "metadata", "annotations", CONTENT_ID_ANNOTATION);
+			r->content_id = mlplat_json_text(m, "metadata", "annotations", MLPLAT_ANNOTATION_CONTENT_ID);
 	}
 	{
 		char *list_error = mlplat_kube_list_all(arena, &WORKFLOW, selector, &items, &lists);

@@ -17,7 +17,9 @@
  *     env fails as jsonb_each_text fails;
  *   - resources: only when gpus > 0;
  *   - predictor.serviceAccountName: mlplat.predictor_service_account, read
- *     at render time (so the function is STABLE, not IMMUTABLE).
+ *     at render time (so the function is STABLE, not IMMUTABLE);
+ *   - metadata.annotations."mlplat.io/content-id": the content id of the
+ *     render without it (since 0.3.0; see mlplat_render_isvc).
  * The regression test renders manifests and compares them with expected
  * output; validate-manifest checks them against the CRD schema.
  */
@@ -35,6 +37,10 @@
 #include "mlplat/labels.h"
 
 PG_FUNCTION_INFO_V1(mlplat_render_isvc);
+
+/* src/json/sql.c: mlplat.content_id(jsonb) */
+extern Datum mlplat_content_id(PG_FUNCTION_ARGS);
+
 
 static void
 push_cstr(JsonbParseState **ps, JsonbIteratorToken tok, const char *s, int len)
@@ -202,12 +208,11 @@ push_env(JsonbParseState **ps, Jsonb *env)
 }
 
 /*
- * mlplat._render_isvc(project, deployment, revision, instance, model_format,
- *                     runtime, storage_uri, sha256, gpus, min_replicas,
- *                     max_replicas, env)
+ * The InferenceService of the arguments; with content_id, it carries it as
+ * annotation mlplat.io/content-id.
  */
-Datum
-mlplat_render_isvc(PG_FUNCTION_ARGS)
+static Jsonb *
+render(FunctionCallInfo fcinfo, const char *content_id)
 {
 	JsonbParseState *ps = NULL;
 	JsonbValue *res;
@@ -249,6 +254,11 @@ mlplat_render_isvc(PG_FUNCTION_ARGS)
 	pushJsonbValue(&ps, WJB_BEGIN_OBJECT, NULL);
 	key(&ps, "mlplat.io/artifact-sha256");
 	value_text(&ps, fcinfo, 7);
+	if (content_id)
+	{
+		key(&ps, MLPLAT_ANNOTATION_CONTENT_ID);
+		push_cstr(&ps, WJB_VALUE, content_id, strlen(content_id));
+	}
 	pushJsonbValue(&ps, WJB_END_OBJECT, NULL);
 	pushJsonbValue(&ps, WJB_END_OBJECT, NULL); /* metadata */
 
@@ -315,5 +325,27 @@ mlplat_render_isvc(PG_FUNCTION_ARGS)
 	pushJsonbValue(&ps, WJB_END_OBJECT, NULL); /* predictor */
 	pushJsonbValue(&ps, WJB_END_OBJECT, NULL); /* spec */
 	res = pushJsonbValue(&ps, WJB_END_OBJECT, NULL);
-	PG_RETURN_JSONB_P(JsonbValueToJsonb(res));
+	return JsonbValueToJsonb(res);
+}
+
+/*
+ * mlplat._render_isvc(project, deployment, revision, instance, model_format,
+ *                     runtime, storage_uri, sha256, gpus, min_replicas,
+ *                     max_replicas, env)
+ *
+ * The render carries its own content id (annotation mlplat.io/content-id: the
+ * content id of the render without it), as a Workflow does: an
+ * InferenceService found under a deployment's name is taken for the
+ * deployment's own — re-applied, repaired, deleted — only when it carries
+ * mlplat's labels and the content id of one of the deployment's revisions
+ * (issue 18, finding 5).  The rollouts reconciler applies a revision's render
+ * plus canaryTrafficPercent, so it stamps the revision's id too.
+ */
+Datum
+mlplat_render_isvc(PG_FUNCTION_ARGS)
+{
+	Jsonb *bare = render(fcinfo, NULL);
+	char *id = TextDatumGetCString(DirectFunctionCall1(mlplat_content_id, JsonbPGetDatum(bare)));
+
+	PG_RETURN_JSONB_P(render(fcinfo, id));
 }

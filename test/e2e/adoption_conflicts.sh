@@ -8,6 +8,10 @@
 #     installation's tag;
 #   workflows: a Workflow under a run's deterministic name with mlplat's labels but not the
 #     render's content id (found by LIST); one without our labels (answered 409, then read);
+#   InferenceServices: one under a deployment's name with mlplat's labels (even the
+#     revision's) but another content id (found by LIST); one without our labels (read
+#     before the first apply); an undeploy over a look-alike; a rollout over an object
+#     whose content id was replaced.
 set -u
 . "$(dirname "$0")/../lib/e2e.sh"
 SD=$WORK/standin-adopt
@@ -95,5 +99,96 @@ tap_is "$(wf_writes alien-1)" "1/0" "workflows: nothing was written to it"
 q $DB "SELECT mlplat.cancel_run('hostile', 'alien')" >/dev/null
 wait_for $DB "SELECT status FROM mlplat.runs WHERE name = 'alien'" CANCELLED 20
 tap_ok $? "workflows: the run can be cancelled"
+
+# ---------------------------------------------------------------- InferenceServices
+ISVC=/apis/serving.kserve.io/v1beta1/namespaces/mlp-hostile/inferenceservices
+SHA3=$(standin_artifact s3://models/hostile/3 'hostile weights three')
+SHA4=$(standin_artifact s3://models/hostile/4 'hostile weights four')
+q $DB "SELECT mlplat.register_model_version('hostile', 'iris', '3', 's3://models/hostile/3', '$SHA3', 'kserve-sklearnserver', 'sklearn')" >/dev/null
+q $DB "SELECT mlplat.register_model_version('hostile', 'iris', '4', 's3://models/hostile/4', '$SHA4', 'kserve-sklearnserver', 'sklearn')" >/dev/null
+q $DB "SELECT mlplat.set_model_stage('hostile', 'iris', '3', 'CANDIDATE'); SELECT mlplat.set_model_stage('hostile', 'iris', '4', 'CHAMPION')" >/dev/null
+plant_isvc() {   # NAME LABELS-JSON — someone else's InferenceService under a deployment's name
+	kube POST "$ISVC" '{"apiVersion":"serving.kserve.io/v1beta1","kind":"InferenceService","metadata":{"name":"'"$1"'","namespace":"mlp-hostile","labels":'"$2"',"annotations":{"mlplat.io/content-id":"0000"}},"spec":{"predictor":{"model":{"modelFormat":{"name":"sklearn"},"storageUri":"s3://evil/weights"}}}}' >/dev/null
+}
+isvc_writes() { admin GET writes | python3 -c 'import json,sys; w=json.load(sys.stdin).get("InferenceService/mlp-hostile/'"$1"'", {}); print("%d/%d" % (w.get("create", 0), w.get("patch", 0) + w.get("update", 0) + w.get("delete", 0)))'; }
+isvc_uri() { kube GET "$ISVC/$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["spec"]["predictor"]["model"]["storageUri"])'; }
+dep_row() { q $DB "SELECT d.status || ':' || (coalesce(d.last_error, d.status_reason) LIKE '%not adopted, not touched%') FROM mlplat.deployments d JOIN mlplat.projects p ON p.id = d.project_id WHERE p.name = 'hostile' AND d.name = '$1'"; }
+isvc_conflicts() {   # DEPLOYMENT KIND — a conflict row of the deployment, or of one of its rollouts
+	echo "SELECT count(*) > 0 FROM mlplat.reconcile_ledger l WHERE l.kind = '$2' AND l.action = 'ADOPT' AND l.outcome = 'CONFLICT'
+	        AND l.entity_id IN (SELECT CASE WHEN l.kind = 'rollouts' THEN r.id ELSE d.id END FROM mlplat.deployments d
+	                             LEFT JOIN mlplat.rollouts r ON r.deployment_id = d.id WHERE d.name = '$1')"
+}
+deploy_h() { q $DB "SELECT status FROM mlplat.deploy('hostile', '$1', 'iris', '$2', 'kserve-sklearnserver', 0, 1, 1, '{}')" >/dev/null; }
+
+# with our labels, even revision 1's, and another content id: found by the LIST
+plant_isvc lookalike '{"app.kubernetes.io/managed-by":"mlplat","mlplat.io/instance":"'"$INSTANCE"'","mlplat.io/project":"hostile","mlplat.io/deployment":"lookalike","mlplat.io/revision":"1"}'
+deploy_h lookalike 3
+wait_for $DB "$(isvc_conflicts lookalike deployments)" t 30
+tap_ok $? "isvc: a look-alike with our labels and another content id is a conflict in the ledger"
+tap_is "$(dep_row lookalike)" "DEPLOYING:true" "isvc: the deployment is not READY on it and says it was not adopted"
+tap_is "$(isvc_writes lookalike)/$(isvc_uri lookalike)" "1/0/s3://evil/weights" "isvc: nothing was applied over it"
+q $DB "SELECT mlplat.undeploy('hostile', 'lookalike')" >/dev/null
+wait_for $DB "SELECT d.status FROM mlplat.deployments d WHERE d.name = 'lookalike'" DELETED 30
+tap_ok $? "isvc: undeploying it ends the deployment"
+tap_is "$(q $DB "SELECT status_reason LIKE '%is not this deployment''s%not deleted' FROM mlplat.deployments WHERE name = 'lookalike'")/$(isvc_writes lookalike)" \
+	"t/1/0" "isvc: ... saying the object is not its own; the look-alike was not deleted"
+
+# without our labels: not in the LIST, read before the first apply and refused
+plant_isvc alien '{"team":"other"}'
+deploy_h alien 3
+wait_for $DB "$(isvc_conflicts alien deployments)" t 30
+tap_ok $? "isvc: an InferenceService of another owner under the deployment's name is a conflict"
+tap_is "$(dep_row alien)/$(isvc_writes alien)/$(isvc_uri alien)" "DEPLOYING:true/1/0/s3://evil/weights" \
+	"isvc: the deployment says so and nothing was applied over it"
+
+# ours, redeployed (the object carries revision 1's id while revision 2 is applied) and
+# rolled out (the rollout stamps the target's id): each accepts the other's
+deploy_h own 3
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'own'" READY 30
+tap_ok $? "isvc: a deployment of our own is READY"
+deploy_h own 4
+wait_for $DB "SELECT status || ':' || observed_revision FROM mlplat.deployments WHERE name = 'own'" READY:2 30
+tap_ok $? "isvc: redeployed over revision 1's object: READY on revision 2"
+q $DB "SELECT status FROM mlplat.start_rollout('hostile', 'own', 'iris', '3', '{\"steps\": [0.1, 0.5], \"ceiling\": 0.5, \"window_seconds\": 60}')" >/dev/null
+wait_for $DB "SELECT count(*) FROM mlplat.reconcile_ledger l JOIN mlplat.rollouts r ON r.id = l.entity_id WHERE l.kind = 'rollouts' AND l.action = 'APPLY' AND l.outcome = 'OK' AND r.deployment_id = (SELECT id FROM mlplat.deployments WHERE name = 'own')" 1 30
+tap_ok $? "isvc: the rollout applies its first step over the deployment's object"
+q $DB "SELECT mlplat.abort_rollout('hostile', 'own')" >/dev/null
+wait_for $DB "SELECT status FROM mlplat.rollouts WHERE deployment_id = (SELECT id FROM mlplat.deployments WHERE name = 'own')" ABORTED 30
+tap_ok $? "isvc: aborted, the rollout's object is the deployment's again"
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'own'" READY 30
+tap_ok $? "isvc: ... and the deployment READY on it"
+tap_is "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger l JOIN mlplat.deployments d ON d.id = l.entity_id WHERE l.action = 'ADOPT' AND l.outcome = 'CONFLICT' AND d.name = 'own'")" 0 \
+	"isvc: no conflict for the deployment's own object"
+
+# a rollout over an object whose content id someone replaced while it runs
+deploy_h forged 3
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'forged'" READY 30
+tap_ok $? "isvc: deployment forged is READY"
+q $DB "SELECT status FROM mlplat.start_rollout('hostile', 'forged', 'iris', '4', '{\"steps\": [0.1, 0.5], \"ceiling\": 0.5, \"window_seconds\": 60}')" >/dev/null
+wait_for $DB "SELECT count(*) FROM mlplat.reconcile_ledger l JOIN mlplat.rollouts r ON r.id = l.entity_id WHERE l.kind = 'rollouts' AND l.action = 'APPLY' AND l.outcome = 'OK' AND r.deployment_id = (SELECT id FROM mlplat.deployments WHERE name = 'forged')" 1 30
+tap_ok $? "isvc: its rollout applied its first step"
+curl -s -X PATCH -H "Authorization: Bearer $STANDIN_TOKEN" -H 'Content-Type: application/merge-patch+json' \
+	"$STANDIN_URL$ISVC/forged" -d '{"metadata":{"annotations":{"mlplat.io/content-id":"0000"}}}' >/dev/null
+tap_is "$(kube GET "$ISVC/forged" | python3 -c 'import json,sys; print(json.load(sys.stdin)["metadata"]["annotations"]["mlplat.io/content-id"])')" 0000 \
+	"isvc: then someone replaced the content id on the object"
+before=$(isvc_writes forged)
+wait_for $DB "$(isvc_conflicts forged rollouts)" t 30
+tap_ok $? "isvc: the rollout finds another content id on the object: a conflict in the ledger"
+tap_is "$(q $DB "SELECT last_error LIKE '%not adopted, not touched%' FROM mlplat.rollouts WHERE deployment_id = (SELECT id FROM mlplat.deployments WHERE name = 'forged')")" t \
+	"isvc: the rollout says so"
+tap_is "$(isvc_writes forged)" "$before" "isvc: nothing was written to the object after the forger's patch"
+
+# the database is shared with the next scripts: leave nothing waiting on a conflict
+target=$(q $DB "SELECT r.spec->'metadata'->'annotations'->>'mlplat.io/content-id' FROM mlplat.deployment_revisions r JOIN mlplat.rollouts o ON o.deployment_id = r.deployment_id AND o.target_revision = r.revision JOIN mlplat.deployments d ON d.id = r.deployment_id WHERE d.name = 'forged'")
+curl -s -X PATCH -H "Authorization: Bearer $STANDIN_TOKEN" -H 'Content-Type: application/merge-patch+json' \
+	"$STANDIN_URL$ISVC/forged" -d '{"metadata":{"annotations":{"mlplat.io/content-id":"'"$target"'"}}}' >/dev/null
+kube DELETE "$ISVC/alien" >/dev/null
+kube DELETE "$ISVC/lookalike" >/dev/null
+q $DB "SELECT mlplat.abort_rollout('hostile', 'forged')" >/dev/null
+wait_for $DB "SELECT status FROM mlplat.rollouts WHERE deployment_id = (SELECT id FROM mlplat.deployments WHERE name = 'forged')" ABORTED 30
+tap_ok $? "isvc: with the forger's id put back, the rollout is the deployment's again and aborts"
+for n in alien own forged; do q $DB "SELECT mlplat.undeploy('hostile', '$n')" >/dev/null; done
+wait_for $DB "SELECT string_agg(status, ',' ORDER BY name) FROM mlplat.deployments WHERE name IN ('alien', 'own', 'forged')" DELETED,DELETED,DELETED 60
+tap_ok $? "isvc: the look-alikes removed, every deployment of this script undeploys"
 
 tap_done

@@ -61,7 +61,19 @@ tap_is "$(q $DB "SELECT latest_revision FROM mlplat.deployments WHERE name = 'ir
 min=$(kube GET /apis/serving.kserve.io/v1beta1/namespaces/mlp-shop/inferenceservices/iris | python3 -c 'import json,sys; print(json.load(sys.stdin)["spec"]["predictor"]["minReplicas"])')
 tap_is "$min" 1 "the cluster object is back to the desired minReplicas"
 
-# --- an orphan: our labels, no desired row -> torn down; an unlabelled object is left alone
+# --- an orphan: an InferenceService mlplat made (our labels and the content id of a revision
+#     of that name) with no live deployment -> torn down: phantom is undeployed, then its
+#     render lands again (as an apply answered too late would).  A look-alike with our labels
+#     and no such content id (ghost) is not provably ours: reported, never deleted (issue 18,
+#     finding 5); an unlabelled object is never touched.
+q $DB "SELECT status FROM mlplat.deploy('shop', 'phantom', 'iris', '1', 'kserve-sklearnserver', 0, 1, 1, '{}')" >/dev/null
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'phantom'" READY 20
+tap_ok $? "deployment phantom is READY"
+phantom=$(q $DB "SELECT mlplat.render_inference_service('shop', 'phantom', 1)")
+q $DB "SELECT mlplat.undeploy('shop', 'phantom')" >/dev/null
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'phantom'" DELETED 20
+tap_ok $? "phantom undeployed"
+kube POST /apis/serving.kserve.io/v1beta1/namespaces/mlp-shop/inferenceservices "$phantom" >/dev/null
 kube POST /apis/serving.kserve.io/v1beta1/namespaces/mlp-shop/inferenceservices "$(echo "$isvc" | python3 -c '
 import json,sys; o=json.load(sys.stdin)
 o["metadata"]={"name":"ghost","namespace":"mlp-shop","labels":o["metadata"]["labels"]}; o.pop("status",None); print(json.dumps(o))')" >/dev/null
@@ -69,13 +81,18 @@ kube POST /apis/serving.kserve.io/v1beta1/namespaces/mlp-shop/inferenceservices 
 import json,sys; o=json.load(sys.stdin)
 o["metadata"]={"name":"handmade","namespace":"mlp-shop"}; o.pop("status",None); print(json.dumps(o))')" >/dev/null
 wait_for $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND action = 'ORPHAN_TEARDOWN' AND outcome = 'OK'" 1 10
-tap_ok $? "an InferenceService with our labels and no deployment is torn down as an orphan"
+tap_ok $? "an InferenceService mlplat made, with no live deployment, is torn down as an orphan"
 # ... where it happened: the stand-in answers 404 and logged the DELETE
-wait_kube_gone /apis/serving.kserve.io/v1beta1/namespaces/mlp-shop/inferenceservices/ghost 10
+wait_kube_gone /apis/serving.kserve.io/v1beta1/namespaces/mlp-shop/inferenceservices/phantom 10
 tap_ok $? "the orphan is gone from the stand-in (GET is 404)"
-tap_is "$(writes_count "method=DELETE&name=ghost")" 1 "the stand-in logged one DELETE of the orphan"
+tap_is "$(writes_count "method=DELETE&name=phantom")" 2 "the stand-in logged the undeploy's DELETE and the orphan's"
+wait_for $DB "SELECT count(*) > 0 FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND action = 'ORPHAN_TEARDOWN' AND outcome = 'CONFLICT' AND detail->>'note' = 'mlp-shop/ghost'" t 10
+tap_ok $? "a look-alike with our labels but no content id of ours is reported as a conflict"
+tap_is "$(writes_count "method=DELETE&name=ghost")/$(kube_code /apis/serving.kserve.io/v1beta1/namespaces/mlp-shop/inferenceservices/ghost)" "0/200" \
+	"... and never deleted"
 code=$(kube GET /apis/serving.kserve.io/v1beta1/namespaces/mlp-shop/inferenceservices/handmade | python3 -c 'import json,sys; print(json.load(sys.stdin).get("metadata",{}).get("name",""))')
 tap_is "$code" handmade "an unlabelled InferenceService is never touched"
+kube DELETE /apis/serving.kserve.io/v1beta1/namespaces/mlp-shop/inferenceservices/ghost >/dev/null
 
 # --- a rolled-back intent wakes nothing and never reaches the cluster
 out=$($PSQL -d $DB -c "BEGIN" -c "SELECT status FROM mlplat.deploy('shop', 'never', 'iris', '1', 'kserve-sklearnserver')" \

@@ -32,7 +32,7 @@ patches=$(admin GET "requests?name=lost&method=PATCH" | python3 -c 'import json,
 tap_ok $? "the stand-in stored the apply, dropped its connection, and dropped libcurl's resends too ($patches)"
 tap_is "$(ledger lost)" "APPLY:RETRY:- ADOPT:OK:-" \
 	"the ledger shows the unanswered apply, then the adoption of what it made"
-tap_is "$(q $DB "SELECT detail->>'note' FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND action = 'ADOPT'")" \
+tap_is "$(q $DB "SELECT detail->>'note' FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND action = 'ADOPT' AND entity_id = (SELECT id FROM mlplat.deployments WHERE name = 'lost')")" \
 	"found revision 1 applied without a recorded answer" "the ADOPT says why"
 tap_is "$(admin GET writes | python3 -c 'import json,sys; w=json.load(sys.stdin); w=w.get("writes",w); print(w["InferenceService/mlp-lostans/lost"]["create"])')" 1 \
 	"one create of the InferenceService: adopting wrote nothing"
