@@ -22,13 +22,15 @@ CREATE FUNCTION pg_temp.def(cands jsonb, mp int DEFAULT 1) RETURNS jsonb LANGUAG
 CREATE FUNCTION pg_temp.show(c text) RETURNS TABLE (ordinal int, status text, reason_code text, status_reason text, job text)
 LANGUAGE sql AS $$
   SELECT ordinal, status, reason_code, status_reason, job FROM mlplat.campaign_candidate_status WHERE campaign = c ORDER BY ordinal $$;
--- finish(campaign, ordinal, status, reason, actual): a write-back from the current leader
+-- finish(campaign, ordinal, status, reason, actual): a write-back from the current leader,
+-- through the typed seam the worker uses (an array of mlplat.campaign_writeback)
 CREATE FUNCTION pg_temp.finish(c text, o int, st text, reason text, actual bigint) RETURNS boolean LANGUAGE sql AS $$
-  SELECT mlplat._campaigns_writeback(k.id, k.row_version, 5, 'regress', st, reason, NULL, '{}', now() - interval '1 minute', actual,
-    CASE WHEN st = 'BUILT' THEN jsonb_build_object('output_uri', 's3://bkt/opt/adm/' || c || '/' || o || '/artifact',
-      'output_sha256', repeat('e', 64), 'output_bytes', 10, 'attestation', '{}'::jsonb, 'attestation_sha256', repeat('f', 64),
-      'verified_by', 'x-amz-checksum-sha256') END)
-    FROM mlplat.campaign_candidates k JOIN mlplat.campaigns x ON x.id = k.campaign_id WHERE x.name = c AND k.ordinal = o $$;
+  SELECT count(*) = 1 FROM mlplat._campaigns_writeback_set(5, (
+    SELECT array_agg(ROW(k.id, k.row_version, st, reason, NULL, '{}'::jsonb, now() - interval '1 minute', actual,
+      CASE WHEN st = 'BUILT' THEN jsonb_build_object('output_uri', 's3://bkt/opt/adm/' || c || '/' || o || '/artifact',
+        'output_sha256', repeat('e', 64), 'output_bytes', 10, 'attestation', '{}'::jsonb, 'attestation_sha256', repeat('f', 64),
+        'verified_by', 'x-amz-checksum-sha256') END, false)::mlplat.campaign_writeback)
+      FROM mlplat.campaign_candidates k JOIN mlplat.campaigns x ON x.id = k.campaign_id WHERE x.name = c AND k.ordinal = o)) $$;
 
 -- (the admission pass acts on every project's campaigns: the results are read per campaign)
 -- nothing is admitted before approval
@@ -98,8 +100,8 @@ SELECT ordinal, status, reason_code FROM pg_temp.show('late');
 SELECT mlplat.campaign_state('adm', 'late');
 
 -- write-back fences (scenario 10): an old row_version or an old epoch writes nothing
-SELECT mlplat._campaigns_writeback(k.id, k.row_version - 1, 5, 'regress', 'FAILED', 'BUILD_FAILED', NULL, '{}', NULL, 1, NULL) AS stale_row_version,
-       mlplat._campaigns_writeback(k.id, k.row_version, 4, 'old-leader', 'FAILED', 'BUILD_FAILED', NULL, '{}', NULL, 1, NULL) AS old_epoch
+SELECT (SELECT count(*) FROM mlplat._campaigns_writeback_set(5, ARRAY[ROW(k.id, k.row_version - 1, 'FAILED', 'BUILD_FAILED', NULL, '{}', NULL, 1, NULL, false)::mlplat.campaign_writeback])) AS stale_row_version_written,
+       (SELECT count(*) FROM mlplat._campaigns_writeback_set(4, ARRAY[ROW(k.id, k.row_version, 'FAILED', 'BUILD_FAILED', NULL, '{}', NULL, 1, NULL, false)::mlplat.campaign_writeback])) AS old_epoch_written
   FROM mlplat.campaign_candidates k JOIN mlplat.campaigns c ON c.id = k.campaign_id WHERE c.name = 'window' AND k.ordinal = 2;
 SELECT ordinal, status FROM pg_temp.show('window') WHERE ordinal = 2;
 -- cancel while building: CANCEL_REQUESTED, then CANCELLED once the worker saw the Job gone
@@ -121,9 +123,9 @@ SELECT mlplat._campaigns_writeback(k.id, k.row_version, 5, 'regress', 'BUILT', N
   FROM mlplat.campaign_candidates k JOIN mlplat.campaigns c ON c.id = k.campaign_id WHERE c.name = 'spend' AND k.ordinal = 2;
 -- cleanup: terminal candidates with a Job are handed out until cleaned, then never again
 SELECT campaign, candidate, status, cleanup FROM mlplat._campaigns_claim(5, 'regress') WHERE project = 'adm' ORDER BY campaign, ordinal;
-SELECT count(*) FILTER (WHERE mlplat._campaigns_cleanup_done(k.id, 5)) AS cleaned
-  FROM mlplat.campaign_candidates k JOIN mlplat.projects p ON p.id = k.project_id
- WHERE p.name = 'adm' AND k.status IN ('BUILT', 'FAILED', 'CANCELLED', 'NOT_RUN');
+SELECT count(*) AS cleaned FROM mlplat._campaigns_writeback_set(5, (
+  SELECT array_agg(ROW(c.id, c.row_version, NULL, NULL, NULL, NULL, NULL, NULL, NULL, true)::mlplat.campaign_writeback)
+    FROM mlplat._campaigns_claim(5, 'regress') c WHERE c.project = 'adm' AND c.cleanup));
 SELECT campaign, candidate, status, cleanup FROM mlplat._campaigns_claim(5, 'regress') WHERE project = 'adm' ORDER BY campaign, ordinal;
 SELECT gpus_in_use FROM mlplat.project_status WHERE project = 'adm';
 DELETE FROM mlplat.leader_epochs WHERE kind = 'campaigns';

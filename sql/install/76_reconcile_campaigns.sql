@@ -6,9 +6,11 @@
 -- hard spend limit and the project's GPU quota (under the project lock deploy() takes).  It
 -- marks what can never run NOT_RUN, and returns the candidates a pass must act on.
 -- _campaigns_writeback records what a pass observed, with a compare-and-swap on row_version
--- and the leader's epoch: a stale worker changes nothing.  The worker itself (Jobs, the
--- attestation check) is not built yet; these functions are what it will call, and what the
--- tests drive today.
+-- and the leader's epoch: a stale worker changes nothing.  The claim and the write-back have
+-- the typed seam of every kind (docs/reconcilers.md "Adding a kind"): the claim returns
+-- mlplat.campaign_claim rows, _campaigns_writeback_set takes an array of
+-- mlplat.campaign_writeback.  The worker itself (Jobs, the attestation check) is not built
+-- yet; these functions are what it will call, and what the tests drive today.
 
 -- Committed spend of a campaign: actual GPU-seconds of finished candidates plus the whole
 -- reservation of running ones (a running build may use all of it).
@@ -135,10 +137,28 @@ END $$;
 
 -- The claim of one pass: admission first (committed before any request is sent), then
 -- every candidate a pass acts on, with the Job to create for the BUILDING ones.
+CREATE TYPE mlplat.campaign_claim AS (
+  id               bigint,
+  project          text,
+  namespace        text,
+  campaign         text,
+  candidate        text,
+  ordinal          int,
+  status           text,
+  job_name         text,
+  manifest         jsonb,        -- the Job to create (BUILDING only): render_builder_job
+  row_version      bigint,
+  claimed_at       timestamptz,
+  expires_at       timestamptz,  -- of the approval: a build running past it is deleted
+  cancel_requested boolean,
+  output_uri       text,
+  attestation_uri  text,
+  cleanup          boolean,      -- terminal, with a Job name: delete the Job (and, unless BUILT, the outputs)
+  traceparent      text
+);
+
 CREATE FUNCTION mlplat._campaigns_claim(p_epoch bigint, p_controller text)
-RETURNS TABLE (id bigint, project text, namespace text, campaign text, candidate text, ordinal int, status text,
-               job_name text, manifest jsonb, row_version bigint, claimed_at timestamptz, expires_at timestamptz,
-               cancel_requested boolean, output_uri text, attestation_uri text, cleanup boolean, traceparent text)
+RETURNS SETOF mlplat.campaign_claim
 LANGUAGE plpgsql
 SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
@@ -233,9 +253,47 @@ BEGIN
   RETURN FOUND;
 END $$;
 
+-- The write-back of one pass, as every kind's (docs/reconcilers.md): one row per candidate
+-- the pass observed; returns the ids whose write-back won its compare-and-swap.
+CREATE TYPE mlplat.campaign_writeback AS (
+  id                 bigint,
+  row_version        bigint,        -- as claimed
+  status             text,          -- NULL: an observation only
+  reason_code        text,
+  status_reason      text,
+  observation        jsonb,         -- Job conditions, times, attestation digest, verified_by
+  started_at         timestamptz,
+  actual_gpu_seconds bigint,        -- capped at the reservation
+  artifact           jsonb,         -- BUILT: the verified output (output_uri, output_sha256, ...)
+  cleanup_done       boolean        -- the Job (and unless BUILT the outputs) are gone
+);
+
+CREATE FUNCTION mlplat._campaigns_writeback_set(p_epoch bigint, p_rows mlplat.campaign_writeback[])
+RETURNS SETOF bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$
+DECLARE
+  w mlplat.campaign_writeback;
+  ctl text := (SELECT e.host || '/' || e.pid || '/' || e.replica FROM mlplat.leader_epochs e
+                WHERE e.kind = 'campaigns' AND e.epoch = p_epoch);
+BEGIN
+  FOREACH w IN ARRAY coalesce(p_rows, '{}') LOOP
+    IF w.cleanup_done THEN
+      IF mlplat._campaigns_cleanup_done(w.id, p_epoch) THEN
+        RETURN NEXT w.id;
+      END IF;
+    ELSIF mlplat._campaigns_writeback(w.id, w.row_version, p_epoch, ctl, w.status, w.reason_code, w.status_reason,
+                                      w.observation, w.started_at, w.actual_gpu_seconds, w.artifact) THEN
+      RETURN NEXT w.id;
+    END IF;
+  END LOOP;
+END $$;
+
 REVOKE ALL ON FUNCTION mlplat._campaign_committed_spend(bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._candidate_move(mlplat.campaign_candidates, text, text, text, bigint, text, jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._campaigns_admit(bigint, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._campaigns_claim(bigint, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._campaigns_writeback(bigint, bigint, bigint, text, text, text, text, jsonb, timestamptz, bigint, jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._campaigns_cleanup_done(bigint, bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mlplat._campaigns_writeback_set(bigint, mlplat.campaign_writeback[]) FROM PUBLIC;
