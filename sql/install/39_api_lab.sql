@@ -1084,8 +1084,7 @@ DECLARE
   env jsonb;
 BEGIN
   SELECT * INTO pr FROM mlplat.lab_profiles x WHERE x.id = r.runtime_profile_id;
-  labels := pg_catalog.jsonb_build_object(
-    'app.kubernetes.io/managed-by', 'mlplat', 'app.kubernetes.io/component', 'lab-worker',
+  labels := mlplat._managed_by_label() || pg_catalog.jsonb_build_object('app.kubernetes.io/component', 'lab-worker',
     'mlplat.io/project', p_project, 'mlplat.io/lab-run', r.id::text, 'mlplat.io/attempt', r.attempt::text,
     'mlplat.io/purpose', r.purpose, 'mlplat.io/instance', p_instance);
   -- the profile's variables first, sorted; mlplat's own after them (a later entry wins)
@@ -1104,7 +1103,7 @@ BEGIN
   RETURN pg_catalog.jsonb_build_object(
     'apiVersion', 'batch/v1', 'kind', 'Job',
     'metadata', pg_catalog.jsonb_build_object('name', pg_catalog.format('lab-%s-%s', r.id, r.attempt),
-                  'namespace', 'mlp-' || p_project, 'labels', labels),
+                  'namespace', mlplat._project_namespace(p_project), 'labels', labels),
     'spec', pg_catalog.jsonb_build_object(
       'backoffLimit', 0,
       'activeDeadlineSeconds', (r.limits->>'max_execution_seconds')::int,
@@ -1454,8 +1453,8 @@ BEGIN
   RETURN pg_catalog.jsonb_build_object(
     'apiVersion', 'v1', 'kind', 'Secret',
     'metadata', pg_catalog.jsonb_build_object(
-      'name', pg_catalog.format('lab-%s-input', r.id), 'namespace', 'mlp-' || p_project,
-      'labels', pg_catalog.jsonb_build_object('app.kubernetes.io/managed-by', 'mlplat',
+      'name', pg_catalog.format('lab-%s-input', r.id), 'namespace', mlplat._project_namespace(p_project),
+      'labels', mlplat._managed_by_label() || pg_catalog.jsonb_build_object(
         'app.kubernetes.io/component', 'lab-worker', 'mlplat.io/project', p_project,
         'mlplat.io/lab-run', r.id::text, 'mlplat.io/purpose', r.purpose, 'mlplat.io/instance', p_instance),
       'annotations', pg_catalog.jsonb_build_object('mlplat.io/content-id',
