@@ -67,12 +67,16 @@ aid=$(q $DB "SELECT id FROM mlplat.optimized_artifacts")
 ccid=$(q $DB "SELECT content_id FROM mlplat.campaigns")
 dig_opt=$(q $DB "SELECT r.spec_digest FROM mlplat.deployment_revisions r JOIN mlplat.deployments d ON d.id = r.deployment_id WHERE d.name = 'opt'")
 dig_base=$(q $DB "SELECT r.spec_digest FROM mlplat.deployment_revisions r JOIN mlplat.deployments d ON d.id = r.deployment_id WHERE d.name = 'base'")
-before=$(q $DB "SELECT string_agg(x, ';' ORDER BY x) FROM (
-  SELECT 'v' || version || '=' || stage AS x FROM mlplat.model_versions
-  UNION ALL SELECT 'd' || name || '=' || desired_revision || '/' || latest_revision FROM mlplat.deployments
-  UNION ALL SELECT 'rollouts=' || count(*) FROM mlplat.rollouts
-  UNION ALL SELECT 'routes=' || count(*) FROM mlplat.route_generations
-  UNION ALL SELECT 'aliases=' || string_agg(alias || ':' || coalesce(version_id::text, '-') || ':' || generation, ',' ORDER BY alias) FROM mlplat.model_aliases) s")
+# what a qualification must never move: stages, deployment revisions, rollouts, routes, aliases
+serving_state() {
+	q $DB "SELECT string_agg(x, ';' ORDER BY x) FROM (
+	  SELECT 'v' || version || '=' || stage AS x FROM mlplat.model_versions
+	  UNION ALL SELECT 'd' || name || '=' || desired_revision || '/' || latest_revision FROM mlplat.deployments
+	  UNION ALL SELECT 'rollouts=' || count(*) FROM mlplat.rollouts
+	  UNION ALL SELECT 'routes=' || count(*) FROM mlplat.route_generations
+	  UNION ALL SELECT 'aliases=' || string_agg(alias || ':' || coalesce(version_id::text, '-') || ':' || generation, ',' ORDER BY alias) FROM mlplat.model_aliases) s"
+}
+before=$(serving_state)
 
 # statement JSON with one field replaced: stmt KEY=JSONVALUE...
 stmt() {
@@ -145,12 +149,7 @@ tap_is "$(q $DB "SELECT qualified, qualified_revision, signer, candidate_score F
 	"t|1|evals|0.809" "optimized_artifact_status: qualified by evals at revision 1"
 tap_is "$(q $DB "SELECT candidate, qualified FROM mlplat.campaign_candidate_status WHERE ordinal = 1")" "w4a16|t" \
 	"campaign_candidate_status: qualified"
-after=$(q $DB "SELECT string_agg(x, ';' ORDER BY x) FROM (
-  SELECT 'v' || version || '=' || stage AS x FROM mlplat.model_versions
-  UNION ALL SELECT 'd' || name || '=' || desired_revision || '/' || latest_revision FROM mlplat.deployments
-  UNION ALL SELECT 'rollouts=' || count(*) FROM mlplat.rollouts
-  UNION ALL SELECT 'routes=' || count(*) FROM mlplat.route_generations
-  UNION ALL SELECT 'aliases=' || string_agg(alias || ':' || coalesce(version_id::text, '-') || ':' || generation, ',' ORDER BY alias) FROM mlplat.model_aliases) s")
+after=$(serving_state)
 tap_is "$after" "$before" "no stage, alias, deployment revision, rollout or route generation moved"
 
 # actual evidence: only on a revision that serves the artifact
