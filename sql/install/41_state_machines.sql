@@ -4,6 +4,22 @@
 -- change (or initial status) the function does not list.  docs/reconcilers.md draws each
 -- machine; test/e2e/state_diagrams.sh fails when the drawing and the function differ.
 
+-- Projects: create_project creates PROVISIONING (and re-creates a DELETED project the same
+-- way); the reconciler moves a live project between PROVISIONING, READY and FAILED as its
+-- objects apply, fail or drift; delete_project starts DELETING from any live status, which
+-- only the reconciler ends, DELETED, once the namespace is gone.
+CREATE FUNCTION mlplat._project_transitions()
+RETURNS TABLE (from_status text, to_status text)
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+  VALUES (NULL, 'PROVISIONING'),
+         ('PROVISIONING', 'READY'), ('PROVISIONING', 'FAILED'), ('PROVISIONING', 'DELETING'),
+         ('READY', 'PROVISIONING'), ('READY', 'FAILED'), ('READY', 'DELETING'),
+         ('FAILED', 'PROVISIONING'), ('FAILED', 'READY'), ('FAILED', 'DELETING'),
+         ('DELETING', 'DELETED'),
+         ('DELETED', 'PROVISIONING')
+$$;
+
 -- Rollouts: start_rollout creates PROGRESSING; each decision (plan_rollout) moves between the
 -- three live states or starts a rollback; abort_rollout starts a rollback; the reconciler
 -- closes a rollback (ROLLED_BACK, or ABORTED when asked) or a promotion; an artifact that
@@ -71,6 +87,9 @@ BEGIN
   END IF;
   RETURN NEW;
 END $$;
+
+CREATE TRIGGER projects_status_transition BEFORE INSERT OR UPDATE OF status ON mlplat.projects
+  FOR EACH ROW EXECUTE FUNCTION mlplat._status_transition_check('_project_transitions');
 
 CREATE TRIGGER rollouts_status_transition BEFORE INSERT OR UPDATE OF status ON mlplat.rollouts
   FOR EACH ROW EXECUTE FUNCTION mlplat._status_transition_check('_rollout_transitions');
