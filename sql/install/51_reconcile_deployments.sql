@@ -47,7 +47,7 @@ AS $$
                 OR d.status IN ('PENDING', 'DEPLOYING', 'DRIFTED', 'DELETING'))
            -- an active rollout owns the InferenceService (see src/reconcile/rollouts.c)
            AND NOT EXISTS (SELECT 1 FROM mlplat.rollouts ro WHERE ro.deployment_id = d.id
-                            AND ro.status IN ('PROGRESSING', 'HOLDING', 'AT_CEILING', 'ROLLING_BACK')),
+                            AND mlplat.rollout_is_active(ro.status)),
          d.drift_policy, d.status_reason,
          dl.ms > 0 AND d.ready_wait_since IS NOT NULL
            AND d.ready_wait_since + pg_catalog.make_interval(secs => dl.ms / 1000.0) < pg_catalog.now(),
