@@ -279,7 +279,8 @@ REVOKE ALL ON mlplat.reconciler_health FROM PUBLIC;
 --   request_regression   a rollout rolled back on a demonstrated request regression (last hour)
 CREATE VIEW mlplat._rollout_alerts AS
 WITH active AS (
-  SELECT ro.*, p.name AS project, d.name AS deployment, p.gpu_quota,
+  SELECT ro.id, ro.project_id, ro.status, ro.status_reason, ro.policy, ro.surge_gpus, ro.last_error,
+         ro.observed_at, ro.created_at, ro.updated_at, p.name AS project, d.name AS deployment, p.gpu_quota,
          (SELECT pg_catalog.array_agg(t.decision ORDER BY t.seq DESC) FROM
             (SELECT t.decision, t.seq FROM mlplat.rollout_transitions t WHERE t.rollout_id = ro.id
               ORDER BY t.seq DESC LIMIT 3) t) AS last3,
@@ -288,7 +289,7 @@ WITH active AS (
     FROM mlplat.rollouts ro
     JOIN mlplat.deployments d ON d.id = ro.deployment_id
     JOIN mlplat.projects p ON p.id = ro.project_id
-   WHERE ro.status IN ('PROGRESSING', 'HOLDING', 'AT_CEILING', 'ROLLING_BACK'))
+   WHERE mlplat.rollout_is_active(ro.status))
 SELECT 'repeated_holds' AS alert, 'warning' AS severity, a.project, a.deployment, a.id AS rollout_id,
        pg_catalog.format('3 HOLD decisions in a row; last reasons: %s', pg_catalog.array_to_string(a.last_reasons, ', ')) AS detail,
        a.updated_at AS since

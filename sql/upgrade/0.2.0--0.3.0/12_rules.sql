@@ -153,6 +153,56 @@ END $$;
 
 -- (mlplat.project_status is redefined in part 65_lab, after the campaign and lab tables it reads)
 
+CREATE OR REPLACE VIEW mlplat._rollout_alerts AS
+WITH active AS (
+  SELECT ro.id, ro.project_id, ro.status, ro.status_reason, ro.policy, ro.surge_gpus, ro.last_error,
+         ro.observed_at, ro.created_at, ro.updated_at, p.name AS project, d.name AS deployment, p.gpu_quota,
+         (SELECT pg_catalog.array_agg(t.decision ORDER BY t.seq DESC) FROM
+            (SELECT t.decision, t.seq FROM mlplat.rollout_transitions t WHERE t.rollout_id = ro.id
+              ORDER BY t.seq DESC LIMIT 3) t) AS last3,
+         (SELECT t.reasons FROM mlplat.rollout_transitions t WHERE t.rollout_id = ro.id
+           ORDER BY t.seq DESC LIMIT 1) AS last_reasons
+    FROM mlplat.rollouts ro
+    JOIN mlplat.deployments d ON d.id = ro.deployment_id
+    JOIN mlplat.projects p ON p.id = ro.project_id
+   WHERE mlplat.rollout_is_active(ro.status))
+SELECT 'repeated_holds' AS alert, 'warning' AS severity, a.project, a.deployment, a.id AS rollout_id,
+       pg_catalog.format('3 HOLD decisions in a row; last reasons: %s', pg_catalog.array_to_string(a.last_reasons, ', ')) AS detail,
+       a.updated_at AS since
+  FROM active a WHERE a.status = 'HOLDING' AND a.last3 = ARRAY['HOLD', 'HOLD', 'HOLD']
+UNION ALL
+SELECT 'stale_health', 'warning', a.project, a.deployment, a.id,
+       pg_catalog.format('InferenceService last observed %s ago; last error: %s',
+                         pg_catalog.date_trunc('second', pg_catalog.now() - coalesce(a.observed_at, a.created_at)),
+                         coalesce(a.last_error, '-')),
+       coalesce(a.observed_at, a.created_at)
+  FROM active a
+ WHERE coalesce(a.observed_at, a.created_at)
+       < pg_catalog.now() - pg_catalog.make_interval(secs => GREATEST((a.policy->>'window_seconds')::int, 30))
+UNION ALL
+SELECT 'rollback_route_loss', 'critical', a.project, a.deployment, a.id,
+       coalesce(CASE WHEN a.status_reason LIKE 'rollback route lost%' THEN a.status_reason END,
+                'the last decision found the previous revision not ready and warm'),
+       a.updated_at
+  FROM active a
+ WHERE a.status_reason LIKE 'rollback route lost%' OR 'PREVIOUS_NOT_WARM' = ANY (a.last_reasons)
+UNION ALL
+SELECT 'surge_exhaustion', 'warning', a.project, a.deployment, a.id,
+       pg_catalog.format('canary reserves %s GPUs; %s committed, quota %s', a.surge_gpus, x.in_use, a.gpu_quota),
+       a.created_at
+  FROM active a
+  CROSS JOIN LATERAL (SELECT mlplat._gpus_in_use(a.project_id) AS in_use) x
+ WHERE a.surge_gpus > 0 AND x.in_use > a.gpu_quota
+UNION ALL
+SELECT 'request_regression', 'critical', p.name, d.name, ro.id,
+       pg_catalog.format('rolled back revision %s: %s', ro.target_revision, pg_catalog.array_to_string(t.reasons, ', ')),
+       t.at
+  FROM mlplat.rollout_transitions t
+  JOIN mlplat.rollouts ro ON ro.id = t.rollout_id
+  JOIN mlplat.deployments d ON d.id = ro.deployment_id
+  JOIN mlplat.projects p ON p.id = ro.project_id
+ WHERE t.decision = 'ROLLBACK' AND t.at > pg_catalog.now() - interval '1 hour';
+
 CREATE OR REPLACE VIEW mlplat.run_status WITH (security_invoker = true) AS
 SELECT p.name AS project, u.name AS run, u.kind, u.status, u.status_reason,
        (mlplat.run_is_active(u.status)) AS in_flight,
