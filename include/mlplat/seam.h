@@ -77,6 +77,26 @@ typedef struct MlplatSeam
 } MlplatSeam;
 
 /*
+ * The write-back row of kinds whose write-back is a status and what was
+ * observed (mlplat.project_writeback, mlplat.model_alias_writeback): one C
+ * struct and one table for all of them.  A negative number is NULL.
+ */
+typedef struct MlplatStatusWriteback
+{
+	int64 id;
+	int64 row_version;
+	const char *status;
+	const char *reason;
+	int64 observed_generation; /* < 0: keep the stored one */
+	const char *observed;	   /* jsonb; NULL: keep the stored one */
+	const char *error;
+	int32 retry_ms; /* < 0: no retry scheduled */
+} MlplatStatusWriteback;
+
+#define MLPLAT_STATUS_WRITEBACK_NFIELDS 8
+extern const MlplatSeamField mlplat_status_writeback_fields[MLPLAT_STATUS_WRITEBACK_NFIELDS];
+
+/*
  * Resolve and check the seam against the installed type (transaction open).
  * Cheap when nothing changed (two cache lookups).  Returns NULL, or a
  * palloc'd sentence saying how the library and the SQL type disagree.

@@ -13,13 +13,15 @@
 --
 -- deadline_ms is the deploy deadline that applies (deadline_own: the deployment's own),
 -- deadline_passed says the revision asked for at ready_wait_since has had longer than that to
--- become READY.
+-- become READY.  seen_*: what KServe showed at the revision's first apply (seen_known: it was
+-- recorded; observed.kserve_at_apply, see isvc_status_current in deployments.c).
 CREATE TYPE mlplat.deployment_claim AS (
   id bigint, project text, namespace text, name text, status text,
   generation bigint, observed_generation bigint, row_version bigint,
   desired_revision int, spec text, spec_digest text, traceparent text,
   attempts int, due boolean, drift_policy text, status_reason text,
-  deadline_passed boolean, deadline_ms bigint, deadline_own boolean);
+  deadline_passed boolean, deadline_ms bigint, deadline_own boolean,
+  seen_known boolean, seen_rev int, seen_og bigint, seen_lcr text);
 
 -- One deployment's write-back.  retry_ms: NULL = no retry scheduled (success: attempts reset);
 -- otherwise attempts + 1 and next_attempt_at = now() + retry_ms.  NULL in observed_generation /
@@ -51,7 +53,11 @@ AS $$
          d.drift_policy, d.status_reason,
          dl.ms > 0 AND d.ready_wait_since IS NOT NULL
            AND d.ready_wait_since + pg_catalog.make_interval(secs => dl.ms / 1000.0) < pg_catalog.now(),
-         dl.ms, d.deploy_deadline IS NOT NULL
+         dl.ms, d.deploy_deadline IS NOT NULL,
+         coalesce(d.observed ? 'kserve_at_apply', false),
+         (d.observed->'kserve_at_apply'->>'revision')::int,
+         (d.observed->'kserve_at_apply'->>'observedGeneration')::bigint,
+         d.observed->'kserve_at_apply'->>'latestCreatedRevision'
     FROM mlplat.deployments d
     CROSS JOIN LATERAL (SELECT coalesce((pg_catalog.date_part('epoch', d.deploy_deadline) * 1000)::bigint,
                                         p_deadline_ms) AS ms) dl

@@ -140,12 +140,6 @@ typedef struct DepByName
 	Deployment *d;
 } DepByName;
 
-typedef struct DepById
-{
-	int64 id;
-	Deployment *d;
-} DepById;
-
 /*
  * The seam (seam.h): mlplat.deployment_claim, the rows _deployments_claim
  * returns, read into Deployment; mlplat.deployment_writeback, the rows
@@ -172,6 +166,11 @@ static const MlplatSeamField claim_fields[] = {
 	CF(deadline_passed, MLPLAT_SEAM_BOOL),
 	CF(deadline_ms, MLPLAT_SEAM_INT8),
 	CF(deadline_own, MLPLAT_SEAM_BOOL),
+	/* what KServe showed at the revision's first apply (observed.kserve_at_apply) */
+	CF(seen_known, MLPLAT_SEAM_BOOL),
+	CF(seen_rev, MLPLAT_SEAM_INT4),
+	MLPLAT_SEAM_FIELD_NEG(Deployment, seen_og, MLPLAT_SEAM_INT8),
+	CF(seen_lcr, MLPLAT_SEAM_TEXT),
 };
 #undef CF
 static MlplatSeam claim_seam = { "deployment_claim", claim_fields, lengthof(claim_fields) };
@@ -636,61 +635,6 @@ judge_found(List *deps, const char *instance, MlJsonArena *arena, bool probe)
 
 /* ---------------------------------------------------------------- I/O */
 
-/*
- * Read what KServe showed at each claimed deployment's last first apply
- * (observed.kserve_at_apply, see isvc_status_current), in the claim's
- * transaction: one statement, only for the rows that have it.
- */
-static void
-load_seen_at_apply(List *deps)
-{
-	MemoryContext cxt = CurrentMemoryContext;
-	HTAB *by_id;
-	HASHCTL ctl;
-	ListCell *lc;
-
-	if (deps == NIL)
-		return;
-	memset(&ctl, 0, sizeof(ctl));
-	ctl.keysize = sizeof(int64);
-	ctl.entrysize = sizeof(DepById);
-	ctl.hcxt = cxt;
-	by_id = hash_create("mlplat deployments by id", list_length(deps), &ctl,
-						HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-	foreach (lc, deps)
-	{
-		Deployment *d = lfirst(lc);
-
-		((DepById *) hash_search(by_id, &d->id, HASH_ENTER, NULL))->d = d;
-	}
-	if (SPI_execute("SELECT id, (observed->'kserve_at_apply'->>'observedGeneration')::bigint,"
-					" observed->'kserve_at_apply'->>'latestCreatedRevision',"
-					" (observed->'kserve_at_apply'->>'revision')::int"
-					" FROM mlplat.deployments WHERE status <> 'DELETED' AND observed ? 'kserve_at_apply'",
-					true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "mlplat: reading deployments' kserve_at_apply failed");
-	MemoryContextSwitchTo(cxt);
-	for (uint64 i = 0; i < SPI_processed; i++)
-	{
-		HeapTuple t = SPI_tuptable->vals[i];
-		TupleDesc td = SPI_tuptable->tupdesc;
-		int64 id = atoll(SPI_getvalue(t, td, 1));
-		DepById *e = hash_search(by_id, &id, HASH_FIND, NULL);
-		char *og;
-		char *rev;
-
-		if (e == NULL)
-			continue;
-		og = SPI_getvalue(t, td, 2);
-		e->d->seen_known = true;
-		e->d->seen_og = og ? atoll(og) : -1;
-		e->d->seen_lcr = SPI_getvalue(t, td, 3);
-		rev = SPI_getvalue(t, td, 4);
-		e->d->seen_rev = rev ? atoi(rev) : 0;
-	}
-	hash_destroy(by_id);
-}
-
 static void
 claim(MlplatPass *pass, List **out, char **instance)
 {
@@ -716,7 +660,6 @@ claim(MlplatPass *pass, List **out, char **instance)
 
 		d->drift_report = d->drift_policy && strcmp(d->drift_policy, "report") == 0;
 	}
-	load_seen_at_apply(*out);
 	notes = mlplat_unanswered_load(pass);
 	if (notes != NIL)
 		foreach (lc, *out)

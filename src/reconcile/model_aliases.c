@@ -377,34 +377,8 @@ static const MlplatSeamField claim_fields[] = {
 #undef CF
 static MlplatSeam claim_seam = { "model_alias_claim", claim_fields, lengthof(claim_fields) };
 
-/* ... and mlplat.model_alias_writeback built from AliasWriteback (a negative number is NULL) */
-typedef struct AliasWriteback
-{
-	int64 id;
-	int64 row_version;
-	const char *status;
-	const char *reason;
-	int64 observed_generation;
-	const char *observed;
-	const char *error;
-	int32 retry_ms;
-} AliasWriteback;
-
-#define WF(m, t) MLPLAT_SEAM_FIELD(AliasWriteback, m, t)
-#define WFN(m, t) MLPLAT_SEAM_FIELD_NEG(AliasWriteback, m, t)
-static const MlplatSeamField writeback_fields[] = {
-	WF(id, MLPLAT_SEAM_INT8),
-	WF(row_version, MLPLAT_SEAM_INT8),
-	WF(status, MLPLAT_SEAM_TEXT),
-	WF(reason, MLPLAT_SEAM_TEXT),
-	WFN(observed_generation, MLPLAT_SEAM_INT8),
-	WF(observed, MLPLAT_SEAM_JSONB),
-	WF(error, MLPLAT_SEAM_TEXT),
-	WFN(retry_ms, MLPLAT_SEAM_INT4),
-};
-#undef WF
-#undef WFN
-static MlplatSeam writeback_seam = { "model_alias_writeback", writeback_fields, lengthof(writeback_fields) };
+/* ... and mlplat.model_alias_writeback, the status write-back of seam.h */
+static MlplatSeam writeback_seam = { "model_alias_writeback", mlplat_status_writeback_fields, MLPLAT_STATUS_WRITEBACK_NFIELDS };
 
 MlplatSeam *const mlplat_model_aliases_seams[] = { &claim_seam, &writeback_seam, NULL };
 
@@ -845,7 +819,7 @@ write_back(MlplatPass *pass, List *aliases, List *models, List *versions)
 			observed_json = a->observed_ok ? oj.data : NULL;
 		}
 		{
-			AliasWriteback w = {
+			MlplatStatusWriteback w = {
 				.id = a->id,
 				.row_version = a->row_version,
 				.status = a->new_status,

@@ -853,34 +853,8 @@ static const MlplatSeamField claim_fields[] = {
 #undef CF
 static MlplatSeam claim_seam = { "project_claim", claim_fields, lengthof(claim_fields) };
 
-/* ... and mlplat.project_writeback built from ProjectWriteback (a negative number is NULL) */
-typedef struct ProjectWriteback
-{
-	int64 id;
-	int64 row_version;
-	const char *status;
-	const char *reason;
-	int64 observed_generation;
-	const char *observed;
-	const char *error;
-	int32 retry_ms;
-} ProjectWriteback;
-
-#define WF(m, t) MLPLAT_SEAM_FIELD(ProjectWriteback, m, t)
-#define WFN(m, t) MLPLAT_SEAM_FIELD_NEG(ProjectWriteback, m, t)
-static const MlplatSeamField writeback_fields[] = {
-	WF(id, MLPLAT_SEAM_INT8),
-	WF(row_version, MLPLAT_SEAM_INT8),
-	WF(status, MLPLAT_SEAM_TEXT),
-	WF(reason, MLPLAT_SEAM_TEXT),
-	WFN(observed_generation, MLPLAT_SEAM_INT8),
-	WF(observed, MLPLAT_SEAM_JSONB),
-	WF(error, MLPLAT_SEAM_TEXT),
-	WFN(retry_ms, MLPLAT_SEAM_INT4),
-};
-#undef WF
-#undef WFN
-static MlplatSeam writeback_seam = { "project_writeback", writeback_fields, lengthof(writeback_fields) };
+/* ... and mlplat.project_writeback, the status write-back of seam.h */
+static MlplatSeam writeback_seam = { "project_writeback", mlplat_status_writeback_fields, MLPLAT_STATUS_WRITEBACK_NFIELDS };
 
 MlplatSeam *const mlplat_projects_seams[] = { &claim_seam, &writeback_seam, NULL };
 
@@ -998,7 +972,7 @@ write_back(MlplatPass *pass, List *projects, List *orphans)
 		}
 		if (p->write)
 		{
-			ProjectWriteback w = {
+			MlplatStatusWriteback w = {
 				.id = p->id,
 				.row_version = p->row_version,
 				.status = p->new_status,

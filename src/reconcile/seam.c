@@ -22,6 +22,19 @@
 #include "mlplat/reconcile_util.h"
 #include "mlplat/seam.h"
 
+#define SWF(m, t) MLPLAT_SEAM_FIELD(MlplatStatusWriteback, m, t)
+const MlplatSeamField mlplat_status_writeback_fields[MLPLAT_STATUS_WRITEBACK_NFIELDS] = {
+	SWF(id, MLPLAT_SEAM_INT8),
+	SWF(row_version, MLPLAT_SEAM_INT8),
+	SWF(status, MLPLAT_SEAM_TEXT),
+	SWF(reason, MLPLAT_SEAM_TEXT),
+	MLPLAT_SEAM_FIELD_NEG(MlplatStatusWriteback, observed_generation, MLPLAT_SEAM_INT8),
+	SWF(observed, MLPLAT_SEAM_JSONB),
+	SWF(error, MLPLAT_SEAM_TEXT),
+	MLPLAT_SEAM_FIELD_NEG(MlplatStatusWriteback, retry_ms, MLPLAT_SEAM_INT4),
+};
+#undef SWF
+
 static Oid
 seam_sql_type(MlplatSeamType t)
 {
