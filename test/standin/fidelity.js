@@ -62,9 +62,13 @@ const ISVC = '/apis/serving.kserve.io/v1beta1';
 const WF = '/apis/argoproj.io/v1alpha1';
 const isvcObj = (name, model, extra = {}) => ({ apiVersion: 'serving.kserve.io/v1beta1', kind: 'InferenceService', metadata: { name, labels: { 'app.kubernetes.io/managed-by': 'mlplat' } }, spec: { predictor: { model, ...extra } } });
 const ready = (o) => ((o.status && o.status.conditions) || []).find((c) => c.type === 'Ready');
-// Wait until the KServe controller has settled the current generation (no status write pending),
+// Wait until the KServe controller has settled what it last observed (no status write pending),
 // so a GET-then-PUT is not raced by the controller's own status update (which is a real 409).
-const settle = (p) => until(async () => { const o = (await k('GET', p)).body; const r = ready(o); return o.status && o.status.observedGeneration === o.metadata.generation && r && r.status !== 'Unknown' && o; });
+// observedGeneration is the child's counter, as KServe reports it (kserve#6081), so it cannot
+// be compared with the InferenceService's generation: the controller observes a change at once
+// (Ready Unknown) and settles it after readyDelayMs (Ready True or False), so a Ready that is
+// no longer Unknown is settled.
+const settle = (p) => until(async () => { const o = (await k('GET', p)).body; const r = ready(o); return o.status && r && r.status !== 'Unknown' && o; });
 async function ns(name, labels = {}) {
   const r = await k('POST', '/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name, labels } });
   expect(r.status === 201, `create namespace ${name}`, r.body);
