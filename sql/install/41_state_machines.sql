@@ -61,6 +61,20 @@ AS $$
          ('SUCCEEDED', NULL)
 $$;
 
+-- Model aliases: set_model_stage/set_alias create (or move) an alias PENDING; the registry
+-- write ends SYNCED or, refused for good, FAILED; every status may move to every other (a
+-- resync may find a SYNCED alias's version gone, a FAILED one is retried when due, a new
+-- intent makes any PENDING again), so the machine's only rule is where an alias starts.
+CREATE FUNCTION mlplat._model_alias_transitions()
+RETURNS TABLE (from_status text, to_status text)
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+  VALUES (NULL, 'PENDING'),
+         ('PENDING', 'SYNCED'), ('PENDING', 'FAILED'),
+         ('SYNCED', 'PENDING'), ('SYNCED', 'FAILED'),
+         ('FAILED', 'PENDING'), ('FAILED', 'SYNCED')
+$$;
+
 -- The one check: a status a row enters must be a listed transition from the one it leaves.
 CREATE FUNCTION mlplat._status_transition_check() RETURNS trigger
 LANGUAGE plpgsql
@@ -87,6 +101,9 @@ BEGIN
   END IF;
   RETURN NEW;
 END $$;
+
+CREATE TRIGGER model_aliases_status_transition BEFORE INSERT OR UPDATE OF status ON mlplat.model_aliases
+  FOR EACH ROW EXECUTE FUNCTION mlplat._status_transition_check('_model_alias_transitions');
 
 CREATE TRIGGER projects_status_transition BEFORE INSERT OR UPDATE OF status ON mlplat.projects
   FOR EACH ROW EXECUTE FUNCTION mlplat._status_transition_check('_project_transitions');
