@@ -78,6 +78,7 @@ int mlplat_retention_interval_ms = 3600000;
 int mlplat_lab_node_max_age_s = 60;
 int mlplat_lab_probe_max_age_s = 86400;
 int mlplat_lab_cancel_alert_after_s = 300;
+int mlplat_finalizer_alert_after_s = 600;
 char *mlplat_lab_payload_bucket = NULL;
 char *mlplat_on_behalf_of = NULL;
 
@@ -479,6 +480,10 @@ mlplat_define_gucs(void)
 							"How old the latest passed probe of (artifact, runtime profile, node) may be.",
 							"Older probes block preflight and start with PROBE_STALE.",
 							&mlplat_lab_probe_max_age_s, 86400, 1, 2592000,
+							PGC_SUSET, GUC_UNIT_S, NULL, NULL, NULL);
+	DefineCustomIntVariable("mlplat.finalizer_alert_after",
+							"How long an InferenceService may stay deleted but held by finalizers before the finalizer_stuck alert fires.",
+							NULL, &mlplat_finalizer_alert_after_s, 600, 1, 86400,
 							PGC_SUSET, GUC_UNIT_S, NULL, NULL, NULL);
 	DefineCustomIntVariable("mlplat.lab_cancel_alert_after",
 							"How long a lab run may stay CANCEL_REQUESTED before the lab_cancel_stuck alert fires.",

@@ -73,6 +73,7 @@ extern int mlplat_api_lock_timeout_ms;
 extern int mlplat_lab_node_max_age_s;
 extern int mlplat_lab_probe_max_age_s;
 extern int mlplat_lab_cancel_alert_after_s;
+extern int mlplat_finalizer_alert_after_s;
 extern char *mlplat_lab_payload_bucket;
 extern int mlplat_list_max_pages;
 extern int mlplat_pass_memory_limit_kb;

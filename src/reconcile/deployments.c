@@ -93,6 +93,8 @@ typedef struct Deployment
 	int64 seen_og;	 /* status.observedGeneration then; -1: none */
 	char *seen_lcr;	 /* the predictor's latestCreatedRevision then, or NULL */
 	char *seen_json; /* this pass's apply answer, to record; NULL: keep */
+	/* observed.terminating: {"since", "finalizers"} or null; NULL: not observed this pass */
+	char *terminating_json;
 	/* observed */
 	const MlJsonValue *obj;
 	const MlplatUnanswered *unanswered; /* an apply to it never answered */
@@ -330,6 +332,45 @@ isvc_fingerprint(const MlplatHttpRequest *req, int revision)
 	return s.data;
 }
 
+/*
+ * Is the InferenceService terminating (a deletionTimestamp: deleted, held by
+ * finalizers until their controllers let go)?  Then *since is that timestamp
+ * and *finalizers the names that hold it ("" when none is left), and
+ * *json both as JSON for observed.terminating (the finalizer_stuck alert).
+ */
+static bool
+isvc_terminating(const MlJsonValue *obj, const char **since, char **finalizers, char **json)
+{
+	const MlJsonValue *fins = ml_json_object_get(ml_json_object_get(obj, "metadata"), "finalizers");
+	StringInfoData names;
+	StringInfoData j;
+
+	*since = mlplat_json_text(obj, "metadata", "deletionTimestamp", NULL);
+	if (*since == NULL)
+		return false;
+	initStringInfo(&names);
+	initStringInfo(&j);
+	appendStringInfoString(&j, "{\"since\": ");
+	escape_json(&j, *since);
+	appendStringInfoString(&j, ", \"finalizers\": [");
+	if (fins && fins->type == ML_JSON_ARRAY)
+		for (size_t i = 0; i < fins->u.array.count; i++)
+		{
+			const MlJsonValue *f = fins->u.array.items[i];
+
+			if (f->type != ML_JSON_STRING)
+				continue;
+			appendStringInfo(&names, "%s%s", names.len ? ", " : "", f->u.string.str);
+			if (j.data[j.len - 1] != '[')
+				appendStringInfoString(&j, ", ");
+			escape_json(&j, f->u.string.str);
+		}
+	appendStringInfoString(&j, "]}");
+	*finalizers = names.data;
+	*json = j.data;
+	return true;
+}
+
 /* A short human line naming the drifted paths. */
 static char *
 drift_reason(const MlSpecDiff *diff)
@@ -423,11 +464,37 @@ deployment_decide(Deployment *d, MlJsonArena *arena)
 	MlJsonValue *desired;
 	MlJsonError err;
 	MlSpecDiff diff;
+	const char *since;
+	char *fins;
+	char *tjson;
 
 	d->new_status = d->status;
 	d->reason = NULL;
 	d->retry_ms = -1;
 
+	if (d->obj && isvc_terminating(d->obj, &since, &fins, &tjson))
+	{
+		/*
+		 * Deleted, held by finalizers: a DELETE again changes nothing, and an
+		 * apply would write into an object about to go (and never re-create
+		 * it).  Wait for it to go, naming what holds it.
+		 */
+		if (strcmp(d->status, "DELETING") == 0)
+			d->reason = fins[0] ? psprintf("waiting for finalizer %s to release InferenceService %s/%s (terminating since %s)",
+										   fins, d->ns, d->name, since)
+								: psprintf("waiting for InferenceService %s/%s to go (terminating since %s)", d->ns, d->name,
+										   since);
+		else
+		{
+			d->new_status = "DEPLOYING";
+			d->reason = psprintf("waiting for the terminating InferenceService %s/%s to go%s%s%s before applying revision %d",
+								 d->ns, d->name, fins[0] ? " (finalizer " : "", fins, fins[0] ? ")" : "",
+								 d->desired_revision);
+		}
+		if (strcmp(d->new_status, d->status) != 0 || d->status_reason == NULL || strcmp(d->status_reason, d->reason) != 0)
+			d->write = true;
+		return;
+	}
 	if (strcmp(d->status, "DELETING") == 0)
 	{
 		if (d->obj == NULL)
@@ -837,9 +904,11 @@ write_back(MlplatPass *pass, List *deps, List *orphans)
 				.observed_generation = d->mark_observed ? d->generation : -1,
 				.observed_revision = d->mark_observed && d->desired_revision > 0 ? d->desired_revision : -1,
 				.endpoint = d->endpoint,
-				.observed = psprintf("{\"drift_paths\": %s%s%s}", d->drift_paths ? d->drift_paths : "[]",
+				.observed = psprintf("{\"drift_paths\": %s%s%s%s%s}", d->drift_paths ? d->drift_paths : "[]",
 									 d->seen_json ? ", \"kserve_at_apply\": " : "",
-									 d->seen_json ? d->seen_json : ""),
+									 d->seen_json ? d->seen_json : "",
+									 d->terminating_json ? ", \"terminating\": " : "",
+									 d->terminating_json ? d->terminating_json : ""),
 				.error = d->error,
 				.retry_ms = d->retry_ms,
 			};
@@ -1108,7 +1177,8 @@ mlplat_deployments_pass(MlplatPass *pass)
 			}
 		}
 		/* ours by label, with no live deployment: an orphan (only judged on a full resync) */
-		if (!matched && pass->resync && ns && name)
+		/* ... and not one already deleted, waiting for its finalizers: asked once is enough */
+		if (!matched && pass->resync && ns && name && !mlplat_json_text(obj, "metadata", "deletionTimestamp", NULL))
 		{
 			Deployment *o = palloc0(sizeof(Deployment));
 
@@ -1135,6 +1205,15 @@ mlplat_deployments_pass(MlplatPass *pass)
 	{
 		Deployment *d = lfirst(lc);
 
+		/* observed.terminating, from what this pass saw (a woken pass sees nothing) */
+		if (!pass->woken)
+		{
+			const char *since;
+			char *fins;
+
+			if (d->obj == NULL || !isvc_terminating(d->obj, &since, &fins, &d->terminating_json))
+				d->terminating_json = "null";
+		}
 		if (pass->woken && strcmp(d->status, "DELETING") == 0)
 		{
 			/*

@@ -4,7 +4,9 @@
 # and the S3 server: the artifact is checked on S3 with a real SigV4
 # signature and checksum, deploy -> READY, what the server adds is no drift,
 # out-of-band edits are repaired, orphans go, and deletes wait for KServe's
-# finalizer. KServe's observedGeneration (the child's counter, kserve#6081)
+# finalizer, naming it, and raise finalizer_stuck past mlplat.finalizer_alert_after;
+# an InferenceService deleted behind mlplat's back is waited for, not written
+# into, and made again once gone. KServe's observedGeneration (the child's counter, kserve#6081)
 # is exercised: an annotation KServe propagates moves the child on, and a
 # status from before an apply (KServe down) is not taken for the new
 # revision's; in Serverless and RawDeployment mode.
@@ -16,7 +18,7 @@ tap_require_cluster
 WORK=$MLPLAT_TEST_WORK
 RD=$WORK/real-deployments
 DB=mlplat
-trap 'real_disconnect $DB; real_s3_disconnect $DB; real_stop $RD' EXIT
+trap '$PSQL -d $DB -c "ALTER SYSTEM RESET mlplat.finalizer_alert_after" -c "SELECT pg_reload_conf()" >/dev/null; real_disconnect $DB; real_s3_disconnect $DB; real_stop $RD' EXIT
 t0=$SECONDS
 real_kube_start "$RD" && real_identity "$RD" >/dev/null && real_controller_start "$RD" && real_s3_start "$RD"
 tap_ok $? "real API server, KServe imitation and S3 server up ($((SECONDS - t0)) s)"
@@ -122,6 +124,26 @@ wait_for $DB "SELECT status || '/' || latest_revision FROM mlplat.deployments WH
 rc=$?
 tap_ok $rc "RawDeployment: a redeploy is READY at revision 2"
 [ $rc = 0 ] || row rraw
+
+# deleted behind mlplat's back while KServe's finalizer holds it: wait, do not write into it
+RRAW=$ISVCS/rraw
+uid0=$(kget $RRAW | python3 -c 'import json,sys; print(json.load(sys.stdin)["metadata"]["uid"])')
+curl -s -X POST "$REAL_CONTROLLER/hold?ns=mlp-rshop&name=rraw&on=1" >/dev/null
+rk DELETE $RRAW >/dev/null
+wait_for $DB "SELECT status || ': ' || status_reason FROM mlplat.deployments WHERE name = 'rraw'" \
+	"DEPLOYING: waiting for the terminating InferenceService mlp-rshop/rraw to go (finalizer inferenceservice.finalizers) before applying revision 2" 30
+tap_ok $? "an InferenceService deleted out of band and held by its finalizer: DEPLOYING, waiting, naming the finalizer"
+a0=$(applies)
+p0=$(q $DB "SELECT coalesce(sum(passes), 0) FROM mlplat.reconciler_health WHERE kind = 'deployments' AND role = 'leader'")
+wait_for $DB "SELECT coalesce(sum(passes), 0) >= $p0 + 5 FROM mlplat.reconciler_health WHERE kind = 'deployments' AND role = 'leader'" t 60
+tap_is "$(applies)" "$a0" "... no apply into the terminating object while it lingers"
+curl -s -X POST "$REAL_CONTROLLER/hold?ns=mlp-rshop&name=rraw&on=0" >/dev/null
+wait_for $DB "SELECT status || '/' || latest_revision FROM mlplat.deployments WHERE name = 'rraw'" READY/2 60
+rc=$?
+tap_ok $rc "once it is gone, mlplat makes it again: READY at revision 2"
+[ $rc = 0 ] || row rraw
+check "$(kget $RRAW)" "o['metadata']['uid'] != '$uid0' and not o['metadata'].get('deletionTimestamp')"
+tap_ok $? "... a new InferenceService, not the terminating one"
 q $DB "SELECT mlplat.undeploy('rshop', 'rraw')" >/dev/null
 wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'rraw'" DELETED 60
 tap_ok $? "RawDeployment: undeployed"
@@ -145,11 +167,19 @@ curl -s -X POST "$REAL_CONTROLLER/hold?ns=mlp-rshop&name=riris&on=1" >/dev/null
 q $DB "SELECT mlplat.undeploy('rshop', 'riris')" >/dev/null
 until_check 30 $I "bool(o['metadata'].get('deletionTimestamp'))"
 tap_ok $? "undeploy deletes; KServe's finalizer keeps the InferenceService with a deletionTimestamp"
-sleep 3
-tap_is "$(q $DB "SELECT status FROM mlplat.deployments WHERE name = 'riris'")" DELETING "while the finalizer holds, the deployment stays DELETING"
+wait_for $DB "SELECT status || ': ' || split_part(status_reason, ' (terminating since', 1) FROM mlplat.deployments WHERE name = 'riris'" \
+	"DELETING: waiting for finalizer inferenceservice.finalizers to release InferenceService mlp-rshop/riris" 30
+tap_ok $? "while the finalizer holds, the deployment stays DELETING and names the finalizer"
+d0=$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND project = 'rshop' AND action = 'DELETE'")
+$PSQL -d $DB -c "ALTER SYSTEM SET mlplat.finalizer_alert_after = '1s'" -c "SELECT pg_reload_conf()" >/dev/null
+wait_for $DB "SELECT count(*) FROM mlplat.alerts WHERE alert = 'finalizer_stuck' AND entity_id = (SELECT id FROM mlplat.deployments WHERE name = 'riris') AND detail LIKE '%held by finalizer(s) inferenceservice.finalizers'" 1 30
+tap_ok $? "past mlplat.finalizer_alert_after the finalizer_stuck alert names the InferenceService and its finalizer"
+tap_is "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND project = 'rshop' AND action = 'DELETE'")" "$d0" \
+	"... and no DELETE is sent again while it is terminating"
 curl -s -X POST "$REAL_CONTROLLER/hold?ns=mlp-rshop&name=riris&on=0" >/dev/null
 wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'riris'" DELETED 60
 tap_ok $? "DELETED once KServe lets go"
+tap_is "$(q $DB "SELECT count(*) FROM mlplat.alerts WHERE alert = 'finalizer_stuck'")" 0 "... and the finalizer_stuck alert is gone"
 check "$(kget $I)" "o.get('code') == 404"
 tap_ok $? "... and the InferenceService is gone"
 
