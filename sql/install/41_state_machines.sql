@@ -61,6 +61,26 @@ AS $$
          ('SUCCEEDED', NULL)
 $$;
 
+-- Deployments: deploy creates one PENDING (and deploys a DELETED one again as DEPLOYING); the
+-- reconciler moves a live deployment among DEPLOYING, READY, FAILED and DRIFTED as KServe
+-- reports, drift is found or repaired and the artifact check answers, and deploy,
+-- rollback_deployment and a rollout's end ask for DEPLOYING; undeploy starts DELETING from
+-- any live status, which only the reconciler ends, DELETED.
+CREATE FUNCTION mlplat._deployment_transitions()
+RETURNS TABLE (from_status text, to_status text)
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+  VALUES (NULL, 'PENDING'),
+         ('PENDING', 'DEPLOYING'), ('PENDING', 'READY'), ('PENDING', 'FAILED'), ('PENDING', 'DRIFTED'),
+         ('PENDING', 'DELETING'),
+         ('DEPLOYING', 'READY'), ('DEPLOYING', 'FAILED'), ('DEPLOYING', 'DRIFTED'), ('DEPLOYING', 'DELETING'),
+         ('READY', 'DEPLOYING'), ('READY', 'FAILED'), ('READY', 'DRIFTED'), ('READY', 'DELETING'),
+         ('FAILED', 'DEPLOYING'), ('FAILED', 'READY'), ('FAILED', 'DRIFTED'), ('FAILED', 'DELETING'),
+         ('DRIFTED', 'DEPLOYING'), ('DRIFTED', 'READY'), ('DRIFTED', 'FAILED'), ('DRIFTED', 'DELETING'),
+         ('DELETING', 'DELETED'),
+         ('DELETED', 'DEPLOYING')
+$$;
+
 -- Model aliases: set_model_stage/set_alias create (or move) an alias PENDING; the registry
 -- write ends SYNCED or, refused for good, FAILED; every status may move to every other (a
 -- resync may find a SYNCED alias's version gone, a FAILED one is retried when due, a new
@@ -101,6 +121,9 @@ BEGIN
   END IF;
   RETURN NEW;
 END $$;
+
+CREATE TRIGGER deployments_status_transition BEFORE INSERT OR UPDATE OF status ON mlplat.deployments
+  FOR EACH ROW EXECUTE FUNCTION mlplat._status_transition_check('_deployment_transitions');
 
 CREATE TRIGGER model_aliases_status_transition BEFORE INSERT OR UPDATE OF status ON mlplat.model_aliases
   FOR EACH ROW EXECUTE FUNCTION mlplat._status_transition_check('_model_alias_transitions');

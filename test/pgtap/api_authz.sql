@@ -146,6 +146,7 @@ SELECT is(public.tap_api_try('tap_deployer', $$SELECT mlplat.rollback_deployment
 -- a project with nothing live can be deleted
 UPDATE mlplat.rollouts SET status = 'ROLLING_BACK' WHERE deployment_id IN (SELECT d.id FROM mlplat.deployments d JOIN mlplat.projects p ON p.id = d.project_id WHERE p.name = 'tapp');
 UPDATE mlplat.rollouts SET status = 'ABORTED' WHERE deployment_id IN (SELECT d.id FROM mlplat.deployments d JOIN mlplat.projects p ON p.id = d.project_id WHERE p.name = 'tapp');
+UPDATE mlplat.deployments SET status = 'DELETING' WHERE project_id = (SELECT id FROM mlplat.projects WHERE name = 'tapp') AND status NOT IN ('DELETING', 'DELETED');
 UPDATE mlplat.deployments SET status = 'DELETED' WHERE project_id = (SELECT id FROM mlplat.projects WHERE name = 'tapp');
 UPDATE mlplat.runs SET status = 'CANCEL_REQUESTED' WHERE project_id = (SELECT id FROM mlplat.projects WHERE name = 'tapp') AND status IN ('PENDING', 'SUBMITTED', 'RUNNING');
 UPDATE mlplat.runs SET status = 'CANCELLED' WHERE project_id = (SELECT id FROM mlplat.projects WHERE name = 'tapp') AND status = 'CANCEL_REQUESTED';
