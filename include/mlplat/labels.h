@@ -18,6 +18,8 @@
 #define MLPLAT_LABEL_PROJECT "mlplat.io/project"
 /* a rendered object's own content id (that of the render without it): Workflows, InferenceServices */
 #define MLPLAT_ANNOTATION_CONTENT_ID "mlplat.io/content-id"
+/* a project namespace's owner: the id of the project row it was made for */
+#define MLPLAT_ANNOTATION_PROJECT_ID "mlplat.io/project-id"
 
 /* {"app.kubernetes.io/managed-by":"mlplat"} as JSON text, for bodies built as strings */
 #define MLPLAT_MANAGED_BY_JSON "{\"" MLPLAT_LABEL_MANAGED_BY "\":\"" MLPLAT_MANAGED_BY "\"}"

@@ -47,6 +47,7 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "lib/stringinfo.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/json.h"
@@ -60,6 +61,7 @@
 #include "mlplat/kube.h"
 #include "mlplat/labels.h"
 #include "mlplat/reconcile.h"
+#include "mlplat/reconcile_sql.h"
 #include "mlplat/reconcile_util.h"
 #include "mlplat/seam.h"
 #include "mlplat/span.h"
@@ -347,7 +349,8 @@ render(Project *p, const char *instance, MlJsonArena *arena)
 	MlJsonError err;
 
 	initStringInfo(&s);
-	append_metadata(&s, OBJ_NAMESPACE, p->ns, NULL, p->name, instance);
+	append_metadata_annotated(&s, OBJ_NAMESPACE, p->ns, NULL, p->name, instance,
+							  psprintf("{\"" MLPLAT_ANNOTATION_PROJECT_ID "\":\"" INT64_FORMAT "\"}", p->id));
 	appendStringInfoChar(&s, '}');
 	new_obj(p, OBJ_NAMESPACE, p->ns, &s);
 
@@ -860,6 +863,63 @@ MlplatSeam *const mlplat_projects_seams[] = { &claim_seam, &writeback_seam, NULL
 
 /* ---------------------------------------------------------------- I/O */
 
+/*
+ * Keep only the orphan namespaces that are provably this installation's
+ * (issue 18, finding 5, for namespaces): the annotation names a project row,
+ * of the same name, that was deleted.  Labels alone can be copied by anyone
+ * who can create a namespace, and tearing one down deletes all it holds; so
+ * the others stay as they are, with a CONFLICT ledger row saying why.
+ */
+static void
+judge_orphans(List *orphans)
+{
+	ArrayBuildState *names;
+	ArrayBuildState *ids;
+	Oid types[2] = { TEXTARRAYOID, TEXTARRAYOID };
+	Datum v[2];
+	bool *deleted;
+	int n = list_length(orphans);
+	MemoryContext caller = CurrentMemoryContext;
+
+	if (n == 0)
+		return;
+	deleted = palloc0(sizeof(bool) * (n + 1));
+	mlplat_txn_begin();
+	names = initArrayResult(TEXTOID, CurrentMemoryContext, false);
+	ids = initArrayResult(TEXTOID, CurrentMemoryContext, false);
+	foreach_ptr (ProjObj, o, orphans)
+	{
+		mlplat_array_add_text(names, mlplat_json_text(o->obs, "metadata", "labels", MLPLAT_LABEL_PROJECT));
+		mlplat_array_add_text(ids, mlplat_json_text(o->obs, "metadata", "annotations", MLPLAT_ANNOTATION_PROJECT_ID));
+	}
+	v[0] = makeArrayResult(names, CurrentMemoryContext);
+	v[1] = makeArrayResult(ids, CurrentMemoryContext);
+	if (mlplat_sql_exec("SELECT * FROM mlplat._project_orphans_known($1, $2)", 2, types, v, NULL) != SPI_OK_SELECT)
+		elog(ERROR, "mlplat: _project_orphans_known failed");
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		bool isnull;
+		int32 k = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+
+		if (!isnull && k >= 1 && k <= n)
+			deleted[k] = true;
+	}
+	mlplat_txn_commit();
+	MemoryContextSwitchTo(caller);
+	for (int i = 0; i < n; i++)
+	{
+		ProjObj *o = list_nth(orphans, i);
+		const char *id = mlplat_json_text(o->obs, "metadata", "annotations", MLPLAT_ANNOTATION_PROJECT_ID);
+
+		if (deleted[i + 1])
+			continue;
+		o->action = ACT_NONE;
+		o->ledger_outcome = "CONFLICT";
+		o->error = id ? psprintf("not torn down: its project id %s is not a deleted project of that name", id)
+					  : pstrdup("not torn down: it carries mlplat's labels but no project id (not made by this installation)");
+	}
+}
+
 static List *
 claim(MlplatPass *pass, char **instance, List **notes)
 {
@@ -1118,9 +1178,12 @@ mlplat_projects_pass(MlplatPass *pass)
 	}
 
 	/*
-	 * A namespace with our labels and no live project is an orphan (its project
-	 * row went away, or someone made it with our labels): torn down with its
-	 * content and recorded.  Judged only on a full resync, like deployments.
+	 * A namespace with our labels and no live project is an orphan candidate:
+	 * torn down with its content only if it names (annotation
+	 * mlplat.io/project-id) a project of this installation that was deleted,
+	 * such as an apply that landed after the delete; one someone else made
+	 * with our labels is reported and left alone (judge_orphans).  Judged only
+	 * on a full resync, like deployments.
 	 */
 	if (pass->resync)
 	{
@@ -1146,9 +1209,12 @@ mlplat_projects_pass(MlplatPass *pass)
 		}
 	}
 
+	judge_orphans(orphans);
 	batch = mlplat_http_batch_create(pass_cxt);
 	foreach_ptr (ProjObj, o, orphans)
 	{
+		if (o->action != ACT_DELETE)
+			continue;
 		o->req = mlplat_kube_delete(batch, &RES[OBJ_NAMESPACE], NULL, o->name);
 		writes++;
 	}
@@ -1186,6 +1252,8 @@ mlplat_projects_pass(MlplatPass *pass)
 	{
 		MlplatKubeResult res;
 
+		if (o->req == NULL)
+			continue; /* not ours: judge_orphans said why */
 		mlplat_kube_parse_response(o->req, &res);
 		o->http_status = res.status;
 		o->ledger_outcome = (res.outcome == MLPLAT_KUBE_OK || res.outcome == MLPLAT_KUBE_NOT_FOUND) ? "OK" : "FAILED";

@@ -239,15 +239,42 @@ n=$(proj_spans secure | grep -c '^projects.apply ERROR NetworkPolicy/mlplat-isol
 tap_ok $? "each refused apply is an ERROR span with HTTP 403 in the create_project trace ($n)"
 
 # ---------------------------------------------------------------- orphans
-kube POST /api/v1/namespaces "{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":\"mlp-ghost\",\"labels\":{\"app.kubernetes.io/managed-by\":\"mlplat\",\"mlplat.io/project\":\"ghost\",\"mlplat.io/instance\":\"$INSTANCE\"}}}" >/dev/null
-kube POST /api/v1/namespaces '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"mlp-handmade"}}' >/dev/null
-wait_for $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'projects' AND action = 'ORPHAN_TEARDOWN' AND outcome = 'OK' AND project = 'ghost' AND detail->>'note' = 'Namespace mlp-ghost'" 1 10
-tap_ok $? "a namespace with our labels and no project is torn down as an orphan, and recorded"
+# labels + annotation as JSON metadata for a namespace made by hand
+ns_made() {   # NAME PROJECT-LABEL|'' PROJECT-ID|''
+	local labels='' ann=''
+	[ -n "$2" ] && labels=",\"labels\":{\"app.kubernetes.io/managed-by\":\"mlplat\",\"mlplat.io/project\":\"$2\",\"mlplat.io/instance\":\"$INSTANCE\"}"
+	[ -n "$3" ] && ann=",\"annotations\":{\"mlplat.io/project-id\":\"$3\"}"
+	kube POST /api/v1/namespaces "{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":\"$1\"$labels$ann}}" >/dev/null
+}
+# A real orphan is what a late apply of a deleted project's namespace leaves behind: our
+# labels and the deleted project's id.  Labels alone anyone can copy (issue 18, finding 5).
+q $DB "SELECT mlplat.create_project('ghost', 1)" >/dev/null
+wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'ghost'" READY 30
+tap_ok $? "project ghost is READY"
+GID=$(q $DB "SELECT id FROM mlplat.projects WHERE name = 'ghost'")
+check "$(kube GET /api/v1/namespaces/mlp-ghost)" "o['metadata']['annotations']['mlplat.io/project-id'] == '$GID'"
+tap_ok $? "its namespace names the project's id ($GID)"
+q $DB "SELECT mlplat.delete_project('ghost')" >/dev/null
+wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'ghost'" DELETED 30
+tap_ok $? "project ghost is DELETED"
+ns_made mlp-ghost ghost "$GID"
+ns_made mlp-lookalike lookalike ""
+ns_made mlp-forged forged "$GID"
+ns_made mlp-handmade "" ""
+wait_for $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'projects' AND action = 'ORPHAN_TEARDOWN' AND outcome = 'OK' AND project = 'ghost' AND detail->>'note' = 'Namespace mlp-ghost'" 1 20
+tap_ok $? "a namespace with our labels naming a deleted project is torn down as an orphan, and recorded"
 check "$(kube GET /api/v1/namespaces/mlp-ghost)" "(o.get('kind') == 'Status' and o.get('code') == 404) or o['status']['phase'] == 'Terminating'"
 tap_ok $? "the orphan namespace is terminating or gone"
-check "$(kube GET /api/v1/namespaces/mlp-handmade)" "o['metadata']['name'] == 'mlp-handmade' and o['status']['phase'] == 'Active'"
-tap_ok $? "a namespace without our labels is never touched"
-tap_is "$(requests Namespace "" mlp-handmade)" 1 "the only write to it was the test's own create"
+wait_for $DB "SELECT count(DISTINCT project) FROM mlplat.reconcile_ledger WHERE kind = 'projects' AND action = 'ORPHAN_TEARDOWN' AND outcome = 'CONFLICT' AND project IN ('lookalike', 'forged')" 2 20
+tap_ok $? "look-alikes with our labels (no project id; another project's id) are reported as conflicts"
+tap_is "$(q $DB "SELECT string_agg(DISTINCT project || ': ' || error, ' | ' ORDER BY project || ': ' || error) FROM mlplat.reconcile_ledger WHERE kind = 'projects' AND action = 'ORPHAN_TEARDOWN' AND outcome = 'CONFLICT' AND project IN ('lookalike', 'forged')")" \
+	"forged: not torn down: its project id $GID is not a deleted project of that name | lookalike: not torn down: it carries mlplat's labels but no project id (not made by this installation)" \
+	"... each with the reason"
+for n in lookalike forged handmade; do
+	check "$(kube GET /api/v1/namespaces/mlp-$n)" "o['metadata']['name'] == 'mlp-$n' and o['status']['phase'] == 'Active'"
+	tap_ok $? "namespace mlp-$n is left alone"
+	tap_is "$(requests Namespace "" mlp-$n)" 1 "... the only write to it was the test's own create"
+done
 
 # ---------------------------------------------------------------- delete
 admin PUT config '{"nsDeleteMs":4000}' >/dev/null

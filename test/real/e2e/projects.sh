@@ -131,16 +131,6 @@ print(json.dumps({"apiVersion": o["apiVersion"], "kind": o["kind"], "metadata": 
 wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'rsecure'" READY 60
 tap_ok $? "with the verb given back the project heals to READY"
 
-# ---------------------------------------------------------------- orphans
-rk POST /api/v1/namespaces "{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":\"mlp-rghost\",\"labels\":{\"app.kubernetes.io/managed-by\":\"mlplat\",\"mlplat.io/project\":\"rghost\",\"mlplat.io/instance\":\"$INSTANCE\"}}}" >/dev/null
-rk POST /api/v1/namespaces '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"mlp-rhandmade"}}' >/dev/null
-wait_for $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'projects' AND action = 'ORPHAN_TEARDOWN' AND outcome = 'OK' AND project = 'rghost'" 1 30
-tap_ok $? "a namespace with our labels and no project is torn down as an orphan"
-until_check 120 /api/v1/namespaces/mlp-rghost "o.get('kind') == 'Status' and o.get('code') == 404"
-tap_ok $? "... and the namespace controller removes it"
-check "$(kget /api/v1/namespaces/mlp-rhandmade)" "o['status']['phase'] == 'Active'"
-tap_ok $? "a namespace without our labels is never touched"
-
 # ---------------------------------------------------------------- delete
 q $DB "SELECT mlplat.delete_project('rsecure')" >/dev/null
 phase=""
@@ -160,4 +150,28 @@ tap_ok $? "... and by then the real namespace controller has removed the namespa
 q $DB "SELECT mlplat.delete_project('rvision')" >/dev/null
 wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'rvision'" DELETED 120
 tap_ok $? "project rvision deleted too"
+
+# ---------------------------------------------------------------- orphans
+# What a late apply of a deleted project's namespace leaves behind (our labels and the deleted
+# project's id) is torn down; a look-alike with our labels alone is reported and kept.
+RSID=$(q $DB "SELECT id FROM mlplat.projects WHERE name = 'rsecure'")
+ns_made() {   # NAME PROJECT-LABEL|'' PROJECT-ID|''
+	local labels='' ann=''
+	[ -n "$2" ] && labels=",\"labels\":{\"app.kubernetes.io/managed-by\":\"mlplat\",\"mlplat.io/project\":\"$2\",\"mlplat.io/instance\":\"$INSTANCE\"}"
+	[ -n "$3" ] && ann=",\"annotations\":{\"mlplat.io/project-id\":\"$3\"}"
+	rk POST /api/v1/namespaces "{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":\"$1\"$labels$ann}}" >/dev/null
+}
+ns_made mlp-rsecure rsecure "$RSID"
+ns_made mlp-rlookalike rlookalike ""
+ns_made mlp-rhandmade "" ""
+wait_for $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'projects' AND action = 'ORPHAN_TEARDOWN' AND outcome = 'OK' AND project = 'rsecure'" 1 60
+tap_ok $? "a namespace with our labels naming the deleted project is torn down as an orphan"
+until_check 120 /api/v1/namespaces/mlp-rsecure "o.get('kind') == 'Status' and o.get('code') == 404"
+tap_ok $? "... and the namespace controller removes it"
+wait_for $DB "SELECT count(*) > 0 FROM mlplat.reconcile_ledger WHERE kind = 'projects' AND action = 'ORPHAN_TEARDOWN' AND outcome = 'CONFLICT' AND project = 'rlookalike'" t 60
+tap_ok $? "a look-alike with our labels and no project id is reported as a conflict"
+check "$(kget /api/v1/namespaces/mlp-rlookalike)" "o['status']['phase'] == 'Active'"
+tap_ok $? "... and left alone"
+check "$(kget /api/v1/namespaces/mlp-rhandmade)" "o['status']['phase'] == 'Active'"
+tap_ok $? "a namespace without our labels is never touched"
 tap_done
