@@ -482,7 +482,7 @@ mlplat_define_gucs(void)
 							&mlplat_lab_probe_max_age_s, 86400, 1, 2592000,
 							PGC_SUSET, GUC_UNIT_S, NULL, NULL, NULL);
 	DefineCustomIntVariable("mlplat.finalizer_alert_after",
-							"How long an InferenceService may stay deleted but held by finalizers before the finalizer_stuck alert fires.",
+							"How long an InferenceService or a project's namespace may stay deleted but held by finalizers before the finalizer_stuck alert fires.",
 							NULL, &mlplat_finalizer_alert_after_s, 600, 1, 86400,
 							PGC_SUSET, GUC_UNIT_S, NULL, NULL, NULL);
 	DefineCustomIntVariable("mlplat.lab_cancel_alert_after",

@@ -39,4 +39,14 @@ extern const char *mlplat_json_text(const MlJsonValue *obj, const char *a, const
 /* obj.a.b when it is an integer-valued number */
 extern bool mlplat_json_int(const MlJsonValue *obj, const char *a, const char *b, int64 *out);
 
+/*
+ * Is the object terminating (a deletionTimestamp: deleted, held by finalizers
+ * until their controllers let go)?  Then *since is that timestamp,
+ * *finalizers the names that hold it ("" when none is left; metadata's, and a
+ * Namespace's spec.finalizers), and *json both as JSON for
+ * observed.terminating (the finalizer_stuck alert).
+ */
+extern bool mlplat_object_terminating(const MlJsonValue *obj, const char **since, char **finalizers,
+									  char **json);
+
 #endif /* MLPLAT_OBSERVE_H */

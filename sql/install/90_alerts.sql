@@ -11,8 +11,9 @@
 --   request_regression: canary rollouts (see _rollout_alerts)
 --   span_export_stalled  mlplat.otlp_endpoint is set but a span has waited for export
 --                        longer than max(1 minute, 10 export intervals)
---   finalizer_stuck      an InferenceService deleted but held by finalizers longer than
---                        mlplat.finalizer_alert_after (observed.terminating of the deployment)
+--   finalizer_stuck      an InferenceService, or a project's namespace, deleted but held by
+--                        finalizers longer than mlplat.finalizer_alert_after
+--                        (observed.terminating of the deployment or the project)
 --   lab_cancel_stuck     a lab run CANCEL_REQUESTED longer than mlplat.lab_cancel_alert_after
 --   lab_lease_unreclaimed  a finished lab run still holding its node lease after 5 minutes
 --   lab_node_unobserved  an enabled lab node never observed, or not for mlplat.lab_node_max_age
@@ -68,6 +69,17 @@ SELECT 'finalizer_stuck', 'warning', 'deployments', p.name, 'deployment', d.id,
   FROM mlplat.deployments d JOIN mlplat.projects p ON p.id = d.project_id
  WHERE d.status <> 'DELETED' AND pg_catalog.jsonb_typeof(d.observed->'terminating') = 'object'
    AND (d.observed->'terminating'->>'since')::timestamptz < pg_catalog.now()
+       - coalesce(NULLIF(pg_catalog.current_setting('mlplat.finalizer_alert_after', true), ''), '10min')::interval
+UNION ALL
+SELECT 'finalizer_stuck', 'warning', 'projects', p.name, 'project', p.id,
+       pg_catalog.format('Namespace %s terminating for %s, held by finalizer(s) %s', 'mlp-' || p.name,
+                         pg_catalog.date_trunc('second', pg_catalog.now() - (p.observed->'terminating'->>'since')::timestamptz),
+                         coalesce((SELECT pg_catalog.string_agg(f, ', ')
+                                     FROM pg_catalog.jsonb_array_elements_text(p.observed->'terminating'->'finalizers') f), '-')),
+       (p.observed->'terminating'->>'since')::timestamptz
+  FROM mlplat.projects p
+ WHERE p.status = 'DELETING' AND pg_catalog.jsonb_typeof(p.observed->'terminating') = 'object'
+   AND (p.observed->'terminating'->>'since')::timestamptz < pg_catalog.now()
        - coalesce(NULLIF(pg_catalog.current_setting('mlplat.finalizer_alert_after', true), ''), '10min')::interval
 UNION ALL
 SELECT 'lab_cancel_stuck', 'warning', 'lab_runs', p.name, 'lab_run', r.id,

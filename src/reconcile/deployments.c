@@ -332,45 +332,6 @@ isvc_fingerprint(const MlplatHttpRequest *req, int revision)
 	return s.data;
 }
 
-/*
- * Is the InferenceService terminating (a deletionTimestamp: deleted, held by
- * finalizers until their controllers let go)?  Then *since is that timestamp
- * and *finalizers the names that hold it ("" when none is left), and
- * *json both as JSON for observed.terminating (the finalizer_stuck alert).
- */
-static bool
-isvc_terminating(const MlJsonValue *obj, const char **since, char **finalizers, char **json)
-{
-	const MlJsonValue *fins = ml_json_object_get(ml_json_object_get(obj, "metadata"), "finalizers");
-	StringInfoData names;
-	StringInfoData j;
-
-	*since = mlplat_json_text(obj, "metadata", "deletionTimestamp", NULL);
-	if (*since == NULL)
-		return false;
-	initStringInfo(&names);
-	initStringInfo(&j);
-	appendStringInfoString(&j, "{\"since\": ");
-	escape_json(&j, *since);
-	appendStringInfoString(&j, ", \"finalizers\": [");
-	if (fins && fins->type == ML_JSON_ARRAY)
-		for (size_t i = 0; i < fins->u.array.count; i++)
-		{
-			const MlJsonValue *f = fins->u.array.items[i];
-
-			if (f->type != ML_JSON_STRING)
-				continue;
-			appendStringInfo(&names, "%s%s", names.len ? ", " : "", f->u.string.str);
-			if (j.data[j.len - 1] != '[')
-				appendStringInfoString(&j, ", ");
-			escape_json(&j, f->u.string.str);
-		}
-	appendStringInfoString(&j, "]}");
-	*finalizers = names.data;
-	*json = j.data;
-	return true;
-}
-
 /* A short human line naming the drifted paths. */
 static char *
 drift_reason(const MlSpecDiff *diff)
@@ -472,7 +433,7 @@ deployment_decide(Deployment *d, MlJsonArena *arena)
 	d->reason = NULL;
 	d->retry_ms = -1;
 
-	if (d->obj && isvc_terminating(d->obj, &since, &fins, &tjson))
+	if (d->obj && mlplat_object_terminating(d->obj, &since, &fins, &tjson))
 	{
 		/*
 		 * Deleted, held by finalizers: a DELETE again changes nothing, and an
@@ -1211,7 +1172,7 @@ mlplat_deployments_pass(MlplatPass *pass)
 			const char *since;
 			char *fins;
 
-			if (d->obj == NULL || !isvc_terminating(d->obj, &since, &fins, &d->terminating_json))
+			if (d->obj == NULL || !mlplat_object_terminating(d->obj, &since, &fins, &d->terminating_json))
 				d->terminating_json = "null";
 		}
 		if (pass->woken && strcmp(d->status, "DELETING") == 0)

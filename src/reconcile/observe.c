@@ -4,8 +4,10 @@
  */
 #include "postgres.h"
 
+#include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "storage/latch.h"
+#include "utils/json.h"
 #include "utils/memutils.h"
 #include "utils/wait_event.h"
 
@@ -173,5 +175,40 @@ mlplat_json_int(const MlJsonValue *obj, const char *a, const char *b, int64 *out
 	if (v == NULL || v->type != ML_JSON_NUMBER || !v->u.number.is_integer)
 		return false;
 	*out = (int64) v->u.number.value;
+	return true;
+}
+
+bool
+mlplat_object_terminating(const MlJsonValue *obj, const char **since, char **finalizers, char **json)
+{
+	/* metadata.finalizers, and a Namespace's spec.finalizers ("kubernetes") */
+	const MlJsonValue *lists[2] = { ml_json_object_get(ml_json_object_get(obj, "metadata"), "finalizers"),
+									ml_json_object_get(ml_json_object_get(obj, "spec"), "finalizers") };
+	StringInfoData names;
+	StringInfoData j;
+
+	*since = mlplat_json_text(obj, "metadata", "deletionTimestamp", NULL);
+	if (*since == NULL)
+		return false;
+	initStringInfo(&names);
+	initStringInfo(&j);
+	appendStringInfoString(&j, "{\"since\": ");
+	escape_json(&j, *since);
+	appendStringInfoString(&j, ", \"finalizers\": [");
+	for (int l = 0; l < 2; l++)
+		for (size_t i = 0; lists[l] && lists[l]->type == ML_JSON_ARRAY && i < lists[l]->u.array.count; i++)
+		{
+			const MlJsonValue *f = lists[l]->u.array.items[i];
+
+			if (f->type != ML_JSON_STRING)
+				continue;
+			appendStringInfo(&names, "%s%s", names.len ? ", " : "", f->u.string.str);
+			if (j.data[j.len - 1] != '[')
+				appendStringInfoString(&j, ", ");
+			escape_json(&j, f->u.string.str);
+		}
+	appendStringInfoString(&j, "]}");
+	*finalizers = names.data;
+	*json = j.data;
 	return true;
 }

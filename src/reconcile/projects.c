@@ -60,6 +60,7 @@
 #include "mlplat/json.h"
 #include "mlplat/kube.h"
 #include "mlplat/labels.h"
+#include "mlplat/observe.h"
 #include "mlplat/reconcile.h"
 #include "mlplat/reconcile_sql.h"
 #include "mlplat/reconcile_util.h"
@@ -195,7 +196,8 @@ typedef struct Project
 	bool deferred; /* some objects wait for the namespace */
 	bool write;
 	char *observed_json;
-	List *spans; /* written with the write-back (project_spans) */
+	char *terminating_json; /* observed.terminating: its namespace's deletion, or NULL */
+	List *spans;			/* written with the write-back (project_spans) */
 } Project;
 
 typedef struct ObsEntry
@@ -578,7 +580,16 @@ project_decide(Project *p, MlJsonArena *arena, char *const list_error[])
 			nso->settle = nso->unanswered != NULL;
 		}
 		else if (nso->obs && ns_terminating(nso->obs))
-			p->reason = psprintf("waiting for namespace %s to terminate", p->ns);
+		{
+			const char *since;
+			char *fins;
+
+			if (mlplat_object_terminating(nso->obs, &since, &fins, &p->terminating_json) && fins[0])
+				p->reason = psprintf("waiting for namespace %s to terminate: held by finalizer(s) %s (terminating since %s)",
+									 p->ns, fins, since);
+			else
+				p->reason = psprintf("waiting for namespace %s to terminate", p->ns);
+		}
 		else if (p->due)
 		{
 			nso->action = ACT_DELETE;
@@ -821,7 +832,7 @@ observed_summary(Project *p)
 		appendStringInfoChar(&s, ':');
 		escape_json(&s, o->state ? o->state : "unknown");
 	}
-	appendStringInfoString(&s, "}}");
+	appendStringInfo(&s, "},\"terminating\":%s}", p->terminating_json ? p->terminating_json : "null");
 	return s.data;
 }
 

@@ -1733,6 +1733,17 @@ SELECT 'finalizer_stuck', 'warning', 'deployments', p.name, 'deployment', d.id,
    AND (d.observed->'terminating'->>'since')::timestamptz < pg_catalog.now()
        - coalesce(NULLIF(pg_catalog.current_setting('mlplat.finalizer_alert_after', true), ''), '10min')::interval
 UNION ALL
+SELECT 'finalizer_stuck', 'warning', 'projects', p.name, 'project', p.id,
+       pg_catalog.format('Namespace %s terminating for %s, held by finalizer(s) %s', 'mlp-' || p.name,
+                         pg_catalog.date_trunc('second', pg_catalog.now() - (p.observed->'terminating'->>'since')::timestamptz),
+                         coalesce((SELECT pg_catalog.string_agg(f, ', ')
+                                     FROM pg_catalog.jsonb_array_elements_text(p.observed->'terminating'->'finalizers') f), '-')),
+       (p.observed->'terminating'->>'since')::timestamptz
+  FROM mlplat.projects p
+ WHERE p.status = 'DELETING' AND pg_catalog.jsonb_typeof(p.observed->'terminating') = 'object'
+   AND (p.observed->'terminating'->>'since')::timestamptz < pg_catalog.now()
+       - coalesce(NULLIF(pg_catalog.current_setting('mlplat.finalizer_alert_after', true), ''), '10min')::interval
+UNION ALL
 SELECT 'lab_cancel_stuck', 'warning', 'lab_runs', p.name, 'lab_run', r.id,
        pg_catalog.format('cancel requested %s ago and its Job not yet seen gone: node lease and %s GPUs held',
                          pg_catalog.date_trunc('second', pg_catalog.now() - r.cancel_requested_at), r.gpus),
