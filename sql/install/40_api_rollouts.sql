@@ -110,6 +110,13 @@ BEGIN
     PERFORM mlplat._wrong_state('deployment', d.name, d.status, 'start_rollout',
       'A rollout starts from a READY deployment; wait for the current change to finish.');
   END IF;
+  -- KServe splits traffic between revisions only in Serverless mode (Knative)
+  IF d.observed->>'deployment_mode' = 'RawDeployment' THEN
+    RAISE EXCEPTION 'deployment "%" is served in KServe''s RawDeployment mode: a canary rollout needs Serverless mode', d.name
+      USING ERRCODE = '55000',
+      DETAIL = 'In RawDeployment mode KServe publishes no revisions and no traffic split, so a canary could neither be observed nor rolled back.',
+      HINT = 'Change the version with mlplat.deploy(), or serve the deployment in Serverless mode.';
+  END IF;
   PERFORM mlplat._no_active_rollout(d, 'start_rollout');
   SELECT dr.intent INTO base FROM mlplat.deployment_revisions dr
   WHERE dr.deployment_id = d.id AND dr.revision = d.desired_revision;

@@ -95,6 +95,8 @@ typedef struct Deployment
 	char *seen_json; /* this pass's apply answer, to record; NULL: keep */
 	/* observed.terminating: {"since", "finalizers"} or null; NULL: not observed this pass */
 	char *terminating_json;
+	/* observed.deployment_mode: KServe's status.deploymentMode, as JSON; NULL: not seen this pass */
+	char *mode_json;
 	/* observed */
 	const MlJsonValue *obj;
 	const MlplatUnanswered *unanswered; /* an apply to it never answered */
@@ -865,11 +867,13 @@ write_back(MlplatPass *pass, List *deps, List *orphans)
 				.observed_generation = d->mark_observed ? d->generation : -1,
 				.observed_revision = d->mark_observed && d->desired_revision > 0 ? d->desired_revision : -1,
 				.endpoint = d->endpoint,
-				.observed = psprintf("{\"drift_paths\": %s%s%s%s%s}", d->drift_paths ? d->drift_paths : "[]",
+				.observed = psprintf("{\"drift_paths\": %s%s%s%s%s%s%s}", d->drift_paths ? d->drift_paths : "[]",
 									 d->seen_json ? ", \"kserve_at_apply\": " : "",
 									 d->seen_json ? d->seen_json : "",
 									 d->terminating_json ? ", \"terminating\": " : "",
-									 d->terminating_json ? d->terminating_json : ""),
+									 d->terminating_json ? d->terminating_json : "",
+									 d->mode_json ? ", \"deployment_mode\": " : "",
+									 d->mode_json ? d->mode_json : ""),
 				.error = d->error,
 				.retry_ms = d->retry_ms,
 			};
@@ -1174,6 +1178,14 @@ mlplat_deployments_pass(MlplatPass *pass)
 
 			if (d->obj == NULL || !mlplat_object_terminating(d->obj, &since, &fins, &d->terminating_json))
 				d->terminating_json = "null";
+			if (d->obj && mlplat_json_text(d->obj, "status", "deploymentMode", NULL))
+			{
+				StringInfoData m;
+
+				initStringInfo(&m);
+				escape_json(&m, mlplat_json_text(d->obj, "status", "deploymentMode", NULL));
+				d->mode_json = m.data;
+			}
 		}
 		if (pass->woken && strcmp(d->status, "DELETING") == 0)
 		{

@@ -96,9 +96,20 @@ tap_ok $? "Serverless: KServe reports the new predictor revision created and rea
 scenario RawDeployment raw "http://raw-mlp-ks.example.com"
 isvc_check raw "'latestCreatedRevision' not in o['status']['components']['predictor'] and 'traffic' not in o['status']['components']['predictor']"
 tap_ok $? "RawDeployment: KServe reports no revisions and no traffic"
+tap_is "$(q $DB "SELECT string_agg(name || '=' || coalesce(observed->>'deployment_mode', '-'), ' ' ORDER BY name) FROM mlplat.deployments WHERE name IN ('raw', 'sless')")" \
+	"raw=RawDeployment sless=Serverless" "each deployment records the mode KServe reports"
+
+# RawDeployment: no canary (KServe splits traffic only between Knative revisions), so
+# start_rollout refuses rather than start a rollout that could never settle or roll back
+register raw 3
+POLICY='{"steps": [0.1, 0.5], "ceiling": 0.5, "window_seconds": 5, "min_samples": 50, "max_error_rate": 0.05, "max_p95_ms": 500, "max_p95_ratio": 2}'
+err=$(q $DB "SELECT mlplat.start_rollout('ks', 'raw', 'raw', '3', '$POLICY')" 2>&1)
+[[ "$err" == *"deployment \"raw\" is served in KServe's RawDeployment mode: a canary rollout needs Serverless mode"* ]]
+tap_ok $? "RawDeployment: start_rollout is refused, saying why ($(echo "$err" | head -1 | cut -c1-60))"
+tap_is "$(q $DB "SELECT count(*) FROM mlplat.rollouts r JOIN mlplat.deployments d ON d.id = r.deployment_id WHERE d.name = 'raw'")" 0 \
+	"... and no rollout is recorded"
 
 # RawDeployment: a model that does not load is FAILED with the Deployment's reason
-register raw 3
 admin POST kserve/storage '{"uri":"s3://models/raw/3"}' >/dev/null
 deploy raw 3
 wait_for $DB "SELECT status || '/' || latest_revision FROM mlplat.deployments WHERE name = 'raw'" FAILED/3 30
