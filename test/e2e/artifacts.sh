@@ -10,7 +10,7 @@ e2e_standin $DB
 on_exit '$PSQL -d $DB -c "ALTER SYSTEM RESET mlplat.artifact_hash_max_bytes" -c "ALTER SYSTEM RESET mlplat.backoff_max" -c "SELECT pg_reload_conf()" >/dev/null 2>&1'
 
 q $DB "SELECT mlplat.create_project('art', 4, '8', '16Gi'); SELECT mlplat.add_artifact_location('art', 's3://models/')" >/dev/null
-wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'art'" READY 20
+wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'art'" READY 60
 tap_ok $? "project art is READY"
 
 status_of() { q $DB "SELECT d.status FROM mlplat.deployments d JOIN mlplat.projects p ON p.id = d.project_id WHERE p.name = 'art' AND d.name = '$1'"; }
@@ -38,7 +38,7 @@ dump() {
 SHA1=$(standin_artifact s3://models/m/1/model.bin 'weights one')
 register 1 s3://models/m/1/model.bin "$SHA1"
 deploy good 1
-wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'good'" READY 20
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'good'" READY 60
 rc=$?; tap_ok $rc "a matching digest: the deployment becomes READY"; [ $rc = 0 ] || dump
 tap_is "$(q $DB "SELECT detail->>'note' FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND action = 'APPLY' AND entity_id = (SELECT id FROM mlplat.deployments WHERE name = 'good')")" \
 	"artifact s3://models/m/1/model.bin verified: sha256 $SHA1 (download)" "the APPLY's ledger row says how the artifact was verified"
@@ -54,7 +54,7 @@ WANT1A=$(printf 'the weights that were reviewed' | sha256sum | cut -d' ' -f1)
 standin_artifact s3://models/m/1a/model.bin 'weights swapped after review' "{\"metadata\": {\"sha256\": \"$WANT1A\"}}" >/dev/null
 register 1a s3://models/m/1a/model.bin "$WANT1A"
 deploy forged 1a
-wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'forged'" FAILED 20
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'forged'" FAILED 60
 rc=$?; tap_ok $rc "a forged x-amz-meta-sha256 is not proof: the bytes are hashed, the deployment is FAILED"; [ $rc = 0 ] || dump
 tap_is "$(isvc_writes forged)" 0 "no InferenceService was written for it"
 
@@ -63,7 +63,7 @@ tap_is "$(isvc_writes forged)" 0 "no InferenceService was written for it"
 SHA1B=$(standin_artifact s3://models/m/1b/model.bin 'weights one b' '{"sha256Meta": false, "checksum": true}')
 register 1b s3://models/m/1b/model.bin "$SHA1B"
 deploy sum 1b
-wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'sum'" READY 20
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'sum'" READY 60
 rc=$?; tap_ok $rc "a matching x-amz-checksum-sha256: READY"; [ $rc = 0 ] || dump
 tap_is "$(q $DB "SELECT detail->>'note' FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND action = 'APPLY' AND entity_id = (SELECT id FROM mlplat.deployments WHERE name = 'sum')")" \
 	"artifact s3://models/m/1b/model.bin verified: sha256 $SHA1B (x-amz-checksum-sha256)" "verified from the store's checksum header"
@@ -75,7 +75,7 @@ WANT2=$(printf 'weights two' | sha256sum | cut -d' ' -f1)
 GOT2=$(printf 'tampered weights' | sha256sum | cut -d' ' -f1)
 register 2 s3://models/m/2/model.bin "$WANT2"
 deploy bad 2
-wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'bad'" FAILED 20
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'bad'" FAILED 60
 rc=$?; tap_ok $rc "a different digest: the deployment is FAILED"; [ $rc = 0 ] || dump
 NOT_VERIFIED="could not be verified against its registered sha256 (missing, unreadable, too large to hash or different); an administrator finds the reason in mlplat.admin_ledger"
 tap_is "$(reason_of bad)" "artifact s3://models/m/2/model.bin $NOT_VERIFIED" \
@@ -92,7 +92,7 @@ tap_is "$(q $DB "SELECT s.status || ' ' || (s.status_message = d.status_reason)
 # --- 3. the object is missing -> FAILED, nothing applied
 register 3 s3://models/m/3/missing.bin "$WANT2"
 deploy gone 3
-wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'gone'" FAILED 20
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'gone'" FAILED 60
 rc=$?; tap_ok $rc "a missing artifact: the deployment is FAILED"; [ $rc = 0 ] || dump
 tap_is "$(reason_of gone)" "artifact s3://models/m/3/missing.bin $NOT_VERIFIED" \
 	"a missing object reads exactly like a different one: the tenant learns nothing about existence"
@@ -105,7 +105,7 @@ tap_is "$(isvc_writes gone)" 0 "no InferenceService was written for it"
 SHA4=$(head -c 300000 /dev/zero | tr '\0' 'w' | standin_artifact s3://models/m/4/model.bin - '{"sha256Meta": false}')
 register 4 s3://models/m/4/model.bin "$SHA4"
 deploy stream 4
-wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'stream'" READY 20
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'stream'" READY 60
 rc=$?; tap_ok $rc "no store checksum: the object is hashed on download and the deployment becomes READY"; [ $rc = 0 ] || dump
 tap_is "$(s3_count GET 'm/4/model.bin')" 1 "the object was downloaded once"
 tap_is "$(q $DB "SELECT sha256 || ' ' || size_bytes || ' ' || source FROM mlplat.artifact_digests WHERE uri = 's3://models/m/4/model.bin'")" \
@@ -114,7 +114,7 @@ tap_is "$(q $DB "SELECT sha256 || ' ' || size_bytes || ' ' || source FROM mlplat
 # --- 5. a second revision of the same artifact: the cache answers, no second download
 heads=$(s3_count HEAD 'm/4/model.bin')
 deploy stream 4 '{"LOG_LEVEL":"debug"}'
-wait_for $DB "SELECT desired_revision || ' ' || status FROM mlplat.deployments WHERE name = 'stream'" "2 READY" 20
+wait_for $DB "SELECT desired_revision || ' ' || status FROM mlplat.deployments WHERE name = 'stream'" "2 READY" 60
 rc=$?; tap_ok $rc "revision 2 of the same artifact becomes READY"; [ $rc = 0 ] || dump
 tap_is "$(s3_count GET 'm/4/model.bin')" 1 "still one download: the cache by URI + ETag answered"
 tap_is "$(( $(s3_count HEAD 'm/4/model.bin') - heads ))" 1 "one HEAD to learn the ETag"
@@ -125,7 +125,7 @@ SHA6=$(head -c 100000 /dev/zero | tr '\0' 'b' | standin_artifact s3://models/m/6
 register 6 s3://models/m/6/model.bin "$SHA6"
 sleep 0.5
 deploy big 6
-wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'big'" FAILED 20
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'big'" FAILED 60
 rc=$?; tap_ok $rc "an artifact larger than the hashing bound: FAILED"; [ $rc = 0 ] || dump
 tap_is "$(reason_of big)" "artifact s3://models/m/6/model.bin $NOT_VERIFIED" "the tenant's reason does not tell the size"
 reason=$(q $DB "SELECT error FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND action = 'VERIFY' AND entity_id = (SELECT id FROM mlplat.deployments WHERE name = 'big')")
@@ -140,7 +140,7 @@ SHA7=$(standin_artifact s3://models/m/7/model.bin 'weights seven')
 register 7 s3://models/m/7/model.bin "$SHA7"
 admin POST faults '{"s3": true, "method": "HEAD", "path": "/models/m/7/", "status": 503, "times": 2}' >/dev/null
 deploy flaky 7
-wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'flaky'" READY 30
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'flaky'" READY 60
 rc=$?; tap_ok $rc "a store answering 503 twice: retried, the deployment becomes READY"; [ $rc = 0 ] || dump
 tap_is "$(q $DB "SELECT string_agg(outcome || ' ' || http_status, ',' ORDER BY id) FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND action = 'VERIFY' AND entity_id = (SELECT id FROM mlplat.deployments WHERE name = 'flaky')")" \
 	"RETRY 503,RETRY 503" "two VERIFY RETRY rows, no FAILED"
@@ -186,7 +186,7 @@ tap_is "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE strpos(error
 tap_is "$(status_of keys)/$(s3_count HEAD 'm/8/model.bin')/$(isvc_writes keys)" "DEPLOYING/0/0" \
 	"while the keys are unusable: not failed, nothing asked of the store, nothing applied"
 cat "$SD/s3-credentials.good" >"$STANDIN_S3_CREDENTIALS"
-wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'keys'" READY 20
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'keys'" READY 60
 rc=$?; tap_ok $rc "the file fixed in place is picked up without a reload: READY"; [ $rc = 0 ] || dump
 $PSQL -d $DB -c "ALTER SYSTEM RESET mlplat.backoff_max" -c "SELECT pg_reload_conf()" >/dev/null
 
@@ -208,7 +208,7 @@ tap_ok $([ "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = '
 	"the ledger (administrators) keeps the transport error with the address"
 standin_connect $DB
 $PSQL -d $DB -c "ALTER SYSTEM RESET mlplat.backoff_max" -c "SELECT pg_reload_conf()" >/dev/null
-wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'unreachable'" READY 30
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'unreachable'" READY 60
 rc=$?; tap_ok $rc "the store back: READY"; [ $rc = 0 ] || dump
 
 # --- every request to the store was signed, and the stand-in's check of SigV4 accepted it
@@ -217,10 +217,10 @@ tap_is "$(admin GET 'requests?area=s3' | python3 -c 'import json,sys; i=json.loa
 
 # --- leave nothing behind for the next script: undeploy everything, drop the project
 for d in good forged sum bad gone stream big flaky keys unreachable; do q $DB "SELECT mlplat.undeploy('art', '$d')" >/dev/null; done
-wait_for $DB "SELECT count(*) FROM mlplat.deployments d JOIN mlplat.projects p ON p.id = d.project_id WHERE p.name = 'art' AND d.status <> 'DELETED'" 0 30
+wait_for $DB "SELECT count(*) FROM mlplat.deployments d JOIN mlplat.projects p ON p.id = d.project_id WHERE p.name = 'art' AND d.status <> 'DELETED'" 0 60
 tap_ok $? "every deployment of the test is undeployed"
 q $DB "SELECT mlplat.delete_project('art')" >/dev/null
-wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'art'" DELETED 30
+wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'art'" DELETED 60
 tap_ok $? "the test's project is deleted"
 
 tap_done
