@@ -431,8 +431,12 @@ SELECT count(*) AS probe_payloads FROM mlplat.lab_run_payloads p JOIN mlplat.lab
 WHERE r.purpose = 'probe';
 
 -- ---------------------------------------------------------------- the lab_runs claim (database half)
+-- the runs a claim dispatched now (the claim returns every run in flight: mlplat.lab_run_claim)
+CREATE FUNCTION pg_temp.claim(p_bucket text) RETURNS TABLE (lab_run_id bigint, attempt int, job jsonb, secret jsonb)
+LANGUAGE sql AS $$ SELECT c.id, c.attempt, c.job::jsonb, c.secret::jsonb
+  FROM mlplat._lab_runs_claim(1, 'regress', p_bucket) c WHERE c.dispatched_now $$;
 -- no payload store configured: runs wait, and say so
-SELECT count(*) AS dispatched FROM mlplat._lab_runs_claim(1, 'regress', '');
+SELECT count(*) AS dispatched FROM pg_temp.claim('');
 SELECT lab_run_id = (SELECT max(id) FROM mlplat.lab_runs WHERE purpose = 'run') AS newest, status, status_reason
 FROM mlplat.lab_run_status WHERE purpose = 'run' ORDER BY lab_run_id;
 -- 12. a cancelled run that never took a lease is CANCELLED (no create was ever sent); the oldest
@@ -443,7 +447,7 @@ SELECT lab_run_id = (SELECT min(id) FROM mlplat.lab_runs WHERE status = 'QUEUED'
        convert_from(decode(secret->'data'->>'inputs.json', 'base64'), 'UTF8') AS secret_inputs,
        secret->'metadata'->'annotations'->>'mlplat.io/content-id' = (SELECT input_digest FROM mlplat.lab_runs r WHERE r.id = c.lab_run_id) AS content_id,
        job->'spec'->'template'->'spec'->'containers'->0->'env' @> '[{"name": "MLPLAT_OUTPUT_URI"}]' AS has_output_uri
-FROM mlplat._lab_runs_claim(1, 'regress', 'lab-bucket') c WHERE c.job->'metadata'->'labels'->>'mlplat.io/purpose' = 'run';
+FROM pg_temp.claim('lab-bucket') c WHERE c.job->'metadata'->'labels'->>'mlplat.io/purpose' = 'run';
 SELECT purpose, status, reason_code, cancel_acknowledged_at IS NOT NULL AS acknowledged, finished_at IS NOT NULL AS finished,
        job_name IS NOT NULL AS has_job, node_name FROM mlplat.lab_run_status ORDER BY lab_run_id;
 SELECT node, leased_by_lab_run = (SELECT id FROM mlplat.lab_runs WHERE status = 'DISPATCHED' AND purpose = 'run') AS leased_by_run
@@ -457,14 +461,14 @@ JOIN mlplat.lab_runs r ON r.id = t.lab_run_id WHERE r.purpose = 'run' ORDER BY t
 SET ROLE regress_lab_dev;
 SELECT :acc FROM pg_temp.start('run-4');
 RESET ROLE;
-SELECT count(*) AS dispatched FROM mlplat._lab_runs_claim(1, 'regress', 'lab-bucket') c
+SELECT count(*) AS dispatched FROM pg_temp.claim('lab-bucket') c
 WHERE c.job->'metadata'->'labels'->>'mlplat.io/purpose' = 'run';
 SELECT status FROM mlplat.lab_run_status WHERE lab_run_id = (SELECT max(id) FROM mlplat.lab_runs WHERE purpose = 'run');
 -- 12. cancel the dispatched run: CANCEL_REQUESTED, lease and GPUs held until its Job is seen gone
 SET ROLE regress_lab_dev;
 SELECT :acc FROM mlplat.cancel_lab_run('labp', (SELECT id FROM mlplat.lab_runs WHERE status = 'DISPATCHED' AND purpose = 'run'));
 RESET ROLE;
-SELECT count(*) AS dispatched FROM mlplat._lab_runs_claim(1, 'regress', 'lab-bucket') c
+SELECT count(*) AS dispatched FROM pg_temp.claim('lab-bucket') c
 WHERE c.job->'metadata'->'labels'->>'mlplat.io/purpose' = 'run';
 SELECT status, cancel_acknowledged_at, (SELECT count(*) FROM mlplat.lab_leases l WHERE l.lab_run_id = s.lab_run_id) AS leases
 FROM mlplat.lab_run_status s WHERE status = 'CANCEL_REQUESTED';
@@ -477,7 +481,7 @@ FROM mlplat.lab_runs WHERE status = 'CANCEL_REQUESTED';
 SELECT count(*) AS leases_of_run_node FROM mlplat.lab_leases l JOIN mlplat.lab_nodes n ON n.id = l.node_id WHERE n.name = 'gpu-1';
 -- ... and the next run of the node is dispatched
 SELECT lab_run_id = (SELECT max(id) FROM mlplat.lab_runs WHERE purpose = 'run') AS second_run
-FROM mlplat._lab_runs_claim(1, 'regress', 'lab-bucket') c WHERE c.job->'metadata'->'labels'->>'mlplat.io/purpose' = 'run';
+FROM pg_temp.claim('lab-bucket') c WHERE c.job->'metadata'->'labels'->>'mlplat.io/purpose' = 'run';
 -- 11. a node NotReady: the run waits with the reason; past its queue deadline it FAILS
 -- QUEUE_DEADLINE_EXCEEDED and nothing was created
 SELECT mlplat._lab_observe_nodes('[{"name": "gpu-1", "ready": false, "unschedulable": false, "gpus": 8, "accelerator": "nvidia-a100"},
@@ -498,12 +502,12 @@ SET LOCAL ROLE regress_lab_dev;
 SELECT :acc FROM pg_temp.start('run-5');
 RESET ROLE;
 UPDATE mlplat.lab_nodes SET observed_ready = false WHERE name = 'gpu-1';
-SELECT count(*) AS dispatched FROM mlplat._lab_runs_claim(1, 'regress', 'lab-bucket') c WHERE c.job->'metadata'->'labels'->>'mlplat.io/purpose' = 'run';
+SELECT count(*) AS dispatched FROM pg_temp.claim('lab-bucket') c WHERE c.job->'metadata'->'labels'->>'mlplat.io/purpose' = 'run';
 SELECT status, status_reason FROM mlplat.lab_run_status WHERE lab_run_id = (SELECT max(id) FROM mlplat.lab_runs WHERE purpose = 'run');
 SET LOCAL session_replication_role = replica;
 UPDATE mlplat.lab_runs SET queue_deadline_at = now() - interval '1 second' WHERE id = (SELECT max(id) FROM mlplat.lab_runs WHERE purpose = 'run');
 SET LOCAL session_replication_role = origin;
-SELECT count(*) AS dispatched FROM mlplat._lab_runs_claim(1, 'regress', 'lab-bucket') c WHERE c.job->'metadata'->'labels'->>'mlplat.io/purpose' = 'run';
+SELECT count(*) AS dispatched FROM pg_temp.claim('lab-bucket') c WHERE c.job->'metadata'->'labels'->>'mlplat.io/purpose' = 'run';
 SELECT status, reason_code, job_name, dispatched_at FROM mlplat.lab_run_status WHERE lab_run_id = (SELECT max(id) FROM mlplat.lab_runs WHERE purpose = 'run');
 ROLLBACK;
 -- an approval revoked before dispatch withdraws the admission
@@ -517,7 +521,7 @@ SELECT :acc FROM pg_temp.start('run-6');
 SET LOCAL ROLE regress_lab_owner;
 SELECT :acc FROM mlplat.revoke_lab_approval('labp', (SELECT appr FROM ids));
 RESET ROLE;
-SELECT count(*) AS dispatched FROM mlplat._lab_runs_claim(1, 'regress', 'lab-bucket') c WHERE c.job->'metadata'->'labels'->>'mlplat.io/purpose' = 'run';
+SELECT count(*) AS dispatched FROM pg_temp.claim('lab-bucket') c WHERE c.job->'metadata'->'labels'->>'mlplat.io/purpose' = 'run';
 SELECT status, reason_code FROM mlplat.lab_run_status WHERE lab_run_id = (SELECT max(id) FROM mlplat.lab_runs WHERE purpose = 'run');
 ROLLBACK;
 
@@ -532,7 +536,7 @@ SET LOCAL ROLE regress_lab_dev;
 SELECT status, output, purged FROM mlplat.lab_run_result('labp', (SELECT max(id) FROM mlplat.lab_runs WHERE purpose = 'run'));
 RESET ROLE;
 UPDATE mlplat.lab_runs SET retain_until = now() - interval '1 second' WHERE id = (SELECT max(id) FROM mlplat.lab_runs WHERE purpose = 'run');
-SELECT count(*) AS dispatched FROM mlplat._lab_runs_claim(1, 'regress', 'lab-bucket') c WHERE c.job->'metadata'->'labels'->>'mlplat.io/purpose' = 'run';
+SELECT count(*) AS dispatched FROM pg_temp.claim('lab-bucket') c WHERE c.job->'metadata'->'labels'->>'mlplat.io/purpose' = 'run';
 SET LOCAL ROLE regress_lab_dev;
 SELECT status, output_digest = repeat('d', 64) AS digest_kept, output, purged FROM mlplat.lab_run_result('labp', (SELECT max(id) FROM mlplat.lab_runs WHERE purpose = 'run'));
 SELECT purged_at IS NOT NULL AS purged, input_digest IS NOT NULL AS provenance_kept FROM mlplat.lab_run_status
@@ -588,19 +592,19 @@ SELECT :acc FROM mlplat.start_lab_run('labp', (SELECT cand FROM ids), (SELECT sh
   (SELECT node FROM ids), (SELECT max(id) FROM mlplat.lab_approvals), 'text_generation', '[{"prompt": "p", "max_tokens": 1}]',
   '{"max_attempts": 2}', 'retry-1');
 RESET ROLE;
-SELECT attempt, job->'metadata'->>'name' ~ '-1$' AS first_job FROM mlplat._lab_runs_claim(1, 'regress', 'lab-bucket')
+SELECT attempt, job->'metadata'->>'name' ~ '-1$' AS first_job FROM pg_temp.claim('lab-bucket')
 WHERE job->'metadata'->'labels'->>'mlplat.io/purpose' = 'run';
 SELECT mlplat._lab_runs_observed(r.id, r.row_version, 1, 'regress', 'FAILED', '{"reason": "BackoffLimitExceeded"}') AS failed
 FROM mlplat.lab_runs r WHERE r.idempotency_key = 'retry-1';
 SELECT status, reason_code, attempt, next_attempt_at > now() AS backing_off,
        (SELECT count(*) FROM mlplat.lab_leases l WHERE l.lab_run_id = r.id) AS lease
 FROM mlplat.lab_runs r WHERE r.idempotency_key = 'retry-1';
-SELECT count(*) AS dispatched_before_gone FROM mlplat._lab_runs_claim(1, 'regress', 'lab-bucket');
+SELECT count(*) AS dispatched_before_gone FROM pg_temp.claim('lab-bucket');
 SELECT mlplat._lab_runs_job_gone(r.id, r.row_version, 1, 'regress', '{}') AS first_job_gone FROM mlplat.lab_runs r WHERE r.idempotency_key = 'retry-1';
 UPDATE mlplat.lab_runs SET next_attempt_at = now() WHERE idempotency_key = 'retry-1';   -- the backoff has passed
 SELECT attempt, job->'metadata'->>'name' = 'lab-' || lab_run_id || '-2' AS second_job,
        job->'metadata'->'labels'->>'mlplat.io/attempt' AS attempt_label
-FROM mlplat._lab_runs_claim(1, 'regress', 'lab-bucket');
+FROM pg_temp.claim('lab-bucket');
 SELECT mlplat._lab_runs_observed(r.id, r.row_version, 1, 'regress', 'FAILED', '{"reason": "BackoffLimitExceeded"}') AS failed_again
 FROM mlplat.lab_runs r WHERE r.idempotency_key = 'retry-1';
 SELECT status, reason_code, attempt FROM mlplat.lab_runs WHERE idempotency_key = 'retry-1';

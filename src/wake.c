@@ -52,7 +52,7 @@ mlplat_wake_on_commit(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("unknown reconciler kind \"%s\"", kind_name),
-				 errhint("Kinds are projects, deployments, runs, rollouts and model_aliases.")));
+				 errhint("Kinds are projects, deployments, runs, rollouts, model_aliases and lab_runs.")));
 
 	if (!callback_registered)
 	{

@@ -65,4 +65,12 @@ extern void mlplat_artifact_begin(List *checks, MlplatHttpBatch *batch);
  */
 extern void mlplat_artifact_finish(MlplatPass *pass, List *checks);
 
+/*
+ * A request (GET, DELETE, ...) for the object at an s3:// URI in the configured object store,
+ * signed with its credentials, added to batch; the caller sets bounds (max_body) and reads
+ * the answer.  NULL with *why (palloc'd) when the store or the URI is unusable.
+ */
+extern MlplatHttpRequest *mlplat_s3_object_request(MlplatHttpBatch *batch, const char *uri, const char *method,
+												   char **why);
+
 #endif /* MLPLAT_ARTIFACT_H */

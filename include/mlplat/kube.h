@@ -104,6 +104,12 @@ extern MlplatHttpRequest *mlplat_kube_merge_patch(MlplatHttpBatch *b, const Mlpl
 /* DELETE with propagationPolicy=Background */
 extern MlplatHttpRequest *mlplat_kube_delete(MlplatHttpBatch *b, const MlplatKubeResource *res,
 											 const char *ns, const char *name);
+/*
+ * DELETE with propagationPolicy=Foreground: the object stays (with a deletionTimestamp)
+ * until its dependants (a Job's Pods) are gone, so "absent" means "nothing runs".
+ */
+extern MlplatHttpRequest *mlplat_kube_delete_foreground(MlplatHttpBatch *b, const MlplatKubeResource *res,
+														const char *ns, const char *name);
 
 /* ---- responses */
 extern void mlplat_kube_parse_response(const MlplatHttpRequest *req, MlplatKubeResult *out);

@@ -63,6 +63,7 @@ extern struct MlplatSeam *const mlplat_model_aliases_seams[];
 extern struct MlplatSeam *const mlplat_projects_seams[];
 extern struct MlplatSeam *const mlplat_runs_seams[];
 extern struct MlplatSeam *const mlplat_rollouts_seams[];
+extern struct MlplatSeam *const mlplat_lab_runs_seams[];
 
 /* The passes (src/reconcile/) */
 extern void mlplat_deployments_pass(MlplatPass *pass);
@@ -70,6 +71,7 @@ extern void mlplat_model_aliases_pass(MlplatPass *pass);
 extern void mlplat_projects_pass(MlplatPass *pass);
 extern void mlplat_rollouts_pass(MlplatPass *pass);
 extern void mlplat_runs_pass(MlplatPass *pass);
+extern void mlplat_lab_runs_pass(MlplatPass *pass);
 
 /*
  * Short transactions for claim and write-back; begin refuses on a standby.

@@ -1082,6 +1082,7 @@ DECLARE
   pr mlplat.lab_profiles;
   labels jsonb;
   env jsonb;
+  job jsonb;
 BEGIN
   SELECT * INTO pr FROM mlplat.lab_profiles x WHERE x.id = r.runtime_profile_id;
   labels := mlplat._managed_by_label() || pg_catalog.jsonb_build_object('app.kubernetes.io/component', 'lab-worker',
@@ -1100,7 +1101,9 @@ BEGIN
     pg_catalog.jsonb_build_object('name', 'MLPLAT_MAX_OUTPUT_BYTES', 'value', (r.limits->>'max_output_bytes')),
     pg_catalog.jsonb_build_object('name', 'MLPLAT_OUTPUT_URI', 'value',
       pg_catalog.format('s3://%s/%s/lab/%s/%s/output.json', p_bucket, p_instance, r.id, r.attempt)));
-  RETURN pg_catalog.jsonb_build_object(
+  -- the content id of the render without it, as an annotation: an object found under the
+  -- Job's name is adopted only when it carries it (docs/reconcilers.md, unanswered writes)
+  job := pg_catalog.jsonb_build_object(
     'apiVersion', 'batch/v1', 'kind', 'Job',
     'metadata', pg_catalog.jsonb_build_object('name', pg_catalog.format('lab-%s-%s', r.id, r.attempt),
                   'namespace', mlplat._project_namespace(p_project), 'labels', labels),
@@ -1123,6 +1126,8 @@ BEGIN
               'name', 'input', 'mountPath', '/mlplat/input', 'readOnly', true)))),
           'volumes', pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object(
             'name', 'input', 'secret', pg_catalog.jsonb_build_object('secretName', pg_catalog.format('lab-%s-input', r.id))))))));
+  RETURN pg_catalog.jsonb_set(job, '{metadata,annotations}',
+    pg_catalog.jsonb_build_object('mlplat.io/content-id', mlplat.content_id(job)));
 END $$;
 
 -- One transition row (ids and codes only): from the run's status as the caller read it (none
@@ -1261,6 +1266,7 @@ BEGIN
       'input_digest', run.input_digest, 'input_count', run.input_count, 'input_bytes', run.input_bytes,
       'limits', run.limits), who);
   PERFORM mlplat._idem_store('start_lab_run', start_lab_run.idempotency_key, r, who);
+  PERFORM mlplat._wake_on_commit('lab_runs');
   RETURN r;
 END $$;
 
@@ -1313,6 +1319,7 @@ BEGIN
     pg_catalog.jsonb_build_object('candidate_id', run.candidate_id, 'artifact_sha256', run.artifact_sha256,
       'runtime_profile_id', run.runtime_profile_id, 'node_id', run.node_id, 'limits', run.limits), who);
   PERFORM mlplat._idem_store('start_lab_probe', start_lab_probe.idempotency_key, r, who);
+  PERFORM mlplat._wake_on_commit('lab_runs');
   RETURN r;
 END $$;
 
@@ -1350,6 +1357,7 @@ BEGIN
     PERFORM mlplat._cas_lost('lab run', seen.id::text);
   END IF;
   PERFORM mlplat._lab_transition(seen, 'CANCEL_REQUESTED', NULL, who, NULL);
+  PERFORM mlplat._wake_on_commit('lab_runs');
   r.status := 'CANCEL_REQUESTED';
   PERFORM mlplat._audit('cancel_lab_run', cancel_lab_run.project, pid, 'lab_run', seen.id, r.request_id,
     mlplat._traceparent(), pg_catalog.jsonb_build_object('from_status', seen.status), who);
@@ -1470,10 +1478,21 @@ END $$;
 --  3. per node without a lease, its oldest QUEUED run (FIFO by id) is assessed again:
 --     approval blockers -> FAILED ADMISSION_WITHDRAWN; other blockers -> it waits (status_reason);
 --     none -> the node's lease and DISPATCHED, committed before the Secret and Job are sent.
--- Returns the runs dispatched now with the Secret and Job to create.  APPROVAL_EXHAUSTED is
--- not a blocker here: the run itself was counted in runs_used when it was admitted.
+-- Returns (the typed seam, mlplat.lab_run_claim) every run whose Job the reconciler must look
+-- at: dispatched or running (with the Secret and Job to create while DISPATCHED), cancel
+-- requested after a dispatch, a failed attempt whose Job is not yet seen gone, and a finished
+-- run still holding its lease.  APPROVAL_EXHAUSTED is not a blocker here: the run itself was
+-- counted in runs_used when it was admitted.
+CREATE TYPE mlplat.lab_run_claim AS (
+  id bigint, project text, namespace text, purpose text, status text, attempt int, job_name text,
+  secret_name text, row_version bigint, job text, secret text, output_uri text, max_output_bytes int,
+  past_deadline boolean, finished boolean, dispatched_now boolean, traceparent text
+);
+CREATE TYPE mlplat.lab_run_writeback AS (
+  id bigint, row_version bigint, controller text, event text, observation jsonb, output text
+);
 CREATE FUNCTION mlplat._lab_runs_claim(p_epoch bigint, p_controller text, p_bucket text)
-RETURNS TABLE (lab_run_id bigint, attempt int, job jsonb, secret jsonb)
+RETURNS SETOF mlplat.lab_run_claim
 LANGUAGE plpgsql AS $$
 DECLARE
   r mlplat.lab_runs;
@@ -1482,6 +1501,7 @@ DECLARE
   inst text := (SELECT i.instance_id FROM mlplat.installation i);
   proj text;
   nid bigint;
+  now_dispatched bigint[] := '{}';
 BEGIN
   -- retention: a finished run's content goes at retain_until; the run and its history stay
   WITH due AS (
@@ -1520,21 +1540,17 @@ BEGIN
     UPDATE mlplat.lab_leases l SET attempt = r.attempt, epoch = p_epoch, renewed_at = pg_catalog.now()
     WHERE l.lab_run_id = r.id;
     prev.attempt := r.attempt;   -- from RETRY_WAIT, recorded under the new attempt
+    now_dispatched := now_dispatched || r.id;
     PERFORM mlplat._lab_transition(prev, 'DISPATCHED', NULL, NULL,
       pg_catalog.jsonb_build_object('job', r.job_name), p_epoch, p_controller);
-    SELECT p.name INTO proj FROM mlplat.projects p WHERE p.id = r.project_id;
-    lab_run_id := r.id; attempt := r.attempt;
-    job := mlplat._render_lab_job(r, proj, inst, p_bucket);
-    secret := mlplat._render_lab_secret(r, proj, inst);
-    RETURN NEXT;
   END LOOP;
   IF coalesce(p_bucket, '') = '' THEN
     UPDATE mlplat.lab_runs x SET status_reason = 'waiting: no lab payload store configured'
     WHERE x.status = 'QUEUED' AND x.status_reason IS DISTINCT FROM 'waiting: no lab payload store configured';
-    RETURN;
   END IF;
   FOR nid IN SELECT DISTINCT x.node_id FROM mlplat.lab_runs x
-             WHERE x.status = 'QUEUED' AND NOT EXISTS (SELECT 1 FROM mlplat.lab_leases l WHERE l.node_id = x.node_id)
+             WHERE coalesce(p_bucket, '') <> '' AND x.status = 'QUEUED'
+               AND NOT EXISTS (SELECT 1 FROM mlplat.lab_leases l WHERE l.node_id = x.node_id)
              ORDER BY 1 LOOP
     SELECT * INTO r FROM mlplat.lab_runs x WHERE x.node_id = nid AND x.status = 'QUEUED'
     ORDER BY x.id LIMIT 1 FOR UPDATE SKIP LOCKED;
@@ -1562,11 +1578,23 @@ BEGIN
     WHERE x.id = r.id;
     PERFORM mlplat._lab_transition(r, 'DISPATCHED', NULL, NULL,
       pg_catalog.jsonb_build_object('job', pg_catalog.format('lab-%s-%s', r.id, r.attempt)), p_epoch, p_controller);
+    now_dispatched := now_dispatched || r.id;
+  END LOOP;
+  -- what the reconciler must look at (committed before any request is sent)
+  FOR r IN SELECT * FROM mlplat.lab_runs x
+           WHERE x.status IN ('DISPATCHED', 'RUNNING')
+              OR (x.status = 'CANCEL_REQUESTED' AND x.dispatched_at IS NOT NULL)
+              OR (x.status = 'RETRY_WAIT' AND x.job_name IS NOT NULL)
+              OR EXISTS (SELECT 1 FROM mlplat.lab_leases l WHERE l.lab_run_id = x.id)
+           ORDER BY x.id LOOP
     SELECT p.name INTO proj FROM mlplat.projects p WHERE p.id = r.project_id;
-    lab_run_id := r.id; attempt := r.attempt;
-    job := mlplat._render_lab_job(r, proj, inst, p_bucket);
-    secret := mlplat._render_lab_secret(r, proj, inst);
-    RETURN NEXT;
+    RETURN NEXT (r.id, proj, mlplat._project_namespace(proj), r.purpose, r.status, r.attempt, r.job_name,
+      pg_catalog.format('lab-%s-input', r.id), r.row_version,
+      CASE WHEN r.status = 'DISPATCHED' THEN mlplat._render_lab_job(r, proj, inst, p_bucket)::text END,
+      CASE WHEN r.status = 'DISPATCHED' THEN mlplat._render_lab_secret(r, proj, inst)::text END,
+      pg_catalog.format('s3://%s/%s/lab/%s/%s/output.json', p_bucket, inst, r.id, r.attempt),
+      (r.limits->>'max_output_bytes')::int, r.run_deadline_at <= pg_catalog.now(),
+      NOT mlplat.lab_run_is_active(r.status), r.id = ANY (now_dispatched), r.traceparent)::mlplat.lab_run_claim;
   END LOOP;
 END $$;
 
@@ -1642,6 +1670,9 @@ BEGIN
       WHERE x.id = r.id;
       PERFORM mlplat._lab_finish(r, 'SUCCEEDED', NULL, p_epoch, p_controller, p_observation);
     END IF;
+  ELSIF p_event = 'OUTPUT_TOO_LARGE' THEN
+    -- the bounded GET stopped at max_output_bytes + 1: the object is larger than allowed
+    PERFORM mlplat._lab_finish(r, 'FAILED', 'OUTPUT_TOO_LARGE', p_epoch, p_controller, p_observation);
   ELSIF p_event = 'DEADLINE' THEN
     PERFORM mlplat._lab_finish(r, 'FAILED', 'EXECUTION_DEADLINE_EXCEEDED', p_epoch, p_controller, p_observation);
   ELSIF p_event = 'FAILED' THEN
@@ -1658,7 +1689,32 @@ BEGIN
     END IF;
   ELSE
     RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = pg_catalog.format('unknown lab Job event "%s"', p_event),
-      HINT = 'STARTED, COMPLETED, FAILED or DEADLINE.';
+      HINT = 'STARTED, COMPLETED, OUTPUT_TOO_LARGE, FAILED or DEADLINE.';
   END IF;
   RETURN true;
+END $$;
+
+-- The set-based write-back of a pass (the typed seam): one row per run whose Job was seen to
+-- move (event as _lab_runs_observed) or seen absent (event GONE: _lab_runs_job_gone).  Fenced
+-- on the leader epoch; returns the ids whose compare-and-swap held.
+CREATE FUNCTION mlplat._lab_runs_writeback_set(p_epoch bigint, p_rows mlplat.lab_run_writeback[])
+RETURNS SETOF bigint LANGUAGE plpgsql AS $$
+DECLARE
+  w mlplat.lab_run_writeback;
+  ok boolean;
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = 'lab_runs' AND e.epoch = p_epoch) THEN
+    RETURN;
+  END IF;
+  FOREACH w IN ARRAY coalesce(p_rows, '{}') LOOP
+    IF w.event = 'GONE' THEN
+      ok := mlplat._lab_runs_job_gone(w.id, w.row_version, p_epoch, w.controller, w.observation);
+    ELSE
+      ok := mlplat._lab_runs_observed(w.id, w.row_version, p_epoch, w.controller, w.event, w.observation,
+                                      pg_catalog.convert_to(w.output, 'UTF8'));
+    END IF;
+    IF ok THEN
+      RETURN NEXT w.id;
+    END IF;
+  END LOOP;
 END $$;

@@ -327,6 +327,14 @@ mlplat_kube_delete(MlplatHttpBatch *b, const MlplatKubeResource *res, const char
 						"propagationPolicy=Background", NULL, NULL);
 }
 
+MlplatHttpRequest *
+mlplat_kube_delete_foreground(MlplatHttpBatch *b, const MlplatKubeResource *res, const char *ns,
+							  const char *name)
+{
+	return kube_request(b, "DELETE", mlplat_kube_path(res, ns, name),
+						"propagationPolicy=Foreground", NULL, NULL);
+}
+
 /* ---- responses */
 
 /*

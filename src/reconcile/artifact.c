@@ -234,29 +234,30 @@ hash_sink(void *arg, const char *data, size_t len)
 	return EVP_DigestUpdate(p->md, data, len) == 1;
 }
 
-/* Add a signed (when credentials are set) request for c's object to batch. */
+/*
+ * Add a signed (when credentials are set) request for s3://bucket/key at the endpoint
+ * origin/authority/base_path to batch; checksum asks a HEAD for the stored SHA-256.
+ */
 static MlplatHttpRequest *
-object_request(MlplatHttpBatch *batch, MlplatArtifactCheck *c, const char *method)
+signed_request(MlplatHttpBatch *batch, const char *origin, const char *authority, const char *base_path,
+			   const char *bucket, const char *key, const char *method, bool checksum)
 {
-	MlplatArtifactPriv *p = c->priv;
-	const char *authority = p->authority;
-	size_t nb = ml_s3_uri_encode(p->bucket, false, NULL, 0);
-	size_t nk = ml_s3_uri_encode(p->key, true, NULL, 0);
+	size_t nb = ml_s3_uri_encode(bucket, false, NULL, 0);
+	size_t nk = ml_s3_uri_encode(key, true, NULL, 0);
 	char *eb = palloc(nb + 1);
 	char *ek = palloc(nk + 1);
 	char *path;
 	MlplatHttpRequest *r;
-	bool head = strcmp(method, "HEAD") == 0;
 
-	ml_s3_uri_encode(p->bucket, false, eb, nb + 1);
-	ml_s3_uri_encode(p->key, true, ek, nk + 1);
-	path = psprintf("%s/%s/%s", p->base_path, eb, ek);
-	r = mlplat_http_batch_add(batch, method, psprintf("%s%s", p->origin, path));
+	ml_s3_uri_encode(bucket, false, eb, nb + 1);
+	ml_s3_uri_encode(key, true, ek, nk + 1);
+	path = psprintf("%s/%s/%s", base_path, eb, ek);
+	r = mlplat_http_batch_add(batch, method, psprintf("%s%s", origin, path));
 	if (mlplat_s3_ca_file && mlplat_s3_ca_file[0])
 		r->ca_file = mlplat_s3_ca_file;
 	/* Host is set explicitly so the signed value and the sent one cannot differ */
 	mlplat_http_request_add_header(r, "Host", authority);
-	if (head)
+	if (checksum)
 		mlplat_http_request_add_header(r, "x-amz-checksum-mode", "ENABLED");
 	if (s3cfg.loaded)
 	{
@@ -270,7 +271,7 @@ object_request(MlplatHttpBatch *batch, MlplatArtifactCheck *c, const char *metho
 		hs[n++] = (MlS3Header){ "host", authority };
 		hs[n++] = (MlS3Header){ "x-amz-content-sha256", EMPTY_SHA256 };
 		hs[n++] = (MlS3Header){ "x-amz-date", date };
-		if (head)
+		if (checksum)
 			hs[n++] = (MlS3Header){ "x-amz-checksum-mode", "ENABLED" };
 		if (s3cfg.cred.session_token[0])
 			hs[n++] = (MlS3Header){ "x-amz-security-token", s3cfg.cred.session_token };
@@ -287,7 +288,7 @@ object_request(MlplatHttpBatch *batch, MlplatArtifactCheck *c, const char *metho
 		in.access_key_id = s3cfg.cred.access_key_id;
 		in.secret_access_key = s3cfg.cred.secret_access_key;
 		if (!ml_sigv4_authorization(&in, auth, sizeof(auth), NULL, 0))
-			elog(ERROR, "mlplat: could not sign the object store request for %s", c->uri);
+			elog(ERROR, "mlplat: could not sign the object store request for s3://%s/%s", bucket, key);
 		mlplat_http_request_add_header(r, "x-amz-content-sha256", EMPTY_SHA256);
 		mlplat_http_request_add_header(r, "x-amz-date", date);
 		if (s3cfg.cred.session_token[0])
@@ -295,6 +296,18 @@ object_request(MlplatHttpBatch *batch, MlplatArtifactCheck *c, const char *metho
 		mlplat_http_request_add_header(r, "Authorization", auth);
 		explicit_bzero(auth, sizeof(auth));
 	}
+	return r;
+}
+
+/* Add a signed request for c's object to batch. */
+static MlplatHttpRequest *
+object_request(MlplatHttpBatch *batch, MlplatArtifactCheck *c, const char *method)
+{
+	MlplatArtifactPriv *p = c->priv;
+	bool head = strcmp(method, "HEAD") == 0;
+	MlplatHttpRequest *r = signed_request(batch, p->origin, p->authority, p->base_path, p->bucket, p->key,
+										  method, head);
+
 	mlplat_http_request_keep_header(r, "ETag");
 	if (head)
 	{
@@ -303,6 +316,37 @@ object_request(MlplatHttpBatch *batch, MlplatArtifactCheck *c, const char *metho
 	}
 	r->user = c;
 	return r;
+}
+
+MlplatHttpRequest *
+mlplat_s3_object_request(MlplatHttpBatch *batch, const char *uri, const char *method, char **why)
+{
+	char *origin;
+	char *authority;
+	char *base_path;
+	char bucket[ML_S3_BUCKET_MAX + 1];
+	char key[ML_S3_KEY_MAX + 1];
+	const char *bad;
+
+	*why = NULL;
+	if (mlplat_s3_endpoint == NULL || mlplat_s3_endpoint[0] == '\0')
+	{
+		*why = pstrdup("no object store configured (set mlplat.s3_endpoint)");
+		return NULL;
+	}
+	if ((bad = split_endpoint(mlplat_s3_endpoint, &origin, &authority, &base_path)) != NULL)
+	{
+		*why = pstrdup(bad);
+		return NULL;
+	}
+	if ((*why = refresh_credentials()) != NULL)
+		return NULL;
+	if ((bad = ml_s3_parse_uri(uri, bucket, sizeof(bucket), key, sizeof(key))) != NULL)
+	{
+		*why = psprintf("object URI %s is unusable: %s", uri, bad);
+		return NULL;
+	}
+	return signed_request(batch, origin, authority, base_path, bucket, key, method, false);
 }
 
 /* ---------------------------------------------------------------- the steps */

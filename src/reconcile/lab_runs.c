@@ -1,0 +1,868 @@
+/*
+ * lab_runs.c — the lab_runs reconciler: Model Lab runs and probes as Kubernetes Jobs
+ * pinned to a lab node (docs/lab.md; the database half is sql/install/39_api_lab.sql).
+ *
+ * One pass:
+ *   1. observe the lab Nodes (LIST, label mlplat.io/lab=true) and record them
+ *      (mlplat._lab_observe_nodes), so the claim's assessment sees fresh evidence;
+ *   2. claim (short transaction): the SQL side settles what needs no request (cancels
+ *      without a create, queue deadlines, retention), takes node leases FIFO and returns,
+ *      as mlplat.lab_run_claim, every run whose Job must be looked at, with the Secret and
+ *      Job to create while DISPATCHED;
+ *   3. LIST Jobs and Secrets of the lab worker carrying our managed-by and instance labels;
+ *   4. decide per run (pure: lab_decide): create the Secret lab-<id>-input, then the Job
+ *      lab-<id>-<attempt> (409 adopts only an object with our labels and the render's
+ *      content id; anything else is a conflict and is not touched); a cancelled run's Job,
+ *      or a failed attempt's, is deleted with propagationPolicy=Foreground, so "absent"
+ *      means its Pods are gone; a finished run's Job and Secret are deleted; every write
+ *      is noted in mlplat.unanswered_writes (committed) before it is sent;
+ *   5. read a completed attempt's output object with a bounded GET (max_output_bytes + 1);
+ *   6. write back (mlplat.lab_run_writeback[], CAS on row_version and the leader epoch),
+ *      a ledger row per external write, then delete the ingested output objects.
+ * The node lease is released only by the write-back of a Job seen absent (event GONE).
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "lib/stringinfo.h"
+#include "utils/builtins.h"
+#include "utils/json.h"
+#include "utils/memutils.h"
+
+#include "mlplat/artifact.h"
+#include "mlplat/guc.h"
+#include "mlplat/http.h"
+#include "mlplat/json.h"
+#include "mlplat/kube.h"
+#include "mlplat/labels.h"
+#include "mlplat/ledger.h"
+#include "mlplat/observe.h"
+#include "mlplat/reconcile.h"
+#include "mlplat/reconcile_sql.h"
+#include "mlplat/reconcile_util.h"
+#include "mlplat/seam.h"
+#include "mlplat/unanswered.h"
+
+static const MlplatKubeResource NODE = { "", "v1", "nodes", false };
+static const MlplatKubeResource SECRET = { "", "v1", "secrets", true };
+static const MlplatKubeResource JOB = { "batch", "v1", "jobs", true };
+
+#define LAB_COMPONENT "lab-worker"
+#define FOLLOW_UP_MS 300
+
+typedef enum LabWrite
+{
+	LAB_WRITE_NONE = 0,
+	LAB_WRITE_CREATE,
+	LAB_WRITE_DELETE_FOREGROUND,
+	LAB_WRITE_DELETE
+} LabWrite;
+
+typedef struct LabRun
+{
+	/* claimed (mlplat.lab_run_claim) */
+	int64 id;
+	char *project;
+	char *ns;
+	char *purpose;
+	char *status;
+	int attempt;
+	char *job_name;
+	char *secret_name;
+	int64 row_version;
+	char *job;
+	char *secret;
+	char *output_uri;
+	int max_output_bytes;
+	bool past_deadline;
+	bool finished;
+	bool dispatched_now; /* this claim took the lease */
+	char *traceparent;
+	/* notes of writes never answered */
+	const MlplatUnanswered *job_note;
+	/* observed */
+	const MlJsonValue *job_obj;
+	const MlJsonValue *secret_obj;
+	const char *job_cid; /* the render's content id */
+	const char *secret_cid;
+	/* decided */
+	LabWrite job_write;
+	LabWrite secret_write;
+	bool read_output;
+	bool adopt_job; /* found without a recorded create */
+	bool waiting;
+	const char *event; /* write-back event, NULL: none */
+	char *observation; /* jsonb text */
+	char *output;
+	bool delete_output; /* after an ingest whose CAS held */
+	char *conflict;
+	/* requests */
+	MlplatHttpRequest *job_req;
+	MlplatHttpRequest *secret_req;
+	MlplatHttpRequest *get_req;
+} LabRun;
+
+/* ---------------------------------------------------------------- the seam */
+
+#define CF(m, t) MLPLAT_SEAM_FIELD(LabRun, m, t)
+static const MlplatSeamField claim_fields[] = {
+	CF(id, MLPLAT_SEAM_INT8),
+	CF(project, MLPLAT_SEAM_TEXT),
+	MLPLAT_SEAM_FIELD_AS(LabRun, ns, "namespace", MLPLAT_SEAM_TEXT),
+	CF(purpose, MLPLAT_SEAM_TEXT),
+	CF(status, MLPLAT_SEAM_TEXT),
+	CF(attempt, MLPLAT_SEAM_INT4),
+	CF(job_name, MLPLAT_SEAM_TEXT),
+	CF(secret_name, MLPLAT_SEAM_TEXT),
+	CF(row_version, MLPLAT_SEAM_INT8),
+	CF(job, MLPLAT_SEAM_TEXT),
+	CF(secret, MLPLAT_SEAM_TEXT),
+	CF(output_uri, MLPLAT_SEAM_TEXT),
+	CF(max_output_bytes, MLPLAT_SEAM_INT4),
+	CF(past_deadline, MLPLAT_SEAM_BOOL),
+	CF(finished, MLPLAT_SEAM_BOOL),
+	CF(dispatched_now, MLPLAT_SEAM_BOOL),
+	CF(traceparent, MLPLAT_SEAM_TEXT),
+};
+#undef CF
+static MlplatSeam claim_seam = { "lab_run_claim", claim_fields, lengthof(claim_fields) };
+
+typedef struct LabWriteback
+{
+	int64 id;
+	int64 row_version;
+	const char *controller;
+	const char *event;
+	const char *observation;
+	const char *output;
+} LabWriteback;
+
+#define WF(m, t) MLPLAT_SEAM_FIELD(LabWriteback, m, t)
+static const MlplatSeamField writeback_fields[] = {
+	WF(id, MLPLAT_SEAM_INT8),
+	WF(row_version, MLPLAT_SEAM_INT8),
+	WF(controller, MLPLAT_SEAM_TEXT),
+	WF(event, MLPLAT_SEAM_TEXT),
+	WF(observation, MLPLAT_SEAM_JSONB),
+	WF(output, MLPLAT_SEAM_TEXT),
+};
+#undef WF
+static MlplatSeam writeback_seam = { "lab_run_writeback", writeback_fields, lengthof(writeback_fields) };
+
+MlplatSeam *const mlplat_lab_runs_seams[] = { &claim_seam, &writeback_seam, NULL };
+
+/* ---------------------------------------------------------------- pure decisions */
+
+static bool
+text_eq(const char *a, const char *b)
+{
+	return a != NULL && b != NULL && strcmp(a, b) == 0;
+}
+
+/* The status of a condition of the given type ("True", ...), or NULL. */
+static const MlJsonValue *
+condition(const MlJsonValue *obj, const char *type)
+{
+	const MlJsonValue *conds = ml_json_object_get(ml_json_object_get(obj, "status"), "conditions");
+
+	if (conds == NULL || conds->type != ML_JSON_ARRAY)
+		return NULL;
+	for (size_t i = 0; i < conds->u.array.count; i++)
+	{
+		const MlJsonValue *c = conds->u.array.items[i];
+
+		if (text_eq(mlplat_json_text(c, "type", NULL, NULL), type) &&
+			text_eq(mlplat_json_text(c, "status", NULL, NULL), "True"))
+			return c;
+	}
+	return NULL;
+}
+
+/*
+ * Is an object found under a run's Job or Secret name the one this installation's render
+ * made?  It must carry mlplat's labels of this installation, the lab worker's component
+ * label and the render's content id.  NULL if it is, else why not.
+ */
+static char *
+not_ours(const MlJsonValue *obj, const char *instance, const char *cid)
+{
+	const char *by = mlplat_json_text(obj, "metadata", "labels", MLPLAT_LABEL_MANAGED_BY);
+	const char *inst = mlplat_json_text(obj, "metadata", "labels", MLPLAT_LABEL_INSTANCE);
+	const char *comp = mlplat_json_text(obj, "metadata", "labels", "app.kubernetes.io/component");
+	const char *got = mlplat_json_text(obj, "metadata", "annotations", MLPLAT_ANNOTATION_CONTENT_ID);
+
+	if (!text_eq(by, MLPLAT_MANAGED_BY) || !text_eq(inst, instance) || !text_eq(comp, LAB_COMPONENT))
+		return pstrdup("it does not carry mlplat's lab labels of this installation");
+	if (cid == NULL)
+		return pstrdup("there is no render to compare it with");
+	if (!text_eq(got, cid))
+		return psprintf("its content id is %s, the render's %s", got ? got : "absent", cid);
+	return NULL;
+}
+
+static char *
+observation_json(const LabRun *r, const char *what)
+{
+	StringInfoData s;
+
+	initStringInfo(&s);
+	appendStringInfoString(&s, "{\"job\":");
+	escape_json(&s, r->job_name ? r->job_name : "");
+	if (r->job_obj)
+	{
+		int64 n;
+
+		if (mlplat_json_int(r->job_obj, "status", "active", &n))
+			appendStringInfo(&s, ",\"active\":%lld", (long long) n);
+		if (mlplat_json_int(r->job_obj, "status", "failed", &n))
+			appendStringInfo(&s, ",\"failed\":%lld", (long long) n);
+		if (mlplat_json_text(r->job_obj, "metadata", "deletionTimestamp", NULL))
+			appendStringInfoString(&s, ",\"terminating\":true");
+	}
+	if (what)
+	{
+		appendStringInfoString(&s, ",\"seen\":");
+		escape_json(&s, what);
+	}
+	appendStringInfoChar(&s, '}');
+	return s.data;
+}
+
+/* Decide what one run needs, from the claim and the observed Job and Secret alone. */
+static void
+lab_decide(LabRun *r, const char *instance)
+{
+	bool cancel = strcmp(r->status, "CANCEL_REQUESTED") == 0;
+	bool retry_wait = strcmp(r->status, "RETRY_WAIT") == 0;
+	bool terminating = r->job_obj && mlplat_json_text(r->job_obj, "metadata", "deletionTimestamp", NULL);
+	const MlJsonValue *failed;
+
+	/* a finished run: its Job and Secret go; the lease goes when the Job is seen absent */
+	if (r->finished)
+	{
+		if (r->secret_obj && !mlplat_json_text(r->secret_obj, "metadata", "deletionTimestamp", NULL) &&
+			not_ours(r->secret_obj, instance, mlplat_json_text(r->secret_obj, "metadata", "annotations",
+																MLPLAT_ANNOTATION_CONTENT_ID)) == NULL)
+			r->secret_write = LAB_WRITE_DELETE;
+		if (r->job_obj == NULL)
+			r->event = "GONE";
+		else if (!terminating)
+			r->job_write = LAB_WRITE_DELETE_FOREGROUND;
+		else
+			r->waiting = true;
+		return;
+	}
+
+	if (r->job_obj && r->job_cid == NULL)
+		r->job_cid = mlplat_json_text(r->job_obj, "metadata", "annotations", MLPLAT_ANNOTATION_CONTENT_ID);
+
+	/* a Job under the run's name that is not its own is reported and never touched */
+	if (r->job_obj && strcmp(r->status, "DISPATCHED") == 0)
+	{
+		char *why = not_ours(r->job_obj, instance, r->job_cid);
+
+		if (why)
+		{
+			r->conflict = psprintf("job %s/%s exists but is not this run's: %s; not adopted, not touched",
+								   r->ns, r->job_name, why);
+			return;
+		}
+		if (r->job_note)
+			r->adopt_job = true; /* created by a pass whose answer was lost */
+	}
+
+	if (r->job_obj == NULL)
+	{
+		if (r->job_name == NULL || retry_wait)
+		{
+			/* a failed attempt's Job is gone: the next attempt may be dispatched */
+			if (retry_wait)
+				r->event = "GONE";
+			return;
+		}
+		if (cancel && r->job_note && !mlplat_unanswered_settled(r->job_note))
+		{
+			/* a create was sent without an answer: it may still land; look again */
+			r->waiting = true;
+			return;
+		}
+		if (cancel)
+		{
+			r->event = "GONE";
+			r->observation = observation_json(r, "absent");
+			return;
+		}
+		if (strcmp(r->status, "DISPATCHED") == 0)
+		{
+			if (r->secret_obj == NULL)
+				r->secret_write = LAB_WRITE_CREATE;
+			r->job_write = LAB_WRITE_CREATE;
+			return;
+		}
+		/* RUNNING and gone: removed outside mlplat; the attempt failed */
+		r->event = "FAILED";
+		r->observation = observation_json(r, "disappeared");
+		return;
+	}
+
+	/* the Job is there */
+	if (retry_wait)
+	{
+		/* the failed attempt's Job (already recorded) goes before the next attempt starts */
+		if (!terminating)
+			r->job_write = LAB_WRITE_DELETE_FOREGROUND;
+		else
+			r->waiting = true;
+		return;
+	}
+	if (condition(r->job_obj, "Complete"))
+	{
+		r->read_output = true;
+		r->observation = observation_json(r, "Complete");
+		return;
+	}
+	if ((failed = condition(r->job_obj, "Failed")) != NULL)
+	{
+		const char *reason = mlplat_json_text(failed, "reason", NULL, NULL);
+
+		r->event = text_eq(reason, "DeadlineExceeded") ? "DEADLINE" : "FAILED";
+		r->observation = observation_json(r, reason ? reason : "Failed");
+		return;
+	}
+	if (cancel)
+	{
+		if (!terminating)
+			r->job_write = LAB_WRITE_DELETE_FOREGROUND;
+		else
+			r->waiting = true;
+		return;
+	}
+	if (strcmp(r->status, "DISPATCHED") == 0)
+	{
+		int64 active = 0;
+
+		if (mlplat_json_int(r->job_obj, "status", "active", &active) && active > 0)
+		{
+			r->event = "STARTED";
+			r->observation = observation_json(r, "active");
+		}
+		else if (r->adopt_job)
+			r->observation = observation_json(r, "adopted");
+	}
+}
+
+/* ---------------------------------------------------------------- I/O */
+
+static char *
+nodes_json(List *nodes)
+{
+	StringInfoData s;
+	ListCell *lc;
+	bool first = true;
+
+	initStringInfo(&s);
+	appendStringInfoChar(&s, '[');
+	foreach (lc, nodes)
+	{
+		const MlJsonValue *n = lfirst(lc);
+		const char *name = mlplat_json_text(n, "metadata", "name", NULL);
+		const char *gpus = mlplat_json_text(n, "status", "allocatable", "nvidia.com/gpu");
+		const char *acc = mlplat_json_text(n, "metadata", "labels", "mlplat.io/accelerator");
+		const MlJsonValue *unsched = ml_json_object_get(ml_json_object_get(n, "spec"), "unschedulable");
+		bool ready = condition(n, "Ready") != NULL;
+
+		if (name == NULL)
+			continue;
+		appendStringInfoString(&s, first ? "{" : ",{");
+		first = false;
+		appendStringInfoString(&s, "\"name\":");
+		escape_json(&s, name);
+		appendStringInfo(&s, ",\"ready\":%s,\"unschedulable\":%s,\"gpus\":%d", ready ? "true" : "false",
+						 unsched && unsched->type == ML_JSON_BOOL && unsched->u.boolean ? "true" : "false",
+						 gpus ? (int) strtol(gpus, NULL, 10) : 0);
+		appendStringInfoString(&s, ",\"accelerator\":");
+		if (acc)
+			escape_json(&s, acc);
+		else
+			appendStringInfoString(&s, "null");
+		appendStringInfoChar(&s, '}');
+	}
+	appendStringInfoChar(&s, ']');
+	return s.data;
+}
+
+static void
+claim(MlplatPass *pass, const char *nodes, List **out, char **instance)
+{
+	MemoryContext pass_cxt = CurrentMemoryContext;
+	List *notes;
+	ListCell *lc;
+	Oid types[3] = { INT8OID, TEXTOID, TEXTOID };
+	Datum values[3];
+
+	mlplat_txn_begin();
+	MemoryContextSwitchTo(pass_cxt);
+	*instance = mlplat_instance_id();
+	if (nodes)
+	{
+		Oid t[1] = { TEXTOID };
+		Datum v[1] = { CStringGetTextDatum(nodes) };
+
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "mlplat: SPI_connect failed");
+		if (SPI_execute_with_args("SELECT mlplat._lab_observe_nodes($1::jsonb)", 1, t, v, NULL, false, 0) !=
+			SPI_OK_SELECT)
+			elog(ERROR, "mlplat: _lab_observe_nodes failed");
+		SPI_finish();
+		MemoryContextSwitchTo(pass_cxt);
+	}
+	values[0] = Int64GetDatum(pass->epoch);
+	values[1] = CStringGetTextDatum(pass->controller);
+	values[2] = CStringGetTextDatum(mlplat_lab_payload_bucket ? mlplat_lab_payload_bucket : "");
+	*out = mlplat_seam_claim(&claim_seam, pass_cxt, "SELECT c FROM mlplat._lab_runs_claim($1, $2, $3) c", 3,
+							 types, values, sizeof(LabRun));
+	MemoryContextSwitchTo(pass_cxt);
+	notes = mlplat_unanswered_load(pass);
+	foreach (lc, *out)
+	{
+		LabRun *r = lfirst(lc);
+
+		if (r->job_name)
+			r->job_note = mlplat_unanswered_find(notes, r->id, psprintf("%s/%s", r->ns, r->job_name), NULL);
+	}
+	mlplat_txn_commit();
+	MemoryContextSwitchTo(pass_cxt);
+}
+
+static const MlJsonValue *
+find_object(List *items, const char *ns, const char *name)
+{
+	ListCell *lc;
+
+	if (name == NULL)
+		return NULL;
+	foreach (lc, items)
+	{
+		const MlJsonValue *o = lfirst(lc);
+
+		if (text_eq(mlplat_json_text(o, "metadata", "namespace", NULL), ns) &&
+			text_eq(mlplat_json_text(o, "metadata", "name", NULL), name))
+			return o;
+	}
+	return NULL;
+}
+
+static const char *
+render_cid(MlJsonArena *arena, const char *render)
+{
+	MlJsonError err;
+	const MlJsonValue *m;
+
+	if (render == NULL || (m = ml_json_parse(arena, render, strlen(render), NULL, &err)) == NULL)
+		return NULL;
+	return mlplat_json_text(m, "metadata", "annotations", MLPLAT_ANNOTATION_CONTENT_ID);
+}
+
+/* The ledger outcome of an answered write; a 409 on a create is settled by verify_conflict. */
+static const char *
+write_outcome(const MlplatHttpRequest *req, LabWrite w, int *status, char **error)
+{
+	MlplatKubeResult res;
+
+	mlplat_kube_parse_response(req, &res);
+	*status = res.status;
+	*error = res.message;
+	if (res.outcome == MLPLAT_KUBE_OK)
+		return "OK";
+	if (res.outcome == MLPLAT_KUBE_NOT_FOUND && w != LAB_WRITE_CREATE)
+		return "OK"; /* already gone */
+	if (res.outcome == MLPLAT_KUBE_EXISTS && w == LAB_WRITE_CREATE)
+		return "EXISTS";
+	if (res.outcome == MLPLAT_KUBE_FAILED)
+		return "FAILED";
+	return "RETRY";
+}
+
+static const char *
+write_action(LabWrite w)
+{
+	return w == LAB_WRITE_CREATE ? "CREATE" : "DELETE";
+}
+
+static MlplatHttpRequest *
+send_write(MlplatHttpBatch *batch, const MlplatKubeResource *res, LabWrite w, const char *ns,
+		   const char *name, const char *render)
+{
+	switch (w)
+	{
+		case LAB_WRITE_CREATE:
+			return mlplat_kube_create(batch, res, ns, render);
+		case LAB_WRITE_DELETE_FOREGROUND:
+			return mlplat_kube_delete_foreground(batch, res, ns, name);
+		case LAB_WRITE_DELETE:
+			return mlplat_kube_delete(batch, res, ns, name);
+		case LAB_WRITE_NONE:
+			break;
+	}
+	return NULL;
+}
+
+/*
+ * After a 409 on a create: read the object that holds the name and adopt it only when it
+ * is this render's (labels and content id); otherwise it is a conflict.
+ */
+static const char *
+verify_conflict(MlJsonArena *arena, const MlplatKubeResource *res, LabRun *r, const char *name,
+				const char *cid, const char *instance)
+{
+	MlplatHttpBatch *b = mlplat_http_batch_create(CurrentMemoryContext);
+	MlplatHttpRequest *get = mlplat_kube_get(b, res, r->ns, name);
+	MlplatKubeResult kr;
+	const MlJsonValue *obj = NULL;
+	MlJsonError err;
+	char *why;
+
+	mlplat_http_batch_run(b);
+	mlplat_kube_classify(get, get->resp_body != NULL, &kr);
+	if (kr.outcome == MLPLAT_KUBE_OK && get->resp_body)
+		obj = ml_json_parse(arena, get->resp_body, get->resp_len, NULL, &err);
+	if (obj == NULL)
+		return "RETRY";
+	why = not_ours(obj, instance, cid);
+	if (why)
+	{
+		r->conflict = psprintf("%s/%s exists but is not this run's: %s; not adopted, not touched", r->ns, name, why);
+		return "CONFLICT";
+	}
+	return "ADOPTED";
+}
+
+typedef struct LedgerRow
+{
+	LabRun *run;
+	const char *action;
+	const char *outcome;
+	int status;
+	char *error;
+	char *object;
+} LedgerRow;
+
+static void
+ledger_add(List **rows, LabRun *r, const char *action, const char *outcome, int status, char *error,
+		   char *object)
+{
+	LedgerRow *l = palloc0(sizeof(LedgerRow));
+
+	l->run = r;
+	l->action = action;
+	l->outcome = outcome;
+	l->status = status;
+	l->error = error;
+	l->object = object;
+	*rows = lappend(*rows, l);
+}
+
+/* Read the completed attempts' outputs: a bounded GET of each (max_output_bytes + 1). */
+static void
+read_outputs(MlplatPass *pass, MlJsonArena *arena, List *runs)
+{
+	MlplatHttpBatch *batch = mlplat_http_batch_create(CurrentMemoryContext);
+	ListCell *lc;
+
+	foreach (lc, runs)
+	{
+		LabRun *r = lfirst(lc);
+		char *why;
+
+		if (!r->read_output)
+			continue;
+		r->get_req = mlplat_s3_object_request(batch, r->output_uri, "GET", &why);
+		if (r->get_req == NULL)
+		{
+			/* no usable store: nothing can be ingested; look again later */
+			snprintf(pass->status, sizeof(pass->status), "lab output not read: %s", why);
+			continue;
+		}
+		r->get_req->max_body = (size_t) r->max_output_bytes + 1;
+	}
+	if (mlplat_http_batch_count(batch) == 0)
+		return;
+	mlplat_http_batch_run(batch);
+	foreach (lc, runs)
+	{
+		LabRun *r = lfirst(lc);
+		MlplatHttpRequest *g = r->get_req;
+		MlJsonError err;
+
+		if (g == NULL)
+			continue;
+		if (g->failed && strncmp(g->error, "response body exceeds", 21) == 0)
+			r->event = "OUTPUT_TOO_LARGE";
+		else if (g->failed || g->status >= 500 || g->status == 429 || g->status == 408)
+		{
+			pass->next_pass_ms = 1000; /* transient: read it again */
+			continue;
+		}
+		else if (g->status == 404)
+			r->event = "COMPLETED"; /* with no output: OUTPUT_MISSING */
+		else if (g->status == 200 &&
+				 ml_json_parse(arena, g->resp_body ? g->resp_body : "", g->resp_len, NULL, &err) != NULL)
+		{
+			r->event = "COMPLETED";
+			r->output = pnstrdup(g->resp_body, g->resp_len);
+			r->delete_output = true;
+		}
+		else
+			r->event = "COMPLETED"; /* refused or not JSON: nothing usable was written */
+	}
+}
+
+void
+mlplat_lab_runs_pass(MlplatPass *pass)
+{
+	MemoryContext pass_cxt = CurrentMemoryContext;
+	MlJsonArena *arena = mlplat_json_arena_in(pass_cxt);
+	const char *why = NULL;
+	List *runs = NIL;
+	List *nodes = NIL;
+	List *jobs = NIL;
+	List *secrets = NIL;
+	List *ledger = NIL;
+	MlplatWriteNotes sending = { 0 };
+	MlplatWriteNotes settled = { 0 };
+	MlplatHttpBatch *secret_batch;
+	MlplatHttpBatch *job_batch;
+	ListCell *lc;
+	char *instance;
+	char *selector;
+	char *list_error;
+	int lists = 0;
+	int lost = 0;
+	int writes = 0;
+
+	if (!mlplat_cluster_ready(pass, &why))
+		return;
+
+	/* 1. the lab nodes, before the claim assesses them */
+	list_error = mlplat_kube_list_all(arena, &NODE, "mlplat.io/lab=true", &nodes, &lists);
+	if (list_error)
+		ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE), errmsg("%s", list_error)));
+
+	/* 2. claim */
+	claim(pass, nodes_json(nodes), &runs, &instance);
+	if (runs == NIL)
+	{
+		snprintf(pass->status, sizeof(pass->status), "%d lab nodes observed; no lab runs in flight",
+				 list_length(nodes));
+		return;
+	}
+
+	/* 3. observe the worker's Jobs and Secrets */
+	selector = psprintf("%s,app.kubernetes.io/component=%s", mlplat_managed_selector(instance), LAB_COMPONENT);
+	if ((list_error = mlplat_kube_list_all(arena, &JOB, selector, &jobs, &lists)) != NULL ||
+		(list_error = mlplat_kube_list_all(arena, &SECRET, selector, &secrets, &lists)) != NULL)
+		ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE), errmsg("%s", list_error)));
+
+	/* 4. decide, note, send: Secrets first, then the Jobs that mount them */
+	secret_batch = mlplat_http_batch_create(pass_cxt);
+	job_batch = mlplat_http_batch_create(pass_cxt);
+	foreach (lc, runs)
+	{
+		LabRun *r = lfirst(lc);
+
+		r->job_obj = find_object(jobs, r->ns, r->job_name);
+		r->secret_obj = find_object(secrets, r->ns, r->secret_name);
+		r->job_cid = render_cid(arena, r->job);
+		r->secret_cid = render_cid(arena, r->secret);
+		lab_decide(r, instance);
+		if (r->secret_write == LAB_WRITE_CREATE && r->secret == NULL)
+			r->secret_write = LAB_WRITE_NONE;
+		if (r->job_write == LAB_WRITE_CREATE && r->job == NULL)
+			r->job_write = LAB_WRITE_NONE;
+		if (r->secret_write != LAB_WRITE_NONE)
+			mlplat_write_notes_add(&sending, r->id, psprintf("%s/%s", r->ns, r->secret_name),
+								   write_action(r->secret_write));
+		if (r->job_write != LAB_WRITE_NONE)
+			mlplat_write_notes_add(&sending, r->id, psprintf("%s/%s", r->ns, r->job_name),
+								   write_action(r->job_write));
+		if (r->waiting || r->job_write != LAB_WRITE_NONE || strcmp(r->status, "RUNNING") == 0 ||
+			strcmp(r->status, "DISPATCHED") == 0)
+			pass->next_pass_ms = FOLLOW_UP_MS;
+	}
+	if (!mlplat_write_notes_commit(pass, &sending))
+	{
+		snprintf(pass->status, sizeof(pass->status), "no longer the leader: %d requests not sent",
+				 list_length(sending.ids));
+		return;
+	}
+	foreach (lc, runs)
+	{
+		LabRun *r = lfirst(lc);
+
+		r->secret_req = send_write(secret_batch, &SECRET, r->secret_write, r->ns, r->secret_name, r->secret);
+	}
+	if (mlplat_http_batch_count(secret_batch) > 0)
+		mlplat_http_batch_run(secret_batch);
+	foreach (lc, runs)
+	{
+		LabRun *r = lfirst(lc);
+		int status;
+		char *error;
+		const char *outcome;
+
+		if (r->secret_req == NULL)
+			continue;
+		writes++;
+		outcome = write_outcome(r->secret_req, r->secret_write, &status, &error);
+		if (status >= 200 && status < 500)
+			mlplat_write_notes_add(&settled, r->id, psprintf("%s/%s", r->ns, r->secret_name), NULL);
+		if (strcmp(outcome, "EXISTS") == 0)
+		{
+			outcome = verify_conflict(arena, &SECRET, r, r->secret_name, r->secret_cid, instance);
+			if (strcmp(outcome, "ADOPTED") == 0)
+			{
+				ledger_add(&ledger, r, "ADOPT", "OK", status, NULL, psprintf("%s/%s", r->ns, r->secret_name));
+				continue;
+			}
+			ledger_add(&ledger, r, "ADOPT", outcome, status, r->conflict, psprintf("%s/%s", r->ns, r->secret_name));
+			r->job_write = LAB_WRITE_NONE; /* no Job over a Secret that is not the run's */
+			continue;
+		}
+		ledger_add(&ledger, r, write_action(r->secret_write), outcome, status, error,
+				   psprintf("%s/%s", r->ns, r->secret_name));
+		if (r->secret_write == LAB_WRITE_CREATE && strcmp(outcome, "OK") != 0)
+			r->job_write = LAB_WRITE_NONE; /* the Job waits for its input */
+	}
+	foreach (lc, runs)
+	{
+		LabRun *r = lfirst(lc);
+
+		r->job_req = send_write(job_batch, &JOB, r->job_write, r->ns, r->job_name, r->job);
+	}
+	if (mlplat_http_batch_count(job_batch) > 0)
+		mlplat_http_batch_run(job_batch);
+	foreach (lc, runs)
+	{
+		LabRun *r = lfirst(lc);
+		int status;
+		char *error;
+		const char *outcome;
+
+		if (r->job_req == NULL)
+			continue;
+		writes++;
+		outcome = write_outcome(r->job_req, r->job_write, &status, &error);
+		if (status >= 200 && status < 500)
+			mlplat_write_notes_add(&settled, r->id, psprintf("%s/%s", r->ns, r->job_name), NULL);
+		if (strcmp(outcome, "EXISTS") == 0)
+		{
+			outcome = verify_conflict(arena, &JOB, r, r->job_name, r->job_cid, instance);
+			ledger_add(&ledger, r, "ADOPT", strcmp(outcome, "ADOPTED") == 0 ? "OK" : outcome, status,
+					   strcmp(outcome, "ADOPTED") == 0 ? NULL : r->conflict, psprintf("%s/%s", r->ns, r->job_name));
+			continue;
+		}
+		ledger_add(&ledger, r, write_action(r->job_write), outcome, status, error,
+				   psprintf("%s/%s", r->ns, r->job_name));
+	}
+
+	/* 5. outputs of completed attempts */
+	read_outputs(pass, arena, runs);
+
+	/* 6. write back */
+	mlplat_txn_begin();
+	{
+		MlplatSeamArray *rows = mlplat_seam_array_new(&writeback_seam);
+		int64 *written;
+		uint64 nwritten;
+
+		foreach (lc, runs)
+		{
+			LabRun *r = lfirst(lc);
+
+			if (r->event == NULL)
+				continue;
+			{
+				LabWriteback w = {
+					.id = r->id,
+					.row_version = r->row_version,
+					.controller = pass->controller,
+					.event = r->event,
+					.observation = r->observation ? r->observation : observation_json(r, NULL),
+					.output = r->output,
+				};
+
+				mlplat_seam_array_add(rows, &w);
+			}
+			if (r->job_name && r->job_note && r->job_obj == NULL)
+				mlplat_write_notes_add(&settled, r->id, psprintf("%s/%s", r->ns, r->job_name), NULL);
+		}
+		written = mlplat_seam_writeback(rows, "SELECT * FROM mlplat._lab_runs_writeback_set($1, $2)", pass->epoch,
+										&nwritten);
+		foreach (lc, runs)
+		{
+			LabRun *r = lfirst(lc);
+
+			if (r->adopt_job)
+				mlplat_ledger_append(pass, "lab_run", r->id, r->project, "ADOPT", "OK", NULL, NULL, 0, NULL,
+									 mlplat_trace_id_of(r->traceparent), psprintf("%s/%s", r->ns, r->job_name));
+			if (r->conflict && r->job_req == NULL && r->secret_req == NULL)
+				mlplat_ledger_append(pass, "lab_run", r->id, r->project, "ADOPT", "CONFLICT", NULL, NULL, 0,
+									 r->conflict, mlplat_trace_id_of(r->traceparent),
+									 psprintf("%s/%s", r->ns, r->job_name));
+			if (r->event && !mlplat_seam_written(written, nwritten, r->id))
+			{
+				lost++;
+				r->delete_output = false; /* not ingested: read it again next pass */
+			}
+		}
+		foreach (lc, ledger)
+		{
+			LedgerRow *l = lfirst(lc);
+
+			/* the external write happened whether or not a CAS held: recorded either way */
+			mlplat_ledger_append(pass, "lab_run", l->run->id, l->run->project, l->action, l->outcome, NULL, NULL,
+								 l->status, l->error, mlplat_trace_id_of(l->run->traceparent), l->object);
+		}
+		mlplat_write_notes_clear(pass, &settled);
+		mlplat_txn_commit();
+		MemoryContextSwitchTo(pass_cxt);
+	}
+	mlplat_pass_note_lost(pass, lost);
+
+	/* the ingested outputs leave the store (best effort; a left object is overwritten by nothing) */
+	{
+		MlplatHttpBatch *del = mlplat_http_batch_create(pass_cxt);
+		List *deleted = NIL;
+
+		foreach (lc, runs)
+		{
+			LabRun *r = lfirst(lc);
+			char *w;
+
+			if (r->delete_output && (r->get_req = mlplat_s3_object_request(del, r->output_uri, "DELETE", &w)) != NULL)
+				deleted = lappend(deleted, r);
+		}
+		if (deleted != NIL)
+		{
+			mlplat_http_batch_run(del);
+			mlplat_txn_begin();
+			foreach (lc, deleted)
+			{
+				LabRun *r = lfirst(lc);
+
+				MlplatHttpRequest *d = r->get_req;
+				bool ok = !d->failed && ((d->status >= 200 && d->status < 300) || d->status == 404);
+
+				mlplat_ledger_append(pass, "lab_run", r->id, r->project, "DELETE", ok ? "OK" : "RETRY", NULL, NULL,
+									 d->status, ok ? NULL : (d->failed ? d->error : "object store refused the delete"),
+									 mlplat_trace_id_of(r->traceparent), r->output_uri);
+			}
+			mlplat_txn_commit();
+			MemoryContextSwitchTo(pass_cxt);
+		}
+	}
+	if (pass->status[0] == '\0')
+		snprintf(pass->status, sizeof(pass->status), "%d lab nodes, %d lab runs in flight, %d writes, %d LIST requests",
+				 list_length(nodes), list_length(runs), writes, lists);
+}
