@@ -23,7 +23,7 @@ NS=mlp-$P
 $PSQL -d $DB -c "ALTER SYSTEM SET mlplat.lab_payload_bucket = 'artifacts'" -c "SELECT pg_reload_conf()" >/dev/null
 on_exit "$PSQL -d $DB -c \"ALTER SYSTEM RESET mlplat.lab_payload_bucket\" -c \"SELECT pg_reload_conf()\" >/dev/null"
 
-q $DB "CREATE ROLE lab_dev LOGIN; CREATE ROLE lab_owner LOGIN" >/dev/null 2>&1
+q $DB "CREATE ROLE lab_dev LOGIN" >/dev/null 2>&1; q $DB "CREATE ROLE lab_owner LOGIN" >/dev/null 2>&1
 q $DB "SELECT mlplat.create_project('$P', 8, NULL, NULL, NULL, 'lab_owner')" >/dev/null
 q $DB "SELECT mlplat.add_artifact_location('$P', 's3://artifacts/')" >/dev/null
 q $DB "SELECT mlplat.grant_role('$P', 'lab_dev', 'developer')" >/dev/null
@@ -43,8 +43,10 @@ asowner "SELECT mlplat.set_model_stage('$P', 'llm', '1', 'CANDIDATE')" >/dev/nul
 asowner "SELECT mlplat.register_lab_profile('$P', 'vllm', jsonb_build_object('runtime_kind', 'vllm',
 	'image', 'r.example/vllm@sha256:' || repeat('e', 64), 'gpus', 1, 'accelerator', 'nvidia-a100',
 	'families', '[\"text_generation\"]'::jsonb, 'max_execution_seconds', 300, 'max_output_bytes', 65536))" >/dev/null
-CAND=$(q $DB "SELECT id FROM mlplat.model_versions")
-PROF=$(q $DB "SELECT id FROM mlplat.lab_profiles")
+PID=$(q $DB "SELECT id FROM mlplat.projects WHERE name = '$P'")
+# (other scripts share the database: every lookup is scoped to this project)
+CAND=$(q $DB "SELECT id FROM mlplat.model_versions WHERE project_id = $PID")
+PROF=$(q $DB "SELECT id FROM mlplat.lab_profiles WHERE project_id = $PID")
 NODE=$(q $DB "SELECT id FROM mlplat.lab_nodes WHERE name = 'gpu-1'")
 INST=$(q $DB "SELECT mlplat._instance_id()")
 SHA=$(printf 'a%.0s' $(seq 64))
@@ -77,7 +79,7 @@ wait_for $DB "SELECT count(*) FROM mlplat.lab_leases" 0 60
 tap_ok $? "the probe's lease was released"
 
 asowner "SELECT mlplat.approve_lab('$P', $CAND, '$SHA', $PROF, $NODE, '{text_generation}', '{\"max_attempts\": 2}', 100, '1 day')" >/dev/null
-APPR=$(q $DB "SELECT id FROM mlplat.lab_approvals")
+APPR=$(q $DB "SELECT id FROM mlplat.lab_approvals WHERE project_id = $PID")
 start() {   # key [limits] -> the run's id
 	local limits=${2:-'{}'}
 	$PSQL -d $DB -U lab_dev -c "SELECT entity_id FROM mlplat.start_lab_run('$P', $CAND, '$SHA', $PROF, $NODE, $APPR,
