@@ -20,7 +20,7 @@ export PGHOST=$WORK PGPORT=$P
 q postgres "CREATE DATABASE mlplat" >/dev/null
 q mlplat "CREATE EXTENSION mlplat" >/dev/null
 q mlplat "CREATE ROLE squatter LOGIN" >/dev/null
-KINDS=5
+KINDS=$(mlplat_kinds_count)   # one leader per kind (src/kinds.c)
 LEADERS="SELECT count(*) FROM mlplat.reconciler_health WHERE role IN ('leader', 'idle')"
 wait_for mlplat "$LEADERS" $KINDS 30
 tap_ok $? "one leader for each of the $KINDS kinds"
