@@ -105,8 +105,8 @@ while [ -n "$absent" ] && ((SECONDS < deadline)); do sleep 1; absent=$(absent_me
 tap_is "${absent:-none}" none "Prometheus has a series of every metric in queries.yaml ($(echo $names | wc -w))"
 
 # reconciler health: one leading (or idle-leading) replica per kind, passes counted
-wait_prom 'sum(mlplat_reconciler_leader) + sum(mlplat_reconciler_idle)' 5 30
-tap_ok $? "one replica of each of the 5 kinds leads (leader or idle)"
+wait_prom 'sum(mlplat_reconciler_leader) + sum(mlplat_reconciler_idle)' "$(mlplat_kinds_count)" 30
+tap_ok $? "one replica of each of the $(mlplat_kinds_count) kinds leads (leader or idle)"
 wait_prom 'count(mlplat_reconciler_passes_total)' "$(q $DB "SELECT count(*) FROM mlplat.reconciler_health")" 30
 tap_ok $? "one passes_total series per replica of reconciler_health"
 p1=$(promql 'sum(mlplat_reconciler_passes_total{kind="projects"})')
