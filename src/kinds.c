@@ -6,7 +6,7 @@
 #include "mlplat/kinds.h"
 
 const char *const mlplat_kind_names[MLPLAT_NUM_KINDS] = {
-	"projects", "deployments", "runs", "rollouts", "model_aliases", "lab_runs"
+	"projects", "deployments", "runs", "rollouts", "model_aliases", "lab_runs", "campaigns"
 };
 
 int

@@ -48,12 +48,20 @@ typedef struct MlplatArtifactCheck
 	int http_status;	/* of the deciding request, 0 if none */
 	int retry_ms;		/* RETRY and WAIT: when to look again */
 	bool cached;		/* decided from mlplat.artifact_digests */
+	char *body;			/* a fetch's object (NUL-terminated), when OK */
+	size_t body_len;
 
 	/* private to artifact.c */
 	struct MlplatArtifactPriv *priv;
 } MlplatArtifactCheck;
 
 extern MlplatArtifactCheck *mlplat_artifact_check_new(int64 deployment_id, int revision, int attempts);
+/* A check of a named object against a given digest (no revision to claim it from). */
+extern MlplatArtifactCheck *mlplat_artifact_check_new_object(const char *uri, const char *want_sha256, int attempts);
+/* Read a small named object whole (at most max_bytes): c->body when the verdict is OK. */
+extern MlplatArtifactCheck *mlplat_artifact_fetch_new(const char *uri, size_t max_bytes, int attempts);
+/* Delete a named object: OK once it is gone (404 included). */
+extern MlplatArtifactCheck *mlplat_artifact_delete_new(const char *uri, int attempts);
 
 /* Claim (a short transaction: none may be open) and add one HEAD per check to batch. */
 extern void mlplat_artifact_begin(List *checks, MlplatHttpBatch *batch);

@@ -60,6 +60,7 @@ extern char *mlplat_kind_seams_verify(int kind);
 /* The seams of the kinds that have one (src/reconcile/) */
 extern struct MlplatSeam *const mlplat_deployments_seams[];
 extern struct MlplatSeam *const mlplat_model_aliases_seams[];
+extern struct MlplatSeam *const mlplat_campaigns_seams[];
 extern struct MlplatSeam *const mlplat_projects_seams[];
 extern struct MlplatSeam *const mlplat_runs_seams[];
 extern struct MlplatSeam *const mlplat_rollouts_seams[];
@@ -68,6 +69,7 @@ extern struct MlplatSeam *const mlplat_lab_runs_seams[];
 /* The passes (src/reconcile/) */
 extern void mlplat_deployments_pass(MlplatPass *pass);
 extern void mlplat_model_aliases_pass(MlplatPass *pass);
+extern void mlplat_campaigns_pass(MlplatPass *pass);
 extern void mlplat_projects_pass(MlplatPass *pass);
 extern void mlplat_rollouts_pass(MlplatPass *pass);
 extern void mlplat_runs_pass(MlplatPass *pass);

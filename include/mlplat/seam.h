@@ -29,7 +29,8 @@ typedef enum MlplatSeamType
 	MLPLAT_SEAM_INT4, /* int32, int */
 	MLPLAT_SEAM_BOOL, /* bool, boolean */
 	MLPLAT_SEAM_TEXT, /* char *, text */
-	MLPLAT_SEAM_JSONB /* char * (JSON text), jsonb: written only */
+	MLPLAT_SEAM_JSONB, /* char * (JSON text), jsonb: written only */
+	MLPLAT_SEAM_TIMESTAMPTZ /* TimestampTz, timestamptz (NULL reads as 0) */
 } MlplatSeamType;
 
 /*

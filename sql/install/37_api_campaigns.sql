@@ -801,7 +801,7 @@ BEGIN
     pg_catalog.jsonb_build_object('campaign', c.name, 'max_spend_gpu_seconds', a.max_spend_gpu_seconds,
                                   'valid_for', a.valid_for::text, 'expires_at', a.expires_at));
   PERFORM mlplat._idem_store('approve_campaign', approve_campaign.idempotency_key, r);
-  -- (the campaigns reconciler kind, which this would wake, is not built yet: docs/campaigns.md)
+  PERFORM mlplat._wake_on_commit('campaigns');
   RETURN r;
 END $$;
 
@@ -851,7 +851,7 @@ BEGIN
   r.status := mlplat._campaign_state(c.id);
   PERFORM mlplat._audit('cancel_campaign', cancel_campaign.project, pid, 'campaign', c.id, r.request_id, tp,
     pg_catalog.jsonb_build_object('campaign', c.name, 'from', st, 'to', r.status));
-  -- (the campaigns reconciler kind, which this would wake, is not built yet: docs/campaigns.md)
+  PERFORM mlplat._wake_on_commit('campaigns');
   RETURN r;
 END $$;
 

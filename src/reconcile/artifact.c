@@ -66,6 +66,12 @@ typedef struct MlplatArtifactPriv
 	bool remember; /* store got_sha256 under etag */
 	/* checks of the same URI in one pass share the first one's requests */
 	MlplatArtifactCheck *leader;
+	bool preset; /* uri and want_sha256 given by the caller: nothing to claim */
+	/* a fetch (mlplat_artifact_fetch_new): the body, bounded, instead of a digest */
+	size_t fetch_max;
+	bool remove; /* mlplat_artifact_delete_new: a signed DELETE, 404 counted as done */
+	char *fetched;
+	size_t fetched_len;
 } MlplatArtifactPriv;
 
 /* ---------------------------------------------------------------- configuration */
@@ -365,6 +371,110 @@ mlplat_artifact_check_new(int64 deployment_id, int revision, int attempts)
 	return c;
 }
 
+/*
+ * A check of an object the caller names with the digest it must have (a builder's
+ * output and its attested SHA-256): no revision to claim it from.
+ */
+MlplatArtifactCheck *
+mlplat_artifact_check_new_object(const char *uri, const char *want_sha256, int attempts)
+{
+	MlplatArtifactCheck *c = mlplat_artifact_check_new(0, 0, attempts);
+
+	c->uri = pstrdup(uri);
+	c->want_sha256 = pstrdup(want_sha256);
+	c->priv->preset = true;
+	return c;
+}
+
+/*
+ * Read a small object (an attestation) whole, at most max_bytes: the verdict is OK with
+ * body/body_len set, FAILED when it is missing, refused or larger, RETRY/WAIT as for a
+ * check.  The same signing and endpoint rules as the digest checks.
+ */
+MlplatArtifactCheck *
+mlplat_artifact_fetch_new(const char *uri, size_t max_bytes, int attempts)
+{
+	MlplatArtifactCheck *c = mlplat_artifact_check_new(0, 0, attempts);
+
+	c->uri = pstrdup(uri);
+	c->priv->preset = true;
+	c->priv->fetch_max = max_bytes;
+	return c;
+}
+
+/* Delete a named object (partial outputs of a failed build): OK when gone, 404 included. */
+MlplatArtifactCheck *
+mlplat_artifact_delete_new(const char *uri, int attempts)
+{
+	MlplatArtifactCheck *c = mlplat_artifact_check_new(0, 0, attempts);
+
+	c->uri = pstrdup(uri);
+	c->priv->preset = true;
+	c->priv->remove = true;
+	return c;
+}
+
+static void
+after_delete(MlplatArtifactCheck *c)
+{
+	MlplatHttpRequest *r = c->priv->get;
+
+	if (transient(r))
+		retry(c, r, "DELETE");
+	else if ((r->status >= 200 && r->status < 300) || r->status == 404)
+		decide(c, MLPLAT_ARTIFACT_OK, r->status, psprintf("object %s deleted", c->uri), NULL);
+	else
+		decide(c, MLPLAT_ARTIFACT_FAILED, r->status,
+			   psprintf("object store refused to delete %s (HTTP %d)", c->uri, r->status), NULL);
+}
+
+/* libcurl write path of a fetch: no ereport, no palloc (the buffer is allocated before) */
+static bool
+fetch_sink(void *arg, const char *data, size_t len)
+{
+	MlplatArtifactPriv *p = arg;
+
+	if (p->fetched_len + len > p->fetch_max)
+	{
+		p->too_big = true;
+		return false;
+	}
+	memcpy(p->fetched + p->fetched_len, data, len);
+	p->fetched_len += len;
+	p->fetched[p->fetched_len] = '\0';
+	return true;
+}
+
+static void
+after_fetch(MlplatArtifactCheck *c)
+{
+	MlplatArtifactPriv *p = c->priv;
+	MlplatHttpRequest *r = p->get;
+
+	if (p->too_big)
+	{
+		decide(c, MLPLAT_ARTIFACT_FAILED, r->status,
+			   psprintf("object %s is larger than %zu bytes", c->uri, p->fetch_max), NULL);
+		return;
+	}
+	if (transient(r))
+	{
+		retry(c, r, "GET");
+		return;
+	}
+	if (r->status < 200 || r->status >= 300)
+	{
+		decide(c, MLPLAT_ARTIFACT_FAILED, r->status,
+			   r->status == 404 ? psprintf("object %s not found in the object store (HTTP 404)", c->uri)
+							   : psprintf("object store refused object %s (HTTP %d)", c->uri, r->status),
+			   NULL);
+		return;
+	}
+	c->body = p->fetched;
+	c->body_len = p->fetched_len;
+	decide(c, MLPLAT_ARTIFACT_OK, r->status, psprintf("object %s read (%zu bytes)", c->uri, p->fetched_len), NULL);
+}
+
 static List *
 text_array_list(Datum d)
 {
@@ -395,10 +505,15 @@ claim(List *checks)
 	{
 		MlplatArtifactCheck *c = lfirst(lc);
 
+		if (c->priv->preset)
+			continue;
 		byord[i] = c;
 		ids[i] = Int64GetDatum(c->deployment_id);
 		revs[i++] = Int32GetDatum(c->revision);
 	}
+	n = i;
+	if (n == 0)
+		return; /* every check named its object itself */
 	mlplat_txn_begin();
 	MemoryContextSwitchTo(cxt);
 	if (SPI_execute_with_args("SELECT * FROM mlplat._artifact_claim($1, $2)", 2,
@@ -509,6 +624,29 @@ mlplat_artifact_begin(List *checks, MlplatHttpBatch *batch)
 				ereport(LOG, (errmsg("mlplat: artifact checks wait: %s", bad_endpoint ? bad_endpoint : bad_credentials)));
 				logged = true;
 			}
+			continue;
+		}
+		if (c->priv->remove)
+		{
+			c->priv->origin = origin;
+			c->priv->authority = authority;
+			c->priv->base_path = base_path;
+			c->priv->get = object_request(batch, c, "DELETE");
+			continue;
+		}
+		if (c->priv->fetch_max > 0)
+		{
+			MlplatArtifactPriv *p = c->priv;
+
+			p->origin = origin;
+			p->authority = authority;
+			p->base_path = base_path;
+			p->fetched = palloc(p->fetch_max + 1);
+			p->fetched[0] = '\0';
+			p->get = object_request(batch, c, "GET");
+			p->get->sink = fetch_sink;
+			p->get->sink_arg = p;
+			p->get->max_body = 64 * 1024;
 			continue;
 		}
 		if (prev && strcmp(prev->uri, c->uri) == 0)
@@ -652,6 +790,17 @@ mlplat_artifact_finish(MlplatPass *pass, List *checks)
 	ListCell *lc;
 	MlplatHttpBatch *batch = NULL;
 
+	foreach (lc, checks)
+	{
+		MlplatArtifactCheck *c = lfirst(lc);
+
+		if (c->verdict != MLPLAT_ARTIFACT_UNDECIDED || c->priv->get == NULL)
+			continue;
+		if (c->priv->remove)
+			after_delete(c);
+		else if (c->priv->fetch_max > 0)
+			after_fetch(c);
+	}
 	foreach (lc, checks)
 	{
 		MlplatArtifactCheck *c = lfirst(lc);

@@ -24,6 +24,7 @@ static const MlplatKindDef kind_defs[MLPLAT_NUM_KINDS] = {
 	[MLPLAT_KIND_ROLLOUTS] = { mlplat_rollouts_pass, mlplat_rollouts_seams },
 	[MLPLAT_KIND_MODEL_ALIASES] = { mlplat_model_aliases_pass, mlplat_model_aliases_seams },
 	[MLPLAT_KIND_LAB_RUNS] = { mlplat_lab_runs_pass, mlplat_lab_runs_seams },
+	[MLPLAT_KIND_CAMPAIGNS] = { mlplat_campaigns_pass, mlplat_campaigns_seams },
 };
 
 const MlplatKindDef *

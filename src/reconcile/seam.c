@@ -50,6 +50,8 @@ seam_sql_type(MlplatSeamType t)
 			return TEXTOID;
 		case MLPLAT_SEAM_JSONB:
 			return JSONBOID;
+		case MLPLAT_SEAM_TIMESTAMPTZ:
+			return TIMESTAMPTZOID;
 	}
 	return InvalidOid;
 }
@@ -207,6 +209,9 @@ mlplat_seam_read(MlplatSeam *s, Datum composite, void *out)
 			case MLPLAT_SEAM_TEXT:
 				*(char **) p = isnull ? NULL : TextDatumGetCString(v);
 				break;
+			case MLPLAT_SEAM_TIMESTAMPTZ:
+				*(TimestampTz *) p = isnull ? 0 : DatumGetTimestampTz(v);
+				break;
 			case MLPLAT_SEAM_JSONB:
 				if (isnull)
 					*(char **) p = NULL;
@@ -291,6 +296,10 @@ mlplat_seam_array_add(MlplatSeamArray *a, const void *row)
 				break;
 			case MLPLAT_SEAM_BOOL:
 				values[a_i] = BoolGetDatum(*(const bool *) p);
+				break;
+			case MLPLAT_SEAM_TIMESTAMPTZ:
+				values[a_i] = TimestampTzGetDatum(*(const TimestampTz *) p);
+				nulls[a_i] = *(const TimestampTz *) p == 0;
 				break;
 			case MLPLAT_SEAM_TEXT:
 				nulls[a_i] = *(char *const *) p == NULL;

@@ -151,7 +151,7 @@ CREATE TYPE mlplat.campaign_claim AS (
   ordinal          int,
   status           text,
   job_name         text,
-  manifest         jsonb,        -- the Job to create (BUILDING only): render_builder_job
+  manifest         jsonb,        -- the Job (BUILDING, CANCEL_REQUESTED): render_builder_job
   row_version      bigint,
   claimed_at       timestamptz,
   expires_at       timestamptz,  -- of the approval: a build running past it is deleted
@@ -159,7 +159,10 @@ CREATE TYPE mlplat.campaign_claim AS (
   output_uri       text,
   attestation_uri  text,
   cleanup          boolean,      -- terminal, with a Job name: delete the Job (and, unless BUILT, the outputs)
-  traceparent      text
+  traceparent      text,
+  created          boolean,      -- a create of its Job was answered 201 (or adopted): absence is JOB_DISAPPEARED
+  gpus             int,          -- of the plan: actual spend = gpus x seconds the Job ran
+  expect           text          -- JSON: the attestation fields that must equal the plan (docs/campaigns.md)
 );
 
 CREATE FUNCTION mlplat._campaigns_claim(p_epoch bigint, p_controller text)
@@ -171,11 +174,23 @@ BEGIN
   PERFORM mlplat._campaigns_admit(p_epoch, p_controller);
   RETURN QUERY
   SELECT k.id, p.name, mlplat._project_namespace(p.name), c.name, k.name, k.ordinal, k.status, k.job_name,
-         CASE WHEN k.status = 'BUILDING' THEN mlplat._render_builder_job(k.id) END,
+         CASE WHEN k.status IN ('BUILDING', 'CANCEL_REQUESTED') THEN mlplat._render_builder_job(k.id) END,
          k.row_version, k.claimed_at, a.expires_at, c.cancel_requested_at IS NOT NULL,
          c.output_prefix || p.name || '/' || c.name || '/' || k.ordinal || '/artifact',
          c.output_prefix || p.name || '/' || c.name || '/' || k.ordinal || '/attestation.json',
-         k.status IN ('BUILT', 'FAILED', 'CANCELLED', 'NOT_RUN'), coalesce(a.traceparent, c.traceparent)
+         k.status IN ('BUILT', 'FAILED', 'CANCELLED', 'NOT_RUN'), coalesce(a.traceparent, c.traceparent),
+         coalesce((k.observed->>'job_created')::boolean, false), k.gpus,
+         pg_catalog.jsonb_build_object(
+           'type', 'mlplat.io/build-attestation/v1', 'campaign_content_id', c.content_id, 'candidate', k.name,
+           'candidate_content_id', k.content_id,
+           'builder_image_digest', 'sha256:' || pg_catalog.split_part(k.plan #>> '{builder,image}', '@sha256:', 2),
+           'tool', k.plan #>> '{builder,tool}', 'tool_version', k.plan #>> '{builder,tool_version}',
+           'algorithm', k.plan->>'algorithm', 'precision', k.plan->>'precision',
+           'config_content_id', mlplat.content_id(k.plan->'config'), 'base_artifact_sha256', c.base_artifact_sha256,
+           'hardware', pg_catalog.jsonb_build_object('accelerator', k.plan #>> '{hardware,accelerator}',
+                                                     'arch', k.plan #>> '{hardware,arch}'),
+           'output_uri', c.output_prefix || p.name || '/' || c.name || '/' || k.ordinal || '/artifact',
+           'spdx', k.plan->>'spdx')::text
     FROM mlplat.campaign_candidates k
     JOIN mlplat.campaigns c ON c.id = k.campaign_id
     JOIN mlplat.projects p ON p.id = k.project_id
@@ -218,7 +233,7 @@ BEGIN
          -- never more than the reservation: the approval's bound holds whatever a clock says
          actual_gpu_seconds = CASE WHEN p_actual_gpu_seconds IS NULL THEN x.actual_gpu_seconds
                                    ELSE LEAST(p_actual_gpu_seconds, x.reserved_gpu_seconds) END,
-         evidence_version = x.evidence_version + (p_status = 'BUILT')::int,
+         evidence_version = x.evidence_version + (p_status IS NOT DISTINCT FROM 'BUILT')::int,  -- NULL: an observation only
          observed = coalesce(p_observation, x.observed), observed_at = pg_catalog.now(),
          epoch = p_epoch, row_version = x.row_version + 1, updated_at = pg_catalog.now()
    WHERE x.id = k.id;
