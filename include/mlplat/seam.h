@@ -25,11 +25,11 @@
 /* How a field is kept in C; the SQL type it must have is fixed by this. */
 typedef enum MlplatSeamType
 {
-	MLPLAT_SEAM_INT8, /* int64, bigint */
-	MLPLAT_SEAM_INT4, /* int32, int */
-	MLPLAT_SEAM_BOOL, /* bool, boolean */
-	MLPLAT_SEAM_TEXT, /* char *, text */
-	MLPLAT_SEAM_JSONB, /* char * (JSON text), jsonb: written only */
+	MLPLAT_SEAM_INT8,		/* int64, bigint */
+	MLPLAT_SEAM_INT4,		/* int32, int */
+	MLPLAT_SEAM_BOOL,		/* bool, boolean */
+	MLPLAT_SEAM_TEXT,		/* char *, text */
+	MLPLAT_SEAM_JSONB,		/* char * (JSON text), jsonb: written only */
 	MLPLAT_SEAM_TIMESTAMPTZ /* TimestampTz, timestamptz (NULL reads as 0) */
 } MlplatSeamType;
 

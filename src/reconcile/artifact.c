@@ -466,7 +466,7 @@ after_fetch(MlplatArtifactCheck *c)
 	{
 		decide(c, MLPLAT_ARTIFACT_FAILED, r->status,
 			   r->status == 404 ? psprintf("object %s not found in the object store (HTTP 404)", c->uri)
-							   : psprintf("object store refused object %s (HTTP %d)", c->uri, r->status),
+								: psprintf("object store refused object %s (HTTP %d)", c->uri, r->status),
 			   NULL);
 		return;
 	}

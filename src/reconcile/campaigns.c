@@ -62,10 +62,10 @@ static const MlplatKubeResource JOB = { "batch", "v1", "jobs", true };
 typedef enum CandAction
 {
 	CAND_NONE = 0,
-	CAND_CREATE,	/* POST the Job */
-	CAND_STOP,		/* DELETE, Foreground: cancel or expiry */
-	CAND_CLEANUP,	/* DELETE, Background: a terminal candidate's Job */
-	CAND_VERIFY		/* Complete: attestation GET, then the output check */
+	CAND_CREATE,  /* POST the Job */
+	CAND_STOP,	  /* DELETE, Foreground: cancel or expiry */
+	CAND_CLEANUP, /* DELETE, Background: a terminal candidate's Job */
+	CAND_VERIFY	  /* Complete: attestation GET, then the output check */
 } CandAction;
 
 typedef struct Cand
@@ -99,8 +99,8 @@ typedef struct Cand
 	/* decided */
 	CandAction action;
 	MlplatHttpRequest *req;
-	MlplatArtifactCheck *fetch;	 /* the attestation */
-	MlplatArtifactCheck *verify; /* the output */
+	MlplatArtifactCheck *fetch;		/* the attestation */
+	MlplatArtifactCheck *verify;	/* the output */
 	MlplatArtifactCheck *rm_output; /* cleanup of a candidate that is not BUILT: its partial outputs */
 	MlplatArtifactCheck *rm_attestation;
 	const char *attested_sha256;
@@ -611,8 +611,7 @@ request_result(Cand *c, MlplatPass *pass)
 			c->ledger_error = mlplat_kube_tenant_line(&res);
 			if (c->action == CAND_CREATE && res.status >= 400 && res.status < 500 && res.status != 404)
 			{
-				move(c, "FAILED", "BUILDER_REFUSED", psprintf("the cluster refused the builder Job: %s",
-															  mlplat_kube_tenant_line(&res)));
+				move(c, "FAILED", "BUILDER_REFUSED", psprintf("the cluster refused the builder Job: %s", mlplat_kube_tenant_line(&res)));
 				c->actual_gpu_seconds = 0;
 			}
 			break;

@@ -242,8 +242,7 @@ lab_decide(LabRun *r, const char *instance)
 	if (r->finished)
 	{
 		if (r->secret_obj && !mlplat_json_text(r->secret_obj, "metadata", "deletionTimestamp", NULL) &&
-			not_ours(r->secret_obj, instance, mlplat_json_text(r->secret_obj, "metadata", "annotations",
-																MLPLAT_ANNOTATION_CONTENT_ID)) == NULL)
+			not_ours(r->secret_obj, instance, mlplat_json_text(r->secret_obj, "metadata", "annotations", MLPLAT_ANNOTATION_CONTENT_ID)) == NULL)
 			r->secret_write = LAB_WRITE_DELETE;
 		if (r->job_obj == NULL)
 			r->event = "GONE";
