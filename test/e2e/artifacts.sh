@@ -12,6 +12,8 @@ on_exit '$PSQL -d $DB -c "ALTER SYSTEM RESET mlplat.artifact_hash_max_bytes" -c 
 q $DB "SELECT mlplat.create_project('art', 4, '8', '16Gi'); SELECT mlplat.add_artifact_location('art', 's3://models/')" >/dev/null
 wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'art'" READY 60
 tap_ok $? "project art is READY"
+# scripts share the database: every lookup of a deployment by name is within this project
+ART=$(q $DB "SELECT id FROM mlplat.projects WHERE name = 'art' AND status <> 'DELETED'")
 
 status_of() { q $DB "SELECT d.status FROM mlplat.deployments d JOIN mlplat.projects p ON p.id = d.project_id WHERE p.name = 'art' AND d.name = '$1'"; }
 reason_of() { q $DB "SELECT d.status_reason FROM mlplat.deployments d JOIN mlplat.projects p ON p.id = d.project_id WHERE p.name = 'art' AND d.name = '$1'"; }
@@ -38,14 +40,14 @@ dump() {
 SHA1=$(standin_artifact s3://models/m/1/model.bin 'weights one')
 register 1 s3://models/m/1/model.bin "$SHA1"
 deploy good 1
-wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'good'" READY 60
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE project_id = $ART AND name = 'good'" READY 60
 rc=$?; tap_ok $rc "a matching digest: the deployment becomes READY"; [ $rc = 0 ] || dump
-tap_is "$(q $DB "SELECT detail->>'note' FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND action = 'APPLY' AND entity_id = (SELECT id FROM mlplat.deployments WHERE name = 'good')")" \
+tap_is "$(q $DB "SELECT detail->>'note' FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND action = 'APPLY' AND entity_id = (SELECT id FROM mlplat.deployments WHERE project_id = $ART AND name = 'good')")" \
 	"artifact s3://models/m/1/model.bin verified: sha256 $SHA1 (download)" "the APPLY's ledger row says how the artifact was verified"
 tap_is "$(s3_count GET 'm/1/model.bin')" 1 "x-amz-meta-sha256 is not taken as the digest: the object was hashed on download"
 tap_is "$(q $DB "SELECT string_agg(s.name || ' ' || s.status || ' ' || (s.attributes->>'mlplat.artifact.digest_source'), ',')
                  FROM mlplat.spans s JOIN mlplat.deployments d ON d.id = s.entity_id AND s.entity = 'deployment'
-                WHERE d.name = 'good' AND s.name = 'deployments.artifact_check' AND s.trace_id = substr(d.traceparent, 4, 32)")" \
+                WHERE d.project_id = $ART AND d.name = 'good' AND s.name = 'deployments.artifact_check' AND s.trace_id = substr(d.traceparent, 4, 32)")" \
 	"deployments.artifact_check UNSET download" "the check is a span of the deployment's trace"
 
 # --- 1a. hostile: the uploader writes the registered digest into x-amz-meta-sha256 over
@@ -54,7 +56,7 @@ WANT1A=$(printf 'the weights that were reviewed' | sha256sum | cut -d' ' -f1)
 standin_artifact s3://models/m/1a/model.bin 'weights swapped after review' "{\"metadata\": {\"sha256\": \"$WANT1A\"}}" >/dev/null
 register 1a s3://models/m/1a/model.bin "$WANT1A"
 deploy forged 1a
-wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'forged'" FAILED 60
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE project_id = $ART AND name = 'forged'" FAILED 60
 rc=$?; tap_ok $rc "a forged x-amz-meta-sha256 is not proof: the bytes are hashed, the deployment is FAILED"; [ $rc = 0 ] || dump
 tap_is "$(isvc_writes forged)" 0 "no InferenceService was written for it"
 
@@ -63,9 +65,9 @@ tap_is "$(isvc_writes forged)" 0 "no InferenceService was written for it"
 SHA1B=$(standin_artifact s3://models/m/1b/model.bin 'weights one b' '{"sha256Meta": false, "checksum": true}')
 register 1b s3://models/m/1b/model.bin "$SHA1B"
 deploy sum 1b
-wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'sum'" READY 60
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE project_id = $ART AND name = 'sum'" READY 60
 rc=$?; tap_ok $rc "a matching x-amz-checksum-sha256: READY"; [ $rc = 0 ] || dump
-tap_is "$(q $DB "SELECT detail->>'note' FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND action = 'APPLY' AND entity_id = (SELECT id FROM mlplat.deployments WHERE name = 'sum')")" \
+tap_is "$(q $DB "SELECT detail->>'note' FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND action = 'APPLY' AND entity_id = (SELECT id FROM mlplat.deployments WHERE project_id = $ART AND name = 'sum')")" \
 	"artifact s3://models/m/1b/model.bin verified: sha256 $SHA1B (x-amz-checksum-sha256)" "verified from the store's checksum header"
 tap_is "$(s3_count GET 'm/1b/model.bin')" 0 "nothing downloaded"
 
@@ -75,28 +77,28 @@ WANT2=$(printf 'weights two' | sha256sum | cut -d' ' -f1)
 GOT2=$(printf 'tampered weights' | sha256sum | cut -d' ' -f1)
 register 2 s3://models/m/2/model.bin "$WANT2"
 deploy bad 2
-wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'bad'" FAILED 60
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE project_id = $ART AND name = 'bad'" FAILED 60
 rc=$?; tap_ok $rc "a different digest: the deployment is FAILED"; [ $rc = 0 ] || dump
 NOT_VERIFIED="could not be verified against its registered sha256 (missing, unreadable, too large to hash or different); an administrator finds the reason in mlplat.admin_ledger"
 tap_is "$(reason_of bad)" "artifact s3://models/m/2/model.bin $NOT_VERIFIED" \
 	"the tenant's status_reason says not verified, and never what the store holds"
-tap_is "$(q $DB "SELECT outcome || ' ' || desired_digest || ' ' || observed_digest || ' ' || (detail->>'note') || ' | ' || error FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND action = 'VERIFY' AND entity_id = (SELECT id FROM mlplat.deployments WHERE name = 'bad')")" \
+tap_is "$(q $DB "SELECT outcome || ' ' || desired_digest || ' ' || observed_digest || ' ' || (detail->>'note') || ' | ' || error FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND action = 'VERIFY' AND entity_id = (SELECT id FROM mlplat.deployments WHERE project_id = $ART AND name = 'bad')")" \
 	"FAILED $WANT2 $GOT2 s3://models/m/2/model.bin | artifact s3://models/m/2/model.bin digest mismatch: registered sha256 $WANT2, object store has $GOT2 (download)" \
 	"one VERIFY ledger row (administrators) with both digests, the URI and the detail"
 sleep 1
 tap_is "$(isvc_writes bad)" 0 "no InferenceService was written for it"
 tap_is "$(q $DB "SELECT s.status || ' ' || (s.status_message = d.status_reason)
                  FROM mlplat.spans s JOIN mlplat.deployments d ON d.id = s.entity_id AND s.entity = 'deployment'
-                WHERE d.name = 'bad' AND s.name = 'deployments.artifact_check'")" "ERROR true" "its artifact_check span is an ERROR with the reason"
+                WHERE d.project_id = $ART AND d.name = 'bad' AND s.name = 'deployments.artifact_check'")" "ERROR true" "its artifact_check span is an ERROR with the reason"
 
 # --- 3. the object is missing -> FAILED, nothing applied
 register 3 s3://models/m/3/missing.bin "$WANT2"
 deploy gone 3
-wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'gone'" FAILED 60
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE project_id = $ART AND name = 'gone'" FAILED 60
 rc=$?; tap_ok $rc "a missing artifact: the deployment is FAILED"; [ $rc = 0 ] || dump
 tap_is "$(reason_of gone)" "artifact s3://models/m/3/missing.bin $NOT_VERIFIED" \
 	"a missing object reads exactly like a different one: the tenant learns nothing about existence"
-tap_is "$(q $DB "SELECT outcome || ' ' || http_status || ' ' || error FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND action = 'VERIFY' AND entity_id = (SELECT id FROM mlplat.deployments WHERE name = 'gone')")" \
+tap_is "$(q $DB "SELECT outcome || ' ' || http_status || ' ' || error FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND action = 'VERIFY' AND entity_id = (SELECT id FROM mlplat.deployments WHERE project_id = $ART AND name = 'gone')")" \
 	"FAILED 404 artifact s3://models/m/3/missing.bin not found in the object store (HTTP 404)" "the ledger row keeps the store's 404 and why"
 sleep 1
 tap_is "$(isvc_writes gone)" 0 "no InferenceService was written for it"
@@ -105,7 +107,7 @@ tap_is "$(isvc_writes gone)" 0 "no InferenceService was written for it"
 SHA4=$(head -c 300000 /dev/zero | tr '\0' 'w' | standin_artifact s3://models/m/4/model.bin - '{"sha256Meta": false}')
 register 4 s3://models/m/4/model.bin "$SHA4"
 deploy stream 4
-wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'stream'" READY 60
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE project_id = $ART AND name = 'stream'" READY 60
 rc=$?; tap_ok $rc "no store checksum: the object is hashed on download and the deployment becomes READY"; [ $rc = 0 ] || dump
 tap_is "$(s3_count GET 'm/4/model.bin')" 1 "the object was downloaded once"
 tap_is "$(q $DB "SELECT sha256 || ' ' || size_bytes || ' ' || source FROM mlplat.artifact_digests WHERE uri = 's3://models/m/4/model.bin'")" \
@@ -114,7 +116,7 @@ tap_is "$(q $DB "SELECT sha256 || ' ' || size_bytes || ' ' || source FROM mlplat
 # --- 5. a second revision of the same artifact: the cache answers, no second download
 heads=$(s3_count HEAD 'm/4/model.bin')
 deploy stream 4 '{"LOG_LEVEL":"debug"}'
-wait_for $DB "SELECT desired_revision || ' ' || status FROM mlplat.deployments WHERE name = 'stream'" "2 READY" 60
+wait_for $DB "SELECT desired_revision || ' ' || status FROM mlplat.deployments WHERE project_id = $ART AND name = 'stream'" "2 READY" 60
 rc=$?; tap_ok $rc "revision 2 of the same artifact becomes READY"; [ $rc = 0 ] || dump
 tap_is "$(s3_count GET 'm/4/model.bin')" 1 "still one download: the cache by URI + ETag answered"
 tap_is "$(( $(s3_count HEAD 'm/4/model.bin') - heads ))" 1 "one HEAD to learn the ETag"
@@ -125,10 +127,10 @@ SHA6=$(head -c 100000 /dev/zero | tr '\0' 'b' | standin_artifact s3://models/m/6
 register 6 s3://models/m/6/model.bin "$SHA6"
 sleep 0.5
 deploy big 6
-wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'big'" FAILED 60
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE project_id = $ART AND name = 'big'" FAILED 60
 rc=$?; tap_ok $rc "an artifact larger than the hashing bound: FAILED"; [ $rc = 0 ] || dump
 tap_is "$(reason_of big)" "artifact s3://models/m/6/model.bin $NOT_VERIFIED" "the tenant's reason does not tell the size"
-reason=$(q $DB "SELECT error FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND action = 'VERIFY' AND entity_id = (SELECT id FROM mlplat.deployments WHERE name = 'big')")
+reason=$(q $DB "SELECT error FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND action = 'VERIFY' AND entity_id = (SELECT id FROM mlplat.deployments WHERE project_id = $ART AND name = 'big')")
 case "$reason" in *"100000 bytes"*"mlplat.artifact_hash_max_bytes (64 kB)"*) ok=0 ;; *) ok=1 ;; esac
 tap_ok $ok "the ledger's error names the size, the bound and the setting ($reason)"
 tap_is "$(s3_count GET 'm/6/model.bin')" 0 "the size from the HEAD was enough: nothing downloaded"
@@ -140,9 +142,9 @@ SHA7=$(standin_artifact s3://models/m/7/model.bin 'weights seven')
 register 7 s3://models/m/7/model.bin "$SHA7"
 admin POST faults '{"s3": true, "method": "HEAD", "path": "/models/m/7/", "status": 503, "times": 2}' >/dev/null
 deploy flaky 7
-wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'flaky'" READY 60
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE project_id = $ART AND name = 'flaky'" READY 60
 rc=$?; tap_ok $rc "a store answering 503 twice: retried, the deployment becomes READY"; [ $rc = 0 ] || dump
-tap_is "$(q $DB "SELECT string_agg(outcome || ' ' || http_status, ',' ORDER BY id) FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND action = 'VERIFY' AND entity_id = (SELECT id FROM mlplat.deployments WHERE name = 'flaky')")" \
+tap_is "$(q $DB "SELECT string_agg(outcome || ' ' || http_status, ',' ORDER BY id) FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND action = 'VERIFY' AND entity_id = (SELECT id FROM mlplat.deployments WHERE project_id = $ART AND name = 'flaky')")" \
 	"RETRY 503,RETRY 503" "two VERIFY RETRY rows, no FAILED"
 tap_is "$(s3_count HEAD 'm/7/model.bin')" 3 "three HEADs: two refused, one answered"
 
@@ -155,7 +157,7 @@ cp "$STANDIN_S3_CREDENTIALS" "$SD/s3-credentials.good"
 $PSQL -d $DB -c "ALTER SYSTEM SET mlplat.backoff_max = '2s'" -c "SELECT pg_reload_conf()" >/dev/null
 printf '[default]\nno keys in this profile\n' >"$STANDIN_S3_CREDENTIALS"
 deploy keys 8
-wait_for $DB "SELECT status_reason FROM mlplat.deployments WHERE name = 'keys'" \
+wait_for $DB "SELECT status_reason FROM mlplat.deployments WHERE project_id = $ART AND name = 'keys'" \
 	"waiting to verify artifact s3://models/m/8/model.bin: the platform's object store is not configured or not usable yet" 20
 rc=$?; tap_ok $rc "an unusable credentials file: the deployment waits with a generic reason ($(reason_of keys))"; [ $rc = 0 ] || dump
 grep -q "artifact checks wait: object store credentials file \"$STANDIN_S3_CREDENTIALS\" is unusable" "$MLPLAT_TEST_WORK/server.log"
@@ -186,7 +188,7 @@ tap_is "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE strpos(error
 tap_is "$(status_of keys)/$(s3_count HEAD 'm/8/model.bin')/$(isvc_writes keys)" "DEPLOYING/0/0" \
 	"while the keys are unusable: not failed, nothing asked of the store, nothing applied"
 cat "$SD/s3-credentials.good" >"$STANDIN_S3_CREDENTIALS"
-wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'keys'" READY 60
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE project_id = $ART AND name = 'keys'" READY 60
 rc=$?; tap_ok $rc "the file fixed in place is picked up without a reload: READY"; [ $rc = 0 ] || dump
 $PSQL -d $DB -c "ALTER SYSTEM RESET mlplat.backoff_max" -c "SELECT pg_reload_conf()" >/dev/null
 
@@ -199,16 +201,16 @@ $PSQL -d $DB -c "ALTER SYSTEM SET mlplat.s3_endpoint = 'http://127.0.0.1:$DEAD'"
 	-c "SELECT pg_reload_conf()" >/dev/null
 sleep 0.5
 deploy unreachable 9
-wait_for $DB "SELECT status_reason FROM mlplat.deployments WHERE name = 'unreachable'" \
+wait_for $DB "SELECT status_reason FROM mlplat.deployments WHERE project_id = $ART AND name = 'unreachable'" \
 	"checking artifact s3://models/m/9/model.bin: the object store did not answer; retrying" 20
 rc=$?; tap_ok $rc "an unreachable store: the tenant's reason says only that it did not answer"; [ $rc = 0 ] || dump
 tap_is "$(tenant_finds ":$DEAD")" "" "the tenant finds the unreachable store's address nowhere"
 tap_ok $([ "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND action = 'VERIFY' AND outcome = 'RETRY'
-                     AND strpos(error, '$DEAD') > 0 AND entity_id = (SELECT id FROM mlplat.deployments WHERE name = 'unreachable')")" -gt 0 ]; echo $?) \
+                     AND strpos(error, '$DEAD') > 0 AND entity_id = (SELECT id FROM mlplat.deployments WHERE project_id = $ART AND name = 'unreachable')")" -gt 0 ]; echo $?) \
 	"the ledger (administrators) keeps the transport error with the address"
 standin_connect $DB
 $PSQL -d $DB -c "ALTER SYSTEM RESET mlplat.backoff_max" -c "SELECT pg_reload_conf()" >/dev/null
-wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'unreachable'" READY 60
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE project_id = $ART AND name = 'unreachable'" READY 60
 rc=$?; tap_ok $rc "the store back: READY"; [ $rc = 0 ] || dump
 
 # --- every request to the store was signed, and the stand-in's check of SigV4 accepted it
