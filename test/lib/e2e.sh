@@ -34,11 +34,6 @@ e2e_standin() {
 	fi
 }
 
-# how many reconciler kinds the library defines (src/kinds.c): one leader each
-mlplat_kinds_count() {
-	sed -n '/mlplat_kind_names\[MLPLAT_NUM_KINDS\] = {/,/};/p' "$SRC/src/kinds.c" | grep -o '"[a-z_]*"' | wc -l
-}
-
 e2e_own_cluster() {
 	WORK=$MLPLAT_TEST_WORK/$1
 	mkdir -p "$WORK" && chown "$RUNAS" "$WORK" 2>/dev/null

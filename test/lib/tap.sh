@@ -117,3 +117,10 @@ tap_same() {
 		[ "$1" = "$2" ] || { echo "#   before: '$1'"; echo "#   after:  '$2'"; }
 	fi
 }
+
+# mlplat_kinds_count — how many reconciler kinds src/kinds.c names (tests count one
+# leader, or mlplat.replicas workers, per kind without hard-coding the number)
+mlplat_kinds_count() {
+	local src=${SRC:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+	sed -n '/mlplat_kind_names\[MLPLAT_NUM_KINDS\] = {/,/};/p' "$src/src/kinds.c" | grep -o '"[a-z_]*"' | wc -l
+}

@@ -6,7 +6,7 @@ set -u
 . "$(dirname "$0")/../lib/tap.sh"
 tap_require_cluster
 
-KINDS=5
+KINDS=$(mlplat_kinds_count)
 REPLICAS=$(q mlplat "SHOW mlplat.replicas")
 
 wait_for mlplat "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'mlplat reconciler'" \
