@@ -13,7 +13,8 @@
 --                        longer than max(1 minute, 10 export intervals)
 --   finalizer_stuck      an InferenceService, or a project's namespace, deleted but held by
 --                        finalizers longer than mlplat.finalizer_alert_after
---                        (observed.terminating of the deployment or the project)
+--                        (observed.terminating of the deployment or the project); or a campaign's
+--                        builder Job deleted and still there (candidate CANCEL_REQUESTED)
 --   lab_cancel_stuck     a lab run CANCEL_REQUESTED longer than mlplat.lab_cancel_alert_after
 --   lab_lease_unreclaimed  a finished lab run still holding its node lease after 5 minutes
 --   lab_node_unobserved  an enabled lab node never observed, or not for mlplat.lab_node_max_age
@@ -80,6 +81,17 @@ SELECT 'finalizer_stuck', 'warning', 'projects', p.name, 'project', p.id,
   FROM mlplat.projects p
  WHERE p.status = 'DELETING' AND pg_catalog.jsonb_typeof(p.observed->'terminating') = 'object'
    AND (p.observed->'terminating'->>'since')::timestamptz < pg_catalog.now()
+       - coalesce(NULLIF(pg_catalog.current_setting('mlplat.finalizer_alert_after', true), ''), '10min')::interval
+UNION ALL
+SELECT 'finalizer_stuck', 'warning', 'campaigns', p.name, 'campaign_candidate', k.id,
+       pg_catalog.format('builder Job %s/%s deleted %s ago and not yet gone (candidate %s CANCEL_REQUESTED: its GPU reservation is held)',
+                         'mlp-' || p.name, coalesce(k.job_name, '-'), pg_catalog.date_trunc('second', pg_catalog.now() - t.at), k.name),
+       t.at
+  FROM mlplat.campaign_candidates k JOIN mlplat.projects p ON p.id = k.project_id
+  JOIN LATERAL (SELECT pg_catalog.max(x.at) AS at FROM mlplat.candidate_transitions x
+                 WHERE x.candidate_id = k.id AND x.to_status = 'CANCEL_REQUESTED') t ON true
+ WHERE k.status = 'CANCEL_REQUESTED'
+   AND t.at < pg_catalog.now()
        - coalesce(NULLIF(pg_catalog.current_setting('mlplat.finalizer_alert_after', true), ''), '10min')::interval
 UNION ALL
 SELECT 'lab_cancel_stuck', 'warning', 'lab_runs', p.name, 'lab_run', r.id,

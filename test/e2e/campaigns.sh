@@ -176,6 +176,10 @@ tap_is "$(admin GET "requests?since=$seq0&method=DELETE" | python3 -c 'import js
 p0=$(q $DB "SELECT passes FROM mlplat.reconciler_health WHERE kind = 'campaigns' AND role = 'leader'")
 wait_for $DB "SELECT passes >= $p0 + 2 FROM mlplat.reconciler_health WHERE kind = 'campaigns' AND role = 'leader'" t 60
 tap_is "$(cstat x)" "CANCEL_REQUESTED CANCELLED:CAMPAIGN_CANCELLED" "held terminating: still CANCEL_REQUESTED; the PLANNED one CANCELLED"
+wait_for $DB "SET mlplat.finalizer_alert_after = '1s'; SELECT count(*) FROM mlplat.alerts a JOIN mlplat.campaign_candidates k ON k.id = a.entity_id
+              JOIN mlplat.campaigns c ON c.id = k.campaign_id WHERE a.alert = 'finalizer_stuck' AND a.kind = 'campaigns' AND c.name = 'x'
+              AND a.detail LIKE 'builder Job $NS/opt-x-1 deleted % ago and not yet gone%'" 1 30
+tap_ok $? "a builder Job held terminating past mlplat.finalizer_alert_after raises finalizer_stuck"
 admin POST jobs/stuck "{\"namespace\": \"$NS\", \"name\": \"opt-x-1\", \"stuck\": false}" >/dev/null
 wait_for $DB "SELECT mlplat.campaign_state('$P', 'x')" CANCELLED 90
 tap_ok $? "released: the campaign is CANCELLED ($(cstat x))"

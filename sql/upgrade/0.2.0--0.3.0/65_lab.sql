@@ -1800,6 +1800,17 @@ SELECT 'finalizer_stuck', 'warning', 'projects', p.name, 'project', p.id,
    AND (p.observed->'terminating'->>'since')::timestamptz < pg_catalog.now()
        - coalesce(NULLIF(pg_catalog.current_setting('mlplat.finalizer_alert_after', true), ''), '10min')::interval
 UNION ALL
+SELECT 'finalizer_stuck', 'warning', 'campaigns', p.name, 'campaign_candidate', k.id,
+       pg_catalog.format('builder Job %s/%s deleted %s ago and not yet gone (candidate %s CANCEL_REQUESTED: its GPU reservation is held)',
+                         'mlp-' || p.name, coalesce(k.job_name, '-'), pg_catalog.date_trunc('second', pg_catalog.now() - t.at), k.name),
+       t.at
+  FROM mlplat.campaign_candidates k JOIN mlplat.projects p ON p.id = k.project_id
+  JOIN LATERAL (SELECT pg_catalog.max(x.at) AS at FROM mlplat.candidate_transitions x
+                 WHERE x.candidate_id = k.id AND x.to_status = 'CANCEL_REQUESTED') t ON true
+ WHERE k.status = 'CANCEL_REQUESTED'
+   AND t.at < pg_catalog.now()
+       - coalesce(NULLIF(pg_catalog.current_setting('mlplat.finalizer_alert_after', true), ''), '10min')::interval
+UNION ALL
 SELECT 'lab_cancel_stuck', 'warning', 'lab_runs', p.name, 'lab_run', r.id,
        pg_catalog.format('cancel requested %s ago and its Job not yet seen gone: node lease and %s GPUs held',
                          pg_catalog.date_trunc('second', pg_catalog.now() - r.cancel_requested_at), r.gpus),
