@@ -71,8 +71,9 @@ out=$(mk PATCH "/apis/rbac.authorization.k8s.io/v1/namespaces/smoke/rolebindings
 tap_is "$(code "$out") $(reason "$out")" "403 Forbidden" "... but not to cluster-admin: no bind, no escalation"
 body "$out" | grep -q 'attempting to grant RBAC permissions not currently held'
 tap_ok $? "... and the refusal says why (permissions not held)"
-out=$(mk GET /api/v1/namespaces/smoke/secrets)
-tap_is "$(code "$out")" 403 "mlplat's ServiceAccount may not read Secrets"
+# the lab's input Secrets: read, created and deleted (deploy/kubernetes), never changed in place
+out=$(mk PATCH "/api/v1/namespaces/smoke/secrets/anything?fieldManager=mlplat&force=true" '{"apiVersion":"v1","kind":"Secret","metadata":{"name":"anything"}}' application/apply-patch+yaml)
+tap_is "$(code "$out")" 403 "mlplat's ServiceAccount may not patch or update a Secret (only the lab's create, read and delete)"
 out=$(mk GET /apis/coordination.k8s.io/v1/namespaces/smoke/leases)
 tap_is "$(code "$out")" 403 "... nor Leases outside mlplat-system"
 out=$(mk POST /apis/coordination.k8s.io/v1/namespaces/mlplat-system/leases '{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"smoke"},"spec":{"holderIdentity":"x","leaseDurationSeconds":10}}')
