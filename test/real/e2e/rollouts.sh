@@ -40,7 +40,7 @@ script_rev() {
 	curl -sf -X POST "$REAL_CONTROLLER/metrics/revision" -H 'Content-Type: application/json' \
 		-d "{\"revision\":\"$1\",\"namespace\":\"$NS\",\"behaviour\":\"$2\",\"rps\":200,\"service\":\"scorer\"}" >/dev/null
 }
-ro() { q $DB "SELECT $1 FROM (SELECT r.* FROM mlplat.rollouts r JOIN mlplat.deployments d ON d.id = r.deployment_id WHERE d.name = 'scorer' ORDER BY r.id DESC LIMIT 1) r"; }
+ro() { q $DB "SELECT $1 FROM (SELECT r.* FROM mlplat.rollouts r JOIN mlplat.deployments d ON d.id = r.deployment_id WHERE d.name = 'scorer' AND d.project_id = (SELECT id FROM mlplat.projects WHERE name = '$P' ORDER BY id DESC LIMIT 1) ORDER BY r.id DESC LIMIT 1) r"; }
 ledger() {
 	q $DB "SELECT $1 FROM mlplat.rollout_transitions t WHERE t.rollout_id = (SELECT max(id) FROM mlplat.rollouts) ${2:+AND $2}"
 }
@@ -57,7 +57,7 @@ script_target() {
 dump() {
 	q $DB "SELECT r.status, r.status_reason, r.last_error, r.observed FROM mlplat.rollouts r ORDER BY id DESC LIMIT 1" | sed 's/^/# rollout: /'
 	ledger "seq, decision, reasons, from_fraction, to_fraction, to_status" "true ORDER BY seq" | sed 's/^/# ledger: /'
-	q $DB "SELECT status, status_reason, last_error FROM mlplat.deployments WHERE name = 'scorer'" | sed 's/^/# deployment: /'
+	q $DB "SELECT status, status_reason, last_error FROM mlplat.deployments WHERE name = 'scorer' AND project_id = (SELECT id FROM mlplat.projects WHERE name = '$P' ORDER BY id DESC LIMIT 1)" | sed 's/^/# deployment: /'
 	rk_body GET $I | python3 -c 'import json,sys; o=json.load(sys.stdin); print("# isvc: generation", o["metadata"].get("generation"), "status", json.dumps(o.get("status", {}))[:600])'
 }
 
@@ -71,7 +71,7 @@ for v in 1 2 3; do
 done
 q $DB "SELECT mlplat.set_model_stage('$P', 'scorer', '1', 'CHAMPION')" >/dev/null
 q $DB "SELECT status FROM mlplat.deploy('$P', 'scorer', 'scorer', '1', 'kserve-sklearnserver', 0, 1, 2, '{}')" >/dev/null
-wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'scorer'" READY 90
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'scorer' AND project_id = (SELECT id FROM mlplat.projects WHERE name = '$P' ORDER BY id DESC LIMIT 1)" READY 90
 rc=$?
 tap_ok $rc "deployment scorer (model version 1, artifact verified on S3) is READY on the real API server"
 [ $rc = 0 ] || dump
@@ -104,7 +104,7 @@ tap_ok $rc "promote_rollout: PROMOTED"
 [ $rc = 0 ] || dump
 tap_is "$(canary)" none "promotion removed canaryTrafficPercent from the object on the real server"
 tap_is "$(traffic)" "scorer-predictor-00002=100" "KServe reports 100% on the target"
-wait_for $DB "SELECT status || '/' || desired_revision FROM mlplat.deployments WHERE name = 'scorer'" READY/2 60
+wait_for $DB "SELECT status || '/' || desired_revision FROM mlplat.deployments WHERE name = 'scorer' AND project_id = (SELECT id FROM mlplat.projects WHERE name = '$P' ORDER BY id DESC LIMIT 1)" READY/2 60
 rc=$?
 tap_ok $rc "the deployment is READY on revision 2"
 [ $rc = 0 ] || dump
@@ -130,11 +130,11 @@ tap_is "$(ledger "count(*)" "to_status = 'ABORTED' AND decision = 'ROUTE_RESTORE
 tap_is "$(ledger "(SELECT string_agg(e->>'percent', ',') FROM jsonb_array_elements(evidence->'traffic') e WHERE e->>'revision' = '$prev')" "to_status = 'ABORTED'")" \
 	100 "the route recorded with the abort has 100% on the previous revision ($prev)"
 tap_is "$(traffic | tr ',' '\n' | grep "^$target=" | grep -v '=0$')" "" "KServe's status on the real server sends the aborted target ($target) nothing"
-wait_for $DB "SELECT status || '/' || desired_revision FROM mlplat.deployments WHERE name = 'scorer'" READY/2 60
+wait_for $DB "SELECT status || '/' || desired_revision FROM mlplat.deployments WHERE name = 'scorer' AND project_id = (SELECT id FROM mlplat.projects WHERE name = '$P' ORDER BY id DESC LIMIT 1)" READY/2 60
 tap_ok $? "the deployment is READY on revision 2 after the abort"
 
 q $DB "SELECT mlplat.undeploy('$P', 'scorer')" >/dev/null
-wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'scorer'" DELETED 90
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'scorer' AND project_id = (SELECT id FROM mlplat.projects WHERE name = '$P' ORDER BY id DESC LIMIT 1)" DELETED 90
 tap_ok $? "undeployed (KServe's finalizer released)"
 q $DB "SELECT mlplat.delete_project('$P')" >/dev/null
 wait_for $DB "SELECT status FROM mlplat.projects WHERE name = '$P'" DELETED 120
