@@ -22,6 +22,9 @@
 #include "nodes/pg_list.h"
 #include "utils/array.h"
 
+#include "mlplat/reconcile.h"
+#include "mlplat/unanswered.h"
+
 /* How a field is kept in C; the SQL type it must have is fixed by this. */
 typedef enum MlplatSeamType
 {
@@ -142,5 +145,15 @@ extern Datum mlplat_seam_array_datum(MlplatSeamArray *a);
  */
 extern int64 *mlplat_seam_writeback(MlplatSeamArray *a, const char *sql, int64 epoch, uint64 *n);
 extern bool mlplat_seam_written(const int64 *ids, uint64 n, int64 id);
+
+/*
+ * The tail every kind's write-back ends with (transaction open): remove the
+ * write-ahead notes the pass heard answered (settled may be NULL), record the
+ * pass's spans, commit, return to pass_cxt, and say in the pass status how
+ * many write-backs lost their compare-and-swap.  Written once so that no kind
+ * forgets a step or orders them differently.
+ */
+extern void mlplat_seam_writeback_end(MlplatPass *pass, MlplatWriteNotes *settled, List *spans,
+									  MemoryContext pass_cxt, int lost);
 
 #endif /* MLPLAT_SEAM_H */

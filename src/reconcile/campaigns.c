@@ -827,11 +827,7 @@ write_back(MlplatPass *pass, List *cands, List *orphans)
 							 res.outcome == MLPLAT_KUBE_OK || res.outcome == MLPLAT_KUBE_NOT_FOUND ? "OK" : "RETRY",
 							 NULL, NULL, res.status, res.outcome == MLPLAT_KUBE_OK ? NULL : res.message, NULL, r->url);
 	}
-	mlplat_write_notes_clear(pass, &settled);
-	mlplat_spans_flush(spans);
-	mlplat_txn_commit();
-	MemoryContextSwitchTo(pass_cxt);
-	mlplat_pass_note_lost(pass, lost);
+	mlplat_seam_writeback_end(pass, &settled, spans, pass_cxt, lost);
 }
 
 void

@@ -920,11 +920,7 @@ write_back(MlplatPass *pass, List *deps, List *orphans)
 								psprintf("%s/%s", o->ns, o->name));
 	}
 	(void) mlplat_ledger_batch_flush(pass, ledger);
-	mlplat_write_notes_clear(pass, &settled);
-	mlplat_spans_flush(spans);
-	mlplat_txn_commit();
-	MemoryContextSwitchTo(pass_cxt);
-	mlplat_pass_note_lost(pass, lost);
+	mlplat_seam_writeback_end(pass, &settled, spans, pass_cxt, lost);
 }
 
 /*

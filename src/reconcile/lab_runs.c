@@ -823,11 +823,8 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 			mlplat_ledger_append(pass, "lab_run", l->run->id, l->run->project, l->action, l->outcome, NULL, NULL,
 								 l->status, l->error, mlplat_trace_id_of(l->run->traceparent), l->object);
 		}
-		mlplat_write_notes_clear(pass, &settled);
-		mlplat_txn_commit();
-		MemoryContextSwitchTo(pass_cxt);
+		mlplat_seam_writeback_end(pass, &settled, NIL, pass_cxt, lost);
 	}
-	mlplat_pass_note_lost(pass, lost);
 
 	/* the ingested outputs leave the store (best effort; a left object is overwritten by nothing) */
 	{

@@ -846,10 +846,7 @@ write_back(MlplatPass *pass, List *aliases, List *models, List *versions)
 		else
 			lost++; /* an intent or another leader got there first: re-read next pass */
 	}
-	mlplat_spans_flush(spans);
-	mlplat_txn_commit();
-	MemoryContextSwitchTo(pass_cxt);
-	mlplat_pass_note_lost(pass, lost);
+	mlplat_seam_writeback_end(pass, NULL, spans, pass_cxt, lost);
 }
 
 void

@@ -1089,11 +1089,7 @@ write_back(MlplatPass *pass, List *projects, List *orphans)
 		mlplat_ledger_append(pass, "project", 0, mlplat_json_text(o->obs, "metadata", "labels", MLPLAT_LABEL_PROJECT),
 							 "ORPHAN_TEARDOWN", o->ledger_outcome, NULL, NULL, o->http_status, o->error, NULL,
 							 psprintf("Namespace %s", o->name));
-	mlplat_write_notes_clear(pass, &settled);
-	mlplat_spans_flush(spans);
-	mlplat_txn_commit();
-	MemoryContextSwitchTo(pass_cxt);
-	mlplat_pass_note_lost(pass, lost);
+	mlplat_seam_writeback_end(pass, &settled, spans, pass_cxt, lost);
 }
 
 void

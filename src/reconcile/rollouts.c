@@ -670,10 +670,7 @@ write_back(MlplatPass *pass, List *rollouts, int *decisions)
 								 r->want < 0 ? "canaryTrafficPercent removed"
 											 : psprintf("canaryTrafficPercent %d", r->want));
 	}
-	mlplat_write_notes_clear(pass, &settled);
-	mlplat_spans_flush(spans);
-	mlplat_txn_commit();
-	MemoryContextSwitchTo(pass_cxt);
+	mlplat_seam_writeback_end(pass, &settled, spans, pass_cxt, 0);
 }
 
 /* libcurl write path of a watch: the first complete event line is all we wait for */

@@ -625,11 +625,7 @@ write_back(MlplatPass *pass, List *runs)
 		if (!mlplat_seam_written(written, nwritten, r->id))
 			lost++; /* an intent or another leader got there first: re-read next pass */
 	}
-	mlplat_write_notes_clear(pass, &settled);
-	mlplat_spans_flush(spans);
-	mlplat_txn_commit();
-	MemoryContextSwitchTo(pass_cxt);
-	mlplat_pass_note_lost(pass, lost);
+	mlplat_seam_writeback_end(pass, &settled, spans, pass_cxt, lost);
 	return step_rows;
 }
 

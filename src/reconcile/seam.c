@@ -21,6 +21,8 @@
 
 #include "mlplat/reconcile_util.h"
 #include "mlplat/seam.h"
+#include "mlplat/span.h"
+#include "mlplat/unanswered.h"
 
 #define SWF(m, t) MLPLAT_SEAM_FIELD(MlplatStatusWriteback, m, t)
 const MlplatSeamField mlplat_status_writeback_fields[MLPLAT_STATUS_WRITEBACK_NFIELDS] = {
@@ -377,4 +379,15 @@ bool
 mlplat_seam_written(const int64 *ids, uint64 n, int64 id)
 {
 	return n > 0 && bsearch(&id, ids, n, sizeof(int64), cmp_int64) != NULL;
+}
+
+void
+mlplat_seam_writeback_end(MlplatPass *pass, MlplatWriteNotes *settled, List *spans, MemoryContext pass_cxt, int lost)
+{
+	if (settled)
+		mlplat_write_notes_clear(pass, settled);
+	mlplat_spans_flush(spans);
+	mlplat_txn_commit();
+	MemoryContextSwitchTo(pass_cxt);
+	mlplat_pass_note_lost(pass, lost);
 }
