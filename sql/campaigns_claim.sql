@@ -106,6 +106,19 @@ SELECT (SELECT count(*) FROM mlplat._campaigns_writeback_set(5, ARRAY[ROW(k.id, 
 SELECT ordinal, status FROM pg_temp.show('window') WHERE ordinal = 2;
 -- cancel while building: CANCEL_REQUESTED, then CANCELLED once the worker saw the Job gone
 SELECT :acc FROM mlplat.cancel_campaign('adm', 'window');
+-- finalizer_stuck (threshold 1 s, passed): before the worker's DELETE was answered the
+-- alert says the Job is not yet deleted; after it, how long ago the DELETE was, not the cancel
+SET mlplat.finalizer_alert_after = '1s';
+SELECT pg_sleep(1.2) IS NOT NULL AS waited;
+SELECT detail ~ '^builder Job mlp-adm/opt-window-2 not yet deleted; cancel requested (@ \d secs?|00:00:0\d) ago \(candidate short CANCEL_REQUESTED' AS not_yet_deleted
+  FROM mlplat.alerts WHERE alert = 'finalizer_stuck' AND kind = 'campaigns' AND project = 'adm';
+INSERT INTO mlplat.reconcile_ledger (kind, entity, entity_id, project, action, outcome, epoch, controller)
+SELECT 'campaigns', 'campaign_candidate', k.id, 'adm', 'DELETE', 'OK', 5, 'regress'
+  FROM mlplat.campaign_candidates k JOIN mlplat.campaigns c ON c.id = k.campaign_id WHERE c.name = 'window' AND k.ordinal = 2;
+SELECT detail ~ '^builder Job mlp-adm/opt-window-2 deleted (@ 0|00:00:00) ago and not yet gone; cancel requested (@ \d secs?|00:00:0\d) ago' AS deleted_just_now
+  FROM mlplat.alerts WHERE alert = 'finalizer_stuck' AND kind = 'campaigns' AND project = 'adm';
+RESET mlplat.finalizer_alert_after;
+DELETE FROM mlplat.reconcile_ledger WHERE controller = 'regress' AND action = 'DELETE';
 SELECT mlplat._campaigns_writeback(k.id, k.row_version, 5, 'regress', 'CANCELLED', 'CAMPAIGN_CANCELLED', 'the Job is gone', '{}', NULL, 40, NULL) AS written
   FROM mlplat.campaign_candidates k JOIN mlplat.campaigns c ON c.id = k.campaign_id WHERE c.name = 'window' AND k.ordinal = 2;
 SELECT mlplat.campaign_state('adm', 'window');

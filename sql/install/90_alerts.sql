@@ -14,7 +14,8 @@
 --   finalizer_stuck      an InferenceService, or a project's namespace, deleted but held by
 --                        finalizers longer than mlplat.finalizer_alert_after
 --                        (observed.terminating of the deployment or the project); or a campaign's
---                        builder Job deleted and still there (candidate CANCEL_REQUESTED)
+--                        builder Job still there after its cancel (candidate CANCEL_REQUESTED;
+--                        the detail says whether its DELETE was answered, and when)
 --   lab_cancel_stuck     a lab run CANCEL_REQUESTED longer than mlplat.lab_cancel_alert_after
 --   lab_lease_unreclaimed  a finished lab run still holding its node lease after 5 minutes
 --   lab_node_unobserved  an enabled lab node never observed, or not for mlplat.lab_node_max_age
@@ -84,12 +85,23 @@ SELECT 'finalizer_stuck', 'warning', 'projects', p.name, 'project', p.id,
        - coalesce(NULLIF(pg_catalog.current_setting('mlplat.finalizer_alert_after', true), ''), '10min')::interval
 UNION ALL
 SELECT 'finalizer_stuck', 'warning', 'campaigns', p.name, 'campaign_candidate', k.id,
-       pg_catalog.format('builder Job %s/%s deleted %s ago and not yet gone (candidate %s CANCEL_REQUESTED: its GPU reservation is held)',
-                         'mlp-' || p.name, coalesce(k.job_name, '-'), pg_catalog.date_trunc('second', pg_catalog.now() - t.at), k.name),
+       -- the age of the cancel is what the threshold measures; the age of the deletion is the
+       -- first answered DELETE of the Job after it (the ledger), if the worker sent one yet
+       CASE WHEN d.at IS NULL THEN
+         pg_catalog.format('builder Job %s/%s not yet deleted; cancel requested %s ago (candidate %s CANCEL_REQUESTED: its GPU reservation is held)',
+                           'mlp-' || p.name, coalesce(k.job_name, '-'), pg_catalog.date_trunc('second', pg_catalog.now() - t.at), k.name)
+       ELSE
+         pg_catalog.format('builder Job %s/%s deleted %s ago and not yet gone; cancel requested %s ago (candidate %s CANCEL_REQUESTED: its GPU reservation is held)',
+                           'mlp-' || p.name, coalesce(k.job_name, '-'), pg_catalog.date_trunc('second', pg_catalog.now() - d.at),
+                           pg_catalog.date_trunc('second', pg_catalog.now() - t.at), k.name)
+       END,
        t.at
   FROM mlplat.campaign_candidates k JOIN mlplat.projects p ON p.id = k.project_id
   JOIN LATERAL (SELECT pg_catalog.max(x.at) AS at FROM mlplat.candidate_transitions x
                  WHERE x.candidate_id = k.id AND x.to_status = 'CANCEL_REQUESTED') t ON true
+  LEFT JOIN LATERAL (SELECT pg_catalog.min(l.at) AS at FROM mlplat.reconcile_ledger l
+                      WHERE l.kind = 'campaigns' AND l.entity_id = k.id AND l.action = 'DELETE' AND l.outcome = 'OK'
+                        AND l.at >= t.at) d ON true
  WHERE k.status = 'CANCEL_REQUESTED'
    AND t.at < pg_catalog.now()
        - coalesce(NULLIF(pg_catalog.current_setting('mlplat.finalizer_alert_after', true), ''), '10min')::interval

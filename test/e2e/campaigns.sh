@@ -17,25 +17,11 @@ e2e_standin mlplat
 DB=mlplat
 P=cmp-e2e
 
-q $DB "SELECT mlplat.create_project('$P', 4)" >/dev/null
-wait_for $DB "SELECT status FROM mlplat.projects WHERE name = '$P'" READY 60
-tap_ok $? "project $P is READY"
-out=$($PSQL -d $DB 2>&1 <<SQL
-SET client_min_messages = warning;
-SELECT status FROM mlplat.add_artifact_location('$P', 's3://artifacts/');
-SELECT status FROM mlplat.register_model_version('$P', 'llm', '1', 's3://artifacts/llm/1', repeat('a', 64), 'vllm', 'safetensors');
-SELECT status FROM mlplat.register_evidence_signer('cmp-e2e-evals', decode('d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a', 'hex'));
-SQL
-)
-tap_ok $? "artifact location, base model version, evidence signer"
-[ $? = 0 ] || echo "$out" | sed 's/^/# /'
+. "$SRC/test/lib/campaigns.sh"
+cmp_project cmp-e2e-evals
 
 gpus0=$(q $DB "SELECT gpus_in_use FROM mlplat.project_status WHERE project = '$P'")
-seq0=$(admin GET requests | python3 -c 'import json,sys; print(json.load(sys.stdin)["seq"])')
-cand() { printf '{"name": "%s", "kind": "checkpoint", "builder": {"image": "registry.example/acme/llmc@sha256:%s", "tool": "llm-compressor", "tool_version": "0.5.1"}, "algorithm": "gptq", "precision": "w4a16", "config": {}, "hardware": {"accelerator": "nvidia-h100", "arch": "sm_90", "gpus": 1}, "spdx": "Apache-2.0", "max_seconds": 600}' "$1" "$(printf '1%.0s' $(seq 64))"; }
-DEF="{\"base\": {\"model\": \"llm\", \"version\": \"1\", \"model_family\": \"llama\"}, \"output_prefix\": \"s3://artifacts/opt/\",
-      \"quality_gate\": {\"metric\": \"accuracy\", \"max_drop\": 0.01, \"signers\": [\"cmp-e2e-evals\"]},
-      \"candidates\": [$(cand a), $(cand b), $(cand c)]}"
+DEF=$(cmp_def 3)
 got=$(q $DB "SELECT entity || ' ' || status FROM mlplat.create_campaign('$P', 'c', '$DEF', 'k1')")
 tap_is "$got" "campaign AWAITING_APPROVAL" "create_campaign with three candidates"
 
@@ -72,35 +58,7 @@ got=$(q $DB "SELECT status || ' ' || replayed FROM mlplat.create_campaign('$P', 
 tap_is "$got" "AWAITING_APPROVAL true" "the same key again is replayed"
 
 # ---------------------------------------------------------------- the reconciler
-NS=$(q $DB "SELECT mlplat._project_namespace('$P')")
 S3=http://127.0.0.1:$STANDIN_S3
-# attestation CAMPAIGN ORDINAL OUTPUT_SHA256 BYTES [JQ-LIKE OVERRIDE as SQL jsonb] — what an honest
-# builder writes: the plan's fields (as the render hands them to it) and its output's digest
-attestation() {
-	q $DB "SELECT (jsonb_build_object('type', 'mlplat.io/build-attestation/v1', 'campaign_content_id', c.content_id,
-	          'candidate', k.name, 'candidate_content_id', k.content_id,
-	          'builder_image_digest', 'sha256:' || split_part(k.plan #>> '{builder,image}', '@sha256:', 2),
-	          'tool', k.plan #>> '{builder,tool}', 'tool_version', k.plan #>> '{builder,tool_version}',
-	          'algorithm', k.plan->>'algorithm', 'precision', k.plan->>'precision',
-	          'config_content_id', mlplat.content_id(k.plan->'config'), 'base_artifact_sha256', c.base_artifact_sha256,
-	          'hardware', jsonb_build_object('accelerator', k.plan #>> '{hardware,accelerator}', 'arch', k.plan #>> '{hardware,arch}'),
-	          'output_uri', c.output_prefix || '$P/' || c.name || '/' || k.ordinal || '/artifact',
-	          'output_sha256', '$3', 'output_bytes', $4, 'spdx', k.plan->>'spdx', 'sbom_sha256', NULL,
-	          'started_at', 1764410400, 'finished_at', 1764410460) || '${5:-{\}}'::jsonb)::text
-	    FROM mlplat.campaign_candidates k JOIN mlplat.campaigns c ON c.id = k.campaign_id
-	   WHERE c.name = '$1' AND k.ordinal = $2"
-}
-sha() { printf '%s' "$1" | sha256sum | cut -c1-64; }
-# plan JOB STEP-JSON — the stand-in's plan for one builder Job
-plan() { admin POST argo/plan "{\"kind\": \"job\", \"namespace\": \"$NS\", \"name\": \"$1\", \"steps\": {\"*\": $2}}" >/dev/null; }
-# s3obj CAMPAIGN ORDINAL FILE CONTENT [EXTRA] — one object of a plan's s3 list
-s3obj() { python3 -c 'import json,sys; d={"bucket":"artifacts","key":"opt/%s/%s/%s/%s"%tuple(sys.argv[1:5]),"content":sys.argv[5]}; d.update(json.loads(sys.argv[6] or "{}")); print(json.dumps(d))' "$P" "$1" "$2" "$3" "$4" "${5:-}"; }
-cstat() { q $DB "SELECT string_agg(k.status || coalesce(':' || k.reason_code, ''), ' ' ORDER BY k.ordinal) FROM mlplat.campaign_candidates k JOIN mlplat.campaigns c ON c.id = k.campaign_id WHERE c.name = '$1'"; }
-jobs_posted() { admin GET "requests?since=$seq0" | python3 -c '
-import json, sys
-print(sum(1 for e in json.load(sys.stdin)["items"] if e.get("method") == "POST" and "/jobs" in e.get("path", "")
-          and (e.get("name") or "").startswith(sys.argv[1])))' "$1"; }
-
 # --- scenarios 6 and 7 (and 5, max_parallel 1): campaign c: 1 BUILT, 2 fails with partial output, 3 BUILT
 A1="weights of candidate a"; A3="weights of candidate c"
 plan opt-c-1 "{\"ticks\": 3, \"s3\": [$(s3obj c 1 artifact "$A1" '{"checksum": true}'), $(s3obj c 1 attestation.json "$(attestation c 1 "$(sha "$A1")" ${#A1})")]}"
@@ -150,7 +108,7 @@ tap_is "$(cstat s5)" "NOT_RUN:SPEND_EXHAUSTED" "its candidate is NOT_RUN SPEND_E
 tap_is "$(jobs_posted opt-s5-)" 0 "and no Job was requested for it"
 
 # --- scenario 9: cancel mid-build; a Job held terminating keeps the candidate CANCEL_REQUESTED
-DEF9=$(echo "$DEF" | python3 -c 'import json,sys; d=json.load(sys.stdin); d["candidates"]=d["candidates"][:2]; print(json.dumps(d))')
+DEF9=$(cmp_def 2)
 plan opt-x-1 '{"ticks": 100000}'
 q $DB "SELECT status FROM mlplat.create_campaign('$P', 'x', '$DEF9')" >/dev/null
 q $DB "SELECT status FROM mlplat.approve_campaign('$P', 'x', 100000, '1 hour')" >/dev/null
@@ -178,7 +136,7 @@ wait_for $DB "SELECT passes >= $p0 + 2 FROM mlplat.reconciler_health WHERE kind 
 tap_is "$(cstat x)" "CANCEL_REQUESTED CANCELLED:CAMPAIGN_CANCELLED" "held terminating: still CANCEL_REQUESTED; the PLANNED one CANCELLED"
 wait_for $DB "SET mlplat.finalizer_alert_after = '1s'; SELECT count(*) FROM mlplat.alerts a JOIN mlplat.campaign_candidates k ON k.id = a.entity_id
               JOIN mlplat.campaigns c ON c.id = k.campaign_id WHERE a.alert = 'finalizer_stuck' AND a.kind = 'campaigns' AND c.name = 'x'
-              AND a.detail LIKE 'builder Job $NS/opt-x-1 deleted % ago and not yet gone%'" 1 30
+              AND a.detail LIKE 'builder Job $NS/opt-x-1 deleted % ago and not yet gone; cancel requested % ago%'" 1 30
 tap_ok $? "a builder Job held terminating past mlplat.finalizer_alert_after raises finalizer_stuck"
 admin POST jobs/stuck "{\"namespace\": \"$NS\", \"name\": \"opt-x-1\", \"stuck\": false}" >/dev/null
 wait_for $DB "SELECT mlplat.campaign_state('$P', 'x')" CANCELLED 90
@@ -187,7 +145,7 @@ tap_is "$(jobs_posted opt-x-2)" 0 "no Job for the candidate that was PLANNED"
 
 # --- a Job that disappears outside mlplat; a look-alike under a candidate's name
 plan opt-d-1 '{"ticks": 100000}'
-DEFD=$(echo "$DEF" | python3 -c 'import json,sys; d=json.load(sys.stdin); d["candidates"]=d["candidates"][:1]; print(json.dumps(d))')
+DEFD=$(cmp_def 1)
 q $DB "SELECT status FROM mlplat.create_campaign('$P', 'd', '$DEFD')" >/dev/null
 q $DB "SELECT status FROM mlplat.approve_campaign('$P', 'd', 100000, '1 hour')" >/dev/null
 wait_for $DB "SELECT observed->>'job_created' FROM mlplat.campaign_candidates k JOIN mlplat.campaigns c ON c.id = k.campaign_id WHERE c.name = 'd'" true 90

@@ -1801,12 +1801,23 @@ SELECT 'finalizer_stuck', 'warning', 'projects', p.name, 'project', p.id,
        - coalesce(NULLIF(pg_catalog.current_setting('mlplat.finalizer_alert_after', true), ''), '10min')::interval
 UNION ALL
 SELECT 'finalizer_stuck', 'warning', 'campaigns', p.name, 'campaign_candidate', k.id,
-       pg_catalog.format('builder Job %s/%s deleted %s ago and not yet gone (candidate %s CANCEL_REQUESTED: its GPU reservation is held)',
-                         'mlp-' || p.name, coalesce(k.job_name, '-'), pg_catalog.date_trunc('second', pg_catalog.now() - t.at), k.name),
+       -- the age of the cancel is what the threshold measures; the age of the deletion is the
+       -- first answered DELETE of the Job after it (the ledger), if the worker sent one yet
+       CASE WHEN d.at IS NULL THEN
+         pg_catalog.format('builder Job %s/%s not yet deleted; cancel requested %s ago (candidate %s CANCEL_REQUESTED: its GPU reservation is held)',
+                           'mlp-' || p.name, coalesce(k.job_name, '-'), pg_catalog.date_trunc('second', pg_catalog.now() - t.at), k.name)
+       ELSE
+         pg_catalog.format('builder Job %s/%s deleted %s ago and not yet gone; cancel requested %s ago (candidate %s CANCEL_REQUESTED: its GPU reservation is held)',
+                           'mlp-' || p.name, coalesce(k.job_name, '-'), pg_catalog.date_trunc('second', pg_catalog.now() - d.at),
+                           pg_catalog.date_trunc('second', pg_catalog.now() - t.at), k.name)
+       END,
        t.at
   FROM mlplat.campaign_candidates k JOIN mlplat.projects p ON p.id = k.project_id
   JOIN LATERAL (SELECT pg_catalog.max(x.at) AS at FROM mlplat.candidate_transitions x
                  WHERE x.candidate_id = k.id AND x.to_status = 'CANCEL_REQUESTED') t ON true
+  LEFT JOIN LATERAL (SELECT pg_catalog.min(l.at) AS at FROM mlplat.reconcile_ledger l
+                      WHERE l.kind = 'campaigns' AND l.entity_id = k.id AND l.action = 'DELETE' AND l.outcome = 'OK'
+                        AND l.at >= t.at) d ON true
  WHERE k.status = 'CANCEL_REQUESTED'
    AND t.at < pg_catalog.now()
        - coalesce(NULLIF(pg_catalog.current_setting('mlplat.finalizer_alert_after', true), ''), '10min')::interval
