@@ -24,6 +24,18 @@ extern int mlplat_sql_exec(const char *sql, int nargs, Oid *types, Datum *values
 /* Append a text, or NULL, to an array being built (in the state's own context). */
 extern void mlplat_array_add_text(ArrayBuildState *a, const char *s);
 
+/*
+ * Which of n rows does the database know?  In a short transaction of its own
+ * (none may be open) runs sql with one text[] argument per column, the
+ * element i of each being row i's value (cells[i * ncols + c], NULL allowed);
+ * sql returns the 1-based ordinals of the rows it knows, one int a row.
+ * Returns known[0..n-1], palloc'd in the caller's context.  The question is
+ * the kind's (whose object is this?); asking it with arrays, in one round
+ * trip, is written here once.
+ */
+#define MLPLAT_SQL_KNOWN_MAX_COLS 4
+extern bool *mlplat_sql_known_ordinals(const char *sql, int ncols, int n, const char *const *cells);
+
 /* mlplat.installation's instance id (transaction open); palloc'd in the caller's context. */
 extern char *mlplat_instance_id(void);
 

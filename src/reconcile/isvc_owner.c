@@ -4,11 +4,6 @@
  */
 #include "postgres.h"
 
-#include "catalog/pg_type.h"
-#include "executor/spi.h"
-#include "utils/array.h"
-#include "utils/lsyscache.h"
-
 #include "mlplat/isvc_owner.h"
 #include "mlplat/labels.h"
 #include "mlplat/reconcile.h"
@@ -30,8 +25,10 @@ void
 mlplat_isvc_judge(List *owners, const char *instance)
 {
 	List *ask = NIL;
+	const char **cells;
 	bool *known;
 	int n;
+	int k;
 	ListCell *lc;
 
 	foreach (lc, owners)
@@ -51,47 +48,23 @@ mlplat_isvc_judge(List *owners, const char *instance)
 
 	/* another revision's id, or a forged one: the database knows the deployment's revisions */
 	n = list_length(ask);
-	known = palloc0(sizeof(bool) * (n + 1));
-	mlplat_txn_begin();
+	cells = palloc(sizeof(char *) * 3 * n);
+	k = 0;
+	foreach (lc, ask)
 	{
-		ArrayBuildState *a[3];
-		Oid types[3];
-		Datum v[3];
+		MlplatIsvcOwner *o = lfirst(lc);
 
-		for (int i = 0; i < 3; i++)
-		{
-			a[i] = initArrayResult(TEXTOID, CurrentMemoryContext, false);
-			types[i] = TEXTARRAYOID;
-		}
-		foreach (lc, ask)
-		{
-			MlplatIsvcOwner *o = lfirst(lc);
-
-			mlplat_array_add_text(a[0], o->ns);
-			mlplat_array_add_text(a[1], o->name);
-			mlplat_array_add_text(a[2], mlplat_isvc_content_id(o->obj));
-		}
-		for (int i = 0; i < 3; i++)
-			v[i] = makeArrayResult(a[i], CurrentMemoryContext);
-		if (mlplat_sql_exec("SELECT * FROM mlplat._isvc_stamps_known($1, $2, $3)", 3, types, v, NULL) !=
-			SPI_OK_SELECT)
-			elog(ERROR, "mlplat: _isvc_stamps_known failed");
-		for (uint64 i = 0; i < SPI_processed; i++)
-		{
-			bool isnull;
-			int32 k = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
-
-			if (!isnull && k >= 1 && k <= n)
-				known[k] = true;
-		}
+		cells[k++] = o->ns;
+		cells[k++] = o->name;
+		cells[k++] = mlplat_isvc_content_id(o->obj);
 	}
-	mlplat_txn_commit();
+	known = mlplat_sql_known_ordinals("SELECT * FROM mlplat._isvc_stamps_known($1, $2, $3)", 3, n, cells);
 	for (int i = 0; i < n; i++)
 	{
 		MlplatIsvcOwner *o = list_nth(ask, i);
 		const char *id = mlplat_isvc_content_id(o->obj);
 
-		if (!known[i + 1])
+		if (!known[i])
 			o->not_ours = id ? psprintf("its content id %s is not one of the deployment's revisions", id)
 							 : pstrdup("it carries no content id, and every revision of the deployment has one");
 	}

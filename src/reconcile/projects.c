@@ -884,45 +884,23 @@ MlplatSeam *const mlplat_projects_seams[] = { &claim_seam, &writeback_seam, NULL
 static void
 judge_orphans(List *orphans)
 {
-	ArrayBuildState *names;
-	ArrayBuildState *ids;
-	Oid types[2] = { TEXTARRAYOID, TEXTARRAYOID };
-	Datum v[2];
-	bool *deleted;
 	int n = list_length(orphans);
-	MemoryContext caller = CurrentMemoryContext;
+	const char **cells = palloc(sizeof(char *) * 2 * Max(n, 1));
+	bool *deleted;
+	int i = 0;
 
-	if (n == 0)
-		return;
-	deleted = palloc0(sizeof(bool) * (n + 1));
-	mlplat_txn_begin();
-	names = initArrayResult(TEXTOID, CurrentMemoryContext, false);
-	ids = initArrayResult(TEXTOID, CurrentMemoryContext, false);
 	foreach_ptr (ProjObj, o, orphans)
 	{
-		mlplat_array_add_text(names, mlplat_json_text(o->obs, "metadata", "labels", MLPLAT_LABEL_PROJECT));
-		mlplat_array_add_text(ids, mlplat_json_text(o->obs, "metadata", "annotations", MLPLAT_ANNOTATION_PROJECT_ID));
+		cells[i++] = mlplat_json_text(o->obs, "metadata", "labels", MLPLAT_LABEL_PROJECT);
+		cells[i++] = mlplat_json_text(o->obs, "metadata", "annotations", MLPLAT_ANNOTATION_PROJECT_ID);
 	}
-	v[0] = makeArrayResult(names, CurrentMemoryContext);
-	v[1] = makeArrayResult(ids, CurrentMemoryContext);
-	if (mlplat_sql_exec("SELECT * FROM mlplat._project_orphans_known($1, $2)", 2, types, v, NULL) != SPI_OK_SELECT)
-		elog(ERROR, "mlplat: _project_orphans_known failed");
-	for (uint64 i = 0; i < SPI_processed; i++)
-	{
-		bool isnull;
-		int32 k = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
-
-		if (!isnull && k >= 1 && k <= n)
-			deleted[k] = true;
-	}
-	mlplat_txn_commit();
-	MemoryContextSwitchTo(caller);
-	for (int i = 0; i < n; i++)
+	deleted = mlplat_sql_known_ordinals("SELECT * FROM mlplat._project_orphans_known($1, $2)", 2, n, cells);
+	for (i = 0; i < n; i++)
 	{
 		ProjObj *o = list_nth(orphans, i);
 		const char *id = mlplat_json_text(o->obs, "metadata", "annotations", MLPLAT_ANNOTATION_PROJECT_ID);
 
-		if (deleted[i + 1])
+		if (deleted[i])
 			continue;
 		o->action = ACT_NONE;
 		o->ledger_outcome = "CONFLICT";

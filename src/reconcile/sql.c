@@ -1,6 +1,6 @@
 /*
  * sql.c — the SQL a pass runs (reconcile_sql.h): statements with kept plans,
- * the installation's instance id, text arrays.
+ * the installation's instance id, text arrays, known ordinals.
  */
 #include "postgres.h"
 
@@ -9,6 +9,7 @@
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 
+#include "mlplat/reconcile.h"
 #include "mlplat/reconcile_sql.h"
 
 /*
@@ -93,4 +94,41 @@ void
 mlplat_array_add_text(ArrayBuildState *a, const char *s)
 {
 	accumArrayResult(a, s ? CStringGetTextDatum(s) : (Datum) 0, s == NULL, TEXTOID, a->mcontext);
+}
+
+bool *
+mlplat_sql_known_ordinals(const char *sql, int ncols, int n, const char *const *cells)
+{
+	MemoryContext caller = CurrentMemoryContext;
+	bool *known = palloc0(sizeof(bool) * Max(n, 1));
+	Oid types[MLPLAT_SQL_KNOWN_MAX_COLS];
+	Datum v[MLPLAT_SQL_KNOWN_MAX_COLS];
+
+	if (ncols < 1 || ncols > MLPLAT_SQL_KNOWN_MAX_COLS)
+		elog(ERROR, "mlplat: %d columns asked of \"%s\"", ncols, sql);
+	if (n == 0)
+		return known;
+	mlplat_txn_begin();
+	for (int c = 0; c < ncols; c++)
+	{
+		ArrayBuildState *a = initArrayResult(TEXTOID, CurrentMemoryContext, false);
+
+		for (int i = 0; i < n; i++)
+			mlplat_array_add_text(a, cells[i * ncols + c]);
+		types[c] = TEXTARRAYOID;
+		v[c] = makeArrayResult(a, CurrentMemoryContext);
+	}
+	if (mlplat_sql_exec(sql, ncols, types, v, NULL) != SPI_OK_SELECT)
+		elog(ERROR, "mlplat: \"%s\" failed", sql);
+	for (uint64 r = 0; r < SPI_processed; r++)
+	{
+		bool isnull;
+		int32 k = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &isnull));
+
+		if (!isnull && k >= 1 && k <= n)
+			known[k - 1] = true;
+	}
+	mlplat_txn_commit();
+	MemoryContextSwitchTo(caller);
+	return known;
 }
