@@ -21,6 +21,7 @@
 #include "access/tupdesc.h"
 #include "nodes/pg_list.h"
 #include "utils/array.h"
+#include "utils/timestamp.h"
 
 #include "mlplat/reconcile.h"
 #include "mlplat/unanswered.h"
@@ -118,6 +119,27 @@ extern void mlplat_seam_check(MlplatSeam *s);
  */
 extern List *mlplat_seam_claim(MlplatSeam *s, MemoryContext cxt, const char *sql, int nargs,
 							   Oid *types, Datum *values, size_t size);
+
+/*
+ * The claim step of a pass, in one short transaction of its own (none may be
+ * open): this installation's id, the rows of the kind's claim (sql, nargs,
+ * types, values and size as for mlplat_seam_claim) and, when with_notes, the
+ * kind's unanswered write notes (unanswered.h).  All of it is allocated in
+ * the caller's context (the pass's: it outlives the transaction), and the
+ * caller is back in that context on return.  What a kind derives from its
+ * rows (attaching notes, defaults) it does after, with no transaction open.
+ */
+typedef struct MlplatClaim
+{
+	List *rows;		   /* structs of size bytes */
+	char *instance;	   /* mlplat.installation's instance id */
+	List *notes;	   /* MlplatUnanswered, when asked for; else NIL */
+	TimestampTz start; /* when the claim transaction began ... */
+	TimestampTz end;   /* ... and when it committed (claim spans) */
+} MlplatClaim;
+
+extern void mlplat_seam_claim_pass(MlplatPass *pass, MlplatSeam *s, const char *sql, int nargs, Oid *types,
+								   Datum *values, size_t size, bool with_notes, MlplatClaim *out);
 
 /* Fill one struct from one composite datum of the seam's type. */
 extern void mlplat_seam_read(MlplatSeam *s, Datum composite, void *out);

@@ -668,48 +668,32 @@ judge_found(List *deps, const char *instance, MlJsonArena *arena, bool probe)
 static void
 claim(MlplatPass *pass, List **out, char **instance)
 {
-	MemoryContext pass_cxt = CurrentMemoryContext;
 	Datum args[3] = { BoolGetDatum(pass->resync), BoolGetDatum(pass->woken && !pass->resync),
 					  Int32GetDatum(mlplat_deploy_deadline_ms) };
 	Oid argtypes[3] = { BOOLOID, BOOLOID, INT4OID };
-	TimestampTz start = GetCurrentTimestamp();
-	TimestampTz end;
+	MlplatClaim c;
 	ListCell *lc;
-	List *notes;
 
-	mlplat_txn_begin();
-	MemoryContextSwitchTo(pass_cxt);
-	*instance = mlplat_instance_id();
-	*out = mlplat_seam_claim(&claim_seam, pass_cxt, "SELECT c FROM mlplat._deployments_claim($1, $2, $3) c",
-							 3, argtypes, args, sizeof(Deployment));
-	/* SPI calls return to SPI's context; what follows must outlive the transaction */
-	MemoryContextSwitchTo(pass_cxt);
-	foreach (lc, *out)
+	mlplat_seam_claim_pass(pass, &claim_seam, "SELECT c FROM mlplat._deployments_claim($1, $2, $3) c", 3, argtypes,
+						   args, sizeof(Deployment), true, &c);
+	foreach (lc, c.rows)
 	{
 		Deployment *d = lfirst(lc);
 
 		d->drift_report = d->drift_policy && strcmp(d->drift_policy, "report") == 0;
-	}
-	notes = mlplat_unanswered_load(pass);
-	if (notes != NIL)
-		foreach (lc, *out)
+		if (c.notes != NIL) /* the usual case has none: no name built per row */
 		{
-			Deployment *d = lfirst(lc);
 			char *object = psprintf("%s/%s", d->ns, d->name);
 
-			d->unanswered = mlplat_unanswered_find(notes, d->id, object, "APPLY");
+			d->unanswered = mlplat_unanswered_find(c.notes, d->id, object, "APPLY");
 			if (d->unanswered == NULL)
-				d->unanswered = mlplat_unanswered_find(notes, d->id, object, "REPAIR");
+				d->unanswered = mlplat_unanswered_find(c.notes, d->id, object, "REPAIR");
 		}
-	mlplat_txn_commit();
-	end = GetCurrentTimestamp();
-	foreach (lc, *out)
-	{
-		Deployment *d = lfirst(lc);
-
-		d->claim_start = start;
-		d->claim_end = end;
+		d->claim_start = c.start;
+		d->claim_end = c.end;
 	}
+	*out = c.rows;
+	*instance = c.instance;
 }
 
 /*

@@ -443,21 +443,17 @@ alias_decide(AliasRow *a)
 static List *
 claim(MlplatPass *pass, char **instance)
 {
-	MemoryContext pass_cxt = CurrentMemoryContext;
 	Datum arg = BoolGetDatum(pass->resync);
 	Oid argtype = BOOLOID;
-	List *out;
+	MlplatClaim c;
 	ListCell *lc;
 
-	mlplat_txn_begin();
-	MemoryContextSwitchTo(pass_cxt);
-	*instance = mlplat_instance_id();
-	out = mlplat_seam_claim(&claim_seam, pass_cxt, "SELECT c FROM mlplat._aliases_claim($1) c",
-							1, &argtype, &arg, sizeof(AliasRow));
-	foreach (lc, out)
+	mlplat_seam_claim_pass(pass, &claim_seam, "SELECT c FROM mlplat._aliases_claim($1) c", 1, &argtype, &arg,
+						   sizeof(AliasRow), false, &c);
+	foreach (lc, c.rows)
 		((AliasRow *) lfirst(lc))->retry_ms = -1;
-	mlplat_txn_commit();
-	return out;
+	*instance = c.instance;
+	return c.rows;
 }
 
 /* Read an alias answer: true when understood (observed set), false on error. */

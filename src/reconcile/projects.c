@@ -912,29 +912,19 @@ judge_orphans(List *orphans)
 static List *
 claim(MlplatPass *pass, char **instance, List **notes)
 {
-	MemoryContext pass_cxt = CurrentMemoryContext;
-	List *out;
-	TimestampTz start = GetCurrentTimestamp();
-	TimestampTz end;
+	MlplatClaim c;
 
-	mlplat_txn_begin();
-	MemoryContextSwitchTo(pass_cxt);
-	*instance = mlplat_instance_id();
-	out = mlplat_seam_claim(&claim_seam, pass_cxt, "SELECT c FROM mlplat._projects_claim() c",
-							0, NULL, NULL, sizeof(Project));
-	/* SPI calls return to SPI's context; the notes must outlive the transaction */
-	MemoryContextSwitchTo(pass_cxt);
-	foreach_ptr (Project, p, out)
-		p->ns = mlplat_project_namespace(p->name, strlen(p->name));
-	*notes = mlplat_unanswered_load(pass);
-	mlplat_txn_commit();
-	end = GetCurrentTimestamp();
-	foreach_ptr (Project, p, out)
+	mlplat_seam_claim_pass(pass, &claim_seam, "SELECT c FROM mlplat._projects_claim() c", 0, NULL, NULL,
+						   sizeof(Project), true, &c);
+	foreach_ptr (Project, p, c.rows)
 	{
-		p->claim_start = start;
-		p->claim_end = end;
+		p->ns = mlplat_project_namespace(p->name, strlen(p->name));
+		p->claim_start = c.start;
+		p->claim_end = c.end;
 	}
-	return out;
+	*instance = c.instance;
+	*notes = c.notes;
+	return c.rows;
 }
 
 /*

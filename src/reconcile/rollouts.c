@@ -427,23 +427,14 @@ MlplatSeam *const mlplat_rollouts_seams[] = { &claim_seam, NULL };
 static List *
 claim(MlplatPass *pass)
 {
-	MemoryContext pass_cxt = CurrentMemoryContext;
-	List *out;
+	MlplatClaim c;
 	ListCell *lc;
 
-	mlplat_txn_begin();
+	mlplat_seam_claim_pass(pass, &claim_seam, "SELECT c FROM mlplat._rollouts_claim() c", 0, NULL, NULL,
+						   sizeof(Rollout), true, &c);
 	if (instance_id == NULL)
-	{
-		char *v = mlplat_instance_id();
-
-		instance_id = MemoryContextStrdup(TopMemoryContext, v);
-	}
-	MemoryContextSwitchTo(pass_cxt);
-	out = mlplat_seam_claim(&claim_seam, pass_cxt, "SELECT c FROM mlplat._rollouts_claim() c",
-							0, NULL, NULL, sizeof(Rollout));
-	/* SPI calls return to SPI's context; the notes must outlive the transaction */
-	MemoryContextSwitchTo(pass_cxt);
-	foreach (lc, out)
+		instance_id = MemoryContextStrdup(TopMemoryContext, c.instance);
+	foreach (lc, c.rows)
 	{
 		Rollout *r = lfirst(lc);
 
@@ -451,22 +442,10 @@ claim(MlplatPass *pass)
 		if (!ml_prom_preset_from_name(r->metrics_preset, &r->preset))
 			r->preset = (MlPromPreset) mlplat_metrics_preset;
 		r->retry_ms = -1;
+		if (c.notes != NIL)
+			r->unanswered = mlplat_unanswered_find(c.notes, r->id, psprintf("%s/%s", r->ns, r->name), "APPLY");
 	}
-	{
-		List *notes = mlplat_unanswered_load(pass);
-		ListCell *lc;
-
-		if (notes != NIL)
-			foreach (lc, out)
-			{
-				Rollout *r = lfirst(lc);
-
-				r->unanswered = mlplat_unanswered_find(notes, r->id, psprintf("%s/%s", r->ns, r->name), "APPLY");
-			}
-	}
-	mlplat_txn_commit();
-	MemoryContextSwitchTo(pass_cxt);
-	return out;
+	return c.rows;
 }
 
 static void

@@ -420,24 +420,20 @@ MlplatSeam *const mlplat_runs_seams[] = { &claim_seam, &writeback_seam, NULL };
 static void
 claim(MlplatPass *pass, List **out, List **notes, char **instance)
 {
-	MemoryContext pass_cxt = CurrentMemoryContext;
+	MlplatClaim c;
 	ListCell *lc;
 
-	mlplat_txn_begin();
-	MemoryContextSwitchTo(pass_cxt);
-	*instance = mlplat_instance_id();
-	*out = mlplat_seam_claim(&claim_seam, pass_cxt, "SELECT c FROM mlplat._runs_claim() c",
-							 0, NULL, NULL, sizeof(Run));
-	/* SPI calls return to SPI's context; the notes must outlive the transaction */
-	MemoryContextSwitchTo(pass_cxt);
-	*notes = mlplat_unanswered_load(pass);
-	foreach (lc, *out)
+	mlplat_seam_claim_pass(pass, &claim_seam, "SELECT c FROM mlplat._runs_claim() c", 0, NULL, NULL, sizeof(Run),
+						   true, &c);
+	foreach (lc, c.rows)
 	{
 		Run *r = lfirst(lc);
 
-		r->unanswered = mlplat_unanswered_find(*notes, r->id, psprintf("%s/%s", r->ns, r->workflow), "CREATE");
+		r->unanswered = mlplat_unanswered_find(c.notes, r->id, psprintf("%s/%s", r->ns, r->workflow), "CREATE");
 	}
-	mlplat_txn_commit();
+	*out = c.rows;
+	*notes = c.notes;
+	*instance = c.instance;
 }
 
 static void

@@ -382,6 +382,27 @@ mlplat_seam_written(const int64 *ids, uint64 n, int64 id)
 }
 
 void
+mlplat_seam_claim_pass(MlplatPass *pass, MlplatSeam *s, const char *sql, int nargs, Oid *types, Datum *values,
+					   size_t size, bool with_notes, MlplatClaim *out)
+{
+	MemoryContext pass_cxt = CurrentMemoryContext;
+
+	memset(out, 0, sizeof(*out));
+	out->start = GetCurrentTimestamp();
+	mlplat_txn_begin();
+	MemoryContextSwitchTo(pass_cxt);
+	out->instance = mlplat_instance_id();
+	out->rows = mlplat_seam_claim(s, pass_cxt, sql, nargs, types, values, size);
+	/* SPI calls return to SPI's context; the notes must outlive the transaction */
+	MemoryContextSwitchTo(pass_cxt);
+	if (with_notes)
+		out->notes = mlplat_unanswered_load(pass);
+	mlplat_txn_commit();
+	MemoryContextSwitchTo(pass_cxt);
+	out->end = GetCurrentTimestamp();
+}
+
+void
 mlplat_seam_writeback_end(MlplatPass *pass, MlplatWriteNotes *settled, List *spans, MemoryContext pass_cxt, int lost)
 {
 	if (settled)
