@@ -25,6 +25,34 @@ CREATE TABLE mlplat.leader_history (
     PRIMARY KEY (kind, epoch)
 );
 
+-- The rules every kind's write-back applies, written once (issue 19: one write-back shape).
+-- A write-back counts only while its epoch is the kind's current one: the caller that took
+-- leadership after it wins, and a deposed leader's write changes nothing.  Not inlined (it
+-- reads a table); in a WHERE clause its arguments are constants, so it runs once a statement.
+CREATE FUNCTION mlplat._epoch_current(p_kind text, p_epoch bigint)
+RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$ SELECT EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = p_kind AND e.epoch = p_epoch) $$;
+REVOKE ALL ON FUNCTION mlplat._epoch_current(text, bigint) FROM PUBLIC;
+
+-- After a write-back, a row's attempts and when it is due again: retry_ms NULL (no retry
+-- scheduled) resets attempts and makes it due at once; otherwise attempts + 1, due
+-- retry_ms from now.  Plain SQL without SET clauses, every name qualified, so the planner
+-- inlines them into each UPDATE (as the rules of 05_rules.sql).
+CREATE FUNCTION mlplat._retry_attempts(p_attempts int, p_retry_ms int)
+RETURNS int
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT CASE WHEN p_retry_ms IS NULL THEN 0 ELSE p_attempts OPERATOR(pg_catalog.+) 1 END $$;
+CREATE FUNCTION mlplat._retry_at(p_retry_ms int)
+RETURNS timestamptz
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$ SELECT CASE WHEN p_retry_ms IS NULL THEN pg_catalog.now()
+                  ELSE pg_catalog.now() OPERATOR(pg_catalog.+)
+                       pg_catalog.make_interval(secs => p_retry_ms OPERATOR(pg_catalog./) 1000.0) END $$;
+REVOKE ALL ON FUNCTION mlplat._retry_attempts(int, int) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mlplat._retry_at(int) FROM PUBLIC;
+
 -- Called by a worker right after it took the kind's leader lock.
 CREATE FUNCTION mlplat._take_leadership(p_kind text, p_pid int, p_replica int)
 RETURNS bigint

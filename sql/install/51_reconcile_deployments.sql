@@ -93,15 +93,14 @@ AS $$
          observed = CASE WHEN w.observed IS NULL THEN d.observed ELSE coalesce(d.observed, '{}'::jsonb) || w.observed END,
          observed_at = pg_catalog.now(),
          last_error = w.error,
-         attempts = CASE WHEN w.retry_ms IS NULL THEN 0 ELSE d.attempts + 1 END,
-         next_attempt_at = CASE WHEN w.retry_ms IS NULL THEN pg_catalog.now()
-                                ELSE pg_catalog.now() + pg_catalog.make_interval(secs => w.retry_ms / 1000.0) END,
+         attempts = mlplat._retry_attempts(d.attempts, w.retry_ms),
+         next_attempt_at = mlplat._retry_at(w.retry_ms),
          epoch = p_epoch,
          row_version = d.row_version + 1,
          updated_at = pg_catalog.now()
     FROM pg_catalog.unnest(p_rows) AS w
    WHERE d.id = w.id AND d.row_version = w.row_version
-     AND EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = 'deployments' AND e.epoch = p_epoch)
+     AND mlplat._epoch_current('deployments', p_epoch)
   RETURNING d.id
 $$;
 REVOKE ALL ON FUNCTION mlplat._deployments_writeback_set(bigint, mlplat.deployment_writeback[]) FROM PUBLIC;

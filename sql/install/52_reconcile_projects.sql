@@ -101,15 +101,14 @@ BEGIN
              observed = coalesce(w.observed, p.observed),
              observed_at = pg_catalog.now(),
              last_error = w.error,
-             attempts = CASE WHEN w.retry_ms IS NULL THEN 0 ELSE p.attempts + 1 END,
-             next_attempt_at = CASE WHEN w.retry_ms IS NULL THEN pg_catalog.now()
-                                    ELSE pg_catalog.now() + pg_catalog.make_interval(secs => w.retry_ms / 1000.0) END,
+             attempts = mlplat._retry_attempts(p.attempts, w.retry_ms),
+             next_attempt_at = mlplat._retry_at(w.retry_ms),
              epoch = p_epoch,
              row_version = p.row_version + 1,
              updated_at = pg_catalog.now()
         FROM pg_catalog.unnest(p_rows) AS w
        WHERE p.id = w.id AND p.row_version = w.row_version
-         AND EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = 'projects' AND e.epoch = p_epoch)
+         AND mlplat._epoch_current('projects', p_epoch)
       RETURNING p.id, p.status)
     SELECT pg_catalog.array_agg(u.id), coalesce(pg_catalog.bool_or(u.status = 'READY'), false)
       INTO ids, ready FROM u;

@@ -249,14 +249,13 @@ BEGIN
          observed_generation = r.generation,
          observed_at = pg_catalog.now(),
          last_error = p_error,
-         attempts = CASE WHEN p_retry_ms IS NULL THEN 0 ELSE r.attempts + 1 END,
-         next_attempt_at = CASE WHEN p_retry_ms IS NULL THEN pg_catalog.now()
-                                ELSE pg_catalog.now() + pg_catalog.make_interval(secs => p_retry_ms / 1000.0) END,
+         attempts = mlplat._retry_attempts(r.attempts, p_retry_ms),
+         next_attempt_at = mlplat._retry_at(p_retry_ms),
          epoch = p_epoch,
          row_version = r.row_version + 1,
          updated_at = pg_catalog.now()
    WHERE r.id = p_id AND r.row_version = p_row_version
-     AND EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = 'runs' AND e.epoch = p_epoch)
+     AND mlplat._epoch_current('runs', p_epoch)
   RETURNING * INTO u;
   IF u.id IS NULL THEN
     RETURN -1;

@@ -100,15 +100,14 @@ AS $$
          observed = coalesce(w.observed, a.observed),
          observed_at = pg_catalog.now(),
          last_error = w.error,
-         attempts = CASE WHEN w.retry_ms IS NULL THEN 0 ELSE a.attempts + 1 END,
-         next_attempt_at = CASE WHEN w.retry_ms IS NULL THEN pg_catalog.now()
-                                ELSE pg_catalog.now() + pg_catalog.make_interval(secs => w.retry_ms / 1000.0) END,
+         attempts = mlplat._retry_attempts(a.attempts, w.retry_ms),
+         next_attempt_at = mlplat._retry_at(w.retry_ms),
          epoch = p_epoch,
          row_version = a.row_version + 1,
          updated_at = pg_catalog.now()
     FROM pg_catalog.unnest(p_rows) AS w
    WHERE a.id = w.id AND a.row_version = w.row_version
-     AND EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = 'model_aliases' AND e.epoch = p_epoch)
+     AND mlplat._epoch_current('model_aliases', p_epoch)
   RETURNING a.id
 $$;
 
@@ -135,7 +134,7 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
 BEGIN
-    IF NOT EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = 'model_aliases' AND e.epoch = p_epoch) THEN
+    IF NOT mlplat._epoch_current('model_aliases', p_epoch) THEN
         RETURN false;
     END IF;
     IF p_registry_version IS NULL THEN
@@ -163,7 +162,7 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
 BEGIN
-    IF NOT EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = 'model_aliases' AND e.epoch = p_epoch) THEN
+    IF NOT mlplat._epoch_current('model_aliases', p_epoch) THEN
         RETURN false;
     END IF;
     INSERT INTO mlplat.model_alias_history (project_id, model_id, alias_id, registered_model, alias, action,

@@ -93,15 +93,14 @@ AS $$
          observed = CASE WHEN w.observed IS NULL THEN d.observed ELSE coalesce(d.observed, '{}'::jsonb) || w.observed END,
          observed_at = pg_catalog.now(),
          last_error = w.error,
-         attempts = CASE WHEN w.retry_ms IS NULL THEN 0 ELSE d.attempts + 1 END,
-         next_attempt_at = CASE WHEN w.retry_ms IS NULL THEN pg_catalog.now()
-                                ELSE pg_catalog.now() + pg_catalog.make_interval(secs => w.retry_ms / 1000.0) END,
+         attempts = mlplat._retry_attempts(d.attempts, w.retry_ms),
+         next_attempt_at = mlplat._retry_at(w.retry_ms),
          epoch = p_epoch,
          row_version = d.row_version + 1,
          updated_at = pg_catalog.now()
     FROM pg_catalog.unnest(p_rows) AS w
    WHERE d.id = w.id AND d.row_version = w.row_version
-     AND EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = 'deployments' AND e.epoch = p_epoch)
+     AND mlplat._epoch_current('deployments', p_epoch)
   RETURNING d.id
 $$;
 REVOKE ALL ON FUNCTION mlplat._deployments_writeback_set(bigint, mlplat.deployment_writeback[]) FROM PUBLIC;
@@ -172,15 +171,14 @@ AS $$
          observed = coalesce(w.observed, a.observed),
          observed_at = pg_catalog.now(),
          last_error = w.error,
-         attempts = CASE WHEN w.retry_ms IS NULL THEN 0 ELSE a.attempts + 1 END,
-         next_attempt_at = CASE WHEN w.retry_ms IS NULL THEN pg_catalog.now()
-                                ELSE pg_catalog.now() + pg_catalog.make_interval(secs => w.retry_ms / 1000.0) END,
+         attempts = mlplat._retry_attempts(a.attempts, w.retry_ms),
+         next_attempt_at = mlplat._retry_at(w.retry_ms),
          epoch = p_epoch,
          row_version = a.row_version + 1,
          updated_at = pg_catalog.now()
     FROM pg_catalog.unnest(p_rows) AS w
    WHERE a.id = w.id AND a.row_version = w.row_version
-     AND EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = 'model_aliases' AND e.epoch = p_epoch)
+     AND mlplat._epoch_current('model_aliases', p_epoch)
   RETURNING a.id
 $$;
 
@@ -237,15 +235,14 @@ BEGIN
              observed = coalesce(w.observed, p.observed),
              observed_at = pg_catalog.now(),
              last_error = w.error,
-             attempts = CASE WHEN w.retry_ms IS NULL THEN 0 ELSE p.attempts + 1 END,
-             next_attempt_at = CASE WHEN w.retry_ms IS NULL THEN pg_catalog.now()
-                                    ELSE pg_catalog.now() + pg_catalog.make_interval(secs => w.retry_ms / 1000.0) END,
+             attempts = mlplat._retry_attempts(p.attempts, w.retry_ms),
+             next_attempt_at = mlplat._retry_at(w.retry_ms),
              epoch = p_epoch,
              row_version = p.row_version + 1,
              updated_at = pg_catalog.now()
         FROM pg_catalog.unnest(p_rows) AS w
        WHERE p.id = w.id AND p.row_version = w.row_version
-         AND EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = 'projects' AND e.epoch = p_epoch)
+         AND mlplat._epoch_current('projects', p_epoch)
       RETURNING p.id, p.status)
     SELECT pg_catalog.array_agg(u.id), coalesce(pg_catalog.bool_or(u.status = 'READY'), false)
       INTO ids, ready FROM u;

@@ -1,0 +1,148 @@
+-- 0.2.0 -> 0.3.0, part 14: the write-back rules written once (issue 19).
+--
+-- mlplat._epoch_current (a write counts only under the kind's current epoch) and
+-- mlplat._retry_attempts / mlplat._retry_at (the retry schedule after a write-back), as in
+-- sql/install/50_runtime.sql; then the write-backs of 0.2.0 that this part redefines to call
+-- them (the seam's set-based write-backs are redefined in part 20 with the same calls).
+
+-- The rules every kind's write-back applies, written once (issue 19: one write-back shape).
+-- A write-back counts only while its epoch is the kind's current one: the caller that took
+-- leadership after it wins, and a deposed leader's write changes nothing.  Not inlined (it
+-- reads a table); in a WHERE clause its arguments are constants, so it runs once a statement.
+CREATE FUNCTION mlplat._epoch_current(p_kind text, p_epoch bigint)
+RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$ SELECT EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = p_kind AND e.epoch = p_epoch) $$;
+REVOKE ALL ON FUNCTION mlplat._epoch_current(text, bigint) FROM PUBLIC;
+
+-- After a write-back, a row's attempts and when it is due again: retry_ms NULL (no retry
+-- scheduled) resets attempts and makes it due at once; otherwise attempts + 1, due
+-- retry_ms from now.  Plain SQL without SET clauses, every name qualified, so the planner
+-- inlines them into each UPDATE (as the rules of 05_rules.sql).
+CREATE FUNCTION mlplat._retry_attempts(p_attempts int, p_retry_ms int)
+RETURNS int
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT CASE WHEN p_retry_ms IS NULL THEN 0 ELSE p_attempts OPERATOR(pg_catalog.+) 1 END $$;
+CREATE FUNCTION mlplat._retry_at(p_retry_ms int)
+RETURNS timestamptz
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$ SELECT CASE WHEN p_retry_ms IS NULL THEN pg_catalog.now()
+                  ELSE pg_catalog.now() OPERATOR(pg_catalog.+)
+                       pg_catalog.make_interval(secs => p_retry_ms OPERATOR(pg_catalog./) 1000.0) END $$;
+REVOKE ALL ON FUNCTION mlplat._retry_attempts(int, int) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mlplat._retry_at(int) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION mlplat._runs_writeback(
+    p_id bigint, p_row_version bigint, p_epoch bigint, p_status text, p_reason text,
+    p_error text, p_retry_ms int, p_submitted boolean, p_observed_rv text, p_nodes jsonb)
+RETURNS int
+LANGUAGE plpgsql
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$
+DECLARE
+  u mlplat.runs;
+  n int := 0;
+  m int;
+BEGIN
+  UPDATE mlplat.runs r
+     SET status = p_status,
+         status_reason = coalesce(p_reason, r.status_reason),
+         submitted_at = CASE WHEN p_submitted THEN coalesce(r.submitted_at, pg_catalog.now()) ELSE r.submitted_at END,
+         observed_rv = coalesce(p_observed_rv, r.observed_rv),
+         observed_changes = r.observed_changes + (p_observed_rv IS NOT NULL)::int,
+         observed_generation = r.generation,
+         observed_at = pg_catalog.now(),
+         last_error = p_error,
+         attempts = mlplat._retry_attempts(r.attempts, p_retry_ms),
+         next_attempt_at = mlplat._retry_at(p_retry_ms),
+         epoch = p_epoch,
+         row_version = r.row_version + 1,
+         updated_at = pg_catalog.now()
+   WHERE r.id = p_id AND r.row_version = p_row_version
+     AND mlplat._epoch_current('runs', p_epoch)
+  RETURNING * INTO u;
+  IF u.id IS NULL THEN
+    RETURN -1;
+  END IF;
+  IF p_nodes IS NOT NULL THEN
+    INSERT INTO mlplat.run_nodes AS o (run_id, project_id, attempt, name, node_id, type, phase, exit_code,
+                                       started_at, finished_at, message)
+    SELECT u.id, u.project_id, u.attempt, x.name, x.node_id, x.type, x.phase,
+           CASE WHEN x.exit_code ~ '^-?[0-9]{1,9}$' THEN x.exit_code::int END,
+           NULLIF(x.started_at, '')::timestamptz, NULLIF(x.finished_at, '')::timestamptz,
+           NULLIF(x.message, '')
+      FROM pg_catalog.jsonb_to_recordset(p_nodes)
+           AS x(name text, node_id text, type text, phase text, exit_code text, started_at text,
+                finished_at text, message text)
+    ON CONFLICT (run_id, name) DO UPDATE
+       SET attempt = EXCLUDED.attempt, node_id = EXCLUDED.node_id, type = EXCLUDED.type, phase = EXCLUDED.phase,
+           exit_code = EXCLUDED.exit_code, started_at = EXCLUDED.started_at, finished_at = EXCLUDED.finished_at,
+           message = EXCLUDED.message, updated_at = pg_catalog.now()
+     WHERE (o.attempt, o.node_id, o.type, o.phase, o.exit_code, o.started_at, o.finished_at, o.message)
+           IS DISTINCT FROM (EXCLUDED.attempt, EXCLUDED.node_id, EXCLUDED.type, EXCLUDED.phase, EXCLUDED.exit_code,
+                             EXCLUDED.started_at, EXCLUDED.finished_at, EXCLUDED.message);
+    GET DIAGNOSTICS n = ROW_COUNT;
+    -- the declared steps of a pipeline carry phase and exit code too (exit code as Argo's string)
+    UPDATE mlplat.run_steps s SET phase = x.phase, exit_code = NULLIF(x.exit_code, '')
+      FROM pg_catalog.jsonb_to_recordset(p_nodes) AS x(name text, phase text, exit_code text)
+     WHERE s.run_id = u.id AND s.name = x.name
+       AND (s.phase, s.exit_code) IS DISTINCT FROM (x.phase, NULLIF(x.exit_code, ''));
+    GET DIAGNOSTICS m = ROW_COUNT;
+    n := n + m;
+    UPDATE mlplat.runs r SET step_rows_written = r.step_rows_written + n WHERE r.id = u.id AND n > 0;
+  END IF;
+  RETURN n;
+END;
+$$;
+
+CREATE OR REPLACE FUNCTION mlplat._aliases_map_version(p_version_id bigint, p_registered_model text,
+                                            p_registry_version text, p_epoch bigint)
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$
+BEGIN
+    IF NOT mlplat._epoch_current('model_aliases', p_epoch) THEN
+        RETURN false;
+    END IF;
+    IF p_registry_version IS NULL THEN
+        DELETE FROM mlplat.model_registry_versions WHERE version_id = p_version_id;
+        RETURN true;
+    END IF;
+    INSERT INTO mlplat.model_registry_versions (version_id, project_id, registered_model, registry_version, epoch)
+    SELECT mv.id, mv.project_id, p_registered_model, p_registry_version, p_epoch
+      FROM mlplat.model_versions mv WHERE mv.id = p_version_id
+    ON CONFLICT (version_id) DO UPDATE
+      SET registered_model = excluded.registered_model, registry_version = excluded.registry_version,
+          epoch = excluded.epoch, recorded_at = pg_catalog.now();
+    RETURN true;
+END;
+$$;
+
+CREATE OR REPLACE FUNCTION mlplat._aliases_history(p_alias_id bigint, p_action text, p_version_id bigint,
+                                        p_requested_by text, p_registry_version text,
+                                        p_observed_version text, p_epoch bigint, p_controller text,
+                                        p_trace_id text)
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$
+BEGIN
+    IF NOT mlplat._epoch_current('model_aliases', p_epoch) THEN
+        RETURN false;
+    END IF;
+    INSERT INTO mlplat.model_alias_history (project_id, model_id, alias_id, registered_model, alias, action,
+                                            requested_by, version_id, version, registry_version,
+                                            observed_version, epoch, controller, trace_id)
+    SELECT a.project_id, a.model_id, a.id, p.name || '.' || m.name, a.alias, p_action,
+           p_requested_by, p_version_id, mv.version, p_registry_version,
+           p_observed_version, p_epoch, p_controller, p_trace_id
+      FROM mlplat.model_aliases a
+      JOIN mlplat.models m ON m.id = a.model_id
+      JOIN mlplat.projects p ON p.id = a.project_id
+      LEFT JOIN mlplat.model_versions mv ON mv.id = p_version_id
+     WHERE a.id = p_alias_id;
+    RETURN FOUND;
+END;
+$$;
