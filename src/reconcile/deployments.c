@@ -101,6 +101,7 @@ typedef struct Deployment
 	const MlJsonValue *obj;
 	const MlplatUnanswered *unanswered; /* an apply to it never answered */
 	MlplatHttpRequest *probe;			/* GET before a first apply that saw no object */
+	const MlJsonValue *probe_obj;		/* what the probe found under the name, or NULL */
 	char *not_ours;						/* the object under its name is not its own: why */
 	const MlJsonValue *desired;			/* spec parsed (by judge_found), or NULL */
 	bool probe_failed;					/* the probe got no usable answer: apply nothing yet */
@@ -233,13 +234,13 @@ isvc_predictor_status(const MlJsonValue *obj)
  * the InferenceService's labels, mlplat.io/revision among them.  So a first
  * apply of a revision always moves the child on, and the status is ours once
  * observedGeneration (or, in Serverless mode, the predictor's
- * latestCreatedRevision) differs from what the apply's answer showed.  Only
+ * latestCreatedRevision) differs from what it showed before the apply.  Only
  * the first apply of a revision records it: a later apply of the same
  * revision (sent unobserved by a woken pass, or over drift) may change
  * nothing KServe propagates, and its child would never move.  With nothing
  * recorded (a revision applied before this rule) or a null generation (the
- * rollout that promoted the revision saw KServe serve it) the status is
- * taken as it is.
+ * rollout that promoted the revision saw KServe serve it, or the revision
+ * was there before this pass applied it) the status is taken as it is.
  */
 static bool
 isvc_status_current(const Deployment *d)
@@ -302,30 +303,38 @@ isvc_ready(const Deployment *d, const char **why)
 }
 
 /*
- * What KServe shows in the answer to an apply, as JSON for
- * observed.kserve_at_apply: the status generation and latest created revision
- * from before KServe saw this apply.
+ * Where KServe's status stood before this pass's first apply of a revision,
+ * as JSON for observed.kserve_at_apply: read from the object seen before the
+ * apply (listed, or found by the probe), never from the apply's answer.  The
+ * answer can already show KServe serving the revision: an earlier apply whose
+ * answer was lost (its leader died) may have landed between this pass's look
+ * and its apply, and KServe reacted; this apply then changes nothing, the
+ * child never moves again, and a fingerprint taken from the answer would wait
+ * for it forever.  For the same reason an object that already carries the
+ * revision records null (its status is taken as it is), and so does no object
+ * at all (a create: whatever status appears is about it).
  */
 static char *
-isvc_fingerprint(const MlplatHttpRequest *req, int revision)
+isvc_fingerprint(const MlJsonValue *before, int revision)
 {
-	MlJsonArena *arena = mlplat_json_arena_in(CurrentMemoryContext);
-	MlJsonError err;
-	const MlJsonValue *obj = NULL;
-	const char *lcr;
+	const char *rev_label = before ? mlplat_json_text(before, "metadata", "labels", "mlplat.io/revision") : NULL;
+	const char *lcr = NULL;
 	int64 og;
+	bool have_og = false;
 	StringInfoData s;
 
-	if (req->resp_body != NULL)
-		obj = ml_json_parse(arena, req->resp_body, req->resp_len, NULL, &err);
+	if (before && (rev_label == NULL || atoi(rev_label) != revision))
+	{
+		have_og = mlplat_json_int(before, "status", "observedGeneration", &og);
+		lcr = mlplat_json_text(isvc_predictor_status(before), "latestCreatedRevision", NULL, NULL);
+	}
 	initStringInfo(&s);
 	appendStringInfo(&s, "{\"revision\": %d, \"observedGeneration\": ", revision);
-	if (obj && mlplat_json_int(obj, "status", "observedGeneration", &og))
+	if (have_og)
 		appendStringInfo(&s, INT64_FORMAT, og);
 	else
 		appendStringInfoString(&s, "null");
 	appendStringInfoString(&s, ", \"latestCreatedRevision\": ");
-	lcr = obj ? mlplat_json_text(isvc_predictor_status(obj), "latestCreatedRevision", NULL, NULL) : NULL;
 	if (lcr)
 		escape_json(&s, lcr);
 	else
@@ -624,7 +633,7 @@ judge_found(List *deps, const char *instance, MlJsonArena *arena, bool probe)
 
 			mlplat_kube_classify(d->probe, d->probe->resp_body != NULL, &res);
 			if (res.outcome == MLPLAT_KUBE_OK && d->probe->resp_body)
-				obj = ml_json_parse(arena, d->probe->resp_body, d->probe->resp_len, NULL, &err);
+				obj = d->probe_obj = ml_json_parse(arena, d->probe->resp_body, d->probe->resp_len, NULL, &err);
 			if (obj == NULL && res.outcome != MLPLAT_KUBE_NOT_FOUND)
 			{
 				d->probe_failed = true;
@@ -775,7 +784,7 @@ apply_result(Deployment *d, MlplatPass *pass)
 			d->mark_observed = true;
 			/* a new revision label moves KServe's child on: remember where it stood */
 			if (d->action == DEP_APPLY && d->seen_rev != d->desired_revision)
-				d->seen_json = isvc_fingerprint(d->req, d->desired_revision);
+				d->seen_json = isvc_fingerprint(d->obj ? d->obj : d->probe_obj, d->desired_revision);
 			break;
 		case MLPLAT_KUBE_NOT_FOUND:
 		case MLPLAT_KUBE_RETRY:

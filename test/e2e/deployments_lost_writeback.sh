@@ -7,7 +7,11 @@
 #   B  undeploy while the apply's answer is in flight: the delete finds the object,
 #      and the ledger records its creation (ADOPT) as well as the DELETE;
 #   C  redeploy while the first revision's apply is in flight: it lands after the
-#      second revision was applied, and the deployment still ends on revision 2.
+#      second revision was applied, and the deployment still ends on revision 2;
+#   D  no next intent: the held create lands after the new leader LISTed but before it
+#      looked again and applied, and KServe serves it at once: the new leader's apply
+#      changes nothing, yet the deployment becomes READY (the 2-minute soak once saw it
+#      wait in DEPLOYING for a status change that could never come).
 set -u
 . "$(dirname "$0")/../lib/e2e.sh"
 . "$(dirname "$0")/../lib/writeback.sh"
@@ -83,11 +87,36 @@ tap_ok $? "C: after the late revision-1 apply landed, the deployment is READY on
 tap_is "$(isvc_rev dc)" 2 "C: ... and so is the InferenceService at the stand-in"
 tap_is "$(q $DB "SELECT count(*) FROM mlplat.unanswered_writes WHERE kind = 'deployments'")" 0 "no note left behind"
 
-q $DB "SELECT mlplat.undeploy('dlwb', 'dc')" >/dev/null
+# --- D: the unanswered create lands between the new leader's LIST and its apply
+hold_rule '{"method":"PATCH","path":"/inferenceservices/dd$","hold":"before","times":1}' >/dev/null
+q $DB "SELECT mlplat.deploy('dlwb', 'dd', 'm', '1', 'kserve-sklearnserver')" >/dev/null
+wait_held 1 30
+tap_ok $? "D: the leader's create is held at the stand-in (before it is applied)"
+list_rule=$(hold_rule '{"method":"GET","path":"/v1beta1/inferenceservices$","hold":"after","times":1}')
+epoch=$(q $DB "SELECT epoch FROM mlplat.leader_epochs WHERE kind = 'deployments'")
+workers_pause $DB
+leader_kill $DB deployments
+workers_resume $DB
+wait_new_leader $DB deployments "$epoch"
+tap_ok $? "D: a new deployments leader took over"
+wait_held 2 30
+tap_ok $? "D: its first LIST is answered (no dd in it) and parked"
+admin POST holds/release '{"rule": '"$(admin GET holds | python3 -c 'import json,sys
+print([h["rule"] for h in json.load(sys.stdin)["items"] if h["method"] == "PATCH"][0])')"'}' >/dev/null
+isvc_ready() { kube GET "$ISVC/$1" | python3 -c 'import json,sys; o=json.load(sys.stdin)
+print(any(c.get("type") == "Ready" and c.get("status") == "True" for c in o.get("status", {}).get("conditions", [])))'; }
+deadline=$((SECONDS + 30))
+until [ "$(isvc_ready dd)" = True ] || ((SECONDS >= deadline)); do sleep 0.1; done
+tap_is "$(isvc_ready dd)" True "D: the late create landed and KServe serves it before the new leader looked again"
+admin POST holds/release '{"rule": '"$list_rule"'}' >/dev/null
+wait_for $DB "SELECT status || '/' || observed_revision FROM mlplat.deployments WHERE name = 'dd'" READY/1 40
+tap_ok $? "D: the deployment is READY although the new leader's apply changed nothing ($(state dd))"
+
+q $DB "SELECT mlplat.undeploy('dlwb', 'dc'); SELECT mlplat.undeploy('dlwb', 'dd')" >/dev/null
 # (this project's only: scripts before this one may leave deployments of their own)
 wait_for $DB "SELECT count(*) FROM mlplat.deployments d JOIN mlplat.projects p ON p.id = d.project_id
               WHERE p.name = 'dlwb' AND d.status <> 'DELETED'" 0 40
-tap_ok $? "dc is undeployed (DELETED)"
+tap_ok $? "dc and dd are undeployed (DELETED)"
 q $DB "SELECT mlplat.delete_project('dlwb')" >/dev/null
 wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'dlwb'" DELETED 40
 tap_ok $? "project dlwb is deleted"
