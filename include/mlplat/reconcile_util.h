@@ -22,6 +22,13 @@
 /* The trace id (32 hex digits) of a stored traceparent, palloc'd; NULL if it has none. */
 extern char *mlplat_trace_id_of(const char *traceparent);
 
+/* Are two texts the same, NULL being the same only as NULL? */
+static inline bool
+mlplat_str_same(const char *a, const char *b)
+{
+	return (a == NULL || b == NULL) ? a == b : strcmp(a, b) == 0;
+}
+
 /* Say in the pass status that n write-backs lost their compare-and-swap (n > 0). */
 extern void mlplat_pass_note_lost(MlplatPass *pass, int n);
 

@@ -55,6 +55,17 @@ extern void mlplat_write_notes_add(MlplatWriteNotes *n, int64 entity_id, const c
  */
 extern bool mlplat_write_notes_commit(MlplatPass *pass, MlplatWriteNotes *n);
 
+/*
+ * Does an HTTP status answer a write, so that its note can go?  Any answer
+ * but a 5xx (which may follow a write that landed) and no answer (status 0,
+ * the request failed) does.
+ */
+static inline bool
+mlplat_write_answered(int status)
+{
+	return status >= 200 && status < 500;
+}
+
 /* Remove the notes named (transaction open), in the write-back that records their outcome. */
 extern void mlplat_write_notes_clear(MlplatPass *pass, MlplatWriteNotes *n);
 

@@ -746,8 +746,7 @@ apply_result(Deployment *d, MlplatPass *pass)
 	mlplat_kube_parse_status(d->req, &res);
 	d->http_status = res.status;
 	d->write = true;
-	/* an answer (not a 5xx, which may follow a write that landed) settles this write's note */
-	if (res.status >= 200 && res.status < 500)
+	if (mlplat_write_answered(res.status))
 		d->answered = true;
 	/* a delete found what an apply never answered had made */
 	if (d->action == DEP_DELETE && d->unanswered && !d->adopt && res.outcome == MLPLAT_KUBE_OK && res.status != 404)

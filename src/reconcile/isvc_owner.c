@@ -15,12 +15,6 @@ mlplat_isvc_content_id(const MlJsonValue *obj)
 	return mlplat_json_text(obj, "metadata", "annotations", MLPLAT_ANNOTATION_CONTENT_ID);
 }
 
-static bool
-same_id(const char *a, const char *b)
-{
-	return (a == NULL && b == NULL) || (a != NULL && b != NULL && strcmp(a, b) == 0);
-}
-
 void
 mlplat_isvc_judge(List *owners, const char *instance)
 {
@@ -40,7 +34,7 @@ mlplat_isvc_judge(List *owners, const char *instance)
 		o->not_ours = NULL;
 		if (by == NULL || strcmp(by, MLPLAT_MANAGED_BY) != 0 || inst == NULL || strcmp(inst, instance) != 0)
 			o->not_ours = pstrdup("it does not carry mlplat's labels of this installation");
-		else if (o->no_render || !same_id(mlplat_isvc_content_id(o->obj), o->own_content_id))
+		else if (o->no_render || !mlplat_str_same(mlplat_isvc_content_id(o->obj), o->own_content_id))
 			ask = lappend(ask, o);
 	}
 	if (ask == NIL)

@@ -403,12 +403,6 @@ permanent_status(int status)
 	return status >= 400 && status < 500 && status != 404 && status != 408 && status != 409 && status != 429;
 }
 
-static bool
-same(const char *x, const char *y)
-{
-	return (x == NULL && y == NULL) || (x && y && strcmp(x, y) == 0);
-}
-
 /* ---------------------------------------------------------------- pure decision */
 
 /*
@@ -421,7 +415,7 @@ alias_decide(AliasRow *a)
 {
 	a->target = a->version_id ? a->reg_version : NULL;
 	a->new_status = a->status;
-	if (same(a->observed, a->target))
+	if (mlplat_str_same(a->observed, a->target))
 	{
 		a->new_status = "SYNCED";
 		a->mark_observed = true;
@@ -1023,7 +1017,7 @@ mlplat_model_aliases_pass(MlplatPass *pass)
 			alias_fail(a, res.message, res.status, res.retry_after_s, false);
 			continue;
 		}
-		if (!same(seen, a->target))
+		if (!mlplat_str_same(seen, a->target))
 		{
 			alias_fail(a, psprintf("read back %s %s -> %s after writing %s", a->model, a->alias, seen ? seen : "(none)", a->target ? a->target : "(none)"),
 					   0, 0, false);

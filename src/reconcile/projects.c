@@ -719,8 +719,7 @@ obj_result(Project *p, ProjObj *o, MlplatPass *pass, bool *failed, bool *retry, 
 
 	mlplat_kube_parse_response(o->req, &res);
 	o->http_status = res.status;
-	/* an answer (not a 5xx, which may follow a write that landed) settles this write's note */
-	o->answered = res.status >= 200 && res.status < 500;
+	o->answered = mlplat_write_answered(res.status);
 	if (res.outcome == MLPLAT_KUBE_NOT_FOUND && o->action == ACT_DELETE)
 		res.outcome = MLPLAT_KUBE_OK; /* already gone */
 	else if (res.outcome == MLPLAT_KUBE_NOT_FOUND)
@@ -834,14 +833,6 @@ observed_summary(Project *p)
 	}
 	appendStringInfo(&s, "},\"terminating\":%s}", p->terminating_json ? p->terminating_json : "null");
 	return s.data;
-}
-
-static bool
-str_differs(const char *a, const char *b)
-{
-	if (a == NULL || b == NULL)
-		return a != b;
-	return strcmp(a, b) != 0;
 }
 
 /* The seam (seam.h): mlplat.project_claim read into Project ... */
@@ -1242,8 +1233,8 @@ mlplat_projects_pass(MlplatPass *pass)
 		foreach_ptr (ProjObj, o, p->objs)
 			if (o->req || o->adopt || o->settle)
 				p->write = true;
-		if (strcmp(p->new_status, p->status) != 0 || str_differs(p->reason, p->status_reason) ||
-			str_differs(p->error, p->last_error) ||
+		if (strcmp(p->new_status, p->status) != 0 || !mlplat_str_same(p->reason, p->status_reason) ||
+			!mlplat_str_same(p->error, p->last_error) ||
 			(p->mark_observed && p->observed_generation != p->generation))
 			p->write = true;
 	}

@@ -923,8 +923,7 @@ rollouts_round(MlplatPass *pass, List *moved)
 
 			mlplat_kube_parse_response(r->apply, &kr);
 			r->http_status = kr.status;
-			/* an answer (not a 5xx, which may follow a write that landed) settles the note */
-			if (kr.status >= 200 && kr.status < 500)
+			if (mlplat_write_answered(kr.status))
 				r->settle_note = true;
 			applies++;
 			if (kr.outcome == MLPLAT_KUBE_OK)

@@ -444,8 +444,7 @@ request_result(Run *r, MlplatPass *pass)
 	mlplat_kube_parse_response(r->req, &res);
 	r->http_status = res.status;
 	r->write = true;
-	/* an answer (not a 5xx, which may follow a write that landed) settles the note */
-	if (res.status >= 200 && res.status < 500)
+	if (mlplat_write_answered(res.status))
 		r->settle_note = true;
 	if (res.outcome == MLPLAT_KUBE_EXISTS && r->action == RUN_CREATE)
 	{
