@@ -18,6 +18,7 @@
 #include "mlplat/observe.h"
 #include "mlplat/reconcile.h"
 #include "mlplat/reconcile_sql.h"
+#include "mlplat/spec_diff.h"
 
 /* The trace id (32 hex digits) of a stored traceparent, palloc'd; NULL if it has none. */
 extern char *mlplat_trace_id_of(const char *traceparent);
@@ -28,6 +29,13 @@ mlplat_str_same(const char *a, const char *b)
 {
 	return (a == NULL || b == NULL) ? a == b : strcmp(a, b) == 0;
 }
+
+/*
+ * A short human line naming the drifted paths of a diff: the first five, and
+ * how many more ("spec.a, spec.b and 3 more"); palloc'd.  Status reasons and
+ * ledger notes of every kind that reports drift use it.
+ */
+extern char *mlplat_drift_paths_line(const MlSpecDiff *diff);
 
 /* Say in the pass status that n write-backs lost their compare-and-swap (n > 0). */
 extern void mlplat_pass_note_lost(MlplatPass *pass, int n);

@@ -343,21 +343,6 @@ isvc_fingerprint(const MlJsonValue *before, int revision)
 	return s.data;
 }
 
-/* A short human line naming the drifted paths. */
-static char *
-drift_reason(const MlSpecDiff *diff)
-{
-	StringInfoData s;
-
-	initStringInfo(&s);
-	appendStringInfoString(&s, "drift at ");
-	for (size_t i = 0; i < diff->count && i < 5; i++)
-		appendStringInfo(&s, "%s%s", i ? ", " : "", diff->entries[i].path);
-	if (diff->count > 5)
-		appendStringInfo(&s, " and %zu more", diff->count - 5);
-	return s.data;
-}
-
 /* Every drifted path as a JSON array, kept in observed.drift_paths for people to read. */
 static char *
 drift_paths_json(const MlSpecDiff *diff)
@@ -520,7 +505,7 @@ deployment_decide(Deployment *d, MlJsonArena *arena)
 	d->drift_paths = drift_paths_json(&diff);
 	if (diff.count > 0)
 	{
-		d->drift = drift_reason(&diff);
+		d->drift = psprintf("drift at %s", mlplat_drift_paths_line(&diff));
 		if (d->drift_report)
 		{
 			/*

@@ -460,19 +460,6 @@ comparable(MlJsonArena *arena, const MlJsonValue *obj)
 	return c;
 }
 
-static char *
-drift_text(const MlSpecDiff *diff)
-{
-	StringInfoData s;
-
-	initStringInfo(&s);
-	for (size_t i = 0; i < diff->count && i < 5; i++)
-		appendStringInfo(&s, "%s%s", i ? ", " : "", diff->entries[i].path);
-	if (diff->count > 5)
-		appendStringInfo(&s, " and %zu more", diff->count - 5);
-	return s.data;
-}
-
 static bool
 ns_terminating(const MlJsonValue *ns)
 {
@@ -645,7 +632,7 @@ project_decide(Project *p, MlJsonArena *arena, char *const list_error[])
 		if (diff.count > 0)
 		{
 			o->state = "differs";
-			o->drift = psprintf("differs at %s", drift_text(&diff));
+			o->drift = psprintf("differs at %s", mlplat_drift_paths_line(&diff));
 			/* roleRef is immutable: such a binding must be deleted and made again */
 			for (size_t i = 0; i < diff.count; i++)
 				if (strncmp(diff.entries[i].path, "roleRef", 7) == 0)
