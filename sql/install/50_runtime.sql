@@ -138,7 +138,7 @@ AS $$
                              p_observed_digest, p_http_status, p_error, p_trace_id, p_note) WITH ORDINALITY
            AS r(entity, entity_id, project, action, outcome, desired_digest, observed_digest,
                 http_status, error, trace_id, note, ord)
-     WHERE EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = p_kind AND e.epoch = p_epoch)
+     WHERE mlplat._epoch_current(p_kind, p_epoch)
      ORDER BY r.ord
     RETURNING 1)
   SELECT pg_catalog.count(*)::int FROM ins
@@ -155,7 +155,7 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
 BEGIN
-    IF NOT EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = p_kind AND e.epoch = p_epoch) THEN
+    IF NOT mlplat._epoch_current(p_kind, p_epoch) THEN
         RETURN false;
     END IF;
     INSERT INTO mlplat.reconcile_ledger (kind, entity, entity_id, project, action, outcome, desired_digest,

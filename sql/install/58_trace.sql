@@ -221,7 +221,7 @@ DECLARE
 BEGIN
   UPDATE mlplat.spans s SET exported_at = pg_catalog.now()
    WHERE s.id = ANY (p_ids) AND s.exported_at IS NULL
-     AND EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = 'projects' AND e.epoch = p_epoch);
+     AND mlplat._epoch_current('projects', p_epoch);
   GET DIAGNOSTICS n = ROW_COUNT;
   RETURN n;
 END $$;

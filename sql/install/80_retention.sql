@@ -216,7 +216,7 @@ DECLARE
   cron boolean := false;
 BEGIN
   -- a deposed leader would make it run twice
-  IF NOT EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = p_kind AND e.epoch = p_epoch) THEN
+  IF NOT mlplat._epoch_current(p_kind, p_epoch) THEN
     RETURN 'not leader';
   END IF;
   SELECT s.last_run_at INTO last FROM mlplat.retention_state s FOR UPDATE SKIP LOCKED;

@@ -128,7 +128,7 @@ BEGIN
   IF p_verdict = 'OK' THEN
     UPDATE mlplat.rollouts x SET artifact_verified_at = pg_catalog.now()
      WHERE x.id = p_id AND x.artifact_verified_at IS NULL
-       AND EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = 'rollouts' AND e.epoch = p_epoch);
+       AND mlplat._epoch_current('rollouts', p_epoch);
     RETURN CASE WHEN FOUND THEN 'OK' ELSE 'LOST' END;
   END IF;
   UPDATE mlplat.rollouts x
@@ -140,7 +140,7 @@ BEGIN
          next_attempt_at = pg_catalog.now() + pg_catalog.make_interval(secs => coalesce(p_retry_ms, 1000) / 1000.0)
    WHERE x.id = p_id AND x.row_version = p_row_version
      AND mlplat.rollout_is_active(x.status)
-     AND EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = 'rollouts' AND e.epoch = p_epoch);
+     AND mlplat._epoch_current('rollouts', p_epoch);
   IF NOT FOUND THEN
     RETURN 'LOST';
   END IF;

@@ -2,8 +2,9 @@
 --
 -- mlplat._epoch_current (a write counts only under the kind's current epoch) and
 -- mlplat._retry_attempts / mlplat._retry_at (the retry schedule after a write-back), as in
--- sql/install/50_runtime.sql; then the write-backs of 0.2.0 that this part redefines to call
--- them (the seam's set-based write-backs are redefined in part 20 with the same calls).
+-- sql/install/50_runtime.sql; then the functions of 0.2.0 that this part redefines to call
+-- them (the seam's set-based write-backs are redefined in part 20 with the same calls,
+-- _rollout_artifact_verdict in part 12, _retention_tick in part 50).
 
 -- The rules every kind's write-back applies, written once (issue 19: one write-back shape).
 -- A write-back counts only while its epoch is the kind's current one: the caller that took
@@ -146,3 +147,62 @@ BEGIN
     RETURN FOUND;
 END;
 $$;
+
+CREATE OR REPLACE FUNCTION mlplat._ledger_append_set(
+    p_kind text, p_epoch bigint, p_controller text,
+    p_entity text[], p_entity_id bigint[], p_project text[], p_action text[], p_outcome text[],
+    p_desired_digest text[], p_observed_digest text[], p_http_status int[], p_error text[],
+    p_trace_id text[], p_note text[])
+RETURNS int
+LANGUAGE sql
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$
+  WITH ins AS (
+    INSERT INTO mlplat.reconcile_ledger (kind, entity, entity_id, project, action, outcome, desired_digest,
+                                         observed_digest, http_status, error, epoch, controller, trace_id, detail)
+    SELECT p_kind, r.entity, r.entity_id, r.project, r.action, r.outcome, r.desired_digest,
+           r.observed_digest, r.http_status, left(r.error, 2000), p_epoch, p_controller, r.trace_id,
+           CASE WHEN r.note IS NULL THEN NULL ELSE pg_catalog.jsonb_build_object('note', r.note) END
+      -- multi-argument unnest is FROM-clause syntax only unqualified (search_path is pinned)
+      FROM unnest(p_entity, p_entity_id, p_project, p_action, p_outcome, p_desired_digest,
+                             p_observed_digest, p_http_status, p_error, p_trace_id, p_note) WITH ORDINALITY
+           AS r(entity, entity_id, project, action, outcome, desired_digest, observed_digest,
+                http_status, error, trace_id, note, ord)
+     WHERE mlplat._epoch_current(p_kind, p_epoch)
+     ORDER BY r.ord
+    RETURNING 1)
+  SELECT pg_catalog.count(*)::int FROM ins
+$$;
+
+CREATE OR REPLACE FUNCTION mlplat._ledger_append(
+    p_kind text, p_entity text, p_entity_id bigint, p_project text, p_action text, p_outcome text,
+    p_desired_digest text, p_observed_digest text, p_http_status int, p_error text,
+    p_epoch bigint, p_controller text, p_trace_id text, p_detail jsonb DEFAULT NULL)
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$
+BEGIN
+    IF NOT mlplat._epoch_current(p_kind, p_epoch) THEN
+        RETURN false;
+    END IF;
+    INSERT INTO mlplat.reconcile_ledger (kind, entity, entity_id, project, action, outcome, desired_digest,
+                                         observed_digest, http_status, error, epoch, controller, trace_id, detail)
+    VALUES (p_kind, p_entity, p_entity_id, p_project, p_action, p_outcome, p_desired_digest,
+            p_observed_digest, p_http_status, left(p_error, 2000), p_epoch, p_controller, p_trace_id, p_detail);
+    RETURN true;
+END;
+$$;
+
+CREATE OR REPLACE FUNCTION mlplat._spans_mark_exported(p_ids bigint[], p_epoch bigint)
+RETURNS int LANGUAGE plpgsql
+SET search_path = pg_catalog, mlplat, pg_temp AS $$
+DECLARE
+  n int;
+BEGIN
+  UPDATE mlplat.spans s SET exported_at = pg_catalog.now()
+   WHERE s.id = ANY (p_ids) AND s.exported_at IS NULL
+     AND mlplat._epoch_current('projects', p_epoch);
+  GET DIAGNOSTICS n = ROW_COUNT;
+  RETURN n;
+END $$;
