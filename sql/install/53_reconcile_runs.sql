@@ -224,94 +224,100 @@ AS $$
    ORDER BY u.id
 $$;
 
--- Write-back with CAS on row_version and the leader epoch.  p_nodes (when the observed
--- workflow moved) is [{name, node_id, type, phase, exit_code (string), started_at,
--- finished_at, message}]; only rows that differ are written.  Returns the step rows
--- written, or -1 when the CAS lost.
-CREATE FUNCTION mlplat._runs_writeback(
-    p_id bigint, p_row_version bigint, p_epoch bigint, p_status text, p_reason text,
-    p_error text, p_retry_ms int, p_submitted boolean, p_observed_rv text, p_nodes jsonb)
+-- The nodes of a run's observed workflow, written by its write-back: p_nodes is
+-- [{name, node_id, type, phase, exit_code (string), started_at, finished_at, message}]; only
+-- rows that differ are written (run_nodes, and the phase and exit code of the declared steps
+-- of a pipeline).  Returns the rows written, also added to runs.step_rows_written.
+CREATE FUNCTION mlplat._runs_write_nodes(p_run_id bigint, p_project_id bigint, p_attempt int, p_nodes jsonb)
 RETURNS int
 LANGUAGE plpgsql
 SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
 DECLARE
-  u mlplat.runs;
-  n int := 0;
+  n int;
   m int;
 BEGIN
-  UPDATE mlplat.runs r
-     SET status = p_status,
-         status_reason = coalesce(p_reason, r.status_reason),
-         submitted_at = CASE WHEN p_submitted THEN coalesce(r.submitted_at, pg_catalog.now()) ELSE r.submitted_at END,
-         observed_rv = coalesce(p_observed_rv, r.observed_rv),
-         observed_changes = r.observed_changes + (p_observed_rv IS NOT NULL)::int,
-         observed_generation = r.generation,
-         observed_at = pg_catalog.now(),
-         last_error = p_error,
-         attempts = mlplat._retry_attempts(r.attempts, p_retry_ms),
-         next_attempt_at = mlplat._retry_at(p_retry_ms),
-         epoch = p_epoch,
-         row_version = r.row_version + 1,
-         updated_at = pg_catalog.now()
-   WHERE r.id = p_id AND r.row_version = p_row_version
-     AND mlplat._epoch_current('runs', p_epoch)
-  RETURNING * INTO u;
-  IF u.id IS NULL THEN
-    RETURN -1;
-  END IF;
-  IF p_nodes IS NOT NULL THEN
-    INSERT INTO mlplat.run_nodes AS o (run_id, project_id, attempt, name, node_id, type, phase, exit_code,
-                                       started_at, finished_at, message)
-    SELECT u.id, u.project_id, u.attempt, x.name, x.node_id, x.type, x.phase,
-           CASE WHEN x.exit_code ~ '^-?[0-9]{1,9}$' THEN x.exit_code::int END,
-           NULLIF(x.started_at, '')::timestamptz, NULLIF(x.finished_at, '')::timestamptz,
-           NULLIF(x.message, '')
-      FROM pg_catalog.jsonb_to_recordset(p_nodes)
-           AS x(name text, node_id text, type text, phase text, exit_code text, started_at text,
-                finished_at text, message text)
-    ON CONFLICT (run_id, name) DO UPDATE
-       SET attempt = EXCLUDED.attempt, node_id = EXCLUDED.node_id, type = EXCLUDED.type, phase = EXCLUDED.phase,
-           exit_code = EXCLUDED.exit_code, started_at = EXCLUDED.started_at, finished_at = EXCLUDED.finished_at,
-           message = EXCLUDED.message, updated_at = pg_catalog.now()
-     WHERE (o.attempt, o.node_id, o.type, o.phase, o.exit_code, o.started_at, o.finished_at, o.message)
-           IS DISTINCT FROM (EXCLUDED.attempt, EXCLUDED.node_id, EXCLUDED.type, EXCLUDED.phase, EXCLUDED.exit_code,
-                             EXCLUDED.started_at, EXCLUDED.finished_at, EXCLUDED.message);
-    GET DIAGNOSTICS n = ROW_COUNT;
-    -- the declared steps of a pipeline carry phase and exit code too (exit code as Argo's string)
-    UPDATE mlplat.run_steps s SET phase = x.phase, exit_code = NULLIF(x.exit_code, '')
-      FROM pg_catalog.jsonb_to_recordset(p_nodes) AS x(name text, phase text, exit_code text)
-     WHERE s.run_id = u.id AND s.name = x.name
-       AND (s.phase, s.exit_code) IS DISTINCT FROM (x.phase, NULLIF(x.exit_code, ''));
-    GET DIAGNOSTICS m = ROW_COUNT;
-    n := n + m;
-    UPDATE mlplat.runs r SET step_rows_written = r.step_rows_written + n WHERE r.id = u.id AND n > 0;
-  END IF;
+  INSERT INTO mlplat.run_nodes AS o (run_id, project_id, attempt, name, node_id, type, phase, exit_code,
+                                     started_at, finished_at, message)
+  SELECT p_run_id, p_project_id, p_attempt, x.name, x.node_id, x.type, x.phase,
+         CASE WHEN x.exit_code ~ '^-?[0-9]{1,9}$' THEN x.exit_code::int END,
+         NULLIF(x.started_at, '')::timestamptz, NULLIF(x.finished_at, '')::timestamptz,
+         NULLIF(x.message, '')
+    FROM pg_catalog.jsonb_to_recordset(p_nodes)
+         AS x(name text, node_id text, type text, phase text, exit_code text, started_at text,
+              finished_at text, message text)
+  ON CONFLICT (run_id, name) DO UPDATE
+     SET attempt = EXCLUDED.attempt, node_id = EXCLUDED.node_id, type = EXCLUDED.type, phase = EXCLUDED.phase,
+         exit_code = EXCLUDED.exit_code, started_at = EXCLUDED.started_at, finished_at = EXCLUDED.finished_at,
+         message = EXCLUDED.message, updated_at = pg_catalog.now()
+   WHERE (o.attempt, o.node_id, o.type, o.phase, o.exit_code, o.started_at, o.finished_at, o.message)
+         IS DISTINCT FROM (EXCLUDED.attempt, EXCLUDED.node_id, EXCLUDED.type, EXCLUDED.phase, EXCLUDED.exit_code,
+                           EXCLUDED.started_at, EXCLUDED.finished_at, EXCLUDED.message);
+  GET DIAGNOSTICS n = ROW_COUNT;
+  -- the declared steps of a pipeline carry phase and exit code too (exit code as Argo's string)
+  UPDATE mlplat.run_steps s SET phase = x.phase, exit_code = NULLIF(x.exit_code, '')
+    FROM pg_catalog.jsonb_to_recordset(p_nodes) AS x(name text, phase text, exit_code text)
+   WHERE s.run_id = p_run_id AND s.name = x.name
+     AND (s.phase, s.exit_code) IS DISTINCT FROM (x.phase, NULLIF(x.exit_code, ''));
+  GET DIAGNOSTICS m = ROW_COUNT;
+  n := n + m;
+  UPDATE mlplat.runs r SET step_rows_written = r.step_rows_written + n WHERE r.id = p_run_id AND n > 0;
   RETURN n;
 END;
 $$;
 
--- The write-back of a pass in one call: each element as _runs_writeback does it (a run's
--- steps are rows of their own).  Returns the runs written and the step rows each wrote.
+-- The write-back of a pass in one statement, as every kind's: compare-and-swap on each row's
+-- row_version and on the epoch; then the nodes of each run written whose workflow moved
+-- (_runs_write_nodes).  Returns the runs written and the step rows each wrote.  The planner
+-- probes the primary key once per element, in array order: ids ascending lock in id order.
 CREATE FUNCTION mlplat._runs_writeback_set(p_epoch bigint, p_rows mlplat.run_writeback[])
 RETURNS TABLE (id bigint, step_rows int)
 LANGUAGE plpgsql
 SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
 DECLARE
-  w mlplat.run_writeback;
-  n int;
+  u record;
 BEGIN
-  FOREACH w IN ARRAY p_rows LOOP
-    n := mlplat._runs_writeback(w.id, w.row_version, p_epoch, w.status, w.reason, w.error, w.retry_ms,
-                                w.submitted, w.observed_rv, w.nodes);
-    IF n >= 0 THEN
-      id := w.id;
-      step_rows := n;
-      RETURN NEXT;
-    END IF;
+  FOR u IN
+    UPDATE mlplat.runs r
+       SET status = w.status,
+           status_reason = coalesce(w.reason, r.status_reason),
+           submitted_at = CASE WHEN w.submitted THEN coalesce(r.submitted_at, pg_catalog.now()) ELSE r.submitted_at END,
+           observed_rv = coalesce(w.observed_rv, r.observed_rv),
+           observed_changes = r.observed_changes + (w.observed_rv IS NOT NULL)::int,
+           observed_generation = r.generation,
+           observed_at = pg_catalog.now(),
+           last_error = w.error,
+           attempts = mlplat._retry_attempts(r.attempts, w.retry_ms),
+           next_attempt_at = mlplat._retry_at(w.retry_ms),
+           epoch = p_epoch,
+           row_version = r.row_version + 1,
+           updated_at = pg_catalog.now()
+      FROM pg_catalog.unnest(p_rows) AS w
+     WHERE r.id = w.id AND r.row_version = w.row_version
+       AND mlplat._epoch_current('runs', p_epoch)
+    RETURNING r.id, r.project_id, r.attempt, w.nodes
+  LOOP
+    id := u.id;
+    step_rows := CASE WHEN u.nodes IS NULL THEN 0
+                      ELSE mlplat._runs_write_nodes(u.id, u.project_id, u.attempt, u.nodes) END;
+    RETURN NEXT;
   END LOOP;
 END;
+$$;
+
+-- One run's write-back (tests and operators standing in for the reconciler): the step rows
+-- written, or -1 when the compare-and-swap lost.
+CREATE FUNCTION mlplat._runs_writeback(
+    p_id bigint, p_row_version bigint, p_epoch bigint, p_status text, p_reason text,
+    p_error text, p_retry_ms int, p_submitted boolean, p_observed_rv text, p_nodes jsonb)
+RETURNS int
+LANGUAGE sql
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$
+  SELECT coalesce((SELECT s.step_rows FROM mlplat._runs_writeback_set(p_epoch, ARRAY[
+           ROW(p_id, p_row_version, p_status, p_reason, p_error, p_retry_ms, p_submitted, p_observed_rv,
+               p_nodes)::mlplat.run_writeback]) s), -1)
 $$;
 
 -- The runs view, plus the attempt and its workflow.
@@ -348,3 +354,4 @@ REVOKE ALL ON FUNCTION mlplat._render_workflow(bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._runs_claim() FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._runs_writeback(bigint, bigint, bigint, text, text, text, int, boolean, text, jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._runs_writeback_set(bigint, mlplat.run_writeback[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mlplat._runs_write_nodes(bigint, bigint, int, jsonb) FROM PUBLIC;

@@ -2,7 +2,8 @@
 --
 -- mlplat._epoch_current (a write counts only under the kind's current epoch) and
 -- mlplat._retry_attempts / mlplat._retry_at (the retry schedule after a write-back), as in
--- sql/install/50_runtime.sql; then the functions of 0.2.0 that this part redefines to call
+-- sql/install/50_runtime.sql, and mlplat._runs_write_nodes (sql/install/53_reconcile_runs.sql);
+-- then the functions of 0.2.0 that this part redefines to call
 -- them (the seam's set-based write-backs are redefined in part 20 with the same calls,
 -- _rollout_artifact_verdict in part 12, _retention_tick in part 50).
 
@@ -34,68 +35,45 @@ AS $$ SELECT CASE WHEN p_retry_ms IS NULL THEN pg_catalog.now()
 REVOKE ALL ON FUNCTION mlplat._retry_attempts(int, int) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._retry_at(int) FROM PUBLIC;
 
-CREATE OR REPLACE FUNCTION mlplat._runs_writeback(
-    p_id bigint, p_row_version bigint, p_epoch bigint, p_status text, p_reason text,
-    p_error text, p_retry_ms int, p_submitted boolean, p_observed_rv text, p_nodes jsonb)
+-- a run's nodes, written by the set-based runs write-back (part 20)
+CREATE FUNCTION mlplat._runs_write_nodes(p_run_id bigint, p_project_id bigint, p_attempt int, p_nodes jsonb)
 RETURNS int
 LANGUAGE plpgsql
 SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
 DECLARE
-  u mlplat.runs;
-  n int := 0;
+  n int;
   m int;
 BEGIN
-  UPDATE mlplat.runs r
-     SET status = p_status,
-         status_reason = coalesce(p_reason, r.status_reason),
-         submitted_at = CASE WHEN p_submitted THEN coalesce(r.submitted_at, pg_catalog.now()) ELSE r.submitted_at END,
-         observed_rv = coalesce(p_observed_rv, r.observed_rv),
-         observed_changes = r.observed_changes + (p_observed_rv IS NOT NULL)::int,
-         observed_generation = r.generation,
-         observed_at = pg_catalog.now(),
-         last_error = p_error,
-         attempts = mlplat._retry_attempts(r.attempts, p_retry_ms),
-         next_attempt_at = mlplat._retry_at(p_retry_ms),
-         epoch = p_epoch,
-         row_version = r.row_version + 1,
-         updated_at = pg_catalog.now()
-   WHERE r.id = p_id AND r.row_version = p_row_version
-     AND mlplat._epoch_current('runs', p_epoch)
-  RETURNING * INTO u;
-  IF u.id IS NULL THEN
-    RETURN -1;
-  END IF;
-  IF p_nodes IS NOT NULL THEN
-    INSERT INTO mlplat.run_nodes AS o (run_id, project_id, attempt, name, node_id, type, phase, exit_code,
-                                       started_at, finished_at, message)
-    SELECT u.id, u.project_id, u.attempt, x.name, x.node_id, x.type, x.phase,
-           CASE WHEN x.exit_code ~ '^-?[0-9]{1,9}$' THEN x.exit_code::int END,
-           NULLIF(x.started_at, '')::timestamptz, NULLIF(x.finished_at, '')::timestamptz,
-           NULLIF(x.message, '')
-      FROM pg_catalog.jsonb_to_recordset(p_nodes)
-           AS x(name text, node_id text, type text, phase text, exit_code text, started_at text,
-                finished_at text, message text)
-    ON CONFLICT (run_id, name) DO UPDATE
-       SET attempt = EXCLUDED.attempt, node_id = EXCLUDED.node_id, type = EXCLUDED.type, phase = EXCLUDED.phase,
-           exit_code = EXCLUDED.exit_code, started_at = EXCLUDED.started_at, finished_at = EXCLUDED.finished_at,
-           message = EXCLUDED.message, updated_at = pg_catalog.now()
-     WHERE (o.attempt, o.node_id, o.type, o.phase, o.exit_code, o.started_at, o.finished_at, o.message)
-           IS DISTINCT FROM (EXCLUDED.attempt, EXCLUDED.node_id, EXCLUDED.type, EXCLUDED.phase, EXCLUDED.exit_code,
-                             EXCLUDED.started_at, EXCLUDED.finished_at, EXCLUDED.message);
-    GET DIAGNOSTICS n = ROW_COUNT;
-    -- the declared steps of a pipeline carry phase and exit code too (exit code as Argo's string)
-    UPDATE mlplat.run_steps s SET phase = x.phase, exit_code = NULLIF(x.exit_code, '')
-      FROM pg_catalog.jsonb_to_recordset(p_nodes) AS x(name text, phase text, exit_code text)
-     WHERE s.run_id = u.id AND s.name = x.name
-       AND (s.phase, s.exit_code) IS DISTINCT FROM (x.phase, NULLIF(x.exit_code, ''));
-    GET DIAGNOSTICS m = ROW_COUNT;
-    n := n + m;
-    UPDATE mlplat.runs r SET step_rows_written = r.step_rows_written + n WHERE r.id = u.id AND n > 0;
-  END IF;
+  INSERT INTO mlplat.run_nodes AS o (run_id, project_id, attempt, name, node_id, type, phase, exit_code,
+                                     started_at, finished_at, message)
+  SELECT p_run_id, p_project_id, p_attempt, x.name, x.node_id, x.type, x.phase,
+         CASE WHEN x.exit_code ~ '^-?[0-9]{1,9}$' THEN x.exit_code::int END,
+         NULLIF(x.started_at, '')::timestamptz, NULLIF(x.finished_at, '')::timestamptz,
+         NULLIF(x.message, '')
+    FROM pg_catalog.jsonb_to_recordset(p_nodes)
+         AS x(name text, node_id text, type text, phase text, exit_code text, started_at text,
+              finished_at text, message text)
+  ON CONFLICT (run_id, name) DO UPDATE
+     SET attempt = EXCLUDED.attempt, node_id = EXCLUDED.node_id, type = EXCLUDED.type, phase = EXCLUDED.phase,
+         exit_code = EXCLUDED.exit_code, started_at = EXCLUDED.started_at, finished_at = EXCLUDED.finished_at,
+         message = EXCLUDED.message, updated_at = pg_catalog.now()
+   WHERE (o.attempt, o.node_id, o.type, o.phase, o.exit_code, o.started_at, o.finished_at, o.message)
+         IS DISTINCT FROM (EXCLUDED.attempt, EXCLUDED.node_id, EXCLUDED.type, EXCLUDED.phase, EXCLUDED.exit_code,
+                           EXCLUDED.started_at, EXCLUDED.finished_at, EXCLUDED.message);
+  GET DIAGNOSTICS n = ROW_COUNT;
+  -- the declared steps of a pipeline carry phase and exit code too (exit code as Argo's string)
+  UPDATE mlplat.run_steps s SET phase = x.phase, exit_code = NULLIF(x.exit_code, '')
+    FROM pg_catalog.jsonb_to_recordset(p_nodes) AS x(name text, phase text, exit_code text)
+   WHERE s.run_id = p_run_id AND s.name = x.name
+     AND (s.phase, s.exit_code) IS DISTINCT FROM (x.phase, NULLIF(x.exit_code, ''));
+  GET DIAGNOSTICS m = ROW_COUNT;
+  n := n + m;
+  UPDATE mlplat.runs r SET step_rows_written = r.step_rows_written + n WHERE r.id = p_run_id AND n > 0;
   RETURN n;
 END;
 $$;
+REVOKE ALL ON FUNCTION mlplat._runs_write_nodes(bigint, bigint, int, jsonb) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION mlplat._aliases_map_version(p_version_id bigint, p_registered_model text,
                                             p_registry_version text, p_epoch bigint)

@@ -268,27 +268,58 @@ CREATE TYPE mlplat.run_writeback AS (
   id bigint, row_version bigint, status text, reason text, error text, retry_ms int,
   submitted boolean, observed_rv text, nodes jsonb);
 
--- The write-back of a pass in one call: each element as _runs_writeback does it (a run's
--- steps are rows of their own).  Returns the runs written and the step rows each wrote.
+-- The write-back of a pass in one statement, as every kind's: compare-and-swap on each row's
+-- row_version and on the epoch; then the nodes of each run written whose workflow moved
+-- (_runs_write_nodes).  Returns the runs written and the step rows each wrote.  The planner
+-- probes the primary key once per element, in array order: ids ascending lock in id order.
 CREATE FUNCTION mlplat._runs_writeback_set(p_epoch bigint, p_rows mlplat.run_writeback[])
 RETURNS TABLE (id bigint, step_rows int)
 LANGUAGE plpgsql
 SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
 DECLARE
-  w mlplat.run_writeback;
-  n int;
+  u record;
 BEGIN
-  FOREACH w IN ARRAY p_rows LOOP
-    n := mlplat._runs_writeback(w.id, w.row_version, p_epoch, w.status, w.reason, w.error, w.retry_ms,
-                                w.submitted, w.observed_rv, w.nodes);
-    IF n >= 0 THEN
-      id := w.id;
-      step_rows := n;
-      RETURN NEXT;
-    END IF;
+  FOR u IN
+    UPDATE mlplat.runs r
+       SET status = w.status,
+           status_reason = coalesce(w.reason, r.status_reason),
+           submitted_at = CASE WHEN w.submitted THEN coalesce(r.submitted_at, pg_catalog.now()) ELSE r.submitted_at END,
+           observed_rv = coalesce(w.observed_rv, r.observed_rv),
+           observed_changes = r.observed_changes + (w.observed_rv IS NOT NULL)::int,
+           observed_generation = r.generation,
+           observed_at = pg_catalog.now(),
+           last_error = w.error,
+           attempts = mlplat._retry_attempts(r.attempts, w.retry_ms),
+           next_attempt_at = mlplat._retry_at(w.retry_ms),
+           epoch = p_epoch,
+           row_version = r.row_version + 1,
+           updated_at = pg_catalog.now()
+      FROM pg_catalog.unnest(p_rows) AS w
+     WHERE r.id = w.id AND r.row_version = w.row_version
+       AND mlplat._epoch_current('runs', p_epoch)
+    RETURNING r.id, r.project_id, r.attempt, w.nodes
+  LOOP
+    id := u.id;
+    step_rows := CASE WHEN u.nodes IS NULL THEN 0
+                      ELSE mlplat._runs_write_nodes(u.id, u.project_id, u.attempt, u.nodes) END;
+    RETURN NEXT;
   END LOOP;
 END;
+$$;
+
+-- One run's write-back (tests and operators standing in for the reconciler): the step rows
+-- written, or -1 when the compare-and-swap lost.
+CREATE OR REPLACE FUNCTION mlplat._runs_writeback(
+    p_id bigint, p_row_version bigint, p_epoch bigint, p_status text, p_reason text,
+    p_error text, p_retry_ms int, p_submitted boolean, p_observed_rv text, p_nodes jsonb)
+RETURNS int
+LANGUAGE sql
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$
+  SELECT coalesce((SELECT s.step_rows FROM mlplat._runs_writeback_set(p_epoch, ARRAY[
+           ROW(p_id, p_row_version, p_status, p_reason, p_error, p_retry_ms, p_submitted, p_observed_rv,
+               p_nodes)::mlplat.run_writeback]) s), -1)
 $$;
 REVOKE ALL ON FUNCTION mlplat._runs_writeback_set(bigint, mlplat.run_writeback[]) FROM PUBLIC;
 
