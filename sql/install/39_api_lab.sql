@@ -1580,6 +1580,13 @@ BEGIN
       pg_catalog.jsonb_build_object('job', pg_catalog.format('lab-%s-%s', r.id, r.attempt)), p_epoch, p_controller);
     now_dispatched := now_dispatched || r.id;
   END LOOP;
+  -- past the run deadline a dispatched or running run's Job is deleted (foreground) by the
+  -- reconciler; until it is seen gone the run keeps its status and says why it is ending
+  UPDATE mlplat.lab_runs x
+  SET status_reason = 'run deadline exceeded: its Job is being deleted; FAILED RUN_DEADLINE_EXCEEDED once it is gone'
+  WHERE x.status IN ('DISPATCHED', 'RUNNING') AND x.run_deadline_at <= pg_catalog.now()
+    AND x.status_reason IS DISTINCT FROM
+        'run deadline exceeded: its Job is being deleted; FAILED RUN_DEADLINE_EXCEEDED once it is gone';
   -- what the reconciler must look at (committed before any request is sent)
   FOR r IN SELECT * FROM mlplat.lab_runs x
            WHERE x.status IN ('DISPATCHED', 'RUNNING')
@@ -1637,8 +1644,14 @@ END $$;
 --               it fits before the run deadline (backoff min(2^(attempt-1), 30) s), else
 --               FAILED WORKER_FAILED
 --   'DEADLINE'  DeadlineExceeded: FAILED EXECUTION_DEADLINE_EXCEEDED, never retried
--- A CANCEL_REQUESTED run whose Job had finished ends as the Job did.  The lease stays until
--- the Job is seen gone (_lab_runs_job_gone).
+--   'DISAPPEARED' the Job of a DISPATCHED (create answered) or RUNNING run is absent and
+--               nobody here deleted it: JOB_DISAPPEARED, retriable as FAILED is (RETRY_WAIT
+--               with nothing left to delete), else FAILED JOB_DISAPPEARED; the lease is
+--               released at once when it fails, since the Job was seen absent
+--   'RUN_DEADLINE' past run_deadline_at the Job was foreground-deleted and is now absent:
+--               FAILED RUN_DEADLINE_EXCEEDED, lease released
+-- A CANCEL_REQUESTED run whose Job had finished ends as the Job did (the output wins over a
+-- late cancel).  Otherwise the lease stays until the Job is seen gone (_lab_runs_job_gone).
 CREATE FUNCTION mlplat._lab_runs_observed(p_lab_run_id bigint, p_row_version bigint, p_epoch bigint,
                                           p_controller text, p_event text, p_observation jsonb, p_output bytea DEFAULT NULL)
 RETURNS boolean LANGUAGE plpgsql AS $$
@@ -1675,6 +1688,30 @@ BEGIN
     PERFORM mlplat._lab_finish(r, 'FAILED', 'OUTPUT_TOO_LARGE', p_epoch, p_controller, p_observation);
   ELSIF p_event = 'DEADLINE' THEN
     PERFORM mlplat._lab_finish(r, 'FAILED', 'EXECUTION_DEADLINE_EXCEEDED', p_epoch, p_controller, p_observation);
+  ELSIF p_event = 'RUN_DEADLINE' THEN
+    IF r.status = 'CANCEL_REQUESTED' THEN
+      RETURN false;   -- a cancel's Job seen gone is acknowledged by _lab_runs_job_gone
+    END IF;
+    PERFORM mlplat._lab_finish(r, 'FAILED', 'RUN_DEADLINE_EXCEEDED', p_epoch, p_controller, p_observation);
+    DELETE FROM mlplat.lab_leases l WHERE l.lab_run_id = r.id;
+  ELSIF p_event = 'DISAPPEARED' THEN
+    IF r.status = 'CANCEL_REQUESTED' THEN
+      RETURN false;
+    END IF;
+    backoff := least(pg_catalog.power(2, r.attempt - 1)::int, 30);
+    IF r.attempt < r.max_attempts
+       AND pg_catalog.now() + pg_catalog.make_interval(secs => backoff + (r.limits->>'max_execution_seconds')::int)
+           <= r.run_deadline_at THEN
+      -- the Job is already gone: nothing to delete before the next attempt
+      UPDATE mlplat.lab_runs x SET status = 'RETRY_WAIT', job_name = NULL,
+             next_attempt_at = pg_catalog.now() + pg_catalog.make_interval(secs => backoff),
+             row_version = x.row_version + 1, epoch = p_epoch, updated_at = pg_catalog.now()
+      WHERE x.id = r.id;
+      PERFORM mlplat._lab_transition(r, 'RETRY_WAIT', 'JOB_DISAPPEARED', NULL, p_observation, p_epoch, p_controller);
+    ELSE
+      PERFORM mlplat._lab_finish(r, 'FAILED', 'JOB_DISAPPEARED', p_epoch, p_controller, p_observation);
+      DELETE FROM mlplat.lab_leases l WHERE l.lab_run_id = r.id;
+    END IF;
   ELSIF p_event = 'FAILED' THEN
     backoff := least(pg_catalog.power(2, r.attempt - 1)::int, 30);
     IF r.status <> 'CANCEL_REQUESTED' AND r.attempt < r.max_attempts
@@ -1689,7 +1726,7 @@ BEGIN
     END IF;
   ELSE
     RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = pg_catalog.format('unknown lab Job event "%s"', p_event),
-      HINT = 'STARTED, COMPLETED, OUTPUT_TOO_LARGE, FAILED or DEADLINE.';
+      HINT = 'STARTED, COMPLETED, OUTPUT_TOO_LARGE, FAILED, DEADLINE, DISAPPEARED or RUN_DEADLINE.';
   END IF;
   RETURN true;
 END $$;

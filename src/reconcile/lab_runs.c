@@ -4,7 +4,8 @@
  *
  * One pass:
  *   1. observe the lab Nodes (LIST, label mlplat.io/lab=true) and record them
- *      (mlplat._lab_observe_nodes), so the claim's assessment sees fresh evidence;
+ *      (mlplat._lab_observe_nodes), so the claim's assessment sees fresh evidence: only
+ *      when due (resync, half the node max age) or when the claim may take a lease;
  *   2. claim (short transaction): the SQL side settles what needs no request (cancels
  *      without a create, queue deadlines, retention), takes node leases FIFO and returns,
  *      as mlplat.lab_run_claim, every run whose Job must be looked at, with the Secret and
@@ -14,8 +15,11 @@
  *      lab-<id>-<attempt> (409 adopts only an object with our labels and the render's
  *      content id; anything else is a conflict and is not touched); a cancelled run's Job,
  *      or a failed attempt's, is deleted with propagationPolicy=Foreground, so "absent"
- *      means its Pods are gone; a finished run's Job and Secret are deleted; every write
- *      is noted in mlplat.unanswered_writes (committed) before it is sent;
+ *      means its Pods are gone; so is a Job past the run deadline; a Job that vanished
+ *      under a running run is JOB_DISAPPEARED; a finished run's Job and Secret are deleted;
+ *      on a resync, lab Jobs and Secrets of this installation that no claimed run owns are
+ *      deleted (ORPHAN_TEARDOWN); every write to a run's own objects is noted in
+ *      mlplat.unanswered_writes (committed) before it is sent;
  *   5. read a completed attempt's output object with a bounded GET (max_output_bytes + 1);
  *   6. write back (mlplat.lab_run_writeback[], CAS on row_version and the leader epoch),
  *      a ledger row per external write, then delete the ingested output objects.
@@ -29,6 +33,7 @@
 #include "utils/builtins.h"
 #include "utils/json.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 
 #include "mlplat/artifact.h"
 #include "mlplat/guc.h"
@@ -42,6 +47,7 @@
 #include "mlplat/reconcile_sql.h"
 #include "mlplat/reconcile_util.h"
 #include "mlplat/seam.h"
+#include "mlplat/span.h"
 #include "mlplat/unanswered.h"
 
 static const MlplatKubeResource NODE = { "", "v1", "nodes", false };
@@ -292,6 +298,18 @@ lab_decide(LabRun *r, const char *instance)
 			r->observation = observation_json(r, "absent");
 			return;
 		}
+		if (strcmp(r->status, "DISPATCHED") == 0 && r->past_deadline)
+		{
+			/* nothing is created past the run deadline; an unanswered create may still land */
+			if (r->job_note && !mlplat_unanswered_settled(r->job_note))
+				r->waiting = true;
+			else
+			{
+				r->event = "RUN_DEADLINE";
+				r->observation = observation_json(r, "absent after the run deadline");
+			}
+			return;
+		}
 		if (strcmp(r->status, "DISPATCHED") == 0)
 		{
 			if (r->secret_obj == NULL)
@@ -299,9 +317,10 @@ lab_decide(LabRun *r, const char *instance)
 			r->job_write = LAB_WRITE_CREATE;
 			return;
 		}
-		/* RUNNING and gone: removed outside mlplat; the attempt failed */
-		r->event = "FAILED";
-		r->observation = observation_json(r, "disappeared");
+		/* RUNNING and gone: past the run deadline our foreground delete finished; else the
+		 * Job was removed outside mlplat (JOB_DISAPPEARED, retriable within the budget) */
+		r->event = r->past_deadline ? "RUN_DEADLINE" : "DISAPPEARED";
+		r->observation = observation_json(r, r->past_deadline ? "absent after the run deadline" : "disappeared");
 		return;
 	}
 
@@ -329,8 +348,13 @@ lab_decide(LabRun *r, const char *instance)
 		r->observation = observation_json(r, reason ? reason : "Failed");
 		return;
 	}
-	if (cancel)
+	if (cancel || r->past_deadline)
 	{
+		/*
+		 * A cancel, or the run deadline: the Job is deleted in the foreground and the run
+		 * keeps its status (the claim names the deadline in status_reason) until a LIST no
+		 * longer shows the Job; only then is it CANCELLED or FAILED RUN_DEADLINE_EXCEEDED.
+		 */
 		if (!terminating)
 			r->job_write = LAB_WRITE_DELETE_FOREGROUND;
 		else
@@ -537,6 +561,28 @@ verify_conflict(MlJsonArena *arena, const MlplatKubeResource *res, LabRun *r, co
 	return "ADOPTED";
 }
 
+/*
+ * A span for one answered request of a run (name "lab_runs.<what>"), under the trace of the
+ * API call that started the run; built from the request's own timing, after the batch.
+ */
+static void
+request_span(List **spans, const LabRun *r, const char *what, const char *object, const MlplatHttpRequest *req,
+			 const char *error)
+{
+	MlplatSpan *s;
+
+	if (req == NULL || req->started_at == 0)
+		return;
+	s = mlplat_span_begin_at(r->traceparent, psprintf("lab_runs.%s", what), MLPLAT_SPAN_CLIENT, req->started_at);
+	mlplat_span_set_entity(s, r->project, "lab_run", r->id);
+	mlplat_span_attr_text(s, "k8s.namespace.name", r->ns);
+	if (object)
+		mlplat_span_attr_text(s, "mlplat.object", object); /* never the payload store's location */
+	mlplat_span_attr_int(s, "http.response.status_code", req->status);
+	mlplat_span_end_at(s, req->started_at + (TimestampTz) (req->elapsed_ms * 1000.0), error);
+	*spans = lappend(*spans, s);
+}
+
 typedef struct LedgerRow
 {
 	LabRun *run;
@@ -617,6 +663,105 @@ read_outputs(MlplatPass *pass, MlJsonArena *arena, List *runs)
 	}
 }
 
+/*
+ * Must this pass LIST the lab Nodes?  The Node evidence the claim assesses must be fresh
+ * (mlplat.lab_node_max_age), so: on every resync, when half the max age has gone by since
+ * this leader's last LIST, and when the claim may take a lease (a QUEUED run on a node whose
+ * lease is free: it must not dispatch on evidence a LIST could have refuted).  Other woken
+ * and follow-up passes (cancels, Jobs that move) leave the Nodes alone.
+ */
+static TimestampTz nodes_listed_at = 0;
+
+static bool
+nodes_due(MlplatPass *pass)
+{
+	bool need = false;
+
+	if (pass->resync || nodes_listed_at == 0 ||
+		TimestampDifferenceExceeds(nodes_listed_at, GetCurrentTimestamp(), mlplat_lab_node_max_age_s * 500))
+		return true;
+	mlplat_txn_begin();
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "mlplat: SPI_connect failed");
+	if (SPI_execute("SELECT EXISTS (SELECT 1 FROM mlplat.lab_runs x WHERE x.status = 'QUEUED' AND NOT EXISTS "
+					"(SELECT 1 FROM mlplat.lab_leases l WHERE l.node_id = x.node_id))",
+					true, 1) == SPI_OK_SELECT &&
+		SPI_processed == 1)
+	{
+		bool isnull;
+		Datum d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+
+		need = !isnull && DatumGetBool(d);
+	}
+	SPI_finish();
+	mlplat_txn_commit();
+	return need;
+}
+
+/* Does the object carry this installation's lab-worker labels (the LIST's selector, checked)? */
+static bool
+labelled_ours(const MlJsonValue *obj, const char *instance)
+{
+	return text_eq(mlplat_json_text(obj, "metadata", "labels", MLPLAT_LABEL_MANAGED_BY), MLPLAT_MANAGED_BY) &&
+		   text_eq(mlplat_json_text(obj, "metadata", "labels", MLPLAT_LABEL_INSTANCE), instance) &&
+		   text_eq(mlplat_json_text(obj, "metadata", "labels", "app.kubernetes.io/component"), LAB_COMPONENT);
+}
+
+typedef struct LabOrphan
+{
+	const MlplatKubeResource *res;
+	const char *ns;
+	const char *name;
+	const char *project;
+	int64 lab_run_id;
+	MlplatHttpRequest *req;
+} LabOrphan;
+
+/*
+ * On a resync: the lab Jobs and Secrets of this installation that no claimed run owns (not
+ * its current Job, not its input Secret) and that are not already going away.  The claim
+ * returns every run that may still own an object (in flight, cancel requested after a
+ * dispatch, a failed attempt not yet seen gone, or holding a lease), so anything else is
+ * left over: a Secret whose delete was lost, a Job of an attempt long settled, a run purged.
+ */
+static List *
+find_orphans(List *runs, List *objs, const MlplatKubeResource *res, bool is_job, const char *instance)
+{
+	List *out = NIL;
+	ListCell *lc;
+
+	foreach (lc, objs)
+	{
+		const MlJsonValue *o = lfirst(lc);
+		const char *ns = mlplat_json_text(o, "metadata", "namespace", NULL);
+		const char *name = mlplat_json_text(o, "metadata", "name", NULL);
+		const char *run = mlplat_json_text(o, "metadata", "labels", "mlplat.io/lab-run");
+		bool owned = false;
+		ListCell *lc2;
+		LabOrphan *orphan;
+
+		if (ns == NULL || name == NULL || !labelled_ours(o, instance) ||
+			mlplat_json_text(o, "metadata", "deletionTimestamp", NULL))
+			continue;
+		foreach (lc2, runs)
+		{
+			LabRun *r = lfirst(lc2);
+
+			owned |= text_eq(r->ns, ns) && text_eq(is_job ? r->job_name : r->secret_name, name);
+		}
+		if (owned)
+			continue;
+		orphan = palloc0(sizeof(LabOrphan));
+		orphan->res = res;
+		orphan->ns = ns;
+		orphan->name = name;
+		orphan->project = mlplat_json_text(o, "metadata", "labels", MLPLAT_LABEL_PROJECT);
+		orphan->lab_run_id = run ? strtoll(run, NULL, 10) : 0;
+		out = lappend(out, orphan);
+	}
+	return out;
+}
+
 void
 mlplat_lab_runs_pass(MlplatPass *pass)
 {
@@ -628,6 +773,8 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 	List *jobs = NIL;
 	List *secrets = NIL;
 	List *ledger = NIL;
+	List *orphans = NIL;
+	List *spans = NIL;
 	MlplatWriteNotes sending = { 0 };
 	MlplatWriteNotes settled = { 0 };
 	MlplatHttpBatch *secret_batch;
@@ -643,14 +790,20 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 	if (!mlplat_cluster_ready(pass, &why))
 		return;
 
-	/* 1. the lab nodes, before the claim assesses them */
-	list_error = mlplat_kube_list_all(arena, &NODE, "mlplat.io/lab=true", &nodes, &lists);
-	if (list_error)
-		ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE), errmsg("%s", list_error)));
+	/* 1. the lab nodes, before the claim assesses them (when due or needed) */
+	if (nodes_due(pass))
+	{
+		TimestampTz started = GetCurrentTimestamp();
+
+		list_error = mlplat_kube_list_all(arena, &NODE, "mlplat.io/lab=true", &nodes, &lists);
+		if (list_error)
+			ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE), errmsg("%s", list_error)));
+		nodes_listed_at = started;
+	}
 
 	/* 2. claim */
-	claim(pass, nodes_json(nodes), &runs, &instance);
-	if (runs == NIL)
+	claim(pass, lists > 0 ? nodes_json(nodes) : NULL, &runs, &instance);
+	if (runs == NIL && !pass->resync)
 	{
 		snprintf(pass->status, sizeof(pass->status), "%d lab nodes observed; no lab runs in flight",
 				 list_length(nodes));
@@ -662,6 +815,9 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 	if ((list_error = mlplat_kube_list_all(arena, &JOB, selector, &jobs, &lists)) != NULL ||
 		(list_error = mlplat_kube_list_all(arena, &SECRET, selector, &secrets, &lists)) != NULL)
 		ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE), errmsg("%s", list_error)));
+	if (pass->resync)
+		orphans = list_concat(find_orphans(runs, jobs, &JOB, true, instance),
+							  find_orphans(runs, secrets, &SECRET, false, instance));
 
 	/* 4. decide, note, send: Secrets first, then the Jobs that mount them */
 	secret_batch = mlplat_http_batch_create(pass_cxt);
@@ -701,6 +857,15 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 
 		r->secret_req = send_write(secret_batch, &SECRET, r->secret_write, r->ns, r->secret_name, r->secret);
 	}
+	/* orphans go with the Secrets: not noted, a DELETE is idempotent and the next resync
+	 * repeats a lost one; a Job in the foreground, so its Pods go first */
+	foreach (lc, orphans)
+	{
+		LabOrphan *o = lfirst(lc);
+
+		o->req = send_write(secret_batch, o->res, o->res == &JOB ? LAB_WRITE_DELETE_FOREGROUND : LAB_WRITE_DELETE,
+							o->ns, o->name, NULL);
+	}
 	if (mlplat_http_batch_count(secret_batch) > 0)
 		mlplat_http_batch_run(secret_batch);
 	foreach (lc, runs)
@@ -714,6 +879,8 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 			continue;
 		writes++;
 		outcome = write_outcome(r->secret_req, r->secret_write, &status, &error);
+		request_span(&spans, r, r->secret_write == LAB_WRITE_CREATE ? "create" : "delete", r->secret_name,
+					 r->secret_req, strcmp(outcome, "OK") == 0 || strcmp(outcome, "EXISTS") == 0 ? NULL : error);
 		if (status >= 200 && status < 500)
 			mlplat_write_notes_add(&settled, r->id, psprintf("%s/%s", r->ns, r->secret_name), NULL);
 		if (strcmp(outcome, "EXISTS") == 0)
@@ -752,6 +919,8 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 			continue;
 		writes++;
 		outcome = write_outcome(r->job_req, r->job_write, &status, &error);
+		request_span(&spans, r, r->job_write == LAB_WRITE_CREATE ? "create" : "delete", r->job_name, r->job_req,
+					 strcmp(outcome, "OK") == 0 || strcmp(outcome, "EXISTS") == 0 ? NULL : error);
 		if (status >= 200 && status < 500)
 			mlplat_write_notes_add(&settled, r->id, psprintf("%s/%s", r->ns, r->job_name), NULL);
 		if (strcmp(outcome, "EXISTS") == 0)
@@ -767,6 +936,16 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 
 	/* 5. outputs of completed attempts */
 	read_outputs(pass, arena, runs);
+	foreach (lc, runs)
+	{
+		LabRun *r = lfirst(lc);
+
+		if (r->get_req)
+			request_span(&spans, r, "output_read", NULL, r->get_req,
+						 r->get_req->failed			 ? r->get_req->error
+						 : r->get_req->status >= 500 ? "the object store failed the read"
+													 : NULL);
+	}
 
 	/* 6. write back */
 	mlplat_txn_begin();
@@ -796,6 +975,14 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 			if (r->job_name && r->job_note && r->job_obj == NULL)
 				mlplat_write_notes_add(&settled, r->id, psprintf("%s/%s", r->ns, r->job_name), NULL);
 		}
+		/* an adopted Job answers its note: adopted once, not again every pass */
+		foreach (lc, runs)
+		{
+			LabRun *r = lfirst(lc);
+
+			if (r->adopt_job)
+				mlplat_write_notes_add(&settled, r->id, psprintf("%s/%s", r->ns, r->job_name), NULL);
+		}
 		written = mlplat_seam_writeback(rows, "SELECT * FROM mlplat._lab_runs_writeback_set($1, $2)", pass->epoch,
 										&nwritten);
 		foreach (lc, runs)
@@ -815,6 +1002,18 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 				r->delete_output = false; /* not ingested: read it again next pass */
 			}
 		}
+		foreach (lc, orphans)
+		{
+			LabOrphan *o = lfirst(lc);
+			int status;
+			char *error;
+			const char *outcome = write_outcome(o->req, LAB_WRITE_DELETE, &status, &error);
+
+			writes++;
+			mlplat_ledger_append(pass, "lab_run", o->lab_run_id, o->project, "ORPHAN_TEARDOWN", outcome, NULL, NULL,
+								 status, strcmp(outcome, "OK") == 0 ? NULL : error, NULL,
+								 psprintf("%s/%s", o->ns, o->name));
+		}
 		foreach (lc, ledger)
 		{
 			LedgerRow *l = lfirst(lc);
@@ -823,7 +1022,7 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 			mlplat_ledger_append(pass, "lab_run", l->run->id, l->run->project, l->action, l->outcome, NULL, NULL,
 								 l->status, l->error, mlplat_trace_id_of(l->run->traceparent), l->object);
 		}
-		mlplat_seam_writeback_end(pass, &settled, NIL, pass_cxt, lost);
+		mlplat_seam_writeback_end(pass, &settled, spans, pass_cxt, lost);
 	}
 
 	/* the ingested outputs leave the store (best effort; a left object is overwritten by nothing) */
@@ -849,6 +1048,10 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 
 				MlplatHttpRequest *d = r->get_req;
 				bool ok = !d->failed && ((d->status >= 200 && d->status < 300) || d->status == 404);
+				List *one = NIL;
+
+				request_span(&one, r, "output_delete", NULL, d, ok ? NULL : "object store refused the delete");
+				mlplat_spans_flush(one);
 
 				mlplat_ledger_append(pass, "lab_run", r->id, r->project, "DELETE", ok ? "OK" : "RETRY", NULL, NULL,
 									 d->status, ok ? NULL : (d->failed ? d->error : "object store refused the delete"),
@@ -859,6 +1062,7 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 		}
 	}
 	if (pass->status[0] == '\0')
-		snprintf(pass->status, sizeof(pass->status), "%d lab nodes, %d lab runs in flight, %d writes, %d LIST requests",
-				 list_length(nodes), list_length(runs), writes, lists);
+		snprintf(pass->status, sizeof(pass->status),
+				 "%d lab nodes, %d lab runs in flight, %d writes, %d orphans, %d LIST requests", list_length(nodes),
+				 list_length(runs), writes, list_length(orphans), lists);
 }
