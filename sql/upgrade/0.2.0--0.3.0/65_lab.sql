@@ -1895,3 +1895,30 @@ BEGIN
     EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', f);
   END LOOP;
 END $$;
+
+-- The lab_runs state machine (41_state_machines); _status_transition_check is 13_state_machines'.
+-- Lab runs and probes (docs/lab.md): start_lab_run/start_lab_probe create QUEUED; the
+-- reconciler's claim dispatches (lease + re-check) or fails a run that cannot wait any more;
+-- its write-backs move a dispatched run as its Job is seen active, complete (a one-tick Job
+-- may complete before a pass sees it active), fail or vanish; a failed attempt with budget
+-- left waits in RETRY_WAIT for the next dispatch; cancel_lab_run asks for a cancel until the
+-- run has finished, and only the reconciler ends it: CANCELLED once the Job is seen gone,
+-- or SUCCEEDED/FAILED when the Job had already finished.
+CREATE FUNCTION mlplat._lab_run_transitions()
+RETURNS TABLE (from_status text, to_status text)
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+  VALUES (NULL, 'QUEUED'),
+         ('QUEUED', 'DISPATCHED'), ('QUEUED', 'FAILED'), ('QUEUED', 'CANCEL_REQUESTED'),
+         ('DISPATCHED', 'RUNNING'), ('DISPATCHED', 'SUCCEEDED'), ('DISPATCHED', 'RETRY_WAIT'),
+         ('DISPATCHED', 'FAILED'), ('DISPATCHED', 'CANCEL_REQUESTED'),
+         ('RUNNING', 'SUCCEEDED'), ('RUNNING', 'RETRY_WAIT'), ('RUNNING', 'FAILED'),
+         ('RUNNING', 'CANCEL_REQUESTED'),
+         ('RETRY_WAIT', 'DISPATCHED'), ('RETRY_WAIT', 'FAILED'), ('RETRY_WAIT', 'CANCEL_REQUESTED'),
+         ('CANCEL_REQUESTED', 'CANCELLED'), ('CANCEL_REQUESTED', 'SUCCEEDED'), ('CANCEL_REQUESTED', 'FAILED'),
+         ('SUCCEEDED', NULL), ('FAILED', NULL), ('CANCELLED', NULL)
+$$;
+
+CREATE TRIGGER lab_runs_status_transition BEFORE INSERT OR UPDATE OF status ON mlplat.lab_runs
+  FOR EACH ROW EXECUTE FUNCTION mlplat._status_transition_check('_lab_run_transitions');
+REVOKE ALL ON FUNCTION mlplat._lab_run_transitions() FROM PUBLIC;
