@@ -2,8 +2,9 @@
  * json_jsonb.h — our JSON value tree straight from a jsonb datum (backend only).
  *
  * The SQL functions used to print jsonb as text (JsonbToCString) and parse
- * that with ml_json_parse.  Walking the jsonb gives the same tree without
- * printing and re-lexing every byte.  It is a fast path only: whenever the
+ * that with ml_json_parse.  Walking the jsonb with its public iterator
+ * (JsonbIteratorInit/Next) gives the same tree without printing and
+ * re-lexing every byte.  It is a fast path only: whenever the
  * walk cannot be sure to build exactly the tree the text route builds (a
  * database encoding other than UTF-8, a document near the parser's limits, a
  * number that is not a finite double), it returns NULL and the caller takes
@@ -21,15 +22,16 @@
 
 /*
  * The tree of jb in arena, or NULL: take the text route.  Besides the arena
- * it allocates only numeric_out's text, freed at once.
+ * it allocates jsonb iterators and numeric_out's texts in the current memory
+ * context, freed as it goes (left to the context when it gives up).
  */
 extern MlJsonValue *ml_json_from_jsonb(MlJsonArena *arena, Jsonb *jb);
 
 /*
- * numeric_out's text of a short-format numeric into out (NUL-terminated)
- * without numeric_out's allocations; returns its length, or 0 when the
- * number needs numeric_out (NaN, infinities, the long format, text of
- * ML_NUMERIC_TEXT_MAX bytes or more).
+ * numeric_out's text of num into out (NUL-terminated); returns its length,
+ * or 0 when it takes ML_NUMERIC_TEXT_MAX bytes or more.  Integers that fit
+ * an int32 are printed here, the rest by numeric_out, through public
+ * functions only: numeric's on-disk format is PostgreSQL's to change.
  */
 #define ML_NUMERIC_TEXT_MAX 64
 extern int ml_numeric_text(Numeric num, char out[ML_NUMERIC_TEXT_MAX]);

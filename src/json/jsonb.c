@@ -1,23 +1,30 @@
 /*
- * jsonb.c — build our value tree by walking a jsonb (see mlplat/json_jsonb.h).
+ * jsonb.c — build our value tree from a jsonb (see mlplat/json_jsonb.h).
+ *
+ * Only PostgreSQL's public jsonb API is used: JsonbIteratorInit/Next walk
+ * the containers, numeric_out prints numbers.  Nothing here reads jsonb's
+ * or numeric's on-disk layout (JEntry offsets, numeric header bits): those
+ * are PostgreSQL's private formats and may change in any major version.
  *
  * Why the result equals ml_json_parse(JsonbToCString(jb)):
- *   - members come in jsonb's storage order, which is the order
- *     JsonbToCString prints them in; the key index is built by the parser's
- *     own ml_json_new_object;
+ *   - members come in the iterator's order, jsonb's storage order, which is
+ *     the order JsonbToCString prints them in; the key index is built by the
+ *     parser's own ml_json_new_object;
  *   - strings are jsonb's decoded text; in a UTF-8 database it is valid
  *     UTF-8 without surrogates or NUL bytes (jsonb refuses \u0000), which is
  *     what the parser accepts and decodes escapes to;
- *   - numbers are printed with numeric_out exactly as JsonbToCString prints
- *     them and read by the parser's own number rule (ml_json_new_number);
+ *   - numbers are printed with numeric_out, exactly as JsonbToCString prints
+ *     them, and read by the parser's own number rule (ml_json_new_number);
  *   - depth and size stay well inside the parser's limits, else NULL.
  */
 #include "postgres.h"
 
+#include "common/hashfn.h"
 #include "mb/pg_wchar.h"
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
 #include "utils/jsonb.h"
+#include "utils/numeric.h"
 
 #include "mlplat/json.h"
 #include "mlplat/json_jsonb.h"
@@ -47,13 +54,72 @@ mlplat_json_arena_in(MemoryContext cxt)
 	return arena;
 }
 
+/*
+ * Numbers repeat (replica counts, epoch seconds, status codes), and printing
+ * one with numeric_out costs a function call, an allocation and the digit
+ * loop: a direct-mapped cache remembers the texts of recent numerics, keyed
+ * by the datum's bytes (equal bytes are an equal value, whatever the format
+ * inside them; only short ones are kept).  Per process, never invalidated:
+ * a numeric's text never changes.
+ */
+#define TEXT_CACHE_SLOTS 1024 /* a power of two */
+#define TEXT_CACHE_KEY 24
+#define TEXT_CACHE_TEXT 40
+
+typedef struct TextCacheSlot
+{
+	uint8 key_len; /* 0: empty */
+	uint8 text_len;
+	char key[TEXT_CACHE_KEY];
+	char text[TEXT_CACHE_TEXT];
+} TextCacheSlot;
+
+static TextCacheSlot text_cache[TEXT_CACHE_SLOTS];
+
+int
+ml_numeric_text(Numeric num, char out[ML_NUMERIC_TEXT_MAX])
+{
+	const char *key = (const char *) num;
+	size_t key_len = VARSIZE_ANY(num);
+	TextCacheSlot *slot = NULL;
+	char *text;
+	size_t len;
+
+	StaticAssertStmt(TEXT_CACHE_TEXT <= ML_NUMERIC_TEXT_MAX, "cached texts must fit out");
+	if (key_len <= TEXT_CACHE_KEY)
+	{
+		slot = &text_cache[hash_bytes((const unsigned char *) key, (int) key_len) &
+						   (TEXT_CACHE_SLOTS - 1)];
+		if (slot->key_len == key_len && memcmp(slot->key, key, key_len) == 0)
+		{
+			memcpy(out, slot->text, slot->text_len + 1);
+			return slot->text_len;
+		}
+	}
+	text = DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(num)));
+	len = strlen(text);
+	if (len >= ML_NUMERIC_TEXT_MAX)
+		len = 0;
+	else
+		memcpy(out, text, len + 1);
+	pfree(text);
+	if (slot != NULL && len > 0 && len < TEXT_CACHE_TEXT)
+	{
+		slot->key_len = (uint8) key_len;
+		memcpy(slot->key, key, key_len);
+		slot->text_len = (uint8) len;
+		memcpy(slot->text, out, len + 1);
+	}
+	return (int) len;
+}
+
 typedef struct Walk
 {
 	MlJsonArena *arena;
 	bool give_up;
 } Walk;
 
-static MlJsonValue *container(Walk *w, const JsonbContainer *jc, int depth);
+static MlJsonValue *container(Walk *w, JsonbContainer *jc, int depth);
 
 static MlJsonValue *
 new_value(Walk *w, MlJsonType type)
@@ -72,7 +138,7 @@ new_value(Walk *w, MlJsonType type)
 
 /* a NUL-terminated copy of a jsonb string in the arena */
 static const char *
-copy_string(Walk *w, const char *s, uint32 len)
+copy_string(Walk *w, const char *s, int len)
 {
 	char *c = ml_json_arena_alloc(w->arena, (size_t) len + 1);
 
@@ -86,190 +152,69 @@ copy_string(Walk *w, const char *s, uint32 len)
 	return c;
 }
 
-/*
- * numeric_out's text of a stored numeric, written here for the common case:
- * numeric_out allocates a working copy, a digit buffer and the string for
- * every number, which was a fifth of building an evidence tree.
- *
- * The layout read is numeric's on-disk short format (utils/adt/numeric.c: a
- * 4-byte varlena header, a uint16 header word holding sign, display scale
- * and weight, then base-10000 digits), which pg_upgrade compatibility fixes.
- * The text is get_str_from_var()'s: a '-' for negatives, the integer part's
- * digit groups (the first without leading zeros, "0" when the weight is
- * negative), then, when the display scale is positive, '.' and exactly
- * dscale fraction digits (groups beyond the stored digits are zeros).
- * Returns the length, or 0 for anything else (NaN, infinities, the long
- * format, a short varlena header, text of ML_NUMERIC_TEXT_MAX bytes or more):
- * the caller then asks numeric_out.  Assert-enabled builds compare every
- * result with it.
- */
-int
-ml_numeric_text(Numeric num, char out[ML_NUMERIC_TEXT_MAX])
-{
-	const char *p = (const char *) num;
-	uint16 header;
-	bool negative;
-	int dscale;
-	int weight;
-	const int16 *digits;
-	int ndigits;
-	char *cp = out;
-	int d;
-
-	if (VARATT_IS_SHORT(p) || VARATT_IS_EXTENDED(p))
-		return 0;
-	memcpy(&header, p + VARHDRSZ, sizeof(header));
-
-	/*
-	 * Only the short format: the others are NaN, the infinities and the long
-	 * format, which only numbers with more than 63 fraction digits or a
-	 * weight beyond 63 groups use (far longer than ML_NUMERIC_TEXT_MAX).
-	 */
-	if ((header & 0xC000) != 0x8000)
-		return 0;
-	negative = (header & 0x2000) != 0;
-	dscale = (header & 0x1F80) >> 7;
-	weight = (header & 0x0040) ? (int) (~0x003F | (header & 0x003F))
-							   : (int) (header & 0x003F);
-	digits = (const int16 *) (p + VARHDRSZ + sizeof(uint16));
-	ndigits = (VARSIZE(p) - VARHDRSZ - sizeof(uint16)) / sizeof(int16);
-
-	/* sign, integer groups, '.', fraction groups rounded up to 4 digits */
-	if (1 + (weight >= 0 ? 4 * (weight + 1) : 1) + 1 + dscale + 4 >= ML_NUMERIC_TEXT_MAX)
-		return 0;
-
-	if (negative)
-		*cp++ = '-';
-	if (weight < 0)
-	{
-		d = weight + 1;
-		*cp++ = '0';
-	}
-	else
-	{
-		for (d = 0; d <= weight; d++)
-		{
-			int dig = d < ndigits ? digits[d] : 0;
-
-			if (d == 0)
-			{
-				/* the first group without leading zeros */
-				char tmp[4];
-				int k = 0;
-
-				do
-				{
-					tmp[k++] = (char) ('0' + dig % 10);
-					dig /= 10;
-				} while (dig > 0);
-				while (k > 0)
-					*cp++ = tmp[--k];
-			}
-			else
-			{
-				cp[0] = (char) ('0' + dig / 1000);
-				cp[1] = (char) ('0' + dig / 100 % 10);
-				cp[2] = (char) ('0' + dig / 10 % 10);
-				cp[3] = (char) ('0' + dig % 10);
-				cp += 4;
-			}
-		}
-	}
-	if (dscale > 0)
-	{
-		char *end;
-
-		*cp++ = '.';
-		end = cp + dscale;
-		for (int i = 0; i < dscale; d++, i += 4)
-		{
-			int dig = (d >= 0 && d < ndigits) ? digits[d] : 0;
-
-			cp[0] = (char) ('0' + dig / 1000);
-			cp[1] = (char) ('0' + dig / 100 % 10);
-			cp[2] = (char) ('0' + dig / 10 % 10);
-			cp[3] = (char) ('0' + dig % 10);
-			cp += 4;
-		}
-		cp = end;
-	}
-	*cp = '\0';
-#ifdef USE_ASSERT_CHECKING
-	{
-		char *text = DatumGetCString(DirectFunctionCall1(numeric_out,
-														 NumericGetDatum(num)));
-
-		Assert(strcmp(text, out) == 0);
-		pfree(text);
-	}
-#endif
-	return (int) (cp - out);
-}
-
-/*
- * Child `index` of jc, whose data is base[off .. off + len).  The layout is
- * jsonb's (utils/jsonb.h), read as fillJsonbValue() reads it; walking the
- * containers directly instead of through JsonbIteratorNext saves an
- * allocation per container and a copy per token.
- */
+/* one value the iterator returned (skipping nested containers: jbvBinary) */
 static MlJsonValue *
-child(Walk *w, const JsonbContainer *jc, int index, const char *base, uint32 off, uint32 len,
-	  int depth)
+value(Walk *w, const JsonbValue *jv, int depth)
 {
-	JEntry e = jc->children[index];
 	MlJsonValue *v;
 
-	if (JBE_ISNULL(e))
-		return new_value(w, ML_JSON_NULL);
-	if (JBE_ISBOOL(e))
+	switch (jv->type)
 	{
-		if ((v = new_value(w, ML_JSON_BOOL)) != NULL)
-			v->u.boolean = JBE_ISBOOL_TRUE(e);
-		return v;
-	}
-	if (JBE_ISSTRING(e))
-	{
-		const char *str = copy_string(w, base + off, len);
-
-		if (str == NULL || (v = new_value(w, ML_JSON_STRING)) == NULL)
-			return NULL;
-		v->u.string.str = str;
-		v->u.string.len = len;
-		return v;
-	}
-	if (JBE_ISNUMERIC(e))
-	{
-		Numeric num = (Numeric) (base + INTALIGN(off));
-		char small[ML_NUMERIC_TEXT_MAX];
-		int n = ml_numeric_text(num, small);
-		MlJsonError err;
-
-		if (n > 0)
-			v = ml_json_new_number(w->arena, small, n, &err);
-		else
+		case jbvNull:
+			return new_value(w, ML_JSON_NULL);
+		case jbvBool:
+			if ((v = new_value(w, ML_JSON_BOOL)) != NULL)
+				v->u.boolean = jv->val.boolean;
+			return v;
+		case jbvString:
 		{
-			char *text = DatumGetCString(DirectFunctionCall1(numeric_out,
-															 NumericGetDatum(num)));
+			const char *str = copy_string(w, jv->val.string.val, jv->val.string.len);
 
-			v = ml_json_new_number(w->arena, text, strlen(text), &err);
-			pfree(text);
+			if (str == NULL || (v = new_value(w, ML_JSON_STRING)) == NULL)
+				return NULL;
+			v->u.string.str = str;
+			v->u.string.len = jv->val.string.len;
+			return v;
 		}
-		if (v == NULL)
-			w->give_up = true; /* NaN, Infinity, out of double range */
-		return v;
+		case jbvNumeric:
+		{
+			char small[ML_NUMERIC_TEXT_MAX];
+			int n = ml_numeric_text(jv->val.numeric, small);
+			MlJsonError err;
+
+			if (n > 0)
+				v = ml_json_new_number(w->arena, small, n, &err);
+			else
+			{
+				char *text = DatumGetCString(DirectFunctionCall1(numeric_out,
+																 NumericGetDatum(jv->val.numeric)));
+
+				v = ml_json_new_number(w->arena, text, strlen(text), &err);
+				pfree(text);
+			}
+			if (v == NULL)
+				w->give_up = true; /* NaN, Infinity, out of double range */
+			return v;
+		}
+		case jbvBinary:
+			return container(w, jv->val.binary.data, depth + 1);
+		default:
+			w->give_up = true;
+			return NULL;
 	}
-	if (JBE_ISCONTAINER(e))
-		return container(w, (const JsonbContainer *) (base + INTALIGN(off)), depth + 1);
-	w->give_up = true;
-	return NULL;
 }
 
-/* an object or array container (not a scalar's pseudo array) */
+/*
+ * An object or array container, or a scalar document's pseudo array (only
+ * the root can be one).  On a give-up the iterator is left to the caller's
+ * memory context.
+ */
 static MlJsonValue *
-container(Walk *w, const JsonbContainer *jc, int depth)
+container(Walk *w, JsonbContainer *jc, int depth)
 {
-	uint32 n = JsonContainerSize(jc);
-	uint32 off = 0;
+	JsonbIterator *it;
+	JsonbValue jv;
+	JsonbIteratorToken tok;
 	MlJsonValue *v;
 
 	if (depth >= ML_JSON_DEFAULT_MAX_DEPTH)
@@ -277,64 +222,81 @@ container(Walk *w, const JsonbContainer *jc, int depth)
 		w->give_up = true;
 		return NULL;
 	}
-	if (JsonContainerIsObject(jc))
+	it = JsonbIteratorInit(jc);
+	tok = JsonbIteratorNext(&it, &jv, true);
+	if (tok == WJB_BEGIN_OBJECT)
 	{
-		/* children: n keys, then their n values; data in the same order */
-		const char *base = (const char *) &jc->children[2 * n];
+		int n = jv.val.object.nPairs;
 		MlJsonMember *members = NULL;
 		MlJsonError err;
+		int i = 0;
 
 		if (n > 0 && (members = ml_json_arena_alloc(w->arena, n * sizeof(MlJsonMember))) == NULL)
 		{
 			w->give_up = true;
 			return NULL;
 		}
-		for (uint32 i = 0; i < n; i++)
+		while ((tok = JsonbIteratorNext(&it, &jv, true)) == WJB_KEY)
 		{
-			uint32 start = off;
-
-			JBE_ADVANCE_OFFSET(off, jc->children[i]);
-			members[i].key_len = off - start;
-			if ((members[i].key = copy_string(w, base + start, off - start)) == NULL)
+			Assert(i < n);
+			members[i].key_len = jv.val.string.len;
+			if ((members[i].key = copy_string(w, jv.val.string.val, jv.val.string.len)) == NULL)
 				return NULL;
-		}
-		for (uint32 i = 0; i < n; i++)
-		{
-			uint32 start = off;
-
-			JBE_ADVANCE_OFFSET(off, jc->children[n + i]);
-			if ((members[i].value = child(w, jc, n + i, base, start, off - start, depth)) == NULL)
+			tok = JsonbIteratorNext(&it, &jv, true);
+			Assert(tok == WJB_VALUE);
+			if ((members[i].value = value(w, &jv, depth)) == NULL)
 				return NULL;
+			i++;
 		}
+		Assert(tok == WJB_END_OBJECT && i == n);
 		v = ml_json_new_object(w->arena, members, n, &err);
 		if (v == NULL)
 			w->give_up = true;
-		return v;
 	}
-	else
+	else if (tok == WJB_BEGIN_ARRAY && jv.val.array.rawScalar)
 	{
-		const char *base = (const char *) &jc->children[n];
+		/* a scalar document is stored as a one-element pseudo array */
+		tok = JsonbIteratorNext(&it, &jv, true);
+		Assert(tok == WJB_ELEM);
+		v = value(w, &jv, depth);
+		if (v == NULL)
+			return NULL;
+		tok = JsonbIteratorNext(&it, &jv, true);
+		Assert(tok == WJB_END_ARRAY);
+	}
+	else if (tok == WJB_BEGIN_ARRAY)
+	{
+		int n = jv.val.array.nElems;
 		MlJsonValue **items = NULL;
+		int i = 0;
 
 		if (n > 0 && (items = ml_json_arena_alloc(w->arena, n * sizeof(MlJsonValue *))) == NULL)
 		{
 			w->give_up = true;
 			return NULL;
 		}
-		for (uint32 i = 0; i < n; i++)
+		while ((tok = JsonbIteratorNext(&it, &jv, true)) == WJB_ELEM)
 		{
-			uint32 start = off;
-
-			JBE_ADVANCE_OFFSET(off, jc->children[i]);
-			if ((items[i] = child(w, jc, i, base, start, off - start, depth)) == NULL)
+			Assert(i < n);
+			if ((items[i] = value(w, &jv, depth)) == NULL)
 				return NULL;
+			i++;
 		}
+		Assert(tok == WJB_END_ARRAY && i == n);
 		if ((v = new_value(w, ML_JSON_ARRAY)) == NULL)
 			return NULL;
 		v->u.array.items = items;
 		v->u.array.count = n;
-		return v;
 	}
+	else
+	{
+		w->give_up = true;
+		return NULL;
+	}
+	/* past the end token: the iterator frees itself */
+	tok = JsonbIteratorNext(&it, &jv, true);
+	Assert(tok == WJB_DONE);
+	return v;
 }
 
 MlJsonValue *
@@ -354,15 +316,6 @@ ml_json_from_jsonb(MlJsonArena *arena, Jsonb *jb)
 
 	w.arena = arena;
 	w.give_up = false;
-	if (JB_ROOT_IS_SCALAR(jb))
-	{
-		/* a scalar document is stored as a one-element pseudo array */
-		const JsonbContainer *jc = &jb->root;
-		uint32 len = getJsonbLength(jc, 0);
-
-		root = child(&w, jc, 0, (const char *) &jc->children[1], 0, len, 0);
-	}
-	else
-		root = container(&w, &jb->root, 0);
+	root = container(&w, &jb->root, 0);
 	return w.give_up ? NULL : root;
 }
