@@ -22,6 +22,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* ---- arena ------------------------------------------------------------ */
 
@@ -156,6 +157,16 @@ extern MlJsonValue *ml_json_new_object(MlJsonArena *arena, const MlJsonMember *m
 /* Member value for key (bytes, key_len), or NULL (also when obj is no object). */
 extern const MlJsonValue *ml_json_object_get_n(const MlJsonValue *obj, const char *key, size_t key_len);
 extern const MlJsonValue *ml_json_object_get(const MlJsonValue *obj, const char *key);
+
+/*
+ * Path accessors (src/json/path.c): the one way reconcilers read fields of a
+ * remote body, every body being parsed once, by this parser (see
+ * docs/reconcilers.md, "One JSON model").  obj may be NULL or not an object.
+ */
+/* obj.a[.b[.c]] when it is a string (NUL-terminated), else NULL */
+extern const char *mlplat_json_text(const MlJsonValue *obj, const char *a, const char *b, const char *c);
+/* obj.a.b when it is an integer-valued number */
+extern bool mlplat_json_int(const MlJsonValue *obj, const char *a, const char *b, int64_t *out);
 
 /*
  * The longest prefix of s[0..len) of at most max bytes that does not end inside a

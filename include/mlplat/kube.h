@@ -10,9 +10,10 @@
  * cluster configured" (idle, say so once) apart from a broken configuration.
  *
  * Builders add one request to a batch and return it; after the batch has run,
- * mlplat_kube_parse_response() classifies the answer and parses the body into
- * jsonb in the current memory context (no catalog access: fine outside a
- * transaction).  The token goes only into the Authorization header, which is
+ * mlplat_kube_parse_response() classifies the answer and parses the body once,
+ * with our strict parser (mlplat/json.h), into a tree in the current memory
+ * context (no catalog access: fine outside a transaction); its fields are
+ * read with mlplat_json_text/_int, as every reconciler reads remote bodies.  The token goes only into the Authorization header, which is
  * never logged; error texts never contain it.
  */
 #ifndef MLPLAT_KUBE_H
@@ -20,9 +21,8 @@
 
 #include "postgres.h"
 
-#include "utils/jsonb.h"
-
 #include "mlplat/http.h"
+#include "mlplat/json.h"
 #include "mlplat/kube_response.h"
 
 #define MLPLAT_KUBE_FIELD_MANAGER "mlplat"
@@ -49,9 +49,9 @@ typedef struct MlplatKubeResult
 	MlplatKubeOutcome outcome;
 	int status; /* HTTP status, 0 on transport failure */
 	int retry_after_s;
-	Jsonb *body;   /* parsed JSON body (object, list or Status), or NULL */
-	char *reason;  /* Status.reason ("NotFound", "AlreadyExists", ...) or NULL */
-	char *message; /* one clear line for logs and views; NULL when OK */
+	const MlJsonValue *body; /* parsed JSON body (object, list or Status), or NULL */
+	char *reason;			 /* Status.reason ("NotFound", "AlreadyExists", ...) or NULL */
+	char *message;			 /* one clear line for logs and views; NULL when OK */
 	/*
 	 * The line a tenant may read (status_reason, last_error, spans), when
 	 * message must not reach one: a transport failure, whose libcurl text
@@ -113,20 +113,21 @@ extern MlplatHttpRequest *mlplat_kube_delete_foreground(MlplatHttpBatch *b, cons
 
 /* ---- responses */
 extern void mlplat_kube_parse_response(const MlplatHttpRequest *req, MlplatKubeResult *out);
+/* the same, the tree in the caller's arena (one the pass keeps, say) */
+extern void mlplat_kube_parse_response_in(const MlplatHttpRequest *req, MlJsonArena *arena,
+										  MlplatKubeResult *out);
 
 /*
- * The same classification without the jsonb body (out->body stays NULL):
- * parse_status only checks that the body is JSON, for callers that need the
- * outcome alone (an apply's answer); classify takes the caller's word for it,
- * for callers that parse the body their own way (a LIST page: converting 2 MB
- * to jsonb cost more than the request).
+ * The same classification without the body (out->body stays NULL):
+ * parse_status parses the body only to decide the outcome and frees the tree
+ * at once, for callers that need the outcome alone (a write's answer);
+ * classify takes the caller's word for it, for callers that parse the body
+ * into their own arena (a LIST page, an object they keep for the pass).
  */
 extern void mlplat_kube_parse_status(const MlplatHttpRequest *req, MlplatKubeResult *out);
 extern void mlplat_kube_classify(const MlplatHttpRequest *req, bool body_is_json, MlplatKubeResult *out);
-/* metadata.continue of a LIST body, NULL when it is the last page */
-extern char *mlplat_kube_list_continue(Jsonb *list);
-/* a top-level or nested string field: path of keys, NULL when absent or not a string */
-extern char *mlplat_jsonb_get_text(Jsonb *j, int npath, const char *const *path);
+/* metadata.continue of a LIST body (palloc'd), NULL when it is the last page */
+extern char *mlplat_kube_list_continue(const MlJsonValue *list);
 #define mlplat_kube_outcome_name(o) ml_kube_outcome_name(o)
 
 /* ---- Lease fence (client-go's tryAcquireOrRenew) */

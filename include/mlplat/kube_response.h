@@ -6,7 +6,7 @@
  * message) become an outcome the reconcilers act on, and one printable,
  * bounded line for logs and views in which the bearer token never appears.
  * Nothing here allocates beyond a short-lived malloc arena for parsing a
- * Status body, and nothing throws.
+ * Status body the caller has not parsed, and nothing throws.
  */
 #ifndef MLPLAT_KUBE_RESPONSE_H
 #define MLPLAT_KUBE_RESPONSE_H
@@ -50,6 +50,15 @@ typedef struct MlKubeResponse
 extern void ml_kube_classify(int status, bool failed, const char *error, const char *method,
 							 const char *body, size_t len, bool body_is_json,
 							 const char *token, MlKubeResponse *out);
+
+/*
+ * The same for a body the caller has parsed with our parser (mlplat/json.h):
+ * root is its tree, NULL when it is not JSON.  Nothing is parsed again.
+ */
+struct MlJsonValue;
+extern void ml_kube_classify_tree(int status, bool failed, const char *error, const char *method,
+								  const char *body, size_t len, const struct MlJsonValue *root,
+								  const char *token, MlKubeResponse *out);
 
 /*
  * Copy at most max bytes of s[0..len) into out (outsize bytes, NUL-terminated,

@@ -1,7 +1,8 @@
 /*
  * observe.h — how a pass observes the cluster, apart from how it claims,
  * decides and writes back: is a cluster there, LIST every object of a kind
- * that carries our labels, read fields of an observed object.  A watch cache
+ * that carries our labels (fields of what it observed are read with
+ * mlplat_json_text/_int of mlplat/json.h).  A watch cache
  * would replace mlplat_kube_list_all here and nowhere else.
  */
 #ifndef MLPLAT_OBSERVE_H
@@ -33,11 +34,6 @@ extern bool mlplat_cluster_ready(MlplatPass *pass, const char **why);
  */
 extern char *mlplat_kube_list_all(MlJsonArena *arena, const MlplatKubeResource *res,
 								  const char *selector, List **items, int *lists);
-
-/* obj.a[.b[.c]] when it is a string, else NULL */
-extern const char *mlplat_json_text(const MlJsonValue *obj, const char *a, const char *b, const char *c);
-/* obj.a.b when it is an integer-valued number */
-extern bool mlplat_json_int(const MlJsonValue *obj, const char *a, const char *b, int64 *out);
 
 /*
  * Is the object terminating (a deletionTimestamp: deleted, held by finalizers

@@ -65,7 +65,6 @@ mlplat_http_worker_selftest(PG_FUNCTION_ARGS)
 void
 mlplat_http_selftest_main(Datum arg)
 {
-	static const char *const x_path[] = { "data", "x" };
 	static const MlplatKubeResource configmaps = { "", "v1", "configmaps", true };
 	Oid userid;
 	char url[BGW_EXTRALEN];
@@ -74,7 +73,7 @@ mlplat_http_selftest_main(Datum arg)
 	MlplatHttpRequest *req;
 	MlplatKubeResult res;
 	const char *why;
-	char *x;
+	const char *x;
 	bool in_xact;
 	char *payload;
 
@@ -95,7 +94,7 @@ mlplat_http_selftest_main(Datum arg)
 	req = mlplat_kube_get(b, &configmaps, "team-a", "cm-selftest");
 	mlplat_http_batch_run(b);
 	mlplat_kube_parse_response(req, &res);
-	x = mlplat_jsonb_get_text(res.body, 2, x_path);
+	x = mlplat_json_text(res.body, "data", "x", NULL);
 	payload = psprintf("x=%s outcome=%s in_xact_during_http=%s",
 					   x ? x : "(none)", mlplat_kube_outcome_name(res.outcome),
 					   in_xact ? "true" : "false");

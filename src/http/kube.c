@@ -7,7 +7,6 @@
 #include <sys/time.h>
 #include <time.h>
 
-#include "common/jsonapi.h"
 #include "fmgr.h"
 #include "lib/stringinfo.h"
 #include "mb/pg_wchar.h"
@@ -18,6 +17,8 @@
 #include "utils/numeric.h"
 
 #include "mlplat/guc.h"
+#include "mlplat/json.h"
+#include "mlplat/json_jsonb.h"
 #include "mlplat/kube.h"
 #include "mlplat/labels.h"
 #include "mlplat/secret_file.h"
@@ -337,103 +338,7 @@ mlplat_kube_delete_foreground(MlplatHttpBatch *b, const MlplatKubeResource *res,
 
 /* ---- responses */
 
-/*
- * A body is read once: pg_parse_json's callbacks push each token into a
- * JsonbParseState (as jsonb_in does), so validating and building are one pass
- * and a body that is not JSON returns NULL instead of throwing.
- */
-typedef struct BodyBuild
-{
-	JsonbParseState *parse;
-	JsonbValue *result;
-} BodyBuild;
-
-static void
-build_push(BodyBuild *b, JsonbIteratorToken tok, JsonbValue *v)
-{
-	b->result = pushJsonbValue(&b->parse, tok, v);
-}
-
-static void
-build_object_start(void *state)
-{
-	build_push(state, WJB_BEGIN_OBJECT, NULL);
-}
-
-static void
-build_object_end(void *state)
-{
-	build_push(state, WJB_END_OBJECT, NULL);
-}
-
-static void
-build_array_start(void *state)
-{
-	build_push(state, WJB_BEGIN_ARRAY, NULL);
-}
-
-static void
-build_array_end(void *state)
-{
-	build_push(state, WJB_END_ARRAY, NULL);
-}
-
-static void
-build_field(void *state, char *fname, bool isnull)
-{
-	JsonbValue v;
-
-	v.type = jbvString;
-	v.val.string.len = strlen(fname);
-	v.val.string.val = fname;
-	build_push(state, WJB_KEY, &v);
-}
-
-static void
-build_scalar(void *state, char *token, JsonTokenType type)
-{
-	BodyBuild *b = state;
-	JsonbValue v;
-
-	switch (type)
-	{
-		case JSON_TOKEN_STRING:
-			v.type = jbvString;
-			v.val.string.len = strlen(token);
-			v.val.string.val = token;
-			break;
-		case JSON_TOKEN_NUMBER:
-			/* the lexer accepted it as a JSON number, which numeric_in reads */
-			v.type = jbvNumeric;
-			v.val.numeric = DatumGetNumeric(DirectFunctionCall3(numeric_in, CStringGetDatum(token),
-																ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1)));
-			break;
-		case JSON_TOKEN_TRUE:
-		case JSON_TOKEN_FALSE:
-			v.type = jbvBool;
-			v.val.boolean = type == JSON_TOKEN_TRUE;
-			break;
-		default:
-			v.type = jbvNull;
-			break;
-	}
-	if (b->parse == NULL)
-	{
-		/* a scalar document is stored as a one-element raw-scalar array */
-		JsonbValue va;
-
-		va.type = jbvArray;
-		va.val.array.rawScalar = true;
-		va.val.array.nElems = 1;
-		build_push(b, WJB_BEGIN_ARRAY, &va);
-		build_push(b, WJB_ELEM, &v);
-		build_push(b, WJB_END_ARRAY, NULL);
-	}
-	else
-		build_push(b, b->parse->contVal.type == jbvArray ? WJB_ELEM : WJB_VALUE, &v);
-}
-
-/* Is the body UTF-8 text without NUL bytes (what the JSON lexer may be given)? */
+/* Is the body UTF-8 text without NUL bytes, valid in the database encoding? */
 static bool
 body_is_text(const MlplatHttpRequest *req)
 {
@@ -442,112 +347,40 @@ body_is_text(const MlplatHttpRequest *req)
 		   pg_verify_mbstr(GetDatabaseEncoding(), req->resp_body, (int) req->resp_len, true);
 }
 
-/* Is the body JSON?  Checked without building anything and without ever throwing. */
-static bool
-body_is_json(const MlplatHttpRequest *req)
+/*
+ * The body's tree, parsed once by our parser into arena, or NULL (no body,
+ * not text, not JSON).  Never throws on bad input.
+ */
+static const MlJsonValue *
+parse_body(const MlplatHttpRequest *req, MlJsonArena *arena)
 {
-	JsonLexContext *lex;
+	MlJsonError err;
 
-	if (!body_is_text(req))
-		return false;
-	lex = makeJsonLexContextCstringLen(req->resp_body, (int) req->resp_len, GetDatabaseEncoding(), true);
-	return pg_parse_json(lex, &nullSemAction) == JSON_SUCCESS;
-}
-
-/* Parse a body into jsonb in one pass, without throwing on bad input: NULL if not JSON. */
-static Jsonb *
-parse_json_body(const MlplatHttpRequest *req)
-{
-	JsonLexContext *lex;
-	BodyBuild b = { NULL, NULL };
-	JsonSemAction sem = { 0 };
-
-	if (!body_is_text(req))
+	if (arena == NULL || !body_is_text(req))
 		return NULL;
-	sem.semstate = &b;
-	sem.object_start = build_object_start;
-	sem.object_end = build_object_end;
-	sem.array_start = build_array_start;
-	sem.array_end = build_array_end;
-	sem.object_field_start = build_field;
-	sem.scalar = build_scalar;
-	lex = makeJsonLexContextCstringLen(req->resp_body, (int) req->resp_len, GetDatabaseEncoding(), true);
-	if (pg_parse_json(lex, &sem) != JSON_SUCCESS || b.result == NULL)
-		return NULL;
-	return JsonbValueToJsonb(b.result);
-}
-
-static bool
-jsonb_lookup(Jsonb *j, int npath, const char *const *path, JsonbValue *out)
-{
-	JsonbContainer *c;
-	int i;
-
-	if (j == NULL || !JB_ROOT_IS_OBJECT(j))
-		return false;
-	c = &j->root;
-	for (i = 0; i < npath; i++)
-	{
-		if (getKeyJsonValueFromContainer(c, path[i], strlen(path[i]), out) == NULL)
-			return false;
-		if (i < npath - 1)
-		{
-			if (out->type != jbvBinary || !JsonContainerIsObject(out->val.binary.data))
-				return false;
-			c = out->val.binary.data;
-		}
-	}
-	return true;
+	return ml_json_parse(arena, req->resp_body, req->resp_len, NULL, &err);
 }
 
 char *
-mlplat_jsonb_get_text(Jsonb *j, int npath, const char *const *path)
+mlplat_kube_list_continue(const MlJsonValue *list)
 {
-	JsonbValue v;
+	const char *c = mlplat_json_text(list, "metadata", "continue", NULL);
 
-	if (!jsonb_lookup(j, npath, path, &v) || v.type != jbvString)
-		return NULL;
-	return pnstrdup(v.val.string.val, v.val.string.len);
+	return (c && c[0] != '\0') ? pstrdup(c) : NULL;
 }
 
-static bool
-jsonb_get_int(Jsonb *j, int npath, const char *const *path, int64 *out)
+/* the MlplatKubeResult of a classification (pure code, fuzzed) */
+static void
+fill_result(const MlplatHttpRequest *req, const MlKubeResponse *r, MlplatKubeResult *out)
 {
-	JsonbValue v;
-
-	if (!jsonb_lookup(j, npath, path, &v) || v.type != jbvNumeric)
-		return false;
-	*out = DatumGetInt64(DirectFunctionCall1(numeric_int8, NumericGetDatum(v.val.numeric)));
-	return true;
-}
-
-char *
-mlplat_kube_list_continue(Jsonb *list)
-{
-	static const char *const path[] = { "metadata", "continue" };
-	char *c = mlplat_jsonb_get_text(list, 2, path);
-
-	if (c && c[0] == '\0')
-		return NULL;
-	return c;
-}
-
-void
-mlplat_kube_classify(const MlplatHttpRequest *req, bool is_json, MlplatKubeResult *out)
-{
-	MlKubeResponse r;
-
 	memset(out, 0, sizeof(*out));
 	out->status = req->status;
 	out->retry_after_s = req->retry_after_s;
-	/* the classification and the message are pure code (fuzzed) */
-	ml_kube_classify(req->status, req->failed, req->error, req->method,
-					 req->resp_body, req->resp_len, is_json, kcfg.token.content, &r);
-	out->outcome = r.outcome;
-	if (r.has_reason)
-		out->reason = pstrdup(r.reason);
-	if (r.message[0] != '\0')
-		out->message = pstrdup(r.message);
+	out->outcome = r->outcome;
+	if (r->has_reason)
+		out->reason = pstrdup(r->reason);
+	if (r->message[0] != '\0')
+		out->message = pstrdup(r->message);
 	/* libcurl's text names the API server (host, port, URL): not for tenants */
 	if (req->failed)
 		out->tenant_message = req->status == 0
@@ -558,18 +391,43 @@ mlplat_kube_classify(const MlplatHttpRequest *req, bool is_json, MlplatKubeResul
 }
 
 void
+mlplat_kube_classify(const MlplatHttpRequest *req, bool is_json, MlplatKubeResult *out)
+{
+	MlKubeResponse r;
+
+	ml_kube_classify(req->status, req->failed, req->error, req->method,
+					 req->resp_body, req->resp_len, is_json, kcfg.token.content, &r);
+	fill_result(req, &r, out);
+}
+
+void
+mlplat_kube_parse_response_in(const MlplatHttpRequest *req, MlJsonArena *arena, MlplatKubeResult *out)
+{
+	const MlJsonValue *body = req->failed ? NULL : parse_body(req, arena);
+	MlKubeResponse r;
+
+	ml_kube_classify_tree(req->status, req->failed, req->error, req->method,
+						  req->resp_body, req->resp_len, body, kcfg.token.content, &r);
+	fill_result(req, &r, out);
+	out->body = body;
+}
+
+void
 mlplat_kube_parse_response(const MlplatHttpRequest *req, MlplatKubeResult *out)
 {
-	Jsonb *body = req->failed ? NULL : parse_json_body(req);
-
-	mlplat_kube_classify(req, body != NULL, out);
-	out->body = body;
+	mlplat_kube_parse_response_in(req, mlplat_json_arena_in(CurrentMemoryContext), out);
 }
 
 void
 mlplat_kube_parse_status(const MlplatHttpRequest *req, MlplatKubeResult *out)
 {
-	mlplat_kube_classify(req, body_is_json(req), out);
+	/* the tree only decides the outcome: a malloc arena, gone at once */
+	MlJsonArena *arena = ml_json_arena_new();
+
+	mlplat_kube_parse_response_in(req, arena, out);
+	out->body = NULL;
+	if (arena != NULL)
+		ml_json_arena_free(arena);
 }
 
 const char *
@@ -662,20 +520,14 @@ mlplat_kube_lease_impl(MlplatLeaseObservation *obs, const char *ns, const char *
 					   const char *identity, int duration_s, char **detail, bool allow_xact,
 					   MlplatLeasePreemptFn may_preempt)
 {
-	static const char *const holder_p[] = { "spec", "holderIdentity" };
-	static const char *const renew_p[] = { "spec", "renewTime" };
-	static const char *const acquire_p[] = { "spec", "acquireTime" };
-	static const char *const dur_p[] = { "spec", "leaseDurationSeconds" };
-	static const char *const trans_p[] = { "spec", "leaseTransitions" };
-	static const char *const rv_p[] = { "metadata", "resourceVersion" };
 	MlplatHttpBatch *b;
 	MlplatHttpRequest *req;
 	MlplatKubeResult res;
-	char *holder,
+	const char *holder,
 		*renew,
 		*acquire,
-		*rv,
-		*now;
+		*rv;
+	char *now;
 	int64 dur = duration_s,
 		  transitions = 0;
 	double t;
@@ -750,12 +602,12 @@ mlplat_kube_lease_impl(MlplatLeaseObservation *obs, const char *ns, const char *
 		return MLPLAT_LEASE_ERROR;
 	}
 
-	holder = mlplat_jsonb_get_text(res.body, 2, holder_p);
-	renew = mlplat_jsonb_get_text(res.body, 2, renew_p);
-	acquire = mlplat_jsonb_get_text(res.body, 2, acquire_p);
-	rv = mlplat_jsonb_get_text(res.body, 2, rv_p);
-	(void) jsonb_get_int(res.body, 2, dur_p, &dur);
-	(void) jsonb_get_int(res.body, 2, trans_p, &transitions);
+	holder = mlplat_json_text(res.body, "spec", "holderIdentity", NULL);
+	renew = mlplat_json_text(res.body, "spec", "renewTime", NULL);
+	acquire = mlplat_json_text(res.body, "spec", "acquireTime", NULL);
+	rv = mlplat_json_text(res.body, "metadata", "resourceVersion", NULL);
+	(void) mlplat_json_int(res.body, "spec", "leaseDurationSeconds", &dur);
+	(void) mlplat_json_int(res.body, "spec", "leaseTransitions", &transitions);
 
 	/* measure expiry on our own clock, from when we saw the record change */
 	t = mono_ms();

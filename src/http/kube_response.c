@@ -80,10 +80,14 @@ status_string(const MlJsonValue *status, const char *key)
 	return (v != NULL && v->type == ML_JSON_STRING) ? v : NULL;
 }
 
-void
-ml_kube_classify(int status, bool failed, const char *error, const char *method,
-				 const char *body, size_t len, bool body_is_json,
-				 const char *token, MlKubeResponse *out)
+/*
+ * Both entry points.  parsed: the caller parsed the body with our parser
+ * and root is its tree (NULL: not JSON); else an error body is parsed here.
+ */
+static void
+classify(int status, bool failed, const char *error, const char *method,
+		 const char *body, size_t len, bool body_is_json, bool parsed, const MlJsonValue *root,
+		 const char *token, MlKubeResponse *out)
 {
 	char what[ML_KUBE_STATUS_MESSAGE_MAX + 4];
 	bool exists = false;
@@ -129,12 +133,11 @@ ml_kube_classify(int status, bool failed, const char *error, const char *method,
 	/* An error: a Status object says why.  Error bodies are small. */
 	if (len > 0)
 	{
-		MlJsonArena *arena = ml_json_arena_new();
+		MlJsonArena *arena = NULL;
 		MlJsonError err;
-		const MlJsonValue *root = NULL;
 		const MlJsonValue *kind;
 
-		if (arena != NULL)
+		if (!parsed && (arena = ml_json_arena_new()) != NULL)
 			root = ml_json_parse(arena, body, len, NULL, &err);
 		kind = root ? status_string(root, "kind") : NULL;
 		if (kind != NULL && kind->u.string.len == 6 && memcmp(kind->u.string.str, "Status", 6) == 0)
@@ -158,7 +161,8 @@ ml_kube_classify(int status, bool failed, const char *error, const char *method,
 			line(out->message, sizeof(out->message), "Kubernetes API %d %s: %s", status,
 				 out->has_reason ? out->reason : "(no reason)", msg ? what : "(no message)");
 		}
-		ml_json_arena_free(arena);
+		if (arena != NULL)
+			ml_json_arena_free(arena);
 	}
 	if (!out->is_status)
 	{
@@ -178,6 +182,22 @@ ml_kube_classify(int status, bool failed, const char *error, const char *method,
 		out->outcome = MLPLAT_KUBE_RETRY;
 	else
 		out->outcome = MLPLAT_KUBE_FAILED;
+}
+
+void
+ml_kube_classify(int status, bool failed, const char *error, const char *method,
+				 const char *body, size_t len, bool body_is_json,
+				 const char *token, MlKubeResponse *out)
+{
+	classify(status, failed, error, method, body, len, body_is_json, false, NULL, token, out);
+}
+
+void
+ml_kube_classify_tree(int status, bool failed, const char *error, const char *method,
+					  const char *body, size_t len, const MlJsonValue *root,
+					  const char *token, MlKubeResponse *out)
+{
+	classify(status, failed, error, method, body, len, root != NULL, true, root, token, out);
 }
 
 const char *

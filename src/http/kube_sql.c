@@ -133,8 +133,14 @@ mlplat_kube_call_sql(PG_FUNCTION_ARGS)
 		values[4] = CStringGetTextDatum(r.message);
 	else
 		nulls[4] = true;
-	if (r.body)
-		values[5] = JsonbPGetDatum(r.body);
+	/*
+	 * The body goes back to SQL as jsonb, made from its text by jsonb_in.
+	 * Of what our parser accepted (r.body), jsonb_in refuses only a \u0000
+	 * escape (ours refuses numbers beyond a double's range, and so never
+	 * passes one beyond numeric's): such a body is returned as NULL.
+	 */
+	if (r.body && strstr(req->resp_body, "\\u0000") == NULL)
+		values[5] = DirectFunctionCall1(jsonb_in, CStringGetDatum(req->resp_body));
 	else
 		nulls[5] = true;
 	cont = r.body ? mlplat_kube_list_continue(r.body) : NULL;

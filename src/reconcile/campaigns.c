@@ -573,7 +573,7 @@ request_result(Cand *c, MlplatPass *pass)
 {
 	MlplatKubeResult res;
 
-	mlplat_kube_parse_response(c->req, &res);
+	mlplat_kube_parse_status(c->req, &res);
 	c->http_status = res.status;
 	if (res.status >= 200 && res.status < 500)
 		c->settle_note = true;

@@ -493,7 +493,7 @@ write_outcome(const MlplatHttpRequest *req, LabWrite w, int *status, char **erro
 {
 	MlplatKubeResult res;
 
-	mlplat_kube_parse_response(req, &res);
+	mlplat_kube_parse_status(req, &res);
 	*status = res.status;
 	*error = res.message;
 	if (res.outcome == MLPLAT_KUBE_OK)

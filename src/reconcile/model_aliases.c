@@ -270,16 +270,6 @@ reg_is(const RegResult *res, int status, const char *code)
 	return res->status == status && res->code && strcmp(res->code, code) == 0;
 }
 
-static const char *
-json_str(const MlJsonValue *obj, const char *a, const char *b)
-{
-	const MlJsonValue *v = obj ? ml_json_object_get(obj, a) : NULL;
-
-	if (v && b)
-		v = ml_json_object_get(v, b);
-	return (v && v->type == ML_JSON_STRING) ? v->u.string.str : NULL;
-}
-
 /* ---------------------------------------------------------------- state */
 
 typedef struct RegModel
@@ -459,7 +449,7 @@ observe_alias(MlJsonArena *arena, MlplatHttpRequest *r, char **observed, bool *m
 	*model_missing = false;
 	if (res->ok)
 	{
-		const char *v = json_str(res->body, "model_version", "version");
+		const char *v = mlplat_json_text(res->body, "model_version", "version", NULL);
 
 		if (v == NULL)
 		{
@@ -505,10 +495,10 @@ tag_of(const MlJsonValue *mv, const char *key)
 		return NULL;
 	for (size_t i = 0; i < tags->u.array.count; i++)
 	{
-		const char *k = json_str(tags->u.array.items[i], "key", NULL);
+		const char *k = mlplat_json_text(tags->u.array.items[i], "key", NULL, NULL);
 
 		if (k && strcmp(k, key) == 0)
-			return json_str(tags->u.array.items[i], "value", NULL);
+			return mlplat_json_text(tags->u.array.items[i], "value", NULL, NULL);
 	}
 	return NULL;
 }
@@ -533,7 +523,7 @@ tagged_as(const MlJsonValue *mv, int64 version_id)
 static char *
 not_ours(const MlJsonValue *mv, const RegVersion *v, const char *instance)
 {
-	const char *src = json_str(mv, "source", NULL);
+	const char *src = mlplat_json_text(mv, "source", NULL, NULL);
 	const char *inst = tag_of(mv, INSTALLATION_TAG);
 
 	if (src == NULL || strcmp(src, v->artifact_uri) != 0)
@@ -608,7 +598,7 @@ ensure_registry_versions(MlplatPass *pass, MlJsonArena *arena, List *models, Lis
 
 		if (!v->model->exists)
 			continue;
-		if (tagged_as(v->model->latest, v->version_id) && json_str(v->model->latest, "version", NULL))
+		if (tagged_as(v->model->latest, v->version_id) && mlplat_json_text(v->model->latest, "version", NULL, NULL))
 		{
 			char *why = not_ours(v->model->latest, v, instance);
 
@@ -618,11 +608,11 @@ ensure_registry_versions(MlplatPass *pass, MlJsonArena *arena, List *models, Lis
 				v->conflict = true;
 				v->error = psprintf("registry version %s of %s carries %s %lld but is not this installation's create: %s;"
 									" not adopted (remove it from the registry to go on)",
-									json_str(v->model->latest, "version", NULL), v->model->name, VERSION_TAG,
+									mlplat_json_text(v->model->latest, "version", NULL, NULL), v->model->name, VERSION_TAG,
 									(long long) v->version_id, why);
 				continue;
 			}
-			v->reg_version = pstrdup(json_str(v->model->latest, "version", NULL));
+			v->reg_version = pstrdup(mlplat_json_text(v->model->latest, "version", NULL, NULL));
 			v->adopted = true;
 			continue;
 		}
@@ -660,8 +650,8 @@ ensure_registry_versions(MlplatPass *pass, MlJsonArena *arena, List *models, Lis
 			continue;
 		reg_parse(arena, v->req, &res);
 		v->http_status = res.status;
-		if (res.ok && json_str(res.body, "model_version", "version"))
-			v->reg_version = pstrdup(json_str(res.body, "model_version", "version"));
+		if (res.ok && mlplat_json_text(res.body, "model_version", "version", NULL))
+			v->reg_version = pstrdup(mlplat_json_text(res.body, "model_version", "version", NULL));
 		else
 		{
 			v->error = res.message ? res.message : pstrdup("registry answer carries no model_version.version");

@@ -155,29 +155,6 @@ mlplat_kube_list_all(MlJsonArena *arena, const MlplatKubeResource *res, const ch
 	return NULL;
 }
 
-const char *
-mlplat_json_text(const MlJsonValue *obj, const char *a, const char *b, const char *c)
-{
-	const MlJsonValue *v = ml_json_object_get(obj, a);
-
-	if (v && b)
-		v = ml_json_object_get(v, b);
-	if (v && c)
-		v = ml_json_object_get(v, c);
-	return (v && v->type == ML_JSON_STRING) ? v->u.string.str : NULL;
-}
-
-bool
-mlplat_json_int(const MlJsonValue *obj, const char *a, const char *b, int64 *out)
-{
-	const MlJsonValue *v = ml_json_object_get(ml_json_object_get(obj, a), b);
-
-	if (v == NULL || v->type != ML_JSON_NUMBER || !v->u.number.is_integer)
-		return false;
-	*out = (int64) v->u.number.value;
-	return true;
-}
-
 bool
 mlplat_object_terminating(const MlJsonValue *obj, const char **since, char **finalizers, char **json)
 {

@@ -704,7 +704,7 @@ obj_result(Project *p, ProjObj *o, MlplatPass *pass, bool *failed, bool *retry, 
 {
 	MlplatKubeResult res;
 
-	mlplat_kube_parse_response(o->req, &res);
+	mlplat_kube_parse_status(o->req, &res);
 	o->http_status = res.status;
 	o->answered = mlplat_write_answered(res.status);
 	if (res.outcome == MLPLAT_KUBE_NOT_FOUND && o->action == ACT_DELETE)
@@ -1207,7 +1207,7 @@ mlplat_projects_pass(MlplatPass *pass)
 
 		if (o->req == NULL)
 			continue; /* not ours: judge_orphans said why */
-		mlplat_kube_parse_response(o->req, &res);
+		mlplat_kube_parse_status(o->req, &res);
 		o->http_status = res.status;
 		o->ledger_outcome = (res.outcome == MLPLAT_KUBE_OK || res.outcome == MLPLAT_KUBE_NOT_FOUND) ? "OK" : "FAILED";
 		o->error = res.message;

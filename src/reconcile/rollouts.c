@@ -851,7 +851,8 @@ rollouts_round(MlplatPass *pass, List *moved)
 			r->get = NULL;
 			continue;
 		}
-		mlplat_kube_parse_response(r->get, &kr);
+		/* the body was parsed once, by judge_found (r->found: NULL when not JSON) */
+		mlplat_kube_classify(r->get, r->found != NULL, &kr);
 		if (kr.outcome == MLPLAT_KUBE_NOT_FOUND)
 		{
 			/* the object is created by the apply; KServe keeps nothing to roll back to then */
@@ -921,19 +922,16 @@ rollouts_round(MlplatPass *pass, List *moved)
 		{
 			MlplatKubeResult kr;
 
-			mlplat_kube_parse_response(r->apply, &kr);
+			mlplat_kube_parse_response_in(r->apply, arena, &kr);
 			r->http_status = kr.status;
 			if (mlplat_write_answered(kr.status))
 				r->settle_note = true;
 			applies++;
 			if (kr.outcome == MLPLAT_KUBE_OK)
 			{
-				MlJsonError err;
-				MlJsonValue *obj = ml_json_parse(arena, r->apply->resp_body, r->apply->resp_len, NULL, &err);
-
 				r->applied = true;
 				/* the applied object's version, to watch from (no watch without it) */
-				r->rv = obj ? mlplat_json_text(obj, "metadata", "resourceVersion", NULL) : NULL;
+				r->rv = mlplat_json_text(kr.body, "metadata", "resourceVersion", NULL);
 			}
 			else
 			{

@@ -441,7 +441,7 @@ request_result(Run *r, MlplatPass *pass)
 {
 	MlplatKubeResult res;
 
-	mlplat_kube_parse_response(r->req, &res);
+	mlplat_kube_parse_status(r->req, &res);
 	r->http_status = res.status;
 	r->write = true;
 	if (mlplat_write_answered(res.status))
