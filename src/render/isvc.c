@@ -157,11 +157,11 @@ push_env(JsonbParseState **ps, Jsonb *env)
 	EnvVar *vars;
 	int n = 0;
 
-	if (!JB_ROOT_IS_OBJECT(env) || JB_ROOT_IS_SCALAR(env))
+	if (!JsonContainerIsObject(&env->root) || JsonContainerIsScalar(&env->root))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("cannot call %s on a non-object", "jsonb_each_text")));
-	vars = palloc(sizeof(EnvVar) * JB_ROOT_COUNT(env));
+	vars = palloc(sizeof(EnvVar) * JsonContainerSize(&env->root));
 	it = JsonbIteratorInit(&env->root);
 	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
 	{
@@ -307,7 +307,7 @@ render(FunctionCallInfo fcinfo, const char *content_id)
 	{
 		Jsonb *env = PG_GETARG_JSONB_P(11);
 
-		if (!(JB_ROOT_IS_OBJECT(env) && JB_ROOT_COUNT(env) == 0))
+		if (!(JsonContainerIsObject(&env->root) && JsonContainerSize(&env->root) == 0))
 			push_env(&ps, env);
 	}
 	if (!PG_ARGISNULL(8) && PG_GETARG_INT32(8) > 0)

@@ -62,13 +62,13 @@ env_problem(Jsonb *env)
 	const char *key = NULL; /* the current member's name, in env */
 	int keylen = 0;
 
-	if (!JB_ROOT_IS_OBJECT(env))
+	if (!JsonContainerIsObject(&env->root))
 	{
 		p.rule = "must be a JSON object of name -> string value";
 		p.hint = "Pass e.g. '{\"LOG_LEVEL\": \"info\"}'.";
 		return p;
 	}
-	if (JB_ROOT_COUNT(env) > ENV_MAX_VARS)
+	if (JsonContainerSize(&env->root) > ENV_MAX_VARS)
 	{
 		p.rule = "has more than 64 variables";
 		p.hint = "Keep configuration small; use a config file for more.";

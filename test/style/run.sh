@@ -6,7 +6,12 @@
 #   3. no empty comment block;
 #   4. one set-up for scripts and benchmarks: every test/e2e script starts from
 #      test/lib/e2e.sh and sets no EXIT trap of its own (on_exit), and no bench
-#      script builds or starts a cluster but through test/lib/stack.sh.
+#      script builds or starts a cluster but through test/lib/stack.sh;
+#   5. one JSON model (docs/reconcilers.md): no code reads PostgreSQL's private
+#      on-disk formats (jsonb's JEntry and JB_/JBE_ layout macros, numeric's
+#      header, getJsonbOffset/Length), and no code parses JSON with
+#      PostgreSQL's parser (pg_parse_json, makeJsonLexContext*): remote bodies
+#      go through our strict parser, jsonb through its public iterator.
 # Each check is first run on a planted bad file and must fail there, so a
 # check that can no longer fail is caught too.  Needs no cluster.
 set -u
@@ -56,6 +61,24 @@ for f in sys.argv[1:]:
 sys.exit(1 if bad else 0)
 PY
 }
+# check_json_model FILE... — lists code (comments aside) that reads PostgreSQL's private
+# formats or parses JSON with its parser
+check_json_model() {
+	python3 - "$@" <<'PY'
+import re, sys
+bad = 0
+rule = re.compile(r"\b(JEntry|JBE_\w+|JB_\w+|getJsonbOffset|getJsonbLength|NUMERIC_(?:SIGN|DSCALE|WEIGHT|NDIGITS|DIGITS|HEADER|IS_SHORT|SHORT|NEG|POS|NAN|PINF|NINF|SPECIAL|IS_SPECIAL|FLAGBITS)\w*|pg_parse_json\w*|makeJsonLexContext\w*)\b")
+for f in sys.argv[1:]:
+    s = open(f, encoding="utf-8").read()
+    # blank out comments, keeping line numbers
+    s = re.sub(r"/\*.*?\*/", lambda m: re.sub(r"[^\n]", " ", m.group(0)), s, flags=re.S)
+    s = re.sub(r"//[^\n]*", "", s)
+    for m in rule.finditer(s):
+        bad += 1
+        print("# PostgreSQL internals (%s): %s:%d" % (m.group(1), f, s.count("\n", 0, m.start()) + 1))
+sys.exit(1 if bad else 0)
+PY
+}
 
 # check_e2e_setup FILE... — lists e2e scripts that do not start from test/lib/e2e.sh,
 # source what it loads themselves, or set an EXIT trap (which would drop on_exit's)
@@ -91,6 +114,18 @@ check_errcode "$T/bad.c" >/dev/null
 tap_ok $((! $?)) "the errcode check fails on an ereport(ERROR) without errcode"
 check_comments "$T/bad.c" >/dev/null
 tap_ok $((! $?)) "the comment check fails on an empty comment block"
+# planted: what src/json/jsonb.c and src/rollout/evidence_jsonb.c did before
+cat >"$T/jentry.c" <<'C'
+static int k(JsonbContainer *jc, int i) { JEntry e = jc->children[i]; return JBE_ISSTRING(e); }
+C
+cat >"$T/lexer.c" <<'C'
+/* JEntry in a comment is fine */
+static bool ok(char *s) { return pg_parse_json(makeJsonLexContextCstringLen(s, strlen(s), 6, true), &nullSemAction) == 0; }
+C
+check_json_model "$T/jentry.c" >/dev/null
+tap_ok $((! $?)) "the JSON model check fails on code that walks JEntry offsets"
+check_json_model "$T/lexer.c" >/dev/null
+tap_ok $((! $?)) "the JSON model check fails on code that parses with pg_parse_json"
 
 # planted scripts: the old e2e preamble with its own trap; a bench with its own initdb
 printf '%s\n' 'set -u' '. "$(dirname "$0")/../lib/tap.sh"' 'tap_require_cluster' "trap 'standin_stop \$SD' EXIT" >"$T/old_e2e.sh"
@@ -109,6 +144,8 @@ check_errcode "${FILES[@]}"
 tap_ok $? "every ereport(ERROR|FATAL|PANIC) has an errcode"
 check_comments "${FILES[@]}"
 tap_ok $? "no empty comment block"
+check_json_model "${FILES[@]}"
+tap_ok $? "no code reads PostgreSQL's private jsonb/numeric formats or parses JSON with its parser"
 mapfile -t E2E < <(git ls-files 'test/e2e/*.sh')
 check_e2e_setup "${E2E[@]}"
 tap_ok $? "every e2e script starts from test/lib/e2e.sh and cleans up through on_exit (${#E2E[@]} scripts)"
