@@ -270,8 +270,8 @@ CREATE TRIGGER evidence_signers_guard BEFORE UPDATE OR DELETE ON mlplat.evidence
 CREATE TRIGGER evidence_signers_no_truncate BEFORE TRUNCATE ON mlplat.evidence_signers
   FOR EACH STATEMENT EXECUTE FUNCTION mlplat._refuse_change();
 
--- A candidate's plan and identity never change, and its status moves only along the
--- documented edges (docs/campaigns.md); a terminal candidate stays terminal.
+-- A candidate's plan and identity never change.  Its status moves only along the edges of
+-- mlplat._campaign_candidate_transitions() (sql/install/41_state_machines.sql).
 CREATE FUNCTION mlplat._candidate_guard() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, mlplat, pg_temp AS $$
 BEGIN
@@ -288,15 +288,6 @@ BEGIN
       MESSAGE = pg_catalog.format('candidate "%s": its plan and identity are immutable', OLD.name),
       DETAIL = 'plan, content_id, ordinal, name, gpus and reserved_gpu_seconds never change.',
       HINT = 'Create a new campaign with the new plan.';
-  END IF;
-  IF NEW.status <> OLD.status AND NOT (OLD.status, NEW.status) IN (
-       ('PLANNED', 'BUILDING'), ('PLANNED', 'NOT_RUN'), ('PLANNED', 'CANCELLED'),
-       ('BUILDING', 'BUILT'), ('BUILDING', 'FAILED'), ('BUILDING', 'CANCEL_REQUESTED'),
-       ('CANCEL_REQUESTED', 'CANCELLED'), ('CANCEL_REQUESTED', 'BUILT'), ('CANCEL_REQUESTED', 'FAILED')) THEN
-    RAISE EXCEPTION USING ERRCODE = '55000',
-      MESSAGE = pg_catalog.format('candidate "%s" cannot move from %s to %s', OLD.name, OLD.status, NEW.status),
-      DETAIL = 'Candidate states move only along the documented edges; terminal states are final.',
-      HINT = 'See docs/campaigns.md for the state diagram.';
   END IF;
   RETURN NEW;
 END $$;

@@ -117,6 +117,22 @@ AS $$
          ('SUCCEEDED', NULL), ('FAILED', NULL), ('CANCELLED', NULL)
 $$;
 
+-- Campaign candidates (issue 14): create_campaign creates PLANNED; the admission of the
+-- campaigns reconciler starts a build (BUILDING) or decides it can never run (NOT_RUN);
+-- cancel_campaign cancels a PLANNED candidate at once and asks a BUILDING one to stop
+-- (CANCEL_REQUESTED), which the reconciler ends CANCELLED once the Job is gone, or BUILT or
+-- FAILED when the build had finished first.  Every end is final.
+CREATE FUNCTION mlplat._campaign_candidate_transitions()
+RETURNS TABLE (from_status text, to_status text)
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+  VALUES (NULL, 'PLANNED'),
+         ('PLANNED', 'BUILDING'), ('PLANNED', 'NOT_RUN'), ('PLANNED', 'CANCELLED'),
+         ('BUILDING', 'BUILT'), ('BUILDING', 'FAILED'), ('BUILDING', 'CANCEL_REQUESTED'),
+         ('CANCEL_REQUESTED', 'CANCELLED'), ('CANCEL_REQUESTED', 'BUILT'), ('CANCEL_REQUESTED', 'FAILED'),
+         ('BUILT', NULL), ('FAILED', NULL), ('CANCELLED', NULL), ('NOT_RUN', NULL)
+$$;
+
 -- The one check: a status a row enters must be a listed transition from the one it leaves.
 CREATE FUNCTION mlplat._status_transition_check() RETURNS trigger
 LANGUAGE plpgsql
@@ -161,3 +177,6 @@ CREATE TRIGGER rollouts_status_transition BEFORE INSERT OR UPDATE OF status ON m
 
 CREATE TRIGGER runs_status_transition BEFORE INSERT OR UPDATE OF status ON mlplat.runs
   FOR EACH ROW EXECUTE FUNCTION mlplat._status_transition_check('_run_transitions');
+
+CREATE TRIGGER campaign_candidates_status_transition BEFORE INSERT OR UPDATE OF status ON mlplat.campaign_candidates
+  FOR EACH ROW EXECUTE FUNCTION mlplat._status_transition_check('_campaign_candidate_transitions');

@@ -113,7 +113,6 @@ FROM (VALUES ('campaigns: no definition change', $q$UPDATE mlplat.campaigns SET 
              ('approvals: no delete', $q$DELETE FROM mlplat.campaign_approvals$q$),
              ('candidates: plan immutable', $q$UPDATE mlplat.campaign_candidates SET plan = plan || '{"x": 1}'$q$),
              ('candidates: reservation immutable', $q$UPDATE mlplat.campaign_candidates SET reserved_gpu_seconds = 1$q$),
-             ('candidates: no illegal edge', $q$UPDATE mlplat.campaign_candidates SET status = 'BUILT'$q$),
              ('candidates: no delete', $q$DELETE FROM mlplat.campaign_candidates$q$),
              ('transitions: append-only', $q$UPDATE mlplat.candidate_transitions SET to_status = 'BUILT'$q$),
              ('predictions: append-only', $q$UPDATE mlplat.candidate_predictions SET value = 9$q$),
@@ -121,6 +120,9 @@ FROM (VALUES ('campaigns: no definition change', $q$UPDATE mlplat.campaigns SET 
              ('signers: key never changes', $q$UPDATE mlplat.evidence_signers SET public_key = decode(repeat('11', 32), 'hex')$q$),
              ('signers: no delete', $q$DELETE FROM mlplat.evidence_signers$q$)) v(what, sql)
 ORDER BY what;
+-- a status moves only along mlplat._campaign_candidate_transitions() (the shared state-machine trigger)
+SELECT is(public.tap_api_try('postgres', $q$UPDATE mlplat.campaign_candidates SET status = 'BUILT'$q$), '23514',
+          'candidates: no illegal edge');
 SELECT is(public.tap_api_try('postgres', $q$UPDATE mlplat.campaigns SET cancel_requested_at = now(), cancel_requested_by = 'x' WHERE name = 'c2'$q$),
           'ok', 'the one allowed change: a cancel request, once');
 

@@ -273,8 +273,8 @@ CREATE TRIGGER evidence_signers_guard BEFORE UPDATE OR DELETE ON mlplat.evidence
 CREATE TRIGGER evidence_signers_no_truncate BEFORE TRUNCATE ON mlplat.evidence_signers
   FOR EACH STATEMENT EXECUTE FUNCTION mlplat._refuse_change();
 
--- A candidate's plan and identity never change, and its status moves only along the
--- documented edges (docs/campaigns.md); a terminal candidate stays terminal.
+-- A candidate's plan and identity never change.  Its status moves only along the edges of
+-- mlplat._campaign_candidate_transitions() (sql/install/41_state_machines.sql).
 CREATE FUNCTION mlplat._candidate_guard() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, mlplat, pg_temp AS $$
 BEGIN
@@ -292,21 +292,32 @@ BEGIN
       DETAIL = 'plan, content_id, ordinal, name, gpus and reserved_gpu_seconds never change.',
       HINT = 'Create a new campaign with the new plan.';
   END IF;
-  IF NEW.status <> OLD.status AND NOT (OLD.status, NEW.status) IN (
-       ('PLANNED', 'BUILDING'), ('PLANNED', 'NOT_RUN'), ('PLANNED', 'CANCELLED'),
-       ('BUILDING', 'BUILT'), ('BUILDING', 'FAILED'), ('BUILDING', 'CANCEL_REQUESTED'),
-       ('CANCEL_REQUESTED', 'CANCELLED'), ('CANCEL_REQUESTED', 'BUILT'), ('CANCEL_REQUESTED', 'FAILED')) THEN
-    RAISE EXCEPTION USING ERRCODE = '55000',
-      MESSAGE = pg_catalog.format('candidate "%s" cannot move from %s to %s', OLD.name, OLD.status, NEW.status),
-      DETAIL = 'Candidate states move only along the documented edges; terminal states are final.',
-      HINT = 'See docs/campaigns.md for the state diagram.';
-  END IF;
   RETURN NEW;
 END $$;
 CREATE TRIGGER campaign_candidates_guard BEFORE UPDATE OR DELETE ON mlplat.campaign_candidates
   FOR EACH ROW EXECUTE FUNCTION mlplat._candidate_guard();
 CREATE TRIGGER campaign_candidates_no_truncate BEFORE TRUNCATE ON mlplat.campaign_candidates
   FOR EACH STATEMENT EXECUTE FUNCTION mlplat._refuse_change();
+-- its state machine (as in sql/install/41_state_machines.sql; _status_transition_check is
+-- of part 13)
+-- Campaign candidates (issue 14): create_campaign creates PLANNED; the admission of the
+-- campaigns reconciler starts a build (BUILDING) or decides it can never run (NOT_RUN);
+-- cancel_campaign cancels a PLANNED candidate at once and asks a BUILDING one to stop
+-- (CANCEL_REQUESTED), which the reconciler ends CANCELLED once the Job is gone, or BUILT or
+-- FAILED when the build had finished first.  Every end is final.
+CREATE FUNCTION mlplat._campaign_candidate_transitions()
+RETURNS TABLE (from_status text, to_status text)
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+  VALUES (NULL, 'PLANNED'),
+         ('PLANNED', 'BUILDING'), ('PLANNED', 'NOT_RUN'), ('PLANNED', 'CANCELLED'),
+         ('BUILDING', 'BUILT'), ('BUILDING', 'FAILED'), ('BUILDING', 'CANCEL_REQUESTED'),
+         ('CANCEL_REQUESTED', 'CANCELLED'), ('CANCEL_REQUESTED', 'BUILT'), ('CANCEL_REQUESTED', 'FAILED'),
+         ('BUILT', NULL), ('FAILED', NULL), ('CANCELLED', NULL), ('NOT_RUN', NULL)
+$$;
+CREATE TRIGGER campaign_candidates_status_transition BEFORE INSERT OR UPDATE OF status ON mlplat.campaign_candidates
+  FOR EACH ROW EXECUTE FUNCTION mlplat._status_transition_check('_campaign_candidate_transitions');
+REVOKE ALL ON FUNCTION mlplat._campaign_candidate_transitions() FROM PUBLIC;
 
 -- ---------------------------------------------------------------- the one state derivation
 
