@@ -29,7 +29,7 @@ CREATE FUNCTION pg_temp.finish(c text, o int, st text, reason text, actual bigin
     SELECT array_agg(ROW(k.id, k.row_version, st, reason, NULL, '{}'::jsonb, now() - interval '1 minute', actual,
       CASE WHEN st = 'BUILT' THEN jsonb_build_object('output_uri', 's3://bkt/opt/adm/' || c || '/' || o || '/artifact',
         'output_sha256', repeat('e', 64), 'output_bytes', 10, 'attestation', '{}'::jsonb, 'attestation_sha256', repeat('f', 64),
-        'verified_by', 'x-amz-checksum-sha256') END, false)::mlplat.campaign_writeback)
+        'verified_by', 'x-amz-checksum-sha256') END, false, NULL)::mlplat.campaign_writeback)
       FROM mlplat.campaign_candidates k JOIN mlplat.campaigns x ON x.id = k.campaign_id WHERE x.name = c AND k.ordinal = o)) $$;
 
 -- (the admission pass acts on every project's campaigns: the results are read per campaign)
@@ -100,10 +100,29 @@ SELECT ordinal, status, reason_code FROM pg_temp.show('late');
 SELECT mlplat.campaign_state('adm', 'late');
 
 -- write-back fences (scenario 10): an old row_version or an old epoch writes nothing
-SELECT (SELECT count(*) FROM mlplat._campaigns_writeback_set(5, ARRAY[ROW(k.id, k.row_version - 1, 'FAILED', 'BUILD_FAILED', NULL, '{}', NULL, 1, NULL, false)::mlplat.campaign_writeback])) AS stale_row_version_written,
-       (SELECT count(*) FROM mlplat._campaigns_writeback_set(4, ARRAY[ROW(k.id, k.row_version, 'FAILED', 'BUILD_FAILED', NULL, '{}', NULL, 1, NULL, false)::mlplat.campaign_writeback])) AS old_epoch_written
+SELECT (SELECT count(*) FROM mlplat._campaigns_writeback_set(5, ARRAY[ROW(k.id, k.row_version - 1, 'FAILED', 'BUILD_FAILED', NULL, '{}', NULL, 1, NULL, false, NULL)::mlplat.campaign_writeback])) AS stale_row_version_written,
+       (SELECT count(*) FROM mlplat._campaigns_writeback_set(4, ARRAY[ROW(k.id, k.row_version, 'FAILED', 'BUILD_FAILED', NULL, '{}', NULL, 1, NULL, false, NULL)::mlplat.campaign_writeback])) AS old_epoch_written
   FROM mlplat.campaign_candidates k JOIN mlplat.campaigns c ON c.id = k.campaign_id WHERE c.name = 'window' AND k.ordinal = 2;
 SELECT ordinal, status FROM pg_temp.show('window') WHERE ordinal = 2;
+-- backoff: a failed request (retry_ms > 0) counts an attempt and defers the next one (the claim
+-- says not due), an observation alone (NULL) leaves it, a success (0) resets it
+CREATE FUNCTION pg_temp.retry(o int, ms int) RETURNS bigint LANGUAGE sql AS $$
+  SELECT count(*) FROM mlplat._campaigns_writeback_set(5, (
+    SELECT array_agg(ROW(k.id, k.row_version, NULL, NULL, NULL, NULL, NULL, NULL, NULL, false, ms)::mlplat.campaign_writeback)
+      FROM mlplat.campaign_candidates k JOIN mlplat.campaigns c ON c.id = k.campaign_id WHERE c.name = 'window' AND k.ordinal = o)) $$;
+CREATE FUNCTION pg_temp.backoff(o int) RETURNS TABLE (attempts int, deferred_s int, due boolean) LANGUAGE sql AS $$
+  SELECT k.attempts, greatest(0, round(extract(epoch FROM k.next_attempt_at - now())))::int, c.due
+    FROM mlplat.campaign_candidates k JOIN mlplat._campaigns_claim(5, 'regress') c ON c.id = k.id
+    JOIN mlplat.campaigns x ON x.id = k.campaign_id WHERE x.name = 'window' AND k.ordinal = o $$;
+SELECT * FROM pg_temp.backoff(2);
+SELECT pg_temp.retry(2, 60000) AS written;
+SELECT * FROM pg_temp.backoff(2);
+SELECT pg_temp.retry(2, 120000) AS written;
+SELECT * FROM pg_temp.backoff(2);
+SELECT pg_temp.retry(2, NULL) AS written;
+SELECT * FROM pg_temp.backoff(2);
+SELECT pg_temp.retry(2, 0) AS written;
+SELECT * FROM pg_temp.backoff(2);
 -- cancel while building: CANCEL_REQUESTED, then CANCELLED once the worker saw the Job gone
 SELECT :acc FROM mlplat.cancel_campaign('adm', 'window');
 -- finalizer_stuck (threshold 1 s, passed): before the worker's DELETE was answered the
@@ -137,7 +156,7 @@ SELECT mlplat._campaigns_writeback(k.id, k.row_version, 5, 'regress', 'BUILT', N
 -- cleanup: terminal candidates with a Job are handed out until cleaned, then never again
 SELECT campaign, candidate, status, cleanup FROM mlplat._campaigns_claim(5, 'regress') WHERE project = 'adm' ORDER BY campaign, ordinal;
 SELECT count(*) AS cleaned FROM mlplat._campaigns_writeback_set(5, (
-  SELECT array_agg(ROW(c.id, c.row_version, NULL, NULL, NULL, NULL, NULL, NULL, NULL, true)::mlplat.campaign_writeback)
+  SELECT array_agg(ROW(c.id, c.row_version, NULL, NULL, NULL, NULL, NULL, NULL, NULL, true, NULL)::mlplat.campaign_writeback)
     FROM mlplat._campaigns_claim(5, 'regress') c WHERE c.project = 'adm' AND c.cleanup));
 SELECT campaign, candidate, status, cleanup FROM mlplat._campaigns_claim(5, 'regress') WHERE project = 'adm' ORDER BY campaign, ordinal;
 SELECT gpus_in_use FROM mlplat.project_status WHERE project = 'adm';

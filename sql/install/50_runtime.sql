@@ -266,7 +266,14 @@ CREATE VIEW mlplat._entities AS
     SELECT 'rollouts', d.name, o.id, p.name, o.generation, o.observed_generation, o.attempts,
            o.last_error, o.status, o.updated_at
       FROM mlplat.rollouts o JOIN mlplat.deployments d ON d.id = o.deployment_id JOIN mlplat.projects p ON p.id = d.project_id
-     WHERE o.status NOT IN ('PROMOTED', 'ROLLED_BACK', 'ABORTED', 'FAILED');
+     WHERE o.status NOT IN ('PROMOTED', 'ROLLED_BACK', 'ABORTED', 'FAILED')
+    UNION ALL
+    -- campaign candidates the campaigns reconciler acts on: a build running or being stopped
+    -- (PLANNED ones wait for an approval or their turn: the admission, not a reconcile)
+    SELECT 'campaigns', c.name || '/' || k.name, k.id, p.name, k.generation, k.observed_generation, k.attempts,
+           k.last_error, k.status, k.updated_at
+      FROM mlplat.campaign_candidates k JOIN mlplat.campaigns c ON c.id = k.campaign_id JOIN mlplat.projects p ON p.id = k.project_id
+     WHERE k.status IN ('BUILDING', 'CANCEL_REQUESTED');
 REVOKE ALL ON mlplat._entities FROM PUBLIC;
 
 -- Per kind and replica: leader or standby, epoch, last pass, the kind's pending

@@ -9,8 +9,7 @@
 -- and the leader's epoch: a stale worker changes nothing.  The claim and the write-back have
 -- the typed seam of every kind (docs/reconcilers.md "Adding a kind"): the claim returns
 -- mlplat.campaign_claim rows, _campaigns_writeback_set takes an array of
--- mlplat.campaign_writeback.  The worker itself (Jobs, the attestation check) is not built
--- yet; these functions are what it will call, and what the tests drive today.
+-- mlplat.campaign_writeback.  The worker is src/reconcile/campaigns.c.
 
 -- Committed spend of a campaign: actual GPU-seconds of finished candidates plus the whole
 -- reservation of running ones (a running build may use all of it).
@@ -157,7 +156,9 @@ CREATE TYPE mlplat.campaign_claim AS (
   traceparent      text,
   created          boolean,      -- a create of its Job was answered 201 (or adopted): absence is JOB_DISAPPEARED
   gpus             int,          -- of the plan: actual spend = gpus x seconds the Job ran
-  expect           text          -- JSON: the attestation fields that must equal the plan (docs/campaigns.md)
+  expect           text,         -- JSON: the attestation fields that must equal the plan (docs/campaigns.md)
+  attempts         int,          -- failed attempts since the last success (the backoff's exponent)
+  due              boolean       -- next_attempt_at has passed: a request may be sent
 );
 
 CREATE FUNCTION mlplat._campaigns_claim(p_epoch bigint, p_controller text)
@@ -185,7 +186,8 @@ BEGIN
            'hardware', pg_catalog.jsonb_build_object('accelerator', k.plan #>> '{hardware,accelerator}',
                                                      'arch', k.plan #>> '{hardware,arch}'),
            'output_uri', c.output_prefix || p.name || '/' || c.name || '/' || k.ordinal || '/artifact',
-           'spdx', k.plan->>'spdx')::text
+           'spdx', k.plan->>'spdx')::text,
+         k.attempts, k.next_attempt_at <= pg_catalog.now()
     FROM mlplat.campaign_candidates k
     JOIN mlplat.campaigns c ON c.id = k.campaign_id
     JOIN mlplat.projects p ON p.id = k.project_id
@@ -199,9 +201,12 @@ END $$;
 -- when either moved (nothing written).  A BUILT write-back inserts the optimized artifact
 -- (p_artifact: its provenance record, verified by the worker) and bumps evidence_version in
 -- the same statement's transaction.  p_status NULL records only an observation (no move).
+-- p_retry_ms: NULL leaves the backoff as it is, 0 (a request of the pass succeeded) or a move
+-- resets it, more counts one failed attempt and defers the next request by that long.
 CREATE FUNCTION mlplat._campaigns_writeback(p_id bigint, p_row_version bigint, p_epoch bigint, p_controller text,
                                             p_status text, p_reason text, p_status_reason text, p_observation jsonb,
-                                            p_started_at timestamptz, p_actual_gpu_seconds bigint, p_artifact jsonb)
+                                            p_started_at timestamptz, p_actual_gpu_seconds bigint, p_artifact jsonb,
+                                            p_retry_ms int DEFAULT NULL)
 RETURNS boolean
 LANGUAGE plpgsql
 SET search_path = pg_catalog, mlplat, pg_temp
@@ -230,6 +235,15 @@ BEGIN
                                    ELSE LEAST(p_actual_gpu_seconds, x.reserved_gpu_seconds) END,
          evidence_version = x.evidence_version + (p_status IS NOT DISTINCT FROM 'BUILT')::int,  -- NULL: an observation only
          observed = coalesce(p_observation, x.observed), observed_at = pg_catalog.now(),
+         -- the pass saw the candidate: its intent is observed; a failure is its last error
+         observed_generation = x.generation,
+         last_error = CASE WHEN p_status IS DISTINCT FROM k.status AND p_status IS NOT NULL OR p_retry_ms = 0 THEN NULL
+                           WHEN p_retry_ms > 0 THEN coalesce(p_status_reason, x.last_error) ELSE x.last_error END,
+         attempts = CASE WHEN p_status IS DISTINCT FROM k.status AND p_status IS NOT NULL OR p_retry_ms = 0 THEN 0
+                         WHEN p_retry_ms > 0 THEN x.attempts + 1 ELSE x.attempts END,
+         next_attempt_at = CASE WHEN p_status IS DISTINCT FROM k.status AND p_status IS NOT NULL OR p_retry_ms = 0 THEN pg_catalog.now()
+                                WHEN p_retry_ms > 0 THEN pg_catalog.now() + pg_catalog.make_interval(secs => p_retry_ms / 1000.0)
+                                ELSE x.next_attempt_at END,
          epoch = p_epoch, row_version = x.row_version + 1, updated_at = pg_catalog.now()
    WHERE x.id = k.id;
   IF p_status IS NOT NULL AND p_status <> k.status THEN
@@ -280,7 +294,8 @@ CREATE TYPE mlplat.campaign_writeback AS (
   started_at         timestamptz,
   actual_gpu_seconds bigint,        -- capped at the reservation
   artifact           jsonb,         -- BUILT: the verified output (output_uri, output_sha256, ...)
-  cleanup_done       boolean        -- the Job (and unless BUILT the outputs) are gone
+  cleanup_done       boolean,       -- the Job (and unless BUILT the outputs) are gone
+  retry_ms           int            -- NULL: backoff unchanged; 0: reset; > 0: one more failed attempt
 );
 
 CREATE FUNCTION mlplat._campaigns_writeback_set(p_epoch bigint, p_rows mlplat.campaign_writeback[])
@@ -299,7 +314,7 @@ BEGIN
         RETURN NEXT w.id;
       END IF;
     ELSIF mlplat._campaigns_writeback(w.id, w.row_version, p_epoch, ctl, w.status, w.reason_code, w.status_reason,
-                                      w.observation, w.started_at, w.actual_gpu_seconds, w.artifact) THEN
+                                      w.observation, w.started_at, w.actual_gpu_seconds, w.artifact, w.retry_ms) THEN
       RETURN NEXT w.id;
     END IF;
   END LOOP;
@@ -309,6 +324,6 @@ REVOKE ALL ON FUNCTION mlplat._campaign_committed_spend(bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._candidate_move(mlplat.campaign_candidates, text, text, text, bigint, text, jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._campaigns_admit(bigint, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._campaigns_claim(bigint, text) FROM PUBLIC;
-REVOKE ALL ON FUNCTION mlplat._campaigns_writeback(bigint, bigint, bigint, text, text, text, text, jsonb, timestamptz, bigint, jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mlplat._campaigns_writeback(bigint, bigint, bigint, text, text, text, text, jsonb, timestamptz, bigint, jsonb, int) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._campaigns_cleanup_done(bigint, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._campaigns_writeback_set(bigint, mlplat.campaign_writeback[]) FROM PUBLIC;

@@ -91,6 +91,8 @@ typedef struct Cand
 	bool created;
 	int32 gpus;
 	char *expect;
+	int32 attempts; /* failed attempts since the last success */
+	bool due;		/* its next_attempt_at has passed: requests may be sent */
 	/* derived */
 	const MlplatUnanswered *unanswered;
 	const char *instance;
@@ -122,7 +124,9 @@ typedef struct Cand
 	const char *ledger_outcome;
 	char *ledger_error;
 	int http_status;
+	int32 retry_ms; /* -1: backoff unchanged; 0: reset (a request succeeded); > 0: failed, retry then */
 	MlplatSpan *span;
+	MlplatSpan *vspan; /* campaigns.verify: the attestation read and the output check */
 } Cand;
 
 /* ---------------------------------------------------------------- pure helpers */
@@ -230,6 +234,27 @@ move(Cand *c, const char *status, const char *code, char *why)
 	c->write = true;
 }
 
+/*
+ * One failed attempt of a request for this candidate: the next one waits a bounded
+ * exponential delay with jitter (the server's Retry-After raises it), persisted in the
+ * candidate's attempts/next_attempt_at so that neither a wake nor a new leader sends it
+ * earlier; at least floor_ms (what the artifact module asks for).
+ */
+static void
+retry_later(Cand *c, MlplatPass *pass, bool permanent, int retry_after_s, int floor_ms)
+{
+	int64 ms = permanent ? mlplat_backoff_delay_ms(c->attempts + 1, 1000, Min(PERMANENT_RETRY_MS, mlplat_backoff_max_ms), 0,
+												   (uint64) c->id ^ (uint64) c->attempts)
+						 : mlplat_backoff_delay_ms(c->attempts + 1, 500, mlplat_backoff_max_ms, retry_after_s,
+												   (uint64) c->id ^ (uint64) c->attempts);
+
+	c->retry_ms = (int32) Min(Max(ms, floor_ms), PG_INT32_MAX);
+	c->write = true;
+	/* come back when the retry is due, not only at the next resync */
+	if (pass->next_pass_ms <= 0 || c->retry_ms < pass->next_pass_ms)
+		pass->next_pass_ms = Max(c->retry_ms, 50);
+}
+
 /* Decide what one candidate needs, from the claim and the listed Job alone. */
 static void
 cand_decide(Cand *c, TimestampTz now)
@@ -240,9 +265,12 @@ cand_decide(Cand *c, TimestampTz now)
 	const MlJsonValue *failed;
 
 	c->actual_gpu_seconds = -1;
+	c->retry_ms = -1;
 	if (c->cleanup)
 	{
-		/* terminal: its Job goes (404 counts as gone) */
+		/* terminal: its Job goes (404 counts as gone); after a failure, once due */
+		if (!c->due)
+			return;
 		if (c->obj == NULL)
 		{
 			c->cleanup_done = true;
@@ -272,7 +300,7 @@ cand_decide(Cand *c, TimestampTz now)
 		else if (c->created)
 			move(c, "FAILED", "JOB_DISAPPEARED",
 				 psprintf("Job %s/%s disappeared outside mlplat; not resubmitted", c->ns, c->job_name));
-		else if (c->manifest)
+		else if (c->manifest && c->due)
 			c->action = CAND_CREATE;
 		if (c->new_status && c->created)
 			c->actual_gpu_seconds = spend(c, 0, now);
@@ -316,7 +344,8 @@ cand_decide(Cand *c, TimestampTz now)
 	failed = job_condition(c->obj, "Failed");
 	if (done)
 	{
-		c->action = CAND_VERIFY;
+		if (c->due)
+			c->action = CAND_VERIFY;
 		c->actual_gpu_seconds = spend(c, c->started_at, k8s_time(mlplat_json_text(c->obj, "status", "completionTime", NULL)));
 		return;
 	}
@@ -330,7 +359,7 @@ cand_decide(Cand *c, TimestampTz now)
 		c->actual_gpu_seconds = spend(c, c->started_at, k8s_time(mlplat_json_text(failed, "lastTransitionTime", NULL, NULL)));
 		return;
 	}
-	if ((cancel || expired) && mlplat_json_text(c->obj, "metadata", "deletionTimestamp", NULL) == NULL)
+	if ((cancel || expired) && c->due && mlplat_json_text(c->obj, "metadata", "deletionTimestamp", NULL) == NULL)
 		c->action = CAND_STOP;
 }
 
@@ -371,8 +400,22 @@ attestation_check(Cand *c, MlJsonArena *arena, const char *body, size_t len, con
 		return pstrdup("attestation field output_bytes is not a non-negative integer");
 	c->attested_bytes = (int64) v->u.number.value;
 	v = ml_json_object_get(a, "sbom_sha256");
-	if (v && v->type != ML_JSON_NULL && (v->type != ML_JSON_STRING || v->u.string.len != 64))
-		return pstrdup("attestation field sbom_sha256 is neither null nor 64 hex digits");
+	if (v && v->type != ML_JSON_NULL &&
+		(v->type != ML_JSON_STRING || v->u.string.len != 64 || strspn(v->u.string.str, "0123456789abcdef") != 64))
+		return pstrdup("attestation field sbom_sha256 is neither null nor 64 lower-case hex digits");
+	{
+		/* the build's times (Unix seconds) are the builder's word, recorded, never trusted for
+		 * spend; but a record that cannot be a time is not an attestation */
+		const MlJsonValue *t0 = ml_json_object_get(a, "started_at");
+		const MlJsonValue *t1 = ml_json_object_get(a, "finished_at");
+
+		if (t0 && t0->type != ML_JSON_NULL && (t0->type != ML_JSON_NUMBER || !t0->u.number.is_integer || t0->u.number.value < 0))
+			return pstrdup("attestation field started_at is neither null nor a non-negative integer (Unix seconds)");
+		if (t1 && t1->type != ML_JSON_NULL && (t1->type != ML_JSON_NUMBER || !t1->u.number.is_integer || t1->u.number.value < 0))
+			return pstrdup("attestation field finished_at is neither null nor a non-negative integer (Unix seconds)");
+		if (t0 && t1 && t0->type == ML_JSON_NUMBER && t1->type == ML_JSON_NUMBER && t1->u.number.value < t0->u.number.value)
+			return pstrdup("attestation field finished_at is before started_at");
+	}
 	*code = "ATTESTATION_MISMATCH";
 	for (size_t i = 0; i < e->u.object.count; i++)
 	{
@@ -408,6 +451,23 @@ attestation_check(Cand *c, MlJsonArena *arena, const char *body, size_t len, con
 	return NULL;
 }
 
+/* End the campaigns.verify span with the verdict (NULL: verified). */
+static void
+verify_span_end(Cand *c, const char *error)
+{
+	if (c->vspan == NULL || c->vspan->end != 0)
+		return;
+	if (c->attested_sha256)
+		mlplat_span_attr_text(c->vspan, "mlplat.attested_sha256", c->attested_sha256);
+	if (c->verify && c->verify->got_sha256)
+		mlplat_span_attr_text(c->vspan, "mlplat.output_sha256", c->verify->got_sha256);
+	if (c->verify && c->verify->source)
+		mlplat_span_attr_text(c->vspan, "mlplat.verified_by", c->verify->source);
+	if (c->reason_code)
+		mlplat_span_attr_text(c->vspan, "mlplat.reason_code", c->reason_code);
+	mlplat_span_end(c->vspan, error);
+}
+
 /* After the attestation GET: a verdict, or an output check to run. */
 static void
 after_attestation(Cand *c, MlJsonArena *arena, MlplatPass *pass)
@@ -425,12 +485,12 @@ after_attestation(Cand *c, MlJsonArena *arena, MlplatPass *pass)
 				move(c, "FAILED", "ATTESTATION_MISSING", psprintf("the attestation %s is missing", c->attestation_uri));
 			else
 				move(c, "FAILED", "ATTESTATION_INVALID", psprintf("the attestation could not be read: %s", f->reason));
+			verify_span_end(c, c->status_reason);
 			return;
 		default:
 			c->status_reason = psprintf("waiting to read the attestation: %s", f->reason);
-			c->write = true;
-			if (pass->next_pass_ms <= 0 || pass->next_pass_ms > Max(f->retry_ms, 50))
-				pass->next_pass_ms = Max(f->retry_ms, 50);
+			retry_later(c, pass, false, 0, f->retry_ms);
+			verify_span_end(c, c->status_reason);
 			return;
 	}
 	ml_sha256_hex(f->body, f->body_len, c->attestation_sha256);
@@ -438,6 +498,7 @@ after_attestation(Cand *c, MlJsonArena *arena, MlplatPass *pass)
 	if (why)
 	{
 		move(c, "FAILED", code, why);
+		verify_span_end(c, why);
 		return;
 	}
 	c->verify = mlplat_artifact_check_new_object(c->output_uri, c->attested_sha256, 0);
@@ -456,6 +517,7 @@ after_verify(Cand *c, MlplatPass *pass)
 		case MLPLAT_ARTIFACT_OK:
 			c->ledger_outcome = "OK";
 			move(c, "BUILT", NULL, psprintf("built; output %s verified (%s)", c->output_uri, v->source));
+			verify_span_end(c, NULL);
 			return;
 		case MLPLAT_ARTIFACT_FAILED:
 			c->ledger_outcome = "FAILED";
@@ -468,14 +530,14 @@ after_verify(Cand *c, MlplatPass *pass)
 				move(c, "FAILED", "OUTPUT_MISSING", psprintf("output %s is missing", c->output_uri));
 			else
 				move(c, "FAILED", "OUTPUT_UNVERIFIABLE", psprintf("output %s could not be verified: %s", c->output_uri, v->detail));
+			verify_span_end(c, c->status_reason);
 			return;
 		default:
 			c->ledger_outcome = "RETRY";
 			c->ledger_error = v->detail;
 			c->status_reason = psprintf("waiting to verify %s: %s", c->output_uri, v->detail);
-			c->write = true;
-			if (pass->next_pass_ms <= 0 || pass->next_pass_ms > Max(v->retry_ms, 50))
-				pass->next_pass_ms = Max(v->retry_ms, 50);
+			retry_later(c, pass, false, 0, v->retry_ms);
+			verify_span_end(c, c->status_reason);
 			return;
 	}
 }
@@ -504,6 +566,8 @@ static const MlplatSeamField claim_fields[] = {
 	CF(created, MLPLAT_SEAM_BOOL),
 	CF(gpus, MLPLAT_SEAM_INT4),
 	CF(expect, MLPLAT_SEAM_TEXT),
+	CF(attempts, MLPLAT_SEAM_INT4),
+	CF(due, MLPLAT_SEAM_BOOL),
 };
 #undef CF
 static MlplatSeam claim_seam = { "campaign_claim", claim_fields, lengthof(claim_fields) };
@@ -520,6 +584,7 @@ typedef struct CandWriteback
 	int64 actual_gpu_seconds;
 	const char *artifact;
 	bool cleanup_done;
+	int32 retry_ms;
 } CandWriteback;
 
 #define WF(m, t) MLPLAT_SEAM_FIELD(CandWriteback, m, t)
@@ -534,6 +599,7 @@ static const MlplatSeamField writeback_fields[] = {
 	MLPLAT_SEAM_FIELD_NEG(CandWriteback, actual_gpu_seconds, MLPLAT_SEAM_INT8),
 	WF(artifact, MLPLAT_SEAM_JSONB),
 	WF(cleanup_done, MLPLAT_SEAM_BOOL),
+	MLPLAT_SEAM_FIELD_NEG(CandWriteback, retry_ms, MLPLAT_SEAM_INT4),
 };
 #undef WF
 static MlplatSeam writeback_seam = { "campaign_writeback", writeback_fields, lengthof(writeback_fields) };
@@ -589,6 +655,7 @@ request_result(Cand *c, MlplatPass *pass)
 	{
 		/* already gone: the next pass sees it absent and concludes */
 		c->ledger_outcome = "OK";
+		c->retry_ms = 0;
 		pass->next_pass_ms = FOLLOW_UP_MS;
 		return;
 	}
@@ -596,6 +663,7 @@ request_result(Cand *c, MlplatPass *pass)
 	{
 		case MLPLAT_KUBE_OK:
 			c->ledger_outcome = "OK";
+			c->retry_ms = 0;
 			if (c->action == CAND_CREATE)
 			{
 				c->mark_created = true;
@@ -614,17 +682,18 @@ request_result(Cand *c, MlplatPass *pass)
 				move(c, "FAILED", "BUILDER_REFUSED", psprintf("the cluster refused the builder Job: %s", mlplat_kube_tenant_line(&res)));
 				c->actual_gpu_seconds = 0;
 			}
+			else
+			{
+				/* a DELETE refused (RBAC, admission): not a transient error, but retried slowly */
+				c->status_reason = psprintf("retrying later: %s", c->ledger_error ? c->ledger_error : "refused");
+				retry_later(c, pass, true, 0, 0);
+			}
 			break;
 		default:
 			c->ledger_outcome = "RETRY";
 			c->ledger_error = mlplat_kube_tenant_line(&res);
 			c->status_reason = psprintf("retrying: %s", c->ledger_error ? c->ledger_error : "no answer");
-			{
-				int ms = mlplat_backoff_delay_ms(1, 500, mlplat_backoff_max_ms, res.retry_after_s, (uint32) c->id);
-
-				if (pass->next_pass_ms <= 0 || ms < pass->next_pass_ms)
-					pass->next_pass_ms = Max(ms, 50);
-			}
+			retry_later(c, pass, false, res.retry_after_s, 0);
 			break;
 	}
 }
@@ -669,7 +738,7 @@ verify_existing(MlplatPass *pass, MlJsonArena *arena, List *cands)
 			if (obj == NULL)
 			{
 				c->ledger_outcome = "RETRY";
-				pass->next_pass_ms = 1000;
+				retry_later(c, pass, false, res.retry_after_s, 0);
 				continue;
 			}
 			why = not_ours(c, obj);
@@ -790,6 +859,7 @@ write_back(MlplatPass *pass, List *cands, List *orphans)
 				.actual_gpu_seconds = c->actual_gpu_seconds,
 				.artifact = str_eq(c->new_status, "BUILT") ? artifact_json(c) : NULL,
 				.cleanup_done = c->cleanup_done,
+				.retry_ms = c->retry_ms,
 			};
 
 			mlplat_seam_array_add(rows, &w);
@@ -813,6 +883,8 @@ write_back(MlplatPass *pass, List *cands, List *orphans)
 								 c->http_status, c->ledger_error, mlplat_trace_id_of(c->traceparent), obj);
 		if (c->span)
 			spans = lappend(spans, c->span);
+		if (c->vspan)
+			spans = lappend(spans, c->vspan);
 		if (c->write && !mlplat_seam_written(written, nwritten, c->id))
 			lost++;
 	}
@@ -920,11 +992,16 @@ mlplat_campaigns_pass(MlplatPass *pass)
 			case CAND_VERIFY:
 				c->fetch = mlplat_artifact_fetch_new(c->attestation_uri, ATTESTATION_MAX, 0);
 				fetches = lappend(fetches, c->fetch);
+				c->vspan = mlplat_span_begin(c->traceparent, "campaigns.verify", MLPLAT_SPAN_INTERNAL);
+				mlplat_span_set_entity(c->vspan, c->project, "campaign_candidate", c->id);
+				mlplat_span_attr_text(c->vspan, "mlplat.job", c->job_name);
+				mlplat_span_attr_text(c->vspan, "mlplat.attestation_uri", c->attestation_uri);
+				mlplat_span_attr_text(c->vspan, "mlplat.output_uri", c->output_uri);
 				break;
 			case CAND_NONE:
 				break;
 		}
-		if (c->cleanup && strcmp(c->status, "BUILT") != 0)
+		if (c->cleanup && c->due && strcmp(c->status, "BUILT") != 0)
 		{
 			/* a build that did not succeed leaves nothing behind: its outputs go with its Job */
 			c->rm_output = mlplat_artifact_delete_new(c->output_uri, 0);
@@ -1000,10 +1077,11 @@ mlplat_campaigns_pass(MlplatPass *pass)
 		if (c->rm_output && c->cleanup_done &&
 			(c->rm_output->verdict != MLPLAT_ARTIFACT_OK || c->rm_attestation->verdict != MLPLAT_ARTIFACT_OK))
 		{
-			/* the outputs are not gone yet: cleanup is not done; the next pass deletes again */
+			/* the outputs are not gone yet: cleanup is not done; a later pass deletes again */
 			c->cleanup_done = false;
-			c->write = false;
-			pass->next_pass_ms = 1000;
+			retry_later(c, pass, false, 0,
+						Max(c->rm_output->verdict == MLPLAT_ARTIFACT_OK ? 0 : c->rm_output->retry_ms,
+							c->rm_attestation->verdict == MLPLAT_ARTIFACT_OK ? 0 : c->rm_attestation->retry_ms));
 		}
 		if (c->fetch)
 		{

@@ -89,6 +89,13 @@ tap_is "$(q $DB "SELECT count(*) FROM mlplat.artifact_qualifications q JOIN mlpl
             JOIN mlplat.campaigns c ON c.id = a.campaign_id WHERE c.name = 'c'")" 0 "no artifact is qualified by building it"
 tap_is "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'campaigns' AND project = '$P' AND action = 'VERIFY' AND outcome = 'OK'")" 2 \
 	"a VERIFY ledger row per verified output"
+tap_is "$(q $DB "SELECT string_agg(s.status || ':' || (s.attributes->>'mlplat.verified_by'), ' ' ORDER BY k.ordinal)
+            FROM mlplat.spans s JOIN mlplat.campaign_candidates k ON k.id = s.entity_id AND s.entity = 'campaign_candidate'
+            JOIN mlplat.campaigns c ON c.id = k.campaign_id JOIN mlplat.projects p ON p.id = c.project_id
+            LEFT JOIN mlplat.campaign_approvals a ON a.campaign_id = c.id
+           WHERE p.name = '$P' AND c.name = 'c' AND s.name = 'campaigns.verify' AND s.status <> 'ERROR'
+             AND s.trace_id = split_part(coalesce(a.traceparent, c.traceparent), '-', 2)")" \
+	"UNSET:x-amz-checksum-sha256 UNSET:download" "a campaigns.verify span per verified output, under the approval's trace"
 for j in 1 2 3; do
 	wait_kube_gone "/apis/batch/v1/namespaces/$NS/jobs/opt-c-$j" 60
 	tap_ok $? "Job opt-c-$j deleted once its candidate ended"
