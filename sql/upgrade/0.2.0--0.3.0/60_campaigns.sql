@@ -414,85 +414,45 @@ LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'mlplat_ed25519_
 COMMENT ON FUNCTION mlplat.ed25519_verify(bytea, bytea, bytea) IS
   'RFC 8032 Ed25519 verification of signature over message with a 32-byte public key; wrong lengths are false.';
 
+-- The candidate rules in C (src/validate/campaign_plan.c): NULL, or {field, rule, hint,
+-- sqlstate} of the first problem, for mlplat._bad_input.  Catalog lookups stay in SQL: the
+-- presets and builder components a definition names are passed in (name -> plan / builder).
+CREATE FUNCTION mlplat._campaign_plan_problem(field text, plan jsonb, components jsonb) RETURNS text[]
+LANGUAGE C IMMUTABLE PARALLEL SAFE AS 'MODULE_PATHNAME', 'mlplat_campaign_plan_problem';
+CREATE FUNCTION mlplat._campaign_candidates_problem(candidates jsonb, presets jsonb, components jsonb) RETURNS text[]
+LANGUAGE C IMMUTABLE PARALLEL SAFE AS 'MODULE_PATHNAME', 'mlplat_campaign_candidates_problem';
+CREATE FUNCTION mlplat._prediction_problem(field text, e jsonb) RETURNS text[]
+LANGUAGE C IMMUTABLE PARALLEL SAFE AS 'MODULE_PATHNAME', 'mlplat_prediction_problem';
+
+-- The builder components (role builder) that plans name, as {name: {image, tool, tool_version}}.
+CREATE FUNCTION mlplat._builder_components(p_plans jsonb) RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+  SELECT coalesce(pg_catalog.jsonb_object_agg(x.name, pg_catalog.jsonb_build_object('image', x.spec->'image',
+                    'tool', x.spec->'tool', 'tool_version', x.spec->'tool_version')), '{}')
+    FROM mlplat.components x
+   WHERE x.role = 'builder'
+     AND x.name IN (SELECT e #>> '{builder,component}' FROM pg_catalog.jsonb_array_elements(p_plans) e)
+$$;
+
+-- A valid plan with its builder component replaced by the component's exact builder.
+CREATE FUNCTION mlplat._campaign_plan_resolved(c jsonb, components jsonb) RETURNS jsonb
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT CASE WHEN pg_catalog.jsonb_typeof(c->'builder') = 'object' AND c->'builder' ? 'component'
+              THEN c || pg_catalog.jsonb_build_object('builder', components->(c #>> '{builder,component}')) ELSE c END
+$$;
+
 -- One candidate plan (without name/predicted), validated and normalized: builder components
 -- expanded to their exact image, tool and version.  field is the plan's path for errors.
 CREATE FUNCTION mlplat._campaign_plan(field text, c jsonb) RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
-  b jsonb := c->'builder';
-  h jsonb := c->'hardware';
-  comp jsonb;
-  img text;
-  err text;
-  hw jsonb;
+  comps jsonb := mlplat._builder_components(pg_catalog.jsonb_build_array(c));
+  problem text[] := mlplat._campaign_plan_problem(field, c, comps);
 BEGIN
-  IF pg_catalog.jsonb_typeof(b) = 'object' AND b ? 'component' THEN
-    PERFORM mlplat._json_closed(field || '.builder', b, ARRAY['component'], ARRAY['component']);
-    SELECT x.spec INTO comp FROM mlplat.components x
-     WHERE x.name = (b->>'component') AND x.role = 'builder';
-    IF comp IS NULL THEN
-      PERFORM mlplat._bad_input(field || '.builder.component',
-        pg_catalog.format('no builder component "%s" is registered', pg_catalog.left(b->>'component', 64)),
-        'See mlplat.components (role builder), or give {image, tool, tool_version}.', '42704');
-    END IF;
-    b := pg_catalog.jsonb_build_object('image', comp->'image', 'tool', comp->'tool', 'tool_version', comp->'tool_version');
+  IF problem IS NOT NULL THEN
+    PERFORM mlplat._bad_input(problem[1], problem[2], problem[3], problem[4]);
   END IF;
-  PERFORM mlplat._json_closed(field || '.builder', b, ARRAY['image', 'tool', 'tool_version'],
-                              ARRAY['image', 'tool', 'tool_version']);
-  img := CASE WHEN pg_catalog.jsonb_typeof(b->'image') = 'string' THEN b->>'image' END;
-  IF img IS NULL OR pg_catalog.length(img) > 512 OR img ~ '[[:space:][:cntrl:]]' THEN
-    PERFORM mlplat._bad_input(field || '.builder.image', 'must be a container image reference of at most 512 characters without spaces',
-      'Pass e.g. "registry.example/acme/llmc@sha256:<64 hex>".');
-  END IF;
-  IF img !~ '^[^@]+@sha256:[0-9a-f]{64}$' THEN
-    PERFORM mlplat._bad_input(field || '.builder.image',
-      pg_catalog.format('must be pinned by digest (%s@sha256:<64 hex>)', pg_catalog.split_part(img, '@', 1)),
-      'A tag can move; the artifact''s provenance names the exact image.  Resolve the tag to its digest.');
-  END IF;
-  PERFORM mlplat._json_label(field || '.builder.tool', b->'tool', 63);
-  IF pg_catalog.jsonb_typeof(b->'tool_version') IS DISTINCT FROM 'string'
-     OR (b->>'tool_version') !~ '^[0-9]+(\.[0-9]+){1,3}([-+][0-9A-Za-z.-]+)?$'
-     OR pg_catalog.length(b->>'tool_version') > 64 THEN
-    PERFORM mlplat._bad_input(field || '.builder.tool_version', 'must be an exact version',
-      'Write the exact release, e.g. "0.5.1"; ranges (>=0.5, ~0.5, 0.5.*), "latest" and empty are refused.');
-  END IF;
-  IF pg_catalog.jsonb_typeof(c->'kind') IS DISTINCT FROM 'string'
-     OR NOT (c->>'kind') IN ('checkpoint', 'speculator', 'engine') THEN
-    PERFORM mlplat._bad_input(field || '.kind', 'must be one of checkpoint, speculator, engine',
-      'checkpoint: a transformed checkpoint; speculator: a draft model; engine: a TensorRT-LLM engine.');
-  END IF;
-  PERFORM mlplat._json_label(field || '.algorithm', c->'algorithm', 63);
-  IF pg_catalog.jsonb_typeof(c->'precision') IS DISTINCT FROM 'string'
-     OR NOT (c->>'precision') IN ('bf16', 'fp16', 'fp8', 'int8', 'w8a8', 'w4a16', 'w4a8', 'nvfp4') THEN
-    PERFORM mlplat._bad_input(field || '.precision', 'must be one of bf16, fp16, fp8, int8, w8a8, w4a16, w4a8, nvfp4',
-      'Name the precision of the built artifact.');
-  END IF;
-  IF pg_catalog.jsonb_typeof(c->'config') IS DISTINCT FROM 'object' OR pg_catalog.octet_length((c->'config')::text) > 16384 THEN
-    PERFORM mlplat._bad_input(field || '.config', 'must be a JSON object of at most 16 kB',
-      'Pass the tool''s configuration, e.g. {"group_size": 128}.');
-  END IF;
-  PERFORM mlplat._json_closed(field || '.hardware', h, ARRAY['accelerator', 'arch', 'gpus', 'min_gpu_memory_gib'],
-                              ARRAY['accelerator', 'arch', 'gpus']);
-  PERFORM mlplat._json_label(field || '.hardware.accelerator', h->'accelerator', 63);
-  IF pg_catalog.jsonb_typeof(h->'arch') IS DISTINCT FROM 'string' OR (h->>'arch') !~ '^sm_[0-9]{2,3}[a-z]?$' THEN
-    PERFORM mlplat._bad_input(field || '.hardware.arch', 'must be a CUDA architecture such as "sm_90" or "sm_90a"',
-      'Engines and kernels are built for one architecture.');
-  END IF;
-  PERFORM mlplat._json_num(field || '.hardware.gpus', h->'gpus', 1, 8, true);
-  IF h ? 'min_gpu_memory_gib' THEN
-    PERFORM mlplat._json_num(field || '.hardware.min_gpu_memory_gib', h->'min_gpu_memory_gib', 1, 1024, true);
-  END IF;
-  IF pg_catalog.jsonb_typeof(c->'spdx') IS DISTINCT FROM 'string' THEN
-    PERFORM mlplat._bad_input(field || '.spdx', 'must be an SPDX license expression string',
-      'Write e.g. "Apache-2.0" or "MIT OR Apache-2.0".');
-  END IF;
-  err := mlplat._spdx_error(c->>'spdx');
-  IF err IS NOT NULL THEN
-    PERFORM mlplat._bad_input(field || '.spdx', 'is not an SPDX license expression: ' || err,
-      'Write license ids joined by AND, OR, WITH and parentheses, e.g. "Apache-2.0 AND MIT".');
-  END IF;
-  PERFORM mlplat._json_num(field || '.max_seconds', c->'max_seconds', 60, 86400, true);
-  RETURN mlplat._campaign_plan_shape(c || pg_catalog.jsonb_build_object('builder', b));
+  RETURN mlplat._campaign_plan_shape(mlplat._campaign_plan_resolved(c, comps));
 END $$;
 
 -- The stored form of a valid plan: integers as integers, only the plan's keys.
@@ -510,35 +470,15 @@ LANGUAGE sql IMMUTABLE AS $$
            'spdx', c->'spdx', 'max_seconds', (c->>'max_seconds')::numeric::int)
 $$;
 
--- predicted[]: at most 16 {metric, value, estimator}.
-CREATE FUNCTION mlplat._check_predicted(field text, val jsonb) RETURNS void
-LANGUAGE plpgsql AS $$
-DECLARE
-  e jsonb;
-  i int := 0;
-BEGIN
-  IF pg_catalog.jsonb_typeof(val) IS DISTINCT FROM 'array' OR pg_catalog.jsonb_array_length(val) > 16 THEN
-    PERFORM mlplat._bad_input(field, 'must be an array of at most 16 {metric, value, estimator}',
-      'Write e.g. [{"metric": "tokens_per_s_ratio", "value": 1.6, "estimator": "roofline-v1"}].');
-  END IF;
-  FOR e IN SELECT x FROM pg_catalog.jsonb_array_elements(val) x LOOP
-    i := i + 1;
-    PERFORM mlplat._check_prediction(pg_catalog.format('%s[%s]', field, i), e);
-  END LOOP;
-END $$;
-
+-- One prediction or measurement {metric, value, estimator} (the rule: src/validate/campaign_plan.c).
 CREATE FUNCTION mlplat._check_prediction(field text, e jsonb) RETURNS void
 LANGUAGE plpgsql AS $$
+DECLARE
+  problem text[] := mlplat._prediction_problem(field, e);
 BEGIN
-  PERFORM mlplat._json_closed(field, e, ARRAY['metric', 'value', 'estimator'], ARRAY['metric', 'value', 'estimator']);
-  IF pg_catalog.jsonb_typeof(e->'metric') IS DISTINCT FROM 'string' OR NOT (e->>'metric') IN
-     ('tokens_per_s_ratio', 'p50_ms_ratio', 'p95_ms_ratio', 'gpu_memory_ratio', 'quality_drop') THEN
-    PERFORM mlplat._bad_input(field || '.metric',
-      'must be one of tokens_per_s_ratio, p50_ms_ratio, p95_ms_ratio, gpu_memory_ratio, quality_drop',
-      'Predictions are ratios to the base model (or the expected quality drop).');
+  IF problem IS NOT NULL THEN
+    PERFORM mlplat._bad_input(problem[1], problem[2], problem[3], problem[4]);
   END IF;
-  PERFORM mlplat._json_num(field || '.value', e->'value', -1e12, 1e12, false);
-  PERFORM mlplat._json_label(field || '.estimator', e->'estimator', 63);
 END $$;
 
 -- The whole definition, validated and expanded.  Returns the expanded definition (presets
@@ -550,12 +490,10 @@ DECLARE
   g jsonb := p_def->'quality_gate';
   v mlplat.model_versions;
   prefix text;
-  c jsonb;
-  plan jsonb;
-  f text;
-  i int := 0;
-  names text[] := '{}';
-  cands jsonb := '[]';
+  cands jsonb;
+  presets jsonb;
+  comps jsonb;
+  problem text[];
   s jsonb;
   mp int := 1;
 BEGIN
@@ -615,38 +553,22 @@ BEGIN
     PERFORM mlplat._bad_input('definition.candidates', 'must be an array of 1 to 64 candidates',
       'Split larger sweeps into several campaigns.');
   END IF;
-  FOR c IN SELECT x FROM pg_catalog.jsonb_array_elements(p_def->'candidates') x LOOP
-    i := i + 1;
-    f := pg_catalog.format('definition.candidates[%s]', i);
-    IF pg_catalog.jsonb_typeof(c) = 'object' AND c ? 'preset' THEN
-      PERFORM mlplat._json_closed(f, c, ARRAY['name', 'preset', 'predicted'], ARRAY['name', 'preset']);
-      IF pg_catalog.jsonb_typeof(c->'preset') IS DISTINCT FROM 'string' THEN
-        PERFORM mlplat._bad_input(f || '.preset', 'must be a JSON string', 'Name an optimization preset.');
-      END IF;
-      SELECT x.plan INTO plan FROM mlplat.optimization_presets x WHERE x.name = (c->>'preset');
-      IF plan IS NULL THEN
-        PERFORM mlplat._bad_input(f || '.preset', pg_catalog.format('no optimization preset "%s"', pg_catalog.left(c->>'preset', 64)),
-          'See mlplat.optimization_presets.', '42704');
-      END IF;
-    ELSE
-      PERFORM mlplat._json_closed(f, c, ARRAY['name', 'kind', 'builder', 'algorithm', 'precision', 'config', 'hardware',
-                                              'spdx', 'max_seconds', 'predicted'],
-                                  ARRAY['name', 'kind', 'builder', 'algorithm', 'precision', 'config', 'hardware',
-                                        'spdx', 'max_seconds']);
-      plan := mlplat._campaign_plan(f, c - 'name' - 'predicted');
-    END IF;
-    PERFORM mlplat._json_label(f || '.name', c->'name', 20);
-    IF (c->>'name') = ANY (names) THEN
-      PERFORM mlplat._bad_input(f || '.name', pg_catalog.format('"%s" is used twice', c->>'name'),
-        'Candidate names are unique within a campaign.');
-    END IF;
-    names := names || (c->>'name');
-    IF c ? 'predicted' THEN
-      PERFORM mlplat._check_predicted(f || '.predicted', c->'predicted');
-      plan := plan || pg_catalog.jsonb_build_object('predicted', c->'predicted');
-    END IF;
-    cands := cands || pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object('name', c->'name') || plan);
-  END LOOP;
+  -- every candidate in one C call (src/validate/campaign_plan.c): the presets and builder
+  -- components it names are looked up first, so a missing one is reported in order (42704)
+  SELECT coalesce(pg_catalog.jsonb_object_agg(x.name, x.plan), '{}') INTO presets FROM mlplat.optimization_presets x
+   WHERE x.name IN (SELECT e->>'preset' FROM pg_catalog.jsonb_array_elements(p_def->'candidates') e
+                     WHERE pg_catalog.jsonb_typeof(e) = 'object');
+  comps := mlplat._builder_components(p_def->'candidates');
+  problem := mlplat._campaign_candidates_problem(p_def->'candidates', presets, comps);
+  IF problem IS NOT NULL THEN
+    PERFORM mlplat._bad_input(problem[1], problem[2], problem[3], problem[4]);
+  END IF;
+  SELECT pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object('name', e->'name')
+           || CASE WHEN e ? 'preset' THEN presets->(e->>'preset')
+                   ELSE mlplat._campaign_plan_shape(mlplat._campaign_plan_resolved(e, comps)) END
+           || CASE WHEN e ? 'predicted' THEN pg_catalog.jsonb_build_object('predicted', e->'predicted') ELSE '{}' END
+           ORDER BY n)
+    INTO cands FROM pg_catalog.jsonb_array_elements(p_def->'candidates') WITH ORDINALITY t(e, n);
   RETURN pg_catalog.jsonb_build_object(
     'base', base || pg_catalog.jsonb_build_object('artifact_sha256', v.artifact_sha256),
     'output_prefix', prefix, 'max_parallel', mp,
@@ -1412,7 +1334,11 @@ REVOKE ALL ON FUNCTION mlplat._json_closed(text, jsonb, text[], text[]) FROM PUB
 REVOKE ALL ON FUNCTION mlplat._json_label(text, jsonb, int) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._spdx_error(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._campaign_plan(text, jsonb) FROM PUBLIC;
-REVOKE ALL ON FUNCTION mlplat._check_predicted(text, jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mlplat._campaign_plan_problem(text, jsonb, jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mlplat._campaign_candidates_problem(jsonb, jsonb, jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mlplat._prediction_problem(text, jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mlplat._builder_components(jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mlplat._campaign_plan_resolved(jsonb, jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._check_prediction(text, jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._campaign_expand(bigint, jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._campaign_plan_shape(jsonb) FROM PUBLIC;
