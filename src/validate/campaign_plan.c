@@ -527,7 +527,7 @@ arg_value(FunctionCallInfo fcinfo, int n, JsonbValue *buf)
 	if (PG_ARGISNULL(n))
 		return NULL;
 	j = PG_GETARG_JSONB_P(n);
-	if (JB_ROOT_IS_SCALAR(j))
+	if (JsonContainerIsScalar(&j->root))
 	{
 		JsonbValue *v = getIthJsonbValueFromContainer(&j->root, 0);
 
