@@ -28,6 +28,19 @@ PREV_VERSION = 0.2.0
 
 MODULE_big  = mlplat
 SRCS        = $(sort $(patsubst $(S)%,%,$(shell find $(S)src -name '*.c')))
+
+# The test build (make MLPLAT_TEST_KINDS=1; test/run.sh builds it) also runs the test
+# kinds of test/kinds/: their C is linked in, and their SQL, the extension mlplat_test,
+# is installed beside mlplat's (CREATE EXTENSION mlplat_test loads it; only the tests
+# do).  A release build has neither.  The build remembers which it was in
+# .mlplat-test-kinds: switching rebuilds the objects that differ (src/kinds.c,
+# src/reconcile/registry.c), not the others.
+MLPLAT_TEST_KINDS ?= 0
+ifeq ($(MLPLAT_TEST_KINDS),1)
+SRCS       += $(sort $(patsubst $(S)%,%,$(wildcard $(S)test/kinds/*.c)))
+TEST_KINDS_CPPFLAGS = -DMLPLAT_TEST_KINDS
+endif
+$(shell echo '$(MLPLAT_TEST_KINDS)' | cmp -s - .mlplat-test-kinds || echo '$(MLPLAT_TEST_KINDS)' >.mlplat-test-kinds)
 OBJS        = $(SRCS:.c=.o)
 
 INSTALL_PARTS = $(sort $(wildcard $(S)sql/install/*.sql))
@@ -46,7 +59,7 @@ REGRESS_OPTS = --load-extension=mlplat
 ISOLATION      = $(sort $(basename $(notdir $(wildcard test/isolation/specs/*.spec))))
 ISOLATION_OPTS = --inputdir=test/isolation --load-extension=mlplat
 
-PG_CPPFLAGS = -I$(abspath $(SRCDIR))/include -DMLPLAT_VERSION='"$(EXTVERSION)"'
+PG_CPPFLAGS = -I$(abspath $(SRCDIR))/include -DMLPLAT_VERSION='"$(EXTVERSION)"' $(TEST_KINDS_CPPFLAGS)
 # Our code is warning-free; extra flags (sanitizers, coverage) come in through MLPLAT_CFLAGS.
 # -MMD -MP: gcc writes src/.../x.d beside x.o, so an object is rebuilt when a header
 # it includes changes (PGXS tracks no headers; a stale object with an old struct
@@ -63,6 +76,14 @@ include $(PGXS)
 # Out of tree, the object directories (src/http/, ...) do not exist yet.
 ifneq ($(S),)
 $(shell mkdir -p $(sort $(dir $(OBJS))))
+endif
+src/kinds.o src/reconcile/registry.o: .mlplat-test-kinds
+
+ifeq ($(MLPLAT_TEST_KINDS),1)
+install: install-test-kinds
+.PHONY: install-test-kinds
+install-test-kinds:
+	$(INSTALL_DATA) $(S)test/kinds/mlplat_test.control $(wildcard $(S)test/kinds/mlplat_test--*.sql) '$(DESTDIR)$(datadir)/extension/'
 endif
 
 $(EXTENSION)--$(EXTVERSION).sql: $(INSTALL_PARTS) mlplat.control

@@ -35,7 +35,7 @@ mlplat_replica_states(PG_FUNCTION_ARGS)
 	memcpy(&snapshot, mlplat_shared, sizeof(snapshot));
 	SpinLockRelease(&mlplat_shared->mutex);
 
-	for (int k = 0; k < MLPLAT_NUM_KINDS; k++)
+	for (int k = 0; k < mlplat_num_kinds; k++)
 	{
 		for (int r = 0; r < mlplat_replicas && r < MLPLAT_MAX_REPLICAS; r++)
 		{

@@ -55,7 +55,7 @@ mlplat_wake_kind(int kind)
 {
 	Latch *latch;
 
-	if (mlplat_shared == NULL || kind < 0 || kind >= MLPLAT_NUM_KINDS)
+	if (mlplat_shared == NULL || kind < 0 || kind >= mlplat_num_kinds)
 		return;
 	SpinLockAcquire(&mlplat_shared->mutex);
 	latch = mlplat_shared->kinds[kind].leader_latch;

@@ -26,7 +26,7 @@ wake_xact_callback(XactEvent event, void *arg)
 	{
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
-			for (int k = 0; k < MLPLAT_NUM_KINDS; k++)
+			for (int k = 0; k < mlplat_num_kinds; k++)
 				if (pending_wakes & (1u << k))
 					mlplat_wake_kind(k);
 			pending_wakes = 0;

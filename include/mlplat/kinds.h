@@ -1,6 +1,12 @@
 /*
  * kinds.h — the reconciler kinds.  One background-worker set per kind; each
  * kind has its own leader, epoch, wake latch and leader-lock key.
+ *
+ * The release kinds come first.  After them come the test kinds
+ * (test/kinds/): named in every build, so shared memory has the same shape
+ * whatever the build, but run only by the test build (make
+ * MLPLAT_TEST_KINDS=1, what test/run.sh builds).  mlplat_num_kinds is how
+ * many kinds this library runs: loops over kinds stop there.
  */
 #ifndef MLPLAT_KINDS_H
 #define MLPLAT_KINDS_H
@@ -14,13 +20,19 @@ typedef enum MlplatKind
 	MLPLAT_KIND_MODEL_ALIASES,
 	MLPLAT_KIND_LAB_RUNS,
 	MLPLAT_KIND_CAMPAIGNS,
-	MLPLAT_NUM_KINDS
+	MLPLAT_NUM_RELEASE_KINDS,
+	/* test kinds (test/kinds/) */
+	MLPLAT_KIND_ECHOES = MLPLAT_NUM_RELEASE_KINDS,
+	MLPLAT_MAX_KINDS
 } MlplatKind;
 
-/* Stable names used in SQL, leader-lock keys and bgworker names. */
-extern const char *const mlplat_kind_names[MLPLAT_NUM_KINDS];
+/* MLPLAT_NUM_RELEASE_KINDS, or MLPLAT_MAX_KINDS in the test build */
+extern const int mlplat_num_kinds;
 
-/* -1 when the name is not a kind */
+/* Stable names used in SQL, leader-lock keys and bgworker names. */
+extern const char *const mlplat_kind_names[MLPLAT_MAX_KINDS];
+
+/* -1 when the name is not a kind this library runs */
 extern int mlplat_kind_from_name(const char *name);
 
 #endif /* MLPLAT_KINDS_H */

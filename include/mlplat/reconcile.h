@@ -46,6 +46,12 @@ typedef struct MlplatKindDef
 	struct MlplatSeam *const *seams;
 	/* passes its leader also runs, after its own or alone when only they are due (NULL-terminated) */
 	const MlplatPassFn *companions;
+	/*
+	 * The extension that carries the kind's SQL, when it is not mlplat (a test
+	 * kind's is mlplat_test).  Without it the kind's leader leads and idles:
+	 * its seams are not checked and its pass does not run.
+	 */
+	const char *sql_extension;
 } MlplatKindDef;
 
 /* The definition of a kind; its pass is NULL while that kind has no reconciler. */
@@ -65,6 +71,8 @@ extern struct MlplatSeam *const mlplat_projects_seams[];
 extern struct MlplatSeam *const mlplat_runs_seams[];
 extern struct MlplatSeam *const mlplat_rollouts_seams[];
 extern struct MlplatSeam *const mlplat_lab_runs_seams[];
+/* test kinds (test/kinds/), in the test build only */
+extern struct MlplatSeam *const mlplat_echoes_seams[];
 
 /* The passes (src/reconcile/) */
 extern void mlplat_deployments_pass(MlplatPass *pass);
@@ -74,6 +82,7 @@ extern void mlplat_projects_pass(MlplatPass *pass);
 extern void mlplat_rollouts_pass(MlplatPass *pass);
 extern void mlplat_runs_pass(MlplatPass *pass);
 extern void mlplat_lab_runs_pass(MlplatPass *pass);
+extern void mlplat_echoes_pass(MlplatPass *pass);
 
 /*
  * Short transactions for claim and write-back; begin refuses on a standby.

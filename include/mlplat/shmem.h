@@ -71,7 +71,7 @@ typedef struct MlplatExportState
 typedef struct MlplatShared
 {
 	slock_t mutex; /* protects everything below */
-	MlplatKindState kinds[MLPLAT_NUM_KINDS];
+	MlplatKindState kinds[MLPLAT_MAX_KINDS];
 
 	/*
 	 * Workers must let go of mlplat.database while it is being dropped, and

@@ -17,7 +17,7 @@
  */
 static const MlplatPassFn projects_companions[] = { mlplat_retention_pass, mlplat_otlp_export_pass, NULL };
 
-static const MlplatKindDef kind_defs[MLPLAT_NUM_KINDS] = {
+static const MlplatKindDef kind_defs[MLPLAT_MAX_KINDS] = {
 	[MLPLAT_KIND_PROJECTS] = { mlplat_projects_pass, mlplat_projects_seams, projects_companions },
 	[MLPLAT_KIND_DEPLOYMENTS] = { mlplat_deployments_pass, mlplat_deployments_seams },
 	[MLPLAT_KIND_RUNS] = { mlplat_runs_pass, mlplat_runs_seams },
@@ -25,12 +25,16 @@ static const MlplatKindDef kind_defs[MLPLAT_NUM_KINDS] = {
 	[MLPLAT_KIND_MODEL_ALIASES] = { mlplat_model_aliases_pass, mlplat_model_aliases_seams },
 	[MLPLAT_KIND_LAB_RUNS] = { mlplat_lab_runs_pass, mlplat_lab_runs_seams },
 	[MLPLAT_KIND_CAMPAIGNS] = { mlplat_campaigns_pass, mlplat_campaigns_seams },
+#ifdef MLPLAT_TEST_KINDS
+	/* test kinds (test/kinds/): their SQL is the extension mlplat_test */
+	[MLPLAT_KIND_ECHOES] = { mlplat_echoes_pass, mlplat_echoes_seams, NULL, "mlplat_test" },
+#endif
 };
 
 const MlplatKindDef *
 mlplat_kind_def(int kind)
 {
-	Assert(kind >= 0 && kind < MLPLAT_NUM_KINDS);
+	Assert(kind >= 0 && kind < mlplat_num_kinds);
 	return &kind_defs[kind];
 }
 

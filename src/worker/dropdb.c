@@ -33,7 +33,7 @@ connected_workers(void)
 	int n = 0;
 
 	SpinLockAcquire(&mlplat_shared->mutex);
-	for (int k = 0; k < MLPLAT_NUM_KINDS; k++)
+	for (int k = 0; k < mlplat_num_kinds; k++)
 		for (int r = 0; r < MLPLAT_MAX_REPLICAS; r++)
 			if (mlplat_shared->kinds[k].replicas[r].pid != 0)
 				n++;
@@ -44,11 +44,11 @@ connected_workers(void)
 static void
 terminate_workers(void)
 {
-	int pids[MLPLAT_NUM_KINDS * MLPLAT_MAX_REPLICAS];
+	int pids[MLPLAT_MAX_KINDS * MLPLAT_MAX_REPLICAS];
 	int n = 0;
 
 	SpinLockAcquire(&mlplat_shared->mutex);
-	for (int k = 0; k < MLPLAT_NUM_KINDS; k++)
+	for (int k = 0; k < mlplat_num_kinds; k++)
 		for (int r = 0; r < MLPLAT_MAX_REPLICAS; r++)
 			if (mlplat_shared->kinds[k].replicas[r].pid != 0)
 				pids[n++] = mlplat_shared->kinds[k].replicas[r].pid;

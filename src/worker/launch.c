@@ -21,7 +21,7 @@
 void
 mlplat_register_workers(void)
 {
-	for (int kind = 0; kind < MLPLAT_NUM_KINDS; kind++)
+	for (int kind = 0; kind < mlplat_num_kinds; kind++)
 	{
 		for (int replica = 0; replica < mlplat_replicas; replica++)
 		{

@@ -63,6 +63,8 @@ static Oid current_ext_oid = InvalidOid;
 static Oid epoch_ext_oid = InvalidOid;
 /* when this replica took the leader lock; 0 once its first pass has been logged */
 static TimestampTz led_since = 0;
+/* is the extension that carries the kind's SQL installed (MlplatKindDef.sql_extension)? */
+static bool kind_sql_installed = true;
 
 static MlplatReplicaState *
 my_state(void)
@@ -178,10 +180,12 @@ extension_ready(char *why, size_t whylen)
 	installed = mlplat_installed_version();
 	current_ext_oid = get_extension_oid("mlplat", true);
 	ok = installed != NULL && strcmp(installed, MLPLAT_VERSION) == 0;
+	kind_sql_installed = mlplat_kind_def(my_kind)->sql_extension == NULL ||
+						 OidIsValid(get_extension_oid(mlplat_kind_def(my_kind)->sql_extension, true));
 	if (!ok)
 		snprintf(why, whylen, installed ? "extension is version %s, library %s: run ALTER EXTENSION mlplat UPDATE" : "extension mlplat is not installed in this database",
 				 installed ? installed : "", MLPLAT_VERSION);
-	else
+	else if (kind_sql_installed)
 		ok = seams_agree(why, whylen);
 	CommitTransactionCommand();
 	/* a commit leaves us in TopMemoryContext: never let a pass allocate there */
@@ -621,6 +625,13 @@ may_lead(WorkerLoop *w, long *timeout_ms)
 	{
 		set_status(MLPLAT_ROLE_IDLE, "mlplat.workers_enabled is off");
 		*timeout_ms = mlplat_resync_interval_ms;
+	}
+	else if (!kind_sql_installed)
+	{
+		snprintf(why, sizeof(why), "extension %s (this kind's SQL) is not installed",
+				 mlplat_kind_def(my_kind)->sql_extension);
+		set_status(MLPLAT_ROLE_IDLE, why);
+		*timeout_ms = 1000;
 	}
 	else if (mlplat_kind_def(my_kind)->pass == NULL)
 	{

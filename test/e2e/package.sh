@@ -101,10 +101,10 @@ $P -d postgres -c "CREATE DATABASE pkgtest" -c "CREATE DATABASE pkgold" >/dev/nu
 tap_is "$($P -d pkgtest -c "CREATE EXTENSION mlplat" -c "SELECT extension_version || ' ' || library_version FROM mlplat.version()" 2>&1)" \
 	"$VERSION $VERSION" "CREATE EXTENSION mlplat from the package; schema and library are both $VERSION"
 for _ in $(seq 1 100); do
-	[ "$($P -d pkgtest -c "SELECT count(*) FROM mlplat.reconciler_health WHERE role IN ('leader', 'idle')" 2>/dev/null)" = "$(mlplat_kinds_count)" ] && break
+	[ "$($P -d pkgtest -c "SELECT count(*) FROM mlplat.reconciler_health WHERE role IN ('leader', 'idle')" 2>/dev/null)" = "$(mlplat_kinds_count release)" ] && break
 	sleep 0.2
 done
-tap_is "$($P -d pkgtest -c "SELECT count(*) FROM mlplat.reconciler_health WHERE role IN ('leader', 'idle')")" "$(mlplat_kinds_count)" \
+tap_is "$($P -d pkgtest -c "SELECT count(*) FROM mlplat.reconciler_health WHERE role IN ('leader', 'idle')")" "$(mlplat_kinds_count release)" \
 	"its reconcilers run: one leader per kind"
 $P -d pkgtest -c "SELECT mlplat.create_project('pkg', 1, NULL, NULL)" >/dev/null
 tap_is "$($P -d pkgtest -c "SELECT generation FROM mlplat.projects WHERE name = 'pkg'")" 1 "the packaged SQL API records intent"

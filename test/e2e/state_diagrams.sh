@@ -6,7 +6,11 @@
 set -u
 . "$(dirname "$0")/../lib/e2e.sh"
 PSQL=${MLPLAT_TEST_BIN:+$MLPLAT_TEST_BIN/}psql
-DOC=$SRC/docs/reconcilers.md
+# STATE_DOCS: more documents that draw machines (the test kinds', test/kinds/README.md,
+# when test/e2e/echoes.sh runs this with their functions installed)
+DOC=$(mktemp)
+cat "$SRC/docs/reconcilers.md" ${STATE_DOCS:-} >"$DOC"
+on_exit 'rm -f "$DOC"'
 
 # drawn FN [DOC] — the Mermaid lines of FN's block, trimmed
 drawn() {
@@ -30,9 +34,9 @@ for fn in $fns; do
 	d=$(drawn "$fn")
 	c=$(code "$fn")
 	if [ "$d" = "$c" ]; then
-		tap_ok 0 "docs/reconcilers.md draws $fn() as the database enforces it ($(($(echo "$c" | wc -l) - 1)) transitions)"
+		tap_ok 0 "the docs draw $fn() as the database enforces it ($(($(echo "$c" | wc -l) - 1)) transitions)"
 	else
-		tap_ok 1 "docs/reconcilers.md draws $fn() as the database enforces it"
+		tap_ok 1 "the docs draw $fn() as the database enforces it"
 		diff <(echo "$d") <(echo "$c") | sed 's/^/#   /'
 		echo "#   (< drawn, > enforced; paste the enforced lines into the block)"
 	fi

@@ -118,9 +118,13 @@ tap_same() {
 	fi
 }
 
-# mlplat_kinds_count — how many reconciler kinds src/kinds.c names (tests count one
-# leader, or mlplat.replicas workers, per kind without hard-coding the number)
+# mlplat_kinds_count [release|test] — how many reconciler kinds src/kinds.c names that the
+# build runs (tests count one leader, or mlplat.replicas workers, per kind without
+# hard-coding the number): the release kinds, and in the test build (MLPLAT_TEST_KINDS=1,
+# what test/run.sh builds unless told otherwise) the test kinds after them too
 mlplat_kinds_count() {
-	local src=${SRC:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
-	sed -n '/mlplat_kind_names\[MLPLAT_NUM_KINDS\] = {/,/};/p' "$src/src/kinds.c" | grep -o '"[a-z_]*"' | wc -l
+	local src=${SRC:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)} build=${1:-}
+	[ -n "$build" ] || build=$([ "${MLPLAT_TEST_KINDS:-0}" = 1 ] && echo test || echo release)
+	sed -n '/mlplat_kind_names\[MLPLAT_MAX_KINDS\] = {/,/};/p' "$src/src/kinds.c" |
+		if [ "$build" = test ]; then cat; else sed '/test kinds/,$d'; fi | grep -o '"[a-z_]*"' | wc -l
 }

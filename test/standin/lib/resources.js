@@ -8,6 +8,8 @@ const RESOURCES = [
   { group: 'networking.k8s.io', version: 'v1', plural: 'networkpolicies', singular: 'networkpolicy', kind: 'NetworkPolicy', namespaced: true, short: ['netpol'], generation: true },
   { group: 'rbac.authorization.k8s.io', version: 'v1', plural: 'rolebindings', singular: 'rolebinding', kind: 'RoleBinding', namespaced: true, short: [], generation: false },
   { group: 'rbac.authorization.k8s.io', version: 'v1', plural: 'roles', singular: 'role', kind: 'Role', namespaced: true, short: [], generation: false },
+  // ConfigMaps: the test kind "echoes" (test/kinds/) keeps one per row
+  { group: '', version: 'v1', plural: 'configmaps', singular: 'configmap', kind: 'ConfigMap', namespaced: true, short: ['cm'], generation: false },
   { group: '', version: 'v1', plural: 'serviceaccounts', singular: 'serviceaccount', kind: 'ServiceAccount', namespaced: true, short: ['sa'], generation: false },
   // Secrets: data is never written to the request log (it holds no bodies); immutable: true
   // refuses any change of data (422), as the real API server does

@@ -1,0 +1,474 @@
+/*
+ * echoes.c — the test kind "echoes": a ConfigMap per row of mlplat.echoes, kept
+ * in step with the row's data (test/kinds/README.md; its SQL is the extension
+ * mlplat_test, test/kinds/mlplat_test--1.0.sql).  Built only by the test build
+ * (make MLPLAT_TEST_KINDS=1), by docs/reconcilers.md "Adding a kind" and
+ * nothing else: it proves the shape, so it uses every part a real kind does.
+ *
+ * One pass:
+ *   1. claim (short transaction): every live echo (mlplat.echo_claim), and the
+ *      notes of writes whose answer no write-back recorded;
+ *   2. observe: LIST the ConfigMaps with our labels;
+ *   3. decide per echo (pure: echo_decide): create what is missing, apply what
+ *      differs (REPAIR when it had been in step: someone changed it), delete
+ *      what is being deleted; an object found where a note says a write may
+ *      have landed is adopted (ledger ADOPT);
+ *   4. note every write (committed), then send them in one batch; a 409 on a
+ *      create is read back and adopted only when it carries our labels and the
+ *      echo's id, else it is a conflict and is not touched;
+ *   5. write back (mlplat.echo_writeback[], compare-and-swap on row_version and
+ *      the epoch), a ledger row per write, the answered notes removed.
+ */
+#include "postgres.h"
+
+#include "lib/stringinfo.h"
+#include "utils/json.h"
+
+#include "mlplat/backoff.h"
+#include "mlplat/guc.h"
+#include "mlplat/http.h"
+#include "mlplat/json.h"
+#include "mlplat/kube.h"
+#include "mlplat/labels.h"
+#include "mlplat/ledger.h"
+#include "mlplat/observe.h"
+#include "mlplat/reconcile.h"
+#include "mlplat/reconcile_sql.h"
+#include "mlplat/reconcile_util.h"
+#include "mlplat/seam.h"
+#include "mlplat/unanswered.h"
+
+static const MlplatKubeResource CONFIGMAP = { "", "v1", "configmaps", true };
+
+#define ECHO_COMPONENT "echo"
+#define ECHO_LABEL_ID "mlplat.io/echo-id"
+#define FOLLOW_UP_MS 300
+#define FAILED_RETRY_MS 30000
+
+/* How a write goes out; the ledger action is decided apart (a create may be a REPAIR). */
+typedef enum EchoWrite
+{
+	ECHO_WRITE_NONE = 0,
+	ECHO_WRITE_CREATE, /* POST: the name is free as far as we know */
+	ECHO_WRITE_APPLY,  /* server-side apply over our own object */
+	ECHO_WRITE_DELETE
+} EchoWrite;
+
+typedef struct Echo
+{
+	/* claimed (mlplat.echo_claim) */
+	int64 id;
+	char *ns;
+	char *name;
+	char *data; /* JSON object of strings */
+	char *status;
+	int64 generation;
+	int64 observed_generation;
+	int64 row_version;
+	int attempts;
+	bool due;
+	char *traceparent;
+	/* a write whose answer was never recorded */
+	const MlplatUnanswered *note;
+	/* observed */
+	const MlJsonValue *obj;
+	/* decided */
+	EchoWrite write;
+	const char *action; /* ledger action of the write */
+	bool adopt;
+	bool waiting;
+	/* outcome */
+	MlplatHttpRequest *req;
+	const char *outcome;
+	int http_status;
+	char *error;
+	const char *to_status; /* NULL: nothing to write back */
+	char *reason;
+	int32 retry_ms;
+} Echo;
+
+/* ---------------------------------------------------------------- the seam */
+
+#define CF(m, t) MLPLAT_SEAM_FIELD(Echo, m, t)
+static const MlplatSeamField claim_fields[] = {
+	CF(id, MLPLAT_SEAM_INT8),
+	MLPLAT_SEAM_FIELD_AS(Echo, ns, "namespace", MLPLAT_SEAM_TEXT),
+	CF(name, MLPLAT_SEAM_TEXT),
+	CF(data, MLPLAT_SEAM_TEXT),
+	CF(status, MLPLAT_SEAM_TEXT),
+	CF(generation, MLPLAT_SEAM_INT8),
+	CF(observed_generation, MLPLAT_SEAM_INT8),
+	CF(row_version, MLPLAT_SEAM_INT8),
+	CF(attempts, MLPLAT_SEAM_INT4),
+	CF(due, MLPLAT_SEAM_BOOL),
+	CF(traceparent, MLPLAT_SEAM_TEXT),
+};
+#undef CF
+static MlplatSeam claim_seam = { "echo_claim", claim_fields, lengthof(claim_fields) };
+/* the write-back is the status write-back every status kind shares (seam.h) */
+static MlplatSeam writeback_seam = { "echo_writeback", mlplat_status_writeback_fields,
+									 MLPLAT_STATUS_WRITEBACK_NFIELDS };
+
+MlplatSeam *const mlplat_echoes_seams[] = { &claim_seam, &writeback_seam, NULL };
+
+/* ---------------------------------------------------------------- pure decisions */
+
+static bool
+text_eq(const char *a, const char *b)
+{
+	return a != NULL && b != NULL && strcmp(a, b) == 0;
+}
+
+/* Does the ConfigMap's data equal the wanted object of strings, no key more or less? */
+static bool
+data_equal(const MlJsonValue *obj, const MlJsonValue *want)
+{
+	const MlJsonValue *have = ml_json_object_get(obj, "data");
+	size_t nhave = (have && have->type == ML_JSON_OBJECT) ? have->u.object.count : 0;
+
+	if (want == NULL || want->type != ML_JSON_OBJECT || nhave != want->u.object.count)
+		return false;
+	for (size_t i = 0; i < want->u.object.count; i++)
+	{
+		const MlJsonMember *m = &want->u.object.members[i];
+		const MlJsonValue *v = ml_json_object_get_n(have, m->key, m->key_len);
+
+		if (v == NULL || v->type != ML_JSON_STRING || m->value->type != ML_JSON_STRING ||
+			v->u.string.len != m->value->u.string.len ||
+			memcmp(v->u.string.str, m->value->u.string.str, v->u.string.len) != 0)
+			return false;
+	}
+	return true;
+}
+
+/* Decide what one echo needs, from the claim, its note and the observed ConfigMap alone. */
+static void
+echo_decide(Echo *e, const MlJsonValue *want)
+{
+	bool in_step = strcmp(e->status, "SYNCED") == 0 && e->observed_generation == e->generation;
+
+	/* found where a write may have landed unanswered: the write made it */
+	if (e->obj && e->note)
+		e->adopt = true;
+
+	if (strcmp(e->status, "DELETING") == 0)
+	{
+		if (e->obj)
+		{
+			e->write = ECHO_WRITE_DELETE;
+			e->action = "DELETE";
+		}
+		else if (e->note && !mlplat_unanswered_settled(e->note))
+			e->waiting = true; /* a create may still land: look again */
+		else
+		{
+			e->to_status = "DELETED";
+			e->reason = "the ConfigMap is gone";
+		}
+		return;
+	}
+	if (e->obj && data_equal(e->obj, want))
+	{
+		if (!in_step)
+		{
+			e->to_status = "SYNCED";
+			e->reason = e->adopt ? "adopted: in step with its data" : "in step with its data";
+		}
+		return;
+	}
+	/* missing or different; a failed write waits for its retry time */
+	if (!e->due)
+		return;
+	e->write = e->obj ? ECHO_WRITE_APPLY : ECHO_WRITE_CREATE;
+	e->action = in_step ? "REPAIR" : e->obj ? "APPLY"
+											: "CREATE";
+}
+
+/* ---------------------------------------------------------------- I/O */
+
+static char *
+render(const Echo *e, const char *instance)
+{
+	StringInfoData s;
+
+	initStringInfo(&s);
+	appendStringInfoString(&s, "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":");
+	escape_json(&s, e->name);
+	appendStringInfoString(&s, ",\"namespace\":");
+	escape_json(&s, e->ns);
+	appendStringInfo(&s, ",\"labels\":{\"" MLPLAT_LABEL_MANAGED_BY "\":\"" MLPLAT_MANAGED_BY "\","
+						 "\"" MLPLAT_LABEL_INSTANCE "\":");
+	escape_json(&s, instance);
+	appendStringInfo(&s, ",\"app.kubernetes.io/component\":\"" ECHO_COMPONENT "\","
+						 "\"" ECHO_LABEL_ID "\":\"" INT64_FORMAT "\"}},\"data\":%s}",
+					 e->id, e->data);
+	return s.data;
+}
+
+/* Is an object found under an echo's name this installation's, made for this echo? */
+static bool
+ours(const MlJsonValue *obj, const char *instance, int64 id)
+{
+	return text_eq(mlplat_json_text(obj, "metadata", "labels", MLPLAT_LABEL_MANAGED_BY), MLPLAT_MANAGED_BY) &&
+		   text_eq(mlplat_json_text(obj, "metadata", "labels", MLPLAT_LABEL_INSTANCE), instance) &&
+		   text_eq(mlplat_json_text(obj, "metadata", "labels", ECHO_LABEL_ID), psprintf(INT64_FORMAT, id));
+}
+
+static List *
+claim(MlplatPass *pass, char **instance)
+{
+	MemoryContext pass_cxt = CurrentMemoryContext;
+	List *echoes;
+	List *notes;
+	ListCell *lc;
+
+	mlplat_txn_begin();
+	MemoryContextSwitchTo(pass_cxt);
+	*instance = mlplat_instance_id();
+	echoes = mlplat_seam_claim(&claim_seam, pass_cxt, "SELECT c FROM mlplat._echoes_claim() c", 0, NULL, NULL,
+							   sizeof(Echo));
+	MemoryContextSwitchTo(pass_cxt);
+	notes = mlplat_unanswered_load(pass);
+	foreach (lc, echoes)
+	{
+		Echo *e = lfirst(lc);
+
+		e->note = mlplat_unanswered_find(notes, e->id, psprintf("%s/%s", e->ns, e->name), NULL);
+		e->retry_ms = -1;
+	}
+	mlplat_txn_commit();
+	MemoryContextSwitchTo(pass_cxt);
+	return echoes;
+}
+
+static const MlJsonValue *
+find_object(List *items, const char *ns, const char *name)
+{
+	ListCell *lc;
+
+	foreach (lc, items)
+	{
+		const MlJsonValue *o = lfirst(lc);
+
+		if (text_eq(mlplat_json_text(o, "metadata", "namespace", NULL), ns) &&
+			text_eq(mlplat_json_text(o, "metadata", "name", NULL), name))
+			return o;
+	}
+	return NULL;
+}
+
+/* After a 409 on a create: read what holds the name; true when it is ours to adopt. */
+static bool
+conflict_is_ours(MlJsonArena *arena, Echo *e, const char *instance)
+{
+	MlplatHttpBatch *b = mlplat_http_batch_create(CurrentMemoryContext);
+	MlplatHttpRequest *get = mlplat_kube_get(b, &CONFIGMAP, e->ns, e->name);
+	MlJsonError err;
+	const MlJsonValue *obj;
+
+	mlplat_http_batch_run(b);
+	if (get->failed || get->status != 200 || get->resp_body == NULL)
+		return false;
+	obj = ml_json_parse(arena, get->resp_body, get->resp_len, NULL, &err);
+	return obj != NULL && ours(obj, instance, e->id);
+}
+
+/* What the answer to an echo's write means for the row. */
+static void
+settle(MlJsonArena *arena, Echo *e, const char *instance)
+{
+	MlplatKubeResult res;
+
+	mlplat_kube_parse_response(e->req, &res);
+	e->http_status = res.status;
+	if (res.outcome == MLPLAT_KUBE_OK || (res.outcome == MLPLAT_KUBE_NOT_FOUND && e->write == ECHO_WRITE_DELETE))
+	{
+		e->outcome = "OK";
+		e->to_status = e->write == ECHO_WRITE_DELETE ? "DELETED" : "SYNCED";
+		e->reason = e->write == ECHO_WRITE_DELETE ? "the ConfigMap is gone" : "in step with its data";
+		return;
+	}
+	if (res.outcome == MLPLAT_KUBE_EXISTS && e->write == ECHO_WRITE_CREATE)
+	{
+		e->action = "ADOPT";
+		if (conflict_is_ours(arena, e, instance))
+		{
+			/* a write of ours that landed unrecorded: compared on the next pass */
+			e->outcome = "OK";
+			e->adopt = false; /* this row is the adoption */
+			return;
+		}
+		e->outcome = "CONFLICT";
+		e->error = psprintf("configmap %s/%s exists but is not this echo's; not adopted, not touched", e->ns,
+							e->name);
+		e->to_status = "FAILED";
+		e->reason = e->error;
+		e->retry_ms = FAILED_RETRY_MS;
+		return;
+	}
+	e->error = mlplat_kube_tenant_line(&res);
+	if (res.outcome == MLPLAT_KUBE_FAILED)
+	{
+		e->outcome = "FAILED";
+		e->to_status = strcmp(e->status, "DELETING") == 0 ? "DELETING" : "FAILED";
+		e->retry_ms = FAILED_RETRY_MS;
+	}
+	else
+	{
+		e->outcome = "RETRY";
+		e->to_status = e->status;
+		e->retry_ms = (int32) mlplat_backoff_delay_ms(e->attempts + 1, 500, mlplat_backoff_max_ms,
+													  res.retry_after_s, (uint64) e->id);
+	}
+	e->reason = e->error;
+}
+
+void
+mlplat_echoes_pass(MlplatPass *pass)
+{
+	MemoryContext pass_cxt = CurrentMemoryContext;
+	MlJsonArena *arena = mlplat_json_arena_in(pass_cxt);
+	const char *why = NULL;
+	char *instance;
+	char *list_error;
+	List *echoes;
+	List *objects = NIL;
+	MlplatWriteNotes sending = { 0 };
+	MlplatWriteNotes settled = { 0 };
+	MlplatHttpBatch *batch;
+	ListCell *lc;
+	int lists = 0;
+	int writes = 0;
+	int lost = 0;
+
+	if (!mlplat_cluster_ready(pass, &why))
+		return;
+
+	/* 1. claim */
+	echoes = claim(pass, &instance);
+	if (echoes == NIL)
+	{
+		snprintf(pass->status, sizeof(pass->status), "no echoes");
+		return;
+	}
+
+	/* 2. observe */
+	list_error = mlplat_kube_list_all(arena, &CONFIGMAP,
+									  psprintf("%s,app.kubernetes.io/component=%s",
+											   mlplat_managed_selector(instance), ECHO_COMPONENT),
+									  &objects, &lists);
+	if (list_error)
+		ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE), errmsg("%s", list_error)));
+
+	/* 3. decide, and note every write before it is sent */
+	foreach (lc, echoes)
+	{
+		Echo *e = lfirst(lc);
+		MlJsonError err;
+
+		e->obj = find_object(objects, e->ns, e->name);
+		echo_decide(e, ml_json_parse(arena, e->data, strlen(e->data), NULL, &err));
+		if (e->write != ECHO_WRITE_NONE)
+			mlplat_write_notes_add(&sending, e->id, psprintf("%s/%s", e->ns, e->name), e->action);
+		if (e->waiting)
+			pass->next_pass_ms = FOLLOW_UP_MS;
+	}
+	if (!mlplat_write_notes_commit(pass, &sending))
+	{
+		snprintf(pass->status, sizeof(pass->status), "no longer the leader: %d requests not sent",
+				 list_length(sending.ids));
+		return;
+	}
+
+	/* 4. act */
+	batch = mlplat_http_batch_create(pass_cxt);
+	foreach (lc, echoes)
+	{
+		Echo *e = lfirst(lc);
+
+		if (e->write == ECHO_WRITE_CREATE)
+			e->req = mlplat_kube_create(batch, &CONFIGMAP, e->ns, render(e, instance));
+		else if (e->write == ECHO_WRITE_APPLY)
+			e->req = mlplat_kube_apply(batch, &CONFIGMAP, e->ns, e->name, render(e, instance));
+		else if (e->write == ECHO_WRITE_DELETE)
+			e->req = mlplat_kube_delete(batch, &CONFIGMAP, e->ns, e->name);
+	}
+	if (mlplat_http_batch_count(batch) > 0)
+		mlplat_http_batch_run(batch);
+	foreach (lc, echoes)
+	{
+		Echo *e = lfirst(lc);
+		char *object = psprintf("%s/%s", e->ns, e->name);
+
+		if (e->req)
+		{
+			writes++;
+			settle(arena, e, instance);
+			/* answered (not a 5xx or a lost connection): the write did or did not land */
+			if (e->http_status >= 200 && e->http_status < 500)
+				mlplat_write_notes_add(&settled, e->id, object, NULL);
+			if (strcmp(e->action, "ADOPT") == 0 && strcmp(e->outcome, "OK") == 0)
+				pass->next_pass_ms = FOLLOW_UP_MS; /* compare the adopted object next */
+			else if (strcmp(e->outcome, "RETRY") == 0)
+				pass->next_pass_ms = pass->next_pass_ms > 0 ? Min(pass->next_pass_ms, e->retry_ms) : e->retry_ms;
+		}
+		else if (e->note && (e->adopt || (e->obj == NULL && e->to_status != NULL)))
+			mlplat_write_notes_add(&settled, e->id, object, NULL); /* adopted, or past its grace */
+	}
+
+	/* 5. write back */
+	mlplat_txn_begin();
+	{
+		MlplatSeamArray *rows = mlplat_seam_array_new(&writeback_seam);
+		MlplatLedgerBatch *ledger = mlplat_ledger_batch_new();
+		int64 *written;
+		uint64 nwritten;
+
+		foreach (lc, echoes)
+		{
+			Echo *e = lfirst(lc);
+			char *object = psprintf("%s/%s", e->ns, e->name);
+			char *trace_id = mlplat_trace_id_of(e->traceparent);
+
+			if (e->adopt)
+				mlplat_ledger_batch_add(ledger, "echo", e->id, NULL, "ADOPT", "OK", NULL, NULL, 0, NULL, trace_id,
+										object);
+			if (e->req)
+				mlplat_ledger_batch_add(ledger, "echo", e->id, NULL, e->action, e->outcome, NULL, NULL,
+										e->http_status, e->error, trace_id, object);
+			if (e->to_status)
+			{
+				MlplatStatusWriteback w = {
+					.id = e->id,
+					.row_version = e->row_version,
+					.status = e->to_status,
+					.reason = e->reason,
+					.observed_generation = strcmp(e->to_status, "SYNCED") == 0 ? e->generation : -1,
+					.observed = NULL,
+					.error = e->error,
+					.retry_ms = e->retry_ms,
+				};
+
+				mlplat_seam_array_add(rows, &w);
+			}
+		}
+		written = mlplat_seam_writeback(rows, "SELECT * FROM mlplat._echoes_writeback_set($1, $2)", pass->epoch,
+										&nwritten);
+		foreach (lc, echoes)
+		{
+			Echo *e = lfirst(lc);
+
+			if (e->to_status && !mlplat_seam_written(written, nwritten, e->id))
+				lost++;
+		}
+		/* the external writes happened whether or not a CAS held: recorded either way */
+		(void) mlplat_ledger_batch_flush(pass, ledger);
+		mlplat_write_notes_clear(pass, &settled);
+		mlplat_txn_commit();
+		MemoryContextSwitchTo(pass_cxt);
+	}
+	mlplat_pass_note_lost(pass, lost);
+	if (pass->status[0] == '\0')
+		snprintf(pass->status, sizeof(pass->status), "%d echoes, %d writes, %d LIST requests",
+				 list_length(echoes), writes, lists);
+}
