@@ -77,18 +77,18 @@ SELECT mlplat._otlp_value('42'), mlplat._otlp_value('-9007199254740993'), mlplat
        mlplat._otlp_value('true'), mlplat._otlp_value('"x"'), mlplat._otlp_value('{"a": 1}'), mlplat._otlp_value('1e30');
 SELECT mlplat._otlp_render('{}', 'inst-1', '0.2.0');
 
--- the exporter's queue: oldest first, bounded, gone once marked (only by the current projects epoch)
+-- the exporter's queue: oldest first, bounded, gone once marked (only by the current span_export epoch)
 SELECT cardinality(ids) AS n, (body::jsonb #> '{resourceSpans,0,scopeSpans,0,spans}') = (
          SELECT jsonb_agg(mlplat._otlp_span(s) ORDER BY s.id) FROM (SELECT * FROM mlplat.spans WHERE exported_at IS NULL ORDER BY id LIMIT 3) s) AS body_matches
   FROM mlplat._spans_export_batch(3);
-INSERT INTO mlplat.leader_epochs (kind, epoch, pid, replica, host) VALUES ('projects', 77, 0, 0, 'regress')
+INSERT INTO mlplat.leader_epochs (kind, epoch, pid, replica, host) VALUES ('span_export', 77, 0, 0, 'regress')
   ON CONFLICT (kind) DO UPDATE SET epoch = 77;
 SELECT mlplat._spans_mark_exported((SELECT ids FROM mlplat._spans_export_batch(3)), 76) AS stale_epoch_marks;
 SELECT mlplat._spans_mark_exported((SELECT ids FROM mlplat._spans_export_batch(3)), 77) AS marked;
 SELECT count(*) FILTER (WHERE exported_at IS NOT NULL) AS exported, count(*) FILTER (WHERE exported_at IS NULL) > 0 AS more_waiting
   FROM mlplat.spans;
 SELECT count(*) AS batches_left FROM mlplat._spans_export_batch(1000) WHERE cardinality(ids) > 0;
-DELETE FROM mlplat.leader_epochs WHERE kind = 'projects' AND host = 'regress';
+DELETE FROM mlplat.leader_epochs WHERE kind = 'span_export' AND host = 'regress';
 
 -- readers: members see their projects' spans through the view; nobody writes
 SET ROLE regress_trace_owner;

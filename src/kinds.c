@@ -13,6 +13,7 @@ const char *const mlplat_kind_names[MLPLAT_MAX_KINDS] = {
 	"model_aliases",
 	"lab_runs",
 	"campaigns",
+	"span_export",
 	/* test kinds: run only by the test build */
 	"echoes",
 };

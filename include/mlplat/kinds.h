@@ -20,6 +20,7 @@ typedef enum MlplatKind
 	MLPLAT_KIND_MODEL_ALIASES,
 	MLPLAT_KIND_LAB_RUNS,
 	MLPLAT_KIND_CAMPAIGNS,
+	MLPLAT_KIND_SPAN_EXPORT, /* not a reconciler: sends spans to the OTLP collector */
 	MLPLAT_NUM_RELEASE_KINDS,
 	/* test kinds (test/kinds/) */
 	MLPLAT_KIND_ECHOES = MLPLAT_NUM_RELEASE_KINDS,

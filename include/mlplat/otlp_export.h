@@ -1,9 +1,9 @@
 /*
  * otlp_export.h — send recorded spans to an OTLP/HTTP collector.
  *
- * Run by the leader of the projects kind after each of its passes (one
- * exporter per database, fenced by that leader's epoch).  With
- * mlplat.otlp_endpoint empty it does nothing at all.
+ * The pass of the kind span_export: its leader is the one exporter per
+ * database, fenced by that leader's epoch.  With mlplat.otlp_endpoint empty
+ * it sends nothing and says so in the health view.
  */
 #ifndef MLPLAT_OTLP_EXPORT_H
 #define MLPLAT_OTLP_EXPORT_H

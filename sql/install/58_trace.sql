@@ -211,7 +211,7 @@ $$;
 REVOKE ALL ON FUNCTION mlplat._spans_export_batch(int) FROM PUBLIC;
 
 -- After a 2xx, or an answer that drops the batch for good: mark it exported (it leaves the
--- queue), if the exporter still leads (kind 'projects', whose
+-- queue), if the exporter still leads (kind 'span_export', whose
 -- leader runs the export).
 CREATE FUNCTION mlplat._spans_mark_exported(p_ids bigint[], p_epoch bigint)
 RETURNS int LANGUAGE plpgsql
@@ -221,7 +221,7 @@ DECLARE
 BEGIN
   UPDATE mlplat.spans s SET exported_at = pg_catalog.now()
    WHERE s.id = ANY (p_ids) AND s.exported_at IS NULL
-     AND mlplat._epoch_current('projects', p_epoch);
+     AND mlplat._epoch_current('span_export', p_epoch);
   GET DIAGNOSTICS n = ROW_COUNT;
   RETURN n;
 END $$;
@@ -229,7 +229,7 @@ REVOKE ALL ON FUNCTION mlplat._spans_mark_exported(bigint[], bigint) FROM PUBLIC
 
 -- The span exporter as an operator sees it: what waits, from the table (true across
 -- restarts and failovers), and how its POSTs went, from shared memory (since this server
--- started; the projects leader runs the exporter).  No exporter row without preload.
+-- started; the span_export leader runs the exporter).  No exporter row without preload.
 CREATE FUNCTION mlplat._span_export_state(
     OUT spans_sent bigint, OUT batches_sent bigint, OUT batches_failed bigint,
     OUT consecutive_failures int, OUT last_success timestamptz, OUT last_failure timestamptz,

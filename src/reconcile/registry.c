@@ -13,9 +13,9 @@
 
 /*
  * The projects leader also purges what is past retention (when pg_cron does
- * not) and exports spans: one of each per database.
+ * not): one per database.
  */
-static const MlplatPassFn projects_companions[] = { mlplat_retention_pass, mlplat_otlp_export_pass, NULL };
+static const MlplatPassFn projects_companions[] = { mlplat_retention_pass, NULL };
 
 static const MlplatKindDef kind_defs[MLPLAT_MAX_KINDS] = {
 	[MLPLAT_KIND_PROJECTS] = { mlplat_projects_pass, mlplat_projects_seams, projects_companions },
@@ -25,6 +25,8 @@ static const MlplatKindDef kind_defs[MLPLAT_MAX_KINDS] = {
 	[MLPLAT_KIND_MODEL_ALIASES] = { mlplat_model_aliases_pass, mlplat_model_aliases_seams },
 	[MLPLAT_KIND_LAB_RUNS] = { mlplat_lab_runs_pass, mlplat_lab_runs_seams },
 	[MLPLAT_KIND_CAMPAIGNS] = { mlplat_campaigns_pass, mlplat_campaigns_seams },
+	/* the span exporter: a leader of its own, so the projects loop does only projects */
+	[MLPLAT_KIND_SPAN_EXPORT] = { mlplat_otlp_export_pass },
 #ifdef MLPLAT_TEST_KINDS
 	/* test kinds (test/kinds/): their SQL is the extension mlplat_test */
 	[MLPLAT_KIND_ECHOES] = { mlplat_echoes_pass, mlplat_echoes_seams, NULL, "mlplat_test" },

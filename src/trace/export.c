@@ -35,7 +35,7 @@
 #include "mlplat/reconcile.h"
 #include "mlplat/shmem.h"
 
-/* batches per call: the projects pass must not wait behind a long backlog */
+/* batches per pass: a long backlog is sent over several passes, the health view updated between them */
 #define MAX_BATCHES_PER_PASS 8
 
 /* how much of a collector's message goes into last_error */
@@ -182,6 +182,10 @@ retry_later(MlplatPass *pass, int count, const char *why, int retry_after_s)
 	delay = mlplat_backoff_delay_ms(failures, 500, mlplat_backoff_max_ms, retry_after_s, (uint64) MyProcPid);
 	next_export_at = GetCurrentTimestamp() + delay * 1000;
 	pass->next_pass_ms = (long) delay;
+	/* why stays in the log and span_export_status: a transport error may name the endpoint */
+	snprintf(pass->status, sizeof(pass->status),
+			 "export failed (mlplat.span_export_status says why); %d spans wait, retry in " INT64_FORMAT " ms", count,
+			 delay);
 	publish(count, why, false, 0);
 	ereport(failures == 1 ? LOG : DEBUG1,
 			(errmsg("mlplat: span export to mlplat.otlp_endpoint failed: %s; %d spans wait, retry in " INT64_FORMAT " ms",
@@ -201,11 +205,14 @@ mlplat_otlp_export_pass(MlplatPass *pass)
 	{
 		next_export_at = 0;
 		failures = 0;
+		snprintf(pass->status, sizeof(pass->status),
+				 "idle: no OTLP collector configured (set mlplat.otlp_endpoint); spans are kept, not sent");
 		return;
 	}
 	if (now < next_export_at)
 	{
 		pass->next_pass_ms = Max(1L, (long) ((next_export_at - now) / 1000));
+		snprintf(pass->status, sizeof(pass->status), "next export in %ld ms", pass->next_pass_ms);
 		return;
 	}
 	len = strlen(mlplat_otlp_endpoint);
@@ -271,7 +278,8 @@ mlplat_otlp_export_pass(MlplatPass *pass)
 		if (!more)
 			break;
 	}
-	/* a backlog left: come back at once, after the kind's own pass */
+	snprintf(pass->status, sizeof(pass->status), "%d spans exported%s", sent, more ? "; more wait" : "");
+	/* a backlog left: come back at once */
 	pass->next_pass_ms = more ? 1 : mlplat_otlp_export_interval_ms;
 	next_export_at = GetCurrentTimestamp() + (TimestampTz) (more ? 0 : mlplat_otlp_export_interval_ms) * 1000;
 	if (sent > 0)

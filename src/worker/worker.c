@@ -460,8 +460,8 @@ pass_init(MlplatPass *pass, const WorkerLoop *w)
 }
 
 /*
- * The kind's companion passes (the projects leader's: retention, then the
- * span exporter, one per database) after the kind's pass, or alone when only
+ * The kind's companion passes (the projects leader's: retention, one per
+ * database) after the kind's pass, or alone when only
  * they are due: they must not make the kind's pass run, and LIST, once a
  * second.  Returns the wait before the loop should come back: timeout_ms, or
  * sooner if a companion asks.

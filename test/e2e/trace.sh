@@ -119,7 +119,12 @@ print("ok" if not problems else "; ".join(problems))
 tap_is "$(cat "$WORK/trace-check.txt")" ok \
 	"one trace at the collector: API span under the caller's, claim/artifact check/apply/readiness under the API span, times in order"
 
-# --- the exporter wakes every 200 ms, the projects pass it runs beside does not
+# --- the exporter is a kind of its own (span_export): its leader exports, the projects
+# leader does only projects and is not run at the exporter's pace (every 200 ms)
+wait_for $DB "SELECT count(*) FROM mlplat.reconciler_health WHERE kind = 'span_export' AND role = 'leader'
+              AND status ~ '^[0-9]+ spans exported'" 1 30
+tap_ok $? "the span_export leader runs the exporter ($(q $DB "SELECT status FROM mlplat.reconciler_health WHERE kind = 'span_export' AND role = 'leader'"))"
+tap_is "$(q $DB "SELECT count(*) FROM mlplat.leader_epochs WHERE kind = 'span_export'")" 1 "... with an epoch of its own, which fences its marks"
 p0=$(q $DB "SELECT passes FROM mlplat.reconciler_health WHERE kind = 'projects' AND role = 'leader'")
 sleep 3
 p1=$(q $DB "SELECT passes FROM mlplat.reconciler_health WHERE kind = 'projects' AND role = 'leader'")

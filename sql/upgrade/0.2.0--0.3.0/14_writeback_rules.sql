@@ -180,7 +180,7 @@ DECLARE
 BEGIN
   UPDATE mlplat.spans s SET exported_at = pg_catalog.now()
    WHERE s.id = ANY (p_ids) AND s.exported_at IS NULL
-     AND mlplat._epoch_current('projects', p_epoch);
+     AND mlplat._epoch_current('span_export', p_epoch);
   GET DIAGNOSTICS n = ROW_COUNT;
   RETURN n;
 END $$;

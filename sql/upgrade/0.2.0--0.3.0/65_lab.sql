@@ -1787,7 +1787,7 @@ SELECT 'repeated_failures', 'critical', e.kind, e.project, e.entity, e.entity_id
 UNION ALL
 SELECT 'no_leader', 'critical', k.kind, NULL, NULL, NULL,
        'no replica of this kind leads (is mlplat in shared_preload_libraries, and mlplat.database this database?)', NULL
-  FROM pg_catalog.unnest(ARRAY['projects', 'deployments', 'runs', 'rollouts', 'model_aliases', 'lab_runs', 'campaigns']) AS k(kind)
+  FROM pg_catalog.unnest(ARRAY['projects', 'deployments', 'runs', 'rollouts', 'model_aliases', 'lab_runs', 'campaigns', 'span_export']) AS k(kind)
  WHERE NOT EXISTS (SELECT 1 FROM mlplat._replica_states() s WHERE s.kind = k.kind AND s.role IN ('leader', 'idle'))
 UNION ALL
 SELECT 'stale_leader', 'critical', s.kind, NULL, NULL, NULL,
