@@ -55,6 +55,13 @@ typedef struct MlplatArtifactCheck
 	struct MlplatArtifactPriv *priv;
 } MlplatArtifactCheck;
 
+/*
+ * The seam of the claim (mlplat.artifact_check_claim): in the seam list of every kind
+ * that checks artifacts, so its workers refuse to run when library and SQL disagree.
+ */
+struct MlplatSeam;
+extern struct MlplatSeam mlplat_artifact_claim_seam;
+
 extern MlplatArtifactCheck *mlplat_artifact_check_new(int64 deployment_id, int revision, int attempts);
 /* A check of a named object against a given digest (no revision to claim it from). */
 extern MlplatArtifactCheck *mlplat_artifact_check_new_object(const char *uri, const char *want_sha256, int attempts);

@@ -30,4 +30,25 @@ extern void mlplat_rollout_artifacts_begin(List *gate, MlplatHttpBatch *batch);
 extern void mlplat_rollout_artifacts_finish(MlplatPass *pass, List *gate);
 extern bool mlplat_rollout_artifacts_held(List *gate, int64 rollout_id);
 
+/*
+ * The seams (seam.h) of the gate, in the rollouts kind's seam list: the claim's rows
+ * (mlplat.rollout_artifact_claim), the verdicts written back
+ * (mlplat.rollout_artifact_verdict), and the answer to each verdict or rollouts
+ * write-back row (mlplat.rollout_writeback_result, rollouts.c).
+ */
+struct MlplatSeam;
+extern struct MlplatSeam mlplat_rollout_artifact_claim_seam;
+extern struct MlplatSeam mlplat_rollout_artifact_verdict_seam;
+extern struct MlplatSeam mlplat_rollout_writeback_result_seam;
+
+/* One answer of a rollouts write-back: what the SQL made of a row (APPLIED, LOST, ...). */
+typedef struct MlplatRolloutResult
+{
+	int64 id;
+	const char *result;
+} MlplatRolloutResult;
+
+/* The answer for a rollout among answers (NULL when there is none). */
+extern const char *mlplat_rollout_result_of(List *answers, int64 id);
+
 #endif /* MLPLAT_ROLLOUT_ARTIFACTS_H */

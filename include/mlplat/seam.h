@@ -29,12 +29,13 @@
 /* How a field is kept in C; the SQL type it must have is fixed by this. */
 typedef enum MlplatSeamType
 {
-	MLPLAT_SEAM_INT8,		/* int64, bigint */
-	MLPLAT_SEAM_INT4,		/* int32, int */
-	MLPLAT_SEAM_BOOL,		/* bool, boolean */
-	MLPLAT_SEAM_TEXT,		/* char *, text */
-	MLPLAT_SEAM_JSONB,		/* char * (JSON text), jsonb: written only */
-	MLPLAT_SEAM_TIMESTAMPTZ /* TimestampTz, timestamptz (NULL reads as 0) */
+	MLPLAT_SEAM_INT8,		 /* int64, bigint */
+	MLPLAT_SEAM_INT4,		 /* int32, int */
+	MLPLAT_SEAM_BOOL,		 /* bool, boolean */
+	MLPLAT_SEAM_TEXT,		 /* char *, text */
+	MLPLAT_SEAM_JSONB,		 /* char * (JSON text), jsonb: written only */
+	MLPLAT_SEAM_TIMESTAMPTZ, /* TimestampTz, timestamptz (NULL reads as 0) */
+	MLPLAT_SEAM_TEXT_ARRAY	 /* List * of char *, text[] (NULL reads as NIL): read only */
 } MlplatSeamType;
 
 /*
@@ -177,5 +178,14 @@ extern bool mlplat_seam_written(const int64 *ids, uint64 n, int64 id);
  */
 extern void mlplat_seam_writeback_end(MlplatPass *pass, MlplatWriteNotes *settled, List *spans,
 									  MemoryContext pass_cxt, int lost);
+
+/*
+ * A write-back whose function answers each row with a row of another seam type
+ * (say, what it decided): runs sql with $1 the epoch and $2 the array; sql must
+ * return one column of result's type (SELECT r FROM mlplat._x_writeback_set($1, $2) r).
+ * Returns the answers as structs of size bytes in cxt; NIL when the array is empty.
+ */
+extern List *mlplat_seam_writeback_rows(MlplatSeamArray *a, const char *sql, int64 epoch, MlplatSeam *result,
+										MemoryContext cxt, size_t size);
 
 #endif /* MLPLAT_SEAM_H */

@@ -22,9 +22,12 @@ COMMENT ON TABLE mlplat.artifact_digests IS
 
 -- The artifact of each (deployment, revision) to check, with every digest
 -- already known for its URI (etags[i] has digest sha256s[i]); ord is the
--- position in the arrays passed (1-based).
+-- position in the arrays passed (1-based).  Read by name through the seam (seam.h).
+CREATE TYPE mlplat.artifact_check_claim AS (
+  ord bigint, artifact_uri text, artifact_sha256 text, etags text[], sha256s text[]);
+
 CREATE FUNCTION mlplat._artifact_claim(p_deployment_ids bigint[], p_revisions int[])
-RETURNS TABLE (ord bigint, artifact_uri text, artifact_sha256 text, etags text[], sha256s text[])
+RETURNS SETOF mlplat.artifact_check_claim
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, mlplat, pg_temp
 AS $$

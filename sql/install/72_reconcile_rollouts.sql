@@ -75,8 +75,8 @@ $$;
 REVOKE ALL ON FUNCTION mlplat._rollout_want_percent(text, text, numeric) FROM PUBLIC;
 
 -- The seam (src/reconcile/seam.c): the claim returns mlplat.rollout_claim rows, which C reads
--- by name.  The write-back is _rollouts_observe, one call per rollout: it decides and records
--- (see docs/rollouts.md).
+-- by name.  The write-back (_rollouts_writeback_set, below) calls _rollouts_observe for each
+-- rollout: it decides and records (see docs/rollouts.md).
 CREATE TYPE mlplat.rollout_claim AS (
   id bigint, project text, namespace text, name text, status text, row_version bigint,
   spec text, want_percent int, target_revision int, target_kn text, previous_kn text,
@@ -447,3 +447,28 @@ LANGUAGE C IMMUTABLE
 SET search_path = pg_catalog, mlplat, pg_temp
 AS 'MODULE_PATHNAME', 'mlplat_prometheus_classify';
 REVOKE ALL ON FUNCTION mlplat._prometheus_classify(int, text) FROM PUBLIC;
+
+-- The write-back of a pass through the seam (seam.h): one mlplat.rollout_writeback per
+-- rollout the pass observed or applied (applied false: nothing applied, applied_percent is
+-- ignored; retry_ms NULL: no retry), each answered, in order, by what _rollouts_observe
+-- made of it (mlplat.rollout_writeback_result).
+CREATE TYPE mlplat.rollout_writeback AS (
+  id bigint, row_version bigint, controller text, observation jsonb,
+  applied boolean, applied_percent int, error text, retry_ms int);
+CREATE TYPE mlplat.rollout_writeback_result AS (id bigint, result text);
+
+CREATE FUNCTION mlplat._rollouts_writeback_set(p_epoch bigint, p_rows mlplat.rollout_writeback[])
+RETURNS SETOF mlplat.rollout_writeback_result
+LANGUAGE plpgsql
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$
+DECLARE
+  w mlplat.rollout_writeback;
+BEGIN
+  FOREACH w IN ARRAY coalesce(p_rows, '{}') LOOP
+    RETURN NEXT ROW(w.id, mlplat._rollouts_observe(w.id, w.row_version, p_epoch, w.controller, w.observation,
+                                                   CASE WHEN w.applied THEN w.applied_percent END,
+                                                   w.error, w.retry_ms))::mlplat.rollout_writeback_result;
+  END LOOP;
+END $$;
+REVOKE ALL ON FUNCTION mlplat._rollouts_writeback_set(bigint, mlplat.rollout_writeback[]) FROM PUBLIC;

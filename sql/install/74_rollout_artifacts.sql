@@ -9,8 +9,10 @@
 ALTER TABLE mlplat.rollouts ADD COLUMN artifact_verified_at timestamptz;
 
 -- Of the given (claimed, due) rollouts, those whose target artifact is not verified yet.
+CREATE TYPE mlplat.rollout_artifact_claim AS (id bigint, deployment_id bigint, target_revision int);
+
 CREATE FUNCTION mlplat._rollout_artifacts_pending(p_ids bigint[])
-RETURNS TABLE (id bigint, deployment_id bigint, target_revision int)
+RETURNS SETOF mlplat.rollout_artifact_claim
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
@@ -65,3 +67,23 @@ BEGIN
   RETURN p_verdict;
 END $$;
 REVOKE ALL ON FUNCTION mlplat._rollout_artifact_verdict(bigint, bigint, bigint, text, text, int) FROM PUBLIC;
+
+-- The verdicts of a pass through the seam (seam.h): one mlplat.rollout_artifact_verdict
+-- per check, each answered, in order, by what _rollout_artifact_verdict returned.
+CREATE TYPE mlplat.rollout_artifact_verdict AS (
+  id bigint, row_version bigint, verdict text, reason text, retry_ms int);
+
+CREATE FUNCTION mlplat._rollout_artifact_verdicts(p_epoch bigint, p_rows mlplat.rollout_artifact_verdict[])
+RETURNS SETOF mlplat.rollout_writeback_result
+LANGUAGE plpgsql
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$
+DECLARE
+  w mlplat.rollout_artifact_verdict;
+BEGIN
+  FOREACH w IN ARRAY coalesce(p_rows, '{}') LOOP
+    RETURN NEXT ROW(w.id, mlplat._rollout_artifact_verdict(w.id, w.row_version, p_epoch, w.verdict, w.reason,
+                                                          w.retry_ms))::mlplat.rollout_writeback_result;
+  END LOOP;
+END $$;
+REVOKE ALL ON FUNCTION mlplat._rollout_artifact_verdicts(bigint, mlplat.rollout_artifact_verdict[]) FROM PUBLIC;

@@ -38,6 +38,7 @@
 #include "mlplat/backoff.h"
 #include "mlplat/guc.h"
 #include "mlplat/s3.h"
+#include "mlplat/seam.h"
 #include "mlplat/secret_file.h"
 
 #define EMPTY_SHA256 "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
@@ -475,20 +476,26 @@ after_fetch(MlplatArtifactCheck *c)
 	decide(c, MLPLAT_ARTIFACT_OK, r->status, psprintf("object %s read (%zu bytes)", c->uri, p->fetched_len), NULL);
 }
 
-static List *
-text_array_list(Datum d)
+/* The seam (seam.h): mlplat.artifact_check_claim read into ArtifactClaim */
+typedef struct ArtifactClaim
 {
-	ArrayType *a = DatumGetArrayTypeP(d);
-	Datum *elems;
-	bool *nulls;
-	int n;
-	List *out = NIL;
+	int64 ord; /* 1-based position in the arrays passed */
+	char *artifact_uri;
+	char *artifact_sha256;
+	List *etags; /* known digests of the URI: etags[i] has sha256s[i] */
+	List *sha256s;
+} ArtifactClaim;
 
-	deconstruct_array(a, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
-	for (int i = 0; i < n; i++)
-		out = lappend(out, nulls[i] ? NULL : TextDatumGetCString(elems[i]));
-	return out;
-}
+#define CF(m, t) MLPLAT_SEAM_FIELD(ArtifactClaim, m, t)
+static const MlplatSeamField claim_fields[] = {
+	CF(ord, MLPLAT_SEAM_INT8),
+	CF(artifact_uri, MLPLAT_SEAM_TEXT),
+	CF(artifact_sha256, MLPLAT_SEAM_TEXT),
+	CF(etags, MLPLAT_SEAM_TEXT_ARRAY),
+	CF(sha256s, MLPLAT_SEAM_TEXT_ARRAY),
+};
+#undef CF
+MlplatSeam mlplat_artifact_claim_seam = { "artifact_check_claim", claim_fields, lengthof(claim_fields) };
 
 static void
 claim(List *checks)
@@ -498,6 +505,7 @@ claim(List *checks)
 	Datum *ids = palloc(sizeof(Datum) * n);
 	Datum *revs = palloc(sizeof(Datum) * n);
 	MlplatArtifactCheck **byord = palloc(sizeof(MlplatArtifactCheck *) * n);
+	List *rows;
 	ListCell *lc;
 	int i = 0;
 
@@ -516,33 +524,24 @@ claim(List *checks)
 		return; /* every check named its object itself */
 	mlplat_txn_begin();
 	MemoryContextSwitchTo(cxt);
-	if (SPI_execute_with_args("SELECT * FROM mlplat._artifact_claim($1, $2)", 2,
-							  (Oid[]){ INT8ARRAYOID, INT4ARRAYOID },
-							  (Datum[]){ PointerGetDatum(construct_array(ids, n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE)),
-										 PointerGetDatum(construct_array(revs, n, INT4OID, 4, true, TYPALIGN_INT)) },
-							  NULL, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "mlplat: artifact claim failed");
+	rows = mlplat_seam_claim(&mlplat_artifact_claim_seam, cxt, "SELECT c FROM mlplat._artifact_claim($1, $2) c", 2,
+							 (Oid[]){ INT8ARRAYOID, INT4ARRAYOID },
+							 (Datum[]){ PointerGetDatum(construct_array(ids, n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE)),
+										PointerGetDatum(construct_array(revs, n, INT4OID, 4, true, TYPALIGN_INT)) },
+							 sizeof(ArtifactClaim));
 	MemoryContextSwitchTo(cxt);
-	for (uint64 r = 0; r < SPI_processed; r++)
+	foreach (lc, rows)
 	{
-		HeapTuple t = SPI_tuptable->vals[r];
-		TupleDesc td = SPI_tuptable->tupdesc;
-		int64 ord = atoll(SPI_getvalue(t, td, 1));
+		ArtifactClaim *row = lfirst(lc);
 		MlplatArtifactCheck *c;
-		bool isnull;
-		Datum d;
 
-		if (ord < 1 || ord > n)
-			elog(ERROR, "mlplat: artifact claim returned position %lld of %d", (long long) ord, n);
-		c = byord[ord - 1];
-		c->uri = SPI_getvalue(t, td, 2);
-		c->want_sha256 = SPI_getvalue(t, td, 3);
-		d = SPI_getbinval(t, td, 4, &isnull);
-		if (!isnull)
-		{
-			c->priv->etags = text_array_list(d);
-			c->priv->sha256s = text_array_list(SPI_getbinval(t, td, 5, &isnull));
-		}
+		if (row->ord < 1 || row->ord > n)
+			elog(ERROR, "mlplat: artifact claim returned position %lld of %d", (long long) row->ord, n);
+		c = byord[row->ord - 1];
+		c->uri = row->artifact_uri;
+		c->want_sha256 = row->artifact_sha256;
+		c->priv->etags = row->etags;
+		c->priv->sha256s = row->sha256s;
 	}
 	mlplat_txn_commit();
 	MemoryContextSwitchTo(cxt);

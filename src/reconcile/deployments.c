@@ -213,7 +213,8 @@ static const MlplatSeamField writeback_fields[] = {
 #undef WFN
 static MlplatSeam writeback_seam = { "deployment_writeback", writeback_fields, lengthof(writeback_fields) };
 
-MlplatSeam *const mlplat_deployments_seams[] = { &claim_seam, &writeback_seam, NULL };
+/* the artifact check's claim is read through a seam too (artifact.c) */
+MlplatSeam *const mlplat_deployments_seams[] = { &claim_seam, &writeback_seam, &mlplat_artifact_claim_seam, NULL };
 
 /* ---------------------------------------------------------------- pure decisions */
 

@@ -23,6 +23,7 @@
 #include "mlplat/artifact.h"
 #include "mlplat/reconcile_util.h"
 #include "mlplat/rollout_artifacts.h"
+#include "mlplat/seam.h"
 
 typedef struct Gate
 {
@@ -35,6 +36,45 @@ typedef struct Gate
 } Gate;
 
 static const char *const verdict_names[] = { "UNDECIDED", "OK", "FAILED", "RETRY", "WAIT" };
+
+/* The seam (seam.h): the claim's rows, the verdicts and their answers, read and built by name */
+typedef struct PendingRow
+{
+	int64 id;
+	int64 deployment_id;
+	int32 target_revision;
+} PendingRow;
+
+#define PF(m, t) MLPLAT_SEAM_FIELD(PendingRow, m, t)
+static const MlplatSeamField pending_fields[] = {
+	PF(id, MLPLAT_SEAM_INT8),
+	PF(deployment_id, MLPLAT_SEAM_INT8),
+	PF(target_revision, MLPLAT_SEAM_INT4),
+};
+#undef PF
+MlplatSeam mlplat_rollout_artifact_claim_seam = { "rollout_artifact_claim", pending_fields,
+												  lengthof(pending_fields) };
+
+typedef struct VerdictRow
+{
+	int64 id;
+	int64 row_version;
+	const char *verdict;
+	const char *reason;
+	int32 retry_ms;
+} VerdictRow;
+
+#define VF(m, t) MLPLAT_SEAM_FIELD(VerdictRow, m, t)
+static const MlplatSeamField verdict_fields[] = {
+	VF(id, MLPLAT_SEAM_INT8),
+	VF(row_version, MLPLAT_SEAM_INT8),
+	VF(verdict, MLPLAT_SEAM_TEXT),
+	VF(reason, MLPLAT_SEAM_TEXT),
+	VF(retry_ms, MLPLAT_SEAM_INT4),
+};
+#undef VF
+MlplatSeam mlplat_rollout_artifact_verdict_seam = { "rollout_artifact_verdict", verdict_fields,
+													lengthof(verdict_fields) };
 
 List *
 mlplat_rollout_artifacts_add(List *gate, int64 rollout_id, int64 row_version, int attempts, const char *project)
@@ -66,6 +106,7 @@ mlplat_rollout_artifacts_begin(List *gate, MlplatHttpBatch *batch)
 	int n = list_length(gate);
 	Datum *ids;
 	List *checks = NIL;
+	List *rows;
 	ListCell *lc;
 	int i = 0;
 
@@ -76,25 +117,22 @@ mlplat_rollout_artifacts_begin(List *gate, MlplatHttpBatch *batch)
 		ids[i++] = Int64GetDatum(((Gate *) lfirst(lc))->rollout_id);
 	mlplat_txn_begin();
 	MemoryContextSwitchTo(cxt);
-	if (SPI_execute_with_args("SELECT * FROM mlplat._rollout_artifacts_pending($1)", 1,
-							  (Oid[]){ INT8ARRAYOID },
-							  (Datum[]){ PointerGetDatum(construct_array(ids, n, INT8OID, 8, FLOAT8PASSBYVAL,
-																		 TYPALIGN_DOUBLE)) },
-							  NULL, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "mlplat: rollout artifact claim failed");
+	rows = mlplat_seam_claim(&mlplat_rollout_artifact_claim_seam, cxt,
+							 "SELECT c FROM mlplat._rollout_artifacts_pending($1) c", 1, (Oid[]){ INT8ARRAYOID },
+							 (Datum[]){ PointerGetDatum(construct_array(ids, n, INT8OID, 8, FLOAT8PASSBYVAL,
+																		TYPALIGN_DOUBLE)) },
+							 sizeof(PendingRow));
 	MemoryContextSwitchTo(cxt);
-	for (uint64 r = 0; r < SPI_processed; r++)
+	foreach (lc, rows)
 	{
-		HeapTuple t = SPI_tuptable->vals[r];
-		TupleDesc td = SPI_tuptable->tupdesc;
-		Gate *g = find(gate, atoll(SPI_getvalue(t, td, 1)));
+		PendingRow *row = lfirst(lc);
+		Gate *g = find(gate, row->id);
 
 		if (g == NULL)
 			continue;
 		/* held until the verdict says OK */
 		g->held = true;
-		g->check = mlplat_artifact_check_new(atoll(SPI_getvalue(t, td, 2)), atoi(SPI_getvalue(t, td, 3)),
-											 g->attempts);
+		g->check = mlplat_artifact_check_new(row->deployment_id, row->target_revision, g->attempts);
 		checks = lappend(checks, g->check);
 	}
 	mlplat_txn_commit();
@@ -108,6 +146,7 @@ mlplat_rollout_artifacts_finish(MlplatPass *pass, List *gate)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	List *checks = NIL;
+	List *answers;
 	ListCell *lc;
 
 	foreach (lc, gate)
@@ -118,26 +157,41 @@ mlplat_rollout_artifacts_finish(MlplatPass *pass, List *gate)
 	mlplat_artifact_finish(pass, checks);
 
 	mlplat_txn_begin();
+	{
+		MlplatSeamArray *rows = mlplat_seam_array_new(&mlplat_rollout_artifact_verdict_seam);
+
+		foreach (lc, gate)
+		{
+			Gate *g = lfirst(lc);
+			MlplatArtifactCheck *c = g->check;
+
+			if (c == NULL)
+				continue;
+			{
+				VerdictRow v = {
+					.id = g->rollout_id,
+					.row_version = g->row_version,
+					.verdict = verdict_names[c->verdict],
+					.reason = c->reason ? c->reason : "artifact check undecided",
+					.retry_ms = c->retry_ms >= 0 ? c->retry_ms : 1000,
+				};
+
+				mlplat_seam_array_add(rows, &v);
+			}
+		}
+		answers = mlplat_seam_writeback_rows(rows, "SELECT r FROM mlplat._rollout_artifact_verdicts($1, $2) r",
+											 pass->epoch, &mlplat_rollout_writeback_result_seam, cxt,
+											 sizeof(MlplatRolloutResult));
+	}
 	foreach (lc, gate)
 	{
 		Gate *g = lfirst(lc);
 		MlplatArtifactCheck *c = g->check;
-		const char *verdict;
-		char *res;
+		const char *res;
 
 		if (c == NULL)
 			continue;
-		verdict = verdict_names[c->verdict];
-		if (SPI_execute_with_args("SELECT mlplat._rollout_artifact_verdict($1, $2, $3, $4, $5, $6)", 6,
-								  (Oid[]){ INT8OID, INT8OID, INT8OID, TEXTOID, TEXTOID, INT4OID },
-								  (Datum[]){ Int64GetDatum(g->rollout_id), Int64GetDatum(g->row_version),
-											 Int64GetDatum(pass->epoch), CStringGetTextDatum(verdict),
-											 CStringGetTextDatum(c->reason ? c->reason : "artifact check undecided"),
-											 Int32GetDatum(c->retry_ms >= 0 ? c->retry_ms : 1000) },
-								  NULL, false, 1) != SPI_OK_SELECT ||
-			SPI_processed != 1)
-			elog(ERROR, "mlplat: rollout artifact write-back failed");
-		res = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+		res = mlplat_rollout_result_of(answers, g->rollout_id);
 		/* OK and still ours: the pass goes on to apply the target */
 		g->held = !(c->verdict == MLPLAT_ARTIFACT_OK && res && strcmp(res, "OK") == 0);
 		/* a ledger row per finding (not for waiting on configuration), as for deployments */

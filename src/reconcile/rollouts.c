@@ -45,6 +45,7 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "mlplat/artifact.h"
 #include "mlplat/backoff.h"
 #include "mlplat/guc.h"
 #include "mlplat/http.h"
@@ -420,7 +421,63 @@ static const MlplatSeamField claim_fields[] = {
 #undef CF
 static MlplatSeam claim_seam = { "rollout_claim", claim_fields, lengthof(claim_fields) };
 
-MlplatSeam *const mlplat_rollouts_seams[] = { &claim_seam, NULL };
+/* mlplat.rollout_writeback: what a pass observed and applied, one row per rollout */
+typedef struct RolloutWriteback
+{
+	int64 id;
+	int64 row_version;
+	const char *controller;
+	const char *observation; /* jsonb; NULL: not observed */
+	bool applied;
+	int32 applied_percent; /* -1: canaryTrafficPercent removed */
+	const char *error;
+	int32 retry_ms; /* < 0: no retry scheduled */
+} RolloutWriteback;
+
+#define WF(m, t) MLPLAT_SEAM_FIELD(RolloutWriteback, m, t)
+static const MlplatSeamField writeback_fields[] = {
+	WF(id, MLPLAT_SEAM_INT8),
+	WF(row_version, MLPLAT_SEAM_INT8),
+	WF(controller, MLPLAT_SEAM_TEXT),
+	WF(observation, MLPLAT_SEAM_JSONB),
+	WF(applied, MLPLAT_SEAM_BOOL),
+	WF(applied_percent, MLPLAT_SEAM_INT4),
+	WF(error, MLPLAT_SEAM_TEXT),
+	MLPLAT_SEAM_FIELD_NEG(RolloutWriteback, retry_ms, MLPLAT_SEAM_INT4),
+};
+#undef WF
+static MlplatSeam writeback_seam = { "rollout_writeback", writeback_fields, lengthof(writeback_fields) };
+
+/* mlplat.rollout_writeback_result: the answer to a write-back or verdict row */
+#define RF(m, t) MLPLAT_SEAM_FIELD(MlplatRolloutResult, m, t)
+static const MlplatSeamField result_fields[] = {
+	RF(id, MLPLAT_SEAM_INT8),
+	RF(result, MLPLAT_SEAM_TEXT),
+};
+#undef RF
+MlplatSeam mlplat_rollout_writeback_result_seam = { "rollout_writeback_result", result_fields,
+													lengthof(result_fields) };
+
+MlplatSeam *const mlplat_rollouts_seams[] = {
+	&claim_seam,
+	&writeback_seam,
+	&mlplat_rollout_writeback_result_seam,
+	&mlplat_rollout_artifact_claim_seam,
+	&mlplat_rollout_artifact_verdict_seam,
+	&mlplat_artifact_claim_seam,
+	NULL,
+};
+
+const char *
+mlplat_rollout_result_of(List *answers, int64 id)
+{
+	ListCell *lc;
+
+	foreach (lc, answers)
+		if (((MlplatRolloutResult *) lfirst(lc))->id == id)
+			return ((MlplatRolloutResult *) lfirst(lc))->result;
+	return NULL;
+}
 
 /* ---------------------------------------------------------------- I/O */
 
@@ -574,6 +631,7 @@ write_back(MlplatPass *pass, List *rollouts, int *decisions)
 	MemoryContext pass_cxt = CurrentMemoryContext;
 	ListCell *lc;
 	List *spans = NIL;
+	List *answers;
 	MlplatWriteNotes settled = { 0 };
 
 	mlplat_txn_begin();
@@ -589,39 +647,38 @@ write_back(MlplatPass *pass, List *rollouts, int *decisions)
 											 : psprintf("found canaryTrafficPercent %d applied by an apply whose answer was never recorded",
 														r->want));
 	}
+	{
+		MlplatSeamArray *rows = mlplat_seam_array_new(&writeback_seam);
+
+		foreach (lc, rollouts)
+		{
+			Rollout *r = lfirst(lc);
+			RolloutWriteback w = {
+				.id = r->id,
+				.row_version = r->row_version,
+				.controller = pass->controller,
+				.observation = r->obs ? r->obs->data : NULL,
+				.applied = r->applied,
+				.applied_percent = r->want,
+				.error = r->error,
+				.retry_ms = r->retry_ms,
+			};
+
+			if (r->get != NULL || r->apply != NULL)
+				mlplat_seam_array_add(rows, &w);
+		}
+		answers = mlplat_seam_writeback_rows(rows, "SELECT r FROM mlplat._rollouts_writeback_set($1, $2) r",
+											 pass->epoch, &mlplat_rollout_writeback_result_seam, pass_cxt,
+											 sizeof(MlplatRolloutResult));
+	}
 	foreach (lc, rollouts)
 	{
 		Rollout *r = lfirst(lc);
-		Datum v[8];
-		char n[8] = { ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ' };
-		Oid types[8] = { INT8OID, INT8OID, INT8OID, TEXTOID, TEXTOID, INT4OID, TEXTOID, INT4OID };
-		char *res;
+		const char *res;
 
 		if (r->get == NULL && r->apply == NULL)
 			continue;
-		v[0] = Int64GetDatum(r->id);
-		v[1] = Int64GetDatum(r->row_version);
-		v[2] = Int64GetDatum(pass->epoch);
-		v[3] = CStringGetTextDatum(pass->controller);
-		if (r->obs)
-			v[4] = CStringGetTextDatum(r->obs->data);
-		else
-			n[4] = 'n';
-		v[5] = Int32GetDatum(r->want);
-		if (!r->applied)
-			n[5] = 'n';
-		if (r->error)
-			v[6] = CStringGetTextDatum(r->error);
-		else
-			n[6] = 'n';
-		v[7] = Int32GetDatum(r->retry_ms);
-		if (r->retry_ms < 0)
-			n[7] = 'n';
-		if (SPI_execute_with_args("SELECT mlplat._rollouts_observe($1, $2, $3, $4, $5::pg_catalog.jsonb, $6, $7, $8)",
-								  8, types, v, n, false, 1) != SPI_OK_SELECT ||
-			SPI_processed != 1)
-			elog(ERROR, "mlplat: rollouts write-back failed");
-		res = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+		res = mlplat_rollout_result_of(answers, r->id);
 		/* spans go with a write-back that held; the lists live in the pass's context */
 		if (res && strcmp(res, "LOST") != 0)
 		{

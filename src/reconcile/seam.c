@@ -37,6 +37,22 @@ const MlplatSeamField mlplat_status_writeback_fields[MLPLAT_STATUS_WRITEBACK_NFI
 };
 #undef SWF
 
+/* a text[] as a List of palloc'd strings (NULL elements stay NULL) */
+static List *
+text_array_list(Datum d)
+{
+	ArrayType *a = DatumGetArrayTypeP(d);
+	Datum *elems;
+	bool *nulls;
+	int n;
+	List *out = NIL;
+
+	deconstruct_array(a, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
+	for (int i = 0; i < n; i++)
+		out = lappend(out, nulls[i] ? NULL : TextDatumGetCString(elems[i]));
+	return out;
+}
+
 static Oid
 seam_sql_type(MlplatSeamType t)
 {
@@ -54,6 +70,8 @@ seam_sql_type(MlplatSeamType t)
 			return JSONBOID;
 		case MLPLAT_SEAM_TIMESTAMPTZ:
 			return TIMESTAMPTZOID;
+		case MLPLAT_SEAM_TEXT_ARRAY:
+			return TEXTARRAYOID;
 	}
 	return InvalidOid;
 }
@@ -214,6 +232,9 @@ mlplat_seam_read(MlplatSeam *s, Datum composite, void *out)
 			case MLPLAT_SEAM_TIMESTAMPTZ:
 				*(TimestampTz *) p = isnull ? 0 : DatumGetTimestampTz(v);
 				break;
+			case MLPLAT_SEAM_TEXT_ARRAY:
+				*(List **) p = isnull ? NIL : text_array_list(v);
+				break;
 			case MLPLAT_SEAM_JSONB:
 				if (isnull)
 					*(char **) p = NULL;
@@ -313,6 +334,10 @@ mlplat_seam_array_add(MlplatSeamArray *a, const void *row)
 				if (!nulls[a_i])
 					values[a_i] = DirectFunctionCall1(jsonb_in, CStringGetDatum(*(char *const *) p));
 				break;
+			case MLPLAT_SEAM_TEXT_ARRAY:
+				elog(ERROR, "mlplat: attribute \"%s\" of mlplat.%s is read only (text[])", f->attname,
+					 s->type_name);
+				break;
 		}
 	}
 	tuple = heap_form_tuple(td, values, nulls);
@@ -411,4 +436,20 @@ mlplat_seam_writeback_end(MlplatPass *pass, MlplatWriteNotes *settled, List *spa
 	mlplat_txn_commit();
 	MemoryContextSwitchTo(pass_cxt);
 	mlplat_pass_note_lost(pass, lost);
+}
+
+List *
+mlplat_seam_writeback_rows(MlplatSeamArray *a, const char *sql, int64 epoch, MlplatSeam *result,
+						   MemoryContext cxt, size_t size)
+{
+	Oid types[2] = { INT8OID, get_array_type(a->seam->typoid) };
+	Datum values[2];
+
+	if (a->count == 0)
+		return NIL;
+	if (!OidIsValid(types[1]))
+		elog(ERROR, "mlplat: type mlplat.%s has no array type", a->seam->type_name);
+	values[0] = Int64GetDatum(epoch);
+	values[1] = mlplat_seam_array_datum(a);
+	return mlplat_seam_claim(result, cxt, sql, 2, types, values, size);
 }

@@ -12,6 +12,9 @@ restore() {
 	q $DB "ALTER TYPE mlplat.deployment_claim RENAME ATTRIBUTE due_now TO due" 2>/dev/null
 	q $DB "ALTER TYPE mlplat.deployment_claim ALTER ATTRIBUTE attempts TYPE int" 2>/dev/null
 	q $DB "ALTER TYPE mlplat.deployment_writeback DROP ATTRIBUTE IF EXISTS extra" 2>/dev/null
+	for t in rollout_writeback rollout_writeback_result rollout_artifact_claim rollout_artifact_verdict artifact_check_claim; do
+		q $DB "ALTER TYPE mlplat.$t DROP ATTRIBUTE IF EXISTS extra" 2>/dev/null
+	done
 }
 on_exit restore
 e2e_standin $DB
@@ -78,6 +81,26 @@ tap_ok $? "types and library agree again (a dropped attribute in between): the d
 tap_is "$(isvc_code two)" 200 "... and its InferenceService is made"
 grep -q 'mlplat deployments reconciler [0-9]*: the seam types agree with the library again' <(tail -n +"$first_mark" "$WORK/data.log")
 tap_ok $? "... and the log says the refusal is over"
+
+# --- the rollouts write-back (and its answers), the rollout artifact gate's claim and
+# verdicts, and the artifact check's claim are seams too: each checked by the kinds that
+# use it (issue 19: they were read and written by position)
+refuses() {   # KIND TYPE: every replica of KIND that is not stopped refuses, naming TYPE
+	wait_for $DB "SELECT bool_and(starts_with(status, 'refuses to run: type mlplat.$2 does not match this library'))
+	              FROM mlplat.reconciler_health WHERE kind = '$1' AND role <> 'stopped'" t 30
+}
+for t in rollout_writeback rollout_writeback_result rollout_artifact_claim rollout_artifact_verdict; do
+	q $DB "ALTER TYPE mlplat.$t ADD ATTRIBUTE extra text" >/dev/null
+	refuses rollouts $t
+	tap_ok $? "mlplat.$t with an attribute the library does not know: the rollouts workers refuse to run"
+	q $DB "ALTER TYPE mlplat.$t DROP ATTRIBUTE extra" >/dev/null
+done
+q $DB "ALTER TYPE mlplat.artifact_check_claim ADD ATTRIBUTE extra text" >/dev/null
+refuses deployments artifact_check_claim && refuses rollouts artifact_check_claim
+tap_ok $? "mlplat.artifact_check_claim likewise: the deployments and the rollouts workers refuse to run"
+q $DB "ALTER TYPE mlplat.artifact_check_claim DROP ATTRIBUTE extra" >/dev/null
+wait_for $DB "SELECT count(*) FROM mlplat.reconciler_health WHERE kind IN ('deployments', 'rollouts') AND status LIKE 'refuses%'" 0 30
+tap_ok $? "... and run again once the types agree"
 
 q $DB "SELECT mlplat.undeploy('seam', d) FROM unnest(ARRAY['one', 'two']) d" >/dev/null
 wait_for $DB "SELECT count(*) FROM mlplat.deployments d JOIN mlplat.projects p ON p.id = d.project_id

@@ -103,8 +103,11 @@ BEGIN
 END $$;
 
 
-CREATE OR REPLACE FUNCTION mlplat._rollout_artifacts_pending(p_ids bigint[])
-RETURNS TABLE (id bigint, deployment_id bigint, target_revision int)
+-- its rows are a seam type now (read by name, seam.h): a new return type, so drop and create
+DROP FUNCTION mlplat._rollout_artifacts_pending(bigint[]);
+CREATE TYPE mlplat.rollout_artifact_claim AS (id bigint, deployment_id bigint, target_revision int);
+CREATE FUNCTION mlplat._rollout_artifacts_pending(p_ids bigint[])
+RETURNS SETOF mlplat.rollout_artifact_claim
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
@@ -114,6 +117,7 @@ AS $$
      AND mlplat.rollout_is_active(ro.status)
    ORDER BY ro.id
 $$;
+REVOKE ALL ON FUNCTION mlplat._rollout_artifacts_pending(bigint[]) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION mlplat._rollout_artifact_verdict(p_id bigint, p_row_version bigint, p_epoch bigint,
                                                  p_verdict text, p_reason text, p_retry_ms int)
