@@ -6,8 +6,9 @@
  * nothing else: it proves the shape, so it uses every part a real kind does.
  *
  * One pass:
- *   1. claim (short transaction): every live echo (mlplat.echo_claim), and the
- *      notes of writes whose answer no write-back recorded;
+ *   1. claim (mlplat_seam_claim_pass, a short transaction): every live echo
+ *      (mlplat.echo_claim), and the notes of writes whose answer no write-back
+ *      recorded;
  *   2. observe: LIST the ConfigMaps with our labels;
  *   3. decide per echo (pure: echo_decide): create what is missing, apply what
  *      differs (REPAIR when it had been in step: someone changed it), delete
@@ -217,28 +218,20 @@ ours(const MlJsonValue *obj, const char *instance, int64 id)
 static List *
 claim(MlplatPass *pass, char **instance)
 {
-	MemoryContext pass_cxt = CurrentMemoryContext;
-	List *echoes;
-	List *notes;
+	MlplatClaim c;
 	ListCell *lc;
 
-	mlplat_txn_begin();
-	MemoryContextSwitchTo(pass_cxt);
-	*instance = mlplat_instance_id();
-	echoes = mlplat_seam_claim(&claim_seam, pass_cxt, "SELECT c FROM mlplat._echoes_claim() c", 0, NULL, NULL,
-							   sizeof(Echo));
-	MemoryContextSwitchTo(pass_cxt);
-	notes = mlplat_unanswered_load(pass);
-	foreach (lc, echoes)
+	mlplat_seam_claim_pass(pass, &claim_seam, "SELECT c FROM mlplat._echoes_claim() c", 0, NULL, NULL, sizeof(Echo),
+						   true, &c);
+	*instance = c.instance;
+	foreach (lc, c.rows)
 	{
 		Echo *e = lfirst(lc);
 
-		e->note = mlplat_unanswered_find(notes, e->id, psprintf("%s/%s", e->ns, e->name), NULL);
+		e->note = mlplat_unanswered_find(c.notes, e->id, psprintf("%s/%s", e->ns, e->name), NULL);
 		e->retry_ms = -1;
 	}
-	mlplat_txn_commit();
-	MemoryContextSwitchTo(pass_cxt);
-	return echoes;
+	return c.rows;
 }
 
 static const MlJsonValue *
@@ -405,7 +398,7 @@ mlplat_echoes_pass(MlplatPass *pass)
 			writes++;
 			settle(arena, e, instance);
 			/* answered (not a 5xx or a lost connection): the write did or did not land */
-			if (e->http_status >= 200 && e->http_status < 500)
+			if (mlplat_write_answered(e->http_status))
 				mlplat_write_notes_add(&settled, e->id, object, NULL);
 			if (strcmp(e->action, "ADOPT") == 0 && strcmp(e->outcome, "OK") == 0)
 				pass->next_pass_ms = FOLLOW_UP_MS; /* compare the adopted object next */
@@ -463,11 +456,8 @@ mlplat_echoes_pass(MlplatPass *pass)
 		}
 		/* the external writes happened whether or not a CAS held: recorded either way */
 		(void) mlplat_ledger_batch_flush(pass, ledger);
-		mlplat_write_notes_clear(pass, &settled);
-		mlplat_txn_commit();
-		MemoryContextSwitchTo(pass_cxt);
+		mlplat_seam_writeback_end(pass, &settled, NIL, pass_cxt, lost);
 	}
-	mlplat_pass_note_lost(pass, lost);
 	if (pass->status[0] == '\0')
 		snprintf(pass->status, sizeof(pass->status), "%d echoes, %d writes, %d LIST requests",
 				 list_length(echoes), writes, lists);

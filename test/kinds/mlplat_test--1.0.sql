@@ -101,15 +101,14 @@ SET search_path = pg_catalog, mlplat, pg_temp AS $$
          observed_generation = coalesce(w.observed_generation, e.observed_generation),
          observed = coalesce(w.observed, e.observed),
          last_error = w.error,
-         attempts = CASE WHEN w.retry_ms IS NULL THEN 0 ELSE e.attempts + 1 END,
-         next_attempt_at = CASE WHEN w.retry_ms IS NULL THEN pg_catalog.now()
-                                ELSE pg_catalog.now() + pg_catalog.make_interval(secs => w.retry_ms / 1000.0) END,
+         attempts = mlplat._retry_attempts(e.attempts, w.retry_ms),
+         next_attempt_at = mlplat._retry_at(w.retry_ms),
          epoch = p_epoch,
          row_version = e.row_version + 1,
          updated_at = pg_catalog.now()
     FROM pg_catalog.unnest(p_rows) AS w
    WHERE e.id = w.id AND e.row_version = w.row_version
-     AND EXISTS (SELECT 1 FROM mlplat.leader_epochs l WHERE l.kind = 'echoes' AND l.epoch = p_epoch)
+     AND mlplat._epoch_current('echoes', p_epoch)
   RETURNING e.id
 $$;
 REVOKE ALL ON FUNCTION mlplat._echoes_claim(), mlplat._echoes_writeback_set(bigint, mlplat.echo_writeback[])
