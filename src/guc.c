@@ -20,6 +20,7 @@ int mlplat_replicas = 2;
 bool mlplat_workers_enabled = true;
 int mlplat_leader_retry_interval_ms = 250;
 int mlplat_resync_interval_ms = 30000;
+int mlplat_full_resync_interval_ms = 300000;
 int mlplat_unanswered_write_grace_ms = 60000;
 int mlplat_backoff_max_ms = 300000;
 char *mlplat_kube_url = NULL;
@@ -231,6 +232,12 @@ mlplat_define_gucs(void)
 							"Period of the full resync that detects drift.",
 							"Committed intents wake the reconciler at once; the resync catches changes made outside mlplat.",
 							&mlplat_resync_interval_ms, 30000, 100, 86400000,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomIntVariable("mlplat.full_resync_interval",
+							"Period of the deployments reconciler's full pass: every live row compared, the whole fleet listed, orphans found.",
+							"Between full passes a pass reads only the rows that changed or whose own resync (spread over mlplat.resync_interval) is due. "
+							"A new leader's first pass is always full.",
+							&mlplat_full_resync_interval_ms, 300000, 100, 86400000,
 							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
 	DefineCustomIntVariable("mlplat.unanswered_write_grace",
 							"How long an external write sent without a recorded answer may still land.",

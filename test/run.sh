@@ -122,7 +122,7 @@ log "cluster on port $PORT"
 mkdir -p "$WORK/secrets"
 printf 'planted-registry-secret-%s%s' "$RANDOM" "$RANDOM" >"$WORK/secrets/token"
 chmod 644 "$WORK/secrets/token"
-if ! cluster_start "$DATA" "$PORT" "${MLPLAT_CONF[@]}" "mlplat.resync_interval = '2s'" \
+if ! cluster_start "$DATA" "$PORT" "${MLPLAT_CONF[@]}" "mlplat.resync_interval = '2s'" "mlplat.full_resync_interval = '4s'" \
 	"mlplat.registry_token_file = '$WORK/secrets/token'"; then
 	cat "$DATA.log"; fail cluster; exit 1
 fi

@@ -17,6 +17,7 @@ extern int mlplat_replicas;
 extern bool mlplat_workers_enabled;
 extern int mlplat_leader_retry_interval_ms;
 extern int mlplat_resync_interval_ms;
+extern int mlplat_full_resync_interval_ms;
 extern int mlplat_backoff_max_ms;
 extern int mlplat_unanswered_write_grace_ms;
 

@@ -36,6 +36,18 @@ extern char *mlplat_kube_list_all(MlJsonArena *arena, const MlplatKubeResource *
 								  const char *selector, List **items, int *lists);
 
 /*
+ * GET the named objects of res (ns_names: namespace, name, namespace, name,
+ * ...), concurrently in one batch, when a pass has only a few to look at: the
+ * requests follow what the pass reads, not the fleet.  Appends to *items what
+ * a LIST by mlplat_managed_selector(instance) would have shown of them (404s
+ * and objects without our labels are left out); *requests counts the GETs.
+ * Returns NULL, or why they could not be observed (then nothing is appended).
+ * No transaction may be open.
+ */
+extern char *mlplat_kube_get_each(MlJsonArena *arena, const MlplatKubeResource *res, const char *instance,
+								  List *ns_names, List **items, int *requests);
+
+/*
  * Is the object terminating (a deletionTimestamp: deleted, held by finalizers
  * until their controllers let go)?  Then *since is that timestamp,
  * *finalizers the names that hold it ("" when none is left; metadata's, and a

@@ -450,6 +450,8 @@ BEGIN
     SET drift_policy = CASE WHEN is_policy THEN p_policy ELSE x.drift_policy END,
         deploy_deadline = CASE WHEN is_policy THEN x.deploy_deadline ELSE p_deadline END,
         row_version = x.row_version + 1, next_attempt_at = LEAST(x.next_attempt_at, pg_catalog.now()),
+        -- the row is compared again at once: no pass reads it otherwise (it changed nothing to apply)
+        next_resync_at = pg_catalog.now(),
         updated_at = pg_catalog.now()
     WHERE x.id = d.id;
     PERFORM mlplat._wake_on_commit('deployments');

@@ -2,17 +2,24 @@
  * deployments.c — the deployments reconciler: KServe InferenceServices.
  *
  * One pass:
- *   1. claim: read every live deployment and its desired revision's rendered
- *      manifest (short transaction, committed before any HTTP);
- *   2. observe: LIST InferenceServices carrying our managed-by and instance
- *      labels across all namespaces, 500 a page — not one GET per object;
+ *   1. claim: read the live deployments that changed (an intent not yet
+ *      applied, a state waiting on KServe) or whose own resync is due
+ *      (next_resync_at, spread over mlplat.resync_interval), with their desired
+ *      revision's rendered manifest (short transaction, committed before any
+ *      HTTP).  A full pass — a new leader's first, then one every
+ *      mlplat.full_resync_interval — reads every live deployment instead;
+ *   2. observe: a full pass, or one with more than OBSERVE_GET_MAX rows, LISTs
+ *      InferenceServices carrying our managed-by and instance labels across
+ *      all namespaces, 500 a page; any other GETs just the rows it read;
  *   3. decide per deployment (pure: deployment_decide), then run every apply
  *      (Server-Side Apply, force) and delete concurrently in one batch; the
  *      first apply of a revision waits for its artifact check (artifact.c),
  *      whose requests join that batch, and is applied in a second one;
  *   4. write back in a new short transaction: compare-and-swap on the row
  *      version and the leader epoch, plus a ledger row per external write —
- *      one statement for all rows, one for the ledger, one for the spans.
+ *      one statement for all rows, one for the ledger, one for the spans, and
+ *      one moving on the next resync of the rows read and left unwritten.
+ * Orphans (our objects with no live deployment) are judged on full passes only.
  * Nothing is remembered between passes but the write-ahead notes of writes
  * not yet answered (unanswered.h): an apply whose leader ended before its
  * write-back may have made an InferenceService, or may still make one, so a
@@ -39,7 +46,9 @@
 #include "mlplat/json.h"
 #include "mlplat/kube.h"
 #include "mlplat/labels.h"
+#include "mlplat/observe.h"
 #include "mlplat/reconcile.h"
+#include "mlplat/reconcile_sql.h"
 #include "mlplat/reconcile_util.h"
 #include "mlplat/seam.h"
 #include "mlplat/span.h"
@@ -52,6 +61,15 @@ static const MlplatKubeResource ISVC = { "serving.kserve.io", "v1beta1", "infere
 #define FOLLOW_UP_MS 300
 /* permanent errors (403, 422) are retried slowly: a later grant heals them */
 #define PERMANENT_RETRY_MS 30000
+/*
+ * A pass that reads at most this many rows observes them with a GET each (one
+ * batch); more, and one LIST of the fleet (500 a page) is the cheaper look.
+ */
+#define OBSERVE_GET_MAX 64
+
+/* the epoch whose leader ran its first full pass, and when the last full pass began */
+static int64 full_epoch = -1;
+static TimestampTz last_full = 0;
 
 typedef enum DepAction
 {
@@ -661,9 +679,9 @@ judge_found(List *deps, const char *instance, MlJsonArena *arena, bool probe)
 /* ---------------------------------------------------------------- I/O */
 
 static void
-claim(MlplatPass *pass, List **out, char **instance)
+claim(MlplatPass *pass, bool full, List **out, char **instance)
 {
-	Datum args[3] = { BoolGetDatum(pass->resync), BoolGetDatum(pass->woken && !pass->resync),
+	Datum args[3] = { BoolGetDatum(full), BoolGetDatum(pass->woken),
 					  Int32GetDatum(mlplat_deploy_deadline_ms) };
 	Oid argtypes[3] = { BOOLOID, BOOLOID, INT4OID };
 	MlplatClaim c;
@@ -800,13 +818,44 @@ apply_result(Deployment *d, MlplatPass *pass)
 }
 
 /*
+ * The rows of deps compared with the cluster and left unwritten: their next
+ * resync moves on (_deployments_resynced), in one statement.  A row whose
+ * write-back lost its compare-and-swap is not among them: it stays due and is
+ * read again next pass.
+ */
+static void
+mark_resynced(MlplatPass *pass, List *deps)
+{
+	Datum *ids = palloc(sizeof(Datum) * Max(1, list_length(deps)));
+	int n = 0;
+	ListCell *lc;
+
+	foreach (lc, deps)
+	{
+		Deployment *d = lfirst(lc);
+
+		if (!d->write)
+			ids[n++] = Int64GetDatum(d->id);
+	}
+	if (n == 0)
+		return;
+	(void) mlplat_sql_exec("SELECT mlplat._deployments_resynced($1, $2)", 2, (Oid[]){ INT8OID, INT8ARRAYOID },
+						   (Datum[]){ Int64GetDatum(pass->epoch),
+									  PointerGetDatum(construct_array(ids, n, INT8OID, sizeof(int64), FLOAT8PASSBYVAL,
+																	  TYPALIGN_DOUBLE)) },
+						   NULL);
+}
+
+/*
  * Write back every deployment of deps that has something to record, in one
  * statement (compare-and-swap per row), then the ledger rows and spans, each
  * in one statement too: the cost of a write-back is a few statements per
- * pass, not a few per deployment.
+ * pass, not a few per deployment.  observed: this pass compared deps with the
+ * cluster, so those it had nothing to write for are marked resynced (their
+ * next resync moves on; a written row's moves with its write-back).
  */
 static void
-write_back(MlplatPass *pass, List *deps, List *orphans)
+write_back(MlplatPass *pass, List *deps, List *orphans, bool observed)
 {
 	MemoryContext pass_cxt = CurrentMemoryContext;
 	ListCell *lc;
@@ -897,6 +946,8 @@ write_back(MlplatPass *pass, List *deps, List *orphans)
 								NULL, NULL, o->http_status, o->error, NULL,
 								psprintf("%s/%s", o->ns, o->name));
 	}
+	if (observed)
+		mark_resynced(pass, deps);
 	(void) mlplat_ledger_batch_flush(pass, ledger);
 	mlplat_seam_writeback_end(pass, &settled, spans, pass_cxt, lost);
 }
@@ -1021,7 +1072,7 @@ apply_checked(MlplatPass *pass, List *deps, List *checks, const char *instance, 
 		if (d->req)
 			apply_result(d, pass);
 	}
-	write_back(pass, checked, NIL);
+	write_back(pass, checked, NIL, false);
 	return applies;
 }
 
@@ -1040,13 +1091,27 @@ mlplat_deployments_pass(MlplatPass *pass)
 	char *instance;
 	HTAB *by_name;
 	int lists = 0;
+	int gets = 0;
 	int applies = 0;
 	List *checks = NIL;
+	bool full;
+	TimestampTz full_start = 0;
 
 	if (!mlplat_cluster_ready(pass, (const char **) &why))
 		return;
 
-	claim(pass, &deps, &instance);
+	/*
+	 * Full: a new leader's first pass and one every mlplat.full_resync_interval
+	 * compare every live row with a LIST of the whole fleet and judge orphans.
+	 * Between them a pass reads only the rows that changed or whose own resync
+	 * is due, and observes just those.
+	 */
+	full = !pass->woken &&
+		   (pass->epoch != full_epoch ||
+			TimestampDifferenceExceeds(last_full, GetCurrentTimestamp(), mlplat_full_resync_interval_ms));
+	if (full)
+		full_start = GetCurrentTimestamp();
+	claim(pass, full, &deps, &instance);
 	MemoryContextSwitchTo(pass_cxt);
 	selector = mlplat_managed_selector(instance);
 	items = NIL;
@@ -1060,16 +1125,36 @@ mlplat_deployments_pass(MlplatPass *pass)
 		if (deps == NIL)
 		{
 			/*
-			 * A commit that changed no intent (set_drift_policy): look at
-			 * everything at once instead of at the next resync.
+			 * A commit that changed no intent (set_drift_policy, which makes
+			 * the row's resync due now): look at once instead of at the
+			 * next resync.
 			 */
 			pass->next_pass_ms = 1;
 			return;
 		}
 	}
+	else if (!full && deps == NIL)
+	{
+		/* nothing changed and no resync due: nothing to read, nothing to ask */
+		snprintf(pass->status, sizeof(pass->status), "0 deployments due, 0 requests");
+		return;
+	}
 	else
 	{
-		why = mlplat_kube_list_all(arena, &ISVC, selector, &items, &lists);
+		if (!full && list_length(deps) <= OBSERVE_GET_MAX)
+		{
+			List *ns_names = NIL;
+
+			foreach (lc, deps)
+			{
+				Deployment *d = lfirst(lc);
+
+				ns_names = lappend(lappend(ns_names, d->ns), d->name);
+			}
+			why = mlplat_kube_get_each(arena, &ISVC, instance, ns_names, &items, &gets);
+		}
+		else
+			why = mlplat_kube_list_all(arena, &ISVC, selector, &items, &lists);
 		if (why)
 			ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE), errmsg("%s", why)));
 	}
@@ -1115,9 +1200,12 @@ mlplat_deployments_pass(MlplatPass *pass)
 				matched = true;
 			}
 		}
-		/* ours by label, with no live deployment: an orphan (only judged on a full resync) */
+		/*
+		 * ours by label, with no live deployment: an orphan (only judged on a full
+		 * pass: any other claims only some of the live rows)
+		 */
 		/* ... and not one already deleted, waiting for its finalizers: asked once is enough */
-		if (!matched && pass->resync && ns && name && !mlplat_json_text(obj, "metadata", "deletionTimestamp", NULL))
+		if (!matched && full && ns && name && !mlplat_json_text(obj, "metadata", "deletionTimestamp", NULL))
 		{
 			Deployment *o = palloc0(sizeof(Deployment));
 
@@ -1257,11 +1345,18 @@ mlplat_deployments_pass(MlplatPass *pass)
 		o->error = res.message;
 	}
 
-	write_back(pass, deps, orphans);
+	write_back(pass, deps, orphans, !pass->woken);
+	if (full)
+	{
+		/* only a full pass that got this far counts: a failed one is tried again */
+		full_epoch = pass->epoch;
+		last_full = full_start;
+	}
 	/* written first, so a download never delays the others' results */
 	if (checks != NIL)
 		applies += apply_checked(pass, deps, checks, instance, arena);
 	if (pass->status[0] == '\0')
-		snprintf(pass->status, sizeof(pass->status), "%d deployments, %d applied, %d orphans, %d LIST requests",
-				 list_length(deps), applies, list_length(orphans), lists);
+		snprintf(pass->status, sizeof(pass->status), "%d deployments%s, %d applied, %d orphans, %d LIST requests, %d GETs",
+				 list_length(deps), full ? " (full pass)" : pass->woken ? " (woken)" : " due", applies,
+				 list_length(orphans), lists, gets);
 }

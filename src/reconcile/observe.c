@@ -14,6 +14,7 @@
 #include "mlplat/guc.h"
 #include "mlplat/http.h"
 #include "mlplat/kube.h"
+#include "mlplat/labels.h"
 #include "mlplat/observe.h"
 #include "mlplat/reconcile_util.h"
 
@@ -153,6 +154,68 @@ mlplat_kube_list_all(MlJsonArena *arena, const MlplatKubeResource *res, const ch
 	}
 	*items = list_concat(*items, got);
 	return NULL;
+}
+
+/* Does obj carry selector's labels: managed by mlplat, this instance? */
+static bool
+carries_our_labels(const MlJsonValue *obj, const char *instance)
+{
+	const char *by = mlplat_json_text(obj, "metadata", "labels", MLPLAT_LABEL_MANAGED_BY);
+	const char *in = mlplat_json_text(obj, "metadata", "labels", MLPLAT_LABEL_INSTANCE);
+
+	return by && in && strcmp(by, MLPLAT_MANAGED_BY) == 0 && strcmp(in, instance) == 0;
+}
+
+/*
+ * One GET per name, all in one batch.  What a LIST by our selector would show
+ * of those names, and nothing more: an object without our labels is left out
+ * as the LIST would leave it out, so a pass decides the same either way.  Any
+ * answer but the object or 404 makes the whole observation fail: an object
+ * that could not be read is not an object that is gone.
+ */
+char *
+mlplat_kube_get_each(MlJsonArena *arena, const MlplatKubeResource *res, const char *instance,
+					 List *ns_names, List **items, int *requests)
+{
+	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "mlplat GET each", ALLOCSET_DEFAULT_SIZES);
+	MemoryContext old = MemoryContextSwitchTo(cxt);
+	MlplatHttpBatch *b = mlplat_http_batch_create(cxt);
+	List *got = NIL;
+	char *why = NULL;
+	ListCell *lc;
+
+	for (lc = list_head(ns_names); lc != NULL && lnext(ns_names, lc) != NULL; lc = lnext(ns_names, lnext(ns_names, lc)))
+		(void) mlplat_kube_get(b, res, lfirst(lc), lfirst(lnext(ns_names, lc)));
+	MemoryContextSwitchTo(old);
+	if (mlplat_http_batch_count(b) > 0)
+		mlplat_http_batch_run(b);
+	*requests += mlplat_http_batch_count(b);
+	for (int i = 0; i < mlplat_http_batch_count(b) && why == NULL; i++)
+	{
+		MlplatHttpRequest *r = mlplat_http_batch_get(b, i);
+		MlJsonValue *obj = NULL;
+		MlJsonError err;
+		MlplatKubeResult kr;
+
+		if (!r->failed && r->resp_body != NULL && r->status == 200)
+			obj = ml_json_parse(arena, r->resp_body, r->resp_len, NULL, &err);
+		mlplat_kube_classify(r, obj != NULL, &kr);
+		if (kr.outcome == MLPLAT_KUBE_NOT_FOUND)
+			continue;
+		if (kr.outcome != MLPLAT_KUBE_OK || obj == NULL)
+		{
+			if (kr.tenant_message)
+				ereport(LOG, (errmsg("mlplat: cannot get %s: %s", res->plural, kr.message)));
+			why = psprintf("cannot get %s: %s", res->plural,
+						   mlplat_kube_tenant_line(&kr) ? mlplat_kube_tenant_line(&kr) : "not JSON");
+		}
+		else if (carries_our_labels(obj, instance))
+			got = lappend(got, obj);
+	}
+	MemoryContextDelete(cxt);
+	if (why == NULL)
+		*items = list_concat(*items, got);
+	return why;
 }
 
 bool

@@ -81,10 +81,14 @@ interrupt dc before "SELECT mlplat.deploy('dlwb', 'dc', 'm', '2', 'kserve-sklear
 wait_for $DB "SELECT status || '/' || observed_revision FROM mlplat.deployments WHERE name = 'dc'" READY/2 40
 tap_ok $? "C: the redeploy's revision 2 is applied and READY"
 release_holds
-sleep 3   # the late revision-1 apply lands; resyncs see it
+sleep 3   # the late revision-1 apply lands; the row's next resync sees it
 wait_for $DB "SELECT status || '/' || observed_revision FROM mlplat.deployments WHERE name = 'dc'" READY/2 40
 tap_ok $? "C: after the late revision-1 apply landed, the deployment is READY on revision 2 again"
+# the row's own resync (within 1.5 resync intervals of its last) finds revision 1 and applies 2
+for _ in $(seq 1 200); do [ "$(isvc_rev dc)" = 2 ] && break; sleep 0.2; done
 tap_is "$(isvc_rev dc)" 2 "C: ... and so is the InferenceService at the stand-in"
+wait_for $DB "SELECT status || '/' || observed_revision FROM mlplat.deployments WHERE name = 'dc'" READY/2 40
+tap_ok $? "C: ... and the deployment READY on revision 2 once more"
 tap_is "$(q $DB "SELECT count(*) FROM mlplat.unanswered_writes WHERE kind = 'deployments'")" 0 "no note left behind"
 
 # --- D: the unanswered create lands between the new leader's LIST and its apply

@@ -30,6 +30,26 @@ CREATE TYPE mlplat.deployment_writeback AS (
   observed_generation bigint, observed_revision int, endpoint text, observed jsonb,
   error text, retry_ms int);
 
+-- When a row just compared with the cluster is compared again although nothing changed:
+-- mlplat.resync_interval (the caller's setting: the worker's) x a uniform [0.5, 1.5) from now,
+-- so a fleet written or resynced in one pass does not fall due in one pass again.
+CREATE FUNCTION mlplat._next_resync_at() RETURNS timestamptz
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$
+  SELECT pg_catalog.now()
+         + coalesce(pg_catalog.current_setting('mlplat.resync_interval', true), '30s')::interval
+           * (0.5 + pg_catalog.random())
+$$;
+REVOKE ALL ON FUNCTION mlplat._next_resync_at() FROM PUBLIC;
+
+ALTER TABLE mlplat.deployments ADD COLUMN next_resync_at timestamptz NOT NULL DEFAULT pg_catalog.now();
+CREATE INDEX deployments_resync_due ON mlplat.deployments (next_resync_at) WHERE status <> 'DELETED';
+CREATE INDEX deployments_changed ON mlplat.deployments (id)
+  WHERE status IN ('PENDING', 'DEPLOYING', 'DRIFTED', 'DELETING') OR generation <> observed_generation;
+
+-- p_resync: a full pass (a new leader's first, and every mlplat.full_resync_interval):
+-- every live row, each due.  Otherwise only the changed rows and those whose resync is due.
 -- p_only_new: a pass woken by a commit takes just the intents not yet applied.
 -- p_deadline_ms: mlplat.deploy_deadline of the calling worker (0: none); a deployment's own
 -- deploy_deadline overrides it.
@@ -40,11 +60,21 @@ RETURNS SETOF mlplat.deployment_claim
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
+  WITH picked AS (
+    -- three gated branches: the planner keeps an index scan for each whatever the flags
+    SELECT x.id FROM mlplat.deployments x WHERE p_resync AND x.status <> 'DELETED'
+    UNION
+    SELECT x.id FROM mlplat.deployments x
+     WHERE NOT p_resync AND x.status <> 'DELETED' AND x.next_resync_at <= pg_catalog.now()
+    UNION
+    SELECT x.id FROM mlplat.deployments x
+     WHERE NOT p_resync
+       AND (x.status IN ('PENDING', 'DEPLOYING', 'DRIFTED', 'DELETING') OR x.generation <> x.observed_generation))
   SELECT d.id, p.name, mlplat._project_namespace(p.name), d.name, d.status,
          d.generation, d.observed_generation, d.row_version,
          d.desired_revision, r.spec::text, r.spec_digest, d.traceparent, d.attempts,
          d.next_attempt_at <= pg_catalog.now()
-           AND (p_resync OR d.generation <> d.observed_generation
+           AND (p_resync OR d.next_resync_at <= pg_catalog.now() OR d.generation <> d.observed_generation
                 OR d.status IN ('PENDING', 'DEPLOYING', 'DRIFTED', 'DELETING'))
            -- an active rollout owns the InferenceService (see src/reconcile/rollouts.c)
            AND NOT EXISTS (SELECT 1 FROM mlplat.rollouts ro WHERE ro.deployment_id = d.id
@@ -57,7 +87,8 @@ AS $$
          (d.observed->'kserve_at_apply'->>'revision')::int,
          (d.observed->'kserve_at_apply'->>'observedGeneration')::bigint,
          d.observed->'kserve_at_apply'->>'latestCreatedRevision'
-    FROM mlplat.deployments d
+    FROM picked
+    JOIN mlplat.deployments d ON d.id = picked.id
     CROSS JOIN LATERAL (SELECT coalesce((pg_catalog.date_part('epoch', d.deploy_deadline) * 1000)::bigint,
                                         p_deadline_ms) AS ms) dl
     JOIN mlplat.projects p ON p.id = d.project_id
@@ -95,6 +126,7 @@ AS $$
          last_error = w.error,
          attempts = mlplat._retry_attempts(d.attempts, w.retry_ms),
          next_attempt_at = mlplat._retry_at(w.retry_ms),
+         next_resync_at = mlplat._next_resync_at(),
          epoch = p_epoch,
          row_version = d.row_version + 1,
          updated_at = pg_catalog.now()

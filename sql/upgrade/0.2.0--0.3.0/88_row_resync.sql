@@ -1,0 +1,70 @@
+-- 0.2.0 -> 0.3.0, part 88: per-row resync of deployments (issue 20).  The column, its two
+-- partial indexes, _next_resync_at and the claim and write-back that use them are in part 20
+-- (which redefines those functions; the column must exist before their bodies are checked).
+-- Here: marking compared rows resynced, and the option setters that make a row due at once.
+
+-- The rows a pass compared with the cluster and found nothing to write for: their next
+-- resync moves on (row_version does not: nothing about them changed, and an intent
+-- committed meanwhile must not lose its compare-and-swap).  Only while p_epoch is still the
+-- kind's epoch; ids ascending lock rows in id order, as the write-back does.
+CREATE FUNCTION mlplat._deployments_resynced(p_epoch bigint, p_ids bigint[])
+RETURNS void
+LANGUAGE sql
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$
+  UPDATE mlplat.deployments d
+     SET next_resync_at = mlplat._next_resync_at()
+    FROM pg_catalog.unnest(p_ids) AS i(id)
+   WHERE d.id = i.id
+     AND EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = 'deployments' AND e.epoch = p_epoch)
+$$;
+REVOKE ALL ON FUNCTION mlplat._deployments_resynced(bigint, bigint[]) FROM PUBLIC;
+
+-- What set_drift_policy and set_deploy_deadline share: not an intent for the cluster (no
+-- revision, no generation bump), so only row_version + 1 (a pass that decided under the old
+-- setting loses its compare-and-swap) and a wake: the reconciler looks again at once.  The
+-- caller has authorized and validated; p_action names the setting it changes.
+CREATE OR REPLACE FUNCTION mlplat._set_deployment_option(p_action text, p_pid bigint, p_project text, p_deployment text,
+                                              p_policy text, p_deadline interval, p_key text)
+RETURNS mlplat.accepted LANGUAGE plpgsql AS $$
+DECLARE
+  who text := mlplat._actor();
+  r mlplat.accepted;
+  tp text := mlplat._traceparent();
+  d mlplat.deployments;
+  is_policy boolean := p_action = 'set_drift_policy';
+  unchanged boolean;
+BEGIN
+  r := mlplat._idem_claim(p_action, p_key,
+         pg_catalog.jsonb_build_array(p_project, p_deployment,
+           CASE WHEN is_policy THEN pg_catalog.to_jsonb(p_policy)
+                ELSE pg_catalog.to_jsonb(pg_catalog.date_part('epoch', p_deadline)) END), who);
+  IF r.request_id IS NOT NULL THEN RETURN r; END IF;
+  PERFORM mlplat._find_deployment(p_pid, p_deployment);
+  PERFORM mlplat._lock_project(p_pid, false, p_action);
+  SELECT * INTO d FROM mlplat.deployments x WHERE x.project_id = p_pid AND x.name = p_deployment FOR NO KEY UPDATE;
+  IF d.status IN ('DELETING', 'DELETED') THEN
+    PERFORM mlplat._wrong_state('deployment', d.name, d.status, p_action, 'Deploy it again first.');
+  END IF;
+  r := (pg_catalog.gen_random_uuid(), 'deployment', d.id, d.desired_revision, d.status, false)::mlplat.accepted;
+  unchanged := CASE WHEN is_policy THEN d.drift_policy = p_policy
+                    ELSE d.deploy_deadline IS NOT DISTINCT FROM p_deadline END;
+  IF NOT unchanged THEN
+    UPDATE mlplat.deployments x
+    SET drift_policy = CASE WHEN is_policy THEN p_policy ELSE x.drift_policy END,
+        deploy_deadline = CASE WHEN is_policy THEN x.deploy_deadline ELSE p_deadline END,
+        row_version = x.row_version + 1, next_attempt_at = LEAST(x.next_attempt_at, pg_catalog.now()),
+        -- the row is compared again at once: no pass reads it otherwise (it changed nothing to apply)
+        next_resync_at = pg_catalog.now(),
+        updated_at = pg_catalog.now()
+    WHERE x.id = d.id;
+    PERFORM mlplat._wake_on_commit('deployments');
+  END IF;
+  PERFORM mlplat._audit(p_action, p_project, p_pid, 'deployment', d.id, r.request_id, tp,
+    CASE WHEN is_policy THEN pg_catalog.jsonb_build_object('from', d.drift_policy, 'to', p_policy)
+         ELSE pg_catalog.jsonb_build_object('from_seconds', pg_catalog.date_part('epoch', d.deploy_deadline),
+                                            'to_seconds', pg_catalog.date_part('epoch', p_deadline)) END
+    || pg_catalog.jsonb_build_object('unchanged', unchanged), who);
+  PERFORM mlplat._idem_store(p_action, p_key, r, who);
+  RETURN r;
+END $$;

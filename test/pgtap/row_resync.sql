@@ -1,0 +1,63 @@
+-- pgTAP: per-row resync of deployments (issue 20, target 2).  A claim between full passes
+-- returns the rows that changed or whose own resync is due, not every live row; the write-back
+-- and _deployments_resynced move a row's next resync on, spread over mlplat.resync_interval;
+-- an option setter makes the row due at once.  Before: _deployments_claim(false) returned
+-- every live row, so every pass read the whole fleet.
+BEGIN;
+SELECT plan(13);
+
+SELECT mlplat.create_project('rrs', 4);
+SELECT mlplat.add_artifact_location('rrs', 's3://models/');
+SELECT mlplat.register_model_version('rrs', 'm', '1', 's3://models/m/1', repeat('a', 64), 'kserve-sklearnserver', 'sklearn');
+SELECT mlplat.set_model_stage('rrs', 'm', '1', 'CHAMPION');
+SELECT count(mlplat.deploy('rrs', 'r' || i, 'm', '1', 'kserve-sklearnserver')) FROM generate_series(1, 3) i;
+INSERT INTO mlplat.leader_epochs (kind, epoch, pid, replica, host) VALUES ('deployments', 4242, 1, 0, 'tap')
+ON CONFLICT (kind) DO UPDATE SET epoch = 4242;
+CREATE TEMP VIEW rrs_claim AS
+  SELECT c.name, c.due FROM mlplat._deployments_claim(false) c WHERE c.project = 'rrs';
+
+SELECT is((SELECT string_agg(name, ',' ORDER BY name) FROM rrs_claim), 'r1,r2,r3',
+          'intents not yet applied are claimed (changed rows)');
+
+-- the three converge: READY, observed; nothing changed since
+SELECT mlplat._deployments_writeback(d.id, d.row_version, 4242, 'READY', 'ready', d.generation, d.desired_revision,
+                                     'http://x', NULL, NULL, NULL)
+  FROM mlplat.deployments d JOIN mlplat.projects p ON p.id = d.project_id WHERE p.name = 'rrs';
+SELECT is((SELECT count(*) FROM rrs_claim), 0::bigint,
+          'a steady fleet whose resyncs are not due: a claim between full passes reads none of it');
+SELECT is((SELECT count(*) FROM mlplat._deployments_claim(true) c WHERE c.project = 'rrs' AND c.due), 3::bigint,
+          'a full pass claims every live row, each due');
+SELECT ok((SELECT bool_and(d.next_resync_at >= now() + current_setting('mlplat.resync_interval')::interval * 0.5
+                      AND d.next_resync_at < now() + current_setting('mlplat.resync_interval')::interval * 1.5)
+             FROM mlplat.deployments d JOIN mlplat.projects p ON p.id = d.project_id WHERE p.name = 'rrs'),
+          'the write-back set each next resync within [0.5, 1.5) x mlplat.resync_interval');
+SELECT ok((SELECT min(t) >= 0.5 AND max(t) < 1.5 AND max(t) - min(t) > 0.8
+             FROM (SELECT extract(epoch FROM mlplat._next_resync_at() - now())
+                          / extract(epoch FROM current_setting('mlplat.resync_interval')::interval) AS t
+                     FROM generate_series(1, 1000)) x),
+          '_next_resync_at spreads over [0.5, 1.5) intervals (1000 draws)');
+
+-- one row's resync falls due: that row alone is claimed
+UPDATE mlplat.deployments SET next_resync_at = now() - interval '1 ms' WHERE name = 'r2';
+SELECT is((SELECT string_agg(name || ':' || due, ',') FROM rrs_claim), 'r2:true',
+          'a row whose resync is due is claimed alone, and due');
+CREATE TEMP TABLE rrs_before AS SELECT id, row_version FROM mlplat.deployments WHERE name = 'r2';
+SELECT mlplat._deployments_resynced(4243, ARRAY(SELECT id FROM rrs_before));
+SELECT is((SELECT count(*) FROM rrs_claim), 1::bigint, 'a deposed leader (another epoch) marks nothing resynced');
+SELECT mlplat._deployments_resynced(4242, ARRAY(SELECT id FROM rrs_before));
+SELECT is((SELECT count(*) FROM rrs_claim), 0::bigint, 'once marked resynced it is not claimed again');
+SELECT is((SELECT d.row_version FROM mlplat.deployments d JOIN rrs_before b USING (id)),
+          (SELECT row_version FROM rrs_before),
+          '... and its row_version did not move (an intent''s compare-and-swap is not lost to a resync)');
+SELECT ok((SELECT next_resync_at > now() FROM mlplat.deployments WHERE name = 'r2'), '... its next resync is later');
+
+-- what makes a row due at once
+SELECT mlplat.set_drift_policy('rrs', 'r1', 'report');
+SELECT is((SELECT string_agg(name, ',') FROM rrs_claim), 'r1', 'set_drift_policy makes the row due at once');
+SELECT mlplat.undeploy('rrs', 'r3');
+SELECT is((SELECT string_agg(name, ',' ORDER BY name) FROM rrs_claim), 'r1,r3', 'an undeploy is a change: claimed');
+SELECT is((SELECT count(*) FROM mlplat._deployments_claim(false, true) c WHERE c.project = 'rrs'), 1::bigint,
+          'a woken pass takes only the intent not yet applied (the undeploy)');
+
+SELECT * FROM finish();
+ROLLBACK;
