@@ -899,6 +899,36 @@ check('watch streams ADDED/MODIFIED/DELETED events from a resourceVersion', asyn
   eq(ev, ['ADDED', 'MODIFIED', 'DELETED'], 'events');
 });
 
+check('allowWatchBookmarks: BOOKMARK events carry the latest resourceVersion, also before the watch ends', async () => {
+  const p = '/apis/coordination.k8s.io/v1/namespaces/fid-a/leases';
+  await admin('PUT', 'config', { bookmarkMs: 200 });
+  const rv = (await k('GET', p)).body.metadata.resourceVersion;
+  // a selector that matches nothing: only bookmarks can move the client's version on
+  await k('POST', p, { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: 'bm1' } });
+  const r = await k('GET', `${p}?watch=true&labelSelector=nothing%3Dhere&allowWatchBookmarks=true&resourceVersion=${rv}&timeoutSeconds=1`);
+  await admin('PUT', 'config', { bookmarkMs: 1000 });
+  const ev = r.text.trim().split('\n').map((l) => JSON.parse(l));
+  expect(ev.length >= 2 && ev.every((e) => e.type === 'BOOKMARK'), 'only bookmarks (periodic and final)', ev.map((e) => e.type));
+  const last = ev[ev.length - 1].object;
+  eq([last.kind, last.apiVersion], ['Lease', 'coordination.k8s.io/v1'], 'a bookmark names the kind');
+  expect(Number(last.metadata.resourceVersion) > Number(rv), 'the bookmark is past the version watched from', [rv, last.metadata.resourceVersion]);
+  const none = await k('GET', `${p}?watch=true&labelSelector=nothing%3Dhere&resourceVersion=${rv}&timeoutSeconds=1`);
+  eq(none.text.trim(), '', 'no bookmarks unless asked for');
+});
+
+check('a watch from a version older than a compaction ends with 410 Expired; from after it, events flow', async () => {
+  const p = '/apis/coordination.k8s.io/v1/namespaces/fid-a/leases';
+  const rv = (await k('GET', p)).body.metadata.resourceVersion;
+  await k('POST', p, { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: 'cp1' } });
+  const at = (await admin('POST', 'watch/compact')).body.compactedRv;
+  const old = await k('GET', `${p}?watch=true&resourceVersion=${rv}&timeoutSeconds=1`);
+  const e = JSON.parse(old.text.trim().split('\n')[0]);
+  eq([e.type, e.object.code, e.object.reason], ['ERROR', 410, 'Expired'], 'the watch from before the compaction');
+  await k('POST', p, { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: 'cp2' } });
+  const ok = await k('GET', `${p}?watch=true&resourceVersion=${at}&timeoutSeconds=1`);
+  eq(ok.text.trim().split('\n').map((l) => JSON.parse(l)).map((x) => `${x.type} ${x.object.metadata.name}`), ['ADDED cp2'], 'the watch from the compaction on');
+});
+
 check('out-of-band edit keeps ownership; a forced re-apply by mlplat repairs the drift', async () => {
   const p = `${ISVC}/namespaces/fid-a/inferenceservices/drift`;
   const obj = isvcObj('drift', { modelFormat: { name: 'sklearn' }, storageUri: 's3://models/d', readinessProbe: { initialDelaySeconds: 5 }, env: [{ name: 'A', value: '1' }] });

@@ -479,7 +479,7 @@ async function admin(req, url, seg, raw) {
   if (route === 'health') return { status: 200, body: { ok: true, port: server.address().port, s3Port, seed: opt.seed, resourceVersion: String(store.rv), stateDir: opt.stateDir } };
   if (route === 'config') {
     if (m === 'PUT' || m === 'PATCH' || m === 'POST') {
-      for (const k of ['readyDelayMs', 'argoStepMs', 'continueTtlMs', 'nsDeleteMs', 'jobDeleteMs', 'deadlineScale', 'watchMaxS', 'listEndlessContinue', 'listPadBytes']) if (body[k] !== undefined) cfg[k] = Number(body[k]);
+      for (const k of ['readyDelayMs', 'argoStepMs', 'continueTtlMs', 'nsDeleteMs', 'jobDeleteMs', 'deadlineScale', 'watchMaxS', 'bookmarkMs', 'listEndlessContinue', 'listPadBytes']) if (body[k] !== undefined) cfg[k] = Number(body[k]);
       // KServe's defaultDeploymentMode (inferenceservice-config), for InferenceServices without the annotation
       if (body.deploymentMode !== undefined) {
         if (!['Serverless', 'RawDeployment'].includes(body.deploymentMode)) return { status: 400, body: { error: 'deploymentMode: Serverless or RawDeployment' } };
@@ -505,6 +505,7 @@ async function admin(req, url, seg, raw) {
       return { status: 200, body: { rules: rules.map((r) => faults.add(r)) } };
     }
   }
+  if (route === 'watch/compact' && m === 'POST') return { status: 200, body: { compactedRv: String(store.compact()) } };
   if (route === 'holds' && m === 'GET') return { status: 200, body: { items: holds.list() } };
   if (route === 'holds/release' && m === 'POST') return { status: 200, body: { released: holds.release(body.rule === undefined ? undefined : Number(body.rule), body.drop ? 'drop' : 'go') } };
   if (seg[0] === 'faults' && seg[1] && m === 'DELETE') { faults.remove(Number(seg[1])); return { status: 200, body: { ok: true } }; }

@@ -15,7 +15,7 @@ const NS = R.RESOURCES.find((r) => r.kind === 'Namespace');
 class Kube {
   constructor(store, cfg) {
     this.store = store;
-    this.cfg = cfg;            // {continueTtlMs, nsDeleteMs, watchMaxS}
+    this.cfg = cfg;            // {continueTtlMs, nsDeleteMs, watchMaxS, bookmarkMs}
     this.continues = new Map(); // token -> {items, rv, t, remaining}
     this.timers = new Set();
   }
@@ -400,11 +400,18 @@ class Kube {
       const object = asTable ? T.table(res, [{ obj: ev.object }], { resourceVersion: ev.object.metadata.resourceVersion }) : ev.object;
       resp.write(JSON.stringify({ type: ev.type, object }) + '\n');
     };
+    // allowWatchBookmarks=true: a BOOKMARK (the kind, only metadata.resourceVersion: the store's
+    // latest) every bookmarkMs and just before the server ends the watch, as the apiserver's
+    // watch cache sends them, so a client whose selector matched nothing still moves its version on
+    const bookmarks = q.get('allowWatchBookmarks') === 'true';
+    const bookmark = () => resp.write(JSON.stringify({ type: 'BOOKMARK', object: { kind: res.kind,
+      apiVersion: res.group ? `${res.group}/${res.version}` : res.version, metadata: { resourceVersion: String(this.store.rv) } } }) + '\n');
     const from = q.get('resourceVersion');
     if (from && from !== '0') {
       const fromN = Number(from);
-      if (this.store.events.length && this.store.events[0].rv > fromN + 1 && fromN < this.store.rv) {
-        resp.write(JSON.stringify({ type: 'ERROR', object: { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message: `too old resource version: ${from} (${this.store.events[0].rv - 1})`, reason: 'Expired', code: 410 } }) + '\n');
+      // too old: before the oldest event kept, or at/before a compaction (admin POST watch/compact)
+      if ((this.store.events.length && this.store.events[0].rv > fromN + 1 && fromN < this.store.rv) || fromN < this.store.compactedRv) {
+        resp.write(JSON.stringify({ type: 'ERROR', object: { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message: `too old resource version: ${from} (${Math.max(this.store.compactedRv, this.store.events.length ? this.store.events[0].rv - 1 : 0)})`, reason: 'Expired', code: 410 } }) + '\n');
         resp.end(); return;
       }
       for (const ev of this.store.events) if (ev.rv > fromN) send(ev);
@@ -413,8 +420,9 @@ class Kube {
     }
     const w = (ev) => send(ev);
     this.store.watchers.add(w);
-    const done = () => { this.store.watchers.delete(w); clearTimeout(t); };
-    const t = setTimeout(() => { done(); resp.end(); }, timeout);
+    const bt = bookmarks ? setInterval(bookmark, Math.max(10, Number(this.cfg.bookmarkMs) || 1000)) : null;
+    const done = () => { this.store.watchers.delete(w); clearTimeout(t); if (bt) clearInterval(bt); };
+    const t = setTimeout(() => { done(); if (bookmarks) bookmark(); resp.end(); }, timeout);
     req.on('close', done);
   }
 }

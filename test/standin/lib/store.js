@@ -58,6 +58,7 @@ class Store {
     this.objects = new Map();  // key -> rec {res, obj, managers: [{manager, operation, apiVersion, time, subresource, paths:Set}], json}
     this.rv = 1000;
     this.events = [];          // ring of {rv, type, res, ns, name, object}
+    this.compactedRv = 0;      // a watch from a version below this is answered 410 Expired
     this.watchers = new Set();
   }
 
@@ -194,6 +195,13 @@ class Store {
     rec.obj = U.clone(rec.obj); rec.obj.metadata.resourceVersion = this.nextRv(); rec.json = null;
     this.emit('DELETED', rec);
     if (this.opts.hooks.changed) this.opts.hooks.changed(res, rec, 'DELETED');
+  }
+
+  // As etcd's compaction: forget every event so far; watches from an older version get 410.
+  compact() {
+    this.events = [];
+    this.compactedRv = this.rv;
+    return this.rv;
   }
 
   emit(type, rec) {
