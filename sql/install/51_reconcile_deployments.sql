@@ -148,7 +148,9 @@ REVOKE ALL ON FUNCTION mlplat._deployments_writeback_set(bigint, mlplat.deployme
 -- The rows a pass compared with the cluster and found nothing to write for: their next
 -- resync moves on (row_version does not: nothing about them changed, and an intent
 -- committed meanwhile must not lose its compare-and-swap).  Only while p_epoch is still the
--- kind's epoch; ids ascending lock rows in id order, as the write-back does.
+-- kind's epoch.  A row locked by an intent in flight is skipped, not waited for: the worker
+-- never queues behind (or deadlocks with) a client's transaction for a bookkeeping write,
+-- and the row is read again next pass — changed by that intent, or still due.
 CREATE FUNCTION mlplat._deployments_resynced(p_epoch bigint, p_ids bigint[])
 RETURNS void
 LANGUAGE sql
@@ -156,9 +158,12 @@ SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   UPDATE mlplat.deployments d
      SET next_resync_at = mlplat._next_resync_at()
-    FROM pg_catalog.unnest(p_ids) AS i(id)
-   WHERE d.id = i.id
-     AND EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = 'deployments' AND e.epoch = p_epoch)
+    FROM (SELECT x.id FROM mlplat.deployments x
+           WHERE x.id = ANY (p_ids)
+             AND EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = 'deployments' AND e.epoch = p_epoch)
+           ORDER BY x.id
+             FOR NO KEY UPDATE SKIP LOCKED) l
+   WHERE d.id = l.id
 $$;
 REVOKE ALL ON FUNCTION mlplat._deployments_resynced(bigint, bigint[]) FROM PUBLIC;
 
