@@ -5,6 +5,15 @@
  * reconcilers, and linked alone into the libFuzzer targets and the plain-C
  * unit test: nothing here includes PostgreSQL headers.
  *
+ * Why a parser of our own rather than jsonb: the pure-C core (plan_rollout's
+ * decision, canonical JSON and content ids, the Kubernetes classifier, the
+ * decide functions) must run without a server, in the fuzz targets and unit
+ * tests, where jsonb does not exist.  So this is the backend's one JSON model
+ * too: every remote body is parsed once, here, and read through
+ * ml_json_object_get and the path accessors below; jsonb arguments of SQL
+ * functions become the same tree through src/json/jsonb.c (PostgreSQL's
+ * public jsonb API only).  See docs/reconcilers.md, "One JSON model".
+ *
  * Strict means: exactly one value with optional whitespace around it; no
  * trailing garbage; valid UTF-8 only (no overlong forms, no encoded
  * surrogates); \u escapes must pair surrogates; no leading zeros; no raw

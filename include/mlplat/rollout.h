@@ -4,7 +4,10 @@
  *
  * No PostgreSQL headers, no I/O, no clock: the evaluation time is part of
  * the evidence.  The inputs are value trees from the project's JSON parser
- * (mlplat/json.h); the output is canonical JSON (RFC 8785) built with
+ * (mlplat/json.h), not jsonb, because this runs without a server too (the
+ * libFuzzer target fuzz/fuzz_plan_rollout.c, test/unit/rollout_test.c); the
+ * SQL wrapper turns its jsonb arguments into such trees through the public
+ * jsonb API (src/json/jsonb.c, src/rollout/evidence_jsonb.c); the output is canonical JSON (RFC 8785) built with
  * mlplat/canonical.h, so the same inputs always give the same bytes.
  *
  * Every input is validated before anything is decided; a refusal carries a
