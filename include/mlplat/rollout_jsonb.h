@@ -5,9 +5,11 @@
  * A fast path only: it takes records of exactly the evidence shape whose
  * every leaf is a scalar the tree route would read the same way, and
  * declines anything else (another shape, a container where a field belongs,
- * a number that is not a finite double or needs numeric_out, a database
- * encoding other than UTF-8).  The caller then reads the record as a tree,
- * which reports any error as it always did.
+ * a number that is not a finite double or whose text takes
+ * ML_NUMERIC_TEXT_MAX bytes, a database encoding other than UTF-8).  The
+ * caller then reads the record as a tree, which reports any error as it
+ * always did.  It reads the jsonb through PostgreSQL's public API only
+ * (src/rollout/evidence_jsonb.c).
  */
 #ifndef MLPLAT_ROLLOUT_JSONB_H
 #define MLPLAT_ROLLOUT_JSONB_H
