@@ -48,6 +48,12 @@ extern char *mlplat_kube_get_each(MlJsonArena *arena, const MlplatKubeResource *
 								  List *ns_names, List **items, int *requests);
 
 /*
+ * The object of that namespace and name among observed items (a LIST's), or
+ * NULL; NULL also for a NULL name (an entity with no object named yet).
+ */
+extern const MlJsonValue *mlplat_observed_find(List *items, const char *ns, const char *name);
+
+/*
  * Is the object terminating (a deletionTimestamp: deleted, held by finalizers
  * until their controllers let go)?  Then *since is that timestamp,
  * *finalizers the names that hold it ("" when none is left; metadata's, and a

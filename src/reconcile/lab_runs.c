@@ -458,24 +458,6 @@ claim(MlplatPass *pass, const char *nodes, List **out, char **instance)
 	MemoryContextSwitchTo(pass_cxt);
 }
 
-static const MlJsonValue *
-find_object(List *items, const char *ns, const char *name)
-{
-	ListCell *lc;
-
-	if (name == NULL)
-		return NULL;
-	foreach (lc, items)
-	{
-		const MlJsonValue *o = lfirst(lc);
-
-		if (text_eq(mlplat_json_text(o, "metadata", "namespace", NULL), ns) &&
-			text_eq(mlplat_json_text(o, "metadata", "name", NULL), name))
-			return o;
-	}
-	return NULL;
-}
-
 static const char *
 render_cid(MlJsonArena *arena, const char *render)
 {
@@ -826,8 +808,8 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 	{
 		LabRun *r = lfirst(lc);
 
-		r->job_obj = find_object(jobs, r->ns, r->job_name);
-		r->secret_obj = find_object(secrets, r->ns, r->secret_name);
+		r->job_obj = mlplat_observed_find(jobs, r->ns, r->job_name);
+		r->secret_obj = mlplat_observed_find(secrets, r->ns, r->secret_name);
 		r->job_cid = render_cid(arena, r->job);
 		r->secret_cid = render_cid(arena, r->secret);
 		lab_decide(r, instance);

@@ -252,3 +252,23 @@ mlplat_object_terminating(const MlJsonValue *obj, const char **since, char **fin
 	*json = j.data;
 	return true;
 }
+
+const MlJsonValue *
+mlplat_observed_find(List *items, const char *ns, const char *name)
+{
+	ListCell *lc;
+
+	if (name == NULL)
+		return NULL;
+	foreach (lc, items)
+	{
+		const MlJsonValue *o = lfirst(lc);
+		const char *ons = mlplat_json_text(o, "metadata", "namespace", NULL);
+		const char *oname = mlplat_json_text(o, "metadata", "name", NULL);
+
+		if (oname != NULL && strcmp(oname, name) == 0 &&
+			(ns == NULL ? ons == NULL : ons != NULL && strcmp(ons, ns) == 0))
+			return o;
+	}
+	return NULL;
+}

@@ -234,22 +234,6 @@ claim(MlplatPass *pass, char **instance)
 	return c.rows;
 }
 
-static const MlJsonValue *
-find_object(List *items, const char *ns, const char *name)
-{
-	ListCell *lc;
-
-	foreach (lc, items)
-	{
-		const MlJsonValue *o = lfirst(lc);
-
-		if (text_eq(mlplat_json_text(o, "metadata", "namespace", NULL), ns) &&
-			text_eq(mlplat_json_text(o, "metadata", "name", NULL), name))
-			return o;
-	}
-	return NULL;
-}
-
 /* After a 409 on a create: read what holds the name; true when it is ours to adopt. */
 static bool
 conflict_is_ours(MlJsonArena *arena, Echo *e, const char *instance)
@@ -359,7 +343,7 @@ mlplat_echoes_pass(MlplatPass *pass)
 		Echo *e = lfirst(lc);
 		MlJsonError err;
 
-		e->obj = find_object(objects, e->ns, e->name);
+		e->obj = mlplat_observed_find(objects, e->ns, e->name);
 		echo_decide(e, ml_json_parse(arena, e->data, strlen(e->data), NULL, &err));
 		if (e->write != ECHO_WRITE_NONE)
 			mlplat_write_notes_add(&sending, e->id, psprintf("%s/%s", e->ns, e->name), e->action);
