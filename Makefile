@@ -34,8 +34,12 @@ SRCS        = $(sort $(patsubst $(S)%,%,$(shell find $(S)src -name '*.c')))
 # is installed beside mlplat's (CREATE EXTENSION mlplat_test loads it; only the tests
 # do).  A release build has neither.  The build remembers which it was in
 # .mlplat-test-kinds: switching rebuilds the objects that differ (src/kinds.c,
-# src/reconcile/registry.c), not the others.
-MLPLAT_TEST_KINDS ?= 0
+# src/reconcile/registry.c), not the others.  Only a setting on make's command line
+# counts: test/run.sh exports MLPLAT_TEST_KINDS for its scripts, and a package built
+# from such a shell (test/e2e/package.sh, pg_buildext) must still be a release build.
+ifneq ($(origin MLPLAT_TEST_KINDS),command line)
+MLPLAT_TEST_KINDS := 0
+endif
 ifeq ($(MLPLAT_TEST_KINDS),1)
 SRCS       += $(sort $(patsubst $(S)%,%,$(wildcard $(S)test/kinds/*.c)))
 TEST_KINDS_CPPFLAGS = -DMLPLAT_TEST_KINDS
