@@ -239,11 +239,14 @@ BEGIN
          observed_generation = x.generation,
          last_error = CASE WHEN p_status IS DISTINCT FROM k.status AND p_status IS NOT NULL OR p_retry_ms = 0 THEN NULL
                            WHEN p_retry_ms > 0 THEN coalesce(p_status_reason, x.last_error) ELSE x.last_error END,
-         attempts = CASE WHEN p_status IS DISTINCT FROM k.status AND p_status IS NOT NULL OR p_retry_ms = 0 THEN 0
-                         WHEN p_retry_ms > 0 THEN x.attempts + 1 ELSE x.attempts END,
-         next_attempt_at = CASE WHEN p_status IS DISTINCT FROM k.status AND p_status IS NOT NULL OR p_retry_ms = 0 THEN pg_catalog.now()
-                                WHEN p_retry_ms > 0 THEN pg_catalog.now() + pg_catalog.make_interval(secs => p_retry_ms / 1000.0)
-                                ELSE x.next_attempt_at END,
+         -- the retry schedule every kind shares (reset, or one more attempt due retry_ms from
+         -- now); a write-back that only observes (NULL, no move) leaves it
+         attempts = CASE WHEN p_retry_ms IS NULL AND (p_status IS NULL OR p_status = k.status) THEN x.attempts
+                         ELSE mlplat._retry_attempts(x.attempts, CASE WHEN p_status IS DISTINCT FROM k.status AND p_status IS NOT NULL
+                                                                      THEN NULL ELSE NULLIF(p_retry_ms, 0) END) END,
+         next_attempt_at = CASE WHEN p_retry_ms IS NULL AND (p_status IS NULL OR p_status = k.status) THEN x.next_attempt_at
+                                ELSE mlplat._retry_at(CASE WHEN p_status IS DISTINCT FROM k.status AND p_status IS NOT NULL
+                                                           THEN NULL ELSE NULLIF(p_retry_ms, 0) END) END,
          epoch = p_epoch, row_version = x.row_version + 1, updated_at = pg_catalog.now()
    WHERE x.id = k.id;
   IF p_status IS NOT NULL AND p_status <> k.status THEN
