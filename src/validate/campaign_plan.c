@@ -583,3 +583,133 @@ mlplat_prediction_problem(PG_FUNCTION_ARGS)
 		PG_RETURN_NULL();
 	PG_RETURN_DATUM(problem_datum(&p));
 }
+
+/* ---------------------------------------------------------------- the expansion */
+
+static void
+push_key(JsonbParseState **ps, const char *k)
+{
+	JsonbValue v;
+
+	v.type = jbvString;
+	v.val.string.val = (char *) k;
+	v.val.string.len = strlen(k);
+	pushJsonbValue(ps, WJB_KEY, &v);
+}
+
+/* key: the value as it is (NULL: JSON null, as jsonb_build_object makes of a missing value) */
+static void
+push_member(JsonbParseState **ps, const char *k, const JsonbValue *v)
+{
+	JsonbValue null;
+
+	push_key(ps, k);
+	if (v == NULL)
+	{
+		null.type = jbvNull;
+		v = &null;
+	}
+	pushJsonbValue(ps, WJB_VALUE, (JsonbValue *) v);
+}
+
+/* key: an integral JSON number as an integer ((x)::numeric::int) */
+static void
+push_int(JsonbParseState **ps, const char *k, const JsonbValue *v)
+{
+	JsonbValue n;
+	int32 i = DatumGetInt32(DirectFunctionCall1(numeric_int4, NumericGetDatum(v->val.numeric)));
+
+	n.type = jbvNumeric;
+	n.val.numeric = DatumGetNumeric(DirectFunctionCall1(int4_numeric, Int32GetDatum(i)));
+	push_key(ps, k);
+	pushJsonbValue(ps, WJB_VALUE, &n);
+}
+
+/*
+ * mlplat._campaign_plan_shape of a valid inline plan, its builder component resolved:
+ * only the plan's keys, integers as integers.  Members are pushed into the open object.
+ */
+static void
+push_plan(JsonbParseState **ps, const JsonbValue *c, const JsonbValue *components)
+{
+	const JsonbValue *b = get(c, "builder");
+	const JsonbValue *h = get(c, "hardware");
+
+	if (get(b, "component"))
+		b = get(components, text_of(get(b, "component")));
+	push_member(ps, "kind", get(c, "kind"));
+	push_key(ps, "builder");
+	pushJsonbValue(ps, WJB_BEGIN_OBJECT, NULL);
+	push_member(ps, "image", get(b, "image"));
+	push_member(ps, "tool", get(b, "tool"));
+	push_member(ps, "tool_version", get(b, "tool_version"));
+	pushJsonbValue(ps, WJB_END_OBJECT, NULL);
+	push_member(ps, "algorithm", get(c, "algorithm"));
+	push_member(ps, "precision", get(c, "precision"));
+	push_member(ps, "config", get(c, "config"));
+	push_key(ps, "hardware");
+	pushJsonbValue(ps, WJB_BEGIN_OBJECT, NULL);
+	push_member(ps, "accelerator", get(h, "accelerator"));
+	push_member(ps, "arch", get(h, "arch"));
+	push_int(ps, "gpus", get(h, "gpus"));
+	if (get(h, "min_gpu_memory_gib"))
+		push_int(ps, "min_gpu_memory_gib", get(h, "min_gpu_memory_gib"));
+	pushJsonbValue(ps, WJB_END_OBJECT, NULL);
+	push_member(ps, "spdx", get(c, "spdx"));
+	push_int(ps, "max_seconds", get(c, "max_seconds"));
+}
+
+/* The members of a jsonb object, pushed into the open object. */
+static void
+push_members(JsonbParseState **ps, const JsonbValue *obj)
+{
+	JsonbIterator *it = JsonbIteratorInit(obj->val.binary.data);
+	JsonbValue v;
+	JsonbIteratorToken tok;
+
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+		if (tok == WJB_KEY || tok == WJB_VALUE)
+			pushJsonbValue(ps, tok, &v);
+}
+
+PG_FUNCTION_INFO_V1(mlplat_campaign_candidates_expand);
+
+/*
+ * mlplat._campaign_candidates_expand(candidates, presets, components): the stored form of
+ * candidates that _campaign_candidates_problem accepted — each {name} with its preset's
+ * plan or its own plan shaped (builder component resolved), and its predictions.  Called
+ * only after the check, so nothing here is validated again.
+ */
+Datum
+mlplat_campaign_candidates_expand(PG_FUNCTION_ARGS)
+{
+	JsonbValue b0, b1, b2;
+	const JsonbValue *cands = arg_value(fcinfo, 0, &b0);
+	const JsonbValue *presets = arg_value(fcinfo, 1, &b1);
+	const JsonbValue *components = arg_value(fcinfo, 2, &b2);
+	JsonbParseState *ps = NULL;
+	JsonbValue *res;
+	int n;
+
+	if (!is_array(cands))
+		PG_RETURN_NULL();
+	n = JsonContainerSize(cands->val.binary.data);
+	pushJsonbValue(&ps, WJB_BEGIN_ARRAY, NULL);
+	for (int i = 0; i < n; i++)
+	{
+		JsonbValue *c = getIthJsonbValueFromContainer(cands->val.binary.data, i);
+		const JsonbValue *preset = get(c, "preset");
+
+		pushJsonbValue(&ps, WJB_BEGIN_OBJECT, NULL);
+		push_member(&ps, "name", get(c, "name"));
+		if (preset)
+			push_members(&ps, get(presets, str(preset)));
+		else
+			push_plan(&ps, c, components);
+		if (get(c, "predicted"))
+			push_member(&ps, "predicted", get(c, "predicted"));
+		pushJsonbValue(&ps, WJB_END_OBJECT, NULL);
+	}
+	res = pushJsonbValue(&ps, WJB_END_ARRAY, NULL);
+	PG_RETURN_JSONB_P(JsonbValueToJsonb(res));
+}

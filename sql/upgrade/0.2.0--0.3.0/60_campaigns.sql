@@ -315,8 +315,15 @@ AS $$
          ('CANCEL_REQUESTED', 'CANCELLED'), ('CANCEL_REQUESTED', 'BUILT'), ('CANCEL_REQUESTED', 'FAILED'),
          ('BUILT', NULL), ('FAILED', NULL), ('CANCELLED', NULL), ('NOT_RUN', NULL)
 $$;
-CREATE TRIGGER campaign_candidates_status_transition BEFORE INSERT OR UPDATE OF status ON mlplat.campaign_candidates
-  FOR EACH ROW EXECUTE FUNCTION mlplat._status_transition_check('_campaign_candidate_transitions');
+-- (a campaign inserts up to 64 candidates in one statement: the WHEN clauses, which say no
+-- more than the function's rows, keep the PL/pgSQL check off the rows that cannot fail it —
+-- a new candidate PLANNED, an update that leaves the status)
+CREATE TRIGGER campaign_candidates_status_initial BEFORE INSERT ON mlplat.campaign_candidates
+  FOR EACH ROW WHEN (NEW.status IS DISTINCT FROM 'PLANNED')
+  EXECUTE FUNCTION mlplat._status_transition_check('_campaign_candidate_transitions');
+CREATE TRIGGER campaign_candidates_status_transition BEFORE UPDATE OF status ON mlplat.campaign_candidates
+  FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status)
+  EXECUTE FUNCTION mlplat._status_transition_check('_campaign_candidate_transitions');
 REVOKE ALL ON FUNCTION mlplat._campaign_candidate_transitions() FROM PUBLIC;
 
 -- ---------------------------------------------------------------- the one state derivation
@@ -423,6 +430,10 @@ CREATE FUNCTION mlplat._campaign_candidates_problem(candidates jsonb, presets js
 LANGUAGE C IMMUTABLE PARALLEL SAFE AS 'MODULE_PATHNAME', 'mlplat_campaign_candidates_problem';
 CREATE FUNCTION mlplat._prediction_problem(field text, e jsonb) RETURNS text[]
 LANGUAGE C IMMUTABLE PARALLEL SAFE AS 'MODULE_PATHNAME', 'mlplat_prediction_problem';
+-- The stored form of candidates the check accepted: presets replaced by their plans, each
+-- plan shaped as _campaign_plan_shape does, builder components resolved (one pass in C).
+CREATE FUNCTION mlplat._campaign_candidates_expand(candidates jsonb, presets jsonb, components jsonb) RETURNS jsonb
+LANGUAGE C IMMUTABLE PARALLEL SAFE AS 'MODULE_PATHNAME', 'mlplat_campaign_candidates_expand';
 
 -- The builder components (role builder) that plans name, as {name: {image, tool, tool_version}}.
 CREATE FUNCTION mlplat._builder_components(p_plans jsonb) RETURNS jsonb
@@ -563,12 +574,7 @@ BEGIN
   IF problem IS NOT NULL THEN
     PERFORM mlplat._bad_input(problem[1], problem[2], problem[3], problem[4]);
   END IF;
-  SELECT pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object('name', e->'name')
-           || CASE WHEN e ? 'preset' THEN presets->(e->>'preset')
-                   ELSE mlplat._campaign_plan_shape(mlplat._campaign_plan_resolved(e, comps)) END
-           || CASE WHEN e ? 'predicted' THEN pg_catalog.jsonb_build_object('predicted', e->'predicted') ELSE '{}' END
-           ORDER BY n)
-    INTO cands FROM pg_catalog.jsonb_array_elements(p_def->'candidates') WITH ORDINALITY t(e, n);
+  cands := mlplat._campaign_candidates_expand(p_def->'candidates', presets, comps);
   RETURN pg_catalog.jsonb_build_object(
     'base', base || pg_catalog.jsonb_build_object('artifact_sha256', v.artifact_sha256),
     'output_prefix', prefix, 'max_parallel', mp,
@@ -1337,6 +1343,7 @@ REVOKE ALL ON FUNCTION mlplat._campaign_plan(text, jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._campaign_plan_problem(text, jsonb, jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._campaign_candidates_problem(jsonb, jsonb, jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._prediction_problem(text, jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mlplat._campaign_candidates_expand(jsonb, jsonb, jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._builder_components(jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._campaign_plan_resolved(jsonb, jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._check_prediction(text, jsonb) FROM PUBLIC;
