@@ -25,7 +25,14 @@ typedef struct MlplatUnanswered
 	int64 age_ms; /* since it was noted */
 } MlplatUnanswered;
 
-/* The notes of the pass's kind (transaction open), palloc'd in the caller's context. */
+/*
+ * The notes of the pass's kind (transaction open), palloc'd in the caller's context,
+ * read through the seam mlplat.unanswered_note (seam.h), which the worker of every
+ * kind with seams checks before it runs.
+ */
+struct MlplatSeam;
+extern struct MlplatSeam mlplat_unanswered_seam;
+
 extern List *mlplat_unanswered_load(MlplatPass *pass);
 
 /* A note of one entity's object (of that action; NULL: any), or NULL. */

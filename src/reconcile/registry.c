@@ -10,6 +10,7 @@
 #include "mlplat/reconcile.h"
 #include "mlplat/retention.h"
 #include "mlplat/seam.h"
+#include "mlplat/unanswered.h"
 
 /*
  * The projects leader also purges what is past retention (when pg_cron does
@@ -45,13 +46,17 @@ mlplat_kind_seams_verify(int kind)
 {
 	const MlplatKindDef *def = mlplat_kind_def(kind);
 
+	char *why;
+
 	for (int i = 0; def->seams && def->seams[i]; i++)
 	{
-		char *why = mlplat_seam_verify(def->seams[i]);
-
+		why = mlplat_seam_verify(def->seams[i]);
 		if (why)
 			return psprintf("type mlplat.%s does not match this library: %s",
 							def->seams[i]->type_name, why);
 	}
+	/* the write-ahead notes, which every kind with seams reads */
+	if (def->seams && (why = mlplat_seam_verify(&mlplat_unanswered_seam)) != NULL)
+		return psprintf("type mlplat.unanswered_note does not match this library: %s", why);
 	return NULL;
 }

@@ -11,34 +11,28 @@
 #include "mlplat/guc.h"
 #include "mlplat/kinds.h"
 #include "mlplat/reconcile_util.h"
+#include "mlplat/seam.h"
 #include "mlplat/unanswered.h"
+
+/* The seam (seam.h): mlplat.unanswered_note read into MlplatUnanswered */
+#define NF(m, t) MLPLAT_SEAM_FIELD(MlplatUnanswered, m, t)
+static const MlplatSeamField note_fields[] = {
+	NF(entity_id, MLPLAT_SEAM_INT8),
+	NF(object, MLPLAT_SEAM_TEXT),
+	NF(action, MLPLAT_SEAM_TEXT),
+	NF(age_ms, MLPLAT_SEAM_INT8),
+};
+#undef NF
+MlplatSeam mlplat_unanswered_seam = { "unanswered_note", note_fields, lengthof(note_fields) };
 
 List *
 mlplat_unanswered_load(MlplatPass *pass)
 {
-	MemoryContext caller = CurrentMemoryContext;
 	Oid types[1] = { TEXTOID };
-	Datum v[1];
-	List *out = NIL;
+	Datum v[1] = { CStringGetTextDatum(mlplat_kind_names[pass->kind]) };
 
-	v[0] = CStringGetTextDatum(mlplat_kind_names[pass->kind]);
-	if (mlplat_sql_exec("SELECT entity_id, object, action, age_ms FROM mlplat._unanswered_of($1)",
-						1, types, v, NULL) != SPI_OK_SELECT)
-		elog(ERROR, "mlplat: could not read the unanswered writes");
-	MemoryContextSwitchTo(caller);
-	for (uint64 i = 0; i < SPI_processed; i++)
-	{
-		HeapTuple t = SPI_tuptable->vals[i];
-		TupleDesc td = SPI_tuptable->tupdesc;
-		MlplatUnanswered *u = palloc0(sizeof(MlplatUnanswered));
-
-		u->entity_id = atoll(SPI_getvalue(t, td, 1));
-		u->object = SPI_getvalue(t, td, 2);
-		u->action = SPI_getvalue(t, td, 3);
-		u->age_ms = atoll(SPI_getvalue(t, td, 4));
-		out = lappend(out, u);
-	}
-	return out;
+	return mlplat_seam_claim(&mlplat_unanswered_seam, CurrentMemoryContext,
+							 "SELECT n FROM mlplat._unanswered_of($1) n", 1, types, v, sizeof(MlplatUnanswered));
 }
 
 MlplatUnanswered *

@@ -12,7 +12,7 @@ restore() {
 	q $DB "ALTER TYPE mlplat.deployment_claim RENAME ATTRIBUTE due_now TO due" 2>/dev/null
 	q $DB "ALTER TYPE mlplat.deployment_claim ALTER ATTRIBUTE attempts TYPE int" 2>/dev/null
 	q $DB "ALTER TYPE mlplat.deployment_writeback DROP ATTRIBUTE IF EXISTS extra" 2>/dev/null
-	for t in rollout_writeback rollout_writeback_result rollout_artifact_claim rollout_artifact_verdict artifact_check_claim; do
+	for t in rollout_writeback rollout_writeback_result rollout_artifact_claim rollout_artifact_verdict artifact_check_claim unanswered_note; do
 		q $DB "ALTER TYPE mlplat.$t DROP ATTRIBUTE IF EXISTS extra" 2>/dev/null
 	done
 }
@@ -99,7 +99,12 @@ q $DB "ALTER TYPE mlplat.artifact_check_claim ADD ATTRIBUTE extra text" >/dev/nu
 refuses deployments artifact_check_claim && refuses rollouts artifact_check_claim
 tap_ok $? "mlplat.artifact_check_claim likewise: the deployments and the rollouts workers refuse to run"
 q $DB "ALTER TYPE mlplat.artifact_check_claim DROP ATTRIBUTE extra" >/dev/null
-wait_for $DB "SELECT count(*) FROM mlplat.reconciler_health WHERE kind IN ('deployments', 'rollouts') AND status LIKE 'refuses%'" 0 30
+# the write-ahead notes every kind reads (mlplat.unanswered_note)
+q $DB "ALTER TYPE mlplat.unanswered_note ADD ATTRIBUTE extra text" >/dev/null
+refuses deployments unanswered_note && refuses runs unanswered_note
+tap_ok $? "mlplat.unanswered_note likewise: the workers of every kind that reads notes refuse to run"
+q $DB "ALTER TYPE mlplat.unanswered_note DROP ATTRIBUTE extra" >/dev/null
+wait_for $DB "SELECT count(*) FROM mlplat.reconciler_health WHERE status LIKE 'refuses%'" 0 30
 tap_ok $? "... and run again once the types agree"
 
 q $DB "SELECT mlplat.undeploy('seam', d) FROM unnest(ARRAY['one', 'two']) d" >/dev/null

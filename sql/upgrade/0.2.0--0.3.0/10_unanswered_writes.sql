@@ -42,8 +42,10 @@ AS $$
 $$;
 
 -- The notes of one kind, with their age in milliseconds (the claim of a pass reads them).
+-- Read by name through the seam (seam.h, src/reconcile/unanswered.c).
+CREATE TYPE mlplat.unanswered_note AS (entity_id bigint, object text, action text, age_ms bigint);
 CREATE FUNCTION mlplat._unanswered_of(p_kind text)
-RETURNS TABLE (entity_id bigint, object text, action text, age_ms bigint)
+RETURNS SETOF mlplat.unanswered_note
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
