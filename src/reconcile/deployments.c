@@ -1357,6 +1357,8 @@ mlplat_deployments_pass(MlplatPass *pass)
 		applies += apply_checked(pass, deps, checks, instance, arena);
 	if (pass->status[0] == '\0')
 		snprintf(pass->status, sizeof(pass->status), "%d deployments%s, %d applied, %d orphans, %d LIST requests, %d GETs",
-				 list_length(deps), full ? " (full pass)" : pass->woken ? " (woken)" : " due", applies,
+				 list_length(deps), full ? " (full pass)" : pass->woken ? " (woken)"
+																		: " due",
+				 applies,
 				 list_length(orphans), lists, gets);
 }
