@@ -77,6 +77,7 @@ int mlplat_route_generation_retention_days = 7;
 int mlplat_idempotency_tombstone_retention_days = 365;
 int mlplat_retention_interval_ms = 3600000;
 int mlplat_lab_node_max_age_s = 60;
+char *mlplat_controller_user = NULL;
 int mlplat_lab_probe_max_age_s = 86400;
 int mlplat_lab_cancel_alert_after_s = 300;
 int mlplat_finalizer_alert_after_s = 600;
@@ -400,6 +401,11 @@ mlplat_define_gucs(void)
 							   "The projects reconciler makes it in every project namespace with the Role Argo's executor needs (create/patch workflowtaskresults); rendered Workflows name it.",
 							   &mlplat_runner_service_account, "mlplat-runner",
 							   PGC_SIGHUP, 0, check_k8s_name, NULL, NULL);
+	DefineCustomStringVariable("mlplat.controller_user",
+							   "The Kubernetes user mlplat's reconcilers act as, for the bindings they make to themselves.",
+							   "The projects reconciler binds ClusterRole mlplat-lab-inputs (the lab's input Secrets) to it in every project namespace, so the controller reads and writes Secrets only there. A ServiceAccount is system:serviceaccount:<namespace>:<name>. Empty: no such binding is made.",
+							   &mlplat_controller_user, "system:serviceaccount:mlplat-system:mlplat",
+							   PGC_SIGHUP, 0, NULL, NULL, NULL);
 	DefineCustomStringVariable("mlplat.predictor_service_account",
 							   "ServiceAccount every InferenceService's predictor runs as.",
 							   "The projects reconciler makes it in every project namespace with KServe's S3 annotations and the mlplat.predictor_s3_secret reference; deploy renders it as serviceAccountName.",

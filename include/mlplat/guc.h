@@ -72,6 +72,7 @@ extern int mlplat_retention_interval_ms;
 extern int mlplat_deploy_deadline_ms;
 extern int mlplat_api_lock_timeout_ms;
 extern int mlplat_lab_node_max_age_s;
+extern char *mlplat_controller_user;
 extern int mlplat_lab_probe_max_age_s;
 extern int mlplat_lab_cancel_alert_after_s;
 extern int mlplat_finalizer_alert_after_s;

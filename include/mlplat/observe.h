@@ -35,6 +35,10 @@ extern bool mlplat_cluster_ready(MlplatPass *pass, const char **why);
 extern char *mlplat_kube_list_all(MlJsonArena *arena, const MlplatKubeResource *res,
 								  const char *selector, List **items, int *lists);
 
+/* The same within one namespace (ns NULL: all), for a kind mlplat may read per namespace only. */
+extern char *mlplat_kube_list_all_in(MlJsonArena *arena, const MlplatKubeResource *res, const char *ns,
+									 const char *selector, List **items, int *lists);
+
 /*
  * GET the named objects of res (ns_names: namespace, name, namespace, name,
  * ...), concurrently in one batch, when a pass has only a few to look at: the

@@ -416,7 +416,7 @@ nodes_json(List *nodes)
 }
 
 static void
-claim(MlplatPass *pass, const char *nodes, List **out, char **instance)
+claim(MlplatPass *pass, const char *nodes, List **out, char **instance, List **lab_namespaces)
 {
 	MemoryContext pass_cxt = CurrentMemoryContext;
 	List *notes;
@@ -454,8 +454,90 @@ claim(MlplatPass *pass, const char *nodes, List **out, char **instance)
 		if (r->job_name)
 			r->job_note = mlplat_unanswered_find(notes, r->id, psprintf("%s/%s", r->ns, r->job_name), NULL);
 	}
+	/*
+	 * On a resync, orphans are looked for in every namespace a lab run may have left a
+	 * Secret in: the live projects with a run whose payloads are not purged yet.
+	 */
+	if (pass->resync)
+	{
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "mlplat: SPI_connect failed");
+		if (SPI_execute("SELECT DISTINCT mlplat._project_namespace(p.name) FROM mlplat.lab_runs r "
+						"JOIN mlplat.projects p ON p.id = r.project_id "
+						"WHERE r.purged_at IS NULL AND p.status IN ('PROVISIONING', 'READY', 'FAILED') ORDER BY 1",
+						true, 0) != SPI_OK_SELECT)
+			elog(ERROR, "mlplat: the lab namespaces could not be read");
+		for (uint64 i = 0; i < SPI_processed; i++)
+		{
+			char *ns = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
+
+			if (ns)
+				*lab_namespaces = lappend(*lab_namespaces, MemoryContextStrdup(pass_cxt, ns));
+		}
+		SPI_finish();
+		MemoryContextSwitchTo(pass_cxt);
+	}
 	mlplat_txn_commit();
 	MemoryContextSwitchTo(pass_cxt);
+}
+
+/* Is ns among the namespace names of list? */
+static bool
+ns_listed(List *list, const char *ns)
+{
+	ListCell *lc;
+
+	foreach (lc, list)
+		if (strcmp((const char *) lfirst(lc), ns) == 0)
+			return true;
+	return false;
+}
+
+/* Add ns to the list of namespace names unless it is there. */
+static List *
+ns_add(List *list, const char *ns)
+{
+	ListCell *lc;
+
+	if (ns == NULL)
+		return list;
+	foreach (lc, list)
+		if (strcmp((const char *) lfirst(lc), ns) == 0)
+			return list;
+	return lappend(list, (char *) ns);
+}
+
+/*
+ * The lab's Secrets, one LIST per namespace: the controller may read Secrets only in project
+ * namespaces (RoleBinding mlplat-lab-inputs, made by the projects reconciler), so no LIST
+ * spans the cluster.  The namespaces: those of the claimed runs and of the lab Jobs found,
+ * and on a resync those the claim named.  A namespace whose LIST fails (forbidden before its
+ * binding is made, or the API server) is returned in *unobserved: its runs wait a pass.
+ */
+static void
+list_secrets(MlJsonArena *arena, List *runs, List *jobs, List *extra, const char *selector, List **secrets,
+			 List **unobserved, int *lists, char **why)
+{
+	List *namespaces = NIL;
+	ListCell *lc;
+
+	foreach (lc, runs)
+		namespaces = ns_add(namespaces, ((LabRun *) lfirst(lc))->ns);
+	foreach (lc, jobs)
+		namespaces = ns_add(namespaces, mlplat_json_text(lfirst(lc), "metadata", "namespace", NULL));
+	foreach (lc, extra)
+		namespaces = ns_add(namespaces, lfirst(lc));
+	foreach (lc, namespaces)
+	{
+		const char *ns = lfirst(lc);
+		char *err = mlplat_kube_list_all_in(arena, &SECRET, ns, selector, secrets, lists);
+
+		if (err)
+		{
+			*unobserved = lappend(*unobserved, (char *) ns);
+			*why = err;
+		}
+	}
 }
 
 static const char *
@@ -757,6 +839,9 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 	List *ledger = NIL;
 	List *orphans = NIL;
 	List *spans = NIL;
+	List *lab_namespaces = NIL;
+	List *unobserved = NIL;
+	char *secrets_error = NULL;
 	MlplatWriteNotes sending = { 0 };
 	MlplatWriteNotes settled = { 0 };
 	MlplatHttpBatch *secret_batch;
@@ -784,7 +869,7 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 	}
 
 	/* 2. claim */
-	claim(pass, lists > 0 ? nodes_json(nodes) : NULL, &runs, &instance);
+	claim(pass, lists > 0 ? nodes_json(nodes) : NULL, &runs, &instance, &lab_namespaces);
 	if (runs == NIL && !pass->resync)
 	{
 		snprintf(pass->status, sizeof(pass->status), "%d lab nodes observed; no lab runs in flight",
@@ -794,9 +879,9 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 
 	/* 3. observe the worker's Jobs and Secrets */
 	selector = psprintf("%s,app.kubernetes.io/component=%s", mlplat_managed_selector(instance), LAB_COMPONENT);
-	if ((list_error = mlplat_kube_list_all(arena, &JOB, selector, &jobs, &lists)) != NULL ||
-		(list_error = mlplat_kube_list_all(arena, &SECRET, selector, &secrets, &lists)) != NULL)
+	if ((list_error = mlplat_kube_list_all(arena, &JOB, selector, &jobs, &lists)) != NULL)
 		ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE), errmsg("%s", list_error)));
+	list_secrets(arena, runs, jobs, lab_namespaces, selector, &secrets, &unobserved, &lists, &secrets_error);
 	if (pass->resync)
 		orphans = list_concat(find_orphans(runs, jobs, &JOB, true, instance),
 							  find_orphans(runs, secrets, &SECRET, false, instance));
@@ -808,6 +893,15 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 	{
 		LabRun *r = lfirst(lc);
 
+		if (ns_listed(unobserved, r->ns))
+		{
+			/* its Secrets could not be listed: nothing is decided blind; look again */
+			r->waiting = true;
+			pass->next_pass_ms = 1000;
+			snprintf(pass->status, sizeof(pass->status), "lab Secrets not observed in %s: %s", r->ns,
+					 secrets_error);
+			continue;
+		}
 		r->job_obj = mlplat_observed_find(jobs, r->ns, r->job_name);
 		r->secret_obj = mlplat_observed_find(secrets, r->ns, r->secret_name);
 		r->job_cid = render_cid(arena, r->job);

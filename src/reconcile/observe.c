@@ -72,6 +72,13 @@ char *
 mlplat_kube_list_all(MlJsonArena *arena, const MlplatKubeResource *res, const char *selector,
 					 List **items, int *lists)
 {
+	return mlplat_kube_list_all_in(arena, res, NULL, selector, items, lists);
+}
+
+char *
+mlplat_kube_list_all_in(MlJsonArena *arena, const MlplatKubeResource *res, const char *ns, const char *selector,
+						List **items, int *lists)
+{
 	char *cont = NULL;
 	List *got = NIL;
 	int pages = 0;
@@ -95,7 +102,7 @@ mlplat_kube_list_all(MlJsonArena *arena, const MlplatKubeResource *res, const ch
 							res->plural, pages);
 		page_cxt = AllocSetContextCreate(CurrentMemoryContext, "mlplat LIST page", ALLOCSET_DEFAULT_SIZES);
 		b = mlplat_http_batch_create(page_cxt);
-		r = mlplat_kube_list(b, res, NULL, selector, LIST_PAGE, cont);
+		r = mlplat_kube_list(b, res, ns, selector, LIST_PAGE, cont);
 		mlplat_http_batch_run(b);
 		(*lists)++;
 		pages++;

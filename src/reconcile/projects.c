@@ -18,6 +18,10 @@
  *   Role            <runner>          what Argo's executor needs and nothing
  *                                     more: create/patch workflowtaskresults
  *   RoleBinding     <runner>          the Role to the runner ServiceAccount
+ *   RoleBinding     mlplat-lab-inputs  ClusterRole mlplat-lab-inputs (the lab's
+ *                                     input Secrets) to mlplat.controller_user: the
+ *                                     controller touches Secrets only in project
+ *                                     namespaces (none when the setting is empty)
  *   ServiceAccount  <mlplat.predictor_service_account>  the identity of the
  *                                     InferenceServices' pods: KServe's S3
  *                                     annotations and the configured Secret's
@@ -110,6 +114,8 @@ static const char *const API_VERSION[NUM_OBJ_KINDS] = {
 #define QUOTA_NAME "mlplat-quota"
 #define LIMITS_NAME "mlplat-limits"
 #define NETPOL_NAME "mlplat-isolation"
+#define LAB_INPUTS_NAME "mlplat-lab-inputs"
+#define SA_PREFIX "system:serviceaccount:"
 
 /*
  * LimitRange defaults for containers that state no resources of their own (the
@@ -290,6 +296,42 @@ render_runner(Project *p, const char *instance)
 }
 
 /*
+ * The lab's input Secrets (lab-<id>-input, docs/lab.md): the controller creates, reads and
+ * deletes them, in project namespaces only.  It holds no Secret permission cluster-wide;
+ * here it binds ClusterRole mlplat-lab-inputs (deploy/kubernetes) to itself in the project's
+ * namespace, which RBAC allows through its `bind` on that one ClusterRole.
+ */
+static void
+render_lab_inputs(Project *p, const char *instance)
+{
+	const char *user = mlplat_controller_user;
+	const char *colon;
+	StringInfoData s;
+
+	if (user == NULL || user[0] == '\0')
+		return;
+	initStringInfo(&s);
+	append_metadata(&s, OBJ_ROLEBINDING, LAB_INPUTS_NAME, p->ns, p->name, instance);
+	appendStringInfoString(&s, ",\"roleRef\":{\"apiGroup\":\"rbac.authorization.k8s.io\",\"kind\":\"ClusterRole\","
+							   "\"name\":\"" LAB_INPUTS_NAME "\"},\"subjects\":[{");
+	/* a ServiceAccount's user name is system:serviceaccount:<namespace>:<name>: bound as one */
+	if (strncmp(user, SA_PREFIX, strlen(SA_PREFIX)) == 0 && (colon = strchr(user + strlen(SA_PREFIX), ':')) != NULL)
+	{
+		appendStringInfoString(&s, "\"kind\":\"ServiceAccount\",\"name\":");
+		escape_json(&s, colon + 1);
+		appendStringInfoString(&s, ",\"namespace\":");
+		escape_json(&s, pnstrdup(user + strlen(SA_PREFIX), colon - user - strlen(SA_PREFIX)));
+	}
+	else
+	{
+		appendStringInfoString(&s, "\"apiGroup\":\"rbac.authorization.k8s.io\",\"kind\":\"User\",\"name\":");
+		escape_json(&s, user);
+	}
+	appendStringInfoString(&s, "}]}");
+	new_obj(p, OBJ_ROLEBINDING, LAB_INPUTS_NAME, &s);
+}
+
+/*
  * The predictor identity: every InferenceService names it (src/render/isvc.c),
  * and KServe's storage initializer reads its annotations (S3 endpoint, https or
  * not, region) and the credentials Secret it lists to fetch the model.  Only
@@ -403,6 +445,7 @@ render(Project *p, const char *instance, MlJsonArena *arena)
 
 	render_runner(p, instance);
 	render_predictor(p, instance);
+	render_lab_inputs(p, instance);
 
 	members = ml_json_parse(arena, p->members, strlen(p->members), NULL, &err);
 	if (members == NULL || members->type != ML_JSON_ARRAY)

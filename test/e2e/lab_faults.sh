@@ -17,6 +17,7 @@
 #  - orphans: lab-worker Jobs and Secrets of this installation that no run claims are deleted on
 #    a resync (ledger ORPHAN_TEARDOWN); another installation's, or an object without the
 #    lab-worker component, are left alone;
+#  - RBAC: Secrets are LISTed per project namespace, never across the cluster;
 #  - retention end to end (14): after retention_seconds the output payload is purged
 #    (lab_run_result purged, output NULL), digests and provenance stay; the output object left
 #    the store right after ingest (ledger DELETE) and the Job and Secret are gone.
@@ -272,5 +273,16 @@ tap_is "$(q $DB "SELECT count(*) FROM mlplat.lab_run_payloads WHERE lab_run_id =
 tap_is "$(find "$SD/s3/artifacts" -path "*lab/$RID/*" -type f 2>/dev/null | wc -l)/$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'lab_runs' AND entity_id = $RID AND action = 'DELETE' AND outcome = 'OK' AND detail->>'note' LIKE 's3://%'")" \
 	"0/1" "the output object left the store (ledger DELETE of it)"
 tap_is "$(kube_code "$(job "lab-$RID-1")")/$(kube_code "$(secret "lab-$RID-input")")" 404/404 "its Job and Secret are gone"
+
+# the worker reads Secrets per project namespace only (RBAC: RoleBinding mlplat-lab-inputs in
+# each project namespace, no Secret permission cluster-wide)
+admin GET "requests?method=GET&kind=Secret" | python3 -c '
+import json, sys
+items = json.load(sys.stdin)["items"]
+print(sum(1 for e in items if e["path"].startswith("/api/v1/secrets")),
+      sum(1 for e in items if e["path"].startswith("/api/v1/namespaces/'"$NS"'/secrets?")) > 0)' >"$WORK/lf-secret-lists.txt"
+tap_is "$(cat "$WORK/lf-secret-lists.txt")" "0 True" "Secrets are LISTed in the project namespace, never across the cluster"
+tap_is "$(kube_code "/apis/rbac.authorization.k8s.io/v1/namespaces/$NS/rolebindings/mlplat-lab-inputs")" 200 \
+	"the projects reconciler made RoleBinding mlplat-lab-inputs in the project namespace"
 
 tap_done

@@ -98,8 +98,9 @@ check "$rbs" "sorted((i['metadata']['name'], i['roleRef']['kind'], i['roleRef'][
  ('mlplat-owner-alice', 'ClusterRole', 'mlplat-owner', 'User', 'alice', 1),
  ('mlplat-viewer-bob', 'ClusterRole', 'mlplat-viewer', 'User', 'bob', 1),
  ('$CAROL', 'ClusterRole', 'mlplat-deployer', 'User', 'Carol.Smith', 1),
- ('mlplat-runner', 'Role', 'mlplat-runner', 'ServiceAccount', 'mlplat-runner', 1)])"
-tap_ok $? "one RoleBinding per member, roleRef ClusterRole mlplat-<role>, subject the principal; one for the runner"
+ ('mlplat-runner', 'Role', 'mlplat-runner', 'ServiceAccount', 'mlplat-runner', 1),
+ ('mlplat-lab-inputs', 'ClusterRole', 'mlplat-lab-inputs', 'ServiceAccount', 'mlplat', 1)])"
+tap_ok $? "one RoleBinding per member, roleRef ClusterRole mlplat-<role>, subject the principal; one for the runner; mlplat-lab-inputs to mlplat's own ServiceAccount"
 
 # the runner identity Argo's executor needs (issue 17 item 1): exactly create/patch workflowtaskresults
 sa=$(kube GET /api/v1/namespaces/mlp-vision/serviceaccounts/mlplat-runner)
@@ -119,17 +120,17 @@ check "$sa" "o['automountServiceAccountToken'] is False and o['secrets'] == [{'n
  and o['metadata']['annotations'] == {'serving.kserve.io/s3-endpoint': '127.0.0.1:$STANDIN_S3', 'serving.kserve.io/s3-usehttps': '0'}"
 tap_ok $? "ServiceAccount mlplat-predictor: KServe's S3 annotations from mlplat.predictor_s3_endpoint, the Secret named by mlplat.predictor_s3_secret, no token"
 
-tap_is "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'projects' AND project = 'vision' AND action = 'APPLY' AND outcome = 'OK'")" 11 \
-	"the ledger shows one apply per object (namespace, quota, limits, policy, 3 bindings, runner account, role and binding, predictor account)"
-tap_is "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'projects' AND project = 'vision' AND epoch = (SELECT epoch FROM mlplat.leader_epochs WHERE kind = 'projects') AND controller <> ''")" 11 \
+tap_is "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'projects' AND project = 'vision' AND action = 'APPLY' AND outcome = 'OK'")" 12 \
+	"the ledger shows one apply per object (namespace, quota, limits, policy, 3 bindings, runner account, role and binding, predictor account, lab inputs binding)"
+tap_is "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'projects' AND project = 'vision' AND epoch = (SELECT epoch FROM mlplat.leader_epochs WHERE kind = 'projects') AND controller <> ''")" 12 \
 	"the ledger rows carry the projects leader's epoch and controller"
 proj_spans vision >"$WORK/proj-spans.txt"
 python3 -c '
 import sys
 rows = [l.split(" ") for l in open(sys.argv[1]).read().split("\n") if l]
 applies = [r for r in rows if r[0] == "projects.apply"]
-ok = (len(applies) == 11 and all(r[1] == "UNSET" and r[3] in ("200", "201") for r in applies)
-      and sorted(r[2].split("/")[0] for r in applies) == ["LimitRange", "Namespace", "NetworkPolicy", "ResourceQuota", "Role"] + ["RoleBinding"] * 4 + ["ServiceAccount"] * 2
+ok = (len(applies) == 12 and all(r[1] == "UNSET" and r[3] in ("200", "201") for r in applies)
+      and sorted(r[2].split("/")[0] for r in applies) == ["LimitRange", "Namespace", "NetworkPolicy", "ResourceQuota", "Role"] + ["RoleBinding"] * 5 + ["ServiceAccount"] * 2
       and sum(1 for r in rows if r[0] == "projects.readiness_wait") == 1
       and sum(1 for r in rows if r[0] == "projects.claim") >= 1
       and all(r[4] in ("mlplat.create_project", "mlplat.grant_role") for r in rows))
@@ -159,13 +160,13 @@ tap_ok $? "bob's role changes from viewer to developer"
 deadline=$((SECONDS + 15))
 while :; do
 	rbs=$(kube GET "/apis/rbac.authorization.k8s.io/v1/namespaces/mlp-vision/rolebindings?labelSelector=$SEL")
-	check "$rbs" "sorted(i['metadata']['name'] for i in o['items']) == sorted(['mlplat-owner-alice', 'mlplat-developer-bob', '$CAROL', 'mlplat-runner'])" >/dev/null && break
+	check "$rbs" "sorted(i['metadata']['name'] for i in o['items']) == sorted(['mlplat-owner-alice', 'mlplat-developer-bob', '$CAROL', 'mlplat-runner', 'mlplat-lab-inputs'])" >/dev/null && break
 	((SECONDS >= deadline)) && break
 	sleep 0.2
 done
 check "$rbs" "sorted((i['metadata']['name'], i['roleRef']['name'], i['subjects'][0]['name']) for i in o['items']) == sorted([
  ('mlplat-owner-alice', 'mlplat-owner', 'alice'), ('mlplat-developer-bob', 'mlplat-developer', 'bob'), ('$CAROL', 'mlplat-deployer', 'Carol.Smith'),
- ('mlplat-runner', 'mlplat-runner', 'mlplat-runner')])"
+ ('mlplat-runner', 'mlplat-runner', 'mlplat-runner'), ('mlplat-lab-inputs', 'mlplat-lab-inputs', 'mlplat')])"
 tap_ok $? "the viewer binding is replaced by a developer binding (roleRef is immutable)"
 tap_is "$(requests RoleBinding mlp-vision mlplat-viewer-bob ok)" 2 "the old binding saw exactly its apply and one delete"
 tap_is "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE project = 'vision' AND action = 'DELETE' AND outcome = 'OK' AND detail->>'note' = 'RoleBinding mlp-vision/mlplat-viewer-bob'")" 1 \

@@ -71,9 +71,30 @@ out=$(mk PATCH "/apis/rbac.authorization.k8s.io/v1/namespaces/smoke/rolebindings
 tap_is "$(code "$out") $(reason "$out")" "403 Forbidden" "... but not to cluster-admin: no bind, no escalation"
 body "$out" | grep -q 'attempting to grant RBAC permissions not currently held'
 tap_ok $? "... and the refusal says why (permissions not held)"
-# the lab's input Secrets: read, created and deleted (deploy/kubernetes), never changed in place
+# the lab's input Secrets: no Secret permission cluster-wide; ClusterRole mlplat-lab-inputs,
+# bound by mlplat itself in a project namespace (as the projects reconciler does), grants
+# read, create and delete there only, never a change in place
+tap_is "$(code "$(mk GET /api/v1/secrets)")" 403 "mlplat's ServiceAccount may not list Secrets across the cluster"
+tap_is "$(code "$(mk GET /api/v1/namespaces/smoke/secrets)")" 403 "... nor in a namespace where it has not bound mlplat-lab-inputs"
+labrb='{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":"mlplat-lab-inputs","namespace":"smoke"},"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"mlplat-lab-inputs"},"subjects":[{"kind":"ServiceAccount","name":"mlplat","namespace":"mlplat-system"}]}'
+out=$(mk PATCH "/apis/rbac.authorization.k8s.io/v1/namespaces/smoke/rolebindings/mlplat-lab-inputs?fieldManager=mlplat&force=true" "$labrb" application/apply-patch+yaml)
+tap_is "$(code "$out")" 201 "mlplat binds ClusterRole mlplat-lab-inputs to itself in a namespace (bind by name)"
+wait_code() { # wait_code SECONDS WANT METHOD PATH [JSON] — RBAC caches: a new binding takes effect shortly
+	local deadline=$((SECONDS + $1)) got
+	while :; do
+		got=$(code "$(mk "${@:3}")")
+		[ "$got" = "$2" ] && { echo "$got"; return 0; }
+		((SECONDS >= deadline)) && { echo "$got"; return 1; }
+		sleep 0.2
+	done
+}
+tap_is "$(wait_code 30 200 GET /api/v1/namespaces/smoke/secrets)" 200 "... then it lists the Secrets of that namespace"
+tap_is "$(code "$(mk POST /api/v1/namespaces/smoke/secrets '{"apiVersion":"v1","kind":"Secret","metadata":{"name":"lab-1-input"},"immutable":true,"data":{}}')")" 201 \
+	"... creates a lab input Secret there"
+tap_is "$(code "$(mk GET /api/v1/secrets)")" 403 "... and still lists none across the cluster"
 out=$(mk PATCH "/api/v1/namespaces/smoke/secrets/anything?fieldManager=mlplat&force=true" '{"apiVersion":"v1","kind":"Secret","metadata":{"name":"anything"}}' application/apply-patch+yaml)
 tap_is "$(code "$out")" 403 "mlplat's ServiceAccount may not patch or update a Secret (only the lab's create, read and delete)"
+tap_is "$(code "$(mk DELETE /api/v1/namespaces/smoke/secrets/lab-1-input)")" 200 "... and deletes it"
 out=$(mk GET /apis/coordination.k8s.io/v1/namespaces/smoke/leases)
 tap_is "$(code "$out")" 403 "... nor Leases outside mlplat-system"
 out=$(mk POST /apis/coordination.k8s.io/v1/namespaces/mlplat-system/leases '{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"smoke"},"spec":{"holderIdentity":"x","leaseDurationSeconds":10}}')
