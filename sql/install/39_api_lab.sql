@@ -1171,8 +1171,10 @@ DECLARE
   p mlplat.projects;
   blockers text[];
 BEGIN
-  SELECT * INTO pr FROM mlplat.lab_profiles x WHERE x.id = p_profile AND x.project_id = p_project_id;
-  p := mlplat._lock_project_row(p_project_id, CASE WHEN coalesce(pr.gpus, 0) > 0 THEN 'reserve' ELSE 'share' END, p_action);
+  -- the project's lock shared: it stays active (no delete) while the run is admitted; a GPU
+  -- reservation takes it exclusively at the very end (_lab_reserve_gpus), so starts in one
+  -- project serialize only over their quota check and commit, not over their whole work
+  p := mlplat._lock_project_row(p_project_id, 'share', p_action);
   IF p_approval IS NOT NULL THEN
     PERFORM FROM mlplat.lab_approvals x WHERE x.id = p_approval AND x.project_id = p_project_id FOR UPDATE;
   END IF;
@@ -1184,10 +1186,23 @@ BEGIN
   IF pg_catalog.cardinality(blockers) > 0 THEN
     PERFORM mlplat._lab_not_admitted(blockers);
   END IF;
-  IF pr.gpus > 0 THEN
-    PERFORM mlplat._check_gpu_quota(p, pr.gpus, NULL);
-  END IF;
   RETURN pr;
+END $$;
+
+-- The GPU quota of an admitted lab run or probe, after its validation, admission and
+-- assessment and right before its rows are written: the project's lock taken exclusively, as
+-- deploy() takes it when its allocation grows, so reservations of one project serialize over
+-- the check, the writes and the commit only; the quota sum runs under it, on a snapshot taken
+-- after the lock (23514 when over).
+CREATE FUNCTION mlplat._lab_reserve_gpus(p_project_id bigint, p_gpus int, p_action text) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+  p mlplat.projects;
+BEGIN
+  IF coalesce(p_gpus, 0) > 0 THEN
+    p := mlplat._lock_project_row(p_project_id, 'reserve', p_action);
+    PERFORM mlplat._check_gpu_quota(p, p_gpus, NULL);
+  END IF;
 END $$;
 
 -- The idempotency key of start_lab_run and start_lab_probe: required, claimed code-only.
@@ -1237,6 +1252,7 @@ BEGIN
   pr := mlplat._lab_admit(pid, 'start_lab_run', start_lab_run.candidate_id, start_lab_run.artifact_sha256,
     start_lab_run.runtime_profile_id, start_lab_run.node_id, start_lab_run.approval_id, start_lab_run.family, lim,
     pg_catalog.jsonb_array_length(start_lab_run.inputs));
+  PERFORM mlplat._lab_reserve_gpus(pid, pr.gpus, 'start_lab_run');
   SELECT * INTO v FROM mlplat.model_versions x WHERE x.id = start_lab_run.candidate_id;
   tp := mlplat._traceparent();
   INSERT INTO mlplat.lab_runs (project_id, purpose, actor, db_role, idempotency_key, request_digest, candidate_id,
@@ -1299,6 +1315,7 @@ BEGIN
   LEFT JOIN mlplat.lab_profiles x ON x.id = start_lab_probe.runtime_profile_id AND x.project_id = pid;
   pr := mlplat._lab_admit(pid, 'start_lab_probe', start_lab_probe.candidate_id, start_lab_probe.artifact_sha256,
     start_lab_probe.runtime_profile_id, start_lab_probe.node_id, NULL, NULL, lim, 0);
+  PERFORM mlplat._lab_reserve_gpus(pid, pr.gpus, 'start_lab_probe');
   SELECT * INTO v FROM mlplat.model_versions x WHERE x.id = start_lab_probe.candidate_id;
   tp := mlplat._traceparent();
   INSERT INTO mlplat.lab_runs (project_id, purpose, actor, db_role, idempotency_key, request_digest, candidate_id,
