@@ -163,8 +163,14 @@ END $$;
 CREATE TRIGGER deployments_status_transition BEFORE INSERT OR UPDATE OF status ON mlplat.deployments
   FOR EACH ROW EXECUTE FUNCTION mlplat._status_transition_check('_deployment_transitions');
 
-CREATE TRIGGER lab_runs_status_transition BEFORE INSERT OR UPDATE OF status ON mlplat.lab_runs
-  FOR EACH ROW EXECUTE FUNCTION mlplat._status_transition_check('_lab_run_transitions');
+-- (as campaign candidates': the check, an EXECUTE, runs only on a row it could refuse: a new
+-- run not QUEUED, an UPDATE that changes the status — not on every start_lab_run)
+CREATE TRIGGER lab_runs_status_initial BEFORE INSERT ON mlplat.lab_runs
+  FOR EACH ROW WHEN (NEW.status IS DISTINCT FROM 'QUEUED')
+  EXECUTE FUNCTION mlplat._status_transition_check('_lab_run_transitions');
+CREATE TRIGGER lab_runs_status_transition BEFORE UPDATE OF status ON mlplat.lab_runs
+  FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status)
+  EXECUTE FUNCTION mlplat._status_transition_check('_lab_run_transitions');
 
 CREATE TRIGGER model_aliases_status_transition BEFORE INSERT OR UPDATE OF status ON mlplat.model_aliases
   FOR EACH ROW EXECUTE FUNCTION mlplat._status_transition_check('_model_alias_transitions');

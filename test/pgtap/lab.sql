@@ -1,7 +1,7 @@
 -- pgTAP: Model Lab privileges, row-level security, membership-only authorization, the
 -- no-leak validation errors and the read-only preflight (docs/lab.md).
 BEGIN;
-SELECT plan(44);
+SELECT plan(45);
 \ir lib/helpers.sql
 
 DO $$ DECLARE r text; BEGIN
@@ -130,6 +130,9 @@ SELECT is((SELECT actor || '/' || db_role FROM mlplat.audit_events WHERE action 
           'tap_lab_dev/tap_lab_app', 'the impersonated start is audited with both the person and the database role');
 SELECT is((SELECT actor || '/' || db_role FROM mlplat.lab_runs), 'tap_lab_dev/tap_lab_app',
           'the run''s provenance names both too');
+-- a status moves only along mlplat._lab_run_transitions() (the shared state-machine trigger)
+SELECT is(public.tap_api_try('postgres', $q$UPDATE mlplat.lab_runs SET status = 'SUCCEEDED'$q$), '23514',
+          'lab runs: no illegal edge (QUEUED -> SUCCEEDED), for superusers too');
 
 -- ---------------------------------------------------------------- no caller content in errors
 CREATE FUNCTION pg_temp.err_parts(sql text) RETURNS text LANGUAGE plpgsql AS $$
