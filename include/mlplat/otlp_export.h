@@ -22,6 +22,10 @@
  */
 extern void mlplat_otlp_export_pass(MlplatPass *pass);
 
+/* Its seam (seam.h): the batch it reads, mlplat.span_export_batch. */
+struct MlplatSeam;
+extern struct MlplatSeam *const mlplat_span_export_seams[];
+
 /*
  * Add the headers of mlplat.otlp_headers_file to req (re-reading the file when
  * it changed).  Returns NULL, or a palloc'd reason (unreadable or malformed

@@ -35,7 +35,8 @@ typedef enum MlplatSeamType
 	MLPLAT_SEAM_TEXT,		 /* char *, text */
 	MLPLAT_SEAM_JSONB,		 /* char * (JSON text), jsonb: written only */
 	MLPLAT_SEAM_TIMESTAMPTZ, /* TimestampTz, timestamptz (NULL reads as 0) */
-	MLPLAT_SEAM_TEXT_ARRAY	 /* List * of char *, text[] (NULL reads as NIL): read only */
+	MLPLAT_SEAM_TEXT_ARRAY,	 /* List * of char *, text[] (NULL reads as NIL): read only */
+	MLPLAT_SEAM_INT8_ARRAY	 /* ArrayType * (a copy), bigint[] (NULL reads as NULL): read only */
 } MlplatSeamType;
 
 /*

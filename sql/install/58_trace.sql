@@ -197,8 +197,10 @@ REVOKE ALL ON FUNCTION mlplat._otlp_render(mlplat.spans[], text, text) FROM PUBL
 -- ---------------------------------------------------------------- export (src/trace/export.c)
 
 -- The oldest unexported spans, at most p_limit, rendered; no row when there are none.
+-- Read by name through the seam (seam.h, src/trace/export.c).
+CREATE TYPE mlplat.span_export_batch AS (ids bigint[], body text);
 CREATE FUNCTION mlplat._spans_export_batch(p_limit int)
-RETURNS TABLE (ids bigint[], body text)
+RETURNS SETOF mlplat.span_export_batch
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, mlplat, pg_temp AS $$
   WITH b AS (SELECT s FROM mlplat.spans s WHERE s.exported_at IS NULL ORDER BY s.id LIMIT p_limit)

@@ -27,7 +27,7 @@ static const MlplatKindDef kind_defs[MLPLAT_MAX_KINDS] = {
 	[MLPLAT_KIND_LAB_RUNS] = { mlplat_lab_runs_pass, mlplat_lab_runs_seams },
 	[MLPLAT_KIND_CAMPAIGNS] = { mlplat_campaigns_pass, mlplat_campaigns_seams },
 	/* the span exporter: a leader of its own, so the projects loop does only projects */
-	[MLPLAT_KIND_SPAN_EXPORT] = { mlplat_otlp_export_pass },
+	[MLPLAT_KIND_SPAN_EXPORT] = { mlplat_otlp_export_pass, mlplat_span_export_seams },
 #ifdef MLPLAT_TEST_KINDS
 	/* test kinds (test/kinds/): their SQL is the extension mlplat_test */
 	[MLPLAT_KIND_ECHOES] = { mlplat_echoes_pass, mlplat_echoes_seams, NULL, "mlplat_test" },
@@ -55,8 +55,8 @@ mlplat_kind_seams_verify(int kind)
 			return psprintf("type mlplat.%s does not match this library: %s",
 							def->seams[i]->type_name, why);
 	}
-	/* the write-ahead notes, which every kind with seams reads */
-	if (def->seams && (why = mlplat_seam_verify(&mlplat_unanswered_seam)) != NULL)
+	/* the write-ahead notes, which every reconciler kind reads (the span exporter is none) */
+	if (def->seams && kind != MLPLAT_KIND_SPAN_EXPORT && (why = mlplat_seam_verify(&mlplat_unanswered_seam)) != NULL)
 		return psprintf("type mlplat.unanswered_note does not match this library: %s", why);
 	return NULL;
 }

@@ -72,6 +72,8 @@ seam_sql_type(MlplatSeamType t)
 			return TIMESTAMPTZOID;
 		case MLPLAT_SEAM_TEXT_ARRAY:
 			return TEXTARRAYOID;
+		case MLPLAT_SEAM_INT8_ARRAY:
+			return INT8ARRAYOID;
 	}
 	return InvalidOid;
 }
@@ -235,6 +237,9 @@ mlplat_seam_read(MlplatSeam *s, Datum composite, void *out)
 			case MLPLAT_SEAM_TEXT_ARRAY:
 				*(List **) p = isnull ? NIL : text_array_list(v);
 				break;
+			case MLPLAT_SEAM_INT8_ARRAY:
+				*(ArrayType **) p = isnull ? NULL : DatumGetArrayTypePCopy(v);
+				break;
 			case MLPLAT_SEAM_JSONB:
 				if (isnull)
 					*(char **) p = NULL;
@@ -335,7 +340,8 @@ mlplat_seam_array_add(MlplatSeamArray *a, const void *row)
 					values[a_i] = DirectFunctionCall1(jsonb_in, CStringGetDatum(*(char *const *) p));
 				break;
 			case MLPLAT_SEAM_TEXT_ARRAY:
-				elog(ERROR, "mlplat: attribute \"%s\" of mlplat.%s is read only (text[])", f->attname,
+			case MLPLAT_SEAM_INT8_ARRAY:
+				elog(ERROR, "mlplat: attribute \"%s\" of mlplat.%s is read only (an array)", f->attname,
 					 s->type_name);
 				break;
 		}

@@ -33,6 +33,7 @@
 #include "mlplat/json.h"
 #include "mlplat/otlp_export.h"
 #include "mlplat/reconcile.h"
+#include "mlplat/seam.h"
 #include "mlplat/shmem.h"
 
 /* batches per pass: a long backlog is sent over several passes, the health view updated between them */
@@ -132,42 +133,51 @@ publish(int spans, const char *error, bool dropped, int64 spans_dropped)
 	SpinLockRelease(&mlplat_shared->mutex);
 }
 
-/* Read one batch: its ids as an array literal and its OTLP body; false when nothing waits. */
+/* The seam (seam.h): mlplat.span_export_batch read into ExportBatch */
+typedef struct ExportBatch
+{
+	ArrayType *ids; /* bigint[], handed back to _spans_mark_exported */
+	char *body;		/* OTLP/HTTP JSON */
+} ExportBatch;
+
+static const MlplatSeamField batch_fields[] = {
+	MLPLAT_SEAM_FIELD(ExportBatch, ids, MLPLAT_SEAM_INT8_ARRAY),
+	MLPLAT_SEAM_FIELD(ExportBatch, body, MLPLAT_SEAM_TEXT),
+};
+static MlplatSeam batch_seam = { "span_export_batch", batch_fields, lengthof(batch_fields) };
+
+MlplatSeam *const mlplat_span_export_seams[] = { &batch_seam, NULL };
+
+/* Read one batch (its ids, its OTLP body, how many); false when nothing waits. */
 static bool
-read_batch(char **ids, char **body, int *count)
+read_batch(ExportBatch *out, int *count)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	Oid type = INT4OID;
 	Datum arg = Int32GetDatum(mlplat_otlp_batch_size);
-	bool found = false;
+	List *rows;
 
 	mlplat_txn_begin();
-	if (SPI_execute_with_args("SELECT ids::pg_catalog.text, body, pg_catalog.cardinality(ids) FROM mlplat._spans_export_batch($1)",
-							  1, &type, &arg, NULL, true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "mlplat: could not read spans to export");
-	if (SPI_processed == 1)
-	{
-		HeapTuple t = SPI_tuptable->vals[0];
-		TupleDesc td = SPI_tuptable->tupdesc;
-
-		*ids = MemoryContextStrdup(cxt, SPI_getvalue(t, td, 1));
-		*body = MemoryContextStrdup(cxt, SPI_getvalue(t, td, 2));
-		*count = atoi(SPI_getvalue(t, td, 3));
-		found = true;
-	}
+	rows = mlplat_seam_claim(&batch_seam, cxt, "SELECT b FROM mlplat._spans_export_batch($1) b", 1, &type, &arg,
+							 sizeof(ExportBatch));
 	mlplat_txn_commit();
-	return found;
+	MemoryContextSwitchTo(cxt);
+	if (rows == NIL || ((ExportBatch *) linitial(rows))->ids == NULL)
+		return false;
+	*out = *(ExportBatch *) linitial(rows);
+	*count = ArrayGetNItems(ARR_NDIM(out->ids), ARR_DIMS(out->ids));
+	return true;
 }
 
 static void
-mark_exported(MlplatPass *pass, const char *ids)
+mark_exported(MlplatPass *pass, ArrayType *ids)
 {
-	Oid types[2] = { TEXTOID, INT8OID };
-	Datum args[2] = { CStringGetTextDatum(ids), Int64GetDatum(pass->epoch) };
+	Oid types[2] = { INT8ARRAYOID, INT8OID };
+	Datum args[2] = { PointerGetDatum(ids), Int64GetDatum(pass->epoch) };
 
 	mlplat_txn_begin();
-	if (SPI_execute_with_args("SELECT mlplat._spans_mark_exported($1::pg_catalog.int8[], $2)", 2, types, args,
-							  NULL, false, 1) != SPI_OK_SELECT)
+	if (SPI_execute_with_args("SELECT mlplat._spans_mark_exported($1, $2)", 2, types, args, NULL, false, 1) !=
+		SPI_OK_SELECT)
 		elog(ERROR, "mlplat: could not mark spans exported");
 	mlplat_txn_commit();
 }
@@ -222,8 +232,7 @@ mlplat_otlp_export_pass(MlplatPass *pass)
 
 	for (int i = 0; i < MAX_BATCHES_PER_PASS; i++)
 	{
-		char *ids;
-		char *body;
+		ExportBatch b;
 		int count;
 		MlplatHttpBatch *batch;
 		MlplatHttpRequest *req;
@@ -231,11 +240,11 @@ mlplat_otlp_export_pass(MlplatPass *pass)
 		char *message;
 		int64 rejected;
 
-		if (!read_batch(&ids, &body, &count))
+		if (!read_batch(&b, &count))
 			break;
 		batch = mlplat_http_batch_create(CurrentMemoryContext);
 		req = mlplat_http_batch_add(batch, "POST", url);
-		mlplat_http_request_set_body(req, "application/json", body, strlen(body));
+		mlplat_http_request_set_body(req, "application/json", b.body, strlen(b.body));
 		if ((why = mlplat_otlp_headers_apply(req)) != NULL)
 		{
 			/* never send without the credentials the operator configured */
@@ -252,7 +261,7 @@ mlplat_otlp_export_pass(MlplatPass *pass)
 			return;
 		}
 		read_answer(req, &message, &rejected);
-		mark_exported(pass, ids);
+		mark_exported(pass, b.ids);
 		if (failures > 0)
 			ereport(LOG, (errmsg("mlplat: span export to mlplat.otlp_endpoint works again")));
 		failures = 0;

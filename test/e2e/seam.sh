@@ -12,7 +12,7 @@ restore() {
 	q $DB "ALTER TYPE mlplat.deployment_claim RENAME ATTRIBUTE due_now TO due" 2>/dev/null
 	q $DB "ALTER TYPE mlplat.deployment_claim ALTER ATTRIBUTE attempts TYPE int" 2>/dev/null
 	q $DB "ALTER TYPE mlplat.deployment_writeback DROP ATTRIBUTE IF EXISTS extra" 2>/dev/null
-	for t in rollout_writeback rollout_writeback_result rollout_artifact_claim rollout_artifact_verdict artifact_check_claim unanswered_note; do
+	for t in rollout_writeback rollout_writeback_result rollout_artifact_claim rollout_artifact_verdict artifact_check_claim unanswered_note span_export_batch; do
 		q $DB "ALTER TYPE mlplat.$t DROP ATTRIBUTE IF EXISTS extra" 2>/dev/null
 	done
 }
@@ -104,6 +104,11 @@ q $DB "ALTER TYPE mlplat.unanswered_note ADD ATTRIBUTE extra text" >/dev/null
 refuses deployments unanswered_note && refuses runs unanswered_note
 tap_ok $? "mlplat.unanswered_note likewise: the workers of every kind that reads notes refuse to run"
 q $DB "ALTER TYPE mlplat.unanswered_note DROP ATTRIBUTE extra" >/dev/null
+# the span exporter's batch (mlplat.span_export_batch)
+q $DB "ALTER TYPE mlplat.span_export_batch ADD ATTRIBUTE extra text" >/dev/null
+refuses span_export span_export_batch
+tap_ok $? "mlplat.span_export_batch likewise: the span_export workers refuse to run"
+q $DB "ALTER TYPE mlplat.span_export_batch DROP ATTRIBUTE extra" >/dev/null
 wait_for $DB "SELECT count(*) FROM mlplat.reconciler_health WHERE status LIKE 'refuses%'" 0 30
 tap_ok $? "... and run again once the types agree"
 
