@@ -102,7 +102,7 @@ else
 fi
 on_exit stop_clients   # first at exit: the clients go before the peers and the cluster
 LEADERS="SELECT count(*) FROM mlplat.reconciler_health WHERE role IN ('leader', 'idle')"
-for _ in $(seq 100); do [ "$(q "$LEADERS" 2>/dev/null)" = 5 ] && break; sleep 0.2; done
+for _ in $(seq 100); do [ "$(q "$LEADERS" 2>/dev/null)" = "$(mlplat_kinds_count)" ] && break; sleep 0.2; done
 
 pg_restart_immediate() {
 	as_pg "$BIN/pg_ctl" -D "$DATA" -m immediate -t 60 stop >/dev/null 2>&1
