@@ -180,7 +180,10 @@ tap_ok $? "run $ID is RUNNING"
 kube DELETE "$(job "lab-$ID-1")" '{"kind":"DeleteOptions","apiVersion":"v1","propagationPolicy":"Background"}' >/dev/null
 wait_for $DB "SELECT status || ' ' || coalesce(reason_code, '') FROM mlplat.lab_runs WHERE id = $ID" "FAILED JOB_DISAPPEARED" 60
 tap_ok $? "its Job removed behind mlplat's back: FAILED JOB_DISAPPEARED (now: $(status "$ID"))"
-tap_is "$(lease_of "$ID")/$(creates "Job/$NS/lab-$ID-1")" "0/1" "the lease is released; the Job was not re-created"
+wait_for $DB "SELECT count(*) FROM mlplat.lab_leases WHERE lab_run_id = $ID" 0 60
+tap_ok $? "the lease is released"
+tap_is "$(kube_code "$(secret "lab-$ID-input")")/$(creates "Job/$NS/lab-$ID-1")/$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'lab_runs' AND entity_id = $ID AND action = 'DELETE' AND outcome = 'OK' AND detail->>'note' = '$NS/lab-$ID-input'")" \
+	"404/1/1" "its Secret was deleted by the run's own clean-up (ledger DELETE), the Job not re-created"
 tap_is "$(q $DB "SELECT observation->>'seen' FROM mlplat.lab_run_transitions WHERE lab_run_id = $ID AND to_status = 'FAILED'")" \
 	disappeared "the transition records what was seen"
 
@@ -260,7 +263,8 @@ wait_for $DB "SELECT status || ' ' || coalesce(reason_code, '') FROM mlplat.lab_
 tap_ok $? "the Job gone: FAILED RUN_DEADLINE_EXCEEDED (now: $(status "$DID"))"
 wait_for $DB "SELECT count(*) FROM mlplat.lab_leases WHERE lab_run_id = $DID" 0 30
 tap_ok $? "... and the node lease released"
-tap_is "$(kube_code "$(job "lab-$DID-1")")/$(creates "Job/$NS/lab-$DID-1")" 404/1 "the Job is gone and was created once"
+tap_is "$(kube_code "$(job "lab-$DID-1")")/$(creates "Job/$NS/lab-$DID-1")/$(kube_code "$(secret "lab-$DID-input")")" 404/1/404 \
+	"the Job is gone and was created once; its Secret is deleted"
 
 # --- retention (14), end to end
 wait_for $DB "SELECT purged_at IS NOT NULL FROM mlplat.lab_runs WHERE id = $RID" t 120

@@ -1655,12 +1655,13 @@ END $$;
 --               it fits before the run deadline (backoff min(2^(attempt-1), 30) s), else
 --               FAILED WORKER_FAILED
 --   'DEADLINE'  DeadlineExceeded: FAILED EXECUTION_DEADLINE_EXCEEDED, never retried
---   'DISAPPEARED' the Job of a DISPATCHED (create answered) or RUNNING run is absent and
---               nobody here deleted it: JOB_DISAPPEARED, retriable as FAILED is (RETRY_WAIT
---               with nothing left to delete), else FAILED JOB_DISAPPEARED; the lease is
---               released at once when it fails, since the Job was seen absent
+--   'DISAPPEARED' the Job of a RUNNING run is absent and nobody here deleted it:
+--               JOB_DISAPPEARED, retriable as FAILED is (RETRY_WAIT with nothing left to
+--               delete), else FAILED JOB_DISAPPEARED
 --   'RUN_DEADLINE' past run_deadline_at the Job was foreground-deleted and is now absent:
---               FAILED RUN_DEADLINE_EXCEEDED, lease released
+--               FAILED RUN_DEADLINE_EXCEEDED
+-- A finished run keeps its lease until the next pass has deleted its Secret and seen its Job
+-- gone (_lab_runs_job_gone), whichever way it finished.
 -- A CANCEL_REQUESTED run whose Job had finished ends as the Job did (the output wins over a
 -- late cancel).  Otherwise the lease stays until the Job is seen gone (_lab_runs_job_gone).
 CREATE FUNCTION mlplat._lab_runs_observed(p_lab_run_id bigint, p_row_version bigint, p_epoch bigint,
@@ -1704,7 +1705,6 @@ BEGIN
       RETURN false;   -- a cancel's Job seen gone is acknowledged by _lab_runs_job_gone
     END IF;
     PERFORM mlplat._lab_finish(r, 'FAILED', 'RUN_DEADLINE_EXCEEDED', p_epoch, p_controller, p_observation);
-    DELETE FROM mlplat.lab_leases l WHERE l.lab_run_id = r.id;
   ELSIF p_event = 'DISAPPEARED' THEN
     IF r.status = 'CANCEL_REQUESTED' THEN
       RETURN false;
@@ -1721,7 +1721,6 @@ BEGIN
       PERFORM mlplat._lab_transition(r, 'RETRY_WAIT', 'JOB_DISAPPEARED', NULL, p_observation, p_epoch, p_controller);
     ELSE
       PERFORM mlplat._lab_finish(r, 'FAILED', 'JOB_DISAPPEARED', p_epoch, p_controller, p_observation);
-      DELETE FROM mlplat.lab_leases l WHERE l.lab_run_id = r.id;
     END IF;
   ELSIF p_event = 'FAILED' THEN
     backoff := least(pg_catalog.power(2, r.attempt - 1)::int, 30);
