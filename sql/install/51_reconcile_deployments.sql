@@ -58,27 +58,16 @@ CREATE INDEX deployments_resync_due ON mlplat.deployments (next_resync_at) WHERE
 CREATE INDEX deployments_changed ON mlplat.deployments (id)
   WHERE status IN ('PENDING', 'DEPLOYING', 'DRIFTED', 'DELETING') OR generation <> observed_generation;
 
--- p_resync: a full pass (a new leader's first, and every mlplat.full_resync_interval):
--- every live row, each due.  Otherwise only the changed rows and those whose resync is due.
--- p_only_new: a pass woken by a commit takes just the intents not yet applied.
--- p_deadline_ms: mlplat.deploy_deadline of the calling worker (0: none); a deployment's own
--- deploy_deadline overrides it.
-CREATE FUNCTION mlplat._deployments_claim(p_resync boolean, p_only_new boolean DEFAULT false,
-                                          p_deadline_ms int DEFAULT 0)
+-- The claim rows of the deployments p_ids names (ascending), each as the claim returns it;
+-- p_resync: a full pass (every row due).  Apart from the choice of rows so that each is planned
+-- for what it reads: a plan made for "every row" (hash joins over whole tables) is the wrong
+-- one for twenty.
+CREATE FUNCTION mlplat._deployments_claim_of(p_ids bigint[], p_resync boolean, p_only_new boolean,
+                                             p_deadline_ms int)
 RETURNS SETOF mlplat.deployment_claim
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
-  WITH picked AS (
-    -- three gated branches: the planner keeps an index scan for each whatever the flags
-    SELECT x.id FROM mlplat.deployments x WHERE p_resync AND x.status <> 'DELETED'
-    UNION
-    SELECT x.id FROM mlplat.deployments x
-     WHERE NOT p_resync AND x.status <> 'DELETED' AND x.next_resync_at <= pg_catalog.now()
-    UNION
-    SELECT x.id FROM mlplat.deployments x
-     WHERE NOT p_resync
-       AND (x.status IN ('PENDING', 'DEPLOYING', 'DRIFTED', 'DELETING') OR x.generation <> x.observed_generation))
   SELECT d.id, p.name, mlplat._project_namespace(p.name), d.name, d.status,
          d.generation, d.observed_generation, d.row_version,
          d.desired_revision, r.spec::text, r.spec_digest, d.traceparent, d.attempts,
@@ -96,16 +85,42 @@ AS $$
          (d.observed->'kserve_at_apply'->>'revision')::int,
          (d.observed->'kserve_at_apply'->>'observedGeneration')::bigint,
          d.observed->'kserve_at_apply'->>'latestCreatedRevision'
-    FROM picked
-    JOIN mlplat.deployments d ON d.id = picked.id
+    FROM mlplat.deployments d
     CROSS JOIN LATERAL (SELECT coalesce((pg_catalog.date_part('epoch', d.deploy_deadline) * 1000)::bigint,
                                         p_deadline_ms) AS ms) dl
     JOIN mlplat.projects p ON p.id = d.project_id
     LEFT JOIN mlplat.deployment_revisions r
            ON r.deployment_id = d.id AND r.revision = d.desired_revision
-   WHERE d.status <> 'DELETED'
+   WHERE d.id = ANY (p_ids) AND d.status <> 'DELETED'
      AND (NOT p_only_new OR (d.generation <> d.observed_generation AND d.next_attempt_at <= pg_catalog.now()))
    ORDER BY d.id
+$$;
+REVOKE ALL ON FUNCTION mlplat._deployments_claim_of(bigint[], boolean, boolean, int) FROM PUBLIC;
+
+-- p_resync: a full pass (a new leader's first, and every mlplat.full_resync_interval):
+-- every live row, each due.  Otherwise only the changed rows and those whose resync is due.
+-- p_only_new: a pass woken by a commit takes just the intents not yet applied.
+-- p_deadline_ms: mlplat.deploy_deadline of the calling worker (0: none); a deployment's own
+-- deploy_deadline overrides it.
+CREATE FUNCTION mlplat._deployments_claim(p_resync boolean, p_only_new boolean DEFAULT false,
+                                          p_deadline_ms int DEFAULT 0)
+RETURNS SETOF mlplat.deployment_claim
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$
+  -- the ids first, each set by its own index (an ARRAY subquery is run only when its CASE
+  -- branch is taken): a pass between full passes reads what changed or is due, not the table
+  SELECT c.* FROM mlplat._deployments_claim_of(
+    CASE WHEN p_resync
+         THEN ARRAY(SELECT x.id FROM mlplat.deployments x WHERE x.status <> 'DELETED' ORDER BY x.id)
+         ELSE ARRAY(SELECT u.id FROM (
+                SELECT x.id FROM mlplat.deployments x
+                 WHERE x.status <> 'DELETED' AND x.next_resync_at <= pg_catalog.now()
+                UNION
+                SELECT x.id FROM mlplat.deployments x
+                 WHERE x.status IN ('PENDING', 'DEPLOYING', 'DRIFTED', 'DELETING')
+                    OR x.generation <> x.observed_generation) u ORDER BY u.id) END,
+    p_resync, p_only_new, p_deadline_ms) c
 $$;
 REVOKE ALL ON FUNCTION mlplat._deployments_claim(boolean, boolean, int) FROM PUBLIC;
 
