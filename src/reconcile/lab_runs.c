@@ -497,13 +497,8 @@ ns_listed(List *list, const char *ns)
 static List *
 ns_add(List *list, const char *ns)
 {
-	ListCell *lc;
-
-	if (ns == NULL)
+	if (ns == NULL || ns_listed(list, ns))
 		return list;
-	foreach (lc, list)
-		if (strcmp((const char *) lfirst(lc), ns) == 0)
-			return list;
 	return lappend(list, (char *) ns);
 }
 

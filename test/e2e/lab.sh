@@ -14,6 +14,7 @@
 # Every wait is for an observable outcome, bounded and generous (the script runs under ASan).
 set -u
 . "$(dirname "$0")/../lib/e2e.sh"
+. "$SRC/test/lib/lab.sh"
 SD=$WORK/standin-lab
 e2e_standin mlplat
 DB=mlplat
@@ -51,19 +52,6 @@ NODE=$(q $DB "SELECT id FROM mlplat.lab_nodes WHERE name = 'gpu-1'")
 INST=$(q $DB "SELECT mlplat._instance_id()")
 SHA=$(printf 'a%.0s' $(seq 64))
 
-next_id() { q $DB "SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END FROM mlplat.lab_runs_id_seq"; }
-# plan JOB [STEP_JSON]: how the stand-in runs Job JOB (ticks, exitCode, failReason) and the
-# output object it writes on success
-plan() {
-	admin POST argo/plan "{\"kind\":\"job\",\"namespace\":\"$NS\",\"name\":\"$1\",\"steps\":{\"*\":$2}}" >/dev/null
-}
-out_obj() {   # run attempt content -> an s3 entry of a plan
-	echo "{\"bucket\":\"artifacts\",\"key\":\"$INST/lab/$1/$2/output.json\",\"content\":$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1]))' "$3")}"
-}
-status() { q $DB "SELECT status || coalesce(' ' || reason_code, '') FROM mlplat.lab_runs WHERE id = $1"; }
-creates() {   # stored creates of one object at the stand-in
-	admin GET writes | python3 -c 'import json,sys; w=json.load(sys.stdin); w=w.get("writes",w); print(w.get("'"$1"'",{}).get("create",0))'
-}
 obj_files() { find "$SD/s3/artifacts" -path "*lab/$1/*" -type f 2>/dev/null | wc -l; }
 
 # --- a probe through the API (acceptance 15): its Job runs and the probe is PASSED

@@ -7,6 +7,7 @@
 # SUCCEEDED.  Every wait is for an observable event, bounded and generous (ASan).
 set -u
 . "$(dirname "$0")/../lib/e2e.sh"
+. "$SRC/test/lib/lab.sh"
 SD=$WORK/standin-lab-crash
 e2e_standin
 e2e_own_cluster lab_crash
@@ -69,9 +70,6 @@ tap_ok $? "kill -9 of the lab_runs leader (pid $victim) while it waits for the a
 admin POST holds/release '{"drop": true}' >/dev/null
 wait_p "SELECT status || ' ' || attempt FROM mlplat.lab_runs WHERE id = $ID" "SUCCEEDED 1" 120
 tap_ok $? "after the crash restart the run goes on to SUCCEEDED under attempt 1 (now: $(pq "SELECT status || ' ' || attempt FROM mlplat.lab_runs WHERE id = $ID"))"
-creates() {
-	admin GET writes | python3 -c 'import json,sys; w=json.load(sys.stdin); print(w.get("'"$1"'",{}).get("create",0))'
-}
 tap_is "$(creates "Job/$NS/lab-$ID-1")/$(creates "Secret/$NS/lab-$ID-input")/$(kube_code "/apis/batch/v1/namespaces/$NS/jobs/lab-$ID-2")" \
 	"1/1/404" "exactly one Job and one Secret were created; no second attempt"
 tap_is "$(pq "SELECT string_agg(action || ':' || outcome, ' ' ORDER BY id) FROM mlplat.reconcile_ledger

@@ -28,6 +28,7 @@ set -u
 SD=$WORK/standin-lab-faults
 e2e_standin mlplat
 . "$SRC/test/lib/writeback.sh"
+. "$SRC/test/lib/lab.sh"
 DB=mlplat
 P=lf
 NS=mlp-$P
@@ -64,15 +65,6 @@ N2=$(q $DB "SELECT id FROM mlplat.lab_nodes WHERE name = 'gpu-f2'")
 INST=$(q $DB "SELECT mlplat._instance_id()")
 SHA=$(printf 'a%.0s' $(seq 64))
 
-next_id() { q $DB "SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END FROM mlplat.lab_runs_id_seq"; }
-plan() { admin POST argo/plan "{\"kind\":\"job\",\"namespace\":\"$NS\",\"name\":\"$1\",\"steps\":{\"*\":$2}}" >/dev/null; }
-out_obj() {
-	echo "{\"bucket\":\"artifacts\",\"key\":\"$INST/lab/$1/$2/output.json\",\"content\":$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1]))' "$3")}"
-}
-status() { q $DB "SELECT status || coalesce(' ' || reason_code, '') FROM mlplat.lab_runs WHERE id = $1"; }
-creates() {
-	admin GET writes | python3 -c 'import json,sys; w=json.load(sys.stdin); w=w.get("writes",w); print(w.get("'"$1"'",{}).get("create",0))'
-}
 lease_of() { q $DB "SELECT count(*) FROM mlplat.lab_leases WHERE lab_run_id = $1"; }
 job() { echo "/apis/batch/v1/namespaces/$NS/jobs/$1"; }
 secret() { echo "/api/v1/namespaces/$NS/secrets/$1"; }
