@@ -58,7 +58,8 @@ CREATE TABLE mlplat.campaigns (
   created_at            timestamptz NOT NULL DEFAULT pg_catalog.now(),
   cancel_requested_at   timestamptz,
   cancel_requested_by   text,
-  UNIQUE (project_id, name)
+  UNIQUE (project_id, name),
+  UNIQUE (id, project_id)   -- the target of the candidates' (campaign, project) key
 );
 COMMENT ON TABLE mlplat.campaigns IS
   'Immutable optimization campaigns; only cancel_requested_at/by change, once.  No status column: see mlplat._campaign_state.';
@@ -80,8 +81,8 @@ COMMENT ON TABLE mlplat.campaign_approvals IS
 
 CREATE TABLE mlplat.campaign_candidates (
   id                   bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-  campaign_id          bigint NOT NULL REFERENCES mlplat.campaigns (id),
-  project_id           bigint NOT NULL REFERENCES mlplat.projects (id),
+  campaign_id          bigint NOT NULL,
+  project_id           bigint NOT NULL,
   ordinal              int NOT NULL CHECK (ordinal BETWEEN 1 AND 64),
   name                 text NOT NULL,
   plan                 jsonb NOT NULL,
@@ -113,7 +114,12 @@ CREATE TABLE mlplat.campaign_candidates (
   created_at           timestamptz NOT NULL DEFAULT pg_catalog.now(),
   updated_at           timestamptz NOT NULL DEFAULT pg_catalog.now(),
   UNIQUE (campaign_id, ordinal),
-  UNIQUE (campaign_id, name)
+  UNIQUE (campaign_id, name),
+  UNIQUE (id, project_id),   -- the target of the transitions' (candidate, project) key
+  -- One key for the campaign and the project, not one each: a candidate is in its campaign's
+  -- project (stronger than two separate keys), and create_campaign's 64 rows pay one
+  -- referential check each instead of two (the campaign references the project).
+  FOREIGN KEY (campaign_id, project_id) REFERENCES mlplat.campaigns (id, project_id)
 );
 -- the reconciler's claim reads only these; finished campaigns cost it nothing
 CREATE INDEX campaign_candidates_active ON mlplat.campaign_candidates (campaign_id)
@@ -122,8 +128,8 @@ CREATE INDEX campaign_candidates_uncleaned ON mlplat.campaign_candidates (campai
   WHERE cleanup_done_at IS NULL AND status IN ('BUILT', 'FAILED', 'CANCELLED', 'NOT_RUN');
 
 CREATE TABLE mlplat.candidate_transitions (
-  candidate_id bigint NOT NULL REFERENCES mlplat.campaign_candidates (id),
-  project_id   bigint NOT NULL REFERENCES mlplat.projects (id),
+  candidate_id bigint NOT NULL,
+  project_id   bigint NOT NULL,
   seq          int NOT NULL,
   from_status  text,
   to_status    text NOT NULL,
@@ -133,7 +139,9 @@ CREATE TABLE mlplat.candidate_transitions (
   epoch        bigint,      -- reconciler transitions
   controller   text,
   at           timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
-  PRIMARY KEY (candidate_id, seq)
+  PRIMARY KEY (candidate_id, seq),
+  -- as the candidates': one check per transition row, and the row is in its candidate's project
+  FOREIGN KEY (candidate_id, project_id) REFERENCES mlplat.campaign_candidates (id, project_id)
 );
 
 CREATE TABLE mlplat.candidate_predictions (
@@ -591,6 +599,7 @@ DECLARE
   cid text;
   c mlplat.campaigns;
   i int := 0;
+  who text := mlplat._actor();   -- once, not once per transition row
 BEGIN
   r := mlplat._idem_claim('create_campaign', create_campaign.idempotency_key,
          pg_catalog.jsonb_build_array(create_campaign.project, create_campaign.campaign, create_campaign.definition));
@@ -603,7 +612,7 @@ BEGIN
   INSERT INTO mlplat.campaigns (project_id, name, definition, content_id, base_model_version_id, base_artifact_sha256,
                                 model_family, quality_gate, output_prefix, max_parallel, created_by, db_role, traceparent)
   SELECT pid, create_campaign.campaign, def, cid, v.id, v.artifact_sha256, def #>> '{base,model_family}',
-         def->'quality_gate', def->>'output_prefix', (def->>'max_parallel')::int, mlplat._actor(), mlplat._db_role(), tp
+         def->'quality_gate', def->>'output_prefix', (def->>'max_parallel')::int, who, mlplat._db_role(), tp
     FROM mlplat.model_versions v JOIN mlplat.models m ON m.id = v.model_id
    WHERE m.project_id = pid AND m.name = def #>> '{base,model}' AND v.version = def #>> '{base,version}'
   ON CONFLICT ON CONSTRAINT campaigns_project_id_name_key DO NOTHING
@@ -637,7 +646,7 @@ BEGIN
     RETURNING id, project_id
   )
   INSERT INTO mlplat.candidate_transitions (candidate_id, project_id, seq, from_status, to_status, actor)
-  SELECT ins.id, ins.project_id, 1, NULL, 'PLANNED', mlplat._actor() FROM ins;
+  SELECT ins.id, ins.project_id, 1, NULL, 'PLANNED', who FROM ins;
   GET DIAGNOSTICS i = ROW_COUNT;
   r.entity_id := c.id; r.status := mlplat._campaign_state(c.id);
   PERFORM mlplat._audit('create_campaign', create_campaign.project, pid, 'campaign', c.id, r.request_id, tp,

@@ -3,7 +3,7 @@
 -- and the immutability of campaigns, approvals, transitions, evidence and artifacts even for
 -- the table owner.
 BEGIN;
-SELECT plan(81);
+SELECT plan(83);
 \ir lib/helpers.sql
 
 DO $$ DECLARE r text; BEGIN
@@ -125,6 +125,22 @@ SELECT is(public.tap_api_try('postgres', $q$UPDATE mlplat.campaign_candidates SE
           'candidates: no illegal edge');
 SELECT is(public.tap_api_try('postgres', $q$UPDATE mlplat.campaigns SET cancel_requested_at = now(), cancel_requested_by = 'x' WHERE name = 'c2'$q$),
           'ok', 'the one allowed change: a cancel request, once');
+
+-- a candidate is in its campaign's project, a transition in its candidate's: one key each
+-- (campaign/candidate, project), which create_campaign's 64 rows check once per row; with the
+-- former separate keys to projects a row of another, existing project was accepted
+SELECT is(public.tap_api_try('postgres', $q$INSERT INTO mlplat.campaign_candidates (campaign_id, project_id, ordinal, name, plan,
+            content_id, gpus, reserved_gpu_seconds)
+          SELECT k.campaign_id, (SELECT id FROM mlplat.projects WHERE name = 'tapd'), 64, 'elsewhere', k.plan, k.content_id,
+                 k.gpus, k.reserved_gpu_seconds
+            FROM mlplat.campaign_candidates k WHERE k.project_id <> (SELECT id FROM mlplat.projects WHERE name = 'tapd')
+           ORDER BY k.id LIMIT 1$q$), '23503',
+          'a candidate in another project than its campaign''s is refused');
+SELECT is(public.tap_api_try('postgres', $q$INSERT INTO mlplat.candidate_transitions (candidate_id, project_id, seq, to_status, actor)
+          SELECT k.id, (SELECT id FROM mlplat.projects WHERE name = 'tapd'), 99, 'PLANNED', 'x'
+            FROM mlplat.campaign_candidates k WHERE k.project_id <> (SELECT id FROM mlplat.projects WHERE name = 'tapd')
+           ORDER BY k.id LIMIT 1$q$), '23503',
+          'a transition in another project than its candidate''s is refused');
 
 -- every campaign entry point pins its search_path and is SECURITY DEFINER (or a pure read)
 SELECT is((SELECT array_agg(f ORDER BY f) FROM unnest(ARRAY['create_campaign', 'approve_campaign', 'cancel_campaign',
