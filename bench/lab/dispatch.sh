@@ -12,6 +12,8 @@
 # 50 ms apart; each commit time is clock_timestamp() right after the call's transaction, each
 # request time the stand-in's log entry of the first POST of that Job (PATCH of that
 # InferenceService), on one machine's clock.  Prints median and p90 of both and their ratio.
+# Then every run is cancelled: Job gone (the foreground DELETE + the stand-in's jobDeleteMs)
+# -> CANCELLED (cancel_acknowledged_at), median and p90.
 set -uo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 N=${N:-30}
@@ -51,6 +53,11 @@ wait_for $DB "SELECT count(*) FROM mlplat.lab_probes WHERE status = 'PASSED'" "$
 wait_for $DB "SELECT count(*) FROM mlplat.lab_leases" 0 120 >/dev/null || { echo "probe leases not released" >&2; exit 1; }
 own "SELECT mlplat.approve_lab('bench', $CAND, '$SHA', $PROF, n.id, '{tabular_predict}', '{}', 10, '1 day') FROM mlplat.lab_nodes n" >/dev/null
 
+# the measured runs (N+1..2N) run until cancelled: the last figure is Job gone -> CANCELLED
+for id in $(seq $((N + 1)) $((2 * N))); do
+	admin POST argo/plan "{\"kind\":\"job\",\"namespace\":\"mlp-bench\",\"name\":\"lab-$id-1\",\"steps\":{\"*\":{\"ticks\":100000}}}" >/dev/null
+done
+
 admin DELETE requests >/dev/null
 {
 	echo "CREATE TEMP TABLE commits (kind text, i int, id bigint, t float8);"
@@ -75,7 +82,16 @@ wait_for $DB "SELECT count(*) FROM mlplat.lab_runs WHERE purpose = 'run' AND dis
 sleep 2
 admin GET 'requests?method=POST&kind=Job' >"$WORK/jobs.json"
 admin GET 'requests?method=PATCH&kind=InferenceService' >"$WORK/isvcs.json"
-python3 - "$WORK/commits.csv" "$WORK/jobs.json" "$WORK/isvcs.json" "$N" <<'PY'
+# cancel every measured run once it runs; its Job is deleted in the foreground, stays
+# terminating for the stand-in's jobDeleteMs, then goes; CANCELLED is written by the pass
+# whose LIST no longer shows it
+wait_for $DB "SELECT count(*) FROM mlplat.lab_runs WHERE purpose = 'run' AND status = 'RUNNING'" "$N" 120 >/dev/null
+own "SELECT count(*) FROM mlplat.lab_runs r, mlplat.cancel_lab_run('bench', r.id) WHERE r.purpose = 'run'" >/dev/null
+wait_for $DB "SELECT count(*) FROM mlplat.lab_runs WHERE purpose = 'run' AND status = 'CANCELLED'" "$N" 120 >/dev/null
+admin GET 'requests?method=DELETE&kind=Job' >"$WORK/deletes.json"
+$PSQL -d $DB -c "SELECT id, extract(epoch FROM cancel_acknowledged_at) FROM mlplat.lab_runs WHERE purpose = 'run'" >"$WORK/acks.txt"
+JOB_DELETE_MS=$(admin GET config | python3 -c 'import json,sys; print(json.load(sys.stdin)["jobDeleteMs"])')
+python3 - "$WORK/commits.csv" "$WORK/jobs.json" "$WORK/isvcs.json" "$N" "$WORK/deletes.json" "$WORK/acks.txt" "$JOB_DELETE_MS" <<'PY'
 import csv, datetime, json, statistics, sys
 rows = list(csv.reader(open(sys.argv[1])))
 def first(path, names):
@@ -95,4 +111,11 @@ print(f"{'measure':<46} {'n':>4} {'median':>9} {'p90':>9}")
 print(f"{'deploy() commit -> apply at the stand-in':<46} {len(d):>4} {statistics.median(d):>7.1f}ms {p(d, .9):>7.1f}ms")
 print(f"{'start_lab_run() commit -> Job create':<46} {len(l):>4} {statistics.median(l):>7.1f}ms {p(l, .9):>7.1f}ms")
 print(f"ratio of medians (lab / deploy): {statistics.median(l) / statistics.median(d):.2f}  (target <= 1.5); {sys.argv[4]} intents each, 50 ms apart")
+# Job gone -> CANCELLED: the Job leaves the stand-in jobDeleteMs after the (first) foreground
+# DELETE; the acknowledgement is the write-back of the pass that LISTs it absent
+acks = {f"lab-{a}-1": float(b) for a, b in (l.split("|") for l in open(sys.argv[6]).read().split() if "|" in l and l.split("|")[1])}
+dels = first(sys.argv[5], acks)
+g = sorted((acks[n] - dels[n]) * 1000 - float(sys.argv[7]) for n in acks if n in dels)
+print(f"{'Job gone -> CANCELLED':<46} {len(g):>4} {statistics.median(g):>7.1f}ms {p(g, .9):>7.1f}ms"
+      f"  (gone = DELETE + jobDeleteMs {sys.argv[7]} ms; a follow-up pass comes 300 ms after the last)")
 PY
