@@ -3,7 +3,7 @@
 -- and the immutability of campaigns, approvals, transitions, evidence and artifacts even for
 -- the table owner.
 BEGIN;
-SELECT plan(83);
+SELECT plan(84);
 \ir lib/helpers.sql
 
 DO $$ DECLARE r text; BEGIN
@@ -125,6 +125,12 @@ SELECT is(public.tap_api_try('postgres', $q$UPDATE mlplat.campaign_candidates SE
           'candidates: no illegal edge');
 SELECT is(public.tap_api_try('postgres', $q$UPDATE mlplat.campaigns SET cancel_requested_at = now(), cancel_requested_by = 'x' WHERE name = 'c2'$q$),
           'ok', 'the one allowed change: a cancel request, once');
+
+-- a candidate's identity: the content id of its plan with its name (create_campaign takes it
+-- from the expanded candidate as it stands; this holds it to the definition)
+SELECT ok((SELECT count(*) > 0 AND bool_and(k.content_id = mlplat.content_id(k.plan || jsonb_build_object('name', k.name)))
+             FROM mlplat.campaign_candidates k),
+          'each candidate''s content id is that of its plan with its name');
 
 -- a candidate is in its campaign's project, a transition in its candidate's: one key each
 -- (campaign/candidate, project), which create_campaign's 64 rows check once per row; with the
