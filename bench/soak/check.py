@@ -89,6 +89,14 @@ for kind in ('resourcequotas', 'limitranges', 'networkpolicies', 'rolebindings',
 # mlplat.runner_service_account and mlplat.predictor_service_account (run.sh reads them).
 identities = (load('identities.json', []) or [{}])[0]
 RUNNER, PREDICTOR = identities.get('runner'), identities.get('predictor')
+# mlplat binds ClusterRole mlplat-lab-inputs to its own identity (mlplat.controller_user) in
+# every project namespace, as src/reconcile/projects.c renders it: a ServiceAccount's user
+# name system:serviceaccount:<ns>:<name> as that ServiceAccount, any other as a User
+CONTROLLER = identities.get('controller') or ''
+if CONTROLLER.startswith('system:serviceaccount:') and ':' in CONTROLLER[len('system:serviceaccount:'):]:
+    LAB_INPUTS_SUBJECT = ('ServiceAccount', CONTROLLER[len('system:serviceaccount:'):].split(':', 1)[1])
+else:
+    LAB_INPUTS_SUBJECT = ('User', CONTROLLER)
 # Argo's executor minimum, exactly as src/reconcile/projects.c renders the runner's Role
 RUNNER_RULES = [{'apiGroups': ['argoproj.io'], 'resources': ['workflowtaskresults'], 'verbs': ['create', 'patch']}]
 
@@ -116,7 +124,8 @@ def compare(what, have, want, out):
 def tenancy_problems(p):
     """How project p's objects at the stand-in differ from its row: quota, limits,
     network policy, one binding per (role, principal) member, the runner's
-    ServiceAccount, Role and binding, the predictor's ServiceAccount, nothing more."""
+    ServiceAccount, Role and binding, the predictor's ServiceAccount, the binding of
+    the lab's input Secrets to mlplat itself, nothing more."""
     row, ns, out = projects[p], 'mlp-' + p, []
     want = {'requests.nvidia.com/gpu': str(row['gpu_quota'])}
     want.update({k: row[c] for k, c in (('requests.cpu', 'cpu_quota'), ('requests.memory', 'memory_quota')) if row[c]})
@@ -131,6 +140,8 @@ def tenancy_problems(p):
     need = {m['binding']: ('ClusterRole', 'mlplat-' + m['role'], (('User', m['principal']),))
             for m in row['members'] or [] if not m['principal'].strip().lower().startswith('system:')}
     need[RUNNER] = ('Role', RUNNER, (('ServiceAccount', RUNNER),))
+    if CONTROLLER:
+        need['mlplat-lab-inputs'] = ('ClusterRole', 'mlplat-lab-inputs', (LAB_INPUTS_SUBJECT,))
     compare('RoleBinding', {n: binding_of(o) for n, o in ours('rolebindings', ns).items()}, need, out)
     compare('Role', {n: o.get('rules') for n, o in ours('roles', ns).items()}, {RUNNER: RUNNER_RULES}, out)
     # neither identity mounts a token; a predictor named like the runner is the runner's

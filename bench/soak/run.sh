@@ -242,9 +242,10 @@ dump "SELECT p.id, p.name, p.status, p.status_reason, p.generation, p.observed_g
                                                                           'binding', mlplat._rolebinding_name(m.role, m.principal))), '[]')
                                 FROM mlplat.members m WHERE m.project_id = p.id) AS members
         FROM mlplat.projects p" projects
-# the identities the projects reconciler makes in every namespace, as configured
+# the identities the projects reconciler makes or binds in every namespace, as configured
 dump "SELECT current_setting('mlplat.runner_service_account') AS runner,
-             current_setting('mlplat.predictor_service_account') AS predictor" identities
+             current_setting('mlplat.predictor_service_account') AS predictor,
+             current_setting('mlplat.controller_user') AS controller" identities
 dump "SELECT d.id, p.name AS project, d.name, d.status, d.status_reason, d.desired_revision, d.observed_revision,
              d.latest_revision, d.generation, d.observed_generation, d.last_error
         FROM mlplat.deployments d JOIN mlplat.projects p ON p.id = d.project_id" deployments
