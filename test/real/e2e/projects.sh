@@ -71,8 +71,10 @@ check "$(kget $L)" "o['spec']['limits'][0]['default'] == {'cpu': '2', 'memory': 
 tap_ok $? "LimitRange accepted by the server's validation (request <= limit)"
 check "$(kget $N)" "o['spec']['policyTypes'] == ['Ingress'] and len(o['spec']['ingress'][0]['from']) == 3"
 tap_ok $? "NetworkPolicy accepted by the server's validation"
-check "$(kget "$RB")" "sorted((i['metadata']['name'], i['roleRef']['name']) for i in o['items'] if i['roleRef']['kind'] == 'ClusterRole') == [('mlplat-owner-alice', 'mlplat-owner'), ('mlplat-viewer-bob', 'mlplat-viewer')]"
+check "$(kget "$RB")" "sorted((i['metadata']['name'], i['roleRef']['name']) for i in o['items'] if i['roleRef']['kind'] == 'ClusterRole' and i['metadata']['name'] != 'mlplat-lab-inputs') == [('mlplat-owner-alice', 'mlplat-owner'), ('mlplat-viewer-bob', 'mlplat-viewer')]"
 tap_ok $? "the member bindings exist: mlplat may bind the project ClusterRoles"
+check "$(kget "$RB")" "[(i['roleRef']['name'], [(x['kind'], x['name'], x.get('namespace')) for x in i['subjects']]) for i in o['items'] if i['metadata']['name'] == 'mlplat-lab-inputs'] == [('mlplat-lab-inputs', [('ServiceAccount', 'mlplat', 'mlplat-system')])]"
+tap_ok $? "the lab's input Secrets: mlplat binds ClusterRole mlplat-lab-inputs to itself here, and the server allows it"
 check "$(kget "$RB")" "[(i['roleRef']['kind'], i['roleRef']['name']) for i in o['items'] if i['roleRef']['kind'] == 'Role'] == [('Role', 'mlplat-runner')]"
 tap_ok $? "the runner's Role is bound too: real RBAC let mlplat grant what it holds"
 
@@ -98,7 +100,7 @@ tap_ok $? "READY after the repair"
 # ---------------------------------------------------------------- role change
 q $DB "SELECT mlplat.grant_role('rvision', 'bob', 'developer')" >/dev/null &&
 	q $DB "SELECT mlplat.revoke_role('rvision', 'bob', 'viewer')" >/dev/null
-until_check 30 "$RB" "sorted(i['metadata']['name'] for i in o['items'] if i['roleRef']['kind'] == 'ClusterRole') == ['mlplat-developer-bob', 'mlplat-owner-alice']"
+until_check 30 "$RB" "sorted(i['metadata']['name'] for i in o['items'] if i['roleRef']['kind'] == 'ClusterRole' and i['metadata']['name'] != 'mlplat-lab-inputs') == ['mlplat-developer-bob', 'mlplat-owner-alice']"
 tap_ok $? "bob's viewer binding is replaced by a developer binding"
 
 # ---------------------------------------------------------------- a verb taken away
