@@ -434,7 +434,7 @@ claim(MlplatPass *pass, const char *nodes, List **out, char **instance, List **l
 
 		if (SPI_connect() != SPI_OK_CONNECT)
 			elog(ERROR, "mlplat: SPI_connect failed");
-		if (SPI_execute_with_args("SELECT mlplat._lab_observe_nodes($1::jsonb)", 1, t, v, NULL, false, 0) !=
+		if (SPI_execute_with_args("SELECT mlplat._lab_observe_nodes($1::pg_catalog.jsonb)", 1, t, v, NULL, false, 0) !=
 			SPI_OK_SELECT)
 			elog(ERROR, "mlplat: _lab_observe_nodes failed");
 		SPI_finish();

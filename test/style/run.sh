@@ -11,7 +11,10 @@
 #      on-disk formats (jsonb's JEntry and JB_/JBE_ layout macros, numeric's
 #      header, getJsonbOffset/Length), and no code parses JSON with
 #      PostgreSQL's parser (pg_parse_json, makeJsonLexContext*): remote bodies
-#      go through our strict parser, jsonb through its public iterator.
+#      go through our strict parser, jsonb through its public iterator;
+#   6. every cast in SQL the C code runs names its schema (::pg_catalog.jsonb,
+#      not ::jsonb): workers pin search_path, and a qualified cast does not
+#      depend on that pin (issue 18, finding 8).
 # Each check is first run on a planted bad file and must fail there, so a
 # check that can no longer fail is caught too.  Needs no cluster.
 set -u
@@ -79,6 +82,23 @@ for f in sys.argv[1:]:
 sys.exit(1 if bad else 0)
 PY
 }
+# check_sql_casts FILE... — lists a cast to an unqualified type inside a C string literal
+check_sql_casts() {
+	python3 - "$@" <<'PY'
+import re, sys
+bad = 0
+lit = re.compile(r'"(?:[^"\\\n]|\\.)*"')
+cast = re.compile(r"::\s*([A-Za-z_]\w*)\b(?![.\w])")
+for f in sys.argv[1:]:
+    s = open(f, encoding="utf-8").read()
+    s = re.sub(r"/\*.*?\*/", lambda m: re.sub(r"[^\n]", " ", m.group(0)), s, flags=re.S)
+    for l in lit.finditer(s):
+        for m in cast.finditer(l.group(0)):
+            bad += 1
+            print("# unqualified cast ::%s: %s:%d" % (m.group(1), f, s.count("\n", 0, l.start()) + 1))
+sys.exit(1 if bad else 0)
+PY
+}
 
 # check_e2e_setup FILE... — lists e2e scripts that do not start from test/lib/e2e.sh,
 # source what it loads themselves, or set an EXIT trap (which would drop on_exit's)
@@ -126,6 +146,13 @@ check_json_model "$T/jentry.c" >/dev/null
 tap_ok $((! $?)) "the JSON model check fails on code that walks JEntry offsets"
 check_json_model "$T/lexer.c" >/dev/null
 tap_ok $((! $?)) "the JSON model check fails on code that parses with pg_parse_json"
+cat >"$T/cast.c" <<'C'
+/* $1::jsonb in a comment is fine */
+static const char *q = "SELECT mlplat.f($1::pg_catalog.text, $2::mlplat.k)";
+static const char *r = "SELECT mlplat._lab_observe_nodes($1::jsonb)";
+C
+check_sql_casts "$T/cast.c" >/dev/null
+tap_ok $((! $?)) "the SQL cast check fails on an unqualified ::jsonb in a string"
 
 # planted scripts: the old e2e preamble with its own trap; a bench with its own initdb
 printf '%s\n' 'set -u' '. "$(dirname "$0")/../lib/tap.sh"' 'tap_require_cluster' "trap 'standin_stop \$SD' EXIT" >"$T/old_e2e.sh"
@@ -146,6 +173,8 @@ check_comments "${FILES[@]}"
 tap_ok $? "no empty comment block"
 check_json_model "${FILES[@]}"
 tap_ok $? "no code reads PostgreSQL's private jsonb/numeric formats or parses JSON with its parser"
+check_sql_casts "${FILES[@]}"
+tap_ok $? "every cast in SQL run from C names its schema"
 mapfile -t E2E < <(git ls-files 'test/e2e/*.sh')
 check_e2e_setup "${E2E[@]}"
 tap_ok $? "every e2e script starts from test/lib/e2e.sh and cleans up through on_exit (${#E2E[@]} scripts)"
