@@ -347,6 +347,7 @@ SELECT j->'metadata'->>'name' = 'lab-' || (SELECT max(id) FROM mlplat.lab_runs) 
        j->'spec'->'activeDeadlineSeconds' AS deadline,
        j->'spec'->'template'->'spec'->'nodeSelector' AS node_selector,
        j->'spec'->'template'->'spec'->'automountServiceAccountToken' AS token,
+       j->'spec'->'template'->'spec'->>'serviceAccountName' AS service_account,
        j->'spec'->'template'->'spec'->'containers'->0->'resources' AS resources,
        (SELECT jsonb_object_agg(e->>'name', e->>'value') FROM jsonb_array_elements(j->'spec'->'template'->'spec'->'containers'->0->'env') e
          WHERE e->>'name' IN ('MLPLAT_CONCURRENCY', 'MLPLAT_LAB_MODE', 'MLPLAT_INPUT_PATH', 'MLPLAT_MAX_OUTPUT_BYTES')) AS env,

@@ -126,6 +126,10 @@ while ((SECONDS < deadline)); do
 	sleep 0.2
 done
 tap_ok "$([ -n "$st" ] && echo 0 || echo 1)" "Job opt-x-1 is running"
+# the builder runs as the project's runner ServiceAccount, with no token (the stand-in starts
+# no pod whose ServiceAccount is missing)
+tap_is "$(kube GET "/apis/batch/v1/namespaces/$NS/jobs/opt-x-1" | python3 -c 'import json,sys; s=json.load(sys.stdin)["spec"]["template"]["spec"]; print(s.get("serviceAccountName"), s.get("automountServiceAccountToken"))')" \
+	"mlplat-runner False" "the builder Job names the runner ServiceAccount, no token mounted"
 admin POST jobs/stuck "{\"namespace\": \"$NS\", \"name\": \"opt-x-1\", \"stuck\": true}" >/dev/null
 tap_is "$(q $DB "SELECT status FROM mlplat.cancel_campaign('$P', 'x')")" CANCELLING "cancel_campaign mid-build: CANCELLING"
 deadline=$((SECONDS + 90)); dt=""

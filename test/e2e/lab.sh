@@ -102,6 +102,10 @@ plan "lab-$B-1" "{\"ticks\":2,\"s3\":[$(out_obj "$B" 1 '{"n":2}')]}"
 start run-10a >/dev/null; start run-10b >/dev/null
 wait_for $DB "SELECT status FROM mlplat.lab_runs WHERE id = $A" RUNNING 90
 tap_ok $? "the first run is RUNNING"
+# the Job runs as the project's runner ServiceAccount, with no token (the stand-in starts no
+# pod whose ServiceAccount is missing)
+tap_is "$(kube GET "/apis/batch/v1/namespaces/$NS/jobs/lab-$A-1" | python3 -c 'import json,sys; s=json.load(sys.stdin)["spec"]["template"]["spec"]; print(s.get("serviceAccountName"), s.get("automountServiceAccountToken"))')" \
+	"mlplat-runner False" "the lab Job names the runner ServiceAccount, no token mounted"
 tap_is "$(status "$B")/$(kube_code "/apis/batch/v1/namespaces/$NS/jobs/lab-$B-1")" "QUEUED/404" \
 	"the second stays QUEUED, no Job, while the first holds the node's lease"
 wait_for $DB "SELECT status FROM mlplat.lab_runs WHERE id = $B" SUCCEEDED 120

@@ -313,6 +313,22 @@ check('Nodes: admin-made, cluster-scoped, LIST by label; a Job pinned to a NotRe
   expect(!st.startTime, 'not started on a node that does not exist', st);
 });
 
+check('Jobs: a pod whose ServiceAccount does not exist is not created; the Job starts once it exists', async () => {
+  await ns('fid-jsa');
+  const job = (name, sa) => ({ apiVersion: 'batch/v1', kind: 'Job', metadata: { name }, spec: { backoffLimit: 0, template: { spec: { restartPolicy: 'Never',
+    ...(sa ? { serviceAccountName: sa } : {}), automountServiceAccountToken: false, containers: [{ name: 'w', image: 'w' }] } } } });
+  const status = async (n) => (await k('GET', `/apis/batch/v1/namespaces/fid-jsa/jobs/${n}`)).body.status || {};
+  eq((await k('POST', '/apis/batch/v1/namespaces/fid-jsa/jobs', job('no-sa', 'runner'))).status, 201, 'created');
+  // a Job created after it, as "default" (which every namespace has), completes: by then the
+  // controller has passed over the first one more than once
+  eq((await k('POST', '/apis/batch/v1/namespaces/fid-jsa/jobs', job('as-default'))).status, 201, 'created default');
+  await until(async () => (await status('as-default')).succeeded === 1);
+  const st = await status('no-sa');
+  expect(!st.startTime && !st.active && !st.succeeded, 'not started while serviceaccount "runner" is missing', st);
+  eq((await k('POST', '/api/v1/namespaces/fid-jsa/serviceaccounts', { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'runner' }, automountServiceAccountToken: false })).status, 201, 'sa');
+  await until(async () => (await status('no-sa')).succeeded === 1);
+});
+
 check('RoleBinding roleRef is immutable: changing it is 422 with "cannot change roleRef"', async () => {
   const p = '/apis/rbac.authorization.k8s.io/v1/namespaces/fid-a/rolebindings';
   const rb = { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'RoleBinding', metadata: { name: 'members' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'view' }, subjects: [{ kind: 'User', name: 'ann', apiGroup: 'rbac.authorization.k8s.io' }] };

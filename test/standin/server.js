@@ -117,7 +117,7 @@ const store = new Store({
 const kube = new Kube(store, cfg);
 isvc = new kserve.KServe(store, res('InferenceService'), cfg, new Rbac(store, res));
 argo = new Argo(store, res('Workflow'), cfg, plans, new Rbac(store, res));
-jobs = new Jobs(store, res('Job'), cfg, plans);
+jobs = new Jobs(store, res('Job'), cfg, plans, new Rbac(store, res));
 cfg.jobs = jobs;
 // may a pod pinned to this node (nodeSelector kubernetes.io/hostname) start: it exists, is
 // Ready and not cordoned

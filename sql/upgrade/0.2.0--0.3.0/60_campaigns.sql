@@ -974,7 +974,8 @@ BEGIN
       'template', pg_catalog.jsonb_build_object(
         'metadata', pg_catalog.jsonb_build_object('labels', labels),
         'spec', pg_catalog.jsonb_build_object(
-          'restartPolicy', 'Never', 'automountServiceAccountToken', false,
+          'restartPolicy', 'Never', 'serviceAccountName', mlplat._runner_service_account(),
+          'automountServiceAccountToken', false,
           'nodeSelector', pg_catalog.jsonb_build_object('mlplat.io/accelerator', q.plan #> '{hardware,accelerator}'),
           'containers', pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object(
             'name', 'builder', 'image', q.plan #> '{builder,image}',

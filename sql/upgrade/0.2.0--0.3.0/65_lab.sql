@@ -1108,6 +1108,7 @@ BEGIN
         'metadata', pg_catalog.jsonb_build_object('labels', labels),
         'spec', pg_catalog.jsonb_build_object(
           'restartPolicy', 'Never',
+          'serviceAccountName', mlplat._runner_service_account(),
           'automountServiceAccountToken', false,
           'nodeSelector', pg_catalog.jsonb_build_object('kubernetes.io/hostname', r.node_name),
           'tolerations', pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object(

@@ -277,13 +277,16 @@ class Argo {
 // DELETE with propagationPolicy Foreground keeps the Job terminating (deletionTimestamp,
 // finalizer foregroundDeletion, active 0, terminating 1) for cfg.jobDeleteMs, or while it is
 // marked stuck; Background and Orphan remove it at once (kube.js).
+// The pod runs as spec.template.spec.serviceAccountName ("default" when unset): while that
+// ServiceAccount does not exist the pod's creation is refused (FailedCreate: "error looking up
+// service account"), so the Job does not start; it starts at the first step after it exists.
 const JOB_FAIL = {
   BackoffLimitExceeded: 'Job has reached the specified backoff limit',
   DeadlineExceeded: 'Job was active longer than specified deadline',
   PodFailurePolicy: 'Container builder for failed pod with exit code 1 matching FailJob rule at index 0',
 };
 class Jobs {
-  constructor(store, res, cfg, plans) { this.store = store; this.res = res; this.cfg = cfg; this.plans = plans; this.reset(); }
+  constructor(store, res, cfg, plans, rbac) { this.store = store; this.res = res; this.cfg = cfg; this.plans = plans; this.rbac = rbac; this.reset(); }
   reset() {
     if (this.timers) for (const t of this.timers) clearTimeout(t);
     this.timers = new Set(); this.stuck = new Set(); this.due = new Set();
@@ -308,9 +311,11 @@ class Jobs {
     // node is absent, NotReady or cordoned; it starts once the node can take it
     const tpl = ((rec.obj.spec || {}).template || {}).spec || {};
     const host = (tpl.nodeSelector || {})['kubernetes.io/hostname'];
+    const sa = tpl.serviceAccountName || 'default';
     const start = () => {
       if (!this.live(ns, name, uid)) return;
       if (host && this.cfg.nodeSchedulable && !this.cfg.nodeSchedulable(host)) { this.later(this.cfg.argoStepMs, start); return; }
+      if (this.rbac && !this.rbac.serviceAccountExists(ns, sa)) { this.later(this.cfg.argoStepMs, start); return; }
       this.write(ns, name, (st) => { st.startTime = U.nowIso(); st.active = 1; st.ready = 0; st.uncountedTerminatedPods = {}; });
       this.tick(ns, name, uid, p, 1, Date.now());
     };
