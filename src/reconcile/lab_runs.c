@@ -103,6 +103,7 @@ typedef struct LabRun
 	char *output;
 	bool delete_output; /* after an ingest whose CAS held */
 	char *conflict;
+	const char *conflict_object; /* the name it is about; NULL: the Job's */
 	/* requests */
 	MlplatHttpRequest *job_req;
 	MlplatHttpRequest *secret_req;
@@ -312,8 +313,18 @@ lab_decide(LabRun *r, const char *instance)
 		}
 		if (strcmp(r->status, "DISPATCHED") == 0)
 		{
+			char *why;
+
 			if (r->secret_obj == NULL)
 				r->secret_write = LAB_WRITE_CREATE;
+			else if ((why = not_ours(r->secret_obj, instance, r->secret_cid)) != NULL)
+			{
+				/* a Secret under the run's name that is not its input: no Job mounts it */
+				r->conflict = psprintf("secret %s/%s exists but is not this run's: %s; not adopted, not touched",
+									   r->ns, r->secret_name, why);
+				r->conflict_object = r->secret_name;
+				return;
+			}
 			r->job_write = LAB_WRITE_CREATE;
 			return;
 		}
@@ -1029,6 +1040,18 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 		{
 			LabRun *r = lfirst(lc);
 
+			if (r->event == NULL && r->conflict)
+			{
+				/* nothing moved, but the run says why it waits (status_reason) */
+				StringInfoData o;
+
+				initStringInfo(&o);
+				appendStringInfoString(&o, "{\"conflict\":");
+				escape_json(&o, r->conflict);
+				appendStringInfoChar(&o, '}');
+				r->event = "CONFLICT";
+				r->observation = o.data;
+			}
 			if (r->event == NULL)
 				continue;
 			{
@@ -1066,7 +1089,7 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 			if (r->conflict && r->job_req == NULL && r->secret_req == NULL)
 				mlplat_ledger_append(pass, "lab_run", r->id, r->project, "ADOPT", "CONFLICT", NULL, NULL, 0,
 									 r->conflict, mlplat_trace_id_of(r->traceparent),
-									 psprintf("%s/%s", r->ns, r->job_name));
+									 psprintf("%s/%s", r->ns, r->conflict_object ? r->conflict_object : r->job_name));
 			if (r->event && !mlplat_seam_written(written, nwritten, r->id))
 			{
 				lost++;

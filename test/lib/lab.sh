@@ -8,6 +8,10 @@
 #   out_obj RUN ATTEMPT TEXT  an s3 entry of a plan: the output object of that attempt
 #   status RUN                "STATUS[ REASON]" of a lab run
 #   creates KIND/NS/NAME      the stored creates of one object at the stand-in
+#   lab_fixture OWNER NODE... project P (owner OWNER, artifacts under s3://artifacts/, READY),
+#                             the lab Nodes NODE... (8 A100 each, observed), a CANDIDATE model
+#                             version and a vllm lab profile; sets PID CAND PROF INST SHA and
+#                             asowner SQL (as OWNER); two TAP lines.  Reads DB, P.
 
 next_id() { q $DB "SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END FROM mlplat.lab_runs_id_seq"; }
 
@@ -23,4 +27,34 @@ status() { q $DB "SELECT status || coalesce(' ' || reason_code, '') FROM mlplat.
 
 creates() {
 	admin GET writes | python3 -c 'import json,sys; w=json.load(sys.stdin); w=w.get("writes",w); print(w.get("'"$1"'",{}).get("create",0))'
+}
+
+lab_fixture() {
+	local owner=$1 n names
+	shift
+	q $DB "CREATE ROLE $owner LOGIN" >/dev/null 2>&1
+	q $DB "SELECT mlplat.create_project('$P', 8, NULL, NULL, NULL, '$owner')" >/dev/null
+	q $DB "SELECT mlplat.add_artifact_location('$P', 's3://artifacts/')" >/dev/null
+	wait_for $DB "SELECT status FROM mlplat.projects WHERE name = '$P'" READY 60
+	tap_ok $? "project $P is READY"
+	for n in "$@"; do
+		admin POST nodes '{"name":"'"$n"'","gpus":8,"labels":{"mlplat.io/lab":"true","mlplat.io/accelerator":"nvidia-a100"}}' >/dev/null
+		q $DB "SELECT mlplat.register_lab_node('$n', 'nvidia-a100', 8)" >/dev/null
+	done
+	names=$(printf "'%s'," "$@")
+	wait_for $DB "SELECT count(*) FROM mlplat.lab_nodes WHERE name IN (${names%,}) AND observed_ready AND observed_gpus = 8" $# 60
+	tap_ok $? "the worker observed the lab Nodes $*"
+	LAB_OWNER=$owner
+	asowner() { $PSQL -d $DB -U "$LAB_OWNER" -c "$1"; }
+	asowner "SELECT mlplat.register_model_version('$P', 'llm', '1', 's3://artifacts/llm/1', repeat('a', 64), 'vllm', 'custom')" >/dev/null
+	asowner "SELECT mlplat.set_model_stage('$P', 'llm', '1', 'CANDIDATE')" >/dev/null
+	asowner "SELECT mlplat.register_lab_profile('$P', 'vllm', jsonb_build_object('runtime_kind', 'vllm',
+		'image', 'r.example/vllm@sha256:' || repeat('e', 64), 'gpus', 1, 'accelerator', 'nvidia-a100',
+		'families', '[\"text_generation\"]'::jsonb, 'max_execution_seconds', 300, 'max_output_bytes', 65536))" >/dev/null
+	# (other scripts share the database: every lookup is scoped to this project)
+	PID=$(q $DB "SELECT id FROM mlplat.projects WHERE name = '$P'")
+	CAND=$(q $DB "SELECT id FROM mlplat.model_versions WHERE project_id = $PID")
+	PROF=$(q $DB "SELECT id FROM mlplat.lab_profiles WHERE project_id = $PID")
+	INST=$(q $DB "SELECT mlplat._instance_id()")
+	SHA=$(printf 'a%.0s' $(seq 64))
 }

@@ -1665,6 +1665,9 @@ END $$;
 -- gone (_lab_runs_job_gone), whichever way it finished.
 -- A CANCEL_REQUESTED run whose Job had finished ends as the Job did (the output wins over a
 -- late cancel).  Otherwise the lease stays until the Job is seen gone (_lab_runs_job_gone).
+--   'CONFLICT'  an object under the run's Job or Secret name is not this run's (labels or
+--               content id): nothing was adopted or touched; the run keeps its status and
+--               p_observation->>'conflict' says why in status_reason
 CREATE FUNCTION mlplat._lab_runs_observed(p_lab_run_id bigint, p_row_version bigint, p_epoch bigint,
                                           p_controller text, p_event text, p_observation jsonb, p_output bytea DEFAULT NULL)
 RETURNS boolean LANGUAGE plpgsql AS $$
@@ -1678,8 +1681,8 @@ BEGIN
   END IF;
   IF p_event = 'STARTED' THEN
     IF r.status = 'DISPATCHED' THEN
-      UPDATE mlplat.lab_runs x SET status = 'RUNNING', started_at = pg_catalog.now(), row_version = x.row_version + 1,
-             epoch = p_epoch, updated_at = pg_catalog.now()
+      UPDATE mlplat.lab_runs x SET status = 'RUNNING', started_at = pg_catalog.now(), status_reason = NULL,
+             row_version = x.row_version + 1, epoch = p_epoch, updated_at = pg_catalog.now()
       WHERE x.id = r.id;
       PERFORM mlplat._lab_transition(r, 'RUNNING', NULL, NULL, p_observation, p_epoch, p_controller);
     END IF;
@@ -1735,9 +1738,14 @@ BEGIN
     ELSE
       PERFORM mlplat._lab_finish(r, 'FAILED', 'WORKER_FAILED', p_epoch, p_controller, p_observation);
     END IF;
+  ELSIF p_event = 'CONFLICT' THEN
+    IF r.status = 'DISPATCHED' THEN
+      UPDATE mlplat.lab_runs x SET status_reason = p_observation->>'conflict'
+      WHERE x.id = r.id AND x.status_reason IS DISTINCT FROM p_observation->>'conflict';
+    END IF;
   ELSE
     RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = pg_catalog.format('unknown lab Job event "%s"', p_event),
-      HINT = 'STARTED, COMPLETED, OUTPUT_TOO_LARGE, FAILED, DEADLINE, DISAPPEARED or RUN_DEADLINE.';
+      HINT = 'STARTED, COMPLETED, OUTPUT_TOO_LARGE, FAILED, DEADLINE, DISAPPEARED, RUN_DEADLINE or CONFLICT.';
   END IF;
   RETURN true;
 END $$;
