@@ -138,11 +138,18 @@ SET ROLE regress_mlp_outsider;
 SELECT mlplat.render_inference_service('delta', 'iris-web');
 RESET ROLE;
 
--- undeploy -> DELETING; repeat is a no-op; a DELETING deployment takes no new deploys
+-- undeploy -> DELETING; repeat is a no-op
 SET ROLE regress_mlp_deployer;
 SELECT :acc FROM mlplat.undeploy('delta', 'other');
 SELECT :acc FROM mlplat.undeploy('delta', 'other');
+-- a DELETING deployment takes a new deploy (the same intent too): a new revision, nothing to roll
+-- back to; the reconciler applies it once the terminating InferenceService is gone (test/e2e)
+BEGIN;
 SELECT :acc FROM mlplat.deploy('delta', 'other', 'iris', '2', 'kserve-sklearnserver', 1, 1, 1);
+RESET ROLE;
+SELECT status, status_reason, desired_revision, previous_revision, desired_gpus FROM mlplat.deployments WHERE name = 'other';
+ROLLBACK;
+SET ROLE regress_mlp_deployer;
 -- a DELETING deployment still holds its GPUs
 SELECT :acc FROM mlplat.rollback_deployment('delta', 'iris-web');
 RESET ROLE;

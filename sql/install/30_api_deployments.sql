@@ -226,7 +226,7 @@ BEGIN
   SELECT x AS dep,
          EXISTS (SELECT 1 FROM mlplat.rollouts ro WHERE ro.deployment_id = x.id
                  AND mlplat.rollout_is_active(ro.status)) AS ra,
-         x.status <> 'DELETED' AND EXISTS (SELECT 1 FROM mlplat.deployment_revisions dr
+         x.status NOT IN ('DELETING', 'DELETED') AND EXISTS (SELECT 1 FROM mlplat.deployment_revisions dr
                  WHERE dr.deployment_id = x.id AND dr.revision = x.desired_revision
                    AND dr.intent = v_intent AND dr.model_version_id = v.id) AS un,
          (SELECT i.instance_id FROM mlplat.installation i) AS inst
@@ -245,9 +245,9 @@ BEGIN
   IF alloc > old_alloc AND NOT need_quota THEN
     PERFORM mlplat._cas_lost('deployment', d.name);   -- its allocation dropped under us
   END IF;
-  IF d.status = 'DELETING' THEN
-    PERFORM mlplat._wrong_state('deployment', d.name, d.status, 'deploy', 'Wait until it is DELETED, then deploy again.');
-  END IF;
+  -- DELETING: the intent is taken; the reconciler applies the new revision only once the
+  -- InferenceService being deleted is gone (a new object, never the terminating one), or onto
+  -- the old one if its DELETE was not sent yet.  Its GPUs stay counted until then (old_alloc).
   IF rollout_active THEN
     PERFORM mlplat._no_active_rollout(d, 'deploy');   -- raises the error
   END IF;
@@ -278,7 +278,7 @@ BEGIN
     VALUES (d.id, rev, pid, v.id, v_intent, v_spec, mlplat._spec_digest(v_spec), who, tp)
   ), upd AS (
     UPDATE mlplat.deployments x
-    SET previous_revision = CASE WHEN x.status = 'DELETED' THEN NULL ELSE x.desired_revision END,
+    SET previous_revision = CASE WHEN x.status IN ('DELETING', 'DELETED') THEN NULL ELSE x.desired_revision END,
         desired_revision = rev, latest_revision = rev, desired_gpus = alloc,
         generation = x.generation + 1, row_version = x.row_version + 1,
         status = 'DEPLOYING', status_reason = pg_catalog.format('revision %s requested', rev),

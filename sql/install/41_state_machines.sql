@@ -61,7 +61,8 @@ AS $$
          ('SUCCEEDED', NULL)
 $$;
 
--- Deployments: deploy creates one PENDING (and deploys a DELETED one again as DEPLOYING); the
+-- Deployments: deploy creates one PENDING (and deploys a DELETED or DELETING one again as
+-- DEPLOYING: the reconciler waits for a terminating InferenceService to go first); the
 -- reconciler moves a live deployment among DEPLOYING, READY, FAILED and DRIFTED as KServe
 -- reports, drift is found or repaired and the artifact check answers, and deploy,
 -- rollback_deployment and a rollout's end ask for DEPLOYING; undeploy starts DELETING from
@@ -77,7 +78,7 @@ AS $$
          ('READY', 'DEPLOYING'), ('READY', 'FAILED'), ('READY', 'DRIFTED'), ('READY', 'DELETING'),
          ('FAILED', 'DEPLOYING'), ('FAILED', 'READY'), ('FAILED', 'DRIFTED'), ('FAILED', 'DELETING'),
          ('DRIFTED', 'DEPLOYING'), ('DRIFTED', 'READY'), ('DRIFTED', 'FAILED'), ('DRIFTED', 'DELETING'),
-         ('DELETING', 'DELETED'),
+         ('DELETING', 'DELETED'), ('DELETING', 'DEPLOYING'),
          ('DELETED', 'DEPLOYING')
 $$;
 

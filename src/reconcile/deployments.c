@@ -429,6 +429,14 @@ deployment_readiness(Deployment *d)
 	}
 }
 
+/* Why the desired revision is not applied yet: the object under its name is terminating. */
+static char *
+terminating_wait_reason(const Deployment *d, const char *fins)
+{
+	return psprintf("waiting for the terminating InferenceService %s/%s to go%s%s%s before applying revision %d", d->ns,
+					d->name, fins[0] ? " (finalizer " : "", fins, fins[0] ? ")" : "", d->desired_revision);
+}
+
 /*
  * Decide what one deployment needs, from desired and observed alone.  Sets
  * action and, when no external write is needed, the status to record.
@@ -463,9 +471,7 @@ deployment_decide(Deployment *d, MlJsonArena *arena)
 		else
 		{
 			d->new_status = "DEPLOYING";
-			d->reason = psprintf("waiting for the terminating InferenceService %s/%s to go%s%s%s before applying revision %d",
-								 d->ns, d->name, fins[0] ? " (finalizer " : "", fins, fins[0] ? ")" : "",
-								 d->desired_revision);
+			d->reason = terminating_wait_reason(d, fins);
 		}
 		if (strcmp(d->new_status, d->status) != 0 || d->status_reason == NULL || strcmp(d->status_reason, d->reason) != 0)
 			d->write = true;
@@ -999,6 +1005,9 @@ apply_checked(MlplatPass *pass, List *deps, List *checks, const char *instance, 
 	{
 		Deployment *d = lfirst(lc);
 		MlplatArtifactCheck *c = d->check;
+		const char *since;
+		char *fins;
+		char *tjson;
 
 		if (c == NULL)
 			continue;
@@ -1030,6 +1039,22 @@ apply_checked(MlplatPass *pass, List *deps, List *checks, const char *instance, 
 				d->write = true;
 				d->reason = d->error;
 			}
+			continue;
+		}
+		if (c->verdict == MLPLAT_ARTIFACT_OK && d->probe_obj &&
+			mlplat_object_terminating(d->probe_obj, &since, &fins, &tjson))
+		{
+			/*
+			 * A woken pass saw nothing, and the probe found the object under the
+			 * name deleted and held by finalizers (a redeploy of a DELETING
+			 * deployment, or one deleted out of band): an apply would write into
+			 * it and never re-create it.  Wait for it to go, as deployment_decide.
+			 */
+			d->action = DEP_NONE;
+			d->new_status = "DEPLOYING";
+			d->reason = terminating_wait_reason(d, fins);
+			d->terminating_json = tjson;
+			d->write = true;
 			continue;
 		}
 		if (c->verdict == MLPLAT_ARTIFACT_OK)

@@ -119,6 +119,7 @@ isvc = new kserve.KServe(store, res('InferenceService'), cfg, new Rbac(store, re
 argo = new Argo(store, res('Workflow'), cfg, plans, new Rbac(store, res));
 jobs = new Jobs(store, res('Job'), cfg, plans, new Rbac(store, res));
 cfg.jobs = jobs;
+cfg.isvc = isvc;
 // may a pod pinned to this node (nodeSelector kubernetes.io/hostname) start: it exists, is
 // Ready and not cordoned
 cfg.nodeSchedulable = (name) => {
@@ -562,6 +563,7 @@ async function admin(req, url, seg, raw) {
     const out = store.commit(r, rec || null, node, { manager: 'kubelet', operation: 'Update' }, { verb: 'edit' }).rec;
     return { status: 200, body: { object: out.obj } };
   }
+  if (route === 'isvc/hold' && m === 'POST') return { status: 200, body: isvc.hold(body.namespace, body.name, body.hold !== false) };
   if (route === 'jobs/stuck' && m === 'POST') return { status: 200, body: jobs.setStuck(body.namespace, body.name, body.stuck !== false) };
   if (route === 'metrics/revision' && m === 'POST') { metrics.set(body.revision, body); return { status: 200, body: { ok: true } }; }
   if (route === 'spans') {

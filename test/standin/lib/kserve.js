@@ -12,6 +12,9 @@
 // does not exist no pod is made and Ready stays Unknown; for an s3:// model the storage
 // initializer needs credentials from that account (a Secret it lists, an IAM role annotation, or
 // serving.kserve.io/s3-useanoncredential "true"), else the revision fails as boto3 does.
+// Deletion: KServe's finalizer (inferenceservice.finalizers) is modelled for InferenceServices a
+// test holds (POST /_standin/isvc/hold): a DELETE of one leaves it terminating (deletionTimestamp,
+// the finalizer) until the hold is released; others go at once.
 
 const crypto = require('crypto');
 const U = require('./util');
@@ -72,6 +75,7 @@ class KServe {
   }
 
   reset() {
+    this.held = new Set();      // ns/name whose deletion KServe's finalizer holds
     this.badUris = new Map();   // storageUri -> {reason, message}
     this.state = new Map();     // ns/name -> {revisions:[{name, hash}], timer}
     if (this.timers) for (const t of this.timers) clearTimeout(t);
@@ -87,6 +91,31 @@ class KServe {
     for (const rec of this.store.list(this.res, null)) {
       if (U.getPath(rec.obj, ['spec', 'predictor', 'model', 'storageUri']) === uri) this.schedule(rec.obj.metadata.namespace, rec.obj.metadata.name, true);
     }
+  }
+
+  // DELETE of a held InferenceService (or of one already terminating): it stays, terminating,
+  // with KServe's finalizer; null when it is to go at once
+  terminate(rec) {
+    const md = rec.obj.metadata;
+    if (md.deletionTimestamp) return { rec, write: null };
+    if (!this.held.has(`${md.namespace}/${md.name}`)) return null;
+    const next = U.clone(rec.obj);
+    next.metadata.deletionTimestamp = U.nowIso();
+    next.metadata.deletionGracePeriodSeconds = 0;
+    next.metadata.finalizers = [...new Set([...(md.finalizers || []), 'inferenceservice.finalizers'])];
+    return { rec: this.store.commit(this.res, rec, next, null, { verb: 'delete', internal: true }).rec, write: 'delete' };
+  }
+
+  // POST /_standin/isvc/hold {namespace, name, hold}: hold (or release) its deletion; a release
+  // removes one already terminating, as KServe dropping its finalizer does
+  hold(ns, name, held) {
+    if (held) this.held.add(`${ns}/${name}`);
+    else {
+      this.held.delete(`${ns}/${name}`);
+      const rec = this.store.get(this.res, ns, name);
+      if (rec && rec.obj.metadata.deletionTimestamp) this.store.remove(this.res, rec);
+    }
+    return { held: [...this.held] };
   }
 
   changed(rec, type) {

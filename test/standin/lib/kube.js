@@ -368,6 +368,9 @@ class Kube {
       const was = Boolean(rec.obj.metadata.deletionTimestamp);
       return { status: 200, rec: this.cfg.jobs.foreground(rec), write: was ? null : 'delete' };
     }
+    // an InferenceService whose deletion KServe's finalizer holds (lib/kserve.js)
+    const held = res.kind === 'InferenceService' && this.cfg.isvc ? this.cfg.isvc.terminate(rec) : null;
+    if (held) return { status: 200, rec: held.rec, write: held.write };
     this.store.remove(res, rec);
     return { status: 200, body: { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Success', details: { name, group: res.group || undefined, kind: res.plural, uid: rec.obj.metadata.uid } }, write: 'delete' };
   }
