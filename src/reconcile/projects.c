@@ -512,6 +512,21 @@ ns_terminating(const MlJsonValue *ns)
 		   (phase && strcmp(phase, "Terminating") == 0);
 }
 
+/*
+ * "<what>: held by finalizer(s) ... (terminating since ...)" for p's terminating
+ * namespace nso (recorded in p->terminating_json), or what alone when it names none.
+ */
+static char *
+ns_terminating_reason(Project *p, const MlJsonValue *nso, const char *what)
+{
+	const char *since;
+	char *fins;
+
+	if (mlplat_object_terminating(nso, &since, &fins, &p->terminating_json) && fins[0])
+		return psprintf("%s: held by finalizer(s) %s (terminating since %s)", what, fins, since);
+	return pstrdup(what);
+}
+
 /* ---------------------------------------------------------------- observing */
 
 static void
@@ -610,16 +625,7 @@ project_decide(Project *p, MlJsonArena *arena, char *const list_error[])
 			nso->settle = nso->unanswered != NULL;
 		}
 		else if (nso->obs && ns_terminating(nso->obs))
-		{
-			const char *since;
-			char *fins;
-
-			if (mlplat_object_terminating(nso->obs, &since, &fins, &p->terminating_json) && fins[0])
-				p->reason = psprintf("waiting for namespace %s to terminate: held by finalizer(s) %s (terminating since %s)",
-									 p->ns, fins, since);
-			else
-				p->reason = psprintf("waiting for namespace %s to terminate", p->ns);
-		}
+			p->reason = ns_terminating_reason(p, nso->obs, psprintf("waiting for namespace %s to terminate", p->ns));
 		else if (p->due)
 		{
 			nso->action = ACT_DELETE;
@@ -710,8 +716,9 @@ project_decide(Project *p, MlJsonArena *arena, char *const list_error[])
 	}
 	if (nso->obs && ns_terminating(nso->obs))
 	{
+		/* deleted out of band: nothing is applied into it; it is made again once gone */
 		p->new_status = "PROVISIONING";
-		p->reason = psprintf("namespace %s is still terminating", p->ns);
+		p->reason = ns_terminating_reason(p, nso->obs, psprintf("namespace %s is still terminating", p->ns));
 		return;
 	}
 	if (!p->due)

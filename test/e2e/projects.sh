@@ -277,6 +277,29 @@ for n in lookalike forged handmade; do
 	tap_is "$(requests Namespace "" mlp-$n)" 1 "... the only write to it was the test's own create"
 done
 
+# ---------------------------------------------------------------- namespace deleted out of band
+# A live project whose namespace is deleted behind its back: PROVISIONING while it terminates,
+# the reason naming the finalizer that holds it, nothing written into it; made again once gone
+admin PUT config '{"nsDeleteMs":12000}' >/dev/null
+uid0=$(kube GET /api/v1/namespaces/mlp-vision | python3 -c 'import json,sys; print(json.load(sys.stdin)["metadata"]["uid"])')
+s0=$(admin GET requests | python3 -c 'import json,sys; print(json.load(sys.stdin)["seq"])')
+kube DELETE /api/v1/namespaces/mlp-vision >/dev/null
+wait_for $DB "SELECT status || ': ' || (status_reason LIKE 'namespace mlp-vision is still terminating: held by finalizer(s) kubernetes (terminating since %')::text FROM mlplat.projects WHERE name = 'vision'" "PROVISIONING: true" 10
+tap_ok $? "a live project whose namespace is terminating is PROVISIONING, the reason naming the finalizer that holds it"
+p0=$(q $DB "SELECT coalesce(sum(passes), 0) FROM mlplat.reconciler_health WHERE kind = 'projects' AND role = 'leader'")
+wait_for $DB "SELECT coalesce(sum(passes), 0) >= $p0 + 2 FROM mlplat.reconciler_health WHERE kind = 'projects' AND role = 'leader'" t 10
+tap_ok $? "... over two more passes of the projects reconciler"
+writes=$(admin GET "requests?since=$s0" | python3 -c '
+import json, sys
+print(" ".join(e["method"] for e in json.load(sys.stdin)["items"] if e["method"] != "GET"
+               and (e.get("namespace") == "mlp-vision" or (e.get("kind") == "Namespace" and e.get("name") == "mlp-vision"))))')
+phase=$(kube GET /api/v1/namespaces/mlp-vision | python3 -c 'import json,sys; print(json.load(sys.stdin).get("status",{}).get("phase",""))')
+tap_is "$writes/$phase" "DELETE/Terminating" "nothing written into (or deleted again from) the terminating namespace: only the test's DELETE"
+wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'vision'" READY 40
+tap_ok $? "READY again once the namespace is gone"
+check "$(kube GET /api/v1/namespaces/mlp-vision)" "o['status']['phase'] == 'Active' and o['metadata']['uid'] != '$uid0'"
+tap_ok $? "... in a new namespace mlp-vision"
+
 # ---------------------------------------------------------------- delete
 admin PUT config '{"nsDeleteMs":8000}' >/dev/null
 q $DB "SELECT mlplat.delete_project('secure')" >/dev/null
