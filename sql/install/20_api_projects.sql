@@ -24,9 +24,14 @@ BEGIN
          -- lab runs and probes (39_api_lab): from QUEUED until they end, and while they hold a
          -- node lease (released only once the Job is seen reclaimed)
          + coalesce((SELECT pg_catalog.sum(l.gpus) FROM mlplat.lab_runs l
-                     WHERE l.project_id = p_project_id AND mlplat.lab_run_is_active(l.status)), 0)
-         + coalesce((SELECT pg_catalog.sum(l.gpus) FROM mlplat.lab_leases ls JOIN mlplat.lab_runs l ON l.id = ls.lab_run_id
-                     WHERE l.project_id = p_project_id AND NOT mlplat.lab_run_is_active(l.status)), 0));
+                     WHERE l.project_id = p_project_id AND mlplat.lab_run_is_active(l.status)
+                       AND l.gpus > 0), 0)
+         -- (from the leases, one per node at most, each run by its key: never a scan of the
+         -- project's ended runs, which only grow)
+         + coalesce((SELECT pg_catalog.sum((SELECT l.gpus FROM mlplat.lab_runs l
+                                            WHERE l.id = ls.lab_run_id AND l.project_id = p_project_id
+                                              AND NOT mlplat.lab_run_is_active(l.status)))
+                     FROM mlplat.lab_leases ls), 0));
 END $$;
 
 CREATE FUNCTION mlplat._check_quotas(gpu_quota int, cpu_quota text, memory_quota text) RETURNS void

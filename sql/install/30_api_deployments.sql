@@ -61,6 +61,9 @@ END $$;
 --               a GPU reservation, nor for the reconciler's status write-backs;
 --   'reserve'   FOR NO KEY UPDATE: changes that raise the GPU allocation (deploy, start_run,
 --               retry_run, start_rollout with a surge), so quota checks serialize;
+--   'slot'      FOR SHARE: a lab GPU reservation that holds one of the project's quota slots
+--               (_lab_reserve_gpus): such reservations do not wait for each other, but every
+--               'reserve' waits for them, and they for it;
 --   'exclusive' FOR UPDATE: delete_project and set_project_quota wait for everything in flight.
 -- The wait is bounded by mlplat.api_lock_timeout and fails with 55P03 naming the project.
 -- The bound then stays (SET LOCAL) for the rest of the calling API function, so its waits
@@ -92,6 +95,8 @@ BEGIN
     SELECT * INTO p FROM mlplat.projects x WHERE x.id = p_project_id FOR KEY SHARE SKIP LOCKED;
   ELSIF p_strength = 'reserve' THEN
     SELECT * INTO p FROM mlplat.projects x WHERE x.id = p_project_id FOR NO KEY UPDATE SKIP LOCKED;
+  ELSIF p_strength = 'slot' THEN
+    SELECT * INTO p FROM mlplat.projects x WHERE x.id = p_project_id FOR SHARE SKIP LOCKED;
   ELSE
     SELECT * INTO p FROM mlplat.projects x WHERE x.id = p_project_id FOR UPDATE SKIP LOCKED;
   END IF;
@@ -103,6 +108,8 @@ BEGIN
       SELECT * INTO p FROM mlplat.projects x WHERE x.id = p_project_id FOR KEY SHARE;
     ELSIF p_strength = 'reserve' THEN
       SELECT * INTO p FROM mlplat.projects x WHERE x.id = p_project_id FOR NO KEY UPDATE;
+    ELSIF p_strength = 'slot' THEN
+      SELECT * INTO p FROM mlplat.projects x WHERE x.id = p_project_id FOR SHARE;
     ELSE
       SELECT * INTO p FROM mlplat.projects x WHERE x.id = p_project_id FOR UPDATE;
     END IF;

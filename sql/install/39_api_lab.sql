@@ -181,8 +181,10 @@ CREATE TABLE mlplat.lab_runs (
 );
 CREATE UNIQUE INDEX lab_runs_idempotency ON mlplat.lab_runs (project_id, actor, purpose, idempotency_key);
 CREATE INDEX lab_runs_active ON mlplat.lab_runs (node_id, id) WHERE mlplat.lab_run_is_active(status);
--- the GPU quota sums a project's active runs (_gpus_in_use) on every start, deploy and run
-CREATE INDEX lab_runs_project_active ON mlplat.lab_runs (project_id) WHERE mlplat.lab_run_is_active(status);
+-- the GPU quota sums a project's active runs with GPUs (_gpus_in_use) on every GPU start,
+-- deploy and run: from this index alone where the heap pages are all-visible
+CREATE INDEX lab_runs_project_gpus ON mlplat.lab_runs (project_id) INCLUDE (gpus)
+  WHERE mlplat.lab_run_is_active(status) AND gpus > 0;
 ALTER TABLE mlplat.lab_probes
   ADD CONSTRAINT lab_probes_lab_run_id_fkey FOREIGN KEY (lab_run_id) REFERENCES mlplat.lab_runs (id);
 
@@ -1191,20 +1193,58 @@ BEGIN
 END $$;
 
 -- The GPU quota of an admitted lab run or probe, after its validation, admission and
--- assessment and right before its rows are written: the project's lock taken exclusively, as
--- deploy() takes it when its allocation grows, so reservations of one project serialize over
--- the check, the writes and the commit only; the quota sum runs under it, on a snapshot taken
--- after the lock (23514 when over).
+-- assessment and right before its rows are written (23514 when over).  One guarantee, two
+-- ways: the GPUs of a project's committed reservations plus those of every reservation in
+-- flight never exceed its quota.
+--  * Room to spare (the fast way): the reservation takes one of the project's eight quota
+--    slots (_lab_quota_slot: a transaction lock no login can take; never waits) and the
+--    project's row FOR SHARE ('slot'), then sums the committed GPUs on a snapshot taken after
+--    both.  FOR SHARE excludes every exact reservation (FOR NO KEY UPDATE: deploy() and
+--    start_run growing, runs, campaigns, the exact way below) until it ends, so what the sum
+--    cannot see is only other slot holders: at most seven, each of at most eight GPUs (a
+--    profile's cap, _lab_profile_ok; a slot holds one reservation).  When the committed GPUs
+--    + its own + 7 x 8 fit the quota it is admitted, without waiting for any other lab
+--    reservation or its commit: starts in a project with room run side by side.
+--  * Otherwise (the quota too close, no slot free, or a transaction that is not READ
+--    COMMITTED, whose snapshot predates its locks) the exact way, as deploy() when its
+--    allocation grows: the project's row FOR NO KEY UPDATE, which waits for the slot holders
+--    to end, and the exact sum under it; such reservations serialize over the check, the
+--    writes and the commit.  A fast attempt that fails is rolled back to its savepoint, which
+--    gives back its slot and its share lock first (two of them waiting to upgrade would
+--    deadlock).
+-- Either way the outcome is the one of some serial order of the reservations.
 CREATE FUNCTION mlplat._lab_reserve_gpus(p_project_id bigint, p_gpus int, p_action text) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
   p mlplat.projects;
+  slots constant int := 8;
+  most constant int := 8;
 BEGIN
-  IF coalesce(p_gpus, 0) > 0 THEN
-    p := mlplat._lock_project_row(p_project_id, 'reserve', p_action);
-    PERFORM mlplat._check_gpu_quota(p, p_gpus, NULL);
+  IF coalesce(p_gpus, 0) <= 0 THEN
+    RETURN;
   END IF;
+  IF p_gpus <= most AND pg_catalog.current_setting('transaction_isolation') = 'read committed'
+     AND (SELECT x.gpu_quota FROM mlplat.projects x WHERE x.id = p_project_id) >= p_gpus + (slots - 1) * most THEN
+    BEGIN
+      IF mlplat._lab_quota_slot(p_project_id, slots) >= 0 THEN
+        p := mlplat._lock_project_row(p_project_id, 'slot', p_action);
+        IF mlplat._gpus_in_use(p_project_id) + p_gpus + (slots - 1) * most <= p.gpu_quota THEN
+          RETURN;
+        END IF;
+      END IF;
+      RAISE EXCEPTION USING ERRCODE = 'MLQ01';   -- caught right below: the exact way
+    EXCEPTION WHEN SQLSTATE 'MLQ01' THEN
+      NULL;
+    END;
+  END IF;
+  p := mlplat._lock_project_row(p_project_id, 'reserve', p_action);
+  PERFORM mlplat._check_gpu_quota(p, p_gpus, NULL);
 END $$;
+
+-- src/quota_slot.c: one of a project's quota slots for this transaction, or -1 when all
+-- are taken; never waits.
+CREATE FUNCTION mlplat._lab_quota_slot(project_id bigint, slots int) RETURNS int
+LANGUAGE C STRICT VOLATILE AS 'MODULE_PATHNAME', 'mlplat_try_quota_slot';
 
 -- The idempotency key of start_lab_run and start_lab_probe: required, claimed code-only.
 CREATE FUNCTION mlplat._lab_idem_claim(p_action text, p_key text, p_request jsonb, p_who text)

@@ -1,7 +1,7 @@
 -- pgTAP: Model Lab privileges, row-level security, membership-only authorization, the
 -- no-leak validation errors and the read-only preflight (docs/lab.md).
 BEGIN;
-SELECT plan(45);
+SELECT plan(53);
 \ir lib/helpers.sql
 
 DO $$ DECLARE r text; BEGIN
@@ -188,6 +188,49 @@ SELECT is((SELECT coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del), 0)::bigint FR
 SELECT is((SELECT count(*) FROM mlplat.audit_events) - (SELECT n FROM tap_audit), 0::bigint, 'no audit event');
 SELECT is((SELECT count(*) FROM mlplat.spans) - (SELECT n FROM tap_spans), 0::bigint, 'no span');
 SELECT is((SELECT count(*) FROM mlplat.idempotency_keys) - (SELECT n FROM tap_keys), 0::bigint, 'no idempotency record');
+
+-- ---------------------------------------------------------------- GPU quota: slots and leases
+-- (_lab_reserve_gpus) with room to spare a GPU start holds one quota slot (a user lock no SQL
+-- can take) and the project row FOR SHARE; one slot per reservation; close to the quota the
+-- exact way (no slot, FOR NO KEY UPDATE).  A lease of an ended run still counts its GPUs.
+CREATE FUNCTION pg_temp.tap_slots() RETURNS bigint LANGUAGE sql AS $$
+  SELECT count(*) FROM pg_locks WHERE locktype = 'userlock' AND classid = x'6d6c7173'::int::oid
+    AND objid = (SELECT id FROM mlplat.projects WHERE name = 'tlab')::oid AND pid = pg_backend_pid() AND granted
+$$;
+CREATE FUNCTION pg_temp.tap_start(k text) RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+  id bigint;
+BEGIN
+  EXECUTE 'SET LOCAL ROLE tap_lab_dev';
+  SELECT (mlplat.start_lab_run('tlab', cand, repeat('a', 64), prof, node, (SELECT max(a.id) FROM mlplat.lab_approvals a),
+          'text_generation', '[{"prompt": "hi", "max_tokens": 4}]', '{}', k)).entity_id INTO id FROM lab_ids;
+  RESET ROLE;
+  RETURN id;
+END $$;
+CREATE FUNCTION pg_temp.tap_gpus(p text DEFAULT 'tlab') RETURNS bigint LANGUAGE sql AS $$
+  SELECT mlplat._gpus_in_use((SELECT id FROM mlplat.projects WHERE name = p))
+$$;
+SET LOCAL ROLE tap_lab_owner;
+SELECT mlplat.approve_lab('tlab', cand, repeat('a', 64), prof, node, '{text_generation}', '{}', 5, '1 day') FROM lab_ids;
+RESET ROLE;
+CREATE TEMP TABLE tap_base AS SELECT pg_temp.tap_gpus() AS n;
+SELECT mlplat.set_project_quota('tlab', 64);
+CREATE TEMP TABLE tap_runs AS SELECT pg_temp.tap_start('tap-quota-1') AS id;
+SELECT is(pg_temp.tap_slots(), 1::bigint, 'room to spare: the GPU start holds one quota slot');
+SELECT is(pg_temp.tap_gpus() - (SELECT n FROM tap_base), 1::bigint, 'its GPU counts');
+INSERT INTO tap_runs SELECT pg_temp.tap_start('tap-quota-2');
+SELECT is(pg_temp.tap_slots(), 2::bigint, 'a second GPU start in the same transaction takes another slot');
+SELECT mlplat.set_project_quota('tlab', 8);
+INSERT INTO tap_runs SELECT pg_temp.tap_start('tap-quota-3');
+SELECT is(pg_temp.tap_slots(), 2::bigint, 'close to the quota: the exact way, no slot');
+SELECT is(pg_temp.tap_gpus() - (SELECT n FROM tap_base), 3::bigint, 'three GPUs in use');
+UPDATE mlplat.lab_runs SET status = 'FAILED', reason_code = 'QUEUE_DEADLINE_EXCEEDED', finished_at = now()
+WHERE id IN (SELECT id FROM tap_runs);
+INSERT INTO mlplat.lab_leases (node_id, lab_run_id, attempt) SELECT node, (SELECT min(id) FROM tap_runs), 1 FROM lab_ids;
+SELECT is(pg_temp.tap_gpus() - (SELECT n FROM tap_base), 1::bigint, 'an ended run counts while it holds its lease');
+SELECT is(pg_temp.tap_gpus('tlab-other'), 0::bigint, 'a lease counts in its run''s project only');
+SELECT is((SELECT gpus_in_use FROM mlplat.project_status WHERE project = 'tlab')::bigint, pg_temp.tap_gpus(),
+          'project_status agrees');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -17,6 +17,8 @@ BEGIN
     SELECT * INTO p FROM mlplat.projects x WHERE x.id = p_project_id FOR KEY SHARE SKIP LOCKED;
   ELSIF p_strength = 'reserve' THEN
     SELECT * INTO p FROM mlplat.projects x WHERE x.id = p_project_id FOR NO KEY UPDATE SKIP LOCKED;
+  ELSIF p_strength = 'slot' THEN
+    SELECT * INTO p FROM mlplat.projects x WHERE x.id = p_project_id FOR SHARE SKIP LOCKED;
   ELSE
     SELECT * INTO p FROM mlplat.projects x WHERE x.id = p_project_id FOR UPDATE SKIP LOCKED;
   END IF;
@@ -28,6 +30,8 @@ BEGIN
       SELECT * INTO p FROM mlplat.projects x WHERE x.id = p_project_id FOR KEY SHARE;
     ELSIF p_strength = 'reserve' THEN
       SELECT * INTO p FROM mlplat.projects x WHERE x.id = p_project_id FOR NO KEY UPDATE;
+    ELSIF p_strength = 'slot' THEN
+      SELECT * INTO p FROM mlplat.projects x WHERE x.id = p_project_id FOR SHARE;
     ELSE
       SELECT * INTO p FROM mlplat.projects x WHERE x.id = p_project_id FOR UPDATE;
     END IF;
