@@ -17,10 +17,16 @@
 --   runs + steps + nodes      runs finished more than mlplat.history_retention days ago
 --   audit_events,             of projects deleted more than mlplat.history_retention days ago
 --   model_alias_history
+--   campaigns + approvals,    campaigns ended more than mlplat.history_retention days ago
+--   candidates, transitions,  (_campaign_expired), unless a live deployment of the project
+--   evidence, artifacts,      serves one of their artifacts
+--   qualifications
+--   lab_probes                completed that long ago and no longer evidence (_lab_probe_expired)
+--   lab_runs + transitions    ended that long ago, no lease, no kept probe (_lab_run_expired)
 --
--- The append-only tables keep their guarantee: _refuse_change lets a DELETE through only for a
--- row _purgeable() says is past retention, so not even their owner can remove the history of an
--- entity that lives.  Projects, members, models, model versions, aliases and deployment rows
+-- The append-only tables keep their guarantee: _refuse_change (and the campaigns' and
+-- candidates' guards) let a DELETE through only for a row _purgeable() says is past retention,
+-- so not even their owner can remove the history of an entity that lives.  Projects, members, models, model versions, aliases and deployment rows
 -- stay: they are what people created, not a record of time passing.
 --
 -- Who runs it: pg_cron's job mlplat-retention (hourly) when pg_cron was there at CREATE
@@ -69,6 +75,74 @@ AS $$
                           AND p_revision IN (r.baseline_revision, r.target_revision)))
 $$;
 
+-- Has this campaign ended more than mlplat.history_retention days ago, with nothing live
+-- referring to it?  Ended: its state is final (SUCCEEDED, PARTIALLY_SUCCEEDED, FAILED,
+-- CANCELLED, EXPIRED), every candidate that had a Job has it cleaned up, and its last change
+-- (creation, approval, cancel request, the approval's expiry, a candidate's update) is older
+-- than the cutoff.  Live: a deployment of the project, not deleted, with a revision of a model
+-- version whose artifact is one of the campaign's optimized artifacts (by digest).  The approval, the
+-- candidates and their transitions, predictions, measurements, artifacts and qualifications
+-- go with the campaign.
+CREATE FUNCTION mlplat._campaign_expired(p_campaign_id bigint) RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$
+  SELECT EXISTS (
+    SELECT 1 FROM mlplat.campaigns c
+      LEFT JOIN mlplat.campaign_approvals a ON a.campaign_id = c.id
+     WHERE c.id = p_campaign_id
+       AND GREATEST(c.created_at, c.cancel_requested_at, a.approved_at, a.expires_at)
+           < mlplat._retention_cutoff('mlplat.history_retention', 365)
+       AND NOT EXISTS (SELECT 1 FROM mlplat.campaign_candidates k
+                        WHERE k.campaign_id = c.id
+                          AND (k.updated_at >= mlplat._retention_cutoff('mlplat.history_retention', 365)
+                               OR (k.status <> 'PLANNED' AND k.cleanup_done_at IS NULL)))
+       AND mlplat._campaign_state(c.id) IN ('SUCCEEDED', 'PARTIALLY_SUCCEEDED', 'FAILED', 'CANCELLED', 'EXPIRED')
+       AND NOT EXISTS (SELECT 1 FROM mlplat.optimized_artifacts o
+                         JOIN mlplat.model_versions v ON v.artifact_sha256 = o.output_sha256
+                         JOIN mlplat.deployment_revisions dr ON dr.model_version_id = v.id
+                         JOIN mlplat.deployments d ON d.id = dr.deployment_id
+                        WHERE o.campaign_id = c.id AND d.project_id = c.project_id AND d.status <> 'DELETED'))
+$$;
+
+-- May this probe go?  It completed more than mlplat.history_retention days ago and is no
+-- longer evidence: a newer completed probe of the same (project, artifact, profile, node)
+-- supersedes it, or no live approval (not revoked, not expired) is for that scope.
+CREATE FUNCTION mlplat._lab_probe_expired(p_probe_id bigint) RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$
+  SELECT EXISTS (
+    SELECT 1 FROM mlplat.lab_probes pb
+     WHERE pb.id = p_probe_id AND pb.status <> 'RUNNING'
+       AND pb.completed_at < mlplat._retention_cutoff('mlplat.history_retention', 365)
+       AND (EXISTS (SELECT 1 FROM mlplat.lab_probes n
+                     WHERE n.project_id = pb.project_id AND n.artifact_sha256 = pb.artifact_sha256
+                       AND n.runtime_profile_id = pb.runtime_profile_id AND n.node_id = pb.node_id
+                       AND n.completed_at IS NOT NULL AND (n.completed_at, n.id) > (pb.completed_at, pb.id))
+            OR NOT EXISTS (SELECT 1 FROM mlplat.lab_approvals a
+                            WHERE a.project_id = pb.project_id AND a.artifact_sha256 = pb.artifact_sha256
+                              AND a.runtime_profile_id = pb.runtime_profile_id AND a.node_id = pb.node_id
+                              AND a.revoked_at IS NULL AND a.expires_at > pg_catalog.now())))
+$$;
+
+-- May this lab run (or probe run) go, with its transitions and any payload left?  It ended
+-- (SUCCEEDED, FAILED, CANCELLED) and last changed more than mlplat.history_retention days
+-- ago, its output's retain_until has passed, it holds no node lease, and no probe that is
+-- still kept names it.
+CREATE FUNCTION mlplat._lab_run_expired(p_lab_run_id bigint) RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$
+  SELECT EXISTS (
+    SELECT 1 FROM mlplat.lab_runs r
+     WHERE r.id = p_lab_run_id AND r.status IN ('SUCCEEDED', 'FAILED', 'CANCELLED')
+       AND GREATEST(r.finished_at, r.updated_at) < mlplat._retention_cutoff('mlplat.history_retention', 365)
+       AND (r.retain_until IS NULL OR r.retain_until <= pg_catalog.now())
+       AND NOT EXISTS (SELECT 1 FROM mlplat.lab_leases l WHERE l.lab_run_id = r.id)
+       AND NOT EXISTS (SELECT 1 FROM mlplat.lab_probes pb WHERE pb.lab_run_id = r.id))
+$$;
+
 -- Is this row of an append-only table past retention (see the header)?  The row as jsonb, so
 -- one function serves every table _refuse_change guards.
 CREATE FUNCTION mlplat._purgeable(p_table text, p_row jsonb) RETURNS boolean
@@ -93,6 +167,16 @@ BEGIN
        AND EXISTS (SELECT 1 FROM mlplat.route_generations n
                     WHERE n.project_id = (p_row->>'project_id')::bigint
                       AND n.generation > (p_row->>'generation')::bigint);
+  ELSIF p_table = 'campaigns' THEN
+    RETURN mlplat._campaign_expired((p_row->>'id')::bigint);
+  ELSIF p_table IN ('campaign_approvals', 'campaign_candidates', 'optimized_artifacts') THEN
+    RETURN mlplat._campaign_expired((p_row->>'campaign_id')::bigint);
+  ELSIF p_table IN ('candidate_transitions', 'candidate_predictions', 'candidate_measurements',
+                    'artifact_qualifications') THEN
+    RETURN mlplat._campaign_expired((SELECT k.campaign_id FROM mlplat.campaign_candidates k
+                                      WHERE k.id = (p_row->>'candidate_id')::bigint));
+  ELSIF p_table = 'lab_run_transitions' THEN
+    RETURN mlplat._lab_run_expired((p_row->>'lab_run_id')::bigint);
   END IF;
   RETURN false;
 END $$;
@@ -107,6 +191,7 @@ DECLARE
   n bigint;
   hcut timestamptz := mlplat._retention_cutoff('mlplat.history_retention', 365);
   done jsonb := '{}';
+  ids bigint[];
 BEGIN
   -- one run at a time: a second caller waits here, then finds little left to do
   PERFORM 1 FROM mlplat.retention_state FOR UPDATE;
@@ -172,6 +257,41 @@ BEGIN
   DELETE FROM mlplat.runs r WHERE r.status IN ('SUCCEEDED', 'FAILED', 'CANCELLED') AND r.updated_at < hcut;
   GET DIAGNOSTICS n = ROW_COUNT;
   what := 'runs'; deleted := n; done := done || pg_catalog.jsonb_build_object(what, n); RETURN NEXT;
+
+  -- campaigns that ended past retention, with everything that is theirs (_campaign_expired)
+  SELECT coalesce(pg_catalog.array_agg(c.id), '{}') INTO ids
+    FROM mlplat.campaigns c WHERE c.created_at < hcut AND mlplat._campaign_expired(c.id);
+  DELETE FROM mlplat.artifact_qualifications q USING mlplat.optimized_artifacts o
+   WHERE o.id = q.artifact_id AND o.campaign_id = ANY (ids);
+  DELETE FROM mlplat.optimized_artifacts o WHERE o.campaign_id = ANY (ids);
+  DELETE FROM mlplat.candidate_measurements x USING mlplat.campaign_candidates k
+   WHERE k.id = x.candidate_id AND k.campaign_id = ANY (ids);
+  DELETE FROM mlplat.candidate_predictions x USING mlplat.campaign_candidates k
+   WHERE k.id = x.candidate_id AND k.campaign_id = ANY (ids);
+  DELETE FROM mlplat.candidate_transitions x USING mlplat.campaign_candidates k
+   WHERE k.id = x.candidate_id AND k.campaign_id = ANY (ids);
+  GET DIAGNOSTICS n = ROW_COUNT;
+  what := 'candidate_transitions'; deleted := n; done := done || pg_catalog.jsonb_build_object(what, n); RETURN NEXT;
+  DELETE FROM mlplat.campaign_candidates k WHERE k.campaign_id = ANY (ids);
+  DELETE FROM mlplat.campaign_approvals a WHERE a.campaign_id = ANY (ids);
+  DELETE FROM mlplat.campaigns c WHERE c.id = ANY (ids);
+  GET DIAGNOSTICS n = ROW_COUNT;
+  what := 'campaigns'; deleted := n; done := done || pg_catalog.jsonb_build_object(what, n); RETURN NEXT;
+
+  -- probes that are no longer evidence, then the lab runs that ended past retention
+  DELETE FROM mlplat.lab_probes pb WHERE pb.completed_at < hcut AND mlplat._lab_probe_expired(pb.id);
+  GET DIAGNOSTICS n = ROW_COUNT;
+  what := 'lab_probes'; deleted := n; done := done || pg_catalog.jsonb_build_object(what, n); RETURN NEXT;
+  SELECT coalesce(pg_catalog.array_agg(r.id), '{}') INTO ids
+    FROM mlplat.lab_runs r
+   WHERE r.status IN ('SUCCEEDED', 'FAILED', 'CANCELLED') AND r.updated_at < hcut AND mlplat._lab_run_expired(r.id);
+  DELETE FROM mlplat.lab_run_transitions t WHERE t.lab_run_id = ANY (ids);
+  GET DIAGNOSTICS n = ROW_COUNT;
+  what := 'lab_run_transitions'; deleted := n; done := done || pg_catalog.jsonb_build_object(what, n); RETURN NEXT;
+  DELETE FROM mlplat.lab_run_payloads pl WHERE pl.lab_run_id = ANY (ids);
+  DELETE FROM mlplat.lab_runs r WHERE r.id = ANY (ids);
+  GET DIAGNOSTICS n = ROW_COUNT;
+  what := 'lab_runs'; deleted := n; done := done || pg_catalog.jsonb_build_object(what, n); RETURN NEXT;
 
   DELETE FROM mlplat.model_alias_history h USING mlplat.projects p
    WHERE p.id = h.project_id AND p.status = 'DELETED' AND p.updated_at < hcut;
@@ -241,6 +361,9 @@ END $$;
 REVOKE ALL ON FUNCTION mlplat._retention_cutoff(text, int) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._revision_expired(bigint, int, timestamptz) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._purgeable(text, jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mlplat._campaign_expired(bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mlplat._lab_probe_expired(bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mlplat._lab_run_expired(bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._run_retention(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._retention_tick(text, bigint, bigint) FROM PUBLIC;
 

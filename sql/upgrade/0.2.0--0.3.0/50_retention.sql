@@ -178,6 +178,16 @@ BEGIN
        AND EXISTS (SELECT 1 FROM mlplat.route_generations n
                     WHERE n.project_id = (p_row->>'project_id')::bigint
                       AND n.generation > (p_row->>'generation')::bigint);
+  ELSIF p_table = 'campaigns' THEN
+    RETURN mlplat._campaign_expired((p_row->>'id')::bigint);
+  ELSIF p_table IN ('campaign_approvals', 'campaign_candidates', 'optimized_artifacts') THEN
+    RETURN mlplat._campaign_expired((p_row->>'campaign_id')::bigint);
+  ELSIF p_table IN ('candidate_transitions', 'candidate_predictions', 'candidate_measurements',
+                    'artifact_qualifications') THEN
+    RETURN mlplat._campaign_expired((SELECT k.campaign_id FROM mlplat.campaign_candidates k
+                                      WHERE k.id = (p_row->>'candidate_id')::bigint));
+  ELSIF p_table = 'lab_run_transitions' THEN
+    RETURN mlplat._lab_run_expired((p_row->>'lab_run_id')::bigint);
   END IF;
   RETURN false;
 END $$;
@@ -192,6 +202,7 @@ DECLARE
   n bigint;
   hcut timestamptz := mlplat._retention_cutoff('mlplat.history_retention', 365);
   done jsonb := '{}';
+  ids bigint[];
 BEGIN
   -- one run at a time: a second caller waits here, then finds little left to do
   PERFORM 1 FROM mlplat.retention_state FOR UPDATE;
@@ -257,6 +268,41 @@ BEGIN
   DELETE FROM mlplat.runs r WHERE r.status IN ('SUCCEEDED', 'FAILED', 'CANCELLED') AND r.updated_at < hcut;
   GET DIAGNOSTICS n = ROW_COUNT;
   what := 'runs'; deleted := n; done := done || pg_catalog.jsonb_build_object(what, n); RETURN NEXT;
+
+  -- campaigns that ended past retention, with everything that is theirs (_campaign_expired)
+  SELECT coalesce(pg_catalog.array_agg(c.id), '{}') INTO ids
+    FROM mlplat.campaigns c WHERE c.created_at < hcut AND mlplat._campaign_expired(c.id);
+  DELETE FROM mlplat.artifact_qualifications q USING mlplat.optimized_artifacts o
+   WHERE o.id = q.artifact_id AND o.campaign_id = ANY (ids);
+  DELETE FROM mlplat.optimized_artifacts o WHERE o.campaign_id = ANY (ids);
+  DELETE FROM mlplat.candidate_measurements x USING mlplat.campaign_candidates k
+   WHERE k.id = x.candidate_id AND k.campaign_id = ANY (ids);
+  DELETE FROM mlplat.candidate_predictions x USING mlplat.campaign_candidates k
+   WHERE k.id = x.candidate_id AND k.campaign_id = ANY (ids);
+  DELETE FROM mlplat.candidate_transitions x USING mlplat.campaign_candidates k
+   WHERE k.id = x.candidate_id AND k.campaign_id = ANY (ids);
+  GET DIAGNOSTICS n = ROW_COUNT;
+  what := 'candidate_transitions'; deleted := n; done := done || pg_catalog.jsonb_build_object(what, n); RETURN NEXT;
+  DELETE FROM mlplat.campaign_candidates k WHERE k.campaign_id = ANY (ids);
+  DELETE FROM mlplat.campaign_approvals a WHERE a.campaign_id = ANY (ids);
+  DELETE FROM mlplat.campaigns c WHERE c.id = ANY (ids);
+  GET DIAGNOSTICS n = ROW_COUNT;
+  what := 'campaigns'; deleted := n; done := done || pg_catalog.jsonb_build_object(what, n); RETURN NEXT;
+
+  -- probes that are no longer evidence, then the lab runs that ended past retention
+  DELETE FROM mlplat.lab_probes pb WHERE pb.completed_at < hcut AND mlplat._lab_probe_expired(pb.id);
+  GET DIAGNOSTICS n = ROW_COUNT;
+  what := 'lab_probes'; deleted := n; done := done || pg_catalog.jsonb_build_object(what, n); RETURN NEXT;
+  SELECT coalesce(pg_catalog.array_agg(r.id), '{}') INTO ids
+    FROM mlplat.lab_runs r
+   WHERE r.status IN ('SUCCEEDED', 'FAILED', 'CANCELLED') AND r.updated_at < hcut AND mlplat._lab_run_expired(r.id);
+  DELETE FROM mlplat.lab_run_transitions t WHERE t.lab_run_id = ANY (ids);
+  GET DIAGNOSTICS n = ROW_COUNT;
+  what := 'lab_run_transitions'; deleted := n; done := done || pg_catalog.jsonb_build_object(what, n); RETURN NEXT;
+  DELETE FROM mlplat.lab_run_payloads pl WHERE pl.lab_run_id = ANY (ids);
+  DELETE FROM mlplat.lab_runs r WHERE r.id = ANY (ids);
+  GET DIAGNOSTICS n = ROW_COUNT;
+  what := 'lab_runs'; deleted := n; done := done || pg_catalog.jsonb_build_object(what, n); RETURN NEXT;
 
   DELETE FROM mlplat.model_alias_history h USING mlplat.projects p
    WHERE p.id = h.project_id AND p.status = 'DELETED' AND p.updated_at < hcut;

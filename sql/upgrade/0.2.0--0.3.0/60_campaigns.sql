@@ -267,6 +267,10 @@ BEGIN
      AND (pg_catalog.to_jsonb(OLD) ->> mutable[1]) IS NULL THEN
     RETURN NEW;
   END IF;
+  -- retention: a campaign that ended past mlplat.history_retention (80_retention.sql)
+  IF TG_OP = 'DELETE' AND TG_TABLE_NAME = 'campaigns' AND mlplat._purgeable(TG_TABLE_NAME, pg_catalog.to_jsonb(OLD)) THEN
+    RETURN OLD;
+  END IF;
   RAISE EXCEPTION USING ERRCODE = '55000',
     MESSAGE = pg_catalog.format('%s on %s is not allowed: rows are immutable', TG_OP, TG_TABLE_NAME),
     DETAIL = pg_catalog.format('Only %s may be set, once.', pg_catalog.array_to_string(mutable, ' and ')),
@@ -286,6 +290,9 @@ CREATE TRIGGER evidence_signers_no_truncate BEFORE TRUNCATE ON mlplat.evidence_s
 CREATE FUNCTION mlplat._candidate_guard() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, mlplat, pg_temp AS $$
 BEGIN
+  IF TG_OP = 'DELETE' AND mlplat._purgeable(TG_TABLE_NAME, pg_catalog.to_jsonb(OLD)) THEN
+    RETURN OLD;   -- retention: its campaign ended past mlplat.history_retention
+  END IF;
   IF TG_OP = 'DELETE' THEN
     RAISE EXCEPTION USING ERRCODE = '55000',
       MESSAGE = 'DELETE on campaign_candidates is not allowed: rows are immutable',
