@@ -562,6 +562,31 @@ SELECT alert FROM mlplat.alerts WHERE kind = 'lab_runs' ORDER BY 1;
 ROLLBACK;
 
 -- ---------------------------------------------------------------- Job observations (write-back)
+-- a dispatched run: BLOCKED says why it waits (status unchanged), UNBLOCKED clears that;
+-- CREATED records the answer to its Job create once; a Job gone after that is JOB_DISAPPEARED
+BEGIN;
+CREATE TEMP TABLE wb0 AS SELECT id, row_version FROM mlplat.lab_runs WHERE status = 'DISPATCHED' AND purpose = 'run';
+-- one event written back, then the run as it is (row_version counted from the start)
+CREATE FUNCTION pg_temp.obs(p_event text, p_obs jsonb)
+RETURNS TABLE (event text, ok boolean, status text, reason_code text, status_reason text, job_created boolean, row_version bigint)
+LANGUAGE plpgsql AS $$
+DECLARE
+  b boolean;
+BEGIN
+  SELECT mlplat._lab_runs_observed(r.id, r.row_version, 1, 'regress', p_event, p_obs) INTO b
+  FROM mlplat.lab_runs r WHERE r.id = (SELECT w.id FROM wb0 w);
+  RETURN QUERY SELECT p_event, b, r.status, r.reason_code, r.status_reason, r.job_created_at IS NOT NULL,
+                      r.row_version - (SELECT w.row_version FROM wb0 w)
+               FROM mlplat.lab_runs r WHERE r.id = (SELECT w.id FROM wb0 w);
+END $$;
+SELECT * FROM pg_temp.obs('BLOCKED', '{"blocked": "the create was refused (HTTP 403)"}');
+SELECT * FROM pg_temp.obs('BLOCKED', '{"blocked": "the create was refused (HTTP 403)"}');   -- the same: no write
+SELECT * FROM pg_temp.obs('UNBLOCKED', '{}');
+SELECT * FROM pg_temp.obs('CREATED', '{"seen": "created"}');
+SELECT * FROM pg_temp.obs('CREATED', '{"seen": "seen"}');   -- recorded once
+SELECT * FROM pg_temp.obs('DISAPPEARED', '{"seen": "disappeared"}');
+ROLLBACK;
+
 -- 9/12. the dispatched run starts, completes with its output: SUCCEEDED, output and digest in
 -- lab_run_result, input gone; the lease goes only once the Job is seen gone
 BEGIN;

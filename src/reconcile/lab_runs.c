@@ -85,6 +85,8 @@ typedef struct LabRun
 	bool finished;
 	bool dispatched_now; /* this claim took the lease */
 	char *traceparent;
+	bool job_created; /* a write-back recorded the answer to this attempt's Job create */
+	bool blocked;	  /* its status_reason says what blocked it ("blocked: ...") */
 	/* notes of writes never answered */
 	const MlplatUnanswered *job_note;
 	/* observed */
@@ -98,6 +100,8 @@ typedef struct LabRun
 	bool read_output;
 	bool adopt_job; /* found without a recorded create */
 	bool waiting;
+	bool job_made;	   /* this pass's Job create was answered 2xx, or the 409 adopted */
+	char *blocked_by;  /* why a request it needs was refused or could not be made */
 	const char *event; /* write-back event, NULL: none */
 	char *observation; /* jsonb text */
 	char *output;
@@ -131,6 +135,8 @@ static const MlplatSeamField claim_fields[] = {
 	CF(finished, MLPLAT_SEAM_BOOL),
 	CF(dispatched_now, MLPLAT_SEAM_BOOL),
 	CF(traceparent, MLPLAT_SEAM_TEXT),
+	CF(job_created, MLPLAT_SEAM_BOOL),
+	CF(blocked, MLPLAT_SEAM_BOOL),
 };
 #undef CF
 static MlplatSeam claim_seam = { "lab_run_claim", claim_fields, lengthof(claim_fields) };
@@ -311,6 +317,17 @@ lab_decide(LabRun *r, const char *instance)
 			}
 			return;
 		}
+		if (strcmp(r->status, "DISPATCHED") == 0 && r->job_created)
+		{
+			/*
+			 * The create was answered and recorded, and the Job is gone: it was removed outside
+			 * mlplat, as under a RUNNING run (JOB_DISAPPEARED), and is not made again.  Only a
+			 * create never answered (no record; a note, if any) is looked for and made.
+			 */
+			r->event = "DISAPPEARED";
+			r->observation = observation_json(r, "disappeared");
+			return;
+		}
 		if (strcmp(r->status, "DISPATCHED") == 0)
 		{
 			char *why;
@@ -466,16 +483,17 @@ claim(MlplatPass *pass, const char *nodes, List **out, char **instance, List **l
 			r->job_note = mlplat_unanswered_find(notes, r->id, psprintf("%s/%s", r->ns, r->job_name), NULL);
 	}
 	/*
-	 * On a resync, orphans are looked for in every namespace a lab run may have left a
-	 * Secret in: the live projects with a run whose payloads are not purged yet.
+	 * On a resync, orphans are looked for in every project namespace mlplat manages, as
+	 * orphan Jobs are (their LIST spans the cluster): a Secret with this installation's
+	 * lab labels may be left where no lab run is recorded at all (a run purged, a restore,
+	 * a leader that died between its create and its write-back).
 	 */
 	if (pass->resync)
 	{
 		if (SPI_connect() != SPI_OK_CONNECT)
 			elog(ERROR, "mlplat: SPI_connect failed");
-		if (SPI_execute("SELECT DISTINCT mlplat._project_namespace(p.name) FROM mlplat.lab_runs r "
-						"JOIN mlplat.projects p ON p.id = r.project_id "
-						"WHERE r.purged_at IS NULL AND p.status IN ('PROVISIONING', 'READY', 'FAILED') ORDER BY 1",
+		if (SPI_execute("SELECT mlplat._project_namespace(p.name) FROM mlplat.projects p "
+						"WHERE p.status IN ('PROVISIONING', 'READY', 'FAILED') ORDER BY 1",
 						true, 0) != SPI_OK_SELECT)
 			elog(ERROR, "mlplat: the lab namespaces could not be read");
 		for (uint64 i = 0; i < SPI_processed; i++)
@@ -492,16 +510,23 @@ claim(MlplatPass *pass, const char *nodes, List **out, char **instance, List **l
 	MemoryContextSwitchTo(pass_cxt);
 }
 
-/* Is ns among the namespace names of list? */
-static bool
-ns_listed(List *list, const char *ns)
+/* The position of ns in a list of namespace names, or -1. */
+static int
+ns_position(List *list, const char *ns)
 {
 	ListCell *lc;
 
 	foreach (lc, list)
 		if (strcmp((const char *) lfirst(lc), ns) == 0)
-			return true;
-	return false;
+			return foreach_current_index (lc);
+	return -1;
+}
+
+/* Is ns among the namespace names of list? */
+static bool
+ns_listed(List *list, const char *ns)
+{
+	return ns_position(list, ns) >= 0;
 }
 
 /* Add ns to the list of namespace names unless it is there. */
@@ -513,16 +538,25 @@ ns_add(List *list, const char *ns)
 	return lappend(list, (char *) ns);
 }
 
+/* Why a run in ns waits when its Secrets could not be LISTed there (status_reason, health). */
+static char *
+secrets_blocked(const char *ns, const char *error)
+{
+	return psprintf("lab Secrets in %s could not be listed: %s%s", ns, error ? error : "unknown error",
+					error && strstr(error, "forbidden") ? "; mlplat needs RoleBinding mlplat-lab-inputs there" : "");
+}
+
 /*
  * The lab's Secrets, one LIST per namespace: the controller may read Secrets only in project
  * namespaces (RoleBinding mlplat-lab-inputs, made by the projects reconciler), so no LIST
  * spans the cluster.  The namespaces: those of the claimed runs and of the lab Jobs found,
- * and on a resync those the claim named.  A namespace whose LIST fails (forbidden before its
- * binding is made, or the API server) is returned in *unobserved: its runs wait a pass.
+ * and on a resync every project namespace (the claim names them).  A namespace whose LIST
+ * fails (forbidden before its binding is made, or the API server) is returned in
+ * *unobserved, and why in *whys (same position): its runs wait, blocked, and say why.
  */
 static void
 list_secrets(MlJsonArena *arena, List *runs, List *jobs, List *extra, const char *selector, List **secrets,
-			 List **unobserved, int *lists, char **why)
+			 List **unobserved, List **whys, int *lists)
 {
 	List *namespaces = NIL;
 	ListCell *lc;
@@ -541,7 +575,7 @@ list_secrets(MlJsonArena *arena, List *runs, List *jobs, List *extra, const char
 		if (err)
 		{
 			*unobserved = lappend(*unobserved, (char *) ns);
-			*why = err;
+			*whys = lappend(*whys, secrets_blocked(ns, err));
 		}
 	}
 }
@@ -832,6 +866,58 @@ find_orphans(List *runs, List *objs, const MlplatKubeResource *res, bool is_job,
 	return out;
 }
 
+/* A create of a run's Secret or Job refused for good (a 4xx but 409): the run says why. */
+static char *
+create_refused(MlplatPass *pass, const LabRun *r, const char *name, int status, const char *error)
+{
+	char *why = psprintf("the create of %s/%s was refused (HTTP %d): %s%s", r->ns, name, status,
+						 error ? error : "no reason given",
+						 status == 403 ? "; mlplat needs RoleBinding mlplat-lab-inputs there" : "");
+
+	snprintf(pass->status, sizeof(pass->status), "lab run %lld blocked: %s", (long long) r->id, why);
+	return why;
+}
+
+/* {"<key>": "<value>"}: the observation of a write-back that says why a run waits */
+static char *
+json_one(const char *key, const char *value)
+{
+	StringInfoData s;
+
+	initStringInfo(&s);
+	appendStringInfoChar(&s, '{');
+	escape_json(&s, key);
+	appendStringInfoChar(&s, ':');
+	escape_json(&s, value);
+	appendStringInfoChar(&s, '}');
+	return s.data;
+}
+
+/*
+ * The write-back event of a run whose Job did not move: CREATED when this attempt's Job is
+ * known to exist (a create answered, a 409 adopted, or seen by the LIST) and no write-back
+ * has recorded it yet; BLOCKED when a request it needs was refused; UNBLOCKED when a run
+ * that said it was blocked is no longer.  Past the run deadline the claim's reason stands.
+ */
+static void
+settle_created_blocked(LabRun *r)
+{
+	if (r->event != NULL || r->conflict != NULL || r->finished || strcmp(r->status, "RETRY_WAIT") == 0)
+		return; /* (the write-back takes these events for DISPATCHED, RUNNING, CANCEL_REQUESTED) */
+	if (strcmp(r->status, "DISPATCHED") == 0 && !r->job_created && (r->job_made || r->job_obj != NULL))
+	{
+		r->event = "CREATED";
+		r->observation = observation_json(r, r->job_made ? "created" : "seen");
+	}
+	else if (r->blocked_by != NULL && !r->past_deadline)
+	{
+		r->event = "BLOCKED";
+		r->observation = json_one("blocked", r->blocked_by);
+	}
+	else if (r->blocked && r->blocked_by == NULL)
+		r->event = "UNBLOCKED";
+}
+
 void
 mlplat_lab_runs_pass(MlplatPass *pass)
 {
@@ -847,7 +933,7 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 	List *spans = NIL;
 	List *lab_namespaces = NIL;
 	List *unobserved = NIL;
-	char *secrets_error = NULL;
+	List *unobserved_why = NIL;
 	MlplatWriteNotes sending = { 0 };
 	MlplatWriteNotes settled = { 0 };
 	MlplatHttpBatch *secret_batch;
@@ -887,7 +973,10 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 	selector = psprintf("%s,app.kubernetes.io/component=%s", mlplat_managed_selector(instance), LAB_COMPONENT);
 	if ((list_error = mlplat_kube_list_all(arena, &JOB, selector, &jobs, &lists)) != NULL)
 		ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE), errmsg("%s", list_error)));
-	list_secrets(arena, runs, jobs, lab_namespaces, selector, &secrets, &unobserved, &lists, &secrets_error);
+	list_secrets(arena, runs, jobs, lab_namespaces, selector, &secrets, &unobserved, &unobserved_why, &lists);
+	if (unobserved != NIL)
+		snprintf(pass->status, sizeof(pass->status), "%s%s", (char *) llast(unobserved_why),
+				 list_length(unobserved) > 1 ? psprintf(" (and %d more namespaces)", list_length(unobserved) - 1) : "");
 	if (pass->resync)
 		orphans = list_concat(find_orphans(runs, jobs, &JOB, true, instance),
 							  find_orphans(runs, secrets, &SECRET, false, instance));
@@ -901,11 +990,10 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 
 		if (ns_listed(unobserved, r->ns))
 		{
-			/* its Secrets could not be listed: nothing is decided blind; look again */
+			/* its Secrets could not be listed: nothing is decided blind; it says why, looks again */
 			r->waiting = true;
+			r->blocked_by = list_nth(unobserved_why, ns_position(unobserved, r->ns));
 			pass->next_pass_ms = 1000;
-			snprintf(pass->status, sizeof(pass->status), "lab Secrets not observed in %s: %s", r->ns,
-					 secrets_error);
 			continue;
 		}
 		r->job_obj = mlplat_observed_find(jobs, r->ns, r->job_name);
@@ -980,7 +1068,9 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 		ledger_add(&ledger, r, write_action(r->secret_write), outcome, status, error,
 				   psprintf("%s/%s", r->ns, r->secret_name));
 		if (r->secret_write == LAB_WRITE_CREATE && strcmp(outcome, "OK") != 0)
-			r->job_write = LAB_WRITE_NONE; /* the Job waits for its input */
+			r->job_write = LAB_WRITE_NONE; /* the Job waits for its input: no Job without it */
+		if (r->secret_write == LAB_WRITE_CREATE && strcmp(outcome, "FAILED") == 0)
+			r->blocked_by = create_refused(pass, r, r->secret_name, status, error);
 	}
 	foreach (lc, runs)
 	{
@@ -1010,11 +1100,18 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 			outcome = verify_conflict(arena, &JOB, r, r->job_name, r->job_cid, instance);
 			ledger_add(&ledger, r, "ADOPT", strcmp(outcome, "ADOPTED") == 0 ? "OK" : outcome, status,
 					   strcmp(outcome, "ADOPTED") == 0 ? NULL : r->conflict, psprintf("%s/%s", r->ns, r->job_name));
+			r->job_made = strcmp(outcome, "ADOPTED") == 0;
 			continue;
 		}
 		ledger_add(&ledger, r, write_action(r->job_write), outcome, status, error,
 				   psprintf("%s/%s", r->ns, r->job_name));
+		if (r->job_write == LAB_WRITE_CREATE && strcmp(outcome, "OK") == 0)
+			r->job_made = true;
+		else if (r->job_write == LAB_WRITE_CREATE && strcmp(outcome, "FAILED") == 0)
+			r->blocked_by = create_refused(pass, r, r->job_name, status, error);
 	}
+	foreach (lc, runs)
+		settle_created_blocked(lfirst(lc));
 
 	/* 5. outputs of completed attempts */
 	read_outputs(pass, arena, runs);
@@ -1043,14 +1140,8 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 			if (r->event == NULL && r->conflict)
 			{
 				/* nothing moved, but the run says why it waits (status_reason) */
-				StringInfoData o;
-
-				initStringInfo(&o);
-				appendStringInfoString(&o, "{\"conflict\":");
-				escape_json(&o, r->conflict);
-				appendStringInfoChar(&o, '}');
 				r->event = "CONFLICT";
-				r->observation = o.data;
+				r->observation = json_one("conflict", r->conflict);
 			}
 			if (r->event == NULL)
 				continue;

@@ -222,13 +222,15 @@ tap_ok $? "the lease is released"
 lbl() {   # instance component -> labels JSON
 	echo "{\"app.kubernetes.io/managed-by\":\"mlplat\",\"mlplat.io/instance\":\"$1\",\"app.kubernetes.io/component\":\"$2\",\"mlplat.io/project\":\"$P\",\"mlplat.io/lab-run\":\"999999\"}"
 }
-mksecret() { kube POST "/api/v1/namespaces/$NS/secrets" "{\"apiVersion\":\"v1\",\"kind\":\"Secret\",\"metadata\":{\"name\":\"$1\",\"labels\":$2},\"data\":{}}" >/dev/null; }
-mksecret lab-999999-input "$(lbl "$INST" lab-worker)"
-mksecret lab-999998-input "$(lbl other-installation lab-worker)"
-mksecret lab-999997-input "$(lbl "$INST" builder)"
-kube POST "/apis/batch/v1/namespaces/$NS/jobs" '{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"lab-999999-1","labels":'"$(lbl "$INST" lab-worker)"'},
-	"spec":{"template":{"spec":{"restartPolicy":"Never","containers":[{"name":"w","image":"w"}]}}}}' >/dev/null
-tap_is "$(kube_code "$(secret lab-999999-input)")/$(kube_code "$(job lab-999999-1)")" 200/200 "an orphan Secret and Job of ours exist"
+# (each create's answer is the evidence it was made: a resync may delete ours right after)
+made() { python3 -c 'import json,sys; print(json.load(sys.stdin).get("metadata", {}).get("uid") is not None)'; }
+mksecret() { kube POST "/api/v1/namespaces/$NS/secrets" "{\"apiVersion\":\"v1\",\"kind\":\"Secret\",\"metadata\":{\"name\":\"$1\",\"labels\":$2},\"data\":{}}" | made; }
+ours=$(mksecret lab-999999-input "$(lbl "$INST" lab-worker)")
+mksecret lab-999998-input "$(lbl other-installation lab-worker)" >/dev/null
+mksecret lab-999997-input "$(lbl "$INST" builder)" >/dev/null
+ours=$ours/$(kube POST "/apis/batch/v1/namespaces/$NS/jobs" '{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"lab-999999-1","labels":'"$(lbl "$INST" lab-worker)"'},
+	"spec":{"template":{"spec":{"restartPolicy":"Never","containers":[{"name":"w","image":"w"}]}}}}' | made)
+tap_is "$ours" True/True "an orphan Secret and Job of ours were created"
 wait_kube_gone "$(job lab-999999-1)" 60 && wait_kube_gone "$(secret lab-999999-input)" 30
 tap_ok $? "the resync deleted both"
 tap_is "$(q $DB "SELECT string_agg(DISTINCT action || ':' || outcome || ':' || entity_id, ' ') FROM mlplat.reconcile_ledger

@@ -150,6 +150,9 @@ CREATE TABLE mlplat.lab_runs (
   status_reason          text,
   attempt                int NOT NULL DEFAULT 1,
   job_name               text,
+  -- a write-back recorded the answer to this attempt's Job create (or found the Job): from
+  -- then on an absent Job vanished (JOB_DISAPPEARED); before, it is created or looked for
+  job_created_at         timestamptz,
   dispatched_at          timestamptz,
   started_at             timestamptz,
   finished_at            timestamptz,
@@ -1538,7 +1541,8 @@ END $$;
 CREATE TYPE mlplat.lab_run_claim AS (
   id bigint, project text, namespace text, purpose text, status text, attempt int, job_name text,
   secret_name text, row_version bigint, job text, secret text, output_uri text, max_output_bytes int,
-  past_deadline boolean, finished boolean, dispatched_now boolean, traceparent text
+  past_deadline boolean, finished boolean, dispatched_now boolean, traceparent text,
+  job_created boolean, blocked boolean
 );
 CREATE TYPE mlplat.lab_run_writeback AS (
   id bigint, row_version bigint, controller text, event text, observation jsonb, output text
@@ -1586,7 +1590,7 @@ BEGIN
     prev := r;
     UPDATE mlplat.lab_runs x
     SET status = 'DISPATCHED', attempt = x.attempt + 1, dispatched_at = pg_catalog.now(),
-        job_name = pg_catalog.format('lab-%s-%s', x.id, x.attempt + 1), status_reason = NULL,
+        job_name = pg_catalog.format('lab-%s-%s', x.id, x.attempt + 1), job_created_at = NULL, status_reason = NULL,
         row_version = x.row_version + 1, epoch = p_epoch, updated_at = pg_catalog.now()
     WHERE x.id = r.id RETURNING * INTO r;
     UPDATE mlplat.lab_leases l SET attempt = r.attempt, epoch = p_epoch, renewed_at = pg_catalog.now()
@@ -1653,7 +1657,8 @@ BEGIN
       CASE WHEN r.status = 'DISPATCHED' THEN mlplat._render_lab_secret(r, proj, inst)::text END,
       pg_catalog.format('s3://%s/%s/lab/%s/%s/output.json', p_bucket, inst, r.id, r.attempt),
       (r.limits->>'max_output_bytes')::int, r.run_deadline_at <= pg_catalog.now(),
-      NOT mlplat.lab_run_is_active(r.status), r.id = ANY (now_dispatched), r.traceparent)::mlplat.lab_run_claim;
+      NOT mlplat.lab_run_is_active(r.status), r.id = ANY (now_dispatched), r.traceparent,
+      r.job_created_at IS NOT NULL, coalesce(r.status_reason LIKE 'blocked: %', false))::mlplat.lab_run_claim;
   END LOOP;
 END $$;
 
@@ -1696,7 +1701,14 @@ END $$;
 --               it fits before the run deadline (backoff min(2^(attempt-1), 30) s), else
 --               FAILED WORKER_FAILED
 --   'DEADLINE'  DeadlineExceeded: FAILED EXECUTION_DEADLINE_EXCEEDED, never retried
---   'DISAPPEARED' the Job of a RUNNING run is absent and nobody here deleted it:
+--   'CREATED'   the answer to the attempt's Job create was heard (2xx, or a 409 adopted), or
+--               the Job was seen: job_created_at set (a blocked reason cleared); status unchanged
+--   'BLOCKED'   a request the run needs was refused or could not be made (p_observation
+--               {"blocked": "<why>"}, e.g. Secrets forbidden in the namespace): status_reason
+--               'blocked: <why>'; status unchanged, nothing half-made
+--   'UNBLOCKED' the pass was no longer blocked: a 'blocked: ...' status_reason cleared
+--   'DISAPPEARED' the Job of a RUNNING run, or of a DISPATCHED run whose create was answered
+--               (job_created_at), is absent and nobody here deleted it:
 --               JOB_DISAPPEARED, retriable as FAILED is (RETRY_WAIT with nothing left to
 --               delete), else FAILED JOB_DISAPPEARED
 --   'RUN_DEADLINE' past run_deadline_at the Job was foreground-deleted and is now absent:
@@ -1714,12 +1726,25 @@ RETURNS boolean LANGUAGE plpgsql AS $$
 DECLARE
   r mlplat.lab_runs;
   backoff int;
+  reason text;
+  created timestamptz;
 BEGIN
   SELECT * INTO r FROM mlplat.lab_runs x WHERE x.id = p_lab_run_id AND x.row_version = p_row_version FOR UPDATE;
   IF r.id IS NULL OR r.status NOT IN ('DISPATCHED', 'RUNNING', 'CANCEL_REQUESTED') THEN
     RETURN false;
   END IF;
-  IF p_event = 'STARTED' THEN
+  IF p_event IN ('CREATED', 'BLOCKED', 'UNBLOCKED') THEN
+    -- no status change: whether the attempt's Job was made, and what the run waits for
+    reason := CASE WHEN p_event = 'BLOCKED' THEN 'blocked: ' || (p_observation->>'blocked')
+                   WHEN r.status_reason LIKE 'blocked: %' THEN NULL ELSE r.status_reason END;
+    created := CASE WHEN p_event = 'CREATED' AND r.status = 'DISPATCHED'
+                    THEN coalesce(r.job_created_at, pg_catalog.now()) ELSE r.job_created_at END;
+    IF reason IS DISTINCT FROM r.status_reason OR created IS DISTINCT FROM r.job_created_at THEN
+      UPDATE mlplat.lab_runs x SET job_created_at = created, status_reason = reason, row_version = x.row_version + 1,
+             epoch = p_epoch, updated_at = pg_catalog.now()
+      WHERE x.id = r.id;
+    END IF;
+  ELSIF p_event = 'STARTED' THEN
     IF r.status = 'DISPATCHED' THEN
       UPDATE mlplat.lab_runs x SET status = 'RUNNING', started_at = pg_catalog.now(), status_reason = NULL,
              row_version = x.row_version + 1, epoch = p_epoch, updated_at = pg_catalog.now()
@@ -1785,7 +1810,7 @@ BEGIN
     END IF;
   ELSE
     RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = pg_catalog.format('unknown lab Job event "%s"', p_event),
-      HINT = 'STARTED, COMPLETED, OUTPUT_TOO_LARGE, FAILED, DEADLINE, DISAPPEARED, RUN_DEADLINE or CONFLICT.';
+      HINT = 'CREATED, BLOCKED, UNBLOCKED, STARTED, COMPLETED, OUTPUT_TOO_LARGE, FAILED, DEADLINE, DISAPPEARED, RUN_DEADLINE or CONFLICT.';
   END IF;
   RETURN true;
 END $$;
