@@ -30,6 +30,30 @@ patches() { admin GET 'requests?method=PATCH&kind=InferenceService' | python3 -c
 passes() { $PSQL -d mlplat -c "SELECT passes FROM mlplat.reconciler_health WHERE kind = 'deployments' AND role = 'leader'"; }
 pass_end() { local p; p=$(passes); while [ "$(passes)" = "$p" ]; do sleep 0.02; done; }
 
+# The project's namespace as mlplat makes it, before any clock starts, and the bare
+# namespaces given the same ServiceAccounts: the stand-in's KServe makes no predictor pods
+# while the InferenceService's serviceAccountName is missing (Ready stays Unknown), and
+# fails the model's load when that account lists no credentials.  Without them the bare
+# client waited for Ready forever.  Copied without mlplat's labels, so that mlplat does not
+# take them for its own; the workers are off again before the deployments are written.
+project_ready() {
+	workers on
+	wait_for mlplat "SELECT status FROM mlplat.projects WHERE name = '$1'" READY 60 ||
+		{ echo "project $1 not READY in 60 s" >&2; exit 1; }
+	workers off
+	local ab sa
+	for ab in a b; do
+		kube GET "/api/v1/namespaces/mlp-$1/serviceaccounts" | python3 -c '
+import json, sys
+for o in json.load(sys.stdin)["items"]:
+    m = o["metadata"]
+    o["metadata"] = {"name": m["name"], "namespace": sys.argv[1], "annotations": m.get("annotations", {})}
+    print(json.dumps(o))' "bare-$1-$ab" | while read -r sa; do
+			kube POST "/api/v1/namespaces/bare-$1-$ab/serviceaccounts" "$sa" >/dev/null
+		done
+	done
+}
+
 rows=()
 for N in $SIZES; do
 	p=c$N
@@ -42,6 +66,7 @@ for N in $SIZES; do
 		-c "SELECT mlplat.add_artifact_location('$p', 's3://models/')" \
 		-c "SELECT mlplat.register_model_version('$p', 'm', '1', 's3://models/m/1', '$SHA', 'kserve-sklearnserver', 'sklearn')" \
 		-c "SELECT mlplat.set_model_stage('$p', 'm', '1', 'CANDIDATE')" >/dev/null
+	project_ready "$p"
 	t0=$(date +%s%N)
 	$PSQL -d mlplat -c "SELECT count(mlplat.deploy('$p', 'd' || i, 'm', '1', 'kserve-sklearnserver')) FROM generate_series(1, $N) i" >/dev/null
 	api_ms=$((($(date +%s%N) - t0) / 1000000))
