@@ -21,36 +21,8 @@ DB=mlplat
 P=lb
 NS=mlp-$P
 
-$PSQL -d $DB -c "ALTER SYSTEM SET mlplat.lab_payload_bucket = 'artifacts'" -c "SELECT pg_reload_conf()" >/dev/null
-on_exit "$PSQL -d $DB -c \"ALTER SYSTEM RESET mlplat.lab_payload_bucket\" -c \"SELECT pg_reload_conf()\" >/dev/null"
-
-q $DB "CREATE ROLE lab_dev LOGIN" >/dev/null 2>&1; q $DB "CREATE ROLE lab_owner LOGIN" >/dev/null 2>&1
-q $DB "SELECT mlplat.create_project('$P', 8, NULL, NULL, NULL, 'lab_owner')" >/dev/null
-q $DB "SELECT mlplat.add_artifact_location('$P', 's3://artifacts/')" >/dev/null
-q $DB "SELECT mlplat.grant_role('$P', 'lab_dev', 'developer')" >/dev/null
-wait_for $DB "SELECT status FROM mlplat.projects WHERE name = '$P'" READY 60
-tap_ok $? "project $P is READY"
-
-# the lab node: a Node in the cluster (label mlplat.io/lab=true) and registered in mlplat
-admin POST nodes '{"name":"gpu-1","gpus":8,"labels":{"mlplat.io/lab":"true","mlplat.io/accelerator":"nvidia-a100"}}' >/dev/null
-q $DB "SELECT mlplat.register_lab_node('gpu-1', 'nvidia-a100', 8)" >/dev/null
-wait_for $DB "SELECT observed_ready AND observed_gpus = 8 AND observed_accelerator = 'nvidia-a100' FROM mlplat.lab_nodes WHERE name = 'gpu-1'" t 60
-tap_ok $? "the worker observed the lab Node (Ready, 8 GPUs, accelerator label)"
-
-asowner() { $PSQL -d $DB -U lab_owner -c "$1"; }
-asdev() { $PSQL -d $DB -U lab_dev -c "$1"; }
-asowner "SELECT mlplat.register_model_version('$P', 'llm', '1', 's3://artifacts/llm/1', repeat('a', 64), 'vllm', 'custom')" >/dev/null
-asowner "SELECT mlplat.set_model_stage('$P', 'llm', '1', 'CANDIDATE')" >/dev/null
-asowner "SELECT mlplat.register_lab_profile('$P', 'vllm', jsonb_build_object('runtime_kind', 'vllm',
-	'image', 'r.example/vllm@sha256:' || repeat('e', 64), 'gpus', 1, 'accelerator', 'nvidia-a100',
-	'families', '[\"text_generation\"]'::jsonb, 'max_execution_seconds', 300, 'max_output_bytes', 65536))" >/dev/null
-PID=$(q $DB "SELECT id FROM mlplat.projects WHERE name = '$P'")
-# (other scripts share the database: every lookup is scoped to this project)
-CAND=$(q $DB "SELECT id FROM mlplat.model_versions WHERE project_id = $PID")
-PROF=$(q $DB "SELECT id FROM mlplat.lab_profiles WHERE project_id = $PID")
-NODE=$(q $DB "SELECT id FROM mlplat.lab_nodes WHERE name = 'gpu-1'")
-INST=$(q $DB "SELECT mlplat._instance_id()")
-SHA=$(printf 'a%.0s' $(seq 64))
+lab_fixture --dev lab_dev lab_owner gpu-1
+NODE=$(lab_node_id gpu-1)
 
 obj_files() { find "$SD/s3/artifacts" -path "*lab/$1/*" -type f 2>/dev/null | wc -l; }
 

@@ -24,11 +24,8 @@ DB=mlplat
 P=la
 NS=mlp-$P
 
-$PSQL -d $DB -c "ALTER SYSTEM SET mlplat.lab_payload_bucket = 'artifacts'" -c "SELECT pg_reload_conf()" >/dev/null
-on_exit "$PSQL -d $DB -c \"ALTER SYSTEM RESET mlplat.lab_payload_bucket\" -c \"SELECT pg_reload_conf()\" >/dev/null"
-
 lab_fixture la_owner gpu-la
-NODE=$(q $DB "SELECT id FROM mlplat.lab_nodes WHERE name = 'gpu-la'")
+NODE=$(lab_node_id gpu-la)
 
 ID=$(next_id)
 plan "lab-$ID-1" "{\"ticks\":1,\"s3\":[$(out_obj "$ID" 1 '{"probe":"ok"}')]}"

@@ -33,37 +33,9 @@ DB=mlplat
 P=lf
 NS=mlp-$P
 
-$PSQL -d $DB -c "ALTER SYSTEM SET mlplat.lab_payload_bucket = 'artifacts'" -c "SELECT pg_reload_conf()" >/dev/null
-on_exit "$PSQL -d $DB -c \"ALTER SYSTEM RESET mlplat.lab_payload_bucket\" -c \"SELECT pg_reload_conf()\" >/dev/null"
-
-q $DB "CREATE ROLE lf_dev LOGIN" >/dev/null 2>&1; q $DB "CREATE ROLE lf_owner LOGIN" >/dev/null 2>&1
-q $DB "SELECT mlplat.create_project('$P', 8, NULL, NULL, NULL, 'lf_owner')" >/dev/null
-q $DB "SELECT mlplat.add_artifact_location('$P', 's3://artifacts/')" >/dev/null
-q $DB "SELECT mlplat.grant_role('$P', 'lf_dev', 'developer')" >/dev/null
-wait_for $DB "SELECT status FROM mlplat.projects WHERE name = '$P'" READY 60
-tap_ok $? "project $P is READY"
-
-for n in gpu-f1 gpu-f2; do
-	admin POST nodes '{"name":"'$n'","gpus":8,"labels":{"mlplat.io/lab":"true","mlplat.io/accelerator":"nvidia-a100"}}' >/dev/null
-	q $DB "SELECT mlplat.register_lab_node('$n', 'nvidia-a100', 8)" >/dev/null
-done
-wait_for $DB "SELECT count(*) FROM mlplat.lab_nodes WHERE name IN ('gpu-f1', 'gpu-f2') AND observed_ready AND observed_gpus = 8" 2 60
-tap_ok $? "the worker observed both lab Nodes"
-
-asowner() { $PSQL -d $DB -U lf_owner -c "$1"; }
-asdev() { $PSQL -d $DB -U lf_dev -c "$1"; }
-asowner "SELECT mlplat.register_model_version('$P', 'llm', '1', 's3://artifacts/llm/1', repeat('a', 64), 'vllm', 'custom')" >/dev/null
-asowner "SELECT mlplat.set_model_stage('$P', 'llm', '1', 'CANDIDATE')" >/dev/null
-asowner "SELECT mlplat.register_lab_profile('$P', 'vllm', jsonb_build_object('runtime_kind', 'vllm',
-	'image', 'r.example/vllm@sha256:' || repeat('e', 64), 'gpus', 1, 'accelerator', 'nvidia-a100',
-	'families', '[\"text_generation\"]'::jsonb, 'max_execution_seconds', 300, 'max_output_bytes', 65536))" >/dev/null
-PID=$(q $DB "SELECT id FROM mlplat.projects WHERE name = '$P'")
-CAND=$(q $DB "SELECT id FROM mlplat.model_versions WHERE project_id = $PID")
-PROF=$(q $DB "SELECT id FROM mlplat.lab_profiles WHERE project_id = $PID")
-N1=$(q $DB "SELECT id FROM mlplat.lab_nodes WHERE name = 'gpu-f1'")
-N2=$(q $DB "SELECT id FROM mlplat.lab_nodes WHERE name = 'gpu-f2'")
-INST=$(q $DB "SELECT mlplat._instance_id()")
-SHA=$(printf 'a%.0s' $(seq 64))
+lab_fixture --dev lf_dev lf_owner gpu-f1 gpu-f2
+N1=$(lab_node_id gpu-f1)
+N2=$(lab_node_id gpu-f2)
 
 lease_of() { q $DB "SELECT count(*) FROM mlplat.lab_leases WHERE lab_run_id = $1"; }
 job() { echo "/apis/batch/v1/namespaces/$NS/jobs/$1"; }

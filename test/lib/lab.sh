@@ -8,10 +8,14 @@
 #   out_obj RUN ATTEMPT TEXT  an s3 entry of a plan: the output object of that attempt
 #   status RUN                "STATUS[ REASON]" of a lab run
 #   creates KIND/NS/NAME      the stored creates of one object at the stand-in
-#   lab_fixture OWNER NODE... project P (owner OWNER, artifacts under s3://artifacts/, READY),
-#                             the lab Nodes NODE... (8 A100 each, observed), a CANDIDATE model
-#                             version and a vllm lab profile; sets PID CAND PROF INST SHA and
-#                             asowner SQL (as OWNER); two TAP lines.  Reads DB, P.
+#   lab_fixture [--dev DEV] OWNER NODE...
+#                             the lab's payload bucket (mlplat.lab_payload_bucket 'artifacts',
+#                             reset at exit), project P (owner OWNER, DEV a developer,
+#                             artifacts under s3://artifacts/, READY), the lab Nodes NODE...
+#                             (8 A100 each, observed), a CANDIDATE model version and a vllm lab
+#                             profile; sets PID CAND PROF INST SHA, asowner SQL (as OWNER) and
+#                             asdev SQL (as DEV); two TAP lines.  Reads DB, P.
+#   lab_node_id NAME          the id of lab node NAME
 
 next_id() { q $DB "SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END FROM mlplat.lab_runs_id_seq"; }
 
@@ -30,11 +34,20 @@ creates() {
 }
 
 lab_fixture() {
-	local owner=$1 n names
+	local owner n names
+	LAB_DEV=
+	[ "$1" = --dev ] && { LAB_DEV=$2; shift 2; }
+	owner=$1
 	shift
+	$PSQL -d $DB -c "ALTER SYSTEM SET mlplat.lab_payload_bucket = 'artifacts'" -c "SELECT pg_reload_conf()" >/dev/null
+	on_exit "$PSQL -d $DB -c \"ALTER SYSTEM RESET mlplat.lab_payload_bucket\" -c \"SELECT pg_reload_conf()\" >/dev/null"
 	q $DB "CREATE ROLE $owner LOGIN" >/dev/null 2>&1
 	q $DB "SELECT mlplat.create_project('$P', 8, NULL, NULL, NULL, '$owner')" >/dev/null
 	q $DB "SELECT mlplat.add_artifact_location('$P', 's3://artifacts/')" >/dev/null
+	if [ -n "$LAB_DEV" ]; then
+		q $DB "CREATE ROLE $LAB_DEV LOGIN" >/dev/null 2>&1
+		q $DB "SELECT mlplat.grant_role('$P', '$LAB_DEV', 'developer')" >/dev/null
+	fi
 	wait_for $DB "SELECT status FROM mlplat.projects WHERE name = '$P'" READY 60
 	tap_ok $? "project $P is READY"
 	for n in "$@"; do
@@ -42,10 +55,12 @@ lab_fixture() {
 		q $DB "SELECT mlplat.register_lab_node('$n', 'nvidia-a100', 8)" >/dev/null
 	done
 	names=$(printf "'%s'," "$@")
-	wait_for $DB "SELECT count(*) FROM mlplat.lab_nodes WHERE name IN (${names%,}) AND observed_ready AND observed_gpus = 8" $# 60
-	tap_ok $? "the worker observed the lab Nodes $*"
+	wait_for $DB "SELECT count(*) FROM mlplat.lab_nodes WHERE name IN (${names%,}) AND observed_ready AND observed_gpus = 8
+	              AND observed_accelerator = 'nvidia-a100'" $# 60
+	tap_ok $? "the worker observed the lab Nodes $* (Ready, 8 GPUs, accelerator label)"
 	LAB_OWNER=$owner
 	asowner() { $PSQL -d $DB -U "$LAB_OWNER" -c "$1"; }
+	asdev() { $PSQL -d $DB -U "$LAB_DEV" -c "$1"; }
 	asowner "SELECT mlplat.register_model_version('$P', 'llm', '1', 's3://artifacts/llm/1', repeat('a', 64), 'vllm', 'custom')" >/dev/null
 	asowner "SELECT mlplat.set_model_stage('$P', 'llm', '1', 'CANDIDATE')" >/dev/null
 	asowner "SELECT mlplat.register_lab_profile('$P', 'vllm', jsonb_build_object('runtime_kind', 'vllm',
@@ -58,3 +73,5 @@ lab_fixture() {
 	INST=$(q $DB "SELECT mlplat._instance_id()")
 	SHA=$(printf 'a%.0s' $(seq 64))
 }
+
+lab_node_id() { q $DB "SELECT id FROM mlplat.lab_nodes WHERE name = '$1'"; }
