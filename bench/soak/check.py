@@ -335,7 +335,10 @@ check(not dups, f'no duplicate external object ({len(dups)})', dups[:10])
 # ---------------------------------------------------------------- ledger and observed state vs the stand-in
 led_wf = collections.defaultdict(list)
 led_isvc = collections.defaultdict(list)
+led_proj = set()   # "Kind namespace/name" of every project object the ledger says was applied or adopted
 for l in ledger:
+    if l['kind'] == 'projects' and l['action'] in ('APPLY', 'ADOPT') and l['outcome'] == 'OK' and l['note']:
+        led_proj.add(re.split(r': ', l['note'], maxsplit=1)[0])
     if l['kind'] == 'runs' and l['action'] in ('CREATE', 'ADOPT') and l['outcome'] == 'OK':
         led_wf[l['note']].append(l['action'])
     # ADOPT: a pass found the desired revision applied by a write whose answer was lost
@@ -355,6 +358,24 @@ for (ns, name), o in isvcs.items():
         ledger_mismatch.append(f'InferenceService {ns}/{name} has no deployment row')
     elif d['status'] != 'DELETED' and d['id'] not in led_isvc:   # a DELETED one's object is a lost undeploy, above
         ledger_mismatch.append(f'InferenceService {ns}/{name} exists but the ledger has no APPLY for deployment {d["id"]}')
+# Every object the projects reconciler made (labelled managed-by mlplat and with a
+# project; the install's own namespace has none), as the ledger names it
+# (src/reconcile/projects.c obj_label): an APPLY or an ADOPT of it, as for workflows and
+# InferenceServices.
+PROJECT_KINDS = (('namespaces', 'Namespace'), ('resourcequotas', 'ResourceQuota'), ('limitranges', 'LimitRange'),
+                 ('networkpolicies', 'NetworkPolicy'), ('rolebindings', 'RoleBinding'),
+                 ('serviceaccounts', 'ServiceAccount'), ('roles', 'Role'))
+project_objects = 0
+for r, kind in PROJECT_KINDS:
+    for o in items(f'objects-{r}.json'):
+        md = o['metadata']
+        labels = md.get('labels', {})
+        if labels.get('app.kubernetes.io/managed-by') != 'mlplat' or 'mlplat.io/project' not in labels:
+            continue
+        project_objects += 1
+        label = f'{kind} {md["namespace"] + "/" if md.get("namespace") else ""}{md["name"]}'
+        if label not in led_proj:
+            ledger_mismatch.append(f'{label} at {AT} has no APPLY/ADOPT in the ledger')
 tenancy_checked = 0
 for p, row in projects.items():
     if row['status'] == 'READY':
@@ -385,12 +406,15 @@ except FileNotFoundError:
     pass
 events = collections.Counter()
 leader_kills = 0
+held_kills = 0   # hold_kill rounds in which a leader was terminated with its request held
 with open(os.path.join(OUT, 'events')) as f:
     for line in f:
         ms, what, *rest = line.split()
         events[what] += 1
         if what == 'leader_kill':
             leader_kills += int(rest[0] or 0)
+        if what == 'hold_kill' and int(rest[0] or 0) > 0:
+            held_kills += 1
 server_log = open(os.path.join(OUT, 'server.log'), errors='replace').read()
 sig9 = len(re.findall(r'was terminated by signal 9', server_log))
 other_crash = re.findall(r'.*(?:terminated by signal (?!9\b)\d+|PANIC:|TRAP:|ERROR: AddressSanitizer|runtime error:).*',
@@ -399,6 +423,12 @@ check(not other_crash, 'no crash or sanitizer report in the server log other tha
       other_crash[:5])
 check(events['kill9'] >= 2 and sig9 >= events['kill9'], f'the kill -9s happened ({events["kill9"]}; server log: {sig9})')
 check(events['restart_end'] >= 2, f'the immediate restarts happened ({events["restart_end"]})')
+# run.sh records SOAK_HOLD_KILL_S; a soak asked to stop leaders mid-write that never did
+# (no hold rule matched, or no leader to terminate) did not test what it claims to
+HOLD_KILL_S = int((open(os.path.join(OUT, 'hold_kill_s')).read().strip() if os.path.exists(os.path.join(OUT, 'hold_kill_s'))
+                   else os.environ.get('SOAK_HOLD_KILL_S', '0')) or 0)
+check(HOLD_KILL_S == 0 or held_kills > 0,
+      f'leaders were terminated mid-write ({held_kills} of {events["hold_kill"]} holds; every {HOLD_KILL_S} s)')
 
 # ---------------------------------------------------------------- RSS
 Sample = collections.namedtuple('Sample', 't pid kind replica role rss anon')
@@ -453,7 +483,7 @@ print(f'| intents abandoned by a client (retried {os.environ.get("SOAK_RETRY_MAX
 for k in ('5xx', '429 + Retry-After', 'dropped after apply', 'latency spike (1.5 s)'):
     print(f'| faults injected: {k} | {faults[k]} |')
 print(f'| leader terminations (pg_terminate_backend) | {leader_kills} in {events["leader_kill"]} rounds |')
-print(f'| leaders terminated mid-write (request held at {"the fault proxy" if REAL else AT}) | {events["hold_kill"]} |')
+print(f'| leaders terminated mid-write (request held at {"the fault proxy" if REAL else AT}) | {held_kills} |')
 print(f'| kill -9 of a worker (crash restarts) | {events["kill9"]} |')
 print(f'| immediate stop + start of the server | {events["restart_end"]} |')
 print(f'| time to converge after the last fault | {"not converged" if conv == "-" else f"{int(conv) / 1000:.1f} s"} |')
@@ -463,6 +493,7 @@ print(f'| objects made again by a late write after their delete (found, recorded
 print(f'| lost intents | {len(lost)} |')
 print(f'| audit exceptions (not exactly one event per intent) | {len(bad_audit)} |')
 print(f'| ledger/{"API server" if REAL else "stand-in"} disagreements | {len(ledger_mismatch)} |')
+print(f'| project objects at {AT} compared with the ledger (APPLY/ADOPT each) | {project_objects} |')
 print(f'| READY projects whose quota, limits, network policy and bindings were compared | {tenancy_checked} |')
 adopted = collections.Counter(l['kind'] for l in ledger if l['action'] == 'ADOPT' and l['outcome'] == 'OK')
 print(f'| writes found applied after a lost answer (ledger ADOPT) | {", ".join(f"{k} {n}" for k, n in sorted(adopted.items())) or "0"} |')

@@ -176,6 +176,7 @@ echo "$T0" >"$OUT/t0"
 : >"$OUT/events"
 event() { printf '%s %s\n' "$(date +%s%3N)" "$*" >>"$OUT/events"; }
 HOLD_KILL_S=${SOAK_HOLD_KILL_S:-15}
+echo "$HOLD_KILL_S" >"$OUT/hold_kill_s"   # check.py: mid-write stops were asked for
 ((HOLD_KILL_S > 0)) && { hold_and_kill "$HOLD_KILL_S" & PIDS+=($!); }
 kill9_at=($((DURATION * 30 / 100)) $((DURATION * 70 / 100)))
 restart_at=($((DURATION * 45 / 100)) $((DURATION * 85 / 100)))
