@@ -7,7 +7,9 @@
 #      leader dies; it lands only after the cancel and the new leader's first passes
 #      (the soak's "CANCELLED vs workflow Succeeded");
 #   B  the create is applied and its answer is in flight (the soak's "no CREATE/ADOPT");
-#   C  the create never lands: after mlplat.unanswered_write_grace the run is CANCELLED.
+#   C  the create never lands: after mlplat.unanswered_write_grace the run is CANCELLED;
+#   D  the create is applied, its answer in flight, and the workflow succeeds before the
+#      new leader's first pass: SUCCEEDED ("finished first"), adopted, not patched.
 set -u
 . "$(dirname "$0")/../lib/e2e.sh"
 . "$(dirname "$0")/../lib/writeback.sh"
@@ -31,11 +33,11 @@ creates() { admin GET writes | python3 -c 'import json,sys; print(json.load(sys.
 notes() { q $DB "SELECT count(*) FROM mlplat.unanswered_writes WHERE kind = 'runs' AND object = 'mlp-lwb/$1'"; }
 
 # one case: start a run whose create is held (before|after), kill the leader, cancel
-interrupt() {   # NAME PHASE
+interrupt() {   # NAME PHASE [TICKS] [BEFORE_RESUME]: run BEFORE_RESUME while no leader acts
 	local name=$1 phase=$2 epoch
-	admin POST argo/plan '{"kind":"workflow","namespace":"mlp-lwb","name":"'"$name"'-1","steps":{"*":{"ticks":40}}}' >/dev/null
+	admin POST argo/plan '{"kind":"workflow","namespace":"mlp-lwb","name":"'"$name"'-1","steps":{"*":{"ticks":'"${3:-40}"'}}}' >/dev/null
 	hold_rule '{"method":"POST","path":"/namespaces/mlp-lwb/workflows$","hold":"'"$phase"'","times":1}' >/dev/null
-	q $DB "SELECT mlplat.start_run('lwb', '$name', '{\"image\": \"python:3.12\"}')" >/dev/null
+	q $DB "SELECT mlplat.start_run('lwb', '$name', '{\"image\": \"python:3.12\", \"gpus\": 1}')" >/dev/null
 	wait_held 1
 	tap_ok $? "$name: the leader's create is held at the stand-in ($phase it is applied)"
 	epoch=$(q $DB "SELECT epoch FROM mlplat.leader_epochs WHERE kind = 'runs'")
@@ -45,6 +47,7 @@ interrupt() {   # NAME PHASE
 		"$name: cancel_run commits while no leader has written the create back"
 	tap_is "$(q $DB "SELECT submitted_at IS NULL FROM mlplat.runs WHERE name = '$name'")" t \
 		"$name: the database says the run was never submitted"
+	${4:-:}
 	workers_resume $DB
 	wait_new_leader $DB runs "$epoch"
 	tap_ok $? "$name: a new runs leader took over"
@@ -56,6 +59,8 @@ passes_after $DB runs 3
 tap_is "$(q $DB "SELECT status FROM mlplat.runs WHERE name = 'inflight'")" CANCEL_REQUESTED \
 	"A: the new leader does not call a run with an unanswered create CANCELLED while the workflow may still appear"
 tap_is "$(wf_state inflight-1)" absent "A: (the workflow is not there yet)"
+tap_is "$(q $DB "SELECT mlplat._gpus_in_use(id) FROM mlplat.projects WHERE name = 'lwb'")" 1 \
+	"A: the run's GPU stays reserved in the project's quota while the workflow may still appear"
 release_holds
 wait_for $DB "SELECT status FROM mlplat.runs WHERE name = 'inflight'" CANCELLED 30
 tap_ok $? "A: once the workflow lands, the run is adopted and cancelled"
@@ -83,6 +88,27 @@ tap_ok $? "C: a create that never lands: CANCELLED after the grace"
 [[ "$(q $DB "SELECT status_reason FROM mlplat.runs WHERE name = 'lost'")" == *"never made it"* ]]
 tap_ok $? "C: ... saying so"
 tap_is "$(wf_state lost-1)/$(creates lost-1)/$(notes lost-1)" "absent/0/0" "C: no workflow, no create, no note left"
+
+# --- D: the create is applied, its answer in flight, and the workflow succeeds before the
+# new leader looks: the cancel came too late, the work is done and is reported as such
+q $DB "ALTER SYSTEM SET mlplat.unanswered_write_grace = '40s'" >/dev/null
+q $DB "SELECT pg_reload_conf()" >/dev/null
+finished() {   # the workflow ran to the end at the stand-in, while no leader acts
+	local deadline=$((SECONDS + 20))
+	until [ "$(wf_state first-1)" = "None Succeeded" ]; do
+		((SECONDS < deadline)) || { echo "# first-1 at the stand-in: $(wf_state first-1)"; return 1; }
+		sleep 0.2
+	done
+}
+interrupt first after 1 finished
+wait_for $DB "SELECT status FROM mlplat.runs WHERE name = 'first'" SUCCEEDED 30
+tap_ok $? "D: a workflow that finished before the cancel took effect: the run is SUCCEEDED"
+[[ "$(q $DB "SELECT status_reason FROM mlplat.runs WHERE name = 'first'")" == *"succeeded before the cancel"* ]]
+tap_ok $? "D: ... saying the cancel came too late"
+tap_is "$(wf_state first-1)" "None Succeeded" "D: the finished workflow was not patched"
+tap_is "$(ledger_of $DB runs mlp-lwb/first-1)" "ADOPT:OK" "D: the ledger has the creation (ADOPT) and no PATCH"
+release_holds
+tap_is "$(creates first-1)/$(notes first-1)" "1/0" "D: one create at the stand-in; no note left"
 
 q $DB "SELECT mlplat.delete_project('lwb')" >/dev/null
 tap_done
