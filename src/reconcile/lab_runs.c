@@ -89,6 +89,7 @@ typedef struct LabRun
 	bool blocked;	  /* its status_reason says what blocked it ("blocked: ...") */
 	/* notes of writes never answered */
 	const MlplatUnanswered *job_note;
+	const MlplatUnanswered *secret_note;
 	/* observed */
 	const MlJsonValue *job_obj;
 	const MlJsonValue *secret_obj;
@@ -98,7 +99,9 @@ typedef struct LabRun
 	LabWrite job_write;
 	LabWrite secret_write;
 	bool read_output;
-	bool adopt_job; /* found without a recorded create */
+	bool adopt_job;			 /* found without a recorded create */
+	bool adopt_secret;		 /* the input Secret, likewise */
+	bool settle_secret_note; /* found, or not made within the grace */
 	bool waiting;
 	bool job_made;	   /* this pass's Job create was answered 2xx, or the 409 adopted */
 	char *blocked_by;  /* why a request it needs was refused or could not be made */
@@ -269,8 +272,12 @@ lab_decide(LabRun *r, const char *instance)
 	if (r->job_obj && r->job_cid == NULL)
 		r->job_cid = mlplat_json_text(r->job_obj, "metadata", "annotations", MLPLAT_ANNOTATION_CONTENT_ID);
 
-	/* a Job under the run's name that is not its own is reported and never touched */
-	if (r->job_obj && strcmp(r->status, "DISPATCHED") == 0)
+	/*
+	 * A Job under the run's name that is not its own is reported and never touched; one
+	 * made by a create whose answer no write-back recorded is adopted (ledger ADOPT), also
+	 * when a cancel came in the meantime (it is then deleted the normal way)
+	 */
+	if (r->job_obj && (strcmp(r->status, "DISPATCHED") == 0 || (cancel && r->job_note)))
 	{
 		char *why = not_ours(r->job_obj, instance, r->job_cid);
 
@@ -403,6 +410,28 @@ lab_decide(LabRun *r, const char *instance)
 	}
 }
 
+/*
+ * The input Secret's note, once the Secret's writes are decided: a Secret found was made by
+ * the noted create (adopted when it is the run's); one still absent after
+ * mlplat.unanswered_write_grace was never made.  A create sent this pass answers it itself.
+ */
+static void
+secret_note_decide(LabRun *r, const char *instance)
+{
+	if (r->secret_note == NULL)
+		return;
+	if (r->secret_obj)
+	{
+		const char *cid = r->secret_cid ? r->secret_cid
+										: mlplat_json_text(r->secret_obj, "metadata", "annotations", MLPLAT_ANNOTATION_CONTENT_ID);
+
+		r->adopt_secret = not_ours(r->secret_obj, instance, cid) == NULL;
+		r->settle_secret_note = true;
+	}
+	else
+		r->settle_secret_note = r->secret_write == LAB_WRITE_NONE && mlplat_unanswered_settled(r->secret_note);
+}
+
 /* ---------------------------------------------------------------- I/O */
 
 static char *
@@ -481,6 +510,7 @@ claim(MlplatPass *pass, const char *nodes, List **out, char **instance, List **l
 
 		if (r->job_name)
 			r->job_note = mlplat_unanswered_find(notes, r->id, psprintf("%s/%s", r->ns, r->job_name), NULL);
+		r->secret_note = mlplat_unanswered_find(notes, r->id, psprintf("%s/%s", r->ns, r->secret_name), NULL);
 	}
 	/*
 	 * On a resync, orphans are looked for in every project namespace mlplat manages, as
@@ -1005,6 +1035,7 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 			r->secret_write = LAB_WRITE_NONE;
 		if (r->job_write == LAB_WRITE_CREATE && r->job == NULL)
 			r->job_write = LAB_WRITE_NONE;
+		secret_note_decide(r, instance);
 		if (r->secret_write != LAB_WRITE_NONE)
 			mlplat_write_notes_add(&sending, r->id, psprintf("%s/%s", r->ns, r->secret_name),
 								   write_action(r->secret_write));
@@ -1160,13 +1191,19 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 			if (r->job_name && r->job_note && r->job_obj == NULL)
 				mlplat_write_notes_add(&settled, r->id, psprintf("%s/%s", r->ns, r->job_name), NULL);
 		}
-		/* an adopted Job answers its note: adopted once, not again every pass */
+		/*
+		 * an adopted Job or Secret answers its create's note: adopted once, not again every
+		 * pass (a delete sent in the same pass keeps its own note)
+		 */
 		foreach (lc, runs)
 		{
 			LabRun *r = lfirst(lc);
 
 			if (r->adopt_job)
-				mlplat_write_notes_add(&settled, r->id, psprintf("%s/%s", r->ns, r->job_name), NULL);
+				mlplat_write_notes_add(&settled, r->id, psprintf("%s/%s", r->ns, r->job_name), r->job_note->action);
+			if (r->settle_secret_note)
+				mlplat_write_notes_add(&settled, r->id, psprintf("%s/%s", r->ns, r->secret_name),
+									   r->secret_note->action);
 		}
 		written = mlplat_seam_writeback(rows, "SELECT * FROM mlplat._lab_runs_writeback_set($1, $2)", pass->epoch,
 										&nwritten);
@@ -1174,6 +1211,9 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 		{
 			LabRun *r = lfirst(lc);
 
+			if (r->adopt_secret)
+				mlplat_ledger_append(pass, "lab_run", r->id, r->project, "ADOPT", "OK", NULL, NULL, 0, NULL,
+									 mlplat_trace_id_of(r->traceparent), psprintf("%s/%s", r->ns, r->secret_name));
 			if (r->adopt_job)
 				mlplat_ledger_append(pass, "lab_run", r->id, r->project, "ADOPT", "OK", NULL, NULL, 0, NULL,
 									 mlplat_trace_id_of(r->traceparent), psprintf("%s/%s", r->ns, r->job_name));
