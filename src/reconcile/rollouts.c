@@ -139,6 +139,7 @@ typedef struct Rollout
 	const MlJsonValue *found;			/* the object the GET read */
 	bool not_ours;						/* it is not the deployment's own: touch nothing */
 	bool adopt;							/* found what that apply made: ledger ADOPT */
+	int adopt_percent;					/* ... the setting it made (-1: canary removed) */
 	bool settle_note;					/* remove its note (answered, or found) */
 } Rollout;
 
@@ -215,7 +216,8 @@ isvc_settled(const Rollout *r, const MlJsonValue *comp, const char *ready)
 	bool split;
 	int expect;
 
-	if (strcmp(ready, "Unknown") == 0 || created == NULL)
+	/* "Unknown", said as neither of the others: gcc's -Wstring-compare misjudges it once inlined */
+	if ((strcmp(ready, "True") != 0 && strcmp(ready, "False") != 0) || created == NULL)
 		return false;
 	if (strcmp(ready, "False") == 0)
 		return true; /* KServe's verdict on the latest revision */
@@ -239,6 +241,38 @@ isvc_settled(const Rollout *r, const MlJsonValue *comp, const char *ready)
 	return false;
 }
 
+/* Does the object carry the target revision with canaryTrafficPercent `want` (-1: none)? */
+static bool
+carries_setting(const MlJsonValue *obj, int target_revision, int want)
+{
+	const char *label = mlplat_json_text(obj, "metadata", "labels", "mlplat.io/revision");
+	const MlJsonValue *pred = ml_json_object_get(ml_json_object_get(obj, "spec"), "predictor");
+	const MlJsonValue *canary = ml_json_object_get(pred, "canaryTrafficPercent");
+
+	if (label == NULL || atoi(label) != target_revision)
+		return false;
+	return want < 0 ? canary == NULL
+					: canary != NULL && canary->type == ML_JSON_NUMBER && canary->u.number.is_integer &&
+						  (int) canary->u.number.value == want;
+}
+
+/*
+ * The setting an unanswered apply sent: its note's action is "APPLY <percent>"; a note
+ * written before the percent was noted ("APPLY") is taken as the setting wanted now.
+ */
+static int
+noted_percent(const MlplatUnanswered *u, int want)
+{
+	return strncmp(u->action, "APPLY ", 6) == 0 ? atoi(u->action + 6) : want;
+}
+
+/* The note of an apply of canaryTrafficPercent `want` (-1: removed), before it is sent */
+static char *
+apply_note(int want)
+{
+	return psprintf("APPLY %d", want);
+}
+
 /*
  * Does the observed object carry the wanted revision and traffic setting?
  * When it does, write the observation (what SQL needs to judge it) into r->obs.
@@ -246,9 +280,6 @@ isvc_settled(const Rollout *r, const MlJsonValue *comp, const char *ready)
 static bool
 observe_object(Rollout *r, const MlJsonValue *obj, int64 now_ms)
 {
-	const char *label = mlplat_json_text(obj, "metadata", "labels", "mlplat.io/revision");
-	const MlJsonValue *pred = ml_json_object_get(ml_json_object_get(obj, "spec"), "predictor");
-	const MlJsonValue *canary = ml_json_object_get(pred, "canaryTrafficPercent");
 	const MlJsonValue *comp = ml_json_object_get(ml_json_object_get(ml_json_object_get(obj, "status"),
 																	"components"),
 												 "predictor");
@@ -256,11 +287,7 @@ observe_object(Rollout *r, const MlJsonValue *obj, int64 now_ms)
 	const char *ready = ready_condition(obj);
 	StringInfo s;
 
-	if (label == NULL || atoi(label) != r->target_revision)
-		return false;
-	if (r->want < 0 ? canary != NULL
-					: (canary == NULL || canary->type != ML_JSON_NUMBER || !canary->u.number.is_integer ||
-					   (int) canary->u.number.value != r->want))
+	if (!carries_setting(obj, r->target_revision, r->want))
 		return false;
 
 	r->settled = isvc_settled(r, comp, ready);
@@ -500,7 +527,7 @@ claim(MlplatPass *pass)
 			r->preset = (MlPromPreset) mlplat_metrics_preset;
 		r->retry_ms = -1;
 		if (c.notes != NIL)
-			r->unanswered = mlplat_unanswered_find(c.notes, r->id, psprintf("%s/%s", r->ns, r->name), "APPLY");
+			r->unanswered = mlplat_unanswered_find(c.notes, r->id, psprintf("%s/%s", r->ns, r->name), NULL);
 	}
 	return c.rows;
 }
@@ -639,13 +666,16 @@ write_back(MlplatPass *pass, List *rollouts, int *decisions)
 	{
 		Rollout *r = lfirst(lc);
 
+		/* every note of the object once answered; an adopted one by itself otherwise */
 		if (r->settle_note)
-			mlplat_write_notes_add(&settled, r->id, psprintf("%s/%s", r->ns, r->name), "APPLY");
+			mlplat_write_notes_add(&settled, r->id, psprintf("%s/%s", r->ns, r->name), NULL);
+		else if (r->adopt)
+			mlplat_write_notes_add(&settled, r->id, psprintf("%s/%s", r->ns, r->name), r->unanswered->action);
 		if (r->adopt)
 			mlplat_ledger_append(pass, "rollout", r->id, r->project, "ADOPT", "OK", NULL, NULL, 0, NULL, NULL,
-								 r->want < 0 ? "found canaryTrafficPercent removed by an apply whose answer was never recorded"
-											 : psprintf("found canaryTrafficPercent %d applied by an apply whose answer was never recorded",
-														r->want));
+								 r->adopt_percent < 0 ? "found canaryTrafficPercent removed by an apply whose answer was never recorded"
+													  : psprintf("found canaryTrafficPercent %d applied by an apply whose answer was never recorded",
+																 r->adopt_percent));
 	}
 	{
 		MlplatSeamArray *rows = mlplat_seam_array_new(&writeback_seam);
@@ -939,12 +969,26 @@ rollouts_round(MlplatPass *pass, List *moved)
 		r->rv = mlplat_json_text(obj, "metadata", "resourceVersion", NULL);
 		if (!observe_object(r, obj, now_ms))
 		{
+			/*
+			 * Not the wanted setting, but the one an unanswered apply sent before an intent
+			 * changed it (an abort or a promotion while the answer was lost): that apply
+			 * landed, and is recorded (ADOPT) before the apply that replaces it.
+			 */
+			if (r->unanswered && noted_percent(r->unanswered, r->want) != r->want &&
+				carries_setting(obj, r->target_revision, noted_percent(r->unanswered, r->want)))
+			{
+				r->adopt = true;
+				r->adopt_percent = noted_percent(r->unanswered, r->want);
+			}
 			r->apply = mlplat_kube_apply(acts, &ISVC, r->ns, r->name, r->spec);
 			continue;
 		}
 		/* the wanted setting is there: an apply whose answer was never recorded made it */
 		if (r->unanswered)
+		{
 			r->adopt = r->settle_note = true;
+			r->adopt_percent = r->want;
+		}
 		/* a decision is due: gather the window's request metrics with it */
 		if (r->settled && r->window_start_ms > 0 && r->decide_at_ms > 0 && now_ms >= r->decide_at_ms &&
 			r->want >= 0 && strcmp(r->status, "ROLLING_BACK") != 0 && r->target_kn != NULL)
@@ -959,7 +1003,7 @@ rollouts_round(MlplatPass *pass, List *moved)
 			Rollout *r = lfirst(lc);
 
 			if (r->apply)
-				mlplat_write_notes_add(&sending, r->id, psprintf("%s/%s", r->ns, r->name), "APPLY");
+				mlplat_write_notes_add(&sending, r->id, psprintf("%s/%s", r->ns, r->name), apply_note(r->want));
 		}
 		if (!mlplat_write_notes_commit(pass, &sending))
 		{
