@@ -25,6 +25,14 @@
  *      and the leader epoch, the version mapping, a ledger row per registry
  *      write and a history row per alias move.
  * No HTTP happens with a transaction open; nothing is remembered between passes.
+ *
+ * Registered-model creates and alias writes are noted in mlplat.unanswered_writes before
+ * they are sent (unanswered.h): a registered model as entity 0, object "registered model
+ * <name>", action CREATE; an alias write as the alias's id, object "<model>@<alias>",
+ * action "APPLY <registry version>", "REPAIR <registry version>" or "DELETE".  A pass that
+ * finds what such a write made while its note is left (the leader ended before its
+ * write-back) records it as ADOPT, also when an intent has since changed the alias.
+ * Version creates need no note: the model's latest version, tagged as ours, is adopted.
  */
 #include "postgres.h"
 
@@ -47,6 +55,7 @@
 #include "mlplat/seam.h"
 #include "mlplat/secret_file.h"
 #include "mlplat/span.h"
+#include "mlplat/unanswered.h"
 
 #define TOKEN_MAX 16384
 /* permanent errors (403, 400 other than "alias not found") are retried slowly */
@@ -280,6 +289,7 @@ typedef struct RegModel
 	MlplatHttpRequest *get_req;
 	MlplatHttpRequest *create_req;
 	bool exists;
+	bool adopt; /* found, with its create's note left: ledger ADOPT */
 	const MlJsonValue *latest; /* latest_versions[0] */
 	char *error;
 	int http_status;
@@ -331,6 +341,9 @@ typedef struct AliasRow
 	MlplatHttpRequest *write_req;
 	MlplatHttpRequest *verify_req;
 	bool moved; /* the registry write succeeded: a history row */
+	const MlplatUnanswered *note; /* an alias write never answered */
+	bool adopt;					  /* what it wrote is there: ledger ADOPT */
+	char *adopted;				  /* ... the registry version it set (NULL: deleted) */
 	bool unmap; /* the mapped registry version is gone */
 	/* write-back */
 	bool write;
@@ -393,6 +406,57 @@ permanent_status(int status)
 	return status >= 400 && status < 500 && status != 404 && status != 408 && status != 409 && status != 429;
 }
 
+/* ---------------------------------------------------------------- notes of unanswered writes */
+
+/* "<model>@<alias>": the object of an alias write's note */
+static char *
+alias_object(const AliasRow *a)
+{
+	return psprintf("%s@%s", a->model, a->alias);
+}
+
+/* "registered model <name>": the object of a registered-model create's note (entity 0) */
+static char *
+model_object(const RegModel *m)
+{
+	return psprintf("registered model %s", m->name);
+}
+
+/* The note of an alias write: its ledger action and the registry version it sets */
+static char *
+alias_note(const AliasRow *a)
+{
+	const char *act = strcmp(a->action, "SET") == 0 ? "APPLY" : a->action;
+
+	return a->target ? psprintf("%s %s", act, a->target) : pstrdup(act);
+}
+
+/* The registry version an alias write's note says it set (NULL: it deleted the alias) */
+static const char *
+noted_target(const MlplatUnanswered *u)
+{
+	const char *sp = strchr(u->action, ' ');
+
+	return sp ? sp + 1 : NULL;
+}
+
+/*
+ * An alias write whose answer no write-back recorded made what is observed: the wanted
+ * state (then nothing is written), or the state it set before an intent changed the alias
+ * (then it is recorded before the write that replaces it).  Either way: ledger ADOPT.
+ */
+static void
+alias_adopt_decide(AliasRow *a)
+{
+	if (a->note == NULL)
+		return;
+	if (mlplat_str_same(a->observed, noted_target(a->note)))
+	{
+		a->adopt = true;
+		a->adopted = a->observed;
+	}
+}
+
 /* ---------------------------------------------------------------- pure decision */
 
 /*
@@ -425,7 +489,7 @@ alias_decide(AliasRow *a)
 /* ---------------------------------------------------------------- I/O */
 
 static List *
-claim(MlplatPass *pass, char **instance)
+claim(MlplatPass *pass, char **instance, List **notes)
 {
 	Datum arg = BoolGetDatum(pass->resync);
 	Oid argtype = BOOLOID;
@@ -433,10 +497,16 @@ claim(MlplatPass *pass, char **instance)
 	ListCell *lc;
 
 	mlplat_seam_claim_pass(pass, &claim_seam, "SELECT c FROM mlplat._aliases_claim($1) c", 1, &argtype, &arg,
-						   sizeof(AliasRow), false, &c);
+						   sizeof(AliasRow), true, &c);
 	foreach (lc, c.rows)
-		((AliasRow *) lfirst(lc))->retry_ms = -1;
+	{
+		AliasRow *a = lfirst(lc);
+
+		a->retry_ms = -1;
+		a->note = mlplat_unanswered_find(c.notes, a->id, alias_object(a), NULL);
+	}
 	*instance = c.instance;
+	*notes = c.notes;
 	return c.rows;
 }
 
@@ -533,13 +603,14 @@ not_ours(const MlJsonValue *mv, const RegVersion *v, const char *instance)
 	return NULL;
 }
 
-static void
+static bool
 ensure_registry_versions(MlplatPass *pass, MlJsonArena *arena, List *models, List *versions,
-						 const char *instance)
+						 const char *instance, List *notes)
 {
 	MlplatHttpBatch *b;
 	ListCell *lc;
 	RegResult res;
+	MlplatWriteNotes sending = { 0 };
 
 	/* registered models that do not exist yet */
 	b = mlplat_http_batch_create(CurrentMemoryContext);
@@ -554,13 +625,18 @@ ensure_registry_versions(MlplatPass *pass, MlJsonArena *arena, List *models, Lis
 													   "latest_versions");
 
 			m->exists = true;
+			/* made by a create whose answer was never recorded */
+			m->adopt = mlplat_unanswered_find(notes, 0, model_object(m), NULL) != NULL;
 			if (lv && lv->type == ML_JSON_ARRAY && lv->u.array.count > 0)
 				m->latest = lv->u.array.items[lv->u.array.count - 1];
 		}
 		else if (reg_is(&res, 404, "RESOURCE_DOES_NOT_EXIST"))
+		{
 			m->create_req = reg_request(b, "POST", "registered-models/create", NULL, NULL,
 										json_obj("name", m->name, "description",
 												 psprintf("mlplat model %s", m->name), NULL));
+			mlplat_write_notes_add(&sending, 0, model_object(m), "CREATE");
+		}
 		else
 		{
 			m->error = res.message;
@@ -568,6 +644,9 @@ ensure_registry_versions(MlplatPass *pass, MlJsonArena *arena, List *models, Lis
 			m->retry_after_s = res.retry_after_s;
 		}
 	}
+	/* the write-ahead: every create is on record before it is sent */
+	if (!mlplat_write_notes_commit(pass, &sending))
+		return false;
 	if (mlplat_http_batch_count(b) > 0)
 		mlplat_http_batch_run(b);
 	foreach (lc, models)
@@ -658,6 +737,7 @@ ensure_registry_versions(MlplatPass *pass, MlJsonArena *arena, List *models, Lis
 			v->retry_after_s = res.retry_after_s;
 		}
 	}
+	return true;
 }
 
 /* A CLIENT span of one registry request made for alias a, or NULL without a trace. */
@@ -709,6 +789,7 @@ write_back(MlplatPass *pass, List *aliases, List *models, List *versions)
 	MlplatSeamArray *rows;
 	int64 *written;
 	uint64 nwritten;
+	MlplatWriteNotes settled = { 0 };
 
 	/* built before the transaction: the lists live in the pass's context */
 	foreach (lc, aliases)
@@ -720,10 +801,15 @@ write_back(MlplatPass *pass, List *aliases, List *models, List *versions)
 	{
 		RegModel *m = lfirst(lc);
 
+		if (m->adopt)
+			mlplat_ledger_append(pass, "model_alias", m->alias_id, m->project, "ADOPT", "OK", NULL, NULL, 0, NULL,
+								 NULL, psprintf("%s: made by a create whose answer was never recorded", model_object(m)));
 		if (m->create_req)
 			mlplat_ledger_append(pass, "model_alias", m->alias_id, m->project, "CREATE",
 								 m->exists ? "OK" : "RETRY", NULL, NULL, m->http_status, m->error, NULL,
-								 psprintf("registered model %s", m->name));
+								 model_object(m));
+		if (m->adopt || (m->create_req && mlplat_write_answered(m->http_status)))
+			mlplat_write_notes_add(&settled, 0, model_object(m), NULL);
 	}
 	foreach (lc, versions)
 	{
@@ -760,6 +846,15 @@ write_back(MlplatPass *pass, List *aliases, List *models, List *versions)
 			(void) mlplat_sql_bool("SELECT mlplat._aliases_map_version($1, NULL, NULL, $2)", 2,
 								   (Oid[]){ INT8OID, INT8OID },
 								   (Datum[]){ Int64GetDatum(a->version_id), Int64GetDatum(pass->epoch) }, NULL);
+		if (a->adopt)
+			mlplat_ledger_append(pass, "model_alias", a->id, a->project, "ADOPT", "OK", NULL, NULL, 0, NULL, trace,
+								 psprintf("%s %s -> %s: set by a write whose answer was never recorded", a->model,
+										  a->alias, a->adopted ? a->adopted : "(none)"));
+		/* every note of the alias once a write is answered; an adopted one by itself otherwise */
+		if (a->write_req && mlplat_write_answered(a->http_status))
+			mlplat_write_notes_add(&settled, a->id, alias_object(a), NULL);
+		else if (a->adopt)
+			mlplat_write_notes_add(&settled, a->id, alias_object(a), a->note->action);
 		if (a->write_req)
 		{
 			mlplat_ledger_append(pass, "model_alias", a->id, a->project,
@@ -826,7 +921,7 @@ write_back(MlplatPass *pass, List *aliases, List *models, List *versions)
 		else
 			lost++; /* an intent or another leader got there first: re-read next pass */
 	}
-	mlplat_seam_writeback_end(pass, NULL, spans, pass_cxt, lost);
+	mlplat_seam_writeback_end(pass, &settled, spans, pass_cxt, lost);
 }
 
 void
@@ -843,11 +938,13 @@ mlplat_model_aliases_pass(MlplatPass *pass)
 	RegResult res;
 	int writes = 0;
 	char *instance;
+	List *notes;
+	MlplatWriteNotes sending = { 0 };
 
 	if (!registry_ready(pass))
 		return;
 
-	all = claim(pass, &instance);
+	all = claim(pass, &instance, &notes);
 	MemoryContextSwitchTo(pass_cxt);
 	foreach (lc, all)
 	{
@@ -918,8 +1015,11 @@ mlplat_model_aliases_pass(MlplatPass *pass)
 		}
 	}
 
-	if (versions != NIL)
-		ensure_registry_versions(pass, arena, models, versions, instance);
+	if (versions != NIL && !ensure_registry_versions(pass, arena, models, versions, instance, notes))
+	{
+		snprintf(pass->status, sizeof(pass->status), "no longer the leader: registered models not created");
+		return;
+	}
 	foreach (lc, due)
 	{
 		AliasRow *a = lfirst(lc);
@@ -950,6 +1050,7 @@ mlplat_model_aliases_pass(MlplatPass *pass)
 		if (!a->observed_ok || a->unmap || a->error)
 			continue;
 		alias_decide(a);
+		alias_adopt_decide(a);
 		if (a->action == NULL)
 			continue;
 		if (a->target)
@@ -958,7 +1059,14 @@ mlplat_model_aliases_pass(MlplatPass *pass)
 		else
 			a->write_req = reg_request(batch, "DELETE", "registered-models/alias", a->model, a->alias,
 									   json_obj("name", a->model, "alias", a->alias, NULL));
+		mlplat_write_notes_add(&sending, a->id, alias_object(a), alias_note(a));
 		writes++;
+	}
+	/* the write-ahead: every alias write is on record before it is sent */
+	if (!mlplat_write_notes_commit(pass, &sending))
+	{
+		snprintf(pass->status, sizeof(pass->status), "no longer the leader: %d alias writes not sent", writes);
+		return;
 	}
 	if (writes > 0)
 		mlplat_http_batch_run(batch);
