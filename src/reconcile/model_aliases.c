@@ -289,7 +289,7 @@ typedef struct RegModel
 	MlplatHttpRequest *get_req;
 	MlplatHttpRequest *create_req;
 	bool exists;
-	bool adopt; /* found, with its create's note left: ledger ADOPT */
+	bool adopt;				   /* found, with its create's note left: ledger ADOPT */
 	const MlJsonValue *latest; /* latest_versions[0] */
 	char *error;
 	int http_status;
@@ -340,11 +340,11 @@ typedef struct AliasRow
 	char *target;		/* registry version wanted; NULL: absent */
 	MlplatHttpRequest *write_req;
 	MlplatHttpRequest *verify_req;
-	bool moved; /* the registry write succeeded: a history row */
+	bool moved;					  /* the registry write succeeded: a history row */
 	const MlplatUnanswered *note; /* an alias write never answered */
 	bool adopt;					  /* what it wrote is there: ledger ADOPT */
 	char *adopted;				  /* ... the registry version it set (NULL: deleted) */
-	bool unmap; /* the mapped registry version is gone */
+	bool unmap;					  /* the mapped registry version is gone */
 	/* write-back */
 	bool write;
 	const char *new_status;
