@@ -21,27 +21,8 @@ on_exit 'release_holds drop; workers_resume $DB; $PSQL -d $DB -c "ALTER SYSTEM R
 $PSQL -d $DB -c "ALTER SYSTEM SET mlplat.lab_payload_bucket = 'artifacts'" \
 	-c "ALTER SYSTEM SET mlplat.unanswered_write_grace = '40s'" -c "SELECT pg_reload_conf()" >/dev/null
 
-q $DB "CREATE ROLE llwb_owner LOGIN" >/dev/null 2>&1
-q $DB "SELECT mlplat.create_project('$P', 8, NULL, NULL, NULL, 'llwb_owner')" >/dev/null
-q $DB "SELECT mlplat.add_artifact_location('$P', 's3://artifacts/')" >/dev/null
-wait_for $DB "SELECT status FROM mlplat.projects WHERE name = '$P'" READY 60
-tap_ok $? "project $P is READY"
-admin POST nodes '{"name":"gpu-lwb","gpus":8,"labels":{"mlplat.io/lab":"true","mlplat.io/accelerator":"nvidia-a100"}}' >/dev/null
-q $DB "SELECT mlplat.register_lab_node('gpu-lwb', 'nvidia-a100', 8)" >/dev/null
-wait_for $DB "SELECT observed_ready FROM mlplat.lab_nodes WHERE name = 'gpu-lwb'" t 60
-tap_ok $? "the lab Node is observed"
-asowner() { $PSQL -d $DB -U llwb_owner -c "$1"; }
-asowner "SELECT mlplat.register_model_version('$P', 'llm', '1', 's3://artifacts/llm/1', repeat('a', 64), 'vllm', 'custom')" >/dev/null
-asowner "SELECT mlplat.set_model_stage('$P', 'llm', '1', 'CANDIDATE')" >/dev/null
-asowner "SELECT mlplat.register_lab_profile('$P', 'vllm', jsonb_build_object('runtime_kind', 'vllm',
-	'image', 'r.example/vllm@sha256:' || repeat('e', 64), 'gpus', 1, 'accelerator', 'nvidia-a100',
-	'families', '[\"text_generation\"]'::jsonb, 'max_execution_seconds', 300, 'max_output_bytes', 65536))" >/dev/null
-PID=$(q $DB "SELECT id FROM mlplat.projects WHERE name = '$P'")
-CAND=$(q $DB "SELECT id FROM mlplat.model_versions WHERE project_id = $PID")
-PROF=$(q $DB "SELECT id FROM mlplat.lab_profiles WHERE project_id = $PID")
+lab_fixture llwb_owner gpu-lwb
 NODE=$(q $DB "SELECT id FROM mlplat.lab_nodes WHERE name = 'gpu-lwb'")
-INST=$(q $DB "SELECT mlplat._instance_id()")
-SHA=$(printf 'a%.0s' $(seq 64))
 ID=$(next_id)
 plan "lab-$ID-1" "{\"ticks\":1,\"s3\":[$(out_obj "$ID" 1 '{"probe":"ok"}')]}"
 asowner "SELECT mlplat.start_lab_probe('$P', $CAND, '$SHA', $PROF, $NODE, 'llwb-probe')" >/dev/null
