@@ -102,8 +102,9 @@ SET ROLE regress_mlp_deployer;
 SELECT :acc FROM mlplat.start_rollout('epsilon', 'chat', 'lm', '2', '{"steps": [0.1, 0.5]}');
 SELECT count(*) AS rollouts_started FROM mlplat.rollout_status WHERE deployment = 'chat';
 RESET ROLE;
--- READY: from here on the policy decides (the valid one below, 'ro-1', is accepted)
-UPDATE mlplat.deployments SET status = 'READY' WHERE name = 'chat';
+-- DRIFTED (its objects differ from its revision): from here on the policy decides (the
+-- valid one below, 'ro-1', is accepted); READY accepts the second rollout further down
+UPDATE mlplat.deployments SET status = 'DRIFTED' WHERE name = 'chat';
 SET ROLE regress_mlp_deployer;
 -- policy validation
 SELECT :acc FROM mlplat.start_rollout('epsilon', 'chat', 'lm', '2', '[]');
@@ -138,6 +139,7 @@ FROM mlplat.rollout_status WHERE project = 'epsilon';
 SELECT desired_revision, latest_revision FROM mlplat.deployments WHERE name = 'chat';
 -- (standing in for the rollout reconciler) the first rollout finished; a second one can be aborted
 UPDATE mlplat.rollouts SET status = 'PROMOTED';
+UPDATE mlplat.deployments SET status = 'READY' WHERE name = 'chat';
 SET ROLE regress_mlp_deployer;
 SELECT :acc FROM mlplat.abort_rollout('epsilon', 'chat');
 SELECT :acc FROM mlplat.start_rollout('epsilon', 'chat', 'lm', '2', '{"steps": [0.1]}');
