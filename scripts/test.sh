@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/test.sh — set up, build and run the whole test suite twice: once
 # normally and once with mlplat built under AddressSanitizer + UBSan.
-# Ends with "N skipped" and then one line "N passed, N failed"; exits non-zero
+# Ends with "N skipped, N todo" and then one line "N passed, N failed"; exits non-zero
 # on any failure (a skip test/expected-skips does not allow is one).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -11,6 +11,7 @@ bash scripts/setup.sh || { echo "0 passed, 1 failed"; exit 1; }
 total_pass=0
 total_fail=0
 total_skip=0
+total_todo=0
 run() {
 	local out summary p f
 	out=$(mktemp)
@@ -20,6 +21,7 @@ run() {
 	f=$(echo "$summary" | awk '{print $3}')
 	[ -n "$summary" ] || { p=0; f=1; }
 	total_skip=$((total_skip + $(grep -E '^[0-9]+ skipped' "$out" | awk '{n = $1} END {print n + 0}')))
+	total_todo=$((total_todo + $(grep -E '^[0-9]+ skipped, [0-9]+ todo' "$out" | awk '{n = $3} END {print n + 0}')))
 	total_pass=$((total_pass + p))
 	total_fail=$((total_fail + f))
 	rm -f "$out"
@@ -33,6 +35,6 @@ run test/run.sh
 echo "### suite run 2/2: AddressSanitizer + UBSan build"
 run test/run.sh --sanitize
 
-echo "$total_skip skipped"
+echo "$total_skip skipped, $total_todo todo"
 echo "$total_pass passed, $total_fail failed"
 ((total_fail == 0))

@@ -59,11 +59,28 @@ tap_judge() {
 	return 0
 }
 
-# tap_allowed_skips FILE MODE SCRIPT — how many skips FILE (test/expected-skips)
-# allows SCRIPT in MODE (normal or sanitize); a line without a reason allows none.
+# tap_allowed_skips FILE MODE SCRIPT [KIND] — how many skips (KIND skip, the default) or
+# TODOs (KIND todo) FILE (test/expected-skips) allows SCRIPT in MODE (normal or sanitize);
+# a line without a reason allows none.
 tap_allowed_skips() {
-	awk -v m="$2" -v s="$3" '
+	awk -v m="$2" -v s="$3" -v k="${4:-skip}" '
 		/^[ \t]*(#|$)/ { next }
-		$1 == m && $2 == s && NF >= 4 { n = $3 }
+		$1 == m && $2 == s && $3 == k && NF >= 5 { n = $4 }
 		END { print n + 0 }' "$1" 2>/dev/null || echo 0
+}
+
+# tap_prove_counts FILE — the results of pg_prove --verbose's output in FILE, per test file:
+# prints "FILE SKIPS TODOS" for every test file with a skip ("ok ... # SKIP") or a TODO
+# ("not ok ... # TODO", or "ok ... # TODO", passing unexpectedly), so test/run.sh counts
+# pgTAP's skip() and todo() apart from passes, as it does for the TAP scripts.
+tap_prove_counts() {
+	awk '
+		/^[^ \t#].*\.sql \.\.+/ { f = $1; next }
+		/^(not )?ok [0-9]+/ {
+			l = tolower($0)
+			if (l ~ /#[ \t]*todo/) t[f]++
+			else if (l ~ /^ok/ && l ~ /#[ \t]*skip/) s[f]++
+			seen[f] = 1
+		}
+		END { for (f in seen) if (s[f] + t[f]) printf "%s %d %d\n", f, s[f], t[f] }' "$1" | sort
 }

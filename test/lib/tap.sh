@@ -104,6 +104,25 @@ tap_binary() {
 	[ "$rc" = 0 ]
 }
 
+# tap_part FILE NAME EXPECTED COMMAND... — for a script that gathers unnumbered results
+# ("ok - ..." / "not ok - ...") of several programs in FILE and numbers them at the end
+# (test/standin/test.sh): run one program, its output into FILE, and add one more result
+# there: it exited 0 (not timed out, not crashed, no missing module) and printed all
+# EXPECTED results.  So a program that dies early cannot just leave fewer results.
+tap_part() {
+	local out=$1 name=$2 want=$3 before got rc
+	shift 3
+	before=$(grep -cE '^(ok|not ok) - ' "$out")
+	"$@" >>"$out" 2>&1
+	rc=$?
+	got=$(($(grep -cE '^(ok|not ok) - ' "$out") - before))
+	if [ "$rc" = 0 ] && [ "$got" = "$want" ]; then
+		echo "ok - $name ran to its end ($got results, exit status 0)" >>"$out"
+	else
+		echo "not ok - $name ran to its end: exit status $rc$([ "$rc" = 124 ] && echo ' (timed out)'), $got of its $want results" >>"$out"
+	fi
+}
+
 # tap_same BEFORE AFTER DESCRIPTION — a "nothing changed" check: passes only when
 # both sides are equal AND not empty, so a helper that failed (and printed nothing)
 # before and after cannot make it pass.
@@ -116,6 +135,32 @@ tap_same() {
 		[ -n "$2" ] || echo "#   the second side is empty: nothing was compared"
 		[ "$1" = "$2" ] || { echo "#   before: '$1'"; echo "#   after:  '$2'"; }
 	fi
+}
+
+# tap_same_query DB1 DB2 SQL MIN_LINES DESCRIPTION — the same query gives the same answer in
+# two databases (an upgraded and a fresh install, say).  Passes only when the query ran in
+# both (exit status 0), answered at least MIN_LINES non-empty lines, and the answers are
+# equal: two failed or empty queries compare equal, and must not pass.  Prints why, and
+# the first lines of a diff, when it fails.
+tap_same_query() {
+	local a b rca rcb n why=
+	a=$(q "$1" "$3")
+	rca=$?
+	b=$(q "$2" "$3")
+	rcb=$?
+	n=$(printf '%s\n' "$a" | grep -c .)
+	if [ "$rca" != 0 ] || [ "$rcb" != 0 ]; then why="the query failed (exit status $rca in $1, $rcb in $2)"
+	elif [ "$n" -lt "$4" ]; then why="$n lines in $1, fewer than $4: nothing worth comparing"
+	elif [ "$a" != "$b" ]; then why="the answers differ"
+	fi
+	if [ -z "$why" ]; then
+		tap_ok 0 "$5 ($n lines compared)"
+		return 0
+	fi
+	tap_ok 1 "$5"
+	echo "#   $why"
+	[ "$a" = "$b" ] || diff -u <(printf '%s\n' "$a") <(printf '%s\n' "$b") | head -40 | sed 's/^/#   /'
+	return 1
 }
 
 # mlplat_kinds_count [release|test] — how many reconciler kinds src/kinds.c names that the

@@ -156,6 +156,52 @@ tap_done
 S
 expect same_nonempty 1 0 2 '1 not ok' "tap_same passes on equal non-empty sides, fails on different ones"
 
+# ---- 2. one part of the stand-in's check (test/standin/test.sh): a part that exits non-zero
+# with all its results, or prints fewer than it declared, adds a failing result
+: >"$T/parts"
+tap_part "$T/parts" "exits 1" 2 bash -c 'echo "ok - a"; echo "ok - b"; exit 1'
+tap_part "$T/parts" "short" 3 bash -c 'echo "ok - c"; echo "ok - d"'
+tap_part "$T/parts" "times out" 1 timeout 1 bash -c 'echo "ok - e"; sleep 10'
+tap_part "$T/parts" "good" 1 bash -c 'echo "ok - f"'
+[ "$(grep -c '^not ok - ' "$T/parts")" = 3 ] &&
+	grep -qx 'not ok - exits 1 ran to its end: exit status 1, 2 of its 2 results' "$T/parts" &&
+	grep -qx 'not ok - short ran to its end: exit status 0, 2 of its 3 results' "$T/parts" &&
+	grep -qx 'not ok - times out ran to its end: exit status 124 (timed out), 1 of its 1 results' "$T/parts" &&
+	grep -qx 'ok - good ran to its end (1 results, exit status 0)' "$T/parts"
+rc=$?
+tap_ok $rc "tap_part fails a part that exits 1 with all ok, one short of its results, one timed out; passes a good one"
+[ $rc = 0 ] || sed 's/^/#   | /' "$T/parts"
+
+# the same query in two databases (test/upgrade/run.sh's policies and catalog): a query that
+# fails, or answers nothing, in both must not compare equal
+script same_query_fails <<S
+. "$SRC/test/lib/tap.sh"
+q() { false; }
+tap_same_query old new "SELECT" 1 "identical"
+tap_done
+S
+expect same_query_fails 0 0 2 '1 not ok; exit status 1' "tap_same_query fails when the query fails in both databases"
+grep -q '^#   the query failed (exit status 1 in old, 1 in new)' "$T/same_query_fails.out"
+tap_ok $? "... and says the query failed"
+script same_query_empty <<S
+. "$SRC/test/lib/tap.sh"
+q() { :; }
+tap_same_query old new "SELECT" 1 "identical"
+q() { printf 'fn a\nfn b\n'; }
+tap_same_query old new "SELECT" 3 "identical, at least 3 lines"
+tap_done
+S
+expect same_query_empty 0 0 3 '2 not ok; exit status 1' "tap_same_query fails on two empty answers, and on answers shorter than the minimum"
+script same_query <<S
+. "$SRC/test/lib/tap.sh"
+q() { printf 'fn a\nfn b\n'; }
+tap_same_query old new "SELECT" 2 "identical"
+q() { echo "fn \$1"; }
+tap_same_query old new "SELECT" 1 "different"
+tap_done
+S
+expect same_query 1 0 2 '1 not ok; exit status 1' "tap_same_query passes on equal answers, fails on different ones"
+
 script todo <<'S'
 echo "ok 1"; echo "not ok 2 - a known gap # TODO issue 9"; echo "1..2"
 S
@@ -173,19 +219,63 @@ echo "1..0 # SKIP needs something"
 S
 expect skip_all 0 1 0 '^$' "a script that skips itself counts as one skip"
 cat >"$T/expected-skips" <<'E'
-# pass script count reason
-sanitize test/http/run.sh 1 a reason
-normal test/e2e/x.sh 2
+# pass script what count reason
+sanitize test/http/run.sh skip 1 a reason
+normal test/e2e/x.sh skip 2
+normal test/e2e/y.sh todo 1 issue 9: a known gap
 E
 [ "$(tap_allowed_skips "$T/expected-skips" sanitize test/http/run.sh)" = 1 ] &&
 	[ "$(tap_allowed_skips "$T/expected-skips" normal test/http/run.sh)" = 0 ] &&
 	[ "$(tap_allowed_skips "$T/expected-skips" normal test/e2e/x.sh)" = 0 ]
 tap_ok $? "expected skips: allowed per pass and script, and only with a reason"
+# TODOs are capped the same way: a skip allowance is no TODO allowance, and the reverse
+[ "$(tap_allowed_skips "$T/expected-skips" normal test/e2e/y.sh todo)" = 1 ] &&
+	[ "$(tap_allowed_skips "$T/expected-skips" normal test/e2e/y.sh)" = 0 ] &&
+	[ "$(tap_allowed_skips "$T/expected-skips" sanitize test/http/run.sh todo)" = 0 ] &&
+	[ "$(tap_allowed_skips "$T/expected-skips" normal test/e2e/x.sh todo)" = 0 ]
+tap_ok $? "expected TODOs: allowed per pass and script, apart from skips"
+# test/run.sh holds every script's and pgTAP file's skips and TODOs to those allowances
+grep -q 'tap_allowed_skips "$SRC/test/expected-skips" "$mode" "$1" todo)' "$SRC/test/run.sh" &&
+	[ "$(grep -c 'count_skips "' "$SRC/test/run.sh")" = 2 ]
+tap_ok $? "test/run.sh caps the TODOs as it caps the skips, for TAP scripts and pgTAP files"
+
+# ---- pgTAP's skip() and todo(): pg_prove counts them as passes, test/run.sh must not
+cat >"$T/prove.out" <<'E'
+/src/test/pgtap/a.sql .. 
+1..4
+ok 1 - fine
+ok 2 # SKIP no network
+ok 3 - # skip nor here
+not ok 4 - a known gap # TODO issue 9
+#   Failed (TODO) test 4: "a known gap"
+ok
+/src/test/pgtap/b.sql .. 
+1..2
+ok 1 - fine
+ok 2 - fine # comment
+ok
+/src/test/pgtap/c.sql .. 
+1..1
+ok 1 - passes now # TODO issue 10
+ok
+All tests successful.
+Files=3, Tests=7,  0 wallclock secs
+Result: PASS
+E
+[ "$(tap_prove_counts "$T/prove.out" | tr '\n' ';')" = "/src/test/pgtap/a.sql 2 1;/src/test/pgtap/c.sql 0 1;" ]
+tap_ok $? "pg_prove's verbose output: skips and TODOs counted per file (a: 2 skips, 1 TODO; c: 1 TODO)"
 
 # ---- the runner uses these and nothing else to judge a TAP script
 n=$(grep -c 'tap_judge "\$out" "\$rc"' "$SRC/test/run.sh")
 ! grep -qE "grep -c[E]* '\^ok " "$SRC/test/run.sh" && [ "$n" = 1 ]
 tap_ok $? "test/run.sh judges every TAP script through tap_judge (one place, no ad hoc counting)"
+
+# ---- the summary is the last thing test/run.sh prints on every way out (an early exit after a
+# failed build or cluster start too): it is printed once, by the EXIT trap's function
+fin=$(sed -n '/^finish() {/,/^}/p' "$SRC/test/run.sh")
+[ "$(grep -c 'passed, \$FAIL failed' "$SRC/test/run.sh")" = 1 ] && echo "$fin" | grep -q 'passed, \$FAIL failed' &&
+	echo "$fin" | tail -2 | head -1 | grep -q 'passed, \$FAIL failed' && grep -qx 'trap finish EXIT' "$SRC/test/run.sh"
+tap_ok $? "test/run.sh prints 'N skipped' and 'N passed, N failed' last, from its EXIT trap only"
 
 # ---- 9. a clone stands on its own: nothing reads a shared/ directory beside the repository
 # (test/run.sh also hides one behind an empty tmpfs when it can).  Comments and the docs may

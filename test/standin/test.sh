@@ -105,21 +105,11 @@ t "kubectl copes without OpenAPI v2 (404) by using v3" bash -c '! timeout 30 kub
 # Leave a clean cluster for the other suites.
 curl -s -X POST "http://127.0.0.1:$PORT/_standin/reset" >/dev/null
 
-# part NAME EXPECTED COMMAND... — run one part, its results into $OUT, and one more result:
-# it exited 0 (not timed out, not crashed, no missing module) with all EXPECTED results.
-part() {
-  local name=$1 want=$2 before got rc
-  shift 2
-  before=$(grep -cE '^(ok|not ok) - ' "$OUT")
-  "$@" >>"$OUT" 2>&1
-  rc=$?
-  got=$(( $(grep -cE '^(ok|not ok) - ' "$OUT") - before ))
-  if [ "$rc" = 0 ] && [ "$got" = "$want" ]; then
-    echo "ok - $name ran to its end ($got results, exit status 0)" >>"$OUT"
-  else
-    echo "not ok - $name ran to its end: exit status $rc$([ "$rc" = 124 ] && echo ' (timed out)'), $got of its $want results" >>"$OUT"
-  fi
-}
+# part NAME EXPECTED COMMAND... — one part, its results into $OUT, and one more result: it
+# exited 0 (not timed out, not crashed, no missing module) with all EXPECTED results
+# (test/lib/tap.sh; test/selftest/run.sh breaks it on purpose)
+. "$HERE/../lib/tap.sh"
+part() { tap_part "$OUT" "$@"; }
 # The plan is fixed by the code, not by what came out: one result per t call above, per
 # @check in pyclient_check.py, per check() in fidelity.js, and one per part for its exit.
 N_KUBECTL=$(grep -c '^t "' "$0")
