@@ -102,6 +102,7 @@ tap_is "$(call "SELECT status FROM mlplat.set_model_stage('plk', 'm', '1', 'ARCH
 	"55P03 canceling statement due to lock timeout" "set_model_stage fails with 55P03 after the bound, not at the statement timeout"
 q $DB "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'plk_rowholder2'" >/dev/null
 wait_for $DB "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'plk_rowholder2'" 0 10
+tap_ok $? "the second row holder's session is gone"
 got=$(call "SELECT status FROM mlplat.cancel_run('plk', 'plkjob')")
 [ -n "$got" ] && [ "${got:0:5}" != 55P03 ]
 tap_ok $? "once the holder is gone, cancel_run no longer waits (got: $got)"

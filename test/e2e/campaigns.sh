@@ -49,7 +49,7 @@ jobs = [e for e in items if (e.get("kind") == "Job" or "/jobs" in e.get("path", 
 s3w = [e for e in items if e.get("area") == "s3" and e.get("method") in ("PUT", "POST", "DELETE")]
 print(len(jobs), len(s3w))')
 tap_is "$reqs" "0 0" "no Job request and no S3 write reached the stand-in"
-tap_is "$(q $DB "SELECT gpus_in_use FROM mlplat.project_status WHERE project = '$P'")" "$gpus0" "gpus_in_use unchanged"
+tap_same "$gpus0" "$(q $DB "SELECT gpus_in_use FROM mlplat.project_status WHERE project = '$P'")" "gpus_in_use unchanged"
 tap_is "$(q $DB "SELECT state || ' ' || planned || ' ' || coalesce(approved_by, '-') FROM mlplat.campaign_status WHERE project = '$P'")" \
 	"AWAITING_APPROVAL 3 -" "still AWAITING_APPROVAL, three candidates PLANNED, no approval"
 tap_is "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE project = '$P' AND at > now() - interval '10 minutes' AND kind NOT IN ('projects')")" 0 \
@@ -144,6 +144,7 @@ tap_is "$(admin GET "requests?since=$seq0&method=DELETE" | python3 -c 'import js
 # two more passes of the campaigns leader while the Job is held
 p0=$(q $DB "SELECT passes FROM mlplat.reconciler_health WHERE kind = 'campaigns' AND role = 'leader'")
 wait_for $DB "SELECT passes >= $p0 + 2 FROM mlplat.reconciler_health WHERE kind = 'campaigns' AND role = 'leader'" t 60
+tap_ok $? "two more passes of the campaigns leader while the Job is held"
 tap_is "$(cstat x)" "CANCEL_REQUESTED CANCELLED:CAMPAIGN_CANCELLED" "held terminating: still CANCEL_REQUESTED; the PLANNED one CANCELLED"
 wait_for $DB "SET mlplat.finalizer_alert_after = '1s'; SELECT count(*) FROM mlplat.alerts a JOIN mlplat.campaign_candidates k ON k.id = a.entity_id
               JOIN mlplat.campaigns c ON c.id = k.campaign_id WHERE a.alert = 'finalizer_stuck' AND a.kind = 'campaigns' AND c.name = 'x'
@@ -163,6 +164,7 @@ wait_for $DB "SELECT observed->>'job_created' FROM mlplat.campaign_candidates k 
 tap_ok $? "Job opt-d-1 created and acknowledged"
 kube DELETE "/apis/batch/v1/namespaces/$NS/jobs/opt-d-1?propagationPolicy=Background" >/dev/null
 wait_for $DB "SELECT mlplat.campaign_state('$P', 'd')" FAILED 90
+tap_ok $? "campaign d FAILED once its Job was deleted"
 tap_is "$(cstat d)" "FAILED:JOB_DISAPPEARED" "a Job deleted outside mlplat: FAILED JOB_DISAPPEARED"
 tap_is "$(jobs_posted opt-d-1)" 1 "and it was not resubmitted"
 

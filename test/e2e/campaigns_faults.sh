@@ -72,6 +72,7 @@ O4="weights with times reversed"
 plan opt-v-1 "{\"ticks\": 1, \"s3\": [$(s3obj v 1 artifact "$O4"), $(s3obj v 1 attestation.json "$(attestation v 1 "$(sha "$O4")" ${#O4} '{"started_at": 1764410460, "finished_at": 1764410400}')")]}"
 q $DB "SELECT status FROM mlplat.approve_campaign('$P', 'v', 100000, '1 hour')" >/dev/null
 wait_for $DB "SELECT mlplat.campaign_state('$P', 'v')" FAILED 120
+tap_ok $? "campaign v FAILED"
 tap_is "$(cstat v) $(q $DB "SELECT k.status_reason FROM mlplat.campaign_candidates k WHERE k.id = $(cid v 1)")" \
 	"FAILED:ATTESTATION_INVALID attestation field finished_at is before started_at" "an attestation finished before it started is refused"
 
@@ -105,7 +106,7 @@ wait_for $DB "SELECT count(*) FROM mlplat.reconciler_health WHERE kind = 'campai
 tap_ok $? "another campaigns leader took over and ran two passes"
 tap_is "$(q $DB "SELECT status || ' ' || (observed->>'job_created') FROM mlplat.campaign_candidates WHERE id = $L") $(job_writes opt-l-1 create)" \
 	"BUILDING true 1" "the candidate still builds, with no second create"
-tap_is "$(kube GET "/apis/batch/v1/namespaces/$NS/jobs/opt-l-1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["metadata"]["uid"])')" "$uid0" \
+tap_same "$uid0" "$(kube GET "/apis/batch/v1/namespaces/$NS/jobs/opt-l-1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["metadata"]["uid"])')" \
 	"the same Job (uid) runs"
 
 # the approval expires mid-build: the Job is deleted (foreground), then the candidate ends
@@ -127,8 +128,9 @@ admin POST config '{"deadlineScale": 1}' >/dev/null
 GHOST=$(q $DB "SELECT jsonb_set(jsonb_set(mlplat.render_builder_job('$P', 'm', 'a'), '{metadata,name}', '\"opt-ghost-1\"'),
                                 '{metadata,labels,mlplat.io/campaign}', '\"ghost\"')")
 plan opt-ghost-1 '{"ticks": 100000}'
-kube POST "/apis/batch/v1/namespaces/$NS/jobs" "$GHOST" >/dev/null
-tap_is "$(kube_code "/apis/batch/v1/namespaces/$NS/jobs/opt-ghost-1")" 200 "a builder Job no candidate owns was planted"
+# (the create's own answer: a GET after it races the teardown below)
+tap_is "$(kube POST "/apis/batch/v1/namespaces/$NS/jobs" "$GHOST" | python3 -c 'import json,sys; print(json.load(sys.stdin)["metadata"]["name"])')" \
+	opt-ghost-1 "a builder Job no candidate owns was planted"
 wait_kube_gone "/apis/batch/v1/namespaces/$NS/jobs/opt-ghost-1" 60
 tap_ok $? "it is torn down"
 wait_for $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'campaigns' AND action = 'ORPHAN_TEARDOWN' AND outcome = 'OK'
@@ -152,6 +154,7 @@ tap_is "$(q $DB "SELECT spend_committed_gpu_seconds <= 1000 FROM mlplat.campaign
 # so the second now fits
 kube DELETE "/apis/batch/v1/namespaces/$NS/jobs/opt-r-1?propagationPolicy=Background" >/dev/null
 wait_for $DB "SELECT mlplat.campaign_state('$P', 'r')" FAILED 120
+tap_ok $? "campaign r FAILED"
 tap_is "$(cstat r)" "FAILED:JOB_DISAPPEARED FAILED:BUILD_FAILED" "the first ended, then the second ran"
 tap_is "$(q $DB "SELECT count(*) FROM mlplat.candidate_transitions b JOIN mlplat.candidate_transitions e ON e.candidate_id = $R1 AND e.to_status = 'FAILED'
                   WHERE b.candidate_id = $R2 AND b.to_status = 'BUILDING' AND b.at >= e.at")" 1 \

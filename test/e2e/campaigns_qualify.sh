@@ -150,7 +150,7 @@ tap_is "$(q $DB "SELECT qualified, qualified_revision, signer, candidate_score F
 tap_is "$(q $DB "SELECT candidate, qualified FROM mlplat.campaign_candidate_status WHERE ordinal = 1")" "w4a16|t" \
 	"campaign_candidate_status: qualified"
 after=$(serving_state)
-tap_is "$after" "$before" "no stage, alias, deployment revision, rollout or route generation moved"
+tap_same "$before" "$after" "no stage, alias, deployment revision, rollout or route generation moved"
 
 # actual evidence: only on a revision that serves the artifact
 ev=$(printf '{"metric": "tokens_per_s", "value": 910, "workload_sha256": "%s", "revision": {"deployment": "%%s", "revision": 1}, "measured_at": 1764410400}' "$(printf 'c%.0s' $(seq 64))")

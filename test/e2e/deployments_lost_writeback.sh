@@ -58,6 +58,7 @@ interrupt() {   # NAME PHASE NEXT-INTENT-SQL
 # --- A: undeploy while the apply is in flight
 interrupt da before "SELECT mlplat.undeploy('dlwb', 'da')"
 passes_after $DB deployments 3
+tap_ok $? "A: three passes of the deployments leader"
 tap_is "$(state da | cut -d/ -f1)/$(isvc_rev da)" "DELETING/absent" \
 	"A: not DELETED while an unanswered apply may still make the InferenceService"
 release_holds

@@ -58,7 +58,7 @@ scenario() {
 	rc=$?
 	tap_ok $rc "$mode: $n is READY"
 	[ $rc = 0 ] || row "$n"
-	tap_is "$(q $DB "SELECT endpoint FROM mlplat.deployments WHERE name = '$n'")" "$endpoint" "$mode: READY carries KServe's URL for this mode"
+	tap_same "$endpoint" "$(q $DB "SELECT endpoint FROM mlplat.deployments WHERE name = '$n'")" "$mode: READY carries KServe's URL for this mode"
 	isvc_check "$n" "o['status']['deploymentMode'] == '$mode'"
 	tap_ok $? "$mode: KServe reports status.deploymentMode $mode"
 
@@ -79,6 +79,7 @@ scenario() {
 	tap_ok $? "$mode: the ledger records the apply of revision 2"
 	p0=$(q $DB "SELECT coalesce(sum(passes), 0) FROM mlplat.reconciler_health WHERE kind = 'deployments' AND role = 'leader'")
 	wait_for $DB "SELECT coalesce(sum(passes), 0) >= $p0 + 5 FROM mlplat.reconciler_health WHERE kind = 'deployments' AND role = 'leader'" t 60
+	tap_ok $? "$mode: five more passes of the deployments leader"
 	tap_is "$(state "$n")" "DEPLOYING/2" "$mode: a status from before the apply (Ready, even at an equal generation) does not make revision 2 READY"
 
 	admin PUT config '{"kserveFrozen":false}' >/dev/null

@@ -50,7 +50,7 @@ start() {   # key [limits] -> the run's id
 ID=$(next_id)
 OUT='{"outputs":[{"text":"hi"}]}'
 plan "lab-$ID-1" "{\"ticks\":3,\"s3\":[$(out_obj "$ID" 1 "$OUT")]}"
-tap_is "$(start run-9)" "$ID" "run $ID admitted"
+tap_same "$ID" "$(start run-9)" "run $ID admitted"
 wait_for $DB "SELECT status FROM mlplat.lab_runs WHERE id = $ID" SUCCEEDED 90
 tap_ok $? "run $ID SUCCEEDED (now: $(status "$ID"))"
 res=$(asdev "SELECT output::text || ' ' || output_digest || ' ' || output_bytes FROM mlplat.lab_run_result('$P', $ID)")
@@ -105,6 +105,7 @@ start run-11c '{"max_attempts": 2}' >/dev/null
 wait_for $DB "SELECT status || ' ' || reason_code || ' ' || attempt FROM mlplat.lab_runs WHERE id = $ID" "FAILED EXECUTION_DEADLINE_EXCEEDED 1" 90
 tap_ok $? "the Job's deadline: FAILED EXECUTION_DEADLINE_EXCEEDED, not retried (now: $(status "$ID"))"
 wait_for $DB "SELECT count(*) FROM mlplat.lab_leases" 0 60
+tap_ok $? "the lease is released"
 # node NotReady: admitted on fresh evidence, then the worker sees the node NotReady; the run
 # waits and fails at its queue deadline, and no Job is made
 ID=$(next_id)
@@ -118,6 +119,7 @@ tap_ok $? "node NotReady: FAILED QUEUE_DEADLINE_EXCEEDED (now: $(status "$ID"))"
 tap_is "$(creates "Job/$NS/lab-$ID-1")/$(creates "Secret/$NS/lab-$ID-input")" "0/0" "no Secret and no Job were made"
 admin POST nodes '{"name":"gpu-1","gpus":8,"ready":true}' >/dev/null
 wait_for $DB "SELECT observed_ready FROM mlplat.lab_nodes WHERE name = 'gpu-1'" t 60
+tap_ok $? "node gpu-1 is observed Ready again"
 
 # --- acceptance 12: cancel a RUNNING run whose Job is stuck terminating
 ID=$(next_id); QD=$((ID + 1))

@@ -49,6 +49,7 @@ pqu lc_owner "SELECT mlplat.start_lab_probe('lc', $CAND, repeat('a', 64), $PROF,
 wait_p "SELECT status FROM mlplat.lab_probes" PASSED 90
 tap_ok $? "the probe PASSED"
 wait_p "SELECT count(*) FROM mlplat.lab_leases" 0 60
+tap_ok $? "the probe's lease is released"
 pqu lc_owner "SELECT mlplat.approve_lab('lc', $CAND, repeat('a', 64), $PROF, $NODE, '{text_generation}', '{}', 10, '1 day')" >/dev/null
 APPR=$(pq "SELECT id FROM mlplat.lab_approvals")
 
@@ -57,8 +58,8 @@ ID=2
 out_plan $ID
 admin POST faults '{"method":"POST","path":"/namespaces/'"$NS"'/jobs$","hold":"after","times":1}' >/dev/null
 victim=$(pq "SELECT pid FROM mlplat.reconciler_health WHERE kind = 'lab_runs' AND role = 'leader'")
-tap_is "$(pqu lc_owner "SELECT entity_id FROM mlplat.start_lab_run('lc', $CAND, repeat('a', 64), $PROF, $NODE, $APPR,
-	'text_generation', '[{\"prompt\": \"hi\", \"max_tokens\": 4}]', '{}', 'crash-1')")" "$ID" "run $ID admitted"
+tap_same "$ID" "$(pqu lc_owner "SELECT entity_id FROM mlplat.start_lab_run('lc', $CAND, repeat('a', 64), $PROF, $NODE, $APPR,
+	'text_generation', '[{\"prompt\": \"hi\", \"max_tokens\": 4}]', '{}', 'crash-1')")" "run $ID admitted"
 parked=0
 for _ in $(seq 1 600); do
 	[ "$(admin GET holds | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["items"]))')" = 1 ] && { parked=1; break; }

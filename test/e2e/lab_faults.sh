@@ -51,6 +51,7 @@ for nid in $N1 $N2; do
 	tap_ok $? "probe on node $nid PASSED (run: $(status "$ID"))"
 done
 wait_for $DB "SELECT count(*) FROM mlplat.lab_leases WHERE node_id IN ($N1, $N2)" 0 60
+tap_ok $? "the probes' leases are released"
 asowner "SELECT mlplat.approve_lab('$P', $CAND, '$SHA', $PROF, n, '{text_generation}', '{\"max_attempts\": 3}', 100, '1 day')
          FROM unnest(ARRAY[$N1, $N2]) n" >/dev/null
 A1=$(q $DB "SELECT id FROM mlplat.lab_approvals WHERE project_id = $PID AND node_id = $N1")
@@ -108,13 +109,14 @@ for i in 1 2 3; do
 done
 tap_is "$(grep -cx t "$WORK/lf-pre.out")" 1 "preflight passes in BEGIN READ ONLY"
 passes_after $DB lab_runs 3
-tap_is "$(writes_count "namespace=$NS")" "$before" "no write in the project's namespace at the stand-in after preflights and three more worker passes"
+tap_ok $? "three more passes of the lab_runs worker"
+tap_same "$before" "$(writes_count "namespace=$NS")" "no write in the project's namespace at the stand-in after preflights and three more worker passes"
 
 # --- retention (14): a run with retention_seconds 60; checked at the end of the script
 RID=$(next_id)
 ROUT='{"outputs":[{"text":"kept for a minute"}]}'
 plan "lab-$RID-1" "{\"ticks\":1,\"s3\":[$(out_obj "$RID" 1 "$ROUT")]}"
-tap_is "$(start $N1 $A1 lf-ret '{"retention_seconds": 60}')" "$RID" "retention run $RID admitted"
+tap_same "$RID" "$(start $N1 $A1 lf-ret '{"retention_seconds": 60}')" "retention run $RID admitted"
 wait_for $DB "SELECT status FROM mlplat.lab_runs WHERE id = $RID" SUCCEEDED 90
 tap_ok $? "retention run SUCCEEDED (now: $(status "$RID"))"
 tap_is "$(asdev "SELECT output IS NOT NULL AND NOT purged FROM mlplat.lab_run_result('$P', $RID)")" t "its output is there before the retention"
@@ -127,7 +129,7 @@ tap_ok $? "spans in the run's trace for its creates, deletes, output read and ou
 # run_deadline_at = created + max_queue (5) + 1 x (max_execution (1) + 30) s
 DID=$(next_id)
 plan "lab-$DID-1" '{"pending":true}'
-tap_is "$(start $N2 $A2 lf-deadline '{"max_queue_seconds": 5, "max_execution_seconds": 1}')" "$DID" "deadline run $DID admitted"
+tap_same "$DID" "$(start $N2 $A2 lf-deadline '{"max_queue_seconds": 5, "max_execution_seconds": 1}')" "deadline run $DID admitted"
 wait_for $DB "SELECT status FROM mlplat.lab_runs WHERE id = $DID" DISPATCHED 60
 tap_ok $? "the deadline run is DISPATCHED"
 deadline=$((SECONDS + 60))
@@ -209,12 +211,14 @@ tap_is "$(q $DB "SELECT string_agg(DISTINCT action || ':' || outcome || ':' || e
               WHERE kind = 'lab_runs' AND action = 'ORPHAN_TEARDOWN' AND detail->>'note' IN ('$NS/lab-999999-1', '$NS/lab-999999-input')")" \
 	"ORPHAN_TEARDOWN:OK:999999" "ledger: ORPHAN_TEARDOWN OK for each, under the run id of its label"
 passes_after $DB lab_runs 3
+tap_ok $? "three more passes of the lab_runs worker"
 tap_is "$(kube_code "$(secret lab-999998-input)")/$(kube_code "$(secret lab-999997-input)")" 200/200 \
 	"another installation's Secret and one without the lab-worker component are left alone"
 kube DELETE "$(secret lab-999998-input)" >/dev/null; kube DELETE "$(secret lab-999997-input)" >/dev/null
 
 # --- the run deadline (node 2): foreground delete, status honest while the Job goes
 wait_for $DB "SELECT run_deadline_at <= now() FROM mlplat.lab_runs WHERE id = $DID" t 90
+tap_ok $? "the run's deadline has passed"
 deadline=$((SECONDS + 60))
 until terminating "lab-$DID-1" || ((SECONDS >= deadline)); do sleep 0.2; done
 terminating "lab-$DID-1"

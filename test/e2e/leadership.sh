@@ -19,7 +19,7 @@ LEADERS="SELECT count(*) FROM mlplat.reconciler_health WHERE role IN ('leader', 
 NK=$(mlplat_kinds_count)
 wait_for mlplat "$LEADERS" "$NK" 20
 tap_ok $? "one leader for each of the $NK kinds"
-tap_is "$(q mlplat "SELECT count(*) FROM mlplat.reconciler_health WHERE role = 'standby'")" "$NK" "the other replica of each kind stands by"
+tap_same "$NK" "$(q mlplat "SELECT count(*) FROM mlplat.reconciler_health WHERE role = 'standby'")" "the other replica of each kind stands by"
 
 # --- (a) the leader ends: the standby leads within the retry interval, epoch + 1
 old_pid=$(q mlplat "SELECT pid FROM mlplat.reconciler_health WHERE kind = 'deployments' AND role IN ('leader','idle')")

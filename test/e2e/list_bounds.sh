@@ -91,7 +91,7 @@ q mlplat "ALTER SYSTEM RESET mlplat.pass_memory_limit" >/dev/null && q mlplat "S
 wait_for mlplat "SELECT ($STATUS) NOT LIKE 'pass failed%'" t 60
 tap_ok $? "under the default limit (256 MB) a 30 MB page is read: passes succeed"
 admin PUT config '{"listPadBytes": 0}' >/dev/null
-tap_is "$(q mlplat "SELECT pid FROM mlplat.reconciler_health WHERE kind = 'deployments' AND role = 'leader'")" "$pid" "the same worker led throughout"
+tap_same "$pid" "$(q mlplat "SELECT pid FROM mlplat.reconciler_health WHERE kind = 'deployments' AND role = 'leader'")" "the same worker led throughout"
 q mlplat "SELECT mlplat.deploy('lb', 'web2', 'm', '1', 'kserve-sklearnserver')" >/dev/null
 wait_for mlplat "SELECT string_agg(status, ',' ORDER BY name) FROM mlplat.deployments" READY,READY 30
 tap_ok $? "and the deployments converge"

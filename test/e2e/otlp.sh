@@ -88,6 +88,7 @@ k=$(rq 'len(r)')
 radmin script '[{"status": 429, "retry_after": "3"}, {"status": 503}, {"status": 502}, {"status": 504}]'
 spans otlp-b 2
 drain
+tap_ok $? "the spans are exported (none waiting)"
 tap_is "$(rq "[x['status'] for x in r[$k:]]")" "[429, 503, 502, 504, 200]" \
 	"429, 503, 502 and 504 are retried until the collector takes the batch"
 tap_is "$(rq "len(set(tuple(x['spans']) for x in r[$k:]))")" 1 "every retry sends the same spans"
@@ -103,6 +104,7 @@ sdrop1=$(status_col spans_dropped)
 radmin script '[{"status": 200, "body": {"partialSuccess": {"rejectedSpans": "2", "errorMessage": "2 spans too old"}}}]'
 spans otlp-c 3
 drain
+tap_ok $? "the spans are exported (none waiting)"
 tap_is "$(($(status_col spans_dropped) - sdrop1))" 2 "a partial success counts its rejectedSpans as dropped"
 tap_is "$(rq "len(r) - $k")" 1 "and is not retried"
 
@@ -112,6 +114,7 @@ headers_file tok-2
 k=$(rq 'len(r)')
 spans otlp-d 1
 drain
+tap_ok $? "the spans are exported (none waiting)"
 tap_is "$(rq "[x['headers'].get('authorization') for x in r[$k:]]")" "['Bearer tok-2']" \
 	"after the file is replaced the next export carries the new token"
 radmin require '{"authorization": ["Bearer tok-2"], "x-scope-orgid": ["tenant-a"]}'

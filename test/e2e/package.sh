@@ -37,7 +37,7 @@ print("; ".join(errs) or "valid")
 PY
 )
 tap_is "$out" valid "META.json: a PGXN meta-spec 1.0.0 document for mlplat $VERSION"
-tap_is "$(dpkg-parsechangelog -l "$SRC/debian/changelog" -S Version)" "$VERSION" \
+tap_same "$VERSION" "$(dpkg-parsechangelog -l "$SRC/debian/changelog" -S Version)" \
 	"debian/changelog is at the version mlplat.control builds"
 grep -qx 15 "$SRC/debian/pgversions"
 tap_ok $? "debian/pgversions names PostgreSQL 15"
@@ -104,11 +104,11 @@ for _ in $(seq 1 100); do
 	[ "$($P -d pkgtest -c "SELECT count(*) FROM mlplat.reconciler_health WHERE role IN ('leader', 'idle')" 2>/dev/null)" = "$(mlplat_kinds_count release)" ] && break
 	sleep 0.2
 done
-tap_is "$($P -d pkgtest -c "SELECT count(*) FROM mlplat.reconciler_health WHERE role IN ('leader', 'idle')")" "$(mlplat_kinds_count release)" \
+tap_same "$(mlplat_kinds_count release)" "$($P -d pkgtest -c "SELECT count(*) FROM mlplat.reconciler_health WHERE role IN ('leader', 'idle')")" \
 	"its reconcilers run: one leader per kind"
 $P -d pkgtest -c "SELECT mlplat.create_project('pkg', 1, NULL, NULL)" >/dev/null
 tap_is "$($P -d pkgtest -c "SELECT generation FROM mlplat.projects WHERE name = 'pkg'")" 1 "the packaged SQL API records intent"
-tap_is "$($P -d pkgold -c "CREATE EXTENSION mlplat VERSION '0.2.0'" -c "ALTER EXTENSION mlplat UPDATE" \
-	-c "SELECT extversion FROM pg_extension WHERE extname = 'mlplat'" 2>&1)" "$VERSION" \
+tap_same "$VERSION" "$($P -d pkgold -c "CREATE EXTENSION mlplat VERSION '0.2.0'" -c "ALTER EXTENSION mlplat UPDATE" \
+	-c "SELECT extversion FROM pg_extension WHERE extname = 'mlplat'" 2>&1)" \
 	"a 0.2.0 database updates to $VERSION with the packaged scripts"
 tap_done

@@ -26,7 +26,7 @@ tap_ok $? "the retention job has run once since the extension was created"
 $PSQL -d $DB -c "ALTER SYSTEM SET mlplat.retention_interval = '1s'" -c "SELECT pg_reload_conf()" >/dev/null
 before=$(q $DB "SELECT last_run_at FROM mlplat.retention_state")
 sleep 6
-tap_is "$(q $DB "SELECT last_run_at FROM mlplat.retention_state")" "$before" \
+tap_same "$before" "$(q $DB "SELECT last_run_at FROM mlplat.retention_state")" \
 	"with pg_cron's job active and a 1 s interval, the leader does not run it a second time"
 
 # --- the job gone (a database without pg_cron's job): the leader purges
@@ -50,6 +50,6 @@ n1=$(q $DB "SELECT last_run_at FROM mlplat.retention_state")
 wait_for $DB "SELECT last_run_at > '$n1' FROM mlplat.retention_state" t 30
 tap_ok $? "... and again after mlplat.retention_interval (1 s here)"
 on_exit_run   # the cleanup now, and not again at exit
-tap_is "$(q $DB "SELECT command FROM cron.job WHERE jobname = 'mlplat-retention' AND active")" "$CMD" \
+tap_same "$CMD" "$(q $DB "SELECT command FROM cron.job WHERE jobname = 'mlplat-retention' AND active")" \
 	"pg_cron's job is back as CREATE EXTENSION made it"
 tap_done

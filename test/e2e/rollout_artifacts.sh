@@ -88,7 +88,7 @@ tap_is "$(ledger "min(id) > (SELECT min(id) FROM mlplat.reconcile_ledger l WHERE
 	"the check came before the first apply"
 tap_is "$(ledger "detail->>'note'" "action = 'APPLY' ORDER BY id LIMIT 1")" "canaryTrafficPercent 0" \
 	"the first apply put the target at 0%"
-tap_is "$(isvc_field 'o["metadata"]["labels"]["mlplat.io/revision"]')" "$target" "the InferenceService carries the target revision"
+tap_same "$target" "$(isvc_field 'o["metadata"]["labels"]["mlplat.io/revision"]')" "the InferenceService carries the target revision"
 wait_for $DB "SELECT count(*) FROM mlplat.rollout_transitions WHERE rollout_id = $(ro id) AND decision = 'ADVANCE'" 1 20
 rc=$?; tap_ok $rc "the rollout advances (0 -> 10%)"; [ $rc = 0 ] || dump
 wait_for $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'rollouts' AND action = 'APPLY' AND entity_id = $(ro id) AND outcome = 'OK'" 2 20

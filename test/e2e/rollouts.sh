@@ -202,6 +202,7 @@ tap_ok $? "aborted from the ceiling"
 
 # ---------------------------------------------------------------- 5. the deployment's own metrics preset
 wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'scorer'" READY 20
+tap_ok $? "scorer is READY"
 q $DB "SELECT mlplat.set_metrics_preset('$P', 'scorer', 'knative-otel')" >/dev/null
 tap_is "$(q $DB "SELECT metrics_preset FROM mlplat.deployments WHERE name = 'scorer'")" knative-otel \
 	"set_metrics_preset: the deployment reads Knative >= 1.19's metric names"

@@ -77,7 +77,9 @@ tap_is "$(q $DB "SELECT string_agg(model || '=' || endpoint, ' ') FROM mlplat.ro
 # --- steady state: resyncs compare everything and publish nothing
 g0=$(maxgen); n0=$(notes); w0=$(writes_count)
 sleep 5   # the test cluster resyncs every 2 s
-tap_is "$(maxgen)/$(notes)/$(writes_count)" "$g0/$n0/$w0" "steady resyncs: no generation, no notification, no write ($g0, '$n0', $w0)"
+tap_same "$g0" "$(maxgen)" "steady resyncs: no new generation ($g0)"
+tap_same "$n0" "$(notes)" "steady resyncs: no notification ('$n0')"
+tap_same "$w0" "$(writes_count)" "steady resyncs: no write at the stand-in ($w0)"
 
 # --- a second model: BASE+2 holds both
 q $DB "SELECT mlplat.deploy('gw', 'wine', 'wine', '1', 'kserve-sklearnserver')" >/dev/null
@@ -121,7 +123,7 @@ for n in $(notes); do gateway_note "$n"; done
 tap_is "$GW_TABLE" "$served" "the gateway still serves the current table after the forged numbers ($GW_TABLE)"
 tap_is "$GW_LAST/$((GW_LOADS - loads))" "$last/1" \
 	"numbers at or below its last generation were ignored; the forged 999999999 cost one reload and did not become its last generation"
-tap_is "$(maxgen)" "$last" "a forged number is no generation: route_generations is unchanged"
+tap_same "$last" "$(maxgen)" "a forged number is no generation: route_generations is unchanged"
 
 # --- drift policy report: DRIFTED with the paths, never re-applied
 q $DB "SELECT mlplat.set_drift_policy('gw', 'iris', 'report')" >/dev/null
@@ -201,7 +203,7 @@ wait_for $DB "SELECT status FROM mlplat.deployments WHERE project_id = $GW AND n
 tap_ok $? "wine ends DELETED"
 # every notification but the three forged above matches a generation, in order, no duplicates
 real_notes() { notes | tr ' ' '\n' | awk -v a="$FORGED_AT" 'NR <= a || NR > a + 3' | tr '\n' ' ' | sed 's/ $//'; }
-tap_is "$(real_notes)" "$(q $DB "SELECT string_agg(generation::text, ' ' ORDER BY generation) FROM mlplat.route_generations WHERE generation > $BASE")" \
+tap_same "$(q $DB "SELECT string_agg(generation::text, ' ' ORDER BY generation) FROM mlplat.route_generations WHERE generation > $BASE")" "$(real_notes)" \
 	"the listener got exactly the generations, in order"
 
 # --- deploy deadline: a revision that never becomes ready
@@ -252,7 +254,7 @@ ms=$((($(date +%s%N) - t0) / 1000000))
 tap_ok $? "set_deploy_deadline: FAILED at the deployment's own 2 s deadline ($ms ms), not the 10 min setting"
 tap_is "$(q $DB "SELECT status_reason FROM mlplat.deployments WHERE project_id = $GW AND name = 'slow'")" \
 	"revision 3 was not READY within the deploy deadline of 2 s (set_deploy_deadline)" "the reason names the deployment's deadline"
-tap_is "$(maxgen)" "$gd" "a deployment that never became ready never got a route"
+tap_same "$gd" "$(maxgen)" "a deployment that never became ready never got a route"
 admin PUT config '{"readyDelayMs": 300}' >/dev/null
 
 # leave nothing live for the scripts that run after this one against their own stand-in

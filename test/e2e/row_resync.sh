@@ -25,6 +25,7 @@ $PSQL -d mlplat -c "CREATE EXTENSION mlplat" -c "SELECT mlplat.create_project('r
 	-c "SELECT mlplat.register_model_version('rr', 'm', '1', 's3://models/m/1', '$SHA', 'kserve-sklearnserver', 'sklearn')" \
 	-c "SELECT mlplat.set_model_stage('rr', 'm', '1', 'CANDIDATE')" >/dev/null
 wait_for mlplat "SELECT status FROM mlplat.projects WHERE name = 'rr'" READY 30
+tap_ok $? "project rr is READY"
 q mlplat "SELECT count(mlplat.deploy('rr', 'd' || i, 'm', '1', 'kserve-sklearnserver')) FROM generate_series(1, $N) i" >/dev/null
 wait_for mlplat "SELECT count(*) FROM mlplat.deployments WHERE status = 'READY'" $N 60
 tap_ok $? "$N deployments converge"
@@ -74,6 +75,7 @@ tap_is "$(writes_count "kind=InferenceService")" 0 "a resync that found nothing 
 # --- drift is found by the row's own resync, and repaired
 q mlplat "UPDATE mlplat.deployments SET next_resync_at = now()" >/dev/null
 wait_for mlplat "SELECT count(*) FROM mlplat.deployments WHERE next_resync_at > now() + interval '1 s'" $N 30
+tap_ok $? "every row's next resync is scheduled ahead"
 admin POST edit '{"resource":"inferenceservices","namespace":"mlp-rr","name":"d5","patch":{"spec":{"predictor":{"minReplicas":3}}}}' >/dev/null
 wait_for mlplat "SELECT count(*) > 0 FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND action = 'REPAIR' AND outcome = 'OK'" t 30
 tap_ok $? "an out-of-band edit is found at the row's next resync and repaired"

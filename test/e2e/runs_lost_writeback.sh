@@ -56,6 +56,7 @@ interrupt() {   # NAME PHASE [TICKS] [BEFORE_RESUME]: run BEFORE_RESUME while no
 # --- A: the create is in flight; it lands after the new leader's first passes
 interrupt inflight before
 passes_after $DB runs 3
+tap_ok $? "A: three passes of the runs leader"
 tap_is "$(q $DB "SELECT status FROM mlplat.runs WHERE name = 'inflight'")" CANCEL_REQUESTED \
 	"A: the new leader does not call a run with an unanswered create CANCELLED while the workflow may still appear"
 tap_is "$(wf_state inflight-1)" absent "A: (the workflow is not there yet)"

@@ -38,7 +38,7 @@ out=$($PSQL -d $DB -c "SET mlplat.traceparent = '00-$TRACE-$CALLER_SPAN-01'" \
 tap_is "$out" DEPLOYING "deploy() accepted with the caller's traceparent"
 wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'traced'" READY 20
 tap_ok $? "the deployment converges to READY"
-tap_is "$(q $DB "SELECT split_part(traceparent, '-', 2) FROM mlplat.deployments WHERE name = 'traced'")" "$TRACE" \
+tap_same "$TRACE" "$(q $DB "SELECT split_part(traceparent, '-', 2) FROM mlplat.deployments WHERE name = 'traced'")" \
 	"the deployment stores the caller's trace id"
 wait_for $DB "SELECT string_agg(name, ',' ORDER BY name) FROM mlplat.spans WHERE trace_id = '$TRACE'" \
 	"deployments.apply,deployments.artifact_check,deployments.claim,deployments.readiness_wait,mlplat.deploy" 10

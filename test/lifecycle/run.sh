@@ -20,7 +20,7 @@ LEADERS_SQL="SELECT count(DISTINCT objid) || '/' || count(*) FROM pg_locks
 wait_for mlplat "$LEADERS_SQL" "$KINDS/$KINDS" 20
 tap_ok $? "exactly one leader per kind"
 
-tap_is "$(q mlplat "SELECT count(*) FROM mlplat.leader_epochs WHERE epoch >= 1")" "$KINDS" \
+tap_same "$KINDS" "$(q mlplat "SELECT count(*) FROM mlplat.leader_epochs WHERE epoch >= 1")" \
 	"each leader recorded an epoch"
 
 start=$SECONDS

@@ -14,7 +14,10 @@
 #      go through our strict parser, jsonb through its public iterator;
 #   6. every cast in SQL the C code runs names its schema (::pg_catalog.jsonb,
 #      not ::jsonb): workers pin search_path, and a qualified cast does not
-#      depend on that pin (issue 18, finding 8).
+#      depend on that pin (issue 18, finding 8);
+#   7. every test script asserts the outcome of its waits, and compares command
+#      outputs ("nothing changed") with tap_same, never tap_is
+#      (test/style/shell_checks.py).
 # Each check is first run on a planted bad file and must fail there, so a
 # check that can no longer fail is caught too.  Needs no cluster.
 set -u
@@ -165,6 +168,44 @@ tap_ok $((! $?)) "the e2e set-up check fails on a script's own EXIT trap"
 check_bench_setup "$T/bench.sh" >/dev/null
 tap_ok $((! $?)) "the bench set-up check fails on a bench that runs initdb itself"
 
+# planted scripts: a wait whose outcome is dropped, a function ending in a wait called the
+# same way, and two "nothing changed" checks that pass when both sides are empty; and the
+# control, every way of consuming a wait, which must pass (so the check is not just failing)
+printf '%s\n' 'wait_for $DB "SELECT status FROM t" READY 30' 'tap_is "$(q $DB "SELECT 1")" 1 "then"' >"$T/wait_dropped.sh"
+printf '%s\n' 'ready() {' '	wait_for $DB "SELECT' '	  status FROM t" READY 30' '}' 'ready' 'tap_ok 0 "then"' >"$T/wait_fn.sh"
+printf '%s\n' 'before=$(count)' 'tap_is "$(count)" "$before" "nothing changed"' >"$T/same_var.sh"
+printf '%s\n' 'tap_is "$(q a "$SQL")" "$(q b "$SQL")" "the same in both"' >"$T/same_cmd.sh"
+cat >"$T/waits_ok.sh" <<'S'
+ready() { wait_for $DB "SELECT 1" 1 10; }
+ready
+tap_ok $? "ready"
+wait_for $DB "SELECT
+  1" 1 10
+rc=$?
+if wait_p "SELECT 1" 1 10; then echo yes; fi
+passes_after $DB kind 3 || echo "# stalled"
+wait_kube_gone /x 10 && tap_ok 0 "gone"
+until wait_note 3 5; do :; done
+cat <<'E'
+wait_for $DB "in a heredoc" 1 1
+E
+tap_same "$before" "$(count)" "nothing changed"
+tap_is "$(count)" 3 "a literal"
+S
+shell_checks() { python3 test/style/shell_checks.py "$@"; }
+out=$(shell_checks waits "$T/wait_dropped.sh")
+[ $? = 1 ] && [ "$out" = "# unasserted wait (wait_for): $T/wait_dropped.sh:1" ]
+tap_ok $? "the wait check fails on a wait whose outcome is dropped, naming its line"
+out=$(shell_checks waits "$T/wait_fn.sh")
+[ $? = 1 ] && [ "$out" = "# unasserted wait (ready): $T/wait_fn.sh:5" ]
+tap_ok $? "the wait check fails on a call of a function ending in a wait, its outcome dropped"
+shell_checks same "$T/same_var.sh" >/dev/null
+tap_ok $((! $?)) "the comparison check fails on tap_is of a command output against a variable"
+shell_checks same "$T/same_cmd.sh" >/dev/null
+tap_ok $((! $?)) "the comparison check fails on tap_is of two command outputs"
+shell_checks waits "$T/waits_ok.sh" && shell_checks same "$T/waits_ok.sh"
+tap_ok $? "both checks pass on waits consumed every allowed way and on tap_same (the control)"
+
 check_format "${FILES[@]}"
 tap_ok $? "every C file is formatted by .clang-format (${#FILES[@]} files)"
 check_errcode "${FILES[@]}"
@@ -178,6 +219,11 @@ tap_ok $? "every cast in SQL run from C names its schema"
 mapfile -t E2E < <(git ls-files 'test/e2e/*.sh')
 check_e2e_setup "${E2E[@]}"
 tap_ok $? "every e2e script starts from test/lib/e2e.sh and cleans up through on_exit (${#E2E[@]} scripts)"
+mapfile -t SH < <(git ls-files 'test/*.sh')
+shell_checks waits "${SH[@]}"
+tap_ok $? "every wait in a test script has its outcome asserted (${#SH[@]} scripts)"
+shell_checks same "${SH[@]}"
+tap_ok $? "no test script compares command outputs with tap_is (tap_same fails on an empty side)"
 mapfile -t BENCH < <(git ls-files 'bench/*.sh')
 check_bench_setup "${BENCH[@]}"
 tap_ok $? "no bench script makes a cluster but through test/lib/stack.sh (${#BENCH[@]} scripts)"

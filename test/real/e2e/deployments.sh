@@ -67,7 +67,7 @@ tap_ok $? "the InferenceService carries revision 1 and KServe's finalizer"
 # ---------------------------------------------------------------- steady state
 a0=$(applies)
 sleep 6
-tap_is "$(applies)" "$a0" "steady state: no apply over 6 s of resyncs (pruning, finalizer, status are no drift)"
+tap_same "$a0" "$(applies)" "steady state: no apply over 6 s of resyncs (pruning, finalizer, status are no drift)"
 tap_is "$(q $DB "SELECT status FROM mlplat.deployments WHERE name = 'riris'")" READY "still READY"
 
 # ---------------------------------------------------------------- drift
@@ -97,6 +97,7 @@ tap_ok $? "revision 2 is applied while KServe is down"
 # several passes of the reconciler (it looks again every 300 ms while DEPLOYING) see that status
 p0=$(q $DB "SELECT coalesce(sum(passes), 0) FROM mlplat.reconciler_health WHERE kind = 'deployments' AND role = 'leader'")
 wait_for $DB "SELECT coalesce(sum(passes), 0) >= $p0 + 5 FROM mlplat.reconciler_health WHERE kind = 'deployments' AND role = 'leader'" t 60
+tap_ok $? "five more passes of the deployments leader"
 tap_is "$(q $DB "SELECT status || '/' || latest_revision FROM mlplat.deployments WHERE name = 'riris'")" DEPLOYING/2 \
 	"revision 1's Ready status, from before the apply, does not make revision 2 READY"
 curl -s -X POST "$REAL_CONTROLLER/freeze?on=0" >/dev/null
@@ -136,7 +137,8 @@ tap_ok $? "an InferenceService deleted out of band and held by its finalizer: DE
 a0=$(applies)
 p0=$(q $DB "SELECT coalesce(sum(passes), 0) FROM mlplat.reconciler_health WHERE kind = 'deployments' AND role = 'leader'")
 wait_for $DB "SELECT coalesce(sum(passes), 0) >= $p0 + 5 FROM mlplat.reconciler_health WHERE kind = 'deployments' AND role = 'leader'" t 60
-tap_is "$(applies)" "$a0" "... no apply into the terminating object while it lingers"
+tap_ok $? "five more passes of the deployments leader"
+tap_same "$a0" "$(applies)" "... no apply into the terminating object while it lingers"
 curl -s -X POST "$REAL_CONTROLLER/hold?ns=mlp-rshop&name=rraw&on=0" >/dev/null
 wait_for $DB "SELECT status || '/' || latest_revision FROM mlplat.deployments WHERE name = 'rraw'" READY/2 60
 rc=$?
@@ -186,7 +188,7 @@ d0=$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'deploymen
 $PSQL -d $DB -c "ALTER SYSTEM SET mlplat.finalizer_alert_after = '1s'" -c "SELECT pg_reload_conf()" >/dev/null
 wait_for $DB "SELECT count(*) FROM mlplat.alerts WHERE alert = 'finalizer_stuck' AND entity_id = (SELECT id FROM mlplat.deployments WHERE name = 'riris') AND detail LIKE '%held by finalizer(s) inferenceservice.finalizers'" 1 30
 tap_ok $? "past mlplat.finalizer_alert_after the finalizer_stuck alert names the InferenceService and its finalizer"
-tap_is "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND project = 'rshop' AND action = 'DELETE'")" "$d0" \
+tap_same "$d0" "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND project = 'rshop' AND action = 'DELETE'")" \
 	"... and no DELETE is sent again while it is terminating"
 curl -s -X POST "$REAL_CONTROLLER/hold?ns=mlp-rshop&name=riris&on=0" >/dev/null
 wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'riris'" DELETED 60
