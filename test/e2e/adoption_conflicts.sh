@@ -190,5 +190,6 @@ tap_ok $? "isvc: with the forger's id put back, the rollout is the deployment's 
 for n in alien own forged; do q $DB "SELECT mlplat.undeploy('hostile', '$n')" >/dev/null; done
 wait_for $DB "SELECT string_agg(status, ',' ORDER BY name) FROM mlplat.deployments WHERE name IN ('alien', 'own', 'forged')" DELETED,DELETED,DELETED 60
 tap_ok $? "isvc: the look-alikes removed, every deployment of this script undeploys"
+tap_is "$(kube_code "$ISVC/own")/$(kube_code "$ISVC/forged")" 404/404 "isvc: ... and mlplat's own objects are gone from the stand-in (GET is 404)"
 
 tap_done

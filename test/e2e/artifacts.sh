@@ -224,5 +224,7 @@ tap_ok $? "every deployment of the test is undeployed"
 q $DB "SELECT mlplat.delete_project('art')" >/dev/null
 wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'art'" DELETED 60
 tap_ok $? "the test's project is deleted"
+wait_kube_gone /api/v1/namespaces/mlp-art 30
+tap_ok $? "its namespace is gone from the stand-in (GET is 404)"
 
 tap_done

@@ -112,4 +112,6 @@ release_holds
 tap_is "$(creates first-1)/$(notes first-1)" "1/0" "D: one create at the stand-in; no note left"
 
 q $DB "SELECT mlplat.delete_project('lwb')" >/dev/null
+wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'lwb'" DELETED 30 && wait_kube_gone /api/v1/namespaces/mlp-lwb 30
+tap_ok $? "project lwb is DELETED and its namespace gone from the stand-in (GET is 404)"
 tap_done

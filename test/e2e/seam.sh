@@ -116,7 +116,10 @@ q $DB "SELECT mlplat.undeploy('seam', d) FROM unnest(ARRAY['one', 'two']) d" >/d
 wait_for $DB "SELECT count(*) FROM mlplat.deployments d JOIN mlplat.projects p ON p.id = d.project_id
               WHERE p.name = 'seam' AND d.status <> 'DELETED'" 0 30
 tap_ok $? "both deployments are undeployed (DELETED) through the seam"
+tap_is "$(isvc_code one)/$(isvc_code two)" 404/404 "... and both InferenceServices are gone from the stand-in (GET is 404)"
 q $DB "SELECT mlplat.delete_project('seam')" >/dev/null
 wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'seam'" DELETED 30
 tap_ok $? "project seam deleted"
+wait_kube_gone /api/v1/namespaces/mlp-seam 30
+tap_ok $? "its namespace is gone from the stand-in (GET is 404)"
 tap_done
