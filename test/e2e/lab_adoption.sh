@@ -33,6 +33,7 @@ asowner "SELECT mlplat.start_lab_probe('$P', $CAND, '$SHA', $PROF, $NODE, 'la-pr
 wait_for $DB "SELECT status FROM mlplat.lab_probes WHERE lab_run_id = $ID" PASSED 90
 tap_ok $? "a probe on the node PASSED"
 wait_for $DB "SELECT count(*) FROM mlplat.lab_leases WHERE node_id = $NODE" 0 60
+tap_ok $? "the probe's lease is released"
 asowner "SELECT mlplat.approve_lab('$P', $CAND, '$SHA', $PROF, $NODE, '{text_generation}', '{\"max_attempts\": 1}', 100, '1 day')" >/dev/null
 APR=$(q $DB "SELECT id FROM mlplat.lab_approvals WHERE project_id = $PID AND node_id = $NODE")
 
@@ -97,6 +98,7 @@ for c in "secret yes" "secret no" "job yes" "job no"; do
 	              AND action = 'ADOPT' AND outcome = 'CONFLICT' AND detail->>'note' = '$NS/$NAME'" t 60
 	tap_ok $? "$kind: ledger ADOPT CONFLICT about $NS/$NAME"
 	passes_after $DB lab_runs 2
+	tap_ok $? "$kind: two more passes of the lab_runs worker"
 	tap_is "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'lab_runs' AND entity_id = $ID AND action = 'ADOPT' AND outcome <> 'CONFLICT'")" 0 \
 		"$kind: never adopted (no ADOPT but CONFLICT)"
 	tap_is "$(q $DB "SELECT status || ' | ' || (status_reason LIKE '%$NS/$NAME exists but is not this run''s: %; not adopted, not touched')

@@ -44,6 +44,7 @@ asowner "SELECT mlplat.start_lab_probe('$P', $CAND, '$SHA', $PROF, $N1, 'lq-prob
 wait_for $DB "SELECT status FROM mlplat.lab_probes WHERE lab_run_id = $ID" PASSED 60
 tap_ok $? "a probe made through the API PASSED (run: $(status "$ID"))"
 wait_for $DB "SELECT count(*) FROM mlplat.lab_leases WHERE node_id = $N1" 0 30
+tap_ok $? "the probe's lease is released"
 asowner "SELECT mlplat.approve_lab('$P', $CAND, '$SHA', $PROF, $N1, '{text_generation}', '{\"max_attempts\": 2}', 100, '1 day')" >/dev/null
 A1=$(q $DB "SELECT id FROM mlplat.lab_approvals WHERE project_id = $PID AND node_id = $N1")
 start() {   # key [limits] -> the run's id
@@ -100,6 +101,7 @@ tap_is "$(q $DB "SELECT string_agg(action || ':' || outcome, ' ') FROM mlplat.re
               WHERE kind = 'lab_runs' AND action = 'ORPHAN_TEARDOWN' AND detail->>'note' = '$NS2/lab-999990-input'")" \
 	"ORPHAN_TEARDOWN:OK" "ledger: ORPHAN_TEARDOWN OK"
 passes_after $DB lab_runs 3
+tap_ok $? "three more passes of the lab_runs worker"
 tap_is "$(kube_code "$(secret "$NS2" lab-999991-input)")" 200 "another installation's is left alone"
 
 # --- Secrets forbidden in the run's namespace: first the LIST, then the create

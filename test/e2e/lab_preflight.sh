@@ -71,6 +71,7 @@ release_holds
 wait_for $DB "SELECT status || ' ' || (completed_at IS NOT NULL) FROM mlplat.lab_probes WHERE lab_run_id = $ID" "PASSED true" 60
 tap_ok $? "the probe's Job ran: PASSED with completed_at (run: $(status "$ID"))"
 wait_for $DB "SELECT count(*) FROM mlplat.lab_leases" 0 30
+tap_ok $? "the probe's lease is released"
 unset PGHOST PGPORT
 tap_is "$($PSQL -h "$WORK" -p "$PA" -d mlplat -U lab_dev -c "$BLK")" "{}" "fixture: candidate, profile, node, approval and a passed probe: no blocker"
 
