@@ -25,16 +25,13 @@ NS=mlp-$P
 P2=lq2
 NS2=mlp-$P2
 
-$PSQL -d $DB -c "ALTER SYSTEM SET mlplat.lab_payload_bucket = 'artifacts'" -c "SELECT pg_reload_conf()" >/dev/null
-on_exit "$PSQL -d $DB -c \"ALTER SYSTEM RESET mlplat.lab_payload_bucket\" -c \"SELECT pg_reload_conf()\" >/dev/null"
-
 q $DB "CREATE ROLE lq_dev LOGIN" >/dev/null 2>&1
 lab_fixture lq_owner gpu-q1
 q $DB "SELECT mlplat.grant_role('$P', 'lq_dev', 'developer')" >/dev/null
 q $DB "SELECT mlplat.create_project('$P2', 8, NULL, NULL, NULL, 'lq_owner')" >/dev/null
 wait_for $DB "SELECT status FROM mlplat.projects WHERE name = '$P2'" READY 60
 tap_ok $? "project $P2 is READY"
-N1=$(q $DB "SELECT id FROM mlplat.lab_nodes WHERE name = 'gpu-q1'")
+N1=$(lab_node_id gpu-q1)
 job() { echo "/apis/batch/v1/namespaces/$NS/jobs/$1"; }
 secret() { echo "/api/v1/namespaces/$1/secrets/$2"; }
 
