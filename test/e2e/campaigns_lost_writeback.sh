@@ -49,6 +49,7 @@ interrupt() {   # CAMPAIGN
 interrupt a
 K=$(cid a)
 passes_after $DB campaigns 3
+tap_ok $? "A: three passes of the campaigns leader"
 tap_is "$(cstat a)/$(job_code a)" CANCEL_REQUESTED/404 \
 	"A: the candidate stays CANCEL_REQUESTED while its unanswered Job create may still land (no Job yet)"
 release_holds

@@ -29,6 +29,7 @@ asowner "SELECT mlplat.start_lab_probe('$P', $CAND, '$SHA', $PROF, $NODE, 'llwb-
 wait_for $DB "SELECT status FROM mlplat.lab_probes WHERE lab_run_id = $ID" PASSED 90
 tap_ok $? "the probe PASSED (run: $(status "$ID"))"
 wait_for $DB "SELECT count(*) FROM mlplat.lab_leases WHERE node_id = $NODE" 0 60
+tap_ok $? "the probe's lease is released"
 asowner "SELECT mlplat.approve_lab('$P', $CAND, '$SHA', $PROF, $NODE, '{text_generation}', '{}', 10, '1 day')" >/dev/null
 APPR=$(q $DB "SELECT id FROM mlplat.lab_approvals WHERE project_id = $PID AND node_id = $NODE")
 
@@ -65,6 +66,7 @@ interrupt() {   # KEY
 # --- A: the create is in flight; it lands after the new leader's first passes
 interrupt llwb-inflight
 passes_after $DB lab_runs 3
+tap_ok $? "A: three passes of the lab_runs worker"
 tap_is "$(status "$ID")/$(job_code "$ID")" CANCEL_REQUESTED/404 \
 	"A: the run stays CANCEL_REQUESTED while its unanswered Job create may still land (no Job yet)"
 release_holds

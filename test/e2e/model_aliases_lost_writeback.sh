@@ -90,8 +90,8 @@ tap_ok $? "A: a new model_aliases leader took over"
 wait_for $DB "SELECT status FROM mlplat.model_aliases WHERE $MINE AND alias = 'candidate'" SYNCED 30
 tap_ok $? "A: the candidate alias is SYNCED"
 V1=$(alias_of candidate)
-tap_is "$(q $DB "SELECT registry_version FROM mlplat.model_registry_versions rv JOIN mlplat.model_versions mv ON mv.id = rv.version_id WHERE mv.$MINE")" \
-	"$V1" "A: MLflow's candidate alias points at the version made for mlplat version 1 ($V1)"
+tap_same "$V1" "$(q $DB "SELECT registry_version FROM mlplat.model_registry_versions rv JOIN mlplat.model_versions mv ON mv.id = rv.version_id WHERE mv.$MINE")" \
+	"A: MLflow's candidate alias points at the version made for mlplat version 1 ($V1)"
 # (CREATE:RETRY: the old leader's request timed out on the held answer before it was terminated)
 l=$(model_ledger)
 [[ "$l" =~ ^(CREATE:RETRY\ )?ADOPT:OK$ ]]
@@ -108,7 +108,7 @@ tap_ok $? "B: (stage NONE: the candidate alias deleted)"
 q $DB "SELECT mlplat.set_model_stage('$P', 'iris', '1', 'CANDIDATE')" >/dev/null
 wait_held 1 30
 tap_ok $? "B: the leader's SET of the candidate alias is applied, its answer held"
-tap_is "$(alias_of candidate)" "$V1" "B: (the registry shows the SET)"
+tap_same "$V1" "$(alias_of candidate)" "B: (the registry shows the SET)"
 CAND=$(alias_id candidate)
 before=$(alias_ledger "$CAND")
 champion() { q $DB "SELECT mlplat.set_model_stage('$P', 'iris', '1', 'CHAMPION')" >/dev/null; }
@@ -124,5 +124,5 @@ l=$(alias_ledger "$CAND")
 tap_ok $? "B: the ledger records the lost SET (ADOPT), then the DELETE that replaced it (${l#"$before" })"
 release_holds
 tap_is "$(notes)" 0 "B: no note left"
-tap_is "$(alias_ledger "$CAND")" "$l" "B: the late answer adds nothing to the ledger"
+tap_same "$l" "$(alias_ledger "$CAND")" "B: the late answer adds nothing to the ledger"
 tap_done
