@@ -30,8 +30,8 @@ srchash() { cat "$@" | sha256sum | cut -c1-12; }
 kube_dir=$CACHE/kube-$K8S_VERSION
 etcd_dir=$CACHE/etcd-$ETCD_VERSION-$(srchash "$here/etcd/main.go")
 otlp_dir=$CACHE/otlp-$OTEL_PDATA_VERSION-$(srchash "$here/otlp/main.go")
-mlflow_dir=$CACHE/mlflow-$MLFLOW_VERSION
-moto_dir=$CACHE/moto-$MOTO_VERSION
+mlflow_dir=$CACHE/mlflow-$MLFLOW_VERSION-$(srchash "$here/pip/mlflow.txt")
+moto_dir=$CACHE/moto-$MOTO_VERSION-$(srchash "$here/pip/moto.txt")
 
 if [ "${1:-}" = "--paths" ]; then
 	echo "KUBE_APISERVER=$kube_dir/bin/kube-apiserver"
@@ -144,15 +144,25 @@ build_otlp() {
 		"go.opentelemetry.io/collector/pdata@$OTEL_PDATA_VERSION"
 }
 
+# build_venv DIR CONSTRAINTS PACKAGE... — a venv with PACKAGEs, every dependency held to
+# the version CONSTRAINTS names; the build fails if pip installed anything else.
 build_venv() {
-	local s=$1
-	shift
+	local s=$1 pins=$2
+	shift 2
 	python3 -m venv "$s/venv"
-	$NICE "$s/venv/bin/pip" install --disable-pip-version-check -q "$@"
+	$NICE "$s/venv/bin/pip" install --disable-pip-version-check -q -c "$pins" "$@"
 	"$s/venv/bin/pip" freeze >"$s/freeze.txt"
+	if ! diff <(grep -v '^#' "$pins" | sort -f) <(sort -f "$s/freeze.txt") >"$s/freeze.diff"; then
+		echo "build.sh: $s installed other packages than $pins pins:" >&2
+		cat "$s/freeze.diff" >&2
+		return 1
+	fi
 }
-build_mlflow() { build_venv "$1" "mlflow==$MLFLOW_VERSION" "psycopg2-binary" "Flask-WTF"; }
-build_moto() { build_venv "$1" "moto[server,s3]==$MOTO_VERSION"; }
+build_mlflow() {
+	build_venv "$1" "$here/pip/mlflow.txt" "mlflow==$MLFLOW_VERSION" \
+		"psycopg2-binary==$PSYCOPG2_BINARY_VERSION" "Flask-WTF==$FLASK_WTF_VERSION"
+}
+build_moto() { build_venv "$1" "$here/pip/moto.txt" "moto[server,s3]==$MOTO_VERSION"; }
 
 if [ "${1:-}" = --build ]; then
 	set -e
