@@ -285,7 +285,7 @@ check('Secrets: stringData becomes base64 data, type Opaque; immutable: true ref
   expect(r.status === 200, 'delete', r.body);
 });
 
-check('Nodes: admin-made, cluster-scoped, LIST by label; a Job pinned to a NotReady or cordoned node does not start until the node can take it', async () => {
+check('Nodes: admin-made, cluster-scoped, LIST by label; a Job pinned to a NotReady or cordoned node is started (startTime, active 1) but not ready until the node can take it', async () => {
   await ns('fid-node');
   let r = await admin('POST', 'nodes', { name: 'gpu-a', labels: { 'mlplat.io/lab': 'true' }, gpus: 4, ready: false });
   expect(r.status === 200, 'node made', r.body);
@@ -299,18 +299,18 @@ check('Nodes: admin-made, cluster-scoped, LIST by label; a Job pinned to a NotRe
   expect(r.status === 201, 'job created', r.body);
   await sleep(400);
   let st = (await k('GET', '/apis/batch/v1/namespaces/fid-node/jobs/pinned')).body.status || {};
-  expect(!st.startTime && !st.active, 'not started on a NotReady node', st);
+  expect(st.startTime && st.active === 1 && st.ready === 0, 'started, its pod Pending on a NotReady node', st);
   await admin('POST', 'nodes', { name: 'gpu-a', labels: { 'mlplat.io/lab': 'true' }, gpus: 4, ready: true, unschedulable: true });
   await sleep(400);
   st = (await k('GET', '/apis/batch/v1/namespaces/fid-node/jobs/pinned')).body.status || {};
-  expect(!st.startTime, 'not started on a cordoned node', st);
+  expect(st.active === 1 && st.ready === 0 && !st.succeeded, 'still Pending on a cordoned node', st);
   await admin('POST', 'nodes', { name: 'gpu-a', labels: { 'mlplat.io/lab': 'true' }, gpus: 4, ready: true });
-  st = await until(async () => { const s = (await k('GET', '/apis/batch/v1/namespaces/fid-node/jobs/pinned')).body.status; return s && s.startTime && s; });
-  eq(st.active, 1, 'started once the node is Ready and schedulable');
+  st = await until(async () => { const s = (await k('GET', '/apis/batch/v1/namespaces/fid-node/jobs/pinned')).body.status; return s && s.ready === 1 && s; });
+  eq(st.active, 1, 'running once the node is Ready and schedulable');
   r = await k('POST', '/apis/batch/v1/namespaces/fid-node/jobs', job('nowhere', 'no-such-node'));
   await sleep(400);
   st = (await k('GET', '/apis/batch/v1/namespaces/fid-node/jobs/nowhere')).body.status || {};
-  expect(!st.startTime, 'not started on a node that does not exist', st);
+  expect(st.active === 1 && st.ready === 0, 'Pending on a node that does not exist', st);
 });
 
 check('Jobs: a pod whose ServiceAccount does not exist is not created; the Job starts once it exists', async () => {
@@ -324,7 +324,7 @@ check('Jobs: a pod whose ServiceAccount does not exist is not created; the Job s
   eq((await k('POST', '/apis/batch/v1/namespaces/fid-jsa/jobs', job('as-default'))).status, 201, 'created default');
   await until(async () => (await status('as-default')).succeeded === 1);
   const st = await status('no-sa');
-  expect(!st.startTime && !st.active && !st.succeeded, 'not started while serviceaccount "runner" is missing', st);
+  expect(st.startTime && !st.active && !st.succeeded, 'startTime set, no pod (active 0) while serviceaccount "runner" is missing', st);
   eq((await k('POST', '/api/v1/namespaces/fid-jsa/serviceaccounts', { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'runner' }, automountServiceAccountToken: false })).status, 201, 'sa');
   await until(async () => (await status('no-sa')).succeeded === 1);
 });

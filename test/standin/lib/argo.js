@@ -307,17 +307,28 @@ class Jobs {
     const ns = rec.obj.metadata.namespace, name = rec.obj.metadata.name, uid = rec.obj.metadata.uid;
     const p = this.plans.step('job', ns, name, name);
     if (p.pending) return;
-    // a pod pinned to a node by kubernetes.io/hostname is not scheduled (no startTime) while that
-    // node is absent, NotReady or cordoned; it starts once the node can take it
+    // As the Job controller does (seen on the real peers, docs/fidelity.md): its first sync sets
+    // startTime and creates the pod; a pod the ServiceAccount admission refuses is retried
+    // (active 0); a pod pinned by kubernetes.io/hostname to a node that is absent, NotReady or
+    // cordoned stays Pending, counted in active with ready 0, and runs once the node can take
+    // it; activeDeadlineSeconds runs from startTime all along
     const tpl = ((rec.obj.spec || {}).template || {}).spec || {};
     const host = (tpl.nodeSelector || {})['kubernetes.io/hostname'];
     const sa = tpl.serviceAccountName || 'default';
+    let began = 0;
     const start = () => {
-      if (!this.live(ns, name, uid)) return;
-      if (host && this.cfg.nodeSchedulable && !this.cfg.nodeSchedulable(host)) { this.later(this.cfg.argoStepMs, start); return; }
-      if (this.rbac && !this.rbac.serviceAccountExists(ns, sa)) { this.later(this.cfg.argoStepMs, start); return; }
-      this.write(ns, name, (st) => { st.startTime = U.nowIso(); st.active = 1; st.ready = 0; st.uncountedTerminatedPods = {}; });
-      this.tick(ns, name, uid, p, 1, Date.now());
+      const r = this.live(ns, name, uid);
+      if (!r) return;
+      const podOk = !this.rbac || this.rbac.serviceAccountExists(ns, sa);
+      const active = podOk ? 1 : 0;
+      if (!began) {
+        began = Date.now();
+        this.write(ns, name, (st) => { st.startTime = U.nowIso(); st.active = active; st.ready = 0; st.terminating = 0; st.uncountedTerminatedPods = {}; });
+      } else if ((r.obj.status || {}).active !== active) this.write(ns, name, (st) => { st.active = active; });
+      if (this.pastDeadline(r, began)) return this.finish(ns, name, uid, p, 'DeadlineExceeded');
+      if (!podOk || (host && this.cfg.nodeSchedulable && !this.cfg.nodeSchedulable(host))) { this.later(this.cfg.argoStepMs, start); return; }
+      this.write(ns, name, (st) => { st.ready = 1; });
+      this.tick(ns, name, uid, p, 1, began);
     };
     this.later(this.cfg.argoStepMs, start);
   }
@@ -325,13 +336,16 @@ class Jobs {
     this.later(this.cfg.argoStepMs, () => {
       const r = this.live(ns, name, uid);
       if (!r) return;
-      const ads = r.obj.spec && r.obj.spec.activeDeadlineSeconds;
-      const scale = this.cfg.deadlineScale === undefined ? 1 : Number(this.cfg.deadlineScale);
-      if (ads && Date.now() - started >= ads * 1000 * scale) return this.finish(ns, name, uid, p, 'DeadlineExceeded');
+      if (this.pastDeadline(r, started)) return this.finish(ns, name, uid, p, 'DeadlineExceeded');
       if (n < Number(p.ticks || 1)) return this.tick(ns, name, uid, p, n + 1, started);
       const failed = Number(p.exitCode || 0) !== 0 || Boolean(p.failReason);
       this.finish(ns, name, uid, p, failed ? (p.failReason || 'BackoffLimitExceeded') : null);
     });
+  }
+  pastDeadline(r, started) {
+    const ads = r.obj.spec && r.obj.spec.activeDeadlineSeconds;
+    const scale = this.cfg.deadlineScale === undefined ? 1 : Number(this.cfg.deadlineScale);
+    return Boolean(ads) && Date.now() - started >= ads * 1000 * scale;
   }
   async finish(ns, name, uid, p, failReason) {
     for (const o of p.s3 || []) {
