@@ -30,6 +30,7 @@ typedef struct MlplatIsvcOwner
 	bool no_render;				/* no render to compare with (an orphan): the database decides */
 	const MlJsonValue *obj;		/* the object found under ns/name */
 	char *not_ours;				/* out: NULL when it is the deployment's own, else why not */
+	void *row;					/* the caller's row the object was found for (not read here) */
 } MlplatIsvcOwner;
 
 /* The content id an InferenceService (a render or a found object) carries, or NULL. */

@@ -40,6 +40,29 @@ extern char *mlplat_drift_paths_line(const MlSpecDiff *diff);
 /* Say in the pass status that n write-backs lost their compare-and-swap (n > 0). */
 extern void mlplat_pass_note_lost(MlplatPass *pass, int n);
 
+/* Wake the next pass within ms (at least 50 ms from now), unless one comes sooner. */
+extern void mlplat_pass_wake_within(MlplatPass *pass, int ms);
+
+/* permanent failures (403, 422, ...) are retried slowly: a later grant heals them */
+#define MLPLAT_PERMANENT_RETRY_MS 30000
+
+/*
+ * When to try a row's failed request again, in ms: a permanent failure after
+ * MLPLAT_PERMANENT_RETRY_MS (no more than mlplat.backoff_max_ms), anything
+ * else after a backoff from 500 ms by the row's attempts, never before the
+ * server's Retry-After, jittered by the row's id (backoff.h).
+ */
+extern int mlplat_retry_ms(bool permanent, int attempts, int64 id, int retry_after_s);
+
+/*
+ * What a write the cluster did not take (res: any outcome but OK) leaves on
+ * its row: the ledger outcome ("FAILED" for a permanent failure, else
+ * "RETRY"), the line a tenant may read, the administrators' line when it is
+ * not that one (else NULL), and when to try again (mlplat_retry_ms).
+ */
+extern void mlplat_write_failed(const MlplatKubeResult *res, int attempts, int64 id, const char **ledger_outcome,
+								char **error, char **ledger_error, int *retry_ms);
+
 /*
  * The context a pass allocates in, reset after every pass; the worker sets it
  * once.  mlplat.pass_memory_limit bounds what it holds (with its children),

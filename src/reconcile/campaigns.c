@@ -57,7 +57,6 @@ static const MlplatKubeResource JOB = { "batch", "v1", "jobs", true };
 #define ATTESTATION_MAX (64 * 1024)
 /* how soon to look again while a Job moves */
 #define FOLLOW_UP_MS 300
-#define PERMANENT_RETRY_MS 30000
 
 typedef enum CandAction
 {
@@ -131,12 +130,6 @@ typedef struct Cand
 
 /* ---------------------------------------------------------------- pure helpers */
 
-static bool
-str_eq(const char *a, const char *b)
-{
-	return a && b && strcmp(a, b) == 0;
-}
-
 /* An RFC 3339 time as Kubernetes writes it ("2026-12-02T05:47:17Z"), or 0. */
 static TimestampTz
 k8s_time(const char *s)
@@ -162,7 +155,7 @@ job_condition(const MlJsonValue *job, const char *t)
 	{
 		const MlJsonValue *c = conds->u.array.items[i];
 
-		if (str_eq(mlplat_json_text(c, "type", NULL, NULL), t) && str_eq(mlplat_json_text(c, "status", NULL, NULL), "True"))
+		if (mlplat_str_same(mlplat_json_text(c, "type", NULL, NULL), t) && mlplat_str_same(mlplat_json_text(c, "status", NULL, NULL), "True"))
 			return c;
 	}
 	return NULL;
@@ -196,14 +189,15 @@ not_ours(const Cand *c, const MlJsonValue *job)
 		const char *want = mlplat_json_text(c->render, "metadata", "labels", keys[i]);
 		const char *got = mlplat_json_text(job, "metadata", "labels", keys[i]);
 
-		if (!str_eq(want, got))
+		if (want == NULL || !mlplat_str_same(want, got))
 			return psprintf("its label %s is %s, the render's %s", keys[i], got ? got : "absent", want ? want : "absent");
 	}
-	if (!str_eq(job_image(job), job_image(c->render)))
+	if (job_image(c->render) == NULL || !mlplat_str_same(job_image(job), job_image(c->render)))
 		return psprintf("its image is %s, the render's %s", job_image(job) ? job_image(job) : "absent",
 						job_image(c->render) ? job_image(c->render) : "absent");
-	if (!str_eq(mlplat_json_text(job, "metadata", "annotations", CANDIDATE_CID),
-				mlplat_json_text(c->render, "metadata", "annotations", CANDIDATE_CID)))
+	if (mlplat_json_text(c->render, "metadata", "annotations", CANDIDATE_CID) == NULL ||
+		!mlplat_str_same(mlplat_json_text(job, "metadata", "annotations", CANDIDATE_CID),
+						 mlplat_json_text(c->render, "metadata", "annotations", CANDIDATE_CID)))
 		return psprintf("its %s is not the render's", CANDIDATE_CID);
 	return NULL;
 }
@@ -243,7 +237,7 @@ move(Cand *c, const char *status, const char *code, char *why)
 static void
 retry_later(Cand *c, MlplatPass *pass, bool permanent, int retry_after_s, int floor_ms)
 {
-	int64 ms = permanent ? mlplat_backoff_delay_ms(c->attempts + 1, 1000, Min(PERMANENT_RETRY_MS, mlplat_backoff_max_ms), 0,
+	int64 ms = permanent ? mlplat_backoff_delay_ms(c->attempts + 1, 1000, Min(MLPLAT_PERMANENT_RETRY_MS, mlplat_backoff_max_ms), 0,
 												   (uint64) c->id ^ (uint64) c->attempts)
 						 : mlplat_backoff_delay_ms(c->attempts + 1, 500, mlplat_backoff_max_ms, retry_after_s,
 												   (uint64) c->id ^ (uint64) c->attempts);
@@ -251,8 +245,7 @@ retry_later(Cand *c, MlplatPass *pass, bool permanent, int retry_after_s, int fl
 	c->retry_ms = (int32) Min(Max(ms, floor_ms), PG_INT32_MAX);
 	c->write = true;
 	/* come back when the retry is due, not only at the next resync */
-	if (pass->next_pass_ms <= 0 || c->retry_ms < pass->next_pass_ms)
-		pass->next_pass_ms = Max(c->retry_ms, 50);
+	mlplat_pass_wake_within(pass, c->retry_ms);
 }
 
 /* Decide what one candidate needs, from the claim and the listed Job alone. */
@@ -354,7 +347,7 @@ cand_decide(Cand *c, TimestampTz now)
 		const char *r = mlplat_json_text(failed, "reason", NULL, NULL);
 		const char *m = mlplat_json_text(failed, "message", NULL, NULL);
 
-		move(c, "FAILED", str_eq(r, "DeadlineExceeded") ? "BUILD_DEADLINE_EXCEEDED" : "BUILD_FAILED",
+		move(c, "FAILED", mlplat_str_same(r, "DeadlineExceeded") ? "BUILD_DEADLINE_EXCEEDED" : "BUILD_FAILED",
 			 psprintf("Job %s/%s failed: %s%s%s", c->ns, c->job_name, r ? r : "Failed", m ? ": " : "", m ? m : ""));
 		c->actual_gpu_seconds = spend(c, c->started_at, k8s_time(mlplat_json_text(failed, "lastTransitionTime", NULL, NULL)));
 		return;
@@ -710,7 +703,7 @@ verify_existing(MlplatPass *pass, MlJsonArena *arena, List *cands)
 	{
 		Cand *c = lfirst(lc);
 
-		if (c->action == CAND_CREATE && str_eq(c->ledger_outcome, "CONFLICT"))
+		if (c->action == CAND_CREATE && mlplat_str_same(c->ledger_outcome, "CONFLICT"))
 			gets = lappend(gets, mlplat_kube_get(batch, &JOB, c->ns, c->job_name));
 		else
 			gets = lappend(gets, NULL);
@@ -857,7 +850,7 @@ write_back(MlplatPass *pass, List *cands, List *orphans)
 				.observation = c->cleanup ? NULL : observation_json(c),
 				.started_at = c->started_at,
 				.actual_gpu_seconds = c->actual_gpu_seconds,
-				.artifact = str_eq(c->new_status, "BUILT") ? artifact_json(c) : NULL,
+				.artifact = mlplat_str_same(c->new_status, "BUILT") ? artifact_json(c) : NULL,
 				.cleanup_done = c->cleanup_done,
 				.retry_ms = c->retry_ms,
 			};
@@ -878,8 +871,8 @@ write_back(MlplatPass *pass, List *cands, List *orphans)
 		if (c->ledger_action)
 			mlplat_ledger_append(pass, "campaign_candidate", c->id, c->project, c->ledger_action,
 								 c->ledger_outcome ? c->ledger_outcome : "OK",
-								 str_eq(c->ledger_action, "VERIFY") ? c->attested_sha256 : NULL,
-								 str_eq(c->ledger_action, "VERIFY") && c->verify ? c->verify->got_sha256 : NULL,
+								 mlplat_str_same(c->ledger_action, "VERIFY") ? c->attested_sha256 : NULL,
+								 mlplat_str_same(c->ledger_action, "VERIFY") && c->verify ? c->verify->got_sha256 : NULL,
 								 c->http_status, c->ledger_error, mlplat_trace_id_of(c->traceparent), obj);
 		if (c->span)
 			spans = lappend(spans, c->span);
@@ -956,8 +949,8 @@ mlplat_campaigns_pass(MlplatPass *pass)
 		{
 			const MlJsonValue *obj = lfirst(li);
 
-			if (str_eq(mlplat_json_text(obj, "metadata", "namespace", NULL), c->ns) &&
-				str_eq(mlplat_json_text(obj, "metadata", "name", NULL), c->job_name))
+			if (mlplat_str_same(mlplat_json_text(obj, "metadata", "namespace", NULL), c->ns) &&
+				mlplat_str_same(mlplat_json_text(obj, "metadata", "name", NULL), c->job_name))
 			{
 				c->obj = obj;
 				break;
@@ -1037,7 +1030,7 @@ mlplat_campaigns_pass(MlplatPass *pass)
 			{
 				Cand *c = lfirst(lc2);
 
-				owned |= str_eq(c->ns, ns) && str_eq(c->job_name, name);
+				owned |= mlplat_str_same(c->ns, ns) && mlplat_str_same(c->job_name, name);
 			}
 			if (owned)
 				continue;
@@ -1071,7 +1064,7 @@ mlplat_campaigns_pass(MlplatPass *pass)
 				c->span->start = c->req->started_at ? c->req->started_at : c->span->start;
 				mlplat_span_attr_int(c->span, "http.response.status_code", c->http_status);
 				mlplat_span_end_at(c->span, c->span->start + (TimestampTz) (c->req->elapsed_ms * 1000.0),
-								   str_eq(c->ledger_outcome, "OK") ? NULL : (c->ledger_error ? c->ledger_error : "request failed"));
+								   mlplat_str_same(c->ledger_outcome, "OK") ? NULL : (c->ledger_error ? c->ledger_error : "request failed"));
 			}
 		}
 		if (c->rm_output && c->cleanup_done &&
@@ -1106,7 +1099,7 @@ mlplat_campaigns_pass(MlplatPass *pass)
 			if (c->verify)
 			{
 				after_verify(c, pass);
-				built += str_eq(c->new_status, "BUILT");
+				built += mlplat_str_same(c->new_status, "BUILT");
 			}
 		}
 	}

@@ -59,8 +59,6 @@ static const MlplatKubeResource ISVC = { "serving.kserve.io", "v1beta1", "infere
 
 /* how soon to look again while waiting on KServe (readiness, deletion) */
 #define FOLLOW_UP_MS 300
-/* permanent errors (403, 422) are retried slowly: a later grant heals them */
-#define PERMANENT_RETRY_MS 30000
 /*
  * A pass that reads at most this many rows observes them with a GET each (one
  * batch); more, and one LIST of the fleet (500 a page) is the cheaper look.
@@ -581,7 +579,7 @@ deployment_decide(Deployment *d, MlJsonArena *arena)
  * 18, finding 5): report it (status reason, last_error, ledger ADOPT CONFLICT)
  * and touch nothing.  A DELETING deployment has nothing left to delete of its
  * own: it is DELETED, the object left alone.  Otherwise it waits, and looks
- * again after PERMANENT_RETRY_MS (one ledger row per look).
+ * again after MLPLAT_PERMANENT_RETRY_MS (one ledger row per look).
  */
 static void
 deployment_not_ours(Deployment *d)
@@ -610,7 +608,7 @@ deployment_not_ours(Deployment *d)
 			d->new_status = "DEPLOYING";
 		d->reason = psprintf("%s; not adopted, not touched", what);
 		d->error = d->reason;
-		d->retry_ms = Min(PERMANENT_RETRY_MS, mlplat_backoff_max_ms);
+		d->retry_ms = mlplat_retry_ms(true, d->attempts, d->id, 0);
 	}
 	d->write = true;
 	d->ledger_action = "ADOPT";
@@ -626,9 +624,7 @@ static void
 judge_found(List *deps, const char *instance, MlJsonArena *arena, bool probe)
 {
 	List *owners = NIL;
-	List *whose = NIL;
 	ListCell *lc;
-	ListCell *lw;
 
 	foreach (lc, deps)
 	{
@@ -650,8 +646,7 @@ judge_found(List *deps, const char *instance, MlJsonArena *arena, bool probe)
 				d->error = psprintf("cannot read InferenceService %s/%s before applying: %s", d->ns, d->name,
 									mlplat_kube_tenant_line(&res) ? mlplat_kube_tenant_line(&res) : "no answer");
 				d->ledger_error = res.tenant_message ? res.message : NULL;
-				d->retry_ms = mlplat_backoff_delay_ms(d->attempts + 1, 500, mlplat_backoff_max_ms, res.retry_after_s,
-													  (uint32) d->id ^ (uint32) d->attempts);
+				d->retry_ms = mlplat_retry_ms(false, d->attempts, d->id, res.retry_after_s);
 			}
 		}
 		if (obj == NULL)
@@ -662,6 +657,7 @@ judge_found(List *deps, const char *instance, MlJsonArena *arena, bool probe)
 		o->obj = obj;
 		o->own_content_id = NULL;
 		o->no_render = d->spec == NULL;
+		o->row = d;
 		if (d->spec)
 		{
 			/* parsed once: deployment_decide reads the same tree */
@@ -670,15 +666,13 @@ judge_found(List *deps, const char *instance, MlJsonArena *arena, bool probe)
 			o->own_content_id = d->desired ? mlplat_isvc_content_id(d->desired) : NULL;
 		}
 		owners = lappend(owners, o);
-		whose = lappend(whose, d);
 	}
 	mlplat_isvc_judge(owners, instance);
-	forboth (lc, owners, lw, whose)
+	foreach (lc, owners)
 	{
 		MlplatIsvcOwner *o = lfirst(lc);
-		Deployment *d = lfirst(lw);
 
-		d->not_ours = o->not_ours;
+		((Deployment *) o->row)->not_ours = o->not_ours;
 	}
 }
 
@@ -800,17 +794,9 @@ apply_result(Deployment *d, MlplatPass *pass)
 		case MLPLAT_KUBE_CONFLICT:
 		case MLPLAT_KUBE_EXISTS:
 		case MLPLAT_KUBE_EXPIRED:
-			d->ledger_outcome = "RETRY";
-			d->error = mlplat_kube_tenant_line(&res);
-			d->ledger_error = res.tenant_message ? res.message : NULL;
-			d->retry_ms = mlplat_backoff_delay_ms(d->attempts + 1, 500, mlplat_backoff_max_ms,
-												  res.retry_after_s, (uint32) d->id ^ (uint32) d->attempts);
-			break;
 		case MLPLAT_KUBE_FAILED:
-			d->ledger_outcome = "FAILED";
-			d->error = mlplat_kube_tenant_line(&res);
-			d->ledger_error = res.tenant_message ? res.message : NULL;
-			d->retry_ms = Min(PERMANENT_RETRY_MS, mlplat_backoff_max_ms);
+			mlplat_write_failed(&res, d->attempts, d->id, &d->ledger_outcome, &d->error, &d->ledger_error,
+								&d->retry_ms);
 			break;
 	}
 	/* an intent whose applies keep failing also runs out of time */

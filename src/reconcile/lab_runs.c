@@ -170,12 +170,6 @@ MlplatSeam *const mlplat_lab_runs_seams[] = { &claim_seam, &writeback_seam, NULL
 
 /* ---------------------------------------------------------------- pure decisions */
 
-static bool
-text_eq(const char *a, const char *b)
-{
-	return a != NULL && b != NULL && strcmp(a, b) == 0;
-}
-
 /* The status of a condition of the given type ("True", ...), or NULL. */
 static const MlJsonValue *
 condition(const MlJsonValue *obj, const char *type)
@@ -188,8 +182,8 @@ condition(const MlJsonValue *obj, const char *type)
 	{
 		const MlJsonValue *c = conds->u.array.items[i];
 
-		if (text_eq(mlplat_json_text(c, "type", NULL, NULL), type) &&
-			text_eq(mlplat_json_text(c, "status", NULL, NULL), "True"))
+		if (mlplat_str_same(mlplat_json_text(c, "type", NULL, NULL), type) &&
+			mlplat_str_same(mlplat_json_text(c, "status", NULL, NULL), "True"))
 			return c;
 	}
 	return NULL;
@@ -208,11 +202,11 @@ not_ours(const MlJsonValue *obj, const char *instance, const char *cid)
 	const char *comp = mlplat_json_text(obj, "metadata", "labels", "app.kubernetes.io/component");
 	const char *got = mlplat_json_text(obj, "metadata", "annotations", MLPLAT_ANNOTATION_CONTENT_ID);
 
-	if (!text_eq(by, MLPLAT_MANAGED_BY) || !text_eq(inst, instance) || !text_eq(comp, LAB_COMPONENT))
+	if (!mlplat_str_same(by, MLPLAT_MANAGED_BY) || !mlplat_str_same(inst, instance) || !mlplat_str_same(comp, LAB_COMPONENT))
 		return pstrdup("it does not carry mlplat's lab labels of this installation");
 	if (cid == NULL)
 		return pstrdup("there is no render to compare it with");
-	if (!text_eq(got, cid))
+	if (!mlplat_str_same(got, cid))
 		return psprintf("its content id is %s, the render's %s", got ? got : "absent", cid);
 	return NULL;
 }
@@ -379,7 +373,7 @@ lab_decide(LabRun *r, const char *instance)
 	{
 		const char *reason = mlplat_json_text(failed, "reason", NULL, NULL);
 
-		r->event = text_eq(reason, "DeadlineExceeded") ? "DEADLINE" : "FAILED";
+		r->event = mlplat_str_same(reason, "DeadlineExceeded") ? "DEADLINE" : "FAILED";
 		r->observation = observation_json(r, reason ? reason : "Failed");
 		return;
 	}
@@ -836,9 +830,9 @@ nodes_due(MlplatPass *pass)
 static bool
 labelled_ours(const MlJsonValue *obj, const char *instance)
 {
-	return text_eq(mlplat_json_text(obj, "metadata", "labels", MLPLAT_LABEL_MANAGED_BY), MLPLAT_MANAGED_BY) &&
-		   text_eq(mlplat_json_text(obj, "metadata", "labels", MLPLAT_LABEL_INSTANCE), instance) &&
-		   text_eq(mlplat_json_text(obj, "metadata", "labels", "app.kubernetes.io/component"), LAB_COMPONENT);
+	return mlplat_str_same(mlplat_json_text(obj, "metadata", "labels", MLPLAT_LABEL_MANAGED_BY), MLPLAT_MANAGED_BY) &&
+		   mlplat_str_same(mlplat_json_text(obj, "metadata", "labels", MLPLAT_LABEL_INSTANCE), instance) &&
+		   mlplat_str_same(mlplat_json_text(obj, "metadata", "labels", "app.kubernetes.io/component"), LAB_COMPONENT);
 }
 
 typedef struct LabOrphan
@@ -881,7 +875,7 @@ find_orphans(List *runs, List *objs, const MlplatKubeResource *res, bool is_job,
 		{
 			LabRun *r = lfirst(lc2);
 
-			owned |= text_eq(r->ns, ns) && text_eq(is_job ? r->job_name : r->secret_name, name);
+			owned |= mlplat_str_same(r->ns, ns) && mlplat_str_same(is_job ? r->job_name : r->secret_name, name);
 		}
 		if (owned)
 			continue;

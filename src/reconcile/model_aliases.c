@@ -58,8 +58,7 @@
 #include "mlplat/unanswered.h"
 
 #define TOKEN_MAX 16384
-/* permanent errors (403, 400 other than "alias not found") are retried slowly */
-#define PERMANENT_RETRY_MS 30000
+/* permanent errors (403, 400 other than "alias not found") are retried slowly (MLPLAT_PERMANENT_RETRY_MS) */
 /* after forgetting a stale version mapping, look again soon */
 #define FOLLOW_UP_MS 300
 #define VERSION_TAG "mlplat.version_id"
@@ -393,10 +392,7 @@ alias_fail(AliasRow *a, const char *error, int http_status, int retry_after_s, b
 	a->http_status = http_status;
 	a->new_status = permanent ? "FAILED" : "PENDING";
 	a->reason = permanent ? psprintf("registry refused: %s", error) : pstrdup("waiting to retry the registry");
-	a->retry_ms = permanent
-					  ? Min(PERMANENT_RETRY_MS, mlplat_backoff_max_ms)
-					  : (int) mlplat_backoff_delay_ms(a->attempts + 1, 500, mlplat_backoff_max_ms, retry_after_s,
-													  (uint64) a->id ^ (uint64) a->attempts);
+	a->retry_ms = mlplat_retry_ms(permanent, a->attempts, a->id, retry_after_s);
 }
 
 /* 4xx other than 404/408/409/429 will not heal by itself soon. */

@@ -136,8 +136,7 @@ static const char *const API_VERSION[NUM_OBJ_KINDS] = {
  */
 
 #define FOLLOW_UP_MS 300
-/* permanent errors (403, 422) are retried slowly, doubling up to this: a later grant heals them */
-#define PERMANENT_RETRY_MS 30000
+/* permanent errors (403, 422) are retried slowly, doubling from this up to MLPLAT_PERMANENT_RETRY_MS */
 #define PERMANENT_BASE_MS 1000
 
 typedef enum ObjAction
@@ -817,7 +816,7 @@ project_results(Project *p, MlplatPass *pass, char *const list_error[])
 			p->new_status = failed ? "FAILED" : "PROVISIONING";
 		p->reason = pstrdup(errors.data);
 		p->retry_ms = failed
-						  ? mlplat_backoff_delay_ms(p->attempts + 1, PERMANENT_BASE_MS, Min(PERMANENT_RETRY_MS, mlplat_backoff_max_ms),
+						  ? mlplat_backoff_delay_ms(p->attempts + 1, PERMANENT_BASE_MS, Min(MLPLAT_PERMANENT_RETRY_MS, mlplat_backoff_max_ms),
 													retry_after_s, (uint64) p->id)
 						  : mlplat_backoff_delay_ms(p->attempts + 1, 500, mlplat_backoff_max_ms, retry_after_s, (uint64) p->id);
 	}
@@ -833,7 +832,7 @@ project_results(Project *p, MlplatPass *pass, char *const list_error[])
 		p->new_status = "PROVISIONING";
 		p->reason = psprintf("applied %d object(s), but %s", applied, errors.data);
 		p->retry_ms = mlplat_backoff_delay_ms(p->attempts + 1, PERMANENT_BASE_MS,
-											  Min(PERMANENT_RETRY_MS, mlplat_backoff_max_ms), 0, (uint64) p->id);
+											  Min(MLPLAT_PERMANENT_RETRY_MS, mlplat_backoff_max_ms), 0, (uint64) p->id);
 	}
 	else
 	{

@@ -81,7 +81,6 @@ static const MlplatKubeResource ISVC = { "serving.kserve.io", "v1beta1", "infere
 #define WATCH_SLACK_MS 2000
 /* the longest sleep while a rollout is active (a rollout in backoff comes due by then) */
 #define ACTIVE_POLL_MS 1000
-#define PERMANENT_RETRY_MS 30000
 
 /* The three numbers per revision, in the order of the queries. */
 typedef enum Metric
@@ -730,8 +729,8 @@ write_back(MlplatPass *pass, List *rollouts, int *decisions)
 								 NULL, psprintf("%s/%s", r->ns, r->name));
 		if (r->apply)
 			mlplat_ledger_append(pass, "rollout", r->id, r->project, "APPLY",
-								 r->applied ? "OK" : r->retry_ms == PERMANENT_RETRY_MS ? "FAILED"
-																					   : "RETRY",
+								 r->applied ? "OK" : r->retry_ms == MLPLAT_PERMANENT_RETRY_MS ? "FAILED"
+																							  : "RETRY",
 								 NULL, NULL, r->http_status, r->ledger_error ? r->ledger_error : r->error, NULL,
 								 r->want < 0 ? "canaryTrafficPercent removed"
 											 : psprintf("canaryTrafficPercent %d", r->want));
@@ -818,9 +817,7 @@ static void
 judge_found(List *rollouts, List *gate, MlJsonArena *arena)
 {
 	List *owners = NIL;
-	List *whose = NIL;
 	ListCell *lc;
-	ListCell *lw;
 
 	foreach (lc, rollouts)
 	{
@@ -842,21 +839,21 @@ judge_found(List *rollouts, List *gate, MlJsonArena *arena)
 		o->name = r->name;
 		o->obj = r->found;
 		o->own_content_id = want ? mlplat_isvc_content_id(want) : NULL;
+		o->row = r;
 		owners = lappend(owners, o);
-		whose = lappend(whose, r);
 	}
 	mlplat_isvc_judge(owners, instance_id);
-	forboth (lc, owners, lw, whose)
+	foreach (lc, owners)
 	{
 		MlplatIsvcOwner *o = lfirst(lc);
-		Rollout *r = lfirst(lw);
+		Rollout *r = o->row;
 
 		if (o->not_ours == NULL)
 			continue;
 		r->not_ours = true;
 		r->error = psprintf("InferenceService %s/%s exists but is not this deployment's: %s; not adopted, not touched",
 							r->ns, r->name, o->not_ours);
-		r->retry_ms = Min(PERMANENT_RETRY_MS, mlplat_backoff_max_ms);
+		r->retry_ms = mlplat_retry_ms(true, r->attempts, r->id, 0);
 	}
 }
 
@@ -953,15 +950,14 @@ rollouts_round(MlplatPass *pass, List *moved)
 			if (kr.tenant_message)
 				r->ledger_error = psprintf("cannot read InferenceService %s/%s: %s", r->ns, r->name, kr.message);
 			r->http_status = kr.status;
-			r->retry_ms = mlplat_backoff_delay_ms(r->attempts + 1, 500, mlplat_backoff_max_ms,
-												  kr.retry_after_s, (uint32) r->id ^ (uint32) r->attempts);
+			r->retry_ms = mlplat_retry_ms(false, r->attempts, r->id, kr.retry_after_s);
 			continue;
 		}
 		obj = (MlJsonValue *) r->found;
 		if (obj == NULL)
 		{
 			r->error = psprintf("InferenceService %s/%s is not JSON", r->ns, r->name);
-			r->retry_ms = PERMANENT_RETRY_MS;
+			r->retry_ms = MLPLAT_PERMANENT_RETRY_MS;
 			continue;
 		}
 		if (r->not_ours)
@@ -1041,9 +1037,9 @@ rollouts_round(MlplatPass *pass, List *moved)
 				if (kr.tenant_message)
 					r->ledger_error = psprintf("apply of InferenceService %s/%s failed: %s", r->ns, r->name,
 											   kr.message);
-				r->retry_ms = kr.outcome == MLPLAT_KUBE_FAILED ? Min(PERMANENT_RETRY_MS, mlplat_backoff_max_ms)
-															   : mlplat_backoff_delay_ms(r->attempts + 1, 500, mlplat_backoff_max_ms,
-																						 kr.retry_after_s, (uint32) r->id ^ (uint32) r->attempts);
+				r->retry_ms = kr.outcome == MLPLAT_KUBE_FAILED
+								  ? mlplat_retry_ms(true, r->attempts, r->id, 0)
+								  : mlplat_retry_ms(false, r->attempts, r->id, kr.retry_after_s);
 			}
 		}
 		else if (r->metrics)

@@ -49,7 +49,6 @@ static const MlplatKubeResource WORKFLOW = { "argoproj.io", "v1alpha1", "workflo
 
 /* how soon to look again while a workflow moves */
 #define FOLLOW_UP_MS 300
-#define PERMANENT_RETRY_MS 30000
 
 typedef enum RunAction
 {
@@ -221,7 +220,7 @@ run_conflict(Run *r, const char *why, bool cancel)
 	else
 	{
 		r->reason = r->error;
-		r->retry_ms = Min(PERMANENT_RETRY_MS, mlplat_backoff_max_ms);
+		r->retry_ms = mlplat_retry_ms(true, r->attempts, r->id, 0);
 	}
 }
 
@@ -479,20 +478,12 @@ request_result(Run *r, MlplatPass *pass)
 		case MLPLAT_KUBE_CONFLICT:
 		case MLPLAT_KUBE_EXISTS:
 		case MLPLAT_KUBE_EXPIRED:
-			r->ledger_outcome = "RETRY";
-			r->error = mlplat_kube_tenant_line(&res);
-			r->ledger_error = res.tenant_message ? res.message : NULL;
-			r->retry_ms = mlplat_backoff_delay_ms(r->attempts + 1, 500, mlplat_backoff_max_ms,
-												  res.retry_after_s, (uint32) r->id ^ (uint32) r->attempts);
-			/* come back when the retry is due, not only at the next resync */
-			if (pass->next_pass_ms <= 0 || r->retry_ms < pass->next_pass_ms)
-				pass->next_pass_ms = Max(r->retry_ms, 50);
-			break;
 		case MLPLAT_KUBE_FAILED:
-			r->ledger_outcome = "FAILED";
-			r->error = mlplat_kube_tenant_line(&res);
-			r->ledger_error = res.tenant_message ? res.message : NULL;
-			r->retry_ms = Min(PERMANENT_RETRY_MS, mlplat_backoff_max_ms);
+			mlplat_write_failed(&res, r->attempts, r->id, &r->ledger_outcome, &r->error, &r->ledger_error,
+								&r->retry_ms);
+			/* come back when a retry is due, not only at the next resync */
+			if (res.outcome != MLPLAT_KUBE_FAILED)
+				mlplat_pass_wake_within(pass, r->retry_ms);
 			break;
 	}
 }
@@ -534,8 +525,7 @@ verify_existing(MlplatPass *pass, MlJsonArena *arena, List *runs)
 		{
 			/* could not read it (gone again, or a failed GET): the next pass looks again */
 			r->ledger_outcome = "RETRY";
-			r->retry_ms = mlplat_backoff_delay_ms(r->attempts + 1, 500, mlplat_backoff_max_ms, 0,
-												  (uint32) r->id ^ (uint32) r->attempts);
+			r->retry_ms = mlplat_retry_ms(false, r->attempts, r->id, 0);
 			continue;
 		}
 		r->error = NULL;
