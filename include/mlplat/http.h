@@ -8,7 +8,7 @@
  *     MlplatHttpBatch *b = mlplat_http_batch_create(pass_cxt);
  *     MlplatHttpRequest *r = mlplat_http_batch_add(b, "GET", url);
  *     mlplat_http_request_add_header(r, "Accept", "application/json");
- *     mlplat_http_batch_run(b);        -- no transaction may be open
+ *     mlplat_http_batch_run(b);        -- no transaction may be open; nothing when b is empty
  *     if (r->failed) ... r->error ... else ... r->status, r->body ...
  *     mlplat_http_batch_free(b);       -- or just reset pass_cxt
  *

@@ -85,6 +85,17 @@ extern void mlplat_span_end(MlplatSpan *s, const char *error);
 extern void mlplat_span_end_at(MlplatSpan *s, TimestampTz end, const char *error);
 
 /*
+ * End s, the span of one outside request (kind CLIENT), by the request's own
+ * timing: it starts when the request was sent (kept as it is if it never
+ * was) and lasts as long as the request took.  status: the HTTP status,
+ * recorded as http.response.status_code when there was an answer (> 0).
+ * s may be NULL.
+ */
+struct MlplatHttpRequest;
+extern void mlplat_span_end_request(MlplatSpan *s, const struct MlplatHttpRequest *req, int status,
+									const char *error);
+
+/*
  * Write the spans in one statement, mlplat._spans_record_set (a transaction
  * and SPI must be open; NULL members and unended spans skipped); returns how many.
  */

@@ -839,6 +839,8 @@ mlplat_http_batch_run(MlplatHttpBatch *b)
 				 errdetail("Commit the claim first, call out, then write results in a new transaction.")));
 	if (b->running)
 		elog(ERROR, "mlplat: HTTP batch is already running");
+	if (b->n == 0)
+		return; /* nothing to send: no handle, no wait set */
 	ensure_multi();
 
 	/* refuse what must never reach libcurl */

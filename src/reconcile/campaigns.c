@@ -1048,8 +1048,7 @@ mlplat_campaigns_pass(MlplatPass *pass)
 	}
 	/* the attestation GETs join the Kubernetes writes in one concurrent batch */
 	mlplat_artifact_begin(fetches, batch);
-	if (mlplat_http_batch_count(batch) > 0)
-		mlplat_http_batch_run(batch);
+	mlplat_http_batch_run(batch);
 	mlplat_artifact_finish(pass, fetches);
 
 	foreach (lc, cands)
@@ -1059,13 +1058,10 @@ mlplat_campaigns_pass(MlplatPass *pass)
 		if (c->req)
 		{
 			request_result(c, pass);
-			if (c->span)
-			{
-				c->span->start = c->req->started_at ? c->req->started_at : c->span->start;
-				mlplat_span_attr_int(c->span, "http.response.status_code", c->http_status);
-				mlplat_span_end_at(c->span, c->span->start + (TimestampTz) (c->req->elapsed_ms * 1000.0),
-								   mlplat_str_same(c->ledger_outcome, "OK") ? NULL : (c->ledger_error ? c->ledger_error : "request failed"));
-			}
+			mlplat_span_end_request(c->span, c->req, c->http_status,
+									mlplat_str_same(c->ledger_outcome, "OK")
+										? NULL
+										: (c->ledger_error ? c->ledger_error : "request failed"));
 		}
 		if (c->rm_output && c->cleanup_done &&
 			(c->rm_output->verdict != MLPLAT_ARTIFACT_OK || c->rm_attestation->verdict != MLPLAT_ARTIFACT_OK))
@@ -1089,8 +1085,7 @@ mlplat_campaigns_pass(MlplatPass *pass)
 		MlplatHttpBatch *vb = mlplat_http_batch_create(pass_cxt);
 
 		mlplat_artifact_begin(verifies, vb);
-		if (mlplat_http_batch_count(vb) > 0)
-			mlplat_http_batch_run(vb);
+		mlplat_http_batch_run(vb);
 		mlplat_artifact_finish(pass, verifies);
 		foreach (lc, cands)
 		{

@@ -755,16 +755,10 @@ apply_result(Deployment *d, MlplatPass *pass)
 	/* a delete found what an apply never answered had made */
 	if (d->action == DEP_DELETE && d->unanswered && !d->adopt && res.outcome == MLPLAT_KUBE_OK && res.status != 404)
 		d->adopt = true;
-	if (d->req_span)
-	{
-		mlplat_span_attr_int(d->req_span, "http.response.status_code", res.status);
-		if (d->req->started_at != 0)
-			d->req_span->start = d->req->started_at;
-		mlplat_span_end_at(d->req_span, d->req_span->start + (TimestampTz) (d->req->elapsed_ms * 1000.0),
-						   res.outcome == MLPLAT_KUBE_OK || (res.outcome == MLPLAT_KUBE_NOT_FOUND && d->action == DEP_DELETE)
-							   ? NULL
-							   : (mlplat_kube_tenant_line(&res) ? mlplat_kube_tenant_line(&res) : "request failed"));
-	}
+	mlplat_span_end_request(d->req_span, d->req, res.status,
+							res.outcome == MLPLAT_KUBE_OK || (res.outcome == MLPLAT_KUBE_NOT_FOUND && d->action == DEP_DELETE)
+								? NULL
+								: (mlplat_kube_tenant_line(&res) ? mlplat_kube_tenant_line(&res) : "request failed"));
 	/* a delete of something already gone succeeded; an apply's 404 is a missing namespace */
 	if (res.outcome == MLPLAT_KUBE_NOT_FOUND && d->action == DEP_DELETE)
 		res.outcome = MLPLAT_KUBE_OK;
@@ -1074,8 +1068,7 @@ apply_checked(MlplatPass *pass, List *deps, List *checks, const char *instance, 
 	}
 	if (!note_requests(pass, checked))
 		return 0;
-	if (mlplat_http_batch_count(batch) > 0)
-		mlplat_http_batch_run(batch);
+	mlplat_http_batch_run(batch);
 	foreach (lc, checked)
 	{
 		Deployment *d = lfirst(lc);
@@ -1328,8 +1321,7 @@ mlplat_deployments_pass(MlplatPass *pass)
 	mlplat_artifact_begin(checks, batch);
 	if (!note_requests(pass, deps))
 		return;
-	if (mlplat_http_batch_count(batch) > 0)
-		mlplat_http_batch_run(batch);
+	mlplat_http_batch_run(batch);
 
 	foreach (lc, deps)
 	{

@@ -706,8 +706,7 @@ request_span(List **spans, const LabRun *r, const char *what, const char *object
 	mlplat_span_attr_text(s, "k8s.namespace.name", r->ns);
 	if (object)
 		mlplat_span_attr_text(s, "mlplat.object", object); /* never the payload store's location */
-	mlplat_span_attr_int(s, "http.response.status_code", req->status);
-	mlplat_span_end_at(s, req->started_at + (TimestampTz) (req->elapsed_ms * 1000.0), error);
+	mlplat_span_end_request(s, req, req->status, error);
 	*spans = lappend(*spans, s);
 }
 
@@ -1061,8 +1060,7 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 		o->req = send_write(secret_batch, o->res, o->res == &JOB ? LAB_WRITE_DELETE_FOREGROUND : LAB_WRITE_DELETE,
 							o->ns, o->name, NULL);
 	}
-	if (mlplat_http_batch_count(secret_batch) > 0)
-		mlplat_http_batch_run(secret_batch);
+	mlplat_http_batch_run(secret_batch);
 	foreach (lc, runs)
 	{
 		LabRun *r = lfirst(lc);
@@ -1103,8 +1101,7 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 
 		r->job_req = send_write(job_batch, &JOB, r->job_write, r->ns, r->job_name, r->job);
 	}
-	if (mlplat_http_batch_count(job_batch) > 0)
-		mlplat_http_batch_run(job_batch);
+	mlplat_http_batch_run(job_batch);
 	foreach (lc, runs)
 	{
 		LabRun *r = lfirst(lc);

@@ -28,14 +28,22 @@ struct MlplatLedgerBatch
 	ArrayBuildState *col[LEDGER_COLS];
 };
 
+/* empty arrays, one per column: a new batch, or one whose arrays a flush consumed */
+static void
+ledger_batch_reset(MlplatLedgerBatch *b)
+{
+	for (int i = 0; i < LEDGER_COLS; i++)
+		b->col[i] = initArrayResult(ledger_col_types[i], b->cxt, false);
+	b->rows = 0;
+}
+
 MlplatLedgerBatch *
 mlplat_ledger_batch_new(void)
 {
 	MlplatLedgerBatch *b = palloc0(sizeof(MlplatLedgerBatch));
 
 	b->cxt = CurrentMemoryContext;
-	for (int i = 0; i < LEDGER_COLS; i++)
-		b->col[i] = initArrayResult(ledger_col_types[i], b->cxt, false);
+	ledger_batch_reset(b);
 	return b;
 }
 
@@ -90,10 +98,7 @@ mlplat_ledger_batch_flush(MlplatPass *pass, MlplatLedgerBatch *b)
 		elog(ERROR, "mlplat: could not append %d ledger rows", b->rows);
 	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 	written = isnull ? 0 : DatumGetInt32(d);
-	/* the arrays are consumed: the batch starts empty again */
-	for (int i = 0; i < LEDGER_COLS; i++)
-		b->col[i] = initArrayResult(ledger_col_types[i], b->cxt, false);
-	b->rows = 0;
+	ledger_batch_reset(b);
 	return written;
 }
 

@@ -643,8 +643,7 @@ ensure_registry_versions(MlplatPass *pass, MlJsonArena *arena, List *models, Lis
 	/* the write-ahead: every create is on record before it is sent */
 	if (!mlplat_write_notes_commit(pass, &sending))
 		return false;
-	if (mlplat_http_batch_count(b) > 0)
-		mlplat_http_batch_run(b);
+	mlplat_http_batch_run(b);
 	foreach (lc, models)
 	{
 		RegModel *m = lfirst(lc);
@@ -708,8 +707,7 @@ ensure_registry_versions(MlplatPass *pass, MlJsonArena *arena, List *models, Lis
 		appendStringInfoString(&body, "}]}");
 		v->req = reg_request(b, "POST", "model-versions/create", NULL, NULL, body.data);
 	}
-	if (mlplat_http_batch_count(b) > 0)
-		mlplat_http_batch_run(b);
+	mlplat_http_batch_run(b);
 	foreach (lc, versions)
 	{
 		RegVersion *v = lfirst(lc);
@@ -749,10 +747,7 @@ alias_request_span(AliasRow *a, MlplatHttpRequest *r, const char *name, const ch
 	mlplat_span_attr_text(s, "mlplat.alias.action", a->action);
 	if (a->target)
 		mlplat_span_attr_text(s, "mlplat.registry_version", a->target);
-	if (r->status > 0)
-		mlplat_span_attr_int(s, "http.response.status_code", r->status);
-	if (s)
-		mlplat_span_end_at(s, s->start + (TimestampTz) (r->elapsed_ms * 1000.0), error);
+	mlplat_span_end_request(s, r, r->status, error);
 	return s;
 }
 
@@ -1095,8 +1090,7 @@ mlplat_model_aliases_pass(MlplatPass *pass)
 			alias_fail(a, res.message, res.status, res.retry_after_s, permanent_status(res.status));
 		}
 	}
-	if (mlplat_http_batch_count(batch) > 0)
-		mlplat_http_batch_run(batch);
+	mlplat_http_batch_run(batch);
 	foreach (lc, due)
 	{
 		AliasRow *a = lfirst(lc);

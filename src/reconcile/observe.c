@@ -194,8 +194,7 @@ mlplat_kube_get_each(MlJsonArena *arena, const MlplatKubeResource *res, const ch
 	for (lc = list_head(ns_names); lc != NULL && lnext(ns_names, lc) != NULL; lc = lnext(ns_names, lnext(ns_names, lc)))
 		(void) mlplat_kube_get(b, res, lfirst(lc), lfirst(lnext(ns_names, lc)));
 	MemoryContextSwitchTo(old);
-	if (mlplat_http_batch_count(b) > 0)
-		mlplat_http_batch_run(b);
+	mlplat_http_batch_run(b);
 	*requests += mlplat_http_batch_count(b);
 	for (int i = 0; i < mlplat_http_batch_count(b) && why == NULL; i++)
 	{

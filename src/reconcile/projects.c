@@ -987,11 +987,9 @@ project_spans(Project *p)
 			mlplat_span_attr_text(s, "k8s.namespace.name", o->ns);
 		mlplat_span_attr_text(s, "mlplat.object.kind", KIND_NAME[o->kind]);
 		mlplat_span_attr_text(s, "mlplat.object.name", o->name);
-		if (o->http_status > 0)
-			mlplat_span_attr_int(s, "http.response.status_code", o->http_status);
-		mlplat_span_end_at(s, s->start + (TimestampTz) (o->req->elapsed_ms * 1000.0),
-						   strcmp(o->ledger_outcome, "OK") == 0 ? NULL
-																: (o->tenant_error ? o->tenant_error : o->error));
+		mlplat_span_end_request(s, o->req, o->http_status,
+								strcmp(o->ledger_outcome, "OK") == 0 ? NULL
+																	 : (o->tenant_error ? o->tenant_error : o->error));
 		spans = lappend(spans, s);
 	}
 	if (strcmp(p->new_status, "READY") == 0 && strcmp(p->status, "READY") != 0)
@@ -1247,8 +1245,7 @@ mlplat_projects_pass(MlplatPass *pass)
 		snprintf(pass->status, sizeof(pass->status), "no longer the leader: %d writes not sent", writes);
 		return;
 	}
-	if (mlplat_http_batch_count(batch) > 0)
-		mlplat_http_batch_run(batch);
+	mlplat_http_batch_run(batch);
 
 	foreach_ptr (ProjObj, o, orphans)
 	{

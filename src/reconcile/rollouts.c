@@ -605,11 +605,7 @@ rollout_spans(Rollout *r, const char *result)
 		/* absent when the apply removes the canary setting (promotion) */
 		if (r->want >= 0)
 			mlplat_span_attr_int(s, "mlplat.canary_traffic_percent", r->want);
-		if (r->apply->status > 0)
-			mlplat_span_attr_int(s, "http.response.status_code", r->apply->status);
-		if (s)
-			mlplat_span_end_at(s, s->start + (TimestampTz) (r->apply->elapsed_ms * 1000.0),
-							   r->applied ? NULL : r->error);
+		mlplat_span_end_request(s, r->apply, r->apply->status, r->applied ? NULL : r->error);
 		spans = lappend(spans, s);
 	}
 	if (r->metrics)
@@ -914,8 +910,7 @@ rollouts_round(MlplatPass *pass, List *moved)
 	 * GETs.  A moved rollout needs no check: a decision was made on its target.
 	 */
 	mlplat_rollout_artifacts_begin(gate, gets);
-	if (mlplat_http_batch_count(gets) > 0)
-		mlplat_http_batch_run(gets);
+	mlplat_http_batch_run(gets);
 	mlplat_rollout_artifacts_finish(pass, gate);
 	judge_found(rollouts, gate, arena);
 
@@ -1008,8 +1003,7 @@ rollouts_round(MlplatPass *pass, List *moved)
 			return NIL;
 		}
 	}
-	if (mlplat_http_batch_count(acts) > 0)
-		mlplat_http_batch_run(acts);
+	mlplat_http_batch_run(acts);
 
 	foreach (lc, rollouts)
 	{

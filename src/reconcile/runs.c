@@ -747,8 +747,7 @@ mlplat_runs_pass(MlplatPass *pass)
 				 list_length(sending.ids));
 		return;
 	}
-	if (mlplat_http_batch_count(batch) > 0)
-		mlplat_http_batch_run(batch);
+	mlplat_http_batch_run(batch);
 	t_http = GetCurrentTimestamp();
 
 	foreach (lc, runs)
@@ -758,14 +757,10 @@ mlplat_runs_pass(MlplatPass *pass)
 		if (r->req)
 		{
 			request_result(r, pass);
-			if (r->span)
-			{
-				r->span->start = r->req->started_at ? r->req->started_at : r->span->start;
-				mlplat_span_attr_int(r->span, "http.response.status_code", r->http_status);
-				mlplat_span_end_at(r->span, r->span->start + (TimestampTz) (r->req->elapsed_ms * 1000.0),
-								   strcmp(r->ledger_outcome ? r->ledger_outcome : "OK", "OK") == 0 ? NULL
-																								   : (r->error ? r->error : "request failed"));
-			}
+			mlplat_span_end_request(r->span, r->req, r->http_status,
+									strcmp(r->ledger_outcome ? r->ledger_outcome : "OK", "OK") == 0
+										? NULL
+										: (r->error ? r->error : "request failed"));
 		}
 	}
 

@@ -369,21 +369,30 @@ cmp_int64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* The arguments of a set-based write-back: $1 the epoch, $2 the array of a. */
+static void
+writeback_args(MlplatSeamArray *a, int64 epoch, Oid *types, Datum *values)
+{
+	types[0] = INT8OID;
+	types[1] = get_array_type(a->seam->typoid);
+	if (!OidIsValid(types[1]))
+		elog(ERROR, "mlplat: type mlplat.%s has no array type", a->seam->type_name);
+	values[0] = Int64GetDatum(epoch);
+	values[1] = mlplat_seam_array_datum(a);
+}
+
 int64 *
 mlplat_seam_writeback(MlplatSeamArray *a, const char *sql, int64 epoch, uint64 *n)
 {
 	MemoryContext out_cxt = CurrentMemoryContext;
-	Oid types[2] = { INT8OID, get_array_type(a->seam->typoid) };
+	Oid types[2];
 	Datum values[2];
 	int64 *ids;
 
 	*n = 0;
 	if (a->count == 0)
 		return NULL;
-	if (!OidIsValid(types[1]))
-		elog(ERROR, "mlplat: type mlplat.%s has no array type", a->seam->type_name);
-	values[0] = Int64GetDatum(epoch);
-	values[1] = mlplat_seam_array_datum(a);
+	writeback_args(a, epoch, types, values);
 	if (mlplat_sql_exec(sql, 2, types, values, NULL) != SPI_OK_SELECT)
 		elog(ERROR, "mlplat: write-back \"%s\" failed", sql);
 	ids = MemoryContextAlloc(out_cxt, sizeof(int64) * Max(SPI_processed, 1));
@@ -448,14 +457,11 @@ List *
 mlplat_seam_writeback_rows(MlplatSeamArray *a, const char *sql, int64 epoch, MlplatSeam *result,
 						   MemoryContext cxt, size_t size)
 {
-	Oid types[2] = { INT8OID, get_array_type(a->seam->typoid) };
+	Oid types[2];
 	Datum values[2];
 
 	if (a->count == 0)
 		return NIL;
-	if (!OidIsValid(types[1]))
-		elog(ERROR, "mlplat: type mlplat.%s has no array type", a->seam->type_name);
-	values[0] = Int64GetDatum(epoch);
-	values[1] = mlplat_seam_array_datum(a);
+	writeback_args(a, epoch, types, values);
 	return mlplat_seam_claim(result, cxt, sql, 2, types, values, size);
 }

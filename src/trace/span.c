@@ -14,6 +14,7 @@
 #include "utils/timestamp.h"
 
 #include "mlplat/guc.h"
+#include "mlplat/http.h"
 #include "mlplat/reconcile_util.h"
 #include "mlplat/span.h"
 #include "mlplat/validate.h"
@@ -157,6 +158,18 @@ void
 mlplat_span_end(MlplatSpan *s, const char *error)
 {
 	mlplat_span_end_at(s, GetCurrentTimestamp(), error);
+}
+
+void
+mlplat_span_end_request(MlplatSpan *s, const MlplatHttpRequest *req, int status, const char *error)
+{
+	if (s == NULL)
+		return;
+	if (req->started_at != 0)
+		s->start = req->started_at;
+	if (status > 0)
+		mlplat_span_attr_int(s, "http.response.status_code", status);
+	mlplat_span_end_at(s, s->start + (TimestampTz) (req->elapsed_ms * 1000.0), error);
 }
 
 static const char *const kind_names[] = { "INTERNAL", "SERVER", "CLIENT" };
