@@ -80,6 +80,9 @@ extern void mlplat_artifact_begin(List *checks, MlplatHttpBatch *batch);
  */
 extern void mlplat_artifact_finish(MlplatPass *pass, List *checks);
 
+/* The three steps at once, when nothing runs between them: begin, run batch (with its other requests), finish. */
+extern void mlplat_artifact_run(MlplatPass *pass, List *checks, MlplatHttpBatch *batch);
+
 /*
  * A request (GET, DELETE, ...) for the object at an s3:// URI in the configured object store,
  * signed with its credentials, added to batch; the caller sets bounds (max_body) and reads

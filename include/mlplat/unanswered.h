@@ -58,9 +58,11 @@ extern void mlplat_write_notes_add(MlplatWriteNotes *n, int64 entity_id, const c
 
 /*
  * Commit the notes in a transaction of their own (none may be open) before the requests
- * go out.  False when the pass's epoch is no longer current: the caller must send nothing.
+ * go out.  False when the pass's epoch is no longer current: the caller must send nothing;
+ * the pass status then says so ("no longer the leader: 3 requests not sent", what naming
+ * the requests).
  */
-extern bool mlplat_write_notes_commit(MlplatPass *pass, MlplatWriteNotes *n);
+extern bool mlplat_write_notes_commit(MlplatPass *pass, MlplatWriteNotes *n, const char *what);
 
 /*
  * Does an HTTP status answer a write, so that its note can go?  Any answer

@@ -864,3 +864,11 @@ mlplat_artifact_finish(MlplatPass *pass, List *checks)
 	}
 	remember(checks);
 }
+
+void
+mlplat_artifact_run(MlplatPass *pass, List *checks, MlplatHttpBatch *batch)
+{
+	mlplat_artifact_begin(checks, batch);
+	mlplat_http_batch_run(batch);
+	mlplat_artifact_finish(pass, checks);
+}

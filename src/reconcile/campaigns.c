@@ -973,12 +973,10 @@ mlplat_campaigns_pass(MlplatPass *pass)
 				creates++;
 				break;
 			case CAND_STOP:
-				c->req = mlplat_kube_delete_foreground(batch, &JOB, c->ns, c->job_name);
-				c->ledger_action = "DELETE";
-				deletes++;
-				break;
 			case CAND_CLEANUP:
-				c->req = mlplat_kube_delete(batch, &JOB, c->ns, c->job_name);
+				/* a stop waits for the Job's Pods to go; a cleanup deletes what is done */
+				c->req = c->action == CAND_STOP ? mlplat_kube_delete_foreground(batch, &JOB, c->ns, c->job_name)
+												: mlplat_kube_delete(batch, &JOB, c->ns, c->job_name);
 				c->ledger_action = "DELETE";
 				deletes++;
 				break;
@@ -1040,16 +1038,10 @@ mlplat_campaigns_pass(MlplatPass *pass)
 			orphans = lappend(orphans, r);
 		}
 
-	if (!mlplat_write_notes_commit(pass, &sending))
-	{
-		snprintf(pass->status, sizeof(pass->status), "no longer the leader: %d requests not sent",
-				 list_length(sending.ids));
+	if (!mlplat_write_notes_commit(pass, &sending, "requests"))
 		return;
-	}
 	/* the attestation GETs join the Kubernetes writes in one concurrent batch */
-	mlplat_artifact_begin(fetches, batch);
-	mlplat_http_batch_run(batch);
-	mlplat_artifact_finish(pass, fetches);
+	mlplat_artifact_run(pass, fetches, batch);
 
 	foreach (lc, cands)
 	{
@@ -1082,11 +1074,7 @@ mlplat_campaigns_pass(MlplatPass *pass)
 	verify_existing(pass, arena, cands);
 	if (verifies != NIL)
 	{
-		MlplatHttpBatch *vb = mlplat_http_batch_create(pass_cxt);
-
-		mlplat_artifact_begin(verifies, vb);
-		mlplat_http_batch_run(vb);
-		mlplat_artifact_finish(pass, verifies);
+		mlplat_artifact_run(pass, verifies, mlplat_http_batch_create(pass_cxt));
 		foreach (lc, cands)
 		{
 			Cand *c = lfirst(lc);

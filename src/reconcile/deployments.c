@@ -955,11 +955,7 @@ note_requests(MlplatPass *pass, List *deps)
 		if (d->req && d->ledger_action)
 			mlplat_write_notes_add(&sending, d->id, psprintf("%s/%s", d->ns, d->name), d->ledger_action);
 	}
-	if (mlplat_write_notes_commit(pass, &sending))
-		return true;
-	snprintf(pass->status, sizeof(pass->status), "no longer the leader: %d requests not sent",
-			 list_length(sending.ids));
-	return false;
+	return mlplat_write_notes_commit(pass, &sending, "requests");
 }
 
 /*

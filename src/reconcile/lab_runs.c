@@ -735,6 +735,67 @@ ledger_add(List **rows, LabRun *r, const char *action, const char *outcome, int 
 	*rows = lappend(*rows, l);
 }
 
+/* A create of a run's Secret or Job refused for good (a 4xx but 409): the run says why. */
+static char *
+create_refused(MlplatPass *pass, const LabRun *r, const char *name, int status, const char *error)
+{
+	char *why = psprintf("the create of %s/%s was refused (HTTP %d): %s%s", r->ns, name, status,
+						 error ? error : "no reason given",
+						 status == 403 ? "; mlplat needs RoleBinding mlplat-lab-inputs there" : "");
+
+	snprintf(pass->status, sizeof(pass->status), "lab run %lld blocked: %s", (long long) r->id, why);
+	return why;
+}
+
+/* What a pass records of its writes' answers: spans, the notes they settle, ledger rows. */
+typedef struct LabAnswers
+{
+	MlplatPass *pass;
+	MlJsonArena *arena;
+	const char *instance;
+	List *spans;
+	MlplatWriteNotes settled;
+	List *ledger;
+	int writes;
+} LabAnswers;
+
+/*
+ * Record the answer to one write of r, to its Secret or its Job (res, name,
+ * the render's content id cid): its span, the write note it settles, its
+ * ledger row; a create refused for good blocks the run (create_refused).  A 409
+ * on a create is settled by verify_conflict.  Returns the outcome: OK, RETRY,
+ * FAILED, or for a 409 ADOPTED or the conflict's.
+ */
+static const char *
+write_answered(LabAnswers *a, LabRun *r, const MlplatKubeResource *res, LabWrite w, const MlplatHttpRequest *req,
+			   const char *name, const char *cid)
+{
+	char *object = psprintf("%s/%s", r->ns, name);
+	int status;
+	char *error;
+	const char *outcome;
+
+	a->writes++;
+	outcome = write_outcome(req, w, &status, &error);
+	request_span(&a->spans, r, w == LAB_WRITE_CREATE ? "create" : "delete", name, req,
+				 strcmp(outcome, "OK") == 0 || strcmp(outcome, "EXISTS") == 0 ? NULL : error);
+	if (status >= 200 && status < 500)
+		mlplat_write_notes_add(&a->settled, r->id, object, NULL);
+	if (strcmp(outcome, "EXISTS") != 0)
+	{
+		ledger_add(&a->ledger, r, write_action(w), outcome, status, error, object);
+		if (w == LAB_WRITE_CREATE && strcmp(outcome, "FAILED") == 0)
+			r->blocked_by = create_refused(a->pass, r, name, status, error);
+		return outcome;
+	}
+	outcome = verify_conflict(a->arena, res, r, name, cid, a->instance);
+	if (strcmp(outcome, "ADOPTED") == 0)
+		ledger_add(&a->ledger, r, "ADOPT", "OK", status, NULL, object);
+	else
+		ledger_add(&a->ledger, r, "ADOPT", outcome, status, r->conflict, object);
+	return outcome;
+}
+
 /* Read the completed attempts' outputs: a bounded GET of each (max_output_bytes + 1). */
 static void
 read_outputs(MlplatPass *pass, MlJsonArena *arena, List *runs)
@@ -889,18 +950,6 @@ find_orphans(List *runs, List *objs, const MlplatKubeResource *res, bool is_job,
 	return out;
 }
 
-/* A create of a run's Secret or Job refused for good (a 4xx but 409): the run says why. */
-static char *
-create_refused(MlplatPass *pass, const LabRun *r, const char *name, int status, const char *error)
-{
-	char *why = psprintf("the create of %s/%s was refused (HTTP %d): %s%s", r->ns, name, status,
-						 error ? error : "no reason given",
-						 status == 403 ? "; mlplat needs RoleBinding mlplat-lab-inputs there" : "");
-
-	snprintf(pass->status, sizeof(pass->status), "lab run %lld blocked: %s", (long long) r->id, why);
-	return why;
-}
-
 /* {"<key>": "<value>"}: the observation of a write-back that says why a run waits */
 static char *
 json_one(const char *key, const char *value)
@@ -951,14 +1000,12 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 	List *nodes = NIL;
 	List *jobs = NIL;
 	List *secrets = NIL;
-	List *ledger = NIL;
 	List *orphans = NIL;
-	List *spans = NIL;
 	List *lab_namespaces = NIL;
 	List *unobserved = NIL;
 	List *unobserved_why = NIL;
 	MlplatWriteNotes sending = { 0 };
-	MlplatWriteNotes settled = { 0 };
+	LabAnswers answers = { 0 };
 	MlplatHttpBatch *secret_batch;
 	MlplatHttpBatch *job_batch;
 	ListCell *lc;
@@ -967,7 +1014,6 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 	char *list_error;
 	int lists = 0;
 	int lost = 0;
-	int writes = 0;
 
 	if (!mlplat_cluster_ready(pass, &why))
 		return;
@@ -985,6 +1031,9 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 
 	/* 2. claim */
 	claim(pass, lists > 0 ? nodes_json(nodes) : NULL, &runs, &instance, &lab_namespaces);
+	answers.pass = pass;
+	answers.arena = arena;
+	answers.instance = instance;
 	if (runs == NIL && !pass->resync)
 	{
 		snprintf(pass->status, sizeof(pass->status), "%d lab nodes observed; no lab runs in flight",
@@ -1039,12 +1088,8 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 			strcmp(r->status, "DISPATCHED") == 0)
 			pass->next_pass_ms = FOLLOW_UP_MS;
 	}
-	if (!mlplat_write_notes_commit(pass, &sending))
-	{
-		snprintf(pass->status, sizeof(pass->status), "no longer the leader: %d requests not sent",
-				 list_length(sending.ids));
+	if (!mlplat_write_notes_commit(pass, &sending, "requests"))
 		return;
-	}
 	foreach (lc, runs)
 	{
 		LabRun *r = lfirst(lc);
@@ -1064,36 +1109,15 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 	foreach (lc, runs)
 	{
 		LabRun *r = lfirst(lc);
-		int status;
-		char *error;
 		const char *outcome;
 
 		if (r->secret_req == NULL)
 			continue;
-		writes++;
-		outcome = write_outcome(r->secret_req, r->secret_write, &status, &error);
-		request_span(&spans, r, r->secret_write == LAB_WRITE_CREATE ? "create" : "delete", r->secret_name,
-					 r->secret_req, strcmp(outcome, "OK") == 0 || strcmp(outcome, "EXISTS") == 0 ? NULL : error);
-		if (status >= 200 && status < 500)
-			mlplat_write_notes_add(&settled, r->id, psprintf("%s/%s", r->ns, r->secret_name), NULL);
-		if (strcmp(outcome, "EXISTS") == 0)
-		{
-			outcome = verify_conflict(arena, &SECRET, r, r->secret_name, r->secret_cid, instance);
-			if (strcmp(outcome, "ADOPTED") == 0)
-			{
-				ledger_add(&ledger, r, "ADOPT", "OK", status, NULL, psprintf("%s/%s", r->ns, r->secret_name));
-				continue;
-			}
-			ledger_add(&ledger, r, "ADOPT", outcome, status, r->conflict, psprintf("%s/%s", r->ns, r->secret_name));
-			r->job_write = LAB_WRITE_NONE; /* no Job over a Secret that is not the run's */
-			continue;
-		}
-		ledger_add(&ledger, r, write_action(r->secret_write), outcome, status, error,
-				   psprintf("%s/%s", r->ns, r->secret_name));
-		if (r->secret_write == LAB_WRITE_CREATE && strcmp(outcome, "OK") != 0)
-			r->job_write = LAB_WRITE_NONE; /* the Job waits for its input: no Job without it */
-		if (r->secret_write == LAB_WRITE_CREATE && strcmp(outcome, "FAILED") == 0)
-			r->blocked_by = create_refused(pass, r, r->secret_name, status, error);
+		outcome = write_answered(&answers, r, &SECRET, r->secret_write, r->secret_req, r->secret_name,
+								 r->secret_cid);
+		/* no Job over a Secret that is not the run's; the Job waits for its input: no Job without it */
+		if (strcmp(outcome, "ADOPTED") != 0 && r->secret_write == LAB_WRITE_CREATE && strcmp(outcome, "OK") != 0)
+			r->job_write = LAB_WRITE_NONE;
 	}
 	foreach (lc, runs)
 	{
@@ -1105,32 +1129,15 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 	foreach (lc, runs)
 	{
 		LabRun *r = lfirst(lc);
-		int status;
-		char *error;
+
 		const char *outcome;
 
 		if (r->job_req == NULL)
 			continue;
-		writes++;
-		outcome = write_outcome(r->job_req, r->job_write, &status, &error);
-		request_span(&spans, r, r->job_write == LAB_WRITE_CREATE ? "create" : "delete", r->job_name, r->job_req,
-					 strcmp(outcome, "OK") == 0 || strcmp(outcome, "EXISTS") == 0 ? NULL : error);
-		if (status >= 200 && status < 500)
-			mlplat_write_notes_add(&settled, r->id, psprintf("%s/%s", r->ns, r->job_name), NULL);
-		if (strcmp(outcome, "EXISTS") == 0)
-		{
-			outcome = verify_conflict(arena, &JOB, r, r->job_name, r->job_cid, instance);
-			ledger_add(&ledger, r, "ADOPT", strcmp(outcome, "ADOPTED") == 0 ? "OK" : outcome, status,
-					   strcmp(outcome, "ADOPTED") == 0 ? NULL : r->conflict, psprintf("%s/%s", r->ns, r->job_name));
-			r->job_made = strcmp(outcome, "ADOPTED") == 0;
-			continue;
-		}
-		ledger_add(&ledger, r, write_action(r->job_write), outcome, status, error,
-				   psprintf("%s/%s", r->ns, r->job_name));
-		if (r->job_write == LAB_WRITE_CREATE && strcmp(outcome, "OK") == 0)
-			r->job_made = true;
-		else if (r->job_write == LAB_WRITE_CREATE && strcmp(outcome, "FAILED") == 0)
-			r->blocked_by = create_refused(pass, r, r->job_name, status, error);
+		outcome = write_answered(&answers, r, &JOB, r->job_write, r->job_req, r->job_name, r->job_cid);
+		/* its create answered 2xx, or the 409 adopted */
+		r->job_made = strcmp(outcome, "ADOPTED") == 0 ||
+					  (r->job_write == LAB_WRITE_CREATE && strcmp(outcome, "OK") == 0);
 	}
 	foreach (lc, runs)
 		settle_created_blocked(lfirst(lc));
@@ -1142,7 +1149,7 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 		LabRun *r = lfirst(lc);
 
 		if (r->get_req)
-			request_span(&spans, r, "output_read", NULL, r->get_req,
+			request_span(&answers.spans, r, "output_read", NULL, r->get_req,
 						 r->get_req->failed			 ? r->get_req->error
 						 : r->get_req->status >= 500 ? "the object store failed the read"
 													 : NULL);
@@ -1180,7 +1187,7 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 				mlplat_seam_array_add(rows, &w);
 			}
 			if (r->job_name && r->job_note && r->job_obj == NULL)
-				mlplat_write_notes_add(&settled, r->id, psprintf("%s/%s", r->ns, r->job_name), NULL);
+				mlplat_write_notes_add(&answers.settled, r->id, psprintf("%s/%s", r->ns, r->job_name), NULL);
 		}
 		/*
 		 * an adopted Job or Secret answers its create's note: adopted once, not again every
@@ -1191,9 +1198,10 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 			LabRun *r = lfirst(lc);
 
 			if (r->adopt_job)
-				mlplat_write_notes_add(&settled, r->id, psprintf("%s/%s", r->ns, r->job_name), r->job_note->action);
+				mlplat_write_notes_add(&answers.settled, r->id, psprintf("%s/%s", r->ns, r->job_name),
+									   r->job_note->action);
 			if (r->settle_secret_note)
-				mlplat_write_notes_add(&settled, r->id, psprintf("%s/%s", r->ns, r->secret_name),
+				mlplat_write_notes_add(&answers.settled, r->id, psprintf("%s/%s", r->ns, r->secret_name),
 									   r->secret_note->action);
 		}
 		written = mlplat_seam_writeback(rows, "SELECT * FROM mlplat._lab_runs_writeback_set($1, $2)", pass->epoch,
@@ -1225,12 +1233,12 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 			char *error;
 			const char *outcome = write_outcome(o->req, LAB_WRITE_DELETE, &status, &error);
 
-			writes++;
+			answers.writes++;
 			mlplat_ledger_append(pass, "lab_run", o->lab_run_id, o->project, "ORPHAN_TEARDOWN", outcome, NULL, NULL,
 								 status, strcmp(outcome, "OK") == 0 ? NULL : error, NULL,
 								 psprintf("%s/%s", o->ns, o->name));
 		}
-		foreach (lc, ledger)
+		foreach (lc, answers.ledger)
 		{
 			LedgerRow *l = lfirst(lc);
 
@@ -1238,7 +1246,7 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 			mlplat_ledger_append(pass, "lab_run", l->run->id, l->run->project, l->action, l->outcome, NULL, NULL,
 								 l->status, l->error, mlplat_trace_id_of(l->run->traceparent), l->object);
 		}
-		mlplat_seam_writeback_end(pass, &settled, spans, pass_cxt, lost);
+		mlplat_seam_writeback_end(pass, &answers.settled, answers.spans, pass_cxt, lost);
 	}
 
 	/* the ingested outputs leave the store (best effort; a left object is overwritten by nothing) */
@@ -1280,5 +1288,5 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 	if (pass->status[0] == '\0')
 		snprintf(pass->status, sizeof(pass->status),
 				 "%d lab nodes, %d lab runs in flight, %d writes, %d orphans, %d LIST requests", list_length(nodes),
-				 list_length(runs), writes, list_length(orphans), lists);
+				 list_length(runs), answers.writes, list_length(orphans), lists);
 }

@@ -641,7 +641,7 @@ ensure_registry_versions(MlplatPass *pass, MlJsonArena *arena, List *models, Lis
 		}
 	}
 	/* the write-ahead: every create is on record before it is sent */
-	if (!mlplat_write_notes_commit(pass, &sending))
+	if (!mlplat_write_notes_commit(pass, &sending, "model creates"))
 		return false;
 	mlplat_http_batch_run(b);
 	foreach (lc, models)
@@ -1054,13 +1054,9 @@ mlplat_model_aliases_pass(MlplatPass *pass)
 		writes++;
 	}
 	/* the write-ahead: every alias write is on record before it is sent */
-	if (!mlplat_write_notes_commit(pass, &sending))
-	{
-		snprintf(pass->status, sizeof(pass->status), "no longer the leader: %d alias writes not sent", writes);
+	if (!mlplat_write_notes_commit(pass, &sending, "alias writes"))
 		return;
-	}
-	if (writes > 0)
-		mlplat_http_batch_run(batch);
+	mlplat_http_batch_run(batch);
 
 	/* read back what was written: SYNCED only once verified */
 	batch = mlplat_http_batch_create(pass_cxt);

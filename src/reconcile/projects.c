@@ -1240,11 +1240,8 @@ mlplat_projects_pass(MlplatPass *pass)
 		}
 	}
 	/* the write-ahead: what is about to be sent is on record before it is sent */
-	if (!mlplat_write_notes_commit(pass, &sending))
-	{
-		snprintf(pass->status, sizeof(pass->status), "no longer the leader: %d writes not sent", writes);
+	if (!mlplat_write_notes_commit(pass, &sending, "writes"))
 		return;
-	}
 	mlplat_http_batch_run(batch);
 
 	foreach_ptr (ProjObj, o, orphans)

@@ -996,12 +996,8 @@ rollouts_round(MlplatPass *pass, List *moved)
 			if (r->apply)
 				mlplat_write_notes_add(&sending, r->id, psprintf("%s/%s", r->ns, r->name), apply_note(r->want));
 		}
-		if (!mlplat_write_notes_commit(pass, &sending))
-		{
-			snprintf(pass->status, sizeof(pass->status), "no longer the leader: %d applies not sent",
-					 list_length(sending.ids));
+		if (!mlplat_write_notes_commit(pass, &sending, "applies"))
 			return NIL;
-		}
 	}
 	mlplat_http_batch_run(acts);
 

@@ -741,12 +741,8 @@ mlplat_runs_pass(MlplatPass *pass)
 	}
 
 	/* the ledger's write-ahead: what is about to be sent is on record before it is sent */
-	if (!mlplat_write_notes_commit(pass, &sending))
-	{
-		snprintf(pass->status, sizeof(pass->status), "no longer the leader: %d requests not sent",
-				 list_length(sending.ids));
+	if (!mlplat_write_notes_commit(pass, &sending, "requests"))
 		return;
-	}
 	mlplat_http_batch_run(batch);
 	t_http = GetCurrentTimestamp();
 

@@ -114,7 +114,7 @@ run_counted(const char *sql, int nargs, Oid *types, Datum *v)
 }
 
 bool
-mlplat_write_notes_commit(MlplatPass *pass, MlplatWriteNotes *n)
+mlplat_write_notes_commit(MlplatPass *pass, MlplatWriteNotes *n, const char *what)
 {
 	MemoryContext caller = CurrentMemoryContext;
 	Oid types[5] = { TEXTOID, INT8OID, INT8ARRAYOID, TEXTARRAYOID, TEXTARRAYOID };
@@ -134,6 +134,8 @@ mlplat_write_notes_commit(MlplatPass *pass, MlplatWriteNotes *n)
 	got = run_counted("SELECT mlplat._unanswered_note($1, $2, $3, $4, $5)", 5, types, v);
 	mlplat_txn_commit();
 	MemoryContextSwitchTo(caller);
+	if (got != want)
+		snprintf(pass->status, sizeof(pass->status), "no longer the leader: %d %s not sent", want, what);
 	return got == want;
 }
 

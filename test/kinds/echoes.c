@@ -350,12 +350,8 @@ mlplat_echoes_pass(MlplatPass *pass)
 		if (e->waiting)
 			pass->next_pass_ms = FOLLOW_UP_MS;
 	}
-	if (!mlplat_write_notes_commit(pass, &sending))
-	{
-		snprintf(pass->status, sizeof(pass->status), "no longer the leader: %d requests not sent",
-				 list_length(sending.ids));
+	if (!mlplat_write_notes_commit(pass, &sending, "requests"))
 		return;
-	}
 
 	/* 4. act */
 	batch = mlplat_http_batch_create(pass_cxt);
