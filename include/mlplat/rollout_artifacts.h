@@ -51,4 +51,12 @@ typedef struct MlplatRolloutResult
 /* The answer for a rollout among answers (NULL when there is none). */
 extern const char *mlplat_rollout_result_of(List *answers, int64 id);
 
+/*
+ * Run a rollouts write-back (rows: a seam array, sql: SELECT r FROM
+ * mlplat._x($1, $2) r, answering with mlplat.rollout_writeback_result) and
+ * return its answers, MlplatRolloutResult in cxt.  A transaction is open.
+ */
+struct MlplatSeamArray;
+extern List *mlplat_rollout_writeback(struct MlplatSeamArray *rows, const char *sql, int64 epoch, MemoryContext cxt);
+
 #endif /* MLPLAT_ROLLOUT_ARTIFACTS_H */

@@ -179,9 +179,8 @@ mlplat_rollout_artifacts_finish(MlplatPass *pass, List *gate)
 				mlplat_seam_array_add(rows, &v);
 			}
 		}
-		answers = mlplat_seam_writeback_rows(rows, "SELECT r FROM mlplat._rollout_artifact_verdicts($1, $2) r",
-											 pass->epoch, &mlplat_rollout_writeback_result_seam, cxt,
-											 sizeof(MlplatRolloutResult));
+		answers = mlplat_rollout_writeback(rows, "SELECT r FROM mlplat._rollout_artifact_verdicts($1, $2) r",
+										   pass->epoch, cxt);
 	}
 	foreach (lc, gate)
 	{

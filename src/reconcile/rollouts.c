@@ -505,6 +505,13 @@ mlplat_rollout_result_of(List *answers, int64 id)
 	return NULL;
 }
 
+List *
+mlplat_rollout_writeback(MlplatSeamArray *rows, const char *sql, int64 epoch, MemoryContext cxt)
+{
+	return mlplat_seam_writeback_rows(rows, sql, epoch, &mlplat_rollout_writeback_result_seam, cxt,
+									  sizeof(MlplatRolloutResult));
+}
+
 /* ---------------------------------------------------------------- I/O */
 
 static List *
@@ -692,9 +699,8 @@ write_back(MlplatPass *pass, List *rollouts, int *decisions)
 			if (r->get != NULL || r->apply != NULL)
 				mlplat_seam_array_add(rows, &w);
 		}
-		answers = mlplat_seam_writeback_rows(rows, "SELECT r FROM mlplat._rollouts_writeback_set($1, $2) r",
-											 pass->epoch, &mlplat_rollout_writeback_result_seam, pass_cxt,
-											 sizeof(MlplatRolloutResult));
+		answers = mlplat_rollout_writeback(rows, "SELECT r FROM mlplat._rollouts_writeback_set($1, $2) r",
+										   pass->epoch, pass_cxt);
 	}
 	foreach (lc, rollouts)
 	{
