@@ -214,6 +214,22 @@ transient(const MlplatHttpRequest *r)
 	return r->failed || r->status >= 500 || r->status == 429 || r->status == 408;
 }
 
+/*
+ * Did the store answer a check's HEAD or download (what) with a 2xx?  If
+ * not, the verdict is set: retry a transient failure, refused otherwise.
+ */
+static bool
+answered_2xx(MlplatArtifactCheck *c, const MlplatHttpRequest *r, const char *what)
+{
+	if (transient(r))
+		retry(c, r, what);
+	else if (r->status < 200 || r->status >= 300)
+		refused(c, r);
+	else
+		return true;
+	return false;
+}
+
 /* ---------------------------------------------------------------- requests */
 
 static void
@@ -226,17 +242,24 @@ free_md(void *arg)
 	p->md = NULL;
 }
 
+/* May a sink that holds have bytes take len more, at most max?  If not, the body is too big. */
+static bool
+sink_room(MlplatArtifactPriv *p, uint64 have, uint64 len, uint64 max)
+{
+	if (have + len <= max)
+		return true;
+	p->too_big = true;
+	return false;
+}
+
 /* libcurl write path: no ereport, no palloc */
 static bool
 hash_sink(void *arg, const char *data, size_t len)
 {
 	MlplatArtifactPriv *p = arg;
 
-	if (p->hashed + len > p->max_bytes)
-	{
-		p->too_big = true;
+	if (!sink_room(p, p->hashed, len, p->max_bytes))
 		return false;
-	}
 	p->hashed += len;
 	return EVP_DigestUpdate(p->md, data, len) == 1;
 }
@@ -435,11 +458,8 @@ fetch_sink(void *arg, const char *data, size_t len)
 {
 	MlplatArtifactPriv *p = arg;
 
-	if (p->fetched_len + len > p->fetch_max)
-	{
-		p->too_big = true;
+	if (!sink_room(p, p->fetched_len, len, p->fetch_max))
 		return false;
-	}
 	memcpy(p->fetched + p->fetched_len, data, len);
 	p->fetched_len += len;
 	p->fetched[p->fetched_len] = '\0';
@@ -673,16 +693,8 @@ after_head(MlplatArtifactCheck *c)
 	ListCell *le;
 	ListCell *ls;
 
-	if (transient(r))
-	{
-		retry(c, r, "HEAD");
+	if (!answered_2xx(c, r, "HEAD"))
 		return;
-	}
-	if (r->status < 200 || r->status >= 300)
-	{
-		refused(c, r);
-		return;
-	}
 	v = mlplat_http_response_header(r, "ETag");
 	p->etag = v && v[0] ? pstrdup(v) : NULL;
 	v = mlplat_http_response_header(r, "Content-Length");
@@ -729,16 +741,8 @@ after_get(MlplatArtifactCheck *c)
 						c->uri, mlplat_artifact_hash_max_kb));
 		return;
 	}
-	if (transient(r))
-	{
-		retry(c, r, "download");
+	if (!answered_2xx(c, r, "download"))
 		return;
-	}
-	if (r->status < 200 || r->status >= 300)
-	{
-		refused(c, r);
-		return;
-	}
 	if (EVP_DigestFinal_ex(p->md, md, &mdlen) != 1 || mdlen != 32)
 		elog(ERROR, "mlplat: SHA-256 of artifact %s failed", c->uri);
 	for (int i = 0; i < 32; i++)
