@@ -125,6 +125,14 @@ extern void mlplat_kube_parse_response_in(const MlplatHttpRequest *req, MlJsonAr
  * into their own arena (a LIST page, an object they keep for the pass).
  */
 extern void mlplat_kube_parse_status(const MlplatHttpRequest *req, MlplatKubeResult *out);
+
+/*
+ * The answer to one write (apply, create, patch or delete), outcome only, as
+ * parse_status, with a 404 read by the rule every reconciler follows: a
+ * delete of what is already gone succeeded (OK); any other write's 404 is a
+ * namespace not there (yet) and is retried (RETRY).  out->status stays 404.
+ */
+extern void mlplat_kube_write_result(const MlplatHttpRequest *req, bool is_delete, MlplatKubeResult *out);
 extern void mlplat_kube_classify(const MlplatHttpRequest *req, bool body_is_json, MlplatKubeResult *out);
 /* metadata.continue of a LIST body (palloc'd), NULL when it is the last page */
 extern char *mlplat_kube_list_continue(const MlJsonValue *list);

@@ -430,6 +430,14 @@ mlplat_kube_parse_status(const MlplatHttpRequest *req, MlplatKubeResult *out)
 		ml_json_arena_free(arena);
 }
 
+void
+mlplat_kube_write_result(const MlplatHttpRequest *req, bool is_delete, MlplatKubeResult *out)
+{
+	mlplat_kube_parse_status(req, out);
+	if (out->outcome == MLPLAT_KUBE_NOT_FOUND)
+		out->outcome = is_delete ? MLPLAT_KUBE_OK : MLPLAT_KUBE_RETRY;
+}
+
 const char *
 mlplat_lease_result_name(MlplatLeaseResult r)
 {

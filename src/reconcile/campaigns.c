@@ -887,9 +887,9 @@ write_back(MlplatPass *pass, List *cands, List *orphans)
 		MlplatKubeResult res;
 		const char *project = r->user;
 
-		mlplat_kube_parse_status(r, &res);
+		mlplat_kube_write_result(r, true, &res);
 		mlplat_ledger_append(pass, "campaign_candidate", 0, project, "ORPHAN_TEARDOWN",
-							 res.outcome == MLPLAT_KUBE_OK || res.outcome == MLPLAT_KUBE_NOT_FOUND ? "OK" : "RETRY",
+							 res.outcome == MLPLAT_KUBE_OK ? "OK" : "RETRY",
 							 NULL, NULL, res.status, res.outcome == MLPLAT_KUBE_OK ? NULL : res.message, NULL, r->url);
 	}
 	mlplat_seam_writeback_end(pass, &settled, spans, pass_cxt, lost);

@@ -747,7 +747,7 @@ apply_result(Deployment *d, MlplatPass *pass)
 	MlplatKubeResult res;
 
 	/* the outcome is all we read: no jsonb copy of the answer */
-	mlplat_kube_parse_status(d->req, &res);
+	mlplat_kube_write_result(d->req, d->action == DEP_DELETE, &res);
 	d->http_status = res.status;
 	d->write = true;
 	if (mlplat_write_answered(res.status))
@@ -756,14 +756,9 @@ apply_result(Deployment *d, MlplatPass *pass)
 	if (d->action == DEP_DELETE && d->unanswered && !d->adopt && res.outcome == MLPLAT_KUBE_OK && res.status != 404)
 		d->adopt = true;
 	mlplat_span_end_request(d->req_span, d->req, res.status,
-							res.outcome == MLPLAT_KUBE_OK || (res.outcome == MLPLAT_KUBE_NOT_FOUND && d->action == DEP_DELETE)
+							res.outcome == MLPLAT_KUBE_OK
 								? NULL
 								: (mlplat_kube_tenant_line(&res) ? mlplat_kube_tenant_line(&res) : "request failed"));
-	/* a delete of something already gone succeeded; an apply's 404 is a missing namespace */
-	if (res.outcome == MLPLAT_KUBE_NOT_FOUND && d->action == DEP_DELETE)
-		res.outcome = MLPLAT_KUBE_OK;
-	else if (res.outcome == MLPLAT_KUBE_NOT_FOUND)
-		res.outcome = MLPLAT_KUBE_RETRY;
 	switch (res.outcome)
 	{
 		case MLPLAT_KUBE_OK:
@@ -1338,9 +1333,9 @@ mlplat_deployments_pass(MlplatPass *pass)
 			o->error = psprintf("not this installation's InferenceService: %s; not deleted", o->not_ours);
 			continue;
 		}
-		mlplat_kube_parse_status(o->req, &res);
+		mlplat_kube_write_result(o->req, true, &res);
 		o->http_status = res.status;
-		o->ledger_outcome = (res.outcome == MLPLAT_KUBE_OK || res.outcome == MLPLAT_KUBE_NOT_FOUND) ? "OK" : "FAILED";
+		o->ledger_outcome = res.outcome == MLPLAT_KUBE_OK ? "OK" : "FAILED";
 		o->error = res.message;
 	}
 

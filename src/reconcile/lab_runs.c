@@ -621,13 +621,11 @@ write_outcome(const MlplatHttpRequest *req, LabWrite w, int *status, char **erro
 {
 	MlplatKubeResult res;
 
-	mlplat_kube_parse_status(req, &res);
+	mlplat_kube_write_result(req, w != LAB_WRITE_CREATE, &res);
 	*status = res.status;
 	*error = res.message;
 	if (res.outcome == MLPLAT_KUBE_OK)
 		return "OK";
-	if (res.outcome == MLPLAT_KUBE_NOT_FOUND && w != LAB_WRITE_CREATE)
-		return "OK"; /* already gone */
 	if (res.outcome == MLPLAT_KUBE_EXISTS && w == LAB_WRITE_CREATE)
 		return "EXISTS";
 	if (res.outcome == MLPLAT_KUBE_FAILED)

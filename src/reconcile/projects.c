@@ -753,13 +753,9 @@ obj_result(Project *p, ProjObj *o, MlplatPass *pass, bool *failed, bool *retry, 
 {
 	MlplatKubeResult res;
 
-	mlplat_kube_parse_status(o->req, &res);
+	mlplat_kube_write_result(o->req, o->action == ACT_DELETE, &res);
 	o->http_status = res.status;
 	o->answered = mlplat_write_answered(res.status);
-	if (res.outcome == MLPLAT_KUBE_NOT_FOUND && o->action == ACT_DELETE)
-		res.outcome = MLPLAT_KUBE_OK; /* already gone */
-	else if (res.outcome == MLPLAT_KUBE_NOT_FOUND)
-		res.outcome = MLPLAT_KUBE_RETRY; /* the namespace is not there (yet) */
 	switch (res.outcome)
 	{
 		case MLPLAT_KUBE_OK:
@@ -1250,9 +1246,9 @@ mlplat_projects_pass(MlplatPass *pass)
 
 		if (o->req == NULL)
 			continue; /* not ours: judge_orphans said why */
-		mlplat_kube_parse_status(o->req, &res);
+		mlplat_kube_write_result(o->req, true, &res);
 		o->http_status = res.status;
-		o->ledger_outcome = (res.outcome == MLPLAT_KUBE_OK || res.outcome == MLPLAT_KUBE_NOT_FOUND) ? "OK" : "FAILED";
+		o->ledger_outcome = res.outcome == MLPLAT_KUBE_OK ? "OK" : "FAILED";
 		o->error = res.message;
 	}
 	foreach_ptr (Project, p, projects)

@@ -440,7 +440,8 @@ request_result(Run *r, MlplatPass *pass)
 {
 	MlplatKubeResult res;
 
-	mlplat_kube_parse_status(r->req, &res);
+	/* a 404 is retried: the namespace is not there yet, or the workflow went under a patch */
+	mlplat_kube_write_result(r->req, false, &res);
 	r->http_status = res.status;
 	r->write = true;
 	if (mlplat_write_answered(res.status))
@@ -457,8 +458,6 @@ request_result(Run *r, MlplatPass *pass)
 		r->error = res.message;
 		return;
 	}
-	if (res.outcome == MLPLAT_KUBE_NOT_FOUND)
-		res.outcome = MLPLAT_KUBE_RETRY; /* namespace not there yet, or gone under a patch */
 	switch (res.outcome)
 	{
 		case MLPLAT_KUBE_OK:
