@@ -37,8 +37,9 @@ CREATE FUNCTION pg_temp.obs(at numeric, traffic jsonb, extra jsonb DEFAULT '{}')
     'latest_ready_kn', 'rsvc-predictor-00002', 'latest_created_kn', 'rsvc-predictor-00002',
     'rolledout_kn', 'rsvc-predictor-00001', 'load', 'UpToDate', 'traffic', traffic) || extra $$;
 CREATE FUNCTION pg_temp.step(o jsonb, applied int DEFAULT NULL, err text DEFAULT NULL) RETURNS text LANGUAGE sql AS $$
-  SELECT mlplat._rollouts_observe(r.id, r.row_version, (SELECT epoch FROM mlplat.leader_epochs WHERE kind = 'rollouts'),
-                                  'regress/controller', o, applied, err, CASE WHEN err IS NOT NULL THEN 500 END)
+  SELECT mlplat._rollouts_observe((SELECT epoch FROM mlplat.leader_epochs WHERE kind = 'rollouts'),
+                                  ROW(r.id, r.row_version, 'regress/controller', o, applied IS NOT NULL, applied, err,
+                                      CASE WHEN err IS NOT NULL THEN 500 END)::mlplat.rollout_writeback)
     FROM pg_temp.ro r $$;
 CREATE FUNCTION pg_temp.at0() RETURNS bigint LANGUAGE sql AS $$
   SELECT ceil(extract(epoch FROM clock_timestamp()))::bigint $$;
@@ -116,8 +117,8 @@ SELECT r.status, d.status AS deployment, d.desired_revision, d.generation > d.ob
 SELECT count(*) AS active_claims FROM mlplat._rollouts_claim() c WHERE c.name = 'rsvc';
 
 -- compare-and-swap: a stale row_version or a deposed epoch writes nothing
-SELECT mlplat._rollouts_observe(r.id, r.row_version - 1, :epoch, 'x', pg_temp.obs(1, :split0), NULL, NULL, NULL) FROM pg_temp.ro r;
-SELECT mlplat._rollouts_observe(r.id, r.row_version, :epoch - 1, 'x', pg_temp.obs(1, :split0), NULL, NULL, NULL) FROM pg_temp.ro r;
+SELECT mlplat._rollouts_observe(:epoch, ROW(r.id, r.row_version - 1, 'x', pg_temp.obs(1, :split0), false, NULL, NULL, NULL)::mlplat.rollout_writeback) FROM pg_temp.ro r;
+SELECT mlplat._rollouts_observe(:epoch - 1, ROW(r.id, r.row_version, 'x', pg_temp.obs(1, :split0), false, NULL, NULL, NULL)::mlplat.rollout_writeback) FROM pg_temp.ro r;
 -- the same evidence is never recorded twice
 SELECT mlplat._rollout_record(r, 'HOLD', '{}', 'HOLDING', 0, 0, t.evidence, NULL, '{}', :epoch, 'x') AS recorded
   FROM mlplat.rollouts r JOIN pg_temp.tr t ON t.rollout_id = r.id WHERE t.seq = 1;

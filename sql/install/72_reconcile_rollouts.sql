@@ -260,28 +260,35 @@ BEGIN
 END $$;
 REVOKE ALL ON FUNCTION mlplat._rollout_close(mlplat.rollouts, jsonb, text, text, bigint, text) FROM PUBLIC;
 
--- Write-back.  p_obs (from the C pass) is
+-- The write-back row of one rollout, what the C pass observed and applied (seam.h): it is
+-- _rollouts_observe's argument, so the pass and the function read its fields by name.
+CREATE TYPE mlplat.rollout_writeback AS (
+  id bigint, row_version bigint, controller text, observation jsonb,
+  applied boolean, applied_percent int, error text, retry_ms int);
+CREATE TYPE mlplat.rollout_writeback_result AS (id bigint, result text);
+
+-- Write-back of one rollout (w).  w.observation (from the C pass) is
 --   {"observed_at": epoch s (millisecond precision), "settled": bool (status describes the current generation and
 --    the object carries the wanted revision and traffic setting), "ready": bool,
 --    "latest_ready_kn", "latest_created_kn", "rolledout_kn": KServe revision names,
 --    "traffic": [{"revision", "percent", "latest"}], "load": transitionStatus,
 --    "metrics": {"window_start", "window_seconds", "target": {requests, errors, p95_ms},
 --                "previous": {...}, "gaps": [why a value is missing]} or absent}
--- p_applied: the canaryTrafficPercent this pass applied (NULL: none).  p_error: the pass
--- could not observe or apply (retried after p_retry_ms).  Returns what happened:
+-- w.applied_percent, when w.applied: the canaryTrafficPercent this pass applied.  w.error:
+-- the pass could not observe or apply (retried after w.retry_ms).  Returns what happened:
 -- LOST (compare-and-swap lost), ERROR, APPLIED, OBSERVED, a decision, REPLAYED, or the
 -- terminal status.
-CREATE FUNCTION mlplat._rollouts_observe(p_id bigint, p_row_version bigint, p_epoch bigint, p_controller text,
-                                         p_obs jsonb, p_applied int, p_error text, p_retry_ms int)
+CREATE FUNCTION mlplat._rollouts_observe(p_epoch bigint, w mlplat.rollout_writeback)
 RETURNS text
 LANGUAGE plpgsql
 SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
 DECLARE
+  p_applied int := CASE WHEN w.applied THEN w.applied_percent END;
   ro mlplat.rollouts;
   frac numeric;
   want int;
-  at numeric := pg_catalog.trim_scale((p_obs->>'observed_at')::numeric);
+  at numeric := pg_catalog.trim_scale((w.observation->>'observed_at')::numeric);
   tkn text;
   pkn text;
   t_pct int;
@@ -297,7 +304,7 @@ DECLARE
   result text := 'OBSERVED';
 BEGIN
   SELECT * INTO ro FROM mlplat.rollouts x
-   WHERE x.id = p_id AND x.row_version = p_row_version
+   WHERE x.id = w.id AND x.row_version = w.row_version
      AND EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = 'rollouts' AND e.epoch = p_epoch)
      FOR UPDATE;
   IF NOT FOUND THEN
@@ -305,10 +312,10 @@ BEGIN
   END IF;
   UPDATE mlplat.rollouts x SET epoch = p_epoch, row_version = x.row_version + 1, updated_at = pg_catalog.now()
    WHERE x.id = ro.id;
-  IF p_error IS NOT NULL THEN
+  IF w.error IS NOT NULL THEN
     UPDATE mlplat.rollouts x
-       SET last_error = p_error, attempts = x.attempts + 1,
-           next_attempt_at = pg_catalog.now() + pg_catalog.make_interval(secs => coalesce(p_retry_ms, 1000) / 1000.0)
+       SET last_error = w.error, attempts = x.attempts + 1,
+           next_attempt_at = pg_catalog.now() + pg_catalog.make_interval(secs => coalesce(w.retry_ms, 1000) / 1000.0)
      WHERE x.id = ro.id;
     RETURN 'ERROR';
   END IF;
@@ -325,33 +332,33 @@ BEGIN
   want := mlplat._rollout_want_percent(ro.status, ro.requested_action, frac);
   -- KServe's names for our two revisions, fixed at first sight: the target is the
   -- revision created for our manifest, the previous one is what KServe had rolled out.
-  tkn := coalesce(ro.observed->>'target_kn', CASE WHEN (p_obs->>'settled')::boolean THEN p_obs->>'latest_created_kn' END);
+  tkn := coalesce(ro.observed->>'target_kn', CASE WHEN (w.observation->>'settled')::boolean THEN w.observation->>'latest_created_kn' END);
   pkn := coalesce(ro.observed->>'previous_kn',
-                  CASE WHEN (p_obs->>'settled')::boolean AND p_obs->>'rolledout_kn' IS DISTINCT FROM tkn
-                       THEN p_obs->>'rolledout_kn' END);
+                  CASE WHEN (w.observation->>'settled')::boolean AND w.observation->>'rolledout_kn' IS DISTINCT FROM tkn
+                       THEN w.observation->>'rolledout_kn' END);
   SELECT coalesce(sum((e->>'percent')::int) FILTER (WHERE e->>'revision' = tkn), 0),
          coalesce(sum((e->>'percent')::int) FILTER (WHERE e->>'revision' = pkn), 0)
     INTO t_pct, p_pct
-    FROM pg_catalog.jsonb_array_elements(coalesce(p_obs->'traffic', '[]')) e;
+    FROM pg_catalog.jsonb_array_elements(coalesce(w.observation->'traffic', '[]')) e;
   UPDATE mlplat.rollouts x
      SET observed = pg_catalog.jsonb_build_object('target_kn', tkn, 'previous_kn', pkn,
-                      'traffic', p_obs->'traffic', 'target_percent', t_pct, 'previous_percent', p_pct,
-                      'ready', p_obs->'ready', 'load', p_obs->'load', 'observed_at', p_obs->'observed_at'),
+                      'traffic', w.observation->'traffic', 'target_percent', t_pct, 'previous_percent', p_pct,
+                      'ready', w.observation->'ready', 'load', w.observation->'load', 'observed_at', w.observation->'observed_at'),
          observed_at = pg_catalog.now()
    WHERE x.id = ro.id;
   SELECT * INTO ro FROM mlplat.rollouts x WHERE x.id = ro.id;
-  IF NOT coalesce((p_obs->>'settled')::boolean, false) OR tkn IS NULL THEN
+  IF NOT coalesce((w.observation->>'settled')::boolean, false) OR tkn IS NULL THEN
     RETURN result;              -- KServe has not caught up with what we applied yet
   END IF;
 
   IF ro.status = 'ROLLING_BACK' THEN
     IF pkn IS NOT NULL AND p_pct = 100 THEN
-      RETURN mlplat._rollout_close(ro, p_obs, pkn, CASE WHEN ro.requested_action = 'ABORT' THEN 'ABORTED' ELSE 'ROLLED_BACK' END,
-                                   p_epoch, p_controller);
+      RETURN mlplat._rollout_close(ro, w.observation, pkn, CASE WHEN ro.requested_action = 'ABORT' THEN 'ABORTED' ELSE 'ROLLED_BACK' END,
+                                   p_epoch, w.controller);
     END IF;
     UPDATE mlplat.rollouts x
        SET status_reason = CASE WHEN pkn IS NULL OR NOT EXISTS (
-                                   SELECT 1 FROM pg_catalog.jsonb_array_elements(coalesce(p_obs->'traffic', '[]')) e
+                                   SELECT 1 FROM pg_catalog.jsonb_array_elements(coalesce(w.observation->'traffic', '[]')) e
                                     WHERE e->>'revision' = pkn)
                                 THEN pg_catalog.format('rollback route lost: previous revision %s is not in the route',
                                                        coalesce(pkn, '(unknown)'))
@@ -361,7 +368,7 @@ BEGIN
   END IF;
   IF ro.requested_action = 'PROMOTE' THEN
     IF t_pct = 100 THEN
-      RETURN mlplat._rollout_close(ro, p_obs, tkn, 'PROMOTED', p_epoch, p_controller);
+      RETURN mlplat._rollout_close(ro, w.observation, tkn, 'PROMOTED', p_epoch, w.controller);
     END IF;
     UPDATE mlplat.rollouts x SET status_reason = pg_catalog.format('promoting: %s%% on the target so far', t_pct)
      WHERE x.id = ro.id;
@@ -391,7 +398,7 @@ BEGIN
     -- this observation is the evidence, so decide on it at once.
     SELECT * INTO ro FROM mlplat.rollouts x WHERE x.id = ro.id;
   END IF;
-  IF (p_obs->'metrics' IS NULL AND frac <> 0) OR at < ro.decide_at THEN
+  IF (w.observation->'metrics' IS NULL AND frac <> 0) OR at < ro.decide_at THEN
     RETURN result;
   END IF;
 
@@ -401,7 +408,7 @@ BEGIN
   SELECT dr.intent INTO br FROM mlplat.deployment_revisions dr
    WHERE dr.deployment_id = ro.deployment_id AND dr.revision = ro.baseline_revision;
   evidence := mlplat.with_content_id(mlplat._rollout_evidence(ro.contract, frac, mlplat._rollout_replicas(tr),
-                                                              mlplat._rollout_replicas(br), p_obs, tkn, pkn));
+                                                              mlplat._rollout_replicas(br), w.observation, tkn, pkn));
   BEGIN
     plan := mlplat.plan_rollout(ro.contract, evidence);
   EXCEPTION WHEN invalid_parameter_value THEN
@@ -420,9 +427,9 @@ BEGIN
                   ELSE CASE WHEN reasons && ARRAY['AT_CEILING', 'TRAFFIC_COMPLETE'] THEN 'AT_CEILING' ELSE 'HOLDING' END
                 END;
   IF NOT mlplat._rollout_record(ro, plan->>'decision', reasons, new_status, frac, (plan->>'next_fraction')::numeric,
-                                evidence, plan, p_obs - 'metrics' || pg_catalog.jsonb_build_object(
-                                  'target_kn', tkn, 'previous_kn', pkn, 'metric_gaps', p_obs->'metrics'->'gaps'),
-                                p_epoch, p_controller) THEN
+                                evidence, plan, w.observation - 'metrics' || pg_catalog.jsonb_build_object(
+                                  'target_kn', tkn, 'previous_kn', pkn, 'metric_gaps', w.observation->'metrics'->'gaps'),
+                                p_epoch, w.controller) THEN
     RETURN 'REPLAYED';
   END IF;
   -- After a hold, look again a fifth of a window later (1 s to 60 s); at the ceiling,
@@ -439,7 +446,7 @@ BEGIN
    WHERE x.id = ro.id;
   RETURN plan->>'decision';
 END $$;
-REVOKE ALL ON FUNCTION mlplat._rollouts_observe(bigint, bigint, bigint, text, jsonb, int, text, int) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mlplat._rollouts_observe(bigint, mlplat.rollout_writeback) FROM PUBLIC;
 
 -- Test hook: how the reconciler reads one Prometheus /api/v1/query answer.
 CREATE FUNCTION mlplat._prometheus_classify(http_status int, body text) RETURNS jsonb
@@ -448,14 +455,10 @@ SET search_path = pg_catalog, mlplat, pg_temp
 AS 'MODULE_PATHNAME', 'mlplat_prometheus_classify';
 REVOKE ALL ON FUNCTION mlplat._prometheus_classify(int, text) FROM PUBLIC;
 
--- The write-back of a pass through the seam (seam.h): one mlplat.rollout_writeback per
+-- The write-back of a pass through the seam (seam.h): one mlplat.rollout_writeback (above) per
 -- rollout the pass observed or applied (applied false: nothing applied, applied_percent is
 -- ignored; retry_ms NULL: no retry), each answered, in order, by what _rollouts_observe
 -- made of it (mlplat.rollout_writeback_result).
-CREATE TYPE mlplat.rollout_writeback AS (
-  id bigint, row_version bigint, controller text, observation jsonb,
-  applied boolean, applied_percent int, error text, retry_ms int);
-CREATE TYPE mlplat.rollout_writeback_result AS (id bigint, result text);
 
 CREATE FUNCTION mlplat._rollouts_writeback_set(p_epoch bigint, p_rows mlplat.rollout_writeback[])
 RETURNS SETOF mlplat.rollout_writeback_result
@@ -466,9 +469,7 @@ DECLARE
   w mlplat.rollout_writeback;
 BEGIN
   FOREACH w IN ARRAY coalesce(p_rows, '{}') LOOP
-    RETURN NEXT ROW(w.id, mlplat._rollouts_observe(w.id, w.row_version, p_epoch, w.controller, w.observation,
-                                                   CASE WHEN w.applied THEN w.applied_percent END,
-                                                   w.error, w.retry_ms))::mlplat.rollout_writeback_result;
+    RETURN NEXT ROW(w.id, mlplat._rollouts_observe(p_epoch, w))::mlplat.rollout_writeback_result;
   END LOOP;
 END $$;
 REVOKE ALL ON FUNCTION mlplat._rollouts_writeback_set(bigint, mlplat.rollout_writeback[]) FROM PUBLIC;

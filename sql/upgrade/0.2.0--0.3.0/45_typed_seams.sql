@@ -35,9 +35,7 @@ DECLARE
   w mlplat.rollout_writeback;
 BEGIN
   FOREACH w IN ARRAY coalesce(p_rows, '{}') LOOP
-    RETURN NEXT ROW(w.id, mlplat._rollouts_observe(w.id, w.row_version, p_epoch, w.controller, w.observation,
-                                                   CASE WHEN w.applied THEN w.applied_percent END,
-                                                   w.error, w.retry_ms))::mlplat.rollout_writeback_result;
+    RETURN NEXT ROW(w.id, mlplat._rollouts_observe(p_epoch, w))::mlplat.rollout_writeback_result;
   END LOOP;
 END $$;
 REVOKE ALL ON FUNCTION mlplat._rollouts_writeback_set(bigint, mlplat.rollout_writeback[]) FROM PUBLIC;
