@@ -9,11 +9,23 @@
 #include "utils/array.h"
 
 /*
- * Run a one-row, one-boolean-column statement with SPI (transaction open).
- * Its plan is kept for the life of the process, keyed by the text: sql must
- * be one of a fixed set of statements (a literal), never built per call.
+ * Run a statement that answers one value, one row of one column of SQL type
+ * type (SELECT mlplat._f(...)), with SPI (transaction open), and return it
+ * (binary; *isnull when NULL).  Any other shape or type is an ERROR naming
+ * it: the value is read by what it is, not by where it happens to stand.  Its
+ * plan is kept for the life of the process, keyed by the text: sql must be
+ * one of a fixed set of statements (a literal), never built per call.  A
+ * by-reference value lives in SPI's memory: copy it before SPI_finish.
  */
+extern Datum mlplat_sql_scalar(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls, Oid type,
+							   bool *isnull);
+
+/* The same for a boolean (NULL is false) and an int (NULL is 0). */
 extern bool mlplat_sql_bool(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls);
+extern int32 mlplat_sql_int4(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls);
+
+/* The same for a text, palloc'd in the caller's context (NULL when NULL). */
+extern char *mlplat_sql_text(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls);
 
 /*
  * Run a statement with SPI (transaction open) and return SPI's result code;

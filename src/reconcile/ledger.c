@@ -75,8 +75,6 @@ mlplat_ledger_batch_flush(MlplatPass *pass, MlplatLedgerBatch *b)
 {
 	Oid types[3 + LEDGER_COLS];
 	Datum v[3 + LEDGER_COLS];
-	Datum d;
-	bool isnull;
 	int written;
 
 	if (b->rows == 0)
@@ -92,12 +90,9 @@ mlplat_ledger_batch_flush(MlplatPass *pass, MlplatLedgerBatch *b)
 		types[3 + i] = get_array_type(ledger_col_types[i]);
 		v[3 + i] = makeArrayResult(b->col[i], b->cxt);
 	}
-	if (mlplat_sql_exec("SELECT mlplat._ledger_append_set($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
-						3 + LEDGER_COLS, types, v, NULL) != SPI_OK_SELECT ||
-		SPI_processed != 1)
-		elog(ERROR, "mlplat: could not append %d ledger rows", b->rows);
-	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-	written = isnull ? 0 : DatumGetInt32(d);
+	written = mlplat_sql_int4(
+		"SELECT mlplat._ledger_append_set($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+		3 + LEDGER_COLS, types, v, NULL);
 	ledger_batch_reset(b);
 	return written;
 }

@@ -63,31 +63,64 @@ mlplat_sql_exec(const char *sql, int nargs, Oid *types, Datum *values, const cha
 	return SPI_execute_plan(kept_plan(sql, nargs, types), values, nulls, false, 0);
 }
 
+Datum
+mlplat_sql_scalar(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls, Oid type, bool *isnull)
+{
+	TupleDesc td;
+
+	if (SPI_execute_plan(kept_plan(sql, nargs, types), values, nulls, false, 2) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+		elog(ERROR, "mlplat: \"%s\" returned %llu rows, not one", sql, (unsigned long long) SPI_processed);
+	td = SPI_tuptable->tupdesc;
+	if (td->natts != 1 || SPI_gettypeid(td, 1) != type)
+		elog(ERROR, "mlplat: \"%s\" must answer one value of type %s, not %d columns (the first of type %s)", sql,
+			 format_type_be(type), td->natts, format_type_be(SPI_gettypeid(td, 1)));
+	return SPI_getbinval(SPI_tuptable->vals[0], td, 1, isnull);
+}
+
 bool
 mlplat_sql_bool(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls)
 {
 	bool isnull;
-	Datum d;
+	Datum d = mlplat_sql_scalar(sql, nargs, types, values, nulls, BOOLOID, &isnull);
 
-	if (SPI_execute_plan(kept_plan(sql, nargs, types), values, nulls, false, 1) != SPI_OK_SELECT ||
-		SPI_processed != 1)
-		elog(ERROR, "mlplat: \"%s\" returned no row", sql);
-	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 	return !isnull && DatumGetBool(d);
+}
+
+int32
+mlplat_sql_int4(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls)
+{
+	bool isnull;
+	Datum d = mlplat_sql_scalar(sql, nargs, types, values, nulls, INT4OID, &isnull);
+
+	return isnull ? 0 : DatumGetInt32(d);
+}
+
+char *
+mlplat_sql_text(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls)
+{
+	MemoryContext caller = CurrentMemoryContext;
+	bool isnull;
+	Datum d = mlplat_sql_scalar(sql, nargs, types, values, nulls, TEXTOID, &isnull);
+	char *v;
+	MemoryContext old;
+
+	if (isnull)
+		return NULL;
+	old = MemoryContextSwitchTo(caller);
+	v = TextDatumGetCString(d);
+	MemoryContextSwitchTo(old);
+	return v;
 }
 
 char *
 mlplat_instance_id(void)
 {
-	MemoryContext caller = CurrentMemoryContext;
-	char *v;
+	char *v = mlplat_sql_text("SELECT mlplat._instance_id()", 0, NULL, NULL, NULL);
 
-	if (SPI_execute("SELECT mlplat._instance_id()", true, 1) != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "mlplat: no installation row");
-	v = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
 	if (v == NULL)
 		elog(ERROR, "mlplat: installation has no instance id");
-	return MemoryContextStrdup(caller, v);
+	return v;
 }
 
 void

@@ -101,18 +101,6 @@ text_array(List *strs)
 	return PointerGetDatum(construct_md_array(d, nulls, 1, dims, lbs, TEXTOID, -1, false, TYPALIGN_INT));
 }
 
-static int
-run_counted(const char *sql, int nargs, Oid *types, Datum *v)
-{
-	bool isnull;
-	Datum d;
-
-	if (mlplat_sql_exec(sql, nargs, types, v, NULL) != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "mlplat: \"%s\" returned no row", sql);
-	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-	return isnull ? 0 : DatumGetInt32(d);
-}
-
 bool
 mlplat_write_notes_commit(MlplatPass *pass, MlplatWriteNotes *n, const char *what)
 {
@@ -131,7 +119,7 @@ mlplat_write_notes_commit(MlplatPass *pass, MlplatWriteNotes *n, const char *wha
 	v[2] = ids_array(n->ids);
 	v[3] = text_array(n->objects);
 	v[4] = text_array(n->actions);
-	got = run_counted("SELECT mlplat._unanswered_note($1, $2, $3, $4, $5)", 5, types, v);
+	got = mlplat_sql_int4("SELECT mlplat._unanswered_note($1, $2, $3, $4, $5)", 5, types, v, NULL);
 	mlplat_txn_commit();
 	MemoryContextSwitchTo(caller);
 	if (got != want)
@@ -152,5 +140,5 @@ mlplat_write_notes_clear(MlplatPass *pass, MlplatWriteNotes *n)
 	v[2] = ids_array(n->ids);
 	v[3] = text_array(n->objects);
 	v[4] = text_array(n->actions);
-	(void) run_counted("SELECT mlplat._unanswered_clear($1, $2, $3, $4, $5)", 5, types, v);
+	(void) mlplat_sql_int4("SELECT mlplat._unanswered_clear($1, $2, $3, $4, $5)", 5, types, v, NULL);
 }

@@ -11,6 +11,7 @@
 
 #include "mlplat/guc.h"
 #include "mlplat/kinds.h"
+#include "mlplat/reconcile_sql.h"
 #include "mlplat/retention.h"
 
 /* The purge itself is hourly by default: asking more often than a minute buys nothing. */
@@ -37,11 +38,7 @@ mlplat_retention_pass(MlplatPass *pass)
 	args[1] = Int64GetDatum(pass->epoch);
 	args[2] = Int64GetDatum((int64) mlplat_retention_interval_ms);
 	mlplat_txn_begin();
-	if (SPI_execute_with_args("SELECT mlplat._retention_tick($1, $2, $3)", 3, types, args,
-							  NULL, false, 1) != SPI_OK_SELECT ||
-		SPI_processed != 1)
-		elog(ERROR, "mlplat: retention check failed");
-	outcome = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	outcome = mlplat_sql_text("SELECT mlplat._retention_tick($1, $2, $3)", 3, types, args, NULL);
 	if (outcome && strcmp(outcome, "ran") == 0)
 		ereport(LOG,
 				(errmsg("mlplat %s leader ran the retention job (pg_cron does not run it here)",
