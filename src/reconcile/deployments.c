@@ -117,7 +117,8 @@ typedef struct Deployment
 	const MlJsonValue *obj;
 	const MlplatUnanswered *unanswered; /* an apply to it never answered */
 	MlplatHttpRequest *probe;			/* GET before a first apply that saw no object */
-	const MlJsonValue *probe_obj;		/* what the probe found under the name, or NULL */
+	bool look;							/* to be looked at before that apply (look_before_apply) */
+	const MlJsonValue *probe_obj;		/* what the probe or LIST found under the name, or NULL */
 	char *not_ours;						/* the object under its name is not its own: why */
 	const MlJsonValue *desired;			/* spec parsed (by judge_found), or NULL */
 	bool probe_failed;					/* the probe got no usable answer: apply nothing yet */
@@ -616,9 +617,10 @@ deployment_not_ours(Deployment *d)
 }
 
 /*
- * Judge the objects found under the names of deps (d->obj, or the probe's when
- * probe is set): mlplat's labels and a content id of one of the deployment's
- * revisions, or d->not_ours says why not.
+ * Judge the objects found under the names of deps (d->obj, or what the look
+ * before a first apply found when probe is set: its GET's answer, or the
+ * namespace LIST's d->probe_obj): mlplat's labels and a content id of one of
+ * the deployment's revisions, or d->not_ours says why not.
  */
 static void
 judge_found(List *deps, const char *instance, MlJsonArena *arena, bool probe)
@@ -629,7 +631,7 @@ judge_found(List *deps, const char *instance, MlJsonArena *arena, bool probe)
 	foreach (lc, deps)
 	{
 		Deployment *d = lfirst(lc);
-		const MlJsonValue *obj = probe ? NULL : d->obj;
+		const MlJsonValue *obj = probe ? d->probe_obj : d->obj;
 		MlplatIsvcOwner *o;
 		MlJsonError err;
 
@@ -677,6 +679,78 @@ judge_found(List *deps, const char *instance, MlJsonArena *arena, bool probe)
 }
 
 /* ---------------------------------------------------------------- I/O */
+
+/*
+ * Look under the names of first applies that saw nothing of theirs (d->look)
+ * before applying over them: an object without mlplat's labels is in no LIST
+ * by our selector (issue 18, finding 5).  A namespace with several such names
+ * is read with one LIST of its InferenceServices — no label selector, since a
+ * look-alike may carry none; paged, and bounded by mlplat.list_max_pages and
+ * mlplat.pass_memory_limit as every LIST — instead of a GET per name (a
+ * thousand new deployments of a project were a thousand GETs); what it shows
+ * under a name is d->probe_obj, nothing there is nothing found.  A single
+ * name, or the names of a namespace whose LIST failed, get their GET in
+ * batch, answered with the pass's other requests.  The full pass's LIST cannot
+ * stand in for this one: it carries our selector.  No transaction may be open.
+ */
+static void
+look_before_apply(MlJsonArena *arena, List *deps, HTAB *by_name, MlplatHttpBatch *batch, int *lists)
+{
+	List *nss = NIL;
+	ListCell *lc;
+
+	foreach (lc, deps)
+	{
+		Deployment *d = lfirst(lc);
+
+		if (d->look && !list_member(nss, makeString(d->ns)))
+			nss = lappend(nss, makeString(d->ns));
+	}
+	foreach (lc, nss)
+	{
+		const char *ns = strVal(lfirst(lc));
+		List *items = NIL;
+		ListCell *li;
+		int names = 0;
+		bool listed = false;
+
+		foreach (li, deps)
+		{
+			Deployment *d = lfirst(li);
+
+			names += d->look && strcmp(d->ns, ns) == 0;
+		}
+		if (names > 1)
+		{
+			char *why = mlplat_kube_list_all_in(arena, &ISVC, ns, NULL, &items, lists);
+
+			if (why)
+				ereport(LOG, (errmsg("mlplat: deployments: %s; a GET for each of %d names instead", why, names)));
+			listed = why == NULL;
+		}
+		foreach (li, items)
+		{
+			const MlJsonValue *obj = lfirst(li);
+			const char *name = mlplat_json_text(obj, "metadata", "name", NULL);
+			char key[NAMEDATALEN * 2];
+			DepByName *e;
+
+			if (name == NULL || strlen(ns) + strlen(name) + 2 > sizeof(key))
+				continue;
+			snprintf(key, sizeof(key), "%s/%s", ns, name);
+			e = hash_search(by_name, key, HASH_FIND, NULL);
+			if (e && e->d->look)
+				e->d->probe_obj = obj;
+		}
+		foreach (li, deps)
+		{
+			Deployment *d = lfirst(li);
+
+			if (d->look && !listed && strcmp(d->ns, ns) == 0)
+				d->probe = mlplat_kube_get(batch, &ISVC, d->ns, d->name);
+		}
+	}
+}
 
 static void
 claim(MlplatPass *pass, bool full, List **out, char **instance)
@@ -1265,8 +1339,7 @@ mlplat_deployments_pass(MlplatPass *pass)
 			d->check_span = dep_span(d, "artifact_check", MLPLAT_SPAN_CLIENT);
 			checks = lappend(checks, d->check);
 			/* nothing of ours was seen under the name: look before applying over it */
-			if (d->obj == NULL)
-				d->probe = mlplat_kube_get(batch, &ISVC, d->ns, d->name);
+			d->look = d->obj == NULL;
 		}
 		else if (d->action == DEP_APPLY || d->action == DEP_REPAIR)
 		{
@@ -1308,6 +1381,7 @@ mlplat_deployments_pass(MlplatPass *pass)
 			o->req = mlplat_kube_delete(batch, &ISVC, o->ns, o->name);
 	}
 
+	look_before_apply(arena, deps, by_name, batch, &lists);
 	/* the artifact checks' HEADs run in the same batch as everything else */
 	mlplat_artifact_begin(checks, batch);
 	if (!note_requests(pass, deps))
