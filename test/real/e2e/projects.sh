@@ -77,6 +77,18 @@ check "$(kget "$RB")" "[(i['roleRef']['name'], [(x['kind'], x['name'], x.get('na
 tap_ok $? "the lab's input Secrets: mlplat binds ClusterRole mlplat-lab-inputs to itself here, and the server allows it"
 check "$(kget "$RB")" "[(i['roleRef']['kind'], i['roleRef']['name']) for i in o['items'] if i['roleRef']['kind'] == 'Role'] == [('Role', 'mlplat-runner')]"
 tap_ok $? "the runner's Role is bound too: real RBAC let mlplat grant what it holds"
+# what the runner may do, as the real RBAC authorizer decides it (a SubjectAccessReview for the
+# runner's token identity): what Argo's executor needs, and nothing else
+sar() {   # VERB GROUP RESOURCE -> True | False
+	rk_body POST /apis/authorization.k8s.io/v1/subjectaccessreviews "{\"apiVersion\": \"authorization.k8s.io/v1\", \"kind\": \"SubjectAccessReview\",
+		\"spec\": {\"user\": \"system:serviceaccount:mlp-rvision:mlplat-runner\", \"groups\": [\"system:serviceaccounts\", \"system:serviceaccounts:mlp-rvision\", \"system:authenticated\"],
+		\"resourceAttributes\": {\"namespace\": \"mlp-rvision\", \"verb\": \"$1\", \"group\": \"$2\", \"resource\": \"$3\"}}}" |
+		python3 -c 'import json,sys; print(json.load(sys.stdin).get("status", {}).get("allowed", False))'
+}
+tap_is "$(sar create argoproj.io workflowtaskresults) $(sar patch argoproj.io workflowtaskresults)" "True True" \
+	"real RBAC: the runner ServiceAccount may create and patch workflowtaskresults (Argo's executor)"
+tap_is "$(sar get '' secrets) $(sar list '' secrets) $(sar delete argoproj.io workflowtaskresults) $(sar create argoproj.io workflows)" \
+	"False False False False" "... and may not read Secrets, delete task results or create Workflows"
 
 # ---------------------------------------------------------------- steady state
 a0=$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE project = 'rvision' AND action = 'APPLY'")
