@@ -6,7 +6,7 @@
 # out-of-band edits are repaired, orphans go, and deletes wait for KServe's
 # finalizer, naming it, and raise finalizer_stuck past mlplat.finalizer_alert_after;
 # an InferenceService deleted behind mlplat's back is waited for, not written
-# into, and made again once gone. KServe's observedGeneration (the child's counter, kserve#6081)
+# into, and made again once gone; a redeploy of a name still terminating waits for it. KServe's observedGeneration (the child's counter, kserve#6081)
 # is exercised: an annotation KServe propagates moves the child on, and a
 # status from before an apply (KServe down) is not taken for the new
 # revision's; in Serverless and RawDeployment mode.
@@ -196,6 +196,40 @@ tap_ok $? "DELETED once KServe lets go"
 tap_is "$(q $DB "SELECT count(*) FROM mlplat.alerts WHERE alert = 'finalizer_stuck'")" 0 "... and the finalizer_stuck alert is gone"
 check "$(kget $I)" "o.get('code') == 404"
 tap_ok $? "... and the InferenceService is gone"
+
+# ---------------------------------------------------------------- redeploy while terminating
+# undeployed, KServe's finalizer holding it: a deploy() of the same name is taken and waits
+q $DB "SELECT mlplat.deploy('rshop', 'riris', 'iris', '1', 'kserve-sklearnserver', 0, 1, 2, '{\"LOG_LEVEL\":\"info\"}')" >/dev/null
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'riris'" READY 60
+tap_ok $? "riris deployed again: READY"
+uid0=$(kget $I | python3 -c 'import json,sys; print(json.load(sys.stdin)["metadata"]["uid"])')
+curl -s -X POST "$REAL_CONTROLLER/hold?ns=mlp-rshop&name=riris&on=1" >/dev/null
+q $DB "SELECT mlplat.undeploy('rshop', 'riris')" >/dev/null
+until_check 30 $I "bool(o['metadata'].get('deletionTimestamp'))"
+tap_ok $? "undeployed; KServe's finalizer holds the InferenceService"
+rev=$(q $DB "SELECT revision FROM mlplat.deploy('rshop', 'riris', 'iris', '1', 'kserve-sklearnserver', 0, 1, 2, '{\"LOG_LEVEL\":\"info\"}')" 2>&1)
+[[ "$rev" =~ ^[0-9]+$ ]]
+tap_ok $? "deploy() of the name while its InferenceService terminates is accepted (revision $rev)"
+wait_for $DB "SELECT status || ': ' || status_reason FROM mlplat.deployments WHERE name = 'riris'" \
+	"DEPLOYING: waiting for the terminating InferenceService mlp-rshop/riris to go (finalizer inferenceservice.finalizers) before applying revision $rev" 30
+rc=$?
+tap_ok $rc "DEPLOYING, waiting for the terminating InferenceService, naming the finalizer"
+[ $rc = 0 ] || row riris
+a0=$(applies)
+p0=$(q $DB "SELECT coalesce(sum(passes), 0) FROM mlplat.reconciler_health WHERE kind = 'deployments' AND role = 'leader'")
+wait_for $DB "SELECT coalesce(sum(passes), 0) >= $p0 + 3 FROM mlplat.reconciler_health WHERE kind = 'deployments' AND role = 'leader'" t 60
+tap_is "$(applies)/$(kget $I | python3 -c 'import json,sys; o=json.load(sys.stdin)["metadata"]; print(o["uid"] == "'"$uid0"'", o["labels"]["mlplat.io/revision"] != "'"$rev"'")')" \
+	"$a0/True True" "... no apply into the terminating object: it still carries the old revision"
+curl -s -X POST "$REAL_CONTROLLER/hold?ns=mlp-rshop&name=riris&on=0" >/dev/null
+wait_for $DB "SELECT status || '/' || desired_revision FROM mlplat.deployments WHERE name = 'riris'" "READY/$rev" 60
+rc=$?
+tap_ok $rc "once it is gone, a new InferenceService: READY at revision $rev"
+[ $rc = 0 ] || row riris
+check "$(kget $I)" "o['metadata']['uid'] != '$uid0' and o['metadata']['labels']['mlplat.io/revision'] == '$rev' and not o['metadata'].get('deletionTimestamp')"
+tap_ok $? "... with a new uid, not the terminating one"
+q $DB "SELECT mlplat.undeploy('rshop', 'riris')" >/dev/null
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'riris'" DELETED 60
+tap_ok $? "undeployed again"
 
 rk DELETE $ISVCS/handmade >/dev/null
 rk DELETE $ISVCS/ghost >/dev/null
