@@ -30,6 +30,42 @@ ledger() { q $DB "SELECT coalesce(string_agg(action || ':' || outcome, ' ' ORDER
 job_writes() { admin GET writes | python3 -c 'import json,sys; w=json.load(sys.stdin); print(w.get(sys.argv[1], {}).get(sys.argv[2], 0))' "Job/$NS/$1" "$2"; }
 head_code() { curl -s -o /dev/null -w '%{http_code}' -I "http://127.0.0.1:$STANDIN_S3/artifacts/opt/$P/$1"; }
 
+# ---------------------------------------------------------------- scenario 13
+# The create of opt-l-1 is stored and its connection dropped, and so are libcurl's resends of it.
+# The Job then runs past the approval (deadlineScale stretches activeDeadlineSeconds 100-fold, so
+# only the expiry can end it): max_seconds 60 in a 100-second approval.  Scenario 13 starts
+# first; while its approval runs out, scenarios 8 and 15 and the backoff run (their Jobs finish
+# or are deleted on their own; nothing else is created while the create fault is on) and its
+# expiry is checked at the end.
+admin POST config '{"deadlineScale": 100}' >/dev/null
+admin POST faults "{\"method\": \"POST\", \"path\": \"/namespaces/$NS/jobs\$\", \"drop\": 1, \"times\": 20}" >/dev/null
+plan opt-l-1 '{"ticks": 100000}'
+DEFL=$(cmp_def 1 | python3 -c 'import json,sys; d=json.load(sys.stdin); d["candidates"][0]["max_seconds"]=60; print(json.dumps(d))')
+q $DB "SELECT status FROM mlplat.create_campaign('$P', 'l', '$DEFL')" >/dev/null
+q $DB "SELECT status FROM mlplat.approve_campaign('$P', 'l', 100000, '100 seconds')" >/dev/null
+L=$(cid l 1)
+wait_for $DB "SELECT observed->>'job_created' FROM mlplat.campaign_candidates WHERE id = $L" true 60
+tap_ok $? "candidate l/1's Job is known created although no create was answered"
+admin DELETE faults >/dev/null
+creates=$(admin GET "requests?name=opt-l-1&method=POST" | python3 -c 'import json,sys; print(" ".join(str(e["status"]) + ("/dropped" if e.get("dropped") else "") for e in json.load(sys.stdin)["items"]))')
+[[ "$creates" =~ ^201/dropped(\ 409/dropped)*$ ]]
+tap_ok $? "the stand-in stored the create and dropped every answer ($creates)"
+tap_is "$(job_writes opt-l-1 create)" 1 "one Job created at the stand-in"
+tap_is "$(ledger $L)" "CREATE:RETRY ADOPT:OK" "the ledger: the unanswered create, then the adoption of what it made"
+tap_is "$(q $DB "SELECT count(*) FROM mlplat.unanswered_writes WHERE kind = 'campaigns' AND entity_id = $L")" 0 \
+	"the write-ahead note is settled by the adoption"
+uid0=$(kube GET "/apis/batch/v1/namespaces/$NS/jobs/opt-l-1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["metadata"]["uid"])')
+
+# the leader's backend terminated mid-build: its successor comes back to the same Job
+victim=$(q $DB "SELECT pid FROM mlplat.reconciler_health WHERE kind = 'campaigns' AND role = 'leader'")
+tap_is "$(q $DB "SELECT pg_terminate_backend($victim)")" t "pg_terminate_backend of the campaigns leader (pid $victim) mid-build"
+wait_for $DB "SELECT count(*) FROM mlplat.reconciler_health WHERE kind = 'campaigns' AND role = 'leader' AND pid <> $victim AND passes >= 2" 1 90
+tap_ok $? "another campaigns leader took over and ran two passes"
+tap_is "$(q $DB "SELECT status || ' ' || (observed->>'job_created') FROM mlplat.campaign_candidates WHERE id = $L") $(job_writes opt-l-1 create)" \
+	"BUILDING true 1" "the candidate still builds, with no second create"
+tap_same "$uid0" "$(kube GET "/apis/batch/v1/namespaces/$NS/jobs/opt-l-1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["metadata"]["uid"])')" \
+	"the same Job (uid) runs"
+
 # ---------------------------------------------------------------- scenario 8
 DEF=$(cmp_def 3 '{"max_parallel": 3}')
 q $DB "SELECT status FROM mlplat.create_campaign('$P', 'm', '$DEF')" >/dev/null
@@ -75,53 +111,6 @@ wait_for $DB "SELECT mlplat.campaign_state('$P', 'v')" FAILED 120
 tap_ok $? "campaign v FAILED"
 tap_is "$(cstat v) $(q $DB "SELECT k.status_reason FROM mlplat.campaign_candidates k WHERE k.id = $(cid v 1)")" \
 	"FAILED:ATTESTATION_INVALID attestation field finished_at is before started_at" "an attestation finished before it started is refused"
-
-# ---------------------------------------------------------------- scenario 13
-# The create of opt-l-1 is stored and its connection dropped, and so are libcurl's resends of it.
-# The Job then runs past the approval (deadlineScale stretches activeDeadlineSeconds 100-fold, so
-# only the expiry can end it): max_seconds 60 in a 100-second approval.
-admin POST config '{"deadlineScale": 100}' >/dev/null
-admin POST faults "{\"method\": \"POST\", \"path\": \"/namespaces/$NS/jobs\$\", \"drop\": 1, \"times\": 20}" >/dev/null
-plan opt-l-1 '{"ticks": 100000}'
-DEFL=$(cmp_def 1 | python3 -c 'import json,sys; d=json.load(sys.stdin); d["candidates"][0]["max_seconds"]=60; print(json.dumps(d))')
-q $DB "SELECT status FROM mlplat.create_campaign('$P', 'l', '$DEFL')" >/dev/null
-q $DB "SELECT status FROM mlplat.approve_campaign('$P', 'l', 100000, '100 seconds')" >/dev/null
-L=$(cid l 1)
-wait_for $DB "SELECT observed->>'job_created' FROM mlplat.campaign_candidates WHERE id = $L" true 60
-tap_ok $? "candidate l/1's Job is known created although no create was answered"
-admin DELETE faults >/dev/null
-creates=$(admin GET "requests?name=opt-l-1&method=POST" | python3 -c 'import json,sys; print(" ".join(str(e["status"]) + ("/dropped" if e.get("dropped") else "") for e in json.load(sys.stdin)["items"]))')
-[[ "$creates" =~ ^201/dropped(\ 409/dropped)*$ ]]
-tap_ok $? "the stand-in stored the create and dropped every answer ($creates)"
-tap_is "$(job_writes opt-l-1 create)" 1 "one Job created at the stand-in"
-tap_is "$(ledger $L)" "CREATE:RETRY ADOPT:OK" "the ledger: the unanswered create, then the adoption of what it made"
-tap_is "$(q $DB "SELECT count(*) FROM mlplat.unanswered_writes WHERE kind = 'campaigns' AND entity_id = $L")" 0 \
-	"the write-ahead note is settled by the adoption"
-uid0=$(kube GET "/apis/batch/v1/namespaces/$NS/jobs/opt-l-1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["metadata"]["uid"])')
-
-# the leader's backend terminated mid-build: its successor comes back to the same Job
-victim=$(q $DB "SELECT pid FROM mlplat.reconciler_health WHERE kind = 'campaigns' AND role = 'leader'")
-tap_is "$(q $DB "SELECT pg_terminate_backend($victim)")" t "pg_terminate_backend of the campaigns leader (pid $victim) mid-build"
-wait_for $DB "SELECT count(*) FROM mlplat.reconciler_health WHERE kind = 'campaigns' AND role = 'leader' AND pid <> $victim AND passes >= 2" 1 90
-tap_ok $? "another campaigns leader took over and ran two passes"
-tap_is "$(q $DB "SELECT status || ' ' || (observed->>'job_created') FROM mlplat.campaign_candidates WHERE id = $L") $(job_writes opt-l-1 create)" \
-	"BUILDING true 1" "the candidate still builds, with no second create"
-tap_same "$uid0" "$(kube GET "/apis/batch/v1/namespaces/$NS/jobs/opt-l-1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["metadata"]["uid"])')" \
-	"the same Job (uid) runs"
-
-# the approval expires mid-build: the Job is deleted (foreground), then the candidate ends
-wait_for $DB "SELECT status || ':' || reason_code FROM mlplat.campaign_candidates WHERE id = $L" FAILED:APPROVAL_EXPIRED_WHILE_BUILDING 180
-tap_ok $? "at the approval's expiry the build ends FAILED APPROVAL_EXPIRED_WHILE_BUILDING"
-tap_is "$(q $DB "SELECT (SELECT expires_at FROM mlplat.campaign_approvals a JOIN mlplat.campaigns c ON c.id = a.campaign_id
-                          JOIN mlplat.projects p ON p.id = c.project_id WHERE p.name = '$P' AND c.name = 'l') <= t.at
-                  FROM mlplat.candidate_transitions t WHERE t.candidate_id = $L AND t.to_status = 'FAILED'")" t "not before the expiry"
-tap_is "$(kube_code "/apis/batch/v1/namespaces/$NS/jobs/opt-l-1")" 404 "its Job is gone"
-tap_is "$(admin GET "requests?name=opt-l-1&method=DELETE" | python3 -c 'import json,sys; print(sorted({e["path"].split("propagationPolicy=")[-1] for e in json.load(sys.stdin)["items"]}))')" \
-	"['Foreground']" "deleted with foreground propagation (no Pod outlives it)"
-tap_is "$(ledger $L)" "CREATE:RETRY ADOPT:OK DELETE:OK" "ledger: CREATE, ADOPT, DELETE"
-tap_is "$(job_writes opt-l-1 create)" 1 "still one create of the Job"
-tap_is "$(q $DB "SELECT actual_gpu_seconds <= reserved_gpu_seconds FROM mlplat.campaign_candidates WHERE id = $L")" t "its spend is within its reservation"
-admin POST config '{"deadlineScale": 1}' >/dev/null
 
 # ---------------------------------------------------------------- scenario 15
 # an orphan: a builder Job with our labels and a campaign that does not exist
@@ -202,4 +191,19 @@ tap_is "$(job_writes opt-b-1 create)" 1 "one Job"
 tap_is "$(q $DB "SELECT status FROM mlplat.cancel_campaign('$P', 'b')")" CANCELLING "cancel it"
 wait_for $DB "SELECT mlplat.campaign_state('$P', 'b')" CANCELLED 90
 tap_ok $? "CANCELLED"
+# ---------------------------------------------------------------- scenario 13, at the expiry
+# the approval expires mid-build: the Job is deleted (foreground), then the candidate ends
+wait_for $DB "SELECT status || ':' || reason_code FROM mlplat.campaign_candidates WHERE id = $L" FAILED:APPROVAL_EXPIRED_WHILE_BUILDING 180
+tap_ok $? "at the approval's expiry the build ends FAILED APPROVAL_EXPIRED_WHILE_BUILDING"
+tap_is "$(q $DB "SELECT (SELECT expires_at FROM mlplat.campaign_approvals a JOIN mlplat.campaigns c ON c.id = a.campaign_id
+                          JOIN mlplat.projects p ON p.id = c.project_id WHERE p.name = '$P' AND c.name = 'l') <= t.at
+                  FROM mlplat.candidate_transitions t WHERE t.candidate_id = $L AND t.to_status = 'FAILED'")" t "not before the expiry"
+tap_is "$(kube_code "/apis/batch/v1/namespaces/$NS/jobs/opt-l-1")" 404 "its Job is gone"
+tap_is "$(admin GET "requests?name=opt-l-1&method=DELETE" | python3 -c 'import json,sys; print(sorted({e["path"].split("propagationPolicy=")[-1] for e in json.load(sys.stdin)["items"]}))')" \
+	"['Foreground']" "deleted with foreground propagation (no Pod outlives it)"
+tap_is "$(ledger $L)" "CREATE:RETRY ADOPT:OK DELETE:OK" "ledger: CREATE, ADOPT, DELETE"
+tap_is "$(job_writes opt-l-1 create)" 1 "still one create of the Job"
+tap_is "$(q $DB "SELECT actual_gpu_seconds <= reserved_gpu_seconds FROM mlplat.campaign_candidates WHERE id = $L")" t "its spend is within its reservation"
+admin POST config '{"deadlineScale": 1}' >/dev/null
+
 tap_done
