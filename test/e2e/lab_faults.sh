@@ -61,6 +61,44 @@ start() {   # node approval key [limits] -> the run's id
 		'text_generation', '[{\"prompt\": \"Say hi.\", \"max_tokens\": 16}]', '${4:-{\}}', '$3')"
 }
 
+# --- acceptance 2 at the stand-in: a preflight (read only) makes no write anywhere
+before=$(writes_count "namespace=$NS")
+for i in 1 2 3; do
+	$PSQL -d $DB -U lf_dev -c "BEGIN READ ONLY" -c "SELECT passed FROM mlplat.lab_preflight('$P', $CAND, '$SHA', $PROF, $N1, $A1,
+		'text_generation', '[{\"prompt\": \"x\", \"max_tokens\": 1}]')" -c "COMMIT" >"$WORK/lf-pre.out"
+done
+tap_is "$(grep -cx t "$WORK/lf-pre.out")" 1 "preflight passes in BEGIN READ ONLY"
+passes_after $DB lab_runs 3
+tap_ok $? "three more passes of the lab_runs worker"
+tap_same "$before" "$(writes_count "namespace=$NS")" "no write in the project's namespace at the stand-in after preflights and three more worker passes"
+
+# --- retention (14): a run with retention_seconds 60, first, so that its clock runs beside
+# every other case; checked at the end of the script
+RID=$(next_id)
+ROUT='{"outputs":[{"text":"kept for a minute"}]}'
+plan "lab-$RID-1" "{\"ticks\":1,\"s3\":[$(out_obj "$RID" 1 "$ROUT")]}"
+tap_same "$RID" "$(start $N1 $A1 lf-ret '{"retention_seconds": 60}')" "retention run $RID admitted"
+wait_for $DB "SELECT status FROM mlplat.lab_runs WHERE id = $RID" SUCCEEDED 90
+tap_ok $? "retention run SUCCEEDED (now: $(status "$RID"))"
+tap_is "$(asdev "SELECT output IS NOT NULL AND NOT purged FROM mlplat.lab_run_result('$P', $RID)")" t "its output is there before the retention"
+wait_for $DB "SELECT string_agg(DISTINCT s.name, ',' ORDER BY s.name) FROM mlplat.spans s JOIN mlplat.lab_runs r ON r.id = s.entity_id
+              WHERE s.entity = 'lab_run' AND r.id = $RID AND s.trace_id = split_part(r.traceparent, '-', 2) AND s.name LIKE 'lab\_runs.%'" \
+	"lab_runs.create,lab_runs.delete,lab_runs.output_delete,lab_runs.output_read" 30
+tap_ok $? "spans in the run's trace for its creates, deletes, output read and output delete"
+
+# --- run deadline, on node 2, started early (its deadline passes while the cases below run):
+# the Job never starts (pending), so only the run deadline ends it
+# run_deadline_at = created + max_queue (5) + 1 x (max_execution (1) + 30) s
+DID=$(next_id)
+plan "lab-$DID-1" '{"pending":true}'
+tap_same "$DID" "$(start $N2 $A2 lf-deadline '{"max_queue_seconds": 5, "max_execution_seconds": 1}')" "deadline run $DID admitted"
+wait_for $DB "SELECT status FROM mlplat.lab_runs WHERE id = $DID" DISPATCHED 60
+tap_ok $? "the deadline run is DISPATCHED"
+deadline=$((SECONDS + 60))
+until [ "$(kube_code "$(job "lab-$DID-1")")" = 200 ] || ((SECONDS >= deadline)); do sleep 0.1; done
+tap_is "$(kube_code "$(job "lab-$DID-1")")" 200 "its Job exists (pending: never started)"
+admin POST jobs/stuck "{\"namespace\":\"$NS\",\"name\":\"lab-$DID-1\"}" >/dev/null   # its deletion will hang
+
 # --- acceptance 13: the leader dies with its Job create applied and the answer never read;
 # the new leader finds the Job (write-ahead note, LIST), adopts it (ledger ADOPT), creates
 # nothing twice and the run goes on under attempt 1; then the leader dies mid-run: same Job
@@ -100,42 +138,6 @@ tap_ok $? "the same Job completed: SUCCEEDED, attempt 1 (now: $(status "$ID"))"
 tap_is "$(creates "Job/$NS/lab-$ID-1")/$(kube_code "$(job "lab-$ID-2")")" "1/404" "one Job, no second attempt"
 wait_for $DB "SELECT count(*) FROM mlplat.lab_leases WHERE node_id = $N1" 0 60
 tap_ok $? "the lease is released"
-
-# --- acceptance 2 at the stand-in: a preflight (read only) makes no write anywhere
-before=$(writes_count "namespace=$NS")
-for i in 1 2 3; do
-	$PSQL -d $DB -U lf_dev -c "BEGIN READ ONLY" -c "SELECT passed FROM mlplat.lab_preflight('$P', $CAND, '$SHA', $PROF, $N1, $A1,
-		'text_generation', '[{\"prompt\": \"x\", \"max_tokens\": 1}]')" -c "COMMIT" >"$WORK/lf-pre.out"
-done
-tap_is "$(grep -cx t "$WORK/lf-pre.out")" 1 "preflight passes in BEGIN READ ONLY"
-passes_after $DB lab_runs 3
-tap_ok $? "three more passes of the lab_runs worker"
-tap_same "$before" "$(writes_count "namespace=$NS")" "no write in the project's namespace at the stand-in after preflights and three more worker passes"
-
-# --- retention (14): a run with retention_seconds 60; checked at the end of the script
-RID=$(next_id)
-ROUT='{"outputs":[{"text":"kept for a minute"}]}'
-plan "lab-$RID-1" "{\"ticks\":1,\"s3\":[$(out_obj "$RID" 1 "$ROUT")]}"
-tap_same "$RID" "$(start $N1 $A1 lf-ret '{"retention_seconds": 60}')" "retention run $RID admitted"
-wait_for $DB "SELECT status FROM mlplat.lab_runs WHERE id = $RID" SUCCEEDED 90
-tap_ok $? "retention run SUCCEEDED (now: $(status "$RID"))"
-tap_is "$(asdev "SELECT output IS NOT NULL AND NOT purged FROM mlplat.lab_run_result('$P', $RID)")" t "its output is there before the retention"
-wait_for $DB "SELECT string_agg(DISTINCT s.name, ',' ORDER BY s.name) FROM mlplat.spans s JOIN mlplat.lab_runs r ON r.id = s.entity_id
-              WHERE s.entity = 'lab_run' AND r.id = $RID AND s.trace_id = split_part(r.traceparent, '-', 2) AND s.name LIKE 'lab\_runs.%'" \
-	"lab_runs.create,lab_runs.delete,lab_runs.output_delete,lab_runs.output_read" 30
-tap_ok $? "spans in the run's trace for its creates, deletes, output read and output delete"
-
-# --- run deadline, on node 2: the Job never starts (pending), so only the run deadline ends it
-# run_deadline_at = created + max_queue (5) + 1 x (max_execution (1) + 30) s
-DID=$(next_id)
-plan "lab-$DID-1" '{"pending":true}'
-tap_same "$DID" "$(start $N2 $A2 lf-deadline '{"max_queue_seconds": 5, "max_execution_seconds": 1}')" "deadline run $DID admitted"
-wait_for $DB "SELECT status FROM mlplat.lab_runs WHERE id = $DID" DISPATCHED 60
-tap_ok $? "the deadline run is DISPATCHED"
-deadline=$((SECONDS + 60))
-until [ "$(kube_code "$(job "lab-$DID-1")")" = 200 ] || ((SECONDS >= deadline)); do sleep 0.1; done
-tap_is "$(kube_code "$(job "lab-$DID-1")")" 200 "its Job exists (pending: never started)"
-admin POST jobs/stuck "{\"namespace\":\"$NS\",\"name\":\"lab-$DID-1\"}" >/dev/null   # its deletion will hang
 
 # --- JOB_DISAPPEARED with no attempt left
 ID=$(next_id)
