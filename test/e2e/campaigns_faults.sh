@@ -154,6 +154,11 @@ tap_is "$(q $DB "SELECT sum(actual_gpu_seconds) <= 1000 AND bool_and(actual_gpu_
 # ---------------------------------------------------------------- per-candidate backoff
 # every create of opt-b-1 is refused (503): each failure counts an attempt and defers the next
 # request (mlplat_backoff_delay_ms: 0.5 s, then up to 1 s, 2 s, ...) in the candidate's row
+# A refused create may still have landed (a 503 proves nothing), so the next one waits for
+# mlplat.unanswered_write_grace as well (60 s by default); an operator's shortest grace leaves
+# the backoff alone to space them
+on_exit 'q $DB "ALTER SYSTEM RESET mlplat.unanswered_write_grace" >/dev/null; q $DB "SELECT pg_reload_conf()" >/dev/null'
+q $DB "ALTER SYSTEM SET mlplat.unanswered_write_grace = '100ms'" >/dev/null && q $DB "SELECT pg_reload_conf()" >/dev/null
 seqb=$(admin GET requests | python3 -c 'import json,sys; print(json.load(sys.stdin)["seq"])')
 admin POST faults "{\"method\": \"POST\", \"path\": \"/namespaces/$NS/jobs\$\", \"status\": 503}" >/dev/null
 plan opt-b-1 '{"ticks": 100000}'
@@ -191,6 +196,7 @@ tap_is "$(job_writes opt-b-1 create)" 1 "one Job"
 tap_is "$(q $DB "SELECT status FROM mlplat.cancel_campaign('$P', 'b')")" CANCELLING "cancel it"
 wait_for $DB "SELECT mlplat.campaign_state('$P', 'b')" CANCELLED 90
 tap_ok $? "CANCELLED"
+q $DB "ALTER SYSTEM RESET mlplat.unanswered_write_grace" >/dev/null && q $DB "SELECT pg_reload_conf()" >/dev/null
 # ---------------------------------------------------------------- scenario 13, at the expiry
 # the approval expires mid-build: the Job is deleted (foreground), then the candidate ends
 wait_for $DB "SELECT status || ':' || reason_code FROM mlplat.campaign_candidates WHERE id = $L" FAILED:APPROVAL_EXPIRED_WHILE_BUILDING 180
