@@ -65,6 +65,7 @@ static const DiffRule diff_rules[] = {
 	{ "startupProbe.successThreshold", RULE_DEFAULT, "1" },
 	{ "startupProbe.failureThreshold", RULE_DEFAULT, "3" },
 	{ "ports[].protocol", RULE_DEFAULT, "\"TCP\"" },
+	{ "env[].value", RULE_DEFAULT, "\"\"" },
 
 	{ "resources.requests.*", RULE_QUANTITY, NULL },
 	{ "resources.limits.*", RULE_QUANTITY, NULL },

@@ -424,7 +424,7 @@ check('namespace DELETE returns it Terminating, refuses new content (403), then 
   await until(async () => (await k('GET', '/api/v1/namespaces/fid-b')).status === 404, 5000);
 });
 
-check('KServe defaulting: probe zero delay and empty env dropped, deploymentMode annotation, protocolVersion v2 for triton', async () => {
+check('KServe defaulting: probe zero delay, empty env and an env value "" dropped, deploymentMode annotation, protocolVersion v2 for triton', async () => {
   const p = `${ISVC}/namespaces/fid-a/inferenceservices/deflt`;
   const r = await apply(p, isvcObj('deflt', { modelFormat: { name: 'triton' }, storageUri: 's3://models/t', env: [], readinessProbe: { initialDelaySeconds: 0, periodSeconds: 10 } }));
   const m = r.body.spec.predictor.model;
@@ -435,8 +435,9 @@ check('KServe defaulting: probe zero delay and empty env dropped, deploymentMode
   const settled = await until(async () => { const o = (await k('GET', p)).body; return ready(o) && ready(o).status === 'True' && o; });
   const again = await apply(p, isvcObj('deflt', { modelFormat: { name: 'triton' }, storageUri: 's3://models/t', env: [], readinessProbe: { initialDelaySeconds: 0, periodSeconds: 10 } }));
   eq(again.body.metadata.resourceVersion, settled.metadata.resourceVersion, 're-applying the same (defaulted) spec is a no-op');
-  const s = await apply(`${ISVC}/namespaces/fid-a/inferenceservices/sk`, isvcObj('sk', { modelFormat: { name: 'sklearn' }, storageUri: 's3://models/s' }));
+  const s = await apply(`${ISVC}/namespaces/fid-a/inferenceservices/sk`, isvcObj('sk', { modelFormat: { name: 'sklearn' }, storageUri: 's3://models/s', env: [{ name: 'E', value: '' }] }));
   expect(!('protocolVersion' in s.body.spec.predictor.model), 'no protocolVersion for sklearn');
+  eq(s.body.spec.predictor.model.env, [{ name: 'E' }], 'an env value "" dropped (omitempty)');
 });
 
 check('KServe readiness: Ready Unknown for the new generation, then True with url and 100% traffic on revision 00001', async () => {

@@ -23,7 +23,7 @@ const PROBES = ['readinessProbe', 'livenessProbe', 'startupProbe'];
 const PROBE_INTS = ['initialDelaySeconds', 'periodSeconds', 'timeoutSeconds', 'successThreshold', 'failureThreshold', 'terminationGracePeriodSeconds'];
 const OMIT_EMPTY_LISTS = ['env', 'envFrom', 'args', 'command', 'ports', 'volumeMounts'];
 
-// Go's `omitempty`: int32 zero and empty slices disappear when the object is serialised back.
+// Go's `omitempty`: int32 zero, empty slices and empty strings disappear when the object is serialised back.
 function scrubContainer(c) {
   if (!U.isObj(c)) return;
   for (const p of PROBES) {
@@ -31,6 +31,8 @@ function scrubContainer(c) {
     for (const k of PROBE_INTS) if (c[p][k] === 0) delete c[p][k];
   }
   for (const k of OMIT_EMPTY_LISTS) if (Array.isArray(c[k]) && c[k].length === 0) delete c[k];
+  // core/v1 EnvVar.value is a string with omitempty: "" is not written back
+  if (Array.isArray(c.env)) for (const e of c.env) if (U.isObj(e) && e.value === '') delete e.value;
 }
 
 function admit(old, obj, cfg) {
