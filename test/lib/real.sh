@@ -6,7 +6,8 @@
 #                               # sets REAL_KUBE_URL REAL_CA REAL_ADMIN_TOKEN
 #   real_identity DIR           # deploy/kubernetes/ applied; REAL_MLPLAT_TOKEN_FILE holds
 #                               # the mlplat ServiceAccount's token (never an admin token)
-#   real_controller_start DIR   # the KServe/Knative/Argo imitation (test/real/controller.js)
+#   real_controller_start DIR   # the KServe/Knative/Argo imitation (test/real/controller.js),
+#                               # with KServe's defaulting webhook registered (test/real/webhook.js)
 #   real_connect DB [URL]       # ALTER SYSTEM mlplat.kube_url (URL, default the API server)/
 #                               # kube_token_file/kube_ca_file + reload
 #   real_proxy_start DIR [SEED] # the fault proxy (test/real/faultproxy.py) in front of the API
@@ -55,6 +56,12 @@ _real_certs() {
 	printf 'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc\nextendedKeyUsage=serverAuth\n' >"$d/apiserver.ext"
 	openssl x509 -req -in "$d/apiserver.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial \
 		-days 2 -extfile "$d/apiserver.ext" -out "$d/apiserver.crt" 2>/dev/null || return 1
+	# the webhook's serving certificate (KServe's defaulting, served by controller.js)
+	openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+		-keyout "$d/webhook.key" -out "$d/webhook.csr" -subj "/CN=kserve-webhook" 2>/dev/null || return 1
+	printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' >"$d/webhook.ext"
+	openssl x509 -req -in "$d/webhook.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial \
+		-days 2 -extfile "$d/webhook.ext" -out "$d/webhook.crt" 2>/dev/null || return 1
 	openssl genrsa -out "$d/sa.key" 2048 2>/dev/null &&
 		openssl rsa -in "$d/sa.key" -pubout -out "$d/sa.pub" 2>/dev/null
 }
@@ -188,9 +195,42 @@ real_controller_start() {
 	# shellcheck disable=SC2086
 	_real_bg "$dir" controller node "$SRC/test/real/controller.js" --url "$REAL_KUBE_URL" --ca "$REAL_CA" \
 		--token-file "$dir/admin-token" --ready-delay-ms "${REAL_READY_MS:-500}" --port-file "$dir/controller.port" \
+		--webhook-cert "$dir/webhook.crt" --webhook-key "$dir/webhook.key" --webhook-port-file "$dir/webhook.port" \
 		${REAL_CONTROLLER_ARGS:-}
 	_real_wait 30 test -s "$dir/controller.port" || { echo "# real: controller did not start"; tail -20 "$dir/controller.log"; return 1; }
 	REAL_CONTROLLER=http://127.0.0.1:$(cat "$dir/controller.port")
+	_real_wait 30 test -s "$dir/webhook.port" || { echo "# real: webhook did not start"; tail -20 "$dir/controller.log"; return 1; }
+	real_webhook_register "$(cat "$dir/webhook.port")"
+}
+
+# real_webhook_register PORT — KServe's MutatingWebhookConfiguration for the webhook
+# controller.js serves on PORT; returns once the API server calls it (a dry-run create
+# comes back defaulted)
+real_webhook_register() {
+	local cfg code
+	cfg=$(python3 - "$1" "$REAL_CA" <<'EOP'
+import base64, json, sys
+print(json.dumps({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+    "metadata": {"name": "inferenceservice.serving.kserve.io"},
+    "webhooks": [{"name": "inferenceservice.kserve-webhook-server.defaulter",
+        "clientConfig": {"url": f"https://127.0.0.1:{sys.argv[1]}/mutate",
+                         "caBundle": base64.b64encode(open(sys.argv[2], "rb").read()).decode()},
+        "rules": [{"apiGroups": ["serving.kserve.io"], "apiVersions": ["v1beta1"],
+                   "operations": ["CREATE", "UPDATE"], "resources": ["inferenceservices"]}],
+        "sideEffects": "None", "admissionReviewVersions": ["v1"], "failurePolicy": "Fail",
+        "timeoutSeconds": 10}]}))
+EOP
+)
+	code=$(rk PATCH "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/inferenceservice.serving.kserve.io?fieldManager=mlplat-test&force=true" \
+		"$cfg" application/apply-patch+yaml | tail -1)
+	[[ $code =~ ^20[01]$ ]] || { echo "# real: MutatingWebhookConfiguration: HTTP $code"; return 1; }
+	_real_wait 60 _real_webhook_called || { echo "# real: the API server does not call the webhook"; return 1; }
+}
+
+_real_webhook_called() {
+	rk_body POST "/apis/serving.kserve.io/v1beta1/namespaces/default/inferenceservices?dryRun=All" \
+		'{"apiVersion":"serving.kserve.io/v1beta1","kind":"InferenceService","metadata":{"name":"webhook-probe"},"spec":{"predictor":{"model":{"modelFormat":{"name":"sklearn"}}}}}' |
+		python3 -c 'import json,sys; sys.exit(0 if "serving.kserve.io/deploymentMode" in json.load(sys.stdin)["metadata"].get("annotations", {}) else 1)'
 }
 
 real_proxy_start() {

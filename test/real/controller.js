@@ -7,6 +7,8 @@
 //   controller.js --url URL --ca FILE --token-file FILE [--ready-delay-ms N]
 //                 [--finalizer-delay-ms N] [--port-file FILE]
 //                 [--slow-prefix P --slow-ms N]   a Workflow named P... runs N ms
+//                 [--webhook-cert F --webhook-key F --webhook-port-file F]
+//                                 also serve KServe's defaulting webhook (webhook.js)
 //
 // What it reproduces (see docs/fidelity.md):
 // - KServe adds the finalizer "inferenceservice.finalizers" to every
@@ -53,6 +55,7 @@ const https = require('https');
 const crypto = require('crypto');
 const path = require('path');
 const { Metrics } = require(path.join(__dirname, '..', 'standin', 'lib', 'metrics.js'));
+const { serveWebhook } = require(path.join(__dirname, 'webhook.js'));
 
 const args = {};
 for (let i = 2; i < process.argv.length; i += 2) args[process.argv[i].replace(/^--/, '')] = process.argv[i + 1];
@@ -480,6 +483,11 @@ const control = http.createServer((req, res) => {
   if (u.pathname === '/state') return done(200, Object.fromEntries([...kstate].map(([k, s]) => [k, { gen: s.gen, revisions: s.revisions.map((r) => r.name), readyFor: s.readyFor }])));
   return done(404, { error: 'no such control' });
 });
+// KServe's defaulting webhook (test/real/webhook.js), when given a serving certificate
+if (args['webhook-cert']) {
+  serveWebhook({ cert: fs.readFileSync(args['webhook-cert']), key: fs.readFileSync(args['webhook-key']), defaultMode: () => defaultMode, log },
+    (port) => { fs.writeFileSync(args['webhook-port-file'], `${port}\n`); log('controller: webhook on', port); });
+}
 control.listen(0, '127.0.0.1', () => {
   if (args['port-file']) fs.writeFileSync(args['port-file'], `${control.address().port}\n`);
   log('controller: watching', BASE.href, 'control on', control.address().port);

@@ -3,6 +3,7 @@
 # from KServe's real schema), the KServe imitation (test/real/controller.js)
 # and the S3 server: the artifact is checked on S3 with a real SigV4
 # signature and checksum, deploy -> READY, what the server adds is no drift,
+# KServe's webhook defaults (served by the imitation, called by the real server) are no drift,
 # out-of-band edits are repaired, orphans go, and deletes wait for KServe's
 # finalizer, naming it, and raise finalizer_stuck past mlplat.finalizer_alert_after;
 # an InferenceService deleted behind mlplat's back is waited for, not written
@@ -69,6 +70,34 @@ a0=$(applies)
 sleep 6
 tap_same "$a0" "$(applies)" "steady state: no apply over 6 s of resyncs (pruning, finalizer, status are no drift)"
 tap_is "$(q $DB "SELECT status FROM mlplat.deployments WHERE name = 'riris'")" READY "still READY"
+
+# ---------------------------------------------------------------- KServe's defaulting webhook
+# The real API server calls KServe's defaulting webhook (test/real/webhook.js, served by
+# controller.js): the deploymentMode annotation is set, a Triton model gets protocolVersion
+# v2, and an env value "" is dropped (Go's omitempty).  None of it is drift: no apply over
+# three resyncs of the row.
+SHA3=$(real_s3_put s3://models/tri/1 'tri-v1')
+q $DB "SELECT mlplat.register_model_version('rshop', 'tri', '1', 's3://models/tri/1', '$SHA3', 'kserve-tritonserver', 'triton')" >/dev/null &&
+	q $DB "SELECT mlplat.set_model_stage('rshop', 'tri', '1', 'CANDIDATE')" >/dev/null &&
+	q $DB "SELECT mlplat.deploy('rshop', 'rtri', 'tri', '1', 'kserve-tritonserver', 0, 1, 2, '{\"LOG_LEVEL\":\"info\",\"EMPTY_OK\":\"\"}')" >/dev/null
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'rtri'" READY 90
+rc=$?
+tap_ok $rc "a Triton model with an empty env value is READY"
+[ $rc = 0 ] || row rtri
+check "$(kget $ISVCS/rtri)" "o['metadata']['annotations']['serving.kserve.io/deploymentMode'] == 'Serverless' and o['spec']['predictor']['model']['protocolVersion'] == 'v2' and {'name': 'EMPTY_OK'} in o['spec']['predictor']['model']['env']"
+tap_ok $? "the webhook defaulted it: deploymentMode annotation, protocolVersion v2, the env value \"\" dropped"
+a0=$(applies)
+rc=0
+for _ in 1 2 3; do
+	r=$(q $DB "SELECT next_resync_at FROM mlplat.deployments WHERE name = 'rtri'")
+	wait_for $DB "SELECT next_resync_at > '$r' FROM mlplat.deployments WHERE name = 'rtri'" t 30 || { rc=1; break; }
+done
+tap_ok $rc "three resyncs of rtri"
+tap_same "$a0" "$(applies)" "webhook defaults are no drift: no apply over the three resyncs"
+tap_is "$(q $DB "SELECT status || '/' || latest_revision FROM mlplat.deployments WHERE name = 'rtri'")" READY/1 "... still READY at revision 1"
+q $DB "SELECT mlplat.undeploy('rshop', 'rtri')" >/dev/null
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'rtri'" DELETED 60
+tap_ok $? "rtri undeployed"
 
 # ---------------------------------------------------------------- drift
 rk PATCH $I '{"spec":{"predictor":{"minReplicas":3}}}' application/merge-patch+json >/dev/null
