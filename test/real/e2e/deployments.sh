@@ -247,6 +247,7 @@ tap_ok $rc "DEPLOYING, waiting for the terminating InferenceService, naming the 
 a0=$(applies)
 p0=$(q $DB "SELECT coalesce(sum(passes), 0) FROM mlplat.reconciler_health WHERE kind = 'deployments' AND role = 'leader'")
 wait_for $DB "SELECT coalesce(sum(passes), 0) >= $p0 + 3 FROM mlplat.reconciler_health WHERE kind = 'deployments' AND role = 'leader'" t 60
+tap_ok $? "... three more passes of the deployments leader while it terminates"
 tap_is "$(applies)/$(kget $I | python3 -c 'import json,sys; o=json.load(sys.stdin)["metadata"]; print(o["uid"] == "'"$uid0"'", o["labels"]["mlplat.io/revision"] != "'"$rev"'")')" \
 	"$a0/True True" "... no apply into the terminating object: it still carries the old revision"
 curl -s -X POST "$REAL_CONTROLLER/hold?ns=mlp-rshop&name=riris&on=0" >/dev/null
