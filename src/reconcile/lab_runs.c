@@ -111,6 +111,8 @@ typedef struct LabRun
 	bool delete_output; /* after an ingest whose CAS held */
 	char *conflict;
 	const char *conflict_object; /* the name it is about; NULL: the Job's */
+	const char *conflict_action; /* ledger action of a conflict the LIST showed (ADOPT, DELETE) */
+	bool unobserved;			 /* its Secrets could not be listed: nothing decided */
 	/* requests */
 	MlplatHttpRequest *job_req;
 	MlplatHttpRequest *secret_req;
@@ -205,7 +207,8 @@ not_ours(const MlJsonValue *obj, const char *instance, const char *cid)
 	if (!mlplat_str_same(by, MLPLAT_MANAGED_BY) || !mlplat_str_same(inst, instance) || !mlplat_str_same(comp, LAB_COMPONENT))
 		return pstrdup("it does not carry mlplat's lab labels of this installation");
 	if (cid == NULL)
-		return pstrdup("there is no render to compare it with");
+		return got ? psprintf("its content id %s is not that of this installation's render of the run its name names", got)
+				   : pstrdup("it carries no content id");
 	if (!mlplat_str_same(got, cid))
 		return psprintf("its content id is %s, the render's %s", got ? got : "absent", cid);
 	return NULL;
@@ -235,8 +238,42 @@ observation_json(const LabRun *r, const char *what)
 		appendStringInfoString(&s, ",\"seen\":");
 		escape_json(&s, what);
 	}
+	if (r->conflict)
+	{
+		appendStringInfoString(&s, ",\"conflict\":");
+		escape_json(&s, r->conflict);
+	}
 	appendStringInfoChar(&s, '}');
 	return s.data;
+}
+
+/*
+ * A look-alike under one of the run's names (labels, but not this run's content id): reported
+ * (status reason, ledger action CONFLICT) and never touched; a second one adds to the reason.
+ */
+static void
+lab_conflict(LabRun *r, const char *kind, const char *name, const char *why, const char *action)
+{
+	char *one = psprintf("%s %s/%s exists but is not this run's: %s; %s", kind, r->ns, name, why,
+						 strcmp(action, "ADOPT") == 0 ? "not adopted, not touched" : "not deleted, not touched");
+
+	r->conflict = r->conflict ? psprintf("%s; %s", r->conflict, one) : one;
+	if (r->conflict_action == NULL)
+	{
+		r->conflict_action = action;
+		r->conflict_object = name;
+	}
+}
+
+/*
+ * Would this pass delete the run's Job or Secret if it is its own?  Then the content id of
+ * an object found under its name is asked of the database first (lab_objects_known).
+ */
+static bool
+lab_may_delete(const LabRun *r)
+{
+	return r->finished || r->past_deadline || strcmp(r->status, "CANCEL_REQUESTED") == 0 ||
+		   strcmp(r->status, "RETRY_WAIT") == 0;
 }
 
 /* Decide what one run needs, from the claim and the observed Job and Secret alone. */
@@ -248,12 +285,42 @@ lab_decide(LabRun *r, const char *instance)
 	bool terminating = r->job_obj && mlplat_json_text(r->job_obj, "metadata", "deletionTimestamp", NULL);
 	const MlJsonValue *failed;
 
+	/*
+	 * A Job under the run's name that is not its own is reported and never touched: while
+	 * DISPATCHED the run waits; when the run ends (cancel, deadline, a failed attempt, a
+	 * finished run) its own Job is not there, and the decision goes on as if it were absent.
+	 * One made by a create whose answer no write-back recorded is adopted (ledger ADOPT),
+	 * also when a cancel came in the meantime (it is then deleted the normal way).
+	 */
+	if (r->job_obj && (strcmp(r->status, "DISPATCHED") == 0 || lab_may_delete(r)))
+	{
+		char *why = not_ours(r->job_obj, instance, r->job_cid);
+		bool ending = lab_may_delete(r);
+
+		if (why)
+		{
+			lab_conflict(r, "job", r->job_name, why, ending ? "DELETE" : "ADOPT");
+			if (!ending)
+				return;
+			r->job_obj = NULL;
+			terminating = false;
+		}
+		else if (r->job_note && (strcmp(r->status, "DISPATCHED") == 0 || cancel))
+			r->adopt_job = true; /* created by a pass whose answer was lost */
+	}
+
 	/* a finished run: its Job and Secret go; the lease goes when the Job is seen absent */
 	if (r->finished)
 	{
-		if (r->secret_obj && !mlplat_json_text(r->secret_obj, "metadata", "deletionTimestamp", NULL) &&
-			not_ours(r->secret_obj, instance, mlplat_json_text(r->secret_obj, "metadata", "annotations", MLPLAT_ANNOTATION_CONTENT_ID)) == NULL)
-			r->secret_write = LAB_WRITE_DELETE;
+		if (r->secret_obj && !mlplat_json_text(r->secret_obj, "metadata", "deletionTimestamp", NULL))
+		{
+			char *why = not_ours(r->secret_obj, instance, r->secret_cid);
+
+			if (why)
+				lab_conflict(r, "secret", r->secret_name, why, "DELETE");
+			else
+				r->secret_write = LAB_WRITE_DELETE;
+		}
 		if (r->job_obj == NULL)
 			r->event = "GONE";
 		else if (!terminating)
@@ -261,28 +328,6 @@ lab_decide(LabRun *r, const char *instance)
 		else
 			r->waiting = true;
 		return;
-	}
-
-	if (r->job_obj && r->job_cid == NULL)
-		r->job_cid = mlplat_json_text(r->job_obj, "metadata", "annotations", MLPLAT_ANNOTATION_CONTENT_ID);
-
-	/*
-	 * A Job under the run's name that is not its own is reported and never touched; one
-	 * made by a create whose answer no write-back recorded is adopted (ledger ADOPT), also
-	 * when a cancel came in the meantime (it is then deleted the normal way)
-	 */
-	if (r->job_obj && (strcmp(r->status, "DISPATCHED") == 0 || (cancel && r->job_note)))
-	{
-		char *why = not_ours(r->job_obj, instance, r->job_cid);
-
-		if (why)
-		{
-			r->conflict = psprintf("job %s/%s exists but is not this run's: %s; not adopted, not touched",
-								   r->ns, r->job_name, why);
-			return;
-		}
-		if (r->job_note)
-			r->adopt_job = true; /* created by a pass whose answer was lost */
 	}
 
 	if (r->job_obj == NULL)
@@ -338,9 +383,7 @@ lab_decide(LabRun *r, const char *instance)
 			else if ((why = not_ours(r->secret_obj, instance, r->secret_cid)) != NULL)
 			{
 				/* a Secret under the run's name that is not its input: no Job mounts it */
-				r->conflict = psprintf("secret %s/%s exists but is not this run's: %s; not adopted, not touched",
-									   r->ns, r->secret_name, why);
-				r->conflict_object = r->secret_name;
+				lab_conflict(r, "secret", r->secret_name, why, "ADOPT");
 				return;
 			}
 			r->job_write = LAB_WRITE_CREATE;
@@ -893,6 +936,48 @@ labelled_ours(const MlJsonValue *obj, const char *instance)
 		   mlplat_str_same(mlplat_json_text(obj, "metadata", "labels", "app.kubernetes.io/component"), LAB_COMPONENT);
 }
 
+/*
+ * Which of objs (Jobs and Secrets found by a LIST) are this installation's render of the run
+ * their name names (lab-<id>-<attempt>, lab-<id>-input) in that run's namespace?  The database
+ * renders the Job of that attempt again (the Secret's content id is the run's input digest)
+ * and compares the content id the object carries: a run row gone, or another id, is not
+ * known, and such an object is never deleted (issue 18, finding 5; as deployments.c does
+ * with an orphan whose id no revision has).  One short transaction, none may be open.
+ */
+static bool *
+lab_objects_known(List *objs)
+{
+	int n = list_length(objs);
+	const char **cells = palloc(sizeof(char *) * 3 * Max(n, 1));
+	int k = 0;
+	ListCell *lc;
+
+	foreach (lc, objs)
+	{
+		const MlJsonValue *o = lfirst(lc);
+
+		cells[k++] = mlplat_json_text(o, "metadata", "namespace", NULL);
+		cells[k++] = mlplat_json_text(o, "metadata", "name", NULL);
+		cells[k++] = mlplat_json_text(o, "metadata", "annotations", MLPLAT_ANNOTATION_CONTENT_ID);
+	}
+	return mlplat_sql_known_ordinals(
+		"SELECT a.ord::pg_catalog.int4 "
+		"FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.text[]), pg_catalog.unnest($2::pg_catalog.text[]), "
+		"  pg_catalog.unnest($3::pg_catalog.text[])) WITH ORDINALITY a(ns, name, cid, ord) "
+		"JOIN mlplat.lab_runs x ON a.name ~ '^lab-[0-9]{1,18}-([0-9]{1,9}|input)$' "
+		"  AND x.id = pg_catalog.substring(a.name, '^lab-([0-9]+)-')::pg_catalog.int8 "
+		"JOIN mlplat.projects p ON p.id = x.project_id "
+		"WHERE a.ns = mlplat._project_namespace(p.name) AND a.cid = CASE "
+		"  WHEN a.name = pg_catalog.format('lab-%s-input', x.id) THEN coalesce(x.input_digest, "
+		"    pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to('[]', 'UTF8')), 'hex')) "
+		"  ELSE mlplat._render_lab_job(pg_catalog.jsonb_populate_record(x, pg_catalog.jsonb_build_object('attempt', "
+		"      pg_catalog.substring(a.name, '-([0-9]+)$')::pg_catalog.int4)), p.name, "
+		"      (SELECT i.instance_id FROM mlplat.installation i), "
+		"      coalesce(pg_catalog.current_setting('mlplat.lab_payload_bucket', true), '')) "
+		"    #>> '{metadata,annotations,mlplat.io/content-id}' END",
+		3, n, cells);
+}
+
 typedef struct LabOrphan
 {
 	const MlplatKubeResource *res;
@@ -900,6 +985,8 @@ typedef struct LabOrphan
 	const char *name;
 	const char *project;
 	int64 lab_run_id;
+	const MlJsonValue *obj;
+	char *not_ours; /* why it is not deleted (a look-alike), or NULL */
 	MlplatHttpRequest *req;
 } LabOrphan;
 
@@ -943,9 +1030,68 @@ find_orphans(List *runs, List *objs, const MlplatKubeResource *res, bool is_job,
 		orphan->name = name;
 		orphan->project = mlplat_json_text(o, "metadata", "labels", MLPLAT_LABEL_PROJECT);
 		orphan->lab_run_id = run ? strtoll(run, NULL, 10) : 0;
+		orphan->obj = o;
 		out = lappend(out, orphan);
 	}
 	return out;
+}
+
+/*
+ * Before anything found is deleted: an ending run's Job and Secret (their content id is then
+ * not in the claim, which renders only while DISPATCHED) and every orphan are judged by the
+ * database (lab_objects_known).  A run's object it knows gets its own id as the run's, so
+ * lab_decide takes it; anything else is a look-alike, and an orphan one is not deleted.
+ */
+static void
+judge_objects(List *runs, List *orphans, const char *instance)
+{
+	List *objs = NIL;
+	List *cids = NIL; /* where each answer goes: a run's job_cid or secret_cid, NULL for an orphan */
+	bool *known;
+	ListCell *lc;
+	int i = 0;
+
+	foreach (lc, runs)
+	{
+		LabRun *r = lfirst(lc);
+
+		if (r->unobserved || strcmp(r->status, "DISPATCHED") == 0 || !lab_may_delete(r))
+			continue;
+		if (r->job_obj)
+		{
+			objs = lappend(objs, (void *) r->job_obj);
+			cids = lappend(cids, &r->job_cid);
+		}
+		if (r->secret_obj)
+		{
+			objs = lappend(objs, (void *) r->secret_obj);
+			cids = lappend(cids, &r->secret_cid);
+		}
+	}
+	foreach (lc, orphans)
+	{
+		objs = lappend(objs, (void *) ((LabOrphan *) lfirst(lc))->obj);
+		cids = lappend(cids, NULL);
+	}
+	if (objs == NIL)
+		return;
+	known = lab_objects_known(objs);
+	foreach (lc, objs)
+	{
+		const MlJsonValue *o = lfirst(lc);
+		const char **cid = list_nth(cids, i);
+		const char *got = mlplat_json_text(o, "metadata", "annotations", MLPLAT_ANNOTATION_CONTENT_ID);
+
+		if (cid)
+			*cid = known[i] ? got : NULL;
+		else if (!known[i])
+		{
+			LabOrphan *orphan = list_nth(orphans, i - (list_length(objs) - list_length(orphans)));
+
+			orphan->not_ours = psprintf("not torn down: %s (or no lab run of it is recorded)", not_ours(o, instance, NULL));
+		}
+		i++;
+	}
 }
 
 /* {"<key>": "<value>"}: the observation of a write-back that says why a run waits */
@@ -1061,7 +1207,7 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 		if (ns_listed(unobserved, r->ns))
 		{
 			/* its Secrets could not be listed: nothing is decided blind; it says why, looks again */
-			r->waiting = true;
+			r->unobserved = r->waiting = true;
 			r->blocked_by = list_nth(unobserved_why, ns_position(unobserved, r->ns));
 			pass->next_pass_ms = 1000;
 			continue;
@@ -1070,6 +1216,14 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 		r->secret_obj = mlplat_observed_find(secrets, r->ns, r->secret_name);
 		r->job_cid = render_cid(arena, r->job);
 		r->secret_cid = render_cid(arena, r->secret);
+	}
+	judge_objects(runs, orphans, instance);
+	foreach (lc, runs)
+	{
+		LabRun *r = lfirst(lc);
+
+		if (r->unobserved)
+			continue;
 		lab_decide(r, instance);
 		if (r->secret_write == LAB_WRITE_CREATE && r->secret == NULL)
 			r->secret_write = LAB_WRITE_NONE;
@@ -1100,8 +1254,9 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 	{
 		LabOrphan *o = lfirst(lc);
 
-		o->req = send_write(secret_batch, o->res, o->res == &JOB ? LAB_WRITE_DELETE_FOREGROUND : LAB_WRITE_DELETE,
-							o->ns, o->name, NULL);
+		if (o->not_ours == NULL)
+			o->req = send_write(secret_batch, o->res,
+								o->res == &JOB ? LAB_WRITE_DELETE_FOREGROUND : LAB_WRITE_DELETE, o->ns, o->name, NULL);
 	}
 	mlplat_http_batch_run(secret_batch);
 	foreach (lc, runs)
@@ -1164,7 +1319,7 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 		{
 			LabRun *r = lfirst(lc);
 
-			if (r->event == NULL && r->conflict)
+			if (r->event == NULL && r->conflict && !r->finished)
 			{
 				/* nothing moved, but the run says why it waits (status_reason) */
 				r->event = "CONFLICT";
@@ -1214,8 +1369,8 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 			if (r->adopt_job)
 				mlplat_ledger_append(pass, "lab_run", r->id, r->project, "ADOPT", "OK", NULL, NULL, 0, NULL,
 									 mlplat_trace_id_of(r->traceparent), psprintf("%s/%s", r->ns, r->job_name));
-			if (r->conflict && r->job_req == NULL && r->secret_req == NULL)
-				mlplat_ledger_append(pass, "lab_run", r->id, r->project, "ADOPT", "CONFLICT", NULL, NULL, 0,
+			if (r->conflict_action)
+				mlplat_ledger_append(pass, "lab_run", r->id, r->project, r->conflict_action, "CONFLICT", NULL, NULL, 0,
 									 r->conflict, mlplat_trace_id_of(r->traceparent),
 									 psprintf("%s/%s", r->ns, r->conflict_object ? r->conflict_object : r->job_name));
 			if (r->event && !mlplat_seam_written(written, nwritten, r->id))
@@ -1229,8 +1384,16 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 			LabOrphan *o = lfirst(lc);
 			int status;
 			char *error;
-			const char *outcome = write_outcome(o->req, LAB_WRITE_DELETE, &status, &error);
+			const char *outcome;
 
+			if (o->not_ours)
+			{
+				/* mlplat's labels, but not provably this installation's: reported, not deleted */
+				mlplat_ledger_append(pass, "lab_run", o->lab_run_id, o->project, "ORPHAN_TEARDOWN", "CONFLICT", NULL,
+									 NULL, 0, o->not_ours, NULL, psprintf("%s/%s", o->ns, o->name));
+				continue;
+			}
+			outcome = write_outcome(o->req, LAB_WRITE_DELETE, &status, &error);
 			answers.writes++;
 			mlplat_ledger_append(pass, "lab_run", o->lab_run_id, o->project, "ORPHAN_TEARDOWN", outcome, NULL, NULL,
 								 status, strcmp(outcome, "OK") == 0 ? NULL : error, NULL,

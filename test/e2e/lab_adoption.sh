@@ -7,8 +7,11 @@
 #    only the create's 409 finds it);
 #  - a Job lab-<id>-1 with mlplat's labels and another content id (LIST; planted while held);
 #  - a Job lab-<id>-1 without labels (the create's 409 finds it).
-# (A look-alike with mlplat's labels that no live run claims is an orphan of this installation
-# and a resync deletes it: test/e2e/lab_faults.sh.)
+# A look-alike is never deleted either: a labelled Job lab-<id>-1 with another content id,
+# planted while the run's create is held (its 409 finds it), survives the run's cancel (the run's own Job never existed:
+# CANCELLED, status_reason names the look-alike, ledger DELETE CONFLICT) and the orphan
+# teardown of the resyncs after it (ledger ORPHAN_TEARDOWN CONFLICT), while the run's own
+# input Secret, whose content id the database knows, is torn down (ORPHAN_TEARDOWN OK).
 # Each time: ledger ADOPT CONFLICT about that object, never ADOPT OK; the run stays DISPATCHED
 # and its status_reason says the object is not adopted and not touched; no Job is created over
 # a Secret that is not the run's input; no PATCH, PUT or DELETE reaches the planted object
@@ -116,4 +119,45 @@ for c in "secret yes" "secret no" "job yes" "job no"; do
 	wait_for $DB "SELECT count(*) FROM mlplat.lab_leases WHERE node_id = $NODE" 0 60
 	tap_ok $? "$kind: the node lease is released"
 done
+
+# --- a labelled look-alike Job survives the run's cancel and the orphan teardown after it
+ID=$(next_id)
+NAME=lab-$ID-1
+# the run's Job create is held before it reaches the API (its input Secret is made), the
+# look-alike planted, the create let through: its 409 finds the look-alike
+hold_rule '{"method":"POST","path":"/namespaces/'"$NS"'/jobs$","hold":"before","times":1}' >/dev/null
+got=$(asowner "SELECT entity_id FROM mlplat.start_lab_run('$P', $CAND, '$SHA', $PROF, $NODE, $APR,
+	'text_generation', '[{\"prompt\": \"Say hi.\", \"max_tokens\": 16}]', '{}', 'la-cancel')")
+wait_held 1 60
+tap_ok $? "cancel: the run's create of $NAME is held before it reaches the API"
+plant_job "$NAME" yes "$ID"
+before=$(snapshot job "$NAME")
+release_holds
+tap_is "$got/$(kube_code "$(path_of secret "lab-$ID-input")")" "$ID/200" \
+	"run $ID started and made its input Secret; planted: a labelled Job $NAME with another content id"
+wait_for $DB "SELECT count(*) > 0 FROM mlplat.reconcile_ledger WHERE kind = 'lab_runs' AND entity_id = $ID
+              AND action = 'ADOPT' AND outcome = 'CONFLICT' AND detail->>'note' = '$NS/$NAME'" t 60
+tap_ok $? "cancel: ledger ADOPT CONFLICT about $NS/$NAME"
+tap_is "$(asowner "SELECT status FROM mlplat.cancel_lab_run('$P', $ID)")" CANCEL_REQUESTED "cancel: CANCEL_REQUESTED"
+wait_for $DB "SELECT status FROM mlplat.lab_runs WHERE id = $ID" CANCELLED 90
+tap_ok $? "cancel: the run's own Job never existed: CANCELLED (now: $(status "$ID"))"
+tap_is "$(q $DB "SELECT status_reason LIKE 'job $NS/$NAME exists but is not this run''s: %; not deleted, not touched' FROM mlplat.lab_runs WHERE id = $ID")" t \
+	"cancel: its status_reason names the look-alike left untouched ($(q $DB "SELECT status_reason FROM mlplat.lab_runs WHERE id = $ID"))"
+tap_is "$(q $DB "SELECT count(*) > 0 FROM mlplat.reconcile_ledger WHERE kind = 'lab_runs' AND entity_id = $ID
+                 AND action = 'DELETE' AND outcome = 'CONFLICT' AND detail->>'note' = '$NS/$NAME'")" t \
+	"cancel: ledger DELETE CONFLICT about $NS/$NAME"
+wait_for $DB "SELECT count(*) FROM mlplat.lab_leases WHERE node_id = $NODE" 0 60
+tap_ok $? "cancel: the node lease is released"
+# no run claims either name now: the resyncs judge both as orphans
+wait_kube_gone "$(path_of secret "lab-$ID-input")" 60
+tap_ok $? "orphans: the run's own input Secret is torn down"
+wait_for $DB "SELECT string_agg(DISTINCT outcome, ' ') FROM mlplat.reconcile_ledger WHERE kind = 'lab_runs'
+              AND action = 'ORPHAN_TEARDOWN' AND detail->>'note' = '$NS/lab-$ID-input'" OK 30
+tap_ok $? "orphans: ledger ORPHAN_TEARDOWN OK for the Secret"
+wait_for $DB "SELECT count(*) >= 2 FROM mlplat.reconcile_ledger WHERE kind = 'lab_runs' AND action = 'ORPHAN_TEARDOWN'
+              AND outcome = 'CONFLICT' AND detail->>'note' = '$NS/$NAME'" t 60
+tap_ok $? "orphans: two resyncs report the look-alike Job (ledger ORPHAN_TEARDOWN CONFLICT)"
+tap_is "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'lab_runs' AND detail->>'note' = '$NS/$NAME'
+                 AND outcome NOT IN ('CONFLICT')")" 0 "orphans: no write to the look-alike in the ledger"
+tap_is "$(changes_to "$NAME")/$(snapshot job "$NAME")" "0/$before" "no PATCH, PUT or DELETE reached $NAME; it is as planted"
 tap_done

@@ -7,7 +7,8 @@
 #    attempt's Job with one left; the vanished attempt's Job is never made again (a create
 #    never answered is still looked for and adopted: lab_faults.sh, lab_crash.sh);
 #  - orphan input Secrets are looked for in every project namespace, also one with no lab
-#    run: this installation's is deleted (ledger ORPHAN_TEARDOWN), another's is left alone;
+#    run: this installation's without a run is reported (ledger ORPHAN_TEARDOWN CONFLICT)
+#    and left alone (nothing proves it ours), as is another's;
 #  - Secrets forbidden (403) in the run's namespace, first the LIST, then the create: the run
 #    waits DISPATCHED and says why (status_reason "blocked: ..."), so does the worker's status
 #    in reconciler_health; no Secret and no Job is made (nothing half-made); once allowed, the
@@ -92,14 +93,16 @@ mksecret lab-999990-input "$(lbl "$INST")"
 mksecret lab-999991-input "$(lbl other-installation)"
 tap_is "$(kube_code "$(secret "$NS2" lab-999990-input)")/$(kube_code "$(secret "$NS2" lab-999991-input)")" 200/200 \
 	"a lab input Secret of this installation and one of another exist in $NS2"
-wait_kube_gone "$(secret "$NS2" lab-999990-input)" 60
-tap_ok $? "a resync deleted this installation's"
-tap_is "$(q $DB "SELECT string_agg(action || ':' || outcome, ' ') FROM mlplat.reconcile_ledger
+wait_for $DB "SELECT count(*) > 0 FROM mlplat.reconcile_ledger
+              WHERE kind = 'lab_runs' AND action = 'ORPHAN_TEARDOWN' AND detail->>'note' = '$NS2/lab-999990-input'" t 60
+tap_ok $? "a resync found this installation's in $NS2"
+tap_is "$(q $DB "SELECT string_agg(DISTINCT action || ':' || outcome, ' ') FROM mlplat.reconcile_ledger
               WHERE kind = 'lab_runs' AND action = 'ORPHAN_TEARDOWN' AND detail->>'note' = '$NS2/lab-999990-input'")" \
-	"ORPHAN_TEARDOWN:OK" "ledger: ORPHAN_TEARDOWN OK"
+	"ORPHAN_TEARDOWN:CONFLICT" "ledger: ORPHAN_TEARDOWN CONFLICT (no lab run 999990 recorded: not provably ours, not deleted)"
 passes_after $DB lab_runs 3
 tap_ok $? "three more passes of the lab_runs worker"
-tap_is "$(kube_code "$(secret "$NS2" lab-999991-input)")" 200 "another installation's is left alone"
+tap_is "$(kube_code "$(secret "$NS2" lab-999990-input)")/$(kube_code "$(secret "$NS2" lab-999991-input)")" 200/200 \
+	"both are left alone (this installation's without a run, another installation's)"
 
 # --- Secrets forbidden in the run's namespace: first the LIST, then the create
 ID=$(next_id)

@@ -15,8 +15,9 @@
 #  - cancel after the Job already completed: the output wins (SUCCEEDED with its output, the
 #    cancel never acknowledged), as the spec's CANCEL_REQUESTED -> SUCCEEDED says;
 #  - orphans: lab-worker Jobs and Secrets of this installation that no run claims are deleted on
-#    a resync (ledger ORPHAN_TEARDOWN); another installation's, or an object without the
-#    lab-worker component, are left alone;
+#    a resync only when the database knows their content id (a run's own: test/e2e/lab_adoption.sh);
+#    with our labels but no lab run recorded they are reported (ledger ORPHAN_TEARDOWN CONFLICT)
+#    and left alone, as are another installation's and an object without the lab-worker component;
 #  - RBAC: Secrets are LISTed per project namespace, never across the cluster;
 #  - retention end to end (14): after retention_seconds the output payload is purged
 #    (lab_run_result purged, output NULL), digests and provenance stay; the output object left
@@ -194,7 +195,7 @@ tap_is "$(asdev "SELECT output_digest FROM mlplat.lab_run_result('$P', $ID)")/$(
 wait_for $DB "SELECT count(*) FROM mlplat.lab_leases WHERE lab_run_id = $ID" 0 60
 tap_ok $? "the lease is released"
 
-# --- orphans: ours without a run are deleted on a resync, others' are left alone
+# --- orphans: labelled ours without a run are reported, not deleted; others' are left alone
 lbl() {   # instance component -> labels JSON
 	echo "{\"app.kubernetes.io/managed-by\":\"mlplat\",\"mlplat.io/instance\":\"$1\",\"app.kubernetes.io/component\":\"$2\",\"mlplat.io/project\":\"$P\",\"mlplat.io/lab-run\":\"999999\"}"
 }
@@ -207,15 +208,17 @@ mksecret lab-999997-input "$(lbl "$INST" builder)" >/dev/null
 ours=$ours/$(kube POST "/apis/batch/v1/namespaces/$NS/jobs" '{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"lab-999999-1","labels":'"$(lbl "$INST" lab-worker)"'},
 	"spec":{"template":{"spec":{"restartPolicy":"Never","containers":[{"name":"w","image":"w"}]}}}}' | made)
 tap_is "$ours" True/True "an orphan Secret and Job of ours were created"
-wait_kube_gone "$(job lab-999999-1)" 60 && wait_kube_gone "$(secret lab-999999-input)" 30
-tap_ok $? "the resync deleted both"
+wait_for $DB "SELECT count(DISTINCT detail->>'note') FROM mlplat.reconcile_ledger WHERE kind = 'lab_runs'
+              AND action = 'ORPHAN_TEARDOWN' AND detail->>'note' IN ('$NS/lab-999999-1', '$NS/lab-999999-input')" 2 60
+tap_ok $? "a resync judged both"
 tap_is "$(q $DB "SELECT string_agg(DISTINCT action || ':' || outcome || ':' || entity_id, ' ') FROM mlplat.reconcile_ledger
               WHERE kind = 'lab_runs' AND action = 'ORPHAN_TEARDOWN' AND detail->>'note' IN ('$NS/lab-999999-1', '$NS/lab-999999-input')")" \
-	"ORPHAN_TEARDOWN:OK:999999" "ledger: ORPHAN_TEARDOWN OK for each, under the run id of its label"
+	"ORPHAN_TEARDOWN:CONFLICT:999999" "ledger: ORPHAN_TEARDOWN CONFLICT for each (no lab run 999999 recorded), under the run id of its label"
 passes_after $DB lab_runs 3
 tap_ok $? "three more passes of the lab_runs worker"
-tap_is "$(kube_code "$(secret lab-999998-input)")/$(kube_code "$(secret lab-999997-input)")" 200/200 \
-	"another installation's Secret and one without the lab-worker component are left alone"
+tap_is "$(kube_code "$(job lab-999999-1)")/$(kube_code "$(secret lab-999999-input)")/$(kube_code "$(secret lab-999998-input)")/$(kube_code "$(secret lab-999997-input)")" 200/200/200/200 \
+	"ours without a run, another installation's Secret and one without the lab-worker component are left alone"
+kube DELETE "$(job lab-999999-1)" >/dev/null; kube DELETE "$(secret lab-999999-input)" >/dev/null
 kube DELETE "$(secret lab-999998-input)" >/dev/null; kube DELETE "$(secret lab-999997-input)" >/dev/null
 
 # --- the run deadline (node 2): foreground delete, status honest while the Job goes

@@ -1686,6 +1686,11 @@ BEGIN
   END IF;
   IF r.status = 'CANCEL_REQUESTED' THEN
     PERFORM mlplat._lab_finish(r, 'CANCELLED', NULL, p_epoch, p_controller, p_observation);
+    -- the run's own Job never existed: a look-alike under its name was left untouched, and
+    -- the reason says which (issue 18, finding 5)
+    IF p_observation ? 'conflict' THEN
+      UPDATE mlplat.lab_runs x SET status_reason = p_observation->>'conflict' WHERE x.id = r.id;
+    END IF;
   END IF;
   DELETE FROM mlplat.lab_leases l WHERE l.lab_run_id = r.id;
   RETURN true;
