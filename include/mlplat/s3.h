@@ -39,6 +39,14 @@ extern size_t ml_s3_uri_encode(const char *in, bool keep_slash, char *out, size_
 /* S3's x-amz-checksum-sha256 (base64 of the 32-byte digest) -> 64 lower-case hex. */
 extern bool ml_s3_checksum_b64_to_hex(const char *b64, char hex[ML_SHA256_HEX_LEN + 1]);
 
+/*
+ * The error code of an S3 error answer (<Error><Code>SignatureDoesNotMatch</Code>...)
+ * into code (letters and digits only, at most cap - 1 of them); false when the body
+ * has none (a HEAD's answer has no body).
+ */
+#define ML_S3_ERROR_CODE_MAX 64
+extern bool ml_s3_error_code(const char *body, char *code, size_t cap);
+
 typedef struct MlS3Credentials
 {
 	char access_key_id[129];

@@ -142,6 +142,25 @@ b64_value(char c)
 }
 
 bool
+ml_s3_error_code(const char *body, char *code, size_t cap)
+{
+	const char *b;
+	size_t n = 0;
+
+	if (body == NULL || cap == 0 || (b = strstr(body, "<Code>")) == NULL)
+		return false;
+	b += strlen("<Code>");
+	while (isalnum((unsigned char) b[n]) && n + 1 < cap)
+		n++;
+	/* only a whole, well-formed code: a truncated or odd one tells nothing */
+	if (n == 0 || strncmp(b + n, "</Code>", strlen("</Code>")) != 0)
+		return false;
+	memcpy(code, b, n);
+	code[n] = '\0';
+	return true;
+}
+
+bool
 ml_s3_checksum_b64_to_hex(const char *b64, char hex[ML_SHA256_HEX_LEN + 1])
 {
 	unsigned char d[33];

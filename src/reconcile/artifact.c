@@ -204,8 +204,15 @@ refused(MlplatArtifactCheck *c, const MlplatHttpRequest *r)
 		decide(c, MLPLAT_ARTIFACT_FAILED, 404, psprintf(NOT_VERIFIED, c->uri),
 			   psprintf("artifact %s not found in the object store (HTTP 404)", c->uri));
 	else
+	{
+		char code[ML_S3_ERROR_CODE_MAX];
+		bool has_code = ml_s3_error_code(r->resp_body, code, sizeof(code));
+
+		/* the store's own error code (SignatureDoesNotMatch, AccessDenied, ...) tells an administrator why */
 		decide(c, MLPLAT_ARTIFACT_FAILED, r->status, psprintf(NOT_VERIFIED, c->uri),
-			   psprintf("object store refused artifact %s (HTTP %d)", c->uri, r->status));
+			   psprintf("object store refused artifact %s (HTTP %d%s%s)", c->uri, r->status,
+						has_code ? " " : "", has_code ? code : ""));
+	}
 }
 
 static bool
@@ -693,6 +700,13 @@ after_head(MlplatArtifactCheck *c)
 	ListCell *le;
 	ListCell *ls;
 
+	/*
+	 * A refused HEAD has no body, so no S3 error code: a 404 is plain, but for
+	 * the others (403: a wrong secret, SignatureDoesNotMatch, or a policy,
+	 * AccessDenied) the GET that follows is refused too and carries the code.
+	 */
+	if (!transient(r) && r->status >= 400 && r->status != 404 && r->resp_len == 0)
+		return; /* undecided: the GET names the code */
 	if (!answered_2xx(c, r, "HEAD"))
 		return;
 	v = mlplat_http_response_header(r, "ETag");

@@ -243,6 +243,19 @@ test_checksums(void)
 	   "a composite (multipart) checksum is not a whole-object digest");
 	ok(!ml_s3_checksum_b64_to_hex(NULL, hex), "NULL is refused");
 
+	{
+		char code[ML_S3_ERROR_CODE_MAX];
+
+		ok(ml_s3_error_code("<?xml version=\"1.0\"?>\n<Error><Code>SignatureDoesNotMatch</Code><Message>x</Message></Error>",
+							code, sizeof(code)) &&
+			   strcmp(code, "SignatureDoesNotMatch") == 0,
+		   "an S3 error answer's code is read");
+		ok(!ml_s3_error_code("", code, sizeof(code)) && !ml_s3_error_code(NULL, code, sizeof(code)),
+		   "no body (a HEAD's answer): no code");
+		ok(!ml_s3_error_code("<Code>Access Denied</Code>", code, sizeof(code)), "a code with a blank is not taken");
+		ok(!ml_s3_error_code("<Code>SignatureDoesNotMatch</Code>", code, 6), "a code longer than the room is not cut");
+	}
+
 	ml_sha256_hex("", 0, hex);
 	is_str(hex, EMPTY_SHA, "sha256 of nothing");
 }
