@@ -860,6 +860,15 @@ apply_result(Deployment *d, MlplatPass *pass)
 		case MLPLAT_KUBE_FAILED:
 			mlplat_write_failed(&res, d->attempts, d->id, &d->ledger_outcome, &d->error, &d->ledger_error,
 								&d->retry_ms);
+			/*
+			 * A refusal (403: a verb taken from mlplat's ClusterRole; 422) is
+			 * not transient: the status stays, and its reason says what was
+			 * refused, so the tenant need not read last_error to know
+			 */
+			if (res.outcome == MLPLAT_KUBE_FAILED)
+				d->reason = psprintf("the %s of InferenceService %s/%s was refused (HTTP %d): %s; retrying slowly",
+									 d->action == DEP_DELETE ? "delete" : "apply", d->ns, d->name, res.status,
+									 d->error ? d->error : "no reason given");
 			break;
 	}
 	/* an intent whose applies keep failing also runs out of time */
