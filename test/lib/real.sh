@@ -19,6 +19,9 @@
 #   real_mlflow_start DIR [basic-auth]  # mlflow server, backend store a database of this
 #                               # test's PostgreSQL cluster; sets REAL_MLFLOW
 #   real_stop DIR               # stop everything started in DIR
+#   real_role_take RESOURCE VERB...  # take VERBs from mlplat-controller's rule for RESOURCE
+#                               # (as admin); REAL_ROLE_CODE: the PUT's status code
+#   real_role_give_back         # put mlplat-controller's rules back as they were (REAL_ROLE_CODE)
 #   rk METHOD PATH [JSON [CONTENT-TYPE]]  # the real API server as admin; prints the body,
 #                               # then the status code on the last line
 #
@@ -180,6 +183,32 @@ real_identity() {
 	REAL_MLPLAT_TOKEN_FILE=$dir/mlplat-token
 	printf '%s' "$tok" >"$REAL_MLPLAT_TOKEN_FILE"
 	chmod 644 "$REAL_MLPLAT_TOKEN_FILE"
+}
+
+REAL_ROLE=/apis/rbac.authorization.k8s.io/v1/clusterroles/mlplat-controller
+real_role_take() {
+	local res=$1
+	shift
+	REAL_ROLE_ORIG=$(rk_body GET $REAL_ROLE)
+	REAL_ROLE_CODE=$(rk PUT $REAL_ROLE "$(python3 -c '
+import json, sys
+o = json.loads(sys.argv[1])
+n = 0
+for r in o["rules"]:
+    if r.get("resources") == [sys.argv[2]]:
+        r["verbs"] = [v for v in r["verbs"] if v not in sys.argv[3:]]
+        n += 1
+assert n == 1, f"{n} rules for {sys.argv[2]}"
+print(json.dumps({"apiVersion": o["apiVersion"], "kind": o["kind"], "metadata": {"name": o["metadata"]["name"], "resourceVersion": o["metadata"]["resourceVersion"]}, "rules": o["rules"]}))' "$REAL_ROLE_ORIG" "$res" "$@")" | tail -1)
+}
+
+real_role_give_back() {
+	[ -n "${REAL_ROLE_ORIG:-}" ] || return 0
+	REAL_ROLE_CODE=$(rk PUT $REAL_ROLE "$(python3 -c '
+import json, sys
+o = json.loads(sys.argv[1])
+print(json.dumps({"apiVersion": o["apiVersion"], "kind": o["kind"], "metadata": {"name": o["metadata"]["name"]}, "rules": o["rules"]}))' "$REAL_ROLE_ORIG")" | tail -1)
+	REAL_ROLE_ORIG=
 }
 
 # mk METHOD PATH [JSON [CT]] — the API server as mlplat's ServiceAccount

@@ -116,16 +116,8 @@ until_check 30 "$RB" "sorted(i['metadata']['name'] for i in o['items'] if i['rol
 tap_ok $? "bob's viewer binding is replaced by a developer binding"
 
 # ---------------------------------------------------------------- a verb taken away
-CR=/apis/rbac.authorization.k8s.io/v1/clusterroles/mlplat-controller
-orig=$(kget $CR)
-cut=$(python3 -c '
-import json, sys
-o = json.loads(sys.argv[1])
-for r in o["rules"]:
-    if r.get("resources") == ["networkpolicies"]:
-        r["verbs"] = [v for v in r["verbs"] if v != "patch"]
-print(json.dumps({"apiVersion": o["apiVersion"], "kind": o["kind"], "metadata": {"name": o["metadata"]["name"], "resourceVersion": o["metadata"]["resourceVersion"]}, "rules": o["rules"]}))' "$orig")
-tap_is "$(rk PUT $CR "$cut" | tail -1)" 200 "patch on networkpolicies is taken from mlplat-controller"
+real_role_take networkpolicies patch
+tap_is "$REAL_ROLE_CODE" 200 "patch on networkpolicies is taken from mlplat-controller"
 q $DB "SELECT mlplat.create_project('rsecure', 2, owner => 'dana')" >/dev/null
 wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'rsecure'" FAILED 60
 tap_ok $? "project rsecure shows FAILED while its NetworkPolicy is forbidden"
@@ -138,10 +130,7 @@ tap_ok $? "last_error carries the real server's message, naming mlplat's Service
 check "$(kget /api/v1/namespaces/mlp-rsecure/resourcequotas/mlplat-quota)" "o['spec']['hard'] == {'requests.nvidia.com/gpu': '2'}" &&
 	check "$(kget /apis/rbac.authorization.k8s.io/v1/namespaces/mlp-rsecure/rolebindings/mlplat-owner-dana)" "o['roleRef']['name'] == 'mlplat-owner'"
 tap_ok $? "the permitted objects are applied meanwhile"
-rk PUT $CR "$(python3 -c '
-import json, sys
-o = json.loads(sys.argv[1]); n = json.loads(sys.argv[2])
-print(json.dumps({"apiVersion": o["apiVersion"], "kind": o["kind"], "metadata": {"name": o["metadata"]["name"]}, "rules": o["rules"]}))' "$orig" "$cut")" >/dev/null
+real_role_give_back
 wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'rsecure'" READY 60
 tap_ok $? "with the verb given back the project heals to READY"
 
