@@ -1023,8 +1023,16 @@ write_back(MlplatPass *pass, List *projects, List *orphans)
 		{
 			if (o->settle)
 				mlplat_write_notes_add(&settled, p->id, obj_label(o), NULL);
-			else if (o->answered)
+			else if (o->answered && (o->unanswered == NULL || (o->http_status >= 200 && o->http_status < 300)))
+			{
+				/*
+				 * A refusal (429, 4xx) answers only this pass's write: an earlier
+				 * leader's unanswered write of the object may still have made it, so
+				 * its note stays until a pass finds the object (ADOPT) or the grace
+				 * ends.  A 2xx is recorded by our own ledger row.
+				 */
 				mlplat_write_notes_add(&settled, p->id, obj_label(o), o->action == ACT_DELETE ? "DELETE" : "APPLY");
+			}
 			if (o->adopt)
 				mlplat_ledger_append(pass, "project", p->id, p->name, "ADOPT", "OK", NULL, NULL, 0, NULL,
 									 mlplat_trace_id_of(p->traceparent),

@@ -5,7 +5,10 @@
 #      leader must not call the project DELETED while the namespace may still appear;
 #      once it lands it is adopted (ledger ADOPT) and deleted;
 #   B  the apply's answer is in flight: the namespace is adopted and deleted, and
-#      the ledger records its creation as well as its deletion.
+#      the ledger records its creation as well as its deletion;
+#   C  the apply is in flight and the new leader's own apply of it is refused (429):
+#      that refusal must not settle the earlier apply's note, so when the held apply
+#      lands the namespace is adopted (the soak's seed 32 found no ledger row).
 set -u
 . "$(dirname "$0")/../lib/e2e.sh"
 . "$(dirname "$0")/../lib/writeback.sh"
@@ -59,5 +62,27 @@ tap_ok $? "B: the project is DELETED"
 tap_is "$(ns_state mlp-plb)" absent "B: no namespace left at the stand-in"
 tap_is "$(ledger plb)" "ADOPT:OK DELETE:OK" "B: the ledger records the namespace's creation (ADOPT) as well as its DELETE"
 release_holds
-tap_is "$(q $DB "SELECT count(*) FROM mlplat.unanswered_writes WHERE kind = 'projects'")" 0 "no note left behind"
+
+# --- C: the new leader's own apply is refused while the held one is still to land
+hold_rule '{"method":"PATCH","path":"/api/v1/namespaces/mlp-plc$","hold":"before","times":1}' >/dev/null
+q $DB "SELECT mlplat.create_project('plc', 0)" >/dev/null
+wait_held 1 30
+tap_ok $? "C: the leader's namespace apply is held at the stand-in (before it is applied)"
+epoch=$(q $DB "SELECT epoch FROM mlplat.leader_epochs WHERE kind = 'projects'")
+workers_pause $DB
+leader_kill $DB projects
+admin POST faults '{"method":"PATCH","path":"/api/v1/namespaces/mlp-plc$","status":429,"retryAfter":5,"times":1}' >/dev/null
+workers_resume $DB
+wait_new_leader $DB projects "$epoch"
+tap_ok $? "C: a new projects leader took over"
+ledger_sql="SELECT coalesce(string_agg(action || ':' || outcome, ' ' ORDER BY id), '') FROM mlplat.reconcile_ledger
+             WHERE kind = 'projects' AND detail->>'note' LIKE 'Namespace mlp-plc%'"
+wait_for $DB "$ledger_sql" "APPLY:RETRY" 30
+tap_ok $? "C: the new leader's apply of the namespace was refused (429) and recorded as such"
+release_holds
+wait_for $DB "$ledger_sql" "APPLY:RETRY ADOPT:OK" 30
+tap_ok $? "C: once the held apply lands, the ledger records what it made (ADOPT)"
+tap_is "$(ns_state mlp-plc)" Active "C: the namespace is there"
+wait_for $DB "SELECT count(*) FROM mlplat.unanswered_writes WHERE kind = 'projects'" 0 30
+tap_ok $? "no note left behind"
 tap_done
