@@ -15,6 +15,7 @@
 #                             (8 A100 each, observed), a CANDIDATE model version and a vllm lab
 #                             profile; sets PID CAND PROF INST SHA, asowner SQL (as OWNER) and
 #                             asdev SQL (as DEV); two TAP lines.  Reads DB, P.
+#   lab_model OWNER [DEV]     that model version and profile alone (no Nodes, no TAP line)
 #   lab_node_id NAME          the id of lab node NAME
 
 next_id() { q $DB "SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END FROM mlplat.lab_runs_id_seq"; }
@@ -58,7 +59,14 @@ lab_fixture() {
 	wait_for $DB "SELECT count(*) FROM mlplat.lab_nodes WHERE name IN (${names%,}) AND observed_ready AND observed_gpus = 8
 	              AND observed_accelerator = 'nvidia-a100'" $# 60
 	tap_ok $? "the worker observed the lab Nodes $* (Ready, 8 GPUs, accelerator label)"
-	LAB_OWNER=$owner
+	lab_model "$owner" "$LAB_DEV"
+}
+
+# lab_model OWNER [DEV] — in project P: a CANDIDATE model version llm/1 and a vllm lab
+# profile; sets PID CAND PROF INST SHA, asowner SQL (as OWNER) and asdev SQL (as DEV).
+lab_model() {
+	LAB_OWNER=$1
+	LAB_DEV=${2:-}
 	asowner() { $PSQL -d $DB -U "$LAB_OWNER" -c "$1"; }
 	asdev() { $PSQL -d $DB -U "$LAB_DEV" -c "$1"; }
 	asowner "SELECT mlplat.register_model_version('$P', 'llm', '1', 's3://artifacts/llm/1', repeat('a', 64), 'vllm', 'custom')" >/dev/null

@@ -6,8 +6,9 @@
 #                               # sets REAL_KUBE_URL REAL_CA REAL_ADMIN_TOKEN
 #   real_identity DIR           # deploy/kubernetes/ applied; REAL_MLPLAT_TOKEN_FILE holds
 #                               # the mlplat ServiceAccount's token (never an admin token)
-#   real_controller_start DIR   # the KServe/Knative/Argo imitation (test/real/controller.js),
-#                               # with KServe's defaulting webhook registered (test/real/webhook.js)
+#   real_controller_start DIR   # the KServe/Knative/Argo/Job imitation (test/real/controller.js),
+#                               # with KServe's defaulting webhook registered (test/real/webhook.js);
+#                               # after real_s3_start, Jobs' workers write to that S3 server
 #   real_connect DB [URL]       # ALTER SYSTEM mlplat.kube_url (URL, default the API server)/
 #                               # kube_token_file/kube_ca_file + reload
 #   real_proxy_start DIR [SEED] # the fault proxy (test/real/faultproxy.py) in front of the API
@@ -225,7 +226,7 @@ real_controller_start() {
 	_real_bg "$dir" controller node "$SRC/test/real/controller.js" --url "$REAL_KUBE_URL" --ca "$REAL_CA" \
 		--token-file "$dir/admin-token" --ready-delay-ms "${REAL_READY_MS:-500}" --port-file "$dir/controller.port" \
 		--webhook-cert "$dir/webhook.crt" --webhook-key "$dir/webhook.key" --webhook-port-file "$dir/webhook.port" \
-		${REAL_CONTROLLER_ARGS:-}
+		${REAL_S3:+--s3-endpoint "$REAL_S3" --s3-credentials "$REAL_S3_CREDENTIALS"} ${REAL_CONTROLLER_ARGS:-}
 	_real_wait 30 test -s "$dir/controller.port" || { echo "# real: controller did not start"; tail -20 "$dir/controller.log"; return 1; }
 	REAL_CONTROLLER=http://127.0.0.1:$(cat "$dir/controller.port")
 	_real_wait 30 test -s "$dir/webhook.port" || { echo "# real: webhook did not start"; tail -20 "$dir/controller.log"; return 1; }
