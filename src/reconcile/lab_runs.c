@@ -566,9 +566,14 @@ claim(MlplatPass *pass, const char *nodes, List **out, char **instance, List **l
 		for (uint64 i = 0; i < SPI_processed; i++)
 		{
 			char *ns = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
+			MemoryContext spi_cxt;
 
-			if (ns)
-				*lab_namespaces = lappend(*lab_namespaces, MemoryContextStrdup(pass_cxt, ns));
+			if (ns == NULL)
+				continue;
+			/* the List too, not only its strings: SPI_finish frees what SPI's context holds */
+			spi_cxt = MemoryContextSwitchTo(pass_cxt);
+			*lab_namespaces = lappend(*lab_namespaces, pstrdup(ns));
+			MemoryContextSwitchTo(spi_cxt);
 		}
 		SPI_finish();
 		MemoryContextSwitchTo(pass_cxt);
