@@ -32,14 +32,14 @@ tap_ok $? "the projects leader's runner ServiceAccount apply is held at the stan
 tap_is "$(ns_state mlp-rwp)" Active "the project's namespace exists already (a workflow could be created in it)"
 passes_after $DB runs 3
 tap_ok $? "the runs leader ran three passes meanwhile"
-tap_is "$(q $DB "SELECT p.status || '/' || r.status FROM mlplat.runs r JOIN mlplat.projects p ON p.id = r.project_id WHERE r.name = 'first'")/$(wf_state first-1)" \
+tap_is "$(q $DB "SELECT p.status || '/' || r.status FROM mlplat.runs r JOIN mlplat.projects p ON p.id = r.project_id WHERE r.name = 'first' AND p.name = 'rwp'")/$(wf_state first-1)" \
 	"PROVISIONING/PENDING/absent" "while the project is not READY the run is PENDING and no workflow was created"
 
 admin DELETE faults >/dev/null
 release_holds
 wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'rwp'" READY 60
 tap_ok $? "the ServiceAccount lands and the project is READY"
-wait_for $DB "SELECT status FROM mlplat.runs WHERE name = 'first'" SUCCEEDED 60
+wait_for $DB "SELECT r.status FROM mlplat.runs r JOIN mlplat.projects p ON p.id = r.project_id WHERE r.name = 'first' AND p.name = 'rwp'" SUCCEEDED 60
 tap_ok $? "the run is then submitted and SUCCEEDED (not failed for a missing identity)"
 tap_is "$(wf_state first-1)" Succeeded "the workflow at the stand-in Succeeded"
 tap_done
