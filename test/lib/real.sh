@@ -350,3 +350,14 @@ real_stop() {
 		rm -f "$dir/$n.pid"
 	done
 }
+
+# real_stack_up DIR DB — what the deployment scenarios start from: the API server with
+# mlplat's identity, the KServe imitation and the S3 server, mlplat connected to the API
+# server and the object store; one TAP result saying whether they came up and how long it took.
+real_stack_up() {
+	local t0=$SECONDS
+	real_kube_start "$1" && real_identity "$1" >/dev/null && real_controller_start "$1" && real_s3_start "$1"
+	tap_ok $? "real API server, KServe imitation and S3 server up ($((SECONDS - t0)) s)"
+	real_connect "$2"
+	real_s3_connect "$2"
+}

@@ -20,11 +20,7 @@ WORK=$MLPLAT_TEST_WORK
 RD=$WORK/real-deployments
 DB=mlplat
 trap '$PSQL -d $DB -c "ALTER SYSTEM RESET mlplat.finalizer_alert_after" -c "SELECT pg_reload_conf()" >/dev/null; real_disconnect $DB; real_s3_disconnect $DB; real_stop $RD' EXIT
-t0=$SECONDS
-real_kube_start "$RD" && real_identity "$RD" >/dev/null && real_controller_start "$RD" && real_s3_start "$RD"
-tap_ok $? "real API server, KServe imitation and S3 server up ($((SECONDS - t0)) s)"
-real_connect $DB
-real_s3_connect $DB
+real_stack_up "$RD" $DB
 
 check() {
 	python3 -c '

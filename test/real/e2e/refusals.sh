@@ -19,11 +19,7 @@ WORK=$MLPLAT_TEST_WORK
 RD=$WORK/real-refusals
 DB=mlplat
 trap 'real_role_give_back >/dev/null; real_disconnect $DB; real_s3_disconnect $DB; real_stop $RD' EXIT
-t0=$SECONDS
-real_kube_start "$RD" && real_identity "$RD" >/dev/null && real_controller_start "$RD" && real_s3_start "$RD"
-tap_ok $? "real API server, KServe imitation and S3 server up ($((SECONDS - t0)) s)"
-real_connect $DB
-real_s3_connect $DB
+real_stack_up "$RD" $DB
 
 ISVCS=/apis/serving.kserve.io/v1beta1/namespaces/mlp-rref/inferenceservices
 gone() { [ "$(rk GET "$ISVCS/$1" | tail -1)" = 404 ]; }

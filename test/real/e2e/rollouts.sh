@@ -22,11 +22,7 @@ DB=mlplat
 P=rcanary
 NS=mlp-$P
 trap 'prometheus_disconnect $DB; prometheus_stop $PD; real_disconnect $DB; real_s3_disconnect $DB; real_stop $RD' EXIT
-t0=$SECONDS
-real_kube_start "$RD" && real_identity "$RD" >/dev/null && real_controller_start "$RD" && real_s3_start "$RD"
-tap_ok $? "real API server, KServe imitation and S3 server up ($((SECONDS - t0)) s)"
-real_connect $DB
-real_s3_connect $DB
+real_stack_up "$RD" $DB
 prometheus_start "$PD" "${REAL_CONTROLLER#http://}"
 tap_ok $? "prometheus scrapes the KServe imitation's metrics at $REAL_CONTROLLER/metrics"
 prometheus_connect $DB
