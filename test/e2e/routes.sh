@@ -44,6 +44,15 @@ wait_note() {
 	return 1
 }
 maxgen() { q $DB "SELECT coalesce(max(generation), 0) FROM mlplat.route_generations"; }
+# Generations are numbered across projects, and a project an earlier script left live may
+# publish one at any time (its endpoint vanished with that script's stand-in), so every
+# check of what gw published reads gw's own generations.
+gwgen() { q $DB "SELECT coalesce(max(generation), 0) FROM mlplat.route_generations WHERE project_id = $GW"; }
+# gw_notified N... — how many of these notification payloads are generations of gw
+gw_notified() {
+	[ $# -gt 0 ] || { echo 0; return; }
+	q $DB "SELECT count(*) FROM mlplat.route_generations WHERE project_id = $GW AND generation IN ($(echo "$@" | tr ' ' ','))"
+}
 # the project's routes of its newest generation: "model/deployment@revision=endpoint ..."
 gw_routes() {
 	q $DB "SELECT coalesce(string_agg(model || '/' || deployment || '@' || revision || '=' || endpoint, ' ' ORDER BY model, deployment), '')
@@ -64,32 +73,39 @@ done
 listener_start
 BASE=$(maxgen)
 
-# --- deploy -> READY: generation BASE+1, and the listener is told that number
+# --- deploy -> READY: one new generation of gw (G1), and the listener is told that number
 q $DB "SELECT mlplat.deploy('gw', 'iris', 'iris', '1', 'kserve-sklearnserver')" >/dev/null
 wait_for $DB "SELECT status FROM mlplat.deployments WHERE project_id = $GW AND name = 'iris'" READY 20
 tap_ok $? "iris converges to READY"
-wait_note $((BASE + 1)) 5
-tap_ok $? "LISTEN mlplat_routes is told generation $((BASE + 1))"
-tap_is "$(gw_routes $((BASE + 1)))" "iris/iris@1=http://iris.mlp-gw.example.com" "generation $((BASE + 1)) routes iris to its endpoint and revision"
+G1=$(gwgen)
+tap_is "$(q $DB "SELECT count(*) FROM mlplat.route_generations WHERE project_id = $GW AND generation > $BASE")/$((G1 > BASE))" 1/1 \
+	"READY published exactly one generation of gw ($G1, after $BASE)"
+wait_note "$G1" 5
+tap_ok $? "LISTEN mlplat_routes is told generation $G1"
+tap_is "$(gw_routes "$G1")" "iris/iris@1=http://iris.mlp-gw.example.com" "generation $G1 routes iris to its endpoint and revision"
 tap_is "$(q $DB "SELECT string_agg(model || '=' || endpoint, ' ') FROM mlplat.routes WHERE project = 'gw'")" \
 	"iris=http://iris.mlp-gw.example.com" "mlplat.routes shows the current generation"
 
 # --- steady state: resyncs compare everything and publish nothing
-g0=$(maxgen); n0=$(notes); w0=$(writes_count)
+g0=$(gwgen); n0=$(notes); w0=$(writes_count namespace=mlp-gw)
 sleep 5   # the test cluster resyncs every 2 s
-tap_same "$g0" "$(maxgen)" "steady resyncs: no new generation ($g0)"
-tap_same "$n0" "$(notes)" "steady resyncs: no notification ('$n0')"
-tap_same "$w0" "$(writes_count)" "steady resyncs: no write at the stand-in ($w0)"
+tap_same "$g0" "$(gwgen)" "steady resyncs: no new generation of gw ($g0)"
+n1=$(notes)
+tap_same 0 "$(gw_notified ${n1#"$n0"})" "steady resyncs: no notification of a gw generation (since '$n0': '${n1#"$n0"}')"
+tap_same "$w0" "$(writes_count namespace=mlp-gw)" "steady resyncs: no write at the stand-in in gw's namespace ($w0)"
 
-# --- a second model: BASE+2 holds both
+# --- a second model: one more generation of gw (G2) holds both
 q $DB "SELECT mlplat.deploy('gw', 'wine', 'wine', '1', 'kserve-sklearnserver')" >/dev/null
 wait_for $DB "SELECT status FROM mlplat.deployments WHERE project_id = $GW AND name = 'wine'" READY 20
 tap_ok $? "wine converges to READY"
-wait_note $((BASE + 2)) 5
-tap_ok $? "the listener is told generation $((BASE + 2))"
-tap_is "$(gw_routes $((BASE + 2)))" "iris/iris@1=http://iris.mlp-gw.example.com wine/wine@1=http://wine.mlp-gw.example.com" \
-	"generation $((BASE + 2)) routes both models"
-tap_is "$(gw_routes $((BASE + 1)))" "iris/iris@1=http://iris.mlp-gw.example.com" "generation $((BASE + 1)) is unchanged (immutable)"
+G2=$(gwgen)
+tap_is "$(q $DB "SELECT count(*) FROM mlplat.route_generations WHERE project_id = $GW AND generation > $G1")/$((G2 > G1))" 1/1 \
+	"the second READY published exactly one more generation of gw ($G2)"
+wait_note "$G2" 5
+tap_ok $? "the listener is told generation $G2"
+tap_is "$(gw_routes "$G2")" "iris/iris@1=http://iris.mlp-gw.example.com wine/wine@1=http://wine.mlp-gw.example.com" \
+	"generation $G2 routes both models"
+tap_is "$(gw_routes "$G1")" "iris/iris@1=http://iris.mlp-gw.example.com" "generation $G1 is unchanged (immutable)"
 
 # --- forged notifications (issue 18, finding 6): any login may NOTIFY mlplat_routes, so the
 #     payload is a wake-up hint and route_table() the only truth.  gateway_note is the gateway
@@ -112,18 +128,19 @@ gateway_load
 served=$GW_TABLE; last=$GW_LAST; loads=$GW_LOADS
 q $DB "DO \$\$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'gw_forger') THEN CREATE ROLE gw_forger; END IF; END \$\$" >/dev/null
 FORGED_AT=$(notes | wc -w)   # the three forged payloads follow the notes so far
-for forged in $((BASE + 1)) "$last" 999999999; do
+for forged in "$G1" "$last" 999999999; do
 	q $DB "SET ROLE gw_forger; NOTIFY mlplat_routes, '$forged'" >/dev/null
 done
 wait_note 999999999 5
 tap_ok $? "a login without any right can NOTIFY mlplat_routes (the listener got '$(notes)')"
-tap_is "$(gw_routes $((BASE + 1)))" "iris/iris@1=http://iris.mlp-gw.example.com" \
-	"the old protocol (route_table(payload)) would serve generation $((BASE + 1)) again: wine gone"
+tap_is "$(gw_routes "$G1")" "iris/iris@1=http://iris.mlp-gw.example.com" \
+	"the old protocol (route_table(payload)) would serve generation $G1 again: wine gone"
 for n in $(notes); do gateway_note "$n"; done
 tap_is "$GW_TABLE" "$served" "the gateway still serves the current table after the forged numbers ($GW_TABLE)"
 tap_is "$GW_LAST/$((GW_LOADS - loads))" "$last/1" \
 	"numbers at or below its last generation were ignored; the forged 999999999 cost one reload and did not become its last generation"
-tap_same "$last" "$(maxgen)" "a forged number is no generation: route_generations is unchanged"
+tap_same "$G2/0" "$(gwgen)/$(q $DB "SELECT count(*) FROM mlplat.route_generations WHERE generation = 999999999")" \
+	"a forged number is no generation: gw's are unchanged and there is no generation 999999999"
 
 # --- drift policy report: DRIFTED with the paths, never re-applied
 q $DB "SELECT mlplat.set_drift_policy('gw', 'iris', 'report')" >/dev/null
@@ -144,7 +161,7 @@ tap_is "$(admin GET "requests?since=$seq0&write=true&name=iris" | python3 -c 'im
 	"report: the stand-in saw no write to iris"
 tap_is "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND action = 'REPAIR' AND entity_id = (SELECT id FROM mlplat.deployments WHERE project_id = $GW AND name = 'iris')")" 0 \
 	"report: the ledger shows no repair"
-tap_is "$(maxgen)" $((BASE + 2)) "a drifted endpoint keeps its route: no new generation"
+tap_is "$(gwgen)" "$G2" "a drifted endpoint keeps its route: no new generation of gw"
 q $DB "SELECT status_reason FROM mlplat.deployments WHERE project_id = $GW AND name = 'iris'" | sed 's/^/# reason: /'
 
 # --- back to repair: repaired at once (not at the next resync), same revision
@@ -160,7 +177,7 @@ tap_is "$(kube GET /apis/serving.kserve.io/v1beta1/namespaces/mlp-gw/inferencese
 	"repair: the cluster object is back to minReplicas 1"
 
 # --- KServe takes readiness away (the model fails to load) and gives it back
-g1=$(maxgen)
+g1=$(gwgen)
 admin POST kserve/storage '{"uri":"s3://models/wine/1","bad":true}' >/dev/null
 wait_for $DB "SELECT status FROM mlplat.deployments WHERE project_id = $GW AND name = 'wine'" FAILED 10
 tap_ok $? "wine: Ready=False -> FAILED"
@@ -169,7 +186,7 @@ tap_ok $? "wine left READY: the newest generation has no route to it"
 admin POST kserve/storage '{"uri":"s3://models/wine/1","bad":false}' >/dev/null
 wait_for $DB "SELECT status FROM mlplat.deployments WHERE project_id = $GW AND name = 'wine'" READY 10
 tap_ok $? "wine READY again"
-g2=$(maxgen)
+g2=$(gwgen)
 wait_note "$g2" 5
 tap_ok $? "the listener is told generation $g2"
 tap_is "$(gw_routes "$g2")" "iris/iris@1=http://iris.mlp-gw.example.com wine/wine@1=http://wine.mlp-gw.example.com" "generation $g2 routes wine again"
@@ -180,13 +197,15 @@ tap_ok $? "leaving READY and coming back made at least two generations ($g1 -> $
 admin PUT config '{"readyDelayMs": 2500}' >/dev/null
 q $DB "SELECT mlplat.deploy('gw', 'iris', 'iris', '1', 'kserve-sklearnserver', 0, 1, 2)" >/dev/null
 sleep 1
-tap_is "$(q $DB "SELECT status || '/' || desired_revision FROM mlplat.deployments WHERE project_id = $GW AND name = 'iris'")/$(maxgen)" \
-	"DEPLOYING/2/$g2" "redeploy: DEPLOYING revision 2, and no generation was published"
+tap_is "$(q $DB "SELECT status || '/' || desired_revision FROM mlplat.deployments WHERE project_id = $GW AND name = 'iris'")/$(gwgen)" \
+	"DEPLOYING/2/$g2" "redeploy: DEPLOYING revision 2, and no generation of gw was published"
 tap_is "$(q $DB "SELECT string_agg(deployment || '@' || revision, ' ') FROM mlplat.routes WHERE project = 'gw' AND model = 'iris'")" \
 	"iris@1" "redeploy: the route stays on revision 1 while revision 2 is not ready"
 wait_for $DB "SELECT status FROM mlplat.deployments WHERE project_id = $GW AND name = 'iris'" READY 15
 tap_ok $? "redeploy: revision 2 READY"
-g2=$((g2 + 1))
+wait_for $DB "SELECT count(*) FROM mlplat.route_generations WHERE project_id = $GW AND generation > $g2" 1 5
+tap_ok $? "redeploy: READY on revision 2 published one generation of gw"
+g2=$(gwgen)
 wait_note "$g2" 5
 tap_ok $? "redeploy: the listener is told generation $g2"
 tap_is "$(gw_routes "$g2")" "iris/iris@2=http://iris.mlp-gw.example.com wine/wine@1=http://wine.mlp-gw.example.com" \
@@ -195,7 +214,9 @@ admin PUT config '{"readyDelayMs": 300}' >/dev/null
 
 # --- undeploy: the route goes with the intent (the endpoint must not take new traffic)
 q $DB "SELECT mlplat.undeploy('gw', 'wine')" >/dev/null
-g3=$((g2 + 1))
+wait_for $DB "SELECT count(*) FROM mlplat.route_generations WHERE project_id = $GW AND generation > $g2" 1 5
+tap_ok $? "undeploy published one generation of gw"
+g3=$(gwgen)
 wait_note "$g3" 5
 tap_ok $? "undeploy: the listener is told generation $g3"
 tap_is "$(gw_routes "$g3")" "iris/iris@2=http://iris.mlp-gw.example.com" "generation $g3 routes iris only"
@@ -210,7 +231,7 @@ tap_same "$(q $DB "SELECT string_agg(generation::text, ' ' ORDER BY generation) 
 q $DB "ALTER SYSTEM SET mlplat.deploy_deadline = '3s'" >/dev/null
 q $DB "SELECT pg_reload_conf()" >/dev/null
 admin PUT config '{"readyDelayMs": 600000}' >/dev/null
-gd=$(maxgen)
+gd=$(gwgen)
 t0=$(date +%s%N)
 q $DB "SELECT mlplat.deploy('gw', 'slow', 'wine', '1', 'kserve-sklearnserver')" >/dev/null
 sleep 1.5
@@ -254,7 +275,7 @@ ms=$((($(date +%s%N) - t0) / 1000000))
 tap_ok $? "set_deploy_deadline: FAILED at the deployment's own 2 s deadline ($ms ms), not the 10 min setting"
 tap_is "$(q $DB "SELECT status_reason FROM mlplat.deployments WHERE project_id = $GW AND name = 'slow'")" \
 	"revision 3 was not READY within the deploy deadline of 2 s (set_deploy_deadline)" "the reason names the deployment's deadline"
-tap_same "$gd" "$(maxgen)" "a deployment that never became ready never got a route"
+tap_same "$gd" "$(gwgen)" "a deployment that never became ready never got a route"
 admin PUT config '{"readyDelayMs": 300}' >/dev/null
 
 # leave nothing live for the scripts that run after this one against their own stand-in
@@ -271,6 +292,6 @@ tap_ok $? "project gw is deleted once its deployments are gone"
 # (an empty answer is the expected one here, so the query must be seen to succeed)
 last=$(gw_routes "")
 rc=$?
-[ "$rc" = 0 ] && [ -z "$last" ] && [ "$(maxgen)" -gt "$gd" ] 2>/dev/null
+[ "$rc" = 0 ] && [ -z "$last" ] && [ "$(gwgen)" -gt "$gd" ] 2>/dev/null
 tap_ok $? "its last generation (after $gd) routes nothing (query exit $rc, routes '$last')"
 tap_done
