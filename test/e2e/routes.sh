@@ -161,7 +161,7 @@ tap_is "$(admin GET "requests?since=$seq0&write=true&name=iris" | python3 -c 'im
 	"report: the stand-in saw no write to iris"
 tap_is "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND action = 'REPAIR' AND entity_id = (SELECT id FROM mlplat.deployments WHERE project_id = $GW AND name = 'iris')")" 0 \
 	"report: the ledger shows no repair"
-tap_is "$(gwgen)" "$G2" "a drifted endpoint keeps its route: no new generation of gw"
+tap_same "$G2" "$(gwgen)" "a drifted endpoint keeps its route: no new generation of gw"
 q $DB "SELECT status_reason FROM mlplat.deployments WHERE project_id = $GW AND name = 'iris'" | sed 's/^/# reason: /'
 
 # --- back to repair: repaired at once (not at the next resync), same revision
