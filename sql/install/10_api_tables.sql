@@ -5,6 +5,25 @@
 --   row_version (bumped by every write; compare-and-swap compares it), next_attempt_at,
 --   attempts, last_error, traceparent, observed, observed_at, epoch, created_at, updated_at.
 
+-- The bookkeeping columns of every reconciled entity (row_version .. updated_at above), written
+-- once: each entity's table copies them with LIKE ... INCLUDING DEFAULTS after its own
+-- generation, observed_generation, status and status_reason, so a new kind gets them in one
+-- line and no two kinds can drift apart in a type or a default the claim and write-back code
+-- relies on.  It holds no rows and grants nothing; LIKE copies names, types, NOT NULL and
+-- defaults, so the tables do not depend on it.
+CREATE TABLE mlplat._reconciled_columns (
+  row_version     bigint NOT NULL DEFAULT 1,
+  next_attempt_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+  attempts        int NOT NULL DEFAULT 0,
+  last_error      text,
+  traceparent     text,
+  observed        jsonb,
+  observed_at     timestamptz,
+  epoch           bigint,
+  created_at      timestamptz NOT NULL DEFAULT pg_catalog.now(),
+  updated_at      timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+
 -- Refuses changes to append-only tables (audit events, deployment revisions), except the
 -- DELETE of a row past retention (mlplat._purgeable, 80_retention): history of a living
 -- entity stays, even for the owner.
@@ -31,16 +50,7 @@ CREATE TABLE mlplat.projects (
   status              text NOT NULL DEFAULT 'PROVISIONING'
                       CHECK (status IN ('PROVISIONING', 'READY', 'FAILED', 'DELETING', 'DELETED')),
   status_reason       text,
-  row_version         bigint NOT NULL DEFAULT 1,
-  next_attempt_at     timestamptz NOT NULL DEFAULT pg_catalog.now(),
-  attempts            int NOT NULL DEFAULT 0,
-  last_error          text,
-  traceparent         text,
-  observed            jsonb,
-  observed_at         timestamptz,
-  epoch               bigint,
-  created_at          timestamptz NOT NULL DEFAULT pg_catalog.now(),
-  updated_at          timestamptz NOT NULL DEFAULT pg_catalog.now()
+  LIKE mlplat._reconciled_columns INCLUDING DEFAULTS
 );
 
 CREATE TABLE mlplat.members (
@@ -92,16 +102,7 @@ CREATE TABLE mlplat.model_aliases (
   observed_generation bigint NOT NULL DEFAULT 0,
   status              text NOT NULL DEFAULT 'PENDING' CHECK (status IN ('PENDING', 'SYNCED', 'FAILED')),
   status_reason       text,
-  row_version         bigint NOT NULL DEFAULT 1,
-  next_attempt_at     timestamptz NOT NULL DEFAULT pg_catalog.now(),
-  attempts            int NOT NULL DEFAULT 0,
-  last_error          text,
-  traceparent         text,
-  observed            jsonb,
-  observed_at         timestamptz,
-  epoch               bigint,
-  created_at          timestamptz NOT NULL DEFAULT pg_catalog.now(),
-  updated_at          timestamptz NOT NULL DEFAULT pg_catalog.now(),
+  LIKE mlplat._reconciled_columns INCLUDING DEFAULTS,
   UNIQUE (model_id, alias)
 );
 
@@ -121,16 +122,7 @@ CREATE TABLE mlplat.deployments (
   status              text NOT NULL DEFAULT 'PENDING'
                       CHECK (status IN ('PENDING', 'DEPLOYING', 'READY', 'FAILED', 'DRIFTED', 'DELETING', 'DELETED')),
   status_reason       text,
-  row_version         bigint NOT NULL DEFAULT 1,
-  next_attempt_at     timestamptz NOT NULL DEFAULT pg_catalog.now(),
-  attempts            int NOT NULL DEFAULT 0,
-  last_error          text,
-  traceparent         text,
-  observed            jsonb,
-  observed_at         timestamptz,
-  epoch               bigint,
-  created_at          timestamptz NOT NULL DEFAULT pg_catalog.now(),
-  updated_at          timestamptz NOT NULL DEFAULT pg_catalog.now(),
+  LIKE mlplat._reconciled_columns INCLUDING DEFAULTS,
   UNIQUE (project_id, name)
 );
 
@@ -168,16 +160,7 @@ CREATE TABLE mlplat.runs (
                       CHECK (status IN ('PENDING', 'SUBMITTED', 'RUNNING', 'SUCCEEDED', 'FAILED',
                                         'CANCEL_REQUESTED', 'CANCELLED')),
   status_reason       text,
-  row_version         bigint NOT NULL DEFAULT 1,
-  next_attempt_at     timestamptz NOT NULL DEFAULT pg_catalog.now(),
-  attempts            int NOT NULL DEFAULT 0,
-  last_error          text,
-  traceparent         text,
-  observed            jsonb,
-  observed_at         timestamptz,
-  epoch               bigint,
-  created_at          timestamptz NOT NULL DEFAULT pg_catalog.now(),
-  updated_at          timestamptz NOT NULL DEFAULT pg_catalog.now(),
+  LIKE mlplat._reconciled_columns INCLUDING DEFAULTS,
   UNIQUE (project_id, name)
 );
 CREATE INDEX runs_active ON mlplat.runs (project_id)
@@ -214,16 +197,7 @@ CREATE TABLE mlplat.rollouts (
                       CHECK (status IN ('PROGRESSING', 'HOLDING', 'AT_CEILING', 'PROMOTED',
                                         'ROLLING_BACK', 'ROLLED_BACK', 'ABORTED', 'FAILED')),
   status_reason       text,
-  row_version         bigint NOT NULL DEFAULT 1,
-  next_attempt_at     timestamptz NOT NULL DEFAULT pg_catalog.now(),
-  attempts            int NOT NULL DEFAULT 0,
-  last_error          text,
-  traceparent         text,
-  observed            jsonb,
-  observed_at         timestamptz,
-  epoch               bigint,
-  created_at          timestamptz NOT NULL DEFAULT pg_catalog.now(),
-  updated_at          timestamptz NOT NULL DEFAULT pg_catalog.now()
+  LIKE mlplat._reconciled_columns INCLUDING DEFAULTS
 );
 -- At most one active rollout per deployment.
 CREATE UNIQUE INDEX rollouts_one_active ON mlplat.rollouts (deployment_id)

@@ -141,7 +141,6 @@ CREATE TABLE mlplat.lab_runs (
   max_attempts           int NOT NULL CHECK (max_attempts BETWEEN 1 AND 3),
   queue_deadline_at      timestamptz NOT NULL,
   run_deadline_at        timestamptz NOT NULL,
-  created_at             timestamptz NOT NULL DEFAULT pg_catalog.now(),
   -- lifecycle (API: CANCEL_REQUESTED; everything else: the lab_runs reconciler)
   status                 text NOT NULL DEFAULT 'QUEUED'
                          CHECK (status IN ('QUEUED', 'DISPATCHED', 'RUNNING', 'RETRY_WAIT', 'SUCCEEDED',
@@ -165,15 +164,7 @@ CREATE TABLE mlplat.lab_runs (
   purged_at              timestamptz,
   generation             bigint NOT NULL DEFAULT 1,
   observed_generation    bigint NOT NULL DEFAULT 0,
-  row_version            bigint NOT NULL DEFAULT 1,
-  next_attempt_at        timestamptz NOT NULL DEFAULT pg_catalog.now(),
-  attempts               int NOT NULL DEFAULT 0,
-  last_error             text,
-  traceparent            text,
-  observed               jsonb,
-  observed_at            timestamptz,
-  epoch                  bigint,
-  updated_at             timestamptz NOT NULL DEFAULT pg_catalog.now(),
+  LIKE mlplat._reconciled_columns INCLUDING DEFAULTS,   -- row_version .. updated_at, created_at among them
   CHECK ((purpose = 'run') = (approval_id IS NOT NULL))
 );
 CREATE UNIQUE INDEX lab_runs_idempotency ON mlplat.lab_runs (project_id, actor, purpose, idempotency_key);
