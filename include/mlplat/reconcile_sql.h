@@ -6,6 +6,7 @@
 
 #include "postgres.h"
 
+#include "nodes/pg_list.h"
 #include "utils/array.h"
 
 /*
@@ -26,6 +27,16 @@ extern int32 mlplat_sql_int4(const char *sql, int nargs, Oid *types, Datum *valu
 
 /* The same for a text, palloc'd in the caller's context (NULL when NULL). */
 extern char *mlplat_sql_text(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls);
+
+/*
+ * Run a statement that answers one text column, any number of rows (SELECT
+ * name FROM ...), and return its values as a List of strings (NULLs left
+ * out).  The List and its strings are palloc'd in the caller's context, not
+ * SPI's: a list built in SPI's memory is freed by SPI_finish, and a pass that
+ * read it after its claim's commit read freed memory.  Shape and type are
+ * checked like mlplat_sql_scalar's; the plan is kept the same way.
+ */
+extern List *mlplat_sql_text_list(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls);
 
 /*
  * Run a statement with SPI (transaction open) and return SPI's result code;

@@ -557,26 +557,11 @@ claim(MlplatPass *pass, const char *nodes, List **out, char **instance, List **l
 	 */
 	if (pass->resync)
 	{
-		if (SPI_connect() != SPI_OK_CONNECT)
-			elog(ERROR, "mlplat: SPI_connect failed");
-		if (SPI_execute("SELECT mlplat._project_namespace(p.name) FROM mlplat.projects p "
-						"WHERE p.status IN ('PROVISIONING', 'READY', 'FAILED') ORDER BY 1",
-						true, 0) != SPI_OK_SELECT)
-			elog(ERROR, "mlplat: the lab namespaces could not be read");
-		for (uint64 i = 0; i < SPI_processed; i++)
-		{
-			char *ns = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
-			MemoryContext spi_cxt;
-
-			if (ns == NULL)
-				continue;
-			/* the List too, not only its strings: SPI_finish frees what SPI's context holds */
-			spi_cxt = MemoryContextSwitchTo(pass_cxt);
-			*lab_namespaces = lappend(*lab_namespaces, pstrdup(ns));
-			MemoryContextSwitchTo(spi_cxt);
-		}
-		SPI_finish();
+		/* in the pass context: list_secrets reads the list after this commit */
 		MemoryContextSwitchTo(pass_cxt);
+		*lab_namespaces = mlplat_sql_text_list("SELECT mlplat._project_namespace(p.name) FROM mlplat.projects p "
+											   "WHERE p.status IN ('PROVISIONING', 'READY', 'FAILED') ORDER BY 1",
+											   0, NULL, NULL, NULL);
 	}
 	mlplat_txn_commit();
 	MemoryContextSwitchTo(pass_cxt);

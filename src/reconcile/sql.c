@@ -113,6 +113,33 @@ mlplat_sql_text(const char *sql, int nargs, Oid *types, Datum *values, const cha
 	return v;
 }
 
+List *
+mlplat_sql_text_list(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls)
+{
+	MemoryContext caller = CurrentMemoryContext;
+	List *out = NIL;
+	TupleDesc td;
+	MemoryContext old;
+
+	if (SPI_execute_plan(kept_plan(sql, nargs, types), values, nulls, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "mlplat: \"%s\" failed", sql);
+	td = SPI_tuptable->tupdesc;
+	if (td->natts != 1 || SPI_gettypeid(td, 1) != TEXTOID)
+		elog(ERROR, "mlplat: \"%s\" must answer one column of type text, not %d columns (the first of type %s)", sql,
+			 td->natts, format_type_be(SPI_gettypeid(td, 1)));
+	old = MemoryContextSwitchTo(caller);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		bool isnull;
+		Datum d = SPI_getbinval(SPI_tuptable->vals[i], td, 1, &isnull);
+
+		if (!isnull)
+			out = lappend(out, TextDatumGetCString(d));
+	}
+	MemoryContextSwitchTo(old);
+	return out;
+}
+
 char *
 mlplat_instance_id(void)
 {
