@@ -65,9 +65,29 @@ SELECT (SELECT id FROM mlplat.model_versions WHERE artifact_uri = 's3://lab/llm/
        NULL::bigint AS appr, NULL::bigint AS appr2;
 GRANT SELECT ON ids TO PUBLIC;
 
--- probe evidence (until probes run through the API in this suite: what a probe LabRun records)
-INSERT INTO mlplat.lab_probes (project_id, artifact_sha256, runtime_profile_id, node_id, status, completed_at)
-SELECT (SELECT id FROM mlplat.projects WHERE name = 'labp'), sha, prof, node, 'PASSED', now() - interval '1 hour' FROM ids;
+-- probe evidence through the API (acceptance 15: never inserted by hand).  A probe ends the way
+-- the lab_runs reconciler ends it, with no worker here: its claim dispatches the probe (lease,
+-- DISPATCHED), the write-back records what its Job did (COMPLETED with an output: PASSED;
+-- FAILED: FAILED), and the next pass sees the Job gone (lease released).  Returns the probes'
+-- statuses.
+CREATE FUNCTION pg_temp.probes_end(p_event text) RETURNS SETOF text LANGUAGE plpgsql AS $$
+DECLARE
+  r mlplat.lab_runs;
+BEGIN
+  PERFORM 1 FROM mlplat._lab_runs_claim(1, 'regress', 'lab-bucket');
+  FOR r IN SELECT * FROM mlplat.lab_runs x WHERE x.purpose = 'probe' AND x.status = 'DISPATCHED' ORDER BY x.id LOOP
+    PERFORM mlplat._lab_runs_observed(r.id, r.row_version, 1, 'regress', p_event, '{}', convert_to('{"ok": true}', 'UTF8'));
+    PERFORM mlplat._lab_runs_job_gone(x.id, x.row_version, 1, 'regress', '{"job": "absent"}')
+    FROM mlplat.lab_runs x WHERE x.id = r.id;
+    RETURN NEXT (SELECT pb.status || ' ' || (pb.completed_at IS NOT NULL) FROM mlplat.lab_probes pb WHERE pb.lab_run_id = r.id);
+  END LOOP;
+END $$;
+SET ROLE regress_lab_deployer;
+SELECT :acc FROM mlplat.start_lab_probe('labp', (SELECT cand FROM ids), repeat('a', 64), (SELECT prof FROM ids),
+  (SELECT node FROM ids), 'probe-0');
+RESET ROLE;
+SELECT pg_temp.probes_end('COMPLETED') AS fixture_probe;
+SELECT count(*) AS leases FROM mlplat.lab_leases;
 
 -- approvals: owners only (no admin bypass); ids must exist; artifact must be the candidate's
 SET ROLE regress_lab_deployer;
@@ -191,16 +211,29 @@ BEGIN; UPDATE mlplat.lab_nodes SET observed_accelerator = 'nvidia-h100' WHERE na
 SET LOCAL ROLE regress_lab_dev; SELECT pg_temp.blk() AS node_accelerator_mismatch; ROLLBACK;
 BEGIN; UPDATE mlplat.lab_nodes SET observed_gpus = 1 WHERE name = 'gpu-1';
 SET LOCAL ROLE regress_lab_dev; SELECT pg_temp.blk() AS node_insufficient_gpus; ROLLBACK;
-BEGIN; DELETE FROM mlplat.lab_probes;
-SET LOCAL ROLE regress_lab_dev; SELECT pg_temp.blk() AS probe_missing; ROLLBACK;
-BEGIN; UPDATE mlplat.lab_probes SET status = 'RUNNING', completed_at = NULL;
-SET LOCAL ROLE regress_lab_dev; SELECT pg_temp.blk() AS probe_running; ROLLBACK;
-BEGIN; UPDATE mlplat.lab_probes SET status = 'FAILED';
+-- probes, all through the API: gpu-2 (with its own approval) has none yet; a probe started there
+-- runs; a newer probe of the fixture's node that fails is the latest evidence
+SET ROLE regress_lab_dev;
+SELECT pg_temp.blk(p_node => (SELECT node2 FROM ids), p_appr => (SELECT appr2 FROM ids)) AS probe_missing;
+RESET ROLE;
+BEGIN; SET LOCAL ROLE regress_lab_deployer;
+SELECT :acc FROM mlplat.start_lab_probe('labp', (SELECT cand FROM ids), repeat('a', 64), (SELECT prof FROM ids),
+  (SELECT node2 FROM ids), 'probe-running');
+SET LOCAL ROLE regress_lab_dev;
+SELECT pg_temp.blk(p_node => (SELECT node2 FROM ids), p_appr => (SELECT appr2 FROM ids)) AS probe_running; ROLLBACK;
+BEGIN; SET LOCAL ROLE regress_lab_deployer;
+SELECT :acc FROM mlplat.start_lab_probe('labp', (SELECT cand FROM ids), repeat('a', 64), (SELECT prof FROM ids),
+  (SELECT node FROM ids), 'probe-failed');
+RESET ROLE; SELECT pg_temp.probes_end('FAILED') AS probe;
 SET LOCAL ROLE regress_lab_dev; SELECT pg_temp.blk() AS probe_failed; ROLLBACK;
-BEGIN; UPDATE mlplat.lab_probes SET completed_at = now() - interval '25 hours';
+-- stale: the setting lowered below the fixture probe's age (at least 1 s, its minimum), not its
+-- completed_at moved
+SELECT pg_sleep(greatest(0, 1.1 - extract(epoch FROM clock_timestamp() - completed_at)::float8)) AS waited
+FROM mlplat.lab_probes WHERE lab_run_id = (SELECT min(id) FROM mlplat.lab_runs);
+BEGIN; SET LOCAL mlplat.lab_probe_max_age = '1s';
 SET LOCAL ROLE regress_lab_dev; SELECT pg_temp.blk() AS probe_stale;
-RESET ROLE; SET LOCAL mlplat.lab_probe_max_age = '2d';
-SET LOCAL ROLE regress_lab_dev; SELECT pg_temp.blk() AS probe_fresh_within_2d; ROLLBACK;
+RESET ROLE; SET LOCAL mlplat.lab_probe_max_age = '1h';
+SET LOCAL ROLE regress_lab_dev; SELECT pg_temp.blk() AS probe_fresh_within_1h; ROLLBACK;
 BEGIN; SET LOCAL ROLE regress_lab_owner; SELECT :acc FROM mlplat.revoke_lab_approval('labp', (SELECT appr FROM ids));
 SELECT :acc FROM mlplat.revoke_lab_approval('labp', (SELECT appr FROM ids));
 SET LOCAL ROLE regress_lab_dev; SELECT pg_temp.blk() AS approval_revoked; ROLLBACK;
@@ -211,7 +244,7 @@ BEGIN; SET LOCAL session_replication_role = replica;
 UPDATE mlplat.lab_approvals SET expires_at = now() - interval '1 second' WHERE id = (SELECT appr FROM ids);
 SET LOCAL session_replication_role = origin;
 SET LOCAL ROLE regress_lab_dev; SELECT pg_temp.blk() AS approval_expired;
-RESET ROLE; UPDATE mlplat.lab_probes SET completed_at = now() - interval '25 hours';
+RESET ROLE; SET LOCAL mlplat.lab_probe_max_age = '1s';
 SET LOCAL ROLE regress_lab_dev; SELECT pg_temp.blk() AS two_sorted; ROLLBACK;
 
 -- 5. who may preflight: developers and up, by their own membership only
@@ -338,7 +371,7 @@ SELECT :acc FROM pg_temp.start('run-1', '[{"prompt": "Say bye.", "max_tokens": 1
 SELECT lab_run_id IS NOT NULL AS has_id, purpose, status, in_flight, attempt, max_attempts, gpus, input_count, input_bytes,
        approval_id = (SELECT appr FROM ids) AS bound_approval, node_name, family, cancel_acknowledged_at,
        queue_deadline_at - created_at AS queue_budget, run_deadline_at - created_at AS run_budget
-FROM mlplat.lab_run_status;
+FROM mlplat.lab_run_status WHERE purpose = 'run';
 SELECT runs_used FROM mlplat.lab_approval_status WHERE approval_id = (SELECT appr FROM ids);
 SELECT project, gpus_in_use FROM mlplat.project_status WHERE project = 'labp';
 -- the Job: explicit node, no retries by Kubernetes, the execution budget, no input content
@@ -359,8 +392,8 @@ SET ROLE regress_lab_viewer;
 SELECT status FROM mlplat.lab_run_result('labp', (SELECT max(id) FROM mlplat.lab_runs));
 RESET ROLE;
 -- content only in the payload table; the audit, transitions and views carry ids and digests
-SELECT convert_from(content, 'UTF8') AS input, sha256 = (SELECT input_digest FROM mlplat.lab_runs) AS digest_ok
-FROM mlplat.lab_run_payloads;
+SELECT convert_from(content, 'UTF8') AS input, sha256 = (SELECT input_digest FROM mlplat.lab_runs WHERE purpose = 'run') AS digest_ok
+FROM mlplat.lab_run_payloads WHERE direction = 'input';
 SELECT action, actor, strpos(detail::text, 'Say hi') = 0 AS no_content, detail ? 'input_digest' AS has_digest
 FROM mlplat.audit_events WHERE action = 'start_lab_run';
 -- provenance is immutable, for superusers too; lifecycle columns are not
@@ -377,7 +410,7 @@ SELECT :acc FROM mlplat.revoke_lab_approval('labp', (SELECT appr FROM ids));
 SET LOCAL ROLE regress_lab_dev;
 SELECT :acc FROM pg_temp.start('run-2');
 ROLLBACK;
-SELECT count(*) AS lab_runs FROM mlplat.lab_runs;
+SELECT count(*) AS lab_runs FROM mlplat.lab_runs WHERE purpose = 'run';
 -- the GPU quota counts lab runs: quota 3, one run holds 2, the next needs 2
 SELECT :acc FROM mlplat.set_project_quota('labp', 3);
 SET ROLE regress_lab_dev;
@@ -392,9 +425,10 @@ SET ROLE regress_lab_dev;
 SELECT :acc FROM mlplat.cancel_lab_run('labp', (SELECT max(id) FROM mlplat.lab_runs));
 SELECT :acc FROM mlplat.cancel_lab_run('labp', (SELECT max(id) FROM mlplat.lab_runs));
 SELECT status, cancel_requested_by, cancel_requested_at IS NOT NULL AS requested, cancel_acknowledged_at,
-       in_flight FROM mlplat.lab_run_status;
+       in_flight FROM mlplat.lab_run_status WHERE purpose = 'run';
 SELECT project, gpus_in_use FROM mlplat.project_status WHERE project = 'labp';
-SELECT seq, attempt, from_status, to_status, actor FROM mlplat.lab_run_transitions ORDER BY seq;
+SELECT seq, attempt, from_status, to_status, actor FROM mlplat.lab_run_transitions
+WHERE lab_run_id IN (SELECT id FROM mlplat.lab_runs WHERE purpose = 'run') ORDER BY seq;
 SELECT :acc FROM mlplat.cancel_lab_run('labp', 999999999);
 RESET ROLE;
 BEGIN; UPDATE mlplat.lab_runs SET status = 'SUCCEEDED';
@@ -428,8 +462,8 @@ SELECT status, completed_at FROM mlplat.lab_probes WHERE node_id = (SELECT node2
 SET ROLE regress_lab_dev;
 SELECT pg_temp.blk(p_node => (SELECT node2 FROM ids), p_appr => (SELECT appr2 FROM ids)) AS probe_running;
 RESET ROLE;
-SELECT count(*) AS probe_payloads FROM mlplat.lab_run_payloads p JOIN mlplat.lab_runs r ON r.id = p.lab_run_id
-WHERE r.purpose = 'probe';
+SELECT count(*) AS probe_inputs FROM mlplat.lab_run_payloads p JOIN mlplat.lab_runs r ON r.id = p.lab_run_id
+WHERE r.purpose = 'probe' AND p.direction = 'input';
 
 -- ---------------------------------------------------------------- the lab_runs claim (database half)
 -- the runs a claim dispatched now (the claim returns every run in flight: mlplat.lab_run_claim)
@@ -554,7 +588,7 @@ SELECT :acc FROM mlplat.cancel_lab_run('labp', (SELECT max(id) FROM mlplat.lab_r
 RESET ROLE;
 SELECT alert, kind, entity FROM mlplat.alerts WHERE kind = 'lab_runs' ORDER BY 1;
 UPDATE mlplat.lab_runs SET cancel_requested_at = now() - interval '6 minutes' WHERE status = 'CANCEL_REQUESTED';
-UPDATE mlplat.lab_runs SET status = 'FAILED', finished_at = now() - interval '6 minutes' WHERE purpose = 'probe';
+UPDATE mlplat.lab_runs SET status = 'FAILED', finished_at = now() - interval '6 minutes' WHERE purpose = 'probe' AND node_name = 'gpu-2';
 UPDATE mlplat.lab_nodes SET observed_at = now() - interval '2 minutes' WHERE name = 'gpu-2';
 SELECT alert, severity, project, entity, detail FROM mlplat.alerts WHERE kind = 'lab_runs' ORDER BY 1;
 SET LOCAL mlplat.lab_cancel_alert_after = '10min';
@@ -644,8 +678,8 @@ SELECT mlplat._lab_runs_observed(r.id, r.row_version, 1, 'regress', 'DEADLINE', 
 FROM mlplat.lab_runs r WHERE r.status = 'DISPATCHED' AND r.purpose = 'run';
 SELECT status, reason_code FROM mlplat.lab_run_status WHERE purpose = 'run' AND status = 'FAILED' AND reason_code = 'EXECUTION_DEADLINE_EXCEEDED';
 SELECT mlplat._lab_runs_observed(r.id, r.row_version, 1, 'regress', 'COMPLETED', '{}', convert_to('{"ok": true}', 'UTF8')) AS probe_done
-FROM mlplat.lab_runs r WHERE r.purpose = 'probe';
-SELECT status, completed_at IS NOT NULL AS completed FROM mlplat.lab_probes WHERE lab_run_id IS NOT NULL;
+FROM mlplat.lab_runs r WHERE r.purpose = 'probe' AND r.node_name = 'gpu-2';
+SELECT status, completed_at IS NOT NULL AS completed FROM mlplat.lab_probes WHERE node_id = (SELECT node2 FROM ids);
 ROLLBACK;
 -- an output above max_output_bytes, or none, fails the run
 BEGIN;

@@ -158,6 +158,8 @@ SELECT pid, x.purpose, 'ret', 'ret', x.k, 'd', mv, mv, 's3://b/ret/1', x.sha, pr
        x (k, purpose, status, sha, t);
 INSERT INTO mlplat.lab_run_transitions (lab_run_id, project_id, seq, attempt, to_status, at)
 SELECT r.id, r.project_id, 1, 1, 'QUEUED', r.created_at FROM mlplat.lab_runs r JOIN ret_ids ON r.project_id = pid;
+-- the one place probes are written by hand (every other test makes them with start_lab_probe):
+-- retention needs probes that completed 400 and 500 days ago, an age the API cannot give
 INSERT INTO mlplat.lab_probes (project_id, artifact_sha256, runtime_profile_id, node_id, lab_run_id, status, completed_at, created_at)
 SELECT r.project_id, r.artifact_sha256, r.runtime_profile_id, r.node_id, r.id, 'PASSED', r.finished_at, r.created_at
   FROM mlplat.lab_runs r JOIN ret_ids ON r.project_id = pid WHERE r.purpose = 'probe';

@@ -39,6 +39,11 @@ PSQL=("$BIN/psql" -X -q -v ON_ERROR_STOP=1 -d postgres)
 
 # One project, one candidate and profile; 1,000 nodes (observed ahead of time, so they stay
 # fresh for the whole run), 5 probes per node, one approval per node.  Node i has approval i.
+# The probes are made with start_lab_probe() and ended the way the lab_runs reconciler ends
+# them (claim, Job write-back, Job gone), never inserted by hand: round k starts one probe per
+# node (the claim dispatches one run per free node), rounds 1-4 fail, round 5 passes (the
+# latest evidence), round 6 passes the CPU-only profile's.
+SETUP_T0=$SECONDS
 "${PSQL[@]}" -o /dev/null <<'SQL'
 CREATE EXTENSION mlplat;
 CREATE ROLE bench_dev LOGIN;
@@ -59,13 +64,26 @@ RESET ROLE;
 SELECT mlplat.register_lab_node('node-' || i, 'a100', 8) FROM generate_series(1, 1000) i;
 UPDATE mlplat.lab_nodes SET observed_ready = true, observed_unschedulable = false, observed_gpus = 8,
        observed_accelerator = 'a100', observed_at = now() + interval '1 day';
-INSERT INTO mlplat.lab_probes (project_id, artifact_sha256, runtime_profile_id, node_id, status, completed_at)
-SELECT (SELECT id FROM mlplat.projects), repeat('a', 64), (SELECT id FROM mlplat.lab_profiles WHERE name = 'p'), n.id,
-       CASE WHEN k = 5 THEN 'PASSED' ELSE 'FAILED' END, now() - make_interval(mins => 10 * (6 - k))
-FROM mlplat.lab_nodes n, generate_series(1, 5) k;
-INSERT INTO mlplat.lab_probes (project_id, artifact_sha256, runtime_profile_id, node_id, status, completed_at)
-SELECT (SELECT id FROM mlplat.projects), repeat('a', 64), (SELECT id FROM mlplat.lab_profiles WHERE name = 'p0'), n.id,
-       'PASSED', now() FROM mlplat.lab_nodes n;
+CREATE FUNCTION pg_temp.probe_round(k int, prof text, ev text) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM set_config('role', 'bench_dev', true);
+  PERFORM mlplat.start_lab_probe('bench', (SELECT id FROM mlplat.model_versions), repeat('a', 64),
+            (SELECT id FROM mlplat.lab_profiles WHERE name = prof), n.id, 'probe-' || k || '-' || n.id)
+  FROM mlplat.lab_nodes n ORDER BY n.id;
+  PERFORM set_config('role', 'none', true);
+  PERFORM 1 FROM mlplat._lab_runs_claim(1, 'bench', 'bench-bucket');
+  PERFORM mlplat._lab_runs_observed(r.id, r.row_version, 1, 'bench', ev, '{}', convert_to('{"ok": true}', 'UTF8'))
+  FROM mlplat.lab_runs r WHERE r.purpose = 'probe' AND r.status = 'DISPATCHED';
+  PERFORM mlplat._lab_runs_job_gone(r.id, r.row_version, 1, 'bench', '{"job": "absent"}')
+  FROM mlplat.lab_runs r JOIN mlplat.lab_leases l ON l.lab_run_id = r.id;
+END $$;
+-- one transaction per round: each round's probes complete later than the round before
+SELECT pg_temp.probe_round(1, 'p', 'FAILED');
+SELECT pg_temp.probe_round(2, 'p', 'FAILED');
+SELECT pg_temp.probe_round(3, 'p', 'FAILED');
+SELECT pg_temp.probe_round(4, 'p', 'FAILED');
+SELECT pg_temp.probe_round(5, 'p', 'COMPLETED');
+SELECT pg_temp.probe_round(6, 'p0', 'COMPLETED');
 SET ROLE bench_dev;
 SELECT mlplat.approve_lab('bench', (SELECT id FROM mlplat.model_versions), repeat('a', 64),
   (SELECT id FROM mlplat.lab_profiles WHERE name = 'p'), n.id, '{text_generation}', '{}', 1000, '30 days')
@@ -78,6 +96,7 @@ FROM generate_series(1, 64) i;
 RESET ROLE;
 SELECT count(*) FROM mlplat.lab_approvals;
 SQL
+echo "set-up (1,000 nodes, 6,000 probes, 2,000 approvals, 64 deployments): $((SECONDS - SETUP_T0)) s" >&2
 CAND=$("${PSQL[@]}" -At -c "SELECT id FROM mlplat.model_versions")
 PROF=$("${PSQL[@]}" -At -c "SELECT id FROM mlplat.lab_profiles WHERE name = 'p'")
 PROF0=$("${PSQL[@]}" -At -c "SELECT id FROM mlplat.lab_profiles WHERE name = 'p0'")
@@ -188,4 +207,4 @@ printf '%-44s %8s %s\n' "start_lab_run (1 GPU) / deploy() new 1-GPU" "$(r "$ST" 
 printf '%-44s %8s %s\n' "start_lab_run (CPU) / deploy() new 1-GPU" "$(r "$ST0" "$DEPN")" ">= 0.7"
 printf '%-44s %8s %s\n' "tuples written by one preflight" "$WRITES" "0"
 echo "the sampled preflight passed: $PASSED; $CLIENTS clients, median of $REPS runs of ${DURATION}s, modes interleaved; inputs as bind parameters"
-"${PSQL[@]}" -At -c "SELECT 'lab_runs=' || count(*) || ' audit(lab_preflight)=' || (SELECT count(*) FROM mlplat.audit_events WHERE action = 'lab_preflight') FROM mlplat.lab_runs"
+"${PSQL[@]}" -At -c "SELECT 'lab_runs=' || count(*) || ' audit(lab_preflight)=' || (SELECT count(*) FROM mlplat.audit_events WHERE action = 'lab_preflight') FROM mlplat.lab_runs WHERE purpose = 'run'"

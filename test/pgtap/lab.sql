@@ -1,7 +1,7 @@
 -- pgTAP: Model Lab privileges, row-level security, membership-only authorization, the
 -- no-leak validation errors and the read-only preflight (docs/lab.md).
 BEGIN;
-SELECT plan(53);
+SELECT plan(54);
 \ir lib/helpers.sql
 
 DO $$ DECLARE r text; BEGIN
@@ -43,9 +43,21 @@ BEGIN
     (SELECT node FROM lab_ids), '{text_generation}', '{}', 3, '1 day');
   RESET ROLE;
   UPDATE lab_ids SET appr = (SELECT id FROM mlplat.lab_approvals WHERE project_id = pid);
-  INSERT INTO mlplat.lab_probes (project_id, artifact_sha256, runtime_profile_id, node_id, status, completed_at)
-  SELECT pid, repeat('a', 64), prof, node, 'PASSED', now() FROM lab_ids;
+  -- probe evidence through the API (never inserted by hand), ended the way the lab_runs
+  -- reconciler ends it: its claim dispatches it, the write-back records the Job Complete with
+  -- an output (PASSED), the next pass sees the Job gone (lease released)
+  EXECUTE 'SET LOCAL ROLE tap_lab_deployer';
+  PERFORM mlplat.start_lab_probe('tlab', cand, repeat('a', 64), prof, node, 'tap-probe') FROM lab_ids;
+  RESET ROLE;
+  PERFORM 1 FROM mlplat._lab_runs_claim(1, 'tap', 'lab-bucket');
+  PERFORM mlplat._lab_runs_observed(r.id, r.row_version, 1, 'tap', 'COMPLETED', '{}', convert_to('{"ok": true}', 'UTF8'))
+  FROM mlplat.lab_runs r WHERE r.project_id = pid AND r.purpose = 'probe';
+  PERFORM mlplat._lab_runs_job_gone(r.id, r.row_version, 1, 'tap', '{"job": "absent"}')
+  FROM mlplat.lab_runs r WHERE r.project_id = pid AND r.purpose = 'probe';
 END $$;
+SELECT is((SELECT string_agg(pb.status || ' ' || (pb.completed_at IS NOT NULL) || ' ' || r.purpose, ',')
+           FROM mlplat.lab_probes pb JOIN mlplat.lab_runs r ON r.id = pb.lab_run_id JOIN lab_ids ON r.node_id = lab_ids.node),
+          'PASSED true probe', 'the fixture probe was made with start_lab_probe and passed');
 
 CREATE FUNCTION pg_temp.pf_sql(p_inputs text DEFAULT '[{"prompt": "hi", "max_tokens": 4}]') RETURNS text LANGUAGE sql AS $$
   SELECT format('SELECT mlplat.lab_preflight(%L, %s, %L, %s, %s, %s, %L, %L)', 'tlab', cand, repeat('a', 64), prof, node,
@@ -128,10 +140,10 @@ RESET ROLE;
 RESET mlplat.on_behalf_of;
 SELECT is((SELECT actor || '/' || db_role FROM mlplat.audit_events WHERE action = 'start_lab_run'),
           'tap_lab_dev/tap_lab_app', 'the impersonated start is audited with both the person and the database role');
-SELECT is((SELECT actor || '/' || db_role FROM mlplat.lab_runs), 'tap_lab_dev/tap_lab_app',
+SELECT is((SELECT actor || '/' || db_role FROM mlplat.lab_runs WHERE purpose = 'run'), 'tap_lab_dev/tap_lab_app',
           'the run''s provenance names both too');
 -- a status moves only along mlplat._lab_run_transitions() (the shared state-machine trigger)
-SELECT is(public.tap_api_try('postgres', $q$UPDATE mlplat.lab_runs SET status = 'SUCCEEDED'$q$), '23514',
+SELECT is(public.tap_api_try('postgres', $q$UPDATE mlplat.lab_runs SET status = 'SUCCEEDED' WHERE purpose = 'run'$q$), '23514',
           'lab runs: no illegal edge (QUEUED -> SUCCEEDED), for superusers too');
 
 -- ---------------------------------------------------------------- no caller content in errors

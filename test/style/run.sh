@@ -17,7 +17,10 @@
 #      depend on that pin (issue 18, finding 8);
 #   7. every test script asserts the outcome of its waits, and compares command
 #      outputs ("nothing changed") with tap_same, never tap_is
-#      (test/style/shell_checks.py).
+#      (test/style/shell_checks.py);
+#   8. probes are made through the API in the tests and benches (issue 15, acceptance 15):
+#      no INSERT, UPDATE or DELETE of mlplat.lab_probes in sql/*.sql, test/ or bench/ but
+#      one whose comment, within the three lines above it, says why it is written by hand.
 # Each check is first run on a planted bad file and must fail there, so a
 # check that can no longer fail is caught too.  Needs no cluster.
 set -u
@@ -119,6 +122,23 @@ check_bench_setup() {
 	return 0
 }
 
+# check_probe_writes FILE... — lists each hand-written lab_probes row write without a comment
+# "written by hand" (the justification) within the three lines above it
+check_probe_writes() {
+	python3 - "$@" <<'PY'
+import re, sys
+bad = 0
+for f in sys.argv[1:]:
+    lines = open(f, encoding="utf-8").read().split("\n")
+    for i, l in enumerate(lines):
+        if re.search(r"(?i)\b(INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+mlplat\.lab_probes\b", l) \
+           and not any("written by hand" in x for x in lines[max(0, i - 3):i]):
+            bad += 1
+            print("# a probe written by hand (use mlplat.start_lab_probe): %s:%d" % (f, i + 1))
+sys.exit(1 if bad else 0)
+PY
+}
+
 if ! command -v "$CF" >/dev/null; then
 	echo "Bail out! $CF is not installed (scripts/setup.sh installs it)"
 	exit 1
@@ -167,6 +187,14 @@ check_e2e_setup "$T/trap_e2e.sh" >/dev/null
 tap_ok $((! $?)) "the e2e set-up check fails on a script's own EXIT trap"
 check_bench_setup "$T/bench.sh" >/dev/null
 tap_ok $((! $?)) "the bench set-up check fails on a bench that runs initdb itself"
+# planted: a probe faked by hand, then the same with its justification (must pass)
+printf '%s\n' 'SELECT 1;' 'BEGIN; UPDATE mlplat.lab_probes SET status = '"'FAILED'"';' >"$T/probe.sql"
+printf '%s\n' '-- retention needs an age the API cannot give: written by hand' 'INSERT INTO mlplat.lab_probes VALUES (1);' >"$T/probe_ok.sql"
+out=$(check_probe_writes "$T/probe.sql")
+[ $? = 1 ] && [ "$out" = "# a probe written by hand (use mlplat.start_lab_probe): $T/probe.sql:2" ]
+tap_ok $? "the probe check fails on a probe status written by hand, naming its line"
+check_probe_writes "$T/probe_ok.sql"
+tap_ok $? "the probe check passes a write whose comment says why it is by hand (the control)"
 
 # planted scripts: a wait whose outcome is dropped, a function ending in a wait called the
 # same way, and two "nothing changed" checks that pass when both sides are empty; and the
@@ -227,4 +255,7 @@ tap_ok $? "no test script compares command outputs with tap_is (tap_same fails o
 mapfile -t BENCH < <(git ls-files 'bench/*.sh')
 check_bench_setup "${BENCH[@]}"
 tap_ok $? "no bench script makes a cluster but through test/lib/stack.sh (${#BENCH[@]} scripts)"
+mapfile -t PROBES < <(git ls-files 'sql/*.sql' 'test/*.sql' 'test/*.sh' 'test/*.spec' 'bench/*.sh' 'bench/*.sql' | grep -v '^sql/install/\|^sql/upgrade/\|^test/style/')
+check_probe_writes "${PROBES[@]}"
+tap_ok $? "tests and benches make probes with start_lab_probe, never by hand (${#PROBES[@]} files)"
 tap_done
