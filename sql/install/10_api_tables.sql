@@ -24,6 +24,26 @@ CREATE TABLE mlplat._reconciled_columns (
   updated_at      timestamptz NOT NULL DEFAULT pg_catalog.now()
 );
 
+-- pg_dump keeps the rows of an extension's tables only when they are marked as its
+-- configuration, and a table's identity sequence must be marked with it or a restored
+-- database hands out ids from 1 again and collides with its own rows.  One function, so every
+-- kind's tables are marked by the same rule (45_api_views, 37_api_campaigns, 39_api_lab).
+-- Only an extension script can call it: pg_extension_config_dump refuses anywhere else.
+CREATE FUNCTION mlplat._config_dump(VARIADIC p_tables text[]) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, mlplat, pg_temp AS $$
+DECLARE
+  t text;
+BEGIN
+  FOREACH t IN ARRAY p_tables LOOP
+    PERFORM pg_catalog.pg_extension_config_dump(('mlplat.' || t)::regclass, '');
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a WHERE a.attrelid = ('mlplat.' || t)::regclass
+               AND a.attname = 'id' AND a.attidentity <> '') THEN
+      PERFORM pg_catalog.pg_extension_config_dump(
+        pg_catalog.pg_get_serial_sequence('mlplat.' || t, 'id')::regclass, '');
+    END IF;
+  END LOOP;
+END $$;
+
 -- Refuses changes to append-only tables (audit events, deployment revisions), except the
 -- DELETE of a row past retention (mlplat._purgeable, 80_retention): history of a living
 -- entity stays, even for the owner.

@@ -1284,7 +1284,6 @@ LEFT JOIN mlplat.artifact_qualifications q ON q.artifact_id = o.id;
 DO $$
 DECLARE
   t text;
-  s text;
 BEGIN
   FOREACH t IN ARRAY ARRAY['campaigns', 'campaign_approvals', 'campaign_candidates', 'candidate_transitions',
                            'candidate_predictions', 'candidate_measurements', 'optimized_artifacts',
@@ -1296,12 +1295,7 @@ BEGIN
                            'candidate_predictions', 'candidate_measurements', 'optimized_artifacts',
                            'artifact_qualifications', 'evidence_signers', 'optimization_presets'] LOOP
     EXECUTE pg_catalog.format('GRANT SELECT ON mlplat.%I TO PUBLIC', t);
-    PERFORM pg_catalog.pg_extension_config_dump(('mlplat.' || t)::regclass, '');
-    IF EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a WHERE a.attrelid = ('mlplat.' || t)::regclass
-               AND a.attname = 'id' AND a.attidentity <> '') THEN
-      s := pg_catalog.pg_get_serial_sequence('mlplat.' || t, 'id');
-      PERFORM pg_catalog.pg_extension_config_dump(s::regclass, '');
-    END IF;
+    PERFORM mlplat._config_dump(t);
   END LOOP;
 END $$;
 GRANT SELECT ON mlplat.campaign_status, mlplat.campaign_candidate_status, mlplat.optimized_artifact_status TO PUBLIC;

@@ -1053,20 +1053,8 @@ GRANT SELECT ON mlplat.lab_nodes, mlplat.lab_leases, mlplat.lab_profiles, mlplat
                 mlplat.lab_run_transitions, mlplat.lab_node_status, mlplat.lab_approval_status, mlplat.lab_run_status
   TO PUBLIC;
 
-DO $$
-DECLARE
-  t text;
-BEGIN
-  FOREACH t IN ARRAY ARRAY['lab_nodes', 'lab_profiles', 'lab_approvals', 'lab_probes', 'lab_runs',
-                           'lab_run_payloads', 'lab_leases', 'lab_run_transitions'] LOOP
-    PERFORM pg_catalog.pg_extension_config_dump(('mlplat.' || t)::regclass, '');
-    IF EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a WHERE a.attrelid = ('mlplat.' || t)::regclass
-               AND a.attname = 'id' AND a.attidentity <> '') THEN
-      PERFORM pg_catalog.pg_extension_config_dump(
-        pg_catalog.pg_get_serial_sequence('mlplat.' || t, 'id')::regclass, '');
-    END IF;
-  END LOOP;
-END $$;
+SELECT mlplat._config_dump('lab_nodes', 'lab_profiles', 'lab_approvals', 'lab_probes', 'lab_runs',
+                           'lab_run_payloads', 'lab_leases', 'lab_run_transitions');
 
 -- ---------------------------------------------------------------- LabRuns: start, cancel, probe
 

@@ -105,19 +105,6 @@ BEGIN
 END $$;
 
 -- pg_dump keeps the data of extension tables marked as configuration.
-DO $$
-DECLARE
-  t text;
-  s text;
-BEGIN
-  FOREACH t IN ARRAY ARRAY['admins', 'impersonators', 'idempotency_keys', 'projects', 'members', 'models',
+SELECT mlplat._config_dump('admins', 'impersonators', 'idempotency_keys', 'projects', 'members', 'models',
                            'model_versions', 'model_aliases', 'deployments', 'deployment_revisions', 'runs',
-                           'run_steps', 'rollouts', 'audit_events'] LOOP
-    PERFORM pg_catalog.pg_extension_config_dump(('mlplat.' || t)::regclass, '');
-    IF EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a WHERE a.attrelid = ('mlplat.' || t)::regclass
-               AND a.attname = 'id' AND a.attidentity <> '') THEN
-      s := pg_catalog.pg_get_serial_sequence('mlplat.' || t, 'id');
-      PERFORM pg_catalog.pg_extension_config_dump(s::regclass, '');
-    END IF;
-  END LOOP;
-END $$;
+                           'run_steps', 'rollouts', 'audit_events');

@@ -121,6 +121,10 @@ tap_ok $? "fresh CREATE EXTENSION mlplat ($CUR)"
 POLICIES_SQL="SELECT string_agg(role || ':' || action, ',' ORDER BY role, action) FROM mlplat.policies"
 tap_same_query mlplat_upgrade_old mlplat_upgrade_new "$POLICIES_SQL" 1 \
 	"the updated policies are those of a fresh install (owners may set artifact locations)"
+# the tables (and identity sequences) pg_dump keeps the rows of: marked by the same rule in both
+EXTCONFIG_SQL="SELECT c::regclass::text FROM pg_extension e, unnest(e.extconfig) c WHERE e.extname = 'mlplat' ORDER BY 1"
+tap_same_query mlplat_upgrade_old mlplat_upgrade_new "$EXTCONFIG_SQL" 30 \
+	"the updated database marks the tables and sequences of a fresh install as pg_dump configuration"
 # at least the functions, tables and views every release has
 tap_same_query mlplat_upgrade_old mlplat_upgrade_new "$CATALOG_SQL" 100 "upgraded and fresh installs have identical catalogs"
 
