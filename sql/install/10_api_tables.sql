@@ -59,6 +59,24 @@ BEGIN
     HINT = 'Record a new row instead of changing history.';
 END $$;
 
+-- Makes tables append-only, the same way for each: a row trigger (_refuse_change, which lets
+-- retention delete what is past it) and a statement trigger for TRUNCATE, which no row
+-- trigger sees.  One function, so no append-only table gets the first without the second.
+-- (campaigns, evidence_signers and campaign_candidates are not append-only: each has a
+-- guard that lets one column change, 37_api_campaigns, and only the TRUNCATE half here.)
+CREATE FUNCTION mlplat._append_only(VARIADIC p_tables text[]) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, mlplat, pg_temp AS $$
+DECLARE
+  t text;
+BEGIN
+  FOREACH t IN ARRAY p_tables LOOP
+    EXECUTE pg_catalog.format('CREATE TRIGGER %I BEFORE UPDATE OR DELETE ON mlplat.%I
+                                 FOR EACH ROW EXECUTE FUNCTION mlplat._refuse_change()', t || '_immutable', t);
+    EXECUTE pg_catalog.format('CREATE TRIGGER %I BEFORE TRUNCATE ON mlplat.%I
+                                 FOR EACH STATEMENT EXECUTE FUNCTION mlplat._refuse_change()', t || '_no_truncate', t);
+  END LOOP;
+END $$;
+
 CREATE TABLE mlplat.projects (
   id                  bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
   name                text NOT NULL UNIQUE,
@@ -160,10 +178,7 @@ CREATE TABLE mlplat.deployment_revisions (
   created_at       timestamptz NOT NULL DEFAULT pg_catalog.now(),
   PRIMARY KEY (deployment_id, revision)
 );
-CREATE TRIGGER deployment_revisions_immutable BEFORE UPDATE OR DELETE ON mlplat.deployment_revisions
-  FOR EACH ROW EXECUTE FUNCTION mlplat._refuse_change();
-CREATE TRIGGER deployment_revisions_no_truncate BEFORE TRUNCATE ON mlplat.deployment_revisions
-  FOR EACH STATEMENT EXECUTE FUNCTION mlplat._refuse_change();
+SELECT mlplat._append_only('deployment_revisions');
 
 -- Runs and pipeline runs (kind = 'run' | 'pipeline').
 CREATE TABLE mlplat.runs (

@@ -124,10 +124,7 @@ CREATE TABLE mlplat.audit_events (
 CREATE INDEX ON mlplat.audit_events (project_id, at);
 
 
-CREATE TRIGGER audit_events_immutable BEFORE UPDATE OR DELETE ON mlplat.audit_events
-  FOR EACH ROW EXECUTE FUNCTION mlplat._refuse_change();
-CREATE TRIGGER audit_events_no_truncate BEFORE TRUNCATE ON mlplat.audit_events
-  FOR EACH STATEMENT EXECUTE FUNCTION mlplat._refuse_change();
+SELECT mlplat._append_only('audit_events');
 
 -- ---------------------------------------------------------------- identity
 

@@ -53,10 +53,7 @@ CREATE TABLE mlplat.capability_descriptors (
 COMMENT ON TABLE mlplat.capability_descriptors IS
   'Exact runtime/version/family/precision/accelerator/mechanism tuples and the arguments they compile to.';
 
-CREATE TRIGGER components_immutable BEFORE UPDATE OR DELETE ON mlplat.components
-  FOR EACH ROW EXECUTE FUNCTION mlplat._refuse_change();
-CREATE TRIGGER components_no_truncate BEFORE TRUNCATE ON mlplat.components
-  FOR EACH STATEMENT EXECUTE FUNCTION mlplat._refuse_change();
+SELECT mlplat._append_only('components');
 
 -- ---------------------------------------------------------------- registration
 

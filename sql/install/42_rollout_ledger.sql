@@ -34,10 +34,7 @@ CREATE TABLE mlplat.rollout_transitions (
   UNIQUE (rollout_id, evidence_content_id),
   UNIQUE (rollout_id, seq)
 );
-CREATE TRIGGER rollout_transitions_immutable BEFORE UPDATE OR DELETE ON mlplat.rollout_transitions
-  FOR EACH ROW EXECUTE FUNCTION mlplat._refuse_change();
-CREATE TRIGGER rollout_transitions_no_truncate BEFORE TRUNCATE ON mlplat.rollout_transitions
-  FOR EACH STATEMENT EXECUTE FUNCTION mlplat._refuse_change();
+SELECT mlplat._append_only('rollout_transitions');
 COMMENT ON TABLE mlplat.rollout_transitions IS
   'Append-only transition ledger of canary rollouts: contract, evidence, decision, controller and resulting state.';
 ALTER TABLE mlplat.rollout_transitions ENABLE ROW LEVEL SECURITY;

@@ -231,10 +231,7 @@ CREATE TABLE mlplat.route_generations (
   created_statement_at timestamptz NOT NULL DEFAULT pg_catalog.statement_timestamp()
 );
 CREATE INDEX route_generations_project ON mlplat.route_generations (project_id, generation);
-CREATE TRIGGER route_generations_immutable BEFORE UPDATE OR DELETE ON mlplat.route_generations
-  FOR EACH ROW EXECUTE FUNCTION mlplat._refuse_change();
-CREATE TRIGGER route_generations_no_truncate BEFORE TRUNCATE ON mlplat.route_generations
-  FOR EACH STATEMENT EXECUTE FUNCTION mlplat._refuse_change();
+SELECT mlplat._append_only('route_generations');
 
 -- The publishers' lock.  Its value is informational (numbers come from route_generations,
 -- which survives pg_dump); every publish updates it so that a REPEATABLE READ publisher

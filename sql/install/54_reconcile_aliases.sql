@@ -38,8 +38,7 @@ CREATE TABLE mlplat.model_alias_history (
   trace_id          text
 );
 CREATE INDEX ON mlplat.model_alias_history (model_id, alias, observed_at);
-CREATE TRIGGER model_alias_history_immutable BEFORE UPDATE OR DELETE ON mlplat.model_alias_history
-  FOR EACH ROW EXECUTE FUNCTION mlplat._refuse_change();
+SELECT mlplat._append_only('model_alias_history');
 COMMENT ON TABLE mlplat.model_alias_history IS
   'Append-only: every registry alias move made by mlplat (SET, DELETE, REPAIR of an outside move).';
 

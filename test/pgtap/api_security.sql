@@ -1,6 +1,6 @@
 -- pgTAP: SECURITY DEFINER hygiene, search_path hijacks, audit immutability, privileges.
 BEGIN;
-SELECT plan(31);
+SELECT plan(33);
 \ir lib/helpers.sql
 
 DO $$ BEGIN
@@ -147,6 +147,14 @@ SELECT throws_ok($$TRUNCATE mlplat.audit_events$$, '55000', NULL, 'audit TRUNCAT
 SELECT throws_ok($$UPDATE mlplat.route_generations SET routes = '{}'$$, '55000', NULL, 'route generation UPDATE refused');
 SELECT throws_ok($$DELETE FROM mlplat.route_generations$$, '55000', NULL, 'route generation DELETE refused');
 SELECT throws_ok($$TRUNCATE mlplat.route_generations$$, '55000', NULL, 'route generation TRUNCATE refused');
+SELECT throws_ok($$TRUNCATE mlplat.model_alias_history$$, '55000', NULL, 'alias history TRUNCATE refused');
+-- a row trigger does not see TRUNCATE: every table whose rows _refuse_change guards refuses it too
+SELECT is((SELECT array_agg(c.relname::text ORDER BY c.relname) FROM pg_class c
+           WHERE c.relnamespace = 'mlplat'::regnamespace
+             AND EXISTS (SELECT 1 FROM pg_trigger g WHERE g.tgrelid = c.oid AND g.tgfoid = 'mlplat._refuse_change'::regproc
+                           AND g.tgtype & 1 = 1)
+             AND NOT EXISTS (SELECT 1 FROM pg_trigger g WHERE g.tgrelid = c.oid AND g.tgtype & 32 = 32)),
+          NULL, 'every append-only table refuses TRUNCATE as well as UPDATE and DELETE');
 SELECT is((SELECT count(*) FROM mlplat.audit_events WHERE project = 'hij' AND actor = 'tap_attacker'), 5::bigint,
           'one audit event per successful intent (2 deploys, 1 rollback, 1 drift policy, 1 undeploy), with the person');
 -- a lost compare-and-swap is a retryable serialization failure

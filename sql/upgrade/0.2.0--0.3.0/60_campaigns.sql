@@ -231,19 +231,9 @@ CREATE TABLE mlplat.artifact_qualifications (
 
 -- ---------------------------------------------------------------- immutability
 
-DO $$
-DECLARE
-  t text;
-BEGIN
-  FOREACH t IN ARRAY ARRAY['campaign_approvals', 'candidate_transitions', 'candidate_predictions',
-                           'candidate_measurements', 'optimized_artifacts', 'artifact_qualifications',
-                           'optimization_presets'] LOOP
-    EXECUTE pg_catalog.format('CREATE TRIGGER %I BEFORE UPDATE OR DELETE ON mlplat.%I
-                                 FOR EACH ROW EXECUTE FUNCTION mlplat._refuse_change()', t || '_immutable', t);
-    EXECUTE pg_catalog.format('CREATE TRIGGER %I BEFORE TRUNCATE ON mlplat.%I
-                                 FOR EACH STATEMENT EXECUTE FUNCTION mlplat._refuse_change()', t || '_no_truncate', t);
-  END LOOP;
-END $$;
+SELECT mlplat._append_only('campaign_approvals', 'candidate_transitions', 'candidate_predictions',
+                            'candidate_measurements', 'optimized_artifacts', 'artifact_qualifications',
+                            'optimization_presets');
 
 -- A campaign changes once: its cancel request (NULL -> value).  A signer changes once: its
 -- revocation.  Everything else about both is history.
@@ -1413,10 +1403,7 @@ CREATE TABLE mlplat.capability_descriptors (
 COMMENT ON TABLE mlplat.capability_descriptors IS
   'Exact runtime/version/family/precision/accelerator/mechanism tuples and the arguments they compile to.';
 
-CREATE TRIGGER components_immutable BEFORE UPDATE OR DELETE ON mlplat.components
-  FOR EACH ROW EXECUTE FUNCTION mlplat._refuse_change();
-CREATE TRIGGER components_no_truncate BEFORE TRUNCATE ON mlplat.components
-  FOR EACH STATEMENT EXECUTE FUNCTION mlplat._refuse_change();
+SELECT mlplat._append_only('components');
 
 -- ---------------------------------------------------------------- registration
 

@@ -215,10 +215,7 @@ CREATE TABLE mlplat.lab_run_transitions (
   at          timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
   PRIMARY KEY (lab_run_id, seq)
 );
-CREATE TRIGGER lab_run_transitions_immutable BEFORE UPDATE OR DELETE ON mlplat.lab_run_transitions
-  FOR EACH ROW EXECUTE FUNCTION mlplat._refuse_change();
-CREATE TRIGGER lab_run_transitions_no_truncate BEFORE TRUNCATE ON mlplat.lab_run_transitions
-  FOR EACH STATEMENT EXECUTE FUNCTION mlplat._refuse_change();
+SELECT mlplat._append_only('lab_run_transitions');
 
 -- Provenance and specs do not change: a LabRun's binding, a profile's spec, an approval's
 -- scope.  Enforced by trigger, so a superuser's UPDATE is refused too (55000).  The WHEN
