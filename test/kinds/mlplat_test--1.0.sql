@@ -127,5 +127,4 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
          ('DELETING', 'DELETED'),
          ('DELETED', 'PENDING')
 $$;
-CREATE TRIGGER echoes_status_transition BEFORE INSERT OR UPDATE OF status ON mlplat.echoes
-  FOR EACH ROW EXECUTE FUNCTION mlplat._status_transition_check('_echo_transitions');
+SELECT mlplat._state_machine('echoes', '_echo_transitions');

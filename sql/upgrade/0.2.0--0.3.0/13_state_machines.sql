@@ -118,18 +118,40 @@ BEGIN
   RETURN NEW;
 END $$;
 
-CREATE TRIGGER deployments_status_transition BEFORE INSERT OR UPDATE OF status ON mlplat.deployments
-  FOR EACH ROW EXECUTE FUNCTION mlplat._status_transition_check('_deployment_transitions');
+-- Puts a kind's state machine on its table, the same way for every kind: two triggers that
+-- run the check (an EXECUTE) only on a row it could refuse -- a new row not in the machine's
+-- initial status, an UPDATE that changes the status -- so a bulk insert of new rows (a
+-- campaign's 64 candidates) and the write-backs that keep a status pay nothing.  The initial
+-- status is read from the transitions function itself (its one row from NULL), so the WHEN
+-- clause cannot disagree with it.
+CREATE FUNCTION mlplat._state_machine(p_table text, p_transitions text) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, mlplat, pg_temp AS $$
+DECLARE
+  initial text[];
+BEGIN
+  EXECUTE pg_catalog.format('SELECT pg_catalog.array_agg(t.to_status) FROM mlplat.%I() t WHERE t.from_status IS NULL',
+                            p_transitions)
+    INTO initial;
+  IF pg_catalog.cardinality(initial) IS DISTINCT FROM 1 THEN
+    RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+      MESSAGE = pg_catalog.format('mlplat.%s() lists %s initial statuses, not one', p_transitions,
+                                  coalesce(pg_catalog.cardinality(initial), 0)),
+      DETAIL = 'The insert trigger skips the check for the one status a new row may start in.',
+      HINT = 'List exactly one transition from NULL.';
+  END IF;
+  EXECUTE pg_catalog.format('CREATE TRIGGER %I BEFORE INSERT ON mlplat.%I FOR EACH ROW WHEN (NEW.status IS DISTINCT FROM %L)
+                               EXECUTE FUNCTION mlplat._status_transition_check(%L)',
+                            p_table || '_status_initial', p_table, initial[1], p_transitions);
+  EXECUTE pg_catalog.format('CREATE TRIGGER %I BEFORE UPDATE OF status ON mlplat.%I
+                               FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status)
+                               EXECUTE FUNCTION mlplat._status_transition_check(%L)',
+                            p_table || '_status_transition', p_table, p_transitions);
+END $$;
 
-CREATE TRIGGER model_aliases_status_transition BEFORE INSERT OR UPDATE OF status ON mlplat.model_aliases
-  FOR EACH ROW EXECUTE FUNCTION mlplat._status_transition_check('_model_alias_transitions');
-
-CREATE TRIGGER projects_status_transition BEFORE INSERT OR UPDATE OF status ON mlplat.projects
-  FOR EACH ROW EXECUTE FUNCTION mlplat._status_transition_check('_project_transitions');
-
-CREATE TRIGGER rollouts_status_transition BEFORE INSERT OR UPDATE OF status ON mlplat.rollouts
-  FOR EACH ROW EXECUTE FUNCTION mlplat._status_transition_check('_rollout_transitions');
-
-CREATE TRIGGER runs_status_transition BEFORE INSERT OR UPDATE OF status ON mlplat.runs
-  FOR EACH ROW EXECUTE FUNCTION mlplat._status_transition_check('_run_transitions');
-REVOKE ALL ON FUNCTION mlplat._deployment_transitions(), mlplat._model_alias_transitions(), mlplat._project_transitions(), mlplat._rollout_transitions(), mlplat._run_transitions(), mlplat._status_transition_check() FROM PUBLIC;
+SELECT mlplat._state_machine('deployments', '_deployment_transitions');
+SELECT mlplat._state_machine('model_aliases', '_model_alias_transitions');
+SELECT mlplat._state_machine('projects', '_project_transitions');
+SELECT mlplat._state_machine('rollouts', '_rollout_transitions');
+SELECT mlplat._state_machine('runs', '_run_transitions');
+REVOKE ALL ON FUNCTION mlplat._deployment_transitions(), mlplat._model_alias_transitions(), mlplat._project_transitions(), mlplat._rollout_transitions(), mlplat._run_transitions(), mlplat._status_transition_check(),
+  mlplat._state_machine(text, text) FROM PUBLIC;

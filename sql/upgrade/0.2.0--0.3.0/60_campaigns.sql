@@ -311,15 +311,7 @@ AS $$
          ('CANCEL_REQUESTED', 'CANCELLED'), ('CANCEL_REQUESTED', 'BUILT'), ('CANCEL_REQUESTED', 'FAILED'),
          ('BUILT', NULL), ('FAILED', NULL), ('CANCELLED', NULL), ('NOT_RUN', NULL)
 $$;
--- (a campaign inserts up to 64 candidates in one statement: the WHEN clauses, which say no
--- more than the function's rows, keep the PL/pgSQL check off the rows that cannot fail it —
--- a new candidate PLANNED, an update that leaves the status)
-CREATE TRIGGER campaign_candidates_status_initial BEFORE INSERT ON mlplat.campaign_candidates
-  FOR EACH ROW WHEN (NEW.status IS DISTINCT FROM 'PLANNED')
-  EXECUTE FUNCTION mlplat._status_transition_check('_campaign_candidate_transitions');
-CREATE TRIGGER campaign_candidates_status_transition BEFORE UPDATE OF status ON mlplat.campaign_candidates
-  FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status)
-  EXECUTE FUNCTION mlplat._status_transition_check('_campaign_candidate_transitions');
+SELECT mlplat._state_machine('campaign_candidates', '_campaign_candidate_transitions');
 REVOKE ALL ON FUNCTION mlplat._campaign_candidate_transitions() FROM PUBLIC;
 
 -- ---------------------------------------------------------------- the one state derivation

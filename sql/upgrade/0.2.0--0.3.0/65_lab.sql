@@ -1990,12 +1990,5 @@ AS $$
          ('SUCCEEDED', NULL), ('FAILED', NULL), ('CANCELLED', NULL)
 $$;
 
--- (as campaign candidates': the check, an EXECUTE, runs only on a row it could refuse: a new
--- run not QUEUED, an UPDATE that changes the status — not on every start_lab_run)
-CREATE TRIGGER lab_runs_status_initial BEFORE INSERT ON mlplat.lab_runs
-  FOR EACH ROW WHEN (NEW.status IS DISTINCT FROM 'QUEUED')
-  EXECUTE FUNCTION mlplat._status_transition_check('_lab_run_transitions');
-CREATE TRIGGER lab_runs_status_transition BEFORE UPDATE OF status ON mlplat.lab_runs
-  FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status)
-  EXECUTE FUNCTION mlplat._status_transition_check('_lab_run_transitions');
+SELECT mlplat._state_machine('lab_runs', '_lab_run_transitions');
 REVOKE ALL ON FUNCTION mlplat._lab_run_transitions() FROM PUBLIC;
