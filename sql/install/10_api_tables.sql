@@ -44,6 +44,22 @@ BEGIN
   END LOOP;
 END $$;
 
+-- Row-level security of a project's rows, the same for every table that has them: on, with
+-- one policy, member_reads, that shows a row to whoever may view its project
+-- (mlplat._can_view).  Writes need no policy: callers hold no write privilege on any table,
+-- and the API functions that write run as the owner.  (projects reads _can_view(id), its own
+-- id: 45_api_views.)
+CREATE FUNCTION mlplat._member_reads(VARIADIC p_tables text[]) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, mlplat, pg_temp AS $$
+DECLARE
+  t text;
+BEGIN
+  FOREACH t IN ARRAY p_tables LOOP
+    EXECUTE pg_catalog.format('ALTER TABLE mlplat.%I ENABLE ROW LEVEL SECURITY', t);
+    EXECUTE pg_catalog.format('CREATE POLICY member_reads ON mlplat.%I FOR SELECT USING (mlplat._can_view(project_id))', t);
+  END LOOP;
+END $$;
+
 -- Refuses changes to append-only tables (audit events, deployment revisions), except the
 -- DELETE of a row past retention (mlplat._purgeable, 80_retention): history of a living
 -- entity stays, even for the owner.

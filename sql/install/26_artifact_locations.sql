@@ -142,7 +142,6 @@ SELECT p.name AS project, l.location, l.added_by, l.added_at
 FROM mlplat.artifact_locations l
 JOIN mlplat.projects p ON p.id = l.project_id;
 
-ALTER TABLE mlplat.artifact_locations ENABLE ROW LEVEL SECURITY;
-CREATE POLICY member_reads ON mlplat.artifact_locations FOR SELECT USING (mlplat._can_view(project_id));
+SELECT mlplat._member_reads('artifact_locations');
 GRANT SELECT ON mlplat.artifact_locations, mlplat.artifact_location_list TO PUBLIC;
 SELECT pg_catalog.pg_extension_config_dump('mlplat.artifact_locations', '');

@@ -482,8 +482,7 @@ CREATE TRIGGER deployment_revisions_serving_owner BEFORE INSERT ON mlplat.deploy
 
 -- ---------------------------------------------------------------- security
 
-ALTER TABLE mlplat.serving_owners ENABLE ROW LEVEL SECURITY;
-CREATE POLICY member_reads ON mlplat.serving_owners FOR SELECT USING (mlplat._can_view(project_id));
+SELECT mlplat._member_reads('serving_owners');
 GRANT SELECT ON mlplat.components, mlplat.serving_owners, mlplat.capability_descriptors TO PUBLIC;
 SELECT pg_catalog.pg_extension_config_dump('mlplat.components', '');
 SELECT pg_catalog.pg_extension_config_dump('mlplat.serving_owners', '');

@@ -1035,15 +1035,7 @@ SELECT p.name AS project, r.id AS lab_run_id, r.purpose, r.status, r.reason_code
        r.created_at, r.updated_at
 FROM mlplat.lab_runs r JOIN mlplat.projects p ON p.id = r.project_id;
 
-DO $$
-DECLARE
-  t text;
-BEGIN
-  FOREACH t IN ARRAY ARRAY['lab_profiles', 'lab_approvals', 'lab_probes', 'lab_runs', 'lab_run_transitions'] LOOP
-    EXECUTE pg_catalog.format('ALTER TABLE mlplat.%I ENABLE ROW LEVEL SECURITY', t);
-    EXECUTE pg_catalog.format('CREATE POLICY member_reads ON mlplat.%I FOR SELECT USING (mlplat._can_view(project_id))', t);
-  END LOOP;
-END $$;
+SELECT mlplat._member_reads('lab_profiles', 'lab_approvals', 'lab_probes', 'lab_runs', 'lab_run_transitions');
 ALTER TABLE mlplat.lab_run_payloads ENABLE ROW LEVEL SECURITY;
 REVOKE ALL ON mlplat.lab_run_payloads FROM PUBLIC;
 GRANT SELECT ON mlplat.lab_nodes, mlplat.lab_leases, mlplat.lab_profiles, mlplat.lab_approvals, mlplat.lab_probes, mlplat.lab_runs,

@@ -37,8 +37,7 @@ CREATE TABLE mlplat.rollout_transitions (
 SELECT mlplat._append_only('rollout_transitions');
 COMMENT ON TABLE mlplat.rollout_transitions IS
   'Append-only transition ledger of canary rollouts: contract, evidence, decision, controller and resulting state.';
-ALTER TABLE mlplat.rollout_transitions ENABLE ROW LEVEL SECURITY;
-CREATE POLICY member_reads ON mlplat.rollout_transitions FOR SELECT USING (mlplat._can_view(project_id));
+SELECT mlplat._member_reads('rollout_transitions');
 GRANT SELECT ON mlplat.rollout_transitions TO PUBLIC;
 SELECT pg_catalog.pg_extension_config_dump('mlplat.rollout_transitions', '');
 SELECT pg_catalog.pg_extension_config_dump(pg_catalog.pg_get_serial_sequence('mlplat.rollout_transitions', 'id')::regclass, '');

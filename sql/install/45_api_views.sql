@@ -74,16 +74,8 @@ SELECT a.id, a.at, a.actor, a.db_role, a.action, a.project, a.entity, a.entity_i
 FROM mlplat.audit_events a;
 
 -- Row-level security: one policy per table, all through mlplat._can_view().
-DO $$
-DECLARE
-  t text;
-BEGIN
-  FOREACH t IN ARRAY ARRAY['members', 'models', 'model_versions', 'model_aliases', 'deployments',
-                           'deployment_revisions', 'runs', 'run_steps', 'rollouts', 'audit_events'] LOOP
-    EXECUTE pg_catalog.format('ALTER TABLE mlplat.%I ENABLE ROW LEVEL SECURITY', t);
-    EXECUTE pg_catalog.format('CREATE POLICY member_reads ON mlplat.%I FOR SELECT USING (mlplat._can_view(project_id))', t);
-  END LOOP;
-END $$;
+SELECT mlplat._member_reads('members', 'models', 'model_versions', 'model_aliases', 'deployments',
+                            'deployment_revisions', 'runs', 'run_steps', 'rollouts', 'audit_events');
 ALTER TABLE mlplat.projects ENABLE ROW LEVEL SECURITY;
 CREATE POLICY member_reads ON mlplat.projects FOR SELECT USING (mlplat._can_view(id));
 

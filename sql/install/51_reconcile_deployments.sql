@@ -350,8 +350,7 @@ JOIN mlplat.projects p ON p.id = g.project_id
 CROSS JOIN LATERAL pg_catalog.jsonb_each(g.routes) e
 CROSS JOIN LATERAL pg_catalog.jsonb_array_elements(e.value) r;
 
-ALTER TABLE mlplat.route_generations ENABLE ROW LEVEL SECURITY;
-CREATE POLICY member_reads ON mlplat.route_generations FOR SELECT USING (mlplat._can_view(project_id));
+SELECT mlplat._member_reads('route_generations');
 GRANT SELECT ON mlplat.route_generations, mlplat.routes TO PUBLIC;
 SELECT pg_catalog.pg_extension_config_dump('mlplat.route_generations', '');
 

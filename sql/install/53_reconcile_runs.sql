@@ -30,8 +30,7 @@ CREATE TABLE mlplat.run_nodes (
   updated_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
   PRIMARY KEY (run_id, name)
 );
-ALTER TABLE mlplat.run_nodes ENABLE ROW LEVEL SECURITY;
-CREATE POLICY member_reads ON mlplat.run_nodes FOR SELECT USING (mlplat._can_view(project_id));
+SELECT mlplat._member_reads('run_nodes');
 GRANT SELECT ON mlplat.run_nodes TO PUBLIC;
 SELECT pg_catalog.pg_extension_config_dump('mlplat.run_nodes', '');
 

@@ -43,10 +43,7 @@ COMMENT ON TABLE mlplat.model_alias_history IS
   'Append-only: every registry alias move made by mlplat (SET, DELETE, REPAIR of an outside move).';
 
 -- Read like the other project tables: members only, through RLS.
-ALTER TABLE mlplat.model_alias_history ENABLE ROW LEVEL SECURITY;
-CREATE POLICY member_reads ON mlplat.model_alias_history FOR SELECT USING (mlplat._can_view(project_id));
-ALTER TABLE mlplat.model_registry_versions ENABLE ROW LEVEL SECURITY;
-CREATE POLICY member_reads ON mlplat.model_registry_versions FOR SELECT USING (mlplat._can_view(project_id));
+SELECT mlplat._member_reads('model_alias_history', 'model_registry_versions');
 GRANT SELECT ON mlplat.model_alias_history, mlplat.model_registry_versions TO PUBLIC;
 SELECT pg_catalog.pg_extension_config_dump('mlplat.model_alias_history', '');
 SELECT pg_catalog.pg_extension_config_dump('mlplat.model_registry_versions', '');

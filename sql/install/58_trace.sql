@@ -33,8 +33,7 @@ CREATE INDEX spans_end_time ON mlplat.spans USING brin (end_time);
 COMMENT ON TABLE mlplat.spans IS
   'Trace spans of the API calls and the reconcilers, kept for mlplat.span_retention days; exported over OTLP when mlplat.otlp_endpoint is set.';
 
-ALTER TABLE mlplat.spans ENABLE ROW LEVEL SECURITY;
-CREATE POLICY member_reads ON mlplat.spans FOR SELECT USING (mlplat._can_view(project_id));
+SELECT mlplat._member_reads('spans');
 REVOKE ALL ON mlplat.spans FROM PUBLIC;
 
 -- What callers read: the spans of their projects (administrators: all), like the other

@@ -1293,16 +1293,13 @@ LEFT JOIN mlplat.artifact_qualifications q ON q.artifact_id = o.id;
 
 -- ---------------------------------------------------------------- security
 
+SELECT mlplat._member_reads('campaigns', 'campaign_approvals', 'campaign_candidates', 'candidate_transitions',
+                            'candidate_predictions', 'candidate_measurements', 'optimized_artifacts',
+                            'artifact_qualifications');
 DO $$
 DECLARE
   t text;
 BEGIN
-  FOREACH t IN ARRAY ARRAY['campaigns', 'campaign_approvals', 'campaign_candidates', 'candidate_transitions',
-                           'candidate_predictions', 'candidate_measurements', 'optimized_artifacts',
-                           'artifact_qualifications'] LOOP
-    EXECUTE pg_catalog.format('ALTER TABLE mlplat.%I ENABLE ROW LEVEL SECURITY', t);
-    EXECUTE pg_catalog.format('CREATE POLICY member_reads ON mlplat.%I FOR SELECT USING (mlplat._can_view(project_id))', t);
-  END LOOP;
   FOREACH t IN ARRAY ARRAY['campaigns', 'campaign_approvals', 'campaign_candidates', 'candidate_transitions',
                            'candidate_predictions', 'candidate_measurements', 'optimized_artifacts',
                            'artifact_qualifications', 'evidence_signers', 'optimization_presets'] LOOP
@@ -1824,8 +1821,7 @@ CREATE TRIGGER deployment_revisions_serving_owner BEFORE INSERT ON mlplat.deploy
 
 -- ---------------------------------------------------------------- security
 
-ALTER TABLE mlplat.serving_owners ENABLE ROW LEVEL SECURITY;
-CREATE POLICY member_reads ON mlplat.serving_owners FOR SELECT USING (mlplat._can_view(project_id));
+SELECT mlplat._member_reads('serving_owners');
 GRANT SELECT ON mlplat.components, mlplat.serving_owners, mlplat.capability_descriptors TO PUBLIC;
 SELECT pg_catalog.pg_extension_config_dump('mlplat.components', '');
 SELECT pg_catalog.pg_extension_config_dump('mlplat.serving_owners', '');
