@@ -16,14 +16,7 @@ CREATE TABLE mlplat.echoes (
   status_reason       text,
   generation          bigint NOT NULL DEFAULT 1,
   observed_generation bigint NOT NULL DEFAULT 0,
-  row_version         bigint NOT NULL DEFAULT 1,
-  attempts            int NOT NULL DEFAULT 0,
-  next_attempt_at     timestamptz NOT NULL DEFAULT pg_catalog.now(),
-  epoch               bigint,
-  traceparent         text,
-  last_error          text,
-  observed            jsonb,
-  updated_at          timestamptz NOT NULL DEFAULT pg_catalog.now(),
+  LIKE mlplat._reconciled_columns INCLUDING DEFAULTS,   -- row_version .. updated_at
   UNIQUE (namespace, name)
 );
 
