@@ -620,6 +620,24 @@ SELECT * FROM pg_temp.obs('CREATED', '{"seen": "created"}');
 SELECT * FROM pg_temp.obs('CREATED', '{"seen": "seen"}');   -- recorded once
 SELECT * FROM pg_temp.obs('DISAPPEARED', '{"seen": "disappeared"}');
 ROLLBACK;
+-- a create refused for good (422: the same render never passes): FAILED WORKER_REFUSED with
+-- the refusal in status_reason, the lease kept until the Job is seen absent; a non-dispatched
+-- run takes no refusal
+BEGIN;
+CREATE TEMP TABLE wb1 AS SELECT id FROM mlplat.lab_runs WHERE status = 'DISPATCHED' AND purpose = 'run';
+SELECT mlplat._lab_runs_observed(r.id, r.row_version, 1, 'regress', 'REFUSED',
+         '{"refused": "the create of mlp-labp/lab-input was refused (HTTP 422): Secret is invalid"}') AS refused
+FROM mlplat.lab_runs r WHERE r.id = (SELECT id FROM wb1);
+SELECT status, reason_code, status_reason, finished_at IS NOT NULL AS finished,
+       (SELECT count(*) FROM mlplat.lab_leases l WHERE l.lab_run_id = r.id) AS lease
+FROM mlplat.lab_runs r WHERE r.id = (SELECT id FROM wb1);
+SELECT mlplat._lab_runs_observed(r.id, r.row_version, 1, 'regress', 'REFUSED', '{"refused": "again"}') AS refused_again
+FROM mlplat.lab_runs r WHERE r.id = (SELECT id FROM wb1);
+SELECT mlplat._lab_runs_job_gone(r.id, r.row_version, 1, 'regress', '{"job": "absent"}') AS released
+FROM mlplat.lab_runs r WHERE r.id = (SELECT id FROM wb1);
+SELECT count(*) AS lease FROM mlplat.lab_leases WHERE lab_run_id = (SELECT id FROM wb1);
+SELECT to_status, reason_code FROM mlplat.lab_run_transitions WHERE lab_run_id = (SELECT id FROM wb1) ORDER BY seq DESC LIMIT 1;
+ROLLBACK;
 
 -- 9/12. the dispatched run starts, completes with its output: SUCCEEDED, output and digest in
 -- lab_run_result, input gone; the lease goes only once the Job is seen gone

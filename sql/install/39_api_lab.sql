@@ -1685,6 +1685,12 @@ END $$;
 --   'BLOCKED'   a request the run needs was refused or could not be made (p_observation
 --               {"blocked": "<why>"}, e.g. Secrets forbidden in the namespace): status_reason
 --               'blocked: <why>'; status unchanged, nothing half-made
+--   'REFUSED'   the create of the run's Secret or Job was refused for good (a 4xx that the
+--               same deterministic render can never get past: 400, 422, ...; not 401/403, an
+--               access an operator can grant, which is BLOCKED): a DISPATCHED run is FAILED
+--               WORKER_REFUSED, p_observation->>'refused' in status_reason; its Secret, if
+--               made, goes and its lease is released once its Job is seen absent, as for any
+--               finished run
 --   'UNBLOCKED' the pass was no longer blocked: a 'blocked: ...' status_reason cleared
 --   'DISAPPEARED' the Job of a RUNNING run, or of a DISPATCHED run whose create was answered
 --               (job_created_at), is absent and nobody here deleted it:
@@ -1782,6 +1788,12 @@ BEGIN
     ELSE
       PERFORM mlplat._lab_finish(r, 'FAILED', 'WORKER_FAILED', p_epoch, p_controller, p_observation);
     END IF;
+  ELSIF p_event = 'REFUSED' THEN
+    IF r.status <> 'DISPATCHED' THEN
+      RETURN false;   -- only a dispatched run creates; a cancel's Job is looked for and deleted
+    END IF;
+    PERFORM mlplat._lab_finish(r, 'FAILED', 'WORKER_REFUSED', p_epoch, p_controller, p_observation);
+    UPDATE mlplat.lab_runs x SET status_reason = p_observation->>'refused' WHERE x.id = r.id;
   ELSIF p_event = 'CONFLICT' THEN
     IF r.status = 'DISPATCHED' THEN
       UPDATE mlplat.lab_runs x SET status_reason = p_observation->>'conflict'
@@ -1789,7 +1801,7 @@ BEGIN
     END IF;
   ELSE
     RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = pg_catalog.format('unknown lab Job event "%s"', p_event),
-      HINT = 'CREATED, BLOCKED, UNBLOCKED, STARTED, COMPLETED, OUTPUT_TOO_LARGE, FAILED, DEADLINE, DISAPPEARED, RUN_DEADLINE or CONFLICT.';
+      HINT = 'CREATED, BLOCKED, UNBLOCKED, STARTED, COMPLETED, OUTPUT_TOO_LARGE, FAILED, DEADLINE, DISAPPEARED, RUN_DEADLINE, REFUSED or CONFLICT.';
   END IF;
   RETURN true;
 END $$;

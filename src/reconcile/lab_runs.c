@@ -105,6 +105,7 @@ typedef struct LabRun
 	bool waiting;
 	bool job_made;	   /* this pass's Job create was answered 2xx, or the 409 adopted */
 	char *blocked_by;  /* why a request it needs was refused or could not be made */
+	char *refused_by;  /* why its Secret or Job create was refused for good (WORKER_REFUSED) */
 	const char *event; /* write-back event, NULL: none */
 	char *observation; /* jsonb text */
 	char *output;
@@ -766,15 +767,34 @@ ledger_add(List **rows, LabRun *r, const char *action, const char *outcome, int 
 	*rows = lappend(*rows, l);
 }
 
-/* A create of a run's Secret or Job refused for good (a 4xx but 409): the run says why. */
+/*
+ * Is a refused create (a 4xx but 404, 409, 429) refused for good?  The render is
+ * deterministic, so a create the API server judged invalid (400, 422, 413, ...) is refused the
+ * same way on every pass: the run ends FAILED WORKER_REFUSED (spec section 8) instead of holding
+ * its node and GPUs until its deadline.  Not 401 or 403: an access an operator can grant (the
+ * RoleBinding mlplat-lab-inputs, the credentials), after which the same create succeeds: the run
+ * waits, blocked, and says why; nor 408, a timeout.
+ */
+static bool
+create_refused_for_good(int status)
+{
+	return status >= 400 && status < 500 && status != 401 && status != 403 && status != 408;
+}
+
+/*
+ * A create of a run's Secret or Job refused (a 4xx but 409): the run says why; *for_good when
+ * no retry can help (create_refused_for_good).
+ */
 static char *
-create_refused(MlplatPass *pass, const LabRun *r, const char *name, int status, const char *error)
+create_refused(MlplatPass *pass, const LabRun *r, const char *name, int status, const char *error, bool *for_good)
 {
 	char *why = psprintf("the create of %s/%s was refused (HTTP %d): %s%s", r->ns, name, status,
 						 error ? error : "no reason given",
 						 status == 403 ? "; mlplat needs RoleBinding mlplat-lab-inputs there" : "");
 
-	snprintf(pass->status, sizeof(pass->status), "lab run %lld blocked: %s", (long long) r->id, why);
+	*for_good = create_refused_for_good(status);
+	snprintf(pass->status, sizeof(pass->status), "lab run %lld %s: %s", (long long) r->id,
+			 *for_good ? "failed WORKER_REFUSED" : "blocked", why);
 	return why;
 }
 
@@ -816,7 +836,15 @@ write_answered(LabAnswers *a, LabRun *r, const MlplatKubeResource *res, LabWrite
 	{
 		ledger_add(&a->ledger, r, write_action(w), outcome, status, error, object);
 		if (w == LAB_WRITE_CREATE && strcmp(outcome, "FAILED") == 0)
-			r->blocked_by = create_refused(a->pass, r, name, status, error);
+		{
+			bool for_good;
+			char *why = create_refused(a->pass, r, name, status, error, &for_good);
+
+			if (for_good)
+				r->refused_by = why;
+			else
+				r->blocked_by = why;
+		}
 		return outcome;
 	}
 	outcome = verify_conflict(a->arena, res, r, name, cid, a->instance);
@@ -1100,17 +1128,24 @@ json_one(const char *key, const char *value)
 }
 
 /*
- * The write-back event of a run whose Job did not move: CREATED when this attempt's Job is
- * known to exist (a create answered, a 409 adopted, or seen by the LIST) and no write-back
- * has recorded it yet; BLOCKED when a request it needs was refused; UNBLOCKED when a run
- * that said it was blocked is no longer.  Past the run deadline the claim's reason stands.
+ * The write-back event of a run whose Job did not move: REFUSED when the create of its Secret
+ * or Job was refused for good (the run ends FAILED WORKER_REFUSED); CREATED when this
+ * attempt's Job is known to exist (a create answered, a 409 adopted, or seen by the LIST) and
+ * no write-back has recorded it yet; BLOCKED when a request it needs was refused; UNBLOCKED
+ * when a run that said it was blocked is no longer.  Past the run deadline the claim's reason
+ * stands.
  */
 static void
 settle_created_blocked(LabRun *r)
 {
 	if (r->event != NULL || r->conflict != NULL || r->finished || strcmp(r->status, "RETRY_WAIT") == 0)
 		return; /* (the write-back takes these events for DISPATCHED, RUNNING, CANCEL_REQUESTED) */
-	if (strcmp(r->status, "DISPATCHED") == 0 && !r->job_created && (r->job_made || r->job_obj != NULL))
+	if (r->refused_by != NULL && strcmp(r->status, "DISPATCHED") == 0)
+	{
+		r->event = "REFUSED";
+		r->observation = json_one("refused", r->refused_by);
+	}
+	else if (strcmp(r->status, "DISPATCHED") == 0 && !r->job_created && (r->job_made || r->job_obj != NULL))
 	{
 		r->event = "CREATED";
 		r->observation = observation_json(r, r->job_made ? "created" : "seen");

@@ -36,11 +36,8 @@ N1=$(lab_node_id gpu-q1)
 job() { echo "/apis/batch/v1/namespaces/$NS/jobs/$1"; }
 secret() { echo "/api/v1/namespaces/$1/secrets/$2"; }
 
-ID=$(next_id)
-plan "lab-$ID-1" "{\"ticks\":1,\"s3\":[$(out_obj "$ID" 1 '{"probe":"ok"}')]}"
-asowner "SELECT mlplat.start_lab_probe('$P', $CAND, '$SHA', $PROF, $N1, 'lq-probe')" >/dev/null
-wait_for $DB "SELECT status FROM mlplat.lab_probes WHERE lab_run_id = $ID" PASSED 60
-tap_ok $? "a probe made through the API PASSED (run: $(status "$ID"))"
+lab_probe $N1 lq-probe
+tap_ok $? "a probe made through the API PASSED"
 wait_for $DB "SELECT count(*) FROM mlplat.lab_leases WHERE node_id = $N1" 0 30
 tap_ok $? "the probe's lease is released"
 asowner "SELECT mlplat.approve_lab('$P', $CAND, '$SHA', $PROF, $N1, '{text_generation}', '{\"max_attempts\": 2}', 100, '1 day')" >/dev/null

@@ -17,6 +17,9 @@
 #                             asdev SQL (as DEV); two TAP lines.  Reads DB, P.
 #   lab_model OWNER [DEV]     that model version and profile alone (no Nodes, no TAP line)
 #   lab_node_id NAME          the id of lab node NAME
+#   lab_probe NODE_ID KEY     a probe of the fixture's candidate and profile on that node, made
+#                             with start_lab_probe (as OWNER; its Job planned to write an
+#                             output), until it PASSED (the status of a wait: assert it)
 
 next_id() { q $DB "SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END FROM mlplat.lab_runs_id_seq"; }
 
@@ -83,3 +86,11 @@ lab_model() {
 }
 
 lab_node_id() { q $DB "SELECT id FROM mlplat.lab_nodes WHERE name = '$1'"; }
+
+lab_probe() {
+	local id
+	id=$(next_id)
+	plan "lab-$id-1" "{\"ticks\":1,\"s3\":[$(out_obj "$id" 1 '{"probe":"ok"}')]}"
+	asowner "SELECT mlplat.start_lab_probe('$P', $CAND, '$SHA', $PROF, $1, '$2')" >/dev/null
+	wait_for $DB "SELECT status FROM mlplat.lab_probes WHERE lab_run_id = $id" PASSED 60
+}

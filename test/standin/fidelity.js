@@ -838,6 +838,14 @@ check('faults: 429 with Retry-After, 503, added latency, 403 for one resource ki
   await admin('POST', 'faults', { path: '/leases/l1$', status: 503, times: 1 });
   const u = await k('GET', '/apis/coordination.k8s.io/v1/namespaces/fid-sel/leases/l1');
   eq([u.status, u.body.reason], [503, 'ServiceUnavailable'], '503');
+  // 422 and 400: refused for good, each with the Status the real API server sends
+  await admin('POST', 'faults', { method: 'POST', path: '/leases$', status: 422, times: 1 });
+  const v = await k('POST', '/apis/coordination.k8s.io/v1/namespaces/fid-sel/leases', { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: 'l422' } });
+  eq([v.status, v.body.kind, v.body.reason, v.body.code, v.body.details.causes[0].reason], [422, 'Status', 'Invalid', 422, 'FieldValueInvalid'], '422 Invalid');
+  await admin('POST', 'faults', { method: 'POST', path: '/leases$', status: 400, times: 1 });
+  const w = await k('POST', '/apis/coordination.k8s.io/v1/namespaces/fid-sel/leases', { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: 'l400' } });
+  eq([w.status, w.body.reason, w.body.code], [400, 'BadRequest', 400], '400 BadRequest');
+  eq((await k('GET', '/apis/coordination.k8s.io/v1/namespaces/fid-sel/leases/l422')).status, 404, 'a refused create made nothing');
   await admin('POST', 'faults', { path: '/leases/l2$', latencyMs: 150, times: 1 });
   const t0 = Date.now();
   eq((await k('GET', '/apis/coordination.k8s.io/v1/namespaces/fid-sel/leases/l2')).status, 200, 'slow request succeeds');

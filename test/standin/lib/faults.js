@@ -1,6 +1,6 @@
 'use strict';
 // Fault rules set at run time. Randomness comes from the seeded PRNG so a run is reproducible.
-//   {method, path, resource, status: 500|503|429, rate, retryAfter, latencyMs, latencyRate, drop, forbidden, times, s3,
+//   {method, path, resource, status: 500|503|429|400|422, rate, retryAfter, latencyMs, latencyRate, drop, forbidden, times, s3,
 //    hold: 'before'|'after'}
 // hold parks a matching request until the admin API releases it: 'before' it is applied (a
 // request in flight), or 'after' it was applied with its answer not yet sent (an answer in
@@ -18,7 +18,7 @@ class Faults {
     const r = { ...rule, id: this.nextId++, fired: 0 };
     if (r.path) new RegExp(r.path); // validate early
     if (r.method) new RegExp(`^(${r.method})$`, 'i');
-    if (r.status !== undefined && ![500, 503, 429].includes(Number(r.status))) throw new Error('status must be 500, 503 or 429');
+    if (r.status !== undefined && ![500, 503, 429, 400, 422].includes(Number(r.status))) throw new Error('status must be 500, 503, 429, 400 or 422');
     if (r.hold !== undefined && !['before', 'after'].includes(r.hold)) throw new Error('hold must be "before" or "after"');
     this.rules.push(r);
     return r;
@@ -56,7 +56,12 @@ class Faults {
         fired = true;
       } else if (!out.error && r.status && this.draw(r.rate)) {
         const s = Number(r.status);
-        out.error = s === 429 ? E.tooMany(Number(r.retryAfter || 1)) : s === 503 ? E.unavailable() : E.internal('injected fault');
+        // 400 and 422: a request the API server (or an admission policy) refuses for good, as
+        // its own Status says it
+        const kind = rt && rt.res ? rt.res.kind : 'object';
+        out.error = s === 429 ? E.tooMany(Number(r.retryAfter || 1)) : s === 503 ? E.unavailable()
+          : s === 422 ? E.invalidRaw(`${kind} is invalid: spec: Invalid value: injected fault`, { kind, causes: [{ reason: 'FieldValueInvalid', field: 'spec', message: 'Invalid value: injected fault' }] })
+          : s === 400 ? E.badRequest(`${kind} refused: injected fault`) : E.internal('injected fault');
         fired = true;
       }
       if (!out.hold && r.hold) { out.hold = { phase: r.hold, rule: r.id }; fired = true; }
