@@ -241,6 +241,22 @@ BEGIN
   END IF;
 END $$;
 
+-- What a membership change does once the members row is written, the same for a grant and a
+-- revoke: when it changed anything the project takes this call's traceparent (the projects
+-- reconciler writes the RoleBindings under this call's span); the call is audited either way,
+-- with changed; the projects reconciler is woken at commit.
+CREATE FUNCTION mlplat._membership_changed(p_action text, p_project text, p_pid bigint, p_principal text,
+                                           p_role text, p_changed boolean, p_request_id uuid, p_tp text)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, mlplat, pg_temp AS $$
+BEGIN
+  IF p_changed THEN
+    UPDATE mlplat.projects x SET traceparent = p_tp WHERE x.id = p_pid;
+  END IF;
+  PERFORM mlplat._audit(p_action, p_project, p_pid, 'member', p_pid, p_request_id, p_tp,
+    pg_catalog.jsonb_build_object('principal', p_principal, 'role', p_role, 'changed', p_changed));
+  PERFORM mlplat._wake_on_commit('projects');
+END $$;
+
 CREATE FUNCTION mlplat.grant_role(project text, principal text, role text)
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, mlplat, pg_temp AS $$
@@ -256,13 +272,8 @@ BEGIN
   INSERT INTO mlplat.members (project_id, principal, role, granted_by)
   VALUES (pid, grant_role.principal, grant_role.role, mlplat._actor()) ON CONFLICT DO NOTHING;
   changed := FOUND;
-  -- the binding this makes is traced under this call's span (the reconciler reads tp from the project)
-  IF changed THEN
-    UPDATE mlplat.projects x SET traceparent = tp WHERE x.id = pid;
-  END IF;
-  PERFORM mlplat._audit('grant_role', grant_role.project, pid, 'member', pid, r.request_id, tp,
-    pg_catalog.jsonb_build_object('principal', grant_role.principal, 'role', grant_role.role, 'changed', changed));
-  PERFORM mlplat._wake_on_commit('projects');
+  PERFORM mlplat._membership_changed('grant_role', grant_role.project, pid, grant_role.principal, grant_role.role,
+                                     changed, r.request_id, tp);
   RETURN r;
 END $$;
 
@@ -289,11 +300,7 @@ BEGIN
       DETAIL = 'Every project keeps at least one owner.',
       HINT = 'Grant owner to someone else first.';
   END IF;
-  IF changed THEN
-    UPDATE mlplat.projects x SET traceparent = tp WHERE x.id = pid;
-  END IF;
-  PERFORM mlplat._audit('revoke_role', revoke_role.project, pid, 'member', pid, r.request_id, tp,
-    pg_catalog.jsonb_build_object('principal', revoke_role.principal, 'role', revoke_role.role, 'changed', changed));
-  PERFORM mlplat._wake_on_commit('projects');
+  PERFORM mlplat._membership_changed('revoke_role', revoke_role.project, pid, revoke_role.principal, revoke_role.role,
+                                     changed, r.request_id, tp);
   RETURN r;
 END $$;

@@ -102,13 +102,8 @@ BEGIN
   INSERT INTO mlplat.members (project_id, principal, role, granted_by)
   VALUES (pid, grant_role.principal, grant_role.role, mlplat._actor()) ON CONFLICT DO NOTHING;
   changed := FOUND;
-  -- the binding this makes is traced under this call's span (the reconciler reads tp from the project)
-  IF changed THEN
-    UPDATE mlplat.projects x SET traceparent = tp WHERE x.id = pid;
-  END IF;
-  PERFORM mlplat._audit('grant_role', grant_role.project, pid, 'member', pid, r.request_id, tp,
-    pg_catalog.jsonb_build_object('principal', grant_role.principal, 'role', grant_role.role, 'changed', changed));
-  PERFORM mlplat._wake_on_commit('projects');
+  PERFORM mlplat._membership_changed('grant_role', grant_role.project, pid, grant_role.principal, grant_role.role,
+                                     changed, r.request_id, tp);
   RETURN r;
 END $$;
 
