@@ -21,11 +21,11 @@ BEGIN
          + coalesce((SELECT pg_catalog.sum(k.gpus) FROM mlplat.campaign_candidates k
                      WHERE k.project_id = p_project_id
                        AND k.status IN ('BUILDING', 'CANCEL_REQUESTED')), 0)
-         -- lab runs and probes (39_api_lab): from QUEUED until they end, and while they hold a
-         -- node lease (released only once the Job is seen reclaimed)
-         + coalesce((SELECT pg_catalog.sum(l.gpus) FROM mlplat.lab_runs l
-                     WHERE l.project_id = p_project_id AND mlplat.lab_run_is_active(l.status)
-                       AND l.gpus > 0), 0)
+         -- lab runs and probes (39_api_lab): from QUEUED until they end (kept by trigger in
+         -- mlplat.lab_gpus, at most nine rows), and while they hold a node lease (released only
+         -- once the Job is seen reclaimed)
+         + coalesce((SELECT pg_catalog.sum(c.gpus) FROM mlplat.lab_gpus c
+                     WHERE c.project_id = p_project_id), 0)
          -- (from the leases, one per node at most, each run by its key: never a scan of the
          -- project's ended runs, which only grow)
          + coalesce((SELECT pg_catalog.sum((SELECT l.gpus FROM mlplat.lab_runs l

@@ -59,11 +59,11 @@ END $$;
 --   'share'     FOR KEY SHARE: every change that adds to the project without raising its GPU
 --               allocation (deploy, start_run, ...); they never wait for each other, nor for
 --               a GPU reservation, nor for the reconciler's status write-backs;
---   'reserve'   FOR NO KEY UPDATE: changes that raise the GPU allocation (deploy, start_run,
---               retry_run, start_rollout with a surge), so quota checks serialize;
---   'slot'      FOR SHARE: a lab GPU reservation that holds one of the project's quota slots
---               (_lab_reserve_gpus): such reservations do not wait for each other, but every
---               'reserve' waits for them, and they for it;
+--   'reserve'   FOR NO KEY UPDATE and every quota slot: changes that raise the GPU allocation
+--               (deploy, start_run, retry_run, start_rollout with a surge), so quota checks
+--               serialize; the slots (src/quota_slot.c) make it wait for the lab GPU
+--               reservations in flight, which hold one slot each instead of the row
+--               (_lab_reserve_gpus), and keep new ones out until it ends;
 --   'exclusive' FOR UPDATE: delete_project and set_project_quota wait for everything in flight.
 -- The wait is bounded by mlplat.api_lock_timeout and fails with 55P03 naming the project.
 -- The bound then stays (SET LOCAL) for the rest of the calling API function, so its waits
@@ -82,6 +82,11 @@ CREATE FUNCTION mlplat._bound_api_waits() RETURNS void LANGUAGE sql AS $$
     coalesce(pg_catalog.current_setting('mlplat.api_lock_timeout', true), '5s'), true)
 $$;
 
+-- src/quota_slot.c: every quota slot of the project for an exact reservation; without wait,
+-- those that are free (true when that was all of them).
+CREATE FUNCTION mlplat._quota_slots_take(project_id bigint, wait boolean) RETURNS boolean
+LANGUAGE C STRICT VOLATILE AS 'MODULE_PATHNAME', 'mlplat_take_quota_slots';
+
 CREATE FUNCTION mlplat._lock_project_row(p_project_id bigint, p_strength text, p_action text)
 RETURNS mlplat.projects LANGUAGE plpgsql AS $$
 DECLARE
@@ -95,12 +100,12 @@ BEGIN
     SELECT * INTO p FROM mlplat.projects x WHERE x.id = p_project_id FOR KEY SHARE SKIP LOCKED;
   ELSIF p_strength = 'reserve' THEN
     SELECT * INTO p FROM mlplat.projects x WHERE x.id = p_project_id FOR NO KEY UPDATE SKIP LOCKED;
-  ELSIF p_strength = 'slot' THEN
-    SELECT * INTO p FROM mlplat.projects x WHERE x.id = p_project_id FOR SHARE SKIP LOCKED;
   ELSE
     SELECT * INTO p FROM mlplat.projects x WHERE x.id = p_project_id FOR UPDATE SKIP LOCKED;
   END IF;
-  IF FOUND THEN
+  -- a reservation also takes every quota slot (src/quota_slot.c): it waits for the lab GPU
+  -- reservations in flight, which hold one each, before its quota sum
+  IF FOUND AND (p_strength <> 'reserve' OR mlplat._quota_slots_take(p_project_id, false)) THEN
     RETURN p;
   END IF;
   BEGIN
@@ -108,8 +113,7 @@ BEGIN
       SELECT * INTO p FROM mlplat.projects x WHERE x.id = p_project_id FOR KEY SHARE;
     ELSIF p_strength = 'reserve' THEN
       SELECT * INTO p FROM mlplat.projects x WHERE x.id = p_project_id FOR NO KEY UPDATE;
-    ELSIF p_strength = 'slot' THEN
-      SELECT * INTO p FROM mlplat.projects x WHERE x.id = p_project_id FOR SHARE;
+      PERFORM mlplat._quota_slots_take(p_project_id, true);
     ELSE
       SELECT * INTO p FROM mlplat.projects x WHERE x.id = p_project_id FOR UPDATE;
     END IF;

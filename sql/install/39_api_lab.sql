@@ -175,10 +175,6 @@ CREATE TABLE mlplat.lab_runs (
 );
 CREATE UNIQUE INDEX lab_runs_idempotency ON mlplat.lab_runs (project_id, actor, purpose, idempotency_key);
 CREATE INDEX lab_runs_active ON mlplat.lab_runs (node_id, id) WHERE mlplat.lab_run_is_active(status);
--- the GPU quota sums a project's active runs with GPUs (_gpus_in_use) on every GPU start,
--- deploy and run: from this index alone where the heap pages are all-visible
-CREATE INDEX lab_runs_project_gpus ON mlplat.lab_runs (project_id) INCLUDE (gpus)
-  WHERE mlplat.lab_run_is_active(status) AND gpus > 0;
 ALTER TABLE mlplat.lab_probes
   ADD CONSTRAINT lab_probes_lab_run_id_fkey FOREIGN KEY (lab_run_id) REFERENCES mlplat.lab_runs (id);
 
@@ -204,6 +200,61 @@ CREATE TABLE mlplat.lab_leases (
   acquired_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
   renewed_at  timestamptz NOT NULL DEFAULT pg_catalog.now()
 );
+
+-- The GPUs of a project's active lab runs and probes (lab_run_is_active, gpus > 0), kept by
+-- lab_runs_gpus so the GPU quota reads at most nine rows (_gpus_in_use) instead of summing
+-- every active run on each GPU start, deploy and run.  Split by quota slot so starts side by
+-- side never wait for each other: a change made by a transaction holding a quota slot goes
+-- to that slot's row (0-7; only its holder writes it; an exact reservation holds them all
+-- and writes row 0), any other change (the reconciler ending a run, a cancel) to row 8.
+-- The sum of a project's rows is the sum over its active runs at every commit.  Internal:
+-- no privileges, RLS on with no policy; not in pg_dump's data (restoring lab_runs fires the
+-- trigger, which rebuilds it).
+CREATE TABLE mlplat.lab_gpus (
+  project_id bigint NOT NULL REFERENCES mlplat.projects (id) ON DELETE CASCADE,
+  slot       int NOT NULL CHECK (slot BETWEEN 0 AND 8),
+  gpus       bigint NOT NULL,
+  PRIMARY KEY (project_id, slot)
+);
+ALTER TABLE mlplat.lab_gpus ENABLE ROW LEVEL SECURITY;
+
+-- src/quota_slot.c: the lowest quota slot of the project this transaction holds, or -1.
+CREATE FUNCTION mlplat._lab_quota_slot_held(project_id bigint) RETURNS int
+LANGUAGE C STRICT VOLATILE AS 'MODULE_PATHNAME', 'mlplat_held_quota_slot';
+
+-- (SECURITY DEFINER: whoever ends a run, the reconciler's role included, updates the count)
+CREATE FUNCTION mlplat._lab_gpus_count() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, mlplat, pg_temp AS $$
+DECLARE
+  project bigint;
+  delta bigint;
+  held int;
+BEGIN
+  IF TG_OP = 'INSERT' THEN
+    project := NEW.project_id;
+    delta := NEW.gpus;
+  ELSIF TG_OP = 'DELETE' THEN
+    project := OLD.project_id;
+    delta := -OLD.gpus;
+  ELSE   -- the WHEN clause: the status went into or out of the active ones
+    project := NEW.project_id;
+    delta := CASE WHEN mlplat.lab_run_is_active(NEW.status) THEN NEW.gpus ELSE -NEW.gpus END;
+  END IF;
+  held := mlplat._lab_quota_slot_held(project);
+  INSERT INTO mlplat.lab_gpus AS c (project_id, slot, gpus)
+  VALUES (project, CASE WHEN held >= 0 THEN held ELSE 8 END, delta)
+  ON CONFLICT (project_id, slot) DO UPDATE SET gpus = c.gpus + EXCLUDED.gpus;
+  RETURN NULL;
+END $$;
+CREATE TRIGGER lab_runs_gpus_insert AFTER INSERT ON mlplat.lab_runs FOR EACH ROW
+  WHEN (NEW.gpus > 0 AND mlplat.lab_run_is_active(NEW.status))
+  EXECUTE FUNCTION mlplat._lab_gpus_count();
+CREATE TRIGGER lab_runs_gpus_status AFTER UPDATE OF status ON mlplat.lab_runs FOR EACH ROW
+  WHEN (NEW.gpus > 0 AND mlplat.lab_run_is_active(OLD.status) <> mlplat.lab_run_is_active(NEW.status))
+  EXECUTE FUNCTION mlplat._lab_gpus_count();
+CREATE TRIGGER lab_runs_gpus_delete AFTER DELETE ON mlplat.lab_runs FOR EACH ROW
+  WHEN (OLD.gpus > 0 AND mlplat.lab_run_is_active(OLD.status))
+  EXECUTE FUNCTION mlplat._lab_gpus_count();
 
 -- Append-only history of every status change: ids, codes and what was observed, no content.
 CREATE TABLE mlplat.lab_run_transitions (
@@ -1168,21 +1219,25 @@ END $$;
 -- ways: the GPUs of a project's committed reservations plus those of every reservation in
 -- flight never exceed its quota.
 --  * Room to spare (the fast way): the reservation takes one of the project's eight quota
---    slots (_lab_quota_slot: a transaction lock no login can take; never waits) and the
---    project's row FOR SHARE ('slot'), then sums the committed GPUs on a snapshot taken after
---    both.  FOR SHARE excludes every exact reservation (FOR NO KEY UPDATE: deploy() and
---    start_run growing, runs, campaigns, the exact way below) until it ends, so what the sum
+--    slots (_lab_quota_slot: a transaction lock no login can take; never waits), then sums
+--    the committed GPUs on a snapshot taken after it.  Every exact reservation (FOR NO KEY
+--    UPDATE: deploy() and start_run growing, runs, campaigns, the exact way below) takes all
+--    eight slots, waiting for their holders, before its own sum (_lock_project_row
+--    'reserve'): one that holds them all has ended before this slot was free (its commit is
+--    seen), and one that does not yet counts this reservation in its own sum.  What the sum
 --    cannot see is only other slot holders: at most seven, each of at most eight GPUs (a
 --    profile's cap, _lab_profile_ok; a slot holds one reservation).  When the committed GPUs
 --    + its own + 7 x 8 fit the quota it is admitted, without waiting for any other lab
---    reservation or its commit: starts in a project with room run side by side.
+--    reservation or its commit: starts in a project with room run side by side.  The quota
+--    read cannot change until commit: _lab_admit holds the project's row FOR KEY SHARE, and
+--    set_project_quota takes it FOR UPDATE.
 --  * Otherwise (the quota too close, no slot free, or a transaction that is not READ
 --    COMMITTED, whose snapshot predates its locks) the exact way, as deploy() when its
---    allocation grows: the project's row FOR NO KEY UPDATE, which waits for the slot holders
---    to end, and the exact sum under it; such reservations serialize over the check, the
---    writes and the commit.  A fast attempt that fails is rolled back to its savepoint, which
---    gives back its slot and its share lock first (two of them waiting to upgrade would
---    deadlock).
+--    allocation grows: the project's row FOR NO KEY UPDATE and every slot, which waits for
+--    the slot holders to end, and the exact sum under them; such reservations serialize over
+--    the check, the writes and the commit.  A fast attempt whose sum finds too little room
+--    gives its slot back first (a lock, unlike a row lock, can be released; two of them
+--    holding one slot each and waiting for all would deadlock), so no savepoint is needed.
 -- Either way the outcome is the one of some serial order of the reservations.
 CREATE FUNCTION mlplat._lab_reserve_gpus(p_project_id bigint, p_gpus int, p_action text) RETURNS void
 LANGUAGE plpgsql AS $$
@@ -1190,23 +1245,23 @@ DECLARE
   p mlplat.projects;
   slots constant int := 8;
   most constant int := 8;
+  quota int;
+  slot int;
 BEGIN
   IF coalesce(p_gpus, 0) <= 0 THEN
     RETURN;
   END IF;
-  IF p_gpus <= most AND pg_catalog.current_setting('transaction_isolation') = 'read committed'
-     AND (SELECT x.gpu_quota FROM mlplat.projects x WHERE x.id = p_project_id) >= p_gpus + (slots - 1) * most THEN
-    BEGIN
-      IF mlplat._lab_quota_slot(p_project_id, slots) >= 0 THEN
-        p := mlplat._lock_project_row(p_project_id, 'slot', p_action);
-        IF mlplat._gpus_in_use(p_project_id) + p_gpus + (slots - 1) * most <= p.gpu_quota THEN
+  IF p_gpus <= most AND pg_catalog.current_setting('transaction_isolation') = 'read committed' THEN
+    quota := (SELECT x.gpu_quota FROM mlplat.projects x WHERE x.id = p_project_id);
+    IF quota >= p_gpus + (slots - 1) * most THEN
+      slot := mlplat._lab_quota_slot(p_project_id, slots);
+      IF slot >= 0 THEN
+        IF mlplat._gpus_in_use(p_project_id) + p_gpus + (slots - 1) * most <= quota THEN
           RETURN;
         END IF;
+        PERFORM mlplat._lab_quota_slot_release(p_project_id, slot);
       END IF;
-      RAISE EXCEPTION USING ERRCODE = 'MLQ01';   -- caught right below: the exact way
-    EXCEPTION WHEN SQLSTATE 'MLQ01' THEN
-      NULL;
-    END;
+    END IF;
   END IF;
   p := mlplat._lock_project_row(p_project_id, 'reserve', p_action);
   PERFORM mlplat._check_gpu_quota(p, p_gpus, NULL);
@@ -1216,6 +1271,10 @@ END $$;
 -- are taken; never waits.
 CREATE FUNCTION mlplat._lab_quota_slot(project_id bigint, slots int) RETURNS int
 LANGUAGE C STRICT VOLATILE AS 'MODULE_PATHNAME', 'mlplat_try_quota_slot';
+
+-- src/quota_slot.c: gives back the slot _lab_quota_slot gave this transaction.
+CREATE FUNCTION mlplat._lab_quota_slot_release(project_id bigint, slot int) RETURNS void
+LANGUAGE C STRICT VOLATILE AS 'MODULE_PATHNAME', 'mlplat_release_quota_slot';
 
 -- The idempotency key of start_lab_run and start_lab_probe: required, claimed code-only.
 CREATE FUNCTION mlplat._lab_idem_claim(p_action text, p_key text, p_request jsonb, p_who text)

@@ -1,7 +1,7 @@
 -- pgTAP: Model Lab privileges, row-level security, membership-only authorization, the
 -- no-leak validation errors and the read-only preflight (docs/lab.md).
 BEGIN;
-SELECT plan(54);
+SELECT plan(56);
 \ir lib/helpers.sql
 
 DO $$ DECLARE r text; BEGIN
@@ -19,7 +19,8 @@ DO $$
 DECLARE
   pid bigint;
 BEGIN
-  PERFORM mlplat.create_project('tlab', 8, NULL, NULL, NULL, 'tap_lab_owner');
+  -- (room to spare: the GPU starts before the slot tests below take one quota slot each)
+  PERFORM mlplat.create_project('tlab', 64, NULL, NULL, NULL, 'tap_lab_owner');
   PERFORM mlplat.create_project('tlab-other', 8, NULL, NULL, NULL, 'tap_lab_outsider');
   PERFORM mlplat.add_artifact_location('tlab', 's3://lab/');
   PERFORM mlplat.grant_role('tlab', 'tap_lab_viewer', 'viewer');
@@ -203,8 +204,8 @@ SELECT is((SELECT count(*) FROM mlplat.idempotency_keys) - (SELECT n FROM tap_ke
 
 -- ---------------------------------------------------------------- GPU quota: slots and leases
 -- (_lab_reserve_gpus) with room to spare a GPU start holds one quota slot (a user lock no SQL
--- can take) and the project row FOR SHARE; one slot per reservation; close to the quota the
--- exact way (no slot, FOR NO KEY UPDATE).  A lease of an ended run still counts its GPUs.
+-- can take) more; one slot per reservation; close to the quota the exact way (FOR NO KEY
+-- UPDATE and every slot).  A lease of an ended run still counts its GPUs.
 CREATE FUNCTION pg_temp.tap_slots() RETURNS bigint LANGUAGE sql AS $$
   SELECT count(*) FROM pg_locks WHERE locktype = 'userlock' AND classid = x'6d6c7173'::int::oid
     AND objid = (SELECT id FROM mlplat.projects WHERE name = 'tlab')::oid AND pid = pg_backend_pid() AND granted
@@ -227,17 +228,29 @@ SELECT mlplat.approve_lab('tlab', cand, repeat('a', 64), prof, node, '{text_gene
 RESET ROLE;
 CREATE TEMP TABLE tap_base AS SELECT pg_temp.tap_gpus() AS n;
 SELECT mlplat.set_project_quota('tlab', 64);
+CREATE TEMP TABLE tap_slots_before AS SELECT pg_temp.tap_slots() AS n;
 CREATE TEMP TABLE tap_runs AS SELECT pg_temp.tap_start('tap-quota-1') AS id;
-SELECT is(pg_temp.tap_slots(), 1::bigint, 'room to spare: the GPU start holds one quota slot');
+SELECT is(pg_temp.tap_slots() - (SELECT n FROM tap_slots_before), 1::bigint,
+          'room to spare: the GPU start holds one quota slot more');
 SELECT is(pg_temp.tap_gpus() - (SELECT n FROM tap_base), 1::bigint, 'its GPU counts');
 INSERT INTO tap_runs SELECT pg_temp.tap_start('tap-quota-2');
-SELECT is(pg_temp.tap_slots(), 2::bigint, 'a second GPU start in the same transaction takes another slot');
+SELECT is(pg_temp.tap_slots() - (SELECT n FROM tap_slots_before), 2::bigint,
+          'a second GPU start in the same transaction takes another slot');
 SELECT mlplat.set_project_quota('tlab', 8);
 INSERT INTO tap_runs SELECT pg_temp.tap_start('tap-quota-3');
-SELECT is(pg_temp.tap_slots(), 2::bigint, 'close to the quota: the exact way, no slot');
+SELECT is(pg_temp.tap_slots(), 8::bigint, 'close to the quota: the exact way, every slot');
 SELECT is(pg_temp.tap_gpus() - (SELECT n FROM tap_base), 3::bigint, 'three GPUs in use');
+-- the counter the quota reads (mlplat.lab_gpus, kept by trigger) against the runs themselves
+CREATE FUNCTION pg_temp.tap_counted() RETURNS boolean LANGUAGE sql AS $$
+  SELECT (SELECT coalesce(sum(c.gpus), 0) FROM mlplat.lab_gpus c JOIN mlplat.projects p ON p.id = c.project_id
+          WHERE p.name = 'tlab')
+       = (SELECT coalesce(sum(r.gpus), 0) FROM mlplat.lab_runs r JOIN mlplat.projects p ON p.id = r.project_id
+          WHERE p.name = 'tlab' AND mlplat.lab_run_is_active(r.status))
+$$;
+SELECT ok(pg_temp.tap_counted(), 'the GPU counter equals the sum over the active runs (fast and exact starts)');
 UPDATE mlplat.lab_runs SET status = 'FAILED', reason_code = 'QUEUE_DEADLINE_EXCEEDED', finished_at = now()
 WHERE id IN (SELECT id FROM tap_runs);
+SELECT ok(pg_temp.tap_counted(), 'the GPU counter equals the sum over the active runs (the runs ended)');
 INSERT INTO mlplat.lab_leases (node_id, lab_run_id, attempt) SELECT node, (SELECT min(id) FROM tap_runs), 1 FROM lab_ids;
 SELECT is(pg_temp.tap_gpus() - (SELECT n FROM tap_base), 1::bigint, 'an ended run counts while it holds its lease');
 SELECT is(pg_temp.tap_gpus('tlab-other'), 0::bigint, 'a lease counts in its run''s project only');

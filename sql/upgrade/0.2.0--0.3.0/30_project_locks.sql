@@ -4,6 +4,11 @@
 -- now (see mlplat._lock_project_row), and every wait is bounded by mlplat.api_lock_timeout:
 -- the API functions that take it name lock_timeout in their SET clause.
 
+-- src/quota_slot.c: every quota slot of the project for an exact reservation; without wait,
+-- those that are free (true when that was all of them).
+CREATE FUNCTION mlplat._quota_slots_take(project_id bigint, wait boolean) RETURNS boolean
+LANGUAGE C STRICT VOLATILE AS 'MODULE_PATHNAME', 'mlplat_take_quota_slots';
+
 CREATE OR REPLACE FUNCTION mlplat._lock_project_row(p_project_id bigint, p_strength text, p_action text)
 RETURNS mlplat.projects LANGUAGE plpgsql AS $$
 DECLARE
@@ -17,12 +22,12 @@ BEGIN
     SELECT * INTO p FROM mlplat.projects x WHERE x.id = p_project_id FOR KEY SHARE SKIP LOCKED;
   ELSIF p_strength = 'reserve' THEN
     SELECT * INTO p FROM mlplat.projects x WHERE x.id = p_project_id FOR NO KEY UPDATE SKIP LOCKED;
-  ELSIF p_strength = 'slot' THEN
-    SELECT * INTO p FROM mlplat.projects x WHERE x.id = p_project_id FOR SHARE SKIP LOCKED;
   ELSE
     SELECT * INTO p FROM mlplat.projects x WHERE x.id = p_project_id FOR UPDATE SKIP LOCKED;
   END IF;
-  IF FOUND THEN
+  -- a reservation also takes every quota slot (src/quota_slot.c): it waits for the lab GPU
+  -- reservations in flight, which hold one each, before its quota sum
+  IF FOUND AND (p_strength <> 'reserve' OR mlplat._quota_slots_take(p_project_id, false)) THEN
     RETURN p;
   END IF;
   BEGIN
@@ -30,8 +35,7 @@ BEGIN
       SELECT * INTO p FROM mlplat.projects x WHERE x.id = p_project_id FOR KEY SHARE;
     ELSIF p_strength = 'reserve' THEN
       SELECT * INTO p FROM mlplat.projects x WHERE x.id = p_project_id FOR NO KEY UPDATE;
-    ELSIF p_strength = 'slot' THEN
-      SELECT * INTO p FROM mlplat.projects x WHERE x.id = p_project_id FOR SHARE;
+      PERFORM mlplat._quota_slots_take(p_project_id, true);
     ELSE
       SELECT * INTO p FROM mlplat.projects x WHERE x.id = p_project_id FOR UPDATE;
     END IF;
@@ -605,4 +609,5 @@ BEGIN
 END $$;
 
 REVOKE ALL ON FUNCTION mlplat._lock_project_row(bigint, text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mlplat._quota_slots_take(bigint, boolean) FROM PUBLIC;
 DROP FUNCTION mlplat._project_lock_key(int);
