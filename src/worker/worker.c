@@ -571,10 +571,23 @@ worker_start(WorkerLoop *w, Datum main_arg)
 	mlplat_pass_memory_context = w->pass_context;
 }
 
-/* Signals first: a pending SIGTERM ends us, a SIGHUP rereads the configuration. */
+/*
+ * Signals first: a pending SIGTERM ends us, a SIGHUP rereads the configuration.
+ *
+ * A standby's wait for the leader lock ends every leader_retry_interval in a
+ * lock timeout, whose ERROR ProcessInterrupts raises after clearing
+ * InterruptPending and before it looks at a ProcSignalBarrier.  A barrier
+ * that arrives together with a timeout is left pending with nothing to say
+ * so, and the next interrupt is again a lock timeout that errors first: the
+ * standby would never absorb it, and DROP DATABASE (which waits for every
+ * backend to absorb one) would hang.  So the flag is re-armed here, where no
+ * timeout is running.
+ */
 static void
 absorb_signals(void)
 {
+	if (ProcSignalBarrierPending)
+		InterruptPending = true;
 	CHECK_FOR_INTERRUPTS();
 	if (ConfigReloadPending)
 	{
