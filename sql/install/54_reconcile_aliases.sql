@@ -45,8 +45,7 @@ COMMENT ON TABLE mlplat.model_alias_history IS
 -- Read like the other project tables: members only, through RLS.
 SELECT mlplat._member_reads('model_alias_history', 'model_registry_versions');
 GRANT SELECT ON mlplat.model_alias_history, mlplat.model_registry_versions TO PUBLIC;
-SELECT pg_catalog.pg_extension_config_dump('mlplat.model_alias_history', '');
-SELECT pg_catalog.pg_extension_config_dump('mlplat.model_registry_versions', '');
+SELECT mlplat._config_dump('model_alias_history', 'model_registry_versions');
 
 -- The seam (src/reconcile/seam.c): the claim returns mlplat.model_alias_claim rows, the
 -- write-back takes an array of mlplat.model_alias_writeback; C reads and builds them by name.

@@ -51,7 +51,7 @@ GRANT SELECT ON mlplat.trace_spans TO PUBLIC;
 COMMENT ON VIEW mlplat.trace_spans IS
   'Spans of the projects the caller may view: API calls and reconciler steps, with their trace and parent ids.';
 
-SELECT pg_catalog.pg_extension_config_dump('mlplat.spans', '');
+SELECT mlplat._config_dump('spans');
 
 -- The API span of an intent, called where its audit event is written (status UNSET:
 -- OpenTelemetry leaves a success unset; OK is an application's override).  tp is the

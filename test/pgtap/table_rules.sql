@@ -3,7 +3,7 @@
 -- (mlplat._state_machine) and append-only history (mlplat._append_only).  Each check runs
 -- over the whole catalog, so a table written by hand beside the helpers fails it.
 BEGIN;
-SELECT plan(6);
+SELECT plan(7);
 
 -- every reconciled entity (a table with row_version) has the template's columns exactly:
 -- the same types, NOT NULL and defaults the claim and write-back code rely on
@@ -60,6 +60,17 @@ SELECT is((SELECT array_agg(g.tgname::text ORDER BY g.tgname) FROM pg_trigger g
               AND g.tgfoid = 'mlplat._refuse_change'::regproc),
           ARRAY['model_alias_history_immutable', 'model_alias_history_no_truncate'],
           'model_alias_history is append-only like the other history tables');
+
+-- a table pg_dump saves (configuration) has its identity sequence saved too: otherwise a
+-- restore into a fresh install hands out ids from 1 again, colliding with the restored rows
+SELECT is((SELECT array_agg(c::regclass::text ORDER BY c::regclass::text)
+             FROM pg_extension e, unnest(e.extconfig) c
+            WHERE e.extname = 'mlplat'
+              AND CASE WHEN EXISTS (SELECT 1 FROM pg_attribute a
+                                     WHERE a.attrelid = c AND a.attname = 'id' AND a.attidentity <> '')
+                       THEN NOT pg_get_serial_sequence(c::regclass::text, 'id')::regclass = ANY (e.extconfig)
+                       ELSE false END),
+          NULL, 'every table pg_dump saves has its id sequence saved too');
 
 SELECT * FROM finish();
 ROLLBACK;

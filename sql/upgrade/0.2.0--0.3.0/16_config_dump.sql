@@ -16,3 +16,7 @@ BEGIN
   END LOOP;
 END $$;
 REVOKE ALL ON FUNCTION mlplat._config_dump(text[]) FROM PUBLIC;
+
+-- 0.2.0 marked model_alias_history and spans but not their id sequences: a dump restored
+-- into a fresh install handed out ids from 1 again, colliding with the restored rows.
+SELECT mlplat._config_dump('model_alias_history', 'spans');
