@@ -9,22 +9,15 @@
 #include "mlplat/reconcile.h"
 
 /*
- * Append a ledger row stamped with the pass's epoch and controller
- * (transaction open); note, if given, goes into detail as {"note": ...}.
- */
-extern void mlplat_ledger_append(MlplatPass *pass, const char *entity, int64 entity_id,
-								 const char *project, const char *action, const char *outcome,
-								 const char *desired_digest, const char *observed_digest,
-								 int http_status, const char *error, const char *trace_id,
-								 const char *note);
-
-/*
- * The same rows collected and written with one statement (a write-back of
- * 10,000 applies writes 10,000 rows at once).  Transaction open for all three
- * (the arrays' element types come from the catalog); the batch lives in the
- * memory context current at mlplat_ledger_batch_new.  Flushing stamps the
- * pass's epoch and controller, returns the rows written (0 when the epoch is
- * no longer current) and empties the batch.
+ * The ledger rows of a pass, collected and written with one statement (a
+ * write-back of 10,000 applies writes 10,000 rows at once): a kind adds a row
+ * per external write while it writes back, and mlplat_seam_writeback_end
+ * flushes them with the rest of the write-back.  Transaction open for all
+ * three (the arrays' element types come from the catalog); the batch lives in
+ * the memory context current at mlplat_ledger_batch_new.  Flushing stamps the
+ * pass's epoch and controller (note, if given, goes into detail as {"note":
+ * ...}), returns the rows written (0 when the epoch is no longer current) and
+ * empties the batch.
  */
 typedef struct MlplatLedgerBatch MlplatLedgerBatch;
 extern MlplatLedgerBatch *mlplat_ledger_batch_new(void);

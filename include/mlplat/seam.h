@@ -23,6 +23,7 @@
 #include "utils/array.h"
 #include "utils/timestamp.h"
 
+#include "mlplat/ledger.h"
 #include "mlplat/reconcile.h"
 #include "mlplat/unanswered.h"
 
@@ -171,14 +172,15 @@ extern int64 *mlplat_seam_writeback(MlplatSeamArray *a, const char *sql, int64 e
 extern bool mlplat_seam_written(const int64 *ids, uint64 n, int64 id);
 
 /*
- * The tail every kind's write-back ends with (transaction open): remove the
- * write-ahead notes the pass heard answered (settled may be NULL), record the
- * pass's spans, commit, return to pass_cxt, and say in the pass status how
- * many write-backs lost their compare-and-swap.  Written once so that no kind
- * forgets a step or orders them differently.
+ * The tail every kind's write-back ends with (transaction open): write the
+ * pass's ledger rows (ledger may be NULL), remove the write-ahead notes the
+ * pass heard answered (settled may be NULL), record the pass's spans, commit,
+ * return to pass_cxt, and say in the pass status how many write-backs lost
+ * their compare-and-swap.  Written once so that no kind forgets a step or
+ * orders them differently.
  */
-extern void mlplat_seam_writeback_end(MlplatPass *pass, MlplatWriteNotes *settled, List *spans,
-									  MemoryContext pass_cxt, int lost);
+extern void mlplat_seam_writeback_end(MlplatPass *pass, MlplatLedgerBatch *ledger, MlplatWriteNotes *settled,
+									  List *spans, MemoryContext pass_cxt, int lost);
 
 /*
  * A write-back whose function answers each row with a row of another seam type

@@ -829,8 +829,10 @@ write_back(MlplatPass *pass, List *cands, List *orphans)
 	int64 *written;
 	uint64 nwritten;
 	int lost = 0;
+	MlplatLedgerBatch *ledger;
 
 	mlplat_txn_begin();
+	ledger = mlplat_ledger_batch_new();
 	rows = mlplat_seam_array_new(&writeback_seam);
 	foreach (lc, cands)
 	{
@@ -866,14 +868,14 @@ write_back(MlplatPass *pass, List *cands, List *orphans)
 		const char *obj = c->job_name ? psprintf("%s/%s", c->ns, c->job_name) : NULL;
 
 		if (c->adopt)
-			mlplat_ledger_append(pass, "campaign_candidate", c->id, c->project, "ADOPT", "OK", NULL, NULL, 0, NULL,
-								 mlplat_trace_id_of(c->traceparent), obj);
+			mlplat_ledger_batch_add(ledger, "campaign_candidate", c->id, c->project, "ADOPT", "OK", NULL, NULL, 0, NULL,
+									mlplat_trace_id_of(c->traceparent), obj);
 		if (c->ledger_action)
-			mlplat_ledger_append(pass, "campaign_candidate", c->id, c->project, c->ledger_action,
-								 c->ledger_outcome ? c->ledger_outcome : "OK",
-								 mlplat_str_same(c->ledger_action, "VERIFY") ? c->attested_sha256 : NULL,
-								 mlplat_str_same(c->ledger_action, "VERIFY") && c->verify ? c->verify->got_sha256 : NULL,
-								 c->http_status, c->ledger_error, mlplat_trace_id_of(c->traceparent), obj);
+			mlplat_ledger_batch_add(ledger, "campaign_candidate", c->id, c->project, c->ledger_action,
+									c->ledger_outcome ? c->ledger_outcome : "OK",
+									mlplat_str_same(c->ledger_action, "VERIFY") ? c->attested_sha256 : NULL,
+									mlplat_str_same(c->ledger_action, "VERIFY") && c->verify ? c->verify->got_sha256 : NULL,
+									c->http_status, c->ledger_error, mlplat_trace_id_of(c->traceparent), obj);
 		if (c->span)
 			spans = lappend(spans, c->span);
 		if (c->vspan)
@@ -888,11 +890,11 @@ write_back(MlplatPass *pass, List *cands, List *orphans)
 		const char *project = r->user;
 
 		mlplat_kube_write_result(r, true, &res);
-		mlplat_ledger_append(pass, "campaign_candidate", 0, project, "ORPHAN_TEARDOWN",
-							 res.outcome == MLPLAT_KUBE_OK ? "OK" : "RETRY",
-							 NULL, NULL, res.status, res.outcome == MLPLAT_KUBE_OK ? NULL : res.message, NULL, r->url);
+		mlplat_ledger_batch_add(ledger, "campaign_candidate", 0, project, "ORPHAN_TEARDOWN",
+								res.outcome == MLPLAT_KUBE_OK ? "OK" : "RETRY",
+								NULL, NULL, res.status, res.outcome == MLPLAT_KUBE_OK ? NULL : res.message, NULL, r->url);
 	}
-	mlplat_seam_writeback_end(pass, &settled, spans, pass_cxt, lost);
+	mlplat_seam_writeback_end(pass, ledger, &settled, spans, pass_cxt, lost);
 }
 
 void

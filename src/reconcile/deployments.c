@@ -1012,8 +1012,7 @@ write_back(MlplatPass *pass, List *deps, List *orphans, bool observed)
 	}
 	if (observed)
 		mark_resynced(pass, deps);
-	(void) mlplat_ledger_batch_flush(pass, ledger);
-	mlplat_seam_writeback_end(pass, &settled, spans, pass_cxt, lost);
+	mlplat_seam_writeback_end(pass, ledger, &settled, spans, pass_cxt, lost);
 }
 
 /*

@@ -1336,6 +1336,7 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 	/* 6. write back */
 	mlplat_txn_begin();
 	{
+		MlplatLedgerBatch *ledger = mlplat_ledger_batch_new();
 		MlplatSeamArray *rows = mlplat_seam_array_new(&writeback_seam);
 		int64 *written;
 		uint64 nwritten;
@@ -1389,15 +1390,15 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 			LabRun *r = lfirst(lc);
 
 			if (r->adopt_secret)
-				mlplat_ledger_append(pass, "lab_run", r->id, r->project, "ADOPT", "OK", NULL, NULL, 0, NULL,
-									 mlplat_trace_id_of(r->traceparent), psprintf("%s/%s", r->ns, r->secret_name));
+				mlplat_ledger_batch_add(ledger, "lab_run", r->id, r->project, "ADOPT", "OK", NULL, NULL, 0, NULL,
+										mlplat_trace_id_of(r->traceparent), psprintf("%s/%s", r->ns, r->secret_name));
 			if (r->adopt_job)
-				mlplat_ledger_append(pass, "lab_run", r->id, r->project, "ADOPT", "OK", NULL, NULL, 0, NULL,
-									 mlplat_trace_id_of(r->traceparent), psprintf("%s/%s", r->ns, r->job_name));
+				mlplat_ledger_batch_add(ledger, "lab_run", r->id, r->project, "ADOPT", "OK", NULL, NULL, 0, NULL,
+										mlplat_trace_id_of(r->traceparent), psprintf("%s/%s", r->ns, r->job_name));
 			if (r->conflict_action)
-				mlplat_ledger_append(pass, "lab_run", r->id, r->project, r->conflict_action, "CONFLICT", NULL, NULL, 0,
-									 r->conflict, mlplat_trace_id_of(r->traceparent),
-									 psprintf("%s/%s", r->ns, r->conflict_object ? r->conflict_object : r->job_name));
+				mlplat_ledger_batch_add(ledger, "lab_run", r->id, r->project, r->conflict_action, "CONFLICT", NULL, NULL, 0,
+										r->conflict, mlplat_trace_id_of(r->traceparent),
+										psprintf("%s/%s", r->ns, r->conflict_object ? r->conflict_object : r->job_name));
 			if (r->event && !mlplat_seam_written(written, nwritten, r->id))
 			{
 				lost++;
@@ -1414,25 +1415,25 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 			if (o->not_ours)
 			{
 				/* mlplat's labels, but not provably this installation's: reported, not deleted */
-				mlplat_ledger_append(pass, "lab_run", o->lab_run_id, o->project, "ORPHAN_TEARDOWN", "CONFLICT", NULL,
-									 NULL, 0, o->not_ours, NULL, psprintf("%s/%s", o->ns, o->name));
+				mlplat_ledger_batch_add(ledger, "lab_run", o->lab_run_id, o->project, "ORPHAN_TEARDOWN", "CONFLICT", NULL,
+										NULL, 0, o->not_ours, NULL, psprintf("%s/%s", o->ns, o->name));
 				continue;
 			}
 			outcome = write_outcome(o->req, LAB_WRITE_DELETE, &status, &error);
 			answers.writes++;
-			mlplat_ledger_append(pass, "lab_run", o->lab_run_id, o->project, "ORPHAN_TEARDOWN", outcome, NULL, NULL,
-								 status, strcmp(outcome, "OK") == 0 ? NULL : error, NULL,
-								 psprintf("%s/%s", o->ns, o->name));
+			mlplat_ledger_batch_add(ledger, "lab_run", o->lab_run_id, o->project, "ORPHAN_TEARDOWN", outcome, NULL, NULL,
+									status, strcmp(outcome, "OK") == 0 ? NULL : error, NULL,
+									psprintf("%s/%s", o->ns, o->name));
 		}
 		foreach (lc, answers.ledger)
 		{
 			LedgerRow *l = lfirst(lc);
 
 			/* the external write happened whether or not a CAS held: recorded either way */
-			mlplat_ledger_append(pass, "lab_run", l->run->id, l->run->project, l->action, l->outcome, NULL, NULL,
-								 l->status, l->error, mlplat_trace_id_of(l->run->traceparent), l->object);
+			mlplat_ledger_batch_add(ledger, "lab_run", l->run->id, l->run->project, l->action, l->outcome, NULL, NULL,
+									l->status, l->error, mlplat_trace_id_of(l->run->traceparent), l->object);
 		}
-		mlplat_seam_writeback_end(pass, &answers.settled, answers.spans, pass_cxt, lost);
+		mlplat_seam_writeback_end(pass, ledger, &answers.settled, answers.spans, pass_cxt, lost);
 	}
 
 	/* the ingested outputs leave the store (best effort; a left object is overwritten by nothing) */
@@ -1450,8 +1451,11 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 		}
 		if (deleted != NIL)
 		{
+			MlplatLedgerBatch *ledger;
+
 			mlplat_http_batch_run(del);
 			mlplat_txn_begin();
+			ledger = mlplat_ledger_batch_new();
 			foreach (lc, deleted)
 			{
 				LabRun *r = lfirst(lc);
@@ -1463,10 +1467,11 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 				request_span(&one, r, "output_delete", NULL, d, ok ? NULL : "object store refused the delete");
 				mlplat_spans_flush(one);
 
-				mlplat_ledger_append(pass, "lab_run", r->id, r->project, "DELETE", ok ? "OK" : "RETRY", NULL, NULL,
-									 d->status, ok ? NULL : (d->failed ? d->error : "object store refused the delete"),
-									 mlplat_trace_id_of(r->traceparent), r->output_uri);
+				mlplat_ledger_batch_add(ledger, "lab_run", r->id, r->project, "DELETE", ok ? "OK" : "RETRY", NULL, NULL,
+										d->status, ok ? NULL : (d->failed ? d->error : "object store refused the delete"),
+										mlplat_trace_id_of(r->traceparent), r->output_uri);
 			}
+			(void) mlplat_ledger_batch_flush(pass, ledger);
 			mlplat_txn_commit();
 			MemoryContextSwitchTo(pass_cxt);
 		}

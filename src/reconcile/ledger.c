@@ -96,16 +96,3 @@ mlplat_ledger_batch_flush(MlplatPass *pass, MlplatLedgerBatch *b)
 	ledger_batch_reset(b);
 	return written;
 }
-
-void
-mlplat_ledger_append(MlplatPass *pass, const char *entity, int64 entity_id,
-					 const char *project, const char *action, const char *outcome,
-					 const char *desired_digest, const char *observed_digest,
-					 int http_status, const char *error, const char *trace_id, const char *note)
-{
-	MlplatLedgerBatch *b = mlplat_ledger_batch_new();
-
-	mlplat_ledger_batch_add(b, entity, entity_id, project, action, outcome, desired_digest,
-							observed_digest, http_status, error, trace_id, note);
-	(void) mlplat_ledger_batch_flush(pass, b);
-}

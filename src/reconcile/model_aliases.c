@@ -781,24 +781,26 @@ write_back(MlplatPass *pass, List *aliases, List *models, List *versions)
 	int64 *written;
 	uint64 nwritten;
 	MlplatWriteNotes settled = { 0 };
+	MlplatLedgerBatch *ledger;
 
 	/* built before the transaction: the lists live in the pass's context */
 	foreach (lc, aliases)
 		alias_spans(lfirst(lc));
 
 	mlplat_txn_begin();
+	ledger = mlplat_ledger_batch_new();
 	rows = mlplat_seam_array_new(&writeback_seam);
 	foreach (lc, models)
 	{
 		RegModel *m = lfirst(lc);
 
 		if (m->adopt)
-			mlplat_ledger_append(pass, "model_alias", m->alias_id, m->project, "ADOPT", "OK", NULL, NULL, 0, NULL,
-								 NULL, psprintf("%s: made by a create whose answer was never recorded", model_object(m)));
+			mlplat_ledger_batch_add(ledger, "model_alias", m->alias_id, m->project, "ADOPT", "OK", NULL, NULL, 0, NULL,
+									NULL, psprintf("%s: made by a create whose answer was never recorded", model_object(m)));
 		if (m->create_req)
-			mlplat_ledger_append(pass, "model_alias", m->alias_id, m->project, "CREATE",
-								 m->exists ? "OK" : "RETRY", NULL, NULL, m->http_status, m->error, NULL,
-								 model_object(m));
+			mlplat_ledger_batch_add(ledger, "model_alias", m->alias_id, m->project, "CREATE",
+									m->exists ? "OK" : "RETRY", NULL, NULL, m->http_status, m->error, NULL,
+									model_object(m));
 		if (m->adopt || (m->create_req && mlplat_write_answered(m->http_status)))
 			mlplat_write_notes_add(&settled, 0, model_object(m), NULL);
 	}
@@ -813,19 +815,19 @@ write_back(MlplatPass *pass, List *aliases, List *models, List *versions)
 											  CStringGetTextDatum(v->reg_version), Int64GetDatum(pass->epoch) },
 								   NULL);
 		if (v->conflict)
-			mlplat_ledger_append(pass, "model_alias", 0, v->model->project, "ADOPT", "CONFLICT", NULL, NULL, 0,
-								 v->error, NULL, psprintf("model version %s of %s", v->version, v->model->name));
+			mlplat_ledger_batch_add(ledger, "model_alias", 0, v->model->project, "ADOPT", "CONFLICT", NULL, NULL, 0,
+									v->error, NULL, psprintf("model version %s of %s", v->version, v->model->name));
 		if (v->adopted)
-			mlplat_ledger_append(pass, "model_alias", 0, v->model->project, "ADOPT", "OK", NULL, NULL, 0, NULL,
-								 NULL, psprintf("model version %s of %s found as registry version %s (an earlier"
-												" create whose answer was lost)",
-												v->version, v->model->name, v->reg_version));
+			mlplat_ledger_batch_add(ledger, "model_alias", 0, v->model->project, "ADOPT", "OK", NULL, NULL, 0, NULL,
+									NULL, psprintf("model version %s of %s found as registry version %s (an earlier"
+												   " create whose answer was lost)",
+												   v->version, v->model->name, v->reg_version));
 		if (v->req)
-			mlplat_ledger_append(pass, "model_alias", 0, v->model->project, "CREATE",
-								 v->reg_version ? "OK" : "RETRY", NULL, NULL, v->http_status, v->error, NULL,
-								 psprintf("model version %s of %s%s%s", v->version, v->model->name,
-										  v->reg_version ? " as registry version " : "",
-										  v->reg_version ? v->reg_version : ""));
+			mlplat_ledger_batch_add(ledger, "model_alias", 0, v->model->project, "CREATE",
+									v->reg_version ? "OK" : "RETRY", NULL, NULL, v->http_status, v->error, NULL,
+									psprintf("model version %s of %s%s%s", v->version, v->model->name,
+											 v->reg_version ? " as registry version " : "",
+											 v->reg_version ? v->reg_version : ""));
 	}
 	foreach (lc, aliases)
 	{
@@ -838,9 +840,9 @@ write_back(MlplatPass *pass, List *aliases, List *models, List *versions)
 								   (Oid[]){ INT8OID, INT8OID },
 								   (Datum[]){ Int64GetDatum(a->version_id), Int64GetDatum(pass->epoch) }, NULL);
 		if (a->adopt)
-			mlplat_ledger_append(pass, "model_alias", a->id, a->project, "ADOPT", "OK", NULL, NULL, 0, NULL, trace,
-								 psprintf("%s %s -> %s: set by a write whose answer was never recorded", a->model,
-										  a->alias, a->adopted ? a->adopted : "(none)"));
+			mlplat_ledger_batch_add(ledger, "model_alias", a->id, a->project, "ADOPT", "OK", NULL, NULL, 0, NULL, trace,
+									psprintf("%s %s -> %s: set by a write whose answer was never recorded", a->model,
+											 a->alias, a->adopted ? a->adopted : "(none)"));
 		/* every note of the alias once a write is answered; an adopted one by itself otherwise */
 		if (a->write_req && mlplat_write_answered(a->http_status))
 			mlplat_write_notes_add(&settled, a->id, alias_object(a), NULL);
@@ -848,12 +850,12 @@ write_back(MlplatPass *pass, List *aliases, List *models, List *versions)
 			mlplat_write_notes_add(&settled, a->id, alias_object(a), a->note->action);
 		if (a->write_req)
 		{
-			mlplat_ledger_append(pass, "model_alias", a->id, a->project,
-								 strcmp(a->action, "SET") == 0 ? "APPLY" : a->action,
-								 a->ledger_outcome, NULL, NULL, a->http_status, a->error, trace,
-								 psprintf("%s %s: %s -> %s", a->model, a->alias,
-										  a->observed ? a->observed : "(none)",
-										  a->target ? a->target : "(none)"));
+			mlplat_ledger_batch_add(ledger, "model_alias", a->id, a->project,
+									strcmp(a->action, "SET") == 0 ? "APPLY" : a->action,
+									a->ledger_outcome, NULL, NULL, a->http_status, a->error, trace,
+									psprintf("%s %s: %s -> %s", a->model, a->alias,
+											 a->observed ? a->observed : "(none)",
+											 a->target ? a->target : "(none)"));
 		}
 		if (a->moved)
 			(void) mlplat_sql_bool("SELECT mlplat._aliases_history($1, $2, $3, $4, $5, $6, $7, $8, $9)", 9,
@@ -912,7 +914,7 @@ write_back(MlplatPass *pass, List *aliases, List *models, List *versions)
 		else
 			lost++; /* an intent or another leader got there first: re-read next pass */
 	}
-	mlplat_seam_writeback_end(pass, &settled, spans, pass_cxt, lost);
+	mlplat_seam_writeback_end(pass, ledger, &settled, spans, pass_cxt, lost);
 }
 
 void

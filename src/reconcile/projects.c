@@ -1010,12 +1010,14 @@ write_back(MlplatPass *pass, List *projects, List *orphans)
 	MlplatSeamArray *rows;
 	int64 *written;
 	uint64 nwritten;
+	MlplatLedgerBatch *ledger;
 
 	/* built before the transaction: the lists live in the pass's context */
 	foreach_ptr (Project, p, projects)
 		if (p->write)
 			p->spans = project_spans(p);
 	mlplat_txn_begin();
+	ledger = mlplat_ledger_batch_new();
 	rows = mlplat_seam_array_new(&writeback_seam);
 	foreach_ptr (Project, p, projects)
 	{
@@ -1034,9 +1036,9 @@ write_back(MlplatPass *pass, List *projects, List *orphans)
 				mlplat_write_notes_add(&settled, p->id, obj_label(o), o->action == ACT_DELETE ? "DELETE" : "APPLY");
 			}
 			if (o->adopt)
-				mlplat_ledger_append(pass, "project", p->id, p->name, "ADOPT", "OK", NULL, NULL, 0, NULL,
-									 mlplat_trace_id_of(p->traceparent),
-									 psprintf("%s: made by an apply whose answer was never recorded", obj_label(o)));
+				mlplat_ledger_batch_add(ledger, "project", p->id, p->name, "ADOPT", "OK", NULL, NULL, 0, NULL,
+										mlplat_trace_id_of(p->traceparent),
+										psprintf("%s: made by an apply whose answer was never recorded", obj_label(o)));
 		}
 		if (p->write)
 		{
@@ -1070,10 +1072,10 @@ write_back(MlplatPass *pass, List *projects, List *orphans)
 		{
 			if (o->req == NULL)
 				continue;
-			mlplat_ledger_append(pass, "project", p->id, p->name, o->action == ACT_DELETE ? "DELETE" : "APPLY",
-								 o->ledger_outcome, NULL, NULL, o->http_status, o->error,
-								 mlplat_trace_id_of(p->traceparent),
-								 psprintf("%s%s%s", obj_label(o), o->drift ? ": " : "", o->drift ? o->drift : ""));
+			mlplat_ledger_batch_add(ledger, "project", p->id, p->name, o->action == ACT_DELETE ? "DELETE" : "APPLY",
+									o->ledger_outcome, NULL, NULL, o->http_status, o->error,
+									mlplat_trace_id_of(p->traceparent),
+									psprintf("%s%s%s", obj_label(o), o->drift ? ": " : "", o->drift ? o->drift : ""));
 		}
 		if (!mlplat_seam_written(written, nwritten, p->id))
 		{
@@ -1083,10 +1085,10 @@ write_back(MlplatPass *pass, List *projects, List *orphans)
 		spans = list_concat(spans, p->spans);
 	}
 	foreach_ptr (ProjObj, o, orphans)
-		mlplat_ledger_append(pass, "project", 0, mlplat_json_text(o->obs, "metadata", "labels", MLPLAT_LABEL_PROJECT),
-							 "ORPHAN_TEARDOWN", o->ledger_outcome, NULL, NULL, o->http_status, o->error, NULL,
-							 psprintf("Namespace %s", o->name));
-	mlplat_seam_writeback_end(pass, &settled, spans, pass_cxt, lost);
+		mlplat_ledger_batch_add(ledger, "project", 0, mlplat_json_text(o->obs, "metadata", "labels", MLPLAT_LABEL_PROJECT),
+								"ORPHAN_TEARDOWN", o->ledger_outcome, NULL, NULL, o->http_status, o->error, NULL,
+								psprintf("Namespace %s", o->name));
+	mlplat_seam_writeback_end(pass, ledger, &settled, spans, pass_cxt, lost);
 }
 
 void

@@ -148,6 +148,7 @@ mlplat_rollout_artifacts_finish(MlplatPass *pass, List *gate)
 	List *checks = NIL;
 	List *answers;
 	ListCell *lc;
+	MlplatLedgerBatch *ledger;
 
 	foreach (lc, gate)
 		if (((Gate *) lfirst(lc))->check)
@@ -157,6 +158,7 @@ mlplat_rollout_artifacts_finish(MlplatPass *pass, List *gate)
 	mlplat_artifact_finish(pass, checks);
 
 	mlplat_txn_begin();
+	ledger = mlplat_ledger_batch_new();
 	{
 		MlplatSeamArray *rows = mlplat_seam_array_new(&mlplat_rollout_artifact_verdict_seam);
 
@@ -195,13 +197,14 @@ mlplat_rollout_artifacts_finish(MlplatPass *pass, List *gate)
 		g->held = !(c->verdict == MLPLAT_ARTIFACT_OK && res && strcmp(res, "OK") == 0);
 		/* a ledger row per finding (not for waiting on configuration), as for deployments */
 		if (c->verdict != MLPLAT_ARTIFACT_WAIT && res && strcmp(res, "LOST") != 0)
-			mlplat_ledger_append(pass, "rollout", g->rollout_id, g->project, "VERIFY",
-								 c->verdict == MLPLAT_ARTIFACT_OK		? "OK"
-								 : c->verdict == MLPLAT_ARTIFACT_FAILED ? "FAILED"
-																		: "RETRY",
-								 c->want_sha256, c->got_sha256, c->http_status,
-								 c->verdict == MLPLAT_ARTIFACT_OK ? NULL : c->detail, NULL, c->uri);
+			mlplat_ledger_batch_add(ledger, "rollout", g->rollout_id, g->project, "VERIFY",
+									c->verdict == MLPLAT_ARTIFACT_OK	   ? "OK"
+									: c->verdict == MLPLAT_ARTIFACT_FAILED ? "FAILED"
+																		   : "RETRY",
+									c->want_sha256, c->got_sha256, c->http_status,
+									c->verdict == MLPLAT_ARTIFACT_OK ? NULL : c->detail, NULL, c->uri);
 	}
+	(void) mlplat_ledger_batch_flush(pass, ledger);
 	mlplat_txn_commit();
 	MemoryContextSwitchTo(cxt);
 }

@@ -662,8 +662,10 @@ write_back(MlplatPass *pass, List *rollouts, int *decisions)
 	List *spans = NIL;
 	List *answers;
 	MlplatWriteNotes settled = { 0 };
+	MlplatLedgerBatch *ledger;
 
 	mlplat_txn_begin();
+	ledger = mlplat_ledger_batch_new();
 	foreach (lc, rollouts)
 	{
 		Rollout *r = lfirst(lc);
@@ -674,10 +676,10 @@ write_back(MlplatPass *pass, List *rollouts, int *decisions)
 		else if (r->adopt)
 			mlplat_write_notes_add(&settled, r->id, psprintf("%s/%s", r->ns, r->name), r->unanswered->action);
 		if (r->adopt)
-			mlplat_ledger_append(pass, "rollout", r->id, r->project, "ADOPT", "OK", NULL, NULL, 0, NULL, NULL,
-								 r->adopt_percent < 0 ? "found canaryTrafficPercent removed by an apply whose answer was never recorded"
-													  : psprintf("found canaryTrafficPercent %d applied by an apply whose answer was never recorded",
-																 r->adopt_percent));
+			mlplat_ledger_batch_add(ledger, "rollout", r->id, r->project, "ADOPT", "OK", NULL, NULL, 0, NULL, NULL,
+									r->adopt_percent < 0 ? "found canaryTrafficPercent removed by an apply whose answer was never recorded"
+														 : psprintf("found canaryTrafficPercent %d applied by an apply whose answer was never recorded",
+																	r->adopt_percent));
 	}
 	{
 		MlplatSeamArray *rows = mlplat_seam_array_new(&writeback_seam);
@@ -727,17 +729,17 @@ write_back(MlplatPass *pass, List *rollouts, int *decisions)
 		 * apply happened all the same); a deposed leader's row is refused there.
 		 */
 		if (r->not_ours)
-			mlplat_ledger_append(pass, "rollout", r->id, r->project, "ADOPT", "CONFLICT", NULL, NULL, 0, r->error,
-								 NULL, psprintf("%s/%s", r->ns, r->name));
+			mlplat_ledger_batch_add(ledger, "rollout", r->id, r->project, "ADOPT", "CONFLICT", NULL, NULL, 0, r->error,
+									NULL, psprintf("%s/%s", r->ns, r->name));
 		if (r->apply)
-			mlplat_ledger_append(pass, "rollout", r->id, r->project, "APPLY",
-								 r->applied ? "OK" : r->retry_ms == MLPLAT_PERMANENT_RETRY_MS ? "FAILED"
-																							  : "RETRY",
-								 NULL, NULL, r->http_status, r->ledger_error ? r->ledger_error : r->error, NULL,
-								 r->want < 0 ? "canaryTrafficPercent removed"
-											 : psprintf("canaryTrafficPercent %d", r->want));
+			mlplat_ledger_batch_add(ledger, "rollout", r->id, r->project, "APPLY",
+									r->applied ? "OK" : r->retry_ms == MLPLAT_PERMANENT_RETRY_MS ? "FAILED"
+																								 : "RETRY",
+									NULL, NULL, r->http_status, r->ledger_error ? r->ledger_error : r->error, NULL,
+									r->want < 0 ? "canaryTrafficPercent removed"
+												: psprintf("canaryTrafficPercent %d", r->want));
 	}
-	mlplat_seam_writeback_end(pass, &settled, spans, pass_cxt, 0);
+	mlplat_seam_writeback_end(pass, ledger, &settled, spans, pass_cxt, 0);
 }
 
 /* libcurl write path of a watch: the first complete event line is all we wait for */

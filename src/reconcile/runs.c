@@ -556,8 +556,10 @@ write_back(MlplatPass *pass, List *runs)
 	MlplatSeamArray *rows;
 	int64 *written;
 	uint64 nwritten;
+	MlplatLedgerBatch *ledger;
 
 	mlplat_txn_begin();
+	ledger = mlplat_ledger_batch_new();
 	rows = mlplat_seam_array_new(&writeback_seam);
 	foreach (lc, runs)
 	{
@@ -598,18 +600,18 @@ write_back(MlplatPass *pass, List *runs)
 		 * have landed meanwhile): record it either way; the ledger checks the epoch.
 		 */
 		if (r->adopt)
-			mlplat_ledger_append(pass, "run", r->id, r->project, "ADOPT", "OK", NULL, NULL, 0, NULL,
-								 mlplat_trace_id_of(r->traceparent), psprintf("%s/%s", r->ns, r->workflow));
+			mlplat_ledger_batch_add(ledger, "run", r->id, r->project, "ADOPT", "OK", NULL, NULL, 0, NULL,
+									mlplat_trace_id_of(r->traceparent), psprintf("%s/%s", r->ns, r->workflow));
 		if (r->ledger_action)
-			mlplat_ledger_append(pass, "run", r->id, r->project, r->ledger_action, r->ledger_outcome,
-								 NULL, NULL, r->http_status, r->ledger_error ? r->ledger_error : r->error,
-								 mlplat_trace_id_of(r->traceparent),
-								 psprintf("%s/%s", r->ns, r->workflow));
+			mlplat_ledger_batch_add(ledger, "run", r->id, r->project, r->ledger_action, r->ledger_outcome,
+									NULL, NULL, r->http_status, r->ledger_error ? r->ledger_error : r->error,
+									mlplat_trace_id_of(r->traceparent),
+									psprintf("%s/%s", r->ns, r->workflow));
 		spans = lappend(spans, r->span);
 		if (!mlplat_seam_written(written, nwritten, r->id))
 			lost++; /* an intent or another leader got there first: re-read next pass */
 	}
-	mlplat_seam_writeback_end(pass, &settled, spans, pass_cxt, lost);
+	mlplat_seam_writeback_end(pass, ledger, &settled, spans, pass_cxt, lost);
 	return step_rows;
 }
 

@@ -443,8 +443,11 @@ mlplat_seam_claim_pass(MlplatPass *pass, MlplatSeam *s, const char *sql, int nar
 }
 
 void
-mlplat_seam_writeback_end(MlplatPass *pass, MlplatWriteNotes *settled, List *spans, MemoryContext pass_cxt, int lost)
+mlplat_seam_writeback_end(MlplatPass *pass, MlplatLedgerBatch *ledger, MlplatWriteNotes *settled, List *spans,
+						  MemoryContext pass_cxt, int lost)
 {
+	if (ledger)
+		(void) mlplat_ledger_batch_flush(pass, ledger);
 	if (settled)
 		mlplat_write_notes_clear(pass, settled);
 	mlplat_spans_flush(spans);

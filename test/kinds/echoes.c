@@ -435,8 +435,7 @@ mlplat_echoes_pass(MlplatPass *pass)
 				lost++;
 		}
 		/* the external writes happened whether or not a CAS held: recorded either way */
-		(void) mlplat_ledger_batch_flush(pass, ledger);
-		mlplat_seam_writeback_end(pass, &settled, NIL, pass_cxt, lost);
+		mlplat_seam_writeback_end(pass, ledger, &settled, NIL, pass_cxt, lost);
 	}
 	if (pass->status[0] == '\0')
 		snprintf(pass->status, sizeof(pass->status), "%d echoes, %d writes, %d LIST requests",
