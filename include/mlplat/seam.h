@@ -172,6 +172,15 @@ extern int64 *mlplat_seam_writeback(MlplatSeamArray *a, const char *sql, int64 e
 extern bool mlplat_seam_written(const int64 *ids, uint64 n, int64 id);
 
 /*
+ * The head every kind's write-back starts with (no transaction open): begin
+ * the write-back's transaction and return an empty array of rows of seam s,
+ * with *ledger an empty ledger batch for the pass's ledger rows, both in the
+ * transaction's memory (they are built inside it: their element types come
+ * from the catalog).  mlplat_seam_writeback_end is its tail.
+ */
+extern MlplatSeamArray *mlplat_seam_writeback_begin(MlplatSeam *s, MlplatLedgerBatch **ledger);
+
+/*
  * The tail every kind's write-back ends with (transaction open): write the
  * pass's ledger rows (ledger may be NULL), remove the write-ahead notes the
  * pass heard answered (settled may be NULL), record the pass's spans, commit,

@@ -831,9 +831,7 @@ write_back(MlplatPass *pass, List *cands, List *orphans)
 	int lost = 0;
 	MlplatLedgerBatch *ledger;
 
-	mlplat_txn_begin();
-	ledger = mlplat_ledger_batch_new();
-	rows = mlplat_seam_array_new(&writeback_seam);
+	rows = mlplat_seam_writeback_begin(&writeback_seam, &ledger);
 	foreach (lc, cands)
 	{
 		Cand *c = lfirst(lc);

@@ -931,10 +931,7 @@ write_back(MlplatPass *pass, List *deps, List *orphans, bool observed)
 	MlplatLedgerBatch *ledger;
 	MlplatWriteNotes settled = { 0 };
 
-	/* the arrays are built inside the transaction: their element types come from the catalog */
-	mlplat_txn_begin();
-	ledger = mlplat_ledger_batch_new();
-	rows = mlplat_seam_array_new(&writeback_seam);
+	rows = mlplat_seam_writeback_begin(&writeback_seam, &ledger);
 	foreach (lc, deps)
 	{
 		Deployment *d = lfirst(lc);

@@ -1334,10 +1334,9 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 	}
 
 	/* 6. write back */
-	mlplat_txn_begin();
 	{
-		MlplatLedgerBatch *ledger = mlplat_ledger_batch_new();
-		MlplatSeamArray *rows = mlplat_seam_array_new(&writeback_seam);
+		MlplatLedgerBatch *ledger;
+		MlplatSeamArray *rows = mlplat_seam_writeback_begin(&writeback_seam, &ledger);
 		int64 *written;
 		uint64 nwritten;
 

@@ -787,9 +787,7 @@ write_back(MlplatPass *pass, List *aliases, List *models, List *versions)
 	foreach (lc, aliases)
 		alias_spans(lfirst(lc));
 
-	mlplat_txn_begin();
-	ledger = mlplat_ledger_batch_new();
-	rows = mlplat_seam_array_new(&writeback_seam);
+	rows = mlplat_seam_writeback_begin(&writeback_seam, &ledger);
 	foreach (lc, models)
 	{
 		RegModel *m = lfirst(lc);

@@ -1016,9 +1016,7 @@ write_back(MlplatPass *pass, List *projects, List *orphans)
 	foreach_ptr (Project, p, projects)
 		if (p->write)
 			p->spans = project_spans(p);
-	mlplat_txn_begin();
-	ledger = mlplat_ledger_batch_new();
-	rows = mlplat_seam_array_new(&writeback_seam);
+	rows = mlplat_seam_writeback_begin(&writeback_seam, &ledger);
 	foreach_ptr (Project, p, projects)
 	{
 		foreach_ptr (ProjObj, o, p->objs)

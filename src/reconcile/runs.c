@@ -558,9 +558,7 @@ write_back(MlplatPass *pass, List *runs)
 	uint64 nwritten;
 	MlplatLedgerBatch *ledger;
 
-	mlplat_txn_begin();
-	ledger = mlplat_ledger_batch_new();
-	rows = mlplat_seam_array_new(&writeback_seam);
+	rows = mlplat_seam_writeback_begin(&writeback_seam, &ledger);
 	foreach (lc, runs)
 	{
 		Run *r = lfirst(lc);

@@ -442,6 +442,14 @@ mlplat_seam_claim_pass(MlplatPass *pass, MlplatSeam *s, const char *sql, int nar
 	out->end = GetCurrentTimestamp();
 }
 
+MlplatSeamArray *
+mlplat_seam_writeback_begin(MlplatSeam *s, MlplatLedgerBatch **ledger)
+{
+	mlplat_txn_begin();
+	*ledger = mlplat_ledger_batch_new();
+	return mlplat_seam_array_new(s);
+}
+
 void
 mlplat_seam_writeback_end(MlplatPass *pass, MlplatLedgerBatch *ledger, MlplatWriteNotes *settled, List *spans,
 						  MemoryContext pass_cxt, int lost)

@@ -390,10 +390,9 @@ mlplat_echoes_pass(MlplatPass *pass)
 	}
 
 	/* 5. write back */
-	mlplat_txn_begin();
 	{
-		MlplatSeamArray *rows = mlplat_seam_array_new(&writeback_seam);
-		MlplatLedgerBatch *ledger = mlplat_ledger_batch_new();
+		MlplatLedgerBatch *ledger;
+		MlplatSeamArray *rows = mlplat_seam_writeback_begin(&writeback_seam, &ledger);
 		int64 *written;
 		uint64 nwritten;
 
