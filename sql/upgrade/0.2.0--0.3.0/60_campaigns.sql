@@ -1139,14 +1139,16 @@ END $$;
 
 -- ---------------------------------------------------------------- administrators
 
-CREATE FUNCTION mlplat._require_admin(p_action text) RETURNS void
+-- p_detail and p_hint: the lab's node functions say it their own way (39_api_lab).
+CREATE FUNCTION mlplat._require_admin(
+    p_action text,
+    p_detail text DEFAULT 'Only platform administrators change platform data (signers, presets, components, capabilities).',
+    p_hint text DEFAULT 'Ask an administrator (a member of mlplat.admins).') RETURNS void
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
   IF NOT mlplat._is_admin() THEN
-    RAISE EXCEPTION USING ERRCODE = '42501',
-      MESSAGE = pg_catalog.format('permission denied: %s', p_action),
-      DETAIL = 'Only platform administrators change platform data (signers, presets, components, capabilities).',
-      HINT = 'Ask an administrator (a member of mlplat.admins).';
+    RAISE EXCEPTION USING ERRCODE = '42501', MESSAGE = pg_catalog.format('permission denied: %s', p_action),
+      DETAIL = p_detail, HINT = p_hint;
   END IF;
 END $$;
 
@@ -1335,7 +1337,7 @@ REVOKE ALL ON FUNCTION mlplat._candidate_transition(mlplat.campaign_candidates, 
 REVOKE ALL ON FUNCTION mlplat._bound_revision(bigint, text, int, text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._render_builder_job(bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._rule(text, text, text) FROM PUBLIC;
-REVOKE ALL ON FUNCTION mlplat._require_admin(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mlplat._require_admin(text, text, text) FROM PUBLIC;
 
 -- 38_capabilities: the composition contract and runtime capability descriptors (issue 14).
 --

@@ -799,10 +799,7 @@ DECLARE
   r mlplat.accepted;
   nid bigint;
 BEGIN
-  IF NOT mlplat._is_admin() THEN
-    RAISE EXCEPTION USING ERRCODE = '42501', MESSAGE = 'permission denied: register_lab_node',
-      DETAIL = 'Lab nodes are platform data.', HINT = 'Ask a platform administrator.';
-  END IF;
+  PERFORM mlplat._require_admin('register_lab_node', 'Lab nodes are platform data.', 'Ask a platform administrator.');
   IF register_lab_node.node IS NULL OR register_lab_node.accelerator IS NULL OR register_lab_node.gpus IS NULL THEN
     PERFORM mlplat._lab_reject('null_argument');
   END IF;
@@ -833,10 +830,7 @@ DECLARE
   r mlplat.accepted;
   nid bigint;
 BEGIN
-  IF NOT mlplat._is_admin() THEN
-    RAISE EXCEPTION USING ERRCODE = '42501', MESSAGE = 'permission denied: disable_lab_node',
-      DETAIL = 'Lab nodes are platform data.', HINT = 'Ask a platform administrator.';
-  END IF;
+  PERFORM mlplat._require_admin('disable_lab_node', 'Lab nodes are platform data.', 'Ask a platform administrator.');
   UPDATE mlplat.lab_nodes x SET enabled = false WHERE x.name = disable_lab_node.node RETURNING x.id INTO nid;
   IF nid IS NULL THEN
     RAISE EXCEPTION USING ERRCODE = '42704', MESSAGE = 'lab node does not exist',
@@ -1288,6 +1282,65 @@ BEGIN
   RETURN NULL;
 END $$;
 
+-- A run or a probe, checked and limited by its API function, from admission on: the row, its
+-- first transition, the audit event and the idempotent answer.  A probe is a run with no
+-- approval, family or inputs (p_inputs NULL), one attempt and a 600 s queue (its limits).
+CREATE FUNCTION mlplat._lab_start(p_project_id bigint, p_who text, p_action text, p_project text, p_key text,
+                                  p_req jsonb, p_candidate bigint, p_sha256 text, p_profile bigint, p_node bigint,
+                                  p_approval bigint, p_family text, p_inputs jsonb, p_canonical text, p_limits jsonb)
+RETURNS mlplat.accepted LANGUAGE plpgsql AS $$
+DECLARE
+  probe boolean := p_inputs IS NULL;
+  r mlplat.accepted;
+  pr mlplat.lab_profiles;
+  v mlplat.model_versions;
+  run mlplat.lab_runs;
+  tp text;
+BEGIN
+  pr := mlplat._lab_admit(p_project_id, p_action, p_candidate, p_sha256, p_profile, p_node, p_approval, p_family,
+    p_limits, coalesce(pg_catalog.jsonb_array_length(p_inputs), 0));
+  PERFORM mlplat._lab_reserve_gpus(p_project_id, pr.gpus, p_action);
+  SELECT * INTO v FROM mlplat.model_versions x WHERE x.id = p_candidate;
+  tp := mlplat._traceparent();
+  INSERT INTO mlplat.lab_runs (project_id, purpose, actor, db_role, idempotency_key, request_digest, candidate_id,
+                               model_version_id, artifact_uri, artifact_sha256, runtime_profile_id, profile_content_id,
+                               node_id, node_name, approval_id, family, input_digest, input_count, input_bytes, limits,
+                               gpus, max_attempts, queue_deadline_at, run_deadline_at, traceparent)
+  SELECT p_project_id, CASE WHEN probe THEN 'probe' ELSE 'run' END, p_who, mlplat._db_role(), p_key,
+         mlplat.content_id(p_req), v.id, v.id, v.artifact_uri, v.artifact_sha256, pr.id, pr.content_id, n.id, n.name,
+         p_approval, p_family, pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(p_canonical, 'UTF8')), 'hex'),
+         pg_catalog.jsonb_array_length(p_inputs), pg_catalog.octet_length(p_canonical), p_limits, pr.gpus,
+         (p_limits->>'max_attempts')::int,
+         pg_catalog.now() + pg_catalog.make_interval(secs => (p_limits->>'max_queue_seconds')::int),
+         pg_catalog.now() + pg_catalog.make_interval(secs => (p_limits->>'max_queue_seconds')::int
+           + (p_limits->>'max_attempts')::int * ((p_limits->>'max_execution_seconds')::int + 30)),
+         tp
+  FROM mlplat.lab_nodes n WHERE n.id = p_node
+  RETURNING * INTO run;
+  IF probe THEN
+    INSERT INTO mlplat.lab_probes (project_id, artifact_sha256, runtime_profile_id, node_id, lab_run_id)
+    VALUES (p_project_id, run.artifact_sha256, run.runtime_profile_id, run.node_id, run.id);
+  ELSE
+    INSERT INTO mlplat.lab_run_payloads (lab_run_id, direction, content, sha256, bytes)
+    VALUES (run.id, 'input', pg_catalog.convert_to(p_canonical, 'UTF8'), run.input_digest, run.input_bytes);
+    UPDATE mlplat.lab_approvals x SET runs_used = x.runs_used + 1 WHERE x.id = p_approval;
+  END IF;
+  PERFORM mlplat._lab_transition(run, 'QUEUED', NULL, p_who, NULL);
+  r := (pg_catalog.gen_random_uuid(), 'lab_run', run.id, NULL, 'QUEUED', false)::mlplat.accepted;
+  -- a probe's event leaves out what only a run has (and, as before, the profile's content id)
+  PERFORM mlplat._audit(p_action, p_project, p_project_id, 'lab_run', run.id, r.request_id, tp,
+    pg_catalog.jsonb_build_object('candidate_id', run.candidate_id, 'artifact_sha256', run.artifact_sha256,
+      'runtime_profile_id', run.runtime_profile_id, 'profile_content_id', run.profile_content_id,
+      'node_id', run.node_id, 'approval_id', run.approval_id, 'family', run.family,
+      'input_digest', run.input_digest, 'input_count', run.input_count, 'input_bytes', run.input_bytes,
+      'limits', run.limits)
+    - CASE WHEN probe THEN ARRAY['profile_content_id', 'approval_id', 'family', 'input_digest', 'input_count',
+                                 'input_bytes'] ELSE '{}'::text[] END, p_who);
+  PERFORM mlplat._idem_store(p_action, p_key, r, p_who);
+  PERFORM mlplat._wake_on_commit('lab_runs');
+  RETURN r;
+END $$;
+
 CREATE FUNCTION mlplat.start_lab_run(project text, candidate_id bigint, artifact_sha256 text, runtime_profile_id bigint,
                                      node_id bigint, approval_id bigint, family text, inputs jsonb,
                                      limits jsonb DEFAULT '{}', idempotency_key text DEFAULT NULL)
@@ -1299,11 +1352,6 @@ DECLARE
   req jsonb;
   r mlplat.accepted;
   c text;
-  lim jsonb;
-  pr mlplat.lab_profiles;
-  v mlplat.model_versions;
-  run mlplat.lab_runs;
-  tp text;
 BEGIN
   req := pg_catalog.jsonb_build_array(start_lab_run.project, start_lab_run.candidate_id, start_lab_run.artifact_sha256,
            start_lab_run.runtime_profile_id, start_lab_run.node_id, start_lab_run.approval_id, start_lab_run.family,
@@ -1313,42 +1361,10 @@ BEGIN
   PERFORM mlplat._lab_check_ids(start_lab_run.candidate_id, start_lab_run.artifact_sha256,
     start_lab_run.runtime_profile_id, start_lab_run.node_id, start_lab_run.approval_id, true);
   c := mlplat._lab_check_inputs(start_lab_run.family, start_lab_run.inputs);
-  lim := mlplat._lab_limits(start_lab_run.limits, false);
-  pr := mlplat._lab_admit(pid, 'start_lab_run', start_lab_run.candidate_id, start_lab_run.artifact_sha256,
-    start_lab_run.runtime_profile_id, start_lab_run.node_id, start_lab_run.approval_id, start_lab_run.family, lim,
-    pg_catalog.jsonb_array_length(start_lab_run.inputs));
-  PERFORM mlplat._lab_reserve_gpus(pid, pr.gpus, 'start_lab_run');
-  SELECT * INTO v FROM mlplat.model_versions x WHERE x.id = start_lab_run.candidate_id;
-  tp := mlplat._traceparent();
-  INSERT INTO mlplat.lab_runs (project_id, purpose, actor, db_role, idempotency_key, request_digest, candidate_id,
-                               model_version_id, artifact_uri, artifact_sha256, runtime_profile_id, profile_content_id,
-                               node_id, node_name, approval_id, family, input_digest, input_count, input_bytes, limits,
-                               gpus, max_attempts, queue_deadline_at, run_deadline_at, traceparent)
-  SELECT pid, 'run', who, mlplat._db_role(), start_lab_run.idempotency_key, mlplat.content_id(req), v.id, v.id,
-         v.artifact_uri, v.artifact_sha256, pr.id, pr.content_id, n.id, n.name, start_lab_run.approval_id,
-         start_lab_run.family, pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(c, 'UTF8')), 'hex'),
-         pg_catalog.jsonb_array_length(start_lab_run.inputs), pg_catalog.octet_length(c), lim, pr.gpus,
-         (lim->>'max_attempts')::int,
-         pg_catalog.now() + pg_catalog.make_interval(secs => (lim->>'max_queue_seconds')::int),
-         pg_catalog.now() + pg_catalog.make_interval(secs => (lim->>'max_queue_seconds')::int
-           + (lim->>'max_attempts')::int * ((lim->>'max_execution_seconds')::int + 30)),
-         tp
-  FROM mlplat.lab_nodes n WHERE n.id = start_lab_run.node_id
-  RETURNING * INTO run;
-  INSERT INTO mlplat.lab_run_payloads (lab_run_id, direction, content, sha256, bytes)
-  VALUES (run.id, 'input', pg_catalog.convert_to(c, 'UTF8'), run.input_digest, run.input_bytes);
-  UPDATE mlplat.lab_approvals x SET runs_used = x.runs_used + 1 WHERE x.id = start_lab_run.approval_id;
-  PERFORM mlplat._lab_transition(run, 'QUEUED', NULL, who, NULL);
-  r := (pg_catalog.gen_random_uuid(), 'lab_run', run.id, NULL, 'QUEUED', false)::mlplat.accepted;
-  PERFORM mlplat._audit('start_lab_run', start_lab_run.project, pid, 'lab_run', run.id, r.request_id, tp,
-    pg_catalog.jsonb_build_object('candidate_id', run.candidate_id, 'artifact_sha256', run.artifact_sha256,
-      'runtime_profile_id', run.runtime_profile_id, 'profile_content_id', run.profile_content_id,
-      'node_id', run.node_id, 'approval_id', run.approval_id, 'family', run.family,
-      'input_digest', run.input_digest, 'input_count', run.input_count, 'input_bytes', run.input_bytes,
-      'limits', run.limits), who);
-  PERFORM mlplat._idem_store('start_lab_run', start_lab_run.idempotency_key, r, who);
-  PERFORM mlplat._wake_on_commit('lab_runs');
-  RETURN r;
+  RETURN mlplat._lab_start(pid, who, 'start_lab_run', start_lab_run.project, start_lab_run.idempotency_key, req,
+    start_lab_run.candidate_id, start_lab_run.artifact_sha256, start_lab_run.runtime_profile_id, start_lab_run.node_id,
+    start_lab_run.approval_id, start_lab_run.family, start_lab_run.inputs, c,
+    mlplat._lab_limits(start_lab_run.limits, false));
 END $$;
 
 CREATE FUNCTION mlplat.start_lab_probe(project text, candidate_id bigint, artifact_sha256 text, runtime_profile_id bigint,
@@ -1361,10 +1377,6 @@ DECLARE
   req jsonb;
   r mlplat.accepted;
   lim jsonb;
-  pr mlplat.lab_profiles;
-  v mlplat.model_versions;
-  run mlplat.lab_runs;
-  tp text;
 BEGIN
   req := pg_catalog.jsonb_build_array(start_lab_probe.project, start_lab_probe.candidate_id,
            start_lab_probe.artifact_sha256, start_lab_probe.runtime_profile_id, start_lab_probe.node_id);
@@ -1378,31 +1390,9 @@ BEGIN
            'max_output_bytes', least(4096, coalesce(x.max_output_bytes, 4096)), 'max_attempts', 1, 'concurrency', 1)
   INTO lim FROM (SELECT NULL) d
   LEFT JOIN mlplat.lab_profiles x ON x.id = start_lab_probe.runtime_profile_id AND x.project_id = pid;
-  pr := mlplat._lab_admit(pid, 'start_lab_probe', start_lab_probe.candidate_id, start_lab_probe.artifact_sha256,
-    start_lab_probe.runtime_profile_id, start_lab_probe.node_id, NULL, NULL, lim, 0);
-  PERFORM mlplat._lab_reserve_gpus(pid, pr.gpus, 'start_lab_probe');
-  SELECT * INTO v FROM mlplat.model_versions x WHERE x.id = start_lab_probe.candidate_id;
-  tp := mlplat._traceparent();
-  INSERT INTO mlplat.lab_runs (project_id, purpose, actor, db_role, idempotency_key, request_digest, candidate_id,
-                               model_version_id, artifact_uri, artifact_sha256, runtime_profile_id, profile_content_id,
-                               node_id, node_name, limits, gpus, max_attempts, queue_deadline_at, run_deadline_at,
-                               traceparent)
-  SELECT pid, 'probe', who, mlplat._db_role(), start_lab_probe.idempotency_key, mlplat.content_id(req), v.id, v.id,
-         v.artifact_uri, v.artifact_sha256, pr.id, pr.content_id, n.id, n.name, lim, pr.gpus, 1,
-         pg_catalog.now() + interval '600 seconds',
-         pg_catalog.now() + pg_catalog.make_interval(secs => 600 + (lim->>'max_execution_seconds')::int + 30), tp
-  FROM mlplat.lab_nodes n WHERE n.id = start_lab_probe.node_id
-  RETURNING * INTO run;
-  INSERT INTO mlplat.lab_probes (project_id, artifact_sha256, runtime_profile_id, node_id, lab_run_id)
-  VALUES (pid, run.artifact_sha256, run.runtime_profile_id, run.node_id, run.id);
-  PERFORM mlplat._lab_transition(run, 'QUEUED', NULL, who, NULL);
-  r := (pg_catalog.gen_random_uuid(), 'lab_run', run.id, NULL, 'QUEUED', false)::mlplat.accepted;
-  PERFORM mlplat._audit('start_lab_probe', start_lab_probe.project, pid, 'lab_run', run.id, r.request_id, tp,
-    pg_catalog.jsonb_build_object('candidate_id', run.candidate_id, 'artifact_sha256', run.artifact_sha256,
-      'runtime_profile_id', run.runtime_profile_id, 'node_id', run.node_id, 'limits', run.limits), who);
-  PERFORM mlplat._idem_store('start_lab_probe', start_lab_probe.idempotency_key, r, who);
-  PERFORM mlplat._wake_on_commit('lab_runs');
-  RETURN r;
+  RETURN mlplat._lab_start(pid, who, 'start_lab_probe', start_lab_probe.project, start_lab_probe.idempotency_key,
+    req, start_lab_probe.candidate_id, start_lab_probe.artifact_sha256, start_lab_probe.runtime_profile_id,
+    start_lab_probe.node_id, NULL, NULL, NULL, NULL, lim);
 END $$;
 
 -- Requests cancellation; never sets CANCELLED: only the reconciler does, once it has seen the
