@@ -138,20 +138,28 @@ CREATE TABLE mlplat.candidate_transitions (
   FOREIGN KEY (candidate_id, project_id) REFERENCES mlplat.campaign_candidates (id, project_id)
 );
 
-CREATE TABLE mlplat.candidate_predictions (
-  id            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-  candidate_id  bigint NOT NULL REFERENCES mlplat.campaign_candidates (id),
-  project_id    bigint NOT NULL REFERENCES mlplat.projects (id),
+-- What every recorded fact about a candidate (a prediction, a measurement) carries, once: its
+-- place in the candidate's evidence sequence, the metric and value, the evidence as sent, and
+-- who recorded it under which fence.  A template like mlplat._reconciled_columns: no rows, no
+-- grants; LIKE copies names, types, NOT NULL and defaults, so the tables do not depend on it.
+CREATE TABLE mlplat._candidate_fact_columns (
   seq           bigint NOT NULL,
   metric        text NOT NULL,
   value         numeric NOT NULL,
-  estimator     text NOT NULL,
   evidence      jsonb NOT NULL,
   content_id    text NOT NULL,
   fence_version bigint NOT NULL,
   recorded_by   text NOT NULL,
   db_role       text NOT NULL,
-  at            timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+  at            timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp()
+);
+
+CREATE TABLE mlplat.candidate_predictions (
+  id            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  candidate_id  bigint NOT NULL REFERENCES mlplat.campaign_candidates (id),
+  project_id    bigint NOT NULL REFERENCES mlplat.projects (id),
+  LIKE mlplat._candidate_fact_columns INCLUDING DEFAULTS,
+  estimator     text NOT NULL,
   UNIQUE (candidate_id, seq)
 );
 
@@ -159,19 +167,11 @@ CREATE TABLE mlplat.candidate_measurements (
   id              bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
   candidate_id    bigint NOT NULL REFERENCES mlplat.campaign_candidates (id),
   project_id      bigint NOT NULL REFERENCES mlplat.projects (id),
-  seq             bigint NOT NULL,
-  metric          text NOT NULL,
-  value           numeric NOT NULL,
+  LIKE mlplat._candidate_fact_columns INCLUDING DEFAULTS,
   workload_sha256 text NOT NULL,
   deployment_id   bigint NOT NULL REFERENCES mlplat.deployments (id),
   revision        int NOT NULL,
   measured_at     timestamptz NOT NULL,
-  evidence        jsonb NOT NULL,
-  content_id      text NOT NULL,
-  fence_version   bigint NOT NULL,
-  recorded_by     text NOT NULL,
-  db_role         text NOT NULL,
-  at              timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
   UNIQUE (candidate_id, seq)
 );
 
