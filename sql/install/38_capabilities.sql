@@ -263,91 +263,90 @@ DECLARE
   kv record;
   weakest text := 'REAL';
   ids jsonb := '[]';
-  code text;
+  code text;     -- the first rule broken, and what broke it: raised once, after the checks
   detail text;
-  -- raised inline: this function runs as the caller, who may not call internal helpers
-  hint text := 'Only exact, LOCAL or REAL qualified capability descriptors compile (mlplat.capability_descriptors).';
 BEGIN
-  IF NOT EXISTS (SELECT 1 FROM mlplat.capability_descriptors x WHERE x.runtime = compile_runtime_args.runtime) THEN
-    code := 'UNKNOWN_RUNTIME'; detail := pg_catalog.format('no descriptor for runtime %s', compile_runtime_args.runtime);
-    RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = 'cannot compile runtime arguments: ' || code,
-        DETAIL = pg_catalog.format('Rule %s: %s', code, detail), HINT = hint;
-  END IF;
-  IF NOT EXISTS (SELECT 1 FROM mlplat.capability_descriptors x WHERE x.runtime = compile_runtime_args.runtime
-                   AND x.runtime_version = compile_runtime_args.runtime_version) THEN
-    code := 'UNKNOWN_RUNTIME_VERSION'; detail := pg_catalog.format('no descriptor for %s %s (versions match exactly)',
-      compile_runtime_args.runtime, compile_runtime_args.runtime_version);
-    RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = 'cannot compile runtime arguments: ' || code,
-        DETAIL = pg_catalog.format('Rule %s: %s', code, detail), HINT = hint;
-  END IF;
-  IF NOT EXISTS (SELECT 1 FROM mlplat.capability_descriptors x WHERE x.runtime = compile_runtime_args.runtime
-                   AND x.runtime_version = compile_runtime_args.runtime_version AND x.model_family = compile_runtime_args.model_family) THEN
-    code := 'UNKNOWN_MODEL_FAMILY'; detail := pg_catalog.format('no descriptor for model family %s on %s %s',
-      compile_runtime_args.model_family, compile_runtime_args.runtime, compile_runtime_args.runtime_version);
-    RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = 'cannot compile runtime arguments: ' || code,
-        DETAIL = pg_catalog.format('Rule %s: %s', code, detail), HINT = hint;
-  END IF;
-  IF NOT EXISTS (SELECT 1 FROM mlplat.capability_descriptors x WHERE x.runtime = compile_runtime_args.runtime
-                   AND x.runtime_version = compile_runtime_args.runtime_version AND x.model_family = compile_runtime_args.model_family
-                   AND x.precision = compile_runtime_args.precision) THEN
-    code := 'UNKNOWN_PRECISION'; detail := pg_catalog.format('no descriptor for precision %s of %s on %s %s',
-      compile_runtime_args.precision, compile_runtime_args.model_family, compile_runtime_args.runtime, compile_runtime_args.runtime_version);
-    RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = 'cannot compile runtime arguments: ' || code,
-        DETAIL = pg_catalog.format('Rule %s: %s', code, detail), HINT = hint;
-  END IF;
-  IF NOT EXISTS (SELECT 1 FROM mlplat.capability_descriptors x WHERE x.runtime = compile_runtime_args.runtime
-                   AND x.runtime_version = compile_runtime_args.runtime_version AND x.model_family = compile_runtime_args.model_family
-                   AND x.precision = compile_runtime_args.precision AND x.accelerator = compile_runtime_args.accelerator) THEN
-    code := 'UNKNOWN_ACCELERATOR'; detail := pg_catalog.format('no descriptor for accelerator %s (%s %s, %s, %s)',
-      compile_runtime_args.accelerator, compile_runtime_args.runtime, compile_runtime_args.runtime_version,
-      compile_runtime_args.model_family, compile_runtime_args.precision);
-    RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = 'cannot compile runtime arguments: ' || code,
-        DETAIL = pg_catalog.format('Rule %s: %s', code, detail), HINT = hint;
-  END IF;
-  FOREACH m IN ARRAY mechs LOOP
-    SELECT * INTO d FROM mlplat.capability_descriptors x WHERE x.runtime = compile_runtime_args.runtime
-       AND x.runtime_version = compile_runtime_args.runtime_version AND x.model_family = compile_runtime_args.model_family
-       AND x.precision = compile_runtime_args.precision AND x.accelerator = compile_runtime_args.accelerator AND x.mechanism = m;
-    IF d.id IS NULL THEN
-      code := 'UNKNOWN_MECHANISM'; detail := pg_catalog.format('no descriptor for mechanism %s of this exact tuple', m);
-    RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = 'cannot compile runtime arguments: ' || code,
-        DETAIL = pg_catalog.format('Rule %s: %s', code, detail), HINT = hint;
+  <<compile>>
+  BEGIN
+    IF NOT EXISTS (SELECT 1 FROM mlplat.capability_descriptors x WHERE x.runtime = compile_runtime_args.runtime) THEN
+      code := 'UNKNOWN_RUNTIME'; detail := pg_catalog.format('no descriptor for runtime %s', compile_runtime_args.runtime);
+      EXIT compile;
     END IF;
-    ds := ds || d;
-  END LOOP;
-  FOREACH d IN ARRAY ds LOOP
-    IF d.qualification = 'UNQUALIFIED' THEN
-      code := 'UNQUALIFIED_CAPABILITY'; detail := pg_catalog.format('descriptor %s (%s) is UNQUALIFIED', d.id, d.mechanism);
-    RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = 'cannot compile runtime arguments: ' || code,
-        DETAIL = pg_catalog.format('Rule %s: %s', code, detail), HINT = hint;
+    IF NOT EXISTS (SELECT 1 FROM mlplat.capability_descriptors x WHERE x.runtime = compile_runtime_args.runtime
+                     AND x.runtime_version = compile_runtime_args.runtime_version) THEN
+      code := 'UNKNOWN_RUNTIME_VERSION'; detail := pg_catalog.format('no descriptor for %s %s (versions match exactly)',
+        compile_runtime_args.runtime, compile_runtime_args.runtime_version);
+      EXIT compile;
     END IF;
-    IF d.qualification = 'LOCAL' THEN weakest := 'LOCAL'; END IF;
-  END LOOP;
-  -- every pair once: the same mechanism twice, two of one class, or listed in the other's conflicts
-  FOR i IN 1 .. pg_catalog.cardinality(ds) LOOP
-    FOR j IN i + 1 .. pg_catalog.cardinality(ds) LOOP
-      d := ds[i]; e := ds[j];
-      IF d.id = e.id OR (pg_catalog.strpos(d.mechanism, ':') > 0
-                         AND pg_catalog.split_part(d.mechanism, ':', 1) = pg_catalog.split_part(e.mechanism, ':', 1))
-         OR e.mechanism = ANY (d.conflicts) OR d.mechanism = ANY (e.conflicts) THEN
-        code := 'CONFLICTING_MECHANISMS'; detail := pg_catalog.format('%s and %s cannot be combined', d.mechanism, e.mechanism);
-    RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = 'cannot compile runtime arguments: ' || code,
-        DETAIL = pg_catalog.format('Rule %s: %s', code, detail), HINT = hint;
+    IF NOT EXISTS (SELECT 1 FROM mlplat.capability_descriptors x WHERE x.runtime = compile_runtime_args.runtime
+                     AND x.runtime_version = compile_runtime_args.runtime_version AND x.model_family = compile_runtime_args.model_family) THEN
+      code := 'UNKNOWN_MODEL_FAMILY'; detail := pg_catalog.format('no descriptor for model family %s on %s %s',
+        compile_runtime_args.model_family, compile_runtime_args.runtime, compile_runtime_args.runtime_version);
+      EXIT compile;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM mlplat.capability_descriptors x WHERE x.runtime = compile_runtime_args.runtime
+                     AND x.runtime_version = compile_runtime_args.runtime_version AND x.model_family = compile_runtime_args.model_family
+                     AND x.precision = compile_runtime_args.precision) THEN
+      code := 'UNKNOWN_PRECISION'; detail := pg_catalog.format('no descriptor for precision %s of %s on %s %s',
+        compile_runtime_args.precision, compile_runtime_args.model_family, compile_runtime_args.runtime, compile_runtime_args.runtime_version);
+      EXIT compile;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM mlplat.capability_descriptors x WHERE x.runtime = compile_runtime_args.runtime
+                     AND x.runtime_version = compile_runtime_args.runtime_version AND x.model_family = compile_runtime_args.model_family
+                     AND x.precision = compile_runtime_args.precision AND x.accelerator = compile_runtime_args.accelerator) THEN
+      code := 'UNKNOWN_ACCELERATOR'; detail := pg_catalog.format('no descriptor for accelerator %s (%s %s, %s, %s)',
+        compile_runtime_args.accelerator, compile_runtime_args.runtime, compile_runtime_args.runtime_version,
+        compile_runtime_args.model_family, compile_runtime_args.precision);
+      EXIT compile;
+    END IF;
+    FOREACH m IN ARRAY mechs LOOP
+      SELECT * INTO d FROM mlplat.capability_descriptors x WHERE x.runtime = compile_runtime_args.runtime
+         AND x.runtime_version = compile_runtime_args.runtime_version AND x.model_family = compile_runtime_args.model_family
+         AND x.precision = compile_runtime_args.precision AND x.accelerator = compile_runtime_args.accelerator AND x.mechanism = m;
+      IF d.id IS NULL THEN
+        code := 'UNKNOWN_MECHANISM'; detail := pg_catalog.format('no descriptor for mechanism %s of this exact tuple', m);
+        EXIT compile;
       END IF;
+      ds := ds || d;
     END LOOP;
-  END LOOP;
-  FOREACH d IN ARRAY ds LOOP
-    args := args || d.args;
-    ids := ids || pg_catalog.to_jsonb(d.id);
-    FOR kv IN SELECT * FROM pg_catalog.jsonb_each(d.env) LOOP
-      IF env ? kv.key AND env->kv.key <> kv.value THEN
-        code := 'CONFLICTING_MECHANISMS'; detail := pg_catalog.format('two descriptors set %s differently', kv.key);
-    RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = 'cannot compile runtime arguments: ' || code,
-        DETAIL = pg_catalog.format('Rule %s: %s', code, detail), HINT = hint;
+    FOREACH d IN ARRAY ds LOOP
+      IF d.qualification = 'UNQUALIFIED' THEN
+        code := 'UNQUALIFIED_CAPABILITY'; detail := pg_catalog.format('descriptor %s (%s) is UNQUALIFIED', d.id, d.mechanism);
+        EXIT compile;
       END IF;
-      env := env || pg_catalog.jsonb_build_object(kv.key, kv.value);
+      IF d.qualification = 'LOCAL' THEN weakest := 'LOCAL'; END IF;
     END LOOP;
-  END LOOP;
+    -- every pair once: the same mechanism twice, two of one class, or listed in the other's conflicts
+    FOR i IN 1 .. pg_catalog.cardinality(ds) LOOP
+      FOR j IN i + 1 .. pg_catalog.cardinality(ds) LOOP
+        d := ds[i]; e := ds[j];
+        IF d.id = e.id OR (pg_catalog.strpos(d.mechanism, ':') > 0
+                           AND pg_catalog.split_part(d.mechanism, ':', 1) = pg_catalog.split_part(e.mechanism, ':', 1))
+           OR e.mechanism = ANY (d.conflicts) OR d.mechanism = ANY (e.conflicts) THEN
+          code := 'CONFLICTING_MECHANISMS'; detail := pg_catalog.format('%s and %s cannot be combined', d.mechanism, e.mechanism);
+          EXIT compile;
+        END IF;
+      END LOOP;
+    END LOOP;
+    FOREACH d IN ARRAY ds LOOP
+      args := args || d.args;
+      ids := ids || pg_catalog.to_jsonb(d.id);
+      FOR kv IN SELECT * FROM pg_catalog.jsonb_each(d.env) LOOP
+        IF env ? kv.key AND env->kv.key <> kv.value THEN
+          code := 'CONFLICTING_MECHANISMS'; detail := pg_catalog.format('two descriptors set %s differently', kv.key);
+          EXIT compile;
+        END IF;
+        env := env || pg_catalog.jsonb_build_object(kv.key, kv.value);
+      END LOOP;
+    END LOOP;
+  END compile;
+  -- raised here, not by _cannot_compile: this function runs as the caller, who may not call
+  -- internal helpers
+  IF code IS NOT NULL THEN
+    RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = 'cannot compile runtime arguments: ' || code,
+      DETAIL = pg_catalog.format('Rule %s: %s', code, detail),
+      HINT = 'Only exact, LOCAL or REAL qualified capability descriptors compile (mlplat.capability_descriptors).';
+  END IF;
   RETURN pg_catalog.jsonb_build_object('runtime', compile_runtime_args.runtime, 'runtime_version', compile_runtime_args.runtime_version,
     'args', args, 'env', env,
     'descriptors', ids,
