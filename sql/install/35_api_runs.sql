@@ -257,6 +257,21 @@ BEGIN
            pg_catalog.jsonb_build_array(start_pipeline_run.project, start_pipeline_run.name, start_pipeline_run.steps));
 END $$;
 
+-- The run of this name in the project, or 42704 (as _find_deployment for deployments).
+CREATE FUNCTION mlplat._find_run(p_project_id bigint, p_run text)
+RETURNS mlplat.runs LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  u mlplat.runs;
+BEGIN
+  SELECT * INTO u FROM mlplat.runs x WHERE x.project_id = p_project_id AND x.name = p_run;
+  IF u.id IS NULL THEN
+    RAISE EXCEPTION USING ERRCODE = '42704',
+      MESSAGE = pg_catalog.format('run "%s" does not exist', pg_catalog.left(p_run, 64)),
+      HINT = 'See mlplat.run_status for the project''s runs.';
+  END IF;
+  RETURN u;
+END $$;
+
 CREATE FUNCTION mlplat.cancel_run(project text, run text)
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
@@ -267,12 +282,7 @@ DECLARE
   seen mlplat.runs;
 BEGIN
   PERFORM mlplat._bound_api_waits();
-  SELECT * INTO seen FROM mlplat.runs x WHERE x.project_id = pid AND x.name = cancel_run.run;
-  IF seen.id IS NULL THEN
-    RAISE EXCEPTION USING ERRCODE = '42704',
-      MESSAGE = pg_catalog.format('run "%s" does not exist', pg_catalog.left(cancel_run.run, 64)),
-      HINT = 'See mlplat.run_status for the project''s runs.';
-  END IF;
+  seen := mlplat._find_run(pid, cancel_run.run);
   r.entity := seen.kind; r.entity_id := seen.id;
   IF seen.status IN ('CANCEL_REQUESTED', 'CANCELLED') THEN
     r.status := seen.status;

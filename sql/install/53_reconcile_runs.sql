@@ -132,15 +132,8 @@ LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, mlplat, pg_temp AS $$
 DECLARE
   pid bigint := mlplat._authorize('view', render_workflow.project);
-  rid bigint;
 BEGIN
-  SELECT u.id INTO rid FROM mlplat.runs u WHERE u.project_id = pid AND u.name = render_workflow.run;
-  IF rid IS NULL THEN
-    RAISE EXCEPTION USING ERRCODE = '42704',
-      MESSAGE = pg_catalog.format('run "%s" does not exist', pg_catalog.left(render_workflow.run, 64)),
-      HINT = 'See mlplat.run_status for the project''s runs.';
-  END IF;
-  RETURN mlplat._workflow_as_sent(rid);
+  RETURN mlplat._workflow_as_sent((mlplat._find_run(pid, render_workflow.run)).id);
 END $$;
 
 -- An explicit retry of a finished, unsuccessful run: a new attempt, a new workflow name.
@@ -154,12 +147,7 @@ DECLARE
   seen mlplat.runs;
   p mlplat.projects;
 BEGIN
-  SELECT * INTO seen FROM mlplat.runs x WHERE x.project_id = pid AND x.name = retry_run.run;
-  IF seen.id IS NULL THEN
-    RAISE EXCEPTION USING ERRCODE = '42704',
-      MESSAGE = pg_catalog.format('run "%s" does not exist', pg_catalog.left(retry_run.run, 64)),
-      HINT = 'See mlplat.run_status for the project''s runs.';
-  END IF;
+  seen := mlplat._find_run(pid, retry_run.run);
   IF seen.status NOT IN ('FAILED', 'CANCELLED') THEN
     PERFORM mlplat._wrong_state('run', seen.name, seen.status, 'retry_run',
       'Only a FAILED or CANCELLED run can be retried.');

@@ -16,15 +16,8 @@ LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, mlplat, pg_temp AS $$
 DECLARE
   pid bigint := mlplat._authorize('view', render_workflow.project);
-  rid bigint;
 BEGIN
-  SELECT u.id INTO rid FROM mlplat.runs u WHERE u.project_id = pid AND u.name = render_workflow.run;
-  IF rid IS NULL THEN
-    RAISE EXCEPTION USING ERRCODE = '42704',
-      MESSAGE = pg_catalog.format('run "%s" does not exist', pg_catalog.left(render_workflow.run, 64)),
-      HINT = 'See mlplat.run_status for the project''s runs.';
-  END IF;
-  RETURN mlplat._workflow_as_sent(rid);
+  RETURN mlplat._workflow_as_sent((mlplat._find_run(pid, render_workflow.run)).id);
 END $$;
 
 CREATE OR REPLACE FUNCTION mlplat._runs_claim()

@@ -575,12 +575,7 @@ DECLARE
   seen mlplat.runs;
   p mlplat.projects;
 BEGIN
-  SELECT * INTO seen FROM mlplat.runs x WHERE x.project_id = pid AND x.name = retry_run.run;
-  IF seen.id IS NULL THEN
-    RAISE EXCEPTION USING ERRCODE = '42704',
-      MESSAGE = pg_catalog.format('run "%s" does not exist', pg_catalog.left(retry_run.run, 64)),
-      HINT = 'See mlplat.run_status for the project''s runs.';
-  END IF;
+  seen := mlplat._find_run(pid, retry_run.run);
   IF seen.status NOT IN ('FAILED', 'CANCELLED') THEN
     PERFORM mlplat._wrong_state('run', seen.name, seen.status, 'retry_run',
       'Only a FAILED or CANCELLED run can be retried.');

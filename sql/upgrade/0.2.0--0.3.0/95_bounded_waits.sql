@@ -51,12 +51,7 @@ DECLARE
   seen mlplat.runs;
 BEGIN
   PERFORM mlplat._bound_api_waits();
-  SELECT * INTO seen FROM mlplat.runs x WHERE x.project_id = pid AND x.name = cancel_run.run;
-  IF seen.id IS NULL THEN
-    RAISE EXCEPTION USING ERRCODE = '42704',
-      MESSAGE = pg_catalog.format('run "%s" does not exist', pg_catalog.left(cancel_run.run, 64)),
-      HINT = 'See mlplat.run_status for the project''s runs.';
-  END IF;
+  seen := mlplat._find_run(pid, cancel_run.run);
   r.entity := seen.kind; r.entity_id := seen.id;
   IF seen.status IN ('CANCEL_REQUESTED', 'CANCELLED') THEN
     r.status := seen.status;
