@@ -51,6 +51,7 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "lib/stringinfo.h"
+#include "mb/pg_wchar.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
@@ -512,18 +513,51 @@ ns_terminating(const MlJsonValue *ns)
 }
 
 /*
- * "<what>: held by finalizer(s) ... (terminating since ...)" for p's terminating
- * namespace nso (recorded in p->terminating_json), or what alone when it names none.
+ * What keeps a terminating namespace: the namespace controller's own finalizer
+ * ("kubernetes") only says it has not finished; what it waits for is in its
+ * conditions, NamespaceFinalizersRemaining (the content's finalizers, e.g. a
+ * Workflow's artifact-gc) or else NamespaceContentRemaining.  Their message, or
+ * NULL.  Bounded: it goes into status_reason.
+ */
+static char *
+ns_content_remaining(const MlJsonValue *nso)
+{
+	static const char *const types[] = { "NamespaceFinalizersRemaining", "NamespaceContentRemaining" };
+	const MlJsonValue *conds = ml_json_object_get(ml_json_object_get(nso, "status"), "conditions");
+
+	if (conds == NULL || conds->type != ML_JSON_ARRAY)
+		return NULL;
+	for (size_t t = 0; t < lengthof(types); t++)
+		for (size_t i = 0; i < conds->u.array.count; i++)
+		{
+			const MlJsonValue *c = conds->u.array.items[i];
+			const char *type = mlplat_json_text(c, "type", NULL, NULL);
+			const char *status = mlplat_json_text(c, "status", NULL, NULL);
+			const char *message = mlplat_json_text(c, "message", NULL, NULL);
+
+			if (type && status && message && message[0] && strcmp(type, types[t]) == 0 &&
+				strcmp(status, "True") == 0)
+				return pnstrdup(message, pg_mbcliplen(message, strlen(message), 400));
+		}
+	return NULL;
+}
+
+/*
+ * "<what>: held by finalizer(s) ... (terminating since ...)[; what remains]" for
+ * p's terminating namespace nso (recorded in p->terminating_json), or what alone
+ * when it names none.
  */
 static char *
 ns_terminating_reason(Project *p, const MlJsonValue *nso, const char *what)
 {
 	const char *since;
 	char *fins;
+	char *remaining = ns_content_remaining(nso);
 
 	if (mlplat_object_terminating(nso, &since, &fins, &p->terminating_json) && fins[0])
-		return psprintf("%s: held by finalizer(s) %s (terminating since %s)", what, fins, since);
-	return pstrdup(what);
+		return psprintf("%s: held by finalizer(s) %s (terminating since %s)%s%s", what, fins, since,
+						remaining ? "; " : "", remaining ? remaining : "");
+	return remaining ? psprintf("%s: %s", what, remaining) : pstrdup(what);
 }
 
 /* ---------------------------------------------------------------- observing */

@@ -384,8 +384,20 @@ check "$(kube GET "/apis/rbac.authorization.k8s.io/v1/namespaces/mlp-vision/role
 tap_ok $? "no RoleBinding names system:anonymous, though a member row says so"
 q $DB "DELETE FROM mlplat.members WHERE principal = 'system:anonymous'" >/dev/null
 
-# leave nothing live for the scripts that run after this one against their own stand-in
+# ------------------------------------------- deletion held by the namespace's content
+# Something of someone else's in the namespace, held by its finalizer (an InferenceService
+# whose KServe finalizer the test holds): the namespace stays Terminating, and the project says
+# what the namespace controller reports it waits for, not only its own "kubernetes" finalizer.
+kube POST /apis/serving.kserve.io/v1beta1/namespaces/mlp-vision/inferenceservices '{"apiVersion":"serving.kserve.io/v1beta1","kind":"InferenceService",
+  "metadata":{"name":"not-ours"},"spec":{"predictor":{"model":{"modelFormat":{"name":"sklearn"},"storageUri":"s3://models/x"}}}}' >/dev/null
+admin POST isvc/hold '{"namespace": "mlp-vision", "name": "not-ours"}' >/dev/null
 q $DB "SELECT mlplat.delete_project('vision')" >/dev/null
+wait_for $DB "SELECT (status_reason LIKE '%finalizers remaining: inferenceservice.finalizers in 1 resource instances%')::text FROM mlplat.projects WHERE name = 'vision'" true 15
+tap_ok $? "delete_project: DELETING names the content's finalizer the namespace waits for ($(q $DB "SELECT status || ': ' || status_reason FROM mlplat.projects WHERE name = 'vision'"))"
+sleep 1
+tap_is "$(q $DB "SELECT status FROM mlplat.projects WHERE name = 'vision'")/$(kube GET /api/v1/namespaces/mlp-vision | python3 -c 'import json,sys; print(json.load(sys.stdin)["status"]["phase"])')" \
+	"DELETING/Terminating" "... and stays DELETING while the finalizer holds the namespace"
+admin POST isvc/hold '{"namespace": "mlp-vision", "name": "not-ours", "hold": false}' >/dev/null
 wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'vision'" DELETED 15
-tap_ok $? "project vision deleted too"
+tap_ok $? "project vision DELETED once the finalizer lets go (and nothing is left live for the next scripts)"
 tap_done

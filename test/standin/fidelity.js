@@ -424,6 +424,25 @@ check('namespace DELETE returns it Terminating, refuses new content (403), then 
   await until(async () => (await k('GET', '/api/v1/namespaces/fid-b')).status === 404, 5000);
 });
 
+check('namespace DELETE with content a finalizer holds: Terminating with NamespaceContentRemaining/NamespaceFinalizersRemaining until it is released', async () => {
+  await k('POST', '/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'fid-h' } });
+  const p = `${ISVC}/namespaces/fid-h/inferenceservices/kept`;
+  await apply(p, isvcObj('kept', { modelFormat: { name: 'sklearn' }, storageUri: 's3://models/s' }));
+  await apply(`${ISVC}/namespaces/fid-h/inferenceservices/free`, isvcObj('free', { modelFormat: { name: 'sklearn' }, storageUri: 's3://models/s' }));
+  await admin('POST', 'isvc/hold', { namespace: 'fid-h', name: 'kept' });
+  eq((await k('DELETE', '/api/v1/namespaces/fid-h')).status, 200, 'delete');
+  const held = await until(async () => { const o = (await k('GET', '/api/v1/namespaces/fid-h')).body; return (o.status.conditions || []).length && o; }, 5000);
+  eq(held.status.phase, 'Terminating', 'still Terminating');
+  const cond = Object.fromEntries(held.status.conditions.map((c) => [c.type, [c.status, c.reason, c.message]]));
+  eq(cond.NamespaceContentRemaining, ['True', 'SomeResourcesRemain', 'Some resources are remaining: inferenceservices.serving.kserve.io has 1 resource instances'], 'content remaining');
+  eq(cond.NamespaceFinalizersRemaining, ['True', 'SomeFinalizersRemain', 'Some content in the namespace has finalizers remaining: inferenceservice.finalizers in 1 resource instances'], 'finalizers remaining');
+  const o = (await k('GET', p)).body;
+  expect(o.metadata.deletionTimestamp && o.metadata.finalizers.includes('inferenceservice.finalizers'), 'the held object is terminating with its finalizer', o.metadata);
+  eq((await k('GET', `${ISVC}/namespaces/fid-h/inferenceservices/free`)).status, 404, 'content no finalizer holds is gone');
+  await admin('POST', 'isvc/hold', { namespace: 'fid-h', name: 'kept', hold: false });
+  await until(async () => (await k('GET', '/api/v1/namespaces/fid-h')).status === 404, 5000);
+});
+
 check('KServe defaulting: probe zero delay, empty env and an env value "" dropped, deploymentMode annotation, protocolVersion v2 for triton', async () => {
   const p = `${ISVC}/namespaces/fid-a/inferenceservices/deflt`;
   const r = await apply(p, isvcObj('deflt', { modelFormat: { name: 'triton' }, storageUri: 's3://models/t', env: [], readinessProbe: { initialDelaySeconds: 0, periodSeconds: 10 } }));

@@ -68,6 +68,8 @@ until_grep 60 /apis/argoproj.io/v1alpha1/namespaces/mlp-rlab/workflows/own-gc de
 tap_ok $? "... the namespace controller deletes the Workflow; it lingers, held by its finalizer"
 until_grep 60 /api/v1/namespaces/mlp-rlab 'workflows.argoproj.io/artifact-gc in 1 resource instances'
 tap_ok $? "... the namespace names the Workflow's finalizer (NamespaceFinalizersRemaining)"
+wait_for $DB "SELECT (status_reason LIKE '%workflows.argoproj.io/artifact-gc in 1 resource instances%')::text FROM mlplat.projects WHERE name = 'rlab'" true 30
+tap_ok $? "... and so does the project's DELETING reason ($(q $DB "SELECT status_reason FROM mlplat.projects WHERE name = 'rlab'"))"
 [ "$(q $DB "SELECT status FROM mlplat.projects WHERE name = 'rlab'")" != DELETED ]
 tap_ok $? "the project is not DELETED while the finalizer holds"
 curl -s -X POST "$REAL_CONTROLLER/wf-hold?ns=mlp-rlab&name=own-gc&on=0" >/dev/null

@@ -375,13 +375,40 @@ class Kube {
     return { status: 200, body: { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Success', details: { name, group: res.group || undefined, kind: res.plural, uid: rec.obj.metadata.uid } }, write: 'delete' };
   }
 
+  // The namespace controller's sweep: every object in the namespace is deleted; one a
+  // finalizer holds (a held InferenceService, a stuck Job, anything already terminating with
+  // finalizers) stays, and so does the namespace, Terminating, with the two conditions the
+  // real controller sets naming what remains; it sweeps again after nsDeleteMs.
   finishNamespace(name) {
+    const nsRec = this.store.get(NS, null, name);
+    if (!nsRec || !nsRec.obj.metadata.deletionTimestamp) return;
+    const content = new Map(); // "plural.group" -> count
+    const fins = new Map();    // finalizer -> count
     for (const r of R.RESOURCES) {
       if (!r.namespaced) continue;
-      for (const rec of this.store.list(r, name)) this.store.remove(r, rec);
+      for (const rec of this.store.list(r, name)) {
+        let held = null;
+        if (r.kind === 'InferenceService' && this.cfg.isvc) { const h = this.cfg.isvc.terminate(rec); held = h && h.rec; }
+        else if (r.kind === 'Job' && this.cfg.jobs && this.cfg.jobs.stuck.has(`${name}/${rec.obj.metadata.name}`)) held = this.cfg.jobs.foreground(rec);
+        else if (rec.obj.metadata.deletionTimestamp && (rec.obj.metadata.finalizers || []).length) held = rec;
+        if (!held) { this.store.remove(r, rec); continue; }
+        const key = r.group ? `${r.plural}.${r.group}` : r.plural;
+        content.set(key, (content.get(key) || 0) + 1);
+        for (const f of held.obj.metadata.finalizers || []) fins.set(f, (fins.get(f) || 0) + 1);
+      }
     }
-    const nsRec = this.store.get(NS, null, name);
-    if (nsRec) this.store.remove(NS, nsRec);
+    if (!content.size) { this.store.remove(NS, this.store.get(NS, null, name)); return; }
+    const now = U.nowIso();
+    const list = (m, fmt) => [...m.keys()].sort().map((k) => fmt(k, m.get(k))).join(', ');
+    const next = U.clone(nsRec.obj);
+    next.status = { ...(next.status || {}), phase: 'Terminating', conditions: [
+      { type: 'NamespaceContentRemaining', status: 'True', lastTransitionTime: now, reason: 'SomeResourcesRemain',
+        message: `Some resources are remaining: ${list(content, (k, n) => `${k} has ${n} resource instances`)}` },
+      { type: 'NamespaceFinalizersRemaining', status: 'True', lastTransitionTime: now, reason: 'SomeFinalizersRemain',
+        message: `Some content in the namespace has finalizers remaining: ${list(fins, (k, n) => `${k} in ${n} resource instances`)}` }] };
+    const said = (o) => ((o.status || {}).conditions || []).map((c) => `${c.type}=${c.message}`).join('\n');
+    if (said(next) !== said(nsRec.obj)) this.store.commit(NS, nsRec, next, null, { verb: 'update', internal: true });
+    this.later(this.cfg.nsDeleteMs, () => this.finishNamespace(name));
   }
 
   // ---- WATCH (bounded; enough for kubectl delete --wait and informers in tests) ----
