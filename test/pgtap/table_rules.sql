@@ -3,7 +3,7 @@
 -- (mlplat._state_machine) and append-only history (mlplat._append_only).  Each check runs
 -- over the whole catalog, so a table written by hand beside the helpers fails it.
 BEGIN;
-SELECT plan(7);
+SELECT plan(9);
 
 -- every reconciled entity (a table with row_version) has the template's columns exactly:
 -- the same types, NOT NULL and defaults the claim and write-back code rely on
@@ -29,6 +29,14 @@ BEGIN
   EXECUTE format('SELECT t.to_status FROM mlplat.%I() t WHERE t.from_status IS NULL', fn) INTO STRICT s;
   RETURN s;
 END $$;
+-- the changes a transitions function lists, as the update trigger's WHEN clause holds them
+CREATE FUNCTION pg_temp.listed_of(fn text) RETURNS text[] LANGUAGE plpgsql AS $$
+DECLARE s text[];
+BEGIN
+  EXECUTE format('SELECT array_agg(t.from_status || ''>'' || t.to_status ORDER BY 1) FROM mlplat.%I() t
+                   WHERE t.from_status IS NOT NULL AND t.to_status IS NOT NULL', fn) INTO STRICT s;
+  RETURN s;
+END $$;
 SELECT is((SELECT array_agg(c.relname::text ORDER BY c.relname)
              FROM pg_class c
             WHERE c.relnamespace = 'mlplat'::regnamespace
@@ -40,10 +48,20 @@ SELECT is((SELECT array_agg(c.relname::text ORDER BY c.relname)
                                      || quote_literal(pg_temp.initial_of(split_part(encode(g.tgargs, 'escape'), '\000', 1)))
                                      || '::text))%')
                    OR NOT EXISTS (SELECT 1 FROM pg_trigger g WHERE g.tgrelid = c.oid AND g.tgname = c.relname || '_status_transition'
-                                    AND pg_get_triggerdef(g.oid) LIKE '%BEFORE UPDATE OF status%WHEN ((old.status IS DISTINCT FROM new.status))%'))),
-          NULL, 'every state machine has its insert and update triggers, the insert one skipping its one initial status');
+                                    AND pg_get_triggerdef(g.oid) LIKE '%BEFORE UPDATE OF status%WHEN (((old.status IS DISTINCT FROM new.status) AND %'
+                                        || quote_literal(pg_temp.listed_of(split_part(encode(g.tgargs, 'escape'), '\000', 1))::text)
+                                        || '::text[]))))%'))),
+          NULL, 'every state machine has its insert and update triggers, the insert one skipping its one initial status, the update one the changes its function lists');
 SELECT is((SELECT count(DISTINCT g.tgrelid)::int FROM pg_trigger g WHERE g.tgfoid = 'mlplat._status_transition_check'::regproc),
           7, 'the seven kinds with a state machine (projects, deployments, runs, rollouts, model aliases, candidates, lab runs)');
+
+-- the WHEN clause passes a listed change without calling the check, and still sends an
+-- unlisted one to it, which refuses it
+INSERT INTO mlplat.projects (name, gpu_quota) VALUES ('tapsm', 1);
+SELECT throws_ok($$UPDATE mlplat.projects SET status = 'DELETED' WHERE name = 'tapsm'$$, '23514',
+                 NULL, 'an unlisted change (PROVISIONING -> DELETED) still reaches the check and is refused');
+SELECT lives_ok($$UPDATE mlplat.projects SET status = 'READY' WHERE name = 'tapsm'$$,
+                'a listed change (PROVISIONING -> READY) passes');
 
 -- a transitions function with two initial statuses cannot be put on a table: the insert
 -- trigger's shortcut would skip the check for one of them only

@@ -128,6 +128,7 @@ CREATE FUNCTION mlplat._state_machine(p_table text, p_transitions text) RETURNS 
 LANGUAGE plpgsql SET search_path = pg_catalog, mlplat, pg_temp AS $$
 DECLARE
   initial text[];
+  listed text[];
 BEGIN
   EXECUTE pg_catalog.format('SELECT pg_catalog.array_agg(t.to_status) FROM mlplat.%I() t WHERE t.from_status IS NULL',
                             p_transitions)
@@ -139,13 +140,17 @@ BEGIN
       DETAIL = 'The insert trigger skips the check for the one status a new row may start in.',
       HINT = 'List exactly one transition from NULL.';
   END IF;
+  EXECUTE pg_catalog.format('SELECT pg_catalog.array_agg(t.from_status || %L || t.to_status ORDER BY 1) FROM mlplat.%I() t
+                              WHERE t.from_status IS NOT NULL AND t.to_status IS NOT NULL', '>', p_transitions)
+    INTO listed;
   EXECUTE pg_catalog.format('CREATE TRIGGER %I BEFORE INSERT ON mlplat.%I FOR EACH ROW WHEN (NEW.status IS DISTINCT FROM %L)
                                EXECUTE FUNCTION mlplat._status_transition_check(%L)',
                             p_table || '_status_initial', p_table, initial[1], p_transitions);
   EXECUTE pg_catalog.format('CREATE TRIGGER %I BEFORE UPDATE OF status ON mlplat.%I
-                               FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status)
+                               FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status
+                                                  AND (coalesce(OLD.status, %L) || %L || coalesce(NEW.status, %L)) <> ALL (%L::text[]))
                                EXECUTE FUNCTION mlplat._status_transition_check(%L)',
-                            p_table || '_status_transition', p_table, p_transitions);
+                            p_table || '_status_transition', p_table, '', '>', '', coalesce(listed, '{}'), p_transitions);
 END $$;
 
 SELECT mlplat._state_machine('deployments', '_deployment_transitions');
