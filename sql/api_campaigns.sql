@@ -210,6 +210,8 @@ SELECT :acc FROM mlplat.record_candidate_evidence('opt', 'c1', 'w4a16', 'actual'
 SELECT :acc FROM mlplat.record_candidate_evidence('opt', 'c1', 'w4a16', 'measured', '{}', 2);
 SELECT :acc FROM mlplat.record_candidate_evidence('opt', 'c1', 'w4a16', 'predicted', '{"metric": "p50_ms_ratio", "value": "fast", "estimator": "x"}', 2);
 SELECT :acc FROM mlplat.record_candidate_evidence('opt', 'c1', 'nope', 'predicted', '{"metric": "p50_ms_ratio", "value": 1, "estimator": "x"}', 2);
+SELECT mlplat.render_builder_job('opt', 'c1', 'nope');
+SELECT mlplat.compile_artifact_args('opt', 0, 'vllm', '0.6.3', 'h100');
 SET ROLE regress_cmp_viewer;
 SELECT :acc FROM mlplat.record_candidate_evidence('opt', 'c1', 'w4a16', 'predicted', '{"metric": "p50_ms_ratio", "value": 1, "estimator": "x"}', 2);
 RESET ROLE;

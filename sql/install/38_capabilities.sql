@@ -363,12 +363,7 @@ DECLARE
   mech text;
   out jsonb;
 BEGIN
-  SELECT * INTO a FROM mlplat.optimized_artifacts x WHERE x.id = compile_artifact_args.artifact_id AND x.project_id = pid;
-  IF a.id IS NULL THEN
-    RAISE EXCEPTION USING ERRCODE = '42704',
-      MESSAGE = pg_catalog.format('optimized artifact %s does not exist', compile_artifact_args.artifact_id),
-      HINT = 'See mlplat.optimized_artifact_status.';
-  END IF;
+  a := mlplat._find_artifact(pid, compile_artifact_args.artifact_id);
   SELECT c.model_family INTO fam FROM mlplat.campaigns c WHERE c.id = a.campaign_id;
   IF (a.hardware->>'accelerator') IS DISTINCT FROM compile_artifact_args.accelerator THEN
     PERFORM mlplat._cannot_compile('HARDWARE_MISMATCH', pg_catalog.format('the artifact was built for %s, not %s',

@@ -584,6 +584,37 @@ BEGIN
   RETURN c;
 END $$;
 
+-- The campaign's candidate of this name, or 42704.
+CREATE FUNCTION mlplat._find_candidate(p_campaign mlplat.campaigns, p_candidate text) RETURNS mlplat.campaign_candidates
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  k mlplat.campaign_candidates;
+BEGIN
+  SELECT * INTO k FROM mlplat.campaign_candidates x WHERE x.campaign_id = p_campaign.id AND x.name = p_candidate;
+  IF k.id IS NULL THEN
+    RAISE EXCEPTION USING ERRCODE = '42704',
+      MESSAGE = pg_catalog.format('candidate "%s" does not exist in campaign "%s"', pg_catalog.left(p_candidate, 64),
+                                  p_campaign.name),
+      HINT = 'See mlplat.campaign_candidate_status.';
+  END IF;
+  RETURN k;
+END $$;
+
+-- The project's optimized artifact with this id, or 42704.
+CREATE FUNCTION mlplat._find_artifact(p_project_id bigint, p_artifact_id bigint) RETURNS mlplat.optimized_artifacts
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  a mlplat.optimized_artifacts;
+BEGIN
+  SELECT * INTO a FROM mlplat.optimized_artifacts x WHERE x.id = p_artifact_id AND x.project_id = p_project_id;
+  IF a.id IS NULL THEN
+    RAISE EXCEPTION USING ERRCODE = '42704',
+      MESSAGE = pg_catalog.format('optimized artifact %s does not exist', p_artifact_id),
+      HINT = 'See mlplat.optimized_artifact_status.';
+  END IF;
+  RETURN a;
+END $$;
+
 CREATE FUNCTION mlplat._candidate_transition(p_candidate mlplat.campaign_candidates, p_to text, p_reason text,
                                              p_observation jsonb, p_actor text, p_epoch bigint, p_controller text)
 RETURNS void LANGUAGE plpgsql AS $$
@@ -873,12 +904,7 @@ BEGIN
     PERFORM mlplat._json_num('evidence.measured_at', ev->'measured_at', 0, 253402300799, false);
   END IF;
   c := mlplat._find_campaign(pid, record_candidate_evidence.campaign);
-  SELECT * INTO k FROM mlplat.campaign_candidates x WHERE x.campaign_id = c.id AND x.name = record_candidate_evidence.candidate;
-  IF k.id IS NULL THEN
-    RAISE EXCEPTION USING ERRCODE = '42704',
-      MESSAGE = pg_catalog.format('candidate "%s" does not exist in campaign "%s"', pg_catalog.left(record_candidate_evidence.candidate, 64), c.name),
-      HINT = 'See mlplat.campaign_candidate_status.';
-  END IF;
+  k := mlplat._find_candidate(c, record_candidate_evidence.candidate);
   IF record_candidate_evidence.class = 'actual' THEN
     IF k.status <> 'BUILT' THEN
       RAISE EXCEPTION USING ERRCODE = '55000',
@@ -979,15 +1005,8 @@ LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, mlplat, p
 DECLARE
   pid bigint := mlplat._authorize('view', render_builder_job.project);
   c mlplat.campaigns := mlplat._find_campaign(pid, render_builder_job.campaign);
-  kid bigint;
 BEGIN
-  SELECT x.id INTO kid FROM mlplat.campaign_candidates x WHERE x.campaign_id = c.id AND x.name = render_builder_job.candidate;
-  IF kid IS NULL THEN
-    RAISE EXCEPTION USING ERRCODE = '42704',
-      MESSAGE = pg_catalog.format('candidate "%s" does not exist in campaign "%s"', pg_catalog.left(render_builder_job.candidate, 64), c.name),
-      HINT = 'See mlplat.campaign_candidate_status.';
-  END IF;
-  RETURN mlplat._render_builder_job(kid);
+  RETURN mlplat._render_builder_job((mlplat._find_candidate(c, render_builder_job.candidate)).id);
 END $$;
 
 -- ---------------------------------------------------------------- qualification
@@ -1024,12 +1043,7 @@ BEGIN
          pg_catalog.jsonb_build_array(qualify_artifact.project, qualify_artifact.artifact_id, ev));
   IF r.request_id IS NOT NULL THEN RETURN r; END IF;
   -- 1. the artifact, in this project, of a BUILT candidate
-  SELECT * INTO art FROM mlplat.optimized_artifacts x WHERE x.id = qualify_artifact.artifact_id AND x.project_id = pid;
-  IF art.id IS NULL THEN
-    RAISE EXCEPTION USING ERRCODE = '42704',
-      MESSAGE = pg_catalog.format('optimized artifact %s does not exist', qualify_artifact.artifact_id),
-      HINT = 'See mlplat.optimized_artifact_status.';
-  END IF;
+  art := mlplat._find_artifact(pid, qualify_artifact.artifact_id);
   SELECT * INTO k FROM mlplat.campaign_candidates x WHERE x.id = art.candidate_id;
   SELECT * INTO c FROM mlplat.campaigns x WHERE x.id = art.campaign_id;
   IF k.status <> 'BUILT' THEN
@@ -1333,6 +1347,8 @@ REVOKE ALL ON FUNCTION mlplat._check_prediction(text, jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._campaign_expand(bigint, jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._campaign_plan_shape(jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._find_campaign(bigint, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mlplat._find_candidate(mlplat.campaigns, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mlplat._find_artifact(bigint, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._candidate_transition(mlplat.campaign_candidates, text, text, jsonb, text, bigint, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._bound_revision(bigint, text, int, text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._render_builder_job(bigint) FROM PUBLIC;
@@ -1704,12 +1720,7 @@ DECLARE
   mech text;
   out jsonb;
 BEGIN
-  SELECT * INTO a FROM mlplat.optimized_artifacts x WHERE x.id = compile_artifact_args.artifact_id AND x.project_id = pid;
-  IF a.id IS NULL THEN
-    RAISE EXCEPTION USING ERRCODE = '42704',
-      MESSAGE = pg_catalog.format('optimized artifact %s does not exist', compile_artifact_args.artifact_id),
-      HINT = 'See mlplat.optimized_artifact_status.';
-  END IF;
+  a := mlplat._find_artifact(pid, compile_artifact_args.artifact_id);
   SELECT c.model_family INTO fam FROM mlplat.campaigns c WHERE c.id = a.campaign_id;
   IF (a.hardware->>'accelerator') IS DISTINCT FROM compile_artifact_args.accelerator THEN
     PERFORM mlplat._cannot_compile('HARDWARE_MISMATCH', pg_catalog.format('the artifact was built for %s, not %s',
