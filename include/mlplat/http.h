@@ -116,6 +116,27 @@ extern void mlplat_http_batch_free(MlplatHttpBatch *batch);
  */
 extern void mlplat_http_batch_first_only(MlplatHttpBatch *batch);
 
+/*
+ * Start every request of batch and return at once: a long-lived stream (a
+ * watch) that keeps running while the process waits (mlplat_http_wait) and
+ * while other batches run.  batch must live in a context that outlives the
+ * requests (deleting it detaches them); a request is done once the server or
+ * the transport ended it.  Its sink is called from inside any later wait or
+ * run, so it must keep its own buffer (no palloc there).
+ */
+extern void mlplat_http_batch_start(MlplatHttpBatch *batch);
+/* Requests of started batches still running. */
+extern int mlplat_http_background_count(void);
+/*
+ * Wait up to timeout_ms for the latch (returns true, the latch reset), while
+ * driving the started requests; returns false early once one of them ended or
+ * its sink called mlplat_http_wake_waiter (something worth a pass arrived).
+ * With none running it is WaitLatch.  Postmaster death exits.
+ */
+extern bool mlplat_http_wait(long timeout_ms);
+/* From a sink: end the current mlplat_http_wait early (safe inside libcurl). */
+extern void mlplat_http_wake_waiter(void);
+
 /* ONLY for SQL-callable test hooks: allow running inside a transaction. */
 extern void mlplat_http_batch_allow_transaction(MlplatHttpBatch *batch);
 

@@ -91,6 +91,10 @@ extern MlplatHttpRequest *mlplat_kube_list(MlplatHttpBatch *b, const MlplatKubeR
 extern MlplatHttpRequest *mlplat_kube_watch(MlplatHttpBatch *b, const MlplatKubeResource *res,
 											const char *ns, const char *name,
 											const char *resource_version, int timeout_s);
+/* WATCH every object carrying label_selector (all namespaces) from resource_version, with bookmarks */
+extern MlplatHttpRequest *mlplat_kube_watch_all(MlplatHttpBatch *b, const MlplatKubeResource *res,
+												const char *label_selector, const char *resource_version,
+												int timeout_s);
 /* Server-Side Apply: PATCH application/apply-patch+yaml, fieldManager=mlplat, force */
 extern MlplatHttpRequest *mlplat_kube_apply(MlplatHttpBatch *b, const MlplatKubeResource *res,
 											const char *ns, const char *name, const char *json);

@@ -2,8 +2,9 @@
  * observe.h — how a pass observes the cluster, apart from how it claims,
  * decides and writes back: is a cluster there, LIST every object of a kind
  * that carries our labels (fields of what it observed are read with
- * mlplat_json_text/_int of mlplat/json.h).  A watch cache
- * would replace mlplat_kube_list_all here and nowhere else.
+ * mlplat_json_text/_int of mlplat/json.h).  The deployments kind can also
+ * observe through a watch-fed cache (mlplat/watch_cache.h), filled by
+ * mlplat_kube_list_all_rv.
  */
 #ifndef MLPLAT_OBSERVE_H
 #define MLPLAT_OBSERVE_H
@@ -38,6 +39,10 @@ extern char *mlplat_kube_list_all(MlJsonArena *arena, const MlplatKubeResource *
 /* The same within one namespace (ns NULL: all), for a kind mlplat may read per namespace only. */
 extern char *mlplat_kube_list_all_in(MlJsonArena *arena, const MlplatKubeResource *res, const char *ns,
 									 const char *selector, List **items, int *lists);
+
+/* The same, also giving the list's resourceVersion (to watch from) in *list_rv. */
+extern char *mlplat_kube_list_all_rv(MlJsonArena *arena, const MlplatKubeResource *res, const char *ns,
+									 const char *selector, List **items, int *lists, char **list_rv);
 
 /*
  * GET the named objects of res (ns_names: namespace, name, namespace, name,

@@ -60,6 +60,7 @@ struct MlplatHttpBatch
 	bool allow_xact;
 	bool running;
 	bool first_only; /* return at the first completion or wake-up */
+	bool background; /* started by mlplat_http_batch_start: runs while others wait */
 	MemoryContextCallback cleanup;
 };
 
@@ -88,6 +89,10 @@ static double timer_deadline_ms = 0;
 
 static WaitEventSet *http_wes = NULL;
 static bool http_latch_seen = false;
+
+/* requests of background batches attached now, and whether one moved since the last wait */
+static int http_background_n = 0;
+static bool http_background_moved = false;
 
 static MlplatHttpStats http_stats;
 
@@ -293,6 +298,8 @@ batch_release(MlplatHttpBatch *b)
 
 		if (priv->easy)
 		{
+			if (b->background)
+				http_background_n--;
 			curl_multi_remove_handle(http_multi, priv->easy);
 			easy_put(priv->easy);
 			priv->easy = NULL;
@@ -659,10 +666,16 @@ finish_request(MlplatHttpPriv *priv, CURLcode rc)
 		curl_slist_free_all(priv->slist);
 		priv->slist = NULL;
 	}
+	if (priv->batch->background)
+	{
+		http_background_n--;
+		http_background_moved = true;
+	}
 }
 
+/* Collect every finished transfer; returns how many of them were b's (b NULL: none counted). */
 static int
-drain_completed(void)
+drain_completed(MlplatHttpBatch *b)
 {
 	CURLMsg *msg;
 	int left;
@@ -678,7 +691,7 @@ drain_completed(void)
 		if (priv == NULL || priv->easy != msg->easy_handle)
 			continue;
 		finish_request(priv, msg->data.result);
-		finished++;
+		finished += priv->batch == b;
 	}
 	return finished;
 }
@@ -740,6 +753,61 @@ socket_action(curl_socket_t fd, int mask)
 	(void) curl_multi_socket_action(http_multi, fd, mask, &running);
 }
 
+/*
+ * Wait once on curl's sockets, curl's timer (or cap_ms, at most MAX_WAIT_MS),
+ * the latch and postmaster death, and let curl act on what happened.  A latch
+ * set is consumed and remembered in http_latch_seen.
+ */
+static void
+wait_step(WaitEvent **events, int *nevents_cap, long cap_ms)
+{
+	int n;
+	int i;
+	long timeout = Min(cap_ms, (long) MAX_WAIT_MS);
+
+	sync_wait_set();
+	if (*nevents_cap < nsocks + 2)
+	{
+		*nevents_cap = nsocks + 2;
+		*events = *events ? repalloc(*events, sizeof(WaitEvent) * *nevents_cap)
+						  : palloc(sizeof(WaitEvent) * *nevents_cap);
+	}
+	if (timer_armed)
+	{
+		double left = timer_deadline_ms - now_ms();
+
+		timeout = left <= 0 ? 0 : (long) Min(left + 1, (double) timeout);
+	}
+
+	n = WaitEventSetWait(http_wes, timeout, *events, *nevents_cap, PG_WAIT_EXTENSION);
+	for (i = 0; i < n; i++)
+	{
+		WaitEvent *ev = &(*events)[i];
+
+		if (ev->events & WL_LATCH_SET)
+		{
+			ResetLatch(MyLatch);
+			http_latch_seen = true;
+			CHECK_FOR_INTERRUPTS();
+		}
+		else if (ev->events & (WL_SOCKET_READABLE | WL_SOCKET_WRITEABLE))
+		{
+			int mask = 0;
+
+			if (ev->events & WL_SOCKET_READABLE)
+				mask |= CURL_CSELECT_IN;
+			if (ev->events & WL_SOCKET_WRITEABLE)
+				mask |= CURL_CSELECT_OUT;
+			socket_action(ev->fd, mask);
+		}
+	}
+	if (n == 0 || (timer_armed && timer_deadline_ms <= now_ms()))
+	{
+		timer_armed = false;
+		socket_action(CURL_SOCKET_TIMEOUT, 0);
+	}
+}
+
 /* The event loop proper; returns when every request of b is done. */
 static void
 run_loop(MlplatHttpBatch *b)
@@ -753,15 +821,13 @@ run_loop(MlplatHttpBatch *b)
 	for (;;)
 	{
 		int n;
-		int i;
-		long timeout;
 
 		/*
 		 * Collect what finished first, then fill the freed slots before
 		 * waiting: a slot freed by the last wait would otherwise stay empty
 		 * until some other socket woke us.
 		 */
-		n = drain_completed();
+		n = drain_completed(b);
 		active -= n;
 		if (b->first_only && (n > 0 || http_latch_seen))
 			break;
@@ -778,53 +844,79 @@ run_loop(MlplatHttpBatch *b)
 			break;
 
 		CHECK_FOR_INTERRUPTS();
-		sync_wait_set();
-		if (nevents_cap < nsocks + 2)
-		{
-			nevents_cap = nsocks + 2;
-			events = events ? repalloc(events, sizeof(WaitEvent) * nevents_cap)
-							: palloc(sizeof(WaitEvent) * nevents_cap);
-		}
-
-		if (timer_armed)
-		{
-			double left = timer_deadline_ms - now_ms();
-
-			timeout = left <= 0 ? 0 : (long) Min(left + 1, (double) MAX_WAIT_MS);
-		}
-		else
-			timeout = MAX_WAIT_MS;
-
-		n = WaitEventSetWait(http_wes, timeout, events, nevents_cap, PG_WAIT_EXTENSION);
-		for (i = 0; i < n; i++)
-		{
-			WaitEvent *ev = &events[i];
-
-			if (ev->events & WL_LATCH_SET)
-			{
-				ResetLatch(MyLatch);
-				http_latch_seen = true;
-				CHECK_FOR_INTERRUPTS();
-			}
-			else if (ev->events & (WL_SOCKET_READABLE | WL_SOCKET_WRITEABLE))
-			{
-				int mask = 0;
-
-				if (ev->events & WL_SOCKET_READABLE)
-					mask |= CURL_CSELECT_IN;
-				if (ev->events & WL_SOCKET_WRITEABLE)
-					mask |= CURL_CSELECT_OUT;
-				socket_action(ev->fd, mask);
-			}
-		}
-		if (n == 0 || (timer_armed && timer_deadline_ms <= now_ms()))
-		{
-			timer_armed = false;
-			socket_action(CURL_SOCKET_TIMEOUT, 0);
-		}
+		wait_step(&events, &nevents_cap, MAX_WAIT_MS);
 	}
 	if (events)
 		pfree(events);
+}
+
+void
+mlplat_http_batch_start(MlplatHttpBatch *b)
+{
+	if (b->running || b->background)
+		elog(ERROR, "mlplat: HTTP batch is already running");
+	ensure_multi();
+	b->background = true;
+	for (int i = 0; i < b->n; i++)
+	{
+		MlplatHttpRequest *req = b->reqs[i];
+
+		if (req->done)
+			continue;
+		if (!mlplat_http_url_allowed(req->url))
+			fail_request(req, "only http:// and https:// URLs are allowed");
+		else if (start_request(req))
+			http_background_n++;
+	}
+	/* let curl begin (connect, send) at once */
+	socket_action(CURL_SOCKET_TIMEOUT, 0);
+	(void) drain_completed(NULL);
+}
+
+void
+mlplat_http_wake_waiter(void)
+{
+	http_background_moved = true;
+}
+
+int
+mlplat_http_background_count(void)
+{
+	return http_background_n;
+}
+
+bool
+mlplat_http_wait(long timeout_ms)
+{
+	WaitEvent *events = NULL;
+	int nevents_cap = 0;
+	double until = now_ms() + (double) Max(timeout_ms, 0L);
+
+	if (http_background_n == 0)
+	{
+		int rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, Max(timeout_ms, 0L),
+						   PG_WAIT_EXTENSION);
+
+		ResetLatch(MyLatch);
+		return (rc & WL_LATCH_SET) != 0;
+	}
+	http_latch_seen = false;
+	http_background_moved = false;
+	for (;;)
+	{
+		double left = until - now_ms();
+
+		(void) drain_completed(NULL);
+		if (http_latch_seen || http_background_moved || left <= 0)
+			break;
+		CHECK_FOR_INTERRUPTS();
+		wait_step(&events, &nevents_cap, (long) left + 1);
+	}
+	(void) drain_completed(NULL);
+	if (events)
+		pfree(events);
+	free_wait_set();
+	return http_latch_seen;
 }
 
 void

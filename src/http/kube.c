@@ -288,6 +288,22 @@ mlplat_kube_watch(MlplatHttpBatch *b, const MlplatKubeResource *res, const char 
 	return kube_request(b, "GET", mlplat_kube_path(res, ns, NULL), query, NULL, NULL);
 }
 
+/*
+ * WATCH every object of res carrying label_selector, across namespaces, from
+ * resource_version, with bookmarks: the stream an informer-like cache keeps
+ * open (observe.h).  The server ends it after timeout_s.
+ */
+MlplatHttpRequest *
+mlplat_kube_watch_all(MlplatHttpBatch *b, const MlplatKubeResource *res, const char *label_selector,
+					  const char *resource_version, int timeout_s)
+{
+	char *query = psprintf("watch=1&allowWatchBookmarks=true&labelSelector=%s&resourceVersion=%s&timeoutSeconds=%d",
+						   mlplat_url_encode(label_selector), mlplat_url_encode(resource_version),
+						   Max(timeout_s, 1));
+
+	return kube_request(b, "GET", mlplat_kube_path(res, NULL, NULL), query, NULL, NULL);
+}
+
 MlplatHttpRequest *
 mlplat_kube_apply(MlplatHttpBatch *b, const MlplatKubeResource *res, const char *ns,
 				  const char *name, const char *json)

@@ -79,7 +79,15 @@ char *
 mlplat_kube_list_all_in(MlJsonArena *arena, const MlplatKubeResource *res, const char *ns, const char *selector,
 						List **items, int *lists)
 {
+	return mlplat_kube_list_all_rv(arena, res, ns, selector, items, lists, NULL);
+}
+
+char *
+mlplat_kube_list_all_rv(MlJsonArena *arena, const MlplatKubeResource *res, const char *ns, const char *selector,
+						List **items, int *lists, char **list_rv)
+{
 	char *cont = NULL;
+	const char *rv = NULL;
 	List *got = NIL;
 	int pages = 0;
 	int restarts = 0;
@@ -155,9 +163,17 @@ mlplat_kube_list_all_in(MlJsonArena *arena, const MlplatKubeResource *res, const
 			return why;
 		for (size_t i = 0; i < arr->u.array.count; i++)
 			got = lappend(got, arr->u.array.items[i]);
+		/* a paged list is one snapshot: every page carries its version */
+		rv = mlplat_json_text(page, "metadata", "resourceVersion", NULL);
 		cont = (char *) mlplat_json_text(page, "metadata", "continue", NULL);
 		if (cont == NULL || cont[0] == '\0')
 			break;
+	}
+	if (list_rv)
+	{
+		if (rv == NULL || rv[0] == '\0')
+			return psprintf("%s list has no resourceVersion", res->plural);
+		*list_rv = pstrdup(rv);
 	}
 	*items = list_concat(*items, got);
 	return NULL;

@@ -777,17 +777,25 @@ only_companions_due(const WorkerLoop *w)
 		   GetCurrentTimestamp() < w->kind_pass_due;
 }
 
-/* Wait for a commit's wake, the timeout or postmaster death; true when woken. */
+/*
+ * Wait for a commit's wake, the timeout or postmaster death; true when woken.
+ * A watch the kind's pass keeps open (watch_cache.h) is driven meanwhile; when
+ * it brings an event (or ends) the wait ends early and the kind's pass is due.
+ */
 static bool
-wait_for_work(long timeout_ms)
+wait_for_work(WorkerLoop *w, long timeout_ms)
 {
 	bool woken = false;
 
 	MemoryContextSwitchTo(TopMemoryContext);
 	if (timeout_ms > 0)
-		woken = (WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, timeout_ms,
-						   PG_WAIT_EXTENSION) &
-				 WL_LATCH_SET) != 0;
+	{
+		TimestampTz until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
+
+		woken = mlplat_http_wait(timeout_ms);
+		if (!woken && GetCurrentTimestamp() < until)
+			w->kind_pass_due = GetCurrentTimestamp();
+	}
 	ResetLatch(MyLatch);
 	return woken;
 }
@@ -821,6 +829,6 @@ mlplat_worker_main(Datum main_arg)
 		}
 		else if (!fenced(&timeout_ms))
 			timeout_ms = reconcile(&w);
-		w.woken = wait_for_work(timeout_ms);
+		w.woken = wait_for_work(&w, timeout_ms);
 	}
 }
