@@ -506,7 +506,17 @@ async function admin(req, url, seg, raw) {
       return { status: 200, body: { rules: rules.map((r) => faults.add(r)) } };
     }
   }
-  if (route === 'watch/compact' && m === 'POST') return { status: 200, body: { compactedRv: String(store.compact()) } };
+  if (route === 'watch/compact' && m === 'POST') {
+    const rv = store.compact();
+    const open = [...store.streams];
+    if (body && body.expire) for (const st of open) st.expire(`too old resource version: compacted at ${rv}`);
+    return { status: 200, body: { compactedRv: String(rv), expired: body && body.expire ? open.length : 0 } };
+  }
+  if (route === 'watch/drop' && m === 'POST') {
+    const open = [...store.streams];
+    for (const st of open) st.kill();
+    return { status: 200, body: { dropped: open.length } };
+  }
   if (route === 'holds' && m === 'GET') return { status: 200, body: { items: holds.list() } };
   if (route === 'holds/release' && m === 'POST') return { status: 200, body: { released: holds.release(body.rule === undefined ? undefined : Number(body.rule), body.drop ? 'drop' : 'go') } };
   if (seg[0] === 'faults' && seg[1] && m === 'DELETE') { faults.remove(Number(seg[1])); return { status: 200, body: { ok: true } }; }

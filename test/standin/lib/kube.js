@@ -451,7 +451,14 @@ class Kube {
     const w = (ev) => send(ev);
     this.store.watchers.add(w);
     const bt = bookmarks ? setInterval(bookmark, Math.max(10, Number(this.cfg.bookmarkMs) || 1000)) : null;
-    const done = () => { this.store.watchers.delete(w); clearTimeout(t); if (bt) clearInterval(bt); };
+    // admin: watch/drop cuts the connection mid-stream; watch/compact {expire: true} ends it with ERROR 410,
+    // as an API server does when the watch cache can no longer serve the client's version
+    const stream = {
+      kill: () => { done(); resp.destroy(); },
+      expire: (message) => { done(); resp.end(JSON.stringify({ type: 'ERROR', object: { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason: 'Expired', code: 410 } }) + '\n'); },
+    };
+    this.store.streams.add(stream);
+    const done = () => { this.store.watchers.delete(w); this.store.streams.delete(stream); clearTimeout(t); if (bt) clearInterval(bt); };
     const t = setTimeout(() => { done(); if (bookmarks) bookmark(); resp.end(); }, timeout);
     req.on('close', done);
   }

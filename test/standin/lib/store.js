@@ -60,6 +60,7 @@ class Store {
     this.events = [];          // ring of {rv, type, res, ns, name, object}
     this.compactedRv = 0;      // a watch from a version below this is answered 410 Expired
     this.watchers = new Set();
+    this.streams = new Set();  // open watch responses: {kill(), expire(message)} (admin watch/drop, watch/compact)
   }
 
   key(res, ns, name) { return `${res.plural}.${res.group}/${ns || ''}/${name}`; }
