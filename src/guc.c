@@ -21,6 +21,9 @@ bool mlplat_workers_enabled = true;
 int mlplat_leader_retry_interval_ms = 250;
 int mlplat_resync_interval_ms = 30000;
 int mlplat_full_resync_interval_ms = 300000;
+bool mlplat_deployments_watch = false;
+int mlplat_watch_resync_interval_ms = 21600000;
+int mlplat_row_resync_interval_ms = 0;
 int mlplat_unanswered_write_grace_ms = 60000;
 int mlplat_backoff_max_ms = 300000;
 char *mlplat_kube_url = NULL;
@@ -240,6 +243,24 @@ mlplat_define_gucs(void)
 							"A new leader's first pass is always full.",
 							&mlplat_full_resync_interval_ms, 300000, 100, 86400000,
 							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomBoolVariable("mlplat.deployments_watch",
+							 "Whether the deployments reconciler observes InferenceServices through a watch-fed cache.",
+							 "The leader LISTs once, then keeps a watch with bookmarks open: an out-of-band change makes its row due at once, "
+							 "passes read claimed rows from the cache, and rows are resynced every mlplat.watch_resync_interval. "
+							 "When the watch is not healthy, passes observe with GETs and LISTs as without it.",
+							 &mlplat_deployments_watch, false,
+							 PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("mlplat.watch_resync_interval",
+							"How often a deployment is compared with the cluster although nothing changed, while the watch is healthy.",
+							"Replaces mlplat.resync_interval as the per-row resync period while mlplat.deployments_watch keeps the cache current: "
+							"out-of-band changes arrive as events.",
+							&mlplat_watch_resync_interval_ms, 21600000, 100, 604800000,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomIntVariable("mlplat.row_resync_interval",
+							"Set by the deployments leader: the per-row resync period in force (0: mlplat.resync_interval).",
+							"Read by mlplat._next_resync_at in the leader's write-backs; not meant to be set by hand.",
+							&mlplat_row_resync_interval_ms, 0, 0, 604800000,
+							PGC_SUSET, GUC_UNIT_MS | GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
 	DefineCustomIntVariable("mlplat.unanswered_write_grace",
 							"How long an external write sent without a recorded answer may still land.",
 							"Until then, a reconciler that does not find the object such a write makes keeps waiting for it "

@@ -18,6 +18,11 @@ extern bool mlplat_workers_enabled;
 extern int mlplat_leader_retry_interval_ms;
 extern int mlplat_resync_interval_ms;
 extern int mlplat_full_resync_interval_ms;
+/* the deployments watch cache (issue 20): on/off, and the row resync period while it is healthy */
+extern bool mlplat_deployments_watch;
+extern int mlplat_watch_resync_interval_ms;
+/* set by the deployments leader for mlplat._next_resync_at (0: mlplat.resync_interval) */
+extern int mlplat_row_resync_interval_ms;
 extern int mlplat_backoff_max_ms;
 extern int mlplat_unanswered_write_grace_ms;
 

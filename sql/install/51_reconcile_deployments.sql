@@ -42,13 +42,16 @@ CREATE TYPE mlplat.deployment_writeback AS (
 -- so finding them costs what they hold, not what the table holds.
 -- When a row just compared with the cluster is compared again although nothing changed:
 -- mlplat.resync_interval (the caller's setting: the worker's) x a uniform [0.5, 1.5) from now,
--- so a fleet written or resynced in one pass does not fall due in one pass again.
+-- so a fleet written or resynced in one pass does not fall due in one pass again.  While the
+-- leader's watch cache is healthy it sets mlplat.row_resync_interval (mlplat.watch_resync_interval:
+-- out-of-band changes then arrive as events), which takes the place of mlplat.resync_interval.
 CREATE FUNCTION mlplat._next_resync_at() RETURNS timestamptz
 LANGUAGE sql VOLATILE
 SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   SELECT pg_catalog.now()
-         + coalesce(pg_catalog.current_setting('mlplat.resync_interval', true), '30s')::interval
+         + coalesce(nullif(pg_catalog.current_setting('mlplat.row_resync_interval', true), '0'),
+                    pg_catalog.current_setting('mlplat.resync_interval', true), '30s')::interval
            * (0.5 + pg_catalog.random())
 $$;
 REVOKE ALL ON FUNCTION mlplat._next_resync_at() FROM PUBLIC;
@@ -181,6 +184,30 @@ AS $$
    WHERE d.id = l.id
 $$;
 REVOKE ALL ON FUNCTION mlplat._deployments_resynced(bigint, bigint[]) FROM PUBLIC;
+
+-- Rows whose InferenceService the leader's watch saw change (an event for namespace/name):
+-- due now, so the next pass claims and compares them (issue 20).  Only while p_epoch is still
+-- the kind's epoch; a row locked by an intent in flight is skipped (that intent makes it
+-- changed anyway); row_version does not move: nothing about the row changed.
+CREATE FUNCTION mlplat._deployments_due(p_epoch bigint, p_namespaces text[], p_names text[])
+RETURNS void
+LANGUAGE sql
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$
+  UPDATE mlplat.deployments d
+     SET next_resync_at = pg_catalog.now()
+    FROM (SELECT x.id FROM mlplat.deployments x
+            JOIN mlplat.projects p ON p.id = x.project_id
+            JOIN (SELECT p_namespaces[g.i] AS ns, p_names[g.i] AS name
+                    FROM pg_catalog.generate_subscripts(p_names, 1) AS g(i)) o
+              ON o.name = x.name AND mlplat._project_namespace(p.name) = o.ns
+           WHERE x.status <> 'DELETED' AND x.next_resync_at > pg_catalog.now()
+             AND EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = 'deployments' AND e.epoch = p_epoch)
+           ORDER BY x.id
+             FOR NO KEY UPDATE OF x SKIP LOCKED) l
+   WHERE d.id = l.id
+$$;
+REVOKE ALL ON FUNCTION mlplat._deployments_due(bigint, text[], text[]) FROM PUBLIC;
 
 -- One deployment's write-back (tests and operators standing in for the reconciler).
 CREATE FUNCTION mlplat._deployments_writeback(

@@ -10,7 +10,9 @@
  *      mlplat.full_resync_interval — reads every live deployment instead;
  *   2. observe: a full pass, or one with more than OBSERVE_GET_MAX rows, LISTs
  *      InferenceServices carrying our managed-by and instance labels across
- *      all namespaces, 500 a page; any other GETs just the rows it read;
+ *      all namespaces, 500 a page; any other GETs just the rows it read.  With
+ *      mlplat.deployments_watch, a watch-fed cache (watch_cache.h) stands in
+ *      for both while it is healthy, and its events make their rows due;
  *   3. decide per deployment (pure: deployment_decide), then run every apply
  *      (Server-Side Apply, force) and delete concurrently in one batch; the
  *      first apply of a revision waits for its artifact check (artifact.c),
@@ -31,6 +33,7 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/hsearch.h"
 #include "utils/json.h"
 #include "utils/lsyscache.h"
@@ -54,6 +57,7 @@
 #include "mlplat/span.h"
 #include "mlplat/spec_diff.h"
 #include "mlplat/unanswered.h"
+#include "mlplat/watch_cache.h"
 
 static const MlplatKubeResource ISVC = { "serving.kserve.io", "v1beta1", "inferenceservices", true };
 
@@ -68,6 +72,16 @@ static const MlplatKubeResource ISVC = { "serving.kserve.io", "v1beta1", "infere
 /* the epoch whose leader ran its first full pass, and when the last full pass began */
 static int64 full_epoch = -1;
 static TimestampTz last_full = 0;
+
+/*
+ * The watch cache (mlplat.deployments_watch; watch_cache.h): InferenceServices
+ * by selector, filled at a leader's start and kept current by a watch across
+ * passes.  watch_epoch: the epoch it was filled for (a new leadership lists
+ * again); watch_instance: the selector's instance, known from a claim.
+ */
+static MlplatWatchCache *isvc_cache = NULL;
+static int64 watch_epoch = -1;
+static char *watch_instance = NULL;
 
 typedef enum DepAction
 {
@@ -1150,6 +1164,150 @@ apply_checked(MlplatPass *pass, List *deps, List *checks, const char *instance, 
 	return applies;
 }
 
+/* ---------------------------------------------------------------- the watch cache */
+
+/*
+ * What the cache keeps of an InferenceService: only what a pass reads of it —
+ * apiVersion, kind and spec (the drift comparison), metadata's name,
+ * namespace, labels, mlplat's annotations, deletionTimestamp and finalizers
+ * (ownership, termination), and status's readiness fields.  Not the
+ * resourceVersion (the cache keeps the last one apart), so an event that
+ * changed none of these changes nothing.
+ */
+static MlJsonValue *
+isvc_compared(MlJsonArena *arena, const MlJsonValue *obj)
+{
+	static const char *const top[] = { "apiVersion", "kind", "metadata", "spec", "status" };
+	static const char *const meta[] = { "name", "namespace", "labels", "annotations", "deletionTimestamp", "finalizers" };
+	static const char *const status[] = { "observedGeneration", "url", "conditions", "deploymentMode", "components" };
+	static const char *const predictor[] = { "predictor" };
+	MlJsonValue *kept = mlplat_json_pick(arena, obj, top, lengthof(top));
+	const MlJsonValue *ann = ml_json_object_get(ml_json_object_get(obj, "metadata"), "annotations");
+	MlJsonMember *m;
+
+	if (kept == NULL)
+		return NULL;
+	for (size_t i = 0; i < kept->u.object.count; i++)
+	{
+		m = &kept->u.object.members[i];
+		if (strcmp(m->key, "metadata") == 0)
+		{
+			MlJsonValue *md = mlplat_json_pick(arena, m->value, meta, lengthof(meta));
+
+			/* annotations: mlplat's only (kubectl's last-applied-configuration can be large) */
+			for (size_t j = 0; md && ann && ann->type == ML_JSON_OBJECT && j < md->u.object.count; j++)
+				if (strcmp(md->u.object.members[j].key, "annotations") == 0)
+				{
+					const char **keys = ml_json_arena_alloc(arena, sizeof(char *) * Max(ann->u.object.count, 1));
+					int n = 0;
+
+					for (size_t k = 0; k < ann->u.object.count; k++)
+						if (strncmp(ann->u.object.members[k].key, "mlplat.io/", 10) == 0)
+							keys[n++] = ann->u.object.members[k].key;
+					md->u.object.members[j].value = mlplat_json_pick(arena, ann, keys, n);
+				}
+			m->value = md;
+		}
+		else if (strcmp(m->key, "status") == 0)
+		{
+			MlJsonValue *st = mlplat_json_pick(arena, m->value, status, lengthof(status));
+
+			for (size_t j = 0; st && j < st->u.object.count; j++)
+				if (strcmp(st->u.object.members[j].key, "components") == 0)
+					st->u.object.members[j].value =
+						mlplat_json_pick(arena, st->u.object.members[j].value, predictor, lengthof(predictor));
+			m->value = st;
+		}
+		if (m->value == NULL)
+			return NULL;
+	}
+	return kept;
+}
+
+/* Make due the live rows of the objects the watch saw change ("namespace/name" keys). */
+static void
+mark_due(MlplatPass *pass, List *keys)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ArrayBuildState *nss;
+	ArrayBuildState *names;
+	ListCell *lc;
+
+	mlplat_txn_begin(); /* the arrays' element type is looked up in the catalog */
+	nss = initArrayResult(TEXTOID, cxt, false);
+	names = initArrayResult(TEXTOID, cxt, false);
+	foreach (lc, keys)
+	{
+		char *key = MemoryContextStrdup(cxt, lfirst(lc));
+		char *slash = strchr(key, '/');
+
+		if (slash == NULL)
+			continue;
+		*slash = '\0';
+		mlplat_array_add_text(nss, key);
+		mlplat_array_add_text(names, slash + 1);
+	}
+	(void) mlplat_sql_exec("SELECT mlplat._deployments_due($1, $2, $3)", 3, (Oid[]){ INT8OID, TEXTARRAYOID, TEXTARRAYOID },
+						   (Datum[]){ Int64GetDatum(pass->epoch), makeArrayResult(nss, cxt),
+									  makeArrayResult(names, cxt) },
+						   NULL);
+	mlplat_txn_commit();
+}
+
+/*
+ * Bring the watch cache up to date (mlplat.deployments_watch) and make the
+ * rows of what changed due.  True when this pass may observe from the cache;
+ * *filled when the cache was filled just now (nothing is "changed" then: the
+ * pass should compare every row).  Sets the row resync period in force: long
+ * while the cache is current, mlplat.resync_interval otherwise.  No
+ * transaction may be open.
+ */
+static bool
+watch_sync(MlplatPass *pass, const char *instance, bool *filled, char *note, size_t note_len)
+{
+	MlplatWatchSync ws;
+	char *why;
+	long objects;
+	Size bytes;
+	bool ok;
+
+	*filled = false;
+	note[0] = '\0';
+	if (!mlplat_deployments_watch)
+	{
+		if (isvc_cache)
+			mlplat_watch_cache_reset(isvc_cache);
+		watch_epoch = -1;
+		SetConfigOption("mlplat.row_resync_interval", "0", PGC_SUSET, PGC_S_SESSION);
+		return false;
+	}
+	if (isvc_cache == NULL)
+		isvc_cache = mlplat_watch_cache_create(&ISVC, isvc_compared);
+	if (watch_epoch != pass->epoch)
+	{
+		/* a new leadership starts from a LIST */
+		mlplat_watch_cache_reset(isvc_cache);
+		watch_epoch = pass->epoch;
+	}
+	why = mlplat_watch_cache_sync(isvc_cache, mlplat_managed_selector(instance), &ws);
+	ok = why == NULL;
+	if (ok && ws.changed != NIL)
+		mark_due(pass, ws.changed);
+	*filled = ws.filled;
+	mlplat_watch_cache_size(isvc_cache, &objects, &bytes);
+	if (ok)
+		snprintf(note, note_len, "; watch: %ld cached, %zu kB%s", objects, bytes / 1024,
+				 ws.relists ? ", listed" : "");
+	else
+	{
+		ereport(LOG, (errmsg("mlplat: deployments: the watch cache cannot be used: %s", why)));
+		snprintf(note, note_len, "; watch unhealthy");
+	}
+	SetConfigOption("mlplat.row_resync_interval",
+					ok ? psprintf("%d", mlplat_watch_resync_interval_ms) : "0", PGC_SUSET, PGC_S_SESSION);
+	return ok;
+}
+
 void
 mlplat_deployments_pass(MlplatPass *pass)
 {
@@ -1170,9 +1328,22 @@ mlplat_deployments_pass(MlplatPass *pass)
 	List *checks = NIL;
 	bool full;
 	TimestampTz full_start = 0;
+	bool cached = false;
+	bool filled = false;
+	char note[48] = "";
 
 	if (!mlplat_cluster_ready(pass, (const char **) &why))
 		return;
+
+	/*
+	 * The watch cache first (when on and the selector's instance is known
+	 * from an earlier claim): what its events changed is made due before the
+	 * claim, so this pass claims it.  A woken pass acts on new intents only.
+	 */
+	if (!pass->woken && (watch_instance != NULL || !mlplat_deployments_watch))
+	{
+		cached = watch_sync(pass, watch_instance ? watch_instance : "", &filled, note, sizeof(note));
+	}
 
 	/*
 	 * Full: a new leader's first pass and one every mlplat.full_resync_interval
@@ -1181,13 +1352,24 @@ mlplat_deployments_pass(MlplatPass *pass)
 	 * is due, and observes just those.
 	 */
 	full = !pass->woken &&
-		   (pass->epoch != full_epoch ||
+		   (pass->epoch != full_epoch || filled ||
 			TimestampDifferenceExceeds(last_full, GetCurrentTimestamp(), mlplat_full_resync_interval_ms));
 	if (full)
 		full_start = GetCurrentTimestamp();
 	claim(pass, full, &deps, &instance);
 	MemoryContextSwitchTo(pass_cxt);
 	selector = mlplat_managed_selector(instance);
+	if (watch_instance == NULL || strcmp(watch_instance, instance) != 0)
+	{
+		if (watch_instance)
+			pfree(watch_instance);
+		watch_instance = MemoryContextStrdup(TopMemoryContext, instance);
+		/* learned just now: the cache starts here (this pass is full, or its rows are claimed) */
+		if (!pass->woken && mlplat_deployments_watch)
+		{
+			cached = watch_sync(pass, instance, &filled, note, sizeof(note));
+		}
+	}
 	items = NIL;
 	if (pass->woken)
 	{
@@ -1210,8 +1392,23 @@ mlplat_deployments_pass(MlplatPass *pass)
 	else if (!full && deps == NIL)
 	{
 		/* nothing changed and no resync due: nothing to read, nothing to ask */
-		snprintf(pass->status, sizeof(pass->status), "0 deployments due, 0 requests");
+		snprintf(pass->status, sizeof(pass->status), "0 deployments due, 0 requests%s", note);
 		return;
+	}
+	else if (cached)
+	{
+		/* the watch keeps the cache current: no GET, no LIST */
+		if (full)
+			items = mlplat_watch_cache_all(isvc_cache, arena);
+		else
+			foreach (lc, deps)
+			{
+				Deployment *d = lfirst(lc);
+				const MlJsonValue *obj = mlplat_watch_cache_get(isvc_cache, arena, d->ns, d->name);
+
+				if (obj)
+					items = lappend(items, (void *) obj);
+			}
 	}
 	else
 	{
@@ -1429,9 +1626,9 @@ mlplat_deployments_pass(MlplatPass *pass)
 	if (checks != NIL)
 		applies += apply_checked(pass, deps, checks, instance, arena);
 	if (pass->status[0] == '\0')
-		snprintf(pass->status, sizeof(pass->status), "%d deployments%s, %d applied, %d orphans, %d LIST requests, %d GETs",
+		snprintf(pass->status, sizeof(pass->status), "%d deployments%s, %d applied, %d orphans, %d LIST requests, %d GETs%s",
 				 list_length(deps), full ? " (full pass)" : pass->woken ? " (woken)"
 																		: " due",
 				 applies,
-				 list_length(orphans), lists, gets);
+				 list_length(orphans), lists, gets, note);
 }

@@ -93,3 +93,7 @@ MLPLAT_CONF=(
 	"cron.database_name = 'mlplat'"
 	"mlplat.database = 'mlplat'"
 )
+# MLPLAT_EXTRA_CONF: one more setting for every cluster, to run whole suites under it
+# (MLPLAT_EXTRA_CONF="mlplat.deployments_watch = on" test/run.sh scripts); a script's own
+# settings come later and win
+[ -n "${MLPLAT_EXTRA_CONF:-}" ] && MLPLAT_CONF+=("$MLPLAT_EXTRA_CONF")

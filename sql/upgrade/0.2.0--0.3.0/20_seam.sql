@@ -32,13 +32,16 @@ CREATE TYPE mlplat.deployment_writeback AS (
 
 -- When a row just compared with the cluster is compared again although nothing changed:
 -- mlplat.resync_interval (the caller's setting: the worker's) x a uniform [0.5, 1.5) from now,
--- so a fleet written or resynced in one pass does not fall due in one pass again.
+-- so a fleet written or resynced in one pass does not fall due in one pass again.  While the
+-- leader's watch cache is healthy it sets mlplat.row_resync_interval (mlplat.watch_resync_interval:
+-- out-of-band changes then arrive as events), which takes the place of mlplat.resync_interval.
 CREATE FUNCTION mlplat._next_resync_at() RETURNS timestamptz
 LANGUAGE sql VOLATILE
 SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   SELECT pg_catalog.now()
-         + coalesce(pg_catalog.current_setting('mlplat.resync_interval', true), '30s')::interval
+         + coalesce(nullif(pg_catalog.current_setting('mlplat.row_resync_interval', true), '0'),
+                    pg_catalog.current_setting('mlplat.resync_interval', true), '30s')::interval
            * (0.5 + pg_catalog.random())
 $$;
 REVOKE ALL ON FUNCTION mlplat._next_resync_at() FROM PUBLIC;

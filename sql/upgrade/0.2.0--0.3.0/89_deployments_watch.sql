@@ -1,0 +1,26 @@
+-- 0.2.0 -> 0.3.0, part 89: the deployments watch cache (issue 20).  _next_resync_at, which
+-- reads the row resync period the leader sets while its watch is healthy, is in part 20.
+
+-- Rows whose InferenceService the leader's watch saw change (an event for namespace/name):
+-- due now, so the next pass claims and compares them (issue 20).  Only while p_epoch is still
+-- the kind's epoch; a row locked by an intent in flight is skipped (that intent makes it
+-- changed anyway); row_version does not move: nothing about the row changed.
+CREATE FUNCTION mlplat._deployments_due(p_epoch bigint, p_namespaces text[], p_names text[])
+RETURNS void
+LANGUAGE sql
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$
+  UPDATE mlplat.deployments d
+     SET next_resync_at = pg_catalog.now()
+    FROM (SELECT x.id FROM mlplat.deployments x
+            JOIN mlplat.projects p ON p.id = x.project_id
+            JOIN (SELECT p_namespaces[g.i] AS ns, p_names[g.i] AS name
+                    FROM pg_catalog.generate_subscripts(p_names, 1) AS g(i)) o
+              ON o.name = x.name AND mlplat._project_namespace(p.name) = o.ns
+           WHERE x.status <> 'DELETED' AND x.next_resync_at > pg_catalog.now()
+             AND EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = 'deployments' AND e.epoch = p_epoch)
+           ORDER BY x.id
+             FOR NO KEY UPDATE OF x SKIP LOCKED) l
+   WHERE d.id = l.id
+$$;
+REVOKE ALL ON FUNCTION mlplat._deployments_due(bigint, text[], text[]) FROM PUBLIC;

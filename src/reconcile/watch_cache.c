@@ -1,0 +1,520 @@
+/*
+ * watch_cache.c — an informer-like cache of one kind's objects, fed by a LIST
+ * and then a watch kept open across passes (watch_cache.h).
+ *
+ * The stream's bytes arrive inside libcurl (a sink: no palloc, no ereport),
+ * so they go to a malloc'd buffer, bounded by STREAM_MAX; a pass applies the
+ * complete lines at its start.  The server ends a watch after WATCH_S; it is
+ * started again from the last version seen (an event's or a bookmark's).
+ * Version rules, as client-go's reflector: a stream whose answer began (HTTP
+ * 200) and then ended, cleanly or not, resumes from the last version; ERROR
+ * 410 in the stream (or a 410 answer) means that version is gone: LIST again.
+ * Any other answer, or a buffer overflow, also relists: the cache cannot know
+ * what it missed.
+ */
+#include "postgres.h"
+
+#include "lib/stringinfo.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+
+#include "mlplat/canonical.h"
+#include "mlplat/http.h"
+#include "mlplat/observe.h"
+#include "mlplat/reconcile_util.h"
+#include "mlplat/watch_cache.h"
+
+/* how long the server keeps one watch open; the request gets WATCH_SLACK_MS more */
+#define WATCH_S 300
+#define WATCH_SLACK_MS 30000
+/* the events not yet applied; past this the stream is cut and the cache relists */
+#define STREAM_MAX ((size_t) 16 * 1024 * 1024)
+#define KEY_LEN (NAMEDATALEN * 2)
+
+typedef struct Entry
+{
+	char key[KEY_LEN]; /* "namespace/name" */
+	char *text;		   /* the pruned object, canonical JSON */
+	size_t len;
+} Entry;
+
+struct MlplatWatchCache
+{
+	const MlplatKubeResource *res;
+	MlplatWatchPrune prune;
+	MemoryContext cxt; /* entries and their texts */
+	HTAB *entries;
+	char *selector; /* in TopMemoryContext */
+	char rv[64];	/* the last version seen; "" before the first LIST */
+	bool filled;	/* listed since the last reset */
+	bool relist;	/* the version is gone, or the stream cannot be trusted */
+	/* the watch */
+	MemoryContext stream_cxt;
+	MlplatHttpRequest *req;
+	/* what the sink received and a sync has not applied yet (malloc'd) */
+	char *buf;
+	size_t len;
+	size_t cap;
+	bool overflow;
+};
+
+/* ---------------------------------------------------------------- the sink */
+
+static bool
+sink(void *arg, const char *data, size_t n)
+{
+	MlplatWatchCache *wc = arg;
+	size_t from = wc->len;
+
+	if (wc->len + n > STREAM_MAX)
+	{
+		wc->overflow = true;
+		return false;
+	}
+	if (wc->len + n > wc->cap)
+	{
+		size_t ncap = Max(wc->cap * 2, (size_t) 65536);
+		char *nb;
+
+		while (ncap < wc->len + n)
+			ncap *= 2;
+		nb = realloc(wc->buf, ncap);
+		if (nb == NULL)
+		{
+			wc->overflow = true;
+			return false;
+		}
+		wc->buf = nb;
+		wc->cap = ncap;
+	}
+	memcpy(wc->buf + wc->len, data, n);
+	wc->len += n;
+
+	/*
+	 * A complete event other than a bookmark is worth a pass: end the
+	 * worker's wait.  (A bookmark only moves the version on; an object whose
+	 * text happens to say BOOKMARK merely waits for the next pass.)
+	 */
+	for (size_t i = from, start = from; i < wc->len; i++)
+		if (wc->buf[i] == '\n')
+		{
+			/* the line's start: after the previous newline, possibly in earlier data */
+			while (start > 0 && wc->buf[start - 1] != '\n')
+				start--;
+			if (i > start && memmem(wc->buf + start, i - start, "\"BOOKMARK\"", 10) == NULL)
+			{
+				mlplat_http_wake_waiter();
+				break;
+			}
+			start = i + 1;
+		}
+	return true;
+}
+
+/* ---------------------------------------------------------------- entries */
+
+/* list with a copy of key appended, both in cxt */
+static List *
+key_append(List *list, const char *key, MemoryContext cxt)
+{
+	MemoryContext was = MemoryContextSwitchTo(cxt);
+
+	list = lappend(list, pstrdup(key));
+	MemoryContextSwitchTo(was);
+	return list;
+}
+
+static void
+entries_create(MlplatWatchCache *wc)
+{
+	HASHCTL ctl;
+
+	wc->cxt = AllocSetContextCreate(TopMemoryContext, "mlplat watch cache", ALLOCSET_DEFAULT_SIZES);
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = KEY_LEN;
+	ctl.entrysize = sizeof(Entry);
+	ctl.hcxt = wc->cxt;
+	wc->entries = hash_create("mlplat watch cache", 1024, &ctl, HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+}
+
+static void
+stream_close(MlplatWatchCache *wc)
+{
+	if (wc->stream_cxt)
+		MemoryContextDelete(wc->stream_cxt); /* detaches a running request */
+	wc->stream_cxt = NULL;
+	wc->req = NULL;
+	free(wc->buf);
+	wc->buf = NULL;
+	wc->len = wc->cap = 0;
+	wc->overflow = false;
+}
+
+MlplatWatchCache *
+mlplat_watch_cache_create(const MlplatKubeResource *res, MlplatWatchPrune prune)
+{
+	MlplatWatchCache *wc = MemoryContextAllocZero(TopMemoryContext, sizeof(MlplatWatchCache));
+
+	wc->res = res;
+	wc->prune = prune;
+	entries_create(wc);
+	return wc;
+}
+
+void
+mlplat_watch_cache_reset(MlplatWatchCache *wc)
+{
+	stream_close(wc);
+	MemoryContextDelete(wc->cxt);
+	entries_create(wc);
+	wc->rv[0] = '\0';
+	wc->filled = false;
+	wc->relist = false;
+}
+
+static bool
+object_key(const MlJsonValue *obj, char key[KEY_LEN])
+{
+	const char *ns = mlplat_json_text(obj, "metadata", "namespace", NULL);
+	const char *name = mlplat_json_text(obj, "metadata", "name", NULL);
+
+	if (name == NULL || strlen(ns ? ns : "") + strlen(name) + 2 > KEY_LEN)
+		return false;
+	snprintf(key, KEY_LEN, "%s/%s", ns ? ns : "", name);
+	return true;
+}
+
+/* The pruned text of obj, in CurrentMemoryContext; NULL: nothing to keep. */
+static char *
+pruned_text(MlplatWatchCache *wc, MlJsonArena *arena, const MlJsonValue *obj, size_t *len)
+{
+	MlJsonValue *kept = wc->prune(arena, obj);
+	MlJsonError err;
+	char *text;
+
+	if (kept == NULL || (text = ml_json_canonical(arena, kept, len, &err)) == NULL)
+		return NULL;
+	return pnstrdup(text, *len);
+}
+
+/* Put key's pruned text in the cache; true when it is new or differs from what was there. */
+static bool
+entry_put(MlplatWatchCache *wc, const char *key, const char *text, size_t len)
+{
+	bool found;
+	Entry *e = hash_search(wc->entries, key, HASH_ENTER, &found);
+
+	if (found && e->len == len && memcmp(e->text, text, len) == 0)
+		return false;
+	if (found)
+		pfree(e->text);
+	e->text = MemoryContextAlloc(wc->cxt, len + 1);
+	memcpy(e->text, text, len);
+	e->text[len] = '\0';
+	e->len = len;
+	return true;
+}
+
+static bool
+entry_remove(MlplatWatchCache *wc, const char *key)
+{
+	Entry *e = hash_search(wc->entries, key, HASH_FIND, NULL);
+
+	if (e == NULL)
+		return false;
+	pfree(e->text);
+	(void) hash_search(wc->entries, key, HASH_REMOVE, NULL);
+	return true;
+}
+
+/* ---------------------------------------------------------------- LIST and watch */
+
+/*
+ * LIST every object by the selector into a fresh table; the keys whose text
+ * differs from the old table's (or that left it) are changed.
+ */
+static char *
+relist(MlplatWatchCache *wc, MlplatWatchSync *out)
+{
+	MemoryContext tmp = AllocSetContextCreate(CurrentMemoryContext, "mlplat watch relist", ALLOCSET_DEFAULT_SIZES);
+	MemoryContext old = MemoryContextSwitchTo(tmp);
+	MlJsonArena *arena = mlplat_json_arena_in(tmp);
+	List *items = NIL;
+	char *rv = NULL;
+	char *why;
+	MemoryContext old_cxt;
+	HTAB *old_entries;
+	ListCell *lc;
+	HASH_SEQ_STATUS seq;
+	Entry *e;
+	List *changed = NIL;
+
+	stream_close(wc);
+	why = mlplat_kube_list_all_rv(arena, wc->res, NULL, wc->selector, &items, &out->lists, &rv);
+	if (why == NULL && strlen(rv) >= sizeof(wc->rv))
+		why = psprintf("%s list version is too long", wc->res->plural);
+	if (why)
+	{
+		MemoryContextSwitchTo(old);
+		why = pstrdup(why);
+		MemoryContextDelete(tmp);
+		wc->relist = true;
+		return why;
+	}
+	old_cxt = wc->cxt;
+	old_entries = wc->entries;
+	entries_create(wc);
+	foreach (lc, items)
+	{
+		char key[KEY_LEN];
+		size_t len;
+		char *text;
+
+		if (!object_key(lfirst(lc), key) || (text = pruned_text(wc, arena, lfirst(lc), &len)) == NULL)
+			continue;
+		(void) entry_put(wc, key, text, len);
+		if (wc->filled)
+		{
+			Entry *was = hash_search(old_entries, key, HASH_FIND, NULL);
+
+			if (was == NULL || was->len != len || memcmp(was->text, text, len) != 0)
+				changed = key_append(changed, key, old);
+		}
+	}
+	if (wc->filled)
+	{
+		hash_seq_init(&seq, old_entries);
+		while ((e = hash_seq_search(&seq)) != NULL)
+			if (hash_search(wc->entries, e->key, HASH_FIND, NULL) == NULL)
+				changed = key_append(changed, e->key, old);
+	}
+	MemoryContextDelete(old_cxt);
+	strlcpy(wc->rv, rv, sizeof(wc->rv));
+	out->filled = !wc->filled;
+	out->relists++;
+	MemoryContextSwitchTo(old);
+	out->changed = list_concat(out->changed, changed);
+	wc->filled = true;
+	wc->relist = false;
+	MemoryContextSwitchTo(old);
+	MemoryContextDelete(tmp);
+	return NULL;
+}
+
+static void
+watch_start(MlplatWatchCache *wc, MlplatWatchSync *out)
+{
+	MemoryContext old;
+	MlplatHttpBatch *b;
+
+	stream_close(wc);
+	wc->stream_cxt = AllocSetContextCreate(TopMemoryContext, "mlplat watch stream", ALLOCSET_SMALL_SIZES);
+	old = MemoryContextSwitchTo(wc->stream_cxt);
+	b = mlplat_http_batch_create(wc->stream_cxt);
+	wc->req = mlplat_kube_watch_all(b, wc->res, wc->selector, wc->rv, WATCH_S);
+	wc->req->timeout_ms = WATCH_S * 1000 + WATCH_SLACK_MS;
+	wc->req->sink = sink;
+	wc->req->sink_arg = wc;
+	MemoryContextSwitchTo(old);
+	mlplat_http_batch_start(b);
+	out->rewatches++;
+}
+
+/*
+ * Apply the complete event lines received.  Returns false when the stream
+ * said the version is gone (ERROR 410) or sent what cannot be read: relist.
+ */
+static bool
+apply_events(MlplatWatchCache *wc, MlplatWatchSync *out, MemoryContext caller)
+{
+	size_t start = 0;
+	bool ok = true;
+
+	for (size_t i = 0; i < wc->len && ok; i++)
+	{
+		MemoryContext tmp;
+		MemoryContext old;
+		MlJsonArena *arena;
+		const MlJsonValue *ev;
+		const MlJsonValue *obj;
+		const char *type;
+		const char *rv;
+		MlJsonError err;
+		char key[KEY_LEN];
+
+		if (wc->buf[i] != '\n')
+			continue;
+		if (i == start)
+		{
+			start = i + 1;
+			continue;
+		}
+		tmp = AllocSetContextCreate(CurrentMemoryContext, "mlplat watch event", ALLOCSET_DEFAULT_SIZES);
+		old = MemoryContextSwitchTo(tmp);
+		arena = mlplat_json_arena_in(tmp);
+		ev = ml_json_parse(arena, wc->buf + start, i - start, NULL, &err);
+		type = ev ? mlplat_json_text(ev, "type", NULL, NULL) : NULL;
+		obj = ev ? ml_json_object_get(ev, "object") : NULL;
+		rv = obj ? mlplat_json_text(obj, "metadata", "resourceVersion", NULL) : NULL;
+		if (type == NULL || obj == NULL)
+		{
+			ereport(LOG, (errmsg("mlplat: watch of %s sent an event that cannot be read (%s); listing again",
+								 wc->res->plural, ev ? "no type or object" : err.message)));
+			ok = false;
+		}
+		else if (strcmp(type, "ERROR") == 0)
+		{
+			const MlJsonValue *c = ml_json_object_get(obj, "code");
+			int64 code = c && c->type == ML_JSON_NUMBER ? (int64) c->u.number.value : 0;
+
+			ereport(LOG, (errmsg("mlplat: watch of %s ended with an error (%lld): %s; listing again",
+								 wc->res->plural, (long long) code,
+								 ml_json_object_get(obj, "message") && ml_json_object_get(obj, "message")->type == ML_JSON_STRING
+									 ? ml_json_object_get(obj, "message")->u.string.str
+									 : "no message")));
+			ok = false;
+		}
+		else if (strcmp(type, "BOOKMARK") != 0 && object_key(obj, key))
+		{
+			bool moved;
+
+			out->events++;
+			if (strcmp(type, "DELETED") == 0)
+				moved = entry_remove(wc, key);
+			else
+			{
+				size_t len;
+				char *text = pruned_text(wc, arena, obj, &len);
+
+				moved = text ? entry_put(wc, key, text, len) : entry_remove(wc, key);
+			}
+			if (moved)
+			{
+				MemoryContextSwitchTo(caller);
+				out->changed = lappend(out->changed, pstrdup(key));
+				MemoryContextSwitchTo(tmp);
+			}
+		}
+		if (ok && rv && strlen(rv) < sizeof(wc->rv))
+			strlcpy(wc->rv, rv, sizeof(wc->rv));
+		MemoryContextSwitchTo(old);
+		MemoryContextDelete(tmp);
+		start = i + 1;
+	}
+	/* keep the incomplete last line for the next sync */
+	if (ok)
+	{
+		memmove(wc->buf, wc->buf + start, wc->len - start);
+		wc->len -= start;
+	}
+	return ok;
+}
+
+char *
+mlplat_watch_cache_sync(MlplatWatchCache *wc, const char *selector, MlplatWatchSync *out)
+{
+	MemoryContext caller = CurrentMemoryContext;
+	char *why;
+
+	memset(out, 0, sizeof(*out));
+	if (wc->selector == NULL || strcmp(wc->selector, selector) != 0)
+	{
+		mlplat_watch_cache_reset(wc);
+		if (wc->selector)
+			pfree(wc->selector);
+		wc->selector = MemoryContextStrdup(TopMemoryContext, selector);
+	}
+	if (wc->filled && !wc->relist && wc->buf)
+		wc->relist = !apply_events(wc, out, caller);
+	if (wc->filled && !wc->relist && wc->req && wc->req->done)
+	{
+		/* the stream ended: resume from the last version when its answer had begun */
+		if (wc->overflow || wc->req->status != 200)
+		{
+			ereport(LOG, (errmsg("mlplat: watch of %s ended (%s); listing again", wc->res->plural,
+								 wc->overflow ? "too many events not yet applied"
+								 : wc->req->status ? psprintf("HTTP %d", wc->req->status)
+												   : wc->req->error)));
+			wc->relist = true;
+		}
+		else
+			stream_close(wc);
+	}
+	if (!wc->filled || wc->relist)
+	{
+		list_free(out->changed);
+		out->changed = NIL;
+		if ((why = relist(wc, out)) != NULL)
+			return why;
+	}
+	if (wc->req == NULL)
+		watch_start(wc, out);
+	return NULL;
+}
+
+/* ---------------------------------------------------------------- reading */
+
+const MlJsonValue *
+mlplat_watch_cache_get(MlplatWatchCache *wc, MlJsonArena *arena, const char *ns, const char *name)
+{
+	char key[KEY_LEN];
+	Entry *e;
+	MlJsonError err;
+
+	if (name == NULL || strlen(ns ? ns : "") + strlen(name) + 2 > KEY_LEN)
+		return NULL;
+	snprintf(key, KEY_LEN, "%s/%s", ns ? ns : "", name);
+	e = hash_search(wc->entries, key, HASH_FIND, NULL);
+	return e ? ml_json_parse(arena, e->text, e->len, NULL, &err) : NULL;
+}
+
+List *
+mlplat_watch_cache_all(MlplatWatchCache *wc, MlJsonArena *arena)
+{
+	HASH_SEQ_STATUS seq;
+	Entry *e;
+	List *out = NIL;
+	MlJsonError err;
+
+	hash_seq_init(&seq, wc->entries);
+	while ((e = hash_seq_search(&seq)) != NULL)
+	{
+		MlJsonValue *v = ml_json_parse(arena, e->text, e->len, NULL, &err);
+
+		if (v)
+			out = lappend(out, v);
+	}
+	return out;
+}
+
+void
+mlplat_watch_cache_size(MlplatWatchCache *wc, long *objects, Size *bytes)
+{
+	*objects = hash_get_num_entries(wc->entries);
+	*bytes = MemoryContextMemAllocated(wc->cxt, true) + wc->cap +
+			 (wc->stream_cxt ? MemoryContextMemAllocated(wc->stream_cxt, true) : 0);
+}
+
+MlJsonValue *
+mlplat_json_pick(MlJsonArena *arena, const MlJsonValue *obj, const char *const *keys, int n)
+{
+	MlJsonMember *m;
+	int k = 0;
+	MlJsonError err;
+
+	if (obj == NULL || obj->type != ML_JSON_OBJECT)
+		return NULL;
+	m = ml_json_arena_alloc(arena, sizeof(MlJsonMember) * Max(n, 1));
+	for (int i = 0; i < n; i++)
+	{
+		const MlJsonValue *v = ml_json_object_get(obj, keys[i]);
+
+		if (v == NULL)
+			continue;
+		m[k].key = keys[i];
+		m[k].key_len = strlen(keys[i]);
+		m[k].value = (MlJsonValue *) v;
+		k++;
+	}
+	return ml_json_new_object(arena, m, k, &err);
+}
