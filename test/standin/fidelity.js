@@ -973,6 +973,18 @@ check('a watch from a version older than a compaction ends with 410 Expired; fro
   eq(ok.text.trim().split('\n').map((l) => JSON.parse(l)).map((x) => `${x.type} ${x.object.metadata.name}`), ['ADDED cp2'], 'the watch from the compaction on');
 });
 
+check('watch/compact {expire: true} ends every open watch with ERROR 410 Expired', async () => {
+  const p = '/apis/coordination.k8s.io/v1/namespaces/fid-a/leases';
+  const rv = (await k('GET', p)).body.metadata.resourceVersion;
+  const open = k('GET', `${p}?watch=true&resourceVersion=${rv}&timeoutSeconds=5`);
+  await new Promise((r) => setTimeout(r, 200));
+  const out = (await admin('POST', 'watch/compact', { expire: true })).body;
+  expect(out.expired >= 1, 'the open watch is counted', out);
+  const lines = (await open).text.trim().split('\n').map((l) => JSON.parse(l));
+  const last = lines[lines.length - 1];
+  eq([last.type, last.object.code, last.object.reason], ['ERROR', 410, 'Expired'], 'its last event');
+});
+
 check('out-of-band edit keeps ownership; a forced re-apply by mlplat repairs the drift', async () => {
   const p = `${ISVC}/namespaces/fid-a/inferenceservices/drift`;
   const obj = isvcObj('drift', { modelFormat: { name: 'sklearn' }, storageUri: 's3://models/d', readinessProbe: { initialDelaySeconds: 5 }, env: [{ name: 'A', value: '1' }] });
