@@ -136,7 +136,7 @@ SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   SELECT EXISTS (
     SELECT 1 FROM mlplat.lab_runs r
-     WHERE r.id = p_lab_run_id AND r.status IN ('SUCCEEDED', 'FAILED', 'CANCELLED')
+     WHERE r.id = p_lab_run_id AND NOT mlplat.lab_run_is_active(r.status)
        AND GREATEST(r.finished_at, r.updated_at) < mlplat._retention_cutoff('mlplat.history_retention', 365)
        AND (r.retain_until IS NULL OR r.retain_until <= pg_catalog.now())
        AND NOT EXISTS (SELECT 1 FROM mlplat.lab_leases l WHERE l.lab_run_id = r.id)
@@ -157,7 +157,7 @@ BEGIN
   ELSIF p_table = 'rollout_transitions' THEN
     RETURN EXISTS (SELECT 1 FROM mlplat.rollouts r
                     WHERE r.id = (p_row->>'rollout_id')::bigint
-                      AND r.status IN ('PROMOTED', 'ROLLED_BACK', 'ABORTED', 'FAILED')
+                      AND NOT mlplat.rollout_is_active(r.status)
                       AND r.updated_at < mlplat._retention_cutoff('mlplat.history_retention', 365));
   ELSIF p_table = 'deployment_revisions' THEN
     RETURN mlplat._revision_expired((p_row->>'deployment_id')::bigint, (p_row->>'revision')::int,
@@ -235,11 +235,11 @@ BEGIN
   what := 'route_generations'; deleted := n; done := done || pg_catalog.jsonb_build_object(what, n); RETURN NEXT;
 
   DELETE FROM mlplat.rollout_transitions t USING mlplat.rollouts r
-   WHERE r.id = t.rollout_id AND r.status IN ('PROMOTED', 'ROLLED_BACK', 'ABORTED', 'FAILED') AND r.updated_at < hcut;
+   WHERE r.id = t.rollout_id AND NOT mlplat.rollout_is_active(r.status) AND r.updated_at < hcut;
   GET DIAGNOSTICS n = ROW_COUNT;
   what := 'rollout_transitions'; deleted := n; done := done || pg_catalog.jsonb_build_object(what, n); RETURN NEXT;
   DELETE FROM mlplat.rollouts r
-   WHERE r.status IN ('PROMOTED', 'ROLLED_BACK', 'ABORTED', 'FAILED') AND r.updated_at < hcut;
+   WHERE NOT mlplat.rollout_is_active(r.status) AND r.updated_at < hcut;
   GET DIAGNOSTICS n = ROW_COUNT;
   what := 'rollouts'; deleted := n; done := done || pg_catalog.jsonb_build_object(what, n); RETURN NEXT;
 
@@ -251,10 +251,10 @@ BEGIN
   what := 'deployment_revisions'; deleted := n; done := done || pg_catalog.jsonb_build_object(what, n); RETURN NEXT;
 
   DELETE FROM mlplat.run_nodes x USING mlplat.runs r
-   WHERE r.id = x.run_id AND r.status IN ('SUCCEEDED', 'FAILED', 'CANCELLED') AND r.updated_at < hcut;
+   WHERE r.id = x.run_id AND NOT mlplat.run_is_active(r.status) AND r.updated_at < hcut;
   DELETE FROM mlplat.run_steps x USING mlplat.runs r
-   WHERE r.id = x.run_id AND r.status IN ('SUCCEEDED', 'FAILED', 'CANCELLED') AND r.updated_at < hcut;
-  DELETE FROM mlplat.runs r WHERE r.status IN ('SUCCEEDED', 'FAILED', 'CANCELLED') AND r.updated_at < hcut;
+   WHERE r.id = x.run_id AND NOT mlplat.run_is_active(r.status) AND r.updated_at < hcut;
+  DELETE FROM mlplat.runs r WHERE NOT mlplat.run_is_active(r.status) AND r.updated_at < hcut;
   GET DIAGNOSTICS n = ROW_COUNT;
   what := 'runs'; deleted := n; done := done || pg_catalog.jsonb_build_object(what, n); RETURN NEXT;
 
@@ -284,7 +284,7 @@ BEGIN
   what := 'lab_probes'; deleted := n; done := done || pg_catalog.jsonb_build_object(what, n); RETURN NEXT;
   SELECT coalesce(pg_catalog.array_agg(r.id), '{}') INTO ids
     FROM mlplat.lab_runs r
-   WHERE r.status IN ('SUCCEEDED', 'FAILED', 'CANCELLED') AND r.updated_at < hcut AND mlplat._lab_run_expired(r.id);
+   WHERE NOT mlplat.lab_run_is_active(r.status) AND r.updated_at < hcut AND mlplat._lab_run_expired(r.id);
   DELETE FROM mlplat.lab_run_transitions t WHERE t.lab_run_id = ANY (ids);
   GET DIAGNOSTICS n = ROW_COUNT;
   what := 'lab_run_transitions'; deleted := n; done := done || pg_catalog.jsonb_build_object(what, n); RETURN NEXT;

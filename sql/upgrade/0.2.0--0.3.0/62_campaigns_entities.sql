@@ -17,7 +17,7 @@ CREATE OR REPLACE VIEW mlplat._entities AS
     SELECT 'runs', r.name, r.id, p.name, r.generation, r.observed_generation, r.attempts,
            r.last_error, r.status, r.updated_at
       FROM mlplat.runs r JOIN mlplat.projects p ON p.id = r.project_id
-     WHERE r.status NOT IN ('SUCCEEDED', 'FAILED', 'CANCELLED')
+     WHERE mlplat.run_is_active(r.status)
     UNION ALL
     SELECT 'model_aliases', a.alias, a.id, p.name, a.generation, a.observed_generation, a.attempts,
            a.last_error, a.status, a.updated_at
@@ -26,7 +26,7 @@ CREATE OR REPLACE VIEW mlplat._entities AS
     SELECT 'rollouts', d.name, o.id, p.name, o.generation, o.observed_generation, o.attempts,
            o.last_error, o.status, o.updated_at
       FROM mlplat.rollouts o JOIN mlplat.deployments d ON d.id = o.deployment_id JOIN mlplat.projects p ON p.id = d.project_id
-     WHERE o.status NOT IN ('PROMOTED', 'ROLLED_BACK', 'ABORTED', 'FAILED')
+     WHERE mlplat.rollout_is_active(o.status)
     UNION ALL
     -- campaign candidates the campaigns reconciler acts on: a build running or being stopped
     -- (PLANNED ones wait for an approval or their turn: the admission, not a reconcile)

@@ -64,7 +64,7 @@ SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   SELECT EXISTS (
     SELECT 1 FROM mlplat.lab_runs r
-     WHERE r.id = p_lab_run_id AND r.status IN ('SUCCEEDED', 'FAILED', 'CANCELLED')
+     WHERE r.id = p_lab_run_id AND NOT mlplat.lab_run_is_active(r.status)
        AND GREATEST(r.finished_at, r.updated_at) < mlplat._retention_cutoff('mlplat.history_retention', 365)
        AND (r.retain_until IS NULL OR r.retain_until <= pg_catalog.now())
        AND NOT EXISTS (SELECT 1 FROM mlplat.lab_leases l WHERE l.lab_run_id = r.id)
