@@ -79,8 +79,12 @@ q mlplat_upgrade_old "DO \$\$ BEGIN
   INSERT INTO mlplat.artifact_digests (uri, etag, sha256, source) VALUES
     ('s3://models/iris/1/model.bin', 'e1', repeat('a', 64), 'x-amz-meta-sha256'),
     ('s3://models/iris/2/model.bin', 'e2', repeat('b', 64), 'download');
+  PERFORM mlplat.set_project_quota('upb', 3);
+  PERFORM mlplat.set_model_stage('upb', 'm', '1', 'CANDIDATE');
+  PERFORM mlplat.deploy('upb', 'g' || i, 'm', '1', 'kserve-sklearnserver', 1, 1, 1) FROM generate_series(1, 3) i;
+  UPDATE mlplat.deployments SET status = 'DELETED' WHERE name = 'g3';
 END \$\$" >/dev/null
-tap_ok $? "0.2.0 data: three projects, s3:// and gs:// artifacts, a digest cached from x-amz-meta-sha256"
+tap_ok $? "0.2.0 data: three projects, s3:// and gs:// artifacts, a digest cached from x-amz-meta-sha256; three 1-GPU deployments, one DELETED"
 
 q mlplat_upgrade_old "ALTER EXTENSION mlplat UPDATE" >/dev/null
 tap_ok $? "ALTER EXTENSION mlplat UPDATE from $PREV to $CUR"
@@ -91,6 +95,16 @@ tap_is "$(q mlplat_upgrade_old "SELECT count(*) FROM mlplat.audit_events WHERE a
 	"each location the update added is an audit event"
 tap_is "$(q mlplat_upgrade_old "SELECT string_agg(source, ',') FROM mlplat.artifact_digests")" "download" \
 	"the digest cached from x-amz-meta-sha256 is forgotten, the downloaded one kept"
+
+# the quota reads the deployments' GPUs from a counter the update fills from the 0.2.0 rows:
+# two of three in use, so one more GPU fits and a second one does not
+tap_is "$(q mlplat_upgrade_old "SELECT (SELECT sum(gpus) FROM mlplat.deployment_gpus c JOIN mlplat.projects p ON p.id = c.project_id WHERE p.name = 'upb')
+  || ' ' || mlplat._gpus_in_use(id) FROM mlplat.projects WHERE name = 'upb'")" "2 2" \
+	"the update counts the GPUs of the 0.2.0 deployments that are not DELETED"
+tap_is "$(q mlplat_upgrade_old "SELECT (mlplat.deploy('upb', 'g3', 'm', '1', 'kserve-sklearnserver', 1, 1, 1)).status" 2>&1)" "DEPLOYING" \
+	"after the update: one more GPU fits the quota"
+q mlplat_upgrade_old "SELECT mlplat.deploy('upb', 'g4', 'm', '1', 'kserve-sklearnserver', 1, 1, 1)" 2>&1 | grep -q "GPU quota of project \"upb\" exceeded: 1 requested, 3 of 3 in use"
+tap_ok $? "after the update: a fourth GPU is refused (23514), counted from the filled counter"
 
 tap_is "$(q mlplat_upgrade_old "SELECT extension_version || '/' || library_version FROM mlplat.version()")" "$CUR/$CUR" \
 	"after the update, extension and library agree"

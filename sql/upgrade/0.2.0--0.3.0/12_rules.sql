@@ -67,9 +67,12 @@ CREATE UNIQUE INDEX rollouts_one_active ON mlplat.rollouts (deployment_id)
 CREATE OR REPLACE FUNCTION mlplat._gpus_in_use(p_project_id bigint, p_except_deployment bigint DEFAULT NULL)
 RETURNS bigint LANGUAGE plpgsql STABLE AS $$
 BEGIN
-  RETURN (SELECT coalesce((SELECT pg_catalog.sum(d.desired_gpus) FROM mlplat.deployments d
-                     WHERE d.project_id = p_project_id AND d.status <> 'DELETED'
-                       AND d.id IS DISTINCT FROM p_except_deployment), 0)
+  -- deployments: kept by trigger in mlplat.deployment_gpus (a few rows), less the one excepted
+  RETURN (SELECT coalesce((SELECT pg_catalog.sum(c.gpus) FROM mlplat.deployment_gpus c
+                     WHERE c.project_id = p_project_id), 0)
+         - coalesce((SELECT d.desired_gpus FROM mlplat.deployments d
+                     WHERE d.id = p_except_deployment AND d.project_id = p_project_id
+                       AND d.status <> 'DELETED'), 0)
          + coalesce((SELECT pg_catalog.sum(ro.surge_gpus) FROM mlplat.rollouts ro
                      WHERE ro.project_id = p_project_id
                        AND mlplat.rollout_is_active(ro.status)
