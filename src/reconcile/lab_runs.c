@@ -229,6 +229,8 @@ observation_json(const LabRun *r, const char *what)
 
 		if (mlplat_json_int(r->job_obj, "status", "active", &n))
 			appendStringInfo(&s, ",\"active\":%lld", (long long) n);
+		if (mlplat_json_int(r->job_obj, "status", "ready", &n))
+			appendStringInfo(&s, ",\"ready\":%lld", (long long) n);
 		if (mlplat_json_int(r->job_obj, "status", "failed", &n))
 			appendStringInfo(&s, ",\"failed\":%lld", (long long) n);
 		if (mlplat_json_text(r->job_obj, "metadata", "deletionTimestamp", NULL))
@@ -436,12 +438,24 @@ lab_decide(LabRun *r, const char *instance)
 	}
 	if (strcmp(r->status, "DISPATCHED") == 0)
 	{
+		int64 ready = 0;
 		int64 active = 0;
+		bool started;
 
-		if (mlplat_json_int(r->job_obj, "status", "active", &active) && active > 0)
+		/*
+		 * RUNNING means the worker runs: a Pod counts in active while still Pending (on a
+		 * NotReady or cordoned Node, or waiting for a mount), so what decides is status.ready,
+		 * the Pods that are Ready.  An API server that does not report it (before the
+		 * JobReadyPods feature) leaves only active to go by.
+		 */
+		if (mlplat_json_int(r->job_obj, "status", "ready", &ready))
+			started = ready > 0;
+		else
+			started = mlplat_json_int(r->job_obj, "status", "active", &active) && active > 0;
+		if (started)
 		{
 			r->event = "STARTED";
-			r->observation = observation_json(r, "active");
+			r->observation = observation_json(r, active > 0 ? "active" : "ready");
 		}
 		else if (r->adopt_job)
 			r->observation = observation_json(r, "adopted");
