@@ -7,7 +7,9 @@
 #  - two runs, one node: the second stays QUEUED until the first's lease is released (10);
 #  - attempt 1 exits 1 with max_attempts 2 -> lab-<id>-2 succeeds; one attempt -> WORKER_FAILED;
 #    the Job's deadline -> EXECUTION_DEADLINE_EXCEEDED, no retry; node NotReady ->
-#    QUEUE_DEADLINE_EXCEEDED and no Job (11);
+#    QUEUE_DEADLINE_EXCEEDED and no Job (11); a Job whose Pod waits Pending for a node gone
+#    NotReady after the dispatch keeps its run DISPATCHED (active 1, ready 0), RUNNING and
+#    SUCCEEDED once the node is Ready;
 #  - cancel a RUNNING run whose Job is stuck terminating: CANCEL_REQUESTED, not acknowledged,
 #    lease and GPUs held, alert lab_cancel_stuck; released -> CANCELLED; cancel a QUEUED run ->
 #    CANCELLED with no cluster write (12).
@@ -15,6 +17,7 @@
 set -u
 . "$(dirname "$0")/../lib/e2e.sh"
 . "$SRC/test/lib/lab.sh"
+. "$SRC/test/lib/writeback.sh"
 SD=$WORK/standin-lab
 e2e_standin mlplat
 DB=mlplat
@@ -118,6 +121,31 @@ wait_for $DB "SELECT status || ' ' || coalesce(reason_code, '') FROM mlplat.lab_
 tap_ok $? "node NotReady: FAILED QUEUE_DEADLINE_EXCEEDED (now: $(status "$ID"))"
 tap_is "$(creates "Job/$NS/lab-$ID-1")/$(creates "Secret/$NS/lab-$ID-input")" "0/0" "no Secret and no Job were made"
 admin POST nodes '{"name":"gpu-1","gpus":8,"ready":true}' >/dev/null
+wait_for $DB "SELECT observed_ready FROM mlplat.lab_nodes WHERE name = 'gpu-1'" t 60
+tap_ok $? "node gpu-1 is observed Ready again"
+
+# RUNNING means the worker runs: the node goes NotReady after the dispatch (the Job's create
+# held until then), so the Job counts its Pod active while the Pod waits Pending; the run stays
+# DISPATCHED over the worker's passes and is RUNNING only once the Pod can run
+ID=$(next_id)
+plan "lab-$ID-1" "{\"ticks\":2,\"s3\":[$(out_obj "$ID" 1 '{"late":"ok"}')]}"
+hold_rule "{\"method\":\"POST\",\"path\":\"/namespaces/$NS/jobs\$\",\"hold\":\"before\",\"times\":1}" >/dev/null
+start run-pending >/dev/null
+wait_held 1 60
+tap_ok $? "the run's Job create is held at the stand-in"
+admin POST nodes '{"name":"gpu-1","gpus":8,"ready":false}' >/dev/null
+release_holds
+pod_pending() { kube GET "/apis/batch/v1/namespaces/$NS/jobs/lab-$ID-1" | python3 -c 'import json,sys; s=json.load(sys.stdin).get("status",{}); sys.exit(0 if s.get("active") == 1 and s.get("ready") == 0 else 1)'; }
+deadline=$((SECONDS + 60))
+until pod_pending; do ((SECONDS >= deadline)) && break; sleep 0.2; done
+pod_pending
+tap_ok $? "the Job's Pod waits for the NotReady node: active 1, ready 0"
+passes_after $DB lab_runs 3
+tap_ok $? "the worker ran three more passes"
+tap_is "$(status "$ID")" DISPATCHED "a Pod that is only Pending is not a running worker: still DISPATCHED"
+admin POST nodes '{"name":"gpu-1","gpus":8,"ready":true}' >/dev/null
+wait_for $DB "SELECT status FROM mlplat.lab_runs WHERE id = $ID" SUCCEEDED 90
+tap_ok $? "once the node is Ready the Pod runs and the run SUCCEEDED (now: $(status "$ID"))"
 wait_for $DB "SELECT observed_ready FROM mlplat.lab_nodes WHERE name = 'gpu-1'" t 60
 tap_ok $? "node gpu-1 is observed Ready again"
 
