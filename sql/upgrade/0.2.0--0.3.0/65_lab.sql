@@ -1940,7 +1940,7 @@ SELECT 'span_export_stalled', 'warning', 'projects', NULL, 'span exporter', NULL
                                        10 * pg_catalog.current_setting('mlplat.otlp_export_interval')::interval)
 UNION ALL
 SELECT 'finalizer_stuck', 'warning', 'deployments', p.name, 'deployment', d.id,
-       pg_catalog.format('InferenceService %s/%s terminating for %s, held by finalizer(s) %s', 'mlp-' || p.name, d.name,
+       pg_catalog.format('InferenceService %s/%s terminating for %s, held by finalizer(s) %s', mlplat._project_namespace(p.name), d.name,
                          pg_catalog.date_trunc('second', pg_catalog.now() - (d.observed->'terminating'->>'since')::timestamptz),
                          coalesce((SELECT pg_catalog.string_agg(f, ', ')
                                      FROM pg_catalog.jsonb_array_elements_text(d.observed->'terminating'->'finalizers') f), '-')),
@@ -1951,7 +1951,7 @@ SELECT 'finalizer_stuck', 'warning', 'deployments', p.name, 'deployment', d.id,
        - coalesce(NULLIF(pg_catalog.current_setting('mlplat.finalizer_alert_after', true), ''), '10min')::interval
 UNION ALL
 SELECT 'finalizer_stuck', 'warning', 'projects', p.name, 'project', p.id,
-       pg_catalog.format('Namespace %s terminating for %s, held by finalizer(s) %s', 'mlp-' || p.name,
+       pg_catalog.format('Namespace %s terminating for %s, held by finalizer(s) %s', mlplat._project_namespace(p.name),
                          pg_catalog.date_trunc('second', pg_catalog.now() - (p.observed->'terminating'->>'since')::timestamptz),
                          coalesce((SELECT pg_catalog.string_agg(f, ', ')
                                      FROM pg_catalog.jsonb_array_elements_text(p.observed->'terminating'->'finalizers') f), '-')),
@@ -1966,10 +1966,10 @@ SELECT 'finalizer_stuck', 'warning', 'campaigns', p.name, 'campaign_candidate', 
        -- first answered DELETE of the Job after it (the ledger), if the worker sent one yet
        CASE WHEN d.at IS NULL THEN
          pg_catalog.format('builder Job %s/%s not yet deleted; cancel requested %s ago (candidate %s CANCEL_REQUESTED: its GPU reservation is held)',
-                           'mlp-' || p.name, coalesce(k.job_name, '-'), pg_catalog.date_trunc('second', pg_catalog.now() - t.at), k.name)
+                           mlplat._project_namespace(p.name), coalesce(k.job_name, '-'), pg_catalog.date_trunc('second', pg_catalog.now() - t.at), k.name)
        ELSE
          pg_catalog.format('builder Job %s/%s deleted %s ago and not yet gone; cancel requested %s ago (candidate %s CANCEL_REQUESTED: its GPU reservation is held)',
-                           'mlp-' || p.name, coalesce(k.job_name, '-'), pg_catalog.date_trunc('second', pg_catalog.now() - d.at),
+                           mlplat._project_namespace(p.name), coalesce(k.job_name, '-'), pg_catalog.date_trunc('second', pg_catalog.now() - d.at),
                            pg_catalog.date_trunc('second', pg_catalog.now() - t.at), k.name)
        END,
        t.at
