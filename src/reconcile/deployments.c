@@ -1329,6 +1329,7 @@ mlplat_deployments_pass(MlplatPass *pass)
 	bool full;
 	TimestampTz full_start = 0;
 	bool cached = false;
+	bool observed;
 	bool filled = false;
 	char note[48] = "";
 
@@ -1338,12 +1339,11 @@ mlplat_deployments_pass(MlplatPass *pass)
 	/*
 	 * The watch cache first (when on and the selector's instance is known
 	 * from an earlier claim): what its events changed is made due before the
-	 * claim, so this pass claims it.  A woken pass acts on new intents only.
+	 * claim, so this pass claims it.  A woken pass, which acts on new intents
+	 * only, observes them from the cache too when it can: that costs nothing.
 	 */
-	if (!pass->woken && (watch_instance != NULL || !mlplat_deployments_watch))
-	{
+	if (watch_instance != NULL || !mlplat_deployments_watch)
 		cached = watch_sync(pass, watch_instance ? watch_instance : "", &filled, note, sizeof(note));
-	}
 
 	/*
 	 * Full: a new leader's first pass and one every mlplat.full_resync_interval
@@ -1365,29 +1365,28 @@ mlplat_deployments_pass(MlplatPass *pass)
 			pfree(watch_instance);
 		watch_instance = MemoryContextStrdup(TopMemoryContext, instance);
 		/* learned just now: the cache starts here (this pass is full, or its rows are claimed) */
-		if (!pass->woken && mlplat_deployments_watch)
-		{
+		if (mlplat_deployments_watch)
 			cached = watch_sync(pass, instance, &filled, note, sizeof(note));
-		}
 	}
 	items = NIL;
-	if (pass->woken)
+	/* what this pass compares with the cluster: all but a woken pass without the cache */
+	observed = !pass->woken || cached;
+	if (pass->woken && deps == NIL)
+	{
+		/*
+		 * A commit that changed no intent (set_drift_policy, which makes the
+		 * row's resync due now): look at once instead of at the next resync.
+		 */
+		pass->next_pass_ms = 1;
+		return;
+	}
+	else if (!observed)
 	{
 		/*
 		 * Woken by commits: act on the new intents at once.  Applying needs no
 		 * observation (Server-Side Apply is idempotent and a DELETE of
 		 * something gone succeeds); the follow-up pass observes the result.
 		 */
-		if (deps == NIL)
-		{
-			/*
-			 * A commit that changed no intent (set_drift_policy, which makes
-			 * the row's resync due now): look at once instead of at the
-			 * next resync.
-			 */
-			pass->next_pass_ms = 1;
-			return;
-		}
 	}
 	else if (!full && deps == NIL)
 	{
@@ -1503,8 +1502,8 @@ mlplat_deployments_pass(MlplatPass *pass)
 	{
 		Deployment *d = lfirst(lc);
 
-		/* observed.terminating, from what this pass saw (a woken pass sees nothing) */
-		if (!pass->woken)
+		/* observed.terminating, from what this pass saw (a woken pass without the cache sees nothing) */
+		if (observed)
 		{
 			const char *since;
 			char *fins;
@@ -1520,7 +1519,7 @@ mlplat_deployments_pass(MlplatPass *pass)
 				d->mode_json = m.data;
 			}
 		}
-		if (pass->woken && strcmp(d->status, "DELETING") == 0)
+		if (!observed && strcmp(d->status, "DELETING") == 0)
 		{
 			/*
 			 * Unobserved: whatever holds the name is deleted only once it is seen
@@ -1615,7 +1614,7 @@ mlplat_deployments_pass(MlplatPass *pass)
 		o->error = res.message;
 	}
 
-	write_back(pass, deps, orphans, !pass->woken);
+	write_back(pass, deps, orphans, observed);
 	if (full)
 	{
 		/* only a full pass that got this far counts: a failed one is tried again */
