@@ -6,8 +6,12 @@
 #            a pass): every live row claimed, the fleet LISTed — the behaviour
 #            before per-row resync;
 #   changed  passes read the rows that changed or whose own resync is due
-#            (mlplat.full_resync_interval = 1h), and GET them (LIST when > 64).
-#   SIZES="1000 10000" RATE=5 WINDOW=20 RESYNC=30s bench/steady_pass/run.sh
+#            (mlplat.full_resync_interval = 1h), and GET them (LIST when > 64);
+#   watch    the same with mlplat.deployments_watch on: passes read claimed rows
+#            from the watch-fed cache (no GET, no LIST), events make rows due, and
+#            rows are resynced mlplat.watch_resync_interval apart (the window starts
+#            once every row was resynced under it: the steady state).
+#   SIZES="1000 10000" RATE=5 WINDOW=20 RESYNC=30s MODES="changed full watch" bench/steady_pass/run.sh
 # (100000: the stand-in preload slowed to ~36 objects/s past ~45,000 on this machine)
 # Per N: N deploy()s with the workers off, the rendered manifests preloaded into
 # the stand-in as mlplat would have applied them (preload.js: converging 100,000
@@ -27,6 +31,7 @@ SIZES=${SIZES:-"1000 10000"}
 RATE=${RATE:-5}
 WINDOW=${WINDOW:-20}
 RESYNC=${RESYNC:-30s}
+MODES=${MODES:-"changed full watch"}
 . "$SRC/test/lib/stack.sh"
 stack_init sp
 STANDIN_READY_MS=50 stack_standin
@@ -93,6 +98,7 @@ claims=()
 for N in $SIZES; do
 	p=s$N
 	set_conf mlplat.workers_enabled off
+	set_conf mlplat.deployments_watch off
 	$PSQL -d mlplat -c "SELECT mlplat.create_project('$p', 0)" \
 		-c "SELECT mlplat.add_artifact_location('$p', 's3://models/')" \
 		-c "SELECT mlplat.register_model_version('$p', 'm', '1', 's3://models/m/1', '$SHA', 'kserve-sklearnserver', 'sklearn')" \
@@ -115,8 +121,20 @@ for N in $SIZES; do
 	adopt_ms=$((($(date +%s%N) - t0) / 1000000))
 	total=$($PSQL -d mlplat -c "SELECT count(*) FROM mlplat.deployments WHERE status <> 'DELETED'")
 	db_kb=$(($($PSQL -d mlplat -c "SELECT pg_database_size('mlplat')") / 1024))
-	for mode in changed full; do
+	for mode in $MODES; do
 		if [ $mode = full ]; then set_conf mlplat.full_resync_interval 100ms; else set_conf mlplat.full_resync_interval 1h; fi
+		if [ $mode = watch ]; then
+			set_conf mlplat.deployments_watch on
+			# steady state: every row resynced once under the watch (hours ahead), within 1.5 x RESYNC
+			for _ in $(seq 1 600); do
+				[ "$($PSQL -d mlplat -c "SELECT count(*) FROM mlplat.deployments WHERE status <> 'DELETED' AND next_resync_at < now() + interval '1 hour'")" = 0 ] && break
+				sleep 0.5
+			done
+		else
+			set_conf mlplat.deployments_watch off
+			# rows an earlier watch window left hours ahead: spread over RESYNC again, as without the watch
+			$PSQL -d mlplat -c "UPDATE mlplat.deployments SET next_resync_at = mlplat._next_resync_at() WHERE next_resync_at > now() + interval '1 hour'" >/dev/null
+		fi
 		pass_end; pass_end
 		read -r passes seen rread reqs lists gets writes cpu_ms ms < <(window "$p" "$N")
 		[ -n "${OUT:-}" ] && printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$N" "$mode" "$passes" "$seen" "$rread" "$reqs" "$lists" "$gets" "$cpu_ms" "$ms" >>"$OUT"
