@@ -432,7 +432,7 @@ mlplat_watch_cache_sync(MlplatWatchCache *wc, const char *selector, MlplatWatchS
 		if (wc->overflow || wc->req->status != 200)
 		{
 			ereport(LOG, (errmsg("mlplat: watch of %s ended (%s); listing again", wc->res->plural,
-								 wc->overflow ? "too many events not yet applied"
+								 wc->overflow	   ? "too many events not yet applied"
 								 : wc->req->status ? psprintf("HTTP %d", wc->req->status)
 												   : wc->req->error)));
 			wc->relist = true;
