@@ -96,4 +96,6 @@ MLPLAT_CONF=(
 # MLPLAT_EXTRA_CONF: one more setting for every cluster, to run whole suites under it
 # (MLPLAT_EXTRA_CONF="mlplat.deployments_watch = on" test/run.sh scripts); a script's own
 # settings come later and win
-[ -n "${MLPLAT_EXTRA_CONF:-}" ] && MLPLAT_CONF+=("$MLPLAT_EXTRA_CONF")
+# (an if, not [ ] &&: the last command's status is what sourcing this file returns, and a
+# false test there ends a caller under set -e, every bench script)
+if [ -n "${MLPLAT_EXTRA_CONF:-}" ]; then MLPLAT_CONF+=("$MLPLAT_EXTRA_CONF"); fi
