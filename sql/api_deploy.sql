@@ -46,6 +46,10 @@ SELECT :acc FROM mlplat.add_artifact_location('delta', 's3://models/wine/');
 SELECT project, location, added_by FROM mlplat.artifact_location_list WHERE project = 'delta' ORDER BY location;
 SELECT :acc FROM mlplat.remove_artifact_location('delta', 's3://models/wine/');
 SELECT project, location FROM mlplat.artifact_location_list WHERE project = 'delta' ORDER BY location;
+SELECT :acc FROM mlplat.remove_artifact_location('delta', 's3://models/wine/');
+-- every add and remove is audited, saying whether it changed the list
+SELECT action, detail FROM mlplat.audit_events
+ WHERE project = 'delta' AND action IN ('add_artifact_location', 'remove_artifact_location') ORDER BY id;
 SET ROLE regress_mlp_dev;
 -- developers may not stage
 SELECT :acc FROM mlplat.set_model_stage('delta', 'iris', '1', 'CHAMPION');

@@ -69,6 +69,21 @@ BEGIN
     'Upload the artifact under one of those locations, or ask a project owner to add its location with mlplat.add_artifact_location().');
 END $$;
 
+-- What an add or a remove answers once the list is written: the accepted answer (the
+-- project's id, ADDED or REMOVED), the audit event with whether anything changed, and the
+-- idempotency record.
+CREATE FUNCTION mlplat._location_changed(p_action text, p_project text, p_pid bigint, p_location text,
+                                         p_status text, p_changed boolean, p_key text, p_tp text)
+RETURNS mlplat.accepted LANGUAGE plpgsql SET search_path = pg_catalog, mlplat, pg_temp AS $$
+DECLARE
+  r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'artifact_location', p_pid, NULL, p_status, false)::mlplat.accepted;
+BEGIN
+  PERFORM mlplat._audit(p_action, p_project, p_pid, 'artifact_location', p_pid, r.request_id, p_tp,
+    pg_catalog.jsonb_build_object('location', p_location, 'changed', p_changed));
+  PERFORM mlplat._idem_store(p_action, p_key, r);
+  RETURN r;
+END $$;
+
 CREATE FUNCTION mlplat.add_artifact_location(project text, location text, idempotency_key text DEFAULT NULL)
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, mlplat, pg_temp AS $$
@@ -77,7 +92,6 @@ DECLARE
   r mlplat.accepted;
   tp text := mlplat._traceparent();
   st text;
-  changed boolean;
 BEGIN
   r := mlplat._idem_claim('add_artifact_location', add_artifact_location.idempotency_key,
          pg_catalog.jsonb_build_array(add_artifact_location.project, add_artifact_location.location));
@@ -102,12 +116,8 @@ BEGIN
   END IF;
   INSERT INTO mlplat.artifact_locations (project_id, location, added_by)
   VALUES (pid, add_artifact_location.location, mlplat._actor()) ON CONFLICT DO NOTHING;
-  changed := FOUND;
-  r := (pg_catalog.gen_random_uuid(), 'artifact_location', pid, NULL, 'ADDED', false)::mlplat.accepted;
-  PERFORM mlplat._audit('add_artifact_location', add_artifact_location.project, pid, 'artifact_location', pid,
-    r.request_id, tp, pg_catalog.jsonb_build_object('location', add_artifact_location.location, 'changed', changed));
-  PERFORM mlplat._idem_store('add_artifact_location', add_artifact_location.idempotency_key, r);
-  RETURN r;
+  RETURN mlplat._location_changed('add_artifact_location', add_artifact_location.project, pid,
+    add_artifact_location.location, 'ADDED', FOUND, add_artifact_location.idempotency_key, tp);
 END $$;
 
 -- Removing a location refuses new registrations under it; versions registered before keep
@@ -119,7 +129,6 @@ DECLARE
   pid bigint := mlplat._authorize('set_artifact_locations', remove_artifact_location.project);
   r mlplat.accepted;
   tp text := mlplat._traceparent();
-  changed boolean;
 BEGIN
   r := mlplat._idem_claim('remove_artifact_location', remove_artifact_location.idempotency_key,
          pg_catalog.jsonb_build_array(remove_artifact_location.project, remove_artifact_location.location));
@@ -129,12 +138,8 @@ BEGIN
   END IF;
   DELETE FROM mlplat.artifact_locations l
    WHERE l.project_id = pid AND l.location = remove_artifact_location.location;
-  changed := FOUND;
-  r := (pg_catalog.gen_random_uuid(), 'artifact_location', pid, NULL, 'REMOVED', false)::mlplat.accepted;
-  PERFORM mlplat._audit('remove_artifact_location', remove_artifact_location.project, pid, 'artifact_location', pid,
-    r.request_id, tp, pg_catalog.jsonb_build_object('location', remove_artifact_location.location, 'changed', changed));
-  PERFORM mlplat._idem_store('remove_artifact_location', remove_artifact_location.idempotency_key, r);
-  RETURN r;
+  RETURN mlplat._location_changed('remove_artifact_location', remove_artifact_location.project, pid,
+    remove_artifact_location.location, 'REMOVED', FOUND, remove_artifact_location.idempotency_key, tp);
 END $$;
 
 CREATE VIEW mlplat.artifact_location_list WITH (security_invoker = true) AS
