@@ -48,11 +48,15 @@ $(shell echo '$(MLPLAT_TEST_KINDS)' | cmp -s - .mlplat-test-kinds || echo '$(MLP
 OBJS        = $(SRCS:.c=.o)
 
 INSTALL_PARTS = $(sort $(wildcard $(S)sql/install/*.sql))
+# The C side of the seam (seam.h), generated from the CREATE TYPEs of the install
+# parts and of the test kinds' script (a release build compiles none of the latter's).
+SEAM_SQL    = $(INSTALL_PARTS) $(sort $(wildcard $(S)test/kinds/*.sql))
+SEAM_TYPES  = include/mlplat/seam_types.h
 UPGRADE_PARTS = $(sort $(wildcard $(S)sql/upgrade/$(PREV_VERSION)--$(EXTVERSION)/*.sql))
 
 DATA_built  = $(EXTENSION)--$(EXTVERSION).sql $(EXTENSION)--$(PREV_VERSION)--$(EXTVERSION).sql
 DATA        = $(patsubst $(S)%,%,$(wildcard $(S)sql/frozen/*.sql) $(wildcard $(S)sql/upgrade/*.sql))
-EXTRA_CLEAN = $(DATA_built) results/ output_iso/ regression.diffs regression.out $(OBJS:.o=.d)
+EXTRA_CLEAN = $(DATA_built) $(SEAM_TYPES) results/ output_iso/ regression.diffs regression.out $(OBJS:.o=.d)
 
 # pg_regress: every sql/*.sql is a test; "setup" runs first.
 REGRESS_ALL  = $(sort $(basename $(notdir $(wildcard sql/*.sql))))
@@ -63,7 +67,8 @@ REGRESS_OPTS = --load-extension=mlplat
 ISOLATION      = $(sort $(basename $(notdir $(wildcard test/isolation/specs/*.spec))))
 ISOLATION_OPTS = --inputdir=test/isolation --load-extension=mlplat
 
-PG_CPPFLAGS = -I$(abspath $(SRCDIR))/include -DMLPLAT_VERSION='"$(EXTVERSION)"' $(TEST_KINDS_CPPFLAGS)
+# -Iinclude: the generated header include/mlplat/seam_types.h is in the build tree.
+PG_CPPFLAGS = -I$(abspath $(SRCDIR))/include -Iinclude -DMLPLAT_VERSION='"$(EXTVERSION)"' $(TEST_KINDS_CPPFLAGS)
 # Our code is warning-free; extra flags (sanitizers, coverage) come in through MLPLAT_CFLAGS.
 # -MMD -MP: gcc writes src/.../x.d beside x.o, so an object is rebuilt when a header
 # it includes changes (PGXS tracks no headers; a stale object with an old struct
@@ -82,6 +87,15 @@ ifneq ($(S),)
 $(shell mkdir -p $(sort $(dir $(OBJS))))
 endif
 src/kinds.o src/reconcile/registry.o: .mlplat-test-kinds
+
+# The header exists before the first compile (order-only: after it, the .d files say
+# which objects include it).  Rewritten only when its text changes, so an edit of a
+# function in sql/install/ recompiles nothing.
+$(OBJS) $(OBJS:.o=.bc): | $(SEAM_TYPES)
+$(SEAM_TYPES): $(S)scripts/seam_types.awk $(SEAM_SQL)
+	@mkdir -p $(dir $@)
+	@awk -f $(S)scripts/seam_types.awk $(SEAM_SQL) >$@.tmp
+	@if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
 
 ifeq ($(MLPLAT_TEST_KINDS),1)
 install: install-test-kinds

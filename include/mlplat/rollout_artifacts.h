@@ -21,6 +21,7 @@
 
 #include "mlplat/http.h"
 #include "mlplat/reconcile.h"
+#include "mlplat/seam_members.h"
 
 extern List *mlplat_rollout_artifacts_add(List *gate, int64 rollout_id, int64 row_version, int attempts,
 										  const char *project);
@@ -44,8 +45,7 @@ extern struct MlplatSeam mlplat_rollout_writeback_result_seam;
 /* One answer of a rollouts write-back: what the SQL made of a row (APPLIED, LOST, ...). */
 typedef struct MlplatRolloutResult
 {
-	int64 id;
-	const char *result;
+	MLPLAT_SEAM_MEMBERS(rollout_writeback_result)
 } MlplatRolloutResult;
 
 /* The answer for a rollout among answers (NULL when there is none). */

@@ -10,8 +10,11 @@
  * with the SQL type, reads claim rows into structs and builds the write-back
  * array from structs, with binary values: never text, never by position.
  *
- * Adding a field is one attribute in the SQL type (and the column in the
- * function's SELECT) and one line in the C table.
+ * The C side is generated from the SQL side (seam_members.h): a kind's row
+ * struct declares its members with MLPLAT_SEAM_MEMBERS(<type>) and its seam
+ * with MLPLAT_SEAM_STATIC(var, <type>, Struct).  Adding a field is one
+ * attribute in the SQL type (and the column in the function's SELECT, or its
+ * use in the write-back) and the C that reads or sets it.
  */
 #ifndef MLPLAT_SEAM_H
 #define MLPLAT_SEAM_H
@@ -25,6 +28,7 @@
 
 #include "mlplat/ledger.h"
 #include "mlplat/reconcile.h"
+#include "mlplat/seam_members.h"
 #include "mlplat/unanswered.h"
 
 /* How a field is kept in C; the SQL type it must have is fixed by this. */
@@ -43,7 +47,8 @@ typedef enum MlplatSeamType
 /*
  * What SQL NULL is in C.  Default: 0, false or a NULL pointer when read; a
  * NULL pointer is written as NULL, numbers never are.  NEG: a number below 0
- * is NULL both ways (read as -1).
+ * is NULL both ways (read as -1); an attribute has it when its SQL type is
+ * followed by the comment NULL<0 (scripts/seam_types.awk).
  */
 #define MLPLAT_SEAM_NULL_NEG 0x01
 
@@ -55,18 +60,32 @@ typedef struct MlplatSeamField
 	int flags;
 } MlplatSeamField;
 
-#define MLPLAT_SEAM_FIELD(strct, member, type) \
+/*
+ * The field table of seam type type_name for struct S (whose members are
+ * named as the attributes: MLPLAT_SEAM_MEMBERS), from the generated list of
+ * its attributes (seam_members.h).  A member of another size than the seam
+ * type's is a compile error.
+ */
+#define MLPLAT_SEAM_ENTRY_(S, name, type, flags) \
+	{ #name, MLPLAT_SEAM_##type, \
+	  offsetof(S, name) + 0 * sizeof(char[sizeof(((S *) 0)->name) == sizeof(MLPLAT_SEAM_C_in_##type) ? 1 : -1]), \
+	  flags },
+#define MLPLAT_SEAM_FIELDS(type_name, S) \
 	{ \
-#member, type, offsetof(strct, member), 0 \
+		MLPLAT_SEAM_ATTRS_##type_name(MLPLAT_SEAM_ENTRY_, S) \
 	}
-#define MLPLAT_SEAM_FIELD_AS(strct, member, attname, type) \
-	{ \
-		attname, type, offsetof(strct, member), 0 \
-	}
-#define MLPLAT_SEAM_FIELD_NEG(strct, member, type) \
-	{ \
-#member, type, offsetof(strct, member), MLPLAT_SEAM_NULL_NEG \
-	}
+
+/*
+ * Define the MlplatSeam var (and its table var_fields) of seam type type_name
+ * read into or built from struct S: static to the file, or global (declared
+ * extern in a header).
+ */
+#define MLPLAT_SEAM_STATIC(var, type_name, S) \
+	static const MlplatSeamField var##_fields[] = MLPLAT_SEAM_FIELDS(type_name, S); \
+	static MlplatSeam var = { #type_name, var##_fields, lengthof(var##_fields) }
+#define MLPLAT_SEAM_GLOBAL(var, type_name, S) \
+	static const MlplatSeamField var##_fields[] = MLPLAT_SEAM_FIELDS(type_name, S); \
+	MlplatSeam var = { #type_name, var##_fields, lengthof(var##_fields) }
 
 /*
  * One composite type of the seam.  Declare it static in the kind's file with
@@ -87,22 +106,15 @@ typedef struct MlplatSeam
 /*
  * The write-back row of kinds whose write-back is a status and what was
  * observed (mlplat.project_writeback, mlplat.model_alias_writeback): one C
- * struct and one table for all of them.  A negative number is NULL.
+ * struct for all of them, each kind's table made from its own type (which must
+ * have the same attributes).  A negative number is NULL: observed_generation
+ * < 0 keeps the stored one, retry_ms < 0 schedules no retry; observed NULL
+ * keeps the stored observation.
  */
 typedef struct MlplatStatusWriteback
 {
-	int64 id;
-	int64 row_version;
-	const char *status;
-	const char *reason;
-	int64 observed_generation; /* < 0: keep the stored one */
-	const char *observed;	   /* jsonb; NULL: keep the stored one */
-	const char *error;
-	int32 retry_ms; /* < 0: no retry scheduled */
+	MLPLAT_SEAM_MEMBERS_OUT(project_writeback)
 } MlplatStatusWriteback;
-
-#define MLPLAT_STATUS_WRITEBACK_NFIELDS 8
-extern const MlplatSeamField mlplat_status_writeback_fields[MLPLAT_STATUS_WRITEBACK_NFIELDS];
 
 /*
  * Resolve and check the seam against the installed type (transaction open).

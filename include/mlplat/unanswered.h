@@ -16,13 +16,13 @@
 #include "nodes/pg_list.h"
 
 #include "mlplat/reconcile.h"
+#include "mlplat/seam_members.h"
 
 typedef struct MlplatUnanswered
 {
-	int64 entity_id;
-	char *object; /* namespace/name */
-	char *action; /* the ledger action the write was to be recorded as */
-	int64 age_ms; /* since it was noted */
+	/* entity_id, object (namespace/name), action (the ledger action the write was to be
+	 * recorded as), age_ms (since it was noted): mlplat.unanswered_note */
+	MLPLAT_SEAM_MEMBERS(unanswered_note)
 } MlplatUnanswered;
 
 /*

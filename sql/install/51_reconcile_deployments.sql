@@ -8,8 +8,9 @@
 -- The seam between this SQL and the C pass (src/reconcile/seam.c): the claim returns rows of
 -- mlplat.deployment_claim and the write-back takes an array of mlplat.deployment_writeback.
 -- C reads and builds them by attribute name and checks them against its own table when a
--- worker starts (a mismatch stops the pass with a message naming the attribute): a field is
--- one attribute here and one line in src/reconcile/deployments.c.
+-- worker starts (a mismatch stops the pass with a message naming the attribute).  The C
+-- struct members and that table are generated from these types (scripts/seam_types.awk;
+-- /* NULL<0 */: a number below 0 in C is NULL here), so a field is one attribute here.
 --
 -- deadline_ms is the deploy deadline that applies (deadline_own: the deployment's own),
 -- deadline_passed says the revision asked for at ready_wait_since has had longer than that to
@@ -21,7 +22,7 @@ CREATE TYPE mlplat.deployment_claim AS (
   desired_revision int, spec text, spec_digest text, traceparent text,
   attempts int, due boolean, drift_policy text, status_reason text,
   deadline_passed boolean, deadline_ms bigint, deadline_own boolean,
-  seen_known boolean, seen_rev int, seen_og bigint, seen_lcr text);
+  seen_known boolean, seen_rev int, seen_og bigint /* NULL<0 */, seen_lcr text);
 
 -- One deployment's write-back.  retry_ms: NULL = no retry scheduled (success: attempts reset);
 -- otherwise attempts + 1 and next_attempt_at = now() + retry_ms.  NULL in observed_generation /
@@ -29,8 +30,8 @@ CREATE TYPE mlplat.deployment_claim AS (
 -- of the stored observed.
 CREATE TYPE mlplat.deployment_writeback AS (
   id bigint, row_version bigint, status text, reason text,
-  observed_generation bigint, observed_revision int, endpoint text, observed jsonb,
-  error text, retry_ms int);
+  observed_generation bigint /* NULL<0 */, observed_revision int /* NULL<0 */, endpoint text,
+  observed jsonb, error text, retry_ms int /* NULL<0 */);
 
 -- Per-row resync (issue 20): a steady pass reads only the rows whose desired or observed state
 -- changed or whose resync is due, not every live row.  next_resync_at is when the row is

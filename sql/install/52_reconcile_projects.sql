@@ -39,7 +39,7 @@ CREATE TYPE mlplat.project_claim AS (
 -- keep the stored ones.
 CREATE TYPE mlplat.project_writeback AS (
   id bigint, row_version bigint, status text, reason text,
-  observed_generation bigint, observed jsonb, error text, retry_ms int);
+  observed_generation bigint /* NULL<0 */, observed jsonb, error text, retry_ms int /* NULL<0 */);
 
 CREATE FUNCTION mlplat._projects_claim()
 RETURNS SETOF mlplat.project_claim

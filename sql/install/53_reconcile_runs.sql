@@ -184,7 +184,7 @@ CREATE TYPE mlplat.run_claim AS (
 
 -- One run's write-back: see _runs_writeback for what each attribute does.
 CREATE TYPE mlplat.run_writeback AS (
-  id bigint, row_version bigint, status text, reason text, error text, retry_ms int,
+  id bigint, row_version bigint, status text, reason text, error text, retry_ms int /* NULL<0 */,
   submitted boolean, observed_rv text, nodes jsonb);
 
 -- Claim: every active run; the render where a create may be needed, or where a workflow

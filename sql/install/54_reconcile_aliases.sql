@@ -59,7 +59,7 @@ CREATE TYPE mlplat.model_alias_claim AS (
 -- next_attempt_at = now() + retry_ms.  NULL observed_generation / observed keep the stored ones.
 CREATE TYPE mlplat.model_alias_writeback AS (
   id bigint, row_version bigint, status text, reason text,
-  observed_generation bigint, observed jsonb, error text, retry_ms int);
+  observed_generation bigint /* NULL<0 */, observed jsonb, error text, retry_ms int /* NULL<0 */);
 
 CREATE FUNCTION mlplat._aliases_claim(p_resync boolean)
 RETURNS SETOF mlplat.model_alias_claim

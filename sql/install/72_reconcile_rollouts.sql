@@ -264,7 +264,7 @@ REVOKE ALL ON FUNCTION mlplat._rollout_close(mlplat.rollouts, jsonb, text, text,
 -- _rollouts_observe's argument, so the pass and the function read its fields by name.
 CREATE TYPE mlplat.rollout_writeback AS (
   id bigint, row_version bigint, controller text, observation jsonb,
-  applied boolean, applied_percent int, error text, retry_ms int);
+  applied boolean, applied_percent int, error text, retry_ms int /* NULL<0 */);
 CREATE TYPE mlplat.rollout_writeback_result AS (id bigint, result text);
 
 -- Write-back of one rollout (w).  w.observation (from the C pass) is

@@ -295,10 +295,10 @@ CREATE TYPE mlplat.campaign_writeback AS (
   status_reason      text,
   observation        jsonb,         -- Job conditions, times, attestation digest, verified_by
   started_at         timestamptz,
-  actual_gpu_seconds bigint,        -- capped at the reservation
+  actual_gpu_seconds bigint /* NULL<0 */, -- capped at the reservation
   artifact           jsonb,         -- BUILT: the verified output (output_uri, output_sha256, ...)
   cleanup_done       boolean,       -- the Job (and unless BUILT the outputs) are gone
-  retry_ms           int            -- NULL: backoff unchanged; 0: reset; > 0: one more failed attempt
+  retry_ms           int /* NULL<0 */ -- NULL: backoff unchanged; 0: reset; > 0: one more failed attempt
 );
 
 CREATE FUNCTION mlplat._campaigns_writeback_set(p_epoch bigint, p_rows mlplat.campaign_writeback[])

@@ -506,23 +506,11 @@ after_fetch(MlplatArtifactCheck *c)
 /* The seam (seam.h): mlplat.artifact_check_claim read into ArtifactClaim */
 typedef struct ArtifactClaim
 {
-	int64 ord; /* 1-based position in the arrays passed */
-	char *artifact_uri;
-	char *artifact_sha256;
-	List *etags; /* known digests of the URI: etags[i] has sha256s[i] */
-	List *sha256s;
+	/* ord: 1-based position in the arrays passed; etags: known digests of the URI, etags[i] has sha256s[i] */
+	MLPLAT_SEAM_MEMBERS(artifact_check_claim)
 } ArtifactClaim;
 
-#define CF(m, t) MLPLAT_SEAM_FIELD(ArtifactClaim, m, t)
-static const MlplatSeamField claim_fields[] = {
-	CF(ord, MLPLAT_SEAM_INT8),
-	CF(artifact_uri, MLPLAT_SEAM_TEXT),
-	CF(artifact_sha256, MLPLAT_SEAM_TEXT),
-	CF(etags, MLPLAT_SEAM_TEXT_ARRAY),
-	CF(sha256s, MLPLAT_SEAM_TEXT_ARRAY),
-};
-#undef CF
-MlplatSeam mlplat_artifact_claim_seam = { "artifact_check_claim", claim_fields, lengthof(claim_fields) };
+MLPLAT_SEAM_GLOBAL(mlplat_artifact_claim_seam, artifact_check_claim, ArtifactClaim);
 
 static void
 claim(List *checks)

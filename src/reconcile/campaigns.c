@@ -69,29 +69,8 @@ typedef enum CandAction
 
 typedef struct Cand
 {
-	/* claimed (mlplat.campaign_claim) */
-	int64 id;
-	char *project;
-	char *ns;
-	char *campaign;
-	char *candidate;
-	int32 ordinal;
-	char *status;
-	char *job_name;
-	char *manifest;
-	int64 row_version;
-	TimestampTz claimed_at;
-	TimestampTz expires_at;
-	bool cancel_requested;
-	char *output_uri;
-	char *attestation_uri;
-	bool cleanup;
-	char *traceparent;
-	bool created;
-	int32 gpus;
-	char *expect;
-	int32 attempts; /* failed attempts since the last success */
-	bool due;		/* its next_attempt_at has passed: requests may be sent */
+	/* claimed: the attributes of mlplat.campaign_claim */
+	MLPLAT_SEAM_MEMBERS(campaign_claim)
 	/* derived */
 	const MlplatUnanswered *unanswered;
 	const char *instance;
@@ -284,15 +263,15 @@ cand_decide(Cand *c, TimestampTz now)
 		c->settle_note = c->unanswered != NULL;
 		if (cancel)
 			move(c, "CANCELLED", NULL,
-				 c->created ? psprintf("cancelled; Job %s/%s is gone", c->ns, c->job_name)
+				 c->created ? psprintf("cancelled; Job %s/%s is gone", c->namespace, c->job_name)
 							: pstrdup("cancelled before the builder Job was created"));
 		else if (expired)
 			move(c, "FAILED", "APPROVAL_EXPIRED_WHILE_BUILDING",
-				 c->created ? psprintf("the approval expired while building; Job %s/%s is gone", c->ns, c->job_name)
+				 c->created ? psprintf("the approval expired while building; Job %s/%s is gone", c->namespace, c->job_name)
 							: pstrdup("the approval expired before the builder Job was created"));
 		else if (c->created)
 			move(c, "FAILED", "JOB_DISAPPEARED",
-				 psprintf("Job %s/%s disappeared outside mlplat; not resubmitted", c->ns, c->job_name));
+				 psprintf("Job %s/%s disappeared outside mlplat; not resubmitted", c->namespace, c->job_name));
 		else if (c->manifest && c->due)
 			c->action = CAND_CREATE;
 		if (c->new_status && c->created)
@@ -309,7 +288,7 @@ cand_decide(Cand *c, TimestampTz now)
 		if (why)
 		{
 			c->status_reason = psprintf("Job %s/%s exists but is not this candidate's: %s; not adopted, not touched",
-										c->ns, c->job_name, why);
+										c->namespace, c->job_name, why);
 			c->ledger_action = "ADOPT";
 			c->ledger_outcome = "CONFLICT";
 			c->ledger_error = c->status_reason;
@@ -348,7 +327,7 @@ cand_decide(Cand *c, TimestampTz now)
 		const char *m = mlplat_json_text(failed, "message", NULL, NULL);
 
 		move(c, "FAILED", mlplat_str_same(r, "DeadlineExceeded") ? "BUILD_DEADLINE_EXCEEDED" : "BUILD_FAILED",
-			 psprintf("Job %s/%s failed: %s%s%s", c->ns, c->job_name, r ? r : "Failed", m ? ": " : "", m ? m : ""));
+			 psprintf("Job %s/%s failed: %s%s%s", c->namespace, c->job_name, r ? r : "Failed", m ? ": " : "", m ? m : ""));
 		c->actual_gpu_seconds = spend(c, c->started_at, k8s_time(mlplat_json_text(failed, "lastTransitionTime", NULL, NULL)));
 		return;
 	}
@@ -537,65 +516,14 @@ after_verify(Cand *c, MlplatPass *pass)
 
 /* ---------------------------------------------------------------- I/O */
 
-#define CF(m, t) MLPLAT_SEAM_FIELD(Cand, m, t)
-static const MlplatSeamField claim_fields[] = {
-	CF(id, MLPLAT_SEAM_INT8),
-	CF(project, MLPLAT_SEAM_TEXT),
-	MLPLAT_SEAM_FIELD_AS(Cand, ns, "namespace", MLPLAT_SEAM_TEXT),
-	CF(campaign, MLPLAT_SEAM_TEXT),
-	CF(candidate, MLPLAT_SEAM_TEXT),
-	CF(ordinal, MLPLAT_SEAM_INT4),
-	CF(status, MLPLAT_SEAM_TEXT),
-	CF(job_name, MLPLAT_SEAM_TEXT),
-	CF(manifest, MLPLAT_SEAM_JSONB),
-	CF(row_version, MLPLAT_SEAM_INT8),
-	CF(claimed_at, MLPLAT_SEAM_TIMESTAMPTZ),
-	CF(expires_at, MLPLAT_SEAM_TIMESTAMPTZ),
-	CF(cancel_requested, MLPLAT_SEAM_BOOL),
-	CF(output_uri, MLPLAT_SEAM_TEXT),
-	CF(attestation_uri, MLPLAT_SEAM_TEXT),
-	CF(cleanup, MLPLAT_SEAM_BOOL),
-	CF(traceparent, MLPLAT_SEAM_TEXT),
-	CF(created, MLPLAT_SEAM_BOOL),
-	CF(gpus, MLPLAT_SEAM_INT4),
-	CF(expect, MLPLAT_SEAM_TEXT),
-	CF(attempts, MLPLAT_SEAM_INT4),
-	CF(due, MLPLAT_SEAM_BOOL),
-};
-#undef CF
-static MlplatSeam claim_seam = { "campaign_claim", claim_fields, lengthof(claim_fields) };
+MLPLAT_SEAM_STATIC(claim_seam, campaign_claim, Cand);
 
 typedef struct CandWriteback
 {
-	int64 id;
-	int64 row_version;
-	const char *status;
-	const char *reason_code;
-	const char *status_reason;
-	const char *observation;
-	TimestampTz started_at;
-	int64 actual_gpu_seconds;
-	const char *artifact;
-	bool cleanup_done;
-	int32 retry_ms;
+	MLPLAT_SEAM_MEMBERS_OUT(campaign_writeback)
 } CandWriteback;
 
-#define WF(m, t) MLPLAT_SEAM_FIELD(CandWriteback, m, t)
-static const MlplatSeamField writeback_fields[] = {
-	WF(id, MLPLAT_SEAM_INT8),
-	WF(row_version, MLPLAT_SEAM_INT8),
-	WF(status, MLPLAT_SEAM_TEXT),
-	WF(reason_code, MLPLAT_SEAM_TEXT),
-	WF(status_reason, MLPLAT_SEAM_TEXT),
-	WF(observation, MLPLAT_SEAM_JSONB),
-	WF(started_at, MLPLAT_SEAM_TIMESTAMPTZ),
-	MLPLAT_SEAM_FIELD_NEG(CandWriteback, actual_gpu_seconds, MLPLAT_SEAM_INT8),
-	WF(artifact, MLPLAT_SEAM_JSONB),
-	WF(cleanup_done, MLPLAT_SEAM_BOOL),
-	MLPLAT_SEAM_FIELD_NEG(CandWriteback, retry_ms, MLPLAT_SEAM_INT4),
-};
-#undef WF
-static MlplatSeam writeback_seam = { "campaign_writeback", writeback_fields, lengthof(writeback_fields) };
+MLPLAT_SEAM_STATIC(writeback_seam, campaign_writeback, CandWriteback);
 
 MlplatSeam *const mlplat_campaigns_seams[] = { &claim_seam, &writeback_seam, NULL };
 
@@ -620,7 +548,7 @@ claim(MlplatPass *pass, List **out, char **instance)
 		Cand *c = lfirst(lc);
 
 		if (c->job_name)
-			c->unanswered = mlplat_unanswered_find(notes, c->id, psprintf("%s/%s", c->ns, c->job_name), "CREATE");
+			c->unanswered = mlplat_unanswered_find(notes, c->id, psprintf("%s/%s", c->namespace, c->job_name), "CREATE");
 	}
 	mlplat_txn_commit();
 	MemoryContextSwitchTo(pass_cxt);
@@ -660,11 +588,11 @@ request_result(Cand *c, MlplatPass *pass)
 			if (c->action == CAND_CREATE)
 			{
 				c->mark_created = true;
-				c->status_reason = psprintf("builder Job %s/%s created", c->ns, c->job_name);
+				c->status_reason = psprintf("builder Job %s/%s created", c->namespace, c->job_name);
 			}
 			else if (c->action == CAND_STOP)
 				c->status_reason = psprintf("Job %s/%s is being deleted (foreground); waiting for it to go",
-											c->ns, c->job_name);
+											c->namespace, c->job_name);
 			pass->next_pass_ms = FOLLOW_UP_MS;
 			break;
 		case MLPLAT_KUBE_FAILED:
@@ -704,7 +632,7 @@ verify_existing(MlplatPass *pass, MlJsonArena *arena, List *cands)
 		Cand *c = lfirst(lc);
 
 		if (c->action == CAND_CREATE && mlplat_str_same(c->ledger_outcome, "CONFLICT"))
-			gets = lappend(gets, mlplat_kube_get(batch, &JOB, c->ns, c->job_name));
+			gets = lappend(gets, mlplat_kube_get(batch, &JOB, c->namespace, c->job_name));
 		else
 			gets = lappend(gets, NULL);
 	}
@@ -740,7 +668,7 @@ verify_existing(MlplatPass *pass, MlJsonArena *arena, List *cands)
 				c->ledger_action = "ADOPT";
 				c->ledger_outcome = "CONFLICT";
 				c->status_reason = psprintf("Job %s/%s exists but is not this candidate's: %s; not adopted, not touched",
-											c->ns, c->job_name, why);
+											c->namespace, c->job_name, why);
 				c->ledger_error = c->status_reason;
 				continue;
 			}
@@ -748,7 +676,7 @@ verify_existing(MlplatPass *pass, MlJsonArena *arena, List *cands)
 			c->ledger_outcome = "OK";
 			c->ledger_error = NULL;
 			c->mark_created = true;
-			c->status_reason = psprintf("adopted the existing builder Job %s/%s", c->ns, c->job_name);
+			c->status_reason = psprintf("adopted the existing builder Job %s/%s", c->namespace, c->job_name);
 			pass->next_pass_ms = FOLLOW_UP_MS;
 		}
 	}
@@ -764,7 +692,7 @@ observation_json(const Cand *c)
 	if (c->job_name)
 	{
 		appendStringInfoString(&s, ",\"job\":");
-		escape_json(&s, psprintf("%s/%s", c->ns, c->job_name));
+		escape_json(&s, psprintf("%s/%s", c->namespace, c->job_name));
 	}
 	if (c->obj)
 	{
@@ -837,7 +765,7 @@ write_back(MlplatPass *pass, List *cands, List *orphans)
 		Cand *c = lfirst(lc);
 
 		if (c->settle_note && c->job_name)
-			mlplat_write_notes_add(&settled, c->id, psprintf("%s/%s", c->ns, c->job_name), NULL);
+			mlplat_write_notes_add(&settled, c->id, psprintf("%s/%s", c->namespace, c->job_name), NULL);
 		if (!c->write)
 			continue;
 		{
@@ -863,7 +791,7 @@ write_back(MlplatPass *pass, List *cands, List *orphans)
 	foreach (lc, cands)
 	{
 		Cand *c = lfirst(lc);
-		const char *obj = c->job_name ? psprintf("%s/%s", c->ns, c->job_name) : NULL;
+		const char *obj = c->job_name ? psprintf("%s/%s", c->namespace, c->job_name) : NULL;
 
 		if (c->adopt)
 			mlplat_ledger_batch_add(ledger, "campaign_candidate", c->id, c->project, "ADOPT", "OK", NULL, NULL, 0, NULL,
@@ -949,7 +877,7 @@ mlplat_campaigns_pass(MlplatPass *pass)
 		{
 			const MlJsonValue *obj = lfirst(li);
 
-			if (mlplat_str_same(mlplat_json_text(obj, "metadata", "namespace", NULL), c->ns) &&
+			if (mlplat_str_same(mlplat_json_text(obj, "metadata", "namespace", NULL), c->namespace) &&
 				mlplat_str_same(mlplat_json_text(obj, "metadata", "name", NULL), c->job_name))
 			{
 				c->obj = obj;
@@ -968,15 +896,15 @@ mlplat_campaigns_pass(MlplatPass *pass)
 		switch (c->action)
 		{
 			case CAND_CREATE:
-				c->req = mlplat_kube_create(batch, &JOB, c->ns, c->manifest);
+				c->req = mlplat_kube_create(batch, &JOB, c->namespace, c->manifest);
 				c->ledger_action = "CREATE";
 				creates++;
 				break;
 			case CAND_STOP:
 			case CAND_CLEANUP:
 				/* a stop waits for the Job's Pods to go; a cleanup deletes what is done */
-				c->req = c->action == CAND_STOP ? mlplat_kube_delete_foreground(batch, &JOB, c->ns, c->job_name)
-												: mlplat_kube_delete(batch, &JOB, c->ns, c->job_name);
+				c->req = c->action == CAND_STOP ? mlplat_kube_delete_foreground(batch, &JOB, c->namespace, c->job_name)
+												: mlplat_kube_delete(batch, &JOB, c->namespace, c->job_name);
 				c->ledger_action = "DELETE";
 				deletes++;
 				break;
@@ -1001,11 +929,11 @@ mlplat_campaigns_pass(MlplatPass *pass)
 		}
 		if (c->req)
 		{
-			mlplat_write_notes_add(&sending, c->id, psprintf("%s/%s", c->ns, c->job_name), c->ledger_action);
+			mlplat_write_notes_add(&sending, c->id, psprintf("%s/%s", c->namespace, c->job_name), c->ledger_action);
 			c->span = mlplat_span_begin(c->traceparent, c->action == CAND_CREATE ? "campaigns.create" : "campaigns.delete",
 										MLPLAT_SPAN_CLIENT);
 			mlplat_span_set_entity(c->span, c->project, "campaign_candidate", c->id);
-			mlplat_span_attr_text(c->span, "k8s.namespace.name", c->ns);
+			mlplat_span_attr_text(c->span, "k8s.namespace.name", c->namespace);
 			mlplat_span_attr_text(c->span, "mlplat.job", c->job_name);
 		}
 		if (c->waiting || (c->obj && !c->cleanup && c->action != CAND_VERIFY))
@@ -1028,7 +956,7 @@ mlplat_campaigns_pass(MlplatPass *pass)
 			{
 				Cand *c = lfirst(lc2);
 
-				owned |= mlplat_str_same(c->ns, ns) && mlplat_str_same(c->job_name, name);
+				owned |= mlplat_str_same(c->namespace, ns) && mlplat_str_same(c->job_name, name);
 			}
 			if (owned)
 				continue;

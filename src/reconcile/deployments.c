@@ -93,36 +93,14 @@ typedef enum DepAction
 
 typedef struct Deployment
 {
-	/* claimed */
-	int64 id;
-	char *project;
-	char *ns;
-	char *name;
-	char *status;
-	int64 generation;
-	int64 observed_generation;
-	int64 row_version;
-	int desired_revision; /* 0: none */
-	char *spec;
-	char *spec_digest;
-	char *traceparent;
-	int attempts;
-	bool due;
-	char *drift_policy;
-	bool drift_report; /* drift policy 'report': observe only, never repair */
-	char *status_reason;
-	bool deadline_passed; /* not READY within its deploy deadline of its intent */
-	int64 deadline_ms;	  /* the deploy deadline that applies */
-	bool deadline_own;	  /* ... set for this deployment, not mlplat.deploy_deadline */
 	/*
-	 * What KServe showed in the answer to this revision's first apply
-	 * (observed.kserve_at_apply): its status is ours once it moved past that.
+	 * claimed: the attributes of mlplat.deployment_claim (51_reconcile_deployments.sql
+	 * says what they are); seen_*: what KServe showed in the answer to this revision's
+	 * first apply (observed.kserve_at_apply): its status is ours once it moved past that.
 	 */
-	bool seen_known;
-	int seen_rev;	 /* the revision it was recorded for; 0: none */
-	int64 seen_og;	 /* status.observedGeneration then; -1: none */
-	char *seen_lcr;	 /* the predictor's latestCreatedRevision then, or NULL */
-	char *seen_json; /* this pass's apply answer, to record; NULL: keep */
+	MLPLAT_SEAM_MEMBERS(deployment_claim)
+	bool drift_report; /* drift policy 'report': observe only, never repair */
+	char *seen_json;   /* this pass's apply answer, to record; NULL: keep */
 	/* observed.terminating: {"since", "finalizers"} or null; NULL: not observed this pass */
 	char *terminating_json;
 	/* observed.deployment_mode: KServe's status.deploymentMode, as JSON; NULL: not seen this pass */
@@ -181,68 +159,15 @@ typedef struct DepByName
  * returns, read into Deployment; mlplat.deployment_writeback, the rows
  * _deployments_writeback_set takes, built from DeploymentWriteback.
  */
-#define CF(m, t) MLPLAT_SEAM_FIELD(Deployment, m, t)
-static const MlplatSeamField claim_fields[] = {
-	CF(id, MLPLAT_SEAM_INT8),
-	CF(project, MLPLAT_SEAM_TEXT),
-	MLPLAT_SEAM_FIELD_AS(Deployment, ns, "namespace", MLPLAT_SEAM_TEXT),
-	CF(name, MLPLAT_SEAM_TEXT),
-	CF(status, MLPLAT_SEAM_TEXT),
-	CF(generation, MLPLAT_SEAM_INT8),
-	CF(observed_generation, MLPLAT_SEAM_INT8),
-	CF(row_version, MLPLAT_SEAM_INT8),
-	CF(desired_revision, MLPLAT_SEAM_INT4),
-	CF(spec, MLPLAT_SEAM_TEXT),
-	CF(spec_digest, MLPLAT_SEAM_TEXT),
-	CF(traceparent, MLPLAT_SEAM_TEXT),
-	CF(attempts, MLPLAT_SEAM_INT4),
-	CF(due, MLPLAT_SEAM_BOOL),
-	CF(drift_policy, MLPLAT_SEAM_TEXT),
-	CF(status_reason, MLPLAT_SEAM_TEXT),
-	CF(deadline_passed, MLPLAT_SEAM_BOOL),
-	CF(deadline_ms, MLPLAT_SEAM_INT8),
-	CF(deadline_own, MLPLAT_SEAM_BOOL),
-	/* what KServe showed at the revision's first apply (observed.kserve_at_apply) */
-	CF(seen_known, MLPLAT_SEAM_BOOL),
-	CF(seen_rev, MLPLAT_SEAM_INT4),
-	MLPLAT_SEAM_FIELD_NEG(Deployment, seen_og, MLPLAT_SEAM_INT8),
-	CF(seen_lcr, MLPLAT_SEAM_TEXT),
-};
-#undef CF
-static MlplatSeam claim_seam = { "deployment_claim", claim_fields, lengthof(claim_fields) };
+MLPLAT_SEAM_STATIC(claim_seam, deployment_claim, Deployment);
 
 /* one row of a write-back; a negative number is NULL (keep the stored value, or no retry) */
 typedef struct DeploymentWriteback
 {
-	int64 id;
-	int64 row_version;
-	const char *status;
-	const char *reason;
-	int64 observed_generation;
-	int32 observed_revision;
-	const char *endpoint;
-	const char *observed; /* jsonb: top-level keys replace those stored */
-	const char *error;
-	int32 retry_ms;
+	MLPLAT_SEAM_MEMBERS_OUT(deployment_writeback)
 } DeploymentWriteback;
 
-#define WF(m, t) MLPLAT_SEAM_FIELD(DeploymentWriteback, m, t)
-#define WFN(m, t) MLPLAT_SEAM_FIELD_NEG(DeploymentWriteback, m, t)
-static const MlplatSeamField writeback_fields[] = {
-	WF(id, MLPLAT_SEAM_INT8),
-	WF(row_version, MLPLAT_SEAM_INT8),
-	WF(status, MLPLAT_SEAM_TEXT),
-	WF(reason, MLPLAT_SEAM_TEXT),
-	WFN(observed_generation, MLPLAT_SEAM_INT8),
-	WFN(observed_revision, MLPLAT_SEAM_INT4),
-	WF(endpoint, MLPLAT_SEAM_TEXT),
-	WF(observed, MLPLAT_SEAM_JSONB),
-	WF(error, MLPLAT_SEAM_TEXT),
-	WFN(retry_ms, MLPLAT_SEAM_INT4),
-};
-#undef WF
-#undef WFN
-static MlplatSeam writeback_seam = { "deployment_writeback", writeback_fields, lengthof(writeback_fields) };
+MLPLAT_SEAM_STATIC(writeback_seam, deployment_writeback, DeploymentWriteback);
 
 /* the artifact check's claim is read through a seam too (artifact.c) */
 MlplatSeam *const mlplat_deployments_seams[] = { &claim_seam, &writeback_seam, &mlplat_artifact_claim_seam, NULL };
@@ -446,7 +371,7 @@ deployment_readiness(Deployment *d)
 static char *
 terminating_wait_reason(const Deployment *d, const char *fins)
 {
-	return psprintf("waiting for the terminating InferenceService %s/%s to go%s%s%s before applying revision %d", d->ns,
+	return psprintf("waiting for the terminating InferenceService %s/%s to go%s%s%s before applying revision %d", d->namespace,
 					d->name, fins[0] ? " (finalizer " : "", fins, fins[0] ? ")" : "", d->desired_revision);
 }
 
@@ -478,8 +403,8 @@ deployment_decide(Deployment *d, MlJsonArena *arena)
 		 */
 		if (strcmp(d->status, "DELETING") == 0)
 			d->reason = fins[0] ? psprintf("waiting for finalizer %s to release InferenceService %s/%s (terminating since %s)",
-										   fins, d->ns, d->name, since)
-								: psprintf("waiting for InferenceService %s/%s to go (terminating since %s)", d->ns, d->name,
+										   fins, d->namespace, d->name, since)
+								: psprintf("waiting for InferenceService %s/%s to go (terminating since %s)", d->namespace, d->name,
 										   since);
 		else
 		{
@@ -498,7 +423,7 @@ deployment_decide(Deployment *d, MlJsonArena *arena)
 			{
 				/* an apply sent without a recorded answer may still make it: not gone yet */
 				d->reason = psprintf("waiting up to %d s for an unanswered apply of %s/%s to land before calling it gone",
-									 mlplat_unanswered_write_grace_ms / 1000, d->ns, d->name);
+									 mlplat_unanswered_write_grace_ms / 1000, d->namespace, d->name);
 				if (d->status_reason == NULL || strcmp(d->status_reason, d->reason) != 0)
 					d->write = true;
 				return; /* DELETING: the pass looks again soon */
@@ -599,7 +524,7 @@ deployment_decide(Deployment *d, MlJsonArena *arena)
 static void
 deployment_not_ours(Deployment *d)
 {
-	char *what = psprintf("InferenceService %s/%s exists but is not this deployment's: %s", d->ns, d->name,
+	char *what = psprintf("InferenceService %s/%s exists but is not this deployment's: %s", d->namespace, d->name,
 						  d->not_ours);
 
 	d->action = DEP_NONE;
@@ -659,7 +584,7 @@ judge_found(List *deps, const char *instance, MlJsonArena *arena, bool probe)
 			if (obj == NULL && res.outcome != MLPLAT_KUBE_NOT_FOUND)
 			{
 				d->probe_failed = true;
-				d->error = psprintf("cannot read InferenceService %s/%s before applying: %s", d->ns, d->name,
+				d->error = psprintf("cannot read InferenceService %s/%s before applying: %s", d->namespace, d->name,
 									mlplat_kube_tenant_line(&res) ? mlplat_kube_tenant_line(&res) : "no answer");
 				d->ledger_error = res.tenant_message ? res.message : NULL;
 				d->retry_ms = mlplat_retry_ms(false, d->attempts, d->id, res.retry_after_s);
@@ -668,7 +593,7 @@ judge_found(List *deps, const char *instance, MlJsonArena *arena, bool probe)
 		if (obj == NULL)
 			continue;
 		o = palloc0(sizeof(MlplatIsvcOwner));
-		o->ns = d->ns;
+		o->ns = d->namespace;
 		o->name = d->name;
 		o->obj = obj;
 		o->own_content_id = NULL;
@@ -717,8 +642,8 @@ look_before_apply(MlJsonArena *arena, List *deps, HTAB *by_name, MlplatHttpBatch
 	{
 		Deployment *d = lfirst(lc);
 
-		if (d->look && !list_member(nss, makeString(d->ns)))
-			nss = lappend(nss, makeString(d->ns));
+		if (d->look && !list_member(nss, makeString(d->namespace)))
+			nss = lappend(nss, makeString(d->namespace));
 	}
 	foreach (lc, nss)
 	{
@@ -732,7 +657,7 @@ look_before_apply(MlJsonArena *arena, List *deps, HTAB *by_name, MlplatHttpBatch
 		{
 			Deployment *d = lfirst(li);
 
-			names += d->look && strcmp(d->ns, ns) == 0;
+			names += d->look && strcmp(d->namespace, ns) == 0;
 		}
 		if (names > 1)
 		{
@@ -760,8 +685,8 @@ look_before_apply(MlJsonArena *arena, List *deps, HTAB *by_name, MlplatHttpBatch
 		{
 			Deployment *d = lfirst(li);
 
-			if (d->look && !listed && strcmp(d->ns, ns) == 0)
-				d->probe = mlplat_kube_get(batch, &ISVC, d->ns, d->name);
+			if (d->look && !listed && strcmp(d->namespace, ns) == 0)
+				d->probe = mlplat_kube_get(batch, &ISVC, d->namespace, d->name);
 		}
 	}
 }
@@ -784,7 +709,7 @@ claim(MlplatPass *pass, bool full, List **out, char **instance)
 		d->drift_report = d->drift_policy && strcmp(d->drift_policy, "report") == 0;
 		if (c.notes != NIL) /* the usual case has none: no name built per row */
 		{
-			char *object = psprintf("%s/%s", d->ns, d->name);
+			char *object = psprintf("%s/%s", d->namespace, d->name);
 
 			d->unanswered = mlplat_unanswered_find(c.notes, d->id, object, "APPLY");
 			if (d->unanswered == NULL)
@@ -811,7 +736,7 @@ dep_span(Deployment *d, const char *step, MlplatSpanKind kind)
 	if (s == NULL)
 		return NULL;
 	mlplat_span_set_entity(s, d->project, "deployment", d->id);
-	mlplat_span_attr_text(s, "k8s.namespace.name", d->ns);
+	mlplat_span_attr_text(s, "k8s.namespace.name", d->namespace);
 	mlplat_span_attr_text(s, "mlplat.deployment", d->name);
 	if (d->desired_revision > 0)
 		mlplat_span_attr_int(s, "mlplat.revision", d->desired_revision);
@@ -881,7 +806,7 @@ apply_result(Deployment *d, MlplatPass *pass)
 			 */
 			if (res.outcome == MLPLAT_KUBE_FAILED)
 				d->reason = psprintf("the %s of InferenceService %s/%s was refused (HTTP %d): %s; retrying slowly",
-									 d->action == DEP_DELETE ? "delete" : "apply", d->ns, d->name, res.status,
+									 d->action == DEP_DELETE ? "delete" : "apply", d->namespace, d->name, res.status,
 									 d->error ? d->error : "no reason given");
 			break;
 	}
@@ -951,13 +876,13 @@ write_back(MlplatPass *pass, List *deps, List *orphans, bool observed)
 		Deployment *d = lfirst(lc);
 
 		if (d->settle_note)
-			mlplat_write_notes_add(&settled, d->id, psprintf("%s/%s", d->ns, d->name), NULL);
+			mlplat_write_notes_add(&settled, d->id, psprintf("%s/%s", d->namespace, d->name), NULL);
 		else if (d->answered && d->ledger_action)
-			mlplat_write_notes_add(&settled, d->id, psprintf("%s/%s", d->ns, d->name), d->ledger_action);
+			mlplat_write_notes_add(&settled, d->id, psprintf("%s/%s", d->namespace, d->name), d->ledger_action);
 		if (d->adopt)
 			mlplat_ledger_batch_add(ledger, "deployment", d->id, d->project, "ADOPT", "OK", d->spec_digest, NULL, 0,
 									NULL, mlplat_trace_id_of(d->traceparent),
-									psprintf("found %s/%s made by an apply whose answer was never recorded", d->ns, d->name));
+									psprintf("found %s/%s made by an apply whose answer was never recorded", d->namespace, d->name));
 		if (!d->write)
 			continue;
 		{
@@ -1019,7 +944,7 @@ write_back(MlplatPass *pass, List *deps, List *orphans, bool observed)
 
 		mlplat_ledger_batch_add(ledger, "deployment", 0, o->project, "ORPHAN_TEARDOWN", o->ledger_outcome,
 								NULL, NULL, o->http_status, o->error, NULL,
-								psprintf("%s/%s", o->ns, o->name));
+								psprintf("%s/%s", o->namespace, o->name));
 	}
 	if (observed)
 		mark_resynced(pass, deps);
@@ -1041,7 +966,7 @@ note_requests(MlplatPass *pass, List *deps)
 		Deployment *d = lfirst(lc);
 
 		if (d->req && d->ledger_action)
-			mlplat_write_notes_add(&sending, d->id, psprintf("%s/%s", d->ns, d->name), d->ledger_action);
+			mlplat_write_notes_add(&sending, d->id, psprintf("%s/%s", d->namespace, d->name), d->ledger_action);
 	}
 	return mlplat_write_notes_commit(pass, &sending, "requests");
 }
@@ -1123,7 +1048,7 @@ apply_checked(MlplatPass *pass, List *deps, List *checks, const char *instance, 
 		}
 		if (c->verdict == MLPLAT_ARTIFACT_OK)
 		{
-			d->req = mlplat_kube_apply(batch, &ISVC, d->ns, d->name, d->spec);
+			d->req = mlplat_kube_apply(batch, &ISVC, d->namespace, d->name, d->spec);
 			d->req_span = dep_span(d, "apply", MLPLAT_SPAN_CLIENT);
 			d->ledger_action = "APPLY";
 			d->ledger_note = c->detail;
@@ -1403,7 +1328,7 @@ mlplat_deployments_pass(MlplatPass *pass)
 			foreach (lc, deps)
 			{
 				Deployment *d = lfirst(lc);
-				const MlJsonValue *obj = mlplat_watch_cache_get(isvc_cache, arena, d->ns, d->name);
+				const MlJsonValue *obj = mlplat_watch_cache_get(isvc_cache, arena, d->namespace, d->name);
 
 				if (obj)
 					items = lappend(items, (void *) obj);
@@ -1419,7 +1344,7 @@ mlplat_deployments_pass(MlplatPass *pass)
 			{
 				Deployment *d = lfirst(lc);
 
-				ns_names = lappend(lappend(ns_names, d->ns), d->name);
+				ns_names = lappend(lappend(ns_names, d->namespace), d->name);
 			}
 			why = mlplat_kube_get_each(arena, &ISVC, instance, ns_names, &items, &gets);
 		}
@@ -1446,7 +1371,7 @@ mlplat_deployments_pass(MlplatPass *pass)
 		char key[NAMEDATALEN * 2];
 		DepByName *e;
 
-		snprintf(key, sizeof(key), "%s/%s", d->ns, d->name);
+		snprintf(key, sizeof(key), "%s/%s", d->namespace, d->name);
 		e = hash_search(by_name, key, HASH_ENTER, NULL);
 		e->d = d;
 	}
@@ -1479,7 +1404,7 @@ mlplat_deployments_pass(MlplatPass *pass)
 		{
 			Deployment *o = palloc0(sizeof(Deployment));
 
-			o->ns = pstrdup(ns);
+			o->namespace = pstrdup(ns);
 			o->name = pstrdup(name);
 			o->project = (char *) mlplat_json_text(obj, "metadata", "labels", MLPLAT_LABEL_PROJECT);
 			o->action = DEP_DELETE;
@@ -1544,13 +1469,13 @@ mlplat_deployments_pass(MlplatPass *pass)
 		}
 		else if (d->action == DEP_APPLY || d->action == DEP_REPAIR)
 		{
-			d->req = mlplat_kube_apply(batch, &ISVC, d->ns, d->name, d->spec);
+			d->req = mlplat_kube_apply(batch, &ISVC, d->namespace, d->name, d->spec);
 			d->ledger_action = d->action == DEP_REPAIR ? "REPAIR" : "APPLY";
 			applies++;
 		}
 		else if (d->action == DEP_DELETE)
 		{
-			d->req = mlplat_kube_delete(batch, &ISVC, d->ns, d->name);
+			d->req = mlplat_kube_delete(batch, &ISVC, d->namespace, d->name);
 			d->ledger_action = "DELETE";
 		}
 		else if (strcmp(d->new_status, d->status) != 0 || (d->mark_observed && d->observed_generation != d->generation) ||
@@ -1579,7 +1504,7 @@ mlplat_deployments_pass(MlplatPass *pass)
 		Deployment *o = lfirst(lc);
 
 		if (o->not_ours == NULL)
-			o->req = mlplat_kube_delete(batch, &ISVC, o->ns, o->name);
+			o->req = mlplat_kube_delete(batch, &ISVC, o->namespace, o->name);
 	}
 
 	look_before_apply(arena, deps, by_name, batch, &lists);

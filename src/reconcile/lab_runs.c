@@ -67,26 +67,8 @@ typedef enum LabWrite
 
 typedef struct LabRun
 {
-	/* claimed (mlplat.lab_run_claim) */
-	int64 id;
-	char *project;
-	char *ns;
-	char *purpose;
-	char *status;
-	int attempt;
-	char *job_name;
-	char *secret_name;
-	int64 row_version;
-	char *job;
-	char *secret;
-	char *output_uri;
-	int max_output_bytes;
-	bool past_deadline;
-	bool finished;
-	bool dispatched_now; /* this claim took the lease */
-	char *traceparent;
-	bool job_created; /* a write-back recorded the answer to this attempt's Job create */
-	bool blocked;	  /* its status_reason says what blocked it ("blocked: ...") */
+	/* claimed: the attributes of mlplat.lab_run_claim */
+	MLPLAT_SEAM_MEMBERS(lab_run_claim)
 	/* notes of writes never answered */
 	const MlplatUnanswered *job_note;
 	const MlplatUnanswered *secret_note;
@@ -122,52 +104,14 @@ typedef struct LabRun
 
 /* ---------------------------------------------------------------- the seam */
 
-#define CF(m, t) MLPLAT_SEAM_FIELD(LabRun, m, t)
-static const MlplatSeamField claim_fields[] = {
-	CF(id, MLPLAT_SEAM_INT8),
-	CF(project, MLPLAT_SEAM_TEXT),
-	MLPLAT_SEAM_FIELD_AS(LabRun, ns, "namespace", MLPLAT_SEAM_TEXT),
-	CF(purpose, MLPLAT_SEAM_TEXT),
-	CF(status, MLPLAT_SEAM_TEXT),
-	CF(attempt, MLPLAT_SEAM_INT4),
-	CF(job_name, MLPLAT_SEAM_TEXT),
-	CF(secret_name, MLPLAT_SEAM_TEXT),
-	CF(row_version, MLPLAT_SEAM_INT8),
-	CF(job, MLPLAT_SEAM_TEXT),
-	CF(secret, MLPLAT_SEAM_TEXT),
-	CF(output_uri, MLPLAT_SEAM_TEXT),
-	CF(max_output_bytes, MLPLAT_SEAM_INT4),
-	CF(past_deadline, MLPLAT_SEAM_BOOL),
-	CF(finished, MLPLAT_SEAM_BOOL),
-	CF(dispatched_now, MLPLAT_SEAM_BOOL),
-	CF(traceparent, MLPLAT_SEAM_TEXT),
-	CF(job_created, MLPLAT_SEAM_BOOL),
-	CF(blocked, MLPLAT_SEAM_BOOL),
-};
-#undef CF
-static MlplatSeam claim_seam = { "lab_run_claim", claim_fields, lengthof(claim_fields) };
+MLPLAT_SEAM_STATIC(claim_seam, lab_run_claim, LabRun);
 
 typedef struct LabWriteback
 {
-	int64 id;
-	int64 row_version;
-	const char *controller;
-	const char *event;
-	const char *observation;
-	const char *output;
+	MLPLAT_SEAM_MEMBERS_OUT(lab_run_writeback)
 } LabWriteback;
 
-#define WF(m, t) MLPLAT_SEAM_FIELD(LabWriteback, m, t)
-static const MlplatSeamField writeback_fields[] = {
-	WF(id, MLPLAT_SEAM_INT8),
-	WF(row_version, MLPLAT_SEAM_INT8),
-	WF(controller, MLPLAT_SEAM_TEXT),
-	WF(event, MLPLAT_SEAM_TEXT),
-	WF(observation, MLPLAT_SEAM_JSONB),
-	WF(output, MLPLAT_SEAM_TEXT),
-};
-#undef WF
-static MlplatSeam writeback_seam = { "lab_run_writeback", writeback_fields, lengthof(writeback_fields) };
+MLPLAT_SEAM_STATIC(writeback_seam, lab_run_writeback, LabWriteback);
 
 MlplatSeam *const mlplat_lab_runs_seams[] = { &claim_seam, &writeback_seam, NULL };
 
@@ -257,7 +201,7 @@ observation_json(const LabRun *r, const char *what)
 static void
 lab_conflict(LabRun *r, const char *kind, const char *name, const char *why, const char *action)
 {
-	char *one = psprintf("%s %s/%s exists but is not this run's: %s; %s", kind, r->ns, name, why,
+	char *one = psprintf("%s %s/%s exists but is not this run's: %s; %s", kind, r->namespace, name, why,
 						 strcmp(action, "ADOPT") == 0 ? "not adopted, not touched" : "not deleted, not touched");
 
 	r->conflict = r->conflict ? psprintf("%s; %s", r->conflict, one) : one;
@@ -561,8 +505,8 @@ claim(MlplatPass *pass, const char *nodes, List **out, char **instance, List **l
 		LabRun *r = lfirst(lc);
 
 		if (r->job_name)
-			r->job_note = mlplat_unanswered_find(notes, r->id, psprintf("%s/%s", r->ns, r->job_name), NULL);
-		r->secret_note = mlplat_unanswered_find(notes, r->id, psprintf("%s/%s", r->ns, r->secret_name), NULL);
+			r->job_note = mlplat_unanswered_find(notes, r->id, psprintf("%s/%s", r->namespace, r->job_name), NULL);
+		r->secret_note = mlplat_unanswered_find(notes, r->id, psprintf("%s/%s", r->namespace, r->secret_name), NULL);
 	}
 	/*
 	 * On a resync, orphans are looked for in every project namespace mlplat manages, as
@@ -634,7 +578,7 @@ list_secrets(MlJsonArena *arena, List *runs, List *jobs, List *extra, const char
 	ListCell *lc;
 
 	foreach (lc, runs)
-		namespaces = ns_add(namespaces, ((LabRun *) lfirst(lc))->ns);
+		namespaces = ns_add(namespaces, ((LabRun *) lfirst(lc))->namespace);
 	foreach (lc, jobs)
 		namespaces = ns_add(namespaces, mlplat_json_text(lfirst(lc), "metadata", "namespace", NULL));
 	foreach (lc, extra)
@@ -714,7 +658,7 @@ verify_conflict(MlJsonArena *arena, const MlplatKubeResource *res, LabRun *r, co
 				const char *cid, const char *instance)
 {
 	MlplatHttpBatch *b = mlplat_http_batch_create(CurrentMemoryContext);
-	MlplatHttpRequest *get = mlplat_kube_get(b, res, r->ns, name);
+	MlplatHttpRequest *get = mlplat_kube_get(b, res, r->namespace, name);
 	MlplatKubeResult kr;
 	const MlJsonValue *obj = NULL;
 	MlJsonError err;
@@ -729,7 +673,7 @@ verify_conflict(MlJsonArena *arena, const MlplatKubeResource *res, LabRun *r, co
 	why = not_ours(obj, instance, cid);
 	if (why)
 	{
-		r->conflict = psprintf("%s/%s exists but is not this run's: %s; not adopted, not touched", r->ns, name, why);
+		r->conflict = psprintf("%s/%s exists but is not this run's: %s; not adopted, not touched", r->namespace, name, why);
 		return "CONFLICT";
 	}
 	return "ADOPTED";
@@ -749,7 +693,7 @@ request_span(List **spans, const LabRun *r, const char *what, const char *object
 		return;
 	s = mlplat_span_begin_at(r->traceparent, psprintf("lab_runs.%s", what), MLPLAT_SPAN_CLIENT, req->started_at);
 	mlplat_span_set_entity(s, r->project, "lab_run", r->id);
-	mlplat_span_attr_text(s, "k8s.namespace.name", r->ns);
+	mlplat_span_attr_text(s, "k8s.namespace.name", r->namespace);
 	if (object)
 		mlplat_span_attr_text(s, "mlplat.object", object); /* never the payload store's location */
 	mlplat_span_end_request(s, req, req->status, error);
@@ -802,7 +746,7 @@ create_refused_for_good(int status)
 static char *
 create_refused(MlplatPass *pass, const LabRun *r, const char *name, int status, const char *error, bool *for_good)
 {
-	char *why = psprintf("the create of %s/%s was refused (HTTP %d): %s%s", r->ns, name, status,
+	char *why = psprintf("the create of %s/%s was refused (HTTP %d): %s%s", r->namespace, name, status,
 						 error ? error : "no reason given",
 						 status == 403 ? "; mlplat needs RoleBinding mlplat-lab-inputs there" : "");
 
@@ -835,7 +779,7 @@ static const char *
 write_answered(LabAnswers *a, LabRun *r, const MlplatKubeResource *res, LabWrite w, const MlplatHttpRequest *req,
 			   const char *name, const char *cid)
 {
-	char *object = psprintf("%s/%s", r->ns, name);
+	char *object = psprintf("%s/%s", r->namespace, name);
 	int status;
 	char *error;
 	const char *outcome;
@@ -1052,7 +996,7 @@ find_orphans(List *runs, List *objs, const MlplatKubeResource *res, bool is_job,
 		{
 			LabRun *r = lfirst(lc2);
 
-			owned |= mlplat_str_same(r->ns, ns) && mlplat_str_same(is_job ? r->job_name : r->secret_name, name);
+			owned |= mlplat_str_same(r->namespace, ns) && mlplat_str_same(is_job ? r->job_name : r->secret_name, name);
 		}
 		if (owned)
 			continue;
@@ -1243,16 +1187,16 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 	{
 		LabRun *r = lfirst(lc);
 
-		if (ns_listed(unobserved, r->ns))
+		if (ns_listed(unobserved, r->namespace))
 		{
 			/* its Secrets could not be listed: nothing is decided blind; it says why, looks again */
 			r->unobserved = r->waiting = true;
-			r->blocked_by = list_nth(unobserved_why, ns_position(unobserved, r->ns));
+			r->blocked_by = list_nth(unobserved_why, ns_position(unobserved, r->namespace));
 			pass->next_pass_ms = 1000;
 			continue;
 		}
-		r->job_obj = mlplat_observed_find(jobs, r->ns, r->job_name);
-		r->secret_obj = mlplat_observed_find(secrets, r->ns, r->secret_name);
+		r->job_obj = mlplat_observed_find(jobs, r->namespace, r->job_name);
+		r->secret_obj = mlplat_observed_find(secrets, r->namespace, r->secret_name);
 		r->job_cid = render_cid(arena, r->job);
 		r->secret_cid = render_cid(arena, r->secret);
 	}
@@ -1270,10 +1214,10 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 			r->job_write = LAB_WRITE_NONE;
 		secret_note_decide(r, instance);
 		if (r->secret_write != LAB_WRITE_NONE)
-			mlplat_write_notes_add(&sending, r->id, psprintf("%s/%s", r->ns, r->secret_name),
+			mlplat_write_notes_add(&sending, r->id, psprintf("%s/%s", r->namespace, r->secret_name),
 								   write_action(r->secret_write));
 		if (r->job_write != LAB_WRITE_NONE)
-			mlplat_write_notes_add(&sending, r->id, psprintf("%s/%s", r->ns, r->job_name),
+			mlplat_write_notes_add(&sending, r->id, psprintf("%s/%s", r->namespace, r->job_name),
 								   write_action(r->job_write));
 		if (r->waiting || r->job_write != LAB_WRITE_NONE || strcmp(r->status, "RUNNING") == 0 ||
 			strcmp(r->status, "DISPATCHED") == 0)
@@ -1285,7 +1229,7 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 	{
 		LabRun *r = lfirst(lc);
 
-		r->secret_req = send_write(secret_batch, &SECRET, r->secret_write, r->ns, r->secret_name, r->secret);
+		r->secret_req = send_write(secret_batch, &SECRET, r->secret_write, r->namespace, r->secret_name, r->secret);
 	}
 	/* orphans go with the Secrets: not noted, a DELETE is idempotent and the next resync
 	 * repeats a lost one; a Job in the foreground, so its Pods go first */
@@ -1315,7 +1259,7 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 	{
 		LabRun *r = lfirst(lc);
 
-		r->job_req = send_write(job_batch, &JOB, r->job_write, r->ns, r->job_name, r->job);
+		r->job_req = send_write(job_batch, &JOB, r->job_write, r->namespace, r->job_name, r->job);
 	}
 	mlplat_http_batch_run(job_batch);
 	foreach (lc, runs)
@@ -1379,7 +1323,7 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 				mlplat_seam_array_add(rows, &w);
 			}
 			if (r->job_name && r->job_note && r->job_obj == NULL)
-				mlplat_write_notes_add(&answers.settled, r->id, psprintf("%s/%s", r->ns, r->job_name), NULL);
+				mlplat_write_notes_add(&answers.settled, r->id, psprintf("%s/%s", r->namespace, r->job_name), NULL);
 		}
 		/*
 		 * an adopted Job or Secret answers its create's note: adopted once, not again every
@@ -1390,10 +1334,10 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 			LabRun *r = lfirst(lc);
 
 			if (r->adopt_job)
-				mlplat_write_notes_add(&answers.settled, r->id, psprintf("%s/%s", r->ns, r->job_name),
+				mlplat_write_notes_add(&answers.settled, r->id, psprintf("%s/%s", r->namespace, r->job_name),
 									   r->job_note->action);
 			if (r->settle_secret_note)
-				mlplat_write_notes_add(&answers.settled, r->id, psprintf("%s/%s", r->ns, r->secret_name),
+				mlplat_write_notes_add(&answers.settled, r->id, psprintf("%s/%s", r->namespace, r->secret_name),
 									   r->secret_note->action);
 		}
 		written = mlplat_seam_writeback(rows, "SELECT * FROM mlplat._lab_runs_writeback_set($1, $2)", pass->epoch,
@@ -1404,14 +1348,14 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 
 			if (r->adopt_secret)
 				mlplat_ledger_batch_add(ledger, "lab_run", r->id, r->project, "ADOPT", "OK", NULL, NULL, 0, NULL,
-										mlplat_trace_id_of(r->traceparent), psprintf("%s/%s", r->ns, r->secret_name));
+										mlplat_trace_id_of(r->traceparent), psprintf("%s/%s", r->namespace, r->secret_name));
 			if (r->adopt_job)
 				mlplat_ledger_batch_add(ledger, "lab_run", r->id, r->project, "ADOPT", "OK", NULL, NULL, 0, NULL,
-										mlplat_trace_id_of(r->traceparent), psprintf("%s/%s", r->ns, r->job_name));
+										mlplat_trace_id_of(r->traceparent), psprintf("%s/%s", r->namespace, r->job_name));
 			if (r->conflict_action)
 				mlplat_ledger_batch_add(ledger, "lab_run", r->id, r->project, r->conflict_action, "CONFLICT", NULL, NULL, 0,
 										r->conflict, mlplat_trace_id_of(r->traceparent),
-										psprintf("%s/%s", r->ns, r->conflict_object ? r->conflict_object : r->job_name));
+										psprintf("%s/%s", r->namespace, r->conflict_object ? r->conflict_object : r->job_name));
 			if (r->event && !mlplat_seam_written(written, nwritten, r->id))
 			{
 				lost++;

@@ -312,23 +312,8 @@ typedef struct RegVersion
 
 typedef struct AliasRow
 {
-	/* claimed */
-	int64 id;
-	char *project;
-	char *model; /* registered model name */
-	char *alias;
-	int64 version_id; /* 0: the alias must not exist */
-	char *version;
-	char *artifact_uri;
-	char *reg_version; /* mapped registry version or NULL */
-	char *status;
-	int64 generation;
-	int64 observed_generation;
-	int64 row_version;
-	char *moved_by;
-	char *traceparent;
-	int attempts;
-	bool due;
+	/* claimed: the attributes of mlplat.model_alias_claim */
+	MLPLAT_SEAM_MEMBERS(model_alias_claim)
 	/* observed */
 	MlplatHttpRequest *get_req;
 	bool observed_ok;
@@ -357,30 +342,10 @@ typedef struct AliasRow
 } AliasRow;
 
 /* The seam (seam.h): mlplat.model_alias_claim read into AliasRow ... */
-#define CF(m, t) MLPLAT_SEAM_FIELD(AliasRow, m, t)
-static const MlplatSeamField claim_fields[] = {
-	CF(id, MLPLAT_SEAM_INT8),
-	CF(project, MLPLAT_SEAM_TEXT),
-	MLPLAT_SEAM_FIELD_AS(AliasRow, model, "registered_model", MLPLAT_SEAM_TEXT),
-	CF(alias, MLPLAT_SEAM_TEXT),
-	CF(version_id, MLPLAT_SEAM_INT8),
-	CF(version, MLPLAT_SEAM_TEXT),
-	CF(artifact_uri, MLPLAT_SEAM_TEXT),
-	MLPLAT_SEAM_FIELD_AS(AliasRow, reg_version, "registry_version", MLPLAT_SEAM_TEXT),
-	CF(status, MLPLAT_SEAM_TEXT),
-	CF(generation, MLPLAT_SEAM_INT8),
-	CF(observed_generation, MLPLAT_SEAM_INT8),
-	CF(row_version, MLPLAT_SEAM_INT8),
-	CF(moved_by, MLPLAT_SEAM_TEXT),
-	CF(traceparent, MLPLAT_SEAM_TEXT),
-	CF(attempts, MLPLAT_SEAM_INT4),
-	CF(due, MLPLAT_SEAM_BOOL),
-};
-#undef CF
-static MlplatSeam claim_seam = { "model_alias_claim", claim_fields, lengthof(claim_fields) };
+MLPLAT_SEAM_STATIC(claim_seam, model_alias_claim, AliasRow);
 
 /* ... and mlplat.model_alias_writeback, the status write-back of seam.h */
-static MlplatSeam writeback_seam = { "model_alias_writeback", mlplat_status_writeback_fields, MLPLAT_STATUS_WRITEBACK_NFIELDS };
+MLPLAT_SEAM_STATIC(writeback_seam, model_alias_writeback, MlplatStatusWriteback);
 
 MlplatSeam *const mlplat_model_aliases_seams[] = { &claim_seam, &writeback_seam, NULL };
 
@@ -408,7 +373,7 @@ permanent_status(int status)
 static char *
 alias_object(const AliasRow *a)
 {
-	return psprintf("%s@%s", a->model, a->alias);
+	return psprintf("%s@%s", a->registered_model, a->alias);
 }
 
 /* "registered model <name>": the object of a registered-model create's note (entity 0) */
@@ -463,7 +428,7 @@ alias_adopt_decide(AliasRow *a)
 static void
 alias_decide(AliasRow *a)
 {
-	a->target = a->version_id ? a->reg_version : NULL;
+	a->target = a->version_id ? a->registry_version : NULL;
 	a->new_status = a->status;
 	if (mlplat_str_same(a->observed, a->target))
 	{
@@ -742,7 +707,7 @@ alias_request_span(AliasRow *a, MlplatHttpRequest *r, const char *name, const ch
 										 r->started_at ? r->started_at : GetCurrentTimestamp());
 
 	mlplat_span_set_entity(s, a->project, "model_alias", a->id);
-	mlplat_span_attr_text(s, "mlplat.registered_model", a->model);
+	mlplat_span_attr_text(s, "mlplat.registered_model", a->registered_model);
 	mlplat_span_attr_text(s, "mlplat.alias", a->alias);
 	mlplat_span_attr_text(s, "mlplat.alias.action", a->action);
 	if (a->target)
@@ -839,7 +804,7 @@ write_back(MlplatPass *pass, List *aliases, List *models, List *versions)
 								   (Datum[]){ Int64GetDatum(a->version_id), Int64GetDatum(pass->epoch) }, NULL);
 		if (a->adopt)
 			mlplat_ledger_batch_add(ledger, "model_alias", a->id, a->project, "ADOPT", "OK", NULL, NULL, 0, NULL, trace,
-									psprintf("%s %s -> %s: set by a write whose answer was never recorded", a->model,
+									psprintf("%s %s -> %s: set by a write whose answer was never recorded", a->registered_model,
 											 a->alias, a->adopted ? a->adopted : "(none)"));
 		/* every note of the alias once a write is answered; an adopted one by itself otherwise */
 		if (a->write_req && mlplat_write_answered(a->http_status))
@@ -851,7 +816,7 @@ write_back(MlplatPass *pass, List *aliases, List *models, List *versions)
 			mlplat_ledger_batch_add(ledger, "model_alias", a->id, a->project,
 									strcmp(a->action, "SET") == 0 ? "APPLY" : a->action,
 									a->ledger_outcome, NULL, NULL, a->http_status, a->error, trace,
-									psprintf("%s %s: %s -> %s", a->model, a->alias,
+									psprintf("%s %s: %s -> %s", a->registered_model, a->alias,
 											 a->observed ? a->observed : "(none)",
 											 a->target ? a->target : "(none)"));
 		}
@@ -873,7 +838,7 @@ write_back(MlplatPass *pass, List *aliases, List *models, List *versions)
 
 			initStringInfo(&oj);
 			appendStringInfoString(&oj, "{\"registered_model\":");
-			escape_json(&oj, a->model);
+			escape_json(&oj, a->registered_model);
 			appendStringInfoString(&oj, ",\"version\":");
 			if (a->mark_observed && a->target)
 				escape_json(&oj, a->target);
@@ -956,20 +921,20 @@ mlplat_model_aliases_pass(MlplatPass *pass)
 	{
 		AliasRow *a = lfirst(lc);
 
-		a->get_req = reg_request(batch, "GET", "registered-models/alias", a->model, a->alias, NULL);
-		if (a->version_id && a->reg_version == NULL)
+		a->get_req = reg_request(batch, "GET", "registered-models/alias", a->registered_model, a->alias, NULL);
+		if (a->version_id && a->registry_version == NULL)
 		{
-			RegModel *m = find_model(models, a->model);
+			RegModel *m = find_model(models, a->registered_model);
 			RegVersion *v = NULL;
 			ListCell *vc;
 
 			if (m == NULL)
 			{
 				m = palloc0(sizeof(RegModel));
-				m->name = a->model;
+				m->name = a->registered_model;
 				m->project = a->project;
 				m->alias_id = a->id;
-				m->get_req = reg_request(batch, "GET", "registered-models/get", a->model, NULL, NULL);
+				m->get_req = reg_request(batch, "GET", "registered-models/get", a->registered_model, NULL, NULL);
 				models = lappend(models, m);
 			}
 			foreach (vc, versions)
@@ -995,13 +960,13 @@ mlplat_model_aliases_pass(MlplatPass *pass)
 		a->observed_ok = observe_alias(arena, a->get_req, &a->observed, &a->model_missing, &res);
 		if (!a->observed_ok)
 			alias_fail(a, res.message, res.status, res.retry_after_s, permanent_status(res.status));
-		else if (a->model_missing && a->reg_version)
+		else if (a->model_missing && a->registry_version)
 		{
 			/* the registry lost the model our mapping points into: map again */
 			a->unmap = true;
 			a->write = true;
 			a->new_status = "PENDING";
-			a->reason = psprintf("registered model %s is missing; recreating it", a->model);
+			a->reason = psprintf("registered model %s is missing; recreating it", a->registered_model);
 			pass->next_pass_ms = FOLLOW_UP_MS;
 		}
 	}
@@ -1016,7 +981,7 @@ mlplat_model_aliases_pass(MlplatPass *pass)
 		AliasRow *a = lfirst(lc);
 		ListCell *vc;
 
-		if (!a->observed_ok || a->unmap || !a->version_id || a->reg_version)
+		if (!a->observed_ok || a->unmap || !a->version_id || a->registry_version)
 			continue;
 		foreach (vc, versions)
 		{
@@ -1025,7 +990,7 @@ mlplat_model_aliases_pass(MlplatPass *pass)
 			if (v->version_id != a->version_id)
 				continue;
 			if (v->reg_version)
-				a->reg_version = v->reg_version;
+				a->registry_version = v->reg_version;
 			else
 				alias_fail(a, v->error ? v->error : "registry version not created", v->http_status,
 						   v->retry_after_s, v->conflict || permanent_status(v->http_status));
@@ -1046,10 +1011,10 @@ mlplat_model_aliases_pass(MlplatPass *pass)
 			continue;
 		if (a->target)
 			a->write_req = reg_request(batch, "POST", "registered-models/alias", NULL, NULL,
-									   json_obj("name", a->model, "alias", a->alias, "version", a->target, NULL));
+									   json_obj("name", a->registered_model, "alias", a->alias, "version", a->target, NULL));
 		else
-			a->write_req = reg_request(batch, "DELETE", "registered-models/alias", a->model, a->alias,
-									   json_obj("name", a->model, "alias", a->alias, NULL));
+			a->write_req = reg_request(batch, "DELETE", "registered-models/alias", a->registered_model, a->alias,
+									   json_obj("name", a->registered_model, "alias", a->alias, NULL));
 		mlplat_write_notes_add(&sending, a->id, alias_object(a), alias_note(a));
 		writes++;
 	}
@@ -1072,7 +1037,7 @@ mlplat_model_aliases_pass(MlplatPass *pass)
 		{
 			a->ledger_outcome = "OK";
 			a->moved = true;
-			a->verify_req = reg_request(batch, "GET", "registered-models/alias", a->model, a->alias, NULL);
+			a->verify_req = reg_request(batch, "GET", "registered-models/alias", a->registered_model, a->alias, NULL);
 		}
 		else
 		{
@@ -1103,7 +1068,7 @@ mlplat_model_aliases_pass(MlplatPass *pass)
 		}
 		if (!mlplat_str_same(seen, a->target))
 		{
-			alias_fail(a, psprintf("read back %s %s -> %s after writing %s", a->model, a->alias, seen ? seen : "(none)", a->target ? a->target : "(none)"),
+			alias_fail(a, psprintf("read back %s %s -> %s after writing %s", a->registered_model, a->alias, seen ? seen : "(none)", a->target ? a->target : "(none)"),
 					   0, 0, false);
 			continue;
 		}

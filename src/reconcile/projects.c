@@ -171,24 +171,10 @@ typedef struct ProjObj
 
 typedef struct Project
 {
-	/* claimed */
-	int64 id;
-	char *name;
+	/* claimed: the attributes of mlplat.project_claim */
+	MLPLAT_SEAM_MEMBERS(project_claim)
+	/* derived */
 	char *ns;
-	int gpu_quota;
-	char *cpu_quota;
-	char *memory_quota;
-	char *status;
-	char *status_reason;
-	char *last_error;
-	int64 generation;
-	int64 observed_generation;
-	int64 row_version;
-	char *traceparent;
-	int attempts;
-	bool due;
-	char *members;
-	int64 quota_generation;	 /* generation whose quota was last applied */
 	TimestampTz claim_start; /* the pass's claim transaction, for its span */
 	TimestampTz claim_end;
 	/* desired and observed, per object */
@@ -902,30 +888,10 @@ observed_summary(Project *p)
 }
 
 /* The seam (seam.h): mlplat.project_claim read into Project ... */
-#define CF(m, t) MLPLAT_SEAM_FIELD(Project, m, t)
-static const MlplatSeamField claim_fields[] = {
-	CF(id, MLPLAT_SEAM_INT8),
-	CF(name, MLPLAT_SEAM_TEXT),
-	CF(gpu_quota, MLPLAT_SEAM_INT4),
-	CF(cpu_quota, MLPLAT_SEAM_TEXT),
-	CF(memory_quota, MLPLAT_SEAM_TEXT),
-	CF(status, MLPLAT_SEAM_TEXT),
-	CF(status_reason, MLPLAT_SEAM_TEXT),
-	CF(last_error, MLPLAT_SEAM_TEXT),
-	CF(generation, MLPLAT_SEAM_INT8),
-	CF(observed_generation, MLPLAT_SEAM_INT8),
-	CF(row_version, MLPLAT_SEAM_INT8),
-	CF(traceparent, MLPLAT_SEAM_TEXT),
-	CF(attempts, MLPLAT_SEAM_INT4),
-	CF(due, MLPLAT_SEAM_BOOL),
-	CF(members, MLPLAT_SEAM_TEXT),
-	CF(quota_generation, MLPLAT_SEAM_INT8),
-};
-#undef CF
-static MlplatSeam claim_seam = { "project_claim", claim_fields, lengthof(claim_fields) };
+MLPLAT_SEAM_STATIC(claim_seam, project_claim, Project);
 
 /* ... and mlplat.project_writeback, the status write-back of seam.h */
-static MlplatSeam writeback_seam = { "project_writeback", mlplat_status_writeback_fields, MLPLAT_STATUS_WRITEBACK_NFIELDS };
+MLPLAT_SEAM_STATIC(writeback_seam, project_writeback, MlplatStatusWriteback);
 
 MlplatSeam *const mlplat_projects_seams[] = { &claim_seam, &writeback_seam, NULL };
 

@@ -40,41 +40,17 @@ static const char *const verdict_names[] = { "UNDECIDED", "OK", "FAILED", "RETRY
 /* The seam (seam.h): the claim's rows, the verdicts and their answers, read and built by name */
 typedef struct PendingRow
 {
-	int64 id;
-	int64 deployment_id;
-	int32 target_revision;
+	MLPLAT_SEAM_MEMBERS(rollout_artifact_claim)
 } PendingRow;
 
-#define PF(m, t) MLPLAT_SEAM_FIELD(PendingRow, m, t)
-static const MlplatSeamField pending_fields[] = {
-	PF(id, MLPLAT_SEAM_INT8),
-	PF(deployment_id, MLPLAT_SEAM_INT8),
-	PF(target_revision, MLPLAT_SEAM_INT4),
-};
-#undef PF
-MlplatSeam mlplat_rollout_artifact_claim_seam = { "rollout_artifact_claim", pending_fields,
-												  lengthof(pending_fields) };
+MLPLAT_SEAM_GLOBAL(mlplat_rollout_artifact_claim_seam, rollout_artifact_claim, PendingRow);
 
 typedef struct VerdictRow
 {
-	int64 id;
-	int64 row_version;
-	const char *verdict;
-	const char *reason;
-	int32 retry_ms;
+	MLPLAT_SEAM_MEMBERS_OUT(rollout_artifact_verdict)
 } VerdictRow;
 
-#define VF(m, t) MLPLAT_SEAM_FIELD(VerdictRow, m, t)
-static const MlplatSeamField verdict_fields[] = {
-	VF(id, MLPLAT_SEAM_INT8),
-	VF(row_version, MLPLAT_SEAM_INT8),
-	VF(verdict, MLPLAT_SEAM_TEXT),
-	VF(reason, MLPLAT_SEAM_TEXT),
-	VF(retry_ms, MLPLAT_SEAM_INT4),
-};
-#undef VF
-MlplatSeam mlplat_rollout_artifact_verdict_seam = { "rollout_artifact_verdict", verdict_fields,
-													lengthof(verdict_fields) };
+MLPLAT_SEAM_GLOBAL(mlplat_rollout_artifact_verdict_seam, rollout_artifact_verdict, VerdictRow);
 
 List *
 mlplat_rollout_artifacts_add(List *gate, int64 rollout_id, int64 row_version, int attempts, const char *project)

@@ -95,26 +95,9 @@ static const char *const metric_names[M_COUNT] = { "requests", "errors", "p95_ms
 
 typedef struct Rollout
 {
-	/* claimed */
-	int64 id;
-	char *project;
-	char *ns;
-	char *name;
-	char *status;
-	int64 row_version;
-	char *spec; /* target manifest with the wanted canary setting */
-	int want;	/* canaryTrafficPercent wanted; -1: none */
-	int target_revision;
-	char *target_kn; /* KServe's revision names, once known */
-	char *previous_kn;
-	int64 window_start_ms; /* epoch ms; 0: no window running */
-	int window_seconds;
-	int64 decide_at_ms; /* epoch ms; 0: none */
-	int attempts;
-	bool due;
-	char *traceparent;	  /* of the last intent (start, promote, abort) */
-	char *metrics_preset; /* the deployment's metrics preset, '' if none */
-	MlPromPreset preset;  /* ... or mlplat.metrics_preset */
+	/* claimed: the attributes of mlplat.rollout_claim */
+	MLPLAT_SEAM_MEMBERS(rollout_claim)
+	MlPromPreset preset; /* ... or mlplat.metrics_preset */
 	/* this pass */
 	MlplatHttpRequest *get;
 	MlplatHttpRequest *apply;
@@ -222,10 +205,10 @@ isvc_settled(const Rollout *r, const MlJsonValue *comp, const char *ready)
 		return true; /* KServe's verdict on the latest revision */
 	if (ready_kn == NULL || strcmp(created, ready_kn) != 0)
 		return false;
-	split = r->want >= 0 && r->want < 100 && rolled != NULL && strcmp(rolled, created) != 0;
-	if (r->target_kn == NULL && r->want >= 0 && rolled != NULL && !split)
+	split = r->want_percent >= 0 && r->want_percent < 100 && rolled != NULL && strcmp(rolled, created) != 0;
+	if (r->target_kn == NULL && r->want_percent >= 0 && rolled != NULL && !split)
 		return false; /* the target's revision is not created yet */
-	expect = split ? r->want : 100;
+	expect = split ? r->want_percent : 100;
 	if (traffic == NULL || traffic->type != ML_JSON_ARRAY)
 		return false;
 	for (size_t i = 0; i < traffic->u.array.count; i++)
@@ -286,7 +269,7 @@ observe_object(Rollout *r, const MlJsonValue *obj, int64 now_ms)
 	const char *ready = ready_condition(obj);
 	StringInfo s;
 
-	if (!carries_setting(obj, r->target_revision, r->want))
+	if (!carries_setting(obj, r->target_revision, r->want_percent))
 		return false;
 
 	r->settled = isvc_settled(r, comp, ready);
@@ -423,66 +406,18 @@ add_metrics(Rollout *r, MlJsonArena *arena)
 }
 
 /* The seam (seam.h): mlplat.rollout_claim read into Rollout */
-#define CF(m, t) MLPLAT_SEAM_FIELD(Rollout, m, t)
-static const MlplatSeamField claim_fields[] = {
-	CF(id, MLPLAT_SEAM_INT8),
-	CF(project, MLPLAT_SEAM_TEXT),
-	MLPLAT_SEAM_FIELD_AS(Rollout, ns, "namespace", MLPLAT_SEAM_TEXT),
-	CF(name, MLPLAT_SEAM_TEXT),
-	CF(status, MLPLAT_SEAM_TEXT),
-	CF(row_version, MLPLAT_SEAM_INT8),
-	CF(spec, MLPLAT_SEAM_TEXT),
-	MLPLAT_SEAM_FIELD_AS(Rollout, want, "want_percent", MLPLAT_SEAM_INT4),
-	CF(target_revision, MLPLAT_SEAM_INT4),
-	CF(target_kn, MLPLAT_SEAM_TEXT),
-	CF(previous_kn, MLPLAT_SEAM_TEXT),
-	CF(window_start_ms, MLPLAT_SEAM_INT8),
-	CF(window_seconds, MLPLAT_SEAM_INT4),
-	CF(decide_at_ms, MLPLAT_SEAM_INT8),
-	CF(attempts, MLPLAT_SEAM_INT4),
-	CF(due, MLPLAT_SEAM_BOOL),
-	CF(traceparent, MLPLAT_SEAM_TEXT),
-	CF(metrics_preset, MLPLAT_SEAM_TEXT),
-};
-#undef CF
-static MlplatSeam claim_seam = { "rollout_claim", claim_fields, lengthof(claim_fields) };
+MLPLAT_SEAM_STATIC(claim_seam, rollout_claim, Rollout);
 
 /* mlplat.rollout_writeback: what a pass observed and applied, one row per rollout */
 typedef struct RolloutWriteback
 {
-	int64 id;
-	int64 row_version;
-	const char *controller;
-	const char *observation; /* jsonb; NULL: not observed */
-	bool applied;
-	int32 applied_percent; /* -1: canaryTrafficPercent removed */
-	const char *error;
-	int32 retry_ms; /* < 0: no retry scheduled */
+	MLPLAT_SEAM_MEMBERS_OUT(rollout_writeback)
 } RolloutWriteback;
 
-#define WF(m, t) MLPLAT_SEAM_FIELD(RolloutWriteback, m, t)
-static const MlplatSeamField writeback_fields[] = {
-	WF(id, MLPLAT_SEAM_INT8),
-	WF(row_version, MLPLAT_SEAM_INT8),
-	WF(controller, MLPLAT_SEAM_TEXT),
-	WF(observation, MLPLAT_SEAM_JSONB),
-	WF(applied, MLPLAT_SEAM_BOOL),
-	WF(applied_percent, MLPLAT_SEAM_INT4),
-	WF(error, MLPLAT_SEAM_TEXT),
-	MLPLAT_SEAM_FIELD_NEG(RolloutWriteback, retry_ms, MLPLAT_SEAM_INT4),
-};
-#undef WF
-static MlplatSeam writeback_seam = { "rollout_writeback", writeback_fields, lengthof(writeback_fields) };
+MLPLAT_SEAM_STATIC(writeback_seam, rollout_writeback, RolloutWriteback);
 
 /* mlplat.rollout_writeback_result: the answer to a write-back or verdict row */
-#define RF(m, t) MLPLAT_SEAM_FIELD(MlplatRolloutResult, m, t)
-static const MlplatSeamField result_fields[] = {
-	RF(id, MLPLAT_SEAM_INT8),
-	RF(result, MLPLAT_SEAM_TEXT),
-};
-#undef RF
-MlplatSeam mlplat_rollout_writeback_result_seam = { "rollout_writeback_result", result_fields,
-													lengthof(result_fields) };
+MLPLAT_SEAM_GLOBAL(mlplat_rollout_writeback_result_seam, rollout_writeback_result, MlplatRolloutResult);
 
 MlplatSeam *const mlplat_rollouts_seams[] = {
 	&claim_seam,
@@ -533,7 +468,7 @@ claim(MlplatPass *pass)
 			r->preset = (MlPromPreset) mlplat_metrics_preset;
 		r->retry_ms = -1;
 		if (c.notes != NIL)
-			r->unanswered = mlplat_unanswered_find(c.notes, r->id, psprintf("%s/%s", r->ns, r->name), NULL);
+			r->unanswered = mlplat_unanswered_find(c.notes, r->id, psprintf("%s/%s", r->namespace, r->name), NULL);
 	}
 	return c.rows;
 }
@@ -558,7 +493,7 @@ add_queries(MlplatHttpBatch *b, Rollout *r, int64 now_ms)
 			continue;
 		for (int m = 0; m < M_COUNT; m++)
 		{
-			char *query = promql(r->preset, (Metric) m, r->ns, kn[w], r->metric_ms);
+			char *query = promql(r->preset, (Metric) m, r->namespace, kn[w], r->metric_ms);
 			char *url;
 
 			if (query == NULL)
@@ -581,7 +516,7 @@ rollout_span_at(Rollout *r, const char *name, MlplatSpanKind kind, TimestampTz s
 	MlplatSpan *s = mlplat_span_begin_at(r->traceparent, name, kind, start);
 
 	mlplat_span_set_entity(s, r->project, "rollout", r->id);
-	mlplat_span_attr_text(s, "k8s.namespace.name", r->ns);
+	mlplat_span_attr_text(s, "k8s.namespace.name", r->namespace);
 	mlplat_span_attr_text(s, "mlplat.deployment", r->name);
 	mlplat_span_attr_int(s, "mlplat.revision", r->target_revision);
 	return s;
@@ -610,8 +545,8 @@ rollout_spans(Rollout *r, const char *result)
 	{
 		s = rollout_span_at(r, "rollouts.apply", MLPLAT_SPAN_CLIENT, r->apply->started_at);
 		/* absent when the apply removes the canary setting (promotion) */
-		if (r->want >= 0)
-			mlplat_span_attr_int(s, "mlplat.canary_traffic_percent", r->want);
+		if (r->want_percent >= 0)
+			mlplat_span_attr_int(s, "mlplat.canary_traffic_percent", r->want_percent);
 		mlplat_span_end_request(s, r->apply, r->apply->status, r->applied ? NULL : r->error);
 		spans = lappend(spans, s);
 	}
@@ -672,9 +607,9 @@ write_back(MlplatPass *pass, List *rollouts, int *decisions)
 
 		/* every note of the object once answered; an adopted one by itself otherwise */
 		if (r->settle_note)
-			mlplat_write_notes_add(&settled, r->id, psprintf("%s/%s", r->ns, r->name), NULL);
+			mlplat_write_notes_add(&settled, r->id, psprintf("%s/%s", r->namespace, r->name), NULL);
 		else if (r->adopt)
-			mlplat_write_notes_add(&settled, r->id, psprintf("%s/%s", r->ns, r->name), r->unanswered->action);
+			mlplat_write_notes_add(&settled, r->id, psprintf("%s/%s", r->namespace, r->name), r->unanswered->action);
 		if (r->adopt)
 			mlplat_ledger_batch_add(ledger, "rollout", r->id, r->project, "ADOPT", "OK", NULL, NULL, 0, NULL, NULL,
 									r->adopt_percent < 0 ? "found canaryTrafficPercent removed by an apply whose answer was never recorded"
@@ -693,7 +628,7 @@ write_back(MlplatPass *pass, List *rollouts, int *decisions)
 				.controller = pass->controller,
 				.observation = r->obs ? r->obs->data : NULL,
 				.applied = r->applied,
-				.applied_percent = r->want,
+				.applied_percent = r->want_percent,
 				.error = r->error,
 				.retry_ms = r->retry_ms,
 			};
@@ -730,14 +665,14 @@ write_back(MlplatPass *pass, List *rollouts, int *decisions)
 		 */
 		if (r->not_ours)
 			mlplat_ledger_batch_add(ledger, "rollout", r->id, r->project, "ADOPT", "CONFLICT", NULL, NULL, 0, r->error,
-									NULL, psprintf("%s/%s", r->ns, r->name));
+									NULL, psprintf("%s/%s", r->namespace, r->name));
 		if (r->apply)
 			mlplat_ledger_batch_add(ledger, "rollout", r->id, r->project, "APPLY",
 									r->applied ? "OK" : r->retry_ms == MLPLAT_PERMANENT_RETRY_MS ? "FAILED"
 																								 : "RETRY",
 									NULL, NULL, r->http_status, r->ledger_error ? r->ledger_error : r->error, NULL,
-									r->want < 0 ? "canaryTrafficPercent removed"
-												: psprintf("canaryTrafficPercent %d", r->want));
+									r->want_percent < 0 ? "canaryTrafficPercent removed"
+														: psprintf("canaryTrafficPercent %d", r->want_percent));
 	}
 	mlplat_seam_writeback_end(pass, ledger, &settled, spans, pass_cxt, 0);
 }
@@ -774,7 +709,7 @@ watch_settling(List *rollouts)
 	{
 		Rollout *r = lfirst(lc);
 
-		r->watch = mlplat_kube_watch(b, &ISVC, r->ns, r->name, r->rv, WATCH_S);
+		r->watch = mlplat_kube_watch(b, &ISVC, r->namespace, r->name, r->rv, WATCH_S);
 		r->watch->timeout_ms = WATCH_S * 1000 + WATCH_SLACK_MS;
 		r->watch->sink = watch_event;
 		r->watch->sink_arg = &r->changed;
@@ -839,7 +774,7 @@ judge_found(List *rollouts, List *gate, MlJsonArena *arena)
 			continue;
 		want = ml_json_parse(arena, r->spec, strlen(r->spec), NULL, &err);
 		o = palloc0(sizeof(MlplatIsvcOwner));
-		o->ns = r->ns;
+		o->ns = r->namespace;
 		o->name = r->name;
 		o->obj = r->found;
 		o->own_content_id = want ? mlplat_isvc_content_id(want) : NULL;
@@ -856,7 +791,7 @@ judge_found(List *rollouts, List *gate, MlJsonArena *arena)
 			continue;
 		r->not_ours = true;
 		r->error = psprintf("InferenceService %s/%s exists but is not this deployment's: %s; not adopted, not touched",
-							r->ns, r->name, o->not_ours);
+							r->namespace, r->name, o->not_ours);
 		r->retry_ms = mlplat_retry_ms(true, r->attempts, r->id, 0);
 	}
 }
@@ -906,10 +841,10 @@ rollouts_round(MlplatPass *pass, List *moved)
 			continue;
 		/* the second round is for the moved ones; the others were just looked at */
 		if (id_in(moved, r->id))
-			r->apply = mlplat_kube_apply(acts, &ISVC, r->ns, r->name, r->spec);
+			r->apply = mlplat_kube_apply(acts, &ISVC, r->namespace, r->name, r->spec);
 		else if (moved == NIL)
 		{
-			r->get = mlplat_kube_get(gets, &ISVC, r->ns, r->name);
+			r->get = mlplat_kube_get(gets, &ISVC, r->namespace, r->name);
 			gate = mlplat_rollout_artifacts_add(gate, r->id, r->row_version, r->attempts, r->project);
 		}
 	}
@@ -943,15 +878,15 @@ rollouts_round(MlplatPass *pass, List *moved)
 		if (kr.outcome == MLPLAT_KUBE_NOT_FOUND)
 		{
 			/* the object is created by the apply; KServe keeps nothing to roll back to then */
-			r->apply = mlplat_kube_apply(acts, &ISVC, r->ns, r->name, r->spec);
+			r->apply = mlplat_kube_apply(acts, &ISVC, r->namespace, r->name, r->spec);
 			continue;
 		}
 		if (kr.outcome != MLPLAT_KUBE_OK)
 		{
-			r->error = psprintf("cannot read InferenceService %s/%s: %s", r->ns, r->name,
+			r->error = psprintf("cannot read InferenceService %s/%s: %s", r->namespace, r->name,
 								mlplat_kube_tenant_line(&kr) ? mlplat_kube_tenant_line(&kr) : "unknown error");
 			if (kr.tenant_message)
-				r->ledger_error = psprintf("cannot read InferenceService %s/%s: %s", r->ns, r->name, kr.message);
+				r->ledger_error = psprintf("cannot read InferenceService %s/%s: %s", r->namespace, r->name, kr.message);
 			r->http_status = kr.status;
 			r->retry_ms = mlplat_retry_ms(false, r->attempts, r->id, kr.retry_after_s);
 			continue;
@@ -959,7 +894,7 @@ rollouts_round(MlplatPass *pass, List *moved)
 		obj = (MlJsonValue *) r->found;
 		if (obj == NULL)
 		{
-			r->error = psprintf("InferenceService %s/%s is not JSON", r->ns, r->name);
+			r->error = psprintf("InferenceService %s/%s is not JSON", r->namespace, r->name);
 			r->retry_ms = MLPLAT_PERMANENT_RETRY_MS;
 			continue;
 		}
@@ -973,24 +908,24 @@ rollouts_round(MlplatPass *pass, List *moved)
 			 * changed it (an abort or a promotion while the answer was lost): that apply
 			 * landed, and is recorded (ADOPT) before the apply that replaces it.
 			 */
-			if (r->unanswered && noted_percent(r->unanswered, r->want) != r->want &&
-				carries_setting(obj, r->target_revision, noted_percent(r->unanswered, r->want)))
+			if (r->unanswered && noted_percent(r->unanswered, r->want_percent) != r->want_percent &&
+				carries_setting(obj, r->target_revision, noted_percent(r->unanswered, r->want_percent)))
 			{
 				r->adopt = true;
-				r->adopt_percent = noted_percent(r->unanswered, r->want);
+				r->adopt_percent = noted_percent(r->unanswered, r->want_percent);
 			}
-			r->apply = mlplat_kube_apply(acts, &ISVC, r->ns, r->name, r->spec);
+			r->apply = mlplat_kube_apply(acts, &ISVC, r->namespace, r->name, r->spec);
 			continue;
 		}
 		/* the wanted setting is there: an apply whose answer was never recorded made it */
 		if (r->unanswered)
 		{
 			r->adopt = r->settle_note = true;
-			r->adopt_percent = r->want;
+			r->adopt_percent = r->want_percent;
 		}
 		/* a decision is due: gather the window's request metrics with it */
 		if (r->settled && r->window_start_ms > 0 && r->decide_at_ms > 0 && now_ms >= r->decide_at_ms &&
-			r->want >= 0 && strcmp(r->status, "ROLLING_BACK") != 0 && r->target_kn != NULL)
+			r->want_percent >= 0 && strcmp(r->status, "ROLLING_BACK") != 0 && r->target_kn != NULL)
 			add_queries(acts, r, now_ms);
 	}
 	{
@@ -1002,7 +937,7 @@ rollouts_round(MlplatPass *pass, List *moved)
 			Rollout *r = lfirst(lc);
 
 			if (r->apply)
-				mlplat_write_notes_add(&sending, r->id, psprintf("%s/%s", r->ns, r->name), apply_note(r->want));
+				mlplat_write_notes_add(&sending, r->id, psprintf("%s/%s", r->namespace, r->name), apply_note(r->want_percent));
 		}
 		if (!mlplat_write_notes_commit(pass, &sending, "applies"))
 			return NIL;
@@ -1030,10 +965,10 @@ rollouts_round(MlplatPass *pass, List *moved)
 			}
 			else
 			{
-				r->error = psprintf("apply of InferenceService %s/%s failed: %s", r->ns, r->name,
+				r->error = psprintf("apply of InferenceService %s/%s failed: %s", r->namespace, r->name,
 									mlplat_kube_tenant_line(&kr) ? mlplat_kube_tenant_line(&kr) : "unknown error");
 				if (kr.tenant_message)
-					r->ledger_error = psprintf("apply of InferenceService %s/%s failed: %s", r->ns, r->name,
+					r->ledger_error = psprintf("apply of InferenceService %s/%s failed: %s", r->namespace, r->name,
 											   kr.message);
 				r->retry_ms = kr.outcome == MLPLAT_KUBE_FAILED
 								  ? mlplat_retry_ms(true, r->attempts, r->id, 0)

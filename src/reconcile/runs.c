@@ -59,22 +59,8 @@ typedef enum RunAction
 
 typedef struct Run
 {
-	/* claimed */
-	int64 id;
-	char *project;
-	char *ns;
-	char *name;
-	char *kind;
-	char *status;
-	int attempt;
-	char *workflow;
-	char *manifest;
-	int64 row_version;
-	int attempts;
-	bool due;
-	bool submitted;
-	char *observed_rv;
-	char *traceparent;
+	/* claimed: the attributes of mlplat.run_claim */
+	MLPLAT_SEAM_MEMBERS(run_claim)
 	const MlplatUnanswered *unanswered; /* a write to its workflow never answered */
 	char *ledger_error;					/* the ledger's error when error is the tenant's version */
 	const char *content_id;				/* the render's, when it has one (never submitted) */
@@ -208,7 +194,7 @@ run_conflict(Run *r, const char *why, bool cancel)
 	r->write = true;
 	r->ledger_action = "ADOPT";
 	r->ledger_outcome = "CONFLICT";
-	r->error = psprintf("workflow %s/%s exists but is not this run's: %s; not adopted, not touched", r->ns,
+	r->error = psprintf("workflow %s/%s exists but is not this run's: %s; not adopted, not touched", r->namespace,
 						r->workflow, why);
 	if (cancel)
 	{
@@ -258,7 +244,7 @@ run_decide(Run *r)
 				r->new_status = "CANCELLED";
 				r->reason = r->unanswered
 								? psprintf("cancelled; the create of workflow %s/%s, sent %lld s ago without an answer, never made it",
-										   r->ns, r->workflow, (long long) (r->unanswered->age_ms / 1000))
+										   r->namespace, r->workflow, (long long) (r->unanswered->age_ms / 1000))
 								: pstrdup("cancelled before a workflow was submitted");
 				r->settle_note = r->unanswered != NULL;
 				r->write = true;
@@ -270,9 +256,9 @@ run_decide(Run *r)
 		/* submitted, and no longer there: someone else removed it; never resubmit silently */
 		r->new_status = cancel ? "CANCELLED" : "FAILED";
 		r->reason = cancel
-						? psprintf("workflow %s/%s is gone", r->ns, r->workflow)
+						? psprintf("workflow %s/%s is gone", r->namespace, r->workflow)
 						: psprintf("workflow %s/%s disappeared outside mlplat; not resubmitted (mlplat.retry_run starts a new attempt)",
-								   r->ns, r->workflow);
+								   r->namespace, r->workflow);
 		r->write = true;
 		return;
 	}
@@ -364,55 +350,15 @@ run_decide(Run *r)
 /* ---------------------------------------------------------------- I/O */
 
 /* The seam (seam.h): mlplat.run_claim read into Run ... */
-#define CF(m, t) MLPLAT_SEAM_FIELD(Run, m, t)
-static const MlplatSeamField claim_fields[] = {
-	CF(id, MLPLAT_SEAM_INT8),
-	CF(project, MLPLAT_SEAM_TEXT),
-	MLPLAT_SEAM_FIELD_AS(Run, ns, "namespace", MLPLAT_SEAM_TEXT),
-	CF(name, MLPLAT_SEAM_TEXT),
-	CF(kind, MLPLAT_SEAM_TEXT),
-	CF(status, MLPLAT_SEAM_TEXT),
-	CF(attempt, MLPLAT_SEAM_INT4),
-	CF(workflow, MLPLAT_SEAM_TEXT),
-	CF(manifest, MLPLAT_SEAM_TEXT),
-	CF(row_version, MLPLAT_SEAM_INT8),
-	CF(attempts, MLPLAT_SEAM_INT4),
-	CF(due, MLPLAT_SEAM_BOOL),
-	CF(submitted, MLPLAT_SEAM_BOOL),
-	CF(observed_rv, MLPLAT_SEAM_TEXT),
-	CF(traceparent, MLPLAT_SEAM_TEXT),
-};
-#undef CF
-static MlplatSeam claim_seam = { "run_claim", claim_fields, lengthof(claim_fields) };
+MLPLAT_SEAM_STATIC(claim_seam, run_claim, Run);
 
 /* ... and mlplat.run_writeback built from RunWriteback (retry_ms < 0 is NULL) */
 typedef struct RunWriteback
 {
-	int64 id;
-	int64 row_version;
-	const char *status;
-	const char *reason;
-	const char *error;
-	int32 retry_ms;
-	bool submitted;
-	const char *observed_rv;
-	const char *nodes;
+	MLPLAT_SEAM_MEMBERS_OUT(run_writeback)
 } RunWriteback;
 
-#define WF(m, t) MLPLAT_SEAM_FIELD(RunWriteback, m, t)
-static const MlplatSeamField writeback_fields[] = {
-	WF(id, MLPLAT_SEAM_INT8),
-	WF(row_version, MLPLAT_SEAM_INT8),
-	WF(status, MLPLAT_SEAM_TEXT),
-	WF(reason, MLPLAT_SEAM_TEXT),
-	WF(error, MLPLAT_SEAM_TEXT),
-	MLPLAT_SEAM_FIELD_NEG(RunWriteback, retry_ms, MLPLAT_SEAM_INT4),
-	WF(submitted, MLPLAT_SEAM_BOOL),
-	WF(observed_rv, MLPLAT_SEAM_TEXT),
-	WF(nodes, MLPLAT_SEAM_JSONB),
-};
-#undef WF
-static MlplatSeam writeback_seam = { "run_writeback", writeback_fields, lengthof(writeback_fields) };
+MLPLAT_SEAM_STATIC(writeback_seam, run_writeback, RunWriteback);
 
 MlplatSeam *const mlplat_runs_seams[] = { &claim_seam, &writeback_seam, NULL };
 
@@ -428,7 +374,7 @@ claim(MlplatPass *pass, List **out, List **notes, char **instance)
 	{
 		Run *r = lfirst(lc);
 
-		r->unanswered = mlplat_unanswered_find(c.notes, r->id, psprintf("%s/%s", r->ns, r->workflow), "CREATE");
+		r->unanswered = mlplat_unanswered_find(c.notes, r->id, psprintf("%s/%s", r->namespace, r->workflow), "CREATE");
 	}
 	*out = c.rows;
 	*notes = c.notes;
@@ -502,7 +448,7 @@ verify_existing(MlplatPass *pass, MlJsonArena *arena, List *runs)
 		Run *r = lfirst(lc);
 
 		if (r->req && r->action == RUN_CREATE && r->ledger_outcome && strcmp(r->ledger_outcome, "CONFLICT") == 0)
-			r->get = mlplat_kube_get(batch, &WORKFLOW, r->ns, r->workflow);
+			r->get = mlplat_kube_get(batch, &WORKFLOW, r->namespace, r->workflow);
 	}
 	if (mlplat_http_batch_count(batch) == 0)
 		return;
@@ -564,7 +510,7 @@ write_back(MlplatPass *pass, List *runs)
 		Run *r = lfirst(lc);
 
 		if (r->settle_note)
-			mlplat_write_notes_add(&settled, r->id, psprintf("%s/%s", r->ns, r->workflow), NULL);
+			mlplat_write_notes_add(&settled, r->id, psprintf("%s/%s", r->namespace, r->workflow), NULL);
 		if (!r->write)
 			continue;
 		{
@@ -599,12 +545,12 @@ write_back(MlplatPass *pass, List *runs)
 		 */
 		if (r->adopt)
 			mlplat_ledger_batch_add(ledger, "run", r->id, r->project, "ADOPT", "OK", NULL, NULL, 0, NULL,
-									mlplat_trace_id_of(r->traceparent), psprintf("%s/%s", r->ns, r->workflow));
+									mlplat_trace_id_of(r->traceparent), psprintf("%s/%s", r->namespace, r->workflow));
 		if (r->ledger_action)
 			mlplat_ledger_batch_add(ledger, "run", r->id, r->project, r->ledger_action, r->ledger_outcome,
 									NULL, NULL, r->http_status, r->ledger_error ? r->ledger_error : r->error,
 									mlplat_trace_id_of(r->traceparent),
-									psprintf("%s/%s", r->ns, r->workflow));
+									psprintf("%s/%s", r->namespace, r->workflow));
 		spans = lappend(spans, r->span);
 		if (!mlplat_seam_written(written, nwritten, r->id))
 			lost++; /* an intent or another leader got there first: re-read next pass */
@@ -682,7 +628,7 @@ mlplat_runs_pass(MlplatPass *pass)
 		char key[NAMEDATALEN * 2 + 64];
 		char *entry;
 
-		snprintf(key, sizeof(key), "%s/%s", r->ns, r->workflow);
+		snprintf(key, sizeof(key), "%s/%s", r->namespace, r->workflow);
 		entry = hash_search(by_name, key, HASH_ENTER, NULL);
 		memcpy(entry + ctl.keysize, &r, sizeof(Run *));
 	}
@@ -713,13 +659,13 @@ mlplat_runs_pass(MlplatPass *pass)
 		run_decide(r);
 		if (r->action == RUN_CREATE)
 		{
-			r->req = mlplat_kube_create(batch, &WORKFLOW, r->ns, r->manifest);
+			r->req = mlplat_kube_create(batch, &WORKFLOW, r->namespace, r->manifest);
 			r->ledger_action = "CREATE";
 			creates++;
 		}
 		else if (r->action == RUN_SHUTDOWN)
 		{
-			r->req = mlplat_kube_merge_patch(batch, &WORKFLOW, r->ns, r->workflow,
+			r->req = mlplat_kube_merge_patch(batch, &WORKFLOW, r->namespace, r->workflow,
 											 "{\"spec\":{\"shutdown\":\"Terminate\"}}");
 			r->ledger_action = "PATCH";
 			patches++;
@@ -728,11 +674,11 @@ mlplat_runs_pass(MlplatPass *pass)
 			pass->next_pass_ms = 1000;
 		if (r->req)
 		{
-			mlplat_write_notes_add(&sending, r->id, psprintf("%s/%s", r->ns, r->workflow), r->ledger_action);
+			mlplat_write_notes_add(&sending, r->id, psprintf("%s/%s", r->namespace, r->workflow), r->ledger_action);
 			r->span = mlplat_span_begin(r->traceparent, r->action == RUN_CREATE ? "runs.submit" : "runs.cancel",
 										MLPLAT_SPAN_CLIENT);
 			mlplat_span_set_entity(r->span, r->project, "run", r->id);
-			mlplat_span_attr_text(r->span, "k8s.namespace.name", r->ns);
+			mlplat_span_attr_text(r->span, "k8s.namespace.name", r->namespace);
 			mlplat_span_attr_text(r->span, "mlplat.workflow", r->workflow);
 		}
 		if (r->obj != NULL && !phase_finished(mlplat_json_text(r->obj, "status", "phase", NULL) ? mlplat_json_text(r->obj, "status", "phase", NULL) : ""))

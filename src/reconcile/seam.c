@@ -24,19 +24,6 @@
 #include "mlplat/span.h"
 #include "mlplat/unanswered.h"
 
-#define SWF(m, t) MLPLAT_SEAM_FIELD(MlplatStatusWriteback, m, t)
-const MlplatSeamField mlplat_status_writeback_fields[MLPLAT_STATUS_WRITEBACK_NFIELDS] = {
-	SWF(id, MLPLAT_SEAM_INT8),
-	SWF(row_version, MLPLAT_SEAM_INT8),
-	SWF(status, MLPLAT_SEAM_TEXT),
-	SWF(reason, MLPLAT_SEAM_TEXT),
-	MLPLAT_SEAM_FIELD_NEG(MlplatStatusWriteback, observed_generation, MLPLAT_SEAM_INT8),
-	SWF(observed, MLPLAT_SEAM_JSONB),
-	SWF(error, MLPLAT_SEAM_TEXT),
-	MLPLAT_SEAM_FIELD_NEG(MlplatStatusWriteback, retry_ms, MLPLAT_SEAM_INT4),
-};
-#undef SWF
-
 /* a text[] as a List of palloc'd strings (NULL elements stay NULL) */
 static List *
 text_array_list(Datum d)

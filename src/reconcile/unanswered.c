@@ -15,15 +15,7 @@
 #include "mlplat/unanswered.h"
 
 /* The seam (seam.h): mlplat.unanswered_note read into MlplatUnanswered */
-#define NF(m, t) MLPLAT_SEAM_FIELD(MlplatUnanswered, m, t)
-static const MlplatSeamField note_fields[] = {
-	NF(entity_id, MLPLAT_SEAM_INT8),
-	NF(object, MLPLAT_SEAM_TEXT),
-	NF(action, MLPLAT_SEAM_TEXT),
-	NF(age_ms, MLPLAT_SEAM_INT8),
-};
-#undef NF
-MlplatSeam mlplat_unanswered_seam = { "unanswered_note", note_fields, lengthof(note_fields) };
+MLPLAT_SEAM_GLOBAL(mlplat_unanswered_seam, unanswered_note, MlplatUnanswered);
 
 List *
 mlplat_unanswered_load(MlplatPass *pass)

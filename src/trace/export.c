@@ -136,15 +136,11 @@ publish(int spans, const char *error, bool dropped, int64 spans_dropped)
 /* The seam (seam.h): mlplat.span_export_batch read into ExportBatch */
 typedef struct ExportBatch
 {
-	ArrayType *ids; /* bigint[], handed back to _spans_mark_exported */
-	char *body;		/* OTLP/HTTP JSON */
+	/* ids: bigint[], handed back to _spans_mark_exported; body: OTLP/HTTP JSON */
+	MLPLAT_SEAM_MEMBERS(span_export_batch)
 } ExportBatch;
 
-static const MlplatSeamField batch_fields[] = {
-	MLPLAT_SEAM_FIELD(ExportBatch, ids, MLPLAT_SEAM_INT8_ARRAY),
-	MLPLAT_SEAM_FIELD(ExportBatch, body, MLPLAT_SEAM_TEXT),
-};
-static MlplatSeam batch_seam = { "span_export_batch", batch_fields, lengthof(batch_fields) };
+MLPLAT_SEAM_STATIC(batch_seam, span_export_batch, ExportBatch);
 
 MlplatSeam *const mlplat_span_export_seams[] = { &batch_seam, NULL };
 

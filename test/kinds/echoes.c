@@ -57,18 +57,8 @@ typedef enum EchoWrite
 
 typedef struct Echo
 {
-	/* claimed (mlplat.echo_claim) */
-	int64 id;
-	char *ns;
-	char *name;
-	char *data; /* JSON object of strings */
-	char *status;
-	int64 generation;
-	int64 observed_generation;
-	int64 row_version;
-	int attempts;
-	bool due;
-	char *traceparent;
+	/* claimed: the attributes of mlplat.echo_claim */
+	MLPLAT_SEAM_MEMBERS(echo_claim)
 	/* a write whose answer was never recorded */
 	const MlplatUnanswered *note;
 	/* observed */
@@ -90,25 +80,9 @@ typedef struct Echo
 
 /* ---------------------------------------------------------------- the seam */
 
-#define CF(m, t) MLPLAT_SEAM_FIELD(Echo, m, t)
-static const MlplatSeamField claim_fields[] = {
-	CF(id, MLPLAT_SEAM_INT8),
-	MLPLAT_SEAM_FIELD_AS(Echo, ns, "namespace", MLPLAT_SEAM_TEXT),
-	CF(name, MLPLAT_SEAM_TEXT),
-	CF(data, MLPLAT_SEAM_TEXT),
-	CF(status, MLPLAT_SEAM_TEXT),
-	CF(generation, MLPLAT_SEAM_INT8),
-	CF(observed_generation, MLPLAT_SEAM_INT8),
-	CF(row_version, MLPLAT_SEAM_INT8),
-	CF(attempts, MLPLAT_SEAM_INT4),
-	CF(due, MLPLAT_SEAM_BOOL),
-	CF(traceparent, MLPLAT_SEAM_TEXT),
-};
-#undef CF
-static MlplatSeam claim_seam = { "echo_claim", claim_fields, lengthof(claim_fields) };
+MLPLAT_SEAM_STATIC(claim_seam, echo_claim, Echo);
 /* the write-back is the status write-back every status kind shares (seam.h) */
-static MlplatSeam writeback_seam = { "echo_writeback", mlplat_status_writeback_fields,
-									 MLPLAT_STATUS_WRITEBACK_NFIELDS };
+MLPLAT_SEAM_STATIC(writeback_seam, echo_writeback, MlplatStatusWriteback);
 
 MlplatSeam *const mlplat_echoes_seams[] = { &claim_seam, &writeback_seam, NULL };
 
@@ -196,7 +170,7 @@ render(const Echo *e, const char *instance)
 	appendStringInfoString(&s, "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":");
 	escape_json(&s, e->name);
 	appendStringInfoString(&s, ",\"namespace\":");
-	escape_json(&s, e->ns);
+	escape_json(&s, e->namespace);
 	appendStringInfo(&s, ",\"labels\":{\"" MLPLAT_LABEL_MANAGED_BY "\":\"" MLPLAT_MANAGED_BY "\","
 						 "\"" MLPLAT_LABEL_INSTANCE "\":");
 	escape_json(&s, instance);
@@ -228,7 +202,7 @@ claim(MlplatPass *pass, char **instance)
 	{
 		Echo *e = lfirst(lc);
 
-		e->note = mlplat_unanswered_find(c.notes, e->id, psprintf("%s/%s", e->ns, e->name), NULL);
+		e->note = mlplat_unanswered_find(c.notes, e->id, psprintf("%s/%s", e->namespace, e->name), NULL);
 		e->retry_ms = -1;
 	}
 	return c.rows;
@@ -239,7 +213,7 @@ static bool
 conflict_is_ours(MlJsonArena *arena, Echo *e, const char *instance)
 {
 	MlplatHttpBatch *b = mlplat_http_batch_create(CurrentMemoryContext);
-	MlplatHttpRequest *get = mlplat_kube_get(b, &CONFIGMAP, e->ns, e->name);
+	MlplatHttpRequest *get = mlplat_kube_get(b, &CONFIGMAP, e->namespace, e->name);
 	MlJsonError err;
 	const MlJsonValue *obj;
 
@@ -276,7 +250,7 @@ settle(MlJsonArena *arena, Echo *e, const char *instance)
 			return;
 		}
 		e->outcome = "CONFLICT";
-		e->error = psprintf("configmap %s/%s exists but is not this echo's; not adopted, not touched", e->ns,
+		e->error = psprintf("configmap %s/%s exists but is not this echo's; not adopted, not touched", e->namespace,
 							e->name);
 		e->to_status = "FAILED";
 		e->reason = e->error;
@@ -343,10 +317,10 @@ mlplat_echoes_pass(MlplatPass *pass)
 		Echo *e = lfirst(lc);
 		MlJsonError err;
 
-		e->obj = mlplat_observed_find(objects, e->ns, e->name);
+		e->obj = mlplat_observed_find(objects, e->namespace, e->name);
 		echo_decide(e, ml_json_parse(arena, e->data, strlen(e->data), NULL, &err));
 		if (e->write != ECHO_WRITE_NONE)
-			mlplat_write_notes_add(&sending, e->id, psprintf("%s/%s", e->ns, e->name), e->action);
+			mlplat_write_notes_add(&sending, e->id, psprintf("%s/%s", e->namespace, e->name), e->action);
 		if (e->waiting)
 			pass->next_pass_ms = FOLLOW_UP_MS;
 	}
@@ -360,18 +334,18 @@ mlplat_echoes_pass(MlplatPass *pass)
 		Echo *e = lfirst(lc);
 
 		if (e->write == ECHO_WRITE_CREATE)
-			e->req = mlplat_kube_create(batch, &CONFIGMAP, e->ns, render(e, instance));
+			e->req = mlplat_kube_create(batch, &CONFIGMAP, e->namespace, render(e, instance));
 		else if (e->write == ECHO_WRITE_APPLY)
-			e->req = mlplat_kube_apply(batch, &CONFIGMAP, e->ns, e->name, render(e, instance));
+			e->req = mlplat_kube_apply(batch, &CONFIGMAP, e->namespace, e->name, render(e, instance));
 		else if (e->write == ECHO_WRITE_DELETE)
-			e->req = mlplat_kube_delete(batch, &CONFIGMAP, e->ns, e->name);
+			e->req = mlplat_kube_delete(batch, &CONFIGMAP, e->namespace, e->name);
 	}
 	if (mlplat_http_batch_count(batch) > 0)
 		mlplat_http_batch_run(batch);
 	foreach (lc, echoes)
 	{
 		Echo *e = lfirst(lc);
-		char *object = psprintf("%s/%s", e->ns, e->name);
+		char *object = psprintf("%s/%s", e->namespace, e->name);
 
 		if (e->req)
 		{
@@ -399,7 +373,7 @@ mlplat_echoes_pass(MlplatPass *pass)
 		foreach (lc, echoes)
 		{
 			Echo *e = lfirst(lc);
-			char *object = psprintf("%s/%s", e->ns, e->name);
+			char *object = psprintf("%s/%s", e->namespace, e->name);
 			char *trace_id = mlplat_trace_id_of(e->traceparent);
 
 			if (e->adopt)

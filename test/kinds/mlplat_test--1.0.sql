@@ -69,7 +69,7 @@ CREATE TYPE mlplat.echo_claim AS (
 -- next_attempt_at = now() + retry_ms.  NULL observed_generation / observed keep the stored ones.
 CREATE TYPE mlplat.echo_writeback AS (
   id bigint, row_version bigint, status text, reason text,
-  observed_generation bigint, observed jsonb, error text, retry_ms int);
+  observed_generation bigint /* NULL<0 */, observed jsonb, error text, retry_ms int /* NULL<0 */);
 
 -- every live echo: a pass compares each with what it observed, so drift is repaired
 -- whether or not the row is due
