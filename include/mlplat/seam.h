@@ -82,10 +82,27 @@ typedef struct MlplatSeamField
  */
 #define MLPLAT_SEAM_STATIC(var, type_name, S) \
 	static const MlplatSeamField var##_fields[] = MLPLAT_SEAM_FIELDS(type_name, S); \
-	static MlplatSeam var = { #type_name, var##_fields, lengthof(var##_fields) }
+	static MlplatSeam var = { #type_name, var##_fields, lengthof(var##_fields), sizeof(S) }
 #define MLPLAT_SEAM_GLOBAL(var, type_name, S) \
 	static const MlplatSeamField var##_fields[] = MLPLAT_SEAM_FIELDS(type_name, S); \
-	MlplatSeam var = { #type_name, var##_fields, lengthof(var##_fields) }
+	MlplatSeam var = { #type_name, var##_fields, lengthof(var##_fields), sizeof(S) }
+
+/*
+ * A row C builds and nothing else: the struct S has exactly the members of
+ * type_name (MLPLAT_SEAM_MEMBERS_OUT), and var is its seam.
+ */
+#define MLPLAT_SEAM_ROW_STATIC(var, type_name, S) \
+	typedef struct S \
+	{ \
+		MLPLAT_SEAM_MEMBERS_OUT(type_name) \
+	} S; \
+	MLPLAT_SEAM_STATIC(var, type_name, S)
+#define MLPLAT_SEAM_ROW_GLOBAL(var, type_name, S) \
+	typedef struct S \
+	{ \
+		MLPLAT_SEAM_MEMBERS_OUT(type_name) \
+	} S; \
+	MLPLAT_SEAM_GLOBAL(var, type_name, S)
 
 /*
  * One composite type of the seam.  Declare it static in the kind's file with
@@ -96,6 +113,7 @@ typedef struct MlplatSeam
 	const char *type_name; /* in schema mlplat, e.g. "deployment_claim" */
 	const MlplatSeamField *fields;
 	int nfields;
+	size_t size; /* of the C struct */
 	/* resolved (process lifetime, TopMemoryContext) */
 	Oid typoid;
 	uint64 tupdesc_id;	/* the type cache's identifier of the checked shape */
@@ -202,6 +220,45 @@ extern MlplatSeamArray *mlplat_seam_writeback_begin(MlplatSeam *s, MlplatLedgerB
  */
 extern void mlplat_seam_writeback_end(MlplatPass *pass, MlplatLedgerBatch *ledger, MlplatWriteNotes *settled,
 									  List *spans, MemoryContext pass_cxt, int lost);
+
+/*
+ * A pass's write-back, written once for every kind (no transaction open at
+ * mlplat_writeback_begin; all of it in the write-back's transaction):
+ *
+ *   MlplatWriteback wb;
+ *   mlplat_writeback_begin(&wb, pass, &writeback_seam, &claim_seam);
+ *   mlplat_writeback_rows(&wb, entities, row_fn, "SELECT * FROM mlplat._x_writeback_set($1, $2)", done_fn);
+ *   ... ledger rows of what is not an entity (orphans) ...
+ *   mlplat_writeback_end(&wb);
+ *
+ * row_fn fills the (zeroed) write-back row of an entity and returns true, or
+ * returns false when the entity has none; the row's id and row_version (the
+ * compare-and-swap) are then taken from the entity's claimed row, by the claim
+ * seam's table.  After the write-back ran, done_fn (may be NULL) hears of each
+ * entity that had a row, in the list's order, whether its row was written
+ * (held: its compare-and-swap held); a row that was not is counted for the pass
+ * status.  Both add to wb->ledger, wb->settled and wb->spans, which
+ * mlplat_writeback_end writes.
+ */
+typedef struct MlplatWriteback
+{
+	MlplatPass *pass;
+	MemoryContext pass_cxt; /* where the caller is after mlplat_writeback_end */
+	MlplatSeamArray *rows;
+	const MlplatSeam *claim;
+	MlplatLedgerBatch *ledger; /* the pass's ledger rows */
+	MlplatWriteNotes settled;  /* write-ahead notes heard answered */
+	List *spans;			   /* the pass's spans */
+	int lost;				   /* rows that lost their compare-and-swap */
+} MlplatWriteback;
+
+typedef bool (*MlplatWritebackRowFn)(MlplatWriteback *wb, void *entity, void *row);
+typedef void (*MlplatWritebackDoneFn)(MlplatWriteback *wb, void *entity, bool held);
+
+extern void mlplat_writeback_begin(MlplatWriteback *wb, MlplatPass *pass, MlplatSeam *rows, MlplatSeam *claim);
+extern void mlplat_writeback_rows(MlplatWriteback *wb, List *entities, MlplatWritebackRowFn row_fn, const char *sql,
+								  MlplatWritebackDoneFn done_fn);
+extern void mlplat_writeback_end(MlplatWriteback *wb);
 
 /*
  * A write-back whose function answers each row with a row of another seam type

@@ -518,12 +518,7 @@ after_verify(Cand *c, MlplatPass *pass)
 
 MLPLAT_SEAM_STATIC(claim_seam, campaign_claim, Cand);
 
-typedef struct CandWriteback
-{
-	MLPLAT_SEAM_MEMBERS_OUT(campaign_writeback)
-} CandWriteback;
-
-MLPLAT_SEAM_STATIC(writeback_seam, campaign_writeback, CandWriteback);
+MLPLAT_SEAM_ROW_STATIC(writeback_seam, campaign_writeback, CandWriteback);
 
 MlplatSeam *const mlplat_campaigns_seams[] = { &claim_seam, &writeback_seam, NULL };
 
@@ -746,69 +741,56 @@ artifact_json(const Cand *c)
 	return s.data;
 }
 
+/*
+ * The write-back row of c, if it has one (and the note it settles, its ledger
+ * rows and spans: the external writes happened whether or not the row's
+ * compare-and-swap holds).
+ */
+static bool
+cand_row(MlplatWriteback *wb, void *entity, void *row)
+{
+	Cand *c = entity;
+	CandWriteback *w = row;
+	const char *obj = c->job_name ? psprintf("%s/%s", c->namespace, c->job_name) : NULL;
+
+	if (c->settle_note && c->job_name)
+		mlplat_write_notes_add(&wb->settled, c->id, obj, NULL);
+	if (c->write)
+	{
+		w->status = c->new_status;
+		w->reason_code = c->reason_code;
+		w->status_reason = c->status_reason;
+		w->observation = c->cleanup ? NULL : observation_json(c);
+		w->started_at = c->started_at;
+		w->actual_gpu_seconds = c->actual_gpu_seconds;
+		w->artifact = mlplat_str_same(c->new_status, "BUILT") ? artifact_json(c) : NULL;
+		w->cleanup_done = c->cleanup_done;
+		w->retry_ms = c->retry_ms;
+	}
+	if (c->adopt)
+		mlplat_ledger_batch_add(wb->ledger, "campaign_candidate", c->id, c->project, "ADOPT", "OK", NULL, NULL, 0, NULL,
+								mlplat_trace_id_of(c->traceparent), obj);
+	if (c->ledger_action)
+		mlplat_ledger_batch_add(wb->ledger, "campaign_candidate", c->id, c->project, c->ledger_action,
+								c->ledger_outcome ? c->ledger_outcome : "OK",
+								mlplat_str_same(c->ledger_action, "VERIFY") ? c->attested_sha256 : NULL,
+								mlplat_str_same(c->ledger_action, "VERIFY") && c->verify ? c->verify->got_sha256 : NULL,
+								c->http_status, c->ledger_error, mlplat_trace_id_of(c->traceparent), obj);
+	if (c->span)
+		wb->spans = lappend(wb->spans, c->span);
+	if (c->vspan)
+		wb->spans = lappend(wb->spans, c->vspan);
+	return c->write;
+}
+
 static void
 write_back(MlplatPass *pass, List *cands, List *orphans)
 {
-	MemoryContext pass_cxt = CurrentMemoryContext;
-	MlplatWriteNotes settled = { 0 };
-	MlplatSeamArray *rows;
-	List *spans = NIL;
+	MlplatWriteback wb;
 	ListCell *lc;
-	int64 *written;
-	uint64 nwritten;
-	int lost = 0;
-	MlplatLedgerBatch *ledger;
 
-	rows = mlplat_seam_writeback_begin(&writeback_seam, &ledger);
-	foreach (lc, cands)
-	{
-		Cand *c = lfirst(lc);
-
-		if (c->settle_note && c->job_name)
-			mlplat_write_notes_add(&settled, c->id, psprintf("%s/%s", c->namespace, c->job_name), NULL);
-		if (!c->write)
-			continue;
-		{
-			CandWriteback w = {
-				.id = c->id,
-				.row_version = c->row_version,
-				.status = c->new_status,
-				.reason_code = c->reason_code,
-				.status_reason = c->status_reason,
-				.observation = c->cleanup ? NULL : observation_json(c),
-				.started_at = c->started_at,
-				.actual_gpu_seconds = c->actual_gpu_seconds,
-				.artifact = mlplat_str_same(c->new_status, "BUILT") ? artifact_json(c) : NULL,
-				.cleanup_done = c->cleanup_done,
-				.retry_ms = c->retry_ms,
-			};
-
-			mlplat_seam_array_add(rows, &w);
-		}
-	}
-	written = mlplat_seam_writeback(rows, "SELECT * FROM mlplat._campaigns_writeback_set($1, $2)", pass->epoch,
-									&nwritten);
-	foreach (lc, cands)
-	{
-		Cand *c = lfirst(lc);
-		const char *obj = c->job_name ? psprintf("%s/%s", c->namespace, c->job_name) : NULL;
-
-		if (c->adopt)
-			mlplat_ledger_batch_add(ledger, "campaign_candidate", c->id, c->project, "ADOPT", "OK", NULL, NULL, 0, NULL,
-									mlplat_trace_id_of(c->traceparent), obj);
-		if (c->ledger_action)
-			mlplat_ledger_batch_add(ledger, "campaign_candidate", c->id, c->project, c->ledger_action,
-									c->ledger_outcome ? c->ledger_outcome : "OK",
-									mlplat_str_same(c->ledger_action, "VERIFY") ? c->attested_sha256 : NULL,
-									mlplat_str_same(c->ledger_action, "VERIFY") && c->verify ? c->verify->got_sha256 : NULL,
-									c->http_status, c->ledger_error, mlplat_trace_id_of(c->traceparent), obj);
-		if (c->span)
-			spans = lappend(spans, c->span);
-		if (c->vspan)
-			spans = lappend(spans, c->vspan);
-		if (c->write && !mlplat_seam_written(written, nwritten, c->id))
-			lost++;
-	}
+	mlplat_writeback_begin(&wb, pass, &writeback_seam, &claim_seam);
+	mlplat_writeback_rows(&wb, cands, cand_row, "SELECT * FROM mlplat._campaigns_writeback_set($1, $2)", NULL);
 	foreach (lc, orphans)
 	{
 		MlplatHttpRequest *r = lfirst(lc);
@@ -816,11 +798,11 @@ write_back(MlplatPass *pass, List *cands, List *orphans)
 		const char *project = r->user;
 
 		mlplat_kube_write_result(r, true, &res);
-		mlplat_ledger_batch_add(ledger, "campaign_candidate", 0, project, "ORPHAN_TEARDOWN",
-								res.outcome == MLPLAT_KUBE_OK ? "OK" : "RETRY",
-								NULL, NULL, res.status, res.outcome == MLPLAT_KUBE_OK ? NULL : res.message, NULL, r->url);
+		mlplat_ledger_batch_add(wb.ledger, "campaign_candidate", 0, project, "ORPHAN_TEARDOWN",
+								res.outcome == MLPLAT_KUBE_OK ? "OK" : "RETRY", NULL, NULL, res.status,
+								res.outcome == MLPLAT_KUBE_OK ? NULL : res.message, NULL, r->url);
 	}
-	mlplat_seam_writeback_end(pass, ledger, &settled, spans, pass_cxt, lost);
+	mlplat_writeback_end(&wb);
 }
 
 void

@@ -162,12 +162,7 @@ typedef struct DepByName
 MLPLAT_SEAM_STATIC(claim_seam, deployment_claim, Deployment);
 
 /* one row of a write-back; a negative number is NULL (keep the stored value, or no retry) */
-typedef struct DeploymentWriteback
-{
-	MLPLAT_SEAM_MEMBERS_OUT(deployment_writeback)
-} DeploymentWriteback;
-
-MLPLAT_SEAM_STATIC(writeback_seam, deployment_writeback, DeploymentWriteback);
+MLPLAT_SEAM_ROW_STATIC(writeback_seam, deployment_writeback, DeploymentWriteback);
 
 /* the artifact check's claim is read through a seam too (artifact.c) */
 MlplatSeam *const mlplat_deployments_seams[] = { &claim_seam, &writeback_seam, &mlplat_artifact_claim_seam, NULL };
@@ -849,6 +844,60 @@ mark_resynced(MlplatPass *pass, List *deps)
 						   NULL);
 }
 
+/* the write-back row of d (and the notes it settles, an adoption's ledger row) */
+static bool
+dep_row(MlplatWriteback *wb, void *entity, void *row)
+{
+	Deployment *d = entity;
+	DeploymentWriteback *w = row;
+
+	if (d->settle_note)
+		mlplat_write_notes_add(&wb->settled, d->id, psprintf("%s/%s", d->namespace, d->name), NULL);
+	else if (d->answered && d->ledger_action)
+		mlplat_write_notes_add(&wb->settled, d->id, psprintf("%s/%s", d->namespace, d->name), d->ledger_action);
+	if (d->adopt)
+		mlplat_ledger_batch_add(wb->ledger, "deployment", d->id, d->project, "ADOPT", "OK", d->spec_digest, NULL, 0,
+								NULL, mlplat_trace_id_of(d->traceparent),
+								psprintf("found %s/%s made by an apply whose answer was never recorded", d->namespace,
+										 d->name));
+	if (!d->write)
+		return false;
+	w->status = d->new_status;
+	w->reason = d->reason;
+	w->observed_generation = d->mark_observed ? d->generation : -1;
+	w->observed_revision = d->mark_observed && d->desired_revision > 0 ? d->desired_revision : -1;
+	w->endpoint = d->endpoint;
+	w->observed = psprintf("{\"drift_paths\": %s%s%s%s%s%s%s}", d->drift_paths ? d->drift_paths : "[]",
+						   d->seen_json ? ", \"kserve_at_apply\": " : "", d->seen_json ? d->seen_json : "",
+						   d->terminating_json ? ", \"terminating\": " : "",
+						   d->terminating_json ? d->terminating_json : "",
+						   d->mode_json ? ", \"deployment_mode\": " : "", d->mode_json ? d->mode_json : "");
+	w->error = d->error;
+	w->retry_ms = d->retry_ms;
+	return true;
+}
+
+/* after the write-back: d's ledger row, and its spans when its row was written */
+static void
+dep_done(MlplatWriteback *wb, void *entity, bool held)
+{
+	Deployment *d = entity;
+
+	/*
+	 * An external write happened whether or not the row moved meanwhile:
+	 * record it even when the compare-and-swap lost (a deposed leader's
+	 * row is refused by the epoch check inside).  An adoption is only an
+	 * observation: recorded with the write-back, or found again next pass.
+	 */
+	if (d->ledger_action && (held || d->req))
+		mlplat_ledger_batch_add(wb->ledger, "deployment", d->id, d->project, d->ledger_action, d->ledger_outcome,
+								d->ledger_desired ? d->ledger_desired : d->spec_digest, d->ledger_observed,
+								d->http_status, d->ledger_error ? d->ledger_error : d->error,
+								mlplat_trace_id_of(d->traceparent), d->ledger_note ? d->ledger_note : d->drift);
+	if (held)
+		wb->spans = list_concat(wb->spans, d->spans);
+}
+
 /*
  * Write back every deployment of deps that has something to record, in one
  * statement (compare-and-swap per row), then the ledger rows and spans, each
@@ -860,95 +909,21 @@ mark_resynced(MlplatPass *pass, List *deps)
 static void
 write_back(MlplatPass *pass, List *deps, List *orphans, bool observed)
 {
-	MemoryContext pass_cxt = CurrentMemoryContext;
+	MlplatWriteback wb;
 	ListCell *lc;
-	int lost = 0;
-	List *spans = NIL;
-	MlplatSeamArray *rows;
-	int64 *written;
-	uint64 nwritten = 0;
-	MlplatLedgerBatch *ledger;
-	MlplatWriteNotes settled = { 0 };
 
-	rows = mlplat_seam_writeback_begin(&writeback_seam, &ledger);
-	foreach (lc, deps)
-	{
-		Deployment *d = lfirst(lc);
-
-		if (d->settle_note)
-			mlplat_write_notes_add(&settled, d->id, psprintf("%s/%s", d->namespace, d->name), NULL);
-		else if (d->answered && d->ledger_action)
-			mlplat_write_notes_add(&settled, d->id, psprintf("%s/%s", d->namespace, d->name), d->ledger_action);
-		if (d->adopt)
-			mlplat_ledger_batch_add(ledger, "deployment", d->id, d->project, "ADOPT", "OK", d->spec_digest, NULL, 0,
-									NULL, mlplat_trace_id_of(d->traceparent),
-									psprintf("found %s/%s made by an apply whose answer was never recorded", d->namespace, d->name));
-		if (!d->write)
-			continue;
-		{
-			DeploymentWriteback w = {
-				.id = d->id,
-				.row_version = d->row_version,
-				.status = d->new_status,
-				.reason = d->reason,
-				.observed_generation = d->mark_observed ? d->generation : -1,
-				.observed_revision = d->mark_observed && d->desired_revision > 0 ? d->desired_revision : -1,
-				.endpoint = d->endpoint,
-				.observed = psprintf("{\"drift_paths\": %s%s%s%s%s%s%s}", d->drift_paths ? d->drift_paths : "[]",
-									 d->seen_json ? ", \"kserve_at_apply\": " : "",
-									 d->seen_json ? d->seen_json : "",
-									 d->terminating_json ? ", \"terminating\": " : "",
-									 d->terminating_json ? d->terminating_json : "",
-									 d->mode_json ? ", \"deployment_mode\": " : "",
-									 d->mode_json ? d->mode_json : ""),
-				.error = d->error,
-				.retry_ms = d->retry_ms,
-			};
-
-			mlplat_seam_array_add(rows, &w);
-		}
-	}
-	written = mlplat_seam_writeback(rows, "SELECT * FROM mlplat._deployments_writeback_set($1, $2)",
-									pass->epoch, &nwritten);
-	foreach (lc, deps)
-	{
-		Deployment *d = lfirst(lc);
-		bool ok;
-
-		if (!d->write)
-			continue;
-		ok = mlplat_seam_written(written, nwritten, d->id);
-
-		/*
-		 * An external write happened whether or not the row moved meanwhile:
-		 * record it even when the compare-and-swap lost (a deposed leader's
-		 * row is refused by the epoch check inside).  An adoption is only an
-		 * observation: recorded with the write-back, or found again next pass.
-		 */
-		if (d->ledger_action && (ok || d->req))
-			mlplat_ledger_batch_add(ledger, "deployment", d->id, d->project, d->ledger_action, d->ledger_outcome,
-									d->ledger_desired ? d->ledger_desired : d->spec_digest, d->ledger_observed,
-									d->http_status, d->ledger_error ? d->ledger_error : d->error,
-									mlplat_trace_id_of(d->traceparent),
-									d->ledger_note ? d->ledger_note : d->drift);
-		if (!ok)
-		{
-			lost++; /* an intent or another leader got there first: re-read next pass */
-			continue;
-		}
-		spans = list_concat(spans, d->spans);
-	}
+	mlplat_writeback_begin(&wb, pass, &writeback_seam, &claim_seam);
+	mlplat_writeback_rows(&wb, deps, dep_row, "SELECT * FROM mlplat._deployments_writeback_set($1, $2)", dep_done);
 	foreach (lc, orphans)
 	{
 		Deployment *o = lfirst(lc);
 
-		mlplat_ledger_batch_add(ledger, "deployment", 0, o->project, "ORPHAN_TEARDOWN", o->ledger_outcome,
-								NULL, NULL, o->http_status, o->error, NULL,
-								psprintf("%s/%s", o->namespace, o->name));
+		mlplat_ledger_batch_add(wb.ledger, "deployment", 0, o->project, "ORPHAN_TEARDOWN", o->ledger_outcome, NULL,
+								NULL, o->http_status, o->error, NULL, psprintf("%s/%s", o->namespace, o->name));
 	}
 	if (observed)
 		mark_resynced(pass, deps);
-	mlplat_seam_writeback_end(pass, ledger, &settled, spans, pass_cxt, lost);
+	mlplat_writeback_end(&wb);
 }
 
 /*

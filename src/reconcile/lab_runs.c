@@ -106,12 +106,7 @@ typedef struct LabRun
 
 MLPLAT_SEAM_STATIC(claim_seam, lab_run_claim, LabRun);
 
-typedef struct LabWriteback
-{
-	MLPLAT_SEAM_MEMBERS_OUT(lab_run_writeback)
-} LabWriteback;
-
-MLPLAT_SEAM_STATIC(writeback_seam, lab_run_writeback, LabWriteback);
+MLPLAT_SEAM_ROW_STATIC(writeback_seam, lab_run_writeback, LabWriteback);
 
 MlplatSeam *const mlplat_lab_runs_seams[] = { &claim_seam, &writeback_seam, NULL };
 
@@ -1117,6 +1112,64 @@ settle_created_blocked(LabRun *r)
 		r->event = "UNBLOCKED";
 }
 
+/*
+ * The write-back row of r, when it has an event to record (and the notes it
+ * settles, the ledger rows of its adoptions and conflicts).
+ */
+static bool
+lab_row(MlplatWriteback *wb, void *entity, void *row)
+{
+	LabRun *r = entity;
+	LabWriteback *w = row;
+
+	if (r->event == NULL && r->conflict && !r->finished)
+	{
+		/* nothing moved, but the run says why it waits (status_reason) */
+		r->event = "CONFLICT";
+		r->observation = json_one("conflict", r->conflict);
+	}
+	if (r->event != NULL)
+	{
+		w->controller = wb->pass->controller;
+		w->event = r->event;
+		w->observation = r->observation ? r->observation : observation_json(r, NULL);
+		w->output = r->output;
+		if (r->job_name && r->job_note && r->job_obj == NULL)
+			mlplat_write_notes_add(&wb->settled, r->id, psprintf("%s/%s", r->namespace, r->job_name), NULL);
+	}
+
+	/*
+	 * an adopted Job or Secret answers its create's note: adopted once, not again every
+	 * pass (a delete sent in the same pass keeps its own note)
+	 */
+	if (r->adopt_job)
+		mlplat_write_notes_add(&wb->settled, r->id, psprintf("%s/%s", r->namespace, r->job_name), r->job_note->action);
+	if (r->settle_secret_note)
+		mlplat_write_notes_add(&wb->settled, r->id, psprintf("%s/%s", r->namespace, r->secret_name),
+							   r->secret_note->action);
+	if (r->adopt_secret)
+		mlplat_ledger_batch_add(wb->ledger, "lab_run", r->id, r->project, "ADOPT", "OK", NULL, NULL, 0, NULL,
+								mlplat_trace_id_of(r->traceparent), psprintf("%s/%s", r->namespace, r->secret_name));
+	if (r->adopt_job)
+		mlplat_ledger_batch_add(wb->ledger, "lab_run", r->id, r->project, "ADOPT", "OK", NULL, NULL, 0, NULL,
+								mlplat_trace_id_of(r->traceparent), psprintf("%s/%s", r->namespace, r->job_name));
+	if (r->conflict_action)
+		mlplat_ledger_batch_add(wb->ledger, "lab_run", r->id, r->project, r->conflict_action, "CONFLICT", NULL, NULL, 0,
+								r->conflict, mlplat_trace_id_of(r->traceparent),
+								psprintf("%s/%s", r->namespace, r->conflict_object ? r->conflict_object : r->job_name));
+	return r->event != NULL;
+}
+
+/* a row the write-back did not take: its output was not ingested, so it is read again next pass */
+static void
+lab_done(MlplatWriteback *wb, void *entity, bool held)
+{
+	LabRun *r = entity;
+
+	if (!held)
+		r->delete_output = false;
+}
+
 void
 mlplat_lab_runs_pass(MlplatPass *pass)
 {
@@ -1140,7 +1193,6 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 	char *selector;
 	char *list_error;
 	int lists = 0;
-	int lost = 0;
 
 	if (!mlplat_cluster_ready(pass, &why))
 		return;
@@ -1291,77 +1343,14 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 													 : NULL);
 	}
 
-	/* 6. write back */
+	/* 6. write back (with the notes, spans and ledger rows of the answers above) */
 	{
-		MlplatLedgerBatch *ledger;
-		MlplatSeamArray *rows = mlplat_seam_writeback_begin(&writeback_seam, &ledger);
-		int64 *written;
-		uint64 nwritten;
+		MlplatWriteback wb;
 
-		foreach (lc, runs)
-		{
-			LabRun *r = lfirst(lc);
-
-			if (r->event == NULL && r->conflict && !r->finished)
-			{
-				/* nothing moved, but the run says why it waits (status_reason) */
-				r->event = "CONFLICT";
-				r->observation = json_one("conflict", r->conflict);
-			}
-			if (r->event == NULL)
-				continue;
-			{
-				LabWriteback w = {
-					.id = r->id,
-					.row_version = r->row_version,
-					.controller = pass->controller,
-					.event = r->event,
-					.observation = r->observation ? r->observation : observation_json(r, NULL),
-					.output = r->output,
-				};
-
-				mlplat_seam_array_add(rows, &w);
-			}
-			if (r->job_name && r->job_note && r->job_obj == NULL)
-				mlplat_write_notes_add(&answers.settled, r->id, psprintf("%s/%s", r->namespace, r->job_name), NULL);
-		}
-		/*
-		 * an adopted Job or Secret answers its create's note: adopted once, not again every
-		 * pass (a delete sent in the same pass keeps its own note)
-		 */
-		foreach (lc, runs)
-		{
-			LabRun *r = lfirst(lc);
-
-			if (r->adopt_job)
-				mlplat_write_notes_add(&answers.settled, r->id, psprintf("%s/%s", r->namespace, r->job_name),
-									   r->job_note->action);
-			if (r->settle_secret_note)
-				mlplat_write_notes_add(&answers.settled, r->id, psprintf("%s/%s", r->namespace, r->secret_name),
-									   r->secret_note->action);
-		}
-		written = mlplat_seam_writeback(rows, "SELECT * FROM mlplat._lab_runs_writeback_set($1, $2)", pass->epoch,
-										&nwritten);
-		foreach (lc, runs)
-		{
-			LabRun *r = lfirst(lc);
-
-			if (r->adopt_secret)
-				mlplat_ledger_batch_add(ledger, "lab_run", r->id, r->project, "ADOPT", "OK", NULL, NULL, 0, NULL,
-										mlplat_trace_id_of(r->traceparent), psprintf("%s/%s", r->namespace, r->secret_name));
-			if (r->adopt_job)
-				mlplat_ledger_batch_add(ledger, "lab_run", r->id, r->project, "ADOPT", "OK", NULL, NULL, 0, NULL,
-										mlplat_trace_id_of(r->traceparent), psprintf("%s/%s", r->namespace, r->job_name));
-			if (r->conflict_action)
-				mlplat_ledger_batch_add(ledger, "lab_run", r->id, r->project, r->conflict_action, "CONFLICT", NULL, NULL, 0,
-										r->conflict, mlplat_trace_id_of(r->traceparent),
-										psprintf("%s/%s", r->namespace, r->conflict_object ? r->conflict_object : r->job_name));
-			if (r->event && !mlplat_seam_written(written, nwritten, r->id))
-			{
-				lost++;
-				r->delete_output = false; /* not ingested: read it again next pass */
-			}
-		}
+		mlplat_writeback_begin(&wb, pass, &writeback_seam, &claim_seam);
+		wb.settled = answers.settled;
+		wb.spans = answers.spans;
+		mlplat_writeback_rows(&wb, runs, lab_row, "SELECT * FROM mlplat._lab_runs_writeback_set($1, $2)", lab_done);
 		foreach (lc, orphans)
 		{
 			LabOrphan *o = lfirst(lc);
@@ -1372,13 +1361,13 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 			if (o->not_ours)
 			{
 				/* mlplat's labels, but not provably this installation's: reported, not deleted */
-				mlplat_ledger_batch_add(ledger, "lab_run", o->lab_run_id, o->project, "ORPHAN_TEARDOWN", "CONFLICT", NULL,
+				mlplat_ledger_batch_add(wb.ledger, "lab_run", o->lab_run_id, o->project, "ORPHAN_TEARDOWN", "CONFLICT", NULL,
 										NULL, 0, o->not_ours, NULL, psprintf("%s/%s", o->ns, o->name));
 				continue;
 			}
 			outcome = write_outcome(o->req, LAB_WRITE_DELETE, &status, &error);
 			answers.writes++;
-			mlplat_ledger_batch_add(ledger, "lab_run", o->lab_run_id, o->project, "ORPHAN_TEARDOWN", outcome, NULL, NULL,
+			mlplat_ledger_batch_add(wb.ledger, "lab_run", o->lab_run_id, o->project, "ORPHAN_TEARDOWN", outcome, NULL, NULL,
 									status, strcmp(outcome, "OK") == 0 ? NULL : error, NULL,
 									psprintf("%s/%s", o->ns, o->name));
 		}
@@ -1387,10 +1376,10 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 			LedgerRow *l = lfirst(lc);
 
 			/* the external write happened whether or not a CAS held: recorded either way */
-			mlplat_ledger_batch_add(ledger, "lab_run", l->run->id, l->run->project, l->action, l->outcome, NULL, NULL,
+			mlplat_ledger_batch_add(wb.ledger, "lab_run", l->run->id, l->run->project, l->action, l->outcome, NULL, NULL,
 									l->status, l->error, mlplat_trace_id_of(l->run->traceparent), l->object);
 		}
-		mlplat_seam_writeback_end(pass, ledger, &answers.settled, answers.spans, pass_cxt, lost);
+		mlplat_writeback_end(&wb);
 	}
 
 	/* the ingested outputs leave the store (best effort; a left object is overwritten by nothing) */

@@ -735,37 +735,107 @@ alias_spans(AliasRow *a)
 															: a->error));
 }
 
+/*
+ * The write-back row of a (after its registry bookkeeping: the mapped version,
+ * the ledger rows, the notes it settles, a history row when it moved).
+ */
+static bool
+alias_row(MlplatWriteback *wb, void *entity, void *row)
+{
+	AliasRow *a = entity;
+	MlplatStatusWriteback *w = row;
+	char *trace = mlplat_trace_id_of(a->traceparent);
+	StringInfoData oj;
+
+	if (a->unmap)
+		(void) mlplat_sql_bool("SELECT mlplat._aliases_map_version($1, NULL, NULL, $2)", 2,
+							   (Oid[]){ INT8OID, INT8OID },
+							   (Datum[]){ Int64GetDatum(a->version_id), Int64GetDatum(wb->pass->epoch) }, NULL);
+	if (a->adopt)
+		mlplat_ledger_batch_add(wb->ledger, "model_alias", a->id, a->project, "ADOPT", "OK", NULL, NULL, 0, NULL, trace,
+								psprintf("%s %s -> %s: set by a write whose answer was never recorded", a->registered_model,
+										 a->alias, a->adopted ? a->adopted : "(none)"));
+	/* every note of the alias once a write is answered; an adopted one by itself otherwise */
+	if (a->write_req && mlplat_write_answered(a->http_status))
+		mlplat_write_notes_add(&wb->settled, a->id, alias_object(a), NULL);
+	else if (a->adopt)
+		mlplat_write_notes_add(&wb->settled, a->id, alias_object(a), a->note->action);
+	if (a->write_req)
+	{
+		mlplat_ledger_batch_add(wb->ledger, "model_alias", a->id, a->project,
+								strcmp(a->action, "SET") == 0 ? "APPLY" : a->action,
+								a->ledger_outcome, NULL, NULL, a->http_status, a->error, trace,
+								psprintf("%s %s: %s -> %s", a->registered_model, a->alias,
+										 a->observed ? a->observed : "(none)",
+										 a->target ? a->target : "(none)"));
+	}
+	if (a->moved)
+		(void) mlplat_sql_bool("SELECT mlplat._aliases_history($1, $2, $3, $4, $5, $6, $7, $8, $9)", 9,
+							   (Oid[]){ INT8OID, TEXTOID, INT8OID, TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID, TEXTOID },
+							   (Datum[]){ Int64GetDatum(a->id), CStringGetTextDatum(a->action),
+										  Int64GetDatum(a->version_id), a->moved_by ? CStringGetTextDatum(a->moved_by) : 0,
+										  a->target ? CStringGetTextDatum(a->target) : 0,
+										  a->observed ? CStringGetTextDatum(a->observed) : 0,
+										  Int64GetDatum(wb->pass->epoch), CStringGetTextDatum(wb->pass->controller),
+										  trace ? CStringGetTextDatum(trace) : 0 },
+							   (const char[]){ ' ', ' ', a->version_id ? ' ' : 'n', a->moved_by ? ' ' : 'n',
+											   a->target ? ' ' : 'n', a->observed ? ' ' : 'n', ' ', ' ', trace ? ' ' : 'n' });
+	if (!a->write)
+		return false;
+	initStringInfo(&oj);
+	appendStringInfoString(&oj, "{\"registered_model\":");
+	escape_json(&oj, a->registered_model);
+	appendStringInfoString(&oj, ",\"version\":");
+	if (a->mark_observed && a->target)
+		escape_json(&oj, a->target);
+	else if (!a->mark_observed && a->observed)
+		escape_json(&oj, a->observed);
+	else
+		appendStringInfoString(&oj, "null");
+	appendStringInfoChar(&oj, '}');
+	w->status = a->new_status;
+	w->reason = a->reason;
+	w->observed_generation = a->mark_observed ? a->generation : -1;
+	w->observed = a->observed_ok ? oj.data : NULL;
+	w->error = a->error;
+	w->retry_ms = a->retry_ms;
+	return true;
+}
+
+/* after the write-back: a's spans when its row was written */
+static void
+alias_done(MlplatWriteback *wb, void *entity, bool held)
+{
+	AliasRow *a = entity;
+
+	if (held)
+		wb->spans = list_concat(wb->spans, a->spans);
+}
+
 static void
 write_back(MlplatPass *pass, List *aliases, List *models, List *versions)
 {
-	MemoryContext pass_cxt = CurrentMemoryContext;
+	MlplatWriteback wb;
 	ListCell *lc;
-	int lost = 0;
-	List *spans = NIL;
-	MlplatSeamArray *rows;
-	int64 *written;
-	uint64 nwritten;
-	MlplatWriteNotes settled = { 0 };
-	MlplatLedgerBatch *ledger;
 
 	/* built before the transaction: the lists live in the pass's context */
 	foreach (lc, aliases)
 		alias_spans(lfirst(lc));
 
-	rows = mlplat_seam_writeback_begin(&writeback_seam, &ledger);
+	mlplat_writeback_begin(&wb, pass, &writeback_seam, &claim_seam);
 	foreach (lc, models)
 	{
 		RegModel *m = lfirst(lc);
 
 		if (m->adopt)
-			mlplat_ledger_batch_add(ledger, "model_alias", m->alias_id, m->project, "ADOPT", "OK", NULL, NULL, 0, NULL,
+			mlplat_ledger_batch_add(wb.ledger, "model_alias", m->alias_id, m->project, "ADOPT", "OK", NULL, NULL, 0, NULL,
 									NULL, psprintf("%s: made by a create whose answer was never recorded", model_object(m)));
 		if (m->create_req)
-			mlplat_ledger_batch_add(ledger, "model_alias", m->alias_id, m->project, "CREATE",
+			mlplat_ledger_batch_add(wb.ledger, "model_alias", m->alias_id, m->project, "CREATE",
 									m->exists ? "OK" : "RETRY", NULL, NULL, m->http_status, m->error, NULL,
 									model_object(m));
 		if (m->adopt || (m->create_req && mlplat_write_answered(m->http_status)))
-			mlplat_write_notes_add(&settled, 0, model_object(m), NULL);
+			mlplat_write_notes_add(&wb.settled, 0, model_object(m), NULL);
 	}
 	foreach (lc, versions)
 	{
@@ -778,106 +848,22 @@ write_back(MlplatPass *pass, List *aliases, List *models, List *versions)
 											  CStringGetTextDatum(v->reg_version), Int64GetDatum(pass->epoch) },
 								   NULL);
 		if (v->conflict)
-			mlplat_ledger_batch_add(ledger, "model_alias", 0, v->model->project, "ADOPT", "CONFLICT", NULL, NULL, 0,
+			mlplat_ledger_batch_add(wb.ledger, "model_alias", 0, v->model->project, "ADOPT", "CONFLICT", NULL, NULL, 0,
 									v->error, NULL, psprintf("model version %s of %s", v->version, v->model->name));
 		if (v->adopted)
-			mlplat_ledger_batch_add(ledger, "model_alias", 0, v->model->project, "ADOPT", "OK", NULL, NULL, 0, NULL,
+			mlplat_ledger_batch_add(wb.ledger, "model_alias", 0, v->model->project, "ADOPT", "OK", NULL, NULL, 0, NULL,
 									NULL, psprintf("model version %s of %s found as registry version %s (an earlier"
 												   " create whose answer was lost)",
 												   v->version, v->model->name, v->reg_version));
 		if (v->req)
-			mlplat_ledger_batch_add(ledger, "model_alias", 0, v->model->project, "CREATE",
+			mlplat_ledger_batch_add(wb.ledger, "model_alias", 0, v->model->project, "CREATE",
 									v->reg_version ? "OK" : "RETRY", NULL, NULL, v->http_status, v->error, NULL,
 									psprintf("model version %s of %s%s%s", v->version, v->model->name,
 											 v->reg_version ? " as registry version " : "",
 											 v->reg_version ? v->reg_version : ""));
 	}
-	foreach (lc, aliases)
-	{
-		AliasRow *a = lfirst(lc);
-		char *trace = mlplat_trace_id_of(a->traceparent);
-		char *observed_json;
-
-		if (a->unmap)
-			(void) mlplat_sql_bool("SELECT mlplat._aliases_map_version($1, NULL, NULL, $2)", 2,
-								   (Oid[]){ INT8OID, INT8OID },
-								   (Datum[]){ Int64GetDatum(a->version_id), Int64GetDatum(pass->epoch) }, NULL);
-		if (a->adopt)
-			mlplat_ledger_batch_add(ledger, "model_alias", a->id, a->project, "ADOPT", "OK", NULL, NULL, 0, NULL, trace,
-									psprintf("%s %s -> %s: set by a write whose answer was never recorded", a->registered_model,
-											 a->alias, a->adopted ? a->adopted : "(none)"));
-		/* every note of the alias once a write is answered; an adopted one by itself otherwise */
-		if (a->write_req && mlplat_write_answered(a->http_status))
-			mlplat_write_notes_add(&settled, a->id, alias_object(a), NULL);
-		else if (a->adopt)
-			mlplat_write_notes_add(&settled, a->id, alias_object(a), a->note->action);
-		if (a->write_req)
-		{
-			mlplat_ledger_batch_add(ledger, "model_alias", a->id, a->project,
-									strcmp(a->action, "SET") == 0 ? "APPLY" : a->action,
-									a->ledger_outcome, NULL, NULL, a->http_status, a->error, trace,
-									psprintf("%s %s: %s -> %s", a->registered_model, a->alias,
-											 a->observed ? a->observed : "(none)",
-											 a->target ? a->target : "(none)"));
-		}
-		if (a->moved)
-			(void) mlplat_sql_bool("SELECT mlplat._aliases_history($1, $2, $3, $4, $5, $6, $7, $8, $9)", 9,
-								   (Oid[]){ INT8OID, TEXTOID, INT8OID, TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID, TEXTOID },
-								   (Datum[]){ Int64GetDatum(a->id), CStringGetTextDatum(a->action),
-											  Int64GetDatum(a->version_id), a->moved_by ? CStringGetTextDatum(a->moved_by) : 0,
-											  a->target ? CStringGetTextDatum(a->target) : 0,
-											  a->observed ? CStringGetTextDatum(a->observed) : 0,
-											  Int64GetDatum(pass->epoch), CStringGetTextDatum(pass->controller),
-											  trace ? CStringGetTextDatum(trace) : 0 },
-								   (const char[]){ ' ', ' ', a->version_id ? ' ' : 'n', a->moved_by ? ' ' : 'n',
-												   a->target ? ' ' : 'n', a->observed ? ' ' : 'n', ' ', ' ', trace ? ' ' : 'n' });
-		if (!a->write)
-			continue;
-		{
-			StringInfoData oj;
-
-			initStringInfo(&oj);
-			appendStringInfoString(&oj, "{\"registered_model\":");
-			escape_json(&oj, a->registered_model);
-			appendStringInfoString(&oj, ",\"version\":");
-			if (a->mark_observed && a->target)
-				escape_json(&oj, a->target);
-			else if (!a->mark_observed && a->observed)
-				escape_json(&oj, a->observed);
-			else
-				appendStringInfoString(&oj, "null");
-			appendStringInfoChar(&oj, '}');
-			observed_json = a->observed_ok ? oj.data : NULL;
-		}
-		{
-			MlplatStatusWriteback w = {
-				.id = a->id,
-				.row_version = a->row_version,
-				.status = a->new_status,
-				.reason = a->reason,
-				.observed_generation = a->mark_observed ? a->generation : -1,
-				.observed = observed_json,
-				.error = a->error,
-				.retry_ms = a->retry_ms,
-			};
-
-			mlplat_seam_array_add(rows, &w);
-		}
-	}
-	written = mlplat_seam_writeback(rows, "SELECT * FROM mlplat._aliases_writeback_set($1, $2)",
-									pass->epoch, &nwritten);
-	foreach (lc, aliases)
-	{
-		AliasRow *a = lfirst(lc);
-
-		if (!a->write)
-			continue;
-		if (mlplat_seam_written(written, nwritten, a->id))
-			spans = list_concat(spans, a->spans);
-		else
-			lost++; /* an intent or another leader got there first: re-read next pass */
-	}
-	mlplat_seam_writeback_end(pass, ledger, &settled, spans, pass_cxt, lost);
+	mlplat_writeback_rows(&wb, aliases, alias_row, "SELECT * FROM mlplat._aliases_writeback_set($1, $2)", alias_done);
+	mlplat_writeback_end(&wb);
 }
 
 void

@@ -1000,93 +1000,85 @@ project_spans(Project *p)
 	return spans;
 }
 
+/* the write-back row of p (and the notes its objects settle, their adoptions' ledger rows) */
+static bool
+project_row(MlplatWriteback *wb, void *entity, void *row)
+{
+	Project *p = entity;
+	MlplatStatusWriteback *w = row;
+
+	foreach_ptr (ProjObj, o, p->objs)
+	{
+		if (o->settle)
+			mlplat_write_notes_add(&wb->settled, p->id, obj_label(o), NULL);
+		else if (o->answered && (o->unanswered == NULL || (o->http_status >= 200 && o->http_status < 300)))
+		{
+			/*
+			 * A refusal (429, 4xx) answers only this pass's write: an earlier
+			 * leader's unanswered write of the object may still have made it, so
+			 * its note stays until a pass finds the object (ADOPT) or the grace
+			 * ends.  A 2xx is recorded by our own ledger row.
+			 */
+			mlplat_write_notes_add(&wb->settled, p->id, obj_label(o), o->action == ACT_DELETE ? "DELETE" : "APPLY");
+		}
+		if (o->adopt)
+			mlplat_ledger_batch_add(wb->ledger, "project", p->id, p->name, "ADOPT", "OK", NULL, NULL, 0, NULL,
+									mlplat_trace_id_of(p->traceparent),
+									psprintf("%s: made by an apply whose answer was never recorded", obj_label(o)));
+	}
+	if (!p->write)
+		return false;
+	w->status = p->new_status;
+	w->reason = p->reason;
+	w->observed_generation = p->mark_observed ? p->generation : -1;
+	w->observed = p->observed_json;
+	w->error = p->error;
+	w->retry_ms = p->retry_ms;
+	return true;
+}
+
+/* after the write-back: the ledger rows of p's writes, and its spans when its row was written */
+static void
+project_done(MlplatWriteback *wb, void *entity, bool held)
+{
+	Project *p = entity;
+
+	/*
+	 * The external writes happened whether or not the row's compare-and-swap
+	 * held (an intent may have landed meanwhile): record them either way; a
+	 * deposed leader's rows are refused by the epoch check inside.
+	 */
+	foreach_ptr (ProjObj, o, p->objs)
+	{
+		if (o->req == NULL)
+			continue;
+		mlplat_ledger_batch_add(wb->ledger, "project", p->id, p->name, o->action == ACT_DELETE ? "DELETE" : "APPLY",
+								o->ledger_outcome, NULL, NULL, o->http_status, o->error,
+								mlplat_trace_id_of(p->traceparent),
+								psprintf("%s%s%s", obj_label(o), o->drift ? ": " : "", o->drift ? o->drift : ""));
+	}
+	if (held)
+		wb->spans = list_concat(wb->spans, p->spans);
+}
+
 static void
 write_back(MlplatPass *pass, List *projects, List *orphans)
 {
-	MemoryContext pass_cxt = CurrentMemoryContext;
-	int lost = 0;
-	List *spans = NIL;
-	MlplatWriteNotes settled = { 0 };
-	MlplatSeamArray *rows;
-	int64 *written;
-	uint64 nwritten;
-	MlplatLedgerBatch *ledger;
+	MlplatWriteback wb;
 
 	/* built before the transaction: the lists live in the pass's context */
 	foreach_ptr (Project, p, projects)
 		if (p->write)
 			p->spans = project_spans(p);
-	rows = mlplat_seam_writeback_begin(&writeback_seam, &ledger);
-	foreach_ptr (Project, p, projects)
-	{
-		foreach_ptr (ProjObj, o, p->objs)
-		{
-			if (o->settle)
-				mlplat_write_notes_add(&settled, p->id, obj_label(o), NULL);
-			else if (o->answered && (o->unanswered == NULL || (o->http_status >= 200 && o->http_status < 300)))
-			{
-				/*
-				 * A refusal (429, 4xx) answers only this pass's write: an earlier
-				 * leader's unanswered write of the object may still have made it, so
-				 * its note stays until a pass finds the object (ADOPT) or the grace
-				 * ends.  A 2xx is recorded by our own ledger row.
-				 */
-				mlplat_write_notes_add(&settled, p->id, obj_label(o), o->action == ACT_DELETE ? "DELETE" : "APPLY");
-			}
-			if (o->adopt)
-				mlplat_ledger_batch_add(ledger, "project", p->id, p->name, "ADOPT", "OK", NULL, NULL, 0, NULL,
-										mlplat_trace_id_of(p->traceparent),
-										psprintf("%s: made by an apply whose answer was never recorded", obj_label(o)));
-		}
-		if (p->write)
-		{
-			MlplatStatusWriteback w = {
-				.id = p->id,
-				.row_version = p->row_version,
-				.status = p->new_status,
-				.reason = p->reason,
-				.observed_generation = p->mark_observed ? p->generation : -1,
-				.observed = p->observed_json,
-				.error = p->error,
-				.retry_ms = p->retry_ms,
-			};
-
-			mlplat_seam_array_add(rows, &w);
-		}
-	}
-	written = mlplat_seam_writeback(rows, "SELECT * FROM mlplat._projects_writeback_set($1, $2)",
-									pass->epoch, &nwritten);
-	foreach_ptr (Project, p, projects)
-	{
-		if (!p->write)
-			continue;
-
-		/*
-		 * The external writes happened whether or not the row's compare-and-swap
-		 * held (an intent may have landed meanwhile): record them either way; a
-		 * deposed leader's rows are refused by the epoch check inside.
-		 */
-		foreach_ptr (ProjObj, o, p->objs)
-		{
-			if (o->req == NULL)
-				continue;
-			mlplat_ledger_batch_add(ledger, "project", p->id, p->name, o->action == ACT_DELETE ? "DELETE" : "APPLY",
-									o->ledger_outcome, NULL, NULL, o->http_status, o->error,
-									mlplat_trace_id_of(p->traceparent),
-									psprintf("%s%s%s", obj_label(o), o->drift ? ": " : "", o->drift ? o->drift : ""));
-		}
-		if (!mlplat_seam_written(written, nwritten, p->id))
-		{
-			lost++; /* an intent or another leader got there first: re-read next pass */
-			continue;
-		}
-		spans = list_concat(spans, p->spans);
-	}
+	mlplat_writeback_begin(&wb, pass, &writeback_seam, &claim_seam);
+	mlplat_writeback_rows(&wb, projects, project_row, "SELECT * FROM mlplat._projects_writeback_set($1, $2)",
+						  project_done);
 	foreach_ptr (ProjObj, o, orphans)
-		mlplat_ledger_batch_add(ledger, "project", 0, mlplat_json_text(o->obs, "metadata", "labels", MLPLAT_LABEL_PROJECT),
-								"ORPHAN_TEARDOWN", o->ledger_outcome, NULL, NULL, o->http_status, o->error, NULL,
+		mlplat_ledger_batch_add(wb.ledger, "project", 0,
+								mlplat_json_text(o->obs, "metadata", "labels", MLPLAT_LABEL_PROJECT), "ORPHAN_TEARDOWN",
+								o->ledger_outcome, NULL, NULL, o->http_status, o->error, NULL,
 								psprintf("Namespace %s", o->name));
-	mlplat_seam_writeback_end(pass, ledger, &settled, spans, pass_cxt, lost);
+	mlplat_writeback_end(&wb);
 }
 
 void

@@ -353,12 +353,7 @@ run_decide(Run *r)
 MLPLAT_SEAM_STATIC(claim_seam, run_claim, Run);
 
 /* ... and mlplat.run_writeback built from RunWriteback (retry_ms < 0 is NULL) */
-typedef struct RunWriteback
-{
-	MLPLAT_SEAM_MEMBERS_OUT(run_writeback)
-} RunWriteback;
-
-MLPLAT_SEAM_STATIC(writeback_seam, run_writeback, RunWriteback);
+MLPLAT_SEAM_ROW_STATIC(writeback_seam, run_writeback, RunWriteback);
 
 MlplatSeam *const mlplat_runs_seams[] = { &claim_seam, &writeback_seam, NULL };
 
@@ -490,72 +485,51 @@ verify_existing(MlplatPass *pass, MlJsonArena *arena, List *runs)
 	}
 }
 
+/* the write-back row of r (and the note it settles, its ledger rows and span) */
+static bool
+run_row(MlplatWriteback *wb, void *entity, void *row)
+{
+	Run *r = entity;
+	RunWriteback *w = row;
+
+	if (r->settle_note)
+		mlplat_write_notes_add(&wb->settled, r->id, psprintf("%s/%s", r->namespace, r->workflow), NULL);
+	if (!r->write)
+		return false;
+	w->status = r->new_status;
+	w->reason = r->reason;
+	w->error = r->error;
+	w->retry_ms = r->retry_ms;
+	w->submitted = r->mark_submitted;
+	w->observed_rv = r->new_rv;
+	w->nodes = r->nodes;
+
+	/*
+	 * The external write happened whether or not the row's CAS held (an intent may
+	 * have landed meanwhile): record it either way; the ledger checks the epoch.
+	 */
+	if (r->adopt)
+		mlplat_ledger_batch_add(wb->ledger, "run", r->id, r->project, "ADOPT", "OK", NULL, NULL, 0, NULL,
+								mlplat_trace_id_of(r->traceparent), psprintf("%s/%s", r->namespace, r->workflow));
+	if (r->ledger_action)
+		mlplat_ledger_batch_add(wb->ledger, "run", r->id, r->project, r->ledger_action, r->ledger_outcome, NULL, NULL,
+								r->http_status, r->ledger_error ? r->ledger_error : r->error,
+								mlplat_trace_id_of(r->traceparent), psprintf("%s/%s", r->namespace, r->workflow));
+	wb->spans = lappend(wb->spans, r->span);
+	return true;
+}
+
+/* Returns the step rows the write-back wrote. */
 static int64
 write_back(MlplatPass *pass, List *runs)
 {
-	MemoryContext pass_cxt = CurrentMemoryContext;
-	ListCell *lc;
-	int lost = 0;
+	MlplatWriteback wb;
 	int64 step_rows;
-	List *spans = NIL;
-	MlplatWriteNotes settled = { 0 };
-	MlplatSeamArray *rows;
-	int64 *written;
-	uint64 nwritten;
-	MlplatLedgerBatch *ledger;
 
-	rows = mlplat_seam_writeback_begin(&writeback_seam, &ledger);
-	foreach (lc, runs)
-	{
-		Run *r = lfirst(lc);
-
-		if (r->settle_note)
-			mlplat_write_notes_add(&settled, r->id, psprintf("%s/%s", r->namespace, r->workflow), NULL);
-		if (!r->write)
-			continue;
-		{
-			RunWriteback w = {
-				.id = r->id,
-				.row_version = r->row_version,
-				.status = r->new_status,
-				.reason = r->reason,
-				.error = r->error,
-				.retry_ms = r->retry_ms,
-				.submitted = r->mark_submitted,
-				.observed_rv = r->new_rv,
-				.nodes = r->nodes,
-			};
-
-			mlplat_seam_array_add(rows, &w);
-		}
-	}
-	written = mlplat_seam_writeback(rows, "SELECT * FROM mlplat._runs_writeback_set($1, $2)",
-									pass->epoch, &nwritten);
-	step_rows = rows->returned_sum;
-	foreach (lc, runs)
-	{
-		Run *r = lfirst(lc);
-
-		if (!r->write)
-			continue;
-
-		/*
-		 * The external write happened whether or not the row's CAS held (an intent may
-		 * have landed meanwhile): record it either way; the ledger checks the epoch.
-		 */
-		if (r->adopt)
-			mlplat_ledger_batch_add(ledger, "run", r->id, r->project, "ADOPT", "OK", NULL, NULL, 0, NULL,
-									mlplat_trace_id_of(r->traceparent), psprintf("%s/%s", r->namespace, r->workflow));
-		if (r->ledger_action)
-			mlplat_ledger_batch_add(ledger, "run", r->id, r->project, r->ledger_action, r->ledger_outcome,
-									NULL, NULL, r->http_status, r->ledger_error ? r->ledger_error : r->error,
-									mlplat_trace_id_of(r->traceparent),
-									psprintf("%s/%s", r->namespace, r->workflow));
-		spans = lappend(spans, r->span);
-		if (!mlplat_seam_written(written, nwritten, r->id))
-			lost++; /* an intent or another leader got there first: re-read next pass */
-	}
-	mlplat_seam_writeback_end(pass, ledger, &settled, spans, pass_cxt, lost);
+	mlplat_writeback_begin(&wb, pass, &writeback_seam, &claim_seam);
+	mlplat_writeback_rows(&wb, runs, run_row, "SELECT * FROM mlplat._runs_writeback_set($1, $2)", NULL);
+	step_rows = wb.rows->returned_sum;
+	mlplat_writeback_end(&wb);
 	return step_rows;
 }
 

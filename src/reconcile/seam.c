@@ -463,3 +463,79 @@ mlplat_seam_writeback_rows(MlplatSeamArray *a, const char *sql, int64 epoch, Mlp
 	writeback_args(a, epoch, types, values);
 	return mlplat_seam_claim(result, cxt, sql, 2, types, values, size);
 }
+
+/* the offset of int8 attribute attname in the seam's struct */
+static size_t
+seam_int8_offset(const MlplatSeam *s, const char *attname)
+{
+	for (int i = 0; i < s->nfields; i++)
+		if (strcmp(s->fields[i].attname, attname) == 0 && s->fields[i].type == MLPLAT_SEAM_INT8)
+			return s->fields[i].offset;
+	elog(ERROR, "mlplat: type mlplat.%s has no bigint attribute \"%s\"", s->type_name, attname);
+	return 0;
+}
+
+void
+mlplat_writeback_begin(MlplatWriteback *wb, MlplatPass *pass, MlplatSeam *rows, MlplatSeam *claim)
+{
+	memset(wb, 0, sizeof(*wb));
+	wb->pass = pass;
+	wb->pass_cxt = CurrentMemoryContext;
+	wb->claim = claim;
+	wb->rows = mlplat_seam_writeback_begin(rows, &wb->ledger);
+}
+
+void
+mlplat_writeback_rows(MlplatWriteback *wb, List *entities, MlplatWritebackRowFn row_fn, const char *sql,
+					  MlplatWritebackDoneFn done_fn)
+{
+	const MlplatSeam *s = wb->rows->seam;
+	size_t id_at = seam_int8_offset(wb->claim, "id");
+	size_t rv_at = seam_int8_offset(wb->claim, "row_version");
+	size_t row_id_at = seam_int8_offset(s, "id");
+	size_t row_rv_at = seam_int8_offset(s, "row_version");
+	bool *has_row = palloc0(sizeof(bool) * Max(list_length(entities), 1));
+	char *row = palloc(s->size);
+	int64 *written;
+	uint64 nwritten;
+	ListCell *lc;
+	int i = 0;
+
+	foreach (lc, entities)
+	{
+		char *e = lfirst(lc);
+
+		memset(row, 0, s->size);
+		has_row[i] = row_fn(wb, e, row);
+		if (has_row[i])
+		{
+			*(int64 *) (row + row_id_at) = *(int64 *) (e + id_at);
+			*(int64 *) (row + row_rv_at) = *(int64 *) (e + rv_at);
+			mlplat_seam_array_add(wb->rows, row);
+		}
+		i++;
+	}
+	written = mlplat_seam_writeback(wb->rows, sql, wb->pass->epoch, &nwritten);
+	i = 0;
+	foreach (lc, entities)
+	{
+		char *e = lfirst(lc);
+		bool held;
+
+		if (!has_row[i++])
+			continue;
+		held = mlplat_seam_written(written, nwritten, *(int64 *) (e + id_at));
+		if (!held)
+			wb->lost++; /* an intent or another leader got there first: re-read next pass */
+		if (done_fn)
+			done_fn(wb, e, held);
+	}
+	pfree(row);
+	pfree(has_row);
+}
+
+void
+mlplat_writeback_end(MlplatWriteback *wb)
+{
+	mlplat_seam_writeback_end(wb->pass, wb->ledger, &wb->settled, wb->spans, wb->pass_cxt, wb->lost);
+}

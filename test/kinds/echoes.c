@@ -274,6 +274,34 @@ settle(MlJsonArena *arena, Echo *e, const char *instance)
 	e->reason = e->error;
 }
 
+/*
+ * The ledger rows of e's writes (the external writes happened whether or not a
+ * compare-and-swap holds: recorded either way) and its write-back row, if it
+ * moves.
+ */
+static bool
+echo_row(MlplatWriteback *wb, void *entity, void *row)
+{
+	Echo *e = entity;
+	MlplatStatusWriteback *w = row;
+	char *object = psprintf("%s/%s", e->namespace, e->name);
+	char *trace_id = mlplat_trace_id_of(e->traceparent);
+
+	if (e->adopt)
+		mlplat_ledger_batch_add(wb->ledger, "echo", e->id, NULL, "ADOPT", "OK", NULL, NULL, 0, NULL, trace_id, object);
+	if (e->req)
+		mlplat_ledger_batch_add(wb->ledger, "echo", e->id, NULL, e->action, e->outcome, NULL, NULL, e->http_status,
+								e->error, trace_id, object);
+	if (e->to_status == NULL)
+		return false;
+	w->status = e->to_status;
+	w->reason = e->reason;
+	w->observed_generation = strcmp(e->to_status, "SYNCED") == 0 ? e->generation : -1;
+	w->error = e->error;
+	w->retry_ms = e->retry_ms;
+	return true;
+}
+
 void
 mlplat_echoes_pass(MlplatPass *pass)
 {
@@ -290,7 +318,6 @@ mlplat_echoes_pass(MlplatPass *pass)
 	ListCell *lc;
 	int lists = 0;
 	int writes = 0;
-	int lost = 0;
 
 	if (!mlplat_cluster_ready(pass, &why))
 		return;
@@ -363,52 +390,14 @@ mlplat_echoes_pass(MlplatPass *pass)
 			mlplat_write_notes_add(&settled, e->id, object, NULL); /* adopted, or past its grace */
 	}
 
-	/* 5. write back */
+	/* 5. write back (the notes heard answered above are removed with it) */
 	{
-		MlplatLedgerBatch *ledger;
-		MlplatSeamArray *rows = mlplat_seam_writeback_begin(&writeback_seam, &ledger);
-		int64 *written;
-		uint64 nwritten;
+		MlplatWriteback wb;
 
-		foreach (lc, echoes)
-		{
-			Echo *e = lfirst(lc);
-			char *object = psprintf("%s/%s", e->namespace, e->name);
-			char *trace_id = mlplat_trace_id_of(e->traceparent);
-
-			if (e->adopt)
-				mlplat_ledger_batch_add(ledger, "echo", e->id, NULL, "ADOPT", "OK", NULL, NULL, 0, NULL, trace_id,
-										object);
-			if (e->req)
-				mlplat_ledger_batch_add(ledger, "echo", e->id, NULL, e->action, e->outcome, NULL, NULL,
-										e->http_status, e->error, trace_id, object);
-			if (e->to_status)
-			{
-				MlplatStatusWriteback w = {
-					.id = e->id,
-					.row_version = e->row_version,
-					.status = e->to_status,
-					.reason = e->reason,
-					.observed_generation = strcmp(e->to_status, "SYNCED") == 0 ? e->generation : -1,
-					.observed = NULL,
-					.error = e->error,
-					.retry_ms = e->retry_ms,
-				};
-
-				mlplat_seam_array_add(rows, &w);
-			}
-		}
-		written = mlplat_seam_writeback(rows, "SELECT * FROM mlplat._echoes_writeback_set($1, $2)", pass->epoch,
-										&nwritten);
-		foreach (lc, echoes)
-		{
-			Echo *e = lfirst(lc);
-
-			if (e->to_status && !mlplat_seam_written(written, nwritten, e->id))
-				lost++;
-		}
-		/* the external writes happened whether or not a CAS held: recorded either way */
-		mlplat_seam_writeback_end(pass, ledger, &settled, NIL, pass_cxt, lost);
+		mlplat_writeback_begin(&wb, pass, &writeback_seam, &claim_seam);
+		wb.settled = settled;
+		mlplat_writeback_rows(&wb, echoes, echo_row, "SELECT * FROM mlplat._echoes_writeback_set($1, $2)", NULL);
+		mlplat_writeback_end(&wb);
 	}
 	if (pass->status[0] == '\0')
 		snprintf(pass->status, sizeof(pass->status), "%d echoes, %d writes, %d LIST requests",
