@@ -238,7 +238,8 @@ extern void mlplat_seam_writeback_end(MlplatPass *pass, MlplatLedgerBatch *ledge
  * entity that had a row, in the list's order, whether its row was written
  * (held: its compare-and-swap held); a row that was not is counted for the pass
  * status.  Both add to wb->ledger, wb->settled and wb->spans, which
- * mlplat_writeback_end writes.
+ * mlplat_writeback_end writes; spans that belong to the row's state (recorded
+ * only if the row was written) row_fn puts in wb->row_spans instead.
  */
 typedef struct MlplatWriteback
 {
@@ -249,6 +250,7 @@ typedef struct MlplatWriteback
 	MlplatLedgerBatch *ledger; /* the pass's ledger rows */
 	MlplatWriteNotes settled;  /* write-ahead notes heard answered */
 	List *spans;			   /* the pass's spans */
+	List *row_spans;		   /* row_fn may set: the row's spans, recorded only if it is written */
 	int lost;				   /* rows that lost their compare-and-swap */
 } MlplatWriteback;
 

@@ -874,10 +874,11 @@ dep_row(MlplatWriteback *wb, void *entity, void *row)
 						   d->mode_json ? ", \"deployment_mode\": " : "", d->mode_json ? d->mode_json : "");
 	w->error = d->error;
 	w->retry_ms = d->retry_ms;
+	wb->row_spans = d->spans;
 	return true;
 }
 
-/* after the write-back: d's ledger row, and its spans when its row was written */
+/* after the write-back: d's ledger row */
 static void
 dep_done(MlplatWriteback *wb, void *entity, bool held)
 {
@@ -894,8 +895,6 @@ dep_done(MlplatWriteback *wb, void *entity, bool held)
 								d->ledger_desired ? d->ledger_desired : d->spec_digest, d->ledger_observed,
 								d->http_status, d->ledger_error ? d->ledger_error : d->error,
 								mlplat_trace_id_of(d->traceparent), d->ledger_note ? d->ledger_note : d->drift);
-	if (held)
-		wb->spans = list_concat(wb->spans, d->spans);
 }
 
 /*

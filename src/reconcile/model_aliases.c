@@ -799,17 +799,8 @@ alias_row(MlplatWriteback *wb, void *entity, void *row)
 	w->observed = a->observed_ok ? oj.data : NULL;
 	w->error = a->error;
 	w->retry_ms = a->retry_ms;
+	wb->row_spans = a->spans;
 	return true;
-}
-
-/* after the write-back: a's spans when its row was written */
-static void
-alias_done(MlplatWriteback *wb, void *entity, bool held)
-{
-	AliasRow *a = entity;
-
-	if (held)
-		wb->spans = list_concat(wb->spans, a->spans);
 }
 
 static void
@@ -862,7 +853,7 @@ write_back(MlplatPass *pass, List *aliases, List *models, List *versions)
 											 v->reg_version ? " as registry version " : "",
 											 v->reg_version ? v->reg_version : ""));
 	}
-	mlplat_writeback_rows(&wb, aliases, alias_row, "SELECT * FROM mlplat._aliases_writeback_set($1, $2)", alias_done);
+	mlplat_writeback_rows(&wb, aliases, alias_row, "SELECT * FROM mlplat._aliases_writeback_set($1, $2)", NULL);
 	mlplat_writeback_end(&wb);
 }
 

@@ -1034,10 +1034,11 @@ project_row(MlplatWriteback *wb, void *entity, void *row)
 	w->observed = p->observed_json;
 	w->error = p->error;
 	w->retry_ms = p->retry_ms;
+	wb->row_spans = p->spans;
 	return true;
 }
 
-/* after the write-back: the ledger rows of p's writes, and its spans when its row was written */
+/* after the write-back: the ledger rows of p's writes */
 static void
 project_done(MlplatWriteback *wb, void *entity, bool held)
 {
@@ -1057,8 +1058,6 @@ project_done(MlplatWriteback *wb, void *entity, bool held)
 								mlplat_trace_id_of(p->traceparent),
 								psprintf("%s%s%s", obj_label(o), o->drift ? ": " : "", o->drift ? o->drift : ""));
 	}
-	if (held)
-		wb->spans = list_concat(wb->spans, p->spans);
 }
 
 static void

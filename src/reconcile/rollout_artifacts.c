@@ -45,12 +45,7 @@ typedef struct PendingRow
 
 MLPLAT_SEAM_GLOBAL(mlplat_rollout_artifact_claim_seam, rollout_artifact_claim, PendingRow);
 
-typedef struct VerdictRow
-{
-	MLPLAT_SEAM_MEMBERS_OUT(rollout_artifact_verdict)
-} VerdictRow;
-
-MLPLAT_SEAM_GLOBAL(mlplat_rollout_artifact_verdict_seam, rollout_artifact_verdict, VerdictRow);
+MLPLAT_SEAM_ROW_GLOBAL(mlplat_rollout_artifact_verdict_seam, rollout_artifact_verdict, VerdictRow);
 
 List *
 mlplat_rollout_artifacts_add(List *gate, int64 rollout_id, int64 row_version, int attempts, const char *project)

@@ -495,6 +495,7 @@ mlplat_writeback_rows(MlplatWriteback *wb, List *entities, MlplatWritebackRowFn 
 	size_t row_id_at = seam_int8_offset(s, "id");
 	size_t row_rv_at = seam_int8_offset(s, "row_version");
 	bool *has_row = palloc0(sizeof(bool) * Max(list_length(entities), 1));
+	List **row_spans = palloc0(sizeof(List *) * Max(list_length(entities), 1));
 	char *row = palloc(s->size);
 	int64 *written;
 	uint64 nwritten;
@@ -506,9 +507,11 @@ mlplat_writeback_rows(MlplatWriteback *wb, List *entities, MlplatWritebackRowFn 
 		char *e = lfirst(lc);
 
 		memset(row, 0, s->size);
+		wb->row_spans = NIL;
 		has_row[i] = row_fn(wb, e, row);
 		if (has_row[i])
 		{
+			row_spans[i] = wb->row_spans;
 			*(int64 *) (row + row_id_at) = *(int64 *) (e + id_at);
 			*(int64 *) (row + row_rv_at) = *(int64 *) (e + rv_at);
 			mlplat_seam_array_add(wb->rows, row);
@@ -525,12 +528,16 @@ mlplat_writeback_rows(MlplatWriteback *wb, List *entities, MlplatWritebackRowFn 
 		if (!has_row[i++])
 			continue;
 		held = mlplat_seam_written(written, nwritten, *(int64 *) (e + id_at));
-		if (!held)
+		if (held)
+			wb->spans = list_concat(wb->spans, row_spans[i - 1]);
+		else
 			wb->lost++; /* an intent or another leader got there first: re-read next pass */
 		if (done_fn)
 			done_fn(wb, e, held);
 	}
+	wb->row_spans = NIL;
 	pfree(row);
+	pfree(row_spans);
 	pfree(has_row);
 }
 
