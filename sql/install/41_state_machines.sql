@@ -168,9 +168,9 @@ END $$;
 -- of new rows (a campaign's 64 candidates) and every allowed change pay no function call.
 -- The initial status and the listed changes ('FROM>TO') are read from the transitions
 -- function itself when the triggers are made, so the WHEN clauses cannot disagree with it
--- (pgTAP state_machines checks that they still match).  A check per changed row cost a
--- dynamic statement, parsed and planned each time: 0.25 ms a row, a third of the CPU of a
--- deployments pass writing back 1,000 READYs (bench/converge/cpu.sh).
+-- (test/pgtap/table_rules.sql checks that they still match).  A check per changed row cost a
+-- dynamic statement, parsed and planned each time: 253 of the 357 ms a deployments
+-- write-back of 1,000 READYs took (docs/benchmarks.md, bench/converge/cpu.sh).
 CREATE FUNCTION mlplat._state_machine(p_table text, p_transitions text) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, mlplat, pg_temp AS $$
 DECLARE
@@ -187,7 +187,7 @@ BEGIN
       DETAIL = 'The insert trigger skips the check for the one status a new row may start in.',
       HINT = 'List exactly one transition from NULL.';
   END IF;
-  EXECUTE pg_catalog.format('SELECT pg_catalog.array_agg(t.from_status || %L || t.to_status ORDER BY 1) FROM mlplat.%I() t
+  EXECUTE pg_catalog.format('SELECT pg_catalog.array_agg(t.from_status || %L || t.to_status ORDER BY t.from_status, t.to_status) FROM mlplat.%I() t
                               WHERE t.from_status IS NOT NULL AND t.to_status IS NOT NULL', '>', p_transitions)
     INTO listed;
   EXECUTE pg_catalog.format('CREATE TRIGGER %I BEFORE INSERT ON mlplat.%I FOR EACH ROW WHEN (NEW.status IS DISTINCT FROM %L)

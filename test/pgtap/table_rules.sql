@@ -33,7 +33,7 @@ END $$;
 CREATE FUNCTION pg_temp.listed_of(fn text) RETURNS text[] LANGUAGE plpgsql AS $$
 DECLARE s text[];
 BEGIN
-  EXECUTE format('SELECT array_agg(t.from_status || ''>'' || t.to_status ORDER BY 1) FROM mlplat.%I() t
+  EXECUTE format('SELECT array_agg(t.from_status || ''>'' || t.to_status ORDER BY t.from_status, t.to_status) FROM mlplat.%I() t
                    WHERE t.from_status IS NOT NULL AND t.to_status IS NOT NULL', fn) INTO STRICT s;
   RETURN s;
 END $$;

@@ -140,7 +140,7 @@ BEGIN
       DETAIL = 'The insert trigger skips the check for the one status a new row may start in.',
       HINT = 'List exactly one transition from NULL.';
   END IF;
-  EXECUTE pg_catalog.format('SELECT pg_catalog.array_agg(t.from_status || %L || t.to_status ORDER BY 1) FROM mlplat.%I() t
+  EXECUTE pg_catalog.format('SELECT pg_catalog.array_agg(t.from_status || %L || t.to_status ORDER BY t.from_status, t.to_status) FROM mlplat.%I() t
                               WHERE t.from_status IS NOT NULL AND t.to_status IS NOT NULL', '>', p_transitions)
     INTO listed;
   EXECUTE pg_catalog.format('CREATE TRIGGER %I BEFORE INSERT ON mlplat.%I FOR EACH ROW WHEN (NEW.status IS DISTINCT FROM %L)
