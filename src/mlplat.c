@@ -13,6 +13,7 @@
 #include "miscadmin.h"
 
 #include "mlplat/guc.h"
+#include "mlplat/sanitizer.h"
 #include "mlplat/shmem.h"
 #include "mlplat/worker.h"
 
@@ -24,6 +25,7 @@ void
 _PG_init(void)
 {
 	mlplat_define_gucs();
+	mlplat_sanitizer_init();
 
 	if (!process_shared_preload_libraries_in_progress)
 	{

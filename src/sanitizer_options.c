@@ -11,6 +11,7 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "tcop/tcopprot.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -77,5 +78,52 @@ mlplat_sanitizer_after_catch(void)
 	size_t depth = ((size_t) max_stack_depth + 1024) * 1024;
 
 	__asan_unpoison_memory_region(here - depth, depth);
+#endif
+}
+
+#ifdef MLPLAT_ASAN
+/*
+ * Every ERROR that is caught ends a transaction or a subtransaction: the
+ * top-level catch aborts the transaction, a PL/pgSQL exception block (or any
+ * savepoint) rolls back its subtransaction.  The callbacks below run then,
+ * from the abort code under the catching frame, so they clear the shadow of
+ * the whole stack -- below them (the frames the longjmp abandoned) and above
+ * (live frames lose their redzones until they return: fewer reports, never a
+ * false one) -- which covers errors raised anywhere, in our frames or in
+ * PostgreSQL's called from them, without a call before each ereport.  Only
+ * aborts pay, and only in this build.
+ */
+static void
+clear_stack_shadow(void)
+{
+	mlplat_sanitizer_before_error();
+	mlplat_sanitizer_after_catch();
+}
+
+static void
+clear_after_abort(XactEvent event, void *arg)
+{
+	(void) arg;
+	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
+		clear_stack_shadow();
+}
+
+static void
+clear_after_subabort(SubXactEvent event, SubTransactionId mySubid, SubTransactionId parentSubid, void *arg)
+{
+	(void) mySubid;
+	(void) parentSubid;
+	(void) arg;
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		clear_stack_shadow();
+}
+#endif
+
+void
+mlplat_sanitizer_init(void)
+{
+#ifdef MLPLAT_ASAN
+	RegisterXactCallback(clear_after_abort, NULL);
+	RegisterSubXactCallback(clear_after_subabort, NULL);
 #endif
 }

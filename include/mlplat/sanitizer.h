@@ -24,4 +24,11 @@ extern void mlplat_sanitizer_before_error(void);
  */
 extern void mlplat_sanitizer_after_catch(void);
 
+/*
+ * From _PG_init, in every backend that loads mlplat: clears the abandoned
+ * stack's shadow whenever a transaction or subtransaction aborts, i.e. after
+ * every caught ERROR (see sanitizer_options.c).  Does nothing in other builds.
+ */
+extern void mlplat_sanitizer_init(void);
+
 #endif /* MLPLAT_SANITIZER_H */
