@@ -397,7 +397,7 @@ class Kube {
         for (const f of held.obj.metadata.finalizers || []) fins.set(f, (fins.get(f) || 0) + 1);
       }
     }
-    if (!content.size) { this.store.remove(NS, this.store.get(NS, null, name)); return; }
+    if (!content.size) { this.store.remove(NS, nsRec); return; }
     const now = U.nowIso();
     const list = (m, fmt) => [...m.keys()].sort().map((k) => fmt(k, m.get(k))).join(', ');
     const next = U.clone(nsRec.obj);
