@@ -111,6 +111,7 @@ const store = new Store({
       if (r.kind === 'InferenceService') isvc.changed(rec, type);
       else if (r.kind === 'Workflow') argo.changed(rec, type);
       else if (r.kind === 'Job') jobs.changed(rec, type);
+      else if (r.kind === 'ServiceAccount' && type === 'ADDED') isvc.serviceAccountAdded(rec.obj.metadata.namespace, rec.obj.metadata.name);
     },
   },
 });

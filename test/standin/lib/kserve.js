@@ -80,6 +80,10 @@ class KServe {
     this.held = new Set();      // ns/name whose deletion KServe's finalizer holds
     this.badUris = new Map();   // storageUri -> {reason, message}
     this.state = new Map();     // ns/name -> {revisions:[{name, hash}], timer}
+    // predictors whose pods wait for their ServiceAccount: "ns/sa" -> Map(ns/name -> retry).
+    // Woken when it is made (serviceAccountAdded), not polled: a poll per waiting object every
+    // readyDelayMs made a preloaded fleet of 45,000 cost the stand-in all its CPU.
+    this.awaitingSa = new Map();
     if (this.timers) for (const t of this.timers) clearTimeout(t);
     this.timers = new Set();
   }
@@ -211,12 +215,25 @@ class KServe {
     if (!rec || s.childGen !== gen || this.state.get(`${ns}/${name}`) !== s) return null;
     const spec = rec.obj.spec.predictor;
     const uri = U.getPath(spec, ['model', 'storageUri']);
-    if (this.rbac && !this.rbac.serviceAccountExists(ns, spec.serviceAccountName || 'default')) {
-      // the ReplicaSet cannot make pods yet ("serviceaccount not found"): look again later
-      this.later(this.cfg.readyDelayMs, again);
+    const sa = spec.serviceAccountName || 'default';
+    if (this.rbac && !this.rbac.serviceAccountExists(ns, sa)) {
+      // the ReplicaSet cannot make pods yet ("serviceaccount not found"): it tries again once
+      // the account exists; only the latest generation's retry is kept per object
+      const k = `${ns}/${sa}`;
+      if (!this.awaitingSa.has(k)) this.awaitingSa.set(k, new Map());
+      this.awaitingSa.get(k).set(`${ns}/${name}`, again);
       return null;
     }
     return { spec, uri, bad: this.badUris.get(uri) || this.credentialsProblem(ns, spec, uri) };
+  }
+
+  // A ServiceAccount was made: the predictors waiting for it make their pods, ready after the
+  // usual delay.
+  serviceAccountAdded(ns, sa) {
+    const waiting = this.awaitingSa.get(`${ns}/${sa}`);
+    if (!waiting) return;
+    this.awaitingSa.delete(`${ns}/${sa}`);
+    for (const again of waiting.values()) this.later(this.cfg.readyDelayMs, again);
   }
 
   // RawDeployment: KServe's PropagateRawStatus from the Deployment's Available/Progressing.

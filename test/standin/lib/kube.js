@@ -95,7 +95,12 @@ class Kube {
     if (!raw || !raw.length) throw E.badRequest('the request body is empty');
     const text = raw.toString('utf8');
     try {
-      if (ct.startsWith('application/apply-patch+yaml') || ct.includes('yaml')) return YAML.parse(text);
+      if (ct.startsWith('application/apply-patch+yaml') || ct.includes('yaml')) {
+        // JSON is YAML, and most apply bodies are JSON: JSON.parse reads them ~50x faster than
+        // the YAML parser, which was most of an apply's CPU. Anything else is YAML's to read.
+        if (text.trimStart()[0] === '{') { try { return JSON.parse(text); } catch (e) { /* YAML after all */ } }
+        return YAML.parse(text);
+      }
       return JSON.parse(text);
     } catch (e) {
       throw E.badRequest(`error decoding request body: ${e.message.split('\n')[0]}`);
