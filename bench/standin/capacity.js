@@ -7,7 +7,7 @@
 
 const http = require('http');
 const path = require('path');
-const { spawn } = require('child_process');
+const { startStandin: spawnStandin } = require('./spawn');
 
 const argv = process.argv.slice(2);
 const opt = (name, def) => { const i = argv.indexOf(`--${name}`); return i >= 0 ? Number(argv[i + 1]) : def; };
@@ -17,19 +17,7 @@ const RUNS = opt('runs', 5);
 const TOKEN = 'bench';
 const SERVER = path.join(__dirname, '..', '..', 'test', 'standin', 'server.js');
 
-function startStandin() {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [SERVER, '--port', '0', '--s3-port', '0', '--token', TOKEN, '--seed', '1'], { stdio: ['ignore', 'pipe', 'inherit'] });
-    const timer = setTimeout(() => { child.kill('SIGTERM'); reject(new Error('stand-in not ready in 10 s')); }, 10000);
-    let buf = '';
-    child.stdout.on('data', (d) => {
-      buf += d;
-      const m = buf.match(/standin ready port=(\d+)/);
-      if (m) { clearTimeout(timer); resolve({ child, port: Number(m[1]) }); }
-    });
-    child.on('exit', (code) => { clearTimeout(timer); reject(new Error(`stand-in exited ${code}`)); });
-  });
-}
+const startStandin = () => spawnStandin([SERVER, '--port', '0', '--s3-port', '0', '--token', TOKEN, '--seed', '1']);
 
 function req(agent, port, method, p, body, ct) {
   return new Promise((resolve, reject) => {
