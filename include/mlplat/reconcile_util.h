@@ -8,6 +8,7 @@
 
 #include "postgres.h"
 
+#include "lib/stringinfo.h"
 #include "nodes/pg_list.h"
 #include "utils/array.h"
 
@@ -29,6 +30,12 @@ mlplat_str_same(const char *a, const char *b)
 {
 	return (a == NULL || b == NULL) ? a == b : strcmp(a, b) == 0;
 }
+
+/*
+ * Append val as a JSON string, or null when it is NULL: the one spelling of
+ * an optional text in the observations and outputs the kinds build.
+ */
+extern void mlplat_json_append_text(StringInfo s, const char *val);
 
 /*
  * A short human line naming the drifted paths of a diff: the first five, and

@@ -733,10 +733,7 @@ artifact_json(const Cand *c)
 	appendStringInfoString(&s, ",\"verified_by\":");
 	escape_json(&s, c->verify->source ? c->verify->source : "unknown");
 	appendStringInfoString(&s, ",\"sbom_sha256\":");
-	if (sbom && sbom->type == ML_JSON_STRING)
-		escape_json(&s, sbom->u.string.str);
-	else
-		appendStringInfoString(&s, "null");
+	mlplat_json_append_text(&s, sbom && sbom->type == ML_JSON_STRING ? sbom->u.string.str : NULL);
 	appendStringInfoChar(&s, '}');
 	return s.data;
 }

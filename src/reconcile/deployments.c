@@ -287,10 +287,7 @@ isvc_fingerprint(const MlJsonValue *before, int revision)
 	else
 		appendStringInfoString(&s, "null");
 	appendStringInfoString(&s, ", \"latestCreatedRevision\": ");
-	if (lcr)
-		escape_json(&s, lcr);
-	else
-		appendStringInfoString(&s, "null");
+	mlplat_json_append_text(&s, lcr);
 	appendStringInfoChar(&s, '}');
 	return s.data;
 }

@@ -453,10 +453,7 @@ nodes_json(List *nodes)
 						 unsched && unsched->type == ML_JSON_BOOL && unsched->u.boolean ? "true" : "false",
 						 gpus ? (int) strtol(gpus, NULL, 10) : 0);
 		appendStringInfoString(&s, ",\"accelerator\":");
-		if (acc)
-			escape_json(&s, acc);
-		else
-			appendStringInfoString(&s, "null");
+		mlplat_json_append_text(&s, acc);
 		appendStringInfoChar(&s, '}');
 	}
 	appendStringInfoChar(&s, ']');

@@ -786,12 +786,7 @@ alias_row(MlplatWriteback *wb, void *entity, void *row)
 	appendStringInfoString(&oj, "{\"registered_model\":");
 	escape_json(&oj, a->registered_model);
 	appendStringInfoString(&oj, ",\"version\":");
-	if (a->mark_observed && a->target)
-		escape_json(&oj, a->target);
-	else if (!a->mark_observed && a->observed)
-		escape_json(&oj, a->observed);
-	else
-		appendStringInfoString(&oj, "null");
+	mlplat_json_append_text(&oj, a->mark_observed ? a->target : a->observed);
 	appendStringInfoChar(&oj, '}');
 	w->status = a->new_status;
 	w->reason = a->reason;

@@ -150,10 +150,7 @@ static void
 json_key_str(StringInfo s, const char *key, const char *val)
 {
 	appendStringInfo(s, "%s\"%s\":", s->len > 1 ? "," : "", key);
-	if (val)
-		escape_json(s, val);
-	else
-		appendStringInfoString(s, "null");
+	mlplat_json_append_text(s, val);
 }
 
 /* The Ready condition of KServe's status: "True", "False" or "Unknown". */

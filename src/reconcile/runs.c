@@ -104,10 +104,7 @@ json_field(StringInfo s, const char *key, const char *val, bool comma)
 		appendStringInfoChar(s, ',');
 	escape_json(s, key);
 	appendStringInfoChar(s, ':');
-	if (val)
-		escape_json(s, val);
-	else
-		appendStringInfoString(s, "null");
+	mlplat_json_append_text(s, val);
 }
 
 /*

@@ -5,6 +5,7 @@
 #include "postgres.h"
 
 #include "lib/stringinfo.h"
+#include "utils/json.h"
 
 #include "mlplat/backoff.h"
 #include "mlplat/guc.h"
@@ -12,6 +13,15 @@
 
 /* the running pass's own context (set by the worker), see reconcile_util.h */
 MemoryContext mlplat_pass_memory_context = NULL;
+
+void
+mlplat_json_append_text(StringInfo s, const char *val)
+{
+	if (val)
+		escape_json(s, val);
+	else
+		appendStringInfoString(s, "null");
+}
 
 char *
 mlplat_trace_id_of(const char *traceparent)
