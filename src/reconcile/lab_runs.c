@@ -641,6 +641,25 @@ send_write(MlplatHttpBatch *batch, const MlplatKubeResource *res, LabWrite w, co
 	return NULL;
 }
 
+/* One of a run's two objects, its Secret or its Job: what a write of it reads and sets. */
+typedef struct LabSide
+{
+	LabRun *run;
+	LabWrite *write;
+	MlplatHttpRequest **req;
+	const char *name;
+	const char *render;
+	const char *cid;
+} LabSide;
+
+static LabSide
+side_of(LabRun *r, const MlplatKubeResource *res)
+{
+	if (res == &JOB)
+		return (LabSide){ r, &r->job_write, &r->job_req, r->job_name, r->job, r->job_cid };
+	return (LabSide){ r, &r->secret_write, &r->secret_req, r->secret_name, r->secret, r->secret_cid };
+}
+
 /*
  * After a 409 on a create: read the object that holds the name and adopt it only when it
  * is this render's (labels and content id); otherwise it is a conflict.
@@ -1167,6 +1186,55 @@ lab_done(MlplatWriteback *wb, void *entity, bool held)
 		r->delete_output = false;
 }
 
+/*
+ * Send each run's write of res (its Secret or its Job) and the orphans'
+ * deletes in batch, and record the answers.  An object is made when its create
+ * answered 2xx or its 409 adopted; a Job is not sent over a Secret that was
+ * not made (the Job waits for its input: no Job without it).  Orphans are not
+ * noted: a DELETE is idempotent and the next resync repeats a lost one; a Job
+ * goes in the foreground, so its Pods go first.
+ */
+static void
+write_side(LabAnswers *a, MlplatHttpBatch *batch, List *runs, List *orphans, const MlplatKubeResource *res)
+{
+	LabSide *sides = palloc(sizeof(LabSide) * Max(list_length(runs), 1));
+	int n = 0;
+	ListCell *lc;
+
+	foreach (lc, runs)
+	{
+		LabSide *d = &sides[n++];
+
+		*d = side_of(lfirst(lc), res);
+		*d->req = send_write(batch, res, *d->write, d->run->namespace, d->name, d->render);
+	}
+	foreach (lc, orphans)
+	{
+		LabOrphan *o = lfirst(lc);
+
+		if (o->not_ours == NULL)
+			o->req = send_write(batch, o->res, o->res == &JOB ? LAB_WRITE_DELETE_FOREGROUND : LAB_WRITE_DELETE, o->ns,
+								o->name, NULL);
+	}
+	mlplat_http_batch_run(batch);
+	for (int i = 0; i < n; i++)
+	{
+		LabSide *d = &sides[i];
+		const char *outcome;
+		bool made;
+
+		if (*d->req == NULL)
+			continue;
+		outcome = write_answered(a, d->run, res, *d->write, *d->req, d->name, d->cid);
+		made = strcmp(outcome, "ADOPTED") == 0 || (*d->write == LAB_WRITE_CREATE && strcmp(outcome, "OK") == 0);
+		if (res == &JOB)
+			d->run->job_made = made;
+		else if (*d->write == LAB_WRITE_CREATE && !made)
+			d->run->job_write = LAB_WRITE_NONE;
+	}
+	pfree(sides);
+}
+
 void
 mlplat_lab_runs_pass(MlplatPass *pass)
 {
@@ -1274,56 +1342,9 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 	}
 	if (!mlplat_write_notes_commit(pass, &sending, "requests"))
 		return;
-	foreach (lc, runs)
-	{
-		LabRun *r = lfirst(lc);
-
-		r->secret_req = send_write(secret_batch, &SECRET, r->secret_write, r->namespace, r->secret_name, r->secret);
-	}
-	/* orphans go with the Secrets: not noted, a DELETE is idempotent and the next resync
-	 * repeats a lost one; a Job in the foreground, so its Pods go first */
-	foreach (lc, orphans)
-	{
-		LabOrphan *o = lfirst(lc);
-
-		if (o->not_ours == NULL)
-			o->req = send_write(secret_batch, o->res,
-								o->res == &JOB ? LAB_WRITE_DELETE_FOREGROUND : LAB_WRITE_DELETE, o->ns, o->name, NULL);
-	}
-	mlplat_http_batch_run(secret_batch);
-	foreach (lc, runs)
-	{
-		LabRun *r = lfirst(lc);
-		const char *outcome;
-
-		if (r->secret_req == NULL)
-			continue;
-		outcome = write_answered(&answers, r, &SECRET, r->secret_write, r->secret_req, r->secret_name,
-								 r->secret_cid);
-		/* no Job over a Secret that is not the run's; the Job waits for its input: no Job without it */
-		if (strcmp(outcome, "ADOPTED") != 0 && r->secret_write == LAB_WRITE_CREATE && strcmp(outcome, "OK") != 0)
-			r->job_write = LAB_WRITE_NONE;
-	}
-	foreach (lc, runs)
-	{
-		LabRun *r = lfirst(lc);
-
-		r->job_req = send_write(job_batch, &JOB, r->job_write, r->namespace, r->job_name, r->job);
-	}
-	mlplat_http_batch_run(job_batch);
-	foreach (lc, runs)
-	{
-		LabRun *r = lfirst(lc);
-
-		const char *outcome;
-
-		if (r->job_req == NULL)
-			continue;
-		outcome = write_answered(&answers, r, &JOB, r->job_write, r->job_req, r->job_name, r->job_cid);
-		/* its create answered 2xx, or the 409 adopted */
-		r->job_made = strcmp(outcome, "ADOPTED") == 0 ||
-					  (r->job_write == LAB_WRITE_CREATE && strcmp(outcome, "OK") == 0);
-	}
+	/* the Secrets first, then the Jobs that mount them; orphans go with the Secrets */
+	write_side(&answers, secret_batch, runs, orphans, &SECRET);
+	write_side(&answers, job_batch, runs, NIL, &JOB);
 	foreach (lc, runs)
 		settle_created_blocked(lfirst(lc));
 
