@@ -32,6 +32,14 @@ mlplat_str_same(const char *a, const char *b)
 }
 
 /*
+ * "namespace/name", palloc'd: how write-ahead notes and ledger rows name a
+ * namespaced object.  Notes are written before a send, found by a later
+ * claim and removed after the answer by this text, so every kind spells it
+ * with this one function.
+ */
+extern char *mlplat_object_path(const char *ns, const char *name);
+
+/*
  * Append val as a JSON string, or null when it is NULL: the one spelling of
  * an optional text in the observations and outputs the kinds build.
  */

@@ -543,7 +543,7 @@ claim(MlplatPass *pass, List **out, char **instance)
 		Cand *c = lfirst(lc);
 
 		if (c->job_name)
-			c->unanswered = mlplat_unanswered_find(notes, c->id, psprintf("%s/%s", c->namespace, c->job_name), "CREATE");
+			c->unanswered = mlplat_unanswered_find(notes, c->id, mlplat_object_path(c->namespace, c->job_name), "CREATE");
 	}
 	mlplat_txn_commit();
 	MemoryContextSwitchTo(pass_cxt);
@@ -687,7 +687,7 @@ observation_json(const Cand *c)
 	if (c->job_name)
 	{
 		appendStringInfoString(&s, ",\"job\":");
-		escape_json(&s, psprintf("%s/%s", c->namespace, c->job_name));
+		escape_json(&s, mlplat_object_path(c->namespace, c->job_name));
 	}
 	if (c->obj)
 	{
@@ -748,7 +748,7 @@ cand_row(MlplatWriteback *wb, void *entity, void *row)
 {
 	Cand *c = entity;
 	CandWriteback *w = row;
-	const char *obj = c->job_name ? psprintf("%s/%s", c->namespace, c->job_name) : NULL;
+	const char *obj = c->job_name ? mlplat_object_path(c->namespace, c->job_name) : NULL;
 
 	if (c->settle_note && c->job_name)
 		mlplat_write_notes_add(&wb->settled, c->id, obj, NULL);
@@ -908,7 +908,7 @@ mlplat_campaigns_pass(MlplatPass *pass)
 		}
 		if (c->req)
 		{
-			mlplat_write_notes_add(&sending, c->id, psprintf("%s/%s", c->namespace, c->job_name), c->ledger_action);
+			mlplat_write_notes_add(&sending, c->id, mlplat_object_path(c->namespace, c->job_name), c->ledger_action);
 			c->span = mlplat_span_begin(c->traceparent, c->action == CAND_CREATE ? "campaigns.create" : "campaigns.delete",
 										MLPLAT_SPAN_CLIENT);
 			mlplat_span_set_entity(c->span, c->project, "campaign_candidate", c->id);

@@ -701,7 +701,7 @@ claim(MlplatPass *pass, bool full, List **out, char **instance)
 		d->drift_report = d->drift_policy && strcmp(d->drift_policy, "report") == 0;
 		if (c.notes != NIL) /* the usual case has none: no name built per row */
 		{
-			char *object = psprintf("%s/%s", d->namespace, d->name);
+			char *object = mlplat_object_path(d->namespace, d->name);
 
 			d->unanswered = mlplat_unanswered_find(c.notes, d->id, object, "APPLY");
 			if (d->unanswered == NULL)
@@ -849,9 +849,9 @@ dep_row(MlplatWriteback *wb, void *entity, void *row)
 	DeploymentWriteback *w = row;
 
 	if (d->settle_note)
-		mlplat_write_notes_add(&wb->settled, d->id, psprintf("%s/%s", d->namespace, d->name), NULL);
+		mlplat_write_notes_add(&wb->settled, d->id, mlplat_object_path(d->namespace, d->name), NULL);
 	else if (d->answered && d->ledger_action)
-		mlplat_write_notes_add(&wb->settled, d->id, psprintf("%s/%s", d->namespace, d->name), d->ledger_action);
+		mlplat_write_notes_add(&wb->settled, d->id, mlplat_object_path(d->namespace, d->name), d->ledger_action);
 	if (d->adopt)
 		mlplat_ledger_batch_add(wb->ledger, "deployment", d->id, d->project, "ADOPT", "OK", d->spec_digest, NULL, 0,
 								NULL, mlplat_trace_id_of(d->traceparent),
@@ -915,7 +915,7 @@ write_back(MlplatPass *pass, List *deps, List *orphans, bool observed)
 		Deployment *o = lfirst(lc);
 
 		mlplat_ledger_batch_add(wb.ledger, "deployment", 0, o->project, "ORPHAN_TEARDOWN", o->ledger_outcome, NULL,
-								NULL, o->http_status, o->error, NULL, psprintf("%s/%s", o->namespace, o->name));
+								NULL, o->http_status, o->error, NULL, mlplat_object_path(o->namespace, o->name));
 	}
 	if (observed)
 		mark_resynced(pass, deps);
@@ -937,7 +937,7 @@ note_requests(MlplatPass *pass, List *deps)
 		Deployment *d = lfirst(lc);
 
 		if (d->req && d->ledger_action)
-			mlplat_write_notes_add(&sending, d->id, psprintf("%s/%s", d->namespace, d->name), d->ledger_action);
+			mlplat_write_notes_add(&sending, d->id, mlplat_object_path(d->namespace, d->name), d->ledger_action);
 	}
 	return mlplat_write_notes_commit(pass, &sending, "requests");
 }

@@ -497,8 +497,8 @@ claim(MlplatPass *pass, const char *nodes, List **out, char **instance, List **l
 		LabRun *r = lfirst(lc);
 
 		if (r->job_name)
-			r->job_note = mlplat_unanswered_find(notes, r->id, psprintf("%s/%s", r->namespace, r->job_name), NULL);
-		r->secret_note = mlplat_unanswered_find(notes, r->id, psprintf("%s/%s", r->namespace, r->secret_name), NULL);
+			r->job_note = mlplat_unanswered_find(notes, r->id, mlplat_object_path(r->namespace, r->job_name), NULL);
+		r->secret_note = mlplat_unanswered_find(notes, r->id, mlplat_object_path(r->namespace, r->secret_name), NULL);
 	}
 	/*
 	 * On a resync, orphans are looked for in every project namespace mlplat manages, as
@@ -790,7 +790,7 @@ static const char *
 write_answered(LabAnswers *a, LabRun *r, const MlplatKubeResource *res, LabWrite w, const MlplatHttpRequest *req,
 			   const char *name, const char *cid)
 {
-	char *object = psprintf("%s/%s", r->namespace, name);
+	char *object = mlplat_object_path(r->namespace, name);
 	int status;
 	char *error;
 	const char *outcome;
@@ -1151,7 +1151,7 @@ lab_row(MlplatWriteback *wb, void *entity, void *row)
 		w->observation = r->observation ? r->observation : observation_json(r, NULL);
 		w->output = r->output;
 		if (r->job_name && r->job_note && r->job_obj == NULL)
-			mlplat_write_notes_add(&wb->settled, r->id, psprintf("%s/%s", r->namespace, r->job_name), NULL);
+			mlplat_write_notes_add(&wb->settled, r->id, mlplat_object_path(r->namespace, r->job_name), NULL);
 	}
 
 	/*
@@ -1159,20 +1159,20 @@ lab_row(MlplatWriteback *wb, void *entity, void *row)
 	 * pass (a delete sent in the same pass keeps its own note)
 	 */
 	if (r->adopt_job)
-		mlplat_write_notes_add(&wb->settled, r->id, psprintf("%s/%s", r->namespace, r->job_name), r->job_note->action);
+		mlplat_write_notes_add(&wb->settled, r->id, mlplat_object_path(r->namespace, r->job_name), r->job_note->action);
 	if (r->settle_secret_note)
-		mlplat_write_notes_add(&wb->settled, r->id, psprintf("%s/%s", r->namespace, r->secret_name),
+		mlplat_write_notes_add(&wb->settled, r->id, mlplat_object_path(r->namespace, r->secret_name),
 							   r->secret_note->action);
 	if (r->adopt_secret)
 		mlplat_ledger_batch_add(wb->ledger, "lab_run", r->id, r->project, "ADOPT", "OK", NULL, NULL, 0, NULL,
-								mlplat_trace_id_of(r->traceparent), psprintf("%s/%s", r->namespace, r->secret_name));
+								mlplat_trace_id_of(r->traceparent), mlplat_object_path(r->namespace, r->secret_name));
 	if (r->adopt_job)
 		mlplat_ledger_batch_add(wb->ledger, "lab_run", r->id, r->project, "ADOPT", "OK", NULL, NULL, 0, NULL,
-								mlplat_trace_id_of(r->traceparent), psprintf("%s/%s", r->namespace, r->job_name));
+								mlplat_trace_id_of(r->traceparent), mlplat_object_path(r->namespace, r->job_name));
 	if (r->conflict_action)
 		mlplat_ledger_batch_add(wb->ledger, "lab_run", r->id, r->project, r->conflict_action, "CONFLICT", NULL, NULL, 0,
 								r->conflict, mlplat_trace_id_of(r->traceparent),
-								psprintf("%s/%s", r->namespace, r->conflict_object ? r->conflict_object : r->job_name));
+								mlplat_object_path(r->namespace, r->conflict_object ? r->conflict_object : r->job_name));
 	return r->event != NULL;
 }
 
@@ -1331,10 +1331,10 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 			r->job_write = LAB_WRITE_NONE;
 		secret_note_decide(r, instance);
 		if (r->secret_write != LAB_WRITE_NONE)
-			mlplat_write_notes_add(&sending, r->id, psprintf("%s/%s", r->namespace, r->secret_name),
+			mlplat_write_notes_add(&sending, r->id, mlplat_object_path(r->namespace, r->secret_name),
 								   write_action(r->secret_write));
 		if (r->job_write != LAB_WRITE_NONE)
-			mlplat_write_notes_add(&sending, r->id, psprintf("%s/%s", r->namespace, r->job_name),
+			mlplat_write_notes_add(&sending, r->id, mlplat_object_path(r->namespace, r->job_name),
 								   write_action(r->job_write));
 		if (r->waiting || r->job_write != LAB_WRITE_NONE || strcmp(r->status, "RUNNING") == 0 ||
 			strcmp(r->status, "DISPATCHED") == 0)
@@ -1380,14 +1380,14 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 			{
 				/* mlplat's labels, but not provably this installation's: reported, not deleted */
 				mlplat_ledger_batch_add(wb.ledger, "lab_run", o->lab_run_id, o->project, "ORPHAN_TEARDOWN", "CONFLICT", NULL,
-										NULL, 0, o->not_ours, NULL, psprintf("%s/%s", o->ns, o->name));
+										NULL, 0, o->not_ours, NULL, mlplat_object_path(o->ns, o->name));
 				continue;
 			}
 			outcome = write_outcome(o->req, LAB_WRITE_DELETE, &status, &error);
 			answers.writes++;
 			mlplat_ledger_batch_add(wb.ledger, "lab_run", o->lab_run_id, o->project, "ORPHAN_TEARDOWN", outcome, NULL, NULL,
 									status, strcmp(outcome, "OK") == 0 ? NULL : error, NULL,
-									psprintf("%s/%s", o->ns, o->name));
+									mlplat_object_path(o->ns, o->name));
 		}
 		foreach (lc, answers.ledger)
 		{

@@ -465,7 +465,7 @@ claim(MlplatPass *pass)
 			r->preset = (MlPromPreset) mlplat_metrics_preset;
 		r->retry_ms = -1;
 		if (c.notes != NIL)
-			r->unanswered = mlplat_unanswered_find(c.notes, r->id, psprintf("%s/%s", r->namespace, r->name), NULL);
+			r->unanswered = mlplat_unanswered_find(c.notes, r->id, mlplat_object_path(r->namespace, r->name), NULL);
 	}
 	return c.rows;
 }
@@ -604,9 +604,9 @@ write_back(MlplatPass *pass, List *rollouts, int *decisions)
 
 		/* every note of the object once answered; an adopted one by itself otherwise */
 		if (r->settle_note)
-			mlplat_write_notes_add(&settled, r->id, psprintf("%s/%s", r->namespace, r->name), NULL);
+			mlplat_write_notes_add(&settled, r->id, mlplat_object_path(r->namespace, r->name), NULL);
 		else if (r->adopt)
-			mlplat_write_notes_add(&settled, r->id, psprintf("%s/%s", r->namespace, r->name), r->unanswered->action);
+			mlplat_write_notes_add(&settled, r->id, mlplat_object_path(r->namespace, r->name), r->unanswered->action);
 		if (r->adopt)
 			mlplat_ledger_batch_add(ledger, "rollout", r->id, r->project, "ADOPT", "OK", NULL, NULL, 0, NULL, NULL,
 									r->adopt_percent < 0 ? "found canaryTrafficPercent removed by an apply whose answer was never recorded"
@@ -662,7 +662,7 @@ write_back(MlplatPass *pass, List *rollouts, int *decisions)
 		 */
 		if (r->not_ours)
 			mlplat_ledger_batch_add(ledger, "rollout", r->id, r->project, "ADOPT", "CONFLICT", NULL, NULL, 0, r->error,
-									NULL, psprintf("%s/%s", r->namespace, r->name));
+									NULL, mlplat_object_path(r->namespace, r->name));
 		if (r->apply)
 			mlplat_ledger_batch_add(ledger, "rollout", r->id, r->project, "APPLY",
 									r->applied ? "OK" : r->retry_ms == MLPLAT_PERMANENT_RETRY_MS ? "FAILED"
@@ -934,7 +934,7 @@ rollouts_round(MlplatPass *pass, List *moved)
 			Rollout *r = lfirst(lc);
 
 			if (r->apply)
-				mlplat_write_notes_add(&sending, r->id, psprintf("%s/%s", r->namespace, r->name), apply_note(r->want_percent));
+				mlplat_write_notes_add(&sending, r->id, mlplat_object_path(r->namespace, r->name), apply_note(r->want_percent));
 		}
 		if (!mlplat_write_notes_commit(pass, &sending, "applies"))
 			return NIL;

@@ -366,7 +366,7 @@ claim(MlplatPass *pass, List **out, List **notes, char **instance)
 	{
 		Run *r = lfirst(lc);
 
-		r->unanswered = mlplat_unanswered_find(c.notes, r->id, psprintf("%s/%s", r->namespace, r->workflow), "CREATE");
+		r->unanswered = mlplat_unanswered_find(c.notes, r->id, mlplat_object_path(r->namespace, r->workflow), "CREATE");
 	}
 	*out = c.rows;
 	*notes = c.notes;
@@ -490,7 +490,7 @@ run_row(MlplatWriteback *wb, void *entity, void *row)
 	RunWriteback *w = row;
 
 	if (r->settle_note)
-		mlplat_write_notes_add(&wb->settled, r->id, psprintf("%s/%s", r->namespace, r->workflow), NULL);
+		mlplat_write_notes_add(&wb->settled, r->id, mlplat_object_path(r->namespace, r->workflow), NULL);
 	if (!r->write)
 		return false;
 	w->status = r->new_status;
@@ -507,11 +507,11 @@ run_row(MlplatWriteback *wb, void *entity, void *row)
 	 */
 	if (r->adopt)
 		mlplat_ledger_batch_add(wb->ledger, "run", r->id, r->project, "ADOPT", "OK", NULL, NULL, 0, NULL,
-								mlplat_trace_id_of(r->traceparent), psprintf("%s/%s", r->namespace, r->workflow));
+								mlplat_trace_id_of(r->traceparent), mlplat_object_path(r->namespace, r->workflow));
 	if (r->ledger_action)
 		mlplat_ledger_batch_add(wb->ledger, "run", r->id, r->project, r->ledger_action, r->ledger_outcome, NULL, NULL,
 								r->http_status, r->ledger_error ? r->ledger_error : r->error,
-								mlplat_trace_id_of(r->traceparent), psprintf("%s/%s", r->namespace, r->workflow));
+								mlplat_trace_id_of(r->traceparent), mlplat_object_path(r->namespace, r->workflow));
 	wb->spans = lappend(wb->spans, r->span);
 	return true;
 }
@@ -645,7 +645,7 @@ mlplat_runs_pass(MlplatPass *pass)
 			pass->next_pass_ms = 1000;
 		if (r->req)
 		{
-			mlplat_write_notes_add(&sending, r->id, psprintf("%s/%s", r->namespace, r->workflow), r->ledger_action);
+			mlplat_write_notes_add(&sending, r->id, mlplat_object_path(r->namespace, r->workflow), r->ledger_action);
 			r->span = mlplat_span_begin(r->traceparent, r->action == RUN_CREATE ? "runs.submit" : "runs.cancel",
 										MLPLAT_SPAN_CLIENT);
 			mlplat_span_set_entity(r->span, r->project, "run", r->id);

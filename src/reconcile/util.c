@@ -14,6 +14,12 @@
 /* the running pass's own context (set by the worker), see reconcile_util.h */
 MemoryContext mlplat_pass_memory_context = NULL;
 
+char *
+mlplat_object_path(const char *ns, const char *name)
+{
+	return psprintf("%s/%s", ns, name);
+}
+
 void
 mlplat_json_append_text(StringInfo s, const char *val)
 {
