@@ -52,10 +52,19 @@ typedef struct MlplatKindDef
 	 * its seams are not checked and its pass does not run.
 	 */
 	const char *sql_extension;
+	/*
+	 * The pass talks to Kubernetes: it runs only while a cluster is
+	 * configured and usable, else the kind idles and its status says why
+	 * (mlplat_kind_pass).
+	 */
+	bool needs_cluster;
 } MlplatKindDef;
 
 /* The definition of a kind; its pass is NULL while that kind has no reconciler. */
 extern const MlplatKindDef *mlplat_kind_def(int kind);
+
+/* The pass of the kind pass->kind, behind the checks its definition asks for. */
+extern void mlplat_kind_pass(MlplatPass *pass);
 
 /*
  * Check the kind's seam types against the installed extension (transaction

@@ -807,7 +807,6 @@ mlplat_campaigns_pass(MlplatPass *pass)
 {
 	MemoryContext pass_cxt = CurrentMemoryContext;
 	MlJsonArena *arena = mlplat_json_arena_in(pass_cxt);
-	const char *why = NULL;
 	List *cands = NIL;
 	List *items = NIL;
 	List *fetches = NIL;
@@ -824,8 +823,6 @@ mlplat_campaigns_pass(MlplatPass *pass)
 	int built = 0;
 	TimestampTz now;
 
-	if (!mlplat_cluster_ready(pass, &why))
-		return;
 	claim(pass, &cands, &instance);
 	MemoryContextSwitchTo(pass_cxt);
 	if (cands == NIL && !pass->resync)

@@ -1229,9 +1229,6 @@ mlplat_deployments_pass(MlplatPass *pass)
 	bool filled = false;
 	char note[48] = "";
 
-	if (!mlplat_cluster_ready(pass, (const char **) &why))
-		return;
-
 	/*
 	 * The watch cache first (when on and the selector's instance is known
 	 * from an earlier claim): what its events changed is made due before the

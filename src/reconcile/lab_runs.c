@@ -1240,7 +1240,6 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 {
 	MemoryContext pass_cxt = CurrentMemoryContext;
 	MlJsonArena *arena = mlplat_json_arena_in(pass_cxt);
-	const char *why = NULL;
 	List *runs = NIL;
 	List *nodes = NIL;
 	List *jobs = NIL;
@@ -1258,9 +1257,6 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 	char *selector;
 	char *list_error;
 	int lists = 0;
-
-	if (!mlplat_cluster_ready(pass, &why))
-		return;
 
 	/* 1. the lab nodes, before the claim assesses them (when due or needed) */
 	if (nodes_due(pass))

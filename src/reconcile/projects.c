@@ -1085,7 +1085,6 @@ mlplat_projects_pass(MlplatPass *pass)
 {
 	MemoryContext pass_cxt = CurrentMemoryContext;
 	MlJsonArena *arena = mlplat_json_arena_in(pass_cxt);
-	const char *why = NULL;
 	char *list_error[NUM_OBJ_KINDS] = { 0 };
 	List *items[NUM_OBJ_KINDS] = { 0 };
 	List *projects;
@@ -1099,9 +1098,6 @@ mlplat_projects_pass(MlplatPass *pass)
 	int writes = 0;
 	List *notes = NIL;
 	MlplatWriteNotes sending = { 0 };
-
-	if (!mlplat_cluster_ready(pass, &why))
-		return;
 
 	projects = claim(pass, &instance, &notes);
 	MemoryContextSwitchTo(pass_cxt);

@@ -804,7 +804,6 @@ rollouts_round(MlplatPass *pass, List *moved)
 {
 	MemoryContext pass_cxt = CurrentMemoryContext;
 	MlJsonArena *arena = mlplat_json_arena_in(pass_cxt);
-	const char *why = NULL;
 	List *rollouts;
 	MlplatHttpBatch *gets;
 	MlplatHttpBatch *acts;
@@ -819,8 +818,6 @@ rollouts_round(MlplatPass *pass, List *moved)
 	List *settling = NIL;
 	int nsettling = 0;
 
-	if (!mlplat_cluster_ready(pass, &why))
-		return NIL;
 	rollouts = claim(pass);
 	if (rollouts == NIL)
 	{

@@ -535,7 +535,6 @@ mlplat_runs_pass(MlplatPass *pass)
 {
 	MemoryContext pass_cxt = CurrentMemoryContext;
 	MlJsonArena *arena = mlplat_json_arena_in(pass_cxt);
-	const char *why = NULL;
 	List *runs = NIL;
 	List *items = NIL;
 	List *notes = NIL;
@@ -554,9 +553,6 @@ mlplat_runs_pass(MlplatPass *pass)
 		t_claim,
 		t_list,
 		t_http;
-
-	if (!mlplat_cluster_ready(pass, &why))
-		return;
 
 	t0 = GetCurrentTimestamp();
 	claim(pass, &runs, &notes, &instance);

@@ -762,7 +762,7 @@ reconcile(WorkerLoop *w)
 	my_state()->last_pass_start = start;
 	SpinLockRelease(&mlplat_shared->mutex);
 
-	ok = run_pass(mlplat_kind_def(my_kind)->pass, &pass, w->pass_context);
+	ok = run_pass(mlplat_kind_pass, &pass, w->pass_context);
 	report_health(&pass, start, ok);
 	timeout_ms = next_wait(w, &pass, ok);
 	w->kind_pass_due = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);

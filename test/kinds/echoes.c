@@ -202,7 +202,7 @@ claim(MlplatPass *pass, char **instance)
 	{
 		Echo *e = lfirst(lc);
 
-		e->note = mlplat_unanswered_find(c.notes, e->id, psprintf("%s/%s", e->namespace, e->name), NULL);
+		e->note = mlplat_unanswered_find(c.notes, e->id, mlplat_object_path(e->namespace, e->name), NULL);
 		e->retry_ms = -1;
 	}
 	return c.rows;
@@ -284,7 +284,7 @@ echo_row(MlplatWriteback *wb, void *entity, void *row)
 {
 	Echo *e = entity;
 	MlplatStatusWriteback *w = row;
-	char *object = psprintf("%s/%s", e->namespace, e->name);
+	char *object = mlplat_object_path(e->namespace, e->name);
 	char *trace_id = mlplat_trace_id_of(e->traceparent);
 
 	if (e->adopt)
@@ -307,7 +307,6 @@ mlplat_echoes_pass(MlplatPass *pass)
 {
 	MemoryContext pass_cxt = CurrentMemoryContext;
 	MlJsonArena *arena = mlplat_json_arena_in(pass_cxt);
-	const char *why = NULL;
 	char *instance;
 	char *list_error;
 	List *echoes;
@@ -318,9 +317,6 @@ mlplat_echoes_pass(MlplatPass *pass)
 	ListCell *lc;
 	int lists = 0;
 	int writes = 0;
-
-	if (!mlplat_cluster_ready(pass, &why))
-		return;
 
 	/* 1. claim */
 	echoes = claim(pass, &instance);
@@ -347,7 +343,7 @@ mlplat_echoes_pass(MlplatPass *pass)
 		e->obj = mlplat_observed_find(objects, e->namespace, e->name);
 		echo_decide(e, ml_json_parse(arena, e->data, strlen(e->data), NULL, &err));
 		if (e->write != ECHO_WRITE_NONE)
-			mlplat_write_notes_add(&sending, e->id, psprintf("%s/%s", e->namespace, e->name), e->action);
+			mlplat_write_notes_add(&sending, e->id, mlplat_object_path(e->namespace, e->name), e->action);
 		if (e->waiting)
 			pass->next_pass_ms = FOLLOW_UP_MS;
 	}
@@ -372,7 +368,7 @@ mlplat_echoes_pass(MlplatPass *pass)
 	foreach (lc, echoes)
 	{
 		Echo *e = lfirst(lc);
-		char *object = psprintf("%s/%s", e->namespace, e->name);
+		char *object = mlplat_object_path(e->namespace, e->name);
 
 		if (e->req)
 		{
