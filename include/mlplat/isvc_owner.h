@@ -33,9 +33,6 @@ typedef struct MlplatIsvcOwner
 	void *row;					/* the caller's row the object was found for (not read here) */
 } MlplatIsvcOwner;
 
-/* The content id an InferenceService (a render or a found object) carries, or NULL. */
-extern const char *mlplat_isvc_content_id(const MlJsonValue *obj);
-
 /*
  * Judge every MlplatIsvcOwner of owners (a List of pointers): labels and the
  * render's own id first; the ids of other revisions are looked up in one short

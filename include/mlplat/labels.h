@@ -16,6 +16,7 @@
 #define MLPLAT_MANAGED_BY "mlplat"
 #define MLPLAT_LABEL_INSTANCE "mlplat.io/instance"
 #define MLPLAT_LABEL_PROJECT "mlplat.io/project"
+#define MLPLAT_LABEL_COMPONENT "app.kubernetes.io/component"
 /* a rendered object's own content id (that of the render without it): Workflows, InferenceServices */
 #define MLPLAT_ANNOTATION_CONTENT_ID "mlplat.io/content-id"
 /* a project namespace's owner: the id of the project row it was made for */

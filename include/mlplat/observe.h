@@ -63,6 +63,17 @@ extern char *mlplat_kube_get_each(MlJsonArena *arena, const MlplatKubeResource *
 extern const MlJsonValue *mlplat_observed_find(List *items, const char *ns, const char *name);
 
 /*
+ * Does obj carry mlplat's labels of this installation (managed-by and
+ * instance) and, when component is not NULL, that component label?  The
+ * first half of every "is this object ours" question; the second is
+ * mlplat_object_content_id against the render's.
+ */
+extern bool mlplat_labelled_ours(const MlJsonValue *obj, const char *instance, const char *component);
+
+/* The content id an object (a render or one found) carries, or NULL. */
+extern const char *mlplat_object_content_id(const MlJsonValue *obj);
+
+/*
  * Is the object terminating (a deletionTimestamp: deleted, held by finalizers
  * until their controllers let go)?  Then *since is that timestamp,
  * *finalizers the names that hold it ("" when none is left; metadata's, and a

@@ -51,7 +51,6 @@
 
 static const MlplatKubeResource JOB = { "batch", "v1", "jobs", true };
 
-#define COMPONENT_LABEL "app.kubernetes.io/component"
 #define COMPONENT "optimization-builder"
 #define CANDIDATE_CID "mlplat.io/candidate-content-id"
 #define ATTESTATION_MAX (64 * 1024)
@@ -158,7 +157,7 @@ job_image(const MlJsonValue *job)
 static char *
 not_ours(const Cand *c, const MlJsonValue *job)
 {
-	static const char *const keys[] = { MLPLAT_LABEL_MANAGED_BY, MLPLAT_LABEL_INSTANCE, COMPONENT_LABEL,
+	static const char *const keys[] = { MLPLAT_LABEL_MANAGED_BY, MLPLAT_LABEL_INSTANCE, MLPLAT_LABEL_COMPONENT,
 										"mlplat.io/campaign", "mlplat.io/candidate" };
 
 	if (c->render == NULL)
@@ -830,7 +829,7 @@ mlplat_campaigns_pass(MlplatPass *pass)
 		snprintf(pass->status, sizeof(pass->status), "no active candidates");
 		return;
 	}
-	selector = psprintf("%s," COMPONENT_LABEL "=" COMPONENT, mlplat_managed_selector(instance));
+	selector = psprintf("%s," MLPLAT_LABEL_COMPONENT "=" COMPONENT, mlplat_managed_selector(instance));
 	{
 		char *list_error = mlplat_kube_list_all(arena, &JOB, selector, &items, &lists);
 

@@ -596,7 +596,7 @@ judge_found(List *deps, const char *instance, MlJsonArena *arena, bool probe)
 			/* parsed once: deployment_decide reads the same tree */
 			if (d->desired == NULL)
 				d->desired = ml_json_parse(arena, d->spec, strlen(d->spec), NULL, &err);
-			o->own_content_id = d->desired ? mlplat_isvc_content_id(d->desired) : NULL;
+			o->own_content_id = d->desired ? mlplat_object_content_id(d->desired) : NULL;
 		}
 		owners = lappend(owners, o);
 	}

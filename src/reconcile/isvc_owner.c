@@ -9,12 +9,6 @@
 #include "mlplat/reconcile.h"
 #include "mlplat/reconcile_util.h"
 
-const char *
-mlplat_isvc_content_id(const MlJsonValue *obj)
-{
-	return mlplat_json_text(obj, "metadata", "annotations", MLPLAT_ANNOTATION_CONTENT_ID);
-}
-
 void
 mlplat_isvc_judge(List *owners, const char *instance)
 {
@@ -28,13 +22,11 @@ mlplat_isvc_judge(List *owners, const char *instance)
 	foreach (lc, owners)
 	{
 		MlplatIsvcOwner *o = lfirst(lc);
-		const char *by = mlplat_json_text(o->obj, "metadata", "labels", MLPLAT_LABEL_MANAGED_BY);
-		const char *inst = mlplat_json_text(o->obj, "metadata", "labels", MLPLAT_LABEL_INSTANCE);
 
 		o->not_ours = NULL;
-		if (by == NULL || strcmp(by, MLPLAT_MANAGED_BY) != 0 || inst == NULL || strcmp(inst, instance) != 0)
+		if (!mlplat_labelled_ours(o->obj, instance, NULL))
 			o->not_ours = pstrdup("it does not carry mlplat's labels of this installation");
-		else if (o->no_render || !mlplat_str_same(mlplat_isvc_content_id(o->obj), o->own_content_id))
+		else if (o->no_render || !mlplat_str_same(mlplat_object_content_id(o->obj), o->own_content_id))
 			ask = lappend(ask, o);
 	}
 	if (ask == NIL)
@@ -50,13 +42,13 @@ mlplat_isvc_judge(List *owners, const char *instance)
 
 		cells[k++] = o->ns;
 		cells[k++] = o->name;
-		cells[k++] = mlplat_isvc_content_id(o->obj);
+		cells[k++] = mlplat_object_content_id(o->obj);
 	}
 	known = mlplat_sql_known_ordinals("SELECT * FROM mlplat._isvc_stamps_known($1, $2, $3)", 3, n, cells);
 	for (int i = 0; i < n; i++)
 	{
 		MlplatIsvcOwner *o = list_nth(ask, i);
-		const char *id = mlplat_isvc_content_id(o->obj);
+		const char *id = mlplat_object_content_id(o->obj);
 
 		if (!known[i])
 			o->not_ours = id ? psprintf("its content id %s is not one of the deployment's revisions", id)

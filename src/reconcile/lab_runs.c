@@ -139,12 +139,9 @@ condition(const MlJsonValue *obj, const char *type)
 static char *
 not_ours(const MlJsonValue *obj, const char *instance, const char *cid)
 {
-	const char *by = mlplat_json_text(obj, "metadata", "labels", MLPLAT_LABEL_MANAGED_BY);
-	const char *inst = mlplat_json_text(obj, "metadata", "labels", MLPLAT_LABEL_INSTANCE);
-	const char *comp = mlplat_json_text(obj, "metadata", "labels", "app.kubernetes.io/component");
-	const char *got = mlplat_json_text(obj, "metadata", "annotations", MLPLAT_ANNOTATION_CONTENT_ID);
+	const char *got = mlplat_object_content_id(obj);
 
-	if (!mlplat_str_same(by, MLPLAT_MANAGED_BY) || !mlplat_str_same(inst, instance) || !mlplat_str_same(comp, LAB_COMPONENT))
+	if (!mlplat_labelled_ours(obj, instance, LAB_COMPONENT))
 		return pstrdup("it does not carry mlplat's lab labels of this installation");
 	if (cid == NULL)
 		return got ? psprintf("its content id %s is not that of this installation's render of the run its name names", got)
@@ -414,7 +411,7 @@ secret_note_decide(LabRun *r, const char *instance)
 	if (r->secret_obj)
 	{
 		const char *cid = r->secret_cid ? r->secret_cid
-										: mlplat_json_text(r->secret_obj, "metadata", "annotations", MLPLAT_ANNOTATION_CONTENT_ID);
+										: mlplat_object_content_id(r->secret_obj);
 
 		r->adopt_secret = not_ours(r->secret_obj, instance, cid) == NULL;
 		r->settle_secret_note = true;
@@ -596,7 +593,7 @@ render_cid(MlJsonArena *arena, const char *render)
 
 	if (render == NULL || (m = ml_json_parse(arena, render, strlen(render), NULL, &err)) == NULL)
 		return NULL;
-	return mlplat_json_text(m, "metadata", "annotations", MLPLAT_ANNOTATION_CONTENT_ID);
+	return mlplat_object_content_id(m);
 }
 
 /* The ledger outcome of an answered write; a 409 on a create is settled by verify_conflict. */
@@ -914,15 +911,6 @@ nodes_due(MlplatPass *pass)
 	return need;
 }
 
-/* Does the object carry this installation's lab-worker labels (the LIST's selector, checked)? */
-static bool
-labelled_ours(const MlJsonValue *obj, const char *instance)
-{
-	return mlplat_str_same(mlplat_json_text(obj, "metadata", "labels", MLPLAT_LABEL_MANAGED_BY), MLPLAT_MANAGED_BY) &&
-		   mlplat_str_same(mlplat_json_text(obj, "metadata", "labels", MLPLAT_LABEL_INSTANCE), instance) &&
-		   mlplat_str_same(mlplat_json_text(obj, "metadata", "labels", "app.kubernetes.io/component"), LAB_COMPONENT);
-}
-
 /*
  * Which of objs (Jobs and Secrets found by a LIST) are this installation's render of the run
  * their name names (lab-<id>-<attempt>, lab-<id>-input) in that run's namespace?  The database
@@ -945,7 +933,7 @@ lab_objects_known(List *objs)
 
 		cells[k++] = mlplat_json_text(o, "metadata", "namespace", NULL);
 		cells[k++] = mlplat_json_text(o, "metadata", "name", NULL);
-		cells[k++] = mlplat_json_text(o, "metadata", "annotations", MLPLAT_ANNOTATION_CONTENT_ID);
+		cells[k++] = mlplat_object_content_id(o);
 	}
 	return mlplat_sql_known_ordinals(
 		"SELECT a.ord::pg_catalog.int4 "
@@ -1000,7 +988,7 @@ find_orphans(List *runs, List *objs, const MlplatKubeResource *res, bool is_job,
 		ListCell *lc2;
 		LabOrphan *orphan;
 
-		if (ns == NULL || name == NULL || !labelled_ours(o, instance) ||
+		if (ns == NULL || name == NULL || !mlplat_labelled_ours(o, instance, LAB_COMPONENT) ||
 			mlplat_json_text(o, "metadata", "deletionTimestamp", NULL))
 			continue;
 		foreach (lc2, runs)
@@ -1067,7 +1055,7 @@ judge_objects(List *runs, List *orphans, const char *instance)
 	{
 		const MlJsonValue *o = lfirst(lc);
 		const char **cid = list_nth(cids, i);
-		const char *got = mlplat_json_text(o, "metadata", "annotations", MLPLAT_ANNOTATION_CONTENT_ID);
+		const char *got = mlplat_object_content_id(o);
 
 		if (cid)
 			*cid = known[i] ? got : NULL;

@@ -179,14 +179,21 @@ mlplat_kube_list_all_rv(MlJsonArena *arena, const MlplatKubeResource *res, const
 	return NULL;
 }
 
-/* Does obj carry selector's labels: managed by mlplat, this instance? */
-static bool
-carries_our_labels(const MlJsonValue *obj, const char *instance)
+bool
+mlplat_labelled_ours(const MlJsonValue *obj, const char *instance, const char *component)
 {
 	const char *by = mlplat_json_text(obj, "metadata", "labels", MLPLAT_LABEL_MANAGED_BY);
 	const char *in = mlplat_json_text(obj, "metadata", "labels", MLPLAT_LABEL_INSTANCE);
 
-	return by && in && strcmp(by, MLPLAT_MANAGED_BY) == 0 && strcmp(in, instance) == 0;
+	return by && in && instance && strcmp(by, MLPLAT_MANAGED_BY) == 0 && strcmp(in, instance) == 0 &&
+		   (component == NULL ||
+			mlplat_str_same(mlplat_json_text(obj, "metadata", "labels", MLPLAT_LABEL_COMPONENT), component));
+}
+
+const char *
+mlplat_object_content_id(const MlJsonValue *obj)
+{
+	return mlplat_json_text(obj, "metadata", "annotations", MLPLAT_ANNOTATION_CONTENT_ID);
 }
 
 /*
@@ -231,7 +238,7 @@ mlplat_kube_get_each(MlJsonArena *arena, const MlplatKubeResource *res, const ch
 			why = psprintf("cannot get %s: %s", res->plural,
 						   mlplat_kube_tenant_line(&kr) ? mlplat_kube_tenant_line(&kr) : "not JSON");
 		}
-		else if (carries_our_labels(obj, instance))
+		else if (mlplat_labelled_ours(obj, instance, NULL))
 			got = lappend(got, obj);
 	}
 	MemoryContextDelete(cxt);

@@ -774,7 +774,7 @@ judge_found(List *rollouts, List *gate, MlJsonArena *arena)
 		o->ns = r->namespace;
 		o->name = r->name;
 		o->obj = r->found;
-		o->own_content_id = want ? mlplat_isvc_content_id(want) : NULL;
+		o->own_content_id = want ? mlplat_object_content_id(want) : NULL;
 		o->row = r;
 		owners = lappend(owners, o);
 	}

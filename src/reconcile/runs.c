@@ -170,11 +170,9 @@ nodes_json(const Run *r, const MlJsonValue *nodes, const char **failed, const ch
 static char *
 not_ours(const Run *r, const MlJsonValue *obj)
 {
-	const char *by = mlplat_json_text(obj, "metadata", "labels", MLPLAT_LABEL_MANAGED_BY);
-	const char *inst = mlplat_json_text(obj, "metadata", "labels", MLPLAT_LABEL_INSTANCE);
-	const char *cid = mlplat_json_text(obj, "metadata", "annotations", MLPLAT_ANNOTATION_CONTENT_ID);
+	const char *cid = mlplat_object_content_id(obj);
 
-	if (by == NULL || strcmp(by, MLPLAT_MANAGED_BY) != 0 || inst == NULL || strcmp(inst, r->instance) != 0)
+	if (!mlplat_labelled_ours(obj, r->instance, NULL))
 		return pstrdup("it does not carry mlplat's labels of this installation");
 	if (r->content_id == NULL)
 		return pstrdup("this run has no render to compare it with");
@@ -573,7 +571,7 @@ mlplat_runs_pass(MlplatPass *pass)
 
 		r->instance = instance;
 		if (r->manifest && (m = ml_json_parse(arena, r->manifest, strlen(r->manifest), NULL, &err)) != NULL)
-			r->content_id = mlplat_json_text(m, "metadata", "annotations", MLPLAT_ANNOTATION_CONTENT_ID);
+			r->content_id = mlplat_object_content_id(m);
 	}
 	{
 		char *list_error = mlplat_kube_list_all(arena, &WORKFLOW, selector, &items, &lists);

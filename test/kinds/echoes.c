@@ -184,8 +184,7 @@ render(const Echo *e, const char *instance)
 static bool
 ours(const MlJsonValue *obj, const char *instance, int64 id)
 {
-	return text_eq(mlplat_json_text(obj, "metadata", "labels", MLPLAT_LABEL_MANAGED_BY), MLPLAT_MANAGED_BY) &&
-		   text_eq(mlplat_json_text(obj, "metadata", "labels", MLPLAT_LABEL_INSTANCE), instance) &&
+	return mlplat_labelled_ours(obj, instance, NULL) &&
 		   text_eq(mlplat_json_text(obj, "metadata", "labels", ECHO_LABEL_ID), psprintf(INT64_FORMAT, id));
 }
 
