@@ -924,6 +924,14 @@ END $$;
 
 -- ---------------------------------------------------------------- the builder Job
 
+-- Where a candidate's builder writes: <output_prefix><project>/<campaign>/<ordinal>/, the
+-- artifact and attestation.json under it.  The render hands the builder these URIs and the
+-- claim fetches and verifies the same ones, so both take them from here.
+CREATE FUNCTION mlplat._candidate_output_dir(p_prefix text, p_project text, p_campaign text, p_ordinal int)
+RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT p_prefix || p_project || '/' || p_campaign || '/' || p_ordinal || '/' $$;
+REVOKE ALL ON FUNCTION mlplat._candidate_output_dir(text, text, text, int) FROM PUBLIC;
+
 -- Exactly what the campaigns reconciler POSTs for a candidate (docs/campaigns.md).
 CREATE FUNCTION mlplat._render_builder_job(p_candidate_id bigint) RETURNS jsonb
 LANGUAGE plpgsql STABLE AS $$
@@ -945,7 +953,7 @@ BEGIN
   labels := mlplat._managed_by_label() || pg_catalog.jsonb_build_object(
               'app.kubernetes.io/component', 'optimization-builder', 'mlplat.io/project', q.pname,
               'mlplat.io/campaign', q.cname, 'mlplat.io/candidate', q.name, 'mlplat.io/instance', q.inst);
-  uri := q.output_prefix || q.pname || '/' || q.cname || '/' || q.ordinal || '/';
+  uri := mlplat._candidate_output_dir(q.output_prefix, q.pname, q.cname, q.ordinal);
   RETURN pg_catalog.jsonb_build_object(
     'apiVersion', 'batch/v1', 'kind', 'Job',
     'metadata', pg_catalog.jsonb_build_object(

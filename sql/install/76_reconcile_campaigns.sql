@@ -172,8 +172,8 @@ BEGIN
   SELECT k.id, p.name, mlplat._project_namespace(p.name), c.name, k.name, k.ordinal, k.status, k.job_name,
          CASE WHEN k.status IN ('BUILDING', 'CANCEL_REQUESTED') THEN mlplat._render_builder_job(k.id) END,
          k.row_version, k.claimed_at, a.expires_at, c.cancel_requested_at IS NOT NULL,
-         c.output_prefix || p.name || '/' || c.name || '/' || k.ordinal || '/artifact',
-         c.output_prefix || p.name || '/' || c.name || '/' || k.ordinal || '/attestation.json',
+         mlplat._candidate_output_dir(c.output_prefix, p.name, c.name, k.ordinal) || 'artifact',
+         mlplat._candidate_output_dir(c.output_prefix, p.name, c.name, k.ordinal) || 'attestation.json',
          k.status IN ('BUILT', 'FAILED', 'CANCELLED', 'NOT_RUN'), coalesce(a.traceparent, c.traceparent),
          coalesce((k.observed->>'job_created')::boolean, false), k.gpus,
          pg_catalog.jsonb_build_object(
@@ -185,7 +185,7 @@ BEGIN
            'config_content_id', mlplat.content_id(k.plan->'config'), 'base_artifact_sha256', c.base_artifact_sha256,
            'hardware', pg_catalog.jsonb_build_object('accelerator', k.plan #>> '{hardware,accelerator}',
                                                      'arch', k.plan #>> '{hardware,arch}'),
-           'output_uri', c.output_prefix || p.name || '/' || c.name || '/' || k.ordinal || '/artifact',
+           'output_uri', mlplat._candidate_output_dir(c.output_prefix, p.name, c.name, k.ordinal) || 'artifact',
            'spdx', k.plan->>'spdx')::text,
          k.attempts, k.next_attempt_at <= pg_catalog.now()
     FROM mlplat.campaign_candidates k
