@@ -225,6 +225,16 @@ BEGIN
     HINT = hint;
 END $$;
 
+-- A named thing the caller asked for is not there: 42704, the name cut to 64 characters so
+-- that a long argument does not fill the message.  Every lookup by name raises it this way.
+CREATE FUNCTION mlplat._no_such(p_entity text, p_name text, p_hint text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  RAISE EXCEPTION USING ERRCODE = '42704',
+    MESSAGE = pg_catalog.format('%s "%s" does not exist', p_entity, pg_catalog.left(p_name, 64)),
+    HINT = p_hint;
+END $$;
+
 -- DNS-1123 label of at most max_len characters.
 CREATE FUNCTION mlplat._check_label(field text, v text, max_len int) RETURNS void
 LANGUAGE plpgsql AS $$

@@ -34,9 +34,7 @@ DECLARE
 BEGIN
   SELECT * INTO d FROM mlplat.deployments x WHERE x.project_id = p_project_id AND x.name = p_deployment;
   IF d.id IS NULL THEN
-    RAISE EXCEPTION USING ERRCODE = '42704',
-      MESSAGE = pg_catalog.format('deployment "%s" does not exist', pg_catalog.left(p_deployment, 64)),
-      HINT = 'Create it with mlplat.deploy().';
+    PERFORM mlplat._no_such('deployment', p_deployment, 'Create it with mlplat.deploy().');
   END IF;
   RETURN d;
 END $$;

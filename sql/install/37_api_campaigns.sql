@@ -555,9 +555,7 @@ DECLARE
 BEGIN
   SELECT * INTO c FROM mlplat.campaigns x WHERE x.project_id = p_project_id AND x.name = p_campaign;
   IF c.id IS NULL THEN
-    RAISE EXCEPTION USING ERRCODE = '42704',
-      MESSAGE = pg_catalog.format('campaign "%s" does not exist', pg_catalog.left(p_campaign, 64)),
-      HINT = 'See mlplat.campaign_status for the project''s campaigns.';
+    PERFORM mlplat._no_such('campaign', p_campaign, 'See mlplat.campaign_status for the project''s campaigns.');
   END IF;
   RETURN c;
 END $$;
@@ -1190,9 +1188,7 @@ DECLARE
 BEGIN
   PERFORM mlplat._require_admin('revoke_evidence_signer');
   IF NOT EXISTS (SELECT 1 FROM mlplat.evidence_signers x WHERE x.name = revoke_evidence_signer.name) THEN
-    RAISE EXCEPTION USING ERRCODE = '42704',
-      MESSAGE = pg_catalog.format('evidence signer "%s" does not exist', pg_catalog.left(revoke_evidence_signer.name, 64)),
-      HINT = 'See mlplat.evidence_signers.';
+    PERFORM mlplat._no_such('evidence signer', revoke_evidence_signer.name, 'See mlplat.evidence_signers.');
   END IF;
   UPDATE mlplat.evidence_signers x SET revoked_at = pg_catalog.now()
    WHERE x.name = revoke_evidence_signer.name AND x.revoked_at IS NULL;

@@ -8,9 +8,7 @@ DECLARE
 BEGIN
   SELECT * INTO u FROM mlplat.runs x WHERE x.project_id = p_project_id AND x.name = p_run;
   IF u.id IS NULL THEN
-    RAISE EXCEPTION USING ERRCODE = '42704',
-      MESSAGE = pg_catalog.format('run "%s" does not exist', pg_catalog.left(p_run, 64)),
-      HINT = 'See mlplat.run_status for the project''s runs.';
+    PERFORM mlplat._no_such('run', p_run, 'See mlplat.run_status for the project''s runs.');
   END IF;
   RETURN u;
 END $$;
