@@ -11,16 +11,25 @@
 #   deployment (target 1.0 + retries), LIST requests per steady pass (target
 #   ceil(deployments/500), the earlier sizes' included), writes in a steady
 #   pass (target 0), the duration of a steady pass beside a bare client's
-#   (LIST everything and compare).  OUT=file appends one tab-separated line
-#   per N (N conv_ms bare_ms pass_ms bare_pass_ms deployments) for plots.
+#   (LIST everything and compare), the deployments leader's private memory
+#   (RssAnon, its peak sampled while converging, and VmHWM: shared buffers
+#   it touched included) and the database's growth per deployment
+#   (pg_database_size after the steady window minus before deploy(), / N).
+#   OUT=file appends one tab-separated line per N (N conv_ms bare_ms pass_ms
+#   bare_pass_ms deployments rss_peak_kB hwm_kB db_bytes_per_deployment applies) for plots.
+#   WATCH=on converges with mlplat.deployments_watch on (default off).
+#   The stand-in holds 3 N InferenceServices per size (mlplat's and two bare
+#   namespaces'): STANDIN_HEAP_MB raises node's heap limit (default 8192).
 set -uo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 SIZES=${SIZES:-"1000 10000"}
+WATCH=${WATCH:-off}
+export NODE_OPTIONS="${NODE_OPTIONS:-} --max-old-space-size=${STANDIN_HEAP_MB:-8192}"
 . "$SRC/test/lib/stack.sh"
 stack_init cv
 STANDIN_READY_MS=200 stack_standin
 stack_start "${MLPLAT_CONF[@]}" "cron.database_name = 'postgres'" "mlplat.workers_enabled = off" \
-	"mlplat.resync_interval = '2s'" "${STANDIN_CONF[@]}"
+	"mlplat.resync_interval = '2s'" "mlplat.deployments_watch = '$WATCH'" "${STANDIN_CONF[@]}"
 stack_db mlplat mlplat
 CONC=$($PSQL -d mlplat -c "SHOW mlplat.http_max_concurrency")
 SHA=$(standin_artifact s3://models/m/1 'b')
@@ -29,6 +38,10 @@ lists() { admin GET 'requests?method=GET&kind=InferenceService' | python3 -c 'im
 patches() { admin GET 'requests?method=PATCH&kind=InferenceService' | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["items"]))'; }
 passes() { $PSQL -d mlplat -c "SELECT passes FROM mlplat.reconciler_health WHERE kind = 'deployments' AND role = 'leader'"; }
 pass_end() { local p; p=$(passes); while [ "$(passes)" = "$p" ]; do sleep 0.02; done; }
+leader_pid() { $PSQL -d mlplat -c "SELECT pid FROM mlplat.reconciler_health WHERE kind = 'deployments' AND role = 'leader'"; }
+# kB of a /proc/PID/status field (RssAnon, VmHWM), 0 when the process is gone
+proc_kb() { awk -v f="$2:" '$1 == f {print $2; found = 1} END {if (!found) print 0}' "/proc/$1/status" 2>/dev/null || echo 0; }
+db_bytes() { $PSQL -d mlplat -c "SELECT pg_database_size('mlplat')"; }
 
 # The project's namespace as mlplat makes it, before any clock starts, and the bare
 # namespaces given the same ServiceAccounts: the stand-in's KServe makes no predictor pods
@@ -67,8 +80,11 @@ for N in $SIZES; do
 		-c "SELECT mlplat.register_model_version('$p', 'm', '1', 's3://models/m/1', '$SHA', 'kserve-sklearnserver', 'sklearn')" \
 		-c "SELECT mlplat.set_model_stage('$p', 'm', '1', 'CANDIDATE')" >/dev/null
 	project_ready "$p"
+	db0=$(db_bytes)
 	t0=$(date +%s%N)
-	$PSQL -d mlplat -c "SELECT count(mlplat.deploy('$p', 'd' || i, 'm', '1', 'kserve-sklearnserver')) FROM generate_series(1, $N) i" >/dev/null
+	for ((s = 1; s <= N; s += 10000)); do # 10,000 a transaction: one of 100,000 holds too much
+		$PSQL -d mlplat -c "SELECT count(mlplat.deploy('$p', 'd' || i, 'm', '1', 'kserve-sklearnserver')) FROM generate_series($s, $((s + 9999 < N ? s + 9999 : N))) i" >/dev/null
+	done
 	api_ms=$((($(date +%s%N) - t0) / 1000000))
 	# the manifests the workers will apply, for the bare client to apply too
 	$PSQL -d mlplat -c "SELECT r.spec::text FROM mlplat.deployments d JOIN mlplat.projects p ON p.id = d.project_id
@@ -85,7 +101,10 @@ for N in $SIZES; do
 			sleep 0.1
 		done | awk '{k=$0; sub(/^[0-9]+ ms: /, "", k)} k != p {print; p = k}'
 	fi
+	rss_peak=0 lpid=
 	while [ "$($PSQL -d mlplat -c "SELECT count(*) FROM mlplat.deployments d JOIN mlplat.projects p ON p.id = d.project_id WHERE p.name = '$p' AND d.status = 'READY'")" -lt "$N" ]; do
+		[ -n "$lpid" ] || lpid=$(leader_pid)
+		[ -n "$lpid" ] && { r=$(proc_kb "$lpid" RssAnon); [ "$r" -gt "$rss_peak" ] && rss_peak=$r; }
 		sleep 0.1
 	done
 	conv_ms=$((($(date +%s%N) - t0) / 1000000))
@@ -112,19 +131,23 @@ for N in $SIZES; do
 	pass_ms=$(sort -n "$WORK/pass_ms" | sed -n 3p)
 	# a pass lists every deployment of the installation, the earlier sizes' too
 	total=$($PSQL -d mlplat -c "SELECT count(*) FROM mlplat.deployments WHERE status <> 'DELETED'")
+	lpid=$(leader_pid)
+	r=$(proc_kb "$lpid" RssAnon); [ "$r" -gt "$rss_peak" ] && rss_peak=$r
+	hwm=$(proc_kb "$lpid" VmHWM)
+	db_per=$((($(db_bytes) - db0) / N))
 	workers off
 
 	bare_b=$(BARE_PASS_FILE=$WORK/bare_pass node "$SRC/bench/converge/bare_apply.js" "$STANDIN_URL" "$STANDIN_TOKEN" "bare-$p-b" "$N" "$CONC" "$WORK/manifests-$N.jsonl")
 	bare_ms=$(((bare_a + bare_b) / 2))
 	bare_pass_ms=$(cat "$WORK/bare_pass")
 	# machine-readable, for bench/curves (plots)
-	[ -n "${OUT:-}" ] && printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$N" "$conv_ms" "$bare_ms" "$pass_ms" "$bare_pass_ms" "$total" >>"$OUT"
-	rows+=("$(printf '%6s %9s %10s %20s %6s %9s %12s %8s %8s %8s %8s' "$N" "$api_ms" "$conv_ms" "$bare_ms ($bare_a/$bare_b)" \
+	[ -n "${OUT:-}" ] && printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$N" "$conv_ms" "$bare_ms" "$pass_ms" "$bare_pass_ms" "$total" "$rss_peak" "$hwm" "$db_per" "$applies" >>"$OUT"
+	rows+=("$(printf '%6s %9s %10s %20s %6s %9s %12s %8s %8s %8s %8s %9s %9s %8s' "$N" "$api_ms" "$conv_ms" "$bare_ms ($bare_a/$bare_b)" \
 		"$(awk -v a="$conv_ms" -v b="$bare_ms" 'BEGIN{printf "%.2f", a/b}')" \
 		"$(awk -v a="$applies" -v n="$N" 'BEGIN{printf "%.3f", a/n}')" \
 		"$(awk -v l="$steady_lists" -v p="$steady_passes" 'BEGIN{if(p>0) printf "%.1f", l/p; else print "-"}')/$(( (total + 499) / 500 ))" \
-		"$steady_writes" "$steady_passes" "$pass_ms" "$bare_pass_ms")")
+		"$steady_writes" "$steady_passes" "$pass_ms" "$bare_pass_ms" "$((rss_peak / 1024))" "$((hwm / 1024))" "$db_per")")
 done
-printf '\n%6s %9s %10s %20s %6s %9s %12s %8s %8s %8s %8s\n' N api_ms conv_ms bare_ms ratio applies/N "LIST/pass" writes passes pass_ms bpass_ms
+printf '\n%6s %9s %10s %20s %6s %9s %12s %8s %8s %8s %8s %9s %9s %8s\n' N api_ms conv_ms bare_ms ratio applies/N "LIST/pass" writes passes pass_ms bpass_ms rss_MB hwm_MB db_B/dep
 printf '%s\n' "${rows[@]}"
-echo "(bare_ms: mean of the bare client just before/just after mlplat, same manifests; LIST/pass: measured / target ceil(deployments/500), all sizes' deployments; writes: in the steady window; pass_ms: median duration of 5 steady passes; bpass_ms: a bare client's steady pass, LIST all + compare, median of 5; http_max_concurrency $CONC; load $(cut -d' ' -f1-3 /proc/loadavg))"
+echo "(bare_ms: mean of the bare client just before/just after mlplat, same manifests; LIST/pass: measured / target ceil(deployments/500), all sizes' deployments; writes: in the steady window; pass_ms: median duration of 5 steady passes; bpass_ms: a bare client's steady pass, LIST all + compare, median of 5; rss_MB: the deployments leader's peak RssAnon; hwm_MB: its VmHWM; db_B/dep: database growth per deployment; watch $WATCH; http_max_concurrency $CONC; load $(cut -d' ' -f1-3 /proc/loadavg))"

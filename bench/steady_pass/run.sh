@@ -12,7 +12,8 @@
 #            rows are resynced mlplat.watch_resync_interval apart (the window starts
 #            once every row was resynced under it: the steady state).
 #   SIZES="1000 10000" RATE=5 WINDOW=20 RESYNC=30s MODES="changed full watch" bench/steady_pass/run.sh
-# (100000: the stand-in preload slowed to ~36 objects/s past ~45,000 on this machine)
+# (100000: the preload slowed to ~36 objects/s past ~45,000 until the stand-in stopped polling
+# for the predictor ServiceAccount, 357dfb3; see docs/benchmarks.md)
 # Per N: N deploy()s with the workers off, the rendered manifests preloaded into
 # the stand-in as mlplat would have applied them (preload.js: converging 100,000
 # through the API path takes too long here), then the workers on until every
