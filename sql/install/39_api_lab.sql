@@ -334,6 +334,33 @@ CREATE TRIGGER lab_approvals_scope BEFORE UPDATE ON mlplat.lab_approvals FOR EAC
     'runtime_profile_id', 'node_id', 'families', 'limits', 'max_runs', 'approved_by', 'db_role', 'approved_at',
     'valid_for', 'expires_at', 'request_hash');
 
+-- ---------------------------------------------------------------- admission guards
+
+-- What a start assessed stays so until it commits (src/lab_guard.c).  A start holds a guard
+-- on its node, profile and version in SHARE mode (_lab_admit); every UPDATE or DELETE of
+-- those rows takes the row's guard exclusively first, by trigger, so it reaches the API's
+-- writes, a rollout's promotion and a superuser's UPDATE alike.  A writer holds its row lock
+-- before its guard; a start its guard before its inserts' FOR KEY SHARE on the same rows
+-- (the foreign keys), which a non-key UPDATE does not block: no cycle.  The reconciler's
+-- observation of a node (observed_*, refreshed on every full pass of every node) takes no
+-- guard: it neither waits for starts nor makes them wait, and the claim assesses the node
+-- again before any dispatch (NODE_NOT_READY, stale, cordoned: the run waits).
+CREATE FUNCTION mlplat._lab_guard_share(node_id bigint, profile_id bigint, version_id bigint) RETURNS void
+LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'mlplat_lab_guard_share';
+CREATE FUNCTION mlplat._lab_guard_write() RETURNS trigger
+LANGUAGE C AS 'MODULE_PATHNAME', 'mlplat_lab_guard_write';
+CREATE TRIGGER lab_nodes_guard BEFORE UPDATE ON mlplat.lab_nodes FOR EACH ROW
+  WHEN ((OLD.id, OLD.name, OLD.accelerator, OLD.gpus, OLD.enabled, OLD.registered_by, OLD.registered_at)
+        IS DISTINCT FROM (NEW.id, NEW.name, NEW.accelerator, NEW.gpus, NEW.enabled, NEW.registered_by,
+                          NEW.registered_at))
+  EXECUTE FUNCTION mlplat._lab_guard_write('node');
+CREATE TRIGGER lab_nodes_guard_delete BEFORE DELETE ON mlplat.lab_nodes FOR EACH ROW
+  EXECUTE FUNCTION mlplat._lab_guard_write('node');
+CREATE TRIGGER lab_profiles_guard BEFORE UPDATE OR DELETE ON mlplat.lab_profiles FOR EACH ROW
+  EXECUTE FUNCTION mlplat._lab_guard_write('profile');
+CREATE TRIGGER model_versions_lab_guard BEFORE UPDATE OR DELETE ON mlplat.model_versions FOR EACH ROW
+  EXECUTE FUNCTION mlplat._lab_guard_write('version');
+
 -- ---------------------------------------------------------------- authorization
 
 -- Like _authorize, without the administrator bypass: the person (mlplat.on_behalf_of when the
@@ -1177,10 +1204,12 @@ BEGIN
   RETURN run;
 END $$;
 
--- The common admission of a LabRun or probe under locks: the project row (reserve when the
--- profile needs GPUs), the approval FOR UPDATE, node, profile and version FOR SHARE; the full
--- assessment again (a passing preflight is no token); the GPU quota.  Raises 55000 with the
--- blocker codes, 23514 for the quota.  Returns the profile.
+-- The common admission of a LabRun or probe under locks: the project row shared, the approval
+-- FOR UPDATE (runs_used, max_runs), the guards of node, profile and version (_lab_guard_share,
+-- src/lab_guard.c: every writer of those rows waits for them, and they wait for a writer in
+-- flight); the full assessment again (a passing preflight is no token), on a snapshot taken
+-- after them.  Raises 55000 with the blocker codes.  Returns the profile.  (The GPU quota
+-- comes after, in _lab_reserve_gpus.)
 CREATE FUNCTION mlplat._lab_admit(p_project_id bigint, p_action text, p_candidate bigint, p_sha256 text,
                                   p_profile bigint, p_node bigint, p_approval bigint, p_family text,
                                   p_limits jsonb, p_input_count int) RETURNS mlplat.lab_profiles
@@ -1197,9 +1226,21 @@ BEGIN
   IF p_approval IS NOT NULL THEN
     PERFORM FROM mlplat.lab_approvals x WHERE x.id = p_approval AND x.project_id = p_project_id FOR UPDATE;
   END IF;
-  PERFORM FROM mlplat.lab_nodes x WHERE x.id = p_node FOR SHARE;
-  SELECT * INTO pr FROM mlplat.lab_profiles x WHERE x.id = p_profile AND x.project_id = p_project_id FOR SHARE;
-  PERFORM FROM mlplat.model_versions x WHERE x.id = p_candidate AND x.project_id = p_project_id FOR SHARE;
+  -- guards, not row locks: a row lock FOR SHARE on the profile and version every start
+  -- shares made a multixact per start.  A statement of its own, so the assessment's snapshot
+  -- is taken after it.
+  IF pg_catalog.current_setting('transaction_isolation') = 'read committed' THEN
+    PERFORM mlplat._lab_guard_share(p_node, p_profile, p_candidate);
+  ELSE
+    -- this transaction's snapshot predates anything it locks, and may predate a write
+    -- committed before: the rows FOR SHARE fail it (40001) when they changed since, and
+    -- hold off writers as the guards do (no guard here: a writer holds its row lock while it
+    -- waits for a guard, and this would wait for that row lock)
+    PERFORM FROM mlplat.lab_nodes x WHERE x.id = p_node FOR SHARE;
+    PERFORM FROM mlplat.lab_profiles x WHERE x.id = p_profile AND x.project_id = p_project_id FOR SHARE;
+    PERFORM FROM mlplat.model_versions x WHERE x.id = p_candidate AND x.project_id = p_project_id FOR SHARE;
+  END IF;
+  SELECT * INTO pr FROM mlplat.lab_profiles x WHERE x.id = p_profile AND x.project_id = p_project_id;
   blockers := mlplat._lab_assess(p_project_id, p_candidate, p_sha256, p_profile, p_node, p_approval, p_family,
                                  p_limits, p_input_count);
   IF pg_catalog.cardinality(blockers) > 0 THEN
