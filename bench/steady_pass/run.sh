@@ -26,6 +26,9 @@
 #   reqs   InferenceService requests at the stand-in (LIST pages, GETs, applies)
 #   cpu    CPU time of the deployments leader (its SPI runs in it: SQL included)
 # each per pass and per second.  OUT=file appends tab-separated lines for plots.
+# PGSS=1: also the statements run in each window (pg_stat_statements, track all; ms per
+# pass, nested ones included under their callers); PERF=1: perf record the leader in each
+# window and print its top symbols.
 set -uo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 SIZES=${SIZES:-"1000 10000"}
@@ -36,10 +39,12 @@ MODES=${MODES:-"changed full watch"}
 . "$SRC/test/lib/stack.sh"
 stack_init sp
 STANDIN_READY_MS=50 stack_standin
-stack_start "${MLPLAT_CONF[@]}" "cron.database_name = 'postgres'" "mlplat.workers_enabled = off" \
+PGSS_CONF=()
+[ -n "${PGSS:-}" ] && PGSS_CONF=("shared_preload_libraries = 'mlplat, pg_cron, pg_stat_statements'" "pg_stat_statements.track = all")
+stack_start "${MLPLAT_CONF[@]}" "${PGSS_CONF[@]}" "cron.database_name = 'postgres'" "mlplat.workers_enabled = off" \
 	"mlplat.resync_interval = '$RESYNC'" "mlplat.full_resync_interval = '1h'" "mlplat.pass_memory_limit = '4GB'" \
 	"max_wal_size = '4GB'" "${STANDIN_CONF[@]}"
-stack_db mlplat mlplat
+stack_db mlplat mlplat ${PGSS:+pg_stat_statements}
 SHA=$(standin_artifact s3://models/m/1 'b')
 TICK=$(getconf CLK_TCK)
 set_conf() { $PSQL -d mlplat -c "ALTER SYSTEM SET $1 = '$2'" -c "SELECT pg_reload_conf()" >/dev/null; }
@@ -67,6 +72,8 @@ window() {
 	pid=$(leader pid)
 	pass_end
 	admin DELETE requests >/dev/null
+	[ -n "${PGSS:-}" ] && $PSQL -d mlplat -c "SELECT pg_stat_statements_reset()" >/dev/null
+	[ -n "${PERF:-}" ] && { perf record -q -F 999 -g -p "$pid" -o "$WORK/perf-$n-$3.data" >/dev/null 2>&1 & perf_pid=$!; }
 	sample_start
 	p0=$(leader passes); c0=$(cpu_ticks "$pid"); t0=$(date +%s%N)
 	(
@@ -87,6 +94,14 @@ window() {
 	kill "$changer" 2>/dev/null; wait "$changer" 2>/dev/null
 	pass_end
 	p1=$(leader passes); c1=$(cpu_ticks "$pid"); t1=$(date +%s%N)
+	[ -n "${PERF:-}" ] && { kill -INT "$perf_pid"; wait "$perf_pid"; }
+	# the statements, per pass of the leader (other backends' too: the redeploys; track all,
+	# so a function's statements are also counted inside its caller's time)
+	[ -n "${PGSS:-}" ] && $PSQL -d mlplat -F ' | ' -c "SELECT 'pgss $n $3', round((total_exec_time / $((p1 - p0 > 0 ? p1 - p0 : 1)))::numeric, 2) AS ms_per_pass,
+	       calls, rows, toplevel, left(regexp_replace(query, '\s+', ' ', 'g'), 120)
+	  FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%' ORDER BY total_exec_time DESC LIMIT 40" >&2
+	[ -n "${PERF:-}" ] && perf report -q -i "$WORK/perf-$n-$3.data" --no-children -g none --sort dso,symbol --percent-limit 0.7 --stdio 2>/dev/null |
+		grep -v "^$" | head -40 | sed "s/^/perf $n $3 /" >&2
 	sleep 0.1
 	read -r seen rread < <(sample_rows "$p0" "$p1")
 	ms=$(((t1 - t0) / 1000000))
@@ -137,7 +152,7 @@ for N in $SIZES; do
 			$PSQL -d mlplat -c "UPDATE mlplat.deployments SET next_resync_at = mlplat._next_resync_at() WHERE next_resync_at > now() + interval '1 hour'" >/dev/null
 		fi
 		pass_end; pass_end
-		read -r passes seen rread reqs lists gets writes cpu_ms ms < <(window "$p" "$N")
+		read -r passes seen rread reqs lists gets writes cpu_ms ms < <(window "$p" "$N" "$mode")
 		[ -n "${OUT:-}" ] && printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$N" "$mode" "$passes" "$seen" "$rread" "$reqs" "$lists" "$gets" "$cpu_ms" "$ms" >>"$OUT"
 		rows+=("$(printf '%7s %8s %7s %6s %10s %9s %8s %9s %9s %8s %11s' "$total" "$mode" "$passes/$seen" "$ms" \
 			"$(awk -v a="$rread" -v p="$seen" 'BEGIN{printf "%.0f", p ? a/p : 0}')" \
