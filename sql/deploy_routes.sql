@@ -112,11 +112,23 @@ SELECT actor, detail FROM mlplat.audit_events WHERE project = 'routes' AND actio
 
 -- ---------------------------------------------------------------- route generations
 SELECT coalesce(max(generation), 0) AS base FROM mlplat.route_generations \gset
+-- a generation's whole route set, put together by route_table from the entries (a
+-- generation records what changed): {"<model>": [{deployment, endpoint, revision, version}]}
+CREATE FUNCTION pg_temp.routes_at(p_generation bigint) RETURNS jsonb LANGUAGE sql AS $$
+  SELECT coalesce(jsonb_object_agg(x.model, x.entries), '{}') FROM (
+    SELECT t.model, jsonb_agg(jsonb_build_object('deployment', t.deployment, 'endpoint', t.endpoint,
+                                                 'revision', t.revision, 'version', t.version)
+                              ORDER BY t.deployment COLLATE "C") AS entries
+      FROM mlplat.route_generations g
+      JOIN mlplat.projects p ON p.id = g.project_id
+      JOIN mlplat.route_table(p_generation) t ON t.project = p.name
+     WHERE g.generation = p_generation GROUP BY t.model) x
+$$;
 -- (standing in for the reconciler's write-back) iris becomes READY: a first generation
 SELECT mlplat._deployments_writeback(d.id, d.row_version, 42, 'READY', 'revision 2 ready', d.generation, 2,
                                      'http://iris.mlp-routes.example.com', NULL, NULL, NULL)
 FROM mlplat.deployments d JOIN mlplat.projects p ON p.id = d.project_id WHERE p.name = 'routes' AND d.name = 'iris';
-SELECT generation - :base AS gen, (SELECT name FROM mlplat.projects WHERE id = project_id) AS project, jsonb_pretty(routes)
+SELECT generation - :base AS gen, (SELECT name FROM mlplat.projects WHERE id = project_id) AS project, jsonb_pretty(pg_temp.routes_at(generation))
 FROM mlplat.route_generations WHERE generation > :base ORDER BY generation;
 -- READY clears the deadline
 SELECT name, ready_wait_since IS NULL AS ready_wait_cleared FROM mlplat.deployments WHERE name = 'iris' ORDER BY project_id;
@@ -141,7 +153,7 @@ UPDATE mlplat.deployments SET endpoint = 'http://iris.mlp-routes.example.com'
 WHERE name = 'iris' AND project_id = (SELECT id FROM mlplat.projects WHERE name = 'routes');
 SELECT count(*) AS before_commit FROM mlplat.route_generations WHERE generation > :base;
 COMMIT;
-SELECT generation - :base AS gen, (SELECT name FROM mlplat.projects WHERE id = project_id) AS project, routes
+SELECT generation - :base AS gen, (SELECT name FROM mlplat.projects WHERE id = project_id) AS project, pg_temp.routes_at(generation) AS routes
 FROM mlplat.route_generations WHERE generation > :base ORDER BY generation;
 -- a redeploy (READY -> DEPLOYING) keeps the route on the revision seen READY: KServe serves
 -- it until the new one is ready.  No generation until then ...
@@ -155,7 +167,7 @@ SELECT count(*) AS generations FROM mlplat.route_generations WHERE generation > 
 SELECT mlplat._deployments_writeback(d.id, d.row_version, 42, 'READY', 'ready', d.generation, d.desired_revision,
                                      'http://iris.mlp-routes.example.com', NULL, NULL, NULL)
 FROM mlplat.deployments d JOIN mlplat.projects p ON p.id = d.project_id WHERE p.name = 'routes' AND d.name = 'iris';
-SELECT generation - :base AS gen, routes->'iris' AS iris FROM mlplat.route_generations WHERE generation > :base
+SELECT generation - :base AS gen, pg_temp.routes_at(generation)->'iris' AS iris FROM mlplat.route_generations WHERE generation > :base
 ORDER BY generation DESC LIMIT 1;
 -- DRIFTED keeps the route (the endpoint still serves); leaving READY removes it
 UPDATE mlplat.deployments SET status = 'DRIFTED' WHERE name = 'wine';
@@ -163,7 +175,8 @@ SELECT count(*) AS generations FROM mlplat.route_generations WHERE generation > 
 SET ROLE regress_rt_deployer;
 SELECT :acc FROM mlplat.undeploy('routes', 'wine');
 RESET ROLE;
-SELECT generation - :base AS gen, routes FROM mlplat.route_generations WHERE generation > :base ORDER BY generation DESC LIMIT 1;
+SELECT generation - :base AS gen, pg_temp.routes_at(generation) AS routes FROM mlplat.route_generations WHERE generation > :base
+ORDER BY generation DESC LIMIT 1;
 -- the people's view: the current generation per project; a gateway reads any generation
 SELECT project, generation - :base AS gen, model, deployment, endpoint, revision, version FROM mlplat.routes
 WHERE project LIKE 'routes%' ORDER BY 1, 3, 4;
@@ -178,11 +191,16 @@ SELECT DISTINCT (SELECT name FROM mlplat.projects p WHERE p.id = g.project_id) A
 SET ROLE regress_rt_outsider;
 SELECT project, model, deployment FROM mlplat.routes ORDER BY 1, 2;
 RESET ROLE;
--- generations are immutable
-UPDATE mlplat.route_generations SET routes = '{}';
+-- generations are immutable; a route entry is only ever closed
+UPDATE mlplat.route_generations SET created_at = now();
 DELETE FROM mlplat.route_generations;
 TRUNCATE mlplat.route_generations;
+UPDATE mlplat.route_entries SET endpoint = 'http://elsewhere';
+UPDATE mlplat.route_entries SET to_gen = NULL WHERE to_gen IS NOT NULL;
+DELETE FROM mlplat.route_entries;
+TRUNCATE mlplat.route_entries;
 -- and only the extension writes them
 SET ROLE regress_rt_owner;
-INSERT INTO mlplat.route_generations (generation, project_id, routes) VALUES (999999, 1, '{}');
+INSERT INTO mlplat.route_generations (generation, project_id) VALUES (999999, 1);
+INSERT INTO mlplat.route_entries (project_id, deployment, model, endpoint, revision, from_gen) VALUES (1, 'x', 'm', 'http://x', 1, 999999);
 RESET ROLE;

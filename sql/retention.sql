@@ -36,10 +36,15 @@ RESET session_replication_role;
 INSERT INTO mlplat.leader_history (kind, epoch, pid, replica, host, acquired_at)
 SELECT 'ret_kind', e, 1, 0, 'test', now() - interval '40 days' FROM generate_series(1, 3) e;
 INSERT INTO mlplat.leader_epochs (kind, epoch, pid, replica, host) VALUES ('ret_kind', 3, 1, 0, 'test');
--- route generations: a superseded old one goes, the latest stays however old
-INSERT INTO mlplat.route_generations (generation, project_id, routes, created_at)
-SELECT 900000 + g, (SELECT id FROM mlplat.projects WHERE name = 'ret-live'), '{}', now() - interval '10 days'
+-- route generations: a superseded old one goes, the latest stays however old; the route entry
+-- only the one that goes showed goes with it, the one the latest shows stays
+INSERT INTO mlplat.route_generations (generation, project_id, created_at)
+SELECT 900000 + g, (SELECT id FROM mlplat.projects WHERE name = 'ret-live'), now() - interval '10 days'
   FROM generate_series(1, 2) g;
+INSERT INTO mlplat.route_entries (project_id, deployment, model, endpoint, revision, from_gen, to_gen)
+SELECT (SELECT id FROM mlplat.projects WHERE name = 'ret-live'), 'ret-d', 'm', 'http://ret-d', r, 900000 + r,
+       CASE WHEN r = 1 THEN 900002 END
+  FROM generate_series(1, 2) r;
 
 -- the owner cannot remove the history of a living entity, however old it is
 \set VERBOSITY terse
@@ -47,6 +52,7 @@ DELETE FROM mlplat.audit_events WHERE project_id = (SELECT id FROM mlplat.projec
 DELETE FROM mlplat.deployment_revisions
  WHERE deployment_id = (SELECT id FROM mlplat.deployments WHERE name = 'ret-d') AND revision = 3;
 DELETE FROM mlplat.route_generations WHERE generation = 900002;
+DELETE FROM mlplat.route_entries WHERE from_gen > 900000;
 \set VERBOSITY default
 
 SELECT what, deleted > 0 AS some_deleted FROM mlplat.run_retention() ORDER BY what;
@@ -66,6 +72,7 @@ SELECT name, status FROM mlplat.runs
  WHERE project_id = (SELECT id FROM mlplat.projects WHERE name = 'ret-live') ORDER BY name;
 SELECT epoch FROM mlplat.leader_history WHERE kind = 'ret_kind' ORDER BY epoch;
 SELECT generation FROM mlplat.route_generations WHERE generation > 900000 ORDER BY generation;
+SELECT from_gen, to_gen FROM mlplat.route_entries WHERE from_gen > 900000 ORDER BY from_gen;
 SELECT last_run_by = current_user AS by_caller, last_result ? 'audit_events' AS has_result
   FROM mlplat.retention_state;
 

@@ -243,16 +243,19 @@ REVOKE ALL ON FUNCTION mlplat._instance_id() FROM PUBLIC;
 -- undeploy taking a deployment out), and NOTIFY mlplat_routes
 -- carries its number, delivered by PostgreSQL only when that transaction commits.
 --
+-- A generation records what changed, not the whole set (issue 20): each deployment's route
+-- is a row of route_entries valid from the generation that made it (from_gen) until the one
+-- that replaced or removed it (to_gen), so publishing costs what changed, not what the
+-- project serves; route_table(as_of) puts the set of any generation together.
+--
 -- Numbers are global (a gateway reads "the table as of N"), strictly increasing in commit
--- order, without gaps: publishers serialize on the one route_head row, which each holds
--- from its final check until it commits, and a set read before taking it is used only if
--- no generation of that project was published since; otherwise it is read again under the
--- lock, when it includes every earlier generation's changes.  The payload is only the number: it names no
--- project, so listening reveals nothing RLS would hide.
+-- order, without gaps: publishers serialize on the one route_head row, which each takes
+-- before it compares a deployment's route with the open entry and holds until it commits,
+-- so every compare sees the entries of every earlier generation.  The payload is only the
+-- number: it names no project, so listening reveals nothing RLS would hide.
 CREATE TABLE mlplat.route_generations (
   generation  bigint PRIMARY KEY,
   project_id  bigint NOT NULL REFERENCES mlplat.projects (id),
-  routes      jsonb NOT NULL,   -- {"<model>": [{deployment, endpoint, revision, version}, ...]}
   created_at  timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
   -- which transaction, and which of its statements (normally the COMMIT) published it
   created_xid xid8 NOT NULL DEFAULT pg_catalog.pg_current_xact_id(),
@@ -261,82 +264,110 @@ CREATE TABLE mlplat.route_generations (
 CREATE INDEX route_generations_project ON mlplat.route_generations (project_id, generation);
 SELECT mlplat._append_only('route_generations');
 
+-- One deployment's route over a range of its project's generations: from_gen (inclusive) to
+-- to_gen (exclusive; NULL: still current).  An entry is never changed except to be closed
+-- (_route_entry_closed); retention deletes one no kept generation shows.
+CREATE TABLE mlplat.route_entries (
+  project_id  bigint NOT NULL REFERENCES mlplat.projects (id),
+  deployment  text NOT NULL,
+  model       text NOT NULL,
+  endpoint    text NOT NULL,
+  revision    int NOT NULL,
+  version     text,
+  from_gen    bigint NOT NULL,
+  to_gen      bigint CHECK (to_gen > from_gen)
+);
+CREATE UNIQUE INDEX route_entries_open ON mlplat.route_entries (project_id, deployment) WHERE to_gen IS NULL;
+CREATE INDEX route_entries_range ON mlplat.route_entries (project_id, from_gen);
+
+-- The one change an entry may see: closed once, by the generation that replaced it.
+CREATE FUNCTION mlplat._route_entry_closed() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, mlplat, pg_temp AS $$
+BEGIN
+  IF OLD.to_gen IS NULL AND NEW.to_gen IS NOT NULL
+     AND (NEW.project_id, NEW.deployment, NEW.model, NEW.endpoint, NEW.revision, NEW.version, NEW.from_gen)
+         IS NOT DISTINCT FROM (OLD.project_id, OLD.deployment, OLD.model, OLD.endpoint, OLD.revision, OLD.version, OLD.from_gen) THEN
+    RETURN NEW;
+  END IF;
+  RAISE EXCEPTION USING ERRCODE = '55000',
+    MESSAGE = 'UPDATE on route_entries is not allowed: rows are immutable',
+    DETAIL = 'A route entry is only closed (to_gen set once) by the generation that replaces it.',
+    HINT = 'Routes change through the deployments they describe.';
+END $$;
+REVOKE ALL ON FUNCTION mlplat._route_entry_closed() FROM PUBLIC;
+CREATE TRIGGER route_entries_closed_only BEFORE UPDATE ON mlplat.route_entries
+  FOR EACH ROW EXECUTE FUNCTION mlplat._route_entry_closed();
+CREATE TRIGGER route_entries_immutable BEFORE DELETE ON mlplat.route_entries
+  FOR EACH ROW EXECUTE FUNCTION mlplat._refuse_change();
+CREATE TRIGGER route_entries_no_truncate BEFORE TRUNCATE ON mlplat.route_entries
+  FOR EACH STATEMENT EXECUTE FUNCTION mlplat._refuse_change();
+
 -- The publishers' lock.  Its value is informational (numbers come from route_generations,
 -- which survives pg_dump); every publish updates it so that a REPEATABLE READ publisher
 -- whose snapshot predates another publish fails with a serialization error instead of
--- publishing a set computed from that old snapshot.
+-- publishing from that old snapshot.
 CREATE TABLE mlplat.route_head (
   singleton  boolean PRIMARY KEY DEFAULT true CHECK (singleton),
   generation bigint NOT NULL DEFAULT 0
 );
 INSERT INTO mlplat.route_head DEFAULT VALUES;
 
--- The routes of one project as the caller's snapshot shows them.  Names sort in "C" order:
--- deterministic, and far cheaper than the locale's collation.
-CREATE FUNCTION mlplat._routes_of(p_project_id bigint) RETURNS jsonb
-LANGUAGE plpgsql STABLE AS $$
-BEGIN
-  RETURN (SELECT coalesce(pg_catalog.jsonb_object_agg(m.model, m.entries), '{}'::jsonb)
-          FROM (SELECT dr.intent->>'model' AS model,
-                       pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(
-                         'deployment', d.name, 'endpoint', d.endpoint, 'revision', d.ready_revision,
-                         'version', dr.intent->>'version') ORDER BY d.name COLLATE "C") AS entries
-                FROM mlplat.deployments d
-                JOIN mlplat.deployment_revisions dr ON dr.deployment_id = d.id AND dr.revision = d.ready_revision
-                WHERE d.project_id = p_project_id AND d.status IN ('READY', 'DRIFTED', 'DEPLOYING')
-                  AND d.endpoint IS NOT NULL
-                GROUP BY 1) m);
-END $$;
-REVOKE ALL ON FUNCTION mlplat._routes_of(bigint) FROM PUBLIC;
-
--- Deferred to commit: runs once the transaction's changes are all made.  SECURITY DEFINER
+-- Deferred to commit: runs once the transaction's changes are all made, once per changed
+-- deployment, and compares that deployment's route with its open entry: what it costs
+-- follows the deployments written, not those the project serves.  SECURITY DEFINER
 -- because deferred triggers run as the session's user, outside the API function that made
 -- the change.
 CREATE FUNCTION mlplat._routes_publish() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, mlplat, pg_temp AS $$
 DECLARE
-  seen_gen bigint;
-  seen boolean;
-  last_gen bigint;
-  last_routes jsonb;
-  cur jsonb;
+  cur record;
+  was record;
   n bigint;
 BEGIN
-  -- One generation per project and commit: deferred, every firing runs in the COMMIT, after
-  -- the last change, so the first one saw them all (1,000 deployments READY in one write-back
-  -- make one generation, not 1,000 recomputations).  Under SET CONSTRAINTS IMMEDIATE the
-  -- firings follow each statement, so a later statement publishes again.
-  SELECT g.generation,
-         g.created_xid = pg_catalog.pg_current_xact_id() AND g.created_statement_at = pg_catalog.statement_timestamp()
-  INTO seen_gen, seen FROM mlplat.route_generations g
-  WHERE g.project_id = NEW.project_id ORDER BY g.generation DESC LIMIT 1;
-  IF seen THEN
-    RETURN NULL;
-  END IF;
-  -- Computed before the lock, so publishers hold it only for an instant ...
-  cur := mlplat._routes_of(NEW.project_id);
+  -- The lock first: held until commit, so no other publisher's generation comes between
+  -- this compare and this generation's number (READ COMMITTED: every statement below
+  -- sees what the publishers before committed).
   PERFORM 1 FROM mlplat.route_head h FOR UPDATE;
-  -- ... and valid only if nobody published for this project meanwhile; else computed again,
-  -- now after that publisher committed (READ COMMITTED: a new snapshot per statement).
-  SELECT g.generation, g.routes INTO last_gen, last_routes FROM mlplat.route_generations g
-  WHERE g.project_id = NEW.project_id ORDER BY g.generation DESC LIMIT 1;
-  IF last_gen IS DISTINCT FROM seen_gen THEN
-    cur := mlplat._routes_of(NEW.project_id);
-  END IF;
-  IF cur = coalesce(last_routes, '{}'::jsonb) THEN
+  -- the deployment now (not NEW: a later statement of the transaction may have changed it)
+  SELECT d.name AS deployment, dr.intent->>'model' AS model, d.endpoint, d.ready_revision AS revision,
+         dr.intent->>'version' AS version
+    INTO cur FROM mlplat.deployments d
+    JOIN mlplat.deployment_revisions dr ON dr.deployment_id = d.id AND dr.revision = d.ready_revision
+   WHERE d.id = NEW.id AND d.status IN ('READY', 'DRIFTED', 'DEPLOYING') AND d.endpoint IS NOT NULL;
+  SELECT e.model, e.endpoint, e.revision, e.version INTO was FROM mlplat.route_entries e
+   WHERE e.project_id = NEW.project_id AND e.deployment = NEW.name AND e.to_gen IS NULL;
+  IF (cur.model, cur.endpoint, cur.revision, cur.version)
+     IS NOT DISTINCT FROM (was.model, was.endpoint, was.revision, was.version) THEN
     RETURN NULL;
   END IF;
-  n := coalesce((SELECT pg_catalog.max(g.generation) FROM mlplat.route_generations g), 0) + 1;
-  INSERT INTO mlplat.route_generations (generation, project_id, routes) VALUES (n, NEW.project_id, cur);
-  UPDATE mlplat.route_head SET generation = n;
-  PERFORM pg_catalog.pg_notify('mlplat_routes', n::text);
+  -- One generation per project and commit: deferred, every firing runs in the COMMIT, so
+  -- the first change makes it and the others join it (1,000 deployments READY in one
+  -- write-back make one generation).  Under SET CONSTRAINTS IMMEDIATE the firings follow
+  -- each statement, so a later statement publishes again.
+  SELECT g.generation INTO n FROM mlplat.route_generations g
+   WHERE g.project_id = NEW.project_id AND g.created_xid = pg_catalog.pg_current_xact_id()
+     AND g.created_statement_at = pg_catalog.statement_timestamp()
+   ORDER BY g.generation DESC LIMIT 1;
+  IF n IS NULL THEN
+    n := coalesce((SELECT pg_catalog.max(g.generation) FROM mlplat.route_generations g), 0) + 1;
+    INSERT INTO mlplat.route_generations (generation, project_id) VALUES (n, NEW.project_id);
+    UPDATE mlplat.route_head SET generation = n;
+    PERFORM pg_catalog.pg_notify('mlplat_routes', n::text);
+  END IF;
+  UPDATE mlplat.route_entries e SET to_gen = n
+   WHERE e.project_id = NEW.project_id AND e.deployment = NEW.name AND e.to_gen IS NULL;
+  IF cur.model IS NOT NULL THEN
+    INSERT INTO mlplat.route_entries (project_id, deployment, model, endpoint, revision, version, from_gen)
+    VALUES (NEW.project_id, cur.deployment, cur.model, cur.endpoint, cur.revision, cur.version, n);
+  END IF;
   RETURN NULL;
 END $$;
 REVOKE ALL ON FUNCTION mlplat._routes_publish() FROM PUBLIC;
 
 -- Fires only for changes that can change a route: becoming or ceasing to be routable (the
--- predicate of _routes_of), or a routable deployment's endpoint or serving revision changing.
--- A deploy() of a READY deployment (READY -> DEPLOYING, same ready_revision) fires nothing.
+-- predicate of _routes_publish), or a routable deployment's endpoint or serving revision
+-- changing.  A deploy() of a READY deployment (READY -> DEPLOYING, same ready_revision)
+-- fires nothing.
 CREATE CONSTRAINT TRIGGER deployments_publish_routes AFTER UPDATE ON mlplat.deployments
   DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
   WHEN (coalesce(OLD.status IN ('READY', 'DRIFTED', 'DEPLOYING') AND OLD.endpoint IS NOT NULL
@@ -349,38 +380,38 @@ CREATE CONSTRAINT TRIGGER deployments_publish_routes AFTER UPDATE ON mlplat.depl
   EXECUTE FUNCTION mlplat._routes_publish();
 
 -- The route table as of a generation (default: the latest): per project, the newest
--- generation at or before it.  Not SECURITY DEFINER: row-level security shows a caller the
--- projects they may view (a gateway's role is a platform administrator or a viewer).
+-- generation at or before it, and the entries valid at that generation.  Not SECURITY
+-- DEFINER: row-level security shows a caller the projects they may view (a gateway's role is
+-- a platform administrator or a viewer).
 CREATE FUNCTION mlplat.route_table(as_of bigint DEFAULT NULL)
 RETURNS TABLE (generation bigint, project text, model text, deployment text, endpoint text,
                revision int, version text)
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, mlplat, pg_temp AS $$
-  SELECT g.generation, p.name, e.key, r->>'deployment', r->>'endpoint', (r->>'revision')::int, r->>'version'
-  FROM (SELECT DISTINCT ON (x.project_id) x.project_id, x.generation, x.routes
+  SELECT g.generation, p.name, e.model, e.deployment, e.endpoint, e.revision, e.version
+  FROM (SELECT DISTINCT ON (x.project_id) x.project_id, x.generation
         FROM mlplat.route_generations x
         WHERE route_table.as_of IS NULL OR x.generation <= route_table.as_of
         ORDER BY x.project_id, x.generation DESC) g
   JOIN mlplat.projects p ON p.id = g.project_id
-  CROSS JOIN LATERAL pg_catalog.jsonb_each(g.routes) e
-  CROSS JOIN LATERAL pg_catalog.jsonb_array_elements(e.value) r
-  ORDER BY p.name, e.key, r->>'deployment'
+  JOIN mlplat.route_entries e ON e.project_id = g.project_id AND e.from_gen <= g.generation
+                              AND (e.to_gen IS NULL OR e.to_gen > g.generation)
+  ORDER BY p.name, e.model, e.deployment
 $$;
 
--- For people: the current routes, one row per serving deployment.
+-- For people: the current routes, one row per serving deployment (the open entries).
 CREATE VIEW mlplat.routes WITH (security_invoker = true) AS
-SELECT p.name AS project, g.generation, e.key AS model, r->>'deployment' AS deployment,
-       r->>'endpoint' AS endpoint, (r->>'revision')::int AS revision, r->>'version' AS version,
+SELECT p.name AS project, g.generation, e.model, e.deployment, e.endpoint, e.revision, e.version,
        g.created_at AS published_at
-FROM (SELECT DISTINCT ON (x.project_id) x.project_id, x.generation, x.routes, x.created_at
+FROM (SELECT DISTINCT ON (x.project_id) x.project_id, x.generation, x.created_at
       FROM mlplat.route_generations x ORDER BY x.project_id, x.generation DESC) g
 JOIN mlplat.projects p ON p.id = g.project_id
-CROSS JOIN LATERAL pg_catalog.jsonb_each(g.routes) e
-CROSS JOIN LATERAL pg_catalog.jsonb_array_elements(e.value) r;
+JOIN mlplat.route_entries e ON e.project_id = g.project_id AND e.to_gen IS NULL;
 
-SELECT mlplat._member_reads('route_generations');
-GRANT SELECT ON mlplat.route_generations, mlplat.routes TO PUBLIC;
+SELECT mlplat._member_reads('route_generations', 'route_entries');
+GRANT SELECT ON mlplat.route_generations, mlplat.route_entries, mlplat.routes TO PUBLIC;
 SELECT pg_catalog.pg_extension_config_dump('mlplat.route_generations', '');
+SELECT pg_catalog.pg_extension_config_dump('mlplat.route_entries', '');
 
 -- Which InferenceServices found under a deployment's name are mlplat's own (issue 18,
 -- finding 5): the ordinals of the (namespace, name, content id) triples whose content id

@@ -1,6 +1,6 @@
 -- pgTAP: SECURITY DEFINER hygiene, search_path hijacks, audit immutability, privileges.
 BEGIN;
-SELECT plan(33);
+SELECT plan(36);
 \ir lib/helpers.sql
 
 DO $$ BEGIN
@@ -125,15 +125,19 @@ UPDATE mlplat.deployments d SET status = 'READY', endpoint = 'http://web.hij', o
 FROM mlplat.projects p WHERE p.id = d.project_id AND p.name = 'hij' AND d.name = 'web';
 SET LOCAL ROLE tap_attacker;
 CREATE TEMP TABLE route_generations (generation bigint, project_id bigint, routes jsonb);
+CREATE TEMP TABLE route_entries (project_id bigint, deployment text, model text, endpoint text, revision int,
+                                 version text, from_gen bigint, to_gen bigint);
 SELECT is(public.tap_hostile($$SELECT status FROM mlplat.set_drift_policy('hij', 'web', 'report')$$), 'ok:READY',
           'set_drift_policy works under a hostile search_path');
 SELECT is(public.tap_hostile($$SELECT status FROM mlplat.undeploy('hij', 'web')$$), 'ok:DELETING',
           'undeploy of a READY deployment publishes under a hostile search_path');
 SELECT is(public.tap_hostile($$SELECT count(*)::text FROM mlplat.route_table()$$), 'ok:0', 'route_table under a hostile search_path');
 RESET ROLE;
-SELECT is((SELECT array_agg(g.routes::text ORDER BY g.generation) FROM mlplat.route_generations g
-           JOIN mlplat.projects p ON p.id = g.project_id WHERE p.name = 'hij'),
-          ARRAY['{"m": [{"version": "1", "endpoint": "http://web.hij", "revision": 1, "deployment": "web"}]}', '{}'],
+SELECT is((SELECT array_agg((SELECT coalesce(string_agg(t.model || ' ' || t.deployment || ' ' || t.endpoint || ' ' || t.revision
+                                                      || ' ' || t.version, ','), '')
+                               FROM mlplat.route_table(g.generation) t WHERE t.project = 'hij') ORDER BY g.generation)
+             FROM mlplat.route_generations g JOIN mlplat.projects p ON p.id = g.project_id WHERE p.name = 'hij'),
+          ARRAY['m web http://web.hij 1 1', ''],
           'READY published the route, undeploy removed it');
 SELECT is((SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM public.tap_hijack_calls), 0::bigint,
           'no look-alike function or operator was ever called');
@@ -144,9 +148,12 @@ SELECT is((SELECT d.updated_at > 'epoch'::timestamptz FROM mlplat.deployments d 
 SELECT throws_ok($$UPDATE mlplat.audit_events SET actor = 'x'$$, '55000', NULL, 'audit UPDATE refused');
 SELECT throws_ok($$DELETE FROM mlplat.audit_events$$, '55000', NULL, 'audit DELETE refused');
 SELECT throws_ok($$TRUNCATE mlplat.audit_events$$, '55000', NULL, 'audit TRUNCATE refused');
-SELECT throws_ok($$UPDATE mlplat.route_generations SET routes = '{}'$$, '55000', NULL, 'route generation UPDATE refused');
+SELECT throws_ok($$UPDATE mlplat.route_generations SET created_at = now()$$, '55000', NULL, 'route generation UPDATE refused');
 SELECT throws_ok($$DELETE FROM mlplat.route_generations$$, '55000', NULL, 'route generation DELETE refused');
 SELECT throws_ok($$TRUNCATE mlplat.route_generations$$, '55000', NULL, 'route generation TRUNCATE refused');
+SELECT throws_ok($$UPDATE mlplat.route_entries SET endpoint = 'x'$$, '55000', NULL, 'route entry UPDATE refused');
+SELECT throws_ok($$DELETE FROM mlplat.route_entries$$, '55000', NULL, 'route entry DELETE refused');
+SELECT throws_ok($$TRUNCATE mlplat.route_entries$$, '55000', NULL, 'route entry TRUNCATE refused');
 SELECT throws_ok($$TRUNCATE mlplat.model_alias_history$$, '55000', NULL, 'alias history TRUNCATE refused');
 -- a row trigger does not see TRUNCATE: every table whose rows _refuse_change guards refuses it too
 SELECT is((SELECT array_agg(c.relname::text ORDER BY c.relname) FROM pg_class c

@@ -86,7 +86,25 @@ q mlplat_upgrade_old "DO \$\$ BEGIN
 END \$\$" >/dev/null
 tap_ok $? "0.2.0 data: three projects, s3:// and gs:// artifacts, a digest cached from x-amz-meta-sha256; three 1-GPU deployments, one DELETED"
 
+# route history published by 0.2.0 (one generation per transaction, each the whole set): the
+# update turns the sets into route entries, and route_table answers for every generation as before
+for set in "status = 'READY', endpoint = 'http://g1', observed_revision = 1, ready_revision = 1 WHERE name = 'g1'" \
+	"status = 'READY', endpoint = 'http://g2', observed_revision = 1, ready_revision = 1 WHERE name = 'g2'" \
+	"endpoint = 'http://g1b' WHERE name = 'g1'" "status = 'FAILED' WHERE name = 'g2'" "status = 'READY' WHERE name = 'g2'"; do
+	q mlplat_upgrade_old "UPDATE mlplat.deployments SET $set" >/dev/null
+done
+ROUTES_SQL="SELECT string_agg(g.generation || ':' || coalesce((SELECT string_agg(t.deployment || '=' || t.endpoint || '@' || t.revision, ',' ORDER BY t.deployment)
+  FROM mlplat.route_table(g.generation) t), ''), ' ' ORDER BY g.generation) FROM mlplat.route_generations g"
+ROUTES_OLD=$(q mlplat_upgrade_old "$ROUTES_SQL")
+tap_is "$ROUTES_OLD" "1:g1=http://g1@1 2:g1=http://g1@1,g2=http://g2@1 3:g1=http://g1b@1,g2=http://g2@1 4:g1=http://g1b@1 5:g1=http://g1b@1,g2=http://g2@1" \
+	"0.2.0 data: five route generations"
+
 q mlplat_upgrade_old "ALTER EXTENSION mlplat UPDATE" >/dev/null
+tap_same "$ROUTES_OLD" "$(q mlplat_upgrade_old "$ROUTES_SQL")" "after the update: route_table(as_of) of every 0.2.0 generation as before"
+q mlplat_upgrade_old "UPDATE mlplat.deployments SET endpoint = 'http://g1c' WHERE name = 'g1'" >/dev/null
+tap_is "$(q mlplat_upgrade_old "SELECT string_agg(generation || ':' || deployment || '=' || endpoint, ',' ORDER BY deployment) FROM mlplat.route_table()")" \
+	"6:g1=http://g1c,6:g2=http://g2" \
+	"after the update: a change publishes the next generation on top of the migrated entries"
 tap_ok $? "ALTER EXTENSION mlplat UPDATE from $PREV to $CUR"
 tap_is "$(q mlplat_upgrade_old "SELECT string_agg(project || ' ' || location || ' ' || added_by, ',' ORDER BY project, location) FROM mlplat.artifact_location_list")" \
 	"upa s3://flat-bucket/ mlplat-upgrade,upa s3://models/iris/ mlplat-upgrade,upb gs://elsewhere/m/ mlplat-upgrade" \

@@ -94,7 +94,8 @@ END $$;
 --   leader_history            older than mlplat.leader_history_retention days (never the
 --                             current epoch's row)
 --   route_generations         superseded generations older than
---                             mlplat.route_generation_retention days (never a project's latest)
+--                             mlplat.route_generation_retention days (never a project's latest),
+--   route_entries             and the route entries only they showed
 --   rollouts + transitions    rollouts finished more than mlplat.history_retention days ago
 --   deployment_revisions      of deployments deleted more than mlplat.history_retention days
 --                             ago, and revisions older than that which nothing refers to
@@ -178,6 +179,12 @@ BEGIN
        AND EXISTS (SELECT 1 FROM mlplat.route_generations n
                     WHERE n.project_id = (p_row->>'project_id')::bigint
                       AND n.generation > (p_row->>'generation')::bigint);
+  ELSIF p_table = 'route_entries' THEN
+    -- closed, and no generation kept shows it any more
+    RETURN (p_row->>'to_gen') IS NOT NULL
+       AND NOT EXISTS (SELECT 1 FROM mlplat.route_generations g
+                        WHERE g.project_id = (p_row->>'project_id')::bigint
+                          AND g.generation >= (p_row->>'from_gen')::bigint AND g.generation < (p_row->>'to_gen')::bigint);
   ELSIF p_table = 'campaigns' THEN
     RETURN mlplat._campaign_expired((p_row->>'id')::bigint);
   ELSIF p_table IN ('campaign_approvals', 'campaign_candidates', 'optimized_artifacts') THEN
@@ -244,6 +251,14 @@ BEGIN
                   WHERE n2.project_id = g.project_id AND n2.generation > g.generation);
   GET DIAGNOSTICS n = ROW_COUNT;
   what := 'route_generations'; deleted := n; done := done || pg_catalog.jsonb_build_object(what, n); RETURN NEXT;
+
+  -- the route entries that only the generations just deleted showed
+  DELETE FROM mlplat.route_entries e
+   WHERE e.to_gen IS NOT NULL
+     AND NOT EXISTS (SELECT 1 FROM mlplat.route_generations g
+                      WHERE g.project_id = e.project_id AND g.generation >= e.from_gen AND g.generation < e.to_gen);
+  GET DIAGNOSTICS n = ROW_COUNT;
+  what := 'route_entries'; deleted := n; done := done || pg_catalog.jsonb_build_object(what, n); RETURN NEXT;
 
   DELETE FROM mlplat.rollout_transitions t USING mlplat.rollouts r
    WHERE r.id = t.rollout_id AND NOT mlplat.rollout_is_active(r.status) AND r.updated_at < hcut;
