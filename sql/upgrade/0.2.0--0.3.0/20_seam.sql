@@ -101,6 +101,11 @@ CREATE FUNCTION mlplat._deployments_claim(p_resync boolean, p_only_new boolean D
 RETURNS SETOF mlplat.deployment_claim
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, mlplat, pg_temp
+-- A plain index scan of the due rows, never a bitmap one: every resync leaves the row's old
+-- entry below now() in deployments_resync_due until a vacuum, and a bitmap scan visits the
+-- heap for each such entry on every pass (after a full resync: the fleet's worth, 700 heap
+-- pages for 6 live rows at 11,000); an index scan marks them dead once and skips them after.
+SET enable_bitmapscan = off
 AS $$
   -- the ids first, each set by its own index (an ARRAY subquery is run only when its CASE
   -- branch is taken): a pass between full passes reads what changed or is due, not the table
