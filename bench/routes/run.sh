@@ -8,7 +8,8 @@
 #         median of REPS, with and without the trigger;
 #   one:  pgbench, one client, each transaction flips one deployment READY <-> FAILED while
 #         the others stay READY (each publish reads ~N routes): tps and median latency;
-#   size: stored bytes of one generation holding N routes (pg_column_size, TOASTed).
+#   size: stored bytes of the project's N current routes (its open route_entries rows; a
+#         generation itself records only what changed).
 set -uo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 SIZES=${SIZES:-"100 1000"}
@@ -50,7 +51,7 @@ SQL
 		"$(cat "$dir"/tx.* | awk '{print $3 / 1000}' | median)"
 }
 
-printf '%6s | %12s %12s %6s | %9s %9s %6s | %10s %10s | %10s\n' N bulk_ms bulk_off_ms ratio one_tps off_tps ratio one_p50_ms off_p50_ms gen_bytes
+printf '%6s | %12s %12s %6s | %9s %9s %6s | %10s %10s | %10s\n' N bulk_ms bulk_off_ms ratio one_tps off_tps ratio one_p50_ms off_p50_ms set_bytes
 for N in $SIZES; do
 	p=r$N
 	$PSQL -d mlplat -c "SELECT mlplat.create_project('$p', 0)" \
@@ -66,7 +67,7 @@ for N in $SIZES; do
 	done
 	trigger ENABLE
 	g0=$($PSQL -d mlplat -c "SELECT count(*) FROM mlplat.route_generations WHERE project_id = $P")
-	bytes=$($PSQL -d mlplat -c "SELECT pg_column_size(routes) FROM mlplat.route_generations WHERE project_id = $P ORDER BY generation DESC LIMIT 1")
+	bytes=$($PSQL -d mlplat -c "SELECT sum(pg_column_size(e.*)) FROM mlplat.route_entries e WHERE e.project_id = $P AND e.to_gen IS NULL")
 	read -r ot op < <(one "$P" "$N")
 	g1=$($PSQL -d mlplat -c "SELECT count(*) FROM mlplat.route_generations WHERE project_id = $P")
 	trigger DISABLE
