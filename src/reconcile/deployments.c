@@ -1066,10 +1066,39 @@ apply_checked(MlplatPass *pass, List *deps, List *checks, const char *instance, 
  * What the cache keeps of an InferenceService: only what a pass reads of it —
  * apiVersion, kind and spec (the drift comparison), metadata's name,
  * namespace, labels, mlplat's annotations, deletionTimestamp and finalizers
- * (ownership, termination), and status's readiness fields.  Not the
- * resourceVersion (the cache keeps the last one apart), so an event that
- * changed none of these changes nothing.
+ * (ownership, termination), and status's readiness fields: the Ready
+ * condition's type, status, reason and message (isvc_ready; not its times,
+ * nor the other conditions) and the predictor's latest created and ready
+ * revisions.  Not the resourceVersion (the cache keeps the last one apart),
+ * so an event that changed none of these changes nothing.
  */
+static MlJsonValue *
+isvc_ready_only(MlJsonArena *arena, const MlJsonValue *conds)
+{
+	static const char *const cond[] = { "type", "status", "reason", "message" };
+	MlJsonValue *out;
+	size_t n = 0;
+
+	if (conds == NULL || conds->type != ML_JSON_ARRAY)
+		return (MlJsonValue *) conds;
+	out = ml_json_arena_alloc(arena, sizeof(MlJsonValue));
+	out->type = ML_JSON_ARRAY;
+	out->u.array.items = ml_json_arena_alloc(arena, sizeof(MlJsonValue *) * Max(conds->u.array.count, 1));
+	for (size_t i = 0; i < conds->u.array.count; i++)
+	{
+		const char *type = mlplat_json_text(conds->u.array.items[i], "type", NULL, NULL);
+		MlJsonValue *c;
+
+		if (type == NULL || strcmp(type, "Ready") != 0)
+			continue;
+		if ((c = mlplat_json_pick(arena, conds->u.array.items[i], cond, lengthof(cond))) == NULL)
+			return NULL;
+		out->u.array.items[n++] = c;
+	}
+	out->u.array.count = n;
+	return out;
+}
+
 static MlJsonValue *
 isvc_compared(MlJsonArena *arena, const MlJsonValue *obj)
 {
@@ -1077,6 +1106,7 @@ isvc_compared(MlJsonArena *arena, const MlJsonValue *obj)
 	static const char *const meta[] = { "name", "namespace", "labels", "annotations", "deletionTimestamp", "finalizers" };
 	static const char *const status[] = { "observedGeneration", "url", "conditions", "deploymentMode", "components" };
 	static const char *const predictor[] = { "predictor" };
+	static const char *const revisions[] = { "latestCreatedRevision", "latestReadyRevision" };
 	MlJsonValue *kept = mlplat_json_pick(arena, obj, top, lengthof(top));
 	const MlJsonValue *ann = ml_json_object_get(ml_json_object_get(obj, "metadata"), "annotations");
 	MlJsonMember *m;
@@ -1109,9 +1139,28 @@ isvc_compared(MlJsonArena *arena, const MlJsonValue *obj)
 			MlJsonValue *st = mlplat_json_pick(arena, m->value, status, lengthof(status));
 
 			for (size_t j = 0; st && j < st->u.object.count; j++)
-				if (strcmp(st->u.object.members[j].key, "components") == 0)
-					st->u.object.members[j].value =
-						mlplat_json_pick(arena, st->u.object.members[j].value, predictor, lengthof(predictor));
+			{
+				MlJsonMember *sm = &st->u.object.members[j];
+
+				MlJsonValue *kept_value = NULL;
+
+				if (strcmp(sm->key, "components") == 0)
+				{
+					MlJsonValue *revs;
+
+					/* components.predictor: its two revisions only */
+					kept_value = mlplat_json_pick(arena, sm->value, predictor, lengthof(predictor));
+					if (kept_value && kept_value->u.object.count == 1 &&
+						(revs = mlplat_json_pick(arena, kept_value->u.object.members[0].value, revisions,
+												 lengthof(revisions))) != NULL)
+						kept_value->u.object.members[0].value = revs;
+				}
+				else if (strcmp(sm->key, "conditions") == 0)
+					kept_value = isvc_ready_only(arena, sm->value);
+				/* a value of another shape than KServe's is kept as it came */
+				if (kept_value)
+					sm->value = kept_value;
+			}
 			m->value = st;
 		}
 		if (m->value == NULL)

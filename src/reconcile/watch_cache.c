@@ -31,23 +31,31 @@
 #define STREAM_MAX ((size_t) 16 * 1024 * 1024)
 #define KEY_LEN (NAMEDATALEN * 2)
 
+/*
+ * An entry's text is malloc'd, not palloc'd: an AllocSet rounds a chunk up to
+ * a power of two, which for texts of 1-2 kB wasted a third of the cache.
+ */
 typedef struct Entry
 {
 	char key[KEY_LEN]; /* "namespace/name" */
-	char *text;		   /* the pruned object, canonical JSON */
+	char *text;		   /* the pruned object, canonical JSON (malloc'd) */
 	size_t len;
 } Entry;
+
+/* what malloc takes for a text of len bytes and its NUL: 16-byte steps and a header */
+#define TEXT_COST(len) ((((len) + 1 + 15) & ~(size_t) 15) + 16)
 
 struct MlplatWatchCache
 {
 	const MlplatKubeResource *res;
 	MlplatWatchPrune prune;
-	MemoryContext cxt; /* entries and their texts */
+	MemoryContext cxt; /* the entries (their texts are malloc'd) */
 	HTAB *entries;
-	char *selector; /* in TopMemoryContext */
-	char rv[64];	/* the last version seen; "" before the first LIST */
-	bool filled;	/* listed since the last reset */
-	bool relist;	/* the version is gone, or the stream cannot be trusted */
+	Size text_bytes; /* what the texts take, by TEXT_COST */
+	char *selector;	 /* in TopMemoryContext */
+	char rv[64];	 /* the last version seen; "" before the first LIST */
+	bool filled;	 /* listed since the last reset */
+	bool relist;	 /* the version is gone, or the stream cannot be trusted */
 	/* the watch */
 	MemoryContext stream_cxt;
 	MlplatHttpRequest *req;
@@ -137,6 +145,19 @@ entries_create(MlplatWatchCache *wc)
 	wc->entries = hash_create("mlplat watch cache", 1024, &ctl, HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
 }
 
+/* Free every text of entries and the context they live in. */
+static void
+entries_drop(HTAB *entries, MemoryContext cxt)
+{
+	HASH_SEQ_STATUS seq;
+	Entry *e;
+
+	hash_seq_init(&seq, entries);
+	while ((e = hash_seq_search(&seq)) != NULL)
+		free(e->text);
+	MemoryContextDelete(cxt);
+}
+
 static void
 stream_close(MlplatWatchCache *wc)
 {
@@ -165,7 +186,8 @@ void
 mlplat_watch_cache_reset(MlplatWatchCache *wc)
 {
 	stream_close(wc);
-	MemoryContextDelete(wc->cxt);
+	entries_drop(wc->entries, wc->cxt);
+	wc->text_bytes = 0;
 	entries_create(wc);
 	wc->rv[0] = '\0';
 	wc->filled = false;
@@ -202,13 +224,23 @@ static bool
 entry_put(MlplatWatchCache *wc, const char *key, const char *text, size_t len)
 {
 	bool found;
-	Entry *e = hash_search(wc->entries, key, HASH_ENTER, &found);
+	Entry *e;
+	char *copy;
 
-	if (found && e->len == len && memcmp(e->text, text, len) == 0)
+	e = hash_search(wc->entries, key, HASH_FIND, NULL);
+	if (e && e->len == len && memcmp(e->text, text, len) == 0)
 		return false;
+	if ((copy = malloc(len + 1)) == NULL)
+		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory"),
+						errdetail("The watch cache could not keep an object of %zu bytes.", len)));
+	e = hash_search(wc->entries, key, HASH_ENTER, &found);
 	if (found)
-		pfree(e->text);
-	e->text = MemoryContextAlloc(wc->cxt, len + 1);
+	{
+		wc->text_bytes -= TEXT_COST(e->len);
+		free(e->text);
+	}
+	e->text = copy;
+	wc->text_bytes += TEXT_COST(len);
 	memcpy(e->text, text, len);
 	e->text[len] = '\0';
 	e->len = len;
@@ -222,7 +254,8 @@ entry_remove(MlplatWatchCache *wc, const char *key)
 
 	if (e == NULL)
 		return false;
-	pfree(e->text);
+	wc->text_bytes -= TEXT_COST(e->len);
+	free(e->text);
 	(void) hash_search(wc->entries, key, HASH_REMOVE, NULL);
 	return true;
 }
@@ -263,6 +296,7 @@ relist(MlplatWatchCache *wc, MlplatWatchSync *out)
 	}
 	old_cxt = wc->cxt;
 	old_entries = wc->entries;
+	wc->text_bytes = 0;
 	entries_create(wc);
 	foreach (lc, items)
 	{
@@ -288,7 +322,7 @@ relist(MlplatWatchCache *wc, MlplatWatchSync *out)
 			if (hash_search(wc->entries, e->key, HASH_FIND, NULL) == NULL)
 				changed = key_append(changed, e->key, old);
 	}
-	MemoryContextDelete(old_cxt);
+	entries_drop(old_entries, old_cxt);
 	strlcpy(wc->rv, rv, sizeof(wc->rv));
 	out->filled = !wc->filled;
 	out->relists++;
@@ -491,7 +525,7 @@ void
 mlplat_watch_cache_size(MlplatWatchCache *wc, long *objects, Size *bytes)
 {
 	*objects = hash_get_num_entries(wc->entries);
-	*bytes = MemoryContextMemAllocated(wc->cxt, true) + wc->cap +
+	*bytes = MemoryContextMemAllocated(wc->cxt, true) + wc->text_bytes + wc->cap +
 			 (wc->stream_cxt ? MemoryContextMemAllocated(wc->stream_cxt, true) : 0);
 }
 
