@@ -104,6 +104,8 @@ window() {
 		grep -v "^$" | head -40 | sed "s/^/perf $n $3 /" >&2
 	sleep 0.1
 	read -r seen rread < <(sample_rows "$p0" "$p1")
+	# the watch cache's size as the leader's last status line in the window says it
+	grep -o 'watch: [0-9]* cached, [0-9]* kB' "$WORK/samples" | tail -1 | sed "s/^/# N=$n $3: /" >&2
 	ms=$(((t1 - t0) / 1000000))
 	read -r reqs lists gets writes < <(isvc_requests)
 	echo "$((p1 - p0)) $seen $rread $reqs $lists $gets $writes $(((c1 - c0) * 1000 / TICK)) $ms"
