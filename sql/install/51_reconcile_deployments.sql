@@ -328,6 +328,7 @@ DECLARE
   cur record;
   was record;
   n bigint;
+  mine boolean;
 BEGIN
   -- The lock first: held until commit, so no other publisher's generation comes between
   -- this compare and this generation's number (READ COMMITTED: every statement below
@@ -349,11 +350,12 @@ BEGIN
   -- the first change makes it and the others join it (1,000 deployments READY in one
   -- write-back make one generation).  Under SET CONSTRAINTS IMMEDIATE the firings follow
   -- each statement, so a later statement publishes again.
-  SELECT g.generation INTO n FROM mlplat.route_generations g
-   WHERE g.project_id = NEW.project_id AND g.created_xid = pg_catalog.pg_current_xact_id()
-     AND g.created_statement_at = pg_catalog.statement_timestamp()
-   ORDER BY g.generation DESC LIMIT 1;
-  IF n IS NULL THEN
+  -- (Ours, if any, is the project's newest: we hold the lock.)
+  SELECT g.generation,
+         g.created_xid = pg_catalog.pg_current_xact_id() AND g.created_statement_at = pg_catalog.statement_timestamp()
+    INTO n, mine FROM mlplat.route_generations g
+   WHERE g.project_id = NEW.project_id ORDER BY g.generation DESC LIMIT 1;
+  IF NOT coalesce(mine, false) THEN
     n := coalesce((SELECT pg_catalog.max(g.generation) FROM mlplat.route_generations g), 0) + 1;
     INSERT INTO mlplat.route_generations (generation, project_id) VALUES (n, NEW.project_id);
     UPDATE mlplat.route_head SET generation = n;
@@ -393,15 +395,23 @@ RETURNS TABLE (generation bigint, project text, model text, deployment text, end
                revision int, version text)
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, mlplat, pg_temp AS $$
+  -- the latest: the open entries (their index), not every entry the history kept
   SELECT g.generation, p.name, e.model, e.deployment, e.endpoint, e.revision, e.version
   FROM (SELECT DISTINCT ON (x.project_id) x.project_id, x.generation
-        FROM mlplat.route_generations x
-        WHERE route_table.as_of IS NULL OR x.generation <= route_table.as_of
+        FROM mlplat.route_generations x ORDER BY x.project_id, x.generation DESC) g
+  JOIN mlplat.projects p ON p.id = g.project_id
+  JOIN mlplat.route_entries e ON e.project_id = g.project_id AND e.to_gen IS NULL
+  WHERE route_table.as_of IS NULL
+  UNION ALL
+  SELECT g.generation, p.name, e.model, e.deployment, e.endpoint, e.revision, e.version
+  FROM (SELECT DISTINCT ON (x.project_id) x.project_id, x.generation
+        FROM mlplat.route_generations x WHERE x.generation <= route_table.as_of
         ORDER BY x.project_id, x.generation DESC) g
   JOIN mlplat.projects p ON p.id = g.project_id
   JOIN mlplat.route_entries e ON e.project_id = g.project_id AND e.from_gen <= g.generation
                               AND (e.to_gen IS NULL OR e.to_gen > g.generation)
-  ORDER BY p.name, e.model, e.deployment
+  WHERE route_table.as_of IS NOT NULL
+  ORDER BY 2, 3, 4
 $$;
 
 -- For people: the current routes, one row per serving deployment (the open entries).
