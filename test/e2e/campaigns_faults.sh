@@ -33,16 +33,17 @@ head_code() { curl -s -o /dev/null -w '%{http_code}' -I "http://127.0.0.1:$STAND
 # ---------------------------------------------------------------- scenario 13
 # The create of opt-l-1 is stored and its connection dropped, and so are libcurl's resends of it.
 # The Job then runs past the approval (deadlineScale stretches activeDeadlineSeconds 100-fold, so
-# only the expiry can end it): max_seconds 60 in a 100-second approval.  Scenario 13 starts
-# first; while its approval runs out, scenarios 8 and 15 and the backoff run (their Jobs finish
-# or are deleted on their own; nothing else is created while the create fault is on) and its
-# expiry is checked at the end.
+# only the expiry can end it): max_seconds 60 (the least a plan may ask) in a 75-second approval,
+# so the build must be claimed within 15 s of the approval (it takes under 1 s) and the script
+# waits no longer than the approval.  Scenario 13 starts first; while its approval runs out,
+# scenarios 8 and 15 and the backoff run (their Jobs finish or are deleted on their own; nothing
+# else is created while the create fault is on) and its expiry is checked at the end.
 admin POST config '{"deadlineScale": 100}' >/dev/null
 admin POST faults "{\"method\": \"POST\", \"path\": \"/namespaces/$NS/jobs\$\", \"drop\": 1, \"times\": 20}" >/dev/null
 plan opt-l-1 '{"ticks": 100000}'
 DEFL=$(cmp_def 1 | python3 -c 'import json,sys; d=json.load(sys.stdin); d["candidates"][0]["max_seconds"]=60; print(json.dumps(d))')
 q $DB "SELECT status FROM mlplat.create_campaign('$P', 'l', '$DEFL')" >/dev/null
-q $DB "SELECT status FROM mlplat.approve_campaign('$P', 'l', 100000, '100 seconds')" >/dev/null
+q $DB "SELECT status FROM mlplat.approve_campaign('$P', 'l', 100000, '75 seconds')" >/dev/null
 L=$(cid l 1)
 wait_for $DB "SELECT observed->>'job_created' FROM mlplat.campaign_candidates WHERE id = $L" true 60
 tap_ok $? "candidate l/1's Job is known created although no create was answered"
