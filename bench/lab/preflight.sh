@@ -4,9 +4,15 @@
 # one throwaway cluster with 1,000 lab nodes, 5,000 probes and 1,000 approvals (plus 1,000 of each
 # for a CPU-only profile, to show start_lab_run without the GPU quota's check).
 #
-#   bench/lab/preflight.sh [--duration S] [--reps N] [--clients C] [--starts-only]
+#   [BUILD=dir] bench/lab/preflight.sh [--duration S] [--reps N] [--clients C] [--starts-only] [--together]
 #
 # --starts-only measures the deploy() baselines and the two start_lab_run modes only.
+# --together (with --starts-only) runs the redeploy, the GPU start and the CPU start at the same
+# time, each with C clients on rows of its own (its deployments, its approvals), instead of one
+# after the other: on a shared machine whose load moves between two windows they then see the
+# same load, and the ratio is the ratio of their costs per call.  It prints each round (with
+# the load average) and the medians; the new-deployment baseline is not run in this mode.
+# BUILD=dir measures the extension built from another source tree with this script's fixture.
 #
 # Builds and stages the extension and starts a private cluster (test/lib/stack.sh) with the
 # reconcilers off, runs pgbench (fixed duration, median of N
@@ -18,17 +24,20 @@
 # exclusively: like for like with a GPU start), and the tuples the preflight wrote
 # (pg_stat_xact_user_tables inside its transaction: 0).
 set -euo pipefail
-DURATION=10 REPS=3 CLIENTS=8 STARTS_ONLY=
+DURATION=10 REPS=3 CLIENTS=8 STARTS_ONLY= TOGETHER=
 while [ $# -gt 0 ]; do
   case $1 in
     --duration) DURATION=$2; shift 2 ;;
     --reps) REPS=$2; shift 2 ;;
     --clients) CLIENTS=$2; shift 2 ;;
     --starts-only) STARTS_ONLY=1; shift ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    --together) TOGETHER=1; shift ;;
+    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
+# the preflight modes are read-only and compared with deploy() one after the other only
+[ -z "$TOGETHER" ] || [ -n "$STARTS_ONLY" ] || { echo "--together needs --starts-only" >&2; exit 2; }
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 . "$SRC/test/lib/stack.sh"
 stack_init lab
@@ -152,6 +161,43 @@ run_point() {  # script inputs-file -> tps
   echo "$out" | sed -n 's/^tps = \([0-9.]*\) .*/\1/p' | head -1
 }
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+r() { echo "$1 / $2" | bc -l | xargs printf '%.2f'; }
+# the runs end (what the lab_runs reconciler would record), so the next rounds start from the
+# same quota and the same set of active runs
+end_runs() {
+  "${PSQL[@]}" -c "UPDATE mlplat.lab_runs SET status = 'FAILED', reason_code = 'QUEUE_DEADLINE_EXCEEDED', finished_at = now() WHERE status = 'QUEUED'"
+}
+loadavg() { cut -d' ' -f1 /proc/loadavg; }
+
+if [ -n "$TOGETHER" ]; then
+  # redeploys touch d1..d64 only, the GPU starts approvals 1..1000, the CPU starts 1001..2000;
+  # the two starts read the same nodes under SHARE-mode guards, which do not conflict
+  printf '%-6s %-13s %10s %10s %10s %8s %8s\n' round load redeploy gpu_start cpu_start gpu/dep cpu/dep
+  dep=(); st=(); st0=(); rg=(); rc=()
+  for i in $(seq "$REPS"); do
+    l0=$(loadavg)
+    run_point deploy "$W/in1k.json" >"$W/point.deploy" & p1=$!
+    run_point start "$W/in1k.json" >"$W/point.start" & p2=$!
+    run_point start0 "$W/in1k.json" >"$W/point.start0" & p3=$!
+    wait "$p1"; wait "$p2"; wait "$p3"
+    l1=$(loadavg)
+    dep+=("$(cat "$W/point.deploy")"); st+=("$(cat "$W/point.start")"); st0+=("$(cat "$W/point.start0")")
+    rg+=("$(r "${st[-1]}" "${dep[-1]}")"); rc+=("$(r "${st0[-1]}" "${dep[-1]}")")
+    printf '%-6s %-13s %10.1f %10.1f %10.1f %8s %8s\n' "$i" "$l0 -> $l1" "${dep[-1]}" "${st[-1]}" "${st0[-1]}" \
+      "${rg[-1]}" "${rc[-1]}"
+    end_runs
+  done
+  printf '%-6s %-13s %10.1f %10.1f %10.1f %8s %8s\n' median "" "$(printf '%s\n' "${dep[@]}" | median)" \
+    "$(printf '%s\n' "${st[@]}" | median)" "$(printf '%s\n' "${st0[@]}" | median)" \
+    "$(printf '%s\n' "${rg[@]}" | median)" "$(printf '%s\n' "${rc[@]}" | median)"
+  printf '%-6s %-13s %10s %10s %10s %8s %8s\n' range "" "" "" "" \
+    "$(printf '%s\n' "${rg[@]}" | sort -n | sed -n '1p;$p' | paste -sd-)" \
+    "$(printf '%s\n' "${rc[@]}" | sort -n | sed -n '1p;$p' | paste -sd-)"
+  echo "$CLIENTS clients per mode ($((3 * CLIENTS)) in all), $REPS rounds of ${DURATION}s, the three modes at the same time;"
+  echo "ratio = start_lab_run tps / redeploy tps per round, target >= 0.7; load = 1-minute load average before -> after"
+  "${PSQL[@]}" -At -c "SELECT 'lab_runs=' || count(*) FROM mlplat.lab_runs WHERE purpose = 'run'"
+  exit 0
+fi
 
 pf=(); pf64=(); sel=(); dep=(); depn=(); st=(); st0=()
 for i in $(seq "$REPS"); do
@@ -166,9 +212,7 @@ for i in $(seq "$REPS"); do
   depn+=("$(run_point deploynew "$W/in1k.json")")
   st+=("$(run_point start "$W/in1k.json")")
   st0+=("$(run_point start0 "$W/in1k.json")")
-  # the runs end (what the lab_runs reconciler would record), so the next rounds start from the
-  # same quota and the same set of active runs
-  "${PSQL[@]}" -c "UPDATE mlplat.lab_runs SET status = 'FAILED', reason_code = 'QUEUE_DEADLINE_EXCEEDED', finished_at = now() WHERE status = 'QUEUED'"
+  end_runs
 done
 PF=$(printf '%s\n' "${pf[@]}" | median); PF64=$(printf '%s\n' "${pf64[@]}" | median)
 SEL=$(printf '%s\n' "${sel[@]}" | median); DEP=$(printf '%s\n' "${dep[@]}" | median); ST=$(printf '%s\n' "${st[@]}" | median)
@@ -187,7 +231,6 @@ SQL
 )
 PASSED=${WRITES#* }; WRITES=${WRITES%% *}
 
-r() { echo "$1 / $2" | bc -l | xargs printf '%.2f'; }
 printf '%-44s %10s\n' mode tps
 [ -n "$STARTS_ONLY" ] || printf '%-44s %10.1f\n' "lab_preflight, 1 kB ($BYTES1 B)" "$PF" \
   "lab_preflight, 64 kB ($BYTES64 B)" "$PF64" "plain SELECT of the evidence rows" "$SEL"
