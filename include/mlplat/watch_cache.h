@@ -46,7 +46,7 @@ extern MlplatWatchCache *mlplat_watch_cache_create(const MlplatKubeResource *res
 
 /*
  * Bring the cache up to date for objects carrying selector (a different
- * selector than last time empties it first).  Returns NULL when the cache may
+ * selector or mlplat.kube_url than last time empties it first).  Returns NULL when the cache may
  * be read, else why not (then out->changed is empty and the caller observes
  * without it; the next sync tries again).  Lists live in CurrentMemoryContext.
  */

@@ -9,16 +9,26 @@
  * Version rules, as client-go's reflector: a stream whose answer began (HTTP
  * 200) and then ended, cleanly or not, resumes from the last version; ERROR
  * 410 in the stream (or a 410 answer) means that version is gone: LIST again.
- * Any other answer, or a buffer overflow, also relists: the cache cannot know
- * what it missed.
+ * A buffer overflow also relists: the cache cannot know what it missed.
+ *
+ * A watch refused (any other answer: 403 when the ClusterRole lacks the
+ * watch verb, 5xx), or a stream that ends at once with nothing in it, is a
+ * failure: its completion ends the worker's wait, so trying again at once
+ * would LIST and watch at every pass, back to back.  The cache is unhealthy
+ * instead (passes observe without it) and the next LIST (after a refusal;
+ * an empty stream resumes from its version) and watch wait out a backoff
+ * doubling from 1 s up to mlplat.backoff_max; a stream that delivers bytes
+ * clears it.
  */
 #include "postgres.h"
 
 #include "lib/stringinfo.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 
 #include "mlplat/canonical.h"
+#include "mlplat/guc.h"
 #include "mlplat/http.h"
 #include "mlplat/observe.h"
 #include "mlplat/reconcile_util.h"
@@ -27,6 +37,8 @@
 /* how long the server keeps one watch open; the request gets WATCH_SLACK_MS more */
 #define WATCH_S 300
 #define WATCH_SLACK_MS 30000
+/* a stream that ends sooner than this with nothing in it failed (see the header) */
+#define WATCH_EMPTY_MS 1000
 /* the events not yet applied; past this the stream is cut and the cache relists */
 #define STREAM_MAX ((size_t) 16 * 1024 * 1024)
 #define KEY_LEN (NAMEDATALEN * 2)
@@ -53,6 +65,7 @@ struct MlplatWatchCache
 	HTAB *entries;
 	Size text_bytes; /* what the texts take, by TEXT_COST */
 	char *selector;	 /* in TopMemoryContext */
+	char *url;		 /* mlplat.kube_url it was filled from, in TopMemoryContext */
 	char rv[64];	 /* the last version seen; "" before the first LIST */
 	bool filled;	 /* listed since the last reset */
 	bool relist;	 /* the version is gone, or the stream cannot be trusted */
@@ -64,6 +77,10 @@ struct MlplatWatchCache
 	size_t len;
 	size_t cap;
 	bool overflow;
+	bool received; /* the current stream delivered bytes */
+	/* failed watches in a row, and when the next LIST and watch may be tried */
+	int failures;
+	TimestampTz retry_at;
 };
 
 /* ---------------------------------------------------------------- the sink */
@@ -97,6 +114,7 @@ sink(void *arg, const char *data, size_t n)
 	}
 	memcpy(wc->buf + wc->len, data, n);
 	wc->len += n;
+	wc->received = true;
 
 	/*
 	 * A complete event other than a bookmark is worth a pass: end the
@@ -169,6 +187,7 @@ stream_close(MlplatWatchCache *wc)
 	wc->buf = NULL;
 	wc->len = wc->cap = 0;
 	wc->overflow = false;
+	wc->received = false;
 }
 
 MlplatWatchCache *
@@ -192,6 +211,8 @@ mlplat_watch_cache_reset(MlplatWatchCache *wc)
 	wc->rv[0] = '\0';
 	wc->filled = false;
 	wc->relist = false;
+	wc->failures = 0;
+	wc->retry_at = 0;
 }
 
 static bool
@@ -451,29 +472,63 @@ mlplat_watch_cache_sync(MlplatWatchCache *wc, const char *selector, MlplatWatchS
 	char *why;
 
 	memset(out, 0, sizeof(*out));
-	if (wc->selector == NULL || strcmp(wc->selector, selector) != 0)
+	/*
+	 * Another API server (mlplat.kube_url reloaded) has other objects and its
+	 * own versions: a version of the old one may be ahead of everything the
+	 * new one will send, and the watch would wait for it with no error.
+	 */
+	if (wc->selector == NULL || strcmp(wc->selector, selector) != 0 || strcmp(wc->url, mlplat_kube_url) != 0)
 	{
 		mlplat_watch_cache_reset(wc);
 		if (wc->selector)
 			pfree(wc->selector);
+		if (wc->url)
+			pfree(wc->url);
 		wc->selector = MemoryContextStrdup(TopMemoryContext, selector);
+		wc->url = MemoryContextStrdup(TopMemoryContext, mlplat_kube_url);
 	}
+	if (wc->retry_at != 0 && GetCurrentTimestamp() < wc->retry_at)
+		return psprintf("the watch of %s failed %d times in a row; tried again in %ld ms", wc->res->plural,
+						wc->failures, (long) ((wc->retry_at - GetCurrentTimestamp()) / 1000));
+	if (wc->received)
+		wc->failures = 0;
 	if (wc->filled && !wc->relist && wc->buf)
 		wc->relist = !apply_events(wc, out, caller);
 	if (wc->filled && !wc->relist && wc->req && wc->req->done)
 	{
-		/* the stream ended: resume from the last version when its answer had begun */
-		if (wc->overflow || wc->req->status != 200)
+		MlplatHttpRequest *r = wc->req;
+
+		if (wc->overflow || r->status == 410)
 		{
 			ereport(LOG, (errmsg("mlplat: watch of %s ended (%s); listing again", wc->res->plural,
-								 wc->overflow	   ? "too many events not yet applied"
-								 : wc->req->status ? psprintf("HTTP %d", wc->req->status)
-												   : wc->req->error)));
+								 wc->overflow ? "too many events not yet applied" : "HTTP 410")));
 			wc->relist = true;
 		}
-		else
+		else if (r->status != 200 || (!wc->received && r->elapsed_ms < WATCH_EMPTY_MS))
+		{
+			int ms = mlplat_backoff_max_ms;
+
+			if (wc->failures < 20 && (1000 << wc->failures) < ms)
+				ms = 1000 << wc->failures;
+			wc->failures++;
+			why = psprintf("the watch of %s failed (%s); listing and watching again in %d ms", wc->res->plural,
+						   r->status == 200 ? "the stream ended at once, empty"
+						   : r->status		? psprintf("HTTP %d", r->status)
+						   : r->error[0]	? r->error
+											: "no answer",
+						   ms);
+			stream_close(wc);
+			list_free(out->changed);
+			out->changed = NIL;
+			/* an answer that began is resumed from the last version; another, relisted */
+			wc->relist = r->status != 200;
+			wc->retry_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), ms);
+			return why;
+		}
+		else /* the answer had begun: resume from the last version */
 			stream_close(wc);
 	}
+	wc->retry_at = 0;
 	if (!wc->filled || wc->relist)
 	{
 		list_free(out->changed);

@@ -6,7 +6,8 @@
 #   - ERROR 410 on the stream (a compaction) makes exactly one LIST, and the cache works after it;
 #   - a stream cut mid-way resumes from the last version seen, without a LIST;
 #   - while the watch is healthy, rows are resynced mlplat.watch_resync_interval apart;
-#   - a new leader starts from one LIST; with the watch turned off, passes GET and LIST as before.
+#   - a new leader starts from one LIST; a reloaded mlplat.kube_url empties the cache and LISTs;
+#   - with the watch turned off, passes GET and LIST as before.
 set -u
 . "$(dirname "$0")/../lib/e2e.sh"
 e2e_own_cluster deployments_watch
@@ -119,6 +120,25 @@ sleep 2
 tap_is "$(count list)" 1 "... from one LIST (its full pass reads the cache)"
 repair d2 6
 tap_ok $? "the new leader repairs an out-of-band edit from its event"
+
+# --- another API server (mlplat.kube_url reloaded): the cache is emptied and refilled by a LIST.
+# A version from the old server may be ahead of every event the new one sends: watched from,
+# nothing would arrive and nothing would say so (the real suite's scripts each start their
+# own kube-apiserver).  Here the same stand-in under another name stands for another server.
+kube_url() {
+	q mlplat "ALTER SYSTEM SET mlplat.kube_url = '$1'" >/dev/null
+	q mlplat "SELECT pg_reload_conf()" >/dev/null
+	for _ in $(seq 1 100); do [ "$(count list)" -ge 1 ] && break; sleep 0.2; done
+	count list
+}
+admin DELETE requests >/dev/null
+n=$(kube_url "http://localhost:$STANDIN_PORT")
+tap_ok $([ "$n" -ge 1 ]; echo $?) "a reloaded mlplat.kube_url empties the cache: a LIST refills it ($n)"
+admin DELETE requests >/dev/null
+n=$(kube_url "$STANDIN_URL")
+tap_ok $([ "$n" -ge 1 ]; echo $?) "... and again when it is set back ($n)"
+repair d4 7
+tap_ok $? "the refilled cache's watch repairs an out-of-band edit from its event"
 
 # --- the watch turned off: passes observe as before (GET a due row), the row resync is short again
 q mlplat "ALTER SYSTEM SET mlplat.deployments_watch = off" >/dev/null

@@ -9,7 +9,9 @@
 #     (nothing downloaded: moto's request log has no GET of the object);
 #   - create and patch on inferenceservices taken from mlplat's ClusterRole: the
 #     deployment names the forbidden InferenceService, reconciler_health counts
-#     the error, nothing is half-made (GET 404); the verbs given back, READY.
+#     the error, nothing is half-made (GET 404); the verbs given back, READY;
+#   - watch on inferenceservices taken: the deployments leader's watch cache is
+#     unhealthy and backs off, deployments converge without it; given back, healthy.
 set -u
 . "$(dirname "$0")/../../lib/tap.sh"
 tap_require_cluster
@@ -132,7 +134,45 @@ rc=$?
 tap_ok $rc "with the verbs back the deployment heals to READY"
 [ $rc = 0 ] || row rverb
 
-for n in rkey rkey2 rsum rverb; do q $DB "SELECT mlplat.undeploy('rref', '$n')" >/dev/null; done
+# ---------------------------------------------------------------- the watch taken away
+# mlplat.deployments_watch is on by default: the deployments leader LISTs InferenceServices
+# once and watches them.  Without the watch verb the server answers the watch 403: the
+# cache is unhealthy, passes observe with GETs and LISTs as without it, and the next LIST
+# and watch wait out a backoff (before: a LIST and a refused watch at every pass, each
+# refusal waking the next pass at once).  With the verb back the cache is healthy again.
+leader() { q $DB "SELECT $1 FROM mlplat.reconciler_health WHERE kind = 'deployments' AND role = 'leader'"; }
+WATCH_ALL=/apis/serving.kserve.io/v1beta1/inferenceservices?watch=1\&timeoutSeconds=1
+wait_for $DB "SELECT status ~ 'watch: [0-9]+ cached' FROM mlplat.reconciler_health WHERE kind = 'deployments' AND role = 'leader'" t 30
+tap_ok $? "the leader's watch cache is healthy on the real API server ($(leader status))"
+real_role_take inferenceservices watch
+tap_is "$REAL_ROLE_CODE" 200 "watch on inferenceservices is taken from mlplat-controller"
+deadline=$((SECONDS + 30))
+until [ "$(mk GET "$WATCH_ALL" | tail -1)" = 403 ]; do
+	((SECONDS >= deadline)) && break
+	sleep 0.2
+done
+tap_ok $((SECONDS >= deadline)) "... the API server now refuses mlplat's ServiceAccount a watch of InferenceServices"
+# the open watch was authorized when it began: a new leader watches again
+q $DB "SELECT pg_terminate_backend(pid) FROM mlplat.reconciler_health WHERE kind = 'deployments' AND role = 'leader'" >/dev/null
+wait_for $DB "SELECT status ~ 'watch unhealthy' FROM mlplat.reconciler_health WHERE kind = 'deployments' AND role = 'leader'" t 60
+tap_ok $? "the new leader's watch is refused: its status says the cache is unhealthy ($(leader status))"
+p0=$(leader passes)
+sleep 5
+p1=$(leader passes)
+tap_ok $([ $((p1 - p0)) -lt 40 ]; echo $?) "... and it backs off: $((p1 - p0)) passes in 5 s, not one after another"
+q $DB "SELECT mlplat.deploy('rref', 'rnowatch', 'ok', '1', 'kserve-sklearnserver', 0, 1, 2, '{}')" >/dev/null
+wait_for $DB "SELECT status FROM mlplat.deployments WHERE name = 'rnowatch'" READY 90
+rc=$?
+tap_ok $rc "without the watch a deployment still converges to READY (observed with GETs and LISTs)"
+[ $rc = 0 ] || row rnowatch
+grep -q 'the watch of inferenceservices failed (HTTP 403)' "$MLPLAT_TEST_WORK/data.log"
+tap_ok $? "the server log says why: the watch of inferenceservices failed (HTTP 403)"
+real_role_give_back
+tap_is "$REAL_ROLE_CODE" 200 "watch is given back"
+wait_for $DB "SELECT status ~ 'watch: [0-9]+ cached' FROM mlplat.reconciler_health WHERE kind = 'deployments' AND role = 'leader'" t 120
+tap_ok $? "with the verb back the cache is healthy again, after its backoff ($(leader status))"
+
+for n in rkey rkey2 rsum rverb rnowatch; do q $DB "SELECT mlplat.undeploy('rref', '$n')" >/dev/null; done
 wait_for $DB "SELECT count(*) FROM mlplat.deployments WHERE project_id = (SELECT id FROM mlplat.projects WHERE name = 'rref') AND status <> 'DELETED'" 0 60
 tap_ok $? "undeployed"
 q $DB "SELECT mlplat.delete_project('rref')" >/dev/null
