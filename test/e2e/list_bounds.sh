@@ -6,7 +6,9 @@
 # reconciler_health (mlplat.list_max_pages, mlplat.pass_memory_limit, 410s),
 # the worker stays up and bounded, and everything converges once the remote
 # behaves.  Before: the endless chain kept one pass LISTing forever.  The
-# deployments reconciler LISTs its fleet on its full passes (one a second here).
+# deployments reconciler LISTs its fleet on its full passes (one a second here),
+# with mlplat.deployments_watch off: with it on, a full pass reads the watch cache
+# and LISTs only to fill it (at a leader's start, after 410 Gone).
 set -u
 . "$(dirname "$0")/../lib/e2e.sh"
 e2e_own_cluster list_bounds
@@ -15,6 +17,7 @@ e2e_standin
 P=$(free_port)
 cluster_start "$WORK/data" "$P" "${MLPLAT_CONF[@]}" "cron.database_name = 'postgres'" "mlplat.resync_interval = '1s'" \
 	"mlplat.full_resync_interval = '1s'" "mlplat.list_max_pages = 20" "mlplat.backoff_max = '2s'" \
+	"mlplat.deployments_watch = off" \
 	"mlplat.kube_url = '$STANDIN_URL'" "mlplat.kube_token_file = '$STANDIN_TOKEN_FILE'" "${STANDIN_S3_CONF[@]}"
 tap_ok $? "cluster started (mlplat.list_max_pages = 20)"
 export PGHOST=$WORK PGPORT=$P
