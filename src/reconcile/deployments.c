@@ -82,6 +82,8 @@ static TimestampTz last_full = 0;
 static MlplatWatchCache *isvc_cache = NULL;
 static int64 watch_epoch = -1;
 static char *watch_instance = NULL;
+/* "namespace/name" of what the watch saw change this pass (the pass's memory) */
+static List *watch_changed = NIL;
 
 typedef enum DepAction
 {
@@ -1237,7 +1239,10 @@ watch_sync(MlplatPass *pass, const char *instance, bool *filled, char *note, siz
 	why = mlplat_watch_cache_sync(isvc_cache, mlplat_managed_selector(instance), &ws);
 	ok = why == NULL;
 	if (ok && ws.changed != NIL)
+	{
 		mark_due(pass, ws.changed);
+		watch_changed = list_concat(watch_changed, ws.changed);
+	}
 	*filled = ws.filled;
 	mlplat_watch_cache_size(isvc_cache, &objects, &bytes);
 	if (ok)
@@ -1251,6 +1256,36 @@ watch_sync(MlplatPass *pass, const char *instance, bool *filled, char *note, siz
 	SetConfigOption("mlplat.row_resync_interval",
 					ok ? psprintf("%d", mlplat_watch_resync_interval_ms) : "0", PGC_SUSET, PGC_S_SESSION);
 	return ok;
+}
+
+/*
+ * The watch saw an object of ours change (made, say, by an apply whose leader
+ * ended, landing after its deployment was deleted) that no claimed row owns
+ * (by_name: the claimed rows; NULL: none): an orphan, perhaps, and orphans are
+ * judged by full passes only.  Make the next pass full instead of waiting for
+ * mlplat.full_resync_interval.  A live row the claim skipped costs one full
+ * pass, nothing more: a full pass judges against every live row.
+ */
+static void
+full_next_if_orphaned(MlplatPass *pass, MlJsonArena *arena, HTAB *by_name)
+{
+	ListCell *lc;
+
+	foreach (lc, watch_changed)
+	{
+		char *key = pstrdup(lfirst(lc));
+		char *slash = strchr(key, '/');
+
+		if (slash == NULL || (by_name && hash_search(by_name, key, HASH_FIND, NULL) != NULL))
+			continue;
+		*slash = '\0';
+		if (mlplat_watch_cache_get(isvc_cache, arena, key, slash + 1) != NULL)
+		{
+			last_full = 0;
+			pass->next_pass_ms = 1;
+			return;
+		}
+	}
 }
 
 void
@@ -1277,6 +1312,8 @@ mlplat_deployments_pass(MlplatPass *pass)
 	bool observed;
 	bool filled = false;
 	char note[48] = "";
+
+	watch_changed = NIL;
 
 	/*
 	 * The watch cache first (when on and the selector's instance is known
@@ -1319,6 +1356,8 @@ mlplat_deployments_pass(MlplatPass *pass)
 		 * A commit that changed no intent (set_drift_policy, which makes the
 		 * row's resync due now): look at once instead of at the next resync.
 		 */
+		if (cached)
+			full_next_if_orphaned(pass, arena, NULL);
 		pass->next_pass_ms = 1;
 		return;
 	}
@@ -1333,6 +1372,8 @@ mlplat_deployments_pass(MlplatPass *pass)
 	else if (!full && deps == NIL)
 	{
 		/* nothing changed and no resync due: nothing to read, nothing to ask */
+		if (cached)
+			full_next_if_orphaned(pass, arena, NULL);
 		snprintf(pass->status, sizeof(pass->status), "0 deployments due, 0 requests%s", note);
 		return;
 	}
@@ -1429,6 +1470,9 @@ mlplat_deployments_pass(MlplatPass *pass)
 			orphans = lappend(orphans, o);
 		}
 	}
+
+	if (cached && !full)
+		full_next_if_orphaned(pass, arena, by_name);
 
 	/*
 	 * An object found under a deployment's name is written or deleted only when

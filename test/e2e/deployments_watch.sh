@@ -7,6 +7,7 @@
 #   - a stream cut mid-way resumes from the last version seen, without a LIST;
 #   - while the watch is healthy, rows are resynced mlplat.watch_resync_interval apart;
 #   - a new leader starts from one LIST; a reloaded mlplat.kube_url empties the cache and LISTs;
+#   - an object of ours landing after its deployment was deleted is torn down at once;
 #   - with the watch turned off, passes GET and LIST as before.
 set -u
 . "$(dirname "$0")/../lib/e2e.sh"
@@ -139,6 +140,19 @@ n=$(kube_url "$STANDIN_URL")
 tap_ok $([ "$n" -ge 1 ]; echo $?) "... and again when it is set back ($n)"
 repair d4 7
 tap_ok $? "the refilled cache's watch repairs an out-of-band edit from its event"
+
+# --- an apply answered too late lands after its deployment was deleted: the event of an object
+# of ours that no live row owns makes the next pass full, and the orphan goes at once instead
+# of at the next full pass (an hour here)
+phantom=$(q mlplat "SELECT mlplat.render_inference_service('dw', 'd1', 1)")
+q mlplat "SELECT mlplat.undeploy('dw', 'd1')" >/dev/null
+wait_for mlplat "SELECT status FROM mlplat.deployments WHERE name = 'd1'" DELETED 30
+tap_ok $? "d1 undeployed"
+kube POST /apis/serving.kserve.io/v1beta1/namespaces/mlp-dw/inferenceservices "$phantom" >/dev/null
+wait_for mlplat "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND action = 'ORPHAN_TEARDOWN' AND outcome = 'OK'" 1 20
+tap_ok $? "d1's render landing again is torn down as an orphan within seconds ($(leader_status))"
+wait_kube_gone /apis/serving.kserve.io/v1beta1/namespaces/mlp-dw/inferenceservices/d1 20
+tap_ok $? "... and is gone from the stand-in (GET is 404)"
 
 # --- the watch turned off: passes observe as before (GET a due row), the row resync is short again
 q mlplat "ALTER SYSTEM SET mlplat.deployments_watch = off" >/dev/null
