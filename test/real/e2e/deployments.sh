@@ -71,7 +71,7 @@ tap_is "$(q $DB "SELECT status FROM mlplat.deployments WHERE name = 'riris'")" R
 # The real API server calls KServe's defaulting webhook (test/real/webhook.js, served by
 # controller.js): the deploymentMode annotation is set, a Triton model gets protocolVersion
 # v2, and an env value "" is dropped (Go's omitempty).  None of it is drift: no apply over
-# three resyncs of the row.  With mlplat.deployments_watch on (the default) a row's own
+# three resyncs of the row.  With mlplat.deployments_watch on, a row's own
 # resync is mlplat.watch_resync_interval (hours) away, so each of the three is made due by
 # hand; the leader then compares the row with what its watch cache holds of the object.
 SHA3=$(real_s3_put s3://models/tri/1 'tri-v1')

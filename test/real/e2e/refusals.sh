@@ -20,7 +20,7 @@ tap_require_cluster
 WORK=$MLPLAT_TEST_WORK
 RD=$WORK/real-refusals
 DB=mlplat
-trap 'real_role_give_back >/dev/null; real_disconnect $DB; real_s3_disconnect $DB; real_stop $RD' EXIT
+trap '$PSQL -d $DB -c "ALTER SYSTEM RESET mlplat.deployments_watch" -c "SELECT pg_reload_conf()" >/dev/null; real_role_give_back >/dev/null; real_disconnect $DB; real_s3_disconnect $DB; real_stop $RD' EXIT
 real_stack_up "$RD" $DB
 
 ISVCS=/apis/serving.kserve.io/v1beta1/namespaces/mlp-rref/inferenceservices
@@ -135,13 +135,14 @@ tap_ok $rc "with the verbs back the deployment heals to READY"
 [ $rc = 0 ] || row rverb
 
 # ---------------------------------------------------------------- the watch taken away
-# mlplat.deployments_watch is on by default: the deployments leader LISTs InferenceServices
-# once and watches them.  Without the watch verb the server answers the watch 403: the
+# With mlplat.deployments_watch on (set here; off by default) the deployments leader LISTs
+# InferenceServices once and watches them.  Without the watch verb the server answers the watch 403: the
 # cache is unhealthy, passes observe with GETs and LISTs as without it, and the next LIST
 # and watch wait out a backoff (before: a LIST and a refused watch at every pass, each
 # refusal waking the next pass at once).  With the verb back the cache is healthy again.
 leader() { q $DB "SELECT $1 FROM mlplat.reconciler_health WHERE kind = 'deployments' AND role = 'leader'"; }
 WATCH_ALL=/apis/serving.kserve.io/v1beta1/inferenceservices?watch=1\&timeoutSeconds=1
+$PSQL -d $DB -c "ALTER SYSTEM SET mlplat.deployments_watch = on" -c "SELECT pg_reload_conf()" >/dev/null
 wait_for $DB "SELECT status ~ 'watch: [0-9]+ cached' FROM mlplat.reconciler_health WHERE kind = 'deployments' AND role = 'leader'" t 30
 tap_ok $? "the leader's watch cache is healthy on the real API server ($(leader status))"
 real_role_take inferenceservices watch
@@ -171,6 +172,7 @@ real_role_give_back
 tap_is "$REAL_ROLE_CODE" 200 "watch is given back"
 wait_for $DB "SELECT status ~ 'watch: [0-9]+ cached' FROM mlplat.reconciler_health WHERE kind = 'deployments' AND role = 'leader'" t 120
 tap_ok $? "with the verb back the cache is healthy again, after its backoff ($(leader status))"
+$PSQL -d $DB -c "ALTER SYSTEM RESET mlplat.deployments_watch" -c "SELECT pg_reload_conf()" >/dev/null
 
 for n in rkey rkey2 rsum rverb rnowatch; do q $DB "SELECT mlplat.undeploy('rref', '$n')" >/dev/null; done
 wait_for $DB "SELECT count(*) FROM mlplat.deployments WHERE project_id = (SELECT id FROM mlplat.projects WHERE name = 'rref') AND status <> 'DELETED'" 0 60
