@@ -44,6 +44,11 @@ STEPS='[{"name":"prep","image":"python:3.12","command":["python","prep.py"]},
         {"name":"eval","image":"python:3.12","depends_on":["prep","train"]}]'
 q $DB "SELECT status FROM mlplat.start_pipeline_run('lab', 'etl', '$STEPS')" >/dev/null
 tap_ok $? "start_pipeline_run accepted"
+# the 3 s window opens when the workflow is created: wait for it first, before the render checks
+# (a schema validation and two Python runs, which take seconds on a loaded machine)
+wait_for $DB "SELECT status || ' ' || (SELECT phase || '/' || exit_code FROM mlplat.run_step_status WHERE run = 'etl' AND step = 'prep')
+              FROM mlplat.runs WHERE name = 'etl'" "RUNNING Succeeded/0" 20
+tap_ok $? "while the run is RUNNING, step prep is seen Succeeded with exit code 0"
 
 render=$(q $DB "SELECT mlplat.render_workflow('lab', 'etl')")
 echo "$render" >"$WORK/etl.json"
@@ -72,9 +77,6 @@ err=$(q $DB "SET ROLE outsider; SELECT mlplat.render_workflow('lab', 'etl')" 2>&
 [[ "$err" == *"permission denied"* ]]
 tap_ok $? "a caller without a role in the project does not see the render"
 
-wait_for $DB "SELECT status || ' ' || (SELECT phase || '/' || exit_code FROM mlplat.run_step_status WHERE run = 'etl' AND step = 'prep')
-              FROM mlplat.runs WHERE name = 'etl'" "RUNNING Succeeded/0" 20
-tap_ok $? "while the run is RUNNING, step prep is seen Succeeded with exit code 0"
 wait_for $DB "SELECT status FROM mlplat.runs WHERE name = 'etl'" FAILED 20
 tap_ok $? "the pipeline ends FAILED"
 reason=$(q $DB "SELECT status_reason FROM mlplat.run_status WHERE run = 'etl'")
