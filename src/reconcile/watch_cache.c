@@ -16,17 +16,19 @@
  * failure: its completion ends the worker's wait, so trying again at once
  * would LIST and watch at every pass, back to back.  The cache is unhealthy
  * instead (passes observe without it) and the next LIST (after a refusal;
- * an empty stream resumes from its version) and watch wait out a backoff
- * doubling from 1 s up to mlplat.backoff_max; a stream that delivers bytes
- * clears it.
+ * an empty stream resumes from its version) and watch wait out the
+ * reconcilers' backoff (backoff.h: from 1 s, its ceiling doubling up to
+ * mlplat.backoff_max, jittered); a stream that delivers bytes clears it.
  */
 #include "postgres.h"
 
 #include "lib/stringinfo.h"
+#include "miscadmin.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "mlplat/backoff.h"
 #include "mlplat/canonical.h"
 #include "mlplat/guc.h"
 #include "mlplat/http.h"
@@ -506,11 +508,10 @@ mlplat_watch_cache_sync(MlplatWatchCache *wc, const char *selector, MlplatWatchS
 		}
 		else if (r->status != 200 || (!wc->received && r->elapsed_ms < WATCH_EMPTY_MS))
 		{
-			int ms = mlplat_backoff_max_ms;
+			int ms;
 
-			if (wc->failures < 20 && (1000 << wc->failures) < ms)
-				ms = 1000 << wc->failures;
 			wc->failures++;
+			ms = (int) mlplat_backoff_delay_ms(wc->failures, 1000, mlplat_backoff_max_ms, 0, (uint64) MyProcPid);
 			why = psprintf("the watch of %s failed (%s); listing and watching again in %d ms", wc->res->plural,
 						   r->status == 200 ? "the stream ended at once, empty"
 						   : r->status		? psprintf("HTTP %d", r->status)
