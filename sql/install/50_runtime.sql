@@ -53,6 +53,38 @@ AS $$ SELECT CASE WHEN p_retry_ms IS NULL THEN pg_catalog.now()
 REVOKE ALL ON FUNCTION mlplat._retry_attempts(int, int) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._retry_at(int) FROM PUBLIC;
 
+-- The compare-and-swap write-back of the kinds whose rows carry only the common reconcile
+-- columns (projects, model_aliases: their writeback types have the same fields), one
+-- statement a pass: a row is written only while still at its row_version and while p_epoch
+-- is the kind's epoch (the kind is named as its table).  Returns each row written with the
+-- status it now has.  The one statement is built per call (the table is an argument): one
+-- parse and plan a pass, not one a row.
+CREATE FUNCTION mlplat._status_writeback_set(p_table text, p_epoch bigint, p_rows anyarray)
+RETURNS TABLE (id bigint, status text)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$
+BEGIN
+  RETURN QUERY EXECUTE pg_catalog.format(
+    'UPDATE mlplat.%I t
+        SET status = w.status,
+            status_reason = w.reason,
+            observed_generation = coalesce(w.observed_generation, t.observed_generation),
+            observed = coalesce(w.observed, t.observed),
+            observed_at = pg_catalog.now(),
+            last_error = w.error,
+            attempts = mlplat._retry_attempts(t.attempts, w.retry_ms),
+            next_attempt_at = mlplat._retry_at(w.retry_ms),
+            epoch = $1,
+            row_version = t.row_version + 1,
+            updated_at = pg_catalog.now()
+       FROM pg_catalog.unnest($2) AS w
+      WHERE t.id = w.id AND t.row_version = w.row_version
+        AND mlplat._epoch_current(%L, $1)
+     RETURNING t.id, t.status', p_table, p_table) USING p_epoch, p_rows;
+END $$;
+REVOKE ALL ON FUNCTION mlplat._status_writeback_set(text, bigint, anyarray) FROM PUBLIC;
+
 -- Called by a worker right after it took the kind's leader lock.
 CREATE FUNCTION mlplat._take_leadership(p_kind text, p_pid int, p_replica int)
 RETURNS bigint

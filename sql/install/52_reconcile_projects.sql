@@ -93,25 +93,8 @@ DECLARE
     ids bigint[];
     ready boolean;
 BEGIN
-    WITH u AS (
-      UPDATE mlplat.projects p
-         SET status = w.status,
-             status_reason = w.reason,
-             observed_generation = coalesce(w.observed_generation, p.observed_generation),
-             observed = coalesce(w.observed, p.observed),
-             observed_at = pg_catalog.now(),
-             last_error = w.error,
-             attempts = mlplat._retry_attempts(p.attempts, w.retry_ms),
-             next_attempt_at = mlplat._retry_at(w.retry_ms),
-             epoch = p_epoch,
-             row_version = p.row_version + 1,
-             updated_at = pg_catalog.now()
-        FROM pg_catalog.unnest(p_rows) AS w
-       WHERE p.id = w.id AND p.row_version = w.row_version
-         AND mlplat._epoch_current('projects', p_epoch)
-      RETURNING p.id, p.status)
     SELECT pg_catalog.array_agg(u.id), coalesce(pg_catalog.bool_or(u.status = 'READY'), false)
-      INTO ids, ready FROM u;
+      INTO ids, ready FROM mlplat._status_writeback_set('projects', p_epoch, p_rows) u;
     IF ready THEN
         PERFORM mlplat._wake_on_commit('runs');
     END IF;

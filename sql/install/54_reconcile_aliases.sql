@@ -88,22 +88,7 @@ RETURNS SETOF bigint
 LANGUAGE sql
 SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
-  UPDATE mlplat.model_aliases a
-     SET status = w.status,
-         status_reason = w.reason,
-         observed_generation = coalesce(w.observed_generation, a.observed_generation),
-         observed = coalesce(w.observed, a.observed),
-         observed_at = pg_catalog.now(),
-         last_error = w.error,
-         attempts = mlplat._retry_attempts(a.attempts, w.retry_ms),
-         next_attempt_at = mlplat._retry_at(w.retry_ms),
-         epoch = p_epoch,
-         row_version = a.row_version + 1,
-         updated_at = pg_catalog.now()
-    FROM pg_catalog.unnest(p_rows) AS w
-   WHERE a.id = w.id AND a.row_version = w.row_version
-     AND mlplat._epoch_current('model_aliases', p_epoch)
-  RETURNING a.id
+  SELECT u.id FROM mlplat._status_writeback_set('model_aliases', p_epoch, p_rows) u
 $$;
 
 -- One alias's write-back (tests and operators standing in for the reconciler).

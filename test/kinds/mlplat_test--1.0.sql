@@ -88,21 +88,7 @@ $$;
 CREATE FUNCTION mlplat._echoes_writeback_set(p_epoch bigint, p_rows mlplat.echo_writeback[])
 RETURNS SETOF bigint LANGUAGE sql
 SET search_path = pg_catalog, mlplat, pg_temp AS $$
-  UPDATE mlplat.echoes e
-     SET status = w.status,
-         status_reason = w.reason,
-         observed_generation = coalesce(w.observed_generation, e.observed_generation),
-         observed = coalesce(w.observed, e.observed),
-         last_error = w.error,
-         attempts = mlplat._retry_attempts(e.attempts, w.retry_ms),
-         next_attempt_at = mlplat._retry_at(w.retry_ms),
-         epoch = p_epoch,
-         row_version = e.row_version + 1,
-         updated_at = pg_catalog.now()
-    FROM pg_catalog.unnest(p_rows) AS w
-   WHERE e.id = w.id AND e.row_version = w.row_version
-     AND mlplat._epoch_current('echoes', p_epoch)
-  RETURNING e.id
+  SELECT u.id FROM mlplat._status_writeback_set('echoes', p_epoch, p_rows) u
 $$;
 REVOKE ALL ON FUNCTION mlplat._echoes_claim(), mlplat._echoes_writeback_set(bigint, mlplat.echo_writeback[])
   FROM PUBLIC;

@@ -212,6 +212,38 @@ AS $$
    ORDER BY a.id
 $$;
 
+-- The compare-and-swap write-back of the kinds whose rows carry only the common reconcile
+-- columns (projects, model_aliases: their writeback types have the same fields), one
+-- statement a pass: a row is written only while still at its row_version and while p_epoch
+-- is the kind's epoch (the kind is named as its table).  Returns each row written with the
+-- status it now has.  The one statement is built per call (the table is an argument): one
+-- parse and plan a pass, not one a row.
+CREATE FUNCTION mlplat._status_writeback_set(p_table text, p_epoch bigint, p_rows anyarray)
+RETURNS TABLE (id bigint, status text)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$
+BEGIN
+  RETURN QUERY EXECUTE pg_catalog.format(
+    'UPDATE mlplat.%I t
+        SET status = w.status,
+            status_reason = w.reason,
+            observed_generation = coalesce(w.observed_generation, t.observed_generation),
+            observed = coalesce(w.observed, t.observed),
+            observed_at = pg_catalog.now(),
+            last_error = w.error,
+            attempts = mlplat._retry_attempts(t.attempts, w.retry_ms),
+            next_attempt_at = mlplat._retry_at(w.retry_ms),
+            epoch = $1,
+            row_version = t.row_version + 1,
+            updated_at = pg_catalog.now()
+       FROM pg_catalog.unnest($2) AS w
+      WHERE t.id = w.id AND t.row_version = w.row_version
+        AND mlplat._epoch_current(%L, $1)
+     RETURNING t.id, t.status', p_table, p_table) USING p_epoch, p_rows;
+END $$;
+REVOKE ALL ON FUNCTION mlplat._status_writeback_set(text, bigint, anyarray) FROM PUBLIC;
+
 -- The write-back of a pass in one statement: compare-and-swap on each row's row_version and
 -- on the epoch.  Returns the ids written.
 CREATE FUNCTION mlplat._aliases_writeback_set(p_epoch bigint, p_rows mlplat.model_alias_writeback[])
@@ -219,22 +251,7 @@ RETURNS SETOF bigint
 LANGUAGE sql
 SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
-  UPDATE mlplat.model_aliases a
-     SET status = w.status,
-         status_reason = w.reason,
-         observed_generation = coalesce(w.observed_generation, a.observed_generation),
-         observed = coalesce(w.observed, a.observed),
-         observed_at = pg_catalog.now(),
-         last_error = w.error,
-         attempts = mlplat._retry_attempts(a.attempts, w.retry_ms),
-         next_attempt_at = mlplat._retry_at(w.retry_ms),
-         epoch = p_epoch,
-         row_version = a.row_version + 1,
-         updated_at = pg_catalog.now()
-    FROM pg_catalog.unnest(p_rows) AS w
-   WHERE a.id = w.id AND a.row_version = w.row_version
-     AND mlplat._epoch_current('model_aliases', p_epoch)
-  RETURNING a.id
+  SELECT u.id FROM mlplat._status_writeback_set('model_aliases', p_epoch, p_rows) u
 $$;
 
 -- One alias's write-back (tests and operators standing in for the reconciler).
@@ -282,25 +299,8 @@ DECLARE
     ids bigint[];
     ready boolean;
 BEGIN
-    WITH u AS (
-      UPDATE mlplat.projects p
-         SET status = w.status,
-             status_reason = w.reason,
-             observed_generation = coalesce(w.observed_generation, p.observed_generation),
-             observed = coalesce(w.observed, p.observed),
-             observed_at = pg_catalog.now(),
-             last_error = w.error,
-             attempts = mlplat._retry_attempts(p.attempts, w.retry_ms),
-             next_attempt_at = mlplat._retry_at(w.retry_ms),
-             epoch = p_epoch,
-             row_version = p.row_version + 1,
-             updated_at = pg_catalog.now()
-        FROM pg_catalog.unnest(p_rows) AS w
-       WHERE p.id = w.id AND p.row_version = w.row_version
-         AND mlplat._epoch_current('projects', p_epoch)
-      RETURNING p.id, p.status)
     SELECT pg_catalog.array_agg(u.id), coalesce(pg_catalog.bool_or(u.status = 'READY'), false)
-      INTO ids, ready FROM u;
+      INTO ids, ready FROM mlplat._status_writeback_set('projects', p_epoch, p_rows) u;
     IF ready THEN
         PERFORM mlplat._wake_on_commit('runs');
     END IF;
