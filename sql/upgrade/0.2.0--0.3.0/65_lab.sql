@@ -1843,34 +1843,26 @@ BEGIN
       RETURN false;   -- a cancel's Job seen gone is acknowledged by _lab_runs_job_gone
     END IF;
     PERFORM mlplat._lab_finish(r, 'FAILED', 'RUN_DEADLINE_EXCEEDED', p_epoch, p_controller, p_observation);
-  ELSIF p_event = 'DISAPPEARED' THEN
-    IF r.status = 'CANCEL_REQUESTED' THEN
-      RETURN false;
+  ELSIF p_event IN ('DISAPPEARED', 'FAILED') THEN
+    IF p_event = 'DISAPPEARED' AND r.status = 'CANCEL_REQUESTED' THEN
+      RETURN false;   -- a cancel's Job seen gone is acknowledged by _lab_runs_job_gone
     END IF;
-    backoff := least(pg_catalog.power(2, r.attempt - 1)::int, 30);
-    IF r.attempt < r.max_attempts
-       AND pg_catalog.now() + pg_catalog.make_interval(secs => backoff + (r.limits->>'max_execution_seconds')::int)
-           <= r.run_deadline_at THEN
-      -- the Job is already gone: nothing to delete before the next attempt
-      UPDATE mlplat.lab_runs x SET status = 'RETRY_WAIT', job_name = NULL,
-             next_attempt_at = pg_catalog.now() + pg_catalog.make_interval(secs => backoff),
-             row_version = x.row_version + 1, epoch = p_epoch, updated_at = pg_catalog.now()
-      WHERE x.id = r.id;
-      PERFORM mlplat._lab_transition(r, 'RETRY_WAIT', 'JOB_DISAPPEARED', NULL, p_observation, p_epoch, p_controller);
-    ELSE
-      PERFORM mlplat._lab_finish(r, 'FAILED', 'JOB_DISAPPEARED', p_epoch, p_controller, p_observation);
-    END IF;
-  ELSIF p_event = 'FAILED' THEN
+    reason := CASE p_event WHEN 'DISAPPEARED' THEN 'JOB_DISAPPEARED' ELSE 'WORKER_FAILED' END;
+    -- another attempt while the budget and the run's deadline leave room for it; a cancel's
+    -- failed Job ends the run
     backoff := least(pg_catalog.power(2, r.attempt - 1)::int, 30);
     IF r.status <> 'CANCEL_REQUESTED' AND r.attempt < r.max_attempts
        AND pg_catalog.now() + pg_catalog.make_interval(secs => backoff + (r.limits->>'max_execution_seconds')::int)
            <= r.run_deadline_at THEN
-      UPDATE mlplat.lab_runs x SET status = 'RETRY_WAIT', next_attempt_at = pg_catalog.now() + pg_catalog.make_interval(secs => backoff),
+      -- a Job that disappeared leaves nothing to delete before the next attempt: its name goes
+      UPDATE mlplat.lab_runs x SET status = 'RETRY_WAIT',
+             job_name = CASE WHEN p_event = 'DISAPPEARED' THEN NULL ELSE x.job_name END,
+             next_attempt_at = pg_catalog.now() + pg_catalog.make_interval(secs => backoff),
              row_version = x.row_version + 1, epoch = p_epoch, updated_at = pg_catalog.now()
       WHERE x.id = r.id;
-      PERFORM mlplat._lab_transition(r, 'RETRY_WAIT', 'WORKER_FAILED', NULL, p_observation, p_epoch, p_controller);
+      PERFORM mlplat._lab_transition(r, 'RETRY_WAIT', reason, NULL, p_observation, p_epoch, p_controller);
     ELSE
-      PERFORM mlplat._lab_finish(r, 'FAILED', 'WORKER_FAILED', p_epoch, p_controller, p_observation);
+      PERFORM mlplat._lab_finish(r, 'FAILED', reason, p_epoch, p_controller, p_observation);
     END IF;
   ELSIF p_event = 'REFUSED' THEN
     IF r.status <> 'DISPATCHED' THEN
