@@ -17,7 +17,8 @@
 #   (pg_database_size after the steady window minus before deploy(), / N).
 #   OUT=file appends one tab-separated line per N (N conv_ms bare_ms pass_ms
 #   bare_pass_ms deployments rss_peak_kB hwm_kB db_bytes_per_deployment applies) for plots.
-#   WATCH=on converges with mlplat.deployments_watch on (default off).
+#   WATCH=on converges with mlplat.deployments_watch on (default off); WATCH_DELAY_MS=N has
+#   the stand-in write every watch line N ms late (a loaded API server's lagging watch).
 #   The stand-in holds 3 N InferenceServices per size (mlplat's and two bare
 #   namespaces'): STANDIN_HEAP_MB raises node's heap limit (default 8192).
 set -uo pipefail
@@ -28,6 +29,7 @@ export NODE_OPTIONS="${NODE_OPTIONS:-} --max-old-space-size=${STANDIN_HEAP_MB:-8
 . "$SRC/test/lib/stack.sh"
 stack_init cv
 STANDIN_READY_MS=200 stack_standin
+[ -n "${WATCH_DELAY_MS:-}" ] && admin PUT config "{\"watchDelayMs\": $WATCH_DELAY_MS}" >/dev/null
 stack_start "${MLPLAT_CONF[@]}" "cron.database_name = 'postgres'" "mlplat.workers_enabled = off" \
 	"mlplat.resync_interval = '2s'" "mlplat.deployments_watch = '$WATCH'" "${STANDIN_CONF[@]}"
 stack_db mlplat mlplat

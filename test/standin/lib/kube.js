@@ -430,16 +430,23 @@ class Kube {
     resp.flushHeaders(); // clients wait for the headers before they start reading events
     const match = (ev) => ev.res === res && (!ns || ev.ns === ns) && S.matchLabels(labelReqs, ev.object.metadata.labels) && S.matchFields(fieldReqs, ev.object);
     const asTable = T.wantsTable(req);
+    // watchDelayMs (test hook): every line of an open stream is written that much later, in
+    // order, as a loaded API server's watch lags behind the writes it has already answered
+    const later = (fn) => {
+      const delay = Number(this.cfg.watchDelayMs) || 0;
+      if (delay > 0) setTimeout(fn, delay); else fn();
+    };
+    const write = (line) => later(() => { if (!resp.writableEnded) resp.write(line); });
     const send = (ev) => {
       if (!match(ev)) return;
       const object = asTable ? T.table(res, [{ obj: ev.object }], { resourceVersion: ev.object.metadata.resourceVersion }) : ev.object;
-      resp.write(JSON.stringify({ type: ev.type, object }) + '\n');
+      write(JSON.stringify({ type: ev.type, object }) + '\n');
     };
     // allowWatchBookmarks=true: a BOOKMARK (the kind, only metadata.resourceVersion: the store's
     // latest) every bookmarkMs and just before the server ends the watch, as the apiserver's
     // watch cache sends them, so a client whose selector matched nothing still moves its version on
     const bookmarks = q.get('allowWatchBookmarks') === 'true';
-    const bookmark = () => resp.write(JSON.stringify({ type: 'BOOKMARK', object: { kind: res.kind,
+    const bookmark = () => write(JSON.stringify({ type: 'BOOKMARK', object: { kind: res.kind,
       apiVersion: res.group ? `${res.group}/${res.version}` : res.version, metadata: { resourceVersion: String(this.store.rv) } } }) + '\n');
     const from = q.get('resourceVersion');
     if (from && from !== '0') {
@@ -464,7 +471,7 @@ class Kube {
     };
     this.store.streams.add(stream);
     const done = () => { this.store.watchers.delete(w); this.store.streams.delete(stream); clearTimeout(t); if (bt) clearInterval(bt); };
-    const t = setTimeout(() => { done(); if (bookmarks) bookmark(); resp.end(); }, timeout);
+    const t = setTimeout(() => { done(); if (bookmarks) bookmark(); later(() => resp.end()); }, timeout);
     req.on('close', done);
   }
 }
