@@ -52,6 +52,15 @@ extern MlplatWatchCache *mlplat_watch_cache_create(const MlplatKubeResource *res
  */
 extern char *mlplat_watch_cache_sync(MlplatWatchCache *wc, const char *selector, MlplatWatchSync *out);
 
+/*
+ * The answer (body, an object) to a write of ours, as the cache's state of
+ * that object until an event newer than it arrives: a pass that reads the
+ * cache before the write's own event came sees what it wrote, not nothing.
+ * Not "changed": the writer knows.  Ignored when the answer is no object
+ * with a numeric resourceVersion, or the cache holds a newer state.
+ */
+extern void mlplat_watch_cache_wrote(MlplatWatchCache *wc, const char *body, size_t body_len);
+
 /* The cached object of namespace/name, parsed into arena, or NULL (not there). */
 extern const MlJsonValue *mlplat_watch_cache_get(MlplatWatchCache *wc, MlJsonArena *arena, const char *ns,
 												 const char *name);

@@ -781,6 +781,9 @@ apply_result(Deployment *d, MlplatPass *pass)
 									   d->drift ? d->drift : "drift")
 							: psprintf("applied revision %d; waiting for readiness", d->desired_revision);
 			d->mark_observed = true;
+			/* the next pass reads what was applied, whether or not the watch has sent it yet */
+			if (isvc_cache && mlplat_deployments_watch)
+				mlplat_watch_cache_wrote(isvc_cache, d->req->resp_body, d->req->resp_len);
 			/* a new revision label moves KServe's child on: remember where it stood */
 			if (d->action == DEP_APPLY && d->seen_rev != d->desired_revision)
 				d->seen_json = isvc_fingerprint(d->obj ? d->obj : d->probe_obj, d->desired_revision);
