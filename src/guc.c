@@ -52,6 +52,7 @@ int mlplat_deploy_deadline_ms = 600000;
 int mlplat_api_lock_timeout_ms = 5000;
 int mlplat_list_max_pages = 1000;
 int mlplat_pass_memory_limit_kb = 262144;
+int mlplat_pass_row_limit = 1000;
 char *mlplat_traceparent = NULL;
 char *mlplat_otlp_endpoint = NULL;
 char *mlplat_otlp_headers_file = NULL;
@@ -396,6 +397,11 @@ mlplat_define_gucs(void)
 							"A page whose parse would take the pass's own memory (its context, not the worker's caches) past it stops the pass with a message in reconciler_health.",
 							&mlplat_pass_memory_limit_kb, 262144, 8192, 1048576 * 64,
 							PGC_SIGHUP, GUC_UNIT_KB, NULL, NULL, NULL);
+	DefineCustomIntVariable("mlplat.pass_row_limit",
+							"Most rows one reconciler pass claims and acts on.",
+							"A pass whose claim comes back full is followed at once by the next; a full resync walks the rows in chunks of this size. Bounds a leader's memory by the chunk, not the fleet.",
+							&mlplat_pass_row_limit, 1000, 1, 1000000,
+							PGC_SIGHUP, 0, NULL, NULL, NULL);
 	/* the variable lives in src/http/backoff.c, which unit tests link without PostgreSQL */
 	DefineCustomIntVariable("mlplat.retry_after_max",
 							"Longest wait a remote's Retry-After can impose on one entity.",

@@ -84,6 +84,7 @@ extern int mlplat_finalizer_alert_after_s;
 extern char *mlplat_lab_payload_bucket;
 extern int mlplat_list_max_pages;
 extern int mlplat_pass_memory_limit_kb;
+extern int mlplat_pass_row_limit;
 
 /* trace spans: export over OTLP/HTTP JSON (reloadable) and retention */
 extern char *mlplat_otlp_endpoint;

@@ -27,6 +27,8 @@ typedef struct MlplatPass
 								 * ran within the last second: a reconciler may act
 								 * on new intents only, without observing */
 	long next_pass_ms;		/* > 0: run again this soon (readiness waits) */
+	bool claim_full;		/* the claim came back with mlplat.pass_row_limit rows:
+							 * more are waiting, the next pass starts at once */
 	char status[128];		/* a line for the health view */
 } MlplatPass;
 

@@ -161,6 +161,11 @@ extern List *mlplat_seam_claim(MlplatSeam *s, MemoryContext cxt, const char *sql
  * the caller's context (the pass's: it outlives the transaction), and the
  * caller is back in that context on return.  What a kind derives from its
  * rows (attaching notes, defaults) it does after, with no transaction open.
+ * limit > 0 bounds the rows (mlplat.pass_row_limit; the kind's SQL should
+ * bound its own choice of rows too, so it computes no more than it returns):
+ * a claim that comes back with limit rows sets full and pass->claim_full, and
+ * the worker starts the next pass at once instead of waiting the interval.
+ * 0: every row the claim returns.
  */
 typedef struct MlplatClaim
 {
@@ -169,10 +174,11 @@ typedef struct MlplatClaim
 	List *notes;	   /* MlplatUnanswered, when asked for; else NIL */
 	TimestampTz start; /* when the claim transaction began ... */
 	TimestampTz end;   /* ... and when it committed (claim spans) */
+	bool full;		   /* limit rows came back: there may be more */
 } MlplatClaim;
 
 extern void mlplat_seam_claim_pass(MlplatPass *pass, MlplatSeam *s, const char *sql, int nargs, Oid *types,
-								   Datum *values, size_t size, bool with_notes, MlplatClaim *out);
+								   Datum *values, size_t size, bool with_notes, int limit, MlplatClaim *out);
 
 /* Fill one struct from one composite datum of the seam's type. */
 extern void mlplat_seam_read(MlplatSeam *s, Datum composite, void *out);

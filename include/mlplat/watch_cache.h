@@ -65,8 +65,11 @@ extern void mlplat_watch_cache_wrote(MlplatWatchCache *wc, const char *body, siz
 extern const MlJsonValue *mlplat_watch_cache_get(MlplatWatchCache *wc, MlJsonArena *arena, const char *ns,
 												 const char *name);
 
-/* Every cached object, parsed into arena (a full pass). */
-extern List *mlplat_watch_cache_all(MlplatWatchCache *wc, MlJsonArena *arena);
+/*
+ * The "namespace/name" key of every cached object (palloc'd), unparsed: what
+ * a judge of orphans needs of the whole fleet is names, not objects.
+ */
+extern List *mlplat_watch_cache_keys(MlplatWatchCache *wc);
 
 /* Objects held and bytes of memory the cache uses (entries and stream buffer). */
 extern void mlplat_watch_cache_size(MlplatWatchCache *wc, long *objects, Size *bytes);

@@ -106,8 +106,15 @@ REVOKE ALL ON FUNCTION mlplat._deployments_claim_of(bigint[], boolean, boolean, 
 -- p_only_new: a pass woken by a commit takes just the intents not yet applied.
 -- p_deadline_ms: mlplat.deploy_deadline of the calling worker (0: none); a deployment's own
 -- deploy_deadline overrides it.
+-- p_limit (mlplat.pass_row_limit; NULL: no limit) bounds the rows one pass acts on, so a
+-- leader's memory follows the chunk, not the fleet (issue 20: 30,000 new deployments held
+-- 60 kB each in one pass).  A full pass walks the live rows in id order after p_after (the
+-- last id of the previous chunk of the same sweep); any other pass takes the most overdue
+-- first (next_resync_at, which every pass that compares a row moves on), so a row left out
+-- of a full chunk is first in the next one and none starves behind rows that stay changed.
 CREATE FUNCTION mlplat._deployments_claim(p_resync boolean, p_only_new boolean DEFAULT false,
-                                          p_deadline_ms int DEFAULT 0)
+                                          p_deadline_ms int DEFAULT 0, p_after bigint DEFAULT 0,
+                                          p_limit int DEFAULT NULL)
 RETURNS SETOF mlplat.deployment_claim
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, mlplat, pg_temp
@@ -121,17 +128,24 @@ AS $$
   -- branch is taken): a pass between full passes reads what changed or is due, not the table
   SELECT c.* FROM mlplat._deployments_claim_of(
     CASE WHEN p_resync
-         THEN ARRAY(SELECT x.id FROM mlplat.deployments x WHERE x.status <> 'DELETED' ORDER BY x.id)
+         THEN ARRAY(SELECT x.id FROM mlplat.deployments x WHERE x.status <> 'DELETED' AND x.id > p_after
+                     ORDER BY x.id LIMIT p_limit)
+         WHEN p_only_new
+         THEN ARRAY(SELECT x.id FROM mlplat.deployments x
+                     WHERE x.generation <> x.observed_generation AND x.status <> 'DELETED'
+                       AND x.next_attempt_at <= pg_catalog.now()
+                     ORDER BY x.next_resync_at, x.id LIMIT p_limit)
          ELSE ARRAY(SELECT u.id FROM (
-                SELECT x.id FROM mlplat.deployments x
+                SELECT x.id, x.next_resync_at FROM mlplat.deployments x
                  WHERE x.status <> 'DELETED' AND x.next_resync_at <= pg_catalog.now()
                 UNION
-                SELECT x.id FROM mlplat.deployments x
-                 WHERE x.status IN ('PENDING', 'DEPLOYING', 'DRIFTED', 'DELETING')
-                    OR x.generation <> x.observed_generation) u ORDER BY u.id) END,
+                SELECT x.id, x.next_resync_at FROM mlplat.deployments x
+                 WHERE (x.status IN ('PENDING', 'DEPLOYING', 'DRIFTED', 'DELETING')
+                        OR x.generation <> x.observed_generation) AND x.status <> 'DELETED') u
+               ORDER BY u.next_resync_at, u.id LIMIT p_limit) END,
     p_resync, p_only_new, p_deadline_ms) c
 $$;
-REVOKE ALL ON FUNCTION mlplat._deployments_claim(boolean, boolean, int) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mlplat._deployments_claim(boolean, boolean, int, bigint, int) FROM PUBLIC;
 
 -- The write-back of a whole pass in one statement, one element of p_rows per deployment
 -- written.  A row is written only if it is still at its row_version (an intent or another
@@ -215,6 +229,23 @@ AS $$
    WHERE d.id = l.id
 $$;
 REVOKE ALL ON FUNCTION mlplat._deployments_due(bigint, text[], text[]) FROM PUBLIC;
+
+-- Of the objects p_namespaces[i]/p_names[i] (ours by label, seen in the cluster), the positions
+-- i that no live deployment owns: the orphans, as the database says, not as the rows one pass
+-- claimed say.  A pass acts on a chunk of the rows (mlplat.pass_row_limit), so "not among my
+-- rows" is not "no row": an object is judged an orphan only by this.
+CREATE FUNCTION mlplat._deployments_unowned(p_namespaces text[], p_names text[])
+RETURNS SETOF int
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$
+  SELECT g.i FROM pg_catalog.generate_subscripts(p_names, 1) AS g(i)
+   WHERE NOT EXISTS (SELECT 1 FROM mlplat.deployments x JOIN mlplat.projects p ON p.id = x.project_id
+                      WHERE x.name = p_names[g.i] AND mlplat._project_namespace(p.name) = p_namespaces[g.i]
+                        AND x.status <> 'DELETED')
+   ORDER BY g.i
+$$;
+REVOKE ALL ON FUNCTION mlplat._deployments_unowned(text[], text[]) FROM PUBLIC;
 
 -- One deployment's write-back (tests and operators standing in for the reconciler).
 CREATE FUNCTION mlplat._deployments_writeback(

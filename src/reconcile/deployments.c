@@ -7,7 +7,10 @@
  *      (next_resync_at, spread over mlplat.resync_interval), with their desired
  *      revision's rendered manifest (short transaction, committed before any
  *      HTTP).  A full pass — a new leader's first, then one every
- *      mlplat.full_resync_interval — reads every live deployment instead;
+ *      mlplat.full_resync_interval — reads every live deployment instead.
+ *      Either way at most mlplat.pass_row_limit rows, the most overdue first
+ *      (a full pass: a sweep in id order, one chunk a pass); a claim that comes
+ *      back full is followed by the next pass at once;
  *   2. observe: a full pass, or one with more than OBSERVE_GET_MAX rows, LISTs
  *      InferenceServices carrying our managed-by and instance labels across
  *      all namespaces, 500 a page; any other GETs just the rows it read.  With
@@ -21,7 +24,9 @@
  *      version and the leader epoch, plus a ledger row per external write —
  *      one statement for all rows, one for the ledger, one for the spans, and
  *      one moving on the next resync of the rows read and left unwritten.
- * Orphans (our objects with no live deployment) are judged on full passes only.
+ * Orphans (our objects with no live deployment, as the database says: not
+ * among this chunk is not "no row") are judged by a sweep's first chunk, or
+ * by a pass that reads the watch cache once its events showed one.
  * Nothing is remembered between passes but the write-ahead notes of writes
  * not yet answered (unanswered.h): an apply whose leader ended before its
  * write-back may have made an InferenceService, or may still make one, so a
@@ -72,6 +77,20 @@ static const MlplatKubeResource ISVC = { "serving.kserve.io", "v1beta1", "infere
 /* the epoch whose leader ran its first full pass, and when the last full pass began */
 static int64 full_epoch = -1;
 static TimestampTz last_full = 0;
+
+/*
+ * A full pass acts on mlplat.pass_row_limit rows at most: it is a sweep of
+ * chunks in id order, one pass each, the next at once while a chunk comes
+ * back full.  sweep_after: the last id of the previous chunk (0: a sweep
+ * starts); sweep_epoch: the leadership it belongs to; sweep_start: when it
+ * began (last_full once it is done).  orphans_due: the next pass that sees the
+ * whole fleet (a sweep's first chunk, or any pass observing from the watch
+ * cache) judges orphans, asking the database which objects no live row owns.
+ */
+static int64 sweep_after = 0;
+static int64 sweep_epoch = -1;
+static TimestampTz sweep_start = 0;
+static bool orphans_due = true;
 
 /*
  * The watch cache (mlplat.deployments_watch; watch_cache.h): InferenceServices
@@ -685,17 +704,19 @@ look_before_apply(MlJsonArena *arena, List *deps, HTAB *by_name, MlplatHttpBatch
 	}
 }
 
+/* The rows of this pass: at most mlplat.pass_row_limit (*more: there may be more). */
 static void
-claim(MlplatPass *pass, bool full, List **out, char **instance)
+claim(MlplatPass *pass, bool full, int64 after, List **out, char **instance, bool *more)
 {
-	Datum args[3] = { BoolGetDatum(full), BoolGetDatum(pass->woken),
-					  Int32GetDatum(mlplat_deploy_deadline_ms) };
-	Oid argtypes[3] = { BOOLOID, BOOLOID, INT4OID };
+	Datum args[5] = { BoolGetDatum(full), BoolGetDatum(pass->woken), Int32GetDatum(mlplat_deploy_deadline_ms),
+					  Int64GetDatum(after), Int32GetDatum(mlplat_pass_row_limit) };
+	Oid argtypes[5] = { BOOLOID, BOOLOID, INT4OID, INT8OID, INT4OID };
 	MlplatClaim c;
 	ListCell *lc;
 
-	mlplat_seam_claim_pass(pass, &claim_seam, "SELECT c FROM mlplat._deployments_claim($1, $2, $3) c", 3, argtypes,
-						   args, sizeof(Deployment), true, &c);
+	mlplat_seam_claim_pass(pass, &claim_seam, "SELECT c FROM mlplat._deployments_claim($1, $2, $3, $4, $5) c", 5,
+						   argtypes, args, sizeof(Deployment), true, mlplat_pass_row_limit, &c);
+	*more = c.full;
 	foreach (lc, c.rows)
 	{
 		Deployment *d = lfirst(lc);
@@ -1261,17 +1282,68 @@ watch_sync(MlplatPass *pass, const char *instance, bool *filled, char *note, siz
 	return ok;
 }
 
+/* The object of namespace/name in a LIST's items, or NULL. */
+static const MlJsonValue *
+find_listed(List *items, const char *ns, const char *name)
+{
+	ListCell *lc;
+
+	foreach (lc, items)
+	{
+		const MlJsonValue *obj = lfirst(lc);
+
+		if (mlplat_str_same(mlplat_json_text(obj, "metadata", "namespace", NULL), ns) &&
+			mlplat_str_same(mlplat_json_text(obj, "metadata", "name", NULL), name))
+			return obj;
+	}
+	return NULL;
+}
+
+/*
+ * Of keys ("namespace/name"), those no live deployment owns, as the database
+ * says (_deployments_unowned): a pass claims a chunk of the rows, so not being
+ * among them says nothing.  No transaction may be open.
+ */
+static List *
+unowned(List *keys)
+{
+	int n = list_length(keys);
+	const char **cells = palloc(sizeof(char *) * 2 * Max(n, 1));
+	bool *orphaned;
+	List *out = NIL;
+	int i = 0;
+	ListCell *lc;
+
+	foreach (lc, keys)
+	{
+		char *ns = pstrdup(lfirst(lc));
+		char *slash = strchr(ns, '/');
+
+		if (slash)
+			*slash++ = '\0';
+		cells[2 * i] = ns;
+		cells[2 * i + 1] = slash ? slash : "";
+		i++;
+	}
+	orphaned = mlplat_sql_known_ordinals("SELECT i FROM mlplat._deployments_unowned($1, $2) i", 2, n, cells);
+	i = 0;
+	foreach (lc, keys)
+		if (orphaned[i++])
+			out = lappend(out, lfirst(lc));
+	return out;
+}
+
 /*
  * The watch saw an object of ours change (made, say, by an apply whose leader
  * ended, landing after its deployment was deleted) that no claimed row owns
- * (by_name: the claimed rows; NULL: none): an orphan, perhaps, and orphans are
- * judged by full passes only.  Make the next pass full instead of waiting for
- * mlplat.full_resync_interval.  A live row the claim skipped costs one full
- * pass, nothing more: a full pass judges against every live row.
+ * (by_name: the claimed rows; NULL: none) and no live row owns either: an
+ * orphan, perhaps.  The next pass judges orphans instead of waiting for
+ * mlplat.full_resync_interval.
  */
 static void
-full_next_if_orphaned(MlplatPass *pass, MlJsonArena *arena, HTAB *by_name)
+orphans_next_if_unowned(MlplatPass *pass, MlJsonArena *arena, HTAB *by_name)
 {
+	List *keys = NIL;
 	ListCell *lc;
 
 	foreach (lc, watch_changed)
@@ -1283,11 +1355,12 @@ full_next_if_orphaned(MlplatPass *pass, MlJsonArena *arena, HTAB *by_name)
 			continue;
 		*slash = '\0';
 		if (mlplat_watch_cache_get(isvc_cache, arena, key, slash + 1) != NULL)
-		{
-			last_full = 0;
-			pass->next_pass_ms = 1;
-			return;
-		}
+			keys = lappend(keys, lfirst(lc));
+	}
+	if (unowned(keys) != NIL)
+	{
+		orphans_due = true;
+		pass->next_pass_ms = 1;
 	}
 }
 
@@ -1310,7 +1383,9 @@ mlplat_deployments_pass(MlplatPass *pass)
 	int applies = 0;
 	List *checks = NIL;
 	bool full;
-	TimestampTz full_start = 0;
+	bool more = false;
+	bool judge_orphans;
+	List *candidates = NIL;
 	bool cached = false;
 	bool observed;
 	bool filled = false;
@@ -1336,9 +1411,15 @@ mlplat_deployments_pass(MlplatPass *pass)
 	full = !pass->woken &&
 		   (pass->epoch != full_epoch || filled ||
 			TimestampDifferenceExceeds(last_full, GetCurrentTimestamp(), mlplat_full_resync_interval_ms));
-	if (full)
-		full_start = GetCurrentTimestamp();
-	claim(pass, full, &deps, &instance);
+	if (full && (pass->epoch != sweep_epoch || filled))
+		sweep_after = 0; /* a new leadership, or a refilled cache: from the start */
+	if (full && sweep_after == 0)
+	{
+		sweep_epoch = pass->epoch;
+		sweep_start = GetCurrentTimestamp();
+		orphans_due = true;
+	}
+	claim(pass, full, full ? sweep_after : 0, &deps, &instance, &more);
 	MemoryContextSwitchTo(pass_cxt);
 	selector = mlplat_managed_selector(instance);
 	if (watch_instance == NULL || strcmp(watch_instance, instance) != 0)
@@ -1360,7 +1441,7 @@ mlplat_deployments_pass(MlplatPass *pass)
 		 * row's resync due now): look at once instead of at the next resync.
 		 */
 		if (cached)
-			full_next_if_orphaned(pass, arena, NULL);
+			orphans_next_if_unowned(pass, arena, NULL);
 		pass->next_pass_ms = 1;
 		return;
 	}
@@ -1372,28 +1453,25 @@ mlplat_deployments_pass(MlplatPass *pass)
 		 * something gone succeeds); the follow-up pass observes the result.
 		 */
 	}
-	else if (!full && deps == NIL)
+	else if (!full && deps == NIL && !(cached && orphans_due))
 	{
 		/* nothing changed and no resync due: nothing to read, nothing to ask */
 		if (cached)
-			full_next_if_orphaned(pass, arena, NULL);
+			orphans_next_if_unowned(pass, arena, NULL);
 		snprintf(pass->status, sizeof(pass->status), "0 deployments due, 0 requests%s", note);
 		return;
 	}
 	else if (cached)
 	{
-		/* the watch keeps the cache current: no GET, no LIST */
-		if (full)
-			items = mlplat_watch_cache_all(isvc_cache, arena);
-		else
-			foreach (lc, deps)
-			{
-				Deployment *d = lfirst(lc);
-				const MlJsonValue *obj = mlplat_watch_cache_get(isvc_cache, arena, d->namespace, d->name);
+		/* the watch keeps the cache current: no GET, no LIST; the chunk's objects only */
+		foreach (lc, deps)
+		{
+			Deployment *d = lfirst(lc);
+			const MlJsonValue *obj = mlplat_watch_cache_get(isvc_cache, arena, d->namespace, d->name);
 
-				if (obj)
-					items = lappend(items, (void *) obj);
-			}
+			if (obj)
+				items = lappend(items, (void *) obj);
+		}
 	}
 	else
 	{
@@ -1414,6 +1492,8 @@ mlplat_deployments_pass(MlplatPass *pass)
 		if (why)
 			ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE), errmsg("%s", why)));
 	}
+	/* orphans are judged by a pass that sees the fleet: the cache, or a LIST of it */
+	judge_orphans = orphans_due && observed && (cached || lists > 0);
 
 	/* match observed objects to deployments by "namespace/name" (hash: thousands of each) */
 	{
@@ -1456,26 +1536,45 @@ mlplat_deployments_pass(MlplatPass *pass)
 				matched = true;
 			}
 		}
+		/* ours by label and none of this chunk's: an orphan if no live row owns it (below) */
+		if (!matched && judge_orphans && !cached && ns && name)
+			candidates = lappend(candidates, psprintf("%s/%s", ns, name));
+	}
+	if (judge_orphans && cached)
+		foreach (lc, mlplat_watch_cache_keys(isvc_cache))
+			if (hash_search(by_name, lfirst(lc), HASH_FIND, NULL) == NULL)
+				candidates = lappend(candidates, lfirst(lc));
+	if (judge_orphans)
+	{
 		/*
-		 * ours by label, with no live deployment: an orphan (only judged on a full
-		 * pass: any other claims only some of the live rows)
+		 * Ours by label, with no live deployment as the database says: an
+		 * orphan — and not one already deleted, waiting for its finalizers:
+		 * asked once is enough.
 		 */
-		/* ... and not one already deleted, waiting for its finalizers: asked once is enough */
-		if (!matched && full && ns && name && !mlplat_json_text(obj, "metadata", "deletionTimestamp", NULL))
+		foreach (lc, unowned(candidates))
 		{
-			Deployment *o = palloc0(sizeof(Deployment));
+			char *key = lfirst(lc);
+			char *slash = strchr(key, '/');
+			const MlJsonValue *obj;
+			Deployment *o;
 
-			o->namespace = pstrdup(ns);
-			o->name = pstrdup(name);
+			*slash = '\0';
+			obj = cached ? mlplat_watch_cache_get(isvc_cache, arena, key, slash + 1)
+						 : find_listed(items, key, slash + 1);
+			if (obj == NULL || mlplat_json_text(obj, "metadata", "deletionTimestamp", NULL))
+				continue;
+			o = palloc0(sizeof(Deployment));
+			o->namespace = key;
+			o->name = slash + 1;
 			o->project = (char *) mlplat_json_text(obj, "metadata", "labels", MLPLAT_LABEL_PROJECT);
 			o->action = DEP_DELETE;
 			o->obj = obj;
 			orphans = lappend(orphans, o);
 		}
+		orphans_due = false;
 	}
-
-	if (cached && !full)
-		full_next_if_orphaned(pass, arena, by_name);
+	else if (cached)
+		orphans_next_if_unowned(pass, arena, by_name);
 
 	/*
 	 * An object found under a deployment's name is written or deleted only when
@@ -1604,11 +1703,17 @@ mlplat_deployments_pass(MlplatPass *pass)
 	}
 
 	write_back(pass, deps, orphans, observed);
-	if (full)
+	if (full && more)
 	{
-		/* only a full pass that got this far counts: a failed one is tried again */
+		/* the sweep goes on with the next chunk, at once (pass->claim_full) */
+		sweep_after = ((Deployment *) llast(deps))->id;
+	}
+	else if (full)
+	{
+		/* only a sweep that got this far counts: a failed chunk is tried again */
+		sweep_after = 0;
 		full_epoch = pass->epoch;
-		last_full = full_start;
+		last_full = sweep_start;
 	}
 	/* written first, so a download never delays the others' results */
 	if (checks != NIL)

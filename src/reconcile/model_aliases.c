@@ -458,7 +458,7 @@ claim(MlplatPass *pass, char **instance, List **notes)
 	ListCell *lc;
 
 	mlplat_seam_claim_pass(pass, &claim_seam, "SELECT c FROM mlplat._aliases_claim($1) c", 1, &argtype, &arg,
-						   sizeof(AliasRow), true, &c);
+						   sizeof(AliasRow), true, 0, &c);
 	foreach (lc, c.rows)
 	{
 		AliasRow *a = lfirst(lc);

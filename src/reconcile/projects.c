@@ -938,7 +938,7 @@ claim(MlplatPass *pass, char **instance, List **notes)
 	MlplatClaim c;
 
 	mlplat_seam_claim_pass(pass, &claim_seam, "SELECT c FROM mlplat._projects_claim() c", 0, NULL, NULL,
-						   sizeof(Project), true, &c);
+						   sizeof(Project), true, 0, &c);
 	foreach_ptr (Project, p, c.rows)
 	{
 		p->ns = mlplat_project_namespace(p->name, strlen(p->name));

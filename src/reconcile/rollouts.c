@@ -453,7 +453,7 @@ claim(MlplatPass *pass)
 	ListCell *lc;
 
 	mlplat_seam_claim_pass(pass, &claim_seam, "SELECT c FROM mlplat._rollouts_claim() c", 0, NULL, NULL,
-						   sizeof(Rollout), true, &c);
+						   sizeof(Rollout), true, 0, &c);
 	if (instance_id == NULL)
 		instance_id = MemoryContextStrdup(TopMemoryContext, c.instance);
 	foreach (lc, c.rows)

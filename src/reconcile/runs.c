@@ -359,7 +359,7 @@ claim(MlplatPass *pass, List **out, List **notes, char **instance)
 	ListCell *lc;
 
 	mlplat_seam_claim_pass(pass, &claim_seam, "SELECT c FROM mlplat._runs_claim() c", 0, NULL, NULL, sizeof(Run),
-						   true, &c);
+						   true, 0, &c);
 	foreach (lc, c.rows)
 	{
 		Run *r = lfirst(lc);

@@ -410,7 +410,7 @@ mlplat_seam_written(const int64 *ids, uint64 n, int64 id)
 
 void
 mlplat_seam_claim_pass(MlplatPass *pass, MlplatSeam *s, const char *sql, int nargs, Oid *types, Datum *values,
-					   size_t size, bool with_notes, MlplatClaim *out)
+					   size_t size, bool with_notes, int limit, MlplatClaim *out)
 {
 	MemoryContext pass_cxt = CurrentMemoryContext;
 
@@ -419,7 +419,13 @@ mlplat_seam_claim_pass(MlplatPass *pass, MlplatSeam *s, const char *sql, int nar
 	mlplat_txn_begin();
 	MemoryContextSwitchTo(pass_cxt);
 	out->instance = mlplat_instance_id();
+	/* the bound holds whatever the kind's SQL does: never more than limit rows in C */
+	if (limit > 0)
+		sql = psprintf("%s LIMIT %d", sql, limit);
 	out->rows = mlplat_seam_claim(s, pass_cxt, sql, nargs, types, values, size);
+	out->full = limit > 0 && list_length(out->rows) >= limit;
+	if (out->full)
+		pass->claim_full = true;
 	/* SPI calls return to SPI's context; the notes must outlive the transaction */
 	MemoryContextSwitchTo(pass_cxt);
 	if (with_notes)

@@ -625,21 +625,15 @@ mlplat_watch_cache_get(MlplatWatchCache *wc, MlJsonArena *arena, const char *ns,
 }
 
 List *
-mlplat_watch_cache_all(MlplatWatchCache *wc, MlJsonArena *arena)
+mlplat_watch_cache_keys(MlplatWatchCache *wc)
 {
 	HASH_SEQ_STATUS seq;
 	Entry *e;
 	List *out = NIL;
-	MlJsonError err;
 
 	hash_seq_init(&seq, wc->entries);
 	while ((e = hash_seq_search(&seq)) != NULL)
-	{
-		MlJsonValue *v = ml_json_parse(arena, e->text, e->len, NULL, &err);
-
-		if (v)
-			out = lappend(out, v);
-	}
+		out = lappend(out, pstrdup(e->key));
 	return out;
 }
 

@@ -718,6 +718,9 @@ next_wait(WorkerLoop *w, const MlplatPass *pass, bool ok)
 	/* a reconciler waiting on the outside world asks to be back sooner */
 	if (pass->next_pass_ms > 0 && pass->next_pass_ms < timeout_ms)
 		timeout_ms = pass->next_pass_ms;
+	/* the claim was bounded by mlplat.pass_row_limit and came back full: the next chunk now */
+	if (pass->claim_full)
+		timeout_ms = Min(timeout_ms, 1L);
 	/* a held Lease must be renewed well within its duration */
 	if (mlplat_lease_fence != MLPLAT_LEASE_FENCE_OFF)
 		timeout_ms = Min(timeout_ms, Max(100L, mlplat_lease_duration_s * 1000L / 3));

@@ -195,7 +195,7 @@ claim(MlplatPass *pass, char **instance)
 	ListCell *lc;
 
 	mlplat_seam_claim_pass(pass, &claim_seam, "SELECT c FROM mlplat._echoes_claim() c", 0, NULL, NULL, sizeof(Echo),
-						   true, &c);
+						   true, 0, &c);
 	*instance = c.instance;
 	foreach (lc, c.rows)
 	{
