@@ -23,6 +23,18 @@ BEGIN
   RETURN n;
 END $$;
 
+-- A JSON array of lo..hi elements, else 22023 naming the field; what the array holds and
+-- how to write it are the caller's words (problem, hint).  Returns the array.
+CREATE FUNCTION mlplat._json_array(field text, val jsonb, lo int, hi int, problem text, hint text) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF pg_catalog.jsonb_typeof(val) IS DISTINCT FROM 'array'
+     OR pg_catalog.jsonb_array_length(val) NOT BETWEEN lo AND hi THEN
+    PERFORM mlplat._bad_input(field, problem, hint);
+  END IF;
+  RETURN val;
+END $$;
+
 CREATE FUNCTION mlplat._json_strings(field text, val jsonb, max_items int) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN

@@ -27,11 +27,8 @@ BEGIN
   IF policy ? 'ceiling' THEN
     ceiling := mlplat._json_num('policy.ceiling', policy->'ceiling', 0, 1, false, true);
   END IF;
-  IF pg_catalog.jsonb_typeof(policy->'steps') IS DISTINCT FROM 'array'
-     OR pg_catalog.jsonb_array_length(policy->'steps') NOT BETWEEN 1 AND 20 THEN
-    PERFORM mlplat._bad_input('policy.steps', 'is required: an array of 1 to 20 traffic fractions',
-      'Fractions are in (0, 1], e.g. [0.05, 0.25, 0.5, 1].');
-  END IF;
+  PERFORM mlplat._json_array('policy.steps', policy->'steps', 1, 20,
+    'is required: an array of 1 to 20 traffic fractions', 'Fractions are in (0, 1], e.g. [0.05, 0.25, 0.5, 1].');
   FOR s IN SELECT e FROM pg_catalog.jsonb_array_elements(policy->'steps') e LOOP
     i := i + 1;
     f := mlplat._json_num(pg_catalog.format('policy.steps[%s]', i), s, 0, 1, false, true);

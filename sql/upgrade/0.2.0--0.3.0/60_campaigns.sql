@@ -534,11 +534,8 @@ BEGIN
                               ARRAY['metric', 'max_drop', 'signers']);
   PERFORM mlplat._json_label('definition.quality_gate.metric', g->'metric', 63);
   PERFORM mlplat._json_num('definition.quality_gate.max_drop', g->'max_drop', 0, 1, false);
-  IF pg_catalog.jsonb_typeof(g->'signers') IS DISTINCT FROM 'array'
-     OR pg_catalog.jsonb_array_length(g->'signers') NOT BETWEEN 1 AND 8 THEN
-    PERFORM mlplat._bad_input('definition.quality_gate.signers', 'must be an array of 1 to 8 evidence signer names',
-      'See mlplat.evidence_signers.');
-  END IF;
+  PERFORM mlplat._json_array('definition.quality_gate.signers', g->'signers', 1, 8,
+    'must be an array of 1 to 8 evidence signer names', 'See mlplat.evidence_signers.');
   FOR s IN SELECT x FROM pg_catalog.jsonb_array_elements(g->'signers') x LOOP
     IF pg_catalog.jsonb_typeof(s) <> 'string' OR NOT EXISTS (
          SELECT 1 FROM mlplat.evidence_signers e WHERE e.name = (s #>> '{}') AND e.revoked_at IS NULL) THEN
@@ -547,11 +544,8 @@ BEGIN
         'An administrator registers signers with mlplat.register_evidence_signer().');
     END IF;
   END LOOP;
-  IF pg_catalog.jsonb_typeof(p_def->'candidates') IS DISTINCT FROM 'array'
-     OR pg_catalog.jsonb_array_length(p_def->'candidates') NOT BETWEEN 1 AND 64 THEN
-    PERFORM mlplat._bad_input('definition.candidates', 'must be an array of 1 to 64 candidates',
-      'Split larger sweeps into several campaigns.');
-  END IF;
+  PERFORM mlplat._json_array('definition.candidates', p_def->'candidates', 1, 64,
+    'must be an array of 1 to 64 candidates', 'Split larger sweeps into several campaigns.');
   -- every candidate in one C call (src/validate/campaign_plan.c): the presets and builder
   -- components it names are looked up first, so a missing one is reported in order (42704)
   SELECT coalesce(pg_catalog.jsonb_object_agg(x.name, x.plan), '{}') INTO presets FROM mlplat.optimization_presets x
