@@ -441,6 +441,16 @@ BEGIN
   RETURN NULL;
 END $$;
 
+-- A media item (image, audio): its base64 payload under p_key (1..49152 bytes) and its
+-- content_type, one of p_types; the rule it breaks first, or NULL.
+CREATE FUNCTION mlplat._lab_media(it jsonb, p_key text, p_types text[]) RETURNS text
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+  RETURN coalesce(mlplat._lab_base64(it->p_key, 1, 49152),
+                  CASE WHEN pg_catalog.jsonb_typeof(it->'content_type') <> 'string' THEN 'input_type'
+                       WHEN NOT (it->>'content_type' = ANY (p_types)) THEN 'input_range' END);
+END $$;
+
 -- The rule one item of a family breaks (first failing field in a fixed order), or NULL.
 CREATE FUNCTION mlplat._lab_item_rule(p_family text, it jsonb) RETURNS text
 LANGUAGE plpgsql AS $$
@@ -507,20 +517,12 @@ BEGIN
         END IF;
       END IF;
     WHEN 'image_classification' THEN
-      code := mlplat._lab_base64(it->'image_base64', 1, 49152);
-      IF code IS NULL THEN
-        code := CASE WHEN pg_catalog.jsonb_typeof(it->'content_type') <> 'string' THEN 'input_type'
-                     WHEN it->>'content_type' NOT IN ('image/png', 'image/jpeg') THEN 'input_range' END;
-      END IF;
+      code := mlplat._lab_media(it, 'image_base64', '{image/png,image/jpeg}');
       IF code IS NULL AND it ? 'top_k' THEN
         code := mlplat._lab_num(it->'top_k', 1, 20, true, 'input_type', 'input_range');
       END IF;
     ELSE  -- speech_to_text
-      code := mlplat._lab_base64(it->'audio_base64', 1, 49152);
-      IF code IS NULL THEN
-        code := CASE WHEN pg_catalog.jsonb_typeof(it->'content_type') <> 'string' THEN 'input_type'
-                     WHEN it->>'content_type' NOT IN ('audio/wav', 'audio/flac') THEN 'input_range' END;
-      END IF;
+      code := mlplat._lab_media(it, 'audio_base64', '{audio/wav,audio/flac}');
       IF code IS NULL AND it ? 'language' THEN
         code := CASE WHEN pg_catalog.jsonb_typeof(it->'language') <> 'string' THEN 'input_type'
                      WHEN it->>'language' !~ '^[a-z]{2,3}(-[A-Z]{2})?$' THEN 'input_range' END;
