@@ -6,6 +6,8 @@
 
 #include "postgres.h"
 
+#include "nodes/pg_list.h"
+
 #include "mlplat/reconcile.h"
 
 /*
@@ -27,5 +29,28 @@ extern void mlplat_ledger_batch_add(MlplatLedgerBatch *b, const char *entity, in
 									int http_status, const char *error, const char *trace_id,
 									const char *note);
 extern int mlplat_ledger_batch_flush(MlplatPass *pass, MlplatLedgerBatch *b);
+
+/*
+ * A ledger row known before the write-back's transaction (an answer read
+ * after the pass's batch, with no transaction open): kept in the pass's
+ * context by mlplat_ledger_row_add, put into the write-back's batch by
+ * mlplat_ledger_batch_add_rows (entity: as the ledger names the kind).
+ */
+typedef struct MlplatLedgerRow
+{
+	int64 entity_id;
+	const char *project;
+	const char *action;
+	const char *outcome;
+	int http_status;
+	const char *error;
+	const char *trace_id;
+	const char *note;
+} MlplatLedgerRow;
+
+extern void mlplat_ledger_row_add(List **rows, int64 entity_id, const char *project, const char *action,
+								  const char *outcome, int http_status, const char *error, const char *trace_id,
+								  const char *note);
+extern void mlplat_ledger_batch_add_rows(MlplatLedgerBatch *b, const char *entity, List *rows);
 
 #endif /* MLPLAT_LEDGER_H */

@@ -269,6 +269,24 @@ extern void mlplat_writeback_rows(MlplatWriteback *wb, List *entities, MlplatWri
 extern void mlplat_writeback_end(MlplatWriteback *wb);
 
 /*
+ * In a row or done function: settle the write-ahead notes of one entity's
+ * object (object: its namespace/name, or the label the kind noted it by):
+ * every note of it when all (it was found, or it is past waiting for), else
+ * those of the one write whose answer was heard (answered_action; NULL: none).
+ */
+/*
+ * The ledger row of an orphan's teardown (an object with this installation's
+ * labels that no live entity owns): entity as the ledger names the kind,
+ * entity_id 0 when no row is known, outcome OK, RETRY, FAILED or CONFLICT
+ * (found but not provably ours: reported, not deleted).
+ */
+extern void mlplat_writeback_orphan(MlplatWriteback *wb, const char *entity, int64 entity_id, const char *project,
+									const char *outcome, int http_status, const char *error, const char *object);
+
+extern void mlplat_writeback_settle(MlplatWriteback *wb, int64 entity_id, const char *object, bool all,
+									const char *answered_action);
+
+/*
  * A write-back whose function answers each row with a row of another seam type
  * (say, what it decided): runs sql with $1 the epoch and $2 the array; sql must
  * return one column of result's type (SELECT r FROM mlplat._x_writeback_set($1, $2) r).

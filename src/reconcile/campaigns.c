@@ -43,6 +43,7 @@
 #include "mlplat/labels.h"
 #include "mlplat/ledger.h"
 #include "mlplat/observe.h"
+#include "mlplat/pass_work.h"
 #include "mlplat/reconcile.h"
 #include "mlplat/reconcile_util.h"
 #include "mlplat/seam.h"
@@ -522,30 +523,26 @@ MLPLAT_SEAM_ROW_STATIC(writeback_seam, campaign_writeback, CandWriteback);
 MlplatSeam *const mlplat_campaigns_seams[] = { &claim_seam, &writeback_seam, NULL };
 
 static void
-claim(MlplatPass *pass, List **out, char **instance)
+claim(MlplatPassWork *w, List **out)
 {
-	MemoryContext pass_cxt = CurrentMemoryContext;
-	List *notes;
+	MlplatPass *pass = w->pass;
+	MlplatClaim c;
 	ListCell *lc;
 
-	mlplat_txn_begin();
-	MemoryContextSwitchTo(pass_cxt);
-	*instance = mlplat_instance_id();
-	*out = mlplat_seam_claim(&claim_seam, pass_cxt, "SELECT c FROM mlplat._campaigns_claim($1, $2) c", 2,
-							 (Oid[]){ INT8OID, TEXTOID },
-							 (Datum[]){ Int64GetDatum(pass->epoch), CStringGetTextDatum(pass->controller) },
-							 sizeof(Cand));
-	MemoryContextSwitchTo(pass_cxt);
-	notes = mlplat_unanswered_load(pass);
-	foreach (lc, *out)
+	mlplat_seam_claim_pass(pass, &claim_seam, "SELECT c FROM mlplat._campaigns_claim($1, $2) c", 2,
+						   (Oid[]){ INT8OID, TEXTOID },
+						   (Datum[]){ Int64GetDatum(pass->epoch), CStringGetTextDatum(pass->controller) },
+						   sizeof(Cand), true, 0, &c);
+	foreach (lc, c.rows)
 	{
-		Cand *c = lfirst(lc);
+		Cand *cand = lfirst(lc);
 
-		if (c->job_name)
-			c->unanswered = mlplat_unanswered_find(notes, c->id, mlplat_object_path(c->namespace, c->job_name), "CREATE");
+		if (cand->job_name)
+			cand->unanswered = mlplat_unanswered_find(c.notes, cand->id,
+													  mlplat_object_path(cand->namespace, cand->job_name), "CREATE");
 	}
-	mlplat_txn_commit();
-	MemoryContextSwitchTo(pass_cxt);
+	*out = c.rows;
+	mlplat_pass_work_claimed(w, c.instance, COMPONENT);
 }
 
 /* The answer to a create, a stop or a cleanup DELETE. */
@@ -749,8 +746,8 @@ cand_row(MlplatWriteback *wb, void *entity, void *row)
 	CandWriteback *w = row;
 	const char *obj = c->job_name ? mlplat_object_path(c->namespace, c->job_name) : NULL;
 
-	if (c->settle_note && c->job_name)
-		mlplat_write_notes_add(&wb->settled, c->id, obj, NULL);
+	if (c->job_name)
+		mlplat_writeback_settle(wb, c->id, obj, c->settle_note, NULL);
 	if (c->write)
 	{
 		w->status = c->new_status;
@@ -779,63 +776,39 @@ cand_row(MlplatWriteback *wb, void *entity, void *row)
 	return c->write;
 }
 
+/* orphans: the ledger rows of the answers to the orphans' DELETEs */
 static void
 write_back(MlplatPass *pass, List *cands, List *orphans)
 {
 	MlplatWriteback wb;
-	ListCell *lc;
 
 	mlplat_writeback_begin(&wb, pass, &writeback_seam, &claim_seam);
 	mlplat_writeback_rows(&wb, cands, cand_row, "SELECT * FROM mlplat._campaigns_writeback_set($1, $2)", NULL);
-	foreach (lc, orphans)
-	{
-		MlplatHttpRequest *r = lfirst(lc);
-		MlplatKubeResult res;
-		const char *project = r->user;
-
-		mlplat_kube_write_result(r, true, &res);
-		mlplat_ledger_batch_add(wb.ledger, "campaign_candidate", 0, project, "ORPHAN_TEARDOWN",
-								res.outcome == MLPLAT_KUBE_OK ? "OK" : "RETRY", NULL, NULL, res.status,
-								res.outcome == MLPLAT_KUBE_OK ? NULL : res.message, NULL, r->url);
-	}
+	mlplat_ledger_batch_add_rows(wb.ledger, "campaign_candidate", orphans);
 	mlplat_writeback_end(&wb);
 }
 
 void
 mlplat_campaigns_pass(MlplatPass *pass)
 {
-	MemoryContext pass_cxt = CurrentMemoryContext;
-	MlJsonArena *arena = mlplat_json_arena_in(pass_cxt);
+	MlplatPassWork w;
 	List *cands = NIL;
-	List *items = NIL;
+	List *items;
 	List *fetches = NIL;
 	List *verifies = NIL;
-	List *orphans = NIL;
-	MlplatWriteNotes sending = { 0 };
-	MlplatHttpBatch *batch;
+	List *orphan_rows = NIL;
 	ListCell *lc;
-	char *instance;
-	char *selector;
-	int lists = 0;
-	int creates = 0;
-	int deletes = 0;
 	int built = 0;
 	TimestampTz now;
 
-	claim(pass, &cands, &instance);
-	MemoryContextSwitchTo(pass_cxt);
+	mlplat_pass_work_begin(&w, pass);
+	claim(&w, &cands);
 	if (cands == NIL && !pass->resync)
 	{
 		snprintf(pass->status, sizeof(pass->status), "no active candidates");
 		return;
 	}
-	selector = psprintf("%s," MLPLAT_LABEL_COMPONENT "=" COMPONENT, mlplat_managed_selector(instance));
-	{
-		char *list_error = mlplat_kube_list_all(arena, &JOB, selector, &items, &lists);
-
-		if (list_error)
-			ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE), errmsg("%s", list_error)));
-	}
+	items = mlplat_pass_work_list(&w, &JOB, NULL);
 	/* a few candidates a pass at most a few hundred: a linear match is enough */
 	foreach (lc, cands)
 	{
@@ -843,9 +816,9 @@ mlplat_campaigns_pass(MlplatPass *pass)
 		MlJsonError err;
 		ListCell *li;
 
-		c->instance = instance;
+		c->instance = w.instance;
 		if (c->manifest)
-			c->render = ml_json_parse(arena, c->manifest, strlen(c->manifest), NULL, &err);
+			c->render = ml_json_parse(w.arena, c->manifest, strlen(c->manifest), NULL, &err);
 		if (c->job_name == NULL)
 			continue;
 		foreach (li, items)
@@ -862,7 +835,6 @@ mlplat_campaigns_pass(MlplatPass *pass)
 	}
 
 	now = GetCurrentTimestamp();
-	batch = mlplat_http_batch_create(pass_cxt);
 	foreach (lc, cands)
 	{
 		Cand *c = lfirst(lc);
@@ -871,17 +843,17 @@ mlplat_campaigns_pass(MlplatPass *pass)
 		switch (c->action)
 		{
 			case CAND_CREATE:
-				c->req = mlplat_kube_create(batch, &JOB, c->namespace, c->manifest);
+				c->req = mlplat_kube_create(w.batch, &JOB, c->namespace, c->manifest);
 				c->ledger_action = "CREATE";
-				creates++;
+				w.creates++;
 				break;
 			case CAND_STOP:
 			case CAND_CLEANUP:
 				/* a stop waits for the Job's Pods to go; a cleanup deletes what is done */
-				c->req = c->action == CAND_STOP ? mlplat_kube_delete_foreground(batch, &JOB, c->namespace, c->job_name)
-												: mlplat_kube_delete(batch, &JOB, c->namespace, c->job_name);
+				c->req = c->action == CAND_STOP ? mlplat_kube_delete_foreground(w.batch, &JOB, c->namespace, c->job_name)
+												: mlplat_kube_delete(w.batch, &JOB, c->namespace, c->job_name);
 				c->ledger_action = "DELETE";
-				deletes++;
+				w.deletes++;
 				break;
 			case CAND_VERIFY:
 				c->fetch = mlplat_artifact_fetch_new(c->attestation_uri, ATTESTATION_MAX, 0);
@@ -904,7 +876,7 @@ mlplat_campaigns_pass(MlplatPass *pass)
 		}
 		if (c->req)
 		{
-			mlplat_write_notes_add(&sending, c->id, mlplat_object_path(c->namespace, c->job_name), c->ledger_action);
+			mlplat_write_notes_add(&w.sending, c->id, mlplat_object_path(c->namespace, c->job_name), c->ledger_action);
 			c->span = mlplat_span_begin(c->traceparent, c->action == CAND_CREATE ? "campaigns.create" : "campaigns.delete",
 										MLPLAT_SPAN_CLIENT);
 			mlplat_span_set_entity(c->span, c->project, "campaign_candidate", c->id);
@@ -935,16 +907,16 @@ mlplat_campaigns_pass(MlplatPass *pass)
 			}
 			if (owned)
 				continue;
-			r = mlplat_kube_delete(batch, &JOB, ns, name);
+			r = mlplat_kube_delete(w.batch, &JOB, ns, name);
 			r->user = (void *) mlplat_json_text(obj, "metadata", "labels", MLPLAT_LABEL_PROJECT);
 			/* not noted: a DELETE is idempotent, and the next resync repeats a lost one */
-			orphans = lappend(orphans, r);
+			w.orphans = lappend(w.orphans, r);
 		}
 
-	if (!mlplat_write_notes_commit(pass, &sending, "requests"))
+	if (!mlplat_pass_work_notes_commit(&w, "requests"))
 		return;
 	/* the attestation GETs join the Kubernetes writes in one concurrent batch */
-	mlplat_artifact_run(pass, fetches, batch);
+	mlplat_artifact_run(pass, fetches, w.batch);
 
 	foreach (lc, cands)
 	{
@@ -969,15 +941,25 @@ mlplat_campaigns_pass(MlplatPass *pass)
 		}
 		if (c->fetch)
 		{
-			after_attestation(c, arena, pass);
+			after_attestation(c, w.arena, pass);
 			if (c->verify)
 				verifies = lappend(verifies, c->verify);
 		}
 	}
-	verify_existing(pass, arena, cands);
+	verify_existing(pass, w.arena, cands);
+	/* an orphan's DELETE: r->user is the project its labels name */
+	foreach (lc, w.orphans)
+	{
+		MlplatHttpRequest *r = lfirst(lc);
+		MlplatKubeResult res;
+
+		mlplat_kube_write_result(r, true, &res);
+		mlplat_ledger_row_add(&orphan_rows, 0, r->user, "ORPHAN_TEARDOWN", res.outcome == MLPLAT_KUBE_OK ? "OK" : "RETRY",
+							  res.status, res.outcome == MLPLAT_KUBE_OK ? NULL : res.message, NULL, r->url);
+	}
 	if (verifies != NIL)
 	{
-		mlplat_artifact_run(pass, verifies, mlplat_http_batch_create(pass_cxt));
+		mlplat_artifact_run(pass, verifies, mlplat_http_batch_create(w.cxt));
 		foreach (lc, cands)
 		{
 			Cand *c = lfirst(lc);
@@ -989,9 +971,6 @@ mlplat_campaigns_pass(MlplatPass *pass)
 			}
 		}
 	}
-	write_back(pass, cands, orphans);
-	if (pass->status[0] == '\0')
-		snprintf(pass->status, sizeof(pass->status),
-				 "%d candidates, %d Jobs created, %d deleted, %d orphans, %d built, %d LIST requests",
-				 list_length(cands), creates, deletes, list_length(orphans), built, lists);
+	write_back(pass, cands, orphan_rows);
+	mlplat_pass_work_status(&w, NULL, "%d candidates, %d built", list_length(cands), built);
 }

@@ -874,10 +874,8 @@ dep_row(MlplatWriteback *wb, void *entity, void *row)
 	Deployment *d = entity;
 	DeploymentWriteback *w = row;
 
-	if (d->settle_note)
-		mlplat_write_notes_add(&wb->settled, d->id, mlplat_object_path(d->namespace, d->name), NULL);
-	else if (d->answered && d->ledger_action)
-		mlplat_write_notes_add(&wb->settled, d->id, mlplat_object_path(d->namespace, d->name), d->ledger_action);
+	mlplat_writeback_settle(wb, d->id, mlplat_object_path(d->namespace, d->name), d->settle_note,
+							d->answered ? d->ledger_action : NULL);
 	if (d->adopt)
 		mlplat_ledger_batch_add(wb->ledger, "deployment", d->id, d->project, "ADOPT", "OK", d->spec_digest, NULL, 0,
 								NULL, mlplat_trace_id_of(d->traceparent),
@@ -940,8 +938,8 @@ write_back(MlplatPass *pass, List *deps, List *orphans, bool observed)
 	{
 		Deployment *o = lfirst(lc);
 
-		mlplat_ledger_batch_add(wb.ledger, "deployment", 0, o->project, "ORPHAN_TEARDOWN", o->ledger_outcome, NULL,
-								NULL, o->http_status, o->error, NULL, mlplat_object_path(o->namespace, o->name));
+		mlplat_writeback_orphan(&wb, "deployment", 0, o->project, o->ledger_outcome, o->http_status, o->error,
+								mlplat_object_path(o->namespace, o->name));
 	}
 	if (observed)
 		mark_resynced(pass, deps);

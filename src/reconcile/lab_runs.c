@@ -43,6 +43,7 @@
 #include "mlplat/labels.h"
 #include "mlplat/ledger.h"
 #include "mlplat/observe.h"
+#include "mlplat/pass_work.h"
 #include "mlplat/reconcile.h"
 #include "mlplat/reconcile_sql.h"
 #include "mlplat/reconcile_util.h"
@@ -708,29 +709,13 @@ request_span(List **spans, const LabRun *r, const char *what, const char *object
 	*spans = lappend(*spans, s);
 }
 
-typedef struct LedgerRow
-{
-	LabRun *run;
-	const char *action;
-	const char *outcome;
-	int status;
-	char *error;
-	char *object;
-} LedgerRow;
-
+/* a ledger row of run r's, written with the write-back (the write happened whether or not a CAS holds) */
 static void
 ledger_add(List **rows, LabRun *r, const char *action, const char *outcome, int status, char *error,
 		   char *object)
 {
-	LedgerRow *l = palloc0(sizeof(LedgerRow));
-
-	l->run = r;
-	l->action = action;
-	l->outcome = outcome;
-	l->status = status;
-	l->error = error;
-	l->object = object;
-	*rows = lappend(*rows, l);
+	mlplat_ledger_row_add(rows, r->id, r->project, action, outcome, status, error, mlplat_trace_id_of(r->traceparent),
+						  object);
 }
 
 /*
@@ -1139,7 +1124,7 @@ lab_row(MlplatWriteback *wb, void *entity, void *row)
 		w->observation = r->observation ? r->observation : observation_json(r, NULL);
 		w->output = r->output;
 		if (r->job_name && r->job_note && r->job_obj == NULL)
-			mlplat_write_notes_add(&wb->settled, r->id, mlplat_object_path(r->namespace, r->job_name), NULL);
+			mlplat_writeback_settle(wb, r->id, mlplat_object_path(r->namespace, r->job_name), true, NULL);
 	}
 
 	/*
@@ -1147,10 +1132,10 @@ lab_row(MlplatWriteback *wb, void *entity, void *row)
 	 * pass (a delete sent in the same pass keeps its own note)
 	 */
 	if (r->adopt_job)
-		mlplat_write_notes_add(&wb->settled, r->id, mlplat_object_path(r->namespace, r->job_name), r->job_note->action);
+		mlplat_writeback_settle(wb, r->id, mlplat_object_path(r->namespace, r->job_name), false, r->job_note->action);
 	if (r->settle_secret_note)
-		mlplat_write_notes_add(&wb->settled, r->id, mlplat_object_path(r->namespace, r->secret_name),
-							   r->secret_note->action);
+		mlplat_writeback_settle(wb, r->id, mlplat_object_path(r->namespace, r->secret_name), false,
+								r->secret_note->action);
 	if (r->adopt_secret)
 		mlplat_ledger_batch_add(wb->ledger, "lab_run", r->id, r->project, "ADOPT", "OK", NULL, NULL, 0, NULL,
 								mlplat_trace_id_of(r->traceparent), mlplat_object_path(r->namespace, r->secret_name));
@@ -1172,6 +1157,33 @@ lab_done(MlplatWriteback *wb, void *entity, bool held)
 
 	if (!held)
 		r->delete_output = false;
+}
+
+/* The ledger rows of the orphans' teardowns, before the runs' own (as they are sent). */
+static void
+orphans_answered(LabAnswers *a, List *orphans)
+{
+	List *rows = NIL;
+	ListCell *lc;
+
+	foreach (lc, orphans)
+	{
+		LabOrphan *o = lfirst(lc);
+		int status = 0;
+		char *error = o->not_ours;
+		const char *outcome = "CONFLICT"; /* mlplat's labels, but not provably this installation's: not deleted */
+
+		if (o->not_ours == NULL)
+		{
+			outcome = write_outcome(o->req, LAB_WRITE_DELETE, &status, &error);
+			a->writes++;
+			if (strcmp(outcome, "OK") == 0)
+				error = NULL;
+		}
+		mlplat_ledger_row_add(&rows, o->lab_run_id, o->project, "ORPHAN_TEARDOWN", outcome, status, error, NULL,
+							  mlplat_object_path(o->ns, o->name));
+	}
+	a->ledger = list_concat(rows, a->ledger);
 }
 
 /*
@@ -1226,41 +1238,35 @@ write_side(LabAnswers *a, MlplatHttpBatch *batch, List *runs, List *orphans, con
 void
 mlplat_lab_runs_pass(MlplatPass *pass)
 {
-	MemoryContext pass_cxt = CurrentMemoryContext;
-	MlJsonArena *arena = mlplat_json_arena_in(pass_cxt);
+	MlplatPassWork w;
 	List *runs = NIL;
 	List *nodes = NIL;
-	List *jobs = NIL;
+	List *jobs;
 	List *secrets = NIL;
-	List *orphans = NIL;
 	List *lab_namespaces = NIL;
 	List *unobserved = NIL;
 	List *unobserved_why = NIL;
-	MlplatWriteNotes sending = { 0 };
 	LabAnswers answers = { 0 };
-	MlplatHttpBatch *secret_batch;
 	MlplatHttpBatch *job_batch;
 	ListCell *lc;
 	char *instance;
-	char *selector;
-	char *list_error;
-	int lists = 0;
+
+	mlplat_pass_work_begin(&w, pass);
 
 	/* 1. the lab nodes, before the claim assesses them (when due or needed) */
 	if (nodes_due(pass))
 	{
 		TimestampTz started = GetCurrentTimestamp();
 
-		list_error = mlplat_kube_list_all(arena, &NODE, "mlplat.io/lab=true", &nodes, &lists);
-		if (list_error)
-			ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE), errmsg("%s", list_error)));
+		nodes = mlplat_pass_work_list(&w, &NODE, "mlplat.io/lab=true");
 		nodes_listed_at = started;
 	}
 
 	/* 2. claim */
-	claim(pass, lists > 0 ? nodes_json(nodes) : NULL, &runs, &instance, &lab_namespaces);
+	claim(pass, w.lists > 0 ? nodes_json(nodes) : NULL, &runs, &instance, &lab_namespaces);
+	mlplat_pass_work_claimed(&w, instance, LAB_COMPONENT);
 	answers.pass = pass;
-	answers.arena = arena;
+	answers.arena = w.arena;
 	answers.instance = instance;
 	if (runs == NIL && !pass->resync)
 	{
@@ -1270,20 +1276,18 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 	}
 
 	/* 3. observe the worker's Jobs and Secrets */
-	selector = psprintf("%s,app.kubernetes.io/component=%s", mlplat_managed_selector(instance), LAB_COMPONENT);
-	if ((list_error = mlplat_kube_list_all(arena, &JOB, selector, &jobs, &lists)) != NULL)
-		ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE), errmsg("%s", list_error)));
-	list_secrets(arena, runs, jobs, lab_namespaces, selector, &secrets, &unobserved, &unobserved_why, &lists);
+	jobs = mlplat_pass_work_list(&w, &JOB, NULL);
+	list_secrets(w.arena, runs, jobs, lab_namespaces, w.selector, &secrets, &unobserved, &unobserved_why, &w.lists);
 	if (unobserved != NIL)
 		snprintf(pass->status, sizeof(pass->status), "%s%s", (char *) llast(unobserved_why),
 				 list_length(unobserved) > 1 ? psprintf(" (and %d more namespaces)", list_length(unobserved) - 1) : "");
 	if (pass->resync)
-		orphans = list_concat(find_orphans(runs, jobs, &JOB, true, instance),
-							  find_orphans(runs, secrets, &SECRET, false, instance));
+		w.orphans = list_concat(find_orphans(runs, jobs, &JOB, true, instance),
+								find_orphans(runs, secrets, &SECRET, false, instance));
 
 	/* 4. decide, note, send: Secrets first, then the Jobs that mount them */
-	secret_batch = mlplat_http_batch_create(pass_cxt);
-	job_batch = mlplat_http_batch_create(pass_cxt);
+	/* w.batch sends the Secrets */
+	job_batch = mlplat_http_batch_create(w.cxt);
 	foreach (lc, runs)
 	{
 		LabRun *r = lfirst(lc);
@@ -1298,10 +1302,10 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 		}
 		r->job_obj = mlplat_observed_find(jobs, r->namespace, r->job_name);
 		r->secret_obj = mlplat_observed_find(secrets, r->namespace, r->secret_name);
-		r->job_cid = render_cid(arena, r->job);
-		r->secret_cid = render_cid(arena, r->secret);
+		r->job_cid = render_cid(w.arena, r->job);
+		r->secret_cid = render_cid(w.arena, r->secret);
 	}
-	judge_objects(runs, orphans, instance);
+	judge_objects(runs, w.orphans, instance);
 	foreach (lc, runs)
 	{
 		LabRun *r = lfirst(lc);
@@ -1315,25 +1319,26 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 			r->job_write = LAB_WRITE_NONE;
 		secret_note_decide(r, instance);
 		if (r->secret_write != LAB_WRITE_NONE)
-			mlplat_write_notes_add(&sending, r->id, mlplat_object_path(r->namespace, r->secret_name),
+			mlplat_write_notes_add(&w.sending, r->id, mlplat_object_path(r->namespace, r->secret_name),
 								   write_action(r->secret_write));
 		if (r->job_write != LAB_WRITE_NONE)
-			mlplat_write_notes_add(&sending, r->id, mlplat_object_path(r->namespace, r->job_name),
+			mlplat_write_notes_add(&w.sending, r->id, mlplat_object_path(r->namespace, r->job_name),
 								   write_action(r->job_write));
 		if (r->waiting || r->job_write != LAB_WRITE_NONE || strcmp(r->status, "RUNNING") == 0 ||
 			strcmp(r->status, "DISPATCHED") == 0)
 			pass->next_pass_ms = FOLLOW_UP_MS;
 	}
-	if (!mlplat_write_notes_commit(pass, &sending, "requests"))
+	if (!mlplat_pass_work_notes_commit(&w, "requests"))
 		return;
 	/* the Secrets first, then the Jobs that mount them; orphans go with the Secrets */
-	write_side(&answers, secret_batch, runs, orphans, &SECRET);
+	write_side(&answers, w.batch, runs, w.orphans, &SECRET);
 	write_side(&answers, job_batch, runs, NIL, &JOB);
+	orphans_answered(&answers, w.orphans);
 	foreach (lc, runs)
 		settle_created_blocked(lfirst(lc));
 
 	/* 5. outputs of completed attempts */
-	read_outputs(pass, arena, runs);
+	read_outputs(pass, w.arena, runs);
 	foreach (lc, runs)
 	{
 		LabRun *r = lfirst(lc);
@@ -1353,40 +1358,13 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 		wb.settled = answers.settled;
 		wb.spans = answers.spans;
 		mlplat_writeback_rows(&wb, runs, lab_row, "SELECT * FROM mlplat._lab_runs_writeback_set($1, $2)", lab_done);
-		foreach (lc, orphans)
-		{
-			LabOrphan *o = lfirst(lc);
-			int status;
-			char *error;
-			const char *outcome;
-
-			if (o->not_ours)
-			{
-				/* mlplat's labels, but not provably this installation's: reported, not deleted */
-				mlplat_ledger_batch_add(wb.ledger, "lab_run", o->lab_run_id, o->project, "ORPHAN_TEARDOWN", "CONFLICT", NULL,
-										NULL, 0, o->not_ours, NULL, mlplat_object_path(o->ns, o->name));
-				continue;
-			}
-			outcome = write_outcome(o->req, LAB_WRITE_DELETE, &status, &error);
-			answers.writes++;
-			mlplat_ledger_batch_add(wb.ledger, "lab_run", o->lab_run_id, o->project, "ORPHAN_TEARDOWN", outcome, NULL, NULL,
-									status, strcmp(outcome, "OK") == 0 ? NULL : error, NULL,
-									mlplat_object_path(o->ns, o->name));
-		}
-		foreach (lc, answers.ledger)
-		{
-			LedgerRow *l = lfirst(lc);
-
-			/* the external write happened whether or not a CAS held: recorded either way */
-			mlplat_ledger_batch_add(wb.ledger, "lab_run", l->run->id, l->run->project, l->action, l->outcome, NULL, NULL,
-									l->status, l->error, mlplat_trace_id_of(l->run->traceparent), l->object);
-		}
+		mlplat_ledger_batch_add_rows(wb.ledger, "lab_run", answers.ledger);
 		mlplat_writeback_end(&wb);
 	}
 
 	/* the ingested outputs leave the store (best effort; a left object is overwritten by nothing) */
 	{
-		MlplatHttpBatch *del = mlplat_http_batch_create(pass_cxt);
+		MlplatHttpBatch *del = mlplat_http_batch_create(w.cxt);
 		List *deleted = NIL;
 
 		foreach (lc, runs)
@@ -1421,11 +1399,9 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 			}
 			(void) mlplat_ledger_batch_flush(pass, ledger);
 			mlplat_txn_commit();
-			MemoryContextSwitchTo(pass_cxt);
+			MemoryContextSwitchTo(w.cxt);
 		}
 	}
-	if (pass->status[0] == '\0')
-		snprintf(pass->status, sizeof(pass->status),
-				 "%d lab nodes, %d lab runs in flight, %d writes, %d orphans, %d LIST requests", list_length(nodes),
-				 list_length(runs), answers.writes, list_length(orphans), lists);
+	w.writes = answers.writes;
+	mlplat_pass_work_status(&w, NULL, "%d lab nodes, %d lab runs in flight", list_length(nodes), list_length(runs));
 }

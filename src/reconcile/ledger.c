@@ -96,3 +96,34 @@ mlplat_ledger_batch_flush(MlplatPass *pass, MlplatLedgerBatch *b)
 	ledger_batch_reset(b);
 	return written;
 }
+
+void
+mlplat_ledger_row_add(List **rows, int64 entity_id, const char *project, const char *action, const char *outcome,
+					  int http_status, const char *error, const char *trace_id, const char *note)
+{
+	MlplatLedgerRow *l = palloc(sizeof(MlplatLedgerRow));
+
+	l->entity_id = entity_id;
+	l->project = project;
+	l->action = action;
+	l->outcome = outcome;
+	l->http_status = http_status;
+	l->error = error;
+	l->trace_id = trace_id;
+	l->note = note;
+	*rows = lappend(*rows, l);
+}
+
+void
+mlplat_ledger_batch_add_rows(MlplatLedgerBatch *b, const char *entity, List *rows)
+{
+	ListCell *lc;
+
+	foreach (lc, rows)
+	{
+		MlplatLedgerRow *l = lfirst(lc);
+
+		mlplat_ledger_batch_add(b, entity, l->entity_id, l->project, l->action, l->outcome, NULL, NULL,
+								l->http_status, l->error, l->trace_id, l->note);
+	}
+}

@@ -66,6 +66,7 @@
 #include "mlplat/kube.h"
 #include "mlplat/labels.h"
 #include "mlplat/observe.h"
+#include "mlplat/pass_work.h"
 #include "mlplat/reconcile.h"
 #include "mlplat/reconcile_sql.h"
 #include "mlplat/reconcile_util.h"
@@ -933,11 +934,11 @@ judge_orphans(List *orphans)
 }
 
 static List *
-claim(MlplatPass *pass, char **instance, List **notes)
+claim(MlplatPassWork *w, List **notes)
 {
 	MlplatClaim c;
 
-	mlplat_seam_claim_pass(pass, &claim_seam, "SELECT c FROM mlplat._projects_claim() c", 0, NULL, NULL,
+	mlplat_seam_claim_pass(w->pass, &claim_seam, "SELECT c FROM mlplat._projects_claim() c", 0, NULL, NULL,
 						   sizeof(Project), true, 0, &c);
 	foreach_ptr (Project, p, c.rows)
 	{
@@ -945,7 +946,7 @@ claim(MlplatPass *pass, char **instance, List **notes)
 		p->claim_start = c.start;
 		p->claim_end = c.end;
 	}
-	*instance = c.instance;
+	mlplat_pass_work_claimed(w, c.instance, NULL);
 	*notes = c.notes;
 	return c.rows;
 }
@@ -1010,7 +1011,7 @@ project_row(MlplatWriteback *wb, void *entity, void *row)
 	foreach_ptr (ProjObj, o, p->objs)
 	{
 		if (o->settle)
-			mlplat_write_notes_add(&wb->settled, p->id, obj_label(o), NULL);
+			mlplat_writeback_settle(wb, p->id, obj_label(o), true, NULL);
 		else if (o->answered && (o->unanswered == NULL || (o->http_status >= 200 && o->http_status < 300)))
 		{
 			/*
@@ -1019,7 +1020,7 @@ project_row(MlplatWriteback *wb, void *entity, void *row)
 			 * its note stays until a pass finds the object (ADOPT) or the grace
 			 * ends.  A 2xx is recorded by our own ledger row.
 			 */
-			mlplat_write_notes_add(&wb->settled, p->id, obj_label(o), o->action == ACT_DELETE ? "DELETE" : "APPLY");
+			mlplat_writeback_settle(wb, p->id, obj_label(o), false, o->action == ACT_DELETE ? "DELETE" : "APPLY");
 		}
 		if (o->adopt)
 			mlplat_ledger_batch_add(wb->ledger, "project", p->id, p->name, "ADOPT", "OK", NULL, NULL, 0, NULL,
@@ -1073,50 +1074,39 @@ write_back(MlplatPass *pass, List *projects, List *orphans)
 	mlplat_writeback_rows(&wb, projects, project_row, "SELECT * FROM mlplat._projects_writeback_set($1, $2)",
 						  project_done);
 	foreach_ptr (ProjObj, o, orphans)
-		mlplat_ledger_batch_add(wb.ledger, "project", 0,
-								mlplat_json_text(o->obs, "metadata", "labels", MLPLAT_LABEL_PROJECT), "ORPHAN_TEARDOWN",
-								o->ledger_outcome, NULL, NULL, o->http_status, o->error, NULL,
-								psprintf("Namespace %s", o->name));
+		mlplat_writeback_orphan(&wb, "project", 0, mlplat_json_text(o->obs, "metadata", "labels", MLPLAT_LABEL_PROJECT),
+								o->ledger_outcome, o->http_status, o->error, psprintf("Namespace %s", o->name));
 	mlplat_writeback_end(&wb);
 }
 
 void
 mlplat_projects_pass(MlplatPass *pass)
 {
-	MemoryContext pass_cxt = CurrentMemoryContext;
-	MlJsonArena *arena = mlplat_json_arena_in(pass_cxt);
+	MlplatPassWork w;
 	char *list_error[NUM_OBJ_KINDS] = { 0 };
 	List *items[NUM_OBJ_KINDS] = { 0 };
 	List *projects;
-	List *orphans = NIL;
 	HASHCTL ctl;
 	HTAB *seen;
-	MlplatHttpBatch *batch;
-	char *selector;
-	char *instance;
-	int lists = 0;
-	int writes = 0;
 	List *notes = NIL;
-	MlplatWriteNotes sending = { 0 };
 
-	projects = claim(pass, &instance, &notes);
-	MemoryContextSwitchTo(pass_cxt);
+	mlplat_pass_work_begin(&w, pass);
+	projects = claim(&w, &notes);
 	foreach_ptr (Project, p, projects)
 	{
-		render(p, instance, arena);
+		render(p, w.instance, w.arena);
 		if (notes != NIL)
 			foreach_ptr (ProjObj, o, p->objs)
 				o->unanswered = mlplat_unanswered_find(notes, p->id, obj_label(o), "APPLY");
 	}
 
-	selector = mlplat_managed_selector(instance);
 	memset(&ctl, 0, sizeof(ctl));
 	ctl.keysize = sizeof(((ObsEntry *) 0)->key);
 	ctl.entrysize = sizeof(ObsEntry);
-	ctl.hcxt = pass_cxt;
+	ctl.hcxt = w.cxt;
 	seen = hash_create("mlplat observed project objects", 256, &ctl, HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
 	for (int k = 0; k < NUM_OBJ_KINDS; k++)
-		list_error[k] = observe_kind(arena, seen, (ObjKind) k, selector, &items[k], &lists);
+		list_error[k] = observe_kind(w.arena, seen, (ObjKind) k, w.selector, &items[k], &w.lists);
 
 	/* match observations to desired objects */
 	foreach_ptr (Project, p, projects)
@@ -1196,32 +1186,34 @@ mlplat_projects_pass(MlplatPass *pass)
 			o->name = pstrdup(name);
 			o->obs = nsobj;
 			o->action = ACT_DELETE;
-			orphans = lappend(orphans, o);
+			w.orphans = lappend(w.orphans, o);
 		}
 	}
 
-	judge_orphans(orphans);
-	batch = mlplat_http_batch_create(pass_cxt);
-	foreach_ptr (ProjObj, o, orphans)
+	judge_orphans(w.orphans);
+	foreach_ptr (ProjObj, o, w.orphans)
 	{
 		if (o->action != ACT_DELETE)
 			continue;
-		o->req = mlplat_kube_delete(batch, &RES[OBJ_NAMESPACE], NULL, o->name);
-		writes++;
+		o->req = mlplat_kube_delete(w.batch, &RES[OBJ_NAMESPACE], NULL, o->name);
+		w.deletes++;
 	}
 	foreach_ptr (Project, p, projects)
 	{
-		project_decide(p, arena, list_error);
+		project_decide(p, w.arena, list_error);
 		foreach_ptr (ProjObj, o, p->objs)
 		{
 			if (o->action == ACT_APPLY)
-				o->req = mlplat_kube_apply(batch, &RES[o->kind], o->ns, o->name, o->manifest);
+				o->req = mlplat_kube_apply(w.batch, &RES[o->kind], o->ns, o->name, o->manifest);
 			else if (o->action == ACT_DELETE)
-				o->req = mlplat_kube_delete(batch, &RES[o->kind], o->ns, o->name);
+				o->req = mlplat_kube_delete(w.batch, &RES[o->kind], o->ns, o->name);
 			if (o->req)
 			{
-				writes++;
-				mlplat_write_notes_add(&sending, p->id, obj_label(o), o->action == ACT_DELETE ? "DELETE" : "APPLY");
+				if (o->action == ACT_DELETE)
+					w.deletes++;
+				else
+					w.creates++; /* an apply creates or updates */
+				mlplat_write_notes_add(&w.sending, p->id, obj_label(o), o->action == ACT_DELETE ? "DELETE" : "APPLY");
 			}
 		}
 		if (strcmp(p->new_status, "PROVISIONING") == 0 || strcmp(p->new_status, "DELETING") == 0)
@@ -1231,11 +1223,11 @@ mlplat_projects_pass(MlplatPass *pass)
 		}
 	}
 	/* the write-ahead: what is about to be sent is on record before it is sent */
-	if (!mlplat_write_notes_commit(pass, &sending, "writes"))
+	if (!mlplat_pass_work_notes_commit(&w, "writes"))
 		return;
-	mlplat_http_batch_run(batch);
+	mlplat_http_batch_run(w.batch);
 
-	foreach_ptr (ProjObj, o, orphans)
+	foreach_ptr (ProjObj, o, w.orphans)
 	{
 		MlplatKubeResult res;
 
@@ -1260,8 +1252,6 @@ mlplat_projects_pass(MlplatPass *pass)
 			p->write = true;
 	}
 
-	write_back(pass, projects, orphans);
-	if (pass->status[0] == '\0')
-		snprintf(pass->status, sizeof(pass->status), "%d projects, %d writes, %d orphans, %d LIST requests",
-				 list_length(projects), writes, list_length(orphans), lists);
+	write_back(pass, projects, w.orphans);
+	mlplat_pass_work_status(&w, NULL, "%d projects", list_length(projects));
 }

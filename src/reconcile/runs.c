@@ -39,6 +39,7 @@
 #include "mlplat/json.h"
 #include "mlplat/kube.h"
 #include "mlplat/labels.h"
+#include "mlplat/pass_work.h"
 #include "mlplat/reconcile.h"
 #include "mlplat/reconcile_util.h"
 #include "mlplat/seam.h"
@@ -353,12 +354,12 @@ MLPLAT_SEAM_ROW_STATIC(writeback_seam, run_writeback, RunWriteback);
 MlplatSeam *const mlplat_runs_seams[] = { &claim_seam, &writeback_seam, NULL };
 
 static void
-claim(MlplatPass *pass, List **out, List **notes, char **instance)
+claim(MlplatPassWork *w, List **out)
 {
 	MlplatClaim c;
 	ListCell *lc;
 
-	mlplat_seam_claim_pass(pass, &claim_seam, "SELECT c FROM mlplat._runs_claim() c", 0, NULL, NULL, sizeof(Run),
+	mlplat_seam_claim_pass(w->pass, &claim_seam, "SELECT c FROM mlplat._runs_claim() c", 0, NULL, NULL, sizeof(Run),
 						   true, 0, &c);
 	foreach (lc, c.rows)
 	{
@@ -367,8 +368,7 @@ claim(MlplatPass *pass, List **out, List **notes, char **instance)
 		r->unanswered = mlplat_unanswered_find(c.notes, r->id, mlplat_object_path(r->namespace, r->workflow), "CREATE");
 	}
 	*out = c.rows;
-	*notes = c.notes;
-	*instance = c.instance;
+	mlplat_pass_work_claimed(w, c.instance, NULL);
 }
 
 static void
@@ -394,33 +394,25 @@ request_result(Run *r, MlplatPass *pass)
 		r->error = res.message;
 		return;
 	}
-	switch (res.outcome)
+	if (res.outcome != MLPLAT_KUBE_OK)
 	{
-		case MLPLAT_KUBE_OK:
-			r->ledger_outcome = "OK";
-			if (r->action == RUN_CREATE)
-			{
-				r->mark_submitted = true;
-				r->new_status = "SUBMITTED";
-				r->reason = psprintf("workflow %s submitted", r->workflow);
-			}
-			else
-				r->reason = psprintf("shutdown requested on workflow %s; waiting for it to stop", r->workflow);
-			pass->next_pass_ms = FOLLOW_UP_MS;
-			break;
-		case MLPLAT_KUBE_NOT_FOUND:
-		case MLPLAT_KUBE_RETRY:
-		case MLPLAT_KUBE_CONFLICT:
-		case MLPLAT_KUBE_EXISTS:
-		case MLPLAT_KUBE_EXPIRED:
-		case MLPLAT_KUBE_FAILED:
-			mlplat_write_failed(&res, r->attempts, r->id, &r->ledger_outcome, &r->error, &r->ledger_error,
-								&r->retry_ms);
-			/* come back when a retry is due, not only at the next resync */
-			if (res.outcome != MLPLAT_KUBE_FAILED)
-				mlplat_pass_wake_within(pass, r->retry_ms);
-			break;
+		/* any other outcome is a failed write (mlplat_write_failed tells which kind) */
+		mlplat_write_failed(&res, r->attempts, r->id, &r->ledger_outcome, &r->error, &r->ledger_error, &r->retry_ms);
+		/* come back when a retry is due, not only at the next resync */
+		if (res.outcome != MLPLAT_KUBE_FAILED)
+			mlplat_pass_wake_within(pass, r->retry_ms);
+		return;
 	}
+	r->ledger_outcome = "OK";
+	if (r->action == RUN_CREATE)
+	{
+		r->mark_submitted = true;
+		r->new_status = "SUBMITTED";
+		r->reason = psprintf("workflow %s submitted", r->workflow);
+	}
+	else
+		r->reason = psprintf("shutdown requested on workflow %s; waiting for it to stop", r->workflow);
+	pass->next_pass_ms = FOLLOW_UP_MS;
 }
 
 /*
@@ -488,7 +480,7 @@ run_row(MlplatWriteback *wb, void *entity, void *row)
 	RunWriteback *w = row;
 
 	if (r->settle_note)
-		mlplat_write_notes_add(&wb->settled, r->id, mlplat_object_path(r->namespace, r->workflow), NULL);
+		mlplat_writeback_settle(wb, r->id, mlplat_object_path(r->namespace, r->workflow), true, NULL);
 	if (!r->write)
 		return false;
 	w->status = r->new_status;
@@ -531,61 +523,46 @@ write_back(MlplatPass *pass, List *runs)
 void
 mlplat_runs_pass(MlplatPass *pass)
 {
-	MemoryContext pass_cxt = CurrentMemoryContext;
-	MlJsonArena *arena = mlplat_json_arena_in(pass_cxt);
+	MlplatPassWork w;
 	List *runs = NIL;
-	List *items = NIL;
-	List *notes = NIL;
-	MlplatWriteNotes sending = { 0 };
+	List *items;
 	HTAB *by_name;
 	HASHCTL ctl;
-	MlplatHttpBatch *batch;
 	ListCell *lc;
-	char *selector;
-	char *instance;
-	int lists = 0;
-	int creates = 0;
-	int patches = 0;
 	int64 step_rows;
 	TimestampTz t0,
 		t_claim,
 		t_list,
 		t_http;
 
+	mlplat_pass_work_begin(&w, pass);
 	t0 = GetCurrentTimestamp();
-	claim(pass, &runs, &notes, &instance);
+	claim(&w, &runs);
 	t_claim = GetCurrentTimestamp();
-	MemoryContextSwitchTo(pass_cxt);
 	if (runs == NIL)
 	{
 		/* nothing active: finished runs' workflows are Argo's to keep or collect */
 		snprintf(pass->status, sizeof(pass->status), "no active runs");
 		return;
 	}
-	selector = mlplat_managed_selector(instance);
 	foreach (lc, runs)
 	{
 		Run *r = lfirst(lc);
 		MlJsonError err;
 		const MlJsonValue *m;
 
-		r->instance = instance;
-		if (r->manifest && (m = ml_json_parse(arena, r->manifest, strlen(r->manifest), NULL, &err)) != NULL)
+		r->instance = w.instance;
+		if (r->manifest && (m = ml_json_parse(w.arena, r->manifest, strlen(r->manifest), NULL, &err)) != NULL)
 			r->content_id = mlplat_object_content_id(m);
 	}
-	{
-		char *list_error = mlplat_kube_list_all(arena, &WORKFLOW, selector, &items, &lists);
-
-		if (list_error)
-			ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE), errmsg("%s", list_error)));
-	}
+	items = mlplat_pass_work_list(&w, &WORKFLOW, NULL);
 	t_list = GetCurrentTimestamp();
 
 	/* match observed workflows to runs by namespace/name, through a hash: 1,000s of runs */
 	memset(&ctl, 0, sizeof(ctl));
 	ctl.keysize = NAMEDATALEN * 2 + 64;
 	ctl.entrysize = ctl.keysize + sizeof(Run *);
-	ctl.hcxt = pass_cxt;
+	ctl.hcxt = w.cxt;
 	by_name = hash_create("mlplat runs", Max(list_length(runs), 16), &ctl, HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
 	foreach (lc, runs)
 	{
@@ -616,7 +593,6 @@ mlplat_runs_pass(MlplatPass *pass)
 		r->obj = obj;
 	}
 
-	batch = mlplat_http_batch_create(pass_cxt);
 	foreach (lc, runs)
 	{
 		Run *r = lfirst(lc);
@@ -624,22 +600,22 @@ mlplat_runs_pass(MlplatPass *pass)
 		run_decide(r);
 		if (r->action == RUN_CREATE)
 		{
-			r->req = mlplat_kube_create(batch, &WORKFLOW, r->namespace, r->manifest);
+			r->req = mlplat_kube_create(w.batch, &WORKFLOW, r->namespace, r->manifest);
 			r->ledger_action = "CREATE";
-			creates++;
+			w.creates++;
 		}
 		else if (r->action == RUN_SHUTDOWN)
 		{
-			r->req = mlplat_kube_merge_patch(batch, &WORKFLOW, r->namespace, r->workflow,
+			r->req = mlplat_kube_merge_patch(w.batch, &WORKFLOW, r->namespace, r->workflow,
 											 "{\"spec\":{\"shutdown\":\"Terminate\"}}");
 			r->ledger_action = "PATCH";
-			patches++;
+			w.writes++;
 		}
 		if (r->waiting && (pass->next_pass_ms <= 0 || pass->next_pass_ms > 1000))
 			pass->next_pass_ms = 1000;
 		if (r->req)
 		{
-			mlplat_write_notes_add(&sending, r->id, mlplat_object_path(r->namespace, r->workflow), r->ledger_action);
+			mlplat_write_notes_add(&w.sending, r->id, mlplat_object_path(r->namespace, r->workflow), r->ledger_action);
 			r->span = mlplat_span_begin(r->traceparent, r->action == RUN_CREATE ? "runs.submit" : "runs.cancel",
 										MLPLAT_SPAN_CLIENT);
 			mlplat_span_set_entity(r->span, r->project, "run", r->id);
@@ -651,9 +627,9 @@ mlplat_runs_pass(MlplatPass *pass)
 	}
 
 	/* the ledger's write-ahead: what is about to be sent is on record before it is sent */
-	if (!mlplat_write_notes_commit(pass, &sending, "requests"))
+	if (!mlplat_pass_work_notes_commit(&w, "requests"))
 		return;
-	mlplat_http_batch_run(batch);
+	mlplat_http_batch_run(w.batch);
 	t_http = GetCurrentTimestamp();
 
 	foreach (lc, runs)
@@ -670,14 +646,14 @@ mlplat_runs_pass(MlplatPass *pass)
 		}
 	}
 
-	verify_existing(pass, arena, runs);
+	verify_existing(pass, w.arena, runs);
 	step_rows = write_back(pass, runs);
-	if (pass->status[0] == '\0')
-		snprintf(pass->status, sizeof(pass->status),
-				 "%d active runs, %d created, %d shutdowns, %lld step rows, %d LIST requests;"
-				 " ms claim %ld list %ld http %ld write %ld",
-				 list_length(runs), creates, patches, (long long) step_rows, lists,
-				 TimestampDifferenceMilliseconds(t0, t_claim), TimestampDifferenceMilliseconds(t_claim, t_list),
-				 TimestampDifferenceMilliseconds(t_list, t_http),
-				 TimestampDifferenceMilliseconds(t_http, GetCurrentTimestamp()));
+	/* the shutdowns (PATCH) count as writes */
+	mlplat_pass_work_status(&w,
+							psprintf("; ms claim %ld list %ld http %ld write %ld",
+									 TimestampDifferenceMilliseconds(t0, t_claim),
+									 TimestampDifferenceMilliseconds(t_claim, t_list),
+									 TimestampDifferenceMilliseconds(t_list, t_http),
+									 TimestampDifferenceMilliseconds(t_http, GetCurrentTimestamp())),
+							"%d active runs, %lld step rows", list_length(runs), (long long) step_rows);
 }

@@ -548,6 +548,24 @@ mlplat_writeback_rows(MlplatWriteback *wb, List *entities, MlplatWritebackRowFn 
 }
 
 void
+mlplat_writeback_orphan(MlplatWriteback *wb, const char *entity, int64 entity_id, const char *project,
+						const char *outcome, int http_status, const char *error, const char *object)
+{
+	mlplat_ledger_batch_add(wb->ledger, entity, entity_id, project, "ORPHAN_TEARDOWN", outcome, NULL, NULL,
+							http_status, error, NULL, object);
+}
+
+void
+mlplat_writeback_settle(MlplatWriteback *wb, int64 entity_id, const char *object, bool all,
+						const char *answered_action)
+{
+	if (all)
+		mlplat_write_notes_add(&wb->settled, entity_id, object, NULL);
+	else if (answered_action)
+		mlplat_write_notes_add(&wb->settled, entity_id, object, answered_action);
+}
+
+void
 mlplat_writeback_end(MlplatWriteback *wb)
 {
 	mlplat_seam_writeback_end(wb->pass, wb->ledger, &wb->settled, wb->spans, wb->pass_cxt, wb->lost);

@@ -33,6 +33,7 @@
 #include "mlplat/labels.h"
 #include "mlplat/ledger.h"
 #include "mlplat/observe.h"
+#include "mlplat/pass_work.h"
 #include "mlplat/reconcile.h"
 #include "mlplat/reconcile_sql.h"
 #include "mlplat/reconcile_util.h"
@@ -189,14 +190,14 @@ ours(const MlJsonValue *obj, const char *instance, int64 id)
 }
 
 static List *
-claim(MlplatPass *pass, char **instance)
+claim(MlplatPassWork *w)
 {
 	MlplatClaim c;
 	ListCell *lc;
 
-	mlplat_seam_claim_pass(pass, &claim_seam, "SELECT c FROM mlplat._echoes_claim() c", 0, NULL, NULL, sizeof(Echo),
+	mlplat_seam_claim_pass(w->pass, &claim_seam, "SELECT c FROM mlplat._echoes_claim() c", 0, NULL, NULL, sizeof(Echo),
 						   true, 0, &c);
-	*instance = c.instance;
+	mlplat_pass_work_claimed(w, c.instance, ECHO_COMPONENT);
 	foreach (lc, c.rows)
 	{
 		Echo *e = lfirst(lc);
@@ -304,21 +305,15 @@ echo_row(MlplatWriteback *wb, void *entity, void *row)
 void
 mlplat_echoes_pass(MlplatPass *pass)
 {
-	MemoryContext pass_cxt = CurrentMemoryContext;
-	MlJsonArena *arena = mlplat_json_arena_in(pass_cxt);
-	char *instance;
-	char *list_error;
+	MlplatPassWork w;
 	List *echoes;
-	List *objects = NIL;
-	MlplatWriteNotes sending = { 0 };
+	List *objects;
 	MlplatWriteNotes settled = { 0 };
-	MlplatHttpBatch *batch;
 	ListCell *lc;
-	int lists = 0;
-	int writes = 0;
 
 	/* 1. claim */
-	echoes = claim(pass, &instance);
+	mlplat_pass_work_begin(&w, pass);
+	echoes = claim(&w);
 	if (echoes == NIL)
 	{
 		snprintf(pass->status, sizeof(pass->status), "no echoes");
@@ -326,12 +321,7 @@ mlplat_echoes_pass(MlplatPass *pass)
 	}
 
 	/* 2. observe */
-	list_error = mlplat_kube_list_all(arena, &CONFIGMAP,
-									  psprintf("%s,app.kubernetes.io/component=%s",
-											   mlplat_managed_selector(instance), ECHO_COMPONENT),
-									  &objects, &lists);
-	if (list_error)
-		ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE), errmsg("%s", list_error)));
+	objects = mlplat_pass_work_list(&w, &CONFIGMAP, NULL);
 
 	/* 3. decide, and note every write before it is sent */
 	foreach (lc, echoes)
@@ -340,30 +330,29 @@ mlplat_echoes_pass(MlplatPass *pass)
 		MlJsonError err;
 
 		e->obj = mlplat_observed_find(objects, e->namespace, e->name);
-		echo_decide(e, ml_json_parse(arena, e->data, strlen(e->data), NULL, &err));
+		echo_decide(e, ml_json_parse(w.arena, e->data, strlen(e->data), NULL, &err));
 		if (e->write != ECHO_WRITE_NONE)
-			mlplat_write_notes_add(&sending, e->id, mlplat_object_path(e->namespace, e->name), e->action);
+			mlplat_write_notes_add(&w.sending, e->id, mlplat_object_path(e->namespace, e->name), e->action);
 		if (e->waiting)
 			pass->next_pass_ms = FOLLOW_UP_MS;
 	}
-	if (!mlplat_write_notes_commit(pass, &sending, "requests"))
+	if (!mlplat_pass_work_notes_commit(&w, "requests"))
 		return;
 
 	/* 4. act */
-	batch = mlplat_http_batch_create(pass_cxt);
 	foreach (lc, echoes)
 	{
 		Echo *e = lfirst(lc);
 
 		if (e->write == ECHO_WRITE_CREATE)
-			e->req = mlplat_kube_create(batch, &CONFIGMAP, e->namespace, render(e, instance));
+			e->req = mlplat_kube_create(w.batch, &CONFIGMAP, e->namespace, render(e, w.instance));
 		else if (e->write == ECHO_WRITE_APPLY)
-			e->req = mlplat_kube_apply(batch, &CONFIGMAP, e->namespace, e->name, render(e, instance));
+			e->req = mlplat_kube_apply(w.batch, &CONFIGMAP, e->namespace, e->name, render(e, w.instance));
 		else if (e->write == ECHO_WRITE_DELETE)
-			e->req = mlplat_kube_delete(batch, &CONFIGMAP, e->namespace, e->name);
+			e->req = mlplat_kube_delete(w.batch, &CONFIGMAP, e->namespace, e->name);
 	}
-	if (mlplat_http_batch_count(batch) > 0)
-		mlplat_http_batch_run(batch);
+	if (mlplat_http_batch_count(w.batch) > 0)
+		mlplat_http_batch_run(w.batch);
 	foreach (lc, echoes)
 	{
 		Echo *e = lfirst(lc);
@@ -371,8 +360,8 @@ mlplat_echoes_pass(MlplatPass *pass)
 
 		if (e->req)
 		{
-			writes++;
-			settle(arena, e, instance);
+			w.writes++;
+			settle(w.arena, e, w.instance);
 			/* answered (not a 5xx or a lost connection): the write did or did not land */
 			if (mlplat_write_answered(e->http_status))
 				mlplat_write_notes_add(&settled, e->id, object, NULL);
@@ -394,7 +383,5 @@ mlplat_echoes_pass(MlplatPass *pass)
 		mlplat_writeback_rows(&wb, echoes, echo_row, "SELECT * FROM mlplat._echoes_writeback_set($1, $2)", NULL);
 		mlplat_writeback_end(&wb);
 	}
-	if (pass->status[0] == '\0')
-		snprintf(pass->status, sizeof(pass->status), "%d echoes, %d writes, %d LIST requests",
-				 list_length(echoes), writes, lists);
+	mlplat_pass_work_status(&w, NULL, "%d echoes", list_length(echoes));
 }

@@ -1,0 +1,73 @@
+/*
+ * pass_work.c — the parts of a pass every kind has (pass_work.h).
+ */
+#include "postgres.h"
+
+#include "lib/stringinfo.h"
+
+#include "mlplat/labels.h"
+#include "mlplat/observe.h"
+#include "mlplat/pass_work.h"
+
+void
+mlplat_pass_work_begin(MlplatPassWork *w, MlplatPass *pass)
+{
+	memset(w, 0, sizeof(*w));
+	w->pass = pass;
+	w->cxt = CurrentMemoryContext;
+	w->arena = mlplat_json_arena_in(w->cxt);
+	w->batch = mlplat_http_batch_create(w->cxt);
+}
+
+void
+mlplat_pass_work_claimed(MlplatPassWork *w, char *instance, const char *component)
+{
+	MemoryContextSwitchTo(w->cxt);
+	w->instance = instance;
+	w->selector = mlplat_managed_selector(instance);
+	if (component)
+		w->selector = psprintf("%s," MLPLAT_LABEL_COMPONENT "=%s", w->selector, component);
+}
+
+List *
+mlplat_pass_work_list(MlplatPassWork *w, const MlplatKubeResource *res, const char *selector)
+{
+	List *items = NIL;
+	char *why = mlplat_kube_list_all(w->arena, res, selector ? selector : w->selector, &items, &w->lists);
+
+	if (why)
+		ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE), errmsg("%s", why)));
+	return items;
+}
+
+bool
+mlplat_pass_work_notes_commit(MlplatPassWork *w, const char *what)
+{
+	return mlplat_write_notes_commit(w->pass, &w->sending, what);
+}
+
+void
+mlplat_pass_work_status(MlplatPassWork *w, const char *tail, const char *head_fmt, ...)
+{
+	StringInfoData s;
+	va_list ap;
+
+	if (w->pass->status[0] != '\0')
+		return;
+	initStringInfo(&s);
+	for (;;)
+	{
+		int needed;
+
+		va_start(ap, head_fmt);
+		needed = appendStringInfoVA(&s, head_fmt, ap);
+		va_end(ap);
+		if (needed == 0)
+			break;
+		enlargeStringInfo(&s, needed);
+	}
+	appendStringInfo(&s, ", %d created, %d deleted, %d writes, %d orphans, %d LIST requests%s", w->creates,
+					 w->deletes, w->writes, list_length(w->orphans), w->lists, tail ? tail : "");
+	strlcpy(w->pass->status, s.data, sizeof(w->pass->status));
+	pfree(s.data);
+}
