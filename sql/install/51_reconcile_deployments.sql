@@ -233,17 +233,20 @@ REVOKE ALL ON FUNCTION mlplat._deployments_due(bigint, text[], text[]) FROM PUBL
 -- Of the objects p_namespaces[i]/p_names[i] (ours by label, seen in the cluster), the positions
 -- i that no live deployment owns: the orphans, as the database says, not as the rows one pass
 -- claimed say.  A pass acts on a chunk of the rows (mlplat.pass_row_limit), so "not among my
--- rows" is not "no row": an object is judged an orphan only by this.
+-- rows" is not "no row": an object is judged an orphan only by this.  A pass asks it about
+-- every cached object outside its chunk, thousands while a fleet converges: the keys are read
+-- by one unnest of each array, not by subscript (quadratic, as _deployments_due's were).
 CREATE FUNCTION mlplat._deployments_unowned(p_namespaces text[], p_names text[])
 RETURNS SETOF int
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
-  SELECT g.i FROM pg_catalog.generate_subscripts(p_names, 1) AS g(i)
+  SELECT o.i::int
+    FROM ROWS FROM (pg_catalog.unnest(p_namespaces), pg_catalog.unnest(p_names)) WITH ORDINALITY AS o(ns, name, i)
    WHERE NOT EXISTS (SELECT 1 FROM mlplat.deployments x JOIN mlplat.projects p ON p.id = x.project_id
-                      WHERE x.name = p_names[g.i] AND mlplat._project_namespace(p.name) = p_namespaces[g.i]
+                      WHERE x.name = o.name AND mlplat._project_namespace(p.name) = o.ns
                         AND x.status <> 'DELETED')
-   ORDER BY g.i
+   ORDER BY o.i
 $$;
 REVOKE ALL ON FUNCTION mlplat._deployments_unowned(text[], text[]) FROM PUBLIC;
 
