@@ -164,7 +164,7 @@ M=5
 q mlplat "SELECT count(mlplat.deploy('dw', 'e' || i, 'm', '1', 'kserve-sklearnserver')) FROM generate_series(1, $M) i" >/dev/null
 wait_for mlplat "SELECT count(*) FROM mlplat.deployments WHERE name LIKE 'e%' AND status = 'READY'" $M 60
 tap_ok $? "$M deployments converge with the watch's events 1.5 s late"
-tap_is "$(count apply)" $M "... with one apply each"
+tap_same "$(count apply)" "$M" "... with one apply each"
 admin PUT config '{"watchDelayMs": 0}' >/dev/null
 
 # --- the watch turned off: passes observe as before (GET a due row), the row resync is short again
