@@ -462,19 +462,20 @@ deployment_decide(Deployment *d, MlJsonArena *arena)
 	if (d->desired_revision <= 0 || d->spec == NULL)
 		return;
 
-	desired = d->desired ? (MlJsonValue *) d->desired : ml_json_parse(arena, d->spec, strlen(d->spec), NULL, &err);
-	if (desired == NULL)
-		elog(ERROR, "stored spec of deployment %lld is not JSON: %s", (long long) d->id, err.message);
-
 	rev_label = d->obj ? mlplat_json_text(d->obj, "metadata", "labels", "mlplat.io/revision") : NULL;
 	if (d->obj == NULL || rev_label == NULL || atoi(rev_label) != d->desired_revision)
 	{
-		/* not there, or running another revision: apply the desired one */
+		/* not there, or running another revision: apply the desired one (its text: no parse) */
 		if (d->due)
 			d->action = DEP_APPLY;
 		d->first_apply = true;
 		return;
 	}
+
+	/* parsed only to compare: an apply sends the stored text */
+	desired = d->desired ? (MlJsonValue *) d->desired : ml_json_parse(arena, d->spec, strlen(d->spec), NULL, &err);
+	if (desired == NULL)
+		elog(ERROR, "stored spec of deployment %lld is not JSON: %s", (long long) d->id, err.message);
 
 	if (!ml_spec_diff(arena, desired, d->obj, &diff, &err))
 		elog(ERROR, "spec_diff failed: %s", err.message);
