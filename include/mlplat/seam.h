@@ -188,6 +188,7 @@ typedef struct MlplatSeamArray
 {
 	MlplatSeam *seam;
 	ArrayBuildState *state;
+	MemoryContext row_cxt; /* what building one element takes, reset after each */
 	int count;
 	int64 returned_sum; /* after the write-back: the sum of its second column, if any */
 } MlplatSeamArray;
