@@ -52,10 +52,10 @@ tap_is "$(q mlplat "SELECT count(*) FILTER (WHERE n <> 1) || '/' || count(*) FRO
             LEFT JOIN mlplat.reconcile_ledger l ON l.kind = 'deployments' AND l.entity_id = d.id AND l.action = 'APPLY'
            GROUP BY d.id) x")" "0/$N" "every deployment has exactly one APPLY in the ledger"
 tap_is "$(admin GET 'requests?kind=InferenceService&method=PATCH' | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["items"]))')" \
-	"$N" "the stand-in saw $N applies: 1.0 per deployment"
+	"500" "the stand-in saw 500 applies: 1.0 per deployment"
 tap_is "$(q mlplat "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND action = 'ORPHAN_TEARDOWN'")/$(writes_count 'method=DELETE&kind=InferenceService')" \
 	"0/0" "full resyncs in chunks tore down no live deployment's object (ledger / stand-in DELETEs)"
-tap_is "$(q mlplat "SELECT count(*) FROM mlplat.deployments WHERE status = 'READY'")" "$N" "... and all $N are still READY"
+tap_is "$(q mlplat "SELECT count(*) FROM mlplat.deployments WHERE status = 'READY'")" "500" "... and all 500 are still READY"
 
 # a real orphan: d7 undeployed, then its render lands again (as a late apply would)
 phantom=$(q mlplat "SELECT mlplat.render_inference_service('rl', 'd7', 1)")
