@@ -284,6 +284,11 @@ extern void mlplat_writeback_end(MlplatWriteback *wb);
 extern void mlplat_writeback_orphan(MlplatWriteback *wb, const char *entity, int64 entity_id, const char *project,
 									const char *outcome, int http_status, const char *error, const char *object);
 
+/*
+ * Notes an observation settles (a sight of the object, or the grace): all of the
+ * object's, or those of one noted action.  An answer settles only its own leader's
+ * notes: mlplat_write_notes_answered (unanswered.h).
+ */
 extern void mlplat_writeback_settle(MlplatWriteback *wb, int64 entity_id, const char *object, bool all,
 									const char *answered_action);
 

@@ -2,7 +2,9 @@
  * unanswered.h — the write-ahead record of external writes (mlplat.unanswered_writes).
  *
  * A pass notes every write it is about to send, committed, before sending; the write-back
- * of the pass that heard the answer removes the note.  A note left by a terminated leader
+ * of the pass that heard the answer removes the note — its own leader's only: an earlier
+ * leader's note of the same object stays (marked overtaken) until the grace, since that
+ * leader's request may still be in flight and land after the answer.  A note left by a terminated leader
  * tells the next one that an object may exist (or may still appear) although nothing else
  * in the database says so: before concluding "never made" or "gone" it looks for the
  * object, adopts what it finds, and waits up to mlplat.unanswered_write_grace for what it
@@ -21,7 +23,8 @@
 typedef struct MlplatUnanswered
 {
 	/* entity_id, object (namespace/name), action (the ledger action the write was to be
-	 * recorded as), age_ms (since it was noted): mlplat.unanswered_note */
+	 * recorded as), age_ms (since it was noted), overtaken (a later leader's write of the
+	 * object was answered since): mlplat.unanswered_note */
 	MLPLAT_SEAM_MEMBERS(unanswered_note)
 } MlplatUnanswered;
 
@@ -43,6 +46,17 @@ extern MlplatUnanswered *mlplat_unanswered_find(List *notes, int64 entity_id, co
 extern bool mlplat_unanswered_settled(const MlplatUnanswered *u);
 
 /*
+ * Does finding the object settle this note (and is what was found its write's, to adopt)?
+ * Not while it is overtaken: the object may be the later, answered write's, and this one
+ * may still land; only the grace settles it then.
+ */
+static inline bool
+mlplat_unanswered_seen_settles(const MlplatUnanswered *u)
+{
+	return !u->overtaken;
+}
+
+/*
  * Writes to note, or notes to remove: collected, then written with one statement.  To
  * remove, a NULL action names every note of the object.
  */
@@ -51,10 +65,34 @@ typedef struct MlplatWriteNotes
 	List *ids; /* int64 as a List of palloc'd int64 */
 	List *objects;
 	List *actions;
+	List *answered; /* an IntList: 0 a sight or the grace, 1 answered, 2 answered and made */
 } MlplatWriteNotes;
 
+/*
+ * A write to note; or, to remove, a note whose object was found (adopted) or whose grace
+ * ended.  A sight does not remove an earlier leader's note that a later answer overtook
+ * (the object seen may be the later write's); the grace removes any.
+ */
 extern void mlplat_write_notes_add(MlplatWriteNotes *n, int64 entity_id, const char *object,
 								   const char *action);
+
+/*
+ * To remove: the notes of a write this pass sent and heard answered.  Only this leader's
+ * own notes go (their epoch is the pass's): an earlier leader's write of the object may
+ * still land after this answer.  made: the answer says this write made or set the object
+ * (a 2xx to a create or an apply, mlplat_write_made): an earlier leader's note of it stays,
+ * marked overtaken, until the grace, since the object now seen may be this write's.  A
+ * refusal or a delete makes nothing, so a sight still settles (and adopts) such a note.
+ */
+extern void mlplat_write_notes_answered(MlplatWriteNotes *n, int64 entity_id, const char *object,
+										const char *action, bool made);
+
+/* Did the answer to a create or an apply say it made or set the object (a 2xx)? */
+static inline bool
+mlplat_write_made(int status)
+{
+	return status >= 200 && status < 300;
+}
 
 /*
  * Commit the notes in a transaction of their own (none may be open) before the requests

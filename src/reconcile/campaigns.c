@@ -95,6 +95,7 @@ typedef struct Cand
 	bool mark_created;
 	bool adopt;
 	bool settle_note;
+	bool answered; /* this pass's request was answered: remove its own note */
 	bool waiting;
 	bool cleanup_done;
 	bool write;
@@ -306,7 +307,7 @@ cand_decide(Cand *c, TimestampTz now)
 		c->mark_created = true;
 		c->write = true;
 	}
-	if (c->unanswered)
+	if (c->unanswered && (mlplat_unanswered_seen_settles(c->unanswered) || mlplat_unanswered_settled(c->unanswered)))
 	{
 		c->settle_note = true;
 		c->write = true;
@@ -554,7 +555,7 @@ request_result(Cand *c, MlplatPass *pass)
 	mlplat_kube_parse_status(c->req, &res);
 	c->http_status = res.status;
 	if (res.status >= 200 && res.status < 500)
-		c->settle_note = true;
+		c->answered = true;
 	c->write = true;
 	if (c->action == CAND_CREATE && res.outcome == MLPLAT_KUBE_EXISTS)
 	{
@@ -746,8 +747,11 @@ cand_row(MlplatWriteback *wb, void *entity, void *row)
 	CandWriteback *w = row;
 	const char *obj = c->job_name ? mlplat_object_path(c->namespace, c->job_name) : NULL;
 
-	if (c->job_name)
-		mlplat_writeback_settle(wb, c->id, obj, c->settle_note, NULL);
+	if (c->settle_note && c->job_name)
+		mlplat_write_notes_add(&wb->settled, c->id, obj, NULL);
+	else if (c->answered && c->job_name)
+		mlplat_write_notes_answered(&wb->settled, c->id, obj, NULL,
+									c->action == CAND_CREATE && mlplat_write_made(c->http_status));
 	if (c->write)
 	{
 		w->status = c->new_status;

@@ -877,8 +877,11 @@ dep_row(MlplatWriteback *wb, void *entity, void *row)
 	Deployment *d = entity;
 	DeploymentWriteback *w = row;
 
-	mlplat_writeback_settle(wb, d->id, mlplat_object_path(d->namespace, d->name), d->settle_note,
-							d->answered ? d->ledger_action : NULL);
+	if (d->settle_note)
+		mlplat_write_notes_add(&wb->settled, d->id, mlplat_object_path(d->namespace, d->name), NULL);
+	else if (d->answered && d->ledger_action)
+		mlplat_write_notes_answered(&wb->settled, d->id, mlplat_object_path(d->namespace, d->name), d->ledger_action,
+									d->action != DEP_DELETE && mlplat_write_made(d->http_status));
 	if (d->adopt)
 		mlplat_ledger_batch_add(wb->ledger, "deployment", d->id, d->project, "ADOPT", "OK", d->spec_digest, NULL, 0,
 								NULL, mlplat_trace_id_of(d->traceparent),

@@ -245,7 +245,8 @@ lab_decide(LabRun *r, const char *instance)
 			r->job_obj = NULL;
 			terminating = false;
 		}
-		else if (r->job_note && (strcmp(r->status, "DISPATCHED") == 0 || cancel))
+		else if (r->job_note && mlplat_unanswered_seen_settles(r->job_note) &&
+				 (strcmp(r->status, "DISPATCHED") == 0 || cancel))
 			r->adopt_job = true; /* created by a pass whose answer was lost */
 	}
 
@@ -409,7 +410,9 @@ secret_note_decide(LabRun *r, const char *instance)
 {
 	if (r->secret_note == NULL)
 		return;
-	if (r->secret_obj)
+	if (r->secret_obj && !mlplat_unanswered_seen_settles(r->secret_note))
+		r->settle_secret_note = mlplat_unanswered_settled(r->secret_note); /* overtaken: the grace only */
+	else if (r->secret_obj)
 	{
 		const char *cid = r->secret_cid ? r->secret_cid
 										: mlplat_object_content_id(r->secret_obj);
@@ -782,7 +785,7 @@ write_answered(LabAnswers *a, LabRun *r, const MlplatKubeResource *res, LabWrite
 	request_span(&a->spans, r, w == LAB_WRITE_CREATE ? "create" : "delete", name, req,
 				 strcmp(outcome, "OK") == 0 || strcmp(outcome, "EXISTS") == 0 ? NULL : error);
 	if (status >= 200 && status < 500)
-		mlplat_write_notes_add(&a->settled, r->id, object, NULL);
+		mlplat_write_notes_answered(&a->settled, r->id, object, NULL, w == LAB_WRITE_CREATE && mlplat_write_made(status));
 	if (strcmp(outcome, "EXISTS") != 0)
 	{
 		ledger_add(&a->ledger, r, write_action(w), outcome, status, error, object);

@@ -327,6 +327,7 @@ typedef struct AliasRow
 	bool moved;					  /* the registry write succeeded: a history row */
 	const MlplatUnanswered *note; /* an alias write never answered */
 	bool adopt;					  /* what it wrote is there: ledger ADOPT */
+	bool drop_note;				  /* its note is overtaken and past the grace: remove it */
 	char *adopted;				  /* ... the registry version it set (NULL: deleted) */
 	bool unmap;					  /* the mapped registry version is gone */
 	/* write-back */
@@ -411,6 +412,12 @@ alias_adopt_decide(AliasRow *a)
 {
 	if (a->note == NULL)
 		return;
+	if (!mlplat_unanswered_seen_settles(a->note))
+	{
+		/* a later leader's answered write overtook it: only the grace settles it */
+		a->drop_note = mlplat_unanswered_settled(a->note);
+		return;
+	}
 	if (mlplat_str_same(a->observed, noted_target(a->note)))
 	{
 		a->adopt = true;
@@ -755,10 +762,11 @@ alias_row(MlplatWriteback *wb, void *entity, void *row)
 		mlplat_ledger_batch_add(wb->ledger, "model_alias", a->id, a->project, "ADOPT", "OK", NULL, NULL, 0, NULL, trace,
 								psprintf("%s %s -> %s: set by a write whose answer was never recorded", a->registered_model,
 										 a->alias, a->adopted ? a->adopted : "(none)"));
-	/* every note of the alias once a write is answered; an adopted one by itself otherwise */
+	/* this leader's notes of the alias once a write is answered; an adopted one by itself too */
 	if (a->write_req && mlplat_write_answered(a->http_status))
-		mlplat_write_notes_add(&wb->settled, a->id, alias_object(a), NULL);
-	else if (a->adopt)
+		mlplat_write_notes_answered(&wb->settled, a->id, alias_object(a), NULL,
+									strcmp(a->action, "DELETE") != 0 && mlplat_write_made(a->http_status));
+	if (a->adopt || a->drop_note)
 		mlplat_write_notes_add(&wb->settled, a->id, alias_object(a), a->note->action);
 	if (a->write_req)
 	{
@@ -820,8 +828,10 @@ write_back(MlplatPass *pass, List *aliases, List *models, List *versions)
 			mlplat_ledger_batch_add(wb.ledger, "model_alias", m->alias_id, m->project, "CREATE",
 									m->exists ? "OK" : "RETRY", NULL, NULL, m->http_status, m->error, NULL,
 									model_object(m));
-		if (m->adopt || (m->create_req && mlplat_write_answered(m->http_status)))
+		if (m->adopt)
 			mlplat_write_notes_add(&wb.settled, 0, model_object(m), NULL);
+		else if (m->create_req && mlplat_write_answered(m->http_status))
+			mlplat_write_notes_answered(&wb.settled, 0, model_object(m), NULL, mlplat_write_made(m->http_status));
 	}
 	foreach (lc, versions)
 	{

@@ -629,7 +629,11 @@ project_decide(Project *p, MlJsonArena *arena, char *const list_error[])
 	 */
 	foreach_ptr (ProjObj, o, p->objs)
 		if (o->obs && o->unanswered && !(o == nso && strcmp(p->status, "DELETING") == 0))
-			o->adopt = o->settle = true;
+		{
+			/* an overtaken note is not proven by the sight: it waits for the grace */
+			o->adopt = mlplat_unanswered_seen_settles(o->unanswered);
+			o->settle = o->adopt || mlplat_unanswered_settled(o->unanswered);
+		}
 
 	if (strcmp(p->status, "DELETING") == 0)
 	{
@@ -1011,16 +1015,16 @@ project_row(MlplatWriteback *wb, void *entity, void *row)
 	foreach_ptr (ProjObj, o, p->objs)
 	{
 		if (o->settle)
-			mlplat_writeback_settle(wb, p->id, obj_label(o), true, NULL);
-		else if (o->answered && (o->unanswered == NULL || (o->http_status >= 200 && o->http_status < 300)))
+			mlplat_write_notes_add(&wb->settled, p->id, obj_label(o), NULL);
+		else if (o->answered)
 		{
 			/*
-			 * A refusal (429, 4xx) answers only this pass's write: an earlier
-			 * leader's unanswered write of the object may still have made it, so
-			 * its note stays until a pass finds the object (ADOPT) or the grace
-			 * ends.  A 2xx is recorded by our own ledger row.
+			 * An answer (2xx, or a refusal: 429, 4xx) settles only this leader's
+			 * write: an earlier leader's unanswered write of the object may still
+			 * land, so its note stays until the grace ends (unanswered.h).
 			 */
-			mlplat_writeback_settle(wb, p->id, obj_label(o), false, o->action == ACT_DELETE ? "DELETE" : "APPLY");
+			mlplat_write_notes_answered(&wb->settled, p->id, obj_label(o), o->action == ACT_DELETE ? "DELETE" : "APPLY",
+										o->action != ACT_DELETE && mlplat_write_made(o->http_status));
 		}
 		if (o->adopt)
 			mlplat_ledger_batch_add(wb->ledger, "project", p->id, p->name, "ADOPT", "OK", NULL, NULL, 0, NULL,

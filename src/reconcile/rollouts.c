@@ -122,7 +122,8 @@ typedef struct Rollout
 	bool not_ours;						/* it is not the deployment's own: touch nothing */
 	bool adopt;							/* found what that apply made: ledger ADOPT */
 	int adopt_percent;					/* ... the setting it made (-1: canary removed) */
-	bool settle_note;					/* remove its note (answered, or found) */
+	bool settle_note;					/* remove its note (found what it made) */
+	bool answered;						/* this pass's apply was answered: remove its own note */
 } Rollout;
 
 /* this installation's id (mlplat.installation), read once: it never changes */
@@ -602,7 +603,13 @@ write_back(MlplatPass *pass, List *rollouts, int *decisions)
 	{
 		Rollout *r = lfirst(lc);
 
-		/* every note of the object once answered; an adopted one by itself otherwise */
+		/*
+		 * this leader's notes of the object once answered; an earlier leader's only by a
+		 * sight (every note of the object; an adopted one by itself) or the grace
+		 */
+		if (r->answered)
+			mlplat_write_notes_answered(&settled, r->id, mlplat_object_path(r->namespace, r->name), NULL,
+										mlplat_write_made(r->http_status));
 		if (r->settle_note)
 			mlplat_write_notes_add(&settled, r->id, mlplat_object_path(r->namespace, r->name), NULL);
 		else if (r->adopt)
@@ -912,11 +919,13 @@ rollouts_round(MlplatPass *pass, List *moved)
 			continue;
 		}
 		/* the wanted setting is there: an apply whose answer was never recorded made it */
-		if (r->unanswered)
+		if (r->unanswered && mlplat_unanswered_seen_settles(r->unanswered))
 		{
 			r->adopt = r->settle_note = true;
 			r->adopt_percent = r->want_percent;
 		}
+		else if (r->unanswered && mlplat_unanswered_settled(r->unanswered))
+			r->settle_note = true; /* overtaken, and past the grace */
 		/* a decision is due: gather the window's request metrics with it */
 		if (r->settled && r->window_start_ms > 0 && r->decide_at_ms > 0 && now_ms >= r->decide_at_ms &&
 			r->want_percent >= 0 && strcmp(r->status, "ROLLING_BACK") != 0 && r->target_kn != NULL)
@@ -949,7 +958,7 @@ rollouts_round(MlplatPass *pass, List *moved)
 			mlplat_kube_parse_response_in(r->apply, arena, &kr);
 			r->http_status = kr.status;
 			if (mlplat_write_answered(kr.status))
-				r->settle_note = true;
+				r->answered = true;
 			applies++;
 			if (kr.outcome == MLPLAT_KUBE_OK)
 			{

@@ -78,6 +78,7 @@ typedef struct Run
 	bool mark_submitted;
 	bool adopt;				/* found without a recorded create: ledger ADOPT */
 	bool settle_note;		/* the unanswered write is resolved: remove its note */
+	bool answered;			/* this pass's write was answered: remove its own note */
 	bool waiting;			/* an unanswered create may still land: look again soon */
 	bool conflict;			/* a workflow of its name that is not its own */
 	MlplatHttpRequest *get; /* after a 409: read what holds the name */
@@ -279,7 +280,7 @@ run_decide(Run *r)
 		r->adopt = true;
 		r->write = true;
 	}
-	if (r->unanswered)
+	if (r->unanswered && (mlplat_unanswered_seen_settles(r->unanswered) || mlplat_unanswered_settled(r->unanswered)))
 	{
 		r->settle_note = true;
 		r->write = true;
@@ -381,7 +382,7 @@ request_result(Run *r, MlplatPass *pass)
 	r->http_status = res.status;
 	r->write = true;
 	if (mlplat_write_answered(res.status))
-		r->settle_note = true;
+		r->answered = true;
 	if (res.outcome == MLPLAT_KUBE_EXISTS && r->action == RUN_CREATE)
 	{
 		/*
@@ -480,7 +481,10 @@ run_row(MlplatWriteback *wb, void *entity, void *row)
 	RunWriteback *w = row;
 
 	if (r->settle_note)
-		mlplat_writeback_settle(wb, r->id, mlplat_object_path(r->namespace, r->workflow), true, NULL);
+		mlplat_write_notes_add(&wb->settled, r->id, mlplat_object_path(r->namespace, r->workflow), NULL);
+	else if (r->answered)
+		mlplat_write_notes_answered(&wb->settled, r->id, mlplat_object_path(r->namespace, r->workflow), NULL,
+									r->action == RUN_CREATE && mlplat_write_made(r->http_status));
 	if (!r->write)
 		return false;
 	w->status = r->new_status;

@@ -49,8 +49,9 @@ mlplat_unanswered_settled(const MlplatUnanswered *u)
 	return u->age_ms >= mlplat_unanswered_write_grace_ms;
 }
 
-void
-mlplat_write_notes_add(MlplatWriteNotes *n, int64 entity_id, const char *object, const char *action)
+/* answer: 0 a sight or the grace, 1 answered, 2 answered and the object made (see the SQL) */
+static void
+notes_append(MlplatWriteNotes *n, int64 entity_id, const char *object, const char *action, int answer)
 {
 	int64 *id = palloc(sizeof(int64));
 
@@ -58,6 +59,20 @@ mlplat_write_notes_add(MlplatWriteNotes *n, int64 entity_id, const char *object,
 	n->ids = lappend(n->ids, id);
 	n->objects = lappend(n->objects, pstrdup(object));
 	n->actions = lappend(n->actions, action ? pstrdup(action) : NULL);
+	n->answered = lappend_int(n->answered, answer);
+}
+
+void
+mlplat_write_notes_add(MlplatWriteNotes *n, int64 entity_id, const char *object, const char *action)
+{
+	notes_append(n, entity_id, object, action, 0);
+}
+
+void
+mlplat_write_notes_answered(MlplatWriteNotes *n, int64 entity_id, const char *object, const char *action,
+							bool made)
+{
+	notes_append(n, entity_id, object, action, made ? 2 : 1);
 }
 
 static Datum
@@ -70,6 +85,18 @@ ids_array(List *ids)
 	foreach (lc, ids)
 		d[i++] = Int64GetDatum(*(int64 *) lfirst(lc));
 	return PointerGetDatum(construct_array(d, i, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+}
+
+static Datum
+ints_array(List *ints)
+{
+	Datum *d = palloc(sizeof(Datum) * Max(list_length(ints), 1));
+	int i = 0;
+	ListCell *lc;
+
+	foreach (lc, ints)
+		d[i++] = Int32GetDatum(lfirst_int(lc));
+	return PointerGetDatum(construct_array(d, i, INT4OID, sizeof(int32), true, TYPALIGN_INT));
 }
 
 /* a text[] of the strings, a NULL element for a NULL string */
@@ -122,8 +149,8 @@ mlplat_write_notes_commit(MlplatPass *pass, MlplatWriteNotes *n, const char *wha
 void
 mlplat_write_notes_clear(MlplatPass *pass, MlplatWriteNotes *n)
 {
-	Oid types[5] = { TEXTOID, INT8OID, INT8ARRAYOID, TEXTARRAYOID, TEXTARRAYOID };
-	Datum v[5];
+	Oid types[7] = { TEXTOID, INT8OID, INT8ARRAYOID, TEXTARRAYOID, TEXTARRAYOID, INT4ARRAYOID, INT8OID };
+	Datum v[7];
 
 	if (n->ids == NIL)
 		return;
@@ -132,5 +159,7 @@ mlplat_write_notes_clear(MlplatPass *pass, MlplatWriteNotes *n)
 	v[2] = ids_array(n->ids);
 	v[3] = text_array(n->objects);
 	v[4] = text_array(n->actions);
-	(void) mlplat_sql_int4("SELECT mlplat._unanswered_clear($1, $2, $3, $4, $5)", 5, types, v, NULL);
+	v[5] = ints_array(n->answered);
+	v[6] = Int64GetDatum((int64) mlplat_unanswered_write_grace_ms);
+	(void) mlplat_sql_int4("SELECT mlplat._unanswered_clear($1, $2, $3, $4, $5, $6, $7)", 7, types, v, NULL);
 }

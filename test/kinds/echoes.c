@@ -123,8 +123,9 @@ echo_decide(Echo *e, const MlJsonValue *want)
 {
 	bool in_step = strcmp(e->status, "SYNCED") == 0 && e->observed_generation == e->generation;
 
-	/* found where a write may have landed unanswered: the write made it */
-	if (e->obj && e->note)
+	/* found where a write may have landed unanswered: the write made it (unless a later
+	 * leader's answered write overtook it: then the object may be that one's) */
+	if (e->obj && e->note && mlplat_unanswered_seen_settles(e->note))
 		e->adopt = true;
 
 	if (strcmp(e->status, "DELETING") == 0)
@@ -362,15 +363,16 @@ mlplat_echoes_pass(MlplatPass *pass)
 		{
 			w.writes++;
 			settle(w.arena, e, w.instance);
-			/* answered (not a 5xx or a lost connection): the write did or did not land */
+			/* answered (not a 5xx or a lost connection): this leader's write did or did not land */
 			if (mlplat_write_answered(e->http_status))
-				mlplat_write_notes_add(&settled, e->id, object, NULL);
+				mlplat_write_notes_answered(&settled, e->id, object, NULL,
+											e->write == ECHO_WRITE_APPLY && mlplat_write_made(e->http_status));
 			if (strcmp(e->action, "ADOPT") == 0 && strcmp(e->outcome, "OK") == 0)
 				pass->next_pass_ms = FOLLOW_UP_MS; /* compare the adopted object next */
 			else if (strcmp(e->outcome, "RETRY") == 0)
 				pass->next_pass_ms = pass->next_pass_ms > 0 ? Min(pass->next_pass_ms, e->retry_ms) : e->retry_ms;
 		}
-		else if (e->note && (e->adopt || (e->obj == NULL && e->to_status != NULL)))
+		else if (e->note && (e->adopt || (e->obj == NULL && e->to_status != NULL) || mlplat_unanswered_settled(e->note)))
 			mlplat_write_notes_add(&settled, e->id, object, NULL); /* adopted, or past its grace */
 	}
 
