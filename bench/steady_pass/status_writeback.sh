@@ -9,14 +9,10 @@ set -euo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 SIZES=${SIZES:-"1 10 100 1000"}
 REPS=${REPS:-21}
-. "$SRC/test/lib/cluster.sh"
-cluster_init "$(mktemp -d /tmp/mlplat-bench.XXXXXX)"
-on_exit 'rm -rf "$WORK"'
-cluster_build MLPLAT_TEST_KINDS=0
-P=$(free_port)
-cluster_start "$WORK/data" "$P" "shared_preload_libraries = 'mlplat'" "mlplat.database = 'no_such_db'"
-on_exit cluster_stop_all
-Q() { as_pg "$BIN/psql" -h "$WORK" -p "$P" -U postgres -d postgres -qAtX -v ON_ERROR_STOP=1 "$@"; }
+. "$SRC/test/lib/stack.sh"
+stack_init status_writeback
+stack_start "shared_preload_libraries = 'mlplat'" "mlplat.database = 'no_such_db'"
+Q() { $PSQL -d postgres "$@"; }
 max=0
 for n in $SIZES; do ((n > max)) && max=$n; done
 Q <<SQL >/dev/null
