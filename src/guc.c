@@ -21,7 +21,7 @@ bool mlplat_workers_enabled = true;
 int mlplat_leader_retry_interval_ms = 250;
 int mlplat_resync_interval_ms = 30000;
 int mlplat_full_resync_interval_ms = 300000;
-bool mlplat_deployments_watch = false;
+bool mlplat_deployments_watch = true;
 int mlplat_watch_resync_interval_ms = 21600000;
 int mlplat_row_resync_interval_ms = 0;
 int mlplat_unanswered_write_grace_ms = 60000;
@@ -249,7 +249,7 @@ mlplat_define_gucs(void)
 							 "The leader LISTs once, then keeps a watch with bookmarks open: an out-of-band change makes its row due at once, "
 							 "passes read claimed rows from the cache, and rows are resynced every mlplat.watch_resync_interval. "
 							 "When the watch is not healthy, passes observe with GETs and LISTs as without it.",
-							 &mlplat_deployments_watch, false,
+							 &mlplat_deployments_watch, true,
 							 PGC_SIGHUP, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("mlplat.watch_resync_interval",
 							"How often a deployment is compared with the cluster although nothing changed, while the watch is healthy.",

@@ -17,7 +17,8 @@
 #   (pg_database_size after the steady window minus before deploy(), / N).
 #   OUT=file appends one tab-separated line per N (N conv_ms bare_ms pass_ms
 #   bare_pass_ms deployments rss_peak_kB hwm_kB db_bytes_per_deployment applies) for plots.
-#   WATCH=on converges with mlplat.deployments_watch on (default off); WATCH_DELAY_MS=N has
+#   WATCH=on converges with mlplat.deployments_watch on (default off here, as in the
+#   tables of docs/benchmarks.md; the server's default is on); WATCH_DELAY_MS=N has
 #   the stand-in write every watch line N ms late (a loaded API server's lagging watch).
 #   The stand-in holds 3 N InferenceServices per size (mlplat's and two bare
 #   namespaces'): STANDIN_HEAP_MB raises node's heap limit (default 8192).

@@ -135,7 +135,7 @@ tap_ok $rc "with the verbs back the deployment heals to READY"
 [ $rc = 0 ] || row rverb
 
 # ---------------------------------------------------------------- the watch taken away
-# With mlplat.deployments_watch on (set here; off by default) the deployments leader LISTs
+# With mlplat.deployments_watch on (set here, whatever the default) the deployments leader LISTs
 # InferenceServices once and watches them.  Without the watch verb the server answers the watch 403: the
 # cache is unhealthy, passes observe with GETs and LISTs as without it, and the next LIST
 # and watch wait out a backoff (before: a LIST and a refused watch at every pass, each
