@@ -1199,6 +1199,24 @@ isvc_compared(MlJsonArena *arena, const MlJsonValue *obj)
 	return kept;
 }
 
+/*
+ * A "namespace/name" key (the watch cache's, the claim's by_name) split into
+ * a copy in the current context: its namespace, *name its name; NULL when it
+ * has no slash.
+ */
+static char *
+key_split(const char *key, const char **name)
+{
+	char *ns = pstrdup(key);
+	char *slash = strchr(ns, '/');
+
+	if (slash == NULL)
+		return NULL;
+	*slash = '\0';
+	*name = slash + 1;
+	return ns;
+}
+
 /* Make due the live rows of the objects the watch saw change ("namespace/name" keys). */
 static void
 mark_due(MlplatPass *pass, List *keys)
@@ -1213,14 +1231,13 @@ mark_due(MlplatPass *pass, List *keys)
 	names = initArrayResult(TEXTOID, cxt, false);
 	foreach (lc, keys)
 	{
-		char *key = MemoryContextStrdup(cxt, lfirst(lc));
-		char *slash = strchr(key, '/');
+		const char *name;
+		char *ns = key_split(lfirst(lc), &name);
 
-		if (slash == NULL)
+		if (ns == NULL)
 			continue;
-		*slash = '\0';
-		mlplat_array_add_text(nss, key);
-		mlplat_array_add_text(names, slash + 1);
+		mlplat_array_add_text(nss, ns);
+		mlplat_array_add_text(names, name);
 	}
 	(void) mlplat_sql_exec("SELECT mlplat._deployments_due($1, $2, $3)", 3, (Oid[]){ INT8OID, TEXTARRAYOID, TEXTARRAYOID },
 						   (Datum[]){ Int64GetDatum(pass->epoch), makeArrayResult(nss, cxt),
@@ -1320,13 +1337,11 @@ unowned(List *keys)
 
 	foreach (lc, keys)
 	{
-		char *ns = pstrdup(lfirst(lc));
-		char *slash = strchr(ns, '/');
+		const char *name = "";
+		char *ns = key_split(lfirst(lc), &name);
 
-		if (slash)
-			*slash++ = '\0';
-		cells[2 * i] = ns;
-		cells[2 * i + 1] = slash ? slash : "";
+		cells[2 * i] = ns ? ns : lfirst(lc);
+		cells[2 * i + 1] = name;
 		i++;
 	}
 	orphaned = mlplat_sql_known_ordinals("SELECT i FROM mlplat._deployments_unowned($1, $2) i", 2, n, cells);
@@ -1352,13 +1367,12 @@ orphans_next_if_unowned(MlplatPass *pass, MlJsonArena *arena, HTAB *by_name)
 
 	foreach (lc, watch_changed)
 	{
-		char *key = pstrdup(lfirst(lc));
-		char *slash = strchr(key, '/');
+		const char *name;
+		char *ns;
 
-		if (slash == NULL || (by_name && hash_search(by_name, key, HASH_FIND, NULL) != NULL))
+		if (by_name && hash_search(by_name, lfirst(lc), HASH_FIND, NULL) != NULL)
 			continue;
-		*slash = '\0';
-		if (mlplat_watch_cache_get(isvc_cache, arena, key, slash + 1) != NULL)
+		if ((ns = key_split(lfirst(lc), &name)) != NULL && mlplat_watch_cache_get(isvc_cache, arena, ns, name) != NULL)
 			keys = lappend(keys, lfirst(lc));
 	}
 	if (unowned(keys) != NIL)
@@ -1569,19 +1583,19 @@ mlplat_deployments_pass(MlplatPass *pass)
 		 */
 		foreach (lc, unowned(candidates))
 		{
-			char *key = lfirst(lc);
-			char *slash = strchr(key, '/');
+			const char *name;
+			char *ns = key_split(lfirst(lc), &name);
 			const MlJsonValue *obj;
 			Deployment *o;
 
-			*slash = '\0';
-			obj = cached ? mlplat_watch_cache_get(isvc_cache, arena, key, slash + 1)
-						 : find_listed(items, key, slash + 1);
+			if (ns == NULL)
+				continue;
+			obj = cached ? mlplat_watch_cache_get(isvc_cache, arena, ns, name) : find_listed(items, ns, name);
 			if (obj == NULL || mlplat_json_text(obj, "metadata", "deletionTimestamp", NULL))
 				continue;
 			o = palloc0(sizeof(Deployment));
-			o->namespace = key;
-			o->name = slash + 1;
+			o->namespace = ns;
+			o->name = (char *) name;
 			o->project = (char *) mlplat_json_text(obj, "metadata", "labels", MLPLAT_LABEL_PROJECT);
 			o->action = DEP_DELETE;
 			o->obj = obj;
