@@ -91,19 +91,6 @@ AS $$
   SELECT u.id FROM mlplat._status_writeback_set('model_aliases', p_epoch, p_rows) u
 $$;
 
--- One alias's write-back (tests and operators standing in for the reconciler).
-CREATE FUNCTION mlplat._aliases_writeback(
-    p_id bigint, p_row_version bigint, p_epoch bigint, p_status text, p_reason text,
-    p_observed_generation bigint, p_observed jsonb, p_error text, p_retry_ms int)
-RETURNS boolean
-LANGUAGE sql
-SET search_path = pg_catalog, mlplat, pg_temp
-AS $$
-  SELECT EXISTS (SELECT 1 FROM mlplat._aliases_writeback_set(p_epoch, ARRAY[
-           ROW(p_id, p_row_version, p_status, p_reason, p_observed_generation, p_observed,
-               p_error, p_retry_ms)::mlplat.model_alias_writeback]))
-$$;
-
 -- Record (p_registry_version not NULL) or forget (NULL: the registry lost it)
 -- which registry version holds an mlplat version.  Facts about the registry are
 -- kept even when the alias write-back loses its compare-and-swap.
@@ -161,7 +148,6 @@ END;
 $$;
 
 REVOKE ALL ON FUNCTION mlplat._aliases_claim(boolean) FROM PUBLIC;
-REVOKE ALL ON FUNCTION mlplat._aliases_writeback(bigint, bigint, bigint, text, text, bigint, jsonb, text, int) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._aliases_writeback_set(bigint, mlplat.model_alias_writeback[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._aliases_map_version(bigint, text, text, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._aliases_history(bigint, text, bigint, text, text, text, bigint, text, text) FROM PUBLIC;

@@ -268,24 +268,10 @@ AS $$
   SELECT u.id FROM mlplat._status_writeback_set('model_aliases', p_epoch, p_rows) u
 $$;
 
--- One alias's write-back (tests and operators standing in for the reconciler).
--- plpgsql before, a wrapper of the set now
-CREATE OR REPLACE FUNCTION mlplat._aliases_writeback(
-    p_id bigint, p_row_version bigint, p_epoch bigint, p_status text, p_reason text,
-    p_observed_generation bigint, p_observed jsonb, p_error text, p_retry_ms int)
-RETURNS boolean
-LANGUAGE sql
-SET search_path = pg_catalog, mlplat, pg_temp
-AS $$
-  SELECT EXISTS (SELECT 1 FROM mlplat._aliases_writeback_set(p_epoch, ARRAY[
-           ROW(p_id, p_row_version, p_status, p_reason, p_observed_generation, p_observed,
-               p_error, p_retry_ms)::mlplat.model_alias_writeback]))
-$$;
-
 REVOKE ALL ON FUNCTION mlplat._aliases_claim(boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._aliases_writeback_set(bigint, mlplat.model_alias_writeback[]) FROM PUBLIC;
 
--- projects (the claim is made again in part 41, the one-row write-back in part 96)
+-- projects (the claim is made again in part 41; the wake of runs is in _projects_writeback_set)
 -- The seam (src/reconcile/seam.c): the claim returns mlplat.project_claim rows, the write-back
 -- takes an array of mlplat.project_writeback; C reads and builds them by name.
 CREATE TYPE mlplat.project_claim AS (

@@ -26,18 +26,3 @@ AS $$
    ORDER BY u.id
 $$;
 REVOKE ALL ON FUNCTION mlplat._runs_claim() FROM PUBLIC;
-
--- (the wake is in _projects_writeback_set, part 20)
--- One project's write-back (tests and operators standing in for the reconciler).
-CREATE OR REPLACE FUNCTION mlplat._projects_writeback(
-    p_id bigint, p_row_version bigint, p_epoch bigint,
-    p_status text, p_reason text, p_observed_generation bigint,
-    p_observed jsonb, p_error text, p_retry_ms int)
-RETURNS boolean
-LANGUAGE sql
-SET search_path = pg_catalog, mlplat, pg_temp
-AS $$
-  SELECT EXISTS (SELECT 1 FROM mlplat._projects_writeback_set(p_epoch, ARRAY[
-           ROW(p_id, p_row_version, p_status, p_reason, p_observed_generation, p_observed,
-               p_error, p_retry_ms)::mlplat.project_writeback]))
-$$;
