@@ -54,6 +54,13 @@ AS $$
            days => coalesce(NULLIF(pg_catalog.current_setting(p_setting, true), '')::int, p_default_days))
 $$;
 
+-- The cutoff of mlplat.history_retention, which every ended entity's history is judged by
+-- (the days and their default named here once).  Plain SQL without SET clauses, every name
+-- qualified, so the planner inlines it where it is called (as the rules of 05_rules.sql).
+CREATE FUNCTION mlplat._history_cutoff() RETURNS timestamptz
+LANGUAGE sql STABLE
+AS $$ SELECT mlplat._retention_cutoff('mlplat.history_retention', 365) $$;
+
 -- May this revision go?  Its deployment was deleted more than mlplat.history_retention days
 -- ago, or the revision is that old and no live state refers to it; and no rollout names it.
 CREATE FUNCTION mlplat._revision_expired(p_deployment_id bigint, p_revision int, p_created_at timestamptz)
@@ -64,8 +71,8 @@ AS $$
   SELECT EXISTS (
     SELECT 1 FROM mlplat.deployments d
      WHERE d.id = p_deployment_id
-       AND ((d.status = 'DELETED' AND d.updated_at < mlplat._retention_cutoff('mlplat.history_retention', 365))
-            OR (p_created_at < mlplat._retention_cutoff('mlplat.history_retention', 365)
+       AND ((d.status = 'DELETED' AND d.updated_at < mlplat._history_cutoff())
+            OR (p_created_at < mlplat._history_cutoff()
                 AND p_revision IS DISTINCT FROM d.desired_revision
                 AND p_revision IS DISTINCT FROM d.previous_revision
                 AND p_revision IS DISTINCT FROM d.latest_revision
@@ -93,10 +100,10 @@ AS $$
       LEFT JOIN mlplat.campaign_approvals a ON a.campaign_id = c.id
      WHERE c.id = p_campaign_id
        AND GREATEST(c.created_at, c.cancel_requested_at, a.approved_at, a.expires_at)
-           < mlplat._retention_cutoff('mlplat.history_retention', 365)
+           < mlplat._history_cutoff()
        AND NOT EXISTS (SELECT 1 FROM mlplat.campaign_candidates k
                         WHERE k.campaign_id = c.id
-                          AND (k.updated_at >= mlplat._retention_cutoff('mlplat.history_retention', 365)
+                          AND (k.updated_at >= mlplat._history_cutoff()
                                OR (k.status <> 'PLANNED' AND k.cleanup_done_at IS NULL)))
        AND mlplat._campaign_state(c.id) IN ('SUCCEEDED', 'PARTIALLY_SUCCEEDED', 'FAILED', 'CANCELLED', 'EXPIRED')
        AND NOT EXISTS (SELECT 1 FROM mlplat.optimized_artifacts o
@@ -116,7 +123,7 @@ AS $$
   SELECT EXISTS (
     SELECT 1 FROM mlplat.lab_probes pb
      WHERE pb.id = p_probe_id AND pb.status <> 'RUNNING'
-       AND pb.completed_at < mlplat._retention_cutoff('mlplat.history_retention', 365)
+       AND pb.completed_at < mlplat._history_cutoff()
        AND (EXISTS (SELECT 1 FROM mlplat.lab_probes n
                      WHERE n.project_id = pb.project_id AND n.artifact_sha256 = pb.artifact_sha256
                        AND n.runtime_profile_id = pb.runtime_profile_id AND n.node_id = pb.node_id
@@ -138,7 +145,7 @@ AS $$
   SELECT EXISTS (
     SELECT 1 FROM mlplat.lab_runs r
      WHERE r.id = p_lab_run_id AND NOT mlplat.lab_run_is_active(r.status)
-       AND GREATEST(r.finished_at, r.updated_at) < mlplat._retention_cutoff('mlplat.history_retention', 365)
+       AND GREATEST(r.finished_at, r.updated_at) < mlplat._history_cutoff()
        AND (r.retain_until IS NULL OR r.retain_until <= pg_catalog.now())
        AND NOT EXISTS (SELECT 1 FROM mlplat.lab_leases l WHERE l.lab_run_id = r.id)
        AND NOT EXISTS (SELECT 1 FROM mlplat.lab_probes pb WHERE pb.lab_run_id = r.id))
@@ -154,12 +161,12 @@ BEGIN
   IF p_table IN ('audit_events', 'model_alias_history') THEN
     RETURN EXISTS (SELECT 1 FROM mlplat.projects p
                     WHERE p.id = (p_row->>'project_id')::bigint AND p.status = 'DELETED'
-                      AND p.updated_at < mlplat._retention_cutoff('mlplat.history_retention', 365));
+                      AND p.updated_at < mlplat._history_cutoff());
   ELSIF p_table = 'rollout_transitions' THEN
     RETURN EXISTS (SELECT 1 FROM mlplat.rollouts r
                     WHERE r.id = (p_row->>'rollout_id')::bigint
                       AND NOT mlplat.rollout_is_active(r.status)
-                      AND r.updated_at < mlplat._retention_cutoff('mlplat.history_retention', 365));
+                      AND r.updated_at < mlplat._history_cutoff());
   ELSIF p_table = 'deployment_revisions' THEN
     RETURN mlplat._revision_expired((p_row->>'deployment_id')::bigint, (p_row->>'revision')::int,
                                     (p_row->>'created_at')::timestamptz);
@@ -196,7 +203,7 @@ SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
 DECLARE
   n bigint;
-  hcut timestamptz := mlplat._retention_cutoff('mlplat.history_retention', 365);
+  hcut timestamptz := mlplat._history_cutoff();
   done jsonb := '{}';
   ids bigint[];
 BEGIN
@@ -374,6 +381,7 @@ BEGIN
 END $$;
 
 REVOKE ALL ON FUNCTION mlplat._retention_cutoff(text, int) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mlplat._history_cutoff() FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._revision_expired(bigint, int, timestamptz) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._purgeable(text, jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._campaign_expired(bigint) FROM PUBLIC;

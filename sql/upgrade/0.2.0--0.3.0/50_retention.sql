@@ -133,6 +133,13 @@ AS $$
            days => coalesce(NULLIF(pg_catalog.current_setting(p_setting, true), '')::int, p_default_days))
 $$;
 
+-- The cutoff of mlplat.history_retention, which every ended entity's history is judged by
+-- (the days and their default named here once).  Plain SQL without SET clauses, every name
+-- qualified, so the planner inlines it where it is called (as the rules of 05_rules.sql).
+CREATE FUNCTION mlplat._history_cutoff() RETURNS timestamptz
+LANGUAGE sql STABLE
+AS $$ SELECT mlplat._retention_cutoff('mlplat.history_retention', 365) $$;
+
 -- May this revision go?  Its deployment was deleted more than mlplat.history_retention days
 -- ago, or the revision is that old and no live state refers to it; and no rollout names it.
 CREATE FUNCTION mlplat._revision_expired(p_deployment_id bigint, p_revision int, p_created_at timestamptz)
@@ -143,8 +150,8 @@ AS $$
   SELECT EXISTS (
     SELECT 1 FROM mlplat.deployments d
      WHERE d.id = p_deployment_id
-       AND ((d.status = 'DELETED' AND d.updated_at < mlplat._retention_cutoff('mlplat.history_retention', 365))
-            OR (p_created_at < mlplat._retention_cutoff('mlplat.history_retention', 365)
+       AND ((d.status = 'DELETED' AND d.updated_at < mlplat._history_cutoff())
+            OR (p_created_at < mlplat._history_cutoff()
                 AND p_revision IS DISTINCT FROM d.desired_revision
                 AND p_revision IS DISTINCT FROM d.previous_revision
                 AND p_revision IS DISTINCT FROM d.latest_revision
@@ -165,12 +172,12 @@ BEGIN
   IF p_table IN ('audit_events', 'model_alias_history') THEN
     RETURN EXISTS (SELECT 1 FROM mlplat.projects p
                     WHERE p.id = (p_row->>'project_id')::bigint AND p.status = 'DELETED'
-                      AND p.updated_at < mlplat._retention_cutoff('mlplat.history_retention', 365));
+                      AND p.updated_at < mlplat._history_cutoff());
   ELSIF p_table = 'rollout_transitions' THEN
     RETURN EXISTS (SELECT 1 FROM mlplat.rollouts r
                     WHERE r.id = (p_row->>'rollout_id')::bigint
                       AND NOT mlplat.rollout_is_active(r.status)
-                      AND r.updated_at < mlplat._retention_cutoff('mlplat.history_retention', 365));
+                      AND r.updated_at < mlplat._history_cutoff());
   ELSIF p_table = 'deployment_revisions' THEN
     RETURN mlplat._revision_expired((p_row->>'deployment_id')::bigint, (p_row->>'revision')::int,
                                     (p_row->>'created_at')::timestamptz);
@@ -207,7 +214,7 @@ SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
 DECLARE
   n bigint;
-  hcut timestamptz := mlplat._retention_cutoff('mlplat.history_retention', 365);
+  hcut timestamptz := mlplat._history_cutoff();
   done jsonb := '{}';
   ids bigint[];
 BEGIN
@@ -385,6 +392,7 @@ BEGIN
 END $$;
 
 REVOKE ALL ON FUNCTION mlplat._retention_cutoff(text, int) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mlplat._history_cutoff() FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._revision_expired(bigint, int, timestamptz) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._purgeable(text, jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._run_retention(text) FROM PUBLIC;

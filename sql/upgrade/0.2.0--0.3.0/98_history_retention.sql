@@ -20,10 +20,10 @@ AS $$
       LEFT JOIN mlplat.campaign_approvals a ON a.campaign_id = c.id
      WHERE c.id = p_campaign_id
        AND GREATEST(c.created_at, c.cancel_requested_at, a.approved_at, a.expires_at)
-           < mlplat._retention_cutoff('mlplat.history_retention', 365)
+           < mlplat._history_cutoff()
        AND NOT EXISTS (SELECT 1 FROM mlplat.campaign_candidates k
                         WHERE k.campaign_id = c.id
-                          AND (k.updated_at >= mlplat._retention_cutoff('mlplat.history_retention', 365)
+                          AND (k.updated_at >= mlplat._history_cutoff()
                                OR (k.status <> 'PLANNED' AND k.cleanup_done_at IS NULL)))
        AND mlplat._campaign_state(c.id) IN ('SUCCEEDED', 'PARTIALLY_SUCCEEDED', 'FAILED', 'CANCELLED', 'EXPIRED')
        AND NOT EXISTS (SELECT 1 FROM mlplat.optimized_artifacts o
@@ -43,7 +43,7 @@ AS $$
   SELECT EXISTS (
     SELECT 1 FROM mlplat.lab_probes pb
      WHERE pb.id = p_probe_id AND pb.status <> 'RUNNING'
-       AND pb.completed_at < mlplat._retention_cutoff('mlplat.history_retention', 365)
+       AND pb.completed_at < mlplat._history_cutoff()
        AND (EXISTS (SELECT 1 FROM mlplat.lab_probes n
                      WHERE n.project_id = pb.project_id AND n.artifact_sha256 = pb.artifact_sha256
                        AND n.runtime_profile_id = pb.runtime_profile_id AND n.node_id = pb.node_id
@@ -65,7 +65,7 @@ AS $$
   SELECT EXISTS (
     SELECT 1 FROM mlplat.lab_runs r
      WHERE r.id = p_lab_run_id AND NOT mlplat.lab_run_is_active(r.status)
-       AND GREATEST(r.finished_at, r.updated_at) < mlplat._retention_cutoff('mlplat.history_retention', 365)
+       AND GREATEST(r.finished_at, r.updated_at) < mlplat._history_cutoff()
        AND (r.retain_until IS NULL OR r.retain_until <= pg_catalog.now())
        AND NOT EXISTS (SELECT 1 FROM mlplat.lab_leases l WHERE l.lab_run_id = r.id)
        AND NOT EXISTS (SELECT 1 FROM mlplat.lab_probes pb WHERE pb.lab_run_id = r.id))
