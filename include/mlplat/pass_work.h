@@ -59,6 +59,25 @@ extern void mlplat_pass_work_claimed(MlplatPassWork *w, char *instance, const ch
 extern List *mlplat_pass_work_list(MlplatPassWork *w, const MlplatKubeResource *res, const char *selector);
 
 /*
+ * A follow-up round after the pass's writes (a GET of what holds a name after a
+ * 409, a completed attempt's output): ask adds at most one request for a row to
+ * the round's batch and returns it (NULL: the row needs none); when any row
+ * asked, the batch is sent and answer reads each asking row's reply.  The round
+ * is written once so that a kind says only what it asks and what it makes of
+ * the answer.
+ */
+typedef MlplatHttpRequest *(*MlplatFollowUpAsk)(MlplatPassWork *w, void *row, MlplatHttpBatch *batch);
+typedef void (*MlplatFollowUpAnswer)(MlplatPassWork *w, void *row, MlplatHttpRequest *req);
+extern void mlplat_pass_work_follow_up(MlplatPassWork *w, List *rows, MlplatFollowUpAsk ask,
+									   MlplatFollowUpAnswer answer);
+
+/*
+ * The object a GET read, parsed into w->arena, with its classification in res;
+ * NULL when the GET did not read one (failed, refused, gone, not JSON).
+ */
+extern const MlJsonValue *mlplat_pass_work_got(MlplatPassWork *w, MlplatHttpRequest *get, MlplatKubeResult *res);
+
+/*
  * Commit the write-ahead notes of the writes about to be sent (what names
  * them in the status line if they are not sent).  False when this replica is
  * no longer the leader: send nothing.

@@ -611,67 +611,47 @@ request_result(Cand *c, MlplatPass *pass)
 	}
 }
 
-/* After 409 answers: read what holds each name; adopt our own, report a look-alike. */
-static void
-verify_existing(MlplatPass *pass, MlJsonArena *arena, List *cands)
+/* After 409 answers: read what holds each name, in one follow-up round; adopt our own, report a look-alike. */
+static MlplatHttpRequest *
+existing_ask(MlplatPassWork *w, void *row, MlplatHttpBatch *batch)
 {
-	MlplatHttpBatch *batch = mlplat_http_batch_create(CurrentMemoryContext);
-	List *gets = NIL;
-	ListCell *lc;
+	Cand *c = row;
 
-	foreach (lc, cands)
+	if (c->action == CAND_CREATE && mlplat_str_same(c->ledger_outcome, "CONFLICT"))
+		return mlplat_kube_get(batch, &JOB, c->namespace, c->job_name);
+	return NULL;
+}
+
+static void
+existing_answer(MlplatPassWork *w, void *row, MlplatHttpRequest *get)
+{
+	Cand *c = row;
+	MlplatKubeResult res;
+	const MlJsonValue *obj = mlplat_pass_work_got(w, get, &res);
+	char *why;
+
+	if (obj == NULL)
 	{
-		Cand *c = lfirst(lc);
-
-		if (c->action == CAND_CREATE && mlplat_str_same(c->ledger_outcome, "CONFLICT"))
-			gets = lappend(gets, mlplat_kube_get(batch, &JOB, c->namespace, c->job_name));
-		else
-			gets = lappend(gets, NULL);
-	}
-	if (mlplat_http_batch_count(batch) == 0)
+		c->ledger_outcome = "RETRY";
+		retry_later(c, w->pass, false, res.retry_after_s, 0);
 		return;
-	mlplat_http_batch_run(batch);
-	{
-		ListCell *lg;
-
-		forboth (lc, cands, lg, gets)
-		{
-			Cand *c = lfirst(lc);
-			MlplatHttpRequest *g = lfirst(lg);
-			MlplatKubeResult res;
-			const MlJsonValue *obj = NULL;
-			MlJsonError err;
-			char *why;
-
-			if (g == NULL)
-				continue;
-			mlplat_kube_classify(g, g->resp_body != NULL, &res);
-			if (res.outcome == MLPLAT_KUBE_OK && g->resp_body)
-				obj = ml_json_parse(arena, g->resp_body, g->resp_len, NULL, &err);
-			if (obj == NULL)
-			{
-				c->ledger_outcome = "RETRY";
-				retry_later(c, pass, false, res.retry_after_s, 0);
-				continue;
-			}
-			why = not_ours(c, obj);
-			if (why)
-			{
-				c->ledger_action = "ADOPT";
-				c->ledger_outcome = "CONFLICT";
-				c->status_reason = psprintf("Job %s/%s exists but is not this candidate's: %s; not adopted, not touched",
-											c->namespace, c->job_name, why);
-				c->ledger_error = c->status_reason;
-				continue;
-			}
-			c->ledger_action = "ADOPT";
-			c->ledger_outcome = "OK";
-			c->ledger_error = NULL;
-			c->mark_created = true;
-			c->status_reason = psprintf("adopted the existing builder Job %s/%s", c->namespace, c->job_name);
-			pass->next_pass_ms = FOLLOW_UP_MS;
-		}
 	}
+	why = not_ours(c, obj);
+	if (why)
+	{
+		c->ledger_action = "ADOPT";
+		c->ledger_outcome = "CONFLICT";
+		c->status_reason = psprintf("Job %s/%s exists but is not this candidate's: %s; not adopted, not touched",
+									c->namespace, c->job_name, why);
+		c->ledger_error = c->status_reason;
+		return;
+	}
+	c->ledger_action = "ADOPT";
+	c->ledger_outcome = "OK";
+	c->ledger_error = NULL;
+	c->mark_created = true;
+	c->status_reason = psprintf("adopted the existing builder Job %s/%s", c->namespace, c->job_name);
+	w->pass->next_pass_ms = FOLLOW_UP_MS;
 }
 
 static char *
@@ -950,7 +930,7 @@ mlplat_campaigns_pass(MlplatPass *pass)
 				verifies = lappend(verifies, c->verify);
 		}
 	}
-	verify_existing(pass, w.arena, cands);
+	mlplat_pass_work_follow_up(&w, cands, existing_ask, existing_answer);
 	/* an orphan's DELETE: r->user is the project its labels name */
 	foreach (lc, w.orphans)
 	{

@@ -809,59 +809,47 @@ write_answered(LabAnswers *a, LabRun *r, const MlplatKubeResource *res, LabWrite
 	return outcome;
 }
 
-/* Read the completed attempts' outputs: a bounded GET of each (max_output_bytes + 1). */
-static void
-read_outputs(MlplatPass *pass, MlJsonArena *arena, List *runs)
+/* Read the completed attempts' outputs, in one follow-up round: a bounded GET of each (max_output_bytes + 1). */
+static MlplatHttpRequest *
+output_ask(MlplatPassWork *w, void *row, MlplatHttpBatch *batch)
 {
-	MlplatHttpBatch *batch = mlplat_http_batch_create(CurrentMemoryContext);
-	ListCell *lc;
+	LabRun *r = row;
+	char *why;
 
-	foreach (lc, runs)
+	if (!r->read_output)
+		return NULL;
+	r->get_req = mlplat_s3_object_request(batch, r->output_uri, "GET", &why);
+	if (r->get_req == NULL)
 	{
-		LabRun *r = lfirst(lc);
-		char *why;
-
-		if (!r->read_output)
-			continue;
-		r->get_req = mlplat_s3_object_request(batch, r->output_uri, "GET", &why);
-		if (r->get_req == NULL)
-		{
-			/* no usable store: nothing can be ingested; look again later */
-			snprintf(pass->status, sizeof(pass->status), "lab output not read: %s", why);
-			continue;
-		}
-		r->get_req->max_body = (size_t) r->max_output_bytes + 1;
+		/* no usable store: nothing can be ingested; look again later */
+		snprintf(w->pass->status, sizeof(w->pass->status), "lab output not read: %s", why);
+		return NULL;
 	}
-	if (mlplat_http_batch_count(batch) == 0)
-		return;
-	mlplat_http_batch_run(batch);
-	foreach (lc, runs)
+	r->get_req->max_body = (size_t) r->max_output_bytes + 1;
+	return r->get_req;
+}
+
+static void
+output_answer(MlplatPassWork *w, void *row, MlplatHttpRequest *g)
+{
+	LabRun *r = row;
+	MlJsonError err;
+
+	if (g->failed && strncmp(g->error, "response body exceeds", 21) == 0)
+		r->event = "OUTPUT_TOO_LARGE";
+	else if (g->failed || g->status >= 500 || g->status == 429 || g->status == 408)
+		w->pass->next_pass_ms = 1000; /* transient: read it again */
+	else if (g->status == 404)
+		r->event = "COMPLETED"; /* with no output: OUTPUT_MISSING */
+	else if (g->status == 200 &&
+			 ml_json_parse(w->arena, g->resp_body ? g->resp_body : "", g->resp_len, NULL, &err) != NULL)
 	{
-		LabRun *r = lfirst(lc);
-		MlplatHttpRequest *g = r->get_req;
-		MlJsonError err;
-
-		if (g == NULL)
-			continue;
-		if (g->failed && strncmp(g->error, "response body exceeds", 21) == 0)
-			r->event = "OUTPUT_TOO_LARGE";
-		else if (g->failed || g->status >= 500 || g->status == 429 || g->status == 408)
-		{
-			pass->next_pass_ms = 1000; /* transient: read it again */
-			continue;
-		}
-		else if (g->status == 404)
-			r->event = "COMPLETED"; /* with no output: OUTPUT_MISSING */
-		else if (g->status == 200 &&
-				 ml_json_parse(arena, g->resp_body ? g->resp_body : "", g->resp_len, NULL, &err) != NULL)
-		{
-			r->event = "COMPLETED";
-			r->output = pnstrdup(g->resp_body, g->resp_len);
-			r->delete_output = true;
-		}
-		else
-			r->event = "COMPLETED"; /* refused or not JSON: nothing usable was written */
+		r->event = "COMPLETED";
+		r->output = pnstrdup(g->resp_body, g->resp_len);
+		r->delete_output = true;
 	}
+	else
+		r->event = "COMPLETED"; /* refused or not JSON: nothing usable was written */
 }
 
 /*
@@ -1341,7 +1329,7 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 		settle_created_blocked(lfirst(lc));
 
 	/* 5. outputs of completed attempts */
-	read_outputs(pass, w.arena, runs);
+	mlplat_pass_work_follow_up(&w, runs, output_ask, output_answer);
 	foreach (lc, runs)
 	{
 		LabRun *r = lfirst(lc);

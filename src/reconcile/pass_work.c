@@ -40,6 +40,37 @@ mlplat_pass_work_list(MlplatPassWork *w, const MlplatKubeResource *res, const ch
 	return items;
 }
 
+void
+mlplat_pass_work_follow_up(MlplatPassWork *w, List *rows, MlplatFollowUpAsk ask, MlplatFollowUpAnswer answer)
+{
+	MlplatHttpBatch *batch = mlplat_http_batch_create(CurrentMemoryContext);
+	List *asked = NIL; /* each row's request or NULL, in the order of rows */
+	ListCell *lr;
+	ListCell *lq;
+
+	foreach (lr, rows)
+		asked = lappend(asked, ask(w, lfirst(lr), batch));
+	if (mlplat_http_batch_count(batch) == 0)
+		return;
+	mlplat_http_batch_run(batch);
+	forboth (lr, rows, lq, asked)
+	{
+		if (lfirst(lq) != NULL)
+			answer(w, lfirst(lr), lfirst(lq));
+	}
+}
+
+const MlJsonValue *
+mlplat_pass_work_got(MlplatPassWork *w, MlplatHttpRequest *get, MlplatKubeResult *res)
+{
+	MlJsonError err;
+
+	mlplat_kube_classify(get, get->resp_body != NULL, res);
+	if (res->outcome != MLPLAT_KUBE_OK || get->resp_body == NULL)
+		return NULL;
+	return ml_json_parse(w->arena, get->resp_body, get->resp_len, NULL, &err);
+}
+
 bool
 mlplat_pass_work_notes_commit(MlplatPassWork *w, const char *what)
 {

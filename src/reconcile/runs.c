@@ -76,14 +76,13 @@ typedef struct Run
 	char *error;
 	int retry_ms; /* -1: no retry */
 	bool mark_submitted;
-	bool adopt;				/* found without a recorded create: ledger ADOPT */
-	bool settle_note;		/* the unanswered write is resolved: remove its note */
-	bool answered;			/* this pass's write was answered: remove its own note */
-	bool waiting;			/* an unanswered create may still land: look again soon */
-	bool conflict;			/* a workflow of its name that is not its own */
-	MlplatHttpRequest *get; /* after a 409: read what holds the name */
-	char *new_rv;			/* resourceVersion to record with the nodes */
-	char *nodes;			/* JSON array of observed steps, or NULL */
+	bool adopt;		  /* found without a recorded create: ledger ADOPT */
+	bool settle_note; /* the unanswered write is resolved: remove its note */
+	bool answered;	  /* this pass's write was answered: remove its own note */
+	bool waiting;	  /* an unanswered create may still land: look again soon */
+	bool conflict;	  /* a workflow of its name that is not its own */
+	char *new_rv;	  /* resourceVersion to record with the nodes */
+	char *nodes;	  /* JSON array of observed steps, or NULL */
 	bool write;
 	const char *ledger_action;
 	const char *ledger_outcome;
@@ -388,7 +387,7 @@ request_result(Run *r, MlplatPass *pass)
 		/*
 		 * Our deterministic name is taken: the create of an earlier try may have
 		 * landed — or someone else's workflow holds the name.  Read it before
-		 * adopting (verify_existing).
+		 * adopting (existing_answer).
 		 */
 		r->ledger_action = "CREATE";
 		r->ledger_outcome = "CONFLICT";
@@ -417,60 +416,49 @@ request_result(Run *r, MlplatPass *pass)
 }
 
 /*
- * After 409 answers: read each workflow that holds a run's name, in one batch, and adopt
- * it when it is the run's own; a look-alike is a conflict (run_conflict).
+ * After 409 answers: read each workflow that holds a run's name, in one follow-up
+ * round, and adopt it when it is the run's own; a look-alike is a conflict
+ * (run_conflict).
  */
-static void
-verify_existing(MlplatPass *pass, MlJsonArena *arena, List *runs)
+static MlplatHttpRequest *
+existing_ask(MlplatPassWork *w, void *row, MlplatHttpBatch *batch)
 {
-	MlplatHttpBatch *batch = mlplat_http_batch_create(CurrentMemoryContext);
-	ListCell *lc;
+	Run *r = row;
 
-	foreach (lc, runs)
+	if (r->req && r->action == RUN_CREATE && r->ledger_outcome && strcmp(r->ledger_outcome, "CONFLICT") == 0)
+		return mlplat_kube_get(batch, &WORKFLOW, r->namespace, r->workflow);
+	return NULL;
+}
+
+static void
+existing_answer(MlplatPassWork *w, void *row, MlplatHttpRequest *get)
+{
+	Run *r = row;
+	MlplatKubeResult res;
+	const MlJsonValue *obj = mlplat_pass_work_got(w, get, &res);
+	char *why;
+
+	if (obj == NULL)
 	{
-		Run *r = lfirst(lc);
-
-		if (r->req && r->action == RUN_CREATE && r->ledger_outcome && strcmp(r->ledger_outcome, "CONFLICT") == 0)
-			r->get = mlplat_kube_get(batch, &WORKFLOW, r->namespace, r->workflow);
-	}
-	if (mlplat_http_batch_count(batch) == 0)
+		/* could not read it (gone again, or a failed GET): the next pass looks again */
+		r->ledger_outcome = "RETRY";
+		r->retry_ms = mlplat_retry_ms(false, r->attempts, r->id, 0);
 		return;
-	mlplat_http_batch_run(batch);
-	foreach (lc, runs)
-	{
-		Run *r = lfirst(lc);
-		MlplatKubeResult res;
-		const MlJsonValue *obj = NULL;
-		MlJsonError err;
-		char *why;
-
-		if (r->get == NULL)
-			continue;
-		mlplat_kube_classify(r->get, r->get->resp_body != NULL, &res);
-		if (res.outcome == MLPLAT_KUBE_OK && r->get->resp_body)
-			obj = ml_json_parse(arena, r->get->resp_body, r->get->resp_len, NULL, &err);
-		if (obj == NULL)
-		{
-			/* could not read it (gone again, or a failed GET): the next pass looks again */
-			r->ledger_outcome = "RETRY";
-			r->retry_ms = mlplat_retry_ms(false, r->attempts, r->id, 0);
-			continue;
-		}
-		r->error = NULL;
-		why = not_ours(r, obj);
-		if (why)
-		{
-			run_conflict(r, why, false); /* the row: ADOPT CONFLICT, with the 409 */
-			continue;
-		}
-		/* the create of an earlier try landed: adopt it */
-		r->ledger_action = "ADOPT";
-		r->ledger_outcome = "OK";
-		r->mark_submitted = true;
-		r->new_status = "SUBMITTED";
-		r->reason = psprintf("adopted the existing workflow %s", r->workflow);
-		pass->next_pass_ms = FOLLOW_UP_MS;
 	}
+	r->error = NULL;
+	why = not_ours(r, obj);
+	if (why)
+	{
+		run_conflict(r, why, false); /* the row: ADOPT CONFLICT, with the 409 */
+		return;
+	}
+	/* the create of an earlier try landed: adopt it */
+	r->ledger_action = "ADOPT";
+	r->ledger_outcome = "OK";
+	r->mark_submitted = true;
+	r->new_status = "SUBMITTED";
+	r->reason = psprintf("adopted the existing workflow %s", r->workflow);
+	w->pass->next_pass_ms = FOLLOW_UP_MS;
 }
 
 /* the write-back row of r (and the note it settles, its ledger rows and span) */
@@ -650,7 +638,7 @@ mlplat_runs_pass(MlplatPass *pass)
 		}
 	}
 
-	verify_existing(pass, w.arena, runs);
+	mlplat_pass_work_follow_up(&w, runs, existing_ask, existing_answer);
 	step_rows = write_back(pass, runs);
 	/* the shutdowns (PATCH) count as writes */
 	mlplat_pass_work_status(&w,
