@@ -236,7 +236,7 @@ AS $$
     INSERT INTO mlplat.unanswered_writes AS w (kind, entity_id, object, action, sent_at, epoch)
     SELECT p_kind, r.entity_id, r.object, r.action, pg_catalog.clock_timestamp(), p_epoch
       FROM unnest(p_entity_id, p_object, p_action) AS r(entity_id, object, action)
-     WHERE EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = p_kind AND e.epoch = p_epoch)
+     WHERE mlplat._epoch_current(p_kind, p_epoch)
     ON CONFLICT (kind, entity_id, object, action, epoch) DO UPDATE
        SET sent_at = EXCLUDED.sent_at
     RETURNING 1)
@@ -286,7 +286,7 @@ AS $$
   WITH r AS (
     SELECT u.*
       FROM unnest(p_entity_id, p_object, p_action, p_answer) AS u(entity_id, object, action, answer)
-     WHERE EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = p_kind AND e.epoch = p_epoch)),
+     WHERE mlplat._epoch_current(p_kind, p_epoch)),
   del AS (
     DELETE FROM mlplat.unanswered_writes w
      USING r

@@ -305,7 +305,7 @@ DECLARE
 BEGIN
   SELECT * INTO ro FROM mlplat.rollouts x
    WHERE x.id = w.id AND x.row_version = w.row_version
-     AND EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = 'rollouts' AND e.epoch = p_epoch)
+     AND mlplat._epoch_current('rollouts', p_epoch)
      FOR UPDATE;
   IF NOT FOUND THEN
     RETURN 'LOST';

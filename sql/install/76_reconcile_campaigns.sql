@@ -217,7 +217,7 @@ DECLARE
   a jsonb := p_artifact;
 BEGIN
   SELECT * INTO k FROM mlplat.campaign_candidates x WHERE x.id = p_id AND x.row_version = p_row_version FOR NO KEY UPDATE;
-  IF k.id IS NULL OR NOT EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = 'campaigns' AND e.epoch = p_epoch) THEN
+  IF k.id IS NULL OR NOT mlplat._epoch_current('campaigns', p_epoch) THEN
     RETURN false;
   END IF;
   IF p_status = 'BUILT' AND a IS NULL THEN
@@ -281,7 +281,7 @@ BEGIN
   UPDATE mlplat.campaign_candidates x SET cleanup_done_at = pg_catalog.now(), row_version = x.row_version + 1,
          updated_at = pg_catalog.now()
    WHERE x.id = p_id AND x.cleanup_done_at IS NULL AND x.status IN ('BUILT', 'FAILED', 'CANCELLED', 'NOT_RUN')
-     AND EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = 'campaigns' AND e.epoch = p_epoch);
+     AND mlplat._epoch_current('campaigns', p_epoch);
   RETURN FOUND;
 END $$;
 
