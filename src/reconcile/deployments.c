@@ -1424,10 +1424,14 @@ mlplat_deployments_pass(MlplatPass *pass)
 	 * Full: a new leader's first pass and one every mlplat.full_resync_interval
 	 * compare every live row with a LIST of the whole fleet and judge orphans.
 	 * Between them a pass reads only the rows that changed or whose own resync
-	 * is due, and observes just those.
+	 * is due, and observes just those.  A sweep under way goes on until its
+	 * last chunk: one started by a refilled cache was otherwise left with its
+	 * next chunk asked for at once (claim_full below) but never taken, so the
+	 * leader ran an empty pass every millisecond until the next full resync
+	 * (45 a second at 11,000 deployments and the default pass_row_limit).
 	 */
 	full = !pass->woken &&
-		   (pass->epoch != full_epoch || filled ||
+		   (pass->epoch != full_epoch || filled || (sweep_after > 0 && pass->epoch == sweep_epoch) ||
 			TimestampDifferenceExceeds(last_full, GetCurrentTimestamp(), mlplat_full_resync_interval_ms));
 	/*
 	 * A sweep under way takes every other pass, and the most overdue rows
