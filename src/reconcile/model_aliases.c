@@ -50,6 +50,7 @@
 #include "mlplat/guc.h"
 #include "mlplat/http.h"
 #include "mlplat/json.h"
+#include "mlplat/pass_work.h"
 #include "mlplat/reconcile.h"
 #include "mlplat/reconcile_util.h"
 #include "mlplat/seam.h"
@@ -457,8 +458,9 @@ alias_decide(AliasRow *a)
 /* ---------------------------------------------------------------- I/O */
 
 static List *
-claim(MlplatPass *pass, char **instance, List **notes)
+claim(MlplatPassWork *w, List **notes)
 {
+	MlplatPass *pass = w->pass;
 	Datum arg = BoolGetDatum(pass->resync);
 	Oid argtype = BOOLOID;
 	MlplatClaim c;
@@ -473,7 +475,8 @@ claim(MlplatPass *pass, char **instance, List **notes)
 		a->retry_ms = -1;
 		a->note = mlplat_unanswered_find(c.notes, a->id, alias_object(a), NULL);
 	}
-	*instance = c.instance;
+	/* a registry's objects carry tags, not labels: the selector is not used */
+	mlplat_pass_work_claimed(w, c.instance, NULL);
 	*notes = c.notes;
 	return c.rows;
 }
@@ -572,13 +575,13 @@ not_ours(const MlJsonValue *mv, const RegVersion *v, const char *instance)
 }
 
 static bool
-ensure_registry_versions(MlplatPass *pass, MlJsonArena *arena, List *models, List *versions,
-						 const char *instance, List *notes)
+ensure_registry_versions(MlplatPassWork *w, List *models, List *versions, List *notes)
 {
+	MlJsonArena *arena = w->arena;
 	MlplatHttpBatch *b;
 	ListCell *lc;
 	RegResult res;
-	MlplatWriteNotes sending = { 0 };
+	MlplatWriteNotes sending = { 0 }; /* the model creates' own: committed before the alias writes are decided */
 
 	/* registered models that do not exist yet */
 	b = mlplat_http_batch_create(CurrentMemoryContext);
@@ -604,6 +607,7 @@ ensure_registry_versions(MlplatPass *pass, MlJsonArena *arena, List *models, Lis
 										json_obj("name", m->name, "description",
 												 psprintf("mlplat model %s", m->name), NULL));
 			mlplat_write_notes_add(&sending, 0, model_object(m), "CREATE");
+			w->creates++;
 		}
 		else
 		{
@@ -613,7 +617,7 @@ ensure_registry_versions(MlplatPass *pass, MlJsonArena *arena, List *models, Lis
 		}
 	}
 	/* the write-ahead: every create is on record before it is sent */
-	if (!mlplat_write_notes_commit(pass, &sending, "model creates"))
+	if (!mlplat_write_notes_commit(w->pass, &sending, "model creates"))
 		return false;
 	mlplat_http_batch_run(b);
 	foreach (lc, models)
@@ -646,7 +650,7 @@ ensure_registry_versions(MlplatPass *pass, MlJsonArena *arena, List *models, Lis
 			continue;
 		if (tagged_as(v->model->latest, v->version_id) && mlplat_json_text(v->model->latest, "version", NULL, NULL))
 		{
-			char *why = not_ours(v->model->latest, v, instance);
+			char *why = not_ours(v->model->latest, v, w->instance);
 
 			if (why)
 			{
@@ -675,9 +679,10 @@ ensure_registry_versions(MlplatPass *pass, MlJsonArena *arena, List *models, Lis
 		appendStringInfoString(&body, "},{\"key\":\"mlplat.version\",\"value\":");
 		escape_json(&body, v->version);
 		appendStringInfoString(&body, "},{\"key\":\"" INSTALLATION_TAG "\",\"value\":");
-		escape_json(&body, instance);
+		escape_json(&body, w->instance);
 		appendStringInfoString(&body, "}]}");
 		v->req = reg_request(b, "POST", "model-versions/create", NULL, NULL, body.data);
+		w->creates++;
 	}
 	mlplat_http_batch_run(b);
 	foreach (lc, versions)
@@ -865,8 +870,7 @@ write_back(MlplatPass *pass, List *aliases, List *models, List *versions)
 void
 mlplat_model_aliases_pass(MlplatPass *pass)
 {
-	MemoryContext pass_cxt = CurrentMemoryContext;
-	MlJsonArena *arena = mlplat_json_arena_in(pass_cxt);
+	MlplatPassWork w;
 	List *all;
 	List *due = NIL;
 	List *models = NIL;
@@ -874,16 +878,13 @@ mlplat_model_aliases_pass(MlplatPass *pass)
 	MlplatHttpBatch *batch;
 	ListCell *lc;
 	RegResult res;
-	int writes = 0;
-	char *instance;
 	List *notes;
-	MlplatWriteNotes sending = { 0 };
 
 	if (!registry_ready(pass))
 		return;
 
-	all = claim(pass, &instance, &notes);
-	MemoryContextSwitchTo(pass_cxt);
+	mlplat_pass_work_begin(&w, pass);
+	all = claim(&w, &notes);
 	foreach (lc, all)
 	{
 		AliasRow *a = lfirst(lc);
@@ -898,7 +899,7 @@ mlplat_model_aliases_pass(MlplatPass *pass)
 	}
 
 	/* observe: every due alias, and the models of versions the registry lacks */
-	batch = mlplat_http_batch_create(pass_cxt);
+	batch = w.batch;
 	foreach (lc, due)
 	{
 		AliasRow *a = lfirst(lc);
@@ -939,7 +940,7 @@ mlplat_model_aliases_pass(MlplatPass *pass)
 	{
 		AliasRow *a = lfirst(lc);
 
-		a->observed_ok = observe_alias(arena, a->get_req, &a->observed, &a->model_missing, &res);
+		a->observed_ok = observe_alias(w.arena, a->get_req, &a->observed, &a->model_missing, &res);
 		if (!a->observed_ok)
 			alias_fail(a, res.message, res.status, res.retry_after_s, permanent_status(res.status));
 		else if (a->model_missing && a->registry_version)
@@ -953,7 +954,7 @@ mlplat_model_aliases_pass(MlplatPass *pass)
 		}
 	}
 
-	if (versions != NIL && !ensure_registry_versions(pass, arena, models, versions, instance, notes))
+	if (versions != NIL && !ensure_registry_versions(&w, models, versions, notes))
 	{
 		snprintf(pass->status, sizeof(pass->status), "no longer the leader: registered models not created");
 		return;
@@ -980,7 +981,7 @@ mlplat_model_aliases_pass(MlplatPass *pass)
 	}
 
 	/* decide, then write every alias that differs in one batch */
-	batch = mlplat_http_batch_create(pass_cxt);
+	batch = mlplat_http_batch_create(w.cxt);
 	foreach (lc, due)
 	{
 		AliasRow *a = lfirst(lc);
@@ -997,23 +998,23 @@ mlplat_model_aliases_pass(MlplatPass *pass)
 		else
 			a->write_req = reg_request(batch, "DELETE", "registered-models/alias", a->registered_model, a->alias,
 									   json_obj("name", a->registered_model, "alias", a->alias, NULL));
-		mlplat_write_notes_add(&sending, a->id, alias_object(a), alias_note(a));
-		writes++;
+		mlplat_write_notes_add(&w.sending, a->id, alias_object(a), alias_note(a));
+		w.writes++;
 	}
 	/* the write-ahead: every alias write is on record before it is sent */
-	if (!mlplat_write_notes_commit(pass, &sending, "alias writes"))
+	if (!mlplat_pass_work_notes_commit(&w, "alias writes"))
 		return;
 	mlplat_http_batch_run(batch);
 
 	/* read back what was written: SYNCED only once verified */
-	batch = mlplat_http_batch_create(pass_cxt);
+	batch = mlplat_http_batch_create(w.cxt);
 	foreach (lc, due)
 	{
 		AliasRow *a = lfirst(lc);
 
 		if (!a->write_req)
 			continue;
-		reg_parse(arena, a->write_req, &res);
+		reg_parse(w.arena, a->write_req, &res);
 		a->http_status = res.status;
 		if (res.ok)
 		{
@@ -1043,7 +1044,7 @@ mlplat_model_aliases_pass(MlplatPass *pass)
 		if (!a->verify_req)
 			continue;
 		a->write = true;
-		if (!observe_alias(arena, a->verify_req, &seen, &missing, &res))
+		if (!observe_alias(w.arena, a->verify_req, &seen, &missing, &res))
 		{
 			alias_fail(a, res.message, res.status, res.retry_after_s, false);
 			continue;
@@ -1072,7 +1073,7 @@ mlplat_model_aliases_pass(MlplatPass *pass)
 		if (a->retry_ms >= 0 && (pass->next_pass_ms <= 0 || a->retry_ms + 50 < pass->next_pass_ms))
 			pass->next_pass_ms = a->retry_ms + 50;
 	}
-	if (pass->status[0] == '\0')
-		snprintf(pass->status, sizeof(pass->status), "%d aliases, %d due, %d alias writes, %d versions mapped",
-				 list_length(all), list_length(due), writes, list_length(versions));
+	/* the alias writes are the status line's writes */
+	mlplat_pass_work_status(&w, NULL, "%d aliases, %d due, %d versions mapped", list_length(all), list_length(due),
+							list_length(versions));
 }

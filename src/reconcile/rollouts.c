@@ -52,6 +52,7 @@
 #include "mlplat/isvc_owner.h"
 #include "mlplat/json.h"
 #include "mlplat/kube.h"
+#include "mlplat/pass_work.h"
 #include "mlplat/prometheus.h"
 #include "mlplat/reconcile.h"
 #include "mlplat/reconcile_util.h"
@@ -125,9 +126,6 @@ typedef struct Rollout
 	bool settle_note;					/* remove its note (found what it made) */
 	bool answered;						/* this pass's apply was answered: remove its own note */
 } Rollout;
-
-/* this installation's id (mlplat.installation), read once: it never changes */
-static char *instance_id = NULL;
 
 /* ---------------------------------------------------------------- pure helpers */
 
@@ -448,15 +446,14 @@ mlplat_rollout_writeback(MlplatSeamArray *rows, const char *sql, int64 epoch, Me
 /* ---------------------------------------------------------------- I/O */
 
 static List *
-claim(MlplatPass *pass)
+claim(MlplatPassWork *w)
 {
 	MlplatClaim c;
 	ListCell *lc;
 
-	mlplat_seam_claim_pass(pass, &claim_seam, "SELECT c FROM mlplat._rollouts_claim() c", 0, NULL, NULL,
+	mlplat_seam_claim_pass(w->pass, &claim_seam, "SELECT c FROM mlplat._rollouts_claim() c", 0, NULL, NULL,
 						   sizeof(Rollout), true, 0, &c);
-	if (instance_id == NULL)
-		instance_id = MemoryContextStrdup(TopMemoryContext, c.instance);
+	mlplat_pass_work_claimed(w, c.instance, NULL);
 	foreach (lc, c.rows)
 	{
 		Rollout *r = lfirst(lc);
@@ -757,8 +754,9 @@ id_in(List *ids, int64 id)
  * else is reported (last_error, ledger ADOPT CONFLICT) and not touched.
  */
 static void
-judge_found(List *rollouts, List *gate, MlJsonArena *arena)
+judge_found(MlplatPassWork *w, List *rollouts, List *gate)
 {
+	MlJsonArena *arena = w->arena;
 	List *owners = NIL;
 	ListCell *lc;
 
@@ -785,7 +783,7 @@ judge_found(List *rollouts, List *gate, MlJsonArena *arena)
 		o->row = r;
 		owners = lappend(owners, o);
 	}
-	mlplat_isvc_judge(owners, instance_id);
+	mlplat_isvc_judge(owners, w->instance);
 	foreach (lc, owners)
 	{
 		MlplatIsvcOwner *o = lfirst(lc);
@@ -809,8 +807,8 @@ judge_found(List *rollouts, List *gate, MlJsonArena *arena)
 static List *
 rollouts_round(MlplatPass *pass, List *moved)
 {
-	MemoryContext pass_cxt = CurrentMemoryContext;
-	MlJsonArena *arena = mlplat_json_arena_in(pass_cxt);
+	MlplatPassWork w;
+	MlJsonArena *arena;
 	List *rollouts;
 	MlplatHttpBatch *gets;
 	MlplatHttpBatch *acts;
@@ -818,22 +816,25 @@ rollouts_round(MlplatPass *pass, List *moved)
 	int64 now_ms;
 	struct timespec ts;
 	long wait_ms = -1;
-	int applies = 0,
-		decisions = 0;
+	int decisions = 0;
 	List *moved_now = NIL;
 	List *gate = NIL;
 	List *settling = NIL;
 	int nsettling = 0;
 
-	rollouts = claim(pass);
+	/* a round's status line is its own: the second round's replaces the first's */
+	pass->status[0] = '\0';
+	mlplat_pass_work_begin(&w, pass);
+	arena = w.arena;
+	rollouts = claim(&w);
 	if (rollouts == NIL)
 	{
 		snprintf(pass->status, sizeof(pass->status), "no active rollouts");
 		return NIL;
 	}
 
-	gets = mlplat_http_batch_create(pass_cxt);
-	acts = mlplat_http_batch_create(pass_cxt);
+	gets = mlplat_http_batch_create(w.cxt);
+	acts = w.batch;
 	foreach (lc, rollouts)
 	{
 		Rollout *r = lfirst(lc);
@@ -856,7 +857,7 @@ rollouts_round(MlplatPass *pass, List *moved)
 	mlplat_rollout_artifacts_begin(gate, gets);
 	mlplat_http_batch_run(gets);
 	mlplat_rollout_artifacts_finish(pass, gate);
-	judge_found(rollouts, gate, arena);
+	judge_found(&w, rollouts, gate);
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	now_ms = (int64) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
@@ -931,20 +932,20 @@ rollouts_round(MlplatPass *pass, List *moved)
 			r->want_percent >= 0 && strcmp(r->status, "ROLLING_BACK") != 0 && r->target_kn != NULL)
 			add_queries(acts, r, now_ms);
 	}
+	/* the write-ahead: every apply is on record before it is sent */
+	foreach (lc, rollouts)
 	{
-		/* the write-ahead: every apply is on record before it is sent */
-		MlplatWriteNotes sending = { 0 };
+		Rollout *r = lfirst(lc);
 
-		foreach (lc, rollouts)
+		if (r->apply)
 		{
-			Rollout *r = lfirst(lc);
-
-			if (r->apply)
-				mlplat_write_notes_add(&sending, r->id, mlplat_object_path(r->namespace, r->name), apply_note(r->want_percent));
+			mlplat_write_notes_add(&w.sending, r->id, mlplat_object_path(r->namespace, r->name),
+								   apply_note(r->want_percent));
+			w.creates++;
 		}
-		if (!mlplat_write_notes_commit(pass, &sending, "applies"))
-			return NIL;
 	}
+	if (!mlplat_pass_work_notes_commit(&w, "applies"))
+		return NIL;
 	mlplat_http_batch_run(acts);
 
 	foreach (lc, rollouts)
@@ -959,7 +960,6 @@ rollouts_round(MlplatPass *pass, List *moved)
 			r->http_status = kr.status;
 			if (mlplat_write_answered(kr.status))
 				r->answered = true;
-			applies++;
 			if (kr.outcome == MLPLAT_KUBE_OK)
 			{
 				r->applied = true;
@@ -1025,8 +1025,8 @@ rollouts_round(MlplatPass *pass, List *moved)
 	else if (nsettling > 0 && (wait_ms < 0 || wait_ms > SETTLE_POLL_MS))
 		wait_ms = SETTLE_POLL_MS;
 	pass->next_pass_ms = wait_ms;
-	snprintf(pass->status, sizeof(pass->status), "%d active rollouts, %d applied, %d decisions",
-			 list_length(rollouts), applies, decisions);
+	/* the applies are the status line's creates */
+	mlplat_pass_work_status(&w, NULL, "%d active rollouts, %d decisions", list_length(rollouts), decisions);
 	foreach (lc, rollouts)
 	{
 		Rollout *r = lfirst(lc);
