@@ -57,15 +57,5 @@ BEGIN
 END \$\$;
 SQL
 echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
-python3 - "$WORK/times.txt" "$REPS" <<'PY'
-import sys, statistics, collections
-d = collections.defaultdict(list)
-for l in open(sys.argv[1]):
-    n, f, ms = l.split()
-    d[(int(n), f)].append(float(ms))
-print(f"| rows a call | static UPDATE, ms (median of {sys.argv[2]}) | _status_writeback_set, ms | ratio |")
-print("| ---: | ---: | ---: | ---: |")
-for n in sorted({k[0] for k in d}):
-    a, b = statistics.median(d[(n, 'static')]), statistics.median(d[(n, 'generic')])
-    print(f"| {n} | {a:.3f} | {b:.3f} | {b / a:.2f} |")
-PY
+python3 "$SRC/bench/steady_pass/side_by_side.py" "$WORK/times.txt" "$REPS" static generic \
+	"rows a call" "static UPDATE, ms" "_status_writeback_set, ms"
