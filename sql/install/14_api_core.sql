@@ -412,6 +412,59 @@ BEGIN
   PERFORM mlplat._span_api(p_action, p_traceparent, p_project_id, p_entity, p_entity_id, p_request_id);
 END $$;
 
+-- ---------------------------------------------------------------- the API call
+
+-- What an API entry point carries from its first line to its answer, so the preamble and
+-- the epilogue of the API convention (top of 14_api_core.sql) are each written once: the
+-- action (the name its idempotency key and audit row go under), the project as the caller
+-- named it, its id once authorized, the traceparent the intent stores, and the idempotency
+-- key (NULL: none).
+CREATE TYPE mlplat.api_call AS (
+  action          text,
+  project         text,
+  pid             bigint,
+  tp              text,
+  idempotency_key text
+);
+
+-- The preamble: authorize first (42501/42704 before anything is read, locked or claimed),
+-- then draw the intent's traceparent.  p_policy is the policy action when it is not the
+-- call's own action (several calls share one permission).
+CREATE FUNCTION mlplat._api_begin(p_action text, p_project text, p_key text DEFAULT NULL, p_policy text DEFAULT NULL)
+RETURNS mlplat.api_call LANGUAGE plpgsql AS $$
+DECLARE
+  pid bigint := mlplat._authorize(coalesce(p_policy, p_action), p_project);
+BEGIN
+  RETURN (p_action, p_project, pid, mlplat._traceparent(), p_key)::mlplat.api_call;
+END $$;
+
+-- The call's idempotency claim (see _idem_claim): NULL to go on, or the stored answer.
+CREATE FUNCTION mlplat._api_claim(c mlplat.api_call, p_request jsonb) RETURNS mlplat.accepted
+LANGUAGE plpgsql AS $$
+BEGIN
+  RETURN mlplat._idem_claim(c.action, c.idempotency_key, p_request);
+END $$;
+
+-- The answer to a call that found its work already done (the same request made before):
+-- no audit row and no wake, but a replay of its idempotency key gives the same answer.
+CREATE FUNCTION mlplat._api_keep(c mlplat.api_call, r mlplat.accepted) RETURNS mlplat.accepted
+LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM mlplat._idem_store(c.action, c.idempotency_key, r);
+  RETURN r;
+END $$;
+
+-- The epilogue: audit the answer r (its entity and entity id), keep it for a replay of the
+-- idempotency key, wake the kind's reconciler at commit (p_wake NULL: none), answer r.
+CREATE FUNCTION mlplat._api_accept(c mlplat.api_call, r mlplat.accepted, p_detail jsonb, p_wake text DEFAULT NULL)
+RETURNS mlplat.accepted LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM mlplat._audit(c.action, c.project, c.pid, r.entity, r.entity_id, r.request_id, c.tp, p_detail);
+  PERFORM mlplat._idem_store(c.action, c.idempotency_key, r);   -- nothing to keep without a key
+  PERFORM mlplat._wake_on_commit(p_wake);                       -- STRICT: NULL wakes no one
+  RETURN r;
+END $$;
+
 -- A lost compare-and-swap.
 CREATE FUNCTION mlplat._cas_lost(p_entity text, p_name text) RETURNS void
 LANGUAGE plpgsql AS $$

@@ -62,8 +62,10 @@ CREATE FUNCTION mlplat.create_project(name text, gpu_quota int, cpu_quota text D
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, mlplat, pg_temp AS $$
 DECLARE
+  -- no project to authorize against yet: administrators only (below); its id once written
+  api mlplat.api_call := ('create_project', create_project.name, NULL, mlplat._traceparent(),
+                          create_project.idempotency_key)::mlplat.api_call;
   r mlplat.accepted;
-  tp text := mlplat._traceparent();
   p mlplat.projects;
 BEGIN
   IF NOT mlplat._is_admin() THEN
@@ -72,7 +74,7 @@ BEGIN
       DETAIL = 'Only platform administrators create projects.',
       HINT = 'Ask an administrator (a member of mlplat.admins) to create the project and grant you a role.';
   END IF;
-  r := mlplat._idem_claim('create_project', create_project.idempotency_key,
+  r := mlplat._api_claim(api,
          pg_catalog.jsonb_build_array(create_project.name, create_project.gpu_quota, create_project.cpu_quota,
                                       create_project.memory_quota, create_project.owner));
   IF r.request_id IS NOT NULL THEN RETURN r; END IF;
@@ -87,7 +89,7 @@ BEGIN
 
   r := (pg_catalog.gen_random_uuid(), 'project', NULL, NULL, NULL, false)::mlplat.accepted;
   INSERT INTO mlplat.projects (name, gpu_quota, cpu_quota, memory_quota, traceparent)
-  VALUES (create_project.name, create_project.gpu_quota, create_project.cpu_quota, create_project.memory_quota, tp)
+  VALUES (create_project.name, create_project.gpu_quota, create_project.cpu_quota, create_project.memory_quota, api.tp)
   ON CONFLICT ON CONSTRAINT projects_name_key DO NOTHING
   RETURNING * INTO p;
   IF p.id IS NULL THEN
@@ -96,7 +98,7 @@ BEGIN
       UPDATE mlplat.projects x SET gpu_quota = create_project.gpu_quota, cpu_quota = create_project.cpu_quota,
              memory_quota = create_project.memory_quota, status = 'PROVISIONING', status_reason = NULL,
              generation = x.generation + 1, row_version = x.row_version + 1, attempts = 0, last_error = NULL,
-             next_attempt_at = pg_catalog.now(), traceparent = tp, updated_at = pg_catalog.now()
+             next_attempt_at = pg_catalog.now(), traceparent = api.tp, updated_at = pg_catalog.now()
       WHERE x.id = p.id RETURNING * INTO p;
       -- A re-created project starts with no members and no artifact locations: old grants
       -- do not come back.
@@ -112,24 +114,18 @@ BEGIN
         HINT = 'Use mlplat.set_project_quota() to change quotas.';
     ELSE
       -- Nothing to change: the existing project is the answer.
-      r.entity_id := p.id; r.status := p.status;
-      PERFORM mlplat._audit('create_project', p.name, p.id, 'project', p.id, r.request_id, tp,
-                            pg_catalog.jsonb_build_object('unchanged', true));
-      PERFORM mlplat._idem_store('create_project', create_project.idempotency_key, r);
-      RETURN r;
+      r.entity_id := p.id; r.status := p.status; api.pid := p.id;
+      RETURN mlplat._api_accept(api, r, pg_catalog.jsonb_build_object('unchanged', true));
     END IF;
   END IF;
   IF create_project.owner IS NOT NULL THEN
     INSERT INTO mlplat.members (project_id, principal, role, granted_by)
     VALUES (p.id, create_project.owner, 'owner', mlplat._actor()) ON CONFLICT DO NOTHING;
   END IF;
-  r.entity_id := p.id; r.status := p.status;
-  PERFORM mlplat._audit('create_project', p.name, p.id, 'project', p.id, r.request_id, tp,
+  r.entity_id := p.id; r.status := p.status; api.pid := p.id;
+  RETURN mlplat._api_accept(api, r,
     pg_catalog.jsonb_build_object('gpu_quota', p.gpu_quota, 'cpu_quota', p.cpu_quota,
-                                  'memory_quota', p.memory_quota, 'owner', create_project.owner));
-  PERFORM mlplat._idem_store('create_project', create_project.idempotency_key, r);
-  PERFORM mlplat._wake_on_commit('projects');
-  RETURN r;
+                                  'memory_quota', p.memory_quota, 'owner', create_project.owner), 'projects');
 END $$;
 
 CREATE FUNCTION mlplat.set_project_quota(project text, gpu_quota int, cpu_quota text DEFAULT NULL,
@@ -137,23 +133,22 @@ CREATE FUNCTION mlplat.set_project_quota(project text, gpu_quota int, cpu_quota 
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
-  pid bigint := mlplat._authorize('set_project_quota', set_project_quota.project);
+  api mlplat.api_call := mlplat._api_begin('set_project_quota', set_project_quota.project, set_project_quota.idempotency_key);
   r mlplat.accepted;
-  tp text := mlplat._traceparent();
   p mlplat.projects;
   used bigint;
 BEGIN
-  r := mlplat._idem_claim('set_project_quota', set_project_quota.idempotency_key,
+  r := mlplat._api_claim(api,
          pg_catalog.jsonb_build_array(set_project_quota.project, set_project_quota.gpu_quota,
                                       set_project_quota.cpu_quota, set_project_quota.memory_quota));
   IF r.request_id IS NOT NULL THEN RETURN r; END IF;
   PERFORM mlplat._check_quotas(set_project_quota.gpu_quota, set_project_quota.cpu_quota, set_project_quota.memory_quota);
   -- Exclusive project lock: waits for every deploy or run start in flight (they hold it shared).
-  p := mlplat._lock_project_row(pid, 'exclusive', 'set_project_quota');
+  p := mlplat._lock_project_row(api.pid, 'exclusive', 'set_project_quota');
   IF p.status IN ('DELETING', 'DELETED') THEN
     PERFORM mlplat._wrong_state('project', p.name, p.status, 'set_project_quota', 'The project is being deleted.');
   END IF;
-  used := mlplat._gpus_in_use(pid);
+  used := mlplat._gpus_in_use(api.pid);
   IF set_project_quota.gpu_quota < used THEN
     RAISE EXCEPTION USING ERRCODE = '23514',
       MESSAGE = pg_catalog.format('invalid gpu_quota: %s is below the %s GPUs project "%s" already uses',
@@ -163,29 +158,25 @@ BEGIN
   END IF;
   UPDATE mlplat.projects x SET gpu_quota = set_project_quota.gpu_quota, cpu_quota = set_project_quota.cpu_quota,
          memory_quota = set_project_quota.memory_quota, generation = x.generation + 1,
-         row_version = x.row_version + 1, traceparent = tp, attempts = 0, next_attempt_at = pg_catalog.now(),
+         row_version = x.row_version + 1, traceparent = api.tp, attempts = 0, next_attempt_at = pg_catalog.now(),
          updated_at = pg_catalog.now()
-  WHERE x.id = pid RETURNING * INTO p;
-  r := (pg_catalog.gen_random_uuid(), 'project', pid, NULL, p.status, false)::mlplat.accepted;
-  PERFORM mlplat._audit('set_project_quota', p.name, pid, 'project', pid, r.request_id, tp,
-    pg_catalog.jsonb_build_object('gpu_quota', p.gpu_quota, 'cpu_quota', p.cpu_quota, 'memory_quota', p.memory_quota));
-  PERFORM mlplat._idem_store('set_project_quota', set_project_quota.idempotency_key, r);
-  PERFORM mlplat._wake_on_commit('projects');
-  RETURN r;
+  WHERE x.id = api.pid RETURNING * INTO p;
+  r := (pg_catalog.gen_random_uuid(), 'project', api.pid, NULL, p.status, false)::mlplat.accepted;
+  RETURN mlplat._api_accept(api, r,
+    pg_catalog.jsonb_build_object('gpu_quota', p.gpu_quota, 'cpu_quota', p.cpu_quota, 'memory_quota', p.memory_quota), 'projects');
 END $$;
 
 CREATE FUNCTION mlplat.delete_project(name text)
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
-  pid bigint := mlplat._authorize('delete_project', delete_project.name);
+  api mlplat.api_call := mlplat._api_begin('delete_project', delete_project.name);
   r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'project', NULL, NULL, NULL, false)::mlplat.accepted;
-  tp text := mlplat._traceparent();
   seen mlplat.projects;
   p mlplat.projects;
 BEGIN
-  SELECT * INTO seen FROM mlplat.projects x WHERE x.id = pid;
-  r.entity_id := pid;
+  SELECT * INTO seen FROM mlplat.projects x WHERE x.id = api.pid;
+  r.entity_id := api.pid;
   IF seen.status IN ('DELETING', 'DELETED') THEN
     r.status := seen.status;       -- already asked for: nothing changes
     RETURN r;
@@ -193,15 +184,15 @@ BEGIN
   -- Compare-and-swap: lock, and insist the row is still the one we read.  The exclusive
   -- project lock also waits for deploys in flight (they hold it shared), so the count below
   -- is final.
-  p := mlplat._lock_project_row(pid, 'exclusive', 'delete_project');
+  p := mlplat._lock_project_row(api.pid, 'exclusive', 'delete_project');
   IF p.row_version <> seen.row_version OR p.status <> seen.status THEN
     PERFORM mlplat._cas_lost('project', seen.name);
   END IF;
-  IF EXISTS (SELECT 1 FROM mlplat.deployments d WHERE d.project_id = pid AND d.status <> 'DELETED')
-     OR EXISTS (SELECT 1 FROM mlplat.runs u WHERE u.project_id = pid
+  IF EXISTS (SELECT 1 FROM mlplat.deployments d WHERE d.project_id = api.pid AND d.status <> 'DELETED')
+     OR EXISTS (SELECT 1 FROM mlplat.runs u WHERE u.project_id = api.pid
                 AND mlplat.run_is_active(u.status))
      -- a campaign's builder holds GPUs and objects in the namespace until its Job is gone
-     OR EXISTS (SELECT 1 FROM mlplat.campaign_candidates k WHERE k.project_id = pid
+     OR EXISTS (SELECT 1 FROM mlplat.campaign_candidates k WHERE k.project_id = api.pid
                 AND k.status IN ('BUILDING', 'CANCEL_REQUESTED')) THEN
     RAISE EXCEPTION USING ERRCODE = '55000',
       MESSAGE = pg_catalog.format('project "%s" still has deployments or active runs', p.name),
@@ -209,13 +200,11 @@ BEGIN
       HINT = 'Undeploy its deployments and cancel its runs, wait for DELETED/CANCELLED, then retry.';
   END IF;
   UPDATE mlplat.projects x SET status = 'DELETING', status_reason = 'deletion requested',
-         generation = x.generation + 1, row_version = x.row_version + 1, traceparent = tp,
+         generation = x.generation + 1, row_version = x.row_version + 1, traceparent = api.tp,
          attempts = 0, next_attempt_at = pg_catalog.now(), updated_at = pg_catalog.now()
-  WHERE x.id = pid AND x.row_version = seen.row_version RETURNING * INTO p;
+  WHERE x.id = api.pid AND x.row_version = seen.row_version RETURNING * INTO p;
   r.status := p.status;
-  PERFORM mlplat._audit('delete_project', p.name, pid, 'project', pid, r.request_id, tp, '{}');
-  PERFORM mlplat._wake_on_commit('projects');
-  RETURN r;
+  RETURN mlplat._api_accept(api, r, '{}', 'projects');
 END $$;
 
 CREATE FUNCTION mlplat._check_role_args(principal text, role text) RETURNS void
@@ -248,62 +237,55 @@ END $$;
 -- revoke: when it changed anything the project takes this call's traceparent (the projects
 -- reconciler writes the RoleBindings under this call's span); the call is audited either way,
 -- with changed; the projects reconciler is woken at commit.
-CREATE FUNCTION mlplat._membership_changed(p_action text, p_project text, p_pid bigint, p_principal text,
-                                           p_role text, p_changed boolean, p_request_id uuid, p_tp text)
-RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, mlplat, pg_temp AS $$
+CREATE FUNCTION mlplat._membership_changed(c mlplat.api_call, r mlplat.accepted, p_principal text, p_role text,
+                                           p_changed boolean)
+RETURNS mlplat.accepted LANGUAGE plpgsql SET search_path = pg_catalog, mlplat, pg_temp AS $$
 BEGIN
   IF p_changed THEN
-    UPDATE mlplat.projects x SET traceparent = p_tp WHERE x.id = p_pid;
+    UPDATE mlplat.projects x SET traceparent = c.tp WHERE x.id = c.pid;
   END IF;
-  PERFORM mlplat._audit(p_action, p_project, p_pid, 'member', p_pid, p_request_id, p_tp,
-    pg_catalog.jsonb_build_object('principal', p_principal, 'role', p_role, 'changed', p_changed));
-  PERFORM mlplat._wake_on_commit('projects');
+  RETURN mlplat._api_accept(c, r,
+    pg_catalog.jsonb_build_object('principal', p_principal, 'role', p_role, 'changed', p_changed), 'projects');
 END $$;
 
 CREATE FUNCTION mlplat.grant_role(project text, principal text, role text)
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, mlplat, pg_temp AS $$
 DECLARE
-  pid bigint := mlplat._authorize('grant_role', grant_role.project);
+  api mlplat.api_call := mlplat._api_begin('grant_role', grant_role.project);
   r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'member', NULL, NULL, 'GRANTED', false)::mlplat.accepted;
-  tp text := mlplat._traceparent();
   changed boolean;
 BEGIN
   PERFORM mlplat._check_role_args(grant_role.principal, grant_role.role);
   PERFORM mlplat._check_subject('principal', grant_role.principal);
-  r.entity_id := pid;
+  r.entity_id := api.pid;
   INSERT INTO mlplat.members (project_id, principal, role, granted_by)
-  VALUES (pid, grant_role.principal, grant_role.role, mlplat._actor()) ON CONFLICT DO NOTHING;
+  VALUES (api.pid, grant_role.principal, grant_role.role, mlplat._actor()) ON CONFLICT DO NOTHING;
   changed := FOUND;
-  PERFORM mlplat._membership_changed('grant_role', grant_role.project, pid, grant_role.principal, grant_role.role,
-                                     changed, r.request_id, tp);
-  RETURN r;
+  RETURN mlplat._membership_changed(api, r, grant_role.principal, grant_role.role, changed);
 END $$;
 
 CREATE FUNCTION mlplat.revoke_role(project text, principal text, role text)
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
-  pid bigint := mlplat._authorize('revoke_role', revoke_role.project);
+  api mlplat.api_call := mlplat._api_begin('revoke_role', revoke_role.project);
   r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'member', NULL, NULL, 'REVOKED', false)::mlplat.accepted;
-  tp text := mlplat._traceparent();
   changed boolean;
 BEGIN
   PERFORM mlplat._check_role_args(revoke_role.principal, revoke_role.role);
-  r.entity_id := pid;
+  r.entity_id := api.pid;
   -- Serialize membership changes of this project so "last owner" is decided on settled data.
-  PERFORM mlplat._lock_project_row(pid, 'reserve', 'revoke_role');
+  PERFORM mlplat._lock_project_row(api.pid, 'reserve', 'revoke_role');
   DELETE FROM mlplat.members m
-  WHERE m.project_id = pid AND m.principal = revoke_role.principal AND m.role = revoke_role.role;
+  WHERE m.project_id = api.pid AND m.principal = revoke_role.principal AND m.role = revoke_role.role;
   changed := FOUND;
   IF revoke_role.role = 'owner' AND changed
-     AND NOT EXISTS (SELECT 1 FROM mlplat.members m WHERE m.project_id = pid AND m.role = 'owner') THEN
+     AND NOT EXISTS (SELECT 1 FROM mlplat.members m WHERE m.project_id = api.pid AND m.role = 'owner') THEN
     RAISE EXCEPTION USING ERRCODE = '55000',
       MESSAGE = pg_catalog.format('cannot revoke the last owner of project "%s"', revoke_role.project),
       DETAIL = 'Every project keeps at least one owner.',
       HINT = 'Grant owner to someone else first.';
   END IF;
-  PERFORM mlplat._membership_changed('revoke_role', revoke_role.project, pid, revoke_role.principal, revoke_role.role,
-                                     changed, r.request_id, tp);
-  RETURN r;
+  RETURN mlplat._membership_changed(api, r, revoke_role.principal, revoke_role.role, changed);
 END $$;

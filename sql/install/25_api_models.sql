@@ -23,13 +23,12 @@ CREATE FUNCTION mlplat.register_model_version(project text, model text, version 
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, mlplat, pg_temp AS $$
 DECLARE
-  pid bigint := mlplat._authorize('register_model', register_model_version.project);
+  api mlplat.api_call := mlplat._api_begin('register_model', register_model_version.project, register_model_version.idempotency_key);
   r mlplat.accepted;
-  tp text := mlplat._traceparent();
   mid bigint;
   v mlplat.model_versions;
 BEGIN
-  r := mlplat._idem_claim('register_model', register_model_version.idempotency_key,
+  r := mlplat._api_claim(api,
          pg_catalog.jsonb_build_array(register_model_version.project, register_model_version.model,
            register_model_version.version, register_model_version.artifact_uri, register_model_version.artifact_sha256,
            register_model_version.runtime_kind, register_model_version.model_format));
@@ -54,7 +53,7 @@ BEGIN
   END IF;
   -- only from the project's own artifact locations: the platform reads the artifact with its
   -- own credentials, and must not do so for another tenant's objects
-  PERFORM mlplat._check_artifact_location(pid, register_model_version.project, register_model_version.artifact_uri);
+  PERFORM mlplat._check_artifact_location(api.pid, register_model_version.project, register_model_version.artifact_uri);
   IF register_model_version.artifact_sha256 IS NULL OR register_model_version.artifact_sha256 !~ '^[0-9a-f]{64}$' THEN
     PERFORM mlplat._bad_input('artifact_sha256', 'must be 64 lower-case hex characters',
       'Pass the SHA-256 digest of the artifact, e.g. from sha256sum.');
@@ -62,14 +61,14 @@ BEGIN
   PERFORM mlplat._check_label('runtime_kind', register_model_version.runtime_kind, 63);
   PERFORM mlplat._check_label('model_format', register_model_version.model_format, 63);
 
-  INSERT INTO mlplat.models (project_id, name) VALUES (pid, register_model_version.model)
+  INSERT INTO mlplat.models (project_id, name) VALUES (api.pid, register_model_version.model)
   ON CONFLICT ON CONSTRAINT models_project_id_name_key DO NOTHING;
-  SELECT m.id INTO mid FROM mlplat.models m WHERE m.project_id = pid AND m.name = register_model_version.model;
+  SELECT m.id INTO mid FROM mlplat.models m WHERE m.project_id = api.pid AND m.name = register_model_version.model;
 
   r := (pg_catalog.gen_random_uuid(), 'model_version', NULL, NULL, NULL, false)::mlplat.accepted;
   INSERT INTO mlplat.model_versions (project_id, model_id, version, artifact_uri, artifact_sha256,
                                      runtime_kind, model_format, created_by)
-  VALUES (pid, mid, register_model_version.version, register_model_version.artifact_uri,
+  VALUES (api.pid, mid, register_model_version.version, register_model_version.artifact_uri,
           register_model_version.artifact_sha256, register_model_version.runtime_kind,
           register_model_version.model_format, mlplat._actor())
   ON CONFLICT ON CONSTRAINT model_versions_model_id_version_key DO NOTHING
@@ -87,11 +86,9 @@ BEGIN
     END IF;
   END IF;
   r.entity_id := v.id; r.status := v.stage;
-  PERFORM mlplat._audit('register_model', register_model_version.project, pid, 'model_version', v.id, r.request_id, tp,
+  RETURN mlplat._api_accept(api, r,
     pg_catalog.jsonb_build_object('model', register_model_version.model, 'version', v.version,
       'artifact_sha256', v.artifact_sha256, 'runtime_kind', v.runtime_kind, 'model_format', v.model_format));
-  PERFORM mlplat._idem_store('register_model', register_model_version.idempotency_key, r);
-  RETURN r;
 END $$;
 
 -- Make the desired aliases follow the stages: champion -> the CHAMPION version,
@@ -136,9 +133,8 @@ CREATE FUNCTION mlplat.set_model_stage(project text, model text, version text, s
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
-  pid bigint := mlplat._authorize('set_model_stage', set_model_stage.project);
+  api mlplat.api_call := mlplat._api_begin('set_model_stage', set_model_stage.project);
   r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'model_version', NULL, NULL, NULL, false)::mlplat.accepted;
-  tp text := mlplat._traceparent();
   v mlplat.model_versions;
   demoted text;
   moved boolean;
@@ -148,7 +144,7 @@ BEGIN
     PERFORM mlplat._bad_input('stage', 'must be one of NONE, CANDIDATE, CHAMPION, ARCHIVED',
       'CHAMPION serves production; CANDIDATE may be deployed for trials.');
   END IF;
-  v := mlplat._find_version(pid, set_model_stage.model, set_model_stage.version);
+  v := mlplat._find_version(api.pid, set_model_stage.model, set_model_stage.version);
   -- Stage changes of one model are serialized on the model row.
   PERFORM 1 FROM mlplat.models m WHERE m.id = v.model_id FOR UPDATE;
   SELECT * INTO v FROM mlplat.model_versions mv WHERE mv.id = v.id;
@@ -165,13 +161,10 @@ BEGIN
   END IF;
   UPDATE mlplat.model_versions mv SET stage = set_model_stage.stage, stage_changed_at = pg_catalog.clock_timestamp()
   WHERE mv.id = v.id;
-  moved := mlplat._sync_aliases(v.model_id, tp);
+  moved := mlplat._sync_aliases(v.model_id, api.tp);
   r.status := set_model_stage.stage;
-  PERFORM mlplat._audit('set_model_stage', set_model_stage.project, pid, 'model_version', v.id, r.request_id, tp,
+  RETURN mlplat._api_accept(api, r,
     pg_catalog.jsonb_build_object('model', set_model_stage.model, 'version', v.version, 'from', v.stage,
-                                  'to', set_model_stage.stage, 'archived_champion', demoted, 'aliases_moved', moved));
-  IF moved THEN
-    PERFORM mlplat._wake_on_commit('model_aliases');
-  END IF;
-  RETURN r;
+                                  'to', set_model_stage.stage, 'archived_champion', demoted, 'aliases_moved', moved),
+    CASE WHEN moved THEN 'model_aliases' END);
 END $$;

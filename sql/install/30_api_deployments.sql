@@ -397,16 +397,15 @@ CREATE FUNCTION mlplat.rollback_deployment(project text, deployment text)
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
-  pid bigint := mlplat._authorize('rollback_deployment', rollback_deployment.project);
+  api mlplat.api_call := mlplat._api_begin('rollback_deployment', rollback_deployment.project);
   r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'deployment', NULL, NULL, NULL, false)::mlplat.accepted;
-  tp text := mlplat._traceparent();
   seen mlplat.deployments;
   d mlplat.deployments;
   p mlplat.projects;
   prev jsonb;
   alloc int;
 BEGIN
-  seen := mlplat._find_deployment(pid, rollback_deployment.deployment);
+  seen := mlplat._find_deployment(api.pid, rollback_deployment.deployment);
   IF seen.status IN ('DELETING', 'DELETED') THEN
     PERFORM mlplat._wrong_state('deployment', seen.name, seen.status, 'rollback_deployment', 'Deploy it again instead.');
   END IF;
@@ -419,7 +418,7 @@ BEGIN
   SELECT dr.intent INTO prev FROM mlplat.deployment_revisions dr
   WHERE dr.deployment_id = seen.id AND dr.revision = seen.previous_revision;
   alloc := (prev->>'gpus')::int * (prev->>'max_replicas')::int;
-  p := mlplat._lock_project(pid, alloc > seen.desired_gpus, 'rollback_deployment');
+  p := mlplat._lock_project(api.pid, alloc > seen.desired_gpus, 'rollback_deployment');
   SELECT * INTO d FROM mlplat.deployments x WHERE x.id = seen.id FOR NO KEY UPDATE;
   IF d.row_version <> seen.row_version OR d.status <> seen.status THEN
     PERFORM mlplat._cas_lost('deployment', seen.name);
@@ -433,27 +432,24 @@ BEGIN
   SET desired_revision = d.previous_revision, previous_revision = d.desired_revision, desired_gpus = alloc,
       generation = x.generation + 1, row_version = x.row_version + 1, status = 'DEPLOYING',
       status_reason = pg_catalog.format('rollback to revision %s requested', d.previous_revision),
-      attempts = 0, last_error = NULL, next_attempt_at = pg_catalog.now(), traceparent = tp,
+      attempts = 0, last_error = NULL, next_attempt_at = pg_catalog.now(), traceparent = api.tp,
       ready_wait_since = pg_catalog.now(), updated_at = pg_catalog.now()
   WHERE x.id = d.id;
   r.entity_id := d.id; r.revision := d.previous_revision; r.status := 'DEPLOYING';
-  PERFORM mlplat._audit('rollback_deployment', rollback_deployment.project, pid, 'deployment', d.id, r.request_id, tp,
-    pg_catalog.jsonb_build_object('from_revision', d.desired_revision, 'to_revision', d.previous_revision));
-  PERFORM mlplat._wake_on_commit('deployments');
-  RETURN r;
+  RETURN mlplat._api_accept(api, r,
+    pg_catalog.jsonb_build_object('from_revision', d.desired_revision, 'to_revision', d.previous_revision), 'deployments');
 END $$;
 
 CREATE FUNCTION mlplat.undeploy(project text, deployment text)
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
-  pid bigint := mlplat._authorize('undeploy', undeploy.project);
+  api mlplat.api_call := mlplat._api_begin('undeploy', undeploy.project);
   r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'deployment', NULL, NULL, NULL, false)::mlplat.accepted;
-  tp text := mlplat._traceparent();
   seen mlplat.deployments;
 BEGIN
   PERFORM mlplat._bound_api_waits();
-  seen := mlplat._find_deployment(pid, undeploy.deployment);
+  seen := mlplat._find_deployment(api.pid, undeploy.deployment);
   r.entity_id := seen.id; r.revision := seen.desired_revision;
   IF seen.status IN ('DELETING', 'DELETED') THEN
     r.status := seen.status;      -- already asked for
@@ -464,16 +460,14 @@ BEGIN
   UPDATE mlplat.deployments x
   SET status = 'DELETING', status_reason = 'undeploy requested', generation = x.generation + 1,
       row_version = x.row_version + 1, attempts = 0, last_error = NULL, next_attempt_at = pg_catalog.now(),
-      traceparent = tp, updated_at = pg_catalog.now()
+      traceparent = api.tp, updated_at = pg_catalog.now()
   WHERE x.id = seen.id AND x.row_version = seen.row_version AND x.status = seen.status;
   IF NOT FOUND THEN
     PERFORM mlplat._cas_lost('deployment', seen.name);
   END IF;
   r.status := 'DELETING';
-  PERFORM mlplat._audit('undeploy', undeploy.project, pid, 'deployment', seen.id, r.request_id, tp,
-    pg_catalog.jsonb_build_object('revision', seen.desired_revision));
-  PERFORM mlplat._wake_on_commit('deployments');
-  RETURN r;
+  RETURN mlplat._api_accept(api, r,
+    pg_catalog.jsonb_build_object('revision', seen.desired_revision), 'deployments');
 END $$;
 
 -- Preview: the manifest the reconciler applies for a revision (default: the desired one).

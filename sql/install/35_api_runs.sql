@@ -188,25 +188,23 @@ CREATE FUNCTION mlplat._start_run(p_action text, p_project text, p_name text, p_
                                   p_gpus int, p_steps jsonb, p_key text, p_request jsonb)
 RETURNS mlplat.accepted LANGUAGE plpgsql AS $$
 DECLARE
-  pid bigint := mlplat._authorize(p_action, p_project);
+  api mlplat.api_call := mlplat._api_begin(p_action, p_project, p_key);
   r mlplat.accepted;
-  tp text := mlplat._traceparent();
   p mlplat.projects;
   u mlplat.runs;
   st jsonb;
   i int := 0;
 BEGIN
-  r := mlplat._idem_claim(p_action, p_key, p_request);
+  r := mlplat._api_claim(api, p_request);
   IF r.request_id IS NOT NULL THEN RETURN r; END IF;
   -- validation that needs no data happened in the caller; now state
-  p := mlplat._lock_project(pid, p_gpus > 0, p_action);
+  p := mlplat._lock_project(api.pid, p_gpus > 0, p_action);
   r := (pg_catalog.gen_random_uuid(), p_kind, NULL, NULL, NULL, false)::mlplat.accepted;
-  SELECT * INTO u FROM mlplat.runs x WHERE x.project_id = pid AND x.name = p_name;
+  SELECT * INTO u FROM mlplat.runs x WHERE x.project_id = api.pid AND x.name = p_name;
   IF u.id IS NOT NULL THEN
     IF u.kind = p_kind AND u.spec = p_spec THEN
       r.entity_id := u.id; r.status := u.status;   -- the same run again: nothing to do
-      PERFORM mlplat._idem_store(p_action, p_key, r);
-      RETURN r;
+      RETURN mlplat._api_keep(api, r);
     END IF;
     RAISE EXCEPTION USING ERRCODE = '42710',
       MESSAGE = pg_catalog.format('run "%s" already exists in project "%s" with a different spec', p_name, p_project),
@@ -217,7 +215,7 @@ BEGIN
     PERFORM mlplat._check_gpu_quota(p, p_gpus, NULL);
   END IF;
   INSERT INTO mlplat.runs (project_id, name, kind, spec, gpus, created_by, traceparent)
-  VALUES (pid, p_name, p_kind, p_spec, p_gpus, mlplat._actor(), tp)
+  VALUES (api.pid, p_name, p_kind, p_spec, p_gpus, mlplat._actor(), api.tp)
   ON CONFLICT ON CONSTRAINT runs_project_id_name_key DO NOTHING
   RETURNING * INTO u;
   IF u.id IS NULL THEN
@@ -227,16 +225,13 @@ BEGIN
     FOR st IN SELECT e FROM pg_catalog.jsonb_array_elements(p_steps) e LOOP
       i := i + 1;
       INSERT INTO mlplat.run_steps (run_id, project_id, name, ordinal, spec, depends_on)
-      VALUES (u.id, pid, st->>'name', i, st - 'name' - 'depends_on',
+      VALUES (u.id, api.pid, st->>'name', i, st - 'name' - 'depends_on',
               ARRAY(SELECT pg_catalog.jsonb_array_elements_text(coalesce(st->'depends_on', '[]'))));
     END LOOP;
   END IF;
   r.entity_id := u.id; r.status := u.status;
-  PERFORM mlplat._audit(p_action, p_project, pid, p_kind, u.id, r.request_id, tp,
-    pg_catalog.jsonb_build_object('run', p_name, 'gpus', p_gpus));
-  PERFORM mlplat._idem_store(p_action, p_key, r);
-  PERFORM mlplat._wake_on_commit('runs');
-  RETURN r;
+  RETURN mlplat._api_accept(api, r,
+    pg_catalog.jsonb_build_object('run', p_name, 'gpus', p_gpus), 'runs');
 END $$;
 
 CREATE FUNCTION mlplat.start_run(project text, run text, spec jsonb, idempotency_key text DEFAULT NULL)
@@ -286,13 +281,12 @@ CREATE FUNCTION mlplat.cancel_run(project text, run text)
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
-  pid bigint := mlplat._authorize('cancel_run', cancel_run.project);
+  api mlplat.api_call := mlplat._api_begin('cancel_run', cancel_run.project);
   r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'run', NULL, NULL, NULL, false)::mlplat.accepted;
-  tp text := mlplat._traceparent();
   seen mlplat.runs;
 BEGIN
   PERFORM mlplat._bound_api_waits();
-  seen := mlplat._find_run(pid, cancel_run.run);
+  seen := mlplat._find_run(api.pid, cancel_run.run);
   r.entity := seen.kind; r.entity_id := seen.id;
   IF seen.status IN ('CANCEL_REQUESTED', 'CANCELLED') THEN
     r.status := seen.status;
@@ -303,15 +297,13 @@ BEGIN
   END IF;
   UPDATE mlplat.runs x
   SET status = 'CANCEL_REQUESTED', status_reason = 'cancel requested', generation = x.generation + 1,
-      row_version = x.row_version + 1, attempts = 0, next_attempt_at = pg_catalog.now(), traceparent = tp,
+      row_version = x.row_version + 1, attempts = 0, next_attempt_at = pg_catalog.now(), traceparent = api.tp,
       updated_at = pg_catalog.now()
   WHERE x.id = seen.id AND x.row_version = seen.row_version AND x.status = seen.status;
   IF NOT FOUND THEN
     PERFORM mlplat._cas_lost('run', seen.name);
   END IF;
   r.status := 'CANCEL_REQUESTED';
-  PERFORM mlplat._audit('cancel_run', cancel_run.project, pid, seen.kind, seen.id, r.request_id, tp,
-    pg_catalog.jsonb_build_object('from', seen.status));
-  PERFORM mlplat._wake_on_commit('runs');
-  RETURN r;
+  RETURN mlplat._api_accept(api, r,
+    pg_catalog.jsonb_build_object('from', seen.status), 'runs');
 END $$;

@@ -69,9 +69,8 @@ CREATE FUNCTION mlplat.start_rollout(project text, deployment text, model text, 
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
-  pid bigint := mlplat._authorize('start_rollout', start_rollout.project);
+  api mlplat.api_call := mlplat._api_begin('start_rollout', start_rollout.project, start_rollout.idempotency_key);
   r mlplat.accepted;
-  tp text := mlplat._traceparent();
   pol jsonb;
   v mlplat.model_versions;
   d mlplat.deployments;
@@ -84,13 +83,13 @@ DECLARE
   prj mlplat.projects;
   used bigint;
 BEGIN
-  r := mlplat._idem_claim('start_rollout', start_rollout.idempotency_key,
+  r := mlplat._api_claim(api,
          pg_catalog.jsonb_build_array(start_rollout.project, start_rollout.deployment, start_rollout.model,
                                       start_rollout.version, start_rollout.policy));
   IF r.request_id IS NOT NULL THEN RETURN r; END IF;
   pol := mlplat._check_policy(start_rollout.policy);
-  d := mlplat._find_deployment(pid, start_rollout.deployment);
-  v := mlplat._find_version(pid, start_rollout.model, start_rollout.version);
+  d := mlplat._find_deployment(api.pid, start_rollout.deployment);
+  v := mlplat._find_version(api.pid, start_rollout.model, start_rollout.version);
   IF v.stage NOT IN ('CANDIDATE', 'CHAMPION') THEN
     RAISE EXCEPTION USING ERRCODE = '55000',
       MESSAGE = pg_catalog.format('model version "%s" of "%s" is %s: a rollout needs CANDIDATE or CHAMPION',
@@ -101,7 +100,7 @@ BEGIN
   SELECT (dr.intent->>'gpus')::bigint * (dr.intent->>'max_replicas')::bigint INTO surge
   FROM mlplat.deployment_revisions dr WHERE dr.deployment_id = d.id AND dr.revision = d.desired_revision;
   surge := coalesce(surge, 0);
-  prj := mlplat._lock_project(pid, surge > 0, 'start_rollout');
+  prj := mlplat._lock_project(api.pid, surge > 0, 'start_rollout');
   SELECT * INTO d FROM mlplat.deployments x WHERE x.id = d.id FOR UPDATE;
   IF d.status NOT IN ('READY', 'DRIFTED') THEN
     PERFORM mlplat._wrong_state('deployment', d.name, d.status, 'start_rollout',
@@ -132,7 +131,7 @@ BEGIN
     PERFORM mlplat._cas_lost('deployment', d.name);   -- redeployed between our read and the lock
   END IF;
   IF surge > 0 THEN
-    used := mlplat._gpus_in_use(pid);
+    used := mlplat._gpus_in_use(api.pid);
     IF used + surge > prj.gpu_quota THEN
       RAISE EXCEPTION USING ERRCODE = '23514',
         MESSAGE = pg_catalog.format('GPU quota of project "%s" cannot hold the canary: it needs %s GPUs, %s of %s are in use',
@@ -147,30 +146,26 @@ BEGIN
               (base->>'min_replicas')::int, (base->>'max_replicas')::int, base->'env');
   INSERT INTO mlplat.deployment_revisions (deployment_id, revision, project_id, model_version_id, intent,
                                            spec, spec_digest, created_by, traceparent)
-  VALUES (d.id, rev, pid, v.id, v_intent, v_spec, mlplat._spec_digest(v_spec), mlplat._actor(), tp);
+  VALUES (d.id, rev, api.pid, v.id, v_intent, v_spec, mlplat._spec_digest(v_spec), mlplat._actor(), api.tp);
   UPDATE mlplat.deployments x SET latest_revision = rev, row_version = x.row_version + 1, updated_at = pg_catalog.now()
   WHERE x.id = d.id;
   INSERT INTO mlplat.rollouts (project_id, deployment_id, baseline_revision, target_revision, policy, created_by, traceparent,
                               surge_gpus)
-  VALUES (pid, d.id, d.desired_revision, rev, pol, mlplat._actor(), tp, surge)
+  VALUES (api.pid, d.id, d.desired_revision, rev, pol, mlplat._actor(), api.tp, surge)
   RETURNING id INTO ro_id;
   r := (pg_catalog.gen_random_uuid(), 'rollout', ro_id, rev, 'PROGRESSING', false)::mlplat.accepted;
-  PERFORM mlplat._audit('start_rollout', start_rollout.project, pid, 'rollout', ro_id, r.request_id, tp,
+  RETURN mlplat._api_accept(api, r,
     pg_catalog.jsonb_build_object('deployment', d.name, 'baseline_revision', d.desired_revision,
-                                  'target_revision', rev, 'policy', pol));
-  PERFORM mlplat._idem_store('start_rollout', start_rollout.idempotency_key, r);
-  PERFORM mlplat._wake_on_commit('rollouts');
-  RETURN r;
+                                  'target_revision', rev, 'policy', pol), 'rollouts');
 END $$;
 
 -- promote/abort: CAS on the active rollout's status + row_version.
 CREATE FUNCTION mlplat._rollout_request(p_action text, p_project text, p_deployment text) RETURNS mlplat.accepted
 LANGUAGE plpgsql AS $$
 DECLARE
-  pid bigint := mlplat._authorize(p_action, p_project);
+  api mlplat.api_call := mlplat._api_begin(p_action, p_project);
   r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'rollout', NULL, NULL, NULL, false)::mlplat.accepted;
-  tp text := mlplat._traceparent();
-  d mlplat.deployments := mlplat._find_deployment(pid, p_deployment);
+  d mlplat.deployments := mlplat._find_deployment(api.pid, p_deployment);
   seen mlplat.rollouts;
   want text := CASE p_action WHEN 'promote_rollout' THEN 'PROMOTE' ELSE 'ABORT' END;
   new_status text;
@@ -200,16 +195,14 @@ BEGIN
   SET requested_action = want, status = new_status,
       status_reason = pg_catalog.format('%s requested', pg_catalog.lower(want)),
       generation = ro.generation + 1, row_version = ro.row_version + 1, attempts = 0,
-      next_attempt_at = pg_catalog.now(), traceparent = tp, updated_at = pg_catalog.now()
+      next_attempt_at = pg_catalog.now(), traceparent = api.tp, updated_at = pg_catalog.now()
   WHERE ro.id = seen.id AND ro.row_version = seen.row_version AND ro.status = seen.status;
   IF NOT FOUND THEN
     PERFORM mlplat._cas_lost('rollout of deployment', d.name);
   END IF;
   r.status := new_status;
-  PERFORM mlplat._audit(p_action, p_project, pid, 'rollout', seen.id, r.request_id, tp,
-    pg_catalog.jsonb_build_object('deployment', d.name, 'from', seen.status, 'requested', want));
-  PERFORM mlplat._wake_on_commit('rollouts');
-  RETURN r;
+  RETURN mlplat._api_accept(api, r,
+    pg_catalog.jsonb_build_object('deployment', d.name, 'from', seen.status, 'requested', want), 'rollouts');
 END $$;
 
 CREATE FUNCTION mlplat.promote_rollout(project text, deployment text)

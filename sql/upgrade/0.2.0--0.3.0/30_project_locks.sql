@@ -226,23 +226,22 @@ CREATE OR REPLACE FUNCTION mlplat.set_project_quota(project text, gpu_quota int,
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
-  pid bigint := mlplat._authorize('set_project_quota', set_project_quota.project);
+  api mlplat.api_call := mlplat._api_begin('set_project_quota', set_project_quota.project, set_project_quota.idempotency_key);
   r mlplat.accepted;
-  tp text := mlplat._traceparent();
   p mlplat.projects;
   used bigint;
 BEGIN
-  r := mlplat._idem_claim('set_project_quota', set_project_quota.idempotency_key,
+  r := mlplat._api_claim(api,
          pg_catalog.jsonb_build_array(set_project_quota.project, set_project_quota.gpu_quota,
                                       set_project_quota.cpu_quota, set_project_quota.memory_quota));
   IF r.request_id IS NOT NULL THEN RETURN r; END IF;
   PERFORM mlplat._check_quotas(set_project_quota.gpu_quota, set_project_quota.cpu_quota, set_project_quota.memory_quota);
   -- Exclusive project lock: waits for every deploy or run start in flight (they hold it shared).
-  p := mlplat._lock_project_row(pid, 'exclusive', 'set_project_quota');
+  p := mlplat._lock_project_row(api.pid, 'exclusive', 'set_project_quota');
   IF p.status IN ('DELETING', 'DELETED') THEN
     PERFORM mlplat._wrong_state('project', p.name, p.status, 'set_project_quota', 'The project is being deleted.');
   END IF;
-  used := mlplat._gpus_in_use(pid);
+  used := mlplat._gpus_in_use(api.pid);
   IF set_project_quota.gpu_quota < used THEN
     RAISE EXCEPTION USING ERRCODE = '23514',
       MESSAGE = pg_catalog.format('invalid gpu_quota: %s is below the %s GPUs project "%s" already uses',
@@ -252,29 +251,25 @@ BEGIN
   END IF;
   UPDATE mlplat.projects x SET gpu_quota = set_project_quota.gpu_quota, cpu_quota = set_project_quota.cpu_quota,
          memory_quota = set_project_quota.memory_quota, generation = x.generation + 1,
-         row_version = x.row_version + 1, traceparent = tp, attempts = 0, next_attempt_at = pg_catalog.now(),
+         row_version = x.row_version + 1, traceparent = api.tp, attempts = 0, next_attempt_at = pg_catalog.now(),
          updated_at = pg_catalog.now()
-  WHERE x.id = pid RETURNING * INTO p;
-  r := (pg_catalog.gen_random_uuid(), 'project', pid, NULL, p.status, false)::mlplat.accepted;
-  PERFORM mlplat._audit('set_project_quota', p.name, pid, 'project', pid, r.request_id, tp,
-    pg_catalog.jsonb_build_object('gpu_quota', p.gpu_quota, 'cpu_quota', p.cpu_quota, 'memory_quota', p.memory_quota));
-  PERFORM mlplat._idem_store('set_project_quota', set_project_quota.idempotency_key, r);
-  PERFORM mlplat._wake_on_commit('projects');
-  RETURN r;
+  WHERE x.id = api.pid RETURNING * INTO p;
+  r := (pg_catalog.gen_random_uuid(), 'project', api.pid, NULL, p.status, false)::mlplat.accepted;
+  RETURN mlplat._api_accept(api, r,
+    pg_catalog.jsonb_build_object('gpu_quota', p.gpu_quota, 'cpu_quota', p.cpu_quota, 'memory_quota', p.memory_quota), 'projects');
 END $$;
 
 CREATE OR REPLACE FUNCTION mlplat.delete_project(name text)
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
-  pid bigint := mlplat._authorize('delete_project', delete_project.name);
+  api mlplat.api_call := mlplat._api_begin('delete_project', delete_project.name);
   r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'project', NULL, NULL, NULL, false)::mlplat.accepted;
-  tp text := mlplat._traceparent();
   seen mlplat.projects;
   p mlplat.projects;
 BEGIN
-  SELECT * INTO seen FROM mlplat.projects x WHERE x.id = pid;
-  r.entity_id := pid;
+  SELECT * INTO seen FROM mlplat.projects x WHERE x.id = api.pid;
+  r.entity_id := api.pid;
   IF seen.status IN ('DELETING', 'DELETED') THEN
     r.status := seen.status;       -- already asked for: nothing changes
     RETURN r;
@@ -282,15 +277,15 @@ BEGIN
   -- Compare-and-swap: lock, and insist the row is still the one we read.  The exclusive
   -- project lock also waits for deploys in flight (they hold it shared), so the count below
   -- is final.
-  p := mlplat._lock_project_row(pid, 'exclusive', 'delete_project');
+  p := mlplat._lock_project_row(api.pid, 'exclusive', 'delete_project');
   IF p.row_version <> seen.row_version OR p.status <> seen.status THEN
     PERFORM mlplat._cas_lost('project', seen.name);
   END IF;
-  IF EXISTS (SELECT 1 FROM mlplat.deployments d WHERE d.project_id = pid AND d.status <> 'DELETED')
-     OR EXISTS (SELECT 1 FROM mlplat.runs u WHERE u.project_id = pid
+  IF EXISTS (SELECT 1 FROM mlplat.deployments d WHERE d.project_id = api.pid AND d.status <> 'DELETED')
+     OR EXISTS (SELECT 1 FROM mlplat.runs u WHERE u.project_id = api.pid
                 AND mlplat.run_is_active(u.status))
      -- a campaign's builder holds GPUs and objects in the namespace until its Job is gone
-     OR EXISTS (SELECT 1 FROM mlplat.campaign_candidates k WHERE k.project_id = pid
+     OR EXISTS (SELECT 1 FROM mlplat.campaign_candidates k WHERE k.project_id = api.pid
                 AND k.status IN ('BUILDING', 'CANCEL_REQUESTED')) THEN
     RAISE EXCEPTION USING ERRCODE = '55000',
       MESSAGE = pg_catalog.format('project "%s" still has deployments or active runs', p.name),
@@ -298,75 +293,68 @@ BEGIN
       HINT = 'Undeploy its deployments and cancel its runs, wait for DELETED/CANCELLED, then retry.';
   END IF;
   UPDATE mlplat.projects x SET status = 'DELETING', status_reason = 'deletion requested',
-         generation = x.generation + 1, row_version = x.row_version + 1, traceparent = tp,
+         generation = x.generation + 1, row_version = x.row_version + 1, traceparent = api.tp,
          attempts = 0, next_attempt_at = pg_catalog.now(), updated_at = pg_catalog.now()
-  WHERE x.id = pid AND x.row_version = seen.row_version RETURNING * INTO p;
+  WHERE x.id = api.pid AND x.row_version = seen.row_version RETURNING * INTO p;
   r.status := p.status;
-  PERFORM mlplat._audit('delete_project', p.name, pid, 'project', pid, r.request_id, tp, '{}');
-  PERFORM mlplat._wake_on_commit('projects');
-  RETURN r;
+  RETURN mlplat._api_accept(api, r, '{}', 'projects');
 END $$;
 
 -- What a membership change does once the members row is written, the same for a grant and a
 -- revoke: when it changed anything the project takes this call's traceparent (the projects
 -- reconciler writes the RoleBindings under this call's span); the call is audited either way,
 -- with changed; the projects reconciler is woken at commit.
-CREATE FUNCTION mlplat._membership_changed(p_action text, p_project text, p_pid bigint, p_principal text,
-                                           p_role text, p_changed boolean, p_request_id uuid, p_tp text)
-RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, mlplat, pg_temp AS $$
+CREATE FUNCTION mlplat._membership_changed(c mlplat.api_call, r mlplat.accepted, p_principal text, p_role text,
+                                           p_changed boolean)
+RETURNS mlplat.accepted LANGUAGE plpgsql SET search_path = pg_catalog, mlplat, pg_temp AS $$
 BEGIN
   IF p_changed THEN
-    UPDATE mlplat.projects x SET traceparent = p_tp WHERE x.id = p_pid;
+    UPDATE mlplat.projects x SET traceparent = c.tp WHERE x.id = c.pid;
   END IF;
-  PERFORM mlplat._audit(p_action, p_project, p_pid, 'member', p_pid, p_request_id, p_tp,
-    pg_catalog.jsonb_build_object('principal', p_principal, 'role', p_role, 'changed', p_changed));
-  PERFORM mlplat._wake_on_commit('projects');
+  RETURN mlplat._api_accept(c, r,
+    pg_catalog.jsonb_build_object('principal', p_principal, 'role', p_role, 'changed', p_changed), 'projects');
 END $$;
 
-REVOKE ALL ON FUNCTION mlplat._membership_changed(text, text, bigint, text, text, boolean, uuid, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mlplat._membership_changed(mlplat.api_call, mlplat.accepted, text, text, boolean) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION mlplat.revoke_role(project text, principal text, role text)
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
-  pid bigint := mlplat._authorize('revoke_role', revoke_role.project);
+  api mlplat.api_call := mlplat._api_begin('revoke_role', revoke_role.project);
   r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'member', NULL, NULL, 'REVOKED', false)::mlplat.accepted;
-  tp text := mlplat._traceparent();
   changed boolean;
 BEGIN
   PERFORM mlplat._check_role_args(revoke_role.principal, revoke_role.role);
-  r.entity_id := pid;
+  r.entity_id := api.pid;
   -- Serialize membership changes of this project so "last owner" is decided on settled data.
-  PERFORM mlplat._lock_project_row(pid, 'reserve', 'revoke_role');
+  PERFORM mlplat._lock_project_row(api.pid, 'reserve', 'revoke_role');
   DELETE FROM mlplat.members m
-  WHERE m.project_id = pid AND m.principal = revoke_role.principal AND m.role = revoke_role.role;
+  WHERE m.project_id = api.pid AND m.principal = revoke_role.principal AND m.role = revoke_role.role;
   changed := FOUND;
   IF revoke_role.role = 'owner' AND changed
-     AND NOT EXISTS (SELECT 1 FROM mlplat.members m WHERE m.project_id = pid AND m.role = 'owner') THEN
+     AND NOT EXISTS (SELECT 1 FROM mlplat.members m WHERE m.project_id = api.pid AND m.role = 'owner') THEN
     RAISE EXCEPTION USING ERRCODE = '55000',
       MESSAGE = pg_catalog.format('cannot revoke the last owner of project "%s"', revoke_role.project),
       DETAIL = 'Every project keeps at least one owner.',
       HINT = 'Grant owner to someone else first.';
   END IF;
-  PERFORM mlplat._membership_changed('revoke_role', revoke_role.project, pid, revoke_role.principal, revoke_role.role,
-                                     changed, r.request_id, tp);
-  RETURN r;
+  RETURN mlplat._membership_changed(api, r, revoke_role.principal, revoke_role.role, changed);
 END $$;
 
 CREATE OR REPLACE FUNCTION mlplat.rollback_deployment(project text, deployment text)
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
-  pid bigint := mlplat._authorize('rollback_deployment', rollback_deployment.project);
+  api mlplat.api_call := mlplat._api_begin('rollback_deployment', rollback_deployment.project);
   r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'deployment', NULL, NULL, NULL, false)::mlplat.accepted;
-  tp text := mlplat._traceparent();
   seen mlplat.deployments;
   d mlplat.deployments;
   p mlplat.projects;
   prev jsonb;
   alloc int;
 BEGIN
-  seen := mlplat._find_deployment(pid, rollback_deployment.deployment);
+  seen := mlplat._find_deployment(api.pid, rollback_deployment.deployment);
   IF seen.status IN ('DELETING', 'DELETED') THEN
     PERFORM mlplat._wrong_state('deployment', seen.name, seen.status, 'rollback_deployment', 'Deploy it again instead.');
   END IF;
@@ -379,7 +367,7 @@ BEGIN
   SELECT dr.intent INTO prev FROM mlplat.deployment_revisions dr
   WHERE dr.deployment_id = seen.id AND dr.revision = seen.previous_revision;
   alloc := (prev->>'gpus')::int * (prev->>'max_replicas')::int;
-  p := mlplat._lock_project(pid, alloc > seen.desired_gpus, 'rollback_deployment');
+  p := mlplat._lock_project(api.pid, alloc > seen.desired_gpus, 'rollback_deployment');
   SELECT * INTO d FROM mlplat.deployments x WHERE x.id = seen.id FOR NO KEY UPDATE;
   IF d.row_version <> seen.row_version OR d.status <> seen.status THEN
     PERFORM mlplat._cas_lost('deployment', seen.name);
@@ -393,14 +381,12 @@ BEGIN
   SET desired_revision = d.previous_revision, previous_revision = d.desired_revision, desired_gpus = alloc,
       generation = x.generation + 1, row_version = x.row_version + 1, status = 'DEPLOYING',
       status_reason = pg_catalog.format('rollback to revision %s requested', d.previous_revision),
-      attempts = 0, last_error = NULL, next_attempt_at = pg_catalog.now(), traceparent = tp,
+      attempts = 0, last_error = NULL, next_attempt_at = pg_catalog.now(), traceparent = api.tp,
       ready_wait_since = pg_catalog.now(), updated_at = pg_catalog.now()
   WHERE x.id = d.id;
   r.entity_id := d.id; r.revision := d.previous_revision; r.status := 'DEPLOYING';
-  PERFORM mlplat._audit('rollback_deployment', rollback_deployment.project, pid, 'deployment', d.id, r.request_id, tp,
-    pg_catalog.jsonb_build_object('from_revision', d.desired_revision, 'to_revision', d.previous_revision));
-  PERFORM mlplat._wake_on_commit('deployments');
-  RETURN r;
+  RETURN mlplat._api_accept(api, r,
+    pg_catalog.jsonb_build_object('from_revision', d.desired_revision, 'to_revision', d.previous_revision), 'deployments');
 END $$;
 
 CREATE OR REPLACE FUNCTION mlplat.set_drift_policy(project text, deployment text, policy text,
@@ -471,9 +457,8 @@ CREATE OR REPLACE FUNCTION mlplat.start_rollout(project text, deployment text, m
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
-  pid bigint := mlplat._authorize('start_rollout', start_rollout.project);
+  api mlplat.api_call := mlplat._api_begin('start_rollout', start_rollout.project, start_rollout.idempotency_key);
   r mlplat.accepted;
-  tp text := mlplat._traceparent();
   pol jsonb;
   v mlplat.model_versions;
   d mlplat.deployments;
@@ -486,13 +471,13 @@ DECLARE
   prj mlplat.projects;
   used bigint;
 BEGIN
-  r := mlplat._idem_claim('start_rollout', start_rollout.idempotency_key,
+  r := mlplat._api_claim(api,
          pg_catalog.jsonb_build_array(start_rollout.project, start_rollout.deployment, start_rollout.model,
                                       start_rollout.version, start_rollout.policy));
   IF r.request_id IS NOT NULL THEN RETURN r; END IF;
   pol := mlplat._check_policy(start_rollout.policy);
-  d := mlplat._find_deployment(pid, start_rollout.deployment);
-  v := mlplat._find_version(pid, start_rollout.model, start_rollout.version);
+  d := mlplat._find_deployment(api.pid, start_rollout.deployment);
+  v := mlplat._find_version(api.pid, start_rollout.model, start_rollout.version);
   IF v.stage NOT IN ('CANDIDATE', 'CHAMPION') THEN
     RAISE EXCEPTION USING ERRCODE = '55000',
       MESSAGE = pg_catalog.format('model version "%s" of "%s" is %s: a rollout needs CANDIDATE or CHAMPION',
@@ -503,7 +488,7 @@ BEGIN
   SELECT (dr.intent->>'gpus')::bigint * (dr.intent->>'max_replicas')::bigint INTO surge
   FROM mlplat.deployment_revisions dr WHERE dr.deployment_id = d.id AND dr.revision = d.desired_revision;
   surge := coalesce(surge, 0);
-  prj := mlplat._lock_project(pid, surge > 0, 'start_rollout');
+  prj := mlplat._lock_project(api.pid, surge > 0, 'start_rollout');
   SELECT * INTO d FROM mlplat.deployments x WHERE x.id = d.id FOR UPDATE;
   IF d.status NOT IN ('READY', 'DRIFTED') THEN
     PERFORM mlplat._wrong_state('deployment', d.name, d.status, 'start_rollout',
@@ -534,7 +519,7 @@ BEGIN
     PERFORM mlplat._cas_lost('deployment', d.name);   -- redeployed between our read and the lock
   END IF;
   IF surge > 0 THEN
-    used := mlplat._gpus_in_use(pid);
+    used := mlplat._gpus_in_use(api.pid);
     IF used + surge > prj.gpu_quota THEN
       RAISE EXCEPTION USING ERRCODE = '23514',
         MESSAGE = pg_catalog.format('GPU quota of project "%s" cannot hold the canary: it needs %s GPUs, %s of %s are in use',
@@ -549,20 +534,17 @@ BEGIN
               (base->>'min_replicas')::int, (base->>'max_replicas')::int, base->'env');
   INSERT INTO mlplat.deployment_revisions (deployment_id, revision, project_id, model_version_id, intent,
                                            spec, spec_digest, created_by, traceparent)
-  VALUES (d.id, rev, pid, v.id, v_intent, v_spec, mlplat._spec_digest(v_spec), mlplat._actor(), tp);
+  VALUES (d.id, rev, api.pid, v.id, v_intent, v_spec, mlplat._spec_digest(v_spec), mlplat._actor(), api.tp);
   UPDATE mlplat.deployments x SET latest_revision = rev, row_version = x.row_version + 1, updated_at = pg_catalog.now()
   WHERE x.id = d.id;
   INSERT INTO mlplat.rollouts (project_id, deployment_id, baseline_revision, target_revision, policy, created_by, traceparent,
                               surge_gpus)
-  VALUES (pid, d.id, d.desired_revision, rev, pol, mlplat._actor(), tp, surge)
+  VALUES (api.pid, d.id, d.desired_revision, rev, pol, mlplat._actor(), api.tp, surge)
   RETURNING id INTO ro_id;
   r := (pg_catalog.gen_random_uuid(), 'rollout', ro_id, rev, 'PROGRESSING', false)::mlplat.accepted;
-  PERFORM mlplat._audit('start_rollout', start_rollout.project, pid, 'rollout', ro_id, r.request_id, tp,
+  RETURN mlplat._api_accept(api, r,
     pg_catalog.jsonb_build_object('deployment', d.name, 'baseline_revision', d.desired_revision,
-                                  'target_revision', rev, 'policy', pol));
-  PERFORM mlplat._idem_store('start_rollout', start_rollout.idempotency_key, r);
-  PERFORM mlplat._wake_on_commit('rollouts');
-  RETURN r;
+                                  'target_revision', rev, 'policy', pol), 'rollouts');
 END $$;
 
 CREATE OR REPLACE FUNCTION mlplat.retry_run(project text, run text)

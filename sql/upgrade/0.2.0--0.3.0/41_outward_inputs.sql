@@ -17,8 +17,10 @@ CREATE OR REPLACE FUNCTION mlplat.create_project(name text, gpu_quota int, cpu_q
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, mlplat, pg_temp AS $$
 DECLARE
+  -- no project to authorize against yet: administrators only (below); its id once written
+  api mlplat.api_call := ('create_project', create_project.name, NULL, mlplat._traceparent(),
+                          create_project.idempotency_key)::mlplat.api_call;
   r mlplat.accepted;
-  tp text := mlplat._traceparent();
   p mlplat.projects;
 BEGIN
   IF NOT mlplat._is_admin() THEN
@@ -27,7 +29,7 @@ BEGIN
       DETAIL = 'Only platform administrators create projects.',
       HINT = 'Ask an administrator (a member of mlplat.admins) to create the project and grant you a role.';
   END IF;
-  r := mlplat._idem_claim('create_project', create_project.idempotency_key,
+  r := mlplat._api_claim(api,
          pg_catalog.jsonb_build_array(create_project.name, create_project.gpu_quota, create_project.cpu_quota,
                                       create_project.memory_quota, create_project.owner));
   IF r.request_id IS NOT NULL THEN RETURN r; END IF;
@@ -42,7 +44,7 @@ BEGIN
 
   r := (pg_catalog.gen_random_uuid(), 'project', NULL, NULL, NULL, false)::mlplat.accepted;
   INSERT INTO mlplat.projects (name, gpu_quota, cpu_quota, memory_quota, traceparent)
-  VALUES (create_project.name, create_project.gpu_quota, create_project.cpu_quota, create_project.memory_quota, tp)
+  VALUES (create_project.name, create_project.gpu_quota, create_project.cpu_quota, create_project.memory_quota, api.tp)
   ON CONFLICT ON CONSTRAINT projects_name_key DO NOTHING
   RETURNING * INTO p;
   IF p.id IS NULL THEN
@@ -51,7 +53,7 @@ BEGIN
       UPDATE mlplat.projects x SET gpu_quota = create_project.gpu_quota, cpu_quota = create_project.cpu_quota,
              memory_quota = create_project.memory_quota, status = 'PROVISIONING', status_reason = NULL,
              generation = x.generation + 1, row_version = x.row_version + 1, attempts = 0, last_error = NULL,
-             next_attempt_at = pg_catalog.now(), traceparent = tp, updated_at = pg_catalog.now()
+             next_attempt_at = pg_catalog.now(), traceparent = api.tp, updated_at = pg_catalog.now()
       WHERE x.id = p.id RETURNING * INTO p;
       -- A re-created project starts with no members and no artifact locations: old grants
       -- do not come back.
@@ -67,44 +69,35 @@ BEGIN
         HINT = 'Use mlplat.set_project_quota() to change quotas.';
     ELSE
       -- Nothing to change: the existing project is the answer.
-      r.entity_id := p.id; r.status := p.status;
-      PERFORM mlplat._audit('create_project', p.name, p.id, 'project', p.id, r.request_id, tp,
-                            pg_catalog.jsonb_build_object('unchanged', true));
-      PERFORM mlplat._idem_store('create_project', create_project.idempotency_key, r);
-      RETURN r;
+      r.entity_id := p.id; r.status := p.status; api.pid := p.id;
+      RETURN mlplat._api_accept(api, r, pg_catalog.jsonb_build_object('unchanged', true));
     END IF;
   END IF;
   IF create_project.owner IS NOT NULL THEN
     INSERT INTO mlplat.members (project_id, principal, role, granted_by)
     VALUES (p.id, create_project.owner, 'owner', mlplat._actor()) ON CONFLICT DO NOTHING;
   END IF;
-  r.entity_id := p.id; r.status := p.status;
-  PERFORM mlplat._audit('create_project', p.name, p.id, 'project', p.id, r.request_id, tp,
+  r.entity_id := p.id; r.status := p.status; api.pid := p.id;
+  RETURN mlplat._api_accept(api, r,
     pg_catalog.jsonb_build_object('gpu_quota', p.gpu_quota, 'cpu_quota', p.cpu_quota,
-                                  'memory_quota', p.memory_quota, 'owner', create_project.owner));
-  PERFORM mlplat._idem_store('create_project', create_project.idempotency_key, r);
-  PERFORM mlplat._wake_on_commit('projects');
-  RETURN r;
+                                  'memory_quota', p.memory_quota, 'owner', create_project.owner), 'projects');
 END $$;
 
 CREATE OR REPLACE FUNCTION mlplat.grant_role(project text, principal text, role text)
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, mlplat, pg_temp AS $$
 DECLARE
-  pid bigint := mlplat._authorize('grant_role', grant_role.project);
+  api mlplat.api_call := mlplat._api_begin('grant_role', grant_role.project);
   r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'member', NULL, NULL, 'GRANTED', false)::mlplat.accepted;
-  tp text := mlplat._traceparent();
   changed boolean;
 BEGIN
   PERFORM mlplat._check_role_args(grant_role.principal, grant_role.role);
   PERFORM mlplat._check_subject('principal', grant_role.principal);
-  r.entity_id := pid;
+  r.entity_id := api.pid;
   INSERT INTO mlplat.members (project_id, principal, role, granted_by)
-  VALUES (pid, grant_role.principal, grant_role.role, mlplat._actor()) ON CONFLICT DO NOTHING;
+  VALUES (api.pid, grant_role.principal, grant_role.role, mlplat._actor()) ON CONFLICT DO NOTHING;
   changed := FOUND;
-  PERFORM mlplat._membership_changed('grant_role', grant_role.project, pid, grant_role.principal, grant_role.role,
-                                     changed, r.request_id, tp);
-  RETURN r;
+  RETURN mlplat._membership_changed(api, r, grant_role.principal, grant_role.role, changed);
 END $$;
 
 CREATE OR REPLACE FUNCTION mlplat._check_no_template(field text, val jsonb) RETURNS void
@@ -167,13 +160,12 @@ CREATE OR REPLACE FUNCTION mlplat.register_model_version(project text, model tex
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, mlplat, pg_temp AS $$
 DECLARE
-  pid bigint := mlplat._authorize('register_model', register_model_version.project);
+  api mlplat.api_call := mlplat._api_begin('register_model', register_model_version.project, register_model_version.idempotency_key);
   r mlplat.accepted;
-  tp text := mlplat._traceparent();
   mid bigint;
   v mlplat.model_versions;
 BEGIN
-  r := mlplat._idem_claim('register_model', register_model_version.idempotency_key,
+  r := mlplat._api_claim(api,
          pg_catalog.jsonb_build_array(register_model_version.project, register_model_version.model,
            register_model_version.version, register_model_version.artifact_uri, register_model_version.artifact_sha256,
            register_model_version.runtime_kind, register_model_version.model_format));
@@ -198,7 +190,7 @@ BEGIN
   END IF;
   -- only from the project's own artifact locations: the platform reads the artifact with its
   -- own credentials, and must not do so for another tenant's objects
-  PERFORM mlplat._check_artifact_location(pid, register_model_version.project, register_model_version.artifact_uri);
+  PERFORM mlplat._check_artifact_location(api.pid, register_model_version.project, register_model_version.artifact_uri);
   IF register_model_version.artifact_sha256 IS NULL OR register_model_version.artifact_sha256 !~ '^[0-9a-f]{64}$' THEN
     PERFORM mlplat._bad_input('artifact_sha256', 'must be 64 lower-case hex characters',
       'Pass the SHA-256 digest of the artifact, e.g. from sha256sum.');
@@ -206,14 +198,14 @@ BEGIN
   PERFORM mlplat._check_label('runtime_kind', register_model_version.runtime_kind, 63);
   PERFORM mlplat._check_label('model_format', register_model_version.model_format, 63);
 
-  INSERT INTO mlplat.models (project_id, name) VALUES (pid, register_model_version.model)
+  INSERT INTO mlplat.models (project_id, name) VALUES (api.pid, register_model_version.model)
   ON CONFLICT ON CONSTRAINT models_project_id_name_key DO NOTHING;
-  SELECT m.id INTO mid FROM mlplat.models m WHERE m.project_id = pid AND m.name = register_model_version.model;
+  SELECT m.id INTO mid FROM mlplat.models m WHERE m.project_id = api.pid AND m.name = register_model_version.model;
 
   r := (pg_catalog.gen_random_uuid(), 'model_version', NULL, NULL, NULL, false)::mlplat.accepted;
   INSERT INTO mlplat.model_versions (project_id, model_id, version, artifact_uri, artifact_sha256,
                                      runtime_kind, model_format, created_by)
-  VALUES (pid, mid, register_model_version.version, register_model_version.artifact_uri,
+  VALUES (api.pid, mid, register_model_version.version, register_model_version.artifact_uri,
           register_model_version.artifact_sha256, register_model_version.runtime_kind,
           register_model_version.model_format, mlplat._actor())
   ON CONFLICT ON CONSTRAINT model_versions_model_id_version_key DO NOTHING
@@ -231,11 +223,9 @@ BEGIN
     END IF;
   END IF;
   r.entity_id := v.id; r.status := v.stage;
-  PERFORM mlplat._audit('register_model', register_model_version.project, pid, 'model_version', v.id, r.request_id, tp,
+  RETURN mlplat._api_accept(api, r,
     pg_catalog.jsonb_build_object('model', register_model_version.model, 'version', v.version,
       'artifact_sha256', v.artifact_sha256, 'runtime_kind', v.runtime_kind, 'model_format', v.model_format));
-  PERFORM mlplat._idem_store('register_model', register_model_version.idempotency_key, r);
-  RETURN r;
 END $$;
 
 -- (returns the seam type of part 20 now: dropped and made again)

@@ -69,32 +69,28 @@ END $$;
 -- What an add or a remove answers once the list is written: the accepted answer (the
 -- project's id, ADDED or REMOVED), the audit event with whether anything changed, and the
 -- idempotency record.
-CREATE FUNCTION mlplat._location_changed(p_action text, p_project text, p_pid bigint, p_location text,
-                                         p_status text, p_changed boolean, p_key text, p_tp text)
+CREATE FUNCTION mlplat._location_changed(c mlplat.api_call, p_location text, p_status text, p_changed boolean)
 RETURNS mlplat.accepted LANGUAGE plpgsql SET search_path = pg_catalog, mlplat, pg_temp AS $$
-DECLARE
-  r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'artifact_location', p_pid, NULL, p_status, false)::mlplat.accepted;
 BEGIN
-  PERFORM mlplat._audit(p_action, p_project, p_pid, 'artifact_location', p_pid, r.request_id, p_tp,
+  RETURN mlplat._api_accept(c,
+    (pg_catalog.gen_random_uuid(), 'artifact_location', c.pid, NULL, p_status, false)::mlplat.accepted,
     pg_catalog.jsonb_build_object('location', p_location, 'changed', p_changed));
-  PERFORM mlplat._idem_store(p_action, p_key, r);
-  RETURN r;
 END $$;
 
 CREATE FUNCTION mlplat.add_artifact_location(project text, location text, idempotency_key text DEFAULT NULL)
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, mlplat, pg_temp AS $$
 DECLARE
-  pid bigint := mlplat._authorize('set_artifact_locations', add_artifact_location.project);
+  -- one permission, set_artifact_locations, for adding and removing
+  api mlplat.api_call := mlplat._api_begin('add_artifact_location', add_artifact_location.project, add_artifact_location.idempotency_key, 'set_artifact_locations');
   r mlplat.accepted;
-  tp text := mlplat._traceparent();
   st text;
 BEGIN
-  r := mlplat._idem_claim('add_artifact_location', add_artifact_location.idempotency_key,
+  r := mlplat._api_claim(api,
          pg_catalog.jsonb_build_array(add_artifact_location.project, add_artifact_location.location));
   IF r.request_id IS NOT NULL THEN RETURN r; END IF;
   PERFORM mlplat._check_location('location', add_artifact_location.location);
-  SELECT p.status INTO st FROM mlplat.projects p WHERE p.id = pid;
+  SELECT p.status INTO st FROM mlplat.projects p WHERE p.id = api.pid;
   IF st IN ('DELETING', 'DELETED') THEN
     PERFORM mlplat._wrong_state('project', add_artifact_location.project, st, 'add_artifact_location', 'The project is being deleted.');
   END IF;
@@ -103,7 +99,7 @@ BEGIN
   LOCK TABLE mlplat.artifact_locations IN SHARE ROW EXCLUSIVE MODE;
   IF NOT mlplat._is_admin() AND EXISTS (
        SELECT 1 FROM mlplat.artifact_locations l JOIN mlplat.projects p ON p.id = l.project_id
-        WHERE l.project_id <> pid AND p.status <> 'DELETED'
+        WHERE l.project_id <> api.pid AND p.status <> 'DELETED'
           AND (pg_catalog.starts_with(l.location, add_artifact_location.location)
                OR pg_catalog.starts_with(add_artifact_location.location, l.location))) THEN
     RAISE EXCEPTION USING ERRCODE = '42501',
@@ -112,9 +108,8 @@ BEGIN
       HINT = 'Use a prefix of your own; only an administrator can let two projects share objects.';
   END IF;
   INSERT INTO mlplat.artifact_locations (project_id, location, added_by)
-  VALUES (pid, add_artifact_location.location, mlplat._actor()) ON CONFLICT DO NOTHING;
-  RETURN mlplat._location_changed('add_artifact_location', add_artifact_location.project, pid,
-    add_artifact_location.location, 'ADDED', FOUND, add_artifact_location.idempotency_key, tp);
+  VALUES (api.pid, add_artifact_location.location, mlplat._actor()) ON CONFLICT DO NOTHING;
+  RETURN mlplat._location_changed(api, add_artifact_location.location, 'ADDED', FOUND);
 END $$;
 
 -- Removing a location refuses new registrations under it; versions registered before keep
@@ -123,20 +118,19 @@ CREATE FUNCTION mlplat.remove_artifact_location(project text, location text, ide
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, mlplat, pg_temp AS $$
 DECLARE
-  pid bigint := mlplat._authorize('set_artifact_locations', remove_artifact_location.project);
+  -- one permission, set_artifact_locations, for adding and removing
+  api mlplat.api_call := mlplat._api_begin('remove_artifact_location', remove_artifact_location.project, remove_artifact_location.idempotency_key, 'set_artifact_locations');
   r mlplat.accepted;
-  tp text := mlplat._traceparent();
 BEGIN
-  r := mlplat._idem_claim('remove_artifact_location', remove_artifact_location.idempotency_key,
+  r := mlplat._api_claim(api,
          pg_catalog.jsonb_build_array(remove_artifact_location.project, remove_artifact_location.location));
   IF r.request_id IS NOT NULL THEN RETURN r; END IF;
   IF remove_artifact_location.location IS NULL THEN
     PERFORM mlplat._bad_input('location', 'must not be null', 'Pass the location as listed in mlplat.artifact_locations.');
   END IF;
   DELETE FROM mlplat.artifact_locations l
-   WHERE l.project_id = pid AND l.location = remove_artifact_location.location;
-  RETURN mlplat._location_changed('remove_artifact_location', remove_artifact_location.project, pid,
-    remove_artifact_location.location, 'REMOVED', FOUND, remove_artifact_location.idempotency_key, tp);
+   WHERE l.project_id = api.pid AND l.location = remove_artifact_location.location;
+  RETURN mlplat._location_changed(api, remove_artifact_location.location, 'REMOVED', FOUND);
 END $$;
 
 CREATE VIEW mlplat.artifact_location_list WITH (security_invoker = true) AS
@@ -149,7 +143,7 @@ GRANT SELECT ON mlplat.artifact_locations, mlplat.artifact_location_list TO PUBL
 SELECT pg_catalog.pg_extension_config_dump('mlplat.artifact_locations', '');
 
 REVOKE ALL ON FUNCTION mlplat._check_location(text, text) FROM PUBLIC;
-REVOKE ALL ON FUNCTION mlplat._location_changed(text, text, bigint, text, text, boolean, text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mlplat._location_changed(mlplat.api_call, text, text, boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._check_artifact_location(bigint, text, text) FROM PUBLIC;
 
 WITH used AS (

@@ -625,34 +625,33 @@ CREATE FUNCTION mlplat.create_campaign(project text, campaign text, definition j
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
-  pid bigint := mlplat._authorize('create_campaign', create_campaign.project);
+  api mlplat.api_call := mlplat._api_begin('create_campaign', create_campaign.project, create_campaign.idempotency_key);
   r mlplat.accepted;
-  tp text := mlplat._traceparent();
   def jsonb;
   cid text;
   c mlplat.campaigns;
   i int := 0;
   who text := mlplat._actor();   -- once, not once per transition row
 BEGIN
-  r := mlplat._idem_claim('create_campaign', create_campaign.idempotency_key,
+  r := mlplat._api_claim(api,
          pg_catalog.jsonb_build_array(create_campaign.project, create_campaign.campaign, create_campaign.definition));
   IF r.request_id IS NOT NULL THEN RETURN r; END IF;
   PERFORM mlplat._check_label('campaign', create_campaign.campaign, 40);
-  PERFORM mlplat._lock_project(pid, false, 'create_campaign');
-  def := mlplat._campaign_expand(pid, create_campaign.definition);
+  PERFORM mlplat._lock_project(api.pid, false, 'create_campaign');
+  def := mlplat._campaign_expand(api.pid, create_campaign.definition);
   cid := mlplat.content_id(def);
   r := (pg_catalog.gen_random_uuid(), 'campaign', NULL, NULL, NULL, false)::mlplat.accepted;
   INSERT INTO mlplat.campaigns (project_id, name, definition, content_id, base_model_version_id, base_artifact_sha256,
                                 model_family, quality_gate, output_prefix, max_parallel, created_by, db_role, traceparent)
-  SELECT pid, create_campaign.campaign, def, cid, v.id, v.artifact_sha256, def #>> '{base,model_family}',
-         def->'quality_gate', def->>'output_prefix', (def->>'max_parallel')::int, who, mlplat._db_role(), tp
+  SELECT api.pid, create_campaign.campaign, def, cid, v.id, v.artifact_sha256, def #>> '{base,model_family}',
+         def->'quality_gate', def->>'output_prefix', (def->>'max_parallel')::int, who, mlplat._db_role(), api.tp
     FROM mlplat.model_versions v JOIN mlplat.models m ON m.id = v.model_id
-   WHERE m.project_id = pid AND m.name = def #>> '{base,model}' AND v.version = def #>> '{base,version}'
+   WHERE m.project_id = api.pid AND m.name = def #>> '{base,model}' AND v.version = def #>> '{base,version}'
   ON CONFLICT ON CONSTRAINT campaigns_project_id_name_key DO NOTHING
   RETURNING * INTO c;
   IF c.id IS NULL THEN
     -- the name exists (perhaps committed by a concurrent create that we waited for)
-    SELECT * INTO c FROM mlplat.campaigns x WHERE x.project_id = pid AND x.name = create_campaign.campaign;
+    SELECT * INTO c FROM mlplat.campaigns x WHERE x.project_id = api.pid AND x.name = create_campaign.campaign;
     IF c.content_id <> cid THEN
       RAISE EXCEPTION USING ERRCODE = '42710',
         MESSAGE = pg_catalog.format('campaign "%s" already exists in project "%s" with a different definition',
@@ -661,8 +660,7 @@ BEGIN
         HINT = 'Campaigns are immutable: choose a new campaign name.';
     END IF;
     r.entity_id := c.id; r.status := mlplat._campaign_state(c.id);
-    PERFORM mlplat._idem_store('create_campaign', create_campaign.idempotency_key, r);
-    RETURN r;
+    RETURN mlplat._api_keep(api, r);
   END IF;
   -- the candidates and their first transitions, set-based (one statement each, not one per candidate)
   WITH e AS (
@@ -671,10 +669,10 @@ BEGIN
   ), ins AS (
     INSERT INTO mlplat.campaign_candidates (campaign_id, project_id, ordinal, name, plan, content_id, gpus,
                                             reserved_gpu_seconds, traceparent)
-    SELECT c.id, pid, e.ordinal, e.name #>> '{}', e.plan,
+    SELECT c.id, api.pid, e.ordinal, e.name #>> '{}', e.plan,
            mlplat.content_id(e.plan || pg_catalog.jsonb_build_object('name', e.name)),
            (e.plan #>> '{hardware,gpus}')::int,
-           (e.plan #>> '{hardware,gpus}')::bigint * (e.plan->>'max_seconds')::bigint, tp
+           (e.plan #>> '{hardware,gpus}')::bigint * (e.plan->>'max_seconds')::bigint, api.tp
       FROM e
     RETURNING id, project_id
   )
@@ -682,11 +680,8 @@ BEGIN
   SELECT ins.id, ins.project_id, 1, NULL, 'PLANNED', who FROM ins;
   GET DIAGNOSTICS i = ROW_COUNT;
   r.entity_id := c.id; r.status := mlplat._campaign_state(c.id);
-  PERFORM mlplat._audit('create_campaign', create_campaign.project, pid, 'campaign', c.id, r.request_id, tp,
-    pg_catalog.jsonb_build_object('campaign', c.name, 'content_id', cid, 'candidates', i));
-  PERFORM mlplat._idem_store('create_campaign', create_campaign.idempotency_key, r);
   -- no wake: nothing may happen outside the database until the campaign is approved
-  RETURN r;
+  RETURN mlplat._api_accept(api, r, pg_catalog.jsonb_build_object('campaign', c.name, 'content_id', cid, 'candidates', i));
 END $$;
 
 CREATE FUNCTION mlplat.approve_campaign(project text, campaign text, max_spend_gpu_seconds bigint, valid_for interval,
@@ -694,16 +689,15 @@ CREATE FUNCTION mlplat.approve_campaign(project text, campaign text, max_spend_g
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
-  pid bigint := mlplat._authorize('approve_campaign', approve_campaign.project);
+  api mlplat.api_call := mlplat._api_begin('approve_campaign', approve_campaign.project, approve_campaign.idempotency_key);
   r mlplat.accepted;
-  tp text := mlplat._traceparent();
   req jsonb := pg_catalog.jsonb_build_array(approve_campaign.project, approve_campaign.campaign,
                  approve_campaign.max_spend_gpu_seconds, approve_campaign.valid_for::text);
   c mlplat.campaigns;
   a mlplat.campaign_approvals;
   st text;
 BEGIN
-  r := mlplat._idem_claim('approve_campaign', approve_campaign.idempotency_key, req);
+  r := mlplat._api_claim(api, req);
   IF r.request_id IS NOT NULL THEN RETURN r; END IF;
   IF approve_campaign.max_spend_gpu_seconds IS NULL OR approve_campaign.max_spend_gpu_seconds NOT BETWEEN 1 AND 1000000000000 THEN
     PERFORM mlplat._bad_input('max_spend_gpu_seconds', 'must be from 1 to 10^12',
@@ -714,7 +708,7 @@ BEGIN
     PERFORM mlplat._bad_input('valid_for', 'must be more than 0 and at most 30 days',
       'Builds must start and finish inside this window; pass e.g. ''8 hours''.');
   END IF;
-  c := mlplat._find_campaign(pid, approve_campaign.campaign);
+  c := mlplat._find_campaign(api.pid, approve_campaign.campaign);
   -- approvals and cancellations of one campaign are serialized on its row
   PERFORM 1 FROM mlplat.campaigns x WHERE x.id = c.id FOR NO KEY UPDATE;
   SELECT * INTO c FROM mlplat.campaigns x WHERE x.id = c.id;
@@ -734,8 +728,7 @@ BEGIN
     IF a.max_spend_gpu_seconds = approve_campaign.max_spend_gpu_seconds AND a.valid_for = approve_campaign.valid_for THEN
       -- the same terms again (a retry, perhaps much later): the first authority, unchanged
       r.status := st;
-      PERFORM mlplat._idem_store('approve_campaign', approve_campaign.idempotency_key, r);
-      RETURN r;
+      RETURN mlplat._api_keep(api, r);
     END IF;
     RAISE EXCEPTION USING ERRCODE = '42710',
       MESSAGE = pg_catalog.format('campaign "%s" is already approved (max spend %s GPU-seconds until %s); an approval is never changed',
@@ -746,32 +739,28 @@ BEGIN
   END IF;
   INSERT INTO mlplat.campaign_approvals (campaign_id, project_id, approved_by, db_role, max_spend_gpu_seconds, valid_for,
                                          expires_at, request_hash, traceparent)
-  VALUES (c.id, pid, mlplat._actor(), mlplat._db_role(), approve_campaign.max_spend_gpu_seconds, approve_campaign.valid_for,
+  VALUES (c.id, api.pid, mlplat._actor(), mlplat._db_role(), approve_campaign.max_spend_gpu_seconds, approve_campaign.valid_for,
           pg_catalog.now() + approve_campaign.valid_for,
-          pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(req::text, 'UTF8')), 'hex'), tp)
+          pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(req::text, 'UTF8')), 'hex'), api.tp)
   RETURNING * INTO a;
   r.status := mlplat._campaign_state(c.id);
-  PERFORM mlplat._audit('approve_campaign', approve_campaign.project, pid, 'campaign_approval', c.id, r.request_id, tp,
+  RETURN mlplat._api_accept(api, r,
     pg_catalog.jsonb_build_object('campaign', c.name, 'max_spend_gpu_seconds', a.max_spend_gpu_seconds,
-                                  'valid_for', a.valid_for::text, 'expires_at', a.expires_at));
-  PERFORM mlplat._idem_store('approve_campaign', approve_campaign.idempotency_key, r);
-  PERFORM mlplat._wake_on_commit('campaigns');
-  RETURN r;
+                                  'valid_for', a.valid_for::text, 'expires_at', a.expires_at), 'campaigns');
 END $$;
 
 CREATE FUNCTION mlplat.cancel_campaign(project text, campaign text)
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
-  pid bigint := mlplat._authorize('cancel_campaign', cancel_campaign.project);
+  api mlplat.api_call := mlplat._api_begin('cancel_campaign', cancel_campaign.project);
   r mlplat.accepted;
-  tp text := mlplat._traceparent();
   c mlplat.campaigns;
   k mlplat.campaign_candidates;
   st text;
   who text := mlplat._actor();
 BEGIN
-  c := mlplat._find_campaign(pid, cancel_campaign.campaign);
+  c := mlplat._find_campaign(api.pid, cancel_campaign.campaign);
   PERFORM 1 FROM mlplat.campaigns x WHERE x.id = c.id FOR NO KEY UPDATE;
   SELECT * INTO c FROM mlplat.campaigns x WHERE x.id = c.id;
   r := (pg_catalog.gen_random_uuid(), 'campaign', c.id, NULL, NULL, false)::mlplat.accepted;
@@ -803,10 +792,8 @@ BEGIN
       CASE WHEN k.status = 'PLANNED' THEN 'CAMPAIGN_CANCELLED' END, '{}', who, NULL, NULL);
   END LOOP;
   r.status := mlplat._campaign_state(c.id);
-  PERFORM mlplat._audit('cancel_campaign', cancel_campaign.project, pid, 'campaign', c.id, r.request_id, tp,
-    pg_catalog.jsonb_build_object('campaign', c.name, 'from', st, 'to', r.status));
-  PERFORM mlplat._wake_on_commit('campaigns');
-  RETURN r;
+  RETURN mlplat._api_accept(api, r,
+    pg_catalog.jsonb_build_object('campaign', c.name, 'from', st, 'to', r.status), 'campaigns');
 END $$;
 
 CREATE FUNCTION mlplat.campaign_state(project text, campaign text) RETURNS text
@@ -856,9 +843,8 @@ CREATE FUNCTION mlplat.record_candidate_evidence(project text, campaign text, ca
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
-  pid bigint := mlplat._authorize('record_candidate_evidence', record_candidate_evidence.project);
+  api mlplat.api_call := mlplat._api_begin('record_candidate_evidence', record_candidate_evidence.project, record_candidate_evidence.idempotency_key);
   r mlplat.accepted;
-  tp text := mlplat._traceparent();
   ev jsonb := record_candidate_evidence.evidence;
   c mlplat.campaigns;
   k mlplat.campaign_candidates;
@@ -868,7 +854,7 @@ DECLARE
   new_id bigint;
   who text := mlplat._actor();
 BEGIN
-  r := mlplat._idem_claim('record_candidate_evidence', record_candidate_evidence.idempotency_key,
+  r := mlplat._api_claim(api,
          pg_catalog.jsonb_build_array(record_candidate_evidence.project, record_candidate_evidence.campaign,
            record_candidate_evidence.candidate, record_candidate_evidence.class, ev, record_candidate_evidence.observed_version));
   IF r.request_id IS NOT NULL THEN RETURN r; END IF;
@@ -895,7 +881,7 @@ BEGIN
     PERFORM mlplat._json_num('evidence.revision.revision', ev #> '{revision,revision}', 1, 2147483647, true);
     PERFORM mlplat._json_num('evidence.measured_at', ev->'measured_at', 0, 253402300799, false);
   END IF;
-  c := mlplat._find_campaign(pid, record_candidate_evidence.campaign);
+  c := mlplat._find_campaign(api.pid, record_candidate_evidence.campaign);
   k := mlplat._find_candidate(c, record_candidate_evidence.candidate);
   IF record_candidate_evidence.class = 'actual' THEN
     IF k.status <> 'BUILT' THEN
@@ -905,7 +891,7 @@ BEGIN
         HINT = 'Record a prediction instead, or wait until the candidate is BUILT.';
     END IF;
     SELECT * INTO art FROM mlplat.optimized_artifacts x WHERE x.candidate_id = k.id;
-    dr := mlplat._bound_revision(pid, ev #>> '{revision,deployment}', (ev #>> '{revision,revision}')::numeric::int, art.output_sha256);
+    dr := mlplat._bound_revision(api.pid, ev #>> '{revision,deployment}', (ev #>> '{revision,revision}')::numeric::int, art.output_sha256);
   END IF;
   -- the fence: evidence is recorded against the version the caller observed
   UPDATE mlplat.campaign_candidates x SET evidence_version = x.evidence_version + 1
@@ -917,23 +903,20 @@ BEGIN
   IF record_candidate_evidence.class = 'predicted' THEN
     INSERT INTO mlplat.candidate_predictions (candidate_id, project_id, seq, metric, value, estimator, evidence, content_id,
                                               fence_version, recorded_by, db_role)
-    VALUES (k.id, pid, fence, ev->>'metric', (ev->>'value')::numeric, ev->>'estimator', ev, mlplat.content_id(ev),
+    VALUES (k.id, api.pid, fence, ev->>'metric', (ev->>'value')::numeric, ev->>'estimator', ev, mlplat.content_id(ev),
             fence, who, mlplat._db_role())
     RETURNING id INTO new_id;
   ELSE
     INSERT INTO mlplat.candidate_measurements (candidate_id, project_id, seq, metric, value, workload_sha256, deployment_id,
                                                revision, measured_at, evidence, content_id, fence_version, recorded_by, db_role)
-    VALUES (k.id, pid, fence, ev->>'metric', (ev->>'value')::numeric, ev->>'workload_sha256', dr.deployment_id, dr.revision,
+    VALUES (k.id, api.pid, fence, ev->>'metric', (ev->>'value')::numeric, ev->>'workload_sha256', dr.deployment_id, dr.revision,
             pg_catalog.to_timestamp((ev->>'measured_at')::numeric::double precision), ev, mlplat.content_id(ev), fence,
             who, mlplat._db_role())
     RETURNING id INTO new_id;
   END IF;
   r := (pg_catalog.gen_random_uuid(), 'candidate_evidence', new_id, NULL, pg_catalog.upper(record_candidate_evidence.class), false)::mlplat.accepted;
-  PERFORM mlplat._audit('record_candidate_evidence', record_candidate_evidence.project, pid, 'candidate_evidence', new_id,
-    r.request_id, tp, pg_catalog.jsonb_build_object('campaign', c.name, 'candidate', k.name,
-      'class', record_candidate_evidence.class, 'metric', ev->>'metric', 'evidence_version', fence));
-  PERFORM mlplat._idem_store('record_candidate_evidence', record_candidate_evidence.idempotency_key, r);
-  RETURN r;
+  RETURN mlplat._api_accept(api, r, pg_catalog.jsonb_build_object('campaign', c.name, 'candidate', k.name,
+    'class', record_candidate_evidence.class, 'metric', ev->>'metric', 'evidence_version', fence));
 END $$;
 
 -- ---------------------------------------------------------------- the builder Job
@@ -1023,9 +1006,8 @@ CREATE FUNCTION mlplat.qualify_artifact(project text, artifact_id bigint, eviden
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
-  pid bigint := mlplat._authorize('qualify_artifact', qualify_artifact.project);
+  api mlplat.api_call := mlplat._api_begin('qualify_artifact', qualify_artifact.project, qualify_artifact.idempotency_key);
   r mlplat.accepted;
-  tp text := mlplat._traceparent();
   ev jsonb := qualify_artifact.evidence;
   st jsonb := ev->'statement';
   art mlplat.optimized_artifacts;
@@ -1039,11 +1021,11 @@ DECLARE
   want text;
   max_drop numeric;
 BEGIN
-  r := mlplat._idem_claim('qualify_artifact', qualify_artifact.idempotency_key,
+  r := mlplat._api_claim(api,
          pg_catalog.jsonb_build_array(qualify_artifact.project, qualify_artifact.artifact_id, ev));
   IF r.request_id IS NOT NULL THEN RETURN r; END IF;
   -- 1. the artifact, in this project, of a BUILT candidate
-  art := mlplat._find_artifact(pid, qualify_artifact.artifact_id);
+  art := mlplat._find_artifact(api.pid, qualify_artifact.artifact_id);
   SELECT * INTO k FROM mlplat.campaign_candidates x WHERE x.id = art.candidate_id;
   SELECT * INTO c FROM mlplat.campaigns x WHERE x.id = art.campaign_id;
   IF k.status <> 'BUILT' THEN
@@ -1110,7 +1092,7 @@ BEGIN
         pg_catalog.format('statement.%s is "%s"; the artifact''s is "%s".', f, st->>f, want));
     END IF;
   END LOOP;
-  dr := mlplat._bound_revision(pid, st #>> '{revision,deployment}', (st #>> '{revision,revision}')::numeric::int,
+  dr := mlplat._bound_revision(api.pid, st #>> '{revision,deployment}', (st #>> '{revision,revision}')::numeric::int,
                                art.output_sha256, st #>> '{revision,spec_digest}');
   -- 6. passing
   max_drop := (c.quality_gate->>'max_drop')::numeric;
@@ -1126,19 +1108,17 @@ BEGIN
     INSERT INTO mlplat.artifact_qualifications (artifact_id, project_id, candidate_id, deployment_id, revision, spec_digest,
       statement, statement_content_id, signer, signature, metric, baseline_score, candidate_score, max_drop,
       qualified_by, db_role, traceparent)
-    VALUES (art.id, pid, k.id, dr.deployment_id, dr.revision, dr.spec_digest, st, mlplat.content_id(st), signer.name,
+    VALUES (art.id, api.pid, k.id, dr.deployment_id, dr.revision, dr.spec_digest, st, mlplat.content_id(st), signer.name,
             ev->>'signature', st->>'metric', (st->>'baseline_score')::numeric, (st->>'candidate_score')::numeric, max_drop,
-            mlplat._actor(), mlplat._db_role(), tp)
+            mlplat._actor(), mlplat._db_role(), api.tp)
     ON CONFLICT ON CONSTRAINT artifact_qualifications_pkey DO NOTHING
     RETURNING * INTO q;
     IF q.artifact_id IS NULL THEN
       SELECT * INTO q FROM mlplat.artifact_qualifications x WHERE x.artifact_id = art.id;
     ELSE
-      PERFORM mlplat._audit('qualify_artifact', qualify_artifact.project, pid, 'artifact_qualification', art.id, r.request_id, tp,
+      RETURN mlplat._api_accept(api, r,
         pg_catalog.jsonb_build_object('campaign', c.name, 'candidate', k.name, 'statement_content_id', q.statement_content_id,
                                       'signer', signer.name, 'deployment', st #>> '{revision,deployment}', 'revision', dr.revision));
-      PERFORM mlplat._idem_store('qualify_artifact', qualify_artifact.idempotency_key, r);
-      RETURN r;
     END IF;
   END IF;
   IF q.statement_content_id <> mlplat.content_id(st) OR q.signer <> signer.name THEN
@@ -1147,8 +1127,7 @@ BEGIN
       DETAIL = pg_catalog.format('Its qualification statement has content id %s.', q.statement_content_id),
       HINT = 'A qualification is never replaced.';
   END IF;
-  PERFORM mlplat._idem_store('qualify_artifact', qualify_artifact.idempotency_key, r);
-  RETURN r;
+  RETURN mlplat._api_keep(api, r);
 END $$;
 
 -- ---------------------------------------------------------------- administrators

@@ -12,13 +12,12 @@ CREATE OR REPLACE FUNCTION mlplat.undeploy(project text, deployment text)
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
-  pid bigint := mlplat._authorize('undeploy', undeploy.project);
+  api mlplat.api_call := mlplat._api_begin('undeploy', undeploy.project);
   r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'deployment', NULL, NULL, NULL, false)::mlplat.accepted;
-  tp text := mlplat._traceparent();
   seen mlplat.deployments;
 BEGIN
   PERFORM mlplat._bound_api_waits();
-  seen := mlplat._find_deployment(pid, undeploy.deployment);
+  seen := mlplat._find_deployment(api.pid, undeploy.deployment);
   r.entity_id := seen.id; r.revision := seen.desired_revision;
   IF seen.status IN ('DELETING', 'DELETED') THEN
     r.status := seen.status;      -- already asked for
@@ -29,29 +28,26 @@ BEGIN
   UPDATE mlplat.deployments x
   SET status = 'DELETING', status_reason = 'undeploy requested', generation = x.generation + 1,
       row_version = x.row_version + 1, attempts = 0, last_error = NULL, next_attempt_at = pg_catalog.now(),
-      traceparent = tp, updated_at = pg_catalog.now()
+      traceparent = api.tp, updated_at = pg_catalog.now()
   WHERE x.id = seen.id AND x.row_version = seen.row_version AND x.status = seen.status;
   IF NOT FOUND THEN
     PERFORM mlplat._cas_lost('deployment', seen.name);
   END IF;
   r.status := 'DELETING';
-  PERFORM mlplat._audit('undeploy', undeploy.project, pid, 'deployment', seen.id, r.request_id, tp,
-    pg_catalog.jsonb_build_object('revision', seen.desired_revision));
-  PERFORM mlplat._wake_on_commit('deployments');
-  RETURN r;
+  RETURN mlplat._api_accept(api, r,
+    pg_catalog.jsonb_build_object('revision', seen.desired_revision), 'deployments');
 END $$;
 
 CREATE OR REPLACE FUNCTION mlplat.cancel_run(project text, run text)
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
-  pid bigint := mlplat._authorize('cancel_run', cancel_run.project);
+  api mlplat.api_call := mlplat._api_begin('cancel_run', cancel_run.project);
   r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'run', NULL, NULL, NULL, false)::mlplat.accepted;
-  tp text := mlplat._traceparent();
   seen mlplat.runs;
 BEGIN
   PERFORM mlplat._bound_api_waits();
-  seen := mlplat._find_run(pid, cancel_run.run);
+  seen := mlplat._find_run(api.pid, cancel_run.run);
   r.entity := seen.kind; r.entity_id := seen.id;
   IF seen.status IN ('CANCEL_REQUESTED', 'CANCELLED') THEN
     r.status := seen.status;
@@ -62,26 +58,23 @@ BEGIN
   END IF;
   UPDATE mlplat.runs x
   SET status = 'CANCEL_REQUESTED', status_reason = 'cancel requested', generation = x.generation + 1,
-      row_version = x.row_version + 1, attempts = 0, next_attempt_at = pg_catalog.now(), traceparent = tp,
+      row_version = x.row_version + 1, attempts = 0, next_attempt_at = pg_catalog.now(), traceparent = api.tp,
       updated_at = pg_catalog.now()
   WHERE x.id = seen.id AND x.row_version = seen.row_version AND x.status = seen.status;
   IF NOT FOUND THEN
     PERFORM mlplat._cas_lost('run', seen.name);
   END IF;
   r.status := 'CANCEL_REQUESTED';
-  PERFORM mlplat._audit('cancel_run', cancel_run.project, pid, seen.kind, seen.id, r.request_id, tp,
-    pg_catalog.jsonb_build_object('from', seen.status));
-  PERFORM mlplat._wake_on_commit('runs');
-  RETURN r;
+  RETURN mlplat._api_accept(api, r,
+    pg_catalog.jsonb_build_object('from', seen.status), 'runs');
 END $$;
 
 CREATE OR REPLACE FUNCTION mlplat.set_model_stage(project text, model text, version text, stage text)
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
-  pid bigint := mlplat._authorize('set_model_stage', set_model_stage.project);
+  api mlplat.api_call := mlplat._api_begin('set_model_stage', set_model_stage.project);
   r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'model_version', NULL, NULL, NULL, false)::mlplat.accepted;
-  tp text := mlplat._traceparent();
   v mlplat.model_versions;
   demoted text;
   moved boolean;
@@ -91,7 +84,7 @@ BEGIN
     PERFORM mlplat._bad_input('stage', 'must be one of NONE, CANDIDATE, CHAMPION, ARCHIVED',
       'CHAMPION serves production; CANDIDATE may be deployed for trials.');
   END IF;
-  v := mlplat._find_version(pid, set_model_stage.model, set_model_stage.version);
+  v := mlplat._find_version(api.pid, set_model_stage.model, set_model_stage.version);
   -- Stage changes of one model are serialized on the model row.
   PERFORM 1 FROM mlplat.models m WHERE m.id = v.model_id FOR UPDATE;
   SELECT * INTO v FROM mlplat.model_versions mv WHERE mv.id = v.id;
@@ -108,24 +101,20 @@ BEGIN
   END IF;
   UPDATE mlplat.model_versions mv SET stage = set_model_stage.stage, stage_changed_at = pg_catalog.clock_timestamp()
   WHERE mv.id = v.id;
-  moved := mlplat._sync_aliases(v.model_id, tp);
+  moved := mlplat._sync_aliases(v.model_id, api.tp);
   r.status := set_model_stage.stage;
-  PERFORM mlplat._audit('set_model_stage', set_model_stage.project, pid, 'model_version', v.id, r.request_id, tp,
+  RETURN mlplat._api_accept(api, r,
     pg_catalog.jsonb_build_object('model', set_model_stage.model, 'version', v.version, 'from', v.stage,
-                                  'to', set_model_stage.stage, 'archived_champion', demoted, 'aliases_moved', moved));
-  IF moved THEN
-    PERFORM mlplat._wake_on_commit('model_aliases');
-  END IF;
-  RETURN r;
+                                  'to', set_model_stage.stage, 'archived_champion', demoted, 'aliases_moved', moved),
+    CASE WHEN moved THEN 'model_aliases' END);
 END $$;
 
 CREATE OR REPLACE FUNCTION mlplat._rollout_request(p_action text, p_project text, p_deployment text) RETURNS mlplat.accepted
 LANGUAGE plpgsql AS $$
 DECLARE
-  pid bigint := mlplat._authorize(p_action, p_project);
+  api mlplat.api_call := mlplat._api_begin(p_action, p_project);
   r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'rollout', NULL, NULL, NULL, false)::mlplat.accepted;
-  tp text := mlplat._traceparent();
-  d mlplat.deployments := mlplat._find_deployment(pid, p_deployment);
+  d mlplat.deployments := mlplat._find_deployment(api.pid, p_deployment);
   seen mlplat.rollouts;
   want text := CASE p_action WHEN 'promote_rollout' THEN 'PROMOTE' ELSE 'ABORT' END;
   new_status text;
@@ -155,16 +144,14 @@ BEGIN
   SET requested_action = want, status = new_status,
       status_reason = pg_catalog.format('%s requested', pg_catalog.lower(want)),
       generation = ro.generation + 1, row_version = ro.row_version + 1, attempts = 0,
-      next_attempt_at = pg_catalog.now(), traceparent = tp, updated_at = pg_catalog.now()
+      next_attempt_at = pg_catalog.now(), traceparent = api.tp, updated_at = pg_catalog.now()
   WHERE ro.id = seen.id AND ro.row_version = seen.row_version AND ro.status = seen.status;
   IF NOT FOUND THEN
     PERFORM mlplat._cas_lost('rollout of deployment', d.name);
   END IF;
   r.status := new_status;
-  PERFORM mlplat._audit(p_action, p_project, pid, 'rollout', seen.id, r.request_id, tp,
-    pg_catalog.jsonb_build_object('deployment', d.name, 'from', seen.status, 'requested', want));
-  PERFORM mlplat._wake_on_commit('rollouts');
-  RETURN r;
+  RETURN mlplat._api_accept(api, r,
+    pg_catalog.jsonb_build_object('deployment', d.name, 'from', seen.status, 'requested', want), 'rollouts');
 END $$;
 
 CREATE OR REPLACE FUNCTION mlplat.promote_rollout(project text, deployment text)
