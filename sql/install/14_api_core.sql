@@ -3,7 +3,8 @@
 -- Conventions for every API function in later parts:
 --   SECURITY DEFINER, SET search_path = pg_catalog, mlplat, pg_temp, every
 --   reference schema-qualified; authorize -> idempotency claim -> validate ->
---   write desired state + audit -> wake on commit -> return mlplat.accepted.
+--   write desired state + audit -> wake on commit -> return mlplat.accepted
+--   (_api_begin, _api_claim and _api_accept below: "the API call").
 -- Internal helpers (names starting with '_') are PL/pgSQL without a SET clause: they are
 -- not executable by PUBLIC (45_api_views.sql revokes them), so they only ever run inside an
 -- entry point and inherit its pinned search_path.  A SET clause per helper call costs a GUC

@@ -184,11 +184,11 @@ BEGIN
   RETURN total;
 END $$;
 
-CREATE FUNCTION mlplat._start_run(p_action text, p_project text, p_name text, p_kind text, p_spec jsonb,
-                                  p_gpus int, p_steps jsonb, p_key text, p_request jsonb)
+-- A run or a pipeline started for start_run or start_pipeline_run (api: their call).
+CREATE FUNCTION mlplat._start_run(api mlplat.api_call, p_name text, p_kind text, p_spec jsonb, p_gpus int,
+                                  p_steps jsonb, p_request jsonb)
 RETURNS mlplat.accepted LANGUAGE plpgsql AS $$
 DECLARE
-  api mlplat.api_call := mlplat._api_begin(p_action, p_project, p_key);
   r mlplat.accepted;
   p mlplat.projects;
   u mlplat.runs;
@@ -198,7 +198,7 @@ BEGIN
   r := mlplat._api_claim(api, p_request);
   IF r.request_id IS NOT NULL THEN RETURN r; END IF;
   -- validation that needs no data happened in the caller; now state
-  p := mlplat._lock_project(api.pid, p_gpus > 0, p_action);
+  p := mlplat._lock_project(api.pid, p_gpus > 0, api.action);
   r := (pg_catalog.gen_random_uuid(), p_kind, NULL, NULL, NULL, false)::mlplat.accepted;
   SELECT * INTO u FROM mlplat.runs x WHERE x.project_id = api.pid AND x.name = p_name;
   IF u.id IS NOT NULL THEN
@@ -207,7 +207,7 @@ BEGIN
       RETURN mlplat._api_keep(api, r);
     END IF;
     RAISE EXCEPTION USING ERRCODE = '42710',
-      MESSAGE = pg_catalog.format('run "%s" already exists in project "%s" with a different spec', p_name, p_project),
+      MESSAGE = pg_catalog.format('run "%s" already exists in project "%s" with a different spec', p_name, api.project),
       DETAIL = 'Run names are unique within a project and runs are immutable.',
       HINT = 'Choose a new run name.';
   END IF;
@@ -238,29 +238,29 @@ CREATE FUNCTION mlplat.start_run(project text, run text, spec jsonb, idempotency
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
-  pid bigint := mlplat._authorize('start_run', start_run.project);
+  api mlplat.api_call := mlplat._api_begin('start_run', start_run.project, start_run.idempotency_key);
   g int;
 BEGIN
   PERFORM mlplat._check_key(start_run.idempotency_key);
   PERFORM mlplat._check_label('run', start_run.run, 50);
   g := mlplat._check_container('spec', start_run.spec);
-  RETURN mlplat._start_run('start_run', start_run.project, start_run.run, 'run', start_run.spec, g, NULL,
-           start_run.idempotency_key, pg_catalog.jsonb_build_array(start_run.project, start_run.run, start_run.spec));
+  RETURN mlplat._start_run(api, start_run.run, 'run', start_run.spec, g, NULL,
+           pg_catalog.jsonb_build_array(start_run.project, start_run.run, start_run.spec));
 END $$;
 
 CREATE FUNCTION mlplat.start_pipeline_run(project text, name text, steps jsonb, idempotency_key text DEFAULT NULL)
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
-  pid bigint := mlplat._authorize('start_pipeline_run', start_pipeline_run.project);
+  api mlplat.api_call := mlplat._api_begin('start_pipeline_run', start_pipeline_run.project,
+                                           start_pipeline_run.idempotency_key);
   g int;
 BEGIN
   PERFORM mlplat._check_key(start_pipeline_run.idempotency_key);
   PERFORM mlplat._check_label('name', start_pipeline_run.name, 50);
   g := mlplat._check_steps(start_pipeline_run.steps);
-  RETURN mlplat._start_run('start_pipeline_run', start_pipeline_run.project, start_pipeline_run.name, 'pipeline',
+  RETURN mlplat._start_run(api, start_pipeline_run.name, 'pipeline',
            pg_catalog.jsonb_build_object('steps', start_pipeline_run.steps), g, start_pipeline_run.steps,
-           start_pipeline_run.idempotency_key,
            pg_catalog.jsonb_build_array(start_pipeline_run.project, start_pipeline_run.name, start_pipeline_run.steps));
 END $$;
 

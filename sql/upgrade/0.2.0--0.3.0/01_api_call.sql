@@ -59,12 +59,13 @@ REVOKE ALL ON FUNCTION mlplat._api_claim(mlplat.api_call, jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._api_keep(mlplat.api_call, mlplat.accepted) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._api_accept(mlplat.api_call, mlplat.accepted, jsonb, text) FROM PUBLIC;
 
--- unchanged since 0.2.0 but for the API call
-CREATE OR REPLACE FUNCTION mlplat._start_run(p_action text, p_project text, p_name text, p_kind text, p_spec jsonb,
-                                  p_gpus int, p_steps jsonb, p_key text, p_request jsonb)
+-- _start_run takes its caller's API call (the callers authorized already: once, not twice)
+DROP FUNCTION mlplat._start_run(text, text, text, text, jsonb, int, jsonb, text, jsonb);
+-- A run or a pipeline started for start_run or start_pipeline_run (api: their call).
+CREATE FUNCTION mlplat._start_run(api mlplat.api_call, p_name text, p_kind text, p_spec jsonb, p_gpus int,
+                                  p_steps jsonb, p_request jsonb)
 RETURNS mlplat.accepted LANGUAGE plpgsql AS $$
 DECLARE
-  api mlplat.api_call := mlplat._api_begin(p_action, p_project, p_key);
   r mlplat.accepted;
   p mlplat.projects;
   u mlplat.runs;
@@ -74,7 +75,7 @@ BEGIN
   r := mlplat._api_claim(api, p_request);
   IF r.request_id IS NOT NULL THEN RETURN r; END IF;
   -- validation that needs no data happened in the caller; now state
-  p := mlplat._lock_project(api.pid, p_gpus > 0, p_action);
+  p := mlplat._lock_project(api.pid, p_gpus > 0, api.action);
   r := (pg_catalog.gen_random_uuid(), p_kind, NULL, NULL, NULL, false)::mlplat.accepted;
   SELECT * INTO u FROM mlplat.runs x WHERE x.project_id = api.pid AND x.name = p_name;
   IF u.id IS NOT NULL THEN
@@ -83,7 +84,7 @@ BEGIN
       RETURN mlplat._api_keep(api, r);
     END IF;
     RAISE EXCEPTION USING ERRCODE = '42710',
-      MESSAGE = pg_catalog.format('run "%s" already exists in project "%s" with a different spec', p_name, p_project),
+      MESSAGE = pg_catalog.format('run "%s" already exists in project "%s" with a different spec', p_name, api.project),
       DETAIL = 'Run names are unique within a project and runs are immutable.',
       HINT = 'Choose a new run name.';
   END IF;
@@ -109,3 +110,4 @@ BEGIN
   RETURN mlplat._api_accept(api, r,
     pg_catalog.jsonb_build_object('run', p_name, 'gpus', p_gpus), 'runs');
 END $$;
+REVOKE ALL ON FUNCTION mlplat._start_run(mlplat.api_call, text, text, jsonb, int, jsonb, jsonb) FROM PUBLIC;

@@ -426,29 +426,29 @@ CREATE OR REPLACE FUNCTION mlplat.start_run(project text, run text, spec jsonb, 
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
-  pid bigint := mlplat._authorize('start_run', start_run.project);
+  api mlplat.api_call := mlplat._api_begin('start_run', start_run.project, start_run.idempotency_key);
   g int;
 BEGIN
   PERFORM mlplat._check_key(start_run.idempotency_key);
   PERFORM mlplat._check_label('run', start_run.run, 50);
   g := mlplat._check_container('spec', start_run.spec);
-  RETURN mlplat._start_run('start_run', start_run.project, start_run.run, 'run', start_run.spec, g, NULL,
-           start_run.idempotency_key, pg_catalog.jsonb_build_array(start_run.project, start_run.run, start_run.spec));
+  RETURN mlplat._start_run(api, start_run.run, 'run', start_run.spec, g, NULL,
+           pg_catalog.jsonb_build_array(start_run.project, start_run.run, start_run.spec));
 END $$;
 
 CREATE OR REPLACE FUNCTION mlplat.start_pipeline_run(project text, name text, steps jsonb, idempotency_key text DEFAULT NULL)
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
-  pid bigint := mlplat._authorize('start_pipeline_run', start_pipeline_run.project);
+  api mlplat.api_call := mlplat._api_begin('start_pipeline_run', start_pipeline_run.project,
+                                           start_pipeline_run.idempotency_key);
   g int;
 BEGIN
   PERFORM mlplat._check_key(start_pipeline_run.idempotency_key);
   PERFORM mlplat._check_label('name', start_pipeline_run.name, 50);
   g := mlplat._check_steps(start_pipeline_run.steps);
-  RETURN mlplat._start_run('start_pipeline_run', start_pipeline_run.project, start_pipeline_run.name, 'pipeline',
+  RETURN mlplat._start_run(api, start_pipeline_run.name, 'pipeline',
            pg_catalog.jsonb_build_object('steps', start_pipeline_run.steps), g, start_pipeline_run.steps,
-           start_pipeline_run.idempotency_key,
            pg_catalog.jsonb_build_array(start_pipeline_run.project, start_pipeline_run.name, start_pipeline_run.steps));
 END $$;
 
