@@ -439,6 +439,15 @@ BEGIN
   RETURN (p_action, p_project, pid, mlplat._traceparent(), p_key)::mlplat.api_call;
 END $$;
 
+-- The preamble of a platform call (signers, presets, components, capabilities: no project):
+-- administrators only (_require_admin, 37_api_campaigns.sql), then the traceparent.
+CREATE FUNCTION mlplat._api_platform(p_action text) RETURNS mlplat.api_call
+LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM mlplat._require_admin(p_action);
+  RETURN (p_action, NULL, NULL, mlplat._traceparent(), NULL)::mlplat.api_call;
+END $$;
+
 -- The call's idempotency claim (see _idem_claim): NULL to go on, or the stored answer.
 CREATE FUNCTION mlplat._api_claim(c mlplat.api_call, p_request jsonb) RETURNS mlplat.accepted
 LANGUAGE plpgsql AS $$

@@ -1127,10 +1127,9 @@ CREATE FUNCTION mlplat.register_evidence_signer(name text, public_key bytea)
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, mlplat, pg_temp AS $$
 DECLARE
   r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'evidence_signer', NULL, NULL, 'REGISTERED', false)::mlplat.accepted;
-  tp text := mlplat._traceparent();
+  api mlplat.api_call := mlplat._api_platform('register_evidence_signer');
   s mlplat.evidence_signers;
 BEGIN
-  PERFORM mlplat._require_admin('register_evidence_signer');
   PERFORM mlplat._check_label('name', register_evidence_signer.name, 63);
   IF register_evidence_signer.public_key IS NULL OR pg_catalog.octet_length(register_evidence_signer.public_key) <> 32 THEN
     PERFORM mlplat._bad_input('public_key', 'must be a 32-byte Ed25519 public key', 'Pass the raw key, e.g. decode(''<64 hex>'', ''hex'').');
@@ -1148,25 +1147,23 @@ BEGIN
     r.status := 'REGISTERED';
     RETURN r;
   END IF;
-  PERFORM mlplat._audit('register_evidence_signer', NULL, NULL, 'evidence_signer', NULL, r.request_id, tp,
+  RETURN mlplat._api_accept(api, r,
     pg_catalog.jsonb_build_object('name', s.name, 'public_key', pg_catalog.encode(s.public_key, 'hex')));
-  RETURN r;
 END $$;
 
 CREATE FUNCTION mlplat.revoke_evidence_signer(name text)
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, mlplat, pg_temp AS $$
 DECLARE
   r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'evidence_signer', NULL, NULL, 'REVOKED', false)::mlplat.accepted;
-  tp text := mlplat._traceparent();
+  api mlplat.api_call := mlplat._api_platform('revoke_evidence_signer');
 BEGIN
-  PERFORM mlplat._require_admin('revoke_evidence_signer');
   IF NOT EXISTS (SELECT 1 FROM mlplat.evidence_signers x WHERE x.name = revoke_evidence_signer.name) THEN
     PERFORM mlplat._no_such('evidence signer', revoke_evidence_signer.name, 'See mlplat.evidence_signers.');
   END IF;
   UPDATE mlplat.evidence_signers x SET revoked_at = pg_catalog.now()
    WHERE x.name = revoke_evidence_signer.name AND x.revoked_at IS NULL;
   IF FOUND THEN
-    PERFORM mlplat._audit('revoke_evidence_signer', NULL, NULL, 'evidence_signer', NULL, r.request_id, tp,
+    PERFORM mlplat._audit('revoke_evidence_signer', NULL, NULL, 'evidence_signer', NULL, r.request_id, api.tp,
       pg_catalog.jsonb_build_object('name', revoke_evidence_signer.name));
   END IF;
   RETURN r;
@@ -1176,11 +1173,10 @@ CREATE FUNCTION mlplat.register_optimization_preset(name text, plan jsonb)
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, mlplat, pg_temp AS $$
 DECLARE
   r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'optimization_preset', NULL, NULL, 'REGISTERED', false)::mlplat.accepted;
-  tp text := mlplat._traceparent();
+  api mlplat.api_call := mlplat._api_platform('register_optimization_preset');
   p jsonb;
   cur mlplat.optimization_presets;
 BEGIN
-  PERFORM mlplat._require_admin('register_optimization_preset');
   PERFORM mlplat._check_label('name', register_optimization_preset.name, 63);
   PERFORM mlplat._json_closed('plan', register_optimization_preset.plan,
     ARRAY['kind', 'builder', 'algorithm', 'precision', 'config', 'hardware', 'spdx', 'max_seconds'],
@@ -1198,9 +1194,8 @@ BEGIN
     END IF;
     RETURN r;
   END IF;
-  PERFORM mlplat._audit('register_optimization_preset', NULL, NULL, 'optimization_preset', NULL, r.request_id, tp,
+  RETURN mlplat._api_accept(api, r,
     pg_catalog.jsonb_build_object('name', cur.name, 'content_id', cur.content_id));
-  RETURN r;
 END $$;
 
 -- ---------------------------------------------------------------- views

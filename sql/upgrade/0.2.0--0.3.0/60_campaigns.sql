@@ -1149,10 +1149,9 @@ CREATE FUNCTION mlplat.register_evidence_signer(name text, public_key bytea)
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, mlplat, pg_temp AS $$
 DECLARE
   r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'evidence_signer', NULL, NULL, 'REGISTERED', false)::mlplat.accepted;
-  tp text := mlplat._traceparent();
+  api mlplat.api_call := mlplat._api_platform('register_evidence_signer');
   s mlplat.evidence_signers;
 BEGIN
-  PERFORM mlplat._require_admin('register_evidence_signer');
   PERFORM mlplat._check_label('name', register_evidence_signer.name, 63);
   IF register_evidence_signer.public_key IS NULL OR pg_catalog.octet_length(register_evidence_signer.public_key) <> 32 THEN
     PERFORM mlplat._bad_input('public_key', 'must be a 32-byte Ed25519 public key', 'Pass the raw key, e.g. decode(''<64 hex>'', ''hex'').');
@@ -1170,25 +1169,23 @@ BEGIN
     r.status := 'REGISTERED';
     RETURN r;
   END IF;
-  PERFORM mlplat._audit('register_evidence_signer', NULL, NULL, 'evidence_signer', NULL, r.request_id, tp,
+  RETURN mlplat._api_accept(api, r,
     pg_catalog.jsonb_build_object('name', s.name, 'public_key', pg_catalog.encode(s.public_key, 'hex')));
-  RETURN r;
 END $$;
 
 CREATE FUNCTION mlplat.revoke_evidence_signer(name text)
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, mlplat, pg_temp AS $$
 DECLARE
   r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'evidence_signer', NULL, NULL, 'REVOKED', false)::mlplat.accepted;
-  tp text := mlplat._traceparent();
+  api mlplat.api_call := mlplat._api_platform('revoke_evidence_signer');
 BEGIN
-  PERFORM mlplat._require_admin('revoke_evidence_signer');
   IF NOT EXISTS (SELECT 1 FROM mlplat.evidence_signers x WHERE x.name = revoke_evidence_signer.name) THEN
     PERFORM mlplat._no_such('evidence signer', revoke_evidence_signer.name, 'See mlplat.evidence_signers.');
   END IF;
   UPDATE mlplat.evidence_signers x SET revoked_at = pg_catalog.now()
    WHERE x.name = revoke_evidence_signer.name AND x.revoked_at IS NULL;
   IF FOUND THEN
-    PERFORM mlplat._audit('revoke_evidence_signer', NULL, NULL, 'evidence_signer', NULL, r.request_id, tp,
+    PERFORM mlplat._audit('revoke_evidence_signer', NULL, NULL, 'evidence_signer', NULL, r.request_id, api.tp,
       pg_catalog.jsonb_build_object('name', revoke_evidence_signer.name));
   END IF;
   RETURN r;
@@ -1198,11 +1195,10 @@ CREATE FUNCTION mlplat.register_optimization_preset(name text, plan jsonb)
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, mlplat, pg_temp AS $$
 DECLARE
   r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'optimization_preset', NULL, NULL, 'REGISTERED', false)::mlplat.accepted;
-  tp text := mlplat._traceparent();
+  api mlplat.api_call := mlplat._api_platform('register_optimization_preset');
   p jsonb;
   cur mlplat.optimization_presets;
 BEGIN
-  PERFORM mlplat._require_admin('register_optimization_preset');
   PERFORM mlplat._check_label('name', register_optimization_preset.name, 63);
   PERFORM mlplat._json_closed('plan', register_optimization_preset.plan,
     ARRAY['kind', 'builder', 'algorithm', 'precision', 'config', 'hardware', 'spdx', 'max_seconds'],
@@ -1220,9 +1216,8 @@ BEGIN
     END IF;
     RETURN r;
   END IF;
-  PERFORM mlplat._audit('register_optimization_preset', NULL, NULL, 'optimization_preset', NULL, r.request_id, tp,
+  RETURN mlplat._api_accept(api, r,
     pg_catalog.jsonb_build_object('name', cur.name, 'content_id', cur.content_id));
-  RETURN r;
 END $$;
 
 -- ---------------------------------------------------------------- views
@@ -1414,12 +1409,11 @@ CREATE FUNCTION mlplat.register_component(name text, role text, spec jsonb, regr
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, mlplat, pg_temp AS $$
 DECLARE
   r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'component', NULL, NULL, 'REGISTERED', false)::mlplat.accepted;
-  tp text := mlplat._traceparent();
+  api mlplat.api_call := mlplat._api_platform('register_component');
   s jsonb := register_component.spec;
   owns text[] := '{}';
   cur mlplat.components;
 BEGIN
-  PERFORM mlplat._require_admin('register_component');
   PERFORM mlplat._check_label('name', register_component.name, 63);
   IF register_component.role IS NULL OR register_component.role NOT IN ('builder', 'cache', 'orchestrator') THEN
     PERFORM mlplat._bad_input('role', 'must be builder, cache or orchestrator', 'See docs/campaigns.md, composition contract.');
@@ -1459,9 +1453,8 @@ BEGIN
     END IF;
     RETURN r;
   END IF;
-  PERFORM mlplat._audit('register_component', NULL, NULL, 'component', NULL, r.request_id, tp,
+  RETURN mlplat._api_accept(api, r,
     pg_catalog.jsonb_build_object('name', cur.name, 'role', cur.role, 'spec', cur.spec));
-  RETURN r;
 END $$;
 
 CREATE FUNCTION mlplat.register_capability(descriptor jsonb) RETURNS bigint
@@ -1546,10 +1539,9 @@ RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_c
 DECLARE
   r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'capability_descriptor', set_capability_qualification.id, NULL,
                         set_capability_qualification.qualification, false)::mlplat.accepted;
-  tp text := mlplat._traceparent();
+  api mlplat.api_call := mlplat._api_platform('set_capability_qualification');
   cur mlplat.capability_descriptors;
 BEGIN
-  PERFORM mlplat._require_admin('set_capability_qualification');
   IF set_capability_qualification.qualification IS NULL
      OR set_capability_qualification.qualification NOT IN ('UNQUALIFIED', 'LOCAL', 'REAL') THEN
     PERFORM mlplat._bad_input('qualification', 'must be UNQUALIFIED, LOCAL or REAL', 'See docs/campaigns.md.');
@@ -1565,10 +1557,9 @@ BEGIN
   END IF;
   UPDATE mlplat.capability_descriptors x SET qualification = set_capability_qualification.qualification,
          regression_test = set_capability_qualification.regression_test WHERE x.id = cur.id;
-  PERFORM mlplat._audit('set_capability_qualification', NULL, NULL, 'capability_descriptor', cur.id, r.request_id, tp,
+  RETURN mlplat._api_accept(api, r,
     pg_catalog.jsonb_build_object('from', cur.qualification, 'to', set_capability_qualification.qualification,
                                   'regression_test', set_capability_qualification.regression_test));
-  RETURN r;
 END $$;
 
 -- ---------------------------------------------------------------- compile
@@ -1719,9 +1710,8 @@ CREATE FUNCTION mlplat.set_serving_owner(project text, deployment text, domain t
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
-  pid bigint := mlplat._authorize('set_serving_owner', set_serving_owner.project);
+  api mlplat.api_call := mlplat._api_begin('set_serving_owner', set_serving_owner.project);
   r mlplat.accepted;
-  tp text := mlplat._traceparent();
   d mlplat.deployments;
   cur mlplat.serving_owners;
   comp mlplat.components;
@@ -1729,7 +1719,7 @@ BEGIN
   IF set_serving_owner.domain IS NULL OR set_serving_owner.domain NOT IN ('scaling', 'routing') THEN
     PERFORM mlplat._bad_input('domain', 'must be scaling or routing', 'The domain an orchestrator takes over.');
   END IF;
-  d := mlplat._find_deployment(pid, set_serving_owner.deployment);
+  d := mlplat._find_deployment(api.pid, set_serving_owner.deployment);
   PERFORM 1 FROM mlplat.deployments x WHERE x.id = d.id FOR NO KEY UPDATE;
   r := (pg_catalog.gen_random_uuid(), 'serving_owner', d.id, NULL, coalesce(set_serving_owner.component, 'mlplat'), false)::mlplat.accepted;
   SELECT * INTO cur FROM mlplat.serving_owners x WHERE x.deployment_id = d.id AND x.domain = set_serving_owner.domain;
@@ -1753,12 +1743,11 @@ BEGIN
         HINT = 'Give the domain back to mlplat first (component NULL), then hand it to the other component.';
     END IF;
     INSERT INTO mlplat.serving_owners (deployment_id, project_id, domain, component, set_by)
-    VALUES (d.id, pid, set_serving_owner.domain, comp.name, mlplat._actor());
+    VALUES (d.id, api.pid, set_serving_owner.domain, comp.name, mlplat._actor());
   END IF;
-  PERFORM mlplat._audit('set_serving_owner', set_serving_owner.project, pid, 'serving_owner', d.id, r.request_id, tp,
+  RETURN mlplat._api_accept(api, r,
     pg_catalog.jsonb_build_object('deployment', d.name, 'domain', set_serving_owner.domain, 'from', coalesce(cur.component, 'mlplat'),
                                   'to', coalesce(set_serving_owner.component, 'mlplat')));
-  RETURN r;
 END $$;
 
 -- While an orchestrator owns a deployment's routing, mlplat never moves its traffic: a new
