@@ -4,7 +4,7 @@
  * that carries our labels (fields of what it observed are read with
  * mlplat_json_text/_int of mlplat/json.h).  The deployments kind can also
  * observe through a watch-fed cache (mlplat/watch_cache.h), filled by
- * mlplat_kube_list_all_rv.
+ * mlplat_kube_list_each.
  */
 #ifndef MLPLAT_OBSERVE_H
 #define MLPLAT_OBSERVE_H
@@ -40,9 +40,40 @@ extern char *mlplat_kube_list_all(MlJsonArena *arena, const MlplatKubeResource *
 extern char *mlplat_kube_list_all_in(MlJsonArena *arena, const MlplatKubeResource *res, const char *ns,
 									 const char *selector, List **items, int *lists);
 
-/* The same, also giving the list's resourceVersion (to watch from) in *list_rv. */
-extern char *mlplat_kube_list_all_rv(MlJsonArena *arena, const MlplatKubeResource *res, const char *ns,
-									 const char *selector, List **items, int *lists, char **list_rv);
+/*
+ * What a LIST keeps of one item: a tree built in arena (parts of obj may be
+ * shared), or NULL to keep nothing of it.  A kind's projection: the fields its
+ * decisions and write-backs read, so that what a fleet-wide LIST holds grows
+ * with those fields, not with the objects' full size (issue 20).
+ */
+typedef MlJsonValue *(*MlplatListKeep)(MlJsonArena *arena, const MlJsonValue *obj);
+
+/*
+ * Called with each item of each LIST page.  The page is parsed into arena and
+ * freed, with whatever the call allocated in CurrentMemoryContext, before the
+ * next page is fetched: what is kept must be copied out.  item NULL: the LIST
+ * starts over (its continue token expired), so what was kept of the earlier
+ * pages is to be dropped.
+ */
+typedef void (*MlplatListEach)(void *arg, MlJsonArena *arena, const MlJsonValue *item);
+
+/*
+ * LIST as mlplat_kube_list_all_in, page by page through each: at most one
+ * parsed page is held at a time.  *list_rv (when not NULL) gets the list's
+ * resourceVersion, to watch from.
+ */
+extern char *mlplat_kube_list_each(const MlplatKubeResource *res, const char *ns, const char *selector,
+								   MlplatListEach each, void *arg, int *lists, char **list_rv);
+
+/*
+ * LIST as mlplat_kube_list_all_in, keeping of each item only keep(item),
+ * appended to *items: a copy that lives in a context of its own under
+ * CurrentMemoryContext (so it counts toward mlplat.pass_memory_limit as the
+ * pass's).  The pass then holds the projections and one parsed page, not
+ * every parsed page.
+ */
+extern char *mlplat_kube_list_kept(const MlplatKubeResource *res, const char *ns, const char *selector,
+								   MlplatListKeep keep, List **items, int *lists);
 
 /*
  * GET the named objects of res (ns_names: namespace, name, namespace, name,

@@ -74,6 +74,9 @@ static const MlplatKubeResource ISVC = { "serving.kserve.io", "v1beta1", "infere
  */
 #define OBSERVE_GET_MAX 64
 
+/* what of an InferenceService the watch cache and every fleet-wide LIST keep (below) */
+static MlJsonValue *isvc_compared(MlJsonArena *arena, const MlJsonValue *obj);
+
 /* the epoch whose leader ran its first full pass, and when the last full pass began */
 static int64 full_epoch = -1;
 static TimestampTz last_full = 0;
@@ -641,7 +644,8 @@ judge_found(List *deps, const char *instance, MlJsonArena *arena, bool probe)
  * by our selector (issue 18, finding 5).  A namespace with several such names
  * is read with one LIST of its InferenceServices — no label selector, since a
  * look-alike may carry none; paged, and bounded by mlplat.list_max_pages and
- * mlplat.pass_memory_limit as every LIST — instead of a GET per name (a
+ * mlplat.pass_memory_limit as every LIST, each item pruned as the watch cache
+ * prunes it — instead of a GET per name (a
  * thousand new deployments of a project were a thousand GETs); what it shows
  * under a name is d->probe_obj, nothing there is nothing found.  A single
  * name, or the names of a namespace whose LIST failed, get their GET in
@@ -649,7 +653,7 @@ judge_found(List *deps, const char *instance, MlJsonArena *arena, bool probe)
  * stand in for this one: it carries our selector.  No transaction may be open.
  */
 static void
-look_before_apply(MlJsonArena *arena, List *deps, HTAB *by_name, MlplatHttpBatch *batch, int *lists)
+look_before_apply(List *deps, HTAB *by_name, MlplatHttpBatch *batch, int *lists)
 {
 	List *nss = NIL;
 	ListCell *lc;
@@ -677,7 +681,7 @@ look_before_apply(MlJsonArena *arena, List *deps, HTAB *by_name, MlplatHttpBatch
 		}
 		if (names > 1)
 		{
-			char *why = mlplat_kube_list_all_in(arena, &ISVC, ns, NULL, &items, lists);
+			char *why = mlplat_kube_list_kept(&ISVC, ns, NULL, isvc_compared, &items, lists);
 
 			if (why)
 				ereport(LOG, (errmsg("mlplat: deployments: %s; a GET for each of %d names instead", why, names)));
@@ -1093,7 +1097,9 @@ apply_checked(MlplatPass *pass, List *deps, List *checks, const char *instance, 
 /* ---------------------------------------------------------------- the watch cache */
 
 /*
- * What the cache keeps of an InferenceService: only what a pass reads of it —
+ * What the cache keeps of an InferenceService, and what a fleet-wide LIST (the
+ * watch-off pass's, the namespace's before first applies) keeps of each page
+ * before the next: only what a pass reads of it —
  * apiVersion, kind and spec (the drift comparison), metadata's name,
  * namespace, labels, mlplat's annotations, deletionTimestamp and finalizers
  * (ownership, termination), and status's readiness fields: the Ready
@@ -1522,7 +1528,7 @@ mlplat_deployments_pass(MlplatPass *pass)
 			why = mlplat_kube_get_each(arena, &ISVC, instance, ns_names, &items, &gets);
 		}
 		else
-			why = mlplat_kube_list_all(arena, &ISVC, selector, &items, &lists);
+			why = mlplat_kube_list_kept(&ISVC, NULL, selector, isvc_compared, &items, &lists);
 		if (why)
 			ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE), errmsg("%s", why)));
 	}
@@ -1704,7 +1710,7 @@ mlplat_deployments_pass(MlplatPass *pass)
 			o->req = mlplat_kube_delete(batch, &ISVC, o->namespace, o->name);
 	}
 
-	look_before_apply(arena, deps, by_name, batch, &lists);
+	look_before_apply(deps, by_name, batch, &lists);
 	/* the artifact checks' HEADs run in the same batch as everything else */
 	mlplat_artifact_begin(checks, batch);
 	if (!note_requests(pass, deps))

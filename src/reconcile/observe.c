@@ -11,6 +11,7 @@
 #include "utils/memutils.h"
 #include "utils/wait_event.h"
 
+#include "mlplat/canonical.h"
 #include "mlplat/guc.h"
 #include "mlplat/http.h"
 #include "mlplat/kube.h"
@@ -62,33 +63,19 @@ list_restart_backoff(int restarts)
  * would take the pass past mlplat.pass_memory_limit stops the pass with a
  * message (the parse tree is about as large as the text).  What counts is
  * what the pass holds — its own context (mlplat_pass_memory_context), where
- * the page's text and the parsed items live — not the worker's whole
+ * the page and what is kept of the items live — not the worker's whole
  * TopMemoryContext, whose caches a long-lived worker builds up over time and
- * which no pass can give back.  Each page's text lives in a context of its
- * own and is freed once parsed; only the parsed items stay, in the caller's
- * arena.
+ * which no pass can give back.  Each page lives in a context of its own,
+ * freed before the next is fetched: its text once parsed, and its parse tree
+ * too unless into (an arena of the caller's: every item kept whole) holds it.
  */
-char *
-mlplat_kube_list_all(MlJsonArena *arena, const MlplatKubeResource *res, const char *selector,
-					 List **items, int *lists)
+static char *
+list_pages(MlJsonArena *into, const MlplatKubeResource *res, const char *ns, const char *selector,
+		   MlplatListEach each, void *arg, int *lists, char **list_rv)
 {
-	return mlplat_kube_list_all_in(arena, res, NULL, selector, items, lists);
-}
-
-char *
-mlplat_kube_list_all_in(MlJsonArena *arena, const MlplatKubeResource *res, const char *ns, const char *selector,
-						List **items, int *lists)
-{
-	return mlplat_kube_list_all_rv(arena, res, ns, selector, items, lists, NULL);
-}
-
-char *
-mlplat_kube_list_all_rv(MlJsonArena *arena, const MlplatKubeResource *res, const char *ns, const char *selector,
-						List **items, int *lists, char **list_rv)
-{
+	MemoryContext outer = CurrentMemoryContext;
 	char *cont = NULL;
-	const char *rv = NULL;
-	List *got = NIL;
+	char *rv = NULL;
 	int pages = 0;
 	int restarts = 0;
 	Size limit = (Size) mlplat_pass_memory_limit_kb * 1024;
@@ -97,18 +84,21 @@ mlplat_kube_list_all_rv(MlJsonArena *arena, const MlplatKubeResource *res, const
 	for (;;)
 	{
 		MemoryContext page_cxt;
+		MlJsonArena *arena;
 		MlplatHttpBatch *b;
 		MlplatHttpRequest *r;
 		MlplatKubeResult kr;
 		MlJsonValue *page;
 		MlJsonError err;
 		const MlJsonValue *arr = NULL;
+		const char *next;
 		char *why = NULL;
 
 		if (pages >= mlplat_list_max_pages)
 			return psprintf("LIST of %s stopped after %d pages (mlplat.list_max_pages)",
 							res->plural, pages);
-		page_cxt = AllocSetContextCreate(CurrentMemoryContext, "mlplat LIST page", ALLOCSET_DEFAULT_SIZES);
+		page_cxt = AllocSetContextCreate(outer, "mlplat LIST page", ALLOCSET_DEFAULT_SIZES);
+		arena = into ? into : mlplat_json_arena_in(page_cxt);
 		b = mlplat_http_batch_create(page_cxt);
 		r = mlplat_kube_list(b, res, ns, selector, LIST_PAGE, cont);
 		mlplat_http_batch_run(b);
@@ -124,7 +114,7 @@ mlplat_kube_list_all_rv(MlJsonArena *arena, const MlplatKubeResource *res, const
 			return why;
 		}
 		ml_json_set_error(&err, ML_JSON_ERR_SYNTAX, 0, "no body");
-		/* parsed once, into the tree the caller reads: no jsonb copy of the page */
+		/* parsed once: no jsonb copy of the page */
 		page = (!r->failed && r->resp_body != NULL)
 				   ? ml_json_parse(arena, r->resp_body, r->resp_len, NULL, &err)
 				   : NULL;
@@ -137,7 +127,7 @@ mlplat_kube_list_all_rv(MlJsonArena *arena, const MlplatKubeResource *res, const
 				return psprintf("LIST of %s: continue token expired %d times in a row (410 Gone)",
 								res->plural, restarts);
 			list_restart_backoff(restarts);
-			got = NIL;
+			each(arg, NULL, NULL);
 			cont = NULL;
 			continue;
 		}
@@ -157,26 +147,124 @@ mlplat_kube_list_all_rv(MlJsonArena *arena, const MlplatKubeResource *res, const
 			why = psprintf("%s list is not JSON: %s", res->plural, err.message);
 		else if ((arr = ml_json_object_get(page, "items")) == NULL || arr->type != ML_JSON_ARRAY)
 			why = psprintf("%s list has no items array", res->plural);
-		/* the page's text is parsed (or useless): give it back before the next one */
-		MemoryContextDelete(page_cxt);
 		if (why)
+		{
+			MemoryContextDelete(page_cxt);
 			return why;
+		}
+		MemoryContextSwitchTo(page_cxt);
 		for (size_t i = 0; i < arr->u.array.count; i++)
-			got = lappend(got, arr->u.array.items[i]);
+			each(arg, arena, arr->u.array.items[i]);
+		MemoryContextSwitchTo(outer);
 		/* a paged list is one snapshot: every page carries its version */
-		rv = mlplat_json_text(page, "metadata", "resourceVersion", NULL);
-		cont = (char *) mlplat_json_text(page, "metadata", "continue", NULL);
-		if (cont == NULL || cont[0] == '\0')
+		next = mlplat_json_text(page, "metadata", "resourceVersion", NULL);
+		rv = next ? pstrdup(next) : NULL;
+		next = mlplat_json_text(page, "metadata", "continue", NULL);
+		cont = next && next[0] != '\0' ? pstrdup(next) : NULL;
+		MemoryContextDelete(page_cxt);
+		if (cont == NULL)
 			break;
 	}
 	if (list_rv)
 	{
 		if (rv == NULL || rv[0] == '\0')
 			return psprintf("%s list has no resourceVersion", res->plural);
-		*list_rv = pstrdup(rv);
+		*list_rv = rv;
 	}
-	*items = list_concat(*items, got);
 	return NULL;
+}
+
+char *
+mlplat_kube_list_each(const MlplatKubeResource *res, const char *ns, const char *selector, MlplatListEach each,
+					  void *arg, int *lists, char **list_rv)
+{
+	return list_pages(NULL, res, ns, selector, each, arg, lists, list_rv);
+}
+
+/* What a LIST keeps, and where (mlplat_kube_list_kept, mlplat_kube_list_all_in) */
+typedef struct Kept
+{
+	MlplatListKeep keep; /* NULL: each item whole, as parsed into arena */
+	MemoryContext cxt;	 /* the list, and the kept copies */
+	MlJsonArena *arena;
+	List *items;
+} Kept;
+
+static void
+keep_item(void *arg, MlJsonArena *page, const MlJsonValue *item)
+{
+	Kept *k = arg;
+	MemoryContext was;
+	MlJsonValue *kept;
+	MlJsonError err;
+	char *text;
+	size_t len;
+
+	if (item == NULL)
+	{
+		/* started over: a whole item's tree stays in the caller's arena, a copy goes */
+		if (k->keep)
+		{
+			MemoryContextReset(k->cxt);
+			k->arena = mlplat_json_arena_in(k->cxt);
+		}
+		k->items = NIL;
+		return;
+	}
+	if (k->keep == NULL)
+		kept = (MlJsonValue *) item;
+	else if ((kept = k->keep(page, item)) == NULL)
+		return;
+	/* the copy: canonical text of the projection, parsed again into the kept arena */
+	else if ((text = ml_json_canonical(page, kept, &len, &err)) == NULL ||
+			 (kept = ml_json_parse(k->arena, text, len, NULL, &err)) == NULL)
+		ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR), errmsg("mlplat: cannot keep a listed object: %s", err.message)));
+	was = MemoryContextSwitchTo(k->cxt);
+	k->items = lappend(k->items, kept);
+	MemoryContextSwitchTo(was);
+}
+
+char *
+mlplat_kube_list_kept(const MlplatKubeResource *res, const char *ns, const char *selector, MlplatListKeep keep,
+					  List **items, int *lists)
+{
+	Kept k;
+	char *why;
+
+	k.keep = keep;
+	k.cxt = AllocSetContextCreate(CurrentMemoryContext, "mlplat LIST kept", ALLOCSET_DEFAULT_SIZES);
+	k.arena = mlplat_json_arena_in(k.cxt);
+	k.items = NIL;
+	why = list_pages(NULL, res, ns, selector, keep_item, &k, lists, NULL);
+	if (why)
+		MemoryContextDelete(k.cxt);
+	else
+		*items = list_concat(*items, k.items);
+	return why;
+}
+
+char *
+mlplat_kube_list_all(MlJsonArena *arena, const MlplatKubeResource *res, const char *selector,
+					 List **items, int *lists)
+{
+	return mlplat_kube_list_all_in(arena, res, NULL, selector, items, lists);
+}
+
+char *
+mlplat_kube_list_all_in(MlJsonArena *arena, const MlplatKubeResource *res, const char *ns, const char *selector,
+						List **items, int *lists)
+{
+	Kept k;
+	char *why;
+
+	k.keep = NULL;
+	k.cxt = CurrentMemoryContext;
+	k.arena = arena;
+	k.items = NIL;
+	why = list_pages(arena, res, ns, selector, keep_item, &k, lists, NULL);
+	if (why == NULL)
+		*items = list_concat(*items, k.items);
+	return why;
 }
 
 bool

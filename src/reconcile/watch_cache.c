@@ -151,17 +151,6 @@ sink(void *arg, const char *data, size_t n)
 
 /* ---------------------------------------------------------------- entries */
 
-/* list with a copy of key appended, both in cxt */
-static List *
-key_append(List *list, const char *key, MemoryContext cxt)
-{
-	MemoryContext was = MemoryContextSwitchTo(cxt);
-
-	list = lappend(list, pstrdup(key));
-	MemoryContextSwitchTo(was);
-	return list;
-}
-
 static void
 entries_create(MlplatWatchCache *wc)
 {
@@ -320,76 +309,104 @@ entry_remove(MlplatWatchCache *wc, const char *key)
 
 /* ---------------------------------------------------------------- LIST and watch */
 
-/*
- * LIST every object by the selector into a fresh table; the keys whose text
- * differs from the old table's (or that left it) are changed.
- */
-static char *
-relist(MlplatWatchCache *wc, MlplatWatchSync *out)
+/* Each listed object's pruned text into the table being filled (an MlplatListEach). */
+static void
+refill_put(void *arg, MlJsonArena *arena, const MlJsonValue *obj)
 {
-	MemoryContext tmp = AllocSetContextCreate(CurrentMemoryContext, "mlplat watch relist", ALLOCSET_DEFAULT_SIZES);
-	MemoryContext old = MemoryContextSwitchTo(tmp);
-	MlJsonArena *arena = mlplat_json_arena_in(tmp);
-	List *items = NIL;
-	char *rv = NULL;
-	char *why;
-	MemoryContext old_cxt;
-	HTAB *old_entries;
-	ListCell *lc;
+	MlplatWatchCache *wc = arg;
+	char key[KEY_LEN];
+	size_t len;
+	char *text;
+
+	if (obj == NULL)
+	{
+		/* the LIST starts over: what its earlier pages put goes */
+		entries_drop(wc->entries, wc->cxt);
+		wc->text_bytes = 0;
+		entries_create(wc);
+	}
+	else if (object_key(obj, key) && (text = pruned_text(wc, arena, obj, &len)) != NULL)
+		(void) entry_put(wc, key, text, len, object_rv(obj));
+}
+
+/* The keys whose text differs between two tables, or that are in one only (palloc'd). */
+static List *
+entries_changed(HTAB *was, HTAB *now)
+{
 	HASH_SEQ_STATUS seq;
 	Entry *e;
 	List *changed = NIL;
 
+	hash_seq_init(&seq, now);
+	while ((e = hash_seq_search(&seq)) != NULL)
+	{
+		Entry *old = hash_search(was, e->key, HASH_FIND, NULL);
+
+		if (old == NULL || old->len != e->len || memcmp(old->text, e->text, e->len) != 0)
+			changed = lappend(changed, pstrdup(e->key));
+	}
+	hash_seq_init(&seq, was);
+	while ((e = hash_seq_search(&seq)) != NULL)
+		if (hash_search(now, e->key, HASH_FIND, NULL) == NULL)
+			changed = lappend(changed, pstrdup(e->key));
+	return changed;
+}
+
+/* A failed refill: its table goes, the old one stays, to be listed again. */
+static void
+entries_restore(MlplatWatchCache *wc, MemoryContext cxt, HTAB *entries, Size text_bytes)
+{
+	entries_drop(wc->entries, wc->cxt);
+	wc->cxt = cxt;
+	wc->entries = entries;
+	wc->text_bytes = text_bytes;
+	wc->relist = true;
+}
+
+/*
+ * LIST every object by the selector into a fresh table, page by page: each
+ * page is pruned into it and freed before the next (at 30,000 objects,
+ * holding every parsed page stopped the LIST on mlplat.pass_memory_limit).
+ * The keys whose text differs from the old table's (or that left it) are
+ * changed.  When the LIST fails, the old table stays (to be listed again).
+ */
+static char *
+relist(MlplatWatchCache *wc, MlplatWatchSync *out)
+{
+	MemoryContext old_cxt = wc->cxt;
+	HTAB *old_entries = wc->entries;
+	Size old_bytes = wc->text_bytes;
+	char *rv = NULL;
+	char *why;
+
 	stream_close(wc);
-	why = mlplat_kube_list_all_rv(arena, wc->res, NULL, wc->selector, &items, &out->lists, &rv);
+	wc->text_bytes = 0;
+	entries_create(wc);
+	PG_TRY();
+	{
+		why = mlplat_kube_list_each(wc->res, NULL, wc->selector, refill_put, wc, &out->lists, &rv);
+	}
+	PG_CATCH();
+	{
+		entries_restore(wc, old_cxt, old_entries, old_bytes);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
 	if (why == NULL && strlen(rv) >= sizeof(wc->rv))
 		why = psprintf("%s list version is too long", wc->res->plural);
 	if (why)
 	{
-		MemoryContextSwitchTo(old);
-		why = pstrdup(why);
-		MemoryContextDelete(tmp);
-		wc->relist = true;
+		entries_restore(wc, old_cxt, old_entries, old_bytes);
 		return why;
 	}
-	old_cxt = wc->cxt;
-	old_entries = wc->entries;
-	wc->text_bytes = 0;
-	entries_create(wc);
-	foreach (lc, items)
-	{
-		char key[KEY_LEN];
-		size_t len;
-		char *text;
-
-		if (!object_key(lfirst(lc), key) || (text = pruned_text(wc, arena, lfirst(lc), &len)) == NULL)
-			continue;
-		(void) entry_put(wc, key, text, len, object_rv(lfirst(lc)));
-		if (wc->filled)
-		{
-			Entry *was = hash_search(old_entries, key, HASH_FIND, NULL);
-
-			if (was == NULL || was->len != len || memcmp(was->text, text, len) != 0)
-				changed = key_append(changed, key, old);
-		}
-	}
 	if (wc->filled)
-	{
-		hash_seq_init(&seq, old_entries);
-		while ((e = hash_seq_search(&seq)) != NULL)
-			if (hash_search(wc->entries, e->key, HASH_FIND, NULL) == NULL)
-				changed = key_append(changed, e->key, old);
-	}
+		out->changed = list_concat(out->changed, entries_changed(old_entries, wc->entries));
 	entries_drop(old_entries, old_cxt);
 	strlcpy(wc->rv, rv, sizeof(wc->rv));
 	out->filled = !wc->filled;
 	out->relists++;
-	MemoryContextSwitchTo(old);
-	out->changed = list_concat(out->changed, changed);
 	wc->filled = true;
 	wc->relist = false;
-	MemoryContextSwitchTo(old);
-	MemoryContextDelete(tmp);
 	return NULL;
 }
 
