@@ -472,7 +472,10 @@ class Kube {
     this.store.streams.add(stream);
     const done = () => { this.store.watchers.delete(w); this.store.streams.delete(stream); clearTimeout(t); if (bt) clearInterval(bt); };
     const t = setTimeout(() => { done(); if (bookmarks) bookmark(); later(() => resp.end()); }, timeout);
+    // the client went away: the response's close (a request's own close can come as soon as its
+    // body is read, before this stream began, and then never again)
     req.on('close', done);
+    resp.on('close', done);
   }
 }
 
