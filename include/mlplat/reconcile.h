@@ -60,6 +60,12 @@ typedef struct MlplatKindDef
 	 * (mlplat_kind_pass).
 	 */
 	bool needs_cluster;
+	/*
+	 * Called while its leader leads and runs no pass (mlplat.workers_enabled
+	 * off, or fenced by the Lease): give back what the kind keeps open between
+	 * passes.  NULL: nothing to give back.
+	 */
+	void (*idle)(void);
 } MlplatKindDef;
 
 /* The definition of a kind; its pass is NULL while that kind has no reconciler. */
@@ -87,6 +93,8 @@ extern struct MlplatSeam *const mlplat_echoes_seams[];
 
 /* The passes (src/reconcile/) */
 extern void mlplat_deployments_pass(MlplatPass *pass);
+/* The deployments leader idles: its watch is closed and its cache forgotten (the next pass lists). */
+extern void mlplat_deployments_idle(void);
 extern void mlplat_model_aliases_pass(MlplatPass *pass);
 extern void mlplat_campaigns_pass(MlplatPass *pass);
 extern void mlplat_projects_pass(MlplatPass *pass);

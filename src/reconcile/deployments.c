@@ -1253,6 +1253,22 @@ mark_due(MlplatPass *pass, List *keys)
 }
 
 /*
+ * An idle leader (mlplat.workers_enabled off, or fenced) closes its watch and
+ * forgets the cache.  Kept open, the stream went unread and its version
+ * stale: a pause longer than the API server's event history resumed with a
+ * 410 Gone and a relist anyway (bench/converge pauses the workers between
+ * its sizes), and the server kept a stream for a leader that acts on
+ * nothing.  The next pass lists, as a new leadership's first does.
+ */
+void
+mlplat_deployments_idle(void)
+{
+	if (isvc_cache && watch_epoch != -1)
+		mlplat_watch_cache_reset(isvc_cache);
+	watch_epoch = -1;
+}
+
+/*
  * Bring the watch cache up to date (mlplat.deployments_watch) and make the
  * rows of what changed due.  True when this pass may observe from the cache;
  * *filled when the cache was filled just now (nothing is "changed" then: the

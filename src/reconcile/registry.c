@@ -21,7 +21,7 @@ static const MlplatPassFn projects_companions[] = { mlplat_retention_pass, NULL 
 
 static const MlplatKindDef kind_defs[MLPLAT_MAX_KINDS] = {
 	[MLPLAT_KIND_PROJECTS] = { mlplat_projects_pass, mlplat_projects_seams, projects_companions, .needs_cluster = true },
-	[MLPLAT_KIND_DEPLOYMENTS] = { mlplat_deployments_pass, mlplat_deployments_seams, .needs_cluster = true },
+	[MLPLAT_KIND_DEPLOYMENTS] = { mlplat_deployments_pass, mlplat_deployments_seams, .needs_cluster = true, .idle = mlplat_deployments_idle },
 	[MLPLAT_KIND_RUNS] = { mlplat_runs_pass, mlplat_runs_seams, .needs_cluster = true },
 	[MLPLAT_KIND_ROLLOUTS] = { mlplat_rollouts_pass, mlplat_rollouts_seams, .needs_cluster = true },
 	[MLPLAT_KIND_MODEL_ALIASES] = { mlplat_model_aliases_pass, mlplat_model_aliases_seams },

@@ -596,6 +596,16 @@ absorb_signals(void)
 	}
 }
 
+/* A leader that runs no pass: its kind gives back what it keeps open between passes. */
+static void
+kind_idle(void)
+{
+	const MlplatKindDef *def = mlplat_kind_def(my_kind);
+
+	if (def->idle)
+		def->idle();
+}
+
 /*
  * May this replica run its kind's pass now?  Not in recovery, without the
  * extension at our version (or with seam types that disagree), without the
@@ -636,6 +646,7 @@ may_lead(WorkerLoop *w, long *timeout_ms)
 	}
 	else if (!mlplat_workers_enabled)
 	{
+		kind_idle();
 		set_status(MLPLAT_ROLE_IDLE, "mlplat.workers_enabled is off");
 		*timeout_ms = mlplat_resync_interval_ms;
 	}
@@ -664,6 +675,7 @@ fenced(long *timeout_ms)
 
 	if (mlplat_lease_fence == MLPLAT_LEASE_FENCE_OFF || lease_held(why, sizeof(why)))
 		return false;
+	kind_idle();
 	set_status(MLPLAT_ROLE_IDLE, why);
 	*timeout_ms = Max(100L, mlplat_lease_duration_s * 1000L / 3);
 	return true;
