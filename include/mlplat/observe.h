@@ -43,10 +43,11 @@ extern char *mlplat_kube_list_all_in(MlJsonArena *arena, const MlplatKubeResourc
 /*
  * What a LIST keeps of one item: a tree built in arena (parts of obj may be
  * shared), or NULL to keep nothing of it.  A kind's projection: the fields its
- * decisions and write-backs read, so that what a fleet-wide LIST holds grows
- * with those fields, not with the objects' full size (issue 20).
+ * decisions and write-backs read (of the items it reads: arg may say which),
+ * so that what a fleet-wide LIST holds grows with those, not with the
+ * objects' full size (issue 20).
  */
-typedef MlJsonValue *(*MlplatListKeep)(MlJsonArena *arena, const MlJsonValue *obj);
+typedef MlJsonValue *(*MlplatListKeep)(void *arg, MlJsonArena *arena, const MlJsonValue *obj);
 
 /*
  * Called with each item of each LIST page.  The page is parsed into arena and
@@ -66,14 +67,14 @@ extern char *mlplat_kube_list_each(const MlplatKubeResource *res, const char *ns
 								   MlplatListEach each, void *arg, int *lists, char **list_rv);
 
 /*
- * LIST as mlplat_kube_list_all_in, keeping of each item only keep(item),
+ * LIST as mlplat_kube_list_all_in, keeping of each item only keep(arg, item),
  * appended to *items: a copy that lives in a context of its own under
  * CurrentMemoryContext (so it counts toward mlplat.pass_memory_limit as the
  * pass's).  The pass then holds the projections and one parsed page, not
  * every parsed page.
  */
 extern char *mlplat_kube_list_kept(const MlplatKubeResource *res, const char *ns, const char *selector,
-								   MlplatListKeep keep, List **items, int *lists);
+								   MlplatListKeep keep, void *arg, List **items, int *lists);
 
 /*
  * GET the named objects of res (ns_names: namespace, name, namespace, name,

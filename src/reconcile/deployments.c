@@ -638,14 +638,43 @@ judge_found(List *deps, const char *instance, MlJsonArena *arena, bool probe)
 
 /* ---------------------------------------------------------------- I/O */
 
+/* What the fleet's LIST keeps of each InferenceService (an MlplatListKeep) */
+static MlJsonValue *
+isvc_kept(void *arg, MlJsonArena *arena, const MlJsonValue *obj)
+{
+	(void) arg;
+	return isvc_compared(arena, obj);
+}
+
+/*
+ * What the namespace's LIST before first applies keeps (an MlplatListKeep;
+ * arg: by_name): the objects under a name looked at, nothing of the others.
+ * The LIST shows every InferenceService of the namespace (14,000 at page 28
+ * of a converge of 30,000); the pass needs the few under its new names.
+ */
+static MlJsonValue *
+isvc_looked_at(void *arg, MlJsonArena *arena, const MlJsonValue *obj)
+{
+	const char *ns = mlplat_json_text(obj, "metadata", "namespace", NULL);
+	const char *name = mlplat_json_text(obj, "metadata", "name", NULL);
+	char key[NAMEDATALEN * 2];
+	DepByName *e;
+
+	if (ns == NULL || name == NULL || strlen(ns) + strlen(name) + 2 > sizeof(key))
+		return NULL;
+	snprintf(key, sizeof(key), "%s/%s", ns, name);
+	e = hash_search((HTAB *) arg, key, HASH_FIND, NULL);
+	return e && e->d->look ? isvc_compared(arena, obj) : NULL;
+}
+
 /*
  * Look under the names of first applies that saw nothing of theirs (d->look)
  * before applying over them: an object without mlplat's labels is in no LIST
  * by our selector (issue 18, finding 5).  A namespace with several such names
  * is read with one LIST of its InferenceServices — no label selector, since a
  * look-alike may carry none; paged, and bounded by mlplat.list_max_pages and
- * mlplat.pass_memory_limit as every LIST, each item pruned as the watch cache
- * prunes it — instead of a GET per name (a
+ * mlplat.pass_memory_limit as every LIST, keeping only the objects under the
+ * names looked at, pruned as the watch cache prunes them — instead of a GET per name (a
  * thousand new deployments of a project were a thousand GETs); what it shows
  * under a name is d->probe_obj, nothing there is nothing found.  A single
  * name, or the names of a namespace whose LIST failed, get their GET in
@@ -681,7 +710,7 @@ look_before_apply(List *deps, HTAB *by_name, MlplatHttpBatch *batch, int *lists)
 		}
 		if (names > 1)
 		{
-			char *why = mlplat_kube_list_kept(&ISVC, ns, NULL, isvc_compared, &items, lists);
+			char *why = mlplat_kube_list_kept(&ISVC, ns, NULL, isvc_looked_at, by_name, &items, lists);
 
 			if (why)
 				ereport(LOG, (errmsg("mlplat: deployments: %s; a GET for each of %d names instead", why, names)));
@@ -1544,7 +1573,7 @@ mlplat_deployments_pass(MlplatPass *pass)
 			why = mlplat_kube_get_each(arena, &ISVC, instance, ns_names, &items, &gets);
 		}
 		else
-			why = mlplat_kube_list_kept(&ISVC, NULL, selector, isvc_compared, &items, &lists);
+			why = mlplat_kube_list_kept(&ISVC, NULL, selector, isvc_kept, NULL, &items, &lists);
 		if (why)
 			ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE), errmsg("%s", why)));
 	}

@@ -185,7 +185,8 @@ mlplat_kube_list_each(const MlplatKubeResource *res, const char *ns, const char 
 typedef struct Kept
 {
 	MlplatListKeep keep; /* NULL: each item whole, as parsed into arena */
-	MemoryContext cxt;	 /* the list, and the kept copies */
+	void *keep_arg;
+	MemoryContext cxt; /* the list, and the kept copies */
 	MlJsonArena *arena;
 	List *items;
 } Kept;
@@ -213,7 +214,7 @@ keep_item(void *arg, MlJsonArena *page, const MlJsonValue *item)
 	}
 	if (k->keep == NULL)
 		kept = (MlJsonValue *) item;
-	else if ((kept = k->keep(page, item)) == NULL)
+	else if ((kept = k->keep(k->keep_arg, page, item)) == NULL)
 		return;
 	/* the copy: canonical text of the projection, parsed again into the kept arena */
 	else if ((text = ml_json_canonical(page, kept, &len, &err)) == NULL ||
@@ -226,12 +227,13 @@ keep_item(void *arg, MlJsonArena *page, const MlJsonValue *item)
 
 char *
 mlplat_kube_list_kept(const MlplatKubeResource *res, const char *ns, const char *selector, MlplatListKeep keep,
-					  List **items, int *lists)
+					  void *arg, List **items, int *lists)
 {
 	Kept k;
 	char *why;
 
 	k.keep = keep;
+	k.keep_arg = arg;
 	k.cxt = AllocSetContextCreate(CurrentMemoryContext, "mlplat LIST kept", ALLOCSET_DEFAULT_SIZES);
 	k.arena = mlplat_json_arena_in(k.cxt);
 	k.items = NIL;
@@ -258,6 +260,7 @@ mlplat_kube_list_all_in(MlJsonArena *arena, const MlplatKubeResource *res, const
 	char *why;
 
 	k.keep = NULL;
+	k.keep_arg = NULL;
 	k.cxt = CurrentMemoryContext;
 	k.arena = arena;
 	k.items = NIL;
