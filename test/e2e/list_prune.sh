@@ -62,8 +62,8 @@ for _ in $(seq 1 150); do [ "$(fleet_pages)" -ge 3 ] && break; sleep 0.2; done
 tap_ok $([ "$(fleet_pages)" -ge 3 ]; echo $?) \
 	"the whole fleet is listed again, three pages (watch $WATCH: $([ "$WATCH" = on ] && echo "a 410's relist" || echo "the full passes"))"
 sleep 3
-tap_ok $(q mlplat "$STATUS" | grep -q "^[0-9]* deployments\|watch: $N cached"; echo $?) \
-	"... and the passes after it work ($(q mlplat "$STATUS" | cut -c1-120))"
+wait_for mlplat "SELECT ($STATUS) ~ '^[0-9]+ deployments|watch: $N cached'" t 20
+tap_ok $? "... and the passes after it work ($(q mlplat "$STATUS" | cut -c1-120))"
 tap_is "$(failed "$mark")" "" "... and no pass stopped on mlplat.pass_memory_limit or failed"
 
 # two new names: one LIST of the namespace's every InferenceService, no GET under either name
