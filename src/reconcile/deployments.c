@@ -55,6 +55,7 @@
 #include "mlplat/kube.h"
 #include "mlplat/labels.h"
 #include "mlplat/observe.h"
+#include "mlplat/pass_work.h"
 #include "mlplat/reconcile.h"
 #include "mlplat/reconcile_sql.h"
 #include "mlplat/reconcile_util.h"
@@ -742,8 +743,9 @@ look_before_apply(List *deps, HTAB *by_name, MlplatHttpBatch *batch, int *lists)
 
 /* The rows of this pass: at most mlplat.pass_row_limit (*more: there may be more). */
 static void
-claim(MlplatPass *pass, bool full, int64 after, List **out, char **instance, bool *more)
+claim(MlplatPassWork *w, bool full, int64 after, List **out, bool *more)
 {
+	MlplatPass *pass = w->pass;
 	Datum args[5] = { BoolGetDatum(full), BoolGetDatum(pass->woken), Int32GetDatum(mlplat_deploy_deadline_ms),
 					  Int64GetDatum(after), Int32GetDatum(mlplat_pass_row_limit) };
 	Oid argtypes[5] = { BOOLOID, BOOLOID, INT4OID, INT8OID, INT4OID };
@@ -770,7 +772,7 @@ claim(MlplatPass *pass, bool full, int64 after, List **out, char **instance, boo
 		d->claim_end = c.end;
 	}
 	*out = c.rows;
-	*instance = c.instance;
+	mlplat_pass_work_claimed(w, c.instance, NULL);
 }
 
 /*
@@ -990,19 +992,20 @@ write_back(MlplatPass *pass, List *deps, List *orphans, bool observed)
  * fenced on the epoch).  False when this replica is no longer the leader: send nothing.
  */
 static bool
-note_requests(MlplatPass *pass, List *deps)
+note_requests(MlplatPassWork *w, List *deps)
 {
-	MlplatWriteNotes sending = { 0 };
 	ListCell *lc;
 
+	/* this batch's notes only: those of the pass's first batch are committed already */
+	memset(&w->sending, 0, sizeof(w->sending));
 	foreach (lc, deps)
 	{
 		Deployment *d = lfirst(lc);
 
 		if (d->req && d->ledger_action)
-			mlplat_write_notes_add(&sending, d->id, mlplat_object_path(d->namespace, d->name), d->ledger_action);
+			mlplat_write_notes_add(&w->sending, d->id, mlplat_object_path(d->namespace, d->name), d->ledger_action);
 	}
-	return mlplat_write_notes_commit(pass, &sending, "requests");
+	return mlplat_pass_work_notes_commit(w, "requests");
 }
 
 /*
@@ -1011,9 +1014,9 @@ note_requests(MlplatPass *pass, List *deps)
  * them back.  Returns the number of applies.
  */
 static int
-apply_checked(MlplatPass *pass, List *deps, List *checks, const char *instance, MlJsonArena *arena)
+apply_checked(MlplatPassWork *w, List *deps, List *checks)
 {
-	MemoryContext pass_cxt = CurrentMemoryContext;
+	MlplatPass *pass = w->pass;
 	MlplatHttpBatch *batch;
 	List *checked = NIL;
 	ListCell *lc;
@@ -1021,9 +1024,9 @@ apply_checked(MlplatPass *pass, List *deps, List *checks, const char *instance, 
 
 	mlplat_artifact_finish(pass, checks);
 	/* what the probes found under the names of first applies: applied over only when its own */
-	judge_found(deps, instance, arena, true);
+	judge_found(deps, w->instance, w->arena, true);
 
-	batch = mlplat_http_batch_create(pass_cxt);
+	batch = mlplat_http_batch_create(w->cxt);
 	foreach (lc, deps)
 	{
 		Deployment *d = lfirst(lc);
@@ -1109,7 +1112,7 @@ apply_checked(MlplatPass *pass, List *deps, List *checks, const char *instance, 
 			d->ledger_note = c->uri;
 		}
 	}
-	if (!note_requests(pass, checked))
+	if (!note_requests(w, checked))
 		return 0;
 	mlplat_http_batch_run(batch);
 	foreach (lc, checked)
@@ -1436,16 +1439,13 @@ orphans_next_if_unowned(MlplatPass *pass, MlJsonArena *arena, HTAB *by_name)
 void
 mlplat_deployments_pass(MlplatPass *pass)
 {
-	MemoryContext pass_cxt = CurrentMemoryContext;
-	MlJsonArena *arena = mlplat_json_arena_in(pass_cxt);
+	MlplatPassWork w;
+	MlJsonArena *arena;
 	char *why = NULL;
 	List *deps = NIL;
 	List *items;
 	List *orphans = NIL;
-	MlplatHttpBatch *batch;
 	ListCell *lc;
-	char *selector;
-	char *instance;
 	HTAB *by_name;
 	int lists = 0;
 	int gets = 0;
@@ -1461,6 +1461,8 @@ mlplat_deployments_pass(MlplatPass *pass)
 	char note[48] = "";
 
 	watch_changed = NIL;
+	mlplat_pass_work_begin(&w, pass);
+	arena = w.arena;
 
 	/*
 	 * The watch cache first (when on and the selector's instance is known
@@ -1504,17 +1506,15 @@ mlplat_deployments_pass(MlplatPass *pass)
 		sweep_start = GetCurrentTimestamp();
 		orphans_due = true;
 	}
-	claim(pass, full, full ? sweep_after : 0, &deps, &instance, &more);
-	MemoryContextSwitchTo(pass_cxt);
-	selector = mlplat_managed_selector(instance);
-	if (watch_instance == NULL || strcmp(watch_instance, instance) != 0)
+	claim(&w, full, full ? sweep_after : 0, &deps, &more);
+	if (watch_instance == NULL || strcmp(watch_instance, w.instance) != 0)
 	{
 		if (watch_instance)
 			pfree(watch_instance);
-		watch_instance = MemoryContextStrdup(TopMemoryContext, instance);
+		watch_instance = MemoryContextStrdup(TopMemoryContext, w.instance);
 		/* learned just now: the cache starts here (this pass is full, or its rows are claimed) */
 		if (mlplat_deployments_watch)
-			cached = watch_sync(pass, instance, &filled, note, sizeof(note));
+			cached = watch_sync(pass, w.instance, &filled, note, sizeof(note));
 	}
 	items = NIL;
 	/* what this pass compares with the cluster: all but a woken pass without the cache */
@@ -1570,10 +1570,10 @@ mlplat_deployments_pass(MlplatPass *pass)
 
 				ns_names = lappend(lappend(ns_names, d->namespace), d->name);
 			}
-			why = mlplat_kube_get_each(arena, &ISVC, instance, ns_names, &items, &gets);
+			why = mlplat_kube_get_each(arena, &ISVC, w.instance, ns_names, &items, &gets);
 		}
 		else
-			why = mlplat_kube_list_kept(&ISVC, NULL, selector, isvc_kept, NULL, &items, &lists);
+			why = mlplat_kube_list_kept(&ISVC, NULL, w.selector, isvc_kept, NULL, &items, &lists);
 		if (why)
 			ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE), errmsg("%s", why)));
 	}
@@ -1587,7 +1587,7 @@ mlplat_deployments_pass(MlplatPass *pass)
 		memset(&ctl, 0, sizeof(ctl));
 		ctl.keysize = NAMEDATALEN * 2;
 		ctl.entrysize = sizeof(DepByName);
-		ctl.hcxt = pass_cxt;
+		ctl.hcxt = w.cxt;
 		by_name = hash_create("mlplat deployments by name", Max(64, list_length(deps)), &ctl,
 							  HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
 	}
@@ -1667,10 +1667,9 @@ mlplat_deployments_pass(MlplatPass *pass)
 	 * of a revision of a deployment of its namespace and name (one that ended,
 	 * or whose row is gone while an apply of it landed late).
 	 */
-	judge_found(deps, instance, arena, false);
-	judge_found(orphans, instance, arena, false);
+	judge_found(deps, w.instance, arena, false);
+	judge_found(orphans, w.instance, arena, false);
 
-	batch = mlplat_http_batch_create(pass_cxt);
 	foreach (lc, deps)
 	{
 		Deployment *d = lfirst(lc);
@@ -1717,13 +1716,13 @@ mlplat_deployments_pass(MlplatPass *pass)
 		}
 		else if (d->action == DEP_APPLY || d->action == DEP_REPAIR)
 		{
-			d->req = mlplat_kube_apply(batch, &ISVC, d->namespace, d->name, d->spec);
+			d->req = mlplat_kube_apply(w.batch, &ISVC, d->namespace, d->name, d->spec);
 			d->ledger_action = d->action == DEP_REPAIR ? "REPAIR" : "APPLY";
 			applies++;
 		}
 		else if (d->action == DEP_DELETE)
 		{
-			d->req = mlplat_kube_delete(batch, &ISVC, d->namespace, d->name);
+			d->req = mlplat_kube_delete(w.batch, &ISVC, d->namespace, d->name);
 			d->ledger_action = "DELETE";
 		}
 		else if (strcmp(d->new_status, d->status) != 0 || (d->mark_observed && d->observed_generation != d->generation) ||
@@ -1752,15 +1751,15 @@ mlplat_deployments_pass(MlplatPass *pass)
 		Deployment *o = lfirst(lc);
 
 		if (o->not_ours == NULL)
-			o->req = mlplat_kube_delete(batch, &ISVC, o->namespace, o->name);
+			o->req = mlplat_kube_delete(w.batch, &ISVC, o->namespace, o->name);
 	}
 
-	look_before_apply(deps, by_name, batch, &lists);
+	look_before_apply(deps, by_name, w.batch, &lists);
 	/* the artifact checks' HEADs run in the same batch as everything else */
-	mlplat_artifact_begin(checks, batch);
-	if (!note_requests(pass, deps))
+	mlplat_artifact_begin(checks, w.batch);
+	if (!note_requests(&w, deps))
 		return;
-	mlplat_http_batch_run(batch);
+	mlplat_http_batch_run(w.batch);
 
 	foreach (lc, deps)
 	{
@@ -1802,7 +1801,7 @@ mlplat_deployments_pass(MlplatPass *pass)
 	}
 	/* written first, so a download never delays the others' results */
 	if (checks != NIL)
-		applies += apply_checked(pass, deps, checks, instance, arena);
+		applies += apply_checked(&w, deps, checks);
 	if (pass->status[0] == '\0')
 		snprintf(pass->status, sizeof(pass->status), "%d deployments%s, %d applied, %d orphans, %d LIST requests, %d GETs%s",
 				 list_length(deps), full ? " (full pass)" : pass->woken ? " (woken)"
