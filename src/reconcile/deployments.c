@@ -1010,17 +1010,16 @@ note_requests(MlplatPassWork *w, List *deps)
 
 /*
  * Finish the artifact checks of the first applies this pass held back, apply
- * those whose artifact is verified (one batch), record the others, and write
- * them back.  Returns the number of applies.
+ * those whose artifact is verified (one batch, counted in w->creates), record
+ * the others, and write them back.
  */
-static int
+static void
 apply_checked(MlplatPassWork *w, List *deps, List *checks)
 {
 	MlplatPass *pass = w->pass;
 	MlplatHttpBatch *batch;
 	List *checked = NIL;
 	ListCell *lc;
-	int applies = 0;
 
 	mlplat_artifact_finish(pass, checks);
 	/* what the probes found under the names of first applies: applied over only when its own */
@@ -1089,7 +1088,7 @@ apply_checked(MlplatPassWork *w, List *deps, List *checks)
 			d->req_span = dep_span(d, "apply", MLPLAT_SPAN_CLIENT);
 			d->ledger_action = "APPLY";
 			d->ledger_note = c->detail;
-			applies++;
+			w->creates++;
 			continue;
 		}
 		d->action = DEP_NONE;
@@ -1113,7 +1112,7 @@ apply_checked(MlplatPassWork *w, List *deps, List *checks)
 		}
 	}
 	if (!note_requests(w, checked))
-		return 0;
+		return;
 	mlplat_http_batch_run(batch);
 	foreach (lc, checked)
 	{
@@ -1123,7 +1122,6 @@ apply_checked(MlplatPassWork *w, List *deps, List *checks)
 			apply_result(d, pass);
 	}
 	write_back(pass, checked, NIL, false);
-	return applies;
 }
 
 /* ---------------------------------------------------------------- the watch cache */
@@ -1444,12 +1442,9 @@ mlplat_deployments_pass(MlplatPass *pass)
 	char *why = NULL;
 	List *deps = NIL;
 	List *items;
-	List *orphans = NIL;
 	ListCell *lc;
 	HTAB *by_name;
-	int lists = 0;
 	int gets = 0;
-	int applies = 0;
 	List *checks = NIL;
 	bool full;
 	bool more = false;
@@ -1573,12 +1568,12 @@ mlplat_deployments_pass(MlplatPass *pass)
 			why = mlplat_kube_get_each(arena, &ISVC, w.instance, ns_names, &items, &gets);
 		}
 		else
-			why = mlplat_kube_list_kept(&ISVC, NULL, w.selector, isvc_kept, NULL, &items, &lists);
+			why = mlplat_kube_list_kept(&ISVC, NULL, w.selector, isvc_kept, NULL, &items, &w.lists);
 		if (why)
 			ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE), errmsg("%s", why)));
 	}
 	/* orphans are judged by a pass that sees the fleet: the cache, or a LIST of it */
-	judge_orphans = orphans_due && observed && (cached || lists > 0);
+	judge_orphans = orphans_due && observed && (cached || w.lists > 0);
 
 	/* match observed objects to deployments by "namespace/name" (hash: thousands of each) */
 	{
@@ -1654,7 +1649,7 @@ mlplat_deployments_pass(MlplatPass *pass)
 			o->project = (char *) mlplat_json_text(obj, "metadata", "labels", MLPLAT_LABEL_PROJECT);
 			o->action = DEP_DELETE;
 			o->obj = obj;
-			orphans = lappend(orphans, o);
+			w.orphans = lappend(w.orphans, o);
 		}
 		orphans_due = false;
 	}
@@ -1668,7 +1663,7 @@ mlplat_deployments_pass(MlplatPass *pass)
 	 * or whose row is gone while an apply of it landed late).
 	 */
 	judge_found(deps, w.instance, arena, false);
-	judge_found(orphans, w.instance, arena, false);
+	judge_found(w.orphans, w.instance, arena, false);
 
 	foreach (lc, deps)
 	{
@@ -1718,17 +1713,21 @@ mlplat_deployments_pass(MlplatPass *pass)
 		{
 			d->req = mlplat_kube_apply(w.batch, &ISVC, d->namespace, d->name, d->spec);
 			d->ledger_action = d->action == DEP_REPAIR ? "REPAIR" : "APPLY";
-			applies++;
+			w.creates++;
 		}
 		else if (d->action == DEP_DELETE)
 		{
 			d->req = mlplat_kube_delete(w.batch, &ISVC, d->namespace, d->name);
 			d->ledger_action = "DELETE";
+			w.deletes++;
 		}
 		else if (strcmp(d->new_status, d->status) != 0 || (d->mark_observed && d->observed_generation != d->generation) ||
 				 (d->drift_report && strcmp(d->new_status, "DRIFTED") == 0 &&
 				  (d->status_reason == NULL || strcmp(d->reason, d->status_reason) != 0)))
+		{
 			d->write = true; /* a status change only (or reported drift at other paths) */
+			w.writes++;
+		}
 		if (d->req)
 			d->req_span = dep_span(d, d->action == DEP_DELETE ? "delete" : "apply", MLPLAT_SPAN_CLIENT);
 		if (d->action == DEP_NONE && strcmp(d->new_status, d->status) != 0 &&
@@ -1746,15 +1745,18 @@ mlplat_deployments_pass(MlplatPass *pass)
 			 (strcmp(d->new_status, "DRIFTED") == 0 && !d->drift_report)))
 			pass->next_pass_ms = FOLLOW_UP_MS;
 	}
-	foreach (lc, orphans)
+	foreach (lc, w.orphans)
 	{
 		Deployment *o = lfirst(lc);
 
 		if (o->not_ours == NULL)
+		{
 			o->req = mlplat_kube_delete(w.batch, &ISVC, o->namespace, o->name);
+			w.deletes++;
+		}
 	}
 
-	look_before_apply(deps, by_name, w.batch, &lists);
+	look_before_apply(deps, by_name, w.batch, &w.lists);
 	/* the artifact checks' HEADs run in the same batch as everything else */
 	mlplat_artifact_begin(checks, w.batch);
 	if (!note_requests(&w, deps))
@@ -1768,7 +1770,7 @@ mlplat_deployments_pass(MlplatPass *pass)
 		if (d->req)
 			apply_result(d, pass);
 	}
-	foreach (lc, orphans)
+	foreach (lc, w.orphans)
 	{
 		Deployment *o = lfirst(lc);
 		MlplatKubeResult res;
@@ -1786,7 +1788,7 @@ mlplat_deployments_pass(MlplatPass *pass)
 		o->error = res.message;
 	}
 
-	write_back(pass, deps, orphans, observed);
+	write_back(pass, deps, w.orphans, observed);
 	if (full && more)
 	{
 		/* the sweep goes on with the next chunk, at once (pass->claim_full) */
@@ -1801,11 +1803,9 @@ mlplat_deployments_pass(MlplatPass *pass)
 	}
 	/* written first, so a download never delays the others' results */
 	if (checks != NIL)
-		applies += apply_checked(&w, deps, checks);
-	if (pass->status[0] == '\0')
-		snprintf(pass->status, sizeof(pass->status), "%d deployments%s, %d applied, %d orphans, %d LIST requests, %d GETs%s",
-				 list_length(deps), full ? " (full pass)" : pass->woken ? " (woken)"
-																		: " due",
-				 applies,
-				 list_length(orphans), lists, gets, note);
+		apply_checked(&w, deps, checks);
+	mlplat_pass_work_status(&w, psprintf(", %d GETs%s", gets, note), "%d deployments%s", list_length(deps),
+							full		  ? " (full pass)"
+							: pass->woken ? " (woken)"
+										  : " due");
 }
