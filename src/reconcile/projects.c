@@ -597,10 +597,6 @@ find_obj(Project *p, ObjKind kind)
 	return NULL;
 }
 
-/*
- * Compare each desired object with what was observed and choose the writes.
- * Pure apart from allocation: the observations are already in the objects.
- */
 /* "Kind namespace/name" ("Namespace name" for the namespace): ledger notes and write notes */
 static char *
 obj_label(const ProjObj *o)
@@ -608,6 +604,10 @@ obj_label(const ProjObj *o)
 	return psprintf("%s %s%s%s", KIND_NAME[o->kind], o->ns ? o->ns : "", o->ns ? "/" : "", o->name);
 }
 
+/*
+ * Compare each desired object with what was observed and choose the writes.
+ * Pure apart from allocation: the observations are already in the objects.
+ */
 static void
 project_decide(Project *p, MlJsonArena *arena, char *const list_error[])
 {
