@@ -97,7 +97,7 @@ mlplat_pass_work_status(MlplatPassWork *w, const char *tail, const char *head_fm
 			break;
 		enlargeStringInfo(&s, needed);
 	}
-	appendStringInfo(&s, ", %d created, %d deleted, %d writes, %d orphans, %d LIST requests%s", w->creates,
+	appendStringInfo(&s, ", %d creates or applies sent, %d deletes sent, %d other writes, %d orphans, %d LIST requests%s", w->creates,
 					 w->deletes, w->writes, list_length(w->orphans), w->lists, tail ? tail : "");
 	strlcpy(w->pass->status, s.data, sizeof(w->pass->status));
 	pfree(s.data);
