@@ -325,6 +325,16 @@ if [ -d "$WORK/secrets" ]; then
 		pass secrets
 	fi
 fi
+# A worker's status line that overflows its buffer loses the tail tests and operators read
+# (the watch cache's size, ", listed"): no server log may say one was cut.
+cut=$(find "$WORK" -name '*.log' -type f ! -name standin.log -exec grep -shF 'mlplat: a status line of' {} + | head -3)
+if [ -n "$cut" ]; then
+	echo "$cut"
+	fail "a status line was cut short"
+else
+	log "status lines: none cut short"
+	pass status-lines
+fi
 if ((SANITIZE)); then
 	reports=$(find "$WORK" -maxdepth 2 -name '*.log' -exec grep -shE -A25 'ERROR: AddressSanitizer|runtime error:' {} +)
 	if [ -n "$reports" ]; then

@@ -27,6 +27,14 @@ typedef enum MlplatKind
 	MLPLAT_MAX_KINDS
 } MlplatKind;
 
+/*
+ * A worker's status line, as the health view shows it.  A pass's line carries the shared
+ * counters and then the kind's tail (the watch cache's size, ", listed"); tests and benches
+ * read that tail, so the line must not be cut short: mlplat_pass_work_status warns in the
+ * server log when it is.
+ */
+#define MLPLAT_STATUS_LEN 256
+
 /* MLPLAT_NUM_RELEASE_KINDS, or MLPLAT_MAX_KINDS in the test build */
 extern const int mlplat_num_kinds;
 

@@ -20,16 +20,16 @@ typedef struct MlplatPass
 {
 	int kind;
 	int replica;
-	int64 epoch;			/* leader epoch; stamped on every write-back */
-	const char *controller; /* "host:port/pid/replica", for ledger and audit */
-	bool resync;			/* periodic resync due: compare everything */
-	bool woken;				/* started by a committed intent, and a full pass
+	int64 epoch;					/* leader epoch; stamped on every write-back */
+	const char *controller;			/* "host:port/pid/replica", for ledger and audit */
+	bool resync;					/* periodic resync due: compare everything */
+	bool woken;						/* started by a committed intent, and a full pass
 								 * ran within the last second: a reconciler may act
 								 * on new intents only, without observing */
-	long next_pass_ms;		/* > 0: run again this soon (readiness waits) */
-	bool claim_full;		/* the claim came back with mlplat.pass_row_limit rows:
+	long next_pass_ms;				/* > 0: run again this soon (readiness waits) */
+	bool claim_full;				/* the claim came back with mlplat.pass_row_limit rows:
 							 * more are waiting, the next pass starts at once */
-	char status[128];		/* a line for the health view */
+	char status[MLPLAT_STATUS_LEN]; /* a line for the health view */
 } MlplatPass;
 
 typedef void (*MlplatPassFn)(MlplatPass *pass);

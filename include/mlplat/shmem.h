@@ -18,7 +18,6 @@
 #include "mlplat/kinds.h"
 
 #define MLPLAT_MAX_REPLICAS 8
-#define MLPLAT_STATUS_LEN 128
 
 typedef enum MlplatReplicaRole
 {

@@ -77,6 +77,8 @@ mlplat_pass_work_notes_commit(MlplatPassWork *w, const char *what)
 	return mlplat_write_notes_commit(w->pass, &w->sending, what);
 }
 
+static bool warned_cut = false;
+
 void
 mlplat_pass_work_status(MlplatPassWork *w, const char *tail, const char *head_fmt, ...)
 {
@@ -97,8 +99,15 @@ mlplat_pass_work_status(MlplatPassWork *w, const char *tail, const char *head_fm
 			break;
 		enlargeStringInfo(&s, needed);
 	}
-	appendStringInfo(&s, ", %d creates or applies sent, %d deletes sent, %d other writes, %d orphans, %d LIST requests%s", w->creates,
+	/* counted when a request is batched, before its answer: "sent", not "done" */
+	appendStringInfo(&s, ", %d applies, %d deletes, %d other writes sent, %d orphans, %d LIST requests%s", w->creates,
 					 w->deletes, w->writes, list_length(w->orphans), w->lists, tail ? tail : "");
-	strlcpy(w->pass->status, s.data, sizeof(w->pass->status));
+	if (strlcpy(w->pass->status, s.data, sizeof(w->pass->status)) >= sizeof(w->pass->status) && !warned_cut)
+	{
+		/* once per process: the tail that readers look for is what gets cut */
+		ereport(LOG, (errmsg("mlplat: a status line of %d bytes was cut to %zu", s.len, sizeof(w->pass->status) - 1),
+					  errdetail("The line began: %.60s", s.data)));
+		warned_cut = true;
+	}
 	pfree(s.data);
 }
