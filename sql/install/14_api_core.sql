@@ -236,6 +236,21 @@ BEGIN
     HINT = p_hint;
 END $$;
 
+-- The row a lookup of one entity (by name or id, in a project) found, or 42704 when it found
+-- none (p_row NULL), so every finder (_find_deployment, _find_run, _find_campaign, ...) is one
+-- query and "not there" is decided here once: in _no_such's words for p_entity and p_name, or
+-- in p_message where an entity words it its own way.
+CREATE FUNCTION mlplat._found(p_row anyelement, p_entity text, p_name text, p_hint text, p_message text DEFAULT NULL)
+RETURNS anyelement LANGUAGE plpgsql AS $$
+BEGIN
+  IF p_row IS NULL AND p_message IS NULL THEN
+    PERFORM mlplat._no_such(p_entity, p_name, p_hint);
+  ELSIF p_row IS NULL THEN
+    RAISE EXCEPTION USING ERRCODE = '42704', MESSAGE = p_message, HINT = p_hint;
+  END IF;
+  RETURN p_row;
+END $$;
+
 -- DNS-1123 label of at most max_len characters.
 CREATE FUNCTION mlplat._check_label(field text, v text, max_len int) RETURNS void
 LANGUAGE plpgsql AS $$

@@ -29,14 +29,9 @@ $$;
 
 CREATE FUNCTION mlplat._find_deployment(p_project_id bigint, p_deployment text)
 RETURNS mlplat.deployments LANGUAGE plpgsql STABLE AS $$
-DECLARE
-  d mlplat.deployments;
 BEGIN
-  SELECT * INTO d FROM mlplat.deployments x WHERE x.project_id = p_project_id AND x.name = p_deployment;
-  IF d.id IS NULL THEN
-    PERFORM mlplat._no_such('deployment', p_deployment, 'Create it with mlplat.deploy().');
-  END IF;
-  RETURN d;
+  RETURN mlplat._found((SELECT x FROM mlplat.deployments x WHERE x.project_id = p_project_id AND x.name = p_deployment),
+                       'deployment', p_deployment, 'Create it with mlplat.deploy().');
 END $$;
 
 CREATE FUNCTION mlplat._no_active_rollout(d mlplat.deployments, p_action text) RETURNS void

@@ -267,14 +267,9 @@ END $$;
 -- The run of this name in the project, or 42704 (as _find_deployment for deployments).
 CREATE FUNCTION mlplat._find_run(p_project_id bigint, p_run text)
 RETURNS mlplat.runs LANGUAGE plpgsql STABLE AS $$
-DECLARE
-  u mlplat.runs;
 BEGIN
-  SELECT * INTO u FROM mlplat.runs x WHERE x.project_id = p_project_id AND x.name = p_run;
-  IF u.id IS NULL THEN
-    PERFORM mlplat._no_such('run', p_run, 'See mlplat.run_status for the project''s runs.');
-  END IF;
-  RETURN u;
+  RETURN mlplat._found((SELECT x FROM mlplat.runs x WHERE x.project_id = p_project_id AND x.name = p_run),
+                       'run', p_run, 'See mlplat.run_status for the project''s runs.');
 END $$;
 
 CREATE FUNCTION mlplat.cancel_run(project text, run text)

@@ -1195,15 +1195,9 @@ END $$;
 -- The run with this id in the project, or 42704.
 CREATE FUNCTION mlplat._lab_run_of(p_project_id bigint, p_id bigint) RETURNS mlplat.lab_runs
 LANGUAGE plpgsql STABLE AS $$
-DECLARE
-  run mlplat.lab_runs;
 BEGIN
-  SELECT * INTO run FROM mlplat.lab_runs x WHERE x.id = p_id AND x.project_id = p_project_id;
-  IF run.id IS NULL THEN
-    RAISE EXCEPTION USING ERRCODE = '42704', MESSAGE = 'lab run does not exist',
-      HINT = 'Lab runs are identified by their id in the project (mlplat.lab_run_status).';
-  END IF;
-  RETURN run;
+  RETURN mlplat._found((SELECT x FROM mlplat.lab_runs x WHERE x.id = p_id AND x.project_id = p_project_id), NULL, NULL,
+                       'Lab runs are identified by their id in the project (mlplat.lab_run_status).', 'lab run does not exist');
 END $$;
 
 -- The common admission of a LabRun or probe under locks: the project row shared, the approval
