@@ -119,19 +119,17 @@ END;
 $$;
 
 -- Values are those the move was made for (as claimed), so a move whose
--- write-back then lost its compare-and-swap is still recorded truthfully.
+-- write-back then lost its compare-and-swap is still recorded truthfully.  The epoch fences
+-- the INSERT itself, as in every kind's write-back: a deposed leader records nothing.
 CREATE FUNCTION mlplat._aliases_history(p_alias_id bigint, p_action text, p_version_id bigint,
                                         p_requested_by text, p_registry_version text,
                                         p_observed_version text, p_epoch bigint, p_controller text,
                                         p_trace_id text)
 RETURNS boolean
-LANGUAGE plpgsql
+LANGUAGE sql
 SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
-BEGIN
-    IF NOT mlplat._epoch_current('model_aliases', p_epoch) THEN
-        RETURN false;
-    END IF;
+  WITH recorded AS (
     INSERT INTO mlplat.model_alias_history (project_id, model_id, alias_id, registered_model, alias, action,
                                             requested_by, version_id, version, registry_version,
                                             observed_version, epoch, controller, trace_id)
@@ -142,9 +140,9 @@ BEGIN
       JOIN mlplat.models m ON m.id = a.model_id
       JOIN mlplat.projects p ON p.id = a.project_id
       LEFT JOIN mlplat.model_versions mv ON mv.id = p_version_id
-     WHERE a.id = p_alias_id;
-    RETURN FOUND;
-END;
+     WHERE a.id = p_alias_id AND mlplat._epoch_current('model_aliases', p_epoch)
+    RETURNING 1)
+  SELECT EXISTS (SELECT 1 FROM recorded)
 $$;
 
 REVOKE ALL ON FUNCTION mlplat._aliases_claim(boolean) FROM PUBLIC;
