@@ -1,6 +1,7 @@
 -- 0.2.0 -> 0.3.0: a run's first submission waits for its project to be READY (the runner
 -- ServiceAccount and Role it runs as), and a project becoming READY wakes the runs.
--- Numbered after part 11, which also redefines _runs_claim.
+-- _runs_claim's final form (with part 11's render for every run not yet submitted) is defined
+-- here only.
 
 -- (returns the seam type of part 20 now: dropped and made again)
 DROP FUNCTION mlplat._runs_claim();
