@@ -14,7 +14,9 @@
 # An attribute whose SQL type the seam does not carry gets the seam type NONE:
 # only a kind that uses the type fails to compile.  A comment /* NULL<0 */
 # after an attribute's type sets MLPLAT_SEAM_NULL_NEG (a number below 0 in C is
-# NULL in SQL, and NULL reads as -1).  Plain awk (POSIX): every build machine
+# NULL in SQL, and NULL reads as -1).  A comment /* STATUS <machine> */ after
+# a text attribute makes it a status of that state machine (states.h): C reads
+# it into the machine's enum (seam type STATUS).  Plain awk (POSIX): every build machine
 # has it.
 
 function seam_type(t)
@@ -46,12 +48,20 @@ function trim(s)
 	return s
 }
 
-# one attribute, "name type [/* NULL<0 */]": its X(...) line
-function attribute(a,    flags, name, t)
+# one attribute, "name type [/* NULL<0 */ | /* STATUS machine */]": its X(...) line
+function attribute(a,    flags, name, t, machine)
 {
 	flags = "0"
+	machine = ""
 	if (a ~ /\/\*[ \t]*NULL<0[ \t]*\*\//)
 		flags = "MLPLAT_SEAM_NULL_NEG"
+	if (match(a, /\/\*[ \t]*STATUS[ \t]+[a-z_]+[ \t]*\*\//))
+	{
+		machine = substr(a, RSTART, RLENGTH)
+		sub(/^\/\*[ \t]*STATUS[ \t]+/, "", machine)
+		sub(/[ \t]*\*\/$/, "", machine)
+		flags = "MLPLAT_SEAM_STATES(" toupper(machine) ")"
+	}
 	gsub(/\/\*[^*]*\*\//, " ", a)
 	a = trim(a)
 	if (a == "")
@@ -61,7 +71,7 @@ function attribute(a,    flags, name, t)
 	t = a
 	sub(/^[^ \t]+[ \t]+/, "", t)
 	gsub(/[ \t]+/, " ", t)
-	return sprintf(" \\\n\tX(S, %s, %s, %s)", name, seam_type(t), flags)
+	return sprintf(" \\\n\tX(S, %s, %s, %s)", name, machine != "" ? "STATUS" : seam_type(t), flags)
 }
 
 # the collected body of one type (between its parentheses): the macro

@@ -29,6 +29,7 @@
 #include "mlplat/ledger.h"
 #include "mlplat/reconcile.h"
 #include "mlplat/seam_members.h"
+#include "mlplat/states.h"
 #include "mlplat/unanswered.h"
 
 /* How a field is kept in C; the SQL type it must have is fixed by this. */
@@ -41,7 +42,8 @@ typedef enum MlplatSeamType
 	MLPLAT_SEAM_JSONB,		 /* char * (JSON text), jsonb: written only */
 	MLPLAT_SEAM_TIMESTAMPTZ, /* TimestampTz, timestamptz (NULL reads as 0) */
 	MLPLAT_SEAM_TEXT_ARRAY,	 /* List * of char *, text[] (NULL reads as NIL): read only */
-	MLPLAT_SEAM_INT8_ARRAY	 /* ArrayType * (a copy), bigint[] (NULL reads as NULL): read only */
+	MLPLAT_SEAM_INT8_ARRAY,	 /* ArrayType * (a copy), bigint[] (NULL reads as NULL): read only */
+	MLPLAT_SEAM_STATUS		 /* int (a states.h enum; NULL is MLPLAT_NO_STATUS), text */
 } MlplatSeamType;
 
 /*
@@ -51,6 +53,13 @@ typedef enum MlplatSeamType
  * followed by the comment NULL<0 (scripts/seam_types.awk).
  */
 #define MLPLAT_SEAM_NULL_NEG 0x01
+
+/*
+ * The state machine of a STATUS attribute (states.h), kept in its flags: the
+ * attribute's SQL type is followed by the comment STATUS <machine>.
+ */
+#define MLPLAT_SEAM_STATES(M) ((MLPLAT_MACHINE_##M + 1) << 8)
+#define MLPLAT_SEAM_MACHINE(flags) ((MlplatMachine) (((flags) >> 8) - 1))
 
 typedef struct MlplatSeamField
 {

@@ -30,7 +30,7 @@ REVOKE ALL ON FUNCTION mlplat._rolebinding_name(text, text) FROM PUBLIC;
 -- takes an array of mlplat.project_writeback; C reads and builds them by name.
 CREATE TYPE mlplat.project_claim AS (
   id bigint, name text, gpu_quota int, cpu_quota text, memory_quota text,
-  status text, status_reason text, last_error text,
+  status text /* STATUS project */, status_reason text, last_error text,
   generation bigint, observed_generation bigint, row_version bigint,
   traceparent text, attempts int, due boolean, members text, quota_generation bigint);
 
@@ -38,7 +38,7 @@ CREATE TYPE mlplat.project_claim AS (
 -- attempts + 1 and next_attempt_at = now() + retry_ms.  NULL observed_generation / observed
 -- keep the stored ones.
 CREATE TYPE mlplat.project_writeback AS (
-  id bigint, row_version bigint, status text, reason text,
+  id bigint, row_version bigint, status text /* STATUS project */, reason text,
   observed_generation bigint /* NULL<0 */, observed jsonb, error text, retry_ms int /* NULL<0 */);
 
 CREATE FUNCTION mlplat._projects_claim()

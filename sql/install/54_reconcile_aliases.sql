@@ -52,13 +52,13 @@ SELECT mlplat._config_dump('model_alias_history', 'model_registry_versions');
 CREATE TYPE mlplat.model_alias_claim AS (
   id bigint, project text, registered_model text, alias text,
   version_id bigint, version text, artifact_uri text, registry_version text,
-  status text, generation bigint, observed_generation bigint, row_version bigint,
+  status text /* STATUS model_alias */, generation bigint, observed_generation bigint, row_version bigint,
   moved_by text, traceparent text, attempts int, due boolean);
 
 -- retry_ms: NULL = no retry (attempts reset); otherwise attempts + 1 and
 -- next_attempt_at = now() + retry_ms.  NULL observed_generation / observed keep the stored ones.
 CREATE TYPE mlplat.model_alias_writeback AS (
-  id bigint, row_version bigint, status text, reason text,
+  id bigint, row_version bigint, status text /* STATUS model_alias */, reason text,
   observed_generation bigint /* NULL<0 */, observed jsonb, error text, retry_ms int /* NULL<0 */);
 
 CREATE FUNCTION mlplat._aliases_claim(p_resync boolean)

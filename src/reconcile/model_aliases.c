@@ -333,7 +333,7 @@ typedef struct AliasRow
 	bool unmap;					  /* the mapped registry version is gone */
 	/* write-back */
 	bool write;
-	const char *new_status;
+	MlplatModelAliasStatus new_status;
 	char *reason;
 	char *error;
 	int retry_ms; /* -1: none */
@@ -357,7 +357,7 @@ alias_fail(AliasRow *a, const char *error, int http_status, int retry_after_s, b
 	a->write = true;
 	a->error = pstrdup(error);
 	a->http_status = http_status;
-	a->new_status = permanent ? "FAILED" : "PENDING";
+	a->new_status = permanent ? MLPLAT_MODEL_ALIAS_FAILED : MLPLAT_MODEL_ALIAS_PENDING;
 	a->reason = permanent ? psprintf("registry refused: %s", error) : pstrdup("waiting to retry the registry");
 	a->retry_ms = mlplat_retry_ms(permanent, a->attempts, a->id, retry_after_s);
 }
@@ -440,16 +440,16 @@ alias_decide(AliasRow *a)
 	a->new_status = a->status;
 	if (mlplat_str_same(a->observed, a->target))
 	{
-		a->new_status = "SYNCED";
+		a->new_status = MLPLAT_MODEL_ALIAS_SYNCED;
 		a->mark_observed = true;
 		a->reason = a->target ? psprintf("%s -> version %s (registry version %s), verified", a->alias,
 										 a->version, a->target)
 							  : psprintf("%s absent, verified", a->alias);
-		a->write = strcmp(a->status, "SYNCED") != 0 || a->generation != a->observed_generation ||
+		a->write = a->status != MLPLAT_MODEL_ALIAS_SYNCED || a->generation != a->observed_generation ||
 				   a->attempts > 0;
 		return;
 	}
-	if (strcmp(a->status, "SYNCED") == 0 && a->generation == a->observed_generation)
+	if (a->status == MLPLAT_MODEL_ALIAS_SYNCED && a->generation == a->observed_generation)
 		a->action = "REPAIR";
 	else
 		a->action = a->target ? "SET" : "DELETE";
@@ -742,7 +742,7 @@ alias_spans(AliasRow *a)
 													strcmp(a->ledger_outcome, "OK") == 0 ? NULL : a->error));
 	if (a->verify_req)
 		a->spans = lappend(a->spans, alias_request_span(a, a->verify_req, "model_aliases.verify",
-														a->new_status && strcmp(a->new_status, "SYNCED") == 0
+														a->new_status == MLPLAT_MODEL_ALIAS_SYNCED
 															? NULL
 															: a->error));
 }
@@ -948,7 +948,7 @@ mlplat_model_aliases_pass(MlplatPass *pass)
 			/* the registry lost the model our mapping points into: map again */
 			a->unmap = true;
 			a->write = true;
-			a->new_status = "PENDING";
+			a->new_status = MLPLAT_MODEL_ALIAS_PENDING;
 			a->reason = psprintf("registered model %s is missing; recreating it", a->registered_model);
 			pass->next_pass_ms = FOLLOW_UP_MS;
 		}
@@ -1055,7 +1055,7 @@ mlplat_model_aliases_pass(MlplatPass *pass)
 					   0, 0, false);
 			continue;
 		}
-		a->new_status = "SYNCED";
+		a->new_status = MLPLAT_MODEL_ALIAS_SYNCED;
 		a->mark_observed = true;
 		a->reason = a->target
 						? psprintf("%s -> version %s (registry version %s): %s, verified", a->alias, a->version,

@@ -181,7 +181,7 @@ typedef struct Project
 	/* desired and observed, per object */
 	List *objs;
 	/* decided */
-	const char *new_status;
+	MlplatProjectStatus new_status;
 	char *reason;
 	char *error;
 	int retry_ms; /* -1: no retry scheduled */
@@ -628,14 +628,14 @@ project_decide(Project *p, MlJsonArena *arena, char *const list_error[])
 	 * delete that removes it.
 	 */
 	foreach_ptr (ProjObj, o, p->objs)
-		if (o->obs && o->unanswered && !(o == nso && strcmp(p->status, "DELETING") == 0))
+		if (o->obs && o->unanswered && !(o == nso && p->status == MLPLAT_PROJECT_DELETING))
 		{
 			/* an overtaken note is not proven by the sight: it waits for the grace */
 			o->adopt = mlplat_unanswered_seen_settles(o->unanswered);
 			o->settle = o->adopt || mlplat_unanswered_settled(o->unanswered);
 		}
 
-	if (strcmp(p->status, "DELETING") == 0)
+	if (p->status == MLPLAT_PROJECT_DELETING)
 	{
 		if (list_error[OBJ_NAMESPACE] == NULL && nso->obs == NULL &&
 			nso->unanswered && !mlplat_unanswered_settled(nso->unanswered))
@@ -643,7 +643,7 @@ project_decide(Project *p, MlJsonArena *arena, char *const list_error[])
 								 mlplat_unanswered_write_grace_ms / 1000, p->ns);
 		else if (list_error[OBJ_NAMESPACE] == NULL && nso->obs == NULL)
 		{
-			p->new_status = "DELETED";
+			p->new_status = MLPLAT_PROJECT_DELETED;
 			p->reason = psprintf("namespace %s is gone", p->ns);
 			p->mark_observed = true;
 			nso->settle = nso->unanswered != NULL;
@@ -685,7 +685,7 @@ project_decide(Project *p, MlJsonArena *arena, char *const list_error[])
 			 * (idempotent), so the answer says what is wrong.
 			 */
 			o->state = "unobserved";
-			if (strcmp(p->status, "READY") == 0)
+			if (p->status == MLPLAT_PROJECT_READY)
 				unobserved++;
 			else
 				pending++;
@@ -733,7 +733,7 @@ project_decide(Project *p, MlJsonArena *arena, char *const list_error[])
 		return; /* READY as far as we can tell: keep the row as it is */
 	if (pending == 0 && ns_ready)
 	{
-		p->new_status = "READY";
+		p->new_status = MLPLAT_PROJECT_READY;
 		p->reason = psprintf("all %d objects applied in namespace %s", list_length(p->objs), p->ns);
 		p->mark_observed = true;
 		return;
@@ -741,7 +741,7 @@ project_decide(Project *p, MlJsonArena *arena, char *const list_error[])
 	if (nso->obs && ns_terminating(nso->obs))
 	{
 		/* deleted out of band: nothing is applied into it; it is made again once gone */
-		p->new_status = "PROVISIONING";
+		p->new_status = MLPLAT_PROJECT_PROVISIONING;
 		p->reason = ns_terminating_reason(p, nso->obs, psprintf("namespace %s is still terminating", p->ns));
 		return;
 	}
@@ -754,7 +754,7 @@ project_decide(Project *p, MlJsonArena *arena, char *const list_error[])
 	foreach_ptr (ProjObj, o, p->objs)
 	{
 		bool pend = strcmp(o->state, "applied") != 0 &&
-					!(strcmp(o->state, "unobserved") == 0 && strcmp(p->status, "READY") == 0);
+					!(strcmp(o->state, "unobserved") == 0 && p->status == MLPLAT_PROJECT_READY);
 
 		if (!pend)
 			continue;
@@ -809,7 +809,7 @@ project_results(Project *p, MlplatPass *pass, char *const list_error[])
 	bool failed = false,
 		 retry = false,
 		 any = false,
-		 deleting = strcmp(p->status, "DELETING") == 0;
+		 deleting = p->status == MLPLAT_PROJECT_DELETING;
 	int retry_after_s = 0;
 	int applied = 0;
 
@@ -834,7 +834,7 @@ project_results(Project *p, MlplatPass *pass, char *const list_error[])
 	{
 		p->error = errors.data;
 		if (!deleting)
-			p->new_status = failed ? "FAILED" : "PROVISIONING";
+			p->new_status = failed ? MLPLAT_PROJECT_FAILED : MLPLAT_PROJECT_PROVISIONING;
 		p->reason = pstrdup(errors.data);
 		p->retry_ms = failed
 						  ? mlplat_backoff_delay_ms(p->attempts + 1, PERMANENT_BASE_MS, Min(MLPLAT_PERMANENT_RETRY_MS, mlplat_backoff_max_ms),
@@ -850,14 +850,14 @@ project_results(Project *p, MlplatPass *pass, char *const list_error[])
 		 * result, so do not come straight back to apply blindly again.
 		 */
 		p->error = errors.data;
-		p->new_status = "PROVISIONING";
+		p->new_status = MLPLAT_PROJECT_PROVISIONING;
 		p->reason = psprintf("applied %d object(s), but %s", applied, errors.data);
 		p->retry_ms = mlplat_backoff_delay_ms(p->attempts + 1, PERMANENT_BASE_MS,
 											  Min(MLPLAT_PERMANENT_RETRY_MS, mlplat_backoff_max_ms), 0, (uint64) p->id);
 	}
 	else
 	{
-		p->new_status = "PROVISIONING";
+		p->new_status = MLPLAT_PROJECT_PROVISIONING;
 		p->reason = psprintf("applied %d object(s); waiting to observe them", applied);
 		/* what this generation asks for has been sent (unless some waits for the namespace) */
 		p->mark_observed = !p->deferred;
@@ -993,7 +993,7 @@ project_spans(Project *p)
 																	 : (o->tenant_error ? o->tenant_error : o->error));
 		spans = lappend(spans, s);
 	}
-	if (strcmp(p->new_status, "READY") == 0 && strcmp(p->status, "READY") != 0)
+	if (p->new_status == MLPLAT_PROJECT_READY && p->status != MLPLAT_PROJECT_READY)
 	{
 		s = mlplat_span_begin(p->traceparent, "projects.readiness_wait", MLPLAT_SPAN_INTERNAL);
 		mlplat_span_set_entity(s, p->name, "project", p->id);
@@ -1151,7 +1151,7 @@ mlplat_projects_pass(MlplatPass *pass)
 				continue;
 			foreach_ptr (Project, p, projects)
 			{
-				if (strcmp(p->ns, ns) == 0 && strcmp(p->status, "DELETING") != 0)
+				if (strcmp(p->ns, ns) == 0 && p->status != MLPLAT_PROJECT_DELETING)
 				{
 					ProjObj *o = new_obj(p, (ObjKind) k, name, NULL);
 
@@ -1220,7 +1220,7 @@ mlplat_projects_pass(MlplatPass *pass)
 				mlplat_write_notes_add(&w.sending, p->id, obj_label(o), o->action == ACT_DELETE ? "DELETE" : "APPLY");
 			}
 		}
-		if (strcmp(p->new_status, "PROVISIONING") == 0 || strcmp(p->new_status, "DELETING") == 0)
+		if (p->new_status == MLPLAT_PROJECT_PROVISIONING || p->new_status == MLPLAT_PROJECT_DELETING)
 		{
 			if (p->due)
 				pass->next_pass_ms = FOLLOW_UP_MS;
@@ -1250,7 +1250,7 @@ mlplat_projects_pass(MlplatPass *pass)
 		foreach_ptr (ProjObj, o, p->objs)
 			if (o->req || o->adopt || o->settle)
 				p->write = true;
-		if (strcmp(p->new_status, p->status) != 0 || !mlplat_str_same(p->reason, p->status_reason) ||
+		if (p->new_status != p->status || !mlplat_str_same(p->reason, p->status_reason) ||
 			!mlplat_str_same(p->error, p->last_error) ||
 			(p->mark_observed && p->observed_generation != p->generation))
 			p->write = true;

@@ -71,6 +71,12 @@ mlplat_kind_seams_verify(int kind)
 		if (why)
 			return psprintf("type mlplat.%s does not match this library: %s",
 							def->seams[i]->type_name, why);
+		/* the state machine of each status the seam carries (states.h) */
+		for (int f = 0; f < def->seams[i]->nfields; f++)
+			if (def->seams[i]->fields[f].type == MLPLAT_SEAM_STATUS &&
+				(why = mlplat_states_verify(MLPLAT_SEAM_MACHINE(def->seams[i]->fields[f].flags))) != NULL)
+				return psprintf("the %s statuses do not match this library: %s",
+								mlplat_machine_name(MLPLAT_SEAM_MACHINE(def->seams[i]->fields[f].flags)), why);
 	}
 	/* the write-ahead notes, which every reconciler kind reads (the span exporter is none) */
 	if (def->seams && kind != MLPLAT_KIND_SPAN_EXPORT && (why = mlplat_seam_verify(&mlplat_unanswered_seam)) != NULL)

@@ -52,6 +52,7 @@ seam_sql_type(MlplatSeamType t)
 		case MLPLAT_SEAM_BOOL:
 			return BOOLOID;
 		case MLPLAT_SEAM_TEXT:
+		case MLPLAT_SEAM_STATUS:
 			return TEXTOID;
 		case MLPLAT_SEAM_JSONB:
 			return JSONBOID;
@@ -218,6 +219,10 @@ mlplat_seam_read(MlplatSeam *s, Datum composite, void *out)
 			case MLPLAT_SEAM_TEXT:
 				*(char **) p = isnull ? NULL : TextDatumGetCString(v);
 				break;
+			case MLPLAT_SEAM_STATUS:
+				*(int *) p = isnull ? MLPLAT_NO_STATUS
+									: mlplat_status_parse(MLPLAT_SEAM_MACHINE(f->flags), TextDatumGetCString(v));
+				break;
 			case MLPLAT_SEAM_TIMESTAMPTZ:
 				*(TimestampTz *) p = isnull ? 0 : DatumGetTimestampTz(v);
 				break;
@@ -328,6 +333,11 @@ mlplat_seam_array_add(MlplatSeamArray *a, const void *row)
 				nulls[a_i] = *(char *const *) p == NULL;
 				if (!nulls[a_i])
 					values[a_i] = CStringGetTextDatum(*(char *const *) p);
+				break;
+			case MLPLAT_SEAM_STATUS:
+				nulls[a_i] = *(const int *) p == MLPLAT_NO_STATUS;
+				if (!nulls[a_i])
+					values[a_i] = CStringGetTextDatum(mlplat_status_name(MLPLAT_SEAM_MACHINE(f->flags), *(const int *) p));
 				break;
 			case MLPLAT_SEAM_JSONB:
 				nulls[a_i] = *(char *const *) p == NULL;

@@ -74,7 +74,7 @@ typedef struct Echo
 	const char *outcome;
 	int http_status;
 	char *error;
-	const char *to_status; /* NULL: nothing to write back */
+	int to_status; /* an MlplatEchoStatus, or MLPLAT_NO_STATUS: nothing to write back */
 	char *reason;
 	int32 retry_ms;
 } Echo;
@@ -121,14 +121,16 @@ data_equal(const MlJsonValue *obj, const MlJsonValue *want)
 static void
 echo_decide(Echo *e, const MlJsonValue *want)
 {
-	bool in_step = strcmp(e->status, "SYNCED") == 0 && e->observed_generation == e->generation;
+	bool in_step = e->status == MLPLAT_ECHO_SYNCED && e->observed_generation == e->generation;
+
+	e->to_status = MLPLAT_NO_STATUS;
 
 	/* found where a write may have landed unanswered: the write made it (unless a later
 	 * leader's answered write overtook it: then the object may be that one's) */
 	if (e->obj && e->note && mlplat_unanswered_seen_settles(e->note))
 		e->adopt = true;
 
-	if (strcmp(e->status, "DELETING") == 0)
+	if (e->status == MLPLAT_ECHO_DELETING)
 	{
 		if (e->obj)
 		{
@@ -139,7 +141,7 @@ echo_decide(Echo *e, const MlJsonValue *want)
 			e->waiting = true; /* a create may still land: look again */
 		else
 		{
-			e->to_status = "DELETED";
+			e->to_status = MLPLAT_ECHO_DELETED;
 			e->reason = "the ConfigMap is gone";
 		}
 		return;
@@ -148,7 +150,7 @@ echo_decide(Echo *e, const MlJsonValue *want)
 	{
 		if (!in_step)
 		{
-			e->to_status = "SYNCED";
+			e->to_status = MLPLAT_ECHO_SYNCED;
 			e->reason = e->adopt ? "adopted: in step with its data" : "in step with its data";
 		}
 		return;
@@ -236,7 +238,7 @@ settle(MlJsonArena *arena, Echo *e, const char *instance)
 	if (res.outcome == MLPLAT_KUBE_OK || (res.outcome == MLPLAT_KUBE_NOT_FOUND && e->write == ECHO_WRITE_DELETE))
 	{
 		e->outcome = "OK";
-		e->to_status = e->write == ECHO_WRITE_DELETE ? "DELETED" : "SYNCED";
+		e->to_status = e->write == ECHO_WRITE_DELETE ? MLPLAT_ECHO_DELETED : MLPLAT_ECHO_SYNCED;
 		e->reason = e->write == ECHO_WRITE_DELETE ? "the ConfigMap is gone" : "in step with its data";
 		return;
 	}
@@ -253,7 +255,7 @@ settle(MlJsonArena *arena, Echo *e, const char *instance)
 		e->outcome = "CONFLICT";
 		e->error = psprintf("configmap %s/%s exists but is not this echo's; not adopted, not touched", e->namespace,
 							e->name);
-		e->to_status = "FAILED";
+		e->to_status = MLPLAT_ECHO_FAILED;
 		e->reason = e->error;
 		e->retry_ms = FAILED_RETRY_MS;
 		return;
@@ -262,7 +264,7 @@ settle(MlJsonArena *arena, Echo *e, const char *instance)
 	if (res.outcome == MLPLAT_KUBE_FAILED)
 	{
 		e->outcome = "FAILED";
-		e->to_status = strcmp(e->status, "DELETING") == 0 ? "DELETING" : "FAILED";
+		e->to_status = e->status == MLPLAT_ECHO_DELETING ? MLPLAT_ECHO_DELETING : MLPLAT_ECHO_FAILED;
 		e->retry_ms = FAILED_RETRY_MS;
 	}
 	else
@@ -293,11 +295,11 @@ echo_row(MlplatWriteback *wb, void *entity, void *row)
 	if (e->req)
 		mlplat_ledger_batch_add(wb->ledger, "echo", e->id, NULL, e->action, e->outcome, NULL, NULL, e->http_status,
 								e->error, trace_id, object);
-	if (e->to_status == NULL)
+	if (e->to_status == MLPLAT_NO_STATUS)
 		return false;
 	w->status = e->to_status;
 	w->reason = e->reason;
-	w->observed_generation = strcmp(e->to_status, "SYNCED") == 0 ? e->generation : -1;
+	w->observed_generation = e->to_status == MLPLAT_ECHO_SYNCED ? e->generation : -1;
 	w->error = e->error;
 	w->retry_ms = e->retry_ms;
 	return true;
@@ -372,7 +374,7 @@ mlplat_echoes_pass(MlplatPass *pass)
 			else if (strcmp(e->outcome, "RETRY") == 0)
 				pass->next_pass_ms = pass->next_pass_ms > 0 ? Min(pass->next_pass_ms, e->retry_ms) : e->retry_ms;
 		}
-		else if (e->note && (e->adopt || (e->obj == NULL && e->to_status != NULL) || mlplat_unanswered_settled(e->note)))
+		else if (e->note && (e->adopt || (e->obj == NULL && e->to_status != MLPLAT_NO_STATUS) || mlplat_unanswered_settled(e->note)))
 			mlplat_write_notes_add(&settled, e->id, object, NULL); /* adopted, or past its grace */
 	}
 

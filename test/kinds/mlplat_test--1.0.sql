@@ -61,14 +61,14 @@ REVOKE ALL ON FUNCTION mlplat.put_echo(text, text, jsonb), mlplat.delete_echo(te
 -- the seam (seam.h): a claim row, and a write-back row (the status write-back every
 -- status-and-observation kind shares: MlplatStatusWriteback)
 CREATE TYPE mlplat.echo_claim AS (
-  id bigint, namespace text, name text, data text, status text,
+  id bigint, namespace text, name text, data text, status text /* STATUS echo */,
   generation bigint, observed_generation bigint, row_version bigint,
   attempts int, due boolean, traceparent text);
 
 -- retry_ms: NULL = no retry scheduled (attempts reset); otherwise attempts + 1 and
 -- next_attempt_at = now() + retry_ms.  NULL observed_generation / observed keep the stored ones.
 CREATE TYPE mlplat.echo_writeback AS (
-  id bigint, row_version bigint, status text, reason text,
+  id bigint, row_version bigint, status text /* STATUS echo */, reason text,
   observed_generation bigint /* NULL<0 */, observed jsonb, error text, retry_ms int /* NULL<0 */);
 
 -- every live echo: a pass compares each with what it observed, so drift is repaired
