@@ -55,9 +55,8 @@ CREATE FUNCTION mlplat.set_metrics_preset(project text, deployment text, preset 
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
-  pid bigint := mlplat._authorize('set_metrics_preset', set_metrics_preset.project);
-  who text := mlplat._actor();
-  tp text := mlplat._traceparent();
+  api mlplat.api_call := mlplat._api_begin('set_metrics_preset', set_metrics_preset.project,
+                                           set_metrics_preset.idempotency_key);
   r mlplat.accepted;
   d mlplat.deployments;
 BEGIN
@@ -67,14 +66,13 @@ BEGIN
     PERFORM mlplat._bad_input('preset', 'must be knative-opencensus, knative-otel, vllm, triton or NULL',
       'knative-opencensus: Knative <= 1.18; knative-otel: Knative >= 1.19; vllm, triton: RawDeployment; NULL: the setting mlplat.metrics_preset.');
   END IF;
-  r := mlplat._idem_claim('set_metrics_preset', set_metrics_preset.idempotency_key,
-         pg_catalog.jsonb_build_array(set_metrics_preset.project, set_metrics_preset.deployment,
-                                      set_metrics_preset.preset), who);
+  r := mlplat._api_claim(api, pg_catalog.jsonb_build_array(set_metrics_preset.project, set_metrics_preset.deployment,
+                                                            set_metrics_preset.preset));
   IF r.request_id IS NOT NULL THEN RETURN r; END IF;
-  PERFORM mlplat._find_deployment(pid, set_metrics_preset.deployment);
-  PERFORM mlplat._lock_project(pid, false, 'set_metrics_preset');
+  PERFORM mlplat._find_deployment(api.pid, set_metrics_preset.deployment);
+  PERFORM mlplat._lock_project(api.pid, false, 'set_metrics_preset');
   SELECT * INTO d FROM mlplat.deployments x
-   WHERE x.project_id = pid AND x.name = set_metrics_preset.deployment FOR NO KEY UPDATE;
+   WHERE x.project_id = api.pid AND x.name = set_metrics_preset.deployment FOR NO KEY UPDATE;
   IF d.status IN ('DELETING', 'DELETED') THEN
     PERFORM mlplat._wrong_state('deployment', d.name, d.status, 'set_metrics_preset', 'Deploy it again first.');
   END IF;
@@ -83,10 +81,8 @@ BEGIN
     UPDATE mlplat.deployments x SET metrics_preset = set_metrics_preset.preset, updated_at = pg_catalog.now()
      WHERE x.id = d.id;
   END IF;
-  PERFORM mlplat._audit('set_metrics_preset', set_metrics_preset.project, pid, 'deployment', d.id, r.request_id, tp,
-    pg_catalog.jsonb_build_object('from', d.metrics_preset, 'to', set_metrics_preset.preset), who);
-  PERFORM mlplat._idem_store('set_metrics_preset', set_metrics_preset.idempotency_key, r, who);
-  RETURN r;
+  -- no wake: the reconcilers have nothing to apply (the next rollout decision reads it)
+  RETURN mlplat._api_accept(api, r, pg_catalog.jsonb_build_object('from', d.metrics_preset, 'to', set_metrics_preset.preset));
 END $$;
 COMMENT ON FUNCTION mlplat.set_metrics_preset(text, text, text, text) IS
   'Which serving stack''s metrics the rollouts of this deployment read (NULL: the setting mlplat.metrics_preset).';
