@@ -32,6 +32,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* ---- arena ------------------------------------------------------------ */
 
@@ -176,6 +177,16 @@ extern const MlJsonValue *ml_json_object_get(const MlJsonValue *obj, const char 
 extern const char *mlplat_json_text(const MlJsonValue *obj, const char *a, const char *b, const char *c);
 /* obj.a.b when it is an integer-valued number */
 extern bool mlplat_json_int(const MlJsonValue *obj, const char *a, const char *b, int64_t *out);
+
+/*
+ * Are two texts the same, NULL being the same only as NULL?  What the path
+ * accessors answer (NULL: absent) is compared with this.
+ */
+static inline bool
+mlplat_str_same(const char *a, const char *b)
+{
+	return (a == NULL || b == NULL) ? a == b : strcmp(a, b) == 0;
+}
 
 /*
  * The longest prefix of s[0..len) of at most max bytes that does not end inside a

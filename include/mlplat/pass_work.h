@@ -93,4 +93,18 @@ extern bool mlplat_pass_work_notes_commit(MlplatPassWork *w, const char *what);
 extern void mlplat_pass_work_status(MlplatPassWork *w, const char *tail, const char *head_fmt, ...)
 	pg_attribute_printf(3, 4);
 
+/*
+ * The context a pass allocates in, reset after every pass; the worker sets it
+ * once.  mlplat.pass_memory_limit bounds what it holds (with its children),
+ * not the worker's other memory.  NULL outside a worker: then the caller's
+ * current context counts.
+ */
+extern MemoryContext mlplat_pass_memory_context;
+
+/* Say in the pass status that n write-backs lost their compare-and-swap (n > 0). */
+extern void mlplat_pass_note_lost(MlplatPass *pass, int n);
+
+/* Wake the next pass within ms (at least 50 ms from now), unless one comes sooner. */
+extern void mlplat_pass_wake_within(MlplatPass *pass, int ms);
+
 #endif /* MLPLAT_PASS_WORK_H */

@@ -104,4 +104,7 @@ extern int mlplat_spans_flush(List *spans);
 /* Fill out with 2*n lower-case hex digits from pg_strong_random, never all zeros. */
 extern void mlplat_trace_random_hex(char *out, int nbytes);
 
+/* The trace id (32 hex digits) of a stored traceparent, palloc'd; NULL if it has none. */
+extern char *mlplat_trace_id_of(const char *traceparent);
+
 #endif /* MLPLAT_SPAN_H */

@@ -20,6 +20,14 @@
 #include "mlplat/reconcile.h"
 #include "mlplat/seam_members.h"
 
+/*
+ * "namespace/name", palloc'd: how write-ahead notes and ledger rows name a
+ * namespaced object.  Notes are written before a send, found by a later
+ * claim and removed after the answer by this text, so every kind spells it
+ * with this one function.
+ */
+extern char *mlplat_object_path(const char *ns, const char *name);
+
 typedef struct MlplatUnanswered
 {
 	/* entity_id, object (namespace/name), action (the ledger action the write was to be

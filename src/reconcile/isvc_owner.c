@@ -5,9 +5,11 @@
 #include "postgres.h"
 
 #include "mlplat/isvc_owner.h"
+#include "mlplat/json.h"
 #include "mlplat/labels.h"
+#include "mlplat/observe.h"
 #include "mlplat/reconcile.h"
-#include "mlplat/reconcile_util.h"
+#include "mlplat/reconcile_sql.h"
 
 void
 mlplat_isvc_judge(List *owners, const char *instance)

@@ -14,10 +14,13 @@
 #include "mlplat/canonical.h"
 #include "mlplat/guc.h"
 #include "mlplat/http.h"
+#include "mlplat/json.h"
+#include "mlplat/json_jsonb.h"
 #include "mlplat/kube.h"
 #include "mlplat/labels.h"
 #include "mlplat/observe.h"
-#include "mlplat/reconcile_util.h"
+#include "mlplat/pass_work.h"
+#include "mlplat/reconcile.h"
 
 bool
 mlplat_cluster_ready(MlplatPass *pass, const char **why)

@@ -9,6 +9,9 @@
 #include "mlplat/observe.h"
 #include "mlplat/pass_work.h"
 
+/* the running pass's own context (set by the worker), see pass_work.h */
+MemoryContext mlplat_pass_memory_context = NULL;
+
 void
 mlplat_pass_work_begin(MlplatPassWork *w, MlplatPass *pass)
 {
@@ -110,4 +113,19 @@ mlplat_pass_work_status(MlplatPassWork *w, const char *tail, const char *head_fm
 		warned_cut = true;
 	}
 	pfree(s.data);
+}
+
+void
+mlplat_pass_note_lost(MlplatPass *pass, int n)
+{
+	/* an intent or another leader got there first: the next pass re-reads */
+	if (n > 0)
+		snprintf(pass->status, sizeof(pass->status), "%d write-back(s) lost a compare-and-swap; re-reading", n);
+}
+
+void
+mlplat_pass_wake_within(MlplatPass *pass, int ms)
+{
+	if (pass->next_pass_ms <= 0 || ms < pass->next_pass_ms)
+		pass->next_pass_ms = Max(ms, 50);
 }

@@ -21,7 +21,8 @@
 #include "utils/memutils.h"
 
 #include "mlplat/artifact.h"
-#include "mlplat/reconcile_util.h"
+#include "mlplat/ledger.h"
+#include "mlplat/reconcile.h"
 #include "mlplat/rollout_artifacts.h"
 #include "mlplat/seam.h"
 

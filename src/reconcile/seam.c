@@ -19,7 +19,10 @@
 #include "utils/syscache.h"
 #include "utils/typcache.h"
 
-#include "mlplat/reconcile_util.h"
+#include "mlplat/ledger.h"
+#include "mlplat/pass_work.h"
+#include "mlplat/reconcile.h"
+#include "mlplat/reconcile_sql.h"
 #include "mlplat/seam.h"
 #include "mlplat/span.h"
 #include "mlplat/unanswered.h"

@@ -10,7 +10,7 @@
 
 #include "mlplat/guc.h"
 #include "mlplat/kinds.h"
-#include "mlplat/reconcile_util.h"
+#include "mlplat/reconcile_sql.h"
 #include "mlplat/seam.h"
 #include "mlplat/unanswered.h"
 
@@ -156,4 +156,10 @@ mlplat_write_notes_clear(MlplatPass *pass, MlplatWriteNotes *n)
 	v[5] = int_array(n->answered, false);
 	v[6] = Int64GetDatum((int64) mlplat_unanswered_write_grace_ms);
 	(void) mlplat_sql_int4("SELECT mlplat._unanswered_clear($1, $2, $3, $4, $5, $6, $7)", 7, types, v, NULL);
+}
+
+char *
+mlplat_object_path(const char *ns, const char *name)
+{
+	return psprintf("%s/%s", ns, name);
 }

@@ -41,8 +41,10 @@
 #include "mlplat/canonical.h"
 #include "mlplat/guc.h"
 #include "mlplat/http.h"
+#include "mlplat/json.h"
+#include "mlplat/json_jsonb.h"
+#include "mlplat/kube.h"
 #include "mlplat/observe.h"
-#include "mlplat/reconcile_util.h"
 #include "mlplat/watch_cache.h"
 
 /* how long the server keeps one watch open; the request gets WATCH_SLACK_MS more */

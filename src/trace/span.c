@@ -15,7 +15,7 @@
 
 #include "mlplat/guc.h"
 #include "mlplat/http.h"
-#include "mlplat/reconcile_util.h"
+#include "mlplat/reconcile_sql.h"
 #include "mlplat/span.h"
 #include "mlplat/validate.h"
 
@@ -225,4 +225,10 @@ mlplat_spans_flush(List *spans)
 							  SPAN_COLS, types, v, NULL, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "mlplat: could not record %d spans", n);
 	return n;
+}
+
+char *
+mlplat_trace_id_of(const char *traceparent)
+{
+	return (traceparent && strlen(traceparent) == 55) ? pnstrdup(traceparent + 3, 32) : NULL;
 }

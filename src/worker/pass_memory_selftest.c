@@ -24,8 +24,10 @@
 #include "utils/memutils.h"
 
 #include "mlplat/json.h"
+#include "mlplat/json_jsonb.h"
 #include "mlplat/kube.h"
-#include "mlplat/reconcile_util.h"
+#include "mlplat/observe.h"
+#include "mlplat/pass_work.h"
 
 PG_FUNCTION_INFO_V1(mlplat_pass_memory_selftest);
 PGDLLEXPORT void mlplat_pass_memory_selftest_main(Datum arg);

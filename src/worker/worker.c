@@ -37,11 +37,11 @@
 
 #include "mlplat/guc.h"
 #include "mlplat/http.h"
-#include "mlplat/kube.h"
 #include "mlplat/kinds.h"
+#include "mlplat/kube.h"
 #include "mlplat/otlp_export.h"
+#include "mlplat/pass_work.h"
 #include "mlplat/reconcile.h"
-#include "mlplat/reconcile_util.h"
 #include "mlplat/retention.h"
 #include "mlplat/sanitizer.h"
 #include "mlplat/secret_file.h"

@@ -36,8 +36,8 @@
 #include "mlplat/pass_work.h"
 #include "mlplat/reconcile.h"
 #include "mlplat/reconcile_sql.h"
-#include "mlplat/reconcile_util.h"
 #include "mlplat/seam.h"
+#include "mlplat/span.h"
 #include "mlplat/unanswered.h"
 
 static const MlplatKubeResource CONFIGMAP = { "", "v1", "configmaps", true };
