@@ -387,6 +387,20 @@ BEGIN
     HINT = 'Ask a project owner to grant you a role in the project (docs/lab.md).';
 END $$;
 
+-- The preamble of a lab call that changes one row the caller names (as _api_begin for the
+-- other calls): the person's own membership first, then the refusal of a missing argument
+-- (p_missing: the call's arguments hold a NULL it cannot do without), then the API's bounded
+-- lock waits, then the traceparent.  The answer goes out through _api_accept.
+CREATE FUNCTION mlplat._lab_begin(p_action text, p_project text, p_missing boolean) RETURNS mlplat.api_call
+LANGUAGE plpgsql AS $$
+DECLARE
+  pid bigint := mlplat._authorize_member(p_action, p_project);
+BEGIN
+  IF p_missing THEN PERFORM mlplat._lab_reject('null_argument'); END IF;
+  PERFORM mlplat._bound_api_waits();
+  RETURN (p_action, p_project, pid, mlplat._traceparent(), NULL)::mlplat.api_call;
+END $$;
+
 -- ---------------------------------------------------------------- typed validators
 
 -- A JSON number within [lo, hi] (integral when asked): NULL when valid, else the rule code.
@@ -962,22 +976,18 @@ CREATE FUNCTION mlplat.disable_lab_profile(project text, profile_id bigint)
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
-  pid bigint := mlplat._authorize_member('disable_lab_profile', disable_lab_profile.project);
-  r mlplat.accepted;
+  api mlplat.api_call := mlplat._lab_begin('disable_lab_profile', disable_lab_profile.project,
+                                           disable_lab_profile.profile_id IS NULL);
   found_id bigint;
 BEGIN
-  IF disable_lab_profile.profile_id IS NULL THEN PERFORM mlplat._lab_reject('null_argument'); END IF;
-  PERFORM mlplat._bound_api_waits();
   UPDATE mlplat.lab_profiles x SET enabled = false
-  WHERE x.id = disable_lab_profile.profile_id AND x.project_id = pid RETURNING x.id INTO found_id;
+  WHERE x.id = disable_lab_profile.profile_id AND x.project_id = api.pid RETURNING x.id INTO found_id;
   IF found_id IS NULL THEN
     RAISE EXCEPTION USING ERRCODE = '42704', MESSAGE = 'lab profile does not exist',
       HINT = 'Profiles are identified by their id in the project.';
   END IF;
-  r := (pg_catalog.gen_random_uuid(), 'lab_profile', found_id, NULL, 'DISABLED', false)::mlplat.accepted;
-  PERFORM mlplat._audit('disable_lab_profile', disable_lab_profile.project, pid, 'lab_profile', found_id,
-    r.request_id, mlplat._traceparent(), '{}');
-  RETURN r;
+  RETURN mlplat._api_accept(api,
+    (pg_catalog.gen_random_uuid(), 'lab_profile', found_id, NULL, 'DISABLED', false)::mlplat.accepted, '{}');
 END $$;
 
 -- ---------------------------------------------------------------- approvals (owners)
@@ -1056,29 +1066,23 @@ CREATE FUNCTION mlplat.revoke_lab_approval(project text, approval_id bigint)
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
-  pid bigint := mlplat._authorize_member('revoke_lab_approval', revoke_lab_approval.project);
-  who text := mlplat._actor();
+  api mlplat.api_call := mlplat._lab_begin('revoke_lab_approval', revoke_lab_approval.project,
+                                           revoke_lab_approval.approval_id IS NULL);
   r mlplat.accepted;
   a mlplat.lab_approvals;
 BEGIN
-  IF revoke_lab_approval.approval_id IS NULL THEN PERFORM mlplat._lab_reject('null_argument'); END IF;
-  PERFORM mlplat._bound_api_waits();
   SELECT * INTO a FROM mlplat.lab_approvals x
-  WHERE x.id = revoke_lab_approval.approval_id AND x.project_id = pid FOR UPDATE;
-  IF a.id IS NULL THEN
-    RAISE EXCEPTION USING ERRCODE = '42704', MESSAGE = 'lab approval does not exist',
-      HINT = 'Approvals are identified by their id in the project (mlplat.lab_approval_status).';
-  END IF;
+  WHERE x.id = revoke_lab_approval.approval_id AND x.project_id = api.pid FOR UPDATE;
+  PERFORM mlplat._found(a, NULL, NULL, 'Approvals are identified by their id in the project (mlplat.lab_approval_status).',
+                        'lab approval does not exist');
   r := (pg_catalog.gen_random_uuid(), 'lab_approval', a.id, NULL, 'REVOKED', false)::mlplat.accepted;
   IF a.revoked_at IS NOT NULL THEN
     r.replayed := true;   -- final: a repeat changes nothing
     RETURN r;
   END IF;
-  UPDATE mlplat.lab_approvals x SET revoked_at = pg_catalog.now(), revoked_by = who WHERE x.id = a.id;
-  PERFORM mlplat._audit('revoke_lab_approval', revoke_lab_approval.project, pid, 'lab_approval', a.id,
-    r.request_id, mlplat._traceparent(), '{}', who);
+  UPDATE mlplat.lab_approvals x SET revoked_at = pg_catalog.now(), revoked_by = mlplat._actor() WHERE x.id = a.id;
   -- (the lab_runs reconciler is woken here once it exists)
-  RETURN r;
+  RETURN mlplat._api_accept(api, r, '{}');
 END $$;
 
 -- ---------------------------------------------------------------- views, RLS, privileges
@@ -1444,15 +1448,13 @@ CREATE FUNCTION mlplat.cancel_lab_run(project text, lab_run_id bigint)
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
-  pid bigint := mlplat._authorize_member('cancel_lab_run', cancel_lab_run.project);
+  api mlplat.api_call := mlplat._lab_begin('cancel_lab_run', cancel_lab_run.project, cancel_lab_run.lab_run_id IS NULL);
   who text := mlplat._actor();
   r mlplat.accepted;
   seen mlplat.lab_runs;
   run mlplat.lab_runs;
 BEGIN
-  IF cancel_lab_run.lab_run_id IS NULL THEN PERFORM mlplat._lab_reject('null_argument'); END IF;
-  PERFORM mlplat._bound_api_waits();
-  seen := mlplat._lab_run_of(pid, cancel_lab_run.lab_run_id);
+  seen := mlplat._lab_run_of(api.pid, cancel_lab_run.lab_run_id);
   r := (pg_catalog.gen_random_uuid(), 'lab_run', seen.id, NULL, seen.status, false)::mlplat.accepted;
   IF seen.status = 'CANCEL_REQUESTED' THEN
     r.replayed := true;   -- already requested: a repeat changes nothing
@@ -1472,11 +1474,8 @@ BEGIN
     PERFORM mlplat._cas_lost('lab run', seen.id::text);
   END IF;
   PERFORM mlplat._lab_transition(seen, 'CANCEL_REQUESTED', NULL, who, NULL);
-  PERFORM mlplat._wake_on_commit('lab_runs');
   r.status := 'CANCEL_REQUESTED';
-  PERFORM mlplat._audit('cancel_lab_run', cancel_lab_run.project, pid, 'lab_run', seen.id, r.request_id,
-    mlplat._traceparent(), pg_catalog.jsonb_build_object('from_status', seen.status), who);
-  RETURN r;
+  RETURN mlplat._api_accept(api, r, pg_catalog.jsonb_build_object('from_status', seen.status), 'lab_runs');
 END $$;
 
 -- The run's outcome and output (until purged).

@@ -5,6 +5,10 @@
 -- The finders that each held their own IF ... RAISE (_find_deployment, _find_run,
 -- _find_campaign, _find_candidate, _find_artifact, _lab_run_of; parts 99_no_such, 89, 60 and
 -- 65 created them) in their final form, with the same errors as before.
+--
+-- mlplat._lab_begin (sql/install/39_api_lab.sql): the preamble of the lab calls that change
+-- one named row, as _api_begin is for the others; disable_lab_profile, revoke_lab_approval
+-- and cancel_lab_run (part 65) begin with it and answer through _api_accept.
 
 CREATE FUNCTION mlplat._found(p_row anyelement, p_entity text, p_name text, p_hint text, p_message text DEFAULT NULL)
 RETURNS anyelement LANGUAGE plpgsql AS $$
@@ -61,4 +65,91 @@ LANGUAGE plpgsql STABLE AS $$
 BEGIN
   RETURN mlplat._found((SELECT x FROM mlplat.lab_runs x WHERE x.id = p_id AND x.project_id = p_project_id), NULL, NULL,
                        'Lab runs are identified by their id in the project (mlplat.lab_run_status).', 'lab run does not exist');
+END $$;
+
+CREATE FUNCTION mlplat._lab_begin(p_action text, p_project text, p_missing boolean) RETURNS mlplat.api_call
+LANGUAGE plpgsql AS $$
+DECLARE
+  pid bigint := mlplat._authorize_member(p_action, p_project);
+BEGIN
+  IF p_missing THEN PERFORM mlplat._lab_reject('null_argument'); END IF;
+  PERFORM mlplat._bound_api_waits();
+  RETURN (p_action, p_project, pid, mlplat._traceparent(), NULL)::mlplat.api_call;
+END $$;
+-- (a fresh install revokes every internal function in 45_api_views)
+REVOKE ALL ON FUNCTION mlplat._lab_begin(text, text, boolean) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION mlplat.disable_lab_profile(project text, profile_id bigint)
+RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
+DECLARE
+  api mlplat.api_call := mlplat._lab_begin('disable_lab_profile', disable_lab_profile.project,
+                                           disable_lab_profile.profile_id IS NULL);
+  found_id bigint;
+BEGIN
+  UPDATE mlplat.lab_profiles x SET enabled = false
+  WHERE x.id = disable_lab_profile.profile_id AND x.project_id = api.pid RETURNING x.id INTO found_id;
+  IF found_id IS NULL THEN
+    RAISE EXCEPTION USING ERRCODE = '42704', MESSAGE = 'lab profile does not exist',
+      HINT = 'Profiles are identified by their id in the project.';
+  END IF;
+  RETURN mlplat._api_accept(api,
+    (pg_catalog.gen_random_uuid(), 'lab_profile', found_id, NULL, 'DISABLED', false)::mlplat.accepted, '{}');
+END $$;
+
+CREATE OR REPLACE FUNCTION mlplat.revoke_lab_approval(project text, approval_id bigint)
+RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
+DECLARE
+  api mlplat.api_call := mlplat._lab_begin('revoke_lab_approval', revoke_lab_approval.project,
+                                           revoke_lab_approval.approval_id IS NULL);
+  r mlplat.accepted;
+  a mlplat.lab_approvals;
+BEGIN
+  SELECT * INTO a FROM mlplat.lab_approvals x
+  WHERE x.id = revoke_lab_approval.approval_id AND x.project_id = api.pid FOR UPDATE;
+  PERFORM mlplat._found(a, NULL, NULL, 'Approvals are identified by their id in the project (mlplat.lab_approval_status).',
+                        'lab approval does not exist');
+  r := (pg_catalog.gen_random_uuid(), 'lab_approval', a.id, NULL, 'REVOKED', false)::mlplat.accepted;
+  IF a.revoked_at IS NOT NULL THEN
+    r.replayed := true;   -- final: a repeat changes nothing
+    RETURN r;
+  END IF;
+  UPDATE mlplat.lab_approvals x SET revoked_at = pg_catalog.now(), revoked_by = mlplat._actor() WHERE x.id = a.id;
+  -- (the lab_runs reconciler is woken here once it exists)
+  RETURN mlplat._api_accept(api, r, '{}');
+END $$;
+
+CREATE OR REPLACE FUNCTION mlplat.cancel_lab_run(project text, lab_run_id bigint)
+RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
+DECLARE
+  api mlplat.api_call := mlplat._lab_begin('cancel_lab_run', cancel_lab_run.project, cancel_lab_run.lab_run_id IS NULL);
+  who text := mlplat._actor();
+  r mlplat.accepted;
+  seen mlplat.lab_runs;
+  run mlplat.lab_runs;
+BEGIN
+  seen := mlplat._lab_run_of(api.pid, cancel_lab_run.lab_run_id);
+  r := (pg_catalog.gen_random_uuid(), 'lab_run', seen.id, NULL, seen.status, false)::mlplat.accepted;
+  IF seen.status = 'CANCEL_REQUESTED' THEN
+    r.replayed := true;   -- already requested: a repeat changes nothing
+    RETURN r;
+  END IF;
+  IF seen.status IN ('SUCCEEDED', 'FAILED', 'CANCELLED') THEN
+    PERFORM mlplat._wrong_state('lab run', seen.id::text, seen.status, 'cancel_lab_run', 'The run has already ended.');
+  END IF;
+  -- compare-and-swap on the status and row version this call read
+  UPDATE mlplat.lab_runs x
+  SET status = 'CANCEL_REQUESTED', cancel_requested_at = pg_catalog.now(), cancel_requested_by = who,
+      generation = x.generation + 1, row_version = x.row_version + 1, next_attempt_at = pg_catalog.now(),
+      updated_at = pg_catalog.now()
+  WHERE x.id = seen.id AND x.row_version = seen.row_version AND x.status = seen.status
+  RETURNING * INTO run;
+  IF run.id IS NULL THEN
+    PERFORM mlplat._cas_lost('lab run', seen.id::text);
+  END IF;
+  PERFORM mlplat._lab_transition(seen, 'CANCEL_REQUESTED', NULL, who, NULL);
+  r.status := 'CANCEL_REQUESTED';
+  RETURN mlplat._api_accept(api, r, pg_catalog.jsonb_build_object('from_status', seen.status), 'lab_runs');
 END $$;
