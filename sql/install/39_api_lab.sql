@@ -927,12 +927,9 @@ DECLARE
   prof mlplat.lab_profiles;
   cid text;
 BEGIN
-  BEGIN
-    r := mlplat._idem_claim('register_lab_profile', register_lab_profile.idempotency_key,
-           pg_catalog.jsonb_build_array(register_lab_profile.project, register_lab_profile.name, register_lab_profile.spec), who);
-  EXCEPTION WHEN invalid_parameter_value THEN
-    PERFORM mlplat._lab_reject('bad_idempotency_key');
-  END;
+  r := mlplat._lab_idem_claim('register_lab_profile', register_lab_profile.idempotency_key,
+         pg_catalog.jsonb_build_array(register_lab_profile.project, register_lab_profile.name, register_lab_profile.spec),
+         who, true);
   IF r.request_id IS NOT NULL THEN RETURN r; END IF;
   IF register_lab_profile.name IS NULL OR register_lab_profile.spec IS NULL THEN
     PERFORM mlplat._lab_reject('null_argument');
@@ -1009,11 +1006,7 @@ BEGIN
   req := pg_catalog.jsonb_build_array(approve_lab.project, approve_lab.candidate_id, approve_lab.artifact_sha256,
            approve_lab.runtime_profile_id, approve_lab.node_id, approve_lab.families, approve_lab.limits,
            approve_lab.max_runs, approve_lab.valid_for::text);
-  BEGIN
-    r := mlplat._idem_claim('approve_lab', approve_lab.idempotency_key, req, who);
-  EXCEPTION WHEN invalid_parameter_value THEN
-    PERFORM mlplat._lab_reject('bad_idempotency_key');
-  END;
+  r := mlplat._lab_idem_claim('approve_lab', approve_lab.idempotency_key, req, who, true);
   IF r.request_id IS NOT NULL THEN RETURN r; END IF;
   PERFORM mlplat._lab_check_ids(approve_lab.candidate_id, approve_lab.artifact_sha256,
     approve_lab.runtime_profile_id, approve_lab.node_id, NULL, false);
@@ -1311,11 +1304,14 @@ LANGUAGE C STRICT VOLATILE AS 'MODULE_PATHNAME', 'mlplat_try_quota_slot';
 CREATE FUNCTION mlplat._lab_quota_slot_release(project_id bigint, slot int) RETURNS void
 LANGUAGE C STRICT VOLATILE AS 'MODULE_PATHNAME', 'mlplat_release_quota_slot';
 
--- The idempotency key of start_lab_run and start_lab_probe: required, claimed code-only.
-CREATE FUNCTION mlplat._lab_idem_claim(p_action text, p_key text, p_request jsonb, p_who text)
+-- The idempotency key of a lab call, claimed code-only (_lab_reject): required for
+-- start_lab_run and start_lab_probe, optional (p_optional) for register_lab_profile and
+-- approve_lab.
+CREATE FUNCTION mlplat._lab_idem_claim(p_action text, p_key text, p_request jsonb, p_who text,
+                                       p_optional boolean DEFAULT false)
 RETURNS mlplat.accepted LANGUAGE plpgsql AS $$
 BEGIN
-  IF p_key IS NULL THEN
+  IF p_key IS NULL AND NOT p_optional THEN
     PERFORM mlplat._lab_reject('idempotency_key_required');
   END IF;
   IF pg_catalog.length(p_key) NOT BETWEEN 1 AND 128 THEN

@@ -9,6 +9,9 @@
 -- mlplat._lab_begin (sql/install/39_api_lab.sql): the preamble of the lab calls that change
 -- one named row, as _api_begin is for the others; disable_lab_profile, revoke_lab_approval
 -- and cancel_lab_run (part 65) begin with it and answer through _api_accept.
+--
+-- mlplat._lab_idem_claim (part 65) takes p_optional, so register_lab_profile and approve_lab
+-- claim their optional key through it instead of each wrapping _idem_claim by hand.
 
 CREATE FUNCTION mlplat._found(p_row anyelement, p_entity text, p_name text, p_hint text, p_message text DEFAULT NULL)
 RETURNS anyelement LANGUAGE plpgsql AS $$
@@ -152,4 +155,143 @@ BEGIN
   PERFORM mlplat._lab_transition(seen, 'CANCEL_REQUESTED', NULL, who, NULL);
   r.status := 'CANCEL_REQUESTED';
   RETURN mlplat._api_accept(api, r, pg_catalog.jsonb_build_object('from_status', seen.status), 'lab_runs');
+END $$;
+
+DROP FUNCTION mlplat._lab_idem_claim(text, text, jsonb, text);
+CREATE FUNCTION mlplat._lab_idem_claim(p_action text, p_key text, p_request jsonb, p_who text,
+                                       p_optional boolean DEFAULT false)
+RETURNS mlplat.accepted LANGUAGE plpgsql AS $$
+BEGIN
+  IF p_key IS NULL AND NOT p_optional THEN
+    PERFORM mlplat._lab_reject('idempotency_key_required');
+  END IF;
+  IF pg_catalog.length(p_key) NOT BETWEEN 1 AND 128 THEN
+    PERFORM mlplat._lab_reject('bad_idempotency_key');
+  END IF;
+  BEGIN
+    RETURN mlplat._idem_claim(p_action, p_key, p_request, p_who);
+  EXCEPTION WHEN invalid_parameter_value THEN
+    PERFORM mlplat._lab_reject('bad_idempotency_key');
+  END;
+  RETURN NULL;
+END $$;
+-- (a fresh install revokes every internal function in 45_api_views)
+REVOKE ALL ON FUNCTION mlplat._lab_idem_claim(text, text, jsonb, text, boolean) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION mlplat.register_lab_profile(project text, name text, spec jsonb, idempotency_key text DEFAULT NULL)
+RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, mlplat, pg_temp AS $$
+DECLARE
+  pid bigint := mlplat._authorize_member('register_lab_profile', register_lab_profile.project);
+  who text := mlplat._actor();
+  r mlplat.accepted;
+  prof mlplat.lab_profiles;
+  cid text;
+BEGIN
+  r := mlplat._lab_idem_claim('register_lab_profile', register_lab_profile.idempotency_key,
+         pg_catalog.jsonb_build_array(register_lab_profile.project, register_lab_profile.name, register_lab_profile.spec),
+         who, true);
+  IF r.request_id IS NOT NULL THEN RETURN r; END IF;
+  IF register_lab_profile.name IS NULL OR register_lab_profile.spec IS NULL THEN
+    PERFORM mlplat._lab_reject('null_argument');
+  END IF;
+  IF NOT mlplat.is_dns_label(register_lab_profile.name, 63) THEN
+    PERFORM mlplat._lab_reject('bad_name');
+  END IF;
+  IF NOT mlplat._lab_profile_ok(register_lab_profile.spec) THEN
+    PERFORM mlplat._lab_reject('profile_spec');
+  END IF;
+  PERFORM mlplat._lock_project(pid, false, 'register_lab_profile');
+  cid := mlplat.content_id(register_lab_profile.spec);
+  SELECT * INTO prof FROM mlplat.lab_profiles x WHERE x.project_id = pid AND x.name = register_lab_profile.name;
+  IF prof.id IS NOT NULL THEN
+    IF prof.content_id <> cid THEN
+      RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = 'lab profile already exists with another spec',
+        DETAIL = 'A profile''s spec never changes.',
+        HINT = 'Register the new spec under a new name and disable the old profile.';
+    END IF;
+    r := (pg_catalog.gen_random_uuid(), 'lab_profile', prof.id, NULL,
+          CASE WHEN prof.enabled THEN 'ENABLED' ELSE 'DISABLED' END, false)::mlplat.accepted;
+  ELSE
+    INSERT INTO mlplat.lab_profiles (project_id, name, spec, content_id, runtime_kind, image, gpus, accelerator,
+                                     families, max_execution_seconds, max_output_bytes, created_by)
+    VALUES (pid, register_lab_profile.name, register_lab_profile.spec, cid, register_lab_profile.spec->>'runtime_kind',
+            register_lab_profile.spec->>'image', (register_lab_profile.spec->>'gpus')::int,
+            register_lab_profile.spec->>'accelerator',
+            ARRAY(SELECT pg_catalog.jsonb_array_elements_text(register_lab_profile.spec->'families')),
+            (register_lab_profile.spec->>'max_execution_seconds')::int,
+            (register_lab_profile.spec->>'max_output_bytes')::int, who)
+    RETURNING * INTO prof;
+    r := (pg_catalog.gen_random_uuid(), 'lab_profile', prof.id, NULL, 'ENABLED', false)::mlplat.accepted;
+    PERFORM mlplat._audit('register_lab_profile', register_lab_profile.project, pid, 'lab_profile', prof.id,
+      r.request_id, mlplat._traceparent(), pg_catalog.jsonb_build_object('content_id', cid), who);
+  END IF;
+  PERFORM mlplat._idem_store('register_lab_profile', register_lab_profile.idempotency_key, r, who);
+  RETURN r;
+END $$;
+
+CREATE OR REPLACE FUNCTION mlplat.approve_lab(project text, candidate_id bigint, artifact_sha256 text, runtime_profile_id bigint,
+                                   node_id bigint, families text[], limits jsonb, max_runs int, valid_for interval,
+                                   idempotency_key text DEFAULT NULL)
+RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
+DECLARE
+  pid bigint := mlplat._authorize_member('approve_lab', approve_lab.project);
+  who text := mlplat._actor();
+  r mlplat.accepted;
+  req jsonb;
+  lim jsonb;
+  v mlplat.model_versions;
+  aid bigint;
+BEGIN
+  req := pg_catalog.jsonb_build_array(approve_lab.project, approve_lab.candidate_id, approve_lab.artifact_sha256,
+           approve_lab.runtime_profile_id, approve_lab.node_id, approve_lab.families, approve_lab.limits,
+           approve_lab.max_runs, approve_lab.valid_for::text);
+  r := mlplat._lab_idem_claim('approve_lab', approve_lab.idempotency_key, req, who, true);
+  IF r.request_id IS NOT NULL THEN RETURN r; END IF;
+  PERFORM mlplat._lab_check_ids(approve_lab.candidate_id, approve_lab.artifact_sha256,
+    approve_lab.runtime_profile_id, approve_lab.node_id, NULL, false);
+  IF approve_lab.families IS NULL THEN PERFORM mlplat._lab_reject('null_argument'); END IF;
+  IF pg_catalog.cardinality(approve_lab.families) NOT BETWEEN 1 AND 5
+     OR EXISTS (SELECT 1 FROM pg_catalog.unnest(approve_lab.families) f
+                WHERE f IS NULL OR f NOT IN ('text_generation', 'embedding', 'tabular_predict',
+                                             'image_classification', 'speech_to_text')) THEN
+    PERFORM mlplat._lab_reject('unknown_family');
+  END IF;
+  lim := mlplat._lab_limits(approve_lab.limits, true);
+  IF approve_lab.max_runs IS NULL THEN PERFORM mlplat._lab_reject('null_argument'); END IF;
+  IF approve_lab.max_runs NOT BETWEEN 1 AND 1000 THEN PERFORM mlplat._lab_reject('bad_max_runs'); END IF;
+  IF approve_lab.valid_for IS NULL THEN PERFORM mlplat._lab_reject('null_argument'); END IF;
+  IF approve_lab.valid_for <= '0'::interval OR approve_lab.valid_for > '30 days'::interval THEN
+    PERFORM mlplat._lab_reject('bad_valid_for');
+  END IF;
+  PERFORM mlplat._lock_project(pid, false, 'approve_lab');
+  SELECT * INTO v FROM mlplat.model_versions x WHERE x.id = approve_lab.candidate_id AND x.project_id = pid;
+  IF v.id IS NULL
+     OR NOT EXISTS (SELECT 1 FROM mlplat.lab_profiles x WHERE x.id = approve_lab.runtime_profile_id AND x.project_id = pid)
+     OR NOT EXISTS (SELECT 1 FROM mlplat.lab_nodes x WHERE x.id = approve_lab.node_id) THEN
+    RAISE EXCEPTION USING ERRCODE = '42704', MESSAGE = 'lab approval refers to an unknown id',
+      DETAIL = 'The candidate and runtime profile must be the project''s, the node a registered lab node.',
+      HINT = 'Take the ids from mlplat.model_versions, mlplat.lab_profiles and mlplat.lab_node_status.';
+  END IF;
+  IF v.artifact_sha256 <> approve_lab.artifact_sha256 THEN
+    RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = 'lab approval artifact does not match the candidate',
+      DETAIL = 'An approval binds the exact artifact the candidate was registered with.',
+      HINT = 'Pass the candidate''s artifact_sha256.';
+  END IF;
+  INSERT INTO mlplat.lab_approvals (project_id, candidate_id, artifact_sha256, runtime_profile_id, node_id, families,
+                                    limits, max_runs, approved_by, db_role, valid_for, expires_at, request_hash)
+  VALUES (pid, approve_lab.candidate_id, approve_lab.artifact_sha256, approve_lab.runtime_profile_id,
+          approve_lab.node_id, ARRAY(SELECT DISTINCT f FROM pg_catalog.unnest(approve_lab.families) f ORDER BY 1),
+          lim, approve_lab.max_runs, who, mlplat._db_role(), approve_lab.valid_for,
+          pg_catalog.now() + approve_lab.valid_for, mlplat.content_id(req))
+  RETURNING id INTO aid;
+  r := (pg_catalog.gen_random_uuid(), 'lab_approval', aid, NULL, 'APPROVED', false)::mlplat.accepted;
+  PERFORM mlplat._audit('approve_lab', approve_lab.project, pid, 'lab_approval', aid, r.request_id, mlplat._traceparent(),
+    pg_catalog.jsonb_build_object('candidate_id', approve_lab.candidate_id, 'artifact_sha256', approve_lab.artifact_sha256,
+      'runtime_profile_id', approve_lab.runtime_profile_id, 'node_id', approve_lab.node_id,
+      'families', approve_lab.families, 'limits', lim, 'max_runs', approve_lab.max_runs,
+      'valid_for', approve_lab.valid_for::text), who);
+  PERFORM mlplat._idem_store('approve_lab', approve_lab.idempotency_key, r, who);
+  RETURN r;
 END $$;
