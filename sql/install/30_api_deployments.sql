@@ -134,17 +134,22 @@ BEGIN
   RETURN p;
 END $$;
 
-CREATE FUNCTION mlplat._check_gpu_quota(p mlplat.projects, p_more bigint, p_except_deployment bigint) RETURNS void
+-- The GPU quota rule, once: p_more GPUs fit next to what the project has in use (but the
+-- deployment p_except_deployment), else 23514.  p_words: the refusal's message (a format of
+-- project, GPUs asked, in use, quota), detail and hint where a caller words it its own way
+-- (start_rollout's canary); NULL: a deployment's or a run's request.
+CREATE FUNCTION mlplat._check_gpu_quota(p mlplat.projects, p_more bigint, p_except_deployment bigint,
+                                        p_words text[] DEFAULT NULL) RETURNS void
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
   used bigint := mlplat._gpus_in_use(p.id, p_except_deployment);
 BEGIN
   IF used + p_more > p.gpu_quota THEN
+    p_words := coalesce(p_words, ARRAY['GPU quota of project "%s" exceeded: %s requested, %s of %s in use',
+      'A deployment counts gpus x max_replicas; active runs count their GPUs.',
+      'Ask a project owner to raise the quota (set_project_quota), or request fewer GPUs or replicas.']);
     RAISE EXCEPTION USING ERRCODE = '23514',
-      MESSAGE = pg_catalog.format('GPU quota of project "%s" exceeded: %s requested, %s of %s in use',
-                                  p.name, p_more, used, p.gpu_quota),
-      DETAIL = 'A deployment counts gpus x max_replicas; active runs count their GPUs.',
-      HINT = 'Ask a project owner to raise the quota (set_project_quota), or request fewer GPUs or replicas.';
+      MESSAGE = pg_catalog.format(p_words[1], p.name, p_more, used, p.gpu_quota), DETAIL = p_words[2], HINT = p_words[3];
   END IF;
 END $$;
 

@@ -81,7 +81,6 @@ DECLARE
   ro_id bigint;
   surge bigint;
   prj mlplat.projects;
-  used bigint;
 BEGIN
   r := mlplat._api_claim(api,
          pg_catalog.jsonb_build_array(start_rollout.project, start_rollout.deployment, start_rollout.model,
@@ -131,14 +130,10 @@ BEGIN
     PERFORM mlplat._cas_lost('deployment', d.name);   -- redeployed between our read and the lock
   END IF;
   IF surge > 0 THEN
-    used := mlplat._gpus_in_use(api.pid);
-    IF used + surge > prj.gpu_quota THEN
-      RAISE EXCEPTION USING ERRCODE = '23514',
-        MESSAGE = pg_catalog.format('GPU quota of project "%s" cannot hold the canary: it needs %s GPUs, %s of %s are in use',
-                                    prj.name, surge, used, prj.gpu_quota),
-        DETAIL = 'During a rollout the target revision runs beside the previous one, so its gpus x max_replicas are reserved until the rollout ends.',
-        HINT = 'Ask a project owner to raise the quota (set_project_quota), or free GPUs before starting the rollout.';
-    END IF;
+    PERFORM mlplat._check_gpu_quota(prj, surge, NULL, ARRAY[
+      'GPU quota of project "%s" cannot hold the canary: it needs %s GPUs, %s of %s are in use',
+      'During a rollout the target revision runs beside the previous one, so its gpus x max_replicas are reserved until the rollout ends.',
+      'Ask a project owner to raise the quota (set_project_quota), or free GPUs before starting the rollout.']);
   END IF;
   rev := d.latest_revision + 1;
   v_spec := mlplat._render_isvc(start_rollout.project, d.name, rev, (SELECT i.instance_id FROM mlplat.installation i),

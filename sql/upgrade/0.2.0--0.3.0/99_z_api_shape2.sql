@@ -12,6 +12,9 @@
 --
 -- mlplat._lab_idem_claim (part 65) takes p_optional, so register_lab_profile and approve_lab
 -- claim their optional key through it instead of each wrapping _idem_claim by hand.
+--
+-- mlplat._check_gpu_quota (parts 30 and 80) takes the refusal's words (p_words), so
+-- start_rollout (part 30) checks its canary's GPUs with it instead of a copy of the rule.
 
 CREATE FUNCTION mlplat._found(p_row anyelement, p_entity text, p_name text, p_hint text, p_message text DEFAULT NULL)
 RETURNS anyelement LANGUAGE plpgsql AS $$
@@ -294,4 +297,112 @@ BEGIN
       'valid_for', approve_lab.valid_for::text), who);
   PERFORM mlplat._idem_store('approve_lab', approve_lab.idempotency_key, r, who);
   RETURN r;
+END $$;
+
+DROP FUNCTION mlplat._check_gpu_quota(mlplat.projects, bigint, bigint);
+CREATE FUNCTION mlplat._check_gpu_quota(p mlplat.projects, p_more bigint, p_except_deployment bigint,
+                                        p_words text[] DEFAULT NULL) RETURNS void
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  used bigint := mlplat._gpus_in_use(p.id, p_except_deployment);
+BEGIN
+  IF used + p_more > p.gpu_quota THEN
+    p_words := coalesce(p_words, ARRAY['GPU quota of project "%s" exceeded: %s requested, %s of %s in use',
+      'A deployment counts gpus x max_replicas; active runs count their GPUs.',
+      'Ask a project owner to raise the quota (set_project_quota), or request fewer GPUs or replicas.']);
+    RAISE EXCEPTION USING ERRCODE = '23514',
+      MESSAGE = pg_catalog.format(p_words[1], p.name, p_more, used, p.gpu_quota), DETAIL = p_words[2], HINT = p_words[3];
+  END IF;
+END $$;
+-- (a fresh install revokes every internal function in 45_api_views)
+REVOKE ALL ON FUNCTION mlplat._check_gpu_quota(mlplat.projects, bigint, bigint, text[]) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION mlplat.start_rollout(project text, deployment text, model text, version text, policy jsonb,
+                                     idempotency_key text DEFAULT NULL)
+RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
+DECLARE
+  api mlplat.api_call := mlplat._api_begin('start_rollout', start_rollout.project, start_rollout.idempotency_key);
+  r mlplat.accepted;
+  pol jsonb;
+  v mlplat.model_versions;
+  d mlplat.deployments;
+  base jsonb;
+  v_intent jsonb;
+  v_spec jsonb;
+  rev int;
+  ro_id bigint;
+  surge bigint;
+  prj mlplat.projects;
+BEGIN
+  r := mlplat._api_claim(api,
+         pg_catalog.jsonb_build_array(start_rollout.project, start_rollout.deployment, start_rollout.model,
+                                      start_rollout.version, start_rollout.policy));
+  IF r.request_id IS NOT NULL THEN RETURN r; END IF;
+  pol := mlplat._check_policy(start_rollout.policy);
+  d := mlplat._find_deployment(api.pid, start_rollout.deployment);
+  v := mlplat._find_version(api.pid, start_rollout.model, start_rollout.version);
+  IF v.stage NOT IN ('CANDIDATE', 'CHAMPION') THEN
+    RAISE EXCEPTION USING ERRCODE = '55000',
+      MESSAGE = pg_catalog.format('model version "%s" of "%s" is %s: a rollout needs CANDIDATE or CHAMPION',
+                                  v.version, start_rollout.model, v.stage),
+      HINT = 'Stage it with mlplat.set_model_stage(..., ''CANDIDATE'') first.';
+  END IF;
+  -- the canary's GPUs are reserved for the rollout's life: take the quota lock when it has any
+  SELECT (dr.intent->>'gpus')::bigint * (dr.intent->>'max_replicas')::bigint INTO surge
+  FROM mlplat.deployment_revisions dr WHERE dr.deployment_id = d.id AND dr.revision = d.desired_revision;
+  surge := coalesce(surge, 0);
+  prj := mlplat._lock_project(api.pid, surge > 0, 'start_rollout');
+  SELECT * INTO d FROM mlplat.deployments x WHERE x.id = d.id FOR UPDATE;
+  IF d.status NOT IN ('READY', 'DRIFTED') THEN
+    PERFORM mlplat._wrong_state('deployment', d.name, d.status, 'start_rollout',
+      'A rollout starts from a READY deployment; wait for the current change to finish.');
+  END IF;
+  -- KServe splits traffic between revisions only in Serverless mode (Knative)
+  IF d.observed->>'deployment_mode' = 'RawDeployment' THEN
+    RAISE EXCEPTION 'deployment "%" is served in KServe''s RawDeployment mode: a canary rollout needs Serverless mode', d.name
+      USING ERRCODE = '55000',
+      DETAIL = 'In RawDeployment mode KServe publishes no revisions and no traffic split, so a canary could neither be observed nor rolled back.',
+      HINT = 'Change the version with mlplat.deploy(), or serve the deployment in Serverless mode.';
+  END IF;
+  PERFORM mlplat._no_active_rollout(d, 'start_rollout');
+  SELECT dr.intent INTO base FROM mlplat.deployment_revisions dr
+  WHERE dr.deployment_id = d.id AND dr.revision = d.desired_revision;
+  IF v.runtime_kind <> base->>'runtime_kind' THEN
+    RAISE EXCEPTION USING ERRCODE = '22023',
+      MESSAGE = 'invalid version: its runtime kind differs from the deployment''s',
+      DETAIL = pg_catalog.format('The deployment serves runtime kind "%s"; the version needs "%s".',
+                                 base->>'runtime_kind', v.runtime_kind),
+      HINT = 'Roll out a version built for the same runtime, or deploy a new deployment.';
+  END IF;
+  -- The canary revision: the desired revision's shape with the new model version.
+  v_intent := base || pg_catalog.jsonb_build_object('model', start_rollout.model, 'version', v.version);
+  -- ... which runs beside the previous revision until the rollout ends: its allocation must fit
+  -- next to everything the project has committed (the deployment's own desired GPUs included).
+  IF (base->>'gpus')::bigint * (base->>'max_replicas')::bigint <> surge THEN
+    PERFORM mlplat._cas_lost('deployment', d.name);   -- redeployed between our read and the lock
+  END IF;
+  IF surge > 0 THEN
+    PERFORM mlplat._check_gpu_quota(prj, surge, NULL, ARRAY[
+      'GPU quota of project "%s" cannot hold the canary: it needs %s GPUs, %s of %s are in use',
+      'During a rollout the target revision runs beside the previous one, so its gpus x max_replicas are reserved until the rollout ends.',
+      'Ask a project owner to raise the quota (set_project_quota), or free GPUs before starting the rollout.']);
+  END IF;
+  rev := d.latest_revision + 1;
+  v_spec := mlplat._render_isvc(start_rollout.project, d.name, rev, (SELECT i.instance_id FROM mlplat.installation i),
+              v.model_format, v.runtime_kind, v.artifact_uri, v.artifact_sha256, (base->>'gpus')::int,
+              (base->>'min_replicas')::int, (base->>'max_replicas')::int, base->'env');
+  INSERT INTO mlplat.deployment_revisions (deployment_id, revision, project_id, model_version_id, intent,
+                                           spec, spec_digest, created_by, traceparent)
+  VALUES (d.id, rev, api.pid, v.id, v_intent, v_spec, mlplat._spec_digest(v_spec), mlplat._actor(), api.tp);
+  UPDATE mlplat.deployments x SET latest_revision = rev, row_version = x.row_version + 1, updated_at = pg_catalog.now()
+  WHERE x.id = d.id;
+  INSERT INTO mlplat.rollouts (project_id, deployment_id, baseline_revision, target_revision, policy, created_by, traceparent,
+                              surge_gpus)
+  VALUES (api.pid, d.id, d.desired_revision, rev, pol, mlplat._actor(), api.tp, surge)
+  RETURNING id INTO ro_id;
+  r := (pg_catalog.gen_random_uuid(), 'rollout', ro_id, rev, 'PROGRESSING', false)::mlplat.accepted;
+  RETURN mlplat._api_accept(api, r,
+    pg_catalog.jsonb_build_object('deployment', d.name, 'baseline_revision', d.desired_revision,
+                                  'target_revision', rev, 'policy', pol), 'rollouts');
 END $$;
