@@ -564,49 +564,6 @@ BEGIN
     'candidates', cands);
 END $$;
 
-CREATE FUNCTION mlplat._find_campaign(p_project_id bigint, p_campaign text) RETURNS mlplat.campaigns
-LANGUAGE plpgsql STABLE AS $$
-DECLARE
-  c mlplat.campaigns;
-BEGIN
-  SELECT * INTO c FROM mlplat.campaigns x WHERE x.project_id = p_project_id AND x.name = p_campaign;
-  IF c.id IS NULL THEN
-    PERFORM mlplat._no_such('campaign', p_campaign, 'See mlplat.campaign_status for the project''s campaigns.');
-  END IF;
-  RETURN c;
-END $$;
-
--- The campaign's candidate of this name, or 42704.
-CREATE FUNCTION mlplat._find_candidate(p_campaign mlplat.campaigns, p_candidate text) RETURNS mlplat.campaign_candidates
-LANGUAGE plpgsql STABLE AS $$
-DECLARE
-  k mlplat.campaign_candidates;
-BEGIN
-  SELECT * INTO k FROM mlplat.campaign_candidates x WHERE x.campaign_id = p_campaign.id AND x.name = p_candidate;
-  IF k.id IS NULL THEN
-    RAISE EXCEPTION USING ERRCODE = '42704',
-      MESSAGE = pg_catalog.format('candidate "%s" does not exist in campaign "%s"', pg_catalog.left(p_candidate, 64),
-                                  p_campaign.name),
-      HINT = 'See mlplat.campaign_candidate_status.';
-  END IF;
-  RETURN k;
-END $$;
-
--- The project's optimized artifact with this id, or 42704.
-CREATE FUNCTION mlplat._find_artifact(p_project_id bigint, p_artifact_id bigint) RETURNS mlplat.optimized_artifacts
-LANGUAGE plpgsql STABLE AS $$
-DECLARE
-  a mlplat.optimized_artifacts;
-BEGIN
-  SELECT * INTO a FROM mlplat.optimized_artifacts x WHERE x.id = p_artifact_id AND x.project_id = p_project_id;
-  IF a.id IS NULL THEN
-    RAISE EXCEPTION USING ERRCODE = '42704',
-      MESSAGE = pg_catalog.format('optimized artifact %s does not exist', p_artifact_id),
-      HINT = 'See mlplat.optimized_artifact_status.';
-  END IF;
-  RETURN a;
-END $$;
-
 CREATE FUNCTION mlplat._candidate_transition(p_candidate mlplat.campaign_candidates, p_to text, p_reason text,
                                              p_observation jsonb, p_actor text, p_epoch bigint, p_controller text)
 RETURNS void LANGUAGE plpgsql AS $$
@@ -1318,9 +1275,6 @@ REVOKE ALL ON FUNCTION mlplat._campaign_plan_resolved(jsonb, jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._check_prediction(text, jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._campaign_expand(bigint, jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._campaign_plan_shape(jsonb) FROM PUBLIC;
-REVOKE ALL ON FUNCTION mlplat._find_campaign(bigint, text) FROM PUBLIC;
-REVOKE ALL ON FUNCTION mlplat._find_candidate(mlplat.campaigns, text) FROM PUBLIC;
-REVOKE ALL ON FUNCTION mlplat._find_artifact(bigint, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._candidate_transition(mlplat.campaign_candidates, text, text, jsonb, text, bigint, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._bound_revision(bigint, text, int, text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._render_builder_job(bigint) FROM PUBLIC;

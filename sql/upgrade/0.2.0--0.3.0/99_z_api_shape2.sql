@@ -1,20 +1,20 @@
 -- 0.2.0 -> 0.3.0, part 99 (z_api_shape2): a lookup's "not there" decided once (issue 19).
--- Named to run after the other 99 parts: it replaces what 99_no_such defines.
+-- Each function it changes is defined here only (earlier parts no longer carry a copy), so it
+-- is named to run after the other 99 parts.
 --
 -- mlplat._found (sql/install/14_api_core.sql): the row a finder's one query found, or 42704.
 -- The finders that each held their own IF ... RAISE (_find_deployment, _find_run,
--- _find_campaign, _find_candidate, _find_artifact, _lab_run_of; parts 99_no_such, 89, 60 and
--- 65 created them) in their final form, with the same errors as before.
+-- _find_campaign, _find_candidate, _find_artifact, _lab_run_of), with the same errors as before.
 --
 -- mlplat._lab_begin (sql/install/39_api_lab.sql): the preamble of the lab calls that change
 -- one named row, as _api_begin is for the others; disable_lab_profile, revoke_lab_approval
--- and cancel_lab_run (part 65) begin with it and answer through _api_accept.
+-- and cancel_lab_run begin with it and answer through _api_accept.
 --
--- mlplat._lab_idem_claim (part 65) takes p_optional, so register_lab_profile and approve_lab
+-- mlplat._lab_idem_claim takes p_optional, so register_lab_profile and approve_lab
 -- claim their optional key through it instead of each wrapping _idem_claim by hand.
 --
--- mlplat._check_gpu_quota (parts 30 and 80) takes the refusal's words (p_words), so
--- start_rollout (part 30) checks its canary's GPUs with it instead of a copy of the rule.
+-- mlplat._check_gpu_quota (unchanged since 0.2.0 until now) takes the refusal's words (p_words), so
+-- start_rollout checks its canary's GPUs with it instead of a copy of the rule.
 
 CREATE FUNCTION mlplat._found(p_row anyelement, p_entity text, p_name text, p_hint text, p_message text DEFAULT NULL)
 RETURNS anyelement LANGUAGE plpgsql AS $$
@@ -43,6 +43,7 @@ BEGIN
   RETURN mlplat._found((SELECT x FROM mlplat.runs x WHERE x.project_id = p_project_id AND x.name = p_run),
                        'run', p_run, 'See mlplat.run_status for the project''s runs.');
 END $$;
+REVOKE ALL ON FUNCTION mlplat._find_run(bigint, text) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION mlplat._find_campaign(p_project_id bigint, p_campaign text) RETURNS mlplat.campaigns
 LANGUAGE plpgsql STABLE AS $$
@@ -50,6 +51,7 @@ BEGIN
   RETURN mlplat._found((SELECT x FROM mlplat.campaigns x WHERE x.project_id = p_project_id AND x.name = p_campaign),
                        'campaign', p_campaign, 'See mlplat.campaign_status for the project''s campaigns.');
 END $$;
+REVOKE ALL ON FUNCTION mlplat._find_campaign(bigint, text) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION mlplat._find_candidate(p_campaign mlplat.campaigns, p_candidate text) RETURNS mlplat.campaign_candidates
 LANGUAGE plpgsql STABLE AS $$
@@ -58,6 +60,7 @@ BEGIN
                        NULL, NULL, 'See mlplat.campaign_candidate_status.',
                        pg_catalog.format('candidate "%s" does not exist in campaign "%s"', pg_catalog.left(p_candidate, 64), p_campaign.name));
 END $$;
+REVOKE ALL ON FUNCTION mlplat._find_candidate(mlplat.campaigns, text) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION mlplat._find_artifact(p_project_id bigint, p_artifact_id bigint) RETURNS mlplat.optimized_artifacts
 LANGUAGE plpgsql STABLE AS $$
@@ -65,6 +68,7 @@ BEGIN
   RETURN mlplat._found((SELECT x FROM mlplat.optimized_artifacts x WHERE x.id = p_artifact_id AND x.project_id = p_project_id),
                        NULL, NULL, 'See mlplat.optimized_artifact_status.', pg_catalog.format('optimized artifact %s does not exist', p_artifact_id));
 END $$;
+REVOKE ALL ON FUNCTION mlplat._find_artifact(bigint, bigint) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION mlplat._lab_run_of(p_project_id bigint, p_id bigint) RETURNS mlplat.lab_runs
 LANGUAGE plpgsql STABLE AS $$
@@ -72,6 +76,7 @@ BEGIN
   RETURN mlplat._found((SELECT x FROM mlplat.lab_runs x WHERE x.id = p_id AND x.project_id = p_project_id), NULL, NULL,
                        'Lab runs are identified by their id in the project (mlplat.lab_run_status).', 'lab run does not exist');
 END $$;
+REVOKE ALL ON FUNCTION mlplat._lab_run_of(bigint, bigint) FROM PUBLIC;
 
 CREATE FUNCTION mlplat._lab_begin(p_action text, p_project text, p_missing boolean) RETURNS mlplat.api_call
 LANGUAGE plpgsql AS $$
@@ -160,7 +165,6 @@ BEGIN
   RETURN mlplat._api_accept(api, r, pg_catalog.jsonb_build_object('from_status', seen.status), 'lab_runs');
 END $$;
 
-DROP FUNCTION mlplat._lab_idem_claim(text, text, jsonb, text);
 CREATE FUNCTION mlplat._lab_idem_claim(p_action text, p_key text, p_request jsonb, p_who text,
                                        p_optional boolean DEFAULT false)
 RETURNS mlplat.accepted LANGUAGE plpgsql AS $$
