@@ -115,6 +115,8 @@ for N in $SIZES; do
 	[ -n "${DEBUG:-}" ] && $PSQL -d mlplat -c "SELECT s.name || ' ' || round(extract(epoch FROM min(s.start_time)) * 1000 - $t0 / 1000000) || '..' || round(extract(epoch FROM max(s.end_time)) * 1000 - $t0 / 1000000) || ' (' || count(*) || ')' FROM mlplat.spans s JOIN mlplat.deployments d ON d.id = s.entity_id AND s.entity = 'deployment' JOIN mlplat.projects p ON p.id = d.project_id WHERE p.name = '$p' AND s.name LIKE 'deployments.%' GROUP BY s.name ORDER BY min(s.start_time)" \
 		-c "SELECT 'ledger ' || action || ' written ' || round((extract(epoch FROM min(at)) * 1000 - $t0 / 1000000)) || '..' || round((extract(epoch FROM max(at)) * 1000 - $t0 / 1000000)) FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND project = '$p' GROUP BY action" -c "SELECT round((extract(epoch FROM max(updated_at)) * 1000 - $t0 / 1000000)) || ' last READY write' FROM mlplat.deployments" -c "SELECT passes, last_pass_end - last_pass_start FROM mlplat.reconciler_health WHERE kind = 'deployments' AND role = 'leader'"
 	applies=$(patches)
+	# DEBUG: the stand-in's request log of the converge (method, path, status, ms, time), for the breakdown
+	[ -n "${DEBUG:-}" ] && admin GET requests >"${DEBUG_OUT:-$WORK}/requests-$N.json"
 
 	# steady state: a few full resync passes with nothing to do, counted from the
 	# end of one pass to the end of another (a pass cut by the window's edge
