@@ -682,10 +682,23 @@ isvc_looked_at(void *arg, MlJsonArena *arena, const MlJsonValue *obj)
  * under a name is d->probe_obj, nothing there is nothing found.  A single
  * name, or the names of a namespace whose LIST failed, get their GET in
  * batch, answered with the pass's other requests.  The full pass's LIST cannot
- * stand in for this one: it carries our selector.  No transaction may be open.
+ * stand in for this one: it carries our selector.
+ *
+ * With the watch cache current (cached), what carries our selector is known
+ * already: d->look means the cache has nothing of ours under the name.  Only
+ * the rest of the namespace is listed then, by the two selectors whose union
+ * is "not ours by label" (k!=v also matches objects without k): managed-by
+ * other than mlplat, or an instance other than ours.  A project's namespace
+ * holds mostly our objects, so these LISTs stay a page or two however many
+ * deployments it has; listing all of it made the look of a sweep's k-th chunk
+ * 2k pages, 90 pages over the 10 chunks of 10,000 new deployments (3.5 s of a
+ * 30 s converge) and ≈ 10,000 pages at 100,000.  An object of ours that the
+ * cache has not shown yet is applied over, as one landing just after a LIST
+ * would be: the apply makes it ours in both cases.  No transaction may be open.
  */
 static void
-look_before_apply(List *deps, HTAB *by_name, MlplatHttpBatch *batch, int *lists)
+look_before_apply(List *deps, HTAB *by_name, MlplatHttpBatch *batch, int *lists, bool cached,
+				  const char *instance)
 {
 	List *nss = NIL;
 	ListCell *lc;
@@ -713,8 +726,18 @@ look_before_apply(List *deps, HTAB *by_name, MlplatHttpBatch *batch, int *lists)
 		}
 		if (names > 1)
 		{
-			char *why = mlplat_kube_list_kept(&ISVC, ns, NULL, isvc_looked_at, by_name, &items, lists);
+			char *why;
 
+			if (cached)
+			{
+				why = mlplat_kube_list_kept(&ISVC, ns, MLPLAT_LABEL_MANAGED_BY "!=" MLPLAT_MANAGED_BY, isvc_looked_at,
+											by_name, &items, lists);
+				if (why == NULL)
+					why = mlplat_kube_list_kept(&ISVC, ns, psprintf(MLPLAT_LABEL_INSTANCE "!=%s", instance),
+												isvc_looked_at, by_name, &items, lists);
+			}
+			else
+				why = mlplat_kube_list_kept(&ISVC, ns, NULL, isvc_looked_at, by_name, &items, lists);
 			if (why)
 				ereport(LOG, (errmsg("mlplat: deployments: %s; a GET for each of %d names instead", why, names)));
 			listed = why == NULL;
@@ -1758,7 +1781,7 @@ mlplat_deployments_pass(MlplatPass *pass)
 		}
 	}
 
-	look_before_apply(deps, by_name, w.batch, &w.lists);
+	look_before_apply(deps, by_name, w.batch, &w.lists, cached, w.instance);
 	/* the artifact checks' HEADs run in the same batch as everything else */
 	mlplat_artifact_begin(checks, w.batch);
 	if (!note_requests(&w, deps))
