@@ -189,6 +189,27 @@ typedef struct MlplatClaim
 extern void mlplat_seam_claim_pass(MlplatPass *pass, MlplatSeam *s, const char *sql, int nargs, Oid *types,
 								   Datum *values, size_t size, bool with_notes, int limit, MlplatClaim *out);
 
+/*
+ * What a kind must do in its claim's transaction besides the claim, so that
+ * the claim and it see one another: before the claim (evidence the claim
+ * reads, recorded first: the lab's observed Nodes) and after the notes (what
+ * the pass reads later with no transaction open: the lab's project namespaces
+ * on a resync).  Either may be NULL; both run in the pass's context, after
+ * the instance id is read.
+ */
+typedef void (*MlplatClaimStep)(MlplatPass *pass, void *arg);
+typedef struct MlplatClaimSteps
+{
+	MlplatClaimStep before;
+	MlplatClaimStep after;
+	void *arg;
+} MlplatClaimSteps;
+
+/* mlplat_seam_claim_pass with the kind's steps in the same transaction (steps NULL: none). */
+extern void mlplat_seam_claim_pass_with(MlplatPass *pass, MlplatSeam *s, const char *sql, int nargs, Oid *types,
+										Datum *values, size_t size, bool with_notes, int limit,
+										const MlplatClaimSteps *steps, MlplatClaim *out);
+
 /* Fill one struct from one composite datum of the seam's type. */
 extern void mlplat_seam_read(MlplatSeam *s, Datum composite, void *out);
 

@@ -461,62 +461,81 @@ nodes_json(List *nodes)
 	return s.data;
 }
 
-static void
-claim(MlplatPass *pass, const char *nodes, List **out, char **instance, List **lab_namespaces)
+/* What the lab's claim does in its transaction besides the claim (MlplatClaimSteps). */
+typedef struct LabClaimSteps
 {
-	MemoryContext pass_cxt = CurrentMemoryContext;
-	List *notes;
+	const char *nodes; /* the Nodes just LISTed, as JSON, or NULL: not listed this pass */
+	List *lab_namespaces;
+} LabClaimSteps;
+
+/* Before the claim: record the Nodes just listed, so that the claim assesses fresh evidence. */
+static void
+claim_record_nodes(MlplatPass *pass, void *arg)
+{
+	LabClaimSteps *st = arg;
+	Oid t[1] = { TEXTOID };
+	Datum v[1];
+
+	(void) pass;
+	if (st->nodes == NULL)
+		return;
+	v[0] = CStringGetTextDatum(st->nodes);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "mlplat: SPI_connect failed");
+	if (SPI_execute_with_args("SELECT mlplat._lab_observe_nodes($1::pg_catalog.jsonb)", 1, t, v, NULL, false, 0) !=
+		SPI_OK_SELECT)
+		elog(ERROR, "mlplat: _lab_observe_nodes failed");
+	SPI_finish();
+}
+
+/*
+ * After the claim, on a resync: orphans are looked for in every project namespace mlplat
+ * manages, as orphan Jobs are (their LIST spans the cluster): a Secret with this
+ * installation's lab labels may be left where no lab run is recorded at all (a run purged,
+ * a restore, a leader that died between its create and its write-back).  Read in the pass
+ * context: list_secrets reads the list after the claim's commit.
+ */
+static void
+claim_lab_namespaces(MlplatPass *pass, void *arg)
+{
+	LabClaimSteps *st = arg;
+
+	if (pass->resync)
+		st->lab_namespaces = mlplat_sql_text_list("SELECT mlplat._project_namespace(p.name) FROM mlplat.projects p "
+												  "WHERE p.status IN ('PROVISIONING', 'READY', 'FAILED') ORDER BY 1",
+												  0, NULL, NULL, NULL);
+}
+
+/*
+ * The claim, through the seam's claim step like every kind's, with the Nodes recorded
+ * before it and the namespaces read after it in its transaction; then each run's notes.
+ */
+static void
+claim(MlplatPassWork *w, const char *nodes, List **out, List **lab_namespaces)
+{
+	MlplatPass *pass = w->pass;
+	LabClaimSteps st = { nodes, NIL };
+	MlplatClaimSteps steps = { claim_record_nodes, claim_lab_namespaces, &st };
+	MlplatClaim c;
 	ListCell *lc;
-	Oid types[3] = { INT8OID, TEXTOID, TEXTOID };
-	Datum values[3];
 
-	mlplat_txn_begin();
-	MemoryContextSwitchTo(pass_cxt);
-	*instance = mlplat_instance_id();
-	if (nodes)
-	{
-		Oid t[1] = { TEXTOID };
-		Datum v[1] = { CStringGetTextDatum(nodes) };
-
-		if (SPI_connect() != SPI_OK_CONNECT)
-			elog(ERROR, "mlplat: SPI_connect failed");
-		if (SPI_execute_with_args("SELECT mlplat._lab_observe_nodes($1::pg_catalog.jsonb)", 1, t, v, NULL, false, 0) !=
-			SPI_OK_SELECT)
-			elog(ERROR, "mlplat: _lab_observe_nodes failed");
-		SPI_finish();
-		MemoryContextSwitchTo(pass_cxt);
-	}
-	values[0] = Int64GetDatum(pass->epoch);
-	values[1] = CStringGetTextDatum(pass->controller);
-	values[2] = CStringGetTextDatum(mlplat_lab_payload_bucket ? mlplat_lab_payload_bucket : "");
-	*out = mlplat_seam_claim(&claim_seam, pass_cxt, "SELECT c FROM mlplat._lab_runs_claim($1, $2, $3) c", 3,
-							 types, values, sizeof(LabRun));
-	MemoryContextSwitchTo(pass_cxt);
-	notes = mlplat_unanswered_load(pass);
-	foreach (lc, *out)
+	mlplat_seam_claim_pass_with(
+		pass, &claim_seam, "SELECT c FROM mlplat._lab_runs_claim($1, $2, $3) c", 3,
+		(Oid[]){ INT8OID, TEXTOID, TEXTOID },
+		(Datum[]){ Int64GetDatum(pass->epoch), CStringGetTextDatum(pass->controller),
+				   CStringGetTextDatum(mlplat_lab_payload_bucket ? mlplat_lab_payload_bucket : "") },
+		sizeof(LabRun), true, 0, &steps, &c);
+	foreach (lc, c.rows)
 	{
 		LabRun *r = lfirst(lc);
 
 		if (r->job_name)
-			r->job_note = mlplat_unanswered_find(notes, r->id, mlplat_object_path(r->namespace, r->job_name), NULL);
-		r->secret_note = mlplat_unanswered_find(notes, r->id, mlplat_object_path(r->namespace, r->secret_name), NULL);
+			r->job_note = mlplat_unanswered_find(c.notes, r->id, mlplat_object_path(r->namespace, r->job_name), NULL);
+		r->secret_note = mlplat_unanswered_find(c.notes, r->id, mlplat_object_path(r->namespace, r->secret_name), NULL);
 	}
-	/*
-	 * On a resync, orphans are looked for in every project namespace mlplat manages, as
-	 * orphan Jobs are (their LIST spans the cluster): a Secret with this installation's
-	 * lab labels may be left where no lab run is recorded at all (a run purged, a restore,
-	 * a leader that died between its create and its write-back).
-	 */
-	if (pass->resync)
-	{
-		/* in the pass context: list_secrets reads the list after this commit */
-		MemoryContextSwitchTo(pass_cxt);
-		*lab_namespaces = mlplat_sql_text_list("SELECT mlplat._project_namespace(p.name) FROM mlplat.projects p "
-											   "WHERE p.status IN ('PROVISIONING', 'READY', 'FAILED') ORDER BY 1",
-											   0, NULL, NULL, NULL);
-	}
-	mlplat_txn_commit();
-	MemoryContextSwitchTo(pass_cxt);
+	*out = c.rows;
+	*lab_namespaces = st.lab_namespaces;
+	mlplat_pass_work_claimed(w, c.instance, LAB_COMPONENT);
 }
 
 /* The position of ns in a list of namespace names, or -1. */
@@ -1240,7 +1259,6 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 	LabAnswers answers = { 0 };
 	MlplatHttpBatch *job_batch;
 	ListCell *lc;
-	char *instance;
 
 	mlplat_pass_work_begin(&w, pass);
 
@@ -1254,11 +1272,10 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 	}
 
 	/* 2. claim */
-	claim(pass, w.lists > 0 ? nodes_json(nodes) : NULL, &runs, &instance, &lab_namespaces);
-	mlplat_pass_work_claimed(&w, instance, LAB_COMPONENT);
+	claim(&w, w.lists > 0 ? nodes_json(nodes) : NULL, &runs, &lab_namespaces);
 	answers.pass = pass;
 	answers.arena = w.arena;
-	answers.instance = instance;
+	answers.instance = w.instance;
 	if (runs == NIL && !pass->resync)
 	{
 		snprintf(pass->status, sizeof(pass->status), "%d lab nodes observed; no lab runs in flight",
@@ -1273,8 +1290,8 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 		snprintf(pass->status, sizeof(pass->status), "%s%s", (char *) llast(unobserved_why),
 				 list_length(unobserved) > 1 ? psprintf(" (and %d more namespaces)", list_length(unobserved) - 1) : "");
 	if (pass->resync)
-		w.orphans = list_concat(find_orphans(runs, jobs, &JOB, true, instance),
-								find_orphans(runs, secrets, &SECRET, false, instance));
+		w.orphans = list_concat(find_orphans(runs, jobs, &JOB, true, w.instance),
+								find_orphans(runs, secrets, &SECRET, false, w.instance));
 
 	/* 4. decide, note, send: Secrets first, then the Jobs that mount them */
 	/* w.batch sends the Secrets */
@@ -1296,19 +1313,19 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 		r->job_cid = render_cid(w.arena, r->job);
 		r->secret_cid = render_cid(w.arena, r->secret);
 	}
-	judge_objects(runs, w.orphans, instance);
+	judge_objects(runs, w.orphans, w.instance);
 	foreach (lc, runs)
 	{
 		LabRun *r = lfirst(lc);
 
 		if (r->unobserved)
 			continue;
-		lab_decide(r, instance);
+		lab_decide(r, w.instance);
 		if (r->secret_write == LAB_WRITE_CREATE && r->secret == NULL)
 			r->secret_write = LAB_WRITE_NONE;
 		if (r->job_write == LAB_WRITE_CREATE && r->job == NULL)
 			r->job_write = LAB_WRITE_NONE;
-		secret_note_decide(r, instance);
+		secret_note_decide(r, w.instance);
 		if (r->secret_write != LAB_WRITE_NONE)
 			mlplat_write_notes_add(&w.sending, r->id, mlplat_object_path(r->namespace, r->secret_name),
 								   write_action(r->secret_write));

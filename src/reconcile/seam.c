@@ -432,6 +432,13 @@ void
 mlplat_seam_claim_pass(MlplatPass *pass, MlplatSeam *s, const char *sql, int nargs, Oid *types, Datum *values,
 					   size_t size, bool with_notes, int limit, MlplatClaim *out)
 {
+	mlplat_seam_claim_pass_with(pass, s, sql, nargs, types, values, size, with_notes, limit, NULL, out);
+}
+
+void
+mlplat_seam_claim_pass_with(MlplatPass *pass, MlplatSeam *s, const char *sql, int nargs, Oid *types, Datum *values,
+							size_t size, bool with_notes, int limit, const MlplatClaimSteps *steps, MlplatClaim *out)
+{
 	MemoryContext pass_cxt = CurrentMemoryContext;
 
 	memset(out, 0, sizeof(*out));
@@ -439,6 +446,11 @@ mlplat_seam_claim_pass(MlplatPass *pass, MlplatSeam *s, const char *sql, int nar
 	mlplat_txn_begin();
 	MemoryContextSwitchTo(pass_cxt);
 	out->instance = mlplat_instance_id();
+	if (steps && steps->before)
+	{
+		steps->before(pass, steps->arg);
+		MemoryContextSwitchTo(pass_cxt);
+	}
 	/* the bound holds whatever the kind's SQL does: never more than limit rows in C */
 	if (limit > 0)
 		sql = psprintf("%s LIMIT %d", sql, limit);
@@ -450,6 +462,11 @@ mlplat_seam_claim_pass(MlplatPass *pass, MlplatSeam *s, const char *sql, int nar
 	MemoryContextSwitchTo(pass_cxt);
 	if (with_notes)
 		out->notes = mlplat_unanswered_load(pass);
+	if (steps && steps->after)
+	{
+		MemoryContextSwitchTo(pass_cxt);
+		steps->after(pass, steps->arg);
+	}
 	mlplat_txn_commit();
 	MemoryContextSwitchTo(pass_cxt);
 	out->end = GetCurrentTimestamp();
