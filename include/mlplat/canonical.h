@@ -16,6 +16,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "mlplat/json.h"
 
@@ -44,6 +45,30 @@ extern bool ml_json_content_id_excluding(MlJsonArena *arena, const MlJsonValue *
 
 /* SHA-256 of data[0..len) as lower-case hex; false if libcrypto failed. */
 extern bool ml_sha256_hex(const void *data, size_t len, char out[ML_CONTENT_ID_LEN + 1]);
+
+/*
+ * A SHA-256 state after a fixed prefix of at most one 64-byte block, for
+ * many texts that start with the same bytes (a rollout's texts all begin
+ * with its contract's id): resuming from it skips hashing that block again.
+ * Plain bytes, so it can be copied and cached.
+ */
+typedef struct MlSha256Prefix
+{
+	uint64_t state[16]; /* libcrypto's context after bytes[0..len) */
+	char bytes[64];
+	size_t len; /* 0: no prefix */
+} MlSha256Prefix;
+
+/* Save the state after prefix[0..len), len <= 64; false (and len 0) on failure. */
+extern bool ml_sha256_prefix(MlSha256Prefix *p, const void *prefix, size_t len);
+
+/*
+ * ml_sha256_hex of data[0..len), resumed from p's state when data starts
+ * with p's bytes, else (or with p NULL) hashed whole: the digest is the same
+ * either way.
+ */
+extern bool ml_sha256_hex_prefixed(const MlSha256Prefix *p, const void *data, size_t len,
+								   char out[ML_CONTENT_ID_LEN + 1]);
 
 /*
  * ECMAScript Number::toString of a finite double into buf (NUL-terminated);

@@ -12,7 +12,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <openssl/evp.h>
+/*
+ * SHA-256 through libcrypto's SHA256_Init/Update/Final: OpenSSL 3 marks them
+ * deprecated in favour of EVP, whose provider dispatch costs ~75 ns a digest
+ * (more than hashing 128 bytes), and whose contexts cannot be copied without an
+ * allocation.  The plain context can be: a digest resumed from a saved state
+ * (ml_sha256_hex_prefixed) is a struct copy.
+ */
+#define OPENSSL_SUPPRESS_DEPRECATED
+#include <openssl/sha.h>
 
 #include "mlplat/canonical.h"
 #include "buf.h"
@@ -758,47 +766,65 @@ ml_json_canonical(MlJsonArena *arena, const MlJsonValue *v, size_t *len_out, MlJ
 	return canonical_ex(arena, v, NULL, len_out, err);
 }
 
-/*
- * OpenSSL 3's EVP_sha256() makes every digest look the algorithm up again
- * (an implicit fetch), and EVP_Digest allocates and frees a context per
- * call: together more than hashing a kilobyte.  Keep one fetched algorithm
- * and one context per process (the backend and the fuzzers are single
- * threaded).
- */
-static const EVP_MD *
-sha256_md(void)
-{
-#if OPENSSL_VERSION_NUMBER >= 0x30000000L
-	static EVP_MD *md = NULL;
-
-	if (md == NULL)
-		md = EVP_MD_fetch(NULL, "SHA256", NULL);
-	if (md != NULL)
-		return md;
-#endif
-	return EVP_sha256();
-}
-
-bool
-ml_sha256_hex(const void *data, size_t len, char out[ML_CONTENT_ID_LEN + 1])
+static void
+sha256_to_hex(const unsigned char md[SHA256_DIGEST_LENGTH], char out[ML_CONTENT_ID_LEN + 1])
 {
 	static const char hex[] = "0123456789abcdef";
-	static EVP_MD_CTX *ctx = NULL;
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int mdlen = 0;
 
-	if (ctx == NULL && (ctx = EVP_MD_CTX_new()) == NULL)
-		return false;
-	if (EVP_DigestInit_ex(ctx, sha256_md(), NULL) != 1 ||
-		EVP_DigestUpdate(ctx, data, len) != 1 ||
-		EVP_DigestFinal_ex(ctx, md, &mdlen) != 1 || mdlen != 32)
-		return false;
-	for (unsigned int i = 0; i < 32; i++)
+	for (unsigned int i = 0; i < SHA256_DIGEST_LENGTH; i++)
 	{
 		out[2 * i] = hex[md[i] >> 4];
 		out[2 * i + 1] = hex[md[i] & 0xF];
 	}
 	out[ML_CONTENT_ID_LEN] = '\0';
+}
+
+bool
+ml_sha256_hex(const void *data, size_t len, char out[ML_CONTENT_ID_LEN + 1])
+{
+	unsigned char md[SHA256_DIGEST_LENGTH];
+	SHA256_CTX ctx;
+
+	if (SHA256_Init(&ctx) != 1 || SHA256_Update(&ctx, data, len) != 1 ||
+		SHA256_Final(md, &ctx) != 1)
+		return false;
+	sha256_to_hex(md, out);
+	return true;
+}
+
+_Static_assert(sizeof(SHA256_CTX) <= sizeof(((MlSha256Prefix *) 0)->state),
+			   "MlSha256Prefix must hold libcrypto's SHA256_CTX");
+
+bool
+ml_sha256_prefix(MlSha256Prefix *p, const void *prefix, size_t len)
+{
+	SHA256_CTX ctx;
+
+	p->len = 0;
+	if (len > sizeof(p->bytes) || SHA256_Init(&ctx) != 1 ||
+		SHA256_Update(&ctx, prefix, len) != 1)
+		return false;
+	memcpy(p->state, &ctx, sizeof(ctx));
+	memcpy(p->bytes, prefix, len);
+	p->len = len;
+	return true;
+}
+
+bool
+ml_sha256_hex_prefixed(const MlSha256Prefix *p, const void *data, size_t len,
+					   char out[ML_CONTENT_ID_LEN + 1])
+{
+	unsigned char md[SHA256_DIGEST_LENGTH];
+	SHA256_CTX ctx;
+
+	/* the saved state stands for p->bytes only: any other text is hashed whole */
+	if (p == NULL || p->len == 0 || len < p->len || memcmp(data, p->bytes, p->len) != 0)
+		return ml_sha256_hex(data, len, out);
+	memcpy(&ctx, p->state, sizeof(ctx));
+	if (SHA256_Update(&ctx, (const char *) data + p->len, len - p->len) != 1 ||
+		SHA256_Final(md, &ctx) != 1)
+		return false;
+	sha256_to_hex(md, out);
 	return true;
 }
 

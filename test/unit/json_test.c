@@ -288,6 +288,35 @@ test_content_id(void)
 	ml_sha256_hex("abc", 3, x);
 	ok(strcmp(x, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad") == 0, "%s",
 	   "SHA-256(\"abc\") (FIPS 180-2 example)");
+	{
+		/* a digest resumed from a saved prefix is the digest of the whole text */
+		static const char text[] = "{\"contract_content_id\":\"0123456789abcdef0123456789abcdef01234567"
+								   "89abcdef0123456789abcdef\",\"current_fraction\":0.05}";
+		MlSha256Prefix p;
+		char whole[ML_CONTENT_ID_LEN + 1],
+			resumed[ML_CONTENT_ID_LEN + 1];
+		char other[sizeof(text)];
+
+		ml_sha256_hex(text, sizeof(text) - 1, whole);
+		ok(ml_sha256_prefix(&p, text, 64) &&
+			   ml_sha256_hex_prefixed(&p, text, sizeof(text) - 1, resumed) &&
+			   strcmp(whole, resumed) == 0,
+		   "%s", "SHA-256 resumed after a 64-byte prefix");
+		memcpy(other, text, sizeof(text));
+		other[30] = 'f';
+		ml_sha256_hex(other, sizeof(other) - 1, whole);
+		ok(ml_sha256_hex_prefixed(&p, other, sizeof(other) - 1, resumed) &&
+			   strcmp(whole, resumed) == 0,
+		   "%s", "a text without the prefix is hashed whole");
+		ok(ml_sha256_hex_prefixed(&p, text, 10, resumed) && ml_sha256_hex(text, 10, whole) &&
+			   strcmp(whole, resumed) == 0,
+		   "%s", "a text shorter than the prefix is hashed whole");
+		ok(ml_sha256_prefix(&p, text, 10) &&
+			   ml_sha256_hex_prefixed(&p, text, sizeof(text) - 1, resumed) &&
+			   ml_sha256_hex(text, sizeof(text) - 1, whole) && strcmp(whole, resumed) == 0,
+		   "%s", "SHA-256 resumed after a prefix shorter than a block");
+		ok(!ml_sha256_prefix(&p, text, 65) && p.len == 0, "%s", "a prefix over 64 bytes is refused");
+	}
 	content_id_of(" { } ", NULL, x);
 	ok(strcmp(x, "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a") == 0, "%s",
 	   "content id of {} is SHA-256(\"{}\")");
