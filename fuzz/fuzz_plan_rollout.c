@@ -164,6 +164,8 @@ check_fields_route(MlJsonArena *arena, const MlJsonValue *evidence)
 		st2;
 	char tree_id[ML_CONTENT_ID_LEN + 1];
 	char fields_id[ML_CONTENT_ID_LEN + 1];
+	char prefixed_id[ML_CONTENT_ID_LEN + 1];
+	MlSha256Prefix prefix;
 	MlJsonError jerr;
 
 	if ((bad = find_part(evidence, ml_rollout_evidence_keys, f, vals, 0, &shaped[0])) != NULL ||
@@ -185,13 +187,34 @@ check_fields_route(MlJsonArena *arena, const MlJsonValue *evidence)
 
 	/* the canonical text from the fields is the tree's, valid or not */
 	if (ml_json_content_id_excluding(arena, evidence, "content_id", tree_id, &jerr) &&
-		ml_rollout_evidence_fields_id(f, fields_id) && strcmp(tree_id, fields_id) != 0)
+		ml_rollout_evidence_fields_id(f, NULL, fields_id) && strcmp(tree_id, fields_id) != 0)
 		return "the content id from the fields differs from the tree's";
+
+	/*
+	 * The backend resumes the hash from its contract's first block: one made
+	 * from the record's own contract_content_id (its text's first block when
+	 * that is 64 hex digits, another block otherwise) must change nothing.
+	 */
+	{
+		char block[64];
+		const MlJsonValue *cc = f[ML_EV_CONTRACT_CONTENT_ID];
+
+		memset(block, 'x', sizeof(block));
+		memcpy(block, "{\"contract_content_id\":\"", 24);
+		if (cc->type == ML_JSON_STRING)
+			memcpy(block + 24, cc->u.string.str, cc->u.string.len < 40 ? cc->u.string.len : 40);
+		if (!ml_sha256_prefix(&prefix, block, sizeof(block)))
+			return NULL;
+	}
+	if (ml_rollout_evidence_fields_id(f, NULL, fields_id) &&
+		ml_rollout_evidence_fields_id(f, &prefix, prefixed_id) &&
+		strcmp(fields_id, prefixed_id) != 0)
+		return "the content id resumed from a prefix differs from the one hashed whole";
 
 	memset(&err1, 0, sizeof(err1));
 	memset(&err2, 0, sizeof(err2));
 	st1 = ml_rollout_read_evidence(arena, evidence, &e1, &err1);
-	st2 = ml_rollout_read_evidence_fields(f, &e2, &err2);
+	st2 = ml_rollout_read_evidence_fields(f, &prefix, &e2, &err2);
 	if (st1 == ML_ROLLOUT_NOMEM || st2 == ML_ROLLOUT_NOMEM)
 		return NULL;
 	if (st1 != st2)

@@ -129,6 +129,12 @@ typedef struct MlRolloutContract
 	MlRolloutScope scope;
 	MlRolloutPolicy policy;
 	char content_id[ML_CONTENT_ID_LEN + 1];
+	/*
+	 * The SHA-256 state after the first 64 bytes of every text hashed for
+	 * this contract: the evidence's canonical text and the plan's both begin
+	 * {"contract_content_id":" and 40 digits of this id.
+	 */
+	MlSha256Prefix id_prefix;
 } MlRolloutContract;
 
 typedef struct MlRolloutRevision
@@ -263,8 +269,13 @@ extern const char *const ml_rollout_evidence_keys[];
 extern const char *const ml_rollout_scope_keys[];
 extern const char *const ml_rollout_revision_keys[];
 
-/* ml_rollout_read_evidence for a record given as its fields (see above). */
+/*
+ * ml_rollout_read_evidence for a record given as its fields (see above).
+ * prefix (may be NULL): the contract's id_prefix, which spares a block of the
+ * content id's hashing when the record names that contract.
+ */
 extern MlRolloutStatus ml_rollout_read_evidence_fields(const MlJsonValue *const fields[ML_EV_NFIELDS],
+													   const MlSha256Prefix *prefix,
 													   MlRolloutEvidence *out, MlRolloutError *err);
 
 /*
@@ -274,6 +285,7 @@ extern MlRolloutStatus ml_rollout_read_evidence_fields(const MlJsonValue *const 
  * validated fields always fit in (then the caller uses the tree).
  */
 extern bool ml_rollout_evidence_fields_id(const MlJsonValue *const fields[ML_EV_NFIELDS],
+										  const MlSha256Prefix *prefix,
 										  char out[ML_CONTENT_ID_LEN + 1]);
 
 /* "ADVANCE", "HOLD", "ROLLBACK" */

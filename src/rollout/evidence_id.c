@@ -183,7 +183,7 @@ prepare_layout(void)
 
 bool
 ml_rollout_evidence_fields_id(const MlJsonValue *const f[ML_EV_NFIELDS],
-							  char out[ML_CONTENT_ID_LEN + 1])
+							  const MlSha256Prefix *prefix, char out[ML_CONTENT_ID_LEN + 1])
 {
 	Text t;
 
@@ -210,5 +210,5 @@ ml_rollout_evidence_fields_id(const MlJsonValue *const f[ML_EV_NFIELDS],
 			return false;
 	}
 	put(&t, closing, closing_len);
-	return !t.overflow && ml_sha256_hex(t.s, t.len, out);
+	return !t.overflow && ml_sha256_hex_prefixed(prefix, t.s, t.len, out);
 }

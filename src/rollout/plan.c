@@ -138,6 +138,21 @@ static const char *const policy_keys[] = {
 	"window_seconds", NULL
 };
 
+/*
+ * The first SHA-256 block shared by the texts hashed for this contract (see
+ * MlRolloutContract): without it (libcrypto failed) every text is hashed whole.
+ */
+static void
+set_id_prefix(MlRolloutContract *c)
+{
+	static const char head[] = "{\"contract_content_id\":\"";
+	char block[64];
+
+	memcpy(block, head, sizeof(head) - 1);
+	memcpy(block + sizeof(head) - 1, c->content_id, sizeof(block) - (sizeof(head) - 1));
+	(void) ml_sha256_prefix(&c->id_prefix, block, sizeof(block));
+}
+
 static bool
 read_policy(RoReader *r, const MlJsonValue *obj, const char *path, MlRolloutPolicy *p)
 {
@@ -222,6 +237,7 @@ ml_rollout_read_contract(MlJsonArena *arena, const MlJsonValue *v,
 					   out->content_id) ||
 		!verify_content_id(&r, arena, v, "contract", out->content_id))
 		return status_of(&r);
+	set_id_prefix(out);
 	return ML_ROLLOUT_OK;
 }
 
@@ -374,7 +390,8 @@ ml_rollout_read_evidence(MlJsonArena *arena, const MlJsonValue *v,
 
 MlRolloutStatus
 ml_rollout_read_evidence_fields(const MlJsonValue *const fields[ML_EV_NFIELDS],
-								MlRolloutEvidence *out, MlRolloutError *err)
+								const MlSha256Prefix *prefix, MlRolloutEvidence *out,
+								MlRolloutError *err)
 {
 	RoReader r = { err, false };
 	const MlJsonValue *f[ML_EV_NFIELDS];
@@ -383,7 +400,7 @@ ml_rollout_read_evidence_fields(const MlJsonValue *const fields[ML_EV_NFIELDS],
 	memcpy(f, fields, sizeof(f));
 	if (!read_evidence(&r, NULL, f, out))
 		return status_of(&r);
-	if (!ml_rollout_evidence_fields_id(fields, actual))
+	if (!ml_rollout_evidence_fields_id(fields, prefix, actual))
 	{
 		id_failed(&r, "evidence", "the fields do not make a canonical text");
 		return status_of(&r);
@@ -582,7 +599,8 @@ out_str(OutBuf *o, const char *s)
  * bytes, three 64-digit ids and two numbers: 1024 bytes always suffice.
  */
 static MlRolloutStatus
-write_output(MlJsonArena *arena, MlRolloutPlan *plan, MlRolloutError *err)
+write_output(MlJsonArena *arena, const MlSha256Prefix *prefix, MlRolloutPlan *plan,
+			 MlRolloutError *err)
 {
 	OutBuf o;
 	char cur[32],
@@ -620,7 +638,7 @@ write_output(MlJsonArena *arena, MlRolloutPlan *plan, MlRolloutError *err)
 	}
 	OUT_LIT(&o, "]}");
 
-	if (!ml_sha256_hex(o.s, o.len, plan->decision_digest))
+	if (!ml_sha256_hex_prefixed(prefix, o.s, o.len, plan->decision_digest))
 		return nomem(err, "hashing the plan");
 
 	/* the same text with ,"decision_digest":"<64 hex>" after "decision" */
@@ -676,7 +694,7 @@ ml_rollout_decide(MlJsonArena *arena, const MlRolloutContract *contract,
 		plan->reasons = BIT(ML_REASON_ALL_GATES_PASSED);
 		plan->next_fraction = next_step(p, evidence->current_fraction);
 	}
-	return write_output(arena, plan, err);
+	return write_output(arena, &contract->id_prefix, plan, err);
 }
 
 MlRolloutStatus

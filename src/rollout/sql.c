@@ -298,9 +298,13 @@ plan_jsonb(PlanState *state, MemoryContext keep, const MlRolloutPlan *plan)
 	return JsonbValueToJsonb(&obj);
 }
 
-/* The evidence in jb: one pass when it can, else (and to report errors) the tree. */
+/*
+ * The evidence in jb: one pass when it can, else (and to report errors) the
+ * tree.  The contract's id_prefix spares a block of the content id's hashing.
+ */
 static void
-read_evidence(PlanState *state, Jsonb *jb, MlRolloutEvidence *evidence)
+read_evidence(PlanState *state, const MlRolloutContract *contract, Jsonb *jb,
+			  MlRolloutEvidence *evidence)
 {
 	MlRolloutEvidenceFields fields;
 	MlJsonArena *arena;
@@ -309,7 +313,8 @@ read_evidence(PlanState *state, Jsonb *jb, MlRolloutEvidence *evidence)
 	MlRolloutStatus st;
 
 	if (ml_rollout_evidence_from_jsonb(jb, &fields) &&
-		ml_rollout_read_evidence_fields(fields.fields, evidence, &err) == ML_ROLLOUT_OK)
+		ml_rollout_read_evidence_fields(fields.fields, &contract->id_prefix, evidence, &err) ==
+			ML_ROLLOUT_OK)
 		return;
 	arena = mlplat_json_arena_in(state->call_cxt);
 	tree = parse_arg(state->call_cxt, arena, jb, "evidence");
@@ -348,7 +353,7 @@ mlplat_plan_rollout(PG_FUNCTION_ARGS)
 	/* what the previous call left (also after an error it raised) goes now */
 	MemoryContextReset(state->call_cxt);
 	contract = cached_contract(state, contract_jb);
-	read_evidence(state, evidence_jb, &evidence);
+	read_evidence(state, contract, evidence_jb, &evidence);
 	arena = mlplat_json_arena_in(state->call_cxt);
 	st = ml_rollout_decide(arena, contract, &evidence, &plan, &err);
 	if (st != ML_ROLLOUT_OK)
