@@ -72,11 +72,47 @@ typedef struct PlanState
 {
 	ContractCache cache;
 	MemoryContext call_cxt;
+	/* decide's arena: bump-allocated from scratch, emptied by each call */
+	char *scratch;
+	size_t scratch_used;
 	/* fractions of recent plans as numerics (a batch repeats a few steps) */
 	int nfractions;
 	uint64 fraction_bits[8];
 	Numeric fraction_numeric[8];
 } PlanState;
+
+/*
+ * Room for decide's arena: its first block (32 kB, json.c) and the arena
+ * itself.  From the call context, that block would be a malloc and a free
+ * per call (a chunk over AllocSet's 8 kB limit gets a block of its own).
+ */
+#define SCRATCH_SIZE (40 * 1024)
+
+static void *
+scratch_alloc(void *ctx, size_t size)
+{
+	PlanState *state = (PlanState *) ctx;
+	size_t need = MAXALIGN(size);
+
+	if (SCRATCH_SIZE - state->scratch_used >= need)
+	{
+		void *p = state->scratch + state->scratch_used;
+
+		state->scratch_used += need;
+		return p;
+	}
+	return MemoryContextAllocExtended(state->call_cxt, size, MCXT_ALLOC_HUGE | MCXT_ALLOC_NO_OOM);
+}
+
+static void
+scratch_free(void *ctx, void *ptr)
+{
+	PlanState *state = (PlanState *) ctx;
+
+	/* scratch is emptied as a whole; the rest goes with the call context */
+	if ((char *) ptr < state->scratch || (char *) ptr >= state->scratch + SCRATCH_SIZE)
+		pfree(ptr);
+}
 
 static MlJsonValue *
 parse_arg(MemoryContext cxt, MlJsonArena *arena, Jsonb *jb, const char *what)
@@ -218,11 +254,17 @@ cached_contract(PlanState *state, Jsonb *jb)
  * result with jsonb_in's.
  */
 static void
-set_string(JsonbValue *v, const char *s)
+set_string_len(JsonbValue *v, const char *s, int len)
 {
 	v->type = jbvString;
 	v->val.string.val = (char *) s;
-	v->val.string.len = strlen(s);
+	v->val.string.len = len;
+}
+
+static void
+set_string(JsonbValue *v, const char *s)
+{
+	set_string_len(v, s, strlen(s));
 }
 
 static void
@@ -269,6 +311,7 @@ plan_jsonb(PlanState *state, MemoryContext keep, const MlRolloutPlan *plan)
 		"reasons", "decision", "next_fraction", "decision_digest", "current_fraction",
 		"contract_content_id", "evidence_content_id"
 	};
+	static const int key_lens[7] = { 7, 8, 13, 15, 16, 19, 19 };
 	JsonbValue reasons[ML_REASON_COUNT];
 	JsonbPair pairs[7];
 	JsonbValue obj;
@@ -279,7 +322,7 @@ plan_jsonb(PlanState *state, MemoryContext keep, const MlRolloutPlan *plan)
 			set_string(&reasons[n++], ml_rollout_reason_name(i));
 	for (int i = 0; i < 7; i++)
 	{
-		set_string(&pairs[i].key, keys[i]);
+		set_string_len(&pairs[i].key, keys[i], key_lens[i]);
 		pairs[i].order = i;
 	}
 	pairs[0].value.type = jbvArray;
@@ -288,10 +331,10 @@ plan_jsonb(PlanState *state, MemoryContext keep, const MlRolloutPlan *plan)
 	pairs[0].value.val.array.rawScalar = false;
 	set_string(&pairs[1].value, ml_rollout_decision_name(plan->decision));
 	set_number(state, keep, &pairs[2].value, plan->next_fraction);
-	set_string(&pairs[3].value, plan->decision_digest);
+	set_string_len(&pairs[3].value, plan->decision_digest, ML_CONTENT_ID_LEN);
 	set_number(state, keep, &pairs[4].value, plan->current_fraction);
-	set_string(&pairs[5].value, plan->contract_content_id);
-	set_string(&pairs[6].value, plan->evidence_content_id);
+	set_string_len(&pairs[5].value, plan->contract_content_id, ML_CONTENT_ID_LEN);
+	set_string_len(&pairs[6].value, plan->evidence_content_id, ML_CONTENT_ID_LEN);
 	obj.type = jbvObject;
 	obj.val.object.nPairs = 7;
 	obj.val.object.pairs = pairs;
@@ -347,14 +390,18 @@ mlplat_plan_rollout(PG_FUNCTION_ARGS)
 		state->cache.cxt = AllocSetContextCreate(fcinfo->flinfo->fn_mcxt,
 												 "mlplat rollout contracts",
 												 ALLOCSET_DEFAULT_SIZES);
+		state->scratch = MemoryContextAlloc(fcinfo->flinfo->fn_mcxt, SCRATCH_SIZE);
 		fcinfo->flinfo->fn_extra = state;
 	}
 
 	/* what the previous call left (also after an error it raised) goes now */
 	MemoryContextReset(state->call_cxt);
+	state->scratch_used = 0;
 	contract = cached_contract(state, contract_jb);
 	read_evidence(state, contract, evidence_jb, &evidence);
-	arena = mlplat_json_arena_in(state->call_cxt);
+	arena = ml_json_arena_new_with(scratch_alloc, scratch_free, state);
+	if (arena == NULL)
+		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
 	st = ml_rollout_decide(arena, contract, &evidence, &plan, &err);
 	if (st != ML_ROLLOUT_OK)
 		report(st, &err);
