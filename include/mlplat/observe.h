@@ -89,6 +89,39 @@ extern char *mlplat_kube_get_each(MlJsonArena *arena, const MlplatKubeResource *
 								  List *ns_names, List **items, int *requests);
 
 /*
+ * One object observed by name, for a kind that looks at a few objects it
+ * knows by name (rollouts: each one's InferenceService) rather than LISTing
+ * them.  Two steps, so that the GETs can share one batch with the kind's
+ * other reads: mlplat_observe_get adds the GET; after the batch ran,
+ * mlplat_observe_got reads the answer once — classified into res, the body
+ * parsed into arena.  What the kind then decides reads only this struct, so a
+ * watch-fed cache could fill it instead and nothing after it would change.
+ */
+typedef struct MlplatObservedObject
+{
+	MlplatHttpRequest *get; /* NULL: not asked this pass */
+	MlplatKubeResult res;	/* the answer's classification (MLPLAT_KUBE_NOT_FOUND: there is none) */
+	const MlJsonValue *obj; /* the object, NULL when none was read (gone, failed, refused, not JSON) */
+} MlplatObservedObject;
+
+extern void mlplat_observe_get(MlplatObservedObject *o, MlplatHttpBatch *batch, const MlplatKubeResource *res,
+							   const char *ns, const char *name);
+extern void mlplat_observe_got(MlplatObservedObject *o, MlJsonArena *arena);
+
+/*
+ * A metric of what runs in the cluster: an instant PromQL query of
+ * mlplat.prometheus_url at at_ms (ms since the Unix epoch), added to batch;
+ * NULL when no Prometheus is configured.  After the batch ran,
+ * mlplat_observe_metric_read reads the one non-negative value of its answer
+ * (prometheus.h's rules), or says why there is none (*why: palloc'd or
+ * static, never the answer's raw text).
+ */
+extern bool mlplat_observe_metrics_configured(void);
+extern MlplatHttpRequest *mlplat_observe_metric(MlplatHttpBatch *batch, const char *promql, int64 at_ms);
+extern bool mlplat_observe_metric_read(MlJsonArena *arena, const MlplatHttpRequest *q, double *value,
+									   const char **why);
+
+/*
  * The object of that namespace and name among observed items (a LIST's), or
  * NULL; NULL also for a NULL name (an entity with no object named yet).
  */

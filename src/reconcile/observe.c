@@ -395,3 +395,19 @@ mlplat_observed_find(List *items, const char *ns, const char *name)
 	}
 	return NULL;
 }
+
+void
+mlplat_observe_get(MlplatObservedObject *o, MlplatHttpBatch *batch, const MlplatKubeResource *res, const char *ns,
+				   const char *name)
+{
+	memset(o, 0, sizeof(*o));
+	o->get = mlplat_kube_get(batch, res, ns, name);
+}
+
+void
+mlplat_observe_got(MlplatObservedObject *o, MlJsonArena *arena)
+{
+	/* parsed once: the classification reads the same tree the kind then reads */
+	mlplat_kube_parse_response_in(o->get, arena, &o->res);
+	o->obj = o->res.outcome == MLPLAT_KUBE_OK ? o->res.body : NULL;
+}

@@ -7,7 +7,9 @@
  *      manifest with the canaryTrafficPercent it must carry now, the window
  *      and whether a decision is due — all derived from the database (the
  *      fraction from the transition ledger), nothing from memory;
- *   2. GET each InferenceService (one concurrent batch);
+ *   2. observe (observe.h): GET each InferenceService (one concurrent batch),
+ *      read once into an MlplatObservedObject that is all the steps after
+ *      read; Prometheus is asked and read through observe.h too;
  *   3. per rollout, either apply the manifest (Server-Side Apply, the same
  *      field manager as the deployments reconciler, see below) when the object
  *      does not carry the wanted revision and traffic setting, or — when a
@@ -104,7 +106,8 @@ typedef struct Rollout
 	MLPLAT_SEAM_MEMBERS(rollout_claim)
 	MlPromPreset preset; /* ... or mlplat.metrics_preset */
 	/* this pass */
-	MlplatHttpRequest *get;
+	MlplatObservedObject seen; /* the InferenceService, observed (observe.h); seen.get NULL: not looked at */
+	bool carries;			   /* it carries the wanted revision and traffic setting (observe_object) */
 	MlplatHttpRequest *apply;
 	MlplatHttpRequest *prom[2][M_COUNT]; /* [0] target, [1] previous */
 	bool bad_kn[2];						 /* a revision name from the status that is no DNS label: not queried */
@@ -123,7 +126,6 @@ typedef struct Rollout
 	bool settled;
 	bool moved;							/* a decision changed the wanted split: apply it at once */
 	const MlplatUnanswered *unanswered; /* an apply to it never answered */
-	const MlJsonValue *found;			/* the object the GET read */
 	bool not_ours;						/* it is not the deployment's own: touch nothing */
 	bool adopt;							/* found what that apply made: ledger ADOPT */
 	int adopt_percent;					/* ... the setting it made (-1: canary removed) */
@@ -347,7 +349,7 @@ add_metrics(Rollout *r, MlJsonArena *arena)
 	append_secs(s, r->metric_start_ms);
 	appendStringInfoString(s, ",\"window_seconds\":");
 	append_secs(s, r->metric_ms);
-	if (mlplat_prometheus_url == NULL || mlplat_prometheus_url[0] == '\0')
+	if (!mlplat_observe_metrics_configured())
 	{
 		appendStringInfoString(&gaps, "\"no Prometheus configured (mlplat.prometheus_url)\"");
 		ngaps++;
@@ -368,25 +370,17 @@ add_metrics(Rollout *r, MlJsonArena *arena)
 		for (int m = 0; m < M_COUNT; m++)
 		{
 			MlplatHttpRequest *q = r->prom[w][m];
-			MlPromResult res;
+			const char *why;
 
 			have[m] = false;
 			if (q == NULL)
 				continue;
-			if (ml_prom_parse_instant(arena, q->failed ? 0 : q->status, q->failed ? NULL : q->resp_body,
-									  q->resp_len, &res) == ML_PROM_VALUE &&
-				res.value >= 0)
-			{
-				v[m] = res.value;
+			if (mlplat_observe_metric_read(arena, q, &v[m], &why))
 				have[m] = true;
-			}
 			else
 			{
-				char *gap = psprintf("%s %s: %s", w == 0 ? "target" : "previous", metric_names[m],
-									 q->failed ? q->error : (res.outcome == ML_PROM_VALUE ? "negative" : res.why));
-
 				appendStringInfoString(&gaps, ngaps++ ? "," : "");
-				escape_json(&gaps, gap);
+				escape_json(&gaps, psprintf("%s %s: %s", w == 0 ? "target" : "previous", metric_names[m], why));
 			}
 		}
 		if (have[M_REQUESTS])
@@ -484,7 +478,7 @@ add_queries(MlplatHttpBatch *b, Rollout *r, int64 now_ms)
 	 * At 0% the first decision needs readiness only and comes at once: a range
 	 * shorter than a second holds no scrape to count.
 	 */
-	if (r->metric_ms < 1000 || mlplat_prometheus_url == NULL || mlplat_prometheus_url[0] == '\0')
+	if (r->metric_ms < 1000 || !mlplat_observe_metrics_configured())
 		return;
 	for (int w = 0; w < 2; w++)
 	{
@@ -493,18 +487,13 @@ add_queries(MlplatHttpBatch *b, Rollout *r, int64 now_ms)
 		for (int m = 0; m < M_COUNT; m++)
 		{
 			char *query = promql(r->preset, (Metric) m, r->namespace, kn[w], r->metric_ms);
-			char *url;
 
 			if (query == NULL)
 			{
 				r->bad_kn[w] = true;
 				break;
 			}
-			url = psprintf("%s/api/v1/query?query=%s&time=" INT64_FORMAT ".%03d", mlplat_prometheus_url,
-						   mlplat_url_encode(query), now_ms / 1000, (int) (now_ms % 1000));
-
-			r->prom[w][m] = mlplat_http_batch_add(b, "GET", url);
-			mlplat_http_request_add_header(r->prom[w][m], "Accept", "application/json");
+			r->prom[w][m] = mlplat_observe_metric(b, query, now_ms);
 		}
 	}
 }
@@ -638,7 +627,7 @@ write_back(MlplatPass *pass, List *rollouts, int *decisions)
 				.retry_ms = r->retry_ms,
 			};
 
-			if (r->get != NULL || r->apply != NULL)
+			if (r->seen.get != NULL || r->apply != NULL)
 				mlplat_seam_array_add(rows, &w);
 		}
 		answers = mlplat_rollout_writeback(rows, "SELECT r FROM mlplat._rollouts_writeback_set($1, $2) r",
@@ -649,7 +638,7 @@ write_back(MlplatPass *pass, List *rollouts, int *decisions)
 		Rollout *r = lfirst(lc);
 		const char *res;
 
-		if (r->get == NULL && r->apply == NULL)
+		if (r->seen.get == NULL && r->apply == NULL)
 			continue;
 		res = mlplat_rollout_result_of(answers, r->id);
 		/* spans go with a write-back that held; the lists live in the pass's context */
@@ -751,14 +740,14 @@ id_in(List *ids, int64 id)
 }
 
 /*
- * Parse what each GET read, and judge it (issue 18, finding 5): the rollout
+ * Judge each object observed (issue 18, finding 5): the rollout
  * writes the deployment's InferenceService only when it carries mlplat's labels
  * and the content id of one of the deployment's revisions — the target's it
  * applies, or the one the deployments reconciler applied before.  Anything
  * else is reported (last_error, ledger ADOPT CONFLICT) and not touched.
  */
 static void
-judge_found(MlplatPassWork *w, List *rollouts, List *gate)
+judge_found(MlplatPassWork *w, List *rollouts)
 {
 	MlJsonArena *arena = w->arena;
 	List *owners = NIL;
@@ -767,22 +756,17 @@ judge_found(MlplatPassWork *w, List *rollouts, List *gate)
 	foreach (lc, rollouts)
 	{
 		Rollout *r = lfirst(lc);
-		MlplatKubeResult kr;
 		MlJsonError err;
 		const MlJsonValue *want;
 		MlplatIsvcOwner *o;
 
-		if (r->get == NULL || mlplat_rollout_artifacts_held(gate, r->id))
-			continue;
-		mlplat_kube_classify(r->get, r->get->resp_body != NULL, &kr);
-		if (kr.outcome != MLPLAT_KUBE_OK || r->get->resp_body == NULL ||
-			(r->found = ml_json_parse(arena, r->get->resp_body, r->get->resp_len, NULL, &err)) == NULL)
+		if (r->seen.obj == NULL)
 			continue;
 		want = ml_json_parse(arena, r->spec, strlen(r->spec), NULL, &err);
 		o = palloc0(sizeof(MlplatIsvcOwner));
 		o->ns = r->namespace;
 		o->name = r->name;
-		o->obj = r->found;
+		o->obj = r->seen.obj;
 		o->own_content_id = want ? mlplat_object_content_id(want) : NULL;
 		o->row = r;
 		owners = lappend(owners, o);
@@ -803,6 +787,64 @@ judge_found(MlplatPassWork *w, List *rollouts, List *gate)
 }
 
 /*
+ * Observe (observe.h): GET the InferenceService of each due rollout that was
+ * not just moved (one batch, with the HEADs of the target artifacts the gate
+ * verifies before a first apply), read each answer once, judge what was found,
+ * and derive from an object of ours what the write-back's SQL judges (its
+ * resourceVersion, the setting it carries, the observation).  What follows
+ * reads only r->seen, r->not_ours, r->carries and r->obs.  Returns when it
+ * observed, in ms since the Unix epoch.
+ */
+static int64
+observe(MlplatPassWork *w, List *rollouts, List *moved, List **gate)
+{
+	MlplatHttpBatch *gets = mlplat_http_batch_create(w->cxt);
+	struct timespec ts;
+	int64 now_ms;
+	ListCell *lc;
+
+	foreach (lc, rollouts)
+	{
+		Rollout *r = lfirst(lc);
+
+		/* the second round is for the moved ones; the others were just looked at */
+		if (!r->due || moved != NIL)
+			continue;
+		mlplat_observe_get(&r->seen, gets, &ISVC, r->namespace, r->name);
+		*gate = mlplat_rollout_artifacts_add(*gate, r->id, r->row_version, r->attempts, r->project);
+	}
+	/*
+	 * The target's artifact is verified before its first apply: HEADs join the
+	 * GETs.  A moved rollout needs no check: a decision was made on its target.
+	 */
+	mlplat_rollout_artifacts_begin(*gate, gets);
+	mlplat_http_batch_run(gets);
+	mlplat_rollout_artifacts_finish(w->pass, *gate);
+	foreach (lc, rollouts)
+	{
+		Rollout *r = lfirst(lc);
+
+		/* held: not verified (yet), nothing of it is read */
+		if (r->seen.get != NULL && !mlplat_rollout_artifacts_held(*gate, r->id))
+			mlplat_observe_got(&r->seen, w->arena);
+	}
+	judge_found(w, rollouts);
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	now_ms = (int64) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	foreach (lc, rollouts)
+	{
+		Rollout *r = lfirst(lc);
+
+		if (r->seen.obj == NULL || r->not_ours)
+			continue;
+		r->rv = mlplat_json_text(r->seen.obj, "metadata", "resourceVersion", NULL);
+		r->carries = observe_object(r, r->seen.obj, now_ms);
+	}
+	return now_ms;
+}
+
+/*
  * One round: claim, observe, apply or decide, write back.  `moved` lists the
  * rollouts whose split a decision of the previous round just changed: their
  * object is known to carry the old split, so the new one is applied without
@@ -814,7 +856,6 @@ rollouts_round(MlplatPass *pass, List *moved)
 	MlplatPassWork w;
 	MlJsonArena *arena;
 	List *rollouts;
-	MlplatHttpBatch *gets;
 	MlplatHttpBatch *acts;
 	ListCell *lc;
 	int64 now_ms;
@@ -837,68 +878,48 @@ rollouts_round(MlplatPass *pass, List *moved)
 		return NIL;
 	}
 
-	gets = mlplat_http_batch_create(w.cxt);
 	acts = w.batch;
+	/* a moved rollout's object is known to carry the old split: the new one is applied unread */
 	foreach (lc, rollouts)
 	{
 		Rollout *r = lfirst(lc);
 
-		if (!r->due)
-			continue;
-		/* the second round is for the moved ones; the others were just looked at */
-		if (id_in(moved, r->id))
+		if (r->due && id_in(moved, r->id))
 			r->apply = mlplat_kube_apply(acts, &ISVC, r->namespace, r->name, r->spec);
-		else if (moved == NIL)
-		{
-			r->get = mlplat_kube_get(gets, &ISVC, r->namespace, r->name);
-			gate = mlplat_rollout_artifacts_add(gate, r->id, r->row_version, r->attempts, r->project);
-		}
 	}
-	/*
-	 * The target's artifact is verified before its first apply: HEADs join the
-	 * GETs.  A moved rollout needs no check: a decision was made on its target.
-	 */
-	mlplat_rollout_artifacts_begin(gate, gets);
-	mlplat_http_batch_run(gets);
-	mlplat_rollout_artifacts_finish(pass, gate);
-	judge_found(&w, rollouts, gate);
+	now_ms = observe(&w, rollouts, moved, &gate);
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	now_ms = (int64) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 	foreach (lc, rollouts)
 	{
 		Rollout *r = lfirst(lc);
-		MlplatKubeResult kr;
-		MlJsonValue *obj;
+		const MlplatKubeResult *kr = &r->seen.res;
 
-		if (r->get == NULL)
+		if (r->seen.get == NULL)
 			continue;
 		if (mlplat_rollout_artifacts_held(gate, r->id))
 		{
 			/* not verified (yet): nothing is applied, and the gate wrote the row back */
-			r->get = NULL;
+			r->seen.get = NULL;
 			continue;
 		}
-		/* the body was parsed once, by judge_found (r->found: NULL when not JSON) */
-		mlplat_kube_classify(r->get, r->found != NULL, &kr);
-		if (kr.outcome == MLPLAT_KUBE_NOT_FOUND)
+		if (kr->outcome == MLPLAT_KUBE_NOT_FOUND)
 		{
 			/* the object is created by the apply; KServe keeps nothing to roll back to then */
 			r->apply = mlplat_kube_apply(acts, &ISVC, r->namespace, r->name, r->spec);
 			continue;
 		}
-		if (kr.outcome != MLPLAT_KUBE_OK)
+		if (kr->outcome != MLPLAT_KUBE_OK)
 		{
 			r->error = psprintf("cannot read InferenceService %s/%s: %s", r->namespace, r->name,
-								mlplat_kube_tenant_line(&kr) ? mlplat_kube_tenant_line(&kr) : "unknown error");
-			if (kr.tenant_message)
-				r->ledger_error = psprintf("cannot read InferenceService %s/%s: %s", r->namespace, r->name, kr.message);
-			r->http_status = kr.status;
-			r->retry_ms = mlplat_retry_ms(false, r->attempts, r->id, kr.retry_after_s);
+								mlplat_kube_tenant_line(kr) ? mlplat_kube_tenant_line(kr) : "unknown error");
+			if (kr->tenant_message)
+				r->ledger_error = psprintf("cannot read InferenceService %s/%s: %s", r->namespace, r->name,
+										   kr->message);
+			r->http_status = kr->status;
+			r->retry_ms = mlplat_retry_ms(false, r->attempts, r->id, kr->retry_after_s);
 			continue;
 		}
-		obj = (MlJsonValue *) r->found;
-		if (obj == NULL)
+		if (r->seen.obj == NULL)
 		{
 			r->error = psprintf("InferenceService %s/%s is not JSON", r->namespace, r->name);
 			r->retry_ms = MLPLAT_PERMANENT_RETRY_MS;
@@ -906,8 +927,7 @@ rollouts_round(MlplatPass *pass, List *moved)
 		}
 		if (r->not_ours)
 			continue; /* reported by judge_found; nothing applied, nothing observed */
-		r->rv = mlplat_json_text(obj, "metadata", "resourceVersion", NULL);
-		if (!observe_object(r, obj, now_ms))
+		if (!r->carries)
 		{
 			/*
 			 * Not the wanted setting, but the one an unanswered apply sent before an intent
@@ -915,7 +935,7 @@ rollouts_round(MlplatPass *pass, List *moved)
 			 * landed, and is recorded (ADOPT) before the apply that replaces it.
 			 */
 			if (r->unanswered && noted_percent(r->unanswered, r->want_percent) != r->want_percent &&
-				carries_setting(obj, r->target_revision, noted_percent(r->unanswered, r->want_percent)))
+				carries_setting(r->seen.obj, r->target_revision, noted_percent(r->unanswered, r->want_percent)))
 			{
 				r->adopt = true;
 				r->adopt_percent = noted_percent(r->unanswered, r->want_percent);
