@@ -178,13 +178,13 @@ END $$;
 -- The seam (src/reconcile/seam.c): the claim returns mlplat.run_claim rows, the write-back
 -- takes an array of mlplat.run_writeback; C reads and builds them by name.
 CREATE TYPE mlplat.run_claim AS (
-  id bigint, project text, namespace text, name text, kind text, status text,
+  id bigint, project text, namespace text, name text, kind text, status text /* STATUS run */,
   attempt int, workflow text, manifest text, row_version bigint, attempts int,
   due boolean, submitted boolean, observed_rv text, traceparent text);
 
 -- One run's write-back: see _runs_writeback for what each attribute does.
 CREATE TYPE mlplat.run_writeback AS (
-  id bigint, row_version bigint, status text, reason text, error text, retry_ms int /* NULL<0 */,
+  id bigint, row_version bigint, status text /* STATUS run */, reason text, error text, retry_ms int /* NULL<0 */,
   submitted boolean, observed_rv text, nodes jsonb);
 
 -- Claim: every active run; the render where a create may be needed, or where a workflow

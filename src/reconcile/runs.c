@@ -74,7 +74,7 @@ typedef struct Run
 	/* decided */
 	RunAction action;
 	MlplatHttpRequest *req;
-	const char *new_status;
+	MlplatRunStatus new_status;
 	char *reason;
 	char *error;
 	int retry_ms; /* -1: no retry */
@@ -198,7 +198,7 @@ run_conflict(Run *r, const char *why, bool cancel)
 	if (cancel)
 	{
 		/* the name is held by another workflow: no create of this run can have made it */
-		r->new_status = "CANCELLED";
+		r->new_status = MLPLAT_RUN_CANCELLED;
 		r->reason = psprintf("cancelled; %s", r->error);
 		r->settle_note = r->unanswered != NULL;
 	}
@@ -218,7 +218,7 @@ run_decide(Run *r)
 	const char *failed;
 	const char *failed_msg;
 	const char *wf_msg;
-	bool cancel = strcmp(r->status, "CANCEL_REQUESTED") == 0;
+	bool cancel = r->status == MLPLAT_RUN_CANCEL_REQUESTED;
 
 	r->new_status = r->status;
 	r->retry_ms = -1;
@@ -240,7 +240,7 @@ run_decide(Run *r)
 			}
 			if (cancel)
 			{
-				r->new_status = "CANCELLED";
+				r->new_status = MLPLAT_RUN_CANCELLED;
 				r->reason = r->unanswered
 								? psprintf("cancelled; the create of workflow %s/%s, sent %lld s ago without an answer, never made it",
 										   r->namespace, r->workflow, (long long) (r->unanswered->age_ms / 1000))
@@ -253,7 +253,7 @@ run_decide(Run *r)
 			return;
 		}
 		/* submitted, and no longer there: someone else removed it; never resubmit silently */
-		r->new_status = cancel ? "CANCELLED" : "FAILED";
+		r->new_status = cancel ? MLPLAT_RUN_CANCELLED : MLPLAT_RUN_FAILED;
 		r->reason = cancel
 						? psprintf("workflow %s/%s is gone", r->namespace, r->workflow)
 						: psprintf("workflow %s/%s disappeared outside mlplat; not resubmitted (mlplat.retry_run starts a new attempt)",
@@ -308,12 +308,12 @@ run_decide(Run *r)
 
 		if (strcmp(phase, "Succeeded") == 0)
 		{
-			r->new_status = "SUCCEEDED";
+			r->new_status = MLPLAT_RUN_SUCCEEDED;
 			r->reason = pstrdup("the workflow succeeded before the cancel took effect");
 		}
 		else if (phase_finished(phase))
 		{
-			r->new_status = "CANCELLED";
+			r->new_status = MLPLAT_RUN_CANCELLED;
 			r->reason = psprintf("workflow stopped: %s", wf_msg ? wf_msg : phase);
 		}
 		else if ((shutdown == NULL || strcmp(shutdown, "Terminate") != 0) && r->due)
@@ -321,28 +321,28 @@ run_decide(Run *r)
 	}
 	else if (strcmp(phase, "") == 0 || strcmp(phase, "Pending") == 0)
 	{
-		r->new_status = "SUBMITTED";
+		r->new_status = MLPLAT_RUN_SUBMITTED;
 		r->reason = psprintf("workflow %s submitted", r->workflow);
 	}
 	else if (strcmp(phase, "Running") == 0)
 	{
-		r->new_status = "RUNNING";
+		r->new_status = MLPLAT_RUN_RUNNING;
 		r->reason = psprintf("workflow %s running", r->workflow);
 	}
 	else if (strcmp(phase, "Succeeded") == 0)
 	{
-		r->new_status = "SUCCEEDED";
+		r->new_status = MLPLAT_RUN_SUCCEEDED;
 		r->reason = psprintf("workflow %s succeeded", r->workflow);
 	}
 	else if (strcmp(phase, "Failed") == 0 || strcmp(phase, "Error") == 0)
 	{
-		r->new_status = "FAILED";
+		r->new_status = MLPLAT_RUN_FAILED;
 		r->reason = failed
 						? psprintf("step \"%s\" failed: %s", failed, failed_msg ? failed_msg : "no message")
 						: psprintf("workflow %s %s: %s", r->workflow, strcmp(phase, "Error") == 0 ? "errored" : "failed",
 								   wf_msg ? wf_msg : "no message");
 	}
-	if (strcmp(r->new_status, r->status) != 0)
+	if (r->new_status != r->status)
 		r->write = true;
 }
 
@@ -410,7 +410,7 @@ request_result(Run *r, MlplatPass *pass)
 	if (r->action == RUN_CREATE)
 	{
 		r->mark_submitted = true;
-		r->new_status = "SUBMITTED";
+		r->new_status = MLPLAT_RUN_SUBMITTED;
 		r->reason = psprintf("workflow %s submitted", r->workflow);
 	}
 	else
@@ -459,7 +459,7 @@ existing_answer(MlplatPassWork *w, void *row, MlplatHttpRequest *get)
 	r->ledger_action = "ADOPT";
 	r->ledger_outcome = "OK";
 	r->mark_submitted = true;
-	r->new_status = "SUBMITTED";
+	r->new_status = MLPLAT_RUN_SUBMITTED;
 	r->reason = psprintf("adopted the existing workflow %s", r->workflow);
 	w->pass->next_pass_ms = FOLLOW_UP_MS;
 }
