@@ -143,7 +143,7 @@ CREATE TYPE mlplat.campaign_claim AS (
   campaign         text,
   candidate        text,
   ordinal          int,
-  status           text,
+  status           text /* STATUS campaign_candidate */,
   job_name         text,
   manifest         jsonb,        -- the Job (BUILDING, CANCEL_REQUESTED): render_builder_job
   row_version      bigint,
@@ -290,7 +290,7 @@ END $$;
 CREATE TYPE mlplat.campaign_writeback AS (
   id                 bigint,
   row_version        bigint,        -- as claimed
-  status             text,          -- NULL: an observation only
+  status             text /* STATUS campaign_candidate */, -- NULL: an observation only
   reason_code        text,
   status_reason      text,
   observation        jsonb,         -- Job conditions, times, attestation digest, verified_by

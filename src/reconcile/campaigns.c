@@ -88,7 +88,7 @@ typedef struct Cand
 	int64 attested_bytes;
 	char attestation_sha256[ML_CONTENT_ID_LEN + 1];
 	const MlJsonValue *attestation;
-	const char *new_status; /* NULL: no move */
+	int new_status; /* an MlplatCampaignCandidateStatus, or MLPLAT_NO_STATUS: no move */
 	const char *reason_code;
 	char *status_reason;
 	TimestampTz started_at;
@@ -201,7 +201,7 @@ spend(const Cand *c, TimestampTz start, TimestampTz finish)
 }
 
 static void
-move(Cand *c, const char *status, const char *code, char *why)
+move(Cand *c, MlplatCampaignCandidateStatus status, const char *code, char *why)
 {
 	c->new_status = status;
 	c->reason_code = code;
@@ -233,11 +233,12 @@ retry_later(Cand *c, MlplatPass *pass, bool permanent, int retry_after_s, int fl
 static void
 cand_decide(Cand *c, TimestampTz now)
 {
-	bool cancel = strcmp(c->status, "CANCEL_REQUESTED") == 0;
+	bool cancel = c->status == MLPLAT_CAMPAIGN_CANDIDATE_CANCEL_REQUESTED;
 	bool expired = !cancel && c->expires_at != 0 && now >= c->expires_at;
 	const MlJsonValue *done;
 	const MlJsonValue *failed;
 
+	c->new_status = MLPLAT_NO_STATUS;
 	c->actual_gpu_seconds = -1;
 	c->retry_ms = -1;
 	if (c->cleanup)
@@ -264,21 +265,21 @@ cand_decide(Cand *c, TimestampTz now)
 		}
 		c->settle_note = c->unanswered != NULL;
 		if (cancel)
-			move(c, "CANCELLED", NULL,
+			move(c, MLPLAT_CAMPAIGN_CANDIDATE_CANCELLED, NULL,
 				 c->created ? psprintf("cancelled; Job %s/%s is gone", c->namespace, c->job_name)
 							: pstrdup("cancelled before the builder Job was created"));
 		else if (expired)
-			move(c, "FAILED", "APPROVAL_EXPIRED_WHILE_BUILDING",
+			move(c, MLPLAT_CAMPAIGN_CANDIDATE_FAILED, "APPROVAL_EXPIRED_WHILE_BUILDING",
 				 c->created ? psprintf("the approval expired while building; Job %s/%s is gone", c->namespace, c->job_name)
 							: pstrdup("the approval expired before the builder Job was created"));
 		else if (c->created)
-			move(c, "FAILED", "JOB_DISAPPEARED",
+			move(c, MLPLAT_CAMPAIGN_CANDIDATE_FAILED, "JOB_DISAPPEARED",
 				 psprintf("Job %s/%s disappeared outside mlplat; not resubmitted", c->namespace, c->job_name));
 		else if (c->manifest && c->due)
 			c->action = CAND_CREATE;
-		if (c->new_status && c->created)
+		if (c->new_status != MLPLAT_NO_STATUS && c->created)
 			c->actual_gpu_seconds = spend(c, 0, now);
-		else if (c->new_status)
+		else if (c->new_status != MLPLAT_NO_STATUS)
 			c->actual_gpu_seconds = 0;
 		return;
 	}
@@ -298,7 +299,7 @@ cand_decide(Cand *c, TimestampTz now)
 			if (cancel && !(c->unanswered && !mlplat_unanswered_settled(c->unanswered)))
 			{
 				/* the name is held by another Job: no create of this candidate made it */
-				move(c, "CANCELLED", NULL, psprintf("cancelled; %s", c->status_reason));
+				move(c, MLPLAT_CAMPAIGN_CANDIDATE_CANCELLED, NULL, psprintf("cancelled; %s", c->status_reason));
 				c->settle_note = c->unanswered != NULL;
 				c->actual_gpu_seconds = 0;
 			}
@@ -328,7 +329,7 @@ cand_decide(Cand *c, TimestampTz now)
 		const char *r = mlplat_json_text(failed, "reason", NULL, NULL);
 		const char *m = mlplat_json_text(failed, "message", NULL, NULL);
 
-		move(c, "FAILED", mlplat_str_same(r, "DeadlineExceeded") ? "BUILD_DEADLINE_EXCEEDED" : "BUILD_FAILED",
+		move(c, MLPLAT_CAMPAIGN_CANDIDATE_FAILED, mlplat_str_same(r, "DeadlineExceeded") ? "BUILD_DEADLINE_EXCEEDED" : "BUILD_FAILED",
 			 psprintf("Job %s/%s failed: %s%s%s", c->namespace, c->job_name, r ? r : "Failed", m ? ": " : "", m ? m : ""));
 		c->actual_gpu_seconds = spend(c, c->started_at, k8s_time(mlplat_json_text(failed, "lastTransitionTime", NULL, NULL)));
 		return;
@@ -456,9 +457,9 @@ after_attestation(Cand *c, MlJsonArena *arena, MlplatPass *pass)
 			break;
 		case MLPLAT_ARTIFACT_FAILED:
 			if (f->http_status == 404)
-				move(c, "FAILED", "ATTESTATION_MISSING", psprintf("the attestation %s is missing", c->attestation_uri));
+				move(c, MLPLAT_CAMPAIGN_CANDIDATE_FAILED, "ATTESTATION_MISSING", psprintf("the attestation %s is missing", c->attestation_uri));
 			else
-				move(c, "FAILED", "ATTESTATION_INVALID", psprintf("the attestation could not be read: %s", f->reason));
+				move(c, MLPLAT_CAMPAIGN_CANDIDATE_FAILED, "ATTESTATION_INVALID", psprintf("the attestation could not be read: %s", f->reason));
 			verify_span_end(c, c->status_reason);
 			return;
 		default:
@@ -471,7 +472,7 @@ after_attestation(Cand *c, MlJsonArena *arena, MlplatPass *pass)
 	why = attestation_check(c, arena, f->body, f->body_len, &code);
 	if (why)
 	{
-		move(c, "FAILED", code, why);
+		move(c, MLPLAT_CAMPAIGN_CANDIDATE_FAILED, code, why);
 		verify_span_end(c, why);
 		return;
 	}
@@ -490,20 +491,20 @@ after_verify(Cand *c, MlplatPass *pass)
 	{
 		case MLPLAT_ARTIFACT_OK:
 			c->ledger_outcome = "OK";
-			move(c, "BUILT", NULL, psprintf("built; output %s verified (%s)", c->output_uri, v->source));
+			move(c, MLPLAT_CAMPAIGN_CANDIDATE_BUILT, NULL, psprintf("built; output %s verified (%s)", c->output_uri, v->source));
 			verify_span_end(c, NULL);
 			return;
 		case MLPLAT_ARTIFACT_FAILED:
 			c->ledger_outcome = "FAILED";
 			c->ledger_error = v->detail;
 			if (v->got_sha256)
-				move(c, "FAILED", "OUTPUT_DIGEST_MISMATCH",
+				move(c, MLPLAT_CAMPAIGN_CANDIDATE_FAILED, "OUTPUT_DIGEST_MISMATCH",
 					 psprintf("output %s has sha256 %s; the attestation says %s", c->output_uri, v->got_sha256,
 							  c->attested_sha256));
 			else if (v->http_status == 404)
-				move(c, "FAILED", "OUTPUT_MISSING", psprintf("output %s is missing", c->output_uri));
+				move(c, MLPLAT_CAMPAIGN_CANDIDATE_FAILED, "OUTPUT_MISSING", psprintf("output %s is missing", c->output_uri));
 			else
-				move(c, "FAILED", "OUTPUT_UNVERIFIABLE", psprintf("output %s could not be verified: %s", c->output_uri, v->detail));
+				move(c, MLPLAT_CAMPAIGN_CANDIDATE_FAILED, "OUTPUT_UNVERIFIABLE", psprintf("output %s could not be verified: %s", c->output_uri, v->detail));
 			verify_span_end(c, c->status_reason);
 			return;
 		default:
@@ -593,7 +594,7 @@ request_result(Cand *c, MlplatPass *pass)
 			c->ledger_error = mlplat_kube_tenant_line(&res);
 			if (c->action == CAND_CREATE && res.status >= 400 && res.status < 500 && res.status != 404)
 			{
-				move(c, "FAILED", "BUILDER_REFUSED", psprintf("the cluster refused the builder Job: %s", mlplat_kube_tenant_line(&res)));
+				move(c, MLPLAT_CAMPAIGN_CANDIDATE_FAILED, "BUILDER_REFUSED", psprintf("the cluster refused the builder Job: %s", mlplat_kube_tenant_line(&res)));
 				c->actual_gpu_seconds = 0;
 			}
 			else
@@ -741,7 +742,7 @@ cand_row(MlplatWriteback *wb, void *entity, void *row)
 		w->observation = c->cleanup ? NULL : observation_json(c);
 		w->started_at = c->started_at;
 		w->actual_gpu_seconds = c->actual_gpu_seconds;
-		w->artifact = mlplat_str_same(c->new_status, "BUILT") ? artifact_json(c) : NULL;
+		w->artifact = c->new_status == MLPLAT_CAMPAIGN_CANDIDATE_BUILT ? artifact_json(c) : NULL;
 		w->cleanup_done = c->cleanup_done;
 		w->retry_ms = c->retry_ms;
 	}
@@ -852,7 +853,7 @@ mlplat_campaigns_pass(MlplatPass *pass)
 			case CAND_NONE:
 				break;
 		}
-		if (c->cleanup && c->due && strcmp(c->status, "BUILT") != 0)
+		if (c->cleanup && c->due && c->status != MLPLAT_CAMPAIGN_CANDIDATE_BUILT)
 		{
 			/* a build that did not succeed leaves nothing behind: its outputs go with its Job */
 			c->rm_output = mlplat_artifact_delete_new(c->output_uri, 0);
@@ -952,7 +953,7 @@ mlplat_campaigns_pass(MlplatPass *pass)
 			if (c->verify)
 			{
 				after_verify(c, pass);
-				built += mlplat_str_same(c->new_status, "BUILT");
+				built += c->new_status == MLPLAT_CAMPAIGN_CANDIDATE_BUILT;
 			}
 		}
 	}
