@@ -1594,7 +1594,7 @@ END $$;
 -- run still holding its lease.  APPROVAL_EXHAUSTED is not a blocker here: the run itself was
 -- counted in runs_used when it was admitted.
 CREATE TYPE mlplat.lab_run_claim AS (
-  id bigint, project text, namespace text, purpose text, status text, attempt int, job_name text,
+  id bigint, project text, namespace text, purpose text, status text /* STATUS lab_run */, attempt int, job_name text,
   secret_name text, row_version bigint, job text, secret text, output_uri text, max_output_bytes int,
   past_deadline boolean, finished boolean, dispatched_now boolean, traceparent text,
   job_created boolean, blocked boolean

@@ -212,16 +212,16 @@ lab_conflict(LabRun *r, const char *kind, const char *name, const char *why, con
 static bool
 lab_may_delete(const LabRun *r)
 {
-	return r->finished || r->past_deadline || strcmp(r->status, "CANCEL_REQUESTED") == 0 ||
-		   strcmp(r->status, "RETRY_WAIT") == 0;
+	return r->finished || r->past_deadline || r->status == MLPLAT_LAB_RUN_CANCEL_REQUESTED ||
+		   r->status == MLPLAT_LAB_RUN_RETRY_WAIT;
 }
 
 /* Decide what one run needs, from the claim and the observed Job and Secret alone. */
 static void
 lab_decide(LabRun *r, const char *instance)
 {
-	bool cancel = strcmp(r->status, "CANCEL_REQUESTED") == 0;
-	bool retry_wait = strcmp(r->status, "RETRY_WAIT") == 0;
+	bool cancel = r->status == MLPLAT_LAB_RUN_CANCEL_REQUESTED;
+	bool retry_wait = r->status == MLPLAT_LAB_RUN_RETRY_WAIT;
 	bool terminating = r->job_obj && mlplat_json_text(r->job_obj, "metadata", "deletionTimestamp", NULL);
 	const MlJsonValue *failed;
 
@@ -232,7 +232,7 @@ lab_decide(LabRun *r, const char *instance)
 	 * One made by a create whose answer no write-back recorded is adopted (ledger ADOPT),
 	 * also when a cancel came in the meantime (it is then deleted the normal way).
 	 */
-	if (r->job_obj && (strcmp(r->status, "DISPATCHED") == 0 || lab_may_delete(r)))
+	if (r->job_obj && (r->status == MLPLAT_LAB_RUN_DISPATCHED || lab_may_delete(r)))
 	{
 		char *why = not_ours(r->job_obj, instance, r->job_cid);
 		bool ending = lab_may_delete(r);
@@ -246,7 +246,7 @@ lab_decide(LabRun *r, const char *instance)
 			terminating = false;
 		}
 		else if (r->job_note && mlplat_unanswered_seen_settles(r->job_note) &&
-				 (strcmp(r->status, "DISPATCHED") == 0 || cancel))
+				 (r->status == MLPLAT_LAB_RUN_DISPATCHED || cancel))
 			r->adopt_job = true; /* created by a pass whose answer was lost */
 	}
 
@@ -292,7 +292,7 @@ lab_decide(LabRun *r, const char *instance)
 			r->observation = observation_json(r, "absent");
 			return;
 		}
-		if (strcmp(r->status, "DISPATCHED") == 0 && r->past_deadline)
+		if (r->status == MLPLAT_LAB_RUN_DISPATCHED && r->past_deadline)
 		{
 			/* nothing is created past the run deadline; an unanswered create may still land */
 			if (r->job_note && !mlplat_unanswered_settled(r->job_note))
@@ -304,7 +304,7 @@ lab_decide(LabRun *r, const char *instance)
 			}
 			return;
 		}
-		if (strcmp(r->status, "DISPATCHED") == 0 && r->job_created)
+		if (r->status == MLPLAT_LAB_RUN_DISPATCHED && r->job_created)
 		{
 			/*
 			 * The create was answered and recorded, and the Job is gone: it was removed outside
@@ -315,7 +315,7 @@ lab_decide(LabRun *r, const char *instance)
 			r->observation = observation_json(r, "disappeared");
 			return;
 		}
-		if (strcmp(r->status, "DISPATCHED") == 0)
+		if (r->status == MLPLAT_LAB_RUN_DISPATCHED)
 		{
 			char *why;
 
@@ -374,7 +374,7 @@ lab_decide(LabRun *r, const char *instance)
 			r->waiting = true;
 		return;
 	}
-	if (strcmp(r->status, "DISPATCHED") == 0)
+	if (r->status == MLPLAT_LAB_RUN_DISPATCHED)
 	{
 		int64 ready = 0;
 		int64 active = 0;
@@ -1025,7 +1025,7 @@ judge_objects(List *runs, List *orphans, const char *instance)
 	{
 		LabRun *r = lfirst(lc);
 
-		if (r->unobserved || strcmp(r->status, "DISPATCHED") == 0 || !lab_may_delete(r))
+		if (r->unobserved || r->status == MLPLAT_LAB_RUN_DISPATCHED || !lab_may_delete(r))
 			continue;
 		if (r->job_obj)
 		{
@@ -1090,14 +1090,14 @@ json_one(const char *key, const char *value)
 static void
 settle_created_blocked(LabRun *r)
 {
-	if (r->event != NULL || r->conflict != NULL || r->finished || strcmp(r->status, "RETRY_WAIT") == 0)
+	if (r->event != NULL || r->conflict != NULL || r->finished || r->status == MLPLAT_LAB_RUN_RETRY_WAIT)
 		return; /* (the write-back takes these events for DISPATCHED, RUNNING, CANCEL_REQUESTED) */
-	if (r->refused_by != NULL && strcmp(r->status, "DISPATCHED") == 0)
+	if (r->refused_by != NULL && r->status == MLPLAT_LAB_RUN_DISPATCHED)
 	{
 		r->event = "REFUSED";
 		r->observation = json_one("refused", r->refused_by);
 	}
-	else if (strcmp(r->status, "DISPATCHED") == 0 && !r->job_created && (r->job_made || r->job_obj != NULL))
+	else if (r->status == MLPLAT_LAB_RUN_DISPATCHED && !r->job_created && (r->job_made || r->job_obj != NULL))
 	{
 		r->event = "CREATED";
 		r->observation = observation_json(r, r->job_made ? "created" : "seen");
@@ -1332,8 +1332,8 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 		if (r->job_write != LAB_WRITE_NONE)
 			mlplat_write_notes_add(&w.sending, r->id, mlplat_object_path(r->namespace, r->job_name),
 								   write_action(r->job_write));
-		if (r->waiting || r->job_write != LAB_WRITE_NONE || strcmp(r->status, "RUNNING") == 0 ||
-			strcmp(r->status, "DISPATCHED") == 0)
+		if (r->waiting || r->job_write != LAB_WRITE_NONE || r->status == MLPLAT_LAB_RUN_RUNNING ||
+			r->status == MLPLAT_LAB_RUN_DISPATCHED)
 			pass->next_pass_ms = FOLLOW_UP_MS;
 	}
 	if (!mlplat_pass_work_notes_commit(&w, "requests"))
