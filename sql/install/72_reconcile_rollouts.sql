@@ -78,7 +78,7 @@ REVOKE ALL ON FUNCTION mlplat._rollout_want_percent(text, text, numeric) FROM PU
 -- by name.  The write-back (_rollouts_writeback_set, below) calls _rollouts_observe for each
 -- rollout: it decides and records (see docs/rollouts.md).
 CREATE TYPE mlplat.rollout_claim AS (
-  id bigint, project text, namespace text, name text, status text, row_version bigint,
+  id bigint, project text, namespace text, name text, status text /* STATUS rollout */, row_version bigint,
   spec text, want_percent int, target_revision int, target_kn text, previous_kn text,
   window_start_ms bigint, window_seconds int, decide_at_ms bigint, attempts int, due boolean,
   traceparent text, metrics_preset text);

@@ -953,7 +953,7 @@ rollouts_round(MlplatPass *pass, List *moved)
 			r->settle_note = true; /* overtaken, and past the grace */
 		/* a decision is due: gather the window's request metrics with it */
 		if (r->settled && r->window_start_ms > 0 && r->decide_at_ms > 0 && now_ms >= r->decide_at_ms &&
-			r->want_percent >= 0 && strcmp(r->status, "ROLLING_BACK") != 0 && r->target_kn != NULL)
+			r->want_percent >= 0 && r->status != MLPLAT_ROLLOUT_ROLLING_BACK && r->target_kn != NULL)
 			add_queries(acts, r, now_ms);
 	}
 	/* the write-ahead: every apply is on record before it is sent */
