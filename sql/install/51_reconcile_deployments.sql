@@ -17,7 +17,7 @@
 -- become READY.  seen_*: what KServe showed at the revision's first apply (seen_known: it was
 -- recorded; observed.kserve_at_apply, see isvc_status_current in deployments.c).
 CREATE TYPE mlplat.deployment_claim AS (
-  id bigint, project text, namespace text, name text, status text,
+  id bigint, project text, namespace text, name text, status text /* STATUS deployment */,
   generation bigint, observed_generation bigint, row_version bigint,
   desired_revision int, spec text, spec_digest text, traceparent text,
   attempts int, due boolean, drift_policy text, status_reason text,
@@ -29,7 +29,7 @@ CREATE TYPE mlplat.deployment_claim AS (
 -- observed_revision / endpoint keeps the stored value; top-level keys of observed replace those
 -- of the stored observed.
 CREATE TYPE mlplat.deployment_writeback AS (
-  id bigint, row_version bigint, status text, reason text,
+  id bigint, row_version bigint, status text /* STATUS deployment */, reason text,
   observed_generation bigint /* NULL<0 */, observed_revision int /* NULL<0 */, endpoint text,
   observed jsonb, error text, retry_ms int /* NULL<0 */);
 

@@ -149,7 +149,7 @@ typedef struct Deployment
 	bool answered;	  /* req got an answer: remove its own note */
 	bool settle_note; /* the unanswered apply is resolved: remove its note */
 	MlplatHttpRequest *req;
-	const char *new_status;
+	MlplatDeploymentStatus new_status;
 	char *reason;
 	char *endpoint;
 	bool mark_observed; /* observed_generation := generation */
@@ -367,23 +367,23 @@ deployment_readiness(Deployment *d)
 	{
 		const char *url = mlplat_json_text(d->obj, "status", "url", NULL);
 
-		d->new_status = "READY";
+		d->new_status = MLPLAT_DEPLOYMENT_READY;
 		d->endpoint = url ? pstrdup(url) : NULL;
 		d->reason = psprintf("revision %d ready", d->desired_revision);
 	}
 	else if (strcmp(ready, "False") == 0)
 	{
-		d->new_status = "FAILED";
+		d->new_status = MLPLAT_DEPLOYMENT_FAILED;
 		d->reason = psprintf("KServe reports not ready: %s", why ? why : "no reason given");
 	}
 	else if (d->deadline_passed)
 	{
-		d->new_status = "FAILED";
+		d->new_status = MLPLAT_DEPLOYMENT_FAILED;
 		d->reason = deadline_reason(d);
 	}
 	else
 	{
-		d->new_status = strcmp(d->status, "DRIFTED") == 0 ? "DRIFTED" : "DEPLOYING";
+		d->new_status = d->status == MLPLAT_DEPLOYMENT_DRIFTED ? MLPLAT_DEPLOYMENT_DRIFTED : MLPLAT_DEPLOYMENT_DEPLOYING;
 		d->reason = psprintf("waiting for revision %d to become ready", d->desired_revision);
 	}
 }
@@ -422,21 +422,21 @@ deployment_decide(Deployment *d, MlJsonArena *arena)
 		 * apply would write into an object about to go (and never re-create
 		 * it).  Wait for it to go, naming what holds it.
 		 */
-		if (strcmp(d->status, "DELETING") == 0)
+		if (d->status == MLPLAT_DEPLOYMENT_DELETING)
 			d->reason = fins[0] ? psprintf("waiting for finalizer %s to release InferenceService %s/%s (terminating since %s)",
 										   fins, d->namespace, d->name, since)
 								: psprintf("waiting for InferenceService %s/%s to go (terminating since %s)", d->namespace, d->name,
 										   since);
 		else
 		{
-			d->new_status = "DEPLOYING";
+			d->new_status = MLPLAT_DEPLOYMENT_DEPLOYING;
 			d->reason = terminating_wait_reason(d, fins);
 		}
-		if (strcmp(d->new_status, d->status) != 0 || d->status_reason == NULL || strcmp(d->status_reason, d->reason) != 0)
+		if (d->new_status != d->status || d->status_reason == NULL || strcmp(d->status_reason, d->reason) != 0)
 			d->write = true;
 		return;
 	}
-	if (strcmp(d->status, "DELETING") == 0)
+	if (d->status == MLPLAT_DEPLOYMENT_DELETING)
 	{
 		if (d->obj == NULL)
 		{
@@ -449,7 +449,7 @@ deployment_decide(Deployment *d, MlJsonArena *arena)
 					d->write = true;
 				return; /* DELETING: the pass looks again soon */
 			}
-			d->new_status = "DELETED";
+			d->new_status = MLPLAT_DEPLOYMENT_DELETED;
 			d->reason = pstrdup("the InferenceService is gone");
 			d->mark_observed = true;
 			d->settle_note = d->unanswered != NULL;
@@ -498,25 +498,25 @@ deployment_decide(Deployment *d, MlJsonArena *arena)
 			 * endpoint stays DRIFTED (and routed) while KServe settles the
 			 * edited object; one that never served waits, or fails, as usual.
 			 */
-			bool was_serving = strcmp(d->status, "READY") == 0 || strcmp(d->status, "DRIFTED") == 0;
+			bool was_serving = d->status == MLPLAT_DEPLOYMENT_READY || d->status == MLPLAT_DEPLOYMENT_DRIFTED;
 
 			deployment_readiness(d);
-			if (strcmp(d->new_status, "READY") == 0 ||
-				(strcmp(d->new_status, "FAILED") != 0 && was_serving))
+			if (d->new_status == MLPLAT_DEPLOYMENT_READY ||
+				(d->new_status != MLPLAT_DEPLOYMENT_FAILED && was_serving))
 			{
-				d->new_status = "DRIFTED";
+				d->new_status = MLPLAT_DEPLOYMENT_DRIFTED;
 				d->reason = psprintf("%s; not repaired (drift policy report)", d->drift);
 			}
 			return;
 		}
-		if (strcmp(d->status, "READY") == 0)
+		if (d->status == MLPLAT_DEPLOYMENT_READY)
 		{
 			/* first sight of drift: say so; the repair follows on the next pass */
-			d->new_status = "DRIFTED";
+			d->new_status = MLPLAT_DEPLOYMENT_DRIFTED;
 			d->reason = d->drift;
 		}
 		else if (d->due)
-			d->action = strcmp(d->status, "DRIFTED") == 0 ? DEP_REPAIR : DEP_APPLY;
+			d->action = d->status == MLPLAT_DEPLOYMENT_DRIFTED ? DEP_REPAIR : DEP_APPLY;
 		return;
 	}
 
@@ -552,11 +552,11 @@ deployment_not_ours(Deployment *d)
 	d->action = DEP_NONE;
 	d->new_status = d->status;
 	d->retry_ms = -1;
-	if (strcmp(d->status, "DELETING") == 0)
+	if (d->status == MLPLAT_DEPLOYMENT_DELETING)
 	{
 		if (d->unanswered && !mlplat_unanswered_settled(d->unanswered))
 			return; /* an apply of ours may still land: look again */
-		d->new_status = "DELETED";
+		d->new_status = MLPLAT_DEPLOYMENT_DELETED;
 		d->reason = psprintf("%s; not deleted", what);
 		d->mark_observed = true;
 		d->settle_note = d->unanswered != NULL;
@@ -566,8 +566,8 @@ deployment_not_ours(Deployment *d)
 		if (!d->due)
 			return;
 		/* not serving: the object under its name is someone else's */
-		if (strcmp(d->status, "READY") == 0 || strcmp(d->status, "DRIFTED") == 0)
-			d->new_status = "DEPLOYING";
+		if (d->status == MLPLAT_DEPLOYMENT_READY || d->status == MLPLAT_DEPLOYMENT_DRIFTED)
+			d->new_status = MLPLAT_DEPLOYMENT_DEPLOYING;
 		d->reason = psprintf("%s; not adopted, not touched", what);
 		d->error = d->reason;
 		d->retry_ms = mlplat_retry_ms(true, d->attempts, d->id, 0);
@@ -859,7 +859,7 @@ apply_result(Deployment *d, MlplatPass *pass)
 				d->reason = pstrdup("delete requested; waiting for the InferenceService to go");
 				break;
 			}
-			d->new_status = d->action == DEP_REPAIR ? "DRIFTED" : "DEPLOYING";
+			d->new_status = d->action == DEP_REPAIR ? MLPLAT_DEPLOYMENT_DRIFTED : MLPLAT_DEPLOYMENT_DEPLOYING;
 			d->reason = d->action == DEP_REPAIR
 							? psprintf("repair applied revision %d again over %s", d->desired_revision,
 									   d->drift ? d->drift : "drift")
@@ -894,7 +894,7 @@ apply_result(Deployment *d, MlplatPass *pass)
 	/* an intent whose applies keep failing also runs out of time */
 	if (d->error && d->deadline_passed && d->action == DEP_APPLY)
 	{
-		d->new_status = "FAILED";
+		d->new_status = MLPLAT_DEPLOYMENT_FAILED;
 		d->reason = psprintf("%s; the last apply failed: %s", deadline_reason(d), d->error);
 	}
 	if (d->retry_ms < 0)
@@ -1101,7 +1101,7 @@ apply_checked(MlplatPassWork *w, List *deps, List *checks)
 			 * it and never re-create it.  Wait for it to go, as deployment_decide.
 			 */
 			d->action = DEP_NONE;
-			d->new_status = "DEPLOYING";
+			d->new_status = MLPLAT_DEPLOYMENT_DEPLOYING;
 			d->reason = terminating_wait_reason(d, fins);
 			d->terminating_json = tjson;
 			d->write = true;
@@ -1124,10 +1124,10 @@ apply_checked(MlplatPassWork *w, List *deps, List *checks)
 		d->ledger_error = c->detail;
 		d->retry_ms = c->retry_ms >= 0 ? c->retry_ms : 1000;
 		d->http_status = c->http_status;
-		d->new_status = c->verdict == MLPLAT_ARTIFACT_FAILED ? "FAILED" : d->status;
+		d->new_status = c->verdict == MLPLAT_ARTIFACT_FAILED ? MLPLAT_DEPLOYMENT_FAILED : d->status;
 		/* a ledger row per finding; not again for each slow retry of the same failure */
 		if (c->verdict == MLPLAT_ARTIFACT_RETRY ||
-			(c->verdict == MLPLAT_ARTIFACT_FAILED && (d->attempts == 0 || strcmp(d->status, "FAILED") != 0)))
+			(c->verdict == MLPLAT_ARTIFACT_FAILED && (d->attempts == 0 || d->status != MLPLAT_DEPLOYMENT_FAILED)))
 		{
 			d->ledger_action = "VERIFY";
 			d->ledger_outcome = c->verdict == MLPLAT_ARTIFACT_FAILED ? "FAILED" : "RETRY";
@@ -1711,7 +1711,7 @@ mlplat_deployments_pass(MlplatPass *pass)
 				d->mode_json = m.data;
 			}
 		}
-		if (!observed && strcmp(d->status, "DELETING") == 0)
+		if (!observed && d->status == MLPLAT_DEPLOYMENT_DELETING)
 		{
 			/*
 			 * Unobserved: whatever holds the name is deleted only once it is seen
@@ -1746,8 +1746,8 @@ mlplat_deployments_pass(MlplatPass *pass)
 			d->ledger_action = "DELETE";
 			w.deletes++;
 		}
-		else if (strcmp(d->new_status, d->status) != 0 || (d->mark_observed && d->observed_generation != d->generation) ||
-				 (d->drift_report && strcmp(d->new_status, "DRIFTED") == 0 &&
+		else if (d->new_status != d->status || (d->mark_observed && d->observed_generation != d->generation) ||
+				 (d->drift_report && d->new_status == MLPLAT_DEPLOYMENT_DRIFTED &&
 				  (d->status_reason == NULL || strcmp(d->reason, d->status_reason) != 0)))
 		{
 			d->write = true; /* a status change only (or reported drift at other paths) */
@@ -1755,19 +1755,19 @@ mlplat_deployments_pass(MlplatPass *pass)
 		}
 		if (d->req)
 			d->req_span = dep_span(d, d->action == DEP_DELETE ? "delete" : "apply", MLPLAT_SPAN_CLIENT);
-		if (d->action == DEP_NONE && strcmp(d->new_status, d->status) != 0 &&
-			(strcmp(d->new_status, "READY") == 0 || strcmp(d->new_status, "FAILED") == 0))
+		if (d->action == DEP_NONE && d->new_status != d->status &&
+			(d->new_status == MLPLAT_DEPLOYMENT_READY || d->new_status == MLPLAT_DEPLOYMENT_FAILED))
 		{
 			/* the wait from the apply (an earlier pass) to KServe's verdict or the deadline */
 			MlplatSpan *s = dep_span(d, "readiness_wait", MLPLAT_SPAN_INTERNAL);
 
 			mlplat_span_start_after(s, "deployments.apply");
-			mlplat_span_attr_text(s, "mlplat.status", d->new_status);
-			mlplat_span_end(s, strcmp(d->new_status, "READY") == 0 ? NULL : d->reason);
+			mlplat_span_attr_text(s, "mlplat.status", mlplat_status_name(MLPLAT_MACHINE_DEPLOYMENT, d->new_status));
+			mlplat_span_end(s, d->new_status == MLPLAT_DEPLOYMENT_READY ? NULL : d->reason);
 		}
 		if (d->not_ours == NULL &&
-			(strcmp(d->new_status, "DEPLOYING") == 0 || strcmp(d->new_status, "DELETING") == 0 ||
-			 (strcmp(d->new_status, "DRIFTED") == 0 && !d->drift_report)))
+			(d->new_status == MLPLAT_DEPLOYMENT_DEPLOYING || d->new_status == MLPLAT_DEPLOYMENT_DELETING ||
+			 (d->new_status == MLPLAT_DEPLOYMENT_DRIFTED && !d->drift_report)))
 			pass->next_pass_ms = FOLLOW_UP_MS;
 	}
 	foreach (lc, w.orphans)
