@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test/style/run.sh — house style of the C tree, as TAP.
-#   1. every tracked .c/.h file is as clang-format-14 formats it (.clang-format);
+#   1. every .c/.h file (tracked, or new and not ignored) is as clang-format-14 formats it (.clang-format);
 #   2. every ereport(ERROR|FATAL|PANIC) names an errcode (a SQLSTATE a client
 #      can act on; elog stays for "cannot happen" internal errors);
 #   3. no empty comment block;
@@ -143,7 +143,7 @@ if ! command -v "$CF" >/dev/null; then
 	echo "Bail out! $CF is not installed (scripts/setup.sh installs it)"
 	exit 1
 fi
-mapfile -t FILES < <(git ls-files '*.c' '*.h')
+mapfile -t FILES < <(git ls-files --cached --others --exclude-standard '*.c' '*.h') # new files too: they are about to be committed
 
 # the planted bad file: unformatted, an ereport(ERROR) without errcode, an empty comment
 cat >"$T/bad.c" <<'C'
