@@ -55,12 +55,22 @@ mlplat_status_name(MlplatMachine m, int s)
 }
 
 int
-mlplat_status_parse(MlplatMachine m, const char *text)
+mlplat_status_find(MlplatMachine m, const char *text)
 {
 	Assert(m >= 0 && m < MLPLAT_NUM_MACHINES);
 	for (int s = 0; s < machines[m].n; s++)
 		if (strcmp(machines[m].names[s], text) == 0)
 			return s;
+	return MLPLAT_NO_STATUS;
+}
+
+int
+mlplat_status_parse(MlplatMachine m, const char *text)
+{
+	int s = mlplat_status_find(m, text);
+
+	if (s != MLPLAT_NO_STATUS)
+		return s;
 	ereport(ERROR,
 			(errcode(ERRCODE_DATA_EXCEPTION),
 			 errmsg("mlplat: \"%s\" is not a %s status this library knows", text, machines[m].machine),

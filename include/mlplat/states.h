@@ -138,6 +138,9 @@ typedef enum MlplatEchoStatus
 /* The name of status s of machine m (as SQL spells it), or NULL for MLPLAT_NO_STATUS. */
 extern const char *mlplat_status_name(MlplatMachine m, int s);
 
+/* The status of machine m spelt text, or MLPLAT_NO_STATUS when there is none. */
+extern int mlplat_status_find(MlplatMachine m, const char *text);
+
 /* The status of machine m spelt text; an ERROR naming machine and text when there is none. */
 extern int mlplat_status_parse(MlplatMachine m, const char *text);
 

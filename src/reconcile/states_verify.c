@@ -56,12 +56,9 @@ states_mismatch(MlplatMachine m)
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
 		char *text = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
-		int s;
+		int s = mlplat_status_find(m, text);
 
-		for (s = 0; s < n; s++)
-			if (strcmp(mlplat_status_name(m, s), text) == 0)
-				break;
-		if (s == n)
+		if (s == MLPLAT_NO_STATUS)
 			return psprintf("mlplat._%s_transitions() names the status \"%s\", which the library does not know",
 							mlplat_machine_name(m), text);
 		seen[s] = true;
