@@ -39,6 +39,11 @@ if build rollout_test -DMLPLAT_NO_FUZZ_MAIN test/unit/rollout_test.c \
 	src/json/json.c src/json/canonical.c; then
 	tap_binary rollout_test "$out/rollout_test" 0 fuzz/corpus/plan_rollout
 fi
+# The rollouts reconciler's pure decision, and its fuzz property.
+if build rollout_decide_test -DMLPLAT_NO_FUZZ_MAIN test/unit/rollout_decide_test.c fuzz/fuzz_rollout_decide.c \
+	src/reconcile/rollout_decide.c; then
+	tap_binary rollout_decide_test "$out/rollout_decide_test" 0
+fi
 # The S3 helpers (URIs, checksum headers, credentials, SigV4 against AWS's examples).
 if build s3_test test/unit/s3_test.c src/http/s3.c src/json/canonical.c src/json/json.c; then
 	tap_binary s3_test "$out/s3_test" 0
