@@ -52,7 +52,11 @@ INSTALL_PARTS = $(sort $(wildcard $(S)sql/install/*.sql))
 # parts and of the test kinds' script (a release build compiles none of the latter's).
 SEAM_SQL    = $(INSTALL_PARTS) $(sort $(wildcard $(S)test/kinds/*.sql))
 SEAM_TYPES  = include/mlplat/seam_types.h
-UPGRADE_PARTS = $(sort $(wildcard $(S)sql/upgrade/$(PREV_VERSION)--$(EXTVERSION)/*.sql))
+# The upgrade ends with the intent calls' rule of the install (99_entry_points.sql: every
+# public function answering mlplat.accepted is SECURITY DEFINER with search_path pinned), the
+# same file, so a call an upgrade part adds or redefines gets it as a fresh install's does.
+UPGRADE_PARTS = $(sort $(wildcard $(S)sql/upgrade/$(PREV_VERSION)--$(EXTVERSION)/*.sql)) \
+                $(S)sql/install/99_entry_points.sql
 
 DATA_built  = $(EXTENSION)--$(EXTVERSION).sql $(EXTENSION)--$(PREV_VERSION)--$(EXTVERSION).sql
 DATA        = $(patsubst $(S)%,%,$(wildcard $(S)sql/frozen/*.sql) $(wildcard $(S)sql/upgrade/*.sql))
@@ -110,7 +114,7 @@ $(EXTENSION)--$(EXTVERSION).sql: $(INSTALL_PARTS) mlplat.control
 	   for f in $(INSTALL_PARTS); do echo; echo "-- ==== $${f#$(S)}"; cat $$f; done; } > $@
 
 $(EXTENSION)--$(PREV_VERSION)--$(EXTVERSION).sql: $(UPGRADE_PARTS) mlplat.control
-	@{ echo "-- mlplat $(PREV_VERSION) -> $(EXTVERSION): generated from sql/upgrade/$(PREV_VERSION)--$(EXTVERSION)/*.sql."; \
+	@{ echo "-- mlplat $(PREV_VERSION) -> $(EXTVERSION): generated from sql/upgrade/$(PREV_VERSION)--$(EXTVERSION)/*.sql and sql/install/99_entry_points.sql."; \
 	   printf '%s\n' '\echo Use "ALTER EXTENSION mlplat UPDATE" to load this file. \quit'; \
 	   for f in $(UPGRADE_PARTS); do echo; echo "-- ==== $${f#$(S)}"; cat $$f; done; } > $@
 

@@ -1,7 +1,9 @@
 -- 10_api_core: identity, authorization as data, idempotency, audit, trace context.
 --
 -- Conventions for every API function in later parts:
---   SECURITY DEFINER, SET search_path = pg_catalog, mlplat, pg_temp, every
+--   SECURITY DEFINER, SET search_path = pg_catalog, mlplat, pg_temp (an intent call, one
+--   that returns mlplat.accepted, gets both from the rule in 99_entry_points.sql and does
+--   not spell them), every
 --   reference schema-qualified; authorize -> idempotency claim -> validate ->
 --   write desired state + audit -> wake on commit -> return mlplat.accepted
 --   (_api_begin, _api_claim and _api_accept below: "the API call").

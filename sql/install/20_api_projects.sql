@@ -59,8 +59,7 @@ END $$;
 CREATE FUNCTION mlplat.create_project(name text, gpu_quota int, cpu_quota text DEFAULT NULL,
                                       memory_quota text DEFAULT NULL, idempotency_key text DEFAULT NULL,
                                       owner text DEFAULT NULL)
-RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp AS $$
+RETURNS mlplat.accepted LANGUAGE plpgsql AS $$
 DECLARE
   -- no project to authorize against yet: administrators only (below); its id once written
   api mlplat.api_call := ('create_project', create_project.name, NULL, mlplat._traceparent(),
@@ -130,8 +129,7 @@ END $$;
 
 CREATE FUNCTION mlplat.set_project_quota(project text, gpu_quota int, cpu_quota text DEFAULT NULL,
                                          memory_quota text DEFAULT NULL, idempotency_key text DEFAULT NULL)
-RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
+RETURNS mlplat.accepted LANGUAGE plpgsql SET lock_timeout = '5s' AS $$
 DECLARE
   api mlplat.api_call := mlplat._api_begin('set_project_quota', set_project_quota.project, set_project_quota.idempotency_key);
   r mlplat.accepted;
@@ -167,8 +165,7 @@ BEGIN
 END $$;
 
 CREATE FUNCTION mlplat.delete_project(name text)
-RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
+RETURNS mlplat.accepted LANGUAGE plpgsql SET lock_timeout = '5s' AS $$
 DECLARE
   api mlplat.api_call := mlplat._api_begin('delete_project', delete_project.name);
   r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'project', NULL, NULL, NULL, false)::mlplat.accepted;
@@ -249,8 +246,7 @@ BEGIN
 END $$;
 
 CREATE FUNCTION mlplat.grant_role(project text, principal text, role text)
-RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp AS $$
+RETURNS mlplat.accepted LANGUAGE plpgsql AS $$
 DECLARE
   api mlplat.api_call := mlplat._api_begin('grant_role', grant_role.project);
   r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'member', NULL, NULL, 'GRANTED', false)::mlplat.accepted;
@@ -266,8 +262,7 @@ BEGIN
 END $$;
 
 CREATE FUNCTION mlplat.revoke_role(project text, principal text, role text)
-RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
+RETURNS mlplat.accepted LANGUAGE plpgsql SET lock_timeout = '5s' AS $$
 DECLARE
   api mlplat.api_call := mlplat._api_begin('revoke_role', revoke_role.project);
   r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'member', NULL, NULL, 'REVOKED', false)::mlplat.accepted;

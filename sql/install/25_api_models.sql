@@ -20,8 +20,7 @@ END $$;
 CREATE FUNCTION mlplat.register_model_version(project text, model text, version text, artifact_uri text,
                                               artifact_sha256 text, runtime_kind text, model_format text,
                                               idempotency_key text DEFAULT NULL)
-RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp AS $$
+RETURNS mlplat.accepted LANGUAGE plpgsql AS $$
 DECLARE
   api mlplat.api_call := mlplat._api_begin('register_model', register_model_version.project, register_model_version.idempotency_key);
   r mlplat.accepted;
@@ -130,8 +129,7 @@ BEGIN
 END $$;
 
 CREATE FUNCTION mlplat.set_model_stage(project text, model text, version text, stage text)
-RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
+RETURNS mlplat.accepted LANGUAGE plpgsql SET lock_timeout = '5s' AS $$
 DECLARE
   api mlplat.api_call := mlplat._api_begin('set_model_stage', set_model_stage.project);
   r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'model_version', NULL, NULL, NULL, false)::mlplat.accepted;

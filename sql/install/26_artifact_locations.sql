@@ -80,8 +80,7 @@ BEGIN
 END $$;
 
 CREATE FUNCTION mlplat.add_artifact_location(project text, location text, idempotency_key text DEFAULT NULL)
-RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp AS $$
+RETURNS mlplat.accepted LANGUAGE plpgsql AS $$
 DECLARE
   -- one permission, set_artifact_locations, for adding and removing
   api mlplat.api_call := mlplat._api_begin('add_artifact_location', add_artifact_location.project, add_artifact_location.idempotency_key, 'set_artifact_locations');
@@ -117,8 +116,7 @@ END $$;
 -- Removing a location refuses new registrations under it; versions registered before keep
 -- their artifact_uri (they are immutable) and stay deployable.
 CREATE FUNCTION mlplat.remove_artifact_location(project text, location text, idempotency_key text DEFAULT NULL)
-RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp AS $$
+RETURNS mlplat.accepted LANGUAGE plpgsql AS $$
 DECLARE
   -- one permission, set_artifact_locations, for adding and removing
   api mlplat.api_call := mlplat._api_begin('remove_artifact_location', remove_artifact_location.project, remove_artifact_location.idempotency_key, 'set_artifact_locations');

@@ -227,8 +227,7 @@ CREATE TRIGGER deployments_gpus_delete AFTER DELETE ON mlplat.deployments FOR EA
 CREATE FUNCTION mlplat.deploy(project text, deployment text, model text, version text, runtime_kind text,
                               gpus int DEFAULT 0, min_replicas int DEFAULT 1, max_replicas int DEFAULT 1,
                               env jsonb DEFAULT '{}', idempotency_key text DEFAULT NULL)
-RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
+RETURNS mlplat.accepted LANGUAGE plpgsql SET lock_timeout = '5s' AS $$
 DECLARE
   pid bigint := mlplat._authorize('deploy', deploy.project);
   who text := mlplat._actor();
@@ -394,8 +393,7 @@ BEGIN
 END $$;
 
 CREATE FUNCTION mlplat.rollback_deployment(project text, deployment text)
-RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
+RETURNS mlplat.accepted LANGUAGE plpgsql SET lock_timeout = '5s' AS $$
 DECLARE
   api mlplat.api_call := mlplat._api_begin('rollback_deployment', rollback_deployment.project);
   r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'deployment', NULL, NULL, NULL, false)::mlplat.accepted;
@@ -441,8 +439,7 @@ BEGIN
 END $$;
 
 CREATE FUNCTION mlplat.undeploy(project text, deployment text)
-RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
+RETURNS mlplat.accepted LANGUAGE plpgsql SET lock_timeout = '5s' AS $$
 DECLARE
   api mlplat.api_call := mlplat._api_begin('undeploy', undeploy.project);
   r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'deployment', NULL, NULL, NULL, false)::mlplat.accepted;
@@ -543,8 +540,7 @@ END $$;
 -- re-applies the desired revision, 'report' only marks it DRIFTED with the differing paths.
 CREATE FUNCTION mlplat.set_drift_policy(project text, deployment text, policy text,
                                         idempotency_key text DEFAULT NULL)
-RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
+RETURNS mlplat.accepted LANGUAGE plpgsql SET lock_timeout = '5s' AS $$
 DECLARE
   pid bigint := mlplat._authorize('set_drift_policy', set_drift_policy.project);
 BEGIN
@@ -561,8 +557,7 @@ END $$;
 -- applies to the wait in progress too, counted from the deploy or rollback that started it.
 CREATE FUNCTION mlplat.set_deploy_deadline(project text, deployment text, deadline interval,
                                            idempotency_key text DEFAULT NULL)
-RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
+RETURNS mlplat.accepted LANGUAGE plpgsql SET lock_timeout = '5s' AS $$
 DECLARE
   pid bigint := mlplat._authorize('set_deploy_deadline', set_deploy_deadline.project);
 BEGIN

@@ -235,8 +235,7 @@ BEGIN
 END $$;
 
 CREATE FUNCTION mlplat.start_run(project text, run text, spec jsonb, idempotency_key text DEFAULT NULL)
-RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
+RETURNS mlplat.accepted LANGUAGE plpgsql SET lock_timeout = '5s' AS $$
 DECLARE
   api mlplat.api_call := mlplat._api_begin('start_run', start_run.project, start_run.idempotency_key);
   g int;
@@ -249,8 +248,7 @@ BEGIN
 END $$;
 
 CREATE FUNCTION mlplat.start_pipeline_run(project text, name text, steps jsonb, idempotency_key text DEFAULT NULL)
-RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
+RETURNS mlplat.accepted LANGUAGE plpgsql SET lock_timeout = '5s' AS $$
 DECLARE
   api mlplat.api_call := mlplat._api_begin('start_pipeline_run', start_pipeline_run.project,
                                            start_pipeline_run.idempotency_key);
@@ -273,8 +271,7 @@ BEGIN
 END $$;
 
 CREATE FUNCTION mlplat.cancel_run(project text, run text)
-RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
+RETURNS mlplat.accepted LANGUAGE plpgsql SET lock_timeout = '5s' AS $$
 DECLARE
   api mlplat.api_call := mlplat._api_begin('cancel_run', cancel_run.project);
   r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'run', NULL, NULL, NULL, false)::mlplat.accepted;

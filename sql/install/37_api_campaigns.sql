@@ -581,8 +581,7 @@ END $$;
 -- ---------------------------------------------------------------- API
 
 CREATE FUNCTION mlplat.create_campaign(project text, campaign text, definition jsonb, idempotency_key text DEFAULT NULL)
-RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
+RETURNS mlplat.accepted LANGUAGE plpgsql SET lock_timeout = '5s' AS $$
 DECLARE
   api mlplat.api_call := mlplat._api_begin('create_campaign', create_campaign.project, create_campaign.idempotency_key);
   r mlplat.accepted;
@@ -645,8 +644,7 @@ END $$;
 
 CREATE FUNCTION mlplat.approve_campaign(project text, campaign text, max_spend_gpu_seconds bigint, valid_for interval,
                                         idempotency_key text DEFAULT NULL)
-RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
+RETURNS mlplat.accepted LANGUAGE plpgsql SET lock_timeout = '5s' AS $$
 DECLARE
   api mlplat.api_call := mlplat._api_begin('approve_campaign', approve_campaign.project, approve_campaign.idempotency_key);
   r mlplat.accepted;
@@ -709,8 +707,7 @@ BEGIN
 END $$;
 
 CREATE FUNCTION mlplat.cancel_campaign(project text, campaign text)
-RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
+RETURNS mlplat.accepted LANGUAGE plpgsql SET lock_timeout = '5s' AS $$
 DECLARE
   api mlplat.api_call := mlplat._api_begin('cancel_campaign', cancel_campaign.project);
   r mlplat.accepted;
@@ -799,8 +796,7 @@ END $$;
 
 CREATE FUNCTION mlplat.record_candidate_evidence(project text, campaign text, candidate text, class text, evidence jsonb,
                                                  observed_version bigint, idempotency_key text DEFAULT NULL)
-RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
+RETURNS mlplat.accepted LANGUAGE plpgsql SET lock_timeout = '5s' AS $$
 DECLARE
   api mlplat.api_call := mlplat._api_begin('record_candidate_evidence', record_candidate_evidence.project, record_candidate_evidence.idempotency_key);
   r mlplat.accepted;
@@ -962,8 +958,7 @@ BEGIN
 END $$;
 
 CREATE FUNCTION mlplat.qualify_artifact(project text, artifact_id bigint, evidence jsonb, idempotency_key text DEFAULT NULL)
-RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
+RETURNS mlplat.accepted LANGUAGE plpgsql SET lock_timeout = '5s' AS $$
 DECLARE
   api mlplat.api_call := mlplat._api_begin('qualify_artifact', qualify_artifact.project, qualify_artifact.idempotency_key);
   r mlplat.accepted;
@@ -1105,7 +1100,7 @@ BEGIN
 END $$;
 
 CREATE FUNCTION mlplat.register_evidence_signer(name text, public_key bytea)
-RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, mlplat, pg_temp AS $$
+RETURNS mlplat.accepted LANGUAGE plpgsql AS $$
 DECLARE
   r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'evidence_signer', NULL, NULL, 'REGISTERED', false)::mlplat.accepted;
   api mlplat.api_call := mlplat._api_platform('register_evidence_signer');
@@ -1133,7 +1128,7 @@ BEGIN
 END $$;
 
 CREATE FUNCTION mlplat.revoke_evidence_signer(name text)
-RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, mlplat, pg_temp AS $$
+RETURNS mlplat.accepted LANGUAGE plpgsql AS $$
 DECLARE
   r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'evidence_signer', NULL, NULL, 'REVOKED', false)::mlplat.accepted;
   api mlplat.api_call := mlplat._api_platform('revoke_evidence_signer');
@@ -1151,7 +1146,7 @@ BEGIN
 END $$;
 
 CREATE FUNCTION mlplat.register_optimization_preset(name text, plan jsonb)
-RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, mlplat, pg_temp AS $$
+RETURNS mlplat.accepted LANGUAGE plpgsql AS $$
 DECLARE
   r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'optimization_preset', NULL, NULL, 'REGISTERED', false)::mlplat.accepted;
   api mlplat.api_call := mlplat._api_platform('register_optimization_preset');

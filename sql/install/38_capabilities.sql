@@ -77,7 +77,7 @@ BEGIN
 END $$;
 
 CREATE FUNCTION mlplat.register_component(name text, role text, spec jsonb, regression_test text)
-RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, mlplat, pg_temp AS $$
+RETURNS mlplat.accepted LANGUAGE plpgsql AS $$
 DECLARE
   r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'component', NULL, NULL, 'REGISTERED', false)::mlplat.accepted;
   api mlplat.api_call := mlplat._api_platform('register_component');
@@ -206,7 +206,7 @@ BEGIN
 END $$;
 
 CREATE FUNCTION mlplat.set_capability_qualification(id bigint, qualification text, regression_test text)
-RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, mlplat, pg_temp AS $$
+RETURNS mlplat.accepted LANGUAGE plpgsql AS $$
 DECLARE
   r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'capability_descriptor', set_capability_qualification.id, NULL,
                         set_capability_qualification.qualification, false)::mlplat.accepted;
@@ -378,8 +378,7 @@ END $$;
 -- ---------------------------------------------------------------- serving owners
 
 CREATE FUNCTION mlplat.set_serving_owner(project text, deployment text, domain text, component text)
-RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
+RETURNS mlplat.accepted LANGUAGE plpgsql SET lock_timeout = '5s' AS $$
 DECLARE
   api mlplat.api_call := mlplat._api_begin('set_serving_owner', set_serving_owner.project);
   r mlplat.accepted;

@@ -842,8 +842,7 @@ COMMENT ON FUNCTION mlplat.lab_preflight(text, bigint, text, bigint, bigint, big
 -- ---------------------------------------------------------------- nodes (administrators)
 
 CREATE FUNCTION mlplat.register_lab_node(node text, accelerator text, gpus int)
-RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp AS $$
+RETURNS mlplat.accepted LANGUAGE plpgsql AS $$
 DECLARE
   r mlplat.accepted;
   nid bigint;
@@ -873,8 +872,7 @@ BEGIN
 END $$;
 
 CREATE FUNCTION mlplat.disable_lab_node(node text)
-RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp AS $$
+RETURNS mlplat.accepted LANGUAGE plpgsql AS $$
 DECLARE
   r mlplat.accepted;
   nid bigint;
@@ -918,8 +916,7 @@ BEGIN
 END $$;
 
 CREATE FUNCTION mlplat.register_lab_profile(project text, name text, spec jsonb, idempotency_key text DEFAULT NULL)
-RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp AS $$
+RETURNS mlplat.accepted LANGUAGE plpgsql AS $$
 DECLARE
   pid bigint := mlplat._authorize_member('register_lab_profile', register_lab_profile.project);
   who text := mlplat._actor();
@@ -970,8 +967,7 @@ BEGIN
 END $$;
 
 CREATE FUNCTION mlplat.disable_lab_profile(project text, profile_id bigint)
-RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
+RETURNS mlplat.accepted LANGUAGE plpgsql SET lock_timeout = '5s' AS $$
 DECLARE
   api mlplat.api_call := mlplat._lab_begin('disable_lab_profile', disable_lab_profile.project,
                                            disable_lab_profile.profile_id IS NULL);
@@ -992,8 +988,7 @@ END $$;
 CREATE FUNCTION mlplat.approve_lab(project text, candidate_id bigint, artifact_sha256 text, runtime_profile_id bigint,
                                    node_id bigint, families text[], limits jsonb, max_runs int, valid_for interval,
                                    idempotency_key text DEFAULT NULL)
-RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
+RETURNS mlplat.accepted LANGUAGE plpgsql SET lock_timeout = '5s' AS $$
 DECLARE
   pid bigint := mlplat._authorize_member('approve_lab', approve_lab.project);
   who text := mlplat._actor();
@@ -1056,8 +1051,7 @@ BEGIN
 END $$;
 
 CREATE FUNCTION mlplat.revoke_lab_approval(project text, approval_id bigint)
-RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
+RETURNS mlplat.accepted LANGUAGE plpgsql SET lock_timeout = '5s' AS $$
 DECLARE
   api mlplat.api_call := mlplat._lab_begin('revoke_lab_approval', revoke_lab_approval.project,
                                            revoke_lab_approval.approval_id IS NULL);
@@ -1387,8 +1381,7 @@ END $$;
 CREATE FUNCTION mlplat.start_lab_run(project text, candidate_id bigint, artifact_sha256 text, runtime_profile_id bigint,
                                      node_id bigint, approval_id bigint, family text, inputs jsonb,
                                      limits jsonb DEFAULT '{}', idempotency_key text DEFAULT NULL)
-RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
+RETURNS mlplat.accepted LANGUAGE plpgsql SET lock_timeout = '5s' AS $$
 DECLARE
   pid bigint := mlplat._authorize_member('start_lab_run', start_lab_run.project);
   who text := mlplat._actor();
@@ -1412,8 +1405,7 @@ END $$;
 
 CREATE FUNCTION mlplat.start_lab_probe(project text, candidate_id bigint, artifact_sha256 text, runtime_profile_id bigint,
                                        node_id bigint, idempotency_key text DEFAULT NULL)
-RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
+RETURNS mlplat.accepted LANGUAGE plpgsql SET lock_timeout = '5s' AS $$
 DECLARE
   pid bigint := mlplat._authorize_member('start_lab_probe', start_lab_probe.project);
   who text := mlplat._actor();
@@ -1441,8 +1433,7 @@ END $$;
 -- Requests cancellation; never sets CANCELLED: only the reconciler does, once it has seen the
 -- Job gone (or knows no create was ever sent).  Until then GPUs and the node lease stay held.
 CREATE FUNCTION mlplat.cancel_lab_run(project text, lab_run_id bigint)
-RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
+RETURNS mlplat.accepted LANGUAGE plpgsql SET lock_timeout = '5s' AS $$
 DECLARE
   api mlplat.api_call := mlplat._lab_begin('cancel_lab_run', cancel_lab_run.project, cancel_lab_run.lab_run_id IS NULL);
   who text := mlplat._actor();

@@ -66,8 +66,7 @@ END $$;
 
 CREATE FUNCTION mlplat.start_rollout(project text, deployment text, model text, version text, policy jsonb,
                                      idempotency_key text DEFAULT NULL)
-RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
+RETURNS mlplat.accepted LANGUAGE plpgsql SET lock_timeout = '5s' AS $$
 DECLARE
   api mlplat.api_call := mlplat._api_begin('start_rollout', start_rollout.project, start_rollout.idempotency_key);
   r mlplat.accepted;
@@ -201,13 +200,11 @@ BEGIN
 END $$;
 
 CREATE FUNCTION mlplat.promote_rollout(project text, deployment text)
-RETURNS mlplat.accepted LANGUAGE sql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
+RETURNS mlplat.accepted LANGUAGE sql SET lock_timeout = '5s' AS $$
   SELECT * FROM mlplat._rollout_request('promote_rollout', project, deployment)
 $$;
 
 CREATE FUNCTION mlplat.abort_rollout(project text, deployment text)
-RETURNS mlplat.accepted LANGUAGE sql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
+RETURNS mlplat.accepted LANGUAGE sql SET lock_timeout = '5s' AS $$
   SELECT * FROM mlplat._rollout_request('abort_rollout', project, deployment)
 $$;

@@ -138,8 +138,7 @@ END $$;
 
 -- An explicit retry of a finished, unsuccessful run: a new attempt, a new workflow name.
 CREATE FUNCTION mlplat.retry_run(project text, run text)
-RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
+RETURNS mlplat.accepted LANGUAGE plpgsql SET lock_timeout = '5s' AS $$
 DECLARE
   pid bigint := mlplat._authorize('retry_run', retry_run.project);
   r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'run', NULL, NULL, NULL, false)::mlplat.accepted;

@@ -52,8 +52,7 @@ VALUES ('deployer', 'set_metrics_preset'), ('owner', 'set_metrics_preset');
 -- no revision, no generation; the next rollout decision reads it.
 CREATE FUNCTION mlplat.set_metrics_preset(project text, deployment text, preset text,
                                           idempotency_key text DEFAULT NULL)
-RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
+RETURNS mlplat.accepted LANGUAGE plpgsql SET lock_timeout = '5s' AS $$
 DECLARE
   api mlplat.api_call := mlplat._api_begin('set_metrics_preset', set_metrics_preset.project,
                                            set_metrics_preset.idempotency_key);

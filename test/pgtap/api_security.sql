@@ -1,6 +1,6 @@
 -- pgTAP: SECURITY DEFINER hygiene, search_path hijacks, audit immutability, privileges.
 BEGIN;
-SELECT plan(36);
+SELECT plan(37);
 \ir lib/helpers.sql
 
 DO $$ BEGIN
@@ -13,6 +13,14 @@ SELECT is(
   (SELECT count(*) FROM pg_proc p WHERE p.pronamespace = 'mlplat'::regnamespace AND p.prosecdef
      AND 'search_path=pg_catalog, mlplat, pg_temp' = ANY (p.proconfig)),
   'every SECURITY DEFINER function pins search_path = pg_catalog, mlplat, pg_temp');
+-- the intent calls' rule (sql/install/99_entry_points.sql): every public function that answers
+-- mlplat.accepted is SECURITY DEFINER with search_path pinned first
+SELECT is(
+  (SELECT array_agg(p.proname::text ORDER BY p.proname) FROM pg_proc p
+   WHERE p.pronamespace = 'mlplat'::regnamespace AND p.prorettype = 'mlplat.accepted'::regtype
+     AND p.proname NOT LIKE '\_%'
+     AND NOT (p.prosecdef AND p.proconfig[1] = 'search_path=pg_catalog, mlplat, pg_temp')),
+  NULL, 'every intent call (a public function answering mlplat.accepted) follows the entry-point rule');
 CREATE TEMP TABLE tap_api_functions (name text);
 INSERT INTO tap_api_functions VALUES ('create_project'), ('set_project_quota'), ('delete_project'), ('grant_role'),
   ('revoke_role'), ('register_model_version'), ('set_model_stage'), ('deploy'), ('rollback_deployment'),
