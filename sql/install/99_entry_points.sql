@@ -9,8 +9,8 @@
 -- settings stay, after the search_path (SET lock_timeout: the calls that bound their lock
 -- waits give the caller's lock_timeout back on return).  test/pgtap/api_security.sql checks
 -- that every intent call has it.  The other SECURITY DEFINER functions (readers such as
--- render_inference_service, the metrics, two triggers) declare it themselves: each for its
--- own reason, written beside it.
+-- render_inference_service and the metrics, register_capability, three triggers and the
+-- row-level security helper _can_view) answer other types and declare it themselves.
 DO $$
 DECLARE
   f regprocedure;
