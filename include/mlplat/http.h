@@ -65,6 +65,7 @@ typedef struct MlplatHttpRequest
 	/* ---- output (valid after mlplat_http_batch_run) */
 	bool done;						   /* the request ran (false: never started) */
 	bool failed;					   /* no usable response: see error */
+	bool too_large;					   /* ... because the body was longer than max_body */
 	int status;						   /* HTTP status received, 0 if none */
 	char error[MLPLAT_HTTP_ERROR_LEN]; /* "" unless failed */
 	int retry_after_s;				   /* parsed Retry-After (seconds or HTTP date), 0 if absent */

@@ -90,22 +90,58 @@ extern char *mlplat_kube_get_each(MlJsonArena *arena, const MlplatKubeResource *
 
 /*
  * One object observed by name, for a kind that looks at a few objects it
- * knows by name (rollouts: each one's InferenceService) rather than LISTing
- * them.  Two steps, so that the GETs can share one batch with the kind's
- * other reads: mlplat_observe_get adds the GET; after the batch ran,
- * mlplat_observe_got reads the answer once — classified into res, the body
- * parsed into arena.  What the kind then decides reads only this struct, so a
- * watch-fed cache could fill it instead and nothing after it would change.
+ * knows by name (rollouts: each one's InferenceService; a GET after a 409;
+ * the look before a first apply) rather than LISTing them, or at what
+ * another peer holds (a registry alias, an output in the object store).  Two
+ * steps, so that the reads can share one batch with the kind's other
+ * requests: mlplat_observe_get (a Kubernetes object) or mlplat_observe_peer
+ * (a peer's request the kind made) adds the read; after the batch ran,
+ * mlplat_observe_got reads the answer once, the body parsed into arena, and
+ * classifies it one way for every peer: FOUND (obj), GONE (the peer says
+ * there is none), or ERROR (error says why; retry after retry_after_s, or
+ * refused when permanent).  What the kind then decides reads only this
+ * struct, so a watch-fed cache could fill it instead and nothing after it
+ * would change.
  */
+typedef enum MlplatObservedState
+{
+	MLPLAT_OBSERVED_UNREAD = 0, /* not asked, or its answer not read yet */
+	MLPLAT_OBSERVED_FOUND,		/* read: obj */
+	MLPLAT_OBSERVED_GONE,		/* the peer has none under that name */
+	MLPLAT_OBSERVED_ERROR		/* no usable answer: error */
+} MlplatObservedState;
+
+/*
+ * A peer that is not Kubernetes: its name in error lines ("registry"), which
+ * answers say that there is no such object (an object store's 404; MLflow's
+ * codes), and the line for an error answer (NULL: "<name> answered HTTP n").
+ * body is the answer parsed, or NULL.
+ */
+typedef struct MlplatObservePeer
+{
+	const char *name;
+	bool (*gone)(int status, const MlJsonValue *body);
+	char *(*why)(int status, const MlJsonValue *body);
+} MlplatObservePeer;
+
 typedef struct MlplatObservedObject
 {
-	MlplatHttpRequest *get; /* NULL: not asked this pass */
-	MlplatKubeResult res;	/* the answer's classification (MLPLAT_KUBE_NOT_FOUND: there is none) */
-	const MlJsonValue *obj; /* the object, NULL when none was read (gone, failed, refused, not JSON) */
+	MlplatHttpRequest *get;		   /* NULL: not asked this pass */
+	const MlplatObservePeer *peer; /* NULL: a Kubernetes GET */
+	MlplatObservedState state;	   /* the answer's classification */
+	const MlJsonValue *obj;		   /* FOUND: the object (else NULL) */
+	int http_status;			   /* 0: no answer */
+	int retry_after_s;			   /* the answer's Retry-After, 0 when none */
+	const char *error;			   /* ERROR: one line a tenant may read (never a token or host) */
+	bool permanent;				   /* ERROR: a retry soon will not change it (kube.c's FAILED; a peer's 2xx
+									 * not JSON, or any status but 408, 429, 5xx) */
+	bool too_large;				   /* ERROR: the answer was longer than the request's max_body */
+	MlplatKubeResult res;		   /* a Kubernetes GET's classification in full (MLPLAT_KUBE_NOT_FOUND: GONE) */
 } MlplatObservedObject;
 
 extern void mlplat_observe_get(MlplatObservedObject *o, MlplatHttpBatch *batch, const MlplatKubeResource *res,
 							   const char *ns, const char *name);
+extern void mlplat_observe_peer(MlplatObservedObject *o, MlplatHttpRequest *get, const MlplatObservePeer *peer);
 extern void mlplat_observe_got(MlplatObservedObject *o, MlJsonArena *arena);
 
 /*

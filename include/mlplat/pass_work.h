@@ -20,6 +20,7 @@
 #include "mlplat/json.h"
 #include "mlplat/json_jsonb.h"
 #include "mlplat/kube.h"
+#include "mlplat/observe.h"
 #include "mlplat/reconcile.h"
 #include "mlplat/unanswered.h"
 
@@ -60,22 +61,17 @@ extern List *mlplat_pass_work_list(MlplatPassWork *w, const MlplatKubeResource *
 
 /*
  * A follow-up round after the pass's writes (a GET of what holds a name after a
- * 409, a completed attempt's output): ask adds at most one request for a row to
- * the round's batch and returns it (NULL: the row needs none); when any row
- * asked, the batch is sent and answer reads each asking row's reply.  The round
- * is written once so that a kind says only what it asks and what it makes of
- * the answer.
+ * 409, a completed attempt's output): ask adds at most one read for a row to the
+ * round's batch (mlplat_observe_get or mlplat_observe_peer of observe.h) and
+ * returns it (NULL: the row needs none); when any row asked, the batch is sent,
+ * each answer is read once (mlplat_observe_got) and answer decides on what it
+ * observed.  The round is written once so that a kind says only what it reads
+ * and what it makes of the observation.
  */
-typedef MlplatHttpRequest *(*MlplatFollowUpAsk)(MlplatPassWork *w, void *row, MlplatHttpBatch *batch);
-typedef void (*MlplatFollowUpAnswer)(MlplatPassWork *w, void *row, MlplatHttpRequest *req);
+typedef MlplatObservedObject *(*MlplatFollowUpAsk)(MlplatPassWork *w, void *row, MlplatHttpBatch *batch);
+typedef void (*MlplatFollowUpAnswer)(MlplatPassWork *w, void *row, const MlplatObservedObject *seen);
 extern void mlplat_pass_work_follow_up(MlplatPassWork *w, List *rows, MlplatFollowUpAsk ask,
 									   MlplatFollowUpAnswer answer);
-
-/*
- * The object a GET read, parsed into w->arena, with its classification in res;
- * NULL when the GET did not read one (failed, refused, gone, not JSON).
- */
-extern const MlJsonValue *mlplat_pass_work_got(MlplatPassWork *w, MlplatHttpRequest *get, MlplatKubeResult *res);
 
 /*
  * Commit the write-ahead notes of the writes about to be sent (what names

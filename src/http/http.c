@@ -637,7 +637,8 @@ finish_request(MlplatHttpPriv *priv, CURLcode rc)
 	if (rc != CURLE_OK || priv->too_big || priv->oom)
 	{
 		req->failed = true;
-		if (priv->too_big || rc == CURLE_FILESIZE_EXCEEDED)
+		req->too_large = priv->too_big || rc == CURLE_FILESIZE_EXCEEDED;
+		if (req->too_large)
 			snprintf(req->error, sizeof(req->error),
 					 "response body exceeds the limit of %zu bytes", req->max_body);
 		else if (priv->oom)

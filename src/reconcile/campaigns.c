@@ -76,7 +76,8 @@ typedef struct Cand
 	const MlplatUnanswered *unanswered;
 	const char *instance;
 	const MlJsonValue *render;
-	const MlJsonValue *obj; /* the Job, as listed */
+	const MlJsonValue *obj;		 /* the Job, as listed */
+	MlplatObservedObject holder; /* after a 409: what holds the Job's name */
 	/* decided */
 	CandAction action;
 	MlplatHttpRequest *req;
@@ -614,28 +615,28 @@ request_result(Cand *c, MlplatPass *pass)
 }
 
 /* After 409 answers: read what holds each name, in one follow-up round; adopt our own, report a look-alike. */
-static MlplatHttpRequest *
+static MlplatObservedObject *
 existing_ask(MlplatPassWork *w, void *row, MlplatHttpBatch *batch)
 {
 	Cand *c = row;
 
-	if (c->action == CAND_CREATE && mlplat_str_same(c->ledger_outcome, "CONFLICT"))
-		return mlplat_kube_get(batch, &JOB, c->namespace, c->job_name);
-	return NULL;
+	if (c->action != CAND_CREATE || !mlplat_str_same(c->ledger_outcome, "CONFLICT"))
+		return NULL;
+	mlplat_observe_get(&c->holder, batch, &JOB, c->namespace, c->job_name);
+	return &c->holder;
 }
 
 static void
-existing_answer(MlplatPassWork *w, void *row, MlplatHttpRequest *get)
+existing_answer(MlplatPassWork *w, void *row, const MlplatObservedObject *seen)
 {
 	Cand *c = row;
-	MlplatKubeResult res;
-	const MlJsonValue *obj = mlplat_pass_work_got(w, get, &res);
+	const MlJsonValue *obj = seen->obj;
 	char *why;
 
-	if (obj == NULL)
+	if (seen->state != MLPLAT_OBSERVED_FOUND)
 	{
 		c->ledger_outcome = "RETRY";
-		retry_later(c, w->pass, false, res.retry_after_s, 0);
+		retry_later(c, w->pass, false, seen->retry_after_s, 0);
 		return;
 	}
 	why = not_ours(c, obj);

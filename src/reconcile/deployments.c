@@ -137,7 +137,7 @@ typedef struct Deployment
 	/* observed */
 	const MlJsonValue *obj;
 	const MlplatUnanswered *unanswered; /* an apply to it never answered */
-	MlplatHttpRequest *probe;			/* GET before a first apply that saw no object */
+	MlplatObservedObject probe;			/* GET before a first apply that saw no object (probe.get NULL: none) */
 	bool look;							/* to be looked at before that apply (look_before_apply) */
 	const MlJsonValue *probe_obj;		/* what the probe or LIST found under the name, or NULL */
 	char *not_ours;						/* the object under its name is not its own: why */
@@ -596,20 +596,17 @@ judge_found(List *deps, const char *instance, MlJsonArena *arena, bool probe)
 		MlplatIsvcOwner *o;
 		MlJsonError err;
 
-		if (probe && d->probe)
+		if (probe && d->probe.get)
 		{
-			MlplatKubeResult res;
-
-			mlplat_kube_classify(d->probe, d->probe->resp_body != NULL, &res);
-			if (res.outcome == MLPLAT_KUBE_OK && d->probe->resp_body)
-				obj = d->probe_obj = ml_json_parse(arena, d->probe->resp_body, d->probe->resp_len, NULL, &err);
-			if (obj == NULL && res.outcome != MLPLAT_KUBE_NOT_FOUND)
+			mlplat_observe_got(&d->probe, arena);
+			obj = d->probe_obj = d->probe.obj;
+			if (d->probe.state == MLPLAT_OBSERVED_ERROR)
 			{
 				d->probe_failed = true;
 				d->error = psprintf("cannot read InferenceService %s/%s before applying: %s", d->namespace, d->name,
-									mlplat_kube_tenant_line(&res) ? mlplat_kube_tenant_line(&res) : "no answer");
-				d->ledger_error = res.tenant_message ? res.message : NULL;
-				d->retry_ms = mlplat_retry_ms(false, d->attempts, d->id, res.retry_after_s);
+									d->probe.error);
+				d->ledger_error = d->probe.res.tenant_message ? d->probe.res.message : NULL;
+				d->retry_ms = mlplat_retry_ms(false, d->attempts, d->id, d->probe.retry_after_s);
 			}
 		}
 		if (obj == NULL)
@@ -761,7 +758,7 @@ look_before_apply(List *deps, HTAB *by_name, MlplatHttpBatch *batch, int *lists,
 			Deployment *d = lfirst(li);
 
 			if (d->look && !listed && strcmp(d->namespace, ns) == 0)
-				d->probe = mlplat_kube_get(batch, &ISVC, d->namespace, d->name);
+				mlplat_observe_get(&d->probe, batch, &ISVC, d->namespace, d->name);
 		}
 	}
 }

@@ -100,7 +100,8 @@ typedef struct LabRun
 	/* requests */
 	MlplatHttpRequest *job_req;
 	MlplatHttpRequest *secret_req;
-	MlplatHttpRequest *get_req;
+	MlplatObservedObject output_seen; /* the completed attempt's output, read from the store */
+	MlplatHttpRequest *delete_req;	  /* the ingested output's removal */
 } LabRun;
 
 /* ---------------------------------------------------------------- the seam */
@@ -689,19 +690,15 @@ verify_conflict(MlJsonArena *arena, const MlplatKubeResource *res, LabRun *r, co
 				const char *cid, const char *instance)
 {
 	MlplatHttpBatch *b = mlplat_http_batch_create(CurrentMemoryContext);
-	MlplatHttpRequest *get = mlplat_kube_get(b, res, r->namespace, name);
-	MlplatKubeResult kr;
-	const MlJsonValue *obj = NULL;
-	MlJsonError err;
+	MlplatObservedObject holder;
 	char *why;
 
+	mlplat_observe_get(&holder, b, res, r->namespace, name);
 	mlplat_http_batch_run(b);
-	mlplat_kube_classify(get, get->resp_body != NULL, &kr);
-	if (kr.outcome == MLPLAT_KUBE_OK && get->resp_body)
-		obj = ml_json_parse(arena, get->resp_body, get->resp_len, NULL, &err);
-	if (obj == NULL)
+	mlplat_observe_got(&holder, arena);
+	if (holder.state != MLPLAT_OBSERVED_FOUND)
 		return "RETRY";
-	why = not_ours(obj, instance, cid);
+	why = not_ours(holder.obj, instance, cid);
 	if (why)
 	{
 		r->conflict = psprintf("%s/%s exists but is not this run's: %s; not adopted, not touched", r->namespace, name, why);
@@ -828,47 +825,55 @@ write_answered(LabAnswers *a, LabRun *r, const MlplatKubeResource *res, LabWrite
 	return outcome;
 }
 
+/* An object store's answer that there is no such object: its 404 */
+static bool
+store_gone(int status, const MlJsonValue *body)
+{
+	(void) body;
+	return status == 404;
+}
+
+static const MlplatObservePeer OBJECT_STORE = { "object store", store_gone, NULL };
+
 /* Read the completed attempts' outputs, in one follow-up round: a bounded GET of each (max_output_bytes + 1). */
-static MlplatHttpRequest *
+static MlplatObservedObject *
 output_ask(MlplatPassWork *w, void *row, MlplatHttpBatch *batch)
 {
 	LabRun *r = row;
+	MlplatHttpRequest *get;
 	char *why;
 
 	if (!r->read_output)
 		return NULL;
-	r->get_req = mlplat_s3_object_request(batch, r->output_uri, "GET", &why);
-	if (r->get_req == NULL)
+	get = mlplat_s3_object_request(batch, r->output_uri, "GET", &why);
+	if (get == NULL)
 	{
 		/* no usable store: nothing can be ingested; look again later */
 		snprintf(w->pass->status, sizeof(w->pass->status), "lab output not read: %s", why);
 		return NULL;
 	}
-	r->get_req->max_body = (size_t) r->max_output_bytes + 1;
-	return r->get_req;
+	get->max_body = (size_t) r->max_output_bytes + 1;
+	mlplat_observe_peer(&r->output_seen, get, &OBJECT_STORE);
+	return &r->output_seen;
 }
 
 static void
-output_answer(MlplatPassWork *w, void *row, MlplatHttpRequest *g)
+output_answer(MlplatPassWork *w, void *row, const MlplatObservedObject *seen)
 {
 	LabRun *r = row;
-	MlJsonError err;
 
-	if (g->failed && strncmp(g->error, "response body exceeds", 21) == 0)
+	if (seen->too_large)
 		r->event = "OUTPUT_TOO_LARGE";
-	else if (g->failed || g->status >= 500 || g->status == 429 || g->status == 408)
+	else if (seen->state == MLPLAT_OBSERVED_ERROR && !seen->permanent)
 		w->pass->next_pass_ms = 1000; /* transient: read it again */
-	else if (g->status == 404)
-		r->event = "COMPLETED"; /* with no output: OUTPUT_MISSING */
-	else if (g->status == 200 &&
-			 ml_json_parse(w->arena, g->resp_body ? g->resp_body : "", g->resp_len, NULL, &err) != NULL)
+	else if (seen->state == MLPLAT_OBSERVED_FOUND)
 	{
 		r->event = "COMPLETED";
-		r->output = pnstrdup(g->resp_body, g->resp_len);
+		r->output = pnstrdup(seen->get->resp_body, seen->get->resp_len);
 		r->delete_output = true;
 	}
 	else
-		r->event = "COMPLETED"; /* refused or not JSON: nothing usable was written */
+		r->event = "COMPLETED"; /* gone (OUTPUT_MISSING), refused or not JSON: nothing usable was written */
 }
 
 /*
@@ -1351,11 +1356,12 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 	{
 		LabRun *r = lfirst(lc);
 
-		if (r->get_req)
-			request_span(&answers.spans, r, "output_read", NULL, r->get_req,
-						 r->get_req->failed			 ? r->get_req->error
-						 : r->get_req->status >= 500 ? "the object store failed the read"
-													 : NULL);
+		const MlplatHttpRequest *g = r->output_seen.get;
+
+		if (g)
+			request_span(&answers.spans, r, "output_read", NULL, g,
+						 g->failed ? g->error : g->status >= 500 ? "the object store failed the read"
+																 : NULL);
 	}
 
 	/* 6. write back (with the notes, spans and ledger rows of the answers above) */
@@ -1380,7 +1386,7 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 			LabRun *r = lfirst(lc);
 			char *w;
 
-			if (r->delete_output && (r->get_req = mlplat_s3_object_request(del, r->output_uri, "DELETE", &w)) != NULL)
+			if (r->delete_output && (r->delete_req = mlplat_s3_object_request(del, r->output_uri, "DELETE", &w)) != NULL)
 				deleted = lappend(deleted, r);
 		}
 		if (deleted != NIL)
@@ -1394,7 +1400,7 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 			{
 				LabRun *r = lfirst(lc);
 
-				MlplatHttpRequest *d = r->get_req;
+				MlplatHttpRequest *d = r->delete_req;
 				bool ok = !d->failed && ((d->status >= 200 && d->status < 300) || d->status == 404);
 				List *one = NIL;
 

@@ -405,9 +405,85 @@ mlplat_observe_get(MlplatObservedObject *o, MlplatHttpBatch *batch, const Mlplat
 }
 
 void
+mlplat_observe_peer(MlplatObservedObject *o, MlplatHttpRequest *get, const MlplatObservePeer *peer)
+{
+	memset(o, 0, sizeof(*o));
+	o->get = get;
+	o->peer = peer;
+}
+
+/* a Kubernetes answer: kube.c's classification, parsed once (the kind then reads the same tree) */
+static void
+kube_got(MlplatObservedObject *o, MlJsonArena *arena)
+{
+	mlplat_kube_parse_response_in(o->get, arena, &o->res);
+	o->http_status = o->res.status;
+	o->retry_after_s = o->res.retry_after_s;
+	if (o->res.outcome == MLPLAT_KUBE_OK && o->res.body != NULL)
+	{
+		o->state = MLPLAT_OBSERVED_FOUND;
+		o->obj = o->res.body;
+		return;
+	}
+	if (o->res.outcome == MLPLAT_KUBE_NOT_FOUND)
+	{
+		o->state = MLPLAT_OBSERVED_GONE;
+		return;
+	}
+	o->state = MLPLAT_OBSERVED_ERROR;
+	o->error = mlplat_kube_tenant_line(&o->res) ? mlplat_kube_tenant_line(&o->res) : "no answer";
+	o->permanent = o->res.outcome == MLPLAT_KUBE_FAILED;
+}
+
+/* another peer's answer: found (2xx, JSON), gone (the peer's rule), or an error like a Kubernetes one */
+static void
+peer_got(MlplatObservedObject *o, MlJsonArena *arena)
+{
+	const MlplatHttpRequest *r = o->get;
+	const MlJsonValue *body = NULL;
+	MlJsonError err;
+
+	if (r->failed || !r->done)
+	{
+		/* no answer (a transport's text may name the peer's host: tenants read only this line) */
+		o->state = MLPLAT_OBSERVED_ERROR;
+		o->too_large = r->too_large;
+		o->error = r->too_large ? psprintf("%s answer exceeds %zu bytes", o->peer->name, r->max_body)
+								: psprintf("%s request failed: %s", o->peer->name, r->error[0] ? r->error : "not run");
+		return;
+	}
+	o->http_status = r->status;
+	o->retry_after_s = r->retry_after_s;
+	if (r->resp_body != NULL && r->resp_len > 0)
+		body = ml_json_parse(arena, r->resp_body, r->resp_len, NULL, &err);
+	if (r->status >= 200 && r->status < 300 && body != NULL)
+	{
+		o->state = MLPLAT_OBSERVED_FOUND;
+		o->obj = body;
+		return;
+	}
+	if (o->peer->gone(r->status, body))
+	{
+		o->state = MLPLAT_OBSERVED_GONE;
+		return;
+	}
+	o->state = MLPLAT_OBSERVED_ERROR;
+	if (r->status >= 200 && r->status < 300)
+	{
+		o->permanent = true;
+		o->error = psprintf("%s answered HTTP %d with a body that is not JSON", o->peer->name, r->status);
+		return;
+	}
+	/* as a Kubernetes answer: a timeout, throttling or a server's failure may pass; the rest is its answer */
+	o->permanent = !(r->status == 408 || r->status == 429 || r->status >= 500);
+	o->error = o->peer->why ? o->peer->why(r->status, body) : psprintf("%s answered HTTP %d", o->peer->name, r->status);
+}
+
+void
 mlplat_observe_got(MlplatObservedObject *o, MlJsonArena *arena)
 {
-	/* parsed once: the classification reads the same tree the kind then reads */
-	mlplat_kube_parse_response_in(o->get, arena, &o->res);
-	o->obj = o->res.outcome == MLPLAT_KUBE_OK ? o->res.body : NULL;
+	if (o->peer)
+		peer_got(o, arena);
+	else
+		kube_got(o, arena);
 }

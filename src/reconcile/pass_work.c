@@ -47,7 +47,7 @@ void
 mlplat_pass_work_follow_up(MlplatPassWork *w, List *rows, MlplatFollowUpAsk ask, MlplatFollowUpAnswer answer)
 {
 	MlplatHttpBatch *batch = mlplat_http_batch_create(CurrentMemoryContext);
-	List *asked = NIL; /* each row's request or NULL, in the order of rows */
+	List *asked = NIL; /* each row's read or NULL, in the order of rows */
 	ListCell *lr;
 	ListCell *lq;
 
@@ -58,20 +58,13 @@ mlplat_pass_work_follow_up(MlplatPassWork *w, List *rows, MlplatFollowUpAsk ask,
 	mlplat_http_batch_run(batch);
 	forboth (lr, rows, lq, asked)
 	{
-		if (lfirst(lq) != NULL)
-			answer(w, lfirst(lr), lfirst(lq));
+		MlplatObservedObject *seen = lfirst(lq);
+
+		if (seen == NULL)
+			continue;
+		mlplat_observe_got(seen, w->arena);
+		answer(w, lfirst(lr), seen);
 	}
-}
-
-const MlJsonValue *
-mlplat_pass_work_got(MlplatPassWork *w, MlplatHttpRequest *get, MlplatKubeResult *res)
-{
-	MlJsonError err;
-
-	mlplat_kube_classify(get, get->resp_body != NULL, res);
-	if (res->outcome != MLPLAT_KUBE_OK || get->resp_body == NULL)
-		return NULL;
-	return ml_json_parse(w->arena, get->resp_body, get->resp_len, NULL, &err);
 }
 
 bool

@@ -71,6 +71,7 @@ typedef struct Run
 	const char *instance;
 	/* observed */
 	const MlJsonValue *obj;
+	MlplatObservedObject holder; /* after a 409: what holds its workflow's name */
 	/* decided */
 	RunAction action;
 	MlplatHttpRequest *req;
@@ -423,25 +424,27 @@ request_result(Run *r, MlplatPass *pass)
  * round, and adopt it when it is the run's own; a look-alike is a conflict
  * (run_conflict).
  */
-static MlplatHttpRequest *
+static MlplatObservedObject *
 existing_ask(MlplatPassWork *w, void *row, MlplatHttpBatch *batch)
 {
 	Run *r = row;
 
 	if (r->req && r->action == RUN_CREATE && r->ledger_outcome && strcmp(r->ledger_outcome, "CONFLICT") == 0)
-		return mlplat_kube_get(batch, &WORKFLOW, r->namespace, r->workflow);
+	{
+		mlplat_observe_get(&r->holder, batch, &WORKFLOW, r->namespace, r->workflow);
+		return &r->holder;
+	}
 	return NULL;
 }
 
 static void
-existing_answer(MlplatPassWork *w, void *row, MlplatHttpRequest *get)
+existing_answer(MlplatPassWork *w, void *row, const MlplatObservedObject *seen)
 {
 	Run *r = row;
-	MlplatKubeResult res;
-	const MlJsonValue *obj = mlplat_pass_work_got(w, get, &res);
+	const MlJsonValue *obj = seen->obj;
 	char *why;
 
-	if (obj == NULL)
+	if (seen->state != MLPLAT_OBSERVED_FOUND)
 	{
 		/* could not read it (gone again, or a failed GET): the next pass looks again */
 		r->ledger_outcome = "RETRY";
