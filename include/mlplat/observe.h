@@ -1,9 +1,11 @@
 /*
- * observe.h — how a pass observes the cluster, apart from how it claims,
- * decides and writes back: is a cluster there, LIST every object of a kind
- * that carries our labels (fields of what it observed are read with
- * mlplat_json_text/_int of mlplat/json.h).  The deployments kind can also
- * observe through a watch-fed cache (mlplat/watch_cache.h), filled by
+ * observe.h — how a pass observes the cluster and the other peers, apart
+ * from how it claims, decides and writes back: is a cluster there, LIST
+ * every object of a kind that carries our labels, read a few objects by name
+ * (a Kubernetes GET, a registry alias, an object store's output), each answer
+ * classified one way (MlplatObservedObject).  Fields of what it observed are
+ * read with mlplat_json_text/_int of mlplat/json.h.  The deployments kind can
+ * also observe through a watch-fed cache (mlplat/watch_cache.h), filled by
  * mlplat_kube_list_each.
  */
 #ifndef MLPLAT_OBSERVE_H
@@ -132,7 +134,7 @@ typedef struct MlplatObservedObject
 	const MlJsonValue *obj;		   /* FOUND: the object (else NULL) */
 	int http_status;			   /* 0: no answer */
 	int retry_after_s;			   /* the answer's Retry-After, 0 when none */
-	const char *error;			   /* ERROR: one line a tenant may read (never a token or host) */
+	const char *error;			   /* ERROR: why, one line (a Kubernetes answer's tenant line) */
 	bool permanent;				   /* ERROR: a retry soon will not change it (kube.c's FAILED; a peer's 2xx
 									 * not JSON, or any status but 408, 429, 5xx) */
 	bool too_large;				   /* ERROR: the answer was longer than the request's max_body */

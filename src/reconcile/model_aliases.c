@@ -51,6 +51,7 @@
 #include "mlplat/http.h"
 #include "mlplat/json.h"
 #include "mlplat/ledger.h"
+#include "mlplat/observe.h"
 #include "mlplat/pass_text.h"
 #include "mlplat/pass_work.h"
 #include "mlplat/reconcile.h"
@@ -240,19 +241,41 @@ json_obj(const char *k, ...)
 
 typedef struct RegResult
 {
-	int status;		  /* 0: no response */
-	bool ok;		  /* 2xx */
-	const char *code; /* MLflow error_code or NULL */
-	char *message;	  /* for humans (never contains headers) */
+	int status;	   /* 0: no response */
+	bool ok;	   /* 2xx */
+	char *message; /* for humans (never contains headers) */
 	const MlJsonValue *body;
 	int retry_after_s;
 } RegResult;
 
+/* MLflow's error_code of an error answer, or NULL */
+static const char *
+reg_code(const MlJsonValue *body)
+{
+	const MlJsonValue *v = body ? ml_json_object_get(body, "error_code") : NULL;
+
+	return (v && v->type == ML_JSON_STRING) ? v->u.string.str : NULL;
+}
+
+/* The line of an error answer: its status, MLflow's error_code and message (clipped) */
+static char *
+reg_error_line(int status, const MlJsonValue *body)
+{
+	const char *code = reg_code(body);
+	const MlJsonValue *v = body ? ml_json_object_get(body, "message") : NULL;
+
+	return psprintf("registry answered HTTP %d %s%s%s", status, code ? code : "",
+					(v && v->type == ML_JSON_STRING) ? ": " : "",
+					(v && v->type == ML_JSON_STRING)
+						? pnstrdup(v->u.string.str, ml_utf8_clip(v->u.string.str, v->u.string.len, 300))
+						: "");
+}
+
+/* The answer of a registry write (a read is observed: observe.h) */
 static void
 reg_parse(MlJsonArena *arena, MlplatHttpRequest *r, RegResult *out)
 {
 	MlJsonError err;
-	const MlJsonValue *v;
 
 	memset(out, 0, sizeof(*out));
 	if (r->failed || !r->done)
@@ -266,21 +289,41 @@ reg_parse(MlJsonArena *arena, MlplatHttpRequest *r, RegResult *out)
 	out->ok = r->status >= 200 && r->status < 300;
 	if (out->ok)
 		return;
-	v = out->body ? ml_json_object_get(out->body, "error_code") : NULL;
-	out->code = (v && v->type == ML_JSON_STRING) ? v->u.string.str : NULL;
-	v = out->body ? ml_json_object_get(out->body, "message") : NULL;
-	out->message = psprintf("registry answered HTTP %d %s%s%s", r->status, out->code ? out->code : "",
-							(v && v->type == ML_JSON_STRING) ? ": " : "",
-							(v && v->type == ML_JSON_STRING)
-								? pnstrdup(v->u.string.str, ml_utf8_clip(v->u.string.str, v->u.string.len, 300))
-								: "");
+	out->message = reg_error_line(r->status, out->body);
+}
+
+/* Did the registry answer with this status and MLflow error_code? */
+static bool
+reg_answered(int status, const MlJsonValue *body, int want_status, const char *want_code)
+{
+	const char *code = reg_code(body);
+
+	return status == want_status && code && strcmp(code, want_code) == 0;
 }
 
 static bool
 reg_is(const RegResult *res, int status, const char *code)
 {
-	return res->status == status && res->code && strcmp(res->code, code) == 0;
+	return !res->ok && reg_answered(res->status, res->body, status, code);
 }
+
+/* A registered model that does not exist: 404 RESOURCE_DOES_NOT_EXIST */
+static bool
+reg_model_gone(int status, const MlJsonValue *body)
+{
+	return reg_answered(status, body, 404, "RESOURCE_DOES_NOT_EXIST");
+}
+
+/* An alias that does not exist: MLflow's 400 INVALID_PARAMETER_VALUE, or its model's 404 */
+static bool
+reg_alias_gone(int status, const MlJsonValue *body)
+{
+	return reg_answered(status, body, 400, "INVALID_PARAMETER_VALUE") || reg_model_gone(status, body);
+}
+
+/* The registry as observe.h's peer: what it reads of a registered model, and of an alias */
+static const MlplatObservePeer REGISTRY_MODEL = { "registry", reg_model_gone, reg_error_line };
+static const MlplatObservePeer REGISTRY_ALIAS = { "registry", reg_alias_gone, reg_error_line };
 
 /* ---------------------------------------------------------------- state */
 
@@ -288,8 +331,8 @@ typedef struct RegModel
 {
 	char *name;
 	char *project;
-	int64 alias_id; /* for the ledger */
-	MlplatHttpRequest *get_req;
+	int64 alias_id;			   /* for the ledger */
+	MlplatObservedObject seen; /* the registered model, observed */
 	MlplatHttpRequest *create_req;
 	bool exists;
 	bool adopt;				   /* found, with its create's note left: ledger ADOPT */
@@ -319,7 +362,7 @@ typedef struct AliasRow
 	/* claimed: the attributes of mlplat.model_alias_claim */
 	MLPLAT_SEAM_MEMBERS(model_alias_claim)
 	/* observed */
-	MlplatHttpRequest *get_req;
+	MlplatObservedObject seen; /* the alias in the registry */
 	bool observed_ok;
 	char *observed; /* registry version the alias points at; NULL: absent */
 	bool model_missing;
@@ -327,7 +370,7 @@ typedef struct AliasRow
 	const char *action; /* NULL, "SET", "DELETE", "REPAIR" */
 	char *target;		/* registry version wanted; NULL: absent */
 	MlplatHttpRequest *write_req;
-	MlplatHttpRequest *verify_req;
+	MlplatObservedObject verify;  /* read back after the write (verify.get NULL: not written) */
 	bool moved;					  /* the registry write succeeded: a history row */
 	const MlplatUnanswered *note; /* an alias write never answered */
 	bool adopt;					  /* what it wrote is there: ledger ADOPT */
@@ -484,34 +527,36 @@ claim(MlplatPassWork *w, List **notes)
 	return c.rows;
 }
 
-/* Read an alias answer: true when understood (observed set), false on error. */
+/*
+ * What an alias read observed: true when understood (*observed: the registry version it
+ * points at, NULL when absent; *model_missing: its registered model is gone), false when
+ * not (*why).
+ */
 static bool
-observe_alias(MlJsonArena *arena, MlplatHttpRequest *r, char **observed, bool *model_missing, RegResult *res)
+observe_alias(const MlplatObservedObject *o, char **observed, bool *model_missing, const char **why)
 {
-	reg_parse(arena, r, res);
+	const char *v;
+
 	*observed = NULL;
 	*model_missing = false;
-	if (res->ok)
+	switch (o->state)
 	{
-		const char *v = mlplat_json_text(res->body, "model_version", "version", NULL);
-
-		if (v == NULL)
-		{
-			res->message = pstrdup("registry alias answer carries no model_version.version");
+		case MLPLAT_OBSERVED_FOUND:
+			v = mlplat_json_text(o->obj, "model_version", "version", NULL);
+			if (v == NULL)
+			{
+				*why = "registry alias answer carries no model_version.version";
+				return false;
+			}
+			*observed = pstrdup(v);
+			return true;
+		case MLPLAT_OBSERVED_GONE:
+			*model_missing = o->http_status == 404; /* not MLflow's 400 of a missing alias */
+			return true;
+		default:
+			*why = o->error;
 			return false;
-		}
-		*observed = pstrdup(v);
-		return true;
 	}
-	/* MLflow: a missing alias is 400 INVALID_PARAMETER_VALUE; a missing model 404 */
-	if (reg_is(res, 400, "INVALID_PARAMETER_VALUE"))
-		return true;
-	if (reg_is(res, 404, "RESOURCE_DOES_NOT_EXIST"))
-	{
-		*model_missing = true;
-		return true;
-	}
-	return false;
 }
 
 static RegModel *
@@ -592,10 +637,9 @@ ensure_registry_versions(MlplatPassWork *w, List *models, List *versions, List *
 	{
 		RegModel *m = lfirst(lc);
 
-		reg_parse(arena, m->get_req, &res);
-		if (res.ok)
+		if (m->seen.state == MLPLAT_OBSERVED_FOUND)
 		{
-			const MlJsonValue *lv = ml_json_object_get(ml_json_object_get(res.body, "registered_model"),
+			const MlJsonValue *lv = ml_json_object_get(ml_json_object_get(m->seen.obj, "registered_model"),
 													   "latest_versions");
 
 			m->exists = true;
@@ -604,7 +648,7 @@ ensure_registry_versions(MlplatPassWork *w, List *models, List *versions, List *
 			if (lv && lv->type == ML_JSON_ARRAY && lv->u.array.count > 0)
 				m->latest = lv->u.array.items[lv->u.array.count - 1];
 		}
-		else if (reg_is(&res, 404, "RESOURCE_DOES_NOT_EXIST"))
+		else if (m->seen.state == MLPLAT_OBSERVED_GONE)
 		{
 			m->create_req = reg_request(b, "POST", "registered-models/create", NULL, NULL,
 										json_obj("name", m->name, "description",
@@ -614,9 +658,9 @@ ensure_registry_versions(MlplatPassWork *w, List *models, List *versions, List *
 		}
 		else
 		{
-			m->error = res.message;
-			m->http_status = res.status;
-			m->retry_after_s = res.retry_after_s;
+			m->error = pstrdup(m->seen.error);
+			m->http_status = m->seen.http_status;
+			m->retry_after_s = m->seen.retry_after_s;
 		}
 	}
 	/* the write-ahead: every create is on record before it is sent */
@@ -743,8 +787,8 @@ alias_spans(AliasRow *a)
 		return;
 	a->spans = lappend(a->spans, alias_request_span(a, a->write_req, "model_aliases.write",
 													strcmp(a->ledger_outcome, "OK") == 0 ? NULL : a->error));
-	if (a->verify_req)
-		a->spans = lappend(a->spans, alias_request_span(a, a->verify_req, "model_aliases.verify",
+	if (a->verify.get)
+		a->spans = lappend(a->spans, alias_request_span(a, a->verify.get, "model_aliases.verify",
 														a->new_status == MLPLAT_MODEL_ALIAS_SYNCED
 															? NULL
 															: a->error));
@@ -907,7 +951,9 @@ mlplat_model_aliases_pass(MlplatPass *pass)
 	{
 		AliasRow *a = lfirst(lc);
 
-		a->get_req = reg_request(batch, "GET", "registered-models/alias", a->registered_model, a->alias, NULL);
+		mlplat_observe_peer(&a->seen,
+							reg_request(batch, "GET", "registered-models/alias", a->registered_model, a->alias, NULL),
+							&REGISTRY_ALIAS);
 		if (a->version_id && a->registry_version == NULL)
 		{
 			RegModel *m = find_model(models, a->registered_model);
@@ -920,7 +966,9 @@ mlplat_model_aliases_pass(MlplatPass *pass)
 				m->name = a->registered_model;
 				m->project = a->project;
 				m->alias_id = a->id;
-				m->get_req = reg_request(batch, "GET", "registered-models/get", a->registered_model, NULL, NULL);
+				mlplat_observe_peer(&m->seen,
+									reg_request(batch, "GET", "registered-models/get", a->registered_model, NULL, NULL),
+									&REGISTRY_MODEL);
 				models = lappend(models, m);
 			}
 			foreach (vc, versions)
@@ -938,14 +986,18 @@ mlplat_model_aliases_pass(MlplatPass *pass)
 		}
 	}
 	mlplat_http_batch_run(batch);
+	foreach (lc, models)
+		mlplat_observe_got(&((RegModel *) lfirst(lc))->seen, w.arena);
 
 	foreach (lc, due)
 	{
 		AliasRow *a = lfirst(lc);
+		const char *why;
 
-		a->observed_ok = observe_alias(w.arena, a->get_req, &a->observed, &a->model_missing, &res);
+		mlplat_observe_got(&a->seen, w.arena);
+		a->observed_ok = observe_alias(&a->seen, &a->observed, &a->model_missing, &why);
 		if (!a->observed_ok)
-			alias_fail(a, res.message, res.status, res.retry_after_s, permanent_status(res.status));
+			alias_fail(a, why, a->seen.http_status, a->seen.retry_after_s, permanent_status(a->seen.http_status));
 		else if (a->model_missing && a->registry_version)
 		{
 			/* the registry lost the model our mapping points into: map again */
@@ -1023,7 +1075,9 @@ mlplat_model_aliases_pass(MlplatPass *pass)
 		{
 			a->ledger_outcome = "OK";
 			a->moved = true;
-			a->verify_req = reg_request(batch, "GET", "registered-models/alias", a->registered_model, a->alias, NULL);
+			mlplat_observe_peer(&a->verify,
+								reg_request(batch, "GET", "registered-models/alias", a->registered_model, a->alias, NULL),
+								&REGISTRY_ALIAS);
 		}
 		else
 		{
@@ -1043,13 +1097,15 @@ mlplat_model_aliases_pass(MlplatPass *pass)
 		AliasRow *a = lfirst(lc);
 		char *seen;
 		bool missing;
+		const char *why;
 
-		if (!a->verify_req)
+		if (!a->verify.get)
 			continue;
 		a->write = true;
-		if (!observe_alias(w.arena, a->verify_req, &seen, &missing, &res))
+		mlplat_observe_got(&a->verify, w.arena);
+		if (!observe_alias(&a->verify, &seen, &missing, &why))
 		{
-			alias_fail(a, res.message, res.status, res.retry_after_s, false);
+			alias_fail(a, why, a->verify.http_status, a->verify.retry_after_s, false);
 			continue;
 		}
 		if (!mlplat_str_same(seen, a->target))

@@ -304,36 +304,32 @@ mlplat_kube_get_each(MlJsonArena *arena, const MlplatKubeResource *res, const ch
 	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "mlplat GET each", ALLOCSET_DEFAULT_SIZES);
 	MemoryContext old = MemoryContextSwitchTo(cxt);
 	MlplatHttpBatch *b = mlplat_http_batch_create(cxt);
+	MlplatObservedObject *seen = palloc0(sizeof(MlplatObservedObject) * (list_length(ns_names) / 2 + 1));
+	int n = 0;
 	List *got = NIL;
 	char *why = NULL;
 	ListCell *lc;
 
 	for (lc = list_head(ns_names); lc != NULL && lnext(ns_names, lc) != NULL; lc = lnext(ns_names, lnext(ns_names, lc)))
-		(void) mlplat_kube_get(b, res, lfirst(lc), lfirst(lnext(ns_names, lc)));
+		mlplat_observe_get(&seen[n++], b, res, lfirst(lc), lfirst(lnext(ns_names, lc)));
 	MemoryContextSwitchTo(old);
 	mlplat_http_batch_run(b);
 	*requests += mlplat_http_batch_count(b);
-	for (int i = 0; i < mlplat_http_batch_count(b) && why == NULL; i++)
+	for (int i = 0; i < n && why == NULL; i++)
 	{
-		MlplatHttpRequest *r = mlplat_http_batch_get(b, i);
-		MlJsonValue *obj = NULL;
-		MlJsonError err;
-		MlplatKubeResult kr;
+		MlplatObservedObject *o = &seen[i];
 
-		if (!r->failed && r->resp_body != NULL && r->status == 200)
-			obj = ml_json_parse(arena, r->resp_body, r->resp_len, NULL, &err);
-		mlplat_kube_classify(r, obj != NULL, &kr);
-		if (kr.outcome == MLPLAT_KUBE_NOT_FOUND)
+		mlplat_observe_got(o, arena);
+		if (o->state == MLPLAT_OBSERVED_GONE)
 			continue;
-		if (kr.outcome != MLPLAT_KUBE_OK || obj == NULL)
+		if (o->state != MLPLAT_OBSERVED_FOUND)
 		{
-			if (kr.tenant_message)
-				ereport(LOG, (errmsg("mlplat: cannot get %s: %s", res->plural, kr.message)));
-			why = psprintf("cannot get %s: %s", res->plural,
-						   mlplat_kube_tenant_line(&kr) ? mlplat_kube_tenant_line(&kr) : "not JSON");
+			if (o->res.tenant_message)
+				ereport(LOG, (errmsg("mlplat: cannot get %s: %s", res->plural, o->res.message)));
+			why = psprintf("cannot get %s: %s", res->plural, o->error);
 		}
-		else if (mlplat_labelled_ours(obj, instance, NULL))
-			got = lappend(got, obj);
+		else if (mlplat_labelled_ours(o->obj, instance, NULL))
+			got = lappend(got, (void *) o->obj);
 	}
 	MemoryContextDelete(cxt);
 	if (why == NULL)

@@ -216,15 +216,12 @@ static bool
 conflict_is_ours(MlJsonArena *arena, Echo *e, const char *instance)
 {
 	MlplatHttpBatch *b = mlplat_http_batch_create(CurrentMemoryContext);
-	MlplatHttpRequest *get = mlplat_kube_get(b, &CONFIGMAP, e->namespace, e->name);
-	MlJsonError err;
-	const MlJsonValue *obj;
+	MlplatObservedObject holder;
 
+	mlplat_observe_get(&holder, b, &CONFIGMAP, e->namespace, e->name);
 	mlplat_http_batch_run(b);
-	if (get->failed || get->status != 200 || get->resp_body == NULL)
-		return false;
-	obj = ml_json_parse(arena, get->resp_body, get->resp_len, NULL, &err);
-	return obj != NULL && ours(obj, instance, e->id);
+	mlplat_observe_got(&holder, arena);
+	return holder.state == MLPLAT_OBSERVED_FOUND && ours(holder.obj, instance, e->id);
 }
 
 /* What the answer to an echo's write means for the row. */
