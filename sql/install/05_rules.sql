@@ -20,6 +20,18 @@ AS $$ SELECT status OPERATOR(pg_catalog.=) ANY ('{PENDING,SUBMITTED,RUNNING,CANC
 COMMENT ON FUNCTION mlplat.run_is_active(text) IS
   'True for the run statuses that are in flight: PENDING, SUBMITTED, RUNNING, CANCEL_REQUESTED.';
 
+-- A project or a deployment deleted or being deleted: no new work is accepted for it.
+CREATE FUNCTION mlplat.project_is_deleting(status text) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT status OPERATOR(pg_catalog.=) ANY ('{DELETING,DELETED}'::pg_catalog.text[]) $$;
+COMMENT ON FUNCTION mlplat.project_is_deleting(text) IS
+  'True for the project statuses of a project deleted or being deleted: DELETING, DELETED.';
+CREATE FUNCTION mlplat.deployment_is_deleting(status text) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT status OPERATOR(pg_catalog.=) ANY ('{DELETING,DELETED}'::pg_catalog.text[]) $$;
+COMMENT ON FUNCTION mlplat.deployment_is_deleting(text) IS
+  'True for the deployment statuses of a deployment undeployed or being undeployed: DELETING, DELETED.';
+
 -- A project's namespace, and the label every object mlplat creates carries: one definition
 -- for C and SQL (include/mlplat/labels.h, src/render/labels.c).
 CREATE FUNCTION mlplat._project_namespace(project text) RETURNS text

@@ -23,7 +23,7 @@ BEGIN
          -- builders of optimization campaigns, from their admission until their Job is gone
          + coalesce((SELECT pg_catalog.sum(k.gpus) FROM mlplat.campaign_candidates k
                      WHERE k.project_id = p_project_id
-                       AND k.status IN ('BUILDING', 'CANCEL_REQUESTED')), 0)
+                       AND mlplat.candidate_is_building(k.status)), 0)
          -- lab runs and probes (39_api_lab): from QUEUED until they end (kept by trigger in
          -- mlplat.lab_gpus, at most nine rows), and while they hold a node lease (released only
          -- once the Job is seen reclaimed)
@@ -143,7 +143,7 @@ BEGIN
   PERFORM mlplat._check_quotas(set_project_quota.gpu_quota, set_project_quota.cpu_quota, set_project_quota.memory_quota);
   -- Exclusive project lock: waits for every deploy or run start in flight (they hold it shared).
   p := mlplat._lock_project_row(api.pid, 'exclusive', 'set_project_quota');
-  IF p.status IN ('DELETING', 'DELETED') THEN
+  IF mlplat.project_is_deleting(p.status) THEN
     PERFORM mlplat._wrong_state('project', p.name, p.status, 'set_project_quota', 'The project is being deleted.');
   END IF;
   used := mlplat._gpus_in_use(api.pid);
@@ -174,7 +174,7 @@ DECLARE
 BEGIN
   SELECT * INTO seen FROM mlplat.projects x WHERE x.id = api.pid;
   r.entity_id := api.pid;
-  IF seen.status IN ('DELETING', 'DELETED') THEN
+  IF mlplat.project_is_deleting(seen.status) THEN
     r.status := seen.status;       -- already asked for: nothing changes
     RETURN r;
   END IF;
@@ -190,7 +190,7 @@ BEGIN
                 AND mlplat.run_is_active(u.status))
      -- a campaign's builder holds GPUs and objects in the namespace until its Job is gone
      OR EXISTS (SELECT 1 FROM mlplat.campaign_candidates k WHERE k.project_id = api.pid
-                AND k.status IN ('BUILDING', 'CANCEL_REQUESTED')) THEN
+                AND mlplat.candidate_is_building(k.status)) THEN
     RAISE EXCEPTION USING ERRCODE = '55000',
       MESSAGE = pg_catalog.format('project "%s" still has deployments or active runs', p.name),
       DETAIL = 'A project is deleted only once nothing in it is live.',

@@ -92,7 +92,7 @@ BEGIN
   IF r.request_id IS NOT NULL THEN RETURN r; END IF;
   PERFORM mlplat._check_location('location', add_artifact_location.location);
   SELECT p.status INTO st FROM mlplat.projects p WHERE p.id = api.pid;
-  IF st IN ('DELETING', 'DELETED') THEN
+  IF mlplat.project_is_deleting(st) THEN
     PERFORM mlplat._wrong_state('project', add_artifact_location.project, st, 'add_artifact_location', 'The project is being deleted.');
   END IF;
   -- Adds to the list are serialized (SHARE ROW EXCLUSIVE conflicts with itself, and callers

@@ -128,7 +128,7 @@ DECLARE
   p mlplat.projects;
 BEGIN
   p := mlplat._lock_project_row(p_project_id, CASE WHEN p_for_quota THEN 'reserve' ELSE 'share' END, p_action);
-  IF p.status IN ('DELETING', 'DELETED') THEN
+  IF mlplat.project_is_deleting(p.status) THEN
     PERFORM mlplat._wrong_state('project', p.name, p.status, p_action, 'The project is being deleted.');
   END IF;
   RETURN p;
@@ -305,7 +305,7 @@ BEGIN
   SELECT x AS dep,
          EXISTS (SELECT 1 FROM mlplat.rollouts ro WHERE ro.deployment_id = x.id
                  AND mlplat.rollout_is_active(ro.status)) AS ra,
-         x.status NOT IN ('DELETING', 'DELETED') AND EXISTS (SELECT 1 FROM mlplat.deployment_revisions dr
+         NOT mlplat.deployment_is_deleting(x.status) AND EXISTS (SELECT 1 FROM mlplat.deployment_revisions dr
                  WHERE dr.deployment_id = x.id AND dr.revision = x.desired_revision
                    AND dr.intent = v_intent AND dr.model_version_id = v.id) AS un,
          (SELECT i.instance_id FROM mlplat.installation i) AS inst
@@ -357,7 +357,7 @@ BEGIN
     VALUES (d.id, rev, pid, v.id, v_intent, v_spec, mlplat._spec_digest(v_spec), who, tp)
   ), upd AS (
     UPDATE mlplat.deployments x
-    SET previous_revision = CASE WHEN x.status IN ('DELETING', 'DELETED') THEN NULL ELSE x.desired_revision END,
+    SET previous_revision = CASE WHEN mlplat.deployment_is_deleting(x.status) THEN NULL ELSE x.desired_revision END,
         desired_revision = rev, latest_revision = rev, desired_gpus = alloc,
         generation = x.generation + 1, row_version = x.row_version + 1,
         status = 'DEPLOYING', status_reason = pg_catalog.format('revision %s requested', rev),
@@ -404,7 +404,7 @@ DECLARE
   alloc int;
 BEGIN
   seen := mlplat._find_deployment(api.pid, rollback_deployment.deployment);
-  IF seen.status IN ('DELETING', 'DELETED') THEN
+  IF mlplat.deployment_is_deleting(seen.status) THEN
     PERFORM mlplat._wrong_state('deployment', seen.name, seen.status, 'rollback_deployment', 'Deploy it again instead.');
   END IF;
   IF seen.previous_revision IS NULL THEN
@@ -448,7 +448,7 @@ BEGIN
   PERFORM mlplat._bound_api_waits();
   seen := mlplat._find_deployment(api.pid, undeploy.deployment);
   r.entity_id := seen.id; r.revision := seen.desired_revision;
-  IF seen.status IN ('DELETING', 'DELETED') THEN
+  IF mlplat.deployment_is_deleting(seen.status) THEN
     r.status := seen.status;      -- already asked for
     RETURN r;
   END IF;
@@ -510,7 +510,7 @@ BEGIN
   PERFORM mlplat._find_deployment(p_pid, p_deployment);
   PERFORM mlplat._lock_project(p_pid, false, p_action);
   SELECT * INTO d FROM mlplat.deployments x WHERE x.project_id = p_pid AND x.name = p_deployment FOR NO KEY UPDATE;
-  IF d.status IN ('DELETING', 'DELETED') THEN
+  IF mlplat.deployment_is_deleting(d.status) THEN
     PERFORM mlplat._wrong_state('deployment', d.name, d.status, p_action, 'Deploy it again first.');
   END IF;
   r := (pg_catalog.gen_random_uuid(), 'deployment', d.id, d.desired_revision, d.status, false)::mlplat.accepted;

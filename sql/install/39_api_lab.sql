@@ -36,6 +36,13 @@ AS $$ SELECT status OPERATOR(pg_catalog.=) ANY ('{QUEUED,DISPATCHED,RUNNING,RETR
 COMMENT ON FUNCTION mlplat.lab_run_is_active(text) IS
   'True for the lab run statuses that are in flight: QUEUED, DISPATCHED, RUNNING, RETRY_WAIT, CANCEL_REQUESTED.';
 
+-- A LabRun or probe whose Job is out: created or being created, its run deadline counting.
+CREATE FUNCTION mlplat.lab_run_is_running(status text) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT status OPERATOR(pg_catalog.=) ANY ('{DISPATCHED,RUNNING}'::pg_catalog.text[]) $$;
+COMMENT ON FUNCTION mlplat.lab_run_is_running(text) IS
+  'True for the lab run statuses whose Job is out: DISPATCHED, RUNNING.';
+
 -- Platform data: GPU nodes an administrator opened for lab runs.  observed_* are written by
 -- the lab_runs reconciler from the Node object (label mlplat.io/lab=true) on every full pass.
 CREATE TABLE mlplat.lab_nodes (
@@ -672,7 +679,7 @@ DECLARE
   probe_age interval := coalesce(NULLIF(pg_catalog.current_setting('mlplat.lab_probe_max_age', true), ''), '24h')::interval;
 BEGIN
   SELECT x.status INTO pst FROM mlplat.projects x WHERE x.id = p_project_id;
-  IF pst IS NULL OR pst IN ('DELETING', 'DELETED') THEN
+  IF pst IS NULL OR mlplat.project_is_deleting(pst) THEN
     b := b || 'PROJECT_NOT_ACTIVE'::text;
   END IF;
 
@@ -1686,12 +1693,12 @@ BEGIN
   -- reconciler; until it is seen gone the run keeps its status and says why it is ending
   UPDATE mlplat.lab_runs x
   SET status_reason = 'run deadline exceeded: its Job is being deleted; FAILED RUN_DEADLINE_EXCEEDED once it is gone'
-  WHERE x.status IN ('DISPATCHED', 'RUNNING') AND x.run_deadline_at <= pg_catalog.now()
+  WHERE mlplat.lab_run_is_running(x.status) AND x.run_deadline_at <= pg_catalog.now()
     AND x.status_reason IS DISTINCT FROM
         'run deadline exceeded: its Job is being deleted; FAILED RUN_DEADLINE_EXCEEDED once it is gone';
   -- what the reconciler must look at (committed before any request is sent)
   FOR r IN SELECT * FROM mlplat.lab_runs x
-           WHERE x.status IN ('DISPATCHED', 'RUNNING')
+           WHERE mlplat.lab_run_is_running(x.status)
               OR (x.status = 'CANCEL_REQUESTED' AND x.dispatched_at IS NOT NULL)
               OR (x.status = 'RETRY_WAIT' AND x.job_name IS NOT NULL)
               OR EXISTS (SELECT 1 FROM mlplat.lab_leases l WHERE l.lab_run_id = x.id)
@@ -1787,7 +1794,7 @@ DECLARE
   created timestamptz;
 BEGIN
   SELECT * INTO r FROM mlplat.lab_runs x WHERE x.id = p_lab_run_id AND x.row_version = p_row_version FOR UPDATE;
-  IF r.id IS NULL OR r.status NOT IN ('DISPATCHED', 'RUNNING', 'CANCEL_REQUESTED') THEN
+  IF r.id IS NULL OR NOT (mlplat.lab_run_is_running(r.status) OR r.status = 'CANCEL_REQUESTED') THEN
     RETURN false;
   END IF;
   IF p_event IN ('CREATED', 'BLOCKED', 'UNBLOCKED') THEN

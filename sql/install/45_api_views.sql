@@ -15,7 +15,7 @@ SELECT p.name AS project, p.status, p.status_reason,
        + coalesce((SELECT pg_catalog.sum(u.gpus) FROM mlplat.runs u WHERE u.project_id = p.id
                    AND mlplat.run_is_active(u.status)), 0)
        + coalesce((SELECT pg_catalog.sum(k.gpus) FROM mlplat.campaign_candidates k WHERE k.project_id = p.id
-                   AND k.status IN ('BUILDING', 'CANCEL_REQUESTED')), 0)
+                   AND mlplat.candidate_is_building(k.status)), 0)
        + coalesce((SELECT pg_catalog.sum(l.gpus) FROM mlplat.lab_runs l WHERE l.project_id = p.id
                    AND mlplat.lab_run_is_active(l.status)), 0)
        + coalesce((SELECT pg_catalog.sum(l.gpus) FROM mlplat.lab_leases ls JOIN mlplat.lab_runs l ON l.id = ls.lab_run_id

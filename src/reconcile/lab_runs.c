@@ -503,7 +503,7 @@ claim_lab_namespaces(MlplatPass *pass, void *arg)
 
 	if (pass->resync)
 		st->lab_namespaces = mlplat_sql_text_list("SELECT mlplat._project_namespace(p.name) FROM mlplat.projects p "
-												  "WHERE p.status IN ('PROVISIONING', 'READY', 'FAILED') ORDER BY 1",
+												  "WHERE NOT mlplat.project_is_deleting(p.status) ORDER BY 1",
 												  0, NULL, NULL, NULL);
 }
 

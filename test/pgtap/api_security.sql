@@ -1,6 +1,6 @@
 -- pgTAP: SECURITY DEFINER hygiene, search_path hijacks, audit immutability, privileges.
 BEGIN;
-SELECT plan(37);
+SELECT plan(42);
 \ir lib/helpers.sql
 
 DO $$ BEGIN
@@ -43,7 +43,9 @@ SELECT is(
      AND NOT coalesce('search_path=pg_catalog, mlplat, pg_temp' = ANY (p.proconfig), false)
      -- the inlined rules (sql/install/05_rules.sql): fully qualified, checked below under a
      -- hostile search_path
-     AND p.proname NOT IN ('rollout_is_active', 'run_is_active', 'lab_run_is_active')),
+     AND p.proname NOT IN ('rollout_is_active', 'run_is_active', 'lab_run_is_active', 'lab_run_is_running',
+                           'candidate_is_building', 'candidate_is_finished', 'project_is_deleting',
+                           'deployment_is_deleting')),
   NULL, 'no function callable by ordinary roles runs with the caller''s search_path');
 -- internals are not callable by PUBLIC (except the RLS helper)
 SELECT is(
@@ -119,6 +121,16 @@ SELECT is(public.tap_hostile($$SELECT mlplat.run_is_active('FAILED') FROM (SELEC
           'run_is_active ignores a look-alike = in a hostile search_path');
 SELECT is(public.tap_hostile($$SELECT mlplat.lab_run_is_active('SUCCEEDED') FROM (SELECT 1) x$$), 'ok:false',
           'lab_run_is_active ignores a look-alike = in a hostile search_path');
+SELECT is(public.tap_hostile($$SELECT mlplat.lab_run_is_running('QUEUED') FROM (SELECT 1) x$$), 'ok:false',
+          'lab_run_is_running ignores a look-alike = in a hostile search_path');
+SELECT is(public.tap_hostile($$SELECT mlplat.candidate_is_building('PLANNED') FROM (SELECT 1) x$$), 'ok:false',
+          'candidate_is_building ignores a look-alike = in a hostile search_path');
+SELECT is(public.tap_hostile($$SELECT mlplat.candidate_is_finished('BUILDING') FROM (SELECT 1) x$$), 'ok:false',
+          'candidate_is_finished ignores a look-alike = in a hostile search_path');
+SELECT is(public.tap_hostile($$SELECT mlplat.project_is_deleting('READY') FROM (SELECT 1) x$$), 'ok:false',
+          'project_is_deleting ignores a look-alike = in a hostile search_path');
+SELECT is(public.tap_hostile($$SELECT mlplat.deployment_is_deleting('FAILED') FROM (SELECT 1) x$$), 'ok:false',
+          'deployment_is_deleting ignores a look-alike = in a hostile search_path');
 SELECT is(public.tap_hostile($$SELECT revision FROM mlplat.deploy('hij', 'web', 'm', '1', 'kserve-sklearnserver', 1, 1, 1)$$), 'ok:1',
           'deploy works under a hostile search_path');
 SELECT isnt(public.tap_hostile($$SELECT request_id FROM mlplat.deploy('hij', 'web', 'm', '1', 'kserve-sklearnserver', 1, 1, 2)$$),

@@ -45,6 +45,18 @@ AS $$ SELECT status OPERATOR(pg_catalog.=) ANY ('{PENDING,SUBMITTED,RUNNING,CANC
 COMMENT ON FUNCTION mlplat.run_is_active(text) IS
   'True for the run statuses that are in flight: PENDING, SUBMITTED, RUNNING, CANCEL_REQUESTED.';
 
+-- A project or a deployment deleted or being deleted: no new work is accepted for it.
+CREATE FUNCTION mlplat.project_is_deleting(status text) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT status OPERATOR(pg_catalog.=) ANY ('{DELETING,DELETED}'::pg_catalog.text[]) $$;
+COMMENT ON FUNCTION mlplat.project_is_deleting(text) IS
+  'True for the project statuses of a project deleted or being deleted: DELETING, DELETED.';
+CREATE FUNCTION mlplat.deployment_is_deleting(status text) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT status OPERATOR(pg_catalog.=) ANY ('{DELETING,DELETED}'::pg_catalog.text[]) $$;
+COMMENT ON FUNCTION mlplat.deployment_is_deleting(text) IS
+  'True for the deployment statuses of a deployment undeployed or being undeployed: DELETING, DELETED.';
+
 -- A project's namespace and mlplat's ownership label, one definition for C and SQL.
 CREATE FUNCTION mlplat._project_namespace(project text) RETURNS text
 LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'mlplat_sql_project_namespace';
@@ -83,7 +95,7 @@ BEGIN
          -- builders of optimization campaigns, from their admission until their Job is gone
          + coalesce((SELECT pg_catalog.sum(k.gpus) FROM mlplat.campaign_candidates k
                      WHERE k.project_id = p_project_id
-                       AND k.status IN ('BUILDING', 'CANCEL_REQUESTED')), 0)
+                       AND mlplat.candidate_is_building(k.status)), 0)
          -- lab runs and probes (39_api_lab): from QUEUED until they end (kept by trigger in
          -- mlplat.lab_gpus, at most nine rows), and while they hold a node lease (released only
          -- once the Job is seen reclaimed)

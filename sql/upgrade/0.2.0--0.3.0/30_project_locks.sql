@@ -58,7 +58,7 @@ DECLARE
   p mlplat.projects;
 BEGIN
   p := mlplat._lock_project_row(p_project_id, CASE WHEN p_for_quota THEN 'reserve' ELSE 'share' END, p_action);
-  IF p.status IN ('DELETING', 'DELETED') THEN
+  IF mlplat.project_is_deleting(p.status) THEN
     PERFORM mlplat._wrong_state('project', p.name, p.status, p_action, 'The project is being deleted.');
   END IF;
   RETURN p;
@@ -81,7 +81,7 @@ BEGIN
   PERFORM mlplat._check_quotas(set_project_quota.gpu_quota, set_project_quota.cpu_quota, set_project_quota.memory_quota);
   -- Exclusive project lock: waits for every deploy or run start in flight (they hold it shared).
   p := mlplat._lock_project_row(api.pid, 'exclusive', 'set_project_quota');
-  IF p.status IN ('DELETING', 'DELETED') THEN
+  IF mlplat.project_is_deleting(p.status) THEN
     PERFORM mlplat._wrong_state('project', p.name, p.status, 'set_project_quota', 'The project is being deleted.');
   END IF;
   used := mlplat._gpus_in_use(api.pid);
@@ -113,7 +113,7 @@ DECLARE
 BEGIN
   SELECT * INTO seen FROM mlplat.projects x WHERE x.id = api.pid;
   r.entity_id := api.pid;
-  IF seen.status IN ('DELETING', 'DELETED') THEN
+  IF mlplat.project_is_deleting(seen.status) THEN
     r.status := seen.status;       -- already asked for: nothing changes
     RETURN r;
   END IF;
@@ -129,7 +129,7 @@ BEGIN
                 AND mlplat.run_is_active(u.status))
      -- a campaign's builder holds GPUs and objects in the namespace until its Job is gone
      OR EXISTS (SELECT 1 FROM mlplat.campaign_candidates k WHERE k.project_id = api.pid
-                AND k.status IN ('BUILDING', 'CANCEL_REQUESTED')) THEN
+                AND mlplat.candidate_is_building(k.status)) THEN
     RAISE EXCEPTION USING ERRCODE = '55000',
       MESSAGE = pg_catalog.format('project "%s" still has deployments or active runs', p.name),
       DETAIL = 'A project is deleted only once nothing in it is live.',
@@ -198,7 +198,7 @@ DECLARE
   alloc int;
 BEGIN
   seen := mlplat._find_deployment(api.pid, rollback_deployment.deployment);
-  IF seen.status IN ('DELETING', 'DELETED') THEN
+  IF mlplat.deployment_is_deleting(seen.status) THEN
     PERFORM mlplat._wrong_state('deployment', seen.name, seen.status, 'rollback_deployment', 'Deploy it again instead.');
   END IF;
   IF seen.previous_revision IS NULL THEN

@@ -82,6 +82,21 @@ CREATE TABLE mlplat.campaign_approvals (
 COMMENT ON TABLE mlplat.campaign_approvals IS
   'The one approval of a campaign: actor, hard maximum spend, expiry.  Append-only: an approval is never changed or renewed.';
 
+-- A candidate whose builder is admitted and not yet gone: it holds its GPUs and its
+-- reservation until its Job is seen gone.  Inlined like 05_rules.
+CREATE FUNCTION mlplat.candidate_is_building(status text) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT status OPERATOR(pg_catalog.=) ANY ('{BUILDING,CANCEL_REQUESTED}'::pg_catalog.text[]) $$;
+COMMENT ON FUNCTION mlplat.candidate_is_building(text) IS
+  'True for the campaign candidate statuses whose builder holds its GPUs: BUILDING, CANCEL_REQUESTED.';
+
+-- A candidate that has ended (its builder's Job, if any, is left to clean up).
+CREATE FUNCTION mlplat.candidate_is_finished(status text) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT status OPERATOR(pg_catalog.=) ANY ('{BUILT,FAILED,CANCELLED,NOT_RUN}'::pg_catalog.text[]) $$;
+COMMENT ON FUNCTION mlplat.candidate_is_finished(text) IS
+  'True for the campaign candidate statuses that are final: BUILT, FAILED, CANCELLED, NOT_RUN.';
+
 CREATE TABLE mlplat.campaign_candidates (
   id                   bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
   campaign_id          bigint NOT NULL,
@@ -117,9 +132,9 @@ CREATE TABLE mlplat.campaign_candidates (
 );
 -- the reconciler's claim reads only these; finished campaigns cost it nothing
 CREATE INDEX campaign_candidates_active ON mlplat.campaign_candidates (campaign_id)
-  WHERE status IN ('PLANNED', 'BUILDING', 'CANCEL_REQUESTED');
+  WHERE NOT mlplat.candidate_is_finished(status);
 CREATE INDEX campaign_candidates_uncleaned ON mlplat.campaign_candidates (campaign_id)
-  WHERE cleanup_done_at IS NULL AND status IN ('BUILT', 'FAILED', 'CANCELLED', 'NOT_RUN');
+  WHERE cleanup_done_at IS NULL AND mlplat.candidate_is_finished(status);
 
 CREATE TABLE mlplat.candidate_transitions (
   candidate_id bigint NOT NULL,
@@ -351,7 +366,7 @@ BEGIN
     FROM mlplat.campaigns c
     LEFT JOIN mlplat.campaign_approvals a ON a.campaign_id = c.id
     CROSS JOIN LATERAL (
-      SELECT coalesce(pg_catalog.bool_or(k.status IN ('BUILDING', 'CANCEL_REQUESTED')), false) AS active,
+      SELECT coalesce(pg_catalog.bool_or(mlplat.candidate_is_building(k.status)), false) AS active,
              coalesce(pg_catalog.bool_or(k.status = 'PLANNED'), false) AS planned,
              coalesce(pg_catalog.bool_or(k.status <> 'PLANNED'), false) AS not_planned,
              coalesce(pg_catalog.bool_and(k.status = 'BUILT'), false) AS all_built,
@@ -727,7 +742,7 @@ BEGIN
     RETURN r;
   END IF;
   IF NOT EXISTS (SELECT 1 FROM mlplat.campaign_candidates x
-                  WHERE x.campaign_id = c.id AND x.status IN ('PLANNED', 'BUILDING', 'CANCEL_REQUESTED')) THEN
+                  WHERE x.campaign_id = c.id AND NOT mlplat.candidate_is_finished(x.status)) THEN
     PERFORM mlplat._wrong_state('campaign', c.name, st, 'cancel_campaign', 'Every candidate has finished.');
   END IF;
   UPDATE mlplat.campaigns x SET cancel_requested_at = pg_catalog.now(), cancel_requested_by = who WHERE x.id = c.id;
@@ -1198,13 +1213,13 @@ LEFT JOIN mlplat.campaign_approvals a ON a.campaign_id = c.id
 CROSS JOIN LATERAL (
   SELECT pg_catalog.count(*) AS candidates,
          pg_catalog.count(*) FILTER (WHERE k.status = 'PLANNED') AS planned,
-         pg_catalog.count(*) FILTER (WHERE k.status IN ('BUILDING', 'CANCEL_REQUESTED')) AS building,
+         pg_catalog.count(*) FILTER (WHERE mlplat.candidate_is_building(k.status)) AS building,
          pg_catalog.count(*) FILTER (WHERE k.status = 'BUILT') AS built,
          pg_catalog.count(*) FILTER (WHERE k.status = 'FAILED') AS failed,
          pg_catalog.count(*) FILTER (WHERE k.status = 'CANCELLED') AS cancelled,
          pg_catalog.count(*) FILTER (WHERE k.status = 'NOT_RUN') AS not_run,
          pg_catalog.count(*) FILTER (WHERE k.status = 'NOT_RUN' AND k.reason_code = 'APPROVAL_EXPIRED') AS expired_not_run,
-         coalesce(pg_catalog.sum(CASE WHEN k.status IN ('BUILDING', 'CANCEL_REQUESTED') THEN k.reserved_gpu_seconds
+         coalesce(pg_catalog.sum(CASE WHEN mlplat.candidate_is_building(k.status) THEN k.reserved_gpu_seconds
                                       ELSE k.actual_gpu_seconds END), 0)::bigint AS spend_committed,
          coalesce(pg_catalog.sum(k.actual_gpu_seconds), 0)::bigint AS spend_actual
     FROM mlplat.campaign_candidates k WHERE k.campaign_id = c.id) s;

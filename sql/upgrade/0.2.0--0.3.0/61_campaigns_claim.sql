@@ -20,7 +20,7 @@
 -- reservation of running ones (a running build may use all of it).
 CREATE FUNCTION mlplat._campaign_committed_spend(p_campaign_id bigint) RETURNS bigint
 LANGUAGE sql STABLE AS $$
-  SELECT coalesce(pg_catalog.sum(CASE WHEN k.status IN ('BUILDING', 'CANCEL_REQUESTED') THEN k.reserved_gpu_seconds
+  SELECT coalesce(pg_catalog.sum(CASE WHEN mlplat.candidate_is_building(k.status) THEN k.reserved_gpu_seconds
                                       ELSE coalesce(k.actual_gpu_seconds, 0) END), 0)::bigint
     FROM mlplat.campaign_candidates k
    WHERE k.campaign_id = p_campaign_id AND k.status <> 'PLANNED'
@@ -36,7 +36,7 @@ BEGIN
          job_name = CASE WHEN p_to = 'BUILDING' THEN 'opt-' || (SELECT c.name FROM mlplat.campaigns c WHERE c.id = k.campaign_id)
                                                      || '-' || k.ordinal ELSE x.job_name END,
          claimed_at = CASE WHEN p_to = 'BUILDING' THEN pg_catalog.now() ELSE x.claimed_at END,
-         finished_at = CASE WHEN p_to IN ('NOT_RUN', 'CANCELLED', 'BUILT', 'FAILED') THEN pg_catalog.now() ELSE x.finished_at END,
+         finished_at = CASE WHEN mlplat.candidate_is_finished(p_to) THEN pg_catalog.now() ELSE x.finished_at END,
          actual_gpu_seconds = CASE WHEN p_to = 'NOT_RUN' THEN 0 ELSE x.actual_gpu_seconds END,
          epoch = p_epoch, row_version = x.row_version + 1, attempts = 0, next_attempt_at = pg_catalog.now(),
          updated_at = pg_catalog.now()
@@ -86,7 +86,7 @@ BEGIN
        ORDER BY x.ordinal LIMIT 1 FOR NO KEY UPDATE;
       EXIT WHEN NOT FOUND;
       SELECT pg_catalog.count(*) INTO active FROM mlplat.campaign_candidates x
-       WHERE x.campaign_id = c.id AND x.status IN ('BUILDING', 'CANCEL_REQUESTED');
+       WHERE x.campaign_id = c.id AND mlplat.candidate_is_building(x.status);
       EXIT WHEN active >= c.max_parallel;
       IF pg_catalog.now() + pg_catalog.make_interval(secs => (k.plan->>'max_seconds')::int) > c.expires_at THEN
         IF mlplat._candidate_move(k, 'NOT_RUN', 'APPROVAL_WINDOW_TOO_SHORT',
@@ -115,7 +115,7 @@ BEGIN
       END IF;
       -- the GPU quota, under the same project lock as deploy(): waits, never fails
       p := mlplat._lock_project_row(k.project_id, 'reserve', 'campaigns');
-      IF p.status IN ('DELETING', 'DELETED') THEN
+      IF mlplat.project_is_deleting(p.status) THEN
         why := pg_catalog.format('waiting: project is %s', p.status);
       ELSE
         used := mlplat._gpus_in_use(k.project_id);
@@ -175,11 +175,11 @@ BEGIN
   PERFORM mlplat._campaigns_admit(p_epoch, p_controller);
   RETURN QUERY
   SELECT k.id, p.name, mlplat._project_namespace(p.name), c.name, k.name, k.ordinal, k.status, k.job_name,
-         CASE WHEN k.status IN ('BUILDING', 'CANCEL_REQUESTED') THEN mlplat._render_builder_job(k.id) END,
+         CASE WHEN mlplat.candidate_is_building(k.status) THEN mlplat._render_builder_job(k.id) END,
          k.row_version, k.claimed_at, a.expires_at, c.cancel_requested_at IS NOT NULL,
          mlplat._candidate_output_dir(c.output_prefix, p.name, c.name, k.ordinal) || 'artifact',
          mlplat._candidate_output_dir(c.output_prefix, p.name, c.name, k.ordinal) || 'attestation.json',
-         k.status IN ('BUILT', 'FAILED', 'CANCELLED', 'NOT_RUN'), coalesce(a.traceparent, c.traceparent),
+         mlplat.candidate_is_finished(k.status), coalesce(a.traceparent, c.traceparent),
          coalesce((k.observed->>'job_created')::boolean, false), k.gpus,
          pg_catalog.jsonb_build_object(
            'type', 'mlplat.io/build-attestation/v1', 'campaign_content_id', c.content_id, 'candidate', k.name,
@@ -197,8 +197,8 @@ BEGIN
     JOIN mlplat.campaigns c ON c.id = k.campaign_id
     JOIN mlplat.projects p ON p.id = k.project_id
     LEFT JOIN mlplat.campaign_approvals a ON a.campaign_id = c.id
-   WHERE k.status IN ('BUILDING', 'CANCEL_REQUESTED')
-      OR (k.cleanup_done_at IS NULL AND k.job_name IS NOT NULL AND k.status IN ('BUILT', 'FAILED', 'CANCELLED', 'NOT_RUN'))
+   WHERE mlplat.candidate_is_building(k.status)
+      OR (k.cleanup_done_at IS NULL AND k.job_name IS NOT NULL AND mlplat.candidate_is_finished(k.status))
    ORDER BY k.id;
 END $$;
 
@@ -234,7 +234,7 @@ BEGIN
          reason_code = CASE WHEN p_status IS NULL THEN x.reason_code ELSE p_reason END,
          status_reason = coalesce(p_status_reason, x.status_reason),
          started_at = coalesce(x.started_at, p_started_at),
-         finished_at = CASE WHEN p_status IN ('BUILT', 'FAILED', 'CANCELLED') THEN pg_catalog.now() ELSE x.finished_at END,
+         finished_at = CASE WHEN mlplat.candidate_is_finished(p_status) THEN pg_catalog.now() ELSE x.finished_at END,
          -- never more than the reservation: the approval's bound holds whatever a clock says
          actual_gpu_seconds = CASE WHEN p_actual_gpu_seconds IS NULL THEN x.actual_gpu_seconds
                                    ELSE LEAST(p_actual_gpu_seconds, x.reserved_gpu_seconds) END,
@@ -285,7 +285,7 @@ AS $$
 BEGIN
   UPDATE mlplat.campaign_candidates x SET cleanup_done_at = pg_catalog.now(), row_version = x.row_version + 1,
          updated_at = pg_catalog.now()
-   WHERE x.id = p_id AND x.cleanup_done_at IS NULL AND x.status IN ('BUILT', 'FAILED', 'CANCELLED', 'NOT_RUN')
+   WHERE x.id = p_id AND x.cleanup_done_at IS NULL AND mlplat.candidate_is_finished(x.status)
      AND mlplat._epoch_current('campaigns', p_epoch);
   RETURN FOUND;
 END $$;

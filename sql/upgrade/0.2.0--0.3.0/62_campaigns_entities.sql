@@ -33,4 +33,4 @@ CREATE OR REPLACE VIEW mlplat._entities AS
     SELECT 'campaigns', c.name || '/' || k.name, k.id, p.name, k.generation, k.observed_generation, k.attempts,
            k.last_error, k.status, k.updated_at
       FROM mlplat.campaign_candidates k JOIN mlplat.campaigns c ON c.id = k.campaign_id JOIN mlplat.projects p ON p.id = k.project_id
-     WHERE k.status IN ('BUILDING', 'CANCEL_REQUESTED');
+     WHERE mlplat.candidate_is_building(k.status);

@@ -46,7 +46,7 @@ BEGIN
   PERFORM mlplat._lock_project(api.pid, false, 'set_metrics_preset');
   SELECT * INTO d FROM mlplat.deployments x
    WHERE x.project_id = api.pid AND x.name = set_metrics_preset.deployment FOR NO KEY UPDATE;
-  IF d.status IN ('DELETING', 'DELETED') THEN
+  IF mlplat.deployment_is_deleting(d.status) THEN
     PERFORM mlplat._wrong_state('deployment', d.name, d.status, 'set_metrics_preset', 'Deploy it again first.');
   END IF;
   r := (pg_catalog.gen_random_uuid(), 'deployment', d.id, d.desired_revision, d.status, false)::mlplat.accepted;

@@ -83,7 +83,7 @@ BEGIN
   SELECT x AS dep,
          EXISTS (SELECT 1 FROM mlplat.rollouts ro WHERE ro.deployment_id = x.id
                  AND mlplat.rollout_is_active(ro.status)) AS ra,
-         x.status NOT IN ('DELETING', 'DELETED') AND EXISTS (SELECT 1 FROM mlplat.deployment_revisions dr
+         NOT mlplat.deployment_is_deleting(x.status) AND EXISTS (SELECT 1 FROM mlplat.deployment_revisions dr
                  WHERE dr.deployment_id = x.id AND dr.revision = x.desired_revision
                    AND dr.intent = v_intent AND dr.model_version_id = v.id) AS un,
          (SELECT i.instance_id FROM mlplat.installation i) AS inst
@@ -135,7 +135,7 @@ BEGIN
     VALUES (d.id, rev, pid, v.id, v_intent, v_spec, mlplat._spec_digest(v_spec), who, tp)
   ), upd AS (
     UPDATE mlplat.deployments x
-    SET previous_revision = CASE WHEN x.status IN ('DELETING', 'DELETED') THEN NULL ELSE x.desired_revision END,
+    SET previous_revision = CASE WHEN mlplat.deployment_is_deleting(x.status) THEN NULL ELSE x.desired_revision END,
         desired_revision = rev, latest_revision = rev, desired_gpus = alloc,
         generation = x.generation + 1, row_version = x.row_version + 1,
         status = 'DEPLOYING', status_reason = pg_catalog.format('revision %s requested', rev),

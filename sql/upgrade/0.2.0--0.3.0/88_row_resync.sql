@@ -48,7 +48,7 @@ BEGIN
   PERFORM mlplat._find_deployment(p_pid, p_deployment);
   PERFORM mlplat._lock_project(p_pid, false, p_action);
   SELECT * INTO d FROM mlplat.deployments x WHERE x.project_id = p_pid AND x.name = p_deployment FOR NO KEY UPDATE;
-  IF d.status IN ('DELETING', 'DELETED') THEN
+  IF mlplat.deployment_is_deleting(d.status) THEN
     PERFORM mlplat._wrong_state('deployment', d.name, d.status, p_action, 'Deploy it again first.');
   END IF;
   r := (pg_catalog.gen_random_uuid(), 'deployment', d.id, d.desired_revision, d.status, false)::mlplat.accepted;

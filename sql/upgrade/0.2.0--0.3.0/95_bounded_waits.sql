@@ -19,7 +19,7 @@ BEGIN
   PERFORM mlplat._bound_api_waits();
   seen := mlplat._find_deployment(api.pid, undeploy.deployment);
   r.entity_id := seen.id; r.revision := seen.desired_revision;
-  IF seen.status IN ('DELETING', 'DELETED') THEN
+  IF mlplat.deployment_is_deleting(seen.status) THEN
     r.status := seen.status;      -- already asked for
     RETURN r;
   END IF;
