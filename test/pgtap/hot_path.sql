@@ -7,22 +7,12 @@ BEGIN;
 SELECT plan(10);
 \ir lib/helpers.sql
 
-CREATE FUNCTION pg_temp.plan_of(q text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-  line text;
-  out text := '';
-BEGIN
-  FOR line IN EXECUTE 'EXPLAIN (VERBOSE, COSTS OFF) ' || q LOOP
-    out := out || line || E'\n';
-  END LOOP;
-  RETURN out;
-END $$;
 CREATE TEMP TABLE tap_keys (principal text, action text, key text);
 INSERT INTO tap_keys VALUES ('ann', 'deploy', 'k-1'), ('Jörg Müller', 'start_run', 'ключ'), (NULL, 'deploy', 'k');
 
-SELECT unalike(pg_temp.plan_of('SELECT mlplat._idem_fingerprint(principal, action, key) FROM tap_keys'),
+SELECT unalike(public.tap_plan_of('SELECT mlplat._idem_fingerprint(principal, action, key) FROM tap_keys'),
               '%_idem_fingerprint%', '_idem_fingerprint is inlined into the query that calls it');
-SELECT alike(pg_temp.plan_of('SELECT mlplat._idem_fingerprint(principal, action, key) FROM tap_keys'),
+SELECT alike(public.tap_plan_of('SELECT mlplat._idem_fingerprint(principal, action, key) FROM tap_keys'),
             '%sha256%', '... its SHA-256 is computed in the caller''s plan');
 -- the fingerprint is the one retention stored before: lengths (in characters) first
 SELECT is((SELECT array_agg(mlplat._idem_fingerprint(principal, action, key) ORDER BY key) FROM tap_keys),
@@ -35,7 +25,7 @@ SELECT is(length(mlplat._idem_fingerprint('ann', 'deploy', 'k-1')), 16, 'a finge
 SELECT isnt(mlplat._idem_fingerprint('ann', 'deploy', 'k-1'), mlplat._idem_fingerprint('ann', 'deplo', 'yk-1'),
             'the lengths keep (principal, action, key) triples apart');
 
-SELECT unalike(pg_temp.plan_of('SELECT mlplat._db_role()'), '%_db_role%',
+SELECT unalike(public.tap_plan_of('SELECT mlplat._db_role()'), '%_db_role%',
               '_db_role is inlined into the query that calls it');
 SELECT is(mlplat._db_role(), session_user::text, '_db_role is the session user without SET ROLE');
 DO $$ BEGIN

@@ -6,37 +6,27 @@ BEGIN;
 SELECT plan(7);
 \ir lib/helpers.sql
 
-CREATE FUNCTION pg_temp.plan_of(q text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-  line text;
-  out text := '';
-BEGIN
-  FOR line IN EXECUTE 'EXPLAIN (COSTS OFF) ' || q LOOP
-    out := out || line || E'\n';
-  END LOOP;
-  RETURN out;
-END $$;
 SET LOCAL enable_seqscan = off;
 
 -- _campaigns_claim: builders out, and finished builders whose Job is still to clean up
-SELECT alike(pg_temp.plan_of($$SELECT k.id FROM mlplat.campaign_candidates k
+SELECT alike(public.tap_plan_of($$SELECT k.id FROM mlplat.campaign_candidates k
   WHERE mlplat.candidate_is_building(k.status)
      OR (k.cleanup_done_at IS NULL AND k.job_name IS NOT NULL AND mlplat.candidate_is_finished(k.status))$$),
   '%campaign_candidates_active%campaign_candidates_uncleaned%',
   'the campaigns claim reads the active and the uncleaned candidates by their partial indexes');
 -- _campaigns_admit: the builders out and the lowest PLANNED candidate of one campaign
-SELECT alike(pg_temp.plan_of($$SELECT count(*) FROM mlplat.campaign_candidates x
+SELECT alike(public.tap_plan_of($$SELECT count(*) FROM mlplat.campaign_candidates x
   WHERE x.campaign_id = 1 AND mlplat.candidate_is_building(x.status)$$),
   '%campaign_candidates_active%', 'counting a campaign''s builders uses campaign_candidates_active');
-SELECT alike(pg_temp.plan_of($$SELECT count(*) FROM mlplat.campaign_candidates x
+SELECT alike(public.tap_plan_of($$SELECT count(*) FROM mlplat.campaign_candidates x
   WHERE x.campaign_id = 1 AND x.status = 'PLANNED'$$),
   '%campaign_candidates_active%', 'PLANNED implies the predicate of campaign_candidates_active');
 -- cancel_campaign
-SELECT alike(pg_temp.plan_of($$SELECT 1 FROM mlplat.campaign_candidates x
+SELECT alike(public.tap_plan_of($$SELECT 1 FROM mlplat.campaign_candidates x
   WHERE x.campaign_id = 1 AND NOT mlplat.candidate_is_finished(x.status)$$),
   '%campaign_candidates_active%', 'a campaign''s unfinished candidates use campaign_candidates_active');
 -- the lab runs on a node whose Job is out are among its active ones
-SELECT alike(pg_temp.plan_of($$SELECT x.id FROM mlplat.lab_runs x
+SELECT alike(public.tap_plan_of($$SELECT x.id FROM mlplat.lab_runs x
   WHERE x.node_id = 1 AND mlplat.lab_run_is_running(x.status)$$),
   '%lab_runs_active%', 'a node''s dispatched and running lab runs use lab_runs_active');
 

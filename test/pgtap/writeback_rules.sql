@@ -7,20 +7,10 @@ BEGIN;
 SELECT plan(11);
 \ir lib/helpers.sql
 
-CREATE FUNCTION pg_temp.plan_of(q text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-  line text;
-  out text := '';
-BEGIN
-  FOR line IN EXECUTE 'EXPLAIN (VERBOSE, COSTS OFF) ' || q LOOP
-    out := out || line || E'\n';
-  END LOOP;
-  RETURN out;
-END $$;
 CREATE TEMP TABLE tap_rows (attempts int, retry_ms int);
 INSERT INTO tap_rows VALUES (0, NULL), (3, NULL), (0, 250), (7, 1500);
 
-SELECT doesnt_match(pg_temp.plan_of('SELECT mlplat._retry_attempts(attempts, retry_ms), mlplat._retry_at(retry_ms) FROM tap_rows'),
+SELECT doesnt_match(public.tap_plan_of('SELECT mlplat._retry_attempts(attempts, retry_ms), mlplat._retry_at(retry_ms) FROM tap_rows'),
                     '_retry_(at|attempts)\(', 'the retry rules are inlined into the query that calls them');
 SELECT is((SELECT array_agg(mlplat._retry_attempts(attempts, retry_ms) ORDER BY attempts, retry_ms NULLS FIRST) FROM tap_rows),
           ARRAY[0, 1, 0, 8], 'no retry scheduled resets attempts; a retry counts one more');

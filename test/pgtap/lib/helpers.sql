@@ -31,4 +31,16 @@ BEGIN
   END;
 END $$;
 
+-- The plan of query q (EXPLAIN VERBOSE, without costs), one text.
+CREATE FUNCTION public.tap_plan_of(q text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+  line text;
+  out text := '';
+BEGIN
+  FOR line IN EXECUTE 'EXPLAIN (VERBOSE, COSTS OFF) ' || q LOOP
+    out := out || line || E'\n';
+  END LOOP;
+  RETURN out;
+END $$;
+
 GRANT EXECUTE ON FUNCTION public.tap_api_try(text, text, boolean), public.tap_hostile(text) TO PUBLIC;
