@@ -73,7 +73,7 @@ mlplat_status_parse(MlplatMachine m, const char *text)
 		return s;
 	ereport(ERROR,
 			(errcode(ERRCODE_DATA_EXCEPTION),
-			 errmsg("mlplat: \"%s\" is not a %s status this library knows", text, machines[m].machine),
+			 errmsg("mlplat: the %s status \"%s\" is not one this library knows", machines[m].machine, text),
 			 errdetail("The statuses of a %s are those of mlplat._%s_transitions(); the library's list "
 					   "(include/mlplat/states.h) must name the same.",
 					   machines[m].machine, machines[m].machine),

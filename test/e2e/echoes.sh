@@ -126,6 +126,36 @@ q $DB "SELECT mlplat.put_echo('$NS', 'e4', '{}')" >/dev/null
 wait_for $DB "SELECT status FROM mlplat.echoes WHERE name = 'e4'" SYNCED 30
 tap_ok $? "... and run again once the type agrees"
 
+# --- a status the library does not know (the CHECK constraint and the transition trigger
+# bypassed, as only an administrator, or a library of another version, could): the seam's
+# read is an ERROR naming the machine and the value, not a row misread.  As any ERROR in a
+# pass, it fails that pass (logged, in the health row) and the leader keeps its lead and
+# tries again with backoff; every pass stops at the same claim, so no echo is reconciled
+# meanwhile, while other kinds go on.  The row put right, the same leader converges.
+lines_before=$(wc -l <"$WORK/data.log")
+epoch=$(q $DB "SELECT epoch FROM mlplat.leader_epochs WHERE kind = 'echoes'")
+MSG='mlplat: the echo status "BOGUS" is not one this library knows'
+seam_errors() { tail -n +"$lines_before" "$WORK/data.log" | grep -cF "reconciler pass failed: $MSG"; }
+q $DB "ALTER TABLE mlplat.echoes DROP CONSTRAINT echoes_status_check" >/dev/null
+q $DB "SET session_replication_role = replica; UPDATE mlplat.echoes SET status = 'BOGUS' WHERE name = 'e3'" >/dev/null
+q $DB "SELECT mlplat.put_echo('$NS', 'e5', '{\"k\": \"v5\"}')" >/dev/null
+wait_for $DB "SELECT count(*) FROM mlplat.reconciler_health WHERE kind = 'echoes' AND role = 'leader'
+              AND status LIKE 'pass failed: mlplat: the echo status%' AND starts_with('pass failed: $MSG', status)" 1 30
+tap_ok $? "an echo whose status is BOGUS: the pass fails with an ERROR naming the machine and the value ($(health))"
+deadline=$((SECONDS + 30))
+until (($(seam_errors) >= 3)) || ((SECONDS >= deadline)); do sleep 0.2; done
+tap_ok $((($(seam_errors) >= 3) ? 0 : 1)) "... logged, and tried again with backoff ($(seam_errors) failed passes in the log)"
+tap_is "$(status e5)/$(cm_data e5)" "PENDING/absent" "... meanwhile no echo is reconciled (every pass stops at its claim)"
+tap_is "$(q $DB "SELECT count(*) FROM mlplat.reconciler_health WHERE kind = 'projects' AND role = 'leader'")" 1 \
+	"... while the other kinds' leaders go on"
+q $DB "SET session_replication_role = replica; UPDATE mlplat.echoes SET status = 'SYNCED' WHERE name = 'e3'" >/dev/null
+q $DB "ALTER TABLE mlplat.echoes ADD CONSTRAINT echoes_status_check
+       CHECK (status IN ('PENDING', 'SYNCED', 'FAILED', 'DELETING', 'DELETED'))" >/dev/null
+wait_for $DB "SELECT status FROM mlplat.echoes WHERE name = 'e5'" SYNCED 30
+tap_ok $? "the row put right, the kind converges again"
+tap_is "$(cm_data e5)/$(q $DB "SELECT epoch FROM mlplat.leader_epochs WHERE kind = 'echoes'")" "{\"k\": \"v5\"}/$epoch" \
+	"... e5's ConfigMap is made, by the same leader (epoch $epoch): the ERROR cost no lead"
+
 # --- the kind touched only the files the guide lists for a test kind
 tap_is "$(cd "$SRC" && grep -rlE --include='*.[ch]' 'MLPLAT_KIND_ECHOES|mlplat_echoes_|"echoes"' src include | sort | tr '\n' ' ')" \
 	"include/mlplat/kinds.h include/mlplat/reconcile.h src/kinds.c src/reconcile/registry.c " \
