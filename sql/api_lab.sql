@@ -519,8 +519,8 @@ SELECT lab_run_id = (SELECT max(id) FROM mlplat.lab_runs WHERE purpose = 'run') 
 FROM pg_temp.claim('lab-bucket') c WHERE c.job->'metadata'->'labels'->>'mlplat.io/purpose' = 'run';
 -- 11. a node NotReady: the run waits with the reason; past its queue deadline it FAILS
 -- QUEUE_DEADLINE_EXCEEDED and nothing was created
-SELECT mlplat._lab_observe_nodes('[{"name": "gpu-1", "ready": false, "unschedulable": false, "gpus": 8, "accelerator": "nvidia-a100"},
-                                   {"name": "gpu-2", "ready": true, "unschedulable": false, "gpus": 8, "accelerator": "nvidia-a100"}]') AS observed;
+SELECT mlplat._lab_observe_nodes(ARRAY[('gpu-1', false, false, 8, 'nvidia-a100')::mlplat.lab_node_observed,
+                                        ('gpu-2', true, false, 8, 'nvidia-a100')::mlplat.lab_node_observed]) AS observed;
 SELECT node, observed_ready, observed_at > now() - interval '1 minute' AS fresh FROM mlplat.lab_node_status ORDER BY node;
 SET ROLE regress_lab_owner;
 SELECT :acc FROM mlplat.approve_lab('labp', (SELECT cand FROM ids), repeat('a', 64), (SELECT prof FROM ids),

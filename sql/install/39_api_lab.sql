@@ -1536,23 +1536,28 @@ BEGIN
   PERFORM mlplat._lab_transition(p_run, p_status, p_reason, NULL, p_observation, p_epoch, p_controller);
 END $$;
 
--- The Nodes the reconciler LISTed (label mlplat.io/lab=true): [{name, ready, unschedulable,
--- gpus, accelerator}].  Every registered node is stamped observed now; one missing from the
--- LIST is observed not ready with no GPUs.
-CREATE FUNCTION mlplat._lab_observe_nodes(p_nodes jsonb) RETURNS int
+-- A Node the reconciler LISTed (label mlplat.io/lab=true), as its pass carries it (the typed
+-- seam: C builds an array of these by attribute name).
+CREATE TYPE mlplat.lab_node_observed AS (
+  name text, ready boolean, unschedulable boolean, gpus int, accelerator text
+);
+
+-- The Nodes the reconciler LISTed.  Every registered node is stamped observed now; one missing
+-- from the LIST is observed not ready with no GPUs.
+CREATE FUNCTION mlplat._lab_observe_nodes(p_nodes mlplat.lab_node_observed[]) RETURNS int
 LANGUAGE plpgsql AS $$
 DECLARE
   n int;
 BEGIN
   UPDATE mlplat.lab_nodes x
-  SET observed_ready = coalesce((o.v->>'ready')::boolean, false),
-      observed_unschedulable = coalesce((o.v->>'unschedulable')::boolean, false),
-      observed_gpus = coalesce((o.v->>'gpus')::int, 0),
-      observed_accelerator = o.v->>'accelerator',
+  SET observed_ready = coalesce(o.ready, false),
+      observed_unschedulable = coalesce(o.unschedulable, false),
+      observed_gpus = coalesce(o.gpus, 0),
+      observed_accelerator = o.accelerator,
       observed_at = pg_catalog.now()
-  FROM (SELECT nd.id, (SELECT e FROM pg_catalog.jsonb_array_elements(p_nodes) e WHERE e->>'name' = nd.name LIMIT 1) AS v
-          FROM mlplat.lab_nodes nd) o
-  WHERE x.id = o.id;
+  FROM mlplat.lab_nodes nd
+  LEFT JOIN LATERAL (SELECT e.* FROM pg_catalog.unnest(p_nodes) e WHERE e.name = nd.name LIMIT 1) o ON true
+  WHERE x.id = nd.id;
   GET DIAGNOSTICS n = ROW_COUNT;
   RETURN n;
 END $$;

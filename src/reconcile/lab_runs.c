@@ -32,6 +32,7 @@
 #include "lib/stringinfo.h"
 #include "utils/builtins.h"
 #include "utils/json.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
@@ -110,7 +111,10 @@ MLPLAT_SEAM_STATIC(claim_seam, lab_run_claim, LabRun);
 
 MLPLAT_SEAM_ROW_STATIC(writeback_seam, lab_run_writeback, LabWriteback);
 
-MlplatSeam *const mlplat_lab_runs_seams[] = { &claim_seam, &writeback_seam, NULL };
+/* the Nodes a LIST observed, recorded before the claim assesses them (mlplat._lab_observe_nodes) */
+MLPLAT_SEAM_ROW_STATIC(node_seam, lab_node_observed, LabNodeRow);
+
+MlplatSeam *const mlplat_lab_runs_seams[] = { &claim_seam, &writeback_seam, &node_seam, NULL };
 
 /* ---------------------------------------------------------------- pure decisions */
 
@@ -427,45 +431,37 @@ secret_note_decide(LabRun *r, const char *instance)
 
 /* ---------------------------------------------------------------- I/O */
 
-static char *
-nodes_json(List *nodes)
+/* What the claim reads of each Node a LIST found (LabNodeRow, the seam's mlplat.lab_node_observed) */
+static List *
+node_rows(List *nodes)
 {
-	StringInfoData s;
+	List *rows = NIL;
 	ListCell *lc;
-	bool first = true;
 
-	initStringInfo(&s);
-	appendStringInfoChar(&s, '[');
 	foreach (lc, nodes)
 	{
 		const MlJsonValue *n = lfirst(lc);
-		const char *name = mlplat_json_text(n, "metadata", "name", NULL);
 		const char *gpus = mlplat_json_text(n, "status", "allocatable", "nvidia.com/gpu");
-		const char *acc = mlplat_json_text(n, "metadata", "labels", "mlplat.io/accelerator");
 		const MlJsonValue *unsched = ml_json_object_get(ml_json_object_get(n, "spec"), "unschedulable");
-		bool ready = condition(n, "Ready") != NULL;
+		LabNodeRow *row = palloc0(sizeof(LabNodeRow));
 
-		if (name == NULL)
+		row->name = mlplat_json_text(n, "metadata", "name", NULL);
+		if (row->name == NULL)
 			continue;
-		appendStringInfoString(&s, first ? "{" : ",{");
-		first = false;
-		appendStringInfoString(&s, "\"name\":");
-		escape_json(&s, name);
-		appendStringInfo(&s, ",\"ready\":%s,\"unschedulable\":%s,\"gpus\":%d", ready ? "true" : "false",
-						 unsched && unsched->type == ML_JSON_BOOL && unsched->u.boolean ? "true" : "false",
-						 gpus ? (int) strtol(gpus, NULL, 10) : 0);
-		appendStringInfoString(&s, ",\"accelerator\":");
-		mlplat_json_append_text(&s, acc);
-		appendStringInfoChar(&s, '}');
+		row->ready = condition(n, "Ready") != NULL;
+		row->unschedulable = unsched && unsched->type == ML_JSON_BOOL && unsched->u.boolean;
+		row->gpus = gpus ? (int32) strtol(gpus, NULL, 10) : 0;
+		row->accelerator = mlplat_json_text(n, "metadata", "labels", "mlplat.io/accelerator");
+		rows = lappend(rows, row);
 	}
-	appendStringInfoChar(&s, ']');
-	return s.data;
+	return rows;
 }
 
 /* What the lab's claim does in its transaction besides the claim (MlplatClaimSteps). */
 typedef struct LabClaimSteps
 {
-	const char *nodes; /* the Nodes just LISTed, as JSON, or NULL: not listed this pass */
+	bool listed; /* the Nodes were LISTed this pass: record them (nodes, LabNodeRow) */
+	List *nodes;
 	List *lab_namespaces;
 } LabClaimSteps;
 
@@ -474,17 +470,22 @@ static void
 claim_record_nodes(MlplatPass *pass, void *arg)
 {
 	LabClaimSteps *st = arg;
-	Oid t[1] = { TEXTOID };
+	MlplatSeamArray *rows;
+	Oid t[1];
 	Datum v[1];
+	ListCell *lc;
 
 	(void) pass;
-	if (st->nodes == NULL)
+	if (!st->listed)
 		return;
-	v[0] = CStringGetTextDatum(st->nodes);
+	rows = mlplat_seam_array_new(&node_seam);
+	foreach (lc, st->nodes)
+		mlplat_seam_array_add(rows, lfirst(lc));
+	t[0] = get_array_type(node_seam.typoid);
+	v[0] = mlplat_seam_array_datum(rows);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "mlplat: SPI_connect failed");
-	if (SPI_execute_with_args("SELECT mlplat._lab_observe_nodes($1::pg_catalog.jsonb)", 1, t, v, NULL, false, 0) !=
-		SPI_OK_SELECT)
+	if (mlplat_sql_exec("SELECT mlplat._lab_observe_nodes($1)", 1, t, v, NULL) != SPI_OK_SELECT)
 		elog(ERROR, "mlplat: _lab_observe_nodes failed");
 	SPI_finish();
 }
@@ -512,10 +513,10 @@ claim_lab_namespaces(MlplatPass *pass, void *arg)
  * before it and the namespaces read after it in its transaction; then each run's notes.
  */
 static void
-claim(MlplatPassWork *w, const char *nodes, List **out, List **lab_namespaces)
+claim(MlplatPassWork *w, bool listed, List *nodes, List **out, List **lab_namespaces)
 {
 	MlplatPass *pass = w->pass;
-	LabClaimSteps st = { nodes, NIL };
+	LabClaimSteps st = { listed, node_rows(nodes), NIL };
 	MlplatClaimSteps steps = { claim_record_nodes, claim_lab_namespaces, &st };
 	MlplatClaim c;
 	ListCell *lc;
@@ -1277,7 +1278,7 @@ mlplat_lab_runs_pass(MlplatPass *pass)
 	}
 
 	/* 2. claim */
-	claim(&w, w.lists > 0 ? nodes_json(nodes) : NULL, &runs, &lab_namespaces);
+	claim(&w, w.lists > 0, nodes, &runs, &lab_namespaces);
 	answers.pass = pass;
 	answers.arena = w.arena;
 	answers.instance = w.instance;
