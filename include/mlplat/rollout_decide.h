@@ -77,7 +77,7 @@ typedef enum MlRolloutStep
 	ML_ROLLOUT_STEP_DECIDE	  /* call plan_rollout on the evidence of this observation */
 } MlRolloutStep;
 
-#define ML_ROLLOUT_REASON_MAX 256
+#define ML_ROLLOUT_REASON_MAX 1024
 
 typedef struct MlRolloutPassDecision
 {

@@ -1,12 +1,14 @@
 -- 72_reconcile_rollouts: the rollouts reconciler's state, its transition ledger and
 -- its two short transactions (see docs/rollouts.md, "The reconciler").
 --
--- The C pass (src/reconcile/rollouts.c) only does I/O: it reads the InferenceService,
--- applies the traffic split it is told to, queries Prometheus, and hands what it saw
--- to mlplat._rollouts_observe().  Everything that decides — when a window starts,
--- whether evidence is due, the evidence record itself, plan_rollout, the ledger row
--- and the one transition — happens here, in one transaction, under a compare-and-swap
--- on the rollout's row_version and the kind's leader epoch.
+-- The C pass (src/reconcile/rollouts.c) reads the InferenceService, applies the traffic
+-- split it is told to, queries Prometheus, and hands what it saw to
+-- mlplat._rollouts_observe().  There, in one transaction, under a compare-and-swap on the
+-- rollout's row_version and the kind's leader epoch, the locked row and the observation
+-- go to the pure C decision (src/reconcile/rollout_decide.c through _rollout_decide and
+-- _rollout_after_plan: when a window starts, whether evidence is due, close, the status
+-- and its reason); this file builds the evidence record, calls plan_rollout, appends the
+-- ledger row and stores the one transition the decision names.
 
 -- Replicas a revision is expected to keep ready: its minReplicas, at least one (a
 -- revision scaled to zero cannot prove readiness).
@@ -63,16 +65,54 @@ $$;
 REVOKE ALL ON FUNCTION mlplat._rollout_fraction(bigint) FROM PUBLIC;
 
 -- canaryTrafficPercent the InferenceService must carry now: 0 while rolling back,
--- -1 (no canary setting) once promotion is requested, else the current fraction.
+-- -1 (no canary setting) once promotion is requested, else the current fraction
+-- (rollout_decide.c, the rule the write-back's decision uses too).
 CREATE FUNCTION mlplat._rollout_want_percent(p_status text, p_requested text, p_fraction numeric) RETURNS int
-LANGUAGE sql IMMUTABLE
+LANGUAGE C IMMUTABLE
 SET search_path = pg_catalog, mlplat, pg_temp
-AS $$
-  SELECT CASE WHEN p_status = 'ROLLING_BACK' THEN 0
-              WHEN p_requested = 'PROMOTE' THEN -1
-              ELSE pg_catalog.round(p_fraction * 100)::int END
-$$;
+AS 'MODULE_PATHNAME', 'mlplat_rollout_want_percent';
 REVOKE ALL ON FUNCTION mlplat._rollout_want_percent(text, text, numeric) FROM PUBLIC;
+
+-- Epoch milliseconds as the epoch seconds the rollout's times are kept in (no trailing zeros).
+CREATE FUNCTION mlplat._rollout_ms_secs(p_ms bigint) RETURNS numeric
+LANGUAGE sql IMMUTABLE STRICT
+SET search_path = pg_catalog, mlplat, pg_temp
+AS $$ SELECT pg_catalog.trim_scale(p_ms::numeric / 1000) $$;
+REVOKE ALL ON FUNCTION mlplat._rollout_ms_secs(bigint) FROM PUBLIC;
+
+-- What one observation means for a rollout, decided in C (src/reconcile/rollout_decide.c,
+-- pure): from the locked row (status, requested action, fraction, the revision names fixed
+-- so far, the window) and the observation (its time, whether KServe settled, its revision
+-- names, the traffic entries in order, whether request metrics came with it).  step is
+-- WAIT (KServe has not caught up), CLOSE (on close_kn with close_status), REASON (store
+-- status_reason; clear the window when clear_window), START (a window starts at
+-- window_start_ms, due at decide_at_ms), NOT_DUE or DECIDE (call plan_rollout; after a
+-- START at 0% the window fields are set too).
+CREATE FUNCTION mlplat._rollout_decide(
+  p_status text, p_requested text, p_fraction numeric, p_target_kn text, p_previous_kn text,
+  p_window_started boolean, p_decide_at_ms bigint, p_window_seconds int,
+  p_observed_at_ms bigint, p_settled boolean, p_latest_created_kn text, p_rolledout_kn text,
+  p_traffic_revisions text[], p_traffic_percents int[], p_has_metrics boolean,
+  OUT want_percent int, OUT target_kn text, OUT previous_kn text, OUT target_percent int,
+  OUT previous_percent int, OUT step text, OUT close_kn text, OUT close_status text,
+  OUT status_reason text, OUT clear_window boolean, OUT window_start_ms bigint, OUT decide_at_ms bigint)
+LANGUAGE C IMMUTABLE
+SET search_path = pg_catalog, mlplat, pg_temp
+AS 'MODULE_PATHNAME', 'mlplat_rollout_decide';
+REVOKE ALL ON FUNCTION mlplat._rollout_decide(text, text, numeric, text, text, boolean, bigint, int, bigint, boolean,
+                                              text, text, text[], int[], boolean) FROM PUBLIC;
+
+-- The rollout after plan_rollout decided (C, rollout_decide.c): its new status, status_reason
+-- ("<decision>: <reasons, as given>"), and after a hold the window goes on, due again a fifth of
+-- a window later (1 s to 60 s), at the ceiling a window later.
+CREATE FUNCTION mlplat._rollout_after_plan(p_decision text, p_reasons text[], p_window_seconds int,
+                                           p_observed_at_ms bigint,
+                                           OUT status text, OUT status_reason text, OUT keep_window boolean,
+                                           OUT decide_at_ms bigint)
+LANGUAGE C IMMUTABLE
+SET search_path = pg_catalog, mlplat, pg_temp
+AS 'MODULE_PATHNAME', 'mlplat_rollout_after_plan';
+REVOKE ALL ON FUNCTION mlplat._rollout_after_plan(text, text[], int, bigint) FROM PUBLIC;
 
 -- The seam (src/reconcile/seam.c): the claim returns mlplat.rollout_claim rows, which C reads
 -- by name.  The write-back (_rollouts_writeback_set, below) calls _rollouts_observe for each
@@ -287,18 +327,14 @@ DECLARE
   p_applied int := CASE WHEN w.applied THEN w.applied_percent END;
   ro mlplat.rollouts;
   frac numeric;
-  want int;
   at numeric := pg_catalog.trim_scale((w.observation->>'observed_at')::numeric);
-  tkn text;
-  pkn text;
-  t_pct int;
-  p_pct int;
-  ws numeric;
+  revs text[];
+  pcts int[];
+  d record;
+  a record;
   evidence jsonb;
   plan jsonb;
   reasons text[];
-  new_status text;
-  recheck int;
   tr jsonb;
   br jsonb;
   result text := 'OBSERVED';
@@ -329,77 +365,49 @@ BEGIN
   END IF;
 
   frac := mlplat._rollout_fraction(ro.id);
-  want := mlplat._rollout_want_percent(ro.status, ro.requested_action, frac);
-  -- KServe's names for our two revisions, fixed at first sight: the target is the
-  -- revision created for our manifest, the previous one is what KServe had rolled out.
-  tkn := coalesce(ro.observed->>'target_kn', CASE WHEN (w.observation->>'settled')::boolean THEN w.observation->>'latest_created_kn' END);
-  pkn := coalesce(ro.observed->>'previous_kn',
-                  CASE WHEN (w.observation->>'settled')::boolean AND w.observation->>'rolledout_kn' IS DISTINCT FROM tkn
-                       THEN w.observation->>'rolledout_kn' END);
-  SELECT coalesce(sum((e->>'percent')::int) FILTER (WHERE e->>'revision' = tkn), 0),
-         coalesce(sum((e->>'percent')::int) FILTER (WHERE e->>'revision' = pkn), 0)
-    INTO t_pct, p_pct
-    FROM pg_catalog.jsonb_array_elements(coalesce(w.observation->'traffic', '[]')) e;
+  -- What this observation means (rollout_decide.c): KServe's names for our two revisions
+  -- (fixed at first sight), the traffic on each, and one step.
+  SELECT pg_catalog.array_agg(e->>'revision' ORDER BY i), pg_catalog.array_agg((e->>'percent')::int ORDER BY i)
+    INTO revs, pcts
+    FROM pg_catalog.jsonb_array_elements(coalesce(w.observation->'traffic', '[]')) WITH ORDINALITY x(e, i);
+  SELECT * INTO d FROM mlplat._rollout_decide(ro.status, ro.requested_action, frac, ro.observed->>'target_kn', ro.observed->>'previous_kn',
+                                              ro.window_start IS NOT NULL, pg_catalog.round(ro.decide_at * 1000)::bigint,
+                                              (ro.policy->>'window_seconds')::int, pg_catalog.round(at * 1000)::bigint,
+                                              coalesce((w.observation->>'settled')::boolean, false),
+                                              w.observation->>'latest_created_kn', w.observation->>'rolledout_kn', revs, pcts,
+                                              w.observation->'metrics' IS NOT NULL);
   UPDATE mlplat.rollouts x
-     SET observed = pg_catalog.jsonb_build_object('target_kn', tkn, 'previous_kn', pkn,
-                      'traffic', w.observation->'traffic', 'target_percent', t_pct, 'previous_percent', p_pct,
+     SET observed = pg_catalog.jsonb_build_object('target_kn', d.target_kn, 'previous_kn', d.previous_kn,
+                      'traffic', w.observation->'traffic', 'target_percent', d.target_percent,
+                      'previous_percent', d.previous_percent,
                       'ready', w.observation->'ready', 'load', w.observation->'load', 'observed_at', w.observation->'observed_at'),
          observed_at = pg_catalog.now()
    WHERE x.id = ro.id;
   SELECT * INTO ro FROM mlplat.rollouts x WHERE x.id = ro.id;
-  IF NOT coalesce((w.observation->>'settled')::boolean, false) OR tkn IS NULL THEN
+  IF d.step = 'WAIT' THEN
     RETURN result;              -- KServe has not caught up with what we applied yet
   END IF;
-
-  IF ro.status = 'ROLLING_BACK' THEN
-    IF pkn IS NOT NULL AND p_pct = 100 THEN
-      RETURN mlplat._rollout_close(ro, w.observation, pkn, CASE WHEN ro.requested_action = 'ABORT' THEN 'ABORTED' ELSE 'ROLLED_BACK' END,
-                                   p_epoch, w.controller);
-    END IF;
+  IF d.step = 'CLOSE' THEN
+    RETURN mlplat._rollout_close(ro, w.observation, d.close_kn, d.close_status, p_epoch, w.controller);
+  END IF;
+  IF d.step = 'REASON' THEN
     UPDATE mlplat.rollouts x
-       SET status_reason = CASE WHEN pkn IS NULL OR NOT EXISTS (
-                                   SELECT 1 FROM pg_catalog.jsonb_array_elements(coalesce(w.observation->'traffic', '[]')) e
-                                    WHERE e->>'revision' = pkn)
-                                THEN pg_catalog.format('rollback route lost: previous revision %s is not in the route',
-                                                       coalesce(pkn, '(unknown)'))
-                                ELSE pg_catalog.format('rolling back: %s%% still on the target', t_pct) END
+       SET status_reason = d.status_reason,
+           window_start = CASE WHEN d.clear_window THEN NULL ELSE x.window_start END,
+           decide_at = CASE WHEN d.clear_window THEN NULL ELSE x.decide_at END
      WHERE x.id = ro.id;
     RETURN result;
   END IF;
-  IF ro.requested_action = 'PROMOTE' THEN
-    IF t_pct = 100 THEN
-      RETURN mlplat._rollout_close(ro, w.observation, tkn, 'PROMOTED', p_epoch, w.controller);
-    END IF;
-    UPDATE mlplat.rollouts x SET status_reason = pg_catalog.format('promoting: %s%% on the target so far', t_pct)
-     WHERE x.id = ro.id;
-    RETURN result;
-  END IF;
-
-  -- A window runs while the observed split is the one the rollout stands at.
-  IF t_pct <> want THEN
-    UPDATE mlplat.rollouts x SET window_start = NULL, decide_at = NULL,
-           status_reason = pg_catalog.format('waiting for %s%% on the target (observed %s%%)', want, t_pct)
-     WHERE x.id = ro.id;
-    RETURN result;
-  END IF;
-  IF ro.window_start IS NULL THEN
-    -- The window starts when this observation saw the split (evidence times have
-    -- millisecond precision, so no waiting for a whole second).
-    ws := at;
+  IF d.window_start_ms IS NOT NULL THEN
     UPDATE mlplat.rollouts x
-       SET window_start = pg_catalog.to_timestamp(ws::float8),
-           decide_at = ws + CASE WHEN frac = 0 THEN 0 ELSE (ro.policy->>'window_seconds')::int END,
-           status_reason = pg_catalog.format('observing %s%% on the target', want)
+       SET window_start = pg_catalog.to_timestamp(mlplat._rollout_ms_secs(d.window_start_ms)::float8),
+           decide_at = mlplat._rollout_ms_secs(d.decide_at_ms),
+           status_reason = d.status_reason
      WHERE x.id = ro.id;
-    IF frac <> 0 THEN
-      RETURN result;
-    END IF;
-    -- At 0% the first decision needs readiness only (no window, no request metrics):
-    -- this observation is the evidence, so decide on it at once.
     SELECT * INTO ro FROM mlplat.rollouts x WHERE x.id = ro.id;
   END IF;
-  IF (w.observation->'metrics' IS NULL AND frac <> 0) OR at < ro.decide_at THEN
-    RETURN result;
+  IF d.step <> 'DECIDE' THEN
+    RETURN result;              -- a window runs (or just started); no decision due yet
   END IF;
 
   -- Decide exactly one transition.
@@ -408,7 +416,8 @@ BEGIN
   SELECT dr.intent INTO br FROM mlplat.deployment_revisions dr
    WHERE dr.deployment_id = ro.deployment_id AND dr.revision = ro.baseline_revision;
   evidence := mlplat.with_content_id(mlplat._rollout_evidence(ro.contract, frac, mlplat._rollout_replicas(tr),
-                                                              mlplat._rollout_replicas(br), w.observation, tkn, pkn));
+                                                              mlplat._rollout_replicas(br), w.observation,
+                                                              d.target_kn, d.previous_kn));
   BEGIN
     plan := mlplat.plan_rollout(ro.contract, evidence);
   EXCEPTION WHEN invalid_parameter_value THEN
@@ -421,27 +430,22 @@ BEGIN
     RETURN 'REFUSED';
   END;
   SELECT pg_catalog.array_agg(r ORDER BY r) INTO reasons FROM pg_catalog.jsonb_array_elements_text(plan->'reasons') r;
-  new_status := CASE plan->>'decision'
-                  WHEN 'ADVANCE' THEN 'PROGRESSING'
-                  WHEN 'ROLLBACK' THEN 'ROLLING_BACK'
-                  ELSE CASE WHEN reasons && ARRAY['AT_CEILING', 'TRAFFIC_COMPLETE'] THEN 'AT_CEILING' ELSE 'HOLDING' END
-                END;
-  IF NOT mlplat._rollout_record(ro, plan->>'decision', reasons, new_status, frac, (plan->>'next_fraction')::numeric,
+  -- the new status, its reason and when to look again (rollout_decide.c)
+  SELECT * INTO a FROM mlplat._rollout_after_plan(plan->>'decision', reasons, (ro.policy->>'window_seconds')::int,
+                                                  pg_catalog.round(at * 1000)::bigint);
+  IF NOT mlplat._rollout_record(ro, plan->>'decision', reasons, a.status, frac, (plan->>'next_fraction')::numeric,
                                 evidence, plan, w.observation - 'metrics' || pg_catalog.jsonb_build_object(
-                                  'target_kn', tkn, 'previous_kn', pkn, 'metric_gaps', w.observation->'metrics'->'gaps'),
+                                  'target_kn', d.target_kn, 'previous_kn', d.previous_kn,
+                                  'metric_gaps', w.observation->'metrics'->'gaps'),
                                 p_epoch, w.controller) THEN
     RETURN 'REPLAYED';
   END IF;
-  -- After a hold, look again a fifth of a window later (1 s to 60 s); at the ceiling,
-  -- where only a regression can still change anything, once per window.
-  recheck := CASE WHEN new_status = 'AT_CEILING' THEN (ro.policy->>'window_seconds')::int
-                  ELSE LEAST(GREATEST((ro.policy->>'window_seconds')::int / 5, 1), 60) END;
   UPDATE mlplat.rollouts x
-     SET status = new_status,
+     SET status = a.status,
          current_fraction = (plan->>'next_fraction')::numeric,
-         status_reason = pg_catalog.format('%s: %s', plan->>'decision', pg_catalog.array_to_string(reasons, ', ')),
-         window_start = CASE WHEN plan->>'decision' = 'HOLD' THEN x.window_start END,
-         decide_at = CASE WHEN plan->>'decision' = 'HOLD' THEN at + recheck END,
+         status_reason = a.status_reason,
+         window_start = CASE WHEN a.keep_window THEN x.window_start END,
+         decide_at = mlplat._rollout_ms_secs(a.decide_at_ms),
          observed_generation = x.generation
    WHERE x.id = ro.id;
   RETURN plan->>'decision';

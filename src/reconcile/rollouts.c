@@ -17,7 +17,8 @@
  *      (a second concurrent batch);
  *   4. write back per rollout in a new short transaction through
  *      mlplat._rollouts_observe(), which CASes on row_version and the leader
- *      epoch, builds the evidence, calls plan_rollout, appends the transition
+ *      epoch, has the pure decision (rollout_decide.c) decide on the locked
+ *      row, builds the evidence, calls plan_rollout, appends the transition
  *      ledger row (keyed by the evidence content id) and applies the one
  *      transition.
  * Every apply is noted in mlplat.unanswered_writes before it is sent (unanswered.h);

@@ -24,18 +24,14 @@ DECLARE
   p_applied int := CASE WHEN w.applied THEN w.applied_percent END;
   ro mlplat.rollouts;
   frac numeric;
-  want int;
   at numeric := pg_catalog.trim_scale((w.observation->>'observed_at')::numeric);
-  tkn text;
-  pkn text;
-  t_pct int;
-  p_pct int;
-  ws numeric;
+  revs text[];
+  pcts int[];
+  d record;
+  a record;
   evidence jsonb;
   plan jsonb;
   reasons text[];
-  new_status text;
-  recheck int;
   tr jsonb;
   br jsonb;
   result text := 'OBSERVED';
@@ -66,77 +62,49 @@ BEGIN
   END IF;
 
   frac := mlplat._rollout_fraction(ro.id);
-  want := mlplat._rollout_want_percent(ro.status, ro.requested_action, frac);
-  -- KServe's names for our two revisions, fixed at first sight: the target is the
-  -- revision created for our manifest, the previous one is what KServe had rolled out.
-  tkn := coalesce(ro.observed->>'target_kn', CASE WHEN (w.observation->>'settled')::boolean THEN w.observation->>'latest_created_kn' END);
-  pkn := coalesce(ro.observed->>'previous_kn',
-                  CASE WHEN (w.observation->>'settled')::boolean AND w.observation->>'rolledout_kn' IS DISTINCT FROM tkn
-                       THEN w.observation->>'rolledout_kn' END);
-  SELECT coalesce(sum((e->>'percent')::int) FILTER (WHERE e->>'revision' = tkn), 0),
-         coalesce(sum((e->>'percent')::int) FILTER (WHERE e->>'revision' = pkn), 0)
-    INTO t_pct, p_pct
-    FROM pg_catalog.jsonb_array_elements(coalesce(w.observation->'traffic', '[]')) e;
+  -- What this observation means (rollout_decide.c): KServe's names for our two revisions
+  -- (fixed at first sight), the traffic on each, and one step.
+  SELECT pg_catalog.array_agg(e->>'revision' ORDER BY i), pg_catalog.array_agg((e->>'percent')::int ORDER BY i)
+    INTO revs, pcts
+    FROM pg_catalog.jsonb_array_elements(coalesce(w.observation->'traffic', '[]')) WITH ORDINALITY x(e, i);
+  SELECT * INTO d FROM mlplat._rollout_decide(ro.status, ro.requested_action, frac, ro.observed->>'target_kn', ro.observed->>'previous_kn',
+                                              ro.window_start IS NOT NULL, pg_catalog.round(ro.decide_at * 1000)::bigint,
+                                              (ro.policy->>'window_seconds')::int, pg_catalog.round(at * 1000)::bigint,
+                                              coalesce((w.observation->>'settled')::boolean, false),
+                                              w.observation->>'latest_created_kn', w.observation->>'rolledout_kn', revs, pcts,
+                                              w.observation->'metrics' IS NOT NULL);
   UPDATE mlplat.rollouts x
-     SET observed = pg_catalog.jsonb_build_object('target_kn', tkn, 'previous_kn', pkn,
-                      'traffic', w.observation->'traffic', 'target_percent', t_pct, 'previous_percent', p_pct,
+     SET observed = pg_catalog.jsonb_build_object('target_kn', d.target_kn, 'previous_kn', d.previous_kn,
+                      'traffic', w.observation->'traffic', 'target_percent', d.target_percent,
+                      'previous_percent', d.previous_percent,
                       'ready', w.observation->'ready', 'load', w.observation->'load', 'observed_at', w.observation->'observed_at'),
          observed_at = pg_catalog.now()
    WHERE x.id = ro.id;
   SELECT * INTO ro FROM mlplat.rollouts x WHERE x.id = ro.id;
-  IF NOT coalesce((w.observation->>'settled')::boolean, false) OR tkn IS NULL THEN
+  IF d.step = 'WAIT' THEN
     RETURN result;              -- KServe has not caught up with what we applied yet
   END IF;
-
-  IF ro.status = 'ROLLING_BACK' THEN
-    IF pkn IS NOT NULL AND p_pct = 100 THEN
-      RETURN mlplat._rollout_close(ro, w.observation, pkn, CASE WHEN ro.requested_action = 'ABORT' THEN 'ABORTED' ELSE 'ROLLED_BACK' END,
-                                   p_epoch, w.controller);
-    END IF;
+  IF d.step = 'CLOSE' THEN
+    RETURN mlplat._rollout_close(ro, w.observation, d.close_kn, d.close_status, p_epoch, w.controller);
+  END IF;
+  IF d.step = 'REASON' THEN
     UPDATE mlplat.rollouts x
-       SET status_reason = CASE WHEN pkn IS NULL OR NOT EXISTS (
-                                   SELECT 1 FROM pg_catalog.jsonb_array_elements(coalesce(w.observation->'traffic', '[]')) e
-                                    WHERE e->>'revision' = pkn)
-                                THEN pg_catalog.format('rollback route lost: previous revision %s is not in the route',
-                                                       coalesce(pkn, '(unknown)'))
-                                ELSE pg_catalog.format('rolling back: %s%% still on the target', t_pct) END
+       SET status_reason = d.status_reason,
+           window_start = CASE WHEN d.clear_window THEN NULL ELSE x.window_start END,
+           decide_at = CASE WHEN d.clear_window THEN NULL ELSE x.decide_at END
      WHERE x.id = ro.id;
     RETURN result;
   END IF;
-  IF ro.requested_action = 'PROMOTE' THEN
-    IF t_pct = 100 THEN
-      RETURN mlplat._rollout_close(ro, w.observation, tkn, 'PROMOTED', p_epoch, w.controller);
-    END IF;
-    UPDATE mlplat.rollouts x SET status_reason = pg_catalog.format('promoting: %s%% on the target so far', t_pct)
-     WHERE x.id = ro.id;
-    RETURN result;
-  END IF;
-
-  -- A window runs while the observed split is the one the rollout stands at.
-  IF t_pct <> want THEN
-    UPDATE mlplat.rollouts x SET window_start = NULL, decide_at = NULL,
-           status_reason = pg_catalog.format('waiting for %s%% on the target (observed %s%%)', want, t_pct)
-     WHERE x.id = ro.id;
-    RETURN result;
-  END IF;
-  IF ro.window_start IS NULL THEN
-    -- The window starts when this observation saw the split (evidence times have
-    -- millisecond precision, so no waiting for a whole second).
-    ws := at;
+  IF d.window_start_ms IS NOT NULL THEN
     UPDATE mlplat.rollouts x
-       SET window_start = pg_catalog.to_timestamp(ws::float8),
-           decide_at = ws + CASE WHEN frac = 0 THEN 0 ELSE (ro.policy->>'window_seconds')::int END,
-           status_reason = pg_catalog.format('observing %s%% on the target', want)
+       SET window_start = pg_catalog.to_timestamp(mlplat._rollout_ms_secs(d.window_start_ms)::float8),
+           decide_at = mlplat._rollout_ms_secs(d.decide_at_ms),
+           status_reason = d.status_reason
      WHERE x.id = ro.id;
-    IF frac <> 0 THEN
-      RETURN result;
-    END IF;
-    -- At 0% the first decision needs readiness only (no window, no request metrics):
-    -- this observation is the evidence, so decide on it at once.
     SELECT * INTO ro FROM mlplat.rollouts x WHERE x.id = ro.id;
   END IF;
-  IF (w.observation->'metrics' IS NULL AND frac <> 0) OR at < ro.decide_at THEN
-    RETURN result;
+  IF d.step <> 'DECIDE' THEN
+    RETURN result;              -- a window runs (or just started); no decision due yet
   END IF;
 
   -- Decide exactly one transition.
@@ -145,7 +113,8 @@ BEGIN
   SELECT dr.intent INTO br FROM mlplat.deployment_revisions dr
    WHERE dr.deployment_id = ro.deployment_id AND dr.revision = ro.baseline_revision;
   evidence := mlplat.with_content_id(mlplat._rollout_evidence(ro.contract, frac, mlplat._rollout_replicas(tr),
-                                                              mlplat._rollout_replicas(br), w.observation, tkn, pkn));
+                                                              mlplat._rollout_replicas(br), w.observation,
+                                                              d.target_kn, d.previous_kn));
   BEGIN
     plan := mlplat.plan_rollout(ro.contract, evidence);
   EXCEPTION WHEN invalid_parameter_value THEN
@@ -158,27 +127,22 @@ BEGIN
     RETURN 'REFUSED';
   END;
   SELECT pg_catalog.array_agg(r ORDER BY r) INTO reasons FROM pg_catalog.jsonb_array_elements_text(plan->'reasons') r;
-  new_status := CASE plan->>'decision'
-                  WHEN 'ADVANCE' THEN 'PROGRESSING'
-                  WHEN 'ROLLBACK' THEN 'ROLLING_BACK'
-                  ELSE CASE WHEN reasons && ARRAY['AT_CEILING', 'TRAFFIC_COMPLETE'] THEN 'AT_CEILING' ELSE 'HOLDING' END
-                END;
-  IF NOT mlplat._rollout_record(ro, plan->>'decision', reasons, new_status, frac, (plan->>'next_fraction')::numeric,
+  -- the new status, its reason and when to look again (rollout_decide.c)
+  SELECT * INTO a FROM mlplat._rollout_after_plan(plan->>'decision', reasons, (ro.policy->>'window_seconds')::int,
+                                                  pg_catalog.round(at * 1000)::bigint);
+  IF NOT mlplat._rollout_record(ro, plan->>'decision', reasons, a.status, frac, (plan->>'next_fraction')::numeric,
                                 evidence, plan, w.observation - 'metrics' || pg_catalog.jsonb_build_object(
-                                  'target_kn', tkn, 'previous_kn', pkn, 'metric_gaps', w.observation->'metrics'->'gaps'),
+                                  'target_kn', d.target_kn, 'previous_kn', d.previous_kn,
+                                  'metric_gaps', w.observation->'metrics'->'gaps'),
                                 p_epoch, w.controller) THEN
     RETURN 'REPLAYED';
   END IF;
-  -- After a hold, look again a fifth of a window later (1 s to 60 s); at the ceiling,
-  -- where only a regression can still change anything, once per window.
-  recheck := CASE WHEN new_status = 'AT_CEILING' THEN (ro.policy->>'window_seconds')::int
-                  ELSE LEAST(GREATEST((ro.policy->>'window_seconds')::int / 5, 1), 60) END;
   UPDATE mlplat.rollouts x
-     SET status = new_status,
+     SET status = a.status,
          current_fraction = (plan->>'next_fraction')::numeric,
-         status_reason = pg_catalog.format('%s: %s', plan->>'decision', pg_catalog.array_to_string(reasons, ', ')),
-         window_start = CASE WHEN plan->>'decision' = 'HOLD' THEN x.window_start END,
-         decide_at = CASE WHEN plan->>'decision' = 'HOLD' THEN at + recheck END,
+         status_reason = a.status_reason,
+         window_start = CASE WHEN a.keep_window THEN x.window_start END,
+         decide_at = mlplat._rollout_ms_secs(a.decide_at_ms),
          observed_generation = x.generation
    WHERE x.id = ro.id;
   RETURN plan->>'decision';

@@ -1,0 +1,194 @@
+/*
+ * rollout_decide_sql.c — the SQL face of the rollouts reconciler's pure
+ * decision (mlplat/rollout_decide.h), called by the write-back
+ * (mlplat._rollouts_observe) on the row it has locked, and by the tests:
+ *
+ *   mlplat._rollout_want_percent(status, requested_action, fraction) → int
+ *   mlplat._rollout_decide(the row's and the observation's fields) → the step
+ *   mlplat._rollout_after_plan(decision, reasons, window_seconds, observed_at_ms)
+ *
+ * Only conversions here: every rule is in rollout_decide.c.
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "catalog/pg_type.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+
+#include "mlplat/rollout_decide.h"
+#include "mlplat/states.h"
+
+PG_FUNCTION_INFO_V1(mlplat_rollout_want_percent);
+PG_FUNCTION_INFO_V1(mlplat_rollout_decide);
+PG_FUNCTION_INFO_V1(mlplat_rollout_after_plan);
+
+static const char *const step_names[] = { "WAIT", "CLOSE", "REASON", "START", "NOT_DUE", "DECIDE" };
+
+#define TEXT_ARG(n) (PG_ARGISNULL(n) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(n)))
+
+/* The rollout status argument n (NULL: none, which no active rollout has) */
+static MlplatRolloutStatus
+status_arg(FunctionCallInfo fcinfo, int n)
+{
+	if (PG_ARGISNULL(n))
+		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("mlplat: a rollout decision needs a status")));
+	return (MlplatRolloutStatus) mlplat_status_parse(MLPLAT_MACHINE_ROLLOUT, TEXT_ARG(n));
+}
+
+/* numeric argument n as its decimal text (NULL stays NULL) */
+static const char *
+numeric_text_arg(FunctionCallInfo fcinfo, int n)
+{
+	return PG_ARGISNULL(n) ? NULL : DatumGetCString(DirectFunctionCall1(numeric_out, PG_GETARG_DATUM(n)));
+}
+
+/* A one-dimensional array argument's elements (none for NULL) */
+static int
+array_arg(FunctionCallInfo fcinfo, int n, Oid elem, Datum **values, bool **nulls)
+{
+	int16 len;
+	bool byval;
+	char align;
+	int count = 0;
+
+	*values = NULL;
+	*nulls = NULL;
+	if (PG_ARGISNULL(n))
+		return 0;
+	get_typlenbyvalalign(elem, &len, &byval, &align);
+	deconstruct_array(PG_GETARG_ARRAYTYPE_P(n), elem, len, byval, align, values, nulls, &count);
+	return count;
+}
+
+static Datum
+text_or_null(const char *s, bool *isnull)
+{
+	*isnull = s == NULL;
+	return s ? CStringGetTextDatum(s) : (Datum) 0;
+}
+
+static Datum
+result_tuple(FunctionCallInfo fcinfo, Datum *values, bool *nulls)
+{
+	TupleDesc td;
+
+	if (get_call_result_type(fcinfo, NULL, &td) != TYPEFUNC_COMPOSITE)
+		ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("mlplat: a record result is needed here")));
+	return HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(td), values, nulls));
+}
+
+/* mlplat._rollout_want_percent(status text, requested_action text, fraction numeric) → int */
+Datum
+mlplat_rollout_want_percent(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT32(ml_rollout_want_percent(status_arg(fcinfo, 0), ml_rollout_request_of(TEXT_ARG(1)),
+											numeric_text_arg(fcinfo, 2), NULL));
+}
+
+/*
+ * mlplat._rollout_decide(status, requested_action, fraction, target_kn, previous_kn,
+ *   window_started, decide_at_ms, window_seconds, observed_at_ms, settled,
+ *   latest_created_kn, rolledout_kn, traffic_revisions text[], traffic_percents int[],
+ *   has_metrics) → (want_percent, target_kn, previous_kn, target_percent,
+ *   previous_percent, step, close_kn, close_status, status_reason, clear_window,
+ *   window_start_ms, decide_at_ms)
+ */
+Datum
+mlplat_rollout_decide(PG_FUNCTION_ARGS)
+{
+	MlRolloutPassIn in;
+	MlRolloutPassDecision d;
+	Datum *revs,
+		*pcts;
+	bool *rev_nulls,
+		*pct_nulls;
+	int nrevs = array_arg(fcinfo, 12, TEXTOID, &revs, &rev_nulls);
+	int npcts = array_arg(fcinfo, 13, INT4OID, &pcts, &pct_nulls);
+	MlRolloutTraffic *traffic = palloc0(sizeof(MlRolloutTraffic) * (nrevs + 1));
+	Datum values[12];
+	bool nulls[12];
+
+	memset(&in, 0, sizeof(in));
+	in.status = status_arg(fcinfo, 0);
+	in.request = ml_rollout_request_of(TEXT_ARG(1));
+	in.fraction = numeric_text_arg(fcinfo, 2);
+	in.target_kn = TEXT_ARG(3);
+	in.previous_kn = TEXT_ARG(4);
+	in.window_started = !PG_ARGISNULL(5) && PG_GETARG_BOOL(5);
+	in.has_decide_at = !PG_ARGISNULL(6);
+	in.decide_at_ms = in.has_decide_at ? PG_GETARG_INT64(6) : 0;
+	in.window_seconds = PG_ARGISNULL(7) ? 0 : PG_GETARG_INT32(7);
+	in.observed_at_ms = PG_ARGISNULL(8) ? 0 : PG_GETARG_INT64(8);
+	in.settled = !PG_ARGISNULL(9) && PG_GETARG_BOOL(9);
+	in.latest_created_kn = TEXT_ARG(10);
+	in.rolledout_kn = TEXT_ARG(11);
+	/* an entry without a revision matches none; one without a percent counts 0 */
+	for (int i = 0; i < nrevs; i++)
+	{
+		traffic[i].revision = rev_nulls[i] ? NULL : TextDatumGetCString(revs[i]);
+		traffic[i].percent = i < npcts && !pct_nulls[i] ? DatumGetInt32(pcts[i]) : 0;
+	}
+	in.traffic = traffic;
+	in.ntraffic = nrevs;
+	in.has_metrics = !PG_ARGISNULL(14) && PG_GETARG_BOOL(14);
+
+	ml_rollout_pass_decide(&in, &d);
+
+	memset(nulls, false, sizeof(nulls));
+	values[0] = Int32GetDatum(d.want_percent);
+	values[1] = text_or_null(d.target_kn, &nulls[1]);
+	values[2] = text_or_null(d.previous_kn, &nulls[2]);
+	values[3] = Int32GetDatum(d.target_percent);
+	values[4] = Int32GetDatum(d.previous_percent);
+	values[5] = CStringGetTextDatum(step_names[d.step]);
+	values[6] = text_or_null(d.close_kn, &nulls[6]);
+	values[7] = text_or_null(d.step == ML_ROLLOUT_STEP_CLOSE ? mlplat_status_name(MLPLAT_MACHINE_ROLLOUT, d.close_status)
+															 : NULL,
+							 &nulls[7]);
+	values[8] = text_or_null(d.status_reason[0] ? d.status_reason : NULL, &nulls[8]);
+	values[9] = BoolGetDatum(d.clear_window);
+	values[10] = Int64GetDatum(d.window_start_ms);
+	nulls[10] = !d.start_window;
+	values[11] = Int64GetDatum(d.decide_at_ms);
+	nulls[11] = !d.start_window;
+	PG_RETURN_DATUM(result_tuple(fcinfo, values, nulls));
+}
+
+/*
+ * mlplat._rollout_after_plan(decision text, reasons text[], window_seconds int,
+ *   observed_at_ms bigint) → (status, status_reason, keep_window, decide_at_ms)
+ */
+Datum
+mlplat_rollout_after_plan(PG_FUNCTION_ARGS)
+{
+	const char *decision = TEXT_ARG(0);
+	Datum *elems;
+	bool *elem_nulls;
+	int n = array_arg(fcinfo, 1, TEXTOID, &elems, &elem_nulls);
+	const char **reasons = palloc0(sizeof(char *) * (n + 1));
+	int nreasons = 0;
+	MlRolloutAfterPlan a;
+	Datum values[4];
+	bool nulls[4];
+
+	/* as array_to_string: a NULL reason is left out */
+	for (int i = 0; i < n; i++)
+		if (!elem_nulls[i])
+			reasons[nreasons++] = TextDatumGetCString(elems[i]);
+	if (!ml_rollout_after_plan(decision, reasons, nreasons, PG_ARGISNULL(2) ? 0 : PG_GETARG_INT32(2),
+							   PG_ARGISNULL(3) ? 0 : PG_GETARG_INT64(3), &a))
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						errmsg("mlplat: plan_rollout decided \"%s\", which is none of ADVANCE, HOLD, ROLLBACK",
+							   decision ? decision : "(null)")));
+	memset(nulls, false, sizeof(nulls));
+	values[0] = CStringGetTextDatum(mlplat_status_name(MLPLAT_MACHINE_ROLLOUT, a.status));
+	values[1] = CStringGetTextDatum(a.status_reason);
+	values[2] = BoolGetDatum(a.keep_window);
+	values[3] = Int64GetDatum(a.decide_at_ms);
+	nulls[3] = !a.keep_window;
+	PG_RETURN_DATUM(result_tuple(fcinfo, values, nulls));
+}
