@@ -31,6 +31,18 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$ SELECT status OPERATOR(pg_catalog.=) ANY ('{DELETING,DELETED}'::pg_catalog.text[]) $$;
 COMMENT ON FUNCTION mlplat.deployment_is_deleting(text) IS
   'True for the deployment statuses of a deployment undeployed or being undeployed: DELETING, DELETED.';
+-- A deployment the reconciler acts on whatever its resync time (the claim's changed rows).
+CREATE FUNCTION mlplat.deployment_is_changing(status text) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT status OPERATOR(pg_catalog.=) ANY ('{PENDING,DEPLOYING,DRIFTED,DELETING}'::pg_catalog.text[]) $$;
+COMMENT ON FUNCTION mlplat.deployment_is_changing(text) IS
+  'True for the deployment statuses the reconciler acts on whatever its resync time: PENDING, DEPLOYING, DRIFTED, DELETING.';
+-- A deployment whose endpoint serves its last ready revision (routes follow it).
+CREATE FUNCTION mlplat.deployment_is_serving(status text) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT status OPERATOR(pg_catalog.=) ANY ('{READY,DRIFTED,DEPLOYING}'::pg_catalog.text[]) $$;
+COMMENT ON FUNCTION mlplat.deployment_is_serving(text) IS
+  'True for the deployment statuses whose endpoint serves its last ready revision: READY, DRIFTED, DEPLOYING.';
 
 -- A project's namespace, and the label every object mlplat creates carries: one definition
 -- for C and SQL (include/mlplat/labels.h, src/render/labels.c).

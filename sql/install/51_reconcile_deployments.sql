@@ -60,7 +60,7 @@ REVOKE ALL ON FUNCTION mlplat._next_resync_at() FROM PUBLIC;
 ALTER TABLE mlplat.deployments ADD COLUMN next_resync_at timestamptz NOT NULL DEFAULT pg_catalog.now();
 CREATE INDEX deployments_resync_due ON mlplat.deployments (next_resync_at) WHERE status <> 'DELETED';
 CREATE INDEX deployments_changed ON mlplat.deployments (id)
-  WHERE status IN ('PENDING', 'DEPLOYING', 'DRIFTED', 'DELETING') OR generation <> observed_generation;
+  WHERE mlplat.deployment_is_changing(status) OR generation <> observed_generation;
 
 -- The claim rows of the deployments p_ids names (ascending), each as the claim returns it;
 -- p_resync: a full pass (every row due).  Apart from the choice of rows so that each is planned
@@ -77,7 +77,7 @@ AS $$
          d.desired_revision, r.spec::text, r.spec_digest, d.traceparent, d.attempts,
          d.next_attempt_at <= pg_catalog.now()
            AND (p_resync OR d.next_resync_at <= pg_catalog.now() OR d.generation <> d.observed_generation
-                OR d.status IN ('PENDING', 'DEPLOYING', 'DRIFTED', 'DELETING'))
+                OR mlplat.deployment_is_changing(d.status))
            -- an active rollout owns the InferenceService (see src/reconcile/rollouts.c)
            AND NOT EXISTS (SELECT 1 FROM mlplat.rollouts ro WHERE ro.deployment_id = d.id
                             AND mlplat.rollout_is_active(ro.status)),
@@ -148,7 +148,7 @@ AS $$
                 UNION
                 SELECT x.id, x.next_resync_at FROM (SELECT y.id, y.status, y.next_resync_at
                                                       FROM mlplat.deployments y
-                                                     WHERE y.status IN ('PENDING', 'DEPLOYING', 'DRIFTED', 'DELETING')
+                                                     WHERE mlplat.deployment_is_changing(y.status)
                                                         OR y.generation <> y.observed_generation OFFSET 0) x
                  WHERE x.status <> 'DELETED') u
                ORDER BY u.next_resync_at, u.id LIMIT p_limit) END,
@@ -387,7 +387,7 @@ BEGIN
          dr.intent->>'version' AS version
     INTO cur FROM mlplat.deployments d
     JOIN mlplat.deployment_revisions dr ON dr.deployment_id = d.id AND dr.revision = d.ready_revision
-   WHERE d.id = NEW.id AND d.status IN ('READY', 'DRIFTED', 'DEPLOYING') AND d.endpoint IS NOT NULL;
+   WHERE d.id = NEW.id AND mlplat.deployment_is_serving(d.status) AND d.endpoint IS NOT NULL;
   SELECT e.model, e.endpoint, e.revision, e.version INTO was FROM mlplat.route_entries e
    WHERE e.project_id = NEW.project_id AND e.deployment = NEW.name AND e.to_gen IS NULL;
   IF (cur.model, cur.endpoint, cur.revision, cur.version)
@@ -425,12 +425,12 @@ REVOKE ALL ON FUNCTION mlplat._routes_publish() FROM PUBLIC;
 -- fires nothing.
 CREATE CONSTRAINT TRIGGER deployments_publish_routes AFTER UPDATE ON mlplat.deployments
   DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
-  WHEN (coalesce(OLD.status IN ('READY', 'DRIFTED', 'DEPLOYING') AND OLD.endpoint IS NOT NULL
+  WHEN (coalesce(mlplat.deployment_is_serving(OLD.status) AND OLD.endpoint IS NOT NULL
                  AND OLD.ready_revision IS NOT NULL, false)
           IS DISTINCT FROM
-        coalesce(NEW.status IN ('READY', 'DRIFTED', 'DEPLOYING') AND NEW.endpoint IS NOT NULL
+        coalesce(mlplat.deployment_is_serving(NEW.status) AND NEW.endpoint IS NOT NULL
                  AND NEW.ready_revision IS NOT NULL, false)
-        OR (NEW.status IN ('READY', 'DRIFTED', 'DEPLOYING')
+        OR (mlplat.deployment_is_serving(NEW.status)
             AND (OLD.endpoint, OLD.ready_revision) IS DISTINCT FROM (NEW.endpoint, NEW.ready_revision)))
   EXECUTE FUNCTION mlplat._routes_publish();
 

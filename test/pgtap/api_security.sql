@@ -1,6 +1,6 @@
 -- pgTAP: SECURITY DEFINER hygiene, search_path hijacks, audit immutability, privileges.
 BEGIN;
-SELECT plan(42);
+SELECT plan(44);
 \ir lib/helpers.sql
 
 DO $$ BEGIN
@@ -45,7 +45,7 @@ SELECT is(
      -- hostile search_path
      AND p.proname NOT IN ('rollout_is_active', 'run_is_active', 'lab_run_is_active', 'lab_run_is_running',
                            'candidate_is_building', 'candidate_is_finished', 'project_is_deleting',
-                           'deployment_is_deleting')),
+                           'deployment_is_deleting', 'deployment_is_changing', 'deployment_is_serving')),
   NULL, 'no function callable by ordinary roles runs with the caller''s search_path');
 -- internals are not callable by PUBLIC (except the RLS helper)
 SELECT is(
@@ -131,6 +131,10 @@ SELECT is(public.tap_hostile($$SELECT mlplat.project_is_deleting('READY') FROM (
           'project_is_deleting ignores a look-alike = in a hostile search_path');
 SELECT is(public.tap_hostile($$SELECT mlplat.deployment_is_deleting('FAILED') FROM (SELECT 1) x$$), 'ok:false',
           'deployment_is_deleting ignores a look-alike = in a hostile search_path');
+SELECT is(public.tap_hostile($$SELECT mlplat.deployment_is_changing('READY') FROM (SELECT 1) x$$), 'ok:false',
+          'deployment_is_changing ignores a look-alike = in a hostile search_path');
+SELECT is(public.tap_hostile($$SELECT mlplat.deployment_is_serving('FAILED') FROM (SELECT 1) x$$), 'ok:false',
+          'deployment_is_serving ignores a look-alike = in a hostile search_path');
 SELECT is(public.tap_hostile($$SELECT revision FROM mlplat.deploy('hij', 'web', 'm', '1', 'kserve-sklearnserver', 1, 1, 1)$$), 'ok:1',
           'deploy works under a hostile search_path');
 SELECT isnt(public.tap_hostile($$SELECT request_id FROM mlplat.deploy('hij', 'web', 'm', '1', 'kserve-sklearnserver', 1, 1, 2)$$),

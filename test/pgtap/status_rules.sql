@@ -3,7 +3,7 @@
 -- calls one serves the claims that call it (or a status it implies).  Plans on empty
 -- tables with sequential scans off: the question is whether the index can be used at all.
 BEGIN;
-SELECT plan(7);
+SELECT plan(10);
 \ir lib/helpers.sql
 
 SET LOCAL enable_seqscan = off;
@@ -29,6 +29,13 @@ SELECT alike(public.tap_plan_of($$SELECT 1 FROM mlplat.campaign_candidates x
 SELECT alike(public.tap_plan_of($$SELECT x.id FROM mlplat.lab_runs x
   WHERE x.node_id = 1 AND mlplat.lab_run_is_running(x.status)$$),
   '%lab_runs_active%', 'a node''s dispatched and running lab runs use lab_runs_active');
+-- _deployments_claim: the changed rows, fenced to that index's predicate (plain index scans)
+SET LOCAL enable_bitmapscan = off;
+SELECT alike(public.tap_plan_of($$SELECT x.id FROM (SELECT y.id, y.status FROM mlplat.deployments y
+  WHERE mlplat.deployment_is_changing(y.status) OR y.generation <> y.observed_generation OFFSET 0) x
+  WHERE x.status <> 'DELETED'$$),
+  '%Index Scan using deployments_changed%', 'the deployments claim reads the changed rows by deployments_changed');
+RESET enable_bitmapscan;
 
 -- the lists are the statuses they name, and nothing else
 SELECT is((SELECT array_agg(s ORDER BY s) FROM unnest(ARRAY['PLANNED', 'BUILDING', 'CANCEL_REQUESTED', 'BUILT', 'FAILED',
@@ -40,6 +47,14 @@ SELECT is((SELECT array_agg(s ORDER BY s) FROM unnest(ARRAY['QUEUED', 'DISPATCHE
                                                              'SUCCEEDED', 'FAILED', 'CANCELLED']) s
            WHERE mlplat.lab_run_is_running(s)),
           ARRAY['DISPATCHED', 'RUNNING'], 'a lab run''s Job is out while DISPATCHED or RUNNING');
+SELECT is((SELECT array_agg(s ORDER BY s) FROM unnest(ARRAY['PENDING', 'DEPLOYING', 'READY', 'FAILED', 'DRIFTED',
+                                                             'DELETING', 'DELETED']) s
+           WHERE mlplat.deployment_is_changing(s)),
+          ARRAY['DELETING', 'DEPLOYING', 'DRIFTED', 'PENDING'], 'a deployment is acted on, due or not, while changing');
+SELECT is((SELECT array_agg(s ORDER BY s) FROM unnest(ARRAY['PENDING', 'DEPLOYING', 'READY', 'FAILED', 'DRIFTED',
+                                                             'DELETING', 'DELETED']) s
+           WHERE mlplat.deployment_is_serving(s)),
+          ARRAY['DEPLOYING', 'DRIFTED', 'READY'], 'a deployment''s endpoint serves (and is routed) while READY, DRIFTED or DEPLOYING');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -49,7 +49,7 @@ REVOKE ALL ON FUNCTION mlplat._next_resync_at() FROM PUBLIC;
 ALTER TABLE mlplat.deployments ADD COLUMN next_resync_at timestamptz NOT NULL DEFAULT pg_catalog.now();
 CREATE INDEX deployments_resync_due ON mlplat.deployments (next_resync_at) WHERE status <> 'DELETED';
 CREATE INDEX deployments_changed ON mlplat.deployments (id)
-  WHERE status IN ('PENDING', 'DEPLOYING', 'DRIFTED', 'DELETING') OR generation <> observed_generation;
+  WHERE mlplat.deployment_is_changing(status) OR generation <> observed_generation;
 
 -- The claim rows of the deployments p_ids names (ascending), each as the claim returns it;
 -- p_resync: a full pass (every row due).  Apart from the choice of rows so that each is planned
@@ -66,7 +66,7 @@ AS $$
          d.desired_revision, r.spec::text, r.spec_digest, d.traceparent, d.attempts,
          d.next_attempt_at <= pg_catalog.now()
            AND (p_resync OR d.next_resync_at <= pg_catalog.now() OR d.generation <> d.observed_generation
-                OR d.status IN ('PENDING', 'DEPLOYING', 'DRIFTED', 'DELETING'))
+                OR mlplat.deployment_is_changing(d.status))
            -- an active rollout owns the InferenceService (see src/reconcile/rollouts.c)
            AND NOT EXISTS (SELECT 1 FROM mlplat.rollouts ro WHERE ro.deployment_id = d.id
                             AND mlplat.rollout_is_active(ro.status)),
@@ -138,7 +138,7 @@ AS $$
                 UNION
                 SELECT x.id, x.next_resync_at FROM (SELECT y.id, y.status, y.next_resync_at
                                                       FROM mlplat.deployments y
-                                                     WHERE y.status IN ('PENDING', 'DEPLOYING', 'DRIFTED', 'DELETING')
+                                                     WHERE mlplat.deployment_is_changing(y.status)
                                                         OR y.generation <> y.observed_generation OFFSET 0) x
                  WHERE x.status <> 'DELETED') u
                ORDER BY u.next_resync_at, u.id LIMIT p_limit) END,

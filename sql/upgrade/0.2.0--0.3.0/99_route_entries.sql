@@ -92,7 +92,7 @@ BEGIN
          dr.intent->>'version' AS version
     INTO cur FROM mlplat.deployments d
     JOIN mlplat.deployment_revisions dr ON dr.deployment_id = d.id AND dr.revision = d.ready_revision
-   WHERE d.id = NEW.id AND d.status IN ('READY', 'DRIFTED', 'DEPLOYING') AND d.endpoint IS NOT NULL;
+   WHERE d.id = NEW.id AND mlplat.deployment_is_serving(d.status) AND d.endpoint IS NOT NULL;
   SELECT e.model, e.endpoint, e.revision, e.version INTO was FROM mlplat.route_entries e
    WHERE e.project_id = NEW.project_id AND e.deployment = NEW.name AND e.to_gen IS NULL;
   IF (cur.model, cur.endpoint, cur.revision, cur.version)
