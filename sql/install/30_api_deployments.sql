@@ -275,7 +275,7 @@ BEGIN
     PERFORM mlplat._check_env('env', deploy.env);   -- decides, and names what is wrong
   END IF;
   v := mlplat._find_version(pid, deploy.model, deploy.version);
-  IF v.stage NOT IN ('CANDIDATE', 'CHAMPION') THEN
+  IF NOT mlplat.model_stage_is_deployable(v.stage) THEN
     RAISE EXCEPTION USING ERRCODE = '55000',
       MESSAGE = pg_catalog.format('model version "%s" of "%s" is %s: deploy needs CANDIDATE or CHAMPION',
                                   v.version, deploy.model, v.stage),

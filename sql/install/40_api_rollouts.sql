@@ -88,7 +88,7 @@ BEGIN
   pol := mlplat._check_policy(start_rollout.policy);
   d := mlplat._find_deployment(api.pid, start_rollout.deployment);
   v := mlplat._find_version(api.pid, start_rollout.model, start_rollout.version);
-  IF v.stage NOT IN ('CANDIDATE', 'CHAMPION') THEN
+  IF NOT mlplat.model_stage_is_deployable(v.stage) THEN
     RAISE EXCEPTION USING ERRCODE = '55000',
       MESSAGE = pg_catalog.format('model version "%s" of "%s" is %s: a rollout needs CANDIDATE or CHAMPION',
                                   v.version, start_rollout.model, v.stage),

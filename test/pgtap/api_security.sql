@@ -1,6 +1,6 @@
 -- pgTAP: SECURITY DEFINER hygiene, search_path hijacks, audit immutability, privileges.
 BEGIN;
-SELECT plan(44);
+SELECT plan(45);
 \ir lib/helpers.sql
 
 DO $$ BEGIN
@@ -45,7 +45,8 @@ SELECT is(
      -- hostile search_path
      AND p.proname NOT IN ('rollout_is_active', 'run_is_active', 'lab_run_is_active', 'lab_run_is_running',
                            'candidate_is_building', 'candidate_is_finished', 'project_is_deleting',
-                           'deployment_is_deleting', 'deployment_is_changing', 'deployment_is_serving')),
+                           'deployment_is_deleting', 'deployment_is_changing', 'deployment_is_serving',
+                           'model_stage_is_deployable')),
   NULL, 'no function callable by ordinary roles runs with the caller''s search_path');
 -- internals are not callable by PUBLIC (except the RLS helper)
 SELECT is(
@@ -135,6 +136,8 @@ SELECT is(public.tap_hostile($$SELECT mlplat.deployment_is_changing('READY') FRO
           'deployment_is_changing ignores a look-alike = in a hostile search_path');
 SELECT is(public.tap_hostile($$SELECT mlplat.deployment_is_serving('FAILED') FROM (SELECT 1) x$$), 'ok:false',
           'deployment_is_serving ignores a look-alike = in a hostile search_path');
+SELECT is(public.tap_hostile($$SELECT mlplat.model_stage_is_deployable('ARCHIVED') FROM (SELECT 1) x$$), 'ok:false',
+          'model_stage_is_deployable ignores a look-alike = in a hostile search_path');
 SELECT is(public.tap_hostile($$SELECT revision FROM mlplat.deploy('hij', 'web', 'm', '1', 'kserve-sklearnserver', 1, 1, 1)$$), 'ok:1',
           'deploy works under a hostile search_path');
 SELECT isnt(public.tap_hostile($$SELECT request_id FROM mlplat.deploy('hij', 'web', 'm', '1', 'kserve-sklearnserver', 1, 1, 2)$$),

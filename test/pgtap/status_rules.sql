@@ -3,7 +3,7 @@
 -- calls one serves the claims that call it (or a status it implies).  Plans on empty
 -- tables with sequential scans off: the question is whether the index can be used at all.
 BEGIN;
-SELECT plan(10);
+SELECT plan(11);
 \ir lib/helpers.sql
 
 SET LOCAL enable_seqscan = off;
@@ -55,6 +55,9 @@ SELECT is((SELECT array_agg(s ORDER BY s) FROM unnest(ARRAY['PENDING', 'DEPLOYIN
                                                              'DELETING', 'DELETED']) s
            WHERE mlplat.deployment_is_serving(s)),
           ARRAY['DEPLOYING', 'DRIFTED', 'READY'], 'a deployment''s endpoint serves (and is routed) while READY, DRIFTED or DEPLOYING');
+SELECT is((SELECT array_agg(s ORDER BY s) FROM unnest(ARRAY['NONE', 'CANDIDATE', 'CHAMPION', 'ARCHIVED']) s
+           WHERE mlplat.model_stage_is_deployable(s)),
+          ARRAY['CANDIDATE', 'CHAMPION'], 'a model version may be deployed from CANDIDATE or CHAMPION');
 
 SELECT * FROM finish();
 ROLLBACK;

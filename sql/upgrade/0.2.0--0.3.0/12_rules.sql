@@ -69,6 +69,13 @@ AS $$ SELECT status OPERATOR(pg_catalog.=) ANY ('{READY,DRIFTED,DEPLOYING}'::pg_
 COMMENT ON FUNCTION mlplat.deployment_is_serving(text) IS
   'True for the deployment statuses whose endpoint serves its last ready revision: READY, DRIFTED, DEPLOYING.';
 
+-- A model version's stage from which it may be deployed, rolled out or lab-tested.
+CREATE FUNCTION mlplat.model_stage_is_deployable(stage text) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT stage OPERATOR(pg_catalog.=) ANY ('{CANDIDATE,CHAMPION}'::pg_catalog.text[]) $$;
+COMMENT ON FUNCTION mlplat.model_stage_is_deployable(text) IS
+  'True for the model version stages that may be deployed: CANDIDATE, CHAMPION.';
+
 -- A project's namespace and mlplat's ownership label, one definition for C and SQL.
 CREATE FUNCTION mlplat._project_namespace(project text) RETURNS text
 LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'mlplat_sql_project_namespace';

@@ -667,7 +667,7 @@ BEGIN
   IF v.id IS NULL THEN
     b := b || 'CANDIDATE_NOT_FOUND'::text;
   ELSE
-    IF v.stage NOT IN ('CANDIDATE', 'CHAMPION') THEN b := b || 'CANDIDATE_NOT_ELIGIBLE'::text; END IF;
+    IF NOT mlplat.model_stage_is_deployable(v.stage) THEN b := b || 'CANDIDATE_NOT_ELIGIBLE'::text; END IF;
     IF v.artifact_sha256 <> p_sha256 THEN b := b || 'ARTIFACT_MISMATCH'::text; END IF;
   END IF;
 
