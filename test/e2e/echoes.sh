@@ -5,7 +5,8 @@
 # created, updated, repaired after a change and after a removal outside mlplat, deleted;
 # another's object under its name is a conflict and is not touched; a create whose answer
 # a terminated leader never recorded is noted before it is sent and adopted by the next
-# leader; the seam check and the state machine hold for it as for every kind.
+# leader; the seam check and the state machine hold for it as for every kind, and a status
+# the library does not know (written past both) fails the pass by name instead of being misread.
 set -u
 . "$(dirname "$0")/../lib/e2e.sh"
 . "$(dirname "$0")/../lib/writeback.sh"
