@@ -13,7 +13,8 @@
 #            once every row was resynced under it: the steady state).
 #   SIZES="1000 10000" RATE=5 WINDOW=20 RESYNC=30s MODES="changed full watch" bench/steady_pass/run.sh
 # (100000: the preload slowed to ~36 objects/s past ~45,000 until the stand-in stopped polling
-# for the predictor ServiceAccount, 357dfb3; see docs/benchmarks.md)
+# for the predictor ServiceAccount, 357dfb3; see docs/benchmarks.md.  With MODES=watch alone the
+# adoption runs with the watch on: without it each chunk LISTs the whole namespace)
 # Per N: N deploy()s with the workers off, the rendered manifests preloaded into
 # the stand-in as mlplat would have applied them (preload.js: converging 100,000
 # through the API path takes too long here), then the workers on until every
@@ -116,7 +117,10 @@ claims=()
 for N in $SIZES; do
 	p=s$N
 	set_conf mlplat.workers_enabled off
-	set_conf mlplat.deployments_watch off
+	# MODES=watch alone: the adoption too is watched.  Without the watch every adoption chunk
+	# of mlplat.pass_row_limit rows LISTs the whole namespace (222 pages a chunk at 111,000;
+	# ~1.5 min a chunk of 1,000 at load 20: hours for 100,000)
+	if [ "$MODES" = watch ]; then set_conf mlplat.deployments_watch on; else set_conf mlplat.deployments_watch off; fi
 	$PSQL -d mlplat -c "SELECT mlplat.create_project('$p', 0)" \
 		-c "SELECT mlplat.add_artifact_location('$p', 's3://models/')" \
 		-c "SELECT mlplat.register_model_version('$p', 'm', '1', 's3://models/m/1', '$SHA', 'kserve-sklearnserver', 'sklearn')" \
@@ -147,6 +151,14 @@ for N in $SIZES; do
 			for _ in $(seq 1 600); do
 				[ "$($PSQL -d mlplat -c "SELECT count(*) FROM mlplat.deployments WHERE status <> 'DELETED' AND next_resync_at < now() + interval '1 hour'")" = 0 ] && break
 				sleep 0.5
+			done
+			# ... and no sweep under way: a refilled cache sweeps every row, a chunk every other
+			# pass, passes back to back, while the rows may all be hours ahead already (adopted
+			# under the watch): wait until the leader is idle (at most 3 passes in 5 s)
+			for _ in $(seq 1 120); do
+				a=$(leader passes)
+				sleep 5
+				[ $(($(leader passes) - a)) -le 3 ] && break
 			done
 		else
 			set_conf mlplat.deployments_watch off
