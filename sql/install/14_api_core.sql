@@ -7,11 +7,14 @@
 --   reference schema-qualified; authorize -> idempotency claim -> validate ->
 --   write desired state + audit -> wake on commit -> return mlplat.accepted
 --   (_api_begin, _api_claim and _api_accept below: "the API call").
--- Internal helpers (names starting with '_') are PL/pgSQL without a SET clause: they are
--- not executable by PUBLIC (45_api_views.sql revokes them), so they only ever run inside an
--- entry point and inherit its pinned search_path.  A SET clause per helper call costs a GUC
--- save/restore and a search-path recomputation, and SQL-language helpers re-plan on every
--- transaction; together that tripled the cost of deploy().
+-- Internal helpers of the API (names starting with '_') are PL/pgSQL without a SET clause:
+-- they are not executable by PUBLIC (45_api_views.sql revokes them), so they only ever run
+-- inside an entry point and inherit its pinned search_path.  A SET clause per helper call
+-- costs a GUC save/restore and a search-path recomputation, and SQL-language helpers re-plan
+-- on every transaction; together that tripled the cost of deploy().  The reconcilers' own
+-- functions (claims, write-backs: the NN_reconcile_* parts) are the other kind of entry
+-- point: a worker calls them directly, with its search_path pinned to pg_catalog, pg_temp,
+-- so each of those declares SET search_path = pg_catalog, mlplat, pg_temp itself.
 
 CREATE FUNCTION mlplat._wake_on_commit(kind text) RETURNS void
 LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'mlplat_wake_on_commit';
