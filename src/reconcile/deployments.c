@@ -1475,6 +1475,7 @@ mlplat_deployments_pass(MlplatPass *pass)
 	bool cached = false;
 	bool observed;
 	bool filled = false;
+	int64 chunk_after;
 	char note[48] = "";
 
 	watch_changed = NIL;
@@ -1523,7 +1524,8 @@ mlplat_deployments_pass(MlplatPass *pass)
 		sweep_start = GetCurrentTimestamp();
 		orphans_due = true;
 	}
-	claim(&w, full, full ? sweep_after : 0, &deps, &more);
+	chunk_after = full ? sweep_after : 0;
+	claim(&w, full, chunk_after, &deps, &more);
 	if (watch_instance == NULL || strcmp(watch_instance, w.instance) != 0)
 	{
 		if (watch_instance)
@@ -1818,6 +1820,18 @@ mlplat_deployments_pass(MlplatPass *pass)
 	}
 	else if (full)
 	{
+		/*
+		 * The last chunk of a sweep of several saw only the ids after the one
+		 * before it, while the rows below waited: their passes between the
+		 * chunks asked for the next chunk at once, not for their follow-up,
+		 * and the events this pass applied made rows due that it did not
+		 * claim.  Waiting for the resync left them there (1,000 new
+		 * deployments, the watch on: the last 61 READY 1.3 s after their
+		 * events): the next pass, one that claims what is changing or due,
+		 * comes at once.
+		 */
+		if (chunk_after > 0)
+			pass->next_pass_ms = 1;
 		/* only a sweep that got this far counts: a failed chunk is tried again */
 		sweep_after = 0;
 		full_epoch = pass->epoch;
