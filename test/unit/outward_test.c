@@ -16,18 +16,7 @@
 #include "mlplat/json.h"
 #include "mlplat/prometheus.h"
 
-static int n_tests = 0;
-static int n_failed = 0;
-static int first = 1;
-
-static void
-ok(int cond, const char *what)
-{
-	n_tests++;
-	if (!cond)
-		n_failed++;
-	printf("%sok %d - %s\n", cond ? "" : "not ", first + n_tests - 1, what);
-}
+#include "unit_tap.h"
 
 /* Well-formed UTF-8 (RFC 3629) with no truncated sequence at the end. */
 static int
@@ -151,12 +140,10 @@ test_prometheus_error_cut(void)
 int
 main(int argc, char **argv)
 {
-	if (argc > 1)
-		first = atoi(argv[1]) + 1;
+	unit_tap_begin(argc, argv);
 	test_revision_query();
 	test_utf8_clip();
 	test_prometheus_error_cut();
 	/* the plan line comes last (this output is appended to another TAP stream) */
-	printf("1..%d\n", first + n_tests - 1);
-	return n_failed ? 1 : 0;
+	return unit_tap_end();
 }

@@ -16,18 +16,7 @@
 #include "mlplat/canonical.h"
 #include "mlplat/s3.h"
 
-static int n_tests = 0;
-static int n_failed = 0;
-static int first = 1;
-
-static void
-ok(int cond, const char *what)
-{
-	n_tests++;
-	if (!cond)
-		n_failed++;
-	printf("%sok %d - %s\n", cond ? "" : "not ", first + n_tests - 1, what);
-}
+#include "unit_tap.h"
 
 static void
 is_str(const char *got, const char *want, const char *what)
@@ -288,13 +277,11 @@ test_credentials(void)
 int
 main(int argc, char **argv)
 {
-	if (argc > 1)
-		first = atoi(argv[1]) + 1;
+	unit_tap_begin(argc, argv);
 	test_sigv4();
 	test_uri();
 	test_checksums();
 	test_credentials();
 	/* the plan line comes last (this output is appended to another TAP stream) */
-	printf("1..%d\n", first + n_tests - 1);
-	return n_failed ? 1 : 0;
+	return unit_tap_end();
 }
