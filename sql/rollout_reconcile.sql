@@ -36,11 +36,22 @@ CREATE FUNCTION pg_temp.obs(at numeric, traffic jsonb, extra jsonb DEFAULT '{}')
   SELECT jsonb_build_object('observed_at', at, 'settled', true, 'ready', true,
     'latest_ready_kn', 'rsvc-predictor-00002', 'latest_created_kn', 'rsvc-predictor-00002',
     'rolledout_kn', 'rsvc-predictor-00001', 'load', 'UpToDate', 'traffic', traffic) || extra $$;
+-- one pass: the claim, what the observation means for the claimed row (the pass's pure
+-- decision, rollout_decide.c, through its SQL face), and the write-back that applies it
 CREATE FUNCTION pg_temp.step(o jsonb, applied int DEFAULT NULL, err text DEFAULT NULL) RETURNS text LANGUAGE sql AS $$
   SELECT mlplat._rollouts_observe((SELECT epoch FROM mlplat.leader_epochs WHERE kind = 'rollouts'),
-                                  ROW(r.id, r.row_version, 'regress/controller', o, applied IS NOT NULL, applied, err,
-                                      CASE WHEN err IS NOT NULL THEN 500 END)::mlplat.rollout_writeback)
-    FROM pg_temp.ro r $$;
+                                  ROW(c.id, c.row_version, 'regress/controller', o, applied IS NOT NULL, applied, err,
+                                      CASE WHEN err IS NOT NULL THEN 500 END, d.step, d.target_kn, d.previous_kn,
+                                      d.target_percent, d.previous_percent, d.close_kn, d.close_status, d.status_reason,
+                                      d.clear_window, d.window_start_ms, d.decide_at_ms)::mlplat.rollout_writeback)
+    FROM pg_temp.ro r
+    JOIN mlplat._rollouts_claim() c ON c.id = r.id
+    CROSS JOIN LATERAL mlplat._rollout_decide(c.status, c.requested_action, c.fraction::numeric, c.target_kn, c.previous_kn,
+      c.window_started, c.decide_at_ms, c.window_seconds, round((o->>'observed_at')::numeric * 1000)::bigint,
+      coalesce((o->>'settled')::boolean, false), o->>'latest_created_kn', o->>'rolledout_kn',
+      ARRAY(SELECT e->>'revision' FROM jsonb_array_elements(coalesce(o->'traffic', '[]')) WITH ORDINALITY x(e, i) ORDER BY i),
+      ARRAY(SELECT (e->>'percent')::int FROM jsonb_array_elements(coalesce(o->'traffic', '[]')) WITH ORDINALITY x(e, i) ORDER BY i),
+      o->'metrics' IS NOT NULL) d $$;
 CREATE FUNCTION pg_temp.at0() RETURNS bigint LANGUAGE sql AS $$
   SELECT ceil(extract(epoch FROM clock_timestamp()))::bigint $$;
 \set split0 '''[{"revision": "rsvc-predictor-00002", "percent": 0, "latest": true}, {"revision": "rsvc-predictor-00001", "percent": 100, "latest": false}]'''
@@ -90,6 +101,16 @@ SELECT pg_temp.step(pg_temp.obs(pg_temp.at0(), :split10, jsonb_build_object('met
 SELECT seq, decision, reasons, to_status, to_fraction, observation->'metric_gaps' AS gaps
   FROM pg_temp.tr ORDER BY seq DESC LIMIT 1;
 SELECT status, decide_at > pg_temp.at0() AS rechecks_later FROM pg_temp.ro;
+-- evidence plan_rollout refuses (more errors than requests, which the pass never writes): not
+-- a transition; nothing in the ledger, the error kept, retried slowly
+UPDATE mlplat.rollouts SET decide_at = pg_temp.at0() - 60 WHERE id = (SELECT id FROM pg_temp.ro);
+SELECT count(*) AS transitions_before FROM pg_temp.tr;
+SELECT pg_temp.step(pg_temp.obs(pg_temp.at0(), :split10, jsonb_build_object('metrics', jsonb_build_object(
+  'window_start', pg_temp.at0() - 60, 'window_seconds', 60,
+  'target', '{"requests": 10, "errors": 20, "p95_ms": 50}'::jsonb,
+  'previous', '{"requests": 5400, "errors": 20, "p95_ms": 80}'::jsonb, 'gaps', '[]'::jsonb))));
+SELECT count(*) AS transitions_after FROM pg_temp.tr;
+SELECT status, attempts, last_error, next_attempt_at > now() + interval '25 seconds' AS retries_slowly FROM pg_temp.ro;
 -- a demonstrated regression rolls back
 UPDATE mlplat.rollouts SET decide_at = pg_temp.at0() - 60 WHERE id = (SELECT id FROM pg_temp.ro);
 SELECT pg_temp.step(pg_temp.obs(pg_temp.at0(), :split10, jsonb_build_object('metrics', jsonb_build_object(
@@ -117,8 +138,8 @@ SELECT r.status, d.status AS deployment, d.desired_revision, d.generation > d.ob
 SELECT count(*) AS active_claims FROM mlplat._rollouts_claim() c WHERE c.name = 'rsvc';
 
 -- compare-and-swap: a stale row_version or a deposed epoch writes nothing
-SELECT mlplat._rollouts_observe(:epoch, ROW(r.id, r.row_version - 1, 'x', pg_temp.obs(1, :split0), false, NULL, NULL, NULL)::mlplat.rollout_writeback) FROM pg_temp.ro r;
-SELECT mlplat._rollouts_observe(:epoch - 1, ROW(r.id, r.row_version, 'x', pg_temp.obs(1, :split0), false, NULL, NULL, NULL)::mlplat.rollout_writeback) FROM pg_temp.ro r;
+SELECT mlplat._rollouts_observe(:epoch, ROW(r.id, r.row_version - 1, 'x', pg_temp.obs(1, :split0), false, NULL, NULL, NULL, 'WAIT', NULL, NULL, 0, 0, NULL, NULL, NULL, false, NULL, NULL)::mlplat.rollout_writeback) FROM pg_temp.ro r;
+SELECT mlplat._rollouts_observe(:epoch - 1, ROW(r.id, r.row_version, 'x', pg_temp.obs(1, :split0), false, NULL, NULL, NULL, 'WAIT', NULL, NULL, 0, 0, NULL, NULL, NULL, false, NULL, NULL)::mlplat.rollout_writeback) FROM pg_temp.ro r;
 -- the same evidence is never recorded twice
 SELECT mlplat._rollout_record(r, 'HOLD', '{}', 'HOLDING', 0, 0, t.evidence, NULL, '{}', :epoch, 'x') AS recorded
   FROM mlplat.rollouts r JOIN pg_temp.tr t ON t.rollout_id = r.id WHERE t.seq = 1;

@@ -131,6 +131,9 @@ typedef struct MlRolloutAfterPlan
 extern bool ml_rollout_after_plan(const char *decision, const char *const *reasons, size_t nreasons,
 								  int window_seconds, int64_t observed_at_ms, MlRolloutAfterPlan *a);
 
+/* The step's name as the write-back row carries it: "WAIT", "CLOSE", "REASON", "START", "NOT_DUE", "DECIDE" */
+extern const char *ml_rollout_step_name(MlRolloutStep step);
+
 /* "PROMOTE" / "ABORT" / anything else as an MlRolloutRequest */
 extern MlRolloutRequest ml_rollout_request_of(const char *requested_action);
 

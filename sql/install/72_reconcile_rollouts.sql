@@ -121,7 +121,7 @@ CREATE TYPE mlplat.rollout_claim AS (
   id bigint, project text, namespace text, name text, status text /* STATUS rollout */, row_version bigint,
   spec text, want_percent int, target_revision int, target_kn text, previous_kn text,
   window_start_ms bigint, window_seconds int, decide_at_ms bigint, attempts int, due boolean,
-  traceparent text, metrics_preset text);
+  traceparent text, metrics_preset text, requested_action text, fraction text, window_started boolean);
 
 -- Claim: every active rollout, with the target's manifest and what the pass must do.
 -- Freezes the contract of a rollout seen for the first time.
@@ -138,13 +138,15 @@ BEGIN
          (CASE WHEN c.want < 0 THEN c.spec
                ELSE pg_catalog.jsonb_set(c.spec, '{spec,predictor,canaryTrafficPercent}', pg_catalog.to_jsonb(c.want)) END)::text,
          c.want, c.target_revision, c.target_kn, c.previous_kn, c.window_start_ms, c.window_seconds, c.decide_at_ms,
-         c.attempts, c.due, c.traceparent, c.metrics_preset
+         c.attempts, c.due, c.traceparent, c.metrics_preset, c.requested_action, c.fraction::text, c.window_started
+    FROM (
+  SELECT f.*, mlplat._rollout_want_percent(f.status, f.requested_action, f.fraction) AS want
     FROM (
   SELECT ro.id, p.name AS project, mlplat._project_namespace(p.name) AS namespace, d.name, ro.status, ro.row_version,
-         tr.spec,
-         mlplat._rollout_want_percent(ro.status, ro.requested_action, mlplat._rollout_fraction(ro.id)) AS want,
+         tr.spec, ro.requested_action, mlplat._rollout_fraction(ro.id) AS fraction,
          ro.target_revision, ro.observed->>'target_kn' AS target_kn, ro.observed->>'previous_kn' AS previous_kn,
          pg_catalog.round(EXTRACT(epoch FROM ro.window_start) * 1000)::bigint AS window_start_ms,
+         ro.window_start IS NOT NULL AS window_started,
          (ro.policy->>'window_seconds')::int AS window_seconds,
          pg_catalog.round(ro.decide_at * 1000)::bigint AS decide_at_ms, ro.attempts,
          ro.next_attempt_at <= pg_catalog.now() AS due, ro.traceparent,
@@ -153,7 +155,7 @@ BEGIN
     JOIN mlplat.deployments d ON d.id = ro.deployment_id
     JOIN mlplat.projects p ON p.id = ro.project_id
     JOIN mlplat.deployment_revisions tr ON tr.deployment_id = d.id AND tr.revision = ro.target_revision
-   WHERE mlplat.rollout_is_active(ro.status)) c
+   WHERE mlplat.rollout_is_active(ro.status)) f) c
    ORDER BY c.id;
 END $$;
 REVOKE ALL ON FUNCTION mlplat._rollouts_claim() FROM PUBLIC;
@@ -304,7 +306,10 @@ REVOKE ALL ON FUNCTION mlplat._rollout_close(mlplat.rollouts, jsonb, text, text,
 -- _rollouts_observe's argument, so the pass and the function read its fields by name.
 CREATE TYPE mlplat.rollout_writeback AS (
   id bigint, row_version bigint, controller text, observation jsonb,
-  applied boolean, applied_percent int, error text, retry_ms int /* NULL<0 */);
+  applied boolean, applied_percent int, error text, retry_ms int /* NULL<0 */,
+  step text, target_kn text, previous_kn text, target_percent int, previous_percent int,
+  close_kn text, close_status text /* STATUS rollout */, status_reason text, clear_window boolean,
+  window_start_ms bigint /* NULL<0 */, decide_at_ms bigint /* NULL<0 */);
 CREATE TYPE mlplat.rollout_writeback_result AS (id bigint, result text);
 
 -- Write-back of one rollout (w).  w.observation (from the C pass) is
@@ -315,7 +320,11 @@ CREATE TYPE mlplat.rollout_writeback_result AS (id bigint, result text);
 --    "metrics": {"window_start", "window_seconds", "target": {requests, errors, p95_ms},
 --                "previous": {...}, "gaps": [why a value is missing]} or absent}
 -- w.applied_percent, when w.applied: the canaryTrafficPercent this pass applied.  w.error:
--- the pass could not observe or apply (retried after w.retry_ms).  Returns what happened:
+-- the pass could not observe or apply (retried after w.retry_ms).  Otherwise w.step .. w.decide_at_ms
+-- are what the pass decided the observation means for the claimed row (rollout_decide.c,
+-- ml_rollout_pass_decide; the fields of _rollout_decide's result): the compare-and-swap proves
+-- the row unchanged since that claim, so the decision holds for the locked row; a row without a
+-- step only has its error cleared.  Returns what happened:
 -- LOST (compare-and-swap lost), ERROR, APPLIED, OBSERVED, a decision, REPLAYED, or the
 -- terminal status.
 CREATE FUNCTION mlplat._rollouts_observe(p_epoch bigint, w mlplat.rollout_writeback)
@@ -328,9 +337,6 @@ DECLARE
   ro mlplat.rollouts;
   frac numeric;
   at numeric := pg_catalog.trim_scale((w.observation->>'observed_at')::numeric);
-  revs text[];
-  pcts int[];
-  d record;
   a record;
   evidence jsonb;
   plan jsonb;
@@ -364,49 +370,43 @@ BEGIN
     RETURN 'APPLIED';
   END IF;
 
+  IF w.step IS NULL THEN
+    RETURN result;              -- nothing decided: nothing to store
+  END IF;
   frac := mlplat._rollout_fraction(ro.id);
-  -- What this observation means (rollout_decide.c): KServe's names for our two revisions
-  -- (fixed at first sight), the traffic on each, and one step.
-  SELECT pg_catalog.array_agg(e->>'revision' ORDER BY i), pg_catalog.array_agg((e->>'percent')::int ORDER BY i)
-    INTO revs, pcts
-    FROM pg_catalog.jsonb_array_elements(coalesce(w.observation->'traffic', '[]')) WITH ORDINALITY x(e, i);
-  SELECT * INTO d FROM mlplat._rollout_decide(ro.status, ro.requested_action, frac, ro.observed->>'target_kn', ro.observed->>'previous_kn',
-                                              ro.window_start IS NOT NULL, pg_catalog.round(ro.decide_at * 1000)::bigint,
-                                              (ro.policy->>'window_seconds')::int, pg_catalog.round(at * 1000)::bigint,
-                                              coalesce((w.observation->>'settled')::boolean, false),
-                                              w.observation->>'latest_created_kn', w.observation->>'rolledout_kn', revs, pcts,
-                                              w.observation->'metrics' IS NOT NULL);
+  -- What this observation means, as the pass decided it (rollout_decide.c): KServe's names for
+  -- our two revisions (fixed at first sight), the traffic on each, and one step.
   UPDATE mlplat.rollouts x
-     SET observed = pg_catalog.jsonb_build_object('target_kn', d.target_kn, 'previous_kn', d.previous_kn,
-                      'traffic', w.observation->'traffic', 'target_percent', d.target_percent,
-                      'previous_percent', d.previous_percent,
+     SET observed = pg_catalog.jsonb_build_object('target_kn', w.target_kn, 'previous_kn', w.previous_kn,
+                      'traffic', w.observation->'traffic', 'target_percent', w.target_percent,
+                      'previous_percent', w.previous_percent,
                       'ready', w.observation->'ready', 'load', w.observation->'load', 'observed_at', w.observation->'observed_at'),
          observed_at = pg_catalog.now()
    WHERE x.id = ro.id;
   SELECT * INTO ro FROM mlplat.rollouts x WHERE x.id = ro.id;
-  IF d.step = 'WAIT' THEN
+  IF w.step = 'WAIT' THEN
     RETURN result;              -- KServe has not caught up with what we applied yet
   END IF;
-  IF d.step = 'CLOSE' THEN
-    RETURN mlplat._rollout_close(ro, w.observation, d.close_kn, d.close_status, p_epoch, w.controller);
+  IF w.step = 'CLOSE' THEN
+    RETURN mlplat._rollout_close(ro, w.observation, w.close_kn, w.close_status, p_epoch, w.controller);
   END IF;
-  IF d.step = 'REASON' THEN
+  IF w.step = 'REASON' THEN
     UPDATE mlplat.rollouts x
-       SET status_reason = d.status_reason,
-           window_start = CASE WHEN d.clear_window THEN NULL ELSE x.window_start END,
-           decide_at = CASE WHEN d.clear_window THEN NULL ELSE x.decide_at END
+       SET status_reason = w.status_reason,
+           window_start = CASE WHEN w.clear_window THEN NULL ELSE x.window_start END,
+           decide_at = CASE WHEN w.clear_window THEN NULL ELSE x.decide_at END
      WHERE x.id = ro.id;
     RETURN result;
   END IF;
-  IF d.window_start_ms IS NOT NULL THEN
+  IF w.window_start_ms IS NOT NULL THEN
     UPDATE mlplat.rollouts x
-       SET window_start = pg_catalog.to_timestamp(mlplat._rollout_ms_secs(d.window_start_ms)::float8),
-           decide_at = mlplat._rollout_ms_secs(d.decide_at_ms),
-           status_reason = d.status_reason
+       SET window_start = pg_catalog.to_timestamp(mlplat._rollout_ms_secs(w.window_start_ms)::float8),
+           decide_at = mlplat._rollout_ms_secs(w.decide_at_ms),
+           status_reason = w.status_reason
      WHERE x.id = ro.id;
     SELECT * INTO ro FROM mlplat.rollouts x WHERE x.id = ro.id;
   END IF;
-  IF d.step <> 'DECIDE' THEN
+  IF w.step <> 'DECIDE' THEN
     RETURN result;              -- a window runs (or just started); no decision due yet
   END IF;
 
@@ -417,7 +417,7 @@ BEGIN
    WHERE dr.deployment_id = ro.deployment_id AND dr.revision = ro.baseline_revision;
   evidence := mlplat.with_content_id(mlplat._rollout_evidence(ro.contract, frac, mlplat._rollout_replicas(tr),
                                                               mlplat._rollout_replicas(br), w.observation,
-                                                              d.target_kn, d.previous_kn));
+                                                              w.target_kn, w.previous_kn));
   BEGIN
     plan := mlplat.plan_rollout(ro.contract, evidence);
   EXCEPTION WHEN invalid_parameter_value THEN
@@ -435,7 +435,7 @@ BEGIN
                                                   pg_catalog.round(at * 1000)::bigint);
   IF NOT mlplat._rollout_record(ro, plan->>'decision', reasons, a.status, frac, (plan->>'next_fraction')::numeric,
                                 evidence, plan, w.observation - 'metrics' || pg_catalog.jsonb_build_object(
-                                  'target_kn', d.target_kn, 'previous_kn', d.previous_kn,
+                                  'target_kn', w.target_kn, 'previous_kn', w.previous_kn,
                                   'metric_gaps', w.observation->'metrics'->'gaps'),
                                 p_epoch, w.controller) THEN
     RETURN 'REPLAYED';

@@ -20,6 +20,14 @@ ml_rollout_request_of(const char *requested_action)
 	return ML_ROLLOUT_REQUEST_NONE;
 }
 
+const char *
+ml_rollout_step_name(MlRolloutStep step)
+{
+	static const char *const names[] = { "WAIT", "CLOSE", "REASON", "START", "NOT_DUE", "DECIDE" };
+
+	return (unsigned) step < sizeof(names) / sizeof(names[0]) ? names[step] : "WAIT";
+}
+
 /*
  * The fraction (decimal text, digits and at most one point) in percent,
  * rounded half away from zero; -1 when it is no such text or above 1.

@@ -26,8 +26,6 @@ PG_FUNCTION_INFO_V1(mlplat_rollout_want_percent);
 PG_FUNCTION_INFO_V1(mlplat_rollout_decide);
 PG_FUNCTION_INFO_V1(mlplat_rollout_after_plan);
 
-static const char *const step_names[] = { "WAIT", "CLOSE", "REASON", "START", "NOT_DUE", "DECIDE" };
-
 #define TEXT_ARG(n) (PG_ARGISNULL(n) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(n)))
 
 /* The rollout status argument n (NULL: none, which no active rollout has) */
@@ -144,7 +142,7 @@ mlplat_rollout_decide(PG_FUNCTION_ARGS)
 	values[2] = text_or_null(d.previous_kn, &nulls[2]);
 	values[3] = Int32GetDatum(d.target_percent);
 	values[4] = Int32GetDatum(d.previous_percent);
-	values[5] = CStringGetTextDatum(step_names[d.step]);
+	values[5] = CStringGetTextDatum(ml_rollout_step_name(d.step));
 	values[6] = text_or_null(d.close_kn, &nulls[6]);
 	values[7] = text_or_null(d.step == ML_ROLLOUT_STEP_CLOSE ? mlplat_status_name(MLPLAT_MACHINE_ROLLOUT, d.close_status)
 															 : NULL,

@@ -64,6 +64,7 @@
 #include "mlplat/reconcile.h"
 #include "mlplat/retry.h"
 #include "mlplat/rollout_artifacts.h"
+#include "mlplat/rollout_decide.h"
 #include "mlplat/seam.h"
 #include "mlplat/span.h"
 #include "mlplat/unanswered.h"
@@ -132,6 +133,15 @@ typedef struct Rollout
 	int adopt_percent;					/* ... the setting it made (-1: canary removed) */
 	bool settle_note;					/* remove its note (found what it made) */
 	bool answered;						/* this pass's apply was answered: remove its own note */
+	/* what observe_object read for the decision (the same values r->obs carries) */
+	int64 observed_at_ms;
+	const char *latest_created_kn;
+	const char *rolledout_kn;
+	MlRolloutTraffic *traffic;
+	size_t ntraffic;
+	/* what the observation means for the claimed row (decide); decided: the write-back applies it */
+	bool decided;
+	MlRolloutPassDecision decision;
 } Rollout;
 
 /* ---------------------------------------------------------------- pure helpers */
@@ -276,6 +286,9 @@ observe_object(Rollout *r, const MlJsonValue *obj, int64 now_ms)
 		return false;
 
 	r->settled = isvc_settled(r, comp, ready);
+	r->observed_at_ms = now_ms;
+	r->latest_created_kn = mlplat_json_text(comp, "latestCreatedRevision", NULL, NULL);
+	r->rolledout_kn = mlplat_json_text(comp, "latestRolledoutRevision", NULL, NULL);
 
 	s = makeStringInfo();
 	appendStringInfoChar(s, '{');
@@ -284,14 +297,15 @@ observe_object(Rollout *r, const MlJsonValue *obj, int64 now_ms)
 	appendStringInfo(s, ",\"settled\":%s,\"ready\":%s",
 					 r->settled ? "true" : "false", strcmp(ready, "True") == 0 ? "true" : "false");
 	json_key_str(s, "latest_ready_kn", mlplat_json_text(comp, "latestReadyRevision", NULL, NULL));
-	json_key_str(s, "latest_created_kn", mlplat_json_text(comp, "latestCreatedRevision", NULL, NULL));
-	json_key_str(s, "rolledout_kn", mlplat_json_text(comp, "latestRolledoutRevision", NULL, NULL));
+	json_key_str(s, "latest_created_kn", r->latest_created_kn);
+	json_key_str(s, "rolledout_kn", r->rolledout_kn);
 	json_key_str(s, "load", mlplat_json_text(obj, "status", "modelStatus", "transitionStatus"));
 	appendStringInfoString(s, ",\"traffic\":[");
 	if (traffic && traffic->type == ML_JSON_ARRAY)
 	{
 		int n = 0;
 
+		r->traffic = palloc0(sizeof(MlRolloutTraffic) * (traffic->u.array.count + 1));
 		for (size_t i = 0; i < traffic->u.array.count; i++)
 		{
 			const MlJsonValue *t = traffic->u.array.items[i];
@@ -301,6 +315,8 @@ observe_object(Rollout *r, const MlJsonValue *obj, int64 now_ms)
 
 			if (rev == NULL)
 				continue;
+			r->traffic[r->ntraffic].revision = rev;
+			r->traffic[r->ntraffic++].percent = pct && pct->type == ML_JSON_NUMBER ? (int) pct->u.number.value : 0;
 			appendStringInfo(s, "%s{\"revision\":", n++ ? "," : "");
 			escape_json(s, rev);
 			appendStringInfo(s, ",\"percent\":%d,\"latest\":%s}",
@@ -578,6 +594,43 @@ rollout_spans(Rollout *r, const char *result)
 	return spans;
 }
 
+/*
+ * What this pass's observation means for the claimed row (rollout_decide.c):
+ * decided here, after the claim, from the claim's fields and what
+ * observe_object read; the write-back applies it under the compare-and-swap
+ * that proves the row unchanged since the claim.  Nothing to decide for a
+ * rollout this pass applied to or could not observe (the write-back records
+ * that instead).
+ */
+static void
+decide(Rollout *r)
+{
+	MlRolloutPassIn in = {
+		.status = (MlplatRolloutStatus) r->status,
+		.request = ml_rollout_request_of(r->requested_action),
+		.fraction = r->fraction,
+		.target_kn = r->target_kn,
+		.previous_kn = r->previous_kn,
+		.window_started = r->window_started,
+		/* a NULL decide_at reads as 0, which no observation is before */
+		.has_decide_at = true,
+		.decide_at_ms = r->decide_at_ms,
+		.window_seconds = r->window_seconds,
+		.observed_at_ms = r->observed_at_ms,
+		.settled = r->settled,
+		.latest_created_kn = r->latest_created_kn,
+		.rolledout_kn = r->rolledout_kn,
+		.traffic = r->traffic,
+		.ntraffic = r->ntraffic,
+		.has_metrics = r->metrics,
+	};
+
+	if (r->obs == NULL || r->applied || r->error != NULL)
+		return;
+	ml_rollout_pass_decide(&in, &r->decision);
+	r->decided = true;
+}
+
 static void
 write_back(MlplatPass *pass, List *rollouts, int *decisions)
 {
@@ -626,7 +679,31 @@ write_back(MlplatPass *pass, List *rollouts, int *decisions)
 				.applied_percent = r->want_percent,
 				.error = r->error,
 				.retry_ms = r->retry_ms,
+				.close_status = MLPLAT_NO_STATUS,
+				.window_start_ms = -1,
+				.decide_at_ms = -1,
 			};
+
+			if (r->decided)
+			{
+				const MlRolloutPassDecision *d = &r->decision;
+
+				w.step = ml_rollout_step_name(d->step);
+				w.target_kn = d->target_kn;
+				w.previous_kn = d->previous_kn;
+				w.target_percent = d->target_percent;
+				w.previous_percent = d->previous_percent;
+				w.close_kn = d->close_kn;
+				if (d->step == ML_ROLLOUT_STEP_CLOSE)
+					w.close_status = d->close_status;
+				w.status_reason = d->status_reason[0] ? d->status_reason : NULL;
+				w.clear_window = d->clear_window;
+				if (d->start_window)
+				{
+					w.window_start_ms = d->window_start_ms;
+					w.decide_at_ms = d->decide_at_ms;
+				}
+			}
 
 			if (r->seen.get != NULL || r->apply != NULL)
 				mlplat_seam_array_add(rows, &w);
@@ -1007,6 +1084,7 @@ rollouts_round(MlplatPass *pass, List *moved)
 			add_metrics(r, arena);
 		if (r->obs)
 			appendStringInfoChar(r->obs, '}');
+		decide(r);
 	}
 
 	write_back(pass, rollouts, &decisions);

@@ -392,8 +392,8 @@ REVOKE ALL ON FUNCTION mlplat._runs_writeback_set(bigint, mlplat.run_writeback[]
 -- by name.  The write-back is _rollouts_observe, one call per rollout: it decides and records
 -- (see docs/rollouts.md).
 CREATE TYPE mlplat.rollout_claim AS (
-  id bigint, project text, namespace text, name text, status text, row_version bigint,
+  id bigint, project text, namespace text, name text, status text /* STATUS rollout */, row_version bigint,
   spec text, want_percent int, target_revision int, target_kn text, previous_kn text,
   window_start_ms bigint, window_seconds int, decide_at_ms bigint, attempts int, due boolean,
-  traceparent text, metrics_preset text);
+  traceparent text, metrics_preset text, requested_action text, fraction text, window_started boolean);
 

@@ -23,7 +23,10 @@ REVOKE ALL ON FUNCTION mlplat._artifact_claim(bigint[], int[]) FROM PUBLIC;
 
 CREATE TYPE mlplat.rollout_writeback AS (
   id bigint, row_version bigint, controller text, observation jsonb,
-  applied boolean, applied_percent int, error text, retry_ms int);
+  applied boolean, applied_percent int, error text, retry_ms int /* NULL<0 */,
+  step text, target_kn text, previous_kn text, target_percent int, previous_percent int,
+  close_kn text, close_status text /* STATUS rollout */, status_reason text, clear_window boolean,
+  window_start_ms bigint /* NULL<0 */, decide_at_ms bigint /* NULL<0 */);
 CREATE TYPE mlplat.rollout_writeback_result AS (id bigint, result text);
 
 CREATE FUNCTION mlplat._rollouts_writeback_set(p_epoch bigint, p_rows mlplat.rollout_writeback[])

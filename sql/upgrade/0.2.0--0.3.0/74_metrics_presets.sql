@@ -76,13 +76,15 @@ BEGIN
          (CASE WHEN c.want < 0 THEN c.spec
                ELSE pg_catalog.jsonb_set(c.spec, '{spec,predictor,canaryTrafficPercent}', pg_catalog.to_jsonb(c.want)) END)::text,
          c.want, c.target_revision, c.target_kn, c.previous_kn, c.window_start_ms, c.window_seconds, c.decide_at_ms,
-         c.attempts, c.due, c.traceparent, c.metrics_preset
+         c.attempts, c.due, c.traceparent, c.metrics_preset, c.requested_action, c.fraction::text, c.window_started
+    FROM (
+  SELECT f.*, mlplat._rollout_want_percent(f.status, f.requested_action, f.fraction) AS want
     FROM (
   SELECT ro.id, p.name AS project, mlplat._project_namespace(p.name) AS namespace, d.name, ro.status, ro.row_version,
-         tr.spec,
-         mlplat._rollout_want_percent(ro.status, ro.requested_action, mlplat._rollout_fraction(ro.id)) AS want,
+         tr.spec, ro.requested_action, mlplat._rollout_fraction(ro.id) AS fraction,
          ro.target_revision, ro.observed->>'target_kn' AS target_kn, ro.observed->>'previous_kn' AS previous_kn,
          pg_catalog.round(EXTRACT(epoch FROM ro.window_start) * 1000)::bigint AS window_start_ms,
+         ro.window_start IS NOT NULL AS window_started,
          (ro.policy->>'window_seconds')::int AS window_seconds,
          pg_catalog.round(ro.decide_at * 1000)::bigint AS decide_at_ms, ro.attempts,
          ro.next_attempt_at <= pg_catalog.now() AS due, ro.traceparent,
@@ -91,7 +93,7 @@ BEGIN
     JOIN mlplat.deployments d ON d.id = ro.deployment_id
     JOIN mlplat.projects p ON p.id = ro.project_id
     JOIN mlplat.deployment_revisions tr ON tr.deployment_id = d.id AND tr.revision = ro.target_revision
-   WHERE mlplat.rollout_is_active(ro.status)) c
+   WHERE mlplat.rollout_is_active(ro.status)) f) c
    ORDER BY c.id;
 END $$;
 REVOKE ALL ON FUNCTION mlplat._rollouts_claim() FROM PUBLIC;

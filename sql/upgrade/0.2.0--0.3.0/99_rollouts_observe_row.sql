@@ -25,9 +25,6 @@ DECLARE
   ro mlplat.rollouts;
   frac numeric;
   at numeric := pg_catalog.trim_scale((w.observation->>'observed_at')::numeric);
-  revs text[];
-  pcts int[];
-  d record;
   a record;
   evidence jsonb;
   plan jsonb;
@@ -61,49 +58,43 @@ BEGIN
     RETURN 'APPLIED';
   END IF;
 
+  IF w.step IS NULL THEN
+    RETURN result;              -- nothing decided: nothing to store
+  END IF;
   frac := mlplat._rollout_fraction(ro.id);
-  -- What this observation means (rollout_decide.c): KServe's names for our two revisions
-  -- (fixed at first sight), the traffic on each, and one step.
-  SELECT pg_catalog.array_agg(e->>'revision' ORDER BY i), pg_catalog.array_agg((e->>'percent')::int ORDER BY i)
-    INTO revs, pcts
-    FROM pg_catalog.jsonb_array_elements(coalesce(w.observation->'traffic', '[]')) WITH ORDINALITY x(e, i);
-  SELECT * INTO d FROM mlplat._rollout_decide(ro.status, ro.requested_action, frac, ro.observed->>'target_kn', ro.observed->>'previous_kn',
-                                              ro.window_start IS NOT NULL, pg_catalog.round(ro.decide_at * 1000)::bigint,
-                                              (ro.policy->>'window_seconds')::int, pg_catalog.round(at * 1000)::bigint,
-                                              coalesce((w.observation->>'settled')::boolean, false),
-                                              w.observation->>'latest_created_kn', w.observation->>'rolledout_kn', revs, pcts,
-                                              w.observation->'metrics' IS NOT NULL);
+  -- What this observation means, as the pass decided it (rollout_decide.c): KServe's names for
+  -- our two revisions (fixed at first sight), the traffic on each, and one step.
   UPDATE mlplat.rollouts x
-     SET observed = pg_catalog.jsonb_build_object('target_kn', d.target_kn, 'previous_kn', d.previous_kn,
-                      'traffic', w.observation->'traffic', 'target_percent', d.target_percent,
-                      'previous_percent', d.previous_percent,
+     SET observed = pg_catalog.jsonb_build_object('target_kn', w.target_kn, 'previous_kn', w.previous_kn,
+                      'traffic', w.observation->'traffic', 'target_percent', w.target_percent,
+                      'previous_percent', w.previous_percent,
                       'ready', w.observation->'ready', 'load', w.observation->'load', 'observed_at', w.observation->'observed_at'),
          observed_at = pg_catalog.now()
    WHERE x.id = ro.id;
   SELECT * INTO ro FROM mlplat.rollouts x WHERE x.id = ro.id;
-  IF d.step = 'WAIT' THEN
+  IF w.step = 'WAIT' THEN
     RETURN result;              -- KServe has not caught up with what we applied yet
   END IF;
-  IF d.step = 'CLOSE' THEN
-    RETURN mlplat._rollout_close(ro, w.observation, d.close_kn, d.close_status, p_epoch, w.controller);
+  IF w.step = 'CLOSE' THEN
+    RETURN mlplat._rollout_close(ro, w.observation, w.close_kn, w.close_status, p_epoch, w.controller);
   END IF;
-  IF d.step = 'REASON' THEN
+  IF w.step = 'REASON' THEN
     UPDATE mlplat.rollouts x
-       SET status_reason = d.status_reason,
-           window_start = CASE WHEN d.clear_window THEN NULL ELSE x.window_start END,
-           decide_at = CASE WHEN d.clear_window THEN NULL ELSE x.decide_at END
+       SET status_reason = w.status_reason,
+           window_start = CASE WHEN w.clear_window THEN NULL ELSE x.window_start END,
+           decide_at = CASE WHEN w.clear_window THEN NULL ELSE x.decide_at END
      WHERE x.id = ro.id;
     RETURN result;
   END IF;
-  IF d.window_start_ms IS NOT NULL THEN
+  IF w.window_start_ms IS NOT NULL THEN
     UPDATE mlplat.rollouts x
-       SET window_start = pg_catalog.to_timestamp(mlplat._rollout_ms_secs(d.window_start_ms)::float8),
-           decide_at = mlplat._rollout_ms_secs(d.decide_at_ms),
-           status_reason = d.status_reason
+       SET window_start = pg_catalog.to_timestamp(mlplat._rollout_ms_secs(w.window_start_ms)::float8),
+           decide_at = mlplat._rollout_ms_secs(w.decide_at_ms),
+           status_reason = w.status_reason
      WHERE x.id = ro.id;
     SELECT * INTO ro FROM mlplat.rollouts x WHERE x.id = ro.id;
   END IF;
-  IF d.step <> 'DECIDE' THEN
+  IF w.step <> 'DECIDE' THEN
     RETURN result;              -- a window runs (or just started); no decision due yet
   END IF;
 
@@ -114,7 +105,7 @@ BEGIN
    WHERE dr.deployment_id = ro.deployment_id AND dr.revision = ro.baseline_revision;
   evidence := mlplat.with_content_id(mlplat._rollout_evidence(ro.contract, frac, mlplat._rollout_replicas(tr),
                                                               mlplat._rollout_replicas(br), w.observation,
-                                                              d.target_kn, d.previous_kn));
+                                                              w.target_kn, w.previous_kn));
   BEGIN
     plan := mlplat.plan_rollout(ro.contract, evidence);
   EXCEPTION WHEN invalid_parameter_value THEN
@@ -132,7 +123,7 @@ BEGIN
                                                   pg_catalog.round(at * 1000)::bigint);
   IF NOT mlplat._rollout_record(ro, plan->>'decision', reasons, a.status, frac, (plan->>'next_fraction')::numeric,
                                 evidence, plan, w.observation - 'metrics' || pg_catalog.jsonb_build_object(
-                                  'target_kn', d.target_kn, 'previous_kn', d.previous_kn,
+                                  'target_kn', w.target_kn, 'previous_kn', w.previous_kn,
                                   'metric_gaps', w.observation->'metrics'->'gaps'),
                                 p_epoch, w.controller) THEN
     RETURN 'REPLAYED';
