@@ -4,8 +4,10 @@
  * of ml_rollout_pass_decide (KServe not settled, rolling back with and without
  * the route, promotion, waiting for the split, a window starting at 0% and
  * above, a decision due or not) with the texts it writes, the want percent's
- * rounding, and ml_rollout_after_plan's statuses and recheck times.  The
- * plan_rollout refusal is the write-back's (its evidence is refused there).
+ * rounding, and ml_rollout_after_plan's statuses and recheck times.  A plan
+ * refused is not this module's: plan_rollout's core refuses the evidence
+ * (rollout_test.c, "more errors than requests") and the write-back records
+ * REFUSED (regress rollout_reconcile).
  *
  * Usage: rollout_decide_test [number of tests before these]
  */

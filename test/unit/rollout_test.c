@@ -253,6 +253,17 @@ test_refusals(void)
 	   "a numeric-looking string is refused", o.err.path);
 	free(e);
 
+	/*
+	 * What the rollouts reconciler's write-back answers REFUSED to (no transition, the
+	 * rollout's last_error, a slow retry; regress rollout_reconcile has the SQL side).
+	 */
+	e = replace(base_evidence, "\"requests\":1200,\"errors\":2,", "\"requests\":10,\"errors\":20,");
+	o = decide(base_contract, e, 1);
+	ok(o.status == ML_ROLLOUT_INVALID && strcmp(o.err.path, "evidence.target.errors") == 0 &&
+		   strstr(o.err.message, "must not exceed requests (20 > 10)") != NULL,
+	   "more errors than requests: the plan is refused", o.err.path);
+	free(e);
+
 	e = replace(base_evidence, "\"errors\":9,", "\"errors\":9,\"extra\":1,");
 	o = decide(base_contract, e, 1);
 	ok(o.status == ML_ROLLOUT_INVALID && strcmp(o.err.rule, "unknown_key") == 0 &&
