@@ -1,9 +1,11 @@
 /*
  * rollout_decide.h — what one observation of a rollout's InferenceService
  * means for the rollout, decided in pure C: no PostgreSQL headers, no SPI,
- * no I/O, no clock (the observation carries its time).  The rollouts
- * reconciler's write-back applies the decision; plan_rollout (rollout.h)
- * makes the one transition a due decision asks for.
+ * no I/O, no clock (the observation carries its time).  The rollouts pass
+ * (rollouts.c) decides on the claimed row and its observation; the
+ * write-back applies the decision; plan_rollout (rollout.h) makes the one
+ * transition a due decision asks for, on the evidence record the write-back
+ * builds (docs/reconcilers.md says why that record is SQL's).
  *
  * Two steps, because plan_rollout sits between them:
  *

@@ -2,13 +2,15 @@
 -- its two short transactions (see docs/rollouts.md, "The reconciler").
 --
 -- The C pass (src/reconcile/rollouts.c) reads the InferenceService, applies the traffic
--- split it is told to, queries Prometheus, and hands what it saw to
--- mlplat._rollouts_observe().  There, in one transaction, under a compare-and-swap on the
--- rollout's row_version and the kind's leader epoch, the locked row and the observation
--- go to the pure C decision (src/reconcile/rollout_decide.c through _rollout_decide and
--- _rollout_after_plan: when a window starts, whether evidence is due, close, the status
--- and its reason); this file builds the evidence record, calls plan_rollout, appends the
--- ledger row and stores the one transition the decision names.
+-- split it is told to, queries Prometheus, and decides what it saw means for the claimed
+-- row (the pure C decision, src/reconcile/rollout_decide.c: when a window starts, whether
+-- evidence is due, close, the status and its reason).  It hands observation and decision
+-- to mlplat._rollouts_observe(): there, in one transaction, under a compare-and-swap on the
+-- rollout's row_version and the kind's leader epoch (the row is the one the decision was
+-- made on), this file applies the step; a due decision's evidence record is built here,
+-- plan_rollout called, _rollout_after_plan (C) names the status, the ledger row is appended
+-- and the one transition stored (docs/reconcilers.md, "Where each kind decides", says why
+-- the evidence stays here).
 
 -- Replicas a revision is expected to keep ready: its minReplicas, at least one (a
 -- revision scaled to zero cannot prove readiness).
@@ -81,7 +83,7 @@ AS $$ SELECT pg_catalog.trim_scale(p_ms::numeric / 1000) $$;
 REVOKE ALL ON FUNCTION mlplat._rollout_ms_secs(bigint) FROM PUBLIC;
 
 -- What one observation means for a rollout, decided in C (src/reconcile/rollout_decide.c,
--- pure): from the locked row (status, requested action, fraction, the revision names fixed
+-- pure; the pass calls it directly, this is its SQL face for the tests): from the claimed row (status, requested action, fraction, the revision names fixed
 -- so far, the window) and the observation (its time, whether KServe settled, its revision
 -- names, the traffic entries in order, whether request metrics came with it).  step is
 -- WAIT (KServe has not caught up), CLOSE (on close_kn with close_status), REASON (store
@@ -115,15 +117,18 @@ AS 'MODULE_PATHNAME', 'mlplat_rollout_after_plan';
 REVOKE ALL ON FUNCTION mlplat._rollout_after_plan(text, text[], int, bigint) FROM PUBLIC;
 
 -- The seam (src/reconcile/seam.c): the claim returns mlplat.rollout_claim rows, which C reads
--- by name.  The write-back (_rollouts_writeback_set, below) calls _rollouts_observe for each
--- rollout: it decides and records (see docs/rollouts.md).
+-- by name, with what the pass's decision needs (requested_action, the ledger's fraction as
+-- decimal text, window_started).  The write-back (_rollouts_writeback_set, below) calls
+-- _rollouts_observe for each rollout: it applies the pass's decision and records (see
+-- docs/rollouts.md).
 CREATE TYPE mlplat.rollout_claim AS (
   id bigint, project text, namespace text, name text, status text /* STATUS rollout */, row_version bigint,
   spec text, want_percent int, target_revision int, target_kn text, previous_kn text,
   window_start_ms bigint, window_seconds int, decide_at_ms bigint, attempts int, due boolean,
   traceparent text, metrics_preset text, requested_action text, fraction text, window_started boolean);
 
--- Claim: every active rollout, with the target's manifest and what the pass must do.
+-- Claim: every active rollout, with the target's manifest, what the pass must do and what
+-- its decision reads.
 -- Freezes the contract of a rollout seen for the first time.
 CREATE FUNCTION mlplat._rollouts_claim()
 RETURNS SETOF mlplat.rollout_claim
@@ -302,7 +307,7 @@ BEGIN
 END $$;
 REVOKE ALL ON FUNCTION mlplat._rollout_close(mlplat.rollouts, jsonb, text, text, bigint, text) FROM PUBLIC;
 
--- The write-back row of one rollout, what the C pass observed and applied (seam.h): it is
+-- The write-back row of one rollout, what the C pass observed, applied and decided (seam.h): it is
 -- _rollouts_observe's argument, so the pass and the function read its fields by name.
 CREATE TYPE mlplat.rollout_writeback AS (
   id bigint, row_version bigint, controller text, observation jsonb,

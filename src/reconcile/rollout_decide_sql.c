@@ -1,11 +1,14 @@
 /*
  * rollout_decide_sql.c — the SQL face of the rollouts reconciler's pure
- * decision (mlplat/rollout_decide.h), called by the write-back
- * (mlplat._rollouts_observe) on the row it has locked, and by the tests:
+ * decision (mlplat/rollout_decide.h).  The pass calls ml_rollout_pass_decide
+ * itself (rollouts.c); SQL calls the rest:
  *
  *   mlplat._rollout_want_percent(status, requested_action, fraction) → int
+ *       (the claim)
  *   mlplat._rollout_decide(the row's and the observation's fields) → the step
+ *       (the tests: sql/rollout_reconcile.sql drives a pass with it)
  *   mlplat._rollout_after_plan(decision, reasons, window_seconds, observed_at_ms)
+ *       (the write-back, after plan_rollout on the evidence it builds)
  *
  * Only conversions here: every rule is in rollout_decide.c.
  */

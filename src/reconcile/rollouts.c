@@ -15,12 +15,15 @@
  *      does not carry the wanted revision and traffic setting, or — when a
  *      decision is due — query Prometheus for both revisions over the window
  *      (a second concurrent batch);
- *   4. write back per rollout in a new short transaction through
+ *   4. decide (decide(), the pure rollout_decide.c) what each observation
+ *      means for the claimed row: the claim carries every input;
+ *   5. write back per rollout in a new short transaction through
  *      mlplat._rollouts_observe(), which CASes on row_version and the leader
- *      epoch, has the pure decision (rollout_decide.c) decide on the locked
- *      row, builds the evidence, calls plan_rollout, appends the transition
- *      ledger row (keyed by the evidence content id) and applies the one
- *      transition.
+ *      epoch (so the row is the one the decision was made on) and applies the
+ *      decision; for a due decision it builds the evidence, calls
+ *      plan_rollout, appends the transition ledger row (keyed by the evidence
+ *      content id) and applies the one transition.  The evidence record is
+ *      SQL's: docs/reconcilers.md ("Where each kind decides") says why.
  * Every apply is noted in mlplat.unanswered_writes before it is sent (unanswered.h);
  * a pass that finds the wanted setting already on the object while such a note is
  * left (the leader that applied it ended before its write-back) records it in the

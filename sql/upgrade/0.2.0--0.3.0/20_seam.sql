@@ -389,8 +389,8 @@ REVOKE ALL ON FUNCTION mlplat._runs_writeback_set(bigint, mlplat.run_writeback[]
 
 -- rollouts (the claim is made again in part 74)
 -- The seam (src/reconcile/seam.c): the claim returns mlplat.rollout_claim rows, which C reads
--- by name.  The write-back is _rollouts_observe, one call per rollout: it decides and records
--- (see docs/rollouts.md).
+-- by name.  The write-back is _rollouts_observe, one call per rollout: it applies the pass's
+-- decision and records (see docs/rollouts.md).
 CREATE TYPE mlplat.rollout_claim AS (
   id bigint, project text, namespace text, name text, status text /* STATUS rollout */, row_version bigint,
   spec text, want_percent int, target_revision int, target_kn text, previous_kn text,
