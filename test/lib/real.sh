@@ -1,5 +1,19 @@
 # test/lib/real.sh — start the real peers (test/real/) for a test and point a
-# cluster's reconcilers at them.  Source after tap.sh/cluster.sh; needs SRC.
+# cluster's reconcilers at them.  Source after tap.sh/cluster.sh; needs SRC.  A script of
+# test/real/e2e starts, as test/e2e's do, from e2e.sh:
+#
+#   set -u
+#   . "$(dirname "$0")/../../lib/e2e.sh"
+#   . "$SRC/test/lib/real.sh"
+#   real_preamble NAME [DB]     # RD=$WORK/real-NAME (the peers' directory), DB; at exit the
+#                               # peers stopped and DB's kube/S3 settings reset
+#   real_stack_up [s3] [controller]  # the API server with mlplat's identity, and the S3 server
+#                               # and the KServe/Argo/Job imitation if named (S3 first, so
+#                               # Jobs write to it); DB connected to them; one TAP result
+#   real_reset_at_exit SETTING...  # ALTER SYSTEM RESET each SETTING in DB at exit
+#   check BODY EXPR             # EXPR (Python, o = the JSON BODY) is True; else the body as a comment
+#   kget PATH                   # rk_body GET PATH
+#   until_check SECONDS PATH EXPR  # poll the object at PATH until EXPR holds
 #
 #   real_paths                  # KUBE_APISERVER ETCD ... from test/real/build.sh --paths
 #   real_kube_start DIR         # etcd + kube-apiserver + kube-controller-manager + CRDs;
@@ -351,13 +365,55 @@ real_stop() {
 	done
 }
 
-# real_stack_up DIR DB — what the deployment scenarios start from: the API server with
-# mlplat's identity, the KServe imitation and the S3 server, mlplat connected to the API
-# server and the object store; one TAP result saying whether they came up and how long it took.
+# real_preamble NAME [DB] — see the head of this file
+real_preamble() {
+	RD=$WORK/real-$1
+	on_exit 'real_stop "$RD"'
+	[ $# -lt 2 ] && return 0
+	DB=$2
+	on_exit 'real_disconnect "$DB"; real_s3_disconnect "$DB"'
+}
+
+real_reset_at_exit() {
+	local s cmd='$PSQL -d "$DB"'
+	for s; do cmd+=" -c 'ALTER SYSTEM RESET $s'"; done
+	on_exit "$cmd -c 'SELECT pg_reload_conf()' >/dev/null"
+}
+
+# real_stack_up [s3] [controller] — see the head of this file
 real_stack_up() {
-	local t0=$SECONDS
-	real_kube_start "$1" && real_identity "$1" >/dev/null && real_controller_start "$1" && real_s3_start "$1"
-	tap_ok $? "real API server, KServe imitation and S3 server up ($((SECONDS - t0)) s)"
-	real_connect "$2"
-	real_s3_connect "$2"
+	local t0=$SECONDS s3= controller= what="real API server with mlplat's identity" p
+	for p; do
+		case $p in
+		s3) s3=1 what+=", S3 server" ;;
+		controller) controller=1 what+=", KServe/Argo/Job imitation" ;;
+		*) echo "# real_stack_up: unknown peer $p"; return 1 ;;
+		esac
+	done
+	real_kube_start "$RD" && real_identity "$RD" >/dev/null &&
+		{ [ -z "$s3" ] || real_s3_start "$RD"; } && { [ -z "$controller" ] || real_controller_start "$RD"; }
+	tap_ok $? "$what up ($((SECONDS - t0)) s)"
+	[ -n "${DB:-}" ] || return 0
+	real_connect "$DB"
+	[ -z "$s3" ] || real_s3_connect "$DB"
+}
+
+check() {
+	python3 -c '
+import json, sys
+o = json.loads(sys.argv[2])
+sys.exit(0 if eval("(" + sys.argv[1] + ")", {"o": o}) is True else 1)' "$2" "$1" 2>/dev/null && return 0
+	echo "# body: ${1:0:600}" | tr '\n' ' '
+	echo
+	return 1
+}
+
+kget() { rk_body GET "$1"; }
+
+until_check() {
+	local deadline=$((SECONDS + $1))
+	until check "$(kget "$2")" "$3" >/dev/null; do
+		((SECONDS >= deadline)) && { check "$(kget "$2")" "$3"; return 1; }
+		sleep 0.2
+	done
 }

@@ -9,13 +9,9 @@
 # faults (429 + Retry-After, 5xx, a write applied then its answer dropped, a
 # write held before it is applied, latency) does what it says.
 set -u
-. "$(dirname "$0")/../../lib/tap.sh"
-tap_require_cluster
-. "$(dirname "$0")/../../lib/cluster.sh"
-. "$(dirname "$0")/../../lib/real.sh"
-WORK=$MLPLAT_TEST_WORK
-RD=$WORK/real-smoke
-trap 'real_stop $RD' EXIT
+. "$(dirname "$0")/../../lib/e2e.sh"
+. "$SRC/test/lib/real.sh"
+real_preamble smoke
 real_kube_start "$RD"
 tap_ok $? "etcd, kube-apiserver and kube-controller-manager started on loopback; CRDs established"
 real_identity "$RD" >/dev/null

@@ -12,33 +12,12 @@
 # status from before an apply (KServe down) is not taken for the new
 # revision's; in Serverless and RawDeployment mode.
 set -u
-. "$(dirname "$0")/../../lib/tap.sh"
-tap_require_cluster
-. "$(dirname "$0")/../../lib/cluster.sh"
-. "$(dirname "$0")/../../lib/real.sh"
-WORK=$MLPLAT_TEST_WORK
-RD=$WORK/real-deployments
-DB=mlplat
-trap '$PSQL -d $DB -c "ALTER SYSTEM RESET mlplat.finalizer_alert_after" -c "SELECT pg_reload_conf()" >/dev/null; real_disconnect $DB; real_s3_disconnect $DB; real_stop $RD' EXIT
-real_stack_up "$RD" $DB
+. "$(dirname "$0")/../../lib/e2e.sh"
+. "$SRC/test/lib/real.sh"
+real_preamble deployments mlplat
+real_reset_at_exit mlplat.finalizer_alert_after
+real_stack_up s3 controller
 
-check() {
-	python3 -c '
-import json, sys
-o = json.loads(sys.argv[2])
-sys.exit(0 if eval("(" + sys.argv[1] + ")", {"o": o}) is True else 1)' "$2" "$1" 2>/dev/null && return 0
-	echo "# body: ${1:0:600}" | tr '\n' ' '
-	echo
-	return 1
-}
-kget() { rk_body GET "$1"; }
-until_check() {
-	local deadline=$((SECONDS + $1))
-	until check "$(kget "$2")" "$3" >/dev/null; do
-		((SECONDS >= deadline)) && { check "$(kget "$2")" "$3"; return 1; }
-		sleep 0.2
-	done
-}
 row() { q $DB "SELECT status, status_reason, last_error FROM mlplat.deployments WHERE name = '$1'" | sed 's/^/# row: /'; }
 ISVCS=/apis/serving.kserve.io/v1beta1/namespaces/mlp-rshop/inferenceservices
 I=$ISVCS/riris

@@ -11,15 +11,11 @@
 # the two other names converge.  mlplat talks to the API server through the fault proxy
 # (no faults), whose request log shows what was asked before the first apply.
 set -u
-. "$(dirname "$0")/../../lib/tap.sh"
-tap_require_cluster
-. "$(dirname "$0")/../../lib/cluster.sh"
-. "$(dirname "$0")/../../lib/real.sh"
-WORK=$MLPLAT_TEST_WORK
-RD=$WORK/real-look
-DB=mlplat
-trap '$PSQL -d $DB -c "ALTER SYSTEM RESET mlplat.deployments_watch" -c "SELECT pg_reload_conf()" >/dev/null; real_disconnect $DB; real_s3_disconnect $DB; real_stop $RD' EXIT
-real_stack_up "$RD" $DB
+. "$(dirname "$0")/../../lib/e2e.sh"
+. "$SRC/test/lib/real.sh"
+real_preamble look mlplat
+real_reset_at_exit mlplat.deployments_watch
+real_stack_up s3 controller
 # the look by != is the watch cache's (on by default; set here so the scenario is this one whatever the suite's default)
 $PSQL -d $DB -c "ALTER SYSTEM SET mlplat.deployments_watch = on" -c "SELECT pg_reload_conf()" >/dev/null
 real_proxy_start "$RD" 3

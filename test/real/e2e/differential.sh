@@ -3,15 +3,11 @@
 # sequence (test/real/differential.py) sent to both must give the same status
 # codes and the same Status reasons, step by step.
 set -u
-. "$(dirname "$0")/../../lib/tap.sh"
-tap_require_cluster
-. "$(dirname "$0")/../../lib/cluster.sh"
-. "$(dirname "$0")/../../lib/standin.sh"
-. "$(dirname "$0")/../../lib/real.sh"
-WORK=$MLPLAT_TEST_WORK
-RD=$WORK/real-diff
+. "$(dirname "$0")/../../lib/e2e.sh"
+. "$SRC/test/lib/real.sh"
+real_preamble diff
 SD=$WORK/standin-diff
-trap 'real_stop $RD; standin_stop $SD' EXIT
+on_exit 'standin_stop "$SD"'
 real_kube_start "$RD"
 tap_ok $? "real API server started"
 standin_start "$SD"

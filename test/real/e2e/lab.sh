@@ -12,34 +12,18 @@
 #  - cancel a RUNNING run: the Job is deleted in the foreground and lingers while its Pod
 #    is not gone (the kubelet held); the run stays CANCEL_REQUESTED, then CANCELLED.
 set -u
-. "$(dirname "$0")/../../lib/tap.sh"
-tap_require_cluster
-. "$(dirname "$0")/../../lib/cluster.sh"
-. "$(dirname "$0")/../../lib/real.sh"
-. "$(dirname "$0")/../../lib/lab.sh"
-WORK=$MLPLAT_TEST_WORK
-RD=$WORK/real-lab
-DB=mlplat
+. "$(dirname "$0")/../../lib/e2e.sh"
+. "$SRC/test/lib/real.sh"
+. "$SRC/test/lib/lab.sh"
+real_preamble lab mlplat
 P=rlb
 NS=mlp-$P
-trap '$PSQL -d $DB -c "ALTER SYSTEM RESET mlplat.lab_payload_bucket" -c "SELECT pg_reload_conf()" >/dev/null; real_disconnect $DB; real_s3_disconnect $DB; real_stop $RD' EXIT
-t0=$SECONDS
-real_kube_start "$RD" && real_identity "$RD" >/dev/null && real_s3_start "$RD" && real_controller_start "$RD"
-tap_ok $? "real API server, S3 server and the Job/kubelet imitation up ($((SECONDS - t0)) s)"
-real_connect $DB
-real_s3_connect $DB
+real_reset_at_exit mlplat.lab_payload_bucket
+real_stack_up s3 controller
 $PSQL -d $DB -c "ALTER SYSTEM SET mlplat.lab_payload_bucket = 'artifacts'" -c "SELECT pg_reload_conf()" >/dev/null
 
 ctl() { curl -s -X POST "$REAL_CONTROLLER/$1" ${2:+-H 'Content-Type: application/json' -d "$2"}; }
-jget() { rk_body GET "/apis/batch/v1/namespaces/$NS/jobs/$1"; }
-check() { python3 -c 'import json,sys; o=json.loads(sys.argv[2]); sys.exit(0 if eval(sys.argv[1], {"o": o}) is True else 1)' "$2" "$1" 2>/dev/null; }
-until_check() {   # SECONDS JOB EXPR: until the Job on the server satisfies EXPR
-	local deadline=$((SECONDS + $1))
-	until check "$(jget "$2")" "$3"; do
-		((SECONDS >= deadline)) && { echo "# job: $(jget "$2" | head -c 800 | tr '\n' ' ')"; return 1; }
-		sleep 0.2
-	done
-}
+JOBS=/apis/batch/v1/namespaces/$NS/jobs
 
 real_s3_put s3://artifacts/llm/1 'weights' >/dev/null
 tap_ok $? "bucket artifacts on S3"
@@ -92,20 +76,20 @@ check "$(curl -s "$REAL_CONTROLLER/jobs")" "(lambda j: j['node'] == 'gpu-1' and 
 tap_ok $? "its Pod ran on gpu-1; the Job ended SuccessCriteriaMet, Complete, succeeded 1, completionTime"
 wait_for $DB "SELECT count(*) FROM mlplat.lab_leases WHERE lab_run_id = $ID" 0 60
 tap_ok $? "the node lease is released"
-until_check 30 "lab-$ID-1" "o.get('code') == 404"
+until_check 30 "$JOBS/lab-$ID-1" "o.get('code') == 404"
 tap_ok $? "the finished run's Job is deleted (its Pod with it)"
 
 # --- a Job pinned to a Node that is not Ready stays Pending; it runs once the Node is Ready
 ctl "node?name=gpu-2&gpus=8&ready=0" >/dev/null
 JOB='{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"pinned"},"spec":{"backoffLimit":0,"template":{"spec":{"restartPolicy":"Never","nodeSelector":{"kubernetes.io/hostname":"gpu-2"},"containers":[{"name":"c","image":"busybox"}]}}}}'
 rk POST "/apis/batch/v1/namespaces/$NS/jobs" "$JOB" >/dev/null
-until_check 30 pinned "o['status'].get('active') == 1 and o['status'].get('ready') == 0 and bool(o['status'].get('startTime'))"
+until_check 30 "$JOBS/pinned" "o['status'].get('active') == 1 and o['status'].get('ready') == 0 and bool(o['status'].get('startTime'))"
 tap_ok $? "a Job pinned to a NotReady Node: startTime, active 1, ready 0 (its Pod counts while Pending)"
 pod=$(rk_body GET "/api/v1/namespaces/$NS/pods?labelSelector=batch.kubernetes.io/job-name%3Dpinned")
 check "$pod" "len(o['items']) == 1 and not o['items'][0]['spec'].get('nodeName') and o['items'][0]['status']['phase'] == 'Pending' and any(c['type'] == 'PodScheduled' and c['reason'] == 'Unschedulable' for c in o['items'][0]['status'].get('conditions', []))"
 tap_ok $? "... its Pod is Pending, not bound, PodScheduled False/Unschedulable"
 ctl "node?name=gpu-2&gpus=8&ready=1" >/dev/null
-until_check 30 pinned "any(c['type'] == 'Complete' for c in o['status'].get('conditions', []))"
+until_check 30 "$JOBS/pinned" "any(c['type'] == 'Complete' for c in o['status'].get('conditions', []))"
 tap_ok $? "... once the Node is Ready the Pod is bound and the Job completes"
 rk DELETE "/apis/batch/v1/namespaces/$NS/jobs/pinned" '{"propagationPolicy":"Background"}' >/dev/null
 
@@ -128,7 +112,7 @@ wait_for $DB "SELECT status FROM mlplat.lab_runs WHERE id = $ID" RUNNING 60
 tap_ok $? "run $ID is RUNNING"
 ctl "kubelet-hold?ns=$NS&job=lab-$ID-1&on=1" >/dev/null
 tap_is "$(asowner "SELECT status FROM mlplat.cancel_lab_run('$P', $ID)")" CANCEL_REQUESTED "cancel: CANCEL_REQUESTED"
-until_check 30 "lab-$ID-1" "bool(o['metadata'].get('deletionTimestamp')) and 'foregroundDeletion' in o['metadata'].get('finalizers', [])"
+until_check 30 "$JOBS/lab-$ID-1" "bool(o['metadata'].get('deletionTimestamp')) and 'foregroundDeletion' in o['metadata'].get('finalizers', [])"
 tap_ok $? "mlplat deleted the Job in the foreground: terminating, finalizer foregroundDeletion"
 p0=$(q $DB "SELECT coalesce(sum(passes), 0) FROM mlplat.reconciler_health WHERE kind = 'lab_runs' AND role = 'leader'")
 wait_for $DB "SELECT coalesce(sum(passes), 0) >= $p0 + 3 FROM mlplat.reconciler_health WHERE kind = 'lab_runs' AND role = 'leader'" t 60

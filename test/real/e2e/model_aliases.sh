@@ -9,12 +9,9 @@
 # with HTTP Basic from mlplat.registry_basic_auth_file, re-read when the
 # password is rotated.
 set -u
-. "$(dirname "$0")/../../lib/tap.sh"
-tap_require_cluster
-. "$(dirname "$0")/../../lib/cluster.sh"
-. "$(dirname "$0")/../../lib/real.sh"
-WORK=$MLPLAT_TEST_WORK
-RD=$WORK/real-aliases
+. "$(dirname "$0")/../../lib/e2e.sh"
+. "$SRC/test/lib/real.sh"
+real_preamble aliases
 DB=mlplat
 MINE="model_id IN (SELECT m.id FROM mlplat.models m JOIN mlplat.projects p ON p.id = m.project_id WHERE p.name = 'realalias')"
 registry_disconnect() {
@@ -22,7 +19,7 @@ registry_disconnect() {
 		-c "ALTER SYSTEM RESET mlplat.registry_basic_auth_file" -c "ALTER SYSTEM RESET mlplat.backoff_max" \
 		-c "SELECT pg_reload_conf()" >/dev/null
 }
-trap 'registry_disconnect; real_stop $RD' EXIT
+on_exit registry_disconnect
 real_mlflow_start "$RD"
 tap_ok $? "real mlflow server started, backend store in this test's PostgreSQL"
 printf 'unused-by-mlflow-oss-%s' "$RANDOM" >"$RD/token"

@@ -8,37 +8,11 @@
 # given back; orphans go; a deleted project stays DELETING while its
 # namespace is Terminating under the real namespace controller.
 set -u
-. "$(dirname "$0")/../../lib/tap.sh"
-tap_require_cluster
-. "$(dirname "$0")/../../lib/cluster.sh"
-. "$(dirname "$0")/../../lib/real.sh"
-WORK=$MLPLAT_TEST_WORK
-RD=$WORK/real-projects
-DB=mlplat
-trap 'real_disconnect $DB; real_stop $RD' EXIT
-t0=$SECONDS
-real_kube_start "$RD" && real_identity "$RD" >/dev/null
-tap_ok $? "real API server up with mlplat's identity ($((SECONDS - t0)) s)"
-real_connect $DB
+. "$(dirname "$0")/../../lib/e2e.sh"
+. "$SRC/test/lib/real.sh"
+real_preamble projects mlplat
+real_stack_up
 
-check() {
-	python3 -c '
-import json, sys
-o = json.loads(sys.argv[2])
-sys.exit(0 if eval("(" + sys.argv[1] + ")", {"o": o}) is True else 1)' "$2" "$1" 2>/dev/null && return 0
-	echo "# body: ${1:0:600}" | tr '\n' ' '
-	echo
-	return 1
-}
-kget() { rk_body GET "$1"; }
-# until_check SECONDS PATH EXPR — poll the object until EXPR holds
-until_check() {
-	local deadline=$((SECONDS + $1))
-	until check "$(kget "$2")" "$3" >/dev/null; do
-		((SECONDS >= deadline)) && { check "$(kget "$2")" "$3"; return 1; }
-		sleep 0.2
-	done
-}
 rv() { kget "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["metadata"]["resourceVersion"])'; }
 
 INSTANCE=$(q $DB "SELECT mlplat._instance_id()")

@@ -13,15 +13,12 @@
 #   - watch on inferenceservices taken: the deployments leader's watch cache is
 #     unhealthy and backs off, deployments converge without it; given back, healthy.
 set -u
-. "$(dirname "$0")/../../lib/tap.sh"
-tap_require_cluster
-. "$(dirname "$0")/../../lib/cluster.sh"
-. "$(dirname "$0")/../../lib/real.sh"
-WORK=$MLPLAT_TEST_WORK
-RD=$WORK/real-refusals
-DB=mlplat
-trap '$PSQL -d $DB -c "ALTER SYSTEM RESET mlplat.deployments_watch" -c "SELECT pg_reload_conf()" >/dev/null; real_role_give_back >/dev/null; real_disconnect $DB; real_s3_disconnect $DB; real_stop $RD' EXIT
-real_stack_up "$RD" $DB
+. "$(dirname "$0")/../../lib/e2e.sh"
+. "$SRC/test/lib/real.sh"
+real_preamble refusals mlplat
+on_exit 'real_role_give_back >/dev/null'
+real_reset_at_exit mlplat.deployments_watch
+real_stack_up s3 controller
 
 ISVCS=/apis/serving.kserve.io/v1beta1/namespaces/mlp-rref/inferenceservices
 gone() { [ "$(rk GET "$ISVCS/$1" | tail -1)" = 404 ]; }

@@ -10,19 +10,15 @@
 #   2. a silent canary: HOLD on too few samples, then abort -> ABORTED once the
 #      route back to the previous revision is observed
 set -u
-. "$(dirname "$0")/../../lib/tap.sh"
-tap_require_cluster
-. "$(dirname "$0")/../../lib/cluster.sh"
-. "$(dirname "$0")/../../lib/real.sh"
-. "$(dirname "$0")/../../lib/prometheus.sh"
-WORK=$MLPLAT_TEST_WORK
-RD=$WORK/real-rollouts
+. "$(dirname "$0")/../../lib/e2e.sh"
+. "$SRC/test/lib/real.sh"
+. "$SRC/test/lib/prometheus.sh"
+real_preamble rollouts mlplat
 PD=$WORK/prometheus-real-rollouts
-DB=mlplat
 P=rcanary
 NS=mlp-$P
-trap 'prometheus_disconnect $DB; prometheus_stop $PD; real_disconnect $DB; real_s3_disconnect $DB; real_stop $RD' EXIT
-real_stack_up "$RD" $DB
+on_exit 'prometheus_disconnect "$DB"; prometheus_stop "$PD"'
+real_stack_up s3 controller
 prometheus_start "$PD" "${REAL_CONTROLLER#http://}"
 tap_ok $? "prometheus scrapes the KServe imitation's metrics at $REAL_CONTROLLER/metrics"
 prometheus_connect $DB

@@ -6,17 +6,10 @@
 # each step's phase and exit code.  Argo's artifact-gc finalizer: mlplat's Workflows
 # carry none (no artifactGC); a project Workflow that has one holds delete_project.
 set -u
-. "$(dirname "$0")/../../lib/tap.sh"
-tap_require_cluster
-. "$(dirname "$0")/../../lib/cluster.sh"
-. "$(dirname "$0")/../../lib/real.sh"
-WORK=$MLPLAT_TEST_WORK
-RD=$WORK/real-runs
-DB=mlplat
-trap 'real_disconnect $DB; real_stop $RD' EXIT
-real_kube_start "$RD" && real_identity "$RD" >/dev/null && real_controller_start "$RD"
-tap_ok $? "real API server and Argo imitation up"
-real_connect $DB
+. "$(dirname "$0")/../../lib/e2e.sh"
+. "$SRC/test/lib/real.sh"
+real_preamble runs mlplat
+real_stack_up controller
 
 q $DB "SELECT mlplat.create_project('rlab', 2, '8', '16Gi')" >/dev/null
 wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'rlab'" READY 60

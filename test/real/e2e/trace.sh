@@ -6,27 +6,15 @@
 # the real API server must be accepted, and arrive with the same ids,
 # parents and names as mlplat.spans holds.
 set -u
-. "$(dirname "$0")/../../lib/tap.sh"
-tap_require_cluster
-. "$(dirname "$0")/../../lib/cluster.sh"
-. "$(dirname "$0")/../../lib/real.sh"
-WORK=$MLPLAT_TEST_WORK
-RD=$WORK/real-trace
-DB=mlplat
-cleanup() {
-	$PSQL -d $DB -c "ALTER SYSTEM RESET mlplat.otlp_endpoint" -c "ALTER SYSTEM RESET mlplat.otlp_export_interval" \
-		-c "SELECT pg_reload_conf()" >/dev/null
-	real_disconnect $DB
-	real_stop $RD
-}
-trap cleanup EXIT
-real_kube_start "$RD" && real_identity "$RD" >/dev/null
-tap_ok $? "real API server up"
+. "$(dirname "$0")/../../lib/e2e.sh"
+. "$SRC/test/lib/real.sh"
+real_preamble trace mlplat
+real_reset_at_exit mlplat.otlp_endpoint mlplat.otlp_export_interval
+real_stack_up
 _real_bg "$RD" otlp "$OTLP_RECEIVER" -listen 127.0.0.1:0 -port-file "$RD/otlp.port"
 _real_wait 30 test -s "$RD/otlp.port"
 tap_ok $? "strict OTLP receiver listening"
 OTLP=http://127.0.0.1:$(cat "$RD/otlp.port")
-real_connect $DB
 
 # the receiver itself: what a collector refuses, it refuses
 span='{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"TID","spanId":"0123456789abcdef","name":"x","kind":1,"startTimeUnixNano":"1","endTimeUnixNano":"2"}]}]}]}'
