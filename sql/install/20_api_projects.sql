@@ -169,21 +169,16 @@ RETURNS mlplat.accepted LANGUAGE plpgsql SET lock_timeout = '5s' AS $$
 DECLARE
   api mlplat.api_call := mlplat._api_begin('delete_project', delete_project.name);
   r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'project', NULL, NULL, NULL, false)::mlplat.accepted;
-  seen mlplat.projects;
   p mlplat.projects;
 BEGIN
-  SELECT * INTO seen FROM mlplat.projects x WHERE x.id = api.pid;
   r.entity_id := api.pid;
-  IF mlplat.project_is_deleting(seen.status) THEN
-    r.status := seen.status;       -- already asked for: nothing changes
-    RETURN r;
-  END IF;
-  -- Compare-and-swap: lock, and insist the row is still the one we read.  The exclusive
-  -- project lock also waits for deploys in flight (they hold it shared), so the count below
-  -- is final.
+  -- Decided on the row as it is once locked: a reconciler's write-back in flight is waited
+  -- for, not failed on.  The exclusive project lock also waits for deploys in flight (they
+  -- hold it shared), so the count below is final.
   p := mlplat._lock_project_row(api.pid, 'exclusive', 'delete_project');
-  IF p.row_version <> seen.row_version OR p.status <> seen.status THEN
-    PERFORM mlplat._cas_lost('project', seen.name);
+  IF mlplat.project_is_deleting(p.status) THEN
+    r.status := p.status;          -- already asked for: nothing changes
+    RETURN r;
   END IF;
   IF EXISTS (SELECT 1 FROM mlplat.deployments d WHERE d.project_id = api.pid AND d.status <> 'DELETED')
      OR EXISTS (SELECT 1 FROM mlplat.runs u WHERE u.project_id = api.pid
@@ -199,7 +194,7 @@ BEGIN
   UPDATE mlplat.projects x SET status = 'DELETING', status_reason = 'deletion requested',
          generation = x.generation + 1, row_version = x.row_version + 1, traceparent = api.tp,
          attempts = 0, next_attempt_at = pg_catalog.now(), updated_at = pg_catalog.now()
-  WHERE x.id = api.pid AND x.row_version = seen.row_version RETURNING * INTO p;
+  WHERE x.id = api.pid RETURNING * INTO p;
   r.status := p.status;
   RETURN mlplat._api_accept(api, r, '{}', 'projects');
 END $$;

@@ -417,9 +417,17 @@ BEGIN
   WHERE dr.deployment_id = seen.id AND dr.revision = seen.previous_revision;
   alloc := (prev->>'gpus')::int * (prev->>'max_replicas')::int;
   p := mlplat._lock_project(api.pid, alloc > seen.desired_gpus, 'rollback_deployment');
+  -- Locked, then decided on the row as it is: a reconciler's write-back in flight (status,
+  -- row_version) is waited for, not failed on.  Another caller's intent that moved the
+  -- revisions since the read above (a deploy, a rollback) is 40001: the lock and the
+  -- allocation were chosen from them.
   SELECT * INTO d FROM mlplat.deployments x WHERE x.id = seen.id FOR NO KEY UPDATE;
-  IF d.row_version <> seen.row_version OR d.status <> seen.status THEN
+  IF (d.desired_revision, d.previous_revision, d.desired_gpus)
+     IS DISTINCT FROM (seen.desired_revision, seen.previous_revision, seen.desired_gpus) THEN
     PERFORM mlplat._cas_lost('deployment', seen.name);
+  END IF;
+  IF mlplat.deployment_is_deleting(d.status) THEN
+    PERFORM mlplat._wrong_state('deployment', d.name, d.status, 'rollback_deployment', 'Deploy it again instead.');
   END IF;
   PERFORM mlplat._no_active_rollout(d, 'rollback_deployment');
   IF alloc > d.desired_gpus THEN
@@ -447,21 +455,20 @@ DECLARE
 BEGIN
   PERFORM mlplat._bound_api_waits();
   seen := mlplat._find_deployment(api.pid, undeploy.deployment);
+  -- locked and read again: a reconciler's write-back in flight is waited for, not failed on,
+  -- and a concurrent undeploy finds this one's DELETING
+  SELECT * INTO STRICT seen FROM mlplat.deployments x WHERE x.id = seen.id FOR NO KEY UPDATE;
   r.entity_id := seen.id; r.revision := seen.desired_revision;
   IF mlplat.deployment_is_deleting(seen.status) THEN
     r.status := seen.status;      -- already asked for
     RETURN r;
   END IF;
   PERFORM mlplat._no_active_rollout(seen, 'undeploy');
-  -- compare-and-swap on status + row_version
   UPDATE mlplat.deployments x
   SET status = 'DELETING', status_reason = 'undeploy requested', generation = x.generation + 1,
       row_version = x.row_version + 1, attempts = 0, last_error = NULL, next_attempt_at = pg_catalog.now(),
       traceparent = api.tp, updated_at = pg_catalog.now()
-  WHERE x.id = seen.id AND x.row_version = seen.row_version AND x.status = seen.status;
-  IF NOT FOUND THEN
-    PERFORM mlplat._cas_lost('deployment', seen.name);
-  END IF;
+  WHERE x.id = seen.id;
   r.status := 'DELETING';
   RETURN mlplat._api_accept(api, r,
     pg_catalog.jsonb_build_object('revision', seen.desired_revision), 'deployments');

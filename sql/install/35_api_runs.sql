@@ -279,6 +279,9 @@ DECLARE
 BEGIN
   PERFORM mlplat._bound_api_waits();
   seen := mlplat._find_run(api.pid, cancel_run.run);
+  -- locked and read again: a reconciler's write-back in flight is waited for, not failed on,
+  -- and a concurrent cancel finds this one's CANCEL_REQUESTED
+  SELECT * INTO STRICT seen FROM mlplat.runs x WHERE x.id = seen.id FOR NO KEY UPDATE;
   r.entity := seen.kind; r.entity_id := seen.id;
   IF seen.status IN ('CANCEL_REQUESTED', 'CANCELLED') THEN
     r.status := seen.status;
@@ -291,10 +294,7 @@ BEGIN
   SET status = 'CANCEL_REQUESTED', status_reason = 'cancel requested', generation = x.generation + 1,
       row_version = x.row_version + 1, attempts = 0, next_attempt_at = pg_catalog.now(), traceparent = api.tp,
       updated_at = pg_catalog.now()
-  WHERE x.id = seen.id AND x.row_version = seen.row_version AND x.status = seen.status;
-  IF NOT FOUND THEN
-    PERFORM mlplat._cas_lost('run', seen.name);
-  END IF;
+  WHERE x.id = seen.id;
   r.status := 'CANCEL_REQUESTED';
   RETURN mlplat._api_accept(api, r,
     pg_catalog.jsonb_build_object('from', seen.status), 'runs');

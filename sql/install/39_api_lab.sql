@@ -1446,9 +1446,11 @@ DECLARE
   who text := mlplat._actor();
   r mlplat.accepted;
   seen mlplat.lab_runs;
-  run mlplat.lab_runs;
 BEGIN
   seen := mlplat._lab_run_of(api.pid, cancel_lab_run.lab_run_id);
+  -- locked and read again: a reconciler's write-back in flight is waited for, not failed on,
+  -- and a concurrent cancel finds this one's CANCEL_REQUESTED
+  SELECT * INTO STRICT seen FROM mlplat.lab_runs x WHERE x.id = seen.id FOR NO KEY UPDATE;
   r := (pg_catalog.gen_random_uuid(), 'lab_run', seen.id, NULL, seen.status, false)::mlplat.accepted;
   IF seen.status = 'CANCEL_REQUESTED' THEN
     r.replayed := true;   -- already requested: a repeat changes nothing
@@ -1457,16 +1459,11 @@ BEGIN
   IF seen.status IN ('SUCCEEDED', 'FAILED', 'CANCELLED') THEN
     PERFORM mlplat._wrong_state('lab run', seen.id::text, seen.status, 'cancel_lab_run', 'The run has already ended.');
   END IF;
-  -- compare-and-swap on the status and row version this call read
   UPDATE mlplat.lab_runs x
   SET status = 'CANCEL_REQUESTED', cancel_requested_at = pg_catalog.now(), cancel_requested_by = who,
       generation = x.generation + 1, row_version = x.row_version + 1, next_attempt_at = pg_catalog.now(),
       updated_at = pg_catalog.now()
-  WHERE x.id = seen.id AND x.row_version = seen.row_version AND x.status = seen.status
-  RETURNING * INTO run;
-  IF run.id IS NULL THEN
-    PERFORM mlplat._cas_lost('lab run', seen.id::text);
-  END IF;
+  WHERE x.id = seen.id;
   PERFORM mlplat._lab_transition(seen, 'CANCEL_REQUESTED', NULL, who, NULL);
   r.status := 'CANCEL_REQUESTED';
   RETURN mlplat._api_accept(api, r, pg_catalog.jsonb_build_object('from_status', seen.status), 'lab_runs');

@@ -147,11 +147,14 @@ DECLARE
   p mlplat.projects;
 BEGIN
   seen := mlplat._find_run(pid, retry_run.run);
+  p := mlplat._lock_project(pid, seen.gpus > 0, 'retry_run');
+  -- locked (after the project, as every writer of both) and read again: a reconciler's
+  -- write-back in flight is waited for, not failed on, and a concurrent retry finds PENDING
+  SELECT * INTO STRICT seen FROM mlplat.runs x WHERE x.id = seen.id FOR NO KEY UPDATE;
   IF seen.status NOT IN ('FAILED', 'CANCELLED') THEN
     PERFORM mlplat._wrong_state('run', seen.name, seen.status, 'retry_run',
       'Only a FAILED or CANCELLED run can be retried.');
   END IF;
-  p := mlplat._lock_project(pid, seen.gpus > 0, 'retry_run');
   IF seen.gpus > 0 THEN
     PERFORM mlplat._check_gpu_quota(p, seen.gpus, NULL);
   END IF;
@@ -160,10 +163,7 @@ BEGIN
       attempt = seen.attempt + 1, submitted_at = NULL, observed_rv = NULL, last_error = NULL,
       generation = x.generation + 1, row_version = x.row_version + 1, attempts = 0,
       next_attempt_at = pg_catalog.now(), traceparent = tp, updated_at = pg_catalog.now()
-  WHERE x.id = seen.id AND x.row_version = seen.row_version AND x.status = seen.status;
-  IF NOT FOUND THEN
-    PERFORM mlplat._cas_lost('run', seen.name);
-  END IF;
+  WHERE x.id = seen.id;
   DELETE FROM mlplat.run_nodes n WHERE n.run_id = seen.id;
   UPDATE mlplat.run_steps s SET phase = NULL, exit_code = NULL WHERE s.run_id = seen.id;
   r.entity := seen.kind; r.entity_id := seen.id; r.status := 'PENDING';

@@ -223,7 +223,7 @@ kube DELETE "$ISVC/lookalike" >/dev/null
 q $DB "SELECT mlplat.abort_rollout('hostile', 'forged')" >/dev/null
 wait_for $DB "SELECT status FROM mlplat.rollouts WHERE deployment_id = (SELECT id FROM mlplat.deployments WHERE name = 'forged')" ABORTED 30
 tap_ok $? "isvc: with the forger's id put back, the rollout is the deployment's again and aborts"
-for n in alien own forged trio-a trio-b trio-c trio-d trio-e; do q_retry $DB "SELECT mlplat.undeploy('hostile', '$n')" >/dev/null; done
+for n in alien own forged trio-a trio-b trio-c trio-d trio-e; do q $DB "SELECT mlplat.undeploy('hostile', '$n')" >/dev/null; done
 wait_for $DB "SELECT string_agg(DISTINCT status, ',') FROM mlplat.deployments WHERE name IN ('alien', 'own', 'forged', 'trio-a', 'trio-b', 'trio-c', 'trio-d', 'trio-e')" DELETED 60
 tap_ok $? "isvc: the look-alikes removed, every deployment of this script undeploys"
 tap_is "$(kube_code "$ISVC/own")/$(kube_code "$ISVC/forged")" 404/404 "isvc: ... and mlplat's own objects are gone from the stand-in (GET is 404)"

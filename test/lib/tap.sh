@@ -52,19 +52,6 @@ tap_require_cluster() {
 # q DB SQL — one value, errors to stderr
 q() { $PSQL -d "$1" -c "$2"; }
 
-# q_retry DB SQL — q as a well-behaved client calls the API: an answer of SQLSTATE
-# 40001 ("changed concurrently": a worker's write-back won the compare-and-swap, the
-# documented "retry the transaction") is retried, up to 5 times; any other error is not.
-q_retry() {
-	local i out
-	for i in 1 2 3 4 5; do
-		out=$($PSQL -v VERBOSITY=verbose -d "$1" -c "$2" 2>&1) && { echo "$out"; return 0; }
-		case "$out" in *"ERROR:  40001:"*) sleep 0.2 ;; *) break ;; esac
-	done
-	echo "$out" >&2
-	return 1
-}
-
 # wait_for DB SQL EXPECTED SECONDS — poll until the query returns EXPECTED
 wait_for() {
 	local deadline=$((SECONDS + $4)) got

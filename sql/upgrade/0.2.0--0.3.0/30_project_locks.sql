@@ -108,21 +108,16 @@ SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
   api mlplat.api_call := mlplat._api_begin('delete_project', delete_project.name);
   r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'project', NULL, NULL, NULL, false)::mlplat.accepted;
-  seen mlplat.projects;
   p mlplat.projects;
 BEGIN
-  SELECT * INTO seen FROM mlplat.projects x WHERE x.id = api.pid;
   r.entity_id := api.pid;
-  IF mlplat.project_is_deleting(seen.status) THEN
-    r.status := seen.status;       -- already asked for: nothing changes
-    RETURN r;
-  END IF;
-  -- Compare-and-swap: lock, and insist the row is still the one we read.  The exclusive
-  -- project lock also waits for deploys in flight (they hold it shared), so the count below
-  -- is final.
+  -- Decided on the row as it is once locked: a reconciler's write-back in flight is waited
+  -- for, not failed on.  The exclusive project lock also waits for deploys in flight (they
+  -- hold it shared), so the count below is final.
   p := mlplat._lock_project_row(api.pid, 'exclusive', 'delete_project');
-  IF p.row_version <> seen.row_version OR p.status <> seen.status THEN
-    PERFORM mlplat._cas_lost('project', seen.name);
+  IF mlplat.project_is_deleting(p.status) THEN
+    r.status := p.status;          -- already asked for: nothing changes
+    RETURN r;
   END IF;
   IF EXISTS (SELECT 1 FROM mlplat.deployments d WHERE d.project_id = api.pid AND d.status <> 'DELETED')
      OR EXISTS (SELECT 1 FROM mlplat.runs u WHERE u.project_id = api.pid
@@ -138,7 +133,7 @@ BEGIN
   UPDATE mlplat.projects x SET status = 'DELETING', status_reason = 'deletion requested',
          generation = x.generation + 1, row_version = x.row_version + 1, traceparent = api.tp,
          attempts = 0, next_attempt_at = pg_catalog.now(), updated_at = pg_catalog.now()
-  WHERE x.id = api.pid AND x.row_version = seen.row_version RETURNING * INTO p;
+  WHERE x.id = api.pid RETURNING * INTO p;
   r.status := p.status;
   RETURN mlplat._api_accept(api, r, '{}', 'projects');
 END $$;
@@ -211,9 +206,17 @@ BEGIN
   WHERE dr.deployment_id = seen.id AND dr.revision = seen.previous_revision;
   alloc := (prev->>'gpus')::int * (prev->>'max_replicas')::int;
   p := mlplat._lock_project(api.pid, alloc > seen.desired_gpus, 'rollback_deployment');
+  -- Locked, then decided on the row as it is: a reconciler's write-back in flight (status,
+  -- row_version) is waited for, not failed on.  Another caller's intent that moved the
+  -- revisions since the read above (a deploy, a rollback) is 40001: the lock and the
+  -- allocation were chosen from them.
   SELECT * INTO d FROM mlplat.deployments x WHERE x.id = seen.id FOR NO KEY UPDATE;
-  IF d.row_version <> seen.row_version OR d.status <> seen.status THEN
+  IF (d.desired_revision, d.previous_revision, d.desired_gpus)
+     IS DISTINCT FROM (seen.desired_revision, seen.previous_revision, seen.desired_gpus) THEN
     PERFORM mlplat._cas_lost('deployment', seen.name);
+  END IF;
+  IF mlplat.deployment_is_deleting(d.status) THEN
+    PERFORM mlplat._wrong_state('deployment', d.name, d.status, 'rollback_deployment', 'Deploy it again instead.');
   END IF;
   PERFORM mlplat._no_active_rollout(d, 'rollback_deployment');
   IF alloc > d.desired_gpus THEN
@@ -306,11 +309,14 @@ DECLARE
   p mlplat.projects;
 BEGIN
   seen := mlplat._find_run(pid, retry_run.run);
+  p := mlplat._lock_project(pid, seen.gpus > 0, 'retry_run');
+  -- locked (after the project, as every writer of both) and read again: a reconciler's
+  -- write-back in flight is waited for, not failed on, and a concurrent retry finds PENDING
+  SELECT * INTO STRICT seen FROM mlplat.runs x WHERE x.id = seen.id FOR NO KEY UPDATE;
   IF seen.status NOT IN ('FAILED', 'CANCELLED') THEN
     PERFORM mlplat._wrong_state('run', seen.name, seen.status, 'retry_run',
       'Only a FAILED or CANCELLED run can be retried.');
   END IF;
-  p := mlplat._lock_project(pid, seen.gpus > 0, 'retry_run');
   IF seen.gpus > 0 THEN
     PERFORM mlplat._check_gpu_quota(p, seen.gpus, NULL);
   END IF;
@@ -319,10 +325,7 @@ BEGIN
       attempt = seen.attempt + 1, submitted_at = NULL, observed_rv = NULL, last_error = NULL,
       generation = x.generation + 1, row_version = x.row_version + 1, attempts = 0,
       next_attempt_at = pg_catalog.now(), traceparent = tp, updated_at = pg_catalog.now()
-  WHERE x.id = seen.id AND x.row_version = seen.row_version AND x.status = seen.status;
-  IF NOT FOUND THEN
-    PERFORM mlplat._cas_lost('run', seen.name);
-  END IF;
+  WHERE x.id = seen.id;
   DELETE FROM mlplat.run_nodes n WHERE n.run_id = seen.id;
   UPDATE mlplat.run_steps s SET phase = NULL, exit_code = NULL WHERE s.run_id = seen.id;
   r.entity := seen.kind; r.entity_id := seen.id; r.status := 'PENDING';
