@@ -11,17 +11,6 @@ SD=$WORK/standin-projects
 e2e_standin mlplat
 DB=mlplat
 
-# check JSON PYTHON-EXPR — exit 0 only when the body parses and the expression is true
-check() {
-	python3 -c '
-import json, sys
-o = json.loads(sys.argv[2])
-sys.exit(0 if eval("(" + sys.argv[1] + ")", {"o": o}) is True else 1)' "$2" "$1" 2>/dev/null && return 0
-	echo "# body: ${1:0:800}" | tr '\n' ' '
-	echo
-	return 1
-}
-
 # requests KIND NS NAME [ok] — how many non-GET requests the stand-in logged for one object
 # (every attempt, stored or not, refused or not; "ok" counts only 2xx answers); NS "" for
 # cluster-scoped objects

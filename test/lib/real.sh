@@ -11,9 +11,8 @@
 #                               # and the KServe/Argo/Job imitation if named (S3 first, so
 #                               # Jobs write to it); DB connected to them; one TAP result
 #   real_reset_at_exit SETTING...  # ALTER SYSTEM RESET each SETTING in DB at exit
-#   check BODY EXPR             # EXPR (Python, o = the JSON BODY) is True; else the body as a comment
 #   kget PATH                   # rk_body GET PATH
-#   until_check SECONDS PATH EXPR  # poll the object at PATH until EXPR holds
+#   until_check SECONDS PATH EXPR  # poll the object at PATH until check (tap.sh) finds EXPR
 #
 #   real_paths                  # KUBE_APISERVER ETCD ... from test/real/build.sh --paths
 #   real_kube_start DIR         # etcd + kube-apiserver + kube-controller-manager + CRDs;
@@ -396,16 +395,6 @@ real_stack_up() {
 	[ -n "${DB:-}" ] || return 0
 	real_connect "$DB"
 	[ -z "$s3" ] || real_s3_connect "$DB"
-}
-
-check() {
-	python3 -c '
-import json, sys
-o = json.loads(sys.argv[2])
-sys.exit(0 if eval("(" + sys.argv[1] + ")", {"o": o}) is True else 1)' "$2" "$1" 2>/dev/null && return 0
-	echo "# body: ${1:0:600}" | tr '\n' ' '
-	echo
-	return 1
 }
 
 kget() { rk_body GET "$1"; }

@@ -52,6 +52,18 @@ tap_require_cluster() {
 # q DB SQL — one value, errors to stderr
 q() { $PSQL -d "$1" -c "$2"; }
 
+# check JSON PYTHON-EXPR — exit 0 only when the body parses and the expression (o = the
+# parsed body) is True; else the body, cut at 800 characters, as a TAP comment
+check() {
+	python3 -c '
+import json, sys
+o = json.loads(sys.argv[2])
+sys.exit(0 if eval("(" + sys.argv[1] + ")", {"o": o}) is True else 1)' "$2" "$1" 2>/dev/null && return 0
+	echo "# body: ${1:0:800}" | tr '\n' ' '
+	echo
+	return 1
+}
+
 # wait_for DB SQL EXPECTED SECONDS — poll until the query returns EXPECTED
 wait_for() {
 	local deadline=$((SECONDS + $4)) got
