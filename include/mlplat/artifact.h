@@ -18,17 +18,9 @@
 
 #include "nodes/pg_list.h"
 
+#include "mlplat/artifact_verdict.h"
 #include "mlplat/http.h"
 #include "mlplat/reconcile.h"
-
-typedef enum MlplatArtifactVerdict
-{
-	MLPLAT_ARTIFACT_UNDECIDED = 0,
-	MLPLAT_ARTIFACT_OK,		/* the object exists and its SHA-256 is the registered one */
-	MLPLAT_ARTIFACT_FAILED, /* missing, different, too large to hash, or not checkable */
-	MLPLAT_ARTIFACT_RETRY,	/* transient (transport, 5xx, 429): try again after retry_ms */
-	MLPLAT_ARTIFACT_WAIT	/* no usable object store configuration yet */
-} MlplatArtifactVerdict;
 
 typedef struct MlplatArtifactCheck
 {
@@ -90,5 +82,13 @@ extern void mlplat_artifact_run(MlplatPass *pass, List *checks, MlplatHttpBatch 
  */
 extern MlplatHttpRequest *mlplat_s3_object_request(MlplatHttpBatch *batch, const char *uri, const char *method,
 												   char **why);
+
+/*
+ * The object store as a peer of observe.h, for a read of such a request whose
+ * body is JSON (a lab's output): 404 is gone.  The checks above read theirs
+ * the same way, their bodies unparsed.
+ */
+struct MlplatObservePeer;
+extern const struct MlplatObservePeer mlplat_object_store_peer;
 
 #endif /* MLPLAT_ARTIFACT_H */

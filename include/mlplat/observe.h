@@ -108,7 +108,7 @@ extern char *mlplat_kube_get_each(MlJsonArena *arena, const MlplatKubeResource *
 typedef enum MlplatObservedState
 {
 	MLPLAT_OBSERVED_UNREAD = 0, /* not asked, or its answer not read yet */
-	MLPLAT_OBSERVED_FOUND,		/* read: obj */
+	MLPLAT_OBSERVED_FOUND,		/* read: obj (NULL for a raw peer's answer) */
 	MLPLAT_OBSERVED_GONE,		/* the peer has none under that name */
 	MLPLAT_OBSERVED_ERROR		/* no usable answer: error */
 } MlplatObservedState;
@@ -117,13 +117,18 @@ typedef enum MlplatObservedState
  * A peer that is not Kubernetes: its name in error lines ("registry"), which
  * answers say that there is no such object (an object store's 404; MLflow's
  * codes), and the line for an error answer (NULL: "<name> answered HTTP n").
- * body is the answer parsed, or NULL.
+ * body is the answer parsed, or NULL.  raw: the kind does not read the
+ * answer's body as JSON (a HEAD's headers, a body streamed to the request's
+ * sink, an object store's XML error): nothing is parsed (body NULL; arena
+ * may be NULL), any 2xx is FOUND with obj NULL, and the kind reads what it
+ * needs of the answer from get.
  */
 typedef struct MlplatObservePeer
 {
 	const char *name;
 	bool (*gone)(int status, const MlJsonValue *body);
 	char *(*why)(int status, const MlJsonValue *body);
+	bool raw;
 } MlplatObservePeer;
 
 typedef struct MlplatObservedObject

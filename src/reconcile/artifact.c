@@ -15,6 +15,11 @@
  * User metadata such as x-amz-meta-sha256 is never proof: it is whatever the
  * uploader wrote beside the bytes.
  *
+ * Every answer of the store (HEAD, GET, DELETE) is read through observe.h
+ * (the object store as a raw peer: found, gone on 404, or an error, permanent
+ * or not) and ml_artifact_next (artifact_verdict.h, pure) turns that one
+ * classification into the check's next step and verdict.
+ *
  * What a check found is told twice: reason, for the tenant (status_reason,
  * last_error, the span), says only verified / not verified / waiting, never a
  * digest found, a size, whether the object exists, a host or a file; detail,
@@ -37,13 +42,12 @@
 #include "mlplat/artifact.h"
 #include "mlplat/backoff.h"
 #include "mlplat/guc.h"
+#include "mlplat/observe.h"
 #include "mlplat/s3.h"
 #include "mlplat/seam.h"
 #include "mlplat/secret_file.h"
 
 #define EMPTY_SHA256 "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
-/* how soon to look again when the configuration is missing or a store says no */
-#define SLOW_RETRY_MS 30000
 #define CREDENTIALS_MAX 8192
 
 typedef struct MlplatArtifactPriv
@@ -52,9 +56,9 @@ typedef struct MlplatArtifactPriv
 	char key[ML_S3_KEY_MAX + 1];
 	List *etags; /* known digests of this URI (cache) */
 	List *sha256s;
-	MlplatHttpRequest *head;
-	MlplatHttpRequest *get;
-	char *origin; /* addressing, for the GET after the HEAD */
+	MlplatObservedObject head; /* a digest check's HEAD (head.get NULL: none) */
+	MlplatObservedObject get;  /* the GET that hashes or fetches, or the DELETE */
+	char *origin;			   /* addressing, for the GET after the HEAD */
 	char *authority;
 	char *base_path;
 	char *etag;
@@ -166,19 +170,7 @@ decide(MlplatArtifactCheck *c, MlplatArtifactVerdict v, int http_status, char *r
 	c->reason = reason;
 	c->detail = detail ? detail : reason;
 	if (v == MLPLAT_ARTIFACT_WAIT || v == MLPLAT_ARTIFACT_FAILED)
-		c->retry_ms = Min(SLOW_RETRY_MS, mlplat_backoff_max_ms);
-}
-
-static void
-retry(MlplatArtifactCheck *c, const MlplatHttpRequest *r, const char *what)
-{
-	decide(c, MLPLAT_ARTIFACT_RETRY, r->status,
-		   psprintf("checking artifact %s: the object store did not answer; retrying", c->uri),
-		   r->failed ? psprintf("%s of artifact %s failed: %s; retrying", what, c->uri, r->error)
-					 : psprintf("%s of artifact %s answered HTTP %d; retrying", what, c->uri, r->status));
-	c->retry_ms = (int) mlplat_backoff_delay_ms(c->attempts + 1, 500, mlplat_backoff_max_ms,
-												r->retry_after_s,
-												(uint32) c->deployment_id ^ (uint32) c->attempts);
+		c->retry_ms = ml_artifact_slow_retry_ms(mlplat_backoff_max_ms);
 }
 
 /* Compare the digest found with the registered one. */
@@ -196,45 +188,101 @@ judge(MlplatArtifactCheck *c, const char *got, const char *source, int http_stat
 						c->uri, c->want_sha256, got, source));
 }
 
-/* A non-2xx, non-retryable answer: the object is missing or we may not read it. */
-static void
-refused(MlplatArtifactCheck *c, const MlplatHttpRequest *r)
-{
-	if (r->status == 404)
-		decide(c, MLPLAT_ARTIFACT_FAILED, 404, psprintf(NOT_VERIFIED, c->uri),
-			   psprintf("artifact %s not found in the object store (HTTP 404)", c->uri));
-	else
-	{
-		char code[ML_S3_ERROR_CODE_MAX];
-		bool has_code = ml_s3_error_code(r->resp_body, code, sizeof(code));
-
-		/* the store's own error code (SignatureDoesNotMatch, AccessDenied, ...) tells an administrator why */
-		decide(c, MLPLAT_ARTIFACT_FAILED, r->status, psprintf(NOT_VERIFIED, c->uri),
-			   psprintf("object store refused artifact %s (HTTP %d%s%s)", c->uri, r->status,
-						has_code ? " " : "", has_code ? code : ""));
-	}
-}
-
+/* The object store as observe.h's peer: its 404 says there is no such object; bodies are not JSON to a check. */
 static bool
-transient(const MlplatHttpRequest *r)
+store_gone(int status, const MlJsonValue *body)
 {
-	return r->failed || r->status >= 500 || r->status == 429 || r->status == 408;
+	(void) body;
+	return status == 404;
 }
+
+const MlplatObservePeer mlplat_object_store_peer = { "object store", store_gone, NULL, false };
+static const MlplatObservePeer store_raw = { "object store", store_gone, NULL, true };
+
+static const char *const ask_names[] = {
+	[ML_ARTIFACT_ASK_HEAD] = "HEAD",
+	[ML_ARTIFACT_ASK_HASH] = "download",
+	[ML_ARTIFACT_ASK_FETCH] = "GET",
+	[ML_ARTIFACT_ASK_DELETE] = "DELETE",
+};
 
 /*
- * Did the store answer a check's HEAD or download (what) with a 2xx?  If
- * not, the verdict is set: retry a transient failure, refused otherwise.
+ * Read the store's answer to what a check asked (o), classify it once
+ * (mlplat_observe_got) and take the verdict ml_artifact_next derives from
+ * that, with its texts.  Returns the step: READ and ASK_GET leave the check
+ * undecided (the caller reads the answer, or asks a GET).
  */
-static bool
-answered_2xx(MlplatArtifactCheck *c, const MlplatHttpRequest *r, const char *what)
+static MlArtifactStep
+answer(MlplatArtifactCheck *c, MlplatObservedObject *o, MlArtifactAsk ask)
 {
-	if (transient(r))
-		retry(c, r, what);
-	else if (r->status < 200 || r->status >= 300)
-		refused(c, r);
-	else
-		return true;
-	return false;
+	const MlplatHttpRequest *r = o->get;
+	MlArtifactAnswer a = { 0 };
+	MlArtifactNext n;
+	bool artifact = ask == ML_ARTIFACT_ASK_HEAD || ask == ML_ARTIFACT_ASK_HASH;
+	char *reason = NULL;
+	char *detail = NULL;
+
+	mlplat_observe_got(o, NULL);
+	a.ask = ask;
+	a.seen = o->state == MLPLAT_OBSERVED_FOUND	? ML_ARTIFACT_SEEN_FOUND
+			 : o->state == MLPLAT_OBSERVED_GONE ? ML_ARTIFACT_SEEN_GONE
+												: ML_ARTIFACT_SEEN_ERROR;
+	a.permanent = o->permanent;
+	a.too_big = c->priv->too_big;
+	a.http_status = o->http_status;
+	a.retry_after_s = o->retry_after_s;
+	a.attempts = c->attempts;
+	a.entity_id = c->deployment_id;
+	a.backoff_max_ms = mlplat_backoff_max_ms;
+	n = ml_artifact_next(&a);
+	switch (n.step)
+	{
+		case ML_ARTIFACT_STEP_READ:
+		case ML_ARTIFACT_STEP_ASK_GET:
+			return n.step;
+		case ML_ARTIFACT_STEP_DONE:
+			reason = psprintf("object %s deleted", c->uri);
+			break;
+		case ML_ARTIFACT_STEP_RETRY:
+			reason = psprintf("checking artifact %s: the object store did not answer; retrying", c->uri);
+			detail = r->failed ? psprintf("%s of artifact %s failed: %s; retrying", ask_names[ask], c->uri, r->error)
+							   : psprintf("%s of artifact %s answered HTTP %d; retrying", ask_names[ask], c->uri,
+										  r->status);
+			break;
+		case ML_ARTIFACT_STEP_TOO_BIG:
+			if (artifact)
+				detail = psprintf("artifact %s is larger than mlplat.artifact_hash_max_bytes (%d kB) and the object "
+								  "store gives no SHA-256 for it",
+								  c->uri, mlplat_artifact_hash_max_kb);
+			else
+				reason = psprintf("object %s is larger than %zu bytes", c->uri, c->priv->fetch_max);
+			break;
+		case ML_ARTIFACT_STEP_MISSING:
+			detail = psprintf("%s %s not found in the object store (HTTP 404)", artifact ? "artifact" : "object",
+							  c->uri);
+			break;
+		case ML_ARTIFACT_STEP_REFUSED:
+			if (ask == ML_ARTIFACT_ASK_DELETE)
+				reason = psprintf("object store refused to delete %s (HTTP %d)", c->uri, r->status);
+			else if (artifact)
+			{
+				char code[ML_S3_ERROR_CODE_MAX];
+				bool has_code = ml_s3_error_code(r->resp_body, code, sizeof(code));
+
+				/* the store's own error code (SignatureDoesNotMatch, AccessDenied, ...) tells an administrator why */
+				detail = psprintf("object store refused artifact %s (HTTP %d%s%s)", c->uri, r->status,
+								  has_code ? " " : "", has_code ? code : "");
+			}
+			else
+				reason = psprintf("object store refused object %s (HTTP %d)", c->uri, r->status);
+			break;
+	}
+	/* an artifact's failure tells the tenant only that it is not verified (see the top) */
+	if (reason == NULL)
+		reason = artifact && n.verdict == MLPLAT_ARTIFACT_FAILED ? psprintf(NOT_VERIFIED, c->uri) : detail;
+	decide(c, n.verdict, r->status, reason, detail);
+	c->retry_ms = n.retry_ms;
+	return n.step;
 }
 
 /* ---------------------------------------------------------------- requests */
@@ -336,9 +384,9 @@ signed_request(MlplatHttpBatch *batch, const char *origin, const char *authority
 	return r;
 }
 
-/* Add a signed request for c's object to batch. */
+/* Add a signed request for c's object to batch, its answer to be read through o. */
 static MlplatHttpRequest *
-object_request(MlplatHttpBatch *batch, MlplatArtifactCheck *c, const char *method)
+object_request(MlplatHttpBatch *batch, MlplatArtifactCheck *c, const char *method, MlplatObservedObject *o)
 {
 	MlplatArtifactPriv *p = c->priv;
 	bool head = strcmp(method, "HEAD") == 0;
@@ -352,6 +400,7 @@ object_request(MlplatHttpBatch *batch, MlplatArtifactCheck *c, const char *metho
 		mlplat_http_request_keep_header(r, "x-amz-checksum-sha256");
 	}
 	r->user = c;
+	mlplat_observe_peer(o, r, &store_raw);
 	return r;
 }
 
@@ -445,20 +494,6 @@ mlplat_artifact_delete_new(const char *uri, int attempts)
 	return c;
 }
 
-static void
-after_delete(MlplatArtifactCheck *c)
-{
-	MlplatHttpRequest *r = c->priv->get;
-
-	if (transient(r))
-		retry(c, r, "DELETE");
-	else if ((r->status >= 200 && r->status < 300) || r->status == 404)
-		decide(c, MLPLAT_ARTIFACT_OK, r->status, psprintf("object %s deleted", c->uri), NULL);
-	else
-		decide(c, MLPLAT_ARTIFACT_FAILED, r->status,
-			   psprintf("object store refused to delete %s (HTTP %d)", c->uri, r->status), NULL);
-}
-
 /* libcurl write path of a fetch: no ereport, no palloc (the buffer is allocated before) */
 static bool
 fetch_sink(void *arg, const char *data, size_t len)
@@ -477,27 +512,10 @@ static void
 after_fetch(MlplatArtifactCheck *c)
 {
 	MlplatArtifactPriv *p = c->priv;
-	MlplatHttpRequest *r = p->get;
+	MlplatHttpRequest *r = p->get.get;
 
-	if (p->too_big)
-	{
-		decide(c, MLPLAT_ARTIFACT_FAILED, r->status,
-			   psprintf("object %s is larger than %zu bytes", c->uri, p->fetch_max), NULL);
+	if (answer(c, &p->get, ML_ARTIFACT_ASK_FETCH) != ML_ARTIFACT_STEP_READ)
 		return;
-	}
-	if (transient(r))
-	{
-		retry(c, r, "GET");
-		return;
-	}
-	if (r->status < 200 || r->status >= 300)
-	{
-		decide(c, MLPLAT_ARTIFACT_FAILED, r->status,
-			   r->status == 404 ? psprintf("object %s not found in the object store (HTTP 404)", c->uri)
-								: psprintf("object store refused object %s (HTTP %d)", c->uri, r->status),
-			   NULL);
-		return;
-	}
 	c->body = p->fetched;
 	c->body_len = p->fetched_len;
 	decide(c, MLPLAT_ARTIFACT_OK, r->status, psprintf("object %s read (%zu bytes)", c->uri, p->fetched_len), NULL);
@@ -645,22 +663,23 @@ mlplat_artifact_begin(List *checks, MlplatHttpBatch *batch)
 			c->priv->origin = origin;
 			c->priv->authority = authority;
 			c->priv->base_path = base_path;
-			c->priv->get = object_request(batch, c, "DELETE");
+			(void) object_request(batch, c, "DELETE", &c->priv->get);
 			continue;
 		}
 		if (c->priv->fetch_max > 0)
 		{
 			MlplatArtifactPriv *p = c->priv;
+			MlplatHttpRequest *r;
 
 			p->origin = origin;
 			p->authority = authority;
 			p->base_path = base_path;
 			p->fetched = palloc(p->fetch_max + 1);
 			p->fetched[0] = '\0';
-			p->get = object_request(batch, c, "GET");
-			p->get->sink = fetch_sink;
-			p->get->sink_arg = p;
-			p->get->max_body = 64 * 1024;
+			r = object_request(batch, c, "GET", &p->get);
+			r->sink = fetch_sink;
+			r->sink_arg = p;
+			r->max_body = 64 * 1024;
 			continue;
 		}
 		if (prev && strcmp(prev->uri, c->uri) == 0)
@@ -673,7 +692,7 @@ mlplat_artifact_begin(List *checks, MlplatHttpBatch *batch)
 		c->priv->authority = authority;
 		c->priv->base_path = base_path;
 		c->priv->max_bytes = (uint64) mlplat_artifact_hash_max_kb * 1024;
-		c->priv->head = object_request(batch, c, "HEAD");
+		(void) object_request(batch, c, "HEAD", &c->priv->head);
 	}
 }
 
@@ -682,20 +701,14 @@ static void
 after_head(MlplatArtifactCheck *c)
 {
 	MlplatArtifactPriv *p = c->priv;
-	MlplatHttpRequest *r = p->head;
+	MlplatHttpRequest *r = p->head.get;
 	const char *v;
 	char hex[ML_SHA256_HEX_LEN + 1];
 	ListCell *le;
 	ListCell *ls;
 
-	/*
-	 * A refused HEAD has no body, so no S3 error code: a 404 is plain, but for
-	 * the others (403: a wrong secret, SignatureDoesNotMatch, or a policy,
-	 * AccessDenied) the GET that follows is refused too and carries the code.
-	 */
-	if (!transient(r) && r->status >= 400 && r->status != 404 && r->resp_len == 0)
-		return; /* undecided: the GET names the code */
-	if (!answered_2xx(c, r, "HEAD"))
+	/* a refused HEAD (not a 404) stays undecided: the GET that follows is refused too and names the code */
+	if (answer(c, &p->head, ML_ARTIFACT_ASK_HEAD) != ML_ARTIFACT_STEP_READ)
 		return;
 	v = mlplat_http_response_header(r, "ETag");
 	p->etag = v && v[0] ? pstrdup(v) : NULL;
@@ -729,21 +742,13 @@ static void
 after_get(MlplatArtifactCheck *c)
 {
 	MlplatArtifactPriv *p = c->priv;
-	MlplatHttpRequest *r = p->get;
+	MlplatHttpRequest *r = p->get.get;
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned int mdlen = 0;
 	char hex[ML_SHA256_HEX_LEN + 1];
 	const char *etag;
 
-	if (p->too_big)
-	{
-		decide(c, MLPLAT_ARTIFACT_FAILED, r->status, psprintf(NOT_VERIFIED, c->uri),
-			   psprintf("artifact %s is larger than mlplat.artifact_hash_max_bytes (%d kB) and the object store "
-						"gives no SHA-256 for it",
-						c->uri, mlplat_artifact_hash_max_kb));
-		return;
-	}
-	if (!answered_2xx(c, r, "download"))
+	if (answer(c, &p->get, ML_ARTIFACT_ASK_HASH) != ML_ARTIFACT_STEP_READ)
 		return;
 	if (EVP_DigestFinal_ex(p->md, md, &mdlen) != 1 || mdlen != 32)
 		elog(ERROR, "mlplat: SHA-256 of artifact %s failed", c->uri);
@@ -799,10 +804,10 @@ mlplat_artifact_finish(MlplatPass *pass, List *checks)
 	{
 		MlplatArtifactCheck *c = lfirst(lc);
 
-		if (c->verdict != MLPLAT_ARTIFACT_UNDECIDED || c->priv->get == NULL)
+		if (c->verdict != MLPLAT_ARTIFACT_UNDECIDED || c->priv->get.get == NULL)
 			continue;
 		if (c->priv->remove)
-			after_delete(c);
+			(void) answer(c, &c->priv->get, ML_ARTIFACT_ASK_DELETE);
 		else if (c->priv->fetch_max > 0)
 			after_fetch(c);
 	}
@@ -810,8 +815,9 @@ mlplat_artifact_finish(MlplatPass *pass, List *checks)
 	{
 		MlplatArtifactCheck *c = lfirst(lc);
 		MlplatArtifactPriv *p = c->priv;
+		MlplatHttpRequest *r;
 
-		if (c->verdict != MLPLAT_ARTIFACT_UNDECIDED || p->head == NULL)
+		if (c->verdict != MLPLAT_ARTIFACT_UNDECIDED || p->head.get == NULL)
 			continue;
 		after_head(c);
 		if (c->verdict != MLPLAT_ARTIFACT_UNDECIDED)
@@ -833,11 +839,11 @@ mlplat_artifact_finish(MlplatPass *pass, List *checks)
 			cb->arg = p;
 			MemoryContextRegisterResetCallback(CurrentMemoryContext, cb);
 		}
-		p->get = object_request(batch, c, "GET");
-		p->get->sink = hash_sink;
-		p->get->sink_arg = p;
-		p->get->max_body = 64 * 1024; /* error answers only: the object itself goes to the sink */
-		p->get->timeout_ms = Max(mlplat_artifact_hash_timeout_ms, mlplat_http_timeout_ms);
+		r = object_request(batch, c, "GET", &p->get);
+		r->sink = hash_sink;
+		r->sink_arg = p;
+		r->max_body = 64 * 1024; /* error answers only: the object itself goes to the sink */
+		r->timeout_ms = Max(mlplat_artifact_hash_timeout_ms, mlplat_http_timeout_ms);
 	}
 	if (batch)
 	{
@@ -846,7 +852,7 @@ mlplat_artifact_finish(MlplatPass *pass, List *checks)
 		{
 			MlplatArtifactCheck *c = lfirst(lc);
 
-			if (c->verdict == MLPLAT_ARTIFACT_UNDECIDED && c->priv->get)
+			if (c->verdict == MLPLAT_ARTIFACT_UNDECIDED && c->priv->get.get)
 				after_get(c);
 			free_md(c->priv);
 		}

@@ -826,16 +826,6 @@ write_answered(LabAnswers *a, LabRun *r, const MlplatKubeResource *res, LabWrite
 	return outcome;
 }
 
-/* An object store's answer that there is no such object: its 404 */
-static bool
-store_gone(int status, const MlJsonValue *body)
-{
-	(void) body;
-	return status == 404;
-}
-
-static const MlplatObservePeer OBJECT_STORE = { "object store", store_gone, NULL };
-
 /* Read the completed attempts' outputs, in one follow-up round: a bounded GET of each (max_output_bytes + 1). */
 static MlplatObservedObject *
 output_ask(MlplatPassWork *w, void *row, MlplatHttpBatch *batch)
@@ -854,7 +844,7 @@ output_ask(MlplatPassWork *w, void *row, MlplatHttpBatch *batch)
 		return NULL;
 	}
 	get->max_body = (size_t) r->max_output_bytes + 1;
-	mlplat_observe_peer(&r->output_seen, get, &OBJECT_STORE);
+	mlplat_observe_peer(&r->output_seen, get, &mlplat_object_store_peer);
 	return &r->output_seen;
 }
 

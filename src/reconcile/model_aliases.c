@@ -322,8 +322,8 @@ reg_alias_gone(int status, const MlJsonValue *body)
 }
 
 /* The registry as observe.h's peer: what it reads of a registered model, and of an alias */
-static const MlplatObservePeer REGISTRY_MODEL = { "registry", reg_model_gone, reg_error_line };
-static const MlplatObservePeer REGISTRY_ALIAS = { "registry", reg_alias_gone, reg_error_line };
+static const MlplatObservePeer REGISTRY_MODEL = { "registry", reg_model_gone, reg_error_line, false };
+static const MlplatObservePeer REGISTRY_ALIAS = { "registry", reg_alias_gone, reg_error_line, false };
 
 /* ---------------------------------------------------------------- state */
 

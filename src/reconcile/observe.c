@@ -431,7 +431,7 @@ kube_got(MlplatObservedObject *o, MlJsonArena *arena)
 	o->permanent = o->res.outcome == MLPLAT_KUBE_FAILED;
 }
 
-/* another peer's answer: found (2xx, JSON), gone (the peer's rule), or an error like a Kubernetes one */
+/* another peer's answer: found (2xx, JSON unless the peer is raw), gone (the peer's rule), or an error like a Kubernetes one */
 static void
 peer_got(MlplatObservedObject *o, MlJsonArena *arena)
 {
@@ -450,9 +450,9 @@ peer_got(MlplatObservedObject *o, MlJsonArena *arena)
 	}
 	o->http_status = r->status;
 	o->retry_after_s = r->retry_after_s;
-	if (r->resp_body != NULL && r->resp_len > 0)
+	if (r->resp_body != NULL && r->resp_len > 0 && !o->peer->raw)
 		body = ml_json_parse(arena, r->resp_body, r->resp_len, NULL, &err);
-	if (r->status >= 200 && r->status < 300 && body != NULL)
+	if (r->status >= 200 && r->status < 300 && (body != NULL || o->peer->raw))
 	{
 		o->state = MLPLAT_OBSERVED_FOUND;
 		o->obj = body;

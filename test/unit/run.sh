@@ -48,6 +48,10 @@ fi
 if build s3_test test/unit/s3_test.c src/http/s3.c src/json/canonical.c src/json/json.c; then
 	tap_binary s3_test "$out/s3_test" 0
 fi
+# What an object store's answer means for an artifact check (its verdict, its retry).
+if build artifact_verdict_test test/unit/artifact_verdict_test.c src/reconcile/artifact_verdict.c src/http/backoff.c; then
+	tap_binary artifact_verdict_test "$out/artifact_verdict_test" 0
+fi
 # What goes out or comes in from outside: PromQL revision names, UTF-8 cuts.
 if build outward_test test/unit/outward_test.c src/rollout/prometheus.c src/json/json.c src/validate/names.c; then
 	tap_binary outward_test "$out/outward_test" 0
