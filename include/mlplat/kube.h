@@ -142,7 +142,7 @@ extern void mlplat_kube_classify(const MlplatHttpRequest *req, bool body_is_json
 extern char *mlplat_kube_list_continue(const MlJsonValue *list);
 #define mlplat_kube_outcome_name(o) ml_kube_outcome_name(o)
 
-/* ---- Lease fence (client-go's tryAcquireOrRenew) */
+/* ---- Lease fence (client-go's tryAcquireOrRenew; src/reconcile/lease.c, which reads the Lease through observe.h) */
 typedef enum MlplatLeaseResult
 {
 	MLPLAT_LEASE_HELD = 0,	/* we hold it (acquired, renewed or created) */

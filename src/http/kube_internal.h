@@ -1,16 +1,11 @@
 /*
- * kube_internal.h — private to src/http/: the Lease helper with the "may run
- * inside a transaction" switch that only the SQL test hooks may set.
+ * kube_internal.h — private to src/http/: the configuration override that
+ * only the SQL test hooks may set.
  */
 #ifndef MLPLAT_KUBE_INTERNAL_H
 #define MLPLAT_KUBE_INTERNAL_H
 
 #include "mlplat/kube.h"
-
-extern MlplatLeaseResult mlplat_kube_lease_impl(MlplatLeaseObservation *obs, const char *ns,
-												const char *name, const char *identity,
-												int duration_s, char **detail, bool allow_xact,
-												MlplatLeasePreemptFn may_preempt);
 
 /* Use these settings in this backend instead of the GUCs (url NULL: back to the GUCs). */
 extern void mlplat_kube_config_override(const char *url, const char *token_file,

@@ -19,7 +19,6 @@
 
 PG_FUNCTION_INFO_V1(mlplat_kube_configure_sql);
 PG_FUNCTION_INFO_V1(mlplat_kube_call_sql);
-PG_FUNCTION_INFO_V1(mlplat_kube_lease_sql);
 
 static char *
 opt_text(FunctionCallInfo fcinfo, int n)
@@ -150,44 +149,5 @@ mlplat_kube_call_sql(PG_FUNCTION_ARGS)
 		nulls[6] = true;
 	mlplat_http_batch_free(b);
 
-	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls)));
-}
-
-/* One remembered observation per backend (re-keyed when the lease changes). */
-static MlplatLeaseObservation hook_obs;
-static char hook_obs_key[512];
-
-/*
- * mlplat._kube_lease(namespace, name, identity, duration_s)
- *   RETURNS TABLE(result text, detail text)
- */
-Datum
-mlplat_kube_lease_sql(PG_FUNCTION_ARGS)
-{
-	char *ns = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	char *name = text_to_cstring(PG_GETARG_TEXT_PP(1));
-	char *identity = text_to_cstring(PG_GETARG_TEXT_PP(2));
-	int duration = PG_GETARG_INT32(3);
-	char key[512];
-	char *detail;
-	MlplatLeaseResult lr;
-	TupleDesc tupdesc;
-	Datum values[2];
-	bool nulls[2] = { 0 };
-
-	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "return type must be a row type");
-	snprintf(key, sizeof(key), "%s/%s", ns, name);
-	if (strcmp(key, hook_obs_key) != 0)
-	{
-		memset(&hook_obs, 0, sizeof(hook_obs));
-		strlcpy(hook_obs_key, key, sizeof(hook_obs_key));
-	}
-	lr = mlplat_kube_lease_impl(&hook_obs, ns, name, identity, duration, &detail, true, NULL);
-	values[0] = CStringGetTextDatum(mlplat_lease_result_name(lr));
-	if (detail)
-		values[1] = CStringGetTextDatum(detail);
-	else
-		nulls[1] = true;
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls)));
 }
