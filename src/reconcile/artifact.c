@@ -319,6 +319,20 @@ hash_sink(void *arg, const char *data, size_t len)
 	return EVP_DigestUpdate(p->md, data, len) == 1;
 }
 
+/* libcurl write path of a fetch: no ereport, no palloc (the buffer is allocated before) */
+static bool
+fetch_sink(void *arg, const char *data, size_t len)
+{
+	MlplatArtifactPriv *p = arg;
+
+	if (!sink_room(p, p->fetched_len, len, p->fetch_max))
+		return false;
+	memcpy(p->fetched + p->fetched_len, data, len);
+	p->fetched_len += len;
+	p->fetched[p->fetched_len] = '\0';
+	return true;
+}
+
 /*
  * Add a signed (when credentials are set) request for s3://bucket/key at the endpoint
  * origin/authority/base_path to batch; checksum asks a HEAD for the stored SHA-256.
@@ -492,20 +506,6 @@ mlplat_artifact_delete_new(const char *uri, int attempts)
 	c->priv->preset = true;
 	c->priv->remove = true;
 	return c;
-}
-
-/* libcurl write path of a fetch: no ereport, no palloc (the buffer is allocated before) */
-static bool
-fetch_sink(void *arg, const char *data, size_t len)
-{
-	MlplatArtifactPriv *p = arg;
-
-	if (!sink_room(p, p->fetched_len, len, p->fetch_max))
-		return false;
-	memcpy(p->fetched + p->fetched_len, data, len);
-	p->fetched_len += len;
-	p->fetched[p->fetched_len] = '\0';
-	return true;
 }
 
 static void
