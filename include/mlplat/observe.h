@@ -2,8 +2,8 @@
  * observe.h — how a pass observes the cluster and the other peers, apart
  * from how it claims, decides and writes back: is a cluster there, LIST
  * every object of a kind that carries our labels, read a few objects by name
- * (a Kubernetes GET, a registry alias, an object store's output), each answer
- * classified one way (MlplatObservedObject).  Fields of what it observed are
+ * (a Kubernetes GET, the Lease, a registry alias, an object store's output,
+ * an artifact's HEAD), each answer classified one way (MlplatObservedObject).  Fields of what it observed are
  * read with mlplat_json_text/_int of mlplat/json.h.  The deployments kind can
  * also observe through a watch-fed cache (mlplat/watch_cache.h), filled by
  * mlplat_kube_list_each.
