@@ -19,7 +19,6 @@
  */
 #include "postgres.h"
 
-#include "common/hashfn.h"
 #include "mb/pg_wchar.h"
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
@@ -61,38 +60,51 @@ mlplat_json_arena_in(MemoryContext cxt)
  * by the datum's bytes (equal bytes are an equal value, whatever the format
  * inside them; only short ones are kept).  Per process, never invalidated:
  * a numeric's text never changes.
+ *
+ * A slot is one 64-byte cache line: the key as three zero-padded words
+ * (hashed and compared as words, not by hash_bytes and memcmp), and a text
+ * copied out whole, a constant size (a copy of the text's own length was a
+ * third of this function's time, an inlined rep movsq).
  */
 #define TEXT_CACHE_SLOTS 1024 /* a power of two */
 #define TEXT_CACHE_KEY 24
-#define TEXT_CACHE_TEXT 40
+#define TEXT_CACHE_TEXT 38
 
 typedef struct TextCacheSlot
 {
-	uint8 key_len; /* 0: empty */
+	uint64 key[TEXT_CACHE_KEY / 8]; /* the datum's bytes, zero-padded */
+	uint8 key_len;					/* 0: empty */
 	uint8 text_len;
-	char key[TEXT_CACHE_KEY];
-	char text[TEXT_CACHE_TEXT];
+	char text[TEXT_CACHE_TEXT]; /* NUL-terminated, zero-padded */
 } TextCacheSlot;
 
-static TextCacheSlot text_cache[TEXT_CACHE_SLOTS];
+static TextCacheSlot text_cache[TEXT_CACHE_SLOTS] pg_attribute_aligned(64);
 
 int
 ml_numeric_text(Numeric num, char out[ML_NUMERIC_TEXT_MAX])
 {
-	const char *key = (const char *) num;
 	size_t key_len = VARSIZE_ANY(num);
 	TextCacheSlot *slot = NULL;
+	uint64 key[TEXT_CACHE_KEY / 8] = { 0, 0, 0 };
 	char *text;
 	size_t len;
 
 	StaticAssertStmt(TEXT_CACHE_TEXT <= ML_NUMERIC_TEXT_MAX, "cached texts must fit out");
+	StaticAssertStmt(sizeof(TextCacheSlot) == 64, "a slot is one cache line");
 	if (key_len <= TEXT_CACHE_KEY)
 	{
-		slot = &text_cache[hash_bytes((const unsigned char *) key, (int) key_len) &
-						   (TEXT_CACHE_SLOTS - 1)];
-		if (slot->key_len == key_len && memcmp(slot->key, key, key_len) == 0)
+		uint64 h;
+
+		memcpy(key, num, key_len);
+		h = key[0] * UINT64CONST(0x9E3779B97F4A7C15) + key[1] * UINT64CONST(0xC2B2AE3D27D4EB4F) +
+			key[2] * UINT64CONST(0x165667B19E3779F9);
+		h ^= h >> 29;
+		slot = &text_cache[(h * UINT64CONST(0xBF58476D1CE4E5B9)) >> 54];
+		StaticAssertStmt(TEXT_CACHE_SLOTS == 1 << (64 - 54), "slot index bits");
+		if (slot->key_len == key_len && slot->key[0] == key[0] && slot->key[1] == key[1] &&
+			slot->key[2] == key[2])
 		{
-			memcpy(out, slot->text, slot->text_len + 1);
+			memcpy(out, slot->text, TEXT_CACHE_TEXT);
 			return slot->text_len;
 		}
 	}
@@ -106,8 +118,9 @@ ml_numeric_text(Numeric num, char out[ML_NUMERIC_TEXT_MAX])
 	if (slot != NULL && len > 0 && len < TEXT_CACHE_TEXT)
 	{
 		slot->key_len = (uint8) key_len;
-		memcpy(slot->key, key, key_len);
+		memcpy(slot->key, key, sizeof(key));
 		slot->text_len = (uint8) len;
+		memset(slot->text, 0, TEXT_CACHE_TEXT);
 		memcpy(slot->text, out, len + 1);
 	}
 	return (int) len;
