@@ -238,3 +238,50 @@ SELECT mlplat.with_content_id('{"b":1,"a":[1.0]}');
 SELECT mlplat.with_content_id(mlplat.with_content_id('{"b":1}')) = mlplat.with_content_id('{"b":1}') AS idempotent,
        mlplat.with_content_id('{"b":1,"content_id":"stale"}') = mlplat.with_content_id('{"b":1}') AS replaces_stale;
 SELECT mlplat.with_content_id('[1,2]');
+
+-- ------------------------------------------------------------------ both routes
+-- Evidence of the exact shape is read in one pass from its jsonb (numbers remembered per
+-- field between calls); a record that pass declines is read as a tree.  A number whose
+-- text takes 64 bytes or more (desired_capacity as 8.000...0, 70 decimals) is declined,
+-- so E' below takes the tree route while E, the same content with the same content id,
+-- takes the one pass: 12,000 generated records, valid and not, must give the same plan or
+-- the same error (SQLSTATE, message, detail, hint) both ways, and the one pass the same
+-- again in reverse order (other numbers remembered).
+CREATE FUNCTION pg_temp.outcome(c jsonb, e jsonb) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+  st text; msg text; det text; hint text;
+BEGIN
+  RETURN mlplat.plan_rollout(c, e)::text;
+EXCEPTION WHEN OTHERS THEN
+  GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL,
+                          hint = PG_EXCEPTION_HINT;
+  RETURN format('ERROR %s: %s | %s | %s', st, msg, det, hint);
+END $$;
+CREATE TEMP TABLE routes_contract AS SELECT pg_temp.con() AS c;
+CREATE TEMP TABLE routes AS
+SELECT i, e, jsonb_set(e, '{desired_capacity}',
+                       to_jsonb(round((e->>'desired_capacity')::numeric, 70))) AS e_tree
+FROM (SELECT i, pg_temp.ev((SELECT c FROM routes_contract), jsonb_build_object(
+  'observed_at', 1764410400 + (i % 8) * 0.125 + CASE WHEN i % 211 = 0 THEN 0.0005 ELSE 0 END,
+  'current_fraction', CASE WHEN i % 97 = 0 THEN 1.5 ELSE (ARRAY[0, 0.05, 0.1, 0.2, 0.25, 0.5])[1 + i % 6] END,
+  'window_start', 1764410100 + (i % 5) * 0.001, 'window_seconds', (ARRAY[300, 200, 299.75, 2.5e2])[1 + i % 4],
+  'target.ready_replicas', i % 5, 'target.load_successes', 3 + i % 2,
+  'target.health_observed_at', CASE WHEN i % 37 = 0 THEN NULL ELSE 1764410400 - i % 90 END,
+  'target.requests', CASE WHEN i % 101 = 0 THEN 1000000000000 + i WHEN i % 103 = 0 THEN 1e15 ELSE (i * 7919) % 3000 END,
+  'target.errors', CASE WHEN i % 193 = 0 THEN -1 WHEN i % 89 = 0 THEN 2.5 ELSE i % 19 END,
+  'target.p95_ms', CASE WHEN i % 31 = 0 THEN NULL ELSE 150 + (i % 200) * 0.25 END,
+  'previous.requests', 4000 + i % 1700, 'previous.errors', i % 11,
+  'previous.p95_ms', CASE WHEN i % 43 = 0 THEN 1e-7 ELSE 160 + i % 30 END,
+  'desired_capacity', CASE WHEN i % 53 = 0 THEN 4 + i % 9 ELSE 8 END)) AS e
+  FROM generate_series(1, 12000) i) g;
+CREATE TEMP TABLE routes_out AS
+SELECT i, pg_temp.outcome(c, e) AS one_pass, pg_temp.outcome(c, e_tree) AS tree
+FROM routes, routes_contract ORDER BY i;
+SELECT count(*) AS records, count(*) FILTER (WHERE one_pass IS DISTINCT FROM tree) AS differ,
+       count(*) FILTER (WHERE one_pass LIKE 'ERROR%') AS errors,
+       count(DISTINCT one_pass) AS distinct_outcomes
+FROM routes_out;
+SELECT count(*) AS differ_in_reverse_order
+FROM (SELECT i, pg_temp.outcome(c, e) AS again FROM routes, routes_contract ORDER BY i DESC) r
+JOIN routes_out USING (i) WHERE again IS DISTINCT FROM one_pass;
