@@ -30,7 +30,7 @@ CREATE TABLE mlplat._reconciled_columns (
 -- kind's tables are marked by the same rule (45_api_views, 37_api_campaigns, 39_api_lab).
 -- Only an extension script can call it: pg_extension_config_dump refuses anywhere else.
 CREATE FUNCTION mlplat._config_dump(VARIADIC p_tables text[]) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog, mlplat, pg_temp AS $$
+LANGUAGE plpgsql AS $$
 DECLARE
   t text;
 BEGIN
@@ -50,7 +50,7 @@ END $$;
 -- and the API functions that write run as the owner.  (projects reads _can_view(id), its own
 -- id: 45_api_views.)
 CREATE FUNCTION mlplat._member_reads(VARIADIC p_tables text[]) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog, mlplat, pg_temp AS $$
+LANGUAGE plpgsql AS $$
 DECLARE
   t text;
 BEGIN
@@ -81,7 +81,7 @@ END $$;
 -- (campaigns, evidence_signers and campaign_candidates are not append-only: each has a
 -- guard that lets one column change, 37_api_campaigns, and only the TRUNCATE half here.)
 CREATE FUNCTION mlplat._append_only(VARIADIC p_tables text[]) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog, mlplat, pg_temp AS $$
+LANGUAGE plpgsql AS $$
 DECLARE
   t text;
 BEGIN

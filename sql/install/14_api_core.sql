@@ -7,14 +7,16 @@
 --   reference schema-qualified; authorize -> idempotency claim -> validate ->
 --   write desired state + audit -> wake on commit -> return mlplat.accepted
 --   (_api_begin, _api_claim and _api_accept below: "the API call").
--- Internal helpers of the API (names starting with '_') are PL/pgSQL without a SET clause:
--- they are not executable by PUBLIC (45_api_views.sql revokes them), so they only ever run
--- inside an entry point and inherit its pinned search_path.  A SET clause per helper call
--- costs a GUC save/restore and a search-path recomputation, and SQL-language helpers re-plan
--- on every transaction; together that tripled the cost of deploy().  The reconcilers' own
--- functions (claims, write-backs: the NN_reconcile_* parts) are the other kind of entry
--- point: a worker calls them directly, with its search_path pinned to pg_catalog, pg_temp,
--- so each of those declares SET search_path = pg_catalog, mlplat, pg_temp itself.
+-- Internal helpers (names starting with '_', the API's and the reconcilers' alike) carry no
+-- SET search_path: they are not executable by PUBLIC (45_api_views.sql revokes them), so
+-- they only ever run inside a caller whose path is pinned to pg_catalog, mlplat, pg_temp
+-- already: an entry point (the rule in 99_entry_points.sql, or its own clause), or a
+-- reconciler worker, which sets that path as an override when it connects
+-- (src/worker/worker.c).  A SET clause per helper call costs a GUC save/restore and a
+-- search-path recomputation, and keeps a SQL-language helper from being inlined; together
+-- that tripled the cost of deploy().  What pins its own path: every SECURITY DEFINER
+-- function, every trigger function (it runs on the path of whoever's statement fires it)
+-- and every function an ordinary role may execute (test/pgtap/api_security.sql checks it).
 
 CREATE FUNCTION mlplat._wake_on_commit(kind text) RETURNS void
 LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'mlplat_wake_on_commit';

@@ -231,7 +231,7 @@ END $$;
 -- with changed; the projects reconciler is woken at commit.
 CREATE FUNCTION mlplat._membership_changed(c mlplat.api_call, r mlplat.accepted, p_principal text, p_role text,
                                            p_changed boolean)
-RETURNS mlplat.accepted LANGUAGE plpgsql SET search_path = pg_catalog, mlplat, pg_temp AS $$
+RETURNS mlplat.accepted LANGUAGE plpgsql AS $$
 BEGIN
   IF p_changed THEN
     UPDATE mlplat.projects x SET traceparent = c.tp WHERE x.id = c.pid;

@@ -72,7 +72,7 @@ END $$;
 -- What an add or a remove answers once the list is written: the accepted answer (the
 -- project's id, ADDED or REMOVED), audited with whether anything changed.
 CREATE FUNCTION mlplat._location_changed(c mlplat.api_call, p_location text, p_status text, p_changed boolean)
-RETURNS mlplat.accepted LANGUAGE plpgsql SET search_path = pg_catalog, mlplat, pg_temp AS $$
+RETURNS mlplat.accepted LANGUAGE plpgsql AS $$
 BEGIN
   RETURN mlplat._api_accept(c,
     (pg_catalog.gen_random_uuid(), 'artifact_location', c.pid, NULL, p_status, false)::mlplat.accepted,

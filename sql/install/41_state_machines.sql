@@ -172,7 +172,7 @@ END $$;
 -- dynamic statement, parsed and planned each time: 253 of the 357 ms a deployments
 -- write-back of 1,000 READYs took (docs/benchmarks.md, bench/converge/cpu.sh).
 CREATE FUNCTION mlplat._state_machine(p_table text, p_transitions text) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog, mlplat, pg_temp AS $$
+LANGUAGE plpgsql AS $$
 DECLARE
   initial text[];
   listed text[];

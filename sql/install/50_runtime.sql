@@ -32,7 +32,6 @@ CREATE TABLE mlplat.leader_history (
 CREATE FUNCTION mlplat._epoch_current(p_kind text, p_epoch bigint)
 RETURNS boolean
 LANGUAGE sql STABLE
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$ SELECT EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = p_kind AND e.epoch = p_epoch) $$;
 REVOKE ALL ON FUNCTION mlplat._epoch_current(text, bigint) FROM PUBLIC;
 
@@ -62,7 +61,6 @@ REVOKE ALL ON FUNCTION mlplat._retry_at(int) FROM PUBLIC;
 CREATE FUNCTION mlplat._status_writeback_set(p_table text, p_epoch bigint, p_rows anyarray)
 RETURNS TABLE (id bigint, status text)
 LANGUAGE plpgsql
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
 BEGIN
   RETURN QUERY EXECUTE pg_catalog.format(
@@ -89,7 +87,6 @@ REVOKE ALL ON FUNCTION mlplat._status_writeback_set(text, bigint, anyarray) FROM
 CREATE FUNCTION mlplat._take_leadership(p_kind text, p_pid int, p_replica int)
 RETURNS bigint
 LANGUAGE plpgsql
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
 DECLARE
     v_epoch bigint;
@@ -157,7 +154,6 @@ CREATE FUNCTION mlplat._ledger_append_set(
     p_trace_id text[], p_note text[])
 RETURNS int
 LANGUAGE sql
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   WITH ins AS (
     INSERT INTO mlplat.reconcile_ledger (kind, entity, entity_id, project, action, outcome, desired_digest,
@@ -184,7 +180,6 @@ CREATE FUNCTION mlplat._ledger_append(
     p_epoch bigint, p_controller text, p_trace_id text, p_detail jsonb DEFAULT NULL)
 RETURNS boolean
 LANGUAGE plpgsql
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
 BEGIN
     IF NOT mlplat._epoch_current(p_kind, p_epoch) THEN
@@ -230,7 +225,6 @@ CREATE FUNCTION mlplat._unanswered_note(p_kind text, p_epoch bigint, p_entity_id
                                         p_action text[])
 RETURNS int
 LANGUAGE sql
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   WITH ins AS (
     INSERT INTO mlplat.unanswered_writes AS w (kind, entity_id, object, action, sent_at, epoch)
@@ -253,7 +247,6 @@ CREATE TYPE mlplat.unanswered_note AS (entity_id bigint, object text, action tex
 CREATE FUNCTION mlplat._unanswered_of(p_kind text)
 RETURNS SETOF mlplat.unanswered_note
 LANGUAGE sql STABLE
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   SELECT w.entity_id, w.object, w.action,
          (pg_catalog.date_part('epoch', pg_catalog.clock_timestamp() - pg_catalog.max(w.sent_at)) * 1000)::bigint,
@@ -281,7 +274,6 @@ CREATE FUNCTION mlplat._unanswered_clear(p_kind text, p_epoch bigint, p_entity_i
                                          p_action text[], p_answer int[], p_grace_ms bigint)
 RETURNS int
 LANGUAGE sql
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   WITH r AS (
     SELECT u.*

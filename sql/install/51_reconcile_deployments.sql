@@ -48,7 +48,6 @@ CREATE TYPE mlplat.deployment_writeback AS (
 -- out-of-band changes then arrive as events), which takes the place of mlplat.resync_interval.
 CREATE FUNCTION mlplat._next_resync_at() RETURNS timestamptz
 LANGUAGE sql VOLATILE
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   SELECT pg_catalog.now()
          + coalesce(nullif(pg_catalog.current_setting('mlplat.row_resync_interval', true), '0'),
@@ -70,7 +69,6 @@ CREATE FUNCTION mlplat._deployments_claim_of(p_ids bigint[], p_resync boolean, p
                                              p_deadline_ms int)
 RETURNS SETOF mlplat.deployment_claim
 LANGUAGE sql STABLE
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   SELECT d.id, p.name, mlplat._project_namespace(p.name), d.name, d.status,
          d.generation, d.observed_generation, d.row_version,
@@ -117,7 +115,6 @@ CREATE FUNCTION mlplat._deployments_claim(p_resync boolean, p_only_new boolean D
                                           p_limit int DEFAULT NULL)
 RETURNS SETOF mlplat.deployment_claim
 LANGUAGE sql STABLE
-SET search_path = pg_catalog, mlplat, pg_temp
 -- A plain index scan of the due rows, never a bitmap one: every resync leaves the row's old
 -- entry below now() in deployments_resync_due until a vacuum, and a bitmap scan visits the
 -- heap for each such entry on every pass (after a full resync: the fleet's worth, 700 heap
@@ -165,7 +162,6 @@ REVOKE ALL ON FUNCTION mlplat._deployments_claim(boolean, boolean, int, bigint, 
 CREATE FUNCTION mlplat._deployments_writeback_set(p_epoch bigint, p_rows mlplat.deployment_writeback[])
 RETURNS SETOF bigint
 LANGUAGE sql
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   UPDATE mlplat.deployments d
      SET status = w.status,
@@ -201,7 +197,6 @@ REVOKE ALL ON FUNCTION mlplat._deployments_writeback_set(bigint, mlplat.deployme
 CREATE FUNCTION mlplat._deployments_resynced(p_epoch bigint, p_ids bigint[])
 RETURNS void
 LANGUAGE sql
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   UPDATE mlplat.deployments d
      SET next_resync_at = mlplat._next_resync_at()
@@ -228,7 +223,6 @@ REVOKE ALL ON FUNCTION mlplat._deployments_resynced(bigint, bigint[]) FROM PUBLI
 CREATE FUNCTION mlplat._deployments_due(p_epoch bigint, p_namespaces text[], p_names text[])
 RETURNS void
 LANGUAGE sql
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   UPDATE mlplat.deployments d
      SET next_resync_at = pg_catalog.now()
@@ -258,7 +252,6 @@ REVOKE ALL ON FUNCTION mlplat._deployments_due(bigint, text[], text[]) FROM PUBL
 CREATE FUNCTION mlplat._deployments_unowned(p_namespaces text[], p_names text[])
 RETURNS SETOF int
 LANGUAGE sql STABLE
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   SELECT o.i::int
     FROM ROWS FROM (pg_catalog.unnest(p_namespaces), pg_catalog.unnest(p_names)) WITH ORDINALITY AS o(ns, name, i)
@@ -276,7 +269,6 @@ CREATE FUNCTION mlplat._deployments_writeback(
     p_endpoint text, p_observed jsonb, p_error text, p_retry_ms int)
 RETURNS boolean
 LANGUAGE sql
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   SELECT EXISTS (SELECT 1 FROM mlplat._deployments_writeback_set(p_epoch, ARRAY[
            ROW(p_id, p_row_version, p_status, p_reason, p_observed_generation, p_observed_revision,
@@ -286,7 +278,6 @@ REVOKE ALL ON FUNCTION mlplat._deployments_writeback(bigint, bigint, bigint, tex
 
 CREATE FUNCTION mlplat._instance_id() RETURNS text
 LANGUAGE sql STABLE
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$ SELECT instance_id FROM mlplat.installation LIMIT 1 $$;
 REVOKE ALL ON FUNCTION mlplat._instance_id() FROM PUBLIC;
 
@@ -492,8 +483,7 @@ SELECT pg_catalog.pg_extension_config_dump('mlplat.route_entries', '');
 -- the one of the render they are about to write.
 CREATE FUNCTION mlplat._isvc_stamps_known(p_namespaces text[], p_names text[], p_content_ids text[])
 RETURNS SETOF int
-LANGUAGE sql STABLE
-SET search_path = pg_catalog, mlplat, pg_temp AS $$
+LANGUAGE sql STABLE AS $$
   SELECT x.i
     FROM (SELECT g.i, p_namespaces[g.i] AS ns, p_names[g.i] AS name, p_content_ids[g.i] AS content_id
             FROM pg_catalog.generate_subscripts(p_namespaces, 1) AS g(i)) x

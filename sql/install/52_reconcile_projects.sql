@@ -15,7 +15,6 @@
 -- hash of its exact spelling (so "Alice" and "alice" never share a binding).
 CREATE FUNCTION mlplat._rolebinding_name(p_role text, p_principal text) RETURNS text
 LANGUAGE sql IMMUTABLE STRICT
-SET search_path = pg_catalog, pg_temp
 AS $$
   SELECT 'mlplat-' || p_role || '-' ||
          CASE WHEN p_principal ~ '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$' THEN p_principal
@@ -44,7 +43,6 @@ CREATE TYPE mlplat.project_writeback AS (
 CREATE FUNCTION mlplat._projects_claim()
 RETURNS SETOF mlplat.project_claim
 LANGUAGE sql STABLE
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   SELECT p.id, p.name, p.gpu_quota, p.cpu_quota, p.memory_quota,
          p.status, p.status_reason, p.last_error,
@@ -72,7 +70,6 @@ REVOKE ALL ON FUNCTION mlplat._projects_claim() FROM PUBLIC;
 CREATE FUNCTION mlplat._project_orphans_known(p_names text[], p_ids text[])
 RETURNS SETOF int
 LANGUAGE sql STABLE
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   SELECT c.ord::int
     FROM unnest(p_names, p_ids) WITH ORDINALITY AS c(name, id, ord)
@@ -87,7 +84,6 @@ REVOKE ALL ON FUNCTION mlplat._project_orphans_known(text[], text[]) FROM PUBLIC
 CREATE FUNCTION mlplat._projects_writeback_set(p_epoch bigint, p_rows mlplat.project_writeback[])
 RETURNS SETOF bigint
 LANGUAGE plpgsql
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
 DECLARE
     ids bigint[];

@@ -42,8 +42,7 @@ LANGUAGE sql IMMUTABLE AS $$ SELECT p_run || '-' || p_attempt $$;
 
 -- One Argo container from a validated container spec.
 CREATE FUNCTION mlplat._run_container(s jsonb) RETURNS jsonb
-LANGUAGE sql IMMUTABLE
-SET search_path = pg_catalog, mlplat, pg_temp AS $$
+LANGUAGE sql IMMUTABLE AS $$
   SELECT pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object(
     'name', 'main',
     'image', s->>'image',
@@ -62,8 +61,7 @@ $$;
 -- The ServiceAccount a project's Workflows run as (mlplat.runner_service_account; the
 -- projects reconciler makes it, with the Role Argo's executor needs, in every project).
 CREATE FUNCTION mlplat._runner_service_account() RETURNS text
-LANGUAGE sql STABLE
-SET search_path = pg_catalog, mlplat, pg_temp AS $$
+LANGUAGE sql STABLE AS $$
   SELECT coalesce(NULLIF(pg_catalog.current_setting('mlplat.runner_service_account', true), ''), 'mlplat-runner')
 $$;
 REVOKE ALL ON FUNCTION mlplat._runner_service_account() FROM PUBLIC;
@@ -73,8 +71,7 @@ REVOKE ALL ON FUNCTION mlplat._runner_service_account() FROM PUBLIC;
 -- executor containers only (executor.serviceAccountName), which write the steps'
 -- workflowtaskresults; the run's code gets no Kubernetes credential.
 CREATE FUNCTION mlplat._render_workflow(p_run_id bigint) RETURNS jsonb
-LANGUAGE sql STABLE
-SET search_path = pg_catalog, mlplat, pg_temp AS $$
+LANGUAGE sql STABLE AS $$
   SELECT pg_catalog.jsonb_build_object(
     'apiVersion', 'argoproj.io/v1alpha1',
     'kind', 'Workflow',
@@ -117,8 +114,7 @@ $$;
 -- mlplat.io/content-id, the content id of the render without it).  A Workflow found under
 -- the run's name is adopted as this run's only when it carries the same id.
 CREATE FUNCTION mlplat._workflow_as_sent(p_run_id bigint) RETURNS jsonb
-LANGUAGE sql STABLE
-SET search_path = pg_catalog, mlplat, pg_temp AS $$
+LANGUAGE sql STABLE AS $$
   SELECT x.w || pg_catalog.jsonb_build_object('metadata', (x.w->'metadata') || pg_catalog.jsonb_build_object(
            'annotations', coalesce(x.w->'metadata'->'annotations', '{}'::jsonb)
                           || pg_catalog.jsonb_build_object('mlplat.io/content-id', mlplat.content_id(x.w))))
@@ -191,7 +187,6 @@ CREATE TYPE mlplat.run_writeback AS (
 CREATE FUNCTION mlplat._runs_claim()
 RETURNS SETOF mlplat.run_claim
 LANGUAGE sql STABLE
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   SELECT u.id, p.name, mlplat._project_namespace(p.name), u.name, u.kind, u.status, u.attempt,
          mlplat._run_workflow_name(u.name, u.attempt),
@@ -217,7 +212,6 @@ $$;
 CREATE FUNCTION mlplat._runs_write_nodes(p_run_id bigint, p_project_id bigint, p_attempt int, p_nodes jsonb)
 RETURNS int
 LANGUAGE plpgsql
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
 DECLARE
   n int;
@@ -259,7 +253,6 @@ $$;
 CREATE FUNCTION mlplat._runs_writeback_set(p_epoch bigint, p_rows mlplat.run_writeback[])
 RETURNS TABLE (id bigint, step_rows int)
 LANGUAGE plpgsql
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
 DECLARE
   u record;
@@ -299,7 +292,6 @@ CREATE FUNCTION mlplat._runs_writeback(
     p_error text, p_retry_ms int, p_submitted boolean, p_observed_rv text, p_nodes jsonb)
 RETURNS int
 LANGUAGE sql
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   SELECT coalesce((SELECT s.step_rows FROM mlplat._runs_writeback_set(p_epoch, ARRAY[
            ROW(p_id, p_row_version, p_status, p_reason, p_error, p_retry_ms, p_submitted, p_observed_rv,

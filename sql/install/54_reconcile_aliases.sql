@@ -64,7 +64,6 @@ CREATE TYPE mlplat.model_alias_writeback AS (
 CREATE FUNCTION mlplat._aliases_claim(p_resync boolean)
 RETURNS SETOF mlplat.model_alias_claim
 LANGUAGE sql STABLE
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   SELECT a.id, p.name, p.name || '.' || m.name, a.alias,
          a.version_id, mv.version, mv.artifact_uri, rv.registry_version,
@@ -86,7 +85,6 @@ $$;
 CREATE FUNCTION mlplat._aliases_writeback_set(p_epoch bigint, p_rows mlplat.model_alias_writeback[])
 RETURNS SETOF bigint
 LANGUAGE sql
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   SELECT u.id FROM mlplat._status_writeback_set('model_aliases', p_epoch, p_rows) u
 $$;
@@ -98,7 +96,6 @@ CREATE FUNCTION mlplat._aliases_map_version(p_version_id bigint, p_registered_mo
                                             p_registry_version text, p_epoch bigint)
 RETURNS boolean
 LANGUAGE plpgsql
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
 BEGIN
     IF NOT mlplat._epoch_current('model_aliases', p_epoch) THEN
@@ -127,7 +124,6 @@ CREATE FUNCTION mlplat._aliases_history(p_alias_id bigint, p_action text, p_vers
                                         p_trace_id text)
 RETURNS boolean
 LANGUAGE sql
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   WITH recorded AS (
     INSERT INTO mlplat.model_alias_history (project_id, model_id, alias_id, registered_model, alias, action,

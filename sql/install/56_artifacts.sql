@@ -29,7 +29,6 @@ CREATE TYPE mlplat.artifact_check_claim AS (
 CREATE FUNCTION mlplat._artifact_claim(p_deployment_ids bigint[], p_revisions int[])
 RETURNS SETOF mlplat.artifact_check_claim
 LANGUAGE sql STABLE
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   SELECT w.ord, v.artifact_uri, v.artifact_sha256,
          (SELECT pg_catalog.array_agg(a.etag ORDER BY a.etag) FROM mlplat.artifact_digests a WHERE a.uri = v.artifact_uri),
@@ -43,7 +42,6 @@ REVOKE ALL ON FUNCTION mlplat._artifact_claim(bigint[], int[]) FROM PUBLIC;
 CREATE FUNCTION mlplat._artifact_remember(p_uri text, p_etag text, p_sha256 text, p_size bigint, p_source text)
 RETURNS void
 LANGUAGE sql
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   INSERT INTO mlplat.artifact_digests AS a (uri, etag, sha256, size_bytes, source)
   VALUES (p_uri, p_etag, p_sha256, p_size, p_source)

@@ -86,8 +86,7 @@ CREATE FUNCTION mlplat._spans_record_set(
     p_trace_id text[], p_span_id text[], p_parent_span_id text[], p_name text[], p_kind text[],
     p_start_time timestamptz[], p_end_time timestamptz[], p_status text[], p_status_message text[],
     p_attributes jsonb[], p_project text[], p_entity text[], p_entity_id bigint[], p_start_after text[])
-RETURNS int LANGUAGE sql
-SET search_path = pg_catalog, mlplat, pg_temp AS $$
+RETURNS int LANGUAGE sql AS $$
   WITH ins AS (
     INSERT INTO mlplat.spans (trace_id, span_id, parent_span_id, name, kind, start_time, end_time, status,
                               status_message, attributes, project_id, entity, entity_id)
@@ -114,8 +113,7 @@ REVOKE ALL ON FUNCTION mlplat._spans_record_set(text[], text[], text[], text[], 
 -- The same from a JSON array of {trace_id, span_id, parent_span_id, name, kind, start_time,
 -- end_time, status, status_message, attributes, project, entity, entity_id, start_after}.
 CREATE FUNCTION mlplat._spans_record(p_spans jsonb)
-RETURNS int LANGUAGE sql
-SET search_path = pg_catalog, mlplat, pg_temp AS $$
+RETURNS int LANGUAGE sql AS $$
   SELECT mlplat._spans_record_set(
            pg_catalog.array_agg(x.trace_id ORDER BY x.ord), pg_catalog.array_agg(x.span_id ORDER BY x.ord),
            pg_catalog.array_agg(x.parent_span_id ORDER BY x.ord), pg_catalog.array_agg(x.name ORDER BY x.ord),
@@ -137,8 +135,7 @@ REVOKE ALL ON FUNCTION mlplat._spans_record(jsonb) FROM PUBLIC;
 
 -- A jsonb value as an OTLP AnyValue (int64 as a decimal string, as the JSON mapping says).
 CREATE FUNCTION mlplat._otlp_value(v jsonb) RETURNS jsonb
-LANGUAGE sql IMMUTABLE
-SET search_path = pg_catalog, mlplat, pg_temp AS $$
+LANGUAGE sql IMMUTABLE AS $$
   SELECT CASE pg_catalog.jsonb_typeof(v)
            WHEN 'boolean' THEN pg_catalog.jsonb_build_object('boolValue', v)
            WHEN 'number' THEN
@@ -154,8 +151,7 @@ REVOKE ALL ON FUNCTION mlplat._otlp_value(jsonb) FROM PUBLIC;
 -- One span in the OTLP JSON mapping: hex ids, times as decimal strings of nanoseconds
 -- since the Unix epoch, kind and status code as enum numbers, attributes as key/value.
 CREATE FUNCTION mlplat._otlp_span(s mlplat.spans) RETURNS jsonb
-LANGUAGE sql IMMUTABLE
-SET search_path = pg_catalog, mlplat, pg_temp AS $$
+LANGUAGE sql IMMUTABLE AS $$
   SELECT pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object(
     'traceId', s.trace_id,
     'spanId', s.span_id,
@@ -180,8 +176,7 @@ REVOKE ALL ON FUNCTION mlplat._otlp_span(mlplat.spans) FROM PUBLIC;
 -- An ExportTraceServiceRequest for a batch of spans (in the given order), from one
 -- resource: service.name mlplat, service.instance.id the installation's instance id.
 CREATE FUNCTION mlplat._otlp_render(p_spans mlplat.spans[], p_instance text, p_version text)
-RETURNS jsonb LANGUAGE sql IMMUTABLE
-SET search_path = pg_catalog, mlplat, pg_temp AS $$
+RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$
   SELECT pg_catalog.jsonb_build_object('resourceSpans', pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object(
     'resource', pg_catalog.jsonb_build_object('attributes', pg_catalog.jsonb_build_array(
         pg_catalog.jsonb_build_object('key', 'service.name', 'value', pg_catalog.jsonb_build_object('stringValue', 'mlplat')),
@@ -200,8 +195,7 @@ REVOKE ALL ON FUNCTION mlplat._otlp_render(mlplat.spans[], text, text) FROM PUBL
 CREATE TYPE mlplat.span_export_batch AS (ids bigint[], body text);
 CREATE FUNCTION mlplat._spans_export_batch(p_limit int)
 RETURNS SETOF mlplat.span_export_batch
-LANGUAGE sql STABLE
-SET search_path = pg_catalog, mlplat, pg_temp AS $$
+LANGUAGE sql STABLE AS $$
   WITH b AS (SELECT s FROM mlplat.spans s WHERE s.exported_at IS NULL ORDER BY s.id LIMIT p_limit)
   SELECT pg_catalog.array_agg((b.s).id ORDER BY (b.s).id),
          mlplat._otlp_render(pg_catalog.array_agg(b.s ORDER BY (b.s).id), mlplat._instance_id(),
@@ -215,8 +209,7 @@ REVOKE ALL ON FUNCTION mlplat._spans_export_batch(int) FROM PUBLIC;
 -- queue), if the exporter still leads (kind 'span_export', whose
 -- leader runs the export).
 CREATE FUNCTION mlplat._spans_mark_exported(p_ids bigint[], p_epoch bigint)
-RETURNS int LANGUAGE plpgsql
-SET search_path = pg_catalog, mlplat, pg_temp AS $$
+RETURNS int LANGUAGE plpgsql AS $$
 DECLARE
   n int;
 BEGIN

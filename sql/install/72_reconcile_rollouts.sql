@@ -16,7 +16,6 @@
 -- revision scaled to zero cannot prove readiness).
 CREATE FUNCTION mlplat._rollout_replicas(p_intent jsonb) RETURNS int
 LANGUAGE sql IMMUTABLE
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$ SELECT GREATEST(coalesce((p_intent->>'min_replicas')::int, 1), 1) $$;
 REVOKE ALL ON FUNCTION mlplat._rollout_replicas(jsonb) FROM PUBLIC;
 
@@ -24,7 +23,6 @@ REVOKE ALL ON FUNCTION mlplat._rollout_replicas(jsonb) FROM PUBLIC;
 -- Built once (the first claim stores it); see docs/rollouts.md for the mapping.
 CREATE FUNCTION mlplat._rollout_contract(p_id bigint) RETURNS jsonb
 LANGUAGE sql STABLE
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   SELECT mlplat.with_content_id(pg_catalog.jsonb_build_object(
     'scope', pg_catalog.jsonb_build_object(
@@ -59,7 +57,6 @@ REVOKE ALL ON FUNCTION mlplat._rollout_contract(bigint) FROM PUBLIC;
 -- The traffic fraction the rollout stands at, from the ledger (not from memory).
 CREATE FUNCTION mlplat._rollout_fraction(p_id bigint) RETURNS numeric
 LANGUAGE sql STABLE
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   SELECT coalesce((SELECT t.to_fraction FROM mlplat.rollout_transitions t
                     WHERE t.rollout_id = p_id ORDER BY t.seq DESC LIMIT 1), 0)
@@ -71,14 +68,12 @@ REVOKE ALL ON FUNCTION mlplat._rollout_fraction(bigint) FROM PUBLIC;
 -- (rollout_decide.c, the rule the write-back's decision uses too).
 CREATE FUNCTION mlplat._rollout_want_percent(p_status text, p_requested text, p_fraction numeric) RETURNS int
 LANGUAGE C IMMUTABLE
-SET search_path = pg_catalog, mlplat, pg_temp
 AS 'MODULE_PATHNAME', 'mlplat_rollout_want_percent';
 REVOKE ALL ON FUNCTION mlplat._rollout_want_percent(text, text, numeric) FROM PUBLIC;
 
 -- Epoch milliseconds as the epoch seconds the rollout's times are kept in (no trailing zeros).
 CREATE FUNCTION mlplat._rollout_ms_secs(p_ms bigint) RETURNS numeric
 LANGUAGE sql IMMUTABLE STRICT
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$ SELECT pg_catalog.trim_scale(p_ms::numeric / 1000) $$;
 REVOKE ALL ON FUNCTION mlplat._rollout_ms_secs(bigint) FROM PUBLIC;
 
@@ -99,7 +94,6 @@ CREATE FUNCTION mlplat._rollout_decide(
   OUT previous_percent int, OUT step text, OUT close_kn text, OUT close_status text,
   OUT status_reason text, OUT clear_window boolean, OUT window_start_ms bigint, OUT decide_at_ms bigint)
 LANGUAGE C IMMUTABLE
-SET search_path = pg_catalog, mlplat, pg_temp
 AS 'MODULE_PATHNAME', 'mlplat_rollout_decide';
 REVOKE ALL ON FUNCTION mlplat._rollout_decide(text, text, numeric, text, text, boolean, bigint, int, bigint, boolean,
                                               text, text, text[], int[], boolean) FROM PUBLIC;
@@ -112,7 +106,6 @@ CREATE FUNCTION mlplat._rollout_after_plan(p_decision text, p_reasons text[], p_
                                            OUT status text, OUT status_reason text, OUT keep_window boolean,
                                            OUT decide_at_ms bigint)
 LANGUAGE C IMMUTABLE
-SET search_path = pg_catalog, mlplat, pg_temp
 AS 'MODULE_PATHNAME', 'mlplat_rollout_after_plan';
 REVOKE ALL ON FUNCTION mlplat._rollout_after_plan(text, text[], int, bigint) FROM PUBLIC;
 
@@ -133,7 +126,6 @@ CREATE TYPE mlplat.rollout_claim AS (
 CREATE FUNCTION mlplat._rollouts_claim()
 RETURNS SETOF mlplat.rollout_claim
 LANGUAGE plpgsql
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
 BEGIN
   UPDATE mlplat.rollouts ro SET contract = mlplat._rollout_contract(ro.id)
@@ -173,7 +165,6 @@ CREATE FUNCTION mlplat._rollout_evidence(p_contract jsonb, p_fraction numeric, p
                                          p_previous_kn text)
 RETURNS jsonb
 LANGUAGE plpgsql IMMUTABLE
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
 DECLARE
   at numeric := pg_catalog.trim_scale((p_obs->>'observed_at')::numeric);
@@ -220,7 +211,6 @@ CREATE FUNCTION mlplat._rollout_record(ro mlplat.rollouts, p_decision text, p_re
                                        p_plan jsonb, p_obs jsonb, p_epoch bigint, p_controller text)
 RETURNS boolean
 LANGUAGE plpgsql
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
 BEGIN
   INSERT INTO mlplat.rollout_transitions (rollout_id, project_id, seq, decision, reasons, from_status, to_status,
@@ -242,7 +232,6 @@ CREATE FUNCTION mlplat._rollout_close(ro mlplat.rollouts, p_obs jsonb, p_revisio
                                       p_epoch bigint, p_controller text)
 RETURNS text
 LANGUAGE plpgsql
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
 DECLARE
   frac numeric := mlplat._rollout_fraction(ro.id);
@@ -335,7 +324,6 @@ CREATE TYPE mlplat.rollout_writeback_result AS (id bigint, result text);
 CREATE FUNCTION mlplat._rollouts_observe(p_epoch bigint, w mlplat.rollout_writeback)
 RETURNS text
 LANGUAGE plpgsql
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
 DECLARE
   p_applied int := CASE WHEN w.applied THEN w.applied_percent END;
@@ -460,7 +448,6 @@ REVOKE ALL ON FUNCTION mlplat._rollouts_observe(bigint, mlplat.rollout_writeback
 -- Test hook: how the reconciler reads one Prometheus /api/v1/query answer.
 CREATE FUNCTION mlplat._prometheus_classify(http_status int, body text) RETURNS jsonb
 LANGUAGE C IMMUTABLE
-SET search_path = pg_catalog, mlplat, pg_temp
 AS 'MODULE_PATHNAME', 'mlplat_prometheus_classify';
 REVOKE ALL ON FUNCTION mlplat._prometheus_classify(int, text) FROM PUBLIC;
 
@@ -472,7 +459,6 @@ REVOKE ALL ON FUNCTION mlplat._prometheus_classify(int, text) FROM PUBLIC;
 CREATE FUNCTION mlplat._rollouts_writeback_set(p_epoch bigint, p_rows mlplat.rollout_writeback[])
 RETURNS SETOF mlplat.rollout_writeback_result
 LANGUAGE plpgsql
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
 DECLARE
   w mlplat.rollout_writeback;

@@ -14,7 +14,6 @@ CREATE TYPE mlplat.rollout_artifact_claim AS (id bigint, deployment_id bigint, t
 CREATE FUNCTION mlplat._rollout_artifacts_pending(p_ids bigint[])
 RETURNS SETOF mlplat.rollout_artifact_claim
 LANGUAGE sql STABLE
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   SELECT ro.id, ro.deployment_id, ro.target_revision
     FROM mlplat.rollouts ro
@@ -35,7 +34,6 @@ CREATE FUNCTION mlplat._rollout_artifact_verdict(p_id bigint, p_row_version bigi
                                                  p_verdict text, p_reason text, p_retry_ms int)
 RETURNS text
 LANGUAGE plpgsql
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
 BEGIN
   IF p_verdict NOT IN ('OK', 'FAILED', 'RETRY', 'WAIT') THEN
@@ -76,7 +74,6 @@ CREATE TYPE mlplat.rollout_artifact_verdict AS (
 CREATE FUNCTION mlplat._rollout_artifact_verdicts(p_epoch bigint, p_rows mlplat.rollout_artifact_verdict[])
 RETURNS SETOF mlplat.rollout_writeback_result
 LANGUAGE plpgsql
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
 DECLARE
   w mlplat.rollout_artifact_verdict;

@@ -48,7 +48,6 @@ COMMENT ON TABLE mlplat.retention_state IS
 -- now() minus the days of a retention setting (the default when the library is not loaded).
 CREATE FUNCTION mlplat._retention_cutoff(p_setting text, p_default_days int) RETURNS timestamptz
 LANGUAGE sql STABLE
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   SELECT pg_catalog.now() - pg_catalog.make_interval(
            days => coalesce(NULLIF(pg_catalog.current_setting(p_setting, true), '')::int, p_default_days))
@@ -66,7 +65,6 @@ AS $$ SELECT mlplat._retention_cutoff('mlplat.history_retention', 365) $$;
 CREATE FUNCTION mlplat._revision_expired(p_deployment_id bigint, p_revision int, p_created_at timestamptz)
 RETURNS boolean
 LANGUAGE sql STABLE
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   SELECT EXISTS (
     SELECT 1 FROM mlplat.deployments d
@@ -93,7 +91,6 @@ $$;
 -- go with the campaign.
 CREATE FUNCTION mlplat._campaign_expired(p_campaign_id bigint) RETURNS boolean
 LANGUAGE sql STABLE
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   SELECT EXISTS (
     SELECT 1 FROM mlplat.campaigns c
@@ -118,7 +115,6 @@ $$;
 -- supersedes it, or no live approval (not revoked, not expired) is for that scope.
 CREATE FUNCTION mlplat._lab_probe_expired(p_probe_id bigint) RETURNS boolean
 LANGUAGE sql STABLE
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   SELECT EXISTS (
     SELECT 1 FROM mlplat.lab_probes pb
@@ -140,7 +136,6 @@ $$;
 -- still kept names it.
 CREATE FUNCTION mlplat._lab_run_expired(p_lab_run_id bigint) RETURNS boolean
 LANGUAGE sql STABLE
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   SELECT EXISTS (
     SELECT 1 FROM mlplat.lab_runs r
@@ -155,7 +150,6 @@ $$;
 -- one function serves every table _refuse_change guards.
 CREATE FUNCTION mlplat._purgeable(p_table text, p_row jsonb) RETURNS boolean
 LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
 BEGIN
   IF p_table IN ('audit_events', 'model_alias_history') THEN
@@ -199,7 +193,6 @@ END $$;
 CREATE FUNCTION mlplat._run_retention(p_by text)
 RETURNS TABLE (what text, deleted bigint)
 LANGUAGE plpgsql
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
 DECLARE
   n bigint;
@@ -350,7 +343,6 @@ COMMENT ON FUNCTION mlplat.run_retention() IS
 CREATE FUNCTION mlplat._retention_tick(p_kind text, p_epoch bigint, p_interval_ms bigint)
 RETURNS text
 LANGUAGE plpgsql
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
 DECLARE
   last timestamptz;

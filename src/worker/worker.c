@@ -49,8 +49,12 @@
 #include "mlplat/version.h"
 #include "mlplat/worker.h"
 
-/* the only search_path worker SQL ever runs under (see mlplat_worker_main) */
-#define MLPLAT_WORKER_SEARCH_PATH "pg_catalog, pg_temp"
+/*
+ * the only search_path worker SQL ever runs under (see worker_start): the path every
+ * entry point pins, on which the internal helpers the worker calls rely, as they do
+ * not pin it themselves
+ */
+#define MLPLAT_WORKER_SEARCH_PATH "pg_catalog, mlplat, pg_temp"
 
 /* leader lock key space: (database, MLPLAT_LOCK_CLASS, kind) */
 #define MLPLAT_LOCK_CLASS 0x6d6c706c /* "mlpl" */
@@ -558,7 +562,8 @@ worker_start(WorkerLoop *w, Datum main_arg)
 	 * there could shadow a type, operator or function our SQL names.  Pin the
 	 * path before any SPI; as an override no later SET, reload or
 	 * per-database setting replaces it.  Worker SQL qualifies what it names
-	 * as well, and every function it calls pins its own path.
+	 * as well; the internal helpers it calls (mlplat._*) run on this path,
+	 * which is the one the entry points pin (sql/install/14_api_core.sql).
 	 */
 	SetConfigOption("search_path", MLPLAT_WORKER_SEARCH_PATH, PGC_SUSET, PGC_S_OVERRIDE);
 

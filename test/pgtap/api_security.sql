@@ -1,6 +1,6 @@
 -- pgTAP: SECURITY DEFINER hygiene, search_path hijacks, audit immutability, privileges.
 BEGIN;
-SELECT plan(38);
+SELECT plan(39);
 \ir lib/helpers.sql
 
 DO $$ BEGIN
@@ -34,12 +34,14 @@ SELECT is(
    WHERE NOT EXISTS (SELECT 1 FROM pg_proc p WHERE p.pronamespace = 'mlplat'::regnamespace
                      AND p.proname = f.name AND p.prosecdef)),
   NULL, 'every API entry point exists and is SECURITY DEFINER');
--- every SQL or PL/pgSQL function an ordinary role can call pins search_path; the internal
--- helpers (which inherit the pinned path of the entry point that calls them) are not callable
+-- every SQL or PL/pgSQL function a role other than its owner may call (PUBLIC or a grant)
+-- pins search_path; the internal helpers, which run on the pinned path of the entry point or
+-- worker that calls them (sql/install/14_api_core.sql), are executable by their owner only
 SELECT is(
   (SELECT array_agg(p.proname::text ORDER BY p.proname) FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
    WHERE p.pronamespace = 'mlplat'::regnamespace AND l.lanname IN ('sql', 'plpgsql')
-     AND has_function_privilege('tap_attacker', p.oid, 'EXECUTE')
+     AND EXISTS (SELECT 1 FROM aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a
+                 WHERE a.grantee <> p.proowner AND a.privilege_type = 'EXECUTE')
      AND NOT coalesce('search_path=pg_catalog, mlplat, pg_temp' = ANY (p.proconfig), false)
      -- the inlined rules (sql/install/05_rules.sql): fully qualified, checked below under a
      -- hostile search_path
@@ -48,6 +50,14 @@ SELECT is(
                            'deployment_is_deleting', 'deployment_is_changing', 'deployment_is_serving',
                            'model_stage_is_deployable')),
   NULL, 'no function callable by ordinary roles runs with the caller''s search_path');
+-- a trigger function runs on the path of whoever's statement fires it: each in SQL or
+-- PL/pgSQL pins its own
+SELECT is(
+  (SELECT array_agg(p.proname::text ORDER BY p.proname) FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
+   WHERE p.pronamespace = 'mlplat'::regnamespace AND p.prorettype = 'trigger'::regtype
+     AND l.lanname IN ('sql', 'plpgsql')
+     AND NOT coalesce('search_path=pg_catalog, mlplat, pg_temp' = ANY (p.proconfig), false)),
+  NULL, 'every SQL or PL/pgSQL trigger function pins search_path');
 -- internals are not callable by PUBLIC (except the RLS helper)
 SELECT is(
   (SELECT array_agg(p.proname::text ORDER BY p.proname) FROM pg_proc p

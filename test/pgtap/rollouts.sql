@@ -51,8 +51,9 @@ SELECT is(
       AND p.proname IN ('_rollouts_claim', '_rollouts_observe', '_rollout_record', '_rollout_close', '_rollout_contract',
                         '_rollout_evidence', '_rollout_fraction', '_rollout_want_percent', '_rollout_replicas',
                         '_prometheus_classify')
-      AND NOT coalesce('search_path=pg_catalog, mlplat, pg_temp' = ANY (p.proconfig), false)),
-  0::bigint, 'and each pins search_path');
+      AND (p.prosecdef OR p.proconfig IS NOT NULL AND 'search_path=pg_catalog, mlplat, pg_temp' <> ALL (p.proconfig)
+           AND EXISTS (SELECT 1 FROM unnest(p.proconfig) c WHERE c LIKE 'search\_path=%'))),
+  0::bigint, 'and each runs as its caller, on its caller''s pinned search_path (or its own, the same)');
 SELECT ok(NOT has_table_privilege('tap_ro_member', 'mlplat.alerts', 'SELECT')
           AND NOT has_table_privilege('tap_ro_member', 'mlplat._rollout_alerts', 'SELECT'),
           'rollout alerts are for operators only');

@@ -35,7 +35,6 @@ CREATE TYPE mlplat.unanswered_note AS (entity_id bigint, object text, action tex
 CREATE FUNCTION mlplat._unanswered_of(p_kind text)
 RETURNS SETOF mlplat.unanswered_note
 LANGUAGE sql STABLE
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   SELECT w.entity_id, w.object, w.action,
          (pg_catalog.date_part('epoch', pg_catalog.clock_timestamp() - pg_catalog.max(w.sent_at)) * 1000)::bigint,

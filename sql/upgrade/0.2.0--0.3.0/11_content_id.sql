@@ -3,8 +3,7 @@
 -- that a workflow found by name is adopted only when it is this run's (issue 18, finding 5).
 -- That claim's final form is defined once, in part 96 (_runs_claim).
 CREATE FUNCTION mlplat._workflow_as_sent(p_run_id bigint) RETURNS jsonb
-LANGUAGE sql STABLE
-SET search_path = pg_catalog, mlplat, pg_temp AS $$
+LANGUAGE sql STABLE AS $$
   SELECT x.w || pg_catalog.jsonb_build_object('metadata', (x.w->'metadata') || pg_catalog.jsonb_build_object(
            'annotations', coalesce(x.w->'metadata'->'annotations', '{}'::jsonb)
                           || pg_catalog.jsonb_build_object('mlplat.io/content-id', mlplat.content_id(x.w))))

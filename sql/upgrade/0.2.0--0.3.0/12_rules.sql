@@ -148,7 +148,6 @@ CREATE TYPE mlplat.rollout_artifact_claim AS (id bigint, deployment_id bigint, t
 CREATE FUNCTION mlplat._rollout_artifacts_pending(p_ids bigint[])
 RETURNS SETOF mlplat.rollout_artifact_claim
 LANGUAGE sql STABLE
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   SELECT ro.id, ro.deployment_id, ro.target_revision
     FROM mlplat.rollouts ro
@@ -162,7 +161,6 @@ CREATE OR REPLACE FUNCTION mlplat._rollout_artifact_verdict(p_id bigint, p_row_v
                                                  p_verdict text, p_reason text, p_retry_ms int)
 RETURNS text
 LANGUAGE plpgsql
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
 BEGIN
   IF p_verdict NOT IN ('OK', 'FAILED', 'RETRY', 'WAIT') THEN

@@ -125,7 +125,7 @@ END $$;
 -- status is read from the transitions function itself (its one row from NULL), so the WHEN
 -- clause cannot disagree with it.
 CREATE FUNCTION mlplat._state_machine(p_table text, p_transitions text) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog, mlplat, pg_temp AS $$
+LANGUAGE plpgsql AS $$
 DECLARE
   initial text[];
   listed text[];

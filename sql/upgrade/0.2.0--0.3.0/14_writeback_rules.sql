@@ -14,7 +14,6 @@
 CREATE FUNCTION mlplat._epoch_current(p_kind text, p_epoch bigint)
 RETURNS boolean
 LANGUAGE sql STABLE
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$ SELECT EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = p_kind AND e.epoch = p_epoch) $$;
 REVOKE ALL ON FUNCTION mlplat._epoch_current(text, bigint) FROM PUBLIC;
 
@@ -39,7 +38,6 @@ REVOKE ALL ON FUNCTION mlplat._retry_at(int) FROM PUBLIC;
 CREATE FUNCTION mlplat._runs_write_nodes(p_run_id bigint, p_project_id bigint, p_attempt int, p_nodes jsonb)
 RETURNS int
 LANGUAGE plpgsql
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
 DECLARE
   n int;
@@ -79,7 +77,6 @@ CREATE OR REPLACE FUNCTION mlplat._aliases_map_version(p_version_id bigint, p_re
                                             p_registry_version text, p_epoch bigint)
 RETURNS boolean
 LANGUAGE plpgsql
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
 BEGIN
     IF NOT mlplat._epoch_current('model_aliases', p_epoch) THEN
@@ -106,7 +103,6 @@ CREATE OR REPLACE FUNCTION mlplat._ledger_append_set(
     p_trace_id text[], p_note text[])
 RETURNS int
 LANGUAGE sql
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   WITH ins AS (
     INSERT INTO mlplat.reconcile_ledger (kind, entity, entity_id, project, action, outcome, desired_digest,
@@ -131,7 +127,6 @@ CREATE OR REPLACE FUNCTION mlplat._ledger_append(
     p_epoch bigint, p_controller text, p_trace_id text, p_detail jsonb DEFAULT NULL)
 RETURNS boolean
 LANGUAGE plpgsql
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
 BEGIN
     IF NOT mlplat._epoch_current(p_kind, p_epoch) THEN
@@ -146,8 +141,7 @@ END;
 $$;
 
 CREATE OR REPLACE FUNCTION mlplat._spans_mark_exported(p_ids bigint[], p_epoch bigint)
-RETURNS int LANGUAGE plpgsql
-SET search_path = pg_catalog, mlplat, pg_temp AS $$
+RETURNS int LANGUAGE plpgsql AS $$
 DECLARE
   n int;
 BEGIN

@@ -2,7 +2,7 @@
 -- as in sql/install/10_api_tables.sql; the campaigns and lab parts call it.  The tables of
 -- 0.2.0 are marked already.
 CREATE FUNCTION mlplat._config_dump(VARIADIC p_tables text[]) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog, mlplat, pg_temp AS $$
+LANGUAGE plpgsql AS $$
 DECLARE
   t text;
 BEGIN

@@ -2,7 +2,7 @@
 -- sql/install/10_api_tables.sql; the campaigns and lab parts call it.  model_alias_history
 -- had only the row trigger in 0.2.0, so a TRUNCATE could empty it: it gets the second one.
 CREATE FUNCTION mlplat._append_only(VARIADIC p_tables text[]) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog, mlplat, pg_temp AS $$
+LANGUAGE plpgsql AS $$
 DECLARE
   t text;
 BEGIN

@@ -2,7 +2,7 @@
 -- 19), as in sql/install/10_api_tables.sql; the parts that add project tables call it.  The
 -- tables of 0.2.0 have their policies already.
 CREATE FUNCTION mlplat._member_reads(VARIADIC p_tables text[]) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog, mlplat, pg_temp AS $$
+LANGUAGE plpgsql AS $$
 DECLARE
   t text;
 BEGIN

@@ -37,7 +37,6 @@ CREATE TYPE mlplat.deployment_writeback AS (
 -- out-of-band changes then arrive as events), which takes the place of mlplat.resync_interval.
 CREATE FUNCTION mlplat._next_resync_at() RETURNS timestamptz
 LANGUAGE sql VOLATILE
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   SELECT pg_catalog.now()
          + coalesce(nullif(pg_catalog.current_setting('mlplat.row_resync_interval', true), '0'),
@@ -59,7 +58,6 @@ CREATE FUNCTION mlplat._deployments_claim_of(p_ids bigint[], p_resync boolean, p
                                              p_deadline_ms int)
 RETURNS SETOF mlplat.deployment_claim
 LANGUAGE sql STABLE
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   SELECT d.id, p.name, mlplat._project_namespace(p.name), d.name, d.status,
          d.generation, d.observed_generation, d.row_version,
@@ -107,7 +105,6 @@ CREATE FUNCTION mlplat._deployments_claim(p_resync boolean, p_only_new boolean D
                                           p_limit int DEFAULT NULL)
 RETURNS SETOF mlplat.deployment_claim
 LANGUAGE sql STABLE
-SET search_path = pg_catalog, mlplat, pg_temp
 -- A plain index scan of the due rows, never a bitmap one: every resync leaves the row's old
 -- entry below now() in deployments_resync_due until a vacuum, and a bitmap scan visits the
 -- heap for each such entry on every pass (after a full resync: the fleet's worth, 700 heap
@@ -156,7 +153,6 @@ DROP FUNCTION mlplat._deployments_writeback_set(bigint, bigint[], bigint[], text
 CREATE FUNCTION mlplat._deployments_writeback_set(p_epoch bigint, p_rows mlplat.deployment_writeback[])
 RETURNS SETOF bigint
 LANGUAGE sql
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   UPDATE mlplat.deployments d
      SET status = w.status,
@@ -190,7 +186,6 @@ CREATE OR REPLACE FUNCTION mlplat._deployments_writeback(
     p_endpoint text, p_observed jsonb, p_error text, p_retry_ms int)
 RETURNS boolean
 LANGUAGE sql
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   SELECT EXISTS (SELECT 1 FROM mlplat._deployments_writeback_set(p_epoch, ARRAY[
            ROW(p_id, p_row_version, p_status, p_reason, p_observed_generation, p_observed_revision,
@@ -218,7 +213,6 @@ DROP FUNCTION mlplat._aliases_claim(boolean);
 CREATE FUNCTION mlplat._aliases_claim(p_resync boolean)
 RETURNS SETOF mlplat.model_alias_claim
 LANGUAGE sql STABLE
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   SELECT a.id, p.name, p.name || '.' || m.name, a.alias,
          a.version_id, mv.version, mv.artifact_uri, rv.registry_version,
@@ -244,7 +238,6 @@ $$;
 CREATE FUNCTION mlplat._status_writeback_set(p_table text, p_epoch bigint, p_rows anyarray)
 RETURNS TABLE (id bigint, status text)
 LANGUAGE plpgsql
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
 BEGIN
   RETURN QUERY EXECUTE pg_catalog.format(
@@ -272,7 +265,6 @@ REVOKE ALL ON FUNCTION mlplat._status_writeback_set(text, bigint, anyarray) FROM
 CREATE FUNCTION mlplat._aliases_writeback_set(p_epoch bigint, p_rows mlplat.model_alias_writeback[])
 RETURNS SETOF bigint
 LANGUAGE sql
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   SELECT u.id FROM mlplat._status_writeback_set('model_aliases', p_epoch, p_rows) u
 $$;
@@ -302,7 +294,6 @@ CREATE TYPE mlplat.project_writeback AS (
 CREATE FUNCTION mlplat._projects_writeback_set(p_epoch bigint, p_rows mlplat.project_writeback[])
 RETURNS SETOF bigint
 LANGUAGE plpgsql
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
 DECLARE
     ids bigint[];
@@ -339,7 +330,6 @@ CREATE TYPE mlplat.run_writeback AS (
 CREATE FUNCTION mlplat._runs_writeback_set(p_epoch bigint, p_rows mlplat.run_writeback[])
 RETURNS TABLE (id bigint, step_rows int)
 LANGUAGE plpgsql
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
 DECLARE
   u record;
@@ -379,7 +369,6 @@ CREATE OR REPLACE FUNCTION mlplat._runs_writeback(
     p_error text, p_retry_ms int, p_submitted boolean, p_observed_rv text, p_nodes jsonb)
 RETURNS int
 LANGUAGE sql
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   SELECT coalesce((SELECT s.step_rows FROM mlplat._runs_writeback_set(p_epoch, ARRAY[
            ROW(p_id, p_row_version, p_status, p_reason, p_error, p_retry_ms, p_submitted, p_observed_rv,

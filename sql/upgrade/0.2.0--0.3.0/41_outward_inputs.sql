@@ -233,7 +233,6 @@ DROP FUNCTION mlplat._projects_claim();
 CREATE FUNCTION mlplat._projects_claim()
 RETURNS SETOF mlplat.project_claim
 LANGUAGE sql STABLE
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   SELECT p.id, p.name, p.gpu_quota, p.cpu_quota, p.memory_quota,
          p.status, p.status_reason, p.last_error,

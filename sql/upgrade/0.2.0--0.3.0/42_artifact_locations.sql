@@ -70,7 +70,7 @@ END $$;
 -- project's id, ADDED or REMOVED), the audit event with whether anything changed, and the
 -- idempotency record.
 CREATE FUNCTION mlplat._location_changed(c mlplat.api_call, p_location text, p_status text, p_changed boolean)
-RETURNS mlplat.accepted LANGUAGE plpgsql SET search_path = pg_catalog, mlplat, pg_temp AS $$
+RETURNS mlplat.accepted LANGUAGE plpgsql AS $$
 BEGIN
   RETURN mlplat._api_accept(c,
     (pg_catalog.gen_random_uuid(), 'artifact_location', c.pid, NULL, p_status, false)::mlplat.accepted,

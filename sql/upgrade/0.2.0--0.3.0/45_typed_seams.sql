@@ -10,7 +10,6 @@ CREATE TYPE mlplat.artifact_check_claim AS (
 CREATE FUNCTION mlplat._artifact_claim(p_deployment_ids bigint[], p_revisions int[])
 RETURNS SETOF mlplat.artifact_check_claim
 LANGUAGE sql STABLE
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   SELECT w.ord, v.artifact_uri, v.artifact_sha256,
          (SELECT pg_catalog.array_agg(a.etag ORDER BY a.etag) FROM mlplat.artifact_digests a WHERE a.uri = v.artifact_uri),
@@ -32,7 +31,6 @@ CREATE TYPE mlplat.rollout_writeback_result AS (id bigint, result text);
 CREATE FUNCTION mlplat._rollouts_writeback_set(p_epoch bigint, p_rows mlplat.rollout_writeback[])
 RETURNS SETOF mlplat.rollout_writeback_result
 LANGUAGE plpgsql
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
 DECLARE
   w mlplat.rollout_writeback;
@@ -49,7 +47,6 @@ CREATE TYPE mlplat.rollout_artifact_verdict AS (
 CREATE FUNCTION mlplat._rollout_artifact_verdicts(p_epoch bigint, p_rows mlplat.rollout_artifact_verdict[])
 RETURNS SETOF mlplat.rollout_writeback_result
 LANGUAGE plpgsql
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
 DECLARE
   w mlplat.rollout_artifact_verdict;

@@ -4,8 +4,7 @@ DROP FUNCTION mlplat._spans_export_batch(int);
 CREATE TYPE mlplat.span_export_batch AS (ids bigint[], body text);
 CREATE FUNCTION mlplat._spans_export_batch(p_limit int)
 RETURNS SETOF mlplat.span_export_batch
-LANGUAGE sql STABLE
-SET search_path = pg_catalog, mlplat, pg_temp AS $$
+LANGUAGE sql STABLE AS $$
   WITH b AS (SELECT s FROM mlplat.spans s WHERE s.exported_at IS NULL ORDER BY s.id LIMIT p_limit)
   SELECT pg_catalog.array_agg((b.s).id ORDER BY (b.s).id),
          mlplat._otlp_render(pg_catalog.array_agg(b.s ORDER BY (b.s).id), mlplat._instance_id(),

@@ -127,7 +127,6 @@ COMMENT ON TABLE mlplat.retention_state IS
 -- now() minus the days of a retention setting (the default when the library is not loaded).
 CREATE FUNCTION mlplat._retention_cutoff(p_setting text, p_default_days int) RETURNS timestamptz
 LANGUAGE sql STABLE
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   SELECT pg_catalog.now() - pg_catalog.make_interval(
            days => coalesce(NULLIF(pg_catalog.current_setting(p_setting, true), '')::int, p_default_days))
@@ -145,7 +144,6 @@ AS $$ SELECT mlplat._retention_cutoff('mlplat.history_retention', 365) $$;
 CREATE FUNCTION mlplat._revision_expired(p_deployment_id bigint, p_revision int, p_created_at timestamptz)
 RETURNS boolean
 LANGUAGE sql STABLE
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   SELECT EXISTS (
     SELECT 1 FROM mlplat.deployments d
@@ -166,7 +164,6 @@ $$;
 -- one function serves every table _refuse_change guards.
 CREATE FUNCTION mlplat._purgeable(p_table text, p_row jsonb) RETURNS boolean
 LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
 BEGIN
   IF p_table IN ('audit_events', 'model_alias_history') THEN
@@ -210,7 +207,6 @@ END $$;
 CREATE FUNCTION mlplat._run_retention(p_by text)
 RETURNS TABLE (what text, deleted bigint)
 LANGUAGE plpgsql
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
 DECLARE
   n bigint;
@@ -361,7 +357,6 @@ COMMENT ON FUNCTION mlplat.run_retention() IS
 CREATE FUNCTION mlplat._retention_tick(p_kind text, p_epoch bigint, p_interval_ms bigint)
 RETURNS text
 LANGUAGE plpgsql
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
 DECLARE
   last timestamptz;

@@ -51,7 +51,6 @@ END $$;
 -- Admission (docs/campaigns.md): returns the number of candidates moved.
 CREATE FUNCTION mlplat._campaigns_admit(p_epoch bigint, p_controller text) RETURNS int
 LANGUAGE plpgsql
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
 DECLARE
   c record;
@@ -169,7 +168,6 @@ CREATE TYPE mlplat.campaign_claim AS (
 CREATE FUNCTION mlplat._campaigns_claim(p_epoch bigint, p_controller text)
 RETURNS SETOF mlplat.campaign_claim
 LANGUAGE plpgsql
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
 BEGIN
   PERFORM mlplat._campaigns_admit(p_epoch, p_controller);
@@ -214,7 +212,6 @@ CREATE FUNCTION mlplat._campaigns_writeback(p_id bigint, p_row_version bigint, p
                                             p_retry_ms int DEFAULT NULL)
 RETURNS boolean
 LANGUAGE plpgsql
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
 DECLARE
   k mlplat.campaign_candidates;
@@ -280,7 +277,6 @@ END $$;
 -- deleted, 404 counted as done).
 CREATE FUNCTION mlplat._campaigns_cleanup_done(p_id bigint, p_epoch bigint) RETURNS boolean
 LANGUAGE plpgsql
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
 BEGIN
   UPDATE mlplat.campaign_candidates x SET cleanup_done_at = pg_catalog.now(), row_version = x.row_version + 1,
@@ -309,7 +305,6 @@ CREATE TYPE mlplat.campaign_writeback AS (
 CREATE FUNCTION mlplat._campaigns_writeback_set(p_epoch bigint, p_rows mlplat.campaign_writeback[])
 RETURNS SETOF bigint
 LANGUAGE plpgsql
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
 DECLARE
   w mlplat.campaign_writeback;

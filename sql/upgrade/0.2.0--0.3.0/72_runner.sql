@@ -5,15 +5,13 @@
 -- The ServiceAccount a project's Workflows run as (mlplat.runner_service_account; the
 -- projects reconciler makes it, with the Role Argo's executor needs, in every project).
 CREATE FUNCTION mlplat._runner_service_account() RETURNS text
-LANGUAGE sql STABLE
-SET search_path = pg_catalog, mlplat, pg_temp AS $$
+LANGUAGE sql STABLE AS $$
   SELECT coalesce(NULLIF(pg_catalog.current_setting('mlplat.runner_service_account', true), ''), 'mlplat-runner')
 $$;
 REVOKE ALL ON FUNCTION mlplat._runner_service_account() FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION mlplat._render_workflow(p_run_id bigint) RETURNS jsonb
-LANGUAGE sql STABLE
-SET search_path = pg_catalog, mlplat, pg_temp AS $$
+LANGUAGE sql STABLE AS $$
   SELECT pg_catalog.jsonb_build_object(
     'apiVersion', 'argoproj.io/v1alpha1',
     'kind', 'Workflow',

@@ -66,7 +66,6 @@ DROP FUNCTION mlplat._rollouts_claim();
 CREATE FUNCTION mlplat._rollouts_claim()
 RETURNS SETOF mlplat.rollout_claim
 LANGUAGE plpgsql
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
 BEGIN
   UPDATE mlplat.rollouts ro SET contract = mlplat._rollout_contract(ro.id)

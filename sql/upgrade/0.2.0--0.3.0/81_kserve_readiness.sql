@@ -7,7 +7,6 @@ CREATE OR REPLACE FUNCTION mlplat._rollout_close(ro mlplat.rollouts, p_obs jsonb
                                       p_epoch bigint, p_controller text)
 RETURNS text
 LANGUAGE plpgsql
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
 DECLARE
   frac numeric := mlplat._rollout_fraction(ro.id);

@@ -5,8 +5,7 @@
 -- finding 5).  Revisions already stored keep their specs: their objects carry no id.
 CREATE FUNCTION mlplat._isvc_stamps_known(p_namespaces text[], p_names text[], p_content_ids text[])
 RETURNS SETOF int
-LANGUAGE sql STABLE
-SET search_path = pg_catalog, mlplat, pg_temp AS $$
+LANGUAGE sql STABLE AS $$
   SELECT x.i
     FROM (SELECT g.i, p_namespaces[g.i] AS ns, p_names[g.i] AS name, p_content_ids[g.i] AS content_id
             FROM pg_catalog.generate_subscripts(p_namespaces, 1) AS g(i)) x

@@ -6,7 +6,6 @@
 CREATE FUNCTION mlplat._project_orphans_known(p_names text[], p_ids text[])
 RETURNS SETOF int
 LANGUAGE sql STABLE
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   SELECT c.ord::int
     FROM unnest(p_names, p_ids) WITH ORDINALITY AS c(name, id, ord)

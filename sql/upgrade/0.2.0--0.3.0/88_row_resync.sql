@@ -12,7 +12,6 @@
 CREATE FUNCTION mlplat._deployments_resynced(p_epoch bigint, p_ids bigint[])
 RETURNS void
 LANGUAGE sql
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   UPDATE mlplat.deployments d
      SET next_resync_at = mlplat._next_resync_at()

@@ -15,7 +15,6 @@
 CREATE FUNCTION mlplat._deployments_due(p_epoch bigint, p_namespaces text[], p_names text[])
 RETURNS void
 LANGUAGE sql
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   UPDATE mlplat.deployments d
      SET next_resync_at = pg_catalog.now()
@@ -45,7 +44,6 @@ REVOKE ALL ON FUNCTION mlplat._deployments_due(bigint, text[], text[]) FROM PUBL
 CREATE FUNCTION mlplat._deployments_unowned(p_namespaces text[], p_names text[])
 RETURNS SETOF int
 LANGUAGE sql STABLE
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   SELECT o.i::int
     FROM ROWS FROM (pg_catalog.unnest(p_namespaces), pg_catalog.unnest(p_names)) WITH ORDINALITY AS o(ns, name, i)

@@ -8,7 +8,6 @@ DROP FUNCTION mlplat._runs_claim();
 CREATE FUNCTION mlplat._runs_claim()
 RETURNS SETOF mlplat.run_claim
 LANGUAGE sql STABLE
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   SELECT u.id, p.name, mlplat._project_namespace(p.name), u.name, u.kind, u.status, u.attempt,
          mlplat._run_workflow_name(u.name, u.attempt),

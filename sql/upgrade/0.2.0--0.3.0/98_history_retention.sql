@@ -13,7 +13,6 @@
 -- go with the campaign.
 CREATE FUNCTION mlplat._campaign_expired(p_campaign_id bigint) RETURNS boolean
 LANGUAGE sql STABLE
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   SELECT EXISTS (
     SELECT 1 FROM mlplat.campaigns c
@@ -38,7 +37,6 @@ $$;
 -- supersedes it, or no live approval (not revoked, not expired) is for that scope.
 CREATE FUNCTION mlplat._lab_probe_expired(p_probe_id bigint) RETURNS boolean
 LANGUAGE sql STABLE
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   SELECT EXISTS (
     SELECT 1 FROM mlplat.lab_probes pb
@@ -60,7 +58,6 @@ $$;
 -- still kept names it.
 CREATE FUNCTION mlplat._lab_run_expired(p_lab_run_id bigint) RETURNS boolean
 LANGUAGE sql STABLE
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   SELECT EXISTS (
     SELECT 1 FROM mlplat.lab_runs r

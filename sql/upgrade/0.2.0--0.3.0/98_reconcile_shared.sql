@@ -18,7 +18,6 @@ CREATE FUNCTION mlplat._unanswered_note(p_kind text, p_epoch bigint, p_entity_id
                                         p_action text[])
 RETURNS int
 LANGUAGE sql
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   WITH ins AS (
     INSERT INTO mlplat.unanswered_writes AS w (kind, entity_id, object, action, sent_at, epoch)
@@ -49,7 +48,6 @@ CREATE FUNCTION mlplat._unanswered_clear(p_kind text, p_epoch bigint, p_entity_i
                                          p_action text[], p_answer int[], p_grace_ms bigint)
 RETURNS int
 LANGUAGE sql
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   WITH r AS (
     SELECT u.*

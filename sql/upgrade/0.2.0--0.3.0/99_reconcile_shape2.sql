@@ -10,7 +10,6 @@ CREATE OR REPLACE FUNCTION mlplat._aliases_history(p_alias_id bigint, p_action t
                                         p_trace_id text)
 RETURNS boolean
 LANGUAGE sql
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
   WITH recorded AS (
     INSERT INTO mlplat.model_alias_history (project_id, model_id, alias_id, registered_model, alias, action,

@@ -9,14 +9,12 @@ DROP FUNCTION mlplat._rollout_want_percent(text, text, numeric);
 -- (rollout_decide.c, the rule the write-back's decision uses too).
 CREATE FUNCTION mlplat._rollout_want_percent(p_status text, p_requested text, p_fraction numeric) RETURNS int
 LANGUAGE C IMMUTABLE
-SET search_path = pg_catalog, mlplat, pg_temp
 AS 'MODULE_PATHNAME', 'mlplat_rollout_want_percent';
 REVOKE ALL ON FUNCTION mlplat._rollout_want_percent(text, text, numeric) FROM PUBLIC;
 
 -- Epoch milliseconds as the epoch seconds the rollout's times are kept in (no trailing zeros).
 CREATE FUNCTION mlplat._rollout_ms_secs(p_ms bigint) RETURNS numeric
 LANGUAGE sql IMMUTABLE STRICT
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$ SELECT pg_catalog.trim_scale(p_ms::numeric / 1000) $$;
 REVOKE ALL ON FUNCTION mlplat._rollout_ms_secs(bigint) FROM PUBLIC;
 
@@ -37,7 +35,6 @@ CREATE FUNCTION mlplat._rollout_decide(
   OUT previous_percent int, OUT step text, OUT close_kn text, OUT close_status text,
   OUT status_reason text, OUT clear_window boolean, OUT window_start_ms bigint, OUT decide_at_ms bigint)
 LANGUAGE C IMMUTABLE
-SET search_path = pg_catalog, mlplat, pg_temp
 AS 'MODULE_PATHNAME', 'mlplat_rollout_decide';
 REVOKE ALL ON FUNCTION mlplat._rollout_decide(text, text, numeric, text, text, boolean, bigint, int, bigint, boolean,
                                               text, text, text[], int[], boolean) FROM PUBLIC;
@@ -50,6 +47,5 @@ CREATE FUNCTION mlplat._rollout_after_plan(p_decision text, p_reasons text[], p_
                                            OUT status text, OUT status_reason text, OUT keep_window boolean,
                                            OUT decide_at_ms bigint)
 LANGUAGE C IMMUTABLE
-SET search_path = pg_catalog, mlplat, pg_temp
 AS 'MODULE_PATHNAME', 'mlplat_rollout_after_plan';
 REVOKE ALL ON FUNCTION mlplat._rollout_after_plan(text, text[], int, bigint) FROM PUBLIC;

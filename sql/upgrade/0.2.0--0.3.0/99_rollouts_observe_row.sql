@@ -18,7 +18,6 @@ DROP FUNCTION mlplat._rollouts_observe(bigint, bigint, bigint, text, jsonb, int,
 CREATE FUNCTION mlplat._rollouts_observe(p_epoch bigint, w mlplat.rollout_writeback)
 RETURNS text
 LANGUAGE plpgsql
-SET search_path = pg_catalog, mlplat, pg_temp
 AS $$
 DECLARE
   p_applied int := CASE WHEN w.applied THEN w.applied_percent END;
