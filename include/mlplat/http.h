@@ -61,6 +61,14 @@ typedef struct MlplatHttpRequest
 	 */
 	bool (*sink)(void *arg, const char *data, size_t len);
 	void *sink_arg;
+	/*
+	 * A started request (mlplat_http_batch_start) ended: called with sink_arg
+	 * from inside the wait or run that noticed it, never from libcurl, so it
+	 * may palloc and start other batches, but must not free this request's
+	 * batch.  Returning true says it was dealt with (say, a stream resumed):
+	 * the waiter is not woken for it.
+	 */
+	bool (*on_end)(void *arg, struct MlplatHttpRequest *req);
 
 	/* ---- output (valid after mlplat_http_batch_run) */
 	bool done;						   /* the request ran (false: never started) */
@@ -132,10 +140,12 @@ extern int mlplat_http_background_count(void);
  * Wait up to timeout_ms for the latch (returns true, the latch reset), while
  * driving the started requests; returns false early once one of them ended or
  * its sink called mlplat_http_wake_waiter (something worth a pass arrived).
- * With none running it is WaitLatch.  Postmaster death exits.
+ * Such a wake that came while no wait ran (the bytes arrived inside some
+ * batch's run, during a pass) ends the next wait at once: each wake ends one
+ * wait.  With none running it is WaitLatch.  Postmaster death exits.
  */
 extern bool mlplat_http_wait(long timeout_ms);
-/* From a sink: end the current mlplat_http_wait early (safe inside libcurl). */
+/* From a sink: end the current or next mlplat_http_wait early (safe inside libcurl). */
 extern void mlplat_http_wake_waiter(void);
 
 /* ONLY for SQL-callable test hooks: allow running inside a transaction. */

@@ -90,9 +90,19 @@ static double timer_deadline_ms = 0;
 static WaitEventSet *http_wes = NULL;
 static bool http_latch_seen = false;
 
-/* requests of background batches attached now, and whether one moved since the last wait */
+/*
+ * Requests of background batches attached now, and whether one moved (ended,
+ * or its sink asked for a wake) since the last wait returned.  The flag is
+ * cleared only by the wait it ends: bytes a watch received while a pass's own
+ * batches ran sit unread in its buffer, and the wait after that pass must not
+ * sleep on them (cleared on entry, they waited up to mlplat.resync_interval).
+ * Each wake ends one wait, so this cannot spin: a flag set again needs new
+ * bytes or another end.
+ */
 static int http_background_n = 0;
 static bool http_background_moved = false;
+/* a started request's on_end runs now: what it starts is collected by the caller's drain */
+static bool http_in_on_end = false;
 
 static MlplatHttpStats http_stats;
 
@@ -669,8 +679,24 @@ finish_request(MlplatHttpPriv *priv, CURLcode rc)
 	}
 	if (priv->batch->background)
 	{
+		bool dealt = false;
+
 		http_background_n--;
-		http_background_moved = true;
+		if (req->on_end && !http_in_on_end)
+		{
+			http_in_on_end = true;
+			PG_TRY();
+			{
+				dealt = req->on_end(req->sink_arg, req);
+			}
+			PG_FINALLY();
+			{
+				http_in_on_end = false;
+			}
+			PG_END_TRY();
+		}
+		if (!dealt)
+			http_background_moved = true;
 	}
 }
 
@@ -871,7 +897,12 @@ mlplat_http_batch_start(MlplatHttpBatch *b)
 	}
 	/* let curl begin (connect, send) at once */
 	socket_action(CURL_SOCKET_TIMEOUT, 0);
-	(void) drain_completed(NULL);
+	/*
+	 * Started from an on_end, a drain here would collect, uncounted, what
+	 * the run being drained waits for; that drain collects it instead.
+	 */
+	if (!http_in_on_end)
+		(void) drain_completed(NULL);
 }
 
 void
@@ -895,14 +926,20 @@ mlplat_http_wait(long timeout_ms)
 
 	if (http_background_n == 0)
 	{
-		int rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, Max(timeout_ms, 0L),
-						   PG_WAIT_EXTENSION);
+		int rc;
 
+		/* a watch that ended during the pass: the next pass restarts it, now */
+		if (http_background_moved)
+		{
+			http_background_moved = false;
+			return false;
+		}
+		rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, Max(timeout_ms, 0L),
+					   PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 		return (rc & WL_LATCH_SET) != 0;
 	}
 	http_latch_seen = false;
-	http_background_moved = false;
 	for (;;)
 	{
 		double left = until - now_ms();
@@ -913,6 +950,7 @@ mlplat_http_wait(long timeout_ms)
 		CHECK_FOR_INTERRUPTS();
 		wait_step(&events, &nevents_cap, (long) left + 1);
 	}
+	http_background_moved = false; /* what ended this wait is the pass after it's to read */
 	(void) drain_completed(NULL);
 	if (events)
 		pfree(events);

@@ -10,6 +10,12 @@
  * 200) and then ended, cleanly or not, resumes from the last version; ERROR
  * 410 in the stream (or a 410 answer) means that version is gone: LIST again.
  * A buffer overflow also relists: the cache cannot know what it missed.
+ * A stream that ends cleanly is resumed at once, from whatever wait or batch
+ * run noticed its end (stream_ended), not at the next pass: the server keeps
+ * a bounded history, and a resume left to the end of a long apply batch came
+ * after its version was gone (a 410 and a 5.1 s relist at 10,000).  The
+ * buffer gives back what a large batch of events needed once a sync applied
+ * them (16 MB after 1,000 applies, kept for the life of the leader before).
  *
  * The worker's own writes go in at once (mlplat_watch_cache_wrote): their
  * events arrive later, and how much later depends on the server's load.  A
@@ -54,6 +60,8 @@
 #define WATCH_EMPTY_MS 1000
 /* the events not yet applied; past this the stream is cut and the cache relists */
 #define STREAM_MAX ((size_t) 16 * 1024 * 1024)
+/* the buffer's first size, and what it shrinks back toward once applied */
+#define STREAM_MIN ((size_t) 65536)
 #define KEY_LEN (NAMEDATALEN * 2)
 
 /*
@@ -86,6 +94,8 @@ struct MlplatWatchCache
 	/* the watch */
 	MemoryContext stream_cxt;
 	MlplatHttpRequest *req;
+	MemoryContext ended_cxt; /* a stream resumed by stream_ended: freed at the next sync */
+	int resumed;			 /* streams stream_ended resumed since the last sync */
 	/* what the sink received and a sync has not applied yet (malloc'd) */
 	char *buf;
 	size_t len;
@@ -112,7 +122,7 @@ sink(void *arg, const char *data, size_t n)
 	}
 	if (wc->len + n > wc->cap)
 	{
-		size_t ncap = Max(wc->cap * 2, (size_t) 65536);
+		size_t ncap = Max(wc->cap * 2, STREAM_MIN);
 		char *nb;
 
 		while (ncap < wc->len + n)
@@ -180,8 +190,17 @@ entries_drop(HTAB *entries, MemoryContext cxt)
 }
 
 static void
+ended_free(MlplatWatchCache *wc)
+{
+	if (wc->ended_cxt)
+		MemoryContextDelete(wc->ended_cxt);
+	wc->ended_cxt = NULL;
+}
+
+static void
 stream_close(MlplatWatchCache *wc)
 {
+	ended_free(wc);
 	if (wc->stream_cxt)
 		MemoryContextDelete(wc->stream_cxt); /* detaches a running request */
 	wc->stream_cxt = NULL;
@@ -412,23 +431,131 @@ relist(MlplatWatchCache *wc, MlplatWatchSync *out)
 	return NULL;
 }
 
+static bool stream_ended(void *arg, MlplatHttpRequest *req);
+
+/* Start the watch from version rv, in a stream context of its own. */
 static void
-watch_start(MlplatWatchCache *wc, MlplatWatchSync *out)
+watch_open(MlplatWatchCache *wc, const char *rv)
 {
 	MemoryContext old;
 	MlplatHttpBatch *b;
 
-	stream_close(wc);
 	wc->stream_cxt = AllocSetContextCreate(TopMemoryContext, "mlplat watch stream", ALLOCSET_SMALL_SIZES);
 	old = MemoryContextSwitchTo(wc->stream_cxt);
 	b = mlplat_http_batch_create(wc->stream_cxt);
-	wc->req = mlplat_kube_watch_all(b, wc->res, wc->selector, wc->rv, WATCH_S);
+	wc->req = mlplat_kube_watch_all(b, wc->res, wc->selector, rv, WATCH_S);
 	wc->req->timeout_ms = WATCH_S * 1000 + WATCH_SLACK_MS;
 	wc->req->sink = sink;
 	wc->req->sink_arg = wc;
+	wc->req->on_end = stream_ended;
 	MemoryContextSwitchTo(old);
 	mlplat_http_batch_start(b);
+}
+
+static void
+watch_start(MlplatWatchCache *wc, MlplatWatchSync *out)
+{
+	stream_close(wc);
+	watch_open(wc, wc->rv);
 	out->rewatches++;
+}
+
+/*
+ * The version the buffer's last complete line moves the cache to, into rv
+ * (the cache's own when no line is complete); false when that line is an
+ * ERROR, cannot be read or has no version: the sync decides then.
+ */
+static bool
+last_line_version(MlplatWatchCache *wc, char rv[64], size_t *complete)
+{
+	size_t end = wc->len;
+	size_t start;
+	MemoryContext tmp;
+	MemoryContext old;
+	const MlJsonValue *ev;
+	const char *type;
+	const char *v;
+	MlJsonError err;
+	bool ok;
+
+	while (end > 0 && wc->buf[end - 1] != '\n')
+		end--; /* an incomplete last line: the resumed stream sends it again */
+	*complete = end;
+	while (end > 0 && wc->buf[end - 1] == '\n')
+		end--;
+	if (end == 0)
+	{
+		strlcpy(rv, wc->rv, 64);
+		return true;
+	}
+	for (start = end; start > 0 && wc->buf[start - 1] != '\n'; start--)
+		;
+	tmp = AllocSetContextCreate(CurrentMemoryContext, "mlplat watch end", ALLOCSET_SMALL_SIZES);
+	old = MemoryContextSwitchTo(tmp);
+	ev = ml_json_parse(mlplat_json_arena_in(tmp), wc->buf + start, end - start, NULL, &err);
+	type = ev ? mlplat_json_text(ev, "type", NULL, NULL) : NULL;
+	v = ev ? mlplat_json_text(ml_json_object_get(ev, "object"), "metadata", "resourceVersion", NULL) : NULL;
+	ok = type != NULL && strcmp(type, "ERROR") != 0 && v != NULL && strlen(v) < 64;
+	if (ok)
+		strlcpy(rv, v, 64);
+	MemoryContextSwitchTo(old);
+	MemoryContextDelete(tmp);
+	return ok;
+}
+
+/*
+ * The stream ended (an on_end: inside whatever wait or batch run noticed it,
+ * often a pass's applies).  An answer that began is resumed here and now,
+ * from the version of the last complete line received (the lines not yet
+ * applied stay in the buffer, ahead of the new stream's); anything else (a
+ * refusal, 410, a stream that ended at once with nothing in it, an overflow,
+ * an ERROR line) is the next sync's to judge, and the worker's wait ends.
+ */
+static bool
+stream_ended(void *arg, MlplatHttpRequest *req)
+{
+	MlplatWatchCache *wc = arg;
+	char rv[64];
+	size_t complete;
+
+	/* the sync's rules: an answer that began resumes, unless it ended at once, empty */
+	if (req != wc->req || !wc->filled || wc->relist || wc->overflow || req->status != 200 ||
+		(!wc->received && req->elapsed_ms < WATCH_EMPTY_MS) || !last_line_version(wc, rv, &complete))
+		return false;
+	wc->len = complete;
+	ended_free(wc);
+	wc->ended_cxt = wc->stream_cxt; /* this request's: not to be freed while it ends */
+	if (wc->received)
+		wc->failures = 0;
+	wc->received = false;
+	wc->resumed++;
+	watch_open(wc, rv);
+	return true;
+}
+
+/* After a sync applied the lines: give back a buffer that a large batch of events grew. */
+static void
+buffer_shrink(MlplatWatchCache *wc)
+{
+	size_t ncap = STREAM_MIN;
+	char *nb;
+
+	if (wc->cap <= STREAM_MIN || wc->len >= wc->cap / 4)
+		return;
+	if (wc->len == 0)
+	{
+		free(wc->buf);
+		wc->buf = NULL;
+		wc->cap = 0;
+		return;
+	}
+	while (ncap < wc->len * 2)
+		ncap *= 2;
+	if ((nb = realloc(wc->buf, ncap)) != NULL)
+	{
+		wc->buf = nb;
+		wc->cap = ncap;
+	}
 }
 
 /*
@@ -531,6 +658,9 @@ mlplat_watch_cache_sync(MlplatWatchCache *wc, const char *selector, MlplatWatchS
 	char *why;
 
 	memset(out, 0, sizeof(*out));
+	ended_free(wc);
+	out->rewatches = wc->resumed;
+	wc->resumed = 0;
 	/*
 	 * Another API server (mlplat.kube_url reloaded) has other objects and its
 	 * own versions: a version of the old one may be ahead of everything the
@@ -552,7 +682,11 @@ mlplat_watch_cache_sync(MlplatWatchCache *wc, const char *selector, MlplatWatchS
 	if (wc->received)
 		wc->failures = 0;
 	if (wc->filled && !wc->relist && wc->buf)
+	{
 		wc->relist = !apply_events(wc, out, caller);
+		if (!wc->relist)
+			buffer_shrink(wc);
+	}
 	if (wc->filled && !wc->relist && wc->req && wc->req->done)
 	{
 		MlplatHttpRequest *r = wc->req;

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Issue 20: the deployments leader's watch between and during passes.
+#   - an out-of-band edit whose event arrives while a pass waits on a slow request (an
+#     artifact check held 3 s by the stand-in's S3) is acted on as soon as that pass ends.
+#     The wait after a pass used to forget a wake that came during it; this scenario does not
+#     show that (a pass follows the failed check 300 ms later anyway, as one follows every
+#     pass that writes to the cluster, and with the Lease fence on one comes every 5 s);
+#   - an idle leader does not spin on that wake: a few passes at most in a quiet window;
+#   - a watch the server ends (watchMaxS) is resumed at once, from its last version, by the
+#     HTTP client's end hook: no pass, no LIST, no 410.
+set -u
+. "$(dirname "$0")/../lib/e2e.sh"
+e2e_own_cluster watch_wake
+SD=$WORK/standin
+e2e_standin
+P=$(free_port)
+cluster_start "$WORK/data" "$P" "${MLPLAT_CONF[@]}" "cron.database_name = 'postgres'" "mlplat.resync_interval = '1h'" \
+	"mlplat.full_resync_interval = '1h'" "mlplat.lease_fence = off" "mlplat.deployments_watch = on" \
+	"mlplat.kube_url = '$STANDIN_URL'" "mlplat.kube_token_file = '$STANDIN_TOKEN_FILE'" "${STANDIN_S3_CONF[@]}"
+tap_ok $? "cluster started (the deployments watch on; resync 1 h, no Lease renewal passes)"
+export PGHOST=$WORK PGPORT=$P
+q postgres "CREATE DATABASE mlplat" >/dev/null
+SHA=$(standin_artifact s3://models/m/1 'ww')
+N=2
+$PSQL -d mlplat -c "CREATE EXTENSION mlplat" -c "SELECT mlplat.create_project('ww', 0)" \
+	-c "SELECT mlplat.add_artifact_location('ww', 's3://models/')" \
+	-c "SELECT mlplat.register_model_version('ww', 'm', '1', 's3://models/m/1', '$SHA', 'kserve-sklearnserver', 'sklearn')" \
+	-c "SELECT mlplat.set_model_stage('ww', 'm', '1', 'CANDIDATE')" \
+	-c "SELECT mlplat.register_model_version('ww', 'm', '2', 's3://models/m/none', '$(printf none | sha256sum | cut -d' ' -f1)', 'kserve-sklearnserver', 'sklearn')" \
+	-c "SELECT mlplat.set_model_stage('ww', 'm', '2', 'CANDIDATE')" >/dev/null
+wait_for mlplat "SELECT status FROM mlplat.projects WHERE name = 'ww'" READY 30
+tap_ok $? "project ww is READY"
+q mlplat "SELECT count(mlplat.deploy('ww', 'd' || i, 'm', '1', 'kserve-sklearnserver')) FROM generate_series(1, $N) i" >/dev/null
+wait_for mlplat "SELECT count(*) FROM mlplat.deployments WHERE status = 'READY'" $N 60
+tap_ok $? "$N deployments converge"
+LEADER="FROM mlplat.reconciler_health WHERE kind = 'deployments' AND role = 'leader'"
+wait_for mlplat "SELECT status ~ 'watch: $N cached' $LEADER" t 20
+tap_ok $? "the leader observes through its watch cache"
+status_of() { q mlplat "SELECT status FROM mlplat.deployments WHERE name = '$1'"; }
+passes() { q mlplat "SELECT passes $LEADER"; }
+count() { admin GET "requests?kind=InferenceService&verb=$1" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["items"]))'; }
+sleep 1
+
+# The artifact check of 'bad' (its object is missing: FAILED) is held 3 s.
+admin POST faults '{"s3": true, "path": "/models/m/none", "latencyMs": 3000, "times": 1}' >/dev/null
+q mlplat "SELECT mlplat.deploy('ww', 'bad', 'm', '2', 'kserve-sklearnserver')" >/dev/null
+sleep 1
+admin POST edit '{"resource":"inferenceservices","namespace":"mlp-ww","name":"d1","patch":{"spec":{"predictor":{"minReplicas":3}}}}' >/dev/null
+t0=$(date +%s%N)
+tap_ok $([ "$(status_of bad)" != FAILED ] && echo 0 || echo 1) "the edit of d1 lands while the pass checking bad's artifact waits"
+wait_for mlplat "SELECT status FROM mlplat.deployments WHERE name = 'bad'" FAILED 30
+tap_ok $? "... that pass ends: bad FAILED ($(q mlplat "SELECT status_reason FROM mlplat.deployments WHERE name = 'bad'" | cut -c1-60))"
+wait_for mlplat "SELECT status IN ('DRIFTED', 'READY') AND generation = observed_generation AND EXISTS (SELECT 1 FROM mlplat.reconcile_ledger l WHERE l.kind = 'deployments' AND l.action = 'REPAIR' AND l.outcome = 'OK') FROM mlplat.deployments WHERE name = 'd1'" t 15
+tap_ok $? "d1's drift, read during that pass, is repaired right after it ($((($(date +%s%N) - t0) / 1000000)) ms after the edit; resync is 1 h)"
+q mlplat "SELECT mlplat.undeploy('ww', 'bad')" >/dev/null
+wait_for mlplat "SELECT status FROM mlplat.deployments WHERE name = 'd1'" READY 20
+tap_ok $? "d1 is READY again ($(q mlplat "SELECT status || ': ' || coalesce(status_reason, '') FROM mlplat.deployments WHERE name = 'd1'" | cut -c1-100))"
+wait_for mlplat "SELECT count(*) FROM mlplat.deployments WHERE name = 'bad' AND status <> 'DELETED'" 0 20
+tap_ok $? "bad is undeployed"
+
+# Quiet: no event, no commit.  Passes counted over 4 s (a spinning wait would run hundreds).
+sleep 1
+p0=$(passes)
+sleep 4
+p1=$(passes)
+tap_ok $([ $((p1 - p0)) -le 2 ] && echo 0 || echo 1) "an idle leader does not spin ($((p1 - p0)) passes in 4 s)"
+
+# The server ends every watch after 2 s: each is resumed by the end hook, not by a pass.
+admin POST config '{"watchMaxS": 2}' >/dev/null
+sleep 3 # the stream open now still has the old 60 s: cut it once, it resumes with 2 s
+admin POST watch/drop >/dev/null
+sleep 1
+admin DELETE requests >/dev/null
+p0=$(passes)
+sleep 7
+p1=$(passes)
+w=$(count watch)
+tap_ok $([ "$w" -ge 2 ] && echo 0 || echo 1) "watches the server ended after 2 s are resumed ($w resumed in 7 s)"
+tap_is "$(count list)" 0 "... from their last version: no LIST"
+tap_ok $([ $((p1 - p0)) -le 1 ] && echo 0 || echo 1) "... by the client's end hook, without a pass ($((p1 - p0)) passes)"
+admin POST config '{"watchMaxS": 60}' >/dev/null
+admin POST edit '{"resource":"inferenceservices","namespace":"mlp-ww","name":"d2","patch":{"spec":{"predictor":{"minReplicas":3}}}}' >/dev/null
+wait_for mlplat "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND action = 'REPAIR' AND outcome = 'OK'" 2 20
+tap_ok $? "an edit after the resumed watches is repaired from the watch"
+tap_done
