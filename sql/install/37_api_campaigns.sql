@@ -79,21 +79,6 @@ CREATE TABLE mlplat.campaign_approvals (
 COMMENT ON TABLE mlplat.campaign_approvals IS
   'The one approval of a campaign: actor, hard maximum spend, expiry.  Append-only: an approval is never changed or renewed.';
 
--- A candidate whose builder is admitted and not yet gone: it holds its GPUs and its
--- reservation until its Job is seen gone.  Inlined like 05_rules.
-CREATE FUNCTION mlplat.candidate_is_building(status text) RETURNS boolean
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$ SELECT status OPERATOR(pg_catalog.=) ANY ('{BUILDING,CANCEL_REQUESTED}'::pg_catalog.text[]) $$;
-COMMENT ON FUNCTION mlplat.candidate_is_building(text) IS
-  'True for the campaign candidate statuses whose builder holds its GPUs: BUILDING, CANCEL_REQUESTED.';
-
--- A candidate that has ended (its builder's Job, if any, is left to clean up).
-CREATE FUNCTION mlplat.candidate_is_finished(status text) RETURNS boolean
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$ SELECT status OPERATOR(pg_catalog.=) ANY ('{BUILT,FAILED,CANCELLED,NOT_RUN}'::pg_catalog.text[]) $$;
-COMMENT ON FUNCTION mlplat.candidate_is_finished(text) IS
-  'True for the campaign candidate statuses that are final: BUILT, FAILED, CANCELLED, NOT_RUN.';
-
 CREATE TABLE mlplat.campaign_candidates (
   id                   bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
   campaign_id          bigint NOT NULL,

@@ -28,21 +28,6 @@ LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'mlplat_lab_not_admitted';
 
 -- ---------------------------------------------------------------- tables
 
--- A LabRun or probe that is in flight (reconciled, counted against the project's GPUs; a
--- finished one still counts while it holds its node lease).  Inlined like 05_rules.
-CREATE FUNCTION mlplat.lab_run_is_active(status text) RETURNS boolean
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$ SELECT status OPERATOR(pg_catalog.=) ANY ('{QUEUED,DISPATCHED,RUNNING,RETRY_WAIT,CANCEL_REQUESTED}'::pg_catalog.text[]) $$;
-COMMENT ON FUNCTION mlplat.lab_run_is_active(text) IS
-  'True for the lab run statuses that are in flight: QUEUED, DISPATCHED, RUNNING, RETRY_WAIT, CANCEL_REQUESTED.';
-
--- A LabRun or probe whose Job is out: created or being created, its run deadline counting.
-CREATE FUNCTION mlplat.lab_run_is_running(status text) RETURNS boolean
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$ SELECT status OPERATOR(pg_catalog.=) ANY ('{DISPATCHED,RUNNING}'::pg_catalog.text[]) $$;
-COMMENT ON FUNCTION mlplat.lab_run_is_running(text) IS
-  'True for the lab run statuses whose Job is out: DISPATCHED, RUNNING.';
-
 -- Platform data: GPU nodes an administrator opened for lab runs.  observed_* are written by
 -- the lab_runs reconciler from the Node object (label mlplat.io/lab=true) on every full pass.
 CREATE TABLE mlplat.lab_nodes (
