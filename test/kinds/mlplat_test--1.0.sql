@@ -96,14 +96,18 @@ REVOKE ALL ON FUNCTION mlplat._echoes_claim(), mlplat._echoes_writeback_set(bigi
 -- the state machine (test/kinds/README.md draws it): put_echo creates PENDING and makes
 -- any live echo PENDING again; the reconciler makes it SYNCED (or FAILED, retried);
 -- delete_echo starts DELETING, which only the reconciler ends, once the ConfigMap is gone
-CREATE FUNCTION mlplat._echo_transitions()
-RETURNS TABLE (from_status text, to_status text)
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-  VALUES (NULL, 'PENDING'),
-         ('PENDING', 'SYNCED'), ('PENDING', 'FAILED'), ('PENDING', 'DELETING'),
-         ('SYNCED', 'PENDING'), ('SYNCED', 'FAILED'), ('SYNCED', 'DELETING'),
-         ('FAILED', 'PENDING'), ('FAILED', 'SYNCED'), ('FAILED', 'DELETING'),
-         ('DELETING', 'DELETED'),
-         ('DELETED', 'PENDING')
-$$;
+SELECT mlplat._transitions_function('echo', $$
+  [*] --> PENDING
+  PENDING --> SYNCED
+  PENDING --> FAILED
+  PENDING --> DELETING
+  SYNCED --> PENDING
+  SYNCED --> FAILED
+  SYNCED --> DELETING
+  FAILED --> PENDING
+  FAILED --> SYNCED
+  FAILED --> DELETING
+  DELETING --> DELETED
+  DELETED --> PENDING
+$$);
 SELECT mlplat._state_machine('echoes', '_echo_transitions');

@@ -3,7 +3,7 @@
 -- (mlplat._state_machine) and append-only history (mlplat._append_only).  Each check runs
 -- over the whole catalog, so a table written by hand beside the helpers fails it.
 BEGIN;
-SELECT plan(9);
+SELECT plan(13);
 
 -- every reconciled entity (a table with row_version) has the template's columns exactly:
 -- the same types, NOT NULL and defaults the claim and write-back code rely on
@@ -70,6 +70,27 @@ LANGUAGE sql IMMUTABLE AS $$ VALUES (NULL, 'A'), (NULL, 'B'), ('A', 'B') $$;
 SELECT throws_ok($$SELECT mlplat._state_machine('projects', '_tap_two_initial')$$, '22023',
                  'mlplat._tap_two_initial() lists 2 initial statuses, not one',
                  'a machine with two initial statuses is refused');
+
+-- a machine is written as the lines of its Mermaid drawing; _transitions_function makes the
+-- IMMUTABLE function of its rows, in the order written, [*] as NULL
+SELECT lives_ok($$SELECT mlplat._transitions_function('tap_made', '
+  [*] --> A
+  A --> B
+  A --> C
+  B --> A
+  C --> [*]
+')$$, 'a machine written as Mermaid lines makes its transitions function');
+SELECT results_eq($$SELECT from_status, to_status FROM mlplat._tap_made_transitions()$$,
+                  $$VALUES (NULL, 'A'), ('A', 'B'), ('A', 'C'), ('B', 'A'), ('C', NULL)$$,
+                  'its rows are the moves in the order written, [*] read as NULL');
+SELECT is((SELECT array_agg(DISTINCT p.provolatile::text || p.proparallel::text)
+             FROM pg_proc p WHERE p.pronamespace = 'mlplat'::regnamespace AND p.proname LIKE '\_%\_transitions'),
+          ARRAY['is'], 'every transitions function is IMMUTABLE PARALLEL SAFE');
+SELECT throws_ok($$SELECT mlplat._transitions_function('tap_bad', '
+  [*] --> A
+  A -> B
+')$$, '22023', 'mlplat: a line of the tap_bad machine is not a move:   A -> B',
+                 'a line that is not a move is refused');
 
 -- append-only tables refuse TRUNCATE too (api_security.sql checks that across the catalog);
 -- _append_only puts both triggers on

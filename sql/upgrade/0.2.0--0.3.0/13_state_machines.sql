@@ -1,38 +1,86 @@
 -- 0.3.0: one state machine per kind, in one place (issue 19 item 2): see sql/install/41_state_machines.sql.
+-- Makes a kind's transitions function, mlplat._<machine>_transitions(), from its moves written
+-- as the lines of a Mermaid state diagram, one move a line, in the order the rows are to come:
+-- 'FROM --> TO', '[*] --> S' for the one status a row may be created in, 'S --> [*]' for a
+-- final status.  They are the lines docs/reconcilers.md draws the machine with (its block is
+-- a copy: test/e2e/state_diagrams.sh compares the two).  The function it makes is the
+-- IMMUTABLE VALUES list a hand-written one is, under the name the C start-up check, the
+-- triggers and test/e2e/state_lists.sh read.
+CREATE FUNCTION mlplat._transitions_function(p_machine text, p_moves text) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+  bad text;
+  moves text;
+BEGIN
+  SELECT l.line INTO bad
+    FROM pg_catalog.regexp_split_to_table(p_moves, '\n') AS l(line)
+   WHERE l.line !~ '^\s*$' AND l.line !~ '^\s*(\[\*\]|[A-Z_]+)\s+-->\s+(\[\*\]|[A-Z_]+)\s*$'
+   LIMIT 1;
+  IF bad IS NOT NULL THEN
+    RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+      MESSAGE = pg_catalog.format('mlplat: a line of the %s machine is not a move: %s', p_machine, bad),
+      HINT = 'One move a line, FROM --> TO, with [*] as FROM for the status a row is created in and as TO after a final one.';
+  END IF;
+  SELECT pg_catalog.string_agg(pg_catalog.format('(%s, %s)', pg_catalog.quote_nullable(NULLIF(m.g[1], '[*]')),
+                                                 pg_catalog.quote_nullable(NULLIF(m.g[2], '[*]'))),
+                               ', ' ORDER BY l.n)
+    INTO moves
+    FROM pg_catalog.regexp_split_to_table(p_moves, '\n') WITH ORDINALITY AS l(line, n),
+         pg_catalog.regexp_match(l.line, '^\s*(\S+)\s+-->\s+(\S+)\s*$') AS m(g)
+   WHERE m.g IS NOT NULL;
+  EXECUTE pg_catalog.format('CREATE FUNCTION mlplat.%I() RETURNS TABLE (from_status text, to_status text)
+                               LANGUAGE sql IMMUTABLE PARALLEL SAFE AS %L',
+                            '_' || p_machine || '_transitions', 'VALUES ' || moves);
+END $$;
+
 -- Projects: create_project creates PROVISIONING (and re-creates a DELETED project the same
 -- way); the reconciler moves a live project between PROVISIONING, READY and FAILED as its
 -- objects apply, fail or drift; delete_project starts DELETING from any live status, which
 -- only the reconciler ends, DELETED, once the namespace is gone.
-CREATE FUNCTION mlplat._project_transitions()
-RETURNS TABLE (from_status text, to_status text)
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$
-  VALUES (NULL, 'PROVISIONING'),
-         ('PROVISIONING', 'READY'), ('PROVISIONING', 'FAILED'), ('PROVISIONING', 'DELETING'),
-         ('READY', 'PROVISIONING'), ('READY', 'FAILED'), ('READY', 'DELETING'),
-         ('FAILED', 'PROVISIONING'), ('FAILED', 'READY'), ('FAILED', 'DELETING'),
-         ('DELETING', 'DELETED'),
-         ('DELETED', 'PROVISIONING')
-$$;
+SELECT mlplat._transitions_function('project', $$
+  [*] --> PROVISIONING
+  PROVISIONING --> READY
+  PROVISIONING --> FAILED
+  PROVISIONING --> DELETING
+  READY --> PROVISIONING
+  READY --> FAILED
+  READY --> DELETING
+  FAILED --> PROVISIONING
+  FAILED --> READY
+  FAILED --> DELETING
+  DELETING --> DELETED
+  DELETED --> PROVISIONING
+$$);
 
 -- Rollouts: start_rollout creates PROGRESSING; each decision (plan_rollout) moves between the
 -- three live states or starts a rollback; abort_rollout starts a rollback; the reconciler
 -- closes a rollback (ROLLED_BACK, or ABORTED when asked) or a promotion; an artifact that
 -- fails its check ends any active rollout as FAILED.
-CREATE FUNCTION mlplat._rollout_transitions()
-RETURNS TABLE (from_status text, to_status text)
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$
-  VALUES (NULL, 'PROGRESSING'),
-         ('PROGRESSING', 'HOLDING'), ('PROGRESSING', 'AT_CEILING'), ('PROGRESSING', 'ROLLING_BACK'),
-         ('PROGRESSING', 'PROMOTED'), ('PROGRESSING', 'FAILED'),
-         ('HOLDING', 'PROGRESSING'), ('HOLDING', 'AT_CEILING'), ('HOLDING', 'ROLLING_BACK'),
-         ('HOLDING', 'PROMOTED'), ('HOLDING', 'FAILED'),
-         ('AT_CEILING', 'PROGRESSING'), ('AT_CEILING', 'HOLDING'), ('AT_CEILING', 'ROLLING_BACK'),
-         ('AT_CEILING', 'PROMOTED'), ('AT_CEILING', 'FAILED'),
-         ('ROLLING_BACK', 'ROLLED_BACK'), ('ROLLING_BACK', 'ABORTED'), ('ROLLING_BACK', 'FAILED'),
-         ('PROMOTED', NULL), ('ROLLED_BACK', NULL), ('ABORTED', NULL), ('FAILED', NULL)
-$$;
+SELECT mlplat._transitions_function('rollout', $$
+  [*] --> PROGRESSING
+  PROGRESSING --> HOLDING
+  PROGRESSING --> AT_CEILING
+  PROGRESSING --> ROLLING_BACK
+  PROGRESSING --> PROMOTED
+  PROGRESSING --> FAILED
+  HOLDING --> PROGRESSING
+  HOLDING --> AT_CEILING
+  HOLDING --> ROLLING_BACK
+  HOLDING --> PROMOTED
+  HOLDING --> FAILED
+  AT_CEILING --> PROGRESSING
+  AT_CEILING --> HOLDING
+  AT_CEILING --> ROLLING_BACK
+  AT_CEILING --> PROMOTED
+  AT_CEILING --> FAILED
+  ROLLING_BACK --> ROLLED_BACK
+  ROLLING_BACK --> ABORTED
+  ROLLING_BACK --> FAILED
+  PROMOTED --> [*]
+  ROLLED_BACK --> [*]
+  ABORTED --> [*]
+  FAILED --> [*]
+$$);
 
 
 -- Runs and pipeline runs: start_run creates PENDING; the reconciler moves a run with the phase
@@ -40,21 +88,27 @@ $$;
 -- from PENDING; Argo may report Pending again after Running); cancel_run asks for a cancel
 -- until the run has finished, and the cancel ends CANCELLED (or SUCCEEDED when the Workflow
 -- finished first); retry_run starts a new attempt of a FAILED or CANCELLED run.
-CREATE FUNCTION mlplat._run_transitions()
-RETURNS TABLE (from_status text, to_status text)
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$
-  VALUES (NULL, 'PENDING'),
-         ('PENDING', 'SUBMITTED'), ('PENDING', 'RUNNING'), ('PENDING', 'SUCCEEDED'), ('PENDING', 'FAILED'),
-         ('PENDING', 'CANCEL_REQUESTED'),
-         ('SUBMITTED', 'RUNNING'), ('SUBMITTED', 'SUCCEEDED'), ('SUBMITTED', 'FAILED'),
-         ('SUBMITTED', 'CANCEL_REQUESTED'),
-         ('RUNNING', 'SUBMITTED'), ('RUNNING', 'SUCCEEDED'), ('RUNNING', 'FAILED'),
-         ('RUNNING', 'CANCEL_REQUESTED'),
-         ('CANCEL_REQUESTED', 'CANCELLED'), ('CANCEL_REQUESTED', 'SUCCEEDED'),
-         ('FAILED', 'PENDING'), ('CANCELLED', 'PENDING'),
-         ('SUCCEEDED', NULL)
-$$;
+SELECT mlplat._transitions_function('run', $$
+  [*] --> PENDING
+  PENDING --> SUBMITTED
+  PENDING --> RUNNING
+  PENDING --> SUCCEEDED
+  PENDING --> FAILED
+  PENDING --> CANCEL_REQUESTED
+  SUBMITTED --> RUNNING
+  SUBMITTED --> SUCCEEDED
+  SUBMITTED --> FAILED
+  SUBMITTED --> CANCEL_REQUESTED
+  RUNNING --> SUBMITTED
+  RUNNING --> SUCCEEDED
+  RUNNING --> FAILED
+  RUNNING --> CANCEL_REQUESTED
+  CANCEL_REQUESTED --> CANCELLED
+  CANCEL_REQUESTED --> SUCCEEDED
+  FAILED --> PENDING
+  CANCELLED --> PENDING
+  SUCCEEDED --> [*]
+$$);
 
 -- Deployments: deploy creates one PENDING (and deploys a DELETED or DELETING one again as
 -- DEPLOYING: the reconciler waits for a terminating InferenceService to go first); the
@@ -62,34 +116,47 @@ $$;
 -- reports, drift is found or repaired and the artifact check answers, and deploy,
 -- rollback_deployment and a rollout's end ask for DEPLOYING; undeploy starts DELETING from
 -- any live status, which only the reconciler ends, DELETED.
-CREATE FUNCTION mlplat._deployment_transitions()
-RETURNS TABLE (from_status text, to_status text)
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$
-  VALUES (NULL, 'PENDING'),
-         ('PENDING', 'DEPLOYING'), ('PENDING', 'READY'), ('PENDING', 'FAILED'), ('PENDING', 'DRIFTED'),
-         ('PENDING', 'DELETING'),
-         ('DEPLOYING', 'READY'), ('DEPLOYING', 'FAILED'), ('DEPLOYING', 'DRIFTED'), ('DEPLOYING', 'DELETING'),
-         ('READY', 'DEPLOYING'), ('READY', 'FAILED'), ('READY', 'DRIFTED'), ('READY', 'DELETING'),
-         ('FAILED', 'DEPLOYING'), ('FAILED', 'READY'), ('FAILED', 'DRIFTED'), ('FAILED', 'DELETING'),
-         ('DRIFTED', 'DEPLOYING'), ('DRIFTED', 'READY'), ('DRIFTED', 'FAILED'), ('DRIFTED', 'DELETING'),
-         ('DELETING', 'DELETED'), ('DELETING', 'DEPLOYING'),
-         ('DELETED', 'DEPLOYING')
-$$;
+SELECT mlplat._transitions_function('deployment', $$
+  [*] --> PENDING
+  PENDING --> DEPLOYING
+  PENDING --> READY
+  PENDING --> FAILED
+  PENDING --> DRIFTED
+  PENDING --> DELETING
+  DEPLOYING --> READY
+  DEPLOYING --> FAILED
+  DEPLOYING --> DRIFTED
+  DEPLOYING --> DELETING
+  READY --> DEPLOYING
+  READY --> FAILED
+  READY --> DRIFTED
+  READY --> DELETING
+  FAILED --> DEPLOYING
+  FAILED --> READY
+  FAILED --> DRIFTED
+  FAILED --> DELETING
+  DRIFTED --> DEPLOYING
+  DRIFTED --> READY
+  DRIFTED --> FAILED
+  DRIFTED --> DELETING
+  DELETING --> DELETED
+  DELETING --> DEPLOYING
+  DELETED --> DEPLOYING
+$$);
 
 -- Model aliases: set_model_stage/set_alias create (or move) an alias PENDING; the registry
 -- write ends SYNCED or, refused for good, FAILED; every status may move to every other (a
 -- resync may find a SYNCED alias's version gone, a FAILED one is retried when due, a new
 -- intent makes any PENDING again), so the machine's only rule is where an alias starts.
-CREATE FUNCTION mlplat._model_alias_transitions()
-RETURNS TABLE (from_status text, to_status text)
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$
-  VALUES (NULL, 'PENDING'),
-         ('PENDING', 'SYNCED'), ('PENDING', 'FAILED'),
-         ('SYNCED', 'PENDING'), ('SYNCED', 'FAILED'),
-         ('FAILED', 'PENDING'), ('FAILED', 'SYNCED')
-$$;
+SELECT mlplat._transitions_function('model_alias', $$
+  [*] --> PENDING
+  PENDING --> SYNCED
+  PENDING --> FAILED
+  SYNCED --> PENDING
+  SYNCED --> FAILED
+  FAILED --> PENDING
+  FAILED --> SYNCED
+$$);
 
 -- The one check: a status a row enters must be a listed transition from the one it leaves.
 CREATE FUNCTION mlplat._status_transition_check() RETURNS trigger
@@ -159,4 +226,4 @@ SELECT mlplat._state_machine('projects', '_project_transitions');
 SELECT mlplat._state_machine('rollouts', '_rollout_transitions');
 SELECT mlplat._state_machine('runs', '_run_transitions');
 REVOKE ALL ON FUNCTION mlplat._deployment_transitions(), mlplat._model_alias_transitions(), mlplat._project_transitions(), mlplat._rollout_transitions(), mlplat._run_transitions(), mlplat._status_transition_check(),
-  mlplat._state_machine(text, text) FROM PUBLIC;
+  mlplat._state_machine(text, text), mlplat._transitions_function(text, text) FROM PUBLIC;

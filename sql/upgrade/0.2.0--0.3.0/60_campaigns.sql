@@ -316,16 +316,22 @@ CREATE TRIGGER campaign_candidates_no_truncate BEFORE TRUNCATE ON mlplat.campaig
 -- cancel_campaign cancels a PLANNED candidate at once and asks a BUILDING one to stop
 -- (CANCEL_REQUESTED), which the reconciler ends CANCELLED once the Job is gone, or BUILT or
 -- FAILED when the build had finished first.  Every end is final.
-CREATE FUNCTION mlplat._campaign_candidate_transitions()
-RETURNS TABLE (from_status text, to_status text)
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$
-  VALUES (NULL, 'PLANNED'),
-         ('PLANNED', 'BUILDING'), ('PLANNED', 'NOT_RUN'), ('PLANNED', 'CANCELLED'),
-         ('BUILDING', 'BUILT'), ('BUILDING', 'FAILED'), ('BUILDING', 'CANCEL_REQUESTED'),
-         ('CANCEL_REQUESTED', 'CANCELLED'), ('CANCEL_REQUESTED', 'BUILT'), ('CANCEL_REQUESTED', 'FAILED'),
-         ('BUILT', NULL), ('FAILED', NULL), ('CANCELLED', NULL), ('NOT_RUN', NULL)
-$$;
+SELECT mlplat._transitions_function('campaign_candidate', $$
+  [*] --> PLANNED
+  PLANNED --> BUILDING
+  PLANNED --> NOT_RUN
+  PLANNED --> CANCELLED
+  BUILDING --> BUILT
+  BUILDING --> FAILED
+  BUILDING --> CANCEL_REQUESTED
+  CANCEL_REQUESTED --> CANCELLED
+  CANCEL_REQUESTED --> BUILT
+  CANCEL_REQUESTED --> FAILED
+  BUILT --> [*]
+  FAILED --> [*]
+  CANCELLED --> [*]
+  NOT_RUN --> [*]
+$$);
 SELECT mlplat._state_machine('campaign_candidates', '_campaign_candidate_transitions');
 REVOKE ALL ON FUNCTION mlplat._campaign_candidate_transitions() FROM PUBLIC;
 

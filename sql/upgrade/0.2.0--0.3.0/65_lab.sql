@@ -1824,20 +1824,30 @@ END $$;
 -- left waits in RETRY_WAIT for the next dispatch; cancel_lab_run asks for a cancel until the
 -- run has finished, and only the reconciler ends it: CANCELLED once the Job is seen gone,
 -- or SUCCEEDED/FAILED when the Job had already finished.
-CREATE FUNCTION mlplat._lab_run_transitions()
-RETURNS TABLE (from_status text, to_status text)
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$
-  VALUES (NULL, 'QUEUED'),
-         ('QUEUED', 'DISPATCHED'), ('QUEUED', 'FAILED'), ('QUEUED', 'CANCEL_REQUESTED'),
-         ('DISPATCHED', 'RUNNING'), ('DISPATCHED', 'SUCCEEDED'), ('DISPATCHED', 'RETRY_WAIT'),
-         ('DISPATCHED', 'FAILED'), ('DISPATCHED', 'CANCEL_REQUESTED'),
-         ('RUNNING', 'SUCCEEDED'), ('RUNNING', 'RETRY_WAIT'), ('RUNNING', 'FAILED'),
-         ('RUNNING', 'CANCEL_REQUESTED'),
-         ('RETRY_WAIT', 'DISPATCHED'), ('RETRY_WAIT', 'FAILED'), ('RETRY_WAIT', 'CANCEL_REQUESTED'),
-         ('CANCEL_REQUESTED', 'CANCELLED'), ('CANCEL_REQUESTED', 'SUCCEEDED'), ('CANCEL_REQUESTED', 'FAILED'),
-         ('SUCCEEDED', NULL), ('FAILED', NULL), ('CANCELLED', NULL)
-$$;
+SELECT mlplat._transitions_function('lab_run', $$
+  [*] --> QUEUED
+  QUEUED --> DISPATCHED
+  QUEUED --> FAILED
+  QUEUED --> CANCEL_REQUESTED
+  DISPATCHED --> RUNNING
+  DISPATCHED --> SUCCEEDED
+  DISPATCHED --> RETRY_WAIT
+  DISPATCHED --> FAILED
+  DISPATCHED --> CANCEL_REQUESTED
+  RUNNING --> SUCCEEDED
+  RUNNING --> RETRY_WAIT
+  RUNNING --> FAILED
+  RUNNING --> CANCEL_REQUESTED
+  RETRY_WAIT --> DISPATCHED
+  RETRY_WAIT --> FAILED
+  RETRY_WAIT --> CANCEL_REQUESTED
+  CANCEL_REQUESTED --> CANCELLED
+  CANCEL_REQUESTED --> SUCCEEDED
+  CANCEL_REQUESTED --> FAILED
+  SUCCEEDED --> [*]
+  FAILED --> [*]
+  CANCELLED --> [*]
+$$);
 
 SELECT mlplat._state_machine('lab_runs', '_lab_run_transitions');
 REVOKE ALL ON FUNCTION mlplat._lab_run_transitions() FROM PUBLIC;
