@@ -3,24 +3,38 @@
 -- (which redefines those functions; the column must exist before their bodies are checked).
 -- Here: marking compared rows resynced, and the option setters that make a row due at once.
 
--- The rows a pass compared with the cluster and found nothing to write for: their next
--- resync moves on (row_version does not: nothing about them changed, and an intent
--- committed meanwhile must not lose its compare-and-swap).  Only while p_epoch is still the
--- kind's epoch.  A row locked by an intent in flight is skipped, not waited for: the worker
--- never queues behind (or deadlocks with) a client's transaction for a bookkeeping write,
--- and the row is read again next pass — changed by that intent, or still due.
-CREATE FUNCTION mlplat._deployments_resynced(p_epoch bigint, p_ids bigint[])
+-- The one write of a deployments row's next resync, without a change to the row (row_version
+-- does not move: an intent committed meanwhile must not lose its compare-and-swap): the rows
+-- p_ids get next_resync_at = p_at, only while p_epoch is still the kind's epoch, in id order.
+-- A row locked by an intent in flight is skipped, not waited for: the worker never queues
+-- behind (or deadlocks with) a client's transaction for a bookkeeping write, and the row is
+-- read again next pass (changed by that intent, or still due).  p_sooner: only bring a
+-- resync forward, and never a DELETED row's (a watch event); else push it to p_at (a row
+-- just compared).  Both sides in the one locking subquery, so a row changed since the
+-- statement began is checked again as it is locked.
+CREATE FUNCTION mlplat._deployments_resync_at(p_epoch bigint, p_ids bigint[], p_at timestamptz, p_sooner boolean)
 RETURNS void
 LANGUAGE sql
 AS $$
   UPDATE mlplat.deployments d
-     SET next_resync_at = mlplat._next_resync_at()
+     SET next_resync_at = p_at
     FROM (SELECT x.id FROM mlplat.deployments x
            WHERE x.id = ANY (p_ids)
+             AND (NOT p_sooner OR (x.status <> 'DELETED' AND x.next_resync_at > p_at))
              AND EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = 'deployments' AND e.epoch = p_epoch)
            ORDER BY x.id
              FOR NO KEY UPDATE SKIP LOCKED) l
    WHERE d.id = l.id
+$$;
+REVOKE ALL ON FUNCTION mlplat._deployments_resync_at(bigint, bigint[], timestamptz, boolean) FROM PUBLIC;
+
+-- The rows a pass compared with the cluster and found nothing to write for: their next
+-- resync moves on (_next_resync_at).
+CREATE FUNCTION mlplat._deployments_resynced(p_epoch bigint, p_ids bigint[])
+RETURNS void
+LANGUAGE sql
+AS $$
+  SELECT mlplat._deployments_resync_at(p_epoch, p_ids, mlplat._next_resync_at(), false)
 $$;
 REVOKE ALL ON FUNCTION mlplat._deployments_resynced(bigint, bigint[]) FROM PUBLIC;
 

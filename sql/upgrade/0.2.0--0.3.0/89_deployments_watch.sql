@@ -2,9 +2,8 @@
 -- reads the row resync period the leader sets while its watch is healthy, is in part 20.
 
 -- Rows whose InferenceService the leader's watch saw change (an event for namespace/name):
--- due now, so the next pass claims and compares them (issue 20).  Only while p_epoch is still
--- the kind's epoch; a row locked by an intent in flight is skipped (that intent makes it
--- changed anyway); row_version does not move: nothing about the row changed.  The keys are
+-- due now, so the next pass claims and compares them (issue 20); a row locked by an intent
+-- in flight is skipped (that intent makes it changed anyway).  The keys are
 -- read with one unnest of each array, not by subscript: p_names[i] of a text array walks the
 -- array from its start, so a pass after a converge of 10,000 (as many keys) spent 1.5 s here.
 -- The ids first, each key's by (project_id, name) in a subquery of its own, which only the
@@ -16,18 +15,11 @@ CREATE FUNCTION mlplat._deployments_due(p_epoch bigint, p_namespaces text[], p_n
 RETURNS void
 LANGUAGE sql
 AS $$
-  UPDATE mlplat.deployments d
-     SET next_resync_at = pg_catalog.now()
-    FROM (SELECT x.id FROM mlplat.deployments x
-           WHERE x.id = ANY (ARRAY(
-                   SELECT (SELECT y.id FROM mlplat.deployments y WHERE y.project_id = p.id AND y.name = o.name)
-                     FROM ROWS FROM (pg_catalog.unnest(p_namespaces), pg_catalog.unnest(p_names)) AS o(ns, name)
-                     JOIN mlplat.projects p ON mlplat._project_namespace(p.name) = o.ns))
-             AND x.status <> 'DELETED' AND x.next_resync_at > pg_catalog.now()
-             AND EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = 'deployments' AND e.epoch = p_epoch)
-           ORDER BY x.id
-             FOR NO KEY UPDATE SKIP LOCKED) l
-   WHERE d.id = l.id
+  SELECT mlplat._deployments_resync_at(p_epoch,
+           ARRAY(SELECT (SELECT y.id FROM mlplat.deployments y WHERE y.project_id = p.id AND y.name = o.name)
+                   FROM ROWS FROM (pg_catalog.unnest(p_namespaces), pg_catalog.unnest(p_names)) AS o(ns, name)
+                   JOIN mlplat.projects p ON mlplat._project_namespace(p.name) = o.ns),
+           pg_catalog.now(), true)
 $$;
 REVOKE ALL ON FUNCTION mlplat._deployments_due(bigint, text[], text[]) FROM PUBLIC;
 
