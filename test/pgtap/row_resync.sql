@@ -4,7 +4,7 @@
 -- an option setter makes the row due at once.  Before: _deployments_claim(false) returned
 -- every live row, so every pass read the whole fleet.
 BEGIN;
-SELECT plan(13);
+SELECT plan(17);
 
 SELECT mlplat.create_project('rrs', 4);
 SELECT mlplat.add_artifact_location('rrs', 's3://models/');
@@ -58,6 +58,24 @@ SELECT mlplat.undeploy('rrs', 'r3');
 SELECT is((SELECT string_agg(name, ',' ORDER BY name) FROM rrs_claim), 'r1,r3', 'an undeploy is a change: claimed');
 SELECT is((SELECT count(*) FROM mlplat._deployments_claim(false, true) c WHERE c.project = 'rrs'), 1::bigint,
           'a woken pass takes only the intent not yet applied (the undeploy)');
+
+-- a watch event brings a resync forward (_deployments_due), only while the epoch is the kind's,
+-- never pushes one back, and leaves a DELETED row alone
+SELECT mlplat._deployments_resynced(4242, ARRAY(SELECT id FROM rrs_before));
+SELECT mlplat._deployments_due(4243, ARRAY[mlplat._project_namespace('rrs')], ARRAY['r2']);
+SELECT ok((SELECT next_resync_at > now() FROM mlplat.deployments WHERE name = 'r2'),
+          'a deposed leader''s watch event makes nothing due');
+SELECT mlplat._deployments_due(4242, ARRAY[mlplat._project_namespace('rrs')], ARRAY['r2']);
+SELECT is((SELECT next_resync_at FROM mlplat.deployments WHERE name = 'r2'), now(),
+          'a watch event makes its row due now');
+UPDATE mlplat.deployments SET next_resync_at = now() - interval '1 hour' WHERE name = 'r2';
+SELECT mlplat._deployments_due(4242, ARRAY[mlplat._project_namespace('rrs')], ARRAY['r2']);
+SELECT is((SELECT next_resync_at FROM mlplat.deployments WHERE name = 'r2'), now() - interval '1 hour',
+          '... and does not push back a resync due earlier');
+UPDATE mlplat.deployments SET status = 'DELETED', next_resync_at = now() + interval '1 hour' WHERE name = 'r3';
+SELECT mlplat._deployments_due(4242, ARRAY[mlplat._project_namespace('rrs')], ARRAY['r3']);
+SELECT is((SELECT next_resync_at FROM mlplat.deployments WHERE name = 'r3'), now() + interval '1 hour',
+          '... nor touches a DELETED row');
 
 SELECT * FROM finish();
 ROLLBACK;
