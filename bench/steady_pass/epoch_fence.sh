@@ -9,13 +9,9 @@
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 REPS=${REPS:-201}
-. "$SRC/test/lib/stack.sh"
-stack_init epoch_fence
-stack_start "shared_preload_libraries = 'mlplat'" "mlplat.database = 'no_such_db'"
-Q() { $PSQL -d postgres "$@"; }
+. "$SRC/bench/steady_pass/sql_side.sh"
+side_start epoch_fence deployments
 Q <<'SQL' >/dev/null
-CREATE EXTENSION mlplat CASCADE;
-INSERT INTO mlplat.leader_epochs (kind, epoch, pid, replica, host) VALUES ('deployments', 7, 1, 0, 'bench');
 CREATE FUNCTION public.note_old(p_kind text, p_epoch bigint, p_entity_id bigint[], p_object text[], p_action text[])
 RETURNS int LANGUAGE sql SET search_path = pg_catalog, mlplat, pg_temp AS $$
   WITH ins AS (
@@ -28,7 +24,7 @@ RETURNS int LANGUAGE sql SET search_path = pg_catalog, mlplat, pg_temp AS $$
     RETURNING 1)
   SELECT pg_catalog.count(*)::int FROM ins $$;
 SQL
-Q 2>&1 >/dev/null <<SQL | sed -n 's/^NOTICE:  //p' >"$WORK/times.txt"
+side_times <<SQL
 DO \$\$
 DECLARE n int; rep int; t0 timestamptz; k int; ids bigint[]; objs text[]; acts text[];
 BEGIN
@@ -47,6 +43,5 @@ BEGIN
   END LOOP;
 END \$\$;
 SQL
-echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
-python3 "$SRC/bench/steady_pass/side_by_side.py" "$WORK/times.txt" "$REPS" old new \
+side_table "$WORK/times.txt" "$REPS" old new \
 	"notes a call" "inline EXISTS, ms" "_epoch_current, ms"

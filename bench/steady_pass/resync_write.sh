@@ -12,15 +12,9 @@ set -euo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 SIZES=${SIZES:-"10 100 1000 10000"}
 REPS=${REPS:-21}
-. "$SRC/test/lib/stack.sh"
-stack_init resync_write
-stack_start "shared_preload_libraries = 'mlplat'" "mlplat.database = 'no_such_db'"
-Q() { $PSQL -d postgres "$@"; }
-max=0
-for n in $SIZES; do ((n > max)) && max=$n; done
+. "$SRC/bench/steady_pass/sql_side.sh"
+side_start resync_write deployments
 Q <<SQL >/dev/null
-CREATE EXTENSION mlplat CASCADE;
-INSERT INTO mlplat.leader_epochs (kind, epoch, pid, replica, host) VALUES ('deployments', 7, 1, 0, 'bench');
 INSERT INTO mlplat.projects (name, gpu_quota) SELECT 'p' || g, 1 FROM generate_series(1, 10) g;
 INSERT INTO mlplat.deployments (project_id, name)
 SELECT p.id, 'd' || g FROM generate_series(1, $max) g JOIN mlplat.projects p ON p.name = 'p' || (g % 10 + 1);
@@ -52,7 +46,7 @@ LANGUAGE sql SET search_path = pg_catalog, mlplat, pg_temp AS \$\$
    WHERE d.id = l.id \$\$;
 SQL
 # each call in a transaction of its own (as a pass makes them), so the clock is read per call
-Q 2>&1 >/dev/null <<SQL | sed -n 's/^NOTICE:  //p' >"$WORK/times.txt"
+side_times <<SQL
 CREATE PROCEDURE public.run() LANGUAGE plpgsql AS \$\$
 DECLARE n int; rep int; ids bigint[]; ns text[]; nm text[]; t0 timestamptz; v text;
 BEGIN
@@ -80,9 +74,8 @@ BEGIN
 END \$\$;
 CALL public.run();
 SQL
-echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
 for w in resynced due; do
 	grep " ${w}_" "$WORK/times.txt" | sed "s/ ${w}_/ /" >"$WORK/$w.txt"
-	python3 "$SRC/bench/steady_pass/side_by_side.py" "$WORK/$w.txt" "$REPS" old new \
+	side_table "$WORK/$w.txt" "$REPS" old new \
 		"rows a call" "_deployments_$w before, ms" "through _deployments_resync_at, ms"
 done

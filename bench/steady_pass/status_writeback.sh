@@ -9,15 +9,9 @@ set -euo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 SIZES=${SIZES:-"1 10 100 1000"}
 REPS=${REPS:-21}
-. "$SRC/test/lib/stack.sh"
-stack_init status_writeback
-stack_start "shared_preload_libraries = 'mlplat'" "mlplat.database = 'no_such_db'"
-Q() { $PSQL -d postgres "$@"; }
-max=0
-for n in $SIZES; do ((n > max)) && max=$n; done
+. "$SRC/bench/steady_pass/sql_side.sh"
+side_start status_writeback projects
 Q <<SQL >/dev/null
-CREATE EXTENSION mlplat CASCADE;
-INSERT INTO mlplat.leader_epochs (kind, epoch, pid, replica, host) VALUES ('projects', 7, 1, 0, 'bench');
 INSERT INTO mlplat.projects (name, gpu_quota, status)
 SELECT 'p' || g, 1, 'PROVISIONING' FROM generate_series(1, $max) g;
 -- the statement projects ran before, as it was
@@ -38,7 +32,7 @@ CREATE FUNCTION public.rows_of(n int) RETURNS mlplat.project_writeback[] LANGUAG
                    ORDER BY p.id)
     FROM (SELECT * FROM mlplat.projects ORDER BY id LIMIT n) p \$\$;
 SQL
-Q 2>&1 >/dev/null <<SQL | sed -n 's/^NOTICE:  //p' >"$WORK/times.txt"
+side_times <<SQL
 DO \$\$
 DECLARE n int; rep int; r mlplat.project_writeback[]; t0 timestamptz; k bigint;
 BEGIN
@@ -56,6 +50,5 @@ BEGIN
   END LOOP;
 END \$\$;
 SQL
-echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
-python3 "$SRC/bench/steady_pass/side_by_side.py" "$WORK/times.txt" "$REPS" static generic \
+side_table "$WORK/times.txt" "$REPS" static generic \
 	"rows a call" "static UPDATE, ms" "_status_writeback_set, ms"

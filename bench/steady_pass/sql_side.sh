@@ -1,0 +1,28 @@
+# bench/steady_pass/sql_side.sh — sourced by the SQL side-by-side benches of this folder
+# (status_writeback.sh, epoch_fence.sh, resync_write.sh), which time a function beside a copy
+# of what it replaced, in one cluster, calls alternating, each timed inside the server:
+#   side_start TAG KIND   a cluster of its own (stack.sh) with mlplat loaded and no workers
+#                         (mlplat.database names no database), the extension, and KIND's
+#                         leader epoch row made by hand: epoch 7; Q runs psql on it;
+#                         max: the largest of $SIZES (the rows to make)
+#   side_times [FILE] <<SQL
+#                         runs the SQL; its NOTICE lines "N LABEL MS" go to FILE
+#                         ($WORK/times.txt)
+#   side_table FILE REPS BEFORE AFTER "N's column" "BEFORE's column" "AFTER's column"
+#                         the load average, then side_by_side.py's table of medians
+. "$SRC/test/lib/stack.sh"
+Q() { $PSQL -d postgres "$@"; }
+side_start() {
+	local n
+	max=0
+	for n in ${SIZES:-}; do ((n > max)) && max=$n; done
+	stack_init "$1"
+	stack_start "shared_preload_libraries = 'mlplat'" "mlplat.database = 'no_such_db'"
+	Q -c "CREATE EXTENSION mlplat CASCADE" \
+		-c "INSERT INTO mlplat.leader_epochs (kind, epoch, pid, replica, host) VALUES ('$2', 7, 1, 0, 'bench')" >/dev/null
+}
+side_times() { Q 2>&1 >/dev/null | sed -n 's/^NOTICE:  //p' >"${1:-$WORK/times.txt}"; }
+side_table() {
+	echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
+	python3 "$SRC/bench/steady_pass/side_by_side.py" "$@"
+}
