@@ -258,6 +258,22 @@ BEGIN
   RETURN p_row;
 END $$;
 
+-- The entity row p_row (as a _find_* lookup found it) locked FOR NO KEY UPDATE and read
+-- again, the API's lock waits bounded first (_bound_api_waits, 30_api_deployments.sql; the
+-- caller names lock_timeout in its SET clause): a reconciler's write-back in flight is waited
+-- for, not failed on, and a concurrent call of the same kind finds what this one wrote.  Any
+-- table with an id: the table is the row's type.
+CREATE FUNCTION mlplat._lock_again(p_row anyelement) RETURNS anyelement
+LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM mlplat._bound_api_waits();
+  EXECUTE pg_catalog.format('SELECT * FROM %s x WHERE x.id = $1 FOR NO KEY UPDATE',
+                            (SELECT t.typrelid::pg_catalog.regclass FROM pg_catalog.pg_type t
+                              WHERE t.oid = pg_catalog.pg_typeof(p_row)))
+    INTO STRICT p_row USING p_row.id;
+  RETURN p_row;
+END $$;
+
 -- DNS-1123 label of at most max_len characters.
 CREATE FUNCTION mlplat._check_label(field text, v text, max_len int) RETURNS void
 LANGUAGE plpgsql AS $$

@@ -450,18 +450,13 @@ CREATE FUNCTION mlplat.undeploy(project text, deployment text)
 RETURNS mlplat.accepted LANGUAGE plpgsql SET lock_timeout = '5s' AS $$
 DECLARE
   api mlplat.api_call := mlplat._api_begin('undeploy', undeploy.project);
-  r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'deployment', NULL, NULL, NULL, false)::mlplat.accepted;
-  seen mlplat.deployments;
+  -- locked and read again: a concurrent undeploy finds this one's DELETING
+  seen mlplat.deployments := mlplat._lock_again(mlplat._find_deployment(api.pid, undeploy.deployment));
+  r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'deployment', seen.id, seen.desired_revision, seen.status,
+                        false)::mlplat.accepted;
 BEGIN
-  PERFORM mlplat._bound_api_waits();
-  seen := mlplat._find_deployment(api.pid, undeploy.deployment);
-  -- locked and read again: a reconciler's write-back in flight is waited for, not failed on,
-  -- and a concurrent undeploy finds this one's DELETING
-  SELECT * INTO STRICT seen FROM mlplat.deployments x WHERE x.id = seen.id FOR NO KEY UPDATE;
-  r.entity_id := seen.id; r.revision := seen.desired_revision;
   IF mlplat.deployment_is_deleting(seen.status) THEN
-    r.status := seen.status;      -- already asked for
-    RETURN r;
+    RETURN r;      -- already asked for
   END IF;
   PERFORM mlplat._no_active_rollout(seen, 'undeploy');
   UPDATE mlplat.deployments x
@@ -494,14 +489,16 @@ BEGIN
   RETURN s;
 END $$;
 
--- What set_drift_policy and set_deploy_deadline share: not an intent for the cluster (no
--- revision, no generation bump), so only row_version + 1 (a pass that decided under the old
--- setting loses its compare-and-swap) and a wake: the reconciler looks again at once.  The
--- caller has authorized and validated; p_action names the setting it changes.
-CREATE FUNCTION mlplat._set_deployment_option(p_action text, p_pid bigint, p_project text, p_deployment text,
+-- set_drift_policy and set_deploy_deadline, one call that differs by the setting it changes
+-- (p_action; the other value NULL): authorized, then the value checked, then not an intent
+-- for the cluster (no revision, no generation bump), so only row_version + 1 (a pass that
+-- decided under the old setting loses its compare-and-swap) and a wake: the reconciler looks
+-- again at once.
+CREATE FUNCTION mlplat._set_deployment_option(p_action text, p_project text, p_deployment text,
                                               p_policy text, p_deadline interval, p_key text)
 RETURNS mlplat.accepted LANGUAGE plpgsql AS $$
 DECLARE
+  pid bigint := mlplat._authorize(p_action, p_project);
   who text := mlplat._actor();
   r mlplat.accepted;
   tp text := mlplat._traceparent();
@@ -509,14 +506,22 @@ DECLARE
   is_policy boolean := p_action = 'set_drift_policy';
   unchanged boolean;
 BEGIN
+  PERFORM mlplat._check_key(p_key);
+  IF is_policy AND (p_policy IS NULL OR p_policy NOT IN ('repair', 'report')) THEN
+    PERFORM mlplat._bad_input('policy', 'must be ''repair'' or ''report''',
+      '''repair'' re-applies the desired revision over drift; ''report'' only shows the differing paths.');
+  ELSIF NOT is_policy AND (p_deadline < interval '0' OR p_deadline > interval '7 days') THEN
+    PERFORM mlplat._bad_input('deadline', 'must be from 0 to 7 days',
+      'Pass e.g. ''15 minutes''; 0 disables the deadline, NULL uses the setting mlplat.deploy_deadline.');
+  END IF;
   r := mlplat._idem_claim(p_action, p_key,
          pg_catalog.jsonb_build_array(p_project, p_deployment,
            CASE WHEN is_policy THEN pg_catalog.to_jsonb(p_policy)
                 ELSE pg_catalog.to_jsonb(pg_catalog.date_part('epoch', p_deadline)) END), who);
   IF r.request_id IS NOT NULL THEN RETURN r; END IF;
-  PERFORM mlplat._find_deployment(p_pid, p_deployment);
-  PERFORM mlplat._lock_project(p_pid, false, p_action);
-  SELECT * INTO d FROM mlplat.deployments x WHERE x.project_id = p_pid AND x.name = p_deployment FOR NO KEY UPDATE;
+  PERFORM mlplat._find_deployment(pid, p_deployment);
+  PERFORM mlplat._lock_project(pid, false, p_action);
+  SELECT * INTO d FROM mlplat.deployments x WHERE x.project_id = pid AND x.name = p_deployment FOR NO KEY UPDATE;
   IF mlplat.deployment_is_deleting(d.status) THEN
     PERFORM mlplat._wrong_state('deployment', d.name, d.status, p_action, 'Deploy it again first.');
   END IF;
@@ -534,7 +539,7 @@ BEGIN
     WHERE x.id = d.id;
     PERFORM mlplat._wake_on_commit('deployments');
   END IF;
-  PERFORM mlplat._audit(p_action, p_project, p_pid, 'deployment', d.id, r.request_id, tp,
+  PERFORM mlplat._audit(p_action, p_project, pid, 'deployment', d.id, r.request_id, tp,
     CASE WHEN is_policy THEN pg_catalog.jsonb_build_object('from', d.drift_policy, 'to', p_policy)
          ELSE pg_catalog.jsonb_build_object('from_seconds', pg_catalog.date_part('epoch', d.deploy_deadline),
                                             'to_seconds', pg_catalog.date_part('epoch', p_deadline)) END
@@ -547,33 +552,12 @@ END $$;
 -- re-applies the desired revision, 'report' only marks it DRIFTED with the differing paths.
 CREATE FUNCTION mlplat.set_drift_policy(project text, deployment text, policy text,
                                         idempotency_key text DEFAULT NULL)
-RETURNS mlplat.accepted LANGUAGE plpgsql SET lock_timeout = '5s' AS $$
-DECLARE
-  pid bigint := mlplat._authorize('set_drift_policy', set_drift_policy.project);
-BEGIN
-  PERFORM mlplat._check_key(set_drift_policy.idempotency_key);
-  IF set_drift_policy.policy IS NULL OR set_drift_policy.policy NOT IN ('repair', 'report') THEN
-    PERFORM mlplat._bad_input('policy', 'must be ''repair'' or ''report''',
-      '''repair'' re-applies the desired revision over drift; ''report'' only shows the differing paths.');
-  END IF;
-  RETURN mlplat._set_deployment_option('set_drift_policy', pid, set_drift_policy.project, set_drift_policy.deployment,
-                                       set_drift_policy.policy, NULL, set_drift_policy.idempotency_key);
-END $$;
+RETURNS mlplat.accepted LANGUAGE sql SET lock_timeout = '5s'
+RETURN mlplat._set_deployment_option('set_drift_policy', project, deployment, policy, NULL, idempotency_key);
 
 -- This deployment's deploy deadline (NULL: the setting mlplat.deploy_deadline; 0: none).  It
 -- applies to the wait in progress too, counted from the deploy or rollback that started it.
 CREATE FUNCTION mlplat.set_deploy_deadline(project text, deployment text, deadline interval,
                                            idempotency_key text DEFAULT NULL)
-RETURNS mlplat.accepted LANGUAGE plpgsql SET lock_timeout = '5s' AS $$
-DECLARE
-  pid bigint := mlplat._authorize('set_deploy_deadline', set_deploy_deadline.project);
-BEGIN
-  PERFORM mlplat._check_key(set_deploy_deadline.idempotency_key);
-  IF set_deploy_deadline.deadline < interval '0' OR set_deploy_deadline.deadline > interval '7 days' THEN
-    PERFORM mlplat._bad_input('deadline', 'must be from 0 to 7 days',
-      'Pass e.g. ''15 minutes''; 0 disables the deadline, NULL uses the setting mlplat.deploy_deadline.');
-  END IF;
-  RETURN mlplat._set_deployment_option('set_deploy_deadline', pid, set_deploy_deadline.project,
-                                       set_deploy_deadline.deployment, NULL, set_deploy_deadline.deadline,
-                                       set_deploy_deadline.idempotency_key);
-END $$;
+RETURNS mlplat.accepted LANGUAGE sql SET lock_timeout = '5s'
+RETURN mlplat._set_deployment_option('set_deploy_deadline', project, deployment, NULL, deadline, idempotency_key);

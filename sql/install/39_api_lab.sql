@@ -1432,10 +1432,8 @@ DECLARE
   r mlplat.accepted;
   seen mlplat.lab_runs;
 BEGIN
-  seen := mlplat._lab_run_of(api.pid, cancel_lab_run.lab_run_id);
-  -- locked and read again: a reconciler's write-back in flight is waited for, not failed on,
-  -- and a concurrent cancel finds this one's CANCEL_REQUESTED
-  SELECT * INTO STRICT seen FROM mlplat.lab_runs x WHERE x.id = seen.id FOR NO KEY UPDATE;
+  -- locked and read again: a concurrent cancel finds this one's CANCEL_REQUESTED
+  seen := mlplat._lock_again(mlplat._lab_run_of(api.pid, cancel_lab_run.lab_run_id));
   r := (pg_catalog.gen_random_uuid(), 'lab_run', seen.id, NULL, seen.status, false)::mlplat.accepted;
   IF seen.status = 'CANCEL_REQUESTED' THEN
     r.replayed := true;   -- already requested: a repeat changes nothing

@@ -235,39 +235,6 @@ BEGIN
     pg_catalog.jsonb_build_object('from_revision', d.desired_revision, 'to_revision', d.previous_revision), 'deployments');
 END $$;
 
-CREATE OR REPLACE FUNCTION mlplat.set_drift_policy(project text, deployment text, policy text,
-                                        idempotency_key text DEFAULT NULL)
-RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
-DECLARE
-  pid bigint := mlplat._authorize('set_drift_policy', set_drift_policy.project);
-BEGIN
-  PERFORM mlplat._check_key(set_drift_policy.idempotency_key);
-  IF set_drift_policy.policy IS NULL OR set_drift_policy.policy NOT IN ('repair', 'report') THEN
-    PERFORM mlplat._bad_input('policy', 'must be ''repair'' or ''report''',
-      '''repair'' re-applies the desired revision over drift; ''report'' only shows the differing paths.');
-  END IF;
-  RETURN mlplat._set_deployment_option('set_drift_policy', pid, set_drift_policy.project, set_drift_policy.deployment,
-                                       set_drift_policy.policy, NULL, set_drift_policy.idempotency_key);
-END $$;
-
-CREATE OR REPLACE FUNCTION mlplat.set_deploy_deadline(project text, deployment text, deadline interval,
-                                           idempotency_key text DEFAULT NULL)
-RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
-DECLARE
-  pid bigint := mlplat._authorize('set_deploy_deadline', set_deploy_deadline.project);
-BEGIN
-  PERFORM mlplat._check_key(set_deploy_deadline.idempotency_key);
-  IF set_deploy_deadline.deadline < interval '0' OR set_deploy_deadline.deadline > interval '7 days' THEN
-    PERFORM mlplat._bad_input('deadline', 'must be from 0 to 7 days',
-      'Pass e.g. ''15 minutes''; 0 disables the deadline, NULL uses the setting mlplat.deploy_deadline.');
-  END IF;
-  RETURN mlplat._set_deployment_option('set_deploy_deadline', pid, set_deploy_deadline.project,
-                                       set_deploy_deadline.deployment, NULL, set_deploy_deadline.deadline,
-                                       set_deploy_deadline.idempotency_key);
-END $$;
-
 CREATE OR REPLACE FUNCTION mlplat.start_run(project text, run text, spec jsonb, idempotency_key text DEFAULT NULL)
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$

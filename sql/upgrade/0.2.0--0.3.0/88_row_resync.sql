@@ -38,14 +38,19 @@ AS $$
 $$;
 REVOKE ALL ON FUNCTION mlplat._deployments_resynced(bigint, bigint[]) FROM PUBLIC;
 
--- What set_drift_policy and set_deploy_deadline share: not an intent for the cluster (no
--- revision, no generation bump), so only row_version + 1 (a pass that decided under the old
--- setting loses its compare-and-swap) and a wake: the reconciler looks again at once.  The
--- caller has authorized and validated; p_action names the setting it changes.
-CREATE OR REPLACE FUNCTION mlplat._set_deployment_option(p_action text, p_pid bigint, p_project text, p_deployment text,
+-- sqldup6a: the entry points' checks moved into the helper, which authorizes itself (no
+-- p_pid); the entry points are its one-line callers.
+DROP FUNCTION mlplat._set_deployment_option(text, bigint, text, text, text, interval, text);
+-- set_drift_policy and set_deploy_deadline, one call that differs by the setting it changes
+-- (p_action; the other value NULL): authorized, then the value checked, then not an intent
+-- for the cluster (no revision, no generation bump), so only row_version + 1 (a pass that
+-- decided under the old setting loses its compare-and-swap) and a wake: the reconciler looks
+-- again at once.
+CREATE FUNCTION mlplat._set_deployment_option(p_action text, p_project text, p_deployment text,
                                               p_policy text, p_deadline interval, p_key text)
 RETURNS mlplat.accepted LANGUAGE plpgsql AS $$
 DECLARE
+  pid bigint := mlplat._authorize(p_action, p_project);
   who text := mlplat._actor();
   r mlplat.accepted;
   tp text := mlplat._traceparent();
@@ -53,14 +58,22 @@ DECLARE
   is_policy boolean := p_action = 'set_drift_policy';
   unchanged boolean;
 BEGIN
+  PERFORM mlplat._check_key(p_key);
+  IF is_policy AND (p_policy IS NULL OR p_policy NOT IN ('repair', 'report')) THEN
+    PERFORM mlplat._bad_input('policy', 'must be ''repair'' or ''report''',
+      '''repair'' re-applies the desired revision over drift; ''report'' only shows the differing paths.');
+  ELSIF NOT is_policy AND (p_deadline < interval '0' OR p_deadline > interval '7 days') THEN
+    PERFORM mlplat._bad_input('deadline', 'must be from 0 to 7 days',
+      'Pass e.g. ''15 minutes''; 0 disables the deadline, NULL uses the setting mlplat.deploy_deadline.');
+  END IF;
   r := mlplat._idem_claim(p_action, p_key,
          pg_catalog.jsonb_build_array(p_project, p_deployment,
            CASE WHEN is_policy THEN pg_catalog.to_jsonb(p_policy)
                 ELSE pg_catalog.to_jsonb(pg_catalog.date_part('epoch', p_deadline)) END), who);
   IF r.request_id IS NOT NULL THEN RETURN r; END IF;
-  PERFORM mlplat._find_deployment(p_pid, p_deployment);
-  PERFORM mlplat._lock_project(p_pid, false, p_action);
-  SELECT * INTO d FROM mlplat.deployments x WHERE x.project_id = p_pid AND x.name = p_deployment FOR NO KEY UPDATE;
+  PERFORM mlplat._find_deployment(pid, p_deployment);
+  PERFORM mlplat._lock_project(pid, false, p_action);
+  SELECT * INTO d FROM mlplat.deployments x WHERE x.project_id = pid AND x.name = p_deployment FOR NO KEY UPDATE;
   IF mlplat.deployment_is_deleting(d.status) THEN
     PERFORM mlplat._wrong_state('deployment', d.name, d.status, p_action, 'Deploy it again first.');
   END IF;
@@ -78,7 +91,7 @@ BEGIN
     WHERE x.id = d.id;
     PERFORM mlplat._wake_on_commit('deployments');
   END IF;
-  PERFORM mlplat._audit(p_action, p_project, p_pid, 'deployment', d.id, r.request_id, tp,
+  PERFORM mlplat._audit(p_action, p_project, pid, 'deployment', d.id, r.request_id, tp,
     CASE WHEN is_policy THEN pg_catalog.jsonb_build_object('from', d.drift_policy, 'to', p_policy)
          ELSE pg_catalog.jsonb_build_object('from_seconds', pg_catalog.date_part('epoch', d.deploy_deadline),
                                             'to_seconds', pg_catalog.date_part('epoch', p_deadline)) END
@@ -86,3 +99,18 @@ BEGIN
   PERFORM mlplat._idem_store(p_action, p_key, r, who);
   RETURN r;
 END $$;
+REVOKE ALL ON FUNCTION mlplat._set_deployment_option(text, text, text, text, interval, text) FROM PUBLIC;
+
+-- How the deployments reconciler treats drift of this deployment: 'repair' (the default)
+-- re-applies the desired revision, 'report' only marks it DRIFTED with the differing paths.
+CREATE OR REPLACE FUNCTION mlplat.set_drift_policy(project text, deployment text, policy text,
+                                        idempotency_key text DEFAULT NULL)
+RETURNS mlplat.accepted LANGUAGE sql SET lock_timeout = '5s'
+RETURN mlplat._set_deployment_option('set_drift_policy', project, deployment, policy, NULL, idempotency_key);
+
+-- This deployment's deploy deadline (NULL: the setting mlplat.deploy_deadline; 0: none).  It
+-- applies to the wait in progress too, counted from the deploy or rollback that started it.
+CREATE OR REPLACE FUNCTION mlplat.set_deploy_deadline(project text, deployment text, deadline interval,
+                                           idempotency_key text DEFAULT NULL)
+RETURNS mlplat.accepted LANGUAGE sql SET lock_timeout = '5s'
+RETURN mlplat._set_deployment_option('set_deploy_deadline', project, deployment, NULL, deadline, idempotency_key);

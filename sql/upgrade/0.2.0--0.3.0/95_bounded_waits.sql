@@ -9,22 +9,16 @@ $$;
 REVOKE ALL ON FUNCTION mlplat._bound_api_waits() FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION mlplat.undeploy(project text, deployment text)
-RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
+RETURNS mlplat.accepted LANGUAGE plpgsql SET lock_timeout = '5s' AS $$
 DECLARE
   api mlplat.api_call := mlplat._api_begin('undeploy', undeploy.project);
-  r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'deployment', NULL, NULL, NULL, false)::mlplat.accepted;
-  seen mlplat.deployments;
+  -- locked and read again: a concurrent undeploy finds this one's DELETING
+  seen mlplat.deployments := mlplat._lock_again(mlplat._find_deployment(api.pid, undeploy.deployment));
+  r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'deployment', seen.id, seen.desired_revision, seen.status,
+                        false)::mlplat.accepted;
 BEGIN
-  PERFORM mlplat._bound_api_waits();
-  seen := mlplat._find_deployment(api.pid, undeploy.deployment);
-  -- locked and read again: a reconciler's write-back in flight is waited for, not failed on,
-  -- and a concurrent undeploy finds this one's DELETING
-  SELECT * INTO STRICT seen FROM mlplat.deployments x WHERE x.id = seen.id FOR NO KEY UPDATE;
-  r.entity_id := seen.id; r.revision := seen.desired_revision;
   IF mlplat.deployment_is_deleting(seen.status) THEN
-    r.status := seen.status;      -- already asked for
-    RETURN r;
+    RETURN r;      -- already asked for
   END IF;
   PERFORM mlplat._no_active_rollout(seen, 'undeploy');
   UPDATE mlplat.deployments x
@@ -38,22 +32,15 @@ BEGIN
 END $$;
 
 CREATE OR REPLACE FUNCTION mlplat.cancel_run(project text, run text)
-RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
+RETURNS mlplat.accepted LANGUAGE plpgsql SET lock_timeout = '5s' AS $$
 DECLARE
   api mlplat.api_call := mlplat._api_begin('cancel_run', cancel_run.project);
-  r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'run', NULL, NULL, NULL, false)::mlplat.accepted;
-  seen mlplat.runs;
+  -- locked and read again: a concurrent cancel finds this one's CANCEL_REQUESTED
+  seen mlplat.runs := mlplat._lock_again(mlplat._find_run(api.pid, cancel_run.run));
+  r mlplat.accepted := (pg_catalog.gen_random_uuid(), seen.kind, seen.id, NULL, seen.status, false)::mlplat.accepted;
 BEGIN
-  PERFORM mlplat._bound_api_waits();
-  seen := mlplat._find_run(api.pid, cancel_run.run);
-  -- locked and read again: a reconciler's write-back in flight is waited for, not failed on,
-  -- and a concurrent cancel finds this one's CANCEL_REQUESTED
-  SELECT * INTO STRICT seen FROM mlplat.runs x WHERE x.id = seen.id FOR NO KEY UPDATE;
-  r.entity := seen.kind; r.entity_id := seen.id;
   IF seen.status IN ('CANCEL_REQUESTED', 'CANCELLED') THEN
-    r.status := seen.status;
-    RETURN r;
+    RETURN r;      -- already asked for
   END IF;
   IF seen.status IN ('SUCCEEDED', 'FAILED') THEN
     PERFORM mlplat._wrong_state('run', seen.name, seen.status, 'cancel_run', 'The run has already finished.');

@@ -132,18 +132,15 @@ BEGIN
 END $$;
 
 CREATE OR REPLACE FUNCTION mlplat.cancel_lab_run(project text, lab_run_id bigint)
-RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
+RETURNS mlplat.accepted LANGUAGE plpgsql SET lock_timeout = '5s' AS $$
 DECLARE
   api mlplat.api_call := mlplat._lab_begin('cancel_lab_run', cancel_lab_run.project, cancel_lab_run.lab_run_id IS NULL);
   who text := mlplat._actor();
   r mlplat.accepted;
   seen mlplat.lab_runs;
 BEGIN
-  seen := mlplat._lab_run_of(api.pid, cancel_lab_run.lab_run_id);
-  -- locked and read again: a reconciler's write-back in flight is waited for, not failed on,
-  -- and a concurrent cancel finds this one's CANCEL_REQUESTED
-  SELECT * INTO STRICT seen FROM mlplat.lab_runs x WHERE x.id = seen.id FOR NO KEY UPDATE;
+  -- locked and read again: a concurrent cancel finds this one's CANCEL_REQUESTED
+  seen := mlplat._lock_again(mlplat._lab_run_of(api.pid, cancel_lab_run.lab_run_id));
   r := (pg_catalog.gen_random_uuid(), 'lab_run', seen.id, NULL, seen.status, false)::mlplat.accepted;
   IF seen.status = 'CANCEL_REQUESTED' THEN
     r.replayed := true;   -- already requested: a repeat changes nothing
