@@ -199,8 +199,12 @@ BEGIN
   RETURN mlplat._api_accept(api, r, '{}', 'projects');
 END $$;
 
-CREATE FUNCTION mlplat._check_role_args(principal text, role text) RETURNS void
-LANGUAGE plpgsql AS $$
+-- The opening of a membership change, the same for a grant and a revoke: the call
+-- authorized (p_action on the project), then its principal and role checked.
+CREATE FUNCTION mlplat._membership_begin(p_action text, p_project text, principal text, role text)
+RETURNS mlplat.api_call LANGUAGE plpgsql AS $$
+DECLARE
+  api mlplat.api_call := mlplat._api_begin(p_action, p_project);
 BEGIN
   IF principal IS NULL OR pg_catalog.length(principal) NOT BETWEEN 1 AND 63 OR principal ~ '[[:cntrl:]]' THEN
     PERFORM mlplat._bad_input('principal', 'must be a name of 1 to 63 printable characters', 'Pass the person''s or role''s name.');
@@ -209,6 +213,7 @@ BEGIN
     PERFORM mlplat._bad_input('role', 'must be one of viewer, developer, deployer, owner',
       'Roles are cumulative: developer can do what viewer can, and so on; see mlplat.policies.');
   END IF;
+  RETURN api;
 END $$;
 
 -- A principal becomes the subject (kind User) of a RoleBinding in the project's namespace.
@@ -227,44 +232,37 @@ END $$;
 
 -- What a membership change does once the members row is written, the same for a grant and a
 -- revoke: when it changed anything the project takes this call's traceparent (the projects
--- reconciler writes the RoleBindings under this call's span); the call is audited either way,
--- with changed; the projects reconciler is woken at commit.
-CREATE FUNCTION mlplat._membership_changed(c mlplat.api_call, r mlplat.accepted, p_principal text, p_role text,
+-- reconciler writes the RoleBindings under this call's span); the call is answered (a member
+-- of the project, p_status: GRANTED or REVOKED) and audited either way, with changed; the
+-- projects reconciler is woken at commit.
+CREATE FUNCTION mlplat._membership_changed(c mlplat.api_call, p_status text, p_principal text, p_role text,
                                            p_changed boolean)
 RETURNS mlplat.accepted LANGUAGE plpgsql AS $$
 BEGIN
   IF p_changed THEN
     UPDATE mlplat.projects x SET traceparent = c.tp WHERE x.id = c.pid;
   END IF;
-  RETURN mlplat._api_accept(c, r,
+  RETURN mlplat._api_accept(c, (pg_catalog.gen_random_uuid(), 'member', c.pid, NULL, p_status, false)::mlplat.accepted,
     pg_catalog.jsonb_build_object('principal', p_principal, 'role', p_role, 'changed', p_changed), 'projects');
 END $$;
 
 CREATE FUNCTION mlplat.grant_role(project text, principal text, role text)
 RETURNS mlplat.accepted LANGUAGE plpgsql AS $$
 DECLARE
-  api mlplat.api_call := mlplat._api_begin('grant_role', grant_role.project);
-  r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'member', NULL, NULL, 'GRANTED', false)::mlplat.accepted;
-  changed boolean;
+  api mlplat.api_call := mlplat._membership_begin('grant_role', grant_role.project, grant_role.principal, grant_role.role);
 BEGIN
-  PERFORM mlplat._check_role_args(grant_role.principal, grant_role.role);
   PERFORM mlplat._check_subject('principal', grant_role.principal);
-  r.entity_id := api.pid;
   INSERT INTO mlplat.members (project_id, principal, role, granted_by)
   VALUES (api.pid, grant_role.principal, grant_role.role, mlplat._actor()) ON CONFLICT DO NOTHING;
-  changed := FOUND;
-  RETURN mlplat._membership_changed(api, r, grant_role.principal, grant_role.role, changed);
+  RETURN mlplat._membership_changed(api, 'GRANTED', grant_role.principal, grant_role.role, FOUND);
 END $$;
 
 CREATE FUNCTION mlplat.revoke_role(project text, principal text, role text)
 RETURNS mlplat.accepted LANGUAGE plpgsql SET lock_timeout = '5s' AS $$
 DECLARE
-  api mlplat.api_call := mlplat._api_begin('revoke_role', revoke_role.project);
-  r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'member', NULL, NULL, 'REVOKED', false)::mlplat.accepted;
+  api mlplat.api_call := mlplat._membership_begin('revoke_role', revoke_role.project, revoke_role.principal, revoke_role.role);
   changed boolean;
 BEGIN
-  PERFORM mlplat._check_role_args(revoke_role.principal, revoke_role.role);
-  r.entity_id := api.pid;
   -- Serialize membership changes of this project so "last owner" is decided on settled data.
   PERFORM mlplat._lock_project_row(api.pid, 'reserve', 'revoke_role');
   DELETE FROM mlplat.members m
@@ -277,5 +275,5 @@ BEGIN
       DETAIL = 'Every project keeps at least one owner.',
       HINT = 'Grant owner to someone else first.';
   END IF;
-  RETURN mlplat._membership_changed(api, r, revoke_role.principal, revoke_role.role, changed);
+  RETURN mlplat._membership_changed(api, 'REVOKED', revoke_role.principal, revoke_role.role, changed);
 END $$;

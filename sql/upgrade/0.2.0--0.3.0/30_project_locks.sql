@@ -140,31 +140,28 @@ END $$;
 
 -- What a membership change does once the members row is written, the same for a grant and a
 -- revoke: when it changed anything the project takes this call's traceparent (the projects
--- reconciler writes the RoleBindings under this call's span); the call is audited either way,
--- with changed; the projects reconciler is woken at commit.
-CREATE FUNCTION mlplat._membership_changed(c mlplat.api_call, r mlplat.accepted, p_principal text, p_role text,
+-- reconciler writes the RoleBindings under this call's span); the call is answered (a member
+-- of the project, p_status: GRANTED or REVOKED) and audited either way, with changed; the
+-- projects reconciler is woken at commit.
+CREATE FUNCTION mlplat._membership_changed(c mlplat.api_call, p_status text, p_principal text, p_role text,
                                            p_changed boolean)
 RETURNS mlplat.accepted LANGUAGE plpgsql AS $$
 BEGIN
   IF p_changed THEN
     UPDATE mlplat.projects x SET traceparent = c.tp WHERE x.id = c.pid;
   END IF;
-  RETURN mlplat._api_accept(c, r,
+  RETURN mlplat._api_accept(c, (pg_catalog.gen_random_uuid(), 'member', c.pid, NULL, p_status, false)::mlplat.accepted,
     pg_catalog.jsonb_build_object('principal', p_principal, 'role', p_role, 'changed', p_changed), 'projects');
 END $$;
 
-REVOKE ALL ON FUNCTION mlplat._membership_changed(mlplat.api_call, mlplat.accepted, text, text, boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mlplat._membership_changed(mlplat.api_call, text, text, text, boolean) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION mlplat.revoke_role(project text, principal text, role text)
-RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
+RETURNS mlplat.accepted LANGUAGE plpgsql SET lock_timeout = '5s' AS $$
 DECLARE
-  api mlplat.api_call := mlplat._api_begin('revoke_role', revoke_role.project);
-  r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'member', NULL, NULL, 'REVOKED', false)::mlplat.accepted;
+  api mlplat.api_call := mlplat._membership_begin('revoke_role', revoke_role.project, revoke_role.principal, revoke_role.role);
   changed boolean;
 BEGIN
-  PERFORM mlplat._check_role_args(revoke_role.principal, revoke_role.role);
-  r.entity_id := api.pid;
   -- Serialize membership changes of this project so "last owner" is decided on settled data.
   PERFORM mlplat._lock_project_row(api.pid, 'reserve', 'revoke_role');
   DELETE FROM mlplat.members m
@@ -177,7 +174,7 @@ BEGIN
       DETAIL = 'Every project keeps at least one owner.',
       HINT = 'Grant owner to someone else first.';
   END IF;
-  RETURN mlplat._membership_changed(api, r, revoke_role.principal, revoke_role.role, changed);
+  RETURN mlplat._membership_changed(api, 'REVOKED', revoke_role.principal, revoke_role.role, changed);
 END $$;
 
 CREATE OR REPLACE FUNCTION mlplat.rollback_deployment(project text, deployment text)

@@ -84,20 +84,14 @@ BEGIN
 END $$;
 
 CREATE OR REPLACE FUNCTION mlplat.grant_role(project text, principal text, role text)
-RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp AS $$
+RETURNS mlplat.accepted LANGUAGE plpgsql AS $$
 DECLARE
-  api mlplat.api_call := mlplat._api_begin('grant_role', grant_role.project);
-  r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'member', NULL, NULL, 'GRANTED', false)::mlplat.accepted;
-  changed boolean;
+  api mlplat.api_call := mlplat._membership_begin('grant_role', grant_role.project, grant_role.principal, grant_role.role);
 BEGIN
-  PERFORM mlplat._check_role_args(grant_role.principal, grant_role.role);
   PERFORM mlplat._check_subject('principal', grant_role.principal);
-  r.entity_id := api.pid;
   INSERT INTO mlplat.members (project_id, principal, role, granted_by)
   VALUES (api.pid, grant_role.principal, grant_role.role, mlplat._actor()) ON CONFLICT DO NOTHING;
-  changed := FOUND;
-  RETURN mlplat._membership_changed(api, r, grant_role.principal, grant_role.role, changed);
+  RETURN mlplat._membership_changed(api, 'GRANTED', grant_role.principal, grant_role.role, FOUND);
 END $$;
 
 CREATE OR REPLACE FUNCTION mlplat._check_no_template(field text, val jsonb) RETURNS void

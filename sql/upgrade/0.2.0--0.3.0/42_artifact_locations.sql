@@ -66,72 +66,59 @@ BEGIN
     'Upload the artifact under one of those locations, or ask a project owner to add its location with mlplat.add_artifact_location().');
 END $$;
 
--- What an add or a remove answers once the list is written: the accepted answer (the
--- project's id, ADDED or REMOVED), the audit event with whether anything changed, and the
--- idempotency record.
-CREATE FUNCTION mlplat._location_changed(c mlplat.api_call, p_location text, p_status text, p_changed boolean)
+-- add_artifact_location and remove_artifact_location, one call that differs by p_action:
+-- one permission, set_artifact_locations, for both; the idempotency claim, then the add or
+-- the remove, then the answer (the project's id, ADDED or REMOVED), audited with whether
+-- anything changed.  Removing a location refuses new registrations under it; versions
+-- registered before keep their artifact_uri (they are immutable) and stay deployable.
+CREATE FUNCTION mlplat._set_artifact_location(p_action text, p_project text, p_location text, p_key text)
 RETURNS mlplat.accepted LANGUAGE plpgsql AS $$
+DECLARE
+  api mlplat.api_call := mlplat._api_begin(p_action, p_project, p_key, 'set_artifact_locations');
+  r mlplat.accepted := mlplat._api_claim(api, pg_catalog.jsonb_build_array(p_project, p_location));
+  adding boolean := p_action = 'add_artifact_location';
+  st text;
 BEGIN
-  RETURN mlplat._api_accept(c,
-    (pg_catalog.gen_random_uuid(), 'artifact_location', c.pid, NULL, p_status, false)::mlplat.accepted,
-    pg_catalog.jsonb_build_object('location', p_location, 'changed', p_changed));
+  IF r.request_id IS NOT NULL THEN RETURN r; END IF;
+  IF adding THEN
+    PERFORM mlplat._check_location('location', p_location);
+    SELECT p.status INTO st FROM mlplat.projects p WHERE p.id = api.pid;
+    IF mlplat.project_is_deleting(st) THEN
+      PERFORM mlplat._wrong_state('project', p_project, st, p_action, 'The project is being deleted.');
+    END IF;
+    -- Adds to the list are serialized (SHARE ROW EXCLUSIVE conflicts with itself, and callers
+    -- hold no privilege to take it), so two owners cannot both claim one prefix at once.
+    LOCK TABLE mlplat.artifact_locations IN SHARE ROW EXCLUSIVE MODE;
+    IF NOT mlplat._is_admin() AND EXISTS (
+         SELECT 1 FROM mlplat.artifact_locations l JOIN mlplat.projects p ON p.id = l.project_id
+          WHERE l.project_id <> api.pid AND p.status <> 'DELETED'
+            AND (pg_catalog.starts_with(l.location, p_location) OR pg_catalog.starts_with(p_location, l.location))) THEN
+      RAISE EXCEPTION USING ERRCODE = '42501',
+        MESSAGE = pg_catalog.format('permission denied: %s on project "%s"', p_action, p_project),
+        DETAIL = 'The location overlaps an artifact location of another project.',
+        HINT = 'Use a prefix of your own; only an administrator can let two projects share objects.';
+    END IF;
+    INSERT INTO mlplat.artifact_locations (project_id, location, added_by)
+    VALUES (api.pid, p_location, mlplat._actor()) ON CONFLICT DO NOTHING;
+  ELSE
+    IF p_location IS NULL THEN
+      PERFORM mlplat._bad_input('location', 'must not be null', 'Pass the location as listed in mlplat.artifact_locations.');
+    END IF;
+    DELETE FROM mlplat.artifact_locations l WHERE l.project_id = api.pid AND l.location = p_location;
+  END IF;
+  RETURN mlplat._api_accept(api,
+    (pg_catalog.gen_random_uuid(), 'artifact_location', api.pid, NULL, CASE WHEN adding THEN 'ADDED' ELSE 'REMOVED' END,
+     false)::mlplat.accepted,
+    pg_catalog.jsonb_build_object('location', p_location, 'changed', FOUND));
 END $$;
 
 CREATE FUNCTION mlplat.add_artifact_location(project text, location text, idempotency_key text DEFAULT NULL)
-RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp AS $$
-DECLARE
-  -- one permission, set_artifact_locations, for adding and removing
-  api mlplat.api_call := mlplat._api_begin('add_artifact_location', add_artifact_location.project, add_artifact_location.idempotency_key, 'set_artifact_locations');
-  r mlplat.accepted;
-  st text;
-BEGIN
-  r := mlplat._api_claim(api,
-         pg_catalog.jsonb_build_array(add_artifact_location.project, add_artifact_location.location));
-  IF r.request_id IS NOT NULL THEN RETURN r; END IF;
-  PERFORM mlplat._check_location('location', add_artifact_location.location);
-  SELECT p.status INTO st FROM mlplat.projects p WHERE p.id = api.pid;
-  IF mlplat.project_is_deleting(st) THEN
-    PERFORM mlplat._wrong_state('project', add_artifact_location.project, st, 'add_artifact_location', 'The project is being deleted.');
-  END IF;
-  -- Adds to the list are serialized (SHARE ROW EXCLUSIVE conflicts with itself, and callers
-  -- hold no privilege to take it), so two owners cannot both claim one prefix at once.
-  LOCK TABLE mlplat.artifact_locations IN SHARE ROW EXCLUSIVE MODE;
-  IF NOT mlplat._is_admin() AND EXISTS (
-       SELECT 1 FROM mlplat.artifact_locations l JOIN mlplat.projects p ON p.id = l.project_id
-        WHERE l.project_id <> api.pid AND p.status <> 'DELETED'
-          AND (pg_catalog.starts_with(l.location, add_artifact_location.location)
-               OR pg_catalog.starts_with(add_artifact_location.location, l.location))) THEN
-    RAISE EXCEPTION USING ERRCODE = '42501',
-      MESSAGE = pg_catalog.format('permission denied: add_artifact_location on project "%s"', add_artifact_location.project),
-      DETAIL = 'The location overlaps an artifact location of another project.',
-      HINT = 'Use a prefix of your own; only an administrator can let two projects share objects.';
-  END IF;
-  INSERT INTO mlplat.artifact_locations (project_id, location, added_by)
-  VALUES (api.pid, add_artifact_location.location, mlplat._actor()) ON CONFLICT DO NOTHING;
-  RETURN mlplat._location_changed(api, add_artifact_location.location, 'ADDED', FOUND);
-END $$;
+RETURNS mlplat.accepted LANGUAGE sql
+RETURN mlplat._set_artifact_location('add_artifact_location', project, location, idempotency_key);
 
--- Removing a location refuses new registrations under it; versions registered before keep
--- their artifact_uri (they are immutable) and stay deployable.
 CREATE FUNCTION mlplat.remove_artifact_location(project text, location text, idempotency_key text DEFAULT NULL)
-RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp AS $$
-DECLARE
-  -- one permission, set_artifact_locations, for adding and removing
-  api mlplat.api_call := mlplat._api_begin('remove_artifact_location', remove_artifact_location.project, remove_artifact_location.idempotency_key, 'set_artifact_locations');
-  r mlplat.accepted;
-BEGIN
-  r := mlplat._api_claim(api,
-         pg_catalog.jsonb_build_array(remove_artifact_location.project, remove_artifact_location.location));
-  IF r.request_id IS NOT NULL THEN RETURN r; END IF;
-  IF remove_artifact_location.location IS NULL THEN
-    PERFORM mlplat._bad_input('location', 'must not be null', 'Pass the location as listed in mlplat.artifact_locations.');
-  END IF;
-  DELETE FROM mlplat.artifact_locations l
-   WHERE l.project_id = api.pid AND l.location = remove_artifact_location.location;
-  RETURN mlplat._location_changed(api, remove_artifact_location.location, 'REMOVED', FOUND);
-END $$;
+RETURNS mlplat.accepted LANGUAGE sql
+RETURN mlplat._set_artifact_location('remove_artifact_location', project, location, idempotency_key);
 
 CREATE VIEW mlplat.artifact_location_list WITH (security_invoker = true) AS
 SELECT p.name AS project, l.location, l.added_by, l.added_at
@@ -143,7 +130,7 @@ GRANT SELECT ON mlplat.artifact_locations, mlplat.artifact_location_list TO PUBL
 SELECT pg_catalog.pg_extension_config_dump('mlplat.artifact_locations', '');
 
 REVOKE ALL ON FUNCTION mlplat._check_location(text, text) FROM PUBLIC;
-REVOKE ALL ON FUNCTION mlplat._location_changed(mlplat.api_call, text, text, boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mlplat._set_artifact_location(text, text, text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._check_artifact_location(bigint, text, text) FROM PUBLIC;
 
 WITH used AS (

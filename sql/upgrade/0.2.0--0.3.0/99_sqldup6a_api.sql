@@ -31,3 +31,24 @@ BEGIN
   RETURN p_row;
 END $$;
 REVOKE ALL ON FUNCTION mlplat._lock_again(anyelement) FROM PUBLIC;
+
+-- grant_role and revoke_role open with _membership_begin, which checks the arguments as
+-- _check_role_args did.
+DROP FUNCTION mlplat._check_role_args(text, text);
+-- The opening of a membership change, the same for a grant and a revoke: the call
+-- authorized (p_action on the project), then its principal and role checked.
+CREATE FUNCTION mlplat._membership_begin(p_action text, p_project text, principal text, role text)
+RETURNS mlplat.api_call LANGUAGE plpgsql AS $$
+DECLARE
+  api mlplat.api_call := mlplat._api_begin(p_action, p_project);
+BEGIN
+  IF principal IS NULL OR pg_catalog.length(principal) NOT BETWEEN 1 AND 63 OR principal ~ '[[:cntrl:]]' THEN
+    PERFORM mlplat._bad_input('principal', 'must be a name of 1 to 63 printable characters', 'Pass the person''s or role''s name.');
+  END IF;
+  IF role IS NULL OR role NOT IN ('viewer', 'developer', 'deployer', 'owner') THEN
+    PERFORM mlplat._bad_input('role', 'must be one of viewer, developer, deployer, owner',
+      'Roles are cumulative: developer can do what viewer can, and so on; see mlplat.policies.');
+  END IF;
+  RETURN api;
+END $$;
+REVOKE ALL ON FUNCTION mlplat._membership_begin(text, text, text, text) FROM PUBLIC;
