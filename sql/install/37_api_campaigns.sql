@@ -1145,6 +1145,23 @@ BEGIN
   RETURN r;
 END $$;
 
+-- The answer of a platform call that registers something immutable under a name
+-- (register_optimization_preset, register_component): a new name (p_added) is audited with
+-- p_detail; a name registered before is answered as it is when its content is the same
+-- (p_same: nothing written, no audit) and refused with 42710 in p_words (message, detail,
+-- hint) when it is not.
+CREATE FUNCTION mlplat._registered(c mlplat.api_call, r mlplat.accepted, p_added boolean, p_same boolean,
+                                   p_words text[], p_detail jsonb)
+RETURNS mlplat.accepted LANGUAGE plpgsql AS $$
+BEGIN
+  IF p_added THEN
+    RETURN mlplat._api_accept(c, r, p_detail);
+  ELSIF NOT p_same THEN
+    RAISE EXCEPTION USING ERRCODE = '42710', MESSAGE = p_words[1], DETAIL = p_words[2], HINT = p_words[3];
+  END IF;
+  RETURN mlplat._api_keep(c, r);
+END $$;
+
 CREATE FUNCTION mlplat.register_optimization_preset(name text, plan jsonb)
 RETURNS mlplat.accepted LANGUAGE plpgsql AS $$
 DECLARE
@@ -1152,6 +1169,7 @@ DECLARE
   api mlplat.api_call := mlplat._api_platform('register_optimization_preset');
   p jsonb;
   cur mlplat.optimization_presets;
+  added boolean;
 BEGIN
   PERFORM mlplat._check_label('name', register_optimization_preset.name, 63);
   PERFORM mlplat._json_closed('plan', register_optimization_preset.plan,
@@ -1161,16 +1179,13 @@ BEGIN
   INSERT INTO mlplat.optimization_presets (name, plan, content_id, created_by)
   VALUES (register_optimization_preset.name, p, mlplat.content_id(p), mlplat._actor())
   ON CONFLICT ON CONSTRAINT optimization_presets_pkey DO NOTHING RETURNING * INTO cur;
-  IF cur.name IS NULL THEN
+  added := FOUND;
+  IF NOT added THEN
     SELECT * INTO cur FROM mlplat.optimization_presets x WHERE x.name = register_optimization_preset.name;
-    IF cur.content_id <> mlplat.content_id(p) THEN
-      RAISE EXCEPTION USING ERRCODE = '42710',
-        MESSAGE = pg_catalog.format('optimization preset "%s" already exists with a different plan', cur.name),
-        DETAIL = 'Presets are immutable; campaigns froze the plans they expanded.', HINT = 'Register a new preset name.';
-    END IF;
-    RETURN r;
   END IF;
-  RETURN mlplat._api_accept(api, r,
+  RETURN mlplat._registered(api, r, added, cur.content_id = mlplat.content_id(p),
+    ARRAY[pg_catalog.format('optimization preset "%s" already exists with a different plan', cur.name),
+          'Presets are immutable; campaigns froze the plans they expanded.', 'Register a new preset name.'],
     pg_catalog.jsonb_build_object('name', cur.name, 'content_id', cur.content_id));
 END $$;
 

@@ -84,6 +84,7 @@ DECLARE
   s jsonb := register_component.spec;
   owns text[] := '{}';
   cur mlplat.components;
+  added boolean;
 BEGIN
   PERFORM mlplat._check_label('name', register_component.name, 63);
   IF register_component.role IS NULL OR register_component.role NOT IN ('builder', 'cache', 'orchestrator') THEN
@@ -115,16 +116,14 @@ BEGIN
   INSERT INTO mlplat.components (name, role, spec, owns, regression_test, registered_by)
   VALUES (register_component.name, register_component.role, s, owns, register_component.regression_test, mlplat._actor())
   ON CONFLICT ON CONSTRAINT components_pkey DO NOTHING RETURNING * INTO cur;
-  IF cur.name IS NULL THEN
+  added := FOUND;
+  IF NOT added THEN
     SELECT * INTO cur FROM mlplat.components x WHERE x.name = register_component.name;
-    IF (cur.role, cur.spec, cur.regression_test) IS DISTINCT FROM (register_component.role, s, register_component.regression_test) THEN
-      RAISE EXCEPTION USING ERRCODE = '42710',
-        MESSAGE = pg_catalog.format('component "%s" already exists with a different contract', cur.name),
-        DETAIL = 'Components are immutable.', HINT = 'Register the new version under a new name.';
-    END IF;
-    RETURN r;
   END IF;
-  RETURN mlplat._api_accept(api, r,
+  RETURN mlplat._registered(api, r, added,
+    (cur.role, cur.spec, cur.regression_test) IS NOT DISTINCT FROM (register_component.role, s, register_component.regression_test),
+    ARRAY[pg_catalog.format('component "%s" already exists with a different contract', cur.name),
+          'Components are immutable.', 'Register the new version under a new name.'],
     pg_catalog.jsonb_build_object('name', cur.name, 'role', cur.role, 'spec', cur.spec));
 END $$;
 

@@ -1170,12 +1170,13 @@ BEGIN
 END $$;
 
 CREATE FUNCTION mlplat.register_optimization_preset(name text, plan jsonb)
-RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, mlplat, pg_temp AS $$
+RETURNS mlplat.accepted LANGUAGE plpgsql AS $$
 DECLARE
   r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'optimization_preset', NULL, NULL, 'REGISTERED', false)::mlplat.accepted;
   api mlplat.api_call := mlplat._api_platform('register_optimization_preset');
   p jsonb;
   cur mlplat.optimization_presets;
+  added boolean;
 BEGIN
   PERFORM mlplat._check_label('name', register_optimization_preset.name, 63);
   PERFORM mlplat._json_closed('plan', register_optimization_preset.plan,
@@ -1185,16 +1186,13 @@ BEGIN
   INSERT INTO mlplat.optimization_presets (name, plan, content_id, created_by)
   VALUES (register_optimization_preset.name, p, mlplat.content_id(p), mlplat._actor())
   ON CONFLICT ON CONSTRAINT optimization_presets_pkey DO NOTHING RETURNING * INTO cur;
-  IF cur.name IS NULL THEN
+  added := FOUND;
+  IF NOT added THEN
     SELECT * INTO cur FROM mlplat.optimization_presets x WHERE x.name = register_optimization_preset.name;
-    IF cur.content_id <> mlplat.content_id(p) THEN
-      RAISE EXCEPTION USING ERRCODE = '42710',
-        MESSAGE = pg_catalog.format('optimization preset "%s" already exists with a different plan', cur.name),
-        DETAIL = 'Presets are immutable; campaigns froze the plans they expanded.', HINT = 'Register a new preset name.';
-    END IF;
-    RETURN r;
   END IF;
-  RETURN mlplat._api_accept(api, r,
+  RETURN mlplat._registered(api, r, added, cur.content_id = mlplat.content_id(p),
+    ARRAY[pg_catalog.format('optimization preset "%s" already exists with a different plan', cur.name),
+          'Presets are immutable; campaigns froze the plans they expanded.', 'Register a new preset name.'],
     pg_catalog.jsonb_build_object('name', cur.name, 'content_id', cur.content_id));
 END $$;
 
@@ -1381,13 +1379,14 @@ BEGIN
 END $$;
 
 CREATE FUNCTION mlplat.register_component(name text, role text, spec jsonb, regression_test text)
-RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, mlplat, pg_temp AS $$
+RETURNS mlplat.accepted LANGUAGE plpgsql AS $$
 DECLARE
   r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'component', NULL, NULL, 'REGISTERED', false)::mlplat.accepted;
   api mlplat.api_call := mlplat._api_platform('register_component');
   s jsonb := register_component.spec;
   owns text[] := '{}';
   cur mlplat.components;
+  added boolean;
 BEGIN
   PERFORM mlplat._check_label('name', register_component.name, 63);
   IF register_component.role IS NULL OR register_component.role NOT IN ('builder', 'cache', 'orchestrator') THEN
@@ -1419,16 +1418,14 @@ BEGIN
   INSERT INTO mlplat.components (name, role, spec, owns, regression_test, registered_by)
   VALUES (register_component.name, register_component.role, s, owns, register_component.regression_test, mlplat._actor())
   ON CONFLICT ON CONSTRAINT components_pkey DO NOTHING RETURNING * INTO cur;
-  IF cur.name IS NULL THEN
+  added := FOUND;
+  IF NOT added THEN
     SELECT * INTO cur FROM mlplat.components x WHERE x.name = register_component.name;
-    IF (cur.role, cur.spec, cur.regression_test) IS DISTINCT FROM (register_component.role, s, register_component.regression_test) THEN
-      RAISE EXCEPTION USING ERRCODE = '42710',
-        MESSAGE = pg_catalog.format('component "%s" already exists with a different contract', cur.name),
-        DETAIL = 'Components are immutable.', HINT = 'Register the new version under a new name.';
-    END IF;
-    RETURN r;
   END IF;
-  RETURN mlplat._api_accept(api, r,
+  RETURN mlplat._registered(api, r, added,
+    (cur.role, cur.spec, cur.regression_test) IS NOT DISTINCT FROM (register_component.role, s, register_component.regression_test),
+    ARRAY[pg_catalog.format('component "%s" already exists with a different contract', cur.name),
+          'Components are immutable.', 'Register the new version under a new name.'],
     pg_catalog.jsonb_build_object('name', cur.name, 'role', cur.role, 'spec', cur.spec));
 END $$;
 

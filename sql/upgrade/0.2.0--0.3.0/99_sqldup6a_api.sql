@@ -52,3 +52,21 @@ BEGIN
   RETURN api;
 END $$;
 REVOKE ALL ON FUNCTION mlplat._membership_begin(text, text, text, text) FROM PUBLIC;
+
+-- The answer of a platform call that registers something immutable under a name
+-- (register_optimization_preset, register_component): a new name (p_added) is audited with
+-- p_detail; a name registered before is answered as it is when its content is the same
+-- (p_same: nothing written, no audit) and refused with 42710 in p_words (message, detail,
+-- hint) when it is not.
+CREATE FUNCTION mlplat._registered(c mlplat.api_call, r mlplat.accepted, p_added boolean, p_same boolean,
+                                   p_words text[], p_detail jsonb)
+RETURNS mlplat.accepted LANGUAGE plpgsql AS $$
+BEGIN
+  IF p_added THEN
+    RETURN mlplat._api_accept(c, r, p_detail);
+  ELSIF NOT p_same THEN
+    RAISE EXCEPTION USING ERRCODE = '42710', MESSAGE = p_words[1], DETAIL = p_words[2], HINT = p_words[3];
+  END IF;
+  RETURN mlplat._api_keep(c, r);
+END $$;
+REVOKE ALL ON FUNCTION mlplat._registered(mlplat.api_call, mlplat.accepted, boolean, boolean, text[], jsonb) FROM PUBLIC;
