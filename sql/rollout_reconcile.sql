@@ -43,7 +43,9 @@ CREATE FUNCTION pg_temp.step(o jsonb, applied int DEFAULT NULL, err text DEFAULT
                                   ROW(c.id, c.row_version, 'regress/controller', o, applied IS NOT NULL, applied, err,
                                       CASE WHEN err IS NOT NULL THEN 500 END, d.step, d.target_kn, d.previous_kn,
                                       d.target_percent, d.previous_percent, d.close_kn, d.close_status, d.status_reason,
-                                      d.clear_window, d.window_start_ms, d.decide_at_ms)::mlplat.rollout_writeback)
+                                      d.clear_window, d.window_start_ms, d.decide_at_ms, x.evidence, x.plan, x.decision,
+                                      x.next_fraction, x.plan_status, x.plan_reason, x.keep_window, x.recheck_at_ms,
+                                      x.refused)::mlplat.rollout_writeback)
     FROM pg_temp.ro r
     JOIN mlplat._rollouts_claim() c ON c.id = r.id
     CROSS JOIN LATERAL mlplat._rollout_decide(c.status, c.requested_action, c.fraction::numeric, c.target_kn, c.previous_kn,
@@ -51,7 +53,10 @@ CREATE FUNCTION pg_temp.step(o jsonb, applied int DEFAULT NULL, err text DEFAULT
       coalesce((o->>'settled')::boolean, false), o->>'latest_created_kn', o->>'rolledout_kn',
       ARRAY(SELECT e->>'revision' FROM jsonb_array_elements(coalesce(o->'traffic', '[]')) WITH ORDINALITY x(e, i) ORDER BY i),
       ARRAY(SELECT (e->>'percent')::int FROM jsonb_array_elements(coalesce(o->'traffic', '[]')) WITH ORDINALITY x(e, i) ORDER BY i),
-      o->'metrics' IS NOT NULL) d $$;
+      o->'metrics' IS NOT NULL) d
+    -- a due decision: the evidence, plan_rollout's transition and the status after it (pass_plan.c)
+    LEFT JOIN LATERAL mlplat._rollout_pass_plan(c.contract::jsonb, c.fraction, c.target_replicas, c.previous_replicas,
+      o, d.target_kn, d.previous_kn, c.window_seconds) x ON d.step = 'DECIDE' $$;
 CREATE FUNCTION pg_temp.at0() RETURNS bigint LANGUAGE sql AS $$
   SELECT ceil(extract(epoch FROM clock_timestamp()))::bigint $$;
 \set split0 '''[{"revision": "rsvc-predictor-00002", "percent": 0, "latest": true}, {"revision": "rsvc-predictor-00001", "percent": 100, "latest": false}]'''
@@ -138,8 +143,8 @@ SELECT r.status, d.status AS deployment, d.desired_revision, d.generation > d.ob
 SELECT count(*) AS active_claims FROM mlplat._rollouts_claim() c WHERE c.name = 'rsvc';
 
 -- compare-and-swap: a stale row_version or a deposed epoch writes nothing
-SELECT mlplat._rollouts_observe(:epoch, ROW(r.id, r.row_version - 1, 'x', pg_temp.obs(1, :split0), false, NULL, NULL, NULL, 'WAIT', NULL, NULL, 0, 0, NULL, NULL, NULL, false, NULL, NULL)::mlplat.rollout_writeback) FROM pg_temp.ro r;
-SELECT mlplat._rollouts_observe(:epoch - 1, ROW(r.id, r.row_version, 'x', pg_temp.obs(1, :split0), false, NULL, NULL, NULL, 'WAIT', NULL, NULL, 0, 0, NULL, NULL, NULL, false, NULL, NULL)::mlplat.rollout_writeback) FROM pg_temp.ro r;
+SELECT mlplat._rollouts_observe(:epoch, ROW(r.id, r.row_version - 1, 'x', pg_temp.obs(1, :split0), false, NULL, NULL, NULL, 'WAIT', NULL, NULL, 0, 0, NULL, NULL, NULL, false, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::mlplat.rollout_writeback) FROM pg_temp.ro r;
+SELECT mlplat._rollouts_observe(:epoch - 1, ROW(r.id, r.row_version, 'x', pg_temp.obs(1, :split0), false, NULL, NULL, NULL, 'WAIT', NULL, NULL, 0, 0, NULL, NULL, NULL, false, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::mlplat.rollout_writeback) FROM pg_temp.ro r;
 -- the same evidence is never recorded twice
 SELECT mlplat._rollout_record(r, 'HOLD', '{}', 'HOLDING', 0, 0, t.evidence, NULL, '{}', :epoch, 'x') AS recorded
   FROM mlplat.rollouts r JOIN pg_temp.tr t ON t.rollout_id = r.id WHERE t.seq = 1;
@@ -150,6 +155,81 @@ TRUNCATE mlplat.rollout_transitions;
 SELECT count(*) AS transitions, count(DISTINCT evidence_content_id) AS keys FROM pg_temp.tr;
 -- alerts: the regression is reported
 SELECT alert, severity, kind, entity, detail FROM mlplat.alerts WHERE kind = 'rollouts' AND entity = 'rsvc';
+
+-- The evidence record is built in C by the pass (src/rollout/pass_plan.c): for the same inputs
+-- it is the jsonb the SQL builder made before (mlplat._rollout_evidence up to 0.3.0, kept here
+-- as it was), number texts included, and so has the same content id
+CREATE FUNCTION pg_temp.sql_evidence(p_contract jsonb, p_fraction numeric, p_target_replicas int,
+                                     p_previous_replicas int, p_obs jsonb, p_target_kn text, p_previous_kn text)
+RETURNS jsonb LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+  at numeric := pg_catalog.trim_scale((p_obs->>'observed_at')::numeric);
+  m jsonb := coalesce(p_obs->'metrics', '{}');
+  t_ready boolean := coalesce((p_obs->>'ready')::boolean, false) AND p_obs->>'latest_ready_kn' = p_target_kn;
+  p_ready boolean := EXISTS (SELECT 1 FROM pg_catalog.jsonb_array_elements(coalesce(p_obs->'traffic', '[]')) e
+                              WHERE e->>'revision' = p_previous_kn);
+  load text := p_obs->>'load';
+BEGIN
+  RETURN pg_catalog.jsonb_build_object(
+    'contract_content_id', p_contract->'content_id',
+    'scope', p_contract->'scope',
+    'observed_at', at,
+    'current_fraction', p_fraction,
+    'window_start', coalesce(pg_catalog.trim_scale((m->>'window_start')::numeric), at),
+    'window_seconds', coalesce(pg_catalog.trim_scale((m->>'window_seconds')::numeric), 0),
+    'target', pg_catalog.jsonb_build_object(
+      'desired_replicas', p_target_replicas,
+      'ready_replicas', CASE WHEN t_ready THEN p_target_replicas ELSE 0 END,
+      'load_attempts', CASE WHEN load IN ('UpToDate', 'BlockedByFailedLoad') THEN 1 ELSE 0 END,
+      'load_successes', CASE WHEN load = 'UpToDate' THEN 1 ELSE 0 END,
+      'health_observed_at', CASE WHEN t_ready THEN at END,
+      'requests', coalesce((m->'target'->>'requests')::bigint, 0),
+      'errors', coalesce((m->'target'->>'errors')::bigint, 0),
+      'p95_ms', m->'target'->'p95_ms'),
+    'previous', pg_catalog.jsonb_build_object(
+      'desired_replicas', p_previous_replicas,
+      'ready_replicas', CASE WHEN p_ready THEN p_previous_replicas ELSE 0 END,
+      'load_attempts', CASE WHEN p_ready THEN 1 ELSE 0 END,
+      'load_successes', CASE WHEN p_ready THEN 1 ELSE 0 END,
+      'health_observed_at', CASE WHEN p_ready THEN at END,
+      'requests', coalesce((m->'previous'->>'requests')::bigint, 0),
+      'errors', coalesce((m->'previous'->>'errors')::bigint, 0),
+      'p95_ms', m->'previous'->'p95_ms'),
+    'desired_capacity', p_target_replicas + p_previous_replicas);
+END $$;
+CREATE TEMP TABLE evidence_cases AS
+SELECT n, f, tr, pr, o::jsonb AS o, tkn, pkn FROM (VALUES
+  -- as the pass writes them: times to the millisecond, p95 with three decimals
+  (1, '0.1', 1, 1, '{"observed_at": 1764842401.25, "ready": true, "latest_ready_kn": "a-2", "load": "UpToDate",
+    "traffic": [{"revision": "a-2", "percent": 10}, {"revision": "a-1", "percent": 90}],
+    "metrics": {"window_start": 1764842341.25, "window_seconds": 60, "target": {"requests": 600, "errors": 3, "p95_ms": 123.400},
+                "previous": {"requests": 5400, "errors": 20, "p95_ms": 80.125}, "gaps": []}}', 'a-2', 'a-1'),
+  (2, '0', 2, 3, '{"observed_at": 1764842400.123, "ready": true, "latest_ready_kn": "a-2", "load": "UpToDate",
+    "traffic": [{"revision": "a-2", "percent": 0}, {"revision": "a-1", "percent": 100}]}', 'a-2', 'a-1'),
+  -- not ready, the target loading failed, the previous not in the traffic, gaps
+  (3, '0.50', 1, 2, '{"observed_at": 1764842400, "ready": false, "latest_ready_kn": "a-1", "load": "BlockedByFailedLoad",
+    "traffic": [{"revision": "a-2", "percent": 100}],
+    "metrics": {"window_start": 1764842340.5, "window_seconds": 59.5, "target": {}, "previous": {"p95_ms": 0.000},
+                "gaps": ["target requests: no sample"]}}', 'a-2', 'a-1'),
+  -- trailing zeros in the times (trimmed), no load, names not fixed yet
+  (4, '0.25', 1, 1, '{"observed_at": 1764842400.500, "ready": true, "latest_ready_kn": null, "load": null, "traffic": [],
+    "metrics": {"window_start": 1764842340.000, "window_seconds": 60.000, "target": {"requests": 0, "errors": 0},
+                "previous": {"requests": 7, "errors": 7, "p95_ms": 12345.678}, "gaps": []}}', NULL, NULL)
+) v(n, f, tr, pr, o, tkn, pkn);
+SELECT e.n, c.evidence::text = s.sql::text AS same_text, c.evidence = s.sql AS same_jsonb,
+       c.evidence->>'content_id' = s.sql->>'content_id' AS same_id,
+       c.evidence->>'content_id' = mlplat.content_id(c.evidence, 'content_id') AS id_ok,
+       c.refused IS NULL AS planned, c.plan = mlplat.plan_rollout(r.contract, s.sql) AS same_plan
+  FROM evidence_cases e CROSS JOIN pg_temp.ro r
+  CROSS JOIN LATERAL mlplat._rollout_pass_plan(r.contract, e.f, e.tr, e.pr, e.o, e.tkn, e.pkn, 60) c
+  CROSS JOIN LATERAL (SELECT mlplat.with_content_id(pg_temp.sql_evidence(r.contract, e.f::numeric, e.tr, e.pr, e.o,
+                                                                        e.tkn, e.pkn)) AS sql) s
+ ORDER BY e.n;
+-- every number of a case, as the stored jsonb prints it
+SELECT c.evidence - 'scope' - 'contract_content_id' - 'content_id' AS evidence
+  FROM evidence_cases e CROSS JOIN pg_temp.ro r
+  CROSS JOIN LATERAL mlplat._rollout_pass_plan(r.contract, e.f, e.tr, e.pr, e.o, e.tkn, e.pkn, 60) c
+ WHERE e.n = 1;
 
 -- Prometheus answers: only a finite number is evidence
 SELECT b AS body, mlplat._prometheus_classify(s, b) AS read

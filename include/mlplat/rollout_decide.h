@@ -4,8 +4,8 @@
  * no I/O, no clock (the observation carries its time).  The rollouts pass
  * (rollouts.c) decides on the claimed row and its observation; the
  * write-back applies the decision; plan_rollout (rollout.h) makes the one
- * transition a due decision asks for, on the evidence record the write-back
- * builds (docs/reconcilers.md says why that record is SQL's).
+ * transition a due decision asks for, on the evidence record the pass builds
+ * (rollout_pass_plan.h, which calls ml_rollout_after_plan too).
  *
  * Two steps, because plan_rollout sits between them:
  *

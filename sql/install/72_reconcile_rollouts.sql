@@ -7,10 +7,9 @@
 -- evidence is due, close, the status and its reason).  It hands observation and decision
 -- to mlplat._rollouts_observe(): there, in one transaction, under a compare-and-swap on the
 -- rollout's row_version and the kind's leader epoch (the row is the one the decision was
--- made on), this file applies the step; a due decision's evidence record is built here,
--- plan_rollout called, _rollout_after_plan (C) names the status, the ledger row is appended
--- and the one transition stored (docs/reconcilers.md, "Where each kind decides", says why
--- the evidence stays here).
+-- made on), this file applies the step; for a due decision the pass has also built the
+-- evidence record, called plan_rollout and named the status after it (src/rollout/pass_plan.c):
+-- here the ledger row is appended and the one transition stored.
 
 -- Replicas a revision is expected to keep ready: its minReplicas, at least one (a
 -- revision scaled to zero cannot prove readiness).
@@ -118,7 +117,8 @@ CREATE TYPE mlplat.rollout_claim AS (
   id bigint, project text, namespace text, name text, status text /* STATUS rollout */, row_version bigint,
   spec text, want_percent int, target_revision int, target_kn text, previous_kn text,
   window_start_ms bigint, window_seconds int, decide_at_ms bigint, attempts int, due boolean,
-  traceparent text, metrics_preset text, requested_action text, fraction text, window_started boolean);
+  traceparent text, metrics_preset text, requested_action text, fraction text, window_started boolean,
+  contract text, target_replicas int, previous_replicas int);
 
 -- Claim: every active rollout, with the target's manifest, what the pass must do and what
 -- its decision reads.
@@ -135,7 +135,8 @@ BEGIN
          (CASE WHEN c.want < 0 THEN c.spec
                ELSE pg_catalog.jsonb_set(c.spec, '{spec,predictor,canaryTrafficPercent}', pg_catalog.to_jsonb(c.want)) END)::text,
          c.want, c.target_revision, c.target_kn, c.previous_kn, c.window_start_ms, c.window_seconds, c.decide_at_ms,
-         c.attempts, c.due, c.traceparent, c.metrics_preset, c.requested_action, c.fraction::text, c.window_started
+         c.attempts, c.due, c.traceparent, c.metrics_preset, c.requested_action, c.fraction::text, c.window_started,
+         c.contract::text, c.target_replicas, c.previous_replicas
     FROM (
   SELECT f.*, mlplat._rollout_want_percent(f.status, f.requested_action, f.fraction) AS want
     FROM (
@@ -147,62 +148,34 @@ BEGIN
          (ro.policy->>'window_seconds')::int AS window_seconds,
          pg_catalog.round(ro.decide_at * 1000)::bigint AS decide_at_ms, ro.attempts,
          ro.next_attempt_at <= pg_catalog.now() AS due, ro.traceparent,
-         coalesce(d.metrics_preset, '') AS metrics_preset
+         coalesce(d.metrics_preset, '') AS metrics_preset, ro.contract,
+         mlplat._rollout_replicas(tr.intent) AS target_replicas, mlplat._rollout_replicas(br.intent) AS previous_replicas
     FROM mlplat.rollouts ro
     JOIN mlplat.deployments d ON d.id = ro.deployment_id
     JOIN mlplat.projects p ON p.id = ro.project_id
     JOIN mlplat.deployment_revisions tr ON tr.deployment_id = d.id AND tr.revision = ro.target_revision
+    JOIN mlplat.deployment_revisions br ON br.deployment_id = d.id AND br.revision = ro.baseline_revision
    WHERE mlplat.rollout_is_active(ro.status)) f) c
    ORDER BY c.id;
 END $$;
 REVOKE ALL ON FUNCTION mlplat._rollouts_claim() FROM PUBLIC;
 
--- The evidence record of one decision (without its content id), from the contract,
--- the fraction and one observation (see _rollouts_observe for its shape).  Times are
--- epoch seconds with millisecond precision, written without trailing zeros.
-CREATE FUNCTION mlplat._rollout_evidence(p_contract jsonb, p_fraction numeric, p_target_replicas int,
-                                         p_previous_replicas int, p_obs jsonb, p_target_kn text,
-                                         p_previous_kn text)
-RETURNS jsonb
-LANGUAGE plpgsql IMMUTABLE
-AS $$
-DECLARE
-  at numeric := pg_catalog.trim_scale((p_obs->>'observed_at')::numeric);
-  m jsonb := coalesce(p_obs->'metrics', '{}');
-  t_ready boolean := coalesce((p_obs->>'ready')::boolean, false) AND p_obs->>'latest_ready_kn' = p_target_kn;
-  p_ready boolean := EXISTS (SELECT 1 FROM pg_catalog.jsonb_array_elements(coalesce(p_obs->'traffic', '[]')) e
-                              WHERE e->>'revision' = p_previous_kn);
-  load text := p_obs->>'load';
-  rev jsonb;
-BEGIN
-  RETURN pg_catalog.jsonb_build_object(
-    'contract_content_id', p_contract->'content_id',
-    'scope', p_contract->'scope',
-    'observed_at', at,
-    'current_fraction', p_fraction,
-    'window_start', coalesce(pg_catalog.trim_scale((m->>'window_start')::numeric), at),
-    'window_seconds', coalesce(pg_catalog.trim_scale((m->>'window_seconds')::numeric), 0),
-    'target', pg_catalog.jsonb_build_object(
-      'desired_replicas', p_target_replicas,
-      'ready_replicas', CASE WHEN t_ready THEN p_target_replicas ELSE 0 END,
-      'load_attempts', CASE WHEN load IN ('UpToDate', 'BlockedByFailedLoad') THEN 1 ELSE 0 END,
-      'load_successes', CASE WHEN load = 'UpToDate' THEN 1 ELSE 0 END,
-      'health_observed_at', CASE WHEN t_ready THEN at END,
-      'requests', coalesce((m->'target'->>'requests')::bigint, 0),
-      'errors', coalesce((m->'target'->>'errors')::bigint, 0),
-      'p95_ms', m->'target'->'p95_ms'),
-    'previous', pg_catalog.jsonb_build_object(
-      'desired_replicas', p_previous_replicas,
-      'ready_replicas', CASE WHEN p_ready THEN p_previous_replicas ELSE 0 END,
-      'load_attempts', CASE WHEN p_ready THEN 1 ELSE 0 END,
-      'load_successes', CASE WHEN p_ready THEN 1 ELSE 0 END,
-      'health_observed_at', CASE WHEN p_ready THEN at END,
-      'requests', coalesce((m->'previous'->>'requests')::bigint, 0),
-      'errors', coalesce((m->'previous'->>'errors')::bigint, 0),
-      'p95_ms', m->'previous'->'p95_ms'),
-    'desired_capacity', p_target_replicas + p_previous_replicas);
-END $$;
-REVOKE ALL ON FUNCTION mlplat._rollout_evidence(jsonb, numeric, int, int, jsonb, text, text) FROM PUBLIC;
+-- A due decision, as the pass makes it (C, src/rollout/pass_plan.c; the pass calls it
+-- directly, this is its SQL face for the tests): from the claimed contract, fraction (as the
+-- claim's text) and replica counts, and one observation with its metrics, the evidence record
+-- with its content id (time texts epoch seconds with millisecond precision, no trailing
+-- zeros), plan_rollout's output on it, and the rollout after it (_rollout_after_plan's
+-- fields); or refused: why plan_rollout refused the evidence.  The fields of the write-back
+-- row a DECIDE step carries.
+CREATE FUNCTION mlplat._rollout_pass_plan(p_contract jsonb, p_fraction text, p_target_replicas int,
+                                          p_previous_replicas int, p_obs jsonb, p_target_kn text,
+                                          p_previous_kn text, p_window_seconds int,
+                                          OUT evidence jsonb, OUT plan jsonb, OUT decision text,
+                                          OUT next_fraction text, OUT plan_status text, OUT plan_reason text,
+                                          OUT keep_window boolean, OUT recheck_at_ms bigint, OUT refused text)
+LANGUAGE C IMMUTABLE
+AS 'MODULE_PATHNAME', 'mlplat_rollout_pass_plan';
+REVOKE ALL ON FUNCTION mlplat._rollout_pass_plan(jsonb, text, int, int, jsonb, text, text, int) FROM PUBLIC;
 
 -- Append one transition (transaction open, rollout row locked).  Returns false when
 -- a transition on this evidence is already recorded: a replay, nothing to apply.
@@ -303,7 +276,9 @@ CREATE TYPE mlplat.rollout_writeback AS (
   applied boolean, applied_percent int, error text, retry_ms int /* NULL<0 */,
   step text, target_kn text, previous_kn text, target_percent int, previous_percent int,
   close_kn text, close_status text /* STATUS rollout */, status_reason text, clear_window boolean,
-  window_start_ms bigint /* NULL<0 */, decide_at_ms bigint /* NULL<0 */);
+  window_start_ms bigint /* NULL<0 */, decide_at_ms bigint /* NULL<0 */,
+  evidence jsonb, plan jsonb, decision text, next_fraction text, plan_status text /* STATUS rollout */,
+  plan_reason text, keep_window boolean, recheck_at_ms bigint /* NULL<0 */, refused text);
 CREATE TYPE mlplat.rollout_writeback_result AS (id bigint, result text);
 
 -- Write-back of one rollout (w).  w.observation (from the C pass) is
@@ -318,7 +293,10 @@ CREATE TYPE mlplat.rollout_writeback_result AS (id bigint, result text);
 -- are what the pass decided the observation means for the claimed row (rollout_decide.c,
 -- ml_rollout_pass_decide; the fields of _rollout_decide's result): the compare-and-swap proves
 -- the row unchanged since that claim, so the decision holds for the locked row; a row without a
--- step only has its error cleared.  Returns what happened:
+-- step only has its error cleared.  A DECIDE step also carries the transition the pass made
+-- (src/rollout/pass_plan.c, the fields of _rollout_pass_plan's result: the evidence with its
+-- content id, the plan, the status after it, or why plan_rollout refused), which is stored
+-- here as it is.  Returns what happened:
 -- LOST (compare-and-swap lost), ERROR, APPLIED, OBSERVED, a decision, REPLAYED, or the
 -- terminal status.
 CREATE FUNCTION mlplat._rollouts_observe(p_epoch bigint, w mlplat.rollout_writeback)
@@ -329,13 +307,7 @@ DECLARE
   p_applied int := CASE WHEN w.applied THEN w.applied_percent END;
   ro mlplat.rollouts;
   frac numeric;
-  at numeric := pg_catalog.trim_scale((w.observation->>'observed_at')::numeric);
-  a record;
-  evidence jsonb;
-  plan jsonb;
   reasons text[];
-  tr jsonb;
-  br jsonb;
   result text := 'OBSERVED';
 BEGIN
   SELECT * INTO ro FROM mlplat.rollouts x
@@ -403,45 +375,34 @@ BEGIN
     RETURN result;              -- a window runs (or just started); no decision due yet
   END IF;
 
-  -- Decide exactly one transition.
-  SELECT dr.intent INTO tr FROM mlplat.deployment_revisions dr
-   WHERE dr.deployment_id = ro.deployment_id AND dr.revision = ro.target_revision;
-  SELECT dr.intent INTO br FROM mlplat.deployment_revisions dr
-   WHERE dr.deployment_id = ro.deployment_id AND dr.revision = ro.baseline_revision;
-  evidence := mlplat.with_content_id(mlplat._rollout_evidence(ro.contract, frac, mlplat._rollout_replicas(tr),
-                                                              mlplat._rollout_replicas(br), w.observation,
-                                                              w.target_kn, w.previous_kn));
-  BEGIN
-    plan := mlplat.plan_rollout(ro.contract, evidence);
-  EXCEPTION WHEN invalid_parameter_value THEN
+  -- The one transition the pass decided (src/rollout/pass_plan.c): the evidence record and
+  -- its content id, plan_rollout's output and the rollout after it; stored here.
+  IF w.refused IS NOT NULL THEN
     -- evidence this controller built and the decision function refused: a bug to see,
     -- not a transition; keep it out of the ledger and retry slowly
     UPDATE mlplat.rollouts x
-       SET last_error = pg_catalog.format('plan_rollout refused the evidence: %s', SQLERRM),
+       SET last_error = pg_catalog.format('plan_rollout refused the evidence: %s', w.refused),
            attempts = x.attempts + 1, next_attempt_at = pg_catalog.now() + interval '30 seconds'
      WHERE x.id = ro.id;
     RETURN 'REFUSED';
-  END;
-  SELECT pg_catalog.array_agg(r ORDER BY r) INTO reasons FROM pg_catalog.jsonb_array_elements_text(plan->'reasons') r;
-  -- the new status, its reason and when to look again (rollout_decide.c)
-  SELECT * INTO a FROM mlplat._rollout_after_plan(plan->>'decision', reasons, (ro.policy->>'window_seconds')::int,
-                                                  pg_catalog.round(at * 1000)::bigint);
-  IF NOT mlplat._rollout_record(ro, plan->>'decision', reasons, a.status, frac, (plan->>'next_fraction')::numeric,
-                                evidence, plan, w.observation - 'metrics' || pg_catalog.jsonb_build_object(
+  END IF;
+  SELECT pg_catalog.array_agg(r ORDER BY r) INTO reasons FROM pg_catalog.jsonb_array_elements_text(w.plan->'reasons') r;
+  IF NOT mlplat._rollout_record(ro, w.decision, reasons, w.plan_status, frac, w.next_fraction::numeric,
+                                w.evidence, w.plan, w.observation - 'metrics' || pg_catalog.jsonb_build_object(
                                   'target_kn', w.target_kn, 'previous_kn', w.previous_kn,
                                   'metric_gaps', w.observation->'metrics'->'gaps'),
                                 p_epoch, w.controller) THEN
     RETURN 'REPLAYED';
   END IF;
   UPDATE mlplat.rollouts x
-     SET status = a.status,
-         current_fraction = (plan->>'next_fraction')::numeric,
-         status_reason = a.status_reason,
-         window_start = CASE WHEN a.keep_window THEN x.window_start END,
-         decide_at = mlplat._rollout_ms_secs(a.decide_at_ms),
+     SET status = w.plan_status,
+         current_fraction = w.next_fraction::numeric,
+         status_reason = w.plan_reason,
+         window_start = CASE WHEN w.keep_window THEN x.window_start END,
+         decide_at = mlplat._rollout_ms_secs(w.recheck_at_ms),
          observed_generation = x.generation
    WHERE x.id = ro.id;
-  RETURN plan->>'decision';
+  RETURN w.decision;
 END $$;
 REVOKE ALL ON FUNCTION mlplat._rollouts_observe(bigint, mlplat.rollout_writeback) FROM PUBLIC;
 

@@ -8,9 +8,12 @@
  *   mlplat._rollout_decide(the row's and the observation's fields) → the step
  *       (the tests: sql/rollout_reconcile.sql drives a pass with it)
  *   mlplat._rollout_after_plan(decision, reasons, window_seconds, observed_at_ms)
- *       (the write-back, after plan_rollout on the evidence it builds)
+ *       (the tests: the status after a plan)
+ *   mlplat._rollout_pass_plan(contract, fraction, replicas, observation, ...)
+ *       (the tests: a due decision's evidence, plan and status, as the pass
+ *       makes them with ml_rollout_pass_plan, mlplat/rollout_pass_plan.h)
  *
- * Only conversions here: every rule is in rollout_decide.c.
+ * Only conversions here: every rule is in rollout_decide.c and pass_plan.c.
  */
 #include "postgres.h"
 
@@ -20,14 +23,20 @@
 #include "funcapi.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 
+#include <math.h>
+
+#include "mlplat/json_jsonb.h"
 #include "mlplat/rollout_decide.h"
+#include "mlplat/rollout_pass_plan.h"
 #include "mlplat/states.h"
 
 PG_FUNCTION_INFO_V1(mlplat_rollout_want_percent);
 PG_FUNCTION_INFO_V1(mlplat_rollout_decide);
 PG_FUNCTION_INFO_V1(mlplat_rollout_after_plan);
+PG_FUNCTION_INFO_V1(mlplat_rollout_pass_plan);
 
 #define TEXT_ARG(n) (PG_ARGISNULL(n) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(n)))
 
@@ -191,5 +200,81 @@ mlplat_rollout_after_plan(PG_FUNCTION_ARGS)
 	values[2] = BoolGetDatum(a.keep_window);
 	values[3] = Int64GetDatum(a.decide_at_ms);
 	nulls[3] = !a.keep_window;
+	PG_RETURN_DATUM(result_tuple(fcinfo, values, nulls));
+}
+
+/* jsonb argument n as our parser's tree, read from its text (NULL stays NULL) */
+static const MlJsonValue *
+jsonb_tree_arg(FunctionCallInfo fcinfo, int n, MlJsonArena *arena)
+{
+	Jsonb *jb;
+	StringInfoData buf;
+	MlJsonError err;
+	const MlJsonValue *v;
+
+	if (PG_ARGISNULL(n))
+		return NULL;
+	jb = PG_GETARG_JSONB_P(n);
+	initStringInfo(&buf);
+	JsonbToCString(&buf, &jb->root, VARSIZE(jb));
+	v = ml_json_parse(arena, buf.data, buf.len, NULL, &err);
+	if (v == NULL)
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("mlplat: %s", err.message)));
+	return v;
+}
+
+/*
+ * mlplat._rollout_pass_plan(contract jsonb, fraction text, target_replicas int,
+ *   previous_replicas int, observation jsonb, target_kn text, previous_kn text,
+ *   window_seconds int) → (evidence, plan, decision, next_fraction, plan_status,
+ *   plan_reason, keep_window, recheck_at_ms, refused): the DECIDE step's fields of
+ *   the write-back row, as the pass fills them (src/rollout/pass_plan.c).
+ */
+Datum
+mlplat_rollout_pass_plan(PG_FUNCTION_ARGS)
+{
+	MlJsonArena *arena = mlplat_json_arena_in(CurrentMemoryContext);
+	const MlJsonValue *obs = jsonb_tree_arg(fcinfo, 4, arena);
+	const MlJsonValue *at = ml_json_object_get(obs, "observed_at");
+	MlRolloutPassPlanIn in = {
+		.contract = jsonb_tree_arg(fcinfo, 0, arena),
+		.fraction = TEXT_ARG(1),
+		.target_replicas = PG_ARGISNULL(2) ? 0 : PG_GETARG_INT32(2),
+		.previous_replicas = PG_ARGISNULL(3) ? 0 : PG_GETARG_INT32(3),
+		.observation = obs,
+		.target_kn = TEXT_ARG(5),
+		.previous_kn = TEXT_ARG(6),
+		.window_seconds = PG_ARGISNULL(7) ? 0 : PG_GETARG_INT32(7),
+		/* as the pass has it: the observation's seconds in ms */
+		.observed_at_ms = at && at->type == ML_JSON_NUMBER ? (int64) llround(at->u.number.value * 1000) : 0,
+	};
+	MlRolloutPassPlan out;
+	Datum values[9];
+	bool nulls[9];
+
+	if (ml_rollout_pass_plan(arena, &in, &out) != ML_ROLLOUT_OK)
+		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
+	memset(nulls, true, sizeof(nulls));
+	if (out.evidence)
+	{
+		values[0] = DirectFunctionCall1(jsonb_in, CStringGetDatum(out.evidence));
+		nulls[0] = false;
+	}
+	if (out.refused)
+	{
+		values[8] = CStringGetTextDatum(out.refusal);
+		nulls[8] = false;
+		PG_RETURN_DATUM(result_tuple(fcinfo, values, nulls));
+	}
+	memset(nulls, false, sizeof(nulls));
+	values[1] = DirectFunctionCall1(jsonb_in, CStringGetDatum(out.plan.json));
+	values[2] = CStringGetTextDatum(out.decision);
+	values[3] = CStringGetTextDatum(out.next_fraction);
+	values[4] = CStringGetTextDatum(mlplat_status_name(MLPLAT_MACHINE_ROLLOUT, out.after.status));
+	values[5] = CStringGetTextDatum(out.after.status_reason);
+	values[6] = BoolGetDatum(out.after.keep_window);
+	values[7] = Int64GetDatum(out.after.decide_at_ms);
+	nulls[7] = !out.after.keep_window;
+	nulls[8] = true;
 	PG_RETURN_DATUM(result_tuple(fcinfo, values, nulls));
 }

@@ -16,14 +16,16 @@
  *      decision is due — query Prometheus for both revisions over the window
  *      (a second concurrent batch);
  *   4. decide (decide(), the pure rollout_decide.c) what each observation
- *      means for the claimed row: the claim carries every input;
+ *      means for the claimed row: the claim carries every input; for a due
+ *      decision, plan() builds the evidence record and its content id, calls
+ *      plan_rollout's core and names the status after it (the pure
+ *      src/rollout/pass_plan.c, from the claimed contract, fraction and
+ *      replica counts);
  *   5. write back per rollout in a new short transaction through
  *      mlplat._rollouts_observe(), which CASes on row_version and the leader
  *      epoch (so the row is the one the decision was made on) and applies the
- *      decision; for a due decision it builds the evidence, calls
- *      plan_rollout, appends the transition ledger row (keyed by the evidence
- *      content id) and applies the one transition.  The evidence record is
- *      SQL's: docs/reconcilers.md ("Where each kind decides") says why.
+ *      decision: for a due one it appends the transition ledger row (keyed by
+ *      the evidence content id) and stores the one transition, as decided.
  * Every apply is noted in mlplat.unanswered_writes before it is sent (unanswered.h);
  * a pass that finds the wanted setting already on the object while such a note is
  * left (the leader that applied it ended before its write-back) records it in the
@@ -68,6 +70,7 @@
 #include "mlplat/retry.h"
 #include "mlplat/rollout_artifacts.h"
 #include "mlplat/rollout_decide.h"
+#include "mlplat/rollout_pass_plan.h"
 #include "mlplat/seam.h"
 #include "mlplat/span.h"
 #include "mlplat/unanswered.h"
@@ -145,6 +148,7 @@ typedef struct Rollout
 	/* what the observation means for the claimed row (decide); decided: the write-back applies it */
 	bool decided;
 	MlRolloutPassDecision decision;
+	MlRolloutPassPlan *plan; /* DECIDE: the evidence, plan_rollout's transition, the status after it */
 } Rollout;
 
 /* ---------------------------------------------------------------- pure helpers */
@@ -598,6 +602,36 @@ rollout_spans(Rollout *r, const char *result)
 }
 
 /*
+ * A due decision (src/rollout/pass_plan.c): the evidence record of this
+ * observation and its content id, plan_rollout's transition on it and the
+ * rollout's status after it, from the claimed contract, fraction and replica
+ * counts.  The observation is this pass's own text, read back as the tree
+ * the evidence is written from.
+ */
+static void
+plan(Rollout *r, MlJsonArena *arena)
+{
+	MlJsonError err;
+	MlRolloutPassPlanIn in = {
+		.contract = r->contract ? ml_json_parse(arena, r->contract, strlen(r->contract), NULL, &err) : NULL,
+		.fraction = r->fraction,
+		.target_replicas = r->target_replicas,
+		.previous_replicas = r->previous_replicas,
+		.observation = ml_json_parse(arena, r->obs->data, r->obs->len, NULL, &err),
+		.target_kn = r->decision.target_kn,
+		.previous_kn = r->decision.previous_kn,
+		.window_seconds = r->window_seconds,
+		.observed_at_ms = r->observed_at_ms,
+	};
+
+	r->plan = palloc(sizeof(MlRolloutPassPlan));
+	if (in.observation == NULL)
+		elog(ERROR, "mlplat: the rollout observation of this pass is not JSON: %s", err.message);
+	if (ml_rollout_pass_plan(arena, &in, r->plan) != ML_ROLLOUT_OK)
+		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
+}
+
+/*
  * What this pass's observation means for the claimed row (rollout_decide.c):
  * decided here, after the claim, from the claim's fields and what
  * observe_object read; the write-back applies it under the compare-and-swap
@@ -606,7 +640,7 @@ rollout_spans(Rollout *r, const char *result)
  * that instead).
  */
 static void
-decide(Rollout *r)
+decide(Rollout *r, MlJsonArena *arena)
 {
 	MlRolloutPassIn in = {
 		.status = (MlplatRolloutStatus) r->status,
@@ -632,6 +666,8 @@ decide(Rollout *r)
 		return;
 	ml_rollout_pass_decide(&in, &r->decision);
 	r->decided = true;
+	if (r->decision.step == ML_ROLLOUT_STEP_DECIDE)
+		plan(r, arena);
 }
 
 static void
@@ -705,6 +741,26 @@ write_back(MlplatPass *pass, List *rollouts, int *decisions)
 				{
 					w.window_start_ms = d->window_start_ms;
 					w.decide_at_ms = d->decide_at_ms;
+				}
+			}
+			w.plan_status = MLPLAT_NO_STATUS;
+			w.recheck_at_ms = -1;
+			if (r->plan)
+			{
+				const MlRolloutPassPlan *p = r->plan;
+
+				w.evidence = p->evidence;
+				w.refused = p->refused ? p->refusal : NULL;
+				if (!p->refused)
+				{
+					w.plan = p->plan.json;
+					w.decision = p->decision;
+					w.next_fraction = p->next_fraction;
+					w.plan_status = p->after.status;
+					w.plan_reason = p->after.status_reason;
+					w.keep_window = p->after.keep_window;
+					if (p->after.keep_window)
+						w.recheck_at_ms = p->after.decide_at_ms;
 				}
 			}
 
@@ -1087,7 +1143,7 @@ rollouts_round(MlplatPass *pass, List *moved)
 			add_metrics(r, arena);
 		if (r->obs)
 			appendStringInfoChar(r->obs, '}');
-		decide(r);
+		decide(r, arena);
 	}
 
 	write_back(pass, rollouts, &decisions);

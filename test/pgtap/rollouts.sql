@@ -35,13 +35,13 @@ SELECT ok(NOT has_table_privilege('tap_ro_member', 'mlplat.rollout_transitions',
 -- so a rename fails here instead of silently shrinking what they check.
 SELECT is(
   (SELECT array_agg(f ORDER BY f) FROM unnest(ARRAY['_rollouts_claim', '_rollouts_observe', '_rollout_record', '_rollout_close',
-                                                    '_rollout_contract', '_rollout_evidence', '_rollout_fraction',
+                                                    '_rollout_contract', '_rollout_pass_plan', '_rollout_fraction',
                                                     '_rollout_want_percent', '_rollout_replicas', '_prometheus_classify']) f
     WHERE NOT EXISTS (SELECT 1 FROM pg_proc p WHERE p.pronamespace = 'mlplat'::regnamespace AND p.proname = f)),
   NULL, 'every reconciler function named below exists');
 SELECT is(
   (SELECT array_agg(f ORDER BY f) FROM unnest(ARRAY['_rollouts_claim', '_rollouts_observe', '_rollout_record', '_rollout_close',
-                                                    '_rollout_contract', '_rollout_evidence', '_rollout_fraction',
+                                                    '_rollout_contract', '_rollout_pass_plan', '_rollout_fraction',
                                                     '_rollout_want_percent', '_rollout_replicas', '_prometheus_classify']) f
     WHERE EXISTS (SELECT 1 FROM pg_proc p WHERE p.pronamespace = 'mlplat'::regnamespace AND p.proname = f
                     AND has_function_privilege('tap_ro_member', p.oid, 'EXECUTE'))),
@@ -49,7 +49,7 @@ SELECT is(
 SELECT is(
   (SELECT count(*) FROM pg_proc p WHERE p.pronamespace = 'mlplat'::regnamespace
       AND p.proname IN ('_rollouts_claim', '_rollouts_observe', '_rollout_record', '_rollout_close', '_rollout_contract',
-                        '_rollout_evidence', '_rollout_fraction', '_rollout_want_percent', '_rollout_replicas',
+                        '_rollout_pass_plan', '_rollout_fraction', '_rollout_want_percent', '_rollout_replicas',
                         '_prometheus_classify')
       AND (p.prosecdef OR p.proconfig IS NOT NULL AND 'search_path=pg_catalog, mlplat, pg_temp' <> ALL (p.proconfig)
            AND EXISTS (SELECT 1 FROM unnest(p.proconfig) c WHERE c LIKE 'search\_path=%'))),
@@ -67,7 +67,7 @@ SELECT throws_ok($$INSERT INTO mlplat.rollout_transitions (rollout_id, project_i
                      to_status, from_fraction, to_fraction, contract_content_id, contract, evidence_content_id, evidence,
                      observation, epoch, controller) VALUES (1, 1, 9, 'ADVANCE', '{}', 'a', 'b', 0, 1, 'c', '{}', 'x', '{}', '{}', 1, 'me')$$,
                  '42501', NULL, 'a member cannot forge a transition');
-SELECT throws_ok($$SELECT mlplat._rollouts_observe(1, ROW(1, 1, 'me', '{}', false, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::mlplat.rollout_writeback)$$, '42501', NULL,
+SELECT throws_ok($$SELECT mlplat._rollouts_observe(1, ROW(1, 1, 'me', '{}', false, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::mlplat.rollout_writeback)$$, '42501', NULL,
                  'a member cannot drive the reconciler''s write-back');
 RESET ROLE;
 SET LOCAL ROLE tap_ro_outsider;

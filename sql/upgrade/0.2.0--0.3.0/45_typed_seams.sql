@@ -25,7 +25,9 @@ CREATE TYPE mlplat.rollout_writeback AS (
   applied boolean, applied_percent int, error text, retry_ms int /* NULL<0 */,
   step text, target_kn text, previous_kn text, target_percent int, previous_percent int,
   close_kn text, close_status text /* STATUS rollout */, status_reason text, clear_window boolean,
-  window_start_ms bigint /* NULL<0 */, decide_at_ms bigint /* NULL<0 */);
+  window_start_ms bigint /* NULL<0 */, decide_at_ms bigint /* NULL<0 */,
+  evidence jsonb, plan jsonb, decision text, next_fraction text, plan_status text /* STATUS rollout */,
+  plan_reason text, keep_window boolean, recheck_at_ms bigint /* NULL<0 */, refused text);
 CREATE TYPE mlplat.rollout_writeback_result AS (id bigint, result text);
 
 CREATE FUNCTION mlplat._rollouts_writeback_set(p_epoch bigint, p_rows mlplat.rollout_writeback[])

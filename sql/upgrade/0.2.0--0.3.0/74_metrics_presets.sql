@@ -75,7 +75,8 @@ BEGIN
          (CASE WHEN c.want < 0 THEN c.spec
                ELSE pg_catalog.jsonb_set(c.spec, '{spec,predictor,canaryTrafficPercent}', pg_catalog.to_jsonb(c.want)) END)::text,
          c.want, c.target_revision, c.target_kn, c.previous_kn, c.window_start_ms, c.window_seconds, c.decide_at_ms,
-         c.attempts, c.due, c.traceparent, c.metrics_preset, c.requested_action, c.fraction::text, c.window_started
+         c.attempts, c.due, c.traceparent, c.metrics_preset, c.requested_action, c.fraction::text, c.window_started,
+         c.contract::text, c.target_replicas, c.previous_replicas
     FROM (
   SELECT f.*, mlplat._rollout_want_percent(f.status, f.requested_action, f.fraction) AS want
     FROM (
@@ -87,11 +88,13 @@ BEGIN
          (ro.policy->>'window_seconds')::int AS window_seconds,
          pg_catalog.round(ro.decide_at * 1000)::bigint AS decide_at_ms, ro.attempts,
          ro.next_attempt_at <= pg_catalog.now() AS due, ro.traceparent,
-         coalesce(d.metrics_preset, '') AS metrics_preset
+         coalesce(d.metrics_preset, '') AS metrics_preset, ro.contract,
+         mlplat._rollout_replicas(tr.intent) AS target_replicas, mlplat._rollout_replicas(br.intent) AS previous_replicas
     FROM mlplat.rollouts ro
     JOIN mlplat.deployments d ON d.id = ro.deployment_id
     JOIN mlplat.projects p ON p.id = ro.project_id
     JOIN mlplat.deployment_revisions tr ON tr.deployment_id = d.id AND tr.revision = ro.target_revision
+    JOIN mlplat.deployment_revisions br ON br.deployment_id = d.id AND br.revision = ro.baseline_revision
    WHERE mlplat.rollout_is_active(ro.status)) f) c
    ORDER BY c.id;
 END $$;

@@ -23,13 +23,7 @@ DECLARE
   p_applied int := CASE WHEN w.applied THEN w.applied_percent END;
   ro mlplat.rollouts;
   frac numeric;
-  at numeric := pg_catalog.trim_scale((w.observation->>'observed_at')::numeric);
-  a record;
-  evidence jsonb;
-  plan jsonb;
   reasons text[];
-  tr jsonb;
-  br jsonb;
   result text := 'OBSERVED';
 BEGIN
   SELECT * INTO ro FROM mlplat.rollouts x
@@ -97,44 +91,33 @@ BEGIN
     RETURN result;              -- a window runs (or just started); no decision due yet
   END IF;
 
-  -- Decide exactly one transition.
-  SELECT dr.intent INTO tr FROM mlplat.deployment_revisions dr
-   WHERE dr.deployment_id = ro.deployment_id AND dr.revision = ro.target_revision;
-  SELECT dr.intent INTO br FROM mlplat.deployment_revisions dr
-   WHERE dr.deployment_id = ro.deployment_id AND dr.revision = ro.baseline_revision;
-  evidence := mlplat.with_content_id(mlplat._rollout_evidence(ro.contract, frac, mlplat._rollout_replicas(tr),
-                                                              mlplat._rollout_replicas(br), w.observation,
-                                                              w.target_kn, w.previous_kn));
-  BEGIN
-    plan := mlplat.plan_rollout(ro.contract, evidence);
-  EXCEPTION WHEN invalid_parameter_value THEN
+  -- The one transition the pass decided (src/rollout/pass_plan.c): the evidence record and
+  -- its content id, plan_rollout's output and the rollout after it; stored here.
+  IF w.refused IS NOT NULL THEN
     -- evidence this controller built and the decision function refused: a bug to see,
     -- not a transition; keep it out of the ledger and retry slowly
     UPDATE mlplat.rollouts x
-       SET last_error = pg_catalog.format('plan_rollout refused the evidence: %s', SQLERRM),
+       SET last_error = pg_catalog.format('plan_rollout refused the evidence: %s', w.refused),
            attempts = x.attempts + 1, next_attempt_at = pg_catalog.now() + interval '30 seconds'
      WHERE x.id = ro.id;
     RETURN 'REFUSED';
-  END;
-  SELECT pg_catalog.array_agg(r ORDER BY r) INTO reasons FROM pg_catalog.jsonb_array_elements_text(plan->'reasons') r;
-  -- the new status, its reason and when to look again (rollout_decide.c)
-  SELECT * INTO a FROM mlplat._rollout_after_plan(plan->>'decision', reasons, (ro.policy->>'window_seconds')::int,
-                                                  pg_catalog.round(at * 1000)::bigint);
-  IF NOT mlplat._rollout_record(ro, plan->>'decision', reasons, a.status, frac, (plan->>'next_fraction')::numeric,
-                                evidence, plan, w.observation - 'metrics' || pg_catalog.jsonb_build_object(
+  END IF;
+  SELECT pg_catalog.array_agg(r ORDER BY r) INTO reasons FROM pg_catalog.jsonb_array_elements_text(w.plan->'reasons') r;
+  IF NOT mlplat._rollout_record(ro, w.decision, reasons, w.plan_status, frac, w.next_fraction::numeric,
+                                w.evidence, w.plan, w.observation - 'metrics' || pg_catalog.jsonb_build_object(
                                   'target_kn', w.target_kn, 'previous_kn', w.previous_kn,
                                   'metric_gaps', w.observation->'metrics'->'gaps'),
                                 p_epoch, w.controller) THEN
     RETURN 'REPLAYED';
   END IF;
   UPDATE mlplat.rollouts x
-     SET status = a.status,
-         current_fraction = (plan->>'next_fraction')::numeric,
-         status_reason = a.status_reason,
-         window_start = CASE WHEN a.keep_window THEN x.window_start END,
-         decide_at = mlplat._rollout_ms_secs(a.decide_at_ms),
+     SET status = w.plan_status,
+         current_fraction = w.next_fraction::numeric,
+         status_reason = w.plan_reason,
+         window_start = CASE WHEN w.keep_window THEN x.window_start END,
+         decide_at = mlplat._rollout_ms_secs(w.recheck_at_ms),
          observed_generation = x.generation
    WHERE x.id = ro.id;
-  RETURN plan->>'decision';
+  RETURN w.decision;
 END $$;
 REVOKE ALL ON FUNCTION mlplat._rollouts_observe(bigint, mlplat.rollout_writeback) FROM PUBLIC;

@@ -21,6 +21,5 @@ ALTER FUNCTION mlplat._otlp_render(mlplat.spans[],text,text) RESET search_path;
 ALTER FUNCTION mlplat._rollout_replicas(jsonb) RESET search_path;
 ALTER FUNCTION mlplat._rollout_contract(bigint) RESET search_path;
 ALTER FUNCTION mlplat._rollout_fraction(bigint) RESET search_path;
-ALTER FUNCTION mlplat._rollout_evidence(jsonb,numeric,integer,integer,jsonb,text,text) RESET search_path;
 ALTER FUNCTION mlplat._rollout_record(mlplat.rollouts,text,text[],text,numeric,numeric,jsonb,jsonb,jsonb,bigint,text) RESET search_path;
 ALTER FUNCTION mlplat._prometheus_classify(integer,text) RESET search_path;
