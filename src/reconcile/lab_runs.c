@@ -1060,21 +1060,6 @@ judge_objects(List *runs, List *orphans, const char *instance)
 	}
 }
 
-/* {"<key>": "<value>"}: the observation of a write-back that says why a run waits */
-static char *
-json_one(const char *key, const char *value)
-{
-	StringInfoData s;
-
-	initStringInfo(&s);
-	appendStringInfoChar(&s, '{');
-	escape_json(&s, key);
-	appendStringInfoChar(&s, ':');
-	escape_json(&s, value);
-	appendStringInfoChar(&s, '}');
-	return s.data;
-}
-
 /*
  * The write-back event of a run whose Job did not move: REFUSED when the create of its Secret
  * or Job was refused for good (the run ends FAILED WORKER_REFUSED); CREATED when this
@@ -1091,7 +1076,7 @@ settle_created_blocked(LabRun *r)
 	if (r->refused_by != NULL && r->status == MLPLAT_LAB_RUN_DISPATCHED)
 	{
 		r->event = "REFUSED";
-		r->observation = json_one("refused", r->refused_by);
+		r->observation = mlplat_json_object("refused", r->refused_by, NULL);
 	}
 	else if (r->status == MLPLAT_LAB_RUN_DISPATCHED && !r->job_created && (r->job_made || r->job_obj != NULL))
 	{
@@ -1101,7 +1086,7 @@ settle_created_blocked(LabRun *r)
 	else if (r->blocked_by != NULL && !r->past_deadline)
 	{
 		r->event = "BLOCKED";
-		r->observation = json_one("blocked", r->blocked_by);
+		r->observation = mlplat_json_object("blocked", r->blocked_by, NULL);
 	}
 	else if (r->blocked && r->blocked_by == NULL)
 		r->event = "UNBLOCKED";
@@ -1121,7 +1106,7 @@ lab_row(MlplatWriteback *wb, void *entity, void *row)
 	{
 		/* nothing moved, but the run says why it waits (status_reason) */
 		r->event = "CONFLICT";
-		r->observation = json_one("conflict", r->conflict);
+		r->observation = mlplat_json_object("conflict", r->conflict, NULL);
 	}
 	if (r->event != NULL)
 	{

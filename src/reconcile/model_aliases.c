@@ -212,33 +212,6 @@ reg_request(MlplatHttpBatch *b, const char *method, const char *endpoint, const 
 	return r;
 }
 
-/* {"k1": "v1", ...} from NULL-terminated pairs; values JSON-escaped. */
-static char *
-json_obj(const char *k, ...)
-{
-	StringInfoData b;
-	va_list ap;
-	bool first = true;
-
-	initStringInfo(&b);
-	appendStringInfoChar(&b, '{');
-	va_start(ap, k);
-	for (; k; k = va_arg(ap, const char *))
-	{
-		const char *v = va_arg(ap, const char *);
-
-		if (!first)
-			appendStringInfoChar(&b, ',');
-		first = false;
-		escape_json(&b, k);
-		appendStringInfoChar(&b, ':');
-		escape_json(&b, v);
-	}
-	va_end(ap);
-	appendStringInfoChar(&b, '}');
-	return b.data;
-}
-
 typedef struct RegResult
 {
 	int status;	   /* 0: no response */
@@ -651,8 +624,8 @@ ensure_registry_versions(MlplatPassWork *w, List *models, List *versions, List *
 		else if (m->seen.state == MLPLAT_OBSERVED_GONE)
 		{
 			m->create_req = reg_request(b, "POST", "registered-models/create", NULL, NULL,
-										json_obj("name", m->name, "description",
-												 psprintf("mlplat model %s", m->name), NULL));
+										mlplat_json_object("name", m->name, "description",
+														   psprintf("mlplat model %s", m->name), NULL));
 			mlplat_write_notes_add(&sending, 0, model_object(m), "CREATE");
 			w->creates++;
 		}
@@ -804,7 +777,6 @@ alias_row(MlplatWriteback *wb, void *entity, void *row)
 	AliasRow *a = entity;
 	MlplatStatusWriteback *w = row;
 	char *trace = mlplat_trace_id_of(a->traceparent);
-	StringInfoData oj;
 
 	if (a->unmap)
 		(void) mlplat_sql_bool("SELECT mlplat._aliases_map_version($1, NULL, NULL, $2)", 2,
@@ -842,16 +814,12 @@ alias_row(MlplatWriteback *wb, void *entity, void *row)
 											   a->target ? ' ' : 'n', a->observed ? ' ' : 'n', ' ', ' ', trace ? ' ' : 'n' });
 	if (!a->write)
 		return false;
-	initStringInfo(&oj);
-	appendStringInfoString(&oj, "{\"registered_model\":");
-	escape_json(&oj, a->registered_model);
-	appendStringInfoString(&oj, ",\"version\":");
-	mlplat_json_append_text(&oj, a->mark_observed ? a->target : a->observed);
-	appendStringInfoChar(&oj, '}');
 	w->status = a->new_status;
 	w->reason = a->reason;
 	w->observed_generation = a->mark_observed ? a->generation : -1;
-	w->observed = a->observed_ok ? oj.data : NULL;
+	w->observed = a->observed_ok ? mlplat_json_object("registered_model", a->registered_model, "version",
+													  a->mark_observed ? a->target : a->observed, NULL)
+								 : NULL;
 	w->error = a->error;
 	w->retry_ms = a->retry_ms;
 	wb->row_spans = a->spans;
@@ -914,6 +882,179 @@ write_back(MlplatPass *pass, List *aliases, List *models, List *versions)
 	mlplat_writeback_end(&wb);
 }
 
+/*
+ * Observe: every due alias, and the models of versions the registry lacks
+ * (*models, *versions: what ensure_registry_versions is to create), in the work's batch.
+ */
+static void
+observe(MlplatPassWork *w, List *due, List **models, List **versions)
+{
+	ListCell *lc;
+
+	foreach (lc, due)
+	{
+		AliasRow *a = lfirst(lc);
+
+		mlplat_observe_peer(&a->seen,
+							reg_request(w->batch, "GET", "registered-models/alias", a->registered_model, a->alias, NULL),
+							&REGISTRY_ALIAS);
+		if (a->version_id && a->registry_version == NULL)
+		{
+			RegModel *m = find_model(*models, a->registered_model);
+			RegVersion *v = NULL;
+			ListCell *vc;
+
+			if (m == NULL)
+			{
+				m = palloc0(sizeof(RegModel));
+				m->name = a->registered_model;
+				m->project = a->project;
+				m->alias_id = a->id;
+				mlplat_observe_peer(&m->seen,
+									reg_request(w->batch, "GET", "registered-models/get", a->registered_model, NULL, NULL),
+									&REGISTRY_MODEL);
+				*models = lappend(*models, m);
+			}
+			foreach (vc, *versions)
+				if (((RegVersion *) lfirst(vc))->version_id == a->version_id)
+					v = lfirst(vc);
+			if (v == NULL)
+			{
+				v = palloc0(sizeof(RegVersion));
+				v->version_id = a->version_id;
+				v->model = m;
+				v->version = a->version;
+				v->artifact_uri = a->artifact_uri;
+				*versions = lappend(*versions, v);
+			}
+		}
+	}
+	mlplat_http_batch_run(w->batch);
+	foreach (lc, *models)
+		mlplat_observe_got(&((RegModel *) lfirst(lc))->seen, w->arena);
+
+	foreach (lc, due)
+	{
+		AliasRow *a = lfirst(lc);
+		const char *why;
+
+		mlplat_observe_got(&a->seen, w->arena);
+		a->observed_ok = observe_alias(&a->seen, &a->observed, &a->model_missing, &why);
+		if (!a->observed_ok)
+			alias_fail(a, why, a->seen.http_status, a->seen.retry_after_s, permanent_status(a->seen.http_status));
+		else if (a->model_missing && a->registry_version)
+		{
+			/* the registry lost the model our mapping points into: map again */
+			a->unmap = true;
+			a->write = true;
+			a->new_status = MLPLAT_MODEL_ALIAS_PENDING;
+			a->reason = psprintf("registered model %s is missing; recreating it", a->registered_model);
+			w->pass->next_pass_ms = FOLLOW_UP_MS;
+		}
+	}
+}
+
+/*
+ * Decide, then write every alias that differs in one batch, its note on record first,
+ * and read back what was written: SYNCED only once verified.  False when the notes
+ * could not be committed (no longer the leader): nothing was sent.
+ */
+static bool
+write_aliases(MlplatPassWork *w, List *due)
+{
+	MlplatHttpBatch *batch;
+	ListCell *lc;
+	RegResult res;
+
+	batch = mlplat_http_batch_create(w->cxt);
+	foreach (lc, due)
+	{
+		AliasRow *a = lfirst(lc);
+
+		if (!a->observed_ok || a->unmap || a->error)
+			continue;
+		alias_decide(a);
+		alias_adopt_decide(a);
+		if (a->action == NULL)
+			continue;
+		if (a->target)
+			a->write_req = reg_request(batch, "POST", "registered-models/alias", NULL, NULL,
+									   mlplat_json_object("name", a->registered_model, "alias", a->alias, "version", a->target, NULL));
+		else
+			a->write_req = reg_request(batch, "DELETE", "registered-models/alias", a->registered_model, a->alias,
+									   mlplat_json_object("name", a->registered_model, "alias", a->alias, NULL));
+		mlplat_write_notes_add(&w->sending, a->id, alias_object(a), alias_note(a));
+		w->writes++;
+	}
+	/* the write-ahead: every alias write is on record before it is sent */
+	if (!mlplat_pass_work_notes_commit(w, "alias writes"))
+		return false;
+	mlplat_http_batch_run(batch);
+
+	/* read back what was written: SYNCED only once verified */
+	batch = mlplat_http_batch_create(w->cxt);
+	foreach (lc, due)
+	{
+		AliasRow *a = lfirst(lc);
+
+		if (!a->write_req)
+			continue;
+		reg_parse(w->arena, a->write_req, &res);
+		a->http_status = res.status;
+		if (res.ok)
+		{
+			a->ledger_outcome = "OK";
+			a->moved = true;
+			mlplat_observe_peer(&a->verify,
+								reg_request(batch, "GET", "registered-models/alias", a->registered_model, a->alias, NULL),
+								&REGISTRY_ALIAS);
+		}
+		else
+		{
+			a->ledger_outcome = permanent_status(res.status) ? "FAILED" : "RETRY";
+			if (a->target && reg_is(&res, 404, "RESOURCE_DOES_NOT_EXIST"))
+			{
+				/* the version (or model) we mapped is gone from the registry */
+				a->unmap = true;
+				w->pass->next_pass_ms = FOLLOW_UP_MS;
+			}
+			alias_fail(a, res.message, res.status, res.retry_after_s, permanent_status(res.status));
+		}
+	}
+	mlplat_http_batch_run(batch);
+	foreach (lc, due)
+	{
+		AliasRow *a = lfirst(lc);
+		char *seen;
+		bool missing;
+		const char *why;
+
+		if (!a->verify.get)
+			continue;
+		a->write = true;
+		mlplat_observe_got(&a->verify, w->arena);
+		if (!observe_alias(&a->verify, &seen, &missing, &why))
+		{
+			alias_fail(a, why, a->verify.http_status, a->verify.retry_after_s, false);
+			continue;
+		}
+		if (!mlplat_str_same(seen, a->target))
+		{
+			alias_fail(a, psprintf("read back %s %s -> %s after writing %s", a->registered_model, a->alias, seen ? seen : "(none)", a->target ? a->target : "(none)"),
+					   0, 0, false);
+			continue;
+		}
+		a->new_status = MLPLAT_MODEL_ALIAS_SYNCED;
+		a->mark_observed = true;
+		a->reason = a->target
+						? psprintf("%s -> version %s (registry version %s): %s, verified", a->alias, a->version,
+								   a->target, strcmp(a->action, "REPAIR") == 0 ? "repaired an outside move" : "set")
+						: psprintf("%s deleted%s, verified", a->alias,
+								   strcmp(a->action, "REPAIR") == 0 ? " (repaired an outside move)" : "");
+	}
+	return true;
+}
+
 void
 mlplat_model_aliases_pass(MlplatPass *pass)
 {
@@ -922,9 +1063,7 @@ mlplat_model_aliases_pass(MlplatPass *pass)
 	List *due = NIL;
 	List *models = NIL;
 	List *versions = NIL;
-	MlplatHttpBatch *batch;
 	ListCell *lc;
-	RegResult res;
 	List *notes;
 
 	if (!registry_ready(pass))
@@ -945,70 +1084,7 @@ mlplat_model_aliases_pass(MlplatPass *pass)
 		return;
 	}
 
-	/* observe: every due alias, and the models of versions the registry lacks */
-	batch = w.batch;
-	foreach (lc, due)
-	{
-		AliasRow *a = lfirst(lc);
-
-		mlplat_observe_peer(&a->seen,
-							reg_request(batch, "GET", "registered-models/alias", a->registered_model, a->alias, NULL),
-							&REGISTRY_ALIAS);
-		if (a->version_id && a->registry_version == NULL)
-		{
-			RegModel *m = find_model(models, a->registered_model);
-			RegVersion *v = NULL;
-			ListCell *vc;
-
-			if (m == NULL)
-			{
-				m = palloc0(sizeof(RegModel));
-				m->name = a->registered_model;
-				m->project = a->project;
-				m->alias_id = a->id;
-				mlplat_observe_peer(&m->seen,
-									reg_request(batch, "GET", "registered-models/get", a->registered_model, NULL, NULL),
-									&REGISTRY_MODEL);
-				models = lappend(models, m);
-			}
-			foreach (vc, versions)
-				if (((RegVersion *) lfirst(vc))->version_id == a->version_id)
-					v = lfirst(vc);
-			if (v == NULL)
-			{
-				v = palloc0(sizeof(RegVersion));
-				v->version_id = a->version_id;
-				v->model = m;
-				v->version = a->version;
-				v->artifact_uri = a->artifact_uri;
-				versions = lappend(versions, v);
-			}
-		}
-	}
-	mlplat_http_batch_run(batch);
-	foreach (lc, models)
-		mlplat_observe_got(&((RegModel *) lfirst(lc))->seen, w.arena);
-
-	foreach (lc, due)
-	{
-		AliasRow *a = lfirst(lc);
-		const char *why;
-
-		mlplat_observe_got(&a->seen, w.arena);
-		a->observed_ok = observe_alias(&a->seen, &a->observed, &a->model_missing, &why);
-		if (!a->observed_ok)
-			alias_fail(a, why, a->seen.http_status, a->seen.retry_after_s, permanent_status(a->seen.http_status));
-		else if (a->model_missing && a->registry_version)
-		{
-			/* the registry lost the model our mapping points into: map again */
-			a->unmap = true;
-			a->write = true;
-			a->new_status = MLPLAT_MODEL_ALIAS_PENDING;
-			a->reason = psprintf("registered model %s is missing; recreating it", a->registered_model);
-			pass->next_pass_ms = FOLLOW_UP_MS;
-		}
-	}
-
+	observe(&w, due, &models, &versions);
 	if (versions != NIL && !ensure_registry_versions(&w, models, versions, notes))
 	{
 		snprintf(pass->status, sizeof(pass->status), "no longer the leader: registered models not created");
@@ -1035,93 +1111,8 @@ mlplat_model_aliases_pass(MlplatPass *pass)
 		}
 	}
 
-	/* decide, then write every alias that differs in one batch */
-	batch = mlplat_http_batch_create(w.cxt);
-	foreach (lc, due)
-	{
-		AliasRow *a = lfirst(lc);
-
-		if (!a->observed_ok || a->unmap || a->error)
-			continue;
-		alias_decide(a);
-		alias_adopt_decide(a);
-		if (a->action == NULL)
-			continue;
-		if (a->target)
-			a->write_req = reg_request(batch, "POST", "registered-models/alias", NULL, NULL,
-									   json_obj("name", a->registered_model, "alias", a->alias, "version", a->target, NULL));
-		else
-			a->write_req = reg_request(batch, "DELETE", "registered-models/alias", a->registered_model, a->alias,
-									   json_obj("name", a->registered_model, "alias", a->alias, NULL));
-		mlplat_write_notes_add(&w.sending, a->id, alias_object(a), alias_note(a));
-		w.writes++;
-	}
-	/* the write-ahead: every alias write is on record before it is sent */
-	if (!mlplat_pass_work_notes_commit(&w, "alias writes"))
+	if (!write_aliases(&w, due))
 		return;
-	mlplat_http_batch_run(batch);
-
-	/* read back what was written: SYNCED only once verified */
-	batch = mlplat_http_batch_create(w.cxt);
-	foreach (lc, due)
-	{
-		AliasRow *a = lfirst(lc);
-
-		if (!a->write_req)
-			continue;
-		reg_parse(w.arena, a->write_req, &res);
-		a->http_status = res.status;
-		if (res.ok)
-		{
-			a->ledger_outcome = "OK";
-			a->moved = true;
-			mlplat_observe_peer(&a->verify,
-								reg_request(batch, "GET", "registered-models/alias", a->registered_model, a->alias, NULL),
-								&REGISTRY_ALIAS);
-		}
-		else
-		{
-			a->ledger_outcome = permanent_status(res.status) ? "FAILED" : "RETRY";
-			if (a->target && reg_is(&res, 404, "RESOURCE_DOES_NOT_EXIST"))
-			{
-				/* the version (or model) we mapped is gone from the registry */
-				a->unmap = true;
-				pass->next_pass_ms = FOLLOW_UP_MS;
-			}
-			alias_fail(a, res.message, res.status, res.retry_after_s, permanent_status(res.status));
-		}
-	}
-	mlplat_http_batch_run(batch);
-	foreach (lc, due)
-	{
-		AliasRow *a = lfirst(lc);
-		char *seen;
-		bool missing;
-		const char *why;
-
-		if (!a->verify.get)
-			continue;
-		a->write = true;
-		mlplat_observe_got(&a->verify, w.arena);
-		if (!observe_alias(&a->verify, &seen, &missing, &why))
-		{
-			alias_fail(a, why, a->verify.http_status, a->verify.retry_after_s, false);
-			continue;
-		}
-		if (!mlplat_str_same(seen, a->target))
-		{
-			alias_fail(a, psprintf("read back %s %s -> %s after writing %s", a->registered_model, a->alias, seen ? seen : "(none)", a->target ? a->target : "(none)"),
-					   0, 0, false);
-			continue;
-		}
-		a->new_status = MLPLAT_MODEL_ALIAS_SYNCED;
-		a->mark_observed = true;
-		a->reason = a->target
-						? psprintf("%s -> version %s (registry version %s): %s, verified", a->alias, a->version,
-								   a->target, strcmp(a->action, "REPAIR") == 0 ? "repaired an outside move" : "set")
-						: psprintf("%s deleted%s, verified", a->alias,
-								   strcmp(a->action, "REPAIR") == 0 ? " (repaired an outside move)" : "");
-	}
 
 	write_back(pass, due, models, versions);
 	/* come back when the earliest retry is due, not only at the next resync */

@@ -3,6 +3,8 @@
  */
 #include "postgres.h"
 
+#include <stdarg.h>
+
 #include "lib/stringinfo.h"
 #include "utils/json.h"
 
@@ -15,6 +17,30 @@ mlplat_json_append_text(StringInfo s, const char *val)
 		escape_json(s, val);
 	else
 		appendStringInfoString(s, "null");
+}
+
+char *
+mlplat_json_object(const char *key, ...)
+{
+	StringInfoData s;
+	va_list ap;
+	bool first = true;
+
+	initStringInfo(&s);
+	appendStringInfoChar(&s, '{');
+	va_start(ap, key);
+	for (const char *k = key; k != NULL; k = va_arg(ap, const char *))
+	{
+		if (!first)
+			appendStringInfoChar(&s, ',');
+		first = false;
+		escape_json(&s, k);
+		appendStringInfoChar(&s, ':');
+		mlplat_json_append_text(&s, va_arg(ap, const char *));
+	}
+	va_end(ap);
+	appendStringInfoChar(&s, '}');
+	return s.data;
 }
 
 char *

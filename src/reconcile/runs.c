@@ -102,16 +102,6 @@ phase_finished(const char *phase)
 	return strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0 || strcmp(phase, "Error") == 0;
 }
 
-static void
-json_field(StringInfo s, const char *key, const char *val, bool comma)
-{
-	if (comma)
-		appendStringInfoChar(s, ',');
-	escape_json(s, key);
-	appendStringInfoChar(s, ':');
-	mlplat_json_append_text(s, val);
-}
-
 /*
  * The workflow's Pod nodes as [{name, node_id, type, phase, exit_code, started_at,
  * finished_at, message}], named by their task (displayName); a single run's root Pod
@@ -145,17 +135,15 @@ nodes_json(const Run *r, const MlJsonValue *nodes, const char **failed, const ch
 				name = mlplat_json_text(n, "displayName", NULL, NULL);
 			if (name == NULL)
 				continue;
-			appendStringInfoString(&s, first ? "{" : ",{");
+			if (!first)
+				appendStringInfoChar(&s, ',');
 			first = false;
-			json_field(&s, "name", name, false);
-			json_field(&s, "node_id", id, true);
-			json_field(&s, "type", type, true);
-			json_field(&s, "phase", phase, true);
-			json_field(&s, "exit_code", mlplat_json_text(n, "outputs", "exitCode", NULL), true);
-			json_field(&s, "started_at", mlplat_json_text(n, "startedAt", NULL, NULL), true);
-			json_field(&s, "finished_at", mlplat_json_text(n, "finishedAt", NULL, NULL), true);
-			json_field(&s, "message", mlplat_json_text(n, "message", NULL, NULL), true);
-			appendStringInfoChar(&s, '}');
+			appendStringInfoString(
+				&s, mlplat_json_object("name", name, "node_id", id, "type", type, "phase", phase, "exit_code",
+									   mlplat_json_text(n, "outputs", "exitCode", NULL), "started_at",
+									   mlplat_json_text(n, "startedAt", NULL, NULL), "finished_at",
+									   mlplat_json_text(n, "finishedAt", NULL, NULL), "message",
+									   mlplat_json_text(n, "message", NULL, NULL), NULL));
 			if (*failed == NULL && phase && (strcmp(phase, "Failed") == 0 || strcmp(phase, "Error") == 0))
 			{
 				*failed = name;
