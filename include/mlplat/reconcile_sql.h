@@ -44,6 +44,13 @@ extern List *mlplat_sql_text_list(const char *sql, int nargs, Oid *types, Datum 
  */
 extern int mlplat_sql_exec(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls);
 
+/*
+ * Drop every kept plan (the next run of each statement plans it again): for a
+ * change the plan cache does not see, a seam type changed under a claim
+ * function the planner inlined (mlplat_seam_verify calls it).
+ */
+extern void mlplat_sql_forget_plans(void);
+
 /* Append a text, or NULL, to an array being built (in the state's own context). */
 extern void mlplat_array_add_text(ArrayBuildState *a, const char *s);
 

@@ -159,6 +159,8 @@ mlplat_seam_verify(MlplatSeam *s)
 		s->typoid = InvalidOid;
 		return why;
 	}
+	/* a type that changed and agrees: plans made before the change may not fit it (sql.c) */
+	mlplat_sql_forget_plans();
 	old = MemoryContextSwitchTo(TopMemoryContext);
 	if (s->tupdesc)
 		FreeTupleDesc(s->tupdesc);
