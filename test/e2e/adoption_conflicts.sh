@@ -15,16 +15,14 @@
 #     whose content id was replaced.
 set -u
 . "$(dirname "$0")/../lib/e2e.sh"
+. "$(dirname "$0")/../lib/registry.sh"
 SD=$WORK/standin-adopt
 DB=mlplat
+RM=hostile.iris   # the registered model (alias_of)
 e2e_standin $DB
-on_exit '$PSQL -d $DB -c "ALTER SYSTEM RESET mlplat.registry_url" -c "ALTER SYSTEM RESET mlplat.registry_token_file" -c "SELECT pg_reload_conf()" >/dev/null'
+on_exit registry_disconnect
 $PSQL -d $DB -c "ALTER SYSTEM SET mlplat.registry_url = '$STANDIN_URL'" \
 	-c "ALTER SYSTEM SET mlplat.registry_token_file = '$STANDIN_TOKEN_FILE'" -c "SELECT pg_reload_conf()" >/dev/null
-mlflow() {
-	curl -s -X "$1" -H "Authorization: Bearer $STANDIN_TOKEN" "$STANDIN_URL/api/2.0/mlflow/$2" \
-		${3:+-H 'Content-Type: application/json' -d "$3"}
-}
 INSTANCE=$(q $DB "SELECT instance_id FROM mlplat.installation")
 
 q $DB "SELECT mlplat.create_project('hostile', 2); SELECT mlplat.add_artifact_location('hostile', 's3://models/')" >/dev/null
@@ -38,10 +36,6 @@ done
 vid() { q $DB "SELECT v.id FROM mlplat.model_versions v JOIN mlplat.projects p ON p.id = v.project_id WHERE p.name = 'hostile' AND v.version = '$1'"; }
 plant() {   # VERSION-ID SOURCE INSTALLATION — a version made by someone else, tagged as ours
 	mlflow POST model-versions/create "{\"name\":\"hostile.iris\",\"source\":\"$2\",\"tags\":[{\"key\":\"mlplat.version_id\",\"value\":\"$1\"},{\"key\":\"mlplat.version\",\"value\":\"x\"},{\"key\":\"mlplat.installation\",\"value\":\"$3\"}]}" >/dev/null
-}
-alias_of() {
-	mlflow GET "registered-models/alias?name=hostile.iris&alias=$1" | python3 -c 'import json,sys; o=json.load(sys.stdin)
-print(o["model_version"]["version"] if "model_version" in o else o.get("error_code", "?"))'
 }
 alias_row() { q $DB "SELECT a.status || ':' || (a.last_error LIKE '%not adopted%') FROM mlplat.model_aliases a JOIN mlplat.models m ON m.id = a.model_id JOIN mlplat.projects p ON p.id = m.project_id WHERE p.name = 'hostile' AND a.alias = '$1'"; }
 conflicts() { echo "SELECT count(*) > 0 FROM mlplat.reconcile_ledger WHERE kind = 'model_aliases' AND project = 'hostile' AND action = 'ADOPT' AND outcome = 'CONFLICT' AND detail->>'note' = 'model version $1 of hostile.iris'"; }

@@ -76,15 +76,7 @@ r = json.load(sys.stdin)["data"]["result"]
 print(r[0]["value"][1] if len(r) == 1 else "")'
 }
 # wait_prom EXPR EXPECTED SECONDS
-wait_prom() {
-	local deadline=$((SECONDS + $3)) got
-	while :; do
-		got=$(promql "$1")
-		[ "$got" = "$2" ] && return 0
-		((SECONDS >= deadline)) && { echo "# $1: last '$got', wanted '$2'"; return 1; }
-		sleep 0.5
-	done
-}
+wait_prom() { WAIT_EVERY=0.5 wait_says "$3" "$2" promql "$1"; }
 
 # every metric the query file declares reaches Prometheus
 names=$(python3 -c '

@@ -6,43 +6,18 @@
 set -u
 . "$(dirname "$0")/../lib/e2e.sh"
 . "$(dirname "$0")/../lib/writeback.sh"
+. "$(dirname "$0")/../lib/registry.sh"
 SD=$WORK/standin-aliases
 DB=mlplat
 # The e2e scripts share one database: everything here is scoped to project aliaslab.
 MINE="model_id IN (SELECT m.id FROM mlplat.models m JOIN mlplat.projects p ON p.id = m.project_id WHERE p.name = 'aliaslab')"
+RM=aliaslab.iris   # the registered model
+ALIAS_TAGS=1      # alias_of says "<registry version>/<mlplat.version tag>"
 
-registry_disconnect() {
-	$PSQL -d $DB -c "ALTER SYSTEM RESET mlplat.registry_url" -c "ALTER SYSTEM RESET mlplat.registry_token_file" \
-		-c "ALTER SYSTEM RESET mlplat.backoff_max" -c "SELECT pg_reload_conf()" >/dev/null
-}
 registry_disconnect
 e2e_standin
 on_exit 'registry_disconnect'
 
-# mlflow METHOD ENDPOINT [JSON] — the stand-in's MLflow REST API, as an outside client
-mlflow() {
-	curl -s -X "$1" -H "Authorization: Bearer $STANDIN_TOKEN" "$STANDIN_URL/api/2.0/mlflow/$2" \
-		${3:+-H 'Content-Type: application/json' -d "$3"}
-}
-# alias_of ALIAS — "<registry version>/<mlplat.version tag>" the alias points at, or the error code
-alias_of() {
-	mlflow GET "registered-models/alias?name=aliaslab.iris&alias=$1" | python3 -c '
-import json,sys; o=json.load(sys.stdin)
-if "model_version" in o:
-    mv=o["model_version"]; t={x["key"]:x["value"] for x in mv.get("tags",[])}
-    print(mv["version"] + "/" + t.get("mlplat.version","?"))
-else: print(o.get("error_code","?"))'
-}
-# wait_alias ALIAS EXPECTED SECONDS
-wait_alias() {
-	local deadline=$((SECONDS + $3)) got
-	while :; do
-		got=$(alias_of "$1")
-		[ "$got" = "$2" ] && return 0
-		((SECONDS >= deadline)) && { echo "# waited $3 s; alias $1 last '$got', wanted '$2'"; return 1; }
-		sleep 0.1
-	done
-}
 regv() { q $DB "SELECT registry_version FROM mlplat.model_registry_versions rv JOIN mlplat.model_versions mv ON mv.id = rv.version_id WHERE mv.version = '$1' AND mv.$MINE"; }
 status_of() { q $DB "SELECT status FROM mlplat.model_aliases WHERE $MINE AND alias = '$1'"; }
 mlflow_writes() { admin GET 'requests?write=mlflow' | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["items"]))'; }

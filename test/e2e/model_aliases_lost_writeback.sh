@@ -11,31 +11,15 @@
 set -u
 . "$(dirname "$0")/../lib/e2e.sh"
 . "$(dirname "$0")/../lib/writeback.sh"
+. "$(dirname "$0")/../lib/registry.sh"
 SD=$WORK/standin-aliases-lwb
 DB=mlplat
 P=alwb
 RM=$P.iris   # the registered model
 MINE="model_id IN (SELECT m.id FROM mlplat.models m JOIN mlplat.projects p ON p.id = m.project_id WHERE p.name = '$P')"
-registry_disconnect() {
-	$PSQL -d $DB -c "ALTER SYSTEM RESET mlplat.registry_url" -c "ALTER SYSTEM RESET mlplat.registry_token_file" \
-		-c "SELECT pg_reload_conf()" >/dev/null
-}
 e2e_standin
 on_exit 'release_holds drop; workers_resume $DB; registry_disconnect'
 
-mlflow() { curl -s -H "Authorization: Bearer $STANDIN_TOKEN" "$STANDIN_URL/api/2.0/mlflow/$1"; }
-# alias_of ALIAS — the registry version the alias points at, or the error code
-alias_of() {
-	mlflow "registered-models/alias?name=$RM&alias=$1" | python3 -c '
-import json,sys; o=json.load(sys.stdin); print(o["model_version"]["version"] if "model_version" in o else o.get("error_code","?"))'
-}
-wait_alias() {   # ALIAS EXPECTED SECONDS
-	local deadline=$((SECONDS + $3)) got
-	until [ "$(alias_of "$1")" = "$2" ]; do
-		((SECONDS < deadline)) || { echo "# waited $3 s; alias $1 is $(alias_of "$1"), wanted $2"; return 1; }
-		sleep 0.1
-	done
-}
 alias_id() { q $DB "SELECT id FROM mlplat.model_aliases WHERE $MINE AND alias = '$1'"; }
 status_of() { q $DB "SELECT status FROM mlplat.model_aliases WHERE $MINE AND alias = '$1'"; }
 notes() {

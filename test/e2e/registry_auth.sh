@@ -7,16 +7,12 @@
 # without the CA that signed its certificate, synced with mlplat.registry_ca_file.
 set -u
 . "$(dirname "$0")/../lib/e2e.sh"
+. "$(dirname "$0")/../lib/registry.sh"
 SD=$WORK/standin-registry-auth
 DB=mlplat
 MINE="model_id IN (SELECT m.id FROM mlplat.models m JOIN mlplat.projects p ON p.id = m.project_id WHERE p.name = 'regauth')"
 BASIC=$SD/registry-basic
 
-registry_disconnect() {
-	$PSQL -d $DB -c "ALTER SYSTEM RESET mlplat.registry_url" -c "ALTER SYSTEM RESET mlplat.registry_token_file" \
-		-c "ALTER SYSTEM RESET mlplat.registry_basic_auth_file" -c "ALTER SYSTEM RESET mlplat.registry_ca_file" \
-		-c "ALTER SYSTEM RESET mlplat.backoff_max" -c "SELECT pg_reload_conf()" >/dev/null
-}
 set_conf() { $PSQL -d $DB -c "ALTER SYSTEM SET $1" -c "SELECT pg_reload_conf()" >/dev/null; }
 registry_disconnect
 on_exit registry_disconnect

@@ -64,16 +64,24 @@ sys.exit(0 if eval("(" + sys.argv[1] + ")", {"o": o}) is True else 1)' "$2" "$1"
 	return 1
 }
 
-# wait_for DB SQL EXPECTED SECONDS — poll until the query returns EXPECTED
-wait_for() {
-	local deadline=$((SECONDS + $4)) got
+# wait_says SECONDS EXPECTED CMD... — poll until CMD prints EXPECTED (every WAIT_EVERY
+# seconds, 0.1 unless set); after SECONDS, say what it printed last: the one poll loop of
+# the scripts' waits
+wait_says() {
+	local secs=$1 want=$2 deadline=$((SECONDS + $1)) got
+	shift 2
 	while :; do
-		got=$($PSQL -d "$1" -c "$2" 2>/dev/null)
-		[ "$got" = "$3" ] && return 0
-		((SECONDS >= deadline)) && { echo "# waited $4 s; last value '$got', wanted '$3'"; return 1; }
-		sleep 0.1
+		got=$("$@")
+		[ "$got" = "$want" ] && return 0
+		((SECONDS >= deadline)) && { echo "# waited $secs s; last value '$got', wanted '$want'"; return 1; }
+		sleep "${WAIT_EVERY:-0.1}"
 	done
 }
+
+# wait_for DB SQL EXPECTED SECONDS — poll until the query returns EXPECTED
+wait_for() { wait_says "$4" "$3" q_quiet "$1" "$2"; }
+# q_quiet DB SQL — q without its errors (a wait polls through them)
+q_quiet() { $PSQL -d "$1" -c "$2" 2>/dev/null; }
 
 # tap_binary NAME CMD... — run a C test binary that prints TAP (its plan last) and
 # renumber its results into this script's.  One more result fails when the binary

@@ -11,41 +11,20 @@
 set -u
 . "$(dirname "$0")/../../lib/e2e.sh"
 . "$SRC/test/lib/real.sh"
+. "$SRC/test/lib/registry.sh"
 real_preamble aliases
 DB=mlplat
 MINE="model_id IN (SELECT m.id FROM mlplat.models m JOIN mlplat.projects p ON p.id = m.project_id WHERE p.name = 'realalias')"
-registry_disconnect() {
-	$PSQL -d $DB -c "ALTER SYSTEM RESET mlplat.registry_url" -c "ALTER SYSTEM RESET mlplat.registry_token_file" \
-		-c "ALTER SYSTEM RESET mlplat.registry_basic_auth_file" -c "ALTER SYSTEM RESET mlplat.backoff_max" \
-		-c "SELECT pg_reload_conf()" >/dev/null
-}
+RM=realalias.iris   # the registered model
+ALIAS_TAGS=1        # alias_of says "<registry version>/<mlplat.version tag>"
 on_exit registry_disconnect
 real_mlflow_start "$RD"
 tap_ok $? "real mlflow server started, backend store in this test's PostgreSQL"
 printf 'unused-by-mlflow-oss-%s' "$RANDOM" >"$RD/token"
 chmod 644 "$RD/token"
 
-# MLFLOW_USER: user:password for the basic-auth app
-mlflow() {
-	curl -s -X "$1" ${MLFLOW_USER:+-u "$MLFLOW_USER"} "$REAL_MLFLOW/api/2.0/mlflow/$2" ${3:+-H 'Content-Type: application/json' -d "$3"}
-}
-alias_of() {
-	mlflow GET "registered-models/alias?name=realalias.iris&alias=$1" | python3 -c '
-import json,sys; o=json.load(sys.stdin)
-if "model_version" in o:
-    mv=o["model_version"]; t={x["key"]:x["value"] for x in mv.get("tags",[])}
-    print(mv["version"] + "/" + t.get("mlplat.version","?"))
-else: print(o.get("error_code","?"))'
-}
-wait_alias() {
-	local deadline=$((SECONDS + $3)) got
-	while :; do
-		got=$(alias_of "$1")
-		[ "$got" = "$2" ] && return 0
-		((SECONDS >= deadline)) && { echo "# waited $3 s; alias $1 last '$got', wanted '$2'"; return 1; }
-		sleep 0.2
-	done
-}
+# mlflow (test/lib/registry.sh) reads the real server; MLFLOW_USER: user:password for the basic-auth app
+MLFLOW_URL=$REAL_MLFLOW
 regv() { q $DB "SELECT registry_version FROM mlplat.model_registry_versions rv JOIN mlplat.model_versions mv ON mv.id = rv.version_id WHERE mv.version = '$1' AND mv.$MINE"; }
 rows() { q $DB "SELECT alias, status, status_reason, last_error FROM mlplat.model_aliases WHERE $MINE" | sed 's/^/# row: /'; }
 
