@@ -11,7 +11,11 @@
 -- that every intent call has it.  The other SECURITY DEFINER functions (readers such as
 -- render_inference_service and the metrics, register_capability, three triggers and the
 -- row-level security helper _can_view) answer other types and declare it themselves.
-DO $$
+-- The rule is a function, mlplat._entry_points(), so that the SQL of a kind outside this
+-- script (the test kind's extension mlplat_test, test/kinds/) gives its intent calls the
+-- same rule by calling it last, as this part does.
+CREATE OR REPLACE FUNCTION mlplat._entry_points() RETURNS void
+LANGUAGE plpgsql AS $$
 DECLARE
   f regprocedure;
   own text;
@@ -31,3 +35,5 @@ BEGIN
                               f, coalesce(own, ''));
   END LOOP;
 END $$;
+REVOKE ALL ON FUNCTION mlplat._entry_points() FROM PUBLIC;
+SELECT mlplat._entry_points();

@@ -27,15 +27,7 @@ cm_data() {   # the ConfigMap's data as sorted JSON, or "absent"
 	kube GET "$CM/$1" | python3 -c 'import json,sys; o=json.load(sys.stdin)
 print("absent" if o.get("kind") == "Status" else json.dumps(o.get("data", {}), sort_keys=True))'
 }
-wait_cm() {   # NAME EXPECTED SECONDS
-	local deadline=$((SECONDS + $3)) got
-	while :; do
-		got=$(cm_data "$1")
-		[ "$got" = "$2" ] && return 0
-		((SECONDS >= deadline)) && { echo "# waited $3 s; configmap $1 is '$got', wanted '$2'"; return 1; }
-		sleep 0.1
-	done
-}
+wait_cm() { wait_says "$3" "$2" cm_data "$1"; }   # NAME EXPECTED SECONDS
 notes() { q $DB "SELECT count(*) FROM mlplat.unanswered_writes WHERE kind = 'echoes' AND object = '$NS/$1'"; }
 
 # --- the leader idles while the kind's SQL is not there, and runs once it is
@@ -158,7 +150,11 @@ tap_is "$(cm_data e5)/$(q $DB "SELECT epoch FROM mlplat.leader_epochs WHERE kind
 	"... e5's ConfigMap is made, by the same leader (epoch $epoch): the ERROR cost no lead"
 
 # --- the kind touched only the files the guide lists for a test kind
-tap_is "$(cd "$SRC" && grep -rlE --include='*.[ch]' 'MLPLAT_KIND_ECHOES|mlplat_echoes_|"echoes"' src include | sort | tr '\n' ' ')" \
-	"include/mlplat/kinds.h include/mlplat/reconcile.h src/kinds.c src/reconcile/registry.c " \
-	"outside test/, the kind is named only where docs/reconcilers.md says (kinds.h, kinds.c, reconcile.h, registry.c)"
+# (the kind, its pass and seams, its state machine, its SQL objects; the generated seam_types.h
+# is not in the repository)
+tap_is "$(cd "$SRC" && grep -rlE --include='*.[ch]' --include='*.sql' \
+	'MLPLAT_KIND_ECHOES|mlplat_echoes_|"echoes"|\bECHO\b|echo_names|echo_claim|echo_writeback|mlplat\.echoes|_echo_transitions|_echoes_' \
+	src include sql | grep -v '^include/mlplat/seam_types\.h$' | sort | tr '\n' ' ')" \
+	"include/mlplat/kinds.h include/mlplat/reconcile.h include/mlplat/states.h src/kinds.c src/reconcile/registry.c src/states.c " \
+	"outside test/, the kind is named only where docs/reconcilers.md says (steps 1, 4 and 5: kinds.h, kinds.c, reconcile.h, registry.c, states.h, states.c; nothing in sql/)"
 tap_done

@@ -20,43 +20,63 @@ CREATE TABLE mlplat.echoes (
   UNIQUE (namespace, name)
 );
 
--- the intents: desired data (a JSON object of strings), and its removal
-CREATE FUNCTION mlplat.put_echo(p_namespace text, p_name text, p_data jsonb)
-RETURNS mlplat.echoes LANGUAGE plpgsql
-SET search_path = pg_catalog, mlplat, pg_temp AS $$
+-- the intents: desired data (a JSON object of strings), and its removal.  As every intent
+-- call (docs/reconcilers.md "Adding a kind", step 2): they answer mlplat.accepted, open with
+-- the API call (an echo belongs to no project: a platform call, administrators only), claim
+-- the idempotency key and answer through _api_accept (audit, idempotency record, the wake);
+-- SECURITY DEFINER and the pinned search_path come from mlplat._entry_points() at the end of
+-- this script, the rule sql/install/99_entry_points.sql applies to mlplat's own calls.
+CREATE FUNCTION mlplat.put_echo(p_namespace text, p_name text, p_data jsonb, p_idempotency_key text DEFAULT NULL)
+RETURNS mlplat.accepted LANGUAGE plpgsql AS $$
 DECLARE
-  r mlplat.echoes;
+  api mlplat.api_call := mlplat._api_platform('put_echo');
+  r mlplat.accepted;
+  e mlplat.echoes;
 BEGIN
   IF pg_catalog.jsonb_typeof(p_data) IS DISTINCT FROM 'object' OR EXISTS (
-       SELECT 1 FROM pg_catalog.jsonb_each(p_data) e WHERE pg_catalog.jsonb_typeof(e.value) <> 'string') THEN
+       SELECT 1 FROM pg_catalog.jsonb_each(p_data) x WHERE pg_catalog.jsonb_typeof(x.value) <> 'string') THEN
     RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value', MESSAGE = 'mlplat: echo data must be an object of strings';
   END IF;
-  INSERT INTO mlplat.echoes AS e (namespace, name, data) VALUES (p_namespace, p_name, p_data)
+  r := mlplat._api_claim(api, pg_catalog.jsonb_build_object('namespace', p_namespace, 'name', p_name, 'data', p_data));
+  IF r IS NOT NULL THEN
+    RETURN r;
+  END IF;
+  INSERT INTO mlplat.echoes AS x (namespace, name, data, traceparent) VALUES (p_namespace, p_name, p_data, api.tp)
   ON CONFLICT (namespace, name) DO UPDATE
-     SET data = EXCLUDED.data, status = 'PENDING', status_reason = NULL, generation = e.generation + 1,
-         row_version = e.row_version + 1, attempts = 0, next_attempt_at = pg_catalog.now(),
-         updated_at = pg_catalog.now()
-  RETURNING * INTO r;
-  PERFORM mlplat._wake_on_commit('echoes');
-  RETURN r;
+     SET data = EXCLUDED.data, status = 'PENDING', status_reason = NULL, generation = x.generation + 1,
+         row_version = x.row_version + 1, attempts = 0, next_attempt_at = pg_catalog.now(),
+         traceparent = EXCLUDED.traceparent, updated_at = pg_catalog.now()
+  RETURNING * INTO e;
+  r := (pg_catalog.gen_random_uuid(), 'echo', e.id, e.generation, e.status, false)::mlplat.accepted;
+  RETURN mlplat._api_accept(api, r, pg_catalog.jsonb_build_object('namespace', p_namespace, 'name', p_name), 'echoes');
 END $$;
 
-CREATE FUNCTION mlplat.delete_echo(p_namespace text, p_name text)
-RETURNS mlplat.echoes LANGUAGE plpgsql
-SET search_path = pg_catalog, mlplat, pg_temp AS $$
+CREATE FUNCTION mlplat.delete_echo(p_namespace text, p_name text, p_idempotency_key text DEFAULT NULL)
+RETURNS mlplat.accepted LANGUAGE plpgsql AS $$
 DECLARE
-  r mlplat.echoes;
+  api mlplat.api_call := mlplat._api_platform('delete_echo');
+  r mlplat.accepted := mlplat._api_claim(api, pg_catalog.jsonb_build_object('namespace', p_namespace, 'name', p_name));
+  e mlplat.echoes;
 BEGIN
-  UPDATE mlplat.echoes e
-     SET status = 'DELETING', status_reason = NULL, generation = e.generation + 1,
-         row_version = e.row_version + 1, attempts = 0, next_attempt_at = pg_catalog.now(),
-         updated_at = pg_catalog.now()
-   WHERE e.namespace = p_namespace AND e.name = p_name AND e.status NOT IN ('DELETING', 'DELETED')
-  RETURNING * INTO r;
-  PERFORM mlplat._wake_on_commit('echoes');
-  RETURN r;
+  IF r IS NOT NULL THEN
+    RETURN r;
+  END IF;
+  UPDATE mlplat.echoes x
+     SET status = 'DELETING', status_reason = NULL, generation = x.generation + 1,
+         row_version = x.row_version + 1, attempts = 0, next_attempt_at = pg_catalog.now(),
+         traceparent = api.tp, updated_at = pg_catalog.now()
+   WHERE x.namespace = p_namespace AND x.name = p_name AND x.status NOT IN ('DELETING', 'DELETED')
+  RETURNING * INTO e;
+  IF e.id IS NULL THEN   -- deleting or deleted already: the answer, without an audit row or a wake
+    SELECT * INTO e FROM mlplat.echoes x WHERE x.namespace = p_namespace AND x.name = p_name;
+    IF e.id IS NULL THEN
+      PERFORM mlplat._no_such('echo', p_namespace || '/' || p_name, 'See mlplat.echoes.');
+    END IF;
+    RETURN mlplat._api_keep(api, (pg_catalog.gen_random_uuid(), 'echo', e.id, e.generation, e.status, false)::mlplat.accepted);
+  END IF;
+  r := (pg_catalog.gen_random_uuid(), 'echo', e.id, e.generation, e.status, false)::mlplat.accepted;
+  RETURN mlplat._api_accept(api, r, pg_catalog.jsonb_build_object('namespace', p_namespace, 'name', p_name), 'echoes');
 END $$;
-REVOKE ALL ON FUNCTION mlplat.put_echo(text, text, jsonb), mlplat.delete_echo(text, text) FROM PUBLIC;
 
 -- the seam (seam.h): a claim row, and a write-back row (the status write-back every
 -- status-and-observation kind shares: MlplatStatusWriteback)
@@ -74,8 +94,7 @@ CREATE TYPE mlplat.echo_writeback AS (
 -- every live echo: a pass compares each with what it observed, so drift is repaired
 -- whether or not the row is due
 CREATE FUNCTION mlplat._echoes_claim()
-RETURNS SETOF mlplat.echo_claim LANGUAGE sql STABLE
-SET search_path = pg_catalog, mlplat, pg_temp AS $$
+RETURNS SETOF mlplat.echo_claim LANGUAGE sql STABLE AS $$
   SELECT e.id, e.namespace, e.name, e.data::text, e.status,
          e.generation, e.observed_generation, e.row_version,
          e.attempts, e.next_attempt_at <= pg_catalog.now(), e.traceparent
@@ -86,8 +105,7 @@ $$;
 
 -- the pass's write-back in one statement: compare-and-swap on row_version and the epoch
 CREATE FUNCTION mlplat._echoes_writeback_set(p_epoch bigint, p_rows mlplat.echo_writeback[])
-RETURNS SETOF bigint LANGUAGE sql
-SET search_path = pg_catalog, mlplat, pg_temp AS $$
+RETURNS SETOF bigint LANGUAGE sql AS $$
   SELECT u.id FROM mlplat._status_writeback_set('echoes', p_epoch, p_rows) u
 $$;
 REVOKE ALL ON FUNCTION mlplat._echoes_claim(), mlplat._echoes_writeback_set(bigint, mlplat.echo_writeback[])
@@ -111,3 +129,6 @@ SELECT mlplat._transitions_function('echo', $$
   DELETED --> PENDING
 $$);
 SELECT mlplat._state_machine('echoes', '_echo_transitions');
+
+-- the intent calls' rule (SECURITY DEFINER, the pinned search_path), as for mlplat's own
+SELECT mlplat._entry_points();
