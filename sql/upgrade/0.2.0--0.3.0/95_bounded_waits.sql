@@ -131,10 +131,7 @@ BEGIN
       status_reason = pg_catalog.format('%s requested', pg_catalog.lower(want)),
       generation = ro.generation + 1, row_version = ro.row_version + 1, attempts = 0,
       next_attempt_at = pg_catalog.now(), traceparent = api.tp, updated_at = pg_catalog.now()
-  WHERE ro.id = seen.id AND ro.row_version = seen.row_version AND ro.status = seen.status;
-  IF NOT FOUND THEN
-    PERFORM mlplat._cas_lost('rollout of deployment', d.name);
-  END IF;
+  WHERE ro.id = seen.id;   -- no compare-and-swap: the row is locked since it was read (FOR UPDATE above)
   r.status := new_status;
   RETURN mlplat._api_accept(api, r,
     pg_catalog.jsonb_build_object('deployment', d.name, 'from', seen.status, 'requested', want), 'rollouts');
