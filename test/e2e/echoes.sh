@@ -112,7 +112,7 @@ err=$(q $DB "UPDATE mlplat.echoes SET status = 'SYNCED' WHERE name = 'e1'" 2>&1)
 tap_ok $? "the trigger refuses a move _echo_transitions() does not list"
 tap_binary "state diagrams with the test kind's" env STATE_DOCS="$SRC/test/kinds/README.md" bash "$SRC/test/e2e/state_diagrams.sh"
 q $DB "ALTER TYPE mlplat.echo_claim ADD ATTRIBUTE surprise int" >/dev/null
-wait_for $DB "SELECT count(*) FROM mlplat.reconciler_health WHERE kind = 'echoes' AND status LIKE 'refuses to run: type mlplat.echo_claim does not match this library%'" 1 30
+wait_for $DB "SELECT count(*) > 0 FROM mlplat.reconciler_health WHERE kind = 'echoes' AND status LIKE 'refuses to run: type mlplat.echo_claim does not match this library%'" t 30
 tap_ok $? "an attribute the C table does not know: the echoes workers refuse to run"
 q $DB "ALTER TYPE mlplat.echo_claim DROP ATTRIBUTE surprise" >/dev/null
 q $DB "SELECT mlplat.put_echo('$NS', 'e4', '{}')" >/dev/null
