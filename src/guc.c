@@ -24,6 +24,7 @@ int mlplat_full_resync_interval_ms = 300000;
 bool mlplat_deployments_watch = true;
 int mlplat_watch_resync_interval_ms = 21600000;
 int mlplat_row_resync_interval_ms = 0;
+int mlplat_test_pass_hold_ms = 0;
 int mlplat_unanswered_write_grace_ms = 60000;
 int mlplat_backoff_max_ms = 300000;
 char *mlplat_kube_url = NULL;
@@ -262,6 +263,12 @@ mlplat_define_gucs(void)
 							"Read by mlplat._next_resync_at in the leader's write-backs; not meant to be set by hand.",
 							&mlplat_row_resync_interval_ms, 0, 0, 604800000,
 							PGC_SUSET, GUC_UNIT_MS | GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
+	DefineCustomIntVariable("mlplat.test_pass_hold",
+							"For tests: hold one deployments pass open, after its watch sync, this long.",
+							"Each new value holds the leader's next pass that is not a commit's wake, while the watch "
+							"keeps being read as during a slow batch; 0: never. Not meant for production.",
+							&mlplat_test_pass_hold_ms, 0, 0, 60000,
+							PGC_SIGHUP, GUC_UNIT_MS | GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
 	DefineCustomIntVariable("mlplat.unanswered_write_grace",
 							"How long an external write sent without a recorded answer may still land.",
 							"Until then, a reconciler that does not find the object such a write makes keeps waiting for it "

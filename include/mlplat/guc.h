@@ -23,6 +23,8 @@ extern bool mlplat_deployments_watch;
 extern int mlplat_watch_resync_interval_ms;
 /* set by the deployments leader for mlplat._next_resync_at (0: mlplat.resync_interval) */
 extern int mlplat_row_resync_interval_ms;
+/* tests only: the deployments pass held open after its watch sync (test/e2e/watch_wake.sh) */
+extern int mlplat_test_pass_hold_ms;
 extern int mlplat_backoff_max_ms;
 extern int mlplat_unanswered_write_grace_ms;
 

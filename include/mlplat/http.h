@@ -147,6 +147,12 @@ extern int mlplat_http_background_count(void);
 extern bool mlplat_http_wait(long timeout_ms);
 /* From a sink: end the current or next mlplat_http_wait early (safe inside libcurl). */
 extern void mlplat_http_wake_waiter(void);
+/*
+ * For a test hold inside a pass (mlplat.test_pass_hold): drive the started
+ * requests for ms as a batch's run does, ending for nothing; a wake or an end
+ * stays the next wait's.  Returns whether one is pending for it.
+ */
+extern bool mlplat_http_drive(long ms);
 
 /* ONLY for SQL-callable test hooks: allow running inside a transaction. */
 extern void mlplat_http_batch_allow_transaction(MlplatHttpBatch *batch);

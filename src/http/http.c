@@ -958,6 +958,32 @@ mlplat_http_wait(long timeout_ms)
 	return http_latch_seen;
 }
 
+bool
+mlplat_http_drive(long ms)
+{
+	double until = now_ms() + (double) Max(ms, 0L);
+	bool latch = false;
+	bool moved = false;
+
+	for (;;)
+	{
+		double left = until - now_ms();
+
+		if (left <= 0)
+			break;
+		if (mlplat_http_wait((long) left + 1))
+			latch = true;
+		else if (now_ms() < until)
+			moved = true; /* a wake or an end: the wait cleared it, the next one is to see it */
+	}
+	if (moved)
+		http_background_moved = true;
+	/* give back a wake-up consumed meanwhile, as a batch's run does */
+	if (latch)
+		SetLatch(MyLatch);
+	return http_background_moved;
+}
+
 void
 mlplat_http_batch_run(MlplatHttpBatch *b)
 {

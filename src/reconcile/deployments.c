@@ -37,6 +37,7 @@
 
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "pgstat.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/hsearch.h"
@@ -1456,6 +1457,31 @@ orphans_next_if_unowned(MlplatPass *pass, MlJsonArena *arena, HTAB *by_name)
 	}
 }
 
+/*
+ * mlplat.test_pass_hold, for tests only: each new value holds the next pass
+ * that syncs the watch (not a commit's wake) that long, right after the sync,
+ * while the HTTP client keeps reading the watch as during a slow batch.  An
+ * event read then must end the wait after the pass (test/e2e/watch_wake.sh);
+ * the log says whether its wake was pending when the hold ended.
+ */
+static void
+test_pass_hold(void)
+{
+	static int held = 0;
+	bool pending;
+
+	if (mlplat_test_pass_hold_ms == held)
+		return;
+	held = mlplat_test_pass_hold_ms;
+	if (held == 0)
+		return;
+	pgstat_report_activity(STATE_RUNNING, "mlplat test pass hold");
+	pending = mlplat_http_drive(held);
+	pgstat_report_activity(STATE_RUNNING, "reconcile pass");
+	ereport(LOG, (errmsg("mlplat: deployments: test pass hold of %d ms ended, a wake %s", held,
+						 pending ? "pending" : "not pending")));
+}
+
 void
 mlplat_deployments_pass(MlplatPass *pass)
 {
@@ -1490,6 +1516,8 @@ mlplat_deployments_pass(MlplatPass *pass)
 	 */
 	if (watch_instance != NULL || !mlplat_deployments_watch)
 		cached = watch_sync(pass, watch_instance ? watch_instance : "", &filled, note, sizeof(note));
+	if (cached && !pass->woken)
+		test_pass_hold();
 
 	/*
 	 * Full: a new leader's first pass and one every mlplat.full_resync_interval

@@ -5,6 +5,10 @@
 #     The wait after a pass used to forget a wake that came during it; this scenario does not
 #     show that (a pass follows the failed check 300 ms later anyway, as one follows every
 #     pass that writes to the cluster, and with the Lease fence on one comes every 5 s);
+#   - made certain by a test hold (mlplat.test_pass_hold): a pass held after its watch sync
+#     while the event arrives, nothing else due, the stream's end 300 s away: the repair must
+#     follow the held pass at once (it failed, "repaired as soon as it ends", with the wait's
+#     old clearing of the wake on entry put back);
 #   - an idle leader does not spin on that wake: a few passes at most in a quiet window;
 #   - a watch the server ends (watchMaxS) is resumed at once, from its last version, by the
 #     HTTP client's end hook: no pass, no LIST, no 410.
@@ -82,4 +86,36 @@ admin POST config '{"watchMaxS": 60}' >/dev/null
 admin POST edit '{"resource":"inferenceservices","namespace":"mlp-ww","name":"d2","patch":{"spec":{"predictor":{"minReplicas":3}}}}' >/dev/null
 wait_for mlplat "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND action = 'REPAIR' AND outcome = 'OK'" 2 20
 tap_ok $? "an edit after the resumed watches is repaired from the watch"
+# The same, made certain by a test hold: one pass is held right after its watch sync
+# (mlplat.test_pass_hold: the HTTP client reads the watch meanwhile, as in a slow batch of the
+# pass) while an edit's event arrives, and nothing else is due: the wait after that pass is the
+# only thing between the event and the repair.  It must end at once.  The wait that cleared its
+# wake on entry (before f9d7d1e) slept until something else came: here the stream's end, 300 s
+# later (the server's limit raised to 600 s), or the 1 h resync.
+wait_for mlplat "SELECT count(*) FROM mlplat.deployments WHERE status = 'READY'" $N 60
+tap_ok $? "d1 and d2 READY: no follow-up pass is asked for"
+REPAIRS="SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND action = 'REPAIR' AND outcome = 'OK'"
+HOLD="SELECT count(*) FROM pg_stat_activity WHERE query = 'mlplat test pass hold'"
+admin POST config '{"watchMaxS": 600}' >/dev/null
+admin DELETE requests >/dev/null
+admin POST watch/drop >/dev/null
+for _ in $(seq 1 150); do [ "$(count watch)" -ge 1 ] && break; sleep 0.2; done
+r0=$(q mlplat "$REPAIRS")
+q postgres "ALTER SYSTEM SET mlplat.test_pass_hold = '5s'" >/dev/null
+q postgres "SELECT pg_reload_conf()" >/dev/null
+wait_for postgres "$HOLD" 1 30
+tap_ok $? "a deployments pass is held after its watch sync (mlplat.test_pass_hold = 5 s; the stream cut and resumed: $(count watch) watch)"
+admin POST edit '{"resource":"inferenceservices","namespace":"mlp-ww","name":"d1","patch":{"spec":{"predictor":{"minReplicas":4}}}}' >/dev/null
+tap_is "$(q postgres "$HOLD")" 1 "the edit of d1 lands while that pass is held"
+wait_for postgres "$HOLD" 0 30
+tap_ok $? "the hold ends"
+t0=$(date +%s%N)
+wait_for mlplat "$REPAIRS" $((r0 + 1)) 60
+tap_ok $? "d1's drift, read during the held pass, is repaired as soon as it ends ($((($(date +%s%N) - t0) / 1000000)) ms after; stream 300 s, resync 1 h)"
+grep -q 'test pass hold of 5000 ms ended, a wake pending' "$WORK/data.log"
+tap_ok $? "... the event's wake was pending when the hold ended (the server log says so)"
+q postgres "ALTER SYSTEM RESET mlplat.test_pass_hold" >/dev/null
+q postgres "SELECT pg_reload_conf()" >/dev/null
+wait_for mlplat "SELECT count(*) FROM mlplat.deployments WHERE status = 'READY'" $N 60
+tap_ok $? "d1 is READY again"
 tap_done
