@@ -39,6 +39,7 @@ typedef struct MlplatWatchSync
 	int relists;   /* relists this sync made (0 or 1) */
 	int rewatches; /* watches it started */
 	int events;	   /* events it applied */
+	long retry_ms; /* the watch failed: the next sync lists and watches no sooner (0: at once) */
 } MlplatWatchSync;
 
 /* A cache of res's objects (created once per process; empty until the first sync). */

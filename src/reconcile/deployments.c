@@ -1372,6 +1372,13 @@ watch_sync(MlplatPass *pass, const char *instance, bool *filled, char *note, siz
 	{
 		ereport(LOG, (errmsg("mlplat: deployments: the watch cache cannot be used: %s", why)));
 		snprintf(note, note_len, "; watch unhealthy");
+		/*
+		 * A failed watch is tried again when its backoff ends: a pass then.
+		 * Left to the next resync or commit, it stayed down (113 s in
+		 * watch_wake.sh with nothing due; up to mlplat.resync_interval).
+		 */
+		if (ws.retry_ms > 0 && (pass->next_pass_ms <= 0 || ws.retry_ms < pass->next_pass_ms))
+			pass->next_pass_ms = ws.retry_ms;
 	}
 	SetConfigOption("mlplat.row_resync_interval",
 					ok ? psprintf("%d", mlplat_watch_resync_interval_ms) : "0", PGC_SUSET, PGC_S_SESSION);

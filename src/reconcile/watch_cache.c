@@ -677,8 +677,11 @@ mlplat_watch_cache_sync(MlplatWatchCache *wc, const char *selector, MlplatWatchS
 		wc->url = MemoryContextStrdup(TopMemoryContext, mlplat_kube_url);
 	}
 	if (wc->retry_at != 0 && GetCurrentTimestamp() < wc->retry_at)
+	{
+		out->retry_ms = Max(1L, (long) TimestampDifferenceMilliseconds(GetCurrentTimestamp(), wc->retry_at));
 		return psprintf("the watch of %s failed %d times in a row; tried again in %ld ms", wc->res->plural,
 						wc->failures, (long) ((wc->retry_at - GetCurrentTimestamp()) / 1000));
+	}
 	if (wc->received)
 		wc->failures = 0;
 	if (wc->filled && !wc->relist && wc->buf)
@@ -715,6 +718,7 @@ mlplat_watch_cache_sync(MlplatWatchCache *wc, const char *selector, MlplatWatchS
 			/* an answer that began is resumed from the last version; another, relisted */
 			wc->relist = r->status != 200;
 			wc->retry_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), ms);
+			out->retry_ms = Max(1, ms);
 			return why;
 		}
 		else /* the answer had begun: resume from the last version */

@@ -9,6 +9,7 @@
 #     while the event arrives, nothing else due, the stream's end 300 s away: the repair must
 #     follow the held pass at once (it failed, "repaired as soon as it ends", with the wait's
 #     old clearing of the wake on entry put back);
+#   - a watch the server refuses is tried again when its backoff ends, by a pass asked for;
 #   - an idle leader does not spin on that wake: a few passes at most in a quiet window;
 #   - a watch the server ends (watchMaxS) is resumed at once, from its last version, by the
 #     HTTP client's end hook: no pass, no LIST, no 410.
@@ -118,4 +119,16 @@ q postgres "ALTER SYSTEM RESET mlplat.test_pass_hold" >/dev/null
 q postgres "SELECT pg_reload_conf()" >/dev/null
 wait_for mlplat "SELECT count(*) FROM mlplat.deployments WHERE status = 'READY'" $N 60
 tap_ok $? "d1 is READY again"
+# A watch the server refuses (one 503 to the watch resumed after a cut) makes the cache
+# unhealthy and is tried again when its backoff (about 1 s) ends, by a pass the failure asks
+# for: before, nothing asked, and with nothing due the watch stayed down until the next commit
+# or resync (113 s once in this script, 1 h here).
+admin POST faults '{"method": "GET", "path": "^/apis/serving.kserve.io/v1beta1/inferenceservices$", "status": 503, "times": 1}' >/dev/null
+admin DELETE requests >/dev/null
+admin POST watch/drop >/dev/null
+t0=$(date +%s%N)
+for _ in $(seq 1 150); do [ "$(count list)" -ge 1 ] && break; sleep 0.2; done
+tap_ok $([ "$(count list)" -ge 1 ] && echo 0 || echo 1) "a watch refused with 503 is listed and watched again when its backoff ends ($((($(date +%s%N) - t0) / 1000000)) ms after the cut; resync 1 h, nothing due)"
+wait_for mlplat "SELECT status ~ 'watch: $N cached' $LEADER" t 30
+tap_ok $? "... the leader observes through its watch cache again ($(q mlplat "SELECT status $LEADER" | grep -o 'watch[^;)]*'))"
 tap_done
