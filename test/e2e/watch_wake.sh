@@ -39,11 +39,18 @@ q mlplat "SELECT count(mlplat.deploy('ww', 'd' || i, 'm', '1', 'kserve-sklearnse
 wait_for mlplat "SELECT count(*) FROM mlplat.deployments WHERE status = 'READY'" $N 60
 tap_ok $? "$N deployments converge"
 LEADER="FROM mlplat.reconciler_health WHERE kind = 'deployments' AND role = 'leader'"
-wait_for mlplat "SELECT status ~ 'watch: $N cached' $LEADER" t 20
+wait_for mlplat "SELECT status ~ 'watch: $N cached' $LEADER" t 60
 tap_ok $? "the leader observes through its watch cache"
 status_of() { q mlplat "SELECT status FROM mlplat.deployments WHERE name = '$1'"; }
 passes() { q mlplat "SELECT passes $LEADER"; }
 count() { admin GET "requests?kind=InferenceService&verb=$1" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["items"]))'; }
+# After a failed wait: the rows, the leader's status and the server log's last watch lines, as
+# TAP comments (a wait that ran out on a loaded CI machine should say what it saw).
+diag() {
+	q mlplat "SELECT name || ' ' || status || ' gen ' || generation || '/' || observed_generation || ': ' || coalesce(status_reason, '') FROM mlplat.deployments ORDER BY name" | sed 's/^/# /'
+	q mlplat "SELECT 'leader: ' || status $LEADER" | sed 's/^/# /'
+	grep -E 'mlplat: (deployments|watch)' "$WORK/data.log" | tail -5 | cut -c1-220 | sed 's/^/# /'
+}
 sleep 1
 
 # The artifact check of 'bad' (its object is missing: FAILED) is held 3 s.
@@ -55,12 +62,16 @@ t0=$(date +%s%N)
 tap_ok $([ "$(status_of bad)" != FAILED ] && echo 0 || echo 1) "the edit of d1 lands while the pass checking bad's artifact waits"
 wait_for mlplat "SELECT status FROM mlplat.deployments WHERE name = 'bad'" FAILED 30
 tap_ok $? "... that pass ends: bad FAILED ($(q mlplat "SELECT status_reason FROM mlplat.deployments WHERE name = 'bad'" | cut -c1-60))"
-wait_for mlplat "SELECT status IN ('DRIFTED', 'READY') AND generation = observed_generation AND EXISTS (SELECT 1 FROM mlplat.reconcile_ledger l WHERE l.kind = 'deployments' AND l.action = 'REPAIR' AND l.outcome = 'OK') FROM mlplat.deployments WHERE name = 'd1'" t 15
-tap_ok $? "d1's drift, read during that pass, is repaired right after it ($((($(date +%s%N) - t0) / 1000000)) ms after the edit; resync is 1 h)"
+wait_for mlplat "SELECT status IN ('DRIFTED', 'READY') AND generation = observed_generation AND EXISTS (SELECT 1 FROM mlplat.reconcile_ledger l WHERE l.kind = 'deployments' AND l.action = 'REPAIR' AND l.outcome = 'OK') FROM mlplat.deployments WHERE name = 'd1'" t 60
+rc=$?
+((rc)) && diag
+tap_ok $rc "d1's drift, read during that pass, is repaired right after it ($((($(date +%s%N) - t0) / 1000000)) ms after the edit; resync is 1 h)"
 q mlplat "SELECT mlplat.undeploy('ww', 'bad')" >/dev/null
-wait_for mlplat "SELECT status FROM mlplat.deployments WHERE name = 'd1'" READY 20
-tap_ok $? "d1 is READY again ($(q mlplat "SELECT status || ': ' || coalesce(status_reason, '') FROM mlplat.deployments WHERE name = 'd1'" | cut -c1-100))"
-wait_for mlplat "SELECT count(*) FROM mlplat.deployments WHERE name = 'bad' AND status <> 'DELETED'" 0 20
+wait_for mlplat "SELECT status FROM mlplat.deployments WHERE name = 'd1'" READY 60
+rc=$?
+((rc)) && diag
+tap_ok $rc "d1 is READY again ($(q mlplat "SELECT status || ': ' || coalesce(status_reason, '') FROM mlplat.deployments WHERE name = 'd1'" | cut -c1-100))"
+wait_for mlplat "SELECT count(*) FROM mlplat.deployments WHERE name = 'bad' AND status <> 'DELETED'" 0 60
 tap_ok $? "bad is undeployed"
 
 # Quiet: no event, no commit.  Passes counted over 4 s (a spinning wait would run hundreds).
@@ -85,8 +96,10 @@ tap_is "$(count list)" 0 "... from their last version: no LIST"
 tap_ok $([ $((p1 - p0)) -le 1 ] && echo 0 || echo 1) "... by the client's end hook, without a pass ($((p1 - p0)) passes)"
 admin POST config '{"watchMaxS": 60}' >/dev/null
 admin POST edit '{"resource":"inferenceservices","namespace":"mlp-ww","name":"d2","patch":{"spec":{"predictor":{"minReplicas":3}}}}' >/dev/null
-wait_for mlplat "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND action = 'REPAIR' AND outcome = 'OK'" 2 20
-tap_ok $? "an edit after the resumed watches is repaired from the watch"
+wait_for mlplat "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND action = 'REPAIR' AND outcome = 'OK'" 2 60
+rc=$?
+((rc)) && diag
+tap_ok $rc "an edit after the resumed watches is repaired from the watch"
 # The same, made certain by a test hold: one pass is held right after its watch sync
 # (mlplat.test_pass_hold: the HTTP client reads the watch meanwhile, as in a slow batch of the
 # pass) while an edit's event arrives, and nothing else is due: the wait after that pass is the
