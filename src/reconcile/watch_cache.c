@@ -707,7 +707,7 @@ mlplat_watch_cache_sync(MlplatWatchCache *wc, const char *selector, MlplatWatchS
 			wc->failures++;
 			ms = (int) mlplat_backoff_delay_ms(wc->failures, 1000, mlplat_backoff_max_ms, 0, (uint64) MyProcPid);
 			why = psprintf("the watch of %s failed (%s); listing and watching again in %d ms", wc->res->plural,
-						   r->status == 200 ? "the stream ended at once, empty"
+						   r->status == 200 ? psprintf("the stream ended at once, empty%s%s", r->error[0] ? ": " : "", r->error)
 						   : r->status		? psprintf("HTTP %d", r->status)
 						   : r->error[0]	? r->error
 											: "no answer",
