@@ -24,14 +24,14 @@
 
 typedef struct MlRolloutEvidenceFields
 {
-	const MlJsonValue *fields[ML_EV_NFIELDS];		  /* what to hand over */
-	MlJsonValue values[ML_EV_NFIELDS];				  /* fields[i] points here */
-	char numbers[ML_EV_NFIELDS][ML_NUMERIC_TEXT_MAX]; /* number texts */
+	const MlJsonValue *fields[ML_EV_NFIELDS]; /* what to hand over */
+	MlJsonValue values[ML_EV_NFIELDS];		  /* fields[i] points here */
 } MlRolloutEvidenceFields;
 
 /*
  * Fill *out from jb, or false: read the record as a tree.  Strings point
- * into jb, numbers into *out: both must outlive the use of the fields.
+ * into jb, which must outlive the use of the fields; number texts into a
+ * per-process memo, valid until the next call.
  */
 extern bool ml_rollout_evidence_from_jsonb(Jsonb *jb, MlRolloutEvidenceFields *out);
 
