@@ -8,10 +8,19 @@
  *   pass to pass.  Easy handles are pooled (curl_easy_reset keeps their caches).
  * - curl tells us which sockets to watch through CURLMOPT_SOCKETFUNCTION and when
  *   to call it back through CURLMOPT_TIMERFUNCTION.  Those callbacks only record
- *   state in plain malloc'd arrays (nothing in them may ereport: a longjmp through
- *   libcurl would corrupt it).  The run loop turns that state into a WaitEventSet,
- *   rebuilding it when the set of sockets changes (PostgreSQL 15 cannot remove an
- *   event from a set) and modifying events in place when only the direction does.
+ *   state (nothing in them may ereport: a longjmp through libcurl would corrupt it).
+ *   The sockets go into two epoll sets of our own, kept for the life of the
+ *   process: the socket callback adds, modifies and removes exactly the socket it
+ *   is told about (curl takes a keep-alive connection's socket out at the end of
+ *   each request and puts it back for the next).  The WaitEventSet, also kept,
+ *   holds the latch, postmaster death and those epoll descriptors, readable when
+ *   one of their sockets is ready.  (PostgreSQL 15 cannot remove an event from a
+ *   WaitEventSet: one holding curl's sockets was rebuilt at every request's end,
+ *   about 12 epoll_ctl and a new epoll set every 2.6 applies.)
+ * - One epoll set holds the sockets of background requests (a watch), the other
+ *   every other socket.  A ready background socket is read until it is empty
+ *   (at most BG_DRAIN_MAX reads, BG_BUFFER_SIZE each), not once a wake: a watch's
+ *   events come one by one as the applies change the objects.
  * - The loop calls CHECK_FOR_INTERRUPTS(); an ERROR thrown there (query cancel,
  *   statement_timeout) detaches every transfer in PG_CATCH before re-throwing, so
  *   no curl callback can later write into memory the caller has reset.  A FATAL
@@ -21,7 +30,9 @@
  */
 #include "postgres.h"
 
+#include <errno.h>
 #include <time.h>
+#include <sys/epoll.h>
 #include <curl/curl.h>
 
 #include "access/xact.h"
@@ -70,7 +81,7 @@ typedef struct SockWatch
 {
 	curl_socket_t fd;
 	int what; /* CURL_POLL_IN / OUT / INOUT */
-	int pos;  /* position in the wait set, -1 if not added */
+	int ep;	  /* the epoll set it is in: fg_ep or bg_ep */
 } SockWatch;
 
 static CURLM *http_multi = NULL;
@@ -81,12 +92,14 @@ static int easy_pool_cap = 0;
 static SockWatch *socks = NULL;
 static int nsocks = 0;
 static int socks_cap = 0;
-static bool socks_membership_changed = true;
-static bool socks_events_changed = false;
+/* the epoll sets of curl's sockets: background requests' (a watch) and the others' */
+static int fg_ep = -1;
+static int bg_ep = -1;
 
 static bool timer_armed = false;
 static double timer_deadline_ms = 0;
 
+/* latch, postmaster death, fg_ep and bg_ep (kept for the process) */
 static WaitEventSet *http_wes = NULL;
 static bool http_latch_seen = false;
 
@@ -108,6 +121,10 @@ static MlplatHttpStats http_stats;
 
 #define MAX_WAIT_MS 1000 /* re-check everything at least this often */
 #define EASY_POOL_MAX 1024
+/* a ready background socket (a watch) is read until empty, at most this many times a wake */
+#define BG_DRAIN_MAX 16
+/* a background request's receive buffer (curl's default is 16 kB): the events that came in one read */
+#define BG_BUFFER_SIZE (512L * 1024L)
 
 static double
 now_ms(void)
@@ -120,9 +137,37 @@ now_ms(void)
 
 /* ---- curl callbacks: record only, never ereport */
 
+/* epoll_ctl for fd in ep; a socket closed without a REMOVE left the set by itself */
+static int
+ep_ctl(int ep, int op, curl_socket_t fd, int what)
+{
+	struct epoll_event ev;
+
+	memset(&ev, 0, sizeof(ev));
+	if (what & CURL_POLL_IN)
+		ev.events |= EPOLLIN;
+	if (what & CURL_POLL_OUT)
+		ev.events |= EPOLLOUT;
+	ev.data.fd = fd;
+	if (epoll_ctl(ep, op, fd, &ev) == 0)
+		return 0;
+	if (op == EPOLL_CTL_MOD && errno == ENOENT)
+		return epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
+	if (op == EPOLL_CTL_ADD && errno == EEXIST)
+		return epoll_ctl(ep, EPOLL_CTL_MOD, fd, &ev);
+	return -1;
+}
+
+/*
+ * A socket's set: the background one only for a background request's socket.
+ * A socket a foreground request used stays foreground until curl removes it
+ * (a multiplexed connection may carry both; never throttle an apply).
+ */
 static int
 sock_cb(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp)
 {
+	MlplatHttpPriv *priv = NULL;
+	int ep;
 	int i;
 
 	for (i = 0; i < nsocks; i++)
@@ -133,12 +178,16 @@ sock_cb(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp)
 	{
 		if (i < nsocks)
 		{
+			(void) epoll_ctl(socks[i].ep, EPOLL_CTL_DEL, s, NULL);
 			socks[i] = socks[nsocks - 1];
 			nsocks--;
-			socks_membership_changed = true;
 		}
 		return 0;
 	}
+
+	if (easy != NULL)
+		(void) curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **) &priv);
+	ep = priv != NULL && priv->batch->background ? bg_ep : fg_ep;
 
 	if (i == nsocks)
 	{
@@ -152,16 +201,26 @@ sock_cb(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp)
 			socks = n;
 			socks_cap = ncap;
 		}
+		if (ep_ctl(ep, EPOLL_CTL_ADD, s, what) != 0)
+			return -1;
 		socks[nsocks].fd = s;
 		socks[nsocks].what = what;
-		socks[nsocks].pos = -1;
+		socks[nsocks].ep = ep;
 		nsocks++;
-		socks_membership_changed = true;
+	}
+	else if (socks[i].ep == bg_ep && ep == fg_ep)
+	{
+		(void) epoll_ctl(bg_ep, EPOLL_CTL_DEL, s, NULL);
+		socks[i].ep = fg_ep;
+		socks[i].what = what;
+		if (ep_ctl(fg_ep, EPOLL_CTL_ADD, s, what) != 0)
+			return -1;
 	}
 	else if (socks[i].what != what)
 	{
 		socks[i].what = what;
-		socks_events_changed = true;
+		if (ep_ctl(socks[i].ep, EPOLL_CTL_MOD, s, what) != 0)
+			return -1;
 	}
 	return 0;
 }
@@ -245,6 +304,12 @@ ensure_multi(void)
 {
 	if (http_multi != NULL)
 		return;
+	if (fg_ep < 0)
+		fg_ep = epoll_create1(EPOLL_CLOEXEC);
+	if (bg_ep < 0)
+		bg_ep = epoll_create1(EPOLL_CLOEXEC);
+	if (fg_ep < 0 || bg_ep < 0)
+		ereport(ERROR, (errcode(ERRCODE_SYSTEM_ERROR), errmsg("mlplat: could not create an epoll set: %m")));
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
 		ereport(ERROR, (errcode(ERRCODE_SYSTEM_ERROR), errmsg("mlplat: could not initialize libcurl")));
 	http_multi = curl_multi_init();
@@ -547,6 +612,8 @@ start_request(MlplatHttpRequest *req)
 	SETOPT(CURLOPT_CONNECTTIMEOUT_MS, (long) Max(req->connect_timeout_ms, 1));
 	SETOPT(CURLOPT_TIMEOUT_MS, (long) Max(req->timeout_ms, 1));
 	SETOPT(CURLOPT_TCP_KEEPALIVE, 1L);
+	if (priv->batch->background)
+		SETOPT(CURLOPT_BUFFERSIZE, BG_BUFFER_SIZE);
 	if (req->sink == NULL)
 		SETOPT(CURLOPT_MAXFILESIZE_LARGE, (curl_off_t) req->max_body);
 	SETOPT(CURLOPT_WRITEFUNCTION, write_cb);
@@ -723,53 +790,22 @@ drain_completed(MlplatHttpBatch *b)
 	return finished;
 }
 
-static void
-free_wait_set(void)
+/* The kept WaitEventSet: latch, postmaster death, fg_ep and bg_ep. */
+static WaitEventSet *
+wait_set(void)
 {
-	if (http_wes)
+	if (http_wes == NULL)
 	{
-		FreeWaitEventSet(http_wes);
-		http_wes = NULL;
-	}
-}
+		WaitEventSet *n = CreateWaitEventSet(TopMemoryContext, 4);
 
-static uint32
-wl_events(int what)
-{
-	uint32 ev = 0;
-
-	if (what & CURL_POLL_IN)
-		ev |= WL_SOCKET_READABLE;
-	if (what & CURL_POLL_OUT)
-		ev |= WL_SOCKET_WRITEABLE;
-	return ev;
-}
-
-/* Make the wait set match what curl asked us to watch. */
-static void
-sync_wait_set(void)
-{
-	int i;
-
-	if (http_wes == NULL || socks_membership_changed)
-	{
-		free_wait_set();
-		http_wes = CreateWaitEventSet(TopMemoryContext, nsocks + 2);
-		AddWaitEventToSet(http_wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+		AddWaitEventToSet(n, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
 		if (IsUnderPostmaster)
-			AddWaitEventToSet(http_wes, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
-		for (i = 0; i < nsocks; i++)
-			socks[i].pos = AddWaitEventToSet(http_wes, wl_events(socks[i].what),
-											 socks[i].fd, NULL, NULL);
-		socks_membership_changed = false;
-		socks_events_changed = false;
+			AddWaitEventToSet(n, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+		AddWaitEventToSet(n, WL_SOCKET_READABLE, fg_ep, NULL, NULL);
+		AddWaitEventToSet(n, WL_SOCKET_READABLE, bg_ep, NULL, NULL);
+		http_wes = n;
 	}
-	else if (socks_events_changed)
-	{
-		for (i = 0; i < nsocks; i++)
-			ModifyWaitEvent(http_wes, socks[i].pos, wl_events(socks[i].what), NULL);
-		socks_events_changed = false;
-	}
+	return http_wes;
 }
 
 static void
@@ -780,25 +816,54 @@ socket_action(curl_socket_t fd, int mask)
 	(void) curl_multi_socket_action(http_multi, fd, mask, &running);
 }
 
+static int
+cselect(uint32 events)
+{
+	int mask = 0;
+
+	if (events & (EPOLLIN | EPOLLHUP | EPOLLERR))
+		mask |= CURL_CSELECT_IN;
+	if (events & EPOLLOUT)
+		mask |= CURL_CSELECT_OUT;
+	if (events & EPOLLERR)
+		mask |= CURL_CSELECT_ERR;
+	return mask;
+}
+
 /*
- * Wait once on curl's sockets, curl's timer (or cap_ms, at most MAX_WAIT_MS),
- * the latch and postmaster death, and let curl act on what happened.  A latch
- * set is consumed and remembered in http_latch_seen.
+ * Let curl act on the ready sockets of ep (not waiting).  rounds > 1: read
+ * again what is still ready, up to that many times (a watch whose events
+ * came faster than one read took them).
  */
 static void
-wait_step(WaitEvent **events, int *nevents_cap, long cap_ms)
+serve_ready(int ep, int rounds)
 {
+	struct epoll_event evs[64];
+
+	while (rounds-- > 0)
+	{
+		int n = epoll_wait(ep, evs, lengthof(evs), 0);
+
+		if (n <= 0)
+			break;
+		for (int i = 0; i < n; i++)
+			socket_action(evs[i].data.fd, cselect(evs[i].events));
+	}
+}
+
+/*
+ * Wait once on curl's sockets, curl's timer (or cap_ms, at most MAX_WAIT_MS), the latch and postmaster death, and
+ * let curl act on what happened.  A latch set is consumed and remembered in
+ * http_latch_seen.
+ */
+static void
+wait_step(long cap_ms)
+{
+	WaitEvent events[4];
 	int n;
 	int i;
 	long timeout = Min(cap_ms, (long) MAX_WAIT_MS);
 
-	sync_wait_set();
-	if (*nevents_cap < nsocks + 2)
-	{
-		*nevents_cap = nsocks + 2;
-		*events = *events ? repalloc(*events, sizeof(WaitEvent) * *nevents_cap)
-						  : palloc(sizeof(WaitEvent) * *nevents_cap);
-	}
 	if (timer_armed)
 	{
 		double left = timer_deadline_ms - now_ms();
@@ -806,10 +871,10 @@ wait_step(WaitEvent **events, int *nevents_cap, long cap_ms)
 		timeout = left <= 0 ? 0 : (long) Min(left + 1, (double) timeout);
 	}
 
-	n = WaitEventSetWait(http_wes, timeout, *events, *nevents_cap, PG_WAIT_EXTENSION);
+	n = WaitEventSetWait(wait_set(), timeout, events, lengthof(events), PG_WAIT_EXTENSION);
 	for (i = 0; i < n; i++)
 	{
-		WaitEvent *ev = &(*events)[i];
+		WaitEvent *ev = &events[i];
 
 		if (ev->events & WL_LATCH_SET)
 		{
@@ -817,16 +882,10 @@ wait_step(WaitEvent **events, int *nevents_cap, long cap_ms)
 			http_latch_seen = true;
 			CHECK_FOR_INTERRUPTS();
 		}
-		else if (ev->events & (WL_SOCKET_READABLE | WL_SOCKET_WRITEABLE))
-		{
-			int mask = 0;
-
-			if (ev->events & WL_SOCKET_READABLE)
-				mask |= CURL_CSELECT_IN;
-			if (ev->events & WL_SOCKET_WRITEABLE)
-				mask |= CURL_CSELECT_OUT;
-			socket_action(ev->fd, mask);
-		}
+		else if ((ev->events & WL_SOCKET_READABLE) && ev->fd == fg_ep)
+			serve_ready(fg_ep, 1);
+		else if ((ev->events & WL_SOCKET_READABLE) && ev->fd == bg_ep)
+			serve_ready(bg_ep, BG_DRAIN_MAX);
 	}
 	if (n == 0 || (timer_armed && timer_deadline_ms <= now_ms()))
 	{
@@ -842,8 +901,6 @@ run_loop(MlplatHttpBatch *b)
 	int next = 0;
 	int active = 0;
 	int cap = Max(mlplat_http_max_concurrency, 1);
-	WaitEvent *events = NULL;
-	int nevents_cap = 0;
 
 	for (;;)
 	{
@@ -871,10 +928,8 @@ run_loop(MlplatHttpBatch *b)
 			break;
 
 		CHECK_FOR_INTERRUPTS();
-		wait_step(&events, &nevents_cap, MAX_WAIT_MS);
+		wait_step(MAX_WAIT_MS);
 	}
-	if (events)
-		pfree(events);
 }
 
 void
@@ -920,8 +975,6 @@ mlplat_http_background_count(void)
 bool
 mlplat_http_wait(long timeout_ms)
 {
-	WaitEvent *events = NULL;
-	int nevents_cap = 0;
 	double until = now_ms() + (double) Max(timeout_ms, 0L);
 
 	if (http_background_n == 0)
@@ -948,13 +1001,10 @@ mlplat_http_wait(long timeout_ms)
 		if (http_latch_seen || http_background_moved || left <= 0)
 			break;
 		CHECK_FOR_INTERRUPTS();
-		wait_step(&events, &nevents_cap, (long) left + 1);
+		wait_step((long) left + 1);
 	}
 	http_background_moved = false; /* what ended this wait is the pass after it's to read */
 	(void) drain_completed(NULL);
-	if (events)
-		pfree(events);
-	free_wait_set();
 	return http_latch_seen;
 }
 
@@ -1018,7 +1068,6 @@ mlplat_http_batch_run(MlplatHttpBatch *b)
 	PG_CATCH();
 	{
 		batch_release(b);
-		free_wait_set();
 		b->running = false;
 		if (http_latch_seen)
 			SetLatch(MyLatch);
@@ -1028,7 +1077,6 @@ mlplat_http_batch_run(MlplatHttpBatch *b)
 
 	/* a first_only batch ends with requests still running: they fail as interrupted */
 	batch_release(b);
-	free_wait_set();
 	b->running = false;
 	/* give back a wake-up we consumed while waiting */
 	if (http_latch_seen)
