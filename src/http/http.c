@@ -852,9 +852,9 @@ serve_ready(int ep, int rounds)
 }
 
 /*
- * Wait once on curl's sockets, curl's timer (or cap_ms, at most MAX_WAIT_MS), the latch and postmaster death, and
- * let curl act on what happened.  A latch set is consumed and remembered in
- * http_latch_seen.
+ * Wait once on curl's sockets, curl's timer (or cap_ms, at most MAX_WAIT_MS),
+ * the latch and postmaster death, and let curl act on what happened.  A latch
+ * set is consumed and remembered in http_latch_seen.
  */
 static void
 wait_step(long cap_ms)
