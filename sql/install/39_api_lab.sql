@@ -908,7 +908,7 @@ BEGIN
 END $$;
 
 CREATE FUNCTION mlplat.register_lab_profile(project text, name text, spec jsonb, idempotency_key text DEFAULT NULL)
-RETURNS mlplat.accepted LANGUAGE plpgsql AS $$
+RETURNS mlplat.accepted LANGUAGE plpgsql SET lock_timeout = '5s' AS $$
 DECLARE
   pid bigint := mlplat._authorize_member('register_lab_profile', register_lab_profile.project);
   who text := mlplat._actor();

@@ -1,6 +1,6 @@
 -- pgTAP: SECURITY DEFINER hygiene, search_path hijacks, audit immutability, privileges.
 BEGIN;
-SELECT plan(39);
+SELECT plan(40);
 \ir lib/helpers.sql
 
 DO $$ BEGIN
@@ -197,6 +197,21 @@ SELECT is((SELECT count(*) FROM mlplat.audit_events WHERE project = 'hij' AND ac
 -- a lost compare-and-swap is a retryable serialization failure
 SELECT throws_ok($$SELECT mlplat._cas_lost('deployment', 'web')$$, '40001', 'deployment "web" changed concurrently',
                  'a lost CAS raises 40001');
+
+-- A call that bounds its lock waits (_lock_project, _bound_api_waits: SET LOCAL lock_timeout,
+-- directly or through a helper) names lock_timeout in its own SET clause, or the bound
+-- outlives the call in its caller's transaction.
+SELECT is((WITH RECURSIVE bounding(name) AS (
+             SELECT unnest(ARRAY['_lock_project', '_bound_api_waits'])
+             UNION
+             SELECT p.proname::text COLLATE "default" FROM pg_proc p, bounding b
+             WHERE p.pronamespace = 'mlplat'::regnamespace AND p.proname LIKE '\_%'
+               AND p.prosrc LIKE '%' || b.name || '(%')
+           SELECT array_agg(DISTINCT p.proname::text ORDER BY p.proname::text) FROM pg_proc p
+           WHERE p.pronamespace = 'mlplat'::regnamespace AND p.proname NOT LIKE '\_%'
+             AND EXISTS (SELECT 1 FROM bounding b WHERE p.prosrc LIKE '%' || b.name || '(%')
+             AND NOT EXISTS (SELECT 1 FROM unnest(p.proconfig) c WHERE c LIKE 'lock\_timeout=%')),
+          NULL, 'every call that bounds its lock waits gives the caller''s lock_timeout back');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -181,7 +181,7 @@ REVOKE ALL ON FUNCTION mlplat._lab_idem_claim(text, text, jsonb, text, boolean) 
 
 CREATE OR REPLACE FUNCTION mlplat.register_lab_profile(project text, name text, spec jsonb, idempotency_key text DEFAULT NULL)
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp AS $$
+SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
   pid bigint := mlplat._authorize_member('register_lab_profile', register_lab_profile.project);
   who text := mlplat._actor();
