@@ -86,6 +86,7 @@ tap_is "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $(cat
 printf 'admin:%s\n' "$REAL_MLFLOW_ADMIN_PASSWORD" >"$RD/basic"
 chmod 644 "$RD/basic"
 MLFLOW_USER=admin:$REAL_MLFLOW_ADMIN_PASSWORD
+MLFLOW_URL=$REAL_MLFLOW # the restarted server listens on a new port
 # no token (the test cluster plants one in its configuration); a refused alias (FAILED)
 # is retried after min(30 s, mlplat.backoff_max): soon, here
 $PSQL -d $DB -c "ALTER SYSTEM SET mlplat.registry_url = '$REAL_MLFLOW'" -c "ALTER SYSTEM SET mlplat.registry_token_file = ''" \
