@@ -97,17 +97,6 @@ AS 'MODULE_PATHNAME', 'mlplat_rollout_decide';
 REVOKE ALL ON FUNCTION mlplat._rollout_decide(text, text, numeric, text, text, boolean, bigint, int, bigint, boolean,
                                               text, text, text[], int[], boolean) FROM PUBLIC;
 
--- The rollout after plan_rollout decided (C, rollout_decide.c): its new status, status_reason
--- ("<decision>: <reasons, as given>"), and after a hold the window goes on, due again a fifth of
--- a window later (1 s to 60 s), at the ceiling a window later.
-CREATE FUNCTION mlplat._rollout_after_plan(p_decision text, p_reasons text[], p_window_seconds int,
-                                           p_observed_at_ms bigint,
-                                           OUT status text, OUT status_reason text, OUT keep_window boolean,
-                                           OUT decide_at_ms bigint)
-LANGUAGE C IMMUTABLE
-AS 'MODULE_PATHNAME', 'mlplat_rollout_after_plan';
-REVOKE ALL ON FUNCTION mlplat._rollout_after_plan(text, text[], int, bigint) FROM PUBLIC;
-
 -- The seam (src/reconcile/seam.c): the claim returns mlplat.rollout_claim rows, which C reads
 -- by name, with what the pass's decision needs (requested_action, the ledger's fraction as
 -- decimal text, window_started).  The write-back (_rollouts_writeback_set, below) calls
@@ -164,7 +153,7 @@ REVOKE ALL ON FUNCTION mlplat._rollouts_claim() FROM PUBLIC;
 -- directly, this is its SQL face for the tests): from the claimed contract, fraction (as the
 -- claim's text) and replica counts, and one observation with its metrics, the evidence record
 -- with its content id (time texts epoch seconds with millisecond precision, no trailing
--- zeros), plan_rollout's output on it, and the rollout after it (_rollout_after_plan's
+-- zeros), plan_rollout's output on it, and the rollout after it (ml_rollout_after_plan's
 -- fields); or refused: why plan_rollout refused the evidence.  The fields of the write-back
 -- row a DECIDE step carries.
 CREATE FUNCTION mlplat._rollout_pass_plan(p_contract jsonb, p_fraction text, p_target_replicas int,

@@ -7,8 +7,6 @@
  *       (the claim)
  *   mlplat._rollout_decide(the row's and the observation's fields) → the step
  *       (the tests: sql/rollout_reconcile.sql drives a pass with it)
- *   mlplat._rollout_after_plan(decision, reasons, window_seconds, observed_at_ms)
- *       (the tests: the status after a plan)
  *   mlplat._rollout_pass_plan(contract, fraction, replicas, observation, ...)
  *       (the tests: a due decision's evidence, plan and status, as the pass
  *       makes them with ml_rollout_pass_plan, mlplat/rollout_pass_plan.h)
@@ -35,7 +33,6 @@
 
 PG_FUNCTION_INFO_V1(mlplat_rollout_want_percent);
 PG_FUNCTION_INFO_V1(mlplat_rollout_decide);
-PG_FUNCTION_INFO_V1(mlplat_rollout_after_plan);
 PG_FUNCTION_INFO_V1(mlplat_rollout_pass_plan);
 
 #define TEXT_ARG(n) (PG_ARGISNULL(n) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(n)))
@@ -165,41 +162,6 @@ mlplat_rollout_decide(PG_FUNCTION_ARGS)
 	nulls[10] = !d.start_window;
 	values[11] = Int64GetDatum(d.decide_at_ms);
 	nulls[11] = !d.start_window;
-	PG_RETURN_DATUM(result_tuple(fcinfo, values, nulls));
-}
-
-/*
- * mlplat._rollout_after_plan(decision text, reasons text[], window_seconds int,
- *   observed_at_ms bigint) → (status, status_reason, keep_window, decide_at_ms)
- */
-Datum
-mlplat_rollout_after_plan(PG_FUNCTION_ARGS)
-{
-	const char *decision = TEXT_ARG(0);
-	Datum *elems;
-	bool *elem_nulls;
-	int n = array_arg(fcinfo, 1, TEXTOID, &elems, &elem_nulls);
-	const char **reasons = palloc0(sizeof(char *) * (n + 1));
-	int nreasons = 0;
-	MlRolloutAfterPlan a;
-	Datum values[4];
-	bool nulls[4];
-
-	/* as array_to_string: a NULL reason is left out */
-	for (int i = 0; i < n; i++)
-		if (!elem_nulls[i])
-			reasons[nreasons++] = TextDatumGetCString(elems[i]);
-	if (!ml_rollout_after_plan(decision, reasons, nreasons, PG_ARGISNULL(2) ? 0 : PG_GETARG_INT32(2),
-							   PG_ARGISNULL(3) ? 0 : PG_GETARG_INT64(3), &a))
-		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						errmsg("mlplat: plan_rollout decided \"%s\", which is none of ADVANCE, HOLD, ROLLBACK",
-							   decision ? decision : "(null)")));
-	memset(nulls, false, sizeof(nulls));
-	values[0] = CStringGetTextDatum(mlplat_status_name(MLPLAT_MACHINE_ROLLOUT, a.status));
-	values[1] = CStringGetTextDatum(a.status_reason);
-	values[2] = BoolGetDatum(a.keep_window);
-	values[3] = Int64GetDatum(a.decide_at_ms);
-	nulls[3] = !a.keep_window;
 	PG_RETURN_DATUM(result_tuple(fcinfo, values, nulls));
 }
 

@@ -9,7 +9,7 @@ DROP FUNCTION mlplat._rollout_evidence(jsonb, numeric, int, int, jsonb, text, te
 -- directly, this is its SQL face for the tests): from the claimed contract, fraction (as the
 -- claim's text) and replica counts, and one observation with its metrics, the evidence record
 -- with its content id (time texts epoch seconds with millisecond precision, no trailing
--- zeros), plan_rollout's output on it, and the rollout after it (_rollout_after_plan's
+-- zeros), plan_rollout's output on it, and the rollout after it (ml_rollout_after_plan's
 -- fields); or refused: why plan_rollout refused the evidence.  The fields of the write-back
 -- row a DECIDE step carries.
 CREATE FUNCTION mlplat._rollout_pass_plan(p_contract jsonb, p_fraction text, p_target_replicas int,

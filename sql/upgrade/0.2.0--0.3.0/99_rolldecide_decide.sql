@@ -1,7 +1,7 @@
 -- 0.2.0 -> 0.3.0: rollouts decide in C (issue 19 point 3).  _rollouts_observe (part
--- 99_rollouts_observe_row, after this one) stores what mlplat._rollout_decide and
--- mlplat._rollout_after_plan (src/reconcile/rollout_decide.c) decide; the want percent
--- of the claim is the same C rule.
+-- 99_rollouts_observe_row, after this one) stores what the pass decided with the rules of
+-- src/reconcile/rollout_decide.c (mlplat._rollout_decide is their SQL face for the tests);
+-- the want percent of the claim is the same C rule.
 
 DROP FUNCTION mlplat._rollout_want_percent(text, text, numeric);
 -- canaryTrafficPercent the InferenceService must carry now: 0 while rolling back,
@@ -38,14 +38,3 @@ LANGUAGE C IMMUTABLE
 AS 'MODULE_PATHNAME', 'mlplat_rollout_decide';
 REVOKE ALL ON FUNCTION mlplat._rollout_decide(text, text, numeric, text, text, boolean, bigint, int, bigint, boolean,
                                               text, text, text[], int[], boolean) FROM PUBLIC;
-
--- The rollout after plan_rollout decided (C, rollout_decide.c): its new status, status_reason
--- ("<decision>: <reasons, as given>"), and after a hold the window goes on, due again a fifth of
--- a window later (1 s to 60 s), at the ceiling a window later.
-CREATE FUNCTION mlplat._rollout_after_plan(p_decision text, p_reasons text[], p_window_seconds int,
-                                           p_observed_at_ms bigint,
-                                           OUT status text, OUT status_reason text, OUT keep_window boolean,
-                                           OUT decide_at_ms bigint)
-LANGUAGE C IMMUTABLE
-AS 'MODULE_PATHNAME', 'mlplat_rollout_after_plan';
-REVOKE ALL ON FUNCTION mlplat._rollout_after_plan(text, text[], int, bigint) FROM PUBLIC;
