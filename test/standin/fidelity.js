@@ -379,6 +379,16 @@ check('pagination: limit/continue returns every item once, in order, with remain
   eq([pages, first.remainingItemCount], [3, 3], 'pages and remaining');
 });
 
+check('admin config: GET and a change answer 200 with the settings as JSON, no password', async () => {
+  const g = await admin('GET', 'config');
+  eq(g.status, 200, 'GET config');
+  const p = await admin('POST', 'config', { readyDelayMs: 150, mlflowBasicAuth: 'u:secret' });
+  try {
+    eq([p.status, p.body.readyDelayMs, p.body.mlflowBasicAuth], [200, 150, true], 'POST config');
+    expect(!JSON.stringify(p.body).includes('secret'), 'the password is not shown', p.body);
+  } finally { await admin('PUT', 'config', { readyDelayMs: g.body.readyDelayMs, mlflowBasicAuth: '' }); }
+});
+
 check('pagination: an expired continue token is 410 Expired; a garbage one is 400', async () => {
   const p = '/apis/coordination.k8s.io/v1/namespaces/fid-sel/leases';
   await admin('PUT', 'config', { continueTtlMs: 50 });

@@ -494,7 +494,11 @@ async function admin(req, url, seg, raw) {
         if (was && !cfg.kserveFrozen) isvc.thaw();
       }
     }
-    const { rng: _r, pruner: _p, jobs: _j, s3Write: _w, mlflowBasicAuth: _b, ...shown } = cfg;
+    // Only the settings: cfg also carries the controllers (cfg.isvc refers back to cfg, which
+    // made this answer a 500 "circular structure"), the random source and hooks. The basic-auth
+    // password is not shown; whether one is set is.
+    const shown = Object.fromEntries(Object.entries(cfg).filter(([k, v]) => k !== 'mlflowBasicAuth' && (v === null || ['number', 'string', 'boolean'].includes(typeof v))));
+    shown.mlflowBasicAuth = Boolean(cfg.mlflowBasicAuth);
     return { status: 200, body: shown };
   }
   if (route === 'reset' && m === 'POST') { resetAll(); resetS3(); return { status: 200, body: { ok: true } }; }
