@@ -18,7 +18,20 @@ SD=$WORK/standin-echoes
 DB=mlplat
 NS=echo-ns
 e2e_standin $DB
-on_exit 'release_holds drop; workers_resume $DB; q $DB "DROP EXTENSION IF EXISTS mlplat_test" >/dev/null; q $DB "DELETE FROM mlplat.unanswered_writes WHERE kind = '"'echoes'"'" >/dev/null'
+# The kind's SQL is dropped with the workers paused and no echoes pass running: dropped under a
+# pass that had found the seam types in agreement, the pass failed on its write-back type
+# ("refuses to run: type mlplat.echo_writeback does not match this library", one logged
+# error at every run's end).  A paused worker says so only once its pass is over.
+drop_test_kind() {
+	release_holds drop
+	q $DB "ALTER SYSTEM SET mlplat.workers_enabled = off" >/dev/null && q $DB "SELECT pg_reload_conf()" >/dev/null
+	wait_for $DB "SELECT count(*) FROM mlplat.reconciler_health WHERE kind = 'echoes' AND role = 'leader'" 0 30 ||
+		echo "# echoes still has a leader after 30 s: its SQL dropped under it"
+	q $DB "DROP EXTENSION IF EXISTS mlplat_test" >/dev/null
+	q $DB "DELETE FROM mlplat.unanswered_writes WHERE kind = 'echoes'" >/dev/null
+	workers_resume $DB
+}
+on_exit drop_test_kind
 
 health() { q $DB "SELECT role || ': ' || status FROM mlplat.reconciler_health WHERE kind = 'echoes' AND role IN ('leader', 'idle')"; }
 status() { q $DB "SELECT status FROM mlplat.echoes WHERE namespace = '$NS' AND name = '$1'"; }
