@@ -21,8 +21,7 @@ DB=mlplat
 RM=hostile.iris   # the registered model (alias_of)
 e2e_standin $DB
 on_exit registry_disconnect
-$PSQL -d $DB -c "ALTER SYSTEM SET mlplat.registry_url = '$STANDIN_URL'" \
-	-c "ALTER SYSTEM SET mlplat.registry_token_file = '$STANDIN_TOKEN_FILE'" -c "SELECT pg_reload_conf()" >/dev/null
+registry_connect
 INSTANCE=$(q $DB "SELECT instance_id FROM mlplat.installation")
 
 q $DB "SELECT mlplat.create_project('hostile', 2); SELECT mlplat.add_artifact_location('hostile', 's3://models/')" >/dev/null

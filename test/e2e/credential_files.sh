@@ -9,13 +9,13 @@
 # with a world-writable token, and the registry got the cut token (a 401).
 set -u
 . "$(dirname "$0")/../lib/e2e.sh"
+. "$(dirname "$0")/../lib/registry.sh"
 SD=$WORK/standin-credfiles
 DB=mlplat
 LOG=$WORK/server.log
 
 cleanup() {
-	$PSQL -d $DB -c "ALTER SYSTEM RESET mlplat.registry_url" -c "ALTER SYSTEM RESET mlplat.registry_token_file" \
-		-c "SELECT pg_reload_conf()" >/dev/null
+	registry_disconnect
 	standin_disconnect $DB
 }
 e2e_standin
@@ -85,8 +85,7 @@ BIG=$SD/big-token
 python3 -c 'import sys; sys.stdout.write(sys.argv[1] + "x" * 20000)' "$STANDIN_TOKEN" >"$BIG"
 chmod 644 "$BIG"   # the server runs as another user than this script: it must read it
 admin DELETE requests >/dev/null
-$PSQL -d $DB -c "ALTER SYSTEM SET mlplat.registry_url = '$STANDIN_URL'" \
-	-c "ALTER SYSTEM SET mlplat.registry_token_file = '$BIG'" -c "SELECT pg_reload_conf()" >/dev/null
+registry_connect "$STANDIN_URL" "$BIG"
 wait_health model_aliases "registry token file refused: larger than 16384 bytes (not used cut short)" 30
 tap_ok $? "a registry token file over 16384 bytes is refused, and the health status says so"
 log_has "registry token file refused: larger than 16384 bytes (not used cut short): \"$BIG\""

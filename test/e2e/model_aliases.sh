@@ -41,8 +41,7 @@ sleep 1
 tap_is "$(status_of candidate)/$(mlflow_writes)" "PENDING/0" "the alias stays PENDING and the registry is not written"
 
 # --- registry configured: the candidate alias is created, with the model and version
-$PSQL -d $DB -c "ALTER SYSTEM SET mlplat.registry_url = '$STANDIN_URL'" \
-	-c "ALTER SYSTEM SET mlplat.registry_token_file = '$STANDIN_TOKEN_FILE'" -c "SELECT pg_reload_conf()" >/dev/null
+registry_connect
 wait_for $DB "SELECT status FROM mlplat.model_aliases WHERE $MINE AND alias = 'candidate'" SYNCED 15
 rc=$?
 tap_ok $rc "the candidate alias is SYNCED once a registry is configured"

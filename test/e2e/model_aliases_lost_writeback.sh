@@ -52,8 +52,7 @@ q $DB "SELECT mlplat.register_model_version('$P', 'iris', '1', 's3://models/iris
 # Other scripts leave staged versions behind, whose aliases the reconciler writes to this
 # registry once it is configured: let those settle (no registry write for another project
 # over three passes) before the one-shot holds below, which match any project's write.
-$PSQL -d $DB -c "ALTER SYSTEM SET mlplat.registry_url = '$STANDIN_URL'" \
-	-c "ALTER SYSTEM SET mlplat.registry_token_file = '$STANDIN_TOKEN_FILE'" -c "SELECT pg_reload_conf()" >/dev/null
+registry_connect
 others_writes() { q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'model_aliases' AND project IS DISTINCT FROM '$P'"; }
 settled=1
 for _ in $(seq 10); do

@@ -9,6 +9,7 @@
 # the hostile domain and the side-effect table filled up.
 set -u
 . "$(dirname "$0")/../lib/e2e.sh"
+. "$(dirname "$0")/../lib/registry.sh"
 SD=$WORK/standin-search-path
 DB=mlplat
 # This script's own sessions must not call the hostile objects either: they pin
@@ -18,13 +19,11 @@ export PGOPTIONS="-c search_path=pg_catalog,public"
 cleanup() {
 	q $DB "ALTER DATABASE $DB RESET search_path" >/dev/null
 	q $DB "DROP SCHEMA IF EXISTS evil CASCADE" >/dev/null 2>&1
-	$PSQL -d $DB -c "ALTER SYSTEM RESET mlplat.registry_url" -c "ALTER SYSTEM RESET mlplat.registry_token_file" \
-		-c "SELECT pg_reload_conf()" >/dev/null
+	registry_disconnect
 }
 e2e_standin $DB
 on_exit cleanup
-$PSQL -d $DB -c "ALTER SYSTEM SET mlplat.registry_url = '$STANDIN_URL'" \
-	-c "ALTER SYSTEM SET mlplat.registry_token_file = '$STANDIN_TOKEN_FILE'" -c "SELECT pg_reload_conf()" >/dev/null
+registry_connect
 
 $PSQL -d $DB >/dev/null <<'SQL'
 SET client_min_messages = warning;
