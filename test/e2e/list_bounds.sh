@@ -11,16 +11,10 @@
 # and LISTs only to fill it (at a leader's start, after 410 Gone).
 set -u
 . "$(dirname "$0")/../lib/e2e.sh"
-e2e_own_cluster list_bounds
-SD=$WORK/standin
-e2e_standin
-P=$(free_port)
-cluster_start "$WORK/data" "$P" "${MLPLAT_CONF[@]}" "cron.database_name = 'postgres'" "mlplat.resync_interval = '1s'" \
+e2e_standin_cluster list_bounds "mlplat.resync_interval = '1s'" \
 	"mlplat.full_resync_interval = '1s'" "mlplat.list_max_pages = 20" "mlplat.backoff_max = '2s'" \
-	"mlplat.deployments_watch = off" \
-	"mlplat.kube_url = '$STANDIN_URL'" "mlplat.kube_token_file = '$STANDIN_TOKEN_FILE'" "${STANDIN_S3_CONF[@]}"
+	"mlplat.deployments_watch = off"
 tap_ok $? "cluster started (mlplat.list_max_pages = 20)"
-export PGHOST=$WORK PGPORT=$P
 q postgres "CREATE DATABASE mlplat" >/dev/null
 SHA=$(standin_artifact s3://models/m/1 'lb')
 $PSQL -d mlplat -c "CREATE EXTENSION mlplat" -c "SELECT mlplat.create_project('lb', 0)" \

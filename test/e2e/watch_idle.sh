@@ -15,15 +15,9 @@
 # its compaction, which is the stale-version bug this script is about).
 set -u
 . "$(dirname "$0")/../lib/e2e.sh"
-e2e_own_cluster watch_idle
-SD=$WORK/standin
-e2e_standin
-P=$(free_port)
-cluster_start "$WORK/data" "$P" "${MLPLAT_CONF[@]}" "cron.database_name = 'postgres'" "mlplat.resync_interval = '2s'" \
-	"mlplat.full_resync_interval = '1h'" "mlplat.deployments_watch = on" \
-	"mlplat.kube_url = '$STANDIN_URL'" "mlplat.kube_token_file = '$STANDIN_TOKEN_FILE'" "${STANDIN_S3_CONF[@]}"
+e2e_standin_cluster watch_idle "mlplat.resync_interval = '2s'" \
+	"mlplat.full_resync_interval = '1h'" "mlplat.deployments_watch = on"
 tap_ok $? "cluster started (the deployments watch on)"
-export PGHOST=$WORK PGPORT=$P
 q postgres "CREATE DATABASE mlplat" >/dev/null
 SHA=$(standin_artifact s3://models/m/1 'wi')
 N=3

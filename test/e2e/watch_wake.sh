@@ -15,15 +15,9 @@
 #     HTTP client's end hook: no pass, no LIST, no 410.
 set -u
 . "$(dirname "$0")/../lib/e2e.sh"
-e2e_own_cluster watch_wake
-SD=$WORK/standin
-e2e_standin
-P=$(free_port)
-cluster_start "$WORK/data" "$P" "${MLPLAT_CONF[@]}" "cron.database_name = 'postgres'" "mlplat.resync_interval = '1h'" \
-	"mlplat.full_resync_interval = '1h'" "mlplat.lease_fence = off" "mlplat.deployments_watch = on" \
-	"mlplat.kube_url = '$STANDIN_URL'" "mlplat.kube_token_file = '$STANDIN_TOKEN_FILE'" "${STANDIN_S3_CONF[@]}"
+e2e_standin_cluster watch_wake "mlplat.resync_interval = '1h'" \
+	"mlplat.full_resync_interval = '1h'" "mlplat.lease_fence = off" "mlplat.deployments_watch = on"
 tap_ok $? "cluster started (the deployments watch on; resync 1 h, no Lease renewal passes)"
-export PGHOST=$WORK PGPORT=$P
 q postgres "CREATE DATABASE mlplat" >/dev/null
 SHA=$(standin_artifact s3://models/m/1 'ww')
 N=2

@@ -11,6 +11,12 @@
 #                        # DB, point DB's reconcilers at it; both undone at exit
 #   e2e_own_cluster NAME # WORK=$MLPLAT_TEST_WORK/NAME for clusters of the script's own
 #                        # (cluster_start), all stopped at exit
+#   e2e_standin_cluster NAME [SETTING...]
+#                        # e2e_own_cluster NAME with its own stand-in (SD=$WORK/standin) and
+#                        # one PostgreSQL cluster at $WORK/data on port $P: the test settings,
+#                        # pg_cron in postgres, the stand-in's (STANDIN_CONF), then SETTINGs;
+#                        # PGHOST and PGPORT point at it; cluster_start's status (a TAP result
+#                        # is the script's to give)
 #   on_exit 'COMMAND'    # any other cleanup, run at exit in reverse order (never trap EXIT)
 . "$(dirname "${BASH_SOURCE[0]}")/tap.sh"
 tap_require_cluster
@@ -38,4 +44,17 @@ e2e_own_cluster() {
 	WORK=$MLPLAT_TEST_WORK/$1
 	mkdir -p "$WORK" && chown "$RUNAS" "$WORK" 2>/dev/null
 	on_exit cluster_stop_all
+}
+
+e2e_standin_cluster() {
+	local rc
+	e2e_own_cluster "$1"
+	shift
+	SD=$WORK/standin
+	e2e_standin
+	P=$(free_port)
+	cluster_start "$WORK/data" "$P" "${MLPLAT_CONF[@]}" "cron.database_name = 'postgres'" "${STANDIN_CONF[@]}" "$@"
+	rc=$?
+	export PGHOST=$WORK PGPORT=$P
+	return $rc
 }
