@@ -34,6 +34,8 @@ function seam_type(t)
 		return "JSONB"
 	if (t == "timestamptz" || t == "timestamp with time zone")
 		return "TIMESTAMPTZ"
+	if (t == "numeric")
+		return "NUMERIC"
 	if (t == "text[]")
 		return "TEXT_ARRAY"
 	if (t == "bigint[]" || t == "int8[]")

@@ -44,7 +44,7 @@ CREATE FUNCTION pg_temp.step(o jsonb, applied int DEFAULT NULL, err text DEFAULT
                                       CASE WHEN err IS NOT NULL THEN 500 END, d.step, d.target_kn, d.previous_kn,
                                       d.target_percent, d.previous_percent, d.close_kn, d.close_status, d.status_reason,
                                       d.clear_window, d.window_start_ms, d.decide_at_ms, x.evidence, x.plan, x.decision,
-                                      x.next_fraction, x.plan_status, x.plan_reason, x.keep_window, x.recheck_at_ms,
+                                      x.reasons, x.next_fraction, x.plan_status, x.plan_reason, x.keep_window, x.recheck_at_ms,
                                       x.refused)::mlplat.rollout_writeback)
     FROM pg_temp.ro r
     JOIN mlplat._rollouts_claim() c ON c.id = r.id
@@ -143,8 +143,8 @@ SELECT r.status, d.status AS deployment, d.desired_revision, d.generation > d.ob
 SELECT count(*) AS active_claims FROM mlplat._rollouts_claim() c WHERE c.name = 'rsvc';
 
 -- compare-and-swap: a stale row_version or a deposed epoch writes nothing
-SELECT mlplat._rollouts_observe(:epoch, ROW(r.id, r.row_version - 1, 'x', pg_temp.obs(1, :split0), false, NULL, NULL, NULL, 'WAIT', NULL, NULL, 0, 0, NULL, NULL, NULL, false, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::mlplat.rollout_writeback) FROM pg_temp.ro r;
-SELECT mlplat._rollouts_observe(:epoch - 1, ROW(r.id, r.row_version, 'x', pg_temp.obs(1, :split0), false, NULL, NULL, NULL, 'WAIT', NULL, NULL, 0, 0, NULL, NULL, NULL, false, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::mlplat.rollout_writeback) FROM pg_temp.ro r;
+SELECT mlplat._rollouts_observe(:epoch, ROW(r.id, r.row_version - 1, 'x', pg_temp.obs(1, :split0), false, NULL, NULL, NULL, 'WAIT', NULL, NULL, 0, 0, NULL, NULL, NULL, false, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::mlplat.rollout_writeback) FROM pg_temp.ro r;
+SELECT mlplat._rollouts_observe(:epoch - 1, ROW(r.id, r.row_version, 'x', pg_temp.obs(1, :split0), false, NULL, NULL, NULL, 'WAIT', NULL, NULL, 0, 0, NULL, NULL, NULL, false, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::mlplat.rollout_writeback) FROM pg_temp.ro r;
 -- the same evidence is never recorded twice
 SELECT mlplat._rollout_record(r, 'HOLD', '{}', 'HOLDING', 0, 0, t.evidence, NULL, '{}', :epoch, 'x') AS recorded
   FROM mlplat.rollouts r JOIN pg_temp.tr t ON t.rollout_id = r.id WHERE t.seq = 1;
@@ -230,6 +230,15 @@ SELECT c.evidence - 'scope' - 'contract_content_id' - 'content_id' AS evidence
   FROM evidence_cases e CROSS JOIN pg_temp.ro r
   CROSS JOIN LATERAL mlplat._rollout_pass_plan(r.contract, e.f, e.tr, e.pr, e.o, e.tkn, e.pkn, 60) c
  WHERE e.n = 1;
+-- the write-back row's typed reasons and fraction (built in C, no re-parsing in SQL) are what
+-- _rollouts_observe made of the plan before 0.3.0: the plan's reasons sorted, its fraction's text
+SELECT e.n, c.decision, c.reasons, c.next_fraction::text AS next_fraction,
+       c.reasons IS NOT DISTINCT FROM (SELECT array_agg(r ORDER BY r) FROM jsonb_array_elements_text(c.plan->'reasons') r)
+         AS reasons_as_before,
+       c.next_fraction::text = (c.plan->>'next_fraction')::numeric::text AS fraction_as_before
+  FROM evidence_cases e CROSS JOIN pg_temp.ro r
+  CROSS JOIN LATERAL mlplat._rollout_pass_plan(r.contract, e.f, e.tr, e.pr, e.o, e.tkn, e.pkn, 60) c
+ ORDER BY e.n;
 
 -- Prometheus answers: only a finite number is evidence
 SELECT b AS body, mlplat._prometheus_classify(s, b) AS read

@@ -41,9 +41,10 @@ typedef enum MlplatSeamType
 	MLPLAT_SEAM_TEXT,		 /* char *, text */
 	MLPLAT_SEAM_JSONB,		 /* char * (JSON text), jsonb: written only */
 	MLPLAT_SEAM_TIMESTAMPTZ, /* TimestampTz, timestamptz (NULL reads as 0) */
-	MLPLAT_SEAM_TEXT_ARRAY,	 /* List * of char *, text[] (NULL reads as NIL): read only */
+	MLPLAT_SEAM_TEXT_ARRAY,	 /* List * of char *, text[] (NULL reads as NIL, NIL is written as NULL) */
 	MLPLAT_SEAM_INT8_ARRAY,	 /* ArrayType * (a copy), bigint[] (NULL reads as NULL): read only */
-	MLPLAT_SEAM_STATUS		 /* int (a states.h enum; NULL is MLPLAT_NO_STATUS), text */
+	MLPLAT_SEAM_STATUS,		 /* int (a states.h enum; NULL is MLPLAT_NO_STATUS), text */
+	MLPLAT_SEAM_NUMERIC		 /* char * (decimal text, exact both ways: numeric_in/out), numeric */
 } MlplatSeamType;
 
 /*

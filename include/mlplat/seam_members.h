@@ -31,7 +31,8 @@
 #define MLPLAT_SEAM_C_in_TIMESTAMPTZ TimestampTz
 #define MLPLAT_SEAM_C_in_TEXT_ARRAY List * /* of char * */
 #define MLPLAT_SEAM_C_in_INT8_ARRAY ArrayType *
-#define MLPLAT_SEAM_C_in_STATUS int /* a states.h enum */
+#define MLPLAT_SEAM_C_in_STATUS int		/* a states.h enum */
+#define MLPLAT_SEAM_C_in_NUMERIC char * /* decimal text */
 /* ... and in a row built */
 #define MLPLAT_SEAM_C_out_INT8 int64
 #define MLPLAT_SEAM_C_out_INT4 int32
@@ -40,6 +41,8 @@
 #define MLPLAT_SEAM_C_out_JSONB const char *
 #define MLPLAT_SEAM_C_out_TIMESTAMPTZ TimestampTz
 #define MLPLAT_SEAM_C_out_STATUS int
+#define MLPLAT_SEAM_C_out_TEXT_ARRAY List *	   /* of char *; NIL: NULL */
+#define MLPLAT_SEAM_C_out_NUMERIC const char * /* decimal text */
 
 #define MLPLAT_SEAM_MEMBER_(dir, name, type, flags) MLPLAT_SEAM_C_##dir##_##type name;
 #define MLPLAT_SEAM_MEMBERS(type_name) MLPLAT_SEAM_ATTRS_##type_name(MLPLAT_SEAM_MEMBER_, in)

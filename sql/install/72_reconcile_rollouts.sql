@@ -160,7 +160,8 @@ CREATE FUNCTION mlplat._rollout_pass_plan(p_contract jsonb, p_fraction text, p_t
                                           p_previous_replicas int, p_obs jsonb, p_target_kn text,
                                           p_previous_kn text, p_window_seconds int,
                                           OUT evidence jsonb, OUT plan jsonb, OUT decision text,
-                                          OUT next_fraction text, OUT plan_status text, OUT plan_reason text,
+                                          OUT reasons text[], OUT next_fraction numeric, OUT plan_status text,
+                                          OUT plan_reason text,
                                           OUT keep_window boolean, OUT recheck_at_ms bigint, OUT refused text)
 LANGUAGE C IMMUTABLE
 AS 'MODULE_PATHNAME', 'mlplat_rollout_pass_plan';
@@ -266,7 +267,8 @@ CREATE TYPE mlplat.rollout_writeback AS (
   step text, target_kn text, previous_kn text, target_percent int, previous_percent int,
   close_kn text, close_status text /* STATUS rollout */, status_reason text, clear_window boolean,
   window_start_ms bigint /* NULL<0 */, decide_at_ms bigint /* NULL<0 */,
-  evidence jsonb, plan jsonb, decision text, next_fraction text, plan_status text /* STATUS rollout */,
+  evidence jsonb, plan jsonb, decision text, reasons text[], next_fraction numeric,
+  plan_status text /* STATUS rollout */,
   plan_reason text, keep_window boolean, recheck_at_ms bigint /* NULL<0 */, refused text);
 CREATE TYPE mlplat.rollout_writeback_result AS (id bigint, result text);
 
@@ -296,7 +298,6 @@ DECLARE
   p_applied int := CASE WHEN w.applied THEN w.applied_percent END;
   ro mlplat.rollouts;
   frac numeric;
-  reasons text[];
   result text := 'OBSERVED';
 BEGIN
   SELECT * INTO ro FROM mlplat.rollouts x
@@ -375,8 +376,7 @@ BEGIN
      WHERE x.id = ro.id;
     RETURN 'REFUSED';
   END IF;
-  SELECT pg_catalog.array_agg(r ORDER BY r) INTO reasons FROM pg_catalog.jsonb_array_elements_text(w.plan->'reasons') r;
-  IF NOT mlplat._rollout_record(ro, w.decision, reasons, w.plan_status, frac, w.next_fraction::numeric,
+  IF NOT mlplat._rollout_record(ro, w.decision, w.reasons, w.plan_status, frac, w.next_fraction,
                                 w.evidence, w.plan, w.observation - 'metrics' || pg_catalog.jsonb_build_object(
                                   'target_kn', w.target_kn, 'previous_kn', w.previous_kn,
                                   'metric_gaps', w.observation->'metrics'->'gaps'),
@@ -385,7 +385,7 @@ BEGIN
   END IF;
   UPDATE mlplat.rollouts x
      SET status = w.plan_status,
-         current_fraction = w.next_fraction::numeric,
+         current_fraction = w.next_fraction,
          status_reason = w.plan_reason,
          window_start = CASE WHEN w.keep_window THEN x.window_start END,
          decide_at = mlplat._rollout_ms_secs(w.recheck_at_ms),

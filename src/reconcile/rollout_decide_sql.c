@@ -188,7 +188,7 @@ jsonb_tree_arg(FunctionCallInfo fcinfo, int n, MlJsonArena *arena)
 /*
  * mlplat._rollout_pass_plan(contract jsonb, fraction text, target_replicas int,
  *   previous_replicas int, observation jsonb, target_kn text, previous_kn text,
- *   window_seconds int) → (evidence, plan, decision, next_fraction, plan_status,
+ *   window_seconds int) → (evidence, plan, decision, reasons, next_fraction, plan_status,
  *   plan_reason, keep_window, recheck_at_ms, refused): the DECIDE step's fields of
  *   the write-back row, as the pass fills them (src/rollout/pass_plan.c).
  */
@@ -211,8 +211,9 @@ mlplat_rollout_pass_plan(PG_FUNCTION_ARGS)
 		.observed_at_ms = at && at->type == ML_JSON_NUMBER ? (int64) llround(at->u.number.value * 1000) : 0,
 	};
 	MlRolloutPassPlan out;
-	Datum values[9];
-	bool nulls[9];
+	Datum values[10];
+	bool nulls[10];
+	Datum reasons[ML_REASON_COUNT];
 
 	if (ml_rollout_pass_plan(arena, &in, &out) != ML_ROLLOUT_OK)
 		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
@@ -224,19 +225,25 @@ mlplat_rollout_pass_plan(PG_FUNCTION_ARGS)
 	}
 	if (out.refused)
 	{
-		values[8] = CStringGetTextDatum(out.refusal);
-		nulls[8] = false;
+		values[9] = CStringGetTextDatum(out.refusal);
+		nulls[9] = false;
 		PG_RETURN_DATUM(result_tuple(fcinfo, values, nulls));
 	}
 	memset(nulls, false, sizeof(nulls));
 	values[1] = DirectFunctionCall1(jsonb_in, CStringGetDatum(out.plan.json));
 	values[2] = CStringGetTextDatum(out.decision);
-	values[3] = CStringGetTextDatum(out.next_fraction);
-	values[4] = CStringGetTextDatum(mlplat_status_name(MLPLAT_MACHINE_ROLLOUT, out.after.status));
-	values[5] = CStringGetTextDatum(out.after.status_reason);
-	values[6] = BoolGetDatum(out.after.keep_window);
-	values[7] = Int64GetDatum(out.after.decide_at_ms);
-	nulls[7] = !out.after.keep_window;
-	nulls[8] = true;
+	/* as the write-back row carries them (rollouts.c): the plan's order, the plan's decimal text */
+	for (size_t i = 0; i < out.nreasons; i++)
+		reasons[i] = CStringGetTextDatum(out.reasons[i]);
+	values[3] = PointerGetDatum(construct_array(reasons, (int) out.nreasons, TEXTOID, -1, false, TYPALIGN_INT));
+	nulls[3] = out.nreasons == 0; /* no reasons: NULL, as the write-back row has it */
+	values[4] = DirectFunctionCall3(numeric_in, CStringGetDatum(out.next_fraction), ObjectIdGetDatum(InvalidOid),
+									Int32GetDatum(-1));
+	values[5] = CStringGetTextDatum(mlplat_status_name(MLPLAT_MACHINE_ROLLOUT, out.after.status));
+	values[6] = CStringGetTextDatum(out.after.status_reason);
+	values[7] = BoolGetDatum(out.after.keep_window);
+	values[8] = Int64GetDatum(out.after.decide_at_ms);
+	nulls[8] = !out.after.keep_window;
+	nulls[9] = true;
 	PG_RETURN_DATUM(result_tuple(fcinfo, values, nulls));
 }

@@ -755,6 +755,13 @@ write_back(MlplatPass *pass, List *rollouts, int *decisions)
 				{
 					w.plan = p->plan.json;
 					w.decision = p->decision;
+					/*
+					 * typed, as the ledger stores them: the reasons in the plan's order
+					 * (byte order of the names, which is how SQL sorted them before),
+					 * the fraction as the plan's decimal text, read by numeric_in
+					 */
+					for (size_t i = 0; i < p->nreasons; i++)
+						w.reasons = lappend(w.reasons, (char *) p->reasons[i]);
 					w.next_fraction = p->next_fraction;
 					w.plan_status = p->after.status;
 					w.plan_reason = p->after.status_reason;

@@ -43,6 +43,27 @@ text_array_list(Datum d)
 	return out;
 }
 
+/* a List of strings as a text[], in the list's order (NULL elements are NULL) */
+static Datum
+text_list_array(const List *l)
+{
+	int n = list_length(l);
+	Datum *elems = palloc(sizeof(Datum) * Max(n, 1));
+	bool *nulls = palloc(sizeof(bool) * Max(n, 1));
+	int dims[1] = { n };
+	int lbs[1] = { 1 };
+	int i = 0;
+	ListCell *lc;
+
+	foreach (lc, l)
+	{
+		nulls[i] = lfirst(lc) == NULL;
+		elems[i] = nulls[i] ? (Datum) 0 : CStringGetTextDatum((const char *) lfirst(lc));
+		i++;
+	}
+	return PointerGetDatum(construct_md_array(elems, nulls, 1, dims, lbs, TEXTOID, -1, false, TYPALIGN_INT));
+}
+
 static Oid
 seam_sql_type(MlplatSeamType t)
 {
@@ -65,6 +86,8 @@ seam_sql_type(MlplatSeamType t)
 			return TEXTARRAYOID;
 		case MLPLAT_SEAM_INT8_ARRAY:
 			return INT8ARRAYOID;
+		case MLPLAT_SEAM_NUMERIC:
+			return NUMERICOID;
 	}
 	return InvalidOid;
 }
@@ -237,6 +260,9 @@ mlplat_seam_read(MlplatSeam *s, Datum composite, void *out)
 			case MLPLAT_SEAM_INT8_ARRAY:
 				*(ArrayType **) p = isnull ? NULL : DatumGetArrayTypePCopy(v);
 				break;
+			case MLPLAT_SEAM_NUMERIC:
+				*(char **) p = isnull ? NULL : DatumGetCString(DirectFunctionCall1(numeric_out, v));
+				break;
 			case MLPLAT_SEAM_JSONB:
 				if (isnull)
 					*(char **) p = NULL;
@@ -349,9 +375,20 @@ mlplat_seam_array_add(MlplatSeamArray *a, const void *row)
 				if (!nulls[a_i])
 					values[a_i] = DirectFunctionCall1(jsonb_in, CStringGetDatum(*(char *const *) p));
 				break;
+			case MLPLAT_SEAM_NUMERIC:
+				/* the decimal text as numeric_in reads it: no float in between, its scale kept */
+				nulls[a_i] = *(char *const *) p == NULL;
+				if (!nulls[a_i])
+					values[a_i] = DirectFunctionCall3(numeric_in, CStringGetDatum(*(char *const *) p),
+													  ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1));
+				break;
 			case MLPLAT_SEAM_TEXT_ARRAY:
+				nulls[a_i] = *(List *const *) p == NIL;
+				if (!nulls[a_i])
+					values[a_i] = text_list_array(*(List *const *) p);
+				break;
 			case MLPLAT_SEAM_INT8_ARRAY:
-				elog(ERROR, "mlplat: attribute \"%s\" of mlplat.%s is read only (an array)", f->attname,
+				elog(ERROR, "mlplat: attribute \"%s\" of mlplat.%s is read only (a bigint[])", f->attname,
 					 s->type_name);
 				break;
 		}

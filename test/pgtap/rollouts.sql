@@ -67,7 +67,7 @@ SELECT throws_ok($$INSERT INTO mlplat.rollout_transitions (rollout_id, project_i
                      to_status, from_fraction, to_fraction, contract_content_id, contract, evidence_content_id, evidence,
                      observation, epoch, controller) VALUES (1, 1, 9, 'ADVANCE', '{}', 'a', 'b', 0, 1, 'c', '{}', 'x', '{}', '{}', 1, 'me')$$,
                  '42501', NULL, 'a member cannot forge a transition');
-SELECT throws_ok($$SELECT mlplat._rollouts_observe(1, ROW(1, 1, 'me', '{}', false, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::mlplat.rollout_writeback)$$, '42501', NULL,
+SELECT throws_ok($$SELECT mlplat._rollouts_observe(1, ROW(1, 1, 'me', '{}', false, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::mlplat.rollout_writeback)$$, '42501', NULL,
                  'a member cannot drive the reconciler''s write-back');
 RESET ROLE;
 SET LOCAL ROLE tap_ro_outsider;

@@ -26,7 +26,8 @@ CREATE TYPE mlplat.rollout_writeback AS (
   step text, target_kn text, previous_kn text, target_percent int, previous_percent int,
   close_kn text, close_status text /* STATUS rollout */, status_reason text, clear_window boolean,
   window_start_ms bigint /* NULL<0 */, decide_at_ms bigint /* NULL<0 */,
-  evidence jsonb, plan jsonb, decision text, next_fraction text, plan_status text /* STATUS rollout */,
+  evidence jsonb, plan jsonb, decision text, reasons text[], next_fraction numeric,
+  plan_status text /* STATUS rollout */,
   plan_reason text, keep_window boolean, recheck_at_ms bigint /* NULL<0 */, refused text);
 CREATE TYPE mlplat.rollout_writeback_result AS (id bigint, result text);
 

@@ -16,7 +16,8 @@ CREATE FUNCTION mlplat._rollout_pass_plan(p_contract jsonb, p_fraction text, p_t
                                           p_previous_replicas int, p_obs jsonb, p_target_kn text,
                                           p_previous_kn text, p_window_seconds int,
                                           OUT evidence jsonb, OUT plan jsonb, OUT decision text,
-                                          OUT next_fraction text, OUT plan_status text, OUT plan_reason text,
+                                          OUT reasons text[], OUT next_fraction numeric, OUT plan_status text,
+                                          OUT plan_reason text,
                                           OUT keep_window boolean, OUT recheck_at_ms bigint, OUT refused text)
 LANGUAGE C IMMUTABLE
 AS 'MODULE_PATHNAME', 'mlplat_rollout_pass_plan';

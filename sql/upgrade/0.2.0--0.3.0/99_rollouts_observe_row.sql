@@ -23,7 +23,6 @@ DECLARE
   p_applied int := CASE WHEN w.applied THEN w.applied_percent END;
   ro mlplat.rollouts;
   frac numeric;
-  reasons text[];
   result text := 'OBSERVED';
 BEGIN
   SELECT * INTO ro FROM mlplat.rollouts x
@@ -102,8 +101,7 @@ BEGIN
      WHERE x.id = ro.id;
     RETURN 'REFUSED';
   END IF;
-  SELECT pg_catalog.array_agg(r ORDER BY r) INTO reasons FROM pg_catalog.jsonb_array_elements_text(w.plan->'reasons') r;
-  IF NOT mlplat._rollout_record(ro, w.decision, reasons, w.plan_status, frac, w.next_fraction::numeric,
+  IF NOT mlplat._rollout_record(ro, w.decision, w.reasons, w.plan_status, frac, w.next_fraction,
                                 w.evidence, w.plan, w.observation - 'metrics' || pg_catalog.jsonb_build_object(
                                   'target_kn', w.target_kn, 'previous_kn', w.previous_kn,
                                   'metric_gaps', w.observation->'metrics'->'gaps'),
@@ -112,7 +110,7 @@ BEGIN
   END IF;
   UPDATE mlplat.rollouts x
      SET status = w.plan_status,
-         current_fraction = w.next_fraction::numeric,
+         current_fraction = w.next_fraction,
          status_reason = w.plan_reason,
          window_start = CASE WHEN w.keep_window THEN x.window_start END,
          decide_at = mlplat._rollout_ms_secs(w.recheck_at_ms),
