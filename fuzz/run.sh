@@ -18,13 +18,13 @@ cd "$(dirname "$0")/.."
 secs=${1:-20}
 cc=${CC:-clang-14}
 out=fuzz/out
-targets=${FUZZ_TARGETS:-"fuzz_json_parse fuzz_canonical fuzz_spec_diff fuzz_names fuzz_spdx fuzz_plan_rollout fuzz_kube_status fuzz_prometheus fuzz_rollout_decide"}
+targets=${FUZZ_TARGETS:-"fuzz_json_parse fuzz_canonical fuzz_spec_diff fuzz_names fuzz_spdx fuzz_plan_rollout fuzz_kube_status fuzz_prometheus fuzz_rollout_decide fuzz_rollout_pass_plan"}
 mkdir -p "$out"
 
 flags="-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Iinclude -Ifuzz"
 core="fuzz/props.c src/json/json.c src/json/canonical.c src/json/diff.c src/validate/names.c src/validate/spdx.c src/rollout/plan.c
       src/rollout/read.c src/rollout/evidence_id.c
-      src/http/kube_response.c src/rollout/prometheus.c src/reconcile/rollout_decide.c"
+      src/http/kube_response.c src/rollout/prometheus.c src/reconcile/rollout_decide.c src/rollout/pass_plan.c"
 n=0
 status=0
 tap() {	# tap OK|FAIL description

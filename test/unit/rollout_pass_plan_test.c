@@ -7,7 +7,9 @@
  * is the jsonb SQL built before is checked against the old SQL builder in
  * regress rollout_reconcile.
  *
- * Usage: rollout_pass_plan_test [number of tests before these]
+ * Usage: rollout_pass_plan_test [number of tests before these [seed-dir...]]
+ * Each seed directory is replayed through fuzz/fuzz_rollout_pass_plan.c's
+ * property.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +17,9 @@
 
 #include "mlplat/rollout_pass_plan.h"
 #include "unit_tap.h"
+
+/* fuzz/fuzz_rollout_pass_plan.c's property */
+const char *mlfuzz_check_rollout_pass_plan(const uint8_t *data, size_t size);
 
 #define DIGEST "sha256:2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae"
 #define SCOPE "{\"project\":\"fraud\",\"deployment\":\"scorer\",\"target_revision\":\"r18\"," \
@@ -158,5 +163,7 @@ main(int argc, char **argv)
 		   strstr(out.evidence, "\"contract_content_id\":null") != NULL,
 	   "refused: a contract without its content id");
 	ml_json_arena_free(a);
+	for (int i = 2; i < argc; i++)
+		unit_tap_replay(argv[i], mlfuzz_check_rollout_pass_plan);
 	return unit_tap_end();
 }

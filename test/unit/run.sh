@@ -44,10 +44,12 @@ if build rollout_decide_test -DMLPLAT_NO_FUZZ_MAIN test/unit/rollout_decide_test
 	src/reconcile/rollout_decide.c; then
 	tap_binary rollout_decide_test "$out/rollout_decide_test" 0
 fi
-# A due rollout decision as the pass makes it: evidence, content id, plan, status after.
-if build rollout_pass_plan_test test/unit/rollout_pass_plan_test.c src/rollout/pass_plan.c src/rollout/plan.c \
+# A due rollout decision as the pass makes it: evidence, content id, plan, status after;
+# and its fuzz property over the target's seeds.
+if build rollout_pass_plan_test -DMLPLAT_NO_FUZZ_MAIN test/unit/rollout_pass_plan_test.c \
+	fuzz/fuzz_rollout_pass_plan.c src/rollout/pass_plan.c src/rollout/plan.c \
 	src/rollout/read.c src/rollout/evidence_id.c src/reconcile/rollout_decide.c src/json/json.c src/json/canonical.c; then
-	tap_binary rollout_pass_plan_test "$out/rollout_pass_plan_test" 0
+	tap_binary rollout_pass_plan_test "$out/rollout_pass_plan_test" 0 fuzz/corpus/fuzz_rollout_pass_plan fuzz/regressions
 fi
 # The S3 helpers (URIs, checksum headers, credentials, SigV4 against AWS's examples).
 if build s3_test test/unit/s3_test.c src/http/s3.c src/json/canonical.c src/json/json.c; then
