@@ -8,17 +8,11 @@
 # Before: the tenant found the API server's address in projects, rollouts and spans.
 set -u
 . "$(dirname "$0")/../lib/e2e.sh"
-e2e_own_cluster attack_kube_transport
-SD=$WORK/standin
-e2e_standin
-P=$(free_port)
 # no Lease fence: with it on, a dead API server also stops the workers once the Lease
 # lapses; the leak is the same before that, only its window shorter
-cluster_start "$WORK/data" "$P" "${MLPLAT_CONF[@]}" "cron.database_name = 'postgres'" "mlplat.lease_fence = off" \
-	"mlplat.backoff_max = '2s'" \
-	"mlplat.kube_url = '$STANDIN_URL'" "mlplat.kube_token_file = '$STANDIN_TOKEN_FILE'" "${STANDIN_S3_CONF[@]}"
+e2e_standin_cluster attack_kube_transport "mlplat.lease_fence = off" \
+	"mlplat.backoff_max = '2s'"
 tap_ok $? "cluster started"
-export PGHOST=$WORK PGPORT=$P
 DB=mlplat
 q postgres "CREATE DATABASE mlplat" >/dev/null
 q $DB "CREATE EXTENSION mlplat" >/dev/null

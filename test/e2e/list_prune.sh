@@ -15,16 +15,10 @@
 # mlplat.deployments_watch is left at its default (MLPLAT_EXTRA_CONF may turn it off).
 set -u
 . "$(dirname "$0")/../lib/e2e.sh"
-e2e_own_cluster list_prune
-SD=$WORK/standin
-e2e_standin
-P=$(free_port)
 N=1500
-cluster_start "$WORK/data" "$P" "${MLPLAT_CONF[@]}" "cron.database_name = 'postgres'" "mlplat.resync_interval = '2s'" \
-	"mlplat.full_resync_interval = '2s'" "mlplat.pass_memory_limit = '16MB'" \
-	"mlplat.kube_url = '$STANDIN_URL'" "mlplat.kube_token_file = '$STANDIN_TOKEN_FILE'" "${STANDIN_S3_CONF[@]}"
+e2e_standin_cluster list_prune "mlplat.resync_interval = '2s'" \
+	"mlplat.full_resync_interval = '2s'" "mlplat.pass_memory_limit = '16MB'"
 tap_ok $? "cluster started (mlplat.pass_memory_limit = 16MB)"
-export PGHOST=$WORK PGPORT=$P
 q postgres "CREATE DATABASE mlplat" >/dev/null
 SHA=$(standin_artifact s3://models/m/1 'lp')
 $PSQL -d mlplat -c "CREATE EXTENSION mlplat" -c "SELECT mlplat.create_project('lp', 0)" \

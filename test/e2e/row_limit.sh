@@ -13,16 +13,10 @@
 # that last case turns it off and on.
 set -u
 . "$(dirname "$0")/../lib/e2e.sh"
-e2e_own_cluster row_limit
-SD=$WORK/standin
-e2e_standin
-P=$(free_port)
 N=500
-cluster_start "$WORK/data" "$P" "${MLPLAT_CONF[@]}" "cron.database_name = 'postgres'" "mlplat.resync_interval = '2s'" \
-	"mlplat.full_resync_interval = '2s'" "mlplat.pass_row_limit = 50" "mlplat.pass_memory_limit = '8MB'" \
-	"mlplat.kube_url = '$STANDIN_URL'" "mlplat.kube_token_file = '$STANDIN_TOKEN_FILE'" "${STANDIN_S3_CONF[@]}"
+e2e_standin_cluster row_limit "mlplat.resync_interval = '2s'" \
+	"mlplat.full_resync_interval = '2s'" "mlplat.pass_row_limit = 50" "mlplat.pass_memory_limit = '8MB'"
 tap_ok $? "cluster started (mlplat.pass_row_limit = 50, mlplat.pass_memory_limit = 8MB)"
-export PGHOST=$WORK PGPORT=$P
 q postgres "CREATE DATABASE mlplat" >/dev/null
 SHA=$(standin_artifact s3://models/m/1 'rl')
 $PSQL -d mlplat -c "CREATE EXTENSION mlplat" -c "SELECT mlplat.create_project('rl', 0)" \

@@ -14,18 +14,12 @@
 set -u
 . "$(dirname "$0")/../lib/e2e.sh"
 WATCH=${ROW_RESYNC_WATCH:-off}
-e2e_own_cluster "row_resync_$WATCH"
-SD=$WORK/standin
-e2e_standin
-P=$(free_port)
 # the per-row resync period in force: mlplat.resync_interval without the watch,
 # mlplat.watch_resync_interval with it (seconds)
 if [ "$WATCH" = on ]; then PERIOD=3600; else PERIOD=3; fi
-cluster_start "$WORK/data" "$P" "${MLPLAT_CONF[@]}" "cron.database_name = 'postgres'" "mlplat.resync_interval = '3s'" \
-	"mlplat.full_resync_interval = '1h'" "mlplat.deployments_watch = $WATCH" "mlplat.watch_resync_interval = '1h'" \
-	"mlplat.kube_url = '$STANDIN_URL'" "mlplat.kube_token_file = '$STANDIN_TOKEN_FILE'" "${STANDIN_S3_CONF[@]}"
+e2e_standin_cluster "row_resync_$WATCH" "mlplat.resync_interval = '3s'" \
+	"mlplat.full_resync_interval = '1h'" "mlplat.deployments_watch = $WATCH" "mlplat.watch_resync_interval = '1h'"
 tap_ok $? "cluster started (watch $WATCH; resync every ${PERIOD} s per row, full pass once an hour)"
-export PGHOST=$WORK PGPORT=$P
 q postgres "CREATE DATABASE mlplat" >/dev/null
 SHA=$(standin_artifact s3://models/m/1 'rr')
 N=8
