@@ -1,7 +1,7 @@
 -- pgTAP: Model Lab privileges, row-level security, membership-only authorization, the
 -- no-leak validation errors and the read-only preflight (docs/lab.md).
 BEGIN;
-SELECT plan(56);
+SELECT plan(60);
 \ir lib/helpers.sql
 
 DO $$ DECLARE r text; BEGIN
@@ -143,6 +143,45 @@ SELECT is((SELECT actor || '/' || db_role FROM mlplat.audit_events WHERE action 
           'tap_lab_dev/tap_lab_app', 'the impersonated start is audited with both the person and the database role');
 SELECT is((SELECT actor || '/' || db_role FROM mlplat.lab_runs WHERE purpose = 'run'), 'tap_lab_dev/tap_lab_app',
           'the run''s provenance names both too');
+-- register_lab_profile and approve_lab answer through the API epilogue (_api_accept/_api_keep):
+-- the audit row names the person and the database role, a replay of the key gives the
+-- stored answer, and the same profile registered again writes no audit row
+CREATE FUNCTION pg_temp.tap_spec() RETURNS jsonb LANGUAGE sql AS $$
+  SELECT jsonb_build_object('runtime_kind', 'vllm', 'image', 'r.example/v@sha256:' || repeat('e', 64), 'gpus', 1,
+    'accelerator', 'nvidia-a100', 'families', '["text_generation"]'::jsonb, 'max_execution_seconds', 300,
+    'max_output_bytes', 65536)
+$$;
+GRANT EXECUTE ON FUNCTION pg_temp.tap_spec() TO PUBLIC;
+SET mlplat.on_behalf_of = 'tap_lab_owner';
+SET ROLE tap_lab_app;
+-- (each call in FROM: a (f()).* in the select list would call it once per column)
+CREATE TEMP TABLE tap_epi AS
+  SELECT 'profile' AS what, a.* FROM mlplat.register_lab_profile('tlab', 'p-app', pg_temp.tap_spec(), 'kp-app') a;
+INSERT INTO tap_epi SELECT 'profile again', a.* FROM mlplat.register_lab_profile('tlab', 'p-app', pg_temp.tap_spec(), 'kp-app') a;
+INSERT INTO tap_epi SELECT 'profile same', a.* FROM mlplat.register_lab_profile('tlab', 'p-app', pg_temp.tap_spec(), 'kp-2') a;
+INSERT INTO tap_epi SELECT 'profile same again', a.* FROM mlplat.register_lab_profile('tlab', 'p-app', pg_temp.tap_spec(), 'kp-2') a;
+INSERT INTO tap_epi SELECT 'approval', a.* FROM lab_ids,
+  mlplat.approve_lab('tlab', cand, repeat('a', 64), prof, node, '{text_generation}', '{}', 2, '1 hour', 'ka-app') a;
+INSERT INTO tap_epi SELECT 'approval again', a.* FROM lab_ids,
+  mlplat.approve_lab('tlab', cand, repeat('a', 64), prof, node, '{text_generation}', '{}', 2, '1 hour', 'ka-app') a;
+RESET ROLE;
+RESET mlplat.on_behalf_of;
+SELECT is((SELECT string_agg(e.actor || '/' || e.db_role || ' ' || e.entity || ' ' || (e.request_id = t.request_id)
+                             || ' ' || (e.trace_id IS NOT NULL), ',' ORDER BY e.id)
+           FROM mlplat.audit_events e JOIN tap_epi t ON t.what IN ('profile', 'approval') AND t.entity_id = e.entity_id
+                                                    AND t.entity = e.entity
+           WHERE e.action IN ('register_lab_profile', 'approve_lab')),
+          'tap_lab_owner/tap_lab_app lab_profile true true,tap_lab_owner/tap_lab_app lab_approval true true',
+          'impersonated register_lab_profile and approve_lab: one audit row each, naming the person and the role');
+SELECT is((SELECT string_agg(t.what || ' ' || t.replayed || ' ' || (t.request_id = f.request_id), ',' ORDER BY t.what)
+           FROM tap_epi t JOIN tap_epi f ON t.what = f.what || ' again'),
+          'approval again true true,profile again true true,profile same again true true',
+          'a replay of the key answers the stored answer (a new one, a kept one)');
+SELECT is((SELECT string_agg(t.replayed || ' ' || t.status || ' ' || (t.entity_id = f.entity_id), ',')
+           FROM tap_epi t JOIN tap_epi f ON f.what = 'profile' WHERE t.what = 'profile same'),
+          'false ENABLED true', 'the same profile again: the existing profile, not a replay');
+SELECT is((SELECT count(*) FROM mlplat.audit_events e JOIN tap_epi t ON t.what = 'profile' AND e.entity = 'lab_profile'
+           AND e.entity_id = t.entity_id), 1::bigint, 'the same profile again writes no audit row');
 -- a status moves only along mlplat._lab_run_transitions() (the shared state-machine trigger)
 SELECT is(public.tap_api_try('postgres', $q$UPDATE mlplat.lab_runs SET status = 'SUCCEEDED' WHERE purpose = 'run'$q$), '23514',
           'lab runs: no illegal edge (QUEUED -> SUCCEEDED), for superusers too');

@@ -12,6 +12,9 @@
 --
 -- mlplat._lab_idem_claim takes p_optional, so register_lab_profile and approve_lab
 -- claim their optional key through it instead of each wrapping _idem_claim by hand.
+-- They begin with _lab_begin too (its p_key: the call's key) and answer through
+-- _api_accept (_api_keep for a profile registered again), instead of each writing its own
+-- audit and key store.
 --
 -- mlplat._check_gpu_quota (unchanged since 0.2.0 until now) takes the refusal's words (p_words), so
 -- start_rollout checks its canary's GPUs with it instead of a copy of the rule.
@@ -78,17 +81,17 @@ BEGIN
 END $$;
 REVOKE ALL ON FUNCTION mlplat._lab_run_of(bigint, bigint) FROM PUBLIC;
 
-CREATE FUNCTION mlplat._lab_begin(p_action text, p_project text, p_missing boolean) RETURNS mlplat.api_call
-LANGUAGE plpgsql AS $$
+CREATE FUNCTION mlplat._lab_begin(p_action text, p_project text, p_missing boolean, p_key text DEFAULT NULL)
+RETURNS mlplat.api_call LANGUAGE plpgsql AS $$
 DECLARE
   pid bigint := mlplat._authorize_member(p_action, p_project);
 BEGIN
   IF p_missing THEN PERFORM mlplat._lab_reject('null_argument'); END IF;
   PERFORM mlplat._bound_api_waits();
-  RETURN (p_action, p_project, pid, mlplat._traceparent(), NULL)::mlplat.api_call;
+  RETURN (p_action, p_project, pid, mlplat._traceparent(), p_key)::mlplat.api_call;
 END $$;
 -- (a fresh install revokes every internal function in 45_api_views)
-REVOKE ALL ON FUNCTION mlplat._lab_begin(text, text, boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mlplat._lab_begin(text, text, boolean, text) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION mlplat.disable_lab_profile(project text, profile_id bigint)
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
@@ -183,13 +186,14 @@ CREATE OR REPLACE FUNCTION mlplat.register_lab_profile(project text, name text, 
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
-  pid bigint := mlplat._authorize_member('register_lab_profile', register_lab_profile.project);
+  api mlplat.api_call := mlplat._lab_begin('register_lab_profile', register_lab_profile.project, false,
+                                           register_lab_profile.idempotency_key);
   who text := mlplat._actor();
   r mlplat.accepted;
   prof mlplat.lab_profiles;
   cid text;
 BEGIN
-  r := mlplat._lab_idem_claim('register_lab_profile', register_lab_profile.idempotency_key,
+  r := mlplat._lab_idem_claim(api.action, api.idempotency_key,
          pg_catalog.jsonb_build_array(register_lab_profile.project, register_lab_profile.name, register_lab_profile.spec),
          who, true);
   IF r.request_id IS NOT NULL THEN RETURN r; END IF;
@@ -202,33 +206,31 @@ BEGIN
   IF NOT mlplat._lab_profile_ok(register_lab_profile.spec) THEN
     PERFORM mlplat._lab_reject('profile_spec');
   END IF;
-  PERFORM mlplat._lock_project(pid, false, 'register_lab_profile');
+  PERFORM mlplat._lock_project(api.pid, false, api.action);
   cid := mlplat.content_id(register_lab_profile.spec);
-  SELECT * INTO prof FROM mlplat.lab_profiles x WHERE x.project_id = pid AND x.name = register_lab_profile.name;
+  SELECT * INTO prof FROM mlplat.lab_profiles x WHERE x.project_id = api.pid AND x.name = register_lab_profile.name;
   IF prof.id IS NOT NULL THEN
     IF prof.content_id <> cid THEN
       RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = 'lab profile already exists with another spec',
         DETAIL = 'A profile''s spec never changes.',
         HINT = 'Register the new spec under a new name and disable the old profile.';
     END IF;
-    r := (pg_catalog.gen_random_uuid(), 'lab_profile', prof.id, NULL,
-          CASE WHEN prof.enabled THEN 'ENABLED' ELSE 'DISABLED' END, false)::mlplat.accepted;
-  ELSE
-    INSERT INTO mlplat.lab_profiles (project_id, name, spec, content_id, runtime_kind, image, gpus, accelerator,
-                                     families, max_execution_seconds, max_output_bytes, created_by)
-    VALUES (pid, register_lab_profile.name, register_lab_profile.spec, cid, register_lab_profile.spec->>'runtime_kind',
-            register_lab_profile.spec->>'image', (register_lab_profile.spec->>'gpus')::int,
-            register_lab_profile.spec->>'accelerator',
-            ARRAY(SELECT pg_catalog.jsonb_array_elements_text(register_lab_profile.spec->'families')),
-            (register_lab_profile.spec->>'max_execution_seconds')::int,
-            (register_lab_profile.spec->>'max_output_bytes')::int, who)
-    RETURNING * INTO prof;
-    r := (pg_catalog.gen_random_uuid(), 'lab_profile', prof.id, NULL, 'ENABLED', false)::mlplat.accepted;
-    PERFORM mlplat._audit('register_lab_profile', register_lab_profile.project, pid, 'lab_profile', prof.id,
-      r.request_id, mlplat._traceparent(), pg_catalog.jsonb_build_object('content_id', cid), who);
+    -- the same profile again: nothing written, nothing audited, the answer kept for the key
+    RETURN mlplat._api_keep(api, (pg_catalog.gen_random_uuid(), 'lab_profile', prof.id, NULL,
+                                  CASE WHEN prof.enabled THEN 'ENABLED' ELSE 'DISABLED' END, false)::mlplat.accepted);
   END IF;
-  PERFORM mlplat._idem_store('register_lab_profile', register_lab_profile.idempotency_key, r, who);
-  RETURN r;
+  INSERT INTO mlplat.lab_profiles (project_id, name, spec, content_id, runtime_kind, image, gpus, accelerator,
+                                   families, max_execution_seconds, max_output_bytes, created_by)
+  VALUES (api.pid, register_lab_profile.name, register_lab_profile.spec, cid, register_lab_profile.spec->>'runtime_kind',
+          register_lab_profile.spec->>'image', (register_lab_profile.spec->>'gpus')::int,
+          register_lab_profile.spec->>'accelerator',
+          ARRAY(SELECT pg_catalog.jsonb_array_elements_text(register_lab_profile.spec->'families')),
+          (register_lab_profile.spec->>'max_execution_seconds')::int,
+          (register_lab_profile.spec->>'max_output_bytes')::int, who)
+  RETURNING * INTO prof;
+  RETURN mlplat._api_accept(api,
+    (pg_catalog.gen_random_uuid(), 'lab_profile', prof.id, NULL, 'ENABLED', false)::mlplat.accepted,
+    pg_catalog.jsonb_build_object('content_id', cid));
 END $$;
 
 CREATE OR REPLACE FUNCTION mlplat.approve_lab(project text, candidate_id bigint, artifact_sha256 text, runtime_profile_id bigint,
@@ -237,7 +239,7 @@ CREATE OR REPLACE FUNCTION mlplat.approve_lab(project text, candidate_id bigint,
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
-  pid bigint := mlplat._authorize_member('approve_lab', approve_lab.project);
+  api mlplat.api_call := mlplat._lab_begin('approve_lab', approve_lab.project, false, approve_lab.idempotency_key);
   who text := mlplat._actor();
   r mlplat.accepted;
   req jsonb;
@@ -248,7 +250,7 @@ BEGIN
   req := pg_catalog.jsonb_build_array(approve_lab.project, approve_lab.candidate_id, approve_lab.artifact_sha256,
            approve_lab.runtime_profile_id, approve_lab.node_id, approve_lab.families, approve_lab.limits,
            approve_lab.max_runs, approve_lab.valid_for::text);
-  r := mlplat._lab_idem_claim('approve_lab', approve_lab.idempotency_key, req, who, true);
+  r := mlplat._lab_idem_claim(api.action, api.idempotency_key, req, who, true);
   IF r.request_id IS NOT NULL THEN RETURN r; END IF;
   PERFORM mlplat._lab_check_ids(approve_lab.candidate_id, approve_lab.artifact_sha256,
     approve_lab.runtime_profile_id, approve_lab.node_id, NULL, false);
@@ -266,10 +268,10 @@ BEGIN
   IF approve_lab.valid_for <= '0'::interval OR approve_lab.valid_for > '30 days'::interval THEN
     PERFORM mlplat._lab_reject('bad_valid_for');
   END IF;
-  PERFORM mlplat._lock_project(pid, false, 'approve_lab');
-  SELECT * INTO v FROM mlplat.model_versions x WHERE x.id = approve_lab.candidate_id AND x.project_id = pid;
+  PERFORM mlplat._lock_project(api.pid, false, api.action);
+  SELECT * INTO v FROM mlplat.model_versions x WHERE x.id = approve_lab.candidate_id AND x.project_id = api.pid;
   IF v.id IS NULL
-     OR NOT EXISTS (SELECT 1 FROM mlplat.lab_profiles x WHERE x.id = approve_lab.runtime_profile_id AND x.project_id = pid)
+     OR NOT EXISTS (SELECT 1 FROM mlplat.lab_profiles x WHERE x.id = approve_lab.runtime_profile_id AND x.project_id = api.pid)
      OR NOT EXISTS (SELECT 1 FROM mlplat.lab_nodes x WHERE x.id = approve_lab.node_id) THEN
     RAISE EXCEPTION USING ERRCODE = '42704', MESSAGE = 'lab approval refers to an unknown id',
       DETAIL = 'The candidate and runtime profile must be the project''s, the node a registered lab node.',
@@ -282,19 +284,17 @@ BEGIN
   END IF;
   INSERT INTO mlplat.lab_approvals (project_id, candidate_id, artifact_sha256, runtime_profile_id, node_id, families,
                                     limits, max_runs, approved_by, db_role, valid_for, expires_at, request_hash)
-  VALUES (pid, approve_lab.candidate_id, approve_lab.artifact_sha256, approve_lab.runtime_profile_id,
+  VALUES (api.pid, approve_lab.candidate_id, approve_lab.artifact_sha256, approve_lab.runtime_profile_id,
           approve_lab.node_id, ARRAY(SELECT DISTINCT f FROM pg_catalog.unnest(approve_lab.families) f ORDER BY 1),
           lim, approve_lab.max_runs, who, mlplat._db_role(), approve_lab.valid_for,
           pg_catalog.now() + approve_lab.valid_for, mlplat.content_id(req))
   RETURNING id INTO aid;
-  r := (pg_catalog.gen_random_uuid(), 'lab_approval', aid, NULL, 'APPROVED', false)::mlplat.accepted;
-  PERFORM mlplat._audit('approve_lab', approve_lab.project, pid, 'lab_approval', aid, r.request_id, mlplat._traceparent(),
+  RETURN mlplat._api_accept(api,
+    (pg_catalog.gen_random_uuid(), 'lab_approval', aid, NULL, 'APPROVED', false)::mlplat.accepted,
     pg_catalog.jsonb_build_object('candidate_id', approve_lab.candidate_id, 'artifact_sha256', approve_lab.artifact_sha256,
       'runtime_profile_id', approve_lab.runtime_profile_id, 'node_id', approve_lab.node_id,
       'families', approve_lab.families, 'limits', lim, 'max_runs', approve_lab.max_runs,
-      'valid_for', approve_lab.valid_for::text), who);
-  PERFORM mlplat._idem_store('approve_lab', approve_lab.idempotency_key, r, who);
-  RETURN r;
+      'valid_for', approve_lab.valid_for::text));
 END $$;
 
 DROP FUNCTION mlplat._check_gpu_quota(mlplat.projects, bigint, bigint);
