@@ -1105,6 +1105,7 @@ DECLARE
   r mlplat.accepted := (pg_catalog.gen_random_uuid(), 'evidence_signer', NULL, NULL, 'REGISTERED', false)::mlplat.accepted;
   api mlplat.api_call := mlplat._api_platform('register_evidence_signer');
   s mlplat.evidence_signers;
+  added boolean;
 BEGIN
   PERFORM mlplat._check_label('name', register_evidence_signer.name, 63);
   IF register_evidence_signer.public_key IS NULL OR pg_catalog.octet_length(register_evidence_signer.public_key) <> 32 THEN
@@ -1113,17 +1114,14 @@ BEGIN
   INSERT INTO mlplat.evidence_signers (name, public_key, added_by)
   VALUES (register_evidence_signer.name, register_evidence_signer.public_key, mlplat._actor())
   ON CONFLICT ON CONSTRAINT evidence_signers_pkey DO NOTHING RETURNING * INTO s;
-  IF s.name IS NULL THEN
+  added := s.name IS NOT NULL;
+  IF NOT added THEN
     SELECT * INTO s FROM mlplat.evidence_signers x WHERE x.name = register_evidence_signer.name;
-    IF s.public_key <> register_evidence_signer.public_key OR s.revoked_at IS NOT NULL THEN
-      RAISE EXCEPTION USING ERRCODE = '42710',
-        MESSAGE = pg_catalog.format('evidence signer "%s" already exists with another key or was revoked', s.name),
-        DETAIL = 'A signer''s key never changes; revocation is final.', HINT = 'Register the new key under a new name.';
-    END IF;
-    r.status := 'REGISTERED';
-    RETURN r;
   END IF;
-  RETURN mlplat._api_accept(api, r,
+  RETURN mlplat._registered(api, r, added,
+    s.public_key = register_evidence_signer.public_key AND s.revoked_at IS NULL,
+    ARRAY[pg_catalog.format('evidence signer "%s" already exists with another key or was revoked', s.name),
+          'A signer''s key never changes; revocation is final.', 'Register the new key under a new name.'],
     pg_catalog.jsonb_build_object('name', s.name, 'public_key', pg_catalog.encode(s.public_key, 'hex')));
 END $$;
 

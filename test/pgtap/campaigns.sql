@@ -3,7 +3,7 @@
 -- and the immutability of campaigns, approvals, transitions, evidence and artifacts even for
 -- the table owner.
 BEGIN;
-SELECT plan(84);
+SELECT plan(88);
 \ir lib/helpers.sql
 
 DO $$ DECLARE r text; BEGIN
@@ -79,6 +79,19 @@ ORDER BY f;
 SELECT is(public.tap_api_try('tapc_outsider', $q$SELECT mlplat.ed25519_verify('\x00', '\x00', '\x00')$q$), 'ok', 'anyone may call ed25519_verify');
 SELECT is(public.tap_api_try('tapc_outsider', $q$SELECT mlplat.compile_runtime_args('vllm', '0.8.4', 'x', 'fp8', 'h100', '{}')$q$), '55000',
           'anyone may call compile_runtime_args (and it fails closed on an empty catalog)');
+
+-- a signer registered again (mlplat._registered): the same key answers REGISTERED with no
+-- second audit row; another key, or a revoked signer, is refused (42710) in the signer's words
+SELECT mlplat.register_evidence_signer('tapc-sig2', decode(repeat('11', 32), 'hex'));
+SELECT is((mlplat.register_evidence_signer('tapc-sig2', decode(repeat('11', 32), 'hex'))).status, 'REGISTERED',
+          'a signer registered again with the same key: REGISTERED');
+SELECT is((SELECT count(*) FROM mlplat.audit_events WHERE action = 'register_evidence_signer' AND detail->>'name' = 'tapc-sig2'),
+          1::bigint, 'a signer registered again: no second audit row');
+SELECT is(public.tap_api_try(current_user, $q$SELECT mlplat.register_evidence_signer('tapc-sig2', decode(repeat('22', 32), 'hex'))$q$, true),
+          '42710: evidence signer "tapc-sig2" already exists with another key or was revoked', 'a signer with another key: refused');
+SELECT mlplat.revoke_evidence_signer('tapc-sig2');
+SELECT is(public.tap_api_try(current_user, $q$SELECT mlplat.register_evidence_signer('tapc-sig2', decode(repeat('11', 32), 'hex'))$q$),
+          '42710', 'a revoked signer registered again: refused');
 
 -- row-level security: tapc's owner sees tapc's campaign rows only, in every table and view
 SET LOCAL ROLE tapc_owner;
