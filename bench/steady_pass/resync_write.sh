@@ -14,11 +14,8 @@ SIZES=${SIZES:-"10 100 1000 10000"}
 REPS=${REPS:-21}
 . "$SRC/bench/steady_pass/sql_side.sh"
 side_start resync_write deployments
+side_deployments
 Q <<SQL >/dev/null
-INSERT INTO mlplat.projects (name, gpu_quota) SELECT 'p' || g, 1 FROM generate_series(1, 10) g;
-INSERT INTO mlplat.deployments (project_id, name)
-SELECT p.id, 'd' || g FROM generate_series(1, $max) g JOIN mlplat.projects p ON p.name = 'p' || (g % 10 + 1);
-ANALYZE mlplat.deployments, mlplat.projects;
 -- the two statements as they were
 CREATE FUNCTION public.old_resynced(p_epoch bigint, p_ids bigint[]) RETURNS void
 LANGUAGE sql SET search_path = pg_catalog, mlplat, pg_temp AS \$\$

@@ -1,10 +1,12 @@
 # bench/steady_pass/sql_side.sh — sourced by the SQL side-by-side benches of this folder
-# (status_writeback.sh, epoch_fence.sh, resync_write.sh), which time a function beside a copy
-# of what it replaced, in one cluster, calls alternating, each timed inside the server:
+# (status_writeback.sh, epoch_fence.sh, resync_write.sh, writeback_cas.sh), which time a
+# function beside a copy of what it replaced, in one cluster, calls alternating, each timed
+# inside the server:
 #   side_start TAG KIND   a cluster of its own (stack.sh) with mlplat loaded and no workers
 #                         (mlplat.database names no database), the extension, and KIND's
 #                         leader epoch row made by hand: epoch 7; Q runs psql on it;
 #                         max: the largest of $SIZES (the rows to make)
+#   side_deployments      10 projects and \$max deployments spread over them, analyzed
 #   side_times [FILE] <<SQL
 #                         runs the SQL; its NOTICE lines "N LABEL MS" go to FILE
 #                         ($WORK/times.txt)
@@ -20,6 +22,14 @@ side_start() {
 	stack_start "shared_preload_libraries = 'mlplat'" "mlplat.database = 'no_such_db'"
 	Q -c "CREATE EXTENSION mlplat CASCADE" \
 		-c "INSERT INTO mlplat.leader_epochs (kind, epoch, pid, replica, host) VALUES ('$2', 7, 1, 0, 'bench')" >/dev/null
+}
+side_deployments() {
+	Q >/dev/null <<SQL
+INSERT INTO mlplat.projects (name, gpu_quota) SELECT 'p' || g, 1 FROM generate_series(1, 10) g;
+INSERT INTO mlplat.deployments (project_id, name)
+SELECT p.id, 'd' || g FROM generate_series(1, $max) g JOIN mlplat.projects p ON p.name = 'p' || (g % 10 + 1);
+ANALYZE mlplat.deployments, mlplat.projects;
+SQL
 }
 side_times() { Q 2>&1 >/dev/null | sed -n 's/^NOTICE:  //p' >"${1:-$WORK/times.txt}"; }
 side_table() {

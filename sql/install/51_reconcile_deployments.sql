@@ -182,8 +182,7 @@ AS $$
          row_version = d.row_version + 1,
          updated_at = pg_catalog.now()
     FROM pg_catalog.unnest(p_rows) AS w
-   WHERE d.id = w.id AND d.row_version = w.row_version
-     AND mlplat._epoch_current('deployments', p_epoch)
+   WHERE d.id = w.id AND mlplat._writeback_holds(d.row_version, w.row_version, 'deployments', p_epoch)
   RETURNING d.id
 $$;
 REVOKE ALL ON FUNCTION mlplat._deployments_writeback_set(bigint, mlplat.deployment_writeback[]) FROM PUBLIC;

@@ -273,8 +273,7 @@ BEGIN
            row_version = r.row_version + 1,
            updated_at = pg_catalog.now()
       FROM pg_catalog.unnest(p_rows) AS w
-     WHERE r.id = w.id AND r.row_version = w.row_version
-       AND mlplat._epoch_current('runs', p_epoch)
+     WHERE r.id = w.id AND mlplat._writeback_holds(r.row_version, w.row_version, 'runs', p_epoch)
     RETURNING r.id, r.project_id, r.attempt, w.nodes
   LOOP
     id := u.id;

@@ -301,8 +301,7 @@ DECLARE
   result text := 'OBSERVED';
 BEGIN
   SELECT * INTO ro FROM mlplat.rollouts x
-   WHERE x.id = w.id AND x.row_version = w.row_version
-     AND mlplat._epoch_current('rollouts', p_epoch)
+   WHERE x.id = w.id AND mlplat._writeback_holds(x.row_version, w.row_version, 'rollouts', p_epoch)
      FOR UPDATE;
   IF NOT FOUND THEN
     RETURN 'LOST';

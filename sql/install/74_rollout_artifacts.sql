@@ -52,9 +52,8 @@ BEGIN
          observed_generation = CASE WHEN p_verdict = 'FAILED' THEN x.generation ELSE x.observed_generation END,
          attempts = CASE WHEN p_verdict = 'FAILED' THEN x.attempts ELSE x.attempts + 1 END,
          next_attempt_at = pg_catalog.now() + pg_catalog.make_interval(secs => coalesce(p_retry_ms, 1000) / 1000.0)
-   WHERE x.id = p_id AND x.row_version = p_row_version
-     AND mlplat.rollout_is_active(x.status)
-     AND mlplat._epoch_current('rollouts', p_epoch);
+   WHERE x.id = p_id AND mlplat._writeback_holds(x.row_version, p_row_version, 'rollouts', p_epoch)
+     AND mlplat.rollout_is_active(x.status);
   IF NOT FOUND THEN
     RETURN 'LOST';
   END IF;

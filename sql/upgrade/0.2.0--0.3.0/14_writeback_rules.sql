@@ -17,6 +17,17 @@ LANGUAGE sql STABLE
 AS $$ SELECT EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = p_kind AND e.epoch = p_epoch) $$;
 REVOKE ALL ON FUNCTION mlplat._epoch_current(text, bigint) FROM PUBLIC;
 
+-- The compare-and-swap every set-based write-back applies, once: a row is written only while
+-- it is still at the row_version its pass read (an intent or another leader that got there
+-- first wins) and p_epoch is still the kind's epoch.  Plain SQL without SET clauses and no
+-- subquery of its own, so the planner inlines it: each UPDATE gets the same two conditions
+-- as when it spelled them (_epoch_current, with constant arguments, still runs once a statement).
+CREATE FUNCTION mlplat._writeback_holds(p_row_version bigint, p_read_version bigint, p_kind text, p_epoch bigint)
+RETURNS boolean
+LANGUAGE sql STABLE
+AS $$ SELECT p_row_version OPERATOR(pg_catalog.=) p_read_version AND mlplat._epoch_current(p_kind, p_epoch) $$;
+REVOKE ALL ON FUNCTION mlplat._writeback_holds(bigint, bigint, text, bigint) FROM PUBLIC;
+
 -- After a write-back, a row's attempts and when it is due again: retry_ms NULL (no retry
 -- scheduled) resets attempts and makes it due at once; otherwise attempts + 1, due
 -- retry_ms from now.  Plain SQL without SET clauses, every name qualified, so the planner

@@ -173,8 +173,7 @@ AS $$
          row_version = d.row_version + 1,
          updated_at = pg_catalog.now()
     FROM pg_catalog.unnest(p_rows) AS w
-   WHERE d.id = w.id AND d.row_version = w.row_version
-     AND mlplat._epoch_current('deployments', p_epoch)
+   WHERE d.id = w.id AND mlplat._writeback_holds(d.row_version, w.row_version, 'deployments', p_epoch)
   RETURNING d.id
 $$;
 REVOKE ALL ON FUNCTION mlplat._deployments_writeback_set(bigint, mlplat.deployment_writeback[]) FROM PUBLIC;
@@ -254,8 +253,7 @@ BEGIN
             row_version = t.row_version + 1,
             updated_at = pg_catalog.now()
        FROM pg_catalog.unnest($2) AS w
-      WHERE t.id = w.id AND t.row_version = w.row_version
-        AND mlplat._epoch_current(%L, $1)
+      WHERE t.id = w.id AND mlplat._writeback_holds(t.row_version, w.row_version, %L, $1)
      RETURNING t.id, t.status', p_table, p_table) USING p_epoch, p_rows;
 END $$;
 REVOKE ALL ON FUNCTION mlplat._status_writeback_set(text, bigint, anyarray) FROM PUBLIC;
@@ -350,8 +348,7 @@ BEGIN
            row_version = r.row_version + 1,
            updated_at = pg_catalog.now()
       FROM pg_catalog.unnest(p_rows) AS w
-     WHERE r.id = w.id AND r.row_version = w.row_version
-       AND mlplat._epoch_current('runs', p_epoch)
+     WHERE r.id = w.id AND mlplat._writeback_holds(r.row_version, w.row_version, 'runs', p_epoch)
     RETURNING r.id, r.project_id, r.attempt, w.nodes
   LOOP
     id := u.id;
