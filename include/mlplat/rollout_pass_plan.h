@@ -62,6 +62,14 @@ typedef struct MlRolloutPassPlan
 } MlRolloutPassPlan;
 
 /*
+ * A request count as the evidence holds it, from a metric's value: rounded
+ * to the nearest whole number, 0 at or below zero, held at INT64_MAX from
+ * 2^63 up (a double beyond int64's range has no defined conversion in C, and
+ * a hostile or broken Prometheus can answer 1e300).
+ */
+extern int64_t ml_rollout_count(double value);
+
+/*
  * Build the evidence of in->observation, hash it, call plan_rollout's core and
  * ml_rollout_after_plan.  ML_ROLLOUT_OK also when plan_rollout refused (see
  * out->refused); ML_ROLLOUT_NOMEM when the arena said no.

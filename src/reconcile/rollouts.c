@@ -409,8 +409,8 @@ add_metrics(Rollout *r, MlJsonArena *arena)
 		}
 		if (have[M_REQUESTS])
 		{
-			int64 req = (int64) llround(v[M_REQUESTS]);
-			int64 err = have[M_ERRORS] ? Min((int64) llround(v[M_ERRORS]), req) : 0;
+			int64 req = ml_rollout_count(v[M_REQUESTS]);
+			int64 err = have[M_ERRORS] ? Min(ml_rollout_count(v[M_ERRORS]), req) : 0;
 
 			/* without an error count the requests cannot be judged: leave both out */
 			if (have[M_ERRORS])

@@ -4,6 +4,7 @@
  * include/mlplat/rollout_pass_plan.h).  Pure C.
  */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,6 +131,14 @@ count_at(const MlJsonValue *obj, const char *key)
 	if (v->u.number.value < -9223372036854775808.0)
 		return INT64_MIN;
 	return (int64_t) v->u.number.value;
+}
+
+int64_t
+ml_rollout_count(double value)
+{
+	if (!(value < 9223372036854775808.0)) /* 2^63, and NaN */
+		return INT64_MAX;
+	return value <= 0 ? 0 : (int64_t) llround(value);
 }
 
 static bool

@@ -13,6 +13,7 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 #include "mlplat/rollout_pass_plan.h"
@@ -163,6 +164,15 @@ main(int argc, char **argv)
 		   strstr(out.evidence, "\"contract_content_id\":null") != NULL,
 	   "refused: a contract without its content id");
 	ml_json_arena_free(a);
+
+	/* a metric's value as a request count: rounded, never negative, held below 2^63 */
+	ok(ml_rollout_count(199.5) == 200 && ml_rollout_count(0.4) == 0 && ml_rollout_count(0) == 0,
+	   "count: rounded to the nearest whole number");
+	ok(ml_rollout_count(9223372036854775808.0) == INT64_MAX && ml_rollout_count(1e300) == INT64_MAX &&
+		   ml_rollout_count(HUGE_VAL) == INT64_MAX && ml_rollout_count(NAN) == INT64_MAX,
+	   "count: from 2^63 up (and NaN) held at INT64_MAX, not converted");
+	ok(ml_rollout_count(9223372036854774784.0) == INT64_C(9223372036854774784) && ml_rollout_count(-3) == 0,
+	   "count: the largest double below 2^63 kept exactly; a negative value is 0");
 	for (int i = 2; i < argc; i++)
 		unit_tap_replay(argv[i], mlfuzz_check_rollout_pass_plan);
 	return unit_tap_end();
