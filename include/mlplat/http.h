@@ -117,6 +117,16 @@ extern MlplatHttpRequest *mlplat_http_batch_get(const MlplatHttpBatch *batch, in
  * after a crash) unless the batch was created for a SQL test hook.
  */
 extern void mlplat_http_batch_run(MlplatHttpBatch *batch);
+/*
+ * As mlplat_http_batch_run, and each(arg) is called from inside the run once
+ * at least `every` of its requests completed since the last call, after the
+ * freed slots were filled again (never when the batch is about to end): the
+ * caller may open and commit a transaction there (write back what finished)
+ * while the server works on the requests in flight.  each must not run or
+ * free this batch; an ERROR from it ends the run as any other.
+ */
+typedef void (*MlplatHttpEach)(void *arg);
+extern void mlplat_http_batch_run_each(MlplatHttpBatch *batch, int every, MlplatHttpEach each, void *arg);
 extern void mlplat_http_batch_free(MlplatHttpBatch *batch);
 /*
  * Make run return as soon as one request completes or the process latch is

@@ -72,6 +72,10 @@ struct MlplatHttpBatch
 	bool running;
 	bool first_only; /* return at the first completion or wake-up */
 	bool background; /* started by mlplat_http_batch_start: runs while others wait */
+	/* mlplat_http_batch_run_each: called every each_every completions, slots refilled */
+	MlplatHttpEach each;
+	void *each_arg;
+	int each_every;
 	MemoryContextCallback cleanup;
 };
 
@@ -901,6 +905,7 @@ run_loop(MlplatHttpBatch *b)
 	int next = 0;
 	int active = 0;
 	int cap = Max(mlplat_http_max_concurrency, 1);
+	int unreported = 0;
 
 	for (;;)
 	{
@@ -913,6 +918,7 @@ run_loop(MlplatHttpBatch *b)
 		 */
 		n = drain_completed(b);
 		active -= n;
+		unreported += n;
 		if (b->first_only && (n > 0 || http_latch_seen))
 			break;
 		while (active < cap && next < b->n)
@@ -926,6 +932,16 @@ run_loop(MlplatHttpBatch *b)
 		}
 		if (active == 0 && next >= b->n)
 			break;
+		/*
+		 * The slots are full again: the caller's work on what finished (SQL)
+		 * runs while the server answers the requests in flight.  Their
+		 * answers wait in the sockets until the next wait_step.
+		 */
+		if (b->each && unreported >= b->each_every)
+		{
+			unreported = 0;
+			b->each(b->each_arg);
+		}
 
 		CHECK_FOR_INTERRUPTS();
 		wait_step(MAX_WAIT_MS);
@@ -1032,6 +1048,23 @@ mlplat_http_drive(long ms)
 	if (latch)
 		SetLatch(MyLatch);
 	return http_background_moved;
+}
+
+void
+mlplat_http_batch_run_each(MlplatHttpBatch *b, int every, MlplatHttpEach each, void *arg)
+{
+	b->each = each;
+	b->each_arg = arg;
+	b->each_every = Max(every, 1);
+	PG_TRY();
+	{
+		mlplat_http_batch_run(b);
+	}
+	PG_FINALLY();
+	{
+		b->each = NULL;
+	}
+	PG_END_TRY();
 }
 
 void

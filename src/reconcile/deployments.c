@@ -19,7 +19,9 @@
  *   3. decide per deployment (pure: deployment_decide), then run every apply
  *      (Server-Side Apply, force) and delete concurrently in one batch; the
  *      first apply of a revision waits for its artifact check (artifact.c),
- *      whose requests join that batch, and is applied in a second one;
+ *      whose requests join that batch, and is applied in a second one, whose
+ *      answered applies are written back in parts of APPLIED_PART_ROWS while
+ *      the rest are in flight (the last part after it);
  *   4. write back in a new short transaction: compare-and-swap on the row
  *      version and the leader epoch, plus a ledger row per external write —
  *      one statement for all rows, one for the ledger, one for the spans, and
@@ -172,6 +174,7 @@ typedef struct Deployment
 	bool first_apply;
 	MlplatArtifactCheck *check;
 	MlplatSpan *check_span;
+	bool written_back;			/* its apply's answer was written back during the batch (apply_checked) */
 	const char *ledger_desired; /* ledger digests and note, when not the spec's */
 	const char *ledger_observed;
 	char *ledger_note;
@@ -1032,6 +1035,46 @@ note_requests(MlplatPassWork *w, List *deps)
 }
 
 /*
+ * A converge's batch of first applies is up to mlplat.pass_row_limit long: its
+ * answered applies are written back in parts of this many rows (one short
+ * transaction each, compare-and-swap on the row and the epoch as always) from
+ * inside the batch's run, while the requests in flight keep the server busy,
+ * instead of all at the end, where the apply window had drained (0.2-0.3 s a
+ * chunk of 1,000 at 10,000 deployments, docs/benchmarks.md).
+ */
+#define APPLIED_PART_ROWS 100
+
+typedef struct AppliedPart
+{
+	MlplatPass *pass;
+	List *deps; /* the batch's rows */
+	List *part; /* scratch */
+} AppliedPart;
+
+/* mlplat_http_batch_run_each: write back the rows whose apply has answered */
+static void
+write_back_answered(void *arg)
+{
+	AppliedPart *a = arg;
+	ListCell *lc;
+
+	a->part = NIL;
+	foreach (lc, a->deps)
+	{
+		Deployment *d = lfirst(lc);
+
+		if (d->req && d->req->done && !d->written_back)
+		{
+			apply_result(d, a->pass);
+			d->written_back = true;
+			a->part = lappend(a->part, d);
+		}
+	}
+	write_back(a->pass, a->part, NIL, false);
+	list_free(a->part);
+}
+
+/*
  * Finish the artifact checks of the first applies this pass held back, apply
  * those whose artifact is verified (one batch, counted in w->creates), record
  * the others, and write them back.
@@ -1042,6 +1085,7 @@ apply_checked(MlplatPassWork *w, List *deps, List *checks)
 	MlplatPass *pass = w->pass;
 	MlplatHttpBatch *batch;
 	List *checked = NIL;
+	List *rest = NIL;
 	ListCell *lc;
 
 	mlplat_artifact_finish(pass, checks);
@@ -1136,15 +1180,22 @@ apply_checked(MlplatPassWork *w, List *deps, List *checks)
 	}
 	if (!note_requests(w, checked))
 		return;
-	mlplat_http_batch_run(batch);
+	{
+		AppliedPart part = { pass, checked, NIL };
+
+		/* the applies answered are written back in parts while the rest are in flight */
+		mlplat_http_batch_run_each(batch, APPLIED_PART_ROWS, write_back_answered, &part);
+	}
 	foreach (lc, checked)
 	{
 		Deployment *d = lfirst(lc);
 
-		if (d->req)
+		if (d->req && !d->written_back)
 			apply_result(d, pass);
+		if (!d->written_back)
+			rest = lappend(rest, d);
 	}
-	write_back(pass, checked, NIL, false);
+	write_back(pass, rest, NIL, false);
 }
 
 /* ---------------------------------------------------------------- the watch cache */
