@@ -103,8 +103,8 @@ if ((SANITIZE)); then
 	BUILD=$WORK/build
 	mkdir -p "$BUILD"
 	(cd "$SRC" && git ls-files -co --exclude-standard -z | xargs -0 cp --parents -t "$BUILD")
-	MAKE_FLAGS+=(MLPLAT_CFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -O1"
-		MLPLAT_LDFLAGS="-fsanitize=address,undefined")
+	MAKE_FLAGS+=(MLPLAT_CFLAGS="-fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=undefined,float-cast-overflow -fno-omit-frame-pointer -O1"
+		MLPLAT_LDFLAGS="-fsanitize=address,undefined,float-cast-overflow")
 fi
 log "build ($([ $SANITIZE = 1 ] && echo 'ASan+UBSan' || echo 'normal'))"
 t0=$SECONDS

@@ -11,7 +11,7 @@ cd "$(dirname "$0")/../.."
 out=build/unit
 mkdir -p "$out"
 cc=${CC:-cc}
-san=${MLPLAT_UNIT_CFLAGS--fsanitize=address,undefined -fno-sanitize-recover=all}
+san=${MLPLAT_UNIT_CFLAGS--fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=all}
 # The same warnings the extension is built with, plus what PostgreSQL adds.
 flags="-std=gnu99 -O1 -g -Wall -Wextra -Werror -Wno-unused-parameter -Wno-sign-compare
        -Wmissing-prototypes -Wdeclaration-after-statement -Iinclude -Ifuzz"
