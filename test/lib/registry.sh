@@ -4,10 +4,11 @@
 # stand-in's STANDIN_URL and STANDIN_TOKEN are read when a function runs).
 
 # registry_connect [URL [TOKEN_FILE]] — mlplat pointed at the registry at URL (the stand-in's,
-# $STANDIN_URL, by default) with the bearer token in TOKEN_FILE ($STANDIN_TOKEN_FILE), reloaded
+# $STANDIN_URL, by default) with the bearer token in TOKEN_FILE ($STANDIN_TOKEN_FILE when not
+# given; an empty one: no bearer token, as with HTTP Basic), reloaded
 registry_connect() {
 	$PSQL -d "$DB" -c "ALTER SYSTEM SET mlplat.registry_url = '${1:-$STANDIN_URL}'" \
-		-c "ALTER SYSTEM SET mlplat.registry_token_file = '${2:-$STANDIN_TOKEN_FILE}'" -c "SELECT pg_reload_conf()" >/dev/null
+		-c "ALTER SYSTEM SET mlplat.registry_token_file = '${2-$STANDIN_TOKEN_FILE}'" -c "SELECT pg_reload_conf()" >/dev/null
 }
 
 # registry_disconnect — mlplat without a registry again: every registry setting and the

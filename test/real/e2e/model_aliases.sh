@@ -33,8 +33,7 @@ for v in 1 2; do
 	SHA=$(printf "iris-v$v" | sha256sum | cut -d' ' -f1)
 	q $DB "SELECT mlplat.register_model_version('realalias', 'iris', '$v', 's3://models/iris/$v', '$SHA', 'kserve-sklearnserver', 'sklearn')" >/dev/null
 done
-$PSQL -d $DB -c "ALTER SYSTEM SET mlplat.registry_url = '$REAL_MLFLOW'" \
-	-c "ALTER SYSTEM SET mlplat.registry_token_file = '$RD/token'" -c "SELECT pg_reload_conf()" >/dev/null
+registry_connect "$REAL_MLFLOW" "$RD/token"
 q $DB "SELECT mlplat.set_model_stage('realalias', 'iris', '1', 'CANDIDATE')" >/dev/null
 wait_for $DB "SELECT status FROM mlplat.model_aliases WHERE $MINE AND alias = 'candidate'" SYNCED 60
 rc=$?
@@ -89,9 +88,8 @@ MLFLOW_USER=admin:$REAL_MLFLOW_ADMIN_PASSWORD
 MLFLOW_URL=$REAL_MLFLOW # the restarted server listens on a new port
 # no token (the test cluster plants one in its configuration); a refused alias (FAILED)
 # is retried after min(30 s, mlplat.backoff_max): soon, here
-$PSQL -d $DB -c "ALTER SYSTEM SET mlplat.registry_url = '$REAL_MLFLOW'" -c "ALTER SYSTEM SET mlplat.registry_token_file = ''" \
-	-c "ALTER SYSTEM SET mlplat.registry_basic_auth_file = '$RD/basic'" -c "ALTER SYSTEM SET mlplat.backoff_max = '2s'" \
-	-c "SELECT pg_reload_conf()" >/dev/null
+$PSQL -d $DB -c "ALTER SYSTEM SET mlplat.registry_basic_auth_file = '$RD/basic'" -c "ALTER SYSTEM SET mlplat.backoff_max = '2s'" >/dev/null
+registry_connect "$REAL_MLFLOW" ""
 q $DB "SELECT mlplat.set_model_stage('realalias', 'iris', '1', 'CANDIDATE')" >/dev/null
 wait_for $DB "SELECT status FROM mlplat.model_aliases WHERE $MINE AND alias = 'candidate'" SYNCED 60
 rc=$?
