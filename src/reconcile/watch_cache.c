@@ -518,6 +518,14 @@ stream_ended(void *arg, MlplatHttpRequest *req)
 	char rv[64];
 	size_t complete;
 
+	/*
+	 * Not resumed without a usable configuration for the server it watched:
+	 * this runs in the worker's wait, outside any pass, where the request's
+	 * ERROR would end the worker (a reload that cleared mlplat.kube_url did).
+	 * The next pass's sync judges it (idle without a cluster, else a restart).
+	 */
+	if (mlplat_kube_base_url() == NULL || wc->url == NULL || strcmp(wc->url, mlplat_kube_url) != 0)
+		return false;
 	/* the sync's rules: an answer that began resumes, unless it ended at once, empty */
 	if (req != wc->req || !wc->filled || wc->relist || wc->overflow || req->status != 200 ||
 		(!wc->received && req->elapsed_ms < WATCH_EMPTY_MS) || !last_line_version(wc, rv, &complete))
