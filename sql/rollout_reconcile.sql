@@ -198,7 +198,7 @@ BEGIN
     'desired_capacity', p_target_replicas + p_previous_replicas);
 END $$;
 CREATE TEMP TABLE evidence_cases AS
-SELECT n, f, tr, pr, o::jsonb AS o, tkn, pkn FROM (VALUES
+SELECT n, f::numeric AS f, tr, pr, o::jsonb AS o, tkn, pkn FROM (VALUES
   -- as the pass writes them: times to the millisecond, p95 with three decimals
   (1, '0.1', 1, 1, '{"observed_at": 1764842401.25, "ready": true, "latest_ready_kn": "a-2", "load": "UpToDate",
     "traffic": [{"revision": "a-2", "percent": 10}, {"revision": "a-1", "percent": 90}],

@@ -99,14 +99,14 @@ REVOKE ALL ON FUNCTION mlplat._rollout_decide(text, text, numeric, text, text, b
 
 -- The seam (src/reconcile/seam.c): the claim returns mlplat.rollout_claim rows, which C reads
 -- by name, with what the pass's decision needs (requested_action, the ledger's fraction as
--- decimal text, window_started).  The write-back (_rollouts_writeback_set, below) calls
+-- numeric, which C reads as numeric_out's decimal text, window_started).  The write-back (_rollouts_writeback_set, below) calls
 -- _rollouts_observe for each rollout: it applies the pass's decision and records (see
 -- docs/rollouts.md).
 CREATE TYPE mlplat.rollout_claim AS (
   id bigint, project text, namespace text, name text, status text /* STATUS rollout */, row_version bigint,
   spec text, want_percent int, target_revision int, target_kn text, previous_kn text,
   window_start_ms bigint, window_seconds int, decide_at_ms bigint, attempts int, due boolean,
-  traceparent text, metrics_preset text, requested_action text, fraction text, window_started boolean,
+  traceparent text, metrics_preset text, requested_action text, fraction numeric, window_started boolean,
   contract text, target_replicas int, previous_replicas int);
 
 -- Claim: every active rollout, with the target's manifest, what the pass must do and what
@@ -124,7 +124,7 @@ BEGIN
          (CASE WHEN c.want < 0 THEN c.spec
                ELSE pg_catalog.jsonb_set(c.spec, '{spec,predictor,canaryTrafficPercent}', pg_catalog.to_jsonb(c.want)) END)::text,
          c.want, c.target_revision, c.target_kn, c.previous_kn, c.window_start_ms, c.window_seconds, c.decide_at_ms,
-         c.attempts, c.due, c.traceparent, c.metrics_preset, c.requested_action, c.fraction::text, c.window_started,
+         c.attempts, c.due, c.traceparent, c.metrics_preset, c.requested_action, c.fraction, c.window_started,
          c.contract::text, c.target_replicas, c.previous_replicas
     FROM (
   SELECT f.*, mlplat._rollout_want_percent(f.status, f.requested_action, f.fraction) AS want
@@ -150,13 +150,13 @@ END $$;
 REVOKE ALL ON FUNCTION mlplat._rollouts_claim() FROM PUBLIC;
 
 -- A due decision, as the pass makes it (C, src/rollout/pass_plan.c; the pass calls it
--- directly, this is its SQL face for the tests): from the claimed contract, fraction (as the
--- claim's text) and replica counts, and one observation with its metrics, the evidence record
+-- directly, this is its SQL face for the tests): from the claimed contract, fraction (the
+-- claim's numeric) and replica counts, and one observation with its metrics, the evidence record
 -- with its content id (time texts epoch seconds with millisecond precision, no trailing
 -- zeros), plan_rollout's output on it, and the rollout after it (ml_rollout_after_plan's
 -- fields); or refused: why plan_rollout refused the evidence.  The fields of the write-back
 -- row a DECIDE step carries.
-CREATE FUNCTION mlplat._rollout_pass_plan(p_contract jsonb, p_fraction text, p_target_replicas int,
+CREATE FUNCTION mlplat._rollout_pass_plan(p_contract jsonb, p_fraction numeric, p_target_replicas int,
                                           p_previous_replicas int, p_obs jsonb, p_target_kn text,
                                           p_previous_kn text, p_window_seconds int,
                                           OUT evidence jsonb, OUT plan jsonb, OUT decision text,
@@ -165,7 +165,7 @@ CREATE FUNCTION mlplat._rollout_pass_plan(p_contract jsonb, p_fraction text, p_t
                                           OUT keep_window boolean, OUT recheck_at_ms bigint, OUT refused text)
 LANGUAGE C IMMUTABLE
 AS 'MODULE_PATHNAME', 'mlplat_rollout_pass_plan';
-REVOKE ALL ON FUNCTION mlplat._rollout_pass_plan(jsonb, text, int, int, jsonb, text, text, int) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mlplat._rollout_pass_plan(jsonb, numeric, int, int, jsonb, text, text, int) FROM PUBLIC;
 
 -- Append one transition (transaction open, rollout row locked).  Returns false when
 -- a transition on this evidence is already recorded: a replay, nothing to apply.

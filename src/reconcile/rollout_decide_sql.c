@@ -186,7 +186,7 @@ jsonb_tree_arg(FunctionCallInfo fcinfo, int n, MlJsonArena *arena)
 }
 
 /*
- * mlplat._rollout_pass_plan(contract jsonb, fraction text, target_replicas int,
+ * mlplat._rollout_pass_plan(contract jsonb, fraction numeric, target_replicas int,
  *   previous_replicas int, observation jsonb, target_kn text, previous_kn text,
  *   window_seconds int) → (evidence, plan, decision, reasons, next_fraction, plan_status,
  *   plan_reason, keep_window, recheck_at_ms, refused): the DECIDE step's fields of
@@ -200,7 +200,8 @@ mlplat_rollout_pass_plan(PG_FUNCTION_ARGS)
 	const MlJsonValue *at = ml_json_object_get(obs, "observed_at");
 	MlRolloutPassPlanIn in = {
 		.contract = jsonb_tree_arg(fcinfo, 0, arena),
-		.fraction = TEXT_ARG(1),
+		/* the numeric's own decimal text, as the pass reads the claim's (seam.c) */
+		.fraction = PG_ARGISNULL(1) ? NULL : DatumGetCString(DirectFunctionCall1(numeric_out, PG_GETARG_DATUM(1))),
 		.target_replicas = PG_ARGISNULL(2) ? 0 : PG_GETARG_INT32(2),
 		.previous_replicas = PG_ARGISNULL(3) ? 0 : PG_GETARG_INT32(3),
 		.observation = obs,

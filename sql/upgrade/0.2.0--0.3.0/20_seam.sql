@@ -381,6 +381,6 @@ CREATE TYPE mlplat.rollout_claim AS (
   id bigint, project text, namespace text, name text, status text /* STATUS rollout */, row_version bigint,
   spec text, want_percent int, target_revision int, target_kn text, previous_kn text,
   window_start_ms bigint, window_seconds int, decide_at_ms bigint, attempts int, due boolean,
-  traceparent text, metrics_preset text, requested_action text, fraction text, window_started boolean,
+  traceparent text, metrics_preset text, requested_action text, fraction numeric, window_started boolean,
   contract text, target_replicas int, previous_replicas int);
 

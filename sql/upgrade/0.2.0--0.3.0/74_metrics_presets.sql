@@ -75,7 +75,7 @@ BEGIN
          (CASE WHEN c.want < 0 THEN c.spec
                ELSE pg_catalog.jsonb_set(c.spec, '{spec,predictor,canaryTrafficPercent}', pg_catalog.to_jsonb(c.want)) END)::text,
          c.want, c.target_revision, c.target_kn, c.previous_kn, c.window_start_ms, c.window_seconds, c.decide_at_ms,
-         c.attempts, c.due, c.traceparent, c.metrics_preset, c.requested_action, c.fraction::text, c.window_started,
+         c.attempts, c.due, c.traceparent, c.metrics_preset, c.requested_action, c.fraction, c.window_started,
          c.contract::text, c.target_replicas, c.previous_replicas
     FROM (
   SELECT f.*, mlplat._rollout_want_percent(f.status, f.requested_action, f.fraction) AS want

@@ -6,13 +6,13 @@
 DROP FUNCTION mlplat._rollout_evidence(jsonb, numeric, int, int, jsonb, text, text);
 
 -- A due decision, as the pass makes it (C, src/rollout/pass_plan.c; the pass calls it
--- directly, this is its SQL face for the tests): from the claimed contract, fraction (as the
--- claim's text) and replica counts, and one observation with its metrics, the evidence record
+-- directly, this is its SQL face for the tests): from the claimed contract, fraction (the
+-- claim's numeric) and replica counts, and one observation with its metrics, the evidence record
 -- with its content id (time texts epoch seconds with millisecond precision, no trailing
 -- zeros), plan_rollout's output on it, and the rollout after it (ml_rollout_after_plan's
 -- fields); or refused: why plan_rollout refused the evidence.  The fields of the write-back
 -- row a DECIDE step carries.
-CREATE FUNCTION mlplat._rollout_pass_plan(p_contract jsonb, p_fraction text, p_target_replicas int,
+CREATE FUNCTION mlplat._rollout_pass_plan(p_contract jsonb, p_fraction numeric, p_target_replicas int,
                                           p_previous_replicas int, p_obs jsonb, p_target_kn text,
                                           p_previous_kn text, p_window_seconds int,
                                           OUT evidence jsonb, OUT plan jsonb, OUT decision text,
@@ -21,4 +21,4 @@ CREATE FUNCTION mlplat._rollout_pass_plan(p_contract jsonb, p_fraction text, p_t
                                           OUT keep_window boolean, OUT recheck_at_ms bigint, OUT refused text)
 LANGUAGE C IMMUTABLE
 AS 'MODULE_PATHNAME', 'mlplat_rollout_pass_plan';
-REVOKE ALL ON FUNCTION mlplat._rollout_pass_plan(jsonb, text, int, int, jsonb, text, text, int) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mlplat._rollout_pass_plan(jsonb, numeric, int, int, jsonb, text, text, int) FROM PUBLIC;
