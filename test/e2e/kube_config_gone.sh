@@ -32,7 +32,7 @@ wait_for $DB "SELECT count(*) FROM mlplat.reconciler_health WHERE kind = 'projec
               AND status LIKE '%no Kubernetes cluster configured%'" 1 30
 tap_ok $? "without mlplat.kube_url the projects leader says so ($(q $DB "SELECT status FROM mlplat.reconciler_health WHERE kind = 'projects' AND role IN ('leader', 'idle')"))"
 sleep 8
-tap_is "$(q $DB "$PIDS")" "$before" "every reconciler keeps its pid over 8 s without a configuration (no exit, no restart)"
+tap_same "$before" "$(q $DB "$PIDS")" "every reconciler keeps its pid over 8 s without a configuration (no exit, no restart)"
 tap_is "$(tail -n +"$((lines + 1))" "$LOG" | grep -c -e 'no usable Kubernetes configuration' -e 'exited with exit code')" 0 \
 	"no 'no usable Kubernetes configuration' error and no worker exit in the server log"
 [ "$(q $DB "$PIDS")" = "$before" ] || tail -n +"$((lines + 1))" "$LOG" | grep -e 'usable' -e 'exit code' | head -5 | sed 's/^/# /'
@@ -41,5 +41,5 @@ kube_url "RESET mlplat.kube_url"
 q $DB "SELECT mlplat.create_project('kcg2', 0)" >/dev/null
 wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'kcg2'" READY 30
 tap_ok $? "with the configuration back a new project is READY"
-tap_is "$(q $DB "$PIDS")" "$before" "... reconciled by the same workers ($(q $DB "$LEADERS"))"
+tap_same "$before" "$(q $DB "$PIDS")" "... reconciled by the same workers ($(q $DB "$LEADERS"))"
 tap_done
