@@ -23,6 +23,7 @@
 
 #include "mlplat/json.h"
 #include "mlplat/kube_response.h"
+#include "props.h"
 
 static bool
 printable_line(const char *s, size_t bound)
@@ -183,17 +184,4 @@ check(const uint8_t *data, size_t size)
 	return bad;
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-int
-LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
-{
-	const char *bad = check(data, size);
-
-	if (bad != NULL)
-	{
-		fprintf(stderr, "property violated: %s\n", bad);
-		abort();
-	}
-	return 0;
-}
+MLFUZZ_TARGET(check)

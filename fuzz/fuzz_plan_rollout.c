@@ -21,7 +21,8 @@
  * the tree's canonical content id whatever the values; every number read
  * again by ml_json_number_view equals the parser's.
  *
- * Built with -DMLPLAT_NO_FUZZ_MAIN the file provides only the property.
+ * Built with -DMLPLAT_NO_FUZZ_MAIN the file provides only the property
+ * (MLFUZZ_TARGET in props.h).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -31,6 +32,7 @@
 #include "mlplat/canonical.h"
 #include "mlplat/json.h"
 #include "mlplat/rollout.h"
+#include "props.h"
 
 const char *mlfuzz_check_plan_rollout(const uint8_t *data, size_t size);
 
@@ -375,19 +377,4 @@ mlfuzz_check_plan_rollout(const uint8_t *data, size_t size)
 	return bad;
 }
 
-#ifndef MLPLAT_NO_FUZZ_MAIN
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-int
-LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
-{
-	const char *bad = mlfuzz_check_plan_rollout(data, size);
-
-	if (bad != NULL)
-	{
-		fprintf(stderr, "property violated: %s\n", bad);
-		abort();
-	}
-	return 0;
-}
-#endif
+MLFUZZ_TARGET(mlfuzz_check_plan_rollout)

@@ -19,7 +19,8 @@
  * non-empty where one is written; ml_rollout_after_plan agrees with the
  * decision it is given.
  *
- * Built with -DMLPLAT_NO_FUZZ_MAIN the file provides only the property.
+ * Built with -DMLPLAT_NO_FUZZ_MAIN the file provides only the property
+ * (MLFUZZ_TARGET in props.h).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -27,6 +28,7 @@
 #include <string.h>
 
 #include "mlplat/rollout_decide.h"
+#include "props.h"
 
 const char *mlfuzz_check_rollout_decide(const uint8_t *data, size_t size);
 
@@ -179,19 +181,4 @@ mlfuzz_check_rollout_decide(const uint8_t *data, size_t size)
 	return bad;
 }
 
-#ifndef MLPLAT_NO_FUZZ_MAIN
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-int
-LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
-{
-	const char *bad = mlfuzz_check_rollout_decide(data, size);
-
-	if (bad)
-	{
-		fprintf(stderr, "property violated: %s\n", bad);
-		abort();
-	}
-	return 0;
-}
-#endif
+MLFUZZ_TARGET(mlfuzz_check_rollout_decide)

@@ -25,7 +25,8 @@
  * status after it is one ml_rollout_after_plan gives for the decision; and
  * the same input in a fresh arena gives the same result, byte for byte.
  *
- * Built with -DMLPLAT_NO_FUZZ_MAIN the file provides only the property.
+ * Built with -DMLPLAT_NO_FUZZ_MAIN the file provides only the property
+ * (MLFUZZ_TARGET in props.h).
  */
 #include <math.h>
 #include <stdint.h>
@@ -36,6 +37,7 @@
 #include "mlplat/canonical.h"
 #include "mlplat/json.h"
 #include "mlplat/rollout_pass_plan.h"
+#include "props.h"
 
 const char *mlfuzz_check_rollout_pass_plan(const uint8_t *data, size_t size);
 
@@ -365,19 +367,4 @@ mlfuzz_check_rollout_pass_plan(const uint8_t *data, size_t size)
 	return bad;
 }
 
-#ifndef MLPLAT_NO_FUZZ_MAIN
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-int
-LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
-{
-	const char *bad = mlfuzz_check_rollout_pass_plan(data, size);
-
-	if (bad)
-	{
-		fprintf(stderr, "property violated: %s\n", bad);
-		abort();
-	}
-	return 0;
-}
-#endif
+MLFUZZ_TARGET(mlfuzz_check_rollout_pass_plan)

@@ -11,6 +11,31 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/*
+ * The libFuzzer entry point of a target whose property is check (a function
+ * of (data, size) returning NULL or what broke): a violated property aborts,
+ * so libFuzzer saves the input as a crash.  Built with -DMLPLAT_NO_FUZZ_MAIN
+ * (the unit tests, which replay the property themselves) it is left out.
+ */
+#ifdef MLPLAT_NO_FUZZ_MAIN
+#define MLFUZZ_TARGET(check)
+#else
+#define MLFUZZ_TARGET(check) \
+	int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size); \
+	int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) \
+	{ \
+		const char *bad_ = check(data, size); \
+		if (bad_ != NULL) \
+		{ \
+			fprintf(stderr, "property violated: %s\n", bad_); \
+			abort(); \
+		} \
+		return 0; \
+	}
+#endif
 
 /* parse never crashes; errors carry a message and an in-range offset */
 extern const char *mlfuzz_check_parse(const uint8_t *data, size_t size);
