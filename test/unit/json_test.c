@@ -1,11 +1,10 @@
 /*
  * json_test.c — plain-C unit test of src/json (no PostgreSQL), TAP output.
  *
- * Usage: json_test [regressions-dir]
+ * Usage: json_test [first-test-number [regressions-dir]]
  * Every file in the regressions directory (fuzz/regressions/ by default) is
  * replayed through all the fuzz properties (fuzz/props.c).
  */
-#include <dirent.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -17,19 +16,16 @@
 #include "mlplat/spec_diff.h"
 #include "mlplat/validate.h"
 #include "props.h"
+#include "unit_tap.h"
 
-static int tests_run = 0;
-static int tests_failed = 0;
-
+/* a result whose description is fmt with one string in it */
 static void
-ok(int cond, const char *fmt, const char *arg)
+ok_fmt(int cond, const char *fmt, const char *arg)
 {
-	tests_run++;
-	if (!cond)
-		tests_failed++;
-	printf("%s %d - ", cond ? "ok" : "not ok", tests_run);
-	printf(fmt, arg);
-	printf("\n");
+	char what[1024];
+
+	snprintf(what, sizeof(what), fmt, arg);
+	ok(cond, what);
 }
 
 /* ---- canonical form --------------------------------------------------- */
@@ -162,7 +158,7 @@ test_canonical(void)
 		char *c = v ? ml_json_canonical(a, v, NULL, &err) : NULL;
 
 		snprintf(name, sizeof(name), "canonical %.60s", canon_cases[i].in);
-		ok(c != NULL && strcmp(c, canon_cases[i].out) == 0, "%s", name);
+		ok_fmt(c != NULL && strcmp(c, canon_cases[i].out) == 0, "%s", name);
 		if (c != NULL && strcmp(c, canon_cases[i].out) != 0)
 			printf("# got      %s\n# expected %s\n", c, canon_cases[i].out);
 		else if (c == NULL)
@@ -178,15 +174,15 @@ test_canonical(void)
 		ml_json_format_number(d, buf);
 		snprintf(name, sizeof(name), "number %016llx -> %s",
 				 (unsigned long long) number_cases[i].bits, number_cases[i].out);
-		ok(strcmp(buf, number_cases[i].out) == 0, "%s", name);
+		ok_fmt(strcmp(buf, number_cases[i].out) == 0, "%s", name);
 		if (strcmp(buf, number_cases[i].out) != 0)
 			printf("# got %s\n", buf);
 	}
 	{
 		char buf[32];
 
-		ok(ml_json_format_number(NAN, buf) == 0, "%s", "NaN has no JSON form");
-		ok(ml_json_format_number(INFINITY, buf) == 0, "%s", "Infinity has no JSON form");
+		ok_fmt(ml_json_format_number(NAN, buf) == 0, "%s", "NaN has no JSON form");
+		ok_fmt(ml_json_format_number(INFINITY, buf) == 0, "%s", "Infinity has no JSON form");
 	}
 }
 
@@ -204,8 +200,8 @@ test_errors(void)
 
 		snprintf(name, sizeof(name), "rejects case %zu (code %d at offset %zu)", i,
 				 (int) error_cases[i].code, error_cases[i].offset);
-		ok(v == NULL && err.code == error_cases[i].code && err.offset == error_cases[i].offset,
-		   "%s", name);
+		ok_fmt(v == NULL && err.code == error_cases[i].code && err.offset == error_cases[i].offset,
+			   "%s", name);
 		if (!(v == NULL && err.code == error_cases[i].code && err.offset == error_cases[i].offset))
 			printf("# got %s code %d offset %zu: %s\n", v ? "success" : "error",
 				   (int) err.code, err.offset, err.message);
@@ -220,16 +216,16 @@ test_errors(void)
 		MlJsonLimits small = { 0, 4 };
 		char deep[2000];
 
-		ok(ml_json_parse(a, "[[[1]]]", 7, &lim, &err) != NULL, "%s", "depth 3 within a limit of 3");
-		ok(ml_json_parse(a, "[[[[1]]]]", 9, &lim, &err) == NULL && err.code == ML_JSON_ERR_LIMIT &&
-			   err.offset == 3,
-		   "%s", "depth 4 over a limit of 3, at offset 3");
-		ok(ml_json_parse(a, "[1,2]", 5, &small, &err) == NULL && err.code == ML_JSON_ERR_LIMIT,
-		   "%s", "size over the byte limit");
+		ok_fmt(ml_json_parse(a, "[[[1]]]", 7, &lim, &err) != NULL, "%s", "depth 3 within a limit of 3");
+		ok_fmt(ml_json_parse(a, "[[[[1]]]]", 9, &lim, &err) == NULL && err.code == ML_JSON_ERR_LIMIT &&
+				   err.offset == 3,
+			   "%s", "depth 4 over a limit of 3, at offset 3");
+		ok_fmt(ml_json_parse(a, "[1,2]", 5, &small, &err) == NULL && err.code == ML_JSON_ERR_LIMIT,
+			   "%s", "size over the byte limit");
 		memset(deep, '[', sizeof(deep));
-		ok(ml_json_parse(a, deep, sizeof(deep), NULL, &err) == NULL && err.code == ML_JSON_ERR_LIMIT &&
-			   err.offset == ML_JSON_DEFAULT_MAX_DEPTH,
-		   "%s", "2000 open brackets hit the default depth limit");
+		ok_fmt(ml_json_parse(a, deep, sizeof(deep), NULL, &err) == NULL && err.code == ML_JSON_ERR_LIMIT &&
+				   err.offset == ML_JSON_DEFAULT_MAX_DEPTH,
+			   "%s", "2000 open brackets hit the default depth limit");
 		ml_json_arena_free(a);
 	}
 }
@@ -243,24 +239,24 @@ test_tree(void)
 	MlJsonValue *v = ml_json_parse(a, doc, strlen(doc), NULL, &err);
 	const MlJsonValue *x;
 
-	ok(v != NULL && v->type == ML_JSON_OBJECT && v->u.object.count == 5, "%s", "object parsed");
-	ok(strcmp(v->u.object.members[0].key, "z") == 0 && strcmp(v->u.object.members[4].key, "i") == 0,
-	   "%s", "members keep insertion order");
+	ok_fmt(v != NULL && v->type == ML_JSON_OBJECT && v->u.object.count == 5, "%s", "object parsed");
+	ok_fmt(strcmp(v->u.object.members[0].key, "z") == 0 && strcmp(v->u.object.members[4].key, "i") == 0,
+		   "%s", "members keep insertion order");
 	x = ml_json_object_get(v, "a");
-	ok(x && x->type == ML_JSON_STRING && x->u.string.len == 3 && memcmp(x->u.string.str, "x\0y", 3) == 0,
-	   "%s", "lookup by key; \\u0000 kept with its length");
+	ok_fmt(x && x->type == ML_JSON_STRING && x->u.string.len == 3 && memcmp(x->u.string.str, "x\0y", 3) == 0,
+		   "%s", "lookup by key; \\u0000 kept with its length");
 	x = ml_json_object_get(v, "n");
-	ok(x && x->type == ML_JSON_NUMBER && x->u.number.value == -125.0 && !x->u.number.is_integer &&
-		   strcmp(x->u.number.text, "-12.50e1") == 0,
-	   "%s", "number keeps source text, value, not integer");
+	ok_fmt(x && x->type == ML_JSON_NUMBER && x->u.number.value == -125.0 && !x->u.number.is_integer &&
+			   strcmp(x->u.number.text, "-12.50e1") == 0,
+		   "%s", "number keeps source text, value, not integer");
 	x = ml_json_object_get(v, "i");
-	ok(x && x->u.number.is_integer && x->u.number.value == 42, "%s", "integer literal flagged");
-	ok(ml_json_object_get(v, "q") == NULL && ml_json_object_get(x, "a") == NULL, "%s",
-	   "missing key and non-object give NULL");
+	ok_fmt(x && x->u.number.is_integer && x->u.number.value == 42, "%s", "integer literal flagged");
+	ok_fmt(ml_json_object_get(v, "q") == NULL && ml_json_object_get(x, "a") == NULL, "%s",
+		   "missing key and non-object give NULL");
 	x = ml_json_object_get(v, "m");
-	ok(x && x->type == ML_JSON_ARRAY && x->u.array.count == 3 && x->u.array.items[0]->u.boolean &&
-		   x->u.array.items[2]->type == ML_JSON_NULL,
-	   "%s", "array of literals");
+	ok_fmt(x && x->type == ML_JSON_ARRAY && x->u.array.count == 3 && x->u.array.items[0]->u.boolean &&
+			   x->u.array.items[2]->type == ML_JSON_NULL,
+		   "%s", "array of literals");
 	ml_json_arena_free(a);
 }
 
@@ -286,8 +282,8 @@ test_content_id(void)
 		y[ML_CONTENT_ID_LEN + 1];
 
 	ml_sha256_hex("abc", 3, x);
-	ok(strcmp(x, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad") == 0, "%s",
-	   "SHA-256(\"abc\") (FIPS 180-2 example)");
+	ok_fmt(strcmp(x, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad") == 0, "%s",
+		   "SHA-256(\"abc\") (FIPS 180-2 example)");
 	{
 		/* a digest resumed from a saved prefix is the digest of the whole text */
 		static const char text[] = "{\"contract_content_id\":\"0123456789abcdef0123456789abcdef01234567"
@@ -298,38 +294,38 @@ test_content_id(void)
 		char other[sizeof(text)];
 
 		ml_sha256_hex(text, sizeof(text) - 1, whole);
-		ok(ml_sha256_prefix(&p, text, 64) &&
-			   ml_sha256_hex_prefixed(&p, text, sizeof(text) - 1, resumed) &&
-			   strcmp(whole, resumed) == 0,
-		   "%s", "SHA-256 resumed after a 64-byte prefix");
+		ok_fmt(ml_sha256_prefix(&p, text, 64) &&
+				   ml_sha256_hex_prefixed(&p, text, sizeof(text) - 1, resumed) &&
+				   strcmp(whole, resumed) == 0,
+			   "%s", "SHA-256 resumed after a 64-byte prefix");
 		memcpy(other, text, sizeof(text));
 		other[30] = 'f';
 		ml_sha256_hex(other, sizeof(other) - 1, whole);
-		ok(ml_sha256_hex_prefixed(&p, other, sizeof(other) - 1, resumed) &&
-			   strcmp(whole, resumed) == 0,
-		   "%s", "a text without the prefix is hashed whole");
-		ok(ml_sha256_hex_prefixed(&p, text, 10, resumed) && ml_sha256_hex(text, 10, whole) &&
-			   strcmp(whole, resumed) == 0,
-		   "%s", "a text shorter than the prefix is hashed whole");
-		ok(ml_sha256_prefix(&p, text, 10) &&
-			   ml_sha256_hex_prefixed(&p, text, sizeof(text) - 1, resumed) &&
-			   ml_sha256_hex(text, sizeof(text) - 1, whole) && strcmp(whole, resumed) == 0,
-		   "%s", "SHA-256 resumed after a prefix shorter than a block");
-		ok(!ml_sha256_prefix(&p, text, 65) && p.len == 0, "%s", "a prefix over 64 bytes is refused");
+		ok_fmt(ml_sha256_hex_prefixed(&p, other, sizeof(other) - 1, resumed) &&
+				   strcmp(whole, resumed) == 0,
+			   "%s", "a text without the prefix is hashed whole");
+		ok_fmt(ml_sha256_hex_prefixed(&p, text, 10, resumed) && ml_sha256_hex(text, 10, whole) &&
+				   strcmp(whole, resumed) == 0,
+			   "%s", "a text shorter than the prefix is hashed whole");
+		ok_fmt(ml_sha256_prefix(&p, text, 10) &&
+				   ml_sha256_hex_prefixed(&p, text, sizeof(text) - 1, resumed) &&
+				   ml_sha256_hex(text, sizeof(text) - 1, whole) && strcmp(whole, resumed) == 0,
+			   "%s", "SHA-256 resumed after a prefix shorter than a block");
+		ok_fmt(!ml_sha256_prefix(&p, text, 65) && p.len == 0, "%s", "a prefix over 64 bytes is refused");
 	}
 	content_id_of(" { } ", NULL, x);
-	ok(strcmp(x, "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a") == 0, "%s",
-	   "content id of {} is SHA-256(\"{}\")");
+	ok_fmt(strcmp(x, "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a") == 0, "%s",
+		   "content id of {} is SHA-256(\"{}\")");
 	content_id_of("{\"b\":1.0,\"a\":[1e2]}", NULL, x);
 	content_id_of("{\"a\":[100],\"b\":1}", NULL, y);
-	ok(strcmp(x, y) == 0 && strlen(x) == 64, "%s", "same meaning, same content id");
+	ok_fmt(strcmp(x, y) == 0 && strlen(x) == 64, "%s", "same meaning, same content id");
 	content_id_of("{\"a\":[100],\"b\":2}", NULL, y);
-	ok(strcmp(x, y) != 0, "%s", "different content, different id");
+	ok_fmt(strcmp(x, y) != 0, "%s", "different content, different id");
 	content_id_of("{\"content_id\":\"abc\",\"a\":[100],\"b\":1}", "content_id", y);
-	ok(strcmp(x, y) == 0, "%s", "content id excluding its own content_id member");
+	ok_fmt(strcmp(x, y) == 0, "%s", "content id excluding its own content_id member");
 	content_id_of("{\"a\":{\"content_id\":1},\"b\":1}", "content_id", x);
 	content_id_of("{\"a\":{},\"b\":1}", NULL, y);
-	ok(strcmp(x, y) != 0, "%s", "only the top-level member is excluded");
+	ok_fmt(strcmp(x, y) != 0, "%s", "only the top-level member is excluded");
 }
 
 /* ---- spec diff -------------------------------------------------------- */
@@ -460,7 +456,7 @@ test_spec_diff(void)
 		if (d && o && ml_spec_diff(a, d, o, &diff, &err))
 			out = ml_spec_diff_to_json(a, &diff, NULL, &err);
 		snprintf(name, sizeof(name), "spec_diff: %s", diff_cases[i].name);
-		ok(out != NULL && strcmp(out, diff_cases[i].expected) == 0, "%s", name);
+		ok_fmt(out != NULL && strcmp(out, diff_cases[i].expected) == 0, "%s", name);
 		if (out == NULL)
 			printf("# error: %s\n", err.message);
 		else if (strcmp(out, diff_cases[i].expected) != 0)
@@ -499,10 +495,10 @@ test_large_keyed_list(void)
 	on += sprintf(obs + on, "]}");
 	d = ml_json_parse(a, des, dn, NULL, &err);
 	o = ml_json_parse(a, obs, on, NULL, &err);
-	ok(d && o && ml_spec_diff(a, d, o, &diff, &err) && diff.count == 1 &&
-		   strcmp(diff.entries[0].path, "env[name=V777].value") == 0,
-	   "%s",
-	   "a 20,000-entry env list is matched by name (one changed value found)");
+	ok_fmt(d && o && ml_spec_diff(a, d, o, &diff, &err) && diff.count == 1 &&
+			   strcmp(diff.entries[0].path, "env[name=V777].value") == 0,
+		   "%s",
+		   "a 20,000-entry env list is matched by name (one changed value found)");
 	free(des);
 	free(obs);
 	ml_json_arena_free(a);
@@ -531,8 +527,8 @@ test_diff_path_limit(void)
 	n += sprintf(des + n, "}}");
 	d = ml_json_parse(a, des, n, NULL, &err);
 	o = ml_json_parse(a, "{}", 2, NULL, &err);
-	ok(d && o && ml_spec_diff(a, d, o, &diff, &err) && diff.count == 1, "%s",
-	   "a missing object is one difference, whatever its size");
+	ok_fmt(d && o && ml_spec_diff(a, d, o, &diff, &err) && diff.count == 1, "%s",
+		   "a missing object is one difference, whatever its size");
 	/* observed has the same long key but none of the 1,000 members */
 	{
 		size_t m = 0;
@@ -546,8 +542,8 @@ test_diff_path_limit(void)
 		o = ml_json_parse(a, obs, m, NULL, &err);
 		free(obs);
 	}
-	ok(d && o && !ml_spec_diff(a, d, o, &diff, &err) && err.code == ML_JSON_ERR_LIMIT, "%s",
-	   "1,000 differences under a 100 kB key exceed the path limit: an error");
+	ok_fmt(d && o && !ml_spec_diff(a, d, o, &diff, &err) && err.code == ML_JSON_ERR_LIMIT, "%s",
+		   "1,000 differences under a 100 kB key exceed the path limit: an error");
 	free(des);
 	ml_json_arena_free(a);
 }
@@ -597,7 +593,7 @@ test_quantities(void)
 		int got = !okq ? -1 : (eq ? 1 : 0);
 
 		snprintf(name, sizeof(name), "quantity %s vs %s -> %d", q[i].a, q[i].b, q[i].eq);
-		ok(got == q[i].eq, "%s", name);
+		ok_fmt(got == q[i].eq, "%s", name);
 		ml_json_arena_free(a);
 	}
 }
@@ -607,18 +603,18 @@ test_quantities(void)
 static void
 test_names(void)
 {
-	ok(mlplat_dns_label_is_valid("abc-1", 5, 63), "%s", "dns label abc-1");
-	ok(!mlplat_dns_label_is_valid("-abc", 4, 63), "%s", "dns label cannot start with -");
-	ok(!mlplat_dns_label_is_valid("Abc", 3, 63), "%s", "dns label is lower case");
-	ok(!mlplat_dns_label_is_valid("abcd", 4, 3), "%s", "dns label over max_len");
-	ok(mlplat_traceparent_is_valid("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"), "%s",
-	   "traceparent (W3C example)");
-	ok(!mlplat_traceparent_is_valid("00-00000000000000000000000000000000-00f067aa0ba902b7-01"), "%s",
-	   "traceparent with an all-zero trace id");
-	ok(mlfuzz_check_names((const uint8_t *) "\x3e"
-											"abc",
-						  4) == NULL,
-	   "%s", "names property on a sample");
+	ok_fmt(mlplat_dns_label_is_valid("abc-1", 5, 63), "%s", "dns label abc-1");
+	ok_fmt(!mlplat_dns_label_is_valid("-abc", 4, 63), "%s", "dns label cannot start with -");
+	ok_fmt(!mlplat_dns_label_is_valid("Abc", 3, 63), "%s", "dns label is lower case");
+	ok_fmt(!mlplat_dns_label_is_valid("abcd", 4, 3), "%s", "dns label over max_len");
+	ok_fmt(mlplat_traceparent_is_valid("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"), "%s",
+		   "traceparent (W3C example)");
+	ok_fmt(!mlplat_traceparent_is_valid("00-00000000000000000000000000000000-00f067aa0ba902b7-01"), "%s",
+		   "traceparent with an all-zero trace id");
+	ok_fmt(mlfuzz_check_names((const uint8_t *) "\x3e"
+												"abc",
+							  4) == NULL,
+		   "%s", "names property on a sample");
 }
 
 /* ---- allocation failure ------------------------------------------------ */
@@ -687,60 +683,15 @@ test_out_of_memory(void)
 		if (f.live != 0)
 			leaks++;
 	}
-	ok(bad == 0, "%s", "allocation failures surface as ML_JSON_ERR_NOMEM");
-	ok(leaks == 0, "%s", "the arena frees every block through the caller's free");
-	ok(succeeded > 0, "%s", "with enough memory the same calls succeed");
-}
-
-/* ---- regressions ------------------------------------------------------ */
-
-static void
-test_regressions(const char *dir)
-{
-	DIR *d = opendir(dir);
-	struct dirent *e;
-	int n = 0;
-
-	if (d == NULL)
-	{
-		ok(0, "open regressions directory %s", dir);
-		return;
-	}
-	while ((e = readdir(d)) != NULL)
-	{
-		char path[4096];
-		FILE *f;
-		uint8_t *buf;
-		long len;
-		const char *bad;
-		char name[512];
-
-		if (e->d_name[0] == '.' || strcmp(e->d_name, "README.md") == 0)
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-		f = fopen(path, "rb");
-		if (f == NULL)
-			continue;
-		fseek(f, 0, SEEK_END);
-		len = ftell(f);
-		fseek(f, 0, SEEK_SET);
-		buf = malloc(len > 0 ? len : 1);
-		if (fread(buf, 1, len, f) != (size_t) len)
-			len = 0;
-		fclose(f);
-		bad = mlfuzz_check_all(buf, (size_t) len);
-		snprintf(name, sizeof(name), "regression %s%s%s", e->d_name, bad ? ": " : "", bad ? bad : "");
-		ok(bad == NULL, "%s", name);
-		free(buf);
-		n++;
-	}
-	closedir(d);
-	printf("# %d regression inputs replayed\n", n);
+	ok_fmt(bad == 0, "%s", "allocation failures surface as ML_JSON_ERR_NOMEM");
+	ok_fmt(leaks == 0, "%s", "the arena frees every block through the caller's free");
+	ok_fmt(succeeded > 0, "%s", "with enough memory the same calls succeed");
 }
 
 int
 main(int argc, char **argv)
 {
+	unit_tap_begin(argc, argv);
 	test_canonical();
 	test_errors();
 	test_tree();
@@ -751,7 +702,6 @@ main(int argc, char **argv)
 	test_quantities();
 	test_names();
 	test_out_of_memory();
-	test_regressions(argc > 1 ? argv[1] : "fuzz/regressions");
-	printf("1..%d\n", tests_run);
-	return tests_failed == 0 ? 0 : 1;
+	unit_tap_replay(argc > 2 ? argv[2] : "fuzz/regressions", mlfuzz_check_all);
+	return unit_tap_end();
 }

@@ -10,7 +10,6 @@
  * Test numbers start at first-test-number + 1 (so test/unit/run.sh can
  * append this output to another TAP stream); the plan line comes last.
  */
-#include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,21 +18,18 @@
 #include "mlplat/canonical.h"
 #include "mlplat/json.h"
 #include "mlplat/rollout.h"
+#include "unit_tap.h"
 
 const char *mlfuzz_check_plan_rollout(const uint8_t *data, size_t size);
 
-static int tests_run = 0;
-static int first = 0;
-static int tests_failed = 0;
-
+/* a result named "rollout: name arg" */
 static void
-ok(int cond, const char *name, const char *arg)
+ok_arg(int cond, const char *name, const char *arg)
 {
-	tests_run++;
-	if (!cond)
-		tests_failed++;
-	printf("%s %d - rollout: %s%s%s\n", cond ? "ok" : "not ok", first + tests_run, name,
-		   arg && *arg ? " " : "", arg && *arg ? arg : "");
+	char what[1024];
+
+	snprintf(what, sizeof(what), "rollout: %s%s%s", name, arg && *arg ? " " : "", arg && *arg ? arg : "");
+	ok(cond, what);
 }
 
 #define DIGEST_M "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
@@ -157,9 +153,9 @@ test_reason_table(void)
 		if (strcmp(ml_rollout_reason_name(i - 1), ml_rollout_reason_name(i)) >= 0)
 			sorted = 0;
 	}
-	ok(sorted, "reason codes are in byte order, so plans list them sorted", NULL);
-	ok(ml_rollout_reason_name(ML_REASON_COUNT) == NULL && ml_rollout_reason_name(-1) == NULL,
-	   "reason names out of range are NULL", NULL);
+	ok_arg(sorted, "reason codes are in byte order, so plans list them sorted", NULL);
+	ok_arg(ml_rollout_reason_name(ML_REASON_COUNT) == NULL && ml_rollout_reason_name(-1) == NULL,
+		   "reason names out of range are NULL", NULL);
 }
 
 static void
@@ -171,10 +167,10 @@ test_base(void)
 	char digest[ML_CONTENT_ID_LEN + 1];
 	size_t n;
 
-	ok(a.status == ML_ROLLOUT_OK && a.plan.decision == ML_ROLLOUT_ADVANCE,
-	   "qualified evidence advances", a.err.message);
-	ok(a.plan.next_fraction == 0.5 && a.plan.current_fraction == 0.2,
-	   "from 0.2 to the next step 0.5", NULL);
+	ok_arg(a.status == ML_ROLLOUT_OK && a.plan.decision == ML_ROLLOUT_ADVANCE,
+		   "qualified evidence advances", a.err.message);
+	ok_arg(a.plan.next_fraction == 0.5 && a.plan.current_fraction == 0.2,
+		   "from 0.2 to the next step 0.5", NULL);
 	/* exact canonical bytes: keys sorted, no whitespace, shortest numbers */
 	n = (size_t) snprintf(expect, sizeof(expect),
 						  "{\"contract_content_id\":\"%s\",\"current_fraction\":0.2,"
@@ -187,8 +183,8 @@ test_base(void)
 			 "\"decision\":\"ADVANCE\",\"decision_digest\":\"%s\",\"evidence_content_id\":\"%s\","
 			 "\"next_fraction\":0.5,\"reasons\":[\"ALL_GATES_PASSED\"]}",
 			 a.cid, digest, a.eid);
-	ok(strcmp(a.json, expect) == 0, "output is exactly the canonical JSON, digest over the rest", NULL);
-	ok(strcmp(a.json, b.json) == 0, "a second call in a fresh arena gives the same bytes", NULL);
+	ok_arg(strcmp(a.json, expect) == 0, "output is exactly the canonical JSON, digest over the rest", NULL);
+	ok_arg(strcmp(a.json, b.json) == 0, "a second call in a fresh arena gives the same bytes", NULL);
 }
 
 static void
@@ -199,9 +195,9 @@ test_decisions(void)
 
 	e = replace(base_evidence, "\"errors\":2,", "\"errors\":20,");
 	o = decide(base_contract, e, 1);
-	ok(o.status == ML_ROLLOUT_OK && o.plan.decision == ML_ROLLOUT_ROLLBACK &&
-		   has_reason(&o, ML_REASON_ERROR_RATE_ABOVE_MAX) && o.plan.next_fraction == 0,
-	   "an error rate above the maximum rolls back to 0", NULL);
+	ok_arg(o.status == ML_ROLLOUT_OK && o.plan.decision == ML_ROLLOUT_ROLLBACK &&
+			   has_reason(&o, ML_REASON_ERROR_RATE_ABOVE_MAX) && o.plan.next_fraction == 0,
+		   "an error rate above the maximum rolls back to 0", NULL);
 	free(e);
 
 	/* regression wins over stale health */
@@ -212,20 +208,20 @@ test_decisions(void)
 		free(tmp);
 	}
 	o = decide(base_contract, e, 1);
-	ok(o.plan.decision == ML_ROLLOUT_ROLLBACK, "a regression rolls back even with stale health", NULL);
+	ok_arg(o.plan.decision == ML_ROLLOUT_ROLLBACK, "a regression rolls back even with stale health", NULL);
 	free(e);
 
 	e = replace(base_evidence, "\"p95_ms\":180", "\"p95_ms\":null");
 	o = decide(base_contract, e, 1);
-	ok(o.plan.decision == ML_ROLLOUT_HOLD && o.plan.reasons == (1u << ML_REASON_P95_MISSING) &&
-		   o.plan.next_fraction == 0.2,
-	   "missing p95 holds, never rolls back", NULL);
+	ok_arg(o.plan.decision == ML_ROLLOUT_HOLD && o.plan.reasons == (1u << ML_REASON_P95_MISSING) &&
+			   o.plan.next_fraction == 0.2,
+		   "missing p95 holds, never rolls back", NULL);
 	free(e);
 
 	e = replace(base_evidence, "\"current_fraction\":0.2", "\"current_fraction\":0.5");
 	o = decide(base_contract, e, 1);
-	ok(o.plan.decision == ML_ROLLOUT_HOLD && o.plan.reasons == (1u << ML_REASON_AT_CEILING),
-	   "at a ceiling below 1 the plan holds with AT_CEILING", NULL);
+	ok_arg(o.plan.decision == ML_ROLLOUT_HOLD && o.plan.reasons == (1u << ML_REASON_AT_CEILING),
+		   "at a ceiling below 1 the plan holds with AT_CEILING", NULL);
 	free(e);
 }
 
@@ -236,21 +232,21 @@ test_refusals(void)
 	Outcome o;
 
 	o = decide(base_contract, base_evidence, 0);
-	ok(o.status == ML_ROLLOUT_INVALID && strcmp(o.err.rule, "bad_format") == 0 &&
-		   strcmp(o.err.path, "contract.content_id") == 0,
-	   "a placeholder content id is refused", o.err.path);
+	ok_arg(o.status == ML_ROLLOUT_INVALID && strcmp(o.err.rule, "bad_format") == 0 &&
+			   strcmp(o.err.path, "contract.content_id") == 0,
+		   "a placeholder content id is refused", o.err.path);
 
 	e = replace(base_evidence, "\"requests\":1200", "\"requests\":true");
 	o = decide(base_contract, e, 1);
-	ok(o.status == ML_ROLLOUT_INVALID && strcmp(o.err.rule, "boolean_number") == 0 &&
-		   strcmp(o.err.path, "evidence.target.requests") == 0,
-	   "a boolean count is refused", o.err.path);
+	ok_arg(o.status == ML_ROLLOUT_INVALID && strcmp(o.err.rule, "boolean_number") == 0 &&
+			   strcmp(o.err.path, "evidence.target.requests") == 0,
+		   "a boolean count is refused", o.err.path);
 	free(e);
 
 	e = replace(base_evidence, "\"requests\":1200", "\"requests\":\"1200\"");
 	o = decide(base_contract, e, 1);
-	ok(o.status == ML_ROLLOUT_INVALID && strcmp(o.err.rule, "string_number") == 0,
-	   "a numeric-looking string is refused", o.err.path);
+	ok_arg(o.status == ML_ROLLOUT_INVALID && strcmp(o.err.rule, "string_number") == 0,
+		   "a numeric-looking string is refused", o.err.path);
 	free(e);
 
 	/*
@@ -259,74 +255,28 @@ test_refusals(void)
 	 */
 	e = replace(base_evidence, "\"requests\":1200,\"errors\":2,", "\"requests\":10,\"errors\":20,");
 	o = decide(base_contract, e, 1);
-	ok(o.status == ML_ROLLOUT_INVALID && strcmp(o.err.path, "evidence.target.errors") == 0 &&
-		   strstr(o.err.message, "must not exceed requests (20 > 10)") != NULL,
-	   "more errors than requests: the plan is refused", o.err.path);
+	ok_arg(o.status == ML_ROLLOUT_INVALID && strcmp(o.err.path, "evidence.target.errors") == 0 &&
+			   strstr(o.err.message, "must not exceed requests (20 > 10)") != NULL,
+		   "more errors than requests: the plan is refused", o.err.path);
 	free(e);
 
 	e = replace(base_evidence, "\"errors\":9,", "\"errors\":9,\"extra\":1,");
 	o = decide(base_contract, e, 1);
-	ok(o.status == ML_ROLLOUT_INVALID && strcmp(o.err.rule, "unknown_key") == 0 &&
-		   strcmp(o.err.path, "evidence.previous") == 0,
-	   "an unknown key is refused", o.err.path);
+	ok_arg(o.status == ML_ROLLOUT_INVALID && strcmp(o.err.rule, "unknown_key") == 0 &&
+			   strcmp(o.err.path, "evidence.previous") == 0,
+		   "an unknown key is refused", o.err.path);
 	free(e);
-}
-
-static int
-visible(const struct dirent *de)
-{
-	return de->d_name[0] != '.' && strcmp(de->d_name, "README.md") != 0;
-}
-
-/* Replay every file of each directory (in name order) through the fuzz property. */
-static void
-test_corpus(const char *dir)
-{
-	struct dirent **names;
-	int n = scandir(dir, &names, visible, alphasort);
-
-	if (n < 0)
-		return;
-	for (int i = 0; i < n; i++)
-	{
-		char path[1024];
-		FILE *f;
-		uint8_t *buf;
-		long len;
-		const char *bad;
-
-		snprintf(path, sizeof(path), "%s/%s", dir, names[i]->d_name);
-		free(names[i]);
-		if ((f = fopen(path, "rb")) == NULL)
-			continue;
-		fseek(f, 0, SEEK_END);
-		len = ftell(f);
-		fseek(f, 0, SEEK_SET);
-		buf = malloc((size_t) len + 1);
-		if (fread(buf, 1, (size_t) len, f) != (size_t) len)
-			len = 0;
-		fclose(f);
-		bad = mlfuzz_check_plan_rollout(buf, (size_t) len);
-		ok(bad == NULL, "fuzz property holds for", path);
-		if (bad)
-			printf("# %s\n", bad);
-		free(buf);
-	}
-	free(names);
-	printf("# %d inputs replayed from %s\n", n, dir);
 }
 
 int
 main(int argc, char **argv)
 {
-	if (argc > 1)
-		first = atoi(argv[1]);
+	unit_tap_begin(argc, argv);
 	test_reason_table();
 	test_base();
 	test_decisions();
 	test_refusals();
 	for (int i = 2; i < argc; i++)
-		test_corpus(argv[i]);
-	printf("1..%d\n", first + tests_run);
-	return tests_failed ? 1 : 0;
+		unit_tap_replay(argv[i], mlfuzz_check_plan_rollout);
+	return unit_tap_end();
 }

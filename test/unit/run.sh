@@ -30,7 +30,7 @@ build() {
 }
 if build json_test test/unit/json_test.c fuzz/props.c \
 	src/json/json.c src/json/canonical.c src/json/diff.c src/validate/names.c src/validate/spdx.c; then
-	tap_binary json_test "$out/json_test" fuzz/regressions
+	tap_binary json_test "$out/json_test" 0 fuzz/regressions
 fi
 # The rollout test links the fuzz property of fuzz/fuzz_plan_rollout.c and
 # replays its seed corpus.
