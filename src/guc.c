@@ -25,6 +25,7 @@ bool mlplat_deployments_watch = true;
 int mlplat_watch_resync_interval_ms = 21600000;
 int mlplat_row_resync_interval_ms = 0;
 int mlplat_test_pass_hold_ms = 0;
+bool mlplat_test_watch_resume_error = false;
 int mlplat_unanswered_write_grace_ms = 60000;
 int mlplat_backoff_max_ms = 300000;
 char *mlplat_kube_url = NULL;
@@ -269,6 +270,12 @@ mlplat_define_gucs(void)
 							"keeps being read as during a slow batch; 0: never. Not meant for production.",
 							&mlplat_test_pass_hold_ms, 0, 0, 60000,
 							PGC_SIGHUP, GUC_UNIT_MS | GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
+	DefineCustomBoolVariable("mlplat.test_watch_resume_error",
+							 "For tests: a watch's resume from the stream's end hook raises an ERROR.",
+							 "As an out-of-memory there would: what the hook does with an ERROR it cannot "
+							 "leave to a pass. Not meant for production.",
+							 &mlplat_test_watch_resume_error, false,
+							 PGC_SIGHUP, GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
 	DefineCustomIntVariable("mlplat.unanswered_write_grace",
 							"How long an external write sent without a recorded answer may still land.",
 							"Until then, a reconciler that does not find the object such a write makes keeps waiting for it "

@@ -25,6 +25,8 @@ extern int mlplat_watch_resync_interval_ms;
 extern int mlplat_row_resync_interval_ms;
 /* tests only: the deployments pass held open after its watch sync (test/e2e/watch_wake.sh) */
 extern int mlplat_test_pass_hold_ms;
+/* tests only: the watch's resume from its end hook raises an ERROR (test/e2e/watch_resume_error.sh) */
+extern bool mlplat_test_watch_resume_error;
 extern int mlplat_backoff_max_ms;
 extern int mlplat_unanswered_write_grace_ms;
 

@@ -13,9 +13,12 @@
  * A stream that ends cleanly is resumed at once, from whatever wait or batch
  * run noticed its end (stream_ended), not at the next pass: the server keeps
  * a bounded history, and a resume left to the end of a long apply batch came
- * after its version was gone (a 410 and a 5.1 s relist at 10,000).  The
- * buffer gives back what a large batch of events needed once a sync applied
- * them (16 MB after 1,000 applies, kept for the life of the leader before).
+ * after its version was gone (a 410 and a 5.1 s relist at 10,000).  Outside
+ * a transaction an ERROR in that resume is logged and the watch left to the
+ * next pass (resume): nothing there would catch it, and the worker would end.
+ * The buffer gives back what a large batch of events needed once a sync
+ * applied them (16 MB after 1,000 applies, kept for the life of the leader
+ * before).
  *
  * The worker's own writes go in at once (mlplat_watch_cache_wrote): their
  * events arrive later, and how much later depends on the server's load.  A
@@ -37,6 +40,7 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "utils/hsearch.h"
@@ -51,6 +55,7 @@
 #include "mlplat/json_jsonb.h"
 #include "mlplat/kube.h"
 #include "mlplat/observe.h"
+#include "mlplat/sanitizer.h"
 #include "mlplat/watch_cache.h"
 
 /* how long the server keeps one watch open; the request gets WATCH_SLACK_MS more */
@@ -504,6 +509,66 @@ last_line_version(MlplatWatchCache *wc, char rv[64], size_t *complete)
 }
 
 /*
+ * Open the watch again from rv, for stream_ended; false when that raised an
+ * ERROR.  The hook often runs in the worker's wait, outside any pass and
+ * transaction, where no handler catches an ERROR: it would end the worker
+ * (exit 1, the leadership lock to a standby).  What can raise there (out of
+ * memory, or a request builder's refusal, e.g. the configuration check that
+ * stream_ended makes first) holds no lock, buffer or file, only the memory of
+ * the stream being made.  So, as PostgreSQL's own processes recover from an
+ * ERROR outside a transaction (the checkpointer, the autovacuum launcher:
+ * release what the failed code held, flush the error state, go on), the
+ * half-made stream is freed and the ERROR logged as a WARNING with its
+ * errcode; the worker's wait then ends and the next pass's sync opens the
+ * watch from the cache's version.  Inside a transaction (the hook run by a
+ * batch of a pass that has one open) the ERROR goes on to the pass's handler,
+ * which aborts the transaction.
+ */
+static bool
+resume(MlplatWatchCache *wc, const char *rv)
+{
+	MemoryContext caller = CurrentMemoryContext;
+	volatile bool ok = true;
+
+	PG_TRY();
+	{
+		if (mlplat_test_watch_resume_error)
+			ereport(ERROR,
+					(errcode(ERRCODE_OUT_OF_MEMORY),
+					 errmsg("out of memory"),
+					 errdetail("Raised by mlplat.test_watch_resume_error, for tests.")));
+		watch_open(wc, rv);
+	}
+	PG_CATCH();
+	{
+		ErrorData *edata;
+
+		mlplat_sanitizer_after_catch();
+		/* out of the stream's context (watch_open may have raised in it) before freeing it */
+		MemoryContextSwitchTo(caller);
+		if (wc->stream_cxt)
+			MemoryContextDelete(wc->stream_cxt); /* detaches a request it started */
+		wc->stream_cxt = NULL;
+		wc->req = NULL;
+		if (IsTransactionState())
+			PG_RE_THROW();
+		edata = CopyErrorData();
+		FlushErrorState();
+		ereport(WARNING,
+				(errcode(edata->sqlerrcode),
+				 errmsg("mlplat: the watch of %s was not resumed: %s", wc->res->plural, edata->message),
+				 edata->detail ? errdetail("%s", edata->detail) : 0,
+				 errhint("The next pass opens it again.")));
+		FreeErrorData(edata);
+		ok = false;
+	}
+	PG_END_TRY();
+	if (ok)
+		wc->resumed++;
+	return ok;
+}
+
+/*
  * The stream ended (an on_end: inside whatever wait or batch run noticed it,
  * often a pass's applies).  An answer that began is resumed here and now,
  * from the version of the last complete line received (the lines not yet
@@ -519,10 +584,13 @@ stream_ended(void *arg, MlplatHttpRequest *req)
 	size_t complete;
 
 	/*
-	 * Not resumed without a usable configuration for the server it watched:
-	 * this runs in the worker's wait, outside any pass, where the request's
-	 * ERROR would end the worker (a reload that cleared mlplat.kube_url did).
-	 * The next pass's sync judges it (idle without a cluster, else a restart).
+	 * Not resumed without a usable configuration for the server it watched
+	 * (a reload that cleared or changed mlplat.kube_url, a token file the
+	 * last refresh refused): the request would be refused with an ERROR, or
+	 * go to another server.  The token and CA files are not read here; the
+	 * state of the last mlplat_kube_config_refresh (a pass's, a lease
+	 * renewal's) stands.  The next pass's sync judges it (idle without a
+	 * cluster, else a restart).
 	 */
 	if (mlplat_kube_base_url() == NULL || wc->url == NULL || strcmp(wc->url, mlplat_kube_url) != 0)
 		return false;
@@ -533,12 +601,12 @@ stream_ended(void *arg, MlplatHttpRequest *req)
 	wc->len = complete;
 	ended_free(wc);
 	wc->ended_cxt = wc->stream_cxt; /* this request's: not to be freed while it ends */
+	wc->stream_cxt = NULL;
+	wc->req = NULL;
 	if (wc->received)
 		wc->failures = 0;
 	wc->received = false;
-	wc->resumed++;
-	watch_open(wc, rv);
-	return true;
+	return resume(wc, rv);
 }
 
 /* After a sync applied the lines: give back a buffer that a large batch of events grew. */

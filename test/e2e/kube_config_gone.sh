@@ -8,17 +8,7 @@
 # which ended the worker (exit 1; the postmaster started it again).
 set -u
 . "$(dirname "$0")/../lib/e2e.sh"
-e2e_standin_cluster kube_config_gone "mlplat.resync_interval = '1s'" "mlplat.deployments_watch = on"
-tap_ok $? "cluster started, connected to the stand-in (the deployments watch on)"
-admin PUT config '{"watchMaxS": 2}' >/dev/null
-q postgres "CREATE DATABASE mlplat" >/dev/null
-DB=mlplat
-q $DB "CREATE EXTENSION mlplat" >/dev/null
-q $DB "SELECT mlplat.create_project('kcg1', 0)" >/dev/null
-wait_for $DB "SELECT status FROM mlplat.projects WHERE name = 'kcg1'" READY 30
-tap_ok $? "a project is READY with the configuration"
-wait_for $DB "SELECT status ~ 'watch: ' FROM mlplat.reconciler_health WHERE kind = 'deployments' AND role IN ('leader', 'idle')" t 30
-tap_ok $? "the deployments leader observes through its watch"
+e2e_watch_cluster kube_config_gone kcg1
 LEADERS="SELECT string_agg(kind || '=' || pid, ' ' ORDER BY kind, replica) FROM mlplat.reconciler_health WHERE role IN ('leader', 'idle')"
 PIDS="SELECT string_agg(kind || '=' || pid, ' ' ORDER BY kind, replica) FROM mlplat.reconciler_health"
 before=$(q $DB "$PIDS")

@@ -58,3 +58,24 @@ e2e_standin_cluster() {
 	export PGHOST=$WORK PGPORT=$P
 	return $rc
 }
+
+# e2e_watch_cluster NAME PROJECT [SETTING...] — a stand-in cluster whose deployments watch the
+# stand-in ends every 2 s (passes every second), database DB=mlplat with the extension, project
+# PROJECT READY and the deployments leader observing through its watch (the query WATCHING says
+# whether it does): three results.
+e2e_watch_cluster() {
+	local name=$1 project=$2
+	shift 2
+	e2e_standin_cluster "$name" "mlplat.resync_interval = '1s'" "mlplat.deployments_watch = on" "$@"
+	tap_ok $? "cluster started, connected to the stand-in (the deployments watch on)"
+	admin PUT config '{"watchMaxS": 2}' >/dev/null
+	q postgres "CREATE DATABASE mlplat" >/dev/null
+	DB=mlplat
+	q $DB "CREATE EXTENSION mlplat" >/dev/null
+	q $DB "SELECT mlplat.create_project('$project', 0)" >/dev/null
+	wait_for $DB "SELECT status FROM mlplat.projects WHERE name = '$project'" READY 30
+	tap_ok $? "a project is READY"
+	WATCHING="SELECT status ~ 'watch: ' FROM mlplat.reconciler_health WHERE kind = 'deployments' AND role IN ('leader', 'idle')"
+	wait_for $DB "$WATCHING" t 30
+	tap_ok $? "the deployments leader observes through its watch"
+}
