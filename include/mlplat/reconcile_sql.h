@@ -55,6 +55,14 @@ extern void mlplat_sql_forget_plans(void);
 extern void mlplat_array_add_text(ArrayBuildState *a, const char *s);
 
 /*
+ * A List as an SQL array argument, palloc'd in the current context: text[] of
+ * a List of strings in its order (a NULL string is a NULL element); int8[] of
+ * a List of palloc'd int64 (wide: entity ids), or int4[] of an IntList.
+ */
+extern Datum mlplat_text_array(const List *strs);
+extern Datum mlplat_int_array(const List *l, bool wide);
+
+/*
  * Which of n rows does the database know?  In a short transaction of its own
  * (none may be open) runs sql with one text[] argument per column, the
  * element i of each being row i's value (cells[i * ncols + c], NULL allowed);

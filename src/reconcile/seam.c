@@ -43,27 +43,6 @@ text_array_list(Datum d)
 	return out;
 }
 
-/* a List of strings as a text[], in the list's order (NULL elements are NULL) */
-static Datum
-text_list_array(const List *l)
-{
-	int n = list_length(l);
-	Datum *elems = palloc(sizeof(Datum) * Max(n, 1));
-	bool *nulls = palloc(sizeof(bool) * Max(n, 1));
-	int dims[1] = { n };
-	int lbs[1] = { 1 };
-	int i = 0;
-	ListCell *lc;
-
-	foreach (lc, l)
-	{
-		nulls[i] = lfirst(lc) == NULL;
-		elems[i] = nulls[i] ? (Datum) 0 : CStringGetTextDatum((const char *) lfirst(lc));
-		i++;
-	}
-	return PointerGetDatum(construct_md_array(elems, nulls, 1, dims, lbs, TEXTOID, -1, false, TYPALIGN_INT));
-}
-
 static Oid
 seam_sql_type(MlplatSeamType t)
 {
@@ -318,6 +297,26 @@ mlplat_seam_array_new(MlplatSeam *s)
 	return a;
 }
 
+/* A field held by pointer (not NULL) as the SQL value of its type. */
+static Datum
+seam_pointer_datum(MlplatSeamType t, const void *v)
+{
+	switch (t)
+	{
+		case MLPLAT_SEAM_JSONB:
+			return DirectFunctionCall1(jsonb_in, CStringGetDatum(v));
+		case MLPLAT_SEAM_NUMERIC:
+			/* the decimal text as numeric_in reads it: no float in between, its scale kept */
+			return DirectFunctionCall3(numeric_in, CStringGetDatum(v), ObjectIdGetDatum(InvalidOid),
+									   Int32GetDatum(-1));
+		case MLPLAT_SEAM_TEXT_ARRAY:
+			return mlplat_text_array(v);
+		default:
+			/* MLPLAT_SEAM_TEXT */
+			return CStringGetTextDatum(v);
+	}
+}
+
 void
 mlplat_seam_array_add(MlplatSeamArray *a, const void *row)
 {
@@ -360,32 +359,19 @@ mlplat_seam_array_add(MlplatSeamArray *a, const void *row)
 				values[a_i] = TimestampTzGetDatum(*(const TimestampTz *) p);
 				nulls[a_i] = *(const TimestampTz *) p == 0;
 				break;
-			case MLPLAT_SEAM_TEXT:
-				nulls[a_i] = *(char *const *) p == NULL;
-				if (!nulls[a_i])
-					values[a_i] = CStringGetTextDatum(*(char *const *) p);
-				break;
 			case MLPLAT_SEAM_STATUS:
 				nulls[a_i] = *(const int *) p == MLPLAT_NO_STATUS;
 				if (!nulls[a_i])
 					values[a_i] = CStringGetTextDatum(mlplat_status_name(MLPLAT_SEAM_MACHINE(f->flags), *(const int *) p));
 				break;
+			case MLPLAT_SEAM_TEXT:
 			case MLPLAT_SEAM_JSONB:
-				nulls[a_i] = *(char *const *) p == NULL;
-				if (!nulls[a_i])
-					values[a_i] = DirectFunctionCall1(jsonb_in, CStringGetDatum(*(char *const *) p));
-				break;
 			case MLPLAT_SEAM_NUMERIC:
-				/* the decimal text as numeric_in reads it: no float in between, its scale kept */
-				nulls[a_i] = *(char *const *) p == NULL;
-				if (!nulls[a_i])
-					values[a_i] = DirectFunctionCall3(numeric_in, CStringGetDatum(*(char *const *) p),
-													  ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1));
-				break;
 			case MLPLAT_SEAM_TEXT_ARRAY:
-				nulls[a_i] = *(List *const *) p == NIL;
+				/* a NULL pointer (NIL, for a list) is SQL NULL */
+				nulls[a_i] = *(const void *const *) p == NULL;
 				if (!nulls[a_i])
-					values[a_i] = text_list_array(*(List *const *) p);
+					values[a_i] = seam_pointer_datum(f->type, *(const void *const *) p);
 				break;
 			case MLPLAT_SEAM_INT8_ARRAY:
 				elog(ERROR, "mlplat: attribute \"%s\" of mlplat.%s is read only (a bigint[])", f->attname,

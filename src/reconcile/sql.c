@@ -177,6 +177,40 @@ mlplat_array_add_text(ArrayBuildState *a, const char *s)
 	accumArrayResult(a, s ? CStringGetTextDatum(s) : (Datum) 0, s == NULL, TEXTOID, a->mcontext);
 }
 
+Datum
+mlplat_text_array(const List *strs)
+{
+	int n = list_length(strs);
+	Datum *d = palloc(sizeof(Datum) * Max(n, 1));
+	bool *nulls = palloc(sizeof(bool) * Max(n, 1));
+	int dims[1] = { n };
+	int lbs[1] = { 1 };
+	int i = 0;
+	ListCell *lc;
+
+	foreach (lc, strs)
+	{
+		nulls[i] = lfirst(lc) == NULL;
+		d[i] = nulls[i] ? (Datum) 0 : CStringGetTextDatum((const char *) lfirst(lc));
+		i++;
+	}
+	return PointerGetDatum(construct_md_array(d, nulls, 1, dims, lbs, TEXTOID, -1, false, TYPALIGN_INT));
+}
+
+Datum
+mlplat_int_array(const List *l, bool wide)
+{
+	Datum *d = palloc(sizeof(Datum) * Max(list_length(l), 1));
+	int i = 0;
+	ListCell *lc;
+
+	foreach (lc, l)
+		d[i++] = wide ? Int64GetDatum(*(int64 *) lfirst(lc)) : Int32GetDatum(lfirst_int(lc));
+	if (wide)
+		return PointerGetDatum(construct_array(d, i, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	return PointerGetDatum(construct_array(d, i, INT4OID, sizeof(int32), true, TYPALIGN_INT));
+}
+
 bool *
 mlplat_sql_known_ordinals(const char *sql, int ncols, int n, const char *const *cells)
 {

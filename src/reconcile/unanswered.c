@@ -75,45 +75,6 @@ mlplat_write_notes_answered(MlplatWriteNotes *n, int64 entity_id, const char *ob
 	notes_append(n, entity_id, object, action, made ? 2 : 1);
 }
 
-/*
- * The integer array of a list: int8[] of a List of palloc'd int64 (wide: the entity ids),
- * or int4[] of an IntList (the answers).
- */
-static Datum
-int_array(List *l, bool wide)
-{
-	Datum *d = palloc(sizeof(Datum) * Max(list_length(l), 1));
-	int i = 0;
-	ListCell *lc;
-
-	foreach (lc, l)
-		d[i++] = wide ? Int64GetDatum(*(int64 *) lfirst(lc)) : Int32GetDatum(lfirst_int(lc));
-	if (wide)
-		return PointerGetDatum(construct_array(d, i, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-	return PointerGetDatum(construct_array(d, i, INT4OID, sizeof(int32), true, TYPALIGN_INT));
-}
-
-/* a text[] of the strings, a NULL element for a NULL string */
-static Datum
-text_array(List *strs)
-{
-	int n = list_length(strs);
-	Datum *d = palloc(sizeof(Datum) * Max(n, 1));
-	bool *nulls = palloc(sizeof(bool) * Max(n, 1));
-	int dims[1] = { n };
-	int lbs[1] = { 1 };
-	int i = 0;
-	ListCell *lc;
-
-	foreach (lc, strs)
-	{
-		nulls[i] = lfirst(lc) == NULL;
-		d[i] = nulls[i] ? (Datum) 0 : CStringGetTextDatum((char *) lfirst(lc));
-		i++;
-	}
-	return PointerGetDatum(construct_md_array(d, nulls, 1, dims, lbs, TEXTOID, -1, false, TYPALIGN_INT));
-}
-
 bool
 mlplat_write_notes_commit(MlplatPass *pass, MlplatWriteNotes *n, const char *what)
 {
@@ -129,9 +90,9 @@ mlplat_write_notes_commit(MlplatPass *pass, MlplatWriteNotes *n, const char *wha
 	MemoryContextSwitchTo(caller);
 	v[0] = CStringGetTextDatum(mlplat_kind_names[pass->kind]);
 	v[1] = Int64GetDatum(pass->epoch);
-	v[2] = int_array(n->ids, true);
-	v[3] = text_array(n->objects);
-	v[4] = text_array(n->actions);
+	v[2] = mlplat_int_array(n->ids, true);
+	v[3] = mlplat_text_array(n->objects);
+	v[4] = mlplat_text_array(n->actions);
 	got = mlplat_sql_int4("SELECT mlplat._unanswered_note($1, $2, $3, $4, $5)", 5, types, v, NULL);
 	mlplat_txn_commit();
 	MemoryContextSwitchTo(caller);
@@ -150,10 +111,10 @@ mlplat_write_notes_clear(MlplatPass *pass, MlplatWriteNotes *n)
 		return;
 	v[0] = CStringGetTextDatum(mlplat_kind_names[pass->kind]);
 	v[1] = Int64GetDatum(pass->epoch);
-	v[2] = int_array(n->ids, true);
-	v[3] = text_array(n->objects);
-	v[4] = text_array(n->actions);
-	v[5] = int_array(n->answered, false);
+	v[2] = mlplat_int_array(n->ids, true);
+	v[3] = mlplat_text_array(n->objects);
+	v[4] = mlplat_text_array(n->actions);
+	v[5] = mlplat_int_array(n->answered, false);
 	v[6] = Int64GetDatum((int64) mlplat_unanswered_write_grace_ms);
 	(void) mlplat_sql_int4("SELECT mlplat._unanswered_clear($1, $2, $3, $4, $5, $6, $7)", 7, types, v, NULL);
 }
