@@ -1143,8 +1143,9 @@ BEGIN
   RETURN r;
 END $$;
 
--- The answer of a platform call that registers something immutable under a name
--- (register_optimization_preset, register_component): a new name (p_added) is audited with
+-- The answer of a call that registers something immutable under a name
+-- (register_optimization_preset, register_component, register_evidence_signer,
+-- register_lab_profile): a new name (p_added) is audited with
 -- p_detail; a name registered before is answered as it is when its content is the same
 -- (p_same: nothing written, no audit) and refused with 42710 in p_words (message, detail,
 -- hint) when it is not.

@@ -379,12 +379,13 @@ BEGIN
     HINT = 'Ask a project owner to grant you a role in the project (docs/lab.md).';
 END $$;
 
--- The preamble of a lab call that changes one row the caller names (as _api_begin for the
--- other calls): the person's own membership first, then the refusal of a missing argument
+-- The preamble of a lab call in a project (as _api_begin for the other calls): the person's
+-- own membership first, then the refusal of a missing argument
 -- (p_missing: the call's arguments hold a NULL it cannot do without), then the API's bounded
 -- lock waits, then the traceparent.  The answer goes out through _api_accept (or _api_keep).
--- p_key: the call's idempotency key (register_lab_profile, approve_lab), claimed by the caller
--- with _lab_idem_claim; NULL for the calls that take none.
+-- p_key: the call's idempotency key (register_lab_profile, approve_lab, start_lab_run,
+-- start_lab_probe), claimed by the caller with _lab_idem_claim; NULL for the calls that take
+-- none.
 CREATE FUNCTION mlplat._lab_begin(p_action text, p_project text, p_missing boolean, p_key text DEFAULT NULL)
 RETURNS mlplat.api_call LANGUAGE plpgsql AS $$
 DECLARE
@@ -835,13 +836,18 @@ COMMENT ON FUNCTION mlplat.lab_preflight(text, bigint, text, bigint, bigint, big
 
 -- ---------------------------------------------------------------- nodes (administrators)
 
+-- The preamble of a lab node call: administrators only, in the lab's words.
+CREATE FUNCTION mlplat._lab_node_begin(p_action text) RETURNS mlplat.api_call
+LANGUAGE sql AS $$
+  SELECT mlplat._api_platform(p_action, 'Lab nodes are platform data.', 'Ask a platform administrator.')
+$$;
+
 CREATE FUNCTION mlplat.register_lab_node(node text, accelerator text, gpus int)
 RETURNS mlplat.accepted LANGUAGE plpgsql AS $$
 DECLARE
-  r mlplat.accepted;
+  api mlplat.api_call := mlplat._lab_node_begin('register_lab_node');
   nid bigint;
 BEGIN
-  PERFORM mlplat._require_admin('register_lab_node', 'Lab nodes are platform data.', 'Ask a platform administrator.');
   IF register_lab_node.node IS NULL OR register_lab_node.accelerator IS NULL OR register_lab_node.gpus IS NULL THEN
     PERFORM mlplat._lab_reject('null_argument');
   END IF;
@@ -857,29 +863,24 @@ BEGIN
   VALUES (register_lab_node.node, register_lab_node.accelerator, register_lab_node.gpus, mlplat._actor())
   ON CONFLICT (name) DO UPDATE SET accelerator = excluded.accelerator, gpus = excluded.gpus, enabled = true
   RETURNING x.id INTO nid;
-  r := (pg_catalog.gen_random_uuid(), 'lab_node', nid, NULL, 'ENABLED', false)::mlplat.accepted;
-  PERFORM mlplat._audit('register_lab_node', NULL, NULL, 'lab_node', nid, r.request_id, mlplat._traceparent(),
+  -- (the lab_runs reconciler is woken here once it exists)
+  RETURN mlplat._api_accept(api,
+    (pg_catalog.gen_random_uuid(), 'lab_node', nid, NULL, 'ENABLED', false)::mlplat.accepted,
     pg_catalog.jsonb_build_object('node', register_lab_node.node, 'accelerator', register_lab_node.accelerator,
                                   'gpus', register_lab_node.gpus));
-  -- (the lab_runs reconciler is woken here once it exists)
-  RETURN r;
 END $$;
 
 CREATE FUNCTION mlplat.disable_lab_node(node text)
 RETURNS mlplat.accepted LANGUAGE plpgsql AS $$
 DECLARE
-  r mlplat.accepted;
+  api mlplat.api_call := mlplat._lab_node_begin('disable_lab_node');
   nid bigint;
 BEGIN
-  PERFORM mlplat._require_admin('disable_lab_node', 'Lab nodes are platform data.', 'Ask a platform administrator.');
   UPDATE mlplat.lab_nodes x SET enabled = false WHERE x.name = disable_lab_node.node RETURNING x.id INTO nid;
-  IF nid IS NULL THEN
-    RAISE EXCEPTION USING ERRCODE = '42704', MESSAGE = 'lab node does not exist',
-      HINT = 'See mlplat.lab_node_status for the registered nodes.';
-  END IF;
-  r := (pg_catalog.gen_random_uuid(), 'lab_node', nid, NULL, 'DISABLED', false)::mlplat.accepted;
-  PERFORM mlplat._audit('disable_lab_node', NULL, NULL, 'lab_node', nid, r.request_id, mlplat._traceparent(), '{}');
-  RETURN r;
+  PERFORM mlplat._found(nid, NULL, NULL, 'See mlplat.lab_node_status for the registered nodes.',
+                        'lab node does not exist');
+  RETURN mlplat._api_accept(api,
+    (pg_catalog.gen_random_uuid(), 'lab_node', nid, NULL, 'DISABLED', false)::mlplat.accepted, '{}');
 END $$;
 
 -- ---------------------------------------------------------------- runtime profiles
@@ -918,6 +919,7 @@ DECLARE
   r mlplat.accepted;
   prof mlplat.lab_profiles;
   cid text;
+  added boolean;
 BEGIN
   r := mlplat._lab_idem_claim(api.action, api.idempotency_key,
          pg_catalog.jsonb_build_array(register_lab_profile.project, register_lab_profile.name, register_lab_profile.spec),
@@ -935,27 +937,27 @@ BEGIN
   PERFORM mlplat._lock_project(api.pid, false, api.action);
   cid := mlplat.content_id(register_lab_profile.spec);
   SELECT * INTO prof FROM mlplat.lab_profiles x WHERE x.project_id = api.pid AND x.name = register_lab_profile.name;
-  IF prof.id IS NOT NULL THEN
-    IF prof.content_id <> cid THEN
-      RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = 'lab profile already exists with another spec',
-        DETAIL = 'A profile''s spec never changes.',
-        HINT = 'Register the new spec under a new name and disable the old profile.';
-    END IF;
-    -- the same profile again: nothing written, nothing audited, the answer kept for the key
-    RETURN mlplat._api_keep(api, (pg_catalog.gen_random_uuid(), 'lab_profile', prof.id, NULL,
-                                  CASE WHEN prof.enabled THEN 'ENABLED' ELSE 'DISABLED' END, false)::mlplat.accepted);
+  added := prof.id IS NULL;
+  IF added THEN
+    INSERT INTO mlplat.lab_profiles (project_id, name, spec, content_id, runtime_kind, image, gpus, accelerator,
+                                     families, max_execution_seconds, max_output_bytes, created_by)
+    VALUES (api.pid, register_lab_profile.name, register_lab_profile.spec, cid,
+            register_lab_profile.spec->>'runtime_kind', register_lab_profile.spec->>'image',
+            (register_lab_profile.spec->>'gpus')::int, register_lab_profile.spec->>'accelerator',
+            ARRAY(SELECT pg_catalog.jsonb_array_elements_text(register_lab_profile.spec->'families')),
+            (register_lab_profile.spec->>'max_execution_seconds')::int,
+            (register_lab_profile.spec->>'max_output_bytes')::int, who)
+    RETURNING * INTO prof;
   END IF;
-  INSERT INTO mlplat.lab_profiles (project_id, name, spec, content_id, runtime_kind, image, gpus, accelerator,
-                                   families, max_execution_seconds, max_output_bytes, created_by)
-  VALUES (api.pid, register_lab_profile.name, register_lab_profile.spec, cid, register_lab_profile.spec->>'runtime_kind',
-          register_lab_profile.spec->>'image', (register_lab_profile.spec->>'gpus')::int,
-          register_lab_profile.spec->>'accelerator',
-          ARRAY(SELECT pg_catalog.jsonb_array_elements_text(register_lab_profile.spec->'families')),
-          (register_lab_profile.spec->>'max_execution_seconds')::int,
-          (register_lab_profile.spec->>'max_output_bytes')::int, who)
-  RETURNING * INTO prof;
-  RETURN mlplat._api_accept(api,
-    (pg_catalog.gen_random_uuid(), 'lab_profile', prof.id, NULL, 'ENABLED', false)::mlplat.accepted,
+  -- a profile is immutable, as every platform registration: the same spec again is the
+  -- existing profile (nothing written, nothing audited, the answer kept for the key),
+  -- another spec under its name is 42710
+  RETURN mlplat._registered(api,
+    (pg_catalog.gen_random_uuid(), 'lab_profile', prof.id, NULL,
+     CASE WHEN prof.enabled THEN 'ENABLED' ELSE 'DISABLED' END, false)::mlplat.accepted,
+    added, prof.content_id = cid,
+    ARRAY['lab profile already exists with another spec', 'A profile''s spec never changes.',
+          'Register the new spec under a new name and disable the old profile.'],
     pg_catalog.jsonb_build_object('content_id', cid));
 END $$;
 
@@ -968,10 +970,8 @@ DECLARE
 BEGIN
   UPDATE mlplat.lab_profiles x SET enabled = false
   WHERE x.id = disable_lab_profile.profile_id AND x.project_id = api.pid RETURNING x.id INTO found_id;
-  IF found_id IS NULL THEN
-    RAISE EXCEPTION USING ERRCODE = '42704', MESSAGE = 'lab profile does not exist',
-      HINT = 'Profiles are identified by their id in the project.';
-  END IF;
+  PERFORM mlplat._found(found_id, NULL, NULL, 'Profiles are identified by their id in the project.',
+                        'lab profile does not exist');
   RETURN mlplat._api_accept(api,
     (pg_catalog.gen_random_uuid(), 'lab_profile', found_id, NULL, 'DISABLED', false)::mlplat.accepted, '{}');
 END $$;
@@ -1310,115 +1310,103 @@ BEGIN
   RETURN NULL;
 END $$;
 
--- A run or a probe, checked and limited by its API function, from admission on: the row, its
--- first transition, the audit event and the idempotent answer.  A probe is a run with no
--- approval, family or inputs (p_inputs NULL), one attempt and a 600 s queue (its limits).
-CREATE FUNCTION mlplat._lab_start(p_project_id bigint, p_who text, p_action text, p_project text, p_key text,
-                                  p_req jsonb, p_candidate bigint, p_sha256 text, p_profile bigint, p_node bigint,
-                                  p_approval bigint, p_family text, p_inputs jsonb, p_canonical text, p_limits jsonb)
+-- A run or a probe (p_probe), from its call's _lab_begin (api) on: the key claimed (a replay
+-- answers what the first call did), the ids checked, a run's inputs and limits checked (a
+-- probe's limits are fixed), then admission, the row, its first transition, and the answer
+-- through _api_accept (the audit event, the idempotent answer, the wake).  p_req: the call's
+-- arguments, as its key's request.  A probe is a run with no approval, family or inputs, one
+-- attempt and a 600 s queue (its limits).
+CREATE FUNCTION mlplat._lab_start(api mlplat.api_call, p_probe boolean, p_req jsonb, p_candidate bigint,
+                                  p_sha256 text, p_profile bigint, p_node bigint, p_approval bigint, p_family text,
+                                  p_inputs jsonb, p_limits jsonb)
 RETURNS mlplat.accepted LANGUAGE plpgsql AS $$
 DECLARE
-  probe boolean := p_inputs IS NULL;
+  who text := mlplat._actor();
   r mlplat.accepted;
+  c text;
+  lim jsonb;
   pr mlplat.lab_profiles;
   v mlplat.model_versions;
   run mlplat.lab_runs;
-  tp text;
 BEGIN
-  pr := mlplat._lab_admit(p_project_id, p_action, p_candidate, p_sha256, p_profile, p_node, p_approval, p_family,
-    p_limits, coalesce(pg_catalog.jsonb_array_length(p_inputs), 0));
-  PERFORM mlplat._lab_reserve_gpus(p_project_id, pr.gpus, p_action);
+  r := mlplat._lab_idem_claim(api.action, api.idempotency_key, p_req, who);
+  IF r.request_id IS NOT NULL THEN RETURN r; END IF;
+  PERFORM mlplat._lab_check_ids(p_candidate, p_sha256, p_profile, p_node, p_approval, NOT p_probe);
+  IF p_probe THEN
+    -- fixed probe limits, within the profile's own caps so a probe never blocks itself
+    SELECT pg_catalog.jsonb_build_object('max_execution_seconds', least(300, coalesce(x.max_execution_seconds, 300)),
+             'max_queue_seconds', 600, 'retention_seconds', 3600,
+             'max_output_bytes', least(4096, coalesce(x.max_output_bytes, 4096)), 'max_attempts', 1, 'concurrency', 1)
+    INTO lim FROM (SELECT NULL) d
+    LEFT JOIN mlplat.lab_profiles x ON x.id = p_profile AND x.project_id = api.pid;
+  ELSE
+    c := mlplat._lab_check_inputs(p_family, p_inputs);
+    lim := mlplat._lab_limits(p_limits, false);
+  END IF;
+  pr := mlplat._lab_admit(api.pid, api.action, p_candidate, p_sha256, p_profile, p_node, p_approval, p_family,
+    lim, coalesce(pg_catalog.jsonb_array_length(p_inputs), 0));
+  PERFORM mlplat._lab_reserve_gpus(api.pid, pr.gpus, api.action);
   SELECT * INTO v FROM mlplat.model_versions x WHERE x.id = p_candidate;
-  tp := mlplat._traceparent();
   INSERT INTO mlplat.lab_runs (project_id, purpose, actor, db_role, idempotency_key, request_digest, candidate_id,
                                model_version_id, artifact_uri, artifact_sha256, runtime_profile_id, profile_content_id,
                                node_id, node_name, approval_id, family, input_digest, input_count, input_bytes, limits,
                                gpus, max_attempts, queue_deadline_at, run_deadline_at, traceparent)
-  SELECT p_project_id, CASE WHEN probe THEN 'probe' ELSE 'run' END, p_who, mlplat._db_role(), p_key,
+  SELECT api.pid, CASE WHEN p_probe THEN 'probe' ELSE 'run' END, who, mlplat._db_role(), api.idempotency_key,
          mlplat.content_id(p_req), v.id, v.id, v.artifact_uri, v.artifact_sha256, pr.id, pr.content_id, n.id, n.name,
-         p_approval, p_family, pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(p_canonical, 'UTF8')), 'hex'),
-         pg_catalog.jsonb_array_length(p_inputs), pg_catalog.octet_length(p_canonical), p_limits, pr.gpus,
-         (p_limits->>'max_attempts')::int,
-         pg_catalog.now() + pg_catalog.make_interval(secs => (p_limits->>'max_queue_seconds')::int),
-         pg_catalog.now() + pg_catalog.make_interval(secs => (p_limits->>'max_queue_seconds')::int
-           + (p_limits->>'max_attempts')::int * ((p_limits->>'max_execution_seconds')::int + 30)),
-         tp
+         p_approval, p_family, pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(c, 'UTF8')), 'hex'),
+         pg_catalog.jsonb_array_length(p_inputs), pg_catalog.octet_length(c), lim, pr.gpus,
+         (lim->>'max_attempts')::int,
+         pg_catalog.now() + pg_catalog.make_interval(secs => (lim->>'max_queue_seconds')::int),
+         pg_catalog.now() + pg_catalog.make_interval(secs => (lim->>'max_queue_seconds')::int
+           + (lim->>'max_attempts')::int * ((lim->>'max_execution_seconds')::int + 30)),
+         api.tp
   FROM mlplat.lab_nodes n WHERE n.id = p_node
   RETURNING * INTO run;
-  IF probe THEN
+  IF p_probe THEN
     INSERT INTO mlplat.lab_probes (project_id, artifact_sha256, runtime_profile_id, node_id, lab_run_id)
-    VALUES (p_project_id, run.artifact_sha256, run.runtime_profile_id, run.node_id, run.id);
+    VALUES (api.pid, run.artifact_sha256, run.runtime_profile_id, run.node_id, run.id);
   ELSE
     INSERT INTO mlplat.lab_run_payloads (lab_run_id, direction, content, sha256, bytes)
-    VALUES (run.id, 'input', pg_catalog.convert_to(p_canonical, 'UTF8'), run.input_digest, run.input_bytes);
+    VALUES (run.id, 'input', pg_catalog.convert_to(c, 'UTF8'), run.input_digest, run.input_bytes);
     UPDATE mlplat.lab_approvals x SET runs_used = x.runs_used + 1 WHERE x.id = p_approval;
   END IF;
-  PERFORM mlplat._lab_transition(run, 'QUEUED', NULL, p_who, NULL);
-  r := (pg_catalog.gen_random_uuid(), 'lab_run', run.id, NULL, 'QUEUED', false)::mlplat.accepted;
+  PERFORM mlplat._lab_transition(run, 'QUEUED', NULL, who, NULL);
   -- a probe's event leaves out what only a run has (and, as before, the profile's content id)
-  PERFORM mlplat._audit(p_action, p_project, p_project_id, 'lab_run', run.id, r.request_id, tp,
+  RETURN mlplat._api_accept(api,
+    (pg_catalog.gen_random_uuid(), 'lab_run', run.id, NULL, 'QUEUED', false)::mlplat.accepted,
     pg_catalog.jsonb_build_object('candidate_id', run.candidate_id, 'artifact_sha256', run.artifact_sha256,
       'runtime_profile_id', run.runtime_profile_id, 'profile_content_id', run.profile_content_id,
       'node_id', run.node_id, 'approval_id', run.approval_id, 'family', run.family,
       'input_digest', run.input_digest, 'input_count', run.input_count, 'input_bytes', run.input_bytes,
       'limits', run.limits)
-    - CASE WHEN probe THEN ARRAY['profile_content_id', 'approval_id', 'family', 'input_digest', 'input_count',
-                                 'input_bytes'] ELSE '{}'::text[] END, p_who);
-  PERFORM mlplat._idem_store(p_action, p_key, r, p_who);
-  PERFORM mlplat._wake_on_commit('lab_runs');
-  RETURN r;
+    - CASE WHEN p_probe THEN ARRAY['profile_content_id', 'approval_id', 'family', 'input_digest', 'input_count',
+                                 'input_bytes'] ELSE '{}'::text[] END, 'lab_runs');
 END $$;
 
 CREATE FUNCTION mlplat.start_lab_run(project text, candidate_id bigint, artifact_sha256 text, runtime_profile_id bigint,
                                      node_id bigint, approval_id bigint, family text, inputs jsonb,
                                      limits jsonb DEFAULT '{}', idempotency_key text DEFAULT NULL)
 RETURNS mlplat.accepted LANGUAGE plpgsql SET lock_timeout = '5s' AS $$
-DECLARE
-  pid bigint := mlplat._authorize_member('start_lab_run', start_lab_run.project);
-  who text := mlplat._actor();
-  req jsonb;
-  r mlplat.accepted;
-  c text;
 BEGIN
-  req := pg_catalog.jsonb_build_array(start_lab_run.project, start_lab_run.candidate_id, start_lab_run.artifact_sha256,
-           start_lab_run.runtime_profile_id, start_lab_run.node_id, start_lab_run.approval_id, start_lab_run.family,
-           start_lab_run.inputs, start_lab_run.limits);
-  r := mlplat._lab_idem_claim('start_lab_run', start_lab_run.idempotency_key, req, who);
-  IF r.request_id IS NOT NULL THEN RETURN r; END IF;
-  PERFORM mlplat._lab_check_ids(start_lab_run.candidate_id, start_lab_run.artifact_sha256,
-    start_lab_run.runtime_profile_id, start_lab_run.node_id, start_lab_run.approval_id, true);
-  c := mlplat._lab_check_inputs(start_lab_run.family, start_lab_run.inputs);
-  RETURN mlplat._lab_start(pid, who, 'start_lab_run', start_lab_run.project, start_lab_run.idempotency_key, req,
+  RETURN mlplat._lab_start(
+    mlplat._lab_begin('start_lab_run', start_lab_run.project, false, start_lab_run.idempotency_key), false,
+    pg_catalog.jsonb_build_array(start_lab_run.project, start_lab_run.candidate_id, start_lab_run.artifact_sha256,
+      start_lab_run.runtime_profile_id, start_lab_run.node_id, start_lab_run.approval_id, start_lab_run.family,
+      start_lab_run.inputs, start_lab_run.limits),
     start_lab_run.candidate_id, start_lab_run.artifact_sha256, start_lab_run.runtime_profile_id, start_lab_run.node_id,
-    start_lab_run.approval_id, start_lab_run.family, start_lab_run.inputs, c,
-    mlplat._lab_limits(start_lab_run.limits, false));
+    start_lab_run.approval_id, start_lab_run.family, start_lab_run.inputs, start_lab_run.limits);
 END $$;
 
 CREATE FUNCTION mlplat.start_lab_probe(project text, candidate_id bigint, artifact_sha256 text, runtime_profile_id bigint,
                                        node_id bigint, idempotency_key text DEFAULT NULL)
 RETURNS mlplat.accepted LANGUAGE plpgsql SET lock_timeout = '5s' AS $$
-DECLARE
-  pid bigint := mlplat._authorize_member('start_lab_probe', start_lab_probe.project);
-  who text := mlplat._actor();
-  req jsonb;
-  r mlplat.accepted;
-  lim jsonb;
 BEGIN
-  req := pg_catalog.jsonb_build_array(start_lab_probe.project, start_lab_probe.candidate_id,
-           start_lab_probe.artifact_sha256, start_lab_probe.runtime_profile_id, start_lab_probe.node_id);
-  r := mlplat._lab_idem_claim('start_lab_probe', start_lab_probe.idempotency_key, req, who);
-  IF r.request_id IS NOT NULL THEN RETURN r; END IF;
-  PERFORM mlplat._lab_check_ids(start_lab_probe.candidate_id, start_lab_probe.artifact_sha256,
-    start_lab_probe.runtime_profile_id, start_lab_probe.node_id, NULL, false);
-  -- fixed probe limits, within the profile's own caps so a probe never blocks itself
-  SELECT pg_catalog.jsonb_build_object('max_execution_seconds', least(300, coalesce(x.max_execution_seconds, 300)),
-           'max_queue_seconds', 600, 'retention_seconds', 3600,
-           'max_output_bytes', least(4096, coalesce(x.max_output_bytes, 4096)), 'max_attempts', 1, 'concurrency', 1)
-  INTO lim FROM (SELECT NULL) d
-  LEFT JOIN mlplat.lab_profiles x ON x.id = start_lab_probe.runtime_profile_id AND x.project_id = pid;
-  RETURN mlplat._lab_start(pid, who, 'start_lab_probe', start_lab_probe.project, start_lab_probe.idempotency_key,
-    req, start_lab_probe.candidate_id, start_lab_probe.artifact_sha256, start_lab_probe.runtime_profile_id,
-    start_lab_probe.node_id, NULL, NULL, NULL, NULL, lim);
+  RETURN mlplat._lab_start(
+    mlplat._lab_begin('start_lab_probe', start_lab_probe.project, false, start_lab_probe.idempotency_key), true,
+    pg_catalog.jsonb_build_array(start_lab_probe.project, start_lab_probe.candidate_id,
+      start_lab_probe.artifact_sha256, start_lab_probe.runtime_profile_id, start_lab_probe.node_id),
+    start_lab_probe.candidate_id, start_lab_probe.artifact_sha256, start_lab_probe.runtime_profile_id,
+    start_lab_probe.node_id, NULL, NULL, NULL, NULL);
 END $$;
 
 -- Requests cancellation; never sets CANCELLED: only the reconciler does, once it has seen the

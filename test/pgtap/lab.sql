@@ -1,7 +1,7 @@
 -- pgTAP: Model Lab privileges, row-level security, membership-only authorization, the
 -- no-leak validation errors and the read-only preflight (docs/lab.md).
 BEGIN;
-SELECT plan(60);
+SELECT plan(61);
 \ir lib/helpers.sql
 
 DO $$ DECLARE r text; BEGIN
@@ -182,6 +182,10 @@ SELECT is((SELECT string_agg(t.replayed || ' ' || t.status || ' ' || (t.entity_i
           'false ENABLED true', 'the same profile again: the existing profile, not a replay');
 SELECT is((SELECT count(*) FROM mlplat.audit_events e JOIN tap_epi t ON t.what = 'profile' AND e.entity = 'lab_profile'
            AND e.entity_id = t.entity_id), 1::bigint, 'the same profile again writes no audit row');
+SELECT is(tap_api_try('tap_lab_owner', $q$SELECT mlplat.register_lab_profile('tlab', 'p-app',
+            pg_temp.tap_spec() || '{"gpus": 2}')$q$, true),
+          '42710: lab profile already exists with another spec',
+          'another spec under a profile''s name: 42710, as every immutable registration');
 -- a status moves only along mlplat._lab_run_transitions() (the shared state-machine trigger)
 SELECT is(public.tap_api_try('postgres', $q$UPDATE mlplat.lab_runs SET status = 'SUCCEEDED' WHERE purpose = 'run'$q$), '23514',
           'lab runs: no illegal edge (QUEUED -> SUCCEEDED), for superusers too');

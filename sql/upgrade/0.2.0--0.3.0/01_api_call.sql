@@ -27,12 +27,17 @@ BEGIN
   RETURN (p_action, p_project, pid, mlplat._traceparent(), p_key)::mlplat.api_call;
 END $$;
 
--- The preamble of a platform call (signers, presets, components, capabilities: no project):
--- administrators only (_require_admin, 37_api_campaigns.sql), then the traceparent.
-CREATE FUNCTION mlplat._api_platform(p_action text) RETURNS mlplat.api_call
-LANGUAGE plpgsql AS $$
+-- The preamble of a platform call (signers, presets, components, capabilities, lab nodes: no
+-- project): administrators only (_require_admin, 37_api_campaigns.sql; p_detail and p_hint:
+-- the refusal's words when they are not its default ones), then the traceparent.
+CREATE FUNCTION mlplat._api_platform(p_action text, p_detail text DEFAULT NULL, p_hint text DEFAULT NULL)
+RETURNS mlplat.api_call LANGUAGE plpgsql AS $$
 BEGIN
-  PERFORM mlplat._require_admin(p_action);
+  IF p_detail IS NULL THEN
+    PERFORM mlplat._require_admin(p_action);
+  ELSE
+    PERFORM mlplat._require_admin(p_action, p_detail, p_hint);
+  END IF;
   RETURN (p_action, NULL, NULL, mlplat._traceparent(), NULL)::mlplat.api_call;
 END $$;
 
@@ -64,7 +69,7 @@ BEGIN
 END $$;
 
 REVOKE ALL ON FUNCTION mlplat._api_begin(text, text, text, text) FROM PUBLIC;
-REVOKE ALL ON FUNCTION mlplat._api_platform(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION mlplat._api_platform(text, text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._api_claim(mlplat.api_call, jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._api_keep(mlplat.api_call, mlplat.accepted) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._api_accept(mlplat.api_call, mlplat.accepted, jsonb, text) FROM PUBLIC;

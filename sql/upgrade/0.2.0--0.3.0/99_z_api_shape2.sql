@@ -103,10 +103,8 @@ DECLARE
 BEGIN
   UPDATE mlplat.lab_profiles x SET enabled = false
   WHERE x.id = disable_lab_profile.profile_id AND x.project_id = api.pid RETURNING x.id INTO found_id;
-  IF found_id IS NULL THEN
-    RAISE EXCEPTION USING ERRCODE = '42704', MESSAGE = 'lab profile does not exist',
-      HINT = 'Profiles are identified by their id in the project.';
-  END IF;
+  PERFORM mlplat._found(found_id, NULL, NULL, 'Profiles are identified by their id in the project.',
+                        'lab profile does not exist');
   RETURN mlplat._api_accept(api,
     (pg_catalog.gen_random_uuid(), 'lab_profile', found_id, NULL, 'DISABLED', false)::mlplat.accepted, '{}');
 END $$;
@@ -192,6 +190,7 @@ DECLARE
   r mlplat.accepted;
   prof mlplat.lab_profiles;
   cid text;
+  added boolean;
 BEGIN
   r := mlplat._lab_idem_claim(api.action, api.idempotency_key,
          pg_catalog.jsonb_build_array(register_lab_profile.project, register_lab_profile.name, register_lab_profile.spec),
@@ -209,27 +208,27 @@ BEGIN
   PERFORM mlplat._lock_project(api.pid, false, api.action);
   cid := mlplat.content_id(register_lab_profile.spec);
   SELECT * INTO prof FROM mlplat.lab_profiles x WHERE x.project_id = api.pid AND x.name = register_lab_profile.name;
-  IF prof.id IS NOT NULL THEN
-    IF prof.content_id <> cid THEN
-      RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = 'lab profile already exists with another spec',
-        DETAIL = 'A profile''s spec never changes.',
-        HINT = 'Register the new spec under a new name and disable the old profile.';
-    END IF;
-    -- the same profile again: nothing written, nothing audited, the answer kept for the key
-    RETURN mlplat._api_keep(api, (pg_catalog.gen_random_uuid(), 'lab_profile', prof.id, NULL,
-                                  CASE WHEN prof.enabled THEN 'ENABLED' ELSE 'DISABLED' END, false)::mlplat.accepted);
+  added := prof.id IS NULL;
+  IF added THEN
+    INSERT INTO mlplat.lab_profiles (project_id, name, spec, content_id, runtime_kind, image, gpus, accelerator,
+                                     families, max_execution_seconds, max_output_bytes, created_by)
+    VALUES (api.pid, register_lab_profile.name, register_lab_profile.spec, cid,
+            register_lab_profile.spec->>'runtime_kind', register_lab_profile.spec->>'image',
+            (register_lab_profile.spec->>'gpus')::int, register_lab_profile.spec->>'accelerator',
+            ARRAY(SELECT pg_catalog.jsonb_array_elements_text(register_lab_profile.spec->'families')),
+            (register_lab_profile.spec->>'max_execution_seconds')::int,
+            (register_lab_profile.spec->>'max_output_bytes')::int, who)
+    RETURNING * INTO prof;
   END IF;
-  INSERT INTO mlplat.lab_profiles (project_id, name, spec, content_id, runtime_kind, image, gpus, accelerator,
-                                   families, max_execution_seconds, max_output_bytes, created_by)
-  VALUES (api.pid, register_lab_profile.name, register_lab_profile.spec, cid, register_lab_profile.spec->>'runtime_kind',
-          register_lab_profile.spec->>'image', (register_lab_profile.spec->>'gpus')::int,
-          register_lab_profile.spec->>'accelerator',
-          ARRAY(SELECT pg_catalog.jsonb_array_elements_text(register_lab_profile.spec->'families')),
-          (register_lab_profile.spec->>'max_execution_seconds')::int,
-          (register_lab_profile.spec->>'max_output_bytes')::int, who)
-  RETURNING * INTO prof;
-  RETURN mlplat._api_accept(api,
-    (pg_catalog.gen_random_uuid(), 'lab_profile', prof.id, NULL, 'ENABLED', false)::mlplat.accepted,
+  -- a profile is immutable, as every platform registration: the same spec again is the
+  -- existing profile (nothing written, nothing audited, the answer kept for the key),
+  -- another spec under its name is 42710
+  RETURN mlplat._registered(api,
+    (pg_catalog.gen_random_uuid(), 'lab_profile', prof.id, NULL,
+     CASE WHEN prof.enabled THEN 'ENABLED' ELSE 'DISABLED' END, false)::mlplat.accepted,
+    added, prof.content_id = cid,
+    ARRAY['lab profile already exists with another spec', 'A profile''s spec never changes.',
+          'Register the new spec under a new name and disable the old profile.'],
     pg_catalog.jsonb_build_object('content_id', cid));
 END $$;
 
