@@ -863,7 +863,9 @@ BEGIN
   VALUES (register_lab_node.node, register_lab_node.accelerator, register_lab_node.gpus, mlplat._actor())
   ON CONFLICT (name) DO UPDATE SET accelerator = excluded.accelerator, gpus = excluded.gpus, enabled = true
   RETURNING x.id INTO nid;
-  -- (the lab_runs reconciler is woken here once it exists)
+  -- No wake: the lab_runs worker's next claim (a resync at the latest) assesses a QUEUED run
+  -- on this node again once its lease is free, and dispatches only after a LIST of Nodes has
+  -- observed it.
   RETURN mlplat._api_accept(api,
     (pg_catalog.gen_random_uuid(), 'lab_node', nid, NULL, 'ENABLED', false)::mlplat.accepted,
     pg_catalog.jsonb_build_object('node', register_lab_node.node, 'accelerator', register_lab_node.accelerator,
@@ -1059,7 +1061,9 @@ BEGIN
     RETURN r;
   END IF;
   UPDATE mlplat.lab_approvals x SET revoked_at = pg_catalog.now(), revoked_by = mlplat._actor() WHERE x.id = a.id;
-  -- (the lab_runs reconciler is woken here once it exists)
+  -- No wake: a run already dispatched under the approval runs on; a QUEUED one is assessed
+  -- again by the lab_runs worker's next claim once its node's lease is free (a resync at the
+  -- latest) and fails ADMISSION_WITHDRAWN then.
   RETURN mlplat._api_accept(api, r, '{}');
 END $$;
 
@@ -1851,14 +1855,15 @@ END $$;
 
 -- The set-based write-back of a pass (the typed seam): one row per run whose Job was seen to
 -- move (event as _lab_runs_observed) or seen absent (event GONE: _lab_runs_job_gone).  Fenced
--- on the leader epoch; returns the ids whose compare-and-swap held.
+-- on the leader epoch (_epoch_current, as every kind's write-back); returns the ids whose
+-- compare-and-swap held.
 CREATE FUNCTION mlplat._lab_runs_writeback_set(p_epoch bigint, p_rows mlplat.lab_run_writeback[])
 RETURNS SETOF bigint LANGUAGE plpgsql AS $$
 DECLARE
   w mlplat.lab_run_writeback;
   ok boolean;
 BEGIN
-  IF NOT EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = 'lab_runs' AND e.epoch = p_epoch) THEN
+  IF NOT mlplat._epoch_current('lab_runs', p_epoch) THEN
     RETURN;
   END IF;
   FOREACH w IN ARRAY coalesce(p_rows, '{}') LOOP

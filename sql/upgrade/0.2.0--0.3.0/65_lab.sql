@@ -1485,14 +1485,15 @@ END $$;
 
 -- The set-based write-back of a pass (the typed seam): one row per run whose Job was seen to
 -- move (event as _lab_runs_observed) or seen absent (event GONE: _lab_runs_job_gone).  Fenced
--- on the leader epoch; returns the ids whose compare-and-swap held.
+-- on the leader epoch (_epoch_current, as every kind's write-back); returns the ids whose
+-- compare-and-swap held.
 CREATE FUNCTION mlplat._lab_runs_writeback_set(p_epoch bigint, p_rows mlplat.lab_run_writeback[])
 RETURNS SETOF bigint LANGUAGE plpgsql AS $$
 DECLARE
   w mlplat.lab_run_writeback;
   ok boolean;
 BEGIN
-  IF NOT EXISTS (SELECT 1 FROM mlplat.leader_epochs e WHERE e.kind = 'lab_runs' AND e.epoch = p_epoch) THEN
+  IF NOT mlplat._epoch_current('lab_runs', p_epoch) THEN
     RETURN;
   END IF;
   FOREACH w IN ARRAY coalesce(p_rows, '{}') LOOP

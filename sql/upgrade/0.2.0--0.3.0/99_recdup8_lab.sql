@@ -41,7 +41,9 @@ BEGIN
   VALUES (register_lab_node.node, register_lab_node.accelerator, register_lab_node.gpus, mlplat._actor())
   ON CONFLICT (name) DO UPDATE SET accelerator = excluded.accelerator, gpus = excluded.gpus, enabled = true
   RETURNING x.id INTO nid;
-  -- (the lab_runs reconciler is woken here once it exists)
+  -- No wake: the lab_runs worker's next claim (a resync at the latest) assesses a QUEUED run
+  -- on this node again once its lease is free, and dispatches only after a LIST of Nodes has
+  -- observed it.
   RETURN mlplat._api_accept(api,
     (pg_catalog.gen_random_uuid(), 'lab_node', nid, NULL, 'ENABLED', false)::mlplat.accepted,
     pg_catalog.jsonb_build_object('node', register_lab_node.node, 'accelerator', register_lab_node.accelerator,

@@ -128,7 +128,9 @@ BEGIN
     RETURN r;
   END IF;
   UPDATE mlplat.lab_approvals x SET revoked_at = pg_catalog.now(), revoked_by = mlplat._actor() WHERE x.id = a.id;
-  -- (the lab_runs reconciler is woken here once it exists)
+  -- No wake: a run already dispatched under the approval runs on; a QUEUED one is assessed
+  -- again by the lab_runs worker's next claim once its node's lease is free (a resync at the
+  -- latest) and fails ADMISSION_WITHDRAWN then.
   RETURN mlplat._api_accept(api, r, '{}');
 END $$;
 
