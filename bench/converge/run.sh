@@ -22,6 +22,10 @@
 #   the stand-in write every watch line N ms late (a loaded API server's lagging watch).
 #   The stand-in holds 3 N InferenceServices per size (mlplat's and two bare
 #   namespaces'): STANDIN_HEAP_MB raises node's heap limit (default 8192).
+#   DEBUG=1 also prints the leader's status lines, the passes' spans and ledger rows,
+#   one line per chunk of mlplat.pass_row_limit rows (its artifact checks, its applies'
+#   first start and last end, its READY decisions: ms since the workers were enabled),
+#   and keeps the stand-in's request log (DEBUG_OUT=dir).
 set -uo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 SIZES=${SIZES:-"1000 10000"}
@@ -114,6 +118,12 @@ for N in $SIZES; do
 	# the phases of the passes, from the deployments' own spans and ledger rows (ms since workers on)
 	[ -n "${DEBUG:-}" ] && $PSQL -d mlplat -c "SELECT s.name || ' ' || round(extract(epoch FROM min(s.start_time)) * 1000 - $t0 / 1000000) || '..' || round(extract(epoch FROM max(s.end_time)) * 1000 - $t0 / 1000000) || ' (' || count(*) || ')' FROM mlplat.spans s JOIN mlplat.deployments d ON d.id = s.entity_id AND s.entity = 'deployment' JOIN mlplat.projects p ON p.id = d.project_id WHERE p.name = '$p' AND s.name LIKE 'deployments.%' GROUP BY s.name ORDER BY min(s.start_time)" \
 		-c "SELECT 'ledger ' || action || ' written ' || round((extract(epoch FROM min(at)) * 1000 - $t0 / 1000000)) || '..' || round((extract(epoch FROM max(at)) * 1000 - $t0 / 1000000)) FROM mlplat.reconcile_ledger WHERE kind = 'deployments' AND project = '$p' GROUP BY action" -c "SELECT round((extract(epoch FROM max(updated_at)) * 1000 - $t0 / 1000000)) || ' last READY write' FROM mlplat.deployments" -c "SELECT passes, last_pass_end - last_pass_start FROM mlplat.reconciler_health WHERE kind = 'deployments' AND role = 'leader'"
+	# DEBUG: per chunk of mlplat.pass_row_limit rows in id order (the sweep's chunks): its artifact
+	# checks, its applies' first start and last end, its READY decisions (readiness_wait ends),
+	# in ms since workers on
+	[ -n "${DEBUG:-}" ] && $PSQL -d mlplat -c "WITH r AS (SELECT d.id, (rank() OVER (ORDER BY d.id) - 1) / current_setting('mlplat.pass_row_limit')::int AS chunk FROM mlplat.deployments d JOIN mlplat.projects p ON p.id = d.project_id WHERE p.name = '$p'),
+	     t AS (SELECT r.chunk, s.name, extract(epoch FROM s.start_time) * 1000 - $t0 / 1000000 AS st, extract(epoch FROM s.end_time) * 1000 - $t0 / 1000000 AS en FROM r JOIN mlplat.spans s ON s.entity = 'deployment' AND s.entity_id = r.id)
+	   SELECT 'chunk ' || chunk || ': check ' || round(min(st) FILTER (WHERE name = 'deployments.artifact_check')) || ', apply ' || round(min(st) FILTER (WHERE name = 'deployments.apply')) || '..' || round(max(en) FILTER (WHERE name = 'deployments.apply')) || ', READY ' || round(min(en) FILTER (WHERE name = 'deployments.readiness_wait')) || '..' || round(max(en) FILTER (WHERE name = 'deployments.readiness_wait')) || ' (median ' || round((percentile_cont(0.5) WITHIN GROUP (ORDER BY en) FILTER (WHERE name = 'deployments.readiness_wait'))::numeric) || ')' FROM t GROUP BY chunk ORDER BY chunk"
 	applies=$(patches)
 	# DEBUG: the stand-in's request log of the converge (method, path, status, ms, time), for the breakdown
 	[ -n "${DEBUG:-}" ] && admin GET requests >"${DEBUG_OUT:-$WORK}/requests-$N.json"
