@@ -43,6 +43,16 @@ extern char *mlplat_kube_list_all_in(MlJsonArena *arena, const MlplatKubeResourc
 									 const char *selector, List **items, int *lists);
 
 /*
+ * LIST n kinds (res[0..n-1]) as mlplat_kube_list_all, concurrently: the first
+ * pages of all of them go out in one batch, and each kind's next page with
+ * the next round's.  why[i] is NULL, or why kind i could not be observed (then
+ * items[i] holds nothing of it; the other kinds are not affected).  *lists
+ * counts the requests of all of them.
+ */
+extern void mlplat_kube_list_all_kinds(MlJsonArena *arena, const MlplatKubeResource *res, int n,
+									   const char *selector, List **items, char **why, int *lists);
+
+/*
  * What a LIST keeps of one item: a tree built in arena (parts of obj may be
  * shared), or NULL to keep nothing of it.  A kind's projection: the fields its
  * decisions and write-backs read (of the items it reads: arg may say which),

@@ -59,122 +59,207 @@ list_restart_backoff(int restarts)
 }
 
 /*
+ * One LIST in progress, driven a page at a time by list_run: its next page is
+ * added to a batch (list_ask), and read once the batch ran (list_read).
+ */
+typedef struct ListRun
+{
+	MlJsonArena *into; /* the caller's arena (every item kept whole), or NULL */
+	const MlplatKubeResource *res;
+	const char *ns;
+	const char *selector;
+	MlplatListEach each;
+	void *arg;
+	char **list_rv;
+	char *cont;			  /* the next page's continue token, NULL: the first page */
+	char *rv;			  /* the resourceVersion of the latest page */
+	int pages;			  /* requests made, restarts included */
+	int restarts;		  /* after an expired continue token, in a row */
+	MlplatHttpRequest *r; /* the page asked for this round, NULL: none */
+	bool done;
+	char *why; /* done: NULL, or why the kind could not be observed */
+} ListRun;
+
+static void
+list_end(ListRun *l, char *why)
+{
+	l->why = why;
+	l->done = true;
+}
+
+/* Ask for l's next page in b, or end l when it has made all the requests it may. */
+static void
+list_ask(ListRun *l, MlplatHttpBatch *b)
+{
+	l->r = NULL;
+	if (l->pages >= mlplat_list_max_pages)
+		list_end(l, psprintf("LIST of %s stopped after %d pages (mlplat.list_max_pages)", l->res->plural, l->pages));
+	else
+		l->r = mlplat_kube_list(b, l->res, l->ns, l->selector, LIST_PAGE, l->cont);
+}
+
+/*
  * Pages are bounded three ways (issue 18, finding 12): at most
  * mlplat.list_max_pages requests per LIST (a server whose continue chain never
  * ends cannot keep a pass busy forever), at most LIST_MAX_RESTARTS restarts
  * after 410 Gone, with a backoff, and the pass's memory: a page whose parse
- * would take the pass past mlplat.pass_memory_limit stops the pass with a
+ * would take the pass past mlplat.pass_memory_limit stops the LIST with a
  * message (the parse tree is about as large as the text).  What counts is
  * what the pass holds — its own context (mlplat_pass_memory_context), where
- * the page and what is kept of the items live — not the worker's whole
- * TopMemoryContext, whose caches a long-lived worker builds up over time and
- * which no pass can give back.  Each page lives in a context of its own,
- * freed before the next is fetched: its text once parsed, and its parse tree
- * too unless into (an arena of the caller's: every item kept whole) holds it.
+ * the pages of the round and what is kept of the items live (the answers of
+ * the LISTs that ran alongside, not read yet, count too) — not the worker's
+ * whole TopMemoryContext, whose caches a long-lived worker builds up over
+ * time and which no pass can give back.  Each page is parsed in a context of
+ * its own, freed with the page's text once its items were handed to each: its
+ * parse tree too unless into (an arena of the caller's: every item kept
+ * whole) holds it.
  */
+static void
+list_read(ListRun *l, MemoryContext outer)
+{
+	MlplatHttpRequest *r = l->r;
+	Size limit = (Size) mlplat_pass_memory_limit_kb * 1024;
+	MemoryContext pass_cxt = mlplat_pass_memory_context ? mlplat_pass_memory_context : outer;
+	MemoryContext page_cxt;
+	MlJsonArena *arena;
+	MlplatKubeResult kr;
+	MlJsonValue *page;
+	MlJsonError err;
+	const MlJsonValue *arr = NULL;
+	const char *next;
+	char *why = NULL;
+
+	l->r = NULL;
+	l->pages++;
+	if (!r->failed && r->resp_body != NULL && MemoryContextMemAllocated(pass_cxt, true) + r->resp_len > limit)
+	{
+		list_end(l, psprintf("LIST of %s: page %d (%zu kB) would exceed mlplat.pass_memory_limit (%zu kB, %zu kB in use by the pass)",
+							 l->res->plural, l->pages, r->resp_len / 1024, limit / 1024,
+							 MemoryContextMemAllocated(pass_cxt, true) / 1024));
+		return;
+	}
+	page_cxt = AllocSetContextCreate(outer, "mlplat LIST page", ALLOCSET_DEFAULT_SIZES);
+	arena = l->into ? l->into : mlplat_json_arena_in(page_cxt);
+	ml_json_set_error(&err, ML_JSON_ERR_SYNTAX, 0, "no body");
+	/* parsed once: no jsonb copy of the page */
+	page = (!r->failed && r->resp_body != NULL) ? ml_json_parse(arena, r->resp_body, r->resp_len, NULL, &err)
+												: NULL;
+	mlplat_kube_classify(r, page != NULL, &kr);
+	if (kr.outcome == MLPLAT_KUBE_EXPIRED)
+	{
+		/* the continue token expired: the list must start over */
+		MemoryContextDelete(page_cxt);
+		if (++l->restarts > LIST_MAX_RESTARTS)
+		{
+			list_end(l, psprintf("LIST of %s: continue token expired %d times in a row (410 Gone)",
+								 l->res->plural, l->restarts));
+			return;
+		}
+		list_restart_backoff(l->restarts);
+		l->each(l->arg, NULL, NULL);
+		l->cont = NULL;
+		return;
+	}
+	if (kr.outcome != MLPLAT_KUBE_OK)
+	{
+		/*
+		 * The reason may reach a tenant (the projects reconciler puts it in the
+		 * project's last_error): a transport failure's detail, which names the
+		 * API server, goes to the server log only.
+		 */
+		if (kr.tenant_message)
+			ereport(LOG, (errmsg("mlplat: cannot list %s: %s", l->res->plural, kr.message)));
+		why = psprintf("cannot list %s: %s", l->res->plural,
+					   mlplat_kube_tenant_line(&kr) ? mlplat_kube_tenant_line(&kr) : "unknown error");
+	}
+	else if (page == NULL)
+		why = psprintf("%s list is not JSON: %s", l->res->plural, err.message);
+	else if ((arr = ml_json_object_get(page, "items")) == NULL || arr->type != ML_JSON_ARRAY)
+		why = psprintf("%s list has no items array", l->res->plural);
+	if (why)
+	{
+		MemoryContextDelete(page_cxt);
+		list_end(l, why);
+		return;
+	}
+	MemoryContextSwitchTo(page_cxt);
+	for (size_t i = 0; i < arr->u.array.count; i++)
+		l->each(l->arg, arena, arr->u.array.items[i]);
+	MemoryContextSwitchTo(outer);
+	/* a paged list is one snapshot: every page carries its version */
+	next = mlplat_json_text(page, "metadata", "resourceVersion", NULL);
+	l->rv = next ? pstrdup(next) : NULL;
+	next = mlplat_json_text(page, "metadata", "continue", NULL);
+	l->cont = next && next[0] != '\0' ? pstrdup(next) : NULL;
+	MemoryContextDelete(page_cxt);
+	/* the text is parsed: the other answers of the round need not count it */
+	pfree(r->resp_body);
+	r->resp_body = NULL;
+	r->resp_len = 0;
+	if (l->cont != NULL)
+		return;
+	if (l->list_rv && (l->rv == NULL || l->rv[0] == '\0'))
+		why = psprintf("%s list has no resourceVersion", l->res->plural);
+	else if (l->list_rv)
+		*l->list_rv = l->rv;
+	list_end(l, why);
+}
+
+/*
+ * Drive n LISTs together: each round, one batch with the next page of every
+ * LIST not done (the first pages of all of them go out at once; the pages of
+ * one LIST follow each other, a continue token naming the next), then each
+ * answer read in turn.  One LIST's failure ends only that one.  The round's
+ * batch, with the answers' text, is freed before the next round.
+ */
+static void
+list_run(ListRun *runs, int n)
+{
+	MemoryContext outer = CurrentMemoryContext;
+
+	for (;;)
+	{
+		MemoryContext round = AllocSetContextCreate(outer, "mlplat LIST round", ALLOCSET_DEFAULT_SIZES);
+		MlplatHttpBatch *b = mlplat_http_batch_create(round);
+		int asked = 0;
+
+		for (int i = 0; i < n; i++)
+			if (!runs[i].done)
+			{
+				list_ask(&runs[i], b);
+				asked += runs[i].r != NULL;
+			}
+		if (asked == 0)
+		{
+			MemoryContextDelete(round);
+			return;
+		}
+		mlplat_http_batch_run(b);
+		for (int i = 0; i < n; i++)
+			if (runs[i].r != NULL)
+				list_read(&runs[i], outer);
+		MemoryContextDelete(round);
+	}
+}
+
+static void
+list_init(ListRun *l, MlJsonArena *into, const MlplatKubeResource *res, const char *ns, const char *selector,
+		  MlplatListEach each, void *arg, char **list_rv)
+{
+	*l = (ListRun){ .into = into, .res = res, .ns = ns, .selector = selector, .each = each, .arg = arg, .list_rv = list_rv };
+}
+
+/* One LIST alone (list_run of one), its requests counted in *lists. */
 static char *
 list_pages(MlJsonArena *into, const MlplatKubeResource *res, const char *ns, const char *selector,
 		   MlplatListEach each, void *arg, int *lists, char **list_rv)
 {
-	MemoryContext outer = CurrentMemoryContext;
-	char *cont = NULL;
-	char *rv = NULL;
-	int pages = 0;
-	int restarts = 0;
-	Size limit = (Size) mlplat_pass_memory_limit_kb * 1024;
-	MemoryContext pass_cxt = mlplat_pass_memory_context ? mlplat_pass_memory_context : CurrentMemoryContext;
+	ListRun l;
 
-	for (;;)
-	{
-		MemoryContext page_cxt;
-		MlJsonArena *arena;
-		MlplatHttpBatch *b;
-		MlplatHttpRequest *r;
-		MlplatKubeResult kr;
-		MlJsonValue *page;
-		MlJsonError err;
-		const MlJsonValue *arr = NULL;
-		const char *next;
-		char *why = NULL;
-
-		if (pages >= mlplat_list_max_pages)
-			return psprintf("LIST of %s stopped after %d pages (mlplat.list_max_pages)",
-							res->plural, pages);
-		page_cxt = AllocSetContextCreate(outer, "mlplat LIST page", ALLOCSET_DEFAULT_SIZES);
-		arena = into ? into : mlplat_json_arena_in(page_cxt);
-		b = mlplat_http_batch_create(page_cxt);
-		r = mlplat_kube_list(b, res, ns, selector, LIST_PAGE, cont);
-		mlplat_http_batch_run(b);
-		(*lists)++;
-		pages++;
-		if (!r->failed && r->resp_body != NULL &&
-			MemoryContextMemAllocated(pass_cxt, true) + r->resp_len > limit)
-		{
-			why = psprintf("LIST of %s: page %d (%zu kB) would exceed mlplat.pass_memory_limit (%zu kB, %zu kB in use by the pass)",
-						   res->plural, pages, r->resp_len / 1024, limit / 1024,
-						   MemoryContextMemAllocated(pass_cxt, true) / 1024);
-			MemoryContextDelete(page_cxt);
-			return why;
-		}
-		ml_json_set_error(&err, ML_JSON_ERR_SYNTAX, 0, "no body");
-		/* parsed once: no jsonb copy of the page */
-		page = (!r->failed && r->resp_body != NULL)
-				   ? ml_json_parse(arena, r->resp_body, r->resp_len, NULL, &err)
-				   : NULL;
-		mlplat_kube_classify(r, page != NULL, &kr);
-		if (kr.outcome == MLPLAT_KUBE_EXPIRED)
-		{
-			/* the continue token expired: the list must start over */
-			MemoryContextDelete(page_cxt);
-			if (++restarts > LIST_MAX_RESTARTS)
-				return psprintf("LIST of %s: continue token expired %d times in a row (410 Gone)",
-								res->plural, restarts);
-			list_restart_backoff(restarts);
-			each(arg, NULL, NULL);
-			cont = NULL;
-			continue;
-		}
-		if (kr.outcome != MLPLAT_KUBE_OK)
-		{
-			/*
-			 * The reason may reach a tenant (the projects reconciler puts it in the
-			 * project's last_error): a transport failure's detail, which names the
-			 * API server, goes to the server log only.
-			 */
-			if (kr.tenant_message)
-				ereport(LOG, (errmsg("mlplat: cannot list %s: %s", res->plural, kr.message)));
-			why = psprintf("cannot list %s: %s", res->plural,
-						   mlplat_kube_tenant_line(&kr) ? mlplat_kube_tenant_line(&kr) : "unknown error");
-		}
-		else if (page == NULL)
-			why = psprintf("%s list is not JSON: %s", res->plural, err.message);
-		else if ((arr = ml_json_object_get(page, "items")) == NULL || arr->type != ML_JSON_ARRAY)
-			why = psprintf("%s list has no items array", res->plural);
-		if (why)
-		{
-			MemoryContextDelete(page_cxt);
-			return why;
-		}
-		MemoryContextSwitchTo(page_cxt);
-		for (size_t i = 0; i < arr->u.array.count; i++)
-			each(arg, arena, arr->u.array.items[i]);
-		MemoryContextSwitchTo(outer);
-		/* a paged list is one snapshot: every page carries its version */
-		next = mlplat_json_text(page, "metadata", "resourceVersion", NULL);
-		rv = next ? pstrdup(next) : NULL;
-		next = mlplat_json_text(page, "metadata", "continue", NULL);
-		cont = next && next[0] != '\0' ? pstrdup(next) : NULL;
-		MemoryContextDelete(page_cxt);
-		if (cont == NULL)
-			break;
-	}
-	if (list_rv)
-	{
-		if (rv == NULL || rv[0] == '\0')
-			return psprintf("%s list has no resourceVersion", res->plural);
-		*list_rv = rv;
-	}
-	return NULL;
+	list_init(&l, into, res, ns, selector, each, arg, list_rv);
+	list_run(&l, 1);
+	*lists += l.pages;
+	return l.why;
 }
 
 char *
@@ -255,22 +340,53 @@ mlplat_kube_list_all(MlJsonArena *arena, const MlplatKubeResource *res, const ch
 	return mlplat_kube_list_all_in(arena, res, NULL, selector, items, lists);
 }
 
+/*
+ * n LISTs at once (list_run), res[i]'s items kept whole in arena and appended
+ * to items[i] when why[i] is NULL.
+ */
+static void
+list_all(MlJsonArena *arena, const MlplatKubeResource *res, int n, const char *ns, const char *selector,
+		 List **items, char **why, int *lists)
+{
+	ListRun *runs = palloc(sizeof(ListRun) * n);
+	Kept *k = palloc(sizeof(Kept) * n);
+
+	for (int i = 0; i < n; i++)
+	{
+		k[i].keep = NULL;
+		k[i].keep_arg = NULL;
+		k[i].cxt = CurrentMemoryContext;
+		k[i].arena = arena;
+		k[i].items = NIL;
+		list_init(&runs[i], arena, &res[i], ns, selector, keep_item, &k[i], NULL);
+	}
+	list_run(runs, n);
+	for (int i = 0; i < n; i++)
+	{
+		*lists += runs[i].pages;
+		why[i] = runs[i].why;
+		if (why[i] == NULL)
+			items[i] = list_concat(items[i], k[i].items);
+	}
+	pfree(runs);
+	pfree(k);
+}
+
 char *
 mlplat_kube_list_all_in(MlJsonArena *arena, const MlplatKubeResource *res, const char *ns, const char *selector,
 						List **items, int *lists)
 {
-	Kept k;
 	char *why;
 
-	k.keep = NULL;
-	k.keep_arg = NULL;
-	k.cxt = CurrentMemoryContext;
-	k.arena = arena;
-	k.items = NIL;
-	why = list_pages(arena, res, ns, selector, keep_item, &k, lists, NULL);
-	if (why == NULL)
-		*items = list_concat(*items, k.items);
+	list_all(arena, res, 1, ns, selector, items, &why, lists);
 	return why;
+}
+
+void
+mlplat_kube_list_all_kinds(MlJsonArena *arena, const MlplatKubeResource *res, int n, const char *selector,
+						   List **items, char **why, int *lists)
+{
+	list_all(arena, res, n, NULL, selector, items, why, lists);
 }
 
 bool

@@ -29,7 +29,8 @@
  *
  * One pass:
  *   1. claim every live project with its quotas and members (short transaction);
- *   2. observe: one LIST per resource kind with our label selector, paginated;
+ *   2. observe: one LIST per resource kind with our label selector, paginated,
+ *      every kind at once (one batch a round: the pages of a kind follow each other);
  *   3. decide per project and per object: compare desired with observed
  *      (default-aware, spec_diff) and apply (SSA) only the objects that differ,
  *      delete bindings of removed members; the namespace first, the rest once it
@@ -558,34 +559,30 @@ obs_key(char *key, ObjKind kind, const char *ns, const char *name)
 }
 
 /*
- * LIST every page of one kind with our selector into the table.  Returns NULL,
- * or why the kind could not be observed (then nothing of it is known).
+ * LIST every kind with our selector, all at once (one batch; the pages of a
+ * kind follow each other), into the table.  list_error[k] is NULL, or why
+ * kind k could not be observed (then nothing of it is known; the others are).
  */
-static char *
-observe_kind(MlJsonArena *arena, HTAB *seen, ObjKind kind, const char *selector, List **items, int *lists)
+static void
+observe_kinds(MlJsonArena *arena, HTAB *seen, const char *selector, List **items, char **list_error, int *lists)
 {
-	List *got = NIL;
-	char *why = mlplat_kube_list_all(arena, &RES[kind], selector, &got, lists);
+	mlplat_kube_list_all_kinds(arena, RES, NUM_OBJ_KINDS, selector, items, list_error, lists);
+	for (int kind = 0; kind < NUM_OBJ_KINDS; kind++)
+		foreach_ptr (const MlJsonValue, obj, items[kind])
+		{
+			const char *name = mlplat_json_text(obj, "metadata", "name", NULL);
+			const char *ns = mlplat_json_text(obj, "metadata", "namespace", NULL);
+			char key[sizeof(((ObsEntry *) 0)->key)];
+			ObsEntry *e;
+			bool found;
 
-	if (why)
-		return why;
-	foreach_ptr (const MlJsonValue, obj, got)
-	{
-		const char *name = mlplat_json_text(obj, "metadata", "name", NULL);
-		const char *ns = mlplat_json_text(obj, "metadata", "namespace", NULL);
-		char key[sizeof(((ObsEntry *) 0)->key)];
-		ObsEntry *e;
-		bool found;
-
-		if (name == NULL)
-			continue;
-		obs_key(key, kind, RES[kind].namespaced ? ns : NULL, name);
-		e = hash_search(seen, key, HASH_ENTER, &found);
-		e->obj = obj;
-		e->claimed = false;
-	}
-	*items = got;
-	return NULL;
+			if (name == NULL)
+				continue;
+			obs_key(key, (ObjKind) kind, RES[kind].namespaced ? ns : NULL, name);
+			e = hash_search(seen, key, HASH_ENTER, &found);
+			e->obj = obj;
+			e->claimed = false;
+		}
 }
 
 /* ---------------------------------------------------------------- deciding */
@@ -1111,8 +1108,7 @@ mlplat_projects_pass(MlplatPass *pass)
 	ctl.entrysize = sizeof(ObsEntry);
 	ctl.hcxt = w.cxt;
 	seen = hash_create("mlplat observed project objects", 256, &ctl, HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
-	for (int k = 0; k < NUM_OBJ_KINDS; k++)
-		list_error[k] = observe_kind(w.arena, seen, (ObjKind) k, w.selector, &items[k], &w.lists);
+	observe_kinds(w.arena, seen, w.selector, items, list_error, &w.lists);
 
 	/* match observations to desired objects */
 	foreach_ptr (Project, p, projects)

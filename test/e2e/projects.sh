@@ -374,6 +374,31 @@ check "$(kube GET "/apis/rbac.authorization.k8s.io/v1/namespaces/mlp-vision/role
 tap_ok $? "no RoleBinding names system:anonymous, though a member row says so"
 q $DB "DELETE FROM mlplat.members WHERE principal = 'system:anonymous'" >/dev/null
 
+# ---------------------------------------------------------------- a pass's LISTs at once
+# Every LIST of the kinds a pass observes answered 300 ms late (as from a remote API server):
+# the first LIST of each of the seven kinds starts within those 300 ms of the first one, so
+# they overlap; one after another, the last would start at least 6 x 300 ms after the first.
+LISTS='/(api/v1|apis/[^/]+/v1)/(namespaces|resourcequotas|limitranges|networkpolicies|rolebindings|serviceaccounts|roles)'
+admin POST faults "{\"method\":\"GET\",\"path\":\"^$LISTS\$\",\"latencyMs\":300}" >/dev/null
+s1=$(admin GET requests | python3 -c 'import json,sys; print(json.load(sys.stdin)["seq"])')
+q $DB "SELECT mlplat.grant_role('vision', 'erin', 'viewer')" >/dev/null
+deadline=$((SECONDS + 20))
+until kube GET /apis/rbac.authorization.k8s.io/v1/namespaces/mlp-vision/rolebindings/mlplat-viewer-erin | grep -q '"subjects"' ||
+	((SECONDS >= deadline)); do sleep 0.2; done
+tap_ok $? "with every LIST 300 ms late, the pass a grant_role wakes binds erin"
+spread=$(admin GET "requests?since=$s1&method=GET" | python3 -c '
+import datetime, json, re, sys
+first = {}
+for e in json.load(sys.stdin)["items"]:
+    path = e["path"].split("?")[0]
+    if re.fullmatch(sys.argv[1], path) and e.get("kind") not in first:
+        first[e.get("kind")] = datetime.datetime.fromisoformat(e["time"].replace("Z", "+00:00"))
+t = sorted(first.values())
+print("%d kinds, %d ms" % (len(t), (t[-1] - t[0]).total_seconds() * 1000 if t else -1))' "$LISTS")
+[[ $spread =~ ^7\ kinds,\ ([0-9]+)\ ms$ ]] && ((BASH_REMATCH[1] < 300))
+tap_ok $? "a pass's seven LISTs start together, not one after another ($spread from the first to the last)"
+admin DELETE faults >/dev/null
+
 # ------------------------------------------- deletion held by the namespace's content
 # Something of someone else's in the namespace, held by its finalizer (an InferenceService
 # whose KServe finalizer the test holds): the namespace stays Terminating, and the project says
