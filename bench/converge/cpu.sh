@@ -5,14 +5,17 @@
 #   PGSS=1 ...: also the statements the workers ran in the window (pg_stat_statements, track all)
 # Writes N intents with the workers off, turns them on and, until every deployment is READY,
 # samples the CPU time (utime + stime from /proc) of each server process by its backend type
-# and of the stand-in.  Prints one table per repetition and the medians: CPU is what the
-# converge ratio's wall time is made of on a 2-core machine, and unlike wall time it does not
-# move with the load of other jobs.
+# and of the stand-in (the wait's own session, bench/converge/poll.sh, started after the
+# first sample, is not counted; before poll8 each 50 ms check was a new psql and backend, not
+# counted either, but its CPU was taken from the window).  Prints one table per repetition
+# and the medians: CPU is what the converge ratio's wall time is made of on a 2-core machine,
+# and unlike wall time it does not move with the load of other jobs.
 set -uo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 N=${N:-1000}
 REPS=${REPS:-3}
 . "$SRC/test/lib/stack.sh"
+. "$SRC/bench/converge/poll.sh"
 stack_init cpu
 STANDIN_READY_MS=200 stack_standin
 PGSS_CONF=()
@@ -55,9 +58,7 @@ for rep in $(seq 1 "$REPS"); do
 	lead=$($PSQL -d mlplat -c "SELECT pid FROM pg_stat_activity WHERE application_name LIKE 'mlplat deployments%' AND pid = (SELECT pid FROM mlplat.reconciler_health WHERE kind = 'deployments' AND role = 'leader')")
 	[ -n "${PERF:-}" ] && { perf record -q -F 1999 -g -p "$lead" -o "$WORK/perf-$rep.data" >/dev/null 2>&1 & perf_pid=$!; }
 	t0=$(date +%s%N)
-	while [ "$($PSQL -d mlplat -c "SELECT count(*) FROM mlplat.deployments d JOIN mlplat.projects p ON p.id = d.project_id WHERE p.name = '$p' AND d.status = 'READY'")" -lt "$N" ]; do
-		sleep 0.05
-	done
+	converge_wait "$p" "$N" 0.05 || exit 1
 	conv_ms=$((($(date +%s%N) - t0) / 1000000))
 	snapshot >"$WORK/after"
 	# InferenceService requests in the window: LIST pages (and the objects they carried), GETs, writes
