@@ -135,6 +135,10 @@ for N in $SIZES; do
 	[ -n "${DEBUG:-}" ] && $PSQL -d mlplat -c "WITH r AS (SELECT d.id, (rank() OVER (ORDER BY d.id) - 1) / current_setting('mlplat.pass_row_limit')::int AS chunk FROM mlplat.deployments d JOIN mlplat.projects p ON p.id = d.project_id WHERE p.name = '$p'),
 	     t AS (SELECT r.chunk, s.name, extract(epoch FROM s.start_time) * 1000 - $t0 / 1000000 AS st, extract(epoch FROM s.end_time) * 1000 - $t0 / 1000000 AS en FROM r JOIN mlplat.spans s ON s.entity = 'deployment' AND s.entity_id = r.id)
 	   SELECT 'chunk ' || chunk || ': check ' || round(min(st) FILTER (WHERE name = 'deployments.artifact_check')) || ', apply ' || round(min(st) FILTER (WHERE name = 'deployments.apply')) || '..' || round(max(en) FILTER (WHERE name = 'deployments.apply')) || ', READY ' || round(min(en) FILTER (WHERE name = 'deployments.readiness_wait')) || '..' || round(max(en) FILTER (WHERE name = 'deployments.readiness_wait')) || ' (median ' || round((percentile_cont(0.5) WITHIN GROUP (ORDER BY en) FILTER (WHERE name = 'deployments.readiness_wait'))::numeric) || ')' FROM t GROUP BY chunk ORDER BY chunk"
+	# DEBUG: each deployment's READY decision after its apply's end (the stand-in makes it Ready
+	# 200 ms after): the wait a user sees between a serving deployment and its READY
+	[ -n "${DEBUG:-}" ] && $PSQL -d mlplat -c "WITH l AS (SELECT extract(epoch FROM max(s.end_time) FILTER (WHERE s.name = 'deployments.readiness_wait') - max(s.end_time) FILTER (WHERE s.name = 'deployments.apply')) * 1000 AS ms FROM mlplat.spans s JOIN mlplat.deployments d ON d.id = s.entity_id AND s.entity = 'deployment' JOIN mlplat.projects p ON p.id = d.project_id WHERE p.name = '$p' GROUP BY d.id)
+	   SELECT 'READY after apply: p50 ' || round(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms)::numeric) || ', p90 ' || round(percentile_cont(0.9) WITHIN GROUP (ORDER BY ms)::numeric) || ', max ' || round(max(ms)::numeric) || ' ms (' || count(ms) || ')' FROM l"
 	applies=$(patches)
 	# DEBUG: the stand-in's request log of the converge (method, path, status, ms, time), for the breakdown
 	[ -n "${DEBUG:-}" ] && admin GET requests >"${DEBUG_OUT:-$WORK}/requests-$N.json"
