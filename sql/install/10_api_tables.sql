@@ -104,7 +104,10 @@ CREATE TABLE mlplat.projects (
   status              text NOT NULL DEFAULT 'PROVISIONING'
                       CHECK (status IN ('PROVISIONING', 'READY', 'FAILED', 'DELETING', 'DELETED')),
   status_reason       text,
-  LIKE mlplat._reconciled_columns INCLUDING DEFAULTS
+  LIKE mlplat._reconciled_columns INCLUDING DEFAULTS,
+  -- what the project's intents determine, rendered by them (mlplat._project_render_store)
+  rendered            json,
+  rendered_content_id text
 );
 
 CREATE TABLE mlplat.members (

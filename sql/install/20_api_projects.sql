@@ -121,6 +121,8 @@ BEGIN
     INSERT INTO mlplat.members (project_id, principal, role, granted_by)
     VALUES (p.id, create_project.owner, 'owner', mlplat._actor()) ON CONFLICT DO NOTHING;
   END IF;
+  -- its objects as its quotas and members now determine them (a new or re-created project)
+  PERFORM mlplat._project_render_store(p.id);
   r.entity_id := p.id; r.status := p.status; api.pid := p.id;
   RETURN mlplat._api_accept(api, r,
     pg_catalog.jsonb_build_object('gpu_quota', p.gpu_quota, 'cpu_quota', p.cpu_quota,
@@ -159,6 +161,7 @@ BEGIN
          row_version = x.row_version + 1, traceparent = api.tp, attempts = 0, next_attempt_at = pg_catalog.now(),
          updated_at = pg_catalog.now()
   WHERE x.id = api.pid RETURNING * INTO p;
+  PERFORM mlplat._project_render_store(api.pid);   -- the ResourceQuota follows the quotas
   r := (pg_catalog.gen_random_uuid(), 'project', api.pid, NULL, p.status, false)::mlplat.accepted;
   RETURN mlplat._api_accept(api, r,
     pg_catalog.jsonb_build_object('gpu_quota', p.gpu_quota, 'cpu_quota', p.cpu_quota, 'memory_quota', p.memory_quota), 'projects');
@@ -232,7 +235,8 @@ END $$;
 
 -- What a membership change does once the members row is written, the same for a grant and a
 -- revoke: when it changed anything the project takes this call's traceparent (the projects
--- reconciler writes the RoleBindings under this call's span); the call is answered (a member
+-- reconciler writes the RoleBindings under this call's span) and its objects rendered again
+-- (_project_render_store: the RoleBindings are stored at intent time); the call is answered (a member
 -- of the project, p_status: GRANTED or REVOKED) and audited either way, with changed; the
 -- projects reconciler is woken at commit.
 CREATE FUNCTION mlplat._membership_changed(c mlplat.api_call, p_status text, p_principal text, p_role text,
@@ -241,6 +245,7 @@ RETURNS mlplat.accepted LANGUAGE plpgsql AS $$
 BEGIN
   IF p_changed THEN
     UPDATE mlplat.projects x SET traceparent = c.tp WHERE x.id = c.pid;
+    PERFORM mlplat._project_render_store(c.pid);   -- the members' RoleBindings
   END IF;
   RETURN mlplat._api_accept(c, (pg_catalog.gen_random_uuid(), 'member', c.pid, NULL, p_status, false)::mlplat.accepted,
     pg_catalog.jsonb_build_object('principal', p_principal, 'role', p_role, 'changed', p_changed), 'projects');

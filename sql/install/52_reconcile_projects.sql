@@ -4,11 +4,15 @@
 -- quota change may drop a resource, which only an apply removes and a comparison of
 -- the fields still wanted cannot see.
 --
--- The claim returns every live project with everything its objects are rendered
--- from, members included: grant_role/revoke_role do not bump the project's
--- generation, but every pass compares each desired object with what it observed,
--- so a membership change is seen on the pass its commit wakes.  Write-back is a
--- compare-and-swap on row_version and the leader epoch, as for deployments.
+-- The objects a project's intents alone determine (Namespace, ResourceQuota, LimitRange,
+-- the members' RoleBindings) are rendered at intent time: create_project, set_project_quota,
+-- grant_role and revoke_role store them on the project (projects.rendered, with
+-- rendered_content_id) in their own transaction, through _project_render_store.  The claim
+-- returns them as stored; the pass renders only the objects that carry server settings.
+-- grant_role/revoke_role do not bump the project's generation, but every pass compares each
+-- desired object with what it observed, so a membership change is seen on the pass its
+-- commit wakes.  Write-back is a compare-and-swap on row_version and the leader epoch, as
+-- for deployments.
 
 -- The RoleBinding name for a member: mlplat-<role>-<principal>, where a
 -- principal that is not already a DNS label is slugged and suffixed with a short
@@ -25,13 +29,21 @@ AS $$
 $$;
 REVOKE ALL ON FUNCTION mlplat._rolebinding_name(text, text) FROM PUBLIC;
 
+-- The objects a project's intents alone determine, a JSON array of manifests (in C:
+-- src/reconcile/projects.c, render_intent, where the pass's own objects are rendered too).
+-- members: [{principal, role, binding}] (_project_bound_members).
+CREATE FUNCTION mlplat._render_project(p_project text, p_project_id bigint, p_instance text, p_gpu_quota int,
+                                       p_cpu_quota text, p_memory_quota text, p_members jsonb)
+RETURNS json LANGUAGE C IMMUTABLE AS 'MODULE_PATHNAME', 'mlplat_render_project';
+REVOKE ALL ON FUNCTION mlplat._render_project(text, bigint, text, int, text, text, jsonb) FROM PUBLIC;
+
 -- The seam (src/reconcile/seam.c): the claim returns mlplat.project_claim rows, the write-back
 -- takes an array of mlplat.project_writeback; C reads and builds them by name.
 CREATE TYPE mlplat.project_claim AS (
-  id bigint, name text, gpu_quota int, cpu_quota text, memory_quota text,
+  id bigint, name text,
   status text /* STATUS project */, status_reason text, last_error text,
   generation bigint, observed_generation bigint, row_version bigint,
-  traceparent text, attempts int, due boolean, members text, quota_generation bigint);
+  traceparent text, attempts int, due boolean, manifests text[], quota_generation bigint);
 
 -- retry_ms: NULL = no retry scheduled (attempts reset, due again at once); otherwise
 -- attempts + 1 and next_attempt_at = now() + retry_ms.  NULL observed_generation / observed
@@ -40,23 +52,48 @@ CREATE TYPE mlplat.project_writeback AS (
   id bigint, row_version bigint, status text /* STATUS project */, reason text,
   observed_generation bigint /* NULL<0 */, observed jsonb, error text, retry_ms int /* NULL<0 */);
 
+-- The members a project's RoleBindings are rendered from, [{principal, role, binding}].
+CREATE FUNCTION mlplat._project_bound_members(p_id bigint) RETURNS jsonb
+LANGUAGE sql STABLE
+AS $$
+  SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(
+                    'principal', m.principal, 'role', m.role,
+                    'binding', mlplat._rolebinding_name(m.role, m.principal))
+                  ORDER BY m.role, m.principal), '[]'::jsonb)
+    -- a Kubernetes system identity (system:anonymous, system:serviceaccount:...)
+    -- is never a RoleBinding subject: grant_role refuses one, and a member row
+    -- from before 0.3.0 is left unbound (its old binding is deleted as extra)
+    FROM mlplat.members m WHERE m.project_id = p_id
+     AND pg_catalog.lower(pg_catalog.btrim(m.principal)) NOT LIKE 'system:%'
+$$;
+REVOKE ALL ON FUNCTION mlplat._project_bound_members(bigint) FROM PUBLIC;
+
+-- The objects project p_id's intents determine (src/reconcile/projects.c, render_intent), as
+-- the pass applies them byte for byte (json keeps the bytes), with their content id: called
+-- by every intent that changes the project's quotas or members, in its transaction.  The
+-- instance id comes from mlplat.installation, not from a setting.
+CREATE FUNCTION mlplat._project_render_store(p_id bigint) RETURNS void
+LANGUAGE plpgsql
+AS $$
+BEGIN
+  UPDATE mlplat.projects x SET rendered = r.m, rendered_content_id = mlplat.content_id(r.m::jsonb)
+    FROM (SELECT mlplat._render_project(p.name, p.id, i.instance_id, p.gpu_quota, p.cpu_quota, p.memory_quota,
+                                        mlplat._project_bound_members(p.id)) AS m
+            FROM mlplat.projects p, mlplat.installation i WHERE p.id = p_id) r
+   WHERE x.id = p_id;
+END $$;
+REVOKE ALL ON FUNCTION mlplat._project_render_store(bigint) FROM PUBLIC;
+
+-- manifests: the stored render, one element a manifest, each as its bytes were rendered.
 CREATE FUNCTION mlplat._projects_claim()
 RETURNS SETOF mlplat.project_claim
 LANGUAGE sql STABLE
 AS $$
-  SELECT p.id, p.name, p.gpu_quota, p.cpu_quota, p.memory_quota,
+  SELECT p.id, p.name,
          p.status, p.status_reason, p.last_error,
          p.generation, p.observed_generation, p.row_version,
          p.traceparent, p.attempts, p.next_attempt_at <= pg_catalog.now(),
-         coalesce((SELECT pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(
-                            'principal', m.principal, 'role', m.role,
-                            'binding', mlplat._rolebinding_name(m.role, m.principal))
-                          ORDER BY m.role, m.principal)
-                     -- a Kubernetes system identity (system:anonymous, system:serviceaccount:...)
-                     -- is never a RoleBinding subject: grant_role refuses one, and a member row
-                     -- from before 0.3.0 is left unbound (its old binding is deleted as extra)
-                     FROM mlplat.members m WHERE m.project_id = p.id
-                      AND pg_catalog.lower(pg_catalog.btrim(m.principal)) NOT LIKE 'system:%'), '[]'::jsonb)::text,
+         ARRAY(SELECT e::text FROM pg_catalog.json_array_elements(p.rendered) e),
          coalesce((p.observed->>'quota_generation')::bigint, 0)
     FROM mlplat.projects p
    WHERE p.status <> 'DELETED'

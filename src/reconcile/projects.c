@@ -28,7 +28,9 @@
  *                                     name for the storage initializer; no token
  *
  * One pass:
- *   1. claim every live project with its quotas and members (short transaction);
+ *   1. claim every live project with the manifests its intents rendered and
+ *      stored (render_intent, at intent time; short transaction), and render
+ *      the objects the server settings determine (render_settings);
  *   2. observe: one LIST per resource kind with our label selector, paginated,
  *      every kind at once (one batch a round: the pages of a kind follow each other);
  *   3. decide per project and per object: compare desired with observed
@@ -64,6 +66,7 @@
 #include "mlplat/guc.h"
 #include "mlplat/http.h"
 #include "mlplat/json.h"
+#include "mlplat/json_jsonb.h"
 #include "mlplat/kube.h"
 #include "mlplat/labels.h"
 #include "mlplat/ledger.h"
@@ -374,42 +377,17 @@ render_predictor(Project *p, const char *instance)
 	new_obj(p, OBJ_SERVICEACCOUNT, sa, &s);
 }
 
-/* Every object the project should have, rendered from the claimed row alone. */
+/*
+ * The objects that carry server settings (a reload changes them, no intent
+ * does): the NetworkPolicy (mlplat.network_allowed_namespaces), the runner's
+ * ServiceAccount, Role and RoleBinding, the predictor's ServiceAccount and the
+ * lab inputs' RoleBinding.  Rendered by each pass, after the project's stored
+ * Namespace, ResourceQuota and LimitRange.
+ */
 static void
-render(Project *p, const char *instance, MlJsonArena *arena)
+render_settings(Project *p, const char *instance)
 {
 	StringInfoData s;
-	MlJsonValue *members;
-	MlJsonError err;
-
-	initStringInfo(&s);
-	append_metadata_annotated(&s, OBJ_NAMESPACE, p->ns, NULL, p->name, instance,
-							  psprintf("{\"" MLPLAT_ANNOTATION_PROJECT_ID "\":\"" INT64_FORMAT "\"}", p->id));
-	appendStringInfoChar(&s, '}');
-	new_obj(p, OBJ_NAMESPACE, p->ns, &s);
-
-	initStringInfo(&s);
-	append_metadata(&s, OBJ_QUOTA, QUOTA_NAME, p->ns, p->name, instance);
-	appendStringInfo(&s, ",\"spec\":{\"hard\":{\"requests.nvidia.com/gpu\":\"%d\"", p->gpu_quota);
-	if (p->cpu_quota)
-	{
-		appendStringInfoString(&s, ",\"requests.cpu\":");
-		escape_json(&s, p->cpu_quota);
-	}
-	if (p->memory_quota)
-	{
-		appendStringInfoString(&s, ",\"requests.memory\":");
-		escape_json(&s, p->memory_quota);
-	}
-	appendStringInfoString(&s, "}}}");
-	new_obj(p, OBJ_QUOTA, QUOTA_NAME, &s);
-
-	initStringInfo(&s);
-	append_metadata(&s, OBJ_LIMITS, LIMITS_NAME, p->ns, p->name, instance);
-	appendStringInfoString(&s, ",\"spec\":{\"limits\":[{\"type\":\"Container\","
-							   "\"default\":{\"cpu\":\"" LR_LIMIT_CPU "\",\"memory\":\"" LR_LIMIT_MEMORY "\"},"
-							   "\"defaultRequest\":{\"cpu\":\"" LR_REQUEST_CPU "\",\"memory\":\"" LR_REQUEST_MEMORY "\"}}]}}");
-	new_obj(p, OBJ_LIMITS, LIMITS_NAME, &s);
 
 	initStringInfo(&s);
 	append_metadata(&s, OBJ_NETPOL, NETPOL_NAME, p->ns, p->name, instance);
@@ -436,10 +414,70 @@ render(Project *p, const char *instance, MlJsonArena *arena)
 	render_runner(p, instance);
 	render_predictor(p, instance);
 	render_lab_inputs(p, instance);
+}
 
-	members = ml_json_parse(arena, p->members, strlen(p->members), NULL, &err);
+/* s, one rendered manifest, appended to the JSON array being built in arr */
+static void
+array_add(StringInfo arr, StringInfo s)
+{
+	if (arr->len > 1)
+		appendStringInfoChar(arr, ','); /* after the opening '[' and an element */
+	appendBinaryStringInfo(arr, s->data, s->len);
+}
+
+/*
+ * The objects a project's intents alone determine (create_project,
+ * set_project_quota, grant_role, revoke_role): its Namespace, ResourceQuota,
+ * LimitRange and the members' RoleBindings, as a JSON array in that order.
+ * Rendered at intent time by mlplat._render_project and stored on the
+ * project (projects.rendered, with its content id), so that the pass applies
+ * what the intent bound; the objects that carry server settings are rendered
+ * by the pass (render_settings).  members: [{principal, role, binding}].
+ */
+static void
+render_intent(StringInfo arr, const char *project, int64 id, const char *instance, int gpu_quota,
+			  const char *cpu_quota, const char *memory_quota, const char *members_json)
+{
+	const char *ns = mlplat_project_namespace(project, strlen(project));
+	MlJsonArena *arena = mlplat_json_arena_in(CurrentMemoryContext);
+	StringInfoData s;
+	MlJsonValue *members;
+	MlJsonError err;
+
+	appendStringInfoChar(arr, '[');
+	initStringInfo(&s);
+	append_metadata_annotated(&s, OBJ_NAMESPACE, ns, NULL, project, instance,
+							  psprintf("{\"" MLPLAT_ANNOTATION_PROJECT_ID "\":\"" INT64_FORMAT "\"}", id));
+	appendStringInfoChar(&s, '}');
+	array_add(arr, &s);
+
+	initStringInfo(&s);
+	append_metadata(&s, OBJ_QUOTA, QUOTA_NAME, ns, project, instance);
+	appendStringInfo(&s, ",\"spec\":{\"hard\":{\"requests.nvidia.com/gpu\":\"%d\"", gpu_quota);
+	if (cpu_quota)
+	{
+		appendStringInfoString(&s, ",\"requests.cpu\":");
+		escape_json(&s, cpu_quota);
+	}
+	if (memory_quota)
+	{
+		appendStringInfoString(&s, ",\"requests.memory\":");
+		escape_json(&s, memory_quota);
+	}
+	appendStringInfoString(&s, "}}}");
+	array_add(arr, &s);
+
+	initStringInfo(&s);
+	append_metadata(&s, OBJ_LIMITS, LIMITS_NAME, ns, project, instance);
+	appendStringInfoString(&s, ",\"spec\":{\"limits\":[{\"type\":\"Container\","
+							   "\"default\":{\"cpu\":\"" LR_LIMIT_CPU "\",\"memory\":\"" LR_LIMIT_MEMORY "\"},"
+							   "\"defaultRequest\":{\"cpu\":\"" LR_REQUEST_CPU "\",\"memory\":\"" LR_REQUEST_MEMORY "\"}}]}}");
+	array_add(arr, &s);
+
+	members = ml_json_parse(arena, members_json, strlen(members_json), NULL, &err);
 	if (members == NULL || members->type != ML_JSON_ARRAY)
-		elog(ERROR, "members of project %lld are not a JSON array", (long long) p->id);
+		ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						errmsg("members of project %lld are not a JSON array", (long long) id)));
 	for (size_t i = 0; i < members->u.array.count; i++)
 	{
 		const MlJsonValue *m = members->u.array.items[i];
@@ -448,17 +486,91 @@ render(Project *p, const char *instance, MlJsonArena *arena)
 		const char *binding = mlplat_json_text(m, "binding", NULL, NULL);
 
 		if (!principal || !role || !binding)
-			elog(ERROR, "member %zu of project %lld is incomplete", i, (long long) p->id);
+			ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+							errmsg("member %zu of project %lld is incomplete", i, (long long) id)));
 		initStringInfo(&s);
-		append_metadata(&s, OBJ_ROLEBINDING, binding, p->ns, p->name, instance);
+		append_metadata(&s, OBJ_ROLEBINDING, binding, ns, project, instance);
 		appendStringInfo(&s, ",\"roleRef\":{\"apiGroup\":\"rbac.authorization.k8s.io\",\"kind\":\"ClusterRole\","
 							 "\"name\":\"mlplat-%s\"},\"subjects\":[{\"apiGroup\":\"rbac.authorization.k8s.io\","
 							 "\"kind\":\"User\",\"name\":",
 						 role);
 		escape_json(&s, principal);
 		appendStringInfoString(&s, "}]}");
-		new_obj(p, OBJ_ROLEBINDING, binding, &s);
+		array_add(arr, &s);
 	}
+	appendStringInfoChar(arr, ']');
+}
+
+PG_FUNCTION_INFO_V1(mlplat_render_project);
+
+/*
+ * mlplat._render_project(project, project_id, instance, gpu_quota, cpu_quota,
+ *                        memory_quota, members) RETURNS json: render_intent's
+ * array, its bytes exactly as the pass sends them (json, not jsonb, keeps
+ * them).
+ */
+Datum
+mlplat_render_project(PG_FUNCTION_ARGS)
+{
+	StringInfoData arr;
+
+	for (int i = 0; i < 4; i++)
+		if (PG_ARGISNULL(i))
+			ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+							errmsg("mlplat._render_project: argument %d must not be NULL", i + 1)));
+	initStringInfo(&arr);
+	render_intent(&arr, text_to_cstring(PG_GETARG_TEXT_PP(0)), PG_GETARG_INT64(1), text_to_cstring(PG_GETARG_TEXT_PP(2)),
+				  PG_GETARG_INT32(3), PG_ARGISNULL(4) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(4)),
+				  PG_ARGISNULL(5) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(5)),
+				  PG_ARGISNULL(6) ? "[]" : DatumGetCString(DirectFunctionCall1(jsonb_out, PG_GETARG_DATUM(6))));
+	PG_RETURN_TEXT_P(cstring_to_text_with_len(arr.data, arr.len));
+}
+
+/* the kind named kind (a stored manifest's), or NUM_OBJ_KINDS */
+static ObjKind
+kind_of(const char *kind)
+{
+	for (int k = 0; k < NUM_OBJ_KINDS; k++)
+		if (kind && strcmp(KIND_NAME[k], kind) == 0)
+			return (ObjKind) k;
+	return NUM_OBJ_KINDS;
+}
+
+/*
+ * Every object the project should have: the ones its intents determined, as
+ * stored (p->manifests, render_intent's array split by the claim, each
+ * element's bytes as rendered), and the ones the server settings determine,
+ * rendered here.  In the order of before: Namespace, ResourceQuota,
+ * LimitRange, then the settings' objects, then the members' RoleBindings.
+ */
+static void
+render(Project *p, const char *instance, MlJsonArena *arena)
+{
+	List *bindings = NIL;
+
+	foreach_ptr (char, m, p->manifests)
+	{
+		MlJsonError err;
+		const MlJsonValue *v = ml_json_parse(arena, m, strlen(m), NULL, &err);
+		const char *name = v ? mlplat_json_text(v, "metadata", "name", NULL) : NULL;
+		ObjKind kind = v ? kind_of(mlplat_json_text(v, "kind", NULL, NULL)) : NUM_OBJ_KINDS;
+		ProjObj *o;
+
+		if (name == NULL || kind == NUM_OBJ_KINDS)
+			ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED),
+							errmsg("a rendered manifest of project %lld is not an object of a known kind", (long long) p->id)));
+		o = palloc0(sizeof(ProjObj));
+		o->kind = kind;
+		o->name = pstrdup(name);
+		o->ns = kind == OBJ_NAMESPACE ? NULL : p->ns;
+		o->manifest = m;
+		if (kind == OBJ_ROLEBINDING)
+			bindings = lappend(bindings, o);
+		else
+			p->objs = lappend(p->objs, o);
+	}
+	render_settings(p, instance);
+	p->objs = list_concat(p->objs, bindings);
 }
 
 /*
@@ -1088,15 +1200,30 @@ mlplat_projects_pass(MlplatPass *pass)
 	MlplatPassWork w;
 	char *list_error[NUM_OBJ_KINDS] = { 0 };
 	List *items[NUM_OBJ_KINDS] = { 0 };
-	List *projects;
+	List *claimed;
+	List *projects = NIL;
 	HASHCTL ctl;
 	HTAB *seen;
 	List *notes = NIL;
 
 	mlplat_pass_work_begin(&w, pass);
-	projects = claim(&w, &notes);
-	foreach_ptr (Project, p, projects)
+	claimed = claim(&w, &notes);
+	foreach_ptr (Project, p, claimed)
 	{
+		if (p->manifests == NIL)
+		{
+			/*
+			 * Every intent that makes or changes a project stores its render, and
+			 * the update to 0.3.0 stored one for every project: only a row written
+			 * around the API lacks it.  Skipped, not guessed at; the others go on.
+			 */
+			ereport(WARNING, (errcode(ERRCODE_DATA_CORRUPTED),
+							  errmsg("project %s has no rendered manifests: not reconciled", p->name),
+							  errhint("Render them with an intent (mlplat.set_project_quota) or mlplat._project_render_store(%lld).",
+									  (long long) p->id)));
+			continue;
+		}
+		projects = lappend(projects, p);
 		render(p, w.instance, w.arena);
 		if (notes != NIL)
 			foreach_ptr (ProjObj, o, p->objs)

@@ -146,6 +146,29 @@ rv1=$(q $DB "SELECT row_version FROM mlplat.projects WHERE name = 'vision'")
 [ -n "$rv0" ] && [ "$rv1" = "$rv0" ]
 tap_ok $? "steady state: the project row is not rewritten (row_version $rv0 -> $rv1)"
 
+# ---------------------------------------------------------------- the stored render
+# The Namespace, ResourceQuota, LimitRange and members' RoleBindings are rendered by the
+# intents and stored (projects.rendered); the pass applies them as stored.  The upgrade to
+# 0.3.0 fills them for every project with this same call (part 99_render8): rendered again,
+# they are the bytes applied already, so resyncs re-apply nothing and rewrite no row.
+cid0=$(q $DB "SELECT rendered_content_id FROM mlplat.projects WHERE name = 'vision'")
+tap_is "$(q $DB "SELECT string_agg(e->>'kind' || '/' || (e->'metadata'->>'name'), ' ' ORDER BY o)
+                  FROM mlplat.projects p, json_array_elements(p.rendered) WITH ORDINALITY AS x(e, o) WHERE p.name = 'vision'")" \
+	"Namespace/mlp-vision ResourceQuota/mlplat-quota LimitRange/mlplat-limits RoleBinding/$CAROL RoleBinding/mlplat-owner-alice RoleBinding/mlplat-viewer-bob" \
+	"the intents stored the namespace, quota, limits and one binding per member"
+a0=$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'projects' AND project = 'vision' AND action = 'APPLY'")
+q $DB "SELECT mlplat._project_render_store(p.id) FROM mlplat.projects p" >/dev/null
+rs=$?
+w2=$(writes_count)
+sleep 5 # resync every 2 s
+w3=$(writes_count)
+[ $rs = 0 ] && [ -n "$w2" ] && [ "$w3" = "$w2" ]
+tap_ok $? "rendered again as the upgrade does: no write requests over 5 s of resyncs ($w2 before, $w3 after)"
+tap_same "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE kind = 'projects' AND project = 'vision' AND action = 'APPLY'")" "$a0" \
+	"... no apply in the ledger ($a0 before)"
+tap_same "$(q $DB "SELECT rendered_content_id FROM mlplat.projects WHERE name = 'vision'")/$(q $DB "SELECT row_version FROM mlplat.projects WHERE name = 'vision'")" \
+	"$cid0/$rv1" "... the same content id, and the row's version unchanged"
+
 # ---------------------------------------------------------------- role change
 q $DB "SELECT mlplat.grant_role('vision', 'bob', 'developer')" >/dev/null &&
 	q $DB "SELECT mlplat.revoke_role('vision', 'bob', 'viewer')" >/dev/null
@@ -161,6 +184,10 @@ check "$rbs" "sorted((i['metadata']['name'], i['roleRef']['name'], i['subjects']
  ('mlplat-owner-alice', 'mlplat-owner', 'alice'), ('mlplat-developer-bob', 'mlplat-developer', 'bob'), ('$CAROL', 'mlplat-deployer', 'Carol.Smith'),
  ('mlplat-runner', 'mlplat-runner', 'mlplat-runner'), ('mlplat-lab-inputs', 'mlplat-lab-inputs', 'mlplat')])"
 tap_ok $? "the viewer binding is replaced by a developer binding (roleRef is immutable)"
+tap_is "$(q $DB "SELECT string_agg(e->'metadata'->>'name', ' ' ORDER BY (e->'metadata'->>'name') COLLATE \"C\") || ' ' || (rendered_content_id <> '$cid0')
+                  FROM mlplat.projects p, json_array_elements(p.rendered) e WHERE p.name = 'vision' AND e->>'kind' = 'RoleBinding'
+                 GROUP BY rendered_content_id")" \
+	"$CAROL mlplat-developer-bob mlplat-owner-alice true" "grant_role and revoke_role stored the bindings the pass applied, under a new content id"
 tap_is "$(requests RoleBinding mlp-vision mlplat-viewer-bob ok)" 2 "the old binding saw exactly its apply and one delete"
 tap_is "$(q $DB "SELECT count(*) FROM mlplat.reconcile_ledger WHERE project = 'vision' AND action = 'DELETE' AND outcome = 'OK' AND detail->>'note' = 'RoleBinding mlp-vision/mlplat-viewer-bob'")" 1 \
 	"the ledger records the binding's deletion"

@@ -270,14 +270,14 @@ $$;
 REVOKE ALL ON FUNCTION mlplat._aliases_claim(boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._aliases_writeback_set(bigint, mlplat.model_alias_writeback[]) FROM PUBLIC;
 
--- projects (the claim is made again in part 41; the wake of runs is in _projects_writeback_set)
+-- projects (the claim is made again in part 99_render8; the wake of runs is in _projects_writeback_set)
 -- The seam (src/reconcile/seam.c): the claim returns mlplat.project_claim rows, the write-back
 -- takes an array of mlplat.project_writeback; C reads and builds them by name.
 CREATE TYPE mlplat.project_claim AS (
-  id bigint, name text, gpu_quota int, cpu_quota text, memory_quota text,
+  id bigint, name text,
   status text, status_reason text, last_error text,
   generation bigint, observed_generation bigint, row_version bigint,
-  traceparent text, attempts int, due boolean, members text, quota_generation bigint);
+  traceparent text, attempts int, due boolean, manifests text[], quota_generation bigint);
 
 -- retry_ms: NULL = no retry scheduled (attempts reset, due again at once); otherwise
 -- attempts + 1 and next_attempt_at = now() + retry_ms.  NULL observed_generation / observed

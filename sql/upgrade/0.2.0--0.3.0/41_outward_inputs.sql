@@ -77,6 +77,8 @@ BEGIN
     INSERT INTO mlplat.members (project_id, principal, role, granted_by)
     VALUES (p.id, create_project.owner, 'owner', mlplat._actor()) ON CONFLICT DO NOTHING;
   END IF;
+  -- its objects as its quotas and members now determine them (a new or re-created project)
+  PERFORM mlplat._project_render_store(p.id);
   r.entity_id := p.id; r.status := p.status; api.pid := p.id;
   RETURN mlplat._api_accept(api, r,
     pg_catalog.jsonb_build_object('gpu_quota', p.gpu_quota, 'cpu_quota', p.cpu_quota,
@@ -222,32 +224,6 @@ BEGIN
       'artifact_sha256', v.artifact_sha256, 'runtime_kind', v.runtime_kind, 'model_format', v.model_format));
 END $$;
 
--- (returns the seam type of part 20 now: dropped and made again)
-DROP FUNCTION mlplat._projects_claim();
-CREATE FUNCTION mlplat._projects_claim()
-RETURNS SETOF mlplat.project_claim
-LANGUAGE sql STABLE
-AS $$
-  SELECT p.id, p.name, p.gpu_quota, p.cpu_quota, p.memory_quota,
-         p.status, p.status_reason, p.last_error,
-         p.generation, p.observed_generation, p.row_version,
-         p.traceparent, p.attempts, p.next_attempt_at <= pg_catalog.now(),
-         coalesce((SELECT pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(
-                            'principal', m.principal, 'role', m.role,
-                            'binding', mlplat._rolebinding_name(m.role, m.principal))
-                          ORDER BY m.role, m.principal)
-                     -- a Kubernetes system identity (system:anonymous, system:serviceaccount:...)
-                     -- is never a RoleBinding subject: grant_role refuses one, and a member row
-                     -- from before 0.3.0 is left unbound (its old binding is deleted as extra)
-                     FROM mlplat.members m WHERE m.project_id = p.id
-                      AND pg_catalog.lower(pg_catalog.btrim(m.principal)) NOT LIKE 'system:%'), '[]'::jsonb)::text,
-         coalesce((p.observed->>'quota_generation')::bigint, 0)
-    FROM mlplat.projects p
-   WHERE p.status <> 'DELETED'
-   ORDER BY p.id
-$$;
-
-REVOKE ALL ON FUNCTION mlplat._projects_claim() FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION mlplat._check_subject(text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION mlplat._check_no_template(text, jsonb) FROM PUBLIC;
