@@ -195,6 +195,12 @@ mlplat_str_same(const char *a, const char *b)
  */
 extern size_t ml_utf8_clip(const char *s, size_t len, size_t max);
 
+/*
+ * How many bytes from s[0] (at most len) a JSON string holds as they are:
+ * printable ASCII other than '"' and '\\' (the parser's fast path).
+ */
+extern size_t ml_json_plain_run(const char *s, size_t len);
+
 /* Name of a type, for messages ("object", "number", ...). */
 extern const char *ml_json_type_name(MlJsonType type);
 

@@ -552,6 +552,55 @@ utf8_seq_len(const unsigned char *s, size_t n)
 	return len;
 }
 
+/* A byte a string holds as it is: printable ASCII other than '"' and '\\'. */
+static bool
+is_plain_string_byte(unsigned char c)
+{
+	return c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
+}
+
+#define BYTES_01 UINT64_C(0x0101010101010101)
+#define BYTES_80 UINT64_C(0x8080808080808080)
+
+/*
+ * How many bytes from s[0] are plain (is_plain_string_byte), at most len.
+ * Eight at a time: a byte is flagged (its high bit in the mask) when it is a
+ * '"' or '\\' (a zero byte after the XOR), under 0x20 (the subtraction sets
+ * its high bit) or 0x80 and up.  A borrow can flag a plain byte too, but only
+ * above a flagged one, so the lowest flag is the first byte that is not
+ * plain: on a little-endian machine, its trailing zeros say where; elsewhere
+ * the bytewise loop finds it.
+ */
+size_t
+ml_json_plain_run(const char *s, size_t len)
+{
+	size_t i = 0;
+
+	for (; len - i >= 8; i += 8)
+	{
+		uint64_t x;
+		uint64_t q;
+		uint64_t b;
+		uint64_t flags;
+
+		memcpy(&x, s + i, 8);
+		q = x ^ (BYTES_01 * '"');
+		b = x ^ (BYTES_01 * '\\');
+		flags = (((q - BYTES_01) & ~q) | ((b - BYTES_01) & ~b) | (x - BYTES_01 * 0x20) | x) & BYTES_80;
+		if (flags != 0)
+		{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+			return i + (size_t) (__builtin_ctzll(flags) / 8);
+#else
+			break;
+#endif
+		}
+	}
+	while (i < len && is_plain_string_byte((unsigned char) s[i]))
+		i++;
+	return i;
+}
+
 /* Parse a string at p->pos (the opening quote); decoded bytes into *out. */
 static bool
 parse_string_raw(Parser *p, const char **out, size_t *out_len)
@@ -560,6 +609,27 @@ parse_string_raw(Parser *p, const char **out, size_t *out_len)
 	size_t end;
 	char *buf;
 	size_t n = 0;
+
+	/*
+	 * Most strings (keys, names, versions) are plain bytes up to their closing
+	 * quote: copied as they are, without the decoding loop's two passes, which
+	 * were most of the deployments leader's JSON parsing (docs/benchmarks.md,
+	 * cpu8).  Any other string is decoded below, from its start.
+	 */
+	end = start + 1 + ml_json_plain_run((const char *) p->s + start + 1, p->len - start - 1);
+	if (end < p->len && p->s[end] == '"')
+	{
+		n = end - start - 1;
+		buf = palloc_or_fail(p, n + 1);
+		if (buf == NULL)
+			return false;
+		memcpy(buf, p->s + start + 1, n);
+		buf[n] = '\0';
+		p->pos = end + 1;
+		*out = buf;
+		*out_len = n;
+		return true;
+	}
 
 	/* find the closing quote to size the buffer; decoding never grows it */
 	end = start + 1;

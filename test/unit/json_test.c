@@ -617,6 +617,149 @@ test_names(void)
 		   "%s", "names property on a sample");
 }
 
+/* ---- strings: the plain fast path -------------------------------------- */
+
+/* what ml_json_plain_run must return: the leading bytes a string holds as they are */
+static size_t
+plain_run_ref(const char *s, size_t len)
+{
+	size_t i = 0;
+
+	while (i < len && (unsigned char) s[i] >= 0x20 && (unsigned char) s[i] < 0x80 && s[i] != '"' && s[i] != '\\')
+		i++;
+	return i;
+}
+
+/* run s[0..len) from an exact-size copy, so a read past len is ASan's to catch */
+static size_t
+plain_run_exact(const char *s, size_t len)
+{
+	char *copy = malloc(len ? len : 1);
+	size_t n;
+
+	memcpy(copy, s, len);
+	n = ml_json_plain_run(copy, len);
+	free(copy);
+	return n;
+}
+
+/* the decoded string of doc, or NULL (err filled) */
+static char *
+parse_string_doc(const char *doc, size_t len, size_t *out_len, MlJsonError *err)
+{
+	MlJsonArena *a = ml_json_arena_new();
+	MlJsonValue *v = ml_json_parse(a, doc, len, NULL, err);
+	char *r = NULL;
+
+	if (v != NULL && v->type == ML_JSON_STRING)
+	{
+		r = malloc(v->u.string.len + 1);
+		memcpy(r, v->u.string.str, v->u.string.len + 1);
+		*out_len = v->u.string.len;
+	}
+	ml_json_arena_free(a);
+	return r;
+}
+
+static void
+test_plain_strings(void)
+{
+	char buf[40];
+	int bad = 0;
+	static const struct
+	{
+		const char *in; /* what goes after the k plain bytes */
+		const char *out;
+	} tails[] = {
+		{ "\\n", "\n" },
+		{ "\\\"", "\"" },
+		{ "\\\\", "\\" },
+		{ "\\/", "/" },
+		{ "\\u00e9", "\xc3\xa9" },
+		{ "\xc3\xa9", "\xc3\xa9" },
+		{ "\\ud83d\\ude00", "\xf0\x9f\x98\x80" },
+	};
+
+	/* one byte of every value at every position of runs up to three words long */
+	for (size_t len = 0; len <= 24; len++)
+		for (size_t k = 0; k < len; k++)
+			for (int c = 0; c < 256; c++)
+			{
+				memset(buf, 'a', len);
+				buf[k] = (char) c;
+				if (plain_run_exact(buf, len) != plain_run_ref(buf, len))
+					bad++;
+			}
+	ok(bad == 0, "plain run: any byte at any position of 0-24 bytes, as the bytewise rule");
+	/* two bytes side by side: a borrow from the first must not hide or move the stop */
+	bad = 0;
+	for (size_t k = 0; k < 15; k++)
+		for (int c1 = 0; c1 < 256; c1++)
+			for (int c2 = 0; c2 < 256; c2++)
+			{
+				memset(buf, ' ', 16);
+				buf[k] = (char) c1;
+				buf[k + 1] = (char) c2;
+				if (ml_json_plain_run(buf, 16) != plain_run_ref(buf, 16))
+					bad++;
+			}
+	ok(bad == 0, "plain run: every pair of adjacent bytes in two words, as the bytewise rule");
+
+	/* the parser: plain prefixes of every length before what the decoding loop handles */
+	bad = 0;
+	for (size_t t = 0; t < sizeof(tails) / sizeof(tails[0]); t++)
+		for (size_t k = 0; k <= 20; k++)
+		{
+			char doc[64];
+			char want[64];
+			size_t n = 0;
+			size_t got_len = 0;
+			MlJsonError err;
+			char *got;
+
+			doc[0] = '"';
+			memset(doc + 1, 'x', k);
+			snprintf(doc + 1 + k, sizeof(doc) - 1 - k, "%sbb\"", tails[t].in);
+			memset(want, 'x', k);
+			snprintf(want + k, sizeof(want) - k, "%sbb", tails[t].out);
+			n = strlen(want);
+			got = parse_string_doc(doc, strlen(doc), &got_len, &err);
+			if (got == NULL || got_len != n || memcmp(got, want, n) != 0)
+				bad++;
+			free(got);
+		}
+	ok(bad == 0, "strings: escapes and UTF-8 after 0-20 plain bytes decode as before");
+	/* and its errors: at the same offsets as the decoding loop gives them */
+	bad = 0;
+	for (size_t k = 0; k <= 20; k++)
+	{
+		char doc[64];
+		size_t got_len;
+		MlJsonError err;
+		char *got;
+
+		doc[0] = '"';
+		memset(doc + 1, 'x', k);
+		doc[1 + k] = '\x01';
+		doc[2 + k] = '"';
+		got = parse_string_doc(doc, k + 3, &got_len, &err);
+		if (got != NULL || err.code != ML_JSON_ERR_SYNTAX || err.offset != k + 1)
+			bad++;
+		free(got);
+		doc[1 + k] = '\xff';
+		got = parse_string_doc(doc, k + 3, &got_len, &err);
+		if (got != NULL || err.code != ML_JSON_ERR_ENCODING || err.offset != k + 1)
+			bad++;
+		free(got);
+		/* unterminated: the text ends inside the plain run */
+		got = parse_string_doc(doc, k + 1, &got_len, &err);
+		if (got != NULL || err.code != ML_JSON_ERR_SYNTAX || err.offset != k + 1)
+			bad++;
+		free(got);
+	}
+	ok(bad == 0, "strings: a control byte, invalid UTF-8 or no closing quote after 0-20 plain bytes fail where they are");
+}
+
 /* ---- allocation failure ------------------------------------------------ */
 
 typedef struct FailingAlloc
@@ -701,6 +844,7 @@ main(int argc, char **argv)
 	test_diff_path_limit();
 	test_quantities();
 	test_names();
+	test_plain_strings();
 	test_out_of_memory();
 	unit_tap_replay(argc > 2 ? argv[2] : "fuzz/regressions", mlfuzz_check_all);
 	return unit_tap_end();
