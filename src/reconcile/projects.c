@@ -158,8 +158,9 @@ typedef struct ProjObj
 {
 	ObjKind kind;
 	char *name;
-	char *ns;		/* NULL for the Namespace itself */
-	char *manifest; /* desired JSON (NULL for an extra binding to delete) */
+	char *ns;					/* NULL for the Namespace itself */
+	char *manifest;				/* desired JSON (NULL for an extra binding to delete) */
+	const MlJsonValue *desired; /* manifest parsed, when render read it (a stored one) */
 	const MlJsonValue *obs;
 	const char *state; /* applied, missing, differs, unobserved, extra */
 	char *drift;
@@ -564,6 +565,7 @@ render(Project *p, const char *instance, MlJsonArena *arena)
 		o->name = pstrdup(name);
 		o->ns = kind == OBJ_NAMESPACE ? NULL : p->ns;
 		o->manifest = m;
+		o->desired = v; /* project_decide compares this parse, not a second one */
 		if (kind == OBJ_ROLEBINDING)
 			bindings = lappend(bindings, o);
 		else
@@ -780,7 +782,7 @@ project_decide(Project *p, MlJsonArena *arena, char *const list_error[])
 	{
 		MlJsonError err;
 		MlSpecDiff diff;
-		MlJsonValue *desired;
+		const MlJsonValue *desired;
 
 		if (o->manifest == NULL)
 		{
@@ -808,7 +810,7 @@ project_decide(Project *p, MlJsonArena *arena, char *const list_error[])
 			pending++;
 			continue;
 		}
-		desired = ml_json_parse(arena, o->manifest, strlen(o->manifest), NULL, &err);
+		desired = o->desired ? o->desired : ml_json_parse(arena, o->manifest, strlen(o->manifest), NULL, &err);
 		if (desired == NULL)
 			elog(ERROR, "rendered %s %s is not JSON: %s", KIND_NAME[o->kind], o->name, err.message);
 		if (!ml_spec_diff(arena, comparable(arena, desired), o->obs, &diff, &err))
