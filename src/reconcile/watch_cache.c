@@ -36,7 +36,8 @@
  * instead (passes observe without it) and the next LIST (after a refusal;
  * an empty stream resumes from its version) and watch wait out the
  * reconcilers' backoff (backoff.h: from 1 s, its ceiling doubling up to
- * mlplat.backoff_max, jittered); a stream that delivers bytes clears it.
+ * mlplat.backoff_max, jittered); a stream that delivers bytes, or stays
+ * open at least WATCH_EMPTY_MS and ends with no error, clears it.
  */
 #include "postgres.h"
 
@@ -603,8 +604,8 @@ stream_ended(void *arg, MlplatHttpRequest *req)
 	wc->ended_cxt = wc->stream_cxt; /* this request's: not to be freed while it ends */
 	wc->stream_cxt = NULL;
 	wc->req = NULL;
-	if (wc->received)
-		wc->failures = 0;
+	/* a stream that ran (bytes, or open long enough) ends the failures in a row */
+	wc->failures = 0;
 	wc->received = false;
 	return resume(wc, rv);
 }
@@ -797,8 +798,18 @@ mlplat_watch_cache_sync(MlplatWatchCache *wc, const char *selector, MlplatWatchS
 			out->retry_ms = Max(1, ms);
 			return why;
 		}
-		else /* the answer had begun: resume from the last version */
+		else
+		{
+			/*
+			 * The answer had begun: resume from the last version.  A stream
+			 * that stayed open, even with nothing in it (a server that sends
+			 * no bookmarks, a quiet selector), was no failure: the count in a
+			 * row ends here, or the backoff after a refusal hours later would
+			 * start from the ceiling this one reached.
+			 */
+			wc->failures = 0;
 			stream_close(wc);
+		}
 	}
 	wc->retry_at = 0;
 	if (!wc->filled || wc->relist)

@@ -270,7 +270,7 @@ async function handle(req, resp) {
     finish(401, { area });
     return;
   }
-  const f = faults.evaluate(req.method, p, rt);
+  const f = faults.evaluate(req.method, p, rt, { verb: entry.verb });
   if (f.rules.length) entry.faults = f.rules;
   if (f.latencyMs) await sleep(f.latencyMs);
   if (f.hold && f.hold.phase === 'before') {
@@ -481,7 +481,7 @@ async function admin(req, url, seg, raw) {
   if (route === 'health') return { status: 200, body: { ok: true, port: server.address().port, s3Port, seed: opt.seed, resourceVersion: String(store.rv), stateDir: opt.stateDir } };
   if (route === 'config') {
     if (m === 'PUT' || m === 'PATCH' || m === 'POST') {
-      for (const k of ['readyDelayMs', 'argoStepMs', 'continueTtlMs', 'nsDeleteMs', 'jobDeleteMs', 'deadlineScale', 'watchMaxS', 'bookmarkMs', 'watchDelayMs', 'listEndlessContinue', 'listPadBytes']) if (body[k] !== undefined) cfg[k] = Number(body[k]);
+      for (const k of ['readyDelayMs', 'argoStepMs', 'continueTtlMs', 'nsDeleteMs', 'jobDeleteMs', 'deadlineScale', 'watchMaxS', 'bookmarkMs', 'bookmarks', 'watchDelayMs', 'listEndlessContinue', 'listPadBytes']) if (body[k] !== undefined) cfg[k] = Number(body[k]);
       // KServe's defaultDeploymentMode (inferenceservice-config), for InferenceServices without the annotation
       if (body.deploymentMode !== undefined) {
         if (!['Serverless', 'RawDeployment'].includes(body.deploymentMode)) return { status: 400, body: { error: 'deploymentMode: Serverless or RawDeployment' } };

@@ -1,6 +1,6 @@
 'use strict';
 // Fault rules set at run time. Randomness comes from the seeded PRNG so a run is reproducible.
-//   {method, path, resource, status: 500|503|429|400|422, rate, retryAfter, latencyMs, latencyRate, drop, forbidden, times, s3,
+//   {method, path, resource, verb: get|list|watch, status: 500|503|429|400|422, rate, retryAfter, latencyMs, latencyRate, drop, forbidden, times, s3,
 //    hold: 'before'|'after'}
 // hold parks a matching request until the admin API releases it: 'before' it is applied (a
 // request in flight), or 'after' it was applied with its answer not yet sent (an answer in
@@ -31,6 +31,7 @@ class Faults {
   }
 
   // Decide what happens to a request. info: {method, path, rt} (rt = kube route or null).
+  // opts.verb: a Kubernetes GET's verb (get, list or watch), for rules that name one.
   // Returns {latencyMs, error (ApiError|{mlflow}), drop, ruleIds}.
   // opts.explicitPath: only rules with a path (OTLP: rules written for it, never the catch-alls).
   // opts.s3: the request came through the S3 front; only rules with {s3: true} apply there,
@@ -44,6 +45,8 @@ class Faults {
       if (r.method && !new RegExp(`^(${r.method})$`, 'i').test(method)) continue;
       if (r.path && !new RegExp(r.path).test(path)) continue;
       if (r.resource && !(rt && rt.res && (rt.res.plural === r.resource || rt.res.kind === r.resource))) continue;
+      // verb: a GET told apart by its query (a watch and a LIST share their path)
+      if (r.verb && r.verb !== opts.verb) continue;
       let fired = false;
       // latencyRate makes the delay a spike on a fraction of requests instead of every one
       if (r.latencyMs && (r.latencyRate === undefined || this.draw(r.latencyRate))) { out.latencyMs += Number(r.latencyMs); fired = true; }
