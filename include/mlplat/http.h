@@ -129,6 +129,13 @@ typedef void (*MlplatHttpEach)(void *arg);
 extern void mlplat_http_batch_run_each(MlplatHttpBatch *batch, int every, MlplatHttpEach each, void *arg);
 extern void mlplat_http_batch_free(MlplatHttpBatch *batch);
 /*
+ * A done request's body, headers and answer, freed (resp_body is "" then; the
+ * status, error and timing stay): a caller that has read an answer during the
+ * batch's run (run_each) need not hold a chunk's worth of them until its end.
+ * Nothing while the request is in flight.
+ */
+extern void mlplat_http_request_release(MlplatHttpRequest *req);
+/*
  * Make run return as soon as one request completes or the process latch is
  * set (a wake-up, which run gives back), e.g. for a set of watches; requests
  * still running then fail with "interrupted before completion".

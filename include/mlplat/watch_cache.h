@@ -65,6 +65,8 @@ extern void mlplat_watch_cache_wrote(MlplatWatchCache *wc, const char *body, siz
 /* The cached object of namespace/name, parsed into arena, or NULL (not there). */
 extern const MlJsonValue *mlplat_watch_cache_get(MlplatWatchCache *wc, MlJsonArena *arena, const char *ns,
 												 const char *name);
+/* Whether the cache holds namespace/name (nothing parsed: a pass asking about a fleet's worth) */
+extern bool mlplat_watch_cache_has(MlplatWatchCache *wc, const char *ns, const char *name);
 
 /*
  * The "namespace/name" key of every cached object (palloc'd), unparsed: what

@@ -544,6 +544,26 @@ mlplat_http_batch_free(MlplatHttpBatch *batch)
 }
 
 void
+mlplat_http_request_release(MlplatHttpRequest *req)
+{
+	MlplatHttpPriv *priv = req->priv;
+
+	if (!req->done || priv->easy != NULL)
+		return;
+	if (req->body)
+		pfree(req->body);
+	req->body = NULL;
+	req->body_len = 0;
+	list_free_deep(priv->header_lines);
+	priv->header_lines = NIL;
+	if (req->resp_body)
+		pfree(req->resp_body);
+	req->resp_body = MemoryContextAllocZero(priv->batch->cxt, 1);
+	req->resp_len = 0;
+	priv->cap = 0;
+}
+
+void
 mlplat_http_stats_get(MlplatHttpStats *out)
 {
 	*out = http_stats;

@@ -202,6 +202,20 @@ MlplatSeam *const mlplat_deployments_seams[] = { &claim_seam, &writeback_seam, &
 
 /* ---------------------------------------------------------------- pure decisions */
 
+/*
+ * What a StringInfo built, in a chunk of its own length: a pass keeps a few
+ * such texts for each of its rows until their write-back, each in
+ * initStringInfo's 1 kB otherwise.
+ */
+static char *
+text_kept(StringInfo s)
+{
+	char *t = pstrdup(s->data);
+
+	pfree(s->data);
+	return t;
+}
+
 /* The predictor's status in an InferenceService (KServe's components.predictor), or NULL. */
 static const MlJsonValue *
 isvc_predictor_status(const MlJsonValue *obj)
@@ -322,7 +336,7 @@ isvc_fingerprint(const MlJsonValue *before, int revision)
 	appendStringInfoString(&s, ", \"latestCreatedRevision\": ");
 	mlplat_json_append_text(&s, lcr);
 	appendStringInfoChar(&s, '}');
-	return s.data;
+	return text_kept(&s);
 }
 
 /* Every drifted path as a JSON array, kept in observed.drift_paths for people to read. */
@@ -340,7 +354,7 @@ drift_paths_json(const MlSpecDiff *diff)
 		escape_json(&s, diff->entries[i].path);
 	}
 	appendStringInfoChar(&s, ']');
-	return s.data;
+	return text_kept(&s);
 }
 
 static char *
@@ -1071,6 +1085,9 @@ write_back_answered(void *arg)
 		}
 	}
 	write_back(a->pass, a->part, NIL, false);
+	/* read, given to the watch cache and written back: the chunk's later answers need not wait with them */
+	foreach (lc, a->part)
+		mlplat_http_request_release(((Deployment *) lfirst(lc))->req);
 	list_free(a->part);
 }
 
@@ -1493,7 +1510,7 @@ unowned(List *keys)
  * mlplat.full_resync_interval.
  */
 static void
-orphans_next_if_unowned(MlplatPass *pass, MlJsonArena *arena, HTAB *by_name)
+orphans_next_if_unowned(MlplatPass *pass, HTAB *by_name)
 {
 	List *keys = NIL;
 	ListCell *lc;
@@ -1505,7 +1522,8 @@ orphans_next_if_unowned(MlplatPass *pass, MlJsonArena *arena, HTAB *by_name)
 
 		if (by_name && hash_search(by_name, lfirst(lc), HASH_FIND, NULL) != NULL)
 			continue;
-		if ((ns = key_split(lfirst(lc), &name)) != NULL && mlplat_watch_cache_get(isvc_cache, arena, ns, name) != NULL)
+		/* asked about each object a previous chunk changed: held, not parsed (15 kB an object) */
+		if ((ns = key_split(lfirst(lc), &name)) != NULL && mlplat_watch_cache_has(isvc_cache, ns, name))
 			keys = lappend(keys, lfirst(lc));
 	}
 	if (unowned(keys) != NIL)
@@ -1631,7 +1649,7 @@ mlplat_deployments_pass(MlplatPass *pass)
 		 * row's resync due now): look at once instead of at the next resync.
 		 */
 		if (cached)
-			orphans_next_if_unowned(pass, arena, NULL);
+			orphans_next_if_unowned(pass, NULL);
 		pass->next_pass_ms = 1;
 		return;
 	}
@@ -1647,7 +1665,7 @@ mlplat_deployments_pass(MlplatPass *pass)
 	{
 		/* nothing changed and no resync due: nothing to read, nothing to ask */
 		if (cached)
-			orphans_next_if_unowned(pass, arena, NULL);
+			orphans_next_if_unowned(pass, NULL);
 		snprintf(pass->status, sizeof(pass->status), "0 deployments due, 0 requests%s", note);
 		return;
 	}
@@ -1764,7 +1782,7 @@ mlplat_deployments_pass(MlplatPass *pass)
 		orphans_due = false;
 	}
 	else if (cached)
-		orphans_next_if_unowned(pass, arena, by_name);
+		orphans_next_if_unowned(pass, by_name);
 
 	/*
 	 * An object found under a deployment's name is written or deleted only when
@@ -1793,7 +1811,7 @@ mlplat_deployments_pass(MlplatPass *pass)
 
 				initStringInfo(&m);
 				escape_json(&m, mlplat_json_text(d->obj, "status", "deploymentMode", NULL));
-				d->mode_json = m.data;
+				d->mode_json = text_kept(&m);
 			}
 		}
 		if (!observed && d->status == MLPLAT_DEPLOYMENT_DELETING)

@@ -854,18 +854,30 @@ mlplat_watch_cache_wrote(MlplatWatchCache *wc, const char *body, size_t body_len
 
 /* ---------------------------------------------------------------- reading */
 
-const MlJsonValue *
-mlplat_watch_cache_get(MlplatWatchCache *wc, MlJsonArena *arena, const char *ns, const char *name)
+static Entry *
+entry_find(MlplatWatchCache *wc, const char *ns, const char *name)
 {
 	char key[KEY_LEN];
-	Entry *e;
-	MlJsonError err;
 
 	if (name == NULL || strlen(ns ? ns : "") + strlen(name) + 2 > KEY_LEN)
 		return NULL;
 	snprintf(key, KEY_LEN, "%s/%s", ns ? ns : "", name);
-	e = hash_search(wc->entries, key, HASH_FIND, NULL);
+	return hash_search(wc->entries, key, HASH_FIND, NULL);
+}
+
+const MlJsonValue *
+mlplat_watch_cache_get(MlplatWatchCache *wc, MlJsonArena *arena, const char *ns, const char *name)
+{
+	Entry *e = entry_find(wc, ns, name);
+	MlJsonError err;
+
 	return e ? ml_json_parse(arena, e->text, e->len, NULL, &err) : NULL;
+}
+
+bool
+mlplat_watch_cache_has(MlplatWatchCache *wc, const char *ns, const char *name)
+{
+	return entry_find(wc, ns, name) != NULL;
 }
 
 List *

@@ -75,6 +75,9 @@ mlplat_new_traceparent(PG_FUNCTION_ARGS)
 	PG_RETURN_TEXT_P(cstring_to_text(tp));
 }
 
+/* the first size of a span's attribute buffer (a deployment's apply span: about 110 bytes) */
+#define SPAN_ATTRS_START 256
+
 MlplatSpan *
 mlplat_span_begin_at(const char *traceparent, const char *name, MlplatSpanKind kind, TimestampTz start)
 {
@@ -90,7 +93,14 @@ mlplat_span_begin_at(const char *traceparent, const char *name, MlplatSpanKind k
 	s->kind = kind;
 	s->start = start;
 	s->status = "UNSET";
-	initStringInfo(&s->attrs);
+	/*
+	 * A span's attributes are a few hundred bytes, not initStringInfo's 1 kB: a
+	 * pass holds three or four spans for each of its rows until its write-back
+	 * (appendStringInfo enlarges the buffer when they are more)
+	 */
+	s->attrs.maxlen = SPAN_ATTRS_START;
+	s->attrs.data = palloc(s->attrs.maxlen);
+	resetStringInfo(&s->attrs);
 	return s;
 }
 
