@@ -58,3 +58,38 @@ SELECT rendered_content_id = (SELECT cid FROM ids WHERE step = 'back') AS unchan
 SELECT mlplat._project_render_store(id) FROM mlplat.projects WHERE name = 'render8';
 SELECT e->'metadata'->>'name' AS binding FROM mlplat.projects p, json_array_elements(p.rendered) e
  WHERE p.name = 'render8' AND e->>'kind' = 'RoleBinding' ORDER BY 1;
+
+-- each intent writes the project row once, its render in the same UPDATE as its change (the
+-- row's updates in this transaction, pg_stat_xact_user_tables; a new project is its INSERT
+-- and one UPDATE, the render following its owner's member row)
+CREATE FUNCTION pg_temp.updates() RETURNS bigint LANGUAGE sql AS $$
+  SELECT n_tup_upd FROM pg_stat_xact_user_tables WHERE relid = 'mlplat.projects'::regclass
+$$;
+CREATE TEMP TABLE writes (n serial, step text, updates bigint);
+GRANT ALL ON writes, writes_n_seq TO PUBLIC;
+BEGIN;
+INSERT INTO writes (step, updates) VALUES ('start', pg_temp.updates());
+SET LOCAL ROLE regress_mlp_owner;
+SELECT status FROM mlplat.set_project_quota('render8', 3);
+INSERT INTO writes (step, updates) VALUES ('set_project_quota', pg_temp.updates());
+SELECT status FROM mlplat.grant_role('render8', 'Dana.Q', 'viewer');
+INSERT INTO writes (step, updates) VALUES ('grant_role', pg_temp.updates());
+SELECT status FROM mlplat.revoke_role('render8', 'Dana.Q', 'viewer');
+INSERT INTO writes (step, updates) VALUES ('revoke_role', pg_temp.updates());
+SET LOCAL ROLE regress_mlp_admin;
+SELECT status FROM mlplat.delete_project('render8');
+RESET ROLE;
+UPDATE mlplat.projects SET status = 'DELETED' WHERE name = 'render8';   -- as the reconciler ends it
+INSERT INTO writes (step, updates) VALUES ('deleted', pg_temp.updates());
+SET LOCAL ROLE regress_mlp_admin;
+SELECT status FROM mlplat.create_project('render8', 1, owner => 'regress_mlp_owner');
+INSERT INTO writes (step, updates) VALUES ('create_project again', pg_temp.updates());
+SELECT status FROM mlplat.create_project('render8b', 1, owner => 'regress_mlp_owner');
+INSERT INTO writes (step, updates) VALUES ('create_project new', pg_temp.updates());
+RESET ROLE;
+SELECT step, updates - lag(updates) OVER (ORDER BY n) AS project_updates FROM writes ORDER BY n;
+-- the re-created project's render is its new quota's and its only member's
+SELECT rendered_content_id = (SELECT r.content_id FROM mlplat._project_rendered(id, name, 1, NULL, NULL) r) AS rendered_is_new,
+       (SELECT count(*) FROM json_array_elements(rendered) e WHERE e->>'kind' = 'RoleBinding') AS bindings
+  FROM mlplat.projects WHERE name = 'render8';
+ROLLBACK;

@@ -66,6 +66,7 @@ DECLARE
                           create_project.idempotency_key)::mlplat.api_call;
   r mlplat.accepted;
   p mlplat.projects;
+  recreated boolean := false;   -- a DELETED project of that name comes back
 BEGIN
   IF NOT mlplat._is_admin() THEN
     RAISE EXCEPTION USING ERRCODE = '42501',
@@ -94,15 +95,11 @@ BEGIN
   IF p.id IS NULL THEN
     SELECT * INTO p FROM mlplat.projects x WHERE x.name = create_project.name FOR UPDATE;
     IF p.status = 'DELETED' THEN
-      UPDATE mlplat.projects x SET gpu_quota = create_project.gpu_quota, cpu_quota = create_project.cpu_quota,
-             memory_quota = create_project.memory_quota, status = 'PROVISIONING', status_reason = NULL,
-             generation = x.generation + 1, row_version = x.row_version + 1, attempts = 0, last_error = NULL,
-             next_attempt_at = pg_catalog.now(), traceparent = api.tp, updated_at = pg_catalog.now()
-      WHERE x.id = p.id RETURNING * INTO p;
       -- A re-created project starts with no members and no artifact locations: old grants
       -- do not come back.
       DELETE FROM mlplat.members m WHERE m.project_id = p.id;
       DELETE FROM mlplat.artifact_locations l WHERE l.project_id = p.id;
+      recreated := true;
     ELSIF p.status = 'DELETING' THEN
       PERFORM mlplat._wrong_state('project', p.name, p.status, 'create_project', 'Wait until the project is DELETED, then create it again.');
     ELSIF (p.gpu_quota, p.cpu_quota, p.memory_quota) IS DISTINCT FROM
@@ -121,8 +118,21 @@ BEGIN
     INSERT INTO mlplat.members (project_id, principal, role, granted_by)
     VALUES (p.id, create_project.owner, 'owner', mlplat._actor()) ON CONFLICT DO NOTHING;
   END IF;
-  -- its objects as its quotas and members now determine them (a new or re-created project)
-  PERFORM mlplat._project_render_store(p.id);
+  -- its objects as its quotas and members now determine them: a re-created project's in the
+  -- one UPDATE that revives it (its row is locked above, its members are final), a new one's
+  -- once its owner's member row, which needs the project's row, is in
+  IF recreated THEN
+    UPDATE mlplat.projects x SET gpu_quota = create_project.gpu_quota, cpu_quota = create_project.cpu_quota,
+           memory_quota = create_project.memory_quota, status = 'PROVISIONING', status_reason = NULL,
+           generation = x.generation + 1, row_version = x.row_version + 1, attempts = 0, last_error = NULL,
+           next_attempt_at = pg_catalog.now(), traceparent = api.tp, updated_at = pg_catalog.now(),
+           (rendered, rendered_content_id) = (SELECT o.rendered, o.content_id
+                                                FROM mlplat._project_rendered(x.id, x.name, create_project.gpu_quota,
+                                                       create_project.cpu_quota, create_project.memory_quota) o)
+    WHERE x.id = p.id RETURNING * INTO p;
+  ELSE
+    PERFORM mlplat._project_render_store(p.id);
+  END IF;
   r.entity_id := p.id; r.status := p.status; api.pid := p.id;
   RETURN mlplat._api_accept(api, r,
     pg_catalog.jsonb_build_object('gpu_quota', p.gpu_quota, 'cpu_quota', p.cpu_quota,
@@ -156,12 +166,15 @@ BEGIN
       DETAIL = 'Deployments'' desired GPUs (gpus x max_replicas) and active runs count against the quota.',
       HINT = 'Scale down or undeploy first, or choose a larger quota.';
   END IF;
+  -- the ResourceQuota follows the quotas: rendered with the new ones, in the same UPDATE
   UPDATE mlplat.projects x SET gpu_quota = set_project_quota.gpu_quota, cpu_quota = set_project_quota.cpu_quota,
          memory_quota = set_project_quota.memory_quota, generation = x.generation + 1,
          row_version = x.row_version + 1, traceparent = api.tp, attempts = 0, next_attempt_at = pg_catalog.now(),
-         updated_at = pg_catalog.now()
+         updated_at = pg_catalog.now(),
+         (rendered, rendered_content_id) = (SELECT o.rendered, o.content_id
+                                              FROM mlplat._project_rendered(x.id, x.name, set_project_quota.gpu_quota,
+                                                     set_project_quota.cpu_quota, set_project_quota.memory_quota) o)
   WHERE x.id = api.pid RETURNING * INTO p;
-  PERFORM mlplat._project_render_store(api.pid);   -- the ResourceQuota follows the quotas
   r := (pg_catalog.gen_random_uuid(), 'project', api.pid, NULL, p.status, false)::mlplat.accepted;
   RETURN mlplat._api_accept(api, r,
     pg_catalog.jsonb_build_object('gpu_quota', p.gpu_quota, 'cpu_quota', p.cpu_quota, 'memory_quota', p.memory_quota), 'projects');
@@ -236,7 +249,7 @@ END $$;
 -- What a membership change does once the members row is written, the same for a grant and a
 -- revoke: when it changed anything the project takes this call's traceparent (the projects
 -- reconciler writes the RoleBindings under this call's span) and its objects rendered again
--- (_project_render_store: the RoleBindings are stored at intent time); the call is answered (a member
+-- (_project_rendered: the RoleBindings are stored at intent time); the call is answered (a member
 -- of the project, p_status: GRANTED or REVOKED) and audited either way, with changed; the
 -- projects reconciler is woken at commit.
 CREATE FUNCTION mlplat._membership_changed(c mlplat.api_call, p_status text, p_principal text, p_role text,
@@ -244,8 +257,11 @@ CREATE FUNCTION mlplat._membership_changed(c mlplat.api_call, p_status text, p_p
 RETURNS mlplat.accepted LANGUAGE plpgsql AS $$
 BEGIN
   IF p_changed THEN
-    UPDATE mlplat.projects x SET traceparent = c.tp WHERE x.id = c.pid;
-    PERFORM mlplat._project_render_store(c.pid);   -- the members' RoleBindings
+    -- the members' RoleBindings, rendered in the same UPDATE
+    UPDATE mlplat.projects x SET traceparent = c.tp,
+           (rendered, rendered_content_id) = (SELECT o.rendered, o.content_id
+                                                FROM mlplat._project_rendered(x.id, x.name, x.gpu_quota, x.cpu_quota, x.memory_quota) o)
+     WHERE x.id = c.pid;
   END IF;
   RETURN mlplat._api_accept(c, (pg_catalog.gen_random_uuid(), 'member', c.pid, NULL, p_status, false)::mlplat.accepted,
     pg_catalog.jsonb_build_object('principal', p_principal, 'role', p_role, 'changed', p_changed), 'projects');

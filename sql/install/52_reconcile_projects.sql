@@ -7,7 +7,7 @@
 -- The objects a project's intents alone determine (Namespace, ResourceQuota, LimitRange,
 -- the members' RoleBindings) are rendered at intent time: create_project, set_project_quota,
 -- grant_role and revoke_role store them on the project (projects.rendered, with
--- rendered_content_id) in their own transaction, through _project_render_store.  The claim
+-- rendered_content_id) in their own transaction, through _project_rendered.  The claim
 -- returns them as stored; the pass renders only the objects that carry server settings.
 -- grant_role/revoke_role do not bump the project's generation, but every pass compares each
 -- desired object with what it observed, so a membership change is seen on the pass its
@@ -69,17 +69,32 @@ $$;
 REVOKE ALL ON FUNCTION mlplat._project_bound_members(bigint) FROM PUBLIC;
 
 -- The objects project p_id's intents determine (src/reconcile/projects.c, render_intent), as
--- the pass applies them byte for byte (json keeps the bytes), with their content id: called
--- by every intent that changes the project's quotas or members, in its transaction.  The
--- instance id comes from mlplat.installation, not from a setting.
+-- the pass applies them byte for byte (json keeps the bytes), with their content id, for the
+-- quotas given and the members it has now.  The intents that change the project's quotas or
+-- members set them in the same UPDATE as the rest of their change (one new row version, not
+-- two): SET (rendered, rendered_content_id) = (SELECT ... FROM _project_rendered(...)), with
+-- the quotas the row will have.  The instance id comes from mlplat.installation, not from a
+-- setting.
+CREATE FUNCTION mlplat._project_rendered(p_id bigint, p_name text, p_gpu_quota int, p_cpu_quota text,
+                                         p_memory_quota text, OUT rendered json, OUT content_id text)
+LANGUAGE sql STABLE
+AS $$
+  SELECT r.m, mlplat.content_id(r.m::jsonb)
+    FROM (SELECT mlplat._render_project(p_name, p_id, i.instance_id, p_gpu_quota, p_cpu_quota, p_memory_quota,
+                                        mlplat._project_bound_members(p_id)) AS m
+            FROM mlplat.installation i) r
+$$;
+REVOKE ALL ON FUNCTION mlplat._project_rendered(bigint, text, int, text, text) FROM PUBLIC;
+
+-- Project p_id's render stored as its row now is: the upgrade fills every project with it (and
+-- a new project, whose owner's member row comes after its row).
 CREATE FUNCTION mlplat._project_render_store(p_id bigint) RETURNS void
 LANGUAGE plpgsql
 AS $$
 BEGIN
-  UPDATE mlplat.projects x SET rendered = r.m, rendered_content_id = mlplat.content_id(r.m::jsonb)
-    FROM (SELECT mlplat._render_project(p.name, p.id, i.instance_id, p.gpu_quota, p.cpu_quota, p.memory_quota,
-                                        mlplat._project_bound_members(p.id)) AS m
-            FROM mlplat.projects p, mlplat.installation i WHERE p.id = p_id) r
+  UPDATE mlplat.projects x
+     SET (rendered, rendered_content_id) = (SELECT r.rendered, r.content_id
+                                              FROM mlplat._project_rendered(x.id, x.name, x.gpu_quota, x.cpu_quota, x.memory_quota) r)
    WHERE x.id = p_id;
 END $$;
 REVOKE ALL ON FUNCTION mlplat._project_render_store(bigint) FROM PUBLIC;

@@ -3,7 +3,8 @@
 -- any login could hold them and stall the project's deploys.  The project row is the lock
 -- now (see mlplat._lock_project_row), and every wait is bounded by mlplat.api_lock_timeout:
 -- the API functions that take it name lock_timeout in their SET clause.
--- deploy() takes it too; its final form is defined once, in part 80.
+-- deploy() takes it too; its final form is defined once, in part 80; set_project_quota's,
+-- with _membership_changed's, in part 99_isvc9.
 
 -- src/quota_slot.c: every quota slot of the project for an exact reservation; without wait,
 -- those that are free (true when that was all of them).
@@ -64,45 +65,6 @@ BEGIN
   RETURN p;
 END $$;
 
-CREATE OR REPLACE FUNCTION mlplat.set_project_quota(project text, gpu_quota int, cpu_quota text DEFAULT NULL,
-                                         memory_quota text DEFAULT NULL, idempotency_key text DEFAULT NULL)
-RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
-DECLARE
-  api mlplat.api_call := mlplat._api_begin('set_project_quota', set_project_quota.project, set_project_quota.idempotency_key);
-  r mlplat.accepted;
-  p mlplat.projects;
-  used bigint;
-BEGIN
-  r := mlplat._api_claim(api,
-         pg_catalog.jsonb_build_array(set_project_quota.project, set_project_quota.gpu_quota,
-                                      set_project_quota.cpu_quota, set_project_quota.memory_quota));
-  IF r.request_id IS NOT NULL THEN RETURN r; END IF;
-  PERFORM mlplat._check_quotas(set_project_quota.gpu_quota, set_project_quota.cpu_quota, set_project_quota.memory_quota);
-  -- Exclusive project lock: waits for every deploy or run start in flight (they hold it shared).
-  p := mlplat._lock_project_row(api.pid, 'exclusive', 'set_project_quota');
-  IF mlplat.project_is_deleting(p.status) THEN
-    PERFORM mlplat._wrong_state('project', p.name, p.status, 'set_project_quota', 'The project is being deleted.');
-  END IF;
-  used := mlplat._gpus_in_use(api.pid);
-  IF set_project_quota.gpu_quota < used THEN
-    RAISE EXCEPTION USING ERRCODE = '23514',
-      MESSAGE = pg_catalog.format('invalid gpu_quota: %s is below the %s GPUs project "%s" already uses',
-                                  set_project_quota.gpu_quota, used, p.name),
-      DETAIL = 'Deployments'' desired GPUs (gpus x max_replicas) and active runs count against the quota.',
-      HINT = 'Scale down or undeploy first, or choose a larger quota.';
-  END IF;
-  UPDATE mlplat.projects x SET gpu_quota = set_project_quota.gpu_quota, cpu_quota = set_project_quota.cpu_quota,
-         memory_quota = set_project_quota.memory_quota, generation = x.generation + 1,
-         row_version = x.row_version + 1, traceparent = api.tp, attempts = 0, next_attempt_at = pg_catalog.now(),
-         updated_at = pg_catalog.now()
-  WHERE x.id = api.pid RETURNING * INTO p;
-  PERFORM mlplat._project_render_store(api.pid);   -- the ResourceQuota follows the quotas
-  r := (pg_catalog.gen_random_uuid(), 'project', api.pid, NULL, p.status, false)::mlplat.accepted;
-  RETURN mlplat._api_accept(api, r,
-    pg_catalog.jsonb_build_object('gpu_quota', p.gpu_quota, 'cpu_quota', p.cpu_quota, 'memory_quota', p.memory_quota), 'projects');
-END $$;
-
 CREATE OR REPLACE FUNCTION mlplat.delete_project(name text)
 RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, mlplat, pg_temp SET lock_timeout = '5s' AS $$
@@ -138,26 +100,6 @@ BEGIN
   r.status := p.status;
   RETURN mlplat._api_accept(api, r, '{}', 'projects');
 END $$;
-
--- What a membership change does once the members row is written, the same for a grant and a
--- revoke: when it changed anything the project takes this call's traceparent (the projects
--- reconciler writes the RoleBindings under this call's span) and its objects rendered again
--- (_project_render_store: the RoleBindings are stored at intent time); the call is answered (a member
--- of the project, p_status: GRANTED or REVOKED) and audited either way, with changed; the
--- projects reconciler is woken at commit.
-CREATE FUNCTION mlplat._membership_changed(c mlplat.api_call, p_status text, p_principal text, p_role text,
-                                           p_changed boolean)
-RETURNS mlplat.accepted LANGUAGE plpgsql AS $$
-BEGIN
-  IF p_changed THEN
-    UPDATE mlplat.projects x SET traceparent = c.tp WHERE x.id = c.pid;
-    PERFORM mlplat._project_render_store(c.pid);   -- the members' RoleBindings
-  END IF;
-  RETURN mlplat._api_accept(c, (pg_catalog.gen_random_uuid(), 'member', c.pid, NULL, p_status, false)::mlplat.accepted,
-    pg_catalog.jsonb_build_object('principal', p_principal, 'role', p_role, 'changed', p_changed), 'projects');
-END $$;
-
-REVOKE ALL ON FUNCTION mlplat._membership_changed(mlplat.api_call, text, text, text, boolean) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION mlplat.revoke_role(project text, principal text, role text)
 RETURNS mlplat.accepted LANGUAGE plpgsql SET lock_timeout = '5s' AS $$

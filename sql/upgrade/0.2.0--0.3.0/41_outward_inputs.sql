@@ -1,6 +1,7 @@
 -- 0.2.0 -> 0.3.0, part 41: inputs that travel outward are checked (issue 18, finding 9):
 -- no Kubernetes system identity as a RoleBinding subject, no Argo template syntax in a
--- run's image/command/args/env, no control character in an artifact URI.
+-- run's image/command/args/env, no control character in an artifact URI.  create_project's
+-- check of its owner is in its final definition, part 99_isvc9.
 
 CREATE OR REPLACE FUNCTION mlplat._check_subject(field text, principal text) RETURNS void
 LANGUAGE plpgsql AS $$
@@ -9,80 +10,6 @@ BEGIN
     PERFORM mlplat._bad_input(field, 'must not start with "system:", the prefix Kubernetes reserves for its own users, groups and service accounts',
       'Grant roles to people (their login names), never to Kubernetes system identities.');
   END IF;
-END $$;
-
-CREATE OR REPLACE FUNCTION mlplat.create_project(name text, gpu_quota int, cpu_quota text DEFAULT NULL,
-                                      memory_quota text DEFAULT NULL, idempotency_key text DEFAULT NULL,
-                                      owner text DEFAULT NULL)
-RETURNS mlplat.accepted LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, mlplat, pg_temp AS $$
-DECLARE
-  -- no project to authorize against yet: administrators only (below); its id once written
-  api mlplat.api_call := ('create_project', create_project.name, NULL, mlplat._traceparent(),
-                          create_project.idempotency_key)::mlplat.api_call;
-  r mlplat.accepted;
-  p mlplat.projects;
-BEGIN
-  IF NOT mlplat._is_admin() THEN
-    RAISE EXCEPTION USING ERRCODE = '42501',
-      MESSAGE = pg_catalog.format('permission denied: create_project on project "%s"', create_project.name),
-      DETAIL = 'Only platform administrators create projects.',
-      HINT = 'Ask an administrator (a member of mlplat.admins) to create the project and grant you a role.';
-  END IF;
-  r := mlplat._api_claim(api,
-         pg_catalog.jsonb_build_array(create_project.name, create_project.gpu_quota, create_project.cpu_quota,
-                                      create_project.memory_quota, create_project.owner));
-  IF r.request_id IS NOT NULL THEN RETURN r; END IF;
-
-  PERFORM mlplat._check_label('name', create_project.name, 59);
-  PERFORM mlplat._check_quotas(create_project.gpu_quota, create_project.cpu_quota, create_project.memory_quota);
-  IF create_project.owner IS NOT NULL AND (pg_catalog.length(create_project.owner) NOT BETWEEN 1 AND 63
-                                           OR create_project.owner ~ '[[:cntrl:]]') THEN
-    PERFORM mlplat._bad_input('owner', 'must be a principal name of 1 to 63 printable characters', 'Pass the person''s role name.');
-  END IF;
-  PERFORM mlplat._check_subject('owner', create_project.owner);
-
-  r := (pg_catalog.gen_random_uuid(), 'project', NULL, NULL, NULL, false)::mlplat.accepted;
-  INSERT INTO mlplat.projects (name, gpu_quota, cpu_quota, memory_quota, traceparent)
-  VALUES (create_project.name, create_project.gpu_quota, create_project.cpu_quota, create_project.memory_quota, api.tp)
-  ON CONFLICT ON CONSTRAINT projects_name_key DO NOTHING
-  RETURNING * INTO p;
-  IF p.id IS NULL THEN
-    SELECT * INTO p FROM mlplat.projects x WHERE x.name = create_project.name FOR UPDATE;
-    IF p.status = 'DELETED' THEN
-      UPDATE mlplat.projects x SET gpu_quota = create_project.gpu_quota, cpu_quota = create_project.cpu_quota,
-             memory_quota = create_project.memory_quota, status = 'PROVISIONING', status_reason = NULL,
-             generation = x.generation + 1, row_version = x.row_version + 1, attempts = 0, last_error = NULL,
-             next_attempt_at = pg_catalog.now(), traceparent = api.tp, updated_at = pg_catalog.now()
-      WHERE x.id = p.id RETURNING * INTO p;
-      -- A re-created project starts with no members and no artifact locations: old grants
-      -- do not come back.
-      DELETE FROM mlplat.members m WHERE m.project_id = p.id;
-      DELETE FROM mlplat.artifact_locations l WHERE l.project_id = p.id;
-    ELSIF p.status = 'DELETING' THEN
-      PERFORM mlplat._wrong_state('project', p.name, p.status, 'create_project', 'Wait until the project is DELETED, then create it again.');
-    ELSIF (p.gpu_quota, p.cpu_quota, p.memory_quota) IS DISTINCT FROM
-          (create_project.gpu_quota, create_project.cpu_quota, create_project.memory_quota) THEN
-      RAISE EXCEPTION USING ERRCODE = '42710',
-        MESSAGE = pg_catalog.format('project "%s" already exists with different quotas', p.name),
-        DETAIL = 'create_project is repeatable only with the same arguments.',
-        HINT = 'Use mlplat.set_project_quota() to change quotas.';
-    ELSE
-      -- Nothing to change: the existing project is the answer.
-      r.entity_id := p.id; r.status := p.status; api.pid := p.id;
-      RETURN mlplat._api_accept(api, r, pg_catalog.jsonb_build_object('unchanged', true));
-    END IF;
-  END IF;
-  IF create_project.owner IS NOT NULL THEN
-    INSERT INTO mlplat.members (project_id, principal, role, granted_by)
-    VALUES (p.id, create_project.owner, 'owner', mlplat._actor()) ON CONFLICT DO NOTHING;
-  END IF;
-  -- its objects as its quotas and members now determine them (a new or re-created project)
-  PERFORM mlplat._project_render_store(p.id);
-  r.entity_id := p.id; r.status := p.status; api.pid := p.id;
-  RETURN mlplat._api_accept(api, r,
-    pg_catalog.jsonb_build_object('gpu_quota', p.gpu_quota, 'cpu_quota', p.cpu_quota,
-                                  'memory_quota', p.memory_quota, 'owner', create_project.owner), 'projects');
 END $$;
 
 CREATE OR REPLACE FUNCTION mlplat.grant_role(project text, principal text, role text)

@@ -1,6 +1,7 @@
 -- 0.2.0 -> 0.3.0, part 42: per-project artifact locations; the artifact check
 -- accepts no uploader-written digest (issue 18, finding 3).  register_model_version
--- and create_project (which call and clear the locations) are redefined in part 41.
+-- (part 41) and create_project (part 99_isvc9), which call and clear the locations, are
+-- redefined elsewhere.
 --
 -- Existing projects: every artifact a live project already registered allows its
 -- bucket (authority) and first key segment (s3://bucket/segment/; s3://bucket/ for an

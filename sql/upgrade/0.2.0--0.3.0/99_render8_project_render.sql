@@ -2,7 +2,7 @@
 -- time (issue 19, item 3).  Its Namespace, ResourceQuota, LimitRange and the members'
 -- RoleBindings are determined by create_project, set_project_quota, grant_role and
 -- revoke_role alone: those store them on the project (rendered, rendered_content_id; their
--- final definitions, in parts 30 and 41, call _project_render_store), and the claim returns
+-- final definitions, and _project_render_store's, are in part 99_isvc9), and the claim returns
 -- them as stored.  The pass renders only the objects that carry server settings.
 --
 -- Every existing project is rendered here, with the same bytes the 0.2.0 pass rendered
@@ -33,22 +33,6 @@ AS $$
      AND pg_catalog.lower(pg_catalog.btrim(m.principal)) NOT LIKE 'system:%'
 $$;
 REVOKE ALL ON FUNCTION mlplat._project_bound_members(bigint) FROM PUBLIC;
-
--- The objects project p_id's intents determine (src/reconcile/projects.c, render_intent), as
--- the pass applies them byte for byte (json keeps the bytes), with their content id: called
--- by every intent that changes the project's quotas or members, in its transaction.  The
--- instance id comes from mlplat.installation, not from a setting.
-CREATE FUNCTION mlplat._project_render_store(p_id bigint) RETURNS void
-LANGUAGE plpgsql
-AS $$
-BEGIN
-  UPDATE mlplat.projects x SET rendered = r.m, rendered_content_id = mlplat.content_id(r.m::jsonb)
-    FROM (SELECT mlplat._render_project(p.name, p.id, i.instance_id, p.gpu_quota, p.cpu_quota, p.memory_quota,
-                                        mlplat._project_bound_members(p.id)) AS m
-            FROM mlplat.projects p, mlplat.installation i WHERE p.id = p_id) r
-   WHERE x.id = p_id;
-END $$;
-REVOKE ALL ON FUNCTION mlplat._project_render_store(bigint) FROM PUBLIC;
 
 -- (returns the seam type of part 20, without the quotas and members, with the stored render:
 -- dropped and made again)
