@@ -57,8 +57,13 @@ $$;
 REVOKE ALL ON FUNCTION mlplat._next_resync_at() FROM PUBLIC;
 
 ALTER TABLE mlplat.deployments ADD COLUMN next_resync_at timestamptz NOT NULL DEFAULT pg_catalog.now();
-CREATE INDEX deployments_resync_due ON mlplat.deployments (next_resync_at) WHERE status <> 'DELETED';
-CREATE INDEX deployments_changed ON mlplat.deployments (id)
+-- Both in the claim's order (next_resync_at, id), so a chunk of them is read off the index and
+-- the scan stops at the chunk's end: ordered by id or by next_resync_at alone, a claim during a
+-- converge of 10,000 read and sorted all 10,000 changed rows (and as many due ones) for each
+-- chunk of 1,000 (claim9).  Adding the columns costs no write of its own: every update that
+-- moves next_resync_at is already a non-HOT one (deployments_resync_due indexes it).
+CREATE INDEX deployments_resync_due ON mlplat.deployments (next_resync_at, id) WHERE status <> 'DELETED';
+CREATE INDEX deployments_changed ON mlplat.deployments (next_resync_at, id)
   WHERE mlplat.deployment_is_changing(status) OR generation <> observed_generation;
 
 -- The claim rows of the deployments p_ids names (ascending), each as the claim returns it;
@@ -124,11 +129,17 @@ LANGUAGE sql STABLE
 -- (at 10,000 live rows 23-31 ms a claim for none, 0.05-0.8 ms through deployments_changed).
 -- The changed rows are selected inside an OFFSET 0 fence with only that index's predicate,
 -- so no other index (by the ORDER BY) fits them: the pass costs what changed, not the fleet.
+-- Each set is read in (next_resync_at, id) order off its index and stops at p_limit rows, so
+-- a chunk costs its own rows however many are changed or due (claim9: 10,000 of each, read,
+-- merged and sorted for every chunk of 1,000 before).
 SET enable_bitmapscan = off
 SET enable_seqscan = off
 AS $$
   -- the ids first, each set by its own index (an ARRAY subquery is run only when its CASE
-  -- branch is taken): a pass between full passes reads what changed or is due, not the table
+  -- branch is taken): a pass between full passes reads what changed or is due, not the table.
+  -- The due rows (next_resync_at <= now()) and the changed ones not due (> now()) are
+  -- disjoint, so each is a LIMIT of its own in claim order and the chunk the first p_limit of
+  -- the two: what a UNION of every changed and every due row, sorted, gave.
   SELECT c.* FROM mlplat._deployments_claim_of(
     CASE WHEN p_resync
          THEN ARRAY(SELECT x.id FROM mlplat.deployments x WHERE x.status <> 'DELETED' AND x.id > p_after
@@ -136,18 +147,22 @@ AS $$
          WHEN p_only_new
          THEN ARRAY(SELECT x.id FROM (SELECT y.id, y.status, y.next_attempt_at, y.next_resync_at
                                         FROM mlplat.deployments y
-                                       WHERE y.generation <> y.observed_generation OFFSET 0) x
+                                       WHERE y.generation <> y.observed_generation
+                                       ORDER BY y.next_resync_at, y.id OFFSET 0) x
                      WHERE x.status <> 'DELETED' AND x.next_attempt_at <= pg_catalog.now()
                      ORDER BY x.next_resync_at, x.id LIMIT p_limit)
          ELSE ARRAY(SELECT u.id FROM (
-                SELECT x.id, x.next_resync_at FROM mlplat.deployments x
-                 WHERE x.status <> 'DELETED' AND x.next_resync_at <= pg_catalog.now()
-                UNION
-                SELECT x.id, x.next_resync_at FROM (SELECT y.id, y.status, y.next_resync_at
-                                                      FROM mlplat.deployments y
-                                                     WHERE mlplat.deployment_is_changing(y.status)
-                                                        OR y.generation <> y.observed_generation OFFSET 0) x
-                 WHERE x.status <> 'DELETED') u
+                (SELECT x.id, x.next_resync_at FROM mlplat.deployments x
+                  WHERE x.status <> 'DELETED' AND x.next_resync_at <= pg_catalog.now()
+                  ORDER BY x.next_resync_at, x.id LIMIT p_limit)
+                UNION ALL
+                (SELECT x.id, x.next_resync_at FROM (SELECT y.id, y.status, y.next_resync_at
+                                                       FROM mlplat.deployments y
+                                                      WHERE (mlplat.deployment_is_changing(y.status)
+                                                             OR y.generation <> y.observed_generation)
+                                                        AND y.next_resync_at > pg_catalog.now()
+                                                      ORDER BY y.next_resync_at, y.id OFFSET 0) x
+                  WHERE x.status <> 'DELETED' ORDER BY x.next_resync_at, x.id LIMIT p_limit)) u
                ORDER BY u.next_resync_at, u.id LIMIT p_limit) END,
     p_resync, p_only_new, p_deadline_ms) c
 $$;

@@ -46,9 +46,7 @@ $$;
 REVOKE ALL ON FUNCTION mlplat._next_resync_at() FROM PUBLIC;
 
 ALTER TABLE mlplat.deployments ADD COLUMN next_resync_at timestamptz NOT NULL DEFAULT pg_catalog.now();
-CREATE INDEX deployments_resync_due ON mlplat.deployments (next_resync_at) WHERE status <> 'DELETED';
-CREATE INDEX deployments_changed ON mlplat.deployments (id)
-  WHERE mlplat.deployment_is_changing(status) OR generation <> observed_generation;
+-- its indexes deployments_resync_due and deployments_changed: part 99_claim9
 
 -- The claim rows of the deployments p_ids names (ascending), each as the claim returns it;
 -- p_resync: a full pass (every row due).  Apart from the choice of rows so that each is planned
@@ -88,60 +86,8 @@ AS $$
 $$;
 REVOKE ALL ON FUNCTION mlplat._deployments_claim_of(bigint[], boolean, boolean, int) FROM PUBLIC;
 
--- p_resync: a full pass (a new leader's first, and every mlplat.full_resync_interval):
--- every live row, each due.  Otherwise only the changed rows and those whose resync is due.
--- p_only_new: a pass woken by a commit takes just the intents not yet applied.
--- p_deadline_ms: mlplat.deploy_deadline of the calling worker (0: none); a deployment's own
--- deploy_deadline overrides it.
--- p_limit (mlplat.pass_row_limit; NULL: no limit) bounds the rows one pass acts on, so a
--- leader's memory follows the chunk, not the fleet (issue 20: 30,000 new deployments held
--- 60 kB each in one pass).  A full pass walks the live rows in id order after p_after (the
--- last id of the previous chunk of the same sweep); any other pass takes the most overdue
--- first (next_resync_at, which every pass that compares a row moves on), so a row left out
--- of a full chunk is first in the next one and none starves behind rows that stay changed.
+-- the claim's 0.2.0 signature; the claim with its chunk's arguments: part 99_claim9
 DROP FUNCTION mlplat._deployments_claim(boolean, boolean, int);
-CREATE FUNCTION mlplat._deployments_claim(p_resync boolean, p_only_new boolean DEFAULT false,
-                                          p_deadline_ms int DEFAULT 0, p_after bigint DEFAULT 0,
-                                          p_limit int DEFAULT NULL)
-RETURNS SETOF mlplat.deployment_claim
-LANGUAGE sql STABLE
--- A plain index scan of the due rows, never a bitmap one: every resync leaves the row's old
--- entry below now() in deployments_resync_due until a vacuum, and a bitmap scan visits the
--- heap for each such entry on every pass (after a full resync: the fleet's worth, 700 heap
--- pages for 6 live rows at 11,000); an index scan marks them dead once and skips them after.
--- Never a sequential scan either: the planner prices generation <> observed_generation (two
--- columns) at its default 0.995 of the rows, so it read the whole table for the changed rows
--- (at 10,000 live rows 23-31 ms a claim for none, 0.05-0.8 ms through deployments_changed).
--- The changed rows are selected inside an OFFSET 0 fence with only that index's predicate,
--- so no other index (by the ORDER BY) fits them: the pass costs what changed, not the fleet.
-SET enable_bitmapscan = off
-SET enable_seqscan = off
-AS $$
-  -- the ids first, each set by its own index (an ARRAY subquery is run only when its CASE
-  -- branch is taken): a pass between full passes reads what changed or is due, not the table
-  SELECT c.* FROM mlplat._deployments_claim_of(
-    CASE WHEN p_resync
-         THEN ARRAY(SELECT x.id FROM mlplat.deployments x WHERE x.status <> 'DELETED' AND x.id > p_after
-                     ORDER BY x.id LIMIT p_limit)
-         WHEN p_only_new
-         THEN ARRAY(SELECT x.id FROM (SELECT y.id, y.status, y.next_attempt_at, y.next_resync_at
-                                        FROM mlplat.deployments y
-                                       WHERE y.generation <> y.observed_generation OFFSET 0) x
-                     WHERE x.status <> 'DELETED' AND x.next_attempt_at <= pg_catalog.now()
-                     ORDER BY x.next_resync_at, x.id LIMIT p_limit)
-         ELSE ARRAY(SELECT u.id FROM (
-                SELECT x.id, x.next_resync_at FROM mlplat.deployments x
-                 WHERE x.status <> 'DELETED' AND x.next_resync_at <= pg_catalog.now()
-                UNION
-                SELECT x.id, x.next_resync_at FROM (SELECT y.id, y.status, y.next_resync_at
-                                                      FROM mlplat.deployments y
-                                                     WHERE mlplat.deployment_is_changing(y.status)
-                                                        OR y.generation <> y.observed_generation OFFSET 0) x
-                 WHERE x.status <> 'DELETED') u
-               ORDER BY u.next_resync_at, u.id LIMIT p_limit) END,
-    p_resync, p_only_new, p_deadline_ms) c
-$$;
-REVOKE ALL ON FUNCTION mlplat._deployments_claim(boolean, boolean, int, bigint, int) FROM PUBLIC;
 
 -- The write-back of a whole pass in one statement, one element of p_rows per deployment
 -- written.  A row is written only if it is still at its row_version (an intent or another
