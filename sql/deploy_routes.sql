@@ -191,6 +191,52 @@ SELECT DISTINCT (SELECT name FROM mlplat.projects p WHERE p.id = g.project_id) A
 SET ROLE regress_rt_outsider;
 SELECT project, model, deployment FROM mlplat.routes ORDER BY 1, 2;
 RESET ROLE;
+-- a write-back of 1,000 rows of two projects becoming READY in one transaction: one
+-- generation per project holding all of its rows, published in a few statements at commit,
+-- not a few a row: the publishers' lock row is read by the one firing that publishes (its
+-- lock, then each generation's number), not by each of the 1,000 firings
+SELECT :acc FROM mlplat.create_project('routes3', 4);
+SELECT :acc FROM mlplat.create_project('routes4', 4);
+SELECT count(*) FROM (VALUES ('routes3'), ('routes4')) AS p(name),
+  mlplat.add_artifact_location(p.name, 's3://models/'),
+  mlplat.register_model_version(p.name, 'iris', '1', 's3://models/iris/1', repeat('a', 64), 'kserve-sklearnserver', 'sklearn'),
+  mlplat.set_model_stage(p.name, 'iris', '1', 'CHAMPION');
+SELECT count(*) FROM generate_series(1, 1000) i,
+  mlplat.deploy(CASE WHEN i <= 600 THEN 'routes3' ELSE 'routes4' END, 'b' || i, 'iris', '1', 'kserve-sklearnserver');
+SELECT coalesce(max(generation), 0) AS bulk_base FROM mlplat.route_generations \gset
+BEGIN;
+SELECT count(*) AS written FROM mlplat._deployments_writeback_set(42, ARRAY(
+  SELECT ROW(d.id, d.row_version, 'READY', 'ready', d.generation, d.desired_revision, 'http://' || d.name || '.' || p.name,
+             NULL, NULL, NULL)::mlplat.deployment_writeback
+    FROM mlplat.deployments d JOIN mlplat.projects p ON p.id = d.project_id WHERE p.name IN ('routes3', 'routes4') ORDER BY d.id));
+SELECT seq_scan + coalesce(idx_scan, 0) AS head_reads FROM pg_stat_xact_user_tables WHERE relid = 'mlplat.route_head'::regclass \gset
+SET CONSTRAINTS ALL IMMEDIATE;
+SELECT seq_scan + coalesce(idx_scan, 0) - :head_reads AS head_reads_to_publish
+FROM pg_stat_xact_user_tables WHERE relid = 'mlplat.route_head'::regclass;
+COMMIT;
+SELECT (SELECT name FROM mlplat.projects WHERE id = g.project_id) AS project, g.generation - :bulk_base AS gen,
+       (SELECT count(*) FROM mlplat.route_entries e WHERE e.project_id = g.project_id AND e.from_gen = g.generation) AS entries,
+       (SELECT count(*) FROM mlplat.route_table(g.generation) t JOIN mlplat.projects p ON p.name = t.project
+         WHERE p.id = g.project_id AND t.endpoint = 'http://' || t.deployment || '.' || p.name) AS routed
+FROM mlplat.route_generations g WHERE g.generation > :bulk_base ORDER BY g.generation;
+-- a savepoint rolled back after its SET CONSTRAINTS IMMEDIATE published takes the publish
+-- back with it: PostgreSQL fires those rows' triggers again at commit, and they publish
+SELECT coalesce(max(generation), 0) AS bulk_base FROM mlplat.route_generations \gset
+BEGIN;
+SELECT count(*) AS written FROM mlplat._deployments_writeback_set(42, ARRAY(
+  SELECT ROW(d.id, d.row_version, 'FAILED', 'gone', d.generation, d.desired_revision, NULL, NULL, 'gone', NULL)::mlplat.deployment_writeback
+    FROM mlplat.deployments d JOIN mlplat.projects p ON p.id = d.project_id WHERE p.name = 'routes3' AND d.name IN ('b1', 'b2')));
+SAVEPOINT s;
+SET CONSTRAINTS ALL IMMEDIATE;
+SELECT count(*) AS published_in_savepoint FROM mlplat.route_generations WHERE generation > :bulk_base;
+ROLLBACK TO SAVEPOINT s;
+SELECT count(*) AS after_rollback_to FROM mlplat.route_generations WHERE generation > :bulk_base;
+COMMIT;
+SELECT g.generation - :bulk_base AS gen, (SELECT name FROM mlplat.projects WHERE id = g.project_id) AS project,
+       (SELECT count(*) FROM mlplat.route_entries e WHERE e.project_id = g.project_id AND e.to_gen = g.generation) AS closed,
+       (SELECT string_agg(e.deployment, ',' ORDER BY e.deployment) FROM mlplat.route_entries e
+         WHERE e.project_id = g.project_id AND e.to_gen = g.generation) AS removed
+FROM mlplat.route_generations g WHERE g.generation > :bulk_base ORDER BY g.generation;
 -- generations are immutable; a route entry is only ever closed
 UPDATE mlplat.route_generations SET created_at = now();
 DELETE FROM mlplat.route_generations;
