@@ -6,8 +6,9 @@
  * statement-level trigger.  Each firing used to compare and write its own row (~6 statements
  * a row, 7.8% of the deployments leader's CPU while 10,000 converge).  Now an immediate row
  * trigger with the same WHEN (deployments_publish_queue) queues each such row's id here; the
- * first deferred firing takes every queued id and publishes them together in a few set-based
- * statements, and the later firings find their id taken and return at once.
+ * first deferred firing takes every queued id and has mlplat._routes_publish_set publish them
+ * together in a few set-based statements, and the later firings find their id taken and
+ * return at once.
  *
  * Kept in backend memory, not in a setting or a table, so the session's user can neither
  * read nor write it (the functions are granted to no one; the publisher is SECURITY
@@ -27,6 +28,8 @@
 #include "commands/trigger.h"
 #include "executor/spi.h"
 #include "fmgr.h"
+#include "nodes/value.h"
+#include "parser/parse_func.h"
 #include "utils/array.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
@@ -120,11 +123,9 @@ ensure_queue(void)
 	queued_ids = hash_create("mlplat route queue", 1024, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 }
 
-/* AFTER UPDATE row trigger on mlplat.deployments: queue NEW.id */
-PG_FUNCTION_INFO_V1(mlplat_route_queue_add);
-
-Datum
-mlplat_route_queue_add(PG_FUNCTION_ARGS)
+/* NEW.id of the AFTER UPDATE row trigger firing that called fn */
+static int64
+new_id(FunctionCallInfo fcinfo, const char *fn)
 {
 	TriggerData *td = (TriggerData *) fcinfo->context;
 	int attnum;
@@ -132,40 +133,58 @@ mlplat_route_queue_add(PG_FUNCTION_ARGS)
 	Datum id;
 
 	if (!CALLED_AS_TRIGGER(fcinfo) || !TRIGGER_FIRED_AFTER(td->tg_event) || !TRIGGER_FIRED_FOR_ROW(td->tg_event) || !TRIGGER_FIRED_BY_UPDATE(td->tg_event))
-		ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED), errmsg("_route_queue_add must be an AFTER UPDATE row trigger")));
+		ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED), errmsg("%s must be an AFTER UPDATE row trigger", fn)));
 	attnum = SPI_fnumber(td->tg_relation->rd_att, "id");
 	if (attnum <= 0 || TupleDescAttr(td->tg_relation->rd_att, attnum - 1)->atttypid != INT8OID)
-		ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-						errmsg("_route_queue_add: table \"%s\" has no bigint id column", RelationGetRelationName(td->tg_relation))));
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED), errmsg("%s: table \"%s\" has no bigint id column", fn, RelationGetRelationName(td->tg_relation))));
 	id = SPI_getbinval(td->tg_newtuple, td->tg_relation->rd_att, attnum, &isnull);
-	if (!isnull)
-	{
-		ensure_queue();
-		queue_id(DatumGetInt64(id));
-	}
+	if (isnull)
+		ereport(ERROR, (errcode(ERRCODE_NOT_NULL_VIOLATION), errmsg("%s: the row's id is NULL", fn)));
+	return DatumGetInt64(id);
+}
+
+/* The immediate queue trigger deployments_publish_queue: queue NEW.id */
+PG_FUNCTION_INFO_V1(mlplat_route_queue_add);
+
+Datum
+mlplat_route_queue_add(PG_FUNCTION_ARGS)
+{
+	int64 id = new_id(fcinfo, "_route_queue_add");
+
+	ensure_queue();
+	queue_id(id);
 	return PointerGetDatum(NULL);
 }
 
 /*
- * _route_queue_take(id) -> bigint[]: the ids the firing for deployment id must compare.
- * Empty when a firing since id's last change took it; else every pending id (id among them),
- * all taken from now on.
+ * The deferred publish trigger deployments_publish_routes (mlplat._routes_publish): nothing
+ * to do if a firing since this row's last change took it; else it takes every pending id
+ * (this row's among them) and has mlplat._routes_publish_set compare and publish them.  In
+ * C so that a later firing costs a hash lookup, not a PL/pgSQL call that switches user and
+ * search_path.  _routes_publish_set is called through fmgr: SECURITY DEFINER as declared, and
+ * no caller needs EXECUTE on it (it is granted to no one).
  */
-PG_FUNCTION_INFO_V1(mlplat_route_queue_take);
+PG_FUNCTION_INFO_V1(mlplat_routes_publish);
 
 Datum
-mlplat_route_queue_take(PG_FUNCTION_ARGS)
+mlplat_routes_publish(PG_FUNCTION_ARGS)
 {
-	int64 id = PG_GETARG_INT64(0);
+	int64 id;
 	QueuedRoute *e;
 	Datum *elems;
-	ArrayType *result;
+	ArrayType *ids;
+	Oid argtypes[1] = { INT8ARRAYOID };
+	Oid publish;
+	FmgrInfo flinfo;
+	LOCAL_FCINFO(call, 1);
 
+	id = new_id(fcinfo, "_routes_publish");
 	ensure_queue();
 	e = hash_search(queued_ids, &id, HASH_FIND, NULL);
 	if (e != NULL && e->taken)
-		PG_RETURN_ARRAYTYPE_P(construct_empty_array(INT8OID));
-	/* not queued at all (a trigger disabled or added mid-transaction): compare it anyway */
+		return PointerGetDatum(NULL);
+	/* not queued at all (the queue trigger disabled or added mid-transaction): compare it anyway */
 	queue_id(id);
 	elems = palloc(npending * sizeof(Datum));
 	for (int i = 0; i < npending; i++)
@@ -174,7 +193,14 @@ mlplat_route_queue_take(PG_FUNCTION_ARGS)
 		e->taken = true;
 		elems[i] = Int64GetDatum(pending[i]);
 	}
-	result = construct_array(elems, npending, INT8OID, sizeof(int64), true, TYPALIGN_DOUBLE);
+	ids = construct_array(elems, npending, INT8OID, sizeof(int64), true, TYPALIGN_DOUBLE);
 	npending = 0;
-	PG_RETURN_ARRAYTYPE_P(result);
+
+	publish = LookupFuncName(list_make2(makeString("mlplat"), makeString("_routes_publish_set")), 1, argtypes, false);
+	fmgr_info(publish, &flinfo);
+	InitFunctionCallInfoData(*call, &flinfo, 1, InvalidOid, NULL, NULL);
+	call->args[0].value = PointerGetDatum(ids);
+	call->args[0].isnull = false;
+	FunctionCallInvoke(call);
+	return PointerGetDatum(NULL);
 }

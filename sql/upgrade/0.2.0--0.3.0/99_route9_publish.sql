@@ -5,64 +5,61 @@
 -- the queue's made from it).  Sorted before 99_route_entries, which makes the table the
 -- function writes: plpgsql checks no table at CREATE.
 
--- Which deployments a transaction's publish still has to compare (src/routes_queue.c): an
--- immediate row trigger queues each row the publish trigger will fire for; the first
--- deferred firing takes them all.  Backend memory that no caller can read or write.
+-- Which deployments a transaction's publish still has to compare (src/routes_queue.c): the
+-- immediate trigger deployments_publish_queue queues each row the deferred publish trigger
+-- will fire for; the publish trigger's first firing takes them all and has
+-- _routes_publish_set publish them, the later ones find their row taken and return.  Backend
+-- memory that no caller can read or write.
 CREATE FUNCTION mlplat._route_queue_add() RETURNS trigger
 LANGUAGE C AS 'MODULE_PATHNAME', 'mlplat_route_queue_add';
 REVOKE ALL ON FUNCTION mlplat._route_queue_add() FROM PUBLIC;
-CREATE FUNCTION mlplat._route_queue_take(p_id bigint) RETURNS bigint[]
-LANGUAGE C STRICT VOLATILE AS 'MODULE_PATHNAME', 'mlplat_route_queue_take';
-REVOKE ALL ON FUNCTION mlplat._route_queue_take(bigint) FROM PUBLIC;
-
--- Deferred to commit: runs once the transaction's changes are all made.  PostgreSQL fires it
--- once per changed deployment (it has no deferred statement-level trigger), but the first
--- firing takes every deployment queued so far and compares them all with their open entries
--- in one statement, and writes what changed in one statement each: what a commit costs
--- follows the deployments written, a few statements for all of them; the later firings find
--- their row taken and return without a statement.  SECURITY DEFINER because deferred
--- triggers run as the session's user, outside the API function that made the change.
 CREATE OR REPLACE FUNCTION mlplat._routes_publish() RETURNS trigger
+LANGUAGE C AS 'MODULE_PATHNAME', 'mlplat_routes_publish';
+REVOKE ALL ON FUNCTION mlplat._routes_publish() FROM PUBLIC;
+
+-- Publishes the deployments p_ids at commit (called by _routes_publish, deferred: once the
+-- transaction's changes are all made): compares them all with their open entries in one
+-- statement and writes what changed in one statement each, so what a commit costs is a few
+-- statements, whatever the number of deployments it changed.  SECURITY DEFINER because
+-- deferred triggers run as the session's user, outside the API function that made the change.
+CREATE FUNCTION mlplat._routes_publish_set(p_ids bigint[]) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, mlplat, pg_temp AS $$
 DECLARE
-  ids bigint[] := mlplat._route_queue_take(NEW.id);
-  -- the changed routes, a column each (model NULL: the route is removed)
+  -- the changed routes, a column each (model NULL: the route is removed; tid: the open entry
+  -- it closes, if any)
   c_project bigint[];
   c_name text[];
   c_model text[];
   c_endpoint text[];
   c_revision int[];
   c_version text[];
-  projects bigint[] := '{}';
-  gens bigint[] := '{}';
+  c_tid tid[];
   p bigint;
   n bigint;
   mine boolean;
 BEGIN
-  IF pg_catalog.cardinality(ids) = 0 THEN
-    RETURN NULL;   -- a firing after this row's last change compared it
-  END IF;
   -- The lock first: held until commit, so no other publisher's generation comes between
   -- this compare and this generation's number (READ COMMITTED: every statement below
   -- sees what the publishers before committed).
   PERFORM 1 FROM mlplat.route_head h FOR UPDATE;
-  -- each deployment now (not NEW: a later statement of the transaction may have changed it)
-  -- against its open entry
+  -- each deployment now (not as its trigger saw it: a later statement may have changed it)
+  -- against its open entry.  The entry by its unique index, a lookup per deployment (OFFSET 0
+  -- keeps the subquery per row): joined, a route_entries table autovacuum had not analyzed
+  -- yet was hashed whole or scanned by project_id alone, every entry of the project a row.
   SELECT pg_catalog.array_agg(d.project_id ORDER BY d.id), pg_catalog.array_agg(d.name ORDER BY d.id),
          pg_catalog.array_agg(c.model ORDER BY d.id), pg_catalog.array_agg(c.endpoint ORDER BY d.id),
-         pg_catalog.array_agg(c.revision ORDER BY d.id), pg_catalog.array_agg(c.version ORDER BY d.id)
-    INTO c_project, c_name, c_model, c_endpoint, c_revision, c_version
+         pg_catalog.array_agg(c.revision ORDER BY d.id), pg_catalog.array_agg(c.version ORDER BY d.id),
+         pg_catalog.array_agg(e.tid ORDER BY d.id)
+    INTO c_project, c_name, c_model, c_endpoint, c_revision, c_version, c_tid
     FROM mlplat.deployments d
     LEFT JOIN LATERAL (SELECT dr.intent->>'model' AS model, d.endpoint, d.ready_revision AS revision, dr.intent->>'version' AS version
                          FROM mlplat.deployment_revisions dr
                         WHERE dr.deployment_id = d.id AND dr.revision = d.ready_revision
                           AND mlplat.deployment_is_serving(d.status) AND d.endpoint IS NOT NULL) c ON true
-    LEFT JOIN mlplat.route_entries e ON e.project_id = d.project_id AND e.deployment = d.name AND e.to_gen IS NULL
-   WHERE d.id = ANY (ids)
+    LEFT JOIN LATERAL (SELECT x.model, x.endpoint, x.revision, x.version, x.ctid AS tid FROM mlplat.route_entries x
+                        WHERE x.project_id = d.project_id AND x.deployment = d.name AND x.to_gen IS NULL OFFSET 0) e ON true
+   WHERE d.id = ANY (p_ids)
      AND (c.model, c.endpoint, c.revision, c.version) IS DISTINCT FROM (e.model, e.endpoint, e.revision, e.version);
-  IF c_project IS NULL THEN
-    RETURN NULL;
-  END IF;
   -- One generation per project and commit: deferred, every firing runs in the COMMIT, so
   -- the first change makes it and any later one joins it.  Under SET CONSTRAINTS IMMEDIATE
   -- the firings follow each statement, so a later statement publishes again.
@@ -78,24 +75,22 @@ BEGIN
       UPDATE mlplat.route_head SET generation = n;
       PERFORM pg_catalog.pg_notify('mlplat_routes', n::text);
     END IF;
-    projects := projects || p;
-    gens := gens || n;
+    -- closed before the new ones are opened (one open entry a deployment), by the tids just
+    -- read (no one else writes open entries while we hold the lock; _route_entry_closed
+    -- refuses to close one twice): a TID lookup each (or one hash join, for many tids in a
+    -- small table).  By the keys, the planner walked the project's open entries for each.
+    UPDATE mlplat.route_entries e SET to_gen = n
+      FROM ROWS FROM (pg_catalog.unnest(c_project), pg_catalog.unnest(c_tid)) AS x(project_id, tid)
+     WHERE e.ctid = x.tid AND x.project_id = p;
+    INSERT INTO mlplat.route_entries (project_id, deployment, model, endpoint, revision, version, from_gen)
+    SELECT p, x.deployment, x.model, x.endpoint, x.revision, x.version, n
+      FROM ROWS FROM (pg_catalog.unnest(c_project), pg_catalog.unnest(c_name), pg_catalog.unnest(c_model),
+                      pg_catalog.unnest(c_endpoint), pg_catalog.unnest(c_revision), pg_catalog.unnest(c_version))
+           AS x(project_id, deployment, model, endpoint, revision, version)
+     WHERE x.project_id = p AND x.model IS NOT NULL;
   END LOOP;
-  -- closed before the new ones are opened: one open entry a deployment
-  UPDATE mlplat.route_entries e SET to_gen = g.n
-    FROM ROWS FROM (pg_catalog.unnest(c_project), pg_catalog.unnest(c_name)) AS x(project_id, deployment)
-    JOIN ROWS FROM (pg_catalog.unnest(projects), pg_catalog.unnest(gens)) AS g(project_id, n) ON g.project_id = x.project_id
-   WHERE e.project_id = x.project_id AND e.deployment = x.deployment AND e.to_gen IS NULL;
-  INSERT INTO mlplat.route_entries (project_id, deployment, model, endpoint, revision, version, from_gen)
-  SELECT x.project_id, x.deployment, x.model, x.endpoint, x.revision, x.version, g.n
-    FROM ROWS FROM (pg_catalog.unnest(c_project), pg_catalog.unnest(c_name), pg_catalog.unnest(c_model),
-                    pg_catalog.unnest(c_endpoint), pg_catalog.unnest(c_revision), pg_catalog.unnest(c_version))
-         AS x(project_id, deployment, model, endpoint, revision, version)
-    JOIN ROWS FROM (pg_catalog.unnest(projects), pg_catalog.unnest(gens)) AS g(project_id, n) ON g.project_id = x.project_id
-   WHERE x.model IS NOT NULL;
-  RETURN NULL;
 END $$;
-REVOKE ALL ON FUNCTION mlplat._routes_publish() FROM PUBLIC;
+REVOKE ALL ON FUNCTION mlplat._routes_publish_set(bigint[]) FROM PUBLIC;
 
 DROP TRIGGER deployments_publish_routes ON mlplat.deployments;
 -- Fires only for changes that can change a route: becoming or ceasing to be routable (the
