@@ -48,44 +48,6 @@ REVOKE ALL ON FUNCTION mlplat._next_resync_at() FROM PUBLIC;
 ALTER TABLE mlplat.deployments ADD COLUMN next_resync_at timestamptz NOT NULL DEFAULT pg_catalog.now();
 -- its indexes deployments_resync_due and deployments_changed: part 99_claim9
 
--- The claim rows of the deployments p_ids names (ascending), each as the claim returns it;
--- p_resync: a full pass (every row due).  Apart from the choice of rows so that each is planned
--- for what it reads: a plan made for "every row" (hash joins over whole tables) is the wrong
--- one for twenty.
-CREATE FUNCTION mlplat._deployments_claim_of(p_ids bigint[], p_resync boolean, p_only_new boolean,
-                                             p_deadline_ms int)
-RETURNS SETOF mlplat.deployment_claim
-LANGUAGE sql STABLE
-AS $$
-  SELECT d.id, p.name, mlplat._project_namespace(p.name), d.name, d.status,
-         d.generation, d.observed_generation, d.row_version,
-         d.desired_revision, r.spec::text, r.spec_digest, d.traceparent, d.attempts,
-         d.next_attempt_at <= pg_catalog.now()
-           AND (p_resync OR d.next_resync_at <= pg_catalog.now() OR d.generation <> d.observed_generation
-                OR mlplat.deployment_is_changing(d.status))
-           -- an active rollout owns the InferenceService (see src/reconcile/rollouts.c)
-           AND NOT EXISTS (SELECT 1 FROM mlplat.rollouts ro WHERE ro.deployment_id = d.id
-                            AND mlplat.rollout_is_active(ro.status)),
-         d.drift_policy, d.status_reason,
-         dl.ms > 0 AND d.ready_wait_since IS NOT NULL
-           AND d.ready_wait_since + pg_catalog.make_interval(secs => dl.ms / 1000.0) < pg_catalog.now(),
-         dl.ms, d.deploy_deadline IS NOT NULL,
-         coalesce(d.observed ? 'kserve_at_apply', false),
-         (d.observed->'kserve_at_apply'->>'revision')::int,
-         (d.observed->'kserve_at_apply'->>'observedGeneration')::bigint,
-         d.observed->'kserve_at_apply'->>'latestCreatedRevision'
-    FROM mlplat.deployments d
-    CROSS JOIN LATERAL (SELECT coalesce((pg_catalog.date_part('epoch', d.deploy_deadline) * 1000)::bigint,
-                                        p_deadline_ms) AS ms) dl
-    JOIN mlplat.projects p ON p.id = d.project_id
-    LEFT JOIN mlplat.deployment_revisions r
-           ON r.deployment_id = d.id AND r.revision = d.desired_revision
-   WHERE d.id = ANY (p_ids) AND d.status <> 'DELETED'
-     AND (NOT p_only_new OR (d.generation <> d.observed_generation AND d.next_attempt_at <= pg_catalog.now()))
-   ORDER BY d.id
-$$;
-REVOKE ALL ON FUNCTION mlplat._deployments_claim_of(bigint[], boolean, boolean, int) FROM PUBLIC;
-
 -- the claim's 0.2.0 signature; the claim with its chunk's arguments: part 99_claim9
 DROP FUNCTION mlplat._deployments_claim(boolean, boolean, int);
 
