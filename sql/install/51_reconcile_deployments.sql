@@ -96,7 +96,8 @@ LANGUAGE plpgsql STABLE
 -- merged and sorted for every chunk of 1,000 before).
 -- plpgsql for RETURN QUERY: the rows go into the result set at once, where an SQL function
 -- (two, the ids and the rows, before claim9) hands them up one at a time through a run of
--- its executor per row (≈ 15-20% of a chunk's claim at 10,000; docs/benchmarks.md, claim9).
+-- its executor per row (a chunk's claim at 10,000 took 0.70-0.91x the time; docs/benchmarks.md,
+-- claim9).
 -- The rows are read by the primary key for the ids given, in one statement with them: the
 -- ids are an array (InitPlan), priced as a few rows, so the join is planned for a chunk
 -- (nested loops on the keys), never for every row (hash joins over whole tables).
