@@ -48,10 +48,7 @@ CREATE PROCEDURE public.run() LANGUAGE plpgsql AS \$\$
 DECLARE n int; rep int; ids bigint[]; ns text[]; nm text[]; t0 timestamptz; v text;
 BEGIN
   FOREACH n IN ARRAY '{$(echo $SIZES | tr ' ' ,)}'::int[] LOOP
-    SELECT array_agg(d.id ORDER BY d.id), array_agg(mlplat._project_namespace(p.name) ORDER BY d.id),
-           array_agg(d.name ORDER BY d.id)
-      INTO ids, ns, nm
-      FROM (SELECT * FROM mlplat.deployments ORDER BY id LIMIT n) d JOIN mlplat.projects p ON p.id = d.project_id;
+    SELECT * INTO ids, ns, nm FROM public.side_keys(n);
     FOR rep IN 1..$REPS LOOP
       -- which goes first alternates too: each call leaves the next one dead row versions
       FOREACH v IN ARRAY CASE WHEN rep % 2 = 0 THEN ARRAY['old', 'new'] ELSE ARRAY['new', 'old'] END LOOP

@@ -6,7 +6,8 @@
 #                         (mlplat.database names no database), the extension, and KIND's
 #                         leader epoch row made by hand: epoch 7; Q runs psql on it;
 #                         max: the largest of $SIZES (the rows to make)
-#   side_deployments      10 projects and \$max deployments spread over them, analyzed
+#   side_deployments      10 projects and \$max deployments spread over them, analyzed, and
+#                         public.side_keys(n): the first n's ids, namespaces and names (arrays)
 #   side_times [FILE] <<SQL
 #                         runs the SQL; its NOTICE lines "N LABEL MS" go to FILE
 #                         ($WORK/times.txt)
@@ -29,6 +30,11 @@ INSERT INTO mlplat.projects (name, gpu_quota) SELECT 'p' || g, 1 FROM generate_s
 INSERT INTO mlplat.deployments (project_id, name)
 SELECT p.id, 'd' || g FROM generate_series(1, $max) g JOIN mlplat.projects p ON p.name = 'p' || (g % 10 + 1);
 ANALYZE mlplat.deployments, mlplat.projects;
+-- the first n deployments by id: their ids, and their keys as a watch names them
+CREATE FUNCTION public.side_keys(n int, OUT ids bigint[], OUT ns text[], OUT nm text[]) LANGUAGE sql AS \$\$
+  SELECT array_agg(d.id ORDER BY d.id), array_agg(mlplat._project_namespace(p.name) ORDER BY d.id),
+         array_agg(d.name ORDER BY d.id)
+    FROM (SELECT * FROM mlplat.deployments ORDER BY id LIMIT n) d JOIN mlplat.projects p ON p.id = d.project_id \$\$;
 SQL
 }
 side_times() { Q 2>&1 >/dev/null | sed -n 's/^NOTICE:  //p' >"${1:-$WORK/times.txt}"; }

@@ -4,7 +4,7 @@
 -- an option setter makes the row due at once.  Before: _deployments_claim(false) returned
 -- every live row, so every pass read the whole fleet.
 BEGIN;
-SELECT plan(21);
+SELECT plan(22);
 
 SELECT mlplat.create_project('rrs', 4);
 SELECT mlplat.add_artifact_location('rrs', 's3://models/');
@@ -76,6 +76,15 @@ UPDATE mlplat.deployments SET status = 'DELETED', next_resync_at = now() + inter
 SELECT mlplat._deployments_due(4242, ARRAY[mlplat._project_namespace('rrs')], ARRAY['r3']);
 SELECT is((SELECT next_resync_at FROM mlplat.deployments WHERE name = 'r3'), now() + interval '1 hour',
           '... nor touches a DELETED row');
+-- due9: the keys whose rows need no write (due already, DELETED, no such row) are dropped
+-- before the write; the others in the same call are still made due
+UPDATE mlplat.deployments SET next_resync_at = now() + interval '1 hour' WHERE name = 'r1';
+SELECT mlplat._deployments_due(4242, array_fill(mlplat._project_namespace('rrs'), ARRAY[4]),
+                               ARRAY['r2', 'no-such', 'r3', 'r1']);
+SELECT is((SELECT string_agg(name || ':' || (next_resync_at - now()), ',' ORDER BY name) FROM mlplat.deployments
+            WHERE name IN ('r1', 'r2', 'r3') AND project_id = (SELECT id FROM mlplat.projects WHERE name = 'rrs')),
+          'r1:00:00:00,r2:-01:00:00,r3:01:00:00',
+          '... in one call with keys it drops: only the row due later is made due');
 
 -- claim9: a claim between full passes takes the first p_limit rows in (next_resync_at, id)
 -- order of the due and the changed ones, and reads about that many index entries to find

@@ -1,27 +1,6 @@
 -- 0.2.0 -> 0.3.0, part 89: the deployments watch cache (issue 20).  _next_resync_at, which
--- reads the row resync period the leader sets while its watch is healthy, is in part 20.
-
--- Rows whose InferenceService the leader's watch saw change (an event for namespace/name):
--- due now, so the next pass claims and compares them (issue 20); a row locked by an intent
--- in flight is skipped (that intent makes it changed anyway).  The keys are
--- read with one unnest of each array, not by subscript: p_names[i] of a text array walks the
--- array from its start, so a pass after a converge of 10,000 (as many keys) spent 1.5 s here.
--- The ids first, each key's by (project_id, name) in a subquery of its own, which only the
--- unique index fits: joined to the keys, a deployments table autovacuum had not analyzed yet
--- (a converge's rows are minutes old) was scanned by project_id alone with the name as a join
--- filter, every row of the project for each key (1,939 keys after 1,000 applies: 410-580 ms,
--- the keys times the project's rows).
-CREATE FUNCTION mlplat._deployments_due(p_epoch bigint, p_namespaces text[], p_names text[])
-RETURNS void
-LANGUAGE sql
-AS $$
-  SELECT mlplat._deployments_resync_at(p_epoch,
-           ARRAY(SELECT (SELECT y.id FROM mlplat.deployments y WHERE y.project_id = p.id AND y.name = o.name)
-                   FROM ROWS FROM (pg_catalog.unnest(p_namespaces), pg_catalog.unnest(p_names)) AS o(ns, name)
-                   JOIN mlplat.projects p ON mlplat._project_namespace(p.name) = o.ns),
-           pg_catalog.now(), true)
-$$;
-REVOKE ALL ON FUNCTION mlplat._deployments_due(bigint, text[], text[]) FROM PUBLIC;
+-- reads the row resync period the leader sets while its watch is healthy, is in part 20;
+-- _deployments_due in part 99_due9.
 
 -- Of the objects p_namespaces[i]/p_names[i] (ours by label, seen in the cluster), the positions
 -- i that no live deployment owns: the orphans, as the database says, not as the rows one pass
